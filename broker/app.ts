@@ -1,0 +1,83 @@
+import fs from 'node:fs';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import express, { type Express } from 'express';
+import { enrolDocs } from './enrol/routes.js';
+import { ApiError } from './http/errors.js';
+import { buildOpenApi } from './http/openapi.js';
+import { API_PREFIX, errorHandler, mountRoutes } from './http/router.js';
+import { remoteDocs } from './remote/routes.js';
+import { routeTable } from './routes.js';
+import type { Services } from './services.js';
+
+const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
+export const WEB_DIST = path.join(ROOT, 'web-console', 'dist');
+const SWAGGER_DIST = path.join(ROOT, 'node_modules', 'swagger-ui-dist');
+
+const SANDBOX_HTML = `<!doctype html>
+<html lang="en"><head><meta charset="utf-8"><title>Fleet API sandbox</title>
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<link rel="stylesheet" href="/api/sandbox/assets/swagger-ui.css"></head>
+<body><div id="sandbox"></div>
+<script src="/api/sandbox/assets/swagger-ui-bundle.js"></script>
+<script src="/api/sandbox/init.js"></script></body></html>`;
+
+const SANDBOX_INIT = `window.ui = SwaggerUIBundle({ url: '${API_PREFIX}/openapi.json', dom_id: '#sandbox', persistAuthorization: true, tryItOutEnabled: true, deepLinking: true });`;
+
+/** The HTTP application: the API, its OpenAPI document and sandbox, and the web console. */
+export function createApp(services: Services): Express {
+  const app = express();
+  app.disable('x-powered-by');
+  app.set('trust proxy', services.config.trustProxy);
+  app.set('query parser', 'simple');
+  app.use((_req, res, next) => {
+    res.setHeader('X-Content-Type-Options', 'nosniff');
+    res.setHeader('Referrer-Policy', 'no-referrer');
+    res.setHeader('X-Frame-Options', 'DENY');
+    next();
+  });
+
+  const routes = routeTable();
+  const openapi = buildOpenApi(routes, [...enrolDocs, ...remoteDocs]);
+
+  const api = express.Router();
+  api.use(express.json({ limit: '1mb' }));
+  api.get('/openapi.json', (_req, res) => {
+    res.json(openapi);
+  });
+  mountRoutes(api, routes, services);
+  api.use((req, _res, next) => next(new ApiError(404, 'not_found', `No call ${req.method} ${API_PREFIX}${req.path}.`)));
+  app.use(API_PREFIX, api);
+  // The spec also places challenge-verify at the root.
+  const rootRoutes = routes.filter((r) => r.absolute);
+  if (rootRoutes.length) {
+    const root = express.Router();
+    root.use(express.json({ limit: '1mb' }));
+    mountRoutes(root, rootRoutes, services);
+    app.use(root);
+  }
+
+  app.get('/api/sandbox', (_req, res) => {
+    res.setHeader('Content-Security-Policy', "default-src 'self'; img-src 'self' data:; style-src 'self' 'unsafe-inline'");
+    res.type('html').send(SANDBOX_HTML);
+  });
+  app.get('/api/sandbox/init.js', (_req, res) => {
+    res.type('application/javascript').send(SANDBOX_INIT);
+  });
+  app.use('/api/sandbox/assets', express.static(SWAGGER_DIST, { index: false }));
+  app.use('/api', (req, _res, next) => next(new ApiError(404, 'not_found', `No call ${req.method} /api${req.path}.`)));
+
+  if (fs.existsSync(path.join(WEB_DIST, 'index.html'))) {
+    app.use(express.static(WEB_DIST, { index: 'index.html', maxAge: '1h' }));
+    // The console routes in the browser: unknown paths load the app.
+    app.get(/^\/(?!api\/).*/, (_req, res) => {
+      res.sendFile(path.join(WEB_DIST, 'index.html'));
+    });
+  } else {
+    app.get('/', (_req, res) => {
+      res.type('text/plain').send('Fleet broker. The web console is not built: run `npm run build`. The API is at /api/v2 and its sandbox at /api/sandbox.\n');
+    });
+  }
+  app.use(errorHandler(services));
+  return app;
+}

@@ -1,0 +1,114 @@
+import path from 'node:path';
+
+/** Broker configuration, read once from the environment and validated at start. */
+export interface Config {
+  port: number;
+  host: string;
+  dataDir: string;
+  /** `sqlite:<file>` or `postgres://...` */
+  databaseUrl: string;
+  /** PostgreSQL schema to use (tests isolate themselves with it); empty for the default. */
+  databaseSchema: string;
+  adminEmail?: string;
+  adminPassword?: string;
+  /** Without it, mail is written to `<dataDir>/outbox` as .eml files. */
+  smtpUrl?: string;
+  mailFrom: string;
+  /** Base URL users reach the broker at; used in mails (password links). */
+  publicUrl?: string;
+  /** Signing secret for JWTs; generated and kept in `<dataDir>/jwt-secret` when not given. */
+  jwtSecret?: string;
+  /** Lifetime of an access token (seconds). */
+  tokenTtlSeconds: number;
+  /** Lifetime of a login session / refresh token (seconds). */
+  sessionTtlSeconds: number;
+  /** Subscription seats: active users allowed. */
+  seats: number;
+  maxCustomAttributes: number;
+  /** File store quota in bytes. */
+  fileQuotaBytes: number;
+  /** Maximum size of one uploaded file in bytes. */
+  fileMaxBytes: number;
+  tlsCertFile?: string;
+  tlsKeyFile?: string;
+  logLevel: string;
+  /** Whether to trust X-Forwarded-For (behind a reverse proxy). */
+  trustProxy: boolean;
+}
+
+export class ConfigError extends Error {
+  constructor(
+    readonly variable: string,
+    message: string,
+  ) {
+    super(`${variable}: ${message}`);
+  }
+}
+
+type Env = Record<string, string | undefined>;
+
+function integer(env: Env, name: string, fallback: number, min: number, max: number): number {
+  const raw = env[name];
+  if (raw === undefined || raw === '') return fallback;
+  if (!/^\d+$/.test(raw)) throw new ConfigError(name, `must be a whole number, got "${raw}"`);
+  const value = Number(raw);
+  if (value < min || value > max) throw new ConfigError(name, `must be between ${min} and ${max}, got ${value}`);
+  return value;
+}
+
+function boolean(env: Env, name: string, fallback: boolean): boolean {
+  const raw = env[name];
+  if (raw === undefined || raw === '') return fallback;
+  if (/^(1|true|yes|on)$/i.test(raw)) return true;
+  if (/^(0|false|no|off)$/i.test(raw)) return false;
+  throw new ConfigError(name, `must be true or false, got "${raw}"`);
+}
+
+/** Reads the configuration from the environment; throws ConfigError naming the bad variable. */
+export function loadConfig(env: Env = process.env): Config {
+  const dataDir = path.resolve(env.DATA_DIR || './data');
+  const databaseUrl = env.DATABASE_URL || `sqlite:${path.join(dataDir, 'fleet.sqlite')}`;
+  if (!/^(sqlite:|postgres(ql)?:\/\/)/.test(databaseUrl)) {
+    throw new ConfigError('DATABASE_URL', 'must start with sqlite: or postgres://');
+  }
+  const databaseSchema = env.DATABASE_SCHEMA || '';
+  if (databaseSchema && !/^[a-z_][a-z0-9_]{0,62}$/.test(databaseSchema)) {
+    throw new ConfigError('DATABASE_SCHEMA', 'must be a lowercase SQL identifier');
+  }
+  const adminEmail = env.ADMIN_EMAIL || undefined;
+  const adminPassword = env.ADMIN_PASSWORD || undefined;
+  if (adminEmail && !/^[^\s@]+@[^\s@]+$/.test(adminEmail)) throw new ConfigError('ADMIN_EMAIL', 'is not an email address');
+  if (adminEmail && !adminPassword) throw new ConfigError('ADMIN_PASSWORD', 'is required with ADMIN_EMAIL');
+  if (adminPassword && adminPassword.length < 8) throw new ConfigError('ADMIN_PASSWORD', 'must be at least 8 characters');
+  if (env.SMTP_URL && !/^smtps?:\/\//.test(env.SMTP_URL)) throw new ConfigError('SMTP_URL', 'must start with smtp:// or smtps://');
+  if (env.PUBLIC_URL && !/^https?:\/\//.test(env.PUBLIC_URL)) throw new ConfigError('PUBLIC_URL', 'must start with http:// or https://');
+  if (env.JWT_SECRET !== undefined && env.JWT_SECRET !== '' && env.JWT_SECRET.length < 32) {
+    throw new ConfigError('JWT_SECRET', 'must be at least 32 characters');
+  }
+  if (!!env.TLS_CERT_FILE !== !!env.TLS_KEY_FILE) throw new ConfigError(env.TLS_CERT_FILE ? 'TLS_KEY_FILE' : 'TLS_CERT_FILE', 'TLS_CERT_FILE and TLS_KEY_FILE go together');
+  const logLevel = env.LOG_LEVEL || 'info';
+  if (!['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'].includes(logLevel)) throw new ConfigError('LOG_LEVEL', `unknown level "${logLevel}"`);
+  return {
+    port: integer(env, 'PORT', 8080, 0, 65535),
+    host: env.HOST || '0.0.0.0',
+    dataDir,
+    databaseUrl,
+    databaseSchema,
+    adminEmail,
+    adminPassword,
+    smtpUrl: env.SMTP_URL || undefined,
+    mailFrom: env.MAIL_FROM || 'Fleet <fleet@localhost>',
+    publicUrl: env.PUBLIC_URL || undefined,
+    jwtSecret: env.JWT_SECRET || undefined,
+    tokenTtlSeconds: integer(env, 'TOKEN_TTL_SECONDS', 900, 10, 86400),
+    sessionTtlSeconds: integer(env, 'SESSION_TTL_SECONDS', 7 * 86400, 60, 365 * 86400),
+    seats: integer(env, 'SEATS', 100, 1, 1_000_000),
+    maxCustomAttributes: integer(env, 'MAX_CUSTOM_ATTRIBUTES', 100, 1, 10_000),
+    fileQuotaBytes: integer(env, 'FILE_QUOTA_BYTES', 10 * 1024 ** 3, 1024, Number.MAX_SAFE_INTEGER),
+    fileMaxBytes: integer(env, 'FILE_MAX_BYTES', 1024 ** 3, 1, Number.MAX_SAFE_INTEGER),
+    tlsCertFile: env.TLS_CERT_FILE || undefined,
+    tlsKeyFile: env.TLS_KEY_FILE || undefined,
+    logLevel,
+    trustProxy: boolean(env, 'TRUST_PROXY', false),
+  };
+}

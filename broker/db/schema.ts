@@ -1,0 +1,167 @@
+import type { Generated } from 'kysely';
+
+/**
+ * The store's tables. Portable between SQLite and PostgreSQL: timestamps are ISO-8601 text
+ * (sortable), booleans are 0/1 integers, structured values are JSON text.
+ */
+export interface UsersTable {
+  id: string;
+  email: string; // lower-cased, unique
+  fname: string;
+  lname: string;
+  password_hash: string | null; // null: must set a password through the welcome link first
+  disabled: number;
+  /** null: follows the account's 2FA policy; 0/1: per-user override */
+  two_factor: number | null;
+  totp_secret: string | null; // base32, set once enrolment is confirmed
+  totp_pending: string | null; // base32, awaiting confirmation
+  created_at: string;
+  last_login: string | null;
+}
+
+export interface RolesTable {
+  id: string;
+  name: string;
+  description: string;
+  /** JSON: [{permission, resources}] */
+  policies: string;
+  builtin: number;
+  created_at: string;
+  created_by: string | null;
+  updated_at: string;
+  updated_by: string | null;
+}
+
+export interface UserRolesTable {
+  user_id: string;
+  role_id: string;
+}
+
+export interface SessionsTable {
+  id: string;
+  user_id: string;
+  refresh_hash: string;
+  created_at: string;
+  expires_at: string;
+  revoked_at: string | null;
+  ip: string | null;
+  user_agent: string | null;
+}
+
+export interface ChallengesTable {
+  /** sha256 of the opaque challenge handed to the client */
+  id_hash: string;
+  user_id: string;
+  /** 'login' (password checked, no provider yet) or 'code' (a provider was chosen) */
+  stage: string;
+  provider: string | null;
+  code_hash: string | null;
+  attempts: number;
+  expires_at: string;
+  used_at: string | null;
+}
+
+export interface PasswordTokensTable {
+  token_hash: string;
+  user_id: string;
+  purpose: string; // 'welcome' | 'reset'
+  expires_at: string;
+  used_at: string | null;
+}
+
+export interface SettingsTable {
+  key: string;
+  value: string; // JSON
+}
+
+/** The group tree: groups and approved devices. */
+export interface NodesTable {
+  node_id: string;
+  parent_id: string | null;
+  type: string; // 'group' | 'device'
+  title: string;
+  tags: string; // JSON string[]
+  created_at: string;
+}
+
+/** Every device the broker has heard of: pending, approved or rejected. */
+export interface DevicesTable {
+  device_id: string; // 64 lowercase hex: sha256 of the public key
+  public_key: string; // PEM (SPKI)
+  state: string; // 'pending' | 'approved'
+  hostname: string;
+  bootstrap_key: string | null;
+  /** JSON: legacy attributes and `custom` */
+  attributes: string;
+  created_at: string;
+  approved_at: string | null;
+  last_seen: string | null;
+  last_ip: string | null;
+  agent_version: string | null;
+}
+
+export interface InventoryTable {
+  device_id: string;
+  data: string; // JSON
+  updated_at: string;
+}
+
+export interface BootstrapKeysTable {
+  key_hash: string;
+  key_id: string; // public id (prefix) shown in lists
+  key_secret: string; // the key itself, shown to holders of bootstrap-keys:read
+  group_id: string;
+  auto_accept: number;
+  created_at: string;
+  created_by: string | null;
+}
+
+export interface PortmapsTable {
+  id: string;
+  /** resource string the preset applies to: *, tag:<t>, node:<id> */
+  target: string;
+  name: string;
+  proto: string;
+  port: number;
+  dst: string;
+  created_at: string;
+  created_by: string | null;
+}
+
+export interface AuditTable {
+  id: Generated<number>;
+  ts: string;
+  /** stable event code, e.g. remote.console.start, user.create */
+  event: string;
+  user_id: string | null;
+  user_email: string | null;
+  device_id: string | null;
+  action: string;
+  /** JSON of the options / request detail */
+  options: string;
+  result: string; // 'allowed' | 'denied' | 'ok' | 'error' | 'ended'
+  reason: string | null;
+  source_ip: string | null;
+  source: string | null; // 'api' | 'web' | 'cli' | 'ssh'
+  session_id: string | null;
+  ended_at: string | null;
+  duration_ms: number | null;
+  bytes_in: number | null;
+  bytes_out: number | null;
+}
+
+export interface Database {
+  users: UsersTable;
+  roles: RolesTable;
+  user_roles: UserRolesTable;
+  sessions: SessionsTable;
+  challenges: ChallengesTable;
+  password_tokens: PasswordTokensTable;
+  settings: SettingsTable;
+  nodes: NodesTable;
+  devices: DevicesTable;
+  inventory: InventoryTable;
+  bootstrap_keys: BootstrapKeysTable;
+  portmaps: PortmapsTable;
+  audit: AuditTable;
+}

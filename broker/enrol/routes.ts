@@ -1,0 +1,7 @@
+import type { RouteSpec } from '../http/route.js';
+import type { ExtraOperation } from '../http/openapi.js';
+
+export const enrolRoutes: RouteSpec[] = [];
+
+/** WebSocket endpoints and other operations documented outside the route table. */
+export const enrolDocs: ExtraOperation[] = [];

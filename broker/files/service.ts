@@ -1,0 +1,9 @@
+import type { Services } from '../services.js';
+
+export class FilesService {
+  constructor(private readonly s: Services) {}
+
+  async init(): Promise<void> {}
+
+  async close(): Promise<void> {}
+}

@@ -1,0 +1,89 @@
+import type { Request, Response } from 'express';
+import type { z, ZodType } from 'zod';
+import type { Permission } from '../../shared/permissions.js';
+import type { Principal } from '../access/principal.js';
+import type { Services } from '../services.js';
+
+export type Method = 'get' | 'post' | 'put' | 'patch' | 'delete';
+
+/**
+ * Who may call a route: anyone (`public`), any signed-in user (`authenticated`), or holders of a
+ * permission. For permissions that accept resources, `device` names the device the call concerns
+ * and the check is made against it.
+ */
+export type Access = 'public' | 'authenticated' | Permission;
+
+export interface UploadedFile {
+  /** temporary file on disk, removed after the handler returns */
+  path: string;
+  originalName: string;
+  size: number;
+  mimeType: string;
+}
+
+export interface HandlerContext<P, Q, B> {
+  params: P;
+  query: Q;
+  body: B;
+  /** Present on every route but `public` ones. */
+  principal: Principal;
+  services: Services;
+  ip: string;
+  userAgent: string;
+  /** The bearer token as sent, if any (public routes may use it, e.g. token renewal). */
+  bearer?: string;
+  file?: UploadedFile;
+  /** Response headers to add (e.g. Refreshed-Token). */
+  setHeader(name: string, value: string): void;
+  setCookie(name: string, value: string, options: { maxAgeSeconds: number; path: string; httpOnly?: boolean }): void;
+  cookie(name: string): string | undefined;
+}
+
+/** A handler's answer that is not plain JSON with the route's status. */
+export class Reply {
+  constructor(
+    readonly status: number,
+    readonly body?: unknown,
+    readonly send?: (res: Response) => void | Promise<void>,
+  ) {}
+  static json(status: number, body: unknown) {
+    return new Reply(status, body);
+  }
+  static raw(send: (res: Response) => void | Promise<void>) {
+    return new Reply(200, undefined, send);
+  }
+}
+
+export interface RouteSpec<P extends ZodType = ZodType, Q extends ZodType = ZodType, B extends ZodType = ZodType> {
+  method: Method;
+  /** OpenAPI style, relative to /api/v2: `/deviceattribute/{device_id}` */
+  path: string;
+  /** Mount outside /api/v2 (e.g. `/challenge-verify`). */
+  absolute?: boolean;
+  summary: string;
+  description?: string;
+  tag: string;
+  access: Access;
+  /** The device this call concerns, for permissions that accept resources. */
+  device?: (input: { params: z.infer<P>; query: z.infer<Q>; body: z.infer<B> }) => string | undefined;
+  params?: P;
+  query?: Q;
+  body?: B;
+  /** multipart/form-data with one file part of this name; `body` then validates the other fields. */
+  upload?: { field: string };
+  response?: ZodType;
+  /** Status of a successful JSON answer (default 200). */
+  status?: number;
+  /** Event code written to the audit trail for a change; `false` for none. Defaults for non-GET routes. */
+  audit?: string | false;
+  /** Listed in the specification but not built yet: answers 501. */
+  notImplemented?: boolean;
+  handler: (ctx: HandlerContext<z.infer<P>, z.infer<Q>, z.infer<B>>) => Promise<unknown>;
+}
+
+/** Keeps the types of a route's schemas flowing into its handler. */
+export function defineRoute<P extends ZodType, Q extends ZodType, B extends ZodType>(spec: RouteSpec<P, Q, B>): RouteSpec {
+  return spec as unknown as RouteSpec;
+}
+
+export type RawRequest = Request;

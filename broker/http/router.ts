@@ -1,0 +1,191 @@
+import fs from 'node:fs';
+import path from 'node:path';
+import express, { type NextFunction, type Request, type Response, type Router } from 'express';
+import multer from 'multer';
+import { z, ZodError, type ZodType } from 'zod';
+import { acceptsResources, type Permission } from '../../shared/permissions.js';
+import type { Principal } from '../access/principal.js';
+import type { Services } from '../services.js';
+import { ApiError, badRequest, notImplemented, tooLarge, unauthorized } from './errors.js';
+import { Reply, type HandlerContext, type RouteSpec, type UploadedFile } from './route.js';
+
+export const API_PREFIX = '/api/v2';
+
+/** Express path for an OpenAPI-style path: `/a/{b}` → `/a/:b`. */
+export function expressPath(openapiPath: string): string {
+  return openapiPath.replace(/\{([^}]+)\}/g, ':$1');
+}
+
+/** Zod issues → a 400 that names the field. */
+function validationError(where: string, err: ZodError): ApiError {
+  const issues = err.issues.map((i) => ({ field: [where, ...i.path.map(String)].join('.'), message: i.message }));
+  const first = issues[0];
+  return badRequest(`${first.field}: ${first.message}`, { field: first.field.split('.').slice(1).join('.') || where, issues });
+}
+
+function parse<T>(schema: ZodType | undefined, value: unknown, where: string): T {
+  if (!schema) return (where === 'body' ? undefined : {}) as T;
+  const result = schema.safeParse(value);
+  if (!result.success) throw validationError(where, result.error);
+  return result.data as T;
+}
+
+/** Unknown fields in a body are refused: objects are made strict unless a route says otherwise. */
+function strictBody(schema: ZodType | undefined): ZodType | undefined {
+  if (schema instanceof z.ZodObject && schema.def.catchall === undefined) return schema.strict();
+  return schema;
+}
+
+export function bearerToken(req: Request): string | undefined {
+  const header = req.headers.authorization;
+  if (!header) return undefined;
+  const m = /^Bearer\s+(\S+)$/i.exec(header);
+  return m ? m[1] : undefined;
+}
+
+export function clientIp(req: Request): string {
+  return (req.ip ?? req.socket.remoteAddress ?? '').replace(/^::ffff:/, '');
+}
+
+export function readCookie(req: Request, name: string): string | undefined {
+  const header = req.headers.cookie;
+  if (!header) return undefined;
+  for (const part of header.split(';')) {
+    const eq = part.indexOf('=');
+    if (eq > 0 && part.slice(0, eq).trim() === name) return decodeURIComponent(part.slice(eq + 1).trim());
+  }
+  return undefined;
+}
+
+const SECRET_KEYS = /pass|secret|code|token|challenge|key/i;
+
+/** A copy of a request body fit for the audit trail: secrets replaced, long values cut. */
+export function redact(value: unknown, depth = 0): unknown {
+  if (depth > 4) return '…';
+  if (typeof value === 'string') return value.length > 200 ? `${value.slice(0, 200)}…` : value;
+  if (Array.isArray(value)) return value.slice(0, 50).map((v) => redact(v, depth + 1));
+  if (value && typeof value === 'object') {
+    return Object.fromEntries(
+      Object.entries(value as Record<string, unknown>).map(([k, v]) => [k, SECRET_KEYS.test(k) ? '[redacted]' : redact(v, depth + 1)]),
+    );
+  }
+  return value;
+}
+
+/** Runs multer for one file part into the broker's temporary folder. */
+function receiveUpload(services: Services, field: string, req: Request, res: Response): Promise<UploadedFile | undefined> {
+  const tmp = path.join(services.config.dataDir, 'tmp');
+  fs.mkdirSync(tmp, { recursive: true });
+  const upload = multer({
+    dest: tmp,
+    limits: { fileSize: services.config.fileMaxBytes, files: 1, fields: 20, fieldSize: 64 * 1024 },
+  }).single(field);
+  return new Promise((resolve, reject) => {
+    upload(req, res, (err: unknown) => {
+      if (err) {
+        if (err instanceof multer.MulterError) {
+          if (err.code === 'LIMIT_FILE_SIZE') return reject(tooLarge(`The file is larger than ${services.config.fileMaxBytes} bytes.`));
+          return reject(badRequest(`Multipart upload refused: ${err.message}${err.field ? ` (${err.field})` : ''}.`, { field: err.field ?? field }));
+        }
+        return reject(badRequest(`Multipart body could not be read: ${(err as Error).message}`));
+      }
+      const f = req.file;
+      resolve(f ? { path: f.path, originalName: f.originalname, size: f.size, mimeType: f.mimetype } : undefined);
+    });
+  });
+}
+
+async function authorize(services: Services, route: RouteSpec, principal: Principal, input: { params: any; query: any; body: any }) {
+  if (route.access === 'public' || route.access === 'authenticated') return;
+  const permission = route.access as Permission;
+  const deviceId = acceptsResources(permission) && route.device ? route.device(input) : undefined;
+  await services.access.require(principal, permission, deviceId);
+}
+
+/** Mounts routes on a router: authentication, validation, authorization, the handler, the audit entry. */
+export function mountRoutes(router: Router, routes: RouteSpec[], services: Services): void {
+  for (const route of routes) {
+    const bodySchema = strictBody(route.body);
+    const handler = async (req: Request, res: Response) => {
+      let file: UploadedFile | undefined;
+      try {
+        let principal: Principal | undefined;
+        if (route.access !== 'public') {
+          const token = bearerToken(req);
+          if (!token) throw unauthorized();
+          principal = await services.auth.authenticate(token);
+        }
+        if (route.upload) {
+          if (!req.is('multipart/form-data')) throw badRequest('Send multipart/form-data for this call.', { field: route.upload.field });
+          file = await receiveUpload(services, route.upload.field, req, res);
+        }
+        const params = parse<any>(route.params, req.params, 'params');
+        const query = parse<any>(route.query, req.query, 'query');
+        const rawBody = route.upload ? { ...(req.body ?? {}) } : req.body;
+        const body = parse<any>(bodySchema, route.method === 'get' ? undefined : (rawBody ?? (bodySchema ? {} : undefined)), 'body');
+        if (principal) await authorize(services, route, principal, { params, query, body });
+        if (route.notImplemented) throw notImplemented(`${route.method.toUpperCase()} ${API_PREFIX}${route.path}`);
+        const ctx: HandlerContext<any, any, any> = {
+          params,
+          query,
+          body,
+          principal: principal as Principal,
+          services,
+          ip: clientIp(req),
+          bearer: bearerToken(req),
+          userAgent: String(req.headers['user-agent'] ?? ''),
+          file,
+          setHeader: (name, value) => res.setHeader(name, value),
+          setCookie: (name, value, o) => {
+            res.cookie(name, value, { maxAge: o.maxAgeSeconds * 1000, path: o.path, httpOnly: o.httpOnly ?? true, sameSite: 'strict', secure: req.secure });
+          },
+          cookie: (name) => readCookie(req, name),
+        };
+        const result = await route.handler(ctx);
+        if (route.method !== 'get' && route.audit !== false) {
+          await services.audit.recordChange({
+            event: route.audit ?? `${route.tag}.${route.method}`,
+            user: principal?.user,
+            action: `${route.method.toUpperCase()} ${route.absolute ? '' : API_PREFIX}${route.path}`,
+            deviceId: route.device ? route.device({ params, query, body }) : undefined,
+            options: { params: redact(params), query: redact(query), body: redact(body) },
+            ip: ctx.ip,
+          });
+        }
+        if (result instanceof Reply) {
+          if (result.send) return await result.send(res);
+          if (result.body === undefined) return void res.status(result.status).end();
+          return void res.status(result.status).json(result.body);
+        }
+        if (result === undefined) return void res.status(route.status ?? 204).end();
+        res.status(route.status ?? 200).json(result);
+      } finally {
+        if (file) fs.rm(file.path, { force: true }, () => {});
+      }
+    };
+    router[route.method](expressPath(route.path), handler);
+  }
+}
+
+/** The error handler of the whole app: every failure answers the CONTRACT.md shape. */
+export function errorHandler(services: Pick<Services, 'logger'>) {
+  return (err: unknown, req: Request, res: Response, _next: NextFunction) => {
+    let apiError: ApiError;
+    if (err instanceof ApiError) apiError = err;
+    else if (err instanceof ZodError) apiError = validationError('body', err);
+    else if ((err as { type?: string }).type === 'entity.parse.failed') apiError = badRequest('The body is not valid JSON.', {}, 'invalid_json');
+    else if ((err as { type?: string }).type === 'entity.too.large') apiError = tooLarge('The request body is too large.');
+    else if ((err as { status?: number }).status && (err as { status: number }).status < 500) {
+      const e = err as { status: number; message: string };
+      apiError = new ApiError(e.status, 'invalid_request', e.message);
+    } else {
+      services.logger.error({ err, method: req.method, url: req.originalUrl }, 'request failed');
+      apiError = new ApiError(500, 'internal_error', 'The broker failed to answer this request; the error is logged.');
+    }
+    if (res.headersSent) return void res.end();
+    for (const [k, v] of Object.entries(apiError.headers)) res.setHeader(k, v);
+    res.status(apiError.status).json(apiError.toJSON());
+  };
+}
+
+export { express };

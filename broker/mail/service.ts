@@ -1,0 +1,45 @@
+import fs from 'node:fs/promises';
+import path from 'node:path';
+import nodemailer, { type Transporter } from 'nodemailer';
+import type { Logger } from 'pino';
+import type { Config } from '../config.js';
+
+export interface Mail {
+  to: string;
+  subject: string;
+  text: string;
+}
+
+/**
+ * Outgoing mail: through SMTP when SMTP_URL is set, otherwise written to `<DATA_DIR>/outbox/` as
+ * .eml files (and logged without their content, which may hold codes or links).
+ */
+export class MailService {
+  private readonly transport: Transporter;
+
+  constructor(
+    private readonly config: Config,
+    private readonly logger: Logger,
+  ) {
+    this.transport = config.smtpUrl
+      ? nodemailer.createTransport(config.smtpUrl)
+      : nodemailer.createTransport({ streamTransport: true, buffer: true, newline: 'unix' });
+  }
+
+  async send(mail: Mail): Promise<void> {
+    const info = await this.transport.sendMail({ from: this.config.mailFrom, ...mail });
+    if (this.config.smtpUrl) {
+      this.logger.info({ to: mail.to, subject: mail.subject, messageId: info.messageId }, 'mail sent');
+      return;
+    }
+    const dir = path.join(this.config.dataDir, 'outbox');
+    await fs.mkdir(dir, { recursive: true });
+    const file = path.join(dir, `${new Date().toISOString().replace(/[:.]/g, '-')}-${Math.random().toString(36).slice(2, 8)}.eml`);
+    await fs.writeFile(file, (info as unknown as { message: Buffer }).message, { mode: 0o600 });
+    this.logger.info({ to: mail.to, subject: mail.subject, file }, 'mail written to outbox (no SMTP_URL)');
+  }
+
+  close(): void {
+    this.transport.close();
+  }
+}

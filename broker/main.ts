@@ -1,0 +1,68 @@
+import readline from 'node:readline/promises';
+import { ConfigError, loadConfig, type Config } from './config.js';
+import { openStore } from './db/database.js';
+import { createLogger } from './logger.js';
+import { startBroker } from './server.js';
+import { createAdministrator, countUsers } from './users/bootstrap.js';
+
+const USAGE = `Usage:
+  npm start                      run the broker (configuration from the environment; see README)
+  npm start -- create-admin      create a user with the Administrator role (prompts for email and password)`;
+
+async function createAdminCommand(config: Config): Promise<void> {
+  const store = await openStore(config.databaseUrl, config.databaseSchema);
+  try {
+    const rl = readline.createInterface({ input: process.stdin, output: process.stdout, terminal: process.stdin.isTTY });
+    const email = config.adminEmail ?? (await rl.question('Email: ')).trim();
+    const password = config.adminPassword ?? (await rl.question('Password (at least 8 characters): '));
+    rl.close();
+    if (password.length < 8) throw new Error('the password must be at least 8 characters');
+    await createAdministrator(store.db, email, password);
+    console.log(`Created ${email} with the Administrator role.`);
+  } finally {
+    await store.close();
+  }
+}
+
+async function main(): Promise<void> {
+  let config: Config;
+  try {
+    config = loadConfig();
+  } catch (err) {
+    if (err instanceof ConfigError) {
+      console.error(`Invalid configuration: ${err.message}`);
+      process.exit(2);
+    }
+    throw err;
+  }
+  const command = process.argv[2];
+  if (command === 'create-admin') return createAdminCommand(config);
+  if (command && command !== 'serve') {
+    console.error(USAGE);
+    process.exit(2);
+  }
+  const logger = createLogger(config.logLevel);
+  const broker = await startBroker(config, logger);
+  logger.info({ url: broker.url, database: broker.services.store.dialect, dataDir: config.dataDir }, 'broker listening');
+  const store = broker.services.store;
+  const users = await countUsers(store.db);
+  console.log(`\nFleet broker on ${broker.url}  (web console at /, API at /api/v2, sandbox at /api/sandbox)`);
+  if (broker.firstUser === 'created') console.log(`First user created: sign in as ${config.adminEmail} with ADMIN_PASSWORD.`);
+  else if (users === 0) {
+    console.log('No user exists yet, so sign-in is refused. Create the first one with:');
+    console.log('  ADMIN_EMAIL=you@example.com ADMIN_PASSWORD=<password> npm start      (on an empty database), or');
+    console.log('  npm start -- create-admin');
+  } else console.log('Sign in with your email and password.');
+  const stop = async (signal: string) => {
+    logger.info({ signal }, 'shutting down');
+    await broker.close();
+    process.exit(0);
+  };
+  process.once('SIGINT', () => void stop('SIGINT'));
+  process.once('SIGTERM', () => void stop('SIGTERM'));
+}
+
+main().catch((err) => {
+  console.error(err instanceof Error ? err.message : err);
+  process.exit(1);
+});

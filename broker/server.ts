@@ -1,0 +1,59 @@
+import fs from 'node:fs';
+import http from 'node:http';
+import https from 'node:https';
+import type { AddressInfo } from 'node:net';
+import type { Logger } from 'pino';
+import { createApp } from './app.js';
+import type { Config } from './config.js';
+import { openStore } from './db/database.js';
+import { ensureSystemNodes } from './devices/scope.js';
+import { createLogger } from './logger.js';
+import { closeServices, createServices, type Services } from './services.js';
+import { bootstrapFirstUser } from './users/bootstrap.js';
+
+export interface RunningBroker {
+  url: string;
+  port: number;
+  server: http.Server;
+  services: Services;
+  firstUser: 'created' | 'exists' | 'missing';
+  close(): Promise<void>;
+}
+
+/** Opens the store, builds the services and serves HTTP(S) with WebSocket upgrades. */
+export async function startBroker(config: Config, logger: Logger = createLogger(config.logLevel)): Promise<RunningBroker> {
+  fs.mkdirSync(config.dataDir, { recursive: true });
+  const store = await openStore(config.databaseUrl, config.databaseSchema);
+  await ensureSystemNodes(store.db);
+  const firstUser = await bootstrapFirstUser(store.db, config);
+  const services = await createServices(config, logger, store);
+  const app = createApp(services);
+  const server = config.tlsCertFile
+    ? https.createServer({ cert: fs.readFileSync(config.tlsCertFile), key: fs.readFileSync(config.tlsKeyFile as string) }, app)
+    : http.createServer(app);
+  server.on('upgrade', (req, socket, head) => services.upgrades.handle(req, socket, head));
+  server.keepAliveTimeout = 65_000;
+  await new Promise<void>((resolve, reject) => {
+    server.once('error', reject);
+    server.listen(config.port, config.host, () => resolve());
+  });
+  const port = (server.address() as AddressInfo).port;
+  const host = config.host === '0.0.0.0' || config.host === '::' ? '127.0.0.1' : config.host;
+  const url = `${config.tlsCertFile ? 'https' : 'http'}://${host}:${port}`;
+  let closed = false;
+  return {
+    url,
+    port,
+    server,
+    services,
+    firstUser,
+    async close() {
+      if (closed) return;
+      closed = true;
+      await closeServices(services);
+      server.closeAllConnections();
+      await new Promise<void>((resolve) => server.close(() => resolve()));
+      await store.close();
+    },
+  };
+}

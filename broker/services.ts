@@ -1,0 +1,69 @@
+import type { Logger } from 'pino';
+import { AccessService } from './access/access.js';
+import { AuditService } from './audit/service.js';
+import { AuthService } from './auth/service.js';
+import type { Config } from './config.js';
+import type { Store } from './db/database.js';
+import { DevicesService } from './devices/service.js';
+import { DeviceScopes } from './devices/scope.js';
+import { EnrolService } from './enrol/service.js';
+import { FilesService } from './files/service.js';
+import { UpgradeRouter } from './http/upgrade.js';
+import { InventoryService } from './inventory/service.js';
+import { MailService } from './mail/service.js';
+import { RemoteService } from './remote/service.js';
+import { RolesService } from './roles/service.js';
+import { SettingsStore } from './settings.js';
+import { UsersService } from './users/service.js';
+
+/**
+ * Everything a handler may call. Each domain's service receives this object and reaches its
+ * neighbours through it, so construction order does not matter.
+ */
+export interface Services {
+  config: Config;
+  logger: Logger;
+  store: Store;
+  settings: SettingsStore;
+  auth: AuthService;
+  access: AccessService;
+  audit: AuditService;
+  mail: MailService;
+  users: UsersService;
+  roles: RolesService;
+  devices: DevicesService;
+  files: FilesService;
+  enrol: EnrolService;
+  inventory: InventoryService;
+  remote: RemoteService;
+  upgrades: UpgradeRouter;
+}
+
+export async function createServices(config: Config, logger: Logger, store: Store): Promise<Services> {
+  const settings = new SettingsStore(store.db);
+  const services = { config, logger, store, settings } as Services;
+  services.auth = new AuthService(store.db, config, settings);
+  services.access = new AccessService(new DeviceScopes(store.db));
+  services.audit = new AuditService(store.db);
+  services.mail = new MailService(config, logger);
+  services.upgrades = new UpgradeRouter(logger);
+  services.users = new UsersService(services);
+  services.roles = new RolesService(services);
+  services.devices = new DevicesService(services);
+  services.files = new FilesService(services);
+  services.enrol = new EnrolService(services);
+  services.inventory = new InventoryService(services);
+  services.remote = new RemoteService(services);
+  await services.auth.init();
+  for (const s of [services.users, services.roles, services.devices, services.files, services.enrol, services.inventory, services.remote]) {
+    await s.init();
+  }
+  return services;
+}
+
+export async function closeServices(services: Services): Promise<void> {
+  for (const s of [services.remote, services.enrol, services.inventory, services.files, services.devices, services.roles, services.users]) {
+    await s.close();
+  }
+  services.mail.close();
+}

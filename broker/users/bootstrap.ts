@@ -1,0 +1,73 @@
+import crypto from 'node:crypto';
+import { PERMISSION_NAMES } from '../../shared/permissions.js';
+import type { Config } from '../config.js';
+import type { Db } from '../db/database.js';
+import { hashPassword } from '../auth/passwords.js';
+
+export const ADMIN_ROLE_NAME = 'Administrator';
+
+/** The built-in role of the account's first user: every permission on every device. */
+export async function ensureAdministratorRole(db: Db): Promise<string> {
+  const existing = await db.selectFrom('roles').select('id').where('builtin', '=', 1).where('name', '=', ADMIN_ROLE_NAME).executeTakeFirst();
+  if (existing) return existing.id;
+  const now = new Date().toISOString();
+  const id = crypto.randomUUID();
+  await db
+    .insertInto('roles')
+    .values({
+      id,
+      name: ADMIN_ROLE_NAME,
+      description: 'Built-in: full access to all areas and devices.',
+      policies: JSON.stringify(PERMISSION_NAMES.map((permission) => ({ permission, resources: ['*'] }))),
+      builtin: 1,
+      created_at: now,
+      created_by: null,
+      updated_at: now,
+      updated_by: null,
+    })
+    .onConflict((oc) => oc.column('name').doNothing())
+    .execute();
+  const row = await db.selectFrom('roles').select('id').where('name', '=', ADMIN_ROLE_NAME).executeTakeFirstOrThrow();
+  return row.id;
+}
+
+export async function countUsers(db: Db): Promise<number> {
+  const row = await db.selectFrom('users').select((eb) => eb.fn.countAll<number>().as('n')).executeTakeFirstOrThrow();
+  return Number(row.n);
+}
+
+/** Creates a user holding the Administrator role (first start, or the `create-admin` CLI). */
+export async function createAdministrator(db: Db, email: string, password: string, name = { fname: 'Admin', lname: '' }): Promise<string> {
+  const roleId = await ensureAdministratorRole(db);
+  const id = crypto.randomUUID();
+  const passwordHash = await hashPassword(password);
+  await db.transaction().execute(async (trx) => {
+    await trx
+      .insertInto('users')
+      .values({
+        id,
+        email: email.trim().toLowerCase(),
+        fname: name.fname,
+        lname: name.lname,
+        password_hash: passwordHash,
+        disabled: 0,
+        two_factor: null,
+        totp_secret: null,
+        totp_pending: null,
+        created_at: new Date().toISOString(),
+        last_login: null,
+      })
+      .execute();
+    await trx.insertInto('user_roles').values({ user_id: id, role_id: roleId }).execute();
+  });
+  return id;
+}
+
+/** First start: ADMIN_EMAIL/ADMIN_PASSWORD create the first user when the store has none. */
+export async function bootstrapFirstUser(db: Db, config: Config): Promise<'created' | 'exists' | 'missing'> {
+  await ensureAdministratorRole(db);
+  if ((await countUsers(db)) > 0) return 'exists';
+  if (!config.adminEmail || !config.adminPassword) return 'missing';
+  await createAdministrator(db, config.adminEmail, config.adminPassword);
+  return 'created';
+}

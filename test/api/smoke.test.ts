@@ -1,0 +1,53 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { startTestBroker, type TestBroker } from '../support/broker.js';
+
+let t: TestBroker;
+beforeAll(async () => {
+  t = await startTestBroker();
+});
+afterAll(async () => {
+  await t?.close();
+});
+
+describe('broker basics', () => {
+  it('signs in the first user from ADMIN_EMAIL/ADMIN_PASSWORD and refuses a wrong password', async () => {
+    expect(t.adminToken).toMatch(/^ey/);
+    const bad = await t.api('POST', '/api/v2/login', { body: { email: 'admin@example.com', password: 'nope-nope' } });
+    expect(bad.status).toBe(401);
+    expect(bad.body).toMatchObject({ code: 401, error: 'invalid_credentials' });
+  });
+
+  it('answers 401 in the contract shape without a token', async () => {
+    const r = await t.api('GET', '/api/v2/commitlist');
+    expect(r.status).toBe(401);
+    expect(r.body).toMatchObject({ code: 401, error: 'unauthorized' });
+  });
+
+  it('rejects unknown body fields with 400 naming the field', async () => {
+    const r = await t.api('POST', '/api/v2/login', { body: { email: 'a@b.c', password: 'x', extra: 1 } });
+    expect(r.status).toBe(400);
+    expect(r.body.error).toBe('invalid_request');
+  });
+
+  it('serves the OpenAPI document', async () => {
+    const r = await t.api('GET', '/api/v2/openapi.json');
+    expect(r.status).toBe(200);
+    expect(r.body.openapi).toBe('3.1.0');
+    expect(r.body.paths['/api/v2/login'].post).toBeDefined();
+  });
+
+  it('logout revokes the token', async () => {
+    const token = await t.login('admin@example.com', 'admin-password-1');
+    expect((await t.api('GET', '/api/v2/commitlist', { token })).status).toBe(200);
+    expect((await t.api('POST', '/api/v2/logout', { token })).status).toBe(204);
+    const after = await t.api('GET', '/api/v2/commitlist', { token });
+    expect(after.status).toBe(401);
+    expect(after.body.error).toBe('token_revoked');
+  });
+
+  it('answers 501 for a spec call not built yet, after authorization', async () => {
+    const r = await t.api('GET', '/api/v2/cvelist', { token: t.adminToken });
+    expect(r.status).toBe(501);
+    expect(r.body.error).toBe('not_implemented');
+  });
+});

@@ -1,0 +1,146 @@
+/**
+ * A real broker in the test process, on an ephemeral port, on SQLite or on the local PostgreSQL
+ * (FLEET_TEST_DB=postgres, each broker in a schema of its own, dropped at close).
+ */
+import crypto from 'node:crypto';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { loadConfig } from '../../broker/config.js';
+import { dropSchema } from '../../broker/db/database.js';
+import { hashPassword } from '../../broker/auth/passwords.js';
+import { createLogger } from '../../broker/logger.js';
+import { startBroker, type RunningBroker } from '../../broker/server.js';
+import type { Policy } from '../../shared/resources.js';
+
+export const PG_URL = process.env.TEST_DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/test';
+export const ADMIN = { email: 'admin@example.com', password: 'admin-password-1' };
+
+export interface ApiAnswer<T = any> {
+  status: number;
+  body: T;
+  headers: Headers;
+}
+
+export interface TestBroker {
+  url: string;
+  broker: RunningBroker;
+  dataDir: string;
+  database: 'sqlite' | 'postgres';
+  /** Token of the first user (Administrator). */
+  adminToken: string;
+  api<T = any>(method: string, path: string, options?: { token?: string; body?: unknown; headers?: Record<string, string> }): Promise<ApiAnswer<T>>;
+  login(email: string, password: string): Promise<string>;
+  /** A user holding one role with these policies, straight through the store; returns its token. */
+  userWith(policies: Policy[], email?: string): Promise<{ id: string; email: string; password: string; token: string; roleId: string }>;
+  /** A device in the tree, straight through the store. */
+  addDevice(options?: { parent?: string; tags?: string[]; name?: string; id?: string }): Promise<string>;
+  addGroup(options: { id: string; parent?: string; tags?: string[]; title?: string }): Promise<string>;
+  close(): Promise<void>;
+}
+
+export function testDatabase(): 'sqlite' | 'postgres' {
+  return process.env.FLEET_TEST_DB === 'postgres' ? 'postgres' : 'sqlite';
+}
+
+export async function startTestBroker(options: { database?: 'sqlite' | 'postgres'; env?: Record<string, string> } = {}): Promise<TestBroker> {
+  const database = options.database ?? testDatabase();
+  const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'fleet-test-'));
+  const schema = `t_${crypto.randomBytes(6).toString('hex')}`;
+  const config = loadConfig({
+    DATA_DIR: dataDir,
+    PORT: '0',
+    HOST: '127.0.0.1',
+    ADMIN_EMAIL: ADMIN.email,
+    ADMIN_PASSWORD: ADMIN.password,
+    LOG_LEVEL: process.env.TEST_LOG_LEVEL ?? 'silent',
+    ...(database === 'postgres' ? { DATABASE_URL: PG_URL, DATABASE_SCHEMA: schema } : {}),
+    ...options.env,
+  });
+  const broker = await startBroker(config, createLogger(config.logLevel));
+  const db = broker.services.store.db;
+
+  async function api<T>(method: string, p: string, o: { token?: string; body?: unknown; headers?: Record<string, string> } = {}): Promise<ApiAnswer<T>> {
+    const headers: Record<string, string> = { ...o.headers };
+    if (o.token) headers.authorization = `Bearer ${o.token}`;
+    let body: BodyInit | undefined;
+    if (o.body instanceof FormData) body = o.body;
+    else if (o.body !== undefined) {
+      headers['content-type'] ??= 'application/json';
+      body = typeof o.body === 'string' ? o.body : JSON.stringify(o.body);
+    }
+    const res = await fetch(`${broker.url}${p}`, { method, headers, body });
+    const text = await res.text();
+    let parsed: unknown = text;
+    if ((res.headers.get('content-type') ?? '').includes('json') && text) parsed = JSON.parse(text);
+    return { status: res.status, body: parsed as T, headers: res.headers };
+  }
+
+  async function login(email: string, password: string): Promise<string> {
+    const r = await api<{ token: string }>('POST', '/api/v2/login', { body: { email, password } });
+    if (r.status !== 200) throw new Error(`login ${email} failed: ${r.status} ${JSON.stringify(r.body)}`);
+    return r.body.token;
+  }
+
+  let counter = 0;
+  async function userWith(policies: Policy[], email?: string) {
+    counter += 1;
+    const id = crypto.randomUUID();
+    const roleId = crypto.randomUUID();
+    const address = email ?? `user${counter}-${id.slice(0, 6)}@example.com`;
+    const password = `password-${id.slice(0, 8)}`;
+    const now = new Date().toISOString();
+    await db
+      .insertInto('roles')
+      .values({ id: roleId, name: `role-${roleId}`, description: '', policies: JSON.stringify(policies), builtin: 0, created_at: now, created_by: null, updated_at: now, updated_by: null })
+      .execute();
+    await db
+      .insertInto('users')
+      .values({ id, email: address, fname: 'Test', lname: `User ${counter}`, password_hash: await hashPassword(password), disabled: 0, two_factor: null, totp_secret: null, totp_pending: null, created_at: now, last_login: null })
+      .execute();
+    await db.insertInto('user_roles').values({ user_id: id, role_id: roleId }).execute();
+    return { id, email: address, password, token: await login(address, password), roleId };
+  }
+
+  async function addGroup(o: { id: string; parent?: string; tags?: string[]; title?: string }) {
+    await db
+      .insertInto('nodes')
+      .values({ node_id: o.id, parent_id: o.parent ?? 'root', type: 'group', title: o.title ?? o.id, tags: JSON.stringify(o.tags ?? []), created_at: new Date().toISOString() })
+      .execute();
+    return o.id;
+  }
+
+  async function addDevice(o: { parent?: string; tags?: string[]; name?: string; id?: string } = {}) {
+    const id = o.id ?? crypto.createHash('sha256').update(crypto.randomBytes(16)).digest('hex');
+    const now = new Date().toISOString();
+    const name = o.name ?? `device-${id.slice(0, 6)}`;
+    await db
+      .insertInto('devices')
+      .values({ device_id: id, public_key: 'test', state: 'approved', hostname: name, bootstrap_key: null, attributes: JSON.stringify({ device_name: name }), created_at: now, approved_at: now, last_seen: null, last_ip: null, agent_version: null })
+      .execute();
+    await db
+      .insertInto('nodes')
+      .values({ node_id: id, parent_id: o.parent ?? 'unassigned_group', type: 'device', title: name, tags: JSON.stringify(o.tags ?? []), created_at: now })
+      .execute();
+    return id;
+  }
+
+  const adminToken = await login(ADMIN.email, ADMIN.password);
+  return {
+    url: broker.url,
+    broker,
+    dataDir,
+    database,
+    adminToken,
+    api,
+    login,
+    userWith,
+    addDevice,
+    addGroup,
+    async close() {
+      await broker.close();
+      if (database === 'postgres') await dropSchema(PG_URL, schema);
+      fs.rmSync(dataDir, { recursive: true, force: true });
+    },
+  };
+}
