@@ -42,10 +42,10 @@ export interface Services {
 export async function createServices(config: Config, logger: Logger, store: Store): Promise<Services> {
   const settings = new SettingsStore(store.db);
   const services = { config, logger, store, settings } as Services;
-  services.auth = new AuthService(store.db, config, settings);
+  services.mail = new MailService(config, logger);
+  services.auth = new AuthService(store.db, config, settings, services.mail);
   services.access = new AccessService(new DeviceScopes(store.db));
   services.audit = new AuditService(store.db);
-  services.mail = new MailService(config, logger);
   services.upgrades = new UpgradeRouter(logger);
   services.users = new UsersService(services);
   services.roles = new RolesService(services);

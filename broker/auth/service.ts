@@ -4,6 +4,7 @@ import { Principal } from '../access/principal.js';
 import type { Config } from '../config.js';
 import type { Db } from '../db/database.js';
 import { ApiError } from '../http/errors.js';
+import type { MailService } from '../mail/service.js';
 import type { SettingsStore } from '../settings.js';
 import { digest, randomToken, verifyPassword } from './passwords.js';
 import { RateLimiter } from './ratelimit.js';
@@ -29,6 +30,7 @@ export class AuthService {
     private readonly db: Db,
     private readonly config: Config,
     private readonly settings: SettingsStore,
+    private readonly mail: MailService,
   ) {}
 
   async init(): Promise<void> {
@@ -130,6 +132,19 @@ export class AuthService {
       return this.signer.sign(row.user_id, row.id);
     }
     throw new ApiError(401, 'unauthorized', 'Send the refresh cookie or a still-valid bearer token.');
+  }
+
+  /**
+   * The welcome mail of a new user. A user created without a password gets a single-use link to
+   * set one (and cannot sign in before); one created with a password can sign in at once.
+   * (First version: the link flow is completed in the sign-in work.)
+   */
+  async sendWelcomeMail(user: { id: string; email: string; fname: string; lname: string }, options: { hasPassword: boolean }): Promise<void> {
+    await this.mail.send({
+      to: user.email,
+      subject: 'Welcome to Fleet',
+      text: `Hello ${user.fname},\n\nan account was created for you.${options.hasPassword ? ' Sign in with the password you were given.' : ''}\n`,
+    });
   }
 
   async revokeSession(sessionId: string): Promise<void> {
