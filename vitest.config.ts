@@ -7,11 +7,11 @@ export default defineConfig({
     testTimeout: 30_000,
     hookTimeout: 60_000,
     projects: [
-      { test: { name: 'unit', include: ['shared/**/*.test.ts', 'broker/**/*.test.ts', 'agent/**/*.test.ts', 'web-console/src/**/*.test.ts'] } },
-      { test: { name: 'api-sqlite', include: api, env: { FLEET_TEST_DB: 'sqlite' }, testTimeout: 30_000, hookTimeout: 60_000 } },
-      { test: { name: 'api-postgres', include: api, env: { FLEET_TEST_DB: 'postgres' }, testTimeout: 30_000, hookTimeout: 60_000 } },
-      { test: { name: 'e2e', include: ['test/e2e/**/*.test.ts'], testTimeout: 120_000, hookTimeout: 120_000 } },
-      { test: { name: 'browser', include: ['test/browser/**/*.test.ts'], testTimeout: 120_000, hookTimeout: 180_000, fileParallelism: false } },
+      { extends: true, test: { name: 'unit', include: ['shared/**/*.test.ts', 'broker/**/*.test.ts', 'agent/**/*.test.ts', 'web-console/src/**/*.test.ts'] } },
+      { extends: true, test: { name: 'api-sqlite', include: api, env: { FLEET_TEST_DB: 'sqlite' }, testTimeout: 30_000, hookTimeout: 60_000 } },
+      { extends: true, test: { name: 'api-postgres', include: api, env: { FLEET_TEST_DB: 'postgres' }, testTimeout: 30_000, hookTimeout: 60_000 } },
+      { extends: true, test: { name: 'e2e', include: ['test/e2e/**/*.test.ts'], testTimeout: 120_000, hookTimeout: 120_000 } },
+      { extends: true, test: { name: 'browser', include: ['test/browser/**/*.test.ts'], testTimeout: 120_000, hookTimeout: 180_000, fileParallelism: false } },
     ],
   },
 });

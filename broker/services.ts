@@ -1,5 +1,6 @@
 import type { Logger } from 'pino';
 import { AccessService } from './access/access.js';
+import { AgentHub } from './agents/hub.js';
 import { AuditService } from './audit/service.js';
 import { AuthService } from './auth/service.js';
 import type { Config } from './config.js';
@@ -35,6 +36,8 @@ export interface Services {
   files: FilesService;
   enrol: EnrolService;
   inventory: InventoryService;
+  /** Agents connected to this broker; remote access reaches them through the AgentLocator seam. */
+  agents: AgentHub;
   remote: RemoteService;
   upgrades: UpgradeRouter;
 }
@@ -53,16 +56,17 @@ export async function createServices(config: Config, logger: Logger, store: Stor
   services.files = new FilesService(services);
   services.enrol = new EnrolService(services);
   services.inventory = new InventoryService(services);
+  services.agents = new AgentHub(services);
   services.remote = new RemoteService(services);
   await services.auth.init();
-  for (const s of [services.users, services.roles, services.devices, services.files, services.enrol, services.inventory, services.remote]) {
+  for (const s of [services.users, services.roles, services.devices, services.files, services.enrol, services.inventory, services.agents, services.remote]) {
     await s.init();
   }
   return services;
 }
 
 export async function closeServices(services: Services): Promise<void> {
-  for (const s of [services.remote, services.enrol, services.inventory, services.files, services.devices, services.roles, services.users]) {
+  for (const s of [services.remote, services.agents, services.enrol, services.inventory, services.files, services.devices, services.roles, services.users]) {
     await s.close();
   }
   services.mail.close();

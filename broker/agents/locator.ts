@@ -1,0 +1,17 @@
+import type { Channel } from '../../shared/mux.js';
+import type { ChannelKind, ChannelParams } from '../../shared/protocol.js';
+
+/**
+ * The seam between "where is this device's agent" and "move bytes". Remote access asks the
+ * locator for a channel; today the agent is connected to this broker (AgentHub), later to any
+ * broker sharing the database, and the locator forwards.
+ */
+export interface AgentLocator {
+  isConnected(deviceId: string): boolean;
+  /** Opens a channel to the device's agent; rejects when it is not connected or refuses. */
+  open(deviceId: string, kind: ChannelKind, params: ChannelParams): Promise<{ channel: Channel; info: Record<string, unknown> }>;
+  /** Asks the agent to restart its work loop; resolves when the agent acknowledged. */
+  reload(deviceId: string): Promise<void>;
+  /** Cuts the agent off (device removed). */
+  disconnect(deviceId: string, reason: string): void;
+}

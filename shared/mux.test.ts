@@ -1,0 +1,110 @@
+import crypto from 'node:crypto';
+import type { AddressInfo } from 'node:net';
+import { Writable } from 'node:stream';
+import { afterEach, describe, expect, it } from 'vitest';
+import WebSocket, { WebSocketServer } from 'ws';
+import { Mux, type Channel } from './mux.js';
+
+/** A broker-side and an agent-side mux over a real WebSocket on loopback. */
+async function pair(onOpen: (ch: Channel) => Promise<Record<string, unknown> | void>, window = 64 * 1024) {
+  const wss = new WebSocketServer({ port: 0, host: '127.0.0.1' });
+  await new Promise((r) => wss.once('listening', r));
+  const serverSide = new Promise<WebSocket>((resolve) => wss.once('connection', resolve));
+  const client = new WebSocket(`ws://127.0.0.1:${(wss.address() as AddressInfo).port}`);
+  await new Promise((r) => client.once('open', r));
+  const broker = new Mux(await serverSide, { window });
+  const agent = new Mux(client, { window, onOpen });
+  return { broker, agent, close: () => { client.close(); wss.close(); } };
+}
+
+let cleanup: (() => void) | undefined;
+afterEach(() => cleanup?.());
+
+describe('mux channels', () => {
+  it('carries bytes both ways with the checksum intact and passes the open info', async () => {
+    const p = await pair(async (ch) => {
+      ch.pipe(ch); // echo
+      return { hello: 'agent' };
+    });
+    cleanup = p.close;
+    const { channel, info } = await p.broker.open('tunnel', { proto: 'tcp', port: 1, dst: 'x' });
+    expect(info).toEqual({ hello: 'agent' });
+    const payload = crypto.randomBytes(3 * 1024 * 1024 + 17);
+    const received: Buffer[] = [];
+    channel.on('data', (d: Buffer) => received.push(d));
+    const ended = new Promise((r) => channel.once('end', r));
+    channel.end(payload);
+    await ended;
+    const back = Buffer.concat(received);
+    expect(back.length).toBe(payload.length);
+    expect(crypto.createHash('sha256').update(back).digest('hex')).toBe(crypto.createHash('sha256').update(payload).digest('hex'));
+  });
+
+  it('keeps a slow reader from being flooded: the sender waits for credit', async () => {
+    let agentChannel: Channel | undefined;
+    const p = await pair(async (ch) => {
+      agentChannel = ch;
+      ch.pause(); // a reader that reads nothing
+    }, 64 * 1024);
+    cleanup = p.close;
+    const { channel } = await p.broker.open('console', { cols: 80, rows: 24 });
+    let written = 0;
+    const chunk = Buffer.alloc(16 * 1024, 1);
+    // Write until the stream pushes back, then give it time: nothing more than the window may arrive.
+    for (let i = 0; i < 200; i++) {
+      written += chunk.length;
+      if (!channel.write(chunk)) break;
+    }
+    await new Promise((r) => setTimeout(r, 200));
+    expect(written).toBeGreaterThan(64 * 1024);
+    expect(agentChannel!.stats.bytesIn).toBeLessThanOrEqual(64 * 1024);
+    expect(agentChannel!.readableLength).toBeLessThanOrEqual(64 * 1024);
+    // Once the reader consumes, everything arrives.
+    const sink = new Writable({ write: (_c, _e, cb) => cb() });
+    agentChannel!.pipe(sink);
+    channel.end();
+    await new Promise((r) => agentChannel!.once('end', r));
+    expect(agentChannel!.stats.bytesIn).toBe(written);
+  });
+
+  it('half-closes: eof from one side still lets the other side answer', async () => {
+    const p = await pair(async (ch) => {
+      const parts: Buffer[] = [];
+      ch.on('data', (d: Buffer) => parts.push(d));
+      ch.on('end', () => ch.end(Buffer.concat(parts).toString().toUpperCase()));
+    });
+    cleanup = p.close;
+    const { channel } = await p.broker.open('tunnel', { proto: 'tcp', port: 1, dst: 'x' });
+    const answer: Buffer[] = [];
+    channel.on('data', (d: Buffer) => answer.push(d));
+    channel.end('question');
+    await new Promise((r) => channel.once('end', r));
+    expect(Buffer.concat(answer).toString()).toBe('QUESTION');
+  });
+
+  it('reports a refused open as an error and a dropped connection as closed channels', async () => {
+    const p = await pair(async (ch) => {
+      if ((ch.params as { port: number }).port === 80) throw new Error('port 80 refused on the device');
+    });
+    cleanup = p.close;
+    await expect(p.broker.open('tunnel', { proto: 'tcp', port: 80, dst: 'x' })).rejects.toThrow(/port 80 refused/);
+    const { channel } = await p.broker.open('tunnel', { proto: 'tcp', port: 22, dst: 'x' });
+    const closed = new Promise((r) => channel.once('close', r));
+    p.agent.ws.terminate();
+    await closed;
+    expect(p.broker.openChannels).toBe(0);
+  });
+
+  it('carries channel control messages', async () => {
+    const p = await pair(async (ch) => {
+      ch.on('control', (msg) => {
+        if (msg.type === 'resize') ch.control({ type: 'exit', code: msg.cols, signal: null });
+      });
+    });
+    cleanup = p.close;
+    const { channel } = await p.broker.open('console', { cols: 80, rows: 24 });
+    const exit = new Promise<any>((r) => channel.once('control', r));
+    channel.control({ type: 'resize', cols: 120, rows: 40 });
+    expect(await exit).toEqual({ type: 'exit', code: 120, signal: null });
+  });
+});

@@ -1,0 +1,317 @@
+/**
+ * Channels over one agent WebSocket, both ends (broker and agent). Each channel is a Duplex stream
+ * with credit-based flow control in each direction (see protocol.ts): `write` waits for credit, and
+ * credit is returned only as the reader consumes, so buffers stay bounded by the window.
+ */
+import { EventEmitter } from 'node:events';
+import { Duplex } from 'node:stream';
+import type WebSocket from 'ws';
+import {
+  decodeData,
+  encodeData,
+  type ChannelControl,
+  type ChannelKind,
+  type ChannelParams,
+  type ControlMessage,
+} from './protocol.js';
+
+export const DEFAULT_WINDOW = 1024 * 1024;
+const MAX_FRAME = 64 * 1024;
+const OPEN_TIMEOUT_MS = 15_000;
+
+interface PendingWrite {
+  chunk: Buffer;
+  offset: number;
+  callback: (error?: Error | null) => void;
+}
+
+export interface ChannelStats {
+  bytesIn: number;
+  bytesOut: number;
+}
+
+export class Channel extends Duplex {
+  private sendCredit: number;
+  private pending?: PendingWrite;
+  private pushed = 0;
+  private granted = 0;
+  private peerClosed = false;
+  private readonly grantBatch: number;
+  readonly stats: ChannelStats = { bytesIn: 0, bytesOut: 0 };
+
+  constructor(
+    private readonly mux: Mux,
+    readonly id: number,
+    readonly kind: ChannelKind,
+    readonly params: ChannelParams,
+    window: number,
+    /** Datagram channels never split a write across frames. */
+    private readonly messageMode = false,
+  ) {
+    super({ readableHighWaterMark: window, writableHighWaterMark: 256 * 1024, allowHalfOpen: true });
+    this.sendCredit = window;
+    this.grantBatch = Math.max(1, Math.floor(window / 8));
+    // A channel's failure is reported through 'close' and `errored`; it must never crash the process.
+    this.on('error', () => {});
+  }
+
+  /** Sends a channel-level control message (resize, exit, meta, result). */
+  control(msg: ChannelControl): void {
+    if (!this.peerClosed) this.mux.send({ t: 'ctl', ch: this.id, msg });
+  }
+
+  override _write(chunk: Buffer, _encoding: BufferEncoding, callback: (error?: Error | null) => void): void {
+    if (this.peerClosed) return callback(new Error('channel closed by peer'));
+    this.pending = { chunk, offset: 0, callback };
+    this.flush();
+  }
+
+  override _final(callback: (error?: Error | null) => void): void {
+    if (!this.peerClosed) this.mux.send({ t: 'eof', ch: this.id });
+    callback();
+  }
+
+  override _read(): void {
+    this.grant();
+  }
+
+  // Every consumption, flowing or paused, goes through read(): the place to return credit.
+  override read(size?: number): any {
+    const chunk = super.read(size);
+    if (chunk !== null) this.grant();
+    return chunk;
+  }
+
+  override _destroy(error: Error | null, callback: (error?: Error | null) => void): void {
+    if (!this.peerClosed) {
+      this.peerClosed = true;
+      this.mux.send({ t: 'close', ch: this.id, ...(error ? { error: error.message } : {}) });
+    }
+    this.mux.forget(this.id);
+    const p = this.pending;
+    this.pending = undefined;
+    p?.callback(error ?? new Error('channel closed'));
+    callback(error);
+  }
+
+  private flush(): void {
+    const p = this.pending;
+    if (!p) return;
+    while (p.offset < p.chunk.length && this.sendCredit > 0) {
+      const left = p.chunk.length - p.offset;
+      if (this.messageMode && this.sendCredit < left) return; // wait for room for the whole datagram
+      const n = this.messageMode ? left : Math.min(MAX_FRAME, this.sendCredit, left);
+      this.mux.sendData(this.id, p.chunk.subarray(p.offset, p.offset + n));
+      p.offset += n;
+      this.sendCredit -= n;
+      this.stats.bytesOut += n;
+    }
+    if (p.offset >= p.chunk.length) {
+      this.pending = undefined;
+      p.callback();
+    }
+  }
+
+  /** Returns credit to the peer for bytes our reader has consumed. */
+  private grant(): void {
+    if (this.peerClosed) return;
+    const consumed = this.pushed - this.readableLength;
+    const n = consumed - this.granted;
+    if (n >= this.grantBatch || (n > 0 && this.readableLength === 0)) {
+      this.granted += n;
+      this.mux.send({ t: 'credit', ch: this.id, n });
+    }
+  }
+
+  /** @internal from the mux */
+  onData(payload: Buffer): void {
+    if (this.destroyed || this.readableEnded) return;
+    this.pushed += payload.length;
+    this.stats.bytesIn += payload.length;
+    this.push(payload);
+    this.grant();
+  }
+
+  /** @internal */
+  onCredit(n: number): void {
+    this.sendCredit += n;
+    this.flush();
+  }
+
+  /** @internal */
+  onEof(): void {
+    if (!this.readableEnded) this.push(null);
+  }
+
+  /** @internal the peer closed the channel: end both ways, or fail with its error. */
+  onClose(error?: string): void {
+    this.peerClosed = true;
+    if (error) {
+      this.destroy(new Error(error));
+      return;
+    }
+    this.push(null);
+    const p = this.pending;
+    this.pending = undefined;
+    p?.callback(new Error('channel closed by peer'));
+    if (!this.writableEnded) this.end();
+    // Data already buffered for our reader is still delivered; the stream then closes itself.
+    if (this.readableLength === 0) this.destroy();
+  }
+}
+
+export type OpenHandler = (channel: Channel) => Promise<Record<string, unknown> | void>;
+
+export interface MuxOptions {
+  window?: number;
+  /** Agent side: serves channels the broker opens. Resolve with optional info, throw to refuse. */
+  onOpen?: OpenHandler;
+}
+
+/**
+ * One end of the agent connection. Emits `control` for device-level messages (inventory, reload…)
+ * and `close` when the WebSocket is gone (every channel is then destroyed).
+ */
+export class Mux extends EventEmitter {
+  private readonly channels = new Map<number, Channel>();
+  private readonly opening = new Map<number, { resolve: (info: Record<string, unknown>) => void; reject: (e: Error) => void; timer: NodeJS.Timeout }>();
+  private nextId = 1;
+  private closed = false;
+  readonly window: number;
+
+  constructor(
+    readonly ws: WebSocket,
+    private readonly options: MuxOptions = {},
+  ) {
+    super();
+    this.window = options.window ?? DEFAULT_WINDOW;
+    ws.on('message', (data, isBinary) => {
+      try {
+        if (isBinary) this.onBinary(data as Buffer);
+        else this.onText(String(data));
+      } catch (err) {
+        this.emit('protocol-error', err);
+      }
+    });
+    ws.on('close', () => this.shutdown('connection closed'));
+  }
+
+  get openChannels(): number {
+    return this.channels.size;
+  }
+
+  send(msg: ControlMessage): void {
+    if (this.closed || this.ws.readyState !== this.ws.OPEN) return;
+    this.ws.send(JSON.stringify(msg));
+  }
+
+  /** @internal */
+  sendData(ch: number, payload: Buffer): void {
+    if (this.closed || this.ws.readyState !== this.ws.OPEN) return;
+    this.ws.send(encodeData(ch, payload), { binary: true });
+  }
+
+  /** @internal */
+  forget(id: number): void {
+    this.channels.delete(id);
+  }
+
+  /** Broker side: opens a channel; resolves once the agent has set it up. */
+  async open(kind: ChannelKind, params: ChannelParams, timeoutMs = OPEN_TIMEOUT_MS): Promise<{ channel: Channel; info: Record<string, unknown> }> {
+    if (this.closed) throw new Error('agent is not connected');
+    const id = this.nextId++;
+    const channel = new Channel(this, id, kind, params, this.window, kind === 'tunnel' && (params as { proto?: string }).proto === 'udp');
+    this.channels.set(id, channel);
+    const info = await new Promise<Record<string, unknown>>((resolve, reject) => {
+      const timer = setTimeout(() => {
+        this.opening.delete(id);
+        reject(new Error('the agent did not answer in time'));
+      }, timeoutMs);
+      this.opening.set(id, { resolve, reject, timer });
+      this.send({ t: 'open', ch: id, kind, params });
+    }).catch((err: Error) => {
+      this.channels.delete(id);
+      channel.destroy();
+      throw err;
+    });
+    return { channel, info };
+  }
+
+  close(code?: number, reason?: string): void {
+    this.ws.close(code, reason);
+    this.shutdown(reason ?? 'closed');
+  }
+
+  private shutdown(reason: string): void {
+    if (this.closed) return;
+    this.closed = true;
+    for (const [, pending] of this.opening) {
+      clearTimeout(pending.timer);
+      pending.reject(new Error(reason));
+    }
+    this.opening.clear();
+    for (const channel of [...this.channels.values()]) channel.onClose(reason);
+    this.channels.clear();
+    this.emit('close', reason);
+  }
+
+  private onBinary(frame: Buffer): void {
+    const decoded = decodeData(frame);
+    if (!decoded) return;
+    this.channels.get(decoded.ch)?.onData(decoded.payload);
+  }
+
+  private onText(text: string): void {
+    const msg = JSON.parse(text) as ControlMessage;
+    switch (msg.t) {
+      case 'open':
+        void this.accept(msg.ch, msg.kind, msg.params);
+        return;
+      case 'opened': {
+        const pending = this.opening.get(msg.ch);
+        if (!pending) return;
+        clearTimeout(pending.timer);
+        this.opening.delete(msg.ch);
+        pending.resolve(msg.info ?? {});
+        return;
+      }
+      case 'credit':
+        this.channels.get(msg.ch)?.onCredit(msg.n);
+        return;
+      case 'eof':
+        this.channels.get(msg.ch)?.onEof();
+        return;
+      case 'close': {
+        const pending = this.opening.get(msg.ch);
+        if (pending) {
+          clearTimeout(pending.timer);
+          this.opening.delete(msg.ch);
+          pending.reject(new Error(msg.error ?? 'refused by the agent'));
+          return;
+        }
+        this.channels.get(msg.ch)?.onClose(msg.error);
+        return;
+      }
+      case 'ctl':
+        this.channels.get(msg.ch)?.emit('control', msg.msg);
+        return;
+      default:
+        this.emit('control', msg);
+    }
+  }
+
+  private async accept(id: number, kind: ChannelKind, params: ChannelParams): Promise<void> {
+    if (!this.options.onOpen || this.channels.has(id)) {
+      this.send({ t: 'close', ch: id, error: 'channels cannot be opened from this side' });
+      return;
+    }
+    const channel = new Channel(this, id, kind, params, this.window, kind === 'tunnel' && (params as { proto?: string }).proto === 'udp');
+    this.channels.set(id, channel);
+    try {
+      const info = await this.options.onOpen(channel);
+      this.send({ t: 'opened', ch: id, ...(info ? { info } : {}) });
+    } catch (err) {
+      channel.destroy(err as Error);
+    }
+  }
+}

@@ -1,0 +1,82 @@
+/**
+ * The agent wire protocol: one WebSocket from the agent to the broker (`/api/v2/agent/ws`), carrying
+ * control messages as JSON text frames and the bytes of many channels as binary frames
+ * `[uint32 channel id, big-endian][payload]`. Channels are opened by the broker, one per remote-access
+ * session (console, tunnel connection, copy). Each direction of each channel is flow-controlled by
+ * credit: a sender may have at most the window in flight un-granted, so a slow reader slows its own
+ * sender and never fills the broker's memory or stalls other channels.
+ */
+
+export const AGENT_WS_PATH = '/api/v2/agent/ws';
+export const AGENT_ENROL_PATH = '/api/v2/agent/enrol';
+export const PROTOCOL_VERSION = 1;
+/** What the agent signs to prove it holds its key: this prefix and the broker's nonce. */
+export const AUTH_SIGNING_PREFIX = 'fleet-agent-auth-v1:';
+
+/** Close codes of the agent WebSocket. */
+export const AgentClose = {
+  unauthorized: 4401, // signature or device unknown
+  removed: 4403, // device removed or rejected: do not come back with this key
+  pending: 4409, // enrolled, waiting for approval: retry later
+  replaced: 4000, // a newer connection of the same device took over
+  shutdown: 1001,
+} as const;
+
+export type ChannelKind = 'console' | 'tunnel' | 'copy';
+
+export interface ConsoleParams {
+  cols: number;
+  rows: number;
+}
+export interface TunnelParams {
+  proto: 'tcp' | 'udp';
+  port: number;
+  dst: string;
+}
+export interface CopyParams {
+  direction: 'upload' | 'download';
+  path: string;
+  /** upload: expected size and checksum, checked by the agent before the rename */
+  size?: number;
+  sha256?: string;
+  /** the directories the user's grant allows (already normalised); the agent re-checks with realpath */
+  allowed?: string[];
+}
+export type ChannelParams = ConsoleParams | TunnelParams | CopyParams;
+
+/** Control messages (text frames). `ch` names a channel where the message concerns one. */
+export type ControlMessage =
+  // connection set-up
+  | { t: 'challenge'; nonce: string }
+  | { t: 'auth'; device_id: string; signature: string; version: string; protocol: number }
+  | { t: 'welcome'; device_id: string; heartbeat_ms: number }
+  // device-level
+  | { t: 'inventory'; data: Record<string, unknown> }
+  | { t: 'reload'; id: string }
+  | { t: 'reload_ack'; id: string }
+  // channels
+  | { t: 'open'; ch: number; kind: ChannelKind; params: ChannelParams }
+  | { t: 'opened'; ch: number; info?: Record<string, unknown> }
+  | { t: 'credit'; ch: number; n: number }
+  | { t: 'eof'; ch: number }
+  | { t: 'close'; ch: number; error?: string }
+  /** channel-level control: console resize/exit, copy meta/result */
+  | { t: 'ctl'; ch: number; msg: ChannelControl };
+
+export type ChannelControl =
+  | { type: 'resize'; cols: number; rows: number }
+  | { type: 'exit'; code: number | null; signal: number | null }
+  | { type: 'meta'; size: number; mode: number }
+  | { type: 'result'; ok: boolean; bytes: number; sha256: string; error?: string };
+
+export function encodeData(ch: number, payload: Buffer): Buffer {
+  const frame = Buffer.allocUnsafe(4 + payload.length);
+  frame.writeUInt32BE(ch, 0);
+  payload.copy(frame, 4);
+  return frame;
+}
+
+export function decodeData(frame: Buffer): { ch: number; payload: Buffer } | undefined {
+  if (frame.length < 4) return undefined;
+  return { ch: frame.readUInt32BE(0), payload: frame.subarray(4) };
+}
