@@ -27,6 +27,15 @@ export class RateLimiter {
     }
   }
 
+  /**
+   * Gives back one attempt counted by `hit` (a successful sign-in does not use up the address's
+   * budget). Counting first and giving back afterwards keeps parallel attempts within the limit.
+   */
+  release(key: string, now = Date.now()): void {
+    const w = this.windows.get(key);
+    if (w && now - w.start < this.windowMs && w.count > 0) w.count -= 1;
+  }
+
   reset(key: string): void {
     this.windows.delete(key);
   }

@@ -1,35 +1,99 @@
 import { z } from 'zod';
-import { defineRoute, type RouteSpec } from '../http/route.js';
+import { defineRoute, type HandlerContext, type RouteSpec } from '../http/route.js';
+import { passwordRoutes } from './password-routes.js';
+import { profileRoutes } from './profile-routes.js';
+import type { IssuedSession } from './service.js';
 
 export const REFRESH_COOKIE = 'fleet_refresh';
+/** The refresh cookie goes only to the API (POST /api/v2/refresh-jwt). */
+const REFRESH_COOKIE_PATH = '/api/v2';
 
-const tokenResponse = z.object({ token: z.string() });
+const tokenResponse = z.object({ token: z.string().describe('JWT for Authorization: Bearer <token>') });
+const challengeResponse = z.object({ challenge: z.string().describe('opaque; send it to challenge-verify with the code') });
+const provider = z.enum(['email', 'google']);
 
-export const authRoutes: RouteSpec[] = [
+/** Answers a started session: the token in the body, the refresh token in an HttpOnly cookie. */
+function issue(session: IssuedSession, setCookie: HandlerContext<unknown, unknown, unknown>['setCookie']) {
+  setCookie(REFRESH_COOKIE, session.refreshToken, { maxAgeSeconds: session.refreshMaxAgeSeconds, path: REFRESH_COOKIE_PATH });
+  return { token: session.token };
+}
+
+const verifyBody = z.object({
+  challenge: z.string().min(1).max(200).describe('the challenge from challenge-get'),
+  code: z.string().min(1).max(20).describe('the 6-digit code from the mail or the authenticator app'),
+});
+
+const VERIFY_DESCRIPTION =
+  'Third step of a sign-in with a second factor: the challenge returned by challenge-get and the code (mailed, or shown by the authenticator app). ' +
+  'Answers 200 {token} and sets the refresh cookie, like login. A wrong code answers 401 `invalid_code` with `attempts_left`; ' +
+  'a challenge survives 5 wrong codes, then answers 429 `too_many_attempts`. Challenges expire after 5 minutes (401 `challenge_expired`) and work once (401 `challenge_used`). ' +
+  'An authenticator code is accepted once (401 `code_already_used`). Wrong codes are also limited per user across challenges (429 with Retry-After).';
+
+/** Served twice: under /api/v2 and, as the specification places it, at the root. */
+function verifyRoute(absolute: boolean): RouteSpec {
+  return defineRoute({
+    method: 'post',
+    path: '/challenge-verify',
+    absolute,
+    tag: 'session',
+    summary: absolute ? 'Verify a second-factor code (root path, same as /api/v2/challenge-verify)' : 'Verify a second-factor code and receive the token',
+    description: VERIFY_DESCRIPTION,
+    access: 'public',
+    audit: false,
+    body: verifyBody,
+    response: tokenResponse,
+    handler: async ({ body, services, ip, userAgent, setCookie }) => issue(await services.auth.verifyCode(body.challenge, body.code, ip, userAgent), setCookie),
+  });
+}
+
+const twoFactorPolicy = z.object({ enabled: z.boolean().describe('whether sign-in asks every user without an override for a second factor') });
+
+export const sessionRoutes: RouteSpec[] = [
   defineRoute({
     method: 'post',
     path: '/login',
     tag: 'session',
     summary: 'Sign in with email and password',
     description:
-      'Answers 200 {token}. When a second factor applies: 401 {error:"2fa_required", challenge, providers}; continue with /challenge-get and /challenge-verify. Rate-limited per account and per address (429 with Retry-After). Also sets an HttpOnly refresh cookie for POST /refresh-jwt.',
+      'Answers 200 {token}. When a second factor applies to the user (the account policy, or the user\'s override): 401 {"code":401,"error":"2fa_required","message",' +
+      '"challenge","providers":["email","google"?]}; continue with POST /api/v2/challenge-get and POST /api/v2/challenge-verify. ' +
+      'Other failures: 401 `invalid_credentials`, 401 `password_not_set` (a new user must first use the link of the welcome mail), 401 `user_disabled`. ' +
+      'Rate-limited per account (10 wrong passwords in 15 min) and per address (429 with Retry-After). Also sets an HttpOnly refresh cookie for POST /api/v2/refresh-jwt.',
     access: 'public',
     audit: false,
     body: z.object({ email: z.string().min(3).max(254), password: z.string().min(1).max(1024) }),
     response: tokenResponse,
-    handler: async ({ body, services, ip, userAgent, setCookie }) => {
-      const userId = await services.auth.checkPassword(body.email, body.password, ip);
-      const session = await services.auth.startSession(userId, ip, userAgent);
-      setCookie(REFRESH_COOKIE, session.refreshToken, { maxAgeSeconds: session.refreshMaxAgeSeconds, path: '/api/v2' });
-      return { token: session.token };
-    },
+    handler: async ({ body, services, ip, userAgent, setCookie }) => issue(await services.auth.login(body.email, body.password, ip, userAgent), setCookie),
   }),
+  defineRoute({
+    method: 'post',
+    path: '/challenge-get',
+    tag: 'session',
+    summary: 'Choose the second-factor provider for a sign-in challenge',
+    description:
+      'Second step of a sign-in with a second factor: the challenge from the 401 `2fa_required` answer of login and the provider. ' +
+      '`email` mails a 6-digit code to the user; `google` means a code of the authenticator app (TOTP, RFC 6238), available once the user has set one up ' +
+      '(otherwise 400 `provider_unavailable`). Answers a new challenge; the given one is spent. Calling it again with the new challenge mails a new code ' +
+      '(at most 5 mails per user in 15 min). 503 `mail_failed` when the mail relay fails (the given challenge stays usable).',
+    access: 'public',
+    audit: false,
+    body: z.object({
+      challenge: z.string().min(1).max(200).describe('from the login answer (or a previous challenge-get)'),
+      preferProvider: provider.describe('email: a code is mailed; google: authenticator app'),
+    }),
+    response: challengeResponse,
+    handler: async ({ body, services, ip }) => ({ challenge: await services.auth.requestCode(body.challenge, body.preferProvider, ip) }),
+  }),
+  verifyRoute(false),
+  verifyRoute(true),
   defineRoute({
     method: 'post',
     path: '/refresh-jwt',
     tag: 'session',
     summary: 'Renew the access token',
-    description: 'With the refresh cookie set at login, or a still-valid bearer token. The new JWT is in the Refreshed-Token header and the body.',
+    description:
+      'With the refresh cookie set at login, or a still-valid bearer token. The new JWT is in the Refreshed-Token header and the body. ' +
+      '401 `token_revoked` once the session was ended (logout, password change, user disabled or removed).',
     access: 'public',
     audit: false,
     response: tokenResponse,
@@ -44,12 +108,39 @@ export const authRoutes: RouteSpec[] = [
     path: '/logout',
     tag: 'session',
     summary: 'Sign out: revokes this token and its session',
+    description: 'Every token of this session, and its refresh cookie, stop working at once. Answers 204.',
     access: 'authenticated',
     audit: false,
     handler: async ({ principal, services, setCookie }) => {
       await services.auth.revokeSession(principal.sessionId);
-      setCookie(REFRESH_COOKIE, '', { maxAgeSeconds: 0, path: '/api/v2' });
+      setCookie(REFRESH_COOKIE, '', { maxAgeSeconds: 0, path: REFRESH_COOKIE_PATH });
       return undefined;
     },
   }),
+  defineRoute({
+    method: 'get',
+    path: '/settings/two-factor',
+    tag: 'session',
+    summary: 'Read the account-wide second-factor policy',
+    description: 'Off by default. A user\'s own `two_factor` setting overrides the policy for that user (recommended off for API users of scripts).',
+    access: 'users:read',
+    response: twoFactorPolicy,
+    handler: async ({ services }) => ({ enabled: await services.auth.twoFactorPolicy() }),
+  }),
+  defineRoute({
+    method: 'put',
+    path: '/settings/two-factor',
+    tag: 'session',
+    summary: 'Turn the account-wide second-factor policy on or off',
+    description:
+      'With the policy on, every user without an override must give a second factor at sign-in (a mailed code, or an authenticator app they set up). ' +
+      'Existing sessions are not affected.',
+    access: 'users:manage',
+    audit: 'settings.two_factor',
+    body: twoFactorPolicy,
+    response: twoFactorPolicy,
+    handler: async ({ body, services }) => ({ enabled: await services.auth.setTwoFactorPolicy(body.enabled) }),
+  }),
 ];
+
+export const authRoutes: RouteSpec[] = [...sessionRoutes, ...passwordRoutes, ...profileRoutes];

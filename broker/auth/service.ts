@@ -3,12 +3,19 @@ import { compilePolicies, type CompiledPolicy, type Policy } from '../../shared/
 import { Principal } from '../access/principal.js';
 import type { Config } from '../config.js';
 import type { Db } from '../db/database.js';
-import { ApiError } from '../http/errors.js';
+import type { UsersTable } from '../db/schema.js';
+import { ApiError, badRequest } from '../http/errors.js';
 import type { MailService } from '../mail/service.js';
+import { passwordResetMail, signInCodeMail, welcomeMail } from '../mail/templates.js';
 import type { SettingsStore } from '../settings.js';
+import { ChallengeStore, codeMatches, type SecondFactorProvider } from './challenges.js';
+import { PasswordLinks } from './password-links.js';
 import { digest, randomToken, verifyPassword } from './passwords.js';
+import { ProfileService } from './profile.js';
 import { RateLimiter } from './ratelimit.js';
 import { TokenSigner } from './tokens.js';
+import { totpStep } from './totp.js';
+import { providersOf, secondFactorApplies, twoFactorState, TWO_FACTOR_POLICY_KEY, type TwoFactorPolicy, type TwoFactorState } from './two-factor.js';
 
 export interface IssuedSession {
   token: string;
@@ -17,12 +24,39 @@ export interface IssuedSession {
   refreshMaxAgeSeconds: number;
 }
 
-const loginFailed = () => new ApiError(401, 'invalid_credentials', 'The email or password is wrong.');
+export type UserRow = UsersTable;
 
-/** Sign-in, tokens and their revocation; turns a bearer token into the request's Principal. */
+const MINUTE = 60_000;
+
+const loginFailed = () => new ApiError(401, 'invalid_credentials', 'The email or password is wrong.');
+const disabledUser = () => new ApiError(401, 'user_disabled', 'This user is disabled; ask an administrator to enable it.');
+
+/** Result of checking an authenticator-app code. */
+export type TotpCheck = 'ok' | 'invalid' | 'reused';
+
+/**
+ * Sign-in (password, then a second factor when it applies), tokens and their revocation,
+ * password links; turns a bearer token into the request's Principal. The profile of the
+ * signed-in user is `profile`.
+ */
 export class AuthService {
-  readonly perAccount = new RateLimiter(10, 15 * 60_000);
-  readonly perAddress = new RateLimiter(50, 15 * 60_000);
+  /** Wrong passwords per account; a correct one clears the count. */
+  readonly perAccount = new RateLimiter(10, 15 * MINUTE);
+  /** Sign-in attempts per source address; successful ones are given back. */
+  readonly perAddress = new RateLimiter(50, 15 * MINUTE);
+  /** Wrong second-factor codes per user, across challenges (a fresh challenge does not reset it). */
+  readonly perUserCodes = new RateLimiter(10, 15 * MINUTE);
+  /** Sign-in code mails per user. */
+  readonly codeMails = new RateLimiter(5, 15 * MINUTE);
+  /** "Forgot password" requests per address and per email address. */
+  readonly forgotPerAddress = new RateLimiter(20, 15 * MINUTE);
+  readonly forgotPerAccount = new RateLimiter(5, 60 * MINUTE);
+  /** Password or code checks of a signed-in user (password change, authenticator removal). */
+  readonly reauth = new RateLimiter(10, 15 * MINUTE);
+
+  readonly challenges: ChallengeStore;
+  readonly links: PasswordLinks;
+  readonly profile: ProfileService;
   private signer!: TokenSigner;
   private readonly compiled = new Map<string, CompiledPolicy[]>();
 
@@ -31,7 +65,11 @@ export class AuthService {
     private readonly config: Config,
     private readonly settings: SettingsStore,
     private readonly mail: MailService,
-  ) {}
+  ) {
+    this.challenges = new ChallengeStore(db);
+    this.links = new PasswordLinks(db, (config.publicUrl ?? `http://localhost:${config.port}`).replace(/\/+$/, ''));
+    this.profile = new ProfileService(db, this);
+  }
 
   async init(): Promise<void> {
     const secret = this.config.jwtSecret ?? (await this.settings.getOrCreate('jwt_secret', () => crypto.randomBytes(48).toString('base64url')));
@@ -50,9 +88,13 @@ export class AuthService {
     return compiled;
   }
 
-  /** Every call but login: a valid, unrevoked token of an active user; roles as of now. */
-  async authenticate(token: string): Promise<Principal> {
-    const claims = this.signer.verify(token);
+  /**
+   * Every call but login: a valid, unrevoked token of an active user; roles as of now.
+   * `allowExpired` re-checks a token that was valid when a long-lived session (a remote console)
+   * started: its sign-in session must still be live, only the access token's own expiry is waived.
+   */
+  async authenticate(token: string, options: { allowExpired?: boolean } = {}): Promise<Principal> {
+    const claims = this.signer.verify(token, { ignoreExpiration: options.allowExpired === true });
     const row = await this.db
       .selectFrom('sessions')
       .innerJoin('users', 'users.id', 'sessions.user_id')
@@ -73,9 +115,13 @@ export class AuthService {
     return new Principal({ id: row.id, email: row.email, fname: row.fname, lname: row.lname }, claims.sid, policies);
   }
 
+  async userRow(userId: string): Promise<UserRow | undefined> {
+    return this.db.selectFrom('users').selectAll().where('id', '=', userId).executeTakeFirst();
+  }
+
   /**
    * Checks email and password with rate limits per account and per address.
-   * Returns the user id; throws 401/429. Second factors are the caller's next step.
+   * Returns the user id; throws 401/429. Second factors are the caller's next step (see `login`).
    */
   async checkPassword(email: string, password: string, ip: string): Promise<string> {
     const normalized = email.trim().toLowerCase();
@@ -83,10 +129,110 @@ export class AuthService {
     this.perAccount.hit(`account:${normalized}`);
     const user = await this.db.selectFrom('users').select(['id', 'password_hash', 'disabled']).where('email', '=', normalized).executeTakeFirst();
     const ok = await verifyPassword(password, user?.password_hash ?? null);
+    if (user && !user.password_hash) {
+      throw new ApiError(401, 'password_not_set', 'No password is set for this user yet: use the link of the welcome mail, or "Forgot password".');
+    }
     if (!user || !ok) throw loginFailed();
-    if (user.disabled) throw new ApiError(401, 'user_disabled', 'This user is disabled; ask an administrator to enable it.');
+    if (user.disabled) throw disabledUser();
     this.perAccount.reset(`account:${normalized}`);
+    this.perAddress.release(`ip:${ip}`);
     return user.id;
+  }
+
+  /**
+   * Password sign-in. Returns the session, or — when a second factor applies to the user —
+   * throws 401 `2fa_required` carrying a challenge and the user's providers.
+   */
+  async login(email: string, password: string, ip: string, userAgent: string): Promise<IssuedSession> {
+    const userId = await this.checkPassword(email, password, ip);
+    const user = await this.userRow(userId);
+    if (!user) throw loginFailed();
+    if (secondFactorApplies(user.two_factor, await this.twoFactorPolicy())) {
+      const challenge = await this.challenges.open(userId);
+      throw new ApiError(
+        401,
+        '2fa_required',
+        'A second factor is required: send the challenge and a provider to POST /api/v2/challenge-get, then the code to POST /api/v2/challenge-verify.',
+        { challenge, providers: providersOf(user) },
+      );
+    }
+    return this.startSession(userId, ip, userAgent);
+  }
+
+  /**
+   * Second step: the user picks a provider. `email` mails a fresh 6-digit code; `google` expects
+   * a code of the authenticator app. Spends the given challenge and returns the next one.
+   */
+  async requestCode(challenge: string, provider: SecondFactorProvider, ip: string): Promise<string> {
+    this.perAddress.hit(`ip:${ip}`);
+    const row = await this.challenges.find(challenge);
+    const user = await this.userRow(row.user_id);
+    if (!user) throw new ApiError(401, 'invalid_challenge', 'The challenge is unknown; sign in again to get a new one.');
+    if (user.disabled) throw disabledUser();
+    if (provider === 'google') {
+      if (!user.totp_secret) {
+        throw badRequest('This user has no authenticator app set up; use the email provider.', { field: 'preferProvider', providers: providersOf(user) }, 'provider_unavailable');
+      }
+      this.perAddress.release(`ip:${ip}`);
+      return this.challenges.renew(row, 'google', null);
+    }
+    this.codeMails.hit(`user:${user.id}`);
+    const code = crypto.randomInt(0, 1_000_000).toString().padStart(6, '0');
+    // Mailed before the challenge is renewed: when the mail fails, the given challenge stays usable.
+    try {
+      await this.mail.send(signInCodeMail(user, code));
+    } catch {
+      throw new ApiError(503, 'mail_failed', 'The sign-in code could not be mailed; try again shortly or use another provider.');
+    }
+    this.perAddress.release(`ip:${ip}`);
+    return this.challenges.renew(row, 'email', code);
+  }
+
+  /** Last step: the code for a challenge from `requestCode`. Returns the session. */
+  async verifyCode(challenge: string, code: string, ip: string, userAgent: string): Promise<IssuedSession> {
+    this.perAddress.hit(`ip:${ip}`);
+    const row = await this.challenges.find(challenge);
+    if (row.stage !== 'code') {
+      throw badRequest('Choose a provider first: send this challenge to POST /api/v2/challenge-get.', { field: 'challenge' }, 'provider_not_chosen');
+    }
+    this.perUserCodes.hit(`user:${row.user_id}`);
+    const attemptsLeft = await this.challenges.countAttempt(row);
+    const user = await this.userRow(row.user_id);
+    if (!user) throw new ApiError(401, 'invalid_challenge', 'The challenge is unknown; sign in again to get a new one.');
+    if (user.disabled) throw disabledUser();
+    let check: TotpCheck;
+    if (row.provider === 'google') {
+      check = user.totp_secret ? await this.acceptTotp(user.id, user.totp_secret, code) : 'invalid';
+    } else {
+      check = codeMatches(row, code.trim()) ? 'ok' : 'invalid';
+    }
+    if (check !== 'ok') {
+      const after = attemptsLeft > 0 ? `${attemptsLeft} attempt${attemptsLeft === 1 ? '' : 's'} left.` : 'No attempts left: sign in again.';
+      if (check === 'reused') {
+        throw new ApiError(401, 'code_already_used', `This code was already used; wait for the next one of your authenticator app. ${after}`, { attempts_left: attemptsLeft });
+      }
+      throw new ApiError(401, 'invalid_code', `The code is wrong. ${after}`, { attempts_left: attemptsLeft });
+    }
+    await this.challenges.spend(row);
+    this.perUserCodes.reset(`user:${user.id}`);
+    this.perAddress.release(`ip:${ip}`);
+    return this.startSession(user.id, ip, userAgent);
+  }
+
+  /**
+   * Checks an authenticator-app code and records its time step, atomically: a code (or an older
+   * one) is never accepted twice, also not by two brokers at once.
+   */
+  async acceptTotp(userId: string, secret: string, code: string): Promise<TotpCheck> {
+    const step = totpStep(secret, code.trim());
+    if (step === null) return 'invalid';
+    const recorded = await this.db
+      .updateTable('users')
+      .set({ totp_last_step: step })
+      .where('id', '=', userId)
+      .where((eb) => eb.or([eb('totp_last_step', 'is', null), eb('totp_last_step', '<', step)]))
+      .executeTakeFirst();
+    return Number(recorded.numUpdatedRows) === 1 ? 'ok' : 'reused';
   }
 
   /** Opens a login session for a user whose credentials (and second factor) were checked. */
@@ -134,17 +280,54 @@ export class AuthService {
     throw new ApiError(401, 'unauthorized', 'Send the refresh cookie or a still-valid bearer token.');
   }
 
+  /** The account-wide second-factor policy (off unless turned on). */
+  async twoFactorPolicy(): Promise<boolean> {
+    return (await this.settings.get<Partial<TwoFactorPolicy>>(TWO_FACTOR_POLICY_KEY))?.enabled === true;
+  }
+
+  async setTwoFactorPolicy(enabled: boolean): Promise<boolean> {
+    const policy: TwoFactorPolicy = { enabled };
+    await this.settings.set(TWO_FACTOR_POLICY_KEY, policy);
+    return enabled;
+  }
+
+  /** The `two_factor` part of a user record, under the current policy. */
+  async twoFactorOf(user: { two_factor: number | null; totp_secret: string | null }): Promise<TwoFactorState> {
+    return twoFactorState(user, await this.twoFactorPolicy());
+  }
+
   /**
    * The welcome mail of a new user. A user created without a password gets a single-use link to
-   * set one (and cannot sign in before); one created with a password can sign in at once.
-   * (First version: the link flow is completed in the sign-in work.)
+   * set one (valid 72 h; they cannot sign in before); one created with a password can sign in at
+   * once. Throws when the mail cannot be sent.
    */
   async sendWelcomeMail(user: { id: string; email: string; fname: string; lname: string }, options: { hasPassword: boolean }): Promise<void> {
-    await this.mail.send({
-      to: user.email,
-      subject: 'Welcome to Fleet',
-      text: `Hello ${user.fname},\n\nan account was created for you.${options.hasPassword ? ' Sign in with the password you were given.' : ''}\n`,
-    });
+    const link = options.hasPassword ? undefined : await this.links.issue(user.id, 'welcome');
+    await this.mail.send(welcomeMail(user, link));
+  }
+
+  /**
+   * "Forgot password": mails a reset link when the address belongs to an active user. The answer
+   * is the same either way, and the mail leaves in the background so timing does not tell.
+   */
+  async forgotPassword(email: string, ip: string): Promise<void> {
+    const normalized = email.trim().toLowerCase();
+    this.forgotPerAddress.hit(`ip:${ip}`);
+    this.forgotPerAccount.hit(`account:${normalized}`);
+    const user = await this.db.selectFrom('users').select(['id', 'email', 'fname', 'disabled']).where('email', '=', normalized).executeTakeFirst();
+    if (!user || user.disabled) return;
+    const link = await this.links.issue(user.id, 'reset');
+    this.mail.sendInBackground(passwordResetMail(user, link));
+  }
+
+  /** Sets a password through a welcome or reset link. Every session of the user ends. */
+  async setPasswordWithLink(token: string, password: string, ip: string): Promise<{ email: string }> {
+    this.perAddress.hit(`ip:${ip}`);
+    const { userId, email } = await this.links.redeem(token, password);
+    this.perAddress.release(`ip:${ip}`);
+    await this.revokeUserSessions(userId);
+    this.perAccount.reset(`account:${email}`);
+    return { email };
   }
 
   async revokeSession(sessionId: string): Promise<void> {

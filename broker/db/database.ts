@@ -51,7 +51,9 @@ export async function openStore(url: string, schema = ''): Promise<Store> {
   }
   const all = migrations(dialect);
   const provider: MigrationProvider = { getMigrations: async () => all };
-  const migrator = new Migrator({ db, provider });
+  // With a schema, the migration tables live in it too: otherwise a second store on the same database
+  // (another schema) sees the first one's tables and skips creating its own.
+  const migrator = new Migrator({ db, provider, ...(schema && dialect === 'postgres' ? { migrationTableSchema: schema } : {}) });
   const { error, results } = await migrator.migrateToLatest();
   if (error) {
     await db.destroy();

@@ -156,5 +156,23 @@ export function migrations(dialect: Dialect): Record<string, Migration> {
         void sql;
       },
     },
+    '0002_totp_last_step': {
+      // The time step of the last accepted authenticator code: a code is never accepted twice.
+      async up(db: Kysely<any>) {
+        await db.schema.alterTable('users').addColumn('totp_last_step', 'integer').execute();
+      },
+    },
+    '0003_revoked_devices': {
+      // Keys of removed or rejected devices: refused at the agent channel and at enrolment.
+      async up(db: Kysely<any>) {
+        await db.schema
+          .createTable('revoked_devices')
+          .addColumn('device_id', 'text', (c) => c.primaryKey())
+          .addColumn('reason', 'text', (c) => c.notNull())
+          .addColumn('hostname', 'text', (c) => c.notNull().defaultTo(''))
+          .addColumn('revoked_at', 'text', (c) => c.notNull())
+          .execute();
+      },
+    },
   };
 }

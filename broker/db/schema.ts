@@ -15,6 +15,11 @@ export interface UsersTable {
   two_factor: number | null;
   totp_secret: string | null; // base32, set once enrolment is confirmed
   totp_pending: string | null; // base32, awaiting confirmation
+  /**
+   * RFC 6238 time step of the last accepted authenticator code (no code is accepted twice).
+   * Added by migration 0002; optional here so inserts need not name it (it starts null).
+   */
+  totp_last_step?: number | null;
   created_at: string;
   last_login: string | null;
 }
@@ -100,6 +105,17 @@ export interface DevicesTable {
   agent_version: string | null;
 }
 
+/**
+ * Device keys the broker will not let back in: removed approved devices and rejected pending
+ * hosts. Their device row is gone; this keeps their old key from reconnecting or re-enrolling.
+ */
+export interface RevokedDevicesTable {
+  device_id: string; // sha256 of the revoked public key
+  reason: string; // 'removed' | 'rejected'
+  hostname: string;
+  revoked_at: string;
+}
+
 export interface InventoryTable {
   device_id: string;
   data: string; // JSON
@@ -161,6 +177,7 @@ export interface Database {
   nodes: NodesTable;
   devices: DevicesTable;
   inventory: InventoryTable;
+  revoked_devices: RevokedDevicesTable;
   bootstrap_keys: BootstrapKeysTable;
   portmaps: PortmapsTable;
   audit: AuditTable;

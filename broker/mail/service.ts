@@ -13,6 +13,9 @@ export interface Mail {
 /**
  * Outgoing mail: through SMTP when SMTP_URL is set, otherwise written to `<DATA_DIR>/outbox/` as
  * .eml files (and logged without their content, which may hold codes or links).
+ *
+ * SMTP_URL takes nodemailer's URL options as query parameters, e.g. `smtp://host:25?ignoreTLS=true`
+ * for a relay without STARTTLS, or `smtps://user:pass@host:465` for implicit TLS.
  */
 export class MailService {
   private readonly transport: Transporter;
@@ -22,10 +25,17 @@ export class MailService {
     private readonly logger: Logger,
   ) {
     this.transport = config.smtpUrl
-      ? nodemailer.createTransport(config.smtpUrl)
+      ? nodemailer.createTransport({
+          url: config.smtpUrl,
+          // A dead relay must not hold a sign-in for minutes (nodemailer waits 2 min by default).
+          connectionTimeout: 10_000,
+          greetingTimeout: 10_000,
+          socketTimeout: 30_000,
+        } as Parameters<typeof nodemailer.createTransport>[0])
       : nodemailer.createTransport({ streamTransport: true, buffer: true, newline: 'unix' });
   }
 
+  /** Sends one mail; throws when the relay refuses it or cannot be reached. */
   async send(mail: Mail): Promise<void> {
     const info = await this.transport.sendMail({ from: this.config.mailFrom, ...mail });
     if (this.config.smtpUrl) {
@@ -37,6 +47,16 @@ export class MailService {
     const file = path.join(dir, `${new Date().toISOString().replace(/[:.]/g, '-')}-${Math.random().toString(36).slice(2, 8)}.eml`);
     await fs.writeFile(file, (info as unknown as { message: Buffer }).message, { mode: 0o600 });
     this.logger.info({ to: mail.to, subject: mail.subject, file }, 'mail written to outbox (no SMTP_URL)');
+  }
+
+  /**
+   * Sends without making the caller wait, for answers that must not tell whether a mail went out
+   * (password reset). Failures are logged (recipient and subject only).
+   */
+  sendInBackground(mail: Mail): void {
+    this.send(mail).catch((err: Error) => {
+      this.logger.error({ to: mail.to, subject: mail.subject, error: err.message }, 'mail could not be sent');
+    });
   }
 
   close(): void {

@@ -1,0 +1,102 @@
+/**
+ * API speed: an authenticated GET /deviceattribute/{id} by a tag-restricted user against a bare
+ * express "hello" route in the same run, and listing the group tree for that user at 10k and 100k
+ * devices.
+ */
+import crypto from 'node:crypto';
+import type { AddressInfo } from 'node:net';
+import autocannon from 'autocannon';
+import express from 'express';
+import type { Insertable } from 'kysely';
+import type { DevicesTable, NodesTable } from '../broker/db/schema.js';
+import { startTestBroker, type TestBroker } from '../test/support/broker.js';
+
+const DURATION_S = Number(process.env.BENCH_SECONDS ?? 5);
+
+function load(url: string, headers: Record<string, string> = {}): Promise<autocannon.Result> {
+  return new Promise((resolve, reject) => {
+    // In a worker thread, so the load generator does not share the servers' event loop.
+    autocannon({ url, headers, connections: 16, duration: DURATION_S, workers: 1 }, (err, result) => (err ? reject(err) : resolve(result)));
+  });
+}
+
+async function bareExpress(): Promise<{ url: string; close: () => void }> {
+  const app = express();
+  app.get('/hello', (_req, res) => {
+    res.json({ hello: 'world' });
+  });
+  const server = app.listen(0, '127.0.0.1');
+  await new Promise((r) => server.once('listening', r));
+  return { url: `http://127.0.0.1:${(server.address() as AddressInfo).port}/hello`, close: () => server.close() };
+}
+
+async function insertDevices(t: TestBroker, count: number, groups: string[], start: number): Promise<void> {
+  const db = t.broker.services.store.db;
+  const now = new Date().toISOString();
+  const batch = 500;
+  for (let i = 0; i < count; i += batch) {
+    const devices: Insertable<DevicesTable>[] = [];
+    const nodes: Insertable<NodesTable>[] = [];
+    for (let j = i; j < Math.min(count, i + batch); j++) {
+      const n = start + j;
+      const id = crypto.createHash('sha256').update(`bench-device-${n}`).digest('hex');
+      const name = `dev-${n}`;
+      devices.push({ device_id: id, public_key: 'bench', state: 'approved', hostname: name, bootstrap_key: null, attributes: JSON.stringify({ device_name: name }), created_at: now, approved_at: now, last_seen: null, last_ip: null, agent_version: null });
+      nodes.push({ node_id: id, parent_id: groups[n % groups.length], type: 'device', title: name, tags: JSON.stringify(n % 10 === 0 ? ['bench'] : []), created_at: now });
+    }
+    await db.transaction().execute(async (trx) => {
+      await trx.insertInto('devices').values(devices).execute();
+      await trx.insertInto('nodes').values(nodes).execute();
+    });
+  }
+}
+
+async function timeGroupTree(t: TestBroker, token: string): Promise<{ ms: number; visible: number }> {
+  const runs: number[] = [];
+  let visible = 0;
+  for (let i = 0; i < 3; i++) {
+    const started = process.hrtime.bigint();
+    const r = await t.api('GET', '/api/v2/grouptree?_format=json', { token });
+    runs.push(Number(process.hrtime.bigint() - started) / 1e6);
+    if (r.status !== 200) throw new Error(`grouptree answered ${r.status}: ${JSON.stringify(r.body).slice(0, 200)}`);
+    visible = r.body.total_devices;
+  }
+  runs.sort((a, b) => a - b);
+  return { ms: runs[1], visible };
+}
+
+export async function benchApi(log: (line: string) => void): Promise<void> {
+  const t = await startTestBroker({ database: 'sqlite' });
+  const bare = await bareExpress();
+  try {
+    await t.addGroup({ id: 'bench-group', tags: [] });
+    const device = await t.addDevice({ parent: 'bench-group', tags: ['bench'] });
+    const user = await t.userWith([{ permission: 'device:read', resources: ['tag:bench'] }]);
+    const check = await t.api('GET', `/api/v2/deviceattribute/${device}`, { token: user.token });
+    if (check.status !== 200) throw new Error(`GET /deviceattribute answered ${check.status}`);
+
+    log(`api: bare express GET /hello for ${DURATION_S}s …`);
+    const base = await load(bare.url);
+    log(`api: GET /deviceattribute/{id} as a tag-restricted user for ${DURATION_S}s …`);
+    const api = await load(`${t.url}/api/v2/deviceattribute/${device}`, { authorization: `Bearer ${user.token}` });
+    if (api.non2xx > 0) throw new Error(`${api.non2xx} answers were not 2xx`);
+    const ratio = api.requests.average / base.requests.average;
+    log(`api: bare express ${base.requests.average.toFixed(0)} req/s, authenticated deviceattribute ${api.requests.average.toFixed(0)} req/s`);
+    log(`RESULT api.deviceattribute_vs_bare_express ratio=${ratio.toFixed(2)} (target >= 0.5)`);
+
+    const groups = Array.from({ length: 100 }, (_, i) => `bench-g${i}`);
+    for (const g of groups) await t.addGroup({ id: g, parent: 'bench-group' });
+    log('grouptree: inserting 10,000 devices …');
+    await insertDevices(t, 10_000, groups, 0);
+    const small = await timeGroupTree(t, user.token);
+    log(`grouptree: 10k devices: ${small.ms.toFixed(1)} ms (${small.visible} visible to the tag-restricted user)`);
+    log('grouptree: inserting 90,000 more devices …');
+    await insertDevices(t, 90_000, groups, 10_000);
+    const large = await timeGroupTree(t, user.token);
+    log(`grouptree: 100k devices: ${large.ms.toFixed(1)} ms (${large.visible} visible)`);
+    log(`RESULT grouptree.100k_vs_10k ratio=${(large.ms / small.ms).toFixed(2)} (target <= 12)`);
+  } finally {
+    bare.close();
+    await t.close();
+  }
+}

@@ -1,0 +1,43 @@
+/**
+ * `npm run bench`: every benchmark, each printing ratios against a baseline measured in the same run.
+ * `npm run bench -- api` runs one group. Timings are printed, never asserted.
+ */
+import { benchApi } from './api.js';
+
+type Bench = (log: (line: string) => void) => Promise<void>;
+
+async function loadRemote(): Promise<Bench | undefined> {
+  try {
+    const specifier = './remote.js';
+    const mod = (await import(specifier)) as { benchRemote?: Bench };
+    return mod.benchRemote;
+  } catch {
+    return undefined;
+  }
+}
+
+async function main(): Promise<void> {
+  const only = process.argv[2];
+  const log = (line: string) => console.log(`[${new Date().toISOString().slice(11, 19)}] ${line}`);
+  const groups: [string, Bench | undefined][] = [
+    ['api', benchApi],
+    ['remote', await loadRemote()],
+  ];
+  for (const [name, run] of groups) {
+    if (only && only !== name) continue;
+    if (!run) {
+      log(`${name}: not available`);
+      continue;
+    }
+    log(`== ${name}`);
+    await run(log);
+  }
+}
+
+main().then(
+  () => process.exit(0),
+  (err) => {
+    console.error(err);
+    process.exit(1);
+  },
+);

@@ -1,0 +1,75 @@
+import type { Db } from '../db/database.js';
+import { badRequest } from '../http/errors.js';
+import { digest, hashPassword, randomToken } from './passwords.js';
+
+export type PasswordLinkPurpose = 'welcome' | 'reset';
+
+/** A new user has three days to set a password; a reset link lasts an hour. */
+export const PASSWORD_LINK_TTL_MS: Record<PasswordLinkPurpose, number> = {
+  welcome: 72 * 3_600_000,
+  reset: 3_600_000,
+};
+
+/**
+ * Single-use links to set a password: `<base>/set-password?token=<t>`. Only the token's sha256 is
+ * stored. Setting a password through one link spends every other open link of the user.
+ */
+export class PasswordLinks {
+  constructor(
+    private readonly db: Db,
+    /** where users reach the web console, without a trailing slash */
+    private readonly baseUrl: string,
+  ) {}
+
+  /** Issues a link for the user and returns its URL. */
+  async issue(userId: string, purpose: PasswordLinkPurpose, now = new Date()): Promise<string> {
+    await this.db.deleteFrom('password_tokens').where('expires_at', '<', new Date(now.getTime() - 30 * 86_400_000).toISOString()).execute();
+    const token = randomToken();
+    await this.db
+      .insertInto('password_tokens')
+      .values({
+        token_hash: digest(token),
+        user_id: userId,
+        purpose,
+        expires_at: new Date(now.getTime() + PASSWORD_LINK_TTL_MS[purpose]).toISOString(),
+        used_at: null,
+      })
+      .execute();
+    return `${this.baseUrl}/set-password?token=${encodeURIComponent(token)}`;
+  }
+
+  /** Sets the password a link was issued for; returns the user. 400 naming `token` when the link cannot be used. */
+  async redeem(token: string, password: string, now = new Date()): Promise<{ userId: string; email: string }> {
+    const row = await this.db
+      .selectFrom('password_tokens')
+      .innerJoin('users', 'users.id', 'password_tokens.user_id')
+      .select(['password_tokens.token_hash', 'password_tokens.user_id', 'password_tokens.expires_at', 'password_tokens.used_at', 'users.email'])
+      .where('password_tokens.token_hash', '=', digest(token))
+      .executeTakeFirst();
+    if (!row) throw badRequest('This password link is not valid; ask for a new one with "Forgot password".', { field: 'token' }, 'invalid_link');
+    if (row.used_at) throw badRequest('This password link was already used; ask for a new one with "Forgot password".', { field: 'token' }, 'link_used');
+    if (row.expires_at <= now.toISOString()) {
+      throw badRequest('This password link has expired; ask for a new one with "Forgot password".', { field: 'token' }, 'link_expired');
+    }
+    const passwordHash = await hashPassword(password);
+    await this.db.transaction().execute(async (trx) => {
+      const spent = await trx
+        .updateTable('password_tokens')
+        .set({ used_at: now.toISOString() })
+        .where('token_hash', '=', row.token_hash)
+        .where('used_at', 'is', null)
+        .executeTakeFirst();
+      if (Number(spent.numUpdatedRows) !== 1) {
+        throw badRequest('This password link was already used; ask for a new one with "Forgot password".', { field: 'token' }, 'link_used');
+      }
+      await trx.updateTable('users').set({ password_hash: passwordHash }).where('id', '=', row.user_id).execute();
+      await this.spendAll(row.user_id, now, trx);
+    });
+    return { userId: row.user_id, email: row.email };
+  }
+
+  /** Spends every open link of a user (their password was set or changed another way). */
+  async spendAll(userId: string, now = new Date(), db: Db = this.db): Promise<void> {
+    await db.updateTable('password_tokens').set({ used_at: now.toISOString() }).where('user_id', '=', userId).where('used_at', 'is', null).execute();
+  }
+}

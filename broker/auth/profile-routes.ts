@@ -1,0 +1,105 @@
+import { z } from 'zod';
+import { defineRoute, type RouteSpec } from '../http/route.js';
+import { newPassword } from './password-routes.js';
+
+const name = z.string().trim().min(1).max(100);
+
+const profile = z.object({
+  user_id: z.string(),
+  fname: z.string(),
+  lname: z.string(),
+  email: z.string(),
+  roles: z.array(z.string()).describe('role ids'),
+  disabled: z.boolean(),
+  two_factor: z.object({
+    enabled: z.boolean().describe('whether sign-in asks for a second factor (account policy or the user\'s override)'),
+    providers: z.array(z.enum(['email', 'google'])).describe('email always; google once an authenticator app is confirmed'),
+  }),
+  created_at: z.string(),
+  last_login: z.string().nullable(),
+  permissions: z.array(z.string()).describe('every permission the user\'s roles grant, on at least some devices'),
+});
+
+/** The signed-in user's own account; no permission needed beyond being signed in. */
+export const profileRoutes: RouteSpec[] = [
+  defineRoute({
+    method: 'get',
+    path: '/profile',
+    tag: 'profile',
+    summary: 'Your own user record and permissions',
+    description: 'The user record (as in GET /api/v2/user/{id}) of the signed-in user, plus `permissions`: what the web console may offer.',
+    access: 'authenticated',
+    response: profile,
+    handler: async ({ principal, services }) => services.auth.profile.get(principal),
+  }),
+  defineRoute({
+    method: 'patch',
+    path: '/profile',
+    tag: 'profile',
+    summary: 'Change your name',
+    description: 'Only the given fields change. Answers the profile after the change. The email address is changed by an administrator.',
+    access: 'authenticated',
+    audit: 'profile.update',
+    body: z.object({ fname: name.optional(), lname: name.optional() }),
+    response: profile,
+    handler: async ({ principal, services, body }) => services.auth.profile.update(principal, body),
+  }),
+  defineRoute({
+    method: 'post',
+    path: '/profile/password',
+    tag: 'profile',
+    summary: 'Change your password',
+    description:
+      `Needs the current password (400 \`wrong_password\` naming \`current_password\`; 10 wrong tries in 15 min answer 429). ` +
+      'Every other session of the user ends at once; the calling token keeps working. Answers 204.',
+    access: 'authenticated',
+    audit: 'profile.password',
+    body: z.object({ current_password: z.string().min(1).max(1024), new_password: newPassword }),
+    handler: async ({ principal, services, body }) => {
+      await services.auth.profile.changePassword(principal, body.current_password, body.new_password);
+      return undefined;
+    },
+  }),
+  defineRoute({
+    method: 'post',
+    path: '/profile/totp',
+    tag: 'profile',
+    summary: 'Start setting up an authenticator app (TOTP)',
+    description:
+      'Answers a new secret, its otpauth:// URL and a QR code (PNG data URL) to scan. It takes effect after POST /api/v2/profile/totp/confirm with a code of the app. ' +
+      'Starting again replaces an unconfirmed secret. 409 `totp_already_enabled` when an app is set up: remove it first.',
+    access: 'authenticated',
+    audit: 'profile.totp.start',
+    response: z.object({ secret: z.string().describe('base32'), otpauth_url: z.string(), qr_data_url: z.string().describe('data:image/png;base64,...') }),
+    handler: async ({ principal, services }) => services.auth.profile.startTotp(principal),
+  }),
+  defineRoute({
+    method: 'post',
+    path: '/profile/totp/confirm',
+    tag: 'profile',
+    summary: 'Confirm the authenticator app with one of its codes',
+    description:
+      'From then on the user can choose `google` at challenge-get. Answers the profile. 400 `invalid_code` when the code does not match; 409 `totp_not_started` without a started setup.',
+    access: 'authenticated',
+    audit: 'profile.totp.confirm',
+    body: z.object({ code: z.string().min(1).max(20).describe('6 digits shown by the app') }),
+    response: profile,
+    handler: async ({ principal, services, body }) => services.auth.profile.confirmTotp(principal, body.code),
+  }),
+  defineRoute({
+    method: 'delete',
+    path: '/profile/totp',
+    tag: 'profile',
+    summary: 'Remove your authenticator app',
+    description:
+      'Proven by a current code of the app (`code`) or by the password (`password`): exactly one of them. Answers the profile. ' +
+      '409 `totp_not_enabled` when none is set up. Mailed codes stay available as a second factor.',
+    access: 'authenticated',
+    audit: 'profile.totp.remove',
+    body: z
+      .object({ code: z.string().min(1).max(20).optional(), password: z.string().min(1).max(1024).optional() })
+      .refine((b) => (b.code === undefined) !== (b.password === undefined), { message: 'send either code or password', path: ['code'] }),
+    response: profile,
+    handler: async ({ principal, services, body }) => services.auth.profile.removeTotp(principal, body),
+  }),
+];

@@ -1,0 +1,125 @@
+import type { Principal } from '../access/principal.js';
+import type { Db } from '../db/database.js';
+import { badRequest, conflict, notFound } from '../http/errors.js';
+import { hashPassword, verifyPassword } from './passwords.js';
+import type { AuthService, UserRow } from './service.js';
+import { newTotpSecret, totpEnrolment, totpStep, type TotpEnrolment } from './totp.js';
+import { twoFactorState, type TwoFactorState } from './two-factor.js';
+
+/** The signed-in user's own record: the user shape of CONTRACT.md plus what they may do. */
+export interface Profile {
+  user_id: string;
+  fname: string;
+  lname: string;
+  email: string;
+  roles: string[];
+  disabled: boolean;
+  two_factor: TwoFactorState;
+  created_at: string;
+  last_login: string | null;
+  /** every permission the user's roles grant (on at least some devices) */
+  permissions: string[];
+}
+
+const wrongPassword = (field: string) => badRequest('The password is wrong.', { field }, 'wrong_password');
+
+/** What any signed-in user may do to their own account: name, password, authenticator app. */
+export class ProfileService {
+  constructor(
+    private readonly db: Db,
+    private readonly auth: AuthService,
+  ) {}
+
+  private async row(principal: Principal): Promise<UserRow> {
+    const row = await this.auth.userRow(principal.user.id);
+    if (!row) throw notFound('Your user');
+    return row;
+  }
+
+  async get(principal: Principal): Promise<Profile> {
+    const row = await this.row(principal);
+    const roles = await this.db.selectFrom('user_roles').select('role_id').where('user_id', '=', row.id).orderBy('role_id').execute();
+    return {
+      user_id: row.id,
+      fname: row.fname,
+      lname: row.lname,
+      email: row.email,
+      roles: roles.map((r) => r.role_id),
+      disabled: row.disabled === 1,
+      two_factor: twoFactorState(row, await this.auth.twoFactorPolicy()),
+      created_at: row.created_at,
+      last_login: row.last_login,
+      permissions: principal.permissions,
+    };
+  }
+
+  async update(principal: Principal, change: { fname?: string; lname?: string }): Promise<Profile> {
+    const set: { fname?: string; lname?: string } = {};
+    if (change.fname !== undefined) set.fname = change.fname;
+    if (change.lname !== undefined) set.lname = change.lname;
+    if (Object.keys(set).length) await this.db.updateTable('users').set(set).where('id', '=', principal.user.id).execute();
+    return this.get(principal);
+  }
+
+  /** Needs the current password. The user's other sessions end; the calling one stays. */
+  async changePassword(principal: Principal, currentPassword: string, newPassword: string): Promise<void> {
+    const row = await this.row(principal);
+    this.auth.reauth.hit(`user:${row.id}`);
+    if (!(await verifyPassword(currentPassword, row.password_hash))) throw wrongPassword('current_password');
+    this.auth.reauth.reset(`user:${row.id}`);
+    const passwordHash = await hashPassword(newPassword);
+    await this.db.transaction().execute(async (trx) => {
+      await trx.updateTable('users').set({ password_hash: passwordHash }).where('id', '=', row.id).execute();
+      await this.auth.links.spendAll(row.id, new Date(), trx);
+    });
+    await this.auth.revokeUserSessions(row.id, principal.sessionId);
+  }
+
+  /**
+   * Starts setting up an authenticator app: a new secret, kept aside until a code of it is
+   * confirmed. A second app replaces nothing: remove the current one first.
+   */
+  async startTotp(principal: Principal): Promise<TotpEnrolment> {
+    const row = await this.row(principal);
+    if (row.totp_secret) {
+      throw conflict('totp_already_enabled', 'An authenticator app is already set up; remove it first (DELETE /api/v2/profile/totp).');
+    }
+    const secret = newTotpSecret();
+    await this.db.updateTable('users').set({ totp_pending: secret }).where('id', '=', row.id).execute();
+    return totpEnrolment(secret, row.email);
+  }
+
+  /** Confirms the app with one of its codes; from then on `google` is a provider of the user. */
+  async confirmTotp(principal: Principal, code: string): Promise<Profile> {
+    const row = await this.row(principal);
+    if (!row.totp_pending) throw conflict('totp_not_started', 'No authenticator setup is in progress; start one with POST /api/v2/profile/totp.');
+    this.auth.reauth.hit(`user:${row.id}`);
+    const step = totpStep(row.totp_pending, code.trim());
+    if (step === null) throw badRequest('The code does not match; check the time of the device running the app and try the next code.', { field: 'code' }, 'invalid_code');
+    this.auth.reauth.reset(`user:${row.id}`);
+    await this.db
+      .updateTable('users')
+      .set({ totp_secret: row.totp_pending, totp_pending: null, totp_last_step: step })
+      .where('id', '=', row.id)
+      .where('totp_pending', '=', row.totp_pending)
+      .execute();
+    return this.get(principal);
+  }
+
+  /** Removes the authenticator app, proven by one of its codes or by the password. */
+  async removeTotp(principal: Principal, proof: { code?: string; password?: string }): Promise<Profile> {
+    const row = await this.row(principal);
+    if (!row.totp_secret) throw conflict('totp_not_enabled', 'No authenticator app is set up.');
+    this.auth.reauth.hit(`user:${row.id}`);
+    if (proof.code !== undefined) {
+      const check = await this.auth.acceptTotp(row.id, row.totp_secret, proof.code);
+      if (check === 'reused') throw badRequest('This code was already used; wait for the next one.', { field: 'code' }, 'code_already_used');
+      if (check !== 'ok') throw badRequest('The code does not match.', { field: 'code' }, 'invalid_code');
+    } else if (!(await verifyPassword(proof.password ?? '', row.password_hash))) {
+      throw wrongPassword('password');
+    }
+    this.auth.reauth.reset(`user:${row.id}`);
+    await this.db.updateTable('users').set({ totp_secret: null, totp_pending: null, totp_last_step: null }).where('id', '=', row.id).execute();
+    return this.get(principal);
+  }
+}
