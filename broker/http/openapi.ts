@@ -92,7 +92,9 @@ export function buildOpenApi(routes: RouteSpec[], extra: ExtraOperation[] = [], 
           },
         };
       } else {
-        op.requestBody = { required: true, content: { 'application/json': { schema: jsonSchema(route.body, 'input') } } };
+        const schema = jsonSchema(route.body, 'input');
+        const forms = route.form ? { 'multipart/form-data': { schema }, 'application/x-www-form-urlencoded': { schema } } : {};
+        op.requestBody = { required: !route.form, content: { 'application/json': { schema }, ...forms } };
       }
     }
     (paths[full] ??= {})[route.method] = op;

@@ -71,6 +71,8 @@ export interface RouteSpec<P extends ZodType = ZodType, Q extends ZodType = ZodT
   body?: B;
   /** multipart/form-data with one file part of this name; `body` then validates the other fields. */
   upload?: { field: string };
+  /** Also accept the body as a form (multipart/form-data without files, or urlencoded), besides JSON; fields arrive as strings. */
+  form?: boolean;
   response?: ZodType;
   /** Status of a successful JSON answer (default 200). */
   status?: number;

@@ -79,6 +79,8 @@ function receiveUpload(services: Services, field: string, req: Request, res: Res
   const upload = multer({
     dest: tmp,
     limits: { fileSize: services.config.fileMaxBytes, files: 1, fields: 20, fieldSize: 64 * 1024 },
+    // Clients send file names as raw UTF-8 (browsers, Go, curl); multer's default reads them as Latin-1.
+    defParamCharset: 'utf8',
   }).single(field);
   return new Promise((resolve, reject) => {
     upload(req, res, (err: unknown) => {
@@ -91,6 +93,20 @@ function receiveUpload(services: Services, field: string, req: Request, res: Res
       }
       const f = req.file;
       resolve(f ? { path: f.path, originalName: f.originalname, size: f.size, mimeType: f.mimetype } : undefined);
+    });
+  });
+}
+
+/** Reads a form body (multipart without files, or urlencoded) into req.body. */
+function receiveForm(req: Request, res: Response): Promise<void> {
+  const parse = req.is('multipart/form-data')
+    ? multer({ limits: { files: 0, fields: 20, fieldSize: 64 * 1024 } }).none()
+    : express.urlencoded({ extended: false, limit: '64kb', parameterLimit: 20 });
+  return new Promise((resolve, reject) => {
+    parse(req, res, (err: unknown) => {
+      if (err instanceof multer.MulterError) return reject(badRequest(`Form refused: ${err.message}${err.field ? ` (${err.field})` : ''}.`, { field: err.field ?? 'body' }));
+      if (err) return reject(err);
+      resolve();
     });
   });
 }
@@ -114,14 +130,18 @@ export function mountRoutes(router: Router, routes: RouteSpec[], services: Servi
           const token = bearerToken(req);
           if (!token) throw unauthorized();
           principal = await services.auth.authenticate(token);
+          // Without the permission on any device the answer is 403 whatever the input: no validation hints, no upload read.
+          if (route.access !== 'authenticated' && !principal.has(route.access)) await services.access.require(principal, route.access as Permission);
         }
         if (route.upload) {
           if (!req.is('multipart/form-data')) throw badRequest('Send multipart/form-data for this call.', { field: route.upload.field });
           file = await receiveUpload(services, route.upload.field, req, res);
+        } else if (route.form && req.is(['multipart/form-data', 'application/x-www-form-urlencoded'])) {
+          await receiveForm(req, res);
         }
         const params = parse<any>(route.params, req.params, 'params');
         const query = parse<any>(route.query, req.query, 'query');
-        const rawBody = route.upload ? { ...(req.body ?? {}) } : req.body;
+        const rawBody = route.upload || (route.form && req.body) ? { ...req.body } : req.body;
         const body = parse<any>(bodySchema, route.method === 'get' ? undefined : (rawBody ?? (bodySchema ? {} : undefined)), 'body');
         if (principal) await authorize(services, route, principal, { params, query, body });
         if (route.notImplemented) throw notImplemented(`${route.method.toUpperCase()} ${API_PREFIX}${route.path}`);
