@@ -54,10 +54,10 @@ export class ResourceSyntaxError extends Error {
   }
 }
 
-/** Shows a hostile string safely inside a message: control characters escaped, length capped. */
+/** Shows a hostile string safely inside a message: control and invisible characters escaped, length capped. */
 function printable(value: string): string {
   const capped = value.length > 80 ? `${value.slice(0, 80)}…` : value;
-  return capped.replace(/[\u0000-\u001f\u007f-\u009f]/g, (c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, '0')}`);
+  return capped.replace(/[\p{Cc}\p{Cf}]/gu, (c) => `\\u${(c.codePointAt(0) ?? 0).toString(16).padStart(4, '0')}`);
 }
 
 const OPTIONS_OF: Record<RemoteActionName, readonly (keyof ActionOptions)[]> = {
@@ -136,7 +136,9 @@ function parseOptionValue(resource: string, action: RemoteActionName, key: keyof
     case 'path': {
       if (!value.startsWith('/')) throw bad(`"${printable(value)}" is not an absolute path`);
       if (value.split('/').some((part) => part === '..' || part === '.')) throw bad(`"${printable(value)}" contains "." or ".." segments`);
-      if (/[\u0000-\u001f\u007f\\]/.test(value)) throw bad('contains control characters or a backslash');
+      // Control and invisible format characters (zero-width, bidi overrides) would make a grant read
+      // differently than it matches; parentheses would make it read differently than it parses.
+      if (/[\p{Cc}\p{Cf}\\()]/u.test(value)) throw bad('contains control or invisible characters, a backslash or a parenthesis');
       (options.path ??= []).push(normalizeDevicePath(value) as string);
       return;
     }

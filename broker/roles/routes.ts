@@ -1,3 +1,141 @@
-import type { RouteSpec } from '../http/route.js';
+import { z } from 'zod';
+import { badRequest } from '../http/errors.js';
+import { defineRoute, type RouteSpec } from '../http/route.js';
 
-export const rolesRoutes: RouteSpec[] = [];
+const NO_CONTROL = /^[^\u0000-\u001f\u007f-\u009f]*$/;
+
+const roleId = z.string().min(1).max(128).describe('The role id');
+const params = z.object({ role_id: roleId });
+
+const RESOURCES_HELP =
+  'Resource strings narrowing the permission to devices, OR-ed: `*`, `tag:<tag>`, `node:<node_id>` (that group and everything below it); for remote-access:connect optionally with an action: `<resource>/console`, `/reload`, `/tunnel(proto=tcp|udp;port=<p>[,<lo>-<hi>];dst=<host>[,...])`, `/copy(direction=upload|download;path=</abs/dir>[,...])`. Left out or empty: `["*"]`. Only permissions with accepts_resources (GET /permissionslist) take anything but `*`.';
+
+const policyInput = z.strictObject({
+  permission: z.string().max(100).describe('A permission name from GET /permissionslist'),
+  resources: z.array(z.string().max(4096)).max(1000).optional().describe(RESOURCES_HELP),
+});
+
+const roleBody = z.object({
+  name: z.string().trim().min(1).max(100).regex(NO_CONTROL, 'must not contain control characters').describe('Unique (case-insensitive)'),
+  description: z
+    .string()
+    .max(1000)
+    .regex(/^[^\u0000-\u0008\u000b-\u001f\u007f-\u009f]*$/, 'must not contain control characters other than tab and newline')
+    .optional(),
+  policies: z.array(policyInput).max(100).describe('What the role grants; holders of several roles get the union.'),
+  // Read-only fields of the record: clients that send back what they read (the qbee client does) are accepted.
+  id: z.string().max(128).optional().describe('Read-only; must match the path when sent to PUT.'),
+  created_at: z.unknown().optional().describe('Read-only; ignored.'),
+  created_by: z.unknown().optional().describe('Read-only; ignored.'),
+  updated_at: z.unknown().optional().describe('Read-only; ignored.'),
+  updated_by: z.unknown().optional().describe('Read-only; ignored.'),
+  used_by: z.unknown().optional().describe('Read-only; ignored.'),
+  builtin: z.unknown().optional().describe('Read-only; ignored.'),
+});
+
+const roleUser = z.object({ user_id: z.string(), fname: z.string(), lname: z.string() });
+const roleRecord = z.object({
+  id: z.string(),
+  name: z.string(),
+  description: z.string(),
+  policies: z.array(z.object({ permission: z.string(), resources: z.array(z.string()) })),
+  builtin: z.boolean().describe('The built-in Administrator role: every permission on every device; cannot be changed or deleted.'),
+  created_at: z.number().describe('Unix time, seconds'),
+  created_by: z.string().nullable().describe('user_id of the creator'),
+  updated_at: z.number().describe('Unix time, seconds'),
+  updated_by: z.string().nullable().describe('user_id of the last editor'),
+  used_by: z.array(roleUser).describe('Users holding the role'),
+});
+
+const VALIDATION =
+  'Policies are checked: an unknown permission, a resource on a permission that does not accept resources, an action suffix on anything but remote-access:connect, options on console/reload, an unknown option or a malformed value answer 400 `invalid_policy` with a message naming the policy and the resource and a `problems` array `[{policy, permission, resource, message}]`. A name in use answers 409 `duplicate_role_name`.';
+
+function fields(body: z.infer<typeof roleBody>) {
+  return { name: body.name, description: body.description, policies: body.policies };
+}
+
+export const rolesRoutes: RouteSpec[] = [
+  defineRoute({
+    method: 'get',
+    path: '/roleslist',
+    tag: 'roles',
+    summary: 'List roles',
+    description: 'Roles with the users holding each, `{items, total}`; the built-in Administrator role first, then by name. `search` matches part of the name.',
+    access: 'roles:read',
+    query: z.object({
+      search: z.string().max(200).optional(),
+      offset: z.coerce.number().int().min(0).default(0),
+      items_per_page: z.coerce.number().int().min(1).max(1000).default(50),
+    }),
+    response: z.object({ items: z.array(roleRecord), total: z.number() }),
+    handler: async ({ query, services }) => services.roles.list(query),
+  }),
+  defineRoute({
+    method: 'get',
+    path: '/role/{role_id}',
+    tag: 'roles',
+    summary: 'Read a role',
+    access: 'roles:read',
+    params,
+    response: roleRecord,
+    handler: async ({ params: p, services }) => services.roles.get(p.role_id),
+  }),
+  defineRoute({
+    method: 'get',
+    path: '/permissionslist',
+    tag: 'roles',
+    summary: 'List the permissions a role can grant',
+    description: 'Every permission with what it grants and whether resource strings can narrow it to devices (`accepts_resources`).',
+    access: 'roles:read',
+    response: z.object({
+      items: z.array(z.object({ permission: z.string(), description: z.string(), accepts_resources: z.boolean() })),
+      total: z.number(),
+    }),
+    handler: async ({ services }) => services.roles.permissions(),
+  }),
+  defineRoute({
+    method: 'post',
+    path: '/role',
+    tag: 'roles',
+    summary: 'Create a role',
+    description: `Answers 201 with the role. ${VALIDATION}`,
+    access: 'roles:manage',
+    status: 201,
+    audit: 'role.create',
+    body: roleBody,
+    response: roleRecord,
+    handler: async ({ body, principal, services }) => services.roles.create(principal, fields(body)),
+  }),
+  defineRoute({
+    method: 'put',
+    path: '/role/{role_id}',
+    tag: 'roles',
+    summary: 'Replace a role',
+    description: `Replaces name, description (empty when left out) and policies. Users holding the role get the new permissions on their next call. The built-in Administrator role answers 409 \`builtin_role\`. ${VALIDATION}`,
+    access: 'roles:manage',
+    audit: 'role.replace',
+    params,
+    body: roleBody,
+    response: roleRecord,
+    handler: async ({ params: p, body, principal, services }) => {
+      if (body.id !== undefined && body.id !== '' && body.id !== p.role_id) throw badRequest('body.id: does not match the role in the path.', { field: 'id' });
+      return services.roles.replace(principal, p.role_id, fields(body));
+    },
+  }),
+  defineRoute({
+    method: 'delete',
+    path: '/role/{role_id}',
+    tag: 'roles',
+    summary: 'Delete a role',
+    description:
+      'Answers 204. A role assigned to users answers 409 `{"error":"role_in_use","used_by":[{user_id,fname,lname}]}`: give those users another role first. The built-in Administrator role answers 409 `builtin_role`.',
+    access: 'roles:manage',
+    audit: 'role.delete',
+    status: 204,
+    params,
+    handler: async ({ params: p, services }) => {
+      await services.roles.remove(p.role_id);
+      return undefined;
+    },
+  }),
+];

@@ -1,9 +1,218 @@
+import crypto from 'node:crypto';
+import { PERMISSION_NAMES, PERMISSIONS, type Permission } from '../../shared/permissions.js';
+import { validatePolicies, type Policy, type PolicyProblem } from '../../shared/resources.js';
+import type { Principal } from '../access/principal.js';
+import { badRequest, conflict, notFound } from '../http/errors.js';
 import type { Services } from '../services.js';
+import { isUniqueViolation, lockIdentity, type Executor } from '../users/store.js';
+import { deleteRole, findRole, insertRole, listRoles, roleNameTaken, updateRole, usersOfRoles, type RoleRow, type RoleUser } from './store.js';
 
+export interface RolePolicy {
+  permission: string;
+  resources: string[];
+}
+
+/** A role as the API shows it. Times are Unix seconds, as the qbee API clients read them. */
+export interface RoleRecord {
+  id: string;
+  name: string;
+  description: string;
+  policies: RolePolicy[];
+  builtin: boolean;
+  created_at: number;
+  created_by: string | null;
+  updated_at: number;
+  updated_by: string | null;
+  used_by: RoleUser[];
+}
+
+export interface RoleInput {
+  name: string;
+  description?: string;
+  policies: Policy[];
+}
+
+export interface PermissionInfo {
+  permission: Permission;
+  description: string;
+  accepts_resources: boolean;
+}
+
+/** Omitted or empty resources mean every device ("*"); repeated resources are listed once. */
+export function normalizePolicies(policies: Policy[]): RolePolicy[] {
+  return policies.map((p) => ({
+    permission: p.permission,
+    resources: p.resources === undefined || p.resources.length === 0 ? ['*'] : [...new Set(p.resources)],
+  }));
+}
+
+/** Shows a client-supplied string inside a message: control and invisible characters escaped, length capped. */
+function shown(value: string): string {
+  const capped = value.length > 80 ? `${value.slice(0, 80)}…` : value;
+  return capped.replace(/[\p{Cc}\p{Cf}]/gu, (c) => `\\u${(c.codePointAt(0) ?? 0).toString(16).padStart(4, '0')}`);
+}
+
+/** One sentence naming the policy (by position and permission) and the resource, then what is wrong. */
+export function describeProblem(p: PolicyProblem): string {
+  // Syntax errors already start with `resource "<the resource>": `.
+  const resource = p.resource !== undefined && !p.message.startsWith('resource "') ? `, resource "${shown(p.resource)}"` : '';
+  return `policy ${p.policy + 1} (${shown(String(p.permission))})${resource}: ${p.message}`;
+}
+
+function seconds(iso: string | null): number {
+  return iso ? Math.floor(Date.parse(iso) / 1000) : 0;
+}
+
+/** A new updated_at strictly after the previous one: sign-in caches a role's policies by it. */
+function nextUpdatedAt(previous: string): string {
+  const now = new Date();
+  const prev = Date.parse(previous);
+  return (Number.isFinite(prev) && now.getTime() <= prev ? new Date(prev + 1) : now).toISOString();
+}
+
+const builtinRole = () =>
+  conflict('builtin_role', 'The built-in Administrator role cannot be changed or deleted; create a role of your own instead.');
+
+/**
+ * Roles: named sets of policies (a permission, optionally narrowed to devices by resource strings).
+ * A change applies to its holders on their next call: sign-in reads roles per request and caches
+ * parsed policies by updated_at, so every change moves updated_at forward.
+ */
 export class RolesService {
   constructor(private readonly s: Services) {}
 
-  async init(): Promise<void> {}
+  /** The built-in Administrator role holds every permission, including ones added since it was made. */
+  async init(): Promise<void> {
+    const full = JSON.stringify(PERMISSION_NAMES.map((permission) => ({ permission, resources: ['*'] })));
+    const rows = await this.db.selectFrom('roles').select(['id', 'policies', 'updated_at']).where('builtin', '=', 1).execute();
+    for (const row of rows) {
+      if (row.policies !== full) await updateRole(this.db, row.id, { policies: full, updated_at: nextUpdatedAt(row.updated_at) });
+    }
+  }
 
   async close(): Promise<void> {}
+
+  private get db(): Executor {
+    return this.s.store.db;
+  }
+
+  private toRecord(row: RoleRow, usedBy: RoleUser[]): RoleRecord {
+    return {
+      id: row.id,
+      name: row.name,
+      description: row.description,
+      policies: normalizePolicies(JSON.parse(row.policies) as Policy[]),
+      builtin: row.builtin === 1,
+      created_at: seconds(row.created_at),
+      created_by: row.created_by,
+      updated_at: seconds(row.updated_at),
+      updated_by: row.updated_by,
+      used_by: usedBy,
+    };
+  }
+
+  permissions(): { items: PermissionInfo[]; total: number } {
+    const items = PERMISSION_NAMES.map((permission) => ({
+      permission,
+      description: PERMISSIONS[permission].description,
+      accepts_resources: PERMISSIONS[permission].accepts_resources,
+    }));
+    return { items, total: items.length };
+  }
+
+  async get(roleId: string): Promise<RoleRecord> {
+    const row = await findRole(this.db, roleId);
+    if (!row) throw notFound(`Role ${roleId}`);
+    const users = await usersOfRoles(this.db, [row.id]);
+    return this.toRecord(row, users.get(row.id) ?? []);
+  }
+
+  async list(q: { offset: number; items_per_page: number; search?: string }): Promise<{ items: RoleRecord[]; total: number }> {
+    const { total, rows } = await listRoles(this.db, { offset: q.offset, limit: q.items_per_page, search: q.search?.trim() || undefined });
+    const users = await usersOfRoles(
+      this.db,
+      rows.map((r) => r.id),
+    );
+    return { items: rows.map((r) => this.toRecord(r, users.get(r.id) ?? [])), total };
+  }
+
+  async create(actor: Principal, input: RoleInput): Promise<RoleRecord> {
+    const policies = this.validated(input.policies);
+    const id = crypto.randomUUID();
+    const now = new Date().toISOString();
+    await this.write(async (trx) => {
+      if (await roleNameTaken(trx, input.name)) throw duplicateName(input.name);
+      await insertRole(trx, {
+        id,
+        name: input.name,
+        description: input.description ?? '',
+        policies: JSON.stringify(policies),
+        builtin: 0,
+        created_at: now,
+        created_by: actor.user.id,
+        updated_at: now,
+        updated_by: actor.user.id,
+      });
+    });
+    return this.get(id);
+  }
+
+  /** Replaces name, description and policies; holders get the new permissions on their next call. */
+  async replace(actor: Principal, roleId: string, input: RoleInput): Promise<RoleRecord> {
+    const policies = this.validated(input.policies);
+    await this.write(async (trx) => {
+      const role = await findRole(trx, roleId);
+      if (!role) throw notFound(`Role ${roleId}`);
+      if (role.builtin) throw builtinRole();
+      if (await roleNameTaken(trx, input.name, roleId)) throw duplicateName(input.name);
+      await updateRole(trx, roleId, {
+        name: input.name,
+        description: input.description ?? '',
+        policies: JSON.stringify(policies),
+        updated_at: nextUpdatedAt(role.updated_at),
+        updated_by: actor.user.id,
+      });
+    });
+    return this.get(roleId);
+  }
+
+  /** Deletes a role no user holds; otherwise 409 role_in_use with the users to reassign first. */
+  async remove(roleId: string): Promise<void> {
+    await this.write(async (trx) => {
+      const role = await findRole(trx, roleId);
+      if (!role) throw notFound(`Role ${roleId}`);
+      if (role.builtin) throw builtinRole();
+      const usedBy = (await usersOfRoles(trx, [roleId])).get(roleId) ?? [];
+      if (usedBy.length > 0) {
+        throw conflict('role_in_use', `The role "${role.name}" is assigned to ${usedBy.length} user(s); give them another role first.`, { used_by: usedBy });
+      }
+      await deleteRole(trx, roleId);
+    });
+  }
+
+  /** Normalised policies, or 400 invalid_policy naming each policy and resource at fault. */
+  private validated(policies: Policy[]): RolePolicy[] {
+    const normalized = normalizePolicies(policies);
+    const problems = validatePolicies(normalized);
+    if (problems.length > 0) {
+      throw badRequest(`Invalid policies: ${problems.slice(0, 10).map(describeProblem).join('; ')}.`, { field: 'policies', problems }, 'invalid_policy');
+    }
+    return normalized;
+  }
+
+  private async write(work: (trx: Executor) => Promise<void>): Promise<void> {
+    try {
+      await this.db.transaction().execute(async (trx) => {
+        await lockIdentity(trx, this.s.store.dialect);
+        await work(trx);
+      });
+    } catch (err) {
+      if (isUniqueViolation(err)) throw conflict('duplicate_role_name', 'A role with this name exists already.', { field: 'name' });
+      throw err;
+    }
+  }
+}
+
+function duplicateName(name: string) {
+  return conflict('duplicate_role_name', `A role named "${shown(name)}" exists already.`, { field: 'name' });
 }

@@ -1,3 +1,162 @@
-import type { RouteSpec } from '../http/route.js';
+import { z } from 'zod';
+import { MIN_PASSWORD_LENGTH } from '../auth/passwords.js';
+import { badRequest } from '../http/errors.js';
+import { defineRoute, type RouteSpec } from '../http/route.js';
 
-export const usersRoutes: RouteSpec[] = [];
+const NO_CONTROL = /^[^\u0000-\u001f\u007f-\u009f]*$/;
+
+const userId = z.string().min(1).max(128).describe('The user id (user_id of the record).');
+const params = z.object({ user_id: userId });
+const fname = z.string().trim().min(1).max(100).regex(NO_CONTROL, 'must not contain control characters').describe('First name.');
+const lname = z.string().trim().max(100).regex(NO_CONTROL, 'must not contain control characters').describe('Last name (may be empty).');
+const email = z
+  .string()
+  .trim()
+  .max(254)
+  .regex(/^[^\s@]+@[^\s@]+$/, 'is not an email address')
+  .describe('Sign-in identity; stored lower-case and unique.');
+const roles = z.array(z.string().min(1).max(128)).min(1, 'give at least one role').max(50).describe('Role ids (GET /roleslist); at least one.');
+const password = z
+  .string()
+  .min(MIN_PASSWORD_LENGTH, `must be at least ${MIN_PASSWORD_LENGTH} characters`)
+  .max(1024)
+  .describe('Sets the password: the user can sign in at once (API users for scripts).');
+const twoFactorOverride = z
+  .strictObject({
+    enabled: z.boolean().nullable().describe('true/false override the account policy for this user; null follows the policy again.'),
+    providers: z.array(z.string()).optional().describe('Read-only; ignored.'),
+  })
+  .describe('Per-user override of the account 2FA policy.');
+
+const userRecord = z.object({
+  user_id: z.string(),
+  fname: z.string(),
+  lname: z.string(),
+  email: z.string(),
+  roles: z.array(z.string()).describe('Role ids'),
+  disabled: z.boolean(),
+  two_factor: z.object({
+    enabled: z.boolean().describe('Effective: the per-user override, else the account policy (off by default).'),
+    providers: z.array(z.enum(['email', 'google'])).describe('"email" always; "google" once an authenticator app (TOTP) is enrolled.'),
+  }),
+  created_at: z.string().describe('ISO 8601'),
+  last_login: z.string().nullable().describe('ISO 8601, or null before the first sign-in'),
+});
+
+const CHECKS =
+  'Answers 409 `duplicate_email` for an email in use, `seats_exhausted` when activating a user would exceed the subscription seats, `self_lockout` when you disable or delete yourself and `last_administrator` when the last active holder of the built-in Administrator role would lose it. A role id that does not exist answers 400 naming `roles`.';
+
+export const usersRoutes: RouteSpec[] = [
+  defineRoute({
+    method: 'get',
+    path: '/userlist',
+    tag: 'users',
+    summary: 'List users',
+    description:
+      'Users sorted by email, `{items, total, seats}`; `search` matches part of the name or email (case-insensitive). `seats` is `{used, max}`: active users against the subscription seats (disabled users do not count).',
+    access: 'users:read',
+    query: z.object({
+      search: z.string().max(200).optional().describe('Part of the name or email'),
+      offset: z.coerce.number().int().min(0).default(0),
+      items_per_page: z.coerce.number().int().min(1).max(1000).default(50),
+    }),
+    response: z.object({ items: z.array(userRecord), total: z.number(), seats: z.object({ used: z.number(), max: z.number() }) }),
+    handler: async ({ query, services }) => services.users.list(query),
+  }),
+  defineRoute({
+    method: 'get',
+    path: '/user/{user_id}',
+    tag: 'users',
+    summary: 'Read a user',
+    access: 'users:read',
+    params,
+    response: userRecord,
+    handler: async ({ params: p, services }) => services.users.get(p.user_id),
+  }),
+  defineRoute({
+    method: 'post',
+    path: '/user',
+    tag: 'users',
+    summary: 'Create a user',
+    description: `Creates an active user holding the given roles (the union of their permissions) and sends a welcome mail. Without \`password\` the mail carries a single-use link to set one and the user cannot sign in before; with \`password\` (an API user for scripts) the user can sign in at once. \`two_factor: {enabled}\` overrides the account's 2FA policy for this user. Answers 201 with the record. ${CHECKS}`,
+    access: 'users:manage',
+    status: 201,
+    audit: 'user.create',
+    body: z.object({
+      fname,
+      lname,
+      email,
+      roles,
+      password: password.optional(),
+      two_factor: z.strictObject({ enabled: z.boolean() }).optional().describe('Per-user override of the account 2FA policy.'),
+    }),
+    response: userRecord,
+    handler: async ({ body, principal, services }) => services.users.create(principal, body),
+  }),
+  defineRoute({
+    method: 'put',
+    path: '/user/{user_id}',
+    tag: 'users',
+    summary: 'Replace a user',
+    description: `Replaces name, email and roles. \`disabled\` and \`two_factor\` change only when given (\`disabled: true\` revokes the user's tokens at once). The read-only fields of the record (\`user_id\`, \`created_at\`, \`last_login\`) may be sent back and are ignored; a different \`user_id\` is refused. ${CHECKS}`,
+    access: 'users:manage',
+    audit: 'user.replace',
+    params,
+    body: z.object({
+      fname,
+      lname,
+      email,
+      roles,
+      disabled: z.boolean().optional(),
+      two_factor: twoFactorOverride.optional(),
+      user_id: userId.optional().describe('Read-only; must match the path when sent.'),
+      created_at: z.unknown().optional().describe('Read-only; ignored.'),
+      last_login: z.unknown().optional().describe('Read-only; ignored.'),
+    }),
+    response: userRecord,
+    handler: async ({ params: p, body, principal, services }) => {
+      if (body.user_id !== undefined && body.user_id !== p.user_id) throw badRequest('body.user_id: does not match the user in the path.', { field: 'user_id' });
+      const { user_id: _id, created_at: _c, last_login: _l, ...fields } = body;
+      return services.users.replace(principal, p.user_id, fields);
+    },
+  }),
+  defineRoute({
+    method: 'patch',
+    path: '/user/{user_id}',
+    tag: 'users',
+    summary: 'Change a user',
+    description: `Changes only the fields given. \`disabled: true\` disables the user and revokes their tokens at once (they cannot sign in and free their seat); \`disabled: false\` re-enables them (needs a free seat). A new \`password\` ends the user's other sessions. \`two_factor: {enabled: null}\` makes the user follow the account policy again. ${CHECKS}`,
+    access: 'users:manage',
+    audit: 'user.update',
+    params,
+    body: z
+      .object({
+        fname: fname.optional(),
+        lname: lname.optional(),
+        email: email.optional(),
+        roles: roles.optional(),
+        disabled: z.boolean().optional().describe('true disables (tokens revoked at once), false re-enables.'),
+        password: password.optional(),
+        two_factor: twoFactorOverride.optional(),
+      })
+      .refine((b) => Object.values(b).some((v) => v !== undefined), { message: 'send at least one field to change' }),
+    response: userRecord,
+    handler: async ({ params: p, body, principal, services }) => services.users.update(principal, p.user_id, body),
+  }),
+  defineRoute({
+    method: 'delete',
+    path: '/user/{user_id}',
+    tag: 'users',
+    summary: 'Delete a user',
+    description:
+      'Removes the user at once and for good, with their sessions: their tokens stop working on the next call. Answers 204. You cannot delete yourself (409 `self_lockout`), nor the last active holder of the built-in Administrator role (409 `last_administrator`).',
+    access: 'users:manage',
+    audit: 'user.delete',
+    status: 204,
+    params,
+    handler: async ({ params: p, principal, services }) => {
+      await services.users.remove(principal, p.user_id);
+      return undefined;
+    },
+  }),
+];

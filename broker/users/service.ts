@@ -1,9 +1,286 @@
+import crypto from 'node:crypto';
+import type { Principal } from '../access/principal.js';
+import { hashPassword } from '../auth/passwords.js';
+import { badRequest, conflict, notFound } from '../http/errors.js';
 import type { Services } from '../services.js';
+import {
+  builtinRoleIds,
+  countActiveHolders,
+  countActiveUsers,
+  deleteUser,
+  emailTaken,
+  existingRoleIds,
+  findUser,
+  insertUser,
+  isUniqueViolation,
+  listUsers,
+  lockIdentity,
+  rolesOfUsers,
+  setUserRoles,
+  updateUser,
+  type Executor,
+  type UserRow,
+} from './store.js';
 
+/** Account-wide second-factor policy, kept in settings. Off unless an administrator turns it on. */
+export const TWO_FACTOR_POLICY_KEY = 'two_factor_policy';
+
+export type TwoFactorProvider = 'email' | 'google';
+
+/** A user as the API shows it. */
+export interface UserRecord {
+  user_id: string;
+  fname: string;
+  lname: string;
+  email: string;
+  roles: string[];
+  disabled: boolean;
+  two_factor: { enabled: boolean; providers: TwoFactorProvider[] };
+  created_at: string;
+  last_login: string | null;
+}
+
+export interface UserList {
+  items: UserRecord[];
+  total: number;
+  seats: { used: number; max: number };
+}
+
+export interface NewUser {
+  fname: string;
+  lname: string;
+  email: string;
+  roles: string[];
+  password?: string;
+  two_factor?: { enabled: boolean };
+}
+
+/** Fields of a change; left-out fields stay as they are. `two_factor.enabled: null` follows the account policy again. */
+export interface UserChanges {
+  fname?: string;
+  lname?: string;
+  email?: string;
+  roles?: string[];
+  disabled?: boolean;
+  password?: string;
+  two_factor?: { enabled: boolean | null };
+}
+
+export function normalizeEmail(email: string): string {
+  return email.trim().toLowerCase();
+}
+
+const unique = (values: string[]) => [...new Set(values)];
+
+/**
+ * Users of the account: their records, roles, the enabled/disabled state and the subscription's
+ * seats. Every change runs in one transaction under the identity lock, so the checks that keep the
+ * account usable (a seat for each active user, an active Administrator left) hold when it commits.
+ */
 export class UsersService {
   constructor(private readonly s: Services) {}
 
   async init(): Promise<void> {}
 
   async close(): Promise<void> {}
+
+  private get db(): Executor {
+    return this.s.store.db;
+  }
+
+  private async twoFactorDefault(): Promise<boolean> {
+    const policy = await this.s.settings.get<{ enabled?: unknown }>(TWO_FACTOR_POLICY_KEY);
+    return policy?.enabled === true;
+  }
+
+  private toRecord(row: UserRow, roles: string[], twoFactorDefault: boolean): UserRecord {
+    return {
+      user_id: row.id,
+      fname: row.fname,
+      lname: row.lname,
+      email: row.email,
+      roles,
+      disabled: row.disabled === 1,
+      two_factor: {
+        enabled: row.two_factor === null ? twoFactorDefault : row.two_factor === 1,
+        providers: row.totp_secret ? ['email', 'google'] : ['email'],
+      },
+      created_at: row.created_at,
+      last_login: row.last_login,
+    };
+  }
+
+  /** The user's record; 404 when there is none. */
+  async get(userId: string): Promise<UserRecord> {
+    const row = await findUser(this.db, userId);
+    if (!row) throw notFound(`User ${userId}`);
+    const roles = await rolesOfUsers(this.db, [row.id]);
+    return this.toRecord(row, roles.get(row.id) ?? [], await this.twoFactorDefault());
+  }
+
+  async list(q: { offset: number; items_per_page: number; search?: string }): Promise<UserList> {
+    const { total, rows } = await listUsers(this.db, { offset: q.offset, limit: q.items_per_page, search: q.search?.trim() || undefined });
+    const roles = await rolesOfUsers(
+      this.db,
+      rows.map((r) => r.id),
+    );
+    const twoFactorDefault = await this.twoFactorDefault();
+    return {
+      items: rows.map((r) => this.toRecord(r, roles.get(r.id) ?? [], twoFactorDefault)),
+      total,
+      seats: await this.seats(),
+    };
+  }
+
+  /** Seats in use (active users) and the subscription's maximum. */
+  async seats(db: Executor = this.db): Promise<{ used: number; max: number }> {
+    return { used: await countActiveUsers(db), max: this.s.config.seats };
+  }
+
+  /**
+   * Creates an active user and sends the welcome mail. Without a password the user sets one through
+   * the mail's link before signing in; with one (an API user for scripts) they can sign in at once.
+   */
+  async create(actor: Principal, input: NewUser): Promise<UserRecord> {
+    const email = normalizeEmail(input.email);
+    const roles = unique(input.roles);
+    const passwordHash = input.password !== undefined ? await hashPassword(input.password) : null;
+    const id = crypto.randomUUID();
+    await this.write(async (trx) => {
+      await this.requireRoles(trx, roles);
+      if (await emailTaken(trx, email)) throw duplicateEmail(email);
+      await this.requireSeat(trx);
+      await insertUser(
+        trx,
+        {
+          id,
+          email,
+          fname: input.fname,
+          lname: input.lname,
+          password_hash: passwordHash,
+          disabled: 0,
+          two_factor: input.two_factor === undefined ? null : input.two_factor.enabled ? 1 : 0,
+          totp_secret: null,
+          totp_pending: null,
+          created_at: new Date().toISOString(),
+          last_login: null,
+        },
+        roles,
+      );
+    });
+    try {
+      await this.s.auth.sendWelcomeMail({ id, email, fname: input.fname, lname: input.lname }, { hasPassword: passwordHash !== null });
+    } catch (err) {
+      // The user exists either way; an administrator can send a new link once mail works again.
+      this.s.logger.error({ err, userId: id, by: actor.user.id }, 'welcome mail could not be sent');
+    }
+    return this.get(id);
+  }
+
+  /** PUT: replaces name, email and roles; `disabled` and `two_factor` change only when given. */
+  async replace(actor: Principal, userId: string, input: Required<Pick<UserChanges, 'fname' | 'lname' | 'email' | 'roles'>> & UserChanges): Promise<UserRecord> {
+    return this.update(actor, userId, input);
+  }
+
+  /**
+   * PATCH: changes the given fields. Disabling revokes the user's tokens at once; re-enabling needs a
+   * free seat; a new password ends the user's other sessions.
+   */
+  async update(actor: Principal, userId: string, changes: UserChanges): Promise<UserRecord> {
+    const passwordHash = changes.password !== undefined ? await hashPassword(changes.password) : undefined;
+    const email = changes.email !== undefined ? normalizeEmail(changes.email) : undefined;
+    const roles = changes.roles !== undefined ? unique(changes.roles) : undefined;
+    let endSessions = false;
+    await this.write(async (trx) => {
+      const user = await findUser(trx, userId);
+      if (!user) throw notFound(`User ${userId}`);
+      if (roles) await this.requireRoles(trx, roles);
+      if (email !== undefined && email !== user.email && (await emailTaken(trx, email, userId))) throw duplicateEmail(email);
+      const wasActive = user.disabled === 0;
+      const willBeActive = changes.disabled === undefined ? wasActive : !changes.disabled;
+      if (wasActive && !willBeActive && userId === actor.user.id) {
+        throw conflict('self_lockout', 'You cannot disable your own user; ask another administrator.', { field: 'disabled' });
+      }
+      if (!wasActive && willBeActive) await this.requireSeat(trx);
+      const currentRoles = (await rolesOfUsers(trx, [userId])).get(userId) ?? [];
+      await this.requireAdministratorLeft(trx, userId, { active: wasActive, roles: currentRoles }, { active: willBeActive, roles: roles ?? currentRoles });
+      await updateUser(trx, userId, {
+        ...(changes.fname !== undefined ? { fname: changes.fname } : {}),
+        ...(changes.lname !== undefined ? { lname: changes.lname } : {}),
+        ...(email !== undefined ? { email } : {}),
+        ...(changes.disabled !== undefined ? { disabled: changes.disabled ? 1 : 0 } : {}),
+        ...(passwordHash !== undefined ? { password_hash: passwordHash } : {}),
+        ...(changes.two_factor !== undefined ? { two_factor: changes.two_factor.enabled === null ? null : changes.two_factor.enabled ? 1 : 0 } : {}),
+      });
+      if (roles) await setUserRoles(trx, userId, roles);
+      endSessions = !willBeActive;
+    });
+    if (endSessions) await this.s.auth.revokeUserSessions(userId);
+    else if (passwordHash !== undefined) await this.s.auth.revokeUserSessions(userId, userId === actor.user.id ? actor.sessionId : undefined);
+    return this.get(userId);
+  }
+
+  /** Removes a user at once, with their sessions: their tokens stop working on the next call. */
+  async remove(actor: Principal, userId: string): Promise<void> {
+    await this.write(async (trx) => {
+      const user = await findUser(trx, userId);
+      if (!user) throw notFound(`User ${userId}`);
+      if (userId === actor.user.id) throw conflict('self_lockout', 'You cannot delete your own user; ask another administrator.');
+      const roles = (await rolesOfUsers(trx, [userId])).get(userId) ?? [];
+      await this.requireAdministratorLeft(trx, userId, { active: user.disabled === 0, roles }, { active: false, roles: [] });
+      await deleteUser(trx, userId);
+    });
+  }
+
+  /** One transaction under the identity lock; a unique-email race surfaces as 409. */
+  private async write(work: (trx: Executor) => Promise<void>): Promise<void> {
+    try {
+      await this.db.transaction().execute(async (trx) => {
+        await lockIdentity(trx, this.s.store.dialect);
+        await work(trx);
+      });
+    } catch (err) {
+      if (isUniqueViolation(err)) throw conflict('duplicate_email', 'A user with this email address exists already.', { field: 'email' });
+      throw err;
+    }
+  }
+
+  private async requireRoles(trx: Executor, roles: string[]): Promise<void> {
+    const found = await existingRoleIds(trx, roles);
+    const missing = roles.filter((r) => !found.has(r));
+    if (missing.length > 0) {
+      throw badRequest(`roles: no role with id ${missing.map((m) => `"${m}"`).join(', ')}; see GET /api/v2/roleslist.`, {
+        field: 'roles',
+        unknown_roles: missing,
+      });
+    }
+  }
+
+  private async requireSeat(trx: Executor): Promise<void> {
+    const seats = await this.seats(trx);
+    if (seats.used >= seats.max) {
+      throw conflict('seats_exhausted', `All ${seats.max} seats of the subscription are taken by active users; disable or delete a user first.`, { seats });
+    }
+  }
+
+  /** The account must keep an active user holding the built-in Administrator role. */
+  private async requireAdministratorLeft(
+    trx: Executor,
+    userId: string,
+    before: { active: boolean; roles: string[] },
+    after: { active: boolean; roles: string[] },
+  ): Promise<void> {
+    const adminRoles = await builtinRoleIds(trx);
+    const holds = (state: { active: boolean; roles: string[] }) => state.active && state.roles.some((r) => adminRoles.includes(r));
+    if (!holds(before) || holds(after)) return;
+    if ((await countActiveHolders(trx, adminRoles, userId)) > 0) return;
+    throw conflict(
+      'last_administrator',
+      'This is the last active user with the built-in Administrator role; give the role to another active user first, so the account is not locked out.',
+    );
+  }
+}
+
+function duplicateEmail(email: string) {
+  return conflict('duplicate_email', `A user with the email address ${email} exists already.`, { field: 'email' });
 }
