@@ -346,3 +346,25 @@ export function evaluate(policies: CompiledPolicy[], permission: string, device?
   if (!deviceMatched) return { allowed: false, reason: `device is outside every resource of ${permission}` };
   return { allowed: false, reason: `no grant of ${permission} allows ${request ? describeRequest(request) : 'this'} on this device` };
 }
+
+export interface UncoveredGrant {
+  permission: string;
+  resource: string;
+}
+
+/**
+ * What of `wanted` the holder of `held` does not hold themself: a user may grant (in a role, or by
+ * assigning a role) only permissions they hold, on all devices or on the very same resource.
+ * This keeps users:manage or roles:manage from being a path to more access than one has.
+ */
+export function uncoveredGrants(held: CompiledPolicy[], wanted: Policy[]): UncoveredGrant[] {
+  const missing: UncoveredGrant[] = [];
+  for (const policy of wanted) {
+    const resources = policy.resources === undefined || policy.resources.length === 0 ? ['*'] : policy.resources;
+    const mine = held.filter((p) => p.permission === policy.permission).flatMap((p) => p.resources.map((r) => r.source));
+    for (const resource of resources) {
+      if (!mine.includes('*') && !mine.includes(resource)) missing.push({ permission: policy.permission, resource });
+    }
+  }
+  return missing;
+}

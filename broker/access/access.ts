@@ -1,6 +1,6 @@
 import { acceptsResources, type Permission } from '../../shared/permissions.js';
-import { evaluate, type Decision, type DeviceScope, type RemoteRequest } from '../../shared/resources.js';
-import { forbidden, notFound } from '../http/errors.js';
+import { evaluate, uncoveredGrants, type Decision, type DeviceScope, type Policy, type RemoteRequest } from '../../shared/resources.js';
+import { ApiError, forbidden, notFound } from '../http/errors.js';
 import type { Principal } from './principal.js';
 
 /** Finds where a device sits: its node ids up the tree and its inherited tags. */
@@ -34,6 +34,16 @@ export class AccessService {
     if (decision.allowed) return;
     if (decision.reason === 'no such device') throw notFound(`Device ${deviceId}`);
     throw forbidden(`Not allowed: ${decision.reason}.`, { permission, ...(deviceId ? { device_id: deviceId } : {}) });
+  }
+
+  /** Granting (in a role, or by assigning roles): only what the granter holds. Throws 403 otherwise. */
+  requireGrantable(principal: Principal, wanted: Policy[]): void {
+    const missing = uncoveredGrants(principal.policies, wanted);
+    if (missing.length === 0) return;
+    const shown = missing.slice(0, 5).map((m) => `${m.permission} on ${m.resource}`).join(', ');
+    throw new ApiError(403, 'privilege_escalation', `You can only grant what you hold yourself; you do not hold ${shown}${missing.length > 5 ? ', …' : ''}.`, {
+      missing,
+    });
   }
 
   /** For listings: may the principal see this device under `permission`? */

@@ -138,6 +138,7 @@ export class RolesService {
 
   async create(actor: Principal, input: RoleInput): Promise<RoleRecord> {
     const policies = this.validated(input.policies);
+    this.s.access.requireGrantable(actor, policies);
     const id = crypto.randomUUID();
     const now = new Date().toISOString();
     await this.write(async (trx) => {
@@ -160,6 +161,7 @@ export class RolesService {
   /** Replaces name, description and policies; holders get the new permissions on their next call. */
   async replace(actor: Principal, roleId: string, input: RoleInput): Promise<RoleRecord> {
     const policies = this.validated(input.policies);
+    this.s.access.requireGrantable(actor, policies);
     await this.write(async (trx) => {
       const role = await findRole(trx, roleId);
       if (!role) throw notFound(`Role ${roleId}`);

@@ -10,6 +10,7 @@ import {
   deleteUser,
   emailTaken,
   existingRoleIds,
+  policiesOfRoles,
   findUser,
   insertUser,
   isUniqueViolation,
@@ -148,6 +149,7 @@ export class UsersService {
     const id = crypto.randomUUID();
     await this.write(async (trx) => {
       await this.requireRoles(trx, roles);
+      this.s.access.requireGrantable(actor, await policiesOfRoles(trx, roles));
       if (await emailTaken(trx, email)) throw duplicateEmail(email);
       await this.requireSeat(trx);
       await insertUser(
@@ -194,7 +196,11 @@ export class UsersService {
     await this.write(async (trx) => {
       const user = await findUser(trx, userId);
       if (!user) throw notFound(`User ${userId}`);
-      if (roles) await this.requireRoles(trx, roles);
+      if (roles) {
+        await this.requireRoles(trx, roles);
+        const held = (await rolesOfUsers(trx, [userId])).get(userId) ?? [];
+        this.s.access.requireGrantable(actor, await policiesOfRoles(trx, roles.filter((r) => !held.includes(r))));
+      }
       if (email !== undefined && email !== user.email && (await emailTaken(trx, email, userId))) throw duplicateEmail(email);
       const wasActive = user.disabled === 0;
       const willBeActive = changes.disabled === undefined ? wasActive : !changes.disabled;

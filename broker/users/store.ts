@@ -1,6 +1,7 @@
 import { sql, type Kysely, type SqlBool } from 'kysely';
 import type { Dialect } from '../db/database.js';
 import type { Database, UsersTable } from '../db/schema.js';
+import type { Policy } from '../../shared/resources.js';
 
 /** The store, or a transaction on it. */
 export type Executor = Kysely<Database>;
@@ -118,4 +119,11 @@ export async function deleteUser(db: Executor, id: string): Promise<void> {
   await db.deleteFrom('password_tokens').where('user_id', '=', id).execute();
   await db.deleteFrom('user_roles').where('user_id', '=', id).execute();
   await db.deleteFrom('users').where('id', '=', id).execute();
+}
+
+/** The policies of the given roles (for the no-escalation check when assigning them). */
+export async function policiesOfRoles(db: Executor, ids: string[]): Promise<Policy[]> {
+  if (ids.length === 0) return [];
+  const rows = await db.selectFrom('roles').select('policies').where('id', 'in', ids).execute();
+  return rows.flatMap((r) => JSON.parse(r.policies) as Policy[]);
 }

@@ -342,8 +342,8 @@ describe('access to the role calls', () => {
     }
   });
 
-  it('roles:manage alone can create a role', async () => {
-    const manager = await t.userWith([{ permission: 'roles:manage' }]);
+  it('roles:manage can create a role granting what the manager holds', async () => {
+    const manager = await t.userWith([{ permission: 'roles:manage' }, { permission: 'files:read' }]);
     const r = await t.api('POST', '/api/v2/role', { token: manager.token, body: { name: 'made by manager', policies: [{ permission: 'files:read' }] } });
     expect(r.status).toBe(201);
     expect(r.body.created_by).toBe(manager.id);

@@ -304,7 +304,8 @@ describe('the account never locks itself out', () => {
   });
 
   it('the last active Administrator cannot be disabled, deleted or stripped of the role', async () => {
-    const manager = await t.userWith([{ permission: 'users:manage' }, { permission: 'users:read' }]);
+    // The manager holds what Viewer grants, so assigning Viewer is no escalation; the lockout rule is what refuses.
+    const manager = await t.userWith([{ permission: 'users:manage' }, { permission: 'users:read' }, { permission: 'device:read', resources: ['tag:prod'] }]);
     const disable = await t.api('PATCH', `/api/v2/user/${adminId}`, { token: manager.token, body: { disabled: true } });
     expect(disable.status).toBe(409);
     expect(disable.body.error).toBe('last_administrator');
