@@ -1,3 +1,150 @@
-import type { RouteSpec } from '../http/route.js';
+import { z } from 'zod';
+import { defineRoute, type RouteSpec } from '../http/route.js';
+import type { TreeChange } from './service.js';
+import {
+  attributesPatch,
+  attributesRecord,
+  deviceOfNode,
+  deviceParams,
+  groupTreeResponse,
+  MAX_CHANGES_PER_REQUEST,
+  MAX_TAGS_PER_NODE,
+  nodeParams,
+  nodeView,
+  subtreeResponse,
+  tagList,
+  tagsQuery,
+  tagsResponse,
+  treeChangesBody,
+  treeChangesResponse,
+} from './schema.js';
 
-export const devicesRoutes: RouteSpec[] = [];
+const VISIBILITY =
+  'Only devices the caller may read appear (device:read resources: `*`, `tag:<tag>` matching the device’s own or inherited tags, `node:<id>` naming the device or a group above it). ' +
+  'A group appears when such a resource covers it (`*`, a `node:` resource at or above it, a `tag:` resource matching its own or inherited tags) or when something below it appears; ' +
+  'so a caller holding `*` sees every group, empty ones included.';
+
+export const devicesRoutes: RouteSpec[] = [
+  defineRoute({
+    method: 'get',
+    path: '/deviceattribute/{device_id}',
+    tag: 'devices',
+    summary: 'Read a device’s attributes',
+    description:
+      'Every legacy field as a string ("" when unset): device_name, description, latitude, longitude, country, city, zip, address; `custom` (key → value); and `custom_max`, the most custom attributes a device may hold, for a "used / max" counter. Unknown device: 404.',
+    access: 'device:read',
+    device: ({ params }) => params.device_id,
+    params: deviceParams,
+    response: attributesRecord,
+    handler: async ({ params, services }) => services.devices.getAttributes(params.device_id),
+  }),
+  defineRoute({
+    method: 'patch',
+    path: '/deviceattribute/{device_id}',
+    tag: 'devices',
+    summary: 'Change some of a device’s attributes',
+    description:
+      'Only the fields in the body change; legacy and custom fields may be combined. "" clears a legacy field and removes a custom key. ' +
+      'latitude -90..90 and longitude -180..180 as decimal strings (JSON numbers are accepted and stored as strings). ' +
+      `Legacy fields hold at most 1024 characters; custom keys 1-64 characters (no control characters), values at most 4096. ` +
+      'A device holds at most MAX_CUSTOM_ATTRIBUTES custom keys (default 100; see custom_max). ' +
+      'All or nothing: any invalid field (400 naming it) leaves the record unchanged. Setting device_name also renames the device in the group tree. Answers the whole record after the change.',
+    access: 'device:manage',
+    device: ({ params }) => params.device_id,
+    params: deviceParams,
+    body: attributesPatch,
+    response: attributesRecord,
+    audit: 'device.attributes.update',
+    handler: async ({ params, body, services }) => services.devices.patchAttributes(params.device_id, body),
+  }),
+  defineRoute({
+    method: 'get',
+    path: '/grouptree',
+    tag: 'devices',
+    summary: 'The group tree with the devices the caller may read',
+    description:
+      'Answers {total_devices, tree}. A node is {id, node_id, title, type: group|device, tags (its own), nodes}; a device adds status (online|offline), last_reported (ISO 8601 or null) and attributes. ' +
+      'Children are listed groups first, then by title. System groups: `root` and `unassigned_group` (approved devices without a group). ' +
+      VISIBILITY,
+    access: 'device:read',
+    query: z.object({ _format: z.enum(['json']).optional().describe('Only JSON is served; accepted for compatibility') }),
+    response: groupTreeResponse,
+    handler: async ({ principal, services }) => services.devices.tree(principal),
+  }),
+  defineRoute({
+    method: 'get',
+    path: '/grouptree/{node_id}',
+    tag: 'devices',
+    summary: 'A subtree of the group tree',
+    description:
+      'The node’s own fields at the top level (as in GET /grouptree), with `ancestors` (node ids from root down to the node itself) and `total_devices` (devices shown below). ' +
+      'Unknown node: 404; a node the caller may not see: 403. ' +
+      VISIBILITY,
+    access: 'device:read',
+    device: deviceOfNode,
+    params: nodeParams,
+    query: z.object({ _format: z.enum(['json']).optional() }),
+    response: subtreeResponse,
+    handler: async ({ params, principal, services }) => services.devices.subtree(principal, params.node_id),
+  }),
+  defineRoute({
+    method: 'put',
+    path: '/grouptree',
+    tag: 'devices',
+    summary: 'Change the group tree: create, rename, move and delete nodes',
+    description:
+      '`{"changes":[{"action":"create|rename|move|delete","data":{...}}]}`, applied in order in one transaction: all or none. ' +
+      'create {node_id?, title, parent_id, tags?} makes a group (node_id generated when left out; 64-hex ids are reserved for devices; an existing id is 409 node_exists). ' +
+      'rename {node_id, title} renames a group or a device (a device’s device_name follows). move {node_id, parent_id} moves a group or a device into a group; a move into itself or below itself is refused. ' +
+      `delete {node_id} deletes an empty group (409 group_not_empty otherwise; devices are removed with DELETE /removeapprovedhost/{node_id}). root and unassigned_group cannot be moved or deleted. The tree is at most 32 levels deep; at most ${MAX_CHANGES_PER_REQUEST} changes per call. ` +
+      'position, type and oldParentId (sent by some clients) are accepted and ignored. Errors name the change: {change: <index>, field: "changes.<index>.data.<field>"}. ' +
+      'A caller whose device:manage is restricted may only touch groups at or below one of their `node:` resources (tags do not grant group management) and devices their resources match, and may only give a new group tags named by their own `tag:` resources.',
+    access: 'device:manage',
+    body: treeChangesBody,
+    response: treeChangesResponse,
+    audit: 'device.tree.change',
+    handler: async ({ body, principal, services }) => services.devices.changeTree(principal, body.changes as TreeChange[]),
+  }),
+  defineRoute({
+    method: 'patch',
+    path: '/grouptree/{node_id}',
+    tag: 'devices',
+    summary: 'Set the tags of a group or a device',
+    description:
+      `Body {"tags":[...]} replaces the node’s own tags (at most ${MAX_TAGS_PER_NODE}; letters, digits, "_", "." and "-", at most 64 characters). Devices below a group inherit its tags. ` +
+      'A group needs device:manage on `*` or on a `node:` resource at or above it; a device needs device:manage on it. ' +
+      'A restricted manager may only add or remove tags named by their own device:manage `tag:` resources (otherwise tagging could widen what other permissions reach). Answers the node as GET /node/{node_id}.',
+    access: 'device:manage',
+    device: deviceOfNode,
+    params: nodeParams,
+    body: z.object({ tags: tagList }),
+    response: nodeView,
+    audit: 'device.tags.update',
+    handler: async ({ params, body, principal, services }) => services.devices.setTags(principal, params.node_id, body.tags),
+  }),
+  defineRoute({
+    method: 'get',
+    path: '/node/{node_id}',
+    tag: 'devices',
+    summary: 'One node of the tree with its path and effective tags',
+    description:
+      '{id, node_id, title, type, parent_id, tags (own), effective_tags (own and inherited), ancestors (node ids from root down to the node), path [{node_id, title}]}; a device adds status, last_reported and attributes. ' +
+      'Unknown node: 404; a node the caller may not see: 403.',
+    access: 'device:read',
+    device: deviceOfNode,
+    params: nodeParams,
+    response: nodeView,
+    handler: async ({ params, principal, services }) => services.devices.node(principal, params.node_id),
+  }),
+  defineRoute({
+    method: 'get',
+    path: '/tagslist',
+    tag: 'devices',
+    summary: 'Tags in use, with how many nodes carry each',
+    description: 'Over the groups and devices the caller’s device:read resources match (groups shown in the tree only as the way to a visible device are not counted); `count` is how many of them carry the tag themselves. Sorted by tag; `search` filters by substring.',
+    access: 'device:read',
+    query: tagsQuery,
+    response: tagsResponse,
+    handler: async ({ query, principal, services }) => services.devices.tagsList(principal, query),
+  }),
+];

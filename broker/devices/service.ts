@@ -1,9 +1,446 @@
+import crypto from 'node:crypto';
+import type { Permission } from '../../shared/permissions.js';
+import type { DeviceScope } from '../../shared/resources.js';
+import type { Principal } from '../access/principal.js';
+import type { Db } from '../db/database.js';
+import { ApiError, badRequest, conflict, forbidden, notFound } from '../http/errors.js';
 import type { Services } from '../services.js';
+import { applyPatch, AttributeLimitError, readAttributes, storedForm, type AttributesPatch, type DeviceAttributes } from './attributes.js';
+import { DEVICE_ID_PATTERN, MAX_TREE_DEPTH, ROOT_NODE, scopeOfChain, SYSTEM_NODES, UNASSIGNED_NODE, type ChainRow } from './scope.js';
+import { DevicesStore } from './store.js';
+import { TreeSnapshot, type OnlineCheck, type TreeNode } from './tree.js';
 
+/** A device counts as online when it was heard from within this window (until live state is plugged in). */
+export const ONLINE_WINDOW_MS = 2 * 60_000;
+
+export interface AttributesRecord extends DeviceAttributes {
+  /** The most custom attributes a device may hold (for the UI's "used / max" counter). */
+  custom_max: number;
+}
+
+export interface DeviceRecord {
+  device_id: string;
+  state: string;
+  hostname: string;
+  public_key: string;
+  bootstrap_key: string | null;
+  attributes: DeviceAttributes;
+  created_at: string;
+  approved_at: string | null;
+  last_seen: string | null;
+  last_ip: string | null;
+  agent_version: string | null;
+  /** Where the device sits in the tree; null while pending. */
+  node: { parent_id: string | null; title: string; tags: string[] } | null;
+}
+
+export interface NodeView {
+  id: string;
+  node_id: string;
+  title: string;
+  type: 'group' | 'device';
+  parent_id: string | null;
+  tags: string[];
+  /** Own tags and those of every group above. */
+  effective_tags: string[];
+  /** Node ids from root down to this node. */
+  ancestors: string[];
+  path: { node_id: string; title: string }[];
+  status?: 'online' | 'offline';
+  last_reported?: string | null;
+  attributes?: DeviceAttributes;
+}
+
+export type TreeChange =
+  | { action: 'create'; data: { node_id?: string; title: string; parent_id: string; tags?: string[] } }
+  | { action: 'rename'; data: { node_id: string; title: string } }
+  | { action: 'move'; data: { node_id: string; parent_id: string } }
+  | { action: 'delete'; data: { node_id: string } };
+
+export interface TreeChangeResult {
+  applied: number;
+  results: { action: TreeChange['action']; node_id: string }[];
+}
+
+/** Says whether a device is connected right now; undefined when the source does not know. */
+export type OnlineSource = (deviceId: string) => boolean | undefined;
+
+function parseTags(json: string): string[] {
+  try {
+    const v: unknown = JSON.parse(json);
+    return Array.isArray(v) ? v.filter((t): t is string => typeof t === 'string') : [];
+  } catch {
+    return [];
+  }
+}
+
+/** Devices, their attributes and the group tree. */
 export class DevicesService {
-  constructor(private readonly s: Services) {}
+  private readonly store: DevicesStore;
+  private onlineSource?: OnlineSource;
+
+  constructor(private readonly s: Services) {
+    this.store = new DevicesStore(s.store.db, s.store.dialect);
+  }
 
   async init(): Promise<void> {}
 
   async close(): Promise<void> {}
+
+  /**
+   * Plugs in live connection state (the agent connections). Without it, or when it answers
+   * undefined, a device is online when its last contact is within ONLINE_WINDOW_MS.
+   * Returns the source it replaces.
+   */
+  setOnlineSource(source: OnlineSource | undefined): OnlineSource | undefined {
+    const previous = this.onlineSource;
+    this.onlineSource = source;
+    return previous;
+  }
+
+  isOnline(deviceId: string, lastSeen: string | null, now = Date.now()): boolean {
+    const live = this.onlineSource?.(deviceId);
+    if (live !== undefined) return live;
+    if (!lastSeen) return false;
+    const t = Date.parse(lastSeen);
+    return Number.isFinite(t) && now - t <= ONLINE_WINDOW_MS;
+  }
+
+  private onlineCheck(): OnlineCheck {
+    const now = Date.now();
+    return (id, lastSeen) => this.isOnline(id, lastSeen, now);
+  }
+
+  // ---- for other domains -------------------------------------------------------------------
+
+  /** A device known to the broker (pending or approved), or undefined. */
+  async getDevice(deviceId: string): Promise<DeviceRecord | undefined> {
+    const row = await this.store.device(this.store.db, deviceId);
+    if (!row) return undefined;
+    const node = await this.store.node(this.store.db, deviceId);
+    return {
+      device_id: row.device_id,
+      state: row.state,
+      hostname: row.hostname,
+      public_key: row.public_key,
+      bootstrap_key: row.bootstrap_key,
+      attributes: readAttributes(row.attributes),
+      created_at: row.created_at,
+      approved_at: row.approved_at,
+      last_seen: row.last_seen,
+      last_ip: row.last_ip,
+      agent_version: row.agent_version,
+      node: node && node.type === 'device' ? { parent_id: node.parent_id, title: node.title, tags: parseTags(node.tags) } : null,
+    };
+  }
+
+  /** Every device in the tree on which the principal holds `permission`, with its scope and title. */
+  async listVisibleDevices(principal: Principal, permission: Permission = 'device:read'): Promise<Array<DeviceScope & { title: string }>> {
+    return (await this.snapshot(principal, permission)).visibleDevices();
+  }
+
+  /**
+   * Puts an approved device into the tree under `parentId` (a group), or updates its place and
+   * title when it is there already. A missing or non-group parent (say, a deleted group a
+   * bootstrap key still names) places it in `unassigned_group`, so no device gets lost.
+   * Pass a transaction to make it part of a larger change. Returns the group used.
+   */
+  async placeDevice(deviceId: string, parentId: string, title: string, trx?: Db): Promise<string> {
+    if (!DEVICE_ID_PATTERN.test(deviceId)) throw new Error(`placeDevice: "${deviceId}" is not a device id`);
+    const run = async (db: Db) => {
+      await this.store.lockTree(db);
+      const parent = await this.store.node(db, parentId);
+      const target = parent?.type === 'group' ? parentId : UNASSIGNED_NODE;
+      const existing = await this.store.node(db, deviceId);
+      if (existing) await this.store.updateNode(db, deviceId, { parent_id: target, title });
+      else await this.store.insertNode(db, { node_id: deviceId, parent_id: target, type: 'device', title, tags: '[]' });
+      return target;
+    };
+    return trx ? run(trx) : this.store.transaction(run);
+  }
+
+  /** Deletes a device's node, inventory and record together. True when it existed. */
+  async removeDevice(deviceId: string, trx?: Db): Promise<boolean> {
+    const run = async (db: Db) => {
+      await this.store.lockTree(db);
+      return this.store.deleteDevice(db, deviceId);
+    };
+    return trx ? run(trx) : this.store.transaction(run);
+  }
+
+  // ---- device attributes -------------------------------------------------------------------
+
+  async getAttributes(deviceId: string): Promise<AttributesRecord> {
+    const row = await this.store.device(this.store.db, deviceId);
+    if (!row) throw notFound(`Device ${deviceId}`);
+    return { ...readAttributes(row.attributes), custom_max: this.s.config.maxCustomAttributes };
+  }
+
+  /** Changes only the given fields, all or nothing; `""` clears a field or removes a custom key. */
+  async patchAttributes(deviceId: string, patch: AttributesPatch): Promise<AttributesRecord> {
+    const max = this.s.config.maxCustomAttributes;
+    const next = await this.store.transaction(async (trx) => {
+      const row = await this.store.device(trx, deviceId, { lock: true });
+      if (!row) throw notFound(`Device ${deviceId}`);
+      let updated: DeviceAttributes;
+      try {
+        updated = applyPatch(readAttributes(row.attributes), patch, max);
+      } catch (err) {
+        if (err instanceof AttributeLimitError) throw badRequest(err.message, { field: err.field }, 'too_many_custom_attributes');
+        throw err;
+      }
+      await this.store.setAttributes(trx, deviceId, JSON.stringify(storedForm(updated)));
+      if (patch.device_name !== undefined) {
+        await this.store.updateNode(trx, deviceId, { title: deviceTitle(updated.device_name, row.hostname, deviceId) });
+      }
+      return updated;
+    });
+    return { ...next, custom_max: max };
+  }
+
+  // ---- the group tree ------------------------------------------------------------------------
+
+  private async snapshot(principal: Principal, permission: Permission, db: Db = this.store.db): Promise<TreeSnapshot> {
+    const rows = await this.store.allNodes(db);
+    return TreeSnapshot.build(rows, (scope) => this.s.access.canSee(principal, permission, scope));
+  }
+
+  /** The whole tree as the principal may see it. */
+  async tree(principal: Principal): Promise<{ total_devices: number; tree: TreeNode }> {
+    const snap = await this.snapshot(principal, 'device:read');
+    const rendered = snap.render(ROOT_NODE, this.onlineCheck());
+    // Root is shown to everyone holding device:read, even when nothing below is visible.
+    const tree = rendered?.tree ?? emptyRoot();
+    return { total_devices: rendered?.totalDevices ?? 0, tree };
+  }
+
+  /** The subtree at a node: the node's fields at the top, with its ancestors and device count. */
+  async subtree(principal: Principal, nodeId: string): Promise<TreeNode & { ancestors: string[]; total_devices: number }> {
+    const snap = await this.snapshot(principal, 'device:read');
+    if (!snap.has(nodeId)) throw notFound(`Node ${nodeId}`);
+    const rendered = snap.render(nodeId, this.onlineCheck());
+    if (!rendered && nodeId === ROOT_NODE) return { ...emptyRoot(), ancestors: [ROOT_NODE], total_devices: 0 };
+    if (!rendered) throw forbidden('Not allowed: the node is outside every resource of device:read.', { permission: 'device:read', node_id: nodeId });
+    return { ...rendered.tree, ancestors: snap.ancestors(nodeId), total_devices: rendered.totalDevices };
+  }
+
+  /** One node with its path and effective tags. Devices were checked by the route already. */
+  async node(principal: Principal, nodeId: string): Promise<NodeView> {
+    const chain = await this.store.chain(this.store.db, nodeId);
+    if (chain.length === 0 || chain[chain.length - 1].node_id !== ROOT_NODE) throw notFound(`Node ${nodeId}`);
+    if (chain[0].type !== 'device' && !(await this.groupVisible(principal, chain))) {
+      throw forbidden('Not allowed: the group is outside every resource of device:read.', { permission: 'device:read', node_id: nodeId });
+    }
+    return this.viewOf(chain);
+  }
+
+  private async groupVisible(principal: Principal, chain: ChainRow[]): Promise<boolean> {
+    if (this.s.access.canSee(principal, 'device:read', scopeOfChain(chain))) return true;
+    // Shown anyway when it leads to something visible.
+    return (await this.snapshot(principal, 'device:read')).isShown(chain[0].node_id);
+  }
+
+  private async viewOf(chain: ChainRow[], db: Db = this.store.db): Promise<NodeView> {
+    const self = chain[0];
+    const down = [...chain].reverse();
+    const view: NodeView = {
+      id: self.node_id,
+      node_id: self.node_id,
+      title: self.title,
+      type: self.type === 'device' ? 'device' : 'group',
+      parent_id: self.parent_id,
+      tags: parseTags(self.tags),
+      effective_tags: scopeOfChain(chain).tags,
+      ancestors: down.map((r) => r.node_id),
+      path: down.map((r) => ({ node_id: r.node_id, title: r.title })),
+    };
+    if (self.type === 'device') {
+      const row = await this.store.device(db, self.node_id);
+      view.status = this.isOnline(self.node_id, row?.last_seen ?? null) ? 'online' : 'offline';
+      view.last_reported = row?.last_seen ?? null;
+      view.attributes = readAttributes(row?.attributes);
+    }
+    return view;
+  }
+
+  /** Tags carried by nodes the principal may see, with how many such nodes carry each. */
+  async tagsList(principal: Principal, query: { offset: number; items_per_page: number; search?: string }): Promise<{ items: { tag: string; count: number }[]; total: number }> {
+    const counts = (await this.snapshot(principal, 'device:read')).tagCounts();
+    const search = query.search?.toLowerCase();
+    const all = [...counts]
+      .filter(([tag]) => !search || tag.toLowerCase().includes(search))
+      .map(([tag, count]) => ({ tag, count }))
+      .sort((a, b) => (a.tag < b.tag ? -1 : a.tag > b.tag ? 1 : 0));
+    return { items: all.slice(query.offset, query.offset + query.items_per_page), total: all.length };
+  }
+
+  /**
+   * Sets a node's own tags. Devices were checked by the route (device:manage on the device);
+   * a group needs device:manage on `*` or a `node:` resource at or above it. Tags that a
+   * restricted manager adds or removes must themselves be within their device:manage resources
+   * (a `tag:` resource naming them): otherwise tagging would widen what other permissions,
+   * keyed on tags, reach.
+   */
+  async setTags(principal: Principal, nodeId: string, tags: string[]): Promise<NodeView> {
+    const wanted = [...new Set(tags)];
+    return this.store.transaction(async (trx) => {
+      await this.store.lockTree(trx);
+      const chain = await this.store.chain(trx, nodeId);
+      if (chain.length === 0) throw notFound(`Node ${nodeId}`);
+      if (chain[0].type !== 'device' && !this.canManageGroup(principal, chain)) {
+        throw forbidden('Not allowed: managing a group needs device:manage on "*" or on a node: resource at or above it.', {
+          permission: 'device:manage',
+          node_id: nodeId,
+        });
+      }
+      const current = parseTags(chain[0].tags);
+      const changed = [...wanted.filter((t) => !current.includes(t)), ...current.filter((t) => !wanted.includes(t))];
+      const refused = changed.find((tag) => !this.canManageTag(principal, tag));
+      if (refused !== undefined) {
+        throw forbidden(`Not allowed: tag "${refused}" is outside your device:manage resources, so you may not add or remove it.`, {
+          permission: 'device:manage',
+          field: 'tags',
+          tag: refused,
+        });
+      }
+      await this.store.updateNode(trx, nodeId, { tags: JSON.stringify(wanted) });
+      chain[0] = { ...chain[0], tags: JSON.stringify(wanted) };
+      return this.viewOf(chain, trx);
+    });
+  }
+
+  private canManageGroup(principal: Principal, chain: ChainRow[]): boolean {
+    // Tags do not grant group management: only `*` and node: resources at or above the group.
+    return this.s.access.canSee(principal, 'device:manage', scopeOfChain(chain, { withTags: false }));
+  }
+
+  private canManageDevice(principal: Principal, chain: ChainRow[]): boolean {
+    return this.s.access.canSee(principal, 'device:manage', scopeOfChain(chain));
+  }
+
+  private canManageNode(principal: Principal, chain: ChainRow[]): boolean {
+    return chain[0].type === 'device' ? this.canManageDevice(principal, chain) : this.canManageGroup(principal, chain);
+  }
+
+  /** Would the principal's device:manage cover a device carrying only this tag? */
+  private canManageTag(principal: Principal, tag: string): boolean {
+    return this.s.access.canSee(principal, 'device:manage', { deviceId: '', nodeIds: [], tags: [tag] });
+  }
+
+  /** Applies tree changes in order, in one transaction: all of them or none. */
+  async changeTree(principal: Principal, changes: TreeChange[]): Promise<TreeChangeResult> {
+    return this.store.transaction(async (trx) => {
+      await this.store.lockTree(trx);
+      const results: TreeChangeResult['results'] = [];
+      for (const [index, change] of changes.entries()) {
+        try {
+          results.push({ action: change.action, node_id: await this.applyChange(trx, principal, change) });
+        } catch (err) {
+          if (err instanceof ApiError) {
+            const field = typeof err.details.field === 'string' ? `changes.${index}.data.${err.details.field}` : `changes.${index}`;
+            throw new ApiError(err.status, err.error, `Change ${index} (${change.action}): ${err.message} No change was applied.`, {
+              ...err.details,
+              change: index,
+              field,
+            });
+          }
+          throw err;
+        }
+      }
+      return { applied: results.length, results };
+    });
+  }
+
+  private async applyChange(trx: Db, principal: Principal, change: TreeChange): Promise<string> {
+    const denied = (what: string) =>
+      forbidden(`Not allowed: ${what} needs device:manage on "*" or on a node: resource at or above it (devices may also be matched by tag:).`, {
+        permission: 'device:manage',
+      });
+    const existing = async (nodeId: string, field: string) => {
+      const chain = await this.store.chain(trx, nodeId);
+      if (chain.length === 0) throw badRequest(`There is no node "${nodeId}".`, { field }, 'unknown_node');
+      return chain;
+    };
+    const group = async (nodeId: string, field: string) => {
+      const chain = await existing(nodeId, field);
+      if (chain[0].type !== 'group') throw badRequest(`Node "${nodeId}" is a device, not a group.`, { field }, 'not_a_group');
+      return chain;
+    };
+    const notSystem = (nodeId: string, verb: string) => {
+      if (SYSTEM_NODES.includes(nodeId)) throw badRequest(`The system group "${nodeId}" cannot be ${verb}.`, { field: 'node_id' }, 'system_node');
+    };
+
+    switch (change.action) {
+      case 'create': {
+        const { data } = change;
+        const nodeId = data.node_id || `group-${crypto.randomBytes(6).toString('hex')}`;
+        if (DEVICE_ID_PATTERN.test(nodeId)) {
+          throw badRequest('Ids of 64 hexadecimal characters are reserved for devices; choose another group id.', { field: 'node_id' });
+        }
+        if (await this.store.node(trx, nodeId)) throw conflict('node_exists', `A node with id "${nodeId}" exists already.`, { field: 'node_id' });
+        const parent = await group(data.parent_id, 'parent_id');
+        if (parent.length + 1 > MAX_TREE_DEPTH) throw badRequest(`The tree may be at most ${MAX_TREE_DEPTH} levels deep.`, { field: 'parent_id' });
+        if (!this.canManageGroup(principal, parent)) throw denied(`creating a group in "${data.parent_id}"`);
+        const tags = [...new Set(data.tags ?? [])];
+        const refused = tags.find((tag) => !this.canManageTag(principal, tag));
+        if (refused !== undefined) throw forbidden(`Not allowed: tag "${refused}" is outside your device:manage resources.`, { field: 'tags', tag: refused });
+        await this.store.insertNode(trx, { node_id: nodeId, parent_id: data.parent_id, type: 'group', title: data.title, tags: JSON.stringify(tags) });
+        return nodeId;
+      }
+      case 'rename': {
+        const { data } = change;
+        const chain = await existing(data.node_id, 'node_id');
+        if (!this.canManageNode(principal, chain)) throw denied(`renaming "${data.node_id}"`);
+        if (chain[0].type === 'device') {
+          // The device's name and its title in the tree are one value. The device row is locked
+          // before its node, in the same order as an attribute change, so the two cannot deadlock.
+          const row = await this.store.device(trx, data.node_id, { lock: true });
+          if (row) {
+            const attributes = { ...readAttributes(row.attributes), device_name: data.title };
+            await this.store.setAttributes(trx, data.node_id, JSON.stringify(storedForm(attributes)));
+          }
+        }
+        await this.store.updateNode(trx, data.node_id, { title: data.title });
+        return data.node_id;
+      }
+      case 'move': {
+        const { data } = change;
+        notSystem(data.node_id, 'moved');
+        const chain = await existing(data.node_id, 'node_id');
+        const parent = await group(data.parent_id, 'parent_id');
+        if (parent.some((r) => r.node_id === data.node_id)) {
+          throw badRequest(`Moving "${data.node_id}" into "${data.parent_id}" would put it inside itself.`, { field: 'parent_id' }, 'tree_cycle');
+        }
+        if (!this.canManageNode(principal, chain)) throw denied(`moving "${data.node_id}"`);
+        if (!this.canManageGroup(principal, parent)) throw denied(`moving a node into "${data.parent_id}"`);
+        const height = chain[0].type === 'group' ? await this.store.subtreeHeight(trx, data.node_id, MAX_TREE_DEPTH) : 0;
+        if (parent.length + 1 + height > MAX_TREE_DEPTH) throw badRequest(`The tree may be at most ${MAX_TREE_DEPTH} levels deep.`, { field: 'parent_id' });
+        await this.store.updateNode(trx, data.node_id, { parent_id: data.parent_id });
+        return data.node_id;
+      }
+      case 'delete': {
+        const { data } = change;
+        notSystem(data.node_id, 'deleted');
+        const chain = await existing(data.node_id, 'node_id');
+        if (chain[0].type !== 'group') {
+          throw badRequest(`"${data.node_id}" is a device; remove devices with DELETE /removeapprovedhost/{node_id}.`, { field: 'node_id' }, 'not_a_group');
+        }
+        if (!this.canManageGroup(principal, chain)) throw denied(`deleting "${data.node_id}"`);
+        if (await this.store.hasChildren(trx, data.node_id)) {
+          throw conflict('group_not_empty', `Group "${data.node_id}" is not empty; move or remove what it holds first.`, { field: 'node_id' });
+        }
+        await this.store.deleteNode(trx, data.node_id);
+        return data.node_id;
+      }
+    }
+  }
+}
+
+function emptyRoot(): TreeNode {
+  return { id: ROOT_NODE, node_id: ROOT_NODE, title: 'All devices', type: 'group', tags: [], nodes: [] };
+}
+
+/** A device's title in the tree: its name, else its host name, else the start of its id. */
+export function deviceTitle(deviceName: string, hostname: string, deviceId: string): string {
+  return deviceName || hostname || deviceId.slice(0, 12);
 }

@@ -1,0 +1,178 @@
+/** Request and response schemas of the device routes: validation, types and the OpenAPI document. */
+import { z } from 'zod';
+import { NODE_ID_PATTERN, TAG_PATTERN } from '../../shared/resources.js';
+import {
+  coordinateProblem,
+  CUSTOM_VALUE_MAX_LENGTH,
+  customKeyProblem,
+  LEGACY_FIELDS,
+  LEGACY_MAX_LENGTH,
+} from './attributes.js';
+import { DEVICE_ID_PATTERN } from './scope.js';
+
+export const MAX_TAGS_PER_NODE = 50;
+export const MAX_CHANGES_PER_REQUEST = 1000;
+const CONTROL = /[\u0000-\u001f\u007f]/;
+
+export const deviceId = z
+  .string()
+  .regex(DEVICE_ID_PATTERN, 'must be a device id: 64 lowercase hexadecimal characters')
+  .describe('Device id: SHA-256 of the device public key, 64 lowercase hex');
+
+export const nodeId = z
+  .string()
+  .regex(NODE_ID_PATTERN, 'must be a node id: letters, digits, "_" and "-", at most 64, starting with a letter or digit')
+  .describe('Node id of a group (e.g. root, unassigned_group) or a device id');
+
+export const deviceParams = z.object({ device_id: deviceId });
+export const nodeParams = z.object({ node_id: nodeId });
+
+/** The device a node-addressed call concerns: device ids have their own form, group ids never take it. */
+export const deviceOfNode = ({ params }: { params: { node_id: string } }) => (DEVICE_ID_PATTERN.test(params.node_id) ? params.node_id : undefined);
+
+const tag = z.string().regex(TAG_PATTERN, 'must be a tag: letters, digits, "_", "." and "-", at most 64, starting with a letter or digit');
+export const tagList = z.array(tag).max(MAX_TAGS_PER_NODE, `at most ${MAX_TAGS_PER_NODE} tags per node`);
+
+const title = z
+  .string()
+  .min(1, 'must not be empty')
+  .max(255, 'at most 255 characters')
+  .refine((v) => !CONTROL.test(v), 'must not contain control characters');
+
+const legacyString = z.string().max(LEGACY_MAX_LENGTH, `at most ${LEGACY_MAX_LENGTH} characters`);
+
+function coordinate(field: 'latitude' | 'longitude') {
+  const limit = field === 'latitude' ? 90 : 180;
+  return z
+    .union([z.string(), z.number()])
+    .superRefine((value, ctx) => {
+      const problem = coordinateProblem(field, value);
+      if (problem) ctx.addIssue({ code: 'custom', message: problem });
+    })
+    .describe(`Decimal degrees from -${limit} to ${limit}, as a string (a JSON number is accepted too); "" clears it.`);
+}
+
+const customAttributes = z
+  .record(z.string(), z.string().max(CUSTOM_VALUE_MAX_LENGTH, `a custom value holds at most ${CUSTOM_VALUE_MAX_LENGTH} characters`))
+  .superRefine((record, ctx) => {
+    for (const key of Object.keys(record)) {
+      const problem = customKeyProblem(key);
+      if (problem) ctx.addIssue({ code: 'custom', path: [key], message: problem });
+    }
+  })
+  .describe('Custom attributes to set: key (1-64 characters) to value (at most 4096); "" removes the key. Keys not named stay as they are.');
+
+export const attributesPatch = z.object({
+  device_name: legacyString.optional(),
+  description: legacyString.optional(),
+  latitude: coordinate('latitude').optional(),
+  longitude: coordinate('longitude').optional(),
+  country: legacyString.optional(),
+  city: legacyString.optional(),
+  zip: legacyString.optional(),
+  address: legacyString.optional(),
+  custom: customAttributes.optional(),
+});
+
+const legacyOut = Object.fromEntries(LEGACY_FIELDS.map((f) => [f, z.string()])) as Record<(typeof LEGACY_FIELDS)[number], z.ZodString>;
+
+export const attributesRecord = z.object({
+  ...legacyOut,
+  custom: z.record(z.string(), z.string()),
+  custom_max: z.number().int().describe('How many custom attributes a device may hold (MAX_CUSTOM_ATTRIBUTES)'),
+});
+
+export const deviceAttributesOut = z.object({ ...legacyOut, custom: z.record(z.string(), z.string()) });
+
+// Not recursive on purpose: a self-referencing schema would need $defs that the OpenAPI document cannot place.
+export const treeNode = z.object({
+  id: z.string(),
+  node_id: z.string(),
+  title: z.string(),
+  type: z.enum(['group', 'device']),
+  tags: z.array(z.string()).describe('The node’s own tags (a device also carries the tags of every group above it)'),
+  nodes: z.array(z.looseObject({})).describe('Child nodes, of this same shape (empty for a device)'),
+  status: z.enum(['online', 'offline']).optional().describe('Devices only'),
+  last_reported: z.string().nullable().optional().describe('Devices only: last contact (ISO 8601), null if never'),
+  attributes: deviceAttributesOut.optional().describe('Devices only'),
+});
+
+export const groupTreeResponse = z.object({ total_devices: z.number().int(), tree: treeNode });
+
+export const subtreeResponse = z.object({
+  id: z.string(),
+  node_id: z.string(),
+  title: z.string(),
+  type: z.enum(['group', 'device']),
+  tags: z.array(z.string()),
+  nodes: z.array(treeNode),
+  ancestors: z.array(z.string()).describe('Node ids from root down to this node'),
+  total_devices: z.number().int(),
+});
+
+export const nodeView = z.object({
+  id: z.string(),
+  node_id: z.string(),
+  title: z.string(),
+  type: z.enum(['group', 'device']),
+  parent_id: z.string().nullable(),
+  tags: z.array(z.string()),
+  effective_tags: z.array(z.string()).describe('Own tags and those of every group above'),
+  ancestors: z.array(z.string()).describe('Node ids from root down to this node'),
+  path: z.array(z.object({ node_id: z.string(), title: z.string() })),
+  status: z.enum(['online', 'offline']).optional(),
+  last_reported: z.string().nullable().optional(),
+  attributes: deviceAttributesOut.optional(),
+});
+
+// Fields the qbee clients send along with every change (zero values included): accepted, ignored.
+const ignored = (schema: z.ZodType) => schema.optional().describe('Accepted and ignored');
+const clientExtras = {
+  position: ignored(z.number().int()),
+  type: ignored(z.enum(['group', ''])),
+  oldParentId: ignored(z.string().max(64)),
+};
+
+export const treeChange = z.discriminatedUnion('action', [
+  z.object({
+    action: z.literal('create'),
+    data: z
+      .object({
+        node_id: z.union([nodeId, z.literal('')]).optional().describe('Id of the new group; generated when left out or empty'),
+        title,
+        parent_id: nodeId,
+        tags: tagList.optional(),
+        ...clientExtras,
+      })
+      .strict(),
+  }),
+  z.object({
+    action: z.literal('rename'),
+    data: z.object({ node_id: nodeId, title, parent_id: ignored(z.string().max(64)), ...clientExtras }).strict(),
+  }),
+  z.object({
+    action: z.literal('move'),
+    data: z.object({ node_id: nodeId, parent_id: nodeId, title: ignored(z.string().max(255)), ...clientExtras }).strict(),
+  }),
+  z.object({
+    action: z.literal('delete'),
+    data: z.object({ node_id: nodeId, parent_id: ignored(z.string().max(64)), title: ignored(z.string().max(255)), ...clientExtras }).strict(),
+  }),
+]);
+
+export const treeChangesBody = z.object({
+  changes: z.array(treeChange).min(1, 'give at least one change').max(MAX_CHANGES_PER_REQUEST, `at most ${MAX_CHANGES_PER_REQUEST} changes per request`),
+});
+
+export const treeChangesResponse = z.object({
+  applied: z.number().int(),
+  results: z.array(z.object({ action: z.enum(['create', 'rename', 'move', 'delete']), node_id: z.string() })),
+});
+
+export const tagsQuery = z.object({
+  search: z.string().max(64).optional().describe('Only tags containing this text (case-insensitive)'),
+  offset: z.coerce.number().int().min(0).default(0),
+  items_per_page: z.coerce.number().int().min(1).max(1000).default(50),
+});
+
+export const tagsResponse = z.object({ items: z.array(z.object({ tag: z.string(), count: z.number().int() })), total: z.number().int() });

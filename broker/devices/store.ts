@@ -1,0 +1,108 @@
+import type { Db, Dialect } from '../db/database.js';
+import type { DevicesTable } from '../db/schema.js';
+import { nodeChain, ROOT_NODE, type ChainRow } from './scope.js';
+import type { NodeRow } from './tree.js';
+
+export interface NodeRecord {
+  node_id: string;
+  parent_id: string | null;
+  type: string;
+  title: string;
+  tags: string;
+}
+
+/** Persistence of the group tree (`nodes`) and of device records (`devices`). Methods take the
+ * connection to use, so a caller can run several in one transaction. */
+export class DevicesStore {
+  constructor(
+    readonly db: Db,
+    private readonly dialect: Dialect,
+  ) {}
+
+  transaction<T>(work: (trx: Db) => Promise<T>): Promise<T> {
+    return this.db.transaction().execute(work);
+  }
+
+  /**
+   * Serialises changes to the tree's shape. SQLite runs one transaction at a time already; on
+   * PostgreSQL two concurrent moves could otherwise build a cycle, or a device could land in a
+   * group being deleted.
+   */
+  async lockTree(trx: Db): Promise<void> {
+    if (this.dialect === 'postgres') await trx.selectFrom('nodes').select('node_id').where('node_id', '=', ROOT_NODE).forUpdate().execute();
+  }
+
+  /** Every node with its device's attributes and last contact: one query for the whole tree. */
+  async allNodes(db: Db = this.db): Promise<NodeRow[]> {
+    return db
+      .selectFrom('nodes')
+      .leftJoin('devices', 'devices.device_id', 'nodes.node_id')
+      .select(['nodes.node_id', 'nodes.parent_id', 'nodes.type', 'nodes.title', 'nodes.tags', 'devices.attributes', 'devices.last_seen'])
+      .execute();
+  }
+
+  chain(db: Db, nodeId: string): Promise<ChainRow[]> {
+    return nodeChain(db, nodeId);
+  }
+
+  node(db: Db, nodeId: string): Promise<NodeRecord | undefined> {
+    return db.selectFrom('nodes').select(['node_id', 'parent_id', 'type', 'title', 'tags']).where('node_id', '=', nodeId).executeTakeFirst();
+  }
+
+  async hasChildren(db: Db, nodeId: string): Promise<boolean> {
+    const row = await db.selectFrom('nodes').select('node_id').where('parent_id', '=', nodeId).limit(1).executeTakeFirst();
+    return row !== undefined;
+  }
+
+  /** Levels below a node (0 for a leaf), bounded by `limit`. */
+  async subtreeHeight(db: Db, nodeId: string, limit: number): Promise<number> {
+    let frontier = [nodeId];
+    let height = 0;
+    while (height < limit && frontier.length > 0) {
+      // Devices are leaves: one row tells that a level exists; only groups lead further down.
+      const any = await db.selectFrom('nodes').select('node_id').where('parent_id', 'in', frontier).limit(1).executeTakeFirst();
+      if (!any) break;
+      height += 1;
+      const groups = await db.selectFrom('nodes').select('node_id').where('parent_id', 'in', frontier).where('type', '=', 'group').execute();
+      frontier = groups.map((r) => r.node_id);
+    }
+    return height;
+  }
+
+  async insertNode(db: Db, node: NodeRecord): Promise<void> {
+    await db
+      .insertInto('nodes')
+      .values({ ...node, created_at: new Date().toISOString() })
+      .execute();
+  }
+
+  async updateNode(db: Db, nodeId: string, change: Partial<Pick<NodeRecord, 'parent_id' | 'title' | 'tags'>>): Promise<void> {
+    await db.updateTable('nodes').set(change).where('node_id', '=', nodeId).execute();
+  }
+
+  async deleteNode(db: Db, nodeId: string): Promise<void> {
+    await db.deleteFrom('nodes').where('node_id', '=', nodeId).execute();
+  }
+
+  /** The device row; on PostgreSQL inside a transaction, locked until it ends. */
+  async device(db: Db, deviceId: string, options: { lock?: boolean } = {}): Promise<DevicesTable | undefined> {
+    let q = db.selectFrom('devices').selectAll().where('device_id', '=', deviceId);
+    if (options.lock && this.dialect === 'postgres') q = q.forUpdate();
+    return q.executeTakeFirst();
+  }
+
+  async setAttributes(db: Db, deviceId: string, attributes: string): Promise<void> {
+    await db.updateTable('devices').set({ attributes }).where('device_id', '=', deviceId).execute();
+  }
+
+  /**
+   * Removes a device's record, inventory and node. True when any existed. The device row goes
+   * first: an attribute change locks it before the node, and the same order cannot deadlock.
+   */
+  async deleteDevice(db: Db, deviceId: string): Promise<boolean> {
+    const device = await db.deleteFrom('devices').where('device_id', '=', deviceId).executeTakeFirst();
+    await db.deleteFrom('inventory').where('device_id', '=', deviceId).execute();
+    const node = await db.deleteFrom('nodes').where('node_id', '=', deviceId).where('type', '=', 'device').executeTakeFirst();
+    return Number(node.numDeletedRows) + Number(device.numDeletedRows) > 0;
+  }
+}

@@ -1,0 +1,234 @@
+/**
+ * The group tree as one caller may see it, computed in memory from one read of every node.
+ *
+ * Visibility (decided per node by the access service through `matches`):
+ * - a device appears when the caller's resources match it (its node id, the groups above it,
+ *   its own and inherited tags);
+ * - a group appears when the caller's resources would match a device placed in it (so `*`, a
+ *   `node:` resource naming it or a group above it, or a `tag:` resource naming one of its own or
+ *   inherited tags), or when something below it appears (it is then shown as the way there).
+ * Every group, however empty, is shown to a caller whose resources include `*`.
+ */
+import type { DeviceScope } from '../../shared/resources.js';
+import { readAttributes, type DeviceAttributes } from './attributes.js';
+import { ROOT_NODE } from './scope.js';
+
+export interface NodeRow {
+  node_id: string;
+  parent_id: string | null;
+  type: string;
+  title: string;
+  /** JSON string[] */
+  tags: string;
+  /** devices.attributes (JSON) for device nodes */
+  attributes: string | null;
+  last_seen: string | null;
+}
+
+export interface TreeNode {
+  id: string;
+  node_id: string;
+  title: string;
+  type: 'group' | 'device';
+  tags: string[];
+  nodes: TreeNode[];
+  status?: 'online' | 'offline';
+  last_reported?: string | null;
+  attributes?: DeviceAttributes;
+}
+
+/** Whether a device is connected now; `lastSeen` is the stored last contact. */
+export type OnlineCheck = (deviceId: string, lastSeen: string | null) => boolean;
+
+const NO_TAGS: string[] = [];
+const NO_CHILDREN: number[] = [];
+
+function parseTags(json: string): string[] {
+  if (json === '[]' || !json) return NO_TAGS;
+  try {
+    const v: unknown = JSON.parse(json);
+    return Array.isArray(v) ? v.filter((t): t is string => typeof t === 'string') : NO_TAGS;
+  } catch {
+    return NO_TAGS;
+  }
+}
+
+/** A scope that only `*` matches: asking about it tells whether the caller sees everything. */
+const NOWHERE: DeviceScope = { deviceId: '', nodeIds: [], tags: [] };
+
+export class TreeSnapshot {
+  private readonly index = new Map<string, number>();
+  private readonly tags: string[][];
+  /** Groups only: own id first, then every group above, up to root. */
+  private readonly paths: string[][] = [];
+  /** Groups only: own and inherited tags. */
+  private readonly effective: string[][] = [];
+  private readonly children: number[][] = [];
+  private readonly parentIndex: Int32Array;
+  /** matched by the caller's resources themselves */
+  private readonly matched: Uint8Array;
+  /** matched, or leading to something matched */
+  private readonly shown: Uint8Array;
+  /** reached from root (nodes whose parent is missing are left out) */
+  private readonly reachable: Uint8Array;
+  private readonly order: number[] = [];
+
+  private constructor(
+    private readonly rows: NodeRow[],
+    matches: (scope: DeviceScope) => boolean,
+  ) {
+    const n = rows.length;
+    this.tags = new Array(n);
+    this.shown = new Uint8Array(n);
+    this.matched = new Uint8Array(n);
+    this.reachable = new Uint8Array(n);
+    this.parentIndex = new Int32Array(n).fill(-1);
+    for (let i = 0; i < n; i++) {
+      this.index.set(rows[i].node_id, i);
+      this.tags[i] = parseTags(rows[i].tags);
+    }
+    for (let i = 0; i < n; i++) {
+      const parent = rows[i].parent_id;
+      const p = parent === null ? undefined : this.index.get(parent);
+      if (p !== undefined && p !== i && rows[p].type !== 'device') (this.children[p] ??= []).push(i);
+    }
+    const root = this.index.get(ROOT_NODE);
+    if (root === undefined) return;
+    // A caller holding `*` sees every node: no need to ask per node.
+    const everything = matches(NOWHERE);
+    // Top-down: each group's path and inherited tags from its parent's, then the decision.
+    const stack = [root];
+    this.paths[root] = [ROOT_NODE];
+    this.effective[root] = this.tags[root];
+    while (stack.length) {
+      const i = stack.pop() as number;
+      if (this.reachable[i]) continue; // defensive: a cycle in the stored tree
+      this.reachable[i] = 1;
+      this.order.push(i);
+      if (everything || matches(this.scopeAt(i))) this.shown[i] = this.matched[i] = 1;
+      for (const c of this.children[i] ?? NO_CHILDREN) {
+        if (this.reachable[c]) continue;
+        this.parentIndex[c] = i;
+        if (rows[c].type !== 'device') {
+          this.paths[c] = [rows[c].node_id, ...this.paths[i]];
+          this.effective[c] = this.tags[c].length === 0 ? this.effective[i] : union(this.effective[i], this.tags[c]);
+        }
+        stack.push(c);
+      }
+    }
+    if (everything) return;
+    // Bottom-up: a group leading to something shown is shown.
+    for (let k = this.order.length - 1; k >= 0; k--) {
+      const i = this.order[k];
+      const p = this.parentIndex[i];
+      if (this.shown[i] && p >= 0) this.shown[p] = 1;
+    }
+  }
+
+  /** The scope of a reachable node; for a device built from its group's on demand. */
+  private scopeAt(i: number): DeviceScope {
+    const row = this.rows[i];
+    if (row.type !== 'device') return { deviceId: row.node_id, nodeIds: this.paths[i], tags: this.effective[i] };
+    const p = this.parentIndex[i];
+    const inherited = p >= 0 ? this.effective[p] : NO_TAGS;
+    return {
+      deviceId: row.node_id,
+      nodeIds: p >= 0 ? [row.node_id, ...this.paths[p]] : [row.node_id],
+      tags: this.tags[i].length === 0 ? inherited : union(inherited, this.tags[i]),
+    };
+  }
+
+  /** `matches` answers for a node's scope: may the caller see a device placed here? */
+  static build(rows: NodeRow[], matches: (scope: DeviceScope) => boolean): TreeSnapshot {
+    return new TreeSnapshot(rows, matches);
+  }
+
+  has(nodeId: string): boolean {
+    const i = this.index.get(nodeId);
+    return i !== undefined && this.reachable[i] === 1;
+  }
+
+  isShown(nodeId: string): boolean {
+    const i = this.index.get(nodeId);
+    return i !== undefined && this.shown[i] === 1;
+  }
+
+  /** Node ids from root down to the node itself. */
+  ancestors(nodeId: string): string[] {
+    const i = this.index.get(nodeId);
+    return i === undefined || !this.reachable[i] ? [] : [...this.scopeAt(i).nodeIds].reverse();
+  }
+
+  /** The subtree at `nodeId` as the caller sees it, and how many devices it shows. */
+  render(nodeId: string, online: OnlineCheck): { tree: TreeNode; totalDevices: number } | undefined {
+    const i = this.index.get(nodeId);
+    if (i === undefined || !this.shown[i]) return undefined;
+    const counter = { devices: 0 };
+    return { tree: this.renderNode(i, online, counter), totalDevices: counter.devices };
+  }
+
+  private renderNode(i: number, online: OnlineCheck, counter: { devices: number }): TreeNode {
+    const row = this.rows[i];
+    if (row.type === 'device') {
+      counter.devices += 1;
+      return {
+        id: row.node_id,
+        node_id: row.node_id,
+        title: row.title,
+        type: 'device',
+        tags: this.tags[i],
+        nodes: [],
+        status: online(row.node_id, row.last_seen) ? 'online' : 'offline',
+        last_reported: row.last_seen,
+        attributes: readAttributes(row.attributes),
+      };
+    }
+    const visible = (this.children[i] ?? NO_CHILDREN).filter((c) => this.shown[c] && this.parentIndex[c] === i);
+    visible.sort((a, b) => compareNodes(this.rows[a], this.rows[b]));
+    return {
+      id: row.node_id,
+      node_id: row.node_id,
+      title: row.title,
+      type: 'group',
+      tags: this.tags[i],
+      nodes: visible.map((c) => this.renderNode(c, online, counter)),
+    };
+  }
+
+  /** Every device the caller may see, with its scope. */
+  visibleDevices(): Array<DeviceScope & { title: string }> {
+    const out: Array<DeviceScope & { title: string }> = [];
+    for (const i of this.order) {
+      const row = this.rows[i];
+      if (row.type === 'device' && this.shown[i]) out.push({ ...this.scopeAt(i), title: row.title });
+    }
+    return out;
+  }
+
+  /**
+   * For each tag carried directly by a node the caller's resources match: how many such nodes
+   * carry it (groups shown only as the way to something visible are not counted).
+   */
+  tagCounts(): Map<string, number> {
+    const counts = new Map<string, number>();
+    for (const i of this.order) {
+      if (!this.matched[i]) continue;
+      for (const tag of this.tags[i]) counts.set(tag, (counts.get(tag) ?? 0) + 1);
+    }
+    return counts;
+  }
+}
+
+
+function union(inherited: string[], own: string[]): string[] {
+  const out = [...inherited];
+  for (const t of own) if (!out.includes(t)) out.push(t);
+  return out;
+}
+
+/** Groups before devices, then by title, then by id (stable across calls). */
+function compareNodes(a: NodeRow, b: NodeRow): number {
+  if (a.type !== b.type) return a.type === 'group' ? -1 : 1;
+  if (a.title !== b.title) return a.title < b.title ? -1 : 1;
+  return a.node_id < b.node_id ? -1 : a.node_id > b.node_id ? 1 : 0;
+}

@@ -1,0 +1,223 @@
+/**
+ * Walks the whole route table, built routes and the 501 ones alike, so that a route added later
+ * is checked without touching this file:
+ * - no token → 401; a user without the route's permission → 403 (`authenticated` routes aside);
+ * - a route concerning a device, under a permission that accepts resources: holding the permission
+ *   only on `tag:elsewhere` → 403 on a device outside it, and not 401/403 on a device carrying it;
+ * - holding the permission on `*` → neither 401 nor 403;
+ * - every error answers the contract shape {code, error, message};
+ * - every call of the specification is in the table with its permission, and every route is in
+ *   the OpenAPI document with the same permission.
+ */
+import crypto from 'node:crypto';
+import { z } from 'zod';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { acceptsResources } from '../../shared/permissions.js';
+import type { Policy } from '../../shared/resources.js';
+import type { RouteSpec } from '../../broker/http/route.js';
+import { API_PREFIX } from '../../broker/http/router.js';
+import { routeKey, SPEC_CALLS } from '../../broker/http/spec-calls.js';
+import { routeTable } from '../../broker/routes.js';
+import { startTestBroker, type ApiAnswer, type TestBroker } from '../support/broker.js';
+
+const routes = routeTable();
+let t: TestBroker;
+/** A device outside `tag:elsewhere`; requests that reach it are refused before any handler runs. */
+let fenced: string;
+let nobody: string;
+
+beforeAll(async () => {
+  t = await startTestBroker();
+  fenced = await t.addDevice({ tags: ['here'] });
+  nobody = await tokenFor([]);
+});
+afterAll(async () => {
+  await t?.close();
+});
+
+/**
+ * A user holding one role with these policies, and a token, straight through the store (sign-in
+ * is rate-limited per address, and this walk needs many users).
+ */
+async function tokenFor(policies: Policy[]): Promise<string> {
+  const db = t.broker.services.store.db;
+  const id = crypto.randomUUID();
+  const roleId = crypto.randomUUID();
+  const now = new Date().toISOString();
+  await db
+    .insertInto('roles')
+    .values({ id: roleId, name: `walk-${roleId}`, description: '', policies: JSON.stringify(policies), builtin: 0, created_at: now, created_by: null, updated_at: now, updated_by: null })
+    .execute();
+  await db
+    .insertInto('users')
+    .values({ id, email: `walk-${id}@example.com`, fname: 'Route', lname: 'Walker', password_hash: null, disabled: 0, two_factor: null, totp_secret: null, totp_pending: null, created_at: now, last_login: null })
+    .execute();
+  await db.insertInto('user_roles').values({ user_id: id, role_id: roleId }).execute();
+  return (await t.broker.services.auth.startSession(id, '127.0.0.1', 'route-table-test')).token;
+}
+
+const concernsDevice = /device|node|group/i;
+
+/** Plausible path values: the device for anything naming a device, node or group. */
+function fillPath(route: RouteSpec, deviceId: string): string {
+  const path = route.path.replace(/\{([^}]+)\}/g, (_m, name: string) => {
+    if (concernsDevice.test(name)) return deviceId;
+    if (/user|role|uuid/i.test(name)) return crypto.randomUUID();
+    if (/sha/i.test(name)) return 'a'.repeat(40);
+    return 'walk-value';
+  });
+  return route.absolute ? path : `${API_PREFIX}${path}`;
+}
+
+type JsonSchema = {
+  type?: string | string[];
+  const?: unknown;
+  enum?: unknown[];
+  anyOf?: JsonSchema[];
+  oneOf?: JsonSchema[];
+  properties?: Record<string, JsonSchema>;
+  required?: string[];
+  items?: JsonSchema;
+  minItems?: number;
+  minLength?: number;
+  minimum?: number;
+  format?: string;
+  default?: unknown;
+};
+
+/** A minimal value a schema accepts, with the device id wherever a field names a device or node. */
+function sample(schema: JsonSchema, name: string, deviceId: string): unknown {
+  if (schema.const !== undefined) return schema.const;
+  if (schema.enum?.length) return schema.enum[0];
+  const alternatives = schema.anyOf ?? schema.oneOf;
+  if (alternatives?.length) return sample(alternatives.find((a) => a.type !== 'null') ?? alternatives[0], name, deviceId);
+  const type = Array.isArray(schema.type) ? schema.type.find((x) => x !== 'null') : schema.type;
+  switch (type) {
+    case 'object': {
+      const out: Record<string, unknown> = {};
+      for (const key of schema.required ?? []) out[key] = sample(schema.properties?.[key] ?? {}, key, deviceId);
+      return out;
+    }
+    case 'array':
+      return Array.from({ length: schema.minItems ?? 0 }, () => sample(schema.items ?? {}, name, deviceId));
+    case 'integer':
+    case 'number':
+      return schema.minimum ?? 1;
+    case 'boolean':
+      return false;
+    case 'string':
+      if (concernsDevice.test(name)) return deviceId;
+      if (schema.format === 'email') return 'walker@example.com';
+      if (schema.format === 'uuid') return crypto.randomUUID();
+      if (schema.format === 'date-time') return new Date().toISOString();
+      return 'x'.repeat(Math.max(1, schema.minLength ?? 1));
+    default:
+      return schema.default ?? (concernsDevice.test(name) ? deviceId : 'x');
+  }
+}
+
+function sampleOf(schema: RouteSpec['body'], deviceId: string): unknown {
+  if (!schema) return undefined;
+  try {
+    return sample(z.toJSONSchema(schema, { io: 'input', unrepresentable: 'any' }) as JsonSchema, '', deviceId);
+  } catch {
+    return {};
+  }
+}
+
+function queryOf(route: RouteSpec, deviceId: string): string {
+  const q = sampleOf(route.query, deviceId);
+  if (!q || typeof q !== 'object') return '';
+  const entries = Object.entries(q as Record<string, unknown>).map(([k, v]) => [k, String(v)]);
+  return entries.length ? `?${new URLSearchParams(entries)}` : '';
+}
+
+async function call(route: RouteSpec, options: { token?: string; deviceId: string; sampled?: boolean }): Promise<ApiAnswer> {
+  const path = fillPath(route, options.deviceId) + (options.sampled ? queryOf(route, options.deviceId) : '');
+  const body = route.method === 'get' ? undefined : options.sampled ? (sampleOf(route.body, options.deviceId) ?? {}) : {};
+  return t.api(route.method.toUpperCase(), path, { token: options.token, body });
+}
+
+function expectContractError(r: ApiAnswer, label: string) {
+  expect(r.body, `${label}: error body`).toMatchObject({ code: r.status, error: expect.any(String), message: expect.any(String) });
+}
+
+const label = (route: RouteSpec) => `${route.method.toUpperCase()} ${route.absolute ? '' : API_PREFIX}${route.path}`;
+
+describe('the route table', () => {
+  it('holds every call of the specification with its permission', () => {
+    for (const call of SPEC_CALLS) {
+      const match = routes.filter((r) => !r.absolute && routeKey(r.method, r.path) === routeKey(call.method, call.path));
+      expect(match, `${call.method.toUpperCase()} ${call.path}`).toHaveLength(1);
+      expect(match[0].access, `${call.method.toUpperCase()} ${call.path}`).toBe(call.permission);
+    }
+  });
+
+  it('has no two routes answering the same method and path', () => {
+    const keys = routes.map((r) => `${r.absolute ? 'root' : 'api'} ${routeKey(r.method, r.path)}`);
+    expect(keys.filter((k, i) => keys.indexOf(k) !== i)).toEqual([]);
+  });
+
+  it('names the device for every built route whose path addresses one under a resource-filtered permission', () => {
+    const unchecked = routes.filter(
+      (r) => !r.notImplemented && r.access !== 'public' && r.access !== 'authenticated' && acceptsResources(r.access) && /\{(device_id|node_id)\}/.test(r.path) && !r.device,
+    );
+    expect(unchecked.map(label)).toEqual([]);
+  });
+
+  it('gives every route a summary and a tag', () => {
+    for (const route of routes) {
+      expect(route.summary?.trim(), label(route)).toBeTruthy();
+      expect(route.tag, label(route)).toBeTruthy();
+    }
+  });
+
+  it('documents every route in the OpenAPI document with its permission', async () => {
+    const r = await t.api('GET', `${API_PREFIX}/openapi.json`);
+    expect(r.status).toBe(200);
+    for (const route of routes) {
+      const full = route.absolute ? route.path : `${API_PREFIX}${route.path}`;
+      const op = r.body.paths?.[full]?.[route.method];
+      expect(op, label(route)).toBeDefined();
+      expect(op['x-permission'], label(route)).toBe(route.access);
+    }
+  });
+});
+
+describe.each(routes.filter((r) => r.access !== 'public').map((r) => [label(r), r] as const))('%s', (name, route) => {
+  const permission = route.access;
+  const deviceScoped = permission !== 'authenticated' && acceptsResources(permission) && route.device !== undefined;
+
+  it('answers 401 without a token', async () => {
+    const r = await call(route, { deviceId: fenced });
+    expect(r.status, name).toBe(401);
+    expectContractError(r, name);
+  });
+
+  it.skipIf(permission === 'authenticated')('answers 403 to a user without the permission', async () => {
+    const r = await call(route, { token: nobody, deviceId: fenced });
+    expect(r.status, name).toBe(403);
+    expectContractError(r, name);
+  });
+
+  it.skipIf(!deviceScoped)('answers 403 on a device outside the caller’s resources, and lets a matching device through', async () => {
+    const fencedOut = await tokenFor([{ permission, resources: ['tag:elsewhere'] }]);
+    const refused = await call(route, { token: fencedOut, deviceId: fenced, sampled: true });
+    expect(refused.status, `${name} on a device outside tag:elsewhere: ${JSON.stringify(refused.body)}`).toBe(403);
+    expectContractError(refused, name);
+    const inside = await t.addDevice({ tags: ['elsewhere'] });
+    const allowed = await call(route, { token: fencedOut, deviceId: inside, sampled: true });
+    expect([401, 403], `${name} on a device carrying tag:elsewhere: ${JSON.stringify(allowed.body)}`).not.toContain(allowed.status);
+  });
+
+  it('lets a holder of the permission on * through (neither 401 nor 403), answering in the contract shape', async () => {
+    const token = await tokenFor(permission === 'authenticated' ? [] : [{ permission }]);
+    const deviceId = await t.addDevice();
+    const r = await call(route, { token, deviceId });
+    // A 403 here means the handler asks for more than the route declares: the route table must say it.
+    const why = `${name} refused a holder of its declared access (${permission}${permission === 'authenticated' ? '' : ' on *'}): it needs a permission the route table does not show. ${r.status} ${JSON.stringify(r.body)}`;
+    expect([401, 403], why).not.toContain(r.status);
+    expect(r.status, `${name}: ${JSON.stringify(r.body)}`).not.toBe(500);
+    if (r.status >= 400) expectContractError(r, name);
+  });
+});
