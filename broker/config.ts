@@ -34,6 +34,8 @@ export interface Config {
   logLevel: string;
   /** Whether to trust X-Forwarded-For (behind a reverse proxy). */
   trustProxy: boolean;
+  /** Keep-alive ping interval of agent connections (ms); an agent silent for 3 intervals is cut off. */
+  agentHeartbeatMs: number;
 }
 
 export class ConfigError extends Error {
@@ -110,5 +112,6 @@ export function loadConfig(env: Env = process.env): Config {
     tlsKeyFile: env.TLS_KEY_FILE || undefined,
     logLevel,
     trustProxy: boolean(env, 'TRUST_PROXY', false),
+    agentHeartbeatMs: integer(env, 'AGENT_HEARTBEAT_MS', 30_000, 1000, 600_000),
   };
 }

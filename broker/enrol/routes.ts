@@ -1,7 +1,227 @@
-import type { RouteSpec } from '../http/route.js';
+import { z } from 'zod';
+import { AGENT_ENROL_PATH, AGENT_WS_PATH, AgentClose, AUTH_SIGNING_PREFIX, PROTOCOL_VERSION } from '../../shared/protocol.js';
+import { NODE_ID_PATTERN } from '../../shared/resources.js';
+import { DEVICE_ID_PATTERN } from '../devices/scope.js';
 import type { ExtraOperation } from '../http/openapi.js';
+import { defineRoute, type RouteSpec } from '../http/route.js';
+import { API_PREFIX } from '../http/router.js';
 
-export const enrolRoutes: RouteSpec[] = [];
+const NO_CONTROL = /^[^\u0000-\u001f\u007f-\u009f]*$/;
+
+const keyRef = z
+  .string()
+  .min(1)
+  .max(128)
+  .regex(/^[A-Za-z0-9_-]+$/, 'is not a bootstrap key or key id')
+  .describe('The bootstrap key itself, or its `key_id`.');
+const groupId = z.string().regex(NODE_ID_PATTERN, 'is not a group node id').describe('Node id of the group enrolled devices go to.');
+const autoAccept = z.boolean().describe('true: devices enrolling with this key are approved at once; false: they wait in the pending hosts.');
+const nodeId = z.string().regex(DEVICE_ID_PATTERN, 'must be a device id: 64 lowercase hexadecimal characters').describe('The device id (node id of a device).');
+const paging = z.object({
+  offset: z.coerce.number().int().min(0).default(0),
+  items_per_page: z.coerce.number().int().min(1).max(1000).default(50),
+});
+
+const keyRecord = z.object({
+  key: z.string().describe('The bootstrap key an agent is started with (`--bootstrap-key`).'),
+  key_id: z.string().describe('A public name of the key (the start of its SHA-256), for lists and logs.'),
+  group_id: z.string(),
+  auto_accept: z.boolean(),
+  created_at: z.string().describe('ISO 8601'),
+});
+
+const pendingHost = z.object({
+  node_id: z.string().describe('The device id: SHA-256 of its public key.'),
+  hostname: z.string(),
+  created_at: z.string().describe('First enrolment, ISO 8601'),
+  last_ip: z.string().nullable(),
+  last_seen: z.string().nullable().describe('Last enrolment or connection attempt, ISO 8601'),
+  public_key_fingerprint: z.string().describe('`SHA256:<base64>` of the public key, to compare with the agent log before approving.'),
+  group_id: z.string().describe('Where the device goes when approved: its bootstrap key group.'),
+  bootstrap_key_id: z.string().nullable(),
+});
+
+const TAG_KEYS = 'bootstrap-keys';
+const TAG_ENROL = 'enrolment';
+
+export const enrolRoutes: RouteSpec[] = [
+  // ---- the agent's enrolment -------------------------------------------------------------------
+  defineRoute({
+    method: 'post',
+    path: AGENT_ENROL_PATH.slice(API_PREFIX.length),
+    tag: TAG_ENROL,
+    summary: 'Enrol an agent (called by the agent)',
+    description:
+      'The agent registers its EC P-256 public key with a bootstrap key. The device id is the SHA-256 (hex) of the DER public key. ' +
+      'Idempotent for the same public key: answers the device state, `pending` until an operator approves it (POST /pendinghost), ' +
+      'or `approved` (at once with an `auto_accept` key). Nothing secret is returned: the agent then connects to the agent WebSocket and proves ' +
+      'possession of its key by signing a challenge. An unknown bootstrap key answers 403 `unknown_bootstrap_key`; failed attempts are limited ' +
+      'per address (429). A key that was removed or rejected answers 403 `device_revoked`.',
+    access: 'public',
+    audit: 'device.enrol',
+    body: z.object({
+      bootstrap_key: z.string().min(1).max(256).describe('A key from POST /bootstrapkey.'),
+      public_key: z.string().min(1).max(4096).describe('The agent public key, PEM (SPKI), EC P-256.'),
+      hostname: z.string().trim().min(1).max(253).regex(NO_CONTROL, 'must not contain control characters').describe('The host name of the device.'),
+    }),
+    response: z.object({ device_id: z.string(), state: z.enum(['pending', 'approved']) }),
+    handler: async ({ body, services, ip }) => services.enrol.enrol(body, ip),
+  }),
+
+  // ---- bootstrap keys ---------------------------------------------------------------------------
+  defineRoute({
+    method: 'post',
+    path: '/bootstrapkey',
+    tag: TAG_KEYS,
+    summary: 'Create a bootstrap key',
+    description:
+      'Makes a new random key (192 bits). Answers `{"<key>": {"group_id", "auto_accept"}}`. `group_id` defaults to `unassigned_group` and must be an existing group.',
+    access: 'bootstrap-keys:manage',
+    audit: 'bootstrapkey.create',
+    body: z.object({ group_id: groupId.optional(), auto_accept: autoAccept.optional() }),
+    response: z.record(z.string(), z.object({ group_id: z.string(), auto_accept: z.boolean() })),
+    handler: async ({ body, services, principal }) => {
+      const k = await services.enrol.createKey(body, principal.user.id);
+      return { [k.key]: { group_id: k.group_id, auto_accept: k.auto_accept } };
+    },
+  }),
+  defineRoute({
+    method: 'get',
+    path: '/bootstrapkeylist',
+    tag: TAG_KEYS,
+    summary: 'List bootstrap keys',
+    description: 'Keys oldest first, `{items, total}`.',
+    access: 'bootstrap-keys:read',
+    query: paging,
+    response: z.object({ items: z.array(keyRecord), total: z.number() }),
+    handler: async ({ query, services }) => services.enrol.listKeys(query),
+  }),
+  defineRoute({
+    method: 'get',
+    path: '/bootstrapkey/{bootstrapkey_id}',
+    tag: TAG_KEYS,
+    summary: 'Read a bootstrap key',
+    access: 'bootstrap-keys:read',
+    params: z.object({ bootstrapkey_id: keyRef }),
+    response: keyRecord,
+    handler: async ({ params, services }) => services.enrol.getKey(params.bootstrapkey_id),
+  }),
+  defineRoute({
+    method: 'put',
+    path: '/bootstrapkey/{bootstrap_key}',
+    tag: TAG_KEYS,
+    summary: 'Change a bootstrap key',
+    description: 'Changes the group and/or auto-accept of a key; fields left out stay. Devices enrolled already keep their place.',
+    access: 'bootstrap-keys:manage',
+    audit: 'bootstrapkey.update',
+    params: z.object({ bootstrap_key: keyRef }),
+    body: z.object({ group_id: groupId.optional(), auto_accept: autoAccept.optional() }),
+    response: keyRecord,
+    handler: async ({ params, body, services }) => services.enrol.updateKey(params.bootstrap_key, body),
+  }),
+  defineRoute({
+    method: 'delete',
+    path: '/bootstrapkey/{bootstrap_key}',
+    tag: TAG_KEYS,
+    summary: 'Delete a bootstrap key',
+    description: 'No device can enrol with it any more; devices enrolled with it stay. Answers 204.',
+    access: 'bootstrap-keys:manage',
+    audit: 'bootstrapkey.delete',
+    params: z.object({ bootstrap_key: keyRef }),
+    handler: async ({ params, services }) => {
+      await services.enrol.deleteKey(params.bootstrap_key);
+    },
+  }),
+
+  // ---- pending hosts ----------------------------------------------------------------------------
+  defineRoute({
+    method: 'get',
+    path: '/pendinghost',
+    tag: TAG_ENROL,
+    summary: 'List pending hosts',
+    description: 'Devices that enrolled and wait for approval, oldest first, `{items, total}`. Compare `public_key_fingerprint` with the agent log before approving.',
+    access: 'device:approve',
+    query: paging,
+    response: z.object({ items: z.array(pendingHost), total: z.number() }),
+    handler: async ({ query, services }) => services.enrol.pendingHosts(query),
+  }),
+  defineRoute({
+    method: 'post',
+    path: '/pendinghost',
+    tag: TAG_ENROL,
+    summary: 'Approve a pending host',
+    description:
+      'Places the device in its bootstrap key group (`unassigned_group` when that group or key is gone); its agent is let in on its next connection attempt. ' +
+      'An unknown device answers 404, one that is not pending 409 `not_pending`.',
+    access: 'device:approve',
+    audit: 'device.approve',
+    device: ({ body }) => body.node_id,
+    body: z.object({ node_id: nodeId }),
+    response: z.object({ node_id: z.string(), hostname: z.string(), state: z.literal('approved'), group_id: z.string(), approved_at: z.string() }),
+    handler: async ({ body, services }) => services.enrol.approve(body.node_id),
+  }),
+  defineRoute({
+    method: 'delete',
+    path: '/pendinghost/{node_id}',
+    tag: TAG_ENROL,
+    summary: 'Reject a pending host',
+    description: 'Forgets the device and refuses its key from now on (the agent is told so and stops). Answers 204.',
+    access: 'device:approve',
+    audit: 'device.reject',
+    device: ({ params }) => params.node_id,
+    params: z.object({ node_id: nodeId }),
+    handler: async ({ params, services }) => {
+      await services.enrol.reject(params.node_id);
+    },
+  }),
+  defineRoute({
+    method: 'delete',
+    path: '/removeapprovedhost/{node_id}',
+    tag: TAG_ENROL,
+    summary: 'Remove an approved device',
+    description:
+      'Deletes the device (its node, record and inventory), cuts its live agent connection at once (with its remote sessions) and revokes its key: ' +
+      'the agent cannot reconnect with it. Answers 204; 409 `not_approved` for a pending host.',
+    access: 'device:approve',
+    audit: 'device.remove',
+    device: ({ params }) => params.node_id,
+    params: z.object({ node_id: nodeId }),
+    handler: async ({ params, services }) => {
+      await services.enrol.removeApproved(params.node_id);
+    },
+  }),
+];
 
 /** WebSocket endpoints and other operations documented outside the route table. */
-export const enrolDocs: ExtraOperation[] = [];
+export const enrolDocs: ExtraOperation[] = [
+  {
+    method: 'get',
+    path: AGENT_WS_PATH,
+    operation: {
+      operationId: 'agentWebSocket',
+      summary: 'Agent channel (WebSocket, used by the agent)',
+      tags: [TAG_ENROL],
+      security: [],
+      description: [
+        'The one outbound connection of an enrolled agent (`Upgrade: websocket`). Over `https` the agent verifies the broker certificate.',
+        '',
+        'Handshake (JSON text frames):',
+        '1. broker → `{"t":"challenge","nonce":"<random>"}`',
+        `2. agent → \`{"t":"auth","device_id","signature","version","protocol":${PROTOCOL_VERSION}}\`: \`signature\` is base64 DER ECDSA-SHA256 by the device key over \`${AUTH_SIGNING_PREFIX}<nonce>\`.`,
+        '3. broker → `{"t":"welcome","device_id","heartbeat_ms"}`, or closes the socket:',
+        `   - \`${AgentClose.pending}\` the device waits for approval: retry later (with backoff)`,
+        `   - \`${AgentClose.unauthorized}\` unknown device or bad signature: enrol again (${AGENT_ENROL_PATH})`,
+        `   - \`${AgentClose.removed}\` the device was removed or rejected: do not come back with this key`,
+        `   - \`${AgentClose.replaced}\` a newer connection of the same device took over`,
+        '',
+        'Afterwards both sides ping every `heartbeat_ms`; a side silent for 3 intervals is cut off. The agent reports `{"t":"inventory","data"}` on connect and every 10 minutes ' +
+          '(the broker asks for a fresh one with `{"t":"inventory","data":{}}`); the broker may send `{"t":"reload","id"}`, answered with `{"t":"reload_ack","id"}` before the agent restarts its work loop. ' +
+          'Remote-access sessions are channels multiplexed over the same socket (binary frames `[uint32 channel][payload]` with credit flow control).',
+      ].join('\n'),
+      responses: {
+        '101': { description: 'Switching protocols: the handshake follows.' },
+        '404': { description: 'Not a WebSocket upgrade at this path.' },
+      },
+    },
+  },
+];

@@ -1,9 +1,272 @@
+import crypto from 'node:crypto';
+import { deviceIdOf, keyFingerprint, parseDevicePublicKey, publicKeyPem } from '../../shared/device-key.js';
+import { RateLimiter } from '../auth/ratelimit.js';
+import type { Db } from '../db/database.js';
+import type { BootstrapKeysTable, DevicesTable } from '../db/schema.js';
+import { UNASSIGNED_NODE } from '../devices/scope.js';
+import { ApiError, badRequest, conflict, notFound } from '../http/errors.js';
 import type { Services } from '../services.js';
+import { EnrolStore } from './store.js';
 
+/** Failed enrolments (unknown bootstrap key) allowed per address and window; successes do not count. */
+export const ENROL_FAILURES_PER_WINDOW = 20;
+export const ENROL_WINDOW_MS = 10 * 60_000;
+
+export interface BootstrapKeyRecord {
+  key: string;
+  key_id: string;
+  group_id: string;
+  auto_accept: boolean;
+  created_at: string;
+}
+
+export interface PendingHost {
+  node_id: string;
+  hostname: string;
+  created_at: string;
+  last_ip: string | null;
+  last_seen: string | null;
+  public_key_fingerprint: string;
+  /** The group the device goes to when approved (its bootstrap key's group). */
+  group_id: string;
+  bootstrap_key_id: string | null;
+}
+
+export type AgentStanding =
+  | { kind: 'unknown' }
+  | { kind: 'revoked'; reason: string }
+  | { kind: 'pending' | 'approved'; publicKeyPem: string; hostname: string };
+
+function hashKey(key: string): string {
+  return crypto.createHash('sha256').update(key, 'utf8').digest('hex');
+}
+
+function keyRecord(row: BootstrapKeysTable): BootstrapKeyRecord {
+  return { key: row.key_secret, key_id: row.key_id, group_id: row.group_id, auto_accept: row.auto_accept === 1, created_at: row.created_at };
+}
+
+function fingerprintOf(pem: string): string {
+  try {
+    return keyFingerprint(parseDevicePublicKey(pem));
+  } catch {
+    return '';
+  }
+}
+
+/**
+ * Enrolment: bootstrap keys, agents registering with them, and the approval of pending hosts.
+ * A device that is removed or rejected has its key revoked: it can neither reconnect nor enrol
+ * again with that key.
+ */
 export class EnrolService {
-  constructor(private readonly s: Services) {}
+  private readonly store: EnrolStore;
+  private readonly limiter = new RateLimiter(ENROL_FAILURES_PER_WINDOW, ENROL_WINDOW_MS);
+
+  constructor(private readonly s: Services) {
+    this.store = new EnrolStore(s.store.db);
+  }
 
   async init(): Promise<void> {}
 
   async close(): Promise<void> {}
+
+  // ---- bootstrap keys ------------------------------------------------------------------------
+
+  private async requireGroup(groupId: string): Promise<void> {
+    if (!(await this.store.isGroup(this.store.db, groupId))) {
+      throw badRequest(`There is no group "${groupId}"; give the node id of an existing group (GET /grouptree).`, { field: 'group_id' }, 'unknown_group');
+    }
+  }
+
+  /** Finds a key by the key itself or by its key_id. */
+  private async keyRow(ref: string): Promise<BootstrapKeysTable> {
+    const row = await this.store.findKey(hashKey(ref), ref);
+    if (!row) throw notFound('Bootstrap key');
+    return row;
+  }
+
+  async createKey(input: { group_id?: string; auto_accept?: boolean }, createdBy: string | null): Promise<BootstrapKeyRecord> {
+    const groupId = input.group_id ?? UNASSIGNED_NODE;
+    await this.requireGroup(groupId);
+    // 192 random bits; the hash finds it, the id names it in lists and logs.
+    const key = crypto.randomBytes(24).toString('base64url');
+    const keyHash = hashKey(key);
+    const row: BootstrapKeysTable = {
+      key_hash: keyHash,
+      key_id: keyHash.slice(0, 16),
+      key_secret: key,
+      group_id: groupId,
+      auto_accept: input.auto_accept ? 1 : 0,
+      created_at: new Date().toISOString(),
+      created_by: createdBy,
+    };
+    await this.store.insertKey(row);
+    return keyRecord(row);
+  }
+
+  async listKeys(query: { offset: number; items_per_page: number }): Promise<{ items: BootstrapKeyRecord[]; total: number }> {
+    const { rows, total } = await this.store.listKeys(query.offset, query.items_per_page);
+    return { items: rows.map(keyRecord), total };
+  }
+
+  async getKey(ref: string): Promise<BootstrapKeyRecord> {
+    return keyRecord(await this.keyRow(ref));
+  }
+
+  async updateKey(ref: string, patch: { group_id?: string; auto_accept?: boolean }): Promise<BootstrapKeyRecord> {
+    const row = await this.keyRow(ref);
+    if (patch.group_id !== undefined) await this.requireGroup(patch.group_id);
+    await this.store.updateKey(row.key_hash, {
+      ...(patch.group_id !== undefined ? { group_id: patch.group_id } : {}),
+      ...(patch.auto_accept !== undefined ? { auto_accept: patch.auto_accept ? 1 : 0 } : {}),
+    });
+    return this.getKey(row.key_id);
+  }
+
+  /** Deleting a key stops new enrolments with it; devices enrolled with it stay. */
+  async deleteKey(ref: string): Promise<void> {
+    const row = await this.keyRow(ref);
+    await this.store.deleteKey(row.key_hash);
+  }
+
+  // ---- enrolment (the agent) -----------------------------------------------------------------
+
+  /**
+   * Registers an agent's public key with a bootstrap key. Idempotent for the same key: a device
+   * that enrolled before gets its current state. An auto-accept key approves at once.
+   */
+  async enrol(input: { bootstrap_key: string; public_key: string; hostname: string }, ip: string): Promise<{ device_id: string; state: 'pending' | 'approved' }> {
+    const limitKey = `enrol:${ip}`;
+    this.limiter.hit(limitKey);
+    const keyRow = await this.store.keyByHash(hashKey(input.bootstrap_key)); // by the secret only, never by its public id
+    if (!keyRow) {
+      throw new ApiError(403, 'unknown_bootstrap_key', 'The bootstrap key is not known to this broker (wrong key, or it was deleted). Create one with POST /api/v2/bootstrapkey.');
+    }
+    this.limiter.release(limitKey);
+    let publicKey;
+    try {
+      publicKey = parseDevicePublicKey(input.public_key);
+    } catch (err) {
+      throw badRequest(`public_key: ${(err as Error).message}.`, { field: 'public_key' });
+    }
+    const deviceId = deviceIdOf(publicKey);
+    const revoked = await this.store.revoked(deviceId);
+    if (revoked) {
+      throw new ApiError(
+        403,
+        'device_revoked',
+        `This device key was ${revoked.reason} by an operator and cannot enrol again; the agent must make a new key pair to enrol as a new device.`,
+        { device_id: deviceId, reason: revoked.reason },
+      );
+    }
+    const now = new Date().toISOString();
+    await this.store.insertDevice(this.store.db, {
+      device_id: deviceId,
+      public_key: publicKeyPem(publicKey),
+      state: 'pending',
+      hostname: input.hostname,
+      bootstrap_key: keyRow.key_id,
+      attributes: JSON.stringify({ device_name: input.hostname }),
+      created_at: now,
+      approved_at: null,
+      last_seen: now,
+      last_ip: ip,
+      agent_version: null,
+    });
+    const device = (await this.store.device(this.store.db, deviceId)) as DevicesTable;
+    if (device.state === 'pending') {
+      await this.store.touchDevice(this.store.db, deviceId, { hostname: input.hostname, last_ip: ip, last_seen: now });
+      if (keyRow.auto_accept === 1) {
+        await this.approve(deviceId);
+        return { device_id: deviceId, state: 'approved' };
+      }
+      return { device_id: deviceId, state: 'pending' };
+    }
+    return { device_id: deviceId, state: 'approved' };
+  }
+
+  /** What the agent channel needs to know of a device id at connection time. */
+  async standing(deviceId: string): Promise<AgentStanding> {
+    const device = await this.store.device(this.store.db, deviceId);
+    if (device && (device.state === 'pending' || device.state === 'approved')) {
+      return { kind: device.state, publicKeyPem: device.public_key, hostname: device.hostname };
+    }
+    const revoked = await this.store.revoked(deviceId);
+    if (revoked) return { kind: 'revoked', reason: revoked.reason };
+    return { kind: 'unknown' };
+  }
+
+  // ---- pending hosts -------------------------------------------------------------------------
+
+  async pendingHosts(query: { offset: number; items_per_page: number }): Promise<{ items: PendingHost[]; total: number }> {
+    const { rows, total } = await this.store.listPending(query.offset, query.items_per_page);
+    const groups = new Map<string, string>();
+    const items: PendingHost[] = [];
+    for (const row of rows) {
+      let groupId = UNASSIGNED_NODE;
+      if (row.bootstrap_key) {
+        if (!groups.has(row.bootstrap_key)) groups.set(row.bootstrap_key, (await this.store.keyById(row.bootstrap_key))?.group_id ?? UNASSIGNED_NODE);
+        groupId = groups.get(row.bootstrap_key) as string;
+      }
+      items.push({
+        node_id: row.device_id,
+        hostname: row.hostname,
+        created_at: row.created_at,
+        last_ip: row.last_ip,
+        last_seen: row.last_seen,
+        public_key_fingerprint: fingerprintOf(row.public_key),
+        group_id: groupId,
+        bootstrap_key_id: row.bootstrap_key,
+      });
+    }
+    return { items, total };
+  }
+
+  private async pendingDevice(nodeId: string): Promise<DevicesTable> {
+    const device = await this.store.device(this.store.db, nodeId);
+    if (!device) throw notFound(`Pending host ${nodeId}`);
+    if (device.state !== 'pending') throw conflict('not_pending', `Device ${nodeId} is approved already; remove it with DELETE /removeapprovedhost/{node_id}.`, { node_id: nodeId });
+    return device;
+  }
+
+  /** Approves a pending host: it goes into its bootstrap key's group (unassigned when that is gone). */
+  async approve(nodeId: string): Promise<{ node_id: string; hostname: string; state: 'approved'; group_id: string; approved_at: string }> {
+    const device = await this.pendingDevice(nodeId);
+    const key = device.bootstrap_key ? await this.store.keyById(device.bootstrap_key) : undefined;
+    const wanted = key?.group_id ?? UNASSIGNED_NODE;
+    const at = new Date().toISOString();
+    const groupId = await this.store.transaction(async (trx: Db) => {
+      if (!(await this.store.markApproved(trx, nodeId, at))) {
+        throw conflict('not_pending', `Device ${nodeId} is no longer pending (approved or rejected meanwhile).`, { node_id: nodeId });
+      }
+      return this.s.devices.placeDevice(nodeId, wanted, device.hostname || nodeId.slice(0, 12), trx);
+    });
+    return { node_id: nodeId, hostname: device.hostname, state: 'approved', group_id: groupId, approved_at: at };
+  }
+
+  /** Rejects a pending host: its record goes and its key is refused from now on. */
+  async reject(nodeId: string): Promise<void> {
+    const device = await this.pendingDevice(nodeId);
+    await this.store.transaction(async (trx: Db) => {
+      if (!(await this.store.deletePending(trx, nodeId))) {
+        throw conflict('not_pending', `Device ${nodeId} is no longer pending (approved or rejected meanwhile).`, { node_id: nodeId });
+      }
+      await this.store.revoke(trx, { device_id: nodeId, reason: 'rejected', hostname: device.hostname, revoked_at: new Date().toISOString() });
+    });
+    this.s.agents.disconnect(nodeId, 'device rejected');
+  }
+
+  /** Removes an approved device: node, record and inventory go, its key is revoked, its agent is cut off. */
+  async removeApproved(nodeId: string): Promise<void> {
+    const device = await this.store.device(this.store.db, nodeId);
+    if (!device) throw notFound(`Device ${nodeId}`);
+    if (device.state !== 'approved') {
+      throw conflict('not_approved', `Device ${nodeId} is pending; reject it with DELETE /pendinghost/{node_id}.`, { node_id: nodeId });
+    }
+    await this.store.transaction(async (trx: Db) => {
+      await this.s.devices.removeDevice(nodeId, trx);
+      await this.store.revoke(trx, { device_id: nodeId, reason: 'removed', hostname: device.hostname, revoked_at: new Date().toISOString() });
+    });
+    this.s.agents.disconnect(nodeId, 'device removed');
+  }
 }

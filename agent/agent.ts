@@ -1,0 +1,170 @@
+/**
+ * The agent's work loop: make or load the device key, enrol with the bootstrap key when needed,
+ * hold one connection to the broker, and come back after any failure with exponential backoff and
+ * full jitter. A reload restarts the loop (re-reading the configuration) or, with
+ * `exitOnReload`, ends the process for its service manager to restart it.
+ */
+import os from 'node:os';
+import type { Logger } from 'pino';
+import { AgentClose } from '../shared/protocol.js';
+import { Backoff, sleep } from './backoff.js';
+import { BrokerEndpoint, EnrolError } from './broker-client.js';
+import type { AgentConfig } from './config.js';
+import { runConnection } from './connection.js';
+import { StateDir, type EnrolmentState } from './identity.js';
+import { collectInventory } from './inventory.js';
+
+/** Exit codes: 0 stopped or reloading under a service manager; 78 (EX_CONFIG) nothing to retry with. */
+export const EXIT_OK = 0;
+export const EXIT_CONFIG = 78;
+
+type Outcome = { kind: 'reload' } | { kind: 'stopped' } | { kind: 'fatal'; code: number; message: string };
+
+export class Agent {
+  private readonly controller = new AbortController();
+  private readonly startedAt = Date.now();
+
+  constructor(
+    /** Read at start and on every reload. */
+    private readonly readConfig: () => AgentConfig,
+    private readonly log: Logger,
+    readonly version: string,
+  ) {}
+
+  stop(): void {
+    this.controller.abort();
+  }
+
+  private get stopped(): boolean {
+    return this.controller.signal.aborted;
+  }
+
+  /** Runs until stopped, a reload with exitOnReload, or a condition retrying cannot fix; resolves with the exit code. */
+  async run(): Promise<number> {
+    while (!this.stopped) {
+      const config = this.readConfig();
+      const outcome = await this.work(config);
+      if (outcome.kind === 'stopped') break;
+      if (outcome.kind === 'fatal') {
+        this.log.error(outcome.message);
+        return outcome.code;
+      }
+      if (config.exitOnReload) {
+        this.log.info('reload: exiting for the service manager to restart the agent');
+        return EXIT_OK;
+      }
+      this.log.info('reload: restarting the work loop');
+    }
+    return EXIT_OK;
+  }
+
+  private fatal(message: string, code = EXIT_CONFIG): Outcome {
+    return { kind: 'fatal', code, message };
+  }
+
+  private async work(config: AgentConfig): Promise<Outcome> {
+    const stateDir = new StateDir(config.stateDir);
+    const endpoint = new BrokerEndpoint(config.broker, config.caFile);
+    if (!endpoint.secure && !['localhost', '127.0.0.1', '[::1]'].includes(endpoint.base.hostname)) {
+      this.log.warn({ broker: endpoint.base.origin }, 'the broker URL is not https: traffic (the bootstrap key included) is not encrypted');
+    }
+    let identity = stateDir.identity();
+    let state = stateDir.readState(identity.deviceId);
+    if (state.revoked) {
+      if (!config.bootstrapKey) {
+        return this.fatal(`The broker ${state.revoked.reason} this device (key ${identity.fingerprint}); start the agent with a bootstrap key to enrol again as a new device.`);
+      }
+      this.log.warn({ oldDeviceId: identity.deviceId, reason: state.revoked.reason }, 'the previous device key was revoked: making a new key pair to enrol again');
+      stateDir.retireKey();
+      identity = stateDir.identity();
+      state = stateDir.readState(identity.deviceId);
+    }
+    const log = this.log.child({ deviceId: identity.deviceId });
+    log.info({ fingerprint: identity.fingerprint, broker: endpoint.base.origin, stateDir: stateDir.dir }, 'device identity');
+
+    const backoff = new Backoff(config.retryMinMs, config.retryMaxMs);
+    const save = (next: EnrolmentState) => {
+      state = next;
+      stateDir.writeState(next);
+    };
+    let pendingLogged = false;
+    const revoked = (reason: string): Outcome => {
+      save({ ...state, revoked: { reason, at: new Date().toISOString() } });
+      return this.fatal(
+        `The broker refuses this device key (${reason}): it was removed or rejected by an operator. Not retrying with it; start the agent with a bootstrap key to enrol again as a new device.`,
+      );
+    };
+
+    while (!this.stopped) {
+      // Enrol when this key is not known to be enrolled (first start, or the broker forgot it).
+      if (!state.enrolled) {
+        if (!config.bootstrapKey) return this.fatal('This device is not enrolled yet: start the agent with --bootstrap-key <key> (from POST /api/v2/bootstrapkey).');
+        try {
+          const answer = await endpoint.enrol(
+            { bootstrap_key: config.bootstrapKey, public_key: identity.publicKeyPem, hostname: os.hostname() },
+            `fleet-agent/${this.version}`,
+            this.controller.signal,
+          );
+          if (answer.device_id !== identity.deviceId) return this.fatal(`The broker named this device ${answer.device_id}, not ${identity.deviceId}: refusing to continue.`, 1);
+          save({ device_id: identity.deviceId, broker: endpoint.base.origin, enrolled: answer.state });
+          if (answer.state === 'pending') {
+            log.info({ fingerprint: identity.fingerprint }, 'enrolled: waiting for an operator to approve this device (compare the fingerprint in Pending hosts)');
+            pendingLogged = true;
+          } else log.info('enrolled and approved');
+        } catch (err) {
+          if (this.stopped) break;
+          if (!(err instanceof EnrolError)) throw err;
+          if (err.error === 'device_revoked') return revoked(String(err.details.reason ?? 'revoked'));
+          if (!err.retryable) return this.fatal(`Enrolment refused (${err.status} ${err.error}): ${err.message}`);
+          const wait = backoff.next();
+          log.warn({ status: err.status, error: err.message, retryInMs: wait }, 'enrolment failed: retrying');
+          await sleep(wait, this.controller.signal);
+          continue;
+        }
+      }
+
+      const end = await runConnection({
+        endpoint,
+        identity,
+        version: this.version,
+        log,
+        sessions: { stateDir: stateDir.dir, log: (msg, detail) => log.info(detail ?? {}, msg) },
+        inventory: () => collectInventory(this.version, this.startedAt),
+        inventoryIntervalMs: config.inventoryIntervalMs,
+        signal: this.controller.signal,
+        onWelcome: () => {
+          log.info('connected to the broker');
+          pendingLogged = false;
+          backoff.reset();
+          if (state.enrolled !== 'approved') save({ ...state, enrolled: 'approved' });
+        },
+      });
+      if (end.kind === 'stopped') return { kind: 'stopped' };
+      if (end.kind === 'reload') return { kind: 'reload' };
+
+      switch (end.code) {
+        case AgentClose.removed:
+          return revoked(end.reason || 'removed');
+        case AgentClose.pending:
+          if (!pendingLogged) log.info({ fingerprint: identity.fingerprint }, 'waiting for approval');
+          pendingLogged = true;
+          break;
+        case AgentClose.unauthorized:
+          log.warn({ reason: end.reason }, 'the broker does not accept this device key');
+          // The broker lost track of this device (say, a new database): enrol again when we can.
+          if (config.bootstrapKey) save({ device_id: identity.deviceId });
+          break;
+        case AgentClose.replaced:
+          log.warn('another connection with this device key took over (is a second agent running with the same state?)');
+          break;
+        default:
+          if (end.welcomed) log.warn({ code: end.code, reason: end.reason, error: end.error }, 'connection to the broker lost');
+          else log.warn({ code: end.code, reason: end.reason, error: end.error }, 'cannot connect to the broker');
+      }
+      const wait = backoff.next();
+      log.debug({ retryInMs: wait }, 'reconnecting after a pause');
+      await sleep(wait, this.controller.signal);
+    }
+    return { kind: 'stopped' };
+  }
+}

@@ -1,0 +1,48 @@
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { afterEach, describe, expect, it } from 'vitest';
+import { AgentConfigError, loadAgentConfig } from './config.js';
+
+const dirs: string[] = [];
+function tmp(): string {
+  const d = fs.mkdtempSync(path.join(os.tmpdir(), 'agent-config-'));
+  dirs.push(d);
+  return d;
+}
+afterEach(() => {
+  for (const d of dirs.splice(0)) fs.rmSync(d, { recursive: true, force: true });
+});
+
+describe('agent configuration', () => {
+  it('takes the command line with documented defaults', () => {
+    const c = loadAgentConfig({ broker: 'https://broker.example.com/', bootstrapKey: 'k' });
+    expect(c).toMatchObject({ broker: 'https://broker.example.com', bootstrapKey: 'k', exitOnReload: false, logLevel: 'info', retryMinMs: 1000, retryMaxMs: 60_000, inventoryIntervalMs: 600_000 });
+    expect(c.stateDir).toBe(path.resolve('./agent-state'));
+  });
+
+  it('reads a JSON file, paths relative to it, with the command line winning', () => {
+    const d = tmp();
+    fs.writeFileSync(path.join(d, 'ca.pem'), 'x');
+    const file = path.join(d, 'config.json');
+    fs.writeFileSync(file, JSON.stringify({ broker: 'https://a.example', bootstrap_key: 'from-file', state_dir: 'state', ca_file: 'ca.pem', exit_on_reload: true }));
+    const c = loadAgentConfig({ config: file, broker: 'https://b.example' });
+    expect(c).toMatchObject({ broker: 'https://b.example', bootstrapKey: 'from-file', stateDir: path.join(d, 'state'), caFile: path.join(d, 'ca.pem'), exitOnReload: true });
+  });
+
+  it('refuses what would fail later, saying what is wrong', () => {
+    expect(() => loadAgentConfig({})).toThrow(/broker URL/);
+    expect(() => loadAgentConfig({ broker: 'ftp://x' })).toThrow(/http/);
+    expect(() => loadAgentConfig({ broker: 'not a url' })).toThrow(AgentConfigError);
+    expect(() => loadAgentConfig({ broker: 'https://u:p@x' })).toThrow(/credentials/);
+    expect(() => loadAgentConfig({ broker: 'https://x', caFile: '/no/such/ca.pem' })).toThrow(/CA file/);
+    expect(() => loadAgentConfig({ broker: 'https://x', logLevel: 'loud' })).toThrow(/log level/);
+    expect(() => loadAgentConfig({ broker: 'https://x', retryMinMs: '5000', retryMaxMs: '100' })).toThrow(/retry_max_ms/);
+    const d = tmp();
+    const file = path.join(d, 'c.json');
+    fs.writeFileSync(file, JSON.stringify({ broker: 'https://x', brokr: 'typo' }));
+    expect(() => loadAgentConfig({ config: file })).toThrow(/unknown setting "brokr"/);
+    fs.writeFileSync(file, '{ not json');
+    expect(() => loadAgentConfig({ config: file })).toThrow(/not valid JSON/);
+  });
+});

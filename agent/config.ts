@@ -1,0 +1,139 @@
+import fs from 'node:fs';
+import path from 'node:path';
+
+/** The agent's settings: from a JSON config file (for a system service) and/or the command line. */
+export interface AgentConfig {
+  /** Base URL of the broker: `https://broker.example.com` (or http for a local trial). */
+  broker: string;
+  /** Needed to enrol (first start, or after the broker forgot or revoked this device). */
+  bootstrapKey?: string;
+  /** Key pair and enrolment state. */
+  stateDir: string;
+  /** PEM file of the CA(s) to trust for the broker's certificate instead of the system store. */
+  caFile?: string;
+  /** On a reload request, exit with code 0 (a service manager restarts the agent). */
+  exitOnReload: boolean;
+  logLevel: string;
+  /** Reconnect backoff: the first ceiling and the cap (full jitter below the ceiling). */
+  retryMinMs: number;
+  retryMaxMs: number;
+  /** How often the inventory is reported while connected. */
+  inventoryIntervalMs: number;
+}
+
+/** What the command line gives; each field overrides the config file's. */
+export interface AgentFlags {
+  config?: string;
+  broker?: string;
+  bootstrapKey?: string;
+  stateDir?: string;
+  caFile?: string;
+  exitOnReload?: boolean;
+  logLevel?: string;
+  retryMinMs?: string;
+  retryMaxMs?: string;
+  inventoryIntervalMs?: string;
+}
+
+export class AgentConfigError extends Error {}
+
+const FILE_KEYS: Record<string, keyof AgentConfig> = {
+  broker: 'broker',
+  bootstrap_key: 'bootstrapKey',
+  state_dir: 'stateDir',
+  ca_file: 'caFile',
+  exit_on_reload: 'exitOnReload',
+  log_level: 'logLevel',
+  retry_min_ms: 'retryMinMs',
+  retry_max_ms: 'retryMaxMs',
+  inventory_interval_ms: 'inventoryIntervalMs',
+};
+
+export const DEFAULTS = {
+  stateDir: './agent-state',
+  logLevel: 'info',
+  retryMinMs: 1000,
+  retryMaxMs: 60_000,
+  inventoryIntervalMs: 10 * 60_000,
+};
+
+const LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'];
+
+function readFile(file: string): Record<string, unknown> {
+  let text: string;
+  try {
+    text = fs.readFileSync(file, 'utf8');
+  } catch (err) {
+    throw new AgentConfigError(`cannot read the config file ${file}: ${(err as Error).message}`);
+  }
+  let parsed: unknown;
+  try {
+    parsed = JSON.parse(text);
+  } catch (err) {
+    throw new AgentConfigError(`the config file ${file} is not valid JSON: ${(err as Error).message}`);
+  }
+  if (!parsed || typeof parsed !== 'object' || Array.isArray(parsed)) throw new AgentConfigError(`the config file ${file} must hold a JSON object`);
+  const out: Record<string, unknown> = {};
+  for (const [key, value] of Object.entries(parsed as Record<string, unknown>)) {
+    const name = FILE_KEYS[key];
+    if (!name) throw new AgentConfigError(`the config file ${file} has an unknown setting "${key}" (known: ${Object.keys(FILE_KEYS).join(', ')})`);
+    out[name] = value;
+  }
+  // Relative paths in a config file are relative to the file, not to wherever the service starts.
+  for (const name of ['stateDir', 'caFile'] as const) {
+    if (typeof out[name] === 'string') out[name] = path.resolve(path.dirname(path.resolve(file)), out[name] as string);
+  }
+  return out;
+}
+
+function integer(name: string, value: unknown, min: number, max: number): number {
+  const n = typeof value === 'string' && /^\d+$/.test(value) ? Number(value) : value;
+  if (typeof n !== 'number' || !Number.isInteger(n) || n < min || n > max) {
+    throw new AgentConfigError(`${name} must be a whole number between ${min} and ${max}, got ${JSON.stringify(value)}`);
+  }
+  return n;
+}
+
+function text(name: string, value: unknown): string | undefined {
+  if (value === undefined || value === null || value === '') return undefined;
+  if (typeof value !== 'string') throw new AgentConfigError(`${name} must be a string`);
+  return value;
+}
+
+/** Reads the config file (when given) and applies the command line over it; throws AgentConfigError. */
+export function loadAgentConfig(flags: AgentFlags): AgentConfig {
+  const file = flags.config ? readFile(flags.config) : {};
+  const pick = (name: keyof AgentFlags & keyof AgentConfig) => (flags[name] !== undefined ? flags[name] : file[name]);
+
+  const broker = text('broker', pick('broker'));
+  if (!broker) throw new AgentConfigError('give the broker URL: --broker https://broker.example.com (or "broker" in the config file)');
+  let url: URL;
+  try {
+    url = new URL(broker);
+  } catch {
+    throw new AgentConfigError(`broker "${broker}" is not a URL`);
+  }
+  if (url.protocol !== 'https:' && url.protocol !== 'http:') throw new AgentConfigError(`broker must be an http:// or https:// URL, got ${url.protocol}`);
+  if (url.username || url.password) throw new AgentConfigError('broker URL must not carry credentials');
+
+  const caFile = text('ca_file', pick('caFile'));
+  if (caFile && !fs.existsSync(caFile)) throw new AgentConfigError(`CA file ${caFile} does not exist`);
+  const logLevel = text('log_level', pick('logLevel')) ?? DEFAULTS.logLevel;
+  if (!LEVELS.includes(logLevel)) throw new AgentConfigError(`log level must be one of ${LEVELS.join(', ')}`);
+  const exitOnReload = pick('exitOnReload');
+  if (exitOnReload !== undefined && typeof exitOnReload !== 'boolean') throw new AgentConfigError('exit_on_reload must be true or false');
+  const retryMinMs = integer('retry_min_ms', pick('retryMinMs') ?? DEFAULTS.retryMinMs, 10, 3_600_000);
+  const retryMaxMs = integer('retry_max_ms', pick('retryMaxMs') ?? DEFAULTS.retryMaxMs, retryMinMs, 3_600_000);
+
+  return {
+    broker: url.toString().replace(/\/+$/, ''),
+    bootstrapKey: text('bootstrap_key', pick('bootstrapKey')),
+    stateDir: path.resolve(text('state_dir', pick('stateDir')) ?? DEFAULTS.stateDir),
+    caFile: caFile ? path.resolve(caFile) : undefined,
+    exitOnReload: exitOnReload === true,
+    logLevel,
+    retryMinMs,
+    retryMaxMs,
+    inventoryIntervalMs: integer('inventory_interval_ms', pick('inventoryIntervalMs') ?? DEFAULTS.inventoryIntervalMs, 1000, 86_400_000),
+  };
+}

@@ -1,0 +1,174 @@
+/**
+ * One connection of the agent to the broker, from dial to close: the challenge/auth/welcome
+ * handshake, keep-alive pings, the inventory reports, the channels the broker opens (served by
+ * agent/sessions), and a reload request.
+ */
+import type { Logger } from 'pino';
+import WebSocket from 'ws';
+import { signChallenge } from '../shared/device-key.js';
+import { Mux } from '../shared/mux.js';
+import { PROTOCOL_VERSION, type ControlMessage } from '../shared/protocol.js';
+import type { BrokerEndpoint } from './broker-client.js';
+import type { Identity } from './identity.js';
+import { handleChannel, type SessionContext } from './sessions/index.js';
+
+/** The handshake (TCP, TLS, upgrade, challenge, welcome) must finish within this time. */
+const HANDSHAKE_TIMEOUT_MS = 20_000;
+const MAX_MESSAGE_BYTES = 16 * 1024 * 1024;
+
+export type ConnectionEnd =
+  /** The socket closed or could not be opened; `welcomed` says whether the broker had let us in. */
+  | { kind: 'closed'; code: number; reason: string; welcomed: boolean; error?: string }
+  /** The broker asked for a reload; it was acknowledged and the connection closed. */
+  | { kind: 'reload' }
+  /** The agent is stopping. */
+  | { kind: 'stopped' };
+
+export interface ConnectionOptions {
+  endpoint: BrokerEndpoint;
+  identity: Identity;
+  version: string;
+  log: Logger;
+  sessions: SessionContext;
+  inventory: () => Promise<Record<string, unknown>>;
+  inventoryIntervalMs: number;
+  signal: AbortSignal;
+  /** Called once the broker has welcomed the agent. */
+  onWelcome?: (info: { heartbeatMs: number }) => void;
+}
+
+export function runConnection(o: ConnectionOptions): Promise<ConnectionEnd> {
+  if (o.signal.aborted) return Promise.resolve({ kind: 'stopped' });
+  return new Promise((resolve) => {
+    const { log } = o;
+    let welcomed = false;
+    let reloading = false;
+    let stopping = false;
+    let lastError: string | undefined;
+    let mux: Mux | undefined;
+    let heartbeat: NodeJS.Timeout | undefined;
+    let inventoryTimer: NodeJS.Timeout | undefined;
+    let lastHeard = Date.now();
+
+    const ws = new WebSocket(o.endpoint.wsUrl, {
+      ...(o.endpoint.secure ? o.endpoint.tls : {}),
+      handshakeTimeout: HANDSHAKE_TIMEOUT_MS,
+      maxPayload: MAX_MESSAGE_BYTES,
+      perMessageDeflate: false,
+      headers: { 'user-agent': `fleet-agent/${o.version}` },
+    });
+    const handshakeTimer = setTimeout(() => {
+      lastError = 'the broker did not complete the handshake in time';
+      ws.terminate();
+    }, HANDSHAKE_TIMEOUT_MS);
+
+    const stop = () => {
+      stopping = true;
+      ws.close(1001, 'agent stopping');
+      // A broker that does not answer the close handshake is not waited for.
+      setTimeout(() => ws.terminate(), 2000).unref();
+    };
+    o.signal.addEventListener('abort', stop, { once: true });
+
+    const heard = () => {
+      lastHeard = Date.now();
+    };
+
+    const sendInventory = async () => {
+      try {
+        const data = await o.inventory();
+        mux?.send({ t: 'inventory', data });
+        log.debug('inventory reported');
+      } catch (err) {
+        log.warn({ err: (err as Error).message }, 'inventory not collected');
+      }
+    };
+
+    const onControl = (msg: ControlMessage) => {
+      if (msg.t === 'reload') {
+        log.info('reload requested by the broker');
+        reloading = true;
+        mux?.send({ t: 'reload_ack', id: msg.id });
+        // Ends the sessions (their channels close with the socket) and this connection.
+        ws.close(1000, 'agent reloading');
+        setTimeout(() => ws.terminate(), 2000).unref();
+        return;
+      }
+      if (msg.t === 'inventory') {
+        // The broker asks for a fresh report.
+        void sendInventory();
+        return;
+      }
+      log.debug({ t: msg.t }, 'broker message ignored');
+    };
+
+    const welcome = (heartbeatMs: number) => {
+      welcomed = true;
+      clearTimeout(handshakeTimer);
+      mux = new Mux(ws, { onOpen: (channel) => handleChannel(channel, o.sessions) });
+      mux.on('control', onControl);
+      mux.on('protocol-error', (err: Error) => log.warn({ err: err.message }, 'unreadable message from the broker'));
+      const interval = Math.max(1000, heartbeatMs);
+      heartbeat = setInterval(() => {
+        if (Date.now() - lastHeard > 3 * interval) {
+          log.warn('broker silent for 3 heartbeats: reconnecting');
+          lastError = 'broker silent';
+          ws.terminate();
+          return;
+        }
+        if (ws.readyState === WebSocket.OPEN) ws.ping();
+      }, interval);
+      inventoryTimer = setInterval(() => void sendInventory(), o.inventoryIntervalMs);
+      o.onWelcome?.({ heartbeatMs: interval });
+      void sendInventory();
+    };
+
+    ws.on('message', (data, isBinary) => {
+      heard();
+      if (welcomed) return; // the mux reads everything from here on
+      let msg: ControlMessage | undefined;
+      try {
+        msg = isBinary ? undefined : (JSON.parse(String(data)) as ControlMessage);
+      } catch {
+        msg = undefined;
+      }
+      if (msg?.t === 'challenge' && typeof msg.nonce === 'string') {
+        ws.send(
+          JSON.stringify({
+            t: 'auth',
+            device_id: o.identity.deviceId,
+            signature: signChallenge(o.identity.privateKey, msg.nonce),
+            version: o.version,
+            protocol: PROTOCOL_VERSION,
+          } satisfies ControlMessage),
+        );
+        return;
+      }
+      if (msg?.t === 'welcome' && typeof msg.heartbeat_ms === 'number') {
+        welcome(msg.heartbeat_ms);
+        return;
+      }
+      lastError = 'unexpected message during the handshake';
+      ws.close(1002, 'protocol error');
+    });
+    ws.on('ping', heard);
+    ws.on('pong', heard);
+    ws.on('unexpected-response', (_req, res) => {
+      lastError = `the broker answered the upgrade with HTTP ${res.statusCode}`;
+      res.resume();
+      ws.terminate();
+    });
+    ws.on('error', (err) => {
+      lastError = err.message;
+    });
+    ws.on('close', (code, reasonBuffer) => {
+      clearTimeout(handshakeTimer);
+      clearInterval(heartbeat);
+      clearInterval(inventoryTimer);
+      o.signal.removeEventListener('abort', stop);
+      if (stopping) return resolve({ kind: 'stopped' });
+      if (reloading) return resolve({ kind: 'reload' });
+      resolve({ kind: 'closed', code, reason: reasonBuffer.toString('utf8'), welcomed, ...(lastError ? { error: lastError } : {}) });
+    });
+  });
+}

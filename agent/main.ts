@@ -1,0 +1,102 @@
+/**
+ * The edge agent's command line:
+ *   npm run agent -- --broker <url> --bootstrap-key <key> [--state-dir <dir>] [--ca-file <pem>]
+ *   npm run agent -- --config /etc/fleet-agent/config.json          (system service)
+ */
+import fs from 'node:fs';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { Command, Option } from 'commander';
+import pino from 'pino';
+import { Agent, EXIT_CONFIG } from './agent.js';
+import { AgentConfigError, DEFAULTS, loadAgentConfig, type AgentFlags } from './config.js';
+
+const EXIT_USAGE = 2;
+
+function agentVersion(): string {
+  try {
+    const pkg = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..', 'package.json');
+    return String((JSON.parse(fs.readFileSync(pkg, 'utf8')) as { version?: string }).version ?? '0.0.0');
+  } catch {
+    return '0.0.0';
+  }
+}
+
+function parseFlags(argv: string[]): AgentFlags {
+  const program = new Command('fleet-agent')
+    .description('Fleet edge agent: enrols this device with a broker and serves remote access over one outbound WebSocket.')
+    .option('--broker <url>', 'broker base URL, e.g. https://broker.example.com')
+    .option('--bootstrap-key <key>', 'bootstrap key to enrol with (from POST /api/v2/bootstrapkey); needed until the device is enrolled')
+    .option('--state-dir <dir>', `where the device key and enrolment state live (default ${DEFAULTS.stateDir})`)
+    .option('--ca-file <pem>', 'trust only the CA certificate(s) in this PEM file for the broker (https)')
+    .option('--config <file.json>', 'JSON config file: broker, bootstrap_key, state_dir, ca_file, exit_on_reload, log_level, … (command-line options win)')
+    .option('--exit-on-reload', 'exit with code 0 on a reload request, for a service manager to restart the agent')
+    .option('--log-level <level>', 'fatal, error, warn, info, debug, trace or silent (default info)')
+    .addOption(new Option('--retry-min-ms <ms>', 'first reconnect backoff ceiling (default 1000)').hideHelp())
+    .addOption(new Option('--retry-max-ms <ms>', 'reconnect backoff cap (default 60000)').hideHelp())
+    .addOption(new Option('--inventory-interval-ms <ms>', 'inventory report interval (default 600000)').hideHelp())
+    .exitOverride()
+    .configureOutput({ writeErr: (s) => process.stderr.write(s) });
+  try {
+    program.parse(argv, { from: 'node' });
+  } catch (err) {
+    const code = (err as { exitCode?: number }).exitCode ?? EXIT_USAGE;
+    process.exit(code === 0 ? 0 : EXIT_USAGE);
+  }
+  return program.opts<AgentFlags>();
+}
+
+async function main(): Promise<void> {
+  const flags = parseFlags(process.argv);
+  const read = () => loadAgentConfig(flags);
+  let first;
+  try {
+    first = read();
+  } catch (err) {
+    if (err instanceof AgentConfigError) {
+      process.stderr.write(`fleet-agent: ${err.message}\n`);
+      process.exit(EXIT_USAGE);
+    }
+    throw err;
+  }
+  // Structured logs on stderr; the bootstrap key never reaches them.
+  const log = pino(
+    { name: 'fleet-agent', level: first.logLevel, redact: { paths: ['bootstrapKey', '*.bootstrapKey', 'bootstrap_key', '*.bootstrap_key'], censor: '[redacted]' } },
+    pino.destination(2),
+  );
+  const version = agentVersion();
+  let config = first;
+  const agent = new Agent(
+    () => {
+      // On a reload the configuration is read again; a broken file keeps the last good one.
+      try {
+        config = read();
+        log.level = config.logLevel;
+      } catch (err) {
+        if (!(err instanceof AgentConfigError)) throw err;
+        log.error({ error: err.message }, 'configuration not reloaded: keeping the previous one');
+      }
+      return config;
+    },
+    log,
+    version,
+  );
+  for (const signal of ['SIGINT', 'SIGTERM'] as const) {
+    process.once(signal, () => {
+      log.info({ signal }, 'stopping');
+      agent.stop();
+    });
+  }
+  log.info({ version }, 'fleet agent starting');
+  let code: number;
+  try {
+    code = await agent.run();
+  } catch (err) {
+    log.fatal({ err }, 'agent failed');
+    code = 1;
+  }
+  log.flush();
+  process.exit(code === EXIT_CONFIG || code === 0 ? code : 1);
+}
+
+void main();

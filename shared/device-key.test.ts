@@ -1,0 +1,34 @@
+import crypto from 'node:crypto';
+import { describe, expect, it } from 'vitest';
+import { deviceIdOf, keyFingerprint, parseDevicePublicKey, publicKeyPem, signChallenge, verifyChallenge } from './device-key.js';
+
+describe('device keys', () => {
+  const { publicKey, privateKey } = crypto.generateKeyPairSync('ec', { namedCurve: 'prime256v1' });
+
+  it('derives the device id as the sha256 of the DER public key, 64 lowercase hex', () => {
+    const id = deviceIdOf(publicKey);
+    expect(id).toMatch(/^[0-9a-f]{64}$/);
+    const der = publicKey.export({ type: 'spki', format: 'der' });
+    expect(id).toBe(crypto.createHash('sha256').update(der).digest('hex'));
+    expect(deviceIdOf(parseDevicePublicKey(publicKeyPem(publicKey)))).toBe(id);
+    expect(keyFingerprint(publicKey)).toMatch(/^SHA256:[A-Za-z0-9+/]{43}$/);
+  });
+
+  it('verifies a signature over the nonce and refuses another nonce, another key or garbage', () => {
+    const signature = signChallenge(privateKey, 'nonce-1');
+    expect(verifyChallenge(publicKey, 'nonce-1', signature)).toBe(true);
+    expect(verifyChallenge(publicKey, 'nonce-2', signature)).toBe(false);
+    const other = crypto.generateKeyPairSync('ec', { namedCurve: 'prime256v1' });
+    expect(verifyChallenge(other.publicKey, 'nonce-1', signature)).toBe(false);
+    expect(verifyChallenge(publicKey, 'nonce-1', 'bm90IGEgc2lnbmF0dXJl')).toBe(false);
+    expect(verifyChallenge(publicKey, 'nonce-1', '')).toBe(false);
+  });
+
+  it('accepts only EC P-256 public keys', () => {
+    expect(() => parseDevicePublicKey('not a key')).toThrow(/PEM/);
+    const rsa = crypto.generateKeyPairSync('rsa', { modulusLength: 1024 });
+    expect(() => parseDevicePublicKey(publicKeyPem(rsa.publicKey))).toThrow(/P-256/);
+    const p384 = crypto.generateKeyPairSync('ec', { namedCurve: 'secp384r1' });
+    expect(() => parseDevicePublicKey(publicKeyPem(p384.publicKey))).toThrow(/P-256/);
+  });
+});

@@ -1,0 +1,391 @@
+import crypto from 'node:crypto';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { publicKeyPem } from '../../shared/device-key.js';
+import WebSocket from 'ws';
+import { AGENT_ENROL_PATH, AGENT_WS_PATH, AgentClose } from '../../shared/protocol.js';
+import { connectDevice, enrolDevice, eventually, makeDevice } from '../support/agent.js';
+import { startTestBroker, type TestBroker } from '../support/broker.js';
+
+let t: TestBroker;
+let reader: { token: string };
+let manager: { token: string };
+let approver: { token: string };
+let nobody: { token: string };
+
+beforeAll(async () => {
+  t = await startTestBroker();
+  await t.addGroup({ id: 'lab', title: 'Lab' });
+  reader = await t.userWith([{ permission: 'bootstrap-keys:read' }]);
+  manager = await t.userWith([{ permission: 'bootstrap-keys:manage' }, { permission: 'bootstrap-keys:read' }]);
+  approver = await t.userWith([{ permission: 'device:approve' }]);
+  nobody = await t.userWith([{ permission: 'device:read' }]);
+});
+afterAll(async () => {
+  await t?.close();
+});
+
+async function createKey(body: Record<string, unknown> = {}): Promise<string> {
+  const r = await t.api('POST', '/api/v2/bootstrapkey', { token: t.adminToken, body });
+  expect(r.status).toBe(200);
+  return Object.keys(r.body)[0];
+}
+
+describe('bootstrap keys', () => {
+  it('creates a random key answering {"<key>": {group_id, auto_accept}} with defaults, and stores only its hash for lookup', async () => {
+    const r = await t.api('POST', '/api/v2/bootstrapkey', { token: manager.token, body: {} });
+    expect(r.status).toBe(200);
+    const [key] = Object.keys(r.body);
+    expect(key.length).toBeGreaterThanOrEqual(22); // ≥ 128 bits in base64url
+    expect(r.body[key]).toEqual({ group_id: 'unassigned_group', auto_accept: false });
+    const other = await createKey();
+    expect(other).not.toBe(key);
+    const row = await t.broker.services.store.db.selectFrom('bootstrap_keys').selectAll().where('key_secret', '=', key).executeTakeFirstOrThrow();
+    expect(row.key_hash).toBe(crypto.createHash('sha256').update(key).digest('hex'));
+  });
+
+  it('lists, reads (by key or key_id), changes and deletes keys', async () => {
+    const key = await createKey({ group_id: 'lab', auto_accept: true });
+    const list = await t.api('GET', '/api/v2/bootstrapkeylist', { token: reader.token });
+    expect(list.status).toBe(200);
+    const item = list.body.items.find((i: { key: string }) => i.key === key);
+    expect(item).toMatchObject({ key, group_id: 'lab', auto_accept: true });
+    expect(Date.parse(item.created_at)).toBeGreaterThan(0);
+    expect(list.body.total).toBeGreaterThanOrEqual(list.body.items.length);
+    const paged = await t.api('GET', '/api/v2/bootstrapkeylist?items_per_page=1&offset=0', { token: reader.token });
+    expect(paged.body.items).toHaveLength(1);
+
+    const byKey = await t.api('GET', `/api/v2/bootstrapkey/${key}`, { token: reader.token });
+    expect(byKey.status).toBe(200);
+    expect(byKey.body).toMatchObject({ key, group_id: 'lab', auto_accept: true });
+    const byId = await t.api('GET', `/api/v2/bootstrapkey/${byKey.body.key_id}`, { token: reader.token });
+    expect(byId.body.key).toBe(key);
+
+    const changed = await t.api('PUT', `/api/v2/bootstrapkey/${key}`, { token: manager.token, body: { auto_accept: false } });
+    expect(changed.status).toBe(200);
+    expect(changed.body).toMatchObject({ key, group_id: 'lab', auto_accept: false });
+    const moved = await t.api('PUT', `/api/v2/bootstrapkey/${key}`, { token: manager.token, body: { group_id: 'unassigned_group' } });
+    expect(moved.body).toMatchObject({ group_id: 'unassigned_group', auto_accept: false });
+
+    expect((await t.api('DELETE', `/api/v2/bootstrapkey/${key}`, { token: manager.token })).status).toBe(204);
+    expect((await t.api('GET', `/api/v2/bootstrapkey/${key}`, { token: reader.token })).status).toBe(404);
+    expect((await t.api('PUT', `/api/v2/bootstrapkey/${key}`, { token: manager.token, body: { auto_accept: true } })).status).toBe(404);
+    expect((await t.api('DELETE', `/api/v2/bootstrapkey/${key}`, { token: manager.token })).status).toBe(404);
+    // A deleted key enrols nothing.
+    const { answer } = await enrolDevice(t, key);
+    expect(answer.status).toBe(403);
+    expect(answer.body.error).toBe('unknown_bootstrap_key');
+  });
+
+  it('refuses bad input with 400 naming the field', async () => {
+    const unknownGroup = await t.api('POST', '/api/v2/bootstrapkey', { token: manager.token, body: { group_id: 'no-such-group' } });
+    expect(unknownGroup.status).toBe(400);
+    expect(unknownGroup.body).toMatchObject({ code: 400, error: 'unknown_group', field: 'group_id' });
+    const deviceAsGroup = await t.api('POST', '/api/v2/bootstrapkey', { token: manager.token, body: { group_id: await t.addDevice() } });
+    expect(deviceAsGroup.status).toBe(400);
+    expect(deviceAsGroup.body.field).toBe('group_id');
+    const badFlag = await t.api('POST', '/api/v2/bootstrapkey', { token: manager.token, body: { auto_accept: 'yes' } });
+    expect(badFlag.status).toBe(400);
+    expect(badFlag.body.field).toBe('auto_accept');
+    const extra = await t.api('POST', '/api/v2/bootstrapkey', { token: manager.token, body: { group: 'lab' } });
+    expect(extra.status).toBe(400);
+    const key = await createKey();
+    const badPut = await t.api('PUT', `/api/v2/bootstrapkey/${key}`, { token: manager.token, body: { group_id: 'nope' } });
+    expect(badPut.status).toBe(400);
+    expect(badPut.body.field).toBe('group_id');
+    const badRef = await t.api('GET', '/api/v2/bootstrapkey/not%20a%20key', { token: reader.token });
+    expect(badRef.status).toBe(400);
+    const badPage = await t.api('GET', '/api/v2/bootstrapkeylist?items_per_page=0', { token: reader.token });
+    expect(badPage.status).toBe(400);
+    expect(badPage.body.field).toBe('items_per_page');
+  });
+
+  it('needs bootstrap-keys:read to read and bootstrap-keys:manage to change', async () => {
+    const key = await createKey();
+    expect((await t.api('GET', '/api/v2/bootstrapkeylist')).status).toBe(401);
+    expect((await t.api('POST', '/api/v2/bootstrapkey', { body: {} })).status).toBe(401);
+    expect((await t.api('GET', '/api/v2/bootstrapkeylist', { token: nobody.token })).status).toBe(403);
+    expect((await t.api('GET', `/api/v2/bootstrapkey/${key}`, { token: nobody.token })).status).toBe(403);
+    const denied = await t.api('POST', '/api/v2/bootstrapkey', { token: reader.token, body: {} });
+    expect(denied.status).toBe(403);
+    expect(denied.body).toMatchObject({ code: 403, error: 'forbidden' });
+    expect((await t.api('PUT', `/api/v2/bootstrapkey/${key}`, { token: reader.token, body: { auto_accept: true } })).status).toBe(403);
+    expect((await t.api('DELETE', `/api/v2/bootstrapkey/${key}`, { token: reader.token })).status).toBe(403);
+    expect((await t.api('GET', `/api/v2/bootstrapkey/${key}`, { token: reader.token })).status).toBe(200);
+  });
+});
+
+describe('enrolment and pending hosts', () => {
+  it('enrols a key pair as a pending host, idempotently, with the device id = sha256 of its public key', async () => {
+    const key = await createKey({ group_id: 'lab' });
+    const device = makeDevice();
+    const first = await enrolDevice(t, key, device, 'edge-1');
+    expect(first.answer.status).toBe(200);
+    expect(first.answer.body).toEqual({ device_id: device.id, state: 'pending' });
+    const again = await enrolDevice(t, key, device, 'edge-1');
+    expect(again.answer.body).toEqual({ device_id: device.id, state: 'pending' });
+
+    const pending = await t.api('GET', '/api/v2/pendinghost', { token: approver.token });
+    expect(pending.status).toBe(200);
+    const host = pending.body.items.find((h: { node_id: string }) => h.node_id === device.id);
+    expect(host).toMatchObject({ node_id: device.id, hostname: 'edge-1', last_ip: '127.0.0.1', group_id: 'lab' });
+    expect(host.public_key_fingerprint).toMatch(/^SHA256:/);
+    expect(Date.parse(host.created_at)).toBeGreaterThan(0);
+    expect(pending.body.items.filter((h: { node_id: string }) => h.node_id === device.id)).toHaveLength(1);
+
+    // Not in the tree while pending.
+    expect((await t.api('GET', `/api/v2/node/${device.id}`, { token: t.adminToken })).status).toBe(404);
+    // The agent channel says "wait".
+    const conn = await connectDevice(t.url, device);
+    expect(await conn.closed).toBe(AgentClose.pending);
+  });
+
+  it('refuses bad enrolments: unknown key 403, malformed key or host 400', async () => {
+    const key = await createKey();
+    const unknown = await enrolDevice(t, 'x'.repeat(32));
+    expect(unknown.answer.status).toBe(403);
+    expect(unknown.answer.body).toMatchObject({ code: 403, error: 'unknown_bootstrap_key' });
+    expect(unknown.answer.body.message).toMatch(/bootstrap key/);
+
+    const notPem = await t.api('POST', AGENT_ENROL_PATH, { body: { bootstrap_key: key, public_key: 'hello', hostname: 'h' } });
+    expect(notPem.status).toBe(400);
+    expect(notPem.body.field).toBe('public_key');
+    const rsa = crypto.generateKeyPairSync('rsa', { modulusLength: 1024 });
+    const wrongType = await t.api('POST', AGENT_ENROL_PATH, { body: { bootstrap_key: key, public_key: publicKeyPem(rsa.publicKey), hostname: 'h' } });
+    expect(wrongType.status).toBe(400);
+    expect(wrongType.body.message).toMatch(/P-256/);
+    const noHost = await t.api('POST', AGENT_ENROL_PATH, { body: { bootstrap_key: key, public_key: makeDevice().publicKeyPem } });
+    expect(noHost.status).toBe(400);
+    expect(noHost.body.field).toBe('hostname');
+    const control = await t.api('POST', AGENT_ENROL_PATH, { body: { bootstrap_key: key, public_key: makeDevice().publicKeyPem, hostname: 'a\nb' } });
+    expect(control.status).toBe(400);
+    const extra = await t.api('POST', AGENT_ENROL_PATH, { body: { bootstrap_key: key, public_key: makeDevice().publicKeyPem, hostname: 'h', secret: 1 } });
+    expect(extra.status).toBe(400);
+  });
+
+  it('approves a pending host into its key group; the agent is then welcomed', async () => {
+    const key = await createKey({ group_id: 'lab' });
+    const { device } = await enrolDevice(t, key);
+    const r = await t.api('POST', '/api/v2/pendinghost', { token: approver.token, body: { node_id: device.id } });
+    expect(r.status).toBe(200);
+    expect(r.body).toMatchObject({ node_id: device.id, state: 'approved', group_id: 'lab' });
+    const node = await t.api('GET', `/api/v2/node/${device.id}`, { token: t.adminToken });
+    expect(node.status).toBe(200);
+    expect(node.body.parent_id).toBe('lab');
+    const pending = await t.api('GET', '/api/v2/pendinghost', { token: approver.token });
+    expect(pending.body.items.some((h: { node_id: string }) => h.node_id === device.id)).toBe(false);
+    // Enrolling again answers the new state.
+    expect((await enrolDevice(t, key, device)).answer.body.state).toBe('approved');
+
+    const again = await t.api('POST', '/api/v2/pendinghost', { token: approver.token, body: { node_id: device.id } });
+    expect(again.status).toBe(409);
+    expect(again.body.error).toBe('not_pending');
+
+    const conn = await connectDevice(t.url, device);
+    expect(conn.welcome).toMatchObject({ device_id: device.id });
+    expect(conn.welcome!.heartbeat_ms).toBeGreaterThan(0);
+    await eventually(() => t.broker.services.agents.isConnected(device.id));
+    const status = await t.api('GET', `/api/v2/device/${device.id}/status`, { token: t.adminToken });
+    expect(status.body).toMatchObject({ uuid: device.id, connected: true, remote_access: true });
+    const row = await t.broker.services.store.db.selectFrom('devices').selectAll().where('device_id', '=', device.id).executeTakeFirstOrThrow();
+    expect(row.agent_version).toBe('9.9.9-test');
+    expect(row.last_ip).toBe('127.0.0.1');
+    conn.ws.close();
+    await conn.closed;
+    await eventually(() => !t.broker.services.agents.isConnected(device.id));
+  });
+
+  it('places a device in unassigned_group when its key group is gone', async () => {
+    await t.addGroup({ id: 'doomed' });
+    const key = await createKey({ group_id: 'doomed' });
+    const { device } = await enrolDevice(t, key);
+    await t.broker.services.store.db.deleteFrom('nodes').where('node_id', '=', 'doomed').execute();
+    const r = await t.api('POST', '/api/v2/pendinghost', { token: approver.token, body: { node_id: device.id } });
+    expect(r.status).toBe(200);
+    expect(r.body.group_id).toBe('unassigned_group');
+  });
+
+  it('approves at once with an auto-accept key', async () => {
+    const key = await createKey({ group_id: 'lab', auto_accept: true });
+    const { device, answer } = await enrolDevice(t, key);
+    expect(answer.body).toEqual({ device_id: device.id, state: 'approved' });
+    const node = await t.api('GET', `/api/v2/node/${device.id}`, { token: t.adminToken });
+    expect(node.body.parent_id).toBe('lab');
+  });
+
+  it('rejects a pending host: it leaves the list and its key is refused from then on', async () => {
+    const key = await createKey();
+    const { device } = await enrolDevice(t, key);
+    const r = await t.api('DELETE', `/api/v2/pendinghost/${device.id}`, { token: approver.token });
+    expect(r.status).toBe(204);
+    const pending = await t.api('GET', '/api/v2/pendinghost', { token: approver.token });
+    expect(pending.body.items.some((h: { node_id: string }) => h.node_id === device.id)).toBe(false);
+    const again = await enrolDevice(t, key, device);
+    expect(again.answer.status).toBe(403);
+    expect(again.answer.body).toMatchObject({ error: 'device_revoked', reason: 'rejected' });
+    const conn = await connectDevice(t.url, device);
+    expect(await conn.closed).toBe(AgentClose.removed);
+    expect((await t.api('DELETE', `/api/v2/pendinghost/${device.id}`, { token: approver.token })).status).toBe(404);
+  });
+
+  it('removes an approved device: node and record go, its live connection is cut (4403), its key cannot return', async () => {
+    const key = await createKey({ auto_accept: true });
+    const { device } = await enrolDevice(t, key);
+    const conn = await connectDevice(t.url, device);
+    expect(conn.welcome).toBeDefined();
+    await eventually(() => t.broker.services.agents.isConnected(device.id));
+
+    const pendingOne = (await enrolDevice(t, await createKey())).device;
+    const wrongState = await t.api('DELETE', `/api/v2/removeapprovedhost/${pendingOne.id}`, { token: approver.token });
+    expect(wrongState.status).toBe(409);
+    expect(wrongState.body.error).toBe('not_approved');
+    const wrongState2 = await t.api('DELETE', `/api/v2/pendinghost/${device.id}`, { token: approver.token });
+    expect(wrongState2.status).toBe(409);
+
+    const r = await t.api('DELETE', `/api/v2/removeapprovedhost/${device.id}`, { token: approver.token });
+    expect(r.status).toBe(204);
+    expect(await conn.closed).toBe(AgentClose.removed);
+    expect(t.broker.services.agents.isConnected(device.id)).toBe(false);
+    expect((await t.api('GET', `/api/v2/node/${device.id}`, { token: t.adminToken })).status).toBe(404);
+    const rows = await t.broker.services.store.db.selectFrom('devices').select('device_id').where('device_id', '=', device.id).execute();
+    expect(rows).toHaveLength(0);
+    const back = await connectDevice(t.url, device);
+    expect(await back.closed).toBe(AgentClose.removed);
+    const reenrol = await enrolDevice(t, key, device);
+    expect(reenrol.answer.status).toBe(403);
+    expect(reenrol.answer.body).toMatchObject({ error: 'device_revoked', reason: 'removed' });
+    expect((await t.api('DELETE', `/api/v2/removeapprovedhost/${device.id}`, { token: approver.token })).status).toBe(404);
+  });
+
+  it('refuses bad node ids with 400 and unknown ones with 404', async () => {
+    const bad = await t.api('POST', '/api/v2/pendinghost', { token: approver.token, body: { node_id: 'lab' } });
+    expect(bad.status).toBe(400);
+    expect(bad.body.field).toBe('node_id');
+    expect((await t.api('POST', '/api/v2/pendinghost', { token: approver.token, body: {} })).status).toBe(400);
+    expect((await t.api('DELETE', '/api/v2/pendinghost/NOT-HEX', { token: approver.token })).status).toBe(400);
+    expect((await t.api('DELETE', '/api/v2/removeapprovedhost/xyz', { token: approver.token })).status).toBe(400);
+    const unknown = 'f'.repeat(64);
+    expect((await t.api('POST', '/api/v2/pendinghost', { token: approver.token, body: { node_id: unknown } })).status).toBe(404);
+    expect((await t.api('DELETE', `/api/v2/removeapprovedhost/${unknown}`, { token: approver.token })).status).toBe(404);
+    expect((await t.api('GET', '/api/v2/pendinghost?offset=-1', { token: approver.token })).status).toBe(400);
+  });
+
+  it('needs device:approve for pending hosts and removal', async () => {
+    const { device } = await enrolDevice(t, await createKey());
+    expect((await t.api('GET', '/api/v2/pendinghost')).status).toBe(401);
+    for (const [method, p, body] of [
+      ['GET', '/api/v2/pendinghost', undefined],
+      ['POST', '/api/v2/pendinghost', { node_id: device.id }],
+      ['DELETE', `/api/v2/pendinghost/${device.id}`, undefined],
+      ['DELETE', `/api/v2/removeapprovedhost/${device.id}`, undefined],
+    ] as const) {
+      const r = await t.api(method, p, { token: nobody.token, body });
+      expect(r.status, `${method} ${p}`).toBe(403);
+      expect(r.body.error).toBe('forbidden');
+    }
+    // Still pending: nothing happened.
+    const pending = await t.api('GET', '/api/v2/pendinghost', { token: approver.token });
+    expect(pending.body.items.some((h: { node_id: string }) => h.node_id === device.id)).toBe(true);
+  });
+
+  it('audits approval and removal', async () => {
+    const { device } = await enrolDevice(t, await createKey());
+    await t.api('POST', '/api/v2/pendinghost', { token: approver.token, body: { node_id: device.id } });
+    await t.api('DELETE', `/api/v2/removeapprovedhost/${device.id}`, { token: approver.token });
+    const rows = await t.broker.services.store.db.selectFrom('audit').select(['event', 'device_id']).where('device_id', '=', device.id).execute();
+    expect(rows.map((r) => r.event)).toEqual(expect.arrayContaining(['device.approve', 'device.remove']));
+  });
+});
+
+describe('the agent channel', () => {
+  it('refuses an unknown device and a bad signature with 4401', async () => {
+    const stranger = await connectDevice(t.url, makeDevice());
+    expect(await stranger.closed).toBe(AgentClose.unauthorized);
+    const { device } = await enrolDevice(t, await createKey({ auto_accept: true }));
+    const impostor = makeDevice();
+    const forged = await connectDevice(t.url, device, (nonce) => crypto.sign('sha256', Buffer.from(nonce), impostor.privateKey).toString('base64'));
+    expect(await forged.closed).toBe(AgentClose.unauthorized);
+    expect(t.broker.services.agents.isConnected(device.id)).toBe(false);
+  });
+
+  it('refuses a malformed answer to the challenge with 4401', async () => {
+    for (const answer of ['null', '"auth"', '{"t":"auth","device_id":"short","signature":"x"}', Buffer.from([1, 2, 3])]) {
+      const ws = new WebSocket(`${t.url.replace(/^http/, 'ws')}${AGENT_WS_PATH}`);
+      const closed = new Promise<number>((resolve) => ws.once('close', (code) => resolve(code)));
+      ws.once('message', () => ws.send(answer));
+      expect(await closed).toBe(AgentClose.unauthorized);
+    }
+  });
+
+  it('keeps one connection per device: a newer one replaces the older (4000)', async () => {
+    const { device } = await enrolDevice(t, await createKey({ auto_accept: true }));
+    const first = await connectDevice(t.url, device);
+    const second = await connectDevice(t.url, device);
+    expect(second.welcome).toBeDefined();
+    expect(await first.closed).toBe(AgentClose.replaced);
+    await new Promise((r) => setTimeout(r, 50));
+    expect(t.broker.services.agents.isConnected(device.id)).toBe(true);
+    second.ws.close();
+    await second.closed;
+    await eventually(() => !t.broker.services.agents.isConnected(device.id));
+  });
+
+  it('stores inventory reports and answers reload with the ack', async () => {
+    const { device } = await enrolDevice(t, await createKey({ auto_accept: true }));
+    const conn = await connectDevice(t.url, device);
+    conn.send({ t: 'inventory', data: { hostname: 'reported', kernel: '6.1.0' } });
+    const inv = await eventually(async () => {
+      const r = await t.api('GET', `/api/v2/inventory/${device.id}`, { token: t.adminToken });
+      return r.status === 200 ? r.body : undefined;
+    });
+    expect(inv).toMatchObject({ device_id: device.id, hostname: 'reported', kernel: '6.1.0' });
+    conn.ws.on('message', (data) => {
+      const msg = JSON.parse(String(data));
+      if (msg.t === 'reload') conn.send({ t: 'reload_ack', id: msg.id });
+    });
+    await expect(t.broker.services.agents.reload(device.id)).resolves.toBeUndefined();
+    conn.ws.close();
+    await conn.closed;
+    await expect(t.broker.services.agents.reload(device.id)).rejects.toThrow(/not connected/);
+  });
+});
+
+describe('keep-alive', () => {
+  it('cuts off an agent that stops answering pings for 3 heartbeats', async () => {
+    const quick = await startTestBroker({ env: { AGENT_HEARTBEAT_MS: '1000' } });
+    try {
+      const created = await quick.api('POST', '/api/v2/bootstrapkey', { token: quick.adminToken, body: { auto_accept: true } });
+      const { device } = await enrolDevice(quick, Object.keys(created.body)[0]);
+      const mute = await connectDevice(quick.url, device, undefined, { autoPong: false });
+      expect(mute.welcome?.heartbeat_ms).toBe(1000);
+      expect(quick.broker.services.agents.isConnected(device.id)).toBe(true);
+      expect(await mute.closed).toBe(1006); // terminated, no close handshake
+      await eventually(() => !quick.broker.services.agents.isConnected(device.id), 5000, 'the broker to drop the connection');
+      const row = await quick.broker.services.store.db.selectFrom('devices').select('last_seen').where('device_id', '=', device.id).executeTakeFirstOrThrow();
+      expect(Date.parse(row.last_seen as string)).toBeGreaterThan(Date.now() - 60_000);
+    } finally {
+      await quick.close();
+    }
+  });
+});
+
+describe('OpenAPI document', () => {
+  it('documents the agent endpoints, bootstrap keys and pending hosts', async () => {
+    const doc = (await t.api('GET', '/api/v2/openapi.json')).body;
+    expect(doc.paths['/api/v2/agent/ws'].get.description).toMatch(/challenge/);
+    expect(doc.paths['/api/v2/agent/enrol'].post.security).toEqual([]);
+    expect(doc.paths['/api/v2/bootstrapkey'].post['x-permission']).toBe('bootstrap-keys:manage');
+    expect(doc.paths['/api/v2/pendinghost'].get['x-permission']).toBe('device:approve');
+    expect(doc.paths['/api/v2/device/{device_id}/status'].get['x-permission']).toBe('device:read');
+  });
+});
+
+describe('enrolment rate limit', () => {
+  it('limits failed enrolments per address with 429', async () => {
+    let last = 0;
+    for (let i = 0; i < 25 && last !== 429; i++) last = (await enrolDevice(t, `wrong-key-${i}`)).answer.status;
+    expect(last).toBe(429);
+    const r = await enrolDevice(t, 'wrong-key-final');
+    expect(r.answer.body).toMatchObject({ code: 429, error: 'rate_limited' });
+    expect(r.answer.headers.get('retry-after')).toMatch(/^\d+$/);
+  });
+});
