@@ -2,11 +2,13 @@ import readline from 'node:readline/promises';
 import { ConfigError, loadConfig, type Config } from './config.js';
 import { openStore } from './db/database.js';
 import { createLogger } from './logger.js';
+import { startLocalAgent } from './local-agent.js';
 import { startBroker } from './server.js';
 import { createAdministrator, countUsers } from './users/bootstrap.js';
 
 const USAGE = `Usage:
   npm start                      run the broker (configuration from the environment; see README)
+  npm start -- --with-agent      run the broker and an agent for this machine, enrolled as a device
   npm start -- create-admin      create a user with the Administrator role (prompts for email and password)`;
 
 async function createAdminCommand(config: Config): Promise<void> {
@@ -35,14 +37,17 @@ async function main(): Promise<void> {
     }
     throw err;
   }
-  const command = process.argv[2];
+  const args = process.argv.slice(2);
+  const withAgent = args.includes('--with-agent');
+  const command = args.find((a) => !a.startsWith('--'));
   if (command === 'create-admin') return createAdminCommand(config);
-  if (command && command !== 'serve') {
+  if ((command && command !== 'serve') || args.some((a) => a.startsWith('--') && a !== '--with-agent')) {
     console.error(USAGE);
     process.exit(2);
   }
   const logger = createLogger(config.logLevel);
   const broker = await startBroker(config, logger);
+  const agent = withAgent ? await startLocalAgent(broker.services, broker.url, logger) : undefined;
   logger.info({ url: broker.url, database: broker.services.store.dialect, dataDir: config.dataDir }, 'broker listening');
   const store = broker.services.store;
   const users = await countUsers(store.db);
@@ -53,8 +58,10 @@ async function main(): Promise<void> {
     console.log('  ADMIN_EMAIL=you@example.com ADMIN_PASSWORD=<password> npm start      (on an empty database), or');
     console.log('  npm start -- create-admin');
   } else console.log('Sign in with your email and password.');
+  if (agent) console.log('An agent for this machine runs beside the broker and enrols itself as a device (--with-agent).');
   const stop = async (signal: string) => {
     logger.info({ signal }, 'shutting down');
+    agent?.kill('SIGTERM');
     await broker.close();
     process.exit(0);
   };
