@@ -11,10 +11,16 @@ export interface AccessClaims {
 const ISSUER = 'fleet-broker';
 
 export class TokenSigner {
+  // A KeyObject, made once: given a string, jsonwebtoken first tries to parse it as a public key on
+  // every call, which costs more than the whole rest of a request.
+  private readonly secret: crypto.KeyObject;
+
   constructor(
-    private readonly secret: string,
+    secret: string,
     private readonly ttlSeconds: number,
-  ) {}
+  ) {
+    this.secret = crypto.createSecretKey(Buffer.from(secret, 'utf8'));
+  }
 
   sign(userId: string, sessionId: string): string {
     const claims: AccessClaims = { sub: userId, sid: sessionId, typ: 'access' };

@@ -18,6 +18,30 @@ export interface Store {
 // int8 (bigint, bigserial, count(*)) as a JS number: our counters stay far below 2^53.
 pg.types.setTypeParser(20, (value) => Number(value));
 
+/**
+ * Kysely prepares every query anew; preparing costs more than running a small query. The broker runs
+ * a bounded set of query shapes, so prepared statements are kept by their SQL text.
+ */
+function withStatementCache(sqlite: SqliteDatabase.Database, max = 500): SqliteDatabase.Database {
+  const cache = new Map<string, SqliteDatabase.Statement>();
+  const prepare = (source: string) => {
+    let statement = cache.get(source);
+    if (!statement) {
+      statement = sqlite.prepare(source);
+      if (cache.size >= max) cache.delete(cache.keys().next().value as string);
+      cache.set(source, statement);
+    }
+    return statement;
+  };
+  return new Proxy(sqlite, {
+    get(target, property, receiver) {
+      if (property === 'prepare') return prepare;
+      const value = Reflect.get(target, property, receiver);
+      return typeof value === 'function' ? value.bind(target) : value;
+    },
+  });
+}
+
 /** Opens the store named by `url` (sqlite:<file> or postgres://...) and brings its schema up to date. */
 export async function openStore(url: string, schema = ''): Promise<Store> {
   let db: Db;
@@ -30,7 +54,7 @@ export async function openStore(url: string, schema = ''): Promise<Store> {
     sqlite.pragma('synchronous = NORMAL');
     sqlite.pragma('foreign_keys = ON');
     sqlite.pragma('busy_timeout = 5000');
-    db = new Kysely<Database>({ dialect: new SqliteDialect({ database: sqlite }) });
+    db = new Kysely<Database>({ dialect: new SqliteDialect({ database: withStatementCache(sqlite) }) });
     dialect = 'sqlite';
   } else {
     const pool = new pg.Pool({
