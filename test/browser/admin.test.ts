@@ -1,0 +1,215 @@
+import fs from 'node:fs';
+import type { Browser } from 'playwright-core';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { startTestBroker, type TestBroker } from '../support/broker.js';
+import { ensureBuilt, expectNoConsoleErrors, launchBrowser, openPage, screenshot, signIn } from './support.js';
+
+let t: TestBroker;
+let browser: Browser;
+
+beforeAll(async () => {
+  ensureBuilt();
+  t = await startTestBroker();
+  browser = await launchBrowser();
+});
+
+afterAll(async () => {
+  await browser?.close();
+  await t?.close();
+});
+
+describe('roles', () => {
+  it('validates each resource live with the shared parser, saves the role, and refuses to delete it while in use, naming who uses it', async () => {
+    const w = await openPage(browser, t.url);
+    const { page } = w;
+    await signIn(page);
+    await page.goto('/roles');
+    await page.getByRole('link', { name: 'New role' }).click();
+    await page.getByRole('heading', { level: 1, name: 'New role' }).waitFor();
+    await page.getByLabel('Name').fill('Lab operators');
+    await page.getByLabel('Description').fill('Consoles and SSH tunnels in the lab');
+    await page.getByRole('button', { name: 'Add permission' }).click();
+    const policy = page.locator('li.policy').first();
+    await policy.getByLabel('Permission').selectOption('remote-access:connect');
+    await policy.getByRole('button', { name: 'Add resource' }).click();
+    await policy.getByRole('button', { name: 'Add resource' }).click();
+    const first = policy.getByLabel('Resource 1 of remote-access:connect');
+    const second = policy.getByLabel('Resource 2 of remote-access:connect');
+
+    await first.fill('tag:lab/tunnel(proto=tcp;port=99999)');
+    const error = policy.locator('.resource-row').first().locator('.field-error');
+    await error.waitFor();
+    expect(await error.textContent()).toContain('outside 1-65535');
+    expect(await page.getByRole('button', { name: 'Create role' }).isDisabled()).toBe(true);
+
+    await second.fill('*/consol');
+    await policy.locator('.resource-row').nth(1).locator('.field-error').waitFor();
+    expect(await policy.locator('.resource-row').nth(1).locator('.field-error').textContent()).toContain('unknown action');
+    await screenshot(page, 'role-editor-invalid');
+
+    await first.fill('tag:lab/tunnel(proto=tcp;port=22)');
+    await second.fill('*/console');
+    await expect.poll(() => policy.locator('.field-error').count()).toBe(0);
+    expect(await policy.locator('.ok-mark').count()).toBe(2);
+
+    await page.getByRole('button', { name: 'Add permission' }).click();
+    const read = page.locator('li.policy').nth(1);
+    await read.getByLabel('Permission').selectOption('device:read');
+    await screenshot(page, 'role-editor-valid');
+    await page.getByRole('button', { name: 'Create role' }).click();
+    await page.getByRole('heading', { level: 1, name: 'Roles' }).waitFor();
+
+    const roles = await t.api('GET', '/api/v2/roleslist', { token: t.adminToken });
+    const role = roles.body.items.find((r: { name: string }) => r.name === 'Lab operators');
+    expect(role.policies).toEqual([
+      { permission: 'remote-access:connect', resources: ['tag:lab/tunnel(proto=tcp;port=22)', '*/console'] },
+      { permission: 'device:read', resources: ['*'] },
+    ]);
+
+    // Assign it, then try to delete it.
+    const holder = await t.api('POST', '/api/v2/user', {
+      token: t.adminToken,
+      body: { fname: 'Linus', lname: 'Lab', email: 'linus@example.com', roles: [role.id], password: 'a-long-password-1' },
+    });
+    expect(holder.status).toBe(201);
+    await page.reload();
+    const row = page.locator('tr[data-role="Lab operators"]');
+    await row.getByRole('button', { name: 'Delete' }).click();
+    await row.getByRole('button', { name: 'Yes, delete' }).click();
+    await row.getByTestId('used-by').waitFor();
+    expect(await row.getByTestId('used-by').textContent()).toBe('Linus Lab');
+    await screenshot(page, 'role-in-use');
+    expect((await t.api('GET', `/api/v2/role/${role.id}`, { token: t.adminToken })).status).toBe(200);
+    expectNoConsoleErrors(w);
+    await w.context.close();
+  });
+
+  it('shows a role read-only to a user without roles:manage', async () => {
+    const reader = await t.userWith([{ permission: 'roles:read' }]);
+    const w = await openPage(browser, t.url);
+    const { page } = w;
+    await signIn(page, reader.email, reader.password);
+    await page.goto('/roles');
+    await page.getByRole('link', { name: 'Administrator' }).click();
+    await page.getByRole('heading', { level: 2, name: 'Permissions' }).waitFor();
+    expect(await page.getByRole('link', { name: 'New role' }).count()).toBe(0);
+    expect(await page.getByRole('button', { name: /Save role|Create role|Add permission/ }).count()).toBe(0);
+    expectNoConsoleErrors(w);
+    await w.context.close();
+  });
+});
+
+describe('users', () => {
+  it('creates, edits, disables, enables and deletes a user', async () => {
+    const w = await openPage(browser, t.url);
+    const { page } = w;
+    await signIn(page);
+    await page.goto('/users');
+    await page.getByRole('button', { name: 'New user' }).click();
+    const form = page.getByRole('form', { name: 'New user' });
+    await form.getByLabel('First name').fill('Ada');
+    await form.getByLabel('Last name').fill('Lovelace');
+    await form.getByLabel('Email').fill('ada@example.com');
+    await form.getByLabel('Password (optional)').fill('short');
+    await form.getByLabel('Administrator').check();
+    await form.getByRole('button', { name: 'Create user' }).click();
+    // The API's refusal is shown at the field.
+    await form.locator('.field', { has: page.getByLabel('Password (optional)') }).locator('.field-error').waitFor();
+    await screenshot(page, 'user-create-refused');
+    await form.getByLabel('Password (optional)').fill('a-long-password-2');
+    await form.getByRole('button', { name: 'Create user' }).click();
+    await page.getByText('ada@example.com was created').waitFor();
+    const row = page.locator('tr[data-email="ada@example.com"]');
+    await row.waitFor();
+    await screenshot(page, 'users');
+
+    await row.getByRole('button', { name: 'Edit' }).click();
+    const edit = page.getByRole('form', { name: 'Edit ada@example.com' });
+    await edit.getByLabel('Last name').fill('King');
+    await edit.getByRole('button', { name: 'Save' }).click();
+    await page.getByText('ada@example.com was saved.').waitFor();
+    await expect.poll(() => row.textContent()).toContain('Ada King');
+
+    await row.getByRole('button', { name: 'Disable' }).click();
+    await row.getByRole('button', { name: 'Yes, disable' }).click();
+    await page.getByText('ada@example.com is disabled.').waitFor();
+    await expect.poll(() => row.locator('.badge').first().textContent()).toBe('disabled');
+    const login = await t.api('POST', '/api/v2/login', { body: { email: 'ada@example.com', password: 'a-long-password-2' } });
+    expect(login.status).toBe(401);
+
+    await row.getByRole('button', { name: 'Enable' }).click();
+    await page.getByText('ada@example.com is enabled.').waitFor();
+    expect(await t.login('ada@example.com', 'a-long-password-2')).toMatch(/^ey/);
+
+    await row.getByRole('button', { name: 'Delete' }).click();
+    await row.getByRole('button', { name: 'Yes, delete' }).click();
+    await page.getByText('ada@example.com was deleted.').waitFor();
+    await expect.poll(() => row.count()).toBe(0);
+    expectNoConsoleErrors(w);
+    await w.context.close();
+  });
+});
+
+describe('files manager', () => {
+  it('creates a folder, uploads with progress, downloads the same bytes and deletes', async () => {
+    const w = await openPage(browser, t.url);
+    const { page } = w;
+    await signIn(page);
+    await page.goto('/files');
+    await page.getByRole('heading', { level: 1, name: 'Files' }).waitFor();
+    await page.getByLabel('New folder').fill('configs');
+    await page.getByRole('button', { name: 'Create folder' }).click();
+    await page.getByText('Folder configs created.').waitFor();
+    await page.getByRole('link', { name: 'configs/' }).click();
+    await page.getByText('This folder is empty.').waitFor();
+    expect(new URL(page.url()).searchParams.get('path')).toBe('/configs/');
+
+    const content = Buffer.alloc(3 * 1024 * 1024, 'fleet-');
+    // Watch the progress element: it must appear while the upload runs.
+    const sawProgress = page.waitForSelector('.transfer-progress progress', { timeout: 10_000 }).then(() => true);
+    await page.getByLabel('Upload to /configs/').setInputFiles({ name: 'app.conf', mimeType: 'text/plain', buffer: content });
+    expect(await sawProgress).toBe(true);
+    await page.getByText('Uploaded app.conf.').waitFor();
+    const row = page.locator('tbody tr', { hasText: 'app.conf' });
+    await row.waitFor();
+    expect(await row.textContent()).toContain('3.0 MiB');
+    await screenshot(page, 'files');
+
+    const [download] = await Promise.all([page.waitForEvent('download'), row.getByRole('button', { name: 'Download' }).click()]);
+    expect(download.suggestedFilename()).toBe('app.conf');
+    const saved = await download.path();
+    expect(fs.readFileSync(saved).equals(content)).toBe(true);
+
+    // Uploading the same name again asks before replacing.
+    await page.getByLabel('Upload to /configs/').setInputFiles({ name: 'app.conf', mimeType: 'text/plain', buffer: Buffer.from('v2') });
+    await page.getByRole('button', { name: 'Replace it' }).click();
+    await page.getByText('Uploaded app.conf.').waitFor();
+    await expect.poll(() => row.textContent()).toContain('2 B');
+
+    await row.getByRole('button', { name: 'Delete' }).click();
+    await row.getByRole('button', { name: 'Yes, delete' }).click();
+    await page.getByText('app.conf deleted.').waitFor();
+    await page.getByText('This folder is empty.').waitFor();
+    const listed = await t.api('GET', '/api/v2/files?path=/configs/', { token: t.adminToken });
+    expect(listed.body.items).toEqual([]);
+    expectNoConsoleErrors(w);
+    await w.context.close();
+  });
+
+  it('offers no write actions without files:manage', async () => {
+    const reader = await t.userWith([{ permission: 'files:read' }]);
+    const w = await openPage(browser, t.url);
+    const { page } = w;
+    await signIn(page, reader.email, reader.password);
+    await page.goto('/files');
+    await page.getByRole('heading', { level: 1, name: 'Files' }).waitFor();
+    await expect.poll(() => page.locator('.loading').count()).toBe(0);
+    expect(await page.getByLabel(/Upload to/).count()).toBe(0);
+    expect(await page.getByRole('button', { name: 'Create folder' }).count()).toBe(0);
+    // Only Files is offered in the menu.
+    const links = await page.getByRole('navigation', { name: 'Main' }).getByRole('link').allTextContents();
+    expect(links).toEqual(['Files', expect.stringMatching(/^Test User/)]);
+    expectNoConsoleErrors(w);
+    await w.context.close();
+  });
+});

@@ -1,0 +1,224 @@
+import type { Browser } from 'playwright-core';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { ADMIN, startTestBroker, type TestBroker } from '../support/broker.js';
+import { ensureBuilt, expectNoConsoleErrors, launchBrowser, openPage, screenshot, signIn } from './support.js';
+
+let t: TestBroker;
+let browser: Browser;
+
+beforeAll(async () => {
+  ensureBuilt();
+  t = await startTestBroker();
+  browser = await launchBrowser();
+});
+
+afterAll(async () => {
+  await browser?.close();
+  await t?.close();
+});
+
+describe('sign-in and sign-out', () => {
+  it('shows the API message for a wrong password, then signs in with the keyboard alone', async () => {
+    const w = await openPage(browser, t.url);
+    const { page } = w;
+    await page.goto('/');
+    await expect.poll(() => page.url()).toMatch(/\/login$/);
+    await screenshot(page, 'sign-in');
+
+    // The email field has the focus; Tab reaches the password, Enter submits.
+    await expect.poll(() => page.evaluate(() => document.activeElement?.id)).toBe('f-email');
+    await page.keyboard.type(ADMIN.email);
+    await page.keyboard.press('Tab');
+    await page.keyboard.type('wrong-password');
+    await page.keyboard.press('Enter');
+    const alert = page.getByRole('alert');
+    await alert.waitFor();
+    expect(await alert.textContent()).toContain('The email or password is wrong.');
+    await screenshot(page, 'sign-in-refused');
+
+    await page.getByLabel('Password').fill(ADMIN.password);
+    await page.getByLabel('Password').press('Enter');
+    await page.getByRole('button', { name: 'Sign out' }).waitFor();
+    expect(new URL(page.url()).pathname).not.toBe('/login');
+    expectNoConsoleErrors(w);
+    await w.context.close();
+  });
+
+  it('signs out: the token is revoked and the console asks to sign in again', async () => {
+    const w = await openPage(browser, t.url);
+    const { page } = w;
+    await signIn(page);
+    const token = await page.evaluate(() => sessionStorage.getItem('fleet.token'));
+    expect(token).toMatch(/^ey/);
+    expect((await t.api('GET', '/api/v2/commitlist', { token: token as string })).status).toBe(200);
+
+    await page.getByRole('button', { name: 'Sign out' }).click();
+    await page.getByRole('button', { name: 'Sign in' }).waitFor();
+    expect(await page.getByRole('status').first().textContent()).toContain('signed out');
+    expect(new URL(page.url()).pathname).toBe('/login');
+    expect((await t.api('GET', '/api/v2/commitlist', { token: token as string })).status).toBe(401);
+
+    // A new visit does not sign in again by itself: the refresh cookie was revoked too.
+    await page.goto('/audit');
+    await page.getByRole('button', { name: 'Sign in' }).waitFor();
+    expect(await page.evaluate(() => sessionStorage.getItem('fleet.token'))).toBeNull();
+    expectNoConsoleErrors(w);
+    await w.context.close();
+  });
+
+  it('keeps the session across a reload and returns to the page asked for after sign-in', async () => {
+    const w = await openPage(browser, t.url);
+    const { page } = w;
+    await page.goto('/audit?result=denied');
+    await page.getByRole('button', { name: 'Sign in' }).waitFor();
+    await page.getByLabel('Email').fill(ADMIN.email);
+    await page.getByLabel('Password').fill(ADMIN.password);
+    await page.getByRole('button', { name: 'Sign in' }).click();
+    await page.getByRole('heading', { name: 'Audit' }).waitFor();
+    expect(new URL(page.url()).search).toBe('?result=denied');
+
+    await page.reload();
+    await page.getByRole('heading', { name: 'Audit' }).waitFor();
+    expect(await page.getByRole('button', { name: 'Sign out' }).isVisible()).toBe(true);
+    expectNoConsoleErrors(w);
+    await w.context.close();
+  });
+});
+
+describe('navigation', () => {
+  it('offers every area to the administrator, and each screen renders a heading or the API message', async () => {
+    const w = await openPage(browser, t.url);
+    const { page } = w;
+    await signIn(page);
+    const nav = page.getByRole('navigation', { name: 'Main' });
+    const areas = [
+      ['Devices', 'devices'],
+      ['Pending hosts', 'pending-hosts'],
+      ['Bootstrap keys', 'bootstrap-keys'],
+      ['Files', 'files'],
+      ['Users', 'users'],
+      ['Roles', 'roles'],
+      ['Audit', 'audit'],
+    ] as const;
+    for (const [label, shot] of areas) {
+      await nav.getByRole('link', { name: label, exact: true }).click();
+      await page.getByRole('heading', { level: 1, name: label }).waitFor();
+      await expect.poll(() => page.locator('.loading').count()).toBe(0);
+      expect(await nav.getByRole('link', { name: label, exact: true }).getAttribute('aria-current')).toBe('page');
+      // Never a blank page: the main area has content.
+      expect(((await page.locator('main').textContent()) ?? '').trim().length).toBeGreaterThan(label.length);
+      await screenshot(page, shot);
+    }
+    await page.getByRole('link', { name: /admin@example\.com|Profile|Admin/ }).first().click();
+    await page.getByRole('heading', { level: 1, name: 'Profile' }).waitFor();
+    await screenshot(page, 'profile');
+
+    await page.goto('/no-such-page');
+    await page.getByText('There is no page at /no-such-page').waitFor();
+    expectNoConsoleErrors(w);
+    await w.context.close();
+  });
+
+  it('fits a phone-width window: the menu folds behind a button', async () => {
+    const w = await openPage(browser, t.url, { width: 390, height: 844 });
+    const { page } = w;
+    await signIn(page);
+    const nav = page.getByRole('navigation', { name: 'Main' });
+    expect(await nav.isVisible()).toBe(false);
+    await page.getByRole('button', { name: 'Menu' }).click();
+    expect(await nav.isVisible()).toBe(true);
+    await screenshot(page, 'phone-menu');
+    await nav.getByRole('link', { name: 'Audit', exact: true }).click();
+    await page.getByRole('heading', { level: 1, name: 'Audit' }).waitFor();
+    expect(await nav.isVisible()).toBe(false);
+    // Nothing wider than the window but the scrollable tables.
+    const overflow = await page.evaluate(() => document.documentElement.scrollWidth - window.innerWidth);
+    expect(overflow).toBeLessThanOrEqual(0);
+    await screenshot(page, 'phone-audit');
+    expectNoConsoleErrors(w);
+    await w.context.close();
+  });
+});
+
+describe('access denied', () => {
+  it('shows "Access denied" with the reason when the user may not use an area', async () => {
+    const user = await t.userWith([{ permission: 'device:read' }]);
+    const w = await openPage(browser, t.url);
+    const { page } = w;
+    await signIn(page, user.email, user.password);
+    await page.goto('/audit');
+    const alert = page.getByRole('alert');
+    await alert.waitFor();
+    expect(await alert.textContent()).toContain('Access denied');
+    await screenshot(page, 'access-denied');
+
+    await page.goto('/users');
+    await page.getByRole('alert').waitFor();
+    expect(await page.getByRole('alert').textContent()).toContain('Access denied');
+    expectNoConsoleErrors(w);
+    await w.context.close();
+  });
+});
+
+describe('audit view', () => {
+  it('lists remote-access attempts and filters them by result and device', async () => {
+    const audit = t.broker.services.audit;
+    const admin = await t.api('GET', '/api/v2/commitlist', { token: t.adminToken });
+    expect(admin.status).toBe(200);
+    const deviceA = 'a'.repeat(64);
+    const deviceB = 'b'.repeat(64);
+    const user = { id: 'u-audit', email: 'operator@example.com' };
+    const base = { user, action: 'console', options: {}, ip: '192.0.2.7', source: 'web' as const };
+    await audit.recordRemoteStart({ ...base, event: 'remote.console', deviceId: deviceA, allowed: true, reason: 'tag:lab/console' });
+    await audit.recordRemoteStart({ ...base, event: 'remote.console', deviceId: deviceB, allowed: false, reason: 'no matching resource' });
+    await audit.recordRemoteStart({ ...base, event: 'remote.tunnel', action: 'tunnel', deviceId: deviceA, allowed: false, options: { proto: 'tcp', port: 22 }, reason: 'port not allowed' });
+
+    const w = await openPage(browser, t.url);
+    const { page } = w;
+    await signIn(page);
+    await page.goto('/audit');
+    const rows = page.locator('table.audit-table tbody tr');
+    await rows.first().waitFor();
+    expect(await rows.count()).toBeGreaterThanOrEqual(3);
+    await screenshot(page, 'audit-all');
+
+    await page.getByLabel('Result').selectOption('denied');
+    await page.getByRole('button', { name: 'Filter' }).click();
+    await expect.poll(() => page.url()).toContain('result=denied');
+    await expect.poll(() => rows.count()).toBe(2);
+    expect(await rows.allTextContents()).toEqual([expect.stringContaining('port not allowed'), expect.stringContaining('no matching resource')]);
+
+    await page.getByLabel('Device id').fill(deviceA);
+    await page.getByRole('button', { name: 'Filter' }).click();
+    await expect.poll(() => rows.count()).toBe(1);
+    expect(await rows.first().textContent()).toContain('tunnel');
+    expect(await rows.first().textContent()).toContain('operator@example.com');
+    await screenshot(page, 'audit-filtered');
+
+    await page.getByRole('button', { name: 'Clear' }).click();
+    await expect.poll(() => rows.count()).toBeGreaterThanOrEqual(3);
+    expectNoConsoleErrors(w);
+    await w.context.close();
+  });
+});
+
+describe('token renewal', () => {
+  it('renews the token before it expires, so a long-open console keeps working', async () => {
+    const short = await startTestBroker({ env: { TOKEN_TTL_SECONDS: '10' } });
+    try {
+      const w = await openPage(browser, short.url);
+      const { page } = w;
+      await signIn(page);
+      const first = await page.evaluate(() => sessionStorage.getItem('fleet.token'));
+      // The console renews at 80% of the lifetime; wait until the token changed.
+      await expect.poll(() => page.evaluate(() => sessionStorage.getItem('fleet.token')), { timeout: 20_000, interval: 500 }).not.toBe(first);
+      await page.getByRole('navigation', { name: 'Main' }).getByRole('link', { name: 'Audit', exact: true }).click();
+      await page.getByRole('heading', { level: 1, name: 'Audit' }).waitFor();
+      await expect.poll(() => page.locator('table.audit-table').count()).toBe(1);
+      expectNoConsoleErrors(w);
+      await w.context.close();
+    } finally {
+      await short.close();
+    }
+  });
+});

@@ -1,0 +1,307 @@
+import type { Browser } from 'playwright-core';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { enrolDevice } from '../support/agent.js';
+import { startTestBroker, type TestBroker } from '../support/broker.js';
+import { ensureBuilt, expectNoConsoleErrors, launchBrowser, openPage, screenshot, signIn } from './support.js';
+
+let t: TestBroker;
+let browser: Browser;
+
+beforeAll(async () => {
+  ensureBuilt();
+  t = await startTestBroker();
+  browser = await launchBrowser();
+});
+
+afterAll(async () => {
+  await browser?.close();
+  await t?.close();
+});
+
+describe('device tree', () => {
+  it('shows groups with their node ids, tags and devices, and filters by text, tag and status', async () => {
+    await t.addGroup({ id: 'berlin', title: 'Berlin', tags: ['prod'] });
+    await t.addGroup({ id: 'lab', title: 'Lab', tags: ['test'] });
+    const gateway = await t.addDevice({ parent: 'berlin', name: 'gateway-01', tags: ['edge'] });
+    await t.addDevice({ parent: 'lab', name: 'bench-pi' });
+
+    const w = await openPage(browser, t.url);
+    const { page } = w;
+    await signIn(page);
+    await page.goto('/devices');
+    const tree = page.locator('ul.tree');
+    await tree.getByText('gateway-01').waitFor();
+    // Node ids are shown next to group names.
+    const berlin = tree.locator('summary', { hasText: 'Berlin' });
+    expect(await berlin.locator('code.node-id').textContent()).toBe('berlin');
+    expect(await berlin.locator('.tag').allTextContents()).toEqual(['prod']);
+    expect(await tree.locator('.device-row', { hasText: 'gateway-01' }).locator('.tag').allTextContents()).toEqual(['edge']);
+    expect(await tree.locator('.device-row', { hasText: 'gateway-01' }).locator('.status').textContent()).toContain('offline');
+    await screenshot(page, 'devices-tree');
+
+    await page.getByLabel('Search').fill('bench');
+    await expect.poll(() => tree.locator('.device-row').count()).toBe(1);
+    expect(await tree.locator('.device-row').textContent()).toContain('bench-pi');
+
+    await page.getByLabel('Search').fill('');
+    // A device carries the tags of its groups: "prod" finds the gateway below Berlin.
+    await page.getByLabel('Tag').selectOption('prod');
+    await expect.poll(() => tree.locator('.device-row').count()).toBe(1);
+    expect(await tree.locator('.device-row').textContent()).toContain('gateway-01');
+
+    await page.getByLabel('Tag').selectOption('');
+    await page.getByLabel('Status').selectOption('online');
+    await expect.poll(() => tree.locator('.device-row').count()).toBe(0);
+    expect(await page.getByText('No device or group matches.').isVisible()).toBe(true);
+
+    await page.getByLabel('Status').selectOption('');
+    await tree.getByRole('link', { name: 'gateway-01' }).click();
+    await page.getByRole('heading', { level: 1, name: 'gateway-01' }).waitFor();
+    expect(new URL(page.url()).pathname).toBe(`/devices/${gateway}`);
+    expect(await page.locator('.device-meta').textContent()).toContain(gateway);
+    await screenshot(page, 'device-page');
+    expectNoConsoleErrors(w);
+    await w.context.close();
+  });
+});
+
+describe('attribute editor', () => {
+  it('adds two custom keys, marks one for deletion and undoes it; nothing is stored before Save; the API then holds exactly the record', async () => {
+    const device = await t.addDevice({ name: 'sensor-7' });
+    const seeded = await t.api('PATCH', `/api/v2/deviceattribute/${device}`, { token: t.adminToken, body: { description: 'lab sensor', custom: { owner: 'ops' } } });
+    expect(seeded.status).toBe(200);
+    const before = seeded.body;
+    const max = before.custom_max as number;
+
+    const w = await openPage(browser, t.url);
+    const { page } = w;
+    await signIn(page);
+    await page.goto(`/devices/${device}`);
+    await page.getByRole('link', { name: 'Edit attributes' }).click();
+    await page.getByRole('heading', { level: 1, name: 'Edit attributes' }).waitFor();
+    const counter = page.getByTestId('custom-counter');
+    await expect.poll(() => counter.textContent()).toContain(`1 / ${max}`);
+
+    // The key of an existing attribute cannot be edited.
+    const ownerRow = page.locator('.custom-row[data-key="owner"]');
+    expect(await ownerRow.getByLabel('Key').getAttribute('readonly')).not.toBeNull();
+
+    for (const [key, value] of [
+      ['site', 'berlin'],
+      ['rack', 'r12'],
+    ]) {
+      await page.getByRole('button', { name: 'Add custom attribute' }).click();
+      const row = page.locator('.custom-row').last();
+      await row.getByLabel('New key').fill(key);
+      await row.getByLabel('Value').fill(value);
+    }
+    await expect.poll(() => counter.textContent()).toContain(`3 / ${max}`);
+
+    await ownerRow.getByRole('button', { name: 'Delete owner' }).click();
+    await expect.poll(() => counter.textContent()).toContain(`2 / ${max}`);
+    expect(await ownerRow.textContent()).toContain('Marked for deletion');
+    await screenshot(page, 'attributes-marked');
+
+    // Nothing is persisted before Save.
+    expect((await t.api('GET', `/api/v2/deviceattribute/${device}`, { token: t.adminToken })).body).toEqual(before);
+
+    await ownerRow.getByRole('button', { name: 'Undo delete of owner' }).click();
+    await expect.poll(() => counter.textContent()).toContain(`3 / ${max}`);
+    expect(await ownerRow.textContent()).not.toContain('Marked for deletion');
+
+    await page.getByRole('button', { name: 'Save', exact: true }).click();
+    await page.getByText('Saved.').waitFor();
+    const after = await t.api('GET', `/api/v2/deviceattribute/${device}`, { token: t.adminToken });
+    expect(after.body).toEqual({ ...before, custom: { owner: 'ops', site: 'berlin', rack: 'r12' } });
+    await screenshot(page, 'attributes-saved');
+    expectNoConsoleErrors(w);
+    await w.context.close();
+  });
+
+  it('shows the API errors at the field (coordinates out of range, key too long) and stores nothing', async () => {
+    const device = await t.addDevice({ name: 'sensor-8' });
+    const before = (await t.api('GET', `/api/v2/deviceattribute/${device}`, { token: t.adminToken })).body;
+    const w = await openPage(browser, t.url);
+    const { page } = w;
+    await signIn(page);
+    await page.goto(`/devices/${device}/attributes`);
+    await page.getByLabel('Latitude').fill('95');
+    await page.getByRole('button', { name: 'Save', exact: true }).click();
+    const latitude = page.locator('.field', { has: page.getByLabel('Latitude') });
+    await latitude.locator('.field-error').waitFor();
+    expect(await latitude.locator('.field-error').textContent()).toMatch(/90/);
+    expect(await page.getByLabel('Latitude').getAttribute('aria-invalid')).toBe('true');
+
+    await page.getByLabel('Latitude').fill('52.52');
+    await page.getByRole('button', { name: 'Add custom attribute' }).click();
+    const row = page.locator('.custom-row').last();
+    await row.getByLabel('New key').fill('k'.repeat(65));
+    await row.getByLabel('Value').fill('v');
+    await page.getByRole('button', { name: 'Save', exact: true }).click();
+    await row.locator('.field-error').waitFor();
+    expect(await row.locator('.field-error').textContent()).toMatch(/64/);
+    await screenshot(page, 'attributes-errors');
+    // All or nothing: the valid latitude was not stored either.
+    expect((await t.api('GET', `/api/v2/deviceattribute/${device}`, { token: t.adminToken })).body).toEqual(before);
+
+    await row.getByRole('button', { name: /Remove new row/ }).click();
+    await page.getByRole('button', { name: 'Save', exact: true }).click();
+    await page.getByText('Saved.').waitFor();
+    expect((await t.api('GET', `/api/v2/deviceattribute/${device}`, { token: t.adminToken })).body.latitude).toBe('52.52');
+    expectNoConsoleErrors(w);
+    await w.context.close();
+  });
+
+  it('is not offered without device:manage', async () => {
+    const device = await t.addDevice({ name: 'sensor-9' });
+    const reader = await t.userWith([{ permission: 'device:read' }]);
+    const w = await openPage(browser, t.url);
+    const { page } = w;
+    await signIn(page, reader.email, reader.password);
+    await page.goto(`/devices/${device}`);
+    await page.getByRole('heading', { level: 2, name: 'Attributes' }).waitFor();
+    expect(await page.getByRole('link', { name: 'Edit attributes' }).count()).toBe(0);
+    expect(await page.getByRole('button', { name: 'Remove device' }).count()).toBe(0);
+    await page.goto(`/devices/${device}/attributes`);
+    await page.getByRole('alert').waitFor();
+    expect(await page.getByRole('alert').textContent()).toContain('Access denied');
+    expectNoConsoleErrors(w);
+    await w.context.close();
+  });
+});
+
+describe('phone width', () => {
+  it('shows the device page and the attribute editor without sideways scrolling', async () => {
+    const device = await t.addDevice({ name: 'phone-check', tags: ['a-rather-long-tag-name'] });
+    await t.api('PATCH', `/api/v2/deviceattribute/${device}`, { token: t.adminToken, body: { custom: { owner: 'ops', location: 'building 7, floor 3' } } });
+    const w = await openPage(browser, t.url, { width: 390, height: 844 });
+    const { page } = w;
+    await signIn(page);
+    for (const [path, shot] of [
+      [`/devices/${device}`, 'phone-device'],
+      [`/devices/${device}/attributes`, 'phone-attributes'],
+      ['/devices', 'phone-devices'],
+    ]) {
+      await page.goto(path);
+      await page.locator('main h1').waitFor();
+      await expect.poll(() => page.locator('.loading').count()).toBe(0);
+      await screenshot(page, shot);
+      const wide = await page.evaluate(() =>
+        [...document.querySelectorAll('body *')]
+          .filter((e) => e.getBoundingClientRect().right > window.innerWidth + 1 || e.scrollWidth > window.innerWidth + 1)
+          .slice(0, 8)
+          .map((e) => `${e.tagName}.${e.className} ${e.getBoundingClientRect().right} ${e.scrollWidth}`),
+      );
+      expect(wide).toEqual([]);
+      expect(await page.evaluate(() => document.documentElement.scrollWidth - window.innerWidth)).toBeLessThanOrEqual(0);
+    }
+    expectNoConsoleErrors(w);
+    await w.context.close();
+  });
+});
+
+describe('remote access buttons', () => {
+  it('offers no console to a user without remote-access:connect, and the console URL says "Access denied"', async () => {
+    const device = await t.addDevice({ name: 'router-3', tags: ['lab'] });
+    const reader = await t.userWith([{ permission: 'device:read' }, { permission: 'inventory:read' }]);
+    const w = await openPage(browser, t.url);
+    const { page } = w;
+    await signIn(page, reader.email, reader.password);
+    await page.goto(`/devices/${device}`);
+    await page.getByText('Your roles allow no remote access to this device.').waitFor();
+    expect(await page.getByTestId('open-console').count()).toBe(0);
+    expect(await page.getByRole('button', { name: 'Reload agent' }).count()).toBe(0);
+    await screenshot(page, 'device-no-remote-access');
+
+    await page.goto(`/console/${device}`);
+    const alert = page.getByRole('alert');
+    await alert.waitFor();
+    expect(await alert.textContent()).toContain('Access denied');
+    expect(await page.locator('.xterm').count()).toBe(0);
+    await screenshot(page, 'console-access-denied');
+    expectNoConsoleErrors(w);
+    await w.context.close();
+  });
+
+  it('offers exactly the actions a role grants: console only on tag:lab', async () => {
+    const device = await t.addDevice({ name: 'router-4', tags: ['lab'] });
+    const other = await t.addDevice({ name: 'router-5' });
+    const operator = await t.userWith([{ permission: 'device:read' }, { permission: 'remote-access:connect', resources: ['tag:lab/console'] }]);
+    const w = await openPage(browser, t.url);
+    const { page } = w;
+    await signIn(page, operator.email, operator.password);
+    await page.goto(`/devices/${device}`);
+    await page.getByTestId('open-console').waitFor();
+    expect(await page.getByRole('button', { name: 'Reload agent' }).count()).toBe(0);
+    expect(await page.getByRole('heading', { name: 'File transfer' }).count()).toBe(0);
+    expect(await page.getByRole('heading', { name: 'Tunnels' }).count()).toBe(0);
+
+    await page.goto(`/devices/${other}`);
+    await page.getByText('Your roles allow no remote access to this device.').waitFor();
+    expect(await page.getByTestId('open-console').count()).toBe(0);
+    expectNoConsoleErrors(w);
+    await w.context.close();
+  });
+
+  it('lists the port presets of a device with the exact fleet connect command', async () => {
+    const device = await t.addDevice({ name: 'camera-1', tags: ['cams'] });
+    for (const body of [
+      { target: 'tag:cams', name: 'RTSP', proto: 'tcp', port: 554, dst: 'localhost' },
+      { target: '*', name: 'SSH', proto: 'tcp', port: 22, dst: 'localhost' },
+    ]) {
+      expect((await t.api('POST', '/api/v2/service-connect/portmap', { token: t.adminToken, body })).status).toBe(201);
+    }
+    const w = await openPage(browser, t.url);
+    const { page } = w;
+    await signIn(page);
+    await page.goto(`/devices/${device}`);
+    const ssh = page.locator('.portmap', { hasText: 'SSH' });
+    await ssh.waitFor();
+    expect(await ssh.getByTestId('connect-command').textContent()).toBe(`fleet connect ${device} -t 10022:localhost:22`);
+    const rtsp = page.locator('.portmap', { hasText: 'RTSP' });
+    await rtsp.getByLabel('Local port').fill('8554');
+    expect(await rtsp.getByTestId('connect-command').textContent()).toBe(`fleet connect ${device} -t 8554:localhost:554`);
+    await screenshot(page, 'device-tunnels');
+    expectNoConsoleErrors(w);
+    await w.context.close();
+  });
+});
+
+describe('enrolment', () => {
+  it('creates a bootstrap key, approves one pending host and rejects another', async () => {
+    await t.addGroup({ id: 'hamburg', title: 'Hamburg' });
+    const w = await openPage(browser, t.url);
+    const { page } = w;
+    await signIn(page);
+    await page.goto('/bootstrap-keys');
+    await page.getByRole('heading', { level: 1, name: 'Bootstrap keys' }).waitFor();
+    await page.getByLabel('Group').selectOption('hamburg');
+    await page.getByRole('button', { name: 'Create key' }).click();
+    const created = page.locator('.notice code');
+    await created.waitFor();
+    const key = (await created.textContent()) as string;
+    const listed = await t.api('GET', '/api/v2/bootstrapkeylist', { token: t.adminToken });
+    expect(listed.body.items).toEqual([expect.objectContaining({ key, group_id: 'hamburg', auto_accept: false })]);
+    await screenshot(page, 'bootstrap-keys');
+
+    const first = await enrolDevice(t, key, undefined, 'pending-one');
+    const second = await enrolDevice(t, key, undefined, 'pending-two');
+    expect(first.answer.body.state).toBe('pending');
+    await page.getByRole('navigation', { name: 'Main' }).getByRole('link', { name: 'Pending hosts' }).click();
+    const rows = page.locator('tbody tr');
+    await expect.poll(() => rows.count()).toBe(2);
+    await screenshot(page, 'pending-hosts');
+    await rows.filter({ hasText: 'pending-one' }).getByRole('button', { name: 'Approve' }).click();
+    await page.getByText('pending-one was approved.').waitFor();
+    await rows.filter({ hasText: 'pending-two' }).getByRole('button', { name: 'Reject' }).click();
+    await page.getByRole('button', { name: 'Yes, reject' }).click();
+    await page.getByText('pending-two was rejected.').waitFor();
+    await expect.poll(() => rows.count()).toBe(0);
+
+    const tree = await t.api('GET', `/api/v2/node/${first.device.id}`, { token: t.adminToken });
+    expect(tree.body.parent_id).toBe('hamburg');
+    expect((await t.api('GET', `/api/v2/node/${second.device.id}`, { token: t.adminToken })).status).toBe(404);
+    expectNoConsoleErrors(w);
+    await w.context.close();
+  });
+});

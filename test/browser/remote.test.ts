@@ -1,0 +1,161 @@
+/**
+ * The web console against a real agent process: the xterm.js console (typing, output, resize,
+ * flow control, end of session), file transfer both ways with progress, and agent reload.
+ */
+import crypto from 'node:crypto';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import type { Browser, Page } from 'playwright-core';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { eventually, startAgent, type TestAgent } from '../support/agent.js';
+import { startTestBroker, type TestBroker } from '../support/broker.js';
+import { ensureBuilt, expectNoConsoleErrors, launchBrowser, openPage, screenshot, signIn } from './support.js';
+
+let t: TestBroker;
+let browser: Browser;
+let agent: TestAgent;
+let device: string;
+let work: string;
+
+beforeAll(async () => {
+  ensureBuilt();
+  t = await startTestBroker();
+  const key = await t.api('POST', '/api/v2/bootstrapkey', { token: t.adminToken, body: { auto_accept: true } });
+  expect(key.status).toBe(200);
+  agent = startAgent({ broker: t.url, bootstrapKey: Object.keys(key.body)[0] });
+  device = await agent.waitConnected(t, 60_000);
+  work = fs.mkdtempSync(path.join(os.tmpdir(), 'fleet-browser-remote-'));
+  browser = await launchBrowser();
+});
+
+afterAll(async () => {
+  await browser?.close();
+  await agent?.close();
+  await t?.close();
+  if (work) fs.rmSync(work, { recursive: true, force: true });
+});
+
+/** What the terminal shows, row by row (xterm's DOM renderer). */
+function screenText(page: Page): Promise<string> {
+  return page.locator('.xterm-rows').innerText();
+}
+
+async function typeCommand(page: Page, command: string): Promise<void> {
+  await page.locator('.xterm-helper-textarea').focus();
+  await page.keyboard.type(command);
+  await page.keyboard.press('Enter');
+}
+
+describe('console to a real agent', () => {
+  it('opens from the device page, runs a typed command, follows the window size and ends with a clear message', async () => {
+    const w = await openPage(browser, t.url);
+    const { page } = w;
+    await signIn(page);
+    await page.goto(`/devices/${device}`);
+    await page.getByTestId('open-console').click();
+    await expect.poll(() => page.getByTestId('console-status').textContent(), { timeout: 20_000 }).toBe('Connected');
+    expect(new URL(page.url()).pathname).toBe(`/console/${device}`);
+
+    await typeCommand(page, 'echo fleet-$((6*7))');
+    await expect.poll(() => screenText(page), { timeout: 15_000 }).toContain('fleet-42');
+    await screenshot(page, 'console');
+
+    // The terminal fills the window and follows its size.
+    await typeCommand(page, 'echo size-$(stty size | tr " " x)');
+    await expect.poll(async () => /size-(\d+x\d+)/.exec(await screenText(page))?.[1], { timeout: 15_000 }).toBeDefined();
+    const before = /size-(\d+x\d+)/.exec(await screenText(page))?.[1];
+    await page.setViewportSize({ width: 900, height: 560 });
+    await typeCommand(page, 'clear; echo resized-$(stty size | tr " " x)');
+    const after = await eventually(async () => /resized-(\d+x\d+)/.exec(await screenText(page))?.[1], 15_000, 'the new size');
+    expect(after).not.toBe(before);
+    const [rows, cols] = (after as string).split('x').map(Number);
+    expect(cols).toBeLessThan(Number((before as string).split('x')[1]));
+    expect(rows).toBeLessThan(Number((before as string).split('x')[0]));
+
+    // Flow control: 2 MB of output passes only if the console acknowledges what it rendered
+    // (the broker holds the shell after 1 MiB un-acknowledged).
+    await typeCommand(page, 'seq 1 300000; echo flood-$((5+5))-done');
+    await expect.poll(() => screenText(page), { timeout: 60_000, interval: 250 }).toContain('flood-10-done');
+    await typeCommand(page, 'echo still-$((1+1))-responsive');
+    await expect.poll(() => screenText(page), { timeout: 15_000 }).toContain('still-2-responsive');
+
+    await typeCommand(page, 'exit 3');
+    const banner = page.locator('.console-banner');
+    await banner.waitFor({ timeout: 15_000 });
+    expect(await banner.textContent()).toBe('Session ended (exit code 3).');
+    expect(await page.getByTestId('console-status').textContent()).toBe('Session ended (exit code 3).');
+    await screenshot(page, 'console-ended');
+
+    // Reconnect opens a new session.
+    await page.getByRole('button', { name: 'Reconnect' }).click();
+    await expect.poll(() => page.getByTestId('console-status').textContent(), { timeout: 20_000 }).toBe('Connected');
+    await typeCommand(page, 'echo again-$((2*3))');
+    await expect.poll(() => screenText(page), { timeout: 15_000 }).toContain('again-6');
+    expectNoConsoleErrors(w);
+    await w.context.close();
+
+    const entries = await t.api('GET', `/api/v2/commitlist?device_id=${device}&action=console`, { token: t.adminToken });
+    expect(entries.body.items.filter((e: { result: string; source: string }) => e.result === 'allowed' && e.source === 'web').length).toBeGreaterThanOrEqual(2);
+  });
+
+  it('shows "Access denied" in the console when the role allows only other devices', async () => {
+    const operator = await t.userWith([{ permission: 'device:read' }, { permission: 'remote-access:connect', resources: ['tag:elsewhere/console'] }]);
+    const w = await openPage(browser, t.url);
+    const { page } = w;
+    await signIn(page, operator.email, operator.password);
+    await page.goto(`/console/${device}`);
+    await page.getByRole('alert').waitFor();
+    expect(await page.getByRole('alert').textContent()).toContain('Access denied');
+    expectNoConsoleErrors(w);
+    await w.context.close();
+  });
+});
+
+describe('file transfer with a real agent', () => {
+  it('uploads a file to the device and downloads it back, with progress', async () => {
+    const content = crypto.randomBytes(5 * 1024 * 1024);
+    const target = path.join(work, 'upload');
+    fs.mkdirSync(target);
+    const w = await openPage(browser, t.url);
+    const { page } = w;
+    await signIn(page);
+    await page.goto(`/devices/${device}`);
+    await page.getByRole('heading', { name: 'File transfer' }).waitFor();
+    await page.getByLabel('File to send').setInputFiles({ name: 'firmware.bin', mimeType: 'application/octet-stream', buffer: content });
+    await page.getByLabel('Destination on the device').fill(`${target}/`);
+    const sawProgress = page.waitForSelector('.transfer-progress progress', { timeout: 10_000 }).then(() => true);
+    await page.getByRole('button', { name: 'Upload to device' }).click();
+    expect(await sawProgress).toBe(true);
+    await page.getByText(`Uploaded ${content.length} bytes to ${target}/firmware.bin.`).waitFor({ timeout: 30_000 });
+    expect(fs.readFileSync(path.join(target, 'firmware.bin')).equals(content)).toBe(true);
+    await screenshot(page, 'device-file-transfer');
+
+    await page.getByLabel('File to fetch from the device').fill(`${target}/firmware.bin`);
+    const [download] = await Promise.all([page.waitForEvent('download', { timeout: 30_000 }), page.getByRole('button', { name: 'Download from device' }).click()]);
+    expect(download.suggestedFilename()).toBe('firmware.bin');
+    expect(fs.readFileSync(await download.path()).equals(content)).toBe(true);
+    await page.getByText(`Downloaded ${content.length} bytes`).waitFor();
+
+    // A path that does not exist: the device's refusal is shown, not a blank page.
+    await page.getByLabel('File to fetch from the device').fill(`${target}/missing.bin`);
+    await page.getByRole('button', { name: 'Download from device' }).click();
+    await page.getByRole('alert').waitFor();
+    expect(((await page.getByRole('alert').textContent()) ?? '').length).toBeGreaterThan('Transfer failed'.length);
+    expectNoConsoleErrors(w);
+    await w.context.close();
+  });
+
+  it('reloads the agent from the device page', async () => {
+    const w = await openPage(browser, t.url);
+    const { page } = w;
+    await signIn(page);
+    await page.goto(`/devices/${device}`);
+    await page.getByRole('button', { name: 'Reload agent' }).click();
+    await page.getByText('The agent is reloading.').waitFor({ timeout: 20_000 });
+    const entries = await t.api('GET', `/api/v2/commitlist?device_id=${device}&action=reload`, { token: t.adminToken });
+    expect(entries.body.items[0]).toMatchObject({ result: 'allowed', source: 'web' });
+    expectNoConsoleErrors(w);
+    await w.context.close();
+  });
+});

@@ -1,0 +1,165 @@
+/** The console's frame: sign-in gate, navigation by permission, and the screen for the path. */
+import type { ComponentChildren } from 'preact';
+import { useEffect, useRef, useState } from 'preact/hooks';
+import { allowed, type Area } from './areas.js';
+import { Link, match, navigate, useLocation } from './router.js';
+import { AuditScreen } from './screens/audit.js';
+import { AttributesScreen } from './screens/attributes.js';
+import { BootstrapKeysScreen } from './screens/bootstrap-keys.js';
+import { DeviceScreen } from './screens/device.js';
+import { DevicesScreen } from './screens/devices.js';
+import { FilesScreen } from './screens/files.js';
+import { LoginScreen } from './screens/login.js';
+import { PendingHostsScreen } from './screens/pending.js';
+import { ProfileScreen } from './screens/profile.js';
+import { RoleScreen, RolesScreen } from './screens/roles.js';
+import { SetPasswordScreen } from './screens/set-password.js';
+import { UsersScreen } from './screens/users.js';
+import { clearReturnTo, signOut, useSession } from './session.js';
+import { AccessDenied, ErrorBox, Loading } from './ui.js';
+
+/** Pages shown with or without a session. */
+const PUBLIC_PATHS = new Set(['/login', '/set-password']);
+
+type ConsoleModule = typeof import('./screens/console.js');
+
+/** The console screen and xterm.js load on first use, keeping the rest of the console small. */
+function LazyConsole({ deviceId }: { deviceId: string }) {
+  const [mod, setMod] = useState<ConsoleModule | null>(null);
+  const [error, setError] = useState<unknown>();
+  useEffect(() => {
+    import('./screens/console.js').then(setMod, setError);
+  }, []);
+  if (error) return <ErrorBox error={error} title="The console could not be loaded" />;
+  if (!mod) return <Loading what="the console" />;
+  return <mod.ConsoleScreen deviceId={deviceId} />;
+}
+
+interface Screen {
+  pattern: string;
+  area?: Area;
+  render: (params: Record<string, string>) => ComponentChildren;
+}
+
+const SCREENS: Screen[] = [
+  { pattern: '/devices', area: 'devices', render: () => <DevicesScreen /> },
+  { pattern: '/devices/:id', area: 'devices', render: (p) => <DeviceScreen deviceId={p.id} /> },
+  { pattern: '/devices/:id/attributes', area: 'devices', render: (p) => <AttributesScreen deviceId={p.id} /> },
+  { pattern: '/pending', area: 'pendingHosts', render: () => <PendingHostsScreen /> },
+  { pattern: '/bootstrap-keys', area: 'bootstrapKeys', render: () => <BootstrapKeysScreen /> },
+  { pattern: '/files', area: 'filesManager', render: () => <FilesScreen /> },
+  { pattern: '/users', area: 'users', render: () => <UsersScreen /> },
+  { pattern: '/roles', area: 'roles', render: () => <RolesScreen /> },
+  { pattern: '/roles/new', area: 'rolesManage', render: () => <RoleScreen /> },
+  { pattern: '/roles/:id', area: 'roles', render: (p) => <RoleScreen roleId={p.id} /> },
+  { pattern: '/audit', area: 'audit', render: () => <AuditScreen /> },
+  { pattern: '/profile', render: () => <ProfileScreen /> },
+];
+
+const NAV: { href: string; label: string; area: Area }[] = [
+  { href: '/devices', label: 'Devices', area: 'devices' },
+  { href: '/pending', label: 'Pending hosts', area: 'pendingHosts' },
+  { href: '/bootstrap-keys', label: 'Bootstrap keys', area: 'bootstrapKeys' },
+  { href: '/files', label: 'Files', area: 'filesManager' },
+  { href: '/users', label: 'Users', area: 'users' },
+  { href: '/roles', label: 'Roles', area: 'roles' },
+  { href: '/audit', label: 'Audit', area: 'audit' },
+];
+
+function firstAllowedPath(): string {
+  return NAV.find((n) => allowed(n.area))?.href ?? '/profile';
+}
+
+function Frame({ path, children }: { path: string; children: ComponentChildren }) {
+  const session = useSession();
+  const [menuOpen, setMenuOpen] = useState(false);
+  const first = useRef(true);
+  useEffect(() => {
+    setMenuOpen(false);
+    // After moving to another page, start keyboard and screen-reader users at its heading.
+    if (first.current) first.current = false;
+    else (document.querySelector('main h1') as HTMLElement | null)?.focus({ preventScroll: true });
+  }, [path]);
+  const name = [session.profile?.fname, session.profile?.lname].filter(Boolean).join(' ') || session.profile?.email || 'Profile';
+  return (
+    <div class="frame">
+      <a class="skip-link" href="#main">
+        Skip to content
+      </a>
+      <header class="topbar">
+        <Link href="/" class="brand">
+          Fleet
+        </Link>
+        <button type="button" class="menu-toggle" aria-expanded={menuOpen} aria-controls="main-nav" onClick={() => setMenuOpen(!menuOpen)}>
+          Menu
+        </button>
+        <nav id="main-nav" class={menuOpen ? 'open' : ''} aria-label="Main">
+          {NAV.filter((n) => allowed(n.area)).map((n) => (
+            <Link key={n.href} href={n.href} aria-current={path === n.href || path.startsWith(`${n.href}/`) ? 'page' : undefined}>
+              {n.label}
+            </Link>
+          ))}
+          <span class="spacer" />
+          <Link href="/profile" aria-current={path === '/profile' ? 'page' : undefined} class="profile-link">
+            {name}
+          </Link>
+          <button
+            type="button"
+            class="link-button"
+            onClick={async () => {
+              await signOut();
+              navigate('/login', { replace: true });
+            }}
+          >
+            Sign out
+          </button>
+        </nav>
+      </header>
+      <main id="main" tabIndex={-1}>
+        {children}
+      </main>
+    </div>
+  );
+}
+
+export function App() {
+  const session = useSession();
+  const { path } = useLocation();
+
+  useEffect(() => {
+    if (session.status === 'signed-out' && !PUBLIC_PATHS.has(path)) navigate('/login', { replace: true });
+    if (session.status === 'signed-in' && (path === '/login' || path === '/')) navigate(clearReturnTo() ?? firstAllowedPath(), { replace: true });
+  }, [session.status, path]);
+
+  if (path === '/set-password') return <SetPasswordScreen />;
+  if (session.status === 'starting') return <Loading what="the console" />;
+  if (session.status === 'signed-out') return <LoginScreen />;
+
+  // The console takes the whole window: no frame around it.
+  const consoleParams = match('/console/:id', path);
+  if (consoleParams) return <LazyConsole deviceId={consoleParams.id} />;
+
+  for (const screen of SCREENS) {
+    const params = match(screen.pattern, path);
+    if (!params) continue;
+    return (
+      <Frame path={path}>
+        {screen.area && !allowed(screen.area) ? <AccessDenied /> : screen.render(params)}
+      </Frame>
+    );
+  }
+  return (
+    <Frame path={path}>
+      {path === '/' || path === '/login' ? (
+        <Loading />
+      ) : (
+        <div class="error-box" role="alert">
+          <strong>Not found</strong>
+          <p>
+            There is no page at {path}. <Link href="/">Go to the start page</Link>.
+          </p>
+        </div>
+      )}
+    </Frame>
+  );
+}

@@ -1,0 +1,40 @@
+/**
+ * The specification's "Permissions needed by UI areas" table, for the areas this console has.
+ * A screen or control is offered only when the user holds what its area needs. Per-device
+ * limits (resources) are the broker's to judge; GET /remote/access/{id} says what to show on a
+ * device page.
+ *
+ * The spec lists several permissions for the Devices area (cve, inventory and reports reads as
+ * well); this console has no CVE or report views, so the device list needs device:read and
+ * each panel of the device page needs its own permission (inventory:read for the inventory).
+ */
+import type { Permission } from '../../shared/permissions.js';
+import { can } from './session.js';
+
+export const AREAS = {
+  devices: ['device:read'],
+  pendingHosts: ['device:approve'],
+  /** Removing an approved device: DELETE /removeapprovedhost needs this one. */
+  approveDevices: ['device:approve'],
+  updateAttributes: ['device:manage'],
+  inventory: ['inventory:read'],
+  connectConsole: ['remote-access:connect'],
+  remoteConsole: ['device:read', 'remote-access:connect'],
+  remoteManage: ['remote-access:manage'],
+  filesManager: ['files:read'],
+  filesWrite: ['files:manage'],
+  audit: ['audit:read'],
+  bootstrapKeys: ['bootstrap-keys:read', 'device:read'],
+  bootstrapKeysManage: ['bootstrap-keys:manage'],
+  users: ['users:read'],
+  usersManage: ['roles:read', 'users:manage'],
+  roles: ['roles:read'],
+  rolesManage: ['roles:manage'],
+} as const satisfies Record<string, readonly Permission[]>;
+
+export type Area = keyof typeof AREAS;
+
+/** Whether the signed-in user may use this area of the console. */
+export function allowed(area: Area): boolean {
+  return can(...AREAS[area]);
+}

@@ -1,0 +1,74 @@
+/**
+ * A small history router: real paths (the broker answers unknown paths with the app), links that
+ * keep middle-click and ctrl-click working, and path patterns like `/devices/:id`.
+ */
+import type { ComponentChildren, LooseAnchorHTMLAttributes } from 'preact';
+import { useEffect, useState } from 'preact/hooks';
+
+export interface Location {
+  path: string;
+  query: URLSearchParams;
+}
+
+function current(): Location {
+  return { path: location.pathname, query: new URLSearchParams(location.search) };
+}
+
+const listeners = new Set<() => void>();
+if (typeof window !== 'undefined') window.addEventListener('popstate', () => listeners.forEach((l) => l()));
+
+export function navigate(to: string, options: { replace?: boolean } = {}): void {
+  if (to === location.pathname + location.search) return;
+  if (options.replace) history.replaceState(null, '', to);
+  else history.pushState(null, '', to);
+  listeners.forEach((l) => l());
+  window.scrollTo(0, 0);
+}
+
+export function useLocation(): Location {
+  const [loc, setLoc] = useState(current);
+  useEffect(() => {
+    const l = () => setLoc(current());
+    listeners.add(l);
+    return () => void listeners.delete(l);
+  }, []);
+  return loc;
+}
+
+/** Parameters of `path` against a pattern (`/devices/:id`), or null when it does not match. */
+export function match(pattern: string, path: string): Record<string, string> | null {
+  const p = pattern.split('/').filter(Boolean);
+  const a = path.split('/').filter(Boolean);
+  if (p.length !== a.length) return null;
+  const params: Record<string, string> = {};
+  for (let i = 0; i < p.length; i++) {
+    if (p[i].startsWith(':')) params[p[i].slice(1)] = decodeURIComponent(a[i]);
+    else if (p[i] !== a[i]) return null;
+  }
+  return params;
+}
+
+type LinkProps = Omit<LooseAnchorHTMLAttributes<HTMLAnchorElement>, 'href'> & { href: string; children?: ComponentChildren; 'data-testid'?: string };
+
+export function Link({ href, onClick, ...rest }: LinkProps) {
+  return (
+    <a
+      href={href}
+      onClick={(e) => {
+        if (typeof onClick === 'function') onClick(e);
+        if (e.defaultPrevented || e.button !== 0 || e.metaKey || e.ctrlKey || e.shiftKey || e.altKey) return;
+        e.preventDefault();
+        navigate(href);
+      }}
+      {...(rest as Record<string, unknown>)}
+    />
+  );
+}
+
+/** Builds `/path?query` without empty values. */
+export function withQuery(path: string, query: Record<string, string | undefined>): string {
+  const params = new URLSearchParams();
+  for (const [k, v] of Object.entries(query)) if (v) params.set(k, v);
+  const qs = params.toString();
+  return qs ? `${path}?${qs}` : path;
+}

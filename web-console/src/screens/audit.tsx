@@ -1,0 +1,235 @@
+/**
+ * The audit trail: remote-access attempts (allowed and denied) and changes made through the API,
+ * newest first, filtered by device, user, action, result and time. Filters live in the URL.
+ */
+import { useState } from 'preact/hooks';
+import { api, itemsOf } from '../api.js';
+import { allowed } from '../areas.js';
+import { Link, navigate, useLocation, withQuery } from '../router.js';
+import { ErrorBox, formatBytes, formatTime, Loading, PageTitle, useLoad } from '../ui.js';
+
+interface AuditEntry {
+  id: number;
+  ts: string;
+  event: string;
+  user_id: string | null;
+  user_email: string | null;
+  device_id: string | null;
+  action: string;
+  options: unknown;
+  result: string;
+  reason: string | null;
+  source_ip: string | null;
+  source: string | null;
+  ended_at: string | null;
+  duration_ms: number | null;
+  bytes_in: number | null;
+  bytes_out: number | null;
+}
+
+interface UserRow {
+  user_id: string;
+  email: string;
+  fname?: string;
+  lname?: string;
+}
+
+const PAGE = 50;
+const FILTERS = ['kind', 'device_id', 'user_id', 'action', 'result', 'from', 'to'] as const;
+type Filters = Record<(typeof FILTERS)[number], string>;
+
+/** `datetime-local` value (local time) → ISO-8601 UTC, as the API takes it. */
+function toIso(local: string): string | undefined {
+  if (!local) return undefined;
+  const d = new Date(local);
+  return Number.isNaN(d.getTime()) ? undefined : d.toISOString();
+}
+
+function duration(ms: number | null): string {
+  if (ms === null || ms === undefined) return '';
+  if (ms < 1000) return `${ms} ms`;
+  const s = Math.round(ms / 1000);
+  return s < 120 ? `${s} s` : `${Math.floor(s / 60)} min ${s % 60} s`;
+}
+
+export function AuditScreen() {
+  const { query } = useLocation();
+  const applied = Object.fromEntries(FILTERS.map((f) => [f, query.get(f) ?? ''])) as Filters;
+  const offset = Number(query.get('offset') ?? 0) || 0;
+  const [draft, setDraft] = useState<Filters>(applied);
+  const key = JSON.stringify([applied, offset]);
+
+  const entries = useLoad(
+    () =>
+      api.get<{ items: AuditEntry[]; total: number }>('/commitlist', {
+        device_id: applied.device_id.trim() || undefined,
+        user_id: applied.user_id || undefined,
+        action: applied.action.trim() || undefined,
+        result: applied.result || undefined,
+        event: applied.kind === 'remote' ? 'remote.' : undefined,
+        from: toIso(applied.from),
+        to: toIso(applied.to),
+        offset,
+        items_per_page: PAGE,
+      }),
+    [key],
+  );
+  const users = useLoad(() => (allowed('users') ? api.get('/userlist', { items_per_page: 1000 }).then((a) => itemsOf<UserRow>(a)) : Promise.resolve([])), []);
+
+  const apply = (e: Event) => {
+    e.preventDefault();
+    navigate(withQuery('/audit', { ...draft }));
+  };
+  const set = (name: keyof Filters) => (e: Event) => setDraft({ ...draft, [name]: (e.currentTarget as HTMLInputElement).value });
+
+  const items = entries.data?.items ?? [];
+  const total = entries.data?.total ?? 0;
+
+  return (
+    <section>
+      <PageTitle>Audit</PageTitle>
+      <form class="filters" onSubmit={apply} aria-label="Audit filters">
+        <div class="field">
+          <label for="a-kind">Entries</label>
+          <select id="a-kind" value={draft.kind} onChange={set('kind')}>
+            <option value="">All</option>
+            <option value="remote">Remote access</option>
+          </select>
+        </div>
+        <div class="field">
+          <label for="a-device">Device id</label>
+          <input id="a-device" value={draft.device_id} onInput={set('device_id')} placeholder="64 hex characters" />
+        </div>
+        <div class="field">
+          <label for="a-user">User</label>
+          {users.data && users.data.length > 0 ? (
+            <select id="a-user" value={draft.user_id} onChange={set('user_id')}>
+              <option value="">Anyone</option>
+              {users.data.map((u) => (
+                <option key={u.user_id} value={u.user_id}>
+                  {u.email}
+                </option>
+              ))}
+            </select>
+          ) : (
+            <input id="a-user" value={draft.user_id} onInput={set('user_id')} placeholder="user id" />
+          )}
+        </div>
+        <div class="field">
+          <label for="a-action">Action</label>
+          <input id="a-action" list="a-actions" value={draft.action} onInput={set('action')} placeholder="console, tunnel, copy, reload…" />
+          <datalist id="a-actions">
+            {['console', 'tunnel', 'copy', 'reload'].map((a) => (
+              <option key={a} value={a} />
+            ))}
+          </datalist>
+        </div>
+        <div class="field">
+          <label for="a-result">Result</label>
+          <select id="a-result" value={draft.result} onChange={set('result')}>
+            <option value="">Any</option>
+            <option value="allowed">allowed</option>
+            <option value="denied">denied</option>
+            <option value="ok">ok</option>
+            <option value="error">error</option>
+          </select>
+        </div>
+        <div class="field">
+          <label for="a-from">From</label>
+          <input id="a-from" type="datetime-local" value={draft.from} onInput={set('from')} />
+        </div>
+        <div class="field">
+          <label for="a-to">To</label>
+          <input id="a-to" type="datetime-local" value={draft.to} onInput={set('to')} />
+        </div>
+        <div class="filter-buttons">
+          <button type="submit" class="primary">
+            Filter
+          </button>
+          <button
+            type="button"
+            onClick={() => {
+              setDraft(Object.fromEntries(FILTERS.map((f) => [f, ''])) as Filters);
+              navigate('/audit');
+            }}
+          >
+            Clear
+          </button>
+        </div>
+      </form>
+
+      <ErrorBox error={entries.error} />
+      {entries.loading && !entries.data && <Loading what="the audit trail" />}
+      {entries.data && (
+        <>
+          <p class="muted" role="status">
+            {total === 0 ? 'No entries match.' : `Entries ${offset + 1}–${Math.min(offset + PAGE, total)} of ${total}`}
+          </p>
+          <div class="table-wrap">
+            <table class="audit-table">
+              <thead>
+                <tr>
+                  <th scope="col">Time</th>
+                  <th scope="col">User</th>
+                  <th scope="col">Device</th>
+                  <th scope="col">Event</th>
+                  <th scope="col">Action</th>
+                  <th scope="col">Result</th>
+                  <th scope="col">Reason</th>
+                  <th scope="col">Source</th>
+                  <th scope="col">Duration</th>
+                  <th scope="col">Bytes in / out</th>
+                </tr>
+              </thead>
+              <tbody>
+                {items.map((e) => (
+                  <tr key={e.id} class={`result-${e.result}`}>
+                    <td>{formatTime(e.ts)}</td>
+                    <td>{e.user_email ?? e.user_id ?? ''}</td>
+                    <td>
+                      {e.device_id && (
+                        <Link href={`/devices/${e.device_id}`} title={e.device_id}>
+                          <code>{e.device_id.slice(0, 12)}</code>
+                        </Link>
+                      )}
+                    </td>
+                    <td>
+                      <code>{e.event}</code>
+                    </td>
+                    <td>
+                      {e.action}
+                      {e.options && JSON.stringify(e.options) !== '{}' && (
+                        <details>
+                          <summary>options</summary>
+                          <pre>{JSON.stringify(e.options, null, 2)}</pre>
+                        </details>
+                      )}
+                    </td>
+                    <td>
+                      <span class={`badge ${e.result}`}>{e.result}</span>
+                    </td>
+                    <td>{e.reason ?? ''}</td>
+                    <td>
+                      {e.source ?? ''}
+                      {e.source_ip ? ` ${e.source_ip}` : ''}
+                    </td>
+                    <td>{duration(e.duration_ms)}</td>
+                    <td>{e.bytes_in !== null || e.bytes_out !== null ? `${formatBytes(e.bytes_in ?? 0)} / ${formatBytes(e.bytes_out ?? 0)}` : ''}</td>
+                  </tr>
+                ))}
+              </tbody>
+            </table>
+          </div>
+          <div class="pager">
+            <button type="button" disabled={offset === 0} onClick={() => navigate(withQuery('/audit', { ...applied, offset: String(Math.max(0, offset - PAGE)) }))}>
+              Newer
+            </button>
+            <button type="button" disabled={offset + PAGE >= total} onClick={() => navigate(withQuery('/audit', { ...applied, offset: String(offset + PAGE) }))}>
+              Older
+            </button>
+          </div>
+        </>
+      )}
+    </section>
+  );
+}

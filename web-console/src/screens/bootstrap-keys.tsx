@@ -1,0 +1,165 @@
+/** Bootstrap keys: what a device presents to enrol, the group it lands in, and whether it is accepted at once. */
+import { useState } from 'preact/hooks';
+import { api } from '../api.js';
+import { allowed } from '../areas.js';
+import { ConfirmButton, CopyButton, ErrorBox, formatTime, Loading, Notice, PageTitle, useAction, useLoad } from '../ui.js';
+import type { TreeNode } from './devices.js';
+
+interface BootstrapKey {
+  key: string;
+  group_id: string;
+  auto_accept: boolean;
+  created_at?: string;
+}
+
+/** The list in either shape: `{items:[...]}` / an array, or a map `{<key>: {group_id, auto_accept}}`. */
+export function keysOf(answer: unknown): BootstrapKey[] {
+  const items = Array.isArray(answer) ? answer : answer && typeof answer === 'object' && Array.isArray((answer as { items?: unknown }).items) ? (answer as { items: unknown[] }).items : null;
+  if (items) {
+    return items.map((raw) => {
+      const k = raw as Record<string, unknown>;
+      return {
+        key: String(k.key ?? k.bootstrap_key ?? k.id ?? k.key_id ?? ''),
+        group_id: String(k.group_id ?? ''),
+        auto_accept: Boolean(k.auto_accept),
+        created_at: typeof k.created_at === 'string' ? k.created_at : undefined,
+      };
+    });
+  }
+  if (answer && typeof answer === 'object') {
+    return Object.entries(answer as Record<string, { group_id?: string; auto_accept?: boolean; created_at?: string }>)
+      .filter(([, v]) => v && typeof v === 'object')
+      .map(([key, v]) => ({ key, group_id: String(v.group_id ?? ''), auto_accept: Boolean(v.auto_accept), created_at: v.created_at }));
+  }
+  return [];
+}
+
+export function groupsOf(node: TreeNode | undefined, depth = 0): { node_id: string; label: string }[] {
+  if (!node || node.type !== 'group') return [];
+  return [{ node_id: node.node_id, label: `${'  '.repeat(depth)}${node.title} (${node.node_id})` }, ...(node.nodes ?? []).flatMap((c) => groupsOf(c, depth + 1))];
+}
+
+function GroupSelect({ id, value, groups, onChange }: { id: string; value: string; groups: { node_id: string; label: string }[]; onChange: (v: string) => void }) {
+  if (!groups.length) return <input id={id} value={value} onInput={(e) => onChange(e.currentTarget.value)} placeholder="group node id" />;
+  return (
+    <select id={id} value={value} onChange={(e) => onChange(e.currentTarget.value)}>
+      {!groups.some((g) => g.node_id === value) && <option value={value}>{value}</option>}
+      {groups.map((g) => (
+        <option key={g.node_id} value={g.node_id}>
+          {g.label}
+        </option>
+      ))}
+    </select>
+  );
+}
+
+export function BootstrapKeysScreen() {
+  const list = useLoad(() => api.get('/bootstrapkeylist').then(keysOf), []);
+  const tree = useLoad(() => api.get<{ tree: TreeNode }>('/grouptree').catch(() => null), []);
+  const groups = groupsOf(tree.data?.tree ?? undefined);
+  const manage = allowed('bootstrapKeysManage');
+  const action = useAction();
+  const [created, setCreated] = useState<BootstrapKey | null>(null);
+  const [draft, setDraft] = useState({ group_id: 'unassigned_group', auto_accept: false });
+
+  const create = (e: Event) => {
+    e.preventDefault();
+    void action.run(async () => {
+      const answer = await api.post('/bootstrapkey', draft);
+      setCreated(keysOf(answer)[0] ?? null);
+      list.reload();
+    });
+  };
+  const update = (k: BootstrapKey, change: Partial<BootstrapKey>) =>
+    void action.run(async () => {
+      await api.put(`/bootstrapkey/${encodeURIComponent(k.key)}`, { group_id: change.group_id ?? k.group_id, auto_accept: change.auto_accept ?? k.auto_accept });
+      list.reload();
+    });
+
+  return (
+    <section>
+      <PageTitle>Bootstrap keys</PageTitle>
+      <p class="muted">A device enrols with a bootstrap key. It joins the key's group, at once when the key accepts automatically, else after approval under Pending hosts.</p>
+      <ErrorBox error={list.error} />
+      <ErrorBox error={action.error} title="The request failed" />
+      {created && (
+        <Notice>
+          New key <code>{created.key}</code> <CopyButton text={created.key} label="Copy key" />
+        </Notice>
+      )}
+      {manage && (
+        <form class="inline-form boxed" onSubmit={create} aria-label="New bootstrap key">
+          <div class="field">
+            <label for="bk-group">Group</label>
+            <GroupSelect id="bk-group" value={draft.group_id} groups={groups} onChange={(group_id) => setDraft({ ...draft, group_id })} />
+          </div>
+          <label class="check">
+            <input type="checkbox" checked={draft.auto_accept} onChange={(e) => setDraft({ ...draft, auto_accept: e.currentTarget.checked })} /> Accept devices automatically
+          </label>
+          <button type="submit" class="primary" disabled={action.busy}>
+            Create key
+          </button>
+        </form>
+      )}
+      {list.loading && !list.data && <Loading what="bootstrap keys" />}
+      {list.data && list.data.length === 0 && <p>No bootstrap keys yet.</p>}
+      {list.data && list.data.length > 0 && (
+        <div class="table-wrap">
+          <table>
+            <thead>
+              <tr>
+                <th scope="col">Key</th>
+                <th scope="col">Group</th>
+                <th scope="col">Automatic accept</th>
+                <th scope="col">Created</th>
+                {manage && <th scope="col">Actions</th>}
+              </tr>
+            </thead>
+            <tbody>
+              {list.data.map((k) => (
+                <tr key={k.key}>
+                  <td>
+                    <code class="key">{k.key}</code> <CopyButton text={k.key} />
+                  </td>
+                  <td>
+                    {manage ? (
+                      <GroupSelect id={`bk-g-${k.key}`} value={k.group_id} groups={groups} onChange={(group_id) => update(k, { group_id })} />
+                    ) : (
+                      <code>{k.group_id}</code>
+                    )}
+                  </td>
+                  <td>
+                    {manage ? (
+                      <label class="check">
+                        <input type="checkbox" checked={k.auto_accept} onChange={(e) => update(k, { auto_accept: e.currentTarget.checked })} /> automatic
+                      </label>
+                    ) : k.auto_accept ? (
+                      'yes'
+                    ) : (
+                      'no'
+                    )}
+                  </td>
+                  <td>{formatTime(k.created_at)}</td>
+                  {manage && (
+                    <td>
+                      <ConfirmButton
+                        label="Delete"
+                        question="Delete this key? Devices can no longer enrol with it."
+                        onConfirm={() =>
+                          void action.run(async () => {
+                            await api.del(`/bootstrapkey/${encodeURIComponent(k.key)}`);
+                            list.reload();
+                          })
+                        }
+                      />
+                    </td>
+                  )}
+                </tr>
+              ))}
+            </tbody>
+          </table>
+        </div>
+      )}
+    </section>
+  );
+}

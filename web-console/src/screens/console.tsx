@@ -1,0 +1,261 @@
+/**
+ * The remote console: a full-window xterm.js terminal on the console WebSocket.
+ * Output is acknowledged once xterm has rendered it (the broker keeps at most 1 MiB un-acked),
+ * so a flood of output cannot freeze the tab; the terminal follows the window's size.
+ */
+import { FitAddon } from '@xterm/addon-fit';
+import { Terminal } from '@xterm/xterm';
+import '@xterm/xterm/css/xterm.css';
+import { useEffect, useRef, useState } from 'preact/hooks';
+import { api, ApiFailure, messageOf, remoteSocketUrl } from '../api.js';
+import { Link } from '../router.js';
+import { AccessDenied, ErrorBox, Loading } from '../ui.js';
+import type { DeviceAttributes } from './attributes.js';
+import { loadRemoteAccess } from './device.js';
+
+type Status =
+  | { kind: 'connecting' }
+  | { kind: 'open' }
+  | { kind: 'ended'; message: string }
+  | { kind: 'closed'; message: string }
+  | { kind: 'denied'; message: string }
+  | { kind: 'failed'; message: string };
+
+/** Acks are sent per 64 KiB rendered, or 20 ms after the last render, whichever comes first. */
+const ACK_EVERY = 64 * 1024;
+const ACK_DELAY_MS = 20;
+
+function exitMessage(msg: { code?: number | null; signal?: number | string | null }): string {
+  const parts = [`exit code ${msg.code ?? 'unknown'}`];
+  if (msg.signal !== null && msg.signal !== undefined) parts.push(`signal ${msg.signal}`);
+  return `Session ended (${parts.join(', ')}).`;
+}
+
+function TerminalView({ deviceId, name }: { deviceId: string; name: string }) {
+  const host = useRef<HTMLDivElement>(null);
+  const [status, setStatus] = useState<Status>({ kind: 'connecting' });
+  const [round, setRound] = useState(0);
+
+  useEffect(() => {
+    const element = host.current;
+    if (!element) return;
+    setStatus({ kind: 'connecting' });
+    const term = new Terminal({
+      cursorBlink: true,
+      scrollback: 5000,
+      fontSize: 14,
+      fontFamily: 'ui-monospace, "DejaVu Sans Mono", Menlo, Consolas, monospace',
+      theme: { background: '#111418' },
+    });
+    const fit = new FitAddon();
+    term.loadAddon(fit);
+    term.open(element);
+    const refit = () => {
+      try {
+        fit.fit();
+      } catch {
+        // Not laid out yet (hidden); the next resize fits it.
+      }
+    };
+    refit();
+    term.focus();
+
+    let ws: WebSocket | null = null;
+    let disposed = false;
+    let finished = false;
+    let unacked = 0;
+    let ackTimer: ReturnType<typeof setTimeout> | undefined;
+    const encoder = new TextEncoder();
+
+    const sendJson = (msg: object) => {
+      if (ws?.readyState === WebSocket.OPEN) ws.send(JSON.stringify(msg));
+    };
+    const flushAck = () => {
+      ackTimer = undefined;
+      if (unacked > 0) sendJson({ type: 'ack', bytes: unacked });
+      unacked = 0;
+    };
+    const rendered = (bytes: number) => {
+      unacked += bytes;
+      if (unacked >= ACK_EVERY) {
+        clearTimeout(ackTimer);
+        flushAck();
+      } else {
+        ackTimer ??= setTimeout(flushAck, ACK_DELAY_MS);
+      }
+    };
+    const finish = (next: Status) => {
+      if (finished) return;
+      finished = true;
+      term.options.disableStdin = true;
+      term.options.cursorBlink = false;
+      setStatus(next);
+    };
+
+    const inputs = [
+      term.onData((data) => {
+        if (ws?.readyState === WebSocket.OPEN && !finished) ws.send(encoder.encode(data));
+      }),
+      term.onBinary((data) => {
+        if (ws?.readyState === WebSocket.OPEN && !finished) ws.send(Uint8Array.from(data, (c) => c.charCodeAt(0) & 0xff));
+      }),
+      term.onResize(({ cols, rows }) => sendJson({ type: 'resize', cols, rows })),
+    ];
+
+    // Copy and paste with Ctrl+Shift+C / Ctrl+Shift+V (plain Ctrl+C is the terminal's interrupt).
+    term.attachCustomKeyEventHandler((e) => {
+      if (e.type !== 'keydown' || !e.ctrlKey || !e.shiftKey) return true;
+      if (e.code === 'KeyC') {
+        const selection = term.getSelection();
+        if (selection) void navigator.clipboard?.writeText(selection).catch(() => undefined);
+        return false;
+      }
+      if (e.code === 'KeyV') {
+        void navigator.clipboard
+          ?.readText()
+          .then((text) => term.paste(text))
+          .catch(() => undefined);
+        return false;
+      }
+      return true;
+    });
+
+    const observer = new ResizeObserver(refit);
+    observer.observe(element);
+
+    void (async () => {
+      let url: string;
+      try {
+        url = await remoteSocketUrl('console', { device_id: deviceId, cols: term.cols, rows: term.rows });
+      } catch (err) {
+        const denied = err instanceof ApiFailure && err.status === 403;
+        finish(denied ? { kind: 'denied', message: messageOf(err) } : { kind: 'failed', message: messageOf(err) });
+        return;
+      }
+      if (disposed) return;
+      ws = new WebSocket(url);
+      ws.binaryType = 'arraybuffer';
+      ws.onopen = () => sendJson({ type: 'resize', cols: term.cols, rows: term.rows });
+      ws.onmessage = (e) => {
+        if (e.data instanceof ArrayBuffer) {
+          const bytes = new Uint8Array(e.data);
+          term.write(bytes, () => rendered(bytes.byteLength));
+          return;
+        }
+        let msg: { type?: string; code?: number; signal?: number | null; message?: string };
+        try {
+          msg = JSON.parse(String(e.data));
+        } catch {
+          return;
+        }
+        if (msg.type === 'ready') {
+          setStatus((s) => (s.kind === 'connecting' ? { kind: 'open' } : s));
+          term.focus();
+        } else if (msg.type === 'exit') {
+          const message = exitMessage(msg);
+          term.write(`\r\n\x1b[1;33m[${message}]\x1b[0m\r\n`);
+          finish({ kind: 'ended', message });
+        } else if (msg.type === 'error') {
+          const message = msg.message ?? 'The console could not be opened.';
+          finish(msg.code === 403 ? { kind: 'denied', message } : { kind: 'failed', message });
+        }
+      };
+      ws.onerror = () => undefined; // the close event says why
+      ws.onclose = (e) => {
+        flushAck();
+        if (disposed) return;
+        if (e.code === 4403) finish({ kind: 'denied', message: e.reason || 'Your roles do not allow a console on this device.' });
+        else finish({ kind: 'closed', message: `The connection closed${e.reason ? `: ${e.reason}` : ''} (code ${e.code}).` });
+      };
+    })();
+
+    return () => {
+      disposed = true;
+      clearTimeout(ackTimer);
+      observer.disconnect();
+      inputs.forEach((d) => d.dispose());
+      ws?.close(1000, 'closed by the user');
+      term.dispose();
+    };
+  }, [deviceId, round]);
+
+  const over = status.kind === 'ended' || status.kind === 'closed' || status.kind === 'failed' || status.kind === 'denied';
+  const label =
+    status.kind === 'connecting' ? 'Connecting…' : status.kind === 'open' ? 'Connected' : status.kind === 'denied' ? 'Access denied' : status.message;
+
+  return (
+    <div class="console-screen">
+      <header class="console-bar">
+        <Link href={`/devices/${deviceId}`} class="button small">
+          ← Device
+        </Link>
+        <strong class="console-title" title={deviceId}>
+          {name}
+        </strong>
+        <span class={`console-status ${status.kind}`} role="status" aria-live="polite" data-testid="console-status">
+          {label}
+        </span>
+        <span class="muted small hide-narrow">Copy: Ctrl+Shift+C · Paste: Ctrl+Shift+V</span>
+        {over && (
+          <button type="button" class="small primary" onClick={() => setRound((n) => n + 1)}>
+            {status.kind === 'denied' ? 'Try again' : 'Reconnect'}
+          </button>
+        )}
+      </header>
+      {over && (
+        <div class={`console-banner ${status.kind}`} role="alert">
+          {status.kind === 'denied' ? (
+            <>
+              <strong>Access denied</strong> {status.message}
+            </>
+          ) : (
+            status.message
+          )}
+        </div>
+      )}
+      <div class="terminal-host" ref={host} data-testid="terminal" />
+    </div>
+  );
+}
+
+export function ConsoleScreen({ deviceId }: { deviceId: string }) {
+  const [state, setState] = useState<{ kind: 'checking' } | { kind: 'ready'; name: string } | { kind: 'denied'; message?: string } | { kind: 'error'; error: unknown }>({
+    kind: 'checking',
+  });
+
+  useEffect(() => {
+    document.title = 'Console · Fleet console';
+    let live = true;
+    void (async () => {
+      try {
+        const access = await loadRemoteAccess(deviceId);
+        if (!live) return;
+        if (access && !access.console) {
+          setState({ kind: 'denied', message: 'Your roles do not allow a console on this device.' });
+          return;
+        }
+        const attrs = await api.get<DeviceAttributes>(`/deviceattribute/${encodeURIComponent(deviceId)}`).catch(() => null);
+        if (live) setState({ kind: 'ready', name: attrs?.device_name || deviceId.slice(0, 12) });
+      } catch (err) {
+        if (!live) return;
+        if (err instanceof ApiFailure && err.status === 403) setState({ kind: 'denied', message: err.message });
+        else setState({ kind: 'error', error: err });
+      }
+    })();
+    return () => {
+      live = false;
+    };
+  }, [deviceId]);
+
+  if (state.kind === 'ready') return <TerminalView deviceId={deviceId} name={state.name} />;
+  return (
+    <div class="console-page">
+      <p>
+        <Link href={`/devices/${deviceId}`}>← Back to the device</Link>
+      </p>
+      {state.kind === 'checking' && <Loading what="the console" />}
+      {state.kind === 'denied' && <AccessDenied message={state.message} />}
+      {state.kind === 'error' && <ErrorBox error={state.error} />}
+    </div>
+  );
+}

@@ -1,0 +1,364 @@
+/**
+ * One device: status, attributes, inventory and the remote-access actions the caller may try
+ * (GET /remote/access/{id} decides which buttons appear).
+ */
+import { Fragment } from 'preact';
+import { useState } from 'preact/hooks';
+import { api, ApiFailure } from '../api.js';
+import { allowed } from '../areas.js';
+import { Link, navigate } from '../router.js';
+import { ConfirmButton, ErrorBox, formatBytes, formatTime, Loading, Notice, PageTitle, Tags, useAction, useLoad } from '../ui.js';
+import { LEGACY_FIELDS, type DeviceAttributes } from './attributes.js';
+import { StatusDot } from './devices.js';
+import { Portmaps } from './portmaps.js';
+import { FileTransfer } from './transfer.js';
+
+export interface RemoteAccess {
+  device_id: string;
+  connected: boolean;
+  console: boolean;
+  tunnel: boolean;
+  copy: boolean;
+  reload: boolean;
+}
+
+interface DeviceStatus {
+  uuid: string;
+  remote_access: boolean;
+  connected: boolean;
+  last_seen: string | null;
+}
+
+interface NodeInfo {
+  node_id: string;
+  title?: string;
+  tags?: string[];
+  effective_tags?: string[];
+  parent_id?: string | null;
+  path?: { node_id: string; title: string }[];
+}
+
+/** Remote-access rights, or null when the broker does not offer remote access (yet). */
+export async function loadRemoteAccess(deviceId: string): Promise<RemoteAccess | null> {
+  try {
+    return await api.get<RemoteAccess>(`/remote/access/${encodeURIComponent(deviceId)}`);
+  } catch (err) {
+    // The broker answers "No call …" for an endpoint it does not have.
+    if (err instanceof ApiFailure && (err.status === 501 || (err.status === 404 && err.message.startsWith('No call')))) return null;
+    throw err;
+  }
+}
+
+/** Inventory as the agent reported it: nested values shown as a definition list. */
+function InventoryView({ value, depth = 0 }: { value: unknown; depth?: number }) {
+  if (value === null || value === undefined) return <span class="muted">—</span>;
+  if (typeof value !== 'object') return <span>{String(value)}</span>;
+  if (Array.isArray(value)) {
+    if (value.length === 0) return <span class="muted">none</span>;
+    if (value.every((v) => typeof v !== 'object' || v === null)) return <span>{value.join(', ')}</span>;
+    return (
+      <ol class="inventory-list">
+        {value.slice(0, 200).map((v, i) => (
+          <li key={i}>
+            <InventoryView value={v} depth={depth + 1} />
+          </li>
+        ))}
+      </ol>
+    );
+  }
+  const entries = Object.entries(value as Record<string, unknown>);
+  if (depth > 4) return <code>{JSON.stringify(value)}</code>;
+  return (
+    <dl class="kv">
+      {entries.map(([k, v]) => (
+        <Fragment key={k}>
+          <dt>{k}</dt>
+          <dd>
+            <InventoryView value={v} depth={depth + 1} />
+          </dd>
+        </Fragment>
+      ))}
+    </dl>
+  );
+}
+
+interface InventoryReport {
+  received_at?: string | null;
+  hostname?: string;
+  os?: { name?: string; version?: string; pretty_name?: string };
+  kernel?: string;
+  arch?: string;
+  cpu?: { model?: string; cores?: number };
+  memory?: { total?: number; free?: number };
+  disks?: { mount: string; fstype?: string; size: number; free: number }[];
+  network?: { name: string; mac: string; addresses: { address: string; family: string; cidr?: string | null }[] }[];
+  agent_version?: string;
+  uptime?: number;
+  [key: string]: unknown;
+}
+
+const KNOWN_INVENTORY = new Set(['device_id', 'received_at', 'hostname', 'os', 'kernel', 'arch', 'cpu', 'memory', 'disks', 'network', 'agent_version', 'uptime']);
+
+function uptime(seconds: number | undefined): string {
+  if (seconds === undefined) return '';
+  const d = Math.floor(seconds / 86400);
+  const h = Math.floor((seconds % 86400) / 3600);
+  const m = Math.floor((seconds % 3600) / 60);
+  return d ? `${d} d ${h} h` : h ? `${h} h ${m} min` : `${m} min`;
+}
+
+function Inventory({ deviceId }: { deviceId: string }) {
+  const inv = useLoad(() => api.get<InventoryReport>(`/inventory/${encodeURIComponent(deviceId)}`), [deviceId]);
+  if (inv.loading && !inv.data) return <Loading what="inventory" />;
+  if (inv.error instanceof ApiFailure && inv.error.status === 404) return <p class="muted">{inv.error.message}</p>;
+  if (inv.error) return <ErrorBox error={inv.error} />;
+  const r = inv.data;
+  if (!r) return null;
+  const rest = Object.fromEntries(Object.entries(r).filter(([k]) => !KNOWN_INVENTORY.has(k)));
+  const summary: [string, string | undefined][] = [
+    ['Host name', r.hostname],
+    ['Operating system', r.os?.pretty_name ?? [r.os?.name, r.os?.version].filter(Boolean).join(' ')],
+    ['Kernel', r.kernel],
+    ['Architecture', r.arch],
+    ['CPU', r.cpu ? `${r.cpu.model ?? ''}${r.cpu.cores ? ` (${r.cpu.cores} cores)` : ''}` : undefined],
+    ['Memory', r.memory?.total !== undefined ? `${formatBytes(r.memory.total)} (${formatBytes(r.memory.free ?? 0)} free)` : undefined],
+    ['Up for', uptime(r.uptime)],
+    ['Agent version', r.agent_version],
+    ['Reported', formatTime(r.received_at ?? undefined)],
+  ];
+  return (
+    <div class="inventory">
+      <dl class="kv">
+        {summary
+          .filter(([, v]) => v)
+          .map(([k, v]) => (
+            <Fragment key={k}>
+              <dt>{k}</dt>
+              <dd>{v}</dd>
+            </Fragment>
+          ))}
+      </dl>
+      {r.disks && r.disks.length > 0 && (
+        <div class="table-wrap">
+          <table>
+            <caption class="visually-hidden">Disks</caption>
+            <thead>
+              <tr>
+                <th scope="col">Mount</th>
+                <th scope="col">Type</th>
+                <th scope="col">Size</th>
+                <th scope="col">Free</th>
+              </tr>
+            </thead>
+            <tbody>
+              {r.disks.map((d) => (
+                <tr key={d.mount}>
+                  <td>{d.mount}</td>
+                  <td>{d.fstype ?? ''}</td>
+                  <td>{formatBytes(d.size)}</td>
+                  <td>{formatBytes(d.free)}</td>
+                </tr>
+              ))}
+            </tbody>
+          </table>
+        </div>
+      )}
+      {r.network && r.network.length > 0 && (
+        <div class="table-wrap">
+          <table>
+            <caption class="visually-hidden">Network interfaces</caption>
+            <thead>
+              <tr>
+                <th scope="col">Interface</th>
+                <th scope="col">MAC</th>
+                <th scope="col">Addresses</th>
+              </tr>
+            </thead>
+            <tbody>
+              {r.network.map((n) => (
+                <tr key={n.name}>
+                  <td>{n.name}</td>
+                  <td>
+                    <code>{n.mac}</code>
+                  </td>
+                  <td>{n.addresses.map((a) => a.cidr ?? a.address).join(', ')}</td>
+                </tr>
+              ))}
+            </tbody>
+          </table>
+        </div>
+      )}
+      {Object.keys(rest).length > 0 && <InventoryView value={rest} />}
+    </div>
+  );
+}
+
+function RemoteActions({ deviceId, access }: { deviceId: string; access: RemoteAccess }) {
+  const reload = useAction();
+  const [notice, setNotice] = useState('');
+  const any = access.console || access.reload || access.copy || access.tunnel;
+  if (!any) return <p class="muted">Your roles allow no remote access to this device.</p>;
+  return (
+    <div>
+      {!access.connected && <p class="muted">The device is not connected now; remote access starts once it is.</p>}
+      <div class="button-row">
+        {access.console && (
+          <Link href={`/console/${deviceId}`} class="button primary" data-testid="open-console">
+            Open console
+          </Link>
+        )}
+        {access.reload && (
+          <button
+            type="button"
+            disabled={reload.busy}
+            onClick={() =>
+              void reload.run(async () => {
+                setNotice('');
+                await api.post(`/remote/reload/${encodeURIComponent(deviceId)}`, {}, { source: 'web' });
+                setNotice('The agent is reloading.');
+              })
+            }
+          >
+            {reload.busy ? 'Reloading…' : 'Reload agent'}
+          </button>
+        )}
+      </div>
+      <ErrorBox error={reload.error} title="Reload failed" />
+      {notice && <Notice>{notice}</Notice>}
+    </div>
+  );
+}
+
+export function DeviceScreen({ deviceId }: { deviceId: string }) {
+  const attrs = useLoad(() => api.get<DeviceAttributes>(`/deviceattribute/${encodeURIComponent(deviceId)}`), [deviceId]);
+  const node = useLoad(() => api.get<NodeInfo>(`/node/${encodeURIComponent(deviceId)}`).catch(() => null), [deviceId]);
+  const status = useLoad(() => api.get<DeviceStatus>(`/device/${encodeURIComponent(deviceId)}/status`).catch(() => null), [deviceId]);
+  const access = useLoad(() => loadRemoteAccess(deviceId), [deviceId]);
+  const remove = useAction();
+
+  const name = attrs.data?.device_name || node.data?.title || deviceId.slice(0, 12);
+  const online = Boolean(status.data?.connected ?? access.data?.connected);
+
+  if (attrs.error && !attrs.data) {
+    return (
+      <section>
+        <PageTitle>Device</PageTitle>
+        <ErrorBox error={attrs.error} />
+        <Link href="/devices">Back to devices</Link>
+      </section>
+    );
+  }
+
+  return (
+    <section>
+      <PageTitle
+        actions={
+          <>
+            <button
+              type="button"
+              onClick={() => {
+                attrs.reload();
+                status.reload();
+                access.reload();
+              }}
+            >
+              Refresh
+            </button>
+            {(allowed('updateAttributes') || allowed('approveDevices')) && (
+              <ConfirmButton
+                label="Remove device"
+                question="Remove this device? Its connection is cut and its key revoked."
+                onConfirm={async () => {
+                  // The spec's "Update attributes and Delete" area (device:manage) removes through
+                  // DELETE /inventory/{id}; enrolment managers (device:approve) through removeapprovedhost.
+                  const path = allowed('updateAttributes') ? `/inventory/${encodeURIComponent(deviceId)}` : `/removeapprovedhost/${encodeURIComponent(deviceId)}`;
+                  const ok = await remove.run(() => api.del(path).then(() => true));
+                  if (ok) navigate('/devices');
+                }}
+              />
+            )}
+          </>
+        }
+      >
+        {name}
+      </PageTitle>
+      <ErrorBox error={remove.error} title="The device was not removed" />
+      <p class="device-meta">
+        <StatusDot online={online} label={status.data || access.data ? (online ? 'online' : 'offline') : 'status unknown'} />
+        <code title="Device id">{deviceId}</code>
+        <Tags tags={node.data?.effective_tags ?? node.data?.tags} />
+        {node.data?.path && node.data.path.length > 1 && (
+          <span class="muted small">
+            in{' '}
+            {node.data.path
+              .slice(0, -1)
+              .map((p) => `${p.title} (${p.node_id})`)
+              .join(' › ')}
+          </span>
+        )}
+        {status.data?.last_seen && <span class="muted">last seen {formatTime(status.data.last_seen)}</span>}
+      </p>
+
+      <div class="panels">
+        <section class="panel" aria-labelledby="h-remote">
+          <h2 id="h-remote">Remote access</h2>
+          <ErrorBox error={access.error} />
+          {access.loading && !access.data && <Loading />}
+          {access.data === null && <p class="muted">Remote access is not available on this broker yet.</p>}
+          {access.data && <RemoteActions deviceId={deviceId} access={access.data} />}
+        </section>
+
+        <section class="panel" aria-labelledby="h-attrs">
+          <div class="panel-head">
+            <h2 id="h-attrs">Attributes</h2>
+            {allowed('updateAttributes') && (
+              <Link href={`/devices/${deviceId}/attributes`} class="button">
+                Edit attributes
+              </Link>
+            )}
+          </div>
+          {attrs.loading && !attrs.data && <Loading />}
+          {attrs.data && (
+            <dl class="kv">
+              {LEGACY_FIELDS.map((f) => (
+                <Fragment key={f.name}>
+                  <dt>{f.label}</dt>
+                  <dd>{attrs.data?.[f.name] || <span class="muted">—</span>}</dd>
+                </Fragment>
+              ))}
+              {Object.entries(attrs.data.custom ?? {}).map(([k, v]) => (
+                <Fragment key={`custom-${k}`}>
+                  <dt>
+                    <code>{k}</code>
+                  </dt>
+                  <dd>{v}</dd>
+                </Fragment>
+              ))}
+            </dl>
+          )}
+        </section>
+
+        {access.data?.copy && (
+          <section class="panel" aria-labelledby="h-transfer">
+            <h2 id="h-transfer">File transfer</h2>
+            <FileTransfer deviceId={deviceId} />
+          </section>
+        )}
+
+        {access.data?.tunnel && (
+          <section class="panel" aria-labelledby="h-tunnels">
+            <h2 id="h-tunnels">Tunnels</h2>
+            <Portmaps deviceId={deviceId} />
+          </section>
+        )}
+
+        {allowed('inventory') && (
+          <section class="panel wide" aria-labelledby="h-inventory">
+            <h2 id="h-inventory">Inventory</h2>
+            <Inventory deviceId={deviceId} />
+          </section>
+        )}
+      </div>
+    </section>
+  );
+}

@@ -1,0 +1,183 @@
+/**
+ * The group tree: groups with their node ids (used in `node:<id>` resources), tags, devices with
+ * their online status; search by name, id or tag, and filters by tag and status.
+ */
+import { useMemo, useState } from 'preact/hooks';
+import { api, itemsOf } from '../api.js';
+import { allowed } from '../areas.js';
+import { Link } from '../router.js';
+import { ErrorBox, formatTime, Loading, PageTitle, Tags, useLoad } from '../ui.js';
+
+export interface TreeNode {
+  id?: string;
+  node_id: string;
+  title: string;
+  type: 'group' | 'device';
+  tags?: string[];
+  nodes?: TreeNode[];
+  status?: string;
+  connected?: boolean;
+  last_reported?: string | number | null;
+  attributes?: Record<string, unknown>;
+}
+
+export function isOnline(node: { status?: string; connected?: boolean }): boolean {
+  return node.connected === true || node.status === 'online' || node.status === 'connected';
+}
+
+export function StatusDot({ online, label }: { online: boolean; label?: string }) {
+  const text = label ?? (online ? 'online' : 'offline');
+  return (
+    <span class={`status ${online ? 'online' : 'offline'}`}>
+      <span class="dot" aria-hidden="true" />
+      {text}
+    </span>
+  );
+}
+
+interface Filter {
+  text: string;
+  tag: string;
+  status: '' | 'online' | 'offline';
+}
+
+function deviceMatches(node: TreeNode, f: Filter): boolean {
+  if (f.status && (f.status === 'online') !== isOnline(node)) return false;
+  if (f.tag && !(node.tags ?? []).includes(f.tag)) return false;
+  if (!f.text) return true;
+  const text = f.text.toLowerCase();
+  const attrs = node.attributes ? Object.values(node.attributes).filter((v) => typeof v === 'string') : [];
+  return [node.title, node.node_id, ...(node.tags ?? []), ...(attrs as string[])].some((v) => v?.toLowerCase().includes(text));
+}
+
+/** The tree with only what matches: matching devices and the groups leading to them. */
+export function pruneTree(node: TreeNode, f: Filter, tagsAbove: string[] = []): TreeNode | null {
+  const active = Boolean(f.text || f.tag || f.status);
+  if (!active) return node;
+  if (node.type === 'device') {
+    // A device carries the tags of the groups above it.
+    return deviceMatches({ ...node, tags: [...tagsAbove, ...(node.tags ?? [])] }, f) ? node : null;
+  }
+  const tags = [...tagsAbove, ...(node.tags ?? [])];
+  const groupMatches = !f.tag && !f.status && f.text && [node.title, node.node_id, ...(node.tags ?? [])].some((v) => v.toLowerCase().includes(f.text.toLowerCase()));
+  if (groupMatches) return node;
+  const children = (node.nodes ?? []).map((c) => pruneTree(c, f, tags)).filter((c): c is TreeNode => c !== null);
+  return children.length ? { ...node, nodes: children } : null;
+}
+
+function countDevices(node: TreeNode): number {
+  if (node.type === 'device') return 1;
+  return (node.nodes ?? []).reduce((n, c) => n + countDevices(c), 0);
+}
+
+function TreeItem({ node, open }: { node: TreeNode; open: boolean }) {
+  if (node.type === 'device') {
+    return (
+      <li class="device-row">
+        <StatusDot online={isOnline(node)} />
+        <Link href={`/devices/${node.node_id}`} class="device-name">
+          {node.title || node.node_id}
+        </Link>
+        <Tags tags={node.tags} />
+        {node.last_reported ? <span class="muted small">seen {formatTime(typeof node.last_reported === 'number' ? new Date(node.last_reported * 1000).toISOString() : node.last_reported)}</span> : null}
+      </li>
+    );
+  }
+  const children = node.nodes ?? [];
+  return (
+    <li class="group-row">
+      <details open={open}>
+        <summary>
+          <span class="group-name">{node.title}</span> <code class="node-id" title="Node id, for node:<id> resources">{node.node_id}</code>
+          <Tags tags={node.tags} />
+          <span class="muted small">
+            {countDevices(node)} device{countDevices(node) === 1 ? '' : 's'}
+          </span>
+        </summary>
+        {children.length > 0 ? (
+          <ul>
+            {children.map((c) => (
+              <TreeItem key={c.node_id} node={c} open={open} />
+            ))}
+          </ul>
+        ) : (
+          <p class="muted small empty">Empty group</p>
+        )}
+      </details>
+    </li>
+  );
+}
+
+export function DevicesScreen() {
+  const tree = useLoad(() => api.get<{ total_devices: number; tree: TreeNode }>('/grouptree', { _format: 'json' }), []);
+  const tags = useLoad(() => api.get('/tagslist').then((a) => itemsOf<string | { tag?: string; name?: string }>(a)), []);
+  const [filter, setFilter] = useState<Filter>({ text: '', tag: '', status: '' });
+  const shown = useMemo(() => (tree.data?.tree ? pruneTree(tree.data.tree, filter) : null), [tree.data, filter]);
+  const active = Boolean(filter.text || filter.tag || filter.status);
+  const tagNames = (tags.data ?? []).map((t) => (typeof t === 'string' ? t : (t.tag ?? t.name ?? ''))).filter(Boolean);
+
+  return (
+    <section>
+      <PageTitle
+        actions={
+          <>
+            {allowed('pendingHosts') && <Link href="/pending">Pending hosts</Link>}
+            <button type="button" onClick={tree.reload}>
+              Refresh
+            </button>
+          </>
+        }
+      >
+        Devices
+      </PageTitle>
+      <form class="filters" role="search" onSubmit={(e) => e.preventDefault()}>
+        <div class="field grow">
+          <label for="d-search">Search</label>
+          <input
+            id="d-search"
+            type="search"
+            placeholder="Name, id, node id or tag"
+            value={filter.text}
+            onInput={(e) => setFilter({ ...filter, text: e.currentTarget.value })}
+          />
+        </div>
+        <div class="field">
+          <label for="d-tag">Tag</label>
+          <select id="d-tag" value={filter.tag} onChange={(e) => setFilter({ ...filter, tag: e.currentTarget.value })}>
+            <option value="">Any tag</option>
+            {tagNames.map((t) => (
+              <option key={t} value={t}>
+                {t}
+              </option>
+            ))}
+          </select>
+        </div>
+        <div class="field">
+          <label for="d-status">Status</label>
+          <select id="d-status" value={filter.status} onChange={(e) => setFilter({ ...filter, status: e.currentTarget.value as Filter['status'] })}>
+            <option value="">Any status</option>
+            <option value="online">Online</option>
+            <option value="offline">Offline</option>
+          </select>
+        </div>
+      </form>
+      <ErrorBox error={tree.error} />
+      {tree.loading && !tree.data && <Loading what="devices" />}
+      {tree.data && (
+        <>
+          <p class="muted" role="status">
+            {tree.data.total_devices} device{tree.data.total_devices === 1 ? '' : 's'} you can see
+            {active && shown ? `, ${countDevices(shown)} matching` : ''}
+          </p>
+          {shown ? (
+            <ul class="tree">
+              <TreeItem node={shown} open />
+            </ul>
+          ) : (
+            <p>No device or group matches.</p>
+          )}
+        </>
+      )}
+    </section>
+  );
+}

@@ -1,0 +1,275 @@
+/** The signed-in user's own details: name, password, and an authenticator app (TOTP) with its QR code. */
+import { useEffect, useState } from 'preact/hooks';
+import { api, ApiFailure } from '../api.js';
+import { loadProfile, useSession, type Profile } from '../session.js';
+import { ErrorBox, Field, Notice, PageTitle, useAction } from '../ui.js';
+
+interface TotpEnrolment {
+  secret: string;
+  otpauth_url: string;
+  qr_data_url: string;
+}
+
+/** Whether an authenticator app is set up: the profile then offers the `google` provider. */
+function totpEnabled(profile: Profile | null): boolean {
+  const providers = profile?.two_factor?.providers;
+  return Array.isArray(providers) && providers.includes('google');
+}
+
+/** Removing the app is proven by one of its codes or by the password. */
+function RemoveTotp({ onRemoved }: { onRemoved: () => void }) {
+  const [open, setOpen] = useState(false);
+  const [proof, setProof] = useState<'code' | 'password'>('code');
+  const [value, setValue] = useState('');
+  const action = useAction();
+  const errors = action.error instanceof ApiFailure ? action.error.fieldErrors() : {};
+  if (!open) {
+    return (
+      <button type="button" class="danger" onClick={() => setOpen(true)}>
+        Remove authenticator
+      </button>
+    );
+  }
+  return (
+    <form
+      aria-label="Remove authenticator"
+      onSubmit={(e) => {
+        e.preventDefault();
+        void action.run(async () => {
+          await api.del('/profile/totp', undefined, { [proof]: proof === 'code' ? value.trim() : value });
+          setOpen(false);
+          onRemoved();
+        });
+      }}
+    >
+      <p>Confirm with a current code of the app, or with your password.</p>
+      <div class="button-row" role="radiogroup" aria-label="Confirm with">
+        <label class="check">
+          <input type="radio" name="totp-proof" checked={proof === 'code'} onChange={() => setProof('code')} /> a code of the app
+        </label>
+        <label class="check">
+          <input type="radio" name="totp-proof" checked={proof === 'password'} onChange={() => setProof('password')} /> my password
+        </label>
+      </div>
+      <Field
+        label={proof === 'code' ? 'Code' : 'Password'}
+        name="totp-remove-proof"
+        type={proof === 'code' ? 'text' : 'password'}
+        inputMode={proof === 'code' ? 'numeric' : undefined}
+        autocomplete={proof === 'code' ? 'one-time-code' : 'current-password'}
+        required
+        value={value}
+        onInput={(e) => setValue(e.currentTarget.value)}
+        error={errors[proof]}
+      />
+      <ErrorBox error={action.error} title="The authenticator was not removed" />
+      <div class="button-row">
+        <button type="submit" class="danger" disabled={action.busy || !value}>
+          Remove authenticator
+        </button>
+        <button type="button" onClick={() => setOpen(false)}>
+          Cancel
+        </button>
+      </div>
+    </form>
+  );
+}
+
+function NameForm({ profile }: { profile: Profile | null }) {
+  const [fname, setFname] = useState(profile?.fname ?? '');
+  const [lname, setLname] = useState(profile?.lname ?? '');
+  const [saved, setSaved] = useState(false);
+  const action = useAction();
+  useEffect(() => {
+    setFname(profile?.fname ?? '');
+    setLname(profile?.lname ?? '');
+  }, [profile?.fname, profile?.lname]);
+  const errors = action.error instanceof ApiFailure ? action.error.fieldErrors() : {};
+  return (
+    <form
+      class="boxed"
+      aria-label="Your name"
+      onSubmit={(e) => {
+        e.preventDefault();
+        setSaved(false);
+        void action.run(async () => {
+          await api.patch('/profile', { fname, lname });
+          await loadProfile();
+          setSaved(true);
+        });
+      }}
+    >
+      <h2>Your details</h2>
+      <p class="muted">Email: {profile?.email}</p>
+      <div class="grid-2">
+        <Field label="First name" name="p-fname" required value={fname} onInput={(e) => setFname(e.currentTarget.value)} error={errors.fname} />
+        <Field label="Last name" name="p-lname" required value={lname} onInput={(e) => setLname(e.currentTarget.value)} error={errors.lname} />
+      </div>
+      <ErrorBox error={action.error} title="Not saved" />
+      {saved && <Notice>Saved.</Notice>}
+      <button type="submit" class="primary" disabled={action.busy}>
+        Save
+      </button>
+    </form>
+  );
+}
+
+function PasswordForm() {
+  const [current, setCurrent] = useState('');
+  const [next, setNext] = useState('');
+  const [repeat, setRepeat] = useState('');
+  const [saved, setSaved] = useState(false);
+  const action = useAction();
+  const errors = action.error instanceof ApiFailure ? action.error.fieldErrors() : {};
+  const mismatch = repeat !== '' && next !== repeat;
+  return (
+    <form
+      class="boxed"
+      aria-label="Change password"
+      onSubmit={(e) => {
+        e.preventDefault();
+        if (mismatch) return;
+        setSaved(false);
+        void action.run(async () => {
+          await api.post('/profile/password', { current_password: current, new_password: next });
+          setCurrent('');
+          setNext('');
+          setRepeat('');
+          setSaved(true);
+        });
+      }}
+    >
+      <h2>Password</h2>
+      <Field label="Current password" name="pw-current" type="password" autocomplete="current-password" required value={current} onInput={(e) => setCurrent(e.currentTarget.value)} error={errors.current_password} />
+      <Field label="New password" name="pw-new" type="password" autocomplete="new-password" required value={next} onInput={(e) => setNext(e.currentTarget.value)} error={errors.new_password} />
+      <Field
+        label="New password again"
+        name="pw-repeat"
+        type="password"
+        autocomplete="new-password"
+        required
+        value={repeat}
+        onInput={(e) => setRepeat(e.currentTarget.value)}
+        error={mismatch ? 'The two new passwords differ.' : undefined}
+      />
+      <ErrorBox error={action.error} title="The password was not changed" />
+      {saved && <Notice>Your password was changed. Other sessions were signed out.</Notice>}
+      <button type="submit" class="primary" disabled={action.busy || !current || !next || mismatch}>
+        Change password
+      </button>
+    </form>
+  );
+}
+
+function TotpPanel({ profile }: { profile: Profile | null }) {
+  const [enrolment, setEnrolment] = useState<TotpEnrolment | null>(null);
+  const [code, setCode] = useState('');
+  const [notice, setNotice] = useState('');
+  const action = useAction();
+  const enabled = totpEnabled(profile);
+  const errors = action.error instanceof ApiFailure ? action.error.fieldErrors() : {};
+
+  return (
+    <section class="boxed" aria-labelledby="h-totp">
+      <h2 id="h-totp">Authenticator app</h2>
+      {notice && <Notice>{notice}</Notice>}
+      <ErrorBox error={action.error} title="Two-factor setup failed" />
+      <p>
+        Sign-in asks for a second factor: <strong data-testid="two-factor-state">{profile?.two_factor?.enabled ? 'yes' : 'no'}</strong>
+        {profile?.two_factor?.enabled ? '.' : ' (an administrator can turn it on for you or for everyone).'}
+      </p>
+      {enabled && !enrolment && (
+        <>
+          <p>An authenticator app is set up: you can use its codes when signing in.</p>
+          <RemoveTotp
+            onRemoved={() => {
+              void loadProfile();
+              setNotice('The authenticator app was removed.');
+            }}
+          />
+        </>
+      )}
+      {!enabled && !enrolment && (
+        <>
+          <p>Protect your account with a code from an authenticator app when you sign in.</p>
+          <button
+            type="button"
+            class="primary"
+            disabled={action.busy}
+            onClick={() =>
+              void action.run(async () => {
+                setNotice('');
+                setEnrolment(await api.post<TotpEnrolment>('/profile/totp', {}));
+              })
+            }
+          >
+            Set up an authenticator app
+          </button>
+        </>
+      )}
+      {enrolment && (
+        <form
+          aria-label="Confirm authenticator"
+          onSubmit={(e) => {
+            e.preventDefault();
+            void action.run(async () => {
+              await api.post('/profile/totp/confirm', { code: code.trim() });
+              setEnrolment(null);
+              setCode('');
+              await loadProfile();
+              setNotice('The authenticator app is set up. You will be asked for its code when you sign in.');
+            });
+          }}
+        >
+          <ol>
+            <li>Scan this code with your authenticator app:</li>
+          </ol>
+          <img src={enrolment.qr_data_url} alt="QR code of the authenticator secret" class="qr" width={200} height={200} data-testid="totp-qr" />
+          <p>
+            Or enter the secret by hand: <code data-testid="totp-secret">{enrolment.secret}</code>
+          </p>
+          <ol start={2}>
+            <li>Enter the 6-digit code the app shows:</li>
+          </ol>
+          <Field label="Code" name="totp-code" inputMode="numeric" autocomplete="one-time-code" required value={code} onInput={(e) => setCode(e.currentTarget.value)} error={errors.code} />
+          <div class="button-row">
+            <button type="submit" class="primary" disabled={action.busy || !code.trim()}>
+              Confirm
+            </button>
+            <button type="button" onClick={() => setEnrolment(null)}>
+              Cancel
+            </button>
+          </div>
+        </form>
+      )}
+    </section>
+  );
+}
+
+export function ProfileScreen() {
+  const session = useSession();
+  const profile = session.profile;
+  const permissions = session.permissions ? [...session.permissions].sort() : null;
+  return (
+    <section>
+      <PageTitle>Profile</PageTitle>
+      <div class="panels">
+        <NameForm profile={profile} />
+        <PasswordForm />
+        <TotpPanel profile={profile} />
+        {permissions && (
+          <section class="boxed" aria-labelledby="h-perms">
+            <h2 id="h-perms">What your roles allow</h2>
+            <ul class="permission-list">
+              {permissions.map((p) => (
+                <li key={p}>
+                  <code>{p}</code>
+                </li>
+              ))}
+            </ul>
+          </section>
+        )}
+      </div>
+    </section>
+  );
+}

@@ -1,0 +1,377 @@
+/**
+ * Roles and their policy editor. Each resource string is checked as it is typed with the same
+ * parser the broker uses (shared/resources.ts); a role in use cannot be deleted and the refusal
+ * names who uses it.
+ */
+import { useMemo, useState } from 'preact/hooks';
+import { PERMISSIONS, PERMISSION_NAMES, acceptsResources } from '../../../shared/permissions.js';
+import { validatePolicies, type Policy, type PolicyProblem } from '../../../shared/resources.js';
+import { api, ApiFailure, itemsOf } from '../api.js';
+import { allowed } from '../areas.js';
+import { Link, navigate } from '../router.js';
+import { ConfirmButton, ErrorBox, Field, formatTime, Loading, Notice, PageTitle, useAction, useLoad } from '../ui.js';
+
+interface UsedBy {
+  user_id: string;
+  fname?: string;
+  lname?: string;
+  email?: string;
+}
+
+export interface Role {
+  id: string;
+  name: string;
+  description?: string;
+  policies: Policy[];
+  builtin?: boolean;
+  created_at?: string;
+  updated_at?: string;
+  used_by?: UsedBy[];
+}
+
+interface PermissionInfo {
+  permission: string;
+  description: string;
+  accepts_resources: boolean;
+}
+
+function whoUses(users: UsedBy[]): string {
+  return users.map((u) => [u.fname, u.lname].filter(Boolean).join(' ') || u.email || u.user_id).join(', ');
+}
+
+/** The refusal of a delete, naming who uses the role. */
+function DeleteRefusal({ error }: { error: unknown }) {
+  if (error instanceof ApiFailure && error.error === 'role_in_use' && Array.isArray(error.body.used_by)) {
+    const users = error.body.used_by as UsedBy[];
+    return (
+      <div class="error-box" role="alert">
+        <strong>The role is in use</strong>
+        <p>{error.message}</p>
+        <p>
+          Used by: <span data-testid="used-by">{whoUses(users)}</span>. Give them another role first.
+        </p>
+      </div>
+    );
+  }
+  return <ErrorBox error={error} title="The role was not deleted" />;
+}
+
+function DeleteRole({ role, onDeleted }: { role: Role; onDeleted: () => void }) {
+  const action = useAction();
+  return (
+    <>
+      <ConfirmButton
+        label="Delete"
+        question={`Delete the role ${role.name}?`}
+        onConfirm={async () => {
+          const ok = await action.run(() => api.del(`/role/${encodeURIComponent(role.id)}`).then(() => true));
+          if (ok) onDeleted();
+        }}
+      />
+      <DeleteRefusal error={action.error} />
+    </>
+  );
+}
+
+export function RolesScreen() {
+  const roles = useLoad(() => api.get('/roleslist', { items_per_page: 1000 }).then((a) => itemsOf<Role>(a)), []);
+  const manage = allowed('rolesManage');
+  const [notice, setNotice] = useState('');
+  return (
+    <section>
+      <PageTitle
+        actions={
+          manage && (
+            <Link href="/roles/new" class="button primary">
+              New role
+            </Link>
+          )
+        }
+      >
+        Roles
+      </PageTitle>
+      {notice && <Notice>{notice}</Notice>}
+      <ErrorBox error={roles.error} />
+      {roles.loading && !roles.data && <Loading what="roles" />}
+      {roles.data && (
+        <div class="table-wrap">
+          <table>
+            <thead>
+              <tr>
+                <th scope="col">Name</th>
+                <th scope="col">Description</th>
+                <th scope="col">Permissions</th>
+                <th scope="col">Used by</th>
+                {manage && <th scope="col">Actions</th>}
+              </tr>
+            </thead>
+            <tbody>
+              {roles.data.map((r) => (
+                <tr key={r.id} data-role={r.name}>
+                  <td>
+                    <Link href={`/roles/${r.id}`}>{r.name}</Link>
+                  </td>
+                  <td>{r.description}</td>
+                  <td>{r.policies.length}</td>
+                  <td>{r.used_by?.length ? whoUses(r.used_by) : <span class="muted">nobody</span>}</td>
+                  {manage && (
+                    <td class="actions-cell">
+                      <DeleteRole
+                        role={r}
+                        onDeleted={() => {
+                          setNotice(`The role ${r.name} was deleted.`);
+                          roles.reload();
+                        }}
+                      />
+                    </td>
+                  )}
+                </tr>
+              ))}
+            </tbody>
+          </table>
+        </div>
+      )}
+    </section>
+  );
+}
+
+interface DraftPolicy {
+  uid: number;
+  permission: string;
+  resources: string[];
+}
+
+let nextUid = 1;
+
+function toDraft(policies: Policy[]): DraftPolicy[] {
+  // The broker lists "*" for a policy without resources; the editor shows that as no resources.
+  return policies.map((p) => ({
+    uid: nextUid++,
+    permission: p.permission,
+    resources: p.resources && !(p.resources.length === 1 && p.resources[0] === '*') ? [...p.resources] : [],
+  }));
+}
+
+/** The problems of a 400 `invalid_policy` answer, in the shape the shared validator uses. */
+function apiProblems(error: unknown): PolicyProblem[] {
+  if (!(error instanceof ApiFailure) || !Array.isArray(error.body.problems)) return [];
+  return (error.body.problems as PolicyProblem[]).filter((p) => typeof p.policy === 'number');
+}
+
+/** Policies as the API takes them: no resources means "*" (all devices). */
+export function toPolicies(drafts: DraftPolicy[]): Policy[] {
+  return drafts.map((d) => {
+    if (!acceptsResources(d.permission)) return { permission: d.permission };
+    const resources = d.resources.map((r) => r.trim()).filter(Boolean);
+    return resources.length ? { permission: d.permission, resources } : { permission: d.permission };
+  });
+}
+
+function PolicyEditor({
+  policy,
+  index,
+  problems,
+  apiErrors,
+  permissions,
+  readOnly,
+  onChange,
+  onRemove,
+}: {
+  policy: DraftPolicy;
+  index: number;
+  problems: PolicyProblem[];
+  apiErrors: Record<string, string>;
+  permissions: PermissionInfo[];
+  readOnly: boolean;
+  onChange: (p: DraftPolicy) => void;
+  onRemove: () => void;
+}) {
+  const accepts = acceptsResources(policy.permission);
+  const general = problems.filter((p) => p.resource === undefined);
+  const id = `p-${policy.uid}`;
+  const resourceProblem = (r: string) => problems.find((p) => p.resource === r.trim())?.message;
+  return (
+    <li class={`policy${problems.length ? ' has-error' : ''}`} data-permission={policy.permission}>
+      <div class="policy-head">
+        <div class="field grow">
+          <label for={`${id}-perm`}>Permission</label>
+          <select
+            id={`${id}-perm`}
+            value={policy.permission}
+            disabled={readOnly}
+            onChange={(e) => {
+              const permission = e.currentTarget.value;
+              onChange({ ...policy, permission, resources: acceptsResources(permission) ? policy.resources : [] });
+            }}
+          >
+            {permissions.map((p) => (
+              <option key={p.permission} value={p.permission}>
+                {p.permission} — {p.description}
+              </option>
+            ))}
+          </select>
+        </div>
+        {!readOnly && (
+          <button type="button" onClick={onRemove} aria-label={`Remove ${policy.permission}`}>
+            Remove
+          </button>
+        )}
+      </div>
+      {general.map((p) => (
+        <small key={p.message} class="field-error" role="alert">
+          {p.message}
+        </small>
+      ))}
+      {apiErrors[`policies.${index}`] && (
+        <small class="field-error" role="alert">
+          {apiErrors[`policies.${index}`]}
+        </small>
+      )}
+      {accepts ? (
+        <div class="resources">
+          <p class="muted small">Resources (none: all devices). Examples: *, tag:prod, node:berlin, */console, tag:lab/tunnel(proto=tcp;port=22)</p>
+          {policy.resources.map((r, i) => {
+            const problem = resourceProblem(r) ?? apiErrors[`policies.${index}.resources.${i}`];
+            const rid = `${id}-r${i}`;
+            return (
+              <div class={`resource-row${problem ? ' has-error' : ''}`} key={i}>
+                <label class="visually-hidden" for={rid}>
+                  Resource {i + 1} of {policy.permission}
+                </label>
+                <input
+                  id={rid}
+                  value={r}
+                  readOnly={readOnly}
+                  spellcheck={false}
+                  autocomplete="off"
+                  aria-invalid={problem ? 'true' : undefined}
+                  aria-describedby={problem ? `${rid}-error` : undefined}
+                  onInput={(e) => onChange({ ...policy, resources: policy.resources.map((x, j) => (j === i ? e.currentTarget.value : x)) })}
+                />
+                {!readOnly && (
+                  <button type="button" aria-label={`Remove resource ${r}`} onClick={() => onChange({ ...policy, resources: policy.resources.filter((_, j) => j !== i) })}>
+                    ×
+                  </button>
+                )}
+                {problem ? (
+                  <small id={`${rid}-error`} class="field-error" role="alert">
+                    {problem}
+                  </small>
+                ) : (
+                  r.trim() && <small class="ok-mark">valid</small>
+                )}
+              </div>
+            );
+          })}
+          {!readOnly && (
+            <button type="button" class="small" onClick={() => onChange({ ...policy, resources: [...policy.resources, ''] })}>
+              Add resource
+            </button>
+          )}
+        </div>
+      ) : (
+        <p class="muted small">Applies everywhere (this permission takes no resources).</p>
+      )}
+    </li>
+  );
+}
+
+export function RoleScreen({ roleId }: { roleId?: string }) {
+  const loaded = useLoad(() => (roleId ? api.get<Role>(`/role/${encodeURIComponent(roleId)}`) : Promise.resolve(null)), [roleId]);
+  const permissionList = useLoad(
+    () =>
+      api
+        .get('/permissionslist')
+        .then((a) => itemsOf<PermissionInfo>(a))
+        .catch(() => [] as PermissionInfo[]),
+    [],
+  );
+  const role = loaded.data ?? undefined;
+  const [draft, setDraft] = useState<{ name: string; description: string; policies: DraftPolicy[] } | null>(null);
+  const action = useAction();
+  const manage = allowed('rolesManage') && !role?.builtin;
+
+  // The shared list is the fallback when the broker's list is not available.
+  const permissions: PermissionInfo[] = permissionList.data?.length
+    ? permissionList.data
+    : PERMISSION_NAMES.map((p) => ({ permission: p, description: PERMISSIONS[p].description, accepts_resources: PERMISSIONS[p].accepts_resources }));
+
+  const current = draft ?? (role ? { name: role.name, description: role.description ?? '', policies: toDraft(role.policies) } : { name: '', description: '', policies: [] });
+  const policies = useMemo(() => toPolicies(current.policies), [current.policies]);
+  const problems = useMemo(() => validatePolicies(policies), [policies]);
+  const apiErrors = action.error instanceof ApiFailure ? action.error.fieldErrors() : {};
+  // What the broker refused, shown at the policy and resource (until the role is edited again).
+  const refused = apiProblems(action.error);
+  const update = (next: Partial<typeof current>) => setDraft({ ...current, ...next });
+
+  if (roleId && loaded.error) return <ErrorBox error={loaded.error} />;
+  if (roleId && !role) return <Loading what="the role" />;
+
+  const unused = permissions.filter((p) => !current.policies.some((d) => d.permission === p.permission));
+
+  const save = (e: Event) => {
+    e.preventDefault();
+    if (problems.length) return;
+    void action.run(async () => {
+      const body = { name: current.name.trim(), description: current.description, policies };
+      if (role) await api.put(`/role/${encodeURIComponent(role.id)}`, body);
+      else await api.post('/role', body);
+      navigate('/roles');
+    });
+  };
+
+  return (
+    <section>
+      <PageTitle actions={<Link href="/roles">All roles</Link>}>{role ? `Role ${role.name}` : 'New role'}</PageTitle>
+      {role && (
+        <p class="muted">
+          {role.updated_at && <>Changed {formatTime(role.updated_at)}. </>}
+          {role.used_by?.length ? `Used by ${whoUses(role.used_by)}.` : 'Not assigned to anyone.'}
+          {role.builtin && ' Built-in role: it cannot be changed.'}
+        </p>
+      )}
+      <form onSubmit={save} aria-label="Role" class="role-form" noValidate>
+        <div class="grid-2">
+          <Field label="Name" name="role-name" required readOnly={!manage} value={current.name} onInput={(e) => update({ name: e.currentTarget.value })} error={apiErrors.name} />
+          <Field label="Description" name="role-description" readOnly={!manage} value={current.description} onInput={(e) => update({ description: e.currentTarget.value })} error={apiErrors.description} />
+        </div>
+        <h2>Permissions</h2>
+        {current.policies.length === 0 && <p class="muted">No permissions yet.</p>}
+        <ul class="policies">
+          {current.policies.map((p, i) => (
+            <PolicyEditor
+              key={p.uid}
+              policy={p}
+              index={i}
+              problems={[...problems, ...refused].filter((x) => x.policy === i)}
+              apiErrors={apiErrors}
+              permissions={permissions}
+              readOnly={!manage}
+              onChange={(next) => update({ policies: current.policies.map((x) => (x.uid === p.uid ? next : x)) })}
+              onRemove={() => update({ policies: current.policies.filter((x) => x.uid !== p.uid) })}
+            />
+          ))}
+        </ul>
+        {manage && unused.length > 0 && (
+          <button type="button" onClick={() => update({ policies: [...current.policies, { uid: nextUid++, permission: unused[0].permission, resources: [] }] })}>
+            Add permission
+          </button>
+        )}
+        {problems.length > 0 && (
+          <p class="field-error" role="status">
+            {problems.length} problem{problems.length === 1 ? '' : 's'} to fix before saving.
+          </p>
+        )}
+        <ErrorBox error={action.error} title="The role was not saved" />
+        {manage && (
+          <div class="button-row">
+            <button type="submit" class="primary" disabled={action.busy || problems.length > 0 || !current.name.trim()}>
+              {role ? 'Save role' : 'Create role'}
+            </button>
+            {role && <DeleteRole role={role} onDeleted={() => navigate('/roles')} />}
+          </div>
+        )}
+      </form>
+    </section>
+  );
+}
