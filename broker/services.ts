@@ -3,6 +3,7 @@ import { AccessService } from './access/access.js';
 import { AgentHub } from './agents/hub.js';
 import { AuditService } from './audit/service.js';
 import { AuthService } from './auth/service.js';
+import { ChangeEpoch } from './cache.js';
 import type { Config } from './config.js';
 import type { Store } from './db/database.js';
 import { DevicesService } from './devices/service.js';
@@ -26,6 +27,8 @@ export interface Services {
   logger: Logger;
   store: Store;
   settings: SettingsStore;
+  /** Bumped by every change made through the API: empties the hot-path caches. */
+  epoch: ChangeEpoch;
   auth: AuthService;
   access: AccessService;
   audit: AuditService;
@@ -44,10 +47,10 @@ export interface Services {
 
 export async function createServices(config: Config, logger: Logger, store: Store): Promise<Services> {
   const settings = new SettingsStore(store.db);
-  const services = { config, logger, store, settings } as Services;
+  const services = { config, logger, store, settings, epoch: new ChangeEpoch() } as Services;
   services.mail = new MailService(config, logger);
-  services.auth = new AuthService(store.db, config, settings, services.mail);
-  services.access = new AccessService(new DeviceScopes(store.db));
+  services.auth = new AuthService(store.db, config, settings, services.mail, services.epoch);
+  services.access = new AccessService(new DeviceScopes(store.db, services.epoch));
   services.audit = new AuditService(store.db);
   services.upgrades = new UpgradeRouter(logger);
   services.users = new UsersService(services);

@@ -1,4 +1,10 @@
 import type { Channel } from '../../shared/mux.js';
+import type { ConsoleParams, CopyParams, TunnelParams } from '../../shared/protocol.js';
+import { openConsole } from './console.js';
+import { openDownload, openUpload } from './copy.js';
+import { openTcpTunnel, openUdpTunnel } from './tunnel.js';
+
+export { NOT_ALLOWED_PREFIX } from './paths.js';
 
 export interface SessionContext {
   /** Where the agent keeps its state (temp files for copies land next to their target instead). */
@@ -9,7 +15,27 @@ export interface SessionContext {
 /**
  * Serves a channel the broker opened: console, tunnel or copy. Resolves with optional info for the
  * broker once the session is set up; throws (with a message for the user) to refuse it.
+ *
+ * The broker has authorized the session; the agent still re-checks what it can judge better
+ * itself: a copy path after resolving symlinks on the device.
  */
-export async function handleChannel(channel: Channel, _ctx: SessionContext): Promise<Record<string, unknown> | void> {
-  throw new Error(`${channel.kind} sessions are not supported by this agent yet`);
+export async function handleChannel(channel: Channel, ctx: SessionContext): Promise<Record<string, unknown> | void> {
+  switch (channel.kind) {
+    case 'console':
+      return openConsole(channel, channel.params as ConsoleParams, ctx);
+    case 'tunnel': {
+      const params = channel.params as TunnelParams;
+      if (params.proto === 'udp') return openUdpTunnel(channel, params, ctx);
+      if (params.proto === 'tcp') return openTcpTunnel(channel, params, ctx);
+      throw new Error(`Tunnel protocol ${String(params.proto)} is not supported (tcp or udp).`);
+    }
+    case 'copy': {
+      const params = channel.params as CopyParams;
+      if (params.direction === 'upload') return openUpload(channel, params, ctx);
+      if (params.direction === 'download') return openDownload(channel, params, ctx);
+      throw new Error(`Copy direction ${String(params.direction)} is not upload or download.`);
+    }
+    default:
+      throw new Error(`${String(channel.kind)} sessions are not supported by this agent.`);
+  }
 }

@@ -5,6 +5,7 @@ import type { Config } from '../config.js';
 import type { Db } from '../db/database.js';
 import type { UsersTable } from '../db/schema.js';
 import { ApiError, badRequest } from '../http/errors.js';
+import { EpochCache, type ChangeEpoch } from '../cache.js';
 import type { MailService } from '../mail/service.js';
 import { passwordResetMail, signInCodeMail, welcomeMail } from '../mail/templates.js';
 import type { SettingsStore } from '../settings.js';
@@ -59,13 +60,17 @@ export class AuthService {
   readonly profile: ProfileService;
   private signer!: TokenSigner;
   private readonly compiled = new Map<string, CompiledPolicy[]>();
+  /** token → principal, emptied by any change through the API (see broker/cache.ts) */
+  private readonly principals: EpochCache<string, Principal>;
 
   constructor(
     private readonly db: Db,
     private readonly config: Config,
     private readonly settings: SettingsStore,
     private readonly mail: MailService,
+    epoch: ChangeEpoch,
   ) {
+    this.principals = new EpochCache(epoch);
     this.challenges = new ChallengeStore(db);
     this.links = new PasswordLinks(db, (config.publicUrl ?? `http://localhost:${config.port}`).replace(/\/+$/, ''));
     this.profile = new ProfileService(db, this);
@@ -95,6 +100,16 @@ export class AuthService {
    */
   async authenticate(token: string, options: { allowExpired?: boolean } = {}): Promise<Principal> {
     const claims = this.signer.verify(token, { ignoreExpiration: options.allowExpired === true });
+    const cached = this.principals.get(token);
+    if (cached) return cached;
+    const principal = await this.loadPrincipal(claims.sub, claims.sid);
+    this.principals.set(token, principal);
+    return principal;
+  }
+
+  /** The session's user and the union of their roles' policies, as stored now. */
+  private async loadPrincipal(userId: string, sessionId: string): Promise<Principal> {
+    const claims = { sub: userId, sid: sessionId };
     const row = await this.db
       .selectFrom('sessions')
       .innerJoin('users', 'users.id', 'sessions.user_id')

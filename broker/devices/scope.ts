@@ -1,6 +1,7 @@
 import { sql } from 'kysely';
 import type { DeviceScope } from '../../shared/resources.js';
 import type { DeviceScopeSource } from '../access/access.js';
+import { EpochCache, type ChangeEpoch } from '../cache.js';
 import type { Db } from '../db/database.js';
 
 export const ROOT_NODE = 'root';
@@ -50,12 +51,23 @@ export function scopeOfChain(chain: ChainRow[], options: { withTags?: boolean } 
 
 /** Where an approved device sits in the group tree: its node ids up to the root and its inherited tags. */
 export class DeviceScopes implements DeviceScopeSource {
-  constructor(private readonly db: Db) {}
+  private readonly cache: EpochCache<string, DeviceScope>;
+
+  constructor(
+    private readonly db: Db,
+    epoch: ChangeEpoch,
+  ) {
+    this.cache = new EpochCache(epoch);
+  }
 
   async scopeOf(deviceId: string): Promise<DeviceScope | undefined> {
+    const cached = this.cache.get(deviceId);
+    if (cached) return cached;
     const chain = await nodeChain(this.db, deviceId);
     if (chain.length === 0 || chain[0].type !== 'device') return undefined;
-    return scopeOfChain(chain);
+    const scope = scopeOfChain(chain);
+    this.cache.set(deviceId, scope);
+    return scope;
   }
 }
 

@@ -180,6 +180,8 @@ export function mountRoutes(router: Router, routes: RouteSpec[], services: Servi
         if (result === undefined) return void res.status(route.status ?? 204).end();
         res.status(route.status ?? 200).json(result);
       } finally {
+        // Any call that may have changed something empties the hot-path caches (cache.ts).
+        if (route.method !== 'get') services.epoch.bump();
         if (file) fs.rm(file.path, { force: true }, () => {});
       }
     };

@@ -1,7 +1,221 @@
-import type { RouteSpec } from '../http/route.js';
+import { z } from 'zod';
+import { defineRoute, type RouteSpec } from '../http/route.js';
 import type { ExtraOperation } from '../http/openapi.js';
+import { CONSOLE_UNACKED_MAX } from './relay.js';
+import { deviceId, host, port, proto } from './schemas.js';
+import { REMOTE_WS_PATHS } from './sessions.js';
+import { TICKET_TTL_SECONDS } from './tickets.js';
 
-export const remoteRoutes: RouteSpec[] = [];
+const deviceParams = z.object({ device_id: deviceId });
+
+const portmapRecord = z.object({
+  id: z.string(),
+  target: z.string().describe('Devices the preset applies to: `*`, `tag:<tag>` or `node:<node id>` (a group or a device).'),
+  name: z.string(),
+  proto: proto,
+  port: z.number(),
+  dst: z.string().describe('Destination host as seen from the device.'),
+});
+
+const target = z.string().min(1).max(200).describe('`*`, `tag:<tag>` or `node:<node id>` (a group or a device); no action suffix.');
+const presetName = z
+  .string()
+  .trim()
+  .min(1)
+  .max(64)
+  .regex(/^[^\u0000-\u001f\u007f]*$/, 'must not contain control characters')
+  .describe('Shown on the connect button, e.g. "SSH".');
+
+const capabilities = z.object({
+  device_id: z.string(),
+  connected: z.boolean().describe('The device agent is connected now.'),
+  console: z.boolean(),
+  tunnel: z.boolean(),
+  copy: z.boolean(),
+  reload: z.boolean(),
+});
+
+const AUDITED =
+  'Every attempt, allowed or denied, is written to the audit trail (GET /commitlist, event `remote.<action>.start|denied`) before anything starts; if that write fails the attempt is refused (500 `audit_failed`).';
+
+export const remoteRoutes: RouteSpec[] = [
+  defineRoute({
+    method: 'post',
+    path: '/remote/ticket',
+    tag: 'remote',
+    summary: 'Get a single-use ticket for a remote-access WebSocket',
+    description: `For clients that cannot set the Authorization header on a WebSocket (browsers): pass it as \`?ticket=\` to the console, tunnel or copy endpoint. Valid once, for ${TICKET_TTL_SECONDS} s, and bound to the caller's sign-in session (signing out or being disabled voids it). Authorization happens when the WebSocket connects, not here. Body: \`{}\`.`,
+    access: 'authenticated',
+    audit: false,
+    body: z.object({}),
+    response: z.object({ ticket: z.string(), expires_in: z.number().describe('seconds') }),
+    handler: async ({ principal, bearer, services }) => services.remote.issueTicket(principal, bearer as string),
+  }),
+  defineRoute({
+    method: 'get',
+    path: '/remote/access/{device_id}',
+    tag: 'remote',
+    summary: 'What the caller may try on a device (console, tunnel, copy, reload)',
+    description:
+      'For showing or hiding buttons: each flag says some `remote-access:connect` grant on this device allows that action, whatever its options (a tunnel grant may still be limited to some ports). `connected` says whether the device agent is online. The session itself is decided, with its options, when it is opened.',
+    access: 'device:read',
+    device: ({ params }) => params.device_id,
+    params: deviceParams,
+    response: capabilities,
+    handler: async ({ params, principal, services }) => services.remote.capabilities(principal, params.device_id),
+  }),
+  defineRoute({
+    method: 'post',
+    path: '/remote/reload/{device_id}',
+    tag: 'remote',
+    summary: "Reload a device's agent",
+    description: `Restarts the agent's work loop on the device and answers once the agent acknowledged: 200 \`{"ok":true,"device_id"}\`. Needs \`remote-access:connect\` on the device with the \`reload\` action (or no action), decided at the call. ${AUDITED} (A caller holding no remote-access grant on the device at all is refused by the route's permission check, as any API call.) 403 when no grant allows it, 404 \`not_found\` for an unknown device, 404 \`device_not_connected\` when its agent is offline, 502 \`reload_failed\` when the agent does not acknowledge. Body: \`{}\` or none.`,
+    access: 'remote-access:connect',
+    device: ({ params }) => params.device_id,
+    audit: false,
+    params: deviceParams,
+    query: z.object({ source: z.enum(['api', 'cli', 'web']).default('api').describe('Client kind, for the audit trail.') }),
+    body: z.object({}),
+    response: z.object({ ok: z.literal(true), device_id: z.string() }),
+    handler: async ({ params, query, principal, services, ip }) => services.remote.reload(principal, params.device_id, ip, query.source),
+  }),
+  defineRoute({
+    method: 'get',
+    path: '/service-connect/portmap',
+    tag: 'remote',
+    summary: 'List port presets (named tunnel targets)',
+    description:
+      'With `device_id`: the presets that apply to that device (target `*`, one of its tags, its own node or a group above it); the caller needs `remote-access:connect` or `device:read` on the device (403 otherwise, 404 for an unknown device). Without: every preset for holders of `remote-access:connect`, `device:read` or `remote-access:manage`, and an empty list for anyone else. `{items:[{id,target,name,proto,port,dst}], total}`.',
+    access: 'authenticated',
+    query: z.object({
+      device_id: deviceId.optional(),
+      offset: z.coerce.number().int().min(0).default(0),
+      items_per_page: z.coerce.number().int().min(1).max(1000).default(50),
+    }),
+    response: z.object({ items: z.array(portmapRecord), total: z.number() }),
+    handler: async ({ query, principal, services }) => services.remote.listPortmaps(principal, query),
+  }),
+  defineRoute({
+    method: 'post',
+    path: '/service-connect/portmap',
+    tag: 'remote',
+    summary: 'Create a port preset',
+    description:
+      'A named tunnel target (e.g. SSH, tcp 22 to localhost) offered by the CLI and the web console as a one-step connect on the devices `target` names. A preset grants nothing: connecting is still decided by `remote-access:connect`. Answers 201 with the record.',
+    access: 'remote-access:manage',
+    audit: 'portmap.create',
+    status: 201,
+    body: z.object({ target, name: presetName, proto: proto.default('tcp'), port, dst: host.default('localhost') }),
+    response: portmapRecord,
+    handler: async ({ body, principal, services }) => services.remote.createPortmap(principal, body),
+  }),
+  defineRoute({
+    method: 'patch',
+    path: '/service-connect/portmap',
+    tag: 'remote',
+    summary: 'Change a port preset',
+    description: 'Changes the given fields of the preset named by `id` (the path has no id, as in the specification). Answers 200 with the record; 404 for an unknown id.',
+    access: 'remote-access:manage',
+    audit: 'portmap.update',
+    body: z
+      .object({ id: z.string().min(1).max(64), target: target.optional(), name: presetName.optional(), proto: proto.optional(), port: port.optional(), dst: host.optional() })
+      .refine((b) => Object.keys(b).some((k) => k !== 'id' && (b as Record<string, unknown>)[k] !== undefined), { message: 'send at least one field to change' }),
+    response: portmapRecord,
+    handler: async ({ body, services }) => {
+      const { id, ...patch } = body;
+      return services.remote.updatePortmap(id, Object.fromEntries(Object.entries(patch).filter(([, v]) => v !== undefined)));
+    },
+  }),
+  defineRoute({
+    method: 'delete',
+    path: '/service-connect/portmap/{id}',
+    tag: 'remote',
+    summary: 'Delete a port preset',
+    description: 'Answers 204; 404 for an unknown id.',
+    access: 'remote-access:manage',
+    audit: 'portmap.delete',
+    params: z.object({ id: z.string().min(1).max(64) }),
+    handler: async ({ params, services }) => {
+      await services.remote.deletePortmap(params.id);
+      return undefined;
+    },
+  }),
+];
+
+const errorFrameDoc =
+  'Errors: a JSON text frame `{"type":"error","code":<http status>,"error":"<snake_case>","message"}`, then close with 4000 + that status: 4400 invalid query (with `field`), 4401 no or bad token/ticket, 4403 not allowed (also when access is withdrawn during the session: `access_withdrawn`), 4404 unknown device or device not connected (`device_not_connected`), 4500 audit write failed, 4502 refused or failed on the device.';
+
+const wsCommon =
+  `Authentication: \`Authorization: Bearer <token>\`, or \`?ticket=\` from POST /api/v2/remote/ticket (browsers). The WebSocket handshake completes once the attempt is decided against the caller's roles at that moment (with the action and its options), audited and set up on the device; then the server sends \`{"type":"ready"}\`. ${AUDITED} Live sessions are re-authorized every 2 s: disabling the user, signing out, deleting the device or withdrawing the grant ends them. The audit entry's end record carries duration_ms, bytes_in (client to device) and bytes_out (device to client). ${errorFrameDoc}`;
+
+function wsParam(name: string, description: string, schema: Record<string, unknown>, required = false) {
+  return { name, in: 'query', required, description, schema };
+}
+
+const common = [
+  wsParam('device_id', 'The device (64 lowercase hex).', { type: 'string', pattern: '^[0-9a-f]{64}$' }, true),
+  wsParam('ticket', 'Single-use ticket (instead of the Authorization header).', { type: 'string' }),
+  wsParam('source', 'Client kind for the audit trail: cli, api (default) or web. Ticket sessions are recorded as web.', { type: 'string', enum: ['cli', 'api', 'web'] }),
+];
+
+function wsOperation(summary: string, description: string, parameters: unknown[], id: string): Record<string, unknown> {
+  return {
+    operationId: id,
+    summary: `${summary} (WebSocket)`,
+    description: `${description}\n\n${wsCommon}\n\nNeeds permission \`remote-access:connect\` on the device (resource filters and action options apply). Open it with a WebSocket client; the sandbox cannot.`,
+    tags: ['remote'],
+    'x-permission': 'remote-access:connect',
+    'x-websocket': true,
+    parameters: [...common, ...parameters],
+    responses: {
+      '101': { description: 'Switching protocols: the session runs over the WebSocket.' },
+      '400': { description: 'Not a WebSocket handshake.' },
+    },
+  };
+}
 
 /** WebSocket endpoints and other operations documented outside the route table. */
-export const remoteDocs: ExtraOperation[] = [];
+export const remoteDocs: ExtraOperation[] = [
+  {
+    method: 'get',
+    path: REMOTE_WS_PATHS.console,
+    operation: wsOperation(
+      'Remote console: a shell in a pty on the device',
+      `Action \`console\`. Binary frames both ways are terminal bytes. Client text frames: \`{"type":"resize","cols","rows"}\`; \`{"type":"ack","bytes":n}\` once n bytes of output are rendered — the server keeps at most ${CONSOLE_UNACKED_MAX} bytes (1 MiB) un-acknowledged and then waits, which holds the shell on the device (a \`yes\` flood never fills memory). Server text frames: \`{"type":"ready"}\`, \`{"type":"exit","code":n,"signal":n|null}\` after the last output byte, then close 1000.`,
+      [
+        wsParam('cols', 'Terminal width (1-1000, default 80).', { type: 'integer', minimum: 1, maximum: 1000 }),
+        wsParam('rows', 'Terminal height (1-1000, default 24).', { type: 'integer', minimum: 1, maximum: 1000 }),
+      ],
+      'wsRemoteConsole',
+    ),
+  },
+  {
+    method: 'get',
+    path: REMOTE_WS_PATHS.tunnel,
+    operation: wsOperation(
+      'Remote tunnel: one TCP connection (or UDP flow) to dst:port as seen from the device',
+      'Action `tunnel` with options proto, port and dst. One WebSocket per TCP connection. Binary frames are stream bytes (UDP: one frame is one datagram). Text `{"type":"eof"}` half-closes: from the client it ends the direction to the device; from the server it says the device side has ended. The session closes with 1000 when both directions are done. Backpressure is end to end: a slow reader slows the sender.',
+      [
+        wsParam('proto', 'tcp (default) or udp.', { type: 'string', enum: ['tcp', 'udp'] }),
+        wsParam('port', 'Destination port.', { type: 'integer', minimum: 1, maximum: 65535 }, true),
+        wsParam('dst', 'Destination host as seen from the device (default localhost).', { type: 'string' }),
+      ],
+      'wsRemoteTunnel',
+    ),
+  },
+  {
+    method: 'get',
+    path: REMOTE_WS_PATHS.copy,
+    operation: wsOperation(
+      'Remote file copy to or from a device path',
+      'Action `copy` with options direction and path (compared after normalising; the agent re-checks after resolving symlinks on the device, within the directories of the grant). Upload (to the device): send binary frames, then `{"type":"eof"}`; the device writes a temporary file beside the target, checks `size` and `sha256` when given, flushes it and renames it over the target; the server answers `{"type":"result","ok":true,"bytes":n,"sha256":"..."}` and closes with 1000. Download: the server sends `{"type":"meta","size":n,"mode":n}`, binary frames, then the result. A failed copy answers an error frame with `copy_failed`.',
+      [
+        wsParam('direction', 'upload (to the device) or download (from it).', { type: 'string', enum: ['upload', 'download'] }, true),
+        wsParam('path', 'Absolute path of the file on the device.', { type: 'string' }, true),
+        wsParam('size', 'upload: byte count the device must receive.', { type: 'integer', minimum: 0 }),
+        wsParam('sha256', 'upload: SHA-256 (hex) the device must receive.', { type: 'string', pattern: '^[0-9a-fA-F]{64}$' }),
+      ],
+      'wsRemoteCopy',
+    ),
+  },
+];

@@ -53,4 +53,5 @@ export async function insertUser(
 
 export async function setUserColumns(t: TestBroker, id: string, values: { two_factor?: number | null; disabled?: number }): Promise<void> {
   await t.broker.services.store.db.updateTable('users').set(values).where('id', '=', id).execute();
+  t.broker.services.epoch.bump(); // written behind the API's back: tell the caches
 }

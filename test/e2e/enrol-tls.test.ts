@@ -12,15 +12,6 @@ import { createLogger } from '../../broker/logger.js';
 import { startBroker, type RunningBroker } from '../../broker/server.js';
 import { startAgent, type TestAgent } from '../support/agent.js';
 
-function hasOpenssl(): boolean {
-  try {
-    execFileSync('openssl', ['version'], { stdio: 'ignore' });
-    return true;
-  } catch {
-    return false;
-  }
-}
-
 /** A self-signed certificate for 127.0.0.1 (it is its own CA). */
 function selfSigned(dir: string, name: string): { cert: string; key: string } {
   const cert = path.join(dir, `${name}.crt`);
@@ -33,7 +24,7 @@ function selfSigned(dir: string, name: string): { cert: string; key: string } {
   return { cert, key };
 }
 
-describe.skipIf(!hasOpenssl())('agent over TLS', () => {
+describe('agent over TLS', () => {
   let dir: string;
   let broker: RunningBroker;
   let tls: { cert: string; key: string };

@@ -1,0 +1,115 @@
+import os from 'node:os';
+import { spawn, type IPty } from 'node-pty';
+import type { Channel } from '../../shared/mux.js';
+import type { ConsoleParams } from '../../shared/protocol.js';
+import type { SessionContext } from './index.js';
+
+const MAX_DIMENSION = 1000;
+
+function dimension(value: unknown, fallback: number): number {
+  return Number.isInteger(value) && (value as number) >= 1 && (value as number) <= MAX_DIMENSION ? (value as number) : fallback;
+}
+
+/**
+ * A login shell in a pty, sized by the client. Output respects the channel's credit: when the
+ * channel pushes back the pty is paused, so a `yes` flood waits for the reader instead of filling
+ * memory, and other channels of the same agent keep moving.
+ */
+export function openConsole(channel: Channel, params: ConsoleParams, ctx: SessionContext): Record<string, unknown> {
+  const shell = process.env.SHELL || '/bin/bash';
+  const home = os.homedir();
+  let pty: IPty;
+  try {
+    pty = spawn(shell, ['-l'], {
+      name: 'xterm-256color',
+      cols: dimension(params.cols, 80),
+      rows: dimension(params.rows, 24),
+      cwd: home,
+      env: { ...process.env, TERM: 'xterm-256color', HOME: home },
+      encoding: null, // Buffers: a multi-byte character split across reads stays intact for the client
+    });
+  } catch (err) {
+    throw new Error(`The shell ${shell} could not be started on the device: ${(err as Error).message}`);
+  }
+  ctx.log('console opened', { ch: channel.id, pid: pty.pid, shell });
+
+  let exited = false; // no more output wanted
+  let gone = false; // the shell process has ended
+  let paused = false;
+  const resume = () => {
+    paused = false;
+    if (!exited) pty.resume();
+  };
+
+  pty.onData((data) => {
+    if (channel.destroyed || channel.writableEnded) return;
+    if (!channel.write(data as unknown as Buffer) && !paused) {
+      paused = true;
+      pty.pause();
+      channel.once('drain', resume);
+    }
+  });
+
+  // The broker attaches its listeners once the open is answered and then sends a resize. A
+  // control message sent before that could pass unheard, so the exit status waits for it.
+  let brokerListening = false;
+  let onBrokerListening: (() => void) | undefined;
+  const brokerHeard = () => {
+    brokerListening = true;
+    onBrokerListening?.();
+  };
+
+  pty.onExit(({ exitCode, signal }) => {
+    exited = true;
+    gone = true;
+    ctx.log('console exited', { ch: channel.id, code: exitCode, signal });
+    const report = () => {
+      onBrokerListening = undefined;
+      if (channel.destroyed) return;
+      // The exit status goes ahead of the end of the stream; the broker forwards it after the last byte.
+      channel.control({ type: 'exit', code: exitCode, signal: signal ? signal : null });
+      channel.end();
+    };
+    if (brokerListening) return report();
+    onBrokerListening = report;
+    setTimeout(() => onBrokerListening?.(), 2000).unref();
+  });
+
+  channel.on('data', (input: Buffer) => {
+    brokerHeard();
+    if (!exited) pty.write(input);
+  });
+  channel.on('control', (msg) => {
+    brokerHeard();
+    if (msg.type === 'resize' && !exited) {
+      try {
+        pty.resize(dimension(msg.cols, pty.cols), dimension(msg.rows, pty.rows));
+      } catch {
+        // the pty may be closing; the next resize or the exit will tell
+      }
+    }
+  });
+  // The broker ended the session (user gone, access withdrawn): hang up the shell.
+  channel.on('close', () => {
+    channel.off('drain', resume);
+    if (!exited) {
+      exited = true;
+      try {
+        pty.kill('SIGHUP');
+      } catch {
+        // already gone
+      }
+      // A program that ignores the hang-up does not outlive its session for long.
+      setTimeout(() => {
+        if (!gone) {
+          try {
+            pty.kill('SIGKILL');
+          } catch {
+            // already gone
+          }
+        }
+      }, 5000).unref();
+    }
+  });
+  return { pid: pty.pid, shell };
+}

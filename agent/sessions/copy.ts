@@ -1,0 +1,166 @@
+import crypto from 'node:crypto';
+import fs from 'node:fs/promises';
+import path from 'node:path';
+import type { Channel } from '../../shared/mux.js';
+import type { CopyParams } from '../../shared/protocol.js';
+import type { SessionContext } from './index.js';
+import { resolveCopyTarget } from './paths.js';
+
+const SHA256_HEX = /^[0-9a-f]{64}$/;
+
+function reason(err: unknown): string {
+  const e = err as NodeJS.ErrnoException;
+  if (e.code === 'ENOSPC') return 'The device is out of disk space.';
+  if (e.code === 'EACCES' || e.code === 'EPERM') return 'The agent may not write there (permission denied on the device).';
+  return e.message;
+}
+
+/** Makes a rename durable: the directory entry is flushed too (best effort; not every filesystem allows it). */
+async function syncDirectory(dir: string): Promise<void> {
+  let handle: fs.FileHandle | undefined;
+  try {
+    handle = await fs.open(dir, 'r');
+    await handle.sync();
+  } catch {
+    // fsync on a directory is refused on some filesystems; the rename itself is still atomic
+  } finally {
+    await handle?.close().catch(() => {});
+  }
+}
+
+/**
+ * Upload to the device: the bytes go to a temporary file beside the target, are checked against
+ * the size and SHA-256 the client announced, flushed to disk, and only then renamed over the
+ * target, so a reader never sees a half-written file and a failed copy leaves nothing behind.
+ */
+export async function openUpload(channel: Channel, params: CopyParams, ctx: SessionContext): Promise<Record<string, unknown>> {
+  if (params.size !== undefined && (!Number.isSafeInteger(params.size) || params.size < 0)) throw new Error('The announced size is not a valid byte count.');
+  const expectedSha = params.sha256?.toLowerCase();
+  if (expectedSha !== undefined && !SHA256_HEX.test(expectedSha)) throw new Error('The announced sha256 is not 64 hex digits.');
+  const { target, dir, name } = await resolveCopyTarget(params.path, 'upload', params.allowed);
+  let mode = 0o644;
+  try {
+    const existing = await fs.lstat(target);
+    if (existing.isDirectory()) throw new Error(`${params.path} is a directory on the device; name the file to write.`);
+    if (existing.isFile()) mode = existing.mode & 0o7777; // replacing a file keeps its permissions
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code !== 'ENOENT') throw err;
+  }
+  const temp = path.posix.join(dir, `.${name}.${crypto.randomBytes(6).toString('hex')}.fleet-upload`);
+  let file: fs.FileHandle;
+  try {
+    file = await fs.open(temp, 'wx', mode);
+  } catch (err) {
+    throw new Error(`Cannot write in ${dir} on the device: ${reason(err)}`);
+  }
+  ctx.log('upload started', { ch: channel.id, target });
+  void receive(channel, file, temp, target, dir, params.size, expectedSha, ctx);
+  return { path: target };
+}
+
+async function receive(
+  channel: Channel,
+  file: fs.FileHandle,
+  temp: string,
+  target: string,
+  dir: string,
+  size: number | undefined,
+  expectedSha: string | undefined,
+  ctx: SessionContext,
+): Promise<void> {
+  const hash = crypto.createHash('sha256');
+  let bytes = 0;
+  let open = true;
+  try {
+    // Not a plain for-await: that destroys the channel at the end of input, before our answer.
+    for await (const chunk of channel.iterator({ destroyOnReturn: false }) as AsyncIterable<Buffer>) {
+      bytes += chunk.length;
+      if (size !== undefined && bytes > size) throw new Error(`More bytes arrived than the announced size of ${size}.`);
+      hash.update(chunk);
+      await file.write(chunk);
+    }
+    // The broker half-closes after the last byte; a session torn down instead (the user went
+    // away, access withdrawn) also ends the stream, but closes our side too. Never commit that.
+    if (channel.writableEnded || channel.destroyed) throw new Error('The upload was interrupted.');
+    const sha256 = hash.digest('hex');
+    if (size !== undefined && bytes !== size) throw new Error(`Received ${bytes} bytes, ${size} were announced.`);
+    if (expectedSha !== undefined && sha256 !== expectedSha) throw new Error(`Checksum mismatch: received data has sha256 ${sha256}, ${expectedSha} was announced.`);
+    await file.sync();
+    await file.close();
+    open = false;
+    await fs.rename(temp, target);
+    await syncDirectory(dir);
+    ctx.log('upload done', { ch: channel.id, target, bytes });
+    channel.control({ type: 'result', ok: true, bytes, sha256 });
+    channel.end();
+  } catch (err) {
+    if (open) await file.close().catch(() => {});
+    await fs.rm(temp, { force: true }).catch(() => {});
+    ctx.log('upload failed', { ch: channel.id, target, error: (err as Error).message });
+    if (!channel.destroyed) {
+      channel.control({ type: 'result', ok: false, bytes, sha256: '', error: reason(err) });
+      channel.end();
+    }
+  }
+}
+
+/**
+ * Download from the device. The file is opened before the session is accepted (so a missing or
+ * unreadable file refuses it), its size and mode travel in the open answer, and the bytes start
+ * once the broker has half-closed its side, its signal that it listens for the final result.
+ */
+export async function openDownload(channel: Channel, params: CopyParams, ctx: SessionContext): Promise<Record<string, unknown>> {
+  const { target } = await resolveCopyTarget(params.path, 'download', params.allowed);
+  let file: fs.FileHandle;
+  let stat: Awaited<ReturnType<fs.FileHandle['stat']>>;
+  try {
+    file = await fs.open(target, 'r');
+    stat = await file.stat();
+  } catch (err) {
+    throw new Error(`Cannot read ${params.path} on the device: ${reason(err)}`);
+  }
+  if (!stat.isFile()) {
+    await file.close();
+    throw new Error(`${params.path} is not a regular file on the device.`);
+  }
+  ctx.log('download started', { ch: channel.id, target, size: stat.size });
+  const start = () => void send(channel, file, target, ctx);
+  channel.once('end', start);
+  channel.resume(); // nothing is expected from the broker but its end
+  channel.once('close', () => {
+    channel.off('end', start);
+    void file.close().catch(() => {});
+  });
+  return { size: stat.size, mode: stat.mode & 0o7777 };
+}
+
+async function send(channel: Channel, file: fs.FileHandle, target: string, ctx: SessionContext): Promise<void> {
+  const hash = crypto.createHash('sha256');
+  let bytes = 0;
+  try {
+    const stream = file.createReadStream({ highWaterMark: 64 * 1024, autoClose: false });
+    for await (const chunk of stream as AsyncIterable<Buffer>) {
+      if (channel.destroyed) return;
+      hash.update(chunk);
+      bytes += chunk.length;
+      if (!channel.write(chunk)) await new Promise<void>((resolve) => {
+        const done = () => {
+          channel.off('drain', done);
+          channel.off('close', done);
+          resolve();
+        };
+        channel.on('drain', done);
+        channel.on('close', done);
+      });
+    }
+    if (channel.destroyed) return;
+    ctx.log('download done', { ch: channel.id, target, bytes });
+    channel.control({ type: 'result', ok: true, bytes, sha256: hash.digest('hex') });
+    channel.end();
+  } catch (err) {
+    if (!channel.destroyed) {
+      channel.control({ type: 'result', ok: false, bytes, sha256: '', error: reason(err) });
+      channel.end();
+    }
+  }
+}

@@ -1,0 +1,242 @@
+import crypto from 'node:crypto';
+import dgram from 'node:dgram';
+import fs from 'node:fs';
+import type { AddressInfo } from 'node:net';
+import net from 'node:net';
+import os from 'node:os';
+import path from 'node:path';
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import WebSocket, { WebSocketServer } from 'ws';
+import { Mux, type Channel } from '../../shared/mux.js';
+import { handleChannel } from './index.js';
+import { resolveCopyTarget } from './paths.js';
+
+/** The broker end of a Mux pair whose agent end serves channels with handleChannel. */
+async function pair(window = 256 * 1024) {
+  const wss = new WebSocketServer({ port: 0, host: '127.0.0.1' });
+  await new Promise((r) => wss.once('listening', r));
+  const serverSide = new Promise<WebSocket>((resolve) => wss.once('connection', resolve));
+  const client = new WebSocket(`ws://127.0.0.1:${(wss.address() as AddressInfo).port}`);
+  await new Promise((r) => client.once('open', r));
+  const broker = new Mux(await serverSide, { window });
+  const agentChannels: Channel[] = [];
+  new Mux(client, {
+    window,
+    onOpen: (ch) => {
+      agentChannels.push(ch);
+      return handleChannel(ch, { stateDir: os.tmpdir(), log: () => {} });
+    },
+  });
+  return { broker, agentChannels, close: () => (client.terminate(), wss.close()) };
+}
+
+const sha = (b: Buffer | string) => crypto.createHash('sha256').update(b).digest('hex');
+
+function collect(channel: Channel): { bytes: () => Buffer; ended: Promise<void> } {
+  const parts: Buffer[] = [];
+  channel.on('data', (d: Buffer) => parts.push(d));
+  return { bytes: () => Buffer.concat(parts), ended: new Promise((r) => channel.once('end', () => r())) };
+}
+
+let cleanup: (() => void) | undefined;
+afterEach(() => {
+  cleanup?.();
+  cleanup = undefined;
+});
+
+let dir: string;
+beforeAll(() => {
+  dir = fs.realpathSync(fs.mkdtempSync(path.join(os.tmpdir(), 'fleet-sessions-')));
+});
+afterAll(() => fs.rmSync(dir, { recursive: true, force: true }));
+
+describe('console sessions', () => {
+  it('runs a shell sized by the client and reports the exit status before the end', async () => {
+    const p = await pair();
+    cleanup = p.close;
+    const { channel } = await p.broker.open('console', { cols: 77, rows: 21 });
+    const out = collect(channel);
+    const exit = new Promise<any>((r) => channel.on('control', (m) => m.type === 'exit' && r(m)));
+    channel.control({ type: 'resize', cols: 101, rows: 33 });
+    channel.write('stty size; echo "sum-$((40+2))"; exit 7\n');
+    expect(await exit).toEqual({ type: 'exit', code: 7, signal: null });
+    await out.ended;
+    const text = out.bytes().toString();
+    expect(text).toContain('33 101');
+    expect(text).toContain('sum-42');
+  });
+
+  it('pauses a flooding program when the reader stops, without stalling another session', async () => {
+    const window = 64 * 1024;
+    const p = await pair(window);
+    cleanup = p.close;
+    const { channel: flood } = await p.broker.open('console', { cols: 80, rows: 24 });
+    flood.write('yes flood\n');
+    flood.pause(); // a reader that does not read
+    await new Promise((r) => setTimeout(r, 800));
+    const agentSide = p.agentChannels[0];
+    // What the agent holds is bounded: the credit window in flight plus the stream's own buffer.
+    expect(flood.stats.bytesIn).toBeLessThanOrEqual(window);
+    expect(agentSide.writableLength).toBeLessThanOrEqual(256 * 1024 + 64 * 1024);
+
+    const echo = net.createServer((s) => s.pipe(s));
+    await new Promise<void>((r) => echo.listen(0, '127.0.0.1', r));
+    try {
+      const { channel: tunnel } = await p.broker.open('tunnel', { proto: 'tcp', port: (echo.address() as AddressInfo).port, dst: '127.0.0.1' });
+      const back = collect(tunnel);
+      tunnel.end('still moving');
+      await back.ended;
+      expect(back.bytes().toString()).toBe('still moving');
+    } finally {
+      echo.close();
+    }
+    flood.destroy();
+  });
+
+  it('hangs up the shell when the broker closes the channel', async () => {
+    const p = await pair();
+    cleanup = p.close;
+    const { channel, info } = await p.broker.open('console', { cols: 80, rows: 24 });
+    const pid = info.pid as number;
+    expect(pid).toBeGreaterThan(0);
+    channel.destroy();
+    await expect.poll(() => {
+      try {
+        process.kill(pid, 0);
+        return true;
+      } catch {
+        return false;
+      }
+    }).toBe(false);
+  });
+});
+
+describe('tunnel sessions', () => {
+  it('half-closes: the device side answers after the client finished sending', async () => {
+    const server = net.createServer({ allowHalfOpen: true }, (s) => {
+      const parts: Buffer[] = [];
+      s.on('data', (d) => parts.push(d));
+      s.on('end', () => s.end(sha(Buffer.concat(parts))));
+    });
+    await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+    const p = await pair();
+    cleanup = () => (p.close(), server.close());
+    const { channel } = await p.broker.open('tunnel', { proto: 'tcp', port: (server.address() as AddressInfo).port, dst: '127.0.0.1' });
+    const out = collect(channel);
+    const payload = crypto.randomBytes(2 * 1024 * 1024);
+    channel.end(payload);
+    await out.ended;
+    expect(out.bytes().toString()).toBe(sha(payload));
+  });
+
+  it('refuses a destination that does not answer', async () => {
+    const p = await pair();
+    cleanup = p.close;
+    const closed = await new Promise<number>((resolve) => {
+      const srv = net.createServer().listen(0, '127.0.0.1', () => {
+        const port = (srv.address() as AddressInfo).port;
+        srv.close(() => resolve(port));
+      });
+    });
+    await expect(p.broker.open('tunnel', { proto: 'tcp', port: closed, dst: '127.0.0.1' })).rejects.toThrow(/Cannot connect to 127\.0\.0\.1:\d+ from the device: ECONNREFUSED/);
+  });
+
+  it('carries UDP datagrams one chunk each way', async () => {
+    const server = dgram.createSocket('udp4');
+    server.on('message', (msg, rinfo) => server.send(Buffer.concat([Buffer.from('re:'), msg]), rinfo.port, rinfo.address));
+    await new Promise<void>((r) => server.bind(0, '127.0.0.1', r));
+    const p = await pair();
+    cleanup = () => (p.close(), server.close());
+    const { channel } = await p.broker.open('tunnel', { proto: 'udp', port: server.address().port, dst: '127.0.0.1' });
+    const replies: string[] = [];
+    channel.on('data', (d: Buffer) => replies.push(d.toString()));
+    channel.write(Buffer.from('one'));
+    channel.write(Buffer.from('two'));
+    await expect.poll(() => replies.length).toBe(2);
+    expect(replies.sort()).toEqual(['re:one', 're:two']);
+  });
+});
+
+describe('copy sessions', () => {
+  it('uploads to a temp file, checks size and sha256, then renames over the target', async () => {
+    const p = await pair();
+    cleanup = p.close;
+    const target = path.join(dir, 'up.bin');
+    fs.writeFileSync(target, 'old');
+    fs.chmodSync(target, 0o640);
+    const content = crypto.randomBytes(300_000);
+    const { channel } = await p.broker.open('copy', { direction: 'upload', path: target, size: content.length, sha256: sha(content) });
+    const result = new Promise<any>((r) => channel.on('control', (m) => m.type === 'result' && r(m)));
+    channel.resume();
+    channel.end(content);
+    expect(await result).toEqual({ type: 'result', ok: true, bytes: content.length, sha256: sha(content) });
+    expect(sha(fs.readFileSync(target))).toBe(sha(content));
+    expect(fs.statSync(target).mode & 0o777).toBe(0o640);
+    expect(fs.readdirSync(dir).filter((f) => f.endsWith('.fleet-upload'))).toEqual([]);
+  });
+
+  it('discards an upload torn down before its end', async () => {
+    const p = await pair();
+    cleanup = p.close;
+    const target = path.join(dir, 'torn.bin');
+    const { channel } = await p.broker.open('copy', { direction: 'upload', path: target });
+    channel.write(crypto.randomBytes(100_000));
+    await new Promise((r) => setTimeout(r, 100));
+    channel.destroy();
+    await expect.poll(() => fs.readdirSync(dir).filter((f) => f.startsWith('.torn.bin')).length).toBe(0);
+    expect(fs.existsSync(target)).toBe(false);
+  });
+
+  it('downloads after the broker half-closes, with the size and mode in the open answer', async () => {
+    const p = await pair();
+    cleanup = p.close;
+    const source = path.join(dir, 'down.bin');
+    const content = crypto.randomBytes(200_001);
+    fs.writeFileSync(source, content, { mode: 0o600 });
+    const { channel, info } = await p.broker.open('copy', { direction: 'download', path: source });
+    expect(info).toEqual({ size: content.length, mode: 0o600 });
+    const result = new Promise<any>((r) => channel.on('control', (m) => m.type === 'result' && r(m)));
+    const out = collect(channel);
+    channel.end();
+    await out.ended;
+    expect(await result).toEqual({ type: 'result', ok: true, bytes: content.length, sha256: sha(content) });
+    expect(sha(out.bytes())).toBe(sha(content));
+  });
+
+  it('refuses a missing file, a directory and a path outside the allowed roots', async () => {
+    const p = await pair();
+    cleanup = p.close;
+    await expect(p.broker.open('copy', { direction: 'download', path: path.join(dir, 'missing') })).rejects.toThrow(/No file/);
+    await expect(p.broker.open('copy', { direction: 'download', path: dir })).rejects.toThrow(/not a regular file/);
+    await expect(p.broker.open('copy', { direction: 'upload', path: dir })).rejects.toThrow(/is a directory/);
+    await expect(p.broker.open('copy', { direction: 'upload', path: '/etc/x', allowed: [dir] })).rejects.toThrow(/^Not allowed on this device/);
+  });
+});
+
+describe('copy path re-check on the device', () => {
+  it('resolves symlinks in the directory and the file, and checks the real path against real roots', async () => {
+    const root = path.join(dir, 'root');
+    const outside = path.join(dir, 'outside');
+    fs.mkdirSync(root, { recursive: true });
+    fs.mkdirSync(outside, { recursive: true });
+    fs.writeFileSync(path.join(outside, 'secret'), 's');
+    fs.writeFileSync(path.join(root, 'plain'), 'p');
+    fs.symlinkSync(outside, path.join(root, 'door'));
+    fs.symlinkSync(path.join(outside, 'secret'), path.join(root, 'alias'));
+    fs.symlinkSync(root, path.join(dir, 'root-link'));
+
+    expect((await resolveCopyTarget(`${root}/plain`, 'download', [root])).target).toBe(path.join(root, 'plain'));
+    // An allowed root given through a symlink is resolved too.
+    expect((await resolveCopyTarget(`${root}/plain`, 'download', [path.join(dir, 'root-link')])).target).toBe(path.join(root, 'plain'));
+    expect((await resolveCopyTarget(`${root}//./plain`, 'upload', [root])).target).toBe(path.join(root, 'plain'));
+    await expect(resolveCopyTarget(`${root}/door/secret`, 'download', [root])).rejects.toThrow(/^Not allowed on this device/);
+    await expect(resolveCopyTarget(`${root}/door/new`, 'upload', [root])).rejects.toThrow(/^Not allowed on this device/);
+    await expect(resolveCopyTarget(`${root}/alias`, 'download', [root])).rejects.toThrow(/^Not allowed on this device/);
+    await expect(resolveCopyTarget(`${root}/../outside/secret`, 'download', [root])).rejects.toThrow(/^Not allowed on this device/);
+    await expect(resolveCopyTarget(`${root}-x/plain`, 'upload', [root])).rejects.toThrow(/does not exist/);
+    await expect(resolveCopyTarget('relative/path', 'upload')).rejects.toThrow(/not an absolute path/);
+    await expect(resolveCopyTarget(`${root}/plain`, 'download', [])).rejects.toThrow(/^Not allowed on this device/);
+    // Without `allowed` (an unrestricted grant) symlinks are followed like any program would.
+    expect((await resolveCopyTarget(`${root}/alias`, 'download')).target).toBe(path.join(outside, 'secret'));
+  });
+});

@@ -1,0 +1,109 @@
+import dgram from 'node:dgram';
+import dns from 'node:dns/promises';
+import net from 'node:net';
+import type { Channel } from '../../shared/mux.js';
+import type { TunnelParams } from '../../shared/protocol.js';
+import type { SessionContext } from './index.js';
+
+const CONNECT_TIMEOUT_MS = 10_000;
+/** Datagrams waiting for channel credit beyond this are dropped, as a congested UDP path would. */
+const UDP_BACKLOG_BYTES = 1024 * 1024;
+
+function validTarget(params: TunnelParams): void {
+  if (!Number.isInteger(params.port) || params.port < 1 || params.port > 65535) throw new Error(`Port ${String(params.port)} is not a valid port.`);
+  if (typeof params.dst !== 'string' || params.dst.length === 0 || params.dst.length > 253) throw new Error('The destination host is missing or too long.');
+}
+
+/** Host names in brackets are IPv6 literals; the socket wants them bare. */
+function bareHost(dst: string): string {
+  return dst.replace(/^\[(.*)\]$/, '$1');
+}
+
+/**
+ * One TCP connection to dst:port as seen from the device, piped both ways. `pipe` carries the
+ * backpressure (a slow reader on either side slows the other) and the half-close: the end of one
+ * direction ends that direction only.
+ */
+export async function openTcpTunnel(channel: Channel, params: TunnelParams, ctx: SessionContext): Promise<Record<string, unknown>> {
+  validTarget(params);
+  const host = bareHost(params.dst);
+  const socket = net.connect({ host, port: params.port, allowHalfOpen: true, noDelay: true });
+  try {
+    await new Promise<void>((resolve, reject) => {
+      const timer = setTimeout(() => reject(new Error('timed out')), CONNECT_TIMEOUT_MS);
+      socket.once('connect', () => {
+        clearTimeout(timer);
+        resolve();
+      });
+      socket.once('error', (err: NodeJS.ErrnoException) => {
+        clearTimeout(timer);
+        reject(err);
+      });
+    });
+  } catch (err) {
+    socket.destroy();
+    const e = err as NodeJS.ErrnoException;
+    throw new Error(`Cannot connect to ${params.dst}:${params.port} from the device: ${e.code ?? e.message}.`);
+  }
+  ctx.log('tunnel opened', { ch: channel.id, dst: params.dst, port: params.port });
+
+  socket.on('error', (err) => channel.destroy(err));
+  socket.pipe(channel);
+  channel.pipe(socket);
+  channel.on('close', () => {
+    // A normal end of both directions lets the socket finish writing; an abort cuts it.
+    if (!channel.readableEnded || channel.errored) socket.destroy();
+  });
+  return { local: `${socket.localAddress}:${socket.localPort}` };
+}
+
+/**
+ * A connected UDP socket: one channel chunk is one datagram each way. Datagrams arriving faster
+ * than the broker takes them are dropped past a bounded backlog.
+ */
+export async function openUdpTunnel(channel: Channel, params: TunnelParams, ctx: SessionContext): Promise<Record<string, unknown>> {
+  validTarget(params);
+  let address: { address: string; family: number };
+  try {
+    address = await dns.lookup(bareHost(params.dst));
+  } catch (err) {
+    throw new Error(`Cannot resolve ${params.dst} on the device: ${(err as NodeJS.ErrnoException).code ?? (err as Error).message}.`);
+  }
+  const socket = dgram.createSocket(address.family === 6 ? 'udp6' : 'udp4');
+  try {
+    await new Promise<void>((resolve, reject) => {
+      socket.once('error', reject);
+      socket.connect(params.port, address.address, () => {
+        socket.off('error', reject);
+        resolve();
+      });
+    });
+  } catch (err) {
+    socket.close();
+    throw new Error(`Cannot reach ${params.dst}:${params.port} (udp) from the device: ${(err as NodeJS.ErrnoException).code ?? (err as Error).message}.`);
+  }
+  ctx.log('udp tunnel opened', { ch: channel.id, dst: params.dst, port: params.port });
+
+  let closed = false;
+  const close = () => {
+    if (closed) return;
+    closed = true;
+    socket.close();
+  };
+  // ICMP "port unreachable" and the like surface as errors; UDP carries on regardless.
+  socket.on('error', () => {});
+  socket.on('message', (datagram) => {
+    if (channel.destroyed || channel.writableEnded) return;
+    if (channel.writableLength > UDP_BACKLOG_BYTES) return;
+    channel.write(datagram);
+  });
+  channel.on('data', (datagram: Buffer) => {
+    if (!closed) socket.send(datagram, () => {});
+  });
+  channel.on('end', () => {
+    close();
+    channel.end();
+  });
+  channel.on('close', close);
+  return {};
+}

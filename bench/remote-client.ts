@@ -1,0 +1,226 @@
+/**
+ * The load side of bench/remote.ts, in its own process so that it does not share the broker's
+ * event loop: `node --import tsx bench/remote-client.ts '<json task>'` prints one JSON line.
+ *
+ *   sink        a TCP server that counts what it receives and answers the count (8 bytes) at the end
+ *   throughput  streams for some seconds through: direct TCP, a broker tunnel, or a local forwarder
+ *   rtt         keystroke round trips: a local pty, or a console through the broker
+ *   opens       tunnel sessions opened and closed per second (authorization and audit included)
+ */
+import crypto from 'node:crypto';
+import net from 'node:net';
+import { spawn as spawnPty } from 'node-pty';
+import WebSocket from 'ws';
+
+type Task =
+  | { mode: 'sink' }
+  | { mode: 'throughput'; via: 'tcp'; port: number; seconds: number; streams: number }
+  | { mode: 'throughput'; via: 'tunnel'; url: string; token: string; device: string; port: number; seconds: number; streams: number }
+  | { mode: 'rtt'; via: 'pty'; count: number }
+  | { mode: 'rtt'; via: 'console'; url: string; token: string; device: string; count: number }
+  | { mode: 'opens'; url: string; token: string; device: string; port: number; seconds: number; concurrency: number };
+
+const BLOCK = crypto.randomBytes(256 * 1024);
+const IN_FLIGHT_MAX = 8 * 1024 * 1024;
+
+function wsUrl(base: string, kind: string, query: Record<string, string | number>): string {
+  const url = new URL(`${base.replace(/^http/, 'ws')}/api/v2/remote/${kind}`);
+  for (const [k, v] of Object.entries(query)) url.searchParams.set(k, String(v));
+  url.searchParams.set('source', 'api');
+  return url.toString();
+}
+
+function openWs(url: string, token: string): Promise<WebSocket> {
+  return new Promise((resolve, reject) => {
+    // A zero mask: masking 256 KiB frames in pure JavaScript (no native bufferutil) would make
+    // this client the bottleneck; browsers mask natively, and the CLI does the same over TLS.
+    const ws = new WebSocket(url, { headers: { authorization: `Bearer ${token}` }, perMessageDeflate: false, generateMask: (mask: Buffer) => void mask.fill(0) });
+    ws.on('message', function first(data, isBinary) {
+      if (isBinary) return;
+      const frame = JSON.parse(String(data));
+      if (frame.type === 'ready') {
+        ws.off('message', first);
+        resolve(ws);
+      } else if (frame.type === 'error') reject(new Error(frame.message));
+    });
+    ws.once('error', reject);
+    ws.once('close', (code) => reject(new Error(`closed ${code}`)));
+  });
+}
+
+function sink(): void {
+  const server = net.createServer({ allowHalfOpen: true }, (socket) => {
+    let count = 0;
+    socket.on('data', (d) => (count += d.length));
+    socket.on('end', () => {
+      const answer = Buffer.alloc(8);
+      answer.writeBigUInt64BE(BigInt(count));
+      socket.end(answer);
+    });
+    socket.on('error', () => {});
+  });
+  server.listen(0, '127.0.0.1', () => console.log(JSON.stringify({ port: (server.address() as net.AddressInfo).port })));
+}
+
+/** One TCP stream: write for `seconds`, half-close, read the sink's count. */
+function tcpStream(port: number, seconds: number): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const socket = net.connect({ port, host: '127.0.0.1', allowHalfOpen: true });
+    const reply: Buffer[] = [];
+    const stop = Date.now() + seconds * 1000;
+    socket.on('error', reject);
+    socket.on('data', (d) => reply.push(d));
+    socket.on('end', () => {
+      const answer = Buffer.concat(reply);
+      resolve(answer.length >= 8 ? Number(answer.readBigUInt64BE(0)) : 0);
+    });
+    socket.on('connect', () => {
+      const pump = () => {
+        while (Date.now() < stop) if (!socket.write(BLOCK)) return void socket.once('drain', pump);
+        socket.end();
+      };
+      pump();
+    });
+  });
+}
+
+async function tunnelStream(task: Extract<Task, { via: 'tunnel' }>): Promise<number> {
+  const ws = await openWs(wsUrl(task.url, 'tunnel', { device_id: task.device, port: task.port, dst: '127.0.0.1' }), task.token);
+  return new Promise((resolve, reject) => {
+    const reply: Buffer[] = [];
+    ws.on('message', (data, isBinary) => {
+      if (isBinary) reply.push(data as Buffer);
+    });
+    ws.on('close', () => {
+      const answer = Buffer.concat(reply);
+      resolve(answer.length >= 8 ? Number(answer.readBigUInt64BE(0)) : 0);
+    });
+    ws.on('error', reject);
+    const stop = Date.now() + task.seconds * 1000;
+    let inFlight = 0;
+    let waiting = false;
+    const pump = () => {
+      waiting = false;
+      while (Date.now() < stop) {
+        if (inFlight > IN_FLIGHT_MAX) {
+          waiting = true;
+          return;
+        }
+        inFlight += BLOCK.length;
+        ws.send(BLOCK, { binary: true }, () => {
+          inFlight -= BLOCK.length;
+          if (waiting && inFlight <= IN_FLIGHT_MAX / 2) pump();
+        });
+      }
+      ws.send(JSON.stringify({ type: 'eof' }));
+    };
+    pump();
+  });
+}
+
+async function throughput(task: Extract<Task, { mode: 'throughput' }>): Promise<Record<string, number>> {
+  const started = process.hrtime.bigint();
+  const one = () => (task.via === 'tcp' ? tcpStream(task.port, task.seconds) : tunnelStream(task));
+  const counts = await Promise.all(Array.from({ length: task.streams }, one));
+  const seconds = Number(process.hrtime.bigint() - started) / 1e9;
+  const bytes = counts.reduce((a, b) => a + b, 0);
+  return { bytes, seconds, mbps: bytes / seconds / 1e6 };
+}
+
+function percentile(sorted: number[], p: number): number {
+  return sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))];
+}
+
+/** Sends one byte at a time and waits for it to come back (`cat` in raw mode, no tty echo). */
+async function roundTrips(send: (b: Buffer) => void, onData: (cb: (d: Buffer) => void) => void, count: number): Promise<Record<string, number>> {
+  let expect = '';
+  let received = '';
+  let wake: (() => void) | undefined;
+  onData((d) => {
+    received += d.toString('latin1');
+    if (wake && received.includes(expect)) wake();
+  });
+  const times: number[] = [];
+  for (let i = 0; i < count + 50; i++) {
+    expect = String.fromCharCode(97 + (i % 26));
+    received = '';
+    const started = process.hrtime.bigint();
+    await new Promise<void>((resolve) => {
+      wake = resolve;
+      send(Buffer.from(expect));
+    });
+    wake = undefined;
+    if (i >= 50) times.push(Number(process.hrtime.bigint() - started) / 1e6); // 50 warm-up keystrokes
+  }
+  times.sort((a, b) => a - b);
+  return { p50: percentile(times, 50), p99: percentile(times, 99), count: times.length };
+}
+
+const RAW_CAT = 'stty raw -echo; exec cat';
+
+async function quiet(ms: number): Promise<void> {
+  await new Promise((r) => setTimeout(r, ms));
+}
+
+async function rtt(task: Extract<Task, { mode: 'rtt' }>): Promise<Record<string, number>> {
+  if (task.via === 'pty') {
+    const pty = spawnPty('/bin/bash', ['-c', RAW_CAT], { name: 'xterm-256color', cols: 80, rows: 24, encoding: null });
+    await quiet(300);
+    let listener: ((d: Buffer) => void) | undefined;
+    pty.onData((d) => listener?.(d as unknown as Buffer));
+    const result = await roundTrips((b) => pty.write(b), (cb) => (listener = cb), task.count);
+    pty.kill();
+    return result;
+  }
+  const ws = await openWs(wsUrl(task.url, 'console', { device_id: task.device, cols: 80, rows: 24 }), task.token);
+  let listener: ((d: Buffer) => void) | undefined;
+  ws.on('message', (data, isBinary) => {
+    if (!isBinary) return;
+    ws.send(JSON.stringify({ type: 'ack', bytes: (data as Buffer).length }));
+    listener?.(data as Buffer);
+  });
+  ws.send(Buffer.from(`${RAW_CAT}\n`));
+  await quiet(1000);
+  const result = await roundTrips((b) => ws.send(b), (cb) => (listener = cb), task.count);
+  ws.close();
+  return result;
+}
+
+async function opens(task: Extract<Task, { mode: 'opens' }>): Promise<Record<string, number>> {
+  const stop = Date.now() + task.seconds * 1000;
+  let opened = 0;
+  let failed = 0;
+  const url = wsUrl(task.url, 'tunnel', { device_id: task.device, port: task.port, dst: '127.0.0.1' });
+  const started = process.hrtime.bigint();
+  await Promise.all(
+    Array.from({ length: task.concurrency }, async () => {
+      while (Date.now() < stop) {
+        try {
+          const ws = await openWs(url, task.token);
+          opened += 1;
+          await new Promise<void>((resolve) => {
+            ws.once('close', () => resolve());
+            ws.close();
+          });
+        } catch {
+          failed += 1;
+        }
+      }
+    }),
+  );
+  const seconds = Number(process.hrtime.bigint() - started) / 1e9;
+  return { opened, failed, seconds, perSecond: opened / seconds };
+}
+
+async function main(): Promise<void> {
+  const task = JSON.parse(process.argv[2] ?? '{}') as Task;
+  if (task.mode === 'sink') return sink();
+  const result = task.mode === 'throughput' ? await throughput(task) : task.mode === 'rtt' ? await rtt(task) : await opens(task);
+  console.log(JSON.stringify(result));
+  process.exit(0);
+}
+
+main().catch((err) => {
+  console.error(err instanceof Error ? err.message : String(err));
+  process.exit(1);
+});

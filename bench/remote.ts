@@ -1,0 +1,251 @@
+/**
+ * Remote-access speed, each figure next to its baseline measured in the same run:
+ *  - single-tunnel throughput as a ratio to direct loopback TCP (and `fleet connect`, and
+ *    OpenSSH's `ssh -L` when sshd is installed),
+ *  - aggregate throughput of 10 parallel tunnels,
+ *  - console keystroke round trip p50/p99 through the broker vs a local pty,
+ *  - console p99 while a tunnel saturates the same agent (fairness),
+ *  - tunnel session opens per second, with authorization and audit.
+ * The broker runs here, the agent and the load generators in their own processes.
+ */
+import { spawn, type ChildProcess } from 'node:child_process';
+import crypto from 'node:crypto';
+import fs from 'node:fs';
+import net from 'node:net';
+import os from 'node:os';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { deviceIdOf } from '../shared/device-key.js';
+import { eventually, startAgent, type TestAgent } from '../test/support/agent.js';
+import { startTestBroker, type TestBroker } from '../test/support/broker.js';
+
+const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
+const CLIENT = path.join(ROOT, 'bench', 'remote-client.ts');
+const SECONDS = Number(process.env.BENCH_SECONDS ?? 5);
+const KEYSTROKES = Number(process.env.BENCH_KEYSTROKES ?? 1000);
+
+type Log = (line: string) => void;
+/** What the load tasks answer (each task fills its own figures). */
+type Figures = Record<'mbps' | 'bytes' | 'seconds' | 'p50' | 'p99' | 'count' | 'perSecond' | 'opened' | 'failed', number>;
+
+/** Runs one load task in a child process; resolves with its JSON answer. */
+function task<T = Figures>(spec: Record<string, unknown>): Promise<T> {
+  return new Promise((resolve, reject) => {
+    const child = spawn(process.execPath, ['--import', 'tsx', CLIENT, JSON.stringify(spec)], { cwd: ROOT, stdio: ['ignore', 'pipe', 'pipe'] });
+    let out = '';
+    let err = '';
+    child.stdout.on('data', (d) => (out += d));
+    child.stderr.on('data', (d) => (err += d));
+    child.on('close', (code) => {
+      if (code !== 0) return reject(new Error(`${String(spec.mode)} failed: ${err.trim() || `exit ${code}`}`));
+      resolve(JSON.parse(out.trim().split('\n').at(-1) as string) as T);
+    });
+  });
+}
+
+/** A long-running child that prints `{"port"}` once listening (the sink). */
+function server(spec: Record<string, unknown>): Promise<{ port: number; child: ChildProcess }> {
+  return new Promise((resolve, reject) => {
+    const child = spawn(process.execPath, ['--import', 'tsx', CLIENT, JSON.stringify(spec)], { cwd: ROOT, stdio: ['ignore', 'pipe', 'inherit'] });
+    child.stdout?.once('data', (d) => resolve({ port: (JSON.parse(String(d)) as { port: number }).port, child }));
+    child.once('exit', (code) => reject(new Error(`server exited ${code}`)));
+  });
+}
+
+function waitForPort(port: number, timeoutMs = 15_000): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  return new Promise((resolve, reject) => {
+    const attempt = () => {
+      const s = net.connect(port, '127.0.0.1');
+      s.once('connect', () => {
+        s.destroy();
+        resolve();
+      });
+      s.once('error', () => {
+        s.destroy();
+        if (Date.now() > deadline) reject(new Error(`nothing listens on ${port}`));
+        else setTimeout(attempt, 100);
+      });
+    };
+    attempt();
+  });
+}
+
+async function freePort(): Promise<number> {
+  return new Promise((resolve) => {
+    const s = net.createServer().listen(0, '127.0.0.1', () => {
+      const port = (s.address() as net.AddressInfo).port;
+      s.close(() => resolve(port));
+    });
+  });
+}
+
+const mb = (r: { mbps: number }) => `${r.mbps.toFixed(0)} MB/s`;
+const ratio = (a: { mbps: number }, b: { mbps: number }) => (a.mbps / b.mbps).toFixed(2);
+const ms = (n: number) => `${n.toFixed(3)} ms`;
+
+/** `fleet connect` as a user runs it: a local listener in front of the tunnel. */
+async function viaFleetConnect(t: TestBroker, token: string, device: string, sinkPort: number): Promise<{ mbps: number }> {
+  const port = await freePort();
+  const child = spawn(process.execPath, [path.join(ROOT, 'bin', 'fleet.js'), 'connect', device, '-t', `${port}:127.0.0.1:${sinkPort}`], {
+    cwd: ROOT,
+    env: { ...process.env, FLEET_URL: t.url, FLEET_TOKEN: token },
+    stdio: ['ignore', 'ignore', 'ignore'],
+  });
+  try {
+    await waitForPort(port);
+    return await task({ mode: 'throughput', via: 'tcp', port, seconds: SECONDS, streams: 1 });
+  } finally {
+    child.kill('SIGINT');
+  }
+}
+
+/** A private sshd on a high port (generated host and user keys in a temp dir) and `ssh -L` in front of the sink. */
+async function viaSsh(sinkPort: number, log: Log): Promise<{ mbps: number } | undefined> {
+  const sshd = '/usr/sbin/sshd';
+  if (!fs.existsSync(sshd)) return undefined;
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'fleet-bench-ssh-'));
+  const children: ChildProcess[] = [];
+  let madePrivsep = false;
+  try {
+    const run = (cmd: string, args: string[]) =>
+      new Promise<void>((resolve, reject) => {
+        const p = spawn(cmd, args, { stdio: 'ignore' });
+        p.on('exit', (code) => (code === 0 ? resolve() : reject(new Error(`${cmd} exited ${code}`))));
+        p.on('error', reject);
+      });
+    await run('ssh-keygen', ['-q', '-t', 'ed25519', '-N', '', '-f', path.join(dir, 'host_key')]);
+    await run('ssh-keygen', ['-q', '-t', 'ed25519', '-N', '', '-f', path.join(dir, 'user_key')]);
+    fs.copyFileSync(path.join(dir, 'user_key.pub'), path.join(dir, 'authorized_keys'));
+    const sshPort = await freePort();
+    fs.writeFileSync(
+      path.join(dir, 'sshd_config'),
+      [
+        `Port ${sshPort}`,
+        'ListenAddress 127.0.0.1',
+        `HostKey ${path.join(dir, 'host_key')}`,
+        `AuthorizedKeysFile ${path.join(dir, 'authorized_keys')}`,
+        `PidFile ${path.join(dir, 'sshd.pid')}`,
+        'PasswordAuthentication no',
+        'KbdInteractiveAuthentication no',
+        'UsePAM no',
+        'StrictModes no',
+        'AllowTcpForwarding yes',
+        'PermitRootLogin prohibit-password',
+        '',
+      ].join('\n'),
+    );
+    // As root, sshd insists on its privilege-separation directory.
+    if (process.getuid?.() === 0 && !fs.existsSync('/run/sshd')) {
+      fs.mkdirSync('/run/sshd', { mode: 0o755 });
+      madePrivsep = true;
+    }
+    const daemon = spawn(sshd, ['-D', '-e', '-f', path.join(dir, 'sshd_config')], { stdio: ['ignore', 'ignore', 'pipe'] });
+    children.push(daemon);
+    await waitForPort(sshPort);
+    const localPort = await freePort();
+    const client = spawn(
+      'ssh',
+      [
+        '-N',
+        '-L',
+        `${localPort}:127.0.0.1:${sinkPort}`,
+        '-p',
+        String(sshPort),
+        '-i',
+        path.join(dir, 'user_key'),
+        '-o',
+        'StrictHostKeyChecking=no',
+        '-o',
+        'UserKnownHostsFile=/dev/null',
+        '-o',
+        'ExitOnForwardFailure=yes',
+        '-o',
+        'LogLevel=ERROR',
+        `${os.userInfo().username}@127.0.0.1`,
+      ],
+      { stdio: 'ignore' },
+    );
+    children.push(client);
+    await waitForPort(localPort);
+    return await task({ mode: 'throughput', via: 'tcp', port: localPort, seconds: SECONDS, streams: 1 });
+  } catch (err) {
+    log(`ssh -L: skipped (${(err as Error).message})`);
+    return undefined;
+  } finally {
+    for (const c of children.reverse()) c.kill('SIGTERM');
+    fs.rmSync(dir, { recursive: true, force: true });
+    if (madePrivsep) fs.rmSync('/run/sshd', { recursive: true, force: true });
+  }
+}
+
+export async function benchRemote(log: Log): Promise<void> {
+  log('remote: starting a broker (SQLite) and an agent process');
+  const t = await startTestBroker({ database: 'sqlite' });
+  let agent: TestAgent | undefined;
+  let sink: ChildProcess | undefined;
+  try {
+    const key = await t.api('POST', '/api/v2/bootstrapkey', { token: t.adminToken, body: { auto_accept: true } });
+    // Quiet agent: its per-session log lines would otherwise be parsed in this (the broker's) process.
+    agent = startAgent({ broker: t.url, bootstrapKey: Object.keys(key.body)[0], args: ['--log-level', 'warn'] });
+    const keyFile = path.join(agent.stateDir, 'device-key.pem');
+    await eventually(() => fs.existsSync(keyFile), 20_000, 'the agent key');
+    const device = deviceIdOf(crypto.createPublicKey(fs.readFileSync(keyFile)));
+    await eventually(() => t.broker.services.agents.isConnected(device), 20_000, 'the agent to connect');
+    // An operator whose grants have options, so every open runs the evaluator for real.
+    const user = await t.userWith([{ permission: 'remote-access:connect', resources: ['tag:none/console', '*/console', '*/tunnel(proto=tcp;dst=127.0.0.1,localhost)'] }]);
+    const sinkServer = await server({ mode: 'sink' });
+    sink = sinkServer.child;
+    const base = { url: t.url, token: user.token, device };
+
+    log(`throughput: direct loopback TCP, 1 stream, ${SECONDS} s`);
+    const direct = await task({ mode: 'throughput', via: 'tcp', port: sinkServer.port, seconds: SECONDS, streams: 1 });
+    log(`  direct loopback TCP: ${mb(direct)}`);
+    log('throughput: one tunnel through the broker');
+    const single = await task({ mode: 'throughput', via: 'tunnel', ...base, port: sinkServer.port, seconds: SECONDS, streams: 1 });
+    log(`  tunnel (WebSocket client): ${mb(single)} = ${ratio(single, direct)} of direct (target >= 0.5)`);
+    const cli = await viaFleetConnect(t, user.token, device, sinkServer.port).catch((err: Error) => (log(`  fleet connect: failed (${err.message})`), undefined));
+    if (cli) log(`  fleet connect (local port): ${mb(cli)} = ${ratio(cli, direct)} of direct`);
+    const ssh = await viaSsh(sinkServer.port, log);
+    if (ssh) log(`  ssh -L (OpenSSH, same machine): ${mb(ssh)} = ${ratio(ssh, direct)} of direct`);
+    else log('  ssh -L: sshd not installed, skipped');
+
+    log('throughput: 10 parallel tunnels');
+    const directTen = await task({ mode: 'throughput', via: 'tcp', port: sinkServer.port, seconds: SECONDS, streams: 10 });
+    const ten = await task({ mode: 'throughput', via: 'tunnel', ...base, port: sinkServer.port, seconds: SECONDS, streams: 10 });
+    log(`  10 tunnels: ${mb(ten)} aggregate (${(ten.mbps / 10).toFixed(0)} MB/s each) = ${ratio(ten, directTen)} of 10 direct streams (${mb(directTen)})`);
+
+    log(`console keystroke round trip (${KEYSTROKES} keystrokes, raw-mode cat)`);
+    const localPty = await task({ mode: 'rtt', via: 'pty', count: KEYSTROKES });
+    const viaBroker = await task({ mode: 'rtt', via: 'console', ...base, count: KEYSTROKES });
+    log(`  local pty: p50 ${ms(localPty.p50)}, p99 ${ms(localPty.p99)}`);
+    log(`  through the broker: p50 ${ms(viaBroker.p50)}, p99 ${ms(viaBroker.p99)}`);
+    log(`  added: p50 ${ms(viaBroker.p50 - localPty.p50)} (target <= 0.1 ms), p99 ${ms(viaBroker.p99 - localPty.p99)} (target <= 1 ms)`);
+
+    log('fairness: console round trip while a tunnel saturates the same agent');
+    const flood = task({ mode: 'throughput', via: 'tunnel', ...base, port: sinkServer.port, seconds: SECONDS * 2, streams: 1 });
+    await new Promise((r) => setTimeout(r, 1000));
+    const loaded = await task({ mode: 'rtt', via: 'console', ...base, count: KEYSTROKES });
+    const floodResult = await flood;
+    log(`  console under load: p50 ${ms(loaded.p50)}, p99 ${ms(loaded.p99)} (idle p99 ${ms(viaBroker.p99)}); the tunnel meanwhile moved ${mb(floodResult)}`);
+
+    log(`session opens: tunnels opened and closed for ${SECONDS} s, 32 at a time`);
+    const opened = await task({ mode: 'opens', ...base, port: sinkServer.port, seconds: SECONDS, concurrency: 32 });
+    log(`  ${opened.perSecond.toFixed(0)} opens/s with authorization and audit (target >= 1000), ${opened.opened} opened, ${opened.failed} failed`);
+  } finally {
+    sink?.kill();
+    await agent?.close();
+    await t.close();
+  }
+}
+
+// `tsx bench/remote.ts` runs this group alone.
+if (process.argv[1] && path.resolve(process.argv[1]) === fileURLToPath(import.meta.url)) {
+  benchRemote((line) => console.log(`[${new Date().toISOString().slice(11, 19)}] ${line}`)).then(
+    () => process.exit(0),
+    (err) => {
+      console.error(err);
+      process.exit(1);
+    },
+  );
+}

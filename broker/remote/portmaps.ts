@@ -1,0 +1,55 @@
+import crypto from 'node:crypto';
+import type { Db } from '../db/database.js';
+import type { PortmapsTable } from '../db/schema.js';
+
+export interface Portmap {
+  id: string;
+  target: string;
+  name: string;
+  proto: 'tcp' | 'udp';
+  port: number;
+  dst: string;
+}
+
+export interface PortmapInput {
+  target: string;
+  name: string;
+  proto: 'tcp' | 'udp';
+  port: number;
+  dst: string;
+}
+
+function record(row: PortmapsTable): Portmap {
+  return { id: row.id, target: row.target, name: row.name, proto: row.proto as Portmap['proto'], port: Number(row.port), dst: row.dst };
+}
+
+/** Port presets (`portmaps` table): named tunnel targets for a device, a group, a tag or every device. */
+export class PortmapStore {
+  constructor(private readonly db: Db) {}
+
+  async all(): Promise<Portmap[]> {
+    const rows = await this.db.selectFrom('portmaps').selectAll().orderBy('name').orderBy('port').orderBy('id').execute();
+    return rows.map(record);
+  }
+
+  async find(id: string): Promise<Portmap | undefined> {
+    const row = await this.db.selectFrom('portmaps').selectAll().where('id', '=', id).executeTakeFirst();
+    return row && record(row);
+  }
+
+  async insert(input: PortmapInput, userId: string): Promise<Portmap> {
+    const row: PortmapsTable = { id: crypto.randomUUID(), ...input, created_at: new Date().toISOString(), created_by: userId };
+    await this.db.insertInto('portmaps').values(row).execute();
+    return record(row);
+  }
+
+  async update(id: string, patch: Partial<PortmapInput>): Promise<Portmap | undefined> {
+    if (Object.keys(patch).length > 0) await this.db.updateTable('portmaps').set(patch).where('id', '=', id).execute();
+    return this.find(id);
+  }
+
+  async remove(id: string): Promise<boolean> {
+    const result = await this.db.deleteFrom('portmaps').where('id', '=', id).executeTakeFirst();
+    return Number(result.numDeletedRows) > 0;
+  }
+}

@@ -1,0 +1,296 @@
+import type WebSocket from 'ws';
+import type { Channel } from '../../shared/mux.js';
+import type { ChannelControl, ChannelKind } from '../../shared/protocol.js';
+
+/** Console output the client has not acknowledged yet, at most (remote-api: 1 MiB). */
+export const CONSOLE_UNACKED_MAX = 1024 * 1024;
+/** Bytes handed to the user's socket but not yet flushed: above this the channel is paused. */
+export const SOCKET_HIGH_WATER = 512 * 1024;
+const SOCKET_LOW_WATER = 128 * 1024;
+/** Bytes from the user queued for the channel (waiting for credit) before the socket is paused. */
+export const CHANNEL_BACKLOG = 1024 * 1024;
+const PING_INTERVAL_MS = 30_000;
+const MAX_DIMENSION = 1000;
+
+/** Close codes of the user's WebSocket: 4000 + the HTTP status that would say the same. */
+export const SessionClose = {
+  normal: 1000,
+  goingAway: 1001,
+  badRequest: 4400,
+  unauthorized: 4401,
+  forbidden: 4403,
+  notFound: 4404,
+  internal: 4500,
+  deviceFailed: 4502,
+} as const;
+
+export interface ErrorFrame {
+  type: 'error';
+  code: number;
+  error: string;
+  message: string;
+  [detail: string]: unknown;
+}
+
+export function errorFrame(code: number, error: string, message: string, details: Record<string, unknown> = {}): ErrorFrame {
+  return { type: 'error', code, error, message, ...details };
+}
+
+/** A close reason must fit in a control frame (123 bytes). */
+function closeReason(text: string): string {
+  const buf = Buffer.from(text);
+  return buf.length <= 123 ? text : `${buf.subarray(0, 120).toString().replace(/\uFFFD$/, '')}…`;
+}
+
+/** Sends an error frame and closes with `code`. */
+export function refuse(ws: WebSocket, frame: ErrorFrame, code: number): void {
+  if (ws.readyState !== ws.OPEN) return;
+  ws.send(JSON.stringify(frame));
+  ws.close(code, closeReason(frame.message));
+}
+
+export interface RelayOptions {
+  kind: ChannelKind;
+  /** copy only */
+  direction?: 'upload' | 'download';
+  /** console only: the size the session was opened with */
+  size?: { cols: number; rows: number };
+  /** what the agent answered to the open (a download's size and mode) */
+  info: Record<string, unknown>;
+}
+
+export interface RelayEnd {
+  /** from the user to the device */
+  bytesIn: number;
+  /** from the device to the user */
+  bytesOut: number;
+  reason: string;
+}
+
+/**
+ * Moves one session's bytes between the user's WebSocket and the agent channel, with bounded
+ * buffers both ways: when the user's socket has more than SOCKET_HIGH_WATER un-flushed (a slow
+ * browser), or a console client has CONSOLE_UNACKED_MAX un-acknowledged, the channel is paused and
+ * its credit stops, which pauses the source on the device. When the channel pushes back, the
+ * user's socket stops being read. Broker memory per session stays bounded whatever the peers do.
+ */
+export class Relay {
+  bytesIn = 0;
+  bytesOut = 0;
+  readonly done: Promise<RelayEnd>;
+  private resolveDone!: (end: RelayEnd) => void;
+  private unflushed = 0;
+  private unacked = 0;
+  private outputPaused = false;
+  private inputPaused = false;
+  private inputEnded = false;
+  private terminal?: ChannelControl;
+  private reason?: string;
+  private wsClosed = false;
+  private channelClosed = false;
+  private alive = true;
+  private ping?: NodeJS.Timeout;
+
+  constructor(
+    private readonly ws: WebSocket,
+    private readonly channel: Channel,
+    private readonly options: RelayOptions,
+  ) {
+    this.done = new Promise((resolve) => (this.resolveDone = resolve));
+  }
+
+  private get isConsole(): boolean {
+    return this.options.kind === 'console';
+  }
+
+  private get acceptsInput(): boolean {
+    return !(this.options.kind === 'copy' && this.options.direction === 'download');
+  }
+
+  start(): void {
+    const { ws, channel } = this;
+    ws.on('message', (data, isBinary) => (isBinary ? this.fromUserBytes(data as Buffer) : this.fromUserText(String(data))));
+    ws.on('pong', () => (this.alive = true));
+    ws.on('error', () => {});
+    ws.on('close', (code) => {
+      this.wsClosed = true;
+      this.reason ??= code === 1000 || code === 1001 || code === 1005 ? 'closed by the client' : `client connection lost (${code})`;
+      if (!channel.destroyed) channel.destroy();
+      this.maybeDone();
+    });
+
+    channel.on('data', (chunk: Buffer) => this.toUser(chunk));
+    channel.on('control', (msg: ChannelControl) => {
+      // Exit and result wait for the end of the stream: bytes still buffered go out first.
+      if (msg.type === 'exit' || msg.type === 'result') this.terminal = msg;
+      else if (msg.type === 'meta') this.sendJson(msg);
+    });
+    channel.on('end', () => this.deviceEnded());
+    channel.on('close', () => {
+      this.channelClosed = true;
+      // Input may be paused waiting for a drain that will not come: read on, or the client's
+      // close frame would sit unread and its close handshake time out.
+      this.resumeInput();
+      this.deviceClosed();
+      this.maybeDone();
+    });
+
+    this.ping = setInterval(() => {
+      if (!this.alive) return void ws.terminate();
+      this.alive = false;
+      if (ws.readyState === ws.OPEN) ws.ping();
+    }, PING_INTERVAL_MS);
+    this.ping.unref();
+
+    this.sendJson({ type: 'ready' });
+    if (this.isConsole && this.options.size) {
+      // Also tells the agent we listen: it holds back the exit status until it hears from us.
+      channel.control({ type: 'resize', cols: this.options.size.cols, rows: this.options.size.rows });
+    }
+    if (this.options.kind === 'copy' && this.options.direction === 'download') {
+      const size = Number(this.options.info.size ?? 0);
+      const mode = Number(this.options.info.mode ?? 0o644);
+      this.sendJson({ type: 'meta', size, mode });
+      // Nothing goes to the device in a download; our end is the agent's signal to start.
+      channel.end();
+    }
+  }
+
+  /** Ends the session from the broker's side (access withdrawn, shutdown) with an error frame. */
+  abort(frame: ErrorFrame, code: number, reason: string): void {
+    this.reason ??= reason;
+    this.resumeInput();
+    refuse(this.ws, frame, code);
+    if (!this.channel.destroyed) this.channel.destroy();
+    // A client that does not answer the close is cut after a grace period by ws itself.
+  }
+
+  private fromUserBytes(data: Buffer): void {
+    if (!this.acceptsInput || this.inputEnded || this.channel.destroyed || this.channel.writableEnded) return;
+    this.bytesIn += data.length;
+    // The channel says "enough" at its own high-water mark; reading on up to CHANNEL_BACKLOG
+    // keeps the pipe full without pausing the socket for every frame. Still bounded.
+    if (!this.channel.write(data) && this.channel.writableLength >= CHANNEL_BACKLOG && !this.inputPaused) {
+      this.inputPaused = true;
+      this.ws.pause();
+      this.channel.once('drain', () => this.resumeInput());
+    }
+  }
+
+  private resumeInput(): void {
+    if (!this.inputPaused) return;
+    this.inputPaused = false;
+    this.ws.resume();
+  }
+
+  private fromUserText(text: string): void {
+    let msg: { type?: unknown; cols?: unknown; rows?: unknown; bytes?: unknown };
+    try {
+      msg = JSON.parse(text) as typeof msg;
+    } catch {
+      return this.sendJson(errorFrame(400, 'invalid_request', 'Text frames must be JSON control messages.'));
+    }
+    if (!msg || typeof msg !== 'object') return;
+    switch (msg.type) {
+      case 'resize': {
+        const cols = Number(msg.cols);
+        const rows = Number(msg.rows);
+        if (!this.isConsole) return;
+        if (!Number.isInteger(cols) || !Number.isInteger(rows) || cols < 1 || rows < 1 || cols > MAX_DIMENSION || rows > MAX_DIMENSION) {
+          return this.sendJson(errorFrame(400, 'invalid_request', `resize: cols and rows must be whole numbers from 1 to ${MAX_DIMENSION}.`, { field: 'cols' }));
+        }
+        this.channel.control({ type: 'resize', cols, rows });
+        return;
+      }
+      case 'ack': {
+        const n = Number(msg.bytes);
+        if (!this.isConsole || !Number.isFinite(n) || n <= 0) return;
+        this.unacked = Math.max(0, this.unacked - n);
+        this.updateFlow();
+        return;
+      }
+      case 'eof':
+        if (this.acceptsInput && !this.inputEnded) {
+          this.inputEnded = true;
+          if (!this.channel.destroyed) this.channel.end();
+        }
+        return;
+      default:
+        // Unknown control messages are ignored: newer clients may send more.
+        return;
+    }
+  }
+
+  private toUser(chunk: Buffer): void {
+    const n = chunk.length;
+    this.bytesOut += n;
+    if (this.ws.readyState !== this.ws.OPEN) return;
+    this.unflushed += n;
+    if (this.isConsole) this.unacked += n;
+    this.ws.send(chunk, { binary: true }, () => {
+      this.unflushed -= n;
+      this.updateFlow();
+    });
+    this.updateFlow();
+  }
+
+  private updateFlow(): void {
+    const ackFull = this.isConsole && this.unacked >= CONSOLE_UNACKED_MAX;
+    if (!this.outputPaused && (this.unflushed > SOCKET_HIGH_WATER || ackFull)) {
+      this.outputPaused = true;
+      this.channel.pause();
+    } else if (this.outputPaused && this.unflushed <= SOCKET_LOW_WATER && !ackFull) {
+      this.outputPaused = false;
+      this.channel.resume();
+    }
+  }
+
+  /** The device sent its last byte. */
+  private deviceEnded(): void {
+    if (this.options.kind === 'tunnel') {
+      this.sendJson({ type: 'eof' });
+      return;
+    }
+    const t = this.terminal;
+    if (t?.type === 'exit') {
+      this.reason ??= `exit ${t.code ?? 'none'}${t.signal ? ` signal ${t.signal}` : ''}`;
+      this.sendJson({ type: 'exit', code: t.code, signal: t.signal });
+      this.close(SessionClose.normal, 'session ended');
+    } else if (t?.type === 'result' && t.ok) {
+      this.reason ??= `copied ${t.bytes} bytes`;
+      this.sendJson({ type: 'result', ok: true, bytes: t.bytes, sha256: t.sha256 });
+      this.close(SessionClose.normal, 'copy complete');
+    } else if (t?.type === 'result') {
+      this.reason ??= `copy failed: ${t.error ?? 'unknown error'}`;
+      refuse(this.ws, errorFrame(502, 'copy_failed', t.error ?? 'The copy failed on the device.', { bytes: t.bytes }), SessionClose.deviceFailed);
+    }
+    // Without a final message the session is not complete; the channel's close reports it.
+  }
+
+  /** The channel is gone: both directions done, or torn down (agent error, agent gone, aborted). */
+  private deviceClosed(): void {
+    if (this.ws.readyState !== this.ws.OPEN) return;
+    const error = this.channel.errored;
+    if (this.options.kind === 'tunnel' && !error && this.channel.readableEnded) {
+      this.reason ??= 'closed both ways';
+      return this.close(SessionClose.normal, 'tunnel closed');
+    }
+    const message = error ? `The session failed on the device: ${error.message}` : 'The device ended the session unexpectedly.';
+    this.reason ??= message;
+    refuse(this.ws, errorFrame(502, 'session_failed', message), SessionClose.deviceFailed);
+  }
+
+  private close(code: number, reason: string): void {
+    if (this.ws.readyState === this.ws.OPEN) this.ws.close(code, reason);
+  }
+
+  private sendJson(value: unknown): void {
+    if (this.ws.readyState === this.ws.OPEN) this.ws.send(JSON.stringify(value));
+  }
+
+  private maybeDone(): void {
+    if (!this.wsClosed || !this.channelClosed) return;
+    clearInterval(this.ping);
+    this.resolveDone({ bytesIn: this.bytesIn, bytesOut: this.bytesOut, reason: this.reason ?? 'ended' });
+  }
+}

@@ -1,0 +1,68 @@
+import { z } from 'zod';
+import { parseResource } from '../../shared/resources.js';
+
+/** A device id: the SHA-256 of the device key, 64 lowercase hex. */
+export const deviceId = z
+  .string()
+  .regex(/^[0-9a-f]{64}$/, 'must be a device id: 64 lowercase hexadecimal characters')
+  .describe('The device id (64 lowercase hex).');
+
+/** Whether `dst` can be named in a tunnel grant: the same grammar the evaluator reads. */
+export function isTunnelHost(dst: string): boolean {
+  try {
+    parseResource(`*/tunnel(dst=${dst})`);
+    return dst !== '*' && !dst.includes(',') && !dst.includes(';') && !dst.includes(')');
+  } catch {
+    return false;
+  }
+}
+
+export const host = z.string().min(1).max(253).refine(isTunnelHost, 'must be a host name or an IP address').describe('Host as seen from the device.');
+export const port = z.coerce.number().int().min(1).max(65535).describe('TCP or UDP port, 1-65535.');
+export const proto = z.enum(['tcp', 'udp']);
+
+const source = z.enum(['cli', 'api', 'web']).optional().describe('Client kind for the audit trail: `cli`, `api` (default) or `web`. Ticket connections are recorded as `web`.');
+const ticket = z.string().max(200).optional().describe('Single-use ticket from POST /api/v2/remote/ticket, for clients that cannot send the Authorization header.');
+const dimension = (fallback: number) => z.coerce.number().int().min(1).max(1000).default(fallback);
+
+export const consoleQuery = z.object({
+  device_id: deviceId,
+  cols: dimension(80).describe('Terminal width in columns (1-1000, default 80).'),
+  rows: dimension(24).describe('Terminal height in rows (1-1000, default 24).'),
+  source,
+  ticket,
+});
+
+export const tunnelQuery = z.object({
+  device_id: deviceId,
+  proto: proto.default('tcp').describe('tcp (default) or udp: one binary frame is one datagram.'),
+  port,
+  dst: host.default('localhost').describe('Destination host as seen from the device (default localhost).'),
+  source,
+  ticket,
+});
+
+export const copyQuery = z.object({
+  device_id: deviceId,
+  direction: z.enum(['upload', 'download']).describe('upload: to the device; download: from it.'),
+  path: z
+    .string()
+    .min(1)
+    .max(4096)
+    .regex(/^\//, 'must be an absolute path')
+    .refine((p) => !p.includes('\0') && !p.includes('\\'), 'must not contain NUL or backslash')
+    .describe('Absolute path of the file on the device.'),
+  size: z.coerce.number().int().min(0).max(Number.MAX_SAFE_INTEGER).optional().describe('upload: the byte count the device must receive.'),
+  sha256: z
+    .string()
+    .regex(/^[0-9a-fA-F]{64}$/, 'must be 64 hexadecimal characters')
+    .transform((s) => s.toLowerCase())
+    .optional()
+    .describe('upload: the SHA-256 the device must receive; checked before the file replaces the target.'),
+  source,
+  ticket,
+});
+
+export type ConsoleQuery = z.infer<typeof consoleQuery>;
+export type TunnelQuery = z.infer<typeof tunnelQuery>;
+export type CopyQuery = z.infer<typeof copyQuery>;

@@ -1,0 +1,376 @@
+import crypto from 'node:crypto';
+import type { IncomingMessage } from 'node:http';
+import type { Duplex } from 'node:stream';
+import type { Logger } from 'pino';
+import WebSocket, { WebSocketServer } from 'ws';
+import type { ZodType } from 'zod';
+import type { Channel } from '../../shared/mux.js';
+import type { ChannelKind, ChannelParams } from '../../shared/protocol.js';
+import { evaluate, normalizeDevicePath, type DeviceScope, type RemoteRequest } from '../../shared/resources.js';
+import type { Principal } from '../access/principal.js';
+import type { AgentLocator } from '../agents/locator.js';
+import { ApiError } from '../http/errors.js';
+import { API_PREFIX } from '../http/router.js';
+import type { Services } from '../services.js';
+import { errorFrame, refuse, Relay, SessionClose, type ErrorFrame, type RelayOptions } from './relay.js';
+import { consoleQuery, copyQuery, tunnelQuery, type ConsoleQuery, type CopyQuery, type TunnelQuery } from './schemas.js';
+
+export const REMOTE_WS_PATHS: Record<ChannelKind, string> = {
+  console: `${API_PREFIX}/remote/console`,
+  tunnel: `${API_PREFIX}/remote/tunnel`,
+  copy: `${API_PREFIX}/remote/copy`,
+};
+
+/** How often live sessions are re-authorized: a withdrawn grant ends them within this time. */
+export const RECHECK_INTERVAL_MS = 2000;
+/** Largest frame a client may send (clients chunk their uploads well below this). */
+const MAX_CLIENT_FRAME = 4 * 1024 * 1024;
+/** Agent refusals with this prefix are access refusals (agent/sessions/paths.ts). */
+const AGENT_NOT_ALLOWED = /^Not allowed\b/;
+
+export type RemoteSource = 'api' | 'web' | 'cli' | 'ssh';
+
+/** Who is asking: the principal as of now, and the token to re-check them with later. */
+export interface Caller {
+  principal: Principal;
+  token: string;
+  source: RemoteSource;
+  ip: string;
+}
+
+interface LiveSession {
+  id: string;
+  caller: Caller;
+  deviceId: string;
+  request: RemoteRequest;
+  relay: Relay;
+  /** set once access was withdrawn: the relay is ending */
+  withdrawn?: boolean;
+}
+
+type Refusal = { ok: false; frame: ErrorFrame; code: number };
+type Prepared =
+  | Refusal
+  | {
+      ok: true;
+      caller: Caller;
+      deviceId: string;
+      request: RemoteRequest;
+      channel: Channel;
+      relayOptions: RelayOptions;
+      auditId: number;
+      startedAt: number;
+    };
+
+function refusal(status: number, error: string, message: string, details: Record<string, unknown> = {}): Refusal {
+  return { ok: false, frame: errorFrame(status, error, message, details), code: 4000 + status };
+}
+
+function fromApiError(err: ApiError): Refusal {
+  const { code: _c, error, message, ...details } = err.toJSON() as { code: number; error: string; message: string };
+  return refusal(err.status, error, message, details);
+}
+
+function bearerOf(req: IncomingMessage): string | undefined {
+  const m = /^Bearer\s+(\S+)$/i.exec(req.headers.authorization ?? '');
+  return m ? m[1] : undefined;
+}
+
+/** What the audit entry records of a request. */
+function auditOptions(request: RemoteRequest, extra: Record<string, unknown> = {}): Record<string, unknown> {
+  const { action: _a, ...options } = request as RemoteRequest & Record<string, unknown>;
+  return { ...options, ...extra };
+}
+
+/**
+ * Remote-access sessions over WebSocket: every attempt is authenticated, validated, decided by
+ * the access service against the caller's roles at that moment, audited before anything starts,
+ * and only then relayed to the device's agent, which is reached through the AgentLocator seam.
+ * Live sessions are re-authorized every RECHECK_INTERVAL_MS and ended when the grant is gone.
+ */
+export class RemoteSessions {
+  private readonly wss = new WebSocketServer({ noServer: true, maxPayload: MAX_CLIENT_FRAME, perMessageDeflate: false });
+  private readonly live = new Map<string, LiveSession>();
+  private readonly log: Logger;
+  private recheckTimer?: NodeJS.Timeout;
+  private rechecking = false;
+  private closing = false;
+
+  constructor(
+    private readonly s: Services,
+    private readonly redeemTicket: (ticket: string) => string | undefined,
+  ) {
+    this.log = s.logger.child({ module: 'remote' });
+  }
+
+  private get locator(): AgentLocator {
+    return this.s.agents;
+  }
+
+  init(): void {
+    for (const kind of Object.keys(REMOTE_WS_PATHS) as ChannelKind[]) {
+      this.s.upgrades.register(REMOTE_WS_PATHS[kind], (req, socket, head, url) => this.upgrade(kind, req, socket, head, url));
+    }
+    this.recheckTimer = setInterval(() => void this.recheck(), RECHECK_INTERVAL_MS);
+    this.recheckTimer.unref();
+  }
+
+  async close(): Promise<void> {
+    this.closing = true;
+    clearInterval(this.recheckTimer);
+    const ending = [...this.live.values()].map((session) => {
+      session.relay.abort(errorFrame(503, 'shutting_down', 'The broker is shutting down; reconnect shortly.'), SessionClose.goingAway, 'broker shut down');
+      return session.relay.done;
+    });
+    await Promise.race([Promise.all(ending), new Promise((r) => setTimeout(r, 2000).unref())]);
+    for (const ws of this.wss.clients) ws.terminate();
+    await new Promise<void>((resolve) => this.wss.close(() => resolve()));
+  }
+
+  /** Live sessions on this broker (for tests and metrics). */
+  get size(): number {
+    return this.live.size;
+  }
+
+  clientIp(req: IncomingMessage): string {
+    const forwarded = req.headers['x-forwarded-for'];
+    if (this.s.config.trustProxy && typeof forwarded === 'string' && forwarded.trim()) return forwarded.split(',')[0].trim();
+    return (req.socket.remoteAddress ?? '').replace(/^::ffff:/, '');
+  }
+
+  /** Turns a bearer token or a ticket into the caller, as of now. Throws ApiError 401. */
+  async identify(req: IncomingMessage, url: URL): Promise<Caller> {
+    const ip = this.clientIp(req);
+    const ticket = url.searchParams.get('ticket');
+    if (ticket) {
+      const token = this.redeemTicket(ticket);
+      if (!token) throw new ApiError(401, 'invalid_ticket', 'The ticket is unknown, used or expired; get a new one with POST /api/v2/remote/ticket.');
+      // The ticket was issued with a valid token a minute ago at most: its sign-in session is what counts.
+      return { principal: await this.s.auth.authenticate(token, { allowExpired: true }), token, source: 'web', ip };
+    }
+    const bearer = bearerOf(req);
+    if (!bearer) throw new ApiError(401, 'unauthorized', 'Sign in first: send Authorization: Bearer <token>, or ?ticket= from POST /api/v2/remote/ticket.');
+    const asked = url.searchParams.get('source');
+    const source: RemoteSource = asked === 'cli' || asked === 'web' ? asked : 'api';
+    return { principal: await this.s.auth.authenticate(bearer), token: bearer, source, ip };
+  }
+
+  private upgrade(kind: ChannelKind, req: IncomingMessage, socket: Duplex, head: Buffer, url: URL): void {
+    if (this.closing || req.headers.upgrade?.toLowerCase() !== 'websocket' || !req.headers['sec-websocket-key']) {
+      // Not a WebSocket handshake (or shutting down): let ws answer it, before any work is done.
+      if (this.closing) return void socket.destroy();
+      return this.wss.handleUpgrade(req, socket, head, (ws) => ws.close(SessionClose.badRequest));
+    }
+    socket.on('error', () => {});
+    void this.prepare(kind, req, url)
+      .catch((err): Prepared => {
+        this.log.error({ err, kind }, 'remote session set-up failed');
+        return refusal(500, 'internal_error', 'The broker failed to set up the session; the error is logged.');
+      })
+      .then((prepared) => this.complete(prepared, req, socket, head));
+  }
+
+  /** Completes the WebSocket handshake and relays, or reports the refusal on the socket. */
+  private complete(prepared: Prepared, req: IncomingMessage, socket: Duplex, head: Buffer): void {
+    let upgraded = false;
+    if (this.closing) {
+      socket.destroy();
+    } else {
+      this.wss.handleUpgrade(req, socket, head, (ws) => {
+        upgraded = true;
+        if (!prepared.ok) return refuse(ws, prepared.frame, prepared.code);
+        this.relay(ws, prepared);
+      });
+    }
+    // The client left while we were deciding and opening (or the broker is closing): nothing to relay to.
+    if (!upgraded && prepared.ok) {
+      prepared.channel.destroy();
+      const reason = this.closing ? 'broker shut down' : 'client went away before the session started';
+      void this.finish(prepared.auditId, prepared.startedAt, { bytesIn: 0, bytesOut: 0, reason });
+    }
+  }
+
+  private relay(ws: WebSocket, prepared: Extract<Prepared, { ok: true }>): void {
+    const relay = new Relay(ws, prepared.channel, prepared.relayOptions);
+    const id = crypto.randomUUID();
+    this.live.set(id, { id, caller: prepared.caller, deviceId: prepared.deviceId, request: prepared.request, relay });
+    relay.start();
+    void relay.done.then(async (end) => {
+      this.live.delete(id);
+      await this.finish(prepared.auditId, prepared.startedAt, end);
+    });
+  }
+
+  private async finish(auditId: number, startedAt: number, end: { bytesIn: number; bytesOut: number; reason: string }): Promise<void> {
+    try {
+      await this.s.audit.recordRemoteEnd(auditId, { durationMs: Date.now() - startedAt, bytesIn: end.bytesIn, bytesOut: end.bytesOut, reason: end.reason });
+    } catch (err) {
+      this.log.error({ err, auditId }, 'end of remote session not audited');
+    }
+  }
+
+  private async prepare(kind: ChannelKind, req: IncomingMessage, url: URL): Promise<Prepared> {
+    let caller: Caller;
+    try {
+      caller = await this.identify(req, url);
+    } catch (err) {
+      if (err instanceof ApiError) return fromApiError(err);
+      throw err;
+    }
+    const schema: ZodType = kind === 'console' ? consoleQuery : kind === 'tunnel' ? tunnelQuery : copyQuery;
+    const parsed = schema.safeParse(Object.fromEntries(url.searchParams));
+    if (!parsed.success) {
+      const issue = parsed.error.issues[0];
+      const field = issue.path.map(String).join('.') || 'query';
+      return refusal(400, 'invalid_request', `query.${field}: ${issue.message}`, { field });
+    }
+    const { request, params, options } = this.describe(kind, parsed.data);
+    const deviceId = (parsed.data as { device_id: string }).device_id;
+    return this.authorizeAndOpen(caller, kind, deviceId, request, params, options);
+  }
+
+  private describe(kind: ChannelKind, query: unknown): { request: RemoteRequest; params: ChannelParams; options: Record<string, unknown> } {
+    if (kind === 'console') {
+      const q = query as ConsoleQuery;
+      return { request: { action: 'console' }, params: { cols: q.cols, rows: q.rows }, options: { cols: q.cols, rows: q.rows } };
+    }
+    if (kind === 'tunnel') {
+      const q = query as TunnelQuery;
+      const request: RemoteRequest = { action: 'tunnel', proto: q.proto, port: q.port, dst: q.dst };
+      return { request, params: { proto: q.proto, port: q.port, dst: q.dst }, options: auditOptions(request) };
+    }
+    const q = query as CopyQuery;
+    const path = normalizeDevicePath(q.path) ?? q.path;
+    const request: RemoteRequest = { action: 'copy', direction: q.direction, path: q.path };
+    return {
+      request,
+      params: { direction: q.direction, path, ...(q.size !== undefined ? { size: q.size } : {}), ...(q.sha256 ? { sha256: q.sha256 } : {}) },
+      options: auditOptions(request, { ...(path !== q.path ? { normalized_path: path } : {}), ...(q.size !== undefined ? { size: q.size } : {}), ...(q.sha256 ? { sha256: q.sha256 } : {}) }),
+    };
+  }
+
+  /**
+   * The heart of every attempt: decide, audit (allowed or denied) before anything starts, then
+   * open the channel. A failed audit write refuses the session.
+   */
+  private async authorizeAndOpen(
+    caller: Caller,
+    kind: ChannelKind,
+    deviceId: string,
+    request: RemoteRequest,
+    params: ChannelParams,
+    options: Record<string, unknown>,
+  ): Promise<Prepared> {
+    const { principal } = caller;
+    const decision = await this.s.access.decide(principal, 'remote-access:connect', deviceId, request);
+    let auditId: number;
+    try {
+      auditId = await this.s.audit.recordRemoteStart({
+        event: `remote.${request.action}`,
+        user: principal.user,
+        deviceId,
+        action: request.action,
+        options,
+        allowed: decision.allowed,
+        reason: decision.reason,
+        ip: caller.ip,
+        source: caller.source,
+        sessionId: principal.sessionId,
+      });
+    } catch (err) {
+      this.log.error({ err, deviceId }, 'remote-access attempt not audited: refused');
+      return refusal(500, 'audit_failed', 'The attempt could not be written to the audit log, so the session was refused. Try again shortly.');
+    }
+    const startedAt = Date.now();
+    if (!decision.allowed) {
+      if (decision.reason === 'no such device') return refusal(404, 'not_found', `Device ${deviceId} was not found.`);
+      return refusal(403, 'forbidden', `Not allowed: ${decision.reason}.`, { permission: 'remote-access:connect', device_id: deviceId });
+    }
+    if (!this.locator.isConnected(deviceId)) {
+      await this.finish(auditId, startedAt, { bytesIn: 0, bytesOut: 0, reason: 'device not connected' });
+      return refusal(404, 'device_not_connected', `Device ${deviceId} is not connected to the broker; try again when it is online.`, { device_id: deviceId });
+    }
+    if (kind === 'copy' && decision.device) {
+      const allowed = allowedCopyRoots(principal, decision.device, request);
+      if (allowed) (params as { allowed?: string[] }).allowed = allowed;
+    }
+    let opened: { channel: Channel; info: Record<string, unknown> };
+    try {
+      opened = await this.locator.open(deviceId, kind, params);
+    } catch (err) {
+      const message = (err as Error).message;
+      await this.finish(auditId, startedAt, { bytesIn: 0, bytesOut: 0, reason: `refused by the device: ${message}` });
+      if (AGENT_NOT_ALLOWED.test(message)) return refusal(403, 'forbidden', message, { device_id: deviceId });
+      if ((err as { code?: string }).code === 'agent_not_connected') {
+        return refusal(404, 'device_not_connected', `Device ${deviceId} is not connected to the broker; try again when it is online.`, { device_id: deviceId });
+      }
+      return refusal(502, 'device_refused', message, { device_id: deviceId });
+    }
+    const relayOptions: RelayOptions = {
+      kind,
+      info: opened.info,
+      ...(kind === 'console' ? { size: params as { cols: number; rows: number } } : {}),
+      ...(kind === 'copy' ? { direction: (params as { direction: 'upload' | 'download' }).direction } : {}),
+    };
+    return { ok: true, caller, deviceId, request, channel: opened.channel, relayOptions, auditId, startedAt };
+  }
+
+  /**
+   * Re-authorizes every live session: the user still active and signed in, the device still
+   * there, a grant still allowing the request. Sessions of one token share one authentication.
+   */
+  async recheck(): Promise<void> {
+    if (this.rechecking || this.live.size === 0) return;
+    this.rechecking = true;
+    try {
+      const principals = new Map<string, Promise<Principal | Error>>();
+      for (const session of [...this.live.values()]) {
+        if (session.withdrawn) continue;
+        let principal = principals.get(session.caller.token);
+        if (!principal) {
+          principal = this.s.auth.authenticate(session.caller.token, { allowExpired: true }).catch((err: Error) => err);
+          principals.set(session.caller.token, principal);
+        }
+        const who = await principal;
+        if (who instanceof Error) {
+          this.withdraw(session, who.message);
+          continue;
+        }
+        const decision = await this.s.access.decide(who, 'remote-access:connect', session.deviceId, session.request);
+        if (!decision.allowed) this.withdraw(session, decision.reason);
+      }
+    } catch (err) {
+      this.log.error({ err }, 'live remote sessions could not be re-checked');
+    } finally {
+      this.rechecking = false;
+    }
+  }
+
+  private withdraw(session: LiveSession, reason: string): void {
+    if (session.withdrawn) return;
+    // The relay's end removes the session and writes the end record with this reason.
+    session.withdrawn = true;
+    const why = reason.replace(/\.$/, '');
+    this.log.info({ deviceId: session.deviceId, user: session.caller.principal.user.id, reason: why }, 'remote session ended: access withdrawn');
+    session.relay.abort(errorFrame(403, 'access_withdrawn', `Access withdrawn: ${why}.`), SessionClose.forbidden, `access withdrawn: ${why}`);
+  }
+}
+
+/**
+ * The directories a copy may touch, for the agent's own check: the `path` roots of every grant
+ * that allows this request on this device, or undefined when one of them has no path limit.
+ * Each grant is asked through the shared evaluator, one resource at a time.
+ */
+export function allowedCopyRoots(principal: Principal, device: DeviceScope, request: RemoteRequest): string[] | undefined {
+  const roots = new Set<string>();
+  for (const policy of principal.policies) {
+    if (policy.permission !== 'remote-access:connect') continue;
+    for (const resource of policy.resources) {
+      if (!evaluate([{ permission: policy.permission, resources: [resource] }], policy.permission, device, request).allowed) continue;
+      const paths = resource.action?.options.path;
+      if (!paths) return undefined;
+      for (const p of paths) roots.add(p);
+    }
+  }
+  return [...roots];
+}

@@ -1,0 +1,108 @@
+import { writeCredentials, type Target } from './config.js';
+import { CliError } from './errors.js';
+
+const API = '/api/v2';
+const REFRESH_COOKIE = 'fleet_refresh';
+/** Renew the access token when it has less than this left (it is short-lived). */
+const RENEW_MARGIN_SECONDS = 60;
+
+interface ErrorBody {
+  code?: number;
+  error?: string;
+  message?: string;
+  [key: string]: unknown;
+}
+
+export class ApiFailure extends CliError {
+  constructor(
+    readonly status: number,
+    readonly body: ErrorBody,
+  ) {
+    super(body.message ?? `The broker answered ${status}.`);
+  }
+}
+
+/** Seconds until a JWT expires (without checking its signature: the broker does that). */
+function secondsLeft(token: string): number {
+  try {
+    const payload = JSON.parse(Buffer.from(token.split('.')[1] ?? '', 'base64url').toString()) as { exp?: number };
+    return typeof payload.exp === 'number' ? payload.exp - Date.now() / 1000 : Infinity;
+  } catch {
+    return Infinity;
+  }
+}
+
+export function refreshTokenFrom(headers: Headers): string | undefined {
+  for (const cookie of headers.getSetCookie()) {
+    const m = new RegExp(`^${REFRESH_COOKIE}=([^;]*)`).exec(cookie);
+    if (m && m[1]) return decodeURIComponent(m[1]);
+  }
+  return undefined;
+}
+
+/** The broker's REST API with the caller's token, renewed from the stored sign-in when it runs out. */
+export class ApiClient {
+  constructor(private readonly target: Target) {}
+
+  get url(): string {
+    return this.target.url;
+  }
+
+  /** A token good for at least a minute (WebSocket sessions authenticate once, at the start). */
+  async token(): Promise<string> {
+    if (this.target.stored?.refresh_token && secondsLeft(this.target.token) < RENEW_MARGIN_SECONDS) await this.renew();
+    return this.target.token;
+  }
+
+  private async renew(): Promise<void> {
+    const stored = this.target.stored;
+    if (!stored?.refresh_token) throw new CliError('The token has expired; sign in again with "fleet login".');
+    const res = await request(`${this.url}${API}/refresh-jwt`, { method: 'POST', headers: { cookie: `${REFRESH_COOKIE}=${encodeURIComponent(stored.refresh_token)}` } });
+    const body = (await res.json().catch(() => ({}))) as { token?: string; message?: string };
+    if (res.status !== 200 || !body.token) throw new CliError(`The sign-in has ended (${body.message ?? res.status}); sign in again with "fleet login".`);
+    this.target.token = body.token;
+    stored.token = body.token;
+    writeCredentials(stored);
+  }
+
+  async call<T>(method: string, path: string, body?: unknown): Promise<T> {
+    const send = async () =>
+      request(`${this.url}${API}${path}`, {
+        method,
+        headers: { authorization: `Bearer ${await this.token()}`, ...(body !== undefined ? { 'content-type': 'application/json' } : {}) },
+        body: body !== undefined ? JSON.stringify(body) : undefined,
+      });
+    let res = await send();
+    if (res.status === 401 && this.target.stored?.refresh_token) {
+      const answer = (await res.clone().json().catch(() => ({}))) as ErrorBody;
+      if (answer.error === 'token_expired') {
+        await this.renew();
+        res = await send();
+      }
+    }
+    return answerOf<T>(res);
+  }
+}
+
+export async function answerOf<T>(res: Response): Promise<T> {
+  const text = await res.text();
+  let parsed: unknown = undefined;
+  try {
+    parsed = text ? JSON.parse(text) : undefined;
+  } catch {
+    // not JSON
+  }
+  if (res.status >= 200 && res.status < 300) return parsed as T;
+  const body: ErrorBody = parsed && typeof parsed === 'object' ? (parsed as ErrorBody) : { message: `The broker answered ${res.status}${text ? `: ${text.slice(0, 200)}` : ''}.` };
+  throw new ApiFailure(res.status, body);
+}
+
+/** fetch with a readable error when the broker cannot be reached. */
+export async function request(url: string, init: RequestInit): Promise<Response> {
+  try {
+    return await fetch(url, init);
+  } catch (err) {
+    const cause = (err as { cause?: { code?: string; message?: string } }).cause;
+    throw new CliError(`Cannot reach the broker at ${new URL(url).origin}: ${cause?.code ?? cause?.message ?? (err as Error).message}.`);
+  }
+}

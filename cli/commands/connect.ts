@@ -1,0 +1,201 @@
+import dgram from 'node:dgram';
+import net from 'node:net';
+import type { ApiClient } from '../api.js';
+import { resolveDevice } from '../devices.js';
+import { CliError } from '../errors.js';
+import { RemoteSession, type ServerFrame } from '../remote.js';
+
+export interface ForwardSpec {
+  /** undefined for stdio */
+  localHost?: string;
+  localPort: number | 'stdio';
+  remoteHost: string;
+  remotePort: number;
+  proto: 'tcp' | 'udp';
+}
+
+const UDP_IDLE_MS = 60_000;
+
+/** Local port 0 picks a free port (printed at start). */
+function portOf(text: string, what: 'local port' | 'remote port', spec: string): number {
+  const lowest = what === 'local port' ? 0 : 1;
+  if (!/^\d{1,5}$/.test(text) || Number(text) < lowest || Number(text) > 65535) throw new CliError(`-t ${spec}: ${what} "${text}" is not a port (${lowest}-65535).`);
+  return Number(text);
+}
+
+/** `[lhost:]lport:rhost:rport[/udp]`; `stdio` as lport; IPv6 hosts in brackets. */
+export function parseForward(spec: string): ForwardSpec {
+  let body = spec;
+  let proto: 'tcp' | 'udp' = 'tcp';
+  const slash = /\/(tcp|udp)$/i.exec(body);
+  if (slash) {
+    proto = slash[1].toLowerCase() as 'tcp' | 'udp';
+    body = body.slice(0, -slash[0].length);
+  }
+  const parts = body.match(/\[[^\]]*\]|[^:]+/g) ?? [];
+  if (body.includes('::') && !body.includes('[')) throw new CliError(`-t ${spec}: put IPv6 addresses in brackets, e.g. [::1]:8080:localhost:80.`);
+  if (parts.length !== 3 && parts.length !== 4) throw new CliError(`-t ${spec}: expected [lhost:]lport:rhost:rport[/udp], e.g. 8080:localhost:80.`);
+  const [localHost, localPortText, remoteHost, remotePortText] = parts.length === 4 ? parts : [undefined, ...parts];
+  const unbracket = (h: string) => h.replace(/^\[(.*)\]$/, '$1');
+  const localPort = localPortText === 'stdio' ? 'stdio' : portOf(localPortText as string, 'local port', spec);
+  if (localPort === 'stdio' && localHost !== undefined) throw new CliError(`-t ${spec}: stdio takes no local host.`);
+  if (localPort === 'stdio' && proto === 'udp') throw new CliError(`-t ${spec}: stdio forwards TCP only.`);
+  return {
+    localHost: localHost === undefined ? (localPort === 'stdio' ? undefined : '127.0.0.1') : unbracket(localHost),
+    localPort,
+    remoteHost: unbracket(remoteHost as string),
+    remotePort: portOf(remotePortText as string, 'remote port', spec),
+    proto,
+  };
+}
+
+/** Both directions of one TCP stream between a local socket-like pair and a tunnel session. */
+function bridge(session: RemoteSession, input: NodeJS.ReadableStream & { pause(): void; resume(): void }, output: NodeJS.WritableStream, onDone: (error?: string) => void): void {
+  let inputEnded = false;
+  let remoteEnded = false;
+  input.on('data', (data: Buffer) => {
+    if (!session.send(data)) {
+      input.pause();
+      session.once('drain', () => input.resume());
+    }
+  });
+  input.on('end', () => {
+    inputEnded = true;
+    session.control({ type: 'eof' });
+  });
+  session.on('data', (data: Buffer) => {
+    if (!output.write(data)) {
+      session.pause();
+      output.once('drain', () => session.resume());
+    }
+  });
+  session.on('frame', (frame: ServerFrame) => {
+    if (frame.type === 'eof') {
+      remoteEnded = true;
+      output.end();
+    }
+  });
+  session.on('close', (code: number, reason: string, error?: { message: string }) => {
+    if (error) return onDone(error.message);
+    if (code !== 1000 && !(inputEnded && remoteEnded)) return onDone(reason || `tunnel closed (${code})`);
+    onDone();
+  });
+  session.start();
+}
+
+async function openTunnel(client: ApiClient, deviceId: string, f: ForwardSpec): Promise<RemoteSession> {
+  return RemoteSession.open(client, 'tunnel', { device_id: deviceId, proto: f.proto, port: f.remotePort, dst: f.remoteHost });
+}
+
+function describe(f: ForwardSpec): string {
+  return `${f.remoteHost}:${f.remotePort}${f.proto === 'udp' ? '/udp' : ''}`;
+}
+
+function listenTcp(client: ApiClient, deviceId: string, deviceName: string, f: ForwardSpec): Promise<net.Server> {
+  const server = net.createServer({ allowHalfOpen: true, pauseOnConnect: true }, (socket) => {
+    socket.setNoDelay(true);
+    socket.on('error', () => {});
+    openTunnel(client, deviceId, f).then(
+      (session) => {
+        bridge(session, socket, socket, (error) => {
+          if (error) {
+            process.stderr.write(`fleet: tunnel to ${describe(f)}: ${error}\n`);
+            socket.destroy();
+          }
+        });
+        socket.on('close', () => session.close());
+        socket.resume();
+      },
+      (err: Error) => {
+        process.stderr.write(`fleet: tunnel to ${describe(f)}: ${err.message}\n`);
+        socket.destroy();
+      },
+    );
+  });
+  return new Promise((resolve, reject) => {
+    server.once('error', (err: NodeJS.ErrnoException) => reject(new CliError(`Cannot listen on ${f.localHost}:${f.localPort}: ${err.code ?? err.message}.`)));
+    server.listen(f.localPort as number, f.localHost, () => {
+      const address = server.address() as net.AddressInfo;
+      process.stderr.write(`Forwarding ${f.localHost}:${address.port} to ${describe(f)} on ${deviceName}\n`);
+      resolve(server);
+    });
+  });
+}
+
+/** One tunnel session per local peer address; idle peers are let go after a minute. */
+function listenUdp(client: ApiClient, deviceId: string, deviceName: string, f: ForwardSpec): Promise<dgram.Socket> {
+  const socket = dgram.createSocket(net.isIPv6(f.localHost ?? '') ? 'udp6' : 'udp4');
+  const peers = new Map<string, { session: Promise<RemoteSession | undefined>; timer: NodeJS.Timeout }>();
+  socket.on('message', (datagram, rinfo) => {
+    const key = `${rinfo.address}:${rinfo.port}`;
+    let peer = peers.get(key);
+    if (!peer) {
+      const session = openTunnel(client, deviceId, f).then(
+        (s) => {
+          s.on('data', (reply: Buffer) => socket.send(reply, rinfo.port, rinfo.address));
+          s.on('close', () => peers.delete(key));
+          s.start();
+          return s;
+        },
+        (err: Error) => {
+          process.stderr.write(`fleet: udp tunnel to ${describe(f)}: ${err.message}\n`);
+          peers.delete(key);
+          return undefined;
+        },
+      );
+      peer = { session, timer: setTimeout(() => {}, 0) };
+      peers.set(key, peer);
+    }
+    clearTimeout(peer.timer);
+    const current = peer;
+    current.timer = setTimeout(() => {
+      peers.delete(key);
+      void current.session.then((s) => s?.close());
+    }, UDP_IDLE_MS);
+    void current.session.then((s) => s?.send(datagram));
+  });
+  return new Promise((resolve, reject) => {
+    socket.once('error', (err: NodeJS.ErrnoException) => reject(new CliError(`Cannot listen on ${f.localHost}:${f.localPort}/udp: ${err.code ?? err.message}.`)));
+    socket.bind(f.localPort as number, f.localHost, () => {
+      process.stderr.write(`Forwarding ${f.localHost}:${socket.address().port}/udp to ${describe(f)} on ${deviceName}\n`);
+      resolve(socket);
+    });
+  });
+}
+
+/**
+ * `fleet connect <device> -t spec...`: local listeners, one tunnel session per accepted TCP
+ * connection (or UDP peer); `stdio` bridges stdin/stdout to one connection, for
+ * `ssh -o ProxyCommand="fleet connect <device> -t stdio:localhost:22"`.
+ */
+export async function connectCommand(client: ApiClient, deviceArg: string, specs: string[]): Promise<number> {
+  if (specs.length === 0) throw new CliError('Give at least one -t [lhost:]lport:rhost:rport[/udp].');
+  const forwards = specs.map(parseForward);
+  const stdio = forwards.filter((f) => f.localPort === 'stdio');
+  if (stdio.length > 0 && forwards.length > 1) throw new CliError('-t stdio:... cannot be combined with other forwards.');
+  const device = await resolveDevice(client, deviceArg);
+
+  if (stdio.length === 1) {
+    const session = await openTunnel(client, device.id, stdio[0]);
+    return new Promise<number>((resolve, reject) => {
+      bridge(session, process.stdin, process.stdout, (error) => (error ? reject(new CliError(error)) : resolve(0)));
+    });
+  }
+
+  const servers: (net.Server | dgram.Socket)[] = [];
+  try {
+    for (const f of forwards) servers.push(f.proto === 'udp' ? await listenUdp(client, device.id, device.name, f) : await listenTcp(client, device.id, device.name, f));
+  } catch (err) {
+    for (const s of servers) s.close();
+    throw err;
+  }
+  process.stderr.write('Press Ctrl-C to stop.\n');
+  return new Promise<number>((resolve) => {
+    const stop = () => {
+      for (const s of servers) s.close();
+      resolve(0);
+    };
+    process.once('SIGINT', stop);
+    process.once('SIGTERM', stop);
+  });
+}

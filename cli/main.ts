@@ -1,0 +1,92 @@
+/**
+ * The `fleet` command-line client: sign in, list devices, and open consoles, tunnels, copies and
+ * agent reloads through the broker. Errors are one line on stderr and a non-zero exit status.
+ */
+import { Command, CommanderError } from 'commander';
+import { ApiClient } from './api.js';
+import { consoleCommand } from './commands/console.js';
+import { connectCommand } from './commands/connect.js';
+import { cpCommand } from './commands/cp.js';
+import { devicesCommand, reloadCommand } from './commands/devices.js';
+import { login, logout } from './commands/login.js';
+import { resolveTarget } from './config.js';
+import { CliError } from './errors.js';
+
+const client = () => new ApiClient(resolveTarget());
+
+function collect(value: string, previous: string[]): string[] {
+  return [...previous, value];
+}
+
+export function program(run: (work: Promise<number | void>) => void): Command {
+  const cli = new Command('fleet')
+    .description('Remote access to the devices of a fleet broker.\nEnvironment: FLEET_URL and FLEET_TOKEN override the stored sign-in (for scripts).')
+    .version('0.1.0')
+    .showHelpAfterError('(run "fleet --help" for usage)');
+
+  cli
+    .command('login')
+    .description('Sign in and store the token in the user config directory (mode 0600)')
+    .option('--url <broker>', 'broker URL, e.g. https://fleet.example.com (default: FLEET_URL or the last sign-in)')
+    .option('--email <email>', 'your email address')
+    .option('--password-stdin', 'read the password from stdin instead of prompting')
+    .option('--provider <provider>', 'second factor provider when asked: email or google')
+    .option('--code <code>', 'second factor code (authenticator app) instead of prompting')
+    .action((options) => run(login(options)));
+
+  cli
+    .command('logout')
+    .description('Revoke the stored sign-in and forget it')
+    .action(() => run(logout()));
+
+  cli
+    .command('devices')
+    .description('List the devices you may see')
+    .option('--json', 'print JSON instead of a table')
+    .action((options) => run(devicesCommand(client(), options)));
+
+  cli
+    .command('console')
+    .argument('<device>', 'device id or name')
+    .description('Open a shell on the device; exits with its exit status')
+    .action((device: string) => run(consoleCommand(client(), device)));
+
+  cli
+    .command('connect')
+    .argument('<device>', 'device id or name')
+    .requiredOption('-t, --tunnel <spec>', 'forward [lhost:]lport:rhost:rport[/udp]; "stdio" as lport bridges stdin/stdout (SSH ProxyCommand); repeatable', collect, [])
+    .description('Forward local ports to hosts reachable from the device')
+    .action((device: string, options: { tunnel: string[] }) => run(connectCommand(client(), device, options.tunnel)));
+
+  cli
+    .command('cp')
+    .argument('<src>', 'local path or <device>:/absolute/path')
+    .argument('<dst>', 'local path or <device>:/absolute/path')
+    .description('Copy a file to or from a device (SHA-256 checked, atomic on the device)')
+    .action((src: string, dst: string) => run(cpCommand(client(), src, dst)));
+
+  cli
+    .command('reload')
+    .argument('<device>', 'device id or name')
+    .description("Reload the device agent's work loop")
+    .action((device: string) => run(reloadCommand(client(), device)));
+
+  return cli;
+}
+
+function fail(err: unknown): never {
+  const message = err instanceof Error ? err.message : String(err);
+  process.stderr.write(`fleet: ${message.replace(/\s+/g, ' ').trim()}\n`);
+  process.exit(err instanceof CliError ? err.exitCode : 1);
+}
+
+const run = (work: Promise<number | void>) => {
+  work.then((code) => process.exit(typeof code === 'number' ? code : 0), fail);
+};
+
+try {
+  await program(run).exitOverride().parseAsync(process.argv);
+} catch (err) {
+  if (err instanceof CommanderError) process.exit(err.exitCode);
+  fail(err);
+}

@@ -1,0 +1,144 @@
+import { EventEmitter } from 'node:events';
+import WebSocket from 'ws';
+import type { ApiClient } from './api.js';
+import { CliError } from './errors.js';
+
+export type SessionKind = 'console' | 'tunnel' | 'copy';
+
+/** Above this many un-sent bytes a sender should wait for 'drain'. */
+const SEND_HIGH_WATER = 1024 * 1024;
+const SEND_LOW_WATER = 256 * 1024;
+
+export interface ErrorFrame {
+  type: 'error';
+  code: number;
+  error: string;
+  message: string;
+}
+
+export type ServerFrame =
+  | { type: 'ready' }
+  | { type: 'eof' }
+  | { type: 'exit'; code: number | null; signal: number | null }
+  | { type: 'meta'; size: number; mode: number }
+  | { type: 'result'; ok: boolean; bytes: number; sha256: string }
+  | ErrorFrame;
+
+export function wsUrl(httpUrl: string, kind: SessionKind, query: Record<string, string | number | undefined>): string {
+  const url = new URL(`${httpUrl.replace(/^http/, 'ws')}/api/v2/remote/${kind}`);
+  for (const [k, v] of Object.entries(query)) if (v !== undefined) url.searchParams.set(k, String(v));
+  return url.toString();
+}
+
+/**
+ * One remote-access session over its WebSocket (remote-api: console, tunnel, copy). Resolves
+ * `open` once the broker says ready; emits 'data' (Buffer), 'frame' (the server's JSON frames),
+ * 'drain' (room to send again) and 'close' (code, reason, last error frame if any).
+ */
+export class RemoteSession extends EventEmitter {
+  private queue: [string, unknown][] | undefined = [];
+  private draining = false;
+  lastError?: ErrorFrame;
+
+  private constructor(readonly ws: WebSocket) {
+    super();
+  }
+
+  static async open(client: ApiClient, kind: SessionKind, query: Record<string, string | number | undefined>): Promise<RemoteSession> {
+    const ws = new WebSocket(wsUrl(client.url, kind, { ...query, source: 'cli' }), {
+      headers: { authorization: `Bearer ${await client.token()}` },
+      perMessageDeflate: false,
+      // Masking protects proxies that read frames in clear from payloads chosen by someone else.
+      // Inside TLS nothing in between reads them, and masking every byte in JavaScript costs
+      // most of a tunnel's throughput: over https the mask is zero (which ws then skips).
+      ...(client.url.startsWith('https:') ? { generateMask: (mask: Buffer) => void mask.fill(0) } : {}),
+    });
+    const session = new RemoteSession(ws);
+    await new Promise<void>((resolve, reject) => {
+      let ready = false;
+      ws.on('message', (data, isBinary) => {
+        if (isBinary) return session.deliver('data', data as Buffer);
+        let frame: ServerFrame;
+        try {
+          frame = JSON.parse(String(data)) as ServerFrame;
+        } catch {
+          return;
+        }
+        if (frame.type === 'error') session.lastError = frame;
+        if (!ready && frame.type === 'ready') {
+          ready = true;
+          return resolve();
+        }
+        session.deliver('frame', frame);
+      });
+      ws.on('error', (err) => {
+        if (!ready) reject(new CliError(`Cannot open the ${kind} session: ${(err as Error).message}.`));
+      });
+      ws.on('close', (code, reason) => {
+        if (!ready) {
+          const why = session.lastError?.message ?? (reason.toString() || `closed with code ${code}`);
+          return reject(new CliError(why));
+        }
+        session.deliver('close', [code, reason.toString()]);
+      });
+    });
+    return session;
+  }
+
+  /** Events are held until the caller has attached its handlers and calls start(). */
+  start(): this {
+    const queued = this.queue ?? [];
+    this.queue = undefined;
+    for (const [event, value] of queued) this.dispatch(event, value);
+    return this;
+  }
+
+  private deliver(event: string, value: unknown): void {
+    if (this.queue) this.queue.push([event, value]);
+    else this.dispatch(event, value);
+  }
+
+  private dispatch(event: string, value: unknown): void {
+    if (event === 'close') {
+      const [code, reason] = value as [number, string];
+      this.emit('close', code, reason, this.lastError);
+    } else this.emit(event, value);
+  }
+
+  /** Sends bytes; false when the caller should wait for 'drain' before sending more. */
+  send(data: Buffer): boolean {
+    if (this.ws.readyState !== WebSocket.OPEN) return false;
+    this.ws.send(data, { binary: true }, () => this.checkDrain());
+    if (this.ws.bufferedAmount > SEND_HIGH_WATER) {
+      this.draining = true;
+      return false;
+    }
+    return true;
+  }
+
+  private checkDrain(): void {
+    if (this.draining && this.ws.bufferedAmount <= SEND_LOW_WATER) {
+      this.draining = false;
+      this.emit('drain');
+    }
+  }
+
+  control(frame: Record<string, unknown>): void {
+    if (this.ws.readyState === WebSocket.OPEN) this.ws.send(JSON.stringify(frame));
+  }
+
+  /** Stops reading from the broker (the local side cannot keep up); the broker then slows the device. */
+  pause(): void {
+    this.ws.pause();
+  }
+
+  resume(): void {
+    this.ws.resume();
+  }
+
+  close(code = 1000): void {
+    // Reading must go on for the close handshake to complete.
+    if (this.ws.isPaused) this.ws.resume();
+    if (this.ws.readyState === WebSocket.OPEN || this.ws.readyState === WebSocket.CONNECTING) this.ws.close(code);
+  }
+}

@@ -1,0 +1,160 @@
+/**
+ * End to end: a real broker and a real agent process. Enrolment with a bootstrap key and approval,
+ * then console, a 50 MB TCP tunnel, copies both ways and reload through the broker's WebSocket
+ * endpoints; grants decided per attempt and audited; live sessions ended when access goes.
+ */
+import crypto from 'node:crypto';
+import fs from 'node:fs';
+import net from 'node:net';
+import os from 'node:os';
+import path from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { eventually, startAgent, type TestAgent } from '../support/agent.js';
+import { startTestBroker, type TestBroker } from '../support/broker.js';
+import { connectRemote } from '../support/remote-ws.js';
+
+let t: TestBroker;
+let agent: TestAgent;
+let device: string;
+let echo: net.Server;
+let echoPort: number;
+let work: string;
+
+const sha = (b: Buffer | string) => crypto.createHash('sha256').update(b).digest('hex');
+
+async function audit(query: string): Promise<any[]> {
+  const r = await t.api('GET', `/api/v2/commitlist?${query}`, { token: t.adminToken });
+  expect(r.status).toBe(200);
+  return r.body.items;
+}
+
+beforeAll(async () => {
+  t = await startTestBroker({ database: 'sqlite' });
+  await t.addGroup({ id: 'lab', title: 'Lab', tags: ['x'] });
+  const key = await t.api('POST', '/api/v2/bootstrapkey', { token: t.adminToken, body: { group_id: 'lab', auto_accept: false } });
+  expect(key.status).toBe(200);
+  agent = startAgent({ broker: t.url, bootstrapKey: Object.keys(key.body)[0] });
+  device = await agent.deviceId();
+  await eventually(async () => (await t.api('GET', '/api/v2/pendinghost', { token: t.adminToken })).body.items?.some((h: any) => h.node_id === device), 20_000, 'the pending host');
+  const approved = await t.api('POST', '/api/v2/pendinghost', { token: t.adminToken, body: { node_id: device } });
+  expect(approved.status).toBeLessThan(300);
+  await agent.waitConnected(t);
+  echo = net.createServer({ allowHalfOpen: true }, (s) => s.pipe(s));
+  await new Promise<void>((r) => echo.listen(0, '127.0.0.1', r));
+  echoPort = (echo.address() as net.AddressInfo).port;
+  work = fs.mkdtempSync(path.join(os.tmpdir(), 'fleet-remote-e2e-'));
+});
+
+afterAll(async () => {
+  await agent?.close();
+  echo?.close();
+  await t?.close();
+  if (work) fs.rmSync(work, { recursive: true, force: true });
+});
+
+describe('remote access through a real agent', () => {
+  it('opens a console and reads the output of a typed command', async () => {
+    const s = connectRemote(t.url, 'console', { device_id: device, cols: 120, rows: 40 }, t.adminToken);
+    await s.ready;
+    s.ws.send(Buffer.from('echo "e2e-$((20+22))"\n'));
+    await s.output('e2e-42');
+    s.ws.send(JSON.stringify({ type: 'ack', bytes: s.bytes().length }));
+    s.ws.send(Buffer.from('exit 0\n'));
+    expect(await s.frame('exit')).toEqual({ type: 'exit', code: 0, signal: null });
+    expect((await s.closed).code).toBe(1000);
+  });
+
+  it('forwards TCP to a local echo server: 50 MB with a matching sha256', async () => {
+    const s = connectRemote(t.url, 'tunnel', { device_id: device, port: echoPort, dst: '127.0.0.1' }, t.adminToken);
+    await s.ready;
+    const total = 50 * 1024 * 1024;
+    const sent = crypto.createHash('sha256');
+    const chunk = crypto.randomBytes(64 * 1024);
+    for (let offset = 0; offset < total; offset += chunk.length) {
+      chunk.writeUInt32BE(offset, 0); // every chunk differs
+      sent.update(chunk);
+      s.ws.send(Buffer.from(chunk));
+      while (s.ws.bufferedAmount > 4 * 1024 * 1024) await new Promise((r) => setTimeout(r, 5));
+    }
+    s.ws.send(JSON.stringify({ type: 'eof' }));
+    await s.frame('eof');
+    expect((await s.closed).code).toBe(1000);
+    const back = s.bytes();
+    expect(back.length).toBe(total);
+    expect(sha(back)).toBe(sent.digest('hex'));
+    await eventually(async () => (await audit(`device_id=${device}&action=tunnel`))[0]?.bytes_out === total, 10_000, 'the end record');
+  });
+
+  it('copies a file to the device and back', async () => {
+    const content = crypto.randomBytes(3 * 1024 * 1024 + 11);
+    const target = path.join(work, 'copied.bin');
+    const up = connectRemote(t.url, 'copy', { device_id: device, direction: 'upload', path: target, size: content.length, sha256: sha(content) }, t.adminToken);
+    await up.ready;
+    for (let i = 0; i < content.length; i += 64 * 1024) up.ws.send(content.subarray(i, i + 64 * 1024));
+    up.ws.send(JSON.stringify({ type: 'eof' }));
+    expect(await up.frame('result')).toMatchObject({ ok: true, bytes: content.length, sha256: sha(content) });
+    expect(sha(fs.readFileSync(target))).toBe(sha(content));
+
+    const down = connectRemote(t.url, 'copy', { device_id: device, direction: 'download', path: target }, t.adminToken);
+    expect(await down.frame('result')).toMatchObject({ ok: true, bytes: content.length, sha256: sha(content) });
+    expect(sha(down.bytes())).toBe(sha(content));
+  });
+
+  it('reloads the agent, which comes back', async () => {
+    const from = agent.logs.length;
+    const r = await t.api('POST', `/api/v2/remote/reload/${device}`, { token: t.adminToken, body: {} });
+    expect(r.status).toBe(200);
+    expect(r.body).toEqual({ ok: true, device_id: device });
+    await agent.waitForLog((l) => l.msg.includes('reload'), 10_000, from);
+    await agent.waitConnected(t);
+    const [entry] = await audit(`device_id=${device}&action=reload`);
+    expect(entry).toMatchObject({ event: 'remote.reload.start', result: 'allowed' });
+  });
+
+  it('a tag:x/console role gets a console on the tagged device and is refused a tunnel, audited as denied', async () => {
+    const user = await t.userWith([{ permission: 'remote-access:connect', resources: ['tag:x/console'] }]);
+    const s = connectRemote(t.url, 'console', { device_id: device }, user.token);
+    await s.ready;
+    s.ws.send(Buffer.from('echo tagged-ok\n'));
+    await s.output('tagged-ok');
+    s.ws.close();
+    await s.closed;
+    const tunnel = connectRemote(t.url, 'tunnel', { device_id: device, port: echoPort, dst: '127.0.0.1' }, user.token);
+    expect((await tunnel.closed).code).toBe(4403);
+    const [denied] = await audit(`user_id=${user.id}&result=denied`);
+    expect(denied).toMatchObject({ event: 'remote.tunnel.denied', device_id: device, action: 'tunnel' });
+  });
+
+  it('*/tunnel(proto=tcp;port=<p>) allows that port and refuses another', async () => {
+    const user = await t.userWith([{ permission: 'remote-access:connect', resources: [`*/tunnel(proto=tcp;port=${echoPort})`] }]);
+    const ok = connectRemote(t.url, 'tunnel', { device_id: device, port: echoPort, dst: '127.0.0.1' }, user.token);
+    await ok.ready;
+    ok.ws.send(Buffer.from('ping'));
+    await ok.output('ping');
+    ok.ws.close();
+    const refused = connectRemote(t.url, 'tunnel', { device_id: device, port: 80, dst: '127.0.0.1' }, user.token);
+    expect((await refused.closed).code).toBe(4403);
+  });
+
+  it('a copy path grant refuses ../ escapes', async () => {
+    const granted = path.join(work, 'granted');
+    fs.mkdirSync(granted);
+    fs.writeFileSync(path.join(work, 'private.txt'), 'private');
+    const user = await t.userWith([{ permission: 'remote-access:connect', resources: [`*/copy(path=${granted})`] }]);
+    const escape = connectRemote(t.url, 'copy', { device_id: device, direction: 'download', path: `${granted}/../private.txt` }, user.token);
+    expect((await escape.closed).code).toBe(4403);
+    fs.symlinkSync(path.join(work, 'private.txt'), path.join(granted, 'link'));
+    const viaLink = connectRemote(t.url, 'copy', { device_id: device, direction: 'download', path: `${granted}/link` }, user.token);
+    expect((await viaLink.closed).code).toBe(4403);
+    expect(viaLink.bytes().length).toBe(0);
+  });
+
+  it('disabling the user ends their live console within seconds', async () => {
+    const user = await t.userWith([{ permission: 'remote-access:connect', resources: ['tag:x/console'] }]);
+    const s = connectRemote(t.url, 'console', { device_id: device }, user.token);
+    await s.ready;
+    expect((await t.api('PATCH', `/api/v2/user/${user.id}`, { token: t.adminToken, body: { disabled: true } })).status).toBe(200);
+    expect((await s.closed).code).toBe(4403);
+    expect(s.frames.at(-1)).toMatchObject({ type: 'error', error: 'access_withdrawn' });
+  });
+});
