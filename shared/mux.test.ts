@@ -108,3 +108,17 @@ describe('mux channels', () => {
     expect(await exit).toEqual({ type: 'exit', code: 120, signal: null });
   });
 });
+
+describe('mux control before a listener', () => {
+  it('holds a channel control message that arrives before anyone listens', async () => {
+    const p = await pair(async (ch) => {
+      // Sent at once with the open answer: the broker side has no listener yet.
+      setImmediate(() => ch.control({ type: 'meta', size: 7, mode: 0o644 }));
+    });
+    cleanup = p.close;
+    const { channel } = await p.broker.open('copy', { direction: 'download', path: '/x' });
+    await new Promise((r) => setTimeout(r, 50));
+    const meta = await new Promise<any>((r) => channel.once('control', r));
+    expect(meta).toEqual({ type: 'meta', size: 7, mode: 0o644 });
+  });
+});

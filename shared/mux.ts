@@ -53,6 +53,22 @@ export class Channel extends Duplex {
     this.grantBatch = Math.max(1, Math.floor(window / 8));
     // A channel's failure is reported through 'close' and `errored`; it must never crash the process.
     this.on('error', () => {});
+    // Control messages that arrive before anyone listens (right after `opened`) wait for the first listener.
+    this.on('newListener', (event: string) => {
+      if (event !== 'control' || this.heldControl.length === 0) return;
+      queueMicrotask(() => {
+        const held = this.heldControl.splice(0);
+        for (const msg of held) this.emit('control', msg);
+      });
+    });
+  }
+
+  private readonly heldControl: ChannelControl[] = [];
+
+  /** @internal from the mux */
+  onControl(msg: ChannelControl): void {
+    if (this.listenerCount('control') === 0) this.heldControl.push(msg);
+    else this.emit('control', msg);
   }
 
   /** Sends a channel-level control message (resize, exit, meta, result). */
@@ -293,7 +309,7 @@ export class Mux extends EventEmitter {
         return;
       }
       case 'ctl':
-        this.channels.get(msg.ch)?.emit('control', msg.msg);
+        this.channels.get(msg.ch)?.onControl(msg.msg);
         return;
       default:
         this.emit('control', msg);
