@@ -30,7 +30,7 @@ async function bareExpress(): Promise<{ url: string; close: () => void }> {
   return { url: `http://127.0.0.1:${(server.address() as AddressInfo).port}/hello`, close: () => server.close() };
 }
 
-async function insertDevices(t: TestBroker, count: number, groups: string[], start: number): Promise<void> {
+export async function insertDevices(t: TestBroker, count: number, groups: string[], start: number): Promise<void> {
   const db = t.broker.services.store.db;
   const now = new Date().toISOString();
   const batch = 500;
@@ -54,7 +54,8 @@ async function insertDevices(t: TestBroker, count: number, groups: string[], sta
 async function timeGroupTree(t: TestBroker, token: string): Promise<{ ms: number; visible: number }> {
   const runs: number[] = [];
   let visible = 0;
-  for (let i = 0; i < 3; i++) {
+  await t.api('GET', '/api/v2/grouptree?_format=json', { token }); // warm-up: JIT and caches
+  for (let i = 0; i < 5; i++) {
     const started = process.hrtime.bigint();
     const r = await t.api('GET', '/api/v2/grouptree?_format=json', { token });
     runs.push(Number(process.hrtime.bigint() - started) / 1e6);
@@ -62,7 +63,7 @@ async function timeGroupTree(t: TestBroker, token: string): Promise<{ ms: number
     visible = r.body.total_devices;
   }
   runs.sort((a, b) => a - b);
-  return { ms: runs[1], visible };
+  return { ms: runs[2], visible }; // the median of five
 }
 
 export async function benchApi(log: (line: string) => void): Promise<void> {
@@ -75,13 +76,22 @@ export async function benchApi(log: (line: string) => void): Promise<void> {
     const check = await t.api('GET', `/api/v2/deviceattribute/${device}`, { token: user.token });
     if (check.status !== 200) throw new Error(`GET /deviceattribute answered ${check.status}`);
 
-    log(`api: bare express GET /hello for ${DURATION_S}s …`);
-    const base = await load(bare.url);
-    log(`api: GET /deviceattribute/{id} as a tag-restricted user for ${DURATION_S}s …`);
-    const api = await load(`${t.url}/api/v2/deviceattribute/${device}`, { authorization: `Bearer ${user.token}` });
-    if (api.non2xx > 0) throw new Error(`${api.non2xx} answers were not 2xx`);
-    const ratio = api.requests.average / base.requests.average;
-    log(`api: bare express ${base.requests.average.toFixed(0)} req/s, authenticated deviceattribute ${api.requests.average.toFixed(0)} req/s`);
+    // Alternate the two, three rounds, and keep each one's best: other load on a shared machine
+    // only ever slows a round down, so the best rounds are the fairest comparison.
+    const apiUrl = `${t.url}/api/v2/deviceattribute/${device}`;
+    const apiHeaders = { authorization: `Bearer ${user.token}` };
+    let bestBase = 0;
+    let bestApi = 0;
+    for (let round = 1; round <= 3; round++) {
+      log(`api: round ${round}/3: bare express GET /hello, then GET /deviceattribute/{id} as a tag-restricted user, ${DURATION_S}s each …`);
+      const base = await load(bare.url);
+      const api = await load(apiUrl, apiHeaders);
+      if (api.non2xx > 0) throw new Error(`${api.non2xx} answers were not 2xx`);
+      bestBase = Math.max(bestBase, base.requests.average);
+      bestApi = Math.max(bestApi, api.requests.average);
+    }
+    const ratio = bestApi / bestBase;
+    log(`api: bare express ${bestBase.toFixed(0)} req/s, authenticated deviceattribute ${bestApi.toFixed(0)} req/s (best of 3 rounds each)`);
     log(`RESULT api.deviceattribute_vs_bare_express ratio=${ratio.toFixed(2)} (target >= 0.5)`);
 
     const groups = Array.from({ length: 100 }, (_, i) => `bench-g${i}`);

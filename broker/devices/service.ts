@@ -205,9 +205,17 @@ export class DevicesService {
     return TreeSnapshot.build(rows, (scope) => this.s.access.canSee(principal, permission, scope));
   }
 
+  /** A snapshot ready to render: the shown devices' attributes and last contact read in. */
+  private async renderable(principal: Principal): Promise<TreeSnapshot> {
+    const rows = await this.store.allNodes();
+    const snap = TreeSnapshot.build(rows, (scope) => this.s.access.canSee(principal, 'device:read', scope));
+    await this.store.fillDeviceDetails(snap.shownDeviceRows(), rows.length);
+    return snap;
+  }
+
   /** The whole tree as the principal may see it. */
   async tree(principal: Principal): Promise<{ total_devices: number; tree: TreeNode }> {
-    const snap = await this.snapshot(principal, 'device:read');
+    const snap = await this.renderable(principal);
     const rendered = snap.render(ROOT_NODE, this.onlineCheck());
     // Root is shown to everyone holding device:read, even when nothing below is visible.
     const tree = rendered?.tree ?? emptyRoot();
@@ -216,7 +224,7 @@ export class DevicesService {
 
   /** The subtree at a node: the node's fields at the top, with its ancestors and device count. */
   async subtree(principal: Principal, nodeId: string): Promise<TreeNode & { ancestors: string[]; total_devices: number }> {
-    const snap = await this.snapshot(principal, 'device:read');
+    const snap = await this.renderable(principal);
     if (!snap.has(nodeId)) throw notFound(`Node ${nodeId}`);
     const rendered = snap.render(nodeId, this.onlineCheck());
     if (!rendered && nodeId === ROOT_NODE) return { ...emptyRoot(), ancestors: [ROOT_NODE], total_devices: 0 };

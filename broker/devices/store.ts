@@ -32,13 +32,37 @@ export class DevicesStore {
     if (this.dialect === 'postgres') await trx.selectFrom('nodes').select('node_id').where('node_id', '=', ROOT_NODE).forUpdate().execute();
   }
 
-  /** Every node with its device's attributes and last contact: one query for the whole tree. */
+  /**
+   * Every node of the tree, without device details: one query. Details are read afterwards for
+   * the devices the caller is shown only (`fillDeviceDetails`) — joining them here for every device
+   * costs more than the whole rest of a listing for a restricted user.
+   */
   async allNodes(db: Db = this.db): Promise<NodeRow[]> {
-    return db
-      .selectFrom('nodes')
-      .leftJoin('devices', 'devices.device_id', 'nodes.node_id')
-      .select(['nodes.node_id', 'nodes.parent_id', 'nodes.type', 'nodes.title', 'nodes.tags', 'devices.attributes', 'devices.last_seen'])
-      .execute();
+    const rows = await db.selectFrom('nodes').select(['node_id', 'parent_id', 'type', 'title', 'tags']).execute();
+    return rows.map((r) => ({ ...r, attributes: null, last_seen: null }));
+  }
+
+  /** Sets attributes and last contact on device rows: all devices in one query, or a few by id. */
+  async fillDeviceDetails(rows: NodeRow[], totalNodes: number, db: Db = this.db): Promise<void> {
+    if (rows.length === 0) return;
+    const byId = new Map(rows.map((r) => [r.node_id, r]));
+    const apply = (found: { device_id: string; attributes: string; last_seen: string | null }[]) => {
+      for (const d of found) {
+        const row = byId.get(d.device_id);
+        if (row) {
+          row.attributes = d.attributes;
+          row.last_seen = d.last_seen;
+        }
+      }
+    };
+    if (rows.length * 4 > totalNodes) {
+      apply(await db.selectFrom('devices').select(['device_id', 'attributes', 'last_seen']).execute());
+      return;
+    }
+    const ids = [...byId.keys()];
+    for (let i = 0; i < ids.length; i += 500) {
+      apply(await db.selectFrom('devices').select(['device_id', 'attributes', 'last_seen']).where('device_id', 'in', ids.slice(i, i + 500)).execute());
+    }
   }
 
   chain(db: Db, nodeId: string): Promise<ChainRow[]> {

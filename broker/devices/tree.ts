@@ -143,6 +143,13 @@ export class TreeSnapshot {
     return new TreeSnapshot(rows, matches);
   }
 
+  /** The rows of every device the caller is shown (their details are filled in before rendering). */
+  shownDeviceRows(): NodeRow[] {
+    const out: NodeRow[] = [];
+    for (let i = 0; i < this.rows.length; i++) if (this.shown[i] && this.rows[i].type === 'device') out.push(this.rows[i]);
+    return out;
+  }
+
   has(nodeId: string): boolean {
     const i = this.index.get(nodeId);
     return i !== undefined && this.reachable[i] === 1;
