@@ -78,6 +78,8 @@ export interface RouteSpec<P extends ZodType = ZodType, Q extends ZodType = ZodT
   status?: number;
   /** Event code written to the audit trail for a change; `false` for none. Defaults for non-GET routes. */
   audit?: string | false;
+  /** A remote-access call: a refusal by the permission check is audited as a denied attempt too. */
+  auditDenied?: { event: string; action: string };
   /** Listed in the specification but not built yet: answers 501. */
   notImplemented?: boolean;
   handler: (ctx: HandlerContext<z.infer<P>, z.infer<Q>, z.infer<B>>) => Promise<unknown>;

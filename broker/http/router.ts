@@ -118,14 +118,23 @@ async function authorize(services: Services, route: RouteSpec, principal: Princi
   await services.access.require(principal, permission, deviceId);
 }
 
+function deviceOf(route: RouteSpec, req: Request): string | undefined {
+  try {
+    return route.device?.({ params: req.params, query: req.query, body: req.body });
+  } catch {
+    return undefined;
+  }
+}
+
 /** Mounts routes on a router: authentication, validation, authorization, the handler, the audit entry. */
 export function mountRoutes(router: Router, routes: RouteSpec[], services: Services): void {
   for (const route of routes) {
     const bodySchema = strictBody(route.body);
     const handler = async (req: Request, res: Response) => {
       let file: UploadedFile | undefined;
+      let principal: Principal | undefined;
+      let handlerStarted = false;
       try {
-        let principal: Principal | undefined;
         if (route.access !== 'public') {
           const token = bearerToken(req);
           if (!token) throw unauthorized();
@@ -161,6 +170,7 @@ export function mountRoutes(router: Router, routes: RouteSpec[], services: Servi
           },
           cookie: (name) => readCookie(req, name),
         };
+        handlerStarted = true;
         const result = await route.handler(ctx);
         if (route.method !== 'get' && route.audit !== false) {
           await services.audit.recordChange({
@@ -179,6 +189,22 @@ export function mountRoutes(router: Router, routes: RouteSpec[], services: Servi
         }
         if (result === undefined) return void res.status(route.status ?? 204).end();
         res.status(route.status ?? 200).json(result);
+      } catch (err) {
+        // A remote-access call refused by the route's own permission check is still an attempt to audit.
+        if (route.auditDenied && principal && !handlerStarted && err instanceof ApiError && err.status === 403) {
+          await services.audit.recordRemoteStart({
+            event: route.auditDenied.event,
+            user: principal.user,
+            deviceId: deviceOf(route, req) ?? '',
+            action: route.auditDenied.action,
+            options: {},
+            allowed: false,
+            reason: err.message,
+            ip: clientIp(req),
+            source: 'api',
+          });
+        }
+        throw err;
       } finally {
         // Any call that may have changed something empties the hot-path caches (cache.ts).
         if (route.method !== 'get') services.epoch.bump();
