@@ -4,6 +4,8 @@ const api = ['test/api/**/*.test.ts'];
 
 export default defineConfig({
   test: {
+    // In CI a JSON report too, from which .ci/run prints the plain "N passed, N failed" line.
+    reporters: process.env.CI ? ['default', ['json', { outputFile: 'test/artifacts/vitest-report.json' }]] : ['default'],
     testTimeout: 30_000,
     hookTimeout: 60_000,
     projects: [
