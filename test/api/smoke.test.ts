@@ -51,3 +51,19 @@ describe('broker basics', () => {
     expect(r.body.error).toBe('not_implemented');
   });
 });
+
+describe('API sandbox', () => {
+  it('serves Swagger UI on the OpenAPI document, with the WebSocket endpoints documented', async () => {
+    const page = await t.api('GET', '/api/sandbox');
+    expect(page.status).toBe(200);
+    expect(page.body).toContain('swagger-ui-bundle.js');
+    const init = await t.api('GET', '/api/sandbox/init.js');
+    expect(init.body).toContain('/api/v2/openapi.json');
+    const bundle = await fetch(`${t.url}/api/sandbox/assets/swagger-ui-bundle.js`);
+    expect(bundle.status).toBe(200);
+    expect((await bundle.text()).length).toBeGreaterThan(100_000);
+    const doc = await t.api('GET', '/api/v2/openapi.json');
+    expect(doc.body.components.securitySchemes.authorization).toMatchObject({ type: 'http', scheme: 'bearer' });
+    expect(Object.keys(doc.body.paths)).toEqual(expect.arrayContaining(['/api/v2/remote/console', '/api/v2/agent/ws', '/api/v2/agent/enrol']));
+  });
+});
