@@ -68,6 +68,14 @@ export function createApp(services: Services): Express {
   app.use('/api', (req, _res, next) => next(new ApiError(404, 'not_found', `No call ${req.method} /api${req.path}.`)));
 
   if (fs.existsSync(path.join(WEB_DIST, 'index.html'))) {
+    app.use((_req, res, next) => {
+      // The console loads only its own code; WebSockets go back to this broker.
+      res.setHeader(
+        'Content-Security-Policy',
+        "default-src 'self'; connect-src 'self' ws: wss:; img-src 'self' data:; style-src 'self' 'unsafe-inline'; object-src 'none'; base-uri 'self'; frame-ancestors 'none'",
+      );
+      next();
+    });
     app.use(express.static(WEB_DIST, { index: 'index.html', maxAge: '1h' }));
     // The console routes in the browser: unknown paths load the app.
     app.get(/^\/(?!api\/).*/, (_req, res) => {

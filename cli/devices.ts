@@ -1,17 +1,6 @@
+import type { GroupTree, GroupTreeNode } from '../shared/api-types.js';
 import type { ApiClient } from './api.js';
 import { CliError } from './errors.js';
-
-export interface TreeNode {
-  id?: string;
-  node_id: string;
-  title: string;
-  type: 'group' | 'device';
-  tags?: string[];
-  status?: string;
-  last_reported?: string | number | null;
-  attributes?: { device_name?: string } & Record<string, unknown>;
-  nodes?: TreeNode[];
-}
 
 export interface DeviceRow {
   id: string;
@@ -25,9 +14,9 @@ const DEVICE_ID = /^[0-9a-f]{64}$/;
 
 /** Every device of the group tree the caller may read, with the path of groups above it. */
 export async function listDevices(client: ApiClient): Promise<DeviceRow[]> {
-  const tree = await client.call<{ tree: TreeNode }>('GET', '/grouptree');
+  const tree = await client.call<GroupTree>('GET', '/grouptree');
   const rows: DeviceRow[] = [];
-  const walk = (node: TreeNode, groups: string[]) => {
+  const walk = (node: GroupTreeNode, groups: string[]) => {
     if (node.type === 'device') {
       rows.push({
         id: node.node_id,

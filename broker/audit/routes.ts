@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { pagingQuery } from '../http/paging.js';
 import { defineRoute, type RouteSpec } from '../http/route.js';
 
 export const auditQuery = z.object({
@@ -9,8 +10,7 @@ export const auditQuery = z.object({
   event: z.string().max(64).optional(),
   from: z.iso.datetime().optional(),
   to: z.iso.datetime().optional(),
-  offset: z.coerce.number().int().min(0).default(0),
-  items_per_page: z.coerce.number().int().min(1).max(1000).default(50),
+  ...pagingQuery.shape,
 });
 
 export const auditRoutes: RouteSpec[] = [

@@ -1,3 +1,4 @@
+import type { AuditEntry, ListPage } from '../../shared/api-types.js';
 import type { Db } from '../db/database.js';
 
 export interface AuditActor {
@@ -112,7 +113,7 @@ export class AuditService {
       .execute();
   }
 
-  async list(q: AuditQuery) {
+  async list(q: AuditQuery): Promise<ListPage<AuditEntry>> {
     let query = this.db.selectFrom('audit');
     if (q.device_id) query = query.where('device_id', '=', q.device_id);
     if (q.user_id) query = query.where('user_id', '=', q.user_id);

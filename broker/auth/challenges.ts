@@ -1,10 +1,9 @@
 import crypto from 'node:crypto';
+import type { SecondFactorProvider } from '../../shared/api-types.js';
 import type { Db } from '../db/database.js';
 import type { ChallengesTable } from '../db/schema.js';
 import { ApiError } from '../http/errors.js';
 import { digest, randomToken } from './passwords.js';
-
-export type SecondFactorProvider = 'email' | 'google';
 
 /** A challenge lives five minutes from its issue. */
 export const CHALLENGE_TTL_MS = 5 * 60_000;

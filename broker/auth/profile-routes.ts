@@ -1,24 +1,14 @@
 import { z } from 'zod';
+import type { Profile } from '../../shared/api-types.js';
 import { defineRoute, type RouteSpec } from '../http/route.js';
+import { userRecord } from '../users/routes.js';
 import { newPassword } from './password-routes.js';
 
 const name = z.string().trim().min(1).max(100);
 
-const profile = z.object({
-  user_id: z.string(),
-  fname: z.string(),
-  lname: z.string(),
-  email: z.string(),
-  roles: z.array(z.string()).describe('role ids'),
-  disabled: z.boolean(),
-  two_factor: z.object({
-    enabled: z.boolean().describe('whether sign-in asks for a second factor (account policy or the user\'s override)'),
-    providers: z.array(z.enum(['email', 'google'])).describe('email always; google once an authenticator app is confirmed'),
-  }),
-  created_at: z.string(),
-  last_login: z.string().nullable(),
+const profile = userRecord.extend({
   permissions: z.array(z.string()).describe('every permission the user\'s roles grant, on at least some devices'),
-});
+}) satisfies z.ZodType<Profile>;
 
 /** The signed-in user's own account; no permission needed beyond being signed in. */
 export const profileRoutes: RouteSpec[] = [

@@ -1,25 +1,11 @@
+import type { Profile } from '../../shared/api-types.js';
 import type { Principal } from '../access/principal.js';
 import type { Db } from '../db/database.js';
 import { badRequest, conflict, notFound } from '../http/errors.js';
 import { hashPassword, verifyPassword } from './passwords.js';
 import type { AuthService, UserRow } from './service.js';
 import { newTotpSecret, totpEnrolment, totpStep, type TotpEnrolment } from './totp.js';
-import { twoFactorState, type TwoFactorState } from './two-factor.js';
-
-/** The signed-in user's own record: the user shape of CONTRACT.md plus what they may do. */
-export interface Profile {
-  user_id: string;
-  fname: string;
-  lname: string;
-  email: string;
-  roles: string[];
-  disabled: boolean;
-  two_factor: TwoFactorState;
-  created_at: string;
-  last_login: string | null;
-  /** every permission the user's roles grant (on at least some devices) */
-  permissions: string[];
-}
+import { twoFactorState } from './two-factor.js';
 
 const wrongPassword = (field: string) => badRequest('The password is wrong.', { field }, 'wrong_password');
 

@@ -1,4 +1,5 @@
 import crypto from 'node:crypto';
+import type { SecondFactorProvider, TwoFactorState } from '../../shared/api-types.js';
 import { compilePolicies, type CompiledPolicy, type Policy } from '../../shared/resources.js';
 import { Principal } from '../access/principal.js';
 import type { Config } from '../config.js';
@@ -9,14 +10,14 @@ import { EpochCache, type ChangeEpoch } from '../cache.js';
 import type { MailService } from '../mail/service.js';
 import { passwordResetMail, signInCodeMail, welcomeMail } from '../mail/templates.js';
 import type { SettingsStore } from '../settings.js';
-import { ChallengeStore, codeMatches, type SecondFactorProvider } from './challenges.js';
+import { ChallengeStore, codeMatches } from './challenges.js';
 import { PasswordLinks } from './password-links.js';
 import { digest, randomToken, verifyPassword } from './passwords.js';
 import { ProfileService } from './profile.js';
 import { RateLimiter } from './ratelimit.js';
 import { TokenSigner } from './tokens.js';
 import { totpStep } from './totp.js';
-import { providersOf, secondFactorApplies, twoFactorState, TWO_FACTOR_POLICY_KEY, type TwoFactorPolicy, type TwoFactorState } from './two-factor.js';
+import { providersOf, secondFactorApplies, twoFactorState, TWO_FACTOR_POLICY_KEY, type TwoFactorPolicy } from './two-factor.js';
 
 export interface IssuedSession {
   token: string;

@@ -1,18 +1,10 @@
-import type { SecondFactorProvider } from './challenges.js';
+import type { SecondFactorProvider, TwoFactorState } from '../../shared/api-types.js';
 
 /** Settings key of the account-wide policy, value `{"enabled": bool}`; absent means off. */
 export const TWO_FACTOR_POLICY_KEY = 'two_factor_policy';
 
 export interface TwoFactorPolicy {
   enabled: boolean;
-}
-
-/** What the user record shows (CONTRACT.md "two_factor"). */
-export interface TwoFactorState {
-  /** whether sign-in asks this user for a second factor (policy, or the user's override) */
-  enabled: boolean;
-  /** the providers the user can use: `email` always, `google` once an authenticator app is confirmed */
-  providers: SecondFactorProvider[];
 }
 
 /** `users.two_factor`: null follows the account policy, 0/1 overrides it for this user. */

@@ -1,4 +1,5 @@
 import type { Generated } from 'kysely';
+import type { AuditEntry } from '../../shared/api-types.js';
 
 /**
  * The store's tables. Portable between SQLite and PostgreSQL: timestamps are ISO-8601 text
@@ -144,26 +145,11 @@ export interface PortmapsTable {
   created_by: string | null;
 }
 
-export interface AuditTable {
+/** The audit trail: each row is the API's AuditEntry, with its id generated and its options as JSON text. */
+export interface AuditTable extends Omit<AuditEntry, 'id' | 'options'> {
   id: Generated<number>;
-  ts: string;
-  /** stable event code, e.g. remote.console.start, user.create */
-  event: string;
-  user_id: string | null;
-  user_email: string | null;
-  device_id: string | null;
-  action: string;
   /** JSON of the options / request detail */
   options: string;
-  result: string; // 'allowed' | 'denied' | 'ok' | 'error' | 'ended'
-  reason: string | null;
-  source_ip: string | null;
-  source: string | null; // 'api' | 'web' | 'cli' | 'ssh'
-  session_id: string | null;
-  ended_at: string | null;
-  duration_ms: number | null;
-  bytes_in: number | null;
-  bytes_out: number | null;
 }
 
 export interface Database {

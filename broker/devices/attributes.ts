@@ -3,8 +3,9 @@
  * pairs used in templating. Stored as one JSON object per device; read back with every legacy
  * field as a string.
  */
+import type { DeviceAttributes, LegacyAttribute } from '../../shared/api-types.js';
 
-export const LEGACY_FIELDS = ['device_name', 'description', 'latitude', 'longitude', 'country', 'city', 'zip', 'address'] as const;
+export const LEGACY_FIELDS = ['device_name', 'description', 'latitude', 'longitude', 'country', 'city', 'zip', 'address'] as const satisfies readonly LegacyAttribute[];
 export type LegacyField = (typeof LEGACY_FIELDS)[number];
 
 /** Longest value of a legacy string field (the spec leaves it open). */
@@ -19,10 +20,6 @@ const CONTROL = /[\u0000-\u001f\u007f]/;
 const RESERVED_KEYS = new Set(['__proto__', 'constructor', 'prototype']);
 
 export type StoredAttributes = Partial<Record<LegacyField, string>> & { custom?: Record<string, string> };
-
-export interface DeviceAttributes extends Record<LegacyField, string> {
-  custom: Record<string, string>;
-}
 
 export interface AttributesPatch {
   device_name?: string;

@@ -1,6 +1,8 @@
 /** Request and response schemas of the device routes: validation, types and the OpenAPI document. */
 import { z } from 'zod';
+import type { AttributesRecord, DeviceAttributes, GroupTreeNode } from '../../shared/api-types.js';
 import { NODE_ID_PATTERN, TAG_PATTERN } from '../../shared/resources.js';
+import { pagingQuery } from '../http/paging.js';
 import {
   coordinateProblem,
   CUSTOM_VALUE_MAX_LENGTH,
@@ -80,11 +82,12 @@ export const attributesRecord = z.object({
   ...legacyOut,
   custom: z.record(z.string(), z.string()),
   custom_max: z.number().int().describe('How many custom attributes a device may hold (MAX_CUSTOM_ATTRIBUTES)'),
-});
+}) satisfies z.ZodType<AttributesRecord>;
 
-export const deviceAttributesOut = z.object({ ...legacyOut, custom: z.record(z.string(), z.string()) });
+export const deviceAttributesOut = z.object({ ...legacyOut, custom: z.record(z.string(), z.string()) }) satisfies z.ZodType<DeviceAttributes>;
 
-// Not recursive on purpose: a self-referencing schema would need $defs that the OpenAPI document cannot place.
+// Not recursive on purpose: a self-referencing schema would need $defs that the OpenAPI document cannot place
+// (so `nodes` is checked against the record only as a list of objects).
 export const treeNode = z.object({
   id: z.string(),
   node_id: z.string(),
@@ -95,7 +98,7 @@ export const treeNode = z.object({
   status: z.enum(['online', 'offline']).optional().describe('Devices only'),
   last_reported: z.string().nullable().optional().describe('Devices only: last contact (ISO 8601), null if never'),
   attributes: deviceAttributesOut.optional().describe('Devices only'),
-});
+}) satisfies z.ZodType<Omit<GroupTreeNode, 'nodes'> & { nodes: object[] }>;
 
 export const groupTreeResponse = z.object({ total_devices: z.number().int(), tree: treeNode });
 
@@ -171,8 +174,7 @@ export const treeChangesResponse = z.object({
 
 export const tagsQuery = z.object({
   search: z.string().max(64).optional().describe('Only tags containing this text (case-insensitive)'),
-  offset: z.coerce.number().int().min(0).default(0),
-  items_per_page: z.coerce.number().int().min(1).max(1000).default(50),
+  ...pagingQuery.shape,
 });
 
 export const tagsResponse = z.object({ items: z.array(z.object({ tag: z.string(), count: z.number().int() })), total: z.number().int() });

@@ -1,22 +1,18 @@
 import crypto from 'node:crypto';
+import type { AttributesRecord, DeviceAttributes, GroupTree, GroupTreeNode } from '../../shared/api-types.js';
 import type { Permission } from '../../shared/permissions.js';
 import type { DeviceScope } from '../../shared/resources.js';
 import type { Principal } from '../access/principal.js';
 import type { Db } from '../db/database.js';
 import { ApiError, badRequest, conflict, forbidden, notFound } from '../http/errors.js';
 import type { Services } from '../services.js';
-import { applyPatch, AttributeLimitError, readAttributes, storedForm, type AttributesPatch, type DeviceAttributes } from './attributes.js';
+import { applyPatch, AttributeLimitError, readAttributes, storedForm, type AttributesPatch } from './attributes.js';
 import { DEVICE_ID_PATTERN, MAX_TREE_DEPTH, ROOT_NODE, scopeOfChain, SYSTEM_NODES, UNASSIGNED_NODE, type ChainRow } from './scope.js';
 import { DevicesStore } from './store.js';
-import { TreeSnapshot, type OnlineCheck, type TreeNode } from './tree.js';
+import { TreeSnapshot, type OnlineCheck } from './tree.js';
 
 /** A device counts as online when it was heard from within this window (until live state is plugged in). */
 export const ONLINE_WINDOW_MS = 2 * 60_000;
-
-export interface AttributesRecord extends DeviceAttributes {
-  /** The most custom attributes a device may hold (for the UI's "used / max" counter). */
-  custom_max: number;
-}
 
 export interface DeviceRecord {
   device_id: string;
@@ -214,7 +210,7 @@ export class DevicesService {
   }
 
   /** The whole tree as the principal may see it. */
-  async tree(principal: Principal): Promise<{ total_devices: number; tree: TreeNode }> {
+  async tree(principal: Principal): Promise<GroupTree> {
     const snap = await this.renderable(principal);
     const rendered = snap.render(ROOT_NODE, this.onlineCheck());
     // Root is shown to everyone holding device:read, even when nothing below is visible.
@@ -223,7 +219,7 @@ export class DevicesService {
   }
 
   /** The subtree at a node: the node's fields at the top, with its ancestors and device count. */
-  async subtree(principal: Principal, nodeId: string): Promise<TreeNode & { ancestors: string[]; total_devices: number }> {
+  async subtree(principal: Principal, nodeId: string): Promise<GroupTreeNode & { ancestors: string[]; total_devices: number }> {
     const snap = await this.renderable(principal);
     if (!snap.has(nodeId)) throw notFound(`Node ${nodeId}`);
     const rendered = snap.render(nodeId, this.onlineCheck());
@@ -444,7 +440,7 @@ export class DevicesService {
   }
 }
 
-function emptyRoot(): TreeNode {
+function emptyRoot(): GroupTreeNode {
   return { id: ROOT_NODE, node_id: ROOT_NODE, title: 'All devices', type: 'group', tags: [], nodes: [] };
 }
 

@@ -1,6 +1,7 @@
 import { describe, expect, it } from 'vitest';
+import type { GroupTreeNode } from '../../shared/api-types.js';
 import { compilePolicies, evaluate, type Policy } from '../../shared/resources.js';
-import { TreeSnapshot, type NodeRow, type TreeNode } from './tree.js';
+import { TreeSnapshot, type NodeRow } from './tree.js';
 
 function row(node_id: string, parent_id: string | null, type: 'group' | 'device', tags: string[] = [], title = node_id): NodeRow {
   return { node_id, parent_id, type, title, tags: JSON.stringify(tags), attributes: type === 'device' ? JSON.stringify({ device_name: title }) : null, last_seen: null };
@@ -28,7 +29,7 @@ function snapshotFor(policies: Policy[]) {
   return TreeSnapshot.build(rows, (scope) => evaluate(compiled, 'device:read', scope).allowed);
 }
 
-function ids(node: TreeNode): string[] {
+function ids(node: GroupTreeNode): string[] {
   return [node.node_id, ...node.nodes.flatMap(ids)];
 }
 

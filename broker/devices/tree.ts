@@ -9,8 +9,9 @@
  *   inherited tags), or when something below it appears (it is then shown as the way there).
  * Every group, however empty, is shown to a caller whose resources include `*`.
  */
+import type { GroupTreeNode } from '../../shared/api-types.js';
 import type { DeviceScope } from '../../shared/resources.js';
-import { readAttributes, type DeviceAttributes } from './attributes.js';
+import { readAttributes } from './attributes.js';
 import { ROOT_NODE } from './scope.js';
 
 export interface NodeRow {
@@ -23,18 +24,6 @@ export interface NodeRow {
   /** devices.attributes (JSON) for device nodes */
   attributes: string | null;
   last_seen: string | null;
-}
-
-export interface TreeNode {
-  id: string;
-  node_id: string;
-  title: string;
-  type: 'group' | 'device';
-  tags: string[];
-  nodes: TreeNode[];
-  status?: 'online' | 'offline';
-  last_reported?: string | null;
-  attributes?: DeviceAttributes;
 }
 
 /** Whether a device is connected now; `lastSeen` is the stored last contact. */
@@ -167,14 +156,14 @@ export class TreeSnapshot {
   }
 
   /** The subtree at `nodeId` as the caller sees it, and how many devices it shows. */
-  render(nodeId: string, online: OnlineCheck): { tree: TreeNode; totalDevices: number } | undefined {
+  render(nodeId: string, online: OnlineCheck): { tree: GroupTreeNode; totalDevices: number } | undefined {
     const i = this.index.get(nodeId);
     if (i === undefined || !this.shown[i]) return undefined;
     const counter = { devices: 0 };
     return { tree: this.renderNode(i, online, counter), totalDevices: counter.devices };
   }
 
-  private renderNode(i: number, online: OnlineCheck, counter: { devices: number }): TreeNode {
+  private renderNode(i: number, online: OnlineCheck, counter: { devices: number }): GroupTreeNode {
     const row = this.rows[i];
     if (row.type === 'device') {
       counter.devices += 1;

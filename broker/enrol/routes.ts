@@ -3,6 +3,7 @@ import { AGENT_ENROL_PATH, AGENT_WS_PATH, AgentClose, AUTH_SIGNING_PREFIX, PROTO
 import { NODE_ID_PATTERN } from '../../shared/resources.js';
 import { DEVICE_ID_PATTERN } from '../devices/scope.js';
 import type { ExtraOperation } from '../http/openapi.js';
+import { listPage, pagingQuery } from '../http/paging.js';
 import { defineRoute, type RouteSpec } from '../http/route.js';
 import { API_PREFIX } from '../http/router.js';
 
@@ -17,10 +18,6 @@ const keyRef = z
 const groupId = z.string().regex(NODE_ID_PATTERN, 'is not a group node id').describe('Node id of the group enrolled devices go to.');
 const autoAccept = z.boolean().describe('true: devices enrolling with this key are approved at once; false: they wait in the pending hosts.');
 const nodeId = z.string().regex(DEVICE_ID_PATTERN, 'must be a device id: 64 lowercase hexadecimal characters').describe('The device id (node id of a device).');
-const paging = z.object({
-  offset: z.coerce.number().int().min(0).default(0),
-  items_per_page: z.coerce.number().int().min(1).max(1000).default(50),
-});
 
 const keyRecord = z.object({
   key: z.string().describe('The bootstrap key an agent is started with (`--bootstrap-key`).'),
@@ -92,8 +89,8 @@ export const enrolRoutes: RouteSpec[] = [
     summary: 'List bootstrap keys',
     description: 'Keys oldest first, `{items, total}`.',
     access: 'bootstrap-keys:read',
-    query: paging,
-    response: z.object({ items: z.array(keyRecord), total: z.number() }),
+    query: pagingQuery,
+    response: listPage(keyRecord),
     handler: async ({ query, services }) => services.enrol.listKeys(query),
   }),
   defineRoute({
@@ -141,8 +138,8 @@ export const enrolRoutes: RouteSpec[] = [
     summary: 'List pending hosts',
     description: 'Devices that enrolled and wait for approval, oldest first, `{items, total}`. Compare `public_key_fingerprint` with the agent log before approving.',
     access: 'device:approve',
-    query: paging,
-    response: z.object({ items: z.array(pendingHost), total: z.number() }),
+    query: pagingQuery,
+    response: listPage(pendingHost),
     handler: async ({ query, services }) => services.enrol.pendingHosts(query),
   }),
   defineRoute({

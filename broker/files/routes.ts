@@ -1,6 +1,7 @@
 import { pipeline } from 'node:stream/promises';
 import { z } from 'zod';
 import { badRequest } from '../http/errors.js';
+import { pagingQuery } from '../http/paging.js';
 import { defineRoute, Reply, type RouteSpec } from '../http/route.js';
 
 const TAG = 'files';
@@ -110,8 +111,7 @@ export const filesRoutes: RouteSpec[] = [
       search: z.string().max(1024).optional(),
       sort_field: z.enum(['name', 'size', 'extension', 'created', 'mtime', 'path']).default('name'),
       sort_direction: z.enum(['asc', 'desc']).default('asc'),
-      offset: z.coerce.number().int().min(0).default(0),
-      items_per_page: z.coerce.number().int().min(1).max(1000).default(50),
+      ...pagingQuery.shape,
     }),
     response: z.object({ items: z.array(fileEntry), total: z.number().int() }),
     handler: async ({ query, services }) => services.files.list(query),

@@ -1,12 +1,12 @@
 import { z } from 'zod';
 import { DEVICE_ID_PATTERN } from '../devices/scope.js';
+import { listPage, pagingQuery } from '../http/paging.js';
 import { defineRoute, type RouteSpec } from '../http/route.js';
 
 const deviceId = z.string().regex(DEVICE_ID_PATTERN, 'must be a device id: 64 lowercase hexadecimal characters').describe('The device id.');
 const listQuery = z.object({
   search: z.string().max(200).optional().describe('Part of the device title, or the start of its id'),
-  offset: z.coerce.number().int().min(0).default(0),
-  items_per_page: z.coerce.number().int().min(1).max(1000).default(50),
+  ...pagingQuery.shape,
 });
 
 const report = z
@@ -51,28 +51,20 @@ export const inventoryRoutes: RouteSpec[] = [
     response: report,
     handler: async ({ params, services, principal }) => services.inventory.get(principal, params.device_id),
   }),
-  defineRoute({
-    method: 'get',
-    path: '/inventorylist',
-    tag: 'inventory',
-    summary: 'List device inventories',
-    description: LIST_DESCRIPTION,
-    access: 'inventory:read',
-    query: listQuery,
-    response: z.object({ items: z.array(report), total: z.number() }),
-    handler: async ({ query, services, principal }) => services.inventory.list(principal, query),
-  }),
-  defineRoute({
-    method: 'get',
-    path: '/inventory',
-    tag: 'inventory',
-    summary: 'List device inventories (same as /inventorylist)',
-    description: LIST_DESCRIPTION,
-    access: 'inventory:read',
-    query: listQuery,
-    response: z.object({ items: z.array(report), total: z.number() }),
-    handler: async ({ query, services, principal }) => services.inventory.list(principal, query),
-  }),
+  // The same list under two paths: /inventorylist, and /inventory as an alias of it.
+  ...(['/inventorylist', '/inventory'] as const).map((path) =>
+    defineRoute({
+      method: 'get',
+      path,
+      tag: 'inventory',
+      summary: path === '/inventorylist' ? 'List device inventories' : 'List device inventories (same as /inventorylist)',
+      description: LIST_DESCRIPTION,
+      access: 'inventory:read',
+      query: listQuery,
+      response: listPage(report),
+      handler: async ({ query, services, principal }) => services.inventory.list(principal, query),
+    }),
+  ),
   defineRoute({
     method: 'get',
     path: '/inventoryonlinestats',

@@ -1,6 +1,8 @@
 import { z } from 'zod';
+import type { RemoteCapabilities } from '../../shared/api-types.js';
 import { defineRoute, type RouteSpec } from '../http/route.js';
 import type { ExtraOperation } from '../http/openapi.js';
+import { listPage, pagingQuery } from '../http/paging.js';
 import { CONSOLE_UNACKED_MAX } from './relay.js';
 import { deviceId, host, port, proto } from './schemas.js';
 import { REMOTE_WS_PATHS } from './sessions.js';
@@ -33,7 +35,7 @@ const capabilities = z.object({
   tunnel: z.boolean(),
   copy: z.boolean(),
   reload: z.boolean(),
-});
+}) satisfies z.ZodType<RemoteCapabilities>;
 
 const AUDITED =
   'Every attempt, allowed or denied, is written to the audit trail (GET /commitlist, event `remote.<action>.start|denied`) before anything starts; if that write fails the attempt is refused (500 `audit_failed`).';
@@ -90,10 +92,9 @@ export const remoteRoutes: RouteSpec[] = [
     access: 'authenticated',
     query: z.object({
       device_id: deviceId.optional(),
-      offset: z.coerce.number().int().min(0).default(0),
-      items_per_page: z.coerce.number().int().min(1).max(1000).default(50),
+      ...pagingQuery.shape,
     }),
-    response: z.object({ items: z.array(portmapRecord), total: z.number() }),
+    response: listPage(portmapRecord),
     handler: async ({ query, principal, services }) => services.remote.listPortmaps(principal, query),
   }),
   defineRoute({

@@ -1,3 +1,4 @@
+import type { RemoteCapabilities } from '../../shared/api-types.js';
 import type { Permission } from '../../shared/permissions.js';
 import { entityMatches, parseResource, REMOTE_ACTIONS, type RemoteActionName } from '../../shared/resources.js';
 import type { Principal } from '../access/principal.js';
@@ -6,15 +7,6 @@ import type { Services } from '../services.js';
 import { PortmapStore, type Portmap, type PortmapInput } from './portmaps.js';
 import { RemoteSessions, type RemoteSource } from './sessions.js';
 import { TicketStore } from './tickets.js';
-
-export interface RemoteCapabilities {
-  device_id: string;
-  connected: boolean;
-  console: boolean;
-  tunnel: boolean;
-  copy: boolean;
-  reload: boolean;
-}
 
 /**
  * Remote access: the WebSocket sessions (console, tunnel, copy — see sessions.ts), tickets for

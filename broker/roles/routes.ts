@@ -1,5 +1,6 @@
 import { z } from 'zod';
 import { badRequest } from '../http/errors.js';
+import { listPage, pagingQuery } from '../http/paging.js';
 import { defineRoute, type RouteSpec } from '../http/route.js';
 
 const NO_CONTROL = /^[^\u0000-\u001f\u007f-\u009f]*$/;
@@ -64,10 +65,9 @@ export const rolesRoutes: RouteSpec[] = [
     access: 'roles:read',
     query: z.object({
       search: z.string().max(200).optional(),
-      offset: z.coerce.number().int().min(0).default(0),
-      items_per_page: z.coerce.number().int().min(1).max(1000).default(50),
+      ...pagingQuery.shape,
     }),
-    response: z.object({ items: z.array(roleRecord), total: z.number() }),
+    response: listPage(roleRecord),
     handler: async ({ query, services }) => services.roles.list(query),
   }),
   defineRoute({

@@ -4,7 +4,7 @@ import { validatePolicies, type Policy, type PolicyProblem } from '../../shared/
 import type { Principal } from '../access/principal.js';
 import { badRequest, conflict, notFound } from '../http/errors.js';
 import type { Services } from '../services.js';
-import { isUniqueViolation, lockIdentity, type Executor } from '../users/store.js';
+import { writeIdentity, type Executor } from '../users/store.js';
 import { deleteRole, findRole, insertRole, listRoles, roleNameTaken, updateRole, usersOfRoles, type RoleRow, type RoleUser } from './store.js';
 
 export interface RolePolicy {
@@ -202,16 +202,11 @@ export class RolesService {
     return normalized;
   }
 
-  private async write(work: (trx: Executor) => Promise<void>): Promise<void> {
-    try {
-      await this.db.transaction().execute(async (trx) => {
-        await lockIdentity(trx, this.s.store.dialect);
-        await work(trx);
-      });
-    } catch (err) {
-      if (isUniqueViolation(err)) throw conflict('duplicate_role_name', 'A role with this name exists already.', { field: 'name' });
-      throw err;
-    }
+  /** One transaction under the identity lock; a unique-name race surfaces as 409. */
+  private write(work: (trx: Executor) => Promise<void>): Promise<void> {
+    return writeIdentity(this.db, this.s.store.dialect, work, () =>
+      conflict('duplicate_role_name', 'A role with this name exists already.', { field: 'name' }),
+    );
   }
 }
 

@@ -1,6 +1,8 @@
 import { z } from 'zod';
+import type { UserList, UserRecord } from '../../shared/api-types.js';
 import { MIN_PASSWORD_LENGTH } from '../auth/passwords.js';
 import { badRequest } from '../http/errors.js';
+import { listPage, pagingQuery } from '../http/paging.js';
 import { defineRoute, type RouteSpec } from '../http/route.js';
 
 const NO_CONTROL = /^[^\u0000-\u001f\u007f-\u009f]*$/;
@@ -28,7 +30,8 @@ const twoFactorOverride = z
   })
   .describe('Per-user override of the account 2FA policy.');
 
-const userRecord = z.object({
+/** A user as the API shows it (GET /user/{id}; GET /profile adds `permissions`). */
+export const userRecord = z.object({
   user_id: z.string(),
   fname: z.string(),
   lname: z.string(),
@@ -41,7 +44,9 @@ const userRecord = z.object({
   }),
   created_at: z.string().describe('ISO 8601'),
   last_login: z.string().nullable().describe('ISO 8601, or null before the first sign-in'),
-});
+}) satisfies z.ZodType<UserRecord>;
+
+const userList = listPage(userRecord).extend({ seats: z.object({ used: z.number(), max: z.number() }) }) satisfies z.ZodType<UserList>;
 
 const CHECKS =
   'Answers 409 `duplicate_email` for an email in use, `seats_exhausted` when activating a user would exceed the subscription seats, `self_lockout` when you disable or delete yourself and `last_administrator` when the last active holder of the built-in Administrator role would lose it. A role id that does not exist answers 400 naming `roles`.';
@@ -57,10 +62,9 @@ export const usersRoutes: RouteSpec[] = [
     access: 'users:read',
     query: z.object({
       search: z.string().max(200).optional().describe('Part of the name or email'),
-      offset: z.coerce.number().int().min(0).default(0),
-      items_per_page: z.coerce.number().int().min(1).max(1000).default(50),
+      ...pagingQuery.shape,
     }),
-    response: z.object({ items: z.array(userRecord), total: z.number(), seats: z.object({ used: z.number(), max: z.number() }) }),
+    response: userList,
     handler: async ({ query, services }) => services.users.list(query),
   }),
   defineRoute({

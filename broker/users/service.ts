@@ -1,6 +1,8 @@
 import crypto from 'node:crypto';
+import type { UserList, UserRecord } from '../../shared/api-types.js';
 import type { Principal } from '../access/principal.js';
 import { hashPassword } from '../auth/passwords.js';
+import { twoFactorState } from '../auth/two-factor.js';
 import { badRequest, conflict, notFound } from '../http/errors.js';
 import type { Services } from '../services.js';
 import {
@@ -13,39 +15,14 @@ import {
   policiesOfRoles,
   findUser,
   insertUser,
-  isUniqueViolation,
   listUsers,
-  lockIdentity,
   rolesOfUsers,
   setUserRoles,
   updateUser,
+  writeIdentity,
   type Executor,
   type UserRow,
 } from './store.js';
-
-/** Account-wide second-factor policy, kept in settings. Off unless an administrator turns it on. */
-export const TWO_FACTOR_POLICY_KEY = 'two_factor_policy';
-
-export type TwoFactorProvider = 'email' | 'google';
-
-/** A user as the API shows it. */
-export interface UserRecord {
-  user_id: string;
-  fname: string;
-  lname: string;
-  email: string;
-  roles: string[];
-  disabled: boolean;
-  two_factor: { enabled: boolean; providers: TwoFactorProvider[] };
-  created_at: string;
-  last_login: string | null;
-}
-
-export interface UserList {
-  items: UserRecord[];
-  total: number;
-  seats: { used: number; max: number };
-}
 
 export interface NewUser {
   fname: string;
@@ -89,9 +66,8 @@ export class UsersService {
     return this.s.store.db;
   }
 
-  private async twoFactorDefault(): Promise<boolean> {
-    const policy = await this.s.settings.get<{ enabled?: unknown }>(TWO_FACTOR_POLICY_KEY);
-    return policy?.enabled === true;
+  private twoFactorDefault(): Promise<boolean> {
+    return this.s.auth.twoFactorPolicy();
   }
 
   private toRecord(row: UserRow, roles: string[], twoFactorDefault: boolean): UserRecord {
@@ -102,10 +78,7 @@ export class UsersService {
       email: row.email,
       roles,
       disabled: row.disabled === 1,
-      two_factor: {
-        enabled: row.two_factor === null ? twoFactorDefault : row.two_factor === 1,
-        providers: row.totp_secret ? ['email', 'google'] : ['email'],
-      },
+      two_factor: twoFactorState(row, twoFactorDefault),
       created_at: row.created_at,
       last_login: row.last_login,
     };
@@ -239,16 +212,10 @@ export class UsersService {
   }
 
   /** One transaction under the identity lock; a unique-email race surfaces as 409. */
-  private async write(work: (trx: Executor) => Promise<void>): Promise<void> {
-    try {
-      await this.db.transaction().execute(async (trx) => {
-        await lockIdentity(trx, this.s.store.dialect);
-        await work(trx);
-      });
-    } catch (err) {
-      if (isUniqueViolation(err)) throw conflict('duplicate_email', 'A user with this email address exists already.', { field: 'email' });
-      throw err;
-    }
+  private write(work: (trx: Executor) => Promise<void>): Promise<void> {
+    return writeIdentity(this.db, this.s.store.dialect, work, () =>
+      conflict('duplicate_email', 'A user with this email address exists already.', { field: 'email' }),
+    );
   }
 
   private async requireRoles(trx: Executor, roles: string[]): Promise<void> {

@@ -24,6 +24,23 @@ export function isUniqueViolation(err: unknown): boolean {
   return e?.code === '23505' || e?.code === 'SQLITE_CONSTRAINT_UNIQUE' || e?.code === 'SQLITE_CONSTRAINT_PRIMARYKEY';
 }
 
+/**
+ * A change to users or roles: one transaction under the identity lock. A unique constraint that
+ * refuses a write (a race the checks made in `work` could not see) surfaces as `duplicate()`,
+ * the caller's 409.
+ */
+export async function writeIdentity<T>(db: Executor, dialect: Dialect, work: (trx: Executor) => Promise<T>, duplicate: () => Error): Promise<T> {
+  try {
+    return await db.transaction().execute(async (trx) => {
+      await lockIdentity(trx, dialect);
+      return work(trx);
+    });
+  } catch (err) {
+    if (isUniqueViolation(err)) throw duplicate();
+    throw err;
+  }
+}
+
 /** `%text%` for LIKE, with the wildcards of the text itself escaped (used with ESCAPE '\'). */
 export function likePattern(text: string): string {
   return `%${text.toLowerCase().replace(/[\\%_]/g, (c) => `\\${c}`)}%`;

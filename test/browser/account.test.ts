@@ -1,36 +1,28 @@
 import { Secret, TOTP } from 'otpauth';
-import type { Browser } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { startTestBroker, type TestBroker } from '../support/broker.js';
+import { screenshot, useBrowserSuite } from '../support/browser.js';
 import { startTestSmtp, type TestSmtp } from '../support/smtp.js';
-import { ensureBuilt, expectNoConsoleErrors, launchBrowser, openPage, screenshot, signIn } from './support.js';
 
-let t: TestBroker;
 let smtp: TestSmtp;
-let browser: Browser;
 
 const totpCode = (secret: string, timestamp: number) =>
   new TOTP({ secret: Secret.fromBase32(secret), algorithm: 'SHA1', digits: 6, period: 30 }).generate({ timestamp });
 
+// The mail server starts before the broker that sends to it and stops after it (after hooks run in reverse).
 beforeAll(async () => {
-  ensureBuilt();
   smtp = await startTestSmtp();
-  t = await startTestBroker({ env: { SMTP_URL: smtp.url } });
-  browser = await launchBrowser();
 });
 
 afterAll(async () => {
-  await browser?.close();
-  await t?.close();
   await smtp?.close();
 });
 
+const suite = useBrowserSuite({ env: () => ({ SMTP_URL: smtp.url }) });
+
 describe('two-factor sign-in', () => {
   it('enrols an authenticator app from the profile (QR code) and then signs in with its code', async () => {
-    const user = await t.userWith([{ permission: 'device:read' }]);
-    const w = await openPage(browser, t.url);
-    const { page } = w;
-    await signIn(page, user.email, user.password);
+    const user = await suite.t.userWith([{ permission: 'device:read' }]);
+    const { page, expectNoErrorsAndClose } = await suite.open({ as: user });
     await page.goto('/profile');
     await page.getByRole('button', { name: 'Set up an authenticator app' }).click();
     const qr = page.getByTestId('totp-qr');
@@ -45,11 +37,11 @@ describe('two-factor sign-in', () => {
     await page.getByLabel('Code').fill(totpCode(secret, enrolledAt));
     await page.getByRole('button', { name: 'Confirm' }).click();
     await page.getByText('The authenticator app is set up.').waitFor();
-    const profile = await t.api('GET', '/api/v2/profile', { token: user.token });
+    const profile = await suite.t.api('GET', '/api/v2/profile', { token: user.token });
     expect(profile.body.two_factor.providers).toContain('google');
 
     // Sign-in asks this user for a second factor from now on.
-    expect((await t.api('PATCH', `/api/v2/user/${user.id}`, { token: t.adminToken, body: { two_factor: { enabled: true } } })).status).toBe(200);
+    expect((await suite.t.api('PATCH', `/api/v2/user/${user.id}`, { token: suite.t.adminToken, body: { two_factor: { enabled: true } } })).status).toBe(200);
     await page.getByRole('button', { name: 'Sign out' }).click();
     await page.getByRole('button', { name: 'Sign in' }).waitFor();
 
@@ -72,15 +64,13 @@ describe('two-factor sign-in', () => {
     await page.getByRole('button', { name: 'Verify' }).click();
     await page.locator('header.topbar').waitFor();
     await page.getByRole('heading', { level: 1, name: 'Devices' }).waitFor();
-    expectNoConsoleErrors(w);
-    await w.context.close();
+    await expectNoErrorsAndClose();
   });
 
   it('signs in with a code mailed to the user', async () => {
-    const user = await t.userWith([{ permission: 'device:read' }]);
-    expect((await t.api('PATCH', `/api/v2/user/${user.id}`, { token: t.adminToken, body: { two_factor: { enabled: true } } })).status).toBe(200);
-    const w = await openPage(browser, t.url);
-    const { page } = w;
+    const user = await suite.t.userWith([{ permission: 'device:read' }]);
+    expect((await suite.t.api('PATCH', `/api/v2/user/${user.id}`, { token: suite.t.adminToken, body: { two_factor: { enabled: true } } })).status).toBe(200);
+    const { page, expectNoErrorsAndClose } = await suite.open({ as: null });
     await page.goto('/login');
     await page.getByLabel('Email').fill(user.email);
     await page.getByLabel('Password').fill(user.password);
@@ -93,15 +83,13 @@ describe('two-factor sign-in', () => {
     await page.getByLabel('Code').fill(code as string);
     await page.getByRole('button', { name: 'Verify' }).click();
     await page.getByRole('heading', { level: 1, name: 'Devices' }).waitFor();
-    expectNoConsoleErrors(w);
-    await w.context.close();
+    await expectNoErrorsAndClose();
   });
 });
 
 describe('password links', () => {
   it('creates a user without a password: the welcome link sets one, then the user signs in', async () => {
-    const admin = await openPage(browser, t.url);
-    await signIn(admin.page);
+    const admin = await suite.open();
     await admin.page.goto('/users');
     await admin.page.getByRole('button', { name: 'New user' }).click();
     const form = admin.page.getByRole('form', { name: 'New user' });
@@ -111,13 +99,11 @@ describe('password links', () => {
     await form.getByLabel('Administrator').check();
     await form.getByRole('button', { name: 'Create user' }).click();
     await admin.page.getByText('a welcome email with a link to set a password was sent').waitFor();
-    expectNoConsoleErrors(admin);
-    await admin.context.close();
+    await admin.expectNoErrorsAndClose();
 
     const mail = await smtp.next('wendy@example.com');
     const link = new URL(/https?:\/\/\S+set-password\?token=\S+/.exec(mail.text)?.[0] as string);
-    const w = await openPage(browser, t.url);
-    const { page } = w;
+    const { page, expectNoErrorsAndClose } = await suite.open({ as: null });
     await page.goto(link.pathname + link.search);
     await page.getByRole('heading', { name: 'Set your password' }).waitFor();
     await screenshot(page, 'set-password');
@@ -138,14 +124,12 @@ describe('password links', () => {
     await page.getByRole('button', { name: 'Set password' }).click();
     await page.getByRole('alert').waitFor();
     expect(await page.getByRole('alert').textContent()).toContain('The link cannot be used');
-    expectNoConsoleErrors(w);
-    await w.context.close();
+    await expectNoErrorsAndClose();
   });
 
   it('mails a reset link from the sign-in page', async () => {
-    const user = await t.userWith([{ permission: 'device:read' }]);
-    const w = await openPage(browser, t.url);
-    const { page } = w;
+    const user = await suite.t.userWith([{ permission: 'device:read' }]);
+    const { page, expectNoErrorsAndClose } = await suite.open({ as: null });
     await page.goto('/login');
     await page.getByRole('button', { name: 'Forgot your password?' }).click();
     await page.getByLabel('Email').fill(user.email);
@@ -153,24 +137,21 @@ describe('password links', () => {
     await page.getByRole('status').waitFor();
     const mail = await smtp.next(user.email);
     expect(mail.text).toContain('/set-password?token=');
-    expectNoConsoleErrors(w);
-    await w.context.close();
+    await expectNoErrorsAndClose();
   });
 });
 
 describe('profile', () => {
   it('changes the name and the password; a wrong current password is shown at its field', async () => {
-    const user = await t.userWith([{ permission: 'device:read' }]);
-    const w = await openPage(browser, t.url);
-    const { page } = w;
-    await signIn(page, user.email, user.password);
+    const user = await suite.t.userWith([{ permission: 'device:read' }]);
+    const { page, expectNoErrorsAndClose } = await suite.open({ as: user });
     await page.getByRole('link', { name: /Test User/ }).click();
     await page.getByRole('heading', { level: 1, name: 'Profile' }).waitFor();
     await page.getByLabel('First name').fill('Grace');
     await page.getByLabel('Last name').fill('Hopper');
     await page.getByRole('form', { name: 'Your name' }).getByRole('button', { name: 'Save' }).click();
     await page.getByRole('link', { name: 'Grace Hopper' }).waitFor();
-    expect((await t.api('GET', '/api/v2/profile', { token: user.token })).body).toMatchObject({ fname: 'Grace', lname: 'Hopper' });
+    expect((await suite.t.api('GET', '/api/v2/profile', { token: user.token })).body).toMatchObject({ fname: 'Grace', lname: 'Hopper' });
 
     await page.getByLabel('Current password').fill('not-the-password');
     await page.getByLabel('New password', { exact: true }).fill('a-new-password-42');
@@ -183,8 +164,7 @@ describe('profile', () => {
     await page.getByLabel('Current password').fill(user.password);
     await page.getByRole('button', { name: 'Change password' }).click();
     await page.getByText('Your password was changed.').waitFor();
-    expect(await t.login(user.email, 'a-new-password-42')).toMatch(/^ey/);
-    expectNoConsoleErrors(w);
-    await w.context.close();
+    expect(await suite.t.login(user.email, 'a-new-password-42')).toMatch(/^ey/);
+    await expectNoErrorsAndClose();
   });
 });

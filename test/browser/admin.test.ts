@@ -1,28 +1,12 @@
 import fs from 'node:fs';
-import type { Browser } from 'playwright-core';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { startTestBroker, type TestBroker } from '../support/broker.js';
-import { ensureBuilt, expectNoConsoleErrors, launchBrowser, openPage, screenshot, signIn } from './support.js';
+import { describe, expect, it } from 'vitest';
+import { screenshot, useBrowserSuite } from '../support/browser.js';
 
-let t: TestBroker;
-let browser: Browser;
-
-beforeAll(async () => {
-  ensureBuilt();
-  t = await startTestBroker();
-  browser = await launchBrowser();
-});
-
-afterAll(async () => {
-  await browser?.close();
-  await t?.close();
-});
+const suite = useBrowserSuite();
 
 describe('roles', () => {
   it('validates each resource live with the shared parser, saves the role, and refuses to delete it while in use, naming who uses it', async () => {
-    const w = await openPage(browser, t.url);
-    const { page } = w;
-    await signIn(page);
+    const { page, expectNoErrorsAndClose } = await suite.open();
     await page.goto('/roles');
     await page.getByRole('link', { name: 'New role' }).click();
     await page.getByRole('heading', { level: 1, name: 'New role' }).waitFor();
@@ -59,7 +43,7 @@ describe('roles', () => {
     await page.getByRole('button', { name: 'Create role' }).click();
     await page.getByRole('heading', { level: 1, name: 'Roles' }).waitFor();
 
-    const roles = await t.api('GET', '/api/v2/roleslist', { token: t.adminToken });
+    const roles = await suite.t.api('GET', '/api/v2/roleslist', { token: suite.t.adminToken });
     const role = roles.body.items.find((r: { name: string }) => r.name === 'Lab operators');
     expect(role.policies).toEqual([
       { permission: 'remote-access:connect', resources: ['tag:lab/tunnel(proto=tcp;port=22)', '*/console'] },
@@ -67,8 +51,8 @@ describe('roles', () => {
     ]);
 
     // Assign it, then try to delete it.
-    const holder = await t.api('POST', '/api/v2/user', {
-      token: t.adminToken,
+    const holder = await suite.t.api('POST', '/api/v2/user', {
+      token: suite.t.adminToken,
       body: { fname: 'Linus', lname: 'Lab', email: 'linus@example.com', roles: [role.id], password: 'a-long-password-1' },
     });
     expect(holder.status).toBe(201);
@@ -79,31 +63,25 @@ describe('roles', () => {
     await row.getByTestId('used-by').waitFor();
     expect(await row.getByTestId('used-by').textContent()).toBe('Linus Lab');
     await screenshot(page, 'role-in-use');
-    expect((await t.api('GET', `/api/v2/role/${role.id}`, { token: t.adminToken })).status).toBe(200);
-    expectNoConsoleErrors(w);
-    await w.context.close();
+    expect((await suite.t.api('GET', `/api/v2/role/${role.id}`, { token: suite.t.adminToken })).status).toBe(200);
+    await expectNoErrorsAndClose();
   });
 
   it('shows a role read-only to a user without roles:manage', async () => {
-    const reader = await t.userWith([{ permission: 'roles:read' }]);
-    const w = await openPage(browser, t.url);
-    const { page } = w;
-    await signIn(page, reader.email, reader.password);
+    const reader = await suite.t.userWith([{ permission: 'roles:read' }]);
+    const { page, expectNoErrorsAndClose } = await suite.open({ as: reader });
     await page.goto('/roles');
     await page.getByRole('link', { name: 'Administrator' }).click();
     await page.getByRole('heading', { level: 2, name: 'Permissions' }).waitFor();
     expect(await page.getByRole('link', { name: 'New role' }).count()).toBe(0);
     expect(await page.getByRole('button', { name: /Save role|Create role|Add permission/ }).count()).toBe(0);
-    expectNoConsoleErrors(w);
-    await w.context.close();
+    await expectNoErrorsAndClose();
   });
 });
 
 describe('users', () => {
   it('creates, edits, disables, enables and deletes a user', async () => {
-    const w = await openPage(browser, t.url);
-    const { page } = w;
-    await signIn(page);
+    const { page, expectNoErrorsAndClose } = await suite.open();
     await page.goto('/users');
     await page.getByRole('button', { name: 'New user' }).click();
     const form = page.getByRole('form', { name: 'New user' });
@@ -134,27 +112,24 @@ describe('users', () => {
     await row.getByRole('button', { name: 'Yes, disable' }).click();
     await page.getByText('ada@example.com is disabled.').waitFor();
     await expect.poll(() => row.locator('.badge').first().textContent()).toBe('disabled');
-    const login = await t.api('POST', '/api/v2/login', { body: { email: 'ada@example.com', password: 'a-long-password-2' } });
+    const login = await suite.t.api('POST', '/api/v2/login', { body: { email: 'ada@example.com', password: 'a-long-password-2' } });
     expect(login.status).toBe(401);
 
     await row.getByRole('button', { name: 'Enable' }).click();
     await page.getByText('ada@example.com is enabled.').waitFor();
-    expect(await t.login('ada@example.com', 'a-long-password-2')).toMatch(/^ey/);
+    expect(await suite.t.login('ada@example.com', 'a-long-password-2')).toMatch(/^ey/);
 
     await row.getByRole('button', { name: 'Delete' }).click();
     await row.getByRole('button', { name: 'Yes, delete' }).click();
     await page.getByText('ada@example.com was deleted.').waitFor();
     await expect.poll(() => row.count()).toBe(0);
-    expectNoConsoleErrors(w);
-    await w.context.close();
+    await expectNoErrorsAndClose();
   });
 });
 
 describe('files manager', () => {
   it('creates a folder, uploads with progress, downloads the same bytes and deletes', async () => {
-    const w = await openPage(browser, t.url);
-    const { page } = w;
-    await signIn(page);
+    const { page, expectNoErrorsAndClose } = await suite.open();
     await page.goto('/files');
     await page.getByRole('heading', { level: 1, name: 'Files' }).waitFor();
     await page.getByLabel('New folder').fill('configs');
@@ -190,17 +165,14 @@ describe('files manager', () => {
     await row.getByRole('button', { name: 'Yes, delete' }).click();
     await page.getByText('app.conf deleted.').waitFor();
     await page.getByText('This folder is empty.').waitFor();
-    const listed = await t.api('GET', '/api/v2/files?path=/configs/', { token: t.adminToken });
+    const listed = await suite.t.api('GET', '/api/v2/files?path=/configs/', { token: suite.t.adminToken });
     expect(listed.body.items).toEqual([]);
-    expectNoConsoleErrors(w);
-    await w.context.close();
+    await expectNoErrorsAndClose();
   });
 
   it('offers no write actions without files:manage', async () => {
-    const reader = await t.userWith([{ permission: 'files:read' }]);
-    const w = await openPage(browser, t.url);
-    const { page } = w;
-    await signIn(page, reader.email, reader.password);
+    const reader = await suite.t.userWith([{ permission: 'files:read' }]);
+    const { page, expectNoErrorsAndClose } = await suite.open({ as: reader });
     await page.goto('/files');
     await page.getByRole('heading', { level: 1, name: 'Files' }).waitFor();
     await expect.poll(() => page.locator('.loading').count()).toBe(0);
@@ -209,7 +181,6 @@ describe('files manager', () => {
     // Only Files is offered in the menu.
     const links = await page.getByRole('navigation', { name: 'Main' }).getByRole('link').allTextContents();
     expect(links).toEqual(['Files', expect.stringMatching(/^Test User/)]);
-    expectNoConsoleErrors(w);
-    await w.context.close();
+    await expectNoErrorsAndClose();
   });
 });

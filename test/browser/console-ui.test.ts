@@ -1,26 +1,12 @@
-import type { Browser } from 'playwright-core';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { ADMIN, startTestBroker, type TestBroker } from '../support/broker.js';
-import { ensureBuilt, expectNoConsoleErrors, launchBrowser, openPage, screenshot, signIn } from './support.js';
+import { describe, expect, it } from 'vitest';
+import { ADMIN, startTestBroker } from '../support/broker.js';
+import { screenshot, useBrowserSuite } from '../support/browser.js';
 
-let t: TestBroker;
-let browser: Browser;
-
-beforeAll(async () => {
-  ensureBuilt();
-  t = await startTestBroker();
-  browser = await launchBrowser();
-});
-
-afterAll(async () => {
-  await browser?.close();
-  await t?.close();
-});
+const suite = useBrowserSuite();
 
 describe('sign-in and sign-out', () => {
   it('shows the API message for a wrong password, then signs in with the keyboard alone', async () => {
-    const w = await openPage(browser, t.url);
-    const { page } = w;
+    const { page, expectNoErrorsAndClose } = await suite.open({ as: null });
     await page.goto('/');
     await expect.poll(() => page.url()).toMatch(/\/login$/);
     await screenshot(page, 'sign-in');
@@ -40,35 +26,30 @@ describe('sign-in and sign-out', () => {
     await page.getByLabel('Password').press('Enter');
     await page.getByRole('button', { name: 'Sign out' }).waitFor();
     expect(new URL(page.url()).pathname).not.toBe('/login');
-    expectNoConsoleErrors(w);
-    await w.context.close();
+    await expectNoErrorsAndClose();
   });
 
   it('signs out: the token is revoked and the console asks to sign in again', async () => {
-    const w = await openPage(browser, t.url);
-    const { page } = w;
-    await signIn(page);
+    const { page, expectNoErrorsAndClose } = await suite.open();
     const token = await page.evaluate(() => sessionStorage.getItem('fleet.token'));
     expect(token).toMatch(/^ey/);
-    expect((await t.api('GET', '/api/v2/commitlist', { token: token as string })).status).toBe(200);
+    expect((await suite.t.api('GET', '/api/v2/commitlist', { token: token as string })).status).toBe(200);
 
     await page.getByRole('button', { name: 'Sign out' }).click();
     await page.getByRole('button', { name: 'Sign in' }).waitFor();
     expect(await page.getByRole('status').first().textContent()).toContain('signed out');
     expect(new URL(page.url()).pathname).toBe('/login');
-    expect((await t.api('GET', '/api/v2/commitlist', { token: token as string })).status).toBe(401);
+    expect((await suite.t.api('GET', '/api/v2/commitlist', { token: token as string })).status).toBe(401);
 
     // A new visit does not sign in again by itself: the refresh cookie was revoked too.
     await page.goto('/audit');
     await page.getByRole('button', { name: 'Sign in' }).waitFor();
     expect(await page.evaluate(() => sessionStorage.getItem('fleet.token'))).toBeNull();
-    expectNoConsoleErrors(w);
-    await w.context.close();
+    await expectNoErrorsAndClose();
   });
 
   it('keeps the session across a reload and returns to the page asked for after sign-in', async () => {
-    const w = await openPage(browser, t.url);
-    const { page } = w;
+    const { page, expectNoErrorsAndClose } = await suite.open({ as: null });
     await page.goto('/audit?result=denied');
     await page.getByRole('button', { name: 'Sign in' }).waitFor();
     await page.getByLabel('Email').fill(ADMIN.email);
@@ -80,16 +61,13 @@ describe('sign-in and sign-out', () => {
     await page.reload();
     await page.getByRole('heading', { name: 'Audit' }).waitFor();
     expect(await page.getByRole('button', { name: 'Sign out' }).isVisible()).toBe(true);
-    expectNoConsoleErrors(w);
-    await w.context.close();
+    await expectNoErrorsAndClose();
   });
 });
 
 describe('navigation', () => {
   it('offers every area to the administrator, and each screen renders a heading or the API message', async () => {
-    const w = await openPage(browser, t.url);
-    const { page } = w;
-    await signIn(page);
+    const { page, expectNoErrorsAndClose } = await suite.open();
     const nav = page.getByRole('navigation', { name: 'Main' });
     const areas = [
       ['Devices', 'devices'],
@@ -115,14 +93,11 @@ describe('navigation', () => {
 
     await page.goto('/no-such-page');
     await page.getByText('There is no page at /no-such-page').waitFor();
-    expectNoConsoleErrors(w);
-    await w.context.close();
+    await expectNoErrorsAndClose();
   });
 
   it('fits a phone-width window: the menu folds behind a button', async () => {
-    const w = await openPage(browser, t.url, { width: 390, height: 844 });
-    const { page } = w;
-    await signIn(page);
+    const { page, expectNoErrorsAndClose } = await suite.open({ viewport: { width: 390, height: 844 } });
     const nav = page.getByRole('navigation', { name: 'Main' });
     expect(await nav.isVisible()).toBe(false);
     await page.getByRole('button', { name: 'Menu' }).click();
@@ -135,17 +110,14 @@ describe('navigation', () => {
     const overflow = await page.evaluate(() => document.documentElement.scrollWidth - window.innerWidth);
     expect(overflow).toBeLessThanOrEqual(0);
     await screenshot(page, 'phone-audit');
-    expectNoConsoleErrors(w);
-    await w.context.close();
+    await expectNoErrorsAndClose();
   });
 });
 
 describe('access denied', () => {
   it('shows "Access denied" with the reason when the user may not use an area', async () => {
-    const user = await t.userWith([{ permission: 'device:read' }]);
-    const w = await openPage(browser, t.url);
-    const { page } = w;
-    await signIn(page, user.email, user.password);
+    const user = await suite.t.userWith([{ permission: 'device:read' }]);
+    const { page, expectNoErrorsAndClose } = await suite.open({ as: user });
     await page.goto('/audit');
     const alert = page.getByRole('alert');
     await alert.waitFor();
@@ -155,15 +127,14 @@ describe('access denied', () => {
     await page.goto('/users');
     await page.getByRole('alert').waitFor();
     expect(await page.getByRole('alert').textContent()).toContain('Access denied');
-    expectNoConsoleErrors(w);
-    await w.context.close();
+    await expectNoErrorsAndClose();
   });
 });
 
 describe('audit view', () => {
   it('lists remote-access attempts and filters them by result and device', async () => {
-    const audit = t.broker.services.audit;
-    const admin = await t.api('GET', '/api/v2/commitlist', { token: t.adminToken });
+    const audit = suite.t.broker.services.audit;
+    const admin = await suite.t.api('GET', '/api/v2/commitlist', { token: suite.t.adminToken });
     expect(admin.status).toBe(200);
     const deviceA = 'a'.repeat(64);
     const deviceB = 'b'.repeat(64);
@@ -173,9 +144,7 @@ describe('audit view', () => {
     await audit.recordRemoteStart({ ...base, event: 'remote.console', deviceId: deviceB, allowed: false, reason: 'no matching resource' });
     await audit.recordRemoteStart({ ...base, event: 'remote.tunnel', action: 'tunnel', deviceId: deviceA, allowed: false, options: { proto: 'tcp', port: 22 }, reason: 'port not allowed' });
 
-    const w = await openPage(browser, t.url);
-    const { page } = w;
-    await signIn(page);
+    const { page, expectNoErrorsAndClose } = await suite.open();
     await page.goto('/audit');
     const rows = page.locator('table.audit-table tbody tr');
     await rows.first().waitFor();
@@ -197,8 +166,7 @@ describe('audit view', () => {
 
     await page.getByRole('button', { name: 'Clear' }).click();
     await expect.poll(() => rows.count()).toBeGreaterThanOrEqual(3);
-    expectNoConsoleErrors(w);
-    await w.context.close();
+    await expectNoErrorsAndClose();
   });
 });
 
@@ -206,17 +174,14 @@ describe('token renewal', () => {
   it('renews the token before it expires, so a long-open console keeps working', async () => {
     const short = await startTestBroker({ env: { TOKEN_TTL_SECONDS: '10' } });
     try {
-      const w = await openPage(browser, short.url);
-      const { page } = w;
-      await signIn(page);
+      const { page, expectNoErrorsAndClose } = await suite.open({ broker: short });
       const first = await page.evaluate(() => sessionStorage.getItem('fleet.token'));
       // The console renews at 80% of the lifetime; wait until the token changed.
       await expect.poll(() => page.evaluate(() => sessionStorage.getItem('fleet.token')), { timeout: 20_000, interval: 500 }).not.toBe(first);
       await page.getByRole('navigation', { name: 'Main' }).getByRole('link', { name: 'Audit', exact: true }).click();
       await page.getByRole('heading', { level: 1, name: 'Audit' }).waitFor();
       await expect.poll(() => page.locator('table.audit-table').count()).toBe(1);
-      expectNoConsoleErrors(w);
-      await w.context.close();
+      await expectNoErrorsAndClose();
     } finally {
       await short.close();
     }

@@ -1,33 +1,17 @@
-import type { Browser } from 'playwright-core';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { enrolDevice } from '../support/agent.js';
-import { startTestBroker, type TestBroker } from '../support/broker.js';
-import { ensureBuilt, expectNoConsoleErrors, launchBrowser, openPage, screenshot, signIn } from './support.js';
+import { screenshot, useBrowserSuite } from '../support/browser.js';
 
-let t: TestBroker;
-let browser: Browser;
-
-beforeAll(async () => {
-  ensureBuilt();
-  t = await startTestBroker();
-  browser = await launchBrowser();
-});
-
-afterAll(async () => {
-  await browser?.close();
-  await t?.close();
-});
+const suite = useBrowserSuite();
 
 describe('device tree', () => {
   it('shows groups with their node ids, tags and devices, and filters by text, tag and status', async () => {
-    await t.addGroup({ id: 'berlin', title: 'Berlin', tags: ['prod'] });
-    await t.addGroup({ id: 'lab', title: 'Lab', tags: ['test'] });
-    const gateway = await t.addDevice({ parent: 'berlin', name: 'gateway-01', tags: ['edge'] });
-    await t.addDevice({ parent: 'lab', name: 'bench-pi' });
+    await suite.t.addGroup({ id: 'berlin', title: 'Berlin', tags: ['prod'] });
+    await suite.t.addGroup({ id: 'lab', title: 'Lab', tags: ['test'] });
+    const gateway = await suite.t.addDevice({ parent: 'berlin', name: 'gateway-01', tags: ['edge'] });
+    await suite.t.addDevice({ parent: 'lab', name: 'bench-pi' });
 
-    const w = await openPage(browser, t.url);
-    const { page } = w;
-    await signIn(page);
+    const { page, expectNoErrorsAndClose } = await suite.open();
     await page.goto('/devices');
     const tree = page.locator('ul.tree');
     await tree.getByText('gateway-01').waitFor();
@@ -60,22 +44,19 @@ describe('device tree', () => {
     expect(new URL(page.url()).pathname).toBe(`/devices/${gateway}`);
     expect(await page.locator('.device-meta').textContent()).toContain(gateway);
     await screenshot(page, 'device-page');
-    expectNoConsoleErrors(w);
-    await w.context.close();
+    await expectNoErrorsAndClose();
   });
 });
 
 describe('attribute editor', () => {
   it('adds two custom keys, marks one for deletion and undoes it; nothing is stored before Save; the API then holds exactly the record', async () => {
-    const device = await t.addDevice({ name: 'sensor-7' });
-    const seeded = await t.api('PATCH', `/api/v2/deviceattribute/${device}`, { token: t.adminToken, body: { description: 'lab sensor', custom: { owner: 'ops' } } });
+    const device = await suite.t.addDevice({ name: 'sensor-7' });
+    const seeded = await suite.t.api('PATCH', `/api/v2/deviceattribute/${device}`, { token: suite.t.adminToken, body: { description: 'lab sensor', custom: { owner: 'ops' } } });
     expect(seeded.status).toBe(200);
     const before = seeded.body;
     const max = before.custom_max as number;
 
-    const w = await openPage(browser, t.url);
-    const { page } = w;
-    await signIn(page);
+    const { page, expectNoErrorsAndClose } = await suite.open();
     await page.goto(`/devices/${device}`);
     await page.getByRole('link', { name: 'Edit attributes' }).click();
     await page.getByRole('heading', { level: 1, name: 'Edit attributes' }).waitFor();
@@ -103,7 +84,7 @@ describe('attribute editor', () => {
     await screenshot(page, 'attributes-marked');
 
     // Nothing is persisted before Save.
-    expect((await t.api('GET', `/api/v2/deviceattribute/${device}`, { token: t.adminToken })).body).toEqual(before);
+    expect((await suite.t.api('GET', `/api/v2/deviceattribute/${device}`, { token: suite.t.adminToken })).body).toEqual(before);
 
     await ownerRow.getByRole('button', { name: 'Undo delete of owner' }).click();
     await expect.poll(() => counter.textContent()).toContain(`3 / ${max}`);
@@ -111,19 +92,16 @@ describe('attribute editor', () => {
 
     await page.getByRole('button', { name: 'Save', exact: true }).click();
     await page.getByText('Saved.').waitFor();
-    const after = await t.api('GET', `/api/v2/deviceattribute/${device}`, { token: t.adminToken });
+    const after = await suite.t.api('GET', `/api/v2/deviceattribute/${device}`, { token: suite.t.adminToken });
     expect(after.body).toEqual({ ...before, custom: { owner: 'ops', site: 'berlin', rack: 'r12' } });
     await screenshot(page, 'attributes-saved');
-    expectNoConsoleErrors(w);
-    await w.context.close();
+    await expectNoErrorsAndClose();
   });
 
   it('shows the API errors at the field (coordinates out of range, key too long) and stores nothing', async () => {
-    const device = await t.addDevice({ name: 'sensor-8' });
-    const before = (await t.api('GET', `/api/v2/deviceattribute/${device}`, { token: t.adminToken })).body;
-    const w = await openPage(browser, t.url);
-    const { page } = w;
-    await signIn(page);
+    const device = await suite.t.addDevice({ name: 'sensor-8' });
+    const before = (await suite.t.api('GET', `/api/v2/deviceattribute/${device}`, { token: suite.t.adminToken })).body;
+    const { page, expectNoErrorsAndClose } = await suite.open();
     await page.goto(`/devices/${device}/attributes`);
     await page.getByLabel('Latitude').fill('95');
     await page.getByRole('button', { name: 'Save', exact: true }).click();
@@ -142,22 +120,19 @@ describe('attribute editor', () => {
     expect(await row.locator('.field-error').textContent()).toMatch(/64/);
     await screenshot(page, 'attributes-errors');
     // All or nothing: the valid latitude was not stored either.
-    expect((await t.api('GET', `/api/v2/deviceattribute/${device}`, { token: t.adminToken })).body).toEqual(before);
+    expect((await suite.t.api('GET', `/api/v2/deviceattribute/${device}`, { token: suite.t.adminToken })).body).toEqual(before);
 
     await row.getByRole('button', { name: /Remove new row/ }).click();
     await page.getByRole('button', { name: 'Save', exact: true }).click();
     await page.getByText('Saved.').waitFor();
-    expect((await t.api('GET', `/api/v2/deviceattribute/${device}`, { token: t.adminToken })).body.latitude).toBe('52.52');
-    expectNoConsoleErrors(w);
-    await w.context.close();
+    expect((await suite.t.api('GET', `/api/v2/deviceattribute/${device}`, { token: suite.t.adminToken })).body.latitude).toBe('52.52');
+    await expectNoErrorsAndClose();
   });
 
   it('is not offered without device:manage', async () => {
-    const device = await t.addDevice({ name: 'sensor-9' });
-    const reader = await t.userWith([{ permission: 'device:read' }]);
-    const w = await openPage(browser, t.url);
-    const { page } = w;
-    await signIn(page, reader.email, reader.password);
+    const device = await suite.t.addDevice({ name: 'sensor-9' });
+    const reader = await suite.t.userWith([{ permission: 'device:read' }]);
+    const { page, expectNoErrorsAndClose } = await suite.open({ as: reader });
     await page.goto(`/devices/${device}`);
     await page.getByRole('heading', { level: 2, name: 'Attributes' }).waitFor();
     expect(await page.getByRole('link', { name: 'Edit attributes' }).count()).toBe(0);
@@ -165,18 +140,15 @@ describe('attribute editor', () => {
     await page.goto(`/devices/${device}/attributes`);
     await page.getByRole('alert').waitFor();
     expect(await page.getByRole('alert').textContent()).toContain('Access denied');
-    expectNoConsoleErrors(w);
-    await w.context.close();
+    await expectNoErrorsAndClose();
   });
 });
 
 describe('phone width', () => {
   it('shows the device page and the attribute editor without sideways scrolling', async () => {
-    const device = await t.addDevice({ name: 'phone-check', tags: ['a-rather-long-tag-name'] });
-    await t.api('PATCH', `/api/v2/deviceattribute/${device}`, { token: t.adminToken, body: { custom: { owner: 'ops', location: 'building 7, floor 3' } } });
-    const w = await openPage(browser, t.url, { width: 390, height: 844 });
-    const { page } = w;
-    await signIn(page);
+    const device = await suite.t.addDevice({ name: 'phone-check', tags: ['a-rather-long-tag-name'] });
+    await suite.t.api('PATCH', `/api/v2/deviceattribute/${device}`, { token: suite.t.adminToken, body: { custom: { owner: 'ops', location: 'building 7, floor 3' } } });
+    const { page, expectNoErrorsAndClose } = await suite.open({ viewport: { width: 390, height: 844 } });
     for (const [path, shot] of [
       [`/devices/${device}`, 'phone-device'],
       [`/devices/${device}/attributes`, 'phone-attributes'],
@@ -195,18 +167,15 @@ describe('phone width', () => {
       expect(wide).toEqual([]);
       expect(await page.evaluate(() => document.documentElement.scrollWidth - window.innerWidth)).toBeLessThanOrEqual(0);
     }
-    expectNoConsoleErrors(w);
-    await w.context.close();
+    await expectNoErrorsAndClose();
   });
 });
 
 describe('remote access buttons', () => {
   it('offers no console to a user without remote-access:connect, and the console URL says "Access denied"', async () => {
-    const device = await t.addDevice({ name: 'router-3', tags: ['lab'] });
-    const reader = await t.userWith([{ permission: 'device:read' }, { permission: 'inventory:read' }]);
-    const w = await openPage(browser, t.url);
-    const { page } = w;
-    await signIn(page, reader.email, reader.password);
+    const device = await suite.t.addDevice({ name: 'router-3', tags: ['lab'] });
+    const reader = await suite.t.userWith([{ permission: 'device:read' }, { permission: 'inventory:read' }]);
+    const { page, expectNoErrorsAndClose } = await suite.open({ as: reader });
     await page.goto(`/devices/${device}`);
     await page.getByText('Your roles allow no remote access to this device.').waitFor();
     expect(await page.getByTestId('open-console').count()).toBe(0);
@@ -219,17 +188,14 @@ describe('remote access buttons', () => {
     expect(await alert.textContent()).toContain('Access denied');
     expect(await page.locator('.xterm').count()).toBe(0);
     await screenshot(page, 'console-access-denied');
-    expectNoConsoleErrors(w);
-    await w.context.close();
+    await expectNoErrorsAndClose();
   });
 
   it('offers exactly the actions a role grants: console only on tag:lab', async () => {
-    const device = await t.addDevice({ name: 'router-4', tags: ['lab'] });
-    const other = await t.addDevice({ name: 'router-5' });
-    const operator = await t.userWith([{ permission: 'device:read' }, { permission: 'remote-access:connect', resources: ['tag:lab/console'] }]);
-    const w = await openPage(browser, t.url);
-    const { page } = w;
-    await signIn(page, operator.email, operator.password);
+    const device = await suite.t.addDevice({ name: 'router-4', tags: ['lab'] });
+    const other = await suite.t.addDevice({ name: 'router-5' });
+    const operator = await suite.t.userWith([{ permission: 'device:read' }, { permission: 'remote-access:connect', resources: ['tag:lab/console'] }]);
+    const { page, expectNoErrorsAndClose } = await suite.open({ as: operator });
     await page.goto(`/devices/${device}`);
     await page.getByTestId('open-console').waitFor();
     expect(await page.getByRole('button', { name: 'Reload agent' }).count()).toBe(0);
@@ -239,21 +205,18 @@ describe('remote access buttons', () => {
     await page.goto(`/devices/${other}`);
     await page.getByText('Your roles allow no remote access to this device.').waitFor();
     expect(await page.getByTestId('open-console').count()).toBe(0);
-    expectNoConsoleErrors(w);
-    await w.context.close();
+    await expectNoErrorsAndClose();
   });
 
   it('lists the port presets of a device with the exact fleet connect command', async () => {
-    const device = await t.addDevice({ name: 'camera-1', tags: ['cams'] });
+    const device = await suite.t.addDevice({ name: 'camera-1', tags: ['cams'] });
     for (const body of [
       { target: 'tag:cams', name: 'RTSP', proto: 'tcp', port: 554, dst: 'localhost' },
       { target: '*', name: 'SSH', proto: 'tcp', port: 22, dst: 'localhost' },
     ]) {
-      expect((await t.api('POST', '/api/v2/service-connect/portmap', { token: t.adminToken, body })).status).toBe(201);
+      expect((await suite.t.api('POST', '/api/v2/service-connect/portmap', { token: suite.t.adminToken, body })).status).toBe(201);
     }
-    const w = await openPage(browser, t.url);
-    const { page } = w;
-    await signIn(page);
+    const { page, expectNoErrorsAndClose } = await suite.open();
     await page.goto(`/devices/${device}`);
     const ssh = page.locator('.portmap', { hasText: 'SSH' });
     await ssh.waitFor();
@@ -262,17 +225,14 @@ describe('remote access buttons', () => {
     await rtsp.getByLabel('Local port').fill('8554');
     expect(await rtsp.getByTestId('connect-command').textContent()).toBe(`fleet connect ${device} -t 8554:localhost:554`);
     await screenshot(page, 'device-tunnels');
-    expectNoConsoleErrors(w);
-    await w.context.close();
+    await expectNoErrorsAndClose();
   });
 });
 
 describe('enrolment', () => {
   it('creates a bootstrap key, approves one pending host and rejects another', async () => {
-    await t.addGroup({ id: 'hamburg', title: 'Hamburg' });
-    const w = await openPage(browser, t.url);
-    const { page } = w;
-    await signIn(page);
+    await suite.t.addGroup({ id: 'hamburg', title: 'Hamburg' });
+    const { page, expectNoErrorsAndClose } = await suite.open();
     await page.goto('/bootstrap-keys');
     await page.getByRole('heading', { level: 1, name: 'Bootstrap keys' }).waitFor();
     await page.getByLabel('Group').selectOption('hamburg');
@@ -280,12 +240,12 @@ describe('enrolment', () => {
     const created = page.locator('.notice code');
     await created.waitFor();
     const key = (await created.textContent()) as string;
-    const listed = await t.api('GET', '/api/v2/bootstrapkeylist', { token: t.adminToken });
+    const listed = await suite.t.api('GET', '/api/v2/bootstrapkeylist', { token: suite.t.adminToken });
     expect(listed.body.items).toEqual([expect.objectContaining({ key, group_id: 'hamburg', auto_accept: false })]);
     await screenshot(page, 'bootstrap-keys');
 
-    const first = await enrolDevice(t, key, undefined, 'pending-one');
-    const second = await enrolDevice(t, key, undefined, 'pending-two');
+    const first = await enrolDevice(suite.t, key, undefined, 'pending-one');
+    const second = await enrolDevice(suite.t, key, undefined, 'pending-two');
     expect(first.answer.body.state).toBe('pending');
     await page.getByRole('navigation', { name: 'Main' }).getByRole('link', { name: 'Pending hosts' }).click();
     const rows = page.locator('tbody tr');
@@ -298,10 +258,9 @@ describe('enrolment', () => {
     await page.getByText('pending-two was rejected.').waitFor();
     await expect.poll(() => rows.count()).toBe(0);
 
-    const tree = await t.api('GET', `/api/v2/node/${first.device.id}`, { token: t.adminToken });
+    const tree = await suite.t.api('GET', `/api/v2/node/${first.device.id}`, { token: suite.t.adminToken });
     expect(tree.body.parent_id).toBe('hamburg');
-    expect((await t.api('GET', `/api/v2/node/${second.device.id}`, { token: t.adminToken })).status).toBe(404);
-    expectNoConsoleErrors(w);
-    await w.context.close();
+    expect((await suite.t.api('GET', `/api/v2/node/${second.device.id}`, { token: suite.t.adminToken })).status).toBe(404);
+    await expectNoErrorsAndClose();
   });
 });

@@ -6,33 +6,28 @@ import crypto from 'node:crypto';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import type { Browser, Page } from 'playwright-core';
+import type { Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { eventually, startAgent, type TestAgent } from '../support/agent.js';
-import { startTestBroker, type TestBroker } from '../support/broker.js';
-import { ensureBuilt, expectNoConsoleErrors, launchBrowser, openPage, screenshot, signIn } from './support.js';
+import { screenshot, useBrowserSuite } from '../support/browser.js';
 
-let t: TestBroker;
-let browser: Browser;
 let agent: TestAgent;
 let device: string;
 let work: string;
 
+const suite = useBrowserSuite();
+
+// After the suite's broker is up, a real agent enrols with an auto-accept key and connects.
 beforeAll(async () => {
-  ensureBuilt();
-  t = await startTestBroker();
-  const key = await t.api('POST', '/api/v2/bootstrapkey', { token: t.adminToken, body: { auto_accept: true } });
+  const key = await suite.t.api('POST', '/api/v2/bootstrapkey', { token: suite.t.adminToken, body: { auto_accept: true } });
   expect(key.status).toBe(200);
-  agent = startAgent({ broker: t.url, bootstrapKey: Object.keys(key.body)[0] });
-  device = await agent.waitConnected(t, 60_000);
+  agent = startAgent({ broker: suite.t.url, bootstrapKey: Object.keys(key.body)[0] });
+  device = await agent.waitConnected(suite.t, 60_000);
   work = fs.mkdtempSync(path.join(os.tmpdir(), 'fleet-browser-remote-'));
-  browser = await launchBrowser();
 });
 
 afterAll(async () => {
-  await browser?.close();
   await agent?.close();
-  await t?.close();
   if (work) fs.rmSync(work, { recursive: true, force: true });
 });
 
@@ -49,9 +44,7 @@ async function typeCommand(page: Page, command: string): Promise<void> {
 
 describe('console to a real agent', () => {
   it('opens from the device page, runs a typed command, follows the window size and ends with a clear message', async () => {
-    const w = await openPage(browser, t.url);
-    const { page } = w;
-    await signIn(page);
+    const { page, expectNoErrorsAndClose } = await suite.open();
     await page.goto(`/devices/${device}`);
     await page.getByTestId('open-console').click();
     await expect.poll(() => page.getByTestId('console-status').textContent(), { timeout: 20_000 }).toBe('Connected');
@@ -92,23 +85,19 @@ describe('console to a real agent', () => {
     await expect.poll(() => page.getByTestId('console-status').textContent(), { timeout: 20_000 }).toBe('Connected');
     await typeCommand(page, 'echo again-$((2*3))');
     await expect.poll(() => screenText(page), { timeout: 15_000 }).toContain('again-6');
-    expectNoConsoleErrors(w);
-    await w.context.close();
+    await expectNoErrorsAndClose();
 
-    const entries = await t.api('GET', `/api/v2/commitlist?device_id=${device}&action=console`, { token: t.adminToken });
+    const entries = await suite.t.api('GET', `/api/v2/commitlist?device_id=${device}&action=console`, { token: suite.t.adminToken });
     expect(entries.body.items.filter((e: { result: string; source: string }) => e.result === 'allowed' && e.source === 'web').length).toBeGreaterThanOrEqual(2);
   });
 
   it('shows "Access denied" in the console when the role allows only other devices', async () => {
-    const operator = await t.userWith([{ permission: 'device:read' }, { permission: 'remote-access:connect', resources: ['tag:elsewhere/console'] }]);
-    const w = await openPage(browser, t.url);
-    const { page } = w;
-    await signIn(page, operator.email, operator.password);
+    const operator = await suite.t.userWith([{ permission: 'device:read' }, { permission: 'remote-access:connect', resources: ['tag:elsewhere/console'] }]);
+    const { page, expectNoErrorsAndClose } = await suite.open({ as: operator });
     await page.goto(`/console/${device}`);
     await page.getByRole('alert').waitFor();
     expect(await page.getByRole('alert').textContent()).toContain('Access denied');
-    expectNoConsoleErrors(w);
-    await w.context.close();
+    await expectNoErrorsAndClose();
   });
 });
 
@@ -117,9 +106,7 @@ describe('file transfer with a real agent', () => {
     const content = crypto.randomBytes(5 * 1024 * 1024);
     const target = path.join(work, 'upload');
     fs.mkdirSync(target);
-    const w = await openPage(browser, t.url);
-    const { page } = w;
-    await signIn(page);
+    const { page, expectNoErrorsAndClose } = await suite.open();
     await page.goto(`/devices/${device}`);
     await page.getByRole('heading', { name: 'File transfer' }).waitFor();
     await page.getByLabel('File to send').setInputFiles({ name: 'firmware.bin', mimeType: 'application/octet-stream', buffer: content });
@@ -142,20 +129,16 @@ describe('file transfer with a real agent', () => {
     await page.getByRole('button', { name: 'Download from device' }).click();
     await page.getByRole('alert').waitFor();
     expect(((await page.getByRole('alert').textContent()) ?? '').length).toBeGreaterThan('Transfer failed'.length);
-    expectNoConsoleErrors(w);
-    await w.context.close();
+    await expectNoErrorsAndClose();
   });
 
   it('reloads the agent from the device page', async () => {
-    const w = await openPage(browser, t.url);
-    const { page } = w;
-    await signIn(page);
+    const { page, expectNoErrorsAndClose } = await suite.open();
     await page.goto(`/devices/${device}`);
     await page.getByRole('button', { name: 'Reload agent' }).click();
     await page.getByText('The agent is reloading.').waitFor({ timeout: 20_000 });
-    const entries = await t.api('GET', `/api/v2/commitlist?device_id=${device}&action=reload`, { token: t.adminToken });
+    const entries = await suite.t.api('GET', `/api/v2/commitlist?device_id=${device}&action=reload`, { token: suite.t.adminToken });
     expect(entries.body.items[0]).toMatchObject({ result: 'allowed', source: 'web' });
-    expectNoConsoleErrors(w);
-    await w.context.close();
+    await expectNoErrorsAndClose();
   });
 });

@@ -1,19 +1,20 @@
 /** The console's pure rules, without a browser: what is sent, shown and offered. */
 import { describe, expect, it } from 'vitest';
+import type { AttributesRecord, GroupTreeNode } from '../../shared/api-types.js';
 import { ApiFailure, apiUrl, itemsOf, tokenExpiry } from './api.js';
 import { match, withQuery } from './router.js';
-import { LEGACY_FIELDS, patchBody, type DeviceAttributes, type LegacyField } from './screens/attributes.js';
+import { LEGACY_FIELDS, patchBody, type LegacyField } from './screens/attributes.js';
 import { keysOf } from './screens/bootstrap-keys.js';
-import { pruneTree, type TreeNode } from './screens/devices.js';
+import { pruneTree } from './screens/devices.js';
 import { entriesOf } from './screens/files.js';
 import { connectCommand, defaultLocalPort } from './screens/portmaps.js';
 import { toPolicies } from './screens/roles.js';
 import { permissionNames } from './session.js';
 
-const legacyOf = (record: DeviceAttributes) => Object.fromEntries(LEGACY_FIELDS.map((f) => [f.name, record[f.name]])) as Record<LegacyField, string>;
+const legacyOf = (record: AttributesRecord) => Object.fromEntries(LEGACY_FIELDS.map((f) => [f.name, record[f.name]])) as Record<LegacyField, string>;
 
 describe('attribute editor: the PATCH body', () => {
-  const original: DeviceAttributes = {
+  const original: AttributesRecord = {
     device_name: 'gw',
     description: 'old',
     latitude: '',
@@ -43,16 +44,17 @@ describe('attribute editor: the PATCH body', () => {
 });
 
 describe('device tree filter', () => {
-  const tree: TreeNode = {
+  const node = (n: Pick<GroupTreeNode, 'node_id' | 'title' | 'type'> & Partial<GroupTreeNode>): GroupTreeNode => ({ id: n.node_id, tags: [], nodes: [], ...n });
+  const tree = node({
     node_id: 'root',
     title: 'All',
     type: 'group',
     nodes: [
-      { node_id: 'berlin', title: 'Berlin', type: 'group', tags: ['prod'], nodes: [{ node_id: 'a'.repeat(64), title: 'gw-1', type: 'device', status: 'online' }] },
-      { node_id: 'lab', title: 'Lab', type: 'group', nodes: [{ node_id: 'b'.repeat(64), title: 'pi', type: 'device', status: 'offline', tags: ['edge'] }] },
+      node({ node_id: 'berlin', title: 'Berlin', type: 'group', tags: ['prod'], nodes: [node({ node_id: 'a'.repeat(64), title: 'gw-1', type: 'device', status: 'online' })] }),
+      node({ node_id: 'lab', title: 'Lab', type: 'group', nodes: [node({ node_id: 'b'.repeat(64), title: 'pi', type: 'device', status: 'offline', tags: ['edge'] })] }),
     ],
-  };
-  const titles = (n: TreeNode | null): string[] => (n ? [n.title, ...(n.nodes ?? []).flatMap(titles)] : []);
+  });
+  const titles = (n: GroupTreeNode | null): string[] => (n ? [n.title, ...(n.nodes ?? []).flatMap(titles)] : []);
 
   it('keeps the tree without a filter', () => {
     expect(pruneTree(tree, { text: '', tag: '', status: '' })).toBe(tree);

@@ -242,3 +242,70 @@ export function Tags({ tags }: { tags: string[] | undefined }) {
     </span>
   );
 }
+
+/**
+ * A table that scrolls sideways on a narrow screen. `columns` are the heads (`false` leaves one
+ * out, e.g. Actions for a reader); `children` are the rows; `footer` goes below the table.
+ */
+export function Table({
+  columns,
+  caption,
+  class: className,
+  footer,
+  children,
+}: {
+  columns: (string | false)[];
+  /** for screen readers only */
+  caption?: string;
+  class?: string;
+  footer?: ComponentChildren;
+  children: ComponentChildren;
+}) {
+  return (
+    <div class="table-wrap">
+      <table class={className}>
+        {caption && <caption class="visually-hidden">{caption}</caption>}
+        <thead>
+          <tr>
+            {columns.map(
+              (column) =>
+                column && (
+                  <th scope="col" key={column}>
+                    {column}
+                  </th>
+                ),
+            )}
+          </tr>
+        </thead>
+        <tbody>{children}</tbody>
+      </table>
+      {footer}
+    </div>
+  );
+}
+
+/**
+ * A list loaded with useLoad, as a Table with a row per item: "Loading …" until the first answer
+ * (nothing when it failed: the screen shows the error), and the `empty` sentence for no items
+ * when there is one (else an empty table).
+ */
+export function ListTable<T>({
+  items,
+  loading,
+  what,
+  empty,
+  columns,
+  row,
+}: {
+  items: T[] | undefined;
+  loading: boolean;
+  /** what is loading, e.g. "users" */
+  what: string;
+  empty?: string;
+  columns: (string | false)[];
+  row: (item: T) => ComponentChildren;
+}) {
+  if (!items) return loading ? <Loading what={what} /> : null;
+  if (items.length === 0 && empty) return <p>{empty}</p>;
+  return <Table columns={columns}>{items.map(row)}</Table>;
+}

@@ -5,6 +5,7 @@
  * the API's answer are shown at the field they name.
  */
 import { useEffect, useState } from 'preact/hooks';
+import type { AttributesRecord, DeviceAttributes, LegacyAttribute } from '../../../shared/api-types.js';
 import { api, ApiFailure } from '../api.js';
 import { allowed } from '../areas.js';
 import { Link } from '../router.js';
@@ -19,14 +20,9 @@ export const LEGACY_FIELDS = [
   { name: 'city', label: 'City' },
   { name: 'zip', label: 'Zip code' },
   { name: 'address', label: 'Address' },
-] as const;
+] as const satisfies readonly { name: LegacyAttribute; label: string; hint?: string }[];
 
 export type LegacyField = (typeof LEGACY_FIELDS)[number]['name'];
-
-export type DeviceAttributes = Record<LegacyField, string> & {
-  custom: Record<string, string>;
-  custom_max?: number;
-};
 
 export const KEY_MAX = 64;
 export const VALUE_MAX = 4096;
@@ -84,8 +80,8 @@ function localProblems(rows: Row[]): Record<number, string> {
 }
 
 export function AttributesScreen({ deviceId }: { deviceId: string }) {
-  const loaded = useLoad(() => api.get<DeviceAttributes>(`/deviceattribute/${encodeURIComponent(deviceId)}`), [deviceId]);
-  const [original, setOriginal] = useState<DeviceAttributes | null>(null);
+  const loaded = useLoad(() => api.get<AttributesRecord>(`/deviceattribute/${encodeURIComponent(deviceId)}`), [deviceId]);
+  const [original, setOriginal] = useState<AttributesRecord | null>(null);
   const [legacy, setLegacy] = useState<Record<LegacyField, string>>({} as Record<LegacyField, string>);
   const [rows, setRows] = useState<Row[]>([]);
   const [failure, setFailure] = useState<unknown>();
@@ -93,7 +89,7 @@ export function AttributesScreen({ deviceId }: { deviceId: string }) {
   const [saving, setSaving] = useState(false);
   const [saved, setSaved] = useState(false);
 
-  function reset(record: DeviceAttributes) {
+  function reset(record: AttributesRecord) {
     setOriginal(record);
     setLegacy(Object.fromEntries(LEGACY_FIELDS.map((f) => [f.name, record[f.name] ?? ''])) as Record<LegacyField, string>);
     setRows(rowsOf(record.custom ?? {}));
@@ -138,9 +134,9 @@ export function AttributesScreen({ deviceId }: { deviceId: string }) {
     if (Object.keys(local).length || !dirty) return;
     setSaving(true);
     try {
-      const answer = await api.patch<DeviceAttributes | undefined>(`/deviceattribute/${encodeURIComponent(deviceId)}`, body);
+      const answer = await api.patch<AttributesRecord | undefined>(`/deviceattribute/${encodeURIComponent(deviceId)}`, body);
       // The API answers with the whole record; keep the limit from the first read if it omits it.
-      const record = answer && typeof answer === 'object' ? answer : await api.get<DeviceAttributes>(`/deviceattribute/${encodeURIComponent(deviceId)}`);
+      const record = answer && typeof answer === 'object' ? answer : await api.get<AttributesRecord>(`/deviceattribute/${encodeURIComponent(deviceId)}`);
       reset({ ...record, custom_max: record.custom_max ?? original.custom_max });
       setSaved(true);
     } catch (err) {

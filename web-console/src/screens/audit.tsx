@@ -3,29 +3,11 @@
  * newest first, filtered by device, user, action, result and time. Filters live in the URL.
  */
 import { useState } from 'preact/hooks';
+import type { AuditEntry, ListPage } from '../../../shared/api-types.js';
 import { api, itemsOf } from '../api.js';
 import { allowed } from '../areas.js';
 import { Link, navigate, useLocation, withQuery } from '../router.js';
-import { ErrorBox, formatBytes, formatTime, Loading, PageTitle, useLoad } from '../ui.js';
-
-interface AuditEntry {
-  id: number;
-  ts: string;
-  event: string;
-  user_id: string | null;
-  user_email: string | null;
-  device_id: string | null;
-  action: string;
-  options: unknown;
-  result: string;
-  reason: string | null;
-  source_ip: string | null;
-  source: string | null;
-  ended_at: string | null;
-  duration_ms: number | null;
-  bytes_in: number | null;
-  bytes_out: number | null;
-}
+import { ErrorBox, formatBytes, formatTime, Loading, PageTitle, Table, useLoad } from '../ui.js';
 
 interface UserRow {
   user_id: string;
@@ -61,7 +43,7 @@ export function AuditScreen() {
 
   const entries = useLoad(
     () =>
-      api.get<{ items: AuditEntry[]; total: number }>('/commitlist', {
+      api.get<ListPage<AuditEntry>>('/commitlist', {
         device_id: applied.device_id.trim() || undefined,
         user_id: applied.user_id || undefined,
         action: applied.action.trim() || undefined,
@@ -165,61 +147,43 @@ export function AuditScreen() {
           <p class="muted" role="status">
             {total === 0 ? 'No entries match.' : `Entries ${offset + 1}–${Math.min(offset + PAGE, total)} of ${total}`}
           </p>
-          <div class="table-wrap">
-            <table class="audit-table">
-              <thead>
-                <tr>
-                  <th scope="col">Time</th>
-                  <th scope="col">User</th>
-                  <th scope="col">Device</th>
-                  <th scope="col">Event</th>
-                  <th scope="col">Action</th>
-                  <th scope="col">Result</th>
-                  <th scope="col">Reason</th>
-                  <th scope="col">Source</th>
-                  <th scope="col">Duration</th>
-                  <th scope="col">Bytes in / out</th>
-                </tr>
-              </thead>
-              <tbody>
-                {items.map((e) => (
-                  <tr key={e.id} class={`result-${e.result}`}>
-                    <td>{formatTime(e.ts)}</td>
-                    <td>{e.user_email ?? e.user_id ?? ''}</td>
-                    <td>
-                      {e.device_id && (
-                        <Link href={`/devices/${e.device_id}`} title={e.device_id}>
-                          <code>{e.device_id.slice(0, 12)}</code>
-                        </Link>
-                      )}
-                    </td>
-                    <td>
-                      <code>{e.event}</code>
-                    </td>
-                    <td>
-                      {e.action}
-                      {e.options && JSON.stringify(e.options) !== '{}' && (
-                        <details>
-                          <summary>options</summary>
-                          <pre>{JSON.stringify(e.options, null, 2)}</pre>
-                        </details>
-                      )}
-                    </td>
-                    <td>
-                      <span class={`badge ${e.result}`}>{e.result}</span>
-                    </td>
-                    <td>{e.reason ?? ''}</td>
-                    <td>
-                      {e.source ?? ''}
-                      {e.source_ip ? ` ${e.source_ip}` : ''}
-                    </td>
-                    <td>{duration(e.duration_ms)}</td>
-                    <td>{e.bytes_in !== null || e.bytes_out !== null ? `${formatBytes(e.bytes_in ?? 0)} / ${formatBytes(e.bytes_out ?? 0)}` : ''}</td>
-                  </tr>
-                ))}
-              </tbody>
-            </table>
-          </div>
+          <Table class="audit-table" columns={['Time', 'User', 'Device', 'Event', 'Action', 'Result', 'Reason', 'Source', 'Duration', 'Bytes in / out']}>
+            {items.map((e) => (
+              <tr key={e.id} class={`result-${e.result}`}>
+                <td>{formatTime(e.ts)}</td>
+                <td>{e.user_email ?? e.user_id ?? ''}</td>
+                <td>
+                  {e.device_id && (
+                    <Link href={`/devices/${e.device_id}`} title={e.device_id}>
+                      <code>{e.device_id.slice(0, 12)}</code>
+                    </Link>
+                  )}
+                </td>
+                <td>
+                  <code>{e.event}</code>
+                </td>
+                <td>
+                  {e.action}
+                  {e.options && JSON.stringify(e.options) !== '{}' && (
+                    <details>
+                      <summary>options</summary>
+                      <pre>{JSON.stringify(e.options, null, 2)}</pre>
+                    </details>
+                  )}
+                </td>
+                <td>
+                  <span class={`badge ${e.result}`}>{e.result}</span>
+                </td>
+                <td>{e.reason ?? ''}</td>
+                <td>
+                  {e.source ?? ''}
+                  {e.source_ip ? ` ${e.source_ip}` : ''}
+                </td>
+                <td>{duration(e.duration_ms)}</td>
+                <td>{e.bytes_in !== null || e.bytes_out !== null ? `${formatBytes(e.bytes_in ?? 0)} / ${formatBytes(e.bytes_out ?? 0)}` : ''}</td>
+              </tr>
+            ))}
+          </Table>
           <div class="pager">
             <button type="button" disabled={offset === 0} onClick={() => navigate(withQuery('/audit', { ...applied, offset: String(Math.max(0, offset - PAGE)) }))}>
               Newer

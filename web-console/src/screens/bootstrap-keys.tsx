@@ -1,9 +1,9 @@
 /** Bootstrap keys: what a device presents to enrol, the group it lands in, and whether it is accepted at once. */
 import { useState } from 'preact/hooks';
+import type { GroupTree, GroupTreeNode } from '../../../shared/api-types.js';
 import { api } from '../api.js';
 import { allowed } from '../areas.js';
-import { ConfirmButton, CopyButton, ErrorBox, formatTime, Loading, Notice, PageTitle, useAction, useLoad } from '../ui.js';
-import type { TreeNode } from './devices.js';
+import { ConfirmButton, CopyButton, ErrorBox, formatTime, ListTable, Notice, PageTitle, useAction, useLoad } from '../ui.js';
 
 interface BootstrapKey {
   key: string;
@@ -34,7 +34,7 @@ export function keysOf(answer: unknown): BootstrapKey[] {
   return [];
 }
 
-export function groupsOf(node: TreeNode | undefined, depth = 0): { node_id: string; label: string }[] {
+export function groupsOf(node: GroupTreeNode | undefined, depth = 0): { node_id: string; label: string }[] {
   if (!node || node.type !== 'group') return [];
   return [{ node_id: node.node_id, label: `${'  '.repeat(depth)}${node.title} (${node.node_id})` }, ...(node.nodes ?? []).flatMap((c) => groupsOf(c, depth + 1))];
 }
@@ -55,7 +55,7 @@ function GroupSelect({ id, value, groups, onChange }: { id: string; value: strin
 
 export function BootstrapKeysScreen() {
   const list = useLoad(() => api.get('/bootstrapkeylist').then(keysOf), []);
-  const tree = useLoad(() => api.get<{ tree: TreeNode }>('/grouptree').catch(() => null), []);
+  const tree = useLoad(() => api.get<GroupTree>('/grouptree').catch(() => null), []);
   const groups = groupsOf(tree.data?.tree ?? undefined);
   const manage = allowed('bootstrapKeysManage');
   const action = useAction();
@@ -101,65 +101,53 @@ export function BootstrapKeysScreen() {
           </button>
         </form>
       )}
-      {list.loading && !list.data && <Loading what="bootstrap keys" />}
-      {list.data && list.data.length === 0 && <p>No bootstrap keys yet.</p>}
-      {list.data && list.data.length > 0 && (
-        <div class="table-wrap">
-          <table>
-            <thead>
-              <tr>
-                <th scope="col">Key</th>
-                <th scope="col">Group</th>
-                <th scope="col">Automatic accept</th>
-                <th scope="col">Created</th>
-                {manage && <th scope="col">Actions</th>}
-              </tr>
-            </thead>
-            <tbody>
-              {list.data.map((k) => (
-                <tr key={k.key}>
-                  <td>
-                    <code class="key">{k.key}</code> <CopyButton text={k.key} />
-                  </td>
-                  <td>
-                    {manage ? (
-                      <GroupSelect id={`bk-g-${k.key}`} value={k.group_id} groups={groups} onChange={(group_id) => update(k, { group_id })} />
-                    ) : (
-                      <code>{k.group_id}</code>
-                    )}
-                  </td>
-                  <td>
-                    {manage ? (
-                      <label class="check">
-                        <input type="checkbox" checked={k.auto_accept} onChange={(e) => update(k, { auto_accept: e.currentTarget.checked })} /> automatic
-                      </label>
-                    ) : k.auto_accept ? (
-                      'yes'
-                    ) : (
-                      'no'
-                    )}
-                  </td>
-                  <td>{formatTime(k.created_at)}</td>
-                  {manage && (
-                    <td>
-                      <ConfirmButton
-                        label="Delete"
-                        question="Delete this key? Devices can no longer enrol with it."
-                        onConfirm={() =>
-                          void action.run(async () => {
-                            await api.del(`/bootstrapkey/${encodeURIComponent(k.key)}`);
-                            list.reload();
-                          })
-                        }
-                      />
-                    </td>
-                  )}
-                </tr>
-              ))}
-            </tbody>
-          </table>
-        </div>
-      )}
+      <ListTable
+        items={list.data}
+        loading={list.loading}
+        what="bootstrap keys"
+        empty="No bootstrap keys yet."
+        columns={['Key', 'Group', 'Automatic accept', 'Created', manage && 'Actions']}
+        row={(k) => (
+          <tr key={k.key}>
+            <td>
+              <code class="key">{k.key}</code> <CopyButton text={k.key} />
+            </td>
+            <td>
+              {manage ? (
+                <GroupSelect id={`bk-g-${k.key}`} value={k.group_id} groups={groups} onChange={(group_id) => update(k, { group_id })} />
+              ) : (
+                <code>{k.group_id}</code>
+              )}
+            </td>
+            <td>
+              {manage ? (
+                <label class="check">
+                  <input type="checkbox" checked={k.auto_accept} onChange={(e) => update(k, { auto_accept: e.currentTarget.checked })} /> automatic
+                </label>
+              ) : k.auto_accept ? (
+                'yes'
+              ) : (
+                'no'
+              )}
+            </td>
+            <td>{formatTime(k.created_at)}</td>
+            {manage && (
+              <td>
+                <ConfirmButton
+                  label="Delete"
+                  question="Delete this key? Devices can no longer enrol with it."
+                  onConfirm={() =>
+                    void action.run(async () => {
+                      await api.del(`/bootstrapkey/${encodeURIComponent(k.key)}`);
+                      list.reload();
+                    })
+                  }
+                />
+              </td>
+            )}
+          </tr>
+        )}
+      />
     </section>
   );
 }

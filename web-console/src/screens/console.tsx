@@ -7,10 +7,10 @@ import { FitAddon } from '@xterm/addon-fit';
 import { Terminal } from '@xterm/xterm';
 import '@xterm/xterm/css/xterm.css';
 import { useEffect, useRef, useState } from 'preact/hooks';
+import type { AttributesRecord } from '../../../shared/api-types.js';
 import { api, ApiFailure, messageOf, remoteSocketUrl } from '../api.js';
 import { Link } from '../router.js';
 import { AccessDenied, ErrorBox, Loading } from '../ui.js';
-import type { DeviceAttributes } from './attributes.js';
 import { loadRemoteAccess } from './device.js';
 
 type Status =
@@ -234,7 +234,7 @@ export function ConsoleScreen({ deviceId }: { deviceId: string }) {
           setState({ kind: 'denied', message: 'Your roles do not allow a console on this device.' });
           return;
         }
-        const attrs = await api.get<DeviceAttributes>(`/deviceattribute/${encodeURIComponent(deviceId)}`).catch(() => null);
+        const attrs = await api.get<AttributesRecord>(`/deviceattribute/${encodeURIComponent(deviceId)}`).catch(() => null);
         if (live) setState({ kind: 'ready', name: attrs?.device_name || deviceId.slice(0, 12) });
       } catch (err) {
         if (!live) return;

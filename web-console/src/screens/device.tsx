@@ -4,23 +4,15 @@
  */
 import { Fragment } from 'preact';
 import { useState } from 'preact/hooks';
+import type { AttributesRecord, RemoteCapabilities } from '../../../shared/api-types.js';
 import { api, ApiFailure } from '../api.js';
 import { allowed } from '../areas.js';
 import { Link, navigate } from '../router.js';
-import { ConfirmButton, ErrorBox, formatBytes, formatTime, Loading, Notice, PageTitle, Tags, useAction, useLoad } from '../ui.js';
-import { LEGACY_FIELDS, type DeviceAttributes } from './attributes.js';
+import { ConfirmButton, ErrorBox, formatBytes, formatTime, Loading, Notice, PageTitle, Table, Tags, useAction, useLoad } from '../ui.js';
+import { LEGACY_FIELDS } from './attributes.js';
 import { StatusDot } from './devices.js';
 import { Portmaps } from './portmaps.js';
 import { FileTransfer } from './transfer.js';
-
-export interface RemoteAccess {
-  device_id: string;
-  connected: boolean;
-  console: boolean;
-  tunnel: boolean;
-  copy: boolean;
-  reload: boolean;
-}
 
 interface DeviceStatus {
   uuid: string;
@@ -39,9 +31,9 @@ interface NodeInfo {
 }
 
 /** Remote-access rights, or null when the broker does not offer remote access (yet). */
-export async function loadRemoteAccess(deviceId: string): Promise<RemoteAccess | null> {
+export async function loadRemoteAccess(deviceId: string): Promise<RemoteCapabilities | null> {
   try {
-    return await api.get<RemoteAccess>(`/remote/access/${encodeURIComponent(deviceId)}`);
+    return await api.get<RemoteCapabilities>(`/remote/access/${encodeURIComponent(deviceId)}`);
   } catch (err) {
     // The broker answers "No call …" for an endpoint it does not have.
     if (err instanceof ApiFailure && (err.status === 501 || (err.status === 404 && err.message.startsWith('No call')))) return null;
@@ -139,61 +131,36 @@ function Inventory({ deviceId }: { deviceId: string }) {
           ))}
       </dl>
       {r.disks && r.disks.length > 0 && (
-        <div class="table-wrap">
-          <table>
-            <caption class="visually-hidden">Disks</caption>
-            <thead>
-              <tr>
-                <th scope="col">Mount</th>
-                <th scope="col">Type</th>
-                <th scope="col">Size</th>
-                <th scope="col">Free</th>
-              </tr>
-            </thead>
-            <tbody>
-              {r.disks.map((d) => (
-                <tr key={d.mount}>
-                  <td>{d.mount}</td>
-                  <td>{d.fstype ?? ''}</td>
-                  <td>{formatBytes(d.size)}</td>
-                  <td>{formatBytes(d.free)}</td>
-                </tr>
-              ))}
-            </tbody>
-          </table>
-        </div>
+        <Table caption="Disks" columns={['Mount', 'Type', 'Size', 'Free']}>
+          {r.disks.map((d) => (
+            <tr key={d.mount}>
+              <td>{d.mount}</td>
+              <td>{d.fstype ?? ''}</td>
+              <td>{formatBytes(d.size)}</td>
+              <td>{formatBytes(d.free)}</td>
+            </tr>
+          ))}
+        </Table>
       )}
       {r.network && r.network.length > 0 && (
-        <div class="table-wrap">
-          <table>
-            <caption class="visually-hidden">Network interfaces</caption>
-            <thead>
-              <tr>
-                <th scope="col">Interface</th>
-                <th scope="col">MAC</th>
-                <th scope="col">Addresses</th>
-              </tr>
-            </thead>
-            <tbody>
-              {r.network.map((n) => (
-                <tr key={n.name}>
-                  <td>{n.name}</td>
-                  <td>
-                    <code>{n.mac}</code>
-                  </td>
-                  <td>{n.addresses.map((a) => a.cidr ?? a.address).join(', ')}</td>
-                </tr>
-              ))}
-            </tbody>
-          </table>
-        </div>
+        <Table caption="Network interfaces" columns={['Interface', 'MAC', 'Addresses']}>
+          {r.network.map((n) => (
+            <tr key={n.name}>
+              <td>{n.name}</td>
+              <td>
+                <code>{n.mac}</code>
+              </td>
+              <td>{n.addresses.map((a) => a.cidr ?? a.address).join(', ')}</td>
+            </tr>
+          ))}
+        </Table>
       )}
       {Object.keys(rest).length > 0 && <InventoryView value={rest} />}
     </div>
   );
 }
 
-function RemoteActions({ deviceId, access }: { deviceId: string; access: RemoteAccess }) {
+function RemoteActions({ deviceId, access }: { deviceId: string; access: RemoteCapabilities }) {
   const reload = useAction();
   const [notice, setNotice] = useState('');
   const any = access.console || access.reload || access.copy || access.tunnel;
@@ -230,7 +197,7 @@ function RemoteActions({ deviceId, access }: { deviceId: string; access: RemoteA
 }
 
 export function DeviceScreen({ deviceId }: { deviceId: string }) {
-  const attrs = useLoad(() => api.get<DeviceAttributes>(`/deviceattribute/${encodeURIComponent(deviceId)}`), [deviceId]);
+  const attrs = useLoad(() => api.get<AttributesRecord>(`/deviceattribute/${encodeURIComponent(deviceId)}`), [deviceId]);
   const node = useLoad(() => api.get<NodeInfo>(`/node/${encodeURIComponent(deviceId)}`).catch(() => null), [deviceId]);
   const status = useLoad(() => api.get<DeviceStatus>(`/device/${encodeURIComponent(deviceId)}/status`).catch(() => null), [deviceId]);
   const access = useLoad(() => loadRemoteAccess(deviceId), [deviceId]);

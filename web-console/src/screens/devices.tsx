@@ -3,23 +3,11 @@
  * their online status; search by name, id or tag, and filters by tag and status.
  */
 import { useMemo, useState } from 'preact/hooks';
+import type { GroupTree, GroupTreeNode } from '../../../shared/api-types.js';
 import { api, itemsOf } from '../api.js';
 import { allowed } from '../areas.js';
 import { Link } from '../router.js';
 import { ErrorBox, formatTime, Loading, PageTitle, Tags, useLoad } from '../ui.js';
-
-export interface TreeNode {
-  id?: string;
-  node_id: string;
-  title: string;
-  type: 'group' | 'device';
-  tags?: string[];
-  nodes?: TreeNode[];
-  status?: string;
-  connected?: boolean;
-  last_reported?: string | number | null;
-  attributes?: Record<string, unknown>;
-}
 
 export function isOnline(node: { status?: string; connected?: boolean }): boolean {
   return node.connected === true || node.status === 'online' || node.status === 'connected';
@@ -41,7 +29,7 @@ interface Filter {
   status: '' | 'online' | 'offline';
 }
 
-function deviceMatches(node: TreeNode, f: Filter): boolean {
+function deviceMatches(node: GroupTreeNode, f: Filter): boolean {
   if (f.status && (f.status === 'online') !== isOnline(node)) return false;
   if (f.tag && !(node.tags ?? []).includes(f.tag)) return false;
   if (!f.text) return true;
@@ -51,7 +39,7 @@ function deviceMatches(node: TreeNode, f: Filter): boolean {
 }
 
 /** The tree with only what matches: matching devices and the groups leading to them. */
-export function pruneTree(node: TreeNode, f: Filter, tagsAbove: string[] = []): TreeNode | null {
+export function pruneTree(node: GroupTreeNode, f: Filter, tagsAbove: string[] = []): GroupTreeNode | null {
   const active = Boolean(f.text || f.tag || f.status);
   if (!active) return node;
   if (node.type === 'device') {
@@ -61,16 +49,16 @@ export function pruneTree(node: TreeNode, f: Filter, tagsAbove: string[] = []): 
   const tags = [...tagsAbove, ...(node.tags ?? [])];
   const groupMatches = !f.tag && !f.status && f.text && [node.title, node.node_id, ...(node.tags ?? [])].some((v) => v.toLowerCase().includes(f.text.toLowerCase()));
   if (groupMatches) return node;
-  const children = (node.nodes ?? []).map((c) => pruneTree(c, f, tags)).filter((c): c is TreeNode => c !== null);
+  const children = (node.nodes ?? []).map((c) => pruneTree(c, f, tags)).filter((c): c is GroupTreeNode => c !== null);
   return children.length ? { ...node, nodes: children } : null;
 }
 
-function countDevices(node: TreeNode): number {
+function countDevices(node: GroupTreeNode): number {
   if (node.type === 'device') return 1;
   return (node.nodes ?? []).reduce((n, c) => n + countDevices(c), 0);
 }
 
-function TreeItem({ node, open }: { node: TreeNode; open: boolean }) {
+function TreeItem({ node, open }: { node: GroupTreeNode; open: boolean }) {
   if (node.type === 'device') {
     return (
       <li class="device-row">
@@ -109,7 +97,7 @@ function TreeItem({ node, open }: { node: TreeNode; open: boolean }) {
 }
 
 export function DevicesScreen() {
-  const tree = useLoad(() => api.get<{ total_devices: number; tree: TreeNode }>('/grouptree', { _format: 'json' }), []);
+  const tree = useLoad(() => api.get<GroupTree>('/grouptree', { _format: 'json' }), []);
   const tags = useLoad(() => api.get('/tagslist').then((a) => itemsOf<string | { tag?: string; name?: string }>(a)), []);
   const [filter, setFilter] = useState<Filter>({ text: '', tag: '', status: '' });
   const shown = useMemo(() => (tree.data?.tree ? pruneTree(tree.data.tree, filter) : null), [tree.data, filter]);

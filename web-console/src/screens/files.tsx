@@ -3,7 +3,7 @@ import { useRef, useState } from 'preact/hooks';
 import { api, ApiFailure, downloadFile, itemsOf, uploadForm } from '../api.js';
 import { allowed } from '../areas.js';
 import { Link, navigate, useLocation, withQuery } from '../router.js';
-import { ConfirmButton, ErrorBox, formatBytes, formatTime, Loading, Notice, PageTitle, ProgressBar, useAction, useLoad } from '../ui.js';
+import { ConfirmButton, ErrorBox, formatBytes, formatTime, Loading, Notice, PageTitle, ProgressBar, Table, useAction, useLoad } from '../ui.js';
 
 interface RawEntry {
   name?: string;
@@ -179,80 +179,73 @@ export function FilesScreen() {
       <ErrorBox error={list.error} />
       {list.loading && !list.data && <Loading what="files" />}
       {list.data && (
-        <div class="table-wrap">
-          <table class="files-table">
-            <thead>
-              <tr>
-                <th scope="col">Name</th>
-                <th scope="col">Size</th>
-                <th scope="col">Changed</th>
-                <th scope="col">Actions</th>
-              </tr>
-            </thead>
-            <tbody>
-              {cwd !== '/' && (
-                <tr>
-                  <td colSpan={4}>
-                    <Link href={withQuery('/files', { path: folder(cwd.split('/').filter(Boolean).slice(0, -1).join('/')) })}>.. (up)</Link>
-                  </td>
-                </tr>
-              )}
-              {list.data.entries.length === 0 && (
-                <tr>
-                  <td colSpan={4} class="muted">
-                    This folder is empty.
-                  </td>
-                </tr>
-              )}
-              {list.data.entries.map((e) => (
-                <tr key={e.path}>
-                  <td>
-                    {e.dir ? (
-                      <Link href={withQuery('/files', { path: e.path })} class="folder-link">
-                        📁 {e.name}/
-                      </Link>
-                    ) : (
-                      <span>{e.name}</span>
-                    )}
-                  </td>
-                  <td>{e.dir ? '' : formatBytes(e.size)}</td>
-                  <td>{formatTime(e.time)}</td>
-                  <td class="actions-cell">
-                    {!e.dir && (
-                      <button type="button" onClick={() => void action.run(() => downloadFile('/file', { path: e.path }, e.name))}>
-                        Download
-                      </button>
-                    )}
-                    {e.dir && (
-                      <button type="button" onClick={() => navigate(withQuery('/files', { path: e.path }))}>
-                        Open
-                      </button>
-                    )}
-                    {write && (
-                      <ConfirmButton
-                        label="Delete"
-                        question={`Delete ${e.name}${e.dir ? ' and everything in it' : ''}?`}
-                        onConfirm={() =>
-                          void action.run(async () => {
-                            await api.del('/file', { path: e.path, recursive: e.dir ? 'true' : undefined });
-                            setNotice(`${e.name} deleted.`);
-                            list.reload();
-                            stats.reload();
-                          })
-                        }
-                      />
-                    )}
-                  </td>
-                </tr>
-              ))}
-            </tbody>
-          </table>
-          {list.data.total > list.data.entries.length && (
-            <p class="muted small">
-              Showing the first {list.data.entries.length} of {list.data.total} entries.
-            </p>
+        <Table
+          class="files-table"
+          columns={['Name', 'Size', 'Changed', 'Actions']}
+          footer={
+            list.data.total > list.data.entries.length && (
+              <p class="muted small">
+                Showing the first {list.data.entries.length} of {list.data.total} entries.
+              </p>
+            )
+          }
+        >
+          {cwd !== '/' && (
+            <tr>
+              <td colSpan={4}>
+                <Link href={withQuery('/files', { path: folder(cwd.split('/').filter(Boolean).slice(0, -1).join('/')) })}>.. (up)</Link>
+              </td>
+            </tr>
           )}
-        </div>
+          {list.data.entries.length === 0 && (
+            <tr>
+              <td colSpan={4} class="muted">
+                This folder is empty.
+              </td>
+            </tr>
+          )}
+          {list.data.entries.map((e) => (
+            <tr key={e.path}>
+              <td>
+                {e.dir ? (
+                  <Link href={withQuery('/files', { path: e.path })} class="folder-link">
+                    📁 {e.name}/
+                  </Link>
+                ) : (
+                  <span>{e.name}</span>
+                )}
+              </td>
+              <td>{e.dir ? '' : formatBytes(e.size)}</td>
+              <td>{formatTime(e.time)}</td>
+              <td class="actions-cell">
+                {!e.dir && (
+                  <button type="button" onClick={() => void action.run(() => downloadFile('/file', { path: e.path }, e.name))}>
+                    Download
+                  </button>
+                )}
+                {e.dir && (
+                  <button type="button" onClick={() => navigate(withQuery('/files', { path: e.path }))}>
+                    Open
+                  </button>
+                )}
+                {write && (
+                  <ConfirmButton
+                    label="Delete"
+                    question={`Delete ${e.name}${e.dir ? ' and everything in it' : ''}?`}
+                    onConfirm={() =>
+                      void action.run(async () => {
+                        await api.del('/file', { path: e.path, recursive: e.dir ? 'true' : undefined });
+                        setNotice(`${e.name} deleted.`);
+                        list.reload();
+                        stats.reload();
+                      })
+                    }
+                  />
+                )}
+              </td>
+            </tr>
+          ))}
+        </Table>
       )}
     </section>
   );

@@ -1,7 +1,7 @@
 /** Devices waiting for enrolment: approve or reject each one. */
 import { useState } from 'preact/hooks';
 import { api, itemsOf } from '../api.js';
-import { ConfirmButton, ErrorBox, formatTime, Loading, Notice, PageTitle, useAction, useLoad } from '../ui.js';
+import { ConfirmButton, ErrorBox, formatTime, ListTable, Notice, PageTitle, useAction, useLoad } from '../ui.js';
 
 interface PendingHost {
   node_id?: string;
@@ -43,50 +43,36 @@ export function PendingHostsScreen() {
       <ErrorBox error={list.error} />
       <ErrorBox error={action.error} title="The request failed" />
       {notice && <Notice>{notice}</Notice>}
-      {list.loading && !list.data && <Loading what="pending hosts" />}
-      {list.data && list.data.length === 0 && <p>No device is waiting for approval.</p>}
       {list.data && list.data.length > 0 && <p class="muted">Compare each key fingerprint with the one the device's agent logged before approving it.</p>}
-      {list.data && list.data.length > 0 && (
-        <div class="table-wrap">
-          <table>
-            <thead>
-              <tr>
-                <th scope="col">Host name</th>
-                <th scope="col">Device id</th>
-                <th scope="col">Key fingerprint</th>
-                <th scope="col">Group</th>
-                <th scope="col">Address</th>
-                <th scope="col">Asked</th>
-                <th scope="col">Actions</th>
-              </tr>
-            </thead>
-            <tbody>
-              {list.data.map((host) => (
-                <tr key={idOf(host)}>
-                  <td>{host.hostname ?? host.title ?? ''}</td>
-                  <td>
-                    <code title={idOf(host)}>{idOf(host).slice(0, 16)}…</code>
-                  </td>
-                  <td>
-                    <code>{host.public_key_fingerprint ?? ''}</code>
-                  </td>
-                  <td>
-                    <code>{host.group_id ?? ''}</code>
-                  </td>
-                  <td>{host.last_ip ?? host.ip ?? ''}</td>
-                  <td>{formatTime(host.created_at ?? host.last_seen ?? undefined)}</td>
-                  <td class="actions-cell">
-                    <button type="button" class="primary" disabled={action.busy} onClick={() => act('approve', host)}>
-                      Approve
-                    </button>
-                    <ConfirmButton label="Reject" question="Reject this device?" onConfirm={() => act('reject', host)} disabled={action.busy} />
-                  </td>
-                </tr>
-              ))}
-            </tbody>
-          </table>
-        </div>
-      )}
+      <ListTable
+        items={list.data}
+        loading={list.loading}
+        what="pending hosts"
+        empty="No device is waiting for approval."
+        columns={['Host name', 'Device id', 'Key fingerprint', 'Group', 'Address', 'Asked', 'Actions']}
+        row={(host) => (
+          <tr key={idOf(host)}>
+            <td>{host.hostname ?? host.title ?? ''}</td>
+            <td>
+              <code title={idOf(host)}>{idOf(host).slice(0, 16)}…</code>
+            </td>
+            <td>
+              <code>{host.public_key_fingerprint ?? ''}</code>
+            </td>
+            <td>
+              <code>{host.group_id ?? ''}</code>
+            </td>
+            <td>{host.last_ip ?? host.ip ?? ''}</td>
+            <td>{formatTime(host.created_at ?? host.last_seen ?? undefined)}</td>
+            <td class="actions-cell">
+              <button type="button" class="primary" disabled={action.busy} onClick={() => act('approve', host)}>
+                Approve
+              </button>
+              <ConfirmButton label="Reject" question="Reject this device?" onConfirm={() => act('reject', host)} disabled={action.busy} />
+            </td>
+          </tr>
+        )}
+      />
     </section>
   );
 }

@@ -9,7 +9,7 @@ import { validatePolicies, type Policy, type PolicyProblem } from '../../../shar
 import { api, ApiFailure, itemsOf } from '../api.js';
 import { allowed } from '../areas.js';
 import { Link, navigate } from '../router.js';
-import { ConfirmButton, ErrorBox, Field, formatTime, Loading, Notice, PageTitle, useAction, useLoad } from '../ui.js';
+import { ConfirmButton, ErrorBox, Field, formatTime, ListTable, Loading, Notice, PageTitle, useAction, useLoad } from '../ui.js';
 
 interface UsedBy {
   user_id: string;
@@ -92,45 +92,33 @@ export function RolesScreen() {
       </PageTitle>
       {notice && <Notice>{notice}</Notice>}
       <ErrorBox error={roles.error} />
-      {roles.loading && !roles.data && <Loading what="roles" />}
-      {roles.data && (
-        <div class="table-wrap">
-          <table>
-            <thead>
-              <tr>
-                <th scope="col">Name</th>
-                <th scope="col">Description</th>
-                <th scope="col">Permissions</th>
-                <th scope="col">Used by</th>
-                {manage && <th scope="col">Actions</th>}
-              </tr>
-            </thead>
-            <tbody>
-              {roles.data.map((r) => (
-                <tr key={r.id} data-role={r.name}>
-                  <td>
-                    <Link href={`/roles/${r.id}`}>{r.name}</Link>
-                  </td>
-                  <td>{r.description}</td>
-                  <td>{r.policies.length}</td>
-                  <td>{r.used_by?.length ? whoUses(r.used_by) : <span class="muted">nobody</span>}</td>
-                  {manage && (
-                    <td class="actions-cell">
-                      <DeleteRole
-                        role={r}
-                        onDeleted={() => {
-                          setNotice(`The role ${r.name} was deleted.`);
-                          roles.reload();
-                        }}
-                      />
-                    </td>
-                  )}
-                </tr>
-              ))}
-            </tbody>
-          </table>
-        </div>
-      )}
+      <ListTable
+        items={roles.data}
+        loading={roles.loading}
+        what="roles"
+        columns={['Name', 'Description', 'Permissions', 'Used by', manage && 'Actions']}
+        row={(r) => (
+          <tr key={r.id} data-role={r.name}>
+            <td>
+              <Link href={`/roles/${r.id}`}>{r.name}</Link>
+            </td>
+            <td>{r.description}</td>
+            <td>{r.policies.length}</td>
+            <td>{r.used_by?.length ? whoUses(r.used_by) : <span class="muted">nobody</span>}</td>
+            {manage && (
+              <td class="actions-cell">
+                <DeleteRole
+                  role={r}
+                  onDeleted={() => {
+                    setNotice(`The role ${r.name} was deleted.`);
+                    roles.reload();
+                  }}
+                />
+              </td>
+            )}
+          </tr>
+        )}
+      />
     </section>
   );
 }

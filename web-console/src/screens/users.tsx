@@ -1,21 +1,10 @@
 /** Users: create, edit, disable and enable, delete. */
 import { useState } from 'preact/hooks';
+import type { UserList, UserRecord } from '../../../shared/api-types.js';
 import { api, ApiFailure, itemsOf } from '../api.js';
 import { allowed } from '../areas.js';
 import { getSession } from '../session.js';
-import { ConfirmButton, ErrorBox, Field, formatTime, Loading, Notice, PageTitle, useAction, useLoad } from '../ui.js';
-
-export interface User {
-  user_id: string;
-  fname: string;
-  lname: string;
-  email: string;
-  roles: string[];
-  disabled: boolean;
-  two_factor?: { enabled?: boolean; providers?: string[] };
-  created_at?: string;
-  last_login?: string | null;
-}
+import { ConfirmButton, ErrorBox, Field, formatTime, ListTable, Notice, PageTitle, useAction, useLoad } from '../ui.js';
 
 export interface RoleSummary {
   id: string;
@@ -34,7 +23,7 @@ interface Draft {
 
 const TWO_FACTOR: Record<Exclude<Draft['twoFactor'], 'keep'>, boolean | null> = { policy: null, on: true, off: false };
 
-function UserForm({ user, roles, onDone, onCancel }: { user?: User; roles: RoleSummary[]; onDone: (message: string) => void; onCancel: () => void }) {
+function UserForm({ user, roles, onDone, onCancel }: { user?: UserRecord; roles: RoleSummary[]; onDone: (message: string) => void; onCancel: () => void }) {
   const [draft, setDraft] = useState<Draft>({
     fname: user?.fname ?? '',
     lname: user?.lname ?? '',
@@ -162,11 +151,11 @@ function TwoFactorPolicy() {
 }
 
 export function UsersScreen() {
-  const users = useLoad(() => api.get<{ items: User[]; seats?: { used: number; max: number } }>('/userlist', { items_per_page: 1000 }), []);
+  const users = useLoad(() => api.get<UserList>('/userlist', { items_per_page: 1000 }), []);
   const roles = useLoad(() => (allowed('roles') ? api.get('/roleslist', { items_per_page: 1000 }).then((a) => itemsOf<RoleSummary>(a)) : Promise.resolve([])), []);
   const manage = allowed('usersManage');
   const action = useAction();
-  const [editing, setEditing] = useState<User | 'new' | null>(null);
+  const [editing, setEditing] = useState<UserRecord | 'new' | null>(null);
   const [notice, setNotice] = useState('');
   const me = getSession().profile?.user_id;
   const roleName = (id: string) => roles.data?.find((r) => r.id === id)?.name ?? id;
@@ -176,7 +165,7 @@ export function UsersScreen() {
     setNotice(message);
     users.reload();
   };
-  const change = (u: User, run: () => Promise<unknown>, message: string) =>
+  const change = (u: UserRecord, run: () => Promise<unknown>, message: string) =>
     void action.run(async () => {
       setNotice('');
       await run();
@@ -207,65 +196,52 @@ export function UsersScreen() {
       <ErrorBox error={action.error} title="The request failed" />
       {editing && <UserForm key={editing === 'new' ? 'new' : editing.user_id} user={editing === 'new' ? undefined : editing} roles={roles.data ?? []} onDone={done} onCancel={() => setEditing(null)} />}
       <ErrorBox error={users.error} />
-      {users.loading && !users.data && <Loading what="users" />}
-      {users.data && (
-        <div class="table-wrap">
-          <table>
-            <thead>
-              <tr>
-                <th scope="col">Name</th>
-                <th scope="col">Email</th>
-                <th scope="col">Roles</th>
-                <th scope="col">State</th>
-                <th scope="col">Last sign-in</th>
-                {manage && <th scope="col">Actions</th>}
-              </tr>
-            </thead>
-            <tbody>
-              {itemsOf<User>(users.data).map((u) => (
-                <tr key={u.user_id} class={u.disabled ? 'disabled-row' : ''} data-email={u.email}>
-                  <td>
-                    {u.fname} {u.lname}
-                  </td>
-                  <td>{u.email}</td>
-                  <td>{u.roles.map(roleName).join(', ')}</td>
-                  <td>
-                    <span class={`badge ${u.disabled ? 'denied' : 'ok'}`}>{u.disabled ? 'disabled' : 'active'}</span>
-                    {u.two_factor?.enabled && <span class="badge">2FA</span>}
-                  </td>
-                  <td>{formatTime(u.last_login ?? undefined) || <span class="muted">never</span>}</td>
-                  {manage && (
-                    <td class="actions-cell">
-                      <button type="button" onClick={() => setEditing(u)}>
-                        Edit
-                      </button>
-                      {u.user_id !== me &&
-                        (u.disabled ? (
-                          <button type="button" onClick={() => change(u, () => api.patch(`/user/${encodeURIComponent(u.user_id)}`, { disabled: false }), `${u.email} is enabled.`)}>
-                            Enable
-                          </button>
-                        ) : (
-                          <ConfirmButton
-                            label="Disable"
-                            question={`Disable ${u.email}? They are signed out at once.`}
-                            onConfirm={() => change(u, () => api.patch(`/user/${encodeURIComponent(u.user_id)}`, { disabled: true }), `${u.email} is disabled.`)}
-                          />
-                        ))}
-                      {u.user_id !== me && (
-                        <ConfirmButton
-                          label="Delete"
-                          question={`Delete ${u.email}? This cannot be undone.`}
-                          onConfirm={() => change(u, () => api.del(`/user/${encodeURIComponent(u.user_id)}`), `${u.email} was deleted.`)}
-                        />
-                      )}
-                    </td>
-                  )}
-                </tr>
-              ))}
-            </tbody>
-          </table>
-        </div>
-      )}
+      <ListTable
+        items={users.data && itemsOf<UserRecord>(users.data)}
+        loading={users.loading}
+        what="users"
+        columns={['Name', 'Email', 'Roles', 'State', 'Last sign-in', manage && 'Actions']}
+        row={(u) => (
+          <tr key={u.user_id} class={u.disabled ? 'disabled-row' : ''} data-email={u.email}>
+            <td>
+              {u.fname} {u.lname}
+            </td>
+            <td>{u.email}</td>
+            <td>{u.roles.map(roleName).join(', ')}</td>
+            <td>
+              <span class={`badge ${u.disabled ? 'denied' : 'ok'}`}>{u.disabled ? 'disabled' : 'active'}</span>
+              {u.two_factor?.enabled && <span class="badge">2FA</span>}
+            </td>
+            <td>{formatTime(u.last_login ?? undefined) || <span class="muted">never</span>}</td>
+            {manage && (
+              <td class="actions-cell">
+                <button type="button" onClick={() => setEditing(u)}>
+                  Edit
+                </button>
+                {u.user_id !== me &&
+                  (u.disabled ? (
+                    <button type="button" onClick={() => change(u, () => api.patch(`/user/${encodeURIComponent(u.user_id)}`, { disabled: false }), `${u.email} is enabled.`)}>
+                      Enable
+                    </button>
+                  ) : (
+                    <ConfirmButton
+                      label="Disable"
+                      question={`Disable ${u.email}? They are signed out at once.`}
+                      onConfirm={() => change(u, () => api.patch(`/user/${encodeURIComponent(u.user_id)}`, { disabled: true }), `${u.email} is disabled.`)}
+                    />
+                  ))}
+                {u.user_id !== me && (
+                  <ConfirmButton
+                    label="Delete"
+                    question={`Delete ${u.email}? This cannot be undone.`}
+                    onConfirm={() => change(u, () => api.del(`/user/${encodeURIComponent(u.user_id)}`), `${u.email} was deleted.`)}
+                  />
+                )}
+              </td>
+            )}
+          </tr>
+        )}
+      />
     </section>
   );
 }

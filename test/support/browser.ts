@@ -1,14 +1,19 @@
 /**
  * Browser tests: Debian's Chromium driven by playwright-core against a real broker serving the
  * built web console. Screenshots go to test/artifacts/ (kept by CI as artifacts).
+ *
+ * A browser test file calls `useBrowserSuite()` once: it builds the console if needed, starts a
+ * test broker and Chromium before the file's tests and closes both after them. Each test then
+ * opens its own page with `suite.open()` (signed in as the administrator unless told otherwise)
+ * and ends with `expectNoErrorsAndClose()`.
  */
 import { execFileSync } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { chromium, type Browser, type BrowserContext, type Page } from 'playwright-core';
-import { expect } from 'vitest';
-import { ADMIN } from '../support/broker.js';
+import { afterAll, beforeAll, expect } from 'vitest';
+import { ADMIN, startTestBroker, type TestBroker } from './broker.js';
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
 const WEB = path.join(ROOT, 'web-console');
@@ -51,10 +56,17 @@ export interface WatchedPage {
   context: BrowserContext;
   /** Script errors and console.error messages, except the browser's own line for a 4xx/5xx answer. */
   errors: string[];
+  /** Expects that the page logged no script or console error, then closes its context. */
+  expectNoErrorsAndClose(): Promise<void>;
+}
+
+export interface Viewport {
+  width: number;
+  height: number;
 }
 
 /** A fresh context (own cookies and storage) and page, with its console watched. */
-export async function openPage(browser: Browser, baseURL: string, viewport = { width: 1280, height: 800 }): Promise<WatchedPage> {
+export async function openPage(browser: Browser, baseURL: string, viewport: Viewport = { width: 1280, height: 800 }): Promise<WatchedPage> {
   const context = await browser.newContext({ baseURL, viewport });
   const page = await context.newPage();
   page.setDefaultTimeout(15_000);
@@ -65,7 +77,15 @@ export async function openPage(browser: Browser, baseURL: string, viewport = { w
     // "Failed to load resource"; the UI shows the API's message for it, which tests check.
     if (msg.type() === 'error' && !msg.text().startsWith('Failed to load resource')) errors.push(msg.text());
   });
-  return { page, context, errors };
+  return {
+    page,
+    context,
+    errors,
+    async expectNoErrorsAndClose() {
+      expect(errors).toEqual([]);
+      await context.close();
+    },
+  };
 }
 
 export async function screenshot(page: Page, name: string): Promise<void> {
@@ -82,6 +102,58 @@ export async function signIn(page: Page, email = ADMIN.email, password = ADMIN.p
   await page.locator('header.topbar').waitFor();
 }
 
-export function expectNoConsoleErrors(watched: WatchedPage): void {
-  expect(watched.errors).toEqual([]);
+export interface OpenOptions {
+  /** Who signs in through the form first: the administrator by default, `null` for nobody. */
+  as?: { email: string; password: string } | null;
+  viewport?: Viewport;
+  /** Another broker than the file's. */
+  broker?: TestBroker;
+}
+
+export interface BrowserSuite {
+  /** The file's broker, started before its tests. */
+  readonly t: TestBroker;
+  readonly browser: Browser;
+  /** A fresh page on the broker with its console watched, signed in as `options.as`. */
+  open(options?: OpenOptions): Promise<WatchedPage>;
+}
+
+/**
+ * Registers the file's set-up and tear-down: builds the console, starts a broker (with `env`,
+ * which may be a function when it depends on something an earlier hook started) and Chromium;
+ * closes them after the file's tests.
+ */
+export function useBrowserSuite(options: { env?: Record<string, string> | (() => Record<string, string>) } = {}): BrowserSuite {
+  let t: TestBroker | undefined;
+  let browser: Browser | undefined;
+
+  beforeAll(async () => {
+    ensureBuilt();
+    t = await startTestBroker({ env: typeof options.env === 'function' ? options.env() : options.env });
+    browser = await launchBrowser();
+  });
+
+  afterAll(async () => {
+    await browser?.close();
+    await t?.close();
+  });
+
+  const started = <T>(value: T | undefined): T => {
+    if (value === undefined) throw new Error('The browser suite is used before its beforeAll hook ran.');
+    return value;
+  };
+
+  return {
+    get t() {
+      return started(t);
+    },
+    get browser() {
+      return started(browser);
+    },
+    async open({ as = ADMIN, viewport, broker }: OpenOptions = {}) {
+      const watched = await openPage(started(browser), (broker ?? started(t)).url, viewport);
+      if (as) await signIn(watched.page, as.email, as.password);
+      return watched;
+    },
+  };
 }

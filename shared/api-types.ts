@@ -1,0 +1,124 @@
+/**
+ * The API's records as they travel (CONTRACT.md), written once for the broker, the CLI and the
+ * web console. Plain interfaces and no runtime code, so the browser bundle takes nothing from
+ * this file (and no zod). The broker's zod response schemas are checked against these types with
+ * `satisfies z.ZodType<…>`, so a schema that drifts from its record does not compile.
+ */
+
+/** The answer of a list route: one page of `items` and how many there are in all. */
+export interface ListPage<T> {
+  items: T[];
+  total: number;
+}
+
+/** A second factor a user can sign in with: `email` always, `google` (an authenticator app) once confirmed. */
+export type SecondFactorProvider = 'email' | 'google';
+
+/** A user's `two_factor` (CONTRACT.md). */
+export interface TwoFactorState {
+  /** whether sign-in asks this user for a second factor (the account policy, or the user's override) */
+  enabled: boolean;
+  /** the providers the user can use: `email` always, `google` once an authenticator app is confirmed */
+  providers: SecondFactorProvider[];
+}
+
+/** A user as GET /user/{user_id} and GET /userlist show it. */
+export interface UserRecord {
+  user_id: string;
+  fname: string;
+  lname: string;
+  email: string;
+  /** role ids */
+  roles: string[];
+  disabled: boolean;
+  two_factor: TwoFactorState;
+  /** ISO 8601 */
+  created_at: string;
+  /** ISO 8601, or null before the first sign-in */
+  last_login: string | null;
+}
+
+/** GET /userlist: users, and the subscription's seats taken by active users. */
+export interface UserList extends ListPage<UserRecord> {
+  seats: { used: number; max: number };
+}
+
+/** GET /profile: the signed-in user's own record plus what they may do. */
+export interface Profile extends UserRecord {
+  /** every permission the user's roles grant (on at least some devices) */
+  permissions: string[];
+}
+
+/** GET /remote/access/{device_id}: what the caller may try on a device, for showing buttons. */
+export interface RemoteCapabilities {
+  device_id: string;
+  /** the device agent is connected now */
+  connected: boolean;
+  console: boolean;
+  tunnel: boolean;
+  copy: boolean;
+  reload: boolean;
+}
+
+/** The legacy device attributes: always present, as strings ("" when unset). */
+export type LegacyAttribute = 'device_name' | 'description' | 'latitude' | 'longitude' | 'country' | 'city' | 'zip' | 'address';
+
+/** A device's attributes: the legacy fields and the custom key → value pairs. */
+export interface DeviceAttributes extends Record<LegacyAttribute, string> {
+  custom: Record<string, string>;
+}
+
+/** GET /deviceattribute/{device_id}: the attributes and the most custom keys a device may hold. */
+export interface AttributesRecord extends DeviceAttributes {
+  custom_max: number;
+}
+
+/** A node of GET /grouptree: a group with its children, or a device. */
+export interface GroupTreeNode {
+  id: string;
+  node_id: string;
+  title: string;
+  type: 'group' | 'device';
+  /** the node's own tags (a device also carries the tags of every group above it) */
+  tags: string[];
+  /** child nodes (empty for a device) */
+  nodes: GroupTreeNode[];
+  /** devices only */
+  status?: 'online' | 'offline';
+  /** devices only: last contact (ISO 8601), null if never */
+  last_reported?: string | null;
+  /** devices only */
+  attributes?: DeviceAttributes;
+}
+
+/** GET /grouptree */
+export interface GroupTree {
+  total_devices: number;
+  tree: GroupTreeNode;
+}
+
+/** An entry of the audit trail (GET /commitlist). */
+export interface AuditEntry {
+  id: number;
+  /** ISO 8601 */
+  ts: string;
+  /** stable event code, e.g. remote.console.start, user.create */
+  event: string;
+  user_id: string | null;
+  user_email: string | null;
+  device_id: string | null;
+  action: string;
+  /** the options / request detail */
+  options: unknown;
+  /** 'allowed' | 'denied' | 'ok' | 'error' | 'ended' */
+  result: string;
+  reason: string | null;
+  source_ip: string | null;
+  /** 'api' | 'web' | 'cli' | 'ssh' */
+  source: string | null;
+  session_id: string | null;
+  ended_at: string | null;
+  duration_ms: number | null;
+  bytes_in: number | null;
+  bytes_out: number | null;
+}
