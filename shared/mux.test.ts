@@ -1,21 +1,10 @@
 import crypto from 'node:crypto';
-import type { AddressInfo } from 'node:net';
 import { Writable } from 'node:stream';
 import { afterEach, describe, expect, it } from 'vitest';
-import WebSocket, { WebSocketServer } from 'ws';
-import { Mux, type Channel } from './mux.js';
+import { muxPair } from '../test/support/mux-pair.js';
+import type { Channel } from './mux.js';
 
-/** A broker-side and an agent-side mux over a real WebSocket on loopback. */
-async function pair(onOpen: (ch: Channel) => Promise<Record<string, unknown> | void>, window = 64 * 1024) {
-  const wss = new WebSocketServer({ port: 0, host: '127.0.0.1' });
-  await new Promise((r) => wss.once('listening', r));
-  const serverSide = new Promise<WebSocket>((resolve) => wss.once('connection', resolve));
-  const client = new WebSocket(`ws://127.0.0.1:${(wss.address() as AddressInfo).port}`);
-  await new Promise((r) => client.once('open', r));
-  const broker = new Mux(await serverSide, { window });
-  const agent = new Mux(client, { window, onOpen });
-  return { broker, agent, close: () => { client.close(); wss.close(); } };
-}
+const pair = muxPair;
 
 let cleanup: (() => void) | undefined;
 afterEach(() => cleanup?.());

@@ -6,28 +6,19 @@ import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import WebSocket, { WebSocketServer } from 'ws';
-import { Mux, type Channel } from '../../shared/mux.js';
+import type { Channel } from '../../shared/mux.js';
+import { muxPair } from '../../test/support/mux-pair.js';
 import { handleChannel } from './index.js';
 import { resolveCopyTarget } from './paths.js';
 
 /** The broker end of a Mux pair whose agent end serves channels with handleChannel. */
 async function pair(window = 256 * 1024) {
-  const wss = new WebSocketServer({ port: 0, host: '127.0.0.1' });
-  await new Promise((r) => wss.once('listening', r));
-  const serverSide = new Promise<WebSocket>((resolve) => wss.once('connection', resolve));
-  const client = new WebSocket(`ws://127.0.0.1:${(wss.address() as AddressInfo).port}`);
-  await new Promise((r) => client.once('open', r));
-  const broker = new Mux(await serverSide, { window });
   const agentChannels: Channel[] = [];
-  new Mux(client, {
-    window,
-    onOpen: (ch) => {
-      agentChannels.push(ch);
-      return handleChannel(ch, { stateDir: os.tmpdir(), log: () => {} });
-    },
-  });
-  return { broker, agentChannels, close: () => (client.terminate(), wss.close()) };
+  const { broker, close } = await muxPair((ch) => {
+    agentChannels.push(ch);
+    return handleChannel(ch, { stateDir: os.tmpdir(), log: () => {} });
+  }, window);
+  return { broker, agentChannels, close };
 }
 
 const sha = (b: Buffer | string) => crypto.createHash('sha256').update(b).digest('hex');
