@@ -72,9 +72,14 @@ export class Agent {
     let state = stateDir.readState(identity.deviceId);
     if (state.revoked) {
       if (!config.bootstrapKey) {
-        return this.fatal(`The broker ${state.revoked.reason} this device (key ${identity.fingerprint}); start the agent with a bootstrap key to enrol again as a new device.`);
+        return this.fatal(
+          `The broker ${state.revoked.reason} this device (key ${identity.fingerprint}); start the agent with a bootstrap key to enrol again as a new device.`,
+        );
       }
-      this.log.warn({ oldDeviceId: identity.deviceId, reason: state.revoked.reason }, 'the previous device key was revoked: making a new key pair to enrol again');
+      this.log.warn(
+        { oldDeviceId: identity.deviceId, reason: state.revoked.reason },
+        'the previous device key was revoked: making a new key pair to enrol again',
+      );
       stateDir.retireKey();
       identity = stateDir.identity();
       state = stateDir.readState(identity.deviceId);
@@ -98,17 +103,22 @@ export class Agent {
     while (!this.stopped) {
       // Enrol when this key is not known to be enrolled (first start, or the broker forgot it).
       if (!state.enrolled) {
-        if (!config.bootstrapKey) return this.fatal('This device is not enrolled yet: start the agent with --bootstrap-key <key> (from POST /api/v2/bootstrapkey).');
+        if (!config.bootstrapKey)
+          return this.fatal('This device is not enrolled yet: start the agent with --bootstrap-key <key> (from POST /api/v2/bootstrapkey).');
         try {
           const answer = await endpoint.enrol(
             { bootstrap_key: config.bootstrapKey, public_key: identity.publicKeyPem, hostname: os.hostname() },
             `fleet-agent/${this.version}`,
             this.controller.signal,
           );
-          if (answer.device_id !== identity.deviceId) return this.fatal(`The broker named this device ${answer.device_id}, not ${identity.deviceId}: refusing to continue.`, 1);
+          if (answer.device_id !== identity.deviceId)
+            return this.fatal(`The broker named this device ${answer.device_id}, not ${identity.deviceId}: refusing to continue.`, 1);
           save({ device_id: identity.deviceId, broker: endpoint.base.origin, enrolled: answer.state });
           if (answer.state === 'pending') {
-            log.info({ fingerprint: identity.fingerprint }, 'enrolled: waiting for an operator to approve this device (compare the fingerprint in Pending hosts)');
+            log.info(
+              { fingerprint: identity.fingerprint },
+              'enrolled: waiting for an operator to approve this device (compare the fingerprint in Pending hosts)',
+            );
             pendingLogged = true;
           } else log.info('enrolled and approved');
         } catch (err) {

@@ -17,7 +17,15 @@ afterEach(() => {
 describe('agent configuration', () => {
   it('takes the command line with documented defaults', () => {
     const c = loadAgentConfig({ broker: 'https://broker.example.com/', bootstrapKey: 'k' });
-    expect(c).toMatchObject({ broker: 'https://broker.example.com', bootstrapKey: 'k', exitOnReload: false, logLevel: 'info', retryMinMs: 1000, retryMaxMs: 60_000, inventoryIntervalMs: 600_000 });
+    expect(c).toMatchObject({
+      broker: 'https://broker.example.com',
+      bootstrapKey: 'k',
+      exitOnReload: false,
+      logLevel: 'info',
+      retryMinMs: 1000,
+      retryMaxMs: 60_000,
+      inventoryIntervalMs: 600_000,
+    });
     expect(c.stateDir).toBe(path.resolve('./agent-state'));
   });
 
@@ -25,9 +33,18 @@ describe('agent configuration', () => {
     const d = tmp();
     fs.writeFileSync(path.join(d, 'ca.pem'), 'x');
     const file = path.join(d, 'config.json');
-    fs.writeFileSync(file, JSON.stringify({ broker: 'https://a.example', bootstrap_key: 'from-file', state_dir: 'state', ca_file: 'ca.pem', exit_on_reload: true }));
+    fs.writeFileSync(
+      file,
+      JSON.stringify({ broker: 'https://a.example', bootstrap_key: 'from-file', state_dir: 'state', ca_file: 'ca.pem', exit_on_reload: true }),
+    );
     const c = loadAgentConfig({ config: file, broker: 'https://b.example' });
-    expect(c).toMatchObject({ broker: 'https://b.example', bootstrapKey: 'from-file', stateDir: path.join(d, 'state'), caFile: path.join(d, 'ca.pem'), exitOnReload: true });
+    expect(c).toMatchObject({
+      broker: 'https://b.example',
+      bootstrapKey: 'from-file',
+      stateDir: path.join(d, 'state'),
+      caFile: path.join(d, 'ca.pem'),
+      exitOnReload: true,
+    });
   });
 
   it('refuses what would fail later, saying what is wrong', () => {

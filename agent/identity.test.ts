@@ -21,7 +21,12 @@ describe('agent state directory', () => {
     const s = new StateDir(dir);
     const first = s.identity();
     expect(first.deviceId).toMatch(/^[0-9a-f]{64}$/);
-    expect(first.deviceId).toBe(crypto.createHash('sha256').update(first.publicKey.export({ type: 'spki', format: 'der' })).digest('hex'));
+    expect(first.deviceId).toBe(
+      crypto
+        .createHash('sha256')
+        .update(first.publicKey.export({ type: 'spki', format: 'der' }))
+        .digest('hex'),
+    );
     expect(first.privateKey.asymmetricKeyDetails?.namedCurve).toBe('prime256v1');
     expect(fs.statSync(dir).mode & 0o777).toBe(0o700);
     expect(fs.statSync(path.join(dir, KEY_FILE)).mode & 0o777).toBe(0o600);

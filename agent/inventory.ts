@@ -26,8 +26,32 @@ export interface InventoryReport {
 
 /** Pseudo and virtual file systems that say nothing about storage. */
 const PSEUDO_FS = new Set([
-  'proc', 'sysfs', 'devtmpfs', 'devpts', 'tmpfs', 'cgroup', 'cgroup2', 'securityfs', 'pstore', 'bpf', 'debugfs', 'tracefs', 'mqueue',
-  'hugetlbfs', 'configfs', 'fusectl', 'autofs', 'binfmt_misc', 'nsfs', 'ramfs', 'rpc_pipefs', 'efivarfs', 'selinuxfs', 'squashfs', 'fuse.gvfsd-fuse', 'fuse.portal',
+  'proc',
+  'sysfs',
+  'devtmpfs',
+  'devpts',
+  'tmpfs',
+  'cgroup',
+  'cgroup2',
+  'securityfs',
+  'pstore',
+  'bpf',
+  'debugfs',
+  'tracefs',
+  'mqueue',
+  'hugetlbfs',
+  'configfs',
+  'fusectl',
+  'autofs',
+  'binfmt_misc',
+  'nsfs',
+  'ramfs',
+  'rpc_pipefs',
+  'efivarfs',
+  'selinuxfs',
+  'squashfs',
+  'fuse.gvfsd-fuse',
+  'fuse.portal',
 ]);
 const MAX_DISKS = 64;
 

@@ -61,7 +61,11 @@ async function main(): Promise<void> {
   }
   // Structured logs on stderr; the bootstrap key never reaches them.
   const log = pino(
-    { name: 'fleet-agent', level: first.logLevel, redact: { paths: ['bootstrapKey', '*.bootstrapKey', 'bootstrap_key', '*.bootstrap_key'], censor: '[redacted]' } },
+    {
+      name: 'fleet-agent',
+      level: first.logLevel,
+      redact: { paths: ['bootstrapKey', '*.bootstrapKey', 'bootstrap_key', '*.bootstrap_key'], censor: '[redacted]' },
+    },
     pino.destination(2),
   );
   const version = agentVersion();

@@ -41,8 +41,27 @@ export async function insertDevices(t: TestBroker, count: number, groups: string
       const n = start + j;
       const id = crypto.createHash('sha256').update(`bench-device-${n}`).digest('hex');
       const name = `dev-${n}`;
-      devices.push({ device_id: id, public_key: 'bench', state: 'approved', hostname: name, bootstrap_key: null, attributes: JSON.stringify({ device_name: name }), created_at: now, approved_at: now, last_seen: null, last_ip: null, agent_version: null });
-      nodes.push({ node_id: id, parent_id: groups[n % groups.length], type: 'device', title: name, tags: JSON.stringify(n % 10 === 0 ? ['bench'] : []), created_at: now });
+      devices.push({
+        device_id: id,
+        public_key: 'bench',
+        state: 'approved',
+        hostname: name,
+        bootstrap_key: null,
+        attributes: JSON.stringify({ device_name: name }),
+        created_at: now,
+        approved_at: now,
+        last_seen: null,
+        last_ip: null,
+        agent_version: null,
+      });
+      nodes.push({
+        node_id: id,
+        parent_id: groups[n % groups.length],
+        type: 'device',
+        title: name,
+        tags: JSON.stringify(n % 10 === 0 ? ['bench'] : []),
+        created_at: now,
+      });
     }
     await db.transaction().execute(async (trx) => {
       await trx.insertInto('devices').values(devices).execute();

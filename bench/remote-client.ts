@@ -34,7 +34,11 @@ function openWs(url: string, token: string): Promise<WebSocket> {
   return new Promise((resolve, reject) => {
     // A zero mask: masking 256 KiB frames in pure JavaScript (no native bufferutil) would make
     // this client the bottleneck; browsers mask natively, and the CLI does the same over TLS.
-    const ws = new WebSocket(url, { headers: { authorization: `Bearer ${token}` }, perMessageDeflate: false, generateMask: (mask: Buffer) => void mask.fill(0) });
+    const ws = new WebSocket(url, {
+      headers: { authorization: `Bearer ${token}` },
+      perMessageDeflate: false,
+      generateMask: (mask: Buffer) => void mask.fill(0),
+    });
     ws.on('message', function first(data, isBinary) {
       if (isBinary) return;
       const frame = JSON.parse(String(data));
@@ -168,7 +172,11 @@ async function rtt(task: Extract<Task, { mode: 'rtt' }>): Promise<Record<string,
     await quiet(300);
     let listener: ((d: Buffer) => void) | undefined;
     pty.onData((d) => listener?.(d as unknown as Buffer));
-    const result = await roundTrips((b) => pty.write(b), (cb) => (listener = cb), task.count);
+    const result = await roundTrips(
+      (b) => pty.write(b),
+      (cb) => (listener = cb),
+      task.count,
+    );
     pty.kill();
     return result;
   }
@@ -181,7 +189,11 @@ async function rtt(task: Extract<Task, { mode: 'rtt' }>): Promise<Record<string,
   });
   ws.send(Buffer.from(`${RAW_CAT}\n`));
   await quiet(1000);
-  const result = await roundTrips((b) => ws.send(b), (cb) => (listener = cb), task.count);
+  const result = await roundTrips(
+    (b) => ws.send(b),
+    (cb) => (listener = cb),
+    task.count,
+  );
   ws.close();
   return result;
 }

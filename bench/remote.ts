@@ -193,7 +193,9 @@ export async function benchRemote(log: Log): Promise<void> {
     const device = deviceIdOf(crypto.createPublicKey(fs.readFileSync(keyFile)));
     await eventually(() => t.broker.services.agents.isConnected(device), 20_000, 'the agent to connect');
     // An operator whose grants have options, so every open runs the evaluator for real.
-    const user = await t.userWith([{ permission: 'remote-access:connect', resources: ['tag:none/console', '*/console', '*/tunnel(proto=tcp;dst=127.0.0.1,localhost)'] }]);
+    const user = await t.userWith([
+      { permission: 'remote-access:connect', resources: ['tag:none/console', '*/console', '*/tunnel(proto=tcp;dst=127.0.0.1,localhost)'] },
+    ]);
     const sinkServer = await server({ mode: 'sink' });
     sink = sinkServer.child;
     const base = { url: t.url, token: user.token, device };
@@ -204,7 +206,9 @@ export async function benchRemote(log: Log): Promise<void> {
     log('throughput: one tunnel through the broker');
     const single = await task({ mode: 'throughput', via: 'tunnel', ...base, port: sinkServer.port, seconds: SECONDS, streams: 1 });
     log(`  tunnel (WebSocket client): ${mb(single)} = ${ratio(single, direct)} of direct (target >= 0.5)`);
-    const cli = await viaFleetConnect(t, user.token, device, sinkServer.port).catch((err: Error) => (log(`  fleet connect: failed (${err.message})`), undefined));
+    const cli = await viaFleetConnect(t, user.token, device, sinkServer.port).catch(
+      (err: Error) => (log(`  fleet connect: failed (${err.message})`), undefined),
+    );
     if (cli) log(`  fleet connect (local port): ${mb(cli)} = ${ratio(cli, direct)} of direct`);
     const ssh = await viaSsh(sinkServer.port, log);
     if (ssh) log(`  ssh -L (OpenSSH, same machine): ${mb(ssh)} = ${ratio(ssh, direct)} of direct`);

@@ -45,7 +45,11 @@ export function createApp(services: Services): Express {
   api.get('/openapi.json', (_req, res) => {
     res.json(openapi);
   });
-  mountRoutes(api, routes.filter((r) => !r.absolute), services);
+  mountRoutes(
+    api,
+    routes.filter((r) => !r.absolute),
+    services,
+  );
   api.use((req, _res, next) => next(new ApiError(404, 'not_found', `No call ${req.method} ${API_PREFIX}${req.path}.`)));
   app.use(API_PREFIX, api);
   // The spec also places challenge-verify at the root.

@@ -87,7 +87,8 @@ export function loadConfig(env: Env = process.env): Config {
   if (env.JWT_SECRET !== undefined && env.JWT_SECRET !== '' && env.JWT_SECRET.length < 32) {
     throw new ConfigError('JWT_SECRET', 'must be at least 32 characters');
   }
-  if (!!env.TLS_CERT_FILE !== !!env.TLS_KEY_FILE) throw new ConfigError(env.TLS_CERT_FILE ? 'TLS_KEY_FILE' : 'TLS_CERT_FILE', 'TLS_CERT_FILE and TLS_KEY_FILE go together');
+  if (!!env.TLS_CERT_FILE !== !!env.TLS_KEY_FILE)
+    throw new ConfigError(env.TLS_CERT_FILE ? 'TLS_KEY_FILE' : 'TLS_CERT_FILE', 'TLS_CERT_FILE and TLS_KEY_FILE go together');
   const logLevel = env.LOG_LEVEL || 'info';
   if (!['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'].includes(logLevel)) throw new ConfigError('LOG_LEVEL', `unknown level "${logLevel}"`);
   return {

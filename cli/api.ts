@@ -57,7 +57,10 @@ export class ApiClient {
   private async renew(): Promise<void> {
     const stored = this.target.stored;
     if (!stored?.refresh_token) throw new CliError('The token has expired; sign in again with "fleet login".');
-    const res = await request(`${this.url}${API}/refresh-jwt`, { method: 'POST', headers: { cookie: `${REFRESH_COOKIE}=${encodeURIComponent(stored.refresh_token)}` } });
+    const res = await request(`${this.url}${API}/refresh-jwt`, {
+      method: 'POST',
+      headers: { cookie: `${REFRESH_COOKIE}=${encodeURIComponent(stored.refresh_token)}` },
+    });
     const body = (await res.json().catch(() => ({}))) as { token?: string; message?: string };
     if (res.status !== 200 || !body.token) throw new CliError(`The sign-in has ended (${body.message ?? res.status}); sign in again with "fleet login".`);
     this.target.token = body.token;
@@ -74,7 +77,10 @@ export class ApiClient {
       });
     let res = await send();
     if (res.status === 401 && this.target.stored?.refresh_token) {
-      const answer = (await res.clone().json().catch(() => ({}))) as ErrorBody;
+      const answer = (await res
+        .clone()
+        .json()
+        .catch(() => ({}))) as ErrorBody;
       if (answer.error === 'token_expired') {
         await this.renew();
         res = await send();
@@ -93,7 +99,8 @@ export async function answerOf<T>(res: Response): Promise<T> {
     // not JSON
   }
   if (res.status >= 200 && res.status < 300) return parsed as T;
-  const body: ErrorBody = parsed && typeof parsed === 'object' ? (parsed as ErrorBody) : { message: `The broker answered ${res.status}${text ? `: ${text.slice(0, 200)}` : ''}.` };
+  const body: ErrorBody =
+    parsed && typeof parsed === 'object' ? (parsed as ErrorBody) : { message: `The broker answered ${res.status}${text ? `: ${text.slice(0, 200)}` : ''}.` };
   throw new ApiFailure(res.status, body);
 }
 

@@ -68,7 +68,8 @@ export function resolveTarget(env: NodeJS.ProcessEnv = process.env): Target {
   if (!url) throw new CliError('No broker: sign in with "fleet login --url <broker> --email <email>", or set FLEET_URL and FLEET_TOKEN.');
   if (env.FLEET_TOKEN) return { url: normalizeUrl(url), token: env.FLEET_TOKEN };
   if (!stored) throw new CliError('Not signed in: run "fleet login --url <broker> --email <email>", or set FLEET_TOKEN.');
-  if (normalizeUrl(stored.url) !== normalizeUrl(url)) throw new CliError(`Signed in to ${stored.url}, not ${url}: run "fleet login --url ${url}" or set FLEET_TOKEN.`);
+  if (normalizeUrl(stored.url) !== normalizeUrl(url))
+    throw new CliError(`Signed in to ${stored.url}, not ${url}: run "fleet login --url ${url}" or set FLEET_TOKEN.`);
   return { url: normalizeUrl(url), token: stored.token, stored };
 }
 

@@ -40,7 +40,8 @@ export async function resolveDevice(client: ApiClient, given: string): Promise<{
   const devices = await listDevices(client);
   const byName = devices.filter((d) => d.name === given);
   if (byName.length === 1) return byName[0];
-  if (byName.length > 1) throw new CliError(`"${given}" names ${byName.length} devices (${byName.map((d) => d.id.slice(0, 12)).join(', ')}); give the device id.`);
+  if (byName.length > 1)
+    throw new CliError(`"${given}" names ${byName.length} devices (${byName.map((d) => d.id.slice(0, 12)).join(', ')}); give the device id.`);
   if (/^[0-9a-f]{6,63}$/.test(given)) {
     const byPrefix = devices.filter((d) => d.id.startsWith(given));
     if (byPrefix.length === 1) return byPrefix[0];

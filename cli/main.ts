@@ -54,7 +54,12 @@ export function program(run: (work: Promise<number | void>) => void): Command {
   cli
     .command('connect')
     .argument('<device>', 'device id or name')
-    .requiredOption('-t, --tunnel <spec>', 'forward [lhost:]lport:rhost:rport[/udp]; "stdio" as lport bridges stdin/stdout (SSH ProxyCommand); repeatable', collect, [])
+    .requiredOption(
+      '-t, --tunnel <spec>',
+      'forward [lhost:]lport:rhost:rport[/udp]; "stdio" as lport bridges stdin/stdout (SSH ProxyCommand); repeatable',
+      collect,
+      [],
+    )
     .description('Forward local ports to hosts reachable from the device')
     .action((device: string, options: { tunnel: string[] }) => run(connectCommand(client(), device, options.tunnel)));
 

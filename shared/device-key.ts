@@ -25,7 +25,10 @@ export function parseDevicePublicKey(pem: string): KeyObject {
 
 /** The device id of a public key: sha256 of its DER SPKI, 64 lowercase hex. */
 export function deviceIdOf(publicKey: KeyObject): string {
-  return crypto.createHash('sha256').update(publicKey.export({ type: 'spki', format: 'der' })).digest('hex');
+  return crypto
+    .createHash('sha256')
+    .update(publicKey.export({ type: 'spki', format: 'der' }))
+    .digest('hex');
 }
 
 /** The canonical PEM (SPKI) of a public key, as the broker stores it. */
@@ -35,7 +38,10 @@ export function publicKeyPem(publicKey: KeyObject): string {
 
 /** An OpenSSH-style fingerprint of a public key for people to compare: `SHA256:<base64>`. */
 export function keyFingerprint(publicKey: KeyObject): string {
-  const digest = crypto.createHash('sha256').update(publicKey.export({ type: 'spki', format: 'der' })).digest('base64');
+  const digest = crypto
+    .createHash('sha256')
+    .update(publicKey.export({ type: 'spki', format: 'der' }))
+    .digest('base64');
   return `SHA256:${digest.replace(/=+$/, '')}`;
 }
 

@@ -6,14 +6,7 @@
 import { EventEmitter } from 'node:events';
 import { Duplex } from 'node:stream';
 import type WebSocket from 'ws';
-import {
-  decodeData,
-  encodeData,
-  type ChannelControl,
-  type ChannelKind,
-  type ChannelParams,
-  type ControlMessage,
-} from './protocol.js';
+import { decodeData, encodeData, type ChannelControl, type ChannelKind, type ChannelParams, type ControlMessage } from './protocol.js';
 
 export const DEFAULT_WINDOW = 1024 * 1024;
 const MAX_FRAME = 64 * 1024;
@@ -92,7 +85,7 @@ export class Channel extends Duplex {
   }
 
   // Every consumption, flowing or paused, goes through read(): the place to return credit.
-  override read(size?: number): any {
+  override read(size?: number): Buffer | string | null {
     const chunk = super.read(size);
     if (chunk !== null) this.grant();
     return chunk;

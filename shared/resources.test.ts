@@ -53,7 +53,11 @@ describe('parseResource: every form of the resource table', () => {
   });
 
   it('console and reload take no options', () => {
-    expect(parseResource('tag:lab/console')).toEqual({ source: 'tag:lab/console', entity: { kind: 'tag', tag: 'lab' }, action: { name: 'console', options: {} } });
+    expect(parseResource('tag:lab/console')).toEqual({
+      source: 'tag:lab/console',
+      entity: { kind: 'tag', tag: 'lab' },
+      action: { name: 'console', options: {} },
+    });
     expect(parseResource('*/reload').action).toEqual({ name: 'reload', options: {} });
     expect(parseResource('node:g1/console').action?.name).toBe('console');
   });
@@ -73,7 +77,12 @@ describe('parseResource: every form of the resource table', () => {
       { lo: 1, hi: 1 },
       { lo: 65535, hi: 65535 },
     ]);
-    expect(parseResource('*/tunnel(dst=localhost,10.0.0.5,Printer.LAN,[fe80::1])').action?.options.dst).toEqual(['localhost', '10.0.0.5', 'printer.lan', 'fe80::1']);
+    expect(parseResource('*/tunnel(dst=localhost,10.0.0.5,Printer.LAN,[fe80::1])').action?.options.dst).toEqual([
+      'localhost',
+      '10.0.0.5',
+      'printer.lan',
+      'fe80::1',
+    ]);
     expect(parseResource('tag:prod/tunnel(proto=udp;port=53;dst=*)').action?.options).toEqual({ proto: ['udp'], port: [{ lo: 53, hi: 53 }], dst: ['*'] });
     // Options come in any order.
     expect(parseResource('*/tunnel(dst=db;port=5432;proto=tcp)').action?.options).toEqual({ dst: ['db'], port: [{ lo: 5432, hi: 5432 }], proto: ['tcp'] });
@@ -176,11 +185,14 @@ describe('parseResource: hostile input', () => {
     expect(() => parseResource(resource)).toThrow(ResourceSyntaxError);
   });
 
-  it.each(['*\u0000', 'tag:prod\u0000', '*/console\u0000', '*/tunnel(port=22\u0000)', '*/copy(path=/tmp\u0000/x)', '\u0000'])('NUL is refused: %j', (resource) => {
-    const err = syntaxError(resource);
-    // Messages never carry the raw control character.
-    expect(err.message).not.toContain('\u0000');
-  });
+  it.each(['*\u0000', 'tag:prod\u0000', '*/console\u0000', '*/tunnel(port=22\u0000)', '*/copy(path=/tmp\u0000/x)', '\u0000'])(
+    'NUL is refused: %j',
+    (resource) => {
+      const err = syntaxError(resource);
+      // Messages never carry the raw control character.
+      expect(err.message).not.toContain('\u0000');
+    },
+  );
 
   it('control and invisible characters are escaped in messages', () => {
     expect(syntaxError('tag:\u0007bell').message).toContain('\\u0007');
@@ -264,7 +276,7 @@ describe('evaluate: entities and inheritance', () => {
     expect(decide([{ permission: 'device:read', resources: ['*'] }], 'device:read', elsewhere).allowed).toBe(true);
   });
 
-  it('tag: matches the device\'s own tags and the tags inherited from its groups', () => {
+  it("tag: matches the device's own tags and the tags inherited from its groups", () => {
     for (const tag of ['own-tag', 'lab-tag', 'site-tag']) {
       expect(decide([{ permission: 'device:read', resources: [`tag:${tag}`] }], 'device:read', inLab).allowed).toBe(true);
     }
@@ -360,7 +372,7 @@ describe('evaluate: remote-access actions', () => {
   const tagged = device('t', ['root'], ['x']);
   const plain = device('p', ['root'], []);
 
-  it('the spec\'s example: */console + tag:x gives console everywhere and full access on tagged devices', () => {
+  it("the spec's example: */console + tag:x gives console everywhere and full access on tagged devices", () => {
     const resources = ['*/console', 'tag:x'];
     expect(connect(resources, plain, { action: 'console' })).toBe(true);
     expect(connect(resources, plain, { action: 'reload' })).toBe(false);
@@ -483,7 +495,10 @@ describe('validatePolicies', () => {
         { permission: 'users:read' },
         { permission: 'users:manage', resources: ['*'] },
         { permission: 'device:read', resources: ['*', 'tag:a', 'node:g'] },
-        { permission: CONNECT, resources: ['*/console', 'tag:x', 'node:g/tunnel(proto=tcp;port=22)', 'tag:y/copy(direction=download;path=/var/log)', '*/reload'] },
+        {
+          permission: CONNECT,
+          resources: ['*/console', 'tag:x', 'node:g/tunnel(proto=tcp;port=22)', 'tag:y/copy(direction=download;path=/var/log)', '*/reload'],
+        },
         { permission: 'reports:markread', resources: ['tag:a'] },
         { permission: 'metrics:read' },
       ]),
@@ -498,7 +513,9 @@ describe('validatePolicies', () => {
   });
 
   it('an unknown permission', () => {
-    expect(validatePolicies([{ permission: 'device:delete' }])).toEqual([{ policy: 0, permission: 'device:delete', message: 'unknown permission "device:delete"' }]);
+    expect(validatePolicies([{ permission: 'device:delete' }])).toEqual([
+      { policy: 0, permission: 'device:delete', message: 'unknown permission "device:delete"' },
+    ]);
     expect(validatePolicies([{ permission: '__proto__' }])[0].message).toMatch(/unknown permission/);
     expect(validatePolicies([{ permission: 'users:read\u0000' }])[0].message).toBe('unknown permission "users:read\\u0000"');
   });

@@ -84,7 +84,8 @@ async function receive(
     if (channel.writableEnded || channel.destroyed) throw new Error('The upload was interrupted.');
     const sha256 = hash.digest('hex');
     if (size !== undefined && bytes !== size) throw new Error(`Received ${bytes} bytes, ${size} were announced.`);
-    if (expectedSha !== undefined && sha256 !== expectedSha) throw new Error(`Checksum mismatch: received data has sha256 ${sha256}, ${expectedSha} was announced.`);
+    if (expectedSha !== undefined && sha256 !== expectedSha)
+      throw new Error(`Checksum mismatch: received data has sha256 ${sha256}, ${expectedSha} was announced.`);
     await file.sync();
     await file.close();
     open = false;
@@ -143,15 +144,16 @@ async function send(channel: Channel, file: fs.FileHandle, target: string, ctx: 
       if (channel.destroyed) return;
       hash.update(chunk);
       bytes += chunk.length;
-      if (!channel.write(chunk)) await new Promise<void>((resolve) => {
-        const done = () => {
-          channel.off('drain', done);
-          channel.off('close', done);
-          resolve();
-        };
-        channel.on('drain', done);
-        channel.on('close', done);
-      });
+      if (!channel.write(chunk))
+        await new Promise<void>((resolve) => {
+          const done = () => {
+            channel.off('drain', done);
+            channel.off('close', done);
+            resolve();
+          };
+          channel.on('drain', done);
+          channel.on('close', done);
+        });
     }
     if (channel.destroyed) return;
     ctx.log('download done', { ch: channel.id, target, bytes });

@@ -91,14 +91,16 @@ describe('console sessions', () => {
     const pid = info.pid as number;
     expect(pid).toBeGreaterThan(0);
     channel.destroy();
-    await expect.poll(() => {
-      try {
-        process.kill(pid, 0);
-        return true;
-      } catch {
-        return false;
-      }
-    }).toBe(false);
+    await expect
+      .poll(() => {
+        try {
+          process.kill(pid, 0);
+          return true;
+        } catch {
+          return false;
+        }
+      })
+      .toBe(false);
   });
 });
 
@@ -129,7 +131,9 @@ describe('tunnel sessions', () => {
         srv.close(() => resolve(port));
       });
     });
-    await expect(p.broker.open('tunnel', { proto: 'tcp', port: closed, dst: '127.0.0.1' })).rejects.toThrow(/Cannot connect to 127\.0\.0\.1:\d+ from the device: ECONNREFUSED/);
+    await expect(p.broker.open('tunnel', { proto: 'tcp', port: closed, dst: '127.0.0.1' })).rejects.toThrow(
+      /Cannot connect to 127\.0\.0\.1:\d+ from the device: ECONNREFUSED/,
+    );
   });
 
   it('carries UDP datagrams one chunk each way', async () => {

@@ -40,7 +40,10 @@ export class AccessService {
   requireGrantable(principal: Principal, wanted: Policy[]): void {
     const missing = uncoveredGrants(principal.policies, wanted);
     if (missing.length === 0) return;
-    const shown = missing.slice(0, 5).map((m) => `${m.permission} on ${m.resource}`).join(', ');
+    const shown = missing
+      .slice(0, 5)
+      .map((m) => `${m.permission} on ${m.resource}`)
+      .join(', ');
     throw new ApiError(403, 'privilege_escalation', `You can only grant what you hold yourself; you do not hold ${shown}${missing.length > 5 ? ', …' : ''}.`, {
       missing,
     });

@@ -28,7 +28,10 @@ export class ChallengeStore {
   /** The first challenge, after a correct password. */
   async open(userId: string, now = new Date()): Promise<string> {
     // Rows are small, but a stream of password logins must not grow the table without bound.
-    await this.db.deleteFrom('challenges').where('expires_at', '<', new Date(now.getTime() - 86_400_000).toISOString()).execute();
+    await this.db
+      .deleteFrom('challenges')
+      .where('expires_at', '<', new Date(now.getTime() - 86_400_000).toISOString())
+      .execute();
     const challenge = randomToken();
     await this.db
       .insertInto('challenges')

@@ -23,7 +23,10 @@ export class PasswordLinks {
 
   /** Issues a link for the user and returns its URL. */
   async issue(userId: string, purpose: PasswordLinkPurpose, now = new Date()): Promise<string> {
-    await this.db.deleteFrom('password_tokens').where('expires_at', '<', new Date(now.getTime() - 30 * 86_400_000).toISOString()).execute();
+    await this.db
+      .deleteFrom('password_tokens')
+      .where('expires_at', '<', new Date(now.getTime() - 30 * 86_400_000).toISOString())
+      .execute();
     const token = randomToken();
     await this.db
       .insertInto('password_tokens')

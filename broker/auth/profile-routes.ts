@@ -7,7 +7,7 @@ import { newPassword } from './password-routes.js';
 const name = z.string().trim().min(1).max(100);
 
 const profile = userRecord.extend({
-  permissions: z.array(z.string()).describe('every permission the user\'s roles grant, on at least some devices'),
+  permissions: z.array(z.string()).describe("every permission the user's roles grant, on at least some devices"),
 }) satisfies z.ZodType<Profile>;
 
 /** The signed-in user's own account; no permission needed beyond being signed in. */

@@ -81,7 +81,8 @@ export class ProfileService {
     if (!row.totp_pending) throw conflict('totp_not_started', 'No authenticator setup is in progress; start one with POST /api/v2/profile/totp.');
     this.auth.reauth.hit(`user:${row.id}`);
     const step = totpStep(row.totp_pending, code.trim());
-    if (step === null) throw badRequest('The code does not match; check the time of the device running the app and try the next code.', { field: 'code' }, 'invalid_code');
+    if (step === null)
+      throw badRequest('The code does not match; check the time of the device running the app and try the next code.', { field: 'code' }, 'invalid_code');
     this.auth.reauth.reset(`user:${row.id}`);
     await this.db
       .updateTable('users')

@@ -122,7 +122,7 @@ export const sessionRoutes: RouteSpec[] = [
     path: '/settings/two-factor',
     tag: 'session',
     summary: 'Read the account-wide second-factor policy',
-    description: 'Off by default. A user\'s own `two_factor` setting overrides the policy for that user (recommended off for API users of scripts).',
+    description: "Off by default. A user's own `two_factor` setting overrides the policy for that user (recommended off for API users of scripts).",
     access: 'users:read',
     response: twoFactorPolicy,
     handler: async ({ services }) => ({ enabled: await services.auth.twoFactorPolicy() }),

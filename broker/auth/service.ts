@@ -187,7 +187,11 @@ export class AuthService {
     if (user.disabled) throw disabledUser();
     if (provider === 'google') {
       if (!user.totp_secret) {
-        throw badRequest('This user has no authenticator app set up; use the email provider.', { field: 'preferProvider', providers: providersOf(user) }, 'provider_unavailable');
+        throw badRequest(
+          'This user has no authenticator app set up; use the email provider.',
+          { field: 'preferProvider', providers: providersOf(user) },
+          'provider_unavailable',
+        );
       }
       this.perAddress.release(`ip:${ip}`);
       return this.challenges.renew(row, 'google', null);
@@ -225,7 +229,9 @@ export class AuthService {
     if (check !== 'ok') {
       const after = attemptsLeft > 0 ? `${attemptsLeft} attempt${attemptsLeft === 1 ? '' : 's'} left.` : 'No attempts left: sign in again.';
       if (check === 'reused') {
-        throw new ApiError(401, 'code_already_used', `This code was already used; wait for the next one of your authenticator app. ${after}`, { attempts_left: attemptsLeft });
+        throw new ApiError(401, 'code_already_used', `This code was already used; wait for the next one of your authenticator app. ${after}`, {
+          attempts_left: attemptsLeft,
+        });
       }
       throw new ApiError(401, 'invalid_code', `The code is wrong. ${after}`, { attempts_left: attemptsLeft });
     }

@@ -39,7 +39,8 @@ export class TokenSigner {
       if (claims.typ !== 'access' || typeof claims.sub !== 'string' || typeof claims.sid !== 'string') throw new Error('shape');
       return claims as unknown as AccessClaims;
     } catch (err) {
-      if (err instanceof jwt.TokenExpiredError) throw new ApiError(401, 'token_expired', 'The token has expired; renew it with POST /api/v2/refresh-jwt or sign in again.');
+      if (err instanceof jwt.TokenExpiredError)
+        throw new ApiError(401, 'token_expired', 'The token has expired; renew it with POST /api/v2/refresh-jwt or sign in again.');
       throw new ApiError(401, 'invalid_token', 'The token is not valid; sign in again.');
     }
   }

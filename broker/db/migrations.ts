@@ -9,7 +9,7 @@ export function migrations(dialect: Dialect): Record<string, Migration> {
   const autoId = dialect === 'postgres' ? 'bigserial' : 'integer';
   return {
     '0001_initial': {
-      async up(db: Kysely<any>) {
+      async up(db: Kysely<unknown>) {
         await db.schema
           .createTable('users')
           .addColumn('id', 'text', (c) => c.primaryKey())
@@ -158,13 +158,13 @@ export function migrations(dialect: Dialect): Record<string, Migration> {
     },
     '0002_totp_last_step': {
       // The time step of the last accepted authenticator code: a code is never accepted twice.
-      async up(db: Kysely<any>) {
+      async up(db: Kysely<unknown>) {
         await db.schema.alterTable('users').addColumn('totp_last_step', 'integer').execute();
       },
     },
     '0003_revoked_devices': {
       // Keys of removed or rejected devices: refused at the agent channel and at enrolment.
-      async up(db: Kysely<any>) {
+      async up(db: Kysely<unknown>) {
         await db.schema
           .createTable('revoked_devices')
           .addColumn('device_id', 'text', (c) => c.primaryKey())

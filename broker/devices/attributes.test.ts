@@ -4,7 +4,15 @@ import { applyPatch, AttributeLimitError, coordinateProblem, customKeyProblem, r
 describe('device attributes', () => {
   it('reads every legacy field as a string and tolerates odd stored values', () => {
     expect(readAttributes('{"device_name":"a","latitude":12.5,"custom":{"k":1}}')).toEqual({
-      device_name: 'a', description: '', latitude: '12.5', longitude: '', country: '', city: '', zip: '', address: '', custom: { k: '1' },
+      device_name: 'a',
+      description: '',
+      latitude: '12.5',
+      longitude: '',
+      country: '',
+      city: '',
+      zip: '',
+      address: '',
+      custom: { k: '1' },
     });
     expect(readAttributes('not json').custom).toEqual({});
     expect(readAttributes(null).device_name).toBe('');

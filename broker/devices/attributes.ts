@@ -5,7 +5,16 @@
  */
 import type { DeviceAttributes, LegacyAttribute } from '../../shared/api-types.js';
 
-export const LEGACY_FIELDS = ['device_name', 'description', 'latitude', 'longitude', 'country', 'city', 'zip', 'address'] as const satisfies readonly LegacyAttribute[];
+export const LEGACY_FIELDS = [
+  'device_name',
+  'description',
+  'latitude',
+  'longitude',
+  'country',
+  'city',
+  'zip',
+  'address',
+] as const satisfies readonly LegacyAttribute[];
 export type LegacyField = (typeof LEGACY_FIELDS)[number];
 
 /** Longest value of a legacy string field (the spec leaves it open). */

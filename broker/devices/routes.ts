@@ -141,7 +141,8 @@ export const devicesRoutes: RouteSpec[] = [
     path: '/tagslist',
     tag: 'devices',
     summary: 'Tags in use, with how many nodes carry each',
-    description: 'Over the groups and devices the caller’s device:read resources match (groups shown in the tree only as the way to a visible device are not counted); `count` is how many of them carry the tag themselves. Sorted by tag; `search` filters by substring.',
+    description:
+      'Over the groups and devices the caller’s device:read resources match (groups shown in the tree only as the way to a visible device are not counted); `count` is how many of them carry the tag themselves. Sorted by tag; `search` filters by substring.',
     access: 'device:read',
     query: tagsQuery,
     response: tagsResponse,

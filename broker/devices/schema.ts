@@ -3,13 +3,7 @@ import { z } from 'zod';
 import type { AttributesRecord, DeviceAttributes, GroupTreeNode } from '../../shared/api-types.js';
 import { NODE_ID_PATTERN, TAG_PATTERN } from '../../shared/resources.js';
 import { pagingQuery } from '../http/paging.js';
-import {
-  coordinateProblem,
-  CUSTOM_VALUE_MAX_LENGTH,
-  customKeyProblem,
-  LEGACY_FIELDS,
-  LEGACY_MAX_LENGTH,
-} from './attributes.js';
+import { coordinateProblem, CUSTOM_VALUE_MAX_LENGTH, customKeyProblem, LEGACY_FIELDS, LEGACY_MAX_LENGTH } from './attributes.js';
 import { DEVICE_ID_PATTERN } from './scope.js';
 
 export const MAX_TAGS_PER_NODE = 50;
@@ -141,7 +135,10 @@ export const treeChange = z.discriminatedUnion('action', [
     action: z.literal('create'),
     data: z
       .object({
-        node_id: z.union([nodeId, z.literal('')]).optional().describe('Id of the new group; generated when left out or empty'),
+        node_id: z
+          .union([nodeId, z.literal('')])
+          .optional()
+          .describe('Id of the new group; generated when left out or empty'),
         title,
         parent_id: nodeId,
         tags: tagList.optional(),

@@ -268,7 +268,10 @@ export class DevicesService {
   }
 
   /** Tags carried by nodes the principal may see, with how many such nodes carry each. */
-  async tagsList(principal: Principal, query: { offset: number; items_per_page: number; search?: string }): Promise<{ items: { tag: string; count: number }[]; total: number }> {
+  async tagsList(
+    principal: Principal,
+    query: { offset: number; items_per_page: number; search?: string },
+  ): Promise<{ items: { tag: string; count: number }[]; total: number }> {
     const counts = (await this.snapshot(principal, 'device:read')).tagCounts();
     const search = query.search?.toLowerCase();
     const all = [...counts]

@@ -61,7 +61,13 @@ export class DevicesStore {
     }
     const ids = [...byId.keys()];
     for (let i = 0; i < ids.length; i += 500) {
-      apply(await db.selectFrom('devices').select(['device_id', 'attributes', 'last_seen']).where('device_id', 'in', ids.slice(i, i + 500)).execute());
+      apply(
+        await db
+          .selectFrom('devices')
+          .select(['device_id', 'attributes', 'last_seen'])
+          .where('device_id', 'in', ids.slice(i, i + 500))
+          .execute(),
+      );
     }
   }
 

@@ -4,7 +4,15 @@ import { compilePolicies, evaluate, type Policy } from '../../shared/resources.j
 import { TreeSnapshot, type NodeRow } from './tree.js';
 
 function row(node_id: string, parent_id: string | null, type: 'group' | 'device', tags: string[] = [], title = node_id): NodeRow {
-  return { node_id, parent_id, type, title, tags: JSON.stringify(tags), attributes: type === 'device' ? JSON.stringify({ device_name: title }) : null, last_seen: null };
+  return {
+    node_id,
+    parent_id,
+    type,
+    title,
+    tags: JSON.stringify(tags),
+    attributes: type === 'device' ? JSON.stringify({ device_name: title }) : null,
+    last_seen: null,
+  };
 }
 
 // root ─┬─ unassigned_group ── d0
@@ -73,7 +81,12 @@ describe('TreeSnapshot', () => {
 
   it('gives devices their scope, status, attributes and ancestors', () => {
     const snap = snapshotFor([{ permission: 'device:read' }]);
-    expect(snap.visibleDevices().find((d) => d.deviceId === 'd1')).toEqual({ deviceId: 'd1', nodeIds: ['d1', 'rack', 'site', 'root'], tags: ['east', 'hot'], title: 'Device one' });
+    expect(snap.visibleDevices().find((d) => d.deviceId === 'd1')).toEqual({
+      deviceId: 'd1',
+      nodeIds: ['d1', 'rack', 'site', 'root'],
+      tags: ['east', 'hot'],
+      title: 'Device one',
+    });
     expect(snap.ancestors('d1')).toEqual(['root', 'site', 'rack', 'd1']);
     const d1 = snap.render('rack', (id) => id === 'd1')!.tree.nodes[0];
     expect(d1).toMatchObject({ node_id: 'd1', type: 'device', status: 'online', tags: ['hot'], attributes: { device_name: 'Device one', city: '' } });

@@ -215,7 +215,6 @@ export class TreeSnapshot {
   }
 }
 
-
 function union(inherited: string[], own: string[]): string[] {
   const out = [...inherited];
   for (const t of own) if (!out.includes(t)) out.push(t);

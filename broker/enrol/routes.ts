@@ -136,7 +136,8 @@ export const enrolRoutes: RouteSpec[] = [
     path: '/pendinghost',
     tag: TAG_ENROL,
     summary: 'List pending hosts',
-    description: 'Devices that enrolled and wait for approval, oldest first, `{items, total}`. Compare `public_key_fingerprint` with the agent log before approving.',
+    description:
+      'Devices that enrolled and wait for approval, oldest first, `{items, total}`. Compare `public_key_fingerprint` with the agent log before approving.',
     access: 'device:approve',
     query: pagingQuery,
     response: listPage(pendingHost),

@@ -33,9 +33,7 @@ export interface PendingHost {
 }
 
 export type AgentStanding =
-  | { kind: 'unknown' }
-  | { kind: 'revoked'; reason: string }
-  | { kind: 'pending' | 'approved'; publicKeyPem: string; hostname: string };
+  { kind: 'unknown' } | { kind: 'revoked'; reason: string } | { kind: 'pending' | 'approved'; publicKeyPem: string; hostname: string };
 
 function hashKey(key: string): string {
   return crypto.createHash('sha256').update(key, 'utf8').digest('hex');
@@ -135,12 +133,19 @@ export class EnrolService {
    * Registers an agent's public key with a bootstrap key. Idempotent for the same key: a device
    * that enrolled before gets its current state. An auto-accept key approves at once.
    */
-  async enrol(input: { bootstrap_key: string; public_key: string; hostname: string }, ip: string): Promise<{ device_id: string; state: 'pending' | 'approved' }> {
+  async enrol(
+    input: { bootstrap_key: string; public_key: string; hostname: string },
+    ip: string,
+  ): Promise<{ device_id: string; state: 'pending' | 'approved' }> {
     const limitKey = `enrol:${ip}`;
     this.limiter.hit(limitKey);
     const keyRow = await this.store.keyByHash(hashKey(input.bootstrap_key)); // by the secret only, never by its public id
     if (!keyRow) {
-      throw new ApiError(403, 'unknown_bootstrap_key', 'The bootstrap key is not known to this broker (wrong key, or it was deleted). Create one with POST /api/v2/bootstrapkey.');
+      throw new ApiError(
+        403,
+        'unknown_bootstrap_key',
+        'The bootstrap key is not known to this broker (wrong key, or it was deleted). Create one with POST /api/v2/bootstrapkey.',
+      );
     }
     this.limiter.release(limitKey);
     let publicKey;
@@ -225,7 +230,8 @@ export class EnrolService {
   private async pendingDevice(nodeId: string): Promise<DevicesTable> {
     const device = await this.store.device(this.store.db, nodeId);
     if (!device) throw notFound(`Pending host ${nodeId}`);
-    if (device.state !== 'pending') throw conflict('not_pending', `Device ${nodeId} is approved already; remove it with DELETE /removeapprovedhost/{node_id}.`, { node_id: nodeId });
+    if (device.state !== 'pending')
+      throw conflict('not_pending', `Device ${nodeId} is approved already; remove it with DELETE /removeapprovedhost/{node_id}.`, { node_id: nodeId });
     return device;
   }
 

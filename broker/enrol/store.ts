@@ -34,7 +34,10 @@ export class EnrolStore {
 
   async listKeys(offset: number, limit: number): Promise<{ rows: BootstrapKeysTable[]; total: number }> {
     const rows = await this.db.selectFrom('bootstrap_keys').selectAll().orderBy('created_at').orderBy('key_id').offset(offset).limit(limit).execute();
-    const { total } = await this.db.selectFrom('bootstrap_keys').select((eb) => eb.fn.countAll<number>().as('total')).executeTakeFirstOrThrow();
+    const { total } = await this.db
+      .selectFrom('bootstrap_keys')
+      .select((eb) => eb.fn.countAll<number>().as('total'))
+      .executeTakeFirstOrThrow();
     return { rows, total: Number(total) };
   }
 

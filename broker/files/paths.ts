@@ -29,7 +29,6 @@ export function formatPath(segments: readonly string[], folder = false): string 
 const invalid = (field: string, message: string): ApiError => badRequest(`${field}: ${message}`, { field }, 'invalid_path');
 
 // C0 and C1 control characters and DEL: never part of a name an operator means to type.
-// eslint-disable-next-line no-control-regex
 const CONTROL = /[\u0000-\u001f\u007f-\u009f]/;
 
 /**

@@ -72,22 +72,58 @@ const DIGEST_CACHE_ENTRIES = 50_000;
 const MIB = 1024 * 1024;
 
 const MIME: Record<string, string> = {
-  txt: 'text/plain', log: 'text/plain', conf: 'text/plain', cfg: 'text/plain', ini: 'text/plain', md: 'text/markdown',
-  csv: 'text/csv', html: 'text/html', htm: 'text/html', css: 'text/css', js: 'text/javascript', json: 'application/json',
-  xml: 'application/xml', yaml: 'application/yaml', yml: 'application/yaml', toml: 'application/toml', sh: 'application/x-sh',
-  py: 'text/x-python', pdf: 'application/pdf', png: 'image/png', jpg: 'image/jpeg', jpeg: 'image/jpeg', gif: 'image/gif',
-  svg: 'image/svg+xml', webp: 'image/webp', zip: 'application/zip', gz: 'application/gzip', tgz: 'application/gzip',
-  tar: 'application/x-tar', xz: 'application/x-xz', bz2: 'application/x-bzip2', deb: 'application/vnd.debian.binary-package',
-  rpm: 'application/x-rpm', bin: 'application/octet-stream', img: 'application/octet-stream', iso: 'application/x-iso9660-image',
-  pem: 'application/x-pem-file', crt: 'application/x-x509-ca-cert', key: 'application/octet-stream',
+  txt: 'text/plain',
+  log: 'text/plain',
+  conf: 'text/plain',
+  cfg: 'text/plain',
+  ini: 'text/plain',
+  md: 'text/markdown',
+  csv: 'text/csv',
+  html: 'text/html',
+  htm: 'text/html',
+  css: 'text/css',
+  js: 'text/javascript',
+  json: 'application/json',
+  xml: 'application/xml',
+  yaml: 'application/yaml',
+  yml: 'application/yaml',
+  toml: 'application/toml',
+  sh: 'application/x-sh',
+  py: 'text/x-python',
+  pdf: 'application/pdf',
+  png: 'image/png',
+  jpg: 'image/jpeg',
+  jpeg: 'image/jpeg',
+  gif: 'image/gif',
+  svg: 'image/svg+xml',
+  webp: 'image/webp',
+  zip: 'application/zip',
+  gz: 'application/gzip',
+  tgz: 'application/gzip',
+  tar: 'application/x-tar',
+  xz: 'application/x-xz',
+  bz2: 'application/x-bzip2',
+  deb: 'application/vnd.debian.binary-package',
+  rpm: 'application/x-rpm',
+  bin: 'application/octet-stream',
+  img: 'application/octet-stream',
+  iso: 'application/x-iso9660-image',
+  pem: 'application/x-pem-file',
+  crt: 'application/x-x509-ca-cert',
+  key: 'application/octet-stream',
 };
 
 const pathError = (field: string, message: string, error = 'invalid_path') => badRequest(`${field}: ${message}`, { field }, error);
 const quotaExceeded = (quota: number, used: number, size: number) =>
-  new ApiError(413, 'quota_exceeded', `The file store quota of ${quota} bytes would be exceeded: ${used} bytes are in use and the file has ${size}. Delete files first.`, {
-    quota_bytes: quota,
-    used_bytes: used,
-  });
+  new ApiError(
+    413,
+    'quota_exceeded',
+    `The file store quota of ${quota} bytes would be exceeded: ${used} bytes are in use and the file has ${size}. Delete files first.`,
+    {
+      quota_bytes: quota,
+      used_bytes: used,
+    },
+  );
 
 function isMissing(err: unknown): boolean {
   const code = (err as NodeJS.ErrnoException).code;
@@ -371,7 +407,8 @@ export class FilesService {
 
   /** A path built from a folder and a name: within the length limit and not the staging folder. */
   private checkTarget(segments: string[], field: string): void {
-    if (Buffer.byteLength(formatPath(segments), 'utf8') > MAX_PATH_BYTES) throw pathError(field, `the resulting path would be longer than ${MAX_PATH_BYTES} bytes.`);
+    if (Buffer.byteLength(formatPath(segments), 'utf8') > MAX_PATH_BYTES)
+      throw pathError(field, `the resulting path would be longer than ${MAX_PATH_BYTES} bytes.`);
     if (segments[0] === STAGING_DIR) throw pathError(field, `"${STAGING_DIR}" is reserved by the file store.`);
   }
 
@@ -570,4 +607,3 @@ function parseSearch(raw: string | undefined): string {
   }
   return raw;
 }
-

@@ -15,10 +15,8 @@ export class ApiError extends Error {
   }
 }
 
-export const badRequest = (message: string, details: Record<string, unknown> = {}, error = 'invalid_request') =>
-  new ApiError(400, error, message, details);
-export const unauthorized = (message = 'Sign in first: send Authorization: Bearer <token>.', error = 'unauthorized') =>
-  new ApiError(401, error, message);
+export const badRequest = (message: string, details: Record<string, unknown> = {}, error = 'invalid_request') => new ApiError(400, error, message, details);
+export const unauthorized = (message = 'Sign in first: send Authorization: Bearer <token>.', error = 'unauthorized') => new ApiError(401, error, message);
 export const forbidden = (message: string, details: Record<string, unknown> = {}) => new ApiError(403, 'forbidden', message, details);
 export const notFound = (what: string) => new ApiError(404, 'not_found', `${what} was not found.`);
 export const conflict = (error: string, message: string, details: Record<string, unknown> = {}) => new ApiError(409, error, message, details);

@@ -68,11 +68,16 @@ export function buildOpenApi(routes: RouteSpec[], extra: ExtraOperation[] = [], 
         '400': { description: 'Invalid input', content: { 'application/json': { schema: { $ref: '#/components/schemas/Error' } } } },
         ...(route.access !== 'public'
           ? {
-              '401': { description: 'No, invalid, expired or revoked token', content: { 'application/json': { schema: { $ref: '#/components/schemas/Error' } } } },
+              '401': {
+                description: 'No, invalid, expired or revoked token',
+                content: { 'application/json': { schema: { $ref: '#/components/schemas/Error' } } },
+              },
               '403': { description: 'Not allowed', content: { 'application/json': { schema: { $ref: '#/components/schemas/Error' } } } },
             }
           : {}),
-        ...(route.notImplemented ? { '501': { description: 'Not built yet', content: { 'application/json': { schema: { $ref: '#/components/schemas/Error' } } } } } : {}),
+        ...(route.notImplemented
+          ? { '501': { description: 'Not built yet', content: { 'application/json': { schema: { $ref: '#/components/schemas/Error' } } } } }
+          : {}),
       },
       ...(route.access === 'public' ? { security: [] } : {}),
     };

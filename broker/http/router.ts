@@ -65,9 +65,7 @@ export function redact(value: unknown, depth = 0): unknown {
   if (typeof value === 'string') return value.length > 200 ? `${value.slice(0, 200)}…` : value;
   if (Array.isArray(value)) return value.slice(0, 50).map((v) => redact(v, depth + 1));
   if (value && typeof value === 'object') {
-    return Object.fromEntries(
-      Object.entries(value as Record<string, unknown>).map(([k, v]) => [k, SECRET_KEYS.test(k) ? '[redacted]' : redact(v, depth + 1)]),
-    );
+    return Object.fromEntries(Object.entries(value as Record<string, unknown>).map(([k, v]) => [k, SECRET_KEYS.test(k) ? '[redacted]' : redact(v, depth + 1)]));
   }
   return value;
 }
@@ -104,14 +102,15 @@ function receiveForm(req: Request, res: Response): Promise<void> {
     : express.urlencoded({ extended: false, limit: '64kb', parameterLimit: 20 });
   return new Promise((resolve, reject) => {
     parse(req, res, (err: unknown) => {
-      if (err instanceof multer.MulterError) return reject(badRequest(`Form refused: ${err.message}${err.field ? ` (${err.field})` : ''}.`, { field: err.field ?? 'body' }));
+      if (err instanceof multer.MulterError)
+        return reject(badRequest(`Form refused: ${err.message}${err.field ? ` (${err.field})` : ''}.`, { field: err.field ?? 'body' }));
       if (err) return reject(err);
       resolve();
     });
   });
 }
 
-async function authorize(services: Services, route: RouteSpec, principal: Principal, input: { params: any; query: any; body: any }) {
+async function authorize(services: Services, route: RouteSpec, principal: Principal, input: { params: unknown; query: unknown; body: unknown }) {
   if (route.access === 'public' || route.access === 'authenticated') return;
   const permission = route.access as Permission;
   const deviceId = acceptsResources(permission) && route.device ? route.device(input) : undefined;
@@ -148,13 +147,13 @@ export function mountRoutes(router: Router, routes: RouteSpec[], services: Servi
         } else if (route.form && req.is(['multipart/form-data', 'application/x-www-form-urlencoded'])) {
           await receiveForm(req, res);
         }
-        const params = parse<any>(route.params, req.params, 'params');
-        const query = parse<any>(route.query, req.query, 'query');
+        const params = parse<unknown>(route.params, req.params, 'params');
+        const query = parse<unknown>(route.query, req.query, 'query');
         const rawBody = route.upload || (route.form && req.body) ? { ...req.body } : req.body;
-        const body = parse<any>(bodySchema, route.method === 'get' ? undefined : (rawBody ?? (bodySchema ? {} : undefined)), 'body');
+        const body = parse<unknown>(bodySchema, route.method === 'get' ? undefined : (rawBody ?? (bodySchema ? {} : undefined)), 'body');
         if (principal) await authorize(services, route, principal, { params, query, body });
         if (route.notImplemented) throw notImplemented(`${route.method.toUpperCase()} ${API_PREFIX}${route.path}`);
-        const ctx: HandlerContext<any, any, any> = {
+        const ctx: HandlerContext<unknown, unknown, unknown> = {
           params,
           query,
           body,

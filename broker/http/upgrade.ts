@@ -18,7 +18,9 @@ export class UpgradeRouter {
     const url = new URL(req.url ?? '/', 'http://broker.invalid');
     const handler = this.handlers.get(url.pathname);
     if (!handler) {
-      socket.end('HTTP/1.1 404 Not Found\r\nContent-Type: application/json\r\nConnection: close\r\n\r\n{"code":404,"error":"not_found","message":"No WebSocket endpoint at this path."}');
+      socket.end(
+        'HTTP/1.1 404 Not Found\r\nContent-Type: application/json\r\nConnection: close\r\n\r\n{"code":404,"error":"not_found","message":"No WebSocket endpoint at this path."}',
+      );
       return;
     }
     try {

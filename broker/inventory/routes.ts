@@ -19,9 +19,18 @@ const report = z
     arch: z.string().optional(),
     cpu: z.object({ model: z.string(), cores: z.number() }).optional(),
     memory: z.object({ total: z.number(), free: z.number() }).optional().describe('Bytes'),
-    disks: z.array(z.object({ mount: z.string(), fstype: z.string().optional(), size: z.number(), free: z.number() })).optional().describe('Bytes'),
+    disks: z
+      .array(z.object({ mount: z.string(), fstype: z.string().optional(), size: z.number(), free: z.number() }))
+      .optional()
+      .describe('Bytes'),
     network: z
-      .array(z.object({ name: z.string(), mac: z.string(), addresses: z.array(z.object({ address: z.string(), family: z.string(), cidr: z.string().nullable().optional() })) }))
+      .array(
+        z.object({
+          name: z.string(),
+          mac: z.string(),
+          addresses: z.array(z.object({ address: z.string(), family: z.string(), cidr: z.string().nullable().optional() })),
+        }),
+      )
       .optional(),
     agent_version: z.string().optional(),
     uptime: z.number().optional().describe('Seconds since the device booted'),

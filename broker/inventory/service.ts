@@ -86,7 +86,8 @@ export class InventoryService {
     const lastSeen = new Map<string, string | null>();
     if (ids.length > 0) {
       for (const row of await db.selectFrom('inventory').selectAll().where('device_id', 'in', ids).execute()) reports.set(row.device_id, row);
-      for (const row of await db.selectFrom('devices').select(['device_id', 'last_seen']).where('device_id', 'in', ids).execute()) lastSeen.set(row.device_id, row.last_seen);
+      for (const row of await db.selectFrom('devices').select(['device_id', 'last_seen']).where('device_id', 'in', ids).execute())
+        lastSeen.set(row.device_id, row.last_seen);
     }
     const items = page.map((d): InventoryListItem => {
       const report = reports.get(d.deviceId);

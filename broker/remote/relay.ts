@@ -39,7 +39,12 @@ export function errorFrame(code: number, error: string, message: string, details
 /** A close reason must fit in a control frame (123 bytes). */
 function closeReason(text: string): string {
   const buf = Buffer.from(text);
-  return buf.length <= 123 ? text : `${buf.subarray(0, 120).toString().replace(/\uFFFD$/, '')}…`;
+  return buf.length <= 123
+    ? text
+    : `${buf
+        .subarray(0, 120)
+        .toString()
+        .replace(/\uFFFD$/, '')}…`;
 }
 
 /** Sends an error frame and closes with `code`. */
@@ -197,7 +202,9 @@ export class Relay {
         const rows = Number(msg.rows);
         if (!this.isConsole) return;
         if (!Number.isInteger(cols) || !Number.isInteger(rows) || cols < 1 || rows < 1 || cols > MAX_DIMENSION || rows > MAX_DIMENSION) {
-          return this.sendJson(errorFrame(400, 'invalid_request', `resize: cols and rows must be whole numbers from 1 to ${MAX_DIMENSION}.`, { field: 'cols' }));
+          return this.sendJson(
+            errorFrame(400, 'invalid_request', `resize: cols and rows must be whole numbers from 1 to ${MAX_DIMENSION}.`, { field: 'cols' }),
+          );
         }
         this.channel.control({ type: 'resize', cols, rows });
         return;

@@ -116,12 +116,22 @@ export const remoteRoutes: RouteSpec[] = [
     path: '/service-connect/portmap',
     tag: 'remote',
     summary: 'Change a port preset',
-    description: 'Changes the given fields of the preset named by `id` (the path has no id, as in the specification). Answers 200 with the record; 404 for an unknown id.',
+    description:
+      'Changes the given fields of the preset named by `id` (the path has no id, as in the specification). Answers 200 with the record; 404 for an unknown id.',
     access: 'remote-access:manage',
     audit: 'portmap.update',
     body: z
-      .object({ id: z.string().min(1).max(64), target: target.optional(), name: presetName.optional(), proto: proto.optional(), port: port.optional(), dst: host.optional() })
-      .refine((b) => Object.keys(b).some((k) => k !== 'id' && (b as Record<string, unknown>)[k] !== undefined), { message: 'send at least one field to change' }),
+      .object({
+        id: z.string().min(1).max(64),
+        target: target.optional(),
+        name: presetName.optional(),
+        proto: proto.optional(),
+        port: port.optional(),
+        dst: host.optional(),
+      })
+      .refine((b) => Object.keys(b).some((k) => k !== 'id' && (b as Record<string, unknown>)[k] !== undefined), {
+        message: 'send at least one field to change',
+      }),
     response: portmapRecord,
     handler: async ({ body, services }) => {
       const { id, ...patch } = body;
@@ -147,8 +157,7 @@ export const remoteRoutes: RouteSpec[] = [
 const errorFrameDoc =
   'Errors: a JSON text frame `{"type":"error","code":<http status>,"error":"<snake_case>","message"}`, then close with 4000 + that status: 4400 invalid query (with `field`), 4401 no or bad token/ticket, 4403 not allowed (also when access is withdrawn during the session: `access_withdrawn`), 4404 unknown device or device not connected (`device_not_connected`), 4500 audit write failed, 4502 refused or failed on the device.';
 
-const wsCommon =
-  `Authentication: \`Authorization: Bearer <token>\`, or \`?ticket=\` from POST /api/v2/remote/ticket (browsers). The WebSocket handshake completes once the attempt is decided against the caller's roles at that moment (with the action and its options), audited and set up on the device; then the server sends \`{"type":"ready"}\`. ${AUDITED} Live sessions are re-authorized every 2 s: disabling the user, signing out, deleting the device or withdrawing the grant ends them. The audit entry's end record carries duration_ms, bytes_in (client to device) and bytes_out (device to client). ${errorFrameDoc}`;
+const wsCommon = `Authentication: \`Authorization: Bearer <token>\`, or \`?ticket=\` from POST /api/v2/remote/ticket (browsers). The WebSocket handshake completes once the attempt is decided against the caller's roles at that moment (with the action and its options), audited and set up on the device; then the server sends \`{"type":"ready"}\`. ${AUDITED} Live sessions are re-authorized every 2 s: disabling the user, signing out, deleting the device or withdrawing the grant ends them. The audit entry's end record carries duration_ms, bytes_in (client to device) and bytes_out (device to client). ${errorFrameDoc}`;
 
 function wsParam(name: string, description: string, schema: Record<string, unknown>, required = false) {
   return { name, in: 'query', required, description, schema };
@@ -157,7 +166,10 @@ function wsParam(name: string, description: string, schema: Record<string, unkno
 const common = [
   wsParam('device_id', 'The device (64 lowercase hex).', { type: 'string', pattern: '^[0-9a-f]{64}$' }, true),
   wsParam('ticket', 'Single-use ticket (instead of the Authorization header).', { type: 'string' }),
-  wsParam('source', 'Client kind for the audit trail: cli, api (default) or web. Ticket sessions are recorded as web.', { type: 'string', enum: ['cli', 'api', 'web'] }),
+  wsParam('source', 'Client kind for the audit trail: cli, api (default) or web. Ticket sessions are recorded as web.', {
+    type: 'string',
+    enum: ['cli', 'api', 'web'],
+  }),
 ];
 
 function wsOperation(summary: string, description: string, parameters: unknown[], id: string): Record<string, unknown> {

@@ -21,8 +21,15 @@ export const host = z.string().min(1).max(253).refine(isTunnelHost, 'must be a h
 export const port = z.coerce.number().int().min(1).max(65535).describe('TCP or UDP port, 1-65535.');
 export const proto = z.enum(['tcp', 'udp']);
 
-const source = z.enum(['cli', 'api', 'web']).optional().describe('Client kind for the audit trail: `cli`, `api` (default) or `web`. Ticket connections are recorded as `web`.');
-const ticket = z.string().max(200).optional().describe('Single-use ticket from POST /api/v2/remote/ticket, for clients that cannot send the Authorization header.');
+const source = z
+  .enum(['cli', 'api', 'web'])
+  .optional()
+  .describe('Client kind for the audit trail: `cli`, `api` (default) or `web`. Ticket connections are recorded as `web`.');
+const ticket = z
+  .string()
+  .max(200)
+  .optional()
+  .describe('Single-use ticket from POST /api/v2/remote/ticket, for clients that cannot send the Authorization header.');
 const dimension = (fallback: number) => z.coerce.number().int().min(1).max(1000).default(fallback);
 
 export const consoleQuery = z.object({

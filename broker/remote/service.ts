@@ -42,7 +42,14 @@ export class RemoteService {
    * is still decided with its options when it is opened.
    */
   async capabilities(principal: Principal, deviceId: string): Promise<RemoteCapabilities> {
-    const answer: RemoteCapabilities = { device_id: deviceId, connected: this.s.agents.isConnected(deviceId), console: false, tunnel: false, copy: false, reload: false };
+    const answer: RemoteCapabilities = {
+      device_id: deviceId,
+      connected: this.s.agents.isConnected(deviceId),
+      console: false,
+      tunnel: false,
+      copy: false,
+      reload: false,
+    };
     const decision = await this.s.access.decide(principal, 'remote-access:connect', deviceId);
     if (!decision.allowed || !decision.device) return answer;
     const granted = new Set<RemoteActionName>();
@@ -87,7 +94,9 @@ export class RemoteService {
       this.s.audit.recordRemoteEnd(auditId, { durationMs: Date.now() - started, bytesIn: 0, bytesOut: 0, reason }).catch(() => {});
     if (!this.s.agents.isConnected(deviceId)) {
       await end('device not connected');
-      throw new ApiError(404, 'device_not_connected', `Device ${deviceId} is not connected to the broker; try again when it is online.`, { device_id: deviceId });
+      throw new ApiError(404, 'device_not_connected', `Device ${deviceId} is not connected to the broker; try again when it is online.`, {
+        device_id: deviceId,
+      });
     }
     try {
       await this.s.agents.reload(deviceId);
@@ -105,7 +114,10 @@ export class RemoteService {
    * Presets that apply to a device (its own node, a group above it, one of its tags, or `*`), for
    * callers who may connect to it or read it; without a device, every preset.
    */
-  async listPortmaps(principal: Principal, query: { device_id?: string; offset: number; items_per_page: number }): Promise<{ items: Portmap[]; total: number }> {
+  async listPortmaps(
+    principal: Principal,
+    query: { device_id?: string; offset: number; items_per_page: number },
+  ): Promise<{ items: Portmap[]; total: number }> {
     let all = await this.portmaps.all();
     if (query.device_id) {
       let decision = await this.s.access.decide(principal, 'remote-access:connect', query.device_id);

@@ -245,7 +245,11 @@ export class RemoteSessions {
     return {
       request,
       params: { direction: q.direction, path, ...(q.size !== undefined ? { size: q.size } : {}), ...(q.sha256 ? { sha256: q.sha256 } : {}) },
-      options: auditOptions(request, { ...(path !== q.path ? { normalized_path: path } : {}), ...(q.size !== undefined ? { size: q.size } : {}), ...(q.sha256 ? { sha256: q.sha256 } : {}) }),
+      options: auditOptions(request, {
+        ...(path !== q.path ? { normalized_path: path } : {}),
+        ...(q.size !== undefined ? { size: q.size } : {}),
+        ...(q.sha256 ? { sha256: q.sha256 } : {}),
+      }),
     };
   }
 

@@ -70,8 +70,7 @@ function nextUpdatedAt(previous: string): string {
   return (Number.isFinite(prev) && now.getTime() <= prev ? new Date(prev + 1) : now).toISOString();
 }
 
-const builtinRole = () =>
-  conflict('builtin_role', 'The built-in Administrator role cannot be changed or deleted; create a role of your own instead.');
+const builtinRole = () => conflict('builtin_role', 'The built-in Administrator role cannot be changed or deleted; create a role of your own instead.');
 
 /**
  * Roles: named sets of policies (a permission, optionally narrowed to devices by resource strings).

@@ -16,7 +16,10 @@ export async function findRole(db: Executor, id: string): Promise<RoleRow | unde
 
 /** Role names are unique regardless of case, so "Operators" and "operators" cannot both exist. */
 export async function roleNameTaken(db: Executor, name: string, exceptRoleId?: string): Promise<boolean> {
-  let q = db.selectFrom('roles').select('id').where(sql<SqlBool>`lower(name) = ${name.toLowerCase()}`);
+  let q = db
+    .selectFrom('roles')
+    .select('id')
+    .where(sql<SqlBool>`lower(name) = ${name.toLowerCase()}`);
   if (exceptRoleId) q = q.where('id', '!=', exceptRoleId);
   return (await q.executeTakeFirst()) !== undefined;
 }

@@ -119,7 +119,8 @@ export const usersRoutes: RouteSpec[] = [
     }),
     response: userRecord,
     handler: async ({ params: p, body, principal, services }) => {
-      if (body.user_id !== undefined && body.user_id !== p.user_id) throw badRequest('body.user_id: does not match the user in the path.', { field: 'user_id' });
+      if (body.user_id !== undefined && body.user_id !== p.user_id)
+        throw badRequest('body.user_id: does not match the user in the path.', { field: 'user_id' });
       const { user_id: _id, created_at: _c, last_login: _l, ...fields } = body;
       return services.users.replace(principal, p.user_id, fields);
     },

@@ -153,7 +153,11 @@ export class UsersService {
   }
 
   /** PUT: replaces name, email and roles; `disabled` and `two_factor` change only when given. */
-  async replace(actor: Principal, userId: string, input: Required<Pick<UserChanges, 'fname' | 'lname' | 'email' | 'roles'>> & UserChanges): Promise<UserRecord> {
+  async replace(
+    actor: Principal,
+    userId: string,
+    input: Required<Pick<UserChanges, 'fname' | 'lname' | 'email' | 'roles'>> & UserChanges,
+  ): Promise<UserRecord> {
     return this.update(actor, userId, input);
   }
 
@@ -172,7 +176,13 @@ export class UsersService {
       if (roles) {
         await this.requireRoles(trx, roles);
         const held = (await rolesOfUsers(trx, [userId])).get(userId) ?? [];
-        this.s.access.requireGrantable(actor, await policiesOfRoles(trx, roles.filter((r) => !held.includes(r))));
+        this.s.access.requireGrantable(
+          actor,
+          await policiesOfRoles(
+            trx,
+            roles.filter((r) => !held.includes(r)),
+          ),
+        );
       }
       if (email !== undefined && email !== user.email && (await emailTaken(trx, email, userId))) throw duplicateEmail(email);
       const wasActive = user.disabled === 0;

@@ -72,10 +72,7 @@ export async function listUsers(db: Executor, q: { offset: number; limit: number
   if (q.search) {
     const pattern = likePattern(q.search);
     query = query.where((eb) =>
-      eb.or([
-        sql<SqlBool>`lower(email) LIKE ${pattern} ESCAPE '\\'`,
-        sql<SqlBool>`lower(fname || ' ' || lname) LIKE ${pattern} ESCAPE '\\'`,
-      ]),
+      eb.or([sql<SqlBool>`lower(email) LIKE ${pattern} ESCAPE '\\'`, sql<SqlBool>`lower(fname || ' ' || lname) LIKE ${pattern} ESCAPE '\\'`]),
     );
   }
   const { total } = await query.select((eb) => eb.fn.countAll<number>().as('total')).executeTakeFirstOrThrow();
@@ -85,7 +82,11 @@ export async function listUsers(db: Executor, q: { offset: number; limit: number
 
 /** Users that are not disabled: they occupy the subscription's seats. */
 export async function countActiveUsers(db: Executor): Promise<number> {
-  const row = await db.selectFrom('users').select((eb) => eb.fn.countAll<number>().as('n')).where('disabled', '=', 0).executeTakeFirstOrThrow();
+  const row = await db
+    .selectFrom('users')
+    .select((eb) => eb.fn.countAll<number>().as('n'))
+    .where('disabled', '=', 0)
+    .executeTakeFirstOrThrow();
   return Number(row.n);
 }
 
@@ -126,7 +127,11 @@ export async function updateUser(db: Executor, id: string, changes: Partial<Omit
 
 export async function setUserRoles(db: Executor, userId: string, roleIds: string[]): Promise<void> {
   await db.deleteFrom('user_roles').where('user_id', '=', userId).execute();
-  if (roleIds.length > 0) await db.insertInto('user_roles').values(roleIds.map((role_id) => ({ user_id: userId, role_id }))).execute();
+  if (roleIds.length > 0)
+    await db
+      .insertInto('user_roles')
+      .values(roleIds.map((role_id) => ({ user_id: userId, role_id })))
+      .execute();
 }
 
 /** Removes a user and everything that hangs off them (sessions, challenges, links, role assignments). */

@@ -19,7 +19,8 @@ const UDP_IDLE_MS = 60_000;
 /** Local port 0 picks a free port (printed at start). */
 function portOf(text: string, what: 'local port' | 'remote port', spec: string): number {
   const lowest = what === 'local port' ? 0 : 1;
-  if (!/^\d{1,5}$/.test(text) || Number(text) < lowest || Number(text) > 65535) throw new CliError(`-t ${spec}: ${what} "${text}" is not a port (${lowest}-65535).`);
+  if (!/^\d{1,5}$/.test(text) || Number(text) < lowest || Number(text) > 65535)
+    throw new CliError(`-t ${spec}: ${what} "${text}" is not a port (${lowest}-65535).`);
   return Number(text);
 }
 
@@ -50,7 +51,12 @@ export function parseForward(spec: string): ForwardSpec {
 }
 
 /** Both directions of one TCP stream between a local socket-like pair and a tunnel session. */
-function bridge(session: RemoteSession, input: NodeJS.ReadableStream & { pause(): void; resume(): void }, output: NodeJS.WritableStream, onDone: (error?: string) => void): void {
+function bridge(
+  session: RemoteSession,
+  input: NodeJS.ReadableStream & { pause(): void; resume(): void },
+  output: NodeJS.WritableStream,
+  onDone: (error?: string) => void,
+): void {
   let inputEnded = false;
   let remoteEnded = false;
   input.on('data', (data: Buffer) => {
@@ -155,7 +161,9 @@ function listenUdp(client: ApiClient, deviceId: string, deviceName: string, f: F
     void current.session.then((s) => s?.send(datagram));
   });
   return new Promise((resolve, reject) => {
-    socket.once('error', (err: NodeJS.ErrnoException) => reject(new CliError(`Cannot listen on ${f.localHost}:${f.localPort}/udp: ${err.code ?? err.message}.`)));
+    socket.once('error', (err: NodeJS.ErrnoException) =>
+      reject(new CliError(`Cannot listen on ${f.localHost}:${f.localPort}/udp: ${err.code ?? err.message}.`)),
+    );
     socket.bind(f.localPort as number, f.localHost, () => {
       process.stderr.write(`Forwarding ${f.localHost}:${socket.address().port}/udp to ${describe(f)} on ${deviceName}\n`);
       resolve(socket);
@@ -184,7 +192,8 @@ export async function connectCommand(client: ApiClient, deviceArg: string, specs
 
   const servers: (net.Server | dgram.Socket)[] = [];
   try {
-    for (const f of forwards) servers.push(f.proto === 'udp' ? await listenUdp(client, device.id, device.name, f) : await listenTcp(client, device.id, device.name, f));
+    for (const f of forwards)
+      servers.push(f.proto === 'udp' ? await listenUdp(client, device.id, device.name, f) : await listenTcp(client, device.id, device.name, f));
   } catch (err) {
     for (const s of servers) s.close();
     throw err;

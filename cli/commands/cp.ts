@@ -67,10 +67,11 @@ async function upload(client: ApiClient, local: string, remote: RemotePath): Pro
   try {
     const input = fs.createReadStream(local, { highWaterMark: CHUNK });
     for await (const chunk of input as AsyncIterable<Buffer>) {
-      if (!session.send(chunk)) await new Promise<void>((resolve) => {
-        session.once('drain', resolve);
-        session.once('close', resolve);
-      });
+      if (!session.send(chunk))
+        await new Promise<void>((resolve) => {
+          session.once('drain', resolve);
+          session.once('close', resolve);
+        });
       sent += chunk.length;
       bar.update(sent);
     }

@@ -30,7 +30,10 @@ export async function login(options: LoginOptions): Promise<void> {
 
   let res = await post(url, '/api/v2/login', { email, password });
   if (res.status === 401) {
-    const body = (await res.clone().json().catch(() => ({}))) as { error?: string; challenge?: string; providers?: string[] };
+    const body = (await res
+      .clone()
+      .json()
+      .catch(() => ({}))) as { error?: string; challenge?: string; providers?: string[] };
     if (body.error === '2fa_required' && body.challenge) res = await secondFactor(url, body.challenge, body.providers ?? ['email'], options);
   }
   let answer: { token: string };
@@ -51,8 +54,7 @@ async function secondFactor(url: string, challenge: string, providers: string[],
     provider =
       providers.length === 1
         ? providers[0]
-        : (await prompt(`Second factor (${providers.join(', ')}) [${preferred}]: `, { echo: true, what: 'second factor provider' })) ||
-          preferred;
+        : (await prompt(`Second factor (${providers.join(', ')}) [${preferred}]: `, { echo: true, what: 'second factor provider' })) || preferred;
   }
   if (!providers.includes(provider)) throw new CliError(`Second factor "${provider}" is not available for this user (${providers.join(', ')}).`);
   const chosen = await answerOf<{ challenge: string }>(await post(url, '/api/v2/challenge-get', { challenge, preferProvider: provider })).catch((err) => {
@@ -60,8 +62,7 @@ async function secondFactor(url: string, challenge: string, providers: string[],
   });
   if (provider === 'email') process.stderr.write('A sign-in code was mailed to you.\n');
   const code =
-    options.code ??
-    (await prompt(provider === 'google' ? 'Code from the authenticator app: ' : 'Code from the mail: ', { echo: true, what: 'code' }));
+    options.code ?? (await prompt(provider === 'google' ? 'Code from the authenticator app: ' : 'Code from the mail: ', { echo: true, what: 'code' }));
   return post(url, '/api/v2/challenge-verify', { challenge: chosen.challenge, code });
 }
 

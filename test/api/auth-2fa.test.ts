@@ -100,7 +100,11 @@ describe('second factor by email', () => {
   it('refuses an expired challenge and an unknown one', async () => {
     const u = await userWith2fa();
     const first = await passwordStep(u);
-    await t.broker.services.store.db.updateTable('challenges').set({ expires_at: new Date(Date.now() - 1000).toISOString() }).where('user_id', '=', u.id).execute();
+    await t.broker.services.store.db
+      .updateTable('challenges')
+      .set({ expires_at: new Date(Date.now() - 1000).toISOString() })
+      .where('user_id', '=', u.id)
+      .execute();
     expectError(await t.api('POST', '/api/v2/challenge-get', { body: { challenge: first.body.challenge, preferProvider: 'email' } }), 401, 'challenge_expired');
     expectError(await t.api('POST', '/api/v2/challenge-get', { body: { challenge: 'made-up', preferProvider: 'email' } }), 401, 'invalid_challenge');
     expectError(await t.api('POST', '/api/v2/challenge-verify', { body: { challenge: 'made-up', code: '123456' } }), 401, 'invalid_challenge');
@@ -109,7 +113,11 @@ describe('second factor by email', () => {
   it('refuses an expired code challenge even with the right code', async () => {
     const u = await userWith2fa();
     const { challenge, code } = await emailCode(u);
-    await t.broker.services.store.db.updateTable('challenges').set({ expires_at: new Date(Date.now() - 1000).toISOString() }).where('user_id', '=', u.id).execute();
+    await t.broker.services.store.db
+      .updateTable('challenges')
+      .set({ expires_at: new Date(Date.now() - 1000).toISOString() })
+      .where('user_id', '=', u.id)
+      .execute();
     expectError(await t.api('POST', '/api/v2/challenge-verify', { body: { challenge, code } }), 401, 'challenge_expired');
   });
 
@@ -128,7 +136,8 @@ describe('second factor by email', () => {
   it('keeps the wrong-code count when a new code is asked for', async () => {
     const u = await userWith2fa();
     const { challenge, code } = await emailCode(u);
-    for (let i = 0; i < 3; i++) expectError(await t.api('POST', '/api/v2/challenge-verify', { body: { challenge, code: wrongCode(code) } }), 401, 'invalid_code');
+    for (let i = 0; i < 3; i++)
+      expectError(await t.api('POST', '/api/v2/challenge-verify', { body: { challenge, code: wrongCode(code) } }), 401, 'invalid_code');
     const again = await t.api('POST', '/api/v2/challenge-get', { body: { challenge, preferProvider: 'email' } });
     expect(again.status).toBe(200);
     const fresh = /\b(\d{6})\b/.exec((await smtp.next(u.email)).text)?.[1] as string;
@@ -136,7 +145,11 @@ describe('second factor by email', () => {
     expectError(r, 401, 'invalid_code');
     expect(r.body.attempts_left).toBe(1);
     // The code of the first mail belongs to the spent challenge.
-    expectError(await t.api('POST', '/api/v2/challenge-verify', { body: { challenge: again.body.challenge, code } }), 401, code === fresh ? 'challenge_used' : 'invalid_code');
+    expectError(
+      await t.api('POST', '/api/v2/challenge-verify', { body: { challenge: again.body.challenge, code } }),
+      401,
+      code === fresh ? 'challenge_used' : 'invalid_code',
+    );
   });
 
   it('limits wrong codes per user across fresh challenges (429 with Retry-After)', async () => {
@@ -228,7 +241,11 @@ describe('authenticator app (TOTP)', () => {
     const second = await passwordStep(u as User);
     const got2 = await t.api('POST', '/api/v2/challenge-get', { body: { challenge: second.body.challenge, preferProvider: 'google' } });
     expectError(await t.api('POST', '/api/v2/challenge-verify', { body: { challenge: got2.body.challenge, code: nextCode } }), 401, 'code_already_used');
-    expectError(await t.api('POST', '/api/v2/challenge-verify', { body: { challenge: got2.body.challenge, code: '000000' === nextCode ? '111111' : '000000' } }), 401, 'invalid_code');
+    expectError(
+      await t.api('POST', '/api/v2/challenge-verify', { body: { challenge: got2.body.challenge, code: '000000' === nextCode ? '111111' : '000000' } }),
+      401,
+      'invalid_code',
+    );
 
     // Removal needs exactly one proof.
     const neither = await t.api('DELETE', '/api/v2/profile/totp', { token, body: {} });
@@ -245,7 +262,11 @@ describe('authenticator app (TOTP)', () => {
 
     const third = await passwordStep(u as User);
     expect(third.body.providers).toEqual(['email']);
-    expectError(await t.api('POST', '/api/v2/challenge-get', { body: { challenge: third.body.challenge, preferProvider: 'google' } }), 400, 'provider_unavailable');
+    expectError(
+      await t.api('POST', '/api/v2/challenge-get', { body: { challenge: third.body.challenge, preferProvider: 'google' } }),
+      400,
+      'provider_unavailable',
+    );
   });
 
   it('is removed with a current app code', async () => {

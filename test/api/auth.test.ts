@@ -247,7 +247,11 @@ describe('password links', () => {
     const u = await insertUser(t, { password: null });
     await t.broker.services.auth.sendWelcomeMail({ id: u.id, email: u.email, fname: 'Ada', lname: 'Tester' }, { hasPassword: false });
     const token = linkToken((await smtp.next(u.email)).text);
-    await t.broker.services.store.db.updateTable('password_tokens').set({ expires_at: new Date(Date.now() - 1000).toISOString() }).where('user_id', '=', u.id).execute();
+    await t.broker.services.store.db
+      .updateTable('password_tokens')
+      .set({ expires_at: new Date(Date.now() - 1000).toISOString() })
+      .where('user_id', '=', u.id)
+      .execute();
     expectError(await t.api('POST', '/api/v2/password/set', { body: { token, password: 'long-enough-1' } }), 400, 'link_expired');
   });
 

@@ -16,11 +16,7 @@ async function administratorRoleId(): Promise<string> {
 
 describe('no privilege escalation through users:manage or roles:manage', () => {
   it('refuses a role manager a role with permissions they do not hold, and allows one they do', async () => {
-    const manager = await t.userWith([
-      { permission: 'roles:manage' },
-      { permission: 'roles:read' },
-      { permission: 'device:read', resources: ['tag:lab'] },
-    ]);
+    const manager = await t.userWith([{ permission: 'roles:manage' }, { permission: 'roles:read' }, { permission: 'device:read', resources: ['tag:lab'] }]);
     const denied = await t.api('POST', '/api/v2/role', {
       token: manager.token,
       body: { name: 'wider', policies: [{ permission: 'device:read', resources: ['*'] }, { permission: 'users:manage' }] },

@@ -86,7 +86,15 @@ describe('file store: upload and download', () => {
     expect(sha256(down.body)).toBe(sha256(content));
 
     const listed = await list('/roundtrip/');
-    expect(listed.body.items[0]).toMatchObject({ name: 'blob.bin', path: '/roundtrip/blob.bin', type: 'file', is_dir: false, size: content.length, sha256: sha256(content), digest: sha256(content) });
+    expect(listed.body.items[0]).toMatchObject({
+      name: 'blob.bin',
+      path: '/roundtrip/blob.bin',
+      type: 'file',
+      is_dir: false,
+      size: content.length,
+      sha256: sha256(content),
+      digest: sha256(content),
+    });
     const meta = await t.api('GET', `/api/v2/file/metadata?${q('/roundtrip/blob.bin')}`, { token: t.adminToken });
     expect(meta.body.sha256).toBe(sha256(content));
   });
@@ -437,7 +445,10 @@ describe('file store: paths never escape', () => {
 
     expectPathRefused(await t.api('POST', '/api/v2/file/createdir', { token: t.adminToken, body: { path: '/decoy-link/', name: 'made' } }));
     expectPathRefused(await t.api('POST', '/api/v2/file/createdir', { token: t.adminToken, body: { path: '/../', name: 'made' } }));
-    expectPathRefused(await t.api('PATCH', '/api/v2/file', { token: t.adminToken, body: { path: '/safe/ok.txt', newPath: '/decoy-link/moved.txt' } }), 'newPath');
+    expectPathRefused(
+      await t.api('PATCH', '/api/v2/file', { token: t.adminToken, body: { path: '/safe/ok.txt', newPath: '/decoy-link/moved.txt' } }),
+      'newPath',
+    );
     expectPathRefused(await t.api('PATCH', '/api/v2/file', { token: t.adminToken, body: { path: '/decoy-link/canary.txt', name: 'renamed.txt' } }));
     expectPathRefused(await t.api('DELETE', `/api/v2/file?${q('/decoy-link/canary.txt')}`, { token: t.adminToken }));
     expectPathRefused(await t.api('DELETE', '/api/v2/file', { token: t.adminToken, body: { path: '/safe/../../outside/canary.txt' } }));
@@ -526,7 +537,11 @@ describe('file store: failed uploads leave nothing behind', () => {
         port: url.port,
         method: 'POST',
         path: '/api/v2/file',
-        headers: { authorization: `Bearer ${t.adminToken}`, 'content-type': `multipart/form-data; boundary=${boundary}`, 'content-length': String(head.length + 1_000_000) },
+        headers: {
+          authorization: `Bearer ${t.adminToken}`,
+          'content-type': `multipart/form-data; boundary=${boundary}`,
+          'content-length': String(head.length + 1_000_000),
+        },
       });
       req.on('error', () => resolve());
       req.on('response', (res) => {

@@ -12,7 +12,17 @@ afterAll(async () => {
   await t?.close();
 });
 
-type Node = { id: string; node_id: string; title: string; type: string; tags: string[]; nodes: Node[]; status?: string; last_reported?: string | null; attributes?: any };
+type Node = {
+  id: string;
+  node_id: string;
+  title: string;
+  type: string;
+  tags: string[];
+  nodes: Node[];
+  status?: string;
+  last_reported?: string | null;
+  attributes?: any;
+};
 
 function find(tree: Node, id: string): Node | undefined {
   if (tree.node_id === id) return tree;
@@ -56,7 +66,16 @@ describe('GET /grouptree', () => {
     const group = find(body.tree, g) as Node;
     expect(group).toMatchObject({ id: g, node_id: g, title: 'Shape group', type: 'group', tags: ['shape-tag'] });
     const device = find(group, d) as Node;
-    expect(device).toMatchObject({ id: d, node_id: d, title: 'shape-device', type: 'device', tags: ['own'], nodes: [], status: 'offline', last_reported: null });
+    expect(device).toMatchObject({
+      id: d,
+      node_id: d,
+      title: 'shape-device',
+      type: 'device',
+      tags: ['own'],
+      nodes: [],
+      status: 'offline',
+      last_reported: null,
+    });
     expect(device.attributes).toMatchObject({ device_name: 'shape-device', description: '', custom: {} });
     expect(body.total_devices).toBe(ids(body.tree, 'device').length);
   });
@@ -74,7 +93,11 @@ describe('GET /grouptree', () => {
     const db = t.broker.services.store.db;
     const now = new Date().toISOString();
     await db.updateTable('devices').set({ last_seen: now }).where('device_id', '=', fresh).execute();
-    await db.updateTable('devices').set({ last_seen: new Date(Date.now() - 10 * 60_000).toISOString() }).where('device_id', '=', stale).execute();
+    await db
+      .updateTable('devices')
+      .set({ last_seen: new Date(Date.now() - 10 * 60_000).toISOString() })
+      .where('device_id', '=', stale)
+      .execute();
     // A live source that does not know falls back to the last contact.
     const live = t.broker.services.devices.setOnlineSource(() => undefined);
     try {
@@ -160,11 +183,34 @@ describe('GET /grouptree', () => {
       const chunk = devices.slice(i, i + 500);
       await db
         .insertInto('devices')
-        .values(chunk.map((d) => ({ device_id: d.id, public_key: 'test', state: 'approved', hostname: 'bulk', bootstrap_key: null, attributes: '{}', created_at: now, approved_at: now, last_seen: null, last_ip: null, agent_version: null })))
+        .values(
+          chunk.map((d) => ({
+            device_id: d.id,
+            public_key: 'test',
+            state: 'approved',
+            hostname: 'bulk',
+            bootstrap_key: null,
+            attributes: '{}',
+            created_at: now,
+            approved_at: now,
+            last_seen: null,
+            last_ip: null,
+            agent_version: null,
+          })),
+        )
         .execute();
       await db
         .insertInto('nodes')
-        .values(chunk.map((d) => ({ node_id: d.id, parent_id: big, type: 'device', title: `bulk-${d.id.slice(0, 8)}`, tags: d.tagged ? '["bulk-third"]' : '[]', created_at: now })))
+        .values(
+          chunk.map((d) => ({
+            node_id: d.id,
+            parent_id: big,
+            type: 'device',
+            title: `bulk-${d.id.slice(0, 8)}`,
+            tags: d.tagged ? '["bulk-third"]' : '[]',
+            created_at: now,
+          })),
+        )
         .execute();
     }
     const all = await t.api('GET', `/api/v2/grouptree/${big}`, { token: t.adminToken });
@@ -287,13 +333,21 @@ describe('PUT /grouptree', () => {
 
   it('accepts the fields qbee clients send along (position, type, oldParentId, empty title)', async () => {
     const id = unique('qbee');
-    const created = await changeTree([{ action: 'create', data: { parent_id: 'root', oldParentId: '', title: 'From terraform', node_id: id, position: 0, type: 'group' } }]);
+    const created = await changeTree([
+      { action: 'create', data: { parent_id: 'root', oldParentId: '', title: 'From terraform', node_id: id, position: 0, type: 'group' } },
+    ]);
     expect(created.status).toBe(200);
-    const moved = await changeTree([{ action: 'move', data: { parent_id: 'unassigned_group', oldParentId: 'root', title: '', node_id: id, position: 0, type: '' } }]);
+    const moved = await changeTree([
+      { action: 'move', data: { parent_id: 'unassigned_group', oldParentId: 'root', title: '', node_id: id, position: 0, type: '' } },
+    ]);
     expect(moved.status).toBe(200);
-    const renamed = await changeTree([{ action: 'rename', data: { parent_id: 'unassigned_group', oldParentId: '', title: 'Renamed', node_id: id, position: 0, type: '' } }]);
+    const renamed = await changeTree([
+      { action: 'rename', data: { parent_id: 'unassigned_group', oldParentId: '', title: 'Renamed', node_id: id, position: 0, type: '' } },
+    ]);
     expect(renamed.status).toBe(200);
-    const deleted = await changeTree([{ action: 'delete', data: { parent_id: 'unassigned_group', oldParentId: '', title: '', node_id: id, position: 0, type: 'group' } }]);
+    const deleted = await changeTree([
+      { action: 'delete', data: { parent_id: 'unassigned_group', oldParentId: '', title: '', node_id: id, position: 0, type: 'group' } },
+    ]);
     expect(deleted.status).toBe(200);
   });
 
@@ -374,7 +428,13 @@ describe('PUT /grouptree', () => {
       { permission: 'device:manage', resources: [`node:${mine}`] },
     ]);
     const sub = unique('mysub');
-    let r = await changeTree([{ action: 'create', data: { node_id: sub, title: 'Sub', parent_id: mine } }, { action: 'move', data: { node_id: myDevice, parent_id: sub } }], user.token);
+    let r = await changeTree(
+      [
+        { action: 'create', data: { node_id: sub, title: 'Sub', parent_id: mine } },
+        { action: 'move', data: { node_id: myDevice, parent_id: sub } },
+      ],
+      user.token,
+    );
     expect(r.status).toBe(200);
     const cases: unknown[] = [
       { action: 'create', data: { title: 'x', parent_id: 'root' } },
@@ -511,7 +571,19 @@ describe('the service seams other domains use', () => {
     const now = new Date().toISOString();
     await db
       .insertInto('devices')
-      .values({ device_id: id, public_key: 'k', state: 'approved', hostname: 'svc-host', bootstrap_key: null, attributes: '{}', created_at: now, approved_at: now, last_seen: null, last_ip: null, agent_version: null })
+      .values({
+        device_id: id,
+        public_key: 'k',
+        state: 'approved',
+        hostname: 'svc-host',
+        bootstrap_key: null,
+        attributes: '{}',
+        created_at: now,
+        approved_at: now,
+        last_seen: null,
+        last_ip: null,
+        agent_version: null,
+      })
       .execute();
     await db.insertInto('inventory').values({ device_id: id, data: '{}', updated_at: now }).execute();
     expect((await devices.getDevice(id))?.node).toBeNull();

@@ -172,10 +172,7 @@ describe('remote access grants', () => {
   });
 
   it('says what the caller may try on a device', async () => {
-    const user = await t.userWith([
-      { permission: 'device:read' },
-      { permission: 'remote-access:connect', resources: ['tag:x/console', '*/tunnel(port=22)'] },
-    ]);
+    const user = await t.userWith([{ permission: 'device:read' }, { permission: 'remote-access:connect', resources: ['tag:x/console', '*/tunnel(port=22)'] }]);
     const r = await t.api('GET', `/api/v2/remote/access/${device}`, { token: user.token });
     expect(r.status).toBe(200);
     expect(r.body).toEqual({ device_id: device, connected: true, console: true, tunnel: true, copy: false, reload: false });
@@ -385,7 +382,10 @@ describe('port presets', () => {
     const created = await t.api('POST', '/api/v2/service-connect/portmap', { token: t.adminToken, body: { target: 'tag:x', name: 'SSH', port: 22 } });
     expect(created.status).toBe(201);
     expect(created.body).toMatchObject({ target: 'tag:x', name: 'SSH', proto: 'tcp', port: 22, dst: 'localhost' });
-    const all = await t.api('POST', '/api/v2/service-connect/portmap', { token: t.adminToken, body: { target: '*', name: 'DNS', proto: 'udp', port: 53, dst: '127.0.0.1' } });
+    const all = await t.api('POST', '/api/v2/service-connect/portmap', {
+      token: t.adminToken,
+      body: { target: '*', name: 'DNS', proto: 'udp', port: 53, dst: '127.0.0.1' },
+    });
     expect(all.status).toBe(201);
 
     const forTagged = await t.api('GET', `/api/v2/service-connect/portmap?device_id=${device}`, { token: t.adminToken });
@@ -393,7 +393,10 @@ describe('port presets', () => {
     const forOther = await t.api('GET', `/api/v2/service-connect/portmap?device_id=${other}`, { token: t.adminToken });
     expect(forOther.body).toMatchObject({ total: 1, items: [{ name: 'DNS' }] });
 
-    const changed = await t.api('PATCH', '/api/v2/service-connect/portmap', { token: t.adminToken, body: { id: created.body.id, port: 2222, name: 'SSH alt' } });
+    const changed = await t.api('PATCH', '/api/v2/service-connect/portmap', {
+      token: t.adminToken,
+      body: { id: created.body.id, port: 2222, name: 'SSH alt' },
+    });
     expect(changed.status).toBe(200);
     expect(changed.body).toMatchObject({ id: created.body.id, port: 2222, name: 'SSH alt', target: 'tag:x' });
 

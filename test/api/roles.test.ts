@@ -147,7 +147,9 @@ describe('policy validation', () => {
     const body = await refused([{ permission: 'device:read' }, { permission: 'users:read', resources: ['tag:prod'] }]);
     expect(body.message).toContain('policy 2 (users:read)');
     expect(body.message).toContain('"tag:prod"');
-    expect(body.problems).toEqual([{ policy: 1, permission: 'users:read', resource: 'tag:prod', message: expect.stringContaining('does not accept resources') }]);
+    expect(body.problems).toEqual([
+      { policy: 1, permission: 'users:read', resource: 'tag:prod', message: expect.stringContaining('does not accept resources') },
+    ]);
   });
 
   it('an unknown permission', async () => {
@@ -215,7 +217,10 @@ describe('PUT and DELETE /role', () => {
   });
 
   it('the built-in Administrator role cannot be changed or deleted', async () => {
-    const put = await t.api('PUT', `/api/v2/role/${adminRoleId}`, { token: t.adminToken, body: { name: 'Administrator', policies: [{ permission: 'users:read' }] } });
+    const put = await t.api('PUT', `/api/v2/role/${adminRoleId}`, {
+      token: t.adminToken,
+      body: { name: 'Administrator', policies: [{ permission: 'users:read' }] },
+    });
     expect(put.status).toBe(409);
     expect(put.body).toMatchObject({ code: 409, error: 'builtin_role' });
     const del = await t.api('DELETE', `/api/v2/role/${adminRoleId}`, { token: t.adminToken });
@@ -244,7 +249,7 @@ describe('PUT and DELETE /role', () => {
 });
 
 describe('permissions take effect', () => {
-  it('a role change applies on the holder\'s next call, both ways', async () => {
+  it("a role change applies on the holder's next call, both ways", async () => {
     const role = await createRole([{ permission: 'users:read' }]);
     const holder = await userHolding([role.id]);
     expect((await t.api('GET', '/api/v2/userlist', { token: holder.token })).status).toBe(200);

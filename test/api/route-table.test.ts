@@ -46,11 +46,33 @@ async function tokenFor(policies: Policy[]): Promise<string> {
   const now = new Date().toISOString();
   await db
     .insertInto('roles')
-    .values({ id: roleId, name: `walk-${roleId}`, description: '', policies: JSON.stringify(policies), builtin: 0, created_at: now, created_by: null, updated_at: now, updated_by: null })
+    .values({
+      id: roleId,
+      name: `walk-${roleId}`,
+      description: '',
+      policies: JSON.stringify(policies),
+      builtin: 0,
+      created_at: now,
+      created_by: null,
+      updated_at: now,
+      updated_by: null,
+    })
     .execute();
   await db
     .insertInto('users')
-    .values({ id, email: `walk-${id}@example.com`, fname: 'Route', lname: 'Walker', password_hash: null, disabled: 0, two_factor: null, totp_secret: null, totp_pending: null, created_at: now, last_login: null })
+    .values({
+      id,
+      email: `walk-${id}@example.com`,
+      fname: 'Route',
+      lname: 'Walker',
+      password_hash: null,
+      disabled: 0,
+      two_factor: null,
+      totp_secret: null,
+      totp_pending: null,
+      created_at: now,
+      last_login: null,
+    })
     .execute();
   await db.insertInto('user_roles').values({ user_id: id, role_id: roleId }).execute();
   return (await t.broker.services.auth.startSession(id, '127.0.0.1', 'route-table-test')).token;
@@ -160,7 +182,13 @@ describe('the route table', () => {
 
   it('names the device for every built route whose path addresses one under a resource-filtered permission', () => {
     const unchecked = routes.filter(
-      (r) => !r.notImplemented && r.access !== 'public' && r.access !== 'authenticated' && acceptsResources(r.access) && /\{(device_id|node_id)\}/.test(r.path) && !r.device,
+      (r) =>
+        !r.notImplemented &&
+        r.access !== 'public' &&
+        r.access !== 'authenticated' &&
+        acceptsResources(r.access) &&
+        /\{(device_id|node_id)\}/.test(r.path) &&
+        !r.device,
     );
     expect(unchecked.map(label)).toEqual([]);
   });
@@ -203,15 +231,16 @@ describe.each(routes.filter((r) => r.access !== 'public').map((r) => [label(r), 
     });
   }
 
-  if (deviceScoped) it('answers 403 on a device outside the caller’s resources, and lets a matching device through', async () => {
-    const fencedOut = await tokenFor([{ permission, resources: ['tag:elsewhere'] }]);
-    const refused = await call(route, { token: fencedOut, deviceId: fenced, sampled: true });
-    expect(refused.status, `${name} on a device outside tag:elsewhere: ${JSON.stringify(refused.body)}`).toBe(403);
-    expectContractError(refused, name);
-    const inside = await t.addDevice({ tags: ['elsewhere'] });
-    const allowed = await call(route, { token: fencedOut, deviceId: inside, sampled: true });
-    expect([401, 403], `${name} on a device carrying tag:elsewhere: ${JSON.stringify(allowed.body)}`).not.toContain(allowed.status);
-  });
+  if (deviceScoped)
+    it('answers 403 on a device outside the caller’s resources, and lets a matching device through', async () => {
+      const fencedOut = await tokenFor([{ permission, resources: ['tag:elsewhere'] }]);
+      const refused = await call(route, { token: fencedOut, deviceId: fenced, sampled: true });
+      expect(refused.status, `${name} on a device outside tag:elsewhere: ${JSON.stringify(refused.body)}`).toBe(403);
+      expectContractError(refused, name);
+      const inside = await t.addDevice({ tags: ['elsewhere'] });
+      const allowed = await call(route, { token: fencedOut, deviceId: inside, sampled: true });
+      expect([401, 403], `${name} on a device carrying tag:elsewhere: ${JSON.stringify(allowed.body)}`).not.toContain(allowed.status);
+    });
 
   it('lets a holder of the permission on * through (neither 401 nor 403), answering in the contract shape', async () => {
     const token = await tokenFor(permission === 'authenticated' ? [] : [{ permission }]);

@@ -61,10 +61,7 @@ describe('POST /user', () => {
     expect(r.body.user_id).toEqual(expect.any(String));
     expect(Date.parse(r.body.created_at)).not.toBeNaN();
     expect(mail).toHaveBeenCalledTimes(1);
-    expect(mail).toHaveBeenCalledWith(
-      { id: r.body.user_id, email: 'grace.hopper@example.com', fname: 'Ada', lname: body.lname },
-      { hasPassword: false },
-    );
+    expect(mail).toHaveBeenCalledWith({ id: r.body.user_id, email: 'grace.hopper@example.com', fname: 'Ada', lname: body.lname }, { hasPassword: false });
   });
 
   it('a user created without a password cannot sign in yet', async () => {
@@ -213,7 +210,10 @@ describe('PUT and PATCH /user', () => {
     });
     expect(other.status).toBe(400);
     expect(other.body.field).toBe('user_id');
-    const ghost = await t.api('PUT', '/api/v2/user/no-such-user', { token: t.adminToken, body: { fname: 'A', lname: 'B', email: 'g@example.com', roles: [viewerRoleId] } });
+    const ghost = await t.api('PUT', '/api/v2/user/no-such-user', {
+      token: t.adminToken,
+      body: { fname: 'A', lname: 'B', email: 'g@example.com', roles: [viewerRoleId] },
+    });
     expect(ghost.status).toBe(404);
   });
 
@@ -246,7 +246,7 @@ describe('PUT and PATCH /user', () => {
     expect(ghost.status).toBe(404);
   });
 
-  it('a new password ends the user\'s sessions and works for the next sign-in', async () => {
+  it("a new password ends the user's sessions and works for the next sign-in", async () => {
     const user = await createUser({ password: 'first-password-1' });
     const token = await t.login(user.email, 'first-password-1');
     const r = await t.api('PATCH', `/api/v2/user/${user.user_id}`, { token: t.adminToken, body: { password: 'second-password-2' } });
@@ -315,7 +315,10 @@ describe('the account never locks itself out', () => {
     const strip = await t.api('PATCH', `/api/v2/user/${adminId}`, { token: t.adminToken, body: { roles: [viewerRoleId] } });
     expect(strip.status).toBe(409);
     expect(strip.body.error).toBe('last_administrator');
-    const put = await t.api('PUT', `/api/v2/user/${adminId}`, { token: manager.token, body: { fname: 'Admin', lname: '', email: ADMIN.email, roles: [viewerRoleId] } });
+    const put = await t.api('PUT', `/api/v2/user/${adminId}`, {
+      token: manager.token,
+      body: { fname: 'Admin', lname: '', email: ADMIN.email, roles: [viewerRoleId] },
+    });
     expect(put.status).toBe(409);
     const still = await t.api('GET', `/api/v2/user/${adminId}`, { token: t.adminToken });
     expect(still.body).toMatchObject({ disabled: false, roles: [adminRoleId] });
@@ -408,7 +411,8 @@ describe('seats', () => {
 
   it('counts active users only; creating or re-enabling past the seats answers 409 seats_exhausted', async () => {
     const roleId = (await s.api('GET', '/api/v2/roleslist', { token: s.adminToken })).body.items[0].id;
-    const make = (i: number) => s.api('POST', '/api/v2/user', { token: s.adminToken, body: { fname: 'S', lname: `${i}`, email: `seat${i}@example.com`, roles: [roleId] } });
+    const make = (i: number) =>
+      s.api('POST', '/api/v2/user', { token: s.adminToken, body: { fname: 'S', lname: `${i}`, email: `seat${i}@example.com`, roles: [roleId] } });
     const one = await make(1);
     const two = await make(2);
     expect([one.status, two.status]).toEqual([201, 201]);

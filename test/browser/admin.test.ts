@@ -92,7 +92,10 @@ describe('users', () => {
     await form.getByLabel('Administrator').check();
     await form.getByRole('button', { name: 'Create user' }).click();
     // The API's refusal is shown at the field.
-    await form.locator('.field', { has: page.getByLabel('Password (optional)') }).locator('.field-error').waitFor();
+    await form
+      .locator('.field', { has: page.getByLabel('Password (optional)') })
+      .locator('.field-error')
+      .waitFor();
     await screenshot(page, 'user-create-refused');
     await form.getByLabel('Password (optional)').fill('a-long-password-2');
     await form.getByRole('button', { name: 'Create user' }).click();

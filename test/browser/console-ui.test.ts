@@ -87,7 +87,10 @@ describe('navigation', () => {
       expect(((await page.locator('main').textContent()) ?? '').trim().length).toBeGreaterThan(label.length);
       await screenshot(page, shot);
     }
-    await page.getByRole('link', { name: /admin@example\.com|Profile|Admin/ }).first().click();
+    await page
+      .getByRole('link', { name: /admin@example\.com|Profile|Admin/ })
+      .first()
+      .click();
     await page.getByRole('heading', { level: 1, name: 'Profile' }).waitFor();
     await screenshot(page, 'profile');
 
@@ -142,7 +145,15 @@ describe('audit view', () => {
     const base = { user, action: 'console', options: {}, ip: '192.0.2.7', source: 'web' as const };
     await audit.recordRemoteStart({ ...base, event: 'remote.console', deviceId: deviceA, allowed: true, reason: 'tag:lab/console' });
     await audit.recordRemoteStart({ ...base, event: 'remote.console', deviceId: deviceB, allowed: false, reason: 'no matching resource' });
-    await audit.recordRemoteStart({ ...base, event: 'remote.tunnel', action: 'tunnel', deviceId: deviceA, allowed: false, options: { proto: 'tcp', port: 22 }, reason: 'port not allowed' });
+    await audit.recordRemoteStart({
+      ...base,
+      event: 'remote.tunnel',
+      action: 'tunnel',
+      deviceId: deviceA,
+      allowed: false,
+      options: { proto: 'tcp', port: 22 },
+      reason: 'port not allowed',
+    });
 
     const { page, expectNoErrorsAndClose } = await suite.open();
     await page.goto('/audit');

@@ -51,7 +51,10 @@ describe('device tree', () => {
 describe('attribute editor', () => {
   it('adds two custom keys, marks one for deletion and undoes it; nothing is stored before Save; the API then holds exactly the record', async () => {
     const device = await suite.t.addDevice({ name: 'sensor-7' });
-    const seeded = await suite.t.api('PATCH', `/api/v2/deviceattribute/${device}`, { token: suite.t.adminToken, body: { description: 'lab sensor', custom: { owner: 'ops' } } });
+    const seeded = await suite.t.api('PATCH', `/api/v2/deviceattribute/${device}`, {
+      token: suite.t.adminToken,
+      body: { description: 'lab sensor', custom: { owner: 'ops' } },
+    });
     expect(seeded.status).toBe(200);
     const before = seeded.body;
     const max = before.custom_max as number;
@@ -147,7 +150,10 @@ describe('attribute editor', () => {
 describe('phone width', () => {
   it('shows the device page and the attribute editor without sideways scrolling', async () => {
     const device = await suite.t.addDevice({ name: 'phone-check', tags: ['a-rather-long-tag-name'] });
-    await suite.t.api('PATCH', `/api/v2/deviceattribute/${device}`, { token: suite.t.adminToken, body: { custom: { owner: 'ops', location: 'building 7, floor 3' } } });
+    await suite.t.api('PATCH', `/api/v2/deviceattribute/${device}`, {
+      token: suite.t.adminToken,
+      body: { custom: { owner: 'ops', location: 'building 7, floor 3' } },
+    });
     const { page, expectNoErrorsAndClose } = await suite.open({ viewport: { width: 390, height: 844 } });
     for (const [path, shot] of [
       [`/devices/${device}`, 'phone-device'],

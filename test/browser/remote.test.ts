@@ -119,7 +119,10 @@ describe('file transfer with a real agent', () => {
     await screenshot(page, 'device-file-transfer');
 
     await page.getByLabel('File to fetch from the device').fill(`${target}/firmware.bin`);
-    const [download] = await Promise.all([page.waitForEvent('download', { timeout: 30_000 }), page.getByRole('button', { name: 'Download from device' }).click()]);
+    const [download] = await Promise.all([
+      page.waitForEvent('download', { timeout: 30_000 }),
+      page.getByRole('button', { name: 'Download from device' }).click(),
+    ]);
     expect(download.suggestedFilename()).toBe('firmware.bin');
     expect(fs.readFileSync(await download.path()).equals(content)).toBe(true);
     await page.getByText(`Downloaded ${content.length} bytes`).waitFor();

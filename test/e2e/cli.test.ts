@@ -120,7 +120,14 @@ describe('fleet login', () => {
     const email = `twofa-${crypto.randomBytes(3).toString('hex')}@example.com`;
     const created = await t.api('POST', '/api/v2/user', {
       token: t.adminToken,
-      body: { fname: 'Two', lname: 'Factor', email, roles: [(await t.userWith([{ permission: 'device:read' }])).roleId], password: 'two-factor-pass-1', two_factor: { enabled: true } },
+      body: {
+        fname: 'Two',
+        lname: 'Factor',
+        email,
+        roles: [(await t.userWith([{ permission: 'device:read' }])).roleId],
+        password: 'two-factor-pass-1',
+        two_factor: { enabled: true },
+      },
     });
     expect(created.status).toBe(201);
     const ownHome = fs.mkdtempSync(path.join(os.tmpdir(), 'fleet-cli-2fa-'));
@@ -213,10 +220,14 @@ describe('fleet devices and sessions', () => {
       const replies: string[] = [];
       client.on('message', (msg) => replies.push(msg.toString()));
       // UDP may drop the first datagram while the tunnel opens: send until answered.
-      await eventually(() => {
-        client.send('datagram', Number(port), '127.0.0.1');
-        return replies.length > 0;
-      }, 10_000, 'a UDP reply');
+      await eventually(
+        () => {
+          client.send('datagram', Number(port), '127.0.0.1');
+          return replies.length > 0;
+        },
+        10_000,
+        'a UDP reply',
+      );
       expect(replies[0]).toBe('echo:datagram');
     } finally {
       client.close();

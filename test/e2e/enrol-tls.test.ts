@@ -18,7 +18,25 @@ function selfSigned(dir: string, name: string): { cert: string; key: string } {
   const key = path.join(dir, `${name}.key`);
   execFileSync(
     'openssl',
-    ['req', '-x509', '-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:prime256v1', '-nodes', '-keyout', key, '-out', cert, '-days', '1', '-subj', '/CN=127.0.0.1', '-addext', 'subjectAltName=IP:127.0.0.1,DNS:localhost'],
+    [
+      'req',
+      '-x509',
+      '-newkey',
+      'ec',
+      '-pkeyopt',
+      'ec_paramgen_curve:prime256v1',
+      '-nodes',
+      '-keyout',
+      key,
+      '-out',
+      cert,
+      '-days',
+      '1',
+      '-subj',
+      '/CN=127.0.0.1',
+      '-addext',
+      'subjectAltName=IP:127.0.0.1,DNS:localhost',
+    ],
     { stdio: 'ignore' },
   );
   return { cert, key };
@@ -35,7 +53,14 @@ describe('agent over TLS', () => {
     dir = fs.mkdtempSync(path.join(os.tmpdir(), 'fleet-tls-'));
     tls = selfSigned(dir, 'broker');
     other = selfSigned(dir, 'other');
-    const config = loadConfig({ DATA_DIR: path.join(dir, 'data'), PORT: '0', HOST: '127.0.0.1', LOG_LEVEL: 'silent', TLS_CERT_FILE: tls.cert, TLS_KEY_FILE: tls.key });
+    const config = loadConfig({
+      DATA_DIR: path.join(dir, 'data'),
+      PORT: '0',
+      HOST: '127.0.0.1',
+      LOG_LEVEL: 'silent',
+      TLS_CERT_FILE: tls.cert,
+      TLS_KEY_FILE: tls.key,
+    });
     broker = await startBroker(config, createLogger('silent'));
     expect(broker.url).toMatch(/^https:/);
   });

@@ -170,7 +170,12 @@ describe('enrolment end to end', () => {
     // With one, a new key pair enrols as a new device.
     const again = agent({ broker: t.url, stateDir: first.stateDir, bootstrapKey: key });
     await again.waitForLog((l) => l.msg.startsWith('the previous device key was revoked'));
-    const newId = await eventually(() => again.logs.filter((l) => l.msg === 'device identity').map((l) => l.deviceId as string).find((d) => d !== oldId));
+    const newId = await eventually(() =>
+      again.logs
+        .filter((l) => l.msg === 'device identity')
+        .map((l) => l.deviceId as string)
+        .find((d) => d !== oldId),
+    );
     await eventually(() => t.broker.services.agents.isConnected(newId), 20_000, 'the new device to connect');
     expect(newId).not.toBe(oldId);
   });
@@ -203,7 +208,14 @@ describe('broker restart', () => {
     const port = t.broker.port;
     await t.broker.close();
     await a.waitForLog((l) => l.msg === 'connection to the broker lost' || l.msg === 'cannot connect to the broker');
-    const config = loadConfig({ DATA_DIR: t.dataDir, PORT: String(port), HOST: '127.0.0.1', ADMIN_EMAIL: ADMIN.email, ADMIN_PASSWORD: ADMIN.password, LOG_LEVEL: 'silent' });
+    const config = loadConfig({
+      DATA_DIR: t.dataDir,
+      PORT: String(port),
+      HOST: '127.0.0.1',
+      ADMIN_EMAIL: ADMIN.email,
+      ADMIN_PASSWORD: ADMIN.password,
+      LOG_LEVEL: 'silent',
+    });
     const again = await startBroker(config, createLogger('silent'));
     try {
       await eventually(() => again.services.agents.isConnected(id), 20_000, 'the reconnect to the restarted broker');

@@ -35,7 +35,11 @@ beforeAll(async () => {
   expect(key.status).toBe(200);
   agent = startAgent({ broker: t.url, bootstrapKey: Object.keys(key.body)[0] });
   device = await agent.deviceId();
-  await eventually(async () => (await t.api('GET', '/api/v2/pendinghost', { token: t.adminToken })).body.items?.some((h: any) => h.node_id === device), 20_000, 'the pending host');
+  await eventually(
+    async () => (await t.api('GET', '/api/v2/pendinghost', { token: t.adminToken })).body.items?.some((h: any) => h.node_id === device),
+    20_000,
+    'the pending host',
+  );
   const approved = await t.api('POST', '/api/v2/pendinghost', { token: t.adminToken, body: { node_id: device } });
   expect(approved.status).toBeLessThan(300);
   await agent.waitConnected(t);

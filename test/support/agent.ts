@@ -131,17 +131,30 @@ export function startAgent(o: AgentOptions): TestAgent {
       timeoutMs,
       'an agent log line',
     );
-  const describe = () => [...logs.map((l) => `${l.level} ${l.msg} ${JSON.stringify({ ...l, level: undefined, msg: undefined, time: undefined, pid: undefined, hostname: undefined, name: undefined })}`), ...output].join('\n');
+  const describe = () =>
+    [
+      ...logs.map(
+        (l) =>
+          `${l.level} ${l.msg} ${JSON.stringify({ ...l, level: undefined, msg: undefined, time: undefined, pid: undefined, hostname: undefined, name: undefined })}`,
+      ),
+      ...output,
+    ].join('\n');
 
   return {
     process: child,
     stateDir,
     logs,
     output,
-    deviceId: async (timeoutMs = 20_000) => (await waitForLog((l) => l.msg === 'device identity' && typeof l.deviceId === 'string', timeoutMs)).deviceId as string,
+    deviceId: async (timeoutMs = 20_000) =>
+      (await waitForLog((l) => l.msg === 'device identity' && typeof l.deviceId === 'string', timeoutMs)).deviceId as string,
     waitForLog,
     exited: (timeoutMs = 20_000) =>
-      Promise.race([exit, new Promise<never>((_, reject) => setTimeout(() => reject(new Error(`the agent did not exit within ${timeoutMs} ms; log:\n${describe()}`)), timeoutMs).unref())]),
+      Promise.race([
+        exit,
+        new Promise<never>((_, reject) =>
+          setTimeout(() => reject(new Error(`the agent did not exit within ${timeoutMs} ms; log:\n${describe()}`)), timeoutMs).unref(),
+        ),
+      ]),
     async waitConnected(t: TestBroker, timeoutMs = 20_000) {
       const id = (await waitForLog((l) => l.msg === 'device identity' && typeof l.deviceId === 'string', timeoutMs)).deviceId as string;
       await eventually(
@@ -199,7 +212,12 @@ export interface FakeConnection {
  * Connects to the agent WebSocket and answers the challenge with `device`'s key (or `sign`).
  * Resolves after the welcome, or when the broker closes the socket first.
  */
-export async function connectDevice(url: string, device: FakeDevice, sign?: (nonce: string) => string, options: { autoPong?: boolean } = {}): Promise<FakeConnection> {
+export async function connectDevice(
+  url: string,
+  device: FakeDevice,
+  sign?: (nonce: string) => string,
+  options: { autoPong?: boolean } = {},
+): Promise<FakeConnection> {
   const ws = new WebSocket(`${url.replace(/^http/, 'ws')}${AGENT_WS_PATH}`, { autoPong: options.autoPong ?? true });
   const conn: FakeConnection = {
     ws,

@@ -92,11 +92,33 @@ export async function startTestBroker(options: { database?: 'sqlite' | 'postgres
     const now = new Date().toISOString();
     await db
       .insertInto('roles')
-      .values({ id: roleId, name: `role-${roleId}`, description: '', policies: JSON.stringify(policies), builtin: 0, created_at: now, created_by: null, updated_at: now, updated_by: null })
+      .values({
+        id: roleId,
+        name: `role-${roleId}`,
+        description: '',
+        policies: JSON.stringify(policies),
+        builtin: 0,
+        created_at: now,
+        created_by: null,
+        updated_at: now,
+        updated_by: null,
+      })
       .execute();
     await db
       .insertInto('users')
-      .values({ id, email: address, fname: 'Test', lname: `User ${counter}`, password_hash: await hashPassword(password), disabled: 0, two_factor: null, totp_secret: null, totp_pending: null, created_at: now, last_login: null })
+      .values({
+        id,
+        email: address,
+        fname: 'Test',
+        lname: `User ${counter}`,
+        password_hash: await hashPassword(password),
+        disabled: 0,
+        two_factor: null,
+        totp_secret: null,
+        totp_pending: null,
+        created_at: now,
+        last_login: null,
+      })
       .execute();
     await db.insertInto('user_roles').values({ user_id: id, role_id: roleId }).execute();
     return { id, email: address, password, token: await login(address, password), roleId };
@@ -105,7 +127,14 @@ export async function startTestBroker(options: { database?: 'sqlite' | 'postgres
   async function addGroup(o: { id: string; parent?: string; tags?: string[]; title?: string }) {
     await db
       .insertInto('nodes')
-      .values({ node_id: o.id, parent_id: o.parent ?? 'root', type: 'group', title: o.title ?? o.id, tags: JSON.stringify(o.tags ?? []), created_at: new Date().toISOString() })
+      .values({
+        node_id: o.id,
+        parent_id: o.parent ?? 'root',
+        type: 'group',
+        title: o.title ?? o.id,
+        tags: JSON.stringify(o.tags ?? []),
+        created_at: new Date().toISOString(),
+      })
       .execute();
     return o.id;
   }
@@ -116,7 +145,19 @@ export async function startTestBroker(options: { database?: 'sqlite' | 'postgres
     const name = o.name ?? `device-${id.slice(0, 6)}`;
     await db
       .insertInto('devices')
-      .values({ device_id: id, public_key: 'test', state: 'approved', hostname: name, bootstrap_key: null, attributes: JSON.stringify({ device_name: name }), created_at: now, approved_at: now, last_seen: null, last_ip: null, agent_version: null })
+      .values({
+        device_id: id,
+        public_key: 'test',
+        state: 'approved',
+        hostname: name,
+        bootstrap_key: null,
+        attributes: JSON.stringify({ device_name: name }),
+        created_at: now,
+        approved_at: now,
+        last_seen: null,
+        last_ip: null,
+        agent_version: null,
+      })
       .execute();
     await db
       .insertInto('nodes')

@@ -34,13 +34,14 @@ export interface TestSmtp {
 
 /** Decodes RFC 2047 encoded words (`=?UTF-8?B?...?=`, `=?UTF-8?Q?...?=`) in a header value. */
 function decodeHeader(value: string): string {
-  return value
-    .replace(/\?=\s+=\?/g, '?==?')
-    .replace(/=\?([^?]+)\?([BbQq])\?([^?]*)\?=/g, (_m, _charset: string, enc: string, data: string) =>
-      enc.toUpperCase() === 'B'
-        ? Buffer.from(data, 'base64').toString('utf8')
-        : Buffer.from(data.replace(/_/g, ' ').replace(/=([0-9A-Fa-f]{2})/g, (_x, h: string) => String.fromCharCode(parseInt(h, 16))), 'latin1').toString('utf8'),
-    );
+  return value.replace(/\?=\s+=\?/g, '?==?').replace(/=\?([^?]+)\?([BbQq])\?([^?]*)\?=/g, (_m, _charset: string, enc: string, data: string) =>
+    enc.toUpperCase() === 'B'
+      ? Buffer.from(data, 'base64').toString('utf8')
+      : Buffer.from(
+          data.replace(/_/g, ' ').replace(/=([0-9A-Fa-f]{2})/g, (_x, h: string) => String.fromCharCode(parseInt(h, 16))),
+          'latin1',
+        ).toString('utf8'),
+  );
 }
 
 function decodeQuotedPrintable(body: string): string {
@@ -141,7 +142,11 @@ export async function startTestSmtp(): Promise<TestSmtp> {
         };
         const timer = setTimeout(() => {
           waiters.delete(look);
-          reject(new Error(`no mail to ${to}${subject ? ` matching ${subject}` : ''} within ${timeoutMs} ms (received: ${messages.map((m) => `${m.to.join(',')}: ${m.subject}`).join('; ') || 'none'})`));
+          reject(
+            new Error(
+              `no mail to ${to}${subject ? ` matching ${subject}` : ''} within ${timeoutMs} ms (received: ${messages.map((m) => `${m.to.join(',')}: ${m.subject}`).join('; ') || 'none'})`,
+            ),
+          );
         }, timeoutMs);
         if (!look()) waiters.add(look);
       });

@@ -172,9 +172,7 @@ export async function failureFrom(res: Response): Promise<ApiFailure> {
     // Not the API's JSON (a proxy page, an empty body): describe the status instead.
   }
   const message =
-    typeof body.message === 'string' && body.message
-      ? body.message
-      : `The broker answered ${res.status}${res.statusText ? ` ${res.statusText}` : ''}.`;
+    typeof body.message === 'string' && body.message ? body.message : `The broker answered ${res.status}${res.statusText ? ` ${res.statusText}` : ''}.`;
   return new ApiFailure(res.status, typeof body.error === 'string' ? body.error : `http_${res.status}`, message, body);
 }
 
@@ -271,7 +269,12 @@ export function saveBlob(blob: Blob, filename: string): void {
  * Uploads multipart form data with progress (fetch cannot report upload progress; XHR can).
  * `onProgress` gets (sent, total) bytes.
  */
-export async function uploadForm<T = unknown>(path: string, form: FormData, onProgress: (sent: number, total: number) => void, signal?: AbortSignal): Promise<T> {
+export async function uploadForm<T = unknown>(
+  path: string,
+  form: FormData,
+  onProgress: (sent: number, total: number) => void,
+  signal?: AbortSignal,
+): Promise<T> {
   await ensureFreshToken();
   return new Promise<T>((resolve, reject) => {
     const xhr = new XMLHttpRequest();

@@ -142,11 +142,7 @@ export function App() {
   for (const screen of SCREENS) {
     const params = match(screen.pattern, path);
     if (!params) continue;
-    return (
-      <Frame path={path}>
-        {screen.area && !allowed(screen.area) ? <AccessDenied /> : screen.render(params)}
-      </Frame>
-    );
+    return <Frame path={path}>{screen.area && !allowed(screen.area) ? <AccessDenied /> : screen.render(params)}</Frame>;
   }
   return (
     <Frame path={path}>

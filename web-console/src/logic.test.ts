@@ -50,8 +50,19 @@ describe('device tree filter', () => {
     title: 'All',
     type: 'group',
     nodes: [
-      node({ node_id: 'berlin', title: 'Berlin', type: 'group', tags: ['prod'], nodes: [node({ node_id: 'a'.repeat(64), title: 'gw-1', type: 'device', status: 'online' })] }),
-      node({ node_id: 'lab', title: 'Lab', type: 'group', nodes: [node({ node_id: 'b'.repeat(64), title: 'pi', type: 'device', status: 'offline', tags: ['edge'] })] }),
+      node({
+        node_id: 'berlin',
+        title: 'Berlin',
+        type: 'group',
+        tags: ['prod'],
+        nodes: [node({ node_id: 'a'.repeat(64), title: 'gw-1', type: 'device', status: 'online' })],
+      }),
+      node({
+        node_id: 'lab',
+        title: 'Lab',
+        type: 'group',
+        nodes: [node({ node_id: 'b'.repeat(64), title: 'pi', type: 'device', status: 'offline', tags: ['edge'] })],
+      }),
     ],
   });
   const titles = (n: GroupTreeNode | null): string[] => (n ? [n.title, ...(n.nodes ?? []).flatMap(titles)] : []);
@@ -106,7 +117,15 @@ describe('answers of the API', () => {
       created_at: 't',
     });
     expect(
-      entriesOf({ items: [{ name: 'b.txt', path: '/x/b.txt', type: 'file', size: 3, mtime: 't' }, { name: 'sub', path: '/x/sub', type: 'dir', size: 0 }] }, '/x/').map((e) => [e.path, e.dir]),
+      entriesOf(
+        {
+          items: [
+            { name: 'b.txt', path: '/x/b.txt', type: 'file', size: 3, mtime: 't' },
+            { name: 'sub', path: '/x/sub', type: 'dir', size: 0 },
+          ],
+        },
+        '/x/',
+      ).map((e) => [e.path, e.dir]),
     ).toEqual([
       ['/x/sub/', true],
       ['/x/b.txt', false],

@@ -48,7 +48,13 @@ function parse(data: string): ServerMessage | null {
 }
 
 /** Uploads a file to `path` on the device; `onProgress(sent, total)` as bytes leave the browser. */
-export async function copyToDevice(deviceId: string, file: File, path: string, onProgress: (sent: number, total: number) => void, signal?: AbortSignal): Promise<CopyResult> {
+export async function copyToDevice(
+  deviceId: string,
+  file: File,
+  path: string,
+  onProgress: (sent: number, total: number) => void,
+  signal?: AbortSignal,
+): Promise<CopyResult> {
   const sha256 = await sha256Hex(file);
   const url = await remoteSocketUrl('copy', { device_id: deviceId, direction: 'upload', path, size: file.size, sha256 });
   return new Promise<CopyResult>((resolve, reject) => {
@@ -93,7 +99,8 @@ export async function copyToDevice(deviceId: string, file: File, path: string, o
       if (msg?.type === 'result') {
         settle(() => {
           if (msg.ok === false) reject(new ApiFailure(0, 'copy_failed', 'The device could not write the file.'));
-          else if (sha256 && msg.sha256 && msg.sha256 !== sha256) reject(new ApiFailure(0, 'checksum_mismatch', 'The file arrived damaged (checksum mismatch).'));
+          else if (sha256 && msg.sha256 && msg.sha256 !== sha256)
+            reject(new ApiFailure(0, 'checksum_mismatch', 'The file arrived damaged (checksum mismatch).'));
           else resolve(msg);
         });
         ws.close(1000);
@@ -111,7 +118,12 @@ export async function copyToDevice(deviceId: string, file: File, path: string, o
 }
 
 /** Downloads `path` from the device into a Blob; `onProgress(received, total)`. */
-export async function copyFromDevice(deviceId: string, path: string, onProgress: (received: number, total: number) => void, signal?: AbortSignal): Promise<{ blob: Blob; result: CopyResult }> {
+export async function copyFromDevice(
+  deviceId: string,
+  path: string,
+  onProgress: (received: number, total: number) => void,
+  signal?: AbortSignal,
+): Promise<{ blob: Blob; result: CopyResult }> {
   const url = await remoteSocketUrl('copy', { device_id: deviceId, direction: 'download', path });
   return new Promise((resolve, reject) => {
     const ws = new WebSocket(url);
@@ -137,7 +149,9 @@ export async function copyFromDevice(deviceId: string, path: string, onProgress:
         size = msg.size;
         onProgress(received, size);
       } else if (msg?.type === 'result') {
-        settle(() => (msg.ok === false ? reject(new ApiFailure(0, 'copy_failed', 'The device could not read the file.')) : resolve({ blob: new Blob(parts), result: msg })));
+        settle(() =>
+          msg.ok === false ? reject(new ApiFailure(0, 'copy_failed', 'The device could not read the file.')) : resolve({ blob: new Blob(parts), result: msg }),
+        );
         ws.close(1000);
       } else if (msg?.type === 'error') {
         settle(() => reject(socketFailure(msg)));

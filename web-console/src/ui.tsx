@@ -17,7 +17,7 @@ export function useLoad<T>(load: () => Promise<T>, deps: unknown[]): { data?: T;
     return () => {
       live = false;
     };
-    // eslint-disable-next-line react-hooks/exhaustive-deps
+    // The caller's `deps` decide when to load again (as with useEffect); `round` is bumped by reload().
   }, [...deps, round]);
   const reload = useCallback(() => setRound((n) => n + 1), []);
   return { ...result, reload };
@@ -93,7 +93,13 @@ export function Field({ label, error, hint, name, ...input }: InputProps) {
   return (
     <div class={`field${error ? ' has-error' : ''}`}>
       <label for={id}>{label}</label>
-      <input id={id} name={name} aria-invalid={error ? 'true' : undefined} aria-describedby={error ? `${id}-error` : hint ? `${id}-hint` : undefined} {...(input as Record<string, unknown>)} />
+      <input
+        id={id}
+        name={name}
+        aria-invalid={error ? 'true' : undefined}
+        aria-describedby={error ? `${id}-error` : hint ? `${id}-hint` : undefined}
+        {...(input as Record<string, unknown>)}
+      />
       {hint && !error && (
         <small id={`${id}-hint`} class="hint">
           {hint}

@@ -192,12 +192,25 @@ export function AttributesScreen({ deviceId }: { deviceId: string }) {
                   {r.existing ? (
                     <div class="field">
                       <label for={`ck-${r.uid}`}>Key</label>
-                      <input id={`ck-${r.uid}`} value={r.key} readOnly aria-readonly="true" class="readonly" title="The key of an existing attribute cannot be changed" />
+                      <input
+                        id={`ck-${r.uid}`}
+                        value={r.key}
+                        readOnly
+                        aria-readonly="true"
+                        class="readonly"
+                        title="The key of an existing attribute cannot be changed"
+                      />
                     </div>
                   ) : (
                     <div class="field">
                       <label for={`ck-${r.uid}`}>New key</label>
-                      <input id={`ck-${r.uid}`} value={r.key} maxLength={KEY_MAX * 4} onInput={(e) => updateRow(r.uid, { key: e.currentTarget.value })} aria-invalid={error ? 'true' : undefined} />
+                      <input
+                        id={`ck-${r.uid}`}
+                        value={r.key}
+                        maxLength={KEY_MAX * 4}
+                        onInput={(e) => updateRow(r.uid, { key: e.currentTarget.value })}
+                        aria-invalid={error ? 'true' : undefined}
+                      />
                     </div>
                   )}
                   <div class="field grow">

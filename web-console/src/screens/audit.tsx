@@ -185,10 +185,18 @@ export function AuditScreen() {
             ))}
           </Table>
           <div class="pager">
-            <button type="button" disabled={offset === 0} onClick={() => navigate(withQuery('/audit', { ...applied, offset: String(Math.max(0, offset - PAGE)) }))}>
+            <button
+              type="button"
+              disabled={offset === 0}
+              onClick={() => navigate(withQuery('/audit', { ...applied, offset: String(Math.max(0, offset - PAGE)) }))}
+            >
               Newer
             </button>
-            <button type="button" disabled={offset + PAGE >= total} onClick={() => navigate(withQuery('/audit', { ...applied, offset: String(offset + PAGE) }))}>
+            <button
+              type="button"
+              disabled={offset + PAGE >= total}
+              onClick={() => navigate(withQuery('/audit', { ...applied, offset: String(offset + PAGE) }))}
+            >
               Older
             </button>
           </div>

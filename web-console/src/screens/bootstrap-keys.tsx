@@ -14,7 +14,11 @@ interface BootstrapKey {
 
 /** The list in either shape: `{items:[...]}` / an array, or a map `{<key>: {group_id, auto_accept}}`. */
 export function keysOf(answer: unknown): BootstrapKey[] {
-  const items = Array.isArray(answer) ? answer : answer && typeof answer === 'object' && Array.isArray((answer as { items?: unknown }).items) ? (answer as { items: unknown[] }).items : null;
+  const items = Array.isArray(answer)
+    ? answer
+    : answer && typeof answer === 'object' && Array.isArray((answer as { items?: unknown }).items)
+      ? (answer as { items: unknown[] }).items
+      : null;
   if (items) {
     return items.map((raw) => {
       const k = raw as Record<string, unknown>;
@@ -36,10 +40,23 @@ export function keysOf(answer: unknown): BootstrapKey[] {
 
 export function groupsOf(node: GroupTreeNode | undefined, depth = 0): { node_id: string; label: string }[] {
   if (!node || node.type !== 'group') return [];
-  return [{ node_id: node.node_id, label: `${'  '.repeat(depth)}${node.title} (${node.node_id})` }, ...(node.nodes ?? []).flatMap((c) => groupsOf(c, depth + 1))];
+  return [
+    { node_id: node.node_id, label: `${'  '.repeat(depth)}${node.title} (${node.node_id})` },
+    ...(node.nodes ?? []).flatMap((c) => groupsOf(c, depth + 1)),
+  ];
 }
 
-function GroupSelect({ id, value, groups, onChange }: { id: string; value: string; groups: { node_id: string; label: string }[]; onChange: (v: string) => void }) {
+function GroupSelect({
+  id,
+  value,
+  groups,
+  onChange,
+}: {
+  id: string;
+  value: string;
+  groups: { node_id: string; label: string }[];
+  onChange: (v: string) => void;
+}) {
   if (!groups.length) return <input id={id} value={value} onInput={(e) => onChange(e.currentTarget.value)} placeholder="group node id" />;
   return (
     <select id={id} value={value} onChange={(e) => onChange(e.currentTarget.value)}>
@@ -72,14 +89,19 @@ export function BootstrapKeysScreen() {
   };
   const update = (k: BootstrapKey, change: Partial<BootstrapKey>) =>
     void action.run(async () => {
-      await api.put(`/bootstrapkey/${encodeURIComponent(k.key)}`, { group_id: change.group_id ?? k.group_id, auto_accept: change.auto_accept ?? k.auto_accept });
+      await api.put(`/bootstrapkey/${encodeURIComponent(k.key)}`, {
+        group_id: change.group_id ?? k.group_id,
+        auto_accept: change.auto_accept ?? k.auto_accept,
+      });
       list.reload();
     });
 
   return (
     <section>
       <PageTitle>Bootstrap keys</PageTitle>
-      <p class="muted">A device enrols with a bootstrap key. It joins the key's group, at once when the key accepts automatically, else after approval under Pending hosts.</p>
+      <p class="muted">
+        A device enrols with a bootstrap key. It joins the key's group, at once when the key accepts automatically, else after approval under Pending hosts.
+      </p>
       <ErrorBox error={list.error} />
       <ErrorBox error={action.error} title="The request failed" />
       {created && (
@@ -94,7 +116,8 @@ export function BootstrapKeysScreen() {
             <GroupSelect id="bk-group" value={draft.group_id} groups={groups} onChange={(group_id) => setDraft({ ...draft, group_id })} />
           </div>
           <label class="check">
-            <input type="checkbox" checked={draft.auto_accept} onChange={(e) => setDraft({ ...draft, auto_accept: e.currentTarget.checked })} /> Accept devices automatically
+            <input type="checkbox" checked={draft.auto_accept} onChange={(e) => setDraft({ ...draft, auto_accept: e.currentTarget.checked })} /> Accept devices
+            automatically
           </label>
           <button type="submit" class="primary" disabled={action.busy}>
             Create key

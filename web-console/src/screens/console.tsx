@@ -219,7 +219,9 @@ function TerminalView({ deviceId, name }: { deviceId: string; name: string }) {
 }
 
 export function ConsoleScreen({ deviceId }: { deviceId: string }) {
-  const [state, setState] = useState<{ kind: 'checking' } | { kind: 'ready'; name: string } | { kind: 'denied'; message?: string } | { kind: 'error'; error: unknown }>({
+  const [state, setState] = useState<
+    { kind: 'checking' } | { kind: 'ready'; name: string } | { kind: 'denied'; message?: string } | { kind: 'error'; error: unknown }
+  >({
     kind: 'checking',
   });
 

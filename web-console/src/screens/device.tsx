@@ -89,7 +89,20 @@ interface InventoryReport {
   [key: string]: unknown;
 }
 
-const KNOWN_INVENTORY = new Set(['device_id', 'received_at', 'hostname', 'os', 'kernel', 'arch', 'cpu', 'memory', 'disks', 'network', 'agent_version', 'uptime']);
+const KNOWN_INVENTORY = new Set([
+  'device_id',
+  'received_at',
+  'hostname',
+  'os',
+  'kernel',
+  'arch',
+  'cpu',
+  'memory',
+  'disks',
+  'network',
+  'agent_version',
+  'uptime',
+]);
 
 function uptime(seconds: number | undefined): string {
   if (seconds === undefined) return '';
@@ -238,7 +251,9 @@ export function DeviceScreen({ deviceId }: { deviceId: string }) {
                 onConfirm={async () => {
                   // The spec's "Update attributes and Delete" area (device:manage) removes through
                   // DELETE /inventory/{id}; enrolment managers (device:approve) through removeapprovedhost.
-                  const path = allowed('updateAttributes') ? `/inventory/${encodeURIComponent(deviceId)}` : `/removeapprovedhost/${encodeURIComponent(deviceId)}`;
+                  const path = allowed('updateAttributes')
+                    ? `/inventory/${encodeURIComponent(deviceId)}`
+                    : `/removeapprovedhost/${encodeURIComponent(deviceId)}`;
                   const ok = await remove.run(() => api.del(path).then(() => true));
                   if (ok) navigate('/devices');
                 }}

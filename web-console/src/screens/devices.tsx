@@ -47,7 +47,8 @@ export function pruneTree(node: GroupTreeNode, f: Filter, tagsAbove: string[] = 
     return deviceMatches({ ...node, tags: [...tagsAbove, ...(node.tags ?? [])] }, f) ? node : null;
   }
   const tags = [...tagsAbove, ...(node.tags ?? [])];
-  const groupMatches = !f.tag && !f.status && f.text && [node.title, node.node_id, ...(node.tags ?? [])].some((v) => v.toLowerCase().includes(f.text.toLowerCase()));
+  const groupMatches =
+    !f.tag && !f.status && f.text && [node.title, node.node_id, ...(node.tags ?? [])].some((v) => v.toLowerCase().includes(f.text.toLowerCase()));
   if (groupMatches) return node;
   const children = (node.nodes ?? []).map((c) => pruneTree(c, f, tags)).filter((c): c is GroupTreeNode => c !== null);
   return children.length ? { ...node, nodes: children } : null;
@@ -67,7 +68,11 @@ function TreeItem({ node, open }: { node: GroupTreeNode; open: boolean }) {
           {node.title || node.node_id}
         </Link>
         <Tags tags={node.tags} />
-        {node.last_reported ? <span class="muted small">seen {formatTime(typeof node.last_reported === 'number' ? new Date(node.last_reported * 1000).toISOString() : node.last_reported)}</span> : null}
+        {node.last_reported ? (
+          <span class="muted small">
+            seen {formatTime(typeof node.last_reported === 'number' ? new Date(node.last_reported * 1000).toISOString() : node.last_reported)}
+          </span>
+        ) : null}
       </li>
     );
   }
@@ -76,7 +81,10 @@ function TreeItem({ node, open }: { node: GroupTreeNode; open: boolean }) {
     <li class="group-row">
       <details open={open}>
         <summary>
-          <span class="group-name">{node.title}</span> <code class="node-id" title="Node id, for node:<id> resources">{node.node_id}</code>
+          <span class="group-name">{node.title}</span>{' '}
+          <code class="node-id" title="Node id, for node:<id> resources">
+            {node.node_id}
+          </code>
           <Tags tags={node.tags} />
           <span class="muted small">
             {countDevices(node)} device{countDevices(node) === 1 ? '' : 's'}

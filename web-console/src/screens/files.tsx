@@ -40,7 +40,13 @@ export function entriesOf(answer: unknown, cwd: string): Entry[] {
       const dir = e.is_dir === true || e.type === 'dir' || e.type === 'directory' || e.type === 'folder';
       const name = e.name ?? (e.path ?? '').split('/').filter(Boolean).pop() ?? '';
       const path = e.path ? (e.path.startsWith('/') ? e.path : `/${e.path}`) : `${cwd}${name}`;
-      return { name, path: dir ? folder(path) : path.replace(/\/$/, ''), dir, size: e.size, time: e.modified ?? e.mtime ?? e.updated_at ?? e.created ?? e.created_at };
+      return {
+        name,
+        path: dir ? folder(path) : path.replace(/\/$/, ''),
+        dir,
+        size: e.size,
+        time: e.modified ?? e.mtime ?? e.updated_at ?? e.created ?? e.created_at,
+      };
     })
     .sort((a, b) => Number(b.dir) - Number(a.dir) || a.name.localeCompare(b.name));
 }
@@ -67,7 +73,10 @@ export function FilesScreen() {
   const { query } = useLocation();
   const cwd = folder(query.get('path') ?? '/');
   const list = useLoad(
-    () => api.get<{ items: RawEntry[]; total: number }>('/files', { path: cwd, items_per_page: PAGE }).then((a) => ({ entries: entriesOf(a, cwd), total: a.total ?? 0 })),
+    () =>
+      api
+        .get<{ items: RawEntry[]; total: number }>('/files', { path: cwd, items_per_page: PAGE })
+        .then((a) => ({ entries: entriesOf(a, cwd), total: a.total ?? 0 })),
     [cwd],
   );
   const stats = useLoad(() => api.get<Record<string, unknown>>('/file/stats').catch(() => null), []);
@@ -128,7 +137,14 @@ export function FilesScreen() {
         <div class="file-tools">
           <div class="field">
             <label for="upload-input">Upload to {cwd}</label>
-            <input id="upload-input" ref={fileInput} type="file" multiple disabled={progress !== null} onChange={(e) => void uploadAll(e.currentTarget.files)} />
+            <input
+              id="upload-input"
+              ref={fileInput}
+              type="file"
+              multiple
+              disabled={progress !== null}
+              onChange={(e) => void uploadAll(e.currentTarget.files)}
+            />
           </div>
           <form
             class="inline-form"

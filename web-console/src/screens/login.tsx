@@ -107,7 +107,15 @@ export function LoginScreen() {
         {step.kind === 'credentials' && (
           <form onSubmit={submitCredentials} aria-label="Sign in">
             <Field label="Email" name="email" type="email" autocomplete="username" required value={email} onInput={(e) => setEmail(e.currentTarget.value)} />
-            <Field label="Password" name="password" type="password" autocomplete="current-password" required value={password} onInput={(e) => setPassword(e.currentTarget.value)} />
+            <Field
+              label="Password"
+              name="password"
+              type="password"
+              autocomplete="current-password"
+              required
+              value={password}
+              onInput={(e) => setPassword(e.currentTarget.value)}
+            />
             <button type="submit" class="primary" disabled={busy}>
               {busy ? 'Signing in…' : 'Sign in'}
             </button>
@@ -132,7 +140,15 @@ export function LoginScreen() {
             ) : (
               <>
                 <p>We mail you a link to choose a new password.</p>
-                <Field label="Email" name="forgot-email" type="email" autocomplete="username" required value={email} onInput={(e) => setEmail(e.currentTarget.value)} />
+                <Field
+                  label="Email"
+                  name="forgot-email"
+                  type="email"
+                  autocomplete="username"
+                  required
+                  value={email}
+                  onInput={(e) => setEmail(e.currentTarget.value)}
+                />
                 <button type="submit" class="primary" disabled={busy || !email}>
                   Send the link
                 </button>

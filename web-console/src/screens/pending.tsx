@@ -39,7 +39,15 @@ export function PendingHostsScreen() {
 
   return (
     <section>
-      <PageTitle actions={<button type="button" onClick={list.reload}>Refresh</button>}>Pending hosts</PageTitle>
+      <PageTitle
+        actions={
+          <button type="button" onClick={list.reload}>
+            Refresh
+          </button>
+        }
+      >
+        Pending hosts
+      </PageTitle>
       <ErrorBox error={list.error} />
       <ErrorBox error={action.error} title="The request failed" />
       {notice && <Notice>{notice}</Notice>}

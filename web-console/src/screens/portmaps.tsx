@@ -46,7 +46,14 @@ function PortmapRow({ deviceId, pm, onEdit }: { deviceId: string; pm: Portmap; o
       <div class="command-row">
         <label>
           Local port{' '}
-          <input type="number" min={1} max={65535} value={localPort} class="narrow" onInput={(e) => setLocalPort(Number(e.currentTarget.value) || defaultLocalPort(pm.port))} />
+          <input
+            type="number"
+            min={1}
+            max={65535}
+            value={localPort}
+            class="narrow"
+            onInput={(e) => setLocalPort(Number(e.currentTarget.value) || defaultLocalPort(pm.port))}
+          />
         </label>
         <code class="command" data-testid="connect-command">
           {command}
@@ -84,7 +91,17 @@ function PortmapForm({ initial, onDone, onCancel }: { initial: Draft; onDone: ()
           <option value="udp">UDP</option>
         </select>
       </div>
-      <Field label="Port on the device side" name="pm-port" type="number" min={1} max={65535} required value={draft.port} onInput={set('port')} error={errors.port} />
+      <Field
+        label="Port on the device side"
+        name="pm-port"
+        type="number"
+        min={1}
+        max={65535}
+        required
+        value={draft.port}
+        onInput={set('port')}
+        error={errors.port}
+      />
       <Field label="Destination host" name="pm-dst" required value={draft.dst} onInput={set('dst')} error={errors.dst} />
       <button type="submit" class="primary" disabled={action.busy}>
         Save preset

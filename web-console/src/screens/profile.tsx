@@ -140,8 +140,26 @@ function PasswordForm() {
       }}
     >
       <h2>Password</h2>
-      <Field label="Current password" name="pw-current" type="password" autocomplete="current-password" required value={current} onInput={(e) => setCurrent(e.currentTarget.value)} error={errors.current_password} />
-      <Field label="New password" name="pw-new" type="password" autocomplete="new-password" required value={next} onInput={(e) => setNext(e.currentTarget.value)} error={errors.new_password} />
+      <Field
+        label="Current password"
+        name="pw-current"
+        type="password"
+        autocomplete="current-password"
+        required
+        value={current}
+        onInput={(e) => setCurrent(e.currentTarget.value)}
+        error={errors.current_password}
+      />
+      <Field
+        label="New password"
+        name="pw-new"
+        type="password"
+        autocomplete="new-password"
+        required
+        value={next}
+        onInput={(e) => setNext(e.currentTarget.value)}
+        error={errors.new_password}
+      />
       <Field
         label="New password again"
         name="pw-repeat"
@@ -231,7 +249,16 @@ function TotpPanel({ profile }: { profile: Profile | null }) {
           <ol start={2}>
             <li>Enter the 6-digit code the app shows:</li>
           </ol>
-          <Field label="Code" name="totp-code" inputMode="numeric" autocomplete="one-time-code" required value={code} onInput={(e) => setCode(e.currentTarget.value)} error={errors.code} />
+          <Field
+            label="Code"
+            name="totp-code"
+            inputMode="numeric"
+            autocomplete="one-time-code"
+            required
+            value={code}
+            onInput={(e) => setCode(e.currentTarget.value)}
+            error={errors.code}
+          />
           <div class="button-row">
             <button type="submit" class="primary" disabled={action.busy || !code.trim()}>
               Confirm

@@ -237,7 +237,11 @@ function PolicyEditor({
                   onInput={(e) => onChange({ ...policy, resources: policy.resources.map((x, j) => (j === i ? e.currentTarget.value : x)) })}
                 />
                 {!readOnly && (
-                  <button type="button" aria-label={`Remove resource ${r}`} onClick={() => onChange({ ...policy, resources: policy.resources.filter((_, j) => j !== i) })}>
+                  <button
+                    type="button"
+                    aria-label={`Remove resource ${r}`}
+                    onClick={() => onChange({ ...policy, resources: policy.resources.filter((_, j) => j !== i) })}
+                  >
                     ×
                   </button>
                 )}
@@ -284,7 +288,8 @@ export function RoleScreen({ roleId }: { roleId?: string }) {
     ? permissionList.data
     : PERMISSION_NAMES.map((p) => ({ permission: p, description: PERMISSIONS[p].description, accepts_resources: PERMISSIONS[p].accepts_resources }));
 
-  const current = draft ?? (role ? { name: role.name, description: role.description ?? '', policies: toDraft(role.policies) } : { name: '', description: '', policies: [] });
+  const current =
+    draft ?? (role ? { name: role.name, description: role.description ?? '', policies: toDraft(role.policies) } : { name: '', description: '', policies: [] });
   const policies = useMemo(() => toPolicies(current.policies), [current.policies]);
   const problems = useMemo(() => validatePolicies(policies), [policies]);
   const apiErrors = action.error instanceof ApiFailure ? action.error.fieldErrors() : {};
@@ -320,8 +325,23 @@ export function RoleScreen({ roleId }: { roleId?: string }) {
       )}
       <form onSubmit={save} aria-label="Role" class="role-form" noValidate>
         <div class="grid-2">
-          <Field label="Name" name="role-name" required readOnly={!manage} value={current.name} onInput={(e) => update({ name: e.currentTarget.value })} error={apiErrors.name} />
-          <Field label="Description" name="role-description" readOnly={!manage} value={current.description} onInput={(e) => update({ description: e.currentTarget.value })} error={apiErrors.description} />
+          <Field
+            label="Name"
+            name="role-name"
+            required
+            readOnly={!manage}
+            value={current.name}
+            onInput={(e) => update({ name: e.currentTarget.value })}
+            error={apiErrors.name}
+          />
+          <Field
+            label="Description"
+            name="role-description"
+            readOnly={!manage}
+            value={current.description}
+            onInput={(e) => update({ description: e.currentTarget.value })}
+            error={apiErrors.description}
+          />
         </div>
         <h2>Permissions</h2>
         {current.policies.length === 0 && <p class="muted">No permissions yet.</p>}
@@ -341,7 +361,10 @@ export function RoleScreen({ roleId }: { roleId?: string }) {
           ))}
         </ul>
         {manage && unused.length > 0 && (
-          <button type="button" onClick={() => update({ policies: [...current.policies, { uid: nextUid++, permission: unused[0].permission, resources: [] }] })}>
+          <button
+            type="button"
+            onClick={() => update({ policies: [...current.policies, { uid: nextUid++, permission: unused[0].permission, resources: [] }] })}
+          >
             Add permission
           </button>
         )}

@@ -79,7 +79,14 @@ export function FileTransfer({ deviceId }: { deviceId: string }) {
         </button>
       </form>
       <form onSubmit={download} aria-label="Download from device" class="inline-form">
-        <Field label="File to fetch from the device" name="t-src" placeholder="/var/log/syslog" value={downloadPath} onInput={(e) => setDownloadPath(e.currentTarget.value)} disabled={busy} />
+        <Field
+          label="File to fetch from the device"
+          name="t-src"
+          placeholder="/var/log/syslog"
+          value={downloadPath}
+          onInput={(e) => setDownloadPath(e.currentTarget.value)}
+          disabled={busy}
+        />
         <button type="submit" disabled={busy || !downloadPath.trim().startsWith('/')}>
           Download from device
         </button>

@@ -52,7 +52,11 @@ function UserForm({ user, roles, onDone, onCancel }: { user?: UserRecord; roles:
       } else {
         if (draft.password) body.password = draft.password;
         await api.post('/user', body);
-        onDone(draft.password ? `${draft.email} was created and can sign in with the password given.` : `${draft.email} was created; a welcome email with a link to set a password was sent.`);
+        onDone(
+          draft.password
+            ? `${draft.email} was created and can sign in with the password given.`
+            : `${draft.email} was created; a welcome email with a link to set a password was sent.`,
+        );
       }
     });
   };
@@ -152,7 +156,10 @@ function TwoFactorPolicy() {
 
 export function UsersScreen() {
   const users = useLoad(() => api.get<UserList>('/userlist', { items_per_page: 1000 }), []);
-  const roles = useLoad(() => (allowed('roles') ? api.get('/roleslist', { items_per_page: 1000 }).then((a) => itemsOf<RoleSummary>(a)) : Promise.resolve([])), []);
+  const roles = useLoad(
+    () => (allowed('roles') ? api.get('/roleslist', { items_per_page: 1000 }).then((a) => itemsOf<RoleSummary>(a)) : Promise.resolve([])),
+    [],
+  );
   const manage = allowed('usersManage');
   const action = useAction();
   const [editing, setEditing] = useState<UserRecord | 'new' | null>(null);
@@ -194,7 +201,15 @@ export function UsersScreen() {
       <TwoFactorPolicy />
       {notice && <Notice>{notice}</Notice>}
       <ErrorBox error={action.error} title="The request failed" />
-      {editing && <UserForm key={editing === 'new' ? 'new' : editing.user_id} user={editing === 'new' ? undefined : editing} roles={roles.data ?? []} onDone={done} onCancel={() => setEditing(null)} />}
+      {editing && (
+        <UserForm
+          key={editing === 'new' ? 'new' : editing.user_id}
+          user={editing === 'new' ? undefined : editing}
+          roles={roles.data ?? []}
+          onDone={done}
+          onCancel={() => setEditing(null)}
+        />
+      )}
       <ErrorBox error={users.error} />
       <ListTable
         items={users.data && itemsOf<UserRecord>(users.data)}
@@ -220,7 +235,10 @@ export function UsersScreen() {
                 </button>
                 {u.user_id !== me &&
                   (u.disabled ? (
-                    <button type="button" onClick={() => change(u, () => api.patch(`/user/${encodeURIComponent(u.user_id)}`, { disabled: false }), `${u.email} is enabled.`)}>
+                    <button
+                      type="button"
+                      onClick={() => change(u, () => api.patch(`/user/${encodeURIComponent(u.user_id)}`, { disabled: false }), `${u.email} is enabled.`)}
+                    >
                       Enable
                     </button>
                   ) : (
