@@ -62,7 +62,7 @@ export class AuthService {
   private signer!: TokenSigner;
   private readonly compiled = new Map<string, CompiledPolicy[]>();
   /** token → principal, emptied by any change through the API (see broker/cache.ts) */
-  private readonly principals: EpochCache<string, Principal>;
+  private readonly principals: EpochCache<string, { principal: Principal; expiresAt: number }>;
 
   constructor(
     private readonly db: Db,
@@ -100,11 +100,12 @@ export class AuthService {
    * started: its sign-in session must still be live, only the access token's own expiry is waived.
    */
   async authenticate(token: string, options: { allowExpired?: boolean } = {}): Promise<Principal> {
-    const claims = this.signer.verify(token, { ignoreExpiration: options.allowExpired === true });
+    // The very same token string was verified when it was cached: only its expiry can have changed.
     const cached = this.principals.get(token);
-    if (cached) return cached;
+    if (cached && (options.allowExpired === true || cached.expiresAt > Date.now())) return cached.principal;
+    const claims = this.signer.verify(token, { ignoreExpiration: options.allowExpired === true });
     const principal = await this.loadPrincipal(claims.sub, claims.sid);
-    this.principals.set(token, principal);
+    this.principals.set(token, { principal, expiresAt: claims.exp * 1000 });
     return principal;
   }
 

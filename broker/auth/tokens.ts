@@ -6,6 +6,8 @@ export interface AccessClaims {
   sub: string; // user id
   sid: string; // session id: revoking the session revokes every token of it
   typ: 'access';
+  /** expiry, seconds since the epoch (set by the signer) */
+  exp: number;
 }
 
 const ISSUER = 'fleet-broker';
@@ -23,7 +25,7 @@ export class TokenSigner {
   }
 
   sign(userId: string, sessionId: string): string {
-    const claims: AccessClaims = { sub: userId, sid: sessionId, typ: 'access' };
+    const claims: Omit<AccessClaims, 'exp'> = { sub: userId, sid: sessionId, typ: 'access' };
     return jwt.sign(claims, this.secret, {
       algorithm: 'HS256',
       expiresIn: this.ttlSeconds,
