@@ -28,6 +28,8 @@ const SANDBOX_INIT = `window.ui = SwaggerUIBundle({ url: '${API_PREFIX}/openapi.
 export function createApp(services: Services): Express {
   const app = express();
   app.disable('x-powered-by');
+  // API answers are not cached by validators; hashing every JSON body for an ETag is wasted work.
+  app.set('etag', false);
   app.set('trust proxy', services.config.trustProxy);
   app.set('query parser', 'simple');
   app.use((_req, res, next) => {

@@ -127,6 +127,20 @@ function deviceOf(route: RouteSpec, req: Request): string | undefined {
 
 /** Mounts routes on a router: authentication, validation, authorization, the handler, the audit entry. */
 export function mountRoutes(router: Router, routes: RouteSpec[], services: Services): void {
+  // One sub-router per first path segment: a request is matched against its few siblings rather than
+  // walking the whole table (express tries routes one by one).
+  const groups = new Map<string, Router>();
+  const routerFor = (path: string): { target: Router; rest: string } => {
+    const m = /^\/([^/{}]+)(\/.*)?$/.exec(path);
+    if (!m) return { target: router, rest: path };
+    let group = groups.get(m[1]);
+    if (!group) {
+      group = express.Router({ mergeParams: true });
+      groups.set(m[1], group);
+      router.use(`/${m[1]}`, group);
+    }
+    return { target: group, rest: m[2] ?? '/' };
+  };
   for (const route of routes) {
     const bodySchema = strictBody(route.body);
     const handler = async (req: Request, res: Response) => {
@@ -210,7 +224,8 @@ export function mountRoutes(router: Router, routes: RouteSpec[], services: Servi
         if (file) fs.rm(file.path, { force: true }, () => {});
       }
     };
-    router[route.method](expressPath(route.path), handler);
+    const { target, rest } = routerFor(route.path);
+    target[route.method](expressPath(rest), handler);
   }
 }
 
