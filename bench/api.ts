@@ -9,7 +9,7 @@ import autocannon from 'autocannon';
 import express from 'express';
 import type { Insertable } from 'kysely';
 import type { DevicesTable, NodesTable } from '../broker/db/schema.js';
-import { startTestBroker, type TestBroker } from '../test/support/broker.js';
+import { approvedDeviceRow, startTestBroker, type TestBroker } from '../test/support/broker.js';
 
 const DURATION_S = Number(process.env.BENCH_SECONDS ?? 5);
 
@@ -41,19 +41,7 @@ export async function insertDevices(t: TestBroker, count: number, groups: string
       const n = start + j;
       const id = crypto.createHash('sha256').update(`bench-device-${n}`).digest('hex');
       const name = `dev-${n}`;
-      devices.push({
-        device_id: id,
-        public_key: 'bench',
-        state: 'approved',
-        hostname: name,
-        bootstrap_key: null,
-        attributes: JSON.stringify({ device_name: name }),
-        created_at: now,
-        approved_at: now,
-        last_seen: null,
-        last_ip: null,
-        agent_version: null,
-      });
+      devices.push(approvedDeviceRow(id, name, JSON.stringify({ device_name: name }), now));
       nodes.push({
         node_id: id,
         parent_id: groups[n % groups.length],

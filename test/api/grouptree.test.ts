@@ -1,7 +1,7 @@
 /** The group tree: GET/PUT /grouptree, GET /grouptree/{node_id}, PATCH /grouptree/{node_id}, GET /node/{node_id}, GET /tagslist. */
 import crypto from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { startTestBroker, type TestBroker } from '../support/broker.js';
+import { approvedDeviceRow, startTestBroker, type TestBroker } from '../support/broker.js';
 
 let t: TestBroker;
 
@@ -183,21 +183,7 @@ describe('GET /grouptree', () => {
       const chunk = devices.slice(i, i + 500);
       await db
         .insertInto('devices')
-        .values(
-          chunk.map((d) => ({
-            device_id: d.id,
-            public_key: 'test',
-            state: 'approved',
-            hostname: 'bulk',
-            bootstrap_key: null,
-            attributes: '{}',
-            created_at: now,
-            approved_at: now,
-            last_seen: null,
-            last_ip: null,
-            agent_version: null,
-          })),
-        )
+        .values(chunk.map((d) => approvedDeviceRow(d.id, 'bulk', '{}', now)))
         .execute();
       await db
         .insertInto('nodes')
@@ -571,19 +557,7 @@ describe('the service seams other domains use', () => {
     const now = new Date().toISOString();
     await db
       .insertInto('devices')
-      .values({
-        device_id: id,
-        public_key: 'k',
-        state: 'approved',
-        hostname: 'svc-host',
-        bootstrap_key: null,
-        attributes: '{}',
-        created_at: now,
-        approved_at: now,
-        last_seen: null,
-        last_ip: null,
-        agent_version: null,
-      })
+      .values(approvedDeviceRow(id, 'svc-host', '{}', now))
       .execute();
     await db.insertInto('inventory').values({ device_id: id, data: '{}', updated_at: now }).execute();
     expect((await devices.getDevice(id))?.node).toBeNull();

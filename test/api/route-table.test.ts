@@ -13,7 +13,6 @@ import crypto from 'node:crypto';
 import { z } from 'zod';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { acceptsResources } from '../../shared/permissions.js';
-import type { Policy } from '../../shared/resources.js';
 import type { RouteSpec } from '../../broker/http/route.js';
 import { API_PREFIX } from '../../broker/http/router.js';
 import { routeKey, SPEC_CALLS } from '../../broker/http/spec-calls.js';
@@ -29,54 +28,11 @@ let nobody: string;
 beforeAll(async () => {
   t = await startTestBroker();
   fenced = await t.addDevice({ tags: ['here'] });
-  nobody = await tokenFor([]);
+  nobody = await t.tokenWith([]);
 });
 afterAll(async () => {
   await t?.close();
 });
-
-/**
- * A user holding one role with these policies, and a token, straight through the store (sign-in
- * is rate-limited per address, and this walk needs many users).
- */
-async function tokenFor(policies: Policy[]): Promise<string> {
-  const db = t.broker.services.store.db;
-  const id = crypto.randomUUID();
-  const roleId = crypto.randomUUID();
-  const now = new Date().toISOString();
-  await db
-    .insertInto('roles')
-    .values({
-      id: roleId,
-      name: `walk-${roleId}`,
-      description: '',
-      policies: JSON.stringify(policies),
-      builtin: 0,
-      created_at: now,
-      created_by: null,
-      updated_at: now,
-      updated_by: null,
-    })
-    .execute();
-  await db
-    .insertInto('users')
-    .values({
-      id,
-      email: `walk-${id}@example.com`,
-      fname: 'Route',
-      lname: 'Walker',
-      password_hash: null,
-      disabled: 0,
-      two_factor: null,
-      totp_secret: null,
-      totp_pending: null,
-      created_at: now,
-      last_login: null,
-    })
-    .execute();
-  await db.insertInto('user_roles').values({ user_id: id, role_id: roleId }).execute();
-  return (await t.broker.services.auth.startSession(id, '127.0.0.1', 'route-table-test')).token;
-}
 
 const concernsDevice = /device|node|group/i;
 
@@ -233,7 +189,7 @@ describe.each(routes.filter((r) => r.access !== 'public').map((r) => [label(r), 
 
   if (deviceScoped)
     it('answers 403 on a device outside the caller’s resources, and lets a matching device through', async () => {
-      const fencedOut = await tokenFor([{ permission, resources: ['tag:elsewhere'] }]);
+      const fencedOut = await t.tokenWith([{ permission, resources: ['tag:elsewhere'] }]);
       const refused = await call(route, { token: fencedOut, deviceId: fenced, sampled: true });
       expect(refused.status, `${name} on a device outside tag:elsewhere: ${JSON.stringify(refused.body)}`).toBe(403);
       expectContractError(refused, name);
@@ -243,7 +199,7 @@ describe.each(routes.filter((r) => r.access !== 'public').map((r) => [label(r), 
     });
 
   it('lets a holder of the permission on * through (neither 401 nor 403), answering in the contract shape', async () => {
-    const token = await tokenFor(permission === 'authenticated' ? [] : [{ permission }]);
+    const token = await t.tokenWith(permission === 'authenticated' ? [] : [{ permission }]);
     const deviceId = await t.addDevice();
     const r = await call(route, { token, deviceId });
     // A 403 here means the handler asks for more than the route declares: the route table must say it.

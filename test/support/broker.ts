@@ -6,7 +6,9 @@ import crypto from 'node:crypto';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
+import type { Insertable } from 'kysely';
 import { loadConfig } from '../../broker/config.js';
+import type { DevicesTable } from '../../broker/db/schema.js';
 import { dropSchema } from '../../broker/db/database.js';
 import { hashPassword } from '../../broker/auth/passwords.js';
 import { createLogger } from '../../broker/logger.js';
@@ -33,10 +35,32 @@ export interface TestBroker {
   login(email: string, password: string): Promise<string>;
   /** A user holding one role with these policies, straight through the store; returns its token. */
   userWith(policies: Policy[], email?: string): Promise<{ id: string; email: string; password: string; token: string; roleId: string }>;
+  /**
+   * A user holding one role with these policies and a session token minted through the store: no
+   * sign-in (which is rate-limited per address) and no password hashing, for tests that need many users.
+   */
+  tokenWith(policies: Policy[]): Promise<string>;
   /** A device in the tree, straight through the store. */
   addDevice(options?: { parent?: string; tags?: string[]; name?: string; id?: string }): Promise<string>;
   addGroup(options: { id: string; parent?: string; tags?: string[]; title?: string }): Promise<string>;
   close(): Promise<void>;
+}
+
+/** The devices row of an approved device, for tests and benchmarks that write the store directly. */
+export function approvedDeviceRow(id: string, name: string, attributes = '{}', now = new Date().toISOString()): Insertable<DevicesTable> {
+  return {
+    device_id: id,
+    public_key: 'test',
+    state: 'approved',
+    hostname: name,
+    bootstrap_key: null,
+    attributes,
+    created_at: now,
+    approved_at: now,
+    last_seen: null,
+    last_ip: null,
+    agent_version: null,
+  };
 }
 
 export function testDatabase(): 'sqlite' | 'postgres' {
@@ -83,12 +107,10 @@ export async function startTestBroker(options: { database?: 'sqlite' | 'postgres
   }
 
   let counter = 0;
-  async function userWith(policies: Policy[], email?: string) {
-    counter += 1;
+  /** A role with these policies and a user holding it, straight through the store. */
+  async function insertUserWithRole(policies: Policy[], o: { email: string; passwordHash: string | null; lname: string }) {
     const id = crypto.randomUUID();
     const roleId = crypto.randomUUID();
-    const address = email ?? `user${counter}-${id.slice(0, 6)}@example.com`;
-    const password = `password-${id.slice(0, 8)}`;
     const now = new Date().toISOString();
     await db
       .insertInto('roles')
@@ -108,10 +130,10 @@ export async function startTestBroker(options: { database?: 'sqlite' | 'postgres
       .insertInto('users')
       .values({
         id,
-        email: address,
+        email: o.email.replace('{id}', id),
         fname: 'Test',
-        lname: `User ${counter}`,
-        password_hash: await hashPassword(password),
+        lname: o.lname,
+        password_hash: o.passwordHash,
         disabled: 0,
         two_factor: null,
         totp_secret: null,
@@ -121,7 +143,21 @@ export async function startTestBroker(options: { database?: 'sqlite' | 'postgres
       })
       .execute();
     await db.insertInto('user_roles').values({ user_id: id, role_id: roleId }).execute();
+    return { id, roleId };
+  }
+
+  async function userWith(policies: Policy[], email?: string) {
+    counter += 1;
+    const address = email ?? `user${counter}-${crypto.randomBytes(3).toString('hex')}@example.com`;
+    const password = `password-${crypto.randomBytes(4).toString('hex')}`;
+    const { id, roleId } = await insertUserWithRole(policies, { email: address, passwordHash: await hashPassword(password), lname: `User ${counter}` });
     return { id, email: address, password, token: await login(address, password), roleId };
+  }
+
+  async function tokenWith(policies: Policy[]) {
+    counter += 1;
+    const { id } = await insertUserWithRole(policies, { email: 'walk-{id}@example.com', passwordHash: null, lname: `User ${counter}` });
+    return (await broker.services.auth.startSession(id, '127.0.0.1', 'test')).token;
   }
 
   async function addGroup(o: { id: string; parent?: string; tags?: string[]; title?: string }) {
@@ -145,19 +181,7 @@ export async function startTestBroker(options: { database?: 'sqlite' | 'postgres
     const name = o.name ?? `device-${id.slice(0, 6)}`;
     await db
       .insertInto('devices')
-      .values({
-        device_id: id,
-        public_key: 'test',
-        state: 'approved',
-        hostname: name,
-        bootstrap_key: null,
-        attributes: JSON.stringify({ device_name: name }),
-        created_at: now,
-        approved_at: now,
-        last_seen: null,
-        last_ip: null,
-        agent_version: null,
-      })
+      .values(approvedDeviceRow(id, name, JSON.stringify({ device_name: name })))
       .execute();
     await db
       .insertInto('nodes')
@@ -176,6 +200,7 @@ export async function startTestBroker(options: { database?: 'sqlite' | 'postgres
     api,
     login,
     userWith,
+    tokenWith,
     addDevice,
     addGroup,
     async close() {
