@@ -49,6 +49,27 @@ export class AccessService {
     });
   }
 
+  /**
+   * Acting on another user's sign-in (password, email, second factor, enabled state, removal, a
+   * reset link): only on a user who holds nothing the actor lacks — the rule of `requireGrantable`
+   * applied to everything the target holds — or the actor could take over a stronger account.
+   * Throws 403 `privilege_escalation` otherwise.
+   */
+  requireOutranks(principal: Principal, target: { email: string; policies: Policy[] }, change: string): void {
+    const missing = uncoveredGrants(principal.policies, target.policies);
+    if (missing.length === 0) return;
+    const shown = missing
+      .slice(0, 5)
+      .map((m) => `${m.permission} on ${m.resource}`)
+      .join(', ');
+    throw new ApiError(
+      403,
+      'privilege_escalation',
+      `You cannot ${change} of ${target.email}: that user holds permissions you do not (${shown}${missing.length > 5 ? ', …' : ''}); ask someone who holds them.`,
+      { missing },
+    );
+  }
+
   /** For listings: may the principal see this device under `permission`? */
   canSee(principal: Principal, permission: Permission, device: DeviceScope): boolean {
     return evaluate(principal.policies, permission, device).allowed;

@@ -21,24 +21,25 @@ export class PasswordLinks {
     private readonly baseUrl: string,
   ) {}
 
-  /** Issues a link for the user and returns its URL. */
-  async issue(userId: string, purpose: PasswordLinkPurpose, now = new Date()): Promise<string> {
+  /** Issues a link for the user; returns its URL and when it expires. */
+  async issue(userId: string, purpose: PasswordLinkPurpose, now = new Date()): Promise<{ url: string; expiresAt: string }> {
     await this.db
       .deleteFrom('password_tokens')
       .where('expires_at', '<', new Date(now.getTime() - 30 * 86_400_000).toISOString())
       .execute();
     const token = randomToken();
+    const expiresAt = new Date(now.getTime() + PASSWORD_LINK_TTL_MS[purpose]).toISOString();
     await this.db
       .insertInto('password_tokens')
       .values({
         token_hash: digest(token),
         user_id: userId,
         purpose,
-        expires_at: new Date(now.getTime() + PASSWORD_LINK_TTL_MS[purpose]).toISOString(),
+        expires_at: expiresAt,
         used_at: null,
       })
       .execute();
-    return `${this.baseUrl}/set-password?token=${encodeURIComponent(token)}`;
+    return { url: `${this.baseUrl}/set-password?token=${encodeURIComponent(token)}`, expiresAt };
   }
 
   /** Sets the password a link was issued for; returns the user. 400 naming `token` when the link cannot be used. */

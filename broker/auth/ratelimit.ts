@@ -14,6 +14,12 @@ export class RateLimiter {
 
   /** Counts one attempt; throws 429 with Retry-After once the key is over its limit. */
   hit(key: string, now = Date.now()): void {
+    const retry = this.count(key, now);
+    if (retry > 0) throw rateLimited(retry);
+  }
+
+  /** Counts one attempt; answers the seconds until the window ends once the key is over its limit, else 0. */
+  count(key: string, now = Date.now()): number {
     let w = this.windows.get(key);
     if (!w || now - w.start >= this.windowMs) {
       w = { start: now, count: 0 };
@@ -21,10 +27,7 @@ export class RateLimiter {
       if (this.windows.size > 100_000) this.sweep(now);
     }
     w.count += 1;
-    if (w.count > this.limit) {
-      const retry = Math.max(1, Math.ceil((w.start + this.windowMs - now) / 1000));
-      throw new ApiError(429, 'rate_limited', `Too many attempts; try again in ${retry} s.`, { retry_after: retry }, { 'Retry-After': String(retry) });
-    }
+    return w.count > this.limit ? Math.max(1, Math.ceil((w.start + this.windowMs - now) / 1000)) : 0;
   }
 
   /**
@@ -43,4 +46,16 @@ export class RateLimiter {
   private sweep(now: number): void {
     for (const [k, w] of this.windows) if (now - w.start >= this.windowMs) this.windows.delete(k);
   }
+}
+
+/** 429 with Retry-After in seconds (header and `retry_after`) and the wait in minutes for people. */
+export function rateLimited(retryAfterSeconds: number): ApiError {
+  const minutes = Math.max(1, Math.ceil(retryAfterSeconds / 60));
+  return new ApiError(
+    429,
+    'rate_limited',
+    `Too many attempts; try again in ${minutes} minute${minutes === 1 ? '' : 's'}.`,
+    { retry_after: retryAfterSeconds },
+    { 'Retry-After': String(retryAfterSeconds) },
+  );
 }

@@ -15,6 +15,7 @@ import { PasswordLinks } from './password-links.js';
 import { digest, randomToken, verifyPassword } from './passwords.js';
 import { ProfileService } from './profile.js';
 import { RateLimiter } from './ratelimit.js';
+import { SignInThrottle } from './sign-in-throttle.js';
 import { TokenSigner } from './tokens.js';
 import { totpStep } from './totp.js';
 import { providersOf, secondFactorApplies, twoFactorState, TWO_FACTOR_POLICY_KEY, type TwoFactorPolicy } from './two-factor.js';
@@ -42,8 +43,8 @@ export type TotpCheck = 'ok' | 'invalid' | 'reused';
  * signed-in user is `profile`.
  */
 export class AuthService {
-  /** Wrong passwords per account; a correct one clears the count. */
-  readonly perAccount = new RateLimiter(10, 15 * MINUTE);
+  /** Wrong passwords per account and per (account, address); see SignInThrottle for the rule. */
+  readonly signIn: SignInThrottle;
   /** Sign-in attempts per source address; successful ones are given back. */
   readonly perAddress = new RateLimiter(50, 15 * MINUTE);
   /** Wrong second-factor codes per user, across challenges (a fresh challenge does not reset it). */
@@ -75,6 +76,7 @@ export class AuthService {
     this.challenges = new ChallengeStore(db);
     this.links = new PasswordLinks(db, (config.publicUrl ?? `http://localhost:${config.port}`).replace(/\/+$/, ''));
     this.profile = new ProfileService(db, this);
+    this.signIn = new SignInThrottle((account) => this.lastSignInAddress(account));
   }
 
   async init(): Promise<void> {
@@ -137,23 +139,35 @@ export class AuthService {
   }
 
   /**
-   * Checks email and password with rate limits per account and per address.
+   * Checks email and password with rate limits per address and per account (SignInThrottle).
    * Returns the user id; throws 401/429. Second factors are the caller's next step (see `login`).
+   * An unknown email and a user without a password yet answer exactly like a wrong password, after
+   * the same scrypt work, so neither the answer nor its timing tells which accounts exist.
    */
   async checkPassword(email: string, password: string, ip: string): Promise<string> {
     const normalized = email.trim().toLowerCase();
     this.perAddress.hit(`ip:${ip}`);
-    this.perAccount.hit(`account:${normalized}`);
+    await this.signIn.admit(normalized, ip);
     const user = await this.db.selectFrom('users').select(['id', 'password_hash', 'disabled']).where('email', '=', normalized).executeTakeFirst();
     const ok = await verifyPassword(password, user?.password_hash ?? null);
-    if (user && !user.password_hash) {
-      throw new ApiError(401, 'password_not_set', 'No password is set for this user yet: use the link of the welcome mail, or "Forgot password".');
-    }
     if (!user || !ok) throw loginFailed();
     if (user.disabled) throw disabledUser();
-    this.perAccount.reset(`account:${normalized}`);
+    this.signIn.succeeded(normalized, ip);
     this.perAddress.release(`ip:${ip}`);
     return user.id;
+  }
+
+  /** The address of the account's latest sign-in session, for SignInThrottle. */
+  private async lastSignInAddress(email: string): Promise<string | undefined> {
+    const row = await this.db
+      .selectFrom('sessions')
+      .innerJoin('users', 'users.id', 'sessions.user_id')
+      .select('sessions.ip')
+      .where('users.email', '=', email)
+      .orderBy('sessions.created_at', 'desc')
+      .limit(1)
+      .executeTakeFirst();
+    return row?.ip ?? undefined;
   }
 
   /**
@@ -325,7 +339,7 @@ export class AuthService {
    * once. Throws when the mail cannot be sent.
    */
   async sendWelcomeMail(user: { id: string; email: string; fname: string; lname: string }, options: { hasPassword: boolean }): Promise<void> {
-    const link = options.hasPassword ? undefined : await this.links.issue(user.id, 'welcome');
+    const link = options.hasPassword ? undefined : (await this.links.issue(user.id, 'welcome')).url;
     await this.mail.send(welcomeMail(user, link));
   }
 
@@ -340,7 +354,26 @@ export class AuthService {
     const user = await this.db.selectFrom('users').select(['id', 'email', 'fname', 'disabled']).where('email', '=', normalized).executeTakeFirst();
     if (!user || user.disabled) return;
     const link = await this.links.issue(user.id, 'reset');
-    this.mail.sendInBackground(passwordResetMail(user, link));
+    this.mail.sendInBackground(passwordResetMail(user, link.url));
+  }
+
+  /**
+   * An administrator resets someone's password (whether they may is the caller's check): a reset
+   * link mailed to the address on record, or — `deliver: 'show'` — the link itself, to hand over.
+   * The password stays as it is until the link is used; using it ends every session of the user.
+   * Throws 503 `mail_failed` when the mail cannot be sent.
+   */
+  async issueResetLink(user: { id: string; email: string; fname: string }, deliver: 'mail' | 'show'): Promise<{ url: string; expiresAt: string }> {
+    const link = await this.links.issue(user.id, 'reset');
+    if (deliver === 'mail') {
+      try {
+        await this.mail.send(passwordResetMail(user, link.url, 'administrator'));
+      } catch {
+        // The link's token was in the mail only (the store keeps its hash): nobody holds it.
+        throw new ApiError(503, 'mail_failed', 'The reset mail could not be sent; try again shortly, or create a link to hand over instead.');
+      }
+    }
+    return link;
   }
 
   /** Sets a password through a welcome or reset link. Every session of the user ends. */
@@ -349,7 +382,7 @@ export class AuthService {
     const { userId, email } = await this.links.redeem(token, password);
     this.perAddress.release(`ip:${ip}`);
     await this.revokeUserSessions(userId);
-    this.perAccount.reset(`account:${email}`);
+    this.signIn.cleared(email, ip);
     return { email };
   }
 

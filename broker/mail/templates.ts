@@ -31,14 +31,15 @@ export function welcomeMail(to: Recipient, setPasswordLink?: string): Mail {
   return { to: to.email, subject: `Welcome to ${PRODUCT}`, text: [greeting(to), '', ...body, ''].join('\n') };
 }
 
-export function passwordResetMail(to: Recipient, link: string): Mail {
+/** A reset link, asked for by the user ("Forgot password") or sent by an administrator. */
+export function passwordResetMail(to: Recipient, link: string, requestedBy: 'user' | 'administrator' = 'user'): Mail {
   return {
     to: to.email,
     subject: `Reset your ${PRODUCT} password`,
     text: [
       greeting(to),
       '',
-      'someone (hopefully you) asked to reset your password. Choose a new one with this link; it works once and expires in 1 hour:',
+      `${requestedBy === 'administrator' ? 'an administrator' : 'someone (hopefully you)'} asked to reset your password. Choose a new one with this link; it works once and expires in 1 hour:`,
       '',
       link,
       '',

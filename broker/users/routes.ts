@@ -3,7 +3,7 @@ import type { UserList, UserRecord } from '../../shared/api-types.js';
 import { MIN_PASSWORD_LENGTH } from '../auth/passwords.js';
 import { badRequest } from '../http/errors.js';
 import { listPage, pagingQuery } from '../http/paging.js';
-import { defineRoute, type RouteSpec } from '../http/route.js';
+import { defineRoute, Reply, type RouteSpec } from '../http/route.js';
 
 const NO_CONTROL = /^[^\u0000-\u001f\u007f-\u009f]*$/;
 
@@ -23,6 +23,17 @@ const password = z
   .min(MIN_PASSWORD_LENGTH, `must be at least ${MIN_PASSWORD_LENGTH} characters`)
   .max(1024)
   .describe('Sets the password: the user can sign in at once (API users for scripts).');
+/**
+ * Accepted by the schema only to be refused by the service with a clear answer: 403 when the caller
+ * may not touch the user's sign-in at all, else 400 naming the field.
+ */
+const passwordNotSettable = z
+  .string()
+  .max(1024)
+  .optional()
+  .describe(
+    "Refused (400 `password_not_settable`): a user sets their own with POST /api/v2/profile/password; someone else's is reset with POST /api/v2/user/{user_id}/password-reset.",
+  );
 const twoFactorOverride = z
   .strictObject({
     enabled: z.boolean().nullable().describe('true/false override the account policy for this user; null follows the policy again.'),
@@ -48,7 +59,11 @@ export const userRecord = z.object({
 
 const userList = listPage(userRecord).extend({ seats: z.object({ used: z.number(), max: z.number() }) }) satisfies z.ZodType<UserList>;
 
+const ESCALATION =
+  "Changing someone's `email`, `two_factor` or `disabled`, taking roles away from them or deleting them needs every permission they hold, on the same or wider resources (403 `privilege_escalation` otherwise); so does assigning a role. ";
+
 const CHECKS =
+  ESCALATION +
   'Answers 409 `duplicate_email` for an email in use, `seats_exhausted` when activating a user would exceed the subscription seats, `self_lockout` when you disable or delete yourself and `last_administrator` when the last active holder of the built-in Administrator role would lose it. A role id that does not exist answers 400 naming `roles`.';
 
 export const usersRoutes: RouteSpec[] = [
@@ -113,6 +128,7 @@ export const usersRoutes: RouteSpec[] = [
       roles,
       disabled: z.boolean().optional(),
       two_factor: twoFactorOverride.optional(),
+      password: passwordNotSettable,
       user_id: userId.optional().describe('Read-only; must match the path when sent.'),
       created_at: z.unknown().optional().describe('Read-only; ignored.'),
       last_login: z.unknown().optional().describe('Read-only; ignored.'),
@@ -130,7 +146,7 @@ export const usersRoutes: RouteSpec[] = [
     path: '/user/{user_id}',
     tag: 'users',
     summary: 'Change a user',
-    description: `Changes only the fields given. \`disabled: true\` disables the user and revokes their tokens at once (they cannot sign in and free their seat); \`disabled: false\` re-enables them (needs a free seat). A new \`password\` ends the user's other sessions. \`two_factor: {enabled: null}\` makes the user follow the account policy again. ${CHECKS}`,
+    description: `Changes only the fields given. \`disabled: true\` disables the user and revokes their tokens at once (they cannot sign in and free their seat); \`disabled: false\` re-enables them (needs a free seat). Passwords are not set here: see POST /api/v2/user/{user_id}/password-reset. \`two_factor: {enabled: null}\` makes the user follow the account policy again. ${CHECKS}`,
     access: 'users:manage',
     audit: 'user.update',
     params,
@@ -141,7 +157,7 @@ export const usersRoutes: RouteSpec[] = [
         email: email.optional(),
         roles: roles.optional(),
         disabled: z.boolean().optional().describe('true disables (tokens revoked at once), false re-enables.'),
-        password: password.optional(),
+        password: passwordNotSettable,
         two_factor: twoFactorOverride.optional(),
       })
       .refine((b) => Object.values(b).some((v) => v !== undefined), { message: 'send at least one field to change' }),
@@ -154,7 +170,7 @@ export const usersRoutes: RouteSpec[] = [
     tag: 'users',
     summary: 'Delete a user',
     description:
-      'Removes the user at once and for good, with their sessions: their tokens stop working on the next call. Answers 204. You cannot delete yourself (409 `self_lockout`), nor the last active holder of the built-in Administrator role (409 `last_administrator`).',
+      'Removes the user at once and for good, with their sessions: their tokens stop working on the next call. Answers 204. You cannot delete yourself (409 `self_lockout`), nor the last active holder of the built-in Administrator role (409 `last_administrator`), nor a user holding a permission you do not hold (403 `privilege_escalation`).',
     access: 'users:manage',
     audit: 'user.delete',
     status: 204,
@@ -162,6 +178,30 @@ export const usersRoutes: RouteSpec[] = [
     handler: async ({ params: p, principal, services }) => {
       await services.users.remove(principal, p.user_id);
       return undefined;
+    },
+  }),
+  defineRoute({
+    method: 'post',
+    path: '/user/{user_id}/password-reset',
+    tag: 'users',
+    summary: "Reset a user's password with a single-use link",
+    description:
+      '`send_email: true` mails a reset link to the address on record and answers 202. `send_email: false` answers 200 `{link, expires_at}`: ' +
+      'the link is shown this once (only its hash is kept), to hand over to the user. Either way the password stays as it is until the link is used ' +
+      '(within 1 hour, once, at POST /api/v2/password/set); using it ends every session of the user. ' +
+      'Needs every permission the user holds, on the same or wider resources (403 `privilege_escalation` otherwise). 503 `mail_failed` when the mail cannot be sent.',
+    access: 'users:manage',
+    audit: 'user.password_reset',
+    params,
+    body: z.object({ send_email: z.boolean().describe('true: mail the link to the user; false: answer the link') }),
+    response: z.union([
+      z.object({ link: z.string().describe('`<base>/set-password?token=…`; shown once'), expires_at: z.string().describe('ISO 8601') }),
+      z.object({ message: z.string() }),
+    ]),
+    handler: async ({ params: p, body, principal, services }) => {
+      const reset = await services.users.resetPassword(principal, p.user_id, body.send_email);
+      if (body.send_email) return Reply.json(202, { message: 'A mail with a reset link is on its way to the address on record.' });
+      return reset;
     },
   }),
 ];

@@ -40,8 +40,9 @@ export interface UserChanges {
   email?: string;
   roles?: string[];
   disabled?: boolean;
-  password?: string;
   two_factor?: { enabled: boolean | null };
+  /** Never set through a change: refused (see `update`). */
+  password?: string;
 }
 
 export function normalizeEmail(email: string): string {
@@ -163,24 +164,30 @@ export class UsersService {
 
   /**
    * PATCH: changes the given fields. Disabling revokes the user's tokens at once; re-enabling needs a
-   * free seat; a new password ends the user's other sessions.
+   * free seat. Changing what guards someone's sign-in (email, second factor, enabled state) or taking
+   * roles away needs the actor to hold everything the user holds (see `requireOutranks`). Passwords
+   * are not set here: the user sets their own (profile), an administrator sends a reset link.
    */
   async update(actor: Principal, userId: string, changes: UserChanges): Promise<UserRecord> {
-    const passwordHash = changes.password !== undefined ? await hashPassword(changes.password) : undefined;
     const email = changes.email !== undefined ? normalizeEmail(changes.email) : undefined;
     const roles = changes.roles !== undefined ? unique(changes.roles) : undefined;
     let endSessions = false;
     await this.write(async (trx) => {
       const user = await findUser(trx, userId);
       if (!user) throw notFound(`User ${userId}`);
+      const currentRoles = (await rolesOfUsers(trx, [userId])).get(userId) ?? [];
+      const guarded = guardedChanges(user, currentRoles, { ...changes, email, roles });
+      if (guarded.length > 0) {
+        this.s.access.requireOutranks(actor, { email: user.email, policies: await policiesOfRoles(trx, currentRoles) }, `change the ${guarded.join(' and ')}`);
+      }
+      if (changes.password !== undefined) throw passwordNotSettable();
       if (roles) {
         await this.requireRoles(trx, roles);
-        const held = (await rolesOfUsers(trx, [userId])).get(userId) ?? [];
         this.s.access.requireGrantable(
           actor,
           await policiesOfRoles(
             trx,
-            roles.filter((r) => !held.includes(r)),
+            roles.filter((r) => !currentRoles.includes(r)),
           ),
         );
       }
@@ -191,21 +198,18 @@ export class UsersService {
         throw conflict('self_lockout', 'You cannot disable your own user; ask another administrator.', { field: 'disabled' });
       }
       if (!wasActive && willBeActive) await this.requireSeat(trx);
-      const currentRoles = (await rolesOfUsers(trx, [userId])).get(userId) ?? [];
       await this.requireAdministratorLeft(trx, userId, { active: wasActive, roles: currentRoles }, { active: willBeActive, roles: roles ?? currentRoles });
       await updateUser(trx, userId, {
         ...(changes.fname !== undefined ? { fname: changes.fname } : {}),
         ...(changes.lname !== undefined ? { lname: changes.lname } : {}),
         ...(email !== undefined ? { email } : {}),
         ...(changes.disabled !== undefined ? { disabled: changes.disabled ? 1 : 0 } : {}),
-        ...(passwordHash !== undefined ? { password_hash: passwordHash } : {}),
         ...(changes.two_factor !== undefined ? { two_factor: changes.two_factor.enabled === null ? null : changes.two_factor.enabled ? 1 : 0 } : {}),
       });
       if (roles) await setUserRoles(trx, userId, roles);
       endSessions = !willBeActive;
     });
     if (endSessions) await this.s.auth.revokeUserSessions(userId);
-    else if (passwordHash !== undefined) await this.s.auth.revokeUserSessions(userId, userId === actor.user.id ? actor.sessionId : undefined);
     return this.get(userId);
   }
 
@@ -216,9 +220,24 @@ export class UsersService {
       if (!user) throw notFound(`User ${userId}`);
       if (userId === actor.user.id) throw conflict('self_lockout', 'You cannot delete your own user; ask another administrator.');
       const roles = (await rolesOfUsers(trx, [userId])).get(userId) ?? [];
+      this.s.access.requireOutranks(actor, { email: user.email, policies: await policiesOfRoles(trx, roles) }, 'delete the account');
       await this.requireAdministratorLeft(trx, userId, { active: user.disabled === 0, roles }, { active: false, roles: [] });
       await deleteUser(trx, userId);
     });
+  }
+
+  /**
+   * An administrator's password reset for a user: a link mailed to the address on record
+   * (`sendEmail`), or returned to be handed over (shown once: only its hash is kept). Subject to the
+   * same escalation rule as changing the user's email: a link is a way into the account.
+   */
+  async resetPassword(actor: Principal, userId: string, sendEmail: boolean): Promise<{ link: string; expires_at: string }> {
+    const user = await findUser(this.db, userId);
+    if (!user) throw notFound(`User ${userId}`);
+    const roles = (await rolesOfUsers(this.db, [userId])).get(userId) ?? [];
+    this.s.access.requireOutranks(actor, { email: user.email, policies: await policiesOfRoles(this.db, roles) }, 'reset the password');
+    const link = await this.s.auth.issueResetLink(user, sendEmail ? 'mail' : 'show');
+    return { link: link.url, expires_at: link.expiresAt };
   }
 
   /** One transaction under the identity lock; a unique-email race surfaces as 409. */
@@ -262,6 +281,31 @@ export class UsersService {
       'This is the last active user with the built-in Administrator role; give the role to another active user first, so the account is not locked out.',
     );
   }
+}
+
+/**
+ * The fields of a change that guard the user's sign-in or strip their roles, for the escalation
+ * rule; a field sent with its current value (PUT of a record read back) changes nothing.
+ */
+function guardedChanges(user: UserRow, currentRoles: string[], changes: UserChanges): string[] {
+  const guarded: string[] = [];
+  if (changes.password !== undefined) guarded.push('password');
+  if (changes.email !== undefined && changes.email !== user.email) guarded.push('email');
+  if (changes.two_factor !== undefined) {
+    const stored = changes.two_factor.enabled === null ? null : changes.two_factor.enabled ? 1 : 0;
+    if (stored !== user.two_factor) guarded.push('two_factor');
+  }
+  if (changes.disabled !== undefined && changes.disabled !== (user.disabled === 1)) guarded.push('disabled');
+  if (changes.roles !== undefined && currentRoles.some((r) => !changes.roles?.includes(r))) guarded.push('roles');
+  return guarded;
+}
+
+function passwordNotSettable() {
+  return badRequest(
+    'password: cannot be set on a user. Change your own with POST /api/v2/profile/password; for someone else, send a reset link with POST /api/v2/user/{user_id}/password-reset.',
+    { field: 'password' },
+    'password_not_settable',
+  );
 }
 
 function duplicateEmail(email: string) {
