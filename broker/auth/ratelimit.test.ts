@@ -36,6 +36,17 @@ describe('RateLimiter', () => {
     expect(refusal(() => limiter.hit('k', 70_000))?.status).toBe(429);
   });
 
+  it('tells people the wait in whole minutes, and machines in seconds', () => {
+    const limiter = new RateLimiter(1, 15 * 60_000);
+    limiter.hit('k', 0);
+    const long = refusal(() => limiter.hit('k', 3_000));
+    expect(long?.message).toBe('Too many attempts; try again in 15 minutes.');
+    expect(long?.headers['Retry-After']).toBe('897');
+    expect(long?.details.retry_after).toBe(897);
+    const short = refusal(() => limiter.hit('k', 15 * 60_000 - 30_000));
+    expect(short?.message).toBe('Too many attempts; try again in 1 minute.');
+  });
+
   it('reset clears the count', () => {
     const limiter = new RateLimiter(1, 60_000);
     limiter.hit('k', 0);

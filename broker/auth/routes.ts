@@ -57,8 +57,9 @@ export const sessionRoutes: RouteSpec[] = [
     description:
       'Answers 200 {token}. When a second factor applies to the user (the account policy, or the user\'s override): 401 {"code":401,"error":"2fa_required","message",' +
       '"challenge","providers":["email","google"?]}; continue with POST /api/v2/challenge-get and POST /api/v2/challenge-verify. ' +
-      'Other failures: 401 `invalid_credentials`, 401 `password_not_set` (a new user must first use the link of the welcome mail), 401 `user_disabled`. ' +
-      'Rate-limited per account (10 wrong passwords in 15 min) and per address (429 with Retry-After). Also sets an HttpOnly refresh cookie for POST /api/v2/refresh-jwt.',
+      'Other failures: 401 `invalid_credentials` (also for an unknown email and for a user who has not set a password yet, so the answer does not tell which accounts exist), 401 `user_disabled`. ' +
+      'Rate-limited (429 with Retry-After): 10 attempts per account and address, 50 per address, and 100 per account across addresses past which only the address of the last sign-in gets through, each in 15 min. ' +
+      'Also sets an HttpOnly refresh cookie for POST /api/v2/refresh-jwt.',
     access: 'public',
     audit: false,
     body: z.object({ email: z.string().min(3).max(254), password: z.string().min(1).max(1024) }),

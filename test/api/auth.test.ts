@@ -55,7 +55,7 @@ describe('sign-in', () => {
     expectError(extra, 400, 'invalid_request');
   });
 
-  it('limits wrong passwords per account: 429 with Retry-After, even for the right password', async () => {
+  it('limits wrong passwords per account from one address: 429 with Retry-After, even for the right password', async () => {
     const u = await insertUser(t);
     for (let i = 0; i < 10; i++) {
       expectError(await t.api('POST', '/api/v2/login', { body: { email: u.email, password: `wrong-${i}` } }), 401, 'invalid_credentials');
@@ -64,6 +64,7 @@ describe('sign-in', () => {
     expectError(limited, 429, 'rate_limited');
     expect(Number(limited.headers.get('retry-after'))).toBeGreaterThan(0);
     expect(limited.body.retry_after).toBe(Number(limited.headers.get('retry-after')));
+    expect(limited.body.message).toBe('Too many attempts; try again in 15 minutes.');
     expectError(await t.api('POST', '/api/v2/login', { body: { email: u.email, password: u.password } }), 429, 'rate_limited');
     // Other accounts from the same address are not locked out by it.
     const other = await insertUser(t);
@@ -201,7 +202,11 @@ describe('password links', () => {
     const token = linkToken(mail.text);
     expect(mail.raw).not.toContain('password_hash');
 
-    expectError(await t.api('POST', '/api/v2/login', { body: { email: u.email, password: 'anything-at-all' } }), 401, 'password_not_set');
+    // Answered exactly like a wrong password: the answer does not tell that the account exists.
+    const notSet = await t.api('POST', '/api/v2/login', { body: { email: u.email, password: 'anything-at-all' } });
+    const unknown = await t.api('POST', '/api/v2/login', { body: { email: `nobody-${u.id}@example.com`, password: 'anything-at-all' } });
+    expectError(notSet, 401, 'invalid_credentials');
+    expect(notSet.body).toEqual(unknown.body);
 
     const short = await t.api('POST', '/api/v2/password/set', { body: { token, password: 'short' } });
     expectError(short, 400, 'invalid_request');

@@ -1,4 +1,5 @@
 import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from 'vitest';
+import { PERMISSION_NAMES } from '../../shared/permissions.js';
 import { ADMIN, startTestBroker, type TestBroker } from '../support/broker.js';
 
 let t: TestBroker;
@@ -246,15 +247,16 @@ describe('PUT and PATCH /user', () => {
     expect(ghost.status).toBe(404);
   });
 
-  it("a new password ends the user's sessions and works for the next sign-in", async () => {
+  it('PATCH never sets a password, not even an Administrator for another user: 400 naming the field', async () => {
     const user = await createUser({ password: 'first-password-1' });
     const token = await t.login(user.email, 'first-password-1');
     const r = await t.api('PATCH', `/api/v2/user/${user.user_id}`, { token: t.adminToken, body: { password: 'second-password-2' } });
-    expect(r.status).toBe(200);
-    expect((await t.api('GET', '/api/v2/userlist', { token })).status).toBe(401);
-    const bad = await t.api('POST', '/api/v2/login', { body: { email: user.email, password: 'first-password-1' } });
+    expect(r.status).toBe(400);
+    expect(r.body).toMatchObject({ error: 'password_not_settable', field: 'password' });
+    expect((await t.api('GET', '/api/v2/userlist', { token })).status).toBe(200);
+    const bad = await t.api('POST', '/api/v2/login', { body: { email: user.email, password: 'second-password-2' } });
     expect(bad.status).toBe(401);
-    await t.login(user.email, 'second-password-2');
+    await t.login(user.email, 'first-password-1');
   });
 });
 
@@ -304,8 +306,10 @@ describe('the account never locks itself out', () => {
   });
 
   it('the last active Administrator cannot be disabled, deleted or stripped of the role', async () => {
-    // The manager holds what Viewer grants, so assigning Viewer is no escalation; the lockout rule is what refuses.
-    const manager = await t.userWith([{ permission: 'users:manage' }, { permission: 'users:read' }, { permission: 'device:read', resources: ['tag:prod'] }]);
+    // The manager holds every permission on every device through a custom role (not the built-in
+    // Administrator role), so the escalation rule lets them act on the Administrator; the lockout
+    // rule is what refuses. (A manager holding less is refused earlier: account-takeover.test.ts.)
+    const manager = await t.userWith(PERMISSION_NAMES.map((permission) => ({ permission })));
     const disable = await t.api('PATCH', `/api/v2/user/${adminId}`, { token: manager.token, body: { disabled: true } });
     expect(disable.status).toBe(409);
     expect(disable.body.error).toBe('last_administrator');

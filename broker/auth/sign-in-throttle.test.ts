@@ -1,0 +1,61 @@
+import { describe, expect, it } from 'vitest';
+import { ApiError } from '../http/errors.js';
+import { SignInThrottle } from './sign-in-throttle.js';
+
+async function refusal(attempt: Promise<void>): Promise<ApiError | undefined> {
+  try {
+    await attempt;
+  } catch (err) {
+    return err as ApiError;
+  }
+  return undefined;
+}
+
+const WINDOW = 15 * 60_000;
+
+describe('SignInThrottle', () => {
+  it('wrong passwords from one address block only that account from that address', async () => {
+    const throttle = new SignInThrottle(async () => undefined);
+    for (let i = 0; i < 10; i++) await throttle.admit('a@example.com', '203.0.113.7', 0);
+    const err = await refusal(throttle.admit('a@example.com', '203.0.113.7', 1000));
+    expect(err?.status).toBe(429);
+    expect(err?.headers['Retry-After']).toBe('899');
+    expect(err?.message).toBe('Too many attempts; try again in 15 minutes.');
+    expect(await refusal(throttle.admit('a@example.com', '198.51.100.1', 1000))).toBeUndefined();
+    expect(await refusal(throttle.admit('b@example.com', '203.0.113.7', 1000))).toBeUndefined();
+    expect(await refusal(throttle.admit('a@example.com', '203.0.113.7', WINDOW))).toBeUndefined();
+  });
+
+  it('a correct password starts the pair afresh', async () => {
+    const throttle = new SignInThrottle(async () => undefined);
+    for (let i = 0; i < 10; i++) await throttle.admit('a@example.com', '198.51.100.1', 0);
+    throttle.succeeded('a@example.com', '198.51.100.1', 0);
+    expect(await refusal(throttle.admit('a@example.com', '198.51.100.1', 0))).toBeUndefined();
+  });
+
+  it('past the account-wide limit only the address of the last sign-in still gets through, itself still limited', async () => {
+    const looked: string[] = [];
+    const throttle = new SignInThrottle(async (account) => {
+      looked.push(account);
+      return '198.51.100.1';
+    });
+    // 100 wrong passwords from ten addresses, each within its own pair limit.
+    for (let a = 0; a < 10; a++) for (let i = 0; i < 10; i++) await throttle.admit('a@example.com', `203.0.113.${a}`, 0);
+    expect(looked).toEqual([]);
+    expect((await refusal(throttle.admit('a@example.com', '203.0.113.200', 0)))?.status).toBe(429);
+    expect(looked).toEqual(['a@example.com']);
+    for (let i = 0; i < 10; i++) expect(await refusal(throttle.admit('a@example.com', '198.51.100.1', 0))).toBeUndefined();
+    expect((await refusal(throttle.admit('a@example.com', '198.51.100.1', 0)))?.status).toBe(429);
+    // Other accounts are untouched, and the window ends.
+    expect(await refusal(throttle.admit('b@example.com', '203.0.113.200', 0))).toBeUndefined();
+    expect(await refusal(throttle.admit('a@example.com', '203.0.113.200', WINDOW))).toBeUndefined();
+  });
+
+  it('an account that never signed in is closed to everyone past the account-wide limit, until a reset link is used', async () => {
+    const throttle = new SignInThrottle(async () => undefined);
+    for (let a = 0; a < 10; a++) for (let i = 0; i < 10; i++) await throttle.admit('new@example.com', `203.0.113.${a}`, 0);
+    expect((await refusal(throttle.admit('new@example.com', '198.51.100.1', 0)))?.status).toBe(429);
+    throttle.cleared('new@example.com', '198.51.100.1');
+    expect(await refusal(throttle.admit('new@example.com', '198.51.100.1', 0))).toBeUndefined();
+  });
+});
