@@ -90,7 +90,13 @@ describe('a user manager cannot take over a stronger account', () => {
     const manager = await userManager();
     const other = await t.api('POST', '/api/v2/user', {
       token: t.adminToken,
-      body: { fname: 'Second', lname: 'Admin', email: 'second-admin@example.com', roles: [...(await t.api('GET', `/api/v2/user/${adminId}`, { token: t.adminToken })).body.roles], password: 'second-admin-1' },
+      body: {
+        fname: 'Second',
+        lname: 'Admin',
+        email: 'second-admin@example.com',
+        roles: [...(await t.api('GET', `/api/v2/user/${adminId}`, { token: t.adminToken })).body.roles],
+        password: 'second-admin-1',
+      },
     });
     expect(other.status).toBe(201);
     const lesser = await roleWith('Readers of users', [{ permission: 'users:read' }]);
@@ -192,7 +198,11 @@ describe('wrong passwords from one address do not lock the owner out', () => {
     const victim = await t.userWith([{ permission: 'users:read' }]);
     const attacker = from('203.0.113.7');
     for (let i = 0; i < 10; i++) {
-      expectError(await t.api('POST', '/api/v2/login', { headers: attacker, body: { email: victim.email, password: `guess-${i}` } }), 401, 'invalid_credentials');
+      expectError(
+        await t.api('POST', '/api/v2/login', { headers: attacker, body: { email: victim.email, password: `guess-${i}` } }),
+        401,
+        'invalid_credentials',
+      );
     }
     const limited = await t.api('POST', '/api/v2/login', { headers: attacker, body: { email: victim.email, password: 'guess-again' } });
     expectError(limited, 429, 'rate_limited');
