@@ -50,13 +50,14 @@ export class AccessService {
   }
 
   /**
-   * Acting on another user's sign-in (password, email, second factor, enabled state, removal, a
-   * reset link): only on a user who holds nothing the actor lacks — the rule of `requireGrantable`
-   * applied to everything the target holds — or the actor could take over a stronger account.
+   * Acting on other users' sign-in (password, email, second factor, enabled state, removal, a reset
+   * link, the account's second-factor policy): only on users who hold nothing the actor lacks — the
+   * rule of `requireGrantable` applied to everything they hold — or the actor could take over, or
+   * weaken, a stronger account. `refusal` says what was refused ("You cannot … of x@example.com").
    * Throws 403 `privilege_escalation` otherwise.
    */
-  requireOutranks(principal: Principal, target: { email: string; policies: Policy[] }, change: string): void {
-    const missing = uncoveredGrants(principal.policies, target.policies);
+  requireOutranks(principal: Principal, theirPolicies: Policy[], refusal: string): void {
+    const missing = uncoveredGrants(principal.policies, theirPolicies);
     if (missing.length === 0) return;
     const shown = missing
       .slice(0, 5)
@@ -65,7 +66,7 @@ export class AccessService {
     throw new ApiError(
       403,
       'privilege_escalation',
-      `You cannot ${change} of ${target.email}: that user holds permissions you do not (${shown}${missing.length > 5 ? ', …' : ''}); ask someone who holds them.`,
+      `${refusal}: that needs every permission held there, and you do not hold ${shown}${missing.length > 5 ? ', …' : ''}; ask someone who does.`,
       { missing },
     );
   }

@@ -135,12 +135,12 @@ export const sessionRoutes: RouteSpec[] = [
     summary: 'Turn the account-wide second-factor policy on or off',
     description:
       'With the policy on, every user without an override must give a second factor at sign-in (a mailed code, or an authenticator app they set up). ' +
-      'Existing sessions are not affected.',
+      'Existing sessions are not affected. Turning it off needs every permission held by the users who follow it (403 `privilege_escalation` otherwise), as changing their own `two_factor` does.',
     access: 'users:manage',
     audit: 'settings.two_factor',
     body: twoFactorPolicy,
     response: twoFactorPolicy,
-    handler: async ({ body, services }) => ({ enabled: await services.auth.setTwoFactorPolicy(body.enabled) }),
+    handler: async ({ body, principal, services }) => ({ enabled: await services.users.setTwoFactorPolicy(principal, body.enabled) }),
   }),
 ];
 

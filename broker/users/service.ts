@@ -19,6 +19,7 @@ import {
   rolesOfUsers,
   setUserRoles,
   updateUser,
+  usersFollowingTwoFactorPolicy,
   writeIdentity,
   type Executor,
   type UserRow,
@@ -178,7 +179,7 @@ export class UsersService {
       const currentRoles = (await rolesOfUsers(trx, [userId])).get(userId) ?? [];
       const guarded = guardedChanges(user, currentRoles, { ...changes, email, roles });
       if (guarded.length > 0) {
-        this.s.access.requireOutranks(actor, { email: user.email, policies: await policiesOfRoles(trx, currentRoles) }, `change the ${guarded.join(' and ')}`);
+        this.s.access.requireOutranks(actor, await policiesOfRoles(trx, currentRoles), `You cannot change the ${guarded.join(' and ')} of ${user.email}`);
       }
       if (changes.password !== undefined) throw passwordNotSettable();
       if (roles) {
@@ -220,7 +221,7 @@ export class UsersService {
       if (!user) throw notFound(`User ${userId}`);
       if (userId === actor.user.id) throw conflict('self_lockout', 'You cannot delete your own user; ask another administrator.');
       const roles = (await rolesOfUsers(trx, [userId])).get(userId) ?? [];
-      this.s.access.requireOutranks(actor, { email: user.email, policies: await policiesOfRoles(trx, roles) }, 'delete the account');
+      this.s.access.requireOutranks(actor, await policiesOfRoles(trx, roles), `You cannot delete ${user.email}`);
       await this.requireAdministratorLeft(trx, userId, { active: user.disabled === 0, roles }, { active: false, roles: [] });
       await deleteUser(trx, userId);
     });
@@ -235,9 +236,23 @@ export class UsersService {
     const user = await findUser(this.db, userId);
     if (!user) throw notFound(`User ${userId}`);
     const roles = (await rolesOfUsers(this.db, [userId])).get(userId) ?? [];
-    this.s.access.requireOutranks(actor, { email: user.email, policies: await policiesOfRoles(this.db, roles) }, 'reset the password');
+    this.s.access.requireOutranks(actor, await policiesOfRoles(this.db, roles), `You cannot reset the password of ${user.email}`);
     const link = await this.s.auth.issueResetLink(user, sendEmail ? 'mail' : 'show');
     return { link: link.url, expires_at: link.expiresAt };
+  }
+
+  /**
+   * The account-wide second-factor policy. Turning it off lowers the sign-in of every user who
+   * follows it (no per-user override), so it needs every permission they hold, like changing their
+   * own `two_factor`; turning it on is always allowed.
+   */
+  async setTwoFactorPolicy(actor: Principal, enabled: boolean): Promise<boolean> {
+    if (!enabled) {
+      const followers = await usersFollowingTwoFactorPolicy(this.db);
+      const roles = [...new Set([...(await rolesOfUsers(this.db, followers)).values()].flat())];
+      this.s.access.requireOutranks(actor, await policiesOfRoles(this.db, roles), 'You cannot turn off the second-factor policy for the users who follow it');
+    }
+    return this.s.auth.setTwoFactorPolicy(enabled);
   }
 
   /** One transaction under the identity lock; a unique-email race surfaces as 409. */

@@ -144,6 +144,12 @@ export async function deleteUser(db: Executor, id: string): Promise<void> {
 }
 
 /** The policies of the given roles (for the no-escalation check when assigning them). */
+/** Ids of the users without a per-user second-factor override: the account policy decides for them. */
+export async function usersFollowingTwoFactorPolicy(db: Executor): Promise<string[]> {
+  const rows = await db.selectFrom('users').select('id').where('two_factor', 'is', null).execute();
+  return rows.map((r) => r.id);
+}
+
 export async function policiesOfRoles(db: Executor, ids: string[]): Promise<Policy[]> {
   if (ids.length === 0) return [];
   const rows = await db.selectFrom('roles').select('policies').where('id', 'in', ids).execute();

@@ -77,6 +77,20 @@ describe('a user manager cannot take over a stronger account', () => {
     await t.login(ADMIN.email, ADMIN.password);
   });
 
+  it("cannot turn off the account's second-factor policy that the Administrator follows; may turn it on", async () => {
+    const manager = await userManager();
+    const policy = (token: string, enabled: boolean) => t.api('PUT', '/api/v2/settings/two-factor', { token, body: { enabled } });
+    expect((await policy(manager.token, true)).status).toBe(200);
+    try {
+      const off = await policy(manager.token, false);
+      expectError(off, 403, 'privilege_escalation');
+      expect(off.body.message).toContain('second-factor policy');
+      expect((await t.api('GET', '/api/v2/settings/two-factor', { token: t.adminToken })).body).toEqual({ enabled: true });
+    } finally {
+      expect((await policy(t.adminToken, false)).status).toBe(200);
+    }
+  });
+
   it('refuses the change on a user holding a permission on wider resources than the manager', async () => {
     const labOnly = await t.userWith([{ permission: 'users:manage' }, { permission: 'users:read' }, { permission: 'device:read', resources: ['tag:lab'] }]);
     const everywhere = await t.userWith([{ permission: 'device:read' }]);
