@@ -80,7 +80,7 @@ describe('roles', () => {
 });
 
 describe('users', () => {
-  it('creates, edits, disables, enables and deletes a user', async () => {
+  it('creates, edits, disables, enables, resets the password of and deletes a user', async () => {
     const { page, expectNoErrorsAndClose } = await suite.open();
     await page.goto('/users');
     await page.getByRole('button', { name: 'New user' }).click();
@@ -121,6 +121,19 @@ describe('users', () => {
     await row.getByRole('button', { name: 'Enable' }).click();
     await page.getByText('ada@example.com is enabled.').waitFor();
     expect(await suite.t.login('ada@example.com', 'a-long-password-2')).toMatch(/^ey/);
+
+    await row.getByRole('button', { name: 'Mail reset link' }).click();
+    await row.getByRole('button', { name: 'Yes, mail it' }).click();
+    await page.getByText('A reset link was mailed to ada@example.com.').waitFor();
+    await row.getByRole('button', { name: 'Create reset link' }).click();
+    await row.getByRole('button', { name: 'Yes, create it' }).click();
+    const link = (await page.getByTestId('reset-link').textContent()) ?? '';
+    await screenshot(page, 'user-reset-link');
+    const token = new URL(link).searchParams.get('token');
+    const set = await suite.t.api('POST', '/api/v2/password/set', { body: { token, password: 'handed-over-pass-3' } });
+    expect(set.status).toBe(200);
+    expect(await suite.t.login('ada@example.com', 'handed-over-pass-3')).toMatch(/^ey/);
+    await page.getByRole('region', { name: 'Reset link' }).getByRole('button', { name: 'Close' }).click();
 
     await row.getByRole('button', { name: 'Delete' }).click();
     await row.getByRole('button', { name: 'Yes, delete' }).click();

@@ -1,10 +1,10 @@
-/** Users: create, edit, disable and enable, delete. */
+/** Users: create, edit, disable and enable, reset passwords (single-use links), delete. */
 import { useState } from 'preact/hooks';
 import type { UserList, UserRecord } from '../../../shared/api-types.js';
 import { api, ApiFailure, itemsOf } from '../api.js';
 import { allowed } from '../areas.js';
 import { getSession } from '../session.js';
-import { ConfirmButton, ErrorBox, Field, formatTime, ListTable, Notice, PageTitle, useAction, useLoad } from '../ui.js';
+import { ConfirmButton, CopyButton, ErrorBox, Field, formatTime, ListTable, Notice, PageTitle, useAction, useLoad } from '../ui.js';
 
 export interface RoleSummary {
   id: string;
@@ -164,6 +164,8 @@ export function UsersScreen() {
   const action = useAction();
   const [editing, setEditing] = useState<UserRecord | 'new' | null>(null);
   const [notice, setNotice] = useState('');
+  /** A reset link to hand over: the API shows it once, so it stays here until closed. */
+  const [handover, setHandover] = useState<{ email: string; link: string; expires_at: string } | null>(null);
   const me = getSession().profile?.user_id;
   const roleName = (id: string) => roles.data?.find((r) => r.id === id)?.name ?? id;
 
@@ -200,6 +202,19 @@ export function UsersScreen() {
       )}
       <TwoFactorPolicy />
       {notice && <Notice>{notice}</Notice>}
+      {handover && (
+        <div class="boxed" role="region" aria-label="Reset link">
+          <p>
+            Reset link for <strong>{handover.email}</strong>, shown only this once; it works once and expires {formatTime(handover.expires_at)}:
+          </p>
+          <p>
+            <code data-testid="reset-link">{handover.link}</code> <CopyButton text={handover.link} label="Copy link" />
+          </p>
+          <button type="button" onClick={() => setHandover(null)}>
+            Close
+          </button>
+        </div>
+      )}
       <ErrorBox error={action.error} title="The request failed" />
       {editing && (
         <UserForm
@@ -248,6 +263,42 @@ export function UsersScreen() {
                       onConfirm={() => change(u, () => api.patch(`/user/${encodeURIComponent(u.user_id)}`, { disabled: true }), `${u.email} is disabled.`)}
                     />
                   ))}
+                {u.user_id !== me && (
+                  <ConfirmButton
+                    label="Mail reset link"
+                    class=""
+                    question={`Mail ${u.email} a link to choose a new password? The current one works until the link is used.`}
+                    confirmLabel="Yes, mail it"
+                    onConfirm={() =>
+                      change(
+                        u,
+                        () => api.post(`/user/${encodeURIComponent(u.user_id)}/password-reset`, { send_email: true }),
+                        `A reset link was mailed to ${u.email}.`,
+                      )
+                    }
+                  />
+                )}
+                {u.user_id !== me && (
+                  <ConfirmButton
+                    label="Create reset link"
+                    class=""
+                    question={`Create a link for ${u.email} to choose a new password, to hand over yourself?`}
+                    confirmLabel="Yes, create it"
+                    onConfirm={() =>
+                      change(
+                        u,
+                        async () =>
+                          setHandover({
+                            email: u.email,
+                            ...(await api.post<{ link: string; expires_at: string }>(`/user/${encodeURIComponent(u.user_id)}/password-reset`, {
+                              send_email: false,
+                            })),
+                          }),
+                        `A reset link for ${u.email} was created.`,
+                      )
+                    }
+                  />
+                )}
                 {u.user_id !== me && (
                   <ConfirmButton
                     label="Delete"
