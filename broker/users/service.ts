@@ -1,10 +1,14 @@
 import crypto from 'node:crypto';
+import type { Logger } from 'pino';
 import type { UserList, UserRecord } from '../../shared/api-types.js';
+import type { AccessService } from '../access/access.js';
 import type { Principal } from '../access/principal.js';
 import { hashPassword } from '../auth/passwords.js';
+import type { AuthService } from '../auth/service.js';
 import { twoFactorState } from '../auth/two-factor.js';
+import type { Config } from '../config.js';
+import type { Store } from '../db/database.js';
 import { badRequest, conflict, notFound } from '../http/errors.js';
-import type { Services } from '../services.js';
 import {
   builtinRoleIds,
   countActiveHolders,
@@ -56,18 +60,25 @@ const unique = (values: string[]) => [...new Set(values)];
  * account usable (a seat for each active user, an active Administrator left) hold when it commits.
  */
 export class UsersService {
-  constructor(private readonly s: Services) {}
+  constructor(
+    private readonly store: Pick<Store, 'db' | 'dialect'>,
+    private readonly config: Pick<Config, 'seats'>,
+    private readonly logger: Logger,
+    /** the account's 2FA policy, welcome mails, and ending a user's sign-in sessions */
+    private readonly auth: Pick<AuthService, 'twoFactorPolicy' | 'sendWelcomeMail' | 'revokeUserSessions'>,
+    private readonly access: Pick<AccessService, 'requireGrantable'>,
+  ) {}
 
   async init(): Promise<void> {}
 
   async close(): Promise<void> {}
 
   private get db(): Executor {
-    return this.s.store.db;
+    return this.store.db;
   }
 
   private twoFactorDefault(): Promise<boolean> {
-    return this.s.auth.twoFactorPolicy();
+    return this.auth.twoFactorPolicy();
   }
 
   private toRecord(row: UserRow, roles: string[], twoFactorDefault: boolean): UserRecord {
@@ -108,7 +119,7 @@ export class UsersService {
 
   /** Seats in use (active users) and the subscription's maximum. */
   async seats(db: Executor = this.db): Promise<{ used: number; max: number }> {
-    return { used: await countActiveUsers(db), max: this.s.config.seats };
+    return { used: await countActiveUsers(db), max: this.config.seats };
   }
 
   /**
@@ -122,7 +133,7 @@ export class UsersService {
     const id = crypto.randomUUID();
     await this.write(async (trx) => {
       await this.requireRoles(trx, roles);
-      this.s.access.requireGrantable(actor, await policiesOfRoles(trx, roles));
+      this.access.requireGrantable(actor, await policiesOfRoles(trx, roles));
       if (await emailTaken(trx, email)) throw duplicateEmail(email);
       await this.requireSeat(trx);
       await insertUser(
@@ -144,10 +155,10 @@ export class UsersService {
       );
     });
     try {
-      await this.s.auth.sendWelcomeMail({ id, email, fname: input.fname, lname: input.lname }, { hasPassword: passwordHash !== null });
+      await this.auth.sendWelcomeMail({ id, email, fname: input.fname, lname: input.lname }, { hasPassword: passwordHash !== null });
     } catch (err) {
       // The user exists either way; an administrator can send a new link once mail works again.
-      this.s.logger.error({ err, userId: id, by: actor.user.id }, 'welcome mail could not be sent');
+      this.logger.error({ err, userId: id, by: actor.user.id }, 'welcome mail could not be sent');
     }
     return this.get(id);
   }
@@ -176,7 +187,7 @@ export class UsersService {
       if (roles) {
         await this.requireRoles(trx, roles);
         const held = (await rolesOfUsers(trx, [userId])).get(userId) ?? [];
-        this.s.access.requireGrantable(
+        this.access.requireGrantable(
           actor,
           await policiesOfRoles(
             trx,
@@ -204,8 +215,8 @@ export class UsersService {
       if (roles) await setUserRoles(trx, userId, roles);
       endSessions = !willBeActive;
     });
-    if (endSessions) await this.s.auth.revokeUserSessions(userId);
-    else if (passwordHash !== undefined) await this.s.auth.revokeUserSessions(userId, userId === actor.user.id ? actor.sessionId : undefined);
+    if (endSessions) await this.auth.revokeUserSessions(userId);
+    else if (passwordHash !== undefined) await this.auth.revokeUserSessions(userId, userId === actor.user.id ? actor.sessionId : undefined);
     return this.get(userId);
   }
 
@@ -223,7 +234,7 @@ export class UsersService {
 
   /** One transaction under the identity lock; a unique-email race surfaces as 409. */
   private write(work: (trx: Executor) => Promise<void>): Promise<void> {
-    return writeIdentity(this.db, this.s.store.dialect, work, () =>
+    return writeIdentity(this.db, this.store.dialect, work, () =>
       conflict('duplicate_email', 'A user with this email address exists already.', { field: 'email' }),
     );
   }

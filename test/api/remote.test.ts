@@ -5,10 +5,11 @@ import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { CONSOLE_UNACKED_MAX } from '../../broker/remote/relay.js';
 import { startTestBroker, type TestBroker } from '../support/broker.js';
-import { attachFakeAgent, type FakeAgent } from '../support/fake-agent.js';
+import { FakeAgents, type FakeAgent } from '../support/fake-agent.js';
 import { connectRemote } from '../support/remote-ws.js';
 
 let t: TestBroker;
+const fakes = new FakeAgents();
 let device: string; // tagged x, online
 let other: string; // untagged, online
 let offline: string; // never connected
@@ -26,11 +27,11 @@ async function audit(query: string) {
 }
 
 beforeAll(async () => {
-  t = await startTestBroker();
+  t = await startTestBroker({ locator: fakes.locator });
   device = await t.addDevice({ tags: ['x'], name: 'tagged-one' });
   other = await t.addDevice({ name: 'plain-one' });
   offline = await t.addDevice({ name: 'offline-one' });
-  agents = [await attachFakeAgent(t, device), await attachFakeAgent(t, other)];
+  agents = [await fakes.attach(device, t.dataDir), await fakes.attach(other, t.dataDir)];
   echo = net.createServer({ allowHalfOpen: true }, (s) => s.pipe(s));
   await new Promise<void>((r) => echo.listen(0, '127.0.0.1', r));
   echoPort = (echo.address() as net.AddressInfo).port;
@@ -354,7 +355,7 @@ describe('live sessions', () => {
 
   it('deleting the device ends its live sessions', async () => {
     const doomed = await t.addDevice({ name: 'doomed' });
-    agents.push(await attachFakeAgent(t, doomed));
+    agents.push(await fakes.attach(doomed, t.dataDir));
     const s = connectRemote(t.url, 'console', { device_id: doomed }, t.adminToken);
     await s.ready;
     const removed = await t.api('DELETE', `/api/v2/removeapprovedhost/${doomed}`, { token: t.adminToken });
