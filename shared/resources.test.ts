@@ -293,21 +293,33 @@ describe('evaluate: entities and inheritance', () => {
     expect(decide([{ permission: 'device:read', resources: ['node:d2'] }], 'device:read', inLab).allowed).toBe(false);
   });
 
-  it('explains a denial', () => {
-    expect(decide([], 'device:read', inLab)).toEqual({ allowed: false, reason: 'no role grants device:read' });
+  it('explains a denial, with a code for code and a sentence for people', () => {
+    expect(decide([], 'device:read', inLab)).toEqual({ allowed: false, code: 'no_permission', reason: 'no role grants device:read' });
     expect(decide([{ permission: 'device:read', resources: ['tag:nope'] }], 'device:read', inLab)).toEqual({
       allowed: false,
+      code: 'outside_resources',
       reason: 'device is outside every resource of device:read',
     });
     expect(decide([{ permission: CONNECT, resources: ['*/console'] }], CONNECT, inLab, { action: 'reload' })).toEqual({
       allowed: false,
+      code: 'action_not_granted',
       reason: `no grant of ${CONNECT} allows reload on this device`,
     });
+  });
+
+  it('tells an action not granted from an action granted with other options', () => {
+    const tunnel22 = [{ permission: CONNECT, resources: ['*/tunnel(port=22)', 'tag:nope'] }];
+    expect(decide(tunnel22, CONNECT, inLab, { action: 'tunnel', proto: 'tcp', port: 80, dst: 'localhost' }).code).toBe('option_not_granted');
+    expect(decide(tunnel22, CONNECT, inLab, { action: 'console' }).code).toBe('action_not_granted');
+    const copySrv = [{ permission: CONNECT, resources: ['*/copy(path=/srv)'] }];
+    expect(decide(copySrv, CONNECT, inLab, { action: 'copy', direction: 'upload', path: '/etc/passwd' }).code).toBe('option_not_granted');
+    expect(decide(copySrv, CONNECT, inLab, { action: 'copy', direction: 'upload', path: '/srv/x' }).code).toBe('allowed');
   });
 
   it('names the resource that granted access', () => {
     expect(decide([{ permission: 'device:read', resources: ['tag:nope', 'node:lab'] }], 'device:read', inLab)).toEqual({
       allowed: true,
+      code: 'allowed',
       reason: 'granted',
       matched: 'node:lab',
     });

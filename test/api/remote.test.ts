@@ -4,6 +4,7 @@ import net from 'node:net';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { CONSOLE_UNACKED_MAX } from '../../broker/remote/relay.js';
+import { AgentRefusal } from '../../shared/codes.js';
 import { startTestBroker, type TestBroker } from '../support/broker.js';
 import { FakeAgents, type FakeAgent } from '../support/fake-agent.js';
 import { connectRemote } from '../support/remote-ws.js';
@@ -337,6 +338,28 @@ describe('agent reload', () => {
     expect((await t.api('POST', `/api/v2/remote/reload/${offline}`, { token: t.adminToken })).body.error).toBe('device_not_connected');
     expect((await t.api('POST', `/api/v2/remote/reload/${device}`, { token: t.adminToken, body: { now: true } })).status).toBe(400);
     expect((await t.api('POST', `/api/v2/remote/reload/${device}`)).status).toBe(401);
+  });
+});
+
+describe('agent refusals are told apart by their code', () => {
+  it('an access refusal is 403 whatever its sentence says; a sentence alone is not a code', async () => {
+    const reworded = await t.addDevice({ name: 'reworded' });
+    fakes.refusing(reworded, new AgentRefusal('symlink_escape', 'Computer says no.'));
+    const s = connectRemote(t.url, 'copy', { device_id: reworded, direction: 'download', path: '/srv/x' }, t.adminToken);
+    expect((await s.closed).code).toBe(4403);
+    expect(s.frames[0]).toMatchObject({ type: 'error', code: 403, error: 'forbidden', message: 'Computer says no.', refusal: 'symlink_escape' });
+
+    const sentenceOnly = await t.addDevice({ name: 'sentence-only' });
+    fakes.refusing(sentenceOnly, new Error('Not allowed on this device: /srv/x resolves outside the directories your grant allows.'));
+    const old = connectRemote(t.url, 'copy', { device_id: sentenceOnly, direction: 'download', path: '/srv/x' }, t.adminToken);
+    expect((await old.closed).code).toBe(4502);
+    expect(old.frames[0]).toMatchObject({ code: 502, error: 'device_refused' });
+
+    const missing = await t.addDevice({ name: 'missing-file' });
+    fakes.refusing(missing, new AgentRefusal('not_found', 'No file /srv/x on the device.'));
+    const gone = connectRemote(t.url, 'copy', { device_id: missing, direction: 'download', path: '/srv/x' }, t.adminToken);
+    expect((await gone.closed).code).toBe(4502);
+    expect(gone.frames[0]).toMatchObject({ code: 502, error: 'device_refused', refusal: 'not_found' });
   });
 });
 

@@ -22,8 +22,10 @@ export interface FakeAgent {
 }
 
 interface Attached {
-  agent: FakeAgent;
+  agent?: FakeAgent;
   connected: boolean;
+  /** every channel is refused with this */
+  refusal?: Error;
 }
 
 export class FakeAgents implements AgentLocator {
@@ -50,6 +52,7 @@ export class FakeAgents implements AgentLocator {
     const a = this.attached.get(deviceId);
     if (!a) return this.real.open(deviceId, kind, params);
     if (!a.connected) throw new Error('agent is not connected');
+    if (a.refusal || !a.agent) throw a.refusal;
     return a.agent.mux.open(kind, params);
   }
 
@@ -57,12 +60,17 @@ export class FakeAgents implements AgentLocator {
     const a = this.attached.get(deviceId);
     if (!a) return this.real.reload(deviceId);
     if (!a.connected) throw new Error('agent is not connected');
-    a.agent.reloads += 1;
+    if (a.agent) a.agent.reloads += 1;
   }
 
   /** Goes to the hub, as before: a fake agent stays up, and the broker's own re-check ends its sessions. */
   disconnect(deviceId: string, reason: string): void {
     this.real.disconnect(deviceId, reason);
+  }
+
+  /** Makes `deviceId` online with an agent that refuses every channel with `refusal`, as the agent would throw it. */
+  refusing(deviceId: string, refusal: Error): void {
+    this.attached.set(deviceId, { connected: true, refusal });
   }
 
   /** An in-process agent for `deviceId`, serving channels with the agent's session handlers. */
