@@ -76,22 +76,19 @@ export async function createServices(config: Config, logger: Logger, store: Stor
   const devices = new DevicesService(store, config, access);
   const files = new FilesService(config);
 
-  let enrol: EnrolService | undefined;
-  let inventory: InventoryService | undefined;
-  const unbound = (): never => {
-    throw new Error('the agent hub was used before the services were built');
-  };
-  const agents = new AgentHub({
+  // The hub asks enrolment who a device is and hands inventory reports on, while both reach agents
+  // through the hub: the hub's side is bound late (these run only once agents connect).
+  const agents: AgentHub = new AgentHub({
     config,
     logger,
     db: store.db,
     upgrades,
-    standings: { standing: (deviceId) => (enrol ?? unbound()).standing(deviceId) },
-    inventory: { record: (deviceId, data) => (inventory ?? unbound()).record(deviceId, data) },
+    standings: { standing: (deviceId) => enrol.standing(deviceId) },
+    inventory: { record: (deviceId, data) => inventory.record(deviceId, data) },
   });
-  const locator = options.locator?.(agents) ?? agents;
-  enrol = new EnrolService(store.db, devices, locator);
-  inventory = new InventoryService(store.db, access, devices, locator);
+  const locator: AgentLocator = options.locator?.(agents) ?? agents;
+  const enrol: EnrolService = new EnrolService(store.db, devices, locator);
+  const inventory: InventoryService = new InventoryService(store.db, access, devices, locator);
   // The group tree's online status is the live connection state.
   devices.setOnlineSource((deviceId) => locator.isConnected(deviceId));
   const remote = new RemoteService({ config, logger, db: store.db, upgrades, auth, access, audit, locator });

@@ -35,7 +35,8 @@ async function syncDirectory(dir: string): Promise<void> {
  * target, so a reader never sees a half-written file and a failed copy leaves nothing behind.
  */
 export async function openUpload(channel: Channel, params: CopyParams, ctx: SessionContext): Promise<Record<string, unknown>> {
-  if (params.size !== undefined && (!Number.isSafeInteger(params.size) || params.size < 0)) throw new AgentRefusal('invalid_request', 'The announced size is not a valid byte count.');
+  if (params.size !== undefined && (!Number.isSafeInteger(params.size) || params.size < 0))
+    throw new AgentRefusal('invalid_request', 'The announced size is not a valid byte count.');
   const expectedSha = params.sha256?.toLowerCase();
   if (expectedSha !== undefined && !SHA256_HEX.test(expectedSha)) throw new AgentRefusal('invalid_request', 'The announced sha256 is not 64 hex digits.');
   const { target, dir, name } = await resolveCopyTarget(params.path, 'upload', params.allowed);

@@ -43,7 +43,10 @@ export async function resolveCopyTarget(requested: string, direction: 'upload' |
       target = await fs.realpath(target);
     } catch (err) {
       if ((err as NodeJS.ErrnoException).code === 'ENOENT') throw new AgentRefusal('not_found', `No file ${normalized} on the device.`);
-      throw new AgentRefusal('io_error', `The file ${normalized} cannot be read on the device: ${(err as NodeJS.ErrnoException).code ?? (err as Error).message}.`);
+      throw new AgentRefusal(
+        'io_error',
+        `The file ${normalized} cannot be read on the device: ${(err as NodeJS.ErrnoException).code ?? (err as Error).message}.`,
+      );
     }
   }
   if (allowed) {

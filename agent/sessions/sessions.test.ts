@@ -212,7 +212,7 @@ describe('copy sessions', () => {
   it('a refusal reaches the broker with its code (shared/codes.ts), not only its sentence', async () => {
     const p = await pair();
     cleanup = p.close;
-    const refused = (params: CopyParams) => p.broker.open('copy', params).then(() => undefined, (err: unknown) => err);
+    const refused = (params: CopyParams) => p.broker.open('copy', params).catch((err: unknown) => err);
     const outside = await refused({ direction: 'upload', path: '/etc/x', allowed: [dir] });
     expect(outside).toBeInstanceOf(AgentRefusal);
     expect(refusalCodeOf(outside)).toBe('path_outside_grant');

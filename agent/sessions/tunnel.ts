@@ -11,8 +11,10 @@ const CONNECT_TIMEOUT_MS = 10_000;
 const UDP_BACKLOG_BYTES = 1024 * 1024;
 
 function validTarget(params: TunnelParams): void {
-  if (!Number.isInteger(params.port) || params.port < 1 || params.port > 65535) throw new AgentRefusal('invalid_request', `Port ${String(params.port)} is not a valid port.`);
-  if (typeof params.dst !== 'string' || params.dst.length === 0 || params.dst.length > 253) throw new AgentRefusal('invalid_request', 'The destination host is missing or too long.');
+  if (!Number.isInteger(params.port) || params.port < 1 || params.port > 65535)
+    throw new AgentRefusal('invalid_request', `Port ${String(params.port)} is not a valid port.`);
+  if (typeof params.dst !== 'string' || params.dst.length === 0 || params.dst.length > 253)
+    throw new AgentRefusal('invalid_request', 'The destination host is missing or too long.');
 }
 
 /** Host names in brackets are IPv6 literals; the socket wants them bare. */
@@ -81,7 +83,10 @@ export async function openUdpTunnel(channel: Channel, params: TunnelParams, ctx:
     });
   } catch (err) {
     socket.close();
-    throw new AgentRefusal('io_error', `Cannot reach ${params.dst}:${params.port} (udp) from the device: ${(err as NodeJS.ErrnoException).code ?? (err as Error).message}.`);
+    throw new AgentRefusal(
+      'io_error',
+      `Cannot reach ${params.dst}:${params.port} (udp) from the device: ${(err as NodeJS.ErrnoException).code ?? (err as Error).message}.`,
+    );
   }
   ctx.log('udp tunnel opened', { ch: channel.id, dst: params.dst, port: params.port });
 

@@ -23,7 +23,10 @@ describe('AccessService.decide codes', () => {
     expect((await access.decide(consoleOnly, CONNECT, 'd1', { action: 'reload' })).code).toBe('action_not_granted');
     const port22 = principal([{ permission: CONNECT, resources: ['*/tunnel(port=22)'] }]);
     expect((await access.decide(port22, CONNECT, 'd1', { action: 'tunnel', proto: 'tcp', port: 80, dst: 'localhost' })).code).toBe('option_not_granted');
-    expect(await access.decide(port22, CONNECT, 'd1', { action: 'tunnel', proto: 'tcp', port: 22, dst: 'localhost' })).toMatchObject({ allowed: true, code: 'allowed' });
+    expect(await access.decide(port22, CONNECT, 'd1', { action: 'tunnel', proto: 'tcp', port: 22, dst: 'localhost' })).toMatchObject({
+      allowed: true,
+      code: 'allowed',
+    });
   });
 
   it('require answers 404 for an unknown device once the permission is held, 403 otherwise', async () => {

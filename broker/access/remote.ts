@@ -3,7 +3,15 @@
  * with the shared evaluator: which actions to offer on a device, and which directories a copy may
  * touch (handed to the agent for its own check).
  */
-import { entityMatches, evaluate, REMOTE_ACTIONS, type CompiledPolicy, type DeviceScope, type RemoteActionName, type RemoteRequest } from '../../shared/resources.js';
+import {
+  entityMatches,
+  evaluate,
+  REMOTE_ACTIONS,
+  type CompiledPolicy,
+  type DeviceScope,
+  type RemoteActionName,
+  type RemoteRequest,
+} from '../../shared/resources.js';
 
 const CONNECT = 'remote-access:connect';
 

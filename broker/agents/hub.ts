@@ -81,7 +81,7 @@ function isObject(value: unknown): value is Record<string, unknown> {
 /**
  * The agents connected to this broker, one connection per device. It accepts the agent
  * WebSocket (challenge, signature check against the enrolled key, welcome), keeps it alive with
- * pings, records last contact, stores inventory reports, and is the AgentLocator that remote
+ * pings, records last contact, hands inventory reports on, and is the AgentLocator that remote
  * access opens channels through. Emits `connected` and `disconnected` with the device id.
  */
 export class AgentHub extends EventEmitter<AgentHubEvents> implements AgentLocator {

@@ -207,9 +207,7 @@ export class RolesService {
 
   /** One transaction under the identity lock; a unique-name race surfaces as 409. */
   private write(work: (trx: Executor) => Promise<void>): Promise<void> {
-    return writeIdentity(this.db, this.store.dialect, work, () =>
-      conflict('duplicate_role_name', 'A role with this name exists already.', { field: 'name' }),
-    );
+    return writeIdentity(this.db, this.store.dialect, work, () => conflict('duplicate_role_name', 'A role with this name exists already.', { field: 'name' }));
   }
 }
 
