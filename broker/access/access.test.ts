@@ -87,3 +87,28 @@ describe('remote actions offered on a device', () => {
     expect((await access.remoteActions(principal([{ permission: 'device:read' }]), 'd1')).size).toBe(0);
   });
 });
+
+describe('port presets and inventory reach', () => {
+  it('presets of a device: to who may connect to it or read it; 404 for an unknown device, 403 otherwise', async () => {
+    expect(await access.requirePresetReader(principal([{ permission: CONNECT, resources: ['tag:lab-tag/console'] }]), 'd1')).toEqual(lab);
+    expect(await access.requirePresetReader(principal([{ permission: 'device:read', resources: ['node:lab'] }]), 'd1')).toEqual(lab);
+    await expect(access.requirePresetReader(principal([{ permission: 'device:read' }]), 'unknown')).rejects.toMatchObject({ status: 404 });
+    await expect(access.requirePresetReader(principal([{ permission: 'device:read', resources: ['tag:other'] }]), 'd1')).rejects.toMatchObject({
+      status: 403,
+      details: { permission: 'remote-access:connect' },
+    });
+    await expect(access.requirePresetReader(principal([{ permission: 'remote-access:manage' }]), 'd1')).rejects.toMatchObject({ status: 403 });
+  });
+
+  it('every preset: to holders of remote-access:connect, device:read or remote-access:manage', () => {
+    for (const permission of [CONNECT, 'device:read', 'remote-access:manage']) {
+      expect(access.mayListAllPresets(principal([{ permission, ...(permission === 'remote-access:manage' ? {} : { resources: ['tag:x'] }) }]))).toBe(true);
+    }
+    expect(access.mayListAllPresets(principal([{ permission: 'users:read' }]))).toBe(false);
+  });
+
+  it('inventory is limited by device:read when held, else reaches every device through inventory:read', () => {
+    expect(access.inventoryScope(principal([{ permission: 'inventory:read' }, { permission: 'device:read', resources: ['tag:x'] }]))).toBe('device:read');
+    expect(access.inventoryScope(principal([{ permission: 'inventory:read' }]))).toBe('inventory:read');
+  });
+});

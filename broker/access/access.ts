@@ -4,6 +4,8 @@ import { ApiError, forbidden, notFound } from '../http/errors.js';
 import type { Principal } from './principal.js';
 import { allowedCopyRoots, grantedRemoteActions } from './remote.js';
 
+const PRESET_READERS: Permission[] = ['remote-access:connect', 'device:read', 'remote-access:manage'];
+
 /** Finds where a device sits: its node ids up the tree and its inherited tags. */
 export interface DeviceScopeSource {
   scopeOf(deviceId: string): Promise<DeviceScope | undefined>;
@@ -80,6 +82,31 @@ export class AccessService {
     const decision = await this.decide(principal, 'remote-access:connect', deviceId);
     if (!decision.allowed || !decision.device) return new Set();
     return grantedRemoteActions(principal.policies, decision.device);
+  }
+
+  /**
+   * The device whose port presets the caller may read: one they may connect to or read. Throws
+   * 404 for an unknown device (once a permission is held), 403 otherwise.
+   */
+  async requirePresetReader(principal: Principal, deviceId: string): Promise<DeviceScope | undefined> {
+    let decision = await this.decide(principal, 'remote-access:connect', deviceId);
+    if (!decision.allowed) decision = await this.decide(principal, 'device:read', deviceId);
+    if (!decision.allowed) throw refusalOf(decision, 'remote-access:connect', deviceId);
+    return decision.device;
+  }
+
+  /** Every port preset, for a listing without a device: to holders of a permission that uses them. */
+  mayListAllPresets(principal: Principal): boolean {
+    return PRESET_READERS.some((p) => principal.has(p));
+  }
+
+  /**
+   * The permission whose resources limit which devices' inventory a caller reaches. inventory:read
+   * does not accept resources, so alone it reaches every device (the map, the dashboard); a
+   * caller whose device:read is limited to some devices sees the inventory of those only.
+   */
+  inventoryScope(principal: Principal): 'device:read' | 'inventory:read' {
+    return principal.has('device:read') ? 'device:read' : 'inventory:read';
   }
 
   /** The directories an allowed copy may touch (undefined: no path limit), for the agent's own check. */

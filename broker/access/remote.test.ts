@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { compilePolicies, type DeviceScope, type Policy } from '../../shared/resources.js';
-import { allowedCopyRoots, grantedRemoteActions } from './remote.js';
+import { allowedCopyRoots, grantedRemoteActions, presetApplies } from './remote.js';
 
 const CONNECT = 'remote-access:connect';
 const device: DeviceScope = { deviceId: 'd1', nodeIds: ['d1', 'lab', 'root'], tags: ['lab-tag'] };
@@ -35,5 +35,12 @@ describe('grantedRemoteActions', () => {
       { permission: 'device:read', resources: ['*'] },
     ]);
     expect([...grantedRemoteActions(policies, device)]).toEqual(['reload']);
+  });
+});
+
+describe('presetApplies', () => {
+  it('matches a preset target like a resource entity: *, a tag inherited or own, a node at or above', () => {
+    for (const target of ['*', 'tag:lab-tag', 'node:lab', 'node:d1', 'node:root']) expect(presetApplies(target, device)).toBe(true);
+    for (const target of ['tag:other', 'node:elsewhere']) expect(presetApplies(target, device)).toBe(false);
   });
 });

@@ -6,6 +6,7 @@
 import {
   entityMatches,
   evaluate,
+  parseResource,
   REMOTE_ACTIONS,
   type CompiledPolicy,
   type DeviceScope,
@@ -49,4 +50,9 @@ export function allowedCopyRoots(policies: CompiledPolicy[], device: DeviceScope
     }
   }
   return [...roots];
+}
+
+/** Does a port preset's target (`*`, `tag:` or `node:`, as a resource without an action) cover the device? */
+export function presetApplies(target: string, device: DeviceScope): boolean {
+  return entityMatches(parseResource(target).entity, device);
 }

@@ -38,7 +38,7 @@ function parseReport(json: string): Record<string, unknown> {
 export class InventoryService {
   constructor(
     private readonly db: Db,
-    private readonly access: Pick<AccessService, 'require'>,
+    private readonly access: Pick<AccessService, 'require' | 'inventoryScope'>,
     private readonly devices: Pick<DevicesService, 'getDevice' | 'listVisibleDevices'>,
     private readonly agents: Pick<AgentLocator, 'isConnected'>,
   ) {}
@@ -63,13 +63,9 @@ export class InventoryService {
       .execute();
   }
 
-  /**
-   * The permission whose resources limit which devices' inventory a caller reaches. inventory:read
-   * does not accept resources, so alone it reaches every device (the map, the dashboard); a
-   * caller whose device:read is limited to some devices sees the inventory of those only.
-   */
+  /** The permission whose resources limit which devices' inventory a caller reaches (decided in access). */
   private scopingPermission(principal: Principal): 'device:read' | 'inventory:read' {
-    return principal.has('device:read') ? 'device:read' : 'inventory:read';
+    return this.access.inventoryScope(principal);
   }
 
   /** One device's last report. 404 when the device is unknown or has not reported yet. */

@@ -1,8 +1,8 @@
 import type { RemoteCapabilities } from '../../shared/api-types.js';
-import type { Permission } from '../../shared/permissions.js';
-import { entityMatches, parseResource } from '../../shared/resources.js';
+import { parseResource } from '../../shared/resources.js';
 import { refusalOf, type AccessService } from '../access/access.js';
 import type { Principal } from '../access/principal.js';
+import { presetApplies } from '../access/remote.js';
 import type { Db } from '../db/database.js';
 import { ApiError, badRequest, notFound } from '../http/errors.js';
 import { PortmapStore, type Portmap, type PortmapInput } from './portmaps.js';
@@ -12,7 +12,7 @@ import { TicketStore } from './tickets.js';
 /** What remote access uses: the sessions' collaborators, the access decisions it asks for, and its store. */
 export interface RemoteServiceDeps extends RemoteSessionsDeps {
   db: Db;
-  access: Pick<AccessService, 'decide' | 'copyRoots' | 'remoteActions'>;
+  access: Pick<AccessService, 'decide' | 'copyRoots' | 'remoteActions' | 'requirePresetReader' | 'mayListAllPresets'>;
 }
 
 /**
@@ -115,17 +115,11 @@ export class RemoteService {
   ): Promise<{ items: Portmap[]; total: number }> {
     let all = await this.portmaps.all();
     if (query.device_id) {
-      let decision = await this.deps.access.decide(principal, 'remote-access:connect', query.device_id);
-      if (!decision.allowed) decision = await this.deps.access.decide(principal, 'device:read', query.device_id);
-      if (!decision.allowed) {
-        throw refusalOf(decision, 'remote-access:connect', query.device_id);
-      }
-      const device = decision.device;
-      all = device ? all.filter((p) => entityMatches(parseResource(p.target).entity, device)) : [];
+      const device = await this.deps.access.requirePresetReader(principal, query.device_id);
+      all = device ? all.filter((p) => presetApplies(p.target, device)) : [];
     } else {
       // Like other listings, what the caller may not see is left out rather than refused.
-      const readers: Permission[] = ['remote-access:connect', 'device:read', 'remote-access:manage'];
-      if (!readers.some((p) => principal.has(p))) all = [];
+      if (!this.deps.access.mayListAllPresets(principal)) all = [];
     }
     return { items: all.slice(query.offset, query.offset + query.items_per_page), total: all.length };
   }
