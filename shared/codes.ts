@@ -20,6 +20,21 @@ export const DECISION_CODES = [
 ] as const;
 export type DecisionCode = (typeof DECISION_CODES)[number];
 
+/** What is wrong with a role's policy (PolicyProblem.code). */
+export const POLICY_PROBLEM_CODES = [
+  'unknown_permission',
+  /** the same permission in two policies of one role */
+  'duplicate_permission',
+  'too_many_resources',
+  /** a resource other than "*" on a permission that does not accept resources */
+  'resources_not_accepted',
+  /** the resource string does not parse; its message names the resource */
+  'resource_syntax',
+  /** an action suffix on a permission other than remote-access:connect */
+  'action_not_allowed',
+] as const;
+export type PolicyProblemCode = (typeof POLICY_PROBLEM_CODES)[number];
+
 /** Why an agent refused to open a channel (the `code` of a `close` control message). */
 export const AGENT_REFUSAL_CODES = [
   /** the copy path resolves outside the directories the user's grant allows */

@@ -9,7 +9,7 @@
  * One parser and one evaluator serve the broker (role validation, every authorization), the agent
  * (re-checking copy paths) and the web console (live validation in the policy editor).
  */
-import type { DecisionCode } from './codes.js';
+import type { DecisionCode, PolicyProblemCode } from './codes.js';
 import { acceptsResources, isPermission } from './permissions.js';
 
 export const MAX_RESOURCE_LENGTH = 1024;
@@ -193,6 +193,7 @@ export interface PolicyProblem {
   policy: number;
   permission: string;
   resource?: string;
+  code: PolicyProblemCode;
   message: string;
 }
 
@@ -203,31 +204,32 @@ export function validatePolicies(policies: Policy[]): PolicyProblem[] {
   policies.forEach((policy, index) => {
     const permission = policy.permission;
     if (!isPermission(permission)) {
-      problems.push({ policy: index, permission, message: `unknown permission "${printable(String(permission))}"` });
+      problems.push({ policy: index, permission, code: 'unknown_permission', message: `unknown permission "${printable(String(permission))}"` });
       return;
     }
-    if (seen.has(permission)) problems.push({ policy: index, permission, message: `permission ${permission} is listed twice; merge its resources` });
+    if (seen.has(permission))
+      problems.push({ policy: index, permission, code: 'duplicate_permission', message: `permission ${permission} is listed twice; merge its resources` });
     seen.add(permission);
     const resources = policy.resources;
     if (resources === undefined) return;
     if (resources.length > MAX_RESOURCES_PER_POLICY) {
-      problems.push({ policy: index, permission, message: `at most ${MAX_RESOURCES_PER_POLICY} resources per permission` });
+      problems.push({ policy: index, permission, code: 'too_many_resources', message: `at most ${MAX_RESOURCES_PER_POLICY} resources per permission` });
       return;
     }
     const accepts = acceptsResources(permission);
     for (const resource of resources) {
       if (!accepts && resource !== '*') {
-        problems.push({ policy: index, permission, resource, message: `${permission} does not accept resources; only "*"` });
+        problems.push({ policy: index, permission, resource, code: 'resources_not_accepted', message: `${permission} does not accept resources; only "*"` });
         continue;
       }
       try {
         const parsed = parseResource(resource);
         if (parsed.action && permission !== 'remote-access:connect') {
-          problems.push({ policy: index, permission, resource, message: `action suffixes are only for remote-access:connect` });
+          problems.push({ policy: index, permission, resource, code: 'action_not_allowed', message: `action suffixes are only for remote-access:connect` });
         }
       } catch (err) {
         if (!(err instanceof ResourceSyntaxError)) throw err;
-        problems.push({ policy: index, permission, resource, message: err.message });
+        problems.push({ policy: index, permission, resource, code: 'resource_syntax', message: err.message });
       }
     }
   });

@@ -56,7 +56,7 @@ function shown(value: string): string {
 /** One sentence naming the policy (by position and permission) and the resource, then what is wrong. */
 export function describeProblem(p: PolicyProblem): string {
   // Syntax errors already start with `resource "<the resource>": `.
-  const resource = p.resource !== undefined && !p.message.startsWith('resource "') ? `, resource "${shown(p.resource)}"` : '';
+  const resource = p.resource !== undefined && p.code !== 'resource_syntax' ? `, resource "${shown(p.resource)}"` : '';
   return `policy ${p.policy + 1} (${shown(String(p.permission))})${resource}: ${p.message}`;
 }
 
