@@ -52,7 +52,7 @@ export function createApp(services: Services): Express {
     routes.filter((r) => !r.absolute),
     services,
   );
-  api.use((req, _res, next) => next(new ApiError(404, 'not_found', `No call ${req.method} ${API_PREFIX}${req.path}.`)));
+  api.use((req, _res, next) => next(new ApiError(404, 'unknown_call', `No call ${req.method} ${API_PREFIX}${req.path}.`)));
   app.use(API_PREFIX, api);
   // The spec also places challenge-verify at the root.
   const rootRoutes = routes.filter((r) => r.absolute);
@@ -71,7 +71,7 @@ export function createApp(services: Services): Express {
     res.type('application/javascript').send(SANDBOX_INIT);
   });
   app.use('/api/sandbox/assets', express.static(SWAGGER_DIST, { index: false }));
-  app.use('/api', (req, _res, next) => next(new ApiError(404, 'not_found', `No call ${req.method} /api${req.path}.`)));
+  app.use('/api', (req, _res, next) => next(new ApiError(404, 'unknown_call', `No call ${req.method} /api${req.path}.`)));
 
   if (fs.existsSync(path.join(WEB_DIST, 'index.html'))) {
     app.use((_req, res, next) => {

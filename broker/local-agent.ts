@@ -12,7 +12,7 @@ const LOCAL_KEY_SETTING = 'local_agent_bootstrap_key_id';
  * `npm start -- --with-agent`: runs an agent for this machine beside the broker, enrolled through an
  * auto-accepting bootstrap key kept for it, so a first start has a device to open a console on.
  */
-export async function startLocalAgent(services: Services, brokerUrl: string, logger: Logger): Promise<ChildProcess> {
+export async function startLocalAgent(services: Pick<Services, 'settings' | 'enrol' | 'config'>, brokerUrl: string, logger: Logger): Promise<ChildProcess> {
   let keyId = await services.settings.get<string>(LOCAL_KEY_SETTING);
   let key: string | undefined;
   if (keyId) {

@@ -8,7 +8,7 @@ import type { Config } from './config.js';
 import { openStore } from './db/database.js';
 import { ensureSystemNodes } from './devices/scope.js';
 import { createLogger } from './logger.js';
-import { closeServices, createServices, type Services } from './services.js';
+import { closeServices, createServices, type ServiceOptions, type Services } from './services.js';
 import { bootstrapFirstUser } from './users/bootstrap.js';
 
 export interface RunningBroker {
@@ -21,12 +21,12 @@ export interface RunningBroker {
 }
 
 /** Opens the store, builds the services and serves HTTP(S) with WebSocket upgrades. */
-export async function startBroker(config: Config, logger: Logger = createLogger(config.logLevel)): Promise<RunningBroker> {
+export async function startBroker(config: Config, logger: Logger = createLogger(config.logLevel), options: ServiceOptions = {}): Promise<RunningBroker> {
   fs.mkdirSync(config.dataDir, { recursive: true });
   const store = await openStore(config.databaseUrl, config.databaseSchema);
   await ensureSystemNodes(store.db);
   const firstUser = await bootstrapFirstUser(store.db, config);
-  const services = await createServices(config, logger, store);
+  const services = await createServices(config, logger, store, options);
   const app = createApp(services);
   const server = config.tlsCertFile
     ? https.createServer({ cert: fs.readFileSync(config.tlsCertFile), key: fs.readFileSync(config.tlsKeyFile as string) }, app)

@@ -1,6 +1,7 @@
 import type { Logger } from 'pino';
 import { AccessService } from './access/access.js';
 import { AgentHub } from './agents/hub.js';
+import type { AgentLocator } from './agents/locator.js';
 import { AuditService } from './audit/service.js';
 import { AuthService } from './auth/service.js';
 import { ChangeEpoch } from './cache.js';
@@ -19,8 +20,8 @@ import { SettingsStore } from './settings.js';
 import { UsersService } from './users/service.js';
 
 /**
- * Everything a handler may call. Each domain's service receives this object and reaches its
- * neighbours through it, so construction order does not matter.
+ * Everything a handler may call: the bag the router hands to HTTP handlers. Services themselves
+ * never receive it; each is given the few collaborators it uses, in createServices.
  */
 export interface Services {
   config: Config;
@@ -39,30 +40,82 @@ export interface Services {
   files: FilesService;
   enrol: EnrolService;
   inventory: InventoryService;
-  /** Agents connected to this broker; remote access reaches them through the AgentLocator seam. */
+  /** Agents connected to this broker (connection facts, status). */
   agents: AgentHub;
+  /** How remote access, enrolment and inventory reach agents: the hub, or what wraps it. */
+  locator: AgentLocator;
   remote: RemoteService;
   upgrades: UpgradeRouter;
 }
 
-export async function createServices(config: Config, logger: Logger, store: Store): Promise<Services> {
+export interface ServiceOptions {
+  /**
+   * Wraps the hub into the AgentLocator the other services use: where a multi-broker locator
+   * will plug in, and where tests put in-process agents (test/support/fake-agent.ts).
+   */
+  locator?: (hub: AgentHub) => AgentLocator;
+}
+
+/**
+ * The composition root: builds every service in dependency order, each with the narrow
+ * collaborators it uses. Two cycles are broken here: the hub asks enrolment who a device is and
+ * hands inventory reports on, while enrolment and inventory reach agents through the hub (the
+ * hub gets them late-bound); the group tree's online status comes from the locator
+ * (setOnlineSource).
+ */
+export async function createServices(config: Config, logger: Logger, store: Store, options: ServiceOptions = {}): Promise<Services> {
   const settings = new SettingsStore(store.db);
-  const services = { config, logger, store, settings, epoch: new ChangeEpoch() } as Services;
-  services.mail = new MailService(config, logger);
-  services.auth = new AuthService(store.db, config, settings, services.mail, services.epoch);
-  services.access = new AccessService(new DeviceScopes(store.db, services.epoch));
-  services.audit = new AuditService(store.db);
-  services.upgrades = new UpgradeRouter(logger);
-  services.users = new UsersService(services);
-  services.roles = new RolesService(services);
-  services.devices = new DevicesService(services);
-  services.files = new FilesService(services);
-  services.enrol = new EnrolService(services);
-  services.inventory = new InventoryService(services);
-  services.agents = new AgentHub(services);
-  services.remote = new RemoteService(services);
-  await services.auth.init();
-  for (const s of [services.users, services.roles, services.devices, services.files, services.enrol, services.inventory, services.agents, services.remote]) {
+  const epoch = new ChangeEpoch();
+  const mail = new MailService(config, logger);
+  const auth = new AuthService(store.db, config, settings, mail, epoch);
+  const access = new AccessService(new DeviceScopes(store.db, epoch));
+  const audit = new AuditService(store.db);
+  const upgrades = new UpgradeRouter(logger);
+  const users = new UsersService(store, config, logger, auth, access);
+  const roles = new RolesService(store, access);
+  const devices = new DevicesService(store, config, access);
+  const files = new FilesService(config);
+
+  // The hub asks enrolment who a device is and hands inventory reports on, while both reach agents
+  // through the hub: the hub's side is bound late (these run only once agents connect).
+  const agents: AgentHub = new AgentHub({
+    config,
+    logger,
+    db: store.db,
+    upgrades,
+    standings: { standing: (deviceId) => enrol.standing(deviceId) },
+    inventory: { record: (deviceId, data) => inventory.record(deviceId, data) },
+  });
+  const locator: AgentLocator = options.locator?.(agents) ?? agents;
+  const enrol: EnrolService = new EnrolService(store.db, devices, locator);
+  const inventory: InventoryService = new InventoryService(store.db, access, devices, locator);
+  // The group tree's online status is the live connection state.
+  devices.setOnlineSource((deviceId) => locator.isConnected(deviceId));
+  const remote = new RemoteService({ config, logger, db: store.db, upgrades, auth, access, audit, locator });
+
+  const services: Services = {
+    config,
+    logger,
+    store,
+    settings,
+    epoch,
+    auth,
+    access,
+    audit,
+    mail,
+    users,
+    roles,
+    devices,
+    files,
+    enrol,
+    inventory,
+    agents,
+    locator,
+    remote,
+    upgrades,
+  };
+  await auth.init();
+  for (const s of [users, roles, devices, files, enrol, inventory, agents, remote]) {
     await s.init();
   }
   return services;

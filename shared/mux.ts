@@ -6,6 +6,7 @@
 import { EventEmitter } from 'node:events';
 import { Duplex } from 'node:stream';
 import type WebSocket from 'ws';
+import { AgentRefusal, isAgentRefusalCode, refusalCodeOf } from './codes.js';
 import { decodeData, encodeData, type ChannelControl, type ChannelKind, type ChannelParams, type ControlMessage } from './protocol.js';
 
 export const DEFAULT_WINDOW = 1024 * 1024;
@@ -94,7 +95,8 @@ export class Channel extends Duplex {
   override _destroy(error: Error | null, callback: (error?: Error | null) => void): void {
     if (!this.peerClosed) {
       this.peerClosed = true;
-      this.mux.send({ t: 'close', ch: this.id, ...(error ? { error: error.message } : {}) });
+      const code = refusalCodeOf(error);
+      this.mux.send({ t: 'close', ch: this.id, ...(error ? { error: error.message } : {}), ...(code ? { code } : {}) });
     }
     this.mux.forget(this.id);
     const p = this.pending;
@@ -295,7 +297,9 @@ export class Mux extends EventEmitter {
         if (pending) {
           clearTimeout(pending.timer);
           this.opening.delete(msg.ch);
-          pending.reject(new Error(msg.error ?? 'refused by the agent'));
+          const message = msg.error ?? 'refused by the agent';
+          // The refusal's code travels with it, so the broker branches on the code, not the sentence.
+          pending.reject(isAgentRefusalCode(msg.code) ? new AgentRefusal(msg.code, message) : new Error(message));
           return;
         }
         this.channels.get(msg.ch)?.onClose(msg.error);

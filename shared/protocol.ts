@@ -7,6 +7,8 @@
  * sender and never fills the broker's memory or stalls other channels.
  */
 
+import type { AgentRefusalCode } from './codes.js';
+
 export const AGENT_WS_PATH = '/api/v2/agent/ws';
 export const AGENT_ENROL_PATH = '/api/v2/agent/enrol';
 export const PROTOCOL_VERSION = 1;
@@ -59,7 +61,8 @@ export type ControlMessage =
   | { t: 'opened'; ch: number; info?: Record<string, unknown> }
   | { t: 'credit'; ch: number; n: number }
   | { t: 'eof'; ch: number }
-  | { t: 'close'; ch: number; error?: string }
+  /** `error` says why for people; `code` says why for code (an agent refusing to open a channel). */
+  | { t: 'close'; ch: number; error?: string; code?: AgentRefusalCode }
   /** channel-level control: console resize/exit, copy meta/result */
   | { t: 'ctl'; ch: number; msg: ChannelControl };
 

@@ -293,21 +293,33 @@ describe('evaluate: entities and inheritance', () => {
     expect(decide([{ permission: 'device:read', resources: ['node:d2'] }], 'device:read', inLab).allowed).toBe(false);
   });
 
-  it('explains a denial', () => {
-    expect(decide([], 'device:read', inLab)).toEqual({ allowed: false, reason: 'no role grants device:read' });
+  it('explains a denial, with a code for code and a sentence for people', () => {
+    expect(decide([], 'device:read', inLab)).toEqual({ allowed: false, code: 'no_permission', reason: 'no role grants device:read' });
     expect(decide([{ permission: 'device:read', resources: ['tag:nope'] }], 'device:read', inLab)).toEqual({
       allowed: false,
+      code: 'outside_resources',
       reason: 'device is outside every resource of device:read',
     });
     expect(decide([{ permission: CONNECT, resources: ['*/console'] }], CONNECT, inLab, { action: 'reload' })).toEqual({
       allowed: false,
+      code: 'action_not_granted',
       reason: `no grant of ${CONNECT} allows reload on this device`,
     });
+  });
+
+  it('tells an action not granted from an action granted with other options', () => {
+    const tunnel22 = [{ permission: CONNECT, resources: ['*/tunnel(port=22)', 'tag:nope'] }];
+    expect(decide(tunnel22, CONNECT, inLab, { action: 'tunnel', proto: 'tcp', port: 80, dst: 'localhost' }).code).toBe('option_not_granted');
+    expect(decide(tunnel22, CONNECT, inLab, { action: 'console' }).code).toBe('action_not_granted');
+    const copySrv = [{ permission: CONNECT, resources: ['*/copy(path=/srv)'] }];
+    expect(decide(copySrv, CONNECT, inLab, { action: 'copy', direction: 'upload', path: '/etc/passwd' }).code).toBe('option_not_granted');
+    expect(decide(copySrv, CONNECT, inLab, { action: 'copy', direction: 'upload', path: '/srv/x' }).code).toBe('allowed');
   });
 
   it('names the resource that granted access', () => {
     expect(decide([{ permission: 'device:read', resources: ['tag:nope', 'node:lab'] }], 'device:read', inLab)).toEqual({
       allowed: true,
+      code: 'allowed',
       reason: 'granted',
       matched: 'node:lab',
     });
@@ -507,14 +519,14 @@ describe('validatePolicies', () => {
 
   it('a resource on a permission that does not accept resources', () => {
     expect(validatePolicies([{ permission: 'users:read', resources: ['tag:prod'] }])).toEqual([
-      { policy: 0, permission: 'users:read', resource: 'tag:prod', message: 'users:read does not accept resources; only "*"' },
+      { policy: 0, permission: 'users:read', resource: 'tag:prod', code: 'resources_not_accepted', message: 'users:read does not accept resources; only "*"' },
     ]);
     expect(validatePolicies([{ permission: 'metrics:read', resources: ['node:g1'] }])[0].message).toMatch(/does not accept resources/);
   });
 
   it('an unknown permission', () => {
     expect(validatePolicies([{ permission: 'device:delete' }])).toEqual([
-      { policy: 0, permission: 'device:delete', message: 'unknown permission "device:delete"' },
+      { policy: 0, permission: 'device:delete', code: 'unknown_permission', message: 'unknown permission "device:delete"' },
     ]);
     expect(validatePolicies([{ permission: '__proto__' }])[0].message).toMatch(/unknown permission/);
     expect(validatePolicies([{ permission: 'users:read\u0000' }])[0].message).toBe('unknown permission "users:read\\u0000"');
@@ -523,7 +535,7 @@ describe('validatePolicies', () => {
   it('an action suffix on anything but remote-access:connect', () => {
     for (const permission of ['device:read', 'device:manage', 'remote-access:manage', 'reports:read', 'reports:markread']) {
       expect(validatePolicies([{ permission, resources: ['tag:x/console'] }]), permission).toEqual([
-        { policy: 0, permission, resource: 'tag:x/console', message: 'action suffixes are only for remote-access:connect' },
+        { policy: 0, permission, resource: 'tag:x/console', code: 'action_not_allowed', message: 'action suffixes are only for remote-access:connect' },
       ]);
     }
   });
@@ -531,8 +543,14 @@ describe('validatePolicies', () => {
   it('syntax errors name the resource', () => {
     const problems = validatePolicies([{ permission: CONNECT, resources: ['*/console(x=1)', '*/tunnel(host=a)', 'tag:ok'] }]);
     expect(problems).toEqual([
-      { policy: 0, permission: CONNECT, resource: '*/console(x=1)', message: 'resource "*/console(x=1)": action console takes no options' },
-      { policy: 0, permission: CONNECT, resource: '*/tunnel(host=a)', message: expect.stringContaining('unknown option "host"') },
+      {
+        policy: 0,
+        permission: CONNECT,
+        resource: '*/console(x=1)',
+        code: 'resource_syntax',
+        message: 'resource "*/console(x=1)": action console takes no options',
+      },
+      { policy: 0, permission: CONNECT, resource: '*/tunnel(host=a)', code: 'resource_syntax', message: expect.stringContaining('unknown option "host"') },
     ]);
   });
 
@@ -549,11 +567,15 @@ describe('validatePolicies', () => {
       [3, 'device:read'],
     ]);
     expect(problems[2].message).toMatch(/listed twice/);
+    expect(problems.map((p) => p.code)).toEqual(['unknown_permission', 'resources_not_accepted', 'duplicate_permission']);
   });
 
   it('caps the number of resources per permission', () => {
     const resources = Array.from({ length: MAX_RESOURCES_PER_POLICY + 1 }, (_, i) => `tag:t${i}`);
-    expect(validatePolicies([{ permission: 'device:read', resources }])[0].message).toMatch(/at most 100 resources/);
+    expect(validatePolicies([{ permission: 'device:read', resources }])[0]).toMatchObject({
+      code: 'too_many_resources',
+      message: expect.stringMatching(/at most 100 resources/),
+    });
     expect(validatePolicies([{ permission: 'device:read', resources: resources.slice(1) }])).toEqual([]);
   });
 });

@@ -9,6 +9,7 @@
  * One parser and one evaluator serve the broker (role validation, every authorization), the agent
  * (re-checking copy paths) and the web console (live validation in the policy editor).
  */
+import type { DecisionCode, PolicyProblemCode } from './codes.js';
 import { acceptsResources, isPermission } from './permissions.js';
 
 export const MAX_RESOURCE_LENGTH = 1024;
@@ -192,6 +193,7 @@ export interface PolicyProblem {
   policy: number;
   permission: string;
   resource?: string;
+  code: PolicyProblemCode;
   message: string;
 }
 
@@ -202,31 +204,32 @@ export function validatePolicies(policies: Policy[]): PolicyProblem[] {
   policies.forEach((policy, index) => {
     const permission = policy.permission;
     if (!isPermission(permission)) {
-      problems.push({ policy: index, permission, message: `unknown permission "${printable(String(permission))}"` });
+      problems.push({ policy: index, permission, code: 'unknown_permission', message: `unknown permission "${printable(String(permission))}"` });
       return;
     }
-    if (seen.has(permission)) problems.push({ policy: index, permission, message: `permission ${permission} is listed twice; merge its resources` });
+    if (seen.has(permission))
+      problems.push({ policy: index, permission, code: 'duplicate_permission', message: `permission ${permission} is listed twice; merge its resources` });
     seen.add(permission);
     const resources = policy.resources;
     if (resources === undefined) return;
     if (resources.length > MAX_RESOURCES_PER_POLICY) {
-      problems.push({ policy: index, permission, message: `at most ${MAX_RESOURCES_PER_POLICY} resources per permission` });
+      problems.push({ policy: index, permission, code: 'too_many_resources', message: `at most ${MAX_RESOURCES_PER_POLICY} resources per permission` });
       return;
     }
     const accepts = acceptsResources(permission);
     for (const resource of resources) {
       if (!accepts && resource !== '*') {
-        problems.push({ policy: index, permission, resource, message: `${permission} does not accept resources; only "*"` });
+        problems.push({ policy: index, permission, resource, code: 'resources_not_accepted', message: `${permission} does not accept resources; only "*"` });
         continue;
       }
       try {
         const parsed = parseResource(resource);
         if (parsed.action && permission !== 'remote-access:connect') {
-          problems.push({ policy: index, permission, resource, message: `action suffixes are only for remote-access:connect` });
+          problems.push({ policy: index, permission, resource, code: 'action_not_allowed', message: `action suffixes are only for remote-access:connect` });
         }
       } catch (err) {
         if (!(err instanceof ResourceSyntaxError)) throw err;
-        problems.push({ policy: index, permission, resource, message: err.message });
+        problems.push({ policy: index, permission, resource, code: 'resource_syntax', message: err.message });
       }
     }
   });
@@ -274,6 +277,9 @@ export type RemoteRequest =
 
 export interface Decision {
   allowed: boolean;
+  /** What code branches on. */
+  code: DecisionCode;
+  /** The same for people (and the audit log). */
   reason: string;
   /** The resource that granted access. */
   matched?: string;
@@ -332,19 +338,25 @@ export function describeRequest(request: RemoteRequest): string {
  */
 export function evaluate(policies: CompiledPolicy[], permission: string, device?: DeviceScope, request?: RemoteRequest): Decision {
   const relevant = policies.filter((p) => p.permission === permission);
-  if (relevant.length === 0) return { allowed: false, reason: `no role grants ${permission}` };
-  if (!device) return { allowed: true, reason: 'permission held', matched: relevant[0].resources[0]?.source };
+  if (relevant.length === 0) return { allowed: false, code: 'no_permission', reason: `no role grants ${permission}` };
+  if (!device) return { allowed: true, code: 'allowed', reason: 'permission held', matched: relevant[0].resources[0]?.source };
   let deviceMatched = false;
+  let actionMatched = false;
   for (const policy of relevant) {
     for (const resource of policy.resources) {
       if (!entityMatches(resource.entity, device)) continue;
       deviceMatched = true;
-      if (!resource.action || !request) return { allowed: true, reason: 'granted', matched: resource.source };
-      if (actionAllows(resource.action, request)) return { allowed: true, reason: 'granted', matched: resource.source };
+      if (!resource.action || !request) return { allowed: true, code: 'allowed', reason: 'granted', matched: resource.source };
+      if (actionAllows(resource.action, request)) return { allowed: true, code: 'allowed', reason: 'granted', matched: resource.source };
+      if (resource.action.name === request.action) actionMatched = true;
     }
   }
-  if (!deviceMatched) return { allowed: false, reason: `device is outside every resource of ${permission}` };
-  return { allowed: false, reason: `no grant of ${permission} allows ${request ? describeRequest(request) : 'this'} on this device` };
+  if (!deviceMatched) return { allowed: false, code: 'outside_resources', reason: `device is outside every resource of ${permission}` };
+  return {
+    allowed: false,
+    code: actionMatched ? 'option_not_granted' : 'action_not_granted',
+    reason: `no grant of ${permission} allows ${request ? describeRequest(request) : 'this'} on this device`,
+  };
 }
 
 export interface UncoveredGrant {

@@ -1,5 +1,6 @@
 import os from 'node:os';
 import { spawn, type IPty } from 'node-pty';
+import { AgentRefusal } from '../../shared/codes.js';
 import type { Channel } from '../../shared/mux.js';
 import type { ConsoleParams } from '../../shared/protocol.js';
 import type { SessionContext } from './index.js';
@@ -29,7 +30,7 @@ export function openConsole(channel: Channel, params: ConsoleParams, ctx: Sessio
       encoding: null, // Buffers: a multi-byte character split across reads stays intact for the client
     });
   } catch (err) {
-    throw new Error(`The shell ${shell} could not be started on the device: ${(err as Error).message}`);
+    throw new AgentRefusal('io_error', `The shell ${shell} could not be started on the device: ${(err as Error).message}`);
   }
   ctx.log('console opened', { ch: channel.id, pid: pty.pid, shell });
 

@@ -1,6 +1,7 @@
 import crypto from 'node:crypto';
 import fs from 'node:fs/promises';
 import path from 'node:path';
+import { AgentRefusal } from '../../shared/codes.js';
 import type { Channel } from '../../shared/mux.js';
 import type { CopyParams } from '../../shared/protocol.js';
 import type { SessionContext } from './index.js';
@@ -34,14 +35,15 @@ async function syncDirectory(dir: string): Promise<void> {
  * target, so a reader never sees a half-written file and a failed copy leaves nothing behind.
  */
 export async function openUpload(channel: Channel, params: CopyParams, ctx: SessionContext): Promise<Record<string, unknown>> {
-  if (params.size !== undefined && (!Number.isSafeInteger(params.size) || params.size < 0)) throw new Error('The announced size is not a valid byte count.');
+  if (params.size !== undefined && (!Number.isSafeInteger(params.size) || params.size < 0))
+    throw new AgentRefusal('invalid_request', 'The announced size is not a valid byte count.');
   const expectedSha = params.sha256?.toLowerCase();
-  if (expectedSha !== undefined && !SHA256_HEX.test(expectedSha)) throw new Error('The announced sha256 is not 64 hex digits.');
+  if (expectedSha !== undefined && !SHA256_HEX.test(expectedSha)) throw new AgentRefusal('invalid_request', 'The announced sha256 is not 64 hex digits.');
   const { target, dir, name } = await resolveCopyTarget(params.path, 'upload', params.allowed);
   let mode = 0o644;
   try {
     const existing = await fs.lstat(target);
-    if (existing.isDirectory()) throw new Error(`${params.path} is a directory on the device; name the file to write.`);
+    if (existing.isDirectory()) throw new AgentRefusal('not_a_file', `${params.path} is a directory on the device; name the file to write.`);
     if (existing.isFile()) mode = existing.mode & 0o7777; // replacing a file keeps its permissions
   } catch (err) {
     if ((err as NodeJS.ErrnoException).code !== 'ENOENT') throw err;
@@ -51,7 +53,7 @@ export async function openUpload(channel: Channel, params: CopyParams, ctx: Sess
   try {
     file = await fs.open(temp, 'wx', mode);
   } catch (err) {
-    throw new Error(`Cannot write in ${dir} on the device: ${reason(err)}`);
+    throw new AgentRefusal('io_error', `Cannot write in ${dir} on the device: ${reason(err)}`);
   }
   ctx.log('upload started', { ch: channel.id, target });
   void receive(channel, file, temp, target, dir, params.size, expectedSha, ctx);
@@ -118,11 +120,11 @@ export async function openDownload(channel: Channel, params: CopyParams, ctx: Se
     file = await fs.open(target, 'r');
     stat = await file.stat();
   } catch (err) {
-    throw new Error(`Cannot read ${params.path} on the device: ${reason(err)}`);
+    throw new AgentRefusal('io_error', `Cannot read ${params.path} on the device: ${reason(err)}`);
   }
   if (!stat.isFile()) {
     await file.close();
-    throw new Error(`${params.path} is not a regular file on the device.`);
+    throw new AgentRefusal('not_a_file', `${params.path} is not a regular file on the device.`);
   }
   ctx.log('download started', { ch: channel.id, target, size: stat.size });
   const start = () => void send(channel, file, target, ctx);

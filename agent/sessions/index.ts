@@ -1,3 +1,4 @@
+import { AgentRefusal } from '../../shared/codes.js';
 import type { Channel } from '../../shared/mux.js';
 import type { ConsoleParams, CopyParams, TunnelParams } from '../../shared/protocol.js';
 import { openConsole } from './console.js';
@@ -27,15 +28,15 @@ export async function handleChannel(channel: Channel, ctx: SessionContext): Prom
       const params = channel.params as TunnelParams;
       if (params.proto === 'udp') return openUdpTunnel(channel, params, ctx);
       if (params.proto === 'tcp') return openTcpTunnel(channel, params, ctx);
-      throw new Error(`Tunnel protocol ${String(params.proto)} is not supported (tcp or udp).`);
+      throw new AgentRefusal('unsupported', `Tunnel protocol ${String(params.proto)} is not supported (tcp or udp).`);
     }
     case 'copy': {
       const params = channel.params as CopyParams;
       if (params.direction === 'upload') return openUpload(channel, params, ctx);
       if (params.direction === 'download') return openDownload(channel, params, ctx);
-      throw new Error(`Copy direction ${String(params.direction)} is not upload or download.`);
+      throw new AgentRefusal('unsupported', `Copy direction ${String(params.direction)} is not upload or download.`);
     }
     default:
-      throw new Error(`${String(channel.kind)} sessions are not supported by this agent.`);
+      throw new AgentRefusal('unsupported', `${String(channel.kind)} sessions are not supported by this agent.`);
   }
 }

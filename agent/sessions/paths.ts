@@ -1,8 +1,9 @@
 import fs from 'node:fs/promises';
 import path from 'node:path';
+import { AgentRefusal } from '../../shared/codes.js';
 import { normalizeDevicePath, pathWithin } from '../../shared/resources.js';
 
-/** Refusals the broker reports to the user as 403 (its relay recognises the prefix). */
+/** How access refusals read; the broker recognises them by their code (shared/codes.ts), not by this. */
 export const NOT_ALLOWED_PREFIX = 'Not allowed on this device:';
 
 export interface CopyTarget {
@@ -19,8 +20,8 @@ async function realDirectory(dir: string, shown: string): Promise<string> {
     return real;
   } catch (err) {
     const code = (err as NodeJS.ErrnoException).code;
-    if (code === 'ENOENT' || code === 'ENOTDIR') throw new Error(`The directory ${shown} does not exist on the device.`);
-    throw new Error(`The directory ${shown} cannot be read on the device: ${code ?? (err as Error).message}.`);
+    if (code === 'ENOENT' || code === 'ENOTDIR') throw new AgentRefusal('not_found', `The directory ${shown} does not exist on the device.`);
+    throw new AgentRefusal('io_error', `The directory ${shown} cannot be read on the device: ${code ?? (err as Error).message}.`);
   }
 }
 
@@ -32,8 +33,8 @@ async function realDirectory(dir: string, shown: string): Promise<string> {
  */
 export async function resolveCopyTarget(requested: string, direction: 'upload' | 'download', allowed?: string[]): Promise<CopyTarget> {
   const normalized = normalizeDevicePath(requested);
-  if (normalized === null) throw new Error(`The path ${JSON.stringify(requested)} is not an absolute path.`);
-  if (normalized === '/') throw new Error('The path names the root directory, not a file.');
+  if (normalized === null) throw new AgentRefusal('invalid_request', `The path ${JSON.stringify(requested)} is not an absolute path.`);
+  if (normalized === '/') throw new AgentRefusal('not_a_file', 'The path names the root directory, not a file.');
   const name = path.posix.basename(normalized);
   const dir = await realDirectory(path.posix.dirname(normalized), path.posix.dirname(normalized));
   let target = path.posix.join(dir, name);
@@ -41,8 +42,11 @@ export async function resolveCopyTarget(requested: string, direction: 'upload' |
     try {
       target = await fs.realpath(target);
     } catch (err) {
-      if ((err as NodeJS.ErrnoException).code === 'ENOENT') throw new Error(`No file ${normalized} on the device.`);
-      throw new Error(`The file ${normalized} cannot be read on the device: ${(err as NodeJS.ErrnoException).code ?? (err as Error).message}.`);
+      if ((err as NodeJS.ErrnoException).code === 'ENOENT') throw new AgentRefusal('not_found', `No file ${normalized} on the device.`);
+      throw new AgentRefusal(
+        'io_error',
+        `The file ${normalized} cannot be read on the device: ${(err as NodeJS.ErrnoException).code ?? (err as Error).message}.`,
+      );
     }
   }
   if (allowed) {
@@ -57,7 +61,15 @@ export async function resolveCopyTarget(requested: string, direction: 'upload' |
       }
     }
     if (!roots.some((root) => pathWithin(root, target))) {
-      throw new Error(`${NOT_ALLOWED_PREFIX} ${normalized} resolves outside the directories your grant allows (${allowed.join(', ') || 'none'}).`);
+      // Within the grant as written but not once resolved: a symlink (of the path or of a root) leads elsewhere.
+      const asWritten = allowed.some((root) => {
+        const clean = normalizeDevicePath(root);
+        return clean !== null && pathWithin(clean, normalized);
+      });
+      throw new AgentRefusal(
+        asWritten ? 'symlink_escape' : 'path_outside_grant',
+        `${NOT_ALLOWED_PREFIX} ${normalized} resolves outside the directories your grant allows (${allowed.join(', ') || 'none'}).`,
+      );
     }
   }
   return { target, dir: path.posix.dirname(target), name: path.posix.basename(target) };

@@ -6,7 +6,9 @@ import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { AgentRefusal, refusalCodeOf } from '../../shared/codes.js';
 import type { Channel } from '../../shared/mux.js';
+import type { CopyParams } from '../../shared/protocol.js';
 import { muxPair } from '../../test/support/mux-pair.js';
 import { handleChannel } from './index.js';
 import { resolveCopyTarget } from './paths.js';
@@ -206,6 +208,18 @@ describe('copy sessions', () => {
     await expect(p.broker.open('copy', { direction: 'upload', path: dir })).rejects.toThrow(/is a directory/);
     await expect(p.broker.open('copy', { direction: 'upload', path: '/etc/x', allowed: [dir] })).rejects.toThrow(/^Not allowed on this device/);
   });
+
+  it('a refusal reaches the broker with its code (shared/codes.ts), not only its sentence', async () => {
+    const p = await pair();
+    cleanup = p.close;
+    const refused = (params: CopyParams) => p.broker.open('copy', params).catch((err: unknown) => err);
+    const outside = await refused({ direction: 'upload', path: '/etc/x', allowed: [dir] });
+    expect(outside).toBeInstanceOf(AgentRefusal);
+    expect(refusalCodeOf(outside)).toBe('path_outside_grant');
+    expect(refusalCodeOf(await refused({ direction: 'download', path: path.join(dir, 'missing') }))).toBe('not_found');
+    expect(refusalCodeOf(await refused({ direction: 'download', path: dir }))).toBe('not_a_file');
+    expect(refusalCodeOf(await refused({ direction: 'upload', path: 'relative' }))).toBe('invalid_request');
+  });
 });
 
 describe('copy path re-check on the device', () => {
@@ -231,6 +245,11 @@ describe('copy path re-check on the device', () => {
     await expect(resolveCopyTarget(`${root}-x/plain`, 'upload', [root])).rejects.toThrow(/does not exist/);
     await expect(resolveCopyTarget('relative/path', 'upload')).rejects.toThrow(/not an absolute path/);
     await expect(resolveCopyTarget(`${root}/plain`, 'download', [])).rejects.toThrow(/^Not allowed on this device/);
+    // Codes tell a symlink leading out of the grant from a path outside it as written.
+    await expect(resolveCopyTarget(`${root}/door/secret`, 'download', [root])).rejects.toMatchObject({ code: 'symlink_escape' });
+    await expect(resolveCopyTarget(`${root}/alias`, 'download', [root])).rejects.toMatchObject({ code: 'symlink_escape' });
+    await expect(resolveCopyTarget(`${root}/../outside/secret`, 'download', [root])).rejects.toMatchObject({ code: 'path_outside_grant' });
+    await expect(resolveCopyTarget(`${root}-x/plain`, 'upload', [root])).rejects.toMatchObject({ code: 'not_found' });
     // Without `allowed` (an unrestricted grant) symlinks are followed like any program would.
     expect((await resolveCopyTarget(`${root}/alias`, 'download')).target).toBe(path.join(outside, 'secret'));
   });

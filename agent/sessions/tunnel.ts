@@ -1,6 +1,7 @@
 import dgram from 'node:dgram';
 import dns from 'node:dns/promises';
 import net from 'node:net';
+import { AgentRefusal } from '../../shared/codes.js';
 import type { Channel } from '../../shared/mux.js';
 import type { TunnelParams } from '../../shared/protocol.js';
 import type { SessionContext } from './index.js';
@@ -10,8 +11,10 @@ const CONNECT_TIMEOUT_MS = 10_000;
 const UDP_BACKLOG_BYTES = 1024 * 1024;
 
 function validTarget(params: TunnelParams): void {
-  if (!Number.isInteger(params.port) || params.port < 1 || params.port > 65535) throw new Error(`Port ${String(params.port)} is not a valid port.`);
-  if (typeof params.dst !== 'string' || params.dst.length === 0 || params.dst.length > 253) throw new Error('The destination host is missing or too long.');
+  if (!Number.isInteger(params.port) || params.port < 1 || params.port > 65535)
+    throw new AgentRefusal('invalid_request', `Port ${String(params.port)} is not a valid port.`);
+  if (typeof params.dst !== 'string' || params.dst.length === 0 || params.dst.length > 253)
+    throw new AgentRefusal('invalid_request', 'The destination host is missing or too long.');
 }
 
 /** Host names in brackets are IPv6 literals; the socket wants them bare. */
@@ -43,7 +46,7 @@ export async function openTcpTunnel(channel: Channel, params: TunnelParams, ctx:
   } catch (err) {
     socket.destroy();
     const e = err as NodeJS.ErrnoException;
-    throw new Error(`Cannot connect to ${params.dst}:${params.port} from the device: ${e.code ?? e.message}.`);
+    throw new AgentRefusal('io_error', `Cannot connect to ${params.dst}:${params.port} from the device: ${e.code ?? e.message}.`);
   }
   ctx.log('tunnel opened', { ch: channel.id, dst: params.dst, port: params.port });
 
@@ -67,7 +70,7 @@ export async function openUdpTunnel(channel: Channel, params: TunnelParams, ctx:
   try {
     address = await dns.lookup(bareHost(params.dst));
   } catch (err) {
-    throw new Error(`Cannot resolve ${params.dst} on the device: ${(err as NodeJS.ErrnoException).code ?? (err as Error).message}.`);
+    throw new AgentRefusal('io_error', `Cannot resolve ${params.dst} on the device: ${(err as NodeJS.ErrnoException).code ?? (err as Error).message}.`);
   }
   const socket = dgram.createSocket(address.family === 6 ? 'udp6' : 'udp4');
   try {
@@ -80,7 +83,10 @@ export async function openUdpTunnel(channel: Channel, params: TunnelParams, ctx:
     });
   } catch (err) {
     socket.close();
-    throw new Error(`Cannot reach ${params.dst}:${params.port} (udp) from the device: ${(err as NodeJS.ErrnoException).code ?? (err as Error).message}.`);
+    throw new AgentRefusal(
+      'io_error',
+      `Cannot reach ${params.dst}:${params.port} (udp) from the device: ${(err as NodeJS.ErrnoException).code ?? (err as Error).message}.`,
+    );
   }
   ctx.log('udp tunnel opened', { ch: channel.id, dst: params.dst, port: params.port });
 

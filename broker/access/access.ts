@@ -1,7 +1,10 @@
 import { acceptsResources, type Permission } from '../../shared/permissions.js';
-import { evaluate, uncoveredGrants, type Decision, type DeviceScope, type Policy, type RemoteRequest } from '../../shared/resources.js';
+import { evaluate, uncoveredGrants, type Decision, type DeviceScope, type Policy, type RemoteActionName, type RemoteRequest } from '../../shared/resources.js';
 import { ApiError, forbidden, notFound } from '../http/errors.js';
 import type { Principal } from './principal.js';
+import { allowedCopyRoots, grantedRemoteActions } from './remote.js';
+
+const PRESET_READERS: Permission[] = ['remote-access:connect', 'device:read', 'remote-access:manage'];
 
 /** Finds where a device sits: its node ids up the tree and its inherited tags. */
 export interface DeviceScopeSource {
@@ -19,12 +22,12 @@ export interface AccessDecision extends Decision {
 export class AccessService {
   constructor(private readonly devices: DeviceScopeSource) {}
 
-  /** The decision, without throwing. Unknown devices are denied with reason "no such device". */
+  /** The decision, without throwing. Unknown devices are denied with code `no_such_device`. */
   async decide(principal: Principal, permission: Permission, deviceId?: string, request?: RemoteRequest): Promise<AccessDecision> {
-    if (!principal.has(permission)) return { allowed: false, reason: `no role grants ${permission}` };
+    if (!principal.has(permission)) return { allowed: false, code: 'no_permission', reason: `no role grants ${permission}` };
     if (deviceId === undefined || !acceptsResources(permission)) return evaluate(principal.policies, permission);
     const device = await this.devices.scopeOf(deviceId);
-    if (!device) return { allowed: false, reason: 'no such device' };
+    if (!device) return { allowed: false, code: 'no_such_device', reason: 'no such device' };
     return { ...evaluate(principal.policies, permission, device, request), device };
   }
 
@@ -32,8 +35,7 @@ export class AccessService {
   async require(principal: Principal, permission: Permission, deviceId?: string): Promise<void> {
     const decision = await this.decide(principal, permission, deviceId);
     if (decision.allowed) return;
-    if (decision.reason === 'no such device') throw notFound(`Device ${deviceId}`);
-    throw forbidden(`Not allowed: ${decision.reason}.`, { permission, ...(deviceId ? { device_id: deviceId } : {}) });
+    throw refusalOf(decision, permission, deviceId);
   }
 
   /** Granting (in a role, or by assigning roles): only what the granter holds. Throws 403 otherwise. */
@@ -75,4 +77,68 @@ export class AccessService {
   canSee(principal: Principal, permission: Permission, device: DeviceScope): boolean {
     return evaluate(principal.policies, permission, device).allowed;
   }
+
+  /**
+   * May the principal manage (create in, rename, move, delete, tag) the group with this scope?
+   * Tags do not grant group management: only `*` and node: resources at or above the group.
+   */
+  mayManageGroup(principal: Principal, group: DeviceScope): boolean {
+    return evaluate(principal.policies, 'device:manage', { ...group, tags: [] }).allowed;
+  }
+
+  /**
+   * May the principal add or remove this tag? Only when their device:manage covers a device
+   * carrying just this tag (a `tag:` resource naming it, or `*`): otherwise tagging would widen
+   * what other permissions, keyed on tags, reach.
+   */
+  mayManageTag(principal: Principal, tag: string): boolean {
+    return evaluate(principal.policies, 'device:manage', { deviceId: '', nodeIds: [], tags: [tag] }).allowed;
+  }
+
+  /**
+   * What the caller may try on a device, for showing buttons: each action granted by some
+   * remote-access:connect resource matching the device, whatever its options (none when the
+   * device is outside them). A session itself is still decided with its options when opened.
+   */
+  async remoteActions(principal: Principal, deviceId: string): Promise<Set<RemoteActionName>> {
+    const decision = await this.decide(principal, 'remote-access:connect', deviceId);
+    if (!decision.allowed || !decision.device) return new Set();
+    return grantedRemoteActions(principal.policies, decision.device);
+  }
+
+  /**
+   * The device whose port presets the caller may read: one they may connect to or read. Throws
+   * 404 for an unknown device (once a permission is held), 403 otherwise.
+   */
+  async requirePresetReader(principal: Principal, deviceId: string): Promise<DeviceScope | undefined> {
+    let decision = await this.decide(principal, 'remote-access:connect', deviceId);
+    if (!decision.allowed) decision = await this.decide(principal, 'device:read', deviceId);
+    if (!decision.allowed) throw refusalOf(decision, 'remote-access:connect', deviceId);
+    return decision.device;
+  }
+
+  /** Every port preset, for a listing without a device: to holders of a permission that uses them. */
+  mayListAllPresets(principal: Principal): boolean {
+    return PRESET_READERS.some((p) => principal.has(p));
+  }
+
+  /**
+   * The permission whose resources limit which devices' inventory a caller reaches. inventory:read
+   * does not accept resources, so alone it reaches every device (the map, the dashboard); a
+   * caller whose device:read is limited to some devices sees the inventory of those only.
+   */
+  inventoryScope(principal: Principal): 'device:read' | 'inventory:read' {
+    return principal.has('device:read') ? 'device:read' : 'inventory:read';
+  }
+
+  /** The directories an allowed copy may touch (undefined: no path limit), for the agent's own check. */
+  copyRoots(principal: Principal, device: DeviceScope, request: RemoteRequest): string[] | undefined {
+    return allowedCopyRoots(principal.policies, device, request);
+  }
+}
+
+/** The API error for a refused decision: 404 for an unknown device, else 403 with the reason. */
+export function refusalOf(decision: Decision, permission: Permission, deviceId?: string): ApiError {
+  if (decision.code === 'no_such_device') return notFound(`Device ${deviceId}`);
+  return forbidden(`Not allowed: ${decision.reason}.`, { permission, ...(deviceId ? { device_id: deviceId } : {}) });
 }

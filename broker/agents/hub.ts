@@ -7,8 +7,11 @@ import WebSocket, { WebSocketServer, type RawData } from 'ws';
 import { deviceIdOf, parseDevicePublicKey, verifyChallenge } from '../../shared/device-key.js';
 import { Mux, type Channel } from '../../shared/mux.js';
 import { AGENT_WS_PATH, AgentClose, PROTOCOL_VERSION, type ChannelKind, type ChannelParams, type ControlMessage } from '../../shared/protocol.js';
+import type { Config } from '../config.js';
+import type { Db } from '../db/database.js';
 import { DEVICE_ID_PATTERN } from '../devices/scope.js';
-import type { Services } from '../services.js';
+import type { AgentStanding } from '../enrol/service.js';
+import type { UpgradeRouter } from '../http/upgrade.js';
 import type { AgentLocator } from './locator.js';
 
 /** An agent must answer the challenge within this time. */
@@ -58,6 +61,19 @@ export class AgentNotConnectedError extends Error {
   }
 }
 
+/** What the hub uses. Enrolment and inventory also reach agents through the hub: the composition root binds them late. */
+export interface AgentHubDeps {
+  config: Pick<Config, 'trustProxy' | 'agentHeartbeatMs'>;
+  logger: Logger;
+  /** last contact of devices */
+  db: Db;
+  upgrades: Pick<UpgradeRouter, 'register'>;
+  /** Who a device is (unknown, revoked, pending, approved): asked at every handshake. */
+  standings: { standing(deviceId: string): Promise<AgentStanding> };
+  /** Where the agents' inventory reports go. */
+  inventory: { record(deviceId: string, data: Record<string, unknown>): Promise<void> };
+}
+
 function isObject(value: unknown): value is Record<string, unknown> {
   return typeof value === 'object' && value !== null && !Array.isArray(value);
 }
@@ -65,7 +81,7 @@ function isObject(value: unknown): value is Record<string, unknown> {
 /**
  * The agents connected to this broker, one connection per device. It accepts the agent
  * WebSocket (challenge, signature check against the enrolled key, welcome), keeps it alive with
- * pings, records last contact, stores inventory reports, and is the AgentLocator that remote
+ * pings, records last contact, hands inventory reports on, and is the AgentLocator that remote
  * access opens channels through. Emits `connected` and `disconnected` with the device id.
  */
 export class AgentHub extends EventEmitter<AgentHubEvents> implements AgentLocator {
@@ -76,15 +92,13 @@ export class AgentHub extends EventEmitter<AgentHubEvents> implements AgentLocat
   private readonly log: Logger;
   private closing = false;
 
-  constructor(private readonly s: Services) {
+  constructor(private readonly deps: AgentHubDeps) {
     super();
-    this.log = s.logger.child({ module: 'agents' });
+    this.log = deps.logger.child({ module: 'agents' });
   }
 
   async init(): Promise<void> {
-    this.s.upgrades.register(AGENT_WS_PATH, (req, socket, head) => this.upgrade(req, socket, head));
-    // The group tree's online status is the live connection state.
-    this.s.devices.setOnlineSource((deviceId) => this.isConnected(deviceId));
+    this.deps.upgrades.register(AGENT_WS_PATH, (req, socket, head) => this.upgrade(req, socket, head));
   }
 
   async close(): Promise<void> {
@@ -96,7 +110,7 @@ export class AgentHub extends EventEmitter<AgentHubEvents> implements AgentLocat
     for (const conn of connected) conn.mux.close(AgentClose.shutdown, 'broker shutting down');
     if (connected.length > 0) {
       try {
-        await this.s.store.db
+        await this.deps.db
           .updateTable('devices')
           .set({ last_seen: new Date().toISOString() })
           .where(
@@ -187,7 +201,7 @@ export class AgentHub extends EventEmitter<AgentHubEvents> implements AgentLocat
 
   /** `GET /device/{id}/status`. The route has checked device:read on the device. */
   async status(deviceId: string): Promise<DeviceStatus> {
-    const row = await this.s.store.db.selectFrom('devices').select(['last_seen']).where('device_id', '=', deviceId).executeTakeFirst();
+    const row = await this.deps.db.selectFrom('devices').select(['last_seen']).where('device_id', '=', deviceId).executeTakeFirst();
     const conn = this.agents.get(deviceId);
     return {
       uuid: deviceId,
@@ -202,7 +216,7 @@ export class AgentHub extends EventEmitter<AgentHubEvents> implements AgentLocat
 
   private clientIp(req: IncomingMessage): string {
     const forwarded = req.headers['x-forwarded-for'];
-    if (this.s.config.trustProxy && typeof forwarded === 'string' && forwarded.trim()) return forwarded.split(',')[0].trim();
+    if (this.deps.config.trustProxy && typeof forwarded === 'string' && forwarded.trim()) return forwarded.split(',')[0].trim();
     return (req.socket.remoteAddress ?? '').replace(/^::ffff:/, '');
   }
 
@@ -252,7 +266,7 @@ export class AgentHub extends EventEmitter<AgentHubEvents> implements AgentLocat
     const version = typeof msg.version === 'string' ? msg.version.slice(0, 64) : '';
     const protocol = typeof msg.protocol === 'number' && Number.isInteger(msg.protocol) ? msg.protocol : 0;
     const started = Date.now();
-    const standing = await this.s.enrol.standing(deviceId);
+    const standing = await this.deps.standings.standing(deviceId);
     if (ws.readyState !== WebSocket.OPEN || this.closing) return;
     if (standing.kind === 'unknown') return refuse(AgentClose.unauthorized, 'unknown device: enrol first', { deviceId });
     if (standing.kind === 'revoked') return refuse(AgentClose.removed, `device ${standing.reason}: this key may not come back`, { deviceId });
@@ -271,7 +285,7 @@ export class AgentHub extends EventEmitter<AgentHubEvents> implements AgentLocat
 
   private register(ws: WebSocket, deviceId: string, ip: string, version: string, protocol: number): void {
     this.handshakes.delete(ws);
-    const heartbeatMs = this.s.config.agentHeartbeatMs;
+    const heartbeatMs = this.deps.config.agentHeartbeatMs;
     const now = Date.now();
     const mux = new Mux(ws);
     const conn: AgentConnection = {
@@ -325,7 +339,7 @@ export class AgentHub extends EventEmitter<AgentHubEvents> implements AgentLocat
     switch (msg.t) {
       case 'inventory':
         if (!isObject(msg.data)) return;
-        this.s.inventory.record(conn.deviceId, msg.data).catch((err) => this.log.error({ err, deviceId: conn.deviceId }, 'inventory not stored'));
+        this.deps.inventory.record(conn.deviceId, msg.data).catch((err) => this.log.error({ err, deviceId: conn.deviceId }, 'inventory not stored'));
         return;
       case 'reload_ack': {
         const waiter = typeof msg.id === 'string' ? conn.reloads.get(msg.id) : undefined;
@@ -357,7 +371,7 @@ export class AgentHub extends EventEmitter<AgentHubEvents> implements AgentLocat
 
   private async touch(deviceId: string, patch: { last_seen?: string; last_ip?: string; agent_version?: string | null }): Promise<void> {
     try {
-      await this.s.store.db.updateTable('devices').set(patch).where('device_id', '=', deviceId).execute();
+      await this.deps.db.updateTable('devices').set(patch).where('device_id', '=', deviceId).execute();
     } catch (err) {
       this.log.warn({ err, deviceId }, 'device contact not recorded');
     }

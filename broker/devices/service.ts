@@ -2,10 +2,11 @@ import crypto from 'node:crypto';
 import type { AttributesRecord, DeviceAttributes, GroupTree, GroupTreeNode } from '../../shared/api-types.js';
 import type { Permission } from '../../shared/permissions.js';
 import type { DeviceScope } from '../../shared/resources.js';
+import type { AccessService } from '../access/access.js';
 import type { Principal } from '../access/principal.js';
-import type { Db } from '../db/database.js';
+import type { Config } from '../config.js';
+import type { Db, Store } from '../db/database.js';
 import { ApiError, badRequest, conflict, forbidden, notFound } from '../http/errors.js';
-import type { Services } from '../services.js';
 import { applyPatch, AttributeLimitError, readAttributes, storedForm, type AttributesPatch } from './attributes.js';
 import { DEVICE_ID_PATTERN, MAX_TREE_DEPTH, ROOT_NODE, scopeOfChain, SYSTEM_NODES, UNASSIGNED_NODE, type ChainRow } from './scope.js';
 import { DevicesStore } from './store.js';
@@ -75,8 +76,12 @@ export class DevicesService {
   private readonly store: DevicesStore;
   private onlineSource?: OnlineSource;
 
-  constructor(private readonly s: Services) {
-    this.store = new DevicesStore(s.store.db, s.store.dialect);
+  constructor(
+    database: Pick<Store, 'db' | 'dialect'>,
+    private readonly config: Pick<Config, 'maxCustomAttributes'>,
+    private readonly access: Pick<AccessService, 'canSee' | 'mayManageGroup' | 'mayManageTag'>,
+  ) {
+    this.store = new DevicesStore(database.db, database.dialect);
   }
 
   async init(): Promise<void> {}
@@ -169,12 +174,12 @@ export class DevicesService {
   async getAttributes(deviceId: string): Promise<AttributesRecord> {
     const row = await this.store.device(this.store.db, deviceId);
     if (!row) throw notFound(`Device ${deviceId}`);
-    return { ...readAttributes(row.attributes), custom_max: this.s.config.maxCustomAttributes };
+    return { ...readAttributes(row.attributes), custom_max: this.config.maxCustomAttributes };
   }
 
   /** Changes only the given fields, all or nothing; `""` clears a field or removes a custom key. */
   async patchAttributes(deviceId: string, patch: AttributesPatch): Promise<AttributesRecord> {
-    const max = this.s.config.maxCustomAttributes;
+    const max = this.config.maxCustomAttributes;
     const next = await this.store.transaction(async (trx) => {
       const row = await this.store.device(trx, deviceId, { lock: true });
       if (!row) throw notFound(`Device ${deviceId}`);
@@ -198,13 +203,13 @@ export class DevicesService {
 
   private async snapshot(principal: Principal, permission: Permission, db: Db = this.store.db): Promise<TreeSnapshot> {
     const rows = await this.store.allNodes(db);
-    return TreeSnapshot.build(rows, (scope) => this.s.access.canSee(principal, permission, scope));
+    return TreeSnapshot.build(rows, (scope) => this.access.canSee(principal, permission, scope));
   }
 
   /** A snapshot ready to render: the shown devices' attributes and last contact read in. */
   private async renderable(principal: Principal): Promise<TreeSnapshot> {
     const rows = await this.store.allNodes();
-    const snap = TreeSnapshot.build(rows, (scope) => this.s.access.canSee(principal, 'device:read', scope));
+    const snap = TreeSnapshot.build(rows, (scope) => this.access.canSee(principal, 'device:read', scope));
     await this.store.fillDeviceDetails(snap.shownDeviceRows(), rows.length);
     return snap;
   }
@@ -239,7 +244,7 @@ export class DevicesService {
   }
 
   private async groupVisible(principal: Principal, chain: ChainRow[]): Promise<boolean> {
-    if (this.s.access.canSee(principal, 'device:read', scopeOfChain(chain))) return true;
+    if (this.access.canSee(principal, 'device:read', scopeOfChain(chain))) return true;
     // Shown anyway when it leads to something visible.
     return (await this.snapshot(principal, 'device:read')).isShown(chain[0].node_id);
   }
@@ -317,21 +322,19 @@ export class DevicesService {
   }
 
   private canManageGroup(principal: Principal, chain: ChainRow[]): boolean {
-    // Tags do not grant group management: only `*` and node: resources at or above the group.
-    return this.s.access.canSee(principal, 'device:manage', scopeOfChain(chain, { withTags: false }));
+    return this.access.mayManageGroup(principal, scopeOfChain(chain));
   }
 
   private canManageDevice(principal: Principal, chain: ChainRow[]): boolean {
-    return this.s.access.canSee(principal, 'device:manage', scopeOfChain(chain));
+    return this.access.canSee(principal, 'device:manage', scopeOfChain(chain));
   }
 
   private canManageNode(principal: Principal, chain: ChainRow[]): boolean {
     return chain[0].type === 'device' ? this.canManageDevice(principal, chain) : this.canManageGroup(principal, chain);
   }
 
-  /** Would the principal's device:manage cover a device carrying only this tag? */
   private canManageTag(principal: Principal, tag: string): boolean {
-    return this.s.access.canSee(principal, 'device:manage', { deviceId: '', nodeIds: [], tags: [tag] });
+    return this.access.mayManageTag(principal, tag);
   }
 
   /** Applies tree changes in order, in one transaction: all of them or none. */

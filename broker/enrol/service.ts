@@ -1,11 +1,12 @@
 import crypto from 'node:crypto';
 import { deviceIdOf, keyFingerprint, parseDevicePublicKey, publicKeyPem } from '../../shared/device-key.js';
+import type { AgentLocator } from '../agents/locator.js';
 import { RateLimiter } from '../auth/ratelimit.js';
 import type { Db } from '../db/database.js';
 import type { BootstrapKeysTable, DevicesTable } from '../db/schema.js';
 import { UNASSIGNED_NODE } from '../devices/scope.js';
+import type { DevicesService } from '../devices/service.js';
 import { ApiError, badRequest, conflict, notFound } from '../http/errors.js';
-import type { Services } from '../services.js';
 import { EnrolStore } from './store.js';
 
 /** Failed enrolments (unknown bootstrap key) allowed per address and window; successes do not count. */
@@ -60,8 +61,14 @@ export class EnrolService {
   private readonly store: EnrolStore;
   private readonly limiter = new RateLimiter(ENROL_FAILURES_PER_WINDOW, ENROL_WINDOW_MS);
 
-  constructor(private readonly s: Services) {
-    this.store = new EnrolStore(s.store.db);
+  constructor(
+    db: Db,
+    /** places approved devices in the tree and removes them */
+    private readonly devices: Pick<DevicesService, 'placeDevice' | 'removeDevice'>,
+    /** cuts off the agent of a rejected or removed device */
+    private readonly agents: Pick<AgentLocator, 'disconnect'>,
+  ) {
+    this.store = new EnrolStore(db);
   }
 
   async init(): Promise<void> {}
@@ -245,7 +252,7 @@ export class EnrolService {
       if (!(await this.store.markApproved(trx, nodeId, at))) {
         throw conflict('not_pending', `Device ${nodeId} is no longer pending (approved or rejected meanwhile).`, { node_id: nodeId });
       }
-      return this.s.devices.placeDevice(nodeId, wanted, device.hostname || nodeId.slice(0, 12), trx);
+      return this.devices.placeDevice(nodeId, wanted, device.hostname || nodeId.slice(0, 12), trx);
     });
     return { node_id: nodeId, hostname: device.hostname, state: 'approved', group_id: groupId, approved_at: at };
   }
@@ -259,7 +266,7 @@ export class EnrolService {
       }
       await this.store.revoke(trx, { device_id: nodeId, reason: 'rejected', hostname: device.hostname, revoked_at: new Date().toISOString() });
     });
-    this.s.agents.disconnect(nodeId, 'device rejected');
+    this.agents.disconnect(nodeId, 'device rejected');
   }
 
   /** Removes an approved device: node, record and inventory go, its key is revoked, its agent is cut off. */
@@ -270,9 +277,9 @@ export class EnrolService {
       throw conflict('not_approved', `Device ${nodeId} is pending; reject it with DELETE /pendinghost/{node_id}.`, { node_id: nodeId });
     }
     await this.store.transaction(async (trx: Db) => {
-      await this.s.devices.removeDevice(nodeId, trx);
+      await this.devices.removeDevice(nodeId, trx);
       await this.store.revoke(trx, { device_id: nodeId, reason: 'removed', hostname: device.hostname, revoked_at: new Date().toISOString() });
     });
-    this.s.agents.disconnect(nodeId, 'device removed');
+    this.agents.disconnect(nodeId, 'device removed');
   }
 }

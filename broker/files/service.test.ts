@@ -2,7 +2,6 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
-import type { Services } from '../services.js';
 import { STAGING_DIR } from './paths.js';
 import { FilesService } from './service.js';
 
@@ -18,7 +17,7 @@ function dataDir(): string {
 }
 
 function service(dir: string, quota = 1024 * 1024): FilesService {
-  return new FilesService({ config: { dataDir: dir, fileQuotaBytes: quota, fileMaxBytes: quota } } as unknown as Services);
+  return new FilesService({ dataDir: dir, fileQuotaBytes: quota });
 }
 
 describe('FilesService start', () => {

@@ -3,8 +3,8 @@ import fs from 'node:fs';
 import fsp from 'node:fs/promises';
 import path from 'node:path';
 import type { Readable } from 'node:stream';
+import type { Config } from '../config.js';
 import { ApiError, badRequest, conflict, notFound } from '../http/errors.js';
-import type { Services } from '../services.js';
 import { formatPath, MAX_PATH_BYTES, parseName, parseStorePath, STAGING_DIR } from './paths.js';
 
 /** One entry of the store as the API shows it (qbee-compatible fields alongside ours). */
@@ -180,10 +180,10 @@ export class FilesService {
   /** sha256 by `dev:ino:size:mtimeMs`: survives renames and moves, misses after any rewrite. */
   private readonly digests = new Map<string, string>();
 
-  constructor(private readonly s: Services) {}
+  constructor(private readonly config: Pick<Config, 'dataDir' | 'fileQuotaBytes'>) {}
 
   async init(): Promise<void> {
-    const dir = path.join(this.s.config.dataDir, 'files');
+    const dir = path.join(this.config.dataDir, 'files');
     await fsp.mkdir(dir, { recursive: true });
     this.root = await fsp.realpath(dir);
     this.staging = path.join(this.root, STAGING_DIR);
@@ -200,7 +200,7 @@ export class FilesService {
 
   /** Counts, used bytes and the quota. */
   stats(): FileStats {
-    const quota = this.s.config.fileQuotaBytes;
+    const quota = this.config.fileQuotaBytes;
     return {
       files: this.usage.files,
       dirs: this.usage.dirs,
@@ -421,7 +421,7 @@ export class FilesService {
 
   /** `growth` bytes more would still fit, besides `pending` bytes being staged. */
   private checkQuota(growth: number, pending: number): void {
-    const quota = this.s.config.fileQuotaBytes;
+    const quota = this.config.fileQuotaBytes;
     if (growth > 0 && this.usage.bytes + pending + growth > quota) throw quotaExceeded(quota, this.usage.bytes + pending, growth);
   }
 

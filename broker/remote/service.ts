@@ -1,12 +1,19 @@
 import type { RemoteCapabilities } from '../../shared/api-types.js';
-import type { Permission } from '../../shared/permissions.js';
-import { entityMatches, parseResource, REMOTE_ACTIONS, type RemoteActionName } from '../../shared/resources.js';
+import { parseResource } from '../../shared/resources.js';
+import { refusalOf, type AccessService } from '../access/access.js';
 import type { Principal } from '../access/principal.js';
-import { ApiError, badRequest, forbidden, notFound } from '../http/errors.js';
-import type { Services } from '../services.js';
+import { presetApplies } from '../access/remote.js';
+import type { Db } from '../db/database.js';
+import { ApiError, badRequest, notFound } from '../http/errors.js';
 import { PortmapStore, type Portmap, type PortmapInput } from './portmaps.js';
-import { RemoteSessions, type RemoteSource } from './sessions.js';
+import { RemoteSessions, type RemoteSessionsDeps, type RemoteSource } from './sessions.js';
 import { TicketStore } from './tickets.js';
+
+/** What remote access uses: the sessions' collaborators, the access decisions it asks for, and its store. */
+export interface RemoteServiceDeps extends RemoteSessionsDeps {
+  db: Db;
+  access: Pick<AccessService, 'decide' | 'copyRoots' | 'remoteActions' | 'requirePresetReader' | 'mayListAllPresets'>;
+}
 
 /**
  * Remote access: the WebSocket sessions (console, tunnel, copy — see sessions.ts), tickets for
@@ -18,9 +25,9 @@ export class RemoteService {
   readonly sessions: RemoteSessions;
   private readonly portmaps: PortmapStore;
 
-  constructor(private readonly s: Services) {
-    this.sessions = new RemoteSessions(s, (ticket) => this.tickets.redeem(ticket));
-    this.portmaps = new PortmapStore(s.store.db);
+  constructor(private readonly deps: RemoteServiceDeps) {
+    this.sessions = new RemoteSessions(deps, (ticket) => this.tickets.redeem(ticket));
+    this.portmaps = new PortmapStore(deps.db);
   }
 
   async init(): Promise<void> {
@@ -44,33 +51,22 @@ export class RemoteService {
   async capabilities(principal: Principal, deviceId: string): Promise<RemoteCapabilities> {
     const answer: RemoteCapabilities = {
       device_id: deviceId,
-      connected: this.s.agents.isConnected(deviceId),
+      connected: this.deps.locator.isConnected(deviceId),
       console: false,
       tunnel: false,
       copy: false,
       reload: false,
     };
-    const decision = await this.s.access.decide(principal, 'remote-access:connect', deviceId);
-    if (!decision.allowed || !decision.device) return answer;
-    const granted = new Set<RemoteActionName>();
-    for (const policy of principal.policies) {
-      if (policy.permission !== 'remote-access:connect') continue;
-      for (const resource of policy.resources) {
-        if (!entityMatches(resource.entity, decision.device)) continue;
-        if (!resource.action) REMOTE_ACTIONS.forEach((a) => granted.add(a));
-        else granted.add(resource.action.name);
-      }
-    }
-    for (const action of granted) answer[action] = true;
+    for (const action of await this.deps.access.remoteActions(principal, deviceId)) answer[action] = true;
     return answer;
   }
 
   /** Restarts the agent's work loop: decided as the `reload` action, audited, then asked of the agent. */
   async reload(principal: Principal, deviceId: string, ip: string, source: RemoteSource): Promise<{ ok: true; device_id: string }> {
-    const decision = await this.s.access.decide(principal, 'remote-access:connect', deviceId, { action: 'reload' });
+    const decision = await this.deps.access.decide(principal, 'remote-access:connect', deviceId, { action: 'reload' });
     let auditId: number;
     try {
-      auditId = await this.s.audit.recordRemoteStart({
+      auditId = await this.deps.audit.recordRemoteStart({
         event: 'remote.reload',
         user: principal.user,
         deviceId,
@@ -86,20 +82,19 @@ export class RemoteService {
       throw new ApiError(500, 'audit_failed', 'The attempt could not be written to the audit log, so it was refused. Try again shortly.');
     }
     if (!decision.allowed) {
-      if (decision.reason === 'no such device') throw notFound(`Device ${deviceId}`);
-      throw forbidden(`Not allowed: ${decision.reason}.`, { permission: 'remote-access:connect', device_id: deviceId });
+      throw refusalOf(decision, 'remote-access:connect', deviceId);
     }
     const started = Date.now();
     const end = (reason: string) =>
-      this.s.audit.recordRemoteEnd(auditId, { durationMs: Date.now() - started, bytesIn: 0, bytesOut: 0, reason }).catch(() => {});
-    if (!this.s.agents.isConnected(deviceId)) {
+      this.deps.audit.recordRemoteEnd(auditId, { durationMs: Date.now() - started, bytesIn: 0, bytesOut: 0, reason }).catch(() => {});
+    if (!this.deps.locator.isConnected(deviceId)) {
       await end('device not connected');
       throw new ApiError(404, 'device_not_connected', `Device ${deviceId} is not connected to the broker; try again when it is online.`, {
         device_id: deviceId,
       });
     }
     try {
-      await this.s.agents.reload(deviceId);
+      await this.deps.locator.reload(deviceId);
     } catch (err) {
       await end(`reload failed: ${(err as Error).message}`);
       throw new ApiError(502, 'reload_failed', (err as Error).message, { device_id: deviceId });
@@ -120,18 +115,11 @@ export class RemoteService {
   ): Promise<{ items: Portmap[]; total: number }> {
     let all = await this.portmaps.all();
     if (query.device_id) {
-      let decision = await this.s.access.decide(principal, 'remote-access:connect', query.device_id);
-      if (!decision.allowed) decision = await this.s.access.decide(principal, 'device:read', query.device_id);
-      if (!decision.allowed) {
-        if (decision.reason === 'no such device') throw notFound(`Device ${query.device_id}`);
-        throw forbidden(`Not allowed: ${decision.reason}.`, { permission: 'remote-access:connect', device_id: query.device_id });
-      }
-      const device = decision.device;
-      all = device ? all.filter((p) => entityMatches(parseResource(p.target).entity, device)) : [];
+      const device = await this.deps.access.requirePresetReader(principal, query.device_id);
+      all = device ? all.filter((p) => presetApplies(p.target, device)) : [];
     } else {
       // Like other listings, what the caller may not see is left out rather than refused.
-      const readers: Permission[] = ['remote-access:connect', 'device:read', 'remote-access:manage'];
-      if (!readers.some((p) => principal.has(p))) all = [];
+      if (!this.deps.access.mayListAllPresets(principal)) all = [];
     }
     return { items: all.slice(query.offset, query.offset + query.items_per_page), total: all.length };
   }

@@ -6,12 +6,17 @@ import WebSocket, { WebSocketServer } from 'ws';
 import type { ZodType } from 'zod';
 import type { Channel } from '../../shared/mux.js';
 import type { ChannelKind, ChannelParams } from '../../shared/protocol.js';
-import { evaluate, normalizeDevicePath, type DeviceScope, type RemoteRequest } from '../../shared/resources.js';
+import { isAccessRefusal, refusalCodeOf } from '../../shared/codes.js';
+import { normalizeDevicePath, type RemoteRequest } from '../../shared/resources.js';
+import type { AccessService } from '../access/access.js';
 import type { Principal } from '../access/principal.js';
 import type { AgentLocator } from '../agents/locator.js';
+import type { AuditService } from '../audit/service.js';
+import type { AuthService } from '../auth/service.js';
+import type { Config } from '../config.js';
 import { ApiError } from '../http/errors.js';
 import { API_PREFIX } from '../http/router.js';
-import type { Services } from '../services.js';
+import type { UpgradeRouter } from '../http/upgrade.js';
 import { errorFrame, refuse, Relay, SessionClose, type ErrorFrame, type RelayOptions } from './relay.js';
 import { consoleQuery, copyQuery, tunnelQuery, type ConsoleQuery, type CopyQuery, type TunnelQuery } from './schemas.js';
 
@@ -25,10 +30,19 @@ export const REMOTE_WS_PATHS: Record<ChannelKind, string> = {
 export const RECHECK_INTERVAL_MS = 2000;
 /** Largest frame a client may send (clients chunk their uploads well below this). */
 const MAX_CLIENT_FRAME = 4 * 1024 * 1024;
-/** Agent refusals with this prefix are access refusals (agent/sessions/paths.ts). */
-const AGENT_NOT_ALLOWED = /^Not allowed\b/;
 
 export type RemoteSource = 'api' | 'web' | 'cli' | 'ssh';
+
+/** What remote sessions use: agents are reached only through the AgentLocator. */
+export interface RemoteSessionsDeps {
+  config: Pick<Config, 'trustProxy'>;
+  logger: Logger;
+  upgrades: Pick<UpgradeRouter, 'register'>;
+  auth: Pick<AuthService, 'authenticate'>;
+  access: Pick<AccessService, 'decide' | 'copyRoots'>;
+  audit: Pick<AuditService, 'recordRemoteStart' | 'recordRemoteEnd'>;
+  locator: AgentLocator;
+}
 
 /** Who is asking: the principal as of now, and the token to re-check them with later. */
 export interface Caller {
@@ -97,19 +111,19 @@ export class RemoteSessions {
   private closing = false;
 
   constructor(
-    private readonly s: Services,
+    private readonly deps: RemoteSessionsDeps,
     private readonly redeemTicket: (ticket: string) => string | undefined,
   ) {
-    this.log = s.logger.child({ module: 'remote' });
+    this.log = deps.logger.child({ module: 'remote' });
   }
 
   private get locator(): AgentLocator {
-    return this.s.agents;
+    return this.deps.locator;
   }
 
   init(): void {
     for (const kind of Object.keys(REMOTE_WS_PATHS) as ChannelKind[]) {
-      this.s.upgrades.register(REMOTE_WS_PATHS[kind], (req, socket, head, url) => this.upgrade(kind, req, socket, head, url));
+      this.deps.upgrades.register(REMOTE_WS_PATHS[kind], (req, socket, head, url) => this.upgrade(kind, req, socket, head, url));
     }
     this.recheckTimer = setInterval(() => void this.recheck(), RECHECK_INTERVAL_MS);
     this.recheckTimer.unref();
@@ -134,7 +148,7 @@ export class RemoteSessions {
 
   clientIp(req: IncomingMessage): string {
     const forwarded = req.headers['x-forwarded-for'];
-    if (this.s.config.trustProxy && typeof forwarded === 'string' && forwarded.trim()) return forwarded.split(',')[0].trim();
+    if (this.deps.config.trustProxy && typeof forwarded === 'string' && forwarded.trim()) return forwarded.split(',')[0].trim();
     return (req.socket.remoteAddress ?? '').replace(/^::ffff:/, '');
   }
 
@@ -146,13 +160,13 @@ export class RemoteSessions {
       const token = this.redeemTicket(ticket);
       if (!token) throw new ApiError(401, 'invalid_ticket', 'The ticket is unknown, used or expired; get a new one with POST /api/v2/remote/ticket.');
       // The ticket was issued with a valid token a minute ago at most: its sign-in session is what counts.
-      return { principal: await this.s.auth.authenticate(token, { allowExpired: true }), token, source: 'web', ip };
+      return { principal: await this.deps.auth.authenticate(token, { allowExpired: true }), token, source: 'web', ip };
     }
     const bearer = bearerOf(req);
     if (!bearer) throw new ApiError(401, 'unauthorized', 'Sign in first: send Authorization: Bearer <token>, or ?ticket= from POST /api/v2/remote/ticket.');
     const asked = url.searchParams.get('source');
     const source: RemoteSource = asked === 'cli' || asked === 'web' ? asked : 'api';
-    return { principal: await this.s.auth.authenticate(bearer), token: bearer, source, ip };
+    return { principal: await this.deps.auth.authenticate(bearer), token: bearer, source, ip };
   }
 
   private upgrade(kind: ChannelKind, req: IncomingMessage, socket: Duplex, head: Buffer, url: URL): void {
@@ -203,7 +217,7 @@ export class RemoteSessions {
 
   private async finish(auditId: number, startedAt: number, end: { bytesIn: number; bytesOut: number; reason: string }): Promise<void> {
     try {
-      await this.s.audit.recordRemoteEnd(auditId, { durationMs: Date.now() - startedAt, bytesIn: end.bytesIn, bytesOut: end.bytesOut, reason: end.reason });
+      await this.deps.audit.recordRemoteEnd(auditId, { durationMs: Date.now() - startedAt, bytesIn: end.bytesIn, bytesOut: end.bytesOut, reason: end.reason });
     } catch (err) {
       this.log.error({ err, auditId }, 'end of remote session not audited');
     }
@@ -266,10 +280,10 @@ export class RemoteSessions {
     options: Record<string, unknown>,
   ): Promise<Prepared> {
     const { principal } = caller;
-    const decision = await this.s.access.decide(principal, 'remote-access:connect', deviceId, request);
+    const decision = await this.deps.access.decide(principal, 'remote-access:connect', deviceId, request);
     let auditId: number;
     try {
-      auditId = await this.s.audit.recordRemoteStart({
+      auditId = await this.deps.audit.recordRemoteStart({
         event: `remote.${request.action}`,
         user: principal.user,
         deviceId,
@@ -287,7 +301,7 @@ export class RemoteSessions {
     }
     const startedAt = Date.now();
     if (!decision.allowed) {
-      if (decision.reason === 'no such device') return refusal(404, 'not_found', `Device ${deviceId} was not found.`);
+      if (decision.code === 'no_such_device') return refusal(404, 'not_found', `Device ${deviceId} was not found.`);
       return refusal(403, 'forbidden', `Not allowed: ${decision.reason}.`, { permission: 'remote-access:connect', device_id: deviceId });
     }
     if (!this.locator.isConnected(deviceId)) {
@@ -295,7 +309,7 @@ export class RemoteSessions {
       return refusal(404, 'device_not_connected', `Device ${deviceId} is not connected to the broker; try again when it is online.`, { device_id: deviceId });
     }
     if (kind === 'copy' && decision.device) {
-      const allowed = allowedCopyRoots(principal, decision.device, request);
+      const allowed = this.deps.access.copyRoots(principal, decision.device, request);
       if (allowed) (params as { allowed?: string[] }).allowed = allowed;
     }
     let opened: { channel: Channel; info: Record<string, unknown> };
@@ -304,11 +318,13 @@ export class RemoteSessions {
     } catch (err) {
       const message = (err as Error).message;
       await this.finish(auditId, startedAt, { bytesIn: 0, bytesOut: 0, reason: `refused by the device: ${message}` });
-      if (AGENT_NOT_ALLOWED.test(message)) return refusal(403, 'forbidden', message, { device_id: deviceId });
+      // The agent's refusal code (shared/codes.ts) says what happened; its sentence goes to the user.
+      const code = refusalCodeOf(err);
+      if (isAccessRefusal(code)) return refusal(403, 'forbidden', message, { device_id: deviceId, refusal: code });
       if ((err as { code?: string }).code === 'agent_not_connected') {
         return refusal(404, 'device_not_connected', `Device ${deviceId} is not connected to the broker; try again when it is online.`, { device_id: deviceId });
       }
-      return refusal(502, 'device_refused', message, { device_id: deviceId });
+      return refusal(502, 'device_refused', message, { device_id: deviceId, ...(code ? { refusal: code } : {}) });
     }
     const relayOptions: RelayOptions = {
       kind,
@@ -332,7 +348,7 @@ export class RemoteSessions {
         if (session.withdrawn) continue;
         let principal = principals.get(session.caller.token);
         if (!principal) {
-          principal = this.s.auth.authenticate(session.caller.token, { allowExpired: true }).catch((err: Error) => err);
+          principal = this.deps.auth.authenticate(session.caller.token, { allowExpired: true }).catch((err: Error) => err);
           principals.set(session.caller.token, principal);
         }
         const who = await principal;
@@ -340,7 +356,7 @@ export class RemoteSessions {
           this.withdraw(session, who.message);
           continue;
         }
-        const decision = await this.s.access.decide(who, 'remote-access:connect', session.deviceId, session.request);
+        const decision = await this.deps.access.decide(who, 'remote-access:connect', session.deviceId, session.request);
         if (!decision.allowed) this.withdraw(session, decision.reason);
       }
     } catch (err) {
@@ -358,23 +374,4 @@ export class RemoteSessions {
     this.log.info({ deviceId: session.deviceId, user: session.caller.principal.user.id, reason: why }, 'remote session ended: access withdrawn');
     session.relay.abort(errorFrame(403, 'access_withdrawn', `Access withdrawn: ${why}.`), SessionClose.forbidden, `access withdrawn: ${why}`);
   }
-}
-
-/**
- * The directories a copy may touch, for the agent's own check: the `path` roots of every grant
- * that allows this request on this device, or undefined when one of them has no path limit.
- * Each grant is asked through the shared evaluator, one resource at a time.
- */
-export function allowedCopyRoots(principal: Principal, device: DeviceScope, request: RemoteRequest): string[] | undefined {
-  const roots = new Set<string>();
-  for (const policy of principal.policies) {
-    if (policy.permission !== 'remote-access:connect') continue;
-    for (const resource of policy.resources) {
-      if (!evaluate([{ permission: policy.permission, resources: [resource] }], policy.permission, device, request).allowed) continue;
-      const paths = resource.action?.options.path;
-      if (!paths) return undefined;
-      for (const p of paths) roots.add(p);
-    }
-  }
-  return [...roots];
 }

@@ -1,9 +1,10 @@
 import crypto from 'node:crypto';
 import { PERMISSION_NAMES, PERMISSIONS, type Permission } from '../../shared/permissions.js';
 import { validatePolicies, type Policy, type PolicyProblem } from '../../shared/resources.js';
+import type { AccessService } from '../access/access.js';
 import type { Principal } from '../access/principal.js';
+import type { Store } from '../db/database.js';
 import { badRequest, conflict, notFound } from '../http/errors.js';
-import type { Services } from '../services.js';
 import { writeIdentity, type Executor } from '../users/store.js';
 import { deleteRole, findRole, insertRole, listRoles, roleNameTaken, updateRole, usersOfRoles, type RoleRow, type RoleUser } from './store.js';
 
@@ -55,7 +56,7 @@ function shown(value: string): string {
 /** One sentence naming the policy (by position and permission) and the resource, then what is wrong. */
 export function describeProblem(p: PolicyProblem): string {
   // Syntax errors already start with `resource "<the resource>": `.
-  const resource = p.resource !== undefined && !p.message.startsWith('resource "') ? `, resource "${shown(p.resource)}"` : '';
+  const resource = p.resource !== undefined && p.code !== 'resource_syntax' ? `, resource "${shown(p.resource)}"` : '';
   return `policy ${p.policy + 1} (${shown(String(p.permission))})${resource}: ${p.message}`;
 }
 
@@ -78,7 +79,10 @@ const builtinRole = () => conflict('builtin_role', 'The built-in Administrator r
  * parsed policies by updated_at, so every change moves updated_at forward.
  */
 export class RolesService {
-  constructor(private readonly s: Services) {}
+  constructor(
+    private readonly store: Pick<Store, 'db' | 'dialect'>,
+    private readonly access: Pick<AccessService, 'requireGrantable'>,
+  ) {}
 
   /** The built-in Administrator role holds every permission, including ones added since it was made. */
   async init(): Promise<void> {
@@ -92,7 +96,7 @@ export class RolesService {
   async close(): Promise<void> {}
 
   private get db(): Executor {
-    return this.s.store.db;
+    return this.store.db;
   }
 
   private toRecord(row: RoleRow, usedBy: RoleUser[]): RoleRecord {
@@ -137,7 +141,7 @@ export class RolesService {
 
   async create(actor: Principal, input: RoleInput): Promise<RoleRecord> {
     const policies = this.validated(input.policies);
-    this.s.access.requireGrantable(actor, policies);
+    this.access.requireGrantable(actor, policies);
     const id = crypto.randomUUID();
     const now = new Date().toISOString();
     await this.write(async (trx) => {
@@ -160,7 +164,7 @@ export class RolesService {
   /** Replaces name, description and policies; holders get the new permissions on their next call. */
   async replace(actor: Principal, roleId: string, input: RoleInput): Promise<RoleRecord> {
     const policies = this.validated(input.policies);
-    this.s.access.requireGrantable(actor, policies);
+    this.access.requireGrantable(actor, policies);
     await this.write(async (trx) => {
       const role = await findRole(trx, roleId);
       if (!role) throw notFound(`Role ${roleId}`);
@@ -203,9 +207,7 @@ export class RolesService {
 
   /** One transaction under the identity lock; a unique-name race surfaces as 409. */
   private write(work: (trx: Executor) => Promise<void>): Promise<void> {
-    return writeIdentity(this.db, this.s.store.dialect, work, () =>
-      conflict('duplicate_role_name', 'A role with this name exists already.', { field: 'name' }),
-    );
+    return writeIdentity(this.db, this.store.dialect, work, () => conflict('duplicate_role_name', 'A role with this name exists already.', { field: 'name' }));
   }
 }
 

@@ -1,10 +1,14 @@
 import crypto from 'node:crypto';
+import type { Logger } from 'pino';
 import type { UserList, UserRecord } from '../../shared/api-types.js';
+import type { AccessService } from '../access/access.js';
 import type { Principal } from '../access/principal.js';
 import { hashPassword } from '../auth/passwords.js';
+import type { AuthService } from '../auth/service.js';
 import { twoFactorState } from '../auth/two-factor.js';
+import type { Config } from '../config.js';
+import type { Store } from '../db/database.js';
 import { badRequest, conflict, notFound } from '../http/errors.js';
-import type { Services } from '../services.js';
 import {
   builtinRoleIds,
   countActiveHolders,
@@ -58,18 +62,25 @@ const unique = (values: string[]) => [...new Set(values)];
  * account usable (a seat for each active user, an active Administrator left) hold when it commits.
  */
 export class UsersService {
-  constructor(private readonly s: Services) {}
+  constructor(
+    private readonly store: Pick<Store, 'db' | 'dialect'>,
+    private readonly config: Pick<Config, 'seats'>,
+    private readonly logger: Logger,
+    /** the account's 2FA policy, welcome mails, and ending a user's sign-in sessions */
+    private readonly auth: Pick<AuthService, 'twoFactorPolicy' | 'sendWelcomeMail' | 'revokeUserSessions' | 'issueResetLink' | 'setTwoFactorPolicy'>,
+    private readonly access: Pick<AccessService, 'requireGrantable' | 'requireOutranks'>,
+  ) {}
 
   async init(): Promise<void> {}
 
   async close(): Promise<void> {}
 
   private get db(): Executor {
-    return this.s.store.db;
+    return this.store.db;
   }
 
   private twoFactorDefault(): Promise<boolean> {
-    return this.s.auth.twoFactorPolicy();
+    return this.auth.twoFactorPolicy();
   }
 
   private toRecord(row: UserRow, roles: string[], twoFactorDefault: boolean): UserRecord {
@@ -110,7 +121,7 @@ export class UsersService {
 
   /** Seats in use (active users) and the subscription's maximum. */
   async seats(db: Executor = this.db): Promise<{ used: number; max: number }> {
-    return { used: await countActiveUsers(db), max: this.s.config.seats };
+    return { used: await countActiveUsers(db), max: this.config.seats };
   }
 
   /**
@@ -124,7 +135,7 @@ export class UsersService {
     const id = crypto.randomUUID();
     await this.write(async (trx) => {
       await this.requireRoles(trx, roles);
-      this.s.access.requireGrantable(actor, await policiesOfRoles(trx, roles));
+      this.access.requireGrantable(actor, await policiesOfRoles(trx, roles));
       if (await emailTaken(trx, email)) throw duplicateEmail(email);
       await this.requireSeat(trx);
       await insertUser(
@@ -146,10 +157,10 @@ export class UsersService {
       );
     });
     try {
-      await this.s.auth.sendWelcomeMail({ id, email, fname: input.fname, lname: input.lname }, { hasPassword: passwordHash !== null });
+      await this.auth.sendWelcomeMail({ id, email, fname: input.fname, lname: input.lname }, { hasPassword: passwordHash !== null });
     } catch (err) {
       // The user exists either way; an administrator can send a new link once mail works again.
-      this.s.logger.error({ err, userId: id, by: actor.user.id }, 'welcome mail could not be sent');
+      this.logger.error({ err, userId: id, by: actor.user.id }, 'welcome mail could not be sent');
     }
     return this.get(id);
   }
@@ -179,12 +190,12 @@ export class UsersService {
       const currentRoles = (await rolesOfUsers(trx, [userId])).get(userId) ?? [];
       const guarded = guardedChanges(user, currentRoles, { ...changes, email, roles });
       if (guarded.length > 0) {
-        this.s.access.requireOutranks(actor, await policiesOfRoles(trx, currentRoles), `You cannot change the ${guarded.join(' and ')} of ${user.email}`);
+        this.access.requireOutranks(actor, await policiesOfRoles(trx, currentRoles), `You cannot change the ${guarded.join(' and ')} of ${user.email}`);
       }
       if (changes.password !== undefined) throw passwordNotSettable();
       if (roles) {
         await this.requireRoles(trx, roles);
-        this.s.access.requireGrantable(
+        this.access.requireGrantable(
           actor,
           await policiesOfRoles(
             trx,
@@ -210,7 +221,7 @@ export class UsersService {
       if (roles) await setUserRoles(trx, userId, roles);
       endSessions = !willBeActive;
     });
-    if (endSessions) await this.s.auth.revokeUserSessions(userId);
+    if (endSessions) await this.auth.revokeUserSessions(userId);
     return this.get(userId);
   }
 
@@ -221,7 +232,7 @@ export class UsersService {
       if (!user) throw notFound(`User ${userId}`);
       if (userId === actor.user.id) throw conflict('self_lockout', 'You cannot delete your own user; ask another administrator.');
       const roles = (await rolesOfUsers(trx, [userId])).get(userId) ?? [];
-      this.s.access.requireOutranks(actor, await policiesOfRoles(trx, roles), `You cannot delete ${user.email}`);
+      this.access.requireOutranks(actor, await policiesOfRoles(trx, roles), `You cannot delete ${user.email}`);
       await this.requireAdministratorLeft(trx, userId, { active: user.disabled === 0, roles }, { active: false, roles: [] });
       await deleteUser(trx, userId);
     });
@@ -236,8 +247,8 @@ export class UsersService {
     const user = await findUser(this.db, userId);
     if (!user) throw notFound(`User ${userId}`);
     const roles = (await rolesOfUsers(this.db, [userId])).get(userId) ?? [];
-    this.s.access.requireOutranks(actor, await policiesOfRoles(this.db, roles), `You cannot reset the password of ${user.email}`);
-    const link = await this.s.auth.issueResetLink(user, sendEmail ? 'mail' : 'show');
+    this.access.requireOutranks(actor, await policiesOfRoles(this.db, roles), `You cannot reset the password of ${user.email}`);
+    const link = await this.auth.issueResetLink(user, sendEmail ? 'mail' : 'show');
     return { link: link.url, expires_at: link.expiresAt };
   }
 
@@ -250,14 +261,14 @@ export class UsersService {
     if (!enabled) {
       const followers = await usersFollowingTwoFactorPolicy(this.db);
       const roles = [...new Set([...(await rolesOfUsers(this.db, followers)).values()].flat())];
-      this.s.access.requireOutranks(actor, await policiesOfRoles(this.db, roles), 'You cannot turn off the second-factor policy for the users who follow it');
+      this.access.requireOutranks(actor, await policiesOfRoles(this.db, roles), 'You cannot turn off the second-factor policy for the users who follow it');
     }
-    return this.s.auth.setTwoFactorPolicy(enabled);
+    return this.auth.setTwoFactorPolicy(enabled);
   }
 
   /** One transaction under the identity lock; a unique-email race surfaces as 409. */
   private write(work: (trx: Executor) => Promise<void>): Promise<void> {
-    return writeIdentity(this.db, this.s.store.dialect, work, () =>
+    return writeIdentity(this.db, this.store.dialect, work, () =>
       conflict('duplicate_email', 'A user with this email address exists already.', { field: 'email' }),
     );
   }

@@ -4,11 +4,13 @@ import net from 'node:net';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { CONSOLE_UNACKED_MAX } from '../../broker/remote/relay.js';
+import { AgentRefusal } from '../../shared/codes.js';
 import { startTestBroker, type TestBroker } from '../support/broker.js';
-import { attachFakeAgent, type FakeAgent } from '../support/fake-agent.js';
+import { FakeAgents, type FakeAgent } from '../support/fake-agent.js';
 import { connectRemote } from '../support/remote-ws.js';
 
 let t: TestBroker;
+const fakes = new FakeAgents();
 let device: string; // tagged x, online
 let other: string; // untagged, online
 let offline: string; // never connected
@@ -26,11 +28,11 @@ async function audit(query: string) {
 }
 
 beforeAll(async () => {
-  t = await startTestBroker();
+  t = await startTestBroker({ locator: fakes.locator });
   device = await t.addDevice({ tags: ['x'], name: 'tagged-one' });
   other = await t.addDevice({ name: 'plain-one' });
   offline = await t.addDevice({ name: 'offline-one' });
-  agents = [await attachFakeAgent(t, device), await attachFakeAgent(t, other)];
+  agents = [await fakes.attach(device, t.dataDir), await fakes.attach(other, t.dataDir)];
   echo = net.createServer({ allowHalfOpen: true }, (s) => s.pipe(s));
   await new Promise<void>((r) => echo.listen(0, '127.0.0.1', r));
   echoPort = (echo.address() as net.AddressInfo).port;
@@ -339,6 +341,28 @@ describe('agent reload', () => {
   });
 });
 
+describe('agent refusals are told apart by their code', () => {
+  it('an access refusal is 403 whatever its sentence says; a sentence alone is not a code', async () => {
+    const reworded = await t.addDevice({ name: 'reworded' });
+    fakes.refusing(reworded, new AgentRefusal('symlink_escape', 'Computer says no.'));
+    const s = connectRemote(t.url, 'copy', { device_id: reworded, direction: 'download', path: '/srv/x' }, t.adminToken);
+    expect((await s.closed).code).toBe(4403);
+    expect(s.frames[0]).toMatchObject({ type: 'error', code: 403, error: 'forbidden', message: 'Computer says no.', refusal: 'symlink_escape' });
+
+    const sentenceOnly = await t.addDevice({ name: 'sentence-only' });
+    fakes.refusing(sentenceOnly, new Error('Not allowed on this device: /srv/x resolves outside the directories your grant allows.'));
+    const old = connectRemote(t.url, 'copy', { device_id: sentenceOnly, direction: 'download', path: '/srv/x' }, t.adminToken);
+    expect((await old.closed).code).toBe(4502);
+    expect(old.frames[0]).toMatchObject({ code: 502, error: 'device_refused' });
+
+    const missing = await t.addDevice({ name: 'missing-file' });
+    fakes.refusing(missing, new AgentRefusal('not_found', 'No file /srv/x on the device.'));
+    const gone = connectRemote(t.url, 'copy', { device_id: missing, direction: 'download', path: '/srv/x' }, t.adminToken);
+    expect((await gone.closed).code).toBe(4502);
+    expect(gone.frames[0]).toMatchObject({ code: 502, error: 'device_refused', refusal: 'not_found' });
+  });
+});
+
 describe('live sessions', () => {
   it('disabling the user ends their live console within seconds (audited)', async () => {
     const user = await t.userWith([{ permission: 'remote-access:connect', resources: ['tag:x/console'] }]);
@@ -354,7 +378,7 @@ describe('live sessions', () => {
 
   it('deleting the device ends its live sessions', async () => {
     const doomed = await t.addDevice({ name: 'doomed' });
-    agents.push(await attachFakeAgent(t, doomed));
+    agents.push(await fakes.attach(doomed, t.dataDir));
     const s = connectRemote(t.url, 'console', { device_id: doomed }, t.adminToken);
     await s.ready;
     const removed = await t.api('DELETE', `/api/v2/removeapprovedhost/${doomed}`, { token: t.adminToken });

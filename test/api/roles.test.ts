@@ -148,7 +148,13 @@ describe('policy validation', () => {
     expect(body.message).toContain('policy 2 (users:read)');
     expect(body.message).toContain('"tag:prod"');
     expect(body.problems).toEqual([
-      { policy: 1, permission: 'users:read', resource: 'tag:prod', message: expect.stringContaining('does not accept resources') },
+      {
+        policy: 1,
+        permission: 'users:read',
+        resource: 'tag:prod',
+        code: 'resources_not_accepted',
+        message: expect.stringContaining('does not accept resources'),
+      },
     ]);
   });
 

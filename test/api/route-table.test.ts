@@ -156,6 +156,14 @@ describe('the route table', () => {
     }
   });
 
+  it('answers a call it does not have with 404 unknown_call, a code clients tell from an unknown entity', async () => {
+    for (const p of [`${API_PREFIX}/no-such-call`, '/api/no-such-call']) {
+      const r = await t.api('GET', p, { token: t.adminToken });
+      expect(r.status).toBe(404);
+      expect(r.body).toMatchObject({ code: 404, error: 'unknown_call' });
+    }
+  });
+
   it('documents every route in the OpenAPI document with its permission', async () => {
     const r = await t.api('GET', `${API_PREFIX}/openapi.json`);
     expect(r.status).toBe(200);

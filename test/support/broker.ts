@@ -13,6 +13,7 @@ import { dropSchema } from '../../broker/db/database.js';
 import { hashPassword } from '../../broker/auth/passwords.js';
 import { createLogger } from '../../broker/logger.js';
 import { startBroker, type RunningBroker } from '../../broker/server.js';
+import type { ServiceOptions } from '../../broker/services.js';
 import type { Policy } from '../../shared/resources.js';
 
 export const PG_URL = process.env.TEST_DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/test';
@@ -67,7 +68,9 @@ export function testDatabase(): 'sqlite' | 'postgres' {
   return process.env.FLEET_TEST_DB === 'postgres' ? 'postgres' : 'sqlite';
 }
 
-export async function startTestBroker(options: { database?: 'sqlite' | 'postgres'; env?: Record<string, string> } = {}): Promise<TestBroker> {
+export async function startTestBroker(
+  options: { database?: 'sqlite' | 'postgres'; env?: Record<string, string>; locator?: ServiceOptions['locator'] } = {},
+): Promise<TestBroker> {
   const database = options.database ?? testDatabase();
   const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'fleet-test-'));
   const schema = `t_${crypto.randomBytes(6).toString('hex')}`;
@@ -81,7 +84,7 @@ export async function startTestBroker(options: { database?: 'sqlite' | 'postgres
     ...(database === 'postgres' ? { DATABASE_URL: PG_URL, DATABASE_SCHEMA: schema } : {}),
     ...options.env,
   });
-  const broker = await startBroker(config, createLogger(config.logLevel));
+  const broker = await startBroker(config, createLogger(config.logLevel), { locator: options.locator });
   const db = broker.services.store.db;
 
   async function api<T>(method: string, p: string, o: { token?: string; body?: unknown; headers?: Record<string, string> } = {}): Promise<ApiAnswer<T>> {

@@ -35,8 +35,8 @@ export async function loadRemoteAccess(deviceId: string): Promise<RemoteCapabili
   try {
     return await api.get<RemoteCapabilities>(`/remote/access/${encodeURIComponent(deviceId)}`);
   } catch (err) {
-    // The broker answers "No call …" for an endpoint it does not have.
-    if (err instanceof ApiFailure && (err.status === 501 || (err.status === 404 && err.message.startsWith('No call')))) return null;
+    // The broker answers 404 unknown_call for an endpoint it does not have.
+    if (err instanceof ApiFailure && (err.status === 501 || (err.status === 404 && err.error === 'unknown_call'))) return null;
     throw err;
   }
 }

@@ -1,0 +1,114 @@
+import { describe, expect, it } from 'vitest';
+import { compilePolicies, type DeviceScope, type Policy } from '../../shared/resources.js';
+import { ApiError } from '../http/errors.js';
+import { AccessService, refusalOf } from './access.js';
+import { Principal } from './principal.js';
+
+const lab: DeviceScope = { deviceId: 'd1', nodeIds: ['d1', 'lab', 'root'], tags: ['lab-tag'] };
+/** A fake scope source: the one device `d1`, everything else unknown. */
+const access = new AccessService({ scopeOf: async (id) => (id === lab.deviceId ? lab : undefined) });
+
+function principal(policies: Policy[]): Principal {
+  return new Principal({ id: 'u1', email: 'u@example.com', fname: 'U', lname: 'One' }, 's1', compilePolicies(policies));
+}
+
+const CONNECT = 'remote-access:connect';
+
+describe('AccessService.decide codes', () => {
+  it('says why, as a code', async () => {
+    expect((await access.decide(principal([]), 'device:read', 'd1')).code).toBe('no_permission');
+    expect((await access.decide(principal([{ permission: 'device:read' }]), 'device:read', 'unknown')).code).toBe('no_such_device');
+    expect((await access.decide(principal([{ permission: 'device:read', resources: ['tag:other'] }]), 'device:read', 'd1')).code).toBe('outside_resources');
+    const consoleOnly = principal([{ permission: CONNECT, resources: ['*/console'] }]);
+    expect((await access.decide(consoleOnly, CONNECT, 'd1', { action: 'reload' })).code).toBe('action_not_granted');
+    const port22 = principal([{ permission: CONNECT, resources: ['*/tunnel(port=22)'] }]);
+    expect((await access.decide(port22, CONNECT, 'd1', { action: 'tunnel', proto: 'tcp', port: 80, dst: 'localhost' })).code).toBe('option_not_granted');
+    expect(await access.decide(port22, CONNECT, 'd1', { action: 'tunnel', proto: 'tcp', port: 22, dst: 'localhost' })).toMatchObject({
+      allowed: true,
+      code: 'allowed',
+    });
+  });
+
+  it('require answers 404 for an unknown device once the permission is held, 403 otherwise', async () => {
+    await expect(access.require(principal([{ permission: 'device:read' }]), 'device:read', 'unknown')).rejects.toMatchObject({ status: 404 });
+    await expect(access.require(principal([]), 'device:read', 'unknown')).rejects.toMatchObject({ status: 403 });
+    await expect(access.require(principal([{ permission: 'device:read', resources: ['tag:other'] }]), 'device:read', 'd1')).rejects.toMatchObject({
+      status: 403,
+      error: 'forbidden',
+    });
+  });
+});
+
+describe('refusalOf compares codes, not sentences', () => {
+  it('a decision with another sentence but code no_such_device is still a 404', () => {
+    const err = refusalOf({ allowed: false, code: 'no_such_device', reason: 'this device has left the building' }, 'device:read', 'd9');
+    expect(err).toBeInstanceOf(ApiError);
+    expect(err.status).toBe(404);
+  });
+
+  it('the old sentence without the code is not taken for an unknown device', () => {
+    const err = refusalOf({ allowed: false, code: 'outside_resources', reason: 'no such device' }, 'device:read', 'd9');
+    expect(err.status).toBe(403);
+    expect(err.message).toBe('Not allowed: no such device.');
+  });
+});
+
+describe('device tree management decisions', () => {
+  const group: DeviceScope = { deviceId: 'lab', nodeIds: ['lab', 'root'], tags: ['lab-tag'] };
+
+  it('a group is managed through * or a node: resource at or above it, never through its tags', () => {
+    expect(access.mayManageGroup(principal([{ permission: 'device:manage' }]), group)).toBe(true);
+    expect(access.mayManageGroup(principal([{ permission: 'device:manage', resources: ['node:root'] }]), group)).toBe(true);
+    expect(access.mayManageGroup(principal([{ permission: 'device:manage', resources: ['node:lab'] }]), group)).toBe(true);
+    expect(access.mayManageGroup(principal([{ permission: 'device:manage', resources: ['tag:lab-tag'] }]), group)).toBe(false);
+    expect(access.mayManageGroup(principal([{ permission: 'device:manage', resources: ['node:elsewhere'] }]), group)).toBe(false);
+    expect(access.mayManageGroup(principal([{ permission: 'device:read' }]), group)).toBe(false);
+  });
+
+  it('a tag is added or removed only by who manages devices carrying it', () => {
+    expect(access.mayManageTag(principal([{ permission: 'device:manage' }]), 'any')).toBe(true);
+    expect(access.mayManageTag(principal([{ permission: 'device:manage', resources: ['tag:lab-tag'] }]), 'lab-tag')).toBe(true);
+    expect(access.mayManageTag(principal([{ permission: 'device:manage', resources: ['tag:lab-tag'] }]), 'prod')).toBe(false);
+    // A node: resource reaches devices by place, not by tag: it does not cover a tag anywhere.
+    expect(access.mayManageTag(principal([{ permission: 'device:manage', resources: ['node:root'] }]), 'prod')).toBe(false);
+  });
+});
+
+describe('remote actions offered on a device', () => {
+  it('lists the actions some matching resource grants, whatever their options', async () => {
+    const p = principal([{ permission: CONNECT, resources: ['tag:lab-tag/console', '*/tunnel(port=22)', 'tag:other/copy'] }]);
+    expect([...(await access.remoteActions(p, 'd1'))].sort()).toEqual(['console', 'tunnel']);
+  });
+
+  it('a resource without an action offers every action; an unknown device offers none', async () => {
+    const p = principal([{ permission: CONNECT, resources: ['node:lab'] }]);
+    expect([...(await access.remoteActions(p, 'd1'))].sort()).toEqual(['console', 'copy', 'reload', 'tunnel']);
+    expect((await access.remoteActions(p, 'unknown')).size).toBe(0);
+    expect((await access.remoteActions(principal([{ permission: 'device:read' }]), 'd1')).size).toBe(0);
+  });
+});
+
+describe('port presets and inventory reach', () => {
+  it('presets of a device: to who may connect to it or read it; 404 for an unknown device, 403 otherwise', async () => {
+    expect(await access.requirePresetReader(principal([{ permission: CONNECT, resources: ['tag:lab-tag/console'] }]), 'd1')).toEqual(lab);
+    expect(await access.requirePresetReader(principal([{ permission: 'device:read', resources: ['node:lab'] }]), 'd1')).toEqual(lab);
+    await expect(access.requirePresetReader(principal([{ permission: 'device:read' }]), 'unknown')).rejects.toMatchObject({ status: 404 });
+    await expect(access.requirePresetReader(principal([{ permission: 'device:read', resources: ['tag:other'] }]), 'd1')).rejects.toMatchObject({
+      status: 403,
+      details: { permission: 'remote-access:connect' },
+    });
+    await expect(access.requirePresetReader(principal([{ permission: 'remote-access:manage' }]), 'd1')).rejects.toMatchObject({ status: 403 });
+  });
+
+  it('every preset: to holders of remote-access:connect, device:read or remote-access:manage', () => {
+    for (const permission of [CONNECT, 'device:read', 'remote-access:manage']) {
+      expect(access.mayListAllPresets(principal([{ permission, ...(permission === 'remote-access:manage' ? {} : { resources: ['tag:x'] }) }]))).toBe(true);
+    }
+    expect(access.mayListAllPresets(principal([{ permission: 'users:read' }]))).toBe(false);
+  });
+
+  it('inventory is limited by device:read when held, else reaches every device through inventory:read', () => {
+    expect(access.inventoryScope(principal([{ permission: 'inventory:read' }, { permission: 'device:read', resources: ['tag:x'] }]))).toBe('device:read');
+    expect(access.inventoryScope(principal([{ permission: 'inventory:read' }]))).toBe('inventory:read');
+  });
+});

@@ -1,0 +1,46 @@
+import { describe, expect, it } from 'vitest';
+import { compilePolicies, type DeviceScope, type Policy } from '../../shared/resources.js';
+import { allowedCopyRoots, grantedRemoteActions, presetApplies } from './remote.js';
+
+const CONNECT = 'remote-access:connect';
+const device: DeviceScope = { deviceId: 'd1', nodeIds: ['d1', 'lab', 'root'], tags: ['lab-tag'] };
+const upload = (path: string) => ({ action: 'copy' as const, direction: 'upload' as const, path });
+const roots = (policies: Policy[], path: string) => allowedCopyRoots(compilePolicies(policies), device, upload(path));
+
+describe('allowedCopyRoots', () => {
+  it('collects the path roots of every grant that allows the copy', () => {
+    const policies = [{ permission: CONNECT, resources: ['*/copy(path=/srv)', 'tag:lab-tag/copy(path=/srv/data,/var/log)', 'tag:other/copy(path=/tmp)'] }];
+    expect(roots(policies, '/srv/data/x')?.sort()).toEqual(['/srv', '/srv/data', '/var/log']);
+    expect(roots(policies, '/srv/x')?.sort()).toEqual(['/srv']);
+  });
+
+  it('is undefined (no limit) when one allowing grant has no path option', () => {
+    expect(roots([{ permission: CONNECT, resources: ['*/copy(path=/srv)', 'node:lab/copy(direction=upload)'] }], '/srv/x')).toBeUndefined();
+    expect(roots([{ permission: CONNECT, resources: ['node:lab'] }], '/etc/x')).toBeUndefined();
+  });
+
+  it('leaves out grants that do not allow this request (another direction, another device, another permission)', () => {
+    const policies = [
+      { permission: CONNECT, resources: ['*/copy(direction=download;path=/)', 'tag:other/copy', '*/copy(path=/srv)'] },
+      { permission: 'device:read', resources: ['*'] },
+    ];
+    expect(roots(policies, '/srv/x')).toEqual(['/srv']);
+  });
+});
+
+describe('grantedRemoteActions', () => {
+  it('reads actions of resources matching the device only', () => {
+    const policies = compilePolicies([
+      { permission: CONNECT, resources: ['node:lab/reload', 'tag:other/console'] },
+      { permission: 'device:read', resources: ['*'] },
+    ]);
+    expect([...grantedRemoteActions(policies, device)]).toEqual(['reload']);
+  });
+});
+
+describe('presetApplies', () => {
+  it('matches a preset target like a resource entity: *, a tag inherited or own, a node at or above', () => {
+    for (const target of ['*', 'tag:lab-tag', 'node:lab', 'node:d1', 'node:root']) expect(presetApplies(target, device)).toBe(true);
+    for (const target of ['tag:other', 'node:elsewhere']) expect(presetApplies(target, device)).toBe(false);
+  });
+});

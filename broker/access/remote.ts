@@ -1,0 +1,58 @@
+/**
+ * Remote-access questions that go beyond one yes or no, answered from the principal's policies
+ * with the shared evaluator: which actions to offer on a device, and which directories a copy may
+ * touch (handed to the agent for its own check).
+ */
+import {
+  entityMatches,
+  evaluate,
+  parseResource,
+  REMOTE_ACTIONS,
+  type CompiledPolicy,
+  type DeviceScope,
+  type RemoteActionName,
+  type RemoteRequest,
+} from '../../shared/resources.js';
+
+const CONNECT = 'remote-access:connect';
+
+/**
+ * The actions some remote-access:connect resource matching the device grants, whatever their
+ * options (for showing buttons). A resource without an action grants every action.
+ */
+export function grantedRemoteActions(policies: CompiledPolicy[], device: DeviceScope): Set<RemoteActionName> {
+  const granted = new Set<RemoteActionName>();
+  for (const policy of policies) {
+    if (policy.permission !== CONNECT) continue;
+    for (const resource of policy.resources) {
+      if (!entityMatches(resource.entity, device)) continue;
+      if (!resource.action) REMOTE_ACTIONS.forEach((a) => granted.add(a));
+      else granted.add(resource.action.name);
+    }
+  }
+  return granted;
+}
+
+/**
+ * The directories a copy may touch, for the agent's own check: the `path` roots of every grant
+ * that allows this request on this device, or undefined when one of them has no path limit.
+ * Each grant is asked through the shared evaluator, one resource at a time.
+ */
+export function allowedCopyRoots(policies: CompiledPolicy[], device: DeviceScope, request: RemoteRequest): string[] | undefined {
+  const roots = new Set<string>();
+  for (const policy of policies) {
+    if (policy.permission !== CONNECT) continue;
+    for (const resource of policy.resources) {
+      if (!evaluate([{ permission: policy.permission, resources: [resource] }], policy.permission, device, request).allowed) continue;
+      const paths = resource.action?.options.path;
+      if (!paths) return undefined;
+      for (const p of paths) roots.add(p);
+    }
+  }
+  return [...roots];
+}
+
+/** Does a port preset's target (`*`, `tag:` or `node:`, as a resource without an action) cover the device? */
+export function presetApplies(target: string, device: DeviceScope): boolean {
+  return entityMatches(parseResource(target).entity, device);
+}
