@@ -115,6 +115,9 @@ async function authorize(services: Services, route: RouteSpec, principal: Princi
   const permission = route.access as Permission;
   const deviceId = acceptsResources(permission) && route.device ? route.device(input) : undefined;
   await services.access.require(principal, permission, deviceId);
+  if (acceptsResources(permission) && route.targets) {
+    for (const target of await route.targets(input, services)) await services.access.requireTarget(principal, permission, target);
+  }
 }
 
 function deviceOf(route: RouteSpec, req: Request): string | undefined {

@@ -129,11 +129,38 @@ export class RemoteService {
       const device = decision.device;
       all = device ? all.filter((p) => entityMatches(parseResource(p.target).entity, device)) : [];
     } else {
-      // Like other listings, what the caller may not see is left out rather than refused.
-      const readers: Permission[] = ['remote-access:connect', 'device:read', 'remote-access:manage'];
-      if (!readers.some((p) => principal.has(p))) all = [];
+      // Like other listings, what the caller may not see is left out rather than refused: presets for
+      // every device, and those whose target a reading grant covers (so no hidden group shows).
+      const readers: Permission[] = ['remote-access:connect', 'device:read', 'remote-access:manage'].filter((p) => principal.has(p)) as Permission[];
+      const visible: Portmap[] = [];
+      for (const preset of readers.length === 0 ? [] : all) {
+        if (preset.target === '*') visible.push(preset);
+        else {
+          for (const permission of readers) {
+            if (await this.s.access.coversTarget(principal, permission, preset.target)) {
+              visible.push(preset);
+              break;
+            }
+          }
+        }
+      }
+      all = visible;
     }
     return { items: all.slice(query.offset, query.offset + query.items_per_page), total: all.length };
+  }
+
+  /**
+   * The targets a preset call concerns, for the route's access check: the stored preset's (when it
+   * exists; an unknown id is the handler's 404) and the one sent (checked for form first: 400).
+   */
+  async portmapTargets(input: { id?: string; target?: string }): Promise<string[]> {
+    const targets: string[] = [];
+    if (input.id !== undefined) {
+      const existing = await this.portmaps.find(input.id);
+      if (existing) targets.push(existing.target);
+    }
+    if (input.target !== undefined) targets.push(checkedTarget({ target: input.target }).target);
+    return targets;
   }
 
   async createPortmap(principal: Principal, input: PortmapInput): Promise<Portmap> {

@@ -4,6 +4,9 @@
  * - no token → 401; a user without the route's permission → 403 (`authenticated` routes aside);
  * - a route concerning a device, under a permission that accepts resources: holding the permission
  *   only on `tag:elsewhere` → 403 on a device outside it, and not 401/403 on a device carrying it;
+ * - a route naming its devices by resource strings in the body (`targets`): `*`, a node or a tag
+ *   outside the caller's `tag:elsewhere` → 403, a covered tag or node → not 401/403; every other
+ *   route under a resource-filtered permission names its device or is a listed exception;
  * - holding the permission on `*` → neither 401 nor 403;
  * - every error answers the contract shape {code, error, message};
  * - every call of the specification is in the table with its permission, and every route is in
@@ -103,6 +106,16 @@ function sampleOf(schema: RouteSpec['body'], deviceId: string): unknown {
   }
 }
 
+/** The body field of that name, when the route's body has one. */
+function bodyFieldNamed(route: RouteSpec, name: string): string | undefined {
+  try {
+    const schema = z.toJSONSchema(route.body as z.ZodType, { io: 'input', unrepresentable: 'any' }) as JsonSchema;
+    return schema.properties && name in schema.properties ? name : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
 function queryOf(route: RouteSpec, deviceId: string): string {
   const q = sampleOf(route.query, deviceId);
   if (!q || typeof q !== 'object') return '';
@@ -145,6 +158,26 @@ describe('the route table', () => {
         acceptsResources(r.access) &&
         /\{(device_id|node_id)\}/.test(r.path) &&
         !r.device,
+    );
+    expect(unchecked.map(label)).toEqual([]);
+  });
+
+  it('checks the devices of every other built route under a resource-filtered permission: by `targets`, or as a listed exception', () => {
+    // Routes that name no single device and declare no targets decide per device themselves.
+    const decidedInService: Record<string, string> = {
+      'GET /grouptree': 'a listing: shows only the devices the caller may read',
+      'PUT /grouptree': 'each change is decided per node by the devices service',
+      'GET /tagslist': 'a listing: tags of readable devices only',
+    };
+    const unchecked = routes.filter(
+      (r) =>
+        !r.notImplemented &&
+        r.access !== 'public' &&
+        r.access !== 'authenticated' &&
+        acceptsResources(r.access) &&
+        !r.device &&
+        !r.targets &&
+        !decidedInService[routeKey(r.method, r.path)],
     );
     expect(unchecked.map(label)).toEqual([]);
   });
@@ -196,6 +229,25 @@ describe.each(routes.filter((r) => r.access !== 'public').map((r) => [label(r), 
       const inside = await t.addDevice({ tags: ['elsewhere'] });
       const allowed = await call(route, { token: fencedOut, deviceId: inside, sampled: true });
       expect([401, 403], `${name} on a device carrying tag:elsewhere: ${JSON.stringify(allowed.body)}`).not.toContain(allowed.status);
+    });
+
+  // Calls whose devices are named by a resource string in the body (or in a stored record: see the
+  // port preset tests) rather than a device id.
+  const targetField = route.body && route.targets ? bodyFieldNamed(route, 'target') : undefined;
+  if (targetField && permission !== 'authenticated' && acceptsResources(permission))
+    it('answers 403 when the body targets devices outside the caller’s resources, and lets a covered target through', async () => {
+      const fencedOut = await t.tokenWith([{ permission, resources: ['tag:elsewhere'] }]);
+      const withTarget = (target: string) => ({ ...((sampleOf(route.body, fenced) as object) ?? {}), [targetField]: target });
+      for (const target of ['*', `node:${fenced}`, 'tag:here']) {
+        const r = await t.api(route.method.toUpperCase(), fillPath(route, fenced), { token: fencedOut, body: withTarget(target) });
+        expect(r.status, `${name} with ${targetField} ${target}: ${JSON.stringify(r.body)}`).toBe(403);
+        expectContractError(r, name);
+      }
+      const inside = await t.addDevice({ tags: ['elsewhere'] });
+      for (const target of ['tag:elsewhere', `node:${inside}`]) {
+        const r = await t.api(route.method.toUpperCase(), fillPath(route, inside), { token: fencedOut, body: withTarget(target) });
+        expect([401, 403], `${name} with ${targetField} ${target}: ${JSON.stringify(r.body)}`).not.toContain(r.status);
+      }
     });
 
   it('lets a holder of the permission on * through (neither 401 nor 403), answering in the contract shape', async () => {
