@@ -3,6 +3,7 @@ import fs from 'node:fs';
 import fsp from 'node:fs/promises';
 import path from 'node:path';
 import type { Readable } from 'node:stream';
+import { ensurePrivateDir, PRIVATE_DIR_MODE, PRIVATE_FILE_MODE, uploadTmpDir } from '../data-dir.js';
 import { ApiError, badRequest, conflict, notFound } from '../http/errors.js';
 import type { Services } from '../services.js';
 import { formatPath, MAX_PATH_BYTES, parseName, parseStorePath, STAGING_DIR } from './paths.js';
@@ -184,12 +185,16 @@ export class FilesService {
 
   async init(): Promise<void> {
     const dir = path.join(this.s.config.dataDir, 'files');
-    await fsp.mkdir(dir, { recursive: true });
+    ensurePrivateDir(dir, this.s.logger);
     this.root = await fsp.realpath(dir);
     this.staging = path.join(this.root, STAGING_DIR);
-    // Whatever an interrupted upload left behind is not part of the store.
+    // Whatever an interrupted upload left behind is not part of the store: half-received bodies in
+    // DATA_DIR/tmp (where uploads are received) and half-staged files.
+    const received = uploadTmpDir(this.s.config.dataDir);
+    await fsp.rm(received, { recursive: true, force: true });
+    ensurePrivateDir(received);
     await fsp.rm(this.staging, { recursive: true, force: true });
-    await fsp.mkdir(this.staging, { recursive: true });
+    await fsp.mkdir(this.staging, { recursive: true, mode: PRIVATE_DIR_MODE });
     this.usage = await this.measure(this.root, true);
     this.usage.dirs -= 1; // the root itself is not counted
   }
@@ -458,7 +463,7 @@ export class FilesService {
     for (let i = 1; i <= segments.length; i++) {
       const at = await this.locate(segments.slice(0, i), field);
       if (at.stat) continue; // locate refused files and links on the way
-      await fsp.mkdir(at.real);
+      await fsp.mkdir(at.real, { mode: PRIVATE_DIR_MODE });
       made += 1;
     }
     return made;
@@ -474,6 +479,7 @@ export class FilesService {
     }
     const handle = await fsp.open(staged, fs.constants.O_RDWR | fs.constants.O_NOFOLLOW);
     try {
+      await handle.chmod(PRIVATE_FILE_MODE);
       const sha256 = await digestOf(handle);
       await handle.sync();
       return sha256;

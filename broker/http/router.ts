@@ -6,6 +6,7 @@ import { z, ZodError, type ZodType } from 'zod';
 import { acceptsResources, type Permission } from '../../shared/permissions.js';
 import type { Principal } from '../access/principal.js';
 import type { Services } from '../services.js';
+import { uploadTmpDir } from '../data-dir.js';
 import { ApiError, badRequest, notImplemented, tooLarge, unauthorized } from './errors.js';
 import { Reply, type HandlerContext, type RouteSpec, type UploadedFile } from './route.js';
 
@@ -72,8 +73,8 @@ export function redact(value: unknown, depth = 0): unknown {
 
 /** Runs multer for one file part into the broker's temporary folder. */
 function receiveUpload(services: Services, field: string, req: Request, res: Response): Promise<UploadedFile | undefined> {
-  const tmp = path.join(services.config.dataDir, 'tmp');
-  fs.mkdirSync(tmp, { recursive: true });
+  const tmp = uploadTmpDir(services.config.dataDir);
+  fs.mkdirSync(tmp, { recursive: true, mode: 0o700 });
   const upload = multer({
     dest: tmp,
     limits: { fileSize: services.config.fileMaxBytes, files: 1, fields: 20, fieldSize: 64 * 1024 },
