@@ -7,8 +7,7 @@ import { listPage, pagingQuery } from '../http/paging.js';
 import { defineRoute, type RouteSpec } from '../http/route.js';
 import { API_PREFIX } from '../http/router.js';
 import type { BootstrapKeyRecord } from './service.js';
-
-const NO_CONTROL = /^[^\u0000-\u001f\u007f-\u009f]*$/;
+import { singleLine } from '../../shared/text.js';
 
 const keyRef = z
   .string()
@@ -68,7 +67,7 @@ export const enrolRoutes: RouteSpec[] = [
     body: z.object({
       bootstrap_key: z.string().min(1).max(256).describe('A key from POST /bootstrapkey.'),
       public_key: z.string().min(1).max(4096).describe('The agent public key, PEM (SPKI), EC P-256.'),
-      hostname: z.string().trim().min(1).max(253).regex(NO_CONTROL, 'must not contain control characters').describe('The host name of the device.'),
+      hostname: singleLine(z.string().trim().min(1).max(253)).describe('The host name of the device (its first title in the tree).'),
     }),
     response: z.object({ device_id: z.string(), state: z.enum(['pending', 'approved']) }),
     handler: async ({ body, services, ip }) => services.enrol.enrol(body, ip),

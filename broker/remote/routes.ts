@@ -7,6 +7,7 @@ import { CONSOLE_UNACKED_MAX } from './relay.js';
 import { deviceId, host, port, proto } from './schemas.js';
 import { REMOTE_WS_PATHS } from './sessions.js';
 import { TICKET_TTL_SECONDS } from './tickets.js';
+import { singleLine } from '../../shared/text.js';
 
 const deviceParams = z.object({ device_id: deviceId });
 
@@ -20,13 +21,7 @@ const portmapRecord = z.object({
 });
 
 const target = z.string().min(1).max(200).describe('`*`, `tag:<tag>` or `node:<node id>` (a group or a device); no action suffix.');
-const presetName = z
-  .string()
-  .trim()
-  .min(1)
-  .max(64)
-  .regex(/^[^\u0000-\u001f\u007f]*$/, 'must not contain control characters')
-  .describe('Shown on the connect button, e.g. "SSH".');
+const presetName = singleLine(z.string().trim().min(1).max(64)).describe('Shown on the connect button, e.g. "SSH".');
 
 const capabilities = z.object({
   device_id: z.string(),
