@@ -1,5 +1,4 @@
 import fs from 'node:fs';
-import path from 'node:path';
 import express, { type NextFunction, type Request, type Response, type Router } from 'express';
 import multer from 'multer';
 import { z, ZodError, type ZodType } from 'zod';
