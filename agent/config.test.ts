@@ -2,7 +2,7 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
-import { AgentConfigError, loadAgentConfig } from './config.js';
+import { AgentConfigError, BOOTSTRAP_KEY_ENV, loadAgentConfig } from './config.js';
 
 const dirs: string[] = [];
 function tmp(): string {
@@ -27,6 +27,25 @@ describe('agent configuration', () => {
       inventoryIntervalMs: 600_000,
     });
     expect(c.stateDir).toBe(path.resolve('./agent-state'));
+  });
+
+  it('takes the bootstrap key from a file or the environment, so it need not show in the process list', () => {
+    const d = tmp();
+    const keyFile = path.join(d, 'key');
+    fs.writeFileSync(keyFile, 'from-key-file\n', { mode: 0o600 });
+    expect(loadAgentConfig({ broker: 'https://x', bootstrapKeyFile: keyFile }, {}).bootstrapKey).toBe('from-key-file');
+    expect(loadAgentConfig({ broker: 'https://x' }, { [BOOTSTRAP_KEY_ENV]: 'from-env' }).bootstrapKey).toBe('from-env');
+    // The command line wins over the environment, the environment over the config file.
+    expect(loadAgentConfig({ broker: 'https://x', bootstrapKeyFile: keyFile }, { [BOOTSTRAP_KEY_ENV]: 'from-env' }).bootstrapKey).toBe('from-key-file');
+    const config = path.join(d, 'config.json');
+    fs.writeFileSync(config, JSON.stringify({ broker: 'https://a.example', bootstrap_key_file: 'key' }));
+    expect(loadAgentConfig({ config }, {}).bootstrapKey).toBe('from-key-file');
+    expect(loadAgentConfig({ config }, { [BOOTSTRAP_KEY_ENV]: 'from-env' }).bootstrapKey).toBe('from-env');
+    expect(loadAgentConfig({ broker: 'https://x' }, {}).bootstrapKey).toBeUndefined();
+    expect(() => loadAgentConfig({ broker: 'https://x', bootstrapKeyFile: path.join(d, 'missing') }, {})).toThrow(/bootstrap key file/);
+    fs.writeFileSync(path.join(d, 'empty'), '\n');
+    expect(() => loadAgentConfig({ broker: 'https://x', bootstrapKeyFile: path.join(d, 'empty') }, {})).toThrow(/empty/);
+    expect(() => loadAgentConfig({ broker: 'https://x', bootstrapKey: 'a', bootstrapKeyFile: keyFile }, {})).toThrow(AgentConfigError);
   });
 
   it('reads a JSON file, paths relative to it, with the command line winning', () => {

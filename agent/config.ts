@@ -26,6 +26,8 @@ export interface AgentFlags {
   config?: string;
   broker?: string;
   bootstrapKey?: string;
+  /** A file holding the bootstrap key, so that it does not show in the process list. */
+  bootstrapKeyFile?: string;
   stateDir?: string;
   caFile?: string;
   exitOnReload?: boolean;
@@ -37,9 +39,10 @@ export interface AgentFlags {
 
 export class AgentConfigError extends Error {}
 
-const FILE_KEYS: Record<string, keyof AgentConfig> = {
+const FILE_KEYS: Record<string, keyof AgentConfig | 'bootstrapKeyFile'> = {
   broker: 'broker',
   bootstrap_key: 'bootstrapKey',
+  bootstrap_key_file: 'bootstrapKeyFile',
   state_dir: 'stateDir',
   ca_file: 'caFile',
   exit_on_reload: 'exitOnReload',
@@ -80,7 +83,7 @@ function readFile(file: string): Record<string, unknown> {
     out[name] = value;
   }
   // Relative paths in a config file are relative to the file, not to wherever the service starts.
-  for (const name of ['stateDir', 'caFile'] as const) {
+  for (const name of ['stateDir', 'caFile', 'bootstrapKeyFile'] as const) {
     if (typeof out[name] === 'string') out[name] = path.resolve(path.dirname(path.resolve(file)), out[name] as string);
   }
   return out;
@@ -100,8 +103,40 @@ function text(name: string, value: unknown): string | undefined {
   return value;
 }
 
+/** The environment variable an agent takes its bootstrap key from, out of sight of `ps`. */
+export const BOOTSTRAP_KEY_ENV = 'FLEET_BOOTSTRAP_KEY';
+
+function keyFromFile(file: string): string {
+  let key: string;
+  try {
+    key = fs.readFileSync(file, 'utf8').trim();
+  } catch (err) {
+    throw new AgentConfigError(`cannot read the bootstrap key file ${file}: ${(err as Error).message}`);
+  }
+  if (!key) throw new AgentConfigError(`the bootstrap key file ${file} is empty`);
+  return key;
+}
+
+/**
+ * The bootstrap key, first found of: --bootstrap-key, --bootstrap-key-file, $FLEET_BOOTSTRAP_KEY,
+ * then the config file's bootstrap_key or bootstrap_key_file.
+ */
+function bootstrapKeyOf(flags: AgentFlags, file: Record<string, unknown>, env: NodeJS.ProcessEnv): string | undefined {
+  if (flags.bootstrapKey !== undefined && flags.bootstrapKeyFile !== undefined) {
+    throw new AgentConfigError('give either --bootstrap-key or --bootstrap-key-file, not both');
+  }
+  if (flags.bootstrapKey !== undefined) return text('bootstrap_key', flags.bootstrapKey);
+  if (flags.bootstrapKeyFile !== undefined) return keyFromFile(flags.bootstrapKeyFile);
+  const fromEnv = env[BOOTSTRAP_KEY_ENV]?.trim();
+  if (fromEnv) return fromEnv;
+  const fromConfig = text('bootstrap_key', file.bootstrapKey);
+  if (fromConfig) return fromConfig;
+  const keyFile = text('bootstrap_key_file', file.bootstrapKeyFile);
+  return keyFile ? keyFromFile(keyFile) : undefined;
+}
+
 /** Reads the config file (when given) and applies the command line over it; throws AgentConfigError. */
-export function loadAgentConfig(flags: AgentFlags): AgentConfig {
+export function loadAgentConfig(flags: AgentFlags, env: NodeJS.ProcessEnv = process.env): AgentConfig {
   const file = flags.config ? readFile(flags.config) : {};
   const pick = (name: keyof AgentFlags & keyof AgentConfig) => (flags[name] !== undefined ? flags[name] : file[name]);
 
@@ -127,7 +162,7 @@ export function loadAgentConfig(flags: AgentFlags): AgentConfig {
 
   return {
     broker: url.toString().replace(/\/+$/, ''),
-    bootstrapKey: text('bootstrap_key', pick('bootstrapKey')),
+    bootstrapKey: bootstrapKeyOf(flags, file, env),
     stateDir: path.resolve(text('state_dir', pick('stateDir')) ?? DEFAULTS.stateDir),
     caFile: caFile ? path.resolve(caFile) : undefined,
     exitOnReload: exitOnReload === true,

@@ -1,6 +1,7 @@
 /**
  * The edge agent's command line:
- *   npm run agent -- --broker <url> --bootstrap-key <key> [--state-dir <dir>] [--ca-file <pem>]
+ *   npm run agent -- --broker <url> --bootstrap-key-file <file> [--state-dir <dir>] [--ca-file <pem>]
+ *   (or --bootstrap-key <key>, or FLEET_BOOTSTRAP_KEY in the environment)
  *   npm run agent -- --config /etc/fleet-agent/config.json          (system service)
  */
 import fs from 'node:fs';
@@ -27,6 +28,7 @@ function parseFlags(argv: string[]): AgentFlags {
     .description('Fleet edge agent: enrols this device with a broker and serves remote access over one outbound WebSocket.')
     .option('--broker <url>', 'broker base URL, e.g. https://broker.example.com')
     .option('--bootstrap-key <key>', 'bootstrap key to enrol with (from POST /api/v2/bootstrapkey); needed until the device is enrolled')
+    .option('--bootstrap-key-file <file>', 'read the bootstrap key from this file (or set FLEET_BOOTSTRAP_KEY), so it does not show in the process list')
     .option('--state-dir <dir>', `where the device key and enrolment state live (default ${DEFAULTS.stateDir})`)
     .option('--ca-file <pem>', 'trust only the CA certificate(s) in this PEM file for the broker (https)')
     .option('--config <file.json>', 'JSON config file: broker, bootstrap_key, state_dir, ca_file, exit_on_reload, log_level, … (command-line options win)')

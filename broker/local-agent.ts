@@ -1,8 +1,9 @@
 import { spawn, type ChildProcess } from 'node:child_process';
-import fs from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import type { Logger } from 'pino';
+import { ensurePrivateDir } from './data-dir.js';
+import { BOOTSTRAP_KEY_ENV } from '../agent/config.js';
 import type { Services } from './services.js';
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
@@ -29,13 +30,19 @@ export async function startLocalAgent(services: Pick<Services, 'settings' | 'enr
     await services.settings.set(LOCAL_KEY_SETTING, keyId);
   }
   const stateDir = path.join(services.config.dataDir, 'agent');
-  fs.mkdirSync(stateDir, { recursive: true, mode: 0o700 });
-  const tsx = path.join(ROOT, 'node_modules', 'tsx', 'dist', 'cli.mjs');
-  const child = spawn(process.execPath, [tsx, path.join(ROOT, 'agent', 'main.ts'), '--broker', brokerUrl, '--state-dir', stateDir, '--bootstrap-key', key], {
-    stdio: ['ignore', 'inherit', 'inherit'],
-    env: process.env,
-  });
+  ensurePrivateDir(stateDir, logger);
+  const command = localAgentCommand(brokerUrl, stateDir, key, process.env);
+  const child = spawn(process.execPath, command.args, { stdio: ['ignore', 'inherit', 'inherit'], env: command.env });
   child.on('exit', (code, signal) => logger.warn({ code, signal }, 'local agent exited'));
   logger.info({ stateDir, pid: child.pid }, 'local agent started (--with-agent)');
   return child;
+}
+
+/** How the local agent is started. The key goes by environment, not argv: every user can read a command line (`ps`). */
+export function localAgentCommand(brokerUrl: string, stateDir: string, key: string, env: NodeJS.ProcessEnv): { args: string[]; env: NodeJS.ProcessEnv } {
+  const tsx = path.join(ROOT, 'node_modules', 'tsx', 'dist', 'cli.mjs');
+  return {
+    args: [tsx, path.join(ROOT, 'agent', 'main.ts'), '--broker', brokerUrl, '--state-dir', stateDir],
+    env: { ...env, [BOOTSTRAP_KEY_ENV]: key },
+  };
 }

@@ -27,6 +27,8 @@ async function createAdminCommand(config: Config): Promise<void> {
 }
 
 async function main(): Promise<void> {
+  // Whatever the broker writes (database, file store, outbox, uploads being received) is for its own user only.
+  process.umask(0o077);
   let config: Config;
   try {
     config = loadConfig();

@@ -4,6 +4,7 @@ import https from 'node:https';
 import type { AddressInfo } from 'node:net';
 import type { Logger } from 'pino';
 import { createApp } from './app.js';
+import { ensurePrivateDir } from './data-dir.js';
 import type { Config } from './config.js';
 import { openStore } from './db/database.js';
 import { ensureSystemNodes } from './devices/scope.js';
@@ -22,8 +23,8 @@ export interface RunningBroker {
 
 /** Opens the store, builds the services and serves HTTP(S) with WebSocket upgrades. */
 export async function startBroker(config: Config, logger: Logger = createLogger(config.logLevel), options: ServiceOptions = {}): Promise<RunningBroker> {
-  fs.mkdirSync(config.dataDir, { recursive: true });
-  const store = await openStore(config.databaseUrl, config.databaseSchema);
+  ensurePrivateDir(config.dataDir, logger);
+  const store = await openStore(config.databaseUrl, config.databaseSchema, logger);
   await ensureSystemNodes(store.db);
   const firstUser = await bootstrapFirstUser(store.db, config);
   const services = await createServices(config, logger, store, options);

@@ -74,7 +74,7 @@ export async function createServices(config: Config, logger: Logger, store: Stor
   const users = new UsersService(store, config, logger, auth, access);
   const roles = new RolesService(store, access);
   const devices = new DevicesService(store, config, access);
-  const files = new FilesService(config);
+  const files = new FilesService(config, logger);
 
   // The hub asks enrolment who a device is and hands inventory reports on, while both reach agents
   // through the hub: the hub's side is bound late (these run only once agents connect).

@@ -1,6 +1,7 @@
 import type { GroupTree, GroupTreeNode } from '../shared/api-types.js';
 import type { ApiClient } from './api.js';
 import { CliError } from './errors.js';
+import { escapeForTerminal } from '../shared/text.js';
 
 export interface DeviceRow {
   id: string;
@@ -50,7 +51,9 @@ export async function resolveDevice(client: ApiClient, given: string): Promise<{
   throw new CliError(`No device "${given}" among those you may see; list them with "fleet devices".`);
 }
 
-export function formatTable(rows: string[][]): string {
+/** A table of text the broker and devices control: control characters are shown escaped, never sent to the terminal. */
+export function formatTable(given: string[][]): string {
+  const rows = given.map((r) => r.map(escapeForTerminal));
   const widths = rows[0].map((_, i) => Math.max(...rows.map((r) => r[i].length)));
   return rows.map((r) => r.map((cell, i) => (i === r.length - 1 ? cell : cell.padEnd(widths[i]))).join('  ')).join('\n');
 }

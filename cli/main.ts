@@ -11,6 +11,7 @@ import { devicesCommand, reloadCommand } from './commands/devices.js';
 import { login, logout } from './commands/login.js';
 import { resolveTarget } from './config.js';
 import { CliError } from './errors.js';
+import { escapeForTerminal } from '../shared/text.js';
 
 const client = () => new ApiClient(resolveTarget());
 
@@ -81,7 +82,8 @@ export function program(run: (work: Promise<number | void>) => void): Command {
 
 function fail(err: unknown): never {
   const message = err instanceof Error ? err.message : String(err);
-  process.stderr.write(`fleet: ${message.replace(/\s+/g, ' ').trim()}\n`);
+  // Messages carry text from the broker and devices: escaped, so they cannot drive the terminal.
+  process.stderr.write(`fleet: ${escapeForTerminal(message.replace(/\s+/g, ' ').trim())}\n`);
   process.exit(err instanceof CliError ? err.exitCode : 1);
 }
 

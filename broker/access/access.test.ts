@@ -6,7 +6,10 @@ import { Principal } from './principal.js';
 
 const lab: DeviceScope = { deviceId: 'd1', nodeIds: ['d1', 'lab', 'root'], tags: ['lab-tag'] };
 /** A fake scope source: the one device `d1`, everything else unknown. */
-const access = new AccessService({ scopeOf: async (id) => (id === lab.deviceId ? lab : undefined) });
+const access = new AccessService({
+  scopeOf: async (id) => (id === lab.deviceId ? lab : undefined),
+  scopeOfNode: async (id) => (id === 'lab' ? { deviceId: '', nodeIds: ['lab', 'root'], tags: [] } : undefined),
+});
 
 function principal(policies: Policy[]): Principal {
   return new Principal({ id: 'u1', email: 'u@example.com', fname: 'U', lname: 'One' }, 's1', compilePolicies(policies));
@@ -100,11 +103,21 @@ describe('port presets and inventory reach', () => {
     await expect(access.requirePresetReader(principal([{ permission: 'remote-access:manage' }]), 'd1')).rejects.toMatchObject({ status: 403 });
   });
 
-  it('every preset: to holders of remote-access:connect, device:read or remote-access:manage', () => {
+  it('presets for every device: to holders of remote-access:connect, device:read or remote-access:manage', async () => {
     for (const permission of [CONNECT, 'device:read', 'remote-access:manage']) {
-      expect(access.mayListAllPresets(principal([{ permission, ...(permission === 'remote-access:manage' ? {} : { resources: ['tag:x'] }) }]))).toBe(true);
+      expect(await access.mayReadPreset(principal([{ permission, ...(permission === 'remote-access:manage' ? {} : { resources: ['tag:x'] }) }]), '*')).toBe(
+        true,
+      );
     }
-    expect(access.mayListAllPresets(principal([{ permission: 'users:read' }]))).toBe(false);
+    expect(await access.mayReadPreset(principal([{ permission: 'users:read' }]), '*')).toBe(false);
+  });
+
+  it('presets for a group or tag: only where a reading grant covers the target', async () => {
+    const tagged = principal([{ permission: 'device:read', resources: ['tag:x'] }]);
+    expect(await access.mayReadPreset(tagged, 'tag:x')).toBe(true);
+    expect(await access.mayReadPreset(tagged, 'tag:y')).toBe(false);
+    expect(await access.mayReadPreset(tagged, 'node:lab')).toBe(false);
+    expect(await access.mayReadPreset(principal([{ permission: CONNECT, resources: ['node:lab'] }]), 'node:lab')).toBe(true);
   });
 
   it('inventory is limited by device:read when held, else reaches every device through inventory:read', () => {

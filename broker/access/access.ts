@@ -1,5 +1,16 @@
 import { acceptsResources, type Permission } from '../../shared/permissions.js';
-import { evaluate, uncoveredGrants, type Decision, type DeviceScope, type Policy, type RemoteActionName, type RemoteRequest } from '../../shared/resources.js';
+import {
+  entityMatches,
+  evaluate,
+  parseResource,
+  uncoveredGrants,
+  type Decision,
+  type DeviceScope,
+  type Entity,
+  type Policy,
+  type RemoteActionName,
+  type RemoteRequest,
+} from '../../shared/resources.js';
 import { ApiError, forbidden, notFound } from '../http/errors.js';
 import type { Principal } from './principal.js';
 import { allowedCopyRoots, grantedRemoteActions } from './remote.js';
@@ -9,6 +20,8 @@ const PRESET_READERS: Permission[] = ['remote-access:connect', 'device:read', 'r
 /** Finds where a device sits: its node ids up the tree and its inherited tags. */
 export interface DeviceScopeSource {
   scopeOf(deviceId: string): Promise<DeviceScope | undefined>;
+  /** The same for any node, group or device: its node ids up the tree and the tags it carries or inherits. */
+  scopeOfNode(nodeId: string): Promise<DeviceScope | undefined>;
 }
 
 export interface AccessDecision extends Decision {
@@ -73,6 +86,43 @@ export class AccessService {
     );
   }
 
+  /**
+   * Bootstrap key secrets enrol devices, so they are shown to those who may manage keys; holders of
+   * only bootstrap-keys:read see a key's id, group and auto-accept.
+   */
+  async canReadBootstrapSecrets(principal: Principal): Promise<boolean> {
+    return (await this.decide(principal, 'bootstrap-keys:manage')).allowed;
+  }
+
+  /**
+   * Does the principal's grant of `permission` cover every device a resource string (`*`, `tag:x`,
+   * `node:n`, no action) names, now and later? `*` is covered only by `*`; `tag:x` by `*` or `tag:x`;
+   * `node:n` by `*`, by `node:m` with n at or below m, or by a tag n carries or inherits (every
+   * device below n inherits it). An unknown node is covered only by `*`. For calls that concern a
+   * set of devices rather than one (port presets).
+   */
+  async coversTarget(principal: Principal, permission: Permission, target: string): Promise<boolean> {
+    let entity: Entity;
+    try {
+      entity = parseResource(target).entity;
+    } catch {
+      return false;
+    }
+    const grants = principal.policies.filter((p) => p.permission === permission).flatMap((p) => p.resources.map((r) => r.entity));
+    if (grants.some((g) => g.kind === 'all')) return true;
+    if (entity.kind === 'all') return false;
+    if (entity.kind === 'tag') return grants.some((g) => g.kind === 'tag' && g.tag === entity.tag);
+    const scope = await this.devices.scopeOfNode(entity.nodeId);
+    return scope !== undefined && grants.some((g) => entityMatches(g, scope));
+  }
+
+  /** Throws 403 unless the principal's grant of `permission` covers `target` (see coversTarget). */
+  async requireTarget(principal: Principal, permission: Permission, target: string): Promise<void> {
+    if (!principal.has(permission)) throw forbidden(`Not allowed: no role grants ${permission}.`, { permission });
+    if (await this.coversTarget(principal, permission, target)) return;
+    throw forbidden(`Not allowed: "${target}" reaches devices outside your ${permission} resources.`, { permission, target });
+  }
+
   /** For listings: may the principal see this device under `permission`? */
   canSee(principal: Principal, permission: Permission, device: DeviceScope): boolean {
     return evaluate(principal.policies, permission, device).allowed;
@@ -117,9 +167,16 @@ export class AccessService {
     return decision.device;
   }
 
-  /** Every port preset, for a listing without a device: to holders of a permission that uses them. */
-  mayListAllPresets(principal: Principal): boolean {
-    return PRESET_READERS.some((p) => principal.has(p));
+  /**
+   * For a listing without a device: may the principal see a preset with this target? Presets for
+   * every device go to holders of a permission that uses them; others only where a reading grant
+   * covers the target (see coversTarget), so no hidden group's preset shows.
+   */
+  async mayReadPreset(principal: Principal, target: string): Promise<boolean> {
+    const readers = PRESET_READERS.filter((p) => principal.has(p));
+    if (target === '*') return readers.length > 0;
+    for (const permission of readers) if (await this.coversTarget(principal, permission, target)) return true;
+    return false;
   }
 
   /**

@@ -3,8 +3,9 @@ import type { Profile } from '../../shared/api-types.js';
 import { defineRoute, type RouteSpec } from '../http/route.js';
 import { userRecord } from '../users/routes.js';
 import { newPassword } from './password-routes.js';
+import { singleLine } from '../../shared/text.js';
 
-const name = z.string().trim().min(1).max(100);
+const name = singleLine(z.string().trim().min(1).max(100));
 
 const profile = userRecord.extend({
   permissions: z.array(z.string()).describe("every permission the user's roles grant, on at least some devices"),

@@ -3,6 +3,8 @@ import path from 'node:path';
 import { Kysely, Migrator, PostgresDialect, SqliteDialect, sql, type MigrationProvider } from 'kysely';
 import SqliteDatabase from 'better-sqlite3';
 import pg from 'pg';
+import type { Logger } from 'pino';
+import { ensurePrivateFile, PRIVATE_DIR_MODE, PRIVATE_FILE_MODE, tighten } from '../data-dir.js';
 import type { Database } from './schema.js';
 import { migrations } from './migrations.js';
 
@@ -43,12 +45,17 @@ function withStatementCache(sqlite: SqliteDatabase.Database, max = 500): SqliteD
 }
 
 /** Opens the store named by `url` (sqlite:<file> or postgres://...) and brings its schema up to date. */
-export async function openStore(url: string, schema = ''): Promise<Store> {
+export async function openStore(url: string, schema = '', logger?: Pick<Logger, 'warn'>): Promise<Store> {
   let db: Db;
   let dialect: Dialect;
   if (url.startsWith('sqlite:')) {
     const file = url.slice('sqlite:'.length);
-    if (file !== ':memory:') fs.mkdirSync(path.dirname(path.resolve(file)), { recursive: true });
+    if (file !== ':memory:') {
+      // SQLite makes -wal and -shm with the mode of the database file: a private file keeps all three private.
+      fs.mkdirSync(path.dirname(path.resolve(file)), { recursive: true, mode: PRIVATE_DIR_MODE });
+      ensurePrivateFile(file, logger);
+      for (const extra of ['-wal', '-shm']) tighten(`${file}${extra}`, PRIVATE_FILE_MODE, logger);
+    }
     const sqlite = new SqliteDatabase(file);
     sqlite.pragma('journal_mode = WAL'); // readers never wait for the writer; a crash keeps every commit
     sqlite.pragma('synchronous = NORMAL');

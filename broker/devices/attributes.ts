@@ -4,6 +4,7 @@
  * field as a string.
  */
 import type { DeviceAttributes, LegacyAttribute } from '../../shared/api-types.js';
+import { CONTROL_CHARACTERS } from '../../shared/text.js';
 
 export const LEGACY_FIELDS = [
   'device_name',
@@ -25,7 +26,6 @@ export const CUSTOM_VALUE_MAX_LENGTH = 4096;
 /** A decimal number as text: `52`, `-8.25`, `+0.5`, `.5`; no exponent, no spaces. */
 const DECIMAL = /^[+-]?(\d+(\.\d*)?|\.\d+)$/;
 /** Keys are printable: no control characters; names that would alter an object's prototype are refused. */
-const CONTROL = /[\u0000-\u001f\u007f]/;
 const RESERVED_KEYS = new Set(['__proto__', 'constructor', 'prototype']);
 
 export type StoredAttributes = Partial<Record<LegacyField, string>> & { custom?: Record<string, string> };
@@ -106,7 +106,7 @@ export function coordinateProblem(field: 'latitude' | 'longitude', value: string
 export function customKeyProblem(key: string): string | undefined {
   if (key.length === 0) return 'a custom key must not be empty';
   if (key.length > CUSTOM_KEY_MAX_LENGTH) return `custom key is longer than ${CUSTOM_KEY_MAX_LENGTH} characters`;
-  if (CONTROL.test(key)) return 'custom key contains control characters';
+  if (CONTROL_CHARACTERS.test(key)) return 'custom key contains control characters';
   if (RESERVED_KEYS.has(key)) return `"${key}" is reserved; choose another custom key`;
   return undefined;
 }

@@ -5,10 +5,10 @@ import { NODE_ID_PATTERN, TAG_PATTERN } from '../../shared/resources.js';
 import { pagingQuery } from '../http/paging.js';
 import { coordinateProblem, CUSTOM_VALUE_MAX_LENGTH, customKeyProblem, LEGACY_FIELDS, LEGACY_MAX_LENGTH } from './attributes.js';
 import { DEVICE_ID_PATTERN } from './scope.js';
+import { multiLine, singleLine } from '../../shared/text.js';
 
 export const MAX_TAGS_PER_NODE = 50;
 export const MAX_CHANGES_PER_REQUEST = 1000;
-const CONTROL = /[\u0000-\u001f\u007f]/;
 
 export const deviceId = z
   .string()
@@ -29,13 +29,11 @@ export const deviceOfNode = ({ params }: { params: { node_id: string } }) => (DE
 const tag = z.string().regex(TAG_PATTERN, 'must be a tag: letters, digits, "_", "." and "-", at most 64, starting with a letter or digit');
 export const tagList = z.array(tag).max(MAX_TAGS_PER_NODE, `at most ${MAX_TAGS_PER_NODE} tags per node`);
 
-const title = z
-  .string()
-  .min(1, 'must not be empty')
-  .max(255, 'at most 255 characters')
-  .refine((v) => !CONTROL.test(v), 'must not contain control characters');
+const title = singleLine(z.string().min(1, 'must not be empty').max(255, 'at most 255 characters'));
 
-const legacyString = z.string().max(LEGACY_MAX_LENGTH, `at most ${LEGACY_MAX_LENGTH} characters`);
+/** Legacy fields are one line (a name, a place) except the description, which may hold tabs and newlines. */
+const legacyString = singleLine(z.string().max(LEGACY_MAX_LENGTH, `at most ${LEGACY_MAX_LENGTH} characters`));
+const legacyText = multiLine(z.string().max(LEGACY_MAX_LENGTH, `at most ${LEGACY_MAX_LENGTH} characters`));
 
 function coordinate(field: 'latitude' | 'longitude') {
   const limit = field === 'latitude' ? 90 : 180;
@@ -48,19 +46,29 @@ function coordinate(field: 'latitude' | 'longitude') {
     .describe(`Decimal degrees from -${limit} to ${limit}, as a string (a JSON number is accepted too); "" clears it.`);
 }
 
-const customAttributes = z
-  .record(z.string(), z.string().max(CUSTOM_VALUE_MAX_LENGTH, `a custom value holds at most ${CUSTOM_VALUE_MAX_LENGTH} characters`))
+const customRecord = z
+  .record(z.string(), multiLine(z.string().max(CUSTOM_VALUE_MAX_LENGTH, `a custom value holds at most ${CUSTOM_VALUE_MAX_LENGTH} characters`)))
   .superRefine((record, ctx) => {
     for (const key of Object.keys(record)) {
       const problem = customKeyProblem(key);
       if (problem) ctx.addIssue({ code: 'custom', path: [key], message: problem });
     }
   })
-  .describe('Custom attributes to set: key (1-64 characters) to value (at most 4096); "" removes the key. Keys not named stay as they are.');
+  .describe(
+    'Custom attributes to set: key (1-64 characters, no control characters; not __proto__, constructor or prototype) to value (at most 4096; tab and newline are the only control characters allowed); "" removes the key. Keys not named stay as they are.',
+  );
+
+// The record parser drops an own `__proto__` key without a word, so it is looked for in the body as sent.
+const customAttributes = z.preprocess((input, ctx) => {
+  if (input && typeof input === 'object' && Object.prototype.hasOwnProperty.call(input, '__proto__')) {
+    ctx.addIssue({ code: 'custom', path: ['__proto__'], message: customKeyProblem('__proto__') as string, input });
+  }
+  return input;
+}, customRecord);
 
 export const attributesPatch = z.object({
   device_name: legacyString.optional(),
-  description: legacyString.optional(),
+  description: legacyText.optional(),
   latitude: coordinate('latitude').optional(),
   longitude: coordinate('longitude').optional(),
   country: legacyString.optional(),

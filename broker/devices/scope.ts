@@ -69,6 +69,12 @@ export class DeviceScopes implements DeviceScopeSource {
     this.cache.set(deviceId, scope);
     return scope;
   }
+
+  async scopeOfNode(nodeId: string): Promise<DeviceScope | undefined> {
+    const chain = await nodeChain(this.db, nodeId);
+    if (chain.length === 0 || chain[chain.length - 1].node_id !== ROOT_NODE) return undefined;
+    return scopeOfChain(chain);
+  }
 }
 
 /** The tree's two system groups exist from the first start on. */

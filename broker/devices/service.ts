@@ -229,7 +229,8 @@ export class DevicesService {
     if (!snap.has(nodeId)) throw notFound(`Node ${nodeId}`);
     const rendered = snap.render(nodeId, this.onlineCheck());
     if (!rendered && nodeId === ROOT_NODE) return { ...emptyRoot(), ancestors: [ROOT_NODE], total_devices: 0 };
-    if (!rendered) throw forbidden('Not allowed: the node is outside every resource of device:read.', { permission: 'device:read', node_id: nodeId });
+    // A group the caller may not see answers like one that does not exist: its id and name stay unknown.
+    if (!rendered) throw notFound(`Node ${nodeId}`);
     return { ...rendered.tree, ancestors: snap.ancestors(nodeId), total_devices: rendered.totalDevices };
   }
 
@@ -237,16 +238,21 @@ export class DevicesService {
   async node(principal: Principal, nodeId: string): Promise<NodeView> {
     const chain = await this.store.chain(this.store.db, nodeId);
     if (chain.length === 0 || chain[chain.length - 1].node_id !== ROOT_NODE) throw notFound(`Node ${nodeId}`);
-    if (chain[0].type !== 'device' && !(await this.groupVisible(principal, chain))) {
-      throw forbidden('Not allowed: the group is outside every resource of device:read.', { permission: 'device:read', node_id: nodeId });
-    }
+    // A group the caller may not see answers like one that does not exist.
+    if (chain[0].type !== 'device' && !(await this.visible(principal, chain))) throw notFound(`Node ${nodeId}`);
     return this.viewOf(chain);
   }
 
-  private async groupVisible(principal: Principal, chain: ChainRow[]): Promise<boolean> {
-    if (this.access.canSee(principal, 'device:read', scopeOfChain(chain))) return true;
+  /**
+   * Is the node known to the caller: in their view of the tree (device:read on it, or a group
+   * leading to something readable), or — for changes — within their device:manage resources?
+   */
+  private async visible(principal: Principal, chain: ChainRow[], db: Db = this.store.db, orManaged = false): Promise<boolean> {
+    const scope = scopeOfChain(chain);
+    if (this.access.canSee(principal, 'device:read', scope)) return true;
+    if (orManaged && this.access.canSee(principal, 'device:manage', scope)) return true;
     // Shown anyway when it leads to something visible.
-    return (await this.snapshot(principal, 'device:read')).isShown(chain[0].node_id);
+    return (await this.snapshot(principal, 'device:read', db)).isShown(chain[0].node_id);
   }
 
   private async viewOf(chain: ChainRow[], db: Db = this.store.db): Promise<NodeView> {
@@ -300,6 +306,7 @@ export class DevicesService {
       const chain = await this.store.chain(trx, nodeId);
       if (chain.length === 0) throw notFound(`Node ${nodeId}`);
       if (chain[0].type !== 'device' && !this.canManageGroup(principal, chain)) {
+        if (!(await this.visible(principal, chain, trx, true))) throw notFound(`Node ${nodeId}`);
         throw forbidden('Not allowed: managing a group needs device:manage on "*" or on a node: resource at or above it.', {
           permission: 'device:manage',
           node_id: nodeId,
@@ -366,14 +373,21 @@ export class DevicesService {
       forbidden(`Not allowed: ${what} needs device:manage on "*" or on a node: resource at or above it (devices may also be matched by tag:).`, {
         permission: 'device:manage',
       });
+    const unknown = (nodeId: string, field: string) => badRequest(`There is no node "${nodeId}".`, { field }, 'unknown_node');
     const existing = async (nodeId: string, field: string) => {
       const chain = await this.store.chain(trx, nodeId);
-      if (chain.length === 0) throw badRequest(`There is no node "${nodeId}".`, { field }, 'unknown_node');
+      if (chain.length === 0) throw unknown(nodeId, field);
       return chain;
     };
+    // A refusal on a node the caller may not even see answers as for a node that does not exist.
+    const refuse = async (chain: ChainRow[], field: string, what: string) =>
+      (await this.visible(principal, chain, trx, true)) ? denied(what) : unknown(chain[0].node_id, field);
     const group = async (nodeId: string, field: string) => {
       const chain = await existing(nodeId, field);
-      if (chain[0].type !== 'group') throw badRequest(`Node "${nodeId}" is a device, not a group.`, { field }, 'not_a_group');
+      if (chain[0].type !== 'group') {
+        if (!(await this.visible(principal, chain, trx, true))) throw unknown(nodeId, field);
+        throw badRequest(`Node "${nodeId}" is a device, not a group.`, { field }, 'not_a_group');
+      }
       return chain;
     };
     const notSystem = (nodeId: string, verb: string) => {
@@ -389,8 +403,8 @@ export class DevicesService {
         }
         if (await this.store.node(trx, nodeId)) throw conflict('node_exists', `A node with id "${nodeId}" exists already.`, { field: 'node_id' });
         const parent = await group(data.parent_id, 'parent_id');
+        if (!this.canManageGroup(principal, parent)) throw await refuse(parent, 'parent_id', `creating a group in "${data.parent_id}"`);
         if (parent.length + 1 > MAX_TREE_DEPTH) throw badRequest(`The tree may be at most ${MAX_TREE_DEPTH} levels deep.`, { field: 'parent_id' });
-        if (!this.canManageGroup(principal, parent)) throw denied(`creating a group in "${data.parent_id}"`);
         const tags = [...new Set(data.tags ?? [])];
         const refused = tags.find((tag) => !this.canManageTag(principal, tag));
         if (refused !== undefined) throw forbidden(`Not allowed: tag "${refused}" is outside your device:manage resources.`, { field: 'tags', tag: refused });
@@ -400,7 +414,7 @@ export class DevicesService {
       case 'rename': {
         const { data } = change;
         const chain = await existing(data.node_id, 'node_id');
-        if (!this.canManageNode(principal, chain)) throw denied(`renaming "${data.node_id}"`);
+        if (!this.canManageNode(principal, chain)) throw await refuse(chain, 'node_id', `renaming "${data.node_id}"`);
         if (chain[0].type === 'device') {
           // The device's name and its title in the tree are one value. The device row is locked
           // before its node, in the same order as an attribute change, so the two cannot deadlock.
@@ -418,11 +432,11 @@ export class DevicesService {
         notSystem(data.node_id, 'moved');
         const chain = await existing(data.node_id, 'node_id');
         const parent = await group(data.parent_id, 'parent_id');
+        if (!this.canManageNode(principal, chain)) throw await refuse(chain, 'node_id', `moving "${data.node_id}"`);
+        if (!this.canManageGroup(principal, parent)) throw await refuse(parent, 'parent_id', `moving a node into "${data.parent_id}"`);
         if (parent.some((r) => r.node_id === data.node_id)) {
           throw badRequest(`Moving "${data.node_id}" into "${data.parent_id}" would put it inside itself.`, { field: 'parent_id' }, 'tree_cycle');
         }
-        if (!this.canManageNode(principal, chain)) throw denied(`moving "${data.node_id}"`);
-        if (!this.canManageGroup(principal, parent)) throw denied(`moving a node into "${data.parent_id}"`);
         const height = chain[0].type === 'group' ? await this.store.subtreeHeight(trx, data.node_id, MAX_TREE_DEPTH) : 0;
         if (parent.length + 1 + height > MAX_TREE_DEPTH) throw badRequest(`The tree may be at most ${MAX_TREE_DEPTH} levels deep.`, { field: 'parent_id' });
         await this.store.updateNode(trx, data.node_id, { parent_id: data.parent_id });
@@ -435,7 +449,7 @@ export class DevicesService {
         if (chain[0].type !== 'group') {
           throw badRequest(`"${data.node_id}" is a device; remove devices with DELETE /removeapprovedhost/{node_id}.`, { field: 'node_id' }, 'not_a_group');
         }
-        if (!this.canManageGroup(principal, chain)) throw denied(`deleting "${data.node_id}"`);
+        if (!this.canManageGroup(principal, chain)) throw await refuse(chain, 'node_id', `deleting "${data.node_id}"`);
         if (await this.store.hasChildren(trx, data.node_id)) {
           throw conflict('group_not_empty', `Group "${data.node_id}" is not empty; move or remove what it holds first.`, { field: 'node_id' });
         }

@@ -6,8 +6,8 @@ import type { ExtraOperation } from '../http/openapi.js';
 import { listPage, pagingQuery } from '../http/paging.js';
 import { defineRoute, type RouteSpec } from '../http/route.js';
 import { API_PREFIX } from '../http/router.js';
-
-const NO_CONTROL = /^[^\u0000-\u001f\u007f-\u009f]*$/;
+import type { BootstrapKeyRecord } from './service.js';
+import { singleLine } from '../../shared/text.js';
 
 const keyRef = z
   .string()
@@ -20,12 +20,20 @@ const autoAccept = z.boolean().describe('true: devices enrolling with this key a
 const nodeId = z.string().regex(DEVICE_ID_PATTERN, 'must be a device id: 64 lowercase hexadecimal characters').describe('The device id (node id of a device).');
 
 const keyRecord = z.object({
-  key: z.string().describe('The bootstrap key an agent is started with (`--bootstrap-key`).'),
+  key: z
+    .string()
+    .optional()
+    .describe('The bootstrap key an agent is started with (`--bootstrap-key`). Shown only to holders of bootstrap-keys:manage; readers see `key_id`.'),
   key_id: z.string().describe('A public name of the key (the start of its SHA-256), for lists and logs.'),
   group_id: z.string(),
   auto_accept: z.boolean(),
   created_at: z.string().describe('ISO 8601'),
 });
+
+/** A key as a holder of only bootstrap-keys:read sees it: everything but the secret. */
+function withoutSecret(k: BootstrapKeyRecord): Omit<BootstrapKeyRecord, 'key'> {
+  return { key_id: k.key_id, group_id: k.group_id, auto_accept: k.auto_accept, created_at: k.created_at };
+}
 
 const pendingHost = z.object({
   node_id: z.string().describe('The device id: SHA-256 of its public key.'),
@@ -59,7 +67,7 @@ export const enrolRoutes: RouteSpec[] = [
     body: z.object({
       bootstrap_key: z.string().min(1).max(256).describe('A key from POST /bootstrapkey.'),
       public_key: z.string().min(1).max(4096).describe('The agent public key, PEM (SPKI), EC P-256.'),
-      hostname: z.string().trim().min(1).max(253).regex(NO_CONTROL, 'must not contain control characters').describe('The host name of the device.'),
+      hostname: singleLine(z.string().trim().min(1).max(253)).describe('The host name of the device (its first title in the tree).'),
     }),
     response: z.object({ device_id: z.string(), state: z.enum(['pending', 'approved']) }),
     handler: async ({ body, services, ip }) => services.enrol.enrol(body, ip),
@@ -87,21 +95,29 @@ export const enrolRoutes: RouteSpec[] = [
     path: '/bootstrapkeylist',
     tag: TAG_KEYS,
     summary: 'List bootstrap keys',
-    description: 'Keys oldest first, `{items, total}`.',
+    description: 'Keys oldest first, `{items, total}`. The key itself (`key`) is shown only to holders of bootstrap-keys:manage.',
     access: 'bootstrap-keys:read',
     query: pagingQuery,
     response: listPage(keyRecord),
-    handler: async ({ query, services }) => services.enrol.listKeys(query),
+    handler: async ({ query, services, principal }) => {
+      const page = await services.enrol.listKeys(query);
+      if (await services.access.canReadBootstrapSecrets(principal)) return page;
+      return { ...page, items: page.items.map(withoutSecret) };
+    },
   }),
   defineRoute({
     method: 'get',
     path: '/bootstrapkey/{bootstrapkey_id}',
     tag: TAG_KEYS,
     summary: 'Read a bootstrap key',
+    description: 'By the key or its `key_id`. The key itself (`key`) is shown only to holders of bootstrap-keys:manage.',
     access: 'bootstrap-keys:read',
     params: z.object({ bootstrapkey_id: keyRef }),
     response: keyRecord,
-    handler: async ({ params, services }) => services.enrol.getKey(params.bootstrapkey_id),
+    handler: async ({ params, services, principal }) => {
+      const k = await services.enrol.getKey(params.bootstrapkey_id);
+      return (await services.access.canReadBootstrapSecrets(principal)) ? k : withoutSecret(k);
+    },
   }),
   defineRoute({
     method: 'put',

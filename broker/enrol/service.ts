@@ -138,7 +138,8 @@ export class EnrolService {
 
   /**
    * Registers an agent's public key with a bootstrap key. Idempotent for the same key: a device
-   * that enrolled before gets its current state. An auto-accept key approves at once.
+   * that enrolled before gets its current state. An auto-accept key approves at once, but only the
+   * key the device first enrolled with: it alone decides group and approval.
    */
   async enrol(
     input: { bootstrap_key: string; public_key: string; hostname: string },
@@ -188,7 +189,9 @@ export class EnrolService {
     const device = (await this.store.device(this.store.db, deviceId)) as DevicesTable;
     if (device.state === 'pending') {
       await this.store.touchDevice(this.store.db, deviceId, { hostname: input.hostname, last_ip: ip, last_seen: now });
-      if (keyRow.auto_accept === 1) {
+      // The key of the first enrolment decides: presenting another (auto-accept) key later must not
+      // approve a device that waits for an operator under a manual key.
+      if (device.bootstrap_key === keyRow.key_id && keyRow.auto_accept === 1) {
         await this.approve(deviceId);
         return { device_id: deviceId, state: 'approved' };
       }

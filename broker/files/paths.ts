@@ -1,4 +1,5 @@
 import { badRequest, type ApiError } from '../http/errors.js';
+import { CONTROL_CHARACTERS } from '../../shared/text.js';
 
 /**
  * The grammar of file-store paths. Every path the API accepts is a "/"-rooted virtual path
@@ -29,7 +30,7 @@ export function formatPath(segments: readonly string[], folder = false): string 
 const invalid = (field: string, message: string): ApiError => badRequest(`${field}: ${message}`, { field }, 'invalid_path');
 
 // C0 and C1 control characters and DEL: never part of a name an operator means to type.
-const CONTROL = /[\u0000-\u001f\u007f-\u009f]/;
+const CONTROL = CONTROL_CHARACTERS;
 
 /**
  * Checks one name (a single path segment) and returns it NFC-normalised. Refused: empty names,

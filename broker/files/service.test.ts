@@ -1,6 +1,7 @@
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
+import pino from 'pino';
 import { afterEach, describe, expect, it } from 'vitest';
 import { STAGING_DIR } from './paths.js';
 import { FilesService } from './service.js';
@@ -17,7 +18,7 @@ function dataDir(): string {
 }
 
 function service(dir: string, quota = 1024 * 1024): FilesService {
-  return new FilesService({ dataDir: dir, fileQuotaBytes: quota });
+  return new FilesService({ dataDir: dir, fileQuotaBytes: quota }, pino({ level: 'silent' }));
 }
 
 describe('FilesService start', () => {

@@ -3,7 +3,9 @@ import fs from 'node:fs';
 import fsp from 'node:fs/promises';
 import path from 'node:path';
 import type { Readable } from 'node:stream';
+import type { Logger } from 'pino';
 import type { Config } from '../config.js';
+import { ensurePrivateDir, PRIVATE_DIR_MODE, PRIVATE_FILE_MODE, uploadTmpDir } from '../data-dir.js';
 import { ApiError, badRequest, conflict, notFound } from '../http/errors.js';
 import { formatPath, MAX_PATH_BYTES, parseName, parseStorePath, STAGING_DIR } from './paths.js';
 
@@ -180,16 +182,23 @@ export class FilesService {
   /** sha256 by `dev:ino:size:mtimeMs`: survives renames and moves, misses after any rewrite. */
   private readonly digests = new Map<string, string>();
 
-  constructor(private readonly config: Pick<Config, 'dataDir' | 'fileQuotaBytes'>) {}
+  constructor(
+    private readonly config: Pick<Config, 'dataDir' | 'fileQuotaBytes'>,
+    private readonly logger: Logger,
+  ) {}
 
   async init(): Promise<void> {
     const dir = path.join(this.config.dataDir, 'files');
-    await fsp.mkdir(dir, { recursive: true });
+    ensurePrivateDir(dir, this.logger);
     this.root = await fsp.realpath(dir);
     this.staging = path.join(this.root, STAGING_DIR);
-    // Whatever an interrupted upload left behind is not part of the store.
+    // Whatever an interrupted upload left behind is not part of the store: half-received bodies in
+    // DATA_DIR/tmp (where uploads are received) and half-staged files.
+    const received = uploadTmpDir(this.config.dataDir);
+    await fsp.rm(received, { recursive: true, force: true });
+    ensurePrivateDir(received);
     await fsp.rm(this.staging, { recursive: true, force: true });
-    await fsp.mkdir(this.staging, { recursive: true });
+    await fsp.mkdir(this.staging, { recursive: true, mode: PRIVATE_DIR_MODE });
     this.usage = await this.measure(this.root, true);
     this.usage.dirs -= 1; // the root itself is not counted
   }
@@ -458,7 +467,7 @@ export class FilesService {
     for (let i = 1; i <= segments.length; i++) {
       const at = await this.locate(segments.slice(0, i), field);
       if (at.stat) continue; // locate refused files and links on the way
-      await fsp.mkdir(at.real);
+      await fsp.mkdir(at.real, { mode: PRIVATE_DIR_MODE });
       made += 1;
     }
     return made;
@@ -474,6 +483,7 @@ export class FilesService {
     }
     const handle = await fsp.open(staged, fs.constants.O_RDWR | fs.constants.O_NOFOLLOW);
     try {
+      await handle.chmod(PRIVATE_FILE_MODE);
       const sha256 = await digestOf(handle);
       await handle.sync();
       return sha256;

@@ -66,6 +66,12 @@ export interface RouteSpec<P extends ZodType = ZodType, Q extends ZodType = ZodT
   access: Access;
   /** The device this call concerns, for permissions that accept resources. */
   device?: (input: { params: z.infer<P>; query: z.infer<Q>; body: z.infer<B> }) => string | undefined;
+  /**
+   * For calls that concern a set of devices named by resource strings (`*`, `tag:`, `node:`) in the
+   * body or in a stored record (a port preset): each must be covered by the caller's grant of the
+   * permission (AccessService.requireTarget), or the call is refused with 403 before the handler.
+   */
+  targets?: (input: { params: z.infer<P>; query: z.infer<Q>; body: z.infer<B> }, services: Services) => Promise<string[]>;
   params?: P;
   query?: Q;
   body?: B;

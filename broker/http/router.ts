@@ -1,11 +1,11 @@
 import fs from 'node:fs';
-import path from 'node:path';
 import express, { type NextFunction, type Request, type Response, type Router } from 'express';
 import multer from 'multer';
 import { z, ZodError, type ZodType } from 'zod';
 import { acceptsResources, type Permission } from '../../shared/permissions.js';
 import type { Principal } from '../access/principal.js';
 import type { Services } from '../services.js';
+import { uploadTmpDir } from '../data-dir.js';
 import { ApiError, badRequest, notImplemented, tooLarge, unauthorized } from './errors.js';
 import { Reply, type HandlerContext, type RouteSpec, type UploadedFile } from './route.js';
 
@@ -72,8 +72,8 @@ export function redact(value: unknown, depth = 0): unknown {
 
 /** Runs multer for one file part into the broker's temporary folder. */
 function receiveUpload(services: Services, field: string, req: Request, res: Response): Promise<UploadedFile | undefined> {
-  const tmp = path.join(services.config.dataDir, 'tmp');
-  fs.mkdirSync(tmp, { recursive: true });
+  const tmp = uploadTmpDir(services.config.dataDir);
+  fs.mkdirSync(tmp, { recursive: true, mode: 0o700 });
   const upload = multer({
     dest: tmp,
     limits: { fileSize: services.config.fileMaxBytes, files: 1, fields: 20, fieldSize: 64 * 1024 },
@@ -115,6 +115,9 @@ async function authorize(services: Services, route: RouteSpec, principal: Princi
   const permission = route.access as Permission;
   const deviceId = acceptsResources(permission) && route.device ? route.device(input) : undefined;
   await services.access.require(principal, permission, deviceId);
+  if (acceptsResources(permission) && route.targets) {
+    for (const target of await route.targets(input, services)) await services.access.requireTarget(principal, permission, target);
+  }
 }
 
 function deviceOf(route: RouteSpec, req: Request): string | undefined {

@@ -43,7 +43,7 @@ export class MailService {
       return;
     }
     const dir = path.join(this.config.dataDir, 'outbox');
-    await fs.mkdir(dir, { recursive: true });
+    await fs.mkdir(dir, { recursive: true, mode: 0o700 });
     const file = path.join(dir, `${new Date().toISOString().replace(/[:.]/g, '-')}-${Math.random().toString(36).slice(2, 8)}.eml`);
     await fs.writeFile(file, (info as unknown as { message: Buffer }).message, { mode: 0o600 });
     this.logger.info({ to: mail.to, subject: mail.subject, file }, 'mail written to outbox (no SMTP_URL)');

@@ -7,6 +7,7 @@ import { CONSOLE_UNACKED_MAX } from './relay.js';
 import { deviceId, host, port, proto } from './schemas.js';
 import { REMOTE_WS_PATHS } from './sessions.js';
 import { TICKET_TTL_SECONDS } from './tickets.js';
+import { singleLine } from '../../shared/text.js';
 
 const deviceParams = z.object({ device_id: deviceId });
 
@@ -20,13 +21,7 @@ const portmapRecord = z.object({
 });
 
 const target = z.string().min(1).max(200).describe('`*`, `tag:<tag>` or `node:<node id>` (a group or a device); no action suffix.');
-const presetName = z
-  .string()
-  .trim()
-  .min(1)
-  .max(64)
-  .regex(/^[^\u0000-\u001f\u007f]*$/, 'must not contain control characters')
-  .describe('Shown on the connect button, e.g. "SSH".');
+const presetName = singleLine(z.string().trim().min(1).max(64)).describe('Shown on the connect button, e.g. "SSH".');
 
 const capabilities = z.object({
   device_id: z.string(),
@@ -88,7 +83,7 @@ export const remoteRoutes: RouteSpec[] = [
     tag: 'remote',
     summary: 'List port presets (named tunnel targets)',
     description:
-      'With `device_id`: the presets that apply to that device (target `*`, one of its tags, its own node or a group above it); the caller needs `remote-access:connect` or `device:read` on the device (403 otherwise, 404 for an unknown device). Without: every preset for holders of `remote-access:connect`, `device:read` or `remote-access:manage`, and an empty list for anyone else. `{items:[{id,target,name,proto,port,dst}], total}`.',
+      "With `device_id`: the presets that apply to that device (target `*`, one of its tags, its own node or a group above it); the caller needs `remote-access:connect` or `device:read` on the device (403 otherwise, 404 for an unknown device). Without: the presets for `*` and those whose target the caller's grant of `remote-access:connect`, `device:read` or `remote-access:manage` covers (see POST), for holders of one of these; an empty list for anyone else. `{items:[{id,target,name,proto,port,dst}], total}`.",
     access: 'authenticated',
     query: z.object({
       device_id: deviceId.optional(),
@@ -103,10 +98,11 @@ export const remoteRoutes: RouteSpec[] = [
     tag: 'remote',
     summary: 'Create a port preset',
     description:
-      'A named tunnel target (e.g. SSH, tcp 22 to localhost) offered by the CLI and the web console as a one-step connect on the devices `target` names. A preset grants nothing: connecting is still decided by `remote-access:connect`. Answers 201 with the record.',
+      "A named tunnel target (e.g. SSH, tcp 22 to localhost) offered by the CLI and the web console as a one-step connect on the devices `target` names. A preset grants nothing: connecting is still decided by `remote-access:connect`. The caller's `remote-access:manage` resources must cover the target (403 otherwise): `*` only by `*`; `tag:x` by `*` or `tag:x`; `node:n` by `*`, a `node:` at or above n, or a tag n carries or inherits. Answers 201 with the record.",
     access: 'remote-access:manage',
     audit: 'portmap.create',
     status: 201,
+    targets: async ({ body }, services) => services.remote.portmapTargets({ target: body.target }),
     body: z.object({ target, name: presetName, proto: proto.default('tcp'), port, dst: host.default('localhost') }),
     response: portmapRecord,
     handler: async ({ body, principal, services }) => services.remote.createPortmap(principal, body),
@@ -117,9 +113,10 @@ export const remoteRoutes: RouteSpec[] = [
     tag: 'remote',
     summary: 'Change a port preset',
     description:
-      'Changes the given fields of the preset named by `id` (the path has no id, as in the specification). Answers 200 with the record; 404 for an unknown id.',
+      "Changes the given fields of the preset named by `id` (the path has no id, as in the specification). The caller's `remote-access:manage` resources must cover both its current and its new target (403 otherwise). Answers 200 with the record; 404 for an unknown id.",
     access: 'remote-access:manage',
     audit: 'portmap.update',
+    targets: async ({ body }, services) => services.remote.portmapTargets({ id: body.id, target: body.target }),
     body: z
       .object({
         id: z.string().min(1).max(64),
@@ -143,9 +140,10 @@ export const remoteRoutes: RouteSpec[] = [
     path: '/service-connect/portmap/{id}',
     tag: 'remote',
     summary: 'Delete a port preset',
-    description: 'Answers 204; 404 for an unknown id.',
+    description: "The caller's `remote-access:manage` resources must cover the preset's target (403 otherwise). Answers 204; 404 for an unknown id.",
     access: 'remote-access:manage',
     audit: 'portmap.delete',
+    targets: async ({ params }, services) => services.remote.portmapTargets({ id: params.id }),
     params: z.object({ id: z.string().min(1).max(64) }),
     handler: async ({ params, services }) => {
       await services.remote.deletePortmap(params.id);

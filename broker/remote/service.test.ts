@@ -42,7 +42,10 @@ function build(agent: { connected: boolean; reload?: () => Promise<void> }) {
         throw new Error('not used here');
       },
     },
-    access: new AccessService({ scopeOf: async (id) => (id === DEVICE ? { deviceId: DEVICE, nodeIds: [DEVICE, 'root'], tags: ['lab'] } : undefined) }),
+    access: new AccessService({
+      scopeOf: async (id) => (id === DEVICE ? { deviceId: DEVICE, nodeIds: [DEVICE, 'root'], tags: ['lab'] } : undefined),
+      scopeOfNode: async () => undefined,
+    }),
     audit: {
       recordRemoteStart: async (start) => audited.push({ start }),
       recordRemoteEnd: async (id, end) => void (audited[id - 1].end = end.reason),

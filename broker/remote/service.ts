@@ -12,7 +12,7 @@ import { TicketStore } from './tickets.js';
 /** What remote access uses: the sessions' collaborators, the access decisions it asks for, and its store. */
 export interface RemoteServiceDeps extends RemoteSessionsDeps {
   db: Db;
-  access: Pick<AccessService, 'decide' | 'copyRoots' | 'remoteActions' | 'requirePresetReader' | 'mayListAllPresets'>;
+  access: Pick<AccessService, 'decide' | 'copyRoots' | 'remoteActions' | 'requirePresetReader' | 'mayReadPreset'>;
 }
 
 /**
@@ -119,9 +119,25 @@ export class RemoteService {
       all = device ? all.filter((p) => presetApplies(p.target, device)) : [];
     } else {
       // Like other listings, what the caller may not see is left out rather than refused.
-      if (!this.deps.access.mayListAllPresets(principal)) all = [];
+      const visible: Portmap[] = [];
+      for (const preset of all) if (await this.deps.access.mayReadPreset(principal, preset.target)) visible.push(preset);
+      all = visible;
     }
     return { items: all.slice(query.offset, query.offset + query.items_per_page), total: all.length };
+  }
+
+  /**
+   * The targets a preset call concerns, for the route's access check: the stored preset's (when it
+   * exists; an unknown id is the handler's 404) and the one sent (checked for form first: 400).
+   */
+  async portmapTargets(input: { id?: string; target?: string }): Promise<string[]> {
+    const targets: string[] = [];
+    if (input.id !== undefined) {
+      const existing = await this.portmaps.find(input.id);
+      if (existing) targets.push(existing.target);
+    }
+    if (input.target !== undefined) targets.push(checkedTarget({ target: input.target }).target);
+    return targets;
   }
 
   async createPortmap(principal: Principal, input: PortmapInput): Promise<Portmap> {

@@ -2,8 +2,7 @@ import { z } from 'zod';
 import { badRequest } from '../http/errors.js';
 import { listPage, pagingQuery } from '../http/paging.js';
 import { defineRoute, type RouteSpec } from '../http/route.js';
-
-const NO_CONTROL = /^[^\u0000-\u001f\u007f-\u009f]*$/;
+import { multiLine, singleLine } from '../../shared/text.js';
 
 const roleId = z.string().min(1).max(128).describe('The role id');
 const params = z.object({ role_id: roleId });
@@ -17,12 +16,8 @@ const policyInput = z.strictObject({
 });
 
 const roleBody = z.object({
-  name: z.string().trim().min(1).max(100).regex(NO_CONTROL, 'must not contain control characters').describe('Unique (case-insensitive)'),
-  description: z
-    .string()
-    .max(1000)
-    .regex(/^[^\u0000-\u0008\u000b-\u001f\u007f-\u009f]*$/, 'must not contain control characters other than tab and newline')
-    .optional(),
+  name: singleLine(z.string().trim().min(1).max(100)).describe('Unique (case-insensitive)'),
+  description: multiLine(z.string().max(1000)).optional(),
   policies: z.array(policyInput).max(100).describe('What the role grants; holders of several roles get the union.'),
   // Read-only fields of the record: clients that send back what they read (the qbee client does) are accepted.
   id: z.string().max(128).optional().describe('Read-only; must match the path when sent to PUT.'),

@@ -4,13 +4,12 @@ import { MIN_PASSWORD_LENGTH } from '../auth/passwords.js';
 import { badRequest } from '../http/errors.js';
 import { listPage, pagingQuery } from '../http/paging.js';
 import { defineRoute, Reply, type RouteSpec } from '../http/route.js';
-
-const NO_CONTROL = /^[^\u0000-\u001f\u007f-\u009f]*$/;
+import { singleLine } from '../../shared/text.js';
 
 const userId = z.string().min(1).max(128).describe('The user id (user_id of the record).');
 const params = z.object({ user_id: userId });
-const fname = z.string().trim().min(1).max(100).regex(NO_CONTROL, 'must not contain control characters').describe('First name.');
-const lname = z.string().trim().max(100).regex(NO_CONTROL, 'must not contain control characters').describe('Last name (may be empty).');
+const fname = singleLine(z.string().trim().min(1).max(100)).describe('First name.');
+const lname = singleLine(z.string().trim().max(100)).describe('Last name (may be empty).');
 const email = z
   .string()
   .trim()

@@ -4,6 +4,7 @@ import type { ApiClient } from '../api.js';
 import { resolveDevice } from '../devices.js';
 import { CliError } from '../errors.js';
 import { RemoteSession, type ServerFrame } from '../remote.js';
+import { escapeForTerminal } from '../../shared/text.js';
 
 export interface ForwardSpec {
   /** undefined for stdio */
@@ -105,7 +106,7 @@ function listenTcp(client: ApiClient, deviceId: string, deviceName: string, f: F
       (session) => {
         bridge(session, socket, socket, (error) => {
           if (error) {
-            process.stderr.write(`fleet: tunnel to ${describe(f)}: ${error}\n`);
+            process.stderr.write(`fleet: tunnel to ${describe(f)}: ${escapeForTerminal(String(error))}\n`);
             socket.destroy();
           }
         });
@@ -113,7 +114,7 @@ function listenTcp(client: ApiClient, deviceId: string, deviceName: string, f: F
         socket.resume();
       },
       (err: Error) => {
-        process.stderr.write(`fleet: tunnel to ${describe(f)}: ${err.message}\n`);
+        process.stderr.write(`fleet: tunnel to ${describe(f)}: ${escapeForTerminal(err.message)}\n`);
         socket.destroy();
       },
     );
@@ -144,7 +145,7 @@ function listenUdp(client: ApiClient, deviceId: string, deviceName: string, f: F
           return s;
         },
         (err: Error) => {
-          process.stderr.write(`fleet: udp tunnel to ${describe(f)}: ${err.message}\n`);
+          process.stderr.write(`fleet: udp tunnel to ${describe(f)}: ${escapeForTerminal(err.message)}\n`);
           peers.delete(key);
           return undefined;
         },
@@ -193,7 +194,11 @@ export async function connectCommand(client: ApiClient, deviceArg: string, specs
   const servers: (net.Server | dgram.Socket)[] = [];
   try {
     for (const f of forwards)
-      servers.push(f.proto === 'udp' ? await listenUdp(client, device.id, device.name, f) : await listenTcp(client, device.id, device.name, f));
+      servers.push(
+        f.proto === 'udp'
+          ? await listenUdp(client, device.id, escapeForTerminal(device.name), f)
+          : await listenTcp(client, device.id, escapeForTerminal(device.name), f),
+      );
   } catch (err) {
     for (const s of servers) s.close();
     throw err;

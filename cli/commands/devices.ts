@@ -1,5 +1,6 @@
 import type { ApiClient } from '../api.js';
 import { formatTable, listDevices, resolveDevice } from '../devices.js';
+import { escapeForTerminal } from '../../shared/text.js';
 
 /** `fleet devices`: the devices the caller may see, as a table (or JSON). */
 export async function devicesCommand(client: ApiClient, options: { json?: boolean }): Promise<number> {
@@ -21,6 +22,6 @@ export async function devicesCommand(client: ApiClient, options: { json?: boolea
 export async function reloadCommand(client: ApiClient, deviceArg: string): Promise<number> {
   const device = await resolveDevice(client, deviceArg);
   await client.call('POST', `/remote/reload/${device.id}?source=cli`, {});
-  process.stderr.write(`The agent of ${device.name} reloaded.\n`);
+  process.stderr.write(`The agent of ${escapeForTerminal(device.name)} reloaded.\n`);
   return 0;
 }

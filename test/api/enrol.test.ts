@@ -45,7 +45,7 @@ describe('bootstrap keys', () => {
 
   it('lists, reads (by key or key_id), changes and deletes keys', async () => {
     const key = await createKey({ group_id: 'lab', auto_accept: true });
-    const list = await t.api('GET', '/api/v2/bootstrapkeylist', { token: reader.token });
+    const list = await t.api('GET', '/api/v2/bootstrapkeylist', { token: manager.token });
     expect(list.status).toBe(200);
     const item = list.body.items.find((i: { key: string }) => i.key === key);
     expect(item).toMatchObject({ key, group_id: 'lab', auto_accept: true });
@@ -54,10 +54,10 @@ describe('bootstrap keys', () => {
     const paged = await t.api('GET', '/api/v2/bootstrapkeylist?items_per_page=1&offset=0', { token: reader.token });
     expect(paged.body.items).toHaveLength(1);
 
-    const byKey = await t.api('GET', `/api/v2/bootstrapkey/${key}`, { token: reader.token });
+    const byKey = await t.api('GET', `/api/v2/bootstrapkey/${key}`, { token: manager.token });
     expect(byKey.status).toBe(200);
     expect(byKey.body).toMatchObject({ key, group_id: 'lab', auto_accept: true });
-    const byId = await t.api('GET', `/api/v2/bootstrapkey/${byKey.body.key_id}`, { token: reader.token });
+    const byId = await t.api('GET', `/api/v2/bootstrapkey/${byKey.body.key_id}`, { token: manager.token });
     expect(byId.body.key).toBe(key);
 
     const changed = await t.api('PUT', `/api/v2/bootstrapkey/${key}`, { token: manager.token, body: { auto_accept: false } });
@@ -111,6 +111,23 @@ describe('bootstrap keys', () => {
     expect((await t.api('PUT', `/api/v2/bootstrapkey/${key}`, { token: reader.token, body: { auto_accept: true } })).status).toBe(403);
     expect((await t.api('DELETE', `/api/v2/bootstrapkey/${key}`, { token: reader.token })).status).toBe(403);
     expect((await t.api('GET', `/api/v2/bootstrapkey/${key}`, { token: reader.token })).status).toBe(200);
+  });
+
+  it('shows the key secret only to holders of bootstrap-keys:manage', async () => {
+    const key = await createKey({ group_id: 'lab' });
+    const list = await t.api('GET', '/api/v2/bootstrapkeylist?items_per_page=1000', { token: reader.token });
+    expect(list.status).toBe(200);
+    expect(JSON.stringify(list.body)).not.toContain(key);
+    const keyId = (await t.api('GET', `/api/v2/bootstrapkey/${key}`, { token: manager.token })).body.key_id;
+    const item = list.body.items.find((i: { key_id: string }) => i.key_id === keyId);
+    expect(item).toMatchObject({ group_id: 'lab', auto_accept: false });
+    expect(item.key).toBeUndefined();
+    const one = await t.api('GET', `/api/v2/bootstrapkey/${keyId}`, { token: reader.token });
+    expect(one.status).toBe(200);
+    expect(one.body).toMatchObject({ key_id: keyId, group_id: 'lab' });
+    expect(JSON.stringify(one.body)).not.toContain(key);
+    const managed = await t.api('GET', '/api/v2/bootstrapkeylist?items_per_page=1000', { token: manager.token });
+    expect(managed.body.items.find((i: { key_id: string }) => i.key_id === keyId).key).toBe(key);
   });
 });
 
@@ -210,6 +227,25 @@ describe('enrolment and pending hosts', () => {
     expect(answer.body).toEqual({ device_id: device.id, state: 'approved' });
     const node = await t.api('GET', `/api/v2/node/${device.id}`, { token: t.adminToken });
     expect(node.body.parent_id).toBe('lab');
+  });
+
+  it('keeps a host pending under its manual key when it re-enrols with an auto-accept key', async () => {
+    const manual = await createKey({ group_id: 'lab' });
+    const auto = await createKey({ auto_accept: true });
+    const { device } = await enrolDevice(t, manual);
+    const again = await enrolDevice(t, auto, device);
+    expect(again.answer.status).toBe(200);
+    expect(again.answer.body).toEqual({ device_id: device.id, state: 'pending' });
+    const row = await t.broker.services.store.db.selectFrom('devices').selectAll().where('device_id', '=', device.id).executeTakeFirstOrThrow();
+    expect(row.state).toBe('pending');
+    expect((await t.api('GET', `/api/v2/node/${device.id}`, { token: t.adminToken })).status).toBe(404);
+    const pending = await t.api('GET', '/api/v2/pendinghost', { token: approver.token });
+    expect(pending.body.items.find((h: { node_id: string }) => h.node_id === device.id)).toMatchObject({ group_id: 'lab' });
+    // A rejected key stays refused whatever key it presents.
+    expect((await t.api('DELETE', `/api/v2/pendinghost/${device.id}`, { token: approver.token })).status).toBe(204);
+    const afterReject = await enrolDevice(t, auto, device);
+    expect(afterReject.answer.status).toBe(403);
+    expect(afterReject.answer.body.error).toBe('device_revoked');
   });
 
   it('rejects a pending host: it leaves the list and its key is refused from then on', async () => {

@@ -224,7 +224,7 @@ describe('GET /grouptree/{node_id}', () => {
     expect(dev.body).toMatchObject({ node_id: d, type: 'device', ancestors: ['root', a, b, d], total_devices: 1 });
   });
 
-  it('answers 404 for an unknown node, 400 for a malformed id and 403 for a node the caller may not see', async () => {
+  it('answers 404 for an unknown node and for a group the caller may not see, 400 for a malformed id, 403 for a device outside their resources', async () => {
     expect((await t.api('GET', '/api/v2/grouptree/no-such-group', { token: t.adminToken })).status).toBe(404);
     const bad = await t.api('GET', '/api/v2/grouptree/bad%20id', { token: t.adminToken });
     expect(bad.status).toBe(400);
@@ -232,7 +232,7 @@ describe('GET /grouptree/{node_id}', () => {
     const secret = await t.addGroup({ id: unique('secret') });
     const secretDevice = await t.addDevice({ parent: secret });
     const user = await t.userWith([{ permission: 'device:read', resources: ['tag:visible-one'] }]);
-    expect((await t.api('GET', `/api/v2/grouptree/${secret}`, { token: user.token })).status).toBe(403);
+    expect((await t.api('GET', `/api/v2/grouptree/${secret}`, { token: user.token })).status).toBe(404);
     expect((await t.api('GET', `/api/v2/grouptree/${secretDevice}`, { token: user.token })).status).toBe(403);
     const root = await t.api('GET', '/api/v2/grouptree/root', { token: user.token });
     expect(root.status).toBe(200);
@@ -265,12 +265,12 @@ describe('GET /node/{node_id}', () => {
     expect(r.body.attributes.device_name).toBe('node-view');
   });
 
-  it('answers 404 for an unknown node and 403 outside the caller’s resources', async () => {
+  it('answers 404 for an unknown node and a hidden group, 403 for a device outside the caller’s resources', async () => {
     expect((await t.api('GET', '/api/v2/node/unknown-node', { token: t.adminToken })).status).toBe(404);
     const g = await t.addGroup({ id: unique('nh') });
     const d = await t.addDevice({ parent: g });
     const user = await t.userWith([{ permission: 'device:read', resources: ['tag:some-other'] }]);
-    expect((await t.api('GET', `/api/v2/node/${g}`, { token: user.token })).status).toBe(403);
+    expect((await t.api('GET', `/api/v2/node/${g}`, { token: user.token })).status).toBe(404);
     expect((await t.api('GET', `/api/v2/node/${d}`, { token: user.token })).status).toBe(403);
     const seer = await t.userWith([{ permission: 'device:read', resources: [`node:${g}`] }]);
     expect((await t.api('GET', `/api/v2/node/${g}`, { token: seer.token })).status).toBe(200);
@@ -422,25 +422,27 @@ describe('PUT /grouptree', () => {
       user.token,
     );
     expect(r.status).toBe(200);
-    const cases: unknown[] = [
-      { action: 'create', data: { title: 'x', parent_id: 'root' } },
-      { action: 'create', data: { title: 'x', parent_id: theirs } },
-      { action: 'rename', data: { node_id: theirs, title: 'mine now' } },
-      { action: 'move', data: { node_id: theirDevice, parent_id: mine } },
-      { action: 'move', data: { node_id: myDevice, parent_id: theirs } },
-      { action: 'move', data: { node_id: sub, parent_id: 'root' } },
-      { action: 'delete', data: { node_id: theirs } },
-      { action: 'rename', data: { node_id: mine, title: 'ok' } },
-      { action: 'create', data: { title: 'x', parent_id: mine, tags: ['escalate'] } },
+    // Nodes the user cannot see (theirs, theirDevice) answer as unknown ones; visible ones they may not manage, 403.
+    const hidden = { code: 400, error: 'unknown_node', change: 1 };
+    const refused = { code: 403, error: 'forbidden', change: 1 };
+    const cases: [unknown, object | undefined][] = [
+      [{ action: 'create', data: { title: 'x', parent_id: 'root' } }, refused],
+      [{ action: 'create', data: { title: 'x', parent_id: theirs } }, hidden],
+      [{ action: 'rename', data: { node_id: theirs, title: 'mine now' } }, hidden],
+      [{ action: 'move', data: { node_id: theirDevice, parent_id: mine } }, hidden],
+      [{ action: 'move', data: { node_id: myDevice, parent_id: theirs } }, hidden],
+      [{ action: 'move', data: { node_id: sub, parent_id: 'root' } }, refused],
+      [{ action: 'delete', data: { node_id: theirs } }, hidden],
+      [{ action: 'rename', data: { node_id: mine, title: 'ok' } }, undefined],
+      [{ action: 'create', data: { title: 'x', parent_id: mine, tags: ['escalate'] } }, refused],
     ];
-    for (const [i, change] of cases.entries()) {
+    for (const [i, [change, expected]] of cases.entries()) {
       r = await changeTree([{ action: 'rename', data: { node_id: sub, title: `fine ${i}` } }, change], user.token);
-      if (i === 7) {
+      if (!expected) {
         expect(r.status, JSON.stringify(change)).toBe(200);
         continue;
       }
-      expect(r.status, JSON.stringify(change)).toBe(403);
-      expect(r.body).toMatchObject({ code: 403, error: 'forbidden', change: 1 });
+      expect(r.body, JSON.stringify(change)).toMatchObject(expected);
     }
     // None of the refused calls applied their first change either.
     expect((await t.api('GET', `/api/v2/node/${sub}`, { token: t.adminToken })).body.title).toBe('fine 7');
@@ -512,13 +514,48 @@ describe('PATCH /grouptree/{node_id} (tags)', () => {
     expect((await set(mine, ['team-x'])).status).toBe(200);
     expect((await set(myDevice, ['team-x'])).status).toBe(200);
     expect((await set(tagged, [])).status).toBe(200);
-    expect((await set(theirs, ['team-x'])).status).toBe(403);
+    // A group they cannot see answers as an unknown one.
+    expect((await set(theirs, ['team-x'])).status).toBe(404);
     // A tag outside their resources could widen other permissions keyed on it.
     const escalate = await set(mine, ['team-x', 'prod']);
     expect(escalate.status).toBe(403);
     expect(escalate.body).toMatchObject({ tag: 'prod', field: 'tags' });
     const other = await t.addDevice({ tags: ['prod'] });
     expect((await set(other, [])).status).toBe(403);
+  });
+});
+
+describe('hidden groups', () => {
+  it('answer exactly as unknown ones, so a restricted user learns no group ids or names', async () => {
+    const hiddenGroup = await t.addGroup({ id: unique('hidden-secret'), title: 'Secret project' });
+    const unknownGroup = unique('never-made');
+    const own = await t.addGroup({ id: unique('own') });
+    await t.addDevice({ parent: own });
+    const user = await t.userWith([
+      { permission: 'device:read', resources: [`node:${own}`] },
+      { permission: 'device:manage', resources: [`node:${own}`] },
+    ]);
+    const same = (a: { status: number; body: any }, b: { status: number; body: any }, id: string, label: string) => {
+      expect(a.status, label).toBe(b.status);
+      expect(JSON.stringify(a.body).replaceAll(id, '<id>'), label).toBe(JSON.stringify(b.body).replaceAll(unknownGroup, '<id>'));
+      expect(JSON.stringify(a.body), label).not.toContain('Secret project');
+    };
+    const calls: [string, (id: string) => Promise<{ status: number; body: any }>][] = [
+      ['GET /grouptree/{id}', (id) => t.api('GET', `/api/v2/grouptree/${id}`, { token: user.token })],
+      ['GET /node/{id}', (id) => t.api('GET', `/api/v2/node/${id}`, { token: user.token })],
+      ['PATCH /grouptree/{id}', (id) => t.api('PATCH', `/api/v2/grouptree/${id}`, { token: user.token, body: { tags: [] } })],
+      ['rename', (id) => changeTree([{ action: 'rename', data: { node_id: id, title: 'x' } }], user.token)],
+      ['delete', (id) => changeTree([{ action: 'delete', data: { node_id: id } }], user.token)],
+      ['move into', (id) => changeTree([{ action: 'move', data: { node_id: own, parent_id: id } }], user.token)],
+      ['move', (id) => changeTree([{ action: 'move', data: { node_id: id, parent_id: own } }], user.token)],
+      ['create in', (id) => changeTree([{ action: 'create', data: { title: 'x', parent_id: id } }], user.token)],
+    ];
+    for (const [label, call] of calls) {
+      const hidden = await call(hiddenGroup);
+      expect(hidden.status, label).toBeGreaterThanOrEqual(400);
+      expect(hidden.status, label).not.toBe(403);
+      same(hidden, await call(unknownGroup), hiddenGroup, label);
+    }
   });
 });
 

@@ -463,6 +463,56 @@ describe('port presets', () => {
   });
 });
 
+describe('port presets and remote-access:manage resources', () => {
+  it('lets a manager limited to tag:lab create, change and delete only presets its grant covers', async () => {
+    await t.addGroup({ id: 'pm-lab', tags: ['lab'] });
+    await t.addGroup({ id: 'pm-lab-sub', parent: 'pm-lab' });
+    await t.addGroup({ id: 'pm-prod', title: 'Production secret' });
+    const labDevice = await t.addDevice({ parent: 'pm-lab-sub' });
+    const manager = await t.userWith([{ permission: 'remote-access:manage', resources: ['tag:lab'] }]);
+    const post = (token: string, target: string) =>
+      t.api('POST', '/api/v2/service-connect/portmap', { token, body: { target, name: `P ${target}`.slice(0, 60), port: 22 } });
+
+    // Targets outside tag:lab are refused: every device, another tag, a group without the tag.
+    for (const target of ['*', 'tag:prod', 'node:pm-prod', `node:${device}`, 'node:no-such-group']) {
+      const r = await post(manager.token, target);
+      expect(r.status, target).toBe(403);
+      expect(r.body).toMatchObject({ code: 403, error: 'forbidden' });
+    }
+    // Inside: the tag itself, the group carrying it, a group and a device below it.
+    for (const target of ['tag:lab', 'node:pm-lab', 'node:pm-lab-sub', `node:${labDevice}`])
+      expect((await post(manager.token, target)).status, target).toBe(201);
+    // A malformed target is still 400, not 403.
+    expect((await post(manager.token, 'group:x')).status).toBe(400);
+
+    const prod = await post(t.adminToken, 'node:pm-prod');
+    const everywhere = await post(t.adminToken, '*');
+    const lab = await post(t.adminToken, 'tag:lab');
+    const patch = (token: string, body: Record<string, unknown>) => t.api('PATCH', '/api/v2/service-connect/portmap', { token, body });
+    expect((await patch(manager.token, { id: prod.body.id, port: 2222 })).status).toBe(403);
+    expect((await patch(manager.token, { id: everywhere.body.id, port: 2222 })).status).toBe(403);
+    expect((await patch(manager.token, { id: lab.body.id, target: '*' })).status).toBe(403);
+    expect((await patch(manager.token, { id: lab.body.id, port: 2200 })).status).toBe(200);
+    expect((await t.api('DELETE', `/api/v2/service-connect/portmap/${prod.body.id}`, { token: manager.token })).status).toBe(403);
+    expect((await t.api('DELETE', `/api/v2/service-connect/portmap/${everywhere.body.id}`, { token: manager.token })).status).toBe(403);
+    const kept = await t.api('GET', `/api/v2/service-connect/portmap?items_per_page=1000`, { token: t.adminToken });
+    expect(kept.body.items.find((p: any) => p.id === prod.body.id)).toMatchObject({ port: 22, target: 'node:pm-prod' });
+    expect((await t.api('DELETE', `/api/v2/service-connect/portmap/${lab.body.id}`, { token: manager.token })).status).toBe(204);
+
+    // The list shows presets for every device and those the reader's grant covers, never a hidden group's.
+    const listed = await t.api('GET', '/api/v2/service-connect/portmap?items_per_page=1000', { token: manager.token });
+    const targets = listed.body.items.map((p: any) => p.target);
+    expect(targets).not.toContain('node:pm-prod');
+    expect(targets).toContain('*');
+    expect(targets).toContain('node:pm-lab-sub');
+    expect(JSON.stringify(listed.body)).not.toContain('pm-prod');
+    const reader = await t.userWith([{ permission: 'device:read', resources: ['node:pm-lab'] }]);
+    const readerList = await t.api('GET', '/api/v2/service-connect/portmap?items_per_page=1000', { token: reader.token });
+    expect(readerList.body.items.map((p: any) => p.target)).not.toContain('node:pm-prod');
+    expect(readerList.body.items.map((p: any) => p.target)).toContain('node:pm-lab-sub');
+  });
+});
+
 describe('OpenAPI', () => {
   it('documents the WebSocket endpoints and the REST calls', async () => {
     const r = await t.api('GET', '/api/v2/openapi.json');

@@ -4,6 +4,10 @@
  * - no token → 401; a user without the route's permission → 403 (`authenticated` routes aside);
  * - a route concerning a device, under a permission that accepts resources: holding the permission
  *   only on `tag:elsewhere` → 403 on a device outside it, and not 401/403 on a device carrying it;
+ * - a route naming its devices by resource strings in the body (`targets`): `*`, a node or a tag
+ *   outside the caller's `tag:elsewhere` → 403, a covered tag or node → not 401/403; every other
+ *   route under a resource-filtered permission names its device or is a listed exception; the same
+ *   for a target in a stored record (a port preset) the call addresses;
  * - holding the permission on `*` → neither 401 nor 403;
  * - every error answers the contract shape {code, error, message};
  * - every call of the specification is in the table with its permission, and every route is in
@@ -103,6 +107,33 @@ function sampleOf(schema: RouteSpec['body'], deviceId: string): unknown {
   }
 }
 
+/** A port preset made by the administrator, for routes that address a stored record naming its devices. */
+async function preset(target: string): Promise<string> {
+  const r = await t.api('POST', `${API_PREFIX}/service-connect/portmap`, { token: t.adminToken, body: { target, name: 'walk', port: 22 } });
+  expect(r.status).toBe(201);
+  return r.body.id;
+}
+
+/**
+ * Routes whose devices are named by a stored record (see `targets`): how to make one with a given
+ * target and the call that addresses it. A route with `targets` must be here unless its body names
+ * the target.
+ */
+const storedTargets: Record<string, (target: string) => Promise<{ path: string; body?: unknown }>> = {
+  'PATCH /service-connect/portmap': async (target) => ({ path: `${API_PREFIX}/service-connect/portmap`, body: { id: await preset(target), port: 2222 } }),
+  'DELETE /service-connect/portmap/{}': async (target) => ({ path: `${API_PREFIX}/service-connect/portmap/${await preset(target)}` }),
+};
+
+/** The body field of that name, when the route's body has one. */
+function bodyFieldNamed(route: RouteSpec, name: string): string | undefined {
+  try {
+    const schema = z.toJSONSchema(route.body as z.ZodType, { io: 'input', unrepresentable: 'any' }) as JsonSchema;
+    return schema.properties && name in schema.properties ? name : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
 function queryOf(route: RouteSpec, deviceId: string): string {
   const q = sampleOf(route.query, deviceId);
   if (!q || typeof q !== 'object') return '';
@@ -147,6 +178,31 @@ describe('the route table', () => {
         !r.device,
     );
     expect(unchecked.map(label)).toEqual([]);
+  });
+
+  it('checks the devices of every other built route under a resource-filtered permission: by `targets`, or as a listed exception', () => {
+    // Routes that name no single device and declare no targets decide per device themselves.
+    const decidedInService: Record<string, string> = {
+      'GET /grouptree': 'a listing: shows only the devices the caller may read',
+      'PUT /grouptree': 'each change is decided per node by the devices service',
+      'GET /tagslist': 'a listing: tags of readable devices only',
+    };
+    const unchecked = routes.filter(
+      (r) =>
+        !r.notImplemented &&
+        r.access !== 'public' &&
+        r.access !== 'authenticated' &&
+        acceptsResources(r.access) &&
+        !r.device &&
+        !r.targets &&
+        !decidedInService[routeKey(r.method, r.path)],
+    );
+    expect(unchecked.map(label)).toEqual([]);
+  });
+
+  it('knows how to reach the stored record of every route whose targets are not in its body', () => {
+    const unreachable = routes.filter((r) => r.targets && !bodyFieldNamed(r, 'target') && !storedTargets[routeKey(r.method, r.path)]);
+    expect(unreachable.map(label)).toEqual([]);
   });
 
   it('gives every route a summary and a tag', () => {
@@ -204,6 +260,40 @@ describe.each(routes.filter((r) => r.access !== 'public').map((r) => [label(r), 
       const inside = await t.addDevice({ tags: ['elsewhere'] });
       const allowed = await call(route, { token: fencedOut, deviceId: inside, sampled: true });
       expect([401, 403], `${name} on a device carrying tag:elsewhere: ${JSON.stringify(allowed.body)}`).not.toContain(allowed.status);
+    });
+
+  // Calls whose devices are named by a resource string in the body rather than a device id.
+  const targetField = route.body && route.targets ? bodyFieldNamed(route, 'target') : undefined;
+  if (targetField && permission !== 'authenticated' && acceptsResources(permission))
+    it('answers 403 when the body targets devices outside the caller’s resources, and lets a covered target through', async () => {
+      const fencedOut = await t.tokenWith([{ permission, resources: ['tag:elsewhere'] }]);
+      const withTarget = (target: string) => ({ ...((sampleOf(route.body, fenced) as object) ?? {}), [targetField]: target });
+      for (const target of ['*', `node:${fenced}`, 'tag:here']) {
+        const r = await t.api(route.method.toUpperCase(), fillPath(route, fenced), { token: fencedOut, body: withTarget(target) });
+        expect(r.status, `${name} with ${targetField} ${target}: ${JSON.stringify(r.body)}`).toBe(403);
+        expectContractError(r, name);
+      }
+      const inside = await t.addDevice({ tags: ['elsewhere'] });
+      for (const target of ['tag:elsewhere', `node:${inside}`]) {
+        const r = await t.api(route.method.toUpperCase(), fillPath(route, inside), { token: fencedOut, body: withTarget(target) });
+        expect([401, 403], `${name} with ${targetField} ${target}: ${JSON.stringify(r.body)}`).not.toContain(r.status);
+      }
+    });
+
+  const stored = route.targets ? storedTargets[routeKey(route.method, route.path)] : undefined;
+  if (stored && permission !== 'authenticated' && acceptsResources(permission))
+    it('answers 403 on a stored record whose target reaches outside the caller’s resources, and lets a covered one through', async () => {
+      const fencedOut = await t.tokenWith([{ permission, resources: ['tag:elsewhere'] }]);
+      for (const target of ['*', `node:${fenced}`, 'tag:here']) {
+        const { path, body } = await stored(target);
+        const r = await t.api(route.method.toUpperCase(), path, { token: fencedOut, body });
+        expect(r.status, `${name} on a record for ${target}: ${JSON.stringify(r.body)}`).toBe(403);
+        expectContractError(r, name);
+      }
+      const { path, body } = await stored('tag:elsewhere');
+      const r = await t.api(route.method.toUpperCase(), path, { token: fencedOut, body });
+      expect([401, 403], `${name} on a record for tag:elsewhere: ${JSON.stringify(r.body)}`).not.toContain(r.status);
+      expect(r.status, `${name}: ${JSON.stringify(r.body)}`).toBeLessThan(300);
     });
 
   it('lets a holder of the permission on * through (neither 401 nor 403), answering in the contract shape', async () => {

@@ -289,3 +289,23 @@ describe('fleet devices and sessions', () => {
     expect(usage.stderr).toMatch(/^fleet: -t nonsense: expected/);
   });
 });
+
+describe('text from the broker on the terminal', () => {
+  it('prints device names and error messages with control characters escaped, never raw', async () => {
+    // Written to the store directly, as an older broker (or a hand edit) may have left it.
+    const hostile = 'evil\u001b]0;pwned\u0007\u001b[2J\u009b31m';
+    await t.addDevice({ name: hostile, tags: ['hostile'] });
+    await t.addDevice({ name: hostile });
+    const env = { FLEET_URL: t.url, FLEET_TOKEN: t.adminToken, XDG_CONFIG_HOME: path.join(work, 'nowhere') };
+    const table = await fleet(['devices'], { env });
+    expect(table.code).toBe(0);
+    expect(table.stdout).not.toMatch(/[\u0000-\u0008\u000b-\u001f\u007f-\u009f]/);
+    expect(table.stdout).toContain('evil\\x1b]0;pwned\\x07\\x1b[2J\\x9b31m');
+    // An error naming them (two devices of that name) is one escaped line on stderr.
+    const ambiguous = await fleet(['reload', hostile], { env });
+    expect(ambiguous.code).toBe(1);
+    expect(ambiguous.stderr).not.toMatch(/[\u0000-\u0008\u000b-\u001f\u007f-\u009f]/);
+    expect(ambiguous.stderr.trim().split('\n')).toHaveLength(1);
+    expect(ambiguous.stderr).toContain('\\x1b');
+  });
+});

@@ -133,6 +133,19 @@ describe('enrolment end to end', () => {
     expect(node.body.parent_id).toBe('site-a');
   });
 
+  it('enrols with the key from FLEET_BOOTSTRAP_KEY or --bootstrap-key-file, keeping it off the command line', async () => {
+    const key = await createKey({ auto_accept: true });
+    const fromEnv = agent({ broker: t.url, env: { FLEET_BOOTSTRAP_KEY: key } });
+    expect(fromEnv.process.spawnargs.join(' ')).not.toContain(key);
+    const keyFile = path.join(t.dataDir, 'agent-bootstrap-key');
+    fs.writeFileSync(keyFile, `${key}\n`, { mode: 0o600 });
+    const fromFile = agent({ broker: t.url, args: ['--bootstrap-key-file', keyFile] });
+    expect(fromFile.process.spawnargs.join(' ')).not.toContain(key);
+    const ids = await Promise.all([fromEnv.waitConnected(t), fromFile.waitConnected(t)]);
+    expect(ids[0]).not.toBe(ids[1]);
+    for (const id of ids) expect((await t.api('GET', `/api/v2/node/${id}`, { token: t.adminToken })).status).toBe(200);
+  });
+
   it('refuses an unknown bootstrap key with a clear message and exit code 78', async () => {
     const a = agent({ broker: t.url, bootstrapKey: 'no-such-key-0000000000000000' });
     expect(await a.exited()).toBe(78);

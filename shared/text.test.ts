@@ -1,0 +1,27 @@
+import { describe, expect, it } from 'vitest';
+import { z } from 'zod';
+import { escapeForTerminal, multiLine, singleLine } from './text.js';
+
+describe('shared text rules', () => {
+  it('refuses C0, DEL and C1 control characters in one-line names', () => {
+    const name = singleLine(z.string().max(20));
+    expect(name.safeParse('edge-1 (lab) ✓').success).toBe(true);
+    for (const bad of ['a\u001b[2Jb', 'nul\u0000', 'tab\there', 'line\nbreak', 'del\u007f', 'csi\u009b31m', 'c1\u0085']) {
+      expect(name.safeParse(bad).success, JSON.stringify(bad)).toBe(false);
+    }
+    expect(name.safeParse('x'.repeat(21)).success).toBe(false);
+  });
+
+  it('allows tab and newline, and nothing else, in multi-line text', () => {
+    const text = multiLine();
+    expect(text.safeParse('first line\n\tsecond').success).toBe(true);
+    for (const bad of ['\u001b]0;title\u0007', 'cr\r', 'nul\u0000', 'csi\u009b']) expect(text.safeParse(bad).success, JSON.stringify(bad)).toBe(false);
+  });
+
+  it('escapes control and reordering characters for a terminal, leaving other text as it is', () => {
+    expect(escapeForTerminal('\u001b[31mred\u001b[0m')).toBe('\\x1b[31mred\\x1b[0m');
+    expect(escapeForTerminal('a\u0000b\r\n\t\u009b\u007f')).toBe('a\\x00b\\r\\n\\t\\x9b\\x7f');
+    expect(escapeForTerminal('evil\u202egnp.exe')).toBe('evil\\u202egnp.exe');
+    expect(escapeForTerminal('Gerät Ünïcode ✓')).toBe('Gerät Ünïcode ✓');
+  });
+});
