@@ -6,6 +6,7 @@ import type { Logger } from 'pino';
 import { createApp } from './app.js';
 import type { Config } from './config.js';
 import { openStore } from './db/database.js';
+import { capConnectionsPerAddress, serverTimeouts } from './http/connection-limits.js';
 import { ensureSystemNodes } from './devices/scope.js';
 import { createLogger } from './logger.js';
 import { closeServices, createServices, type Services } from './services.js';
@@ -29,8 +30,9 @@ export async function startBroker(config: Config, logger: Logger = createLogger(
   const services = await createServices(config, logger, store);
   const app = createApp(services);
   const server = config.tlsCertFile
-    ? https.createServer({ cert: fs.readFileSync(config.tlsCertFile), key: fs.readFileSync(config.tlsKeyFile as string) }, app)
-    : http.createServer(app);
+    ? https.createServer({ ...serverTimeouts, cert: fs.readFileSync(config.tlsCertFile), key: fs.readFileSync(config.tlsKeyFile as string) }, app)
+    : http.createServer(serverTimeouts, app);
+  capConnectionsPerAddress(server, config.maxConnectionsPerAddress);
   server.on('upgrade', (req, socket, head) => services.upgrades.handle(req, socket, head));
   server.keepAliveTimeout = 65_000;
   await new Promise<void>((resolve, reject) => {
