@@ -158,6 +158,14 @@ export class Relay {
       this.maybeDone();
     });
 
+    // The agent may have closed the channel before the relay started (cut for a protocol error
+    // meanwhile): 'close' has passed, so end the session now rather than never.
+    if (channel.destroyed) {
+      this.channelClosed = true;
+      this.deviceClosed();
+      return;
+    }
+
     this.ping = setInterval(() => {
       if (!this.alive) return void ws.terminate();
       this.alive = false;
