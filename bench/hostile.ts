@@ -31,6 +31,8 @@ const SECONDS = Number(process.env.BENCH_HOSTILE_SECONDS ?? 15);
 const SETTLE_MS = Number(process.env.BENCH_HOSTILE_SETTLE_MS ?? 5000);
 const ADMIN = { email: 'bench@example.com', password: 'bench-password-1' };
 const OTHER_ADDRESS = '127.0.0.2';
+/** Flooding peers re-open each connection the broker closed after this (so up to 2000/0.5 s dials a second). */
+const REDIAL_MS = Number(process.env.BENCH_HOSTILE_REDIAL_MS ?? 500);
 
 type Log = (line: string) => void;
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
@@ -60,7 +62,11 @@ function rssOf(pid: number): number {
     const status = fs.readFileSync(`/proc/${pid}/status`, 'utf8');
     return Number(/VmRSS:\s+(\d+)/.exec(status)?.[1] ?? 0);
   } catch {
-    return Number(execFileSync('ps', ['-o', 'rss=', '-p', String(pid)]).toString().trim() || 0);
+    return Number(
+      execFileSync('ps', ['-o', 'rss=', '-p', String(pid)])
+        .toString()
+        .trim() || 0,
+    );
   }
 }
 
@@ -112,14 +118,14 @@ async function startBrokerProcess(): Promise<BrokerProcess> {
   };
 }
 
-async function api(url: string, method: string, p: string, token?: string, body?: unknown): Promise<any> {
+async function api(url: string, method: string, p: string, token?: string, body?: unknown): Promise<Record<string, unknown>> {
   const res = await fetch(`${url}${p}`, {
     method,
     headers: { 'content-type': 'application/json', ...(token ? { authorization: `Bearer ${token}` } : {}) },
     body: body === undefined ? undefined : JSON.stringify(body),
   });
   if (res.status >= 300) throw new Error(`${method} ${p}: ${res.status} ${await res.text()}`);
-  return res.json();
+  return (await res.json()) as Record<string, unknown>;
 }
 
 interface Setup {
@@ -324,7 +330,7 @@ async function handshakeFlood(b: BrokerProcess, s: Setup, until: number): Promis
     ws.on('error', () => {});
     ws.once('close', () => {
       held.delete(ws);
-      if (!stopping) setTimeout(open, 50);
+      if (!stopping) setTimeout(open, REDIAL_MS);
     });
   };
   for (let i = 0; i < TARGET; i++) open();
@@ -356,7 +362,7 @@ async function slowHeaders(b: BrokerProcess, _s: Setup, until: number): Promise<
       open.delete(socket);
       if (stopping) return;
       closedByBroker += 1;
-      setTimeout(dial, 50);
+      setTimeout(dial, REDIAL_MS);
     });
   };
   for (let i = 0; i < TARGET; i++) dial();

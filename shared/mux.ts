@@ -185,7 +185,11 @@ export class Channel extends Duplex {
   /** @internal throws MuxProtocolError for a grant that is not a positive whole number or exceeds the bound. */
   onCredit(n: unknown): void {
     if (typeof n !== 'number' || !Number.isSafeInteger(n) || n <= 0 || this.sendCredit + n > MAX_CHANNEL_CREDIT) {
-      throw new MuxProtocolError(MuxErrorCode.creditOverflow, `channel ${this.id}: grant of ${String(n)} refused (credit is bounded by ${MAX_CHANNEL_CREDIT})`, true);
+      throw new MuxProtocolError(
+        MuxErrorCode.creditOverflow,
+        `channel ${this.id}: grant of ${String(n)} refused (credit is bounded by ${MAX_CHANNEL_CREDIT})`,
+        true,
+      );
     }
     this.sendCredit += n;
     this.flush();

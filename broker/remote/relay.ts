@@ -264,7 +264,8 @@ export class Relay {
       SessionClose.badRequest,
       'too many invalid frames from the client',
     );
-    // A client that does not read does not answer the close either.
+    // Nothing it sends is read any more; a client that does not read does not answer the close either.
+    this.ws.pause();
     setTimeout(() => this.ws.terminate(), CLOSE_GRACE_MS).unref();
   }
 
