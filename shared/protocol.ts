@@ -4,7 +4,9 @@
  * `[uint32 channel id, big-endian][payload]`. Channels are opened by the broker, one per remote-access
  * session (console, tunnel connection, copy). Each direction of each channel is flow-controlled by
  * credit: a sender may have at most the window in flight un-granted, so a slow reader slows its own
- * sender and never fills the broker's memory or stalls other channels.
+ * sender and never fills the broker's memory or stalls other channels. Both ends use the same window
+ * and enforce it on receipt: data beyond the credit granted, or a grant taking credit above
+ * MAX_CHANNEL_CREDIT, closes the connection (1002).
  */
 
 export const AGENT_WS_PATH = '/api/v2/agent/ws';
@@ -23,6 +25,7 @@ export const AgentClose = {
   protocolError: 1002, // the peer broke the protocol (data beyond credit, too many unreadable messages)
   tooBig: 1009, // more data than allowed before authentication
   peerNotReading: 4008, // the peer left more than the bound unread: not queued further
+  retryLater: 4429, // closed for a protocol error a moment ago: come back after a pause
 } as const;
 
 /** Largest credit a channel may hold in either direction: a grant above it is a protocol error. */

@@ -24,6 +24,11 @@ const SHUTDOWN_GRACE_MS = 1000;
  * Counted on the socket, before frames are assembled, so a large frame is cut as it arrives.
  */
 export const PRE_AUTH_MAX_BYTES = 64 * 1024;
+/**
+ * A device whose connection was closed for a protocol error is refused for this long (after its
+ * signature is checked), so a reconnect loop costs a handshake, not a session and its log lines.
+ */
+export const PROTOCOL_ERROR_PENALTY_MS = 10_000;
 /** What a refused handshake is told: try again later. */
 const BUSY_RESPONSE =
   'HTTP/1.1 503 Service Unavailable\r\nRetry-After: 10\r\nContent-Type: application/json\r\nConnection: close\r\n\r\n' +
@@ -82,6 +87,8 @@ export class AgentHub extends EventEmitter<AgentHubEvents> implements AgentLocat
   private readonly handshakes = new Map<WebSocket, string>();
   private readonly handshakesByAddress = new Map<string, number>();
   private readonly cutOff = new Map<string, number>();
+  /** Device id → until when it is refused after a protocol error (one entry per enrolled device at most). */
+  private readonly penalized = new Map<string, number>();
   private readonly log: Logger;
   private closing = false;
 
@@ -309,6 +316,14 @@ export class AgentHub extends EventEmitter<AgentHubEvents> implements AgentLocat
     if (deviceIdOf(publicKey) !== deviceId || !verifyChallenge(publicKey, nonce, msg.signature)) {
       return refuse(AgentClose.unauthorized, 'bad signature', { deviceId });
     }
+    const penaltyUntil = this.penalized.get(deviceId);
+    if (penaltyUntil !== undefined && penaltyUntil > Date.now()) {
+      // Not logged at info: the reconnect loop of a broken agent would fill the log again.
+      this.log.debug({ deviceId, ip }, 'agent refused: recent protocol error');
+      ws.close(AgentClose.retryLater, 'protocol error on the last connection: retry later');
+      return;
+    }
+    this.penalized.delete(deviceId);
     if (standing.kind === 'pending') {
       await this.touch(deviceId, { last_seen: new Date().toISOString(), last_ip: ip });
       return refuse(AgentClose.pending, 'waiting for approval', { deviceId });
@@ -393,6 +408,7 @@ export class AgentHub extends EventEmitter<AgentHubEvents> implements AgentLocat
 
   private onClosed(conn: AgentConnection): void {
     clearInterval(conn.heartbeat);
+    if (conn.mux.closeCode === AgentClose.protocolError) this.penalized.set(conn.deviceId, Date.now() + PROTOCOL_ERROR_PENALTY_MS);
     for (const [, waiter] of conn.reloads) {
       clearTimeout(waiter.timer);
       waiter.reject(new Error(`The agent of device ${conn.deviceId} disconnected before acknowledging the reload.`));

@@ -79,7 +79,7 @@ describe('agent handshakes', () => {
     await agent.closed;
   });
 
-  it('closes an authenticated agent after repeated unreadable frames, logging one line about them', async () => {
+  it('closes an authenticated agent after repeated unreadable frames, logging one line about them, and refuses it for a while', async () => {
     const key = await t.api('POST', '/api/v2/bootstrapkey', { token: t.adminToken, body: { auto_accept: true } });
     const { device } = await enrolDevice(t, Object.keys(key.body)[0]);
     const hubLog = (t.broker.services.agents as unknown as { log: { warn: (...args: unknown[]) => void } }).log;
@@ -90,6 +90,10 @@ describe('agent handshakes', () => {
       for (let i = 0; i < 10 * MAX_PROTOCOL_ERRORS; i++) agent.ws.send(`garbage ${i}`);
       expect(await agent.closed).toBe(AgentClose.protocolError);
       expect(warn.mock.calls.filter((call) => call[1] === 'agent broke the protocol')).toHaveLength(1);
+      // Coming straight back costs it a handshake, not a session: refused for a while.
+      const again = await connectDevice(t.url, device, undefined, { headers: { 'x-forwarded-for': '10.0.3.1' } });
+      expect(again.welcome).toBeUndefined();
+      expect(await again.closed).toBe(AgentClose.retryLater);
     } finally {
       warn.mockRestore();
     }
