@@ -29,6 +29,8 @@ export const MAX_PROTOCOL_ERRORS = 8;
  * rather than queued to.
  */
 export const MAX_UNREAD_BYTES = 64 * 1024 * 1024;
+/** A peer closed for a protocol error gets this long to see the close frame before its socket is cut. */
+const PROTOCOL_ERROR_CLOSE_GRACE_MS = 2000;
 
 /** What the peer did wrong; `fatal` ones close the connection at once. */
 export class MuxProtocolError extends Error {
@@ -301,9 +303,11 @@ export class Mux extends EventEmitter {
   private onProtocolError(err: MuxProtocolError): void {
     this.protocolErrorCount += 1;
     if (this.protocolErrorCount === 1) this.emit('protocol-error', err);
-    if (err.fatal || this.protocolErrorCount > MAX_PROTOCOL_ERRORS) {
-      this.close(AgentClose.protocolError, err.fatal ? `protocol error: ${err.code}` : 'protocol error: too many unreadable messages');
-    }
+    if (!err.fatal && this.protocolErrorCount <= MAX_PROTOCOL_ERRORS) return;
+    this.close(AgentClose.protocolError, err.fatal ? `protocol error: ${err.code}` : 'protocol error: too many unreadable messages');
+    // What the peer still sends is not read (a hostile one keeps sending until its socket is cut).
+    this.ws.pause();
+    setTimeout(() => this.ws.terminate(), PROTOCOL_ERROR_CLOSE_GRACE_MS).unref();
   }
 
   /** @internal */
