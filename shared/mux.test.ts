@@ -159,6 +159,13 @@ describe('mux enforcement of what the peer sends', () => {
     expect(p.broker.protocolErrors).toBe(MAX_PROTOCOL_ERRORS + 1);
   });
 
+  it('closes a peer that keeps opening channels on the side that does not serve them', async () => {
+    const { p, errors, closed } = await hostilePair();
+    for (let i = 0; i <= MAX_PROTOCOL_ERRORS; i++) p.agent.ws.send(JSON.stringify({ t: 'open', ch: 1000 + i, kind: 'console', params: { cols: 1, rows: 1 } }));
+    expect(await closed).toBe(AgentClose.protocolError);
+    expect(errors.map((e) => e.code)).toEqual([MuxErrorCode.unexpected]);
+  });
+
   it('tolerates a few unreadable frames without closing', async () => {
     const { p, errors, channel } = await hostilePair();
     for (let i = 0; i < MAX_PROTOCOL_ERRORS; i++) p.agent.ws.send('not json');

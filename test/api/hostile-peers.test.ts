@@ -99,6 +99,21 @@ describe('agent handshakes', () => {
     }
   });
 
+  it('lets an authenticated agent send more than the pre-authentication allowance', async () => {
+    const key = await t.api('POST', '/api/v2/bootstrapkey', { token: t.adminToken, body: { auto_accept: true } });
+    const { device } = await enrolDevice(t, Object.keys(key.body)[0]);
+    const agent = await connectDevice(t.url, device, undefined, { headers: { 'x-forwarded-for': '10.0.4.1' } });
+    expect(agent.welcome?.device_id).toBe(device.id);
+    const filler = 'x'.repeat(200 * 1024);
+    agent.send({ t: 'inventory', data: { filler } });
+    const db = t.broker.services.store.db;
+    const stored = await eventually(() => db.selectFrom('inventory').select('data').where('device_id', '=', device.id).executeTakeFirst());
+    expect(JSON.parse(stored.data).filler).toBe(filler);
+    expect(agent.ws.readyState).toBe(WebSocket.OPEN);
+    agent.ws.close();
+    await agent.closed;
+  });
+
   it('holds at most AGENT_HANDSHAKES_MAX handshakes in total', async () => {
     // PER_ADDRESS are still held by 10.0.0.1; fill the rest from other addresses.
     for (let i = PER_ADDRESS; i < TOTAL; i++) {
