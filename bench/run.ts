@@ -3,6 +3,7 @@
  * `npm run bench -- api` runs one group. Timings are printed, never asserted.
  */
 import { benchApi } from './api.js';
+import { benchHostile } from './hostile.js';
 
 type Bench = (log: (line: string) => void) => Promise<void>;
 
@@ -22,6 +23,7 @@ async function main(): Promise<void> {
   const groups: [string, Bench | undefined][] = [
     ['api', benchApi],
     ['remote', await loadRemote()],
+    ['hostile', benchHostile],
   ];
   for (const [name, run] of groups) {
     if (only && only !== name) continue;

@@ -36,6 +36,12 @@ export interface Config {
   trustProxy: boolean;
   /** Keep-alive ping interval of agent connections (ms); an agent silent for 3 intervals is cut off. */
   agentHeartbeatMs: number;
+  /** Agent connections still in their handshake (not authenticated), at most, in total… */
+  agentHandshakesMax: number;
+  /** …and from one address, so one source cannot hold every slot. */
+  agentHandshakesPerAddress: number;
+  /** Open TCP connections from one address (the socket's, not X-Forwarded-For); 0 for no cap. */
+  maxConnectionsPerAddress: number;
 }
 
 export class ConfigError extends Error {
@@ -89,6 +95,14 @@ export function loadConfig(env: Env = process.env): Config {
   }
   if (!!env.TLS_CERT_FILE !== !!env.TLS_KEY_FILE)
     throw new ConfigError(env.TLS_CERT_FILE ? 'TLS_KEY_FILE' : 'TLS_CERT_FILE', 'TLS_CERT_FILE and TLS_KEY_FILE go together');
+  const trustProxy = boolean(env, 'TRUST_PROXY', false);
+  const agentHandshakesMax = integer(env, 'AGENT_HANDSHAKES_MAX', 1024, 1, 1_000_000);
+  const agentHandshakesPerAddress = integer(env, 'AGENT_HANDSHAKES_PER_ADDRESS', 32, 1, 1_000_000);
+  if (agentHandshakesPerAddress > agentHandshakesMax) {
+    throw new ConfigError('AGENT_HANDSHAKES_PER_ADDRESS', `must not exceed AGENT_HANDSHAKES_MAX (${agentHandshakesMax}), got ${agentHandshakesPerAddress}`);
+  }
+  // Behind a reverse proxy every connection comes from the proxy: no cap unless one is asked for.
+  const maxConnectionsPerAddress = integer(env, 'MAX_CONNECTIONS_PER_ADDRESS', trustProxy ? 0 : 256, 0, 1_000_000);
   const logLevel = env.LOG_LEVEL || 'info';
   if (!['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'].includes(logLevel)) throw new ConfigError('LOG_LEVEL', `unknown level "${logLevel}"`);
   return {
@@ -112,7 +126,10 @@ export function loadConfig(env: Env = process.env): Config {
     tlsCertFile: env.TLS_CERT_FILE || undefined,
     tlsKeyFile: env.TLS_KEY_FILE || undefined,
     logLevel,
-    trustProxy: boolean(env, 'TRUST_PROXY', false),
+    trustProxy,
     agentHeartbeatMs: integer(env, 'AGENT_HEARTBEAT_MS', 30_000, 1000, 600_000),
+    agentHandshakesMax,
+    agentHandshakesPerAddress,
+    maxConnectionsPerAddress,
   };
 }

@@ -7,6 +7,7 @@ import { createApp } from './app.js';
 import { ensurePrivateDir } from './data-dir.js';
 import type { Config } from './config.js';
 import { openStore } from './db/database.js';
+import { capConnectionsPerAddress, serverTimeouts } from './http/connection-limits.js';
 import { ensureSystemNodes } from './devices/scope.js';
 import { createLogger } from './logger.js';
 import { closeServices, createServices, type ServiceOptions, type Services } from './services.js';
@@ -30,8 +31,9 @@ export async function startBroker(config: Config, logger: Logger = createLogger(
   const services = await createServices(config, logger, store, options);
   const app = createApp(services);
   const server = config.tlsCertFile
-    ? https.createServer({ cert: fs.readFileSync(config.tlsCertFile), key: fs.readFileSync(config.tlsKeyFile as string) }, app)
-    : http.createServer(app);
+    ? https.createServer({ ...serverTimeouts, cert: fs.readFileSync(config.tlsCertFile), key: fs.readFileSync(config.tlsKeyFile as string) }, app)
+    : http.createServer(serverTimeouts, app);
+  capConnectionsPerAddress(server, config.maxConnectionsPerAddress);
   server.on('upgrade', (req, socket, head) => services.upgrades.handle(req, socket, head));
   server.keepAliveTimeout = 65_000;
   await new Promise<void>((resolve, reject) => {

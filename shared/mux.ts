@@ -7,11 +7,42 @@ import { EventEmitter } from 'node:events';
 import { Duplex } from 'node:stream';
 import type WebSocket from 'ws';
 import { AgentRefusal, isAgentRefusalCode, refusalCodeOf } from './codes.js';
-import { decodeData, encodeData, type ChannelControl, type ChannelKind, type ChannelParams, type ControlMessage } from './protocol.js';
+import {
+  AgentClose,
+  decodeData,
+  encodeData,
+  MAX_CHANNEL_CREDIT,
+  MuxErrorCode,
+  type ChannelControl,
+  type ChannelKind,
+  type ChannelParams,
+  type ControlMessage,
+} from './protocol.js';
 
 export const DEFAULT_WINDOW = 1024 * 1024;
 const MAX_FRAME = 64 * 1024;
 const OPEN_TIMEOUT_MS = 15_000;
+/** Unreadable messages tolerated on one connection; the next one closes it. */
+export const MAX_PROTOCOL_ERRORS = 8;
+/**
+ * Bytes handed to the WebSocket but not yet flushed, at most. Credit keeps each channel's data in
+ * flight below its window, so more than this means the peer stopped reading: the connection is cut
+ * rather than queued to.
+ */
+export const MAX_UNREAD_BYTES = 64 * 1024 * 1024;
+/** A peer closed for a protocol error gets this long to see the close frame before its socket is cut. */
+const PROTOCOL_ERROR_CLOSE_GRACE_MS = 2000;
+
+/** What the peer did wrong; `fatal` ones close the connection at once. */
+export class MuxProtocolError extends Error {
+  constructor(
+    readonly code: MuxErrorCode,
+    message: string,
+    readonly fatal = false,
+  ) {
+    super(message);
+  }
+}
 
 interface PendingWrite {
   chunk: Buffer;
@@ -29,6 +60,8 @@ export class Channel extends Duplex {
   private pending?: PendingWrite;
   private pushed = 0;
   private granted = 0;
+  /** What the peer may still send us: the window, less what arrived, plus what we granted back. */
+  private receiveCredit: number;
   private peerClosed = false;
   private readonly grantBatch: number;
   readonly stats: ChannelStats = { bytesIn: 0, bytesOut: 0 };
@@ -44,6 +77,7 @@ export class Channel extends Duplex {
   ) {
     super({ readableHighWaterMark: window, writableHighWaterMark: 256 * 1024, allowHalfOpen: true });
     this.sendCredit = window;
+    this.receiveCredit = window;
     this.grantBatch = Math.max(1, Math.floor(window / 8));
     // A channel's failure is reported through 'close' and `errored`; it must never crash the process.
     this.on('error', () => {});
@@ -130,12 +164,21 @@ export class Channel extends Duplex {
     const n = consumed - this.granted;
     if (n >= this.grantBatch || (n > 0 && this.readableLength === 0)) {
       this.granted += n;
+      this.receiveCredit += n;
       this.mux.send({ t: 'credit', ch: this.id, n });
     }
   }
 
-  /** @internal from the mux */
+  /** @internal from the mux; throws MuxProtocolError when the peer sends beyond the credit it holds. */
   onData(payload: Buffer): void {
+    if (payload.length > this.receiveCredit) {
+      throw new MuxProtocolError(
+        MuxErrorCode.creditExceeded,
+        `channel ${this.id}: ${payload.length} bytes arrived with ${this.receiveCredit} bytes of credit left`,
+        true,
+      );
+    }
+    this.receiveCredit -= payload.length;
     if (this.destroyed || this.readableEnded) return;
     this.pushed += payload.length;
     this.stats.bytesIn += payload.length;
@@ -143,8 +186,15 @@ export class Channel extends Duplex {
     this.grant();
   }
 
-  /** @internal */
-  onCredit(n: number): void {
+  /** @internal throws MuxProtocolError for a grant that is not a positive whole number or exceeds the bound. */
+  onCredit(n: unknown): void {
+    if (typeof n !== 'number' || !Number.isSafeInteger(n) || n <= 0 || this.sendCredit + n > MAX_CHANNEL_CREDIT) {
+      throw new MuxProtocolError(
+        MuxErrorCode.creditOverflow,
+        `channel ${this.id}: grant of ${String(n)} refused (credit is bounded by ${MAX_CHANNEL_CREDIT})`,
+        true,
+      );
+    }
     this.sendCredit += n;
     this.flush();
   }
@@ -174,7 +224,10 @@ export class Channel extends Duplex {
 export type OpenHandler = (channel: Channel) => Promise<Record<string, unknown> | void>;
 
 export interface MuxOptions {
+  /** Per channel and direction, both ends alike; at most MAX_CHANNEL_CREDIT. */
   window?: number;
+  /** Unflushed bytes above which the peer counts as not reading (MAX_UNREAD_BYTES). */
+  maxUnreadBytes?: number;
   /** Agent side: serves channels the broker opens. Resolve with optional info, throw to refuse. */
   onOpen?: OpenHandler;
 }
@@ -182,13 +235,22 @@ export interface MuxOptions {
 /**
  * One end of the agent connection. Emits `control` for device-level messages (inventory, reload…)
  * and `close` when the WebSocket is gone (every channel is then destroyed).
+ *
+ * What the peer sends is checked on receipt: data beyond the credit granted and grants above
+ * MAX_CHANNEL_CREDIT close the connection at once, other unreadable messages after
+ * MAX_PROTOCOL_ERRORS. `protocol-error` is emitted for the first one only (one log line per
+ * connection); `protocolErrors` counts them all.
  */
 export class Mux extends EventEmitter {
   private readonly channels = new Map<number, Channel>();
   private readonly opening = new Map<number, { resolve: (info: Record<string, unknown>) => void; reject: (e: Error) => void; timer: NodeJS.Timeout }>();
   private nextId = 1;
   private closed = false;
+  private protocolErrorCount = 0;
+  private readonly maxUnreadBytes: number;
   readonly window: number;
+  /** The close code, when this end closed the connection (a protocol error, a peer not reading). */
+  closeCode?: number;
 
   constructor(
     readonly ws: WebSocket,
@@ -196,12 +258,15 @@ export class Mux extends EventEmitter {
   ) {
     super();
     this.window = options.window ?? DEFAULT_WINDOW;
+    if (!(this.window > 0 && this.window <= MAX_CHANNEL_CREDIT)) throw new RangeError(`window must be from 1 to ${MAX_CHANNEL_CREDIT} bytes`);
+    this.maxUnreadBytes = options.maxUnreadBytes ?? MAX_UNREAD_BYTES;
     ws.on('message', (data, isBinary) => {
+      if (this.closed) return;
       try {
         if (isBinary) this.onBinary(data as Buffer);
         else this.onText(String(data));
       } catch (err) {
-        this.emit('protocol-error', err);
+        this.onProtocolError(err instanceof MuxProtocolError ? err : new MuxProtocolError(MuxErrorCode.unreadable, (err as Error).message));
       }
     });
     ws.on('close', () => this.shutdown('connection closed'));
@@ -211,15 +276,40 @@ export class Mux extends EventEmitter {
     return this.channels.size;
   }
 
+  /** Protocol errors of the peer on this connection (only the first is emitted). */
+  get protocolErrors(): number {
+    return this.protocolErrorCount;
+  }
+
   send(msg: ControlMessage): void {
-    if (this.closed || this.ws.readyState !== this.ws.OPEN) return;
+    if (!this.canSend()) return;
     this.ws.send(JSON.stringify(msg));
   }
 
   /** @internal */
   sendData(ch: number, payload: Buffer): void {
-    if (this.closed || this.ws.readyState !== this.ws.OPEN) return;
+    if (!this.canSend()) return;
     this.ws.send(encodeData(ch, payload), { binary: true });
+  }
+
+  /** Checked before every send: a peer that leaves too much unread is cut, never queued to without bound. */
+  private canSend(): boolean {
+    if (this.closed || this.ws.readyState !== this.ws.OPEN) return false;
+    if (this.ws.bufferedAmount <= this.maxUnreadBytes) return true;
+    // A close frame would queue behind the unread bytes: cut the connection.
+    this.ws.terminate();
+    this.shutdown(`peer not reading: more than ${this.maxUnreadBytes} bytes unread`, AgentClose.peerNotReading);
+    return false;
+  }
+
+  private onProtocolError(err: MuxProtocolError): void {
+    this.protocolErrorCount += 1;
+    if (this.protocolErrorCount === 1) this.emit('protocol-error', err);
+    if (!err.fatal && this.protocolErrorCount <= MAX_PROTOCOL_ERRORS) return;
+    this.close(AgentClose.protocolError, err.fatal ? `protocol error: ${err.code}` : 'protocol error: too many unreadable messages');
+    // What the peer still sends is not read (a hostile one keeps sending until its socket is cut).
+    this.ws.pause();
+    setTimeout(() => this.ws.terminate(), PROTOCOL_ERROR_CLOSE_GRACE_MS).unref();
   }
 
   /** @internal */
@@ -250,12 +340,13 @@ export class Mux extends EventEmitter {
 
   close(code?: number, reason?: string): void {
     this.ws.close(code, reason);
-    this.shutdown(reason ?? 'closed');
+    this.shutdown(reason ?? 'closed', code);
   }
 
-  private shutdown(reason: string): void {
+  private shutdown(reason: string, code?: number): void {
     if (this.closed) return;
     this.closed = true;
+    this.closeCode = code;
     for (const [, pending] of this.opening) {
       clearTimeout(pending.timer);
       pending.reject(new Error(reason));
@@ -268,12 +359,15 @@ export class Mux extends EventEmitter {
 
   private onBinary(frame: Buffer): void {
     const decoded = decodeData(frame);
-    if (!decoded) return;
+    if (!decoded) throw new MuxProtocolError(MuxErrorCode.unreadable, 'binary frame shorter than its channel id');
     this.channels.get(decoded.ch)?.onData(decoded.payload);
   }
 
   private onText(text: string): void {
     const msg = JSON.parse(text) as ControlMessage;
+    if (typeof msg !== 'object' || msg === null || typeof msg.t !== 'string') {
+      throw new MuxProtocolError(MuxErrorCode.unreadable, 'text frame is not a control message');
+    }
     switch (msg.t) {
       case 'open':
         void this.accept(msg.ch, msg.kind, msg.params);
@@ -316,6 +410,8 @@ export class Mux extends EventEmitter {
   private async accept(id: number, kind: ChannelKind, params: ChannelParams): Promise<void> {
     if (!this.options.onOpen || this.channels.has(id)) {
       this.send({ t: 'close', ch: id, error: 'channels cannot be opened from this side' });
+      // Every refusal is a reply: a peer repeating opens is a protocol error, not a reply queue.
+      this.onProtocolError(new MuxProtocolError(MuxErrorCode.unexpected, `open of channel ${String(id)} refused`));
       return;
     }
     const channel = new Channel(this, id, kind, params, this.window, kind === 'tunnel' && (params as { proto?: string }).proto === 'udp');

@@ -4,7 +4,9 @@
  * `[uint32 channel id, big-endian][payload]`. Channels are opened by the broker, one per remote-access
  * session (console, tunnel connection, copy). Each direction of each channel is flow-controlled by
  * credit: a sender may have at most the window in flight un-granted, so a slow reader slows its own
- * sender and never fills the broker's memory or stalls other channels.
+ * sender and never fills the broker's memory or stalls other channels. Both ends use the same window
+ * and enforce it on receipt: data beyond the credit granted, or a grant taking credit above
+ * MAX_CHANNEL_CREDIT, closes the connection (1002).
  */
 
 import type { AgentRefusalCode } from './codes.js';
@@ -22,7 +24,27 @@ export const AgentClose = {
   pending: 4409, // enrolled, waiting for approval: retry later
   replaced: 4000, // a newer connection of the same device took over
   shutdown: 1001,
+  protocolError: 1002, // the peer broke the protocol (data beyond credit, too many unreadable messages)
+  tooBig: 1009, // more data than allowed before authentication
+  peerNotReading: 4008, // the peer left more than the bound unread: not queued further
+  retryLater: 4429, // closed for a protocol error a moment ago: come back after a pause
 } as const;
+
+/** Largest credit a channel may hold in either direction: a grant above it is a protocol error. */
+export const MAX_CHANNEL_CREDIT = 16 * 1024 * 1024;
+
+/** Why the mux rejected what its peer sent; code branches on these, the message is for people. */
+export const MuxErrorCode = {
+  /** data beyond the credit this side granted (fatal) */
+  creditExceeded: 'credit_exceeded',
+  /** a grant pushing credit above MAX_CHANNEL_CREDIT, or not a positive whole number (fatal) */
+  creditOverflow: 'credit_overflow',
+  /** a text frame that is not a JSON control message, or a binary frame without a channel id */
+  unreadable: 'unreadable',
+  /** a message this side never accepts (an open sent to the broker) */
+  unexpected: 'unexpected',
+} as const;
+export type MuxErrorCode = (typeof MuxErrorCode)[keyof typeof MuxErrorCode];
 
 export type ChannelKind = 'console' | 'tunnel' | 'copy';
 

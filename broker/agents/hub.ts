@@ -5,7 +5,7 @@ import type { Duplex } from 'node:stream';
 import type { Logger } from 'pino';
 import WebSocket, { WebSocketServer, type RawData } from 'ws';
 import { deviceIdOf, parseDevicePublicKey, verifyChallenge } from '../../shared/device-key.js';
-import { Mux, type Channel } from '../../shared/mux.js';
+import { Mux, type Channel, type MuxProtocolError } from '../../shared/mux.js';
 import { AGENT_WS_PATH, AgentClose, PROTOCOL_VERSION, type ChannelKind, type ChannelParams, type ControlMessage } from '../../shared/protocol.js';
 import type { Config } from '../config.js';
 import type { Db } from '../db/database.js';
@@ -22,8 +22,20 @@ const LAST_SEEN_EVERY_MS = 60_000;
 /** Channel frames are at most 64 KiB; control messages are small; an inventory report stays well below. */
 const MAX_MESSAGE_BYTES = 4 * 1024 * 1024;
 const SHUTDOWN_GRACE_MS = 1000;
-/** Connections still in their handshake beyond this number are refused (a cheap guard against floods). */
-const MAX_HANDSHAKES = 1024;
+/**
+ * Bytes a connection may send before it has authenticated (the auth message is well under 1 KiB).
+ * Counted on the socket, before frames are assembled, so a large frame is cut as it arrives.
+ */
+export const PRE_AUTH_MAX_BYTES = 64 * 1024;
+/**
+ * A device whose connection was closed for a protocol error is refused for this long (after its
+ * signature is checked), so a reconnect loop costs a handshake, not a session and its log lines.
+ */
+export const PROTOCOL_ERROR_PENALTY_MS = 10_000;
+/** What a refused handshake is told: try again later. */
+const BUSY_RESPONSE =
+  'HTTP/1.1 503 Service Unavailable\r\nRetry-After: 10\r\nContent-Type: application/json\r\nConnection: close\r\n\r\n' +
+  '{"code":503,"error":"busy","message":"Too many agent handshakes in progress; retry later."}';
 /** How long a cut-off is remembered to refuse a handshake that was already past its database check. */
 const CUT_OFF_MEMORY_MS = 60_000;
 
@@ -63,7 +75,7 @@ export class AgentNotConnectedError extends Error {
 
 /** What the hub uses. Enrolment and inventory also reach agents through the hub: the composition root binds them late. */
 export interface AgentHubDeps {
-  config: Pick<Config, 'trustProxy' | 'agentHeartbeatMs'>;
+  config: Pick<Config, 'trustProxy' | 'agentHeartbeatMs' | 'agentHandshakesMax' | 'agentHandshakesPerAddress'>;
   logger: Logger;
   /** last contact of devices */
   db: Db;
@@ -87,8 +99,12 @@ function isObject(value: unknown): value is Record<string, unknown> {
 export class AgentHub extends EventEmitter<AgentHubEvents> implements AgentLocator {
   private readonly wss = new WebSocketServer({ noServer: true, maxPayload: MAX_MESSAGE_BYTES, perMessageDeflate: false });
   private readonly agents = new Map<string, AgentConnection>();
-  private readonly handshakes = new Set<WebSocket>();
+  /** Connections still in their handshake, with the address they come from. */
+  private readonly handshakes = new Map<WebSocket, string>();
+  private readonly handshakesByAddress = new Map<string, number>();
   private readonly cutOff = new Map<string, number>();
+  /** Device id → until when it is refused after a protocol error (one entry per enrolled device at most). */
+  private readonly penalized = new Map<string, number>();
   private readonly log: Logger;
   private closing = false;
 
@@ -103,8 +119,9 @@ export class AgentHub extends EventEmitter<AgentHubEvents> implements AgentLocat
 
   async close(): Promise<void> {
     this.closing = true;
-    for (const ws of this.handshakes) ws.terminate();
+    for (const ws of [...this.handshakes.keys()]) ws.terminate();
     this.handshakes.clear();
+    this.handshakesByAddress.clear();
     const connected = [...this.agents.values()];
     const sockets = connected.map((c) => c.ws);
     for (const conn of connected) conn.mux.close(AgentClose.shutdown, 'broker shutting down');
@@ -220,26 +237,65 @@ export class AgentHub extends EventEmitter<AgentHubEvents> implements AgentLocat
     return (req.socket.remoteAddress ?? '').replace(/^::ffff:/, '');
   }
 
+  /**
+   * Handshakes are bounded in total and per source address, so one address cannot hold every slot
+   * and lock enrolled agents out; a refused one is answered 503 with Retry-After.
+   */
   private upgrade(req: IncomingMessage, socket: Duplex, head: Buffer): void {
-    if (this.closing || this.handshakes.size >= MAX_HANDSHAKES) {
-      socket.destroy();
+    if (this.closing) return void socket.destroy();
+    const ip = this.clientIp(req);
+    const { agentHandshakesMax, agentHandshakesPerAddress } = this.deps.config;
+    if (this.handshakes.size >= agentHandshakesMax || (this.handshakesByAddress.get(ip) ?? 0) >= agentHandshakesPerAddress) {
+      socket.on('error', () => {});
+      socket.end(BUSY_RESPONSE);
       return;
     }
-    this.wss.handleUpgrade(req, socket, head, (ws) => this.accept(ws, this.clientIp(req)));
+    // Counted from the first byte after the upgrade request, before ws assembles any frame.
+    let received = head.length;
+    let ws: WebSocket | undefined;
+    const countPreAuth = (chunk: Buffer) => {
+      received += chunk.length;
+      if (received > PRE_AUTH_MAX_BYTES && ws) this.tooMuchBeforeAuth(ws, socket, ip);
+    };
+    socket.on('data', countPreAuth);
+    this.wss.handleUpgrade(req, socket, head, (upgraded) => {
+      ws = upgraded;
+      this.accept(upgraded, ip, () => socket.off('data', countPreAuth));
+      if (received > PRE_AUTH_MAX_BYTES) this.tooMuchBeforeAuth(upgraded, socket, ip);
+    });
   }
 
-  private accept(ws: WebSocket, ip: string): void {
-    this.handshakes.add(ws);
+  /** Stops reading what an unauthenticated peer still sends (discarded unparsed) and closes with 1009. */
+  private tooMuchBeforeAuth(ws: WebSocket, socket: Duplex, ip: string): void {
+    if (ws.readyState !== WebSocket.OPEN) return;
+    this.log.info({ ip, limit: PRE_AUTH_MAX_BYTES }, 'agent refused: too much data before authentication');
+    socket.removeAllListeners('data');
+    socket.on('data', () => {});
+    ws.close(AgentClose.tooBig, 'too much data before authentication');
+  }
+
+  private endHandshake(ws: WebSocket): void {
+    const ip = this.handshakes.get(ws);
+    if (ip === undefined) return;
+    this.handshakes.delete(ws);
+    const left = (this.handshakesByAddress.get(ip) ?? 1) - 1;
+    if (left > 0) this.handshakesByAddress.set(ip, left);
+    else this.handshakesByAddress.delete(ip);
+  }
+
+  private accept(ws: WebSocket, ip: string, authenticated: () => void): void {
+    this.handshakes.set(ws, ip);
+    this.handshakesByAddress.set(ip, (this.handshakesByAddress.get(ip) ?? 0) + 1);
     const nonce = crypto.randomBytes(32).toString('base64url');
     const timer = setTimeout(() => ws.close(AgentClose.unauthorized, 'no authentication in time'), AUTH_TIMEOUT_MS);
     ws.on('error', (err) => this.log.debug({ err, ip }, 'agent socket error'));
     ws.once('close', () => {
       clearTimeout(timer);
-      this.handshakes.delete(ws);
+      this.endHandshake(ws);
     });
     ws.once('message', (data, isBinary) => {
       clearTimeout(timer);
-      this.authenticate(ws, data, isBinary, nonce, ip).catch((err) => {
+      this.authenticate(ws, data, isBinary, nonce, ip, authenticated).catch((err) => {
         this.log.error({ err, ip }, 'agent authentication failed');
         if (ws.readyState === WebSocket.OPEN) ws.close(1011, 'internal error');
       });
@@ -247,7 +303,7 @@ export class AgentHub extends EventEmitter<AgentHubEvents> implements AgentLocat
     ws.send(JSON.stringify({ t: 'challenge', nonce } satisfies ControlMessage));
   }
 
-  private async authenticate(ws: WebSocket, data: RawData, isBinary: boolean, nonce: string, ip: string): Promise<void> {
+  private async authenticate(ws: WebSocket, data: RawData, isBinary: boolean, nonce: string, ip: string, authenticated: () => void): Promise<void> {
     const refuse = (code: number, reason: string, detail: Record<string, unknown> = {}) => {
       this.log.info({ ip, code, reason, ...detail }, 'agent refused');
       ws.close(code, reason);
@@ -274,17 +330,26 @@ export class AgentHub extends EventEmitter<AgentHubEvents> implements AgentLocat
     if (deviceIdOf(publicKey) !== deviceId || !verifyChallenge(publicKey, nonce, msg.signature)) {
       return refuse(AgentClose.unauthorized, 'bad signature', { deviceId });
     }
+    const penaltyUntil = this.penalized.get(deviceId);
+    if (penaltyUntil !== undefined && penaltyUntil > Date.now()) {
+      // Not logged at info: the reconnect loop of a broken agent would fill the log again.
+      this.log.debug({ deviceId, ip }, 'agent refused: recent protocol error');
+      ws.close(AgentClose.retryLater, 'protocol error on the last connection: retry later');
+      return;
+    }
+    this.penalized.delete(deviceId);
     if (standing.kind === 'pending') {
       await this.touch(deviceId, { last_seen: new Date().toISOString(), last_ip: ip });
       return refuse(AgentClose.pending, 'waiting for approval', { deviceId });
     }
     if ((this.cutOff.get(deviceId) ?? 0) >= started) return refuse(AgentClose.removed, 'device removed: this key may not come back', { deviceId });
     if (protocol !== PROTOCOL_VERSION) this.log.warn({ deviceId, protocol, expected: PROTOCOL_VERSION }, 'agent speaks another protocol version');
+    authenticated();
     this.register(ws, deviceId, ip, version, protocol);
   }
 
   private register(ws: WebSocket, deviceId: string, ip: string, version: string, protocol: number): void {
-    this.handshakes.delete(ws);
+    this.endHandshake(ws);
     const heartbeatMs = this.deps.config.agentHeartbeatMs;
     const now = Date.now();
     const mux = new Mux(ws);
@@ -327,7 +392,8 @@ export class AgentHub extends EventEmitter<AgentHubEvents> implements AgentLocat
       }
     });
     mux.on('control', (msg: ControlMessage) => this.onControl(conn, msg));
-    mux.on('protocol-error', (err: Error) => this.log.warn({ deviceId, err: err.message }, 'agent sent an unreadable message'));
+    // The mux reports only the first protocol error of a connection; the count goes with the disconnect line.
+    mux.on('protocol-error', (err: MuxProtocolError) => this.log.warn({ deviceId, code: err.code, err: err.message }, 'agent broke the protocol'));
     mux.on('close', () => this.onClosed(conn));
     mux.send({ t: 'welcome', device_id: deviceId, heartbeat_ms: heartbeatMs });
     this.log.info({ deviceId, ip, version }, 'agent connected');
@@ -356,6 +422,7 @@ export class AgentHub extends EventEmitter<AgentHubEvents> implements AgentLocat
 
   private onClosed(conn: AgentConnection): void {
     clearInterval(conn.heartbeat);
+    if (conn.mux.closeCode === AgentClose.protocolError) this.penalized.set(conn.deviceId, Date.now() + PROTOCOL_ERROR_PENALTY_MS);
     for (const [, waiter] of conn.reloads) {
       clearTimeout(waiter.timer);
       waiter.reject(new Error(`The agent of device ${conn.deviceId} disconnected before acknowledging the reload.`));
@@ -364,7 +431,8 @@ export class AgentHub extends EventEmitter<AgentHubEvents> implements AgentLocat
     // A connection replaced by a newer one of the same device leaves the newer one in place.
     if (this.agents.get(conn.deviceId) !== conn) return;
     this.agents.delete(conn.deviceId);
-    this.log.info({ deviceId: conn.deviceId }, 'agent disconnected');
+    const protocolErrors = conn.mux.protocolErrors;
+    this.log.info({ deviceId: conn.deviceId, ...(protocolErrors > 0 ? { protocolErrors } : {}) }, 'agent disconnected');
     if (!this.closing) void this.touch(conn.deviceId, { last_seen: new Date().toISOString() });
     this.emit('disconnected', conn.deviceId);
   }

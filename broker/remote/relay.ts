@@ -11,6 +11,15 @@ const SOCKET_LOW_WATER = 128 * 1024;
 export const CHANNEL_BACKLOG = 1024 * 1024;
 const PING_INTERVAL_MS = 30_000;
 const MAX_DIMENSION = 1000;
+/**
+ * Unflushed bytes on the user's socket, at most, before anything more is sent: output pauses at
+ * SOCKET_HIGH_WATER, so beyond this the client has stopped reading and is cut, not queued to.
+ */
+export const SOCKET_MAX_UNREAD = 2 * 1024 * 1024;
+/** Invalid frames (error replies) tolerated from one client; the next one ends the session. */
+export const MAX_INVALID_FRAMES = 8;
+/** A client closed for invalid frames that does not answer the close is cut after this. */
+const CLOSE_GRACE_MS = 2000;
 
 /** Close codes of the user's WebSocket: 4000 + the HTTP status that would say the same. */
 export const SessionClose = {
@@ -47,9 +56,17 @@ function closeReason(text: string): string {
         .replace(/\uFFFD$/, '')}…`;
 }
 
+/** Checked before every send: false (and the socket cut) when the client left too much unread. */
+export function canSend(ws: WebSocket): boolean {
+  if (ws.readyState !== ws.OPEN) return false;
+  if (ws.bufferedAmount <= SOCKET_MAX_UNREAD) return true;
+  ws.terminate();
+  return false;
+}
+
 /** Sends an error frame and closes with `code`. */
 export function refuse(ws: WebSocket, frame: ErrorFrame, code: number): void {
-  if (ws.readyState !== ws.OPEN) return;
+  if (!canSend(ws)) return;
   ws.send(JSON.stringify(frame));
   ws.close(code, closeReason(frame.message));
 }
@@ -95,6 +112,7 @@ export class Relay {
   private channelClosed = false;
   private alive = true;
   private ping?: NodeJS.Timeout;
+  private invalidFrames = 0;
 
   constructor(
     private readonly ws: WebSocket,
@@ -139,6 +157,14 @@ export class Relay {
       this.deviceClosed();
       this.maybeDone();
     });
+
+    // The agent may have closed the channel before the relay started (cut for a protocol error
+    // meanwhile): 'close' has passed, so end the session now rather than never.
+    if (channel.destroyed) {
+      this.channelClosed = true;
+      this.deviceClosed();
+      return;
+    }
 
     this.ping = setInterval(() => {
       if (!this.alive) return void ws.terminate();
@@ -193,7 +219,7 @@ export class Relay {
     try {
       msg = JSON.parse(text) as typeof msg;
     } catch {
-      return this.sendJson(errorFrame(400, 'invalid_request', 'Text frames must be JSON control messages.'));
+      return this.invalidFrame(errorFrame(400, 'invalid_request', 'Text frames must be JSON control messages.'));
     }
     if (!msg || typeof msg !== 'object') return;
     switch (msg.type) {
@@ -202,7 +228,7 @@ export class Relay {
         const rows = Number(msg.rows);
         if (!this.isConsole) return;
         if (!Number.isInteger(cols) || !Number.isInteger(rows) || cols < 1 || rows < 1 || cols > MAX_DIMENSION || rows > MAX_DIMENSION) {
-          return this.sendJson(
+          return this.invalidFrame(
             errorFrame(400, 'invalid_request', `resize: cols and rows must be whole numbers from 1 to ${MAX_DIMENSION}.`, { field: 'cols' }),
           );
         }
@@ -228,10 +254,25 @@ export class Relay {
     }
   }
 
+  /** Answers an invalid frame with its error, up to MAX_INVALID_FRAMES; the next one ends the session. */
+  private invalidFrame(frame: ErrorFrame): void {
+    this.invalidFrames += 1;
+    if (this.invalidFrames <= MAX_INVALID_FRAMES) return this.sendJson(frame);
+    if (this.reason) return; // already ending
+    this.abort(
+      errorFrame(400, 'too_many_invalid_frames', `More than ${MAX_INVALID_FRAMES} invalid frames: the session is closed.`),
+      SessionClose.badRequest,
+      'too many invalid frames from the client',
+    );
+    // Nothing it sends is read any more; a client that does not read does not answer the close either.
+    this.ws.pause();
+    setTimeout(() => this.ws.terminate(), CLOSE_GRACE_MS).unref();
+  }
+
   private toUser(chunk: Buffer): void {
     const n = chunk.length;
     this.bytesOut += n;
-    if (this.ws.readyState !== this.ws.OPEN) return;
+    if (!canSend(this.ws)) return;
     this.unflushed += n;
     if (this.isConsole) this.unacked += n;
     this.ws.send(chunk, { binary: true }, () => {
@@ -292,7 +333,7 @@ export class Relay {
   }
 
   private sendJson(value: unknown): void {
-    if (this.ws.readyState === this.ws.OPEN) this.ws.send(JSON.stringify(value));
+    if (canSend(this.ws)) this.ws.send(JSON.stringify(value));
   }
 
   private maybeDone(): void {

@@ -216,9 +216,13 @@ export async function connectDevice(
   url: string,
   device: FakeDevice,
   sign?: (nonce: string) => string,
-  options: { autoPong?: boolean } = {},
+  options: { autoPong?: boolean; headers?: Record<string, string>; localAddress?: string } = {},
 ): Promise<FakeConnection> {
-  const ws = new WebSocket(`${url.replace(/^http/, 'ws')}${AGENT_WS_PATH}`, { autoPong: options.autoPong ?? true });
+  const ws = new WebSocket(`${url.replace(/^http/, 'ws')}${AGENT_WS_PATH}`, {
+    autoPong: options.autoPong ?? true,
+    headers: options.headers,
+    localAddress: options.localAddress,
+  });
   const conn: FakeConnection = {
     ws,
     closed: new Promise((resolve) => ws.once('close', (code) => resolve(code))),

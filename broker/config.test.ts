@@ -1,0 +1,20 @@
+import { describe, expect, it } from 'vitest';
+import { ConfigError, loadConfig } from './config.js';
+
+describe('connection limits in the configuration', () => {
+  it('defaults: 1024 agent handshakes, 32 per address, 256 connections per address', () => {
+    const c = loadConfig({});
+    expect([c.agentHandshakesMax, c.agentHandshakesPerAddress, c.maxConnectionsPerAddress]).toEqual([1024, 32, 256]);
+  });
+
+  it('has no connection cap per address behind a proxy unless one is set', () => {
+    expect(loadConfig({ TRUST_PROXY: 'true' }).maxConnectionsPerAddress).toBe(0);
+    expect(loadConfig({ TRUST_PROXY: 'true', MAX_CONNECTIONS_PER_ADDRESS: '50' }).maxConnectionsPerAddress).toBe(50);
+  });
+
+  it('refuses a per-address handshake limit above the total, and bad numbers, naming the variable', () => {
+    expect(() => loadConfig({ AGENT_HANDSHAKES_MAX: '8', AGENT_HANDSHAKES_PER_ADDRESS: '9' })).toThrow(ConfigError);
+    expect(() => loadConfig({ AGENT_HANDSHAKES_PER_ADDRESS: '0' })).toThrow(/AGENT_HANDSHAKES_PER_ADDRESS/);
+    expect(() => loadConfig({ MAX_CONNECTIONS_PER_ADDRESS: '-1' })).toThrow(/MAX_CONNECTIONS_PER_ADDRESS/);
+  });
+});
