@@ -48,10 +48,10 @@ export interface Services {
 export async function createServices(config: Config, logger: Logger, store: Store): Promise<Services> {
   const settings = new SettingsStore(store.db);
   const services = { config, logger, store, settings, epoch: new ChangeEpoch() } as Services;
-  services.mail = new MailService(config, logger);
+  services.mail = new MailService(config, logger, store);
   services.auth = new AuthService(store.db, config, settings, services.mail, services.epoch);
   services.access = new AccessService(new DeviceScopes(store.db, services.epoch));
-  services.audit = new AuditService(store.db);
+  services.audit = new AuditService(store.db, store.dialect);
   services.upgrades = new UpgradeRouter(logger);
   services.users = new UsersService(services);
   services.roles = new RolesService(services);
@@ -62,6 +62,7 @@ export async function createServices(config: Config, logger: Logger, store: Stor
   services.agents = new AgentHub(services);
   services.remote = new RemoteService(services);
   await services.auth.init();
+  await services.audit.init();
   for (const s of [services.users, services.roles, services.devices, services.files, services.enrol, services.inventory, services.agents, services.remote]) {
     await s.init();
   }

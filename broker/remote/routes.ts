@@ -7,6 +7,7 @@ import { CONSOLE_UNACKED_MAX } from './relay.js';
 import { deviceId, host, port, proto } from './schemas.js';
 import { REMOTE_WS_PATHS } from './sessions.js';
 import { TICKET_TTL_SECONDS } from './tickets.js';
+import { subjectRecords } from '../audit/subjects.js';
 
 const deviceParams = z.object({ device_id: deviceId });
 
@@ -106,6 +107,7 @@ export const remoteRoutes: RouteSpec[] = [
       'A named tunnel target (e.g. SSH, tcp 22 to localhost) offered by the CLI and the web console as a one-step connect on the devices `target` names. A preset grants nothing: connecting is still decided by `remote-access:connect`. Answers 201 with the record.',
     access: 'remote-access:manage',
     audit: 'portmap.create',
+    subject: (_input, s, answer) => subjectRecords.portmap(s.store.db, (answer as { id?: string } | undefined)?.id),
     status: 201,
     body: z.object({ target, name: presetName, proto: proto.default('tcp'), port, dst: host.default('localhost') }),
     response: portmapRecord,
@@ -120,6 +122,7 @@ export const remoteRoutes: RouteSpec[] = [
       'Changes the given fields of the preset named by `id` (the path has no id, as in the specification). Answers 200 with the record; 404 for an unknown id.',
     access: 'remote-access:manage',
     audit: 'portmap.update',
+    subject: ({ body }, s) => subjectRecords.portmap(s.store.db, body.id),
     body: z
       .object({
         id: z.string().min(1).max(64),
@@ -146,6 +149,7 @@ export const remoteRoutes: RouteSpec[] = [
     description: 'Answers 204; 404 for an unknown id.',
     access: 'remote-access:manage',
     audit: 'portmap.delete',
+    subject: ({ params }, s) => subjectRecords.portmap(s.store.db, params.id),
     params: z.object({ id: z.string().min(1).max(64) }),
     handler: async ({ params, services }) => {
       await services.remote.deletePortmap(params.id);

@@ -2,6 +2,7 @@ import { z } from 'zod';
 import { badRequest } from '../http/errors.js';
 import { listPage, pagingQuery } from '../http/paging.js';
 import { defineRoute, type RouteSpec } from '../http/route.js';
+import { subjectRecords } from '../audit/subjects.js';
 
 const NO_CONTROL = /^[^\u0000-\u001f\u007f-\u009f]*$/;
 
@@ -102,6 +103,7 @@ export const rolesRoutes: RouteSpec[] = [
     access: 'roles:manage',
     status: 201,
     audit: 'role.create',
+    subject: (_input, s, answer) => subjectRecords.role(s.store.db, (answer as { id?: string } | undefined)?.id),
     body: roleBody,
     response: roleRecord,
     handler: async ({ body, principal, services }) => services.roles.create(principal, fields(body)),
@@ -114,6 +116,7 @@ export const rolesRoutes: RouteSpec[] = [
     description: `Replaces name, description (empty when left out) and policies. Users holding the role get the new permissions on their next call. The built-in Administrator role answers 409 \`builtin_role\`. ${VALIDATION}`,
     access: 'roles:manage',
     audit: 'role.replace',
+    subject: ({ params: p }, s) => subjectRecords.role(s.store.db, p.role_id),
     params,
     body: roleBody,
     response: roleRecord,
@@ -131,6 +134,7 @@ export const rolesRoutes: RouteSpec[] = [
       'Answers 204. A role assigned to users answers 409 `{"error":"role_in_use","used_by":[{user_id,fname,lname}]}`: give those users another role first. The built-in Administrator role answers 409 `builtin_role`.',
     access: 'roles:manage',
     audit: 'role.delete',
+    subject: ({ params: p }, s) => subjectRecords.role(s.store.db, p.role_id),
     status: 204,
     params,
     handler: async ({ params: p, services }) => {

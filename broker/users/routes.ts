@@ -4,6 +4,7 @@ import { MIN_PASSWORD_LENGTH } from '../auth/passwords.js';
 import { badRequest } from '../http/errors.js';
 import { listPage, pagingQuery } from '../http/paging.js';
 import { defineRoute, type RouteSpec } from '../http/route.js';
+import { subjectRecords } from '../audit/subjects.js';
 
 const NO_CONTROL = /^[^\u0000-\u001f\u007f-\u009f]*$/;
 
@@ -86,6 +87,7 @@ export const usersRoutes: RouteSpec[] = [
     access: 'users:manage',
     status: 201,
     audit: 'user.create',
+    subject: (_input, s, answer) => subjectRecords.user(s.store.db, (answer as { user_id?: string } | undefined)?.user_id),
     body: z.object({
       fname,
       lname,
@@ -105,6 +107,7 @@ export const usersRoutes: RouteSpec[] = [
     description: `Replaces name, email and roles. \`disabled\` and \`two_factor\` change only when given (\`disabled: true\` revokes the user's tokens at once). The read-only fields of the record (\`user_id\`, \`created_at\`, \`last_login\`) may be sent back and are ignored; a different \`user_id\` is refused. ${CHECKS}`,
     access: 'users:manage',
     audit: 'user.replace',
+    subject: ({ params: p }, s) => subjectRecords.user(s.store.db, p.user_id),
     params,
     body: z.object({
       fname,
@@ -133,6 +136,7 @@ export const usersRoutes: RouteSpec[] = [
     description: `Changes only the fields given. \`disabled: true\` disables the user and revokes their tokens at once (they cannot sign in and free their seat); \`disabled: false\` re-enables them (needs a free seat). A new \`password\` ends the user's other sessions. \`two_factor: {enabled: null}\` makes the user follow the account policy again. ${CHECKS}`,
     access: 'users:manage',
     audit: 'user.update',
+    subject: ({ params: p }, s) => subjectRecords.user(s.store.db, p.user_id),
     params,
     body: z
       .object({
@@ -157,6 +161,7 @@ export const usersRoutes: RouteSpec[] = [
       'Removes the user at once and for good, with their sessions: their tokens stop working on the next call. Answers 204. You cannot delete yourself (409 `self_lockout`), nor the last active holder of the built-in Administrator role (409 `last_administrator`).',
     access: 'users:manage',
     audit: 'user.delete',
+    subject: ({ params: p }, s) => subjectRecords.user(s.store.db, p.user_id),
     status: 204,
     params,
     handler: async ({ params: p, principal, services }) => {
