@@ -233,12 +233,17 @@ function present(row: Selectable<AuditTable>, end?: Selectable<AuditTable>): Aud
     type: row.event.split('.')[0],
     created: Math.floor(Date.parse(row.ts) / 1000),
   };
+  const count = (v: number | null) => (v === null ? null : Number(v));
   if (end) {
     entry.ended_at = end.ts;
     entry.duration_ms = end.duration_ms;
     entry.bytes_in = end.bytes_in;
     entry.bytes_out = end.bytes_out;
   }
+  // bigint columns may come back as text from PostgreSQL.
+  entry.duration_ms = count(entry.duration_ms);
+  entry.bytes_in = count(entry.bytes_in);
+  entry.bytes_out = count(entry.bytes_out);
   entry.message = describe(entry, end);
   return entry;
 }
