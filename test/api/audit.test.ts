@@ -1,4 +1,6 @@
+import { spawnSync } from 'node:child_process';
 import crypto from 'node:crypto';
+import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { createLogger } from '../../broker/logger.js';
 import { startBroker } from '../../broker/server.js';
@@ -204,6 +206,16 @@ describe('sessions open when the broker stopped', () => {
   });
 });
 
+/** `npm start -- audit-verify` on the test broker's database. */
+function auditVerifyCli(broker: TestBroker = t): { status: number | null; out: string } {
+  const config = broker.broker.services.config;
+  const run = spawnSync(process.execPath, [path.resolve('node_modules/tsx/dist/cli.mjs'), 'broker/main.ts', 'audit-verify'], {
+    env: { PATH: process.env.PATH, DATA_DIR: config.dataDir, DATABASE_URL: config.databaseUrl, DATABASE_SCHEMA: config.databaseSchema, LOG_LEVEL: 'silent' },
+    encoding: 'utf8',
+  });
+  return { status: run.status, out: `${run.stdout}${run.stderr}` };
+}
+
 describe('the chain finds edited and deleted entries', () => {
   it('verifies intact, then names the edited entry, then the entry after a deleted one', async () => {
     const ok = await t.api('GET', '/api/v2/audit/verify', { token: t.adminToken });
@@ -222,5 +234,19 @@ describe('the chain finds edited and deleted entries', () => {
     const deleted = await t.api('GET', '/api/v2/audit/verify', { token: t.adminToken });
     expect(deleted.body).toMatchObject({ ok: false, first_bad: { id: Number(next.id) } });
     expect(deleted.body.first_bad.expected).not.toBe(deleted.body.first_bad.sha);
+    const cli = auditVerifyCli();
+    expect(cli.status).toBe(1);
+    expect(cli.out).toContain(`broken at entry ${next.id}`);
+  });
+
+  it('audit-verify exits 0 on an intact chain', async () => {
+    const fresh = await startTestBroker();
+    try {
+      const run = auditVerifyCli(fresh);
+      expect(run.status).toBe(0);
+      expect(run.out).toMatch(/Audit chain intact: \d+ entries/);
+    } finally {
+      await fresh.close();
+    }
   });
 });
