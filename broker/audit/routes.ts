@@ -6,7 +6,7 @@ export const auditQuery = z.object({
   device_id: z.string().max(64).optional(),
   user_id: z.string().max(64).optional(),
   action: z.string().max(64).optional(),
-  result: z.enum(['allowed', 'denied', 'ok', 'error']).optional(),
+  result: z.enum(['allowed', 'denied', 'ok', 'error', 'ended']).optional(),
   event: z.string().max(64).optional(),
   from: z.iso.datetime().optional(),
   to: z.iso.datetime().optional(),
