@@ -54,8 +54,15 @@ export function bounded(text: string, max = MAX_TEXT): string {
   return text.length > max ? `${text.slice(0, max)}…` : text;
 }
 
-/** The PostgreSQL advisory lock of one schema's chain: brokers sharing a database append one at a time. */
-const CHAIN_LOCK = sql`select pg_advisory_xact_lock(hashtext('fleet-audit-chain:' || current_schema()))`;
+/**
+ * Taken before the chain's head is read, so writers sharing a database append one at a time: on
+ * PostgreSQL an advisory lock per schema; on SQLite a write that changes nothing takes the file's
+ * write lock (a transaction that read first could not upgrade once another connection wrote).
+ */
+const CHAIN_LOCK = {
+  postgres: sql`select pg_advisory_xact_lock(hashtext('fleet-audit-chain:' || current_schema()))`,
+  sqlite: sql`update audit set id = id where 0`,
+};
 
 const REMOTE_START = /^remote\.[a-z]+\.start$/;
 
@@ -95,7 +102,7 @@ export class AuditService {
   /** Appends one entry to the chain; returns its id. Joins the caller's transaction if one is open. */
   async append(entry: NewEntry): Promise<number> {
     return this.db.transaction().execute(async (trx) => {
-      if (this.dialect === 'postgres') await CHAIN_LOCK.execute(trx);
+      await CHAIN_LOCK[this.dialect].execute(trx);
       const head = await trx.selectFrom('audit').select(['id', 'sha']).orderBy('id', 'desc').limit(1).executeTakeFirst();
       const row: Omit<AuditTable, 'sha'> = {
         ref_id: null,

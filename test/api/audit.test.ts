@@ -1,4 +1,4 @@
-import { spawnSync } from 'node:child_process';
+import { spawn, spawnSync } from 'node:child_process';
 import crypto from 'node:crypto';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
@@ -215,6 +215,31 @@ function auditVerifyCli(broker: TestBroker = t): { status: number | null; out: s
   });
   return { status: run.status, out: `${run.stdout}${run.stderr}` };
 }
+
+describe('several brokers on one database', () => {
+  it('append to one chain: concurrent writers in two processes never fork it', async () => {
+    const config = t.broker.services.config;
+    let exited: number | null | undefined;
+    const other = new Promise<number | null>((resolve) => {
+      const child = spawn(process.execPath, [path.resolve('node_modules/tsx/dist/cli.mjs'), 'test/support/audit-writer.ts', config.databaseUrl, config.databaseSchema, '100'], {
+        stdio: 'inherit',
+      });
+      child.on('exit', (code) => resolve((exited = code)));
+    });
+    // This broker keeps appending for as long as the other process runs.
+    let mine = 0;
+    while (exited === undefined) {
+      await t.broker.services.audit.recordChange({ event: 'test.concurrent', action: `this ${mine}`, options: {}, ip: '127.0.0.1' });
+      mine += 1;
+      // Queries on SQLite settle without I/O: let the child's exit event in.
+      await new Promise((resolve) => setImmediate(resolve));
+    }
+    expect(await other).toBe(0);
+    const total = await t.api('GET', '/api/v2/commitlist?event=test.concurrent&items_per_page=1', { token: t.adminToken });
+    expect(total.body.total).toBe(mine + 100);
+    expect((await t.api('GET', '/api/v2/audit/verify', { token: t.adminToken })).body.ok).toBe(true);
+  });
+});
 
 describe('the chain finds edited and deleted entries', () => {
   it('verifies intact, then names the edited entry, then the entry after a deleted one', async () => {
