@@ -22,7 +22,9 @@ async function auditVerifyCommand(config: Config): Promise<void> {
       return;
     }
     const bad = result.first_bad;
-    console.error(`Audit chain broken at entry ${bad?.id}: its sha is ${bad?.sha || '(none)'}, expected ${bad?.expected} (${result.entries} entries before it match).`);
+    console.error(
+      `Audit chain broken at entry ${bad?.id}: its sha is ${bad?.sha || '(none)'}, expected ${bad?.expected} (${result.entries} entries before it match).`,
+    );
     process.exitCode = 1;
   } finally {
     await store.close();

@@ -39,7 +39,10 @@ describe('migration 0004', () => {
       const migrator = new Migrator({ db: old, provider: { getMigrations: async () => all } });
       expect((await migrator.migrateTo('0003_revoked_devices')).error).toBeUndefined();
       const entry = { ts: '2026-01-01T00:00:00.000Z', event: 'remote.console.start', action: 'console', options: '{}', result: 'allowed' };
-      await old.insertInto('audit').values([entry, { ...entry, ended_at: '2026-01-01T00:01:00.000Z', bytes_in: 5 }, entry]).execute();
+      await old
+        .insertInto('audit')
+        .values([entry, { ...entry, ended_at: '2026-01-01T00:01:00.000Z', bytes_in: 5 }, entry])
+        .execute();
       await old.destroy();
 
       const store = await openStore(`sqlite:${file}`);

@@ -52,5 +52,10 @@ function normalized(row: Record<string, unknown>): Record<string, unknown> {
 
 /** SHA-256 over the previous entry's sha (empty for the first) and this entry's canonical content. */
 export function entrySha(previousSha: string, row: Record<string, unknown>): string {
-  return crypto.createHash('sha256').update(previousSha).update('\n').update(canonicalJson(normalized(row))).digest('hex');
+  return crypto
+    .createHash('sha256')
+    .update(previousSha)
+    .update('\n')
+    .update(canonicalJson(normalized(row)))
+    .digest('hex');
 }

@@ -258,7 +258,10 @@ function present(row: Selectable<AuditTable>, end?: Selectable<AuditTable>): Aud
 const ARTICLE: Record<string, string> = { console: 'a console', tunnel: 'a tunnel', copy: 'a copy', reload: 'an agent reload' };
 
 /** The commit message: who did what, and how it went. */
-export function describe(entry: Pick<AuditEntry, 'event' | 'user_email' | 'source_ip' | 'action' | 'device_id' | 'result' | 'reason'>, end?: { reason: string | null }): string {
+export function describe(
+  entry: Pick<AuditEntry, 'event' | 'user_email' | 'source_ip' | 'action' | 'device_id' | 'result' | 'reason'>,
+  end?: { reason: string | null },
+): string {
   const who = entry.user_email ?? `an unidentified caller from ${entry.source_ip ?? 'an unknown address'}`;
   const outcome = entry.reason && entry.result !== 'ok' ? `${entry.result}: ${entry.reason}` : entry.result;
   if (entry.event.startsWith('remote.')) {

@@ -103,7 +103,10 @@ export const subjectRecords = {
   async bootstrapKey(db: Db, ref: unknown): Promise<Row | undefined> {
     // Named by its public id or by the key itself (whose hash is stored).
     if (typeof ref !== 'string') return undefined;
-    return (await rowOf(db, 'bootstrap_keys', 'key_id', ref)) ?? (await rowOf(db, 'bootstrap_keys', 'key_hash', crypto.createHash('sha256').update(ref, 'utf8').digest('hex')));
+    return (
+      (await rowOf(db, 'bootstrap_keys', 'key_id', ref)) ??
+      (await rowOf(db, 'bootstrap_keys', 'key_hash', crypto.createHash('sha256').update(ref, 'utf8').digest('hex')))
+    );
   },
   portmap: (db: Db, id: unknown) => rowOf(db, 'portmaps', 'id', id),
   setting: (db: Db, key: string) => rowOf(db, 'settings', 'key', key),

@@ -48,6 +48,18 @@ describe('the ambient transaction', () => {
     expect(await setting(s, 'b')).toBeUndefined();
   });
 
+  it('is left behind by a timer set up inside it that fires after the commit', async () => {
+    const s = await sqliteStore();
+    let later!: Promise<unknown>;
+    await s.transaction(async () => {
+      later = new Promise((resolve, reject) =>
+        setTimeout(() => s.db.insertInto('settings').values({ key: 'late', value: '1' }).execute().then(resolve, reject), 10),
+      );
+    });
+    await later;
+    expect(await setting(s, 'late')).toEqual({ value: '1' });
+  });
+
   it('runs after-commit tasks once committed, never after a rollback', async () => {
     const s = await sqliteStore();
     const ran: string[] = [];

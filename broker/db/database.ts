@@ -30,6 +30,8 @@ export interface Store {
 interface Frame {
   trx: Transaction<Database>;
   afterCommit: Array<() => void>;
+  /** false once committed or rolled back: timers and listeners set up inside still carry the frame. */
+  open: boolean;
 }
 
 /**
@@ -38,19 +40,34 @@ interface Frame {
  * has one connection, so a query outside the open transaction would wait for it forever.
  */
 function ambient(root: Db, current: AsyncLocalStorage<Frame>): Db {
+  const openFrame = () => {
+    const frame = current.getStore();
+    return frame?.open ? frame : undefined;
+  };
   const run = async <T>(work: (trx: Transaction<Database>) => Promise<T>): Promise<T> => {
-    const open = current.getStore();
+    const open = openFrame();
     // A nested transaction joins the open one (Kysely refuses transaction() on a Transaction).
     if (open) return work(open.trx);
-    const after: Array<() => void> = [];
-    const result = await root.transaction().execute((trx) => current.run({ trx, afterCommit: after }, () => work(trx)));
-    for (const task of after) task();
-    return result;
+    const frames: Frame[] = [];
+    try {
+      const result = await root.transaction().execute((trx) => {
+        const frame: Frame = { trx, afterCommit: [], open: true };
+        frames.push(frame);
+        return current.run(frame, () => work(trx));
+      });
+      for (const frame of frames) {
+        frame.open = false;
+        for (const task of frame.afterCommit) task();
+      }
+      return result;
+    } finally {
+      for (const frame of frames) frame.open = false;
+    }
   };
   return new Proxy(root, {
     get(target, property) {
       if (property === 'transaction') return () => ({ execute: run });
-      const subject = current.getStore()?.trx ?? target;
+      const subject = openFrame()?.trx ?? target;
       // Kysely keeps its state in private fields: getters and methods must see the real object.
       const value = Reflect.get(subject, property, subject);
       return typeof value === 'function' ? value.bind(subject) : value;
@@ -133,10 +150,10 @@ export async function openStore(url: string, schema = ''): Promise<Store> {
     transaction: (work) => shared.transaction().execute(work),
     afterCommit: (task) => {
       const open = current.getStore();
-      if (open) open.afterCommit.push(task);
+      if (open?.open) open.afterCommit.push(task);
       else task();
     },
-    inTransaction: () => current.getStore() !== undefined,
+    inTransaction: () => current.getStore()?.open === true,
     close: () => root.destroy(),
   };
 }

@@ -181,7 +181,10 @@ export function migrations(dialect: Dialect): Record<string, Migration> {
       // chained in id order as they stand.
       async up(db: Kysely<unknown>) {
         await db.schema.alterTable('audit').addColumn('sha', 'text').execute();
-        await db.schema.alterTable('audit').addColumn('ref_id', dialect === 'postgres' ? 'bigint' : 'integer').execute();
+        await db.schema
+          .alterTable('audit')
+          .addColumn('ref_id', dialect === 'postgres' ? 'bigint' : 'integer')
+          .execute();
         await db.schema.createIndex('audit_ref').on('audit').column('ref_id').execute();
         const audit = db as unknown as Kysely<{ audit: { id: number; sha: string | null } }>;
         let previous = '';

@@ -142,8 +142,10 @@ describe('refused sign-ins and changes are entries', () => {
 describe('a change and its entry commit together', () => {
   it('the entry says which fields changed, before and after, secrets redacted', async () => {
     const user = await t.userWith([]);
-    expect((await t.api('PATCH', `/api/v2/user/${user.id}`, { token: t.adminToken, body: { fname: 'Renamed', password: 'a-new-password-9' } })).status).toBe(200);
-    const [entry] = await entries(`event=user.update&result=ok&user_id=${(await adminId())}`).then((l) => l.filter((e) => e.options.params?.user_id === user.id));
+    expect((await t.api('PATCH', `/api/v2/user/${user.id}`, { token: t.adminToken, body: { fname: 'Renamed', password: 'a-new-password-9' } })).status).toBe(
+      200,
+    );
+    const [entry] = await entries(`event=user.update&result=ok&user_id=${await adminId()}`).then((l) => l.filter((e) => e.options.params?.user_id === user.id));
     expect(entry.options.before).toEqual({ fname: 'Test', password_hash: '[redacted]' });
     expect(entry.options.after).toEqual({ fname: 'Renamed', password_hash: '[redacted]' });
     expect(entry.options.body).toBeUndefined();
@@ -221,9 +223,13 @@ describe('several brokers on one database', () => {
     const config = t.broker.services.config;
     let exited: number | null | undefined;
     const other = new Promise<number | null>((resolve) => {
-      const child = spawn(process.execPath, [path.resolve('node_modules/tsx/dist/cli.mjs'), 'test/support/audit-writer.ts', config.databaseUrl, config.databaseSchema, '100'], {
-        stdio: 'inherit',
-      });
+      const child = spawn(
+        process.execPath,
+        [path.resolve('node_modules/tsx/dist/cli.mjs'), 'test/support/audit-writer.ts', config.databaseUrl, config.databaseSchema, '100'],
+        {
+          stdio: 'inherit',
+        },
+      );
       child.on('exit', (code) => resolve((exited = code)));
     });
     // This broker keeps appending for as long as the other process runs.
