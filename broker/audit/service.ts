@@ -215,7 +215,11 @@ export class AuditService {
     if (q.user_id) query = query.where('user_id', '=', q.user_id);
     if (q.action) query = query.where('action', '=', q.action);
     if (q.result) query = query.where('result', '=', q.result);
-    if (q.event) query = query.where('event', 'like', `${q.event.replace(/[%_]/g, '')}%`);
+    if (q.event) {
+      // A prefix, matched literally: `_` and `%` in event codes are not wildcards.
+      const prefix = `${q.event.replace(/[\\%_]/g, (c) => `\\${c}`)}%`;
+      query = query.where(sql<boolean>`event like ${prefix} escape '\\'`);
+    }
     if (q.from) query = query.where('ts', '>=', q.from);
     if (q.to) query = query.where('ts', '<=', q.to);
     const { total } = await query.select((eb) => eb.fn.countAll<number>().as('total')).executeTakeFirstOrThrow();

@@ -156,6 +156,37 @@ describe('a change and its entry commit together', () => {
     expect(entry.sha).toMatch(/^[0-9a-f]{64}$/);
   });
 
+  it('records before and after for devices, tags, bootstrap keys, port presets and settings, keys redacted', async () => {
+    const device = await t.addDevice({ name: 'before-name' });
+    const token = t.adminToken;
+    expect((await t.api('PATCH', `/api/v2/deviceattribute/${device}`, { token, body: { device_name: 'after-name' } })).status).toBe(200);
+    const [attributes] = await entries(`event=device.attributes.update&device_id=${device}`);
+    expect(attributes.options.before.attributes).toMatchObject({ device_name: 'before-name' });
+    expect(attributes.options.after.attributes).toMatchObject({ device_name: 'after-name' });
+
+    expect((await t.api('PATCH', `/api/v2/grouptree/${device}`, { token, body: { tags: ['audited'] } })).status).toBe(200);
+    const [tags] = await entries('event=device.tags.update');
+    expect(tags.options).toMatchObject({ before: { tags: [] }, after: { tags: ['audited'] } });
+
+    const key = await t.api('POST', '/api/v2/bootstrapkey', { token, body: {} });
+    const secret = Object.keys(key.body)[0];
+    const [created] = await entries('event=bootstrapkey.create');
+    expect(created.options.before).toBeNull();
+    expect(created.options.after).toMatchObject({ key_hash: '[redacted]', key_id: expect.any(String) });
+    expect(JSON.stringify(created)).not.toContain(secret);
+
+    const preset = await t.api('POST', '/api/v2/service-connect/portmap', { token, body: { target: '*', name: 'ssh-audit', port: 22 } });
+    expect((await t.api('PATCH', '/api/v2/service-connect/portmap', { token, body: { id: preset.body.id, port: 2222 } })).status).toBe(200);
+    const [portmap] = await entries('event=portmap.update');
+    expect(portmap.options).toMatchObject({ before: { port: 22 }, after: { port: 2222 } });
+    expect(Object.keys(portmap.options.after)).toEqual(['port']);
+
+    expect((await t.api('PUT', '/api/v2/settings/two-factor', { token, body: { enabled: true } })).status).toBe(200);
+    expect((await t.api('PUT', '/api/v2/settings/two-factor', { token, body: { enabled: false } })).status).toBe(200);
+    const [setting] = await entries('event=settings.two_factor');
+    expect(setting.options).toMatchObject({ before: { value: { enabled: true } }, after: { value: { enabled: false } } });
+  });
+
   it('a change whose entry cannot be written is rolled back, with no entry of success', async () => {
     const user = await t.userWith([]);
     const spy = vi.spyOn(t.broker.services.audit, 'recordChange').mockRejectedValueOnce(new Error('audit store unavailable'));
