@@ -58,7 +58,7 @@ export function readCookie(req: Request, name: string): string | undefined {
   return undefined;
 }
 
-const SECRET_KEYS = /pass|secret|code|token|challenge|key/i;
+const SECRET_KEYS = /pass|secret|code|token|ticket|challenge|key/i;
 
 /** A copy of a request body fit for the audit trail: secrets replaced, long values cut. */
 export function redact(value: unknown, depth = 0): unknown {
