@@ -1,4 +1,5 @@
 import readline from 'node:readline/promises';
+import { AuditService } from './audit/service.js';
 import { ConfigError, loadConfig, type Config } from './config.js';
 import { openStore } from './db/database.js';
 import { createLogger } from './logger.js';
@@ -9,7 +10,26 @@ import { createAdministrator, countUsers } from './users/bootstrap.js';
 const USAGE = `Usage:
   npm start                      run the broker (configuration from the environment; see README)
   npm start -- --with-agent      run the broker and an agent for this machine, enrolled as a device
-  npm start -- create-admin      create a user with the Administrator role (prompts for email and password)`;
+  npm start -- create-admin      create a user with the Administrator role (prompts for email and password)
+  npm start -- audit-verify      check the audit chain; exits 1 naming the first entry that does not match`;
+
+async function auditVerifyCommand(config: Config): Promise<void> {
+  const store = await openStore(config.databaseUrl, config.databaseSchema);
+  try {
+    const result = await new AuditService(store.db, store.dialect).verify();
+    if (result.ok) {
+      console.log(`Audit chain intact: ${result.entries} entries.`);
+      return;
+    }
+    const bad = result.first_bad;
+    console.error(
+      `Audit chain broken at entry ${bad?.id}: its sha is ${bad?.sha || '(none)'}, expected ${bad?.expected} (${result.entries} entries before it match).`,
+    );
+    process.exitCode = 1;
+  } finally {
+    await store.close();
+  }
+}
 
 async function createAdminCommand(config: Config): Promise<void> {
   const store = await openStore(config.databaseUrl, config.databaseSchema);
@@ -43,6 +63,7 @@ async function main(): Promise<void> {
   const withAgent = args.includes('--with-agent');
   const command = args.find((a) => !a.startsWith('--'));
   if (command === 'create-admin') return createAdminCommand(config);
+  if (command === 'audit-verify') return auditVerifyCommand(config);
   if ((command && command !== 'serve') || args.some((a) => a.startsWith('--') && a !== '--with-agent')) {
     console.error(USAGE);
     process.exit(2);

@@ -66,10 +66,10 @@ export interface ServiceOptions {
 export async function createServices(config: Config, logger: Logger, store: Store, options: ServiceOptions = {}): Promise<Services> {
   const settings = new SettingsStore(store.db);
   const epoch = new ChangeEpoch();
-  const mail = new MailService(config, logger);
+  const mail = new MailService(config, logger, store);
   const auth = new AuthService(store.db, config, settings, mail, epoch);
   const access = new AccessService(new DeviceScopes(store.db, epoch));
-  const audit = new AuditService(store.db);
+  const audit = new AuditService(store.db, store.dialect);
   const upgrades = new UpgradeRouter(logger);
   const users = new UsersService(store, config, logger, auth, access);
   const roles = new RolesService(store, access);
@@ -115,6 +115,7 @@ export async function createServices(config: Config, logger: Logger, store: Stor
     upgrades,
   };
   await auth.init();
+  await audit.init();
   for (const s of [users, roles, devices, files, enrol, inventory, agents, remote]) {
     await s.init();
   }

@@ -117,8 +117,24 @@ export interface AuditEntry {
   /** 'api' | 'web' | 'cli' | 'ssh' */
   source: string | null;
   session_id: string | null;
+  /** A remote session's start entry: from its end entry (joined when listed). */
   ended_at: string | null;
   duration_ms: number | null;
   bytes_in: number | null;
   bytes_out: number | null;
+  /** An end entry (`remote.<action>.end`): the id of the start entry it closes. */
+  ref_id: number | null;
+  /** SHA-256 over the previous entry's sha and this entry's content: the chain GET /audit/verify walks. */
+  sha: string;
+  /** qbee commit fields: a sentence for people, the kind of event, Unix seconds. */
+  message: string;
+  type: string;
+  created: number;
+}
+
+/** GET /audit/verify: the chain walked from the first entry; `first_bad` names the first entry that does not match. */
+export interface AuditVerification {
+  ok: boolean;
+  entries: number;
+  first_bad?: { id: number; sha: string; expected: string };
 }

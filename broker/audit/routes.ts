@@ -6,7 +6,7 @@ export const auditQuery = z.object({
   device_id: z.string().max(64).optional(),
   user_id: z.string().max(64).optional(),
   action: z.string().max(64).optional(),
-  result: z.enum(['allowed', 'denied', 'ok', 'error']).optional(),
+  result: z.enum(['allowed', 'denied', 'ok', 'error', 'ended']).optional(),
   event: z.string().max(64).optional(),
   from: z.iso.datetime().optional(),
   to: z.iso.datetime().optional(),
@@ -20,9 +20,26 @@ export const auditRoutes: RouteSpec[] = [
     tag: 'audit',
     summary: 'Audit trail: remote-access attempts and changes made through the API',
     description:
-      'Newest first. Remote-access entries carry event (remote.<action>.start|denied), result (allowed|denied), reason, options, source and, once ended, ended_at, duration_ms, bytes_in, bytes_out.',
+      'Newest first. Every entry carries qbee commit fields: `sha` (SHA-256 chaining it to the entry before, see GET /audit/verify), `message` (a sentence), `type` (the event kind) and `created` (Unix seconds), besides event, user_id, user_email, device_id, action, options, result (allowed|denied|ok|error|ended), reason, source_ip and source. ' +
+      "Remote-access attempts are `remote.<action>.start|denied`; a session's end is its own entry `remote.<action>.end` (ref_id = the start entry, result ended|denied|error, duration_ms, bytes_in, bytes_out), and the start entry is listed with ended_at, duration_ms, bytes_in and bytes_out joined from it. " +
+      'Changes carry options `{params, before, after}`: the fields that changed, secrets `[redacted]`. Refused or failed calls are entries with result denied (401, 403) or error and the reason.',
     access: 'audit:read',
     query: auditQuery,
     handler: async ({ query, services }) => services.audit.list(query),
+  }),
+  defineRoute({
+    method: 'get',
+    path: '/audit/verify',
+    tag: 'audit',
+    summary: 'Verify the audit chain',
+    description:
+      "Walks the audit trail from its first entry and recomputes each `sha` from the previous one and the entry's content. Answers `{ok, entries}`, and `first_bad: {id, sha, expected}` naming the first entry that does not match (an edited entry, or the one after a deleted entry).",
+    access: 'audit:read',
+    response: z.object({
+      ok: z.boolean(),
+      entries: z.number().int(),
+      first_bad: z.object({ id: z.number().int(), sha: z.string(), expected: z.string() }).optional(),
+    }),
+    handler: async ({ services }) => services.audit.verify(),
   }),
 ];

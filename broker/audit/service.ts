@@ -1,5 +1,8 @@
-import type { AuditEntry, ListPage } from '../../shared/api-types.js';
-import type { Db } from '../db/database.js';
+import type { Selectable } from 'kysely';
+import type { AuditEntry, AuditVerification, ListPage } from '../../shared/api-types.js';
+import { sql, type Db, type Dialect } from '../db/database.js';
+import type { AuditTable } from '../db/schema.js';
+import { entrySha } from './chain.js';
 
 export interface AuditActor {
   id: string;
@@ -8,7 +11,8 @@ export interface AuditActor {
 
 export interface RemoteAuditStart {
   event: string; // e.g. remote.console
-  user: AuditActor;
+  /** Absent when the caller could not be identified (bad token, spent ticket): the source address stands for them. */
+  user?: AuditActor;
   deviceId: string;
   action: string; // console | tunnel | copy | reload
   options: Record<string, unknown>;
@@ -17,6 +21,15 @@ export interface RemoteAuditStart {
   ip: string;
   source: 'api' | 'web' | 'cli' | 'ssh';
   sessionId?: string;
+}
+
+export interface RemoteAuditEnd {
+  durationMs: number | null;
+  bytesIn: number | null;
+  bytesOut: number | null;
+  reason: string;
+  /** 'ended' (default); 'denied' when the device refused the session, 'error' when it failed to open it. */
+  result?: 'ended' | 'denied' | 'error';
 }
 
 export interface AuditQuery {
@@ -31,12 +44,84 @@ export interface AuditQuery {
   items_per_page: number;
 }
 
+type NewEntry = Omit<AuditTable, 'id' | 'sha' | 'ts' | 'ref_id' | 'ended_at' | 'duration_ms' | 'bytes_in' | 'bytes_out'> &
+  Partial<Pick<AuditTable, 'ref_id' | 'duration_ms' | 'bytes_in' | 'bytes_out'>>;
+
+/** Longest reason or address kept: what an entry records of a request is bounded. */
+const MAX_TEXT = 300;
+
+export function bounded(text: string, max = MAX_TEXT): string {
+  return text.length > max ? `${text.slice(0, max)}…` : text;
+}
+
 /**
- * The audit trail. Remote-access attempts are written before the session starts (a failed write
- * refuses the session); changes made through the API are written after they succeed.
+ * Taken before the chain's head is read, so writers sharing a database append one at a time: on
+ * PostgreSQL an advisory lock per schema; on SQLite a write that changes nothing takes the file's
+ * write lock (a transaction that read first could not upgrade once another connection wrote).
+ */
+const CHAIN_LOCK = {
+  postgres: sql`select pg_advisory_xact_lock(hashtext('fleet-audit-chain:' || current_schema()))`,
+  sqlite: sql`update audit set id = id where 0`,
+};
+
+const REMOTE_START = /^remote\.[a-z]+\.start$/;
+
+/**
+ * The audit trail, an append-only chain: each entry carries `sha`, SHA-256 over the previous entry's
+ * sha and its own content, so an edited or deleted row is found by `verify`. Remote-access attempts are
+ * written before the session starts (a failed write refuses the session) and their end is an entry of
+ * its own; changes made through the API are written in the transaction of the change (see router.ts).
  */
 export class AuditService {
-  constructor(private readonly db: Db) {}
+  constructor(
+    private readonly db: Db,
+    private readonly dialect: Dialect,
+  ) {}
+
+  /** Sessions open when the broker stopped (crash, kill) can no longer end: their end is written now. */
+  async init(): Promise<void> {
+    await this.closeOpenSessions('broker restarted');
+  }
+
+  async closeOpenSessions(reason: string): Promise<number> {
+    const open = await this.db
+      .selectFrom('audit as s')
+      .selectAll('s')
+      .where('s.event', 'like', 'remote.%.start')
+      .where('s.ended_at', 'is', null)
+      .where((eb) => eb.not(eb.exists(eb.selectFrom('audit as e').select('e.id').whereRef('e.ref_id', '=', 's.id'))))
+      .orderBy('s.id')
+      .execute();
+    for (const start of open) {
+      if (!REMOTE_START.test(start.event)) continue;
+      await this.appendEnd(start, { durationMs: null, bytesIn: null, bytesOut: null, reason });
+    }
+    return open.length;
+  }
+
+  /** Appends one entry to the chain; returns its id. Joins the caller's transaction if one is open. */
+  async append(entry: NewEntry): Promise<number> {
+    return this.db.transaction().execute(async (trx) => {
+      await CHAIN_LOCK[this.dialect].execute(trx);
+      const head = await trx.selectFrom('audit').select(['id', 'sha']).orderBy('id', 'desc').limit(1).executeTakeFirst();
+      const row: Omit<AuditTable, 'sha'> = {
+        ref_id: null,
+        ended_at: null,
+        duration_ms: null,
+        bytes_in: null,
+        bytes_out: null,
+        ...entry,
+        reason: entry.reason === null ? null : bounded(entry.reason),
+        id: (head ? Number(head.id) : 0) + 1,
+        ts: new Date().toISOString(),
+      };
+      await trx
+        .insertInto('audit')
+        .values({ ...row, sha: entrySha(head?.sha ?? '', row) })
+        .execute();
+      return row.id;
+    });
+  }
 
   async recordChange(entry: {
     event: string;
@@ -48,69 +133,80 @@ export class AuditService {
     result?: string;
     reason?: string;
   }): Promise<void> {
-    await this.db
-      .insertInto('audit')
-      .values({
-        ts: new Date().toISOString(),
-        event: entry.event,
-        user_id: entry.user?.id ?? null,
-        user_email: entry.user?.email ?? null,
-        device_id: entry.deviceId ?? null,
-        action: entry.action,
-        options: JSON.stringify(entry.options ?? {}),
-        result: entry.result ?? 'ok',
-        reason: entry.reason ?? null,
-        source_ip: entry.ip,
-        source: 'api',
-        session_id: null,
-        ended_at: null,
-        duration_ms: null,
-        bytes_in: null,
-        bytes_out: null,
-      })
-      .execute();
+    await this.append({
+      event: entry.event,
+      user_id: entry.user?.id ?? null,
+      user_email: entry.user?.email ?? null,
+      device_id: entry.deviceId ? bounded(entry.deviceId, 100) : null,
+      action: entry.action,
+      options: JSON.stringify(entry.options ?? {}),
+      result: entry.result ?? 'ok',
+      reason: entry.reason ?? null,
+      source_ip: bounded(entry.ip, 100),
+      source: 'api',
+      session_id: null,
+    });
   }
 
   /** Writes a remote-access attempt; returns the entry id to close it later. */
   async recordRemoteStart(entry: RemoteAuditStart): Promise<number> {
-    const row = await this.db
-      .insertInto('audit')
-      .values({
-        ts: new Date().toISOString(),
-        event: `${entry.event}.${entry.allowed ? 'start' : 'denied'}`,
-        user_id: entry.user.id,
-        user_email: entry.user.email,
-        device_id: entry.deviceId,
-        action: entry.action,
-        options: JSON.stringify(entry.options),
-        result: entry.allowed ? 'allowed' : 'denied',
-        reason: entry.reason,
-        source_ip: entry.ip,
-        source: entry.source,
-        session_id: entry.sessionId ?? null,
-        ended_at: null,
-        duration_ms: null,
-        bytes_in: null,
-        bytes_out: null,
-      })
-      .returning('id')
-      .executeTakeFirstOrThrow();
-    return Number(row.id);
+    return this.append({
+      event: `${entry.event}.${entry.allowed ? 'start' : 'denied'}`,
+      user_id: entry.user?.id ?? null,
+      user_email: entry.user?.email ?? null,
+      device_id: bounded(entry.deviceId, 100),
+      action: entry.action,
+      options: JSON.stringify(entry.options),
+      result: entry.allowed ? 'allowed' : 'denied',
+      reason: entry.reason,
+      source_ip: bounded(entry.ip, 100),
+      source: entry.source,
+      session_id: entry.sessionId ?? null,
+    });
   }
 
-  /** Closes a remote-access entry with its duration and bytes each way. */
-  async recordRemoteEnd(id: number, end: { durationMs: number; bytesIn: number; bytesOut: number; reason?: string }): Promise<void> {
-    await this.db
-      .updateTable('audit')
-      .set({
-        ended_at: new Date().toISOString(),
-        duration_ms: Math.round(end.durationMs),
-        bytes_in: end.bytesIn,
-        bytes_out: end.bytesOut,
-        ...(end.reason ? { reason: end.reason } : {}),
-      })
-      .where('id', '=', id)
-      .execute();
+  /** Ends a remote-access session: an entry of its own (`remote.<action>.end`) pointing at its start. */
+  async recordRemoteEnd(startId: number, end: RemoteAuditEnd): Promise<void> {
+    const start = await this.db.selectFrom('audit').selectAll().where('id', '=', startId).executeTakeFirstOrThrow();
+    await this.appendEnd(start, end);
+  }
+
+  private async appendEnd(start: Selectable<AuditTable>, end: RemoteAuditEnd): Promise<void> {
+    await this.append({
+      event: start.event.replace(/\.start$/, '.end'),
+      user_id: start.user_id,
+      user_email: start.user_email,
+      device_id: start.device_id,
+      action: start.action,
+      options: '{}',
+      result: end.result ?? 'ended',
+      reason: end.reason,
+      source_ip: start.source_ip,
+      source: start.source,
+      session_id: start.session_id,
+      ref_id: Number(start.id),
+      duration_ms: end.durationMs === null ? null : Math.round(end.durationMs),
+      bytes_in: end.bytesIn,
+      bytes_out: end.bytesOut,
+    });
+  }
+
+  /** Walks the chain from its first entry; names the first entry whose sha does not match. */
+  async verify(): Promise<AuditVerification> {
+    let previous = '';
+    let after = -1;
+    let entries = 0;
+    for (;;) {
+      const rows = await this.db.selectFrom('audit').selectAll().where('id', '>', after).orderBy('id').limit(1000).execute();
+      if (rows.length === 0) return { ok: true, entries };
+      for (const row of rows) {
+        const expected = entrySha(previous, row);
+        if (row.sha !== expected) return { ok: false, entries, first_bad: { id: Number(row.id), sha: row.sha ?? '', expected } };
+        entries += 1;
+        previous = row.sha;
+        after = Number(row.id);
+      }
+    }
   }
 
   async list(q: AuditQuery): Promise<ListPage<AuditEntry>> {
@@ -119,14 +215,65 @@ export class AuditService {
     if (q.user_id) query = query.where('user_id', '=', q.user_id);
     if (q.action) query = query.where('action', '=', q.action);
     if (q.result) query = query.where('result', '=', q.result);
-    if (q.event) query = query.where('event', 'like', `${q.event.replace(/[%_]/g, '')}%`);
+    if (q.event) {
+      // A prefix, matched literally: `_` and `%` in event codes are not wildcards.
+      const prefix = `${q.event.replace(/[\\%_]/g, (c) => `\\${c}`)}%`;
+      query = query.where(sql<boolean>`event like ${prefix} escape '\\'`);
+    }
     if (q.from) query = query.where('ts', '>=', q.from);
     if (q.to) query = query.where('ts', '<=', q.to);
     const { total } = await query.select((eb) => eb.fn.countAll<number>().as('total')).executeTakeFirstOrThrow();
     const rows = await query.selectAll().orderBy('id', 'desc').offset(q.offset).limit(q.items_per_page).execute();
-    return {
-      total: Number(total),
-      items: rows.map((r) => ({ ...r, id: Number(r.id), options: JSON.parse(r.options) as unknown })),
-    };
+    // A session's start is shown with its end joined, as readers expect one line per session.
+    const starts = rows.filter((r) => REMOTE_START.test(r.event)).map((r) => Number(r.id));
+    const ends = new Map<number, Selectable<AuditTable>>();
+    if (starts.length > 0) {
+      for (const end of await this.db.selectFrom('audit').selectAll().where('ref_id', 'in', starts).execute()) ends.set(Number(end.ref_id), end);
+    }
+    return { total: Number(total), items: rows.map((r) => present(r, ends.get(Number(r.id)))) };
   }
+}
+
+function present(row: Selectable<AuditTable>, end?: Selectable<AuditTable>): AuditEntry {
+  const entry: AuditEntry = {
+    ...row,
+    id: Number(row.id),
+    ref_id: row.ref_id === null ? null : Number(row.ref_id),
+    options: JSON.parse(row.options) as unknown,
+    message: '',
+    type: row.event.split('.')[0],
+    created: Math.floor(Date.parse(row.ts) / 1000),
+  };
+  const count = (v: number | null) => (v === null ? null : Number(v));
+  if (end) {
+    entry.ended_at = end.ts;
+    entry.duration_ms = end.duration_ms;
+    entry.bytes_in = end.bytes_in;
+    entry.bytes_out = end.bytes_out;
+  }
+  // bigint columns may come back as text from PostgreSQL.
+  entry.duration_ms = count(entry.duration_ms);
+  entry.bytes_in = count(entry.bytes_in);
+  entry.bytes_out = count(entry.bytes_out);
+  entry.message = describe(entry, end);
+  return entry;
+}
+
+const ARTICLE: Record<string, string> = { console: 'a console', tunnel: 'a tunnel', copy: 'a copy', reload: 'an agent reload' };
+
+/** The commit message: who did what, and how it went. */
+export function describe(
+  entry: Pick<AuditEntry, 'event' | 'user_email' | 'source_ip' | 'action' | 'device_id' | 'result' | 'reason'>,
+  end?: { reason: string | null },
+): string {
+  const who = entry.user_email ?? `an unidentified caller from ${entry.source_ip ?? 'an unknown address'}`;
+  const outcome = entry.reason && entry.result !== 'ok' ? `${entry.result}: ${entry.reason}` : entry.result;
+  if (entry.event.startsWith('remote.')) {
+    const what = ARTICLE[entry.action] ?? entry.action;
+    const on = entry.device_id ? ` on ${entry.device_id}` : '';
+    if (entry.event.endsWith('.end')) return `${who} ended ${what}${on} (${outcome})`;
+    const ended = end ? `, ended: ${end.reason ?? 'ended'}` : '';
+    return `${who} opened ${what}${on} (${outcome}${ended})`;
+  }
+  return `${who}: ${entry.event} ${entry.action} (${outcome})`;
 }

@@ -4,6 +4,7 @@ import { defineRoute, type RouteSpec } from '../http/route.js';
 import { userRecord } from '../users/routes.js';
 import { newPassword } from './password-routes.js';
 import { singleLine } from '../../shared/text.js';
+import { subjectRecords } from '../audit/subjects.js';
 
 const name = singleLine(z.string().trim().min(1).max(100));
 
@@ -31,6 +32,7 @@ export const profileRoutes: RouteSpec[] = [
     description: 'Only the given fields change. Answers the profile after the change. The email address is changed by an administrator.',
     access: 'authenticated',
     audit: 'profile.update',
+    subject: ({ principal }, s) => subjectRecords.user(s.store.db, principal?.user.id),
     body: z.object({ fname: name.optional(), lname: name.optional() }),
     response: profile,
     handler: async ({ principal, services, body }) => services.auth.profile.update(principal, body),
@@ -45,6 +47,7 @@ export const profileRoutes: RouteSpec[] = [
       'Every other session of the user ends at once; the calling token keeps working. Answers 204.',
     access: 'authenticated',
     audit: 'profile.password',
+    subject: ({ principal }, s) => subjectRecords.user(s.store.db, principal?.user.id),
     body: z.object({ current_password: z.string().min(1).max(1024), new_password: newPassword }),
     handler: async ({ principal, services, body }) => {
       await services.auth.profile.changePassword(principal, body.current_password, body.new_password);
@@ -61,6 +64,7 @@ export const profileRoutes: RouteSpec[] = [
       'Starting again replaces an unconfirmed secret. 409 `totp_already_enabled` when an app is set up: remove it first.',
     access: 'authenticated',
     audit: 'profile.totp.start',
+    subject: ({ principal }, s) => subjectRecords.user(s.store.db, principal?.user.id),
     response: z.object({ secret: z.string().describe('base32'), otpauth_url: z.string(), qr_data_url: z.string().describe('data:image/png;base64,...') }),
     handler: async ({ principal, services }) => services.auth.profile.startTotp(principal),
   }),
@@ -73,6 +77,7 @@ export const profileRoutes: RouteSpec[] = [
       'From then on the user can choose `google` at challenge-get. Answers the profile. 400 `invalid_code` when the code does not match; 409 `totp_not_started` without a started setup.',
     access: 'authenticated',
     audit: 'profile.totp.confirm',
+    subject: ({ principal }, s) => subjectRecords.user(s.store.db, principal?.user.id),
     body: z.object({ code: z.string().min(1).max(20).describe('6 digits shown by the app') }),
     response: profile,
     handler: async ({ principal, services, body }) => services.auth.profile.confirmTotp(principal, body.code),
@@ -87,6 +92,7 @@ export const profileRoutes: RouteSpec[] = [
       '409 `totp_not_enabled` when none is set up. Mailed codes stay available as a second factor.',
     access: 'authenticated',
     audit: 'profile.totp.remove',
+    subject: ({ principal }, s) => subjectRecords.user(s.store.db, principal?.user.id),
     body: z
       .object({ code: z.string().min(1).max(20).optional(), password: z.string().min(1).max(1024).optional() })
       .refine((b) => (b.code === undefined) !== (b.password === undefined), { message: 'send either code or password', path: ['code'] }),

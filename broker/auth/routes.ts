@@ -3,6 +3,8 @@ import { defineRoute, type HandlerContext, type RouteSpec } from '../http/route.
 import { passwordRoutes } from './password-routes.js';
 import { profileRoutes } from './profile-routes.js';
 import type { IssuedSession } from './service.js';
+import { subjectRecords } from '../audit/subjects.js';
+import { TWO_FACTOR_POLICY_KEY } from './two-factor.js';
 
 export const REFRESH_COOKIE = 'fleet_refresh';
 /** The refresh cookie goes only to the API (POST /api/v2/refresh-jwt). */
@@ -138,6 +140,7 @@ export const sessionRoutes: RouteSpec[] = [
       'Existing sessions are not affected. Turning it off needs every permission held by the users who follow it (403 `privilege_escalation` otherwise), as changing their own `two_factor` does.',
     access: 'users:manage',
     audit: 'settings.two_factor',
+    subject: (_input, s) => subjectRecords.setting(s.store.db, TWO_FACTOR_POLICY_KEY),
     body: twoFactorPolicy,
     response: twoFactorPolicy,
     handler: async ({ body, principal, services }) => ({ enabled: await services.users.setTwoFactorPolicy(principal, body.enabled) }),

@@ -1,6 +1,7 @@
+import { AsyncLocalStorage } from 'node:async_hooks';
 import fs from 'node:fs';
 import path from 'node:path';
-import { Kysely, Migrator, PostgresDialect, SqliteDialect, sql, type MigrationProvider } from 'kysely';
+import { Kysely, Migrator, PostgresDialect, SqliteDialect, sql, type MigrationProvider, type Transaction } from 'kysely';
 import SqliteDatabase from 'better-sqlite3';
 import pg from 'pg';
 import type { Logger } from 'pino';
@@ -12,13 +13,69 @@ export type Dialect = 'sqlite' | 'postgres';
 export type Db = Kysely<Database>;
 
 export interface Store {
+  /** Resolves to the ambient transaction while `transaction` runs (see `ambient`). */
   db: Db;
   dialect: Dialect;
+  /**
+   * Runs `work` in one database transaction that every use of `db` in its async context joins,
+   * nested `db.transaction()` calls included: the work commits or rolls back as a whole.
+   */
+  transaction<T>(work: (trx: Transaction<Database>) => Promise<T>): Promise<T>;
+  /** Runs `task` once the open transaction commits (never if it rolls back), or now outside one. */
+  afterCommit(task: () => void): void;
+  /** Whether a transaction is open in the current async context. */
+  inTransaction(): boolean;
   close(): Promise<void>;
 }
 
-// int8 (bigint, bigserial, count(*)) as a JS number: our counters stay far below 2^53.
-pg.types.setTypeParser(20, (value) => Number(value));
+/** The transaction open in an async context, and what waits for its commit. */
+interface Frame {
+  trx: Transaction<Database>;
+  afterCommit: Array<() => void>;
+  /** false once committed or rolled back: timers and listeners set up inside still carry the frame. */
+  open: boolean;
+}
+
+/**
+ * A Db that answers with the transaction open in the current async context, if any. Services keep
+ * the Db they were built with and still join a transaction the router opened around them: SQLite
+ * has one connection, so a query outside the open transaction would wait for it forever.
+ */
+function ambient(root: Db, current: AsyncLocalStorage<Frame>): Db {
+  const openFrame = () => {
+    const frame = current.getStore();
+    return frame?.open ? frame : undefined;
+  };
+  const run = async <T>(work: (trx: Transaction<Database>) => Promise<T>): Promise<T> => {
+    const open = openFrame();
+    // A nested transaction joins the open one (Kysely refuses transaction() on a Transaction).
+    if (open) return work(open.trx);
+    const frames: Frame[] = [];
+    try {
+      const result = await root.transaction().execute((trx) => {
+        const frame: Frame = { trx, afterCommit: [], open: true };
+        frames.push(frame);
+        return current.run(frame, () => work(trx));
+      });
+      for (const frame of frames) {
+        frame.open = false;
+        for (const task of frame.afterCommit) task();
+      }
+      return result;
+    } finally {
+      for (const frame of frames) frame.open = false;
+    }
+  };
+  return new Proxy(root, {
+    get(target, property) {
+      if (property === 'transaction') return () => ({ execute: run });
+      const subject = openFrame()?.trx ?? target;
+      // Kysely keeps its state in private fields: getters and methods must see the real object.
+      const value = Reflect.get(subject, property, subject);
+      return typeof value === 'function' ? value.bind(subject) : value;
+    },
+  });
+}
 
 /**
  * Kysely prepares every query anew; preparing costs more than running a small query. The broker runs
@@ -91,7 +148,21 @@ export async function openStore(url: string, schema = '', logger?: Pick<Logger, 
     const failed = results?.find((r) => r.status === 'Error');
     throw new Error(`database migration ${failed?.migrationName ?? ''} failed: ${(error as Error).message ?? error}`);
   }
-  return { db, dialect, close: () => db.destroy() };
+  const root = db;
+  const current = new AsyncLocalStorage<Frame>();
+  const shared = ambient(root, current);
+  return {
+    db: shared,
+    dialect,
+    transaction: (work) => shared.transaction().execute(work),
+    afterCommit: (task) => {
+      const open = current.getStore();
+      if (open?.open) open.afterCommit.push(task);
+      else task();
+    },
+    inTransaction: () => current.getStore()?.open === true,
+    close: () => root.destroy(),
+  };
 }
 
 /** Drops a PostgreSQL schema (test clean-up). */

@@ -1,4 +1,5 @@
 import { sql, type Kysely, type Migration } from 'kysely';
+import { entrySha } from '../audit/chain.js';
 import type { Dialect } from './database.js';
 
 /**
@@ -172,6 +173,31 @@ export function migrations(dialect: Dialect): Record<string, Migration> {
           .addColumn('hostname', 'text', (c) => c.notNull().defaultTo(''))
           .addColumn('revoked_at', 'text', (c) => c.notNull())
           .execute();
+      },
+    },
+    '0004_audit_chain': {
+      // Each entry chained to the one before it by sha (tamper evidence); a remote session's end is an
+      // entry of its own pointing at its start (ref_id), so no entry is ever updated. Existing rows are
+      // chained in id order as they stand.
+      async up(db: Kysely<unknown>) {
+        await db.schema.alterTable('audit').addColumn('sha', 'text').execute();
+        await db.schema
+          .alterTable('audit')
+          .addColumn('ref_id', dialect === 'postgres' ? 'bigint' : 'integer')
+          .execute();
+        await db.schema.createIndex('audit_ref').on('audit').column('ref_id').execute();
+        const audit = db as unknown as Kysely<{ audit: { id: number; sha: string | null } }>;
+        let previous = '';
+        let after = -1;
+        for (;;) {
+          const rows = await audit.selectFrom('audit').selectAll().where('id', '>', after).orderBy('id').limit(500).execute();
+          if (rows.length === 0) break;
+          for (const row of rows) {
+            previous = entrySha(previous, { ...row, ref_id: null });
+            await audit.updateTable('audit').set({ sha: previous }).where('id', '=', row.id).execute();
+            after = Number(row.id);
+          }
+        }
       },
     },
   };

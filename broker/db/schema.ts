@@ -1,4 +1,3 @@
-import type { Generated } from 'kysely';
 import type { AuditEntry } from '../../shared/api-types.js';
 
 /**
@@ -145,9 +144,11 @@ export interface PortmapsTable {
   created_by: string | null;
 }
 
-/** The audit trail: each row is the API's AuditEntry, with its id generated and its options as JSON text. */
-export interface AuditTable extends Omit<AuditEntry, 'id' | 'options'> {
-  id: Generated<number>;
+/**
+ * The audit trail: each row is the API's AuditEntry with its options as JSON text, less the fields
+ * derived when listing. Rows are never updated: `sha` chains each to the one before it.
+ */
+export interface AuditTable extends Omit<AuditEntry, 'options' | 'message' | 'type' | 'created'> {
   /** JSON of the options / request detail */
   options: string;
 }

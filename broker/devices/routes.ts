@@ -1,6 +1,7 @@
 import { z } from 'zod';
 import { defineRoute, type RouteSpec } from '../http/route.js';
 import type { TreeChange } from './service.js';
+import { subjectRecords } from '../audit/subjects.js';
 import {
   attributesPatch,
   attributesRecord,
@@ -18,6 +19,14 @@ import {
   treeChangesBody,
   treeChangesResponse,
 } from './schema.js';
+
+/** The nodes a tree change names (moved, renamed, deleted, and the groups it moves into). */
+function treeChangeNodes(changes: Array<{ data?: unknown }>): unknown[] {
+  return changes.flatMap((c) => {
+    const data = (c.data ?? {}) as { node_id?: unknown; parent_id?: unknown };
+    return [data.node_id, data.parent_id];
+  });
+}
 
 const VISIBILITY =
   'Only devices the caller may read appear (device:read resources: `*`, `tag:<tag>` matching the device’s own or inherited tags, `node:<id>` naming the device or a group above it). ' +
@@ -55,6 +64,7 @@ export const devicesRoutes: RouteSpec[] = [
     body: attributesPatch,
     response: attributesRecord,
     audit: 'device.attributes.update',
+    subject: ({ params }, s) => subjectRecords.device(s.store.db, params.device_id),
     handler: async ({ params, body, services }) => services.devices.patchAttributes(params.device_id, body),
   }),
   defineRoute({
@@ -103,6 +113,7 @@ export const devicesRoutes: RouteSpec[] = [
     body: treeChangesBody,
     response: treeChangesResponse,
     audit: 'device.tree.change',
+    subject: ({ body }, s) => subjectRecords.nodes(s.store.db, treeChangeNodes(body.changes)),
     handler: async ({ body, principal, services }) => services.devices.changeTree(principal, body.changes as TreeChange[]),
   }),
   defineRoute({
@@ -120,6 +131,7 @@ export const devicesRoutes: RouteSpec[] = [
     body: z.object({ tags: tagList }),
     response: nodeView,
     audit: 'device.tags.update',
+    subject: ({ params }, s) => subjectRecords.node(s.store.db, params.node_id),
     handler: async ({ params, body, principal, services }) => services.devices.setTags(principal, params.node_id, body.tags),
   }),
   defineRoute({

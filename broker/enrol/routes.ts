@@ -8,6 +8,7 @@ import { defineRoute, type RouteSpec } from '../http/route.js';
 import { API_PREFIX } from '../http/router.js';
 import type { BootstrapKeyRecord } from './service.js';
 import { singleLine } from '../../shared/text.js';
+import { subjectRecords } from '../audit/subjects.js';
 
 const keyRef = z
   .string()
@@ -83,6 +84,7 @@ export const enrolRoutes: RouteSpec[] = [
       'Makes a new random key (192 bits). Answers `{"<key>": {"group_id", "auto_accept"}}`. `group_id` defaults to `unassigned_group` and must be an existing group.',
     access: 'bootstrap-keys:manage',
     audit: 'bootstrapkey.create',
+    subject: async (_input, s, answer) => (answer ? subjectRecords.bootstrapKey(s.store.db, Object.keys(answer)[0]) : undefined),
     body: z.object({ group_id: groupId.optional(), auto_accept: autoAccept.optional() }),
     response: z.record(z.string(), z.object({ group_id: z.string(), auto_accept: z.boolean() })),
     handler: async ({ body, services, principal }) => {
@@ -127,6 +129,7 @@ export const enrolRoutes: RouteSpec[] = [
     description: 'Changes the group and/or auto-accept of a key; fields left out stay. Devices enrolled already keep their place.',
     access: 'bootstrap-keys:manage',
     audit: 'bootstrapkey.update',
+    subject: ({ params }, s) => subjectRecords.bootstrapKey(s.store.db, params.bootstrap_key),
     params: z.object({ bootstrap_key: keyRef }),
     body: z.object({ group_id: groupId.optional(), auto_accept: autoAccept.optional() }),
     response: keyRecord,
@@ -140,6 +143,7 @@ export const enrolRoutes: RouteSpec[] = [
     description: 'No device can enrol with it any more; devices enrolled with it stay. Answers 204.',
     access: 'bootstrap-keys:manage',
     audit: 'bootstrapkey.delete',
+    subject: ({ params }, s) => subjectRecords.bootstrapKey(s.store.db, params.bootstrap_key),
     params: z.object({ bootstrap_key: keyRef }),
     handler: async ({ params, services }) => {
       await services.enrol.deleteKey(params.bootstrap_key);
@@ -169,6 +173,7 @@ export const enrolRoutes: RouteSpec[] = [
       'An unknown device answers 404, one that is not pending 409 `not_pending`.',
     access: 'device:approve',
     audit: 'device.approve',
+    subject: ({ body }, s) => subjectRecords.device(s.store.db, body.node_id),
     device: ({ body }) => body.node_id,
     body: z.object({ node_id: nodeId }),
     response: z.object({ node_id: z.string(), hostname: z.string(), state: z.literal('approved'), group_id: z.string(), approved_at: z.string() }),
@@ -182,6 +187,7 @@ export const enrolRoutes: RouteSpec[] = [
     description: 'Forgets the device and refuses its key from now on (the agent is told so and stops). Answers 204.',
     access: 'device:approve',
     audit: 'device.reject',
+    subject: ({ params }, s) => subjectRecords.device(s.store.db, params.node_id),
     device: ({ params }) => params.node_id,
     params: z.object({ node_id: nodeId }),
     handler: async ({ params, services }) => {
@@ -198,6 +204,7 @@ export const enrolRoutes: RouteSpec[] = [
       'the agent cannot reconnect with it. Answers 204; 409 `not_approved` for a pending host.',
     access: 'device:approve',
     audit: 'device.remove',
+    subject: ({ params }, s) => subjectRecords.device(s.store.db, params.node_id),
     device: ({ params }) => params.node_id,
     params: z.object({ node_id: nodeId }),
     handler: async ({ params, services }) => {

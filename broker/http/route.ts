@@ -84,6 +84,22 @@ export interface RouteSpec<P extends ZodType = ZodType, Q extends ZodType = ZodT
   status?: number;
   /** Event code written to the audit trail for a change; `false` for none. Defaults for non-GET routes. */
   audit?: string | false;
+  /**
+   * The record a change concerns, loaded before and after the handler inside its transaction: the
+   * audit entry says which fields changed, before and after, secrets redacted. `result` (after only)
+   * is the handler's answer, for a record the call creates. Without it the entry records the
+   * redacted params and query.
+   */
+  subject?: (
+    input: { params: z.infer<P>; query: z.infer<Q>; body: z.infer<B>; principal?: Principal },
+    services: Services,
+    result?: unknown,
+  ) => Promise<object | undefined>;
+  /**
+   * `false`: the handler talks to agents or streams files, which must not hold a database transaction
+   * (SQLite has one connection); its entry is written after it succeeds.
+   */
+  transaction?: false;
   /** A remote-access call: a refusal by the permission check is audited as a denied attempt too. */
   auditDenied?: { event: string; action: string };
   /** Listed in the specification but not built yet: answers 501. */

@@ -6,6 +6,7 @@ import { acceptsResources, type Permission } from '../../shared/permissions.js';
 import type { Principal } from '../access/principal.js';
 import type { Services } from '../services.js';
 import { uploadTmpDir } from '../data-dir.js';
+import { changeSet } from '../audit/subjects.js';
 import { ApiError, badRequest, notImplemented, tooLarge, unauthorized } from './errors.js';
 import { Reply, type HandlerContext, type RouteSpec, type UploadedFile } from './route.js';
 
@@ -57,7 +58,7 @@ export function readCookie(req: Request, name: string): string | undefined {
   return undefined;
 }
 
-const SECRET_KEYS = /pass|secret|code|token|challenge|key/i;
+const SECRET_KEYS = /pass|secret|code|token|ticket|challenge|key/i;
 
 /** A copy of a request body fit for the audit trail: secrets replaced, long values cut. */
 export function redact(value: unknown, depth = 0): unknown {
@@ -65,7 +66,11 @@ export function redact(value: unknown, depth = 0): unknown {
   if (typeof value === 'string') return value.length > 200 ? `${value.slice(0, 200)}…` : value;
   if (Array.isArray(value)) return value.slice(0, 50).map((v) => redact(v, depth + 1));
   if (value && typeof value === 'object') {
-    return Object.fromEntries(Object.entries(value as Record<string, unknown>).map(([k, v]) => [k, SECRET_KEYS.test(k) ? '[redacted]' : redact(v, depth + 1)]));
+    return Object.fromEntries(
+      Object.entries(value as Record<string, unknown>)
+        .slice(0, 50)
+        .map(([k, v]) => [k.slice(0, 100), SECRET_KEYS.test(k) ? '[redacted]' : redact(v, depth + 1)]),
+    );
   }
   return value;
 }
@@ -122,9 +127,65 @@ async function authorize(services: Services, route: RouteSpec, principal: Princi
 
 function deviceOf(route: RouteSpec, req: Request): string | undefined {
   try {
-    return route.device?.({ params: req.params, query: req.query, body: req.body });
+    const device = route.device?.({ params: req.params, query: req.query, body: req.body });
+    return typeof device === 'string' ? device : undefined;
   } catch {
     return undefined;
+  }
+}
+
+function eventOf(route: RouteSpec): string {
+  return typeof route.audit === 'string' ? route.audit : `${route.tag}.${route.method}`;
+}
+
+function actionOf(route: RouteSpec): string {
+  return `${route.method.toUpperCase()} ${route.absolute ? '' : API_PREFIX}${route.path}`;
+}
+
+/** Answers that are a step of a flow, not a refusal: the second-factor challenge of a sign-in. */
+const NOT_REFUSALS = new Set(['2fa_required']);
+
+/**
+ * Every refused or failed call that could change something is an entry: 401 and 403 as `denied`,
+ * anything else as `error`, with the reason and what the request named (redacted, bounded). Its
+ * transaction, if any, was rolled back: the entry is written on its own. A remote-access call
+ * (`auditDenied`) refused before its handler is a denied attempt of that action; once its handler
+ * runs, the remote service audits the outcome itself.
+ */
+async function auditRefusal(services: Services, route: RouteSpec, req: Request, principal: Principal | undefined, handlerStarted: boolean, err: unknown) {
+  const apiError = err instanceof ApiError ? err : undefined;
+  if (apiError && NOT_REFUSALS.has(apiError.error)) return;
+  if (route.auditDenied && handlerStarted) return;
+  const status = apiError?.status ?? (err as { status?: number }).status ?? 500;
+  const reason = apiError ? `${apiError.error}: ${apiError.message}` : status < 500 ? `invalid_request: ${(err as Error).message}` : 'internal_error';
+  try {
+    if (route.auditDenied) {
+      await services.audit.recordRemoteStart({
+        event: route.auditDenied.event,
+        user: principal?.user,
+        deviceId: deviceOf(route, req) ?? '',
+        action: route.auditDenied.action,
+        options: {},
+        allowed: false,
+        reason,
+        ip: clientIp(req),
+        source: 'api',
+        sessionId: principal?.sessionId,
+      });
+      return;
+    }
+    await services.audit.recordChange({
+      event: eventOf(route),
+      user: principal?.user,
+      action: actionOf(route),
+      deviceId: deviceOf(route, req),
+      options: { params: redact(req.params), query: redact(req.query), body: redact(req.body) },
+      ip: clientIp(req),
+      result: status === 401 || status === 403 ? 'denied' : 'error',
+      reason,
+    });
+  } catch (auditErr) {
+    services.logger.error({ err: auditErr, route: actionOf(route) }, 'refused call not audited');
   }
 }
 
@@ -187,17 +248,25 @@ export function mountRoutes(router: Router, routes: RouteSpec[], services: Servi
           cookie: (name) => readCookie(req, name),
         };
         handlerStarted = true;
-        const result = await route.handler(ctx);
-        if (route.method !== 'get' && route.audit !== false) {
+        const audited = route.method !== 'get' && route.audit !== false;
+        const input = { params, query, body, principal };
+        const change = async () => {
+          const before = route.subject ? await route.subject(input, services) : undefined;
+          const answer = await route.handler(ctx);
+          if (!audited) return answer;
+          const after = route.subject ? await route.subject(input, services, answer) : undefined;
           await services.audit.recordChange({
-            event: route.audit ?? `${route.tag}.${route.method}`,
+            event: eventOf(route),
             user: principal?.user,
-            action: `${route.method.toUpperCase()} ${route.absolute ? '' : API_PREFIX}${route.path}`,
-            deviceId: route.device ? route.device({ params, query, body }) : undefined,
-            options: { params: redact(params), query: redact(query), body: redact(body) },
+            action: actionOf(route),
+            deviceId: route.device ? route.device(input) : undefined,
+            options: route.subject ? { params: redact(params), ...changeSet(before, after) } : { params: redact(params), query: redact(query) },
             ip: ctx.ip,
           });
-        }
+          return answer;
+        };
+        // The change and its audit entry commit or fail together.
+        const result = audited && route.transaction !== false ? await services.store.transaction(change) : await change();
         if (result instanceof Reply) {
           if (result.send) return await result.send(res);
           if (result.body === undefined) return void res.status(result.status).end();
@@ -206,20 +275,7 @@ export function mountRoutes(router: Router, routes: RouteSpec[], services: Servi
         if (result === undefined) return void res.status(route.status ?? 204).end();
         res.status(route.status ?? 200).json(result);
       } catch (err) {
-        // A remote-access call refused by the route's own permission check is still an attempt to audit.
-        if (route.auditDenied && principal && !handlerStarted && err instanceof ApiError && err.status === 403) {
-          await services.audit.recordRemoteStart({
-            event: route.auditDenied.event,
-            user: principal.user,
-            deviceId: deviceOf(route, req) ?? '',
-            action: route.auditDenied.action,
-            options: {},
-            allowed: false,
-            reason: err.message,
-            ip: clientIp(req),
-            source: 'api',
-          });
-        }
+        if (route.method !== 'get') await auditRefusal(services, route, req, principal, handlerStarted, err);
         throw err;
       } finally {
         // Any call that may have changed something empties the hot-path caches (cache.ts).

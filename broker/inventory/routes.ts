@@ -2,6 +2,7 @@ import { z } from 'zod';
 import { DEVICE_ID_PATTERN } from '../devices/scope.js';
 import { listPage, pagingQuery } from '../http/paging.js';
 import { defineRoute, type RouteSpec } from '../http/route.js';
+import { subjectRecords } from '../audit/subjects.js';
 
 const deviceId = z.string().regex(DEVICE_ID_PATTERN, 'must be a device id: 64 lowercase hexadecimal characters').describe('The device id.');
 const listQuery = z.object({
@@ -94,6 +95,7 @@ export const inventoryRoutes: RouteSpec[] = [
     access: 'device:manage',
     device: ({ params }) => params.device_id,
     audit: 'device.remove',
+    subject: ({ params }, s) => subjectRecords.device(s.store.db, params.device_id),
     params: z.object({ device_id: deviceId }),
     handler: async ({ params, services }) => {
       await services.enrol.removeApproved(params.device_id);

@@ -3,6 +3,7 @@ import path from 'node:path';
 import nodemailer, { type Transporter } from 'nodemailer';
 import type { Logger } from 'pino';
 import type { Config } from '../config.js';
+import type { Store } from '../db/database.js';
 
 export interface Mail {
   to: string;
@@ -23,6 +24,8 @@ export class MailService {
   constructor(
     private readonly config: Config,
     private readonly logger: Logger,
+    /** Mail asked for inside a database transaction leaves once it commits: never for a change rolled back. */
+    private readonly transactions?: Pick<Store, 'afterCommit' | 'inTransaction'>,
   ) {
     this.transport = config.smtpUrl
       ? nodemailer.createTransport({
@@ -35,8 +38,17 @@ export class MailService {
       : nodemailer.createTransport({ streamTransport: true, buffer: true, newline: 'unix' });
   }
 
-  /** Sends one mail; throws when the relay refuses it or cannot be reached. */
+  /**
+   * Sends one mail; throws when the relay refuses it or cannot be reached. Inside a transaction the
+   * mail waits for the commit (a slow relay would hold the transaction) and a failure is only logged.
+   */
   async send(mail: Mail): Promise<void> {
+    const transactions = this.transactions;
+    if (transactions?.inTransaction()) return transactions.afterCommit(() => this.sendInBackground(mail));
+    await this.deliver(mail);
+  }
+
+  private async deliver(mail: Mail): Promise<void> {
     const info = await this.transport.sendMail({ from: this.config.mailFrom, ...mail });
     if (this.config.smtpUrl) {
       this.logger.info({ to: mail.to, subject: mail.subject, messageId: info.messageId }, 'mail sent');
@@ -54,7 +66,7 @@ export class MailService {
    * (password reset). Failures are logged (recipient and subject only).
    */
   sendInBackground(mail: Mail): void {
-    this.send(mail).catch((err: Error) => {
+    this.deliver(mail).catch((err: Error) => {
       this.logger.error({ to: mail.to, subject: mail.subject, error: err.message }, 'mail could not be sent');
     });
   }

@@ -8,6 +8,7 @@ import { deviceId, host, port, proto } from './schemas.js';
 import { REMOTE_WS_PATHS } from './sessions.js';
 import { TICKET_TTL_SECONDS } from './tickets.js';
 import { singleLine } from '../../shared/text.js';
+import { subjectRecords } from '../audit/subjects.js';
 
 const deviceParams = z.object({ device_id: deviceId });
 
@@ -101,6 +102,7 @@ export const remoteRoutes: RouteSpec[] = [
       "A named tunnel target (e.g. SSH, tcp 22 to localhost) offered by the CLI and the web console as a one-step connect on the devices `target` names. A preset grants nothing: connecting is still decided by `remote-access:connect`. The caller's `remote-access:manage` resources must cover the target (403 otherwise): `*` only by `*`; `tag:x` by `*` or `tag:x`; `node:n` by `*`, a `node:` at or above n, or a tag n carries or inherits. Answers 201 with the record.",
     access: 'remote-access:manage',
     audit: 'portmap.create',
+    subject: (_input, s, answer) => subjectRecords.portmap(s.store.db, (answer as { id?: string } | undefined)?.id),
     status: 201,
     targets: async ({ body }, services) => services.remote.portmapTargets({ target: body.target }),
     body: z.object({ target, name: presetName, proto: proto.default('tcp'), port, dst: host.default('localhost') }),
@@ -117,6 +119,7 @@ export const remoteRoutes: RouteSpec[] = [
     access: 'remote-access:manage',
     audit: 'portmap.update',
     targets: async ({ body }, services) => services.remote.portmapTargets({ id: body.id, target: body.target }),
+    subject: ({ body }, s) => subjectRecords.portmap(s.store.db, body.id),
     body: z
       .object({
         id: z.string().min(1).max(64),
@@ -144,6 +147,7 @@ export const remoteRoutes: RouteSpec[] = [
     access: 'remote-access:manage',
     audit: 'portmap.delete',
     targets: async ({ params }, services) => services.remote.portmapTargets({ id: params.id }),
+    subject: ({ params }, s) => subjectRecords.portmap(s.store.db, params.id),
     params: z.object({ id: z.string().min(1).max(64) }),
     handler: async ({ params, services }) => {
       await services.remote.deletePortmap(params.id);

@@ -85,10 +85,10 @@ export class RemoteService {
       throw refusalOf(decision, 'remote-access:connect', deviceId);
     }
     const started = Date.now();
-    const end = (reason: string) =>
-      this.deps.audit.recordRemoteEnd(auditId, { durationMs: Date.now() - started, bytesIn: 0, bytesOut: 0, reason }).catch(() => {});
+    const end = (reason: string, result: 'ended' | 'error' = 'ended') =>
+      this.deps.audit.recordRemoteEnd(auditId, { durationMs: Date.now() - started, bytesIn: 0, bytesOut: 0, reason, result }).catch(() => {});
     if (!this.deps.locator.isConnected(deviceId)) {
-      await end('device not connected');
+      await end('device not connected', 'error');
       throw new ApiError(404, 'device_not_connected', `Device ${deviceId} is not connected to the broker; try again when it is online.`, {
         device_id: deviceId,
       });
@@ -96,7 +96,7 @@ export class RemoteService {
     try {
       await this.deps.locator.reload(deviceId);
     } catch (err) {
-      await end(`reload failed: ${(err as Error).message}`);
+      await end(`reload failed: ${(err as Error).message}`, 'error');
       throw new ApiError(502, 'reload_failed', (err as Error).message, { device_id: deviceId });
     }
     await end('acknowledged by the agent');

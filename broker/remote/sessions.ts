@@ -17,6 +17,7 @@ import type { Config } from '../config.js';
 import { ApiError } from '../http/errors.js';
 import { API_PREFIX } from '../http/router.js';
 import type { UpgradeRouter } from '../http/upgrade.js';
+import { bounded, type RemoteAuditEnd } from '../audit/service.js';
 import { errorFrame, refuse, Relay, SessionClose, type ErrorFrame, type RelayOptions } from './relay.js';
 import { consoleQuery, copyQuery, tunnelQuery, type ConsoleQuery, type CopyQuery, type TunnelQuery } from './schemas.js';
 
@@ -30,6 +31,8 @@ export const REMOTE_WS_PATHS: Record<ChannelKind, string> = {
 export const RECHECK_INTERVAL_MS = 2000;
 /** Largest frame a client may send (clients chunk their uploads well below this). */
 const MAX_CLIENT_FRAME = 4 * 1024 * 1024;
+/** Query parameters that carry credentials: never written to the audit trail. */
+const CREDENTIAL_PARAMS = new Set(['ticket', 'token', 'access_token', 'authorization']);
 
 export type RemoteSource = 'api' | 'web' | 'cli' | 'ssh';
 
@@ -215,9 +218,19 @@ export class RemoteSessions {
     });
   }
 
-  private async finish(auditId: number, startedAt: number, end: { bytesIn: number; bytesOut: number; reason: string }): Promise<void> {
+  private async finish(
+    auditId: number,
+    startedAt: number,
+    end: { bytesIn: number; bytesOut: number; reason: string; result?: RemoteAuditEnd['result'] },
+  ): Promise<void> {
     try {
-      await this.deps.audit.recordRemoteEnd(auditId, { durationMs: Date.now() - startedAt, bytesIn: end.bytesIn, bytesOut: end.bytesOut, reason: end.reason });
+      await this.deps.audit.recordRemoteEnd(auditId, {
+        durationMs: Date.now() - startedAt,
+        bytesIn: end.bytesIn,
+        bytesOut: end.bytesOut,
+        reason: end.reason,
+        result: end.result,
+      });
     } catch (err) {
       this.log.error({ err, auditId }, 'end of remote session not audited');
     }
@@ -228,7 +241,7 @@ export class RemoteSessions {
     try {
       caller = await this.identify(req, url);
     } catch (err) {
-      if (err instanceof ApiError) return fromApiError(err);
+      if (err instanceof ApiError) return this.refuseEarly(kind, url, this.clientIp(req), undefined, fromApiError(err));
       throw err;
     }
     const schema: ZodType = kind === 'console' ? consoleQuery : kind === 'tunnel' ? tunnelQuery : copyQuery;
@@ -236,11 +249,39 @@ export class RemoteSessions {
     if (!parsed.success) {
       const issue = parsed.error.issues[0];
       const field = issue.path.map(String).join('.') || 'query';
-      return refusal(400, 'invalid_request', `query.${field}: ${issue.message}`, { field });
+      return this.refuseEarly(kind, url, caller.ip, caller, refusal(400, 'invalid_request', `query.${field}: ${issue.message}`, { field }));
     }
     const { request, params, options } = this.describe(kind, parsed.data);
     const deviceId = (parsed.data as { device_id: string }).device_id;
     return this.authorizeAndOpen(caller, kind, deviceId, request, params, options);
+  }
+
+  /**
+   * An attempt refused before it could be decided (no or bad token, spent ticket, bad query) is an
+   * attempt too: audited as denied with what can be told of it, bounded, and never the credentials.
+   */
+  private async refuseEarly(kind: ChannelKind, url: URL, ip: string, caller: Caller | undefined, answer: Refusal): Promise<Refusal> {
+    const options: Record<string, string> = {};
+    for (const [name, value] of [...url.searchParams].slice(0, 10)) {
+      if (!CREDENTIAL_PARAMS.has(name.toLowerCase())) options[bounded(name, 40)] = bounded(value, 200);
+    }
+    try {
+      await this.deps.audit.recordRemoteStart({
+        event: `remote.${kind}`,
+        user: caller?.principal.user,
+        deviceId: url.searchParams.get('device_id') ?? '',
+        action: kind,
+        options,
+        allowed: false,
+        reason: `${answer.frame.error}: ${answer.frame.message}`,
+        ip,
+        source: caller?.source ?? (url.searchParams.has('ticket') ? 'web' : 'api'),
+        sessionId: caller?.principal.sessionId,
+      });
+    } catch (err) {
+      this.log.error({ err, kind }, 'refused remote-access attempt not audited');
+    }
+    return answer;
   }
 
   private describe(kind: ChannelKind, query: unknown): { request: RemoteRequest; params: ChannelParams; options: Record<string, unknown> } {
@@ -305,7 +346,7 @@ export class RemoteSessions {
       return refusal(403, 'forbidden', `Not allowed: ${decision.reason}.`, { permission: 'remote-access:connect', device_id: deviceId });
     }
     if (!this.locator.isConnected(deviceId)) {
-      await this.finish(auditId, startedAt, { bytesIn: 0, bytesOut: 0, reason: 'device not connected' });
+      await this.finish(auditId, startedAt, { bytesIn: 0, bytesOut: 0, reason: 'device not connected', result: 'error' });
       return refusal(404, 'device_not_connected', `Device ${deviceId} is not connected to the broker; try again when it is online.`, { device_id: deviceId });
     }
     if (kind === 'copy' && decision.device) {
@@ -317,10 +358,12 @@ export class RemoteSessions {
       opened = await this.locator.open(deviceId, kind, params);
     } catch (err) {
       const message = (err as Error).message;
-      await this.finish(auditId, startedAt, { bytesIn: 0, bytesOut: 0, reason: `refused by the device: ${message}` });
       // The agent's refusal code (shared/codes.ts) says what happened; its sentence goes to the user.
+      // A device's own access refusal (a copy path escaping its roots through a symlink) is a denial.
       const code = refusalCodeOf(err);
-      if (isAccessRefusal(code)) return refusal(403, 'forbidden', message, { device_id: deviceId, refusal: code });
+      const denied = isAccessRefusal(code);
+      await this.finish(auditId, startedAt, { bytesIn: 0, bytesOut: 0, reason: `refused by the device: ${message}`, result: denied ? 'denied' : 'error' });
+      if (denied) return refusal(403, 'forbidden', message, { device_id: deviceId, refusal: code });
       if ((err as { code?: string }).code === 'agent_not_connected') {
         return refusal(404, 'device_not_connected', `Device ${deviceId} is not connected to the broker; try again when it is online.`, { device_id: deviceId });
       }

@@ -3,6 +3,7 @@ import { badRequest } from '../http/errors.js';
 import { listPage, pagingQuery } from '../http/paging.js';
 import { defineRoute, type RouteSpec } from '../http/route.js';
 import { multiLine, singleLine } from '../../shared/text.js';
+import { subjectRecords } from '../audit/subjects.js';
 
 const roleId = z.string().min(1).max(128).describe('The role id');
 const params = z.object({ role_id: roleId });
@@ -97,6 +98,7 @@ export const rolesRoutes: RouteSpec[] = [
     access: 'roles:manage',
     status: 201,
     audit: 'role.create',
+    subject: (_input, s, answer) => subjectRecords.role(s.store.db, (answer as { id?: string } | undefined)?.id),
     body: roleBody,
     response: roleRecord,
     handler: async ({ body, principal, services }) => services.roles.create(principal, fields(body)),
@@ -109,6 +111,7 @@ export const rolesRoutes: RouteSpec[] = [
     description: `Replaces name, description (empty when left out) and policies. Users holding the role get the new permissions on their next call. The built-in Administrator role answers 409 \`builtin_role\`. ${VALIDATION}`,
     access: 'roles:manage',
     audit: 'role.replace',
+    subject: ({ params: p }, s) => subjectRecords.role(s.store.db, p.role_id),
     params,
     body: roleBody,
     response: roleRecord,
@@ -126,6 +129,7 @@ export const rolesRoutes: RouteSpec[] = [
       'Answers 204. A role assigned to users answers 409 `{"error":"role_in_use","used_by":[{user_id,fname,lname}]}`: give those users another role first. The built-in Administrator role answers 409 `builtin_role`.',
     access: 'roles:manage',
     audit: 'role.delete',
+    subject: ({ params: p }, s) => subjectRecords.role(s.store.db, p.role_id),
     status: 204,
     params,
     handler: async ({ params: p, services }) => {

@@ -5,6 +5,7 @@ import { badRequest } from '../http/errors.js';
 import { listPage, pagingQuery } from '../http/paging.js';
 import { defineRoute, Reply, type RouteSpec } from '../http/route.js';
 import { singleLine } from '../../shared/text.js';
+import { subjectRecords } from '../audit/subjects.js';
 
 const userId = z.string().min(1).max(128).describe('The user id (user_id of the record).');
 const params = z.object({ user_id: userId });
@@ -100,6 +101,7 @@ export const usersRoutes: RouteSpec[] = [
     access: 'users:manage',
     status: 201,
     audit: 'user.create',
+    subject: (_input, s, answer) => subjectRecords.user(s.store.db, (answer as { user_id?: string } | undefined)?.user_id),
     body: z.object({
       fname,
       lname,
@@ -119,6 +121,7 @@ export const usersRoutes: RouteSpec[] = [
     description: `Replaces name, email and roles. \`disabled\` and \`two_factor\` change only when given (\`disabled: true\` revokes the user's tokens at once). The read-only fields of the record (\`user_id\`, \`created_at\`, \`last_login\`) may be sent back and are ignored; a different \`user_id\` is refused. ${CHECKS}`,
     access: 'users:manage',
     audit: 'user.replace',
+    subject: ({ params: p }, s) => subjectRecords.user(s.store.db, p.user_id),
     params,
     body: z.object({
       fname,
@@ -148,6 +151,7 @@ export const usersRoutes: RouteSpec[] = [
     description: `Changes only the fields given. \`disabled: true\` disables the user and revokes their tokens at once (they cannot sign in and free their seat); \`disabled: false\` re-enables them (needs a free seat). Passwords are not set here: see POST /api/v2/user/{user_id}/password-reset. \`two_factor: {enabled: null}\` makes the user follow the account policy again. ${CHECKS}`,
     access: 'users:manage',
     audit: 'user.update',
+    subject: ({ params: p }, s) => subjectRecords.user(s.store.db, p.user_id),
     params,
     body: z
       .object({
@@ -172,6 +176,7 @@ export const usersRoutes: RouteSpec[] = [
       'Removes the user at once and for good, with their sessions: their tokens stop working on the next call. Answers 204. You cannot delete yourself (409 `self_lockout`), nor the last active holder of the built-in Administrator role (409 `last_administrator`), nor a user holding a permission you do not hold (403 `privilege_escalation`).',
     access: 'users:manage',
     audit: 'user.delete',
+    subject: ({ params: p }, s) => subjectRecords.user(s.store.db, p.user_id),
     status: 204,
     params,
     handler: async ({ params: p, principal, services }) => {

@@ -129,8 +129,10 @@ describe('remote console', () => {
     const s = connectRemote(t.url, 'console', { device_id: offline }, t.adminToken);
     expect((await s.closed).code).toBe(4404);
     expect(s.frames[0]).toMatchObject({ code: 404, error: 'device_not_connected' });
-    const [entry] = await audit(`device_id=${offline}`);
-    expect(entry).toMatchObject({ action: 'console', result: 'allowed', reason: 'device not connected' });
+    // Allowed by the grants, then ended at once: the end is an entry of its own, pointing at the start.
+    const [end, start] = await audit(`device_id=${offline}`);
+    expect(start).toMatchObject({ event: 'remote.console.start', action: 'console', result: 'allowed' });
+    expect(end).toMatchObject({ event: 'remote.console.end', ref_id: start.id, result: 'error', reason: 'device not connected' });
   });
 });
 
@@ -163,7 +165,7 @@ describe('remote access grants', () => {
     expect((await http.closed).code).toBe(4403);
     const udp = connectRemote(t.url, 'tunnel', { device_id: other, port: 22, proto: 'udp', dst: '127.0.0.1' }, user.token);
     expect((await udp.closed).code).toBe(4403);
-    const entries = await audit(`device_id=${other}&user_id=${user.id}&action=tunnel`);
+    const entries = (await audit(`device_id=${other}&user_id=${user.id}&action=tunnel`)).filter((e) => !e.event.endsWith('.end'));
     expect(entries.map((e) => [e.options.port, e.options.proto, e.result]).sort()).toEqual(
       [
         [22, 'tcp', 'allowed'],
@@ -315,8 +317,10 @@ describe('remote copy', () => {
     }
     const upload = connectRemote(t.url, 'copy', { device_id: device, direction: 'upload', path: `${inside}/new.txt` }, user.token);
     expect((await upload.closed).code).toBe(4403);
+    // Two refused by the broker's decision, two by the device (symlinks resolved there): each is a denied entry.
     const denied = await audit(`device_id=${device}&user_id=${user.id}&result=denied`);
-    expect(denied.length).toBe(2);
+    expect(denied.map((e) => e.event).sort()).toEqual(['remote.copy.denied', 'remote.copy.denied', 'remote.copy.end', 'remote.copy.end']);
+    for (const end of denied.filter((e) => e.event === 'remote.copy.end')) expect(end.reason).toMatch(/^refused by the device: Not allowed/);
   });
 });
 
@@ -330,7 +334,7 @@ describe('agent reload', () => {
     const denied = await t.api('POST', `/api/v2/remote/reload/${device}?source=cli`, { token: user.token, body: {} });
     expect(denied.status).toBe(403);
     expect(denied.body.error).toBe('forbidden');
-    const entries = await audit(`device_id=${device}&action=reload`);
+    const entries = (await audit(`device_id=${device}&action=reload`)).filter((e) => !e.event.endsWith('.end'));
     expect(entries.map((e) => [e.result, e.source]).sort()).toEqual([
       ['allowed', 'api'],
       ['denied', 'cli'],

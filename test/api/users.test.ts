@@ -358,9 +358,11 @@ describe('DELETE /user', () => {
   it('writes the change to the audit trail without the password', async () => {
     const user = await createUser({ password: 'audited-password-1' });
     const audit = await t.api('GET', '/api/v2/commitlist?event=user.create', { token: t.adminToken });
-    const entry = audit.body.items.find((e: { options: { body: { email: string } } }) => e.options.body.email === user.email);
+    const entry = audit.body.items.find((e: { options: { after: { email: string } | null } }) => e.options.after?.email === user.email);
     expect(entry).toBeDefined();
-    expect(entry.options.body.password).toBe('[redacted]');
+    expect(entry.options.before).toBeNull();
+    expect(entry.options.after.password_hash).toBe('[redacted]');
+    expect(JSON.stringify(entry)).not.toContain('audited-password-1');
   });
 });
 

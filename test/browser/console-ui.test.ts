@@ -162,6 +162,8 @@ describe('audit view', () => {
     expect(await rows.count()).toBeGreaterThanOrEqual(3);
     await screenshot(page, 'audit-all');
 
+    // Refused calls of other tests (a sign-out with a spent token…) are denied entries too: remote access only here.
+    await page.getByLabel('Entries').selectOption('remote');
     await page.getByLabel('Result').selectOption('denied');
     await page.getByRole('button', { name: 'Filter' }).click();
     await expect.poll(() => page.url()).toContain('result=denied');
@@ -177,6 +179,9 @@ describe('audit view', () => {
 
     await page.getByRole('button', { name: 'Clear' }).click();
     await expect.poll(() => rows.count()).toBeGreaterThanOrEqual(3);
+
+    await page.getByRole('button', { name: 'Verify chain' }).click();
+    await expect.poll(() => page.getByRole('status', { name: 'Chain' }).textContent()).toMatch(/^Chain intact: \d+ entries\.$/);
     await expectNoErrorsAndClose();
   });
 });

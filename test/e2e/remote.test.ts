@@ -111,8 +111,9 @@ describe('remote access through a real agent', () => {
     expect(r.body).toEqual({ ok: true, device_id: device });
     await agent.waitForLog((l) => l.msg.includes('reload'), 10_000, from);
     await agent.waitConnected(t);
-    const [entry] = await audit(`device_id=${device}&action=reload`);
-    expect(entry).toMatchObject({ event: 'remote.reload.start', result: 'allowed' });
+    const [end, start] = await audit(`device_id=${device}&action=reload`);
+    expect(start).toMatchObject({ event: 'remote.reload.start', result: 'allowed', ended_at: end.ts });
+    expect(end).toMatchObject({ event: 'remote.reload.end', ref_id: start.id, result: 'ended', reason: 'acknowledged by the agent' });
   });
 
   it('a tag:x/console role gets a console on the tagged device and is refused a tunnel, audited as denied', async () => {
@@ -151,6 +152,13 @@ describe('remote access through a real agent', () => {
     const viaLink = connectRemote(t.url, 'copy', { device_id: device, direction: 'download', path: `${granted}/link` }, user.token);
     expect((await viaLink.closed).code).toBe(4403);
     expect(viaLink.bytes().length).toBe(0);
+    // The device's refusal is in the audit trail as a denial of that session, not as an allowed copy.
+    const entries = await audit(`user_id=${user.id}&action=copy`);
+    const start = entries.find((e) => e.event === 'remote.copy.start' && e.options.path === `${granted}/link`);
+    expect(start).toBeDefined();
+    const end = entries.find((e) => e.ref_id === start.id);
+    expect(end).toMatchObject({ event: 'remote.copy.end', result: 'denied' });
+    expect(end.reason).toMatch(/^refused by the device: Not allowed/);
   });
 
   it('disabling the user ends their live console within seconds', async () => {

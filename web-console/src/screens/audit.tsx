@@ -3,7 +3,7 @@
  * newest first, filtered by device, user, action, result and time. Filters live in the URL.
  */
 import { useState } from 'preact/hooks';
-import type { AuditEntry, ListPage } from '../../../shared/api-types.js';
+import type { AuditEntry, AuditVerification, ListPage } from '../../../shared/api-types.js';
 import { api, itemsOf } from '../api.js';
 import { allowed } from '../areas.js';
 import { Link, navigate, useLocation, withQuery } from '../router.js';
@@ -64,6 +64,15 @@ export function AuditScreen() {
   };
   const set = (name: keyof Filters) => (e: Event) => setDraft({ ...draft, [name]: (e.currentTarget as HTMLInputElement).value });
 
+  const [chain, setChain] = useState<{ checking: boolean; answer?: AuditVerification; error?: unknown }>({ checking: false });
+  const verify = () => {
+    setChain({ checking: true });
+    api.get<AuditVerification>('/audit/verify').then(
+      (answer) => setChain({ checking: false, answer }),
+      (error: unknown) => setChain({ checking: false, error }),
+    );
+  };
+
   const items = entries.data?.items ?? [];
   const total = entries.data?.total ?? 0;
 
@@ -114,6 +123,7 @@ export function AuditScreen() {
             <option value="denied">denied</option>
             <option value="ok">ok</option>
             <option value="error">error</option>
+            <option value="ended">ended</option>
           </select>
         </div>
         <div class="field">
@@ -140,7 +150,17 @@ export function AuditScreen() {
         </div>
       </form>
 
-      <ErrorBox error={entries.error} />
+      <div class="chain">
+        <button type="button" onClick={verify} disabled={chain.checking}>
+          Verify chain
+        </button>{' '}
+        <span role="status" aria-label="Chain">
+          {chain.checking && 'Checking every entry…'}
+          {chain.answer?.ok && `Chain intact: ${chain.answer.entries} entries.`}
+          {chain.answer && !chain.answer.ok && `Chain broken at entry ${chain.answer.first_bad?.id}: it was edited, or the entry before it deleted.`}
+        </span>
+      </div>
+      <ErrorBox error={chain.error ?? entries.error} />
       {entries.loading && !entries.data && <Loading what="the audit trail" />}
       {entries.data && (
         <>

@@ -1,0 +1,61 @@
+import crypto from 'node:crypto';
+
+/**
+ * The columns an entry's `sha` covers. Every one is written once: an entry is never updated
+ * (a remote session's end is an entry of its own), so any later edit breaks the chain.
+ */
+export const HASHED_COLUMNS = [
+  'id',
+  'ts',
+  'event',
+  'user_id',
+  'user_email',
+  'device_id',
+  'action',
+  'options',
+  'result',
+  'reason',
+  'source_ip',
+  'source',
+  'session_id',
+  'ref_id',
+  'ended_at',
+  'duration_ms',
+  'bytes_in',
+  'bytes_out',
+] as const;
+
+export type HashedEntry = { [K in (typeof HASHED_COLUMNS)[number]]: unknown };
+
+/** JSON with object keys in sorted order at every depth: one text for one value. */
+export function canonicalJson(value: unknown): string {
+  if (value === null || typeof value !== 'object') return JSON.stringify(value ?? null);
+  if (Array.isArray(value)) return `[${value.map(canonicalJson).join(',')}]`;
+  const entries = Object.entries(value as Record<string, unknown>)
+    .filter(([, v]) => v !== undefined)
+    .sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0));
+  return `{${entries.map(([k, v]) => `${JSON.stringify(k)}:${canonicalJson(v)}`).join(',')}}`;
+}
+
+/** Numbers as stored: bigint columns come back as numbers or numeric strings depending on the driver. */
+function normalized(row: Record<string, unknown>): Record<string, unknown> {
+  const out: Record<string, unknown> = {};
+  for (const column of HASHED_COLUMNS) {
+    const v = row[column];
+    out[column] = typeof v === 'bigint' ? Number(v) : v === undefined ? null : v;
+  }
+  for (const column of ['id', 'ref_id', 'duration_ms', 'bytes_in', 'bytes_out'] as const) {
+    if (out[column] !== null) out[column] = Number(out[column]);
+  }
+  return out;
+}
+
+/** SHA-256 over the previous entry's sha (empty for the first) and this entry's canonical content. */
+export function entrySha(previousSha: string, row: Record<string, unknown>): string {
+  return crypto
+    .createHash('sha256')
+    .update(previousSha)
+    .update('\n')
+    .update(canonicalJson(normalized(row)))
+    .digest('hex');
+}
