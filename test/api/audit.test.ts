@@ -142,12 +142,17 @@ describe('refused sign-ins and changes are entries', () => {
 describe('a change and its entry commit together', () => {
   it('the entry says which fields changed, before and after, secrets redacted', async () => {
     const user = await t.userWith([]);
-    expect((await t.api('PATCH', `/api/v2/user/${user.id}`, { token: t.adminToken, body: { fname: 'Renamed', password: 'a-new-password-9' } })).status).toBe(
-      200,
-    );
+    expect((await t.api('PATCH', `/api/v2/user/${user.id}`, { token: t.adminToken, body: { fname: 'Renamed' } })).status).toBe(200);
     const [entry] = await entries(`event=user.update&result=ok&user_id=${await adminId()}`).then((l) => l.filter((e) => e.options.params?.user_id === user.id));
-    expect(entry.options.before).toEqual({ fname: 'Test', password_hash: '[redacted]' });
-    expect(entry.options.after).toEqual({ fname: 'Renamed', password_hash: '[redacted]' });
+    expect(entry.options.before).toEqual({ fname: 'Test' });
+    expect(entry.options.after).toEqual({ fname: 'Renamed' });
+    // A password change (the user's own, through the profile) shows that the hash changed, never the hash.
+    const body = { current_password: user.password, new_password: 'a-new-password-9' };
+    expect((await t.api('POST', '/api/v2/profile/password', { token: user.token, body })).status).toBe(204);
+    const [changed] = await entries(`event=profile.password&user_id=${user.id}`);
+    expect(changed.options.before).toEqual({ password_hash: '[redacted]' });
+    expect(changed.options.after).toEqual({ password_hash: '[redacted]' });
+    expect(JSON.stringify(changed)).not.toContain('a-new-password-9');
     expect(entry.options.body).toBeUndefined();
     expect(JSON.stringify(entry)).not.toContain('a-new-password-9');
     expect(entry.message).toContain('user.update');
