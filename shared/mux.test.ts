@@ -1,8 +1,11 @@
 import crypto from 'node:crypto';
+import { EventEmitter } from 'node:events';
 import { Writable } from 'node:stream';
 import { afterEach, describe, expect, it } from 'vitest';
+import type WebSocket from 'ws';
 import { muxPair } from '../test/support/mux-pair.js';
-import type { Channel } from './mux.js';
+import { MAX_FRAME, Mux, SEND_IN_FLIGHT_MAX, type Channel } from './mux.js';
+import { decodeData, type ControlMessage } from './protocol.js';
 
 const pair = muxPair;
 
@@ -109,5 +112,121 @@ describe('mux control before a listener', () => {
     await new Promise((r) => setTimeout(r, 50));
     const meta = await new Promise<any>((r) => channel.once('control', r));
     expect(meta).toEqual({ type: 'meta', size: 7, mode: 0o644 });
+  });
+});
+
+/**
+ * A WebSocket stand-in that records what the mux hands it and flushes only when told, like a
+ * socket whose peer reads slowly: the order of frames on the wire is then plain to assert.
+ */
+class RecordingSocket extends EventEmitter {
+  readonly OPEN = 1;
+  readyState = 1;
+  readonly wire: { ch: number; bytes: number; text?: ControlMessage }[] = [];
+  private readonly unflushed: (() => void)[] = [];
+
+  send(data: string | Buffer, options?: unknown, callback?: () => void): void {
+    const cb = typeof options === 'function' ? (options as () => void) : callback;
+    if (typeof data === 'string') {
+      const text = JSON.parse(data) as ControlMessage;
+      this.wire.push({ ch: 'ch' in text ? text.ch : 0, bytes: 0, text });
+    } else {
+      const frame = decodeData(data)!;
+      this.wire.push({ ch: frame.ch, bytes: frame.payload.length });
+    }
+    if (cb) this.unflushed.push(cb);
+  }
+
+  /** Bytes of data frames handed over and not flushed yet. */
+  get pendingCallbacks(): number {
+    return this.unflushed.length;
+  }
+
+  /** The socket flushes its oldest frame. */
+  flushOne(): boolean {
+    const cb = this.unflushed.shift();
+    cb?.();
+    return cb !== undefined;
+  }
+
+  close(): void {}
+}
+
+async function brokerMuxOn(socket: RecordingSocket, window: number): Promise<{ mux: Mux; open: (kind: 'console' | 'tunnel') => Promise<Channel> }> {
+  const mux = new Mux(socket as unknown as WebSocket, { window });
+  const open = async (kind: 'console' | 'tunnel') => {
+    const opening = mux.open(kind, kind === 'console' ? { cols: 80, rows: 24 } : { proto: 'tcp', port: 1, dst: 'x' });
+    const sent = socket.wire.at(-1)!.text as { ch: number };
+    socket.emit('message', Buffer.from(JSON.stringify({ t: 'opened', ch: sent.ch })), false);
+    return (await opening).channel;
+  };
+  return { mux, open };
+}
+
+describe('mux send scheduling', () => {
+  it('sends a keystroke on one channel before the bulk backlog of another drains', async () => {
+    const socket = new RecordingSocket();
+    const { open } = await brokerMuxOn(socket, 8 * 1024 * 1024);
+    const bulk = await open('tunnel');
+    const console_ = await open('console');
+    const before = socket.wire.length;
+    bulk.write(Buffer.alloc(4 * 1024 * 1024, 1)); // credit for all of it: only the scheduler holds it back
+    console_.write(Buffer.from('x'));
+    // The socket drains slowly, one frame at a time.
+    while (socket.flushOne());
+    const frames = socket.wire.slice(before).filter((f) => !f.text);
+    const keystroke = frames.findIndex((f) => f.ch === console_.id);
+    const bulkFrames = frames.filter((f) => f.ch === bulk.id);
+    expect(bulkFrames.reduce((a, f) => a + f.bytes, 0)).toBe(4 * 1024 * 1024);
+    expect(keystroke).toBeGreaterThanOrEqual(0);
+    // At most what was already in flight when the keystroke was written goes first.
+    expect(keystroke).toBeLessThanOrEqual(Math.ceil(SEND_IN_FLIGHT_MAX / MAX_FRAME));
+    expect(keystroke).toBeLessThan(frames.length - 1);
+  });
+
+  it('keeps at most SEND_IN_FLIGHT_MAX data bytes un-flushed in the socket, however much is written', async () => {
+    const socket = new RecordingSocket();
+    const { open } = await brokerMuxOn(socket, 8 * 1024 * 1024);
+    const bulk = await open('tunnel');
+    const before = socket.wire.length;
+    bulk.write(Buffer.alloc(4 * 1024 * 1024, 1));
+    const handed = socket.wire.slice(before).reduce((a, f) => a + f.bytes, 0);
+    expect(handed).toBeGreaterThan(0);
+    expect(handed).toBeLessThanOrEqual(SEND_IN_FLIGHT_MAX + MAX_FRAME);
+    expect(socket.pendingCallbacks).toBeLessThanOrEqual(Math.ceil(SEND_IN_FLIGHT_MAX / MAX_FRAME) + 1);
+  });
+
+  it('shares the socket between two bulk channels in turns', async () => {
+    const socket = new RecordingSocket();
+    const { open } = await brokerMuxOn(socket, 8 * 1024 * 1024);
+    const a = await open('tunnel');
+    const b = await open('tunnel');
+    const before = socket.wire.length;
+    a.write(Buffer.alloc(1024 * 1024, 1));
+    b.write(Buffer.alloc(1024 * 1024, 2));
+    while (socket.flushOne());
+    const order = socket.wire
+      .slice(before)
+      .filter((f) => !f.text)
+      .map((f) => f.ch);
+    // From b's first frame until one of them runs dry, they take turns frame by frame.
+    const start = order.indexOf(b.id);
+    const end = Math.min(order.lastIndexOf(a.id), order.lastIndexOf(b.id));
+    const both = order.slice(start, end + 1);
+    expect(both.length).toBeGreaterThan(20);
+    expect(both.filter((ch, i) => i > 0 && ch === both[i - 1])).toEqual([]);
+  });
+
+  it('sends eof only after the channel backlog has gone out', async () => {
+    const socket = new RecordingSocket();
+    const { open } = await brokerMuxOn(socket, 8 * 1024 * 1024);
+    const bulk = await open('tunnel');
+    const before = socket.wire.length;
+    bulk.end(Buffer.alloc(1024 * 1024, 1));
+    while (socket.flushOne()) await new Promise((r) => setImmediate(r));
+    await new Promise((r) => setImmediate(r));
+    const after = socket.wire.slice(before);
+    expect(after.at(-1)?.text).toEqual({ t: 'eof', ch: bulk.id });
+    expect(after.filter((f) => !f.text).reduce((a, f) => a + f.bytes, 0)).toBe(1024 * 1024);
   });
 });

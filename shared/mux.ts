@@ -2,6 +2,11 @@
  * Channels over one agent WebSocket, both ends (broker and agent). Each channel is a Duplex stream
  * with credit-based flow control in each direction (see protocol.ts): `write` waits for credit, and
  * credit is returned only as the reader consumes, so buffers stay bounded by the window.
+ *
+ * Sending is scheduled across channels so that a keystroke never waits behind a bulk transfer:
+ * each channel keeps its own backlog, the mux hands the socket one frame at a time in round robin
+ * (channels that were idle first), and never more than SEND_IN_FLIGHT_MAX un-flushed data bytes sit
+ * in the WebSocket's buffer. Control frames (credit, eof, close, resize…) go out at once.
  */
 import { EventEmitter } from 'node:events';
 import { Duplex } from 'node:stream';
@@ -9,7 +14,14 @@ import type WebSocket from 'ws';
 import { decodeData, encodeData, type ChannelControl, type ChannelKind, type ChannelParams, type ControlMessage } from './protocol.js';
 
 export const DEFAULT_WINDOW = 1024 * 1024;
-const MAX_FRAME = 64 * 1024;
+/** Largest data frame: what one channel may put ahead of another's frame in one turn. */
+export const MAX_FRAME = 32 * 1024;
+/**
+ * Data bytes handed to the WebSocket and not yet flushed to the socket, at most. Whatever sits
+ * there is in front of the next keystroke; the rest of each channel's backlog waits in the mux,
+ * where the scheduler can still put an interactive frame first.
+ */
+export const SEND_IN_FLIGHT_MAX = 128 * 1024;
 const OPEN_TIMEOUT_MS = 15_000;
 
 interface PendingWrite {
@@ -72,7 +84,7 @@ export class Channel extends Duplex {
   override _write(chunk: Buffer, _encoding: BufferEncoding, callback: (error?: Error | null) => void): void {
     if (this.peerClosed) return callback(new Error('channel closed by peer'));
     this.pending = { chunk, offset: 0, callback };
-    this.flush();
+    this.mux.schedule(this);
   }
 
   override _final(callback: (error?: Error | null) => void): void {
@@ -103,18 +115,28 @@ export class Channel extends Duplex {
     callback(error);
   }
 
-  private flush(): void {
+  /** @internal whether the scheduler can take a frame now: data waiting, and credit for it. */
+  get sendable(): boolean {
     const p = this.pending;
-    if (!p) return;
-    while (p.offset < p.chunk.length && this.sendCredit > 0) {
-      const left = p.chunk.length - p.offset;
-      if (this.messageMode && this.sendCredit < left) return; // wait for room for the whole datagram
-      const n = this.messageMode ? left : Math.min(MAX_FRAME, this.sendCredit, left);
-      this.mux.sendData(this.id, p.chunk.subarray(p.offset, p.offset + n));
-      p.offset += n;
-      this.sendCredit -= n;
-      this.stats.bytesOut += n;
-    }
+    if (!p || this.destroyed) return false;
+    const left = p.chunk.length - p.offset;
+    // A datagram waits for room for the whole of it.
+    return this.messageMode ? this.sendCredit >= left : this.sendCredit > 0;
+  }
+
+  /**
+   * @internal from the scheduler: sends the next frame of the backlog (one datagram, or at most
+   * MAX_FRAME bytes) and reports the write done once its last byte is handed to the socket.
+   */
+  sendFrame(): void {
+    const p = this.pending;
+    if (!p || !this.sendable) return;
+    const left = p.chunk.length - p.offset;
+    const n = this.messageMode ? left : Math.min(MAX_FRAME, this.sendCredit, left);
+    this.mux.sendData(this.id, p.chunk.subarray(p.offset, p.offset + n));
+    p.offset += n;
+    this.sendCredit -= n;
+    this.stats.bytesOut += n;
     if (p.offset >= p.chunk.length) {
       this.pending = undefined;
       p.callback();
@@ -144,7 +166,7 @@ export class Channel extends Duplex {
   /** @internal */
   onCredit(n: number): void {
     this.sendCredit += n;
-    this.flush();
+    if (this.pending) this.mux.schedule(this);
   }
 
   /** @internal */
@@ -169,6 +191,10 @@ export class Channel extends Duplex {
   }
 }
 
+function first<T>(set: Set<T>): T | undefined {
+  return set.values().next().value;
+}
+
 export type OpenHandler = (channel: Channel) => Promise<Record<string, unknown> | void>;
 
 export interface MuxOptions {
@@ -186,6 +212,11 @@ export class Mux extends EventEmitter {
   private readonly opening = new Map<number, { resolve: (info: Record<string, unknown>) => void; reject: (e: Error) => void; timer: NodeJS.Timeout }>();
   private nextId = 1;
   private closed = false;
+  /** Send scheduling (see the top of this file): channels with a backlog, in the order they are served. */
+  private readonly newFlows = new Set<Channel>();
+  private readonly oldFlows = new Set<Channel>();
+  private inFlight = 0;
+  private pumping = false;
   readonly window: number;
 
   constructor(
@@ -214,14 +245,57 @@ export class Mux extends EventEmitter {
     this.ws.send(JSON.stringify(msg));
   }
 
-  /** @internal */
+  /** @internal from the scheduler only: one data frame, counted in flight until the socket has it. */
   sendData(ch: number, payload: Buffer): void {
     if (this.closed || this.ws.readyState !== this.ws.OPEN) return;
-    this.ws.send(encodeData(ch, payload), { binary: true });
+    const n = payload.length;
+    this.inFlight += n;
+    this.ws.send(encodeData(ch, payload), { binary: true }, () => {
+      this.inFlight -= n;
+      this.pump();
+    });
+  }
+
+  /** @internal a channel has data to send (a write, or new credit for its backlog). */
+  schedule(channel: Channel): void {
+    if (this.newFlows.has(channel) || this.oldFlows.has(channel)) return;
+    // A channel that was idle (a keystroke, a resize's redraw) is served before the busy ones.
+    this.newFlows.add(channel);
+    this.pump();
+  }
+
+  /**
+   * Hands frames to the socket while it has room: one frame per turn per channel, idle-then-busy
+   * channels first, then the busy ones in round robin. A channel with nothing it may send (no
+   * data, or no credit) leaves the rotation until it schedules itself again.
+   */
+  private pump(): void {
+    if (this.pumping) return;
+    this.pumping = true;
+    try {
+      while (!this.closed && this.inFlight < SEND_IN_FLIGHT_MAX) {
+        const channel = first(this.newFlows) ?? first(this.oldFlows);
+        if (!channel) return;
+        this.newFlows.delete(channel);
+        this.oldFlows.delete(channel);
+        if (!channel.sendable) continue;
+        channel.sendFrame();
+        // The write callback may have queued the channel's next chunk, which scheduled it anew.
+        this.newFlows.delete(channel);
+        if (channel.sendable) this.oldFlows.add(channel);
+      }
+    } finally {
+      this.pumping = false;
+    }
   }
 
   /** @internal */
   forget(id: number): void {
+    const channel = this.channels.get(id);
+    if (channel) {
+      this.newFlows.delete(channel);
+      this.oldFlows.delete(channel);
+    }
     this.channels.delete(id);
   }
 
@@ -259,6 +333,8 @@ export class Mux extends EventEmitter {
       pending.reject(new Error(reason));
     }
     this.opening.clear();
+    this.newFlows.clear();
+    this.oldFlows.clear();
     for (const channel of [...this.channels.values()]) channel.onClose(reason);
     this.channels.clear();
     this.emit('close', reason);
