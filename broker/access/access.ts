@@ -1,5 +1,5 @@
 import { acceptsResources, type Permission } from '../../shared/permissions.js';
-import { evaluate, uncoveredGrants, type Decision, type DeviceScope, type Policy, type RemoteRequest } from '../../shared/resources.js';
+import { entityMatches, evaluate, uncoveredGrants, type Decision, type DeviceScope, type Policy, type RemoteRequest } from '../../shared/resources.js';
 import { ApiError, forbidden, notFound } from '../http/errors.js';
 import type { Principal } from './principal.js';
 
@@ -47,6 +47,18 @@ export class AccessService {
     throw new ApiError(403, 'privilege_escalation', `You can only grant what you hold yourself; you do not hold ${shown}${missing.length > 5 ? ', …' : ''}.`, {
       missing,
     });
+  }
+
+  /**
+   * For listings of many devices (the group tree): `canSee` as one predicate, with the principal's
+   * resources for `permission` looked up once and nothing allocated per device.
+   */
+  seer(principal: Principal, permission: Permission): (device: DeviceScope) => boolean {
+    const entities = principal.policies.filter((p) => p.permission === permission).flatMap((p) => p.resources.map((r) => r.entity));
+    return (device) => {
+      for (const entity of entities) if (entityMatches(entity, device)) return true;
+      return false;
+    };
   }
 
   /** For listings: may the principal see this device under `permission`? */

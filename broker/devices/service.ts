@@ -198,13 +198,13 @@ export class DevicesService {
 
   private async snapshot(principal: Principal, permission: Permission, db: Db = this.store.db): Promise<TreeSnapshot> {
     const rows = await this.store.allNodes(db);
-    return TreeSnapshot.build(rows, (scope) => this.s.access.canSee(principal, permission, scope));
+    return TreeSnapshot.build(rows, this.s.access.seer(principal, permission));
   }
 
   /** A snapshot ready to render: the shown devices' attributes and last contact read in. */
   private async renderable(principal: Principal): Promise<TreeSnapshot> {
     const rows = await this.store.allNodes();
-    const snap = TreeSnapshot.build(rows, (scope) => this.s.access.canSee(principal, 'device:read', scope));
+    const snap = TreeSnapshot.build(rows, this.s.access.seer(principal, 'device:read'));
     await this.store.fillDeviceDetails(snap.shownDeviceRows(), rows.length);
     return snap;
   }

@@ -61,6 +61,8 @@ export class TreeSnapshot {
   /** reached from root (nodes whose parent is missing are left out) */
   private readonly reachable: Uint8Array;
   private readonly order: number[] = [];
+  /** Per group: the scope object probeAt re-fills for each device of the group. */
+  private readonly probes: { deviceId: string; nodeIds: string[]; tags: string[] }[] = [];
 
   private constructor(
     private readonly rows: NodeRow[],
@@ -94,7 +96,7 @@ export class TreeSnapshot {
       if (this.reachable[i]) continue; // defensive: a cycle in the stored tree
       this.reachable[i] = 1;
       this.order.push(i);
-      if (everything || matches(this.scopeAt(i))) this.shown[i] = this.matched[i] = 1;
+      if (everything || matches(rows[i].type === 'device' ? this.probeAt(i) : this.scopeAt(i))) this.shown[i] = this.matched[i] = 1;
       for (const c of this.children[i] ?? NO_CHILDREN) {
         if (this.reachable[c]) continue;
         this.parentIndex[c] = i;
@@ -127,7 +129,26 @@ export class TreeSnapshot {
     };
   }
 
-  /** `matches` answers for a node's scope: may the caller see a device placed here? */
+  /**
+   * The scope of a device for `matches` only, without allocating: one scope object per group is
+   * re-filled for each of its devices (at 100k devices, one fresh scope each is most of the
+   * garbage a listing makes).
+   */
+  private probeAt(i: number): DeviceScope {
+    const p = this.parentIndex[i];
+    if (p < 0) return this.scopeAt(i);
+    const id = this.rows[i].node_id;
+    const probe = (this.probes[p] ??= { deviceId: '', nodeIds: ['', ...this.paths[p]], tags: NO_TAGS });
+    probe.deviceId = id;
+    probe.nodeIds[0] = id;
+    probe.tags = this.tags[i].length === 0 ? this.effective[p] : union(this.effective[p], this.tags[i]);
+    return probe;
+  }
+
+  /**
+   * `matches` answers for a node's scope: may the caller see a device placed here? It must not keep
+   * the scope it is given (see probeAt).
+   */
   static build(rows: NodeRow[], matches: (scope: DeviceScope) => boolean): TreeSnapshot {
     return new TreeSnapshot(rows, matches);
   }
