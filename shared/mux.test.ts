@@ -5,7 +5,7 @@ import { afterEach, describe, expect, it } from 'vitest';
 import type WebSocket from 'ws';
 import { muxPair } from '../test/support/mux-pair.js';
 import { MAX_FRAME, Mux, SEND_IN_FLIGHT_MAX, type Channel } from './mux.js';
-import { decodeData, type ControlMessage } from './protocol.js';
+import { decodeData, encodeData, type ControlMessage } from './protocol.js';
 
 const pair = muxPair;
 
@@ -228,5 +228,22 @@ describe('mux send scheduling', () => {
     const after = socket.wire.slice(before);
     expect(after.at(-1)?.text).toEqual({ t: 'eof', ch: bulk.id });
     expect(after.filter((f) => !f.text).reduce((a, f) => a + f.bytes, 0)).toBe(1024 * 1024);
+  });
+});
+
+describe('mux credit grants', () => {
+  it('returns credit for small reads once per turn of the event loop, after the bytes were delivered', async () => {
+    const socket = new RecordingSocket();
+    const { open } = await brokerMuxOn(socket, 1024 * 1024);
+    const channel = await open('console');
+    const delivered: number[] = [];
+    channel.on('data', (d: Buffer) => delivered.push(d.length));
+    await new Promise((r) => setImmediate(r)); // flowing from here on, as the relay's channels are
+    const before = socket.wire.length;
+    for (let i = 0; i < 10; i++) socket.emit('message', encodeData(channel.id, Buffer.from('k')), true);
+    expect(delivered).toHaveLength(10);
+    expect(socket.wire.slice(before)).toEqual([]); // nothing on the wire ahead of the delivery
+    await new Promise((r) => setImmediate(r));
+    expect(socket.wire.slice(before).map((f) => f.text)).toEqual([{ t: 'credit', ch: channel.id, n: 10 }]);
   });
 });

@@ -40,6 +40,7 @@ export class Channel extends Duplex {
   private pending?: PendingWrite;
   private pushed = 0;
   private granted = 0;
+  private grantQueued = false;
   private peerClosed = false;
   private readonly grantBatch: number;
   readonly stats: ChannelStats = { bytesIn: 0, bytesOut: 0 };
@@ -143,15 +144,28 @@ export class Channel extends Duplex {
     }
   }
 
-  /** Returns credit to the peer for bytes our reader has consumed. */
+  /**
+   * Returns credit to the peer for bytes our reader has consumed: at once for a batch; for a
+   * little read with nothing left to read (a keystroke, an echo), once this turn of the event loop
+   * is over, so the credit frame neither delays those bytes on their way nor goes out per tiny frame.
+   */
   private grant(): void {
     if (this.peerClosed) return;
-    const consumed = this.pushed - this.readableLength;
-    const n = consumed - this.granted;
-    if (n >= this.grantBatch || (n > 0 && this.readableLength === 0)) {
-      this.granted += n;
-      this.mux.send({ t: 'credit', ch: this.id, n });
+    const n = this.pushed - this.readableLength - this.granted;
+    if (n >= this.grantBatch) return this.sendGrant(n);
+    if (n > 0 && this.readableLength === 0 && !this.grantQueued) {
+      this.grantQueued = true;
+      setImmediate(() => {
+        this.grantQueued = false;
+        const due = this.pushed - this.readableLength - this.granted;
+        if (due > 0 && !this.peerClosed) this.sendGrant(due);
+      });
     }
+  }
+
+  private sendGrant(n: number): void {
+    this.granted += n;
+    this.mux.send({ t: 'credit', ch: this.id, n });
   }
 
   /** @internal from the mux */
