@@ -9,10 +9,12 @@ import type { Services } from '../services.js';
 import { applyPatch, AttributeLimitError, readAttributes, storedForm, type AttributesPatch } from './attributes.js';
 import { DEVICE_ID_PATTERN, MAX_TREE_DEPTH, ROOT_NODE, scopeOfChain, SYSTEM_NODES, UNASSIGNED_NODE, type ChainRow } from './scope.js';
 import { DevicesStore } from './store.js';
-import { TreeSnapshot, type OnlineCheck } from './tree.js';
+import { TreeShape, TreeSnapshot, type OnlineCheck } from './tree.js';
 
 /** A device counts as online when it was heard from within this window (until live state is plugged in). */
 export const ONLINE_WINDOW_MS = 2 * 60_000;
+/** How long a kept tree shape may be used without a change on this broker (another broker's changes show within this). */
+const TREE_SHAPE_TTL_MS = 1000;
 
 export interface DeviceRecord {
   device_id: string;
@@ -74,6 +76,9 @@ function parseTags(json: string): string[] {
 export class DevicesService {
   private readonly store: DevicesStore;
   private onlineSource?: OnlineSource;
+
+  /** The tree shape of the last listing, for the next ones while nothing changed (see shape()). */
+  private kept?: { shape: TreeShape; epoch: number; at: number; count: number };
 
   constructor(private readonly s: Services) {
     this.store = new DevicesStore(s.store.db, s.store.dialect);
@@ -197,15 +202,33 @@ export class DevicesService {
   // ---- the group tree ------------------------------------------------------------------------
 
   private async snapshot(principal: Principal, permission: Permission, db: Db = this.store.db): Promise<TreeSnapshot> {
-    const rows = await this.store.allNodes(db);
-    return TreeSnapshot.build(rows, this.s.access.seer(principal, permission));
+    return TreeSnapshot.build(await this.shape(db), this.s.access.seer(principal, permission));
+  }
+
+  /**
+   * The tree's shape: read whole, or kept from the last listing while it is certainly current: no
+   * change through this broker's API since (the change epoch), the same number of nodes (a cheap
+   * count catches rows written around the API), and read at most TREE_SHAPE_TTL_MS ago, which bounds
+   * how long a move or tag change made through another broker may go unseen (as for the other
+   * hot-path caches, broker/cache.ts).
+   * Inside a transaction the tree is always read.
+   */
+  private async shape(db: Db = this.store.db): Promise<TreeShape> {
+    if (db !== this.store.db) return new TreeShape(await this.store.allNodes(db));
+    const epoch = this.s.epoch.value; // taken before reading: a change during the read discards what it read
+    const count = await this.store.countNodes();
+    const kept = this.kept;
+    if (kept && kept.epoch === epoch && kept.count === count && Date.now() - kept.at <= TREE_SHAPE_TTL_MS) return kept.shape;
+    const shape = new TreeShape(await this.store.allNodes());
+    if (this.s.epoch.value === epoch) this.kept = { shape, epoch, at: Date.now(), count: shape.rows.length };
+    return shape;
   }
 
   /** A snapshot ready to render: the shown devices' attributes and last contact read in. */
   private async renderable(principal: Principal): Promise<TreeSnapshot> {
-    const rows = await this.store.allNodes();
-    const snap = TreeSnapshot.build(rows, this.s.access.seer(principal, 'device:read'));
-    await this.store.fillDeviceDetails(snap.shownDeviceRows(), rows.length);
+    const shape = await this.shape();
+    const snap = TreeSnapshot.build(shape, this.s.access.seer(principal, 'device:read'));
+    await this.store.fillDeviceDetails(snap.shownDeviceRows(), shape.rows.length);
     return snap;
   }
 

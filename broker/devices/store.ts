@@ -46,6 +46,15 @@ export class DevicesStore {
       .execute();
   }
 
+  /** How many nodes there are: a cheap check that a kept tree shape still has every node. */
+  async countNodes(db: Db = this.db): Promise<number> {
+    const row = await db
+      .selectFrom('nodes')
+      .select((eb) => eb.fn.countAll<number | string>().as('n'))
+      .executeTakeFirstOrThrow();
+    return Number(row.n);
+  }
+
   /** Sets attributes and last contact on device rows: all devices in one query, or a few by id. */
   async fillDeviceDetails(rows: NodeRow[], totalNodes: number, db: Db = this.db): Promise<void> {
     if (rows.length === 0) return;
