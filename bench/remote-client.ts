@@ -143,8 +143,9 @@ async function rtt(task: Extract<Task, { mode: 'rtt' }>): Promise<Record<string,
   const session = await openSession(task, 'console', { device_id: task.device, cols: 80, rows: 24 });
   let listener: ((d: Buffer) => void) | undefined;
   session.on('data', (data: Buffer) => {
-    session.control({ type: 'ack', bytes: data.length });
     listener?.(data);
+    // Acknowledged once shown, as `fleet console` does when its write to the terminal completes.
+    setImmediate(() => session.control({ type: 'ack', bytes: data.length }));
   });
   session.start();
   session.send(Buffer.from(`${RAW_CAT}\n`));

@@ -6,7 +6,9 @@
  * Sending is scheduled across channels so that a keystroke never waits behind a bulk transfer:
  * each channel keeps its own backlog, the mux hands the socket one frame at a time in round robin
  * (channels that were idle first), and never more than SEND_IN_FLIGHT_MAX un-flushed data bytes sit
- * in the WebSocket's buffer. Control frames (credit, eof, close, resize…) go out at once.
+ * in the WebSocket's buffer. Control frames (credit, eof, close, resize…) go out at once. While
+ * someone types (a small frame from a quiet channel), busy channels are held to a small window for
+ * a second, so that little of theirs sits in kernel buffers in front of the next keystroke.
  */
 import { EventEmitter } from 'node:events';
 import { Duplex } from 'node:stream';
@@ -22,6 +24,18 @@ export const MAX_FRAME = 32 * 1024;
  * where the scheduler can still put an interactive frame first.
  */
 export const SEND_IN_FLIGHT_MAX = 128 * 1024;
+/** A frame at most this big from a quiet channel is interactive (keystrokes, an echo, a prompt). */
+export const INTERACTIVE_FRAME_MAX = 1024;
+/** A channel that sent at most this much within INTERACTIVE_HOLD_MS is quiet: its small frames are interactive. */
+const QUIET_BYTES = 64 * 1024;
+/** How long after an interactive frame the busy channels are held to HELD_BULK_WINDOW. */
+export const INTERACTIVE_HOLD_MS = 1000;
+/**
+ * While someone types, a busy channel may have at most this many bytes sent and not yet credited
+ * (instead of its whole window): those bytes sit in the kernel's socket buffers and the peer's, in
+ * front of the next keystroke, where no scheduling can reach them any more.
+ */
+export const HELD_BULK_WINDOW = 128 * 1024;
 const OPEN_TIMEOUT_MS = 15_000;
 
 interface PendingWrite {
@@ -37,6 +51,10 @@ export interface ChannelStats {
 
 export class Channel extends Duplex {
   private sendCredit: number;
+  private readonly window: number;
+  /** Bytes sent since recentSince (a window of INTERACTIVE_HOLD_MS): how busy the channel is. */
+  private recentBytes = 0;
+  private recentSince = 0;
   private pending?: PendingWrite;
   private pushed = 0;
   private granted = 0;
@@ -56,6 +74,7 @@ export class Channel extends Duplex {
   ) {
     super({ readableHighWaterMark: window, writableHighWaterMark: 256 * 1024, allowHalfOpen: true });
     this.sendCredit = window;
+    this.window = window;
     this.grantBatch = Math.max(1, Math.floor(window / 8));
     // A channel's failure is reported through 'close' and `errored`; it must never crash the process.
     this.on('error', () => {});
@@ -129,12 +148,18 @@ export class Channel extends Duplex {
    * @internal from the scheduler: sends the next frame of the backlog (one datagram, or at most
    * MAX_FRAME bytes) and reports the write done once its last byte is handed to the socket.
    */
-  sendFrame(): void {
+  sendFrame(): number {
     const p = this.pending;
-    if (!p || !this.sendable) return;
+    if (!p || !this.sendable) return 0;
     const left = p.chunk.length - p.offset;
     const n = this.messageMode ? left : Math.min(MAX_FRAME, this.sendCredit, left);
     this.mux.sendData(this.id, p.chunk.subarray(p.offset, p.offset + n));
+    const now = Date.now();
+    if (now - this.recentSince > INTERACTIVE_HOLD_MS) {
+      this.recentSince = now;
+      this.recentBytes = 0;
+    }
+    this.recentBytes += n;
     p.offset += n;
     this.sendCredit -= n;
     this.stats.bytesOut += n;
@@ -142,6 +167,17 @@ export class Channel extends Duplex {
       this.pending = undefined;
       p.callback();
     }
+    return n;
+  }
+
+  /** @internal whether the channel sent little lately: its small frames are someone typing, not the tail of a transfer. */
+  get quiet(): boolean {
+    return this.recentBytes <= QUIET_BYTES;
+  }
+
+  /** @internal bytes sent and not yet credited back by the peer: in buffers between us and its reader. */
+  get uncredited(): number {
+    return Math.max(0, this.window - this.sendCredit);
   }
 
   /**
@@ -231,6 +267,9 @@ export class Mux extends EventEmitter {
   private readonly oldFlows = new Set<Channel>();
   private inFlight = 0;
   private pumping = false;
+  /** Until when busy channels are held to HELD_BULK_WINDOW (see holdBulk). */
+  private interactiveUntil = 0;
+  private holdTimer?: NodeJS.Timeout;
   readonly window: number;
 
   constructor(
@@ -293,7 +332,9 @@ export class Mux extends EventEmitter {
         this.newFlows.delete(channel);
         this.oldFlows.delete(channel);
         if (!channel.sendable) continue;
-        channel.sendFrame();
+        if (channel.uncredited >= HELD_BULK_WINDOW && this.holdingBulk()) continue; // its credit, or the hold's end, brings it back
+        const sent = channel.sendFrame();
+        if (sent <= INTERACTIVE_FRAME_MAX && channel.quiet) this.holdBulk();
         // The write callback may have queued the channel's next chunk, which scheduled it anew.
         this.newFlows.delete(channel);
         if (channel.sendable) this.oldFlows.add(channel);
@@ -301,6 +342,29 @@ export class Mux extends EventEmitter {
     } finally {
       this.pumping = false;
     }
+  }
+
+  /** Someone types: busy channels are held to HELD_BULK_WINDOW until INTERACTIVE_HOLD_MS after the last keystroke. */
+  private holdBulk(): void {
+    this.interactiveUntil = Date.now() + INTERACTIVE_HOLD_MS;
+    if (this.holdTimer) return;
+    const release = () => {
+      const left = this.interactiveUntil - Date.now();
+      if (left > 0 && !this.closed) {
+        this.holdTimer = setTimeout(release, left);
+        this.holdTimer.unref?.();
+        return;
+      }
+      this.holdTimer = undefined;
+      // Channels held back wait for no credit: give them their turn again.
+      for (const channel of this.channels.values()) if (channel.sendable) this.schedule(channel);
+    };
+    this.holdTimer = setTimeout(release, INTERACTIVE_HOLD_MS);
+    this.holdTimer.unref?.();
+  }
+
+  private holdingBulk(): boolean {
+    return this.interactiveUntil > Date.now();
   }
 
   /** @internal */
@@ -349,6 +413,7 @@ export class Mux extends EventEmitter {
     this.opening.clear();
     this.newFlows.clear();
     this.oldFlows.clear();
+    clearTimeout(this.holdTimer);
     for (const channel of [...this.channels.values()]) channel.onClose(reason);
     this.channels.clear();
     this.emit('close', reason);
