@@ -9,7 +9,13 @@ export default defineConfig({
     testTimeout: 30_000,
     hookTimeout: 60_000,
     projects: [
-      { extends: true, test: { name: 'unit', include: ['shared/**/*.test.ts', 'broker/**/*.test.ts', 'agent/**/*.test.ts', 'web-console/src/**/*.test.ts'] } },
+      {
+        extends: true,
+        test: {
+          name: 'unit',
+          include: ['shared/**/*.test.ts', 'cli/**/*.test.ts', 'broker/**/*.test.ts', 'agent/**/*.test.ts', 'web-console/src/**/*.test.ts'],
+        },
+      },
       { extends: true, test: { name: 'api-sqlite', include: api, env: { FLEET_TEST_DB: 'sqlite' }, testTimeout: 30_000, hookTimeout: 60_000 } },
       { extends: true, test: { name: 'api-postgres', include: api, env: { FLEET_TEST_DB: 'postgres' }, testTimeout: 30_000, hookTimeout: 60_000 } },
       { extends: true, test: { name: 'e2e', include: ['test/e2e/**/*.test.ts'], testTimeout: 120_000, hookTimeout: 120_000 } },

@@ -10,7 +10,7 @@
 import crypto from 'node:crypto';
 import net from 'node:net';
 import { spawn as spawnPty } from 'node-pty';
-import WebSocket from 'ws';
+import { RemoteSession } from '../cli/remote.js';
 
 type Task =
   | { mode: 'sink' }
@@ -21,35 +21,10 @@ type Task =
   | { mode: 'opens'; url: string; token: string; device: string; port: number; seconds: number; concurrency: number };
 
 const BLOCK = crypto.randomBytes(256 * 1024);
-const IN_FLIGHT_MAX = 8 * 1024 * 1024;
 
-function wsUrl(base: string, kind: string, query: Record<string, string | number>): string {
-  const url = new URL(`${base.replace(/^http/, 'ws')}/api/v2/remote/${kind}`);
-  for (const [k, v] of Object.entries(query)) url.searchParams.set(k, String(v));
-  url.searchParams.set('source', 'api');
-  return url.toString();
-}
-
-function openWs(url: string, token: string): Promise<WebSocket> {
-  return new Promise((resolve, reject) => {
-    // A zero mask: masking 256 KiB frames in pure JavaScript (no native bufferutil) would make
-    // this client the bottleneck; browsers mask natively, and the CLI does the same over TLS.
-    const ws = new WebSocket(url, {
-      headers: { authorization: `Bearer ${token}` },
-      perMessageDeflate: false,
-      generateMask: (mask: Buffer) => void mask.fill(0),
-    });
-    ws.on('message', function first(data, isBinary) {
-      if (isBinary) return;
-      const frame = JSON.parse(String(data));
-      if (frame.type === 'ready') {
-        ws.off('message', first);
-        resolve(ws);
-      } else if (frame.type === 'error') reject(new Error(frame.message));
-    });
-    ws.once('error', reject);
-    ws.once('close', (code) => reject(new Error(`closed ${code}`)));
-  });
+/** The CLI's own session code, so the figures are what `fleet` users get (masking included). */
+function openSession(task: { url: string; token: string }, kind: 'console' | 'tunnel', query: Record<string, string | number>): Promise<RemoteSession> {
+  return RemoteSession.open({ url: task.url, token: async () => task.token }, kind, query, 'api');
 }
 
 function sink(): void {
@@ -89,34 +64,19 @@ function tcpStream(port: number, seconds: number): Promise<number> {
 }
 
 async function tunnelStream(task: Extract<Task, { via: 'tunnel' }>): Promise<number> {
-  const ws = await openWs(wsUrl(task.url, 'tunnel', { device_id: task.device, port: task.port, dst: '127.0.0.1' }), task.token);
-  return new Promise((resolve, reject) => {
+  const session = await openSession(task, 'tunnel', { device_id: task.device, port: task.port, dst: '127.0.0.1' });
+  return new Promise((resolve) => {
     const reply: Buffer[] = [];
-    ws.on('message', (data, isBinary) => {
-      if (isBinary) reply.push(data as Buffer);
-    });
-    ws.on('close', () => {
+    session.on('data', (data: Buffer) => reply.push(data));
+    session.on('close', () => {
       const answer = Buffer.concat(reply);
       resolve(answer.length >= 8 ? Number(answer.readBigUInt64BE(0)) : 0);
     });
-    ws.on('error', reject);
+    session.start();
     const stop = Date.now() + task.seconds * 1000;
-    let inFlight = 0;
-    let waiting = false;
     const pump = () => {
-      waiting = false;
-      while (Date.now() < stop) {
-        if (inFlight > IN_FLIGHT_MAX) {
-          waiting = true;
-          return;
-        }
-        inFlight += BLOCK.length;
-        ws.send(BLOCK, { binary: true }, () => {
-          inFlight -= BLOCK.length;
-          if (waiting && inFlight <= IN_FLIGHT_MAX / 2) pump();
-        });
-      }
-      ws.send(JSON.stringify({ type: 'eof' }));
+      while (Date.now() < stop) if (!session.send(BLOCK)) return void session.once('drain', pump);
+      session.control({ type: 'eof' });
     };
     pump();
   });
@@ -180,21 +140,22 @@ async function rtt(task: Extract<Task, { mode: 'rtt' }>): Promise<Record<string,
     pty.kill();
     return result;
   }
-  const ws = await openWs(wsUrl(task.url, 'console', { device_id: task.device, cols: 80, rows: 24 }), task.token);
+  const session = await openSession(task, 'console', { device_id: task.device, cols: 80, rows: 24 });
   let listener: ((d: Buffer) => void) | undefined;
-  ws.on('message', (data, isBinary) => {
-    if (!isBinary) return;
-    ws.send(JSON.stringify({ type: 'ack', bytes: (data as Buffer).length }));
-    listener?.(data as Buffer);
+  session.on('data', (data: Buffer) => {
+    listener?.(data);
+    // Acknowledged once shown, as `fleet console` does when its write to the terminal completes.
+    setImmediate(() => session.control({ type: 'ack', bytes: data.length }));
   });
-  ws.send(Buffer.from(`${RAW_CAT}\n`));
+  session.start();
+  session.send(Buffer.from(`${RAW_CAT}\n`));
   await quiet(1000);
   const result = await roundTrips(
-    (b) => ws.send(b),
+    (b) => void session.send(b),
     (cb) => (listener = cb),
     task.count,
   );
-  ws.close();
+  session.close();
   return result;
 }
 
@@ -202,17 +163,16 @@ async function opens(task: Extract<Task, { mode: 'opens' }>): Promise<Record<str
   const stop = Date.now() + task.seconds * 1000;
   let opened = 0;
   let failed = 0;
-  const url = wsUrl(task.url, 'tunnel', { device_id: task.device, port: task.port, dst: '127.0.0.1' });
   const started = process.hrtime.bigint();
   await Promise.all(
     Array.from({ length: task.concurrency }, async () => {
       while (Date.now() < stop) {
         try {
-          const ws = await openWs(url, task.token);
+          const session = await openSession(task, 'tunnel', { device_id: task.device, port: task.port, dst: '127.0.0.1' });
           opened += 1;
           await new Promise<void>((resolve) => {
-            ws.once('close', () => resolve());
-            ws.close();
+            session.once('close', () => resolve());
+            session.start().close();
           });
         } catch {
           failed += 1;

@@ -23,6 +23,9 @@ const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
 const CLIENT = path.join(ROOT, 'bench', 'remote-client.ts');
 const SECONDS = Number(process.env.BENCH_SECONDS ?? 5);
 const KEYSTROKES = Number(process.env.BENCH_KEYSTROKES ?? 1000);
+/** `npm run bench -- remote latency` runs one part: throughput, latency (round trip and fairness) or opens. */
+const PARTS = ['throughput', 'latency', 'opens'] as const;
+type Part = (typeof PARTS)[number];
 
 type Log = (line: string) => void;
 /** What the load tasks answer (each task fills its own figures). */
@@ -179,7 +182,9 @@ async function viaSsh(sinkPort: number, log: Log): Promise<{ mbps: number } | un
   }
 }
 
-export async function benchRemote(log: Log): Promise<void> {
+export async function benchRemote(log: Log, only?: string): Promise<void> {
+  if (only !== undefined && !PARTS.includes(only as Part)) throw new Error(`unknown part "${only}": one of ${PARTS.join(', ')}`);
+  const runs = (part: Part) => only === undefined || only === part;
   log('remote: starting a broker (SQLite) and an agent process');
   const t = await startTestBroker({ database: 'sqlite' });
   let agent: TestAgent | undefined;
@@ -200,42 +205,48 @@ export async function benchRemote(log: Log): Promise<void> {
     sink = sinkServer.child;
     const base = { url: t.url, token: user.token, device };
 
-    log(`throughput: direct loopback TCP, 1 stream, ${SECONDS} s`);
-    const direct = await task({ mode: 'throughput', via: 'tcp', port: sinkServer.port, seconds: SECONDS, streams: 1 });
-    log(`  direct loopback TCP: ${mb(direct)}`);
-    log('throughput: one tunnel through the broker');
-    const single = await task({ mode: 'throughput', via: 'tunnel', ...base, port: sinkServer.port, seconds: SECONDS, streams: 1 });
-    log(`  tunnel (WebSocket client): ${mb(single)} = ${ratio(single, direct)} of direct (target >= 0.5)`);
-    const cli = await viaFleetConnect(t, user.token, device, sinkServer.port).catch(
-      (err: Error) => (log(`  fleet connect: failed (${err.message})`), undefined),
-    );
-    if (cli) log(`  fleet connect (local port): ${mb(cli)} = ${ratio(cli, direct)} of direct`);
-    const ssh = await viaSsh(sinkServer.port, log);
-    if (ssh) log(`  ssh -L (OpenSSH, same machine): ${mb(ssh)} = ${ratio(ssh, direct)} of direct`);
-    else log('  ssh -L: sshd not installed, skipped');
+    if (runs('throughput')) {
+      log(`throughput: direct loopback TCP, 1 stream, ${SECONDS} s`);
+      const direct = await task({ mode: 'throughput', via: 'tcp', port: sinkServer.port, seconds: SECONDS, streams: 1 });
+      log(`  direct loopback TCP: ${mb(direct)}`);
+      log('throughput: one tunnel through the broker');
+      const single = await task({ mode: 'throughput', via: 'tunnel', ...base, port: sinkServer.port, seconds: SECONDS, streams: 1 });
+      log(`  tunnel (WebSocket client): ${mb(single)} = ${ratio(single, direct)} of direct (target >= 0.5)`);
+      const cli = await viaFleetConnect(t, user.token, device, sinkServer.port).catch(
+        (err: Error) => (log(`  fleet connect: failed (${err.message})`), undefined),
+      );
+      if (cli) log(`  fleet connect (local port): ${mb(cli)} = ${ratio(cli, direct)} of direct`);
+      const ssh = await viaSsh(sinkServer.port, log);
+      if (ssh) log(`  ssh -L (OpenSSH, same machine): ${mb(ssh)} = ${ratio(ssh, direct)} of direct`);
+      else log('  ssh -L: sshd not installed, skipped');
 
-    log('throughput: 10 parallel tunnels');
-    const directTen = await task({ mode: 'throughput', via: 'tcp', port: sinkServer.port, seconds: SECONDS, streams: 10 });
-    const ten = await task({ mode: 'throughput', via: 'tunnel', ...base, port: sinkServer.port, seconds: SECONDS, streams: 10 });
-    log(`  10 tunnels: ${mb(ten)} aggregate (${(ten.mbps / 10).toFixed(0)} MB/s each) = ${ratio(ten, directTen)} of 10 direct streams (${mb(directTen)})`);
+      log('throughput: 10 parallel tunnels');
+      const directTen = await task({ mode: 'throughput', via: 'tcp', port: sinkServer.port, seconds: SECONDS, streams: 10 });
+      const ten = await task({ mode: 'throughput', via: 'tunnel', ...base, port: sinkServer.port, seconds: SECONDS, streams: 10 });
+      log(`  10 tunnels: ${mb(ten)} aggregate (${(ten.mbps / 10).toFixed(0)} MB/s each) = ${ratio(ten, directTen)} of 10 direct streams (${mb(directTen)})`);
+    }
 
-    log(`console keystroke round trip (${KEYSTROKES} keystrokes, raw-mode cat)`);
-    const localPty = await task({ mode: 'rtt', via: 'pty', count: KEYSTROKES });
-    const viaBroker = await task({ mode: 'rtt', via: 'console', ...base, count: KEYSTROKES });
-    log(`  local pty: p50 ${ms(localPty.p50)}, p99 ${ms(localPty.p99)}`);
-    log(`  through the broker: p50 ${ms(viaBroker.p50)}, p99 ${ms(viaBroker.p99)}`);
-    log(`  added: p50 ${ms(viaBroker.p50 - localPty.p50)} (target <= 0.1 ms), p99 ${ms(viaBroker.p99 - localPty.p99)} (target <= 1 ms)`);
+    if (runs('latency')) {
+      log(`console keystroke round trip (${KEYSTROKES} keystrokes, raw-mode cat)`);
+      const localPty = await task({ mode: 'rtt', via: 'pty', count: KEYSTROKES });
+      const viaBroker = await task({ mode: 'rtt', via: 'console', ...base, count: KEYSTROKES });
+      log(`  local pty: p50 ${ms(localPty.p50)}, p99 ${ms(localPty.p99)}`);
+      log(`  through the broker: p50 ${ms(viaBroker.p50)}, p99 ${ms(viaBroker.p99)}`);
+      log(`  added: p50 ${ms(viaBroker.p50 - localPty.p50)} (target <= 0.1 ms), p99 ${ms(viaBroker.p99 - localPty.p99)} (target <= 1 ms)`);
 
-    log('fairness: console round trip while a tunnel saturates the same agent');
-    const flood = task({ mode: 'throughput', via: 'tunnel', ...base, port: sinkServer.port, seconds: SECONDS * 2, streams: 1 });
-    await new Promise((r) => setTimeout(r, 1000));
-    const loaded = await task({ mode: 'rtt', via: 'console', ...base, count: KEYSTROKES });
-    const floodResult = await flood;
-    log(`  console under load: p50 ${ms(loaded.p50)}, p99 ${ms(loaded.p99)} (idle p99 ${ms(viaBroker.p99)}); the tunnel meanwhile moved ${mb(floodResult)}`);
+      log('fairness: console round trip while a tunnel saturates the same agent');
+      const flood = task({ mode: 'throughput', via: 'tunnel', ...base, port: sinkServer.port, seconds: SECONDS * 2, streams: 1 });
+      await new Promise((r) => setTimeout(r, 1000));
+      const loaded = await task({ mode: 'rtt', via: 'console', ...base, count: KEYSTROKES });
+      const floodResult = await flood;
+      log(`  console under load: p50 ${ms(loaded.p50)}, p99 ${ms(loaded.p99)} (idle p99 ${ms(viaBroker.p99)}); the tunnel meanwhile moved ${mb(floodResult)}`);
+    }
 
-    log(`session opens: tunnels opened and closed for ${SECONDS} s, 32 at a time`);
-    const opened = await task({ mode: 'opens', ...base, port: sinkServer.port, seconds: SECONDS, concurrency: 32 });
-    log(`  ${opened.perSecond.toFixed(0)} opens/s with authorization and audit (target >= 1000), ${opened.opened} opened, ${opened.failed} failed`);
+    if (runs('opens')) {
+      log(`session opens: tunnels opened and closed for ${SECONDS} s, 32 at a time`);
+      const opened = await task({ mode: 'opens', ...base, port: sinkServer.port, seconds: SECONDS, concurrency: 32 });
+      log(`  ${opened.perSecond.toFixed(0)} opens/s with authorization and audit (target >= 1000), ${opened.opened} opened, ${opened.failed} failed`);
+    }
   } finally {
     sink?.kill();
     await agent?.close();
@@ -245,7 +256,7 @@ export async function benchRemote(log: Log): Promise<void> {
 
 // `tsx bench/remote.ts` runs this group alone.
 if (process.argv[1] && path.resolve(process.argv[1]) === fileURLToPath(import.meta.url)) {
-  benchRemote((line) => console.log(`[${new Date().toISOString().slice(11, 19)}] ${line}`)).then(
+  benchRemote((line) => console.log(`[${new Date().toISOString().slice(11, 19)}] ${line}`), process.argv[2]).then(
     () => process.exit(0),
     (err) => {
       console.error(err);

@@ -1,11 +1,12 @@
 /**
  * `npm run bench`: every benchmark, each printing ratios against a baseline measured in the same run.
- * `npm run bench -- api` runs one group. Timings are printed, never asserted.
+ * `npm run bench -- api` runs one group, `npm run bench -- remote latency` one part of it. Timings are printed, never asserted.
  */
 import { benchApi } from './api.js';
 import { benchHostile } from './hostile.js';
 
-type Bench = (log: (line: string) => void) => Promise<void>;
+/** `part` narrows a group further (`npm run bench -- remote latency`). */
+type Bench = (log: (line: string) => void, part?: string) => Promise<void>;
 
 async function loadRemote(): Promise<Bench | undefined> {
   try {
@@ -32,7 +33,7 @@ async function main(): Promise<void> {
       continue;
     }
     log(`== ${name}`);
-    await run(log);
+    await run(log, process.argv[3]);
   }
 }
 

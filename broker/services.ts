@@ -73,7 +73,7 @@ export async function createServices(config: Config, logger: Logger, store: Stor
   const upgrades = new UpgradeRouter(logger);
   const users = new UsersService(store, config, logger, auth, access);
   const roles = new RolesService(store, access);
-  const devices = new DevicesService(store, config, access);
+  const devices = new DevicesService(store, config, access, epoch);
   const files = new FilesService(config, logger);
 
   // The hub asks enrolment who a device is and hands inventory reports on, while both reach agents

@@ -1,31 +1,21 @@
 import { EventEmitter } from 'node:events';
-import WebSocket from 'ws';
+import WebSocket, { type ClientOptions } from 'ws';
+import { encodeFrame, REMOTE_PATH, serverFrameOf, type ClientFrame, type ErrorFrame, type RemoteKind, type ServerFrame } from '../shared/remote-frames.js';
 import type { ApiClient } from './api.js';
 import { CliError } from './errors.js';
 
-export type SessionKind = 'console' | 'tunnel' | 'copy';
+export type { ErrorFrame, ServerFrame };
+export type SessionKind = RemoteKind;
+
+/** What a session needs of the sign-in: the broker's URL and a fresh token. */
+export type SessionAuth = Pick<ApiClient, 'url' | 'token'>;
 
 /** Above this many un-sent bytes a sender should wait for 'drain'. */
 const SEND_HIGH_WATER = 1024 * 1024;
 const SEND_LOW_WATER = 256 * 1024;
 
-export interface ErrorFrame {
-  type: 'error';
-  code: number;
-  error: string;
-  message: string;
-}
-
-export type ServerFrame =
-  | { type: 'ready' }
-  | { type: 'eof' }
-  | { type: 'exit'; code: number | null; signal: number | null }
-  | { type: 'meta'; size: number; mode: number }
-  | { type: 'result'; ok: boolean; bytes: number; sha256: string }
-  | ErrorFrame;
-
 export function wsUrl(httpUrl: string, kind: SessionKind, query: Record<string, string | number | undefined>): string {
-  const url = new URL(`${httpUrl.replace(/^http/, 'ws')}/api/v2/remote/${kind}`);
+  const url = new URL(`${httpUrl.replace(/^http/, 'ws')}${REMOTE_PATH}/${kind}`);
   for (const [k, v] of Object.entries(query)) if (v !== undefined) url.searchParams.set(k, String(v));
   return url.toString();
 }
@@ -44,26 +34,25 @@ export class RemoteSession extends EventEmitter {
     super();
   }
 
-  static async open(client: ApiClient, kind: SessionKind, query: Record<string, string | number | undefined>): Promise<RemoteSession> {
-    const ws = new WebSocket(wsUrl(client.url, kind, { ...query, source: 'cli' }), {
-      headers: { authorization: `Bearer ${await client.token()}` },
-      perMessageDeflate: false,
-      // Masking protects proxies that read frames in clear from payloads chosen by someone else.
-      // Inside TLS nothing in between reads them, and masking every byte in JavaScript costs
-      // most of a tunnel's throughput: over https the mask is zero (which ws then skips).
-      ...(client.url.startsWith('https:') ? { generateMask: (mask: Buffer) => void mask.fill(0) } : {}),
-    });
+  /** The socket options: every frame masked with a fresh random key (RFC 6455 §5.3), as ws does by default. */
+  static socketOptions(token: string): ClientOptions {
+    return { headers: { authorization: `Bearer ${token}` }, perMessageDeflate: false };
+  }
+
+  static async open(
+    client: SessionAuth,
+    kind: SessionKind,
+    query: Record<string, string | number | undefined>,
+    source: 'cli' | 'api' = 'cli',
+  ): Promise<RemoteSession> {
+    const ws = new WebSocket(wsUrl(client.url, kind, { ...query, source }), RemoteSession.socketOptions(await client.token()));
     const session = new RemoteSession(ws);
     await new Promise<void>((resolve, reject) => {
       let ready = false;
       ws.on('message', (data, isBinary) => {
         if (isBinary) return session.deliver('data', data as Buffer);
-        let frame: ServerFrame;
-        try {
-          frame = JSON.parse(String(data)) as ServerFrame;
-        } catch {
-          return;
-        }
+        const frame = serverFrameOf(String(data));
+        if (!frame) return; // unknown to this version, or malformed
         if (frame.type === 'error') session.lastError = frame;
         if (!ready && frame.type === 'ready') {
           ready = true;
@@ -123,8 +112,8 @@ export class RemoteSession extends EventEmitter {
     }
   }
 
-  control(frame: Record<string, unknown>): void {
-    if (this.ws.readyState === WebSocket.OPEN) this.ws.send(JSON.stringify(frame));
+  control(frame: ClientFrame): void {
+    if (this.ws.readyState === WebSocket.OPEN) this.ws.send(encodeFrame(frame));
   }
 
   /** Stops reading from the broker (the local side cannot keep up); the broker then slows the device. */

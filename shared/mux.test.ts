@@ -1,9 +1,11 @@
 import crypto from 'node:crypto';
+import { EventEmitter } from 'node:events';
 import { Writable } from 'node:stream';
 import { afterEach, describe, expect, it } from 'vitest';
+import type WebSocket from 'ws';
 import { muxPair } from '../test/support/mux-pair.js';
-import { MAX_PROTOCOL_ERRORS, Mux, type Channel, type MuxProtocolError } from './mux.js';
-import { AgentClose, encodeData, MAX_CHANNEL_CREDIT, MuxErrorCode } from './protocol.js';
+import { HELD_BULK_WINDOW, MAX_FRAME, MAX_PROTOCOL_ERRORS, Mux, SEND_IN_FLIGHT_MAX, type Channel, type MuxProtocolError } from './mux.js';
+import { AgentClose, decodeData, encodeData, MAX_CHANNEL_CREDIT, MuxErrorCode, type ControlMessage } from './protocol.js';
 
 const pair = muxPair;
 
@@ -186,5 +188,173 @@ describe('mux enforcement of what the peer sends', () => {
     expect(await closed).toMatch(/not reading/);
     expect(broker.closeCode).toBe(AgentClose.peerNotReading);
     expect(p.broker.ws.bufferedAmount).toBeLessThanOrEqual(256 * 1024 + 8192);
+  });
+});
+
+/**
+ * A WebSocket stand-in that records what the mux hands it and flushes only when told, like a
+ * socket whose peer reads slowly: the order of frames on the wire is then plain to assert.
+ */
+class RecordingSocket extends EventEmitter {
+  readonly OPEN = 1;
+  readyState = 1;
+  readonly wire: { ch: number; bytes: number; text?: ControlMessage }[] = [];
+  private readonly unflushed: (() => void)[] = [];
+
+  send(data: string | Buffer, options?: unknown, callback?: () => void): void {
+    const cb = typeof options === 'function' ? (options as () => void) : callback;
+    if (typeof data === 'string') {
+      const text = JSON.parse(data) as ControlMessage;
+      this.wire.push({ ch: 'ch' in text ? text.ch : 0, bytes: 0, text });
+    } else {
+      const frame = decodeData(data)!;
+      this.wire.push({ ch: frame.ch, bytes: frame.payload.length });
+    }
+    if (cb) this.unflushed.push(cb);
+  }
+
+  /** Bytes of data frames handed over and not flushed yet. */
+  get pendingCallbacks(): number {
+    return this.unflushed.length;
+  }
+
+  /** The socket flushes its oldest frame. */
+  flushOne(): boolean {
+    const cb = this.unflushed.shift();
+    cb?.();
+    return cb !== undefined;
+  }
+
+  close(): void {}
+}
+
+async function brokerMuxOn(socket: RecordingSocket, window: number): Promise<{ mux: Mux; open: (kind: 'console' | 'tunnel') => Promise<Channel> }> {
+  const mux = new Mux(socket as unknown as WebSocket, { window });
+  const open = async (kind: 'console' | 'tunnel') => {
+    const opening = mux.open(kind, kind === 'console' ? { cols: 80, rows: 24 } : { proto: 'tcp', port: 1, dst: 'x' });
+    const sent = socket.wire.at(-1)!.text as { ch: number };
+    socket.emit('message', Buffer.from(JSON.stringify({ t: 'opened', ch: sent.ch })), false);
+    return (await opening).channel;
+  };
+  return { mux, open };
+}
+
+describe('mux send scheduling', () => {
+  it('sends a keystroke on one channel before the bulk backlog of another drains', async () => {
+    const socket = new RecordingSocket();
+    const { open } = await brokerMuxOn(socket, 8 * 1024 * 1024);
+    const bulk = await open('tunnel');
+    const console_ = await open('console');
+    const before = socket.wire.length;
+    bulk.write(Buffer.alloc(4 * 1024 * 1024, 1)); // credit for all of it: only the scheduler holds it back
+    console_.write(Buffer.from('x'));
+    // The socket drains slowly, one frame at a time.
+    while (socket.flushOne());
+    const frames = socket.wire.slice(before).filter((f) => !f.text);
+    const keystroke = frames.findIndex((f) => f.ch === console_.id);
+    expect(keystroke).toBeGreaterThanOrEqual(0);
+    // At most what was already in flight when the keystroke was written goes first.
+    expect(keystroke).toBeLessThanOrEqual(Math.ceil(SEND_IN_FLIGHT_MAX / MAX_FRAME));
+    const bulkSent = frames.filter((f) => f.ch === bulk.id).reduce((a, f) => a + f.bytes, 0);
+    expect(bulkSent).toBeLessThan(4 * 1024 * 1024);
+  });
+
+  it('holds a busy channel to a small window while someone types, and lets it go on as credit returns', async () => {
+    const socket = new RecordingSocket();
+    const { open } = await brokerMuxOn(socket, 8 * 1024 * 1024);
+    const bulk = await open('tunnel');
+    const console_ = await open('console');
+    const bulkBytes = () => socket.wire.filter((f) => !f.text && f.ch === bulk.id).reduce((a, f) => a + f.bytes, 0);
+    bulk.write(Buffer.alloc(4 * 1024 * 1024, 1));
+    for (let i = 0; i < 4; i++) socket.flushOne(); // the transfer is under way: more than the held window sent
+    const beforeKeystroke = bulkBytes();
+    expect(beforeKeystroke).toBeGreaterThan(HELD_BULK_WINDOW);
+    console_.write(Buffer.from('x'));
+    while (socket.flushOne());
+    // Nothing was credited back: the busy channel sends nothing more while someone types.
+    expect(bulkBytes()).toBe(beforeKeystroke);
+    // The peer consumed all but 32 KiB: the channel may go on up to the held window, not its whole window.
+    socket.emit('message', Buffer.from(JSON.stringify({ t: 'credit', ch: bulk.id, n: beforeKeystroke - 32 * 1024 })), false);
+    while (socket.flushOne());
+    expect(bulkBytes() - beforeKeystroke).toBeGreaterThan(0);
+    expect(bulkBytes() - (beforeKeystroke - 32 * 1024)).toBeLessThanOrEqual(HELD_BULK_WINDOW + MAX_FRAME);
+  });
+
+  it('lets a busy channel use its whole window when nobody types', async () => {
+    const socket = new RecordingSocket();
+    const { open } = await brokerMuxOn(socket, 8 * 1024 * 1024);
+    const bulk = await open('tunnel');
+    const before = socket.wire.length;
+    bulk.write(Buffer.alloc(4 * 1024 * 1024, 1));
+    while (socket.flushOne());
+    expect(
+      socket.wire
+        .slice(before)
+        .filter((f) => !f.text)
+        .reduce((a, f) => a + f.bytes, 0),
+    ).toBe(4 * 1024 * 1024);
+  });
+
+  it('keeps at most SEND_IN_FLIGHT_MAX data bytes un-flushed in the socket, however much is written', async () => {
+    const socket = new RecordingSocket();
+    const { open } = await brokerMuxOn(socket, 8 * 1024 * 1024);
+    const bulk = await open('tunnel');
+    const before = socket.wire.length;
+    bulk.write(Buffer.alloc(4 * 1024 * 1024, 1));
+    const handed = socket.wire.slice(before).reduce((a, f) => a + f.bytes, 0);
+    expect(handed).toBeGreaterThan(0);
+    expect(handed).toBeLessThanOrEqual(SEND_IN_FLIGHT_MAX + MAX_FRAME);
+    expect(socket.pendingCallbacks).toBeLessThanOrEqual(Math.ceil(SEND_IN_FLIGHT_MAX / MAX_FRAME) + 1);
+  });
+
+  it('shares the socket between two bulk channels in turns', async () => {
+    const socket = new RecordingSocket();
+    const { open } = await brokerMuxOn(socket, 8 * 1024 * 1024);
+    const a = await open('tunnel');
+    const b = await open('tunnel');
+    const before = socket.wire.length;
+    a.write(Buffer.alloc(1024 * 1024, 1));
+    b.write(Buffer.alloc(1024 * 1024, 2));
+    while (socket.flushOne());
+    const order = socket.wire
+      .slice(before)
+      .filter((f) => !f.text)
+      .map((f) => f.ch);
+    // From b's first frame until one of them runs dry, they take turns frame by frame.
+    const start = order.indexOf(b.id);
+    const end = Math.min(order.lastIndexOf(a.id), order.lastIndexOf(b.id));
+    const both = order.slice(start, end + 1);
+    expect(both.length).toBeGreaterThan(20);
+    expect(both.filter((ch, i) => i > 0 && ch === both[i - 1])).toEqual([]);
+  });
+
+  it('sends eof only after the channel backlog has gone out', async () => {
+    const socket = new RecordingSocket();
+    const { open } = await brokerMuxOn(socket, 8 * 1024 * 1024);
+    const bulk = await open('tunnel');
+    const before = socket.wire.length;
+    bulk.end(Buffer.alloc(1024 * 1024, 1));
+    while (socket.flushOne()) await new Promise((r) => setImmediate(r));
+    await new Promise((r) => setImmediate(r));
+    const after = socket.wire.slice(before);
+    expect(after.at(-1)?.text).toEqual({ t: 'eof', ch: bulk.id });
+    expect(after.filter((f) => !f.text).reduce((a, f) => a + f.bytes, 0)).toBe(1024 * 1024);
+  });
+});
+
+describe('mux credit grants', () => {
+  it('returns credit for small reads once per turn of the event loop, after the bytes were delivered', async () => {
+    const socket = new RecordingSocket();
+    const { open } = await brokerMuxOn(socket, 1024 * 1024);
+    const channel = await open('console');
+    const delivered: number[] = [];
+    channel.on('data', (d: Buffer) => delivered.push(d.length));
+    await new Promise((r) => setImmediate(r)); // flowing from here on, as the relay's channels are
+    const before = socket.wire.length;
+    for (let i = 0; i < 10; i++) socket.emit('message', encodeData(channel.id, Buffer.from('k')), true);
+    expect(delivered).toHaveLength(10);
+    expect(socket.wire.slice(before)).toEqual([]); // nothing on the wire ahead of the delivery
+    await new Promise((r) => setImmediate(r));
+    expect(socket.wire.slice(before).map((f) => f.text)).toEqual([{ t: 'credit', ch: channel.id, n: 10 }]);
   });
 });

@@ -2,6 +2,13 @@
  * Channels over one agent WebSocket, both ends (broker and agent). Each channel is a Duplex stream
  * with credit-based flow control in each direction (see protocol.ts): `write` waits for credit, and
  * credit is returned only as the reader consumes, so buffers stay bounded by the window.
+ *
+ * Sending is scheduled across channels so that a keystroke never waits behind a bulk transfer:
+ * each channel keeps its own backlog, the mux hands the socket one frame at a time in round robin
+ * (channels that were idle first), and never more than SEND_IN_FLIGHT_MAX un-flushed data bytes sit
+ * in the WebSocket's buffer. Control frames (credit, eof, close, resize…) go out at once. While
+ * someone types (a small frame from a quiet channel), busy channels are held to a small window for
+ * a second, so that little of theirs sits in kernel buffers in front of the next keystroke.
  */
 import { EventEmitter } from 'node:events';
 import { Duplex } from 'node:stream';
@@ -20,7 +27,26 @@ import {
 } from './protocol.js';
 
 export const DEFAULT_WINDOW = 1024 * 1024;
-const MAX_FRAME = 64 * 1024;
+/** Largest data frame: what one channel may put ahead of another's frame in one turn. */
+export const MAX_FRAME = 32 * 1024;
+/**
+ * Data bytes handed to the WebSocket and not yet flushed to the socket, at most. Whatever sits
+ * there is in front of the next keystroke; the rest of each channel's backlog waits in the mux,
+ * where the scheduler can still put an interactive frame first.
+ */
+export const SEND_IN_FLIGHT_MAX = 128 * 1024;
+/** A frame at most this big from a quiet channel is interactive (keystrokes, an echo, a prompt). */
+export const INTERACTIVE_FRAME_MAX = 1024;
+/** A channel that sent at most this much within INTERACTIVE_HOLD_MS is quiet: its small frames are interactive. */
+const QUIET_BYTES = 64 * 1024;
+/** How long after an interactive frame the busy channels are held to HELD_BULK_WINDOW. */
+export const INTERACTIVE_HOLD_MS = 1000;
+/**
+ * While someone types, a busy channel may have at most this many bytes sent and not yet credited
+ * (instead of its whole window): those bytes sit in the kernel's socket buffers and the peer's, in
+ * front of the next keystroke, where no scheduling can reach them any more.
+ */
+export const HELD_BULK_WINDOW = 128 * 1024;
 const OPEN_TIMEOUT_MS = 15_000;
 /** Unreadable messages tolerated on one connection; the next one closes it. */
 export const MAX_PROTOCOL_ERRORS = 8;
@@ -57,11 +83,16 @@ export interface ChannelStats {
 
 export class Channel extends Duplex {
   private sendCredit: number;
+  private readonly window: number;
+  /** Bytes sent since recentSince (a window of INTERACTIVE_HOLD_MS): how busy the channel is. */
+  private recentBytes = 0;
+  private recentSince = 0;
   private pending?: PendingWrite;
   private pushed = 0;
   private granted = 0;
   /** What the peer may still send us: the window, less what arrived, plus what we granted back. */
   private receiveCredit: number;
+  private grantQueued = false;
   private peerClosed = false;
   private readonly grantBatch: number;
   readonly stats: ChannelStats = { bytesIn: 0, bytesOut: 0 };
@@ -78,6 +109,7 @@ export class Channel extends Duplex {
     super({ readableHighWaterMark: window, writableHighWaterMark: 256 * 1024, allowHalfOpen: true });
     this.sendCredit = window;
     this.receiveCredit = window;
+    this.window = window;
     this.grantBatch = Math.max(1, Math.floor(window / 8));
     // A channel's failure is reported through 'close' and `errored`; it must never crash the process.
     this.on('error', () => {});
@@ -107,7 +139,7 @@ export class Channel extends Duplex {
   override _write(chunk: Buffer, _encoding: BufferEncoding, callback: (error?: Error | null) => void): void {
     if (this.peerClosed) return callback(new Error('channel closed by peer'));
     this.pending = { chunk, offset: 0, callback };
-    this.flush();
+    this.mux.schedule(this);
   }
 
   override _final(callback: (error?: Error | null) => void): void {
@@ -139,34 +171,74 @@ export class Channel extends Duplex {
     callback(error);
   }
 
-  private flush(): void {
+  /** @internal whether the scheduler can take a frame now: data waiting, and credit for it. */
+  get sendable(): boolean {
     const p = this.pending;
-    if (!p) return;
-    while (p.offset < p.chunk.length && this.sendCredit > 0) {
-      const left = p.chunk.length - p.offset;
-      if (this.messageMode && this.sendCredit < left) return; // wait for room for the whole datagram
-      const n = this.messageMode ? left : Math.min(MAX_FRAME, this.sendCredit, left);
-      this.mux.sendData(this.id, p.chunk.subarray(p.offset, p.offset + n));
-      p.offset += n;
-      this.sendCredit -= n;
-      this.stats.bytesOut += n;
+    if (!p || this.destroyed) return false;
+    const left = p.chunk.length - p.offset;
+    // A datagram waits for room for the whole of it.
+    return this.messageMode ? this.sendCredit >= left : this.sendCredit > 0;
+  }
+
+  /**
+   * @internal from the scheduler: sends the next frame of the backlog (one datagram, or at most
+   * MAX_FRAME bytes) and reports the write done once its last byte is handed to the socket.
+   */
+  sendFrame(): number {
+    const p = this.pending;
+    if (!p || !this.sendable) return 0;
+    const left = p.chunk.length - p.offset;
+    const n = this.messageMode ? left : Math.min(MAX_FRAME, this.sendCredit, left);
+    this.mux.sendData(this.id, p.chunk.subarray(p.offset, p.offset + n));
+    const now = Date.now();
+    if (now - this.recentSince > INTERACTIVE_HOLD_MS) {
+      this.recentSince = now;
+      this.recentBytes = 0;
     }
+    this.recentBytes += n;
+    p.offset += n;
+    this.sendCredit -= n;
+    this.stats.bytesOut += n;
     if (p.offset >= p.chunk.length) {
       this.pending = undefined;
       p.callback();
     }
+    return n;
   }
 
-  /** Returns credit to the peer for bytes our reader has consumed. */
+  /** @internal whether the channel sent little lately: its small frames are someone typing, not the tail of a transfer. */
+  get quiet(): boolean {
+    return this.recentBytes <= QUIET_BYTES;
+  }
+
+  /** @internal bytes sent and not yet credited back by the peer: in buffers between us and its reader. */
+  get uncredited(): number {
+    return Math.max(0, this.window - this.sendCredit);
+  }
+
+  /**
+   * Returns credit to the peer for bytes our reader has consumed: at once for a batch; for a
+   * little read with nothing left to read (a keystroke, an echo), once this turn of the event loop
+   * is over, so the credit frame neither delays those bytes on their way nor goes out per tiny frame.
+   */
   private grant(): void {
     if (this.peerClosed) return;
-    const consumed = this.pushed - this.readableLength;
-    const n = consumed - this.granted;
-    if (n >= this.grantBatch || (n > 0 && this.readableLength === 0)) {
-      this.granted += n;
-      this.receiveCredit += n;
-      this.mux.send({ t: 'credit', ch: this.id, n });
+    const n = this.pushed - this.readableLength - this.granted;
+    if (n >= this.grantBatch) return this.sendGrant(n);
+    if (n > 0 && this.readableLength === 0 && !this.grantQueued) {
+      this.grantQueued = true;
+      setImmediate(() => {
+        this.grantQueued = false;
+        const due = this.pushed - this.readableLength - this.granted;
+        if (due > 0 && !this.peerClosed) this.sendGrant(due);
+      });
     }
+  }
+
+  private sendGrant(n: number): void {
+    this.granted += n;
+    this.receiveCredit += n;
+    this.mux.send({ t: 'credit', ch: this.id, n });
   }
 
   /** @internal from the mux; throws MuxProtocolError when the peer sends beyond the credit it holds. */
@@ -196,7 +268,7 @@ export class Channel extends Duplex {
       );
     }
     this.sendCredit += n;
-    this.flush();
+    if (this.pending) this.mux.schedule(this);
   }
 
   /** @internal */
@@ -219,6 +291,10 @@ export class Channel extends Duplex {
     // Data already buffered for our reader is still delivered; the stream then closes itself.
     if (this.readableLength === 0) this.destroy();
   }
+}
+
+function first<T>(set: Set<T>): T | undefined {
+  return set.values().next().value;
 }
 
 export type OpenHandler = (channel: Channel) => Promise<Record<string, unknown> | void>;
@@ -248,6 +324,14 @@ export class Mux extends EventEmitter {
   private closed = false;
   private protocolErrorCount = 0;
   private readonly maxUnreadBytes: number;
+  /** Send scheduling (see the top of this file): channels with a backlog, in the order they are served. */
+  private readonly newFlows = new Set<Channel>();
+  private readonly oldFlows = new Set<Channel>();
+  private inFlight = 0;
+  private pumping = false;
+  /** Until when busy channels are held to HELD_BULK_WINDOW (see holdBulk). */
+  private interactiveUntil = 0;
+  private holdTimer?: NodeJS.Timeout;
   readonly window: number;
   /** The close code, when this end closed the connection (a protocol error, a peer not reading). */
   closeCode?: number;
@@ -286,10 +370,73 @@ export class Mux extends EventEmitter {
     this.ws.send(JSON.stringify(msg));
   }
 
-  /** @internal */
+  /** @internal from the scheduler only: one data frame, counted in flight until the socket has it. */
   sendData(ch: number, payload: Buffer): void {
     if (!this.canSend()) return;
-    this.ws.send(encodeData(ch, payload), { binary: true });
+    const n = payload.length;
+    this.inFlight += n;
+    this.ws.send(encodeData(ch, payload), { binary: true }, () => {
+      this.inFlight -= n;
+      this.pump();
+    });
+  }
+
+  /** @internal a channel has data to send (a write, or new credit for its backlog). */
+  schedule(channel: Channel): void {
+    if (this.newFlows.has(channel) || this.oldFlows.has(channel)) return;
+    // A channel that was idle (a keystroke, a resize's redraw) is served before the busy ones.
+    this.newFlows.add(channel);
+    this.pump();
+  }
+
+  /**
+   * Hands frames to the socket while it has room: one frame per turn per channel, idle-then-busy
+   * channels first, then the busy ones in round robin. A channel with nothing it may send (no
+   * data, or no credit) leaves the rotation until it schedules itself again.
+   */
+  private pump(): void {
+    if (this.pumping) return;
+    this.pumping = true;
+    try {
+      while (!this.closed && this.inFlight < SEND_IN_FLIGHT_MAX) {
+        const channel = first(this.newFlows) ?? first(this.oldFlows);
+        if (!channel) return;
+        this.newFlows.delete(channel);
+        this.oldFlows.delete(channel);
+        if (!channel.sendable) continue;
+        if (channel.uncredited >= HELD_BULK_WINDOW && this.holdingBulk()) continue; // its credit, or the hold's end, brings it back
+        const sent = channel.sendFrame();
+        if (sent <= INTERACTIVE_FRAME_MAX && channel.quiet) this.holdBulk();
+        // The write callback may have queued the channel's next chunk, which scheduled it anew.
+        this.newFlows.delete(channel);
+        if (channel.sendable) this.oldFlows.add(channel);
+      }
+    } finally {
+      this.pumping = false;
+    }
+  }
+
+  /** Someone types: busy channels are held to HELD_BULK_WINDOW until INTERACTIVE_HOLD_MS after the last keystroke. */
+  private holdBulk(): void {
+    this.interactiveUntil = Date.now() + INTERACTIVE_HOLD_MS;
+    if (this.holdTimer) return;
+    const release = () => {
+      const left = this.interactiveUntil - Date.now();
+      if (left > 0 && !this.closed) {
+        this.holdTimer = setTimeout(release, left);
+        this.holdTimer.unref?.();
+        return;
+      }
+      this.holdTimer = undefined;
+      // Channels held back wait for no credit: give them their turn again.
+      for (const channel of this.channels.values()) if (channel.sendable) this.schedule(channel);
+    };
+    this.holdTimer = setTimeout(release, INTERACTIVE_HOLD_MS);
+    this.holdTimer.unref?.();
+  }
+
+  private holdingBulk(): boolean {
+    return this.interactiveUntil > Date.now();
   }
 
   /** Checked before every send: a peer that leaves too much unread is cut, never queued to without bound. */
@@ -314,6 +461,11 @@ export class Mux extends EventEmitter {
 
   /** @internal */
   forget(id: number): void {
+    const channel = this.channels.get(id);
+    if (channel) {
+      this.newFlows.delete(channel);
+      this.oldFlows.delete(channel);
+    }
     this.channels.delete(id);
   }
 
@@ -352,6 +504,9 @@ export class Mux extends EventEmitter {
       pending.reject(new Error(reason));
     }
     this.opening.clear();
+    this.newFlows.clear();
+    this.oldFlows.clear();
+    clearTimeout(this.holdTimer);
     for (const channel of [...this.channels.values()]) channel.onClose(reason);
     this.channels.clear();
     this.emit('close', reason);

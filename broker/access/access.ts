@@ -123,6 +123,18 @@ export class AccessService {
     throw forbidden(`Not allowed: "${target}" reaches devices outside your ${permission} resources.`, { permission, target });
   }
 
+  /**
+   * For listings of many devices (the group tree): `canSee` as one predicate, with the principal's
+   * resources for `permission` looked up once and nothing allocated per device.
+   */
+  seer(principal: Principal, permission: Permission): (device: DeviceScope) => boolean {
+    const entities = principal.policies.filter((p) => p.permission === permission).flatMap((p) => p.resources.map((r) => r.entity));
+    return (device) => {
+      for (const entity of entities) if (entityMatches(entity, device)) return true;
+      return false;
+    };
+  }
+
   /** For listings: may the principal see this device under `permission`? */
   canSee(principal: Principal, permission: Permission, device: DeviceScope): boolean {
     return evaluate(principal.policies, permission, device).allowed;

@@ -5,15 +5,18 @@ import type { DeviceScope } from '../../shared/resources.js';
 import type { AccessService } from '../access/access.js';
 import type { Principal } from '../access/principal.js';
 import type { Config } from '../config.js';
+import type { ChangeEpoch } from '../cache.js';
 import type { Db, Store } from '../db/database.js';
 import { ApiError, badRequest, conflict, forbidden, notFound } from '../http/errors.js';
 import { applyPatch, AttributeLimitError, readAttributes, storedForm, type AttributesPatch } from './attributes.js';
 import { DEVICE_ID_PATTERN, MAX_TREE_DEPTH, ROOT_NODE, scopeOfChain, SYSTEM_NODES, UNASSIGNED_NODE, type ChainRow } from './scope.js';
 import { DevicesStore } from './store.js';
-import { TreeSnapshot, type OnlineCheck } from './tree.js';
+import { TreeShape, TreeSnapshot, type OnlineCheck } from './tree.js';
 
 /** A device counts as online when it was heard from within this window (until live state is plugged in). */
 export const ONLINE_WINDOW_MS = 2 * 60_000;
+/** How long a kept tree shape may be used without a change on this broker (another broker's changes show within this). */
+const TREE_SHAPE_TTL_MS = 1000;
 
 export interface DeviceRecord {
   device_id: string;
@@ -76,10 +79,15 @@ export class DevicesService {
   private readonly store: DevicesStore;
   private onlineSource?: OnlineSource;
 
+  /** The tree shape of the last listing, for the next ones while nothing changed (see shape()). */
+  private kept?: { shape: TreeShape; epoch: number; at: number; count: number };
+
   constructor(
     database: Pick<Store, 'db' | 'dialect'>,
     private readonly config: Pick<Config, 'maxCustomAttributes'>,
-    private readonly access: Pick<AccessService, 'canSee' | 'mayManageGroup' | 'mayManageTag'>,
+    private readonly access: Pick<AccessService, 'canSee' | 'seer' | 'mayManageGroup' | 'mayManageTag'>,
+    /** Bumped by every change through the API: the kept tree shape is current only within one epoch. */
+    private readonly epoch: Pick<ChangeEpoch, 'value'>,
   ) {
     this.store = new DevicesStore(database.db, database.dialect);
   }
@@ -202,15 +210,33 @@ export class DevicesService {
   // ---- the group tree ------------------------------------------------------------------------
 
   private async snapshot(principal: Principal, permission: Permission, db: Db = this.store.db): Promise<TreeSnapshot> {
-    const rows = await this.store.allNodes(db);
-    return TreeSnapshot.build(rows, (scope) => this.access.canSee(principal, permission, scope));
+    return TreeSnapshot.build(await this.shape(db), this.access.seer(principal, permission));
+  }
+
+  /**
+   * The tree's shape: read whole, or kept from the last listing while it is certainly current: no
+   * change through this broker's API since (the change epoch), the same number of nodes (a cheap
+   * count catches rows written around the API), and read at most TREE_SHAPE_TTL_MS ago, which bounds
+   * how long a move or tag change made through another broker may go unseen (as for the other
+   * hot-path caches, broker/cache.ts).
+   * Inside a transaction the tree is always read.
+   */
+  private async shape(db: Db = this.store.db): Promise<TreeShape> {
+    if (db !== this.store.db) return new TreeShape(await this.store.allNodes(db));
+    const epoch = this.epoch.value; // taken before reading: a change during the read discards what it read
+    const count = await this.store.countNodes();
+    const kept = this.kept;
+    if (kept && kept.epoch === epoch && kept.count === count && Date.now() - kept.at <= TREE_SHAPE_TTL_MS) return kept.shape;
+    const shape = new TreeShape(await this.store.allNodes());
+    if (this.epoch.value === epoch) this.kept = { shape, epoch, at: Date.now(), count: shape.rows.length };
+    return shape;
   }
 
   /** A snapshot ready to render: the shown devices' attributes and last contact read in. */
   private async renderable(principal: Principal): Promise<TreeSnapshot> {
-    const rows = await this.store.allNodes();
-    const snap = TreeSnapshot.build(rows, (scope) => this.access.canSee(principal, 'device:read', scope));
-    await this.store.fillDeviceDetails(snap.shownDeviceRows(), rows.length);
+    const shape = await this.shape();
+    const snap = TreeSnapshot.build(shape, this.access.seer(principal, 'device:read'));
+    await this.store.fillDeviceDetails(snap.shownDeviceRows(), shape.rows.length);
     return snap;
   }
 

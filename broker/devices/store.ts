@@ -1,3 +1,4 @@
+import { sql } from 'kysely';
 import type { Db, Dialect } from '../db/database.js';
 import type { DevicesTable } from '../db/schema.js';
 import { nodeChain, ROOT_NODE, type ChainRow } from './scope.js';
@@ -38,8 +39,20 @@ export class DevicesStore {
    * costs more than the whole rest of a listing for a restricted user.
    */
   async allNodes(db: Db = this.db): Promise<NodeRow[]> {
-    const rows = await db.selectFrom('nodes').select(['node_id', 'parent_id', 'type', 'title', 'tags']).execute();
-    return rows.map((r) => ({ ...r, attributes: null, last_seen: null }));
+    // The detail columns come back empty from the query itself: no second object per row.
+    return db
+      .selectFrom('nodes')
+      .select(['node_id', 'parent_id', 'type', 'title', 'tags', sql<string | null>`NULL`.as('attributes'), sql<string | null>`NULL`.as('last_seen')])
+      .execute();
+  }
+
+  /** How many nodes there are: a cheap check that a kept tree shape still has every node. */
+  async countNodes(db: Db = this.db): Promise<number> {
+    const row = await db
+      .selectFrom('nodes')
+      .select((eb) => eb.fn.countAll<number | string>().as('n'))
+      .executeTakeFirstOrThrow();
+    return Number(row.n);
   }
 
   /** Sets attributes and last contact on device rows: all devices in one query, or a few by id. */

@@ -104,3 +104,32 @@ describe('TreeSnapshot', () => {
     expect(snap.render('root', () => false)!.totalDevices).toBe(3);
   });
 });
+
+describe('TreeSnapshot with many devices in one group', () => {
+  // Devices of one group are checked with one re-filled scope: nothing of one may leak to the next.
+  const crowd: NodeRow[] = [
+    row('root', null, 'group'),
+    row('g', 'root', 'group', ['east']),
+    row('a', 'g', 'device', ['hot']),
+    row('b', 'g', 'device'),
+    row('c', 'g', 'device', ['cold']),
+    row('d', 'g', 'device'),
+  ];
+  const seen: { deviceId: string; nodeIds: string[]; tags: string[] }[] = [];
+  const snap = TreeSnapshot.build(crowd, (scope) => {
+    seen.push({ deviceId: scope.deviceId, nodeIds: [...scope.nodeIds], tags: [...scope.tags] });
+    return scope.tags.includes('hot') || scope.nodeIds.includes('d');
+  });
+
+  it('asks about each device with its own id, path and tags', () => {
+    const byId = Object.fromEntries(seen.map((s) => [s.deviceId, s]));
+    expect(byId.a).toEqual({ deviceId: 'a', nodeIds: ['a', 'g', 'root'], tags: ['east', 'hot'] });
+    expect(byId.b).toEqual({ deviceId: 'b', nodeIds: ['b', 'g', 'root'], tags: ['east'] });
+    expect(byId.c).toEqual({ deviceId: 'c', nodeIds: ['c', 'g', 'root'], tags: ['east', 'cold'] });
+    expect(byId.d).toEqual({ deviceId: 'd', nodeIds: ['d', 'g', 'root'], tags: ['east'] });
+  });
+
+  it('shows exactly the devices that matched', () => {
+    expect(['a', 'b', 'c', 'd'].filter((id) => snap.isShown(id))).toEqual(['a', 'd']);
+  });
+});

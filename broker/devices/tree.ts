@@ -45,31 +45,28 @@ function parseTags(json: string): string[] {
 /** A scope that only `*` matches: asking about it tells whether the caller sees everything. */
 const NOWHERE: DeviceScope = { deviceId: '', nodeIds: [], tags: [] };
 
-export class TreeSnapshot {
-  private readonly index = new Map<string, number>();
-  private readonly tags: string[][];
+/**
+ * The tree itself, the same for every caller: who is below whom, each group's path and inherited
+ * tags, the order of a walk from root. Built from one read of every node; the group tree listing
+ * keeps it for as long as nothing changed (see DevicesService), so a listing only decides visibility.
+ */
+export class TreeShape {
+  readonly index = new Map<string, number>();
+  readonly tags: string[][];
   /** Groups only: own id first, then every group above, up to root. */
-  private readonly paths: string[][] = [];
+  readonly paths: string[][] = [];
   /** Groups only: own and inherited tags. */
-  private readonly effective: string[][] = [];
-  private readonly children: number[][] = [];
-  private readonly parentIndex: Int32Array;
-  /** matched by the caller's resources themselves */
-  private readonly matched: Uint8Array;
-  /** matched, or leading to something matched */
-  private readonly shown: Uint8Array;
+  readonly effective: string[][] = [];
+  readonly children: number[][] = [];
+  readonly parentIndex: Int32Array;
   /** reached from root (nodes whose parent is missing are left out) */
-  private readonly reachable: Uint8Array;
-  private readonly order: number[] = [];
+  readonly reachable: Uint8Array;
+  /** reachable nodes, each after its parent */
+  readonly order: number[] = [];
 
-  private constructor(
-    private readonly rows: NodeRow[],
-    matches: (scope: DeviceScope) => boolean,
-  ) {
+  constructor(readonly rows: readonly NodeRow[]) {
     const n = rows.length;
     this.tags = new Array(n);
-    this.shown = new Uint8Array(n);
-    this.matched = new Uint8Array(n);
     this.reachable = new Uint8Array(n);
     this.parentIndex = new Int32Array(n).fill(-1);
     for (let i = 0; i < n; i++) {
@@ -83,9 +80,7 @@ export class TreeSnapshot {
     }
     const root = this.index.get(ROOT_NODE);
     if (root === undefined) return;
-    // A caller holding `*` sees every node: no need to ask per node.
-    const everything = matches(NOWHERE);
-    // Top-down: each group's path and inherited tags from its parent's, then the decision.
+    // Top-down: each group's path and inherited tags from its parent's.
     const stack = [root];
     this.paths[root] = [ROOT_NODE];
     this.effective[root] = this.tags[root];
@@ -94,7 +89,6 @@ export class TreeSnapshot {
       if (this.reachable[i]) continue; // defensive: a cycle in the stored tree
       this.reachable[i] = 1;
       this.order.push(i);
-      if (everything || matches(this.scopeAt(i))) this.shown[i] = this.matched[i] = 1;
       for (const c of this.children[i] ?? NO_CHILDREN) {
         if (this.reachable[c]) continue;
         this.parentIndex[c] = i;
@@ -104,6 +98,50 @@ export class TreeSnapshot {
         }
         stack.push(c);
       }
+    }
+  }
+}
+
+/** The tree as one caller sees it: which nodes their resources match, and which are shown. */
+export class TreeSnapshot {
+  private readonly rows: readonly NodeRow[];
+  private readonly index: Map<string, number>;
+  private readonly tags: string[][];
+  private readonly paths: string[][];
+  private readonly effective: string[][];
+  private readonly children: number[][];
+  private readonly parentIndex: Int32Array;
+  private readonly reachable: Uint8Array;
+  private readonly order: number[];
+  /** matched by the caller's resources themselves */
+  private readonly matched: Uint8Array;
+  /** matched, or leading to something matched */
+  private readonly shown: Uint8Array;
+  /** Per group: the scope object probeAt re-fills for each device of the group. */
+  private readonly probes: { deviceId: string; nodeIds: string[]; tags: string[] }[] = [];
+  /** Device rows with their details read in, for rendering (the shape's rows stay as read). */
+  private readonly detailed = new Map<number, NodeRow>();
+
+  private constructor(shape: TreeShape, matches: (scope: DeviceScope) => boolean) {
+    ({
+      rows: this.rows,
+      index: this.index,
+      tags: this.tags,
+      paths: this.paths,
+      effective: this.effective,
+      children: this.children,
+      parentIndex: this.parentIndex,
+      reachable: this.reachable,
+      order: this.order,
+    } = shape);
+    const n = this.rows.length;
+    this.shown = new Uint8Array(n);
+    this.matched = new Uint8Array(n);
+    if (this.order.length === 0) return;
+    // A caller holding `*` sees every node: no need to ask per node.
+    const everything = matches(NOWHERE);
+    for (const i of this.order) {
+      if (everything || matches(this.rows[i].type === 'device' ? this.probeAt(i) : this.scopeAt(i))) this.shown[i] = this.matched[i] = 1;
     }
     if (everything) return;
     // Bottom-up: a group leading to something shown is shown.
@@ -127,15 +165,42 @@ export class TreeSnapshot {
     };
   }
 
-  /** `matches` answers for a node's scope: may the caller see a device placed here? */
-  static build(rows: NodeRow[], matches: (scope: DeviceScope) => boolean): TreeSnapshot {
-    return new TreeSnapshot(rows, matches);
+  /**
+   * The scope of a device for `matches` only, without allocating: one scope object per group is
+   * re-filled for each of its devices (at 100k devices, one fresh scope each is most of the
+   * garbage a listing makes).
+   */
+  private probeAt(i: number): DeviceScope {
+    const p = this.parentIndex[i];
+    if (p < 0) return this.scopeAt(i);
+    const id = this.rows[i].node_id;
+    const probe = (this.probes[p] ??= { deviceId: '', nodeIds: ['', ...this.paths[p]], tags: NO_TAGS });
+    probe.deviceId = id;
+    probe.nodeIds[0] = id;
+    probe.tags = this.tags[i].length === 0 ? this.effective[p] : union(this.effective[p], this.tags[i]);
+    return probe;
   }
 
-  /** The rows of every device the caller is shown (their details are filled in before rendering). */
+  /**
+   * `matches` answers for a node's scope: may the caller see a device placed here? It must not keep
+   * the scope it is given (see probeAt).
+   */
+  static build(rows: NodeRow[] | TreeShape, matches: (scope: DeviceScope) => boolean): TreeSnapshot {
+    return new TreeSnapshot(rows instanceof TreeShape ? rows : new TreeShape(rows), matches);
+  }
+
+  /**
+   * Rows of every device the caller is shown, to fill in their details before rendering: copies,
+   * so that the shape (which other listings may share) keeps its rows as they were read.
+   */
   shownDeviceRows(): NodeRow[] {
     const out: NodeRow[] = [];
-    for (let i = 0; i < this.rows.length; i++) if (this.shown[i] && this.rows[i].type === 'device') out.push(this.rows[i]);
+    for (let i = 0; i < this.rows.length; i++) {
+      if (!this.shown[i] || this.rows[i].type !== 'device') continue;
+      const copy = { ...this.rows[i] };
+      this.detailed.set(i, copy);
+      out.push(copy);
+    }
     return out;
   }
 
@@ -164,7 +229,7 @@ export class TreeSnapshot {
   }
 
   private renderNode(i: number, online: OnlineCheck, counter: { devices: number }): GroupTreeNode {
-    const row = this.rows[i];
+    const row = this.detailed.get(i) ?? this.rows[i];
     if (row.type === 'device') {
       counter.devices += 1;
       return {

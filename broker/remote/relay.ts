@@ -1,6 +1,9 @@
 import type WebSocket from 'ws';
 import type { Channel } from '../../shared/mux.js';
 import type { ChannelControl, ChannelKind } from '../../shared/protocol.js';
+import { encodeFrame, errorFrame, parseClientFrame, type ErrorFrame, type ServerFrame } from '../../shared/remote-frames.js';
+
+export { errorFrame, type ErrorFrame };
 
 /** Console output the client has not acknowledged yet, at most (remote-api: 1 MiB). */
 export const CONSOLE_UNACKED_MAX = 1024 * 1024;
@@ -10,7 +13,6 @@ const SOCKET_LOW_WATER = 128 * 1024;
 /** Bytes from the user queued for the channel (waiting for credit) before the socket is paused. */
 export const CHANNEL_BACKLOG = 1024 * 1024;
 const PING_INTERVAL_MS = 30_000;
-const MAX_DIMENSION = 1000;
 /**
  * Unflushed bytes on the user's socket, at most, before anything more is sent: output pauses at
  * SOCKET_HIGH_WATER, so beyond this the client has stopped reading and is cut, not queued to.
@@ -32,18 +34,6 @@ export const SessionClose = {
   internal: 4500,
   deviceFailed: 4502,
 } as const;
-
-export interface ErrorFrame {
-  type: 'error';
-  code: number;
-  error: string;
-  message: string;
-  [detail: string]: unknown;
-}
-
-export function errorFrame(code: number, error: string, message: string, details: Record<string, unknown> = {}): ErrorFrame {
-  return { type: 'error', code, error, message, ...details };
-}
 
 /** A close reason must fit in a control frame (123 bytes). */
 function closeReason(text: string): string {
@@ -67,7 +57,7 @@ export function canSend(ws: WebSocket): boolean {
 /** Sends an error frame and closes with `code`. */
 export function refuse(ws: WebSocket, frame: ErrorFrame, code: number): void {
   if (!canSend(ws)) return;
-  ws.send(JSON.stringify(frame));
+  ws.send(encodeFrame(frame));
   ws.close(code, closeReason(frame.message));
 }
 
@@ -215,41 +205,26 @@ export class Relay {
   }
 
   private fromUserText(text: string): void {
-    let msg: { type?: unknown; cols?: unknown; rows?: unknown; bytes?: unknown };
-    try {
-      msg = JSON.parse(text) as typeof msg;
-    } catch {
-      return this.invalidFrame(errorFrame(400, 'invalid_request', 'Text frames must be JSON control messages.'));
+    const parsed = parseClientFrame(text);
+    if (parsed.kind === 'unknown') return; // newer clients may send more
+    if (parsed.kind === 'invalid') {
+      return this.invalidFrame(errorFrame(400, 'invalid_request', parsed.message, parsed.field ? { field: parsed.field } : {}));
     }
-    if (!msg || typeof msg !== 'object') return;
+    const msg = parsed.frame;
     switch (msg.type) {
-      case 'resize': {
-        const cols = Number(msg.cols);
-        const rows = Number(msg.rows);
-        if (!this.isConsole) return;
-        if (!Number.isInteger(cols) || !Number.isInteger(rows) || cols < 1 || rows < 1 || cols > MAX_DIMENSION || rows > MAX_DIMENSION) {
-          return this.invalidFrame(
-            errorFrame(400, 'invalid_request', `resize: cols and rows must be whole numbers from 1 to ${MAX_DIMENSION}.`, { field: 'cols' }),
-          );
-        }
-        this.channel.control({ type: 'resize', cols, rows });
+      case 'resize':
+        if (this.isConsole) this.channel.control({ type: 'resize', cols: msg.cols, rows: msg.rows });
         return;
-      }
-      case 'ack': {
-        const n = Number(msg.bytes);
-        if (!this.isConsole || !Number.isFinite(n) || n <= 0) return;
-        this.unacked = Math.max(0, this.unacked - n);
+      case 'ack':
+        if (!this.isConsole) return;
+        this.unacked = Math.max(0, this.unacked - msg.bytes);
         this.updateFlow();
         return;
-      }
       case 'eof':
         if (this.acceptsInput && !this.inputEnded) {
           this.inputEnded = true;
           if (!this.channel.destroyed) this.channel.end();
         }
-        return;
-      default:
-        // Unknown control messages are ignored: newer clients may send more.
         return;
     }
   }
@@ -332,8 +307,8 @@ export class Relay {
     if (this.ws.readyState === this.ws.OPEN) this.ws.close(code, reason);
   }
 
-  private sendJson(value: unknown): void {
-    if (canSend(this.ws)) this.ws.send(JSON.stringify(value));
+  private sendJson(frame: ServerFrame): void {
+    if (canSend(this.ws)) this.ws.send(encodeFrame(frame));
   }
 
   private maybeDone(): void {

@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { MAX_TERMINAL_DIMENSION } from '../../shared/remote-frames.js';
 import { parseResource } from '../../shared/resources.js';
 
 /** A device id: the SHA-256 of the device key, 64 lowercase hex. */
@@ -30,7 +31,7 @@ const ticket = z
   .max(200)
   .optional()
   .describe('Single-use ticket from POST /api/v2/remote/ticket, for clients that cannot send the Authorization header.');
-const dimension = (fallback: number) => z.coerce.number().int().min(1).max(1000).default(fallback);
+const dimension = (fallback: number) => z.coerce.number().int().min(1).max(MAX_TERMINAL_DIMENSION).default(fallback);
 
 export const consoleQuery = z.object({
   device_id: deviceId,

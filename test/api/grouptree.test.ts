@@ -617,3 +617,28 @@ describe('the service seams other domains use', () => {
     expect(await devices.removeDevice(id)).toBe(false);
   });
 });
+
+describe('the kept tree shape', () => {
+  // Listings keep the tree's shape between calls: every change must still show on the very next one.
+  it('shows a change made through the API, or a row written around it, on the very next listing', async () => {
+    const from = await t.addGroup({ id: unique('keep-from') });
+    const to = await t.addGroup({ id: unique('keep-to') });
+    const d = await t.addDevice({ parent: from });
+    const reader = await t.userWith([{ permission: 'device:read', resources: [`tag:${to}`] }]);
+    const list = async (token: string) => (await t.api('GET', '/api/v2/grouptree', { token })).body.tree as Node;
+    expect(find(await list(t.adminToken), from)?.nodes.map((n) => n.node_id)).toEqual([d]);
+    expect(find(await list(reader.token), d)).toBeUndefined();
+
+    expect((await changeTree([{ action: 'move', data: { node_id: d, parent_id: to } }])).status).toBe(200);
+    expect(find(await list(t.adminToken), to)?.nodes.map((n) => n.node_id)).toEqual([d]);
+    expect((await t.api('PATCH', `/api/v2/grouptree/${to}`, { token: t.adminToken, body: { tags: [to] } })).status).toBe(200);
+    expect(find(await list(reader.token), d)).toBeDefined();
+
+    const added = await t.addDevice({ parent: to }); // written to the store directly, not through the API
+    expect(
+      find(await list(t.adminToken), to)
+        ?.nodes.map((n) => n.node_id)
+        .sort(),
+    ).toEqual([d, added].sort());
+  });
+});

@@ -113,6 +113,24 @@ describe('remote console', () => {
     await s.closed;
   });
 
+  it('answers a malformed control frame with a 400 error frame naming the field, and keeps the session', async () => {
+    const s = connectRemote(t.url, 'console', { device_id: device }, t.adminToken);
+    await s.ready;
+    s.ws.send(JSON.stringify({ type: 'resize', cols: 80, rows: 0 }));
+    s.ws.send(JSON.stringify({ type: 'ack', bytes: -5 }));
+    s.ws.send('not json');
+    s.ws.send(JSON.stringify({ type: 'something-newer' })); // unknown types are ignored
+    await expect.poll(() => s.frames.filter((f) => f.type === 'error').length).toBe(3);
+    const errors = s.frames.filter((f) => f.type === 'error');
+    expect(errors[0]).toMatchObject({ code: 400, error: 'invalid_request', field: 'rows' });
+    expect(errors[1]).toMatchObject({ code: 400, error: 'invalid_request', field: 'bytes' });
+    expect(errors[2]).toMatchObject({ code: 400, error: 'invalid_request' });
+    s.ws.send(Buffer.from('echo "still-$((40+2))"\n'));
+    await s.output('still-42');
+    s.ws.close();
+    await s.closed;
+  });
+
   it('answers 4400 naming the field for a bad query', async () => {
     const s = connectRemote(t.url, 'console', { device_id: device, cols: 0 }, t.adminToken);
     expect((await s.closed).code).toBe(4400);

@@ -3,6 +3,7 @@
  * upload sends binary frames then `{"type":"eof"}`; download receives `meta`, binary frames and
  * `result`. Both respect the socket's buffer so a large file never sits in memory twice.
  */
+import { encodeFrame, serverFrameOf } from '../../shared/remote-frames.js';
 import { ApiFailure, remoteSocketUrl } from './api.js';
 
 export interface CopyResult {
@@ -10,12 +11,6 @@ export interface CopyResult {
   bytes: number;
   sha256?: string;
 }
-
-type ServerMessage =
-  | { type: 'ready' }
-  | { type: 'meta'; size: number; mode?: number }
-  | ({ type: 'result' } & CopyResult)
-  | { type: 'error'; code?: number; error?: string; message?: string };
 
 const CHUNK = 64 * 1024;
 const HIGH_WATER = 1024 * 1024;
@@ -37,14 +32,6 @@ async function sha256Hex(file: Blob): Promise<string | undefined> {
   if (!globalThis.crypto?.subtle || file.size > 256 * 1024 * 1024) return undefined;
   const digest = await crypto.subtle.digest('SHA-256', await file.arrayBuffer());
   return Array.from(new Uint8Array(digest), (b) => b.toString(16).padStart(2, '0')).join('');
-}
-
-function parse(data: string): ServerMessage | null {
-  try {
-    return JSON.parse(data) as ServerMessage;
-  } catch {
-    return null;
-  }
 }
 
 /** Uploads a file to `path` on the device; `onProgress(sent, total)` as bytes leave the browser. */
@@ -84,7 +71,7 @@ export async function copyToDevice(
         offset += chunk.byteLength;
       }
       if (!settled && ws.readyState === WebSocket.OPEN) {
-        ws.send(JSON.stringify({ type: 'eof' }));
+        ws.send(encodeFrame({ type: 'eof' }));
         const waitDrain = () => {
           report(file.size - ws.bufferedAmount);
           if (ws.bufferedAmount > 0 && !settled) setTimeout(waitDrain, 50);
@@ -95,7 +82,7 @@ export async function copyToDevice(
     ws.onopen = () => void pump();
     ws.onmessage = (e) => {
       if (typeof e.data !== 'string') return;
-      const msg = parse(e.data);
+      const msg = serverFrameOf(e.data);
       if (msg?.type === 'result') {
         settle(() => {
           if (msg.ok === false) reject(new ApiFailure(0, 'copy_failed', 'The device could not write the file.'));
@@ -144,7 +131,7 @@ export async function copyFromDevice(
         onProgress(received, size);
         return;
       }
-      const msg = parse(String(e.data));
+      const msg = serverFrameOf(String(e.data));
       if (msg?.type === 'meta') {
         size = msg.size;
         onProgress(received, size);

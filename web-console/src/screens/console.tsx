@@ -8,6 +8,7 @@ import { Terminal } from '@xterm/xterm';
 import '@xterm/xterm/css/xterm.css';
 import { useEffect, useRef, useState } from 'preact/hooks';
 import type { AttributesRecord } from '../../../shared/api-types.js';
+import { encodeFrame, serverFrameOf, type ClientFrame } from '../../../shared/remote-frames.js';
 import { api, ApiFailure, messageOf, remoteSocketUrl } from '../api.js';
 import { Link } from '../router.js';
 import { AccessDenied, ErrorBox, Loading } from '../ui.js';
@@ -67,8 +68,8 @@ function TerminalView({ deviceId, name }: { deviceId: string; name: string }) {
     let ackTimer: ReturnType<typeof setTimeout> | undefined;
     const encoder = new TextEncoder();
 
-    const sendJson = (msg: object) => {
-      if (ws?.readyState === WebSocket.OPEN) ws.send(JSON.stringify(msg));
+    const sendJson = (msg: ClientFrame) => {
+      if (ws?.readyState === WebSocket.OPEN) ws.send(encodeFrame(msg));
     };
     const flushAck = () => {
       ackTimer = undefined;
@@ -142,12 +143,8 @@ function TerminalView({ deviceId, name }: { deviceId: string; name: string }) {
           term.write(bytes, () => rendered(bytes.byteLength));
           return;
         }
-        let msg: { type?: string; code?: number; signal?: number | null; message?: string };
-        try {
-          msg = JSON.parse(String(e.data));
-        } catch {
-          return;
-        }
+        const msg = serverFrameOf(String(e.data));
+        if (!msg) return; // unknown to this version, or malformed
         if (msg.type === 'ready') {
           setStatus((s) => (s.kind === 'connecting' ? { kind: 'open' } : s));
           term.focus();
@@ -156,7 +153,7 @@ function TerminalView({ deviceId, name }: { deviceId: string; name: string }) {
           term.write(`\r\n\x1b[1;33m[${message}]\x1b[0m\r\n`);
           finish({ kind: 'ended', message });
         } else if (msg.type === 'error') {
-          const message = msg.message ?? 'The console could not be opened.';
+          const message = msg.message || 'The console could not be opened.';
           finish(msg.code === 403 ? { kind: 'denied', message } : { kind: 'failed', message });
         }
       };

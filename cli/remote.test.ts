@@ -1,0 +1,121 @@
+import { execFileSync } from 'node:child_process';
+import crypto from 'node:crypto';
+import fs from 'node:fs';
+import net from 'node:net';
+import os from 'node:os';
+import path from 'node:path';
+import tls from 'node:tls';
+import { afterAll, afterEach, describe, expect, it } from 'vitest';
+import { RemoteSession } from './remote.js';
+
+/** What the server saw of the client's first data frame. */
+interface SeenFrame {
+  masked: boolean;
+  maskKey: Buffer;
+  payload: Buffer;
+}
+
+const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'fleet-cli-mask-'));
+afterAll(() => fs.rmSync(dir, { recursive: true, force: true }));
+
+function selfSignedCert(): { cert: Buffer; key: Buffer } {
+  const cert = path.join(dir, 'server.crt');
+  const key = path.join(dir, 'server.key');
+  execFileSync(
+    'openssl',
+    [
+      'req',
+      '-x509',
+      '-newkey',
+      'ec',
+      '-pkeyopt',
+      'ec_paramgen_curve:prime256v1',
+      '-nodes',
+      '-keyout',
+      key,
+      '-out',
+      cert,
+      '-days',
+      '1',
+      '-subj',
+      '/CN=127.0.0.1',
+    ],
+    { stdio: 'ignore' },
+  );
+  return { cert: fs.readFileSync(cert), key: fs.readFileSync(key) };
+}
+
+/**
+ * A bare WebSocket server written against RFC 6455 (no ws library, which would refuse unmasked
+ * client frames before a test could see them): answers the upgrade, sends `ready`, and reports
+ * the header of the client's first frame.
+ */
+function rawServer(secure: boolean): Promise<{ url: string; firstFrame: Promise<SeenFrame>; close: () => void }> {
+  let seen!: (frame: SeenFrame) => void;
+  const firstFrame = new Promise<SeenFrame>((resolve) => (seen = resolve));
+  const onSocket = (socket: net.Socket) => {
+    let buffer = Buffer.alloc(0);
+    let upgraded = false;
+    socket.on('error', () => {});
+    socket.on('data', (chunk: Buffer) => {
+      buffer = Buffer.concat([buffer, chunk]);
+      if (!upgraded) {
+        const end = buffer.indexOf('\r\n\r\n');
+        if (end < 0) return;
+        const key = /sec-websocket-key: *(\S+)/i.exec(buffer.subarray(0, end).toString())?.[1] ?? '';
+        const accept = crypto.createHash('sha1').update(`${key}258EAFA5-E914-47DA-95CA-C5AB0DC85B11`).digest('base64');
+        socket.write(`HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Accept: ${accept}\r\n\r\n`);
+        const ready = Buffer.from('{"type":"ready"}');
+        socket.write(Buffer.concat([Buffer.from([0x81, ready.length]), ready]));
+        upgraded = true;
+        buffer = buffer.subarray(end + 4);
+      }
+      if (buffer.length < 2) return;
+      const masked = (buffer[1] & 0x80) !== 0;
+      const length = buffer[1] & 0x7f; // the test sends short frames only
+      const header = 2 + (masked ? 4 : 0);
+      if (buffer.length < header + length) return;
+      const maskKey = masked ? Buffer.from(buffer.subarray(2, 6)) : Buffer.alloc(4);
+      const payload = Buffer.from(buffer.subarray(header, header + length)).map((b, i) => b ^ maskKey[i % 4]);
+      seen({ masked, maskKey, payload: Buffer.from(payload) });
+    });
+  };
+  const server = secure ? tls.createServer(selfSignedCert(), onSocket) : net.createServer(onSocket);
+  return new Promise((resolve) => {
+    server.listen(0, '127.0.0.1', () => {
+      const { port } = server.address() as net.AddressInfo;
+      resolve({ url: `${secure ? 'https' : 'http'}://127.0.0.1:${port}`, firstFrame, close: () => server.close() });
+    });
+  });
+}
+
+let cleanup: (() => void)[] = [];
+afterEach(() => {
+  for (const c of cleanup) c();
+  cleanup = [];
+});
+
+describe('CLI remote session framing', () => {
+  for (const secure of [false, true]) {
+    it(`masks every frame it sends with a non-zero random key (RFC 6455 §5.3) over ${secure ? 'TLS' : 'plain TCP'}`, async () => {
+      const server = await rawServer(secure);
+      cleanup.push(server.close);
+      // The server's certificate is self-signed: trust it for this connection only.
+      const previous = process.env.NODE_TLS_REJECT_UNAUTHORIZED;
+      if (secure) process.env.NODE_TLS_REJECT_UNAUTHORIZED = '0';
+      let session: RemoteSession;
+      try {
+        session = await RemoteSession.open({ url: server.url, token: async () => 'token' }, 'tunnel', { device_id: 'x' });
+      } finally {
+        if (previous === undefined) delete process.env.NODE_TLS_REJECT_UNAUTHORIZED;
+        else process.env.NODE_TLS_REJECT_UNAUTHORIZED = previous;
+      }
+      cleanup.push(() => session.ws.terminate());
+      session.start().send(Buffer.from('hello device'));
+      const frame = await server.firstFrame;
+      expect(frame.masked).toBe(true);
+      expect(frame.maskKey.equals(Buffer.alloc(4))).toBe(false);
+      expect(frame.payload.toString()).toBe('hello device');
+    });
+  }
+});

@@ -1,0 +1,157 @@
+/**
+ * The remote-access WebSockets between the broker and a user's client (browser, CLI, scripts):
+ * `/api/v2/remote/{console,tunnel,copy}`. Binary frames carry the session's bytes; text frames are
+ * the JSON control frames below. One set of types and one parser for the broker's relay, the CLI
+ * and the web console, so the three cannot drift apart.
+ */
+
+export const REMOTE_PATH = '/api/v2/remote';
+export type RemoteKind = 'console' | 'tunnel' | 'copy';
+
+/** Largest console size in either dimension (the device clamps to the same). */
+export const MAX_TERMINAL_DIMENSION = 1000;
+
+/** The session is set up on the device: bytes may flow. */
+export interface ReadyFrame {
+  type: 'ready';
+}
+/** The sender's direction is finished (tunnel half-close, end of an upload). */
+export interface EofFrame {
+  type: 'eof';
+}
+/** The console's shell ended; the last frame before the close. */
+export interface ExitFrame {
+  type: 'exit';
+  code: number | null;
+  signal: number | null;
+}
+/** A download's size and mode, before its bytes. */
+export interface MetaFrame {
+  type: 'meta';
+  size: number;
+  mode: number;
+}
+/** A finished copy: what the device wrote or sent. */
+export interface ResultFrame {
+  type: 'result';
+  ok: boolean;
+  bytes: number;
+  sha256: string;
+}
+/** A refusal or failure, in the API's error shape; the socket then closes with 4000 + code. */
+export interface ErrorFrame {
+  type: 'error';
+  code: number;
+  error: string;
+  message: string;
+  [detail: string]: unknown;
+}
+/** What the broker sends. */
+export type ServerFrame = ReadyFrame | EofFrame | ExitFrame | MetaFrame | ResultFrame | ErrorFrame;
+
+/** Console only: the terminal's new size. */
+export interface ResizeFrame {
+  type: 'resize';
+  cols: number;
+  rows: number;
+}
+/** Console only: this many output bytes have been shown (the broker holds at most 1 MiB un-acknowledged). */
+export interface AckFrame {
+  type: 'ack';
+  bytes: number;
+}
+/** What a client sends. */
+export type ClientFrame = ResizeFrame | AckFrame | EofFrame;
+
+export function errorFrame(code: number, error: string, message: string, details: Record<string, unknown> = {}): ErrorFrame {
+  return { ...details, type: 'error', code, error, message };
+}
+
+/**
+ * A parsed text frame: `frame` when valid; `unknown` for a well-formed frame of a type this side
+ * does not know (a newer peer may send more: ignored); `invalid` with a sentence (and the field
+ * at fault) otherwise.
+ */
+export type Parsed<F> = { kind: 'frame'; frame: F } | { kind: 'unknown'; type: string } | { kind: 'invalid'; message: string; field?: string };
+
+type Json = Record<string, unknown>;
+
+const isCount = (v: unknown): v is number => typeof v === 'number' && Number.isSafeInteger(v) && v >= 0;
+const isStatus = (v: unknown): v is number | null => v === null || (typeof v === 'number' && Number.isSafeInteger(v));
+const isDimension = (v: unknown): v is number => typeof v === 'number' && Number.isInteger(v) && v >= 1 && v <= MAX_TERMINAL_DIMENSION;
+
+function parseObject(text: string): Json | { invalid: string } {
+  let value: unknown;
+  try {
+    value = JSON.parse(text);
+  } catch {
+    return { invalid: 'Text frames must be JSON control messages.' };
+  }
+  if (!value || typeof value !== 'object' || Array.isArray(value)) return { invalid: 'A control message must be a JSON object.' };
+  if (typeof (value as Json).type !== 'string') return { invalid: 'A control message needs a "type".' };
+  return value as Json;
+}
+
+const invalid = (message: string, field?: string) => ({ kind: 'invalid' as const, message, ...(field ? { field } : {}) });
+
+/** Parses and checks a frame from a client (the broker's side). */
+export function parseClientFrame(text: string): Parsed<ClientFrame> {
+  const o = parseObject(text);
+  if ('invalid' in o) return invalid(o.invalid as string);
+  switch (o.type) {
+    case 'resize':
+      if (!isDimension(o.cols)) return invalid(`resize: cols and rows must be whole numbers from 1 to ${MAX_TERMINAL_DIMENSION}.`, 'cols');
+      if (!isDimension(o.rows)) return invalid(`resize: cols and rows must be whole numbers from 1 to ${MAX_TERMINAL_DIMENSION}.`, 'rows');
+      return { kind: 'frame', frame: { type: 'resize', cols: o.cols, rows: o.rows } };
+    case 'ack':
+      if (!isCount(o.bytes) || o.bytes === 0) return invalid('ack: bytes must be a whole number above 0.', 'bytes');
+      return { kind: 'frame', frame: { type: 'ack', bytes: o.bytes } };
+    case 'eof':
+      return { kind: 'frame', frame: { type: 'eof' } };
+    default:
+      return { kind: 'unknown', type: o.type as string };
+  }
+}
+
+/** Parses and checks a frame from the broker (the clients' side). */
+export function parseServerFrame(text: string): Parsed<ServerFrame> {
+  const o = parseObject(text);
+  if ('invalid' in o) return invalid(o.invalid as string);
+  switch (o.type) {
+    case 'ready':
+      return { kind: 'frame', frame: { type: 'ready' } };
+    case 'eof':
+      return { kind: 'frame', frame: { type: 'eof' } };
+    case 'exit':
+      if (!isStatus(o.code)) return invalid('exit: code must be a whole number or null.', 'code');
+      if (!isStatus(o.signal)) return invalid('exit: signal must be a whole number or null.', 'signal');
+      return { kind: 'frame', frame: { type: 'exit', code: o.code, signal: o.signal } };
+    case 'meta':
+      if (!isCount(o.size)) return invalid('meta: size must be a whole number of bytes.', 'size');
+      if (!isCount(o.mode)) return invalid('meta: mode must be a whole number.', 'mode');
+      return { kind: 'frame', frame: { type: 'meta', size: o.size, mode: o.mode } };
+    case 'result':
+      if (typeof o.ok !== 'boolean') return invalid('result: ok must be true or false.', 'ok');
+      if (!isCount(o.bytes)) return invalid('result: bytes must be a whole number.', 'bytes');
+      if (typeof o.sha256 !== 'string') return invalid('result: sha256 must be a string.', 'sha256');
+      return { kind: 'frame', frame: { type: 'result', ok: o.ok, bytes: o.bytes, sha256: o.sha256 } };
+    case 'error':
+      if (!isStatus(o.code) || o.code === null) return invalid('error: code must be a whole number.', 'code');
+      if (typeof o.error !== 'string') return invalid('error: error must be a string.', 'error');
+      if (typeof o.message !== 'string') return invalid('error: message must be a string.', 'message');
+      return { kind: 'frame', frame: { ...o, type: 'error', code: o.code, error: o.error, message: o.message } };
+    default:
+      return { kind: 'unknown', type: o.type as string };
+  }
+}
+
+/** The frame, or undefined for anything a client should ignore (unknown or malformed). */
+export function serverFrameOf(text: string): ServerFrame | undefined {
+  const parsed = parseServerFrame(text);
+  return parsed.kind === 'frame' ? parsed.frame : undefined;
+}
+
+/** The text of a frame, typed so that only frames of the contract can be sent. */
+export function encodeFrame(frame: ServerFrame | ClientFrame): string {
+  return JSON.stringify(frame);
+}
