@@ -198,6 +198,8 @@ describe('mux enforcement of what the peer sends', () => {
 class RecordingSocket extends EventEmitter {
   readonly OPEN = 1;
   readyState = 1;
+  /** What the mux checks before every send (a peer that does not read is cut): small here. */
+  readonly bufferedAmount = 0;
   readonly wire: { ch: number; bytes: number; text?: ControlMessage }[] = [];
   private readonly unflushed: (() => void)[] = [];
 
@@ -226,6 +228,10 @@ class RecordingSocket extends EventEmitter {
   }
 
   close(): void {}
+
+  terminate(): void {}
+
+  pause(): void {}
 }
 
 async function brokerMuxOn(socket: RecordingSocket, window: number): Promise<{ mux: Mux; open: (kind: 'console' | 'tunnel') => Promise<Channel> }> {
