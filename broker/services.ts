@@ -2,6 +2,7 @@ import type { Logger } from 'pino';
 import { AccessService } from './access/access.js';
 import { AgentHub } from './agents/hub.js';
 import { AuditService } from './audit/service.js';
+import { DeviceAuthService } from './auth/device-auth.js';
 import { AuthService } from './auth/service.js';
 import { ChangeEpoch } from './cache.js';
 import type { Config } from './config.js';
@@ -30,6 +31,8 @@ export interface Services {
   /** Bumped by every change made through the API: empties the hot-path caches. */
   epoch: ChangeEpoch;
   auth: AuthService;
+  /** OAuth 2.0 device authorization (RFC 8628): CLI sign-in approved in the web console. */
+  deviceAuth: DeviceAuthService;
   access: AccessService;
   audit: AuditService;
   mail: MailService;
@@ -50,6 +53,13 @@ export async function createServices(config: Config, logger: Logger, store: Stor
   const services = { config, logger, store, settings, epoch: new ChangeEpoch() } as Services;
   services.mail = new MailService(config, logger);
   services.auth = new AuthService(store.db, config, settings, services.mail, services.epoch);
+  services.deviceAuth = new DeviceAuthService(
+    {
+      startSession: (userId, ip, userAgent) => services.auth.startSession(userId, ip, userAgent),
+      isActiveUser: async (userId) => (await store.db.selectFrom('users').select('disabled').where('id', '=', userId).executeTakeFirst())?.disabled === 0,
+    },
+    config,
+  );
   services.access = new AccessService(new DeviceScopes(store.db, services.epoch));
   services.audit = new AuditService(store.db);
   services.upgrades = new UpgradeRouter(logger);
