@@ -248,3 +248,17 @@ export const FileStats: GoShape = { struct: { count_files: 'int', quota: 'int', 
 export const DeviceStatus: GoShape = { struct: { uuid: 'string', remote_access: 'bool', edge: 'string', edge_version: 'uint8' } };
 
 export const LoginResponse: GoShape = { struct: { token: 'string' } };
+
+export const OAuth2DeviceAuthorizationResponse: GoShape = {
+  struct: {
+    device_code: 'string',
+    user_code: 'string',
+    verification_uri: 'string',
+    expires_in: 'int',
+    interval: 'int',
+    client_ip: 'string',
+    user_agent: 'string',
+  },
+};
+
+export const OAuth2TokenResponse: GoShape = { struct: { access_token: 'string', token_type: 'string', expires_in: 'int', refresh_token: 'string' } };

@@ -21,6 +21,8 @@ import {
   GroupTree,
   InventoryListResponse,
   LoginResponse,
+  OAuth2DeviceAuthorizationResponse as DeviceAuthorizationResponse,
+  OAuth2TokenResponse,
   PendingDevices,
 } from './go-shape.js';
 
@@ -366,3 +368,59 @@ describe('session (login.go, client.go)', () => {
     expect((await t.api('POST', '/api/v2/refresh-jwt', { headers: { cookie: 'PHPSESSID=forged' } })).status).toBe(401);
   });
 });
+
+describe('device authorization (login_oauth2.go)', () => {
+  const FORM = { 'content-type': 'application/x-www-form-urlencoded', 'user-agent': 'qbee-cli/test' };
+  const GRANT = 'urn:ietf:params:oauth:grant-type:device_code';
+  /** OAuth2DeviceAuthorizationRequest: POST, form content type, no body. */
+  const start = () => t.api('POST', '/oauth2/devicecode', { headers: FORM });
+  /** OAuth2GetTokenForDeviceCode */
+  const poll = (deviceCode: string) =>
+    t.api('POST', '/oauth2/token', { headers: FORM, body: new URLSearchParams({ grant_type: GRANT, device_code: deviceCode }).toString() });
+
+  it('InteractiveOAuth2DeviceAuthorizationFlow: pending until a signed-in user approves, then a session of that user', async () => {
+    const auth = await start();
+    expect(auth.status, JSON.stringify(auth.body)).toBe(200);
+    expectDecodes(auth.body, DeviceAuthorizationResponse);
+    expect(auth.body).toMatchObject({ verification_uri: `https://${PUBLIC_HOST}/cli-login`, expires_in: 600, interval: 5, user_agent: 'qbee-cli/test' });
+    expect(auth.body.user_code).toMatch(/^[B-DF-HJ-NP-TV-XZ]{4}-[B-DF-HJ-NP-TV-XZ]{4}$/);
+
+    const pending = await poll(auth.body.device_code);
+    expect(pending.status).toBe(400);
+    expect(pending.body.error).toBe('authorization_pending');
+
+    // The console page shows where the request comes from, then approves (ApproveOAuth2DeviceAuthorization: POST, no body).
+    const user = await t.userWith([{ permission: 'files:read' }]);
+    const seen = await t.api('GET', `/api/v2/oauth2/device-auth/${auth.body.user_code.toLowerCase()}`, { token: user.token });
+    expect(seen.body).toMatchObject({ user_code: auth.body.user_code, user_agent: 'qbee-cli/test' });
+    expect((await t.api('POST', `/api/v2/oauth2/device-auth/${auth.body.user_code}`)).status).toBe(401);
+    const approved = await t.api('POST', `/api/v2/oauth2/device-auth/${auth.body.user_code}`, { token: user.token });
+    expect(approved.status, JSON.stringify(approved.body)).toBe(200);
+
+    const tokens = await poll(auth.body.device_code);
+    expect(tokens.status, JSON.stringify(tokens.body)).toBe(200);
+    expectDecodes(tokens.body, OAuth2TokenResponse);
+    expect(tokens.body.token_type).toBe('Bearer');
+    // The session is the approving user's, with that user's permissions only.
+    expect((await t.api('GET', '/api/v2/files', { token: tokens.body.access_token })).status).toBe(200);
+    expect((await t.api('GET', '/api/v2/userlist', { token: tokens.body.access_token })).status).toBe(403);
+    // Client.RefreshToken with the refresh token it got.
+    const refreshed = await t.api('POST', '/api/v2/refresh-jwt', { headers: { cookie: `PHPSESSID=${tokens.body.refresh_token}` } });
+    expect(refreshed.status).toBe(200);
+    // The device code works once.
+    expect((await poll(auth.body.device_code)).body.error).toBe('bad_verification_code');
+  });
+
+  it('DeclineOAuth2DeviceAuthorization: the polling client is told it was declined; a code is decided once', async () => {
+    const auth = await start();
+    const declined = await t.api('DELETE', `/api/v2/oauth2/device-auth/${auth.body.user_code}`, admin());
+    expect(declined.status).toBe(200);
+    expect((await t.api('POST', `/api/v2/oauth2/device-auth/${auth.body.user_code}`, admin())).status).toBe(409);
+    const r = await poll(auth.body.device_code);
+    expect(r.status).toBe(400);
+    expect(r.body.error).toBe('authorization_declined');
+    expect((await poll('made-up-device-code')).body.error).toBe('bad_verification_code');
+    expect((await t.api('POST', '/api/v2/oauth2/device-auth/BCDF-GHJK', admin())).status).toBe(404);
+  });
+});
+
