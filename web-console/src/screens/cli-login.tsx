@@ -47,7 +47,7 @@ export function CliLoginScreen() {
       </p>
       <ErrorBox error={action.error} title="The request failed" />
       {done && <Notice>{done}</Notice>}
-      <form class="inline-form boxed" onSubmit={lookUp} aria-label="Sign-in code">
+      <form class="inline-form boxed" onSubmit={lookUp} aria-label="Find a sign-in request">
         <div class="field">
           <label for="cli-code">Code</label>
           <input id="cli-code" value={code} onInput={(e) => setCode(e.currentTarget.value)} placeholder="BCDF-GHJK" autoComplete="off" />
