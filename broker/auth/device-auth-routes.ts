@@ -24,7 +24,10 @@ export const deviceAuthRoutes: RouteSpec[] = [
     access: 'public',
     audit: false,
     form: true,
-    body: z.object({ client_id: z.string().max(200).optional().describe('Accepted and ignored'), scope: z.string().max(200).optional().describe('Accepted and ignored') }),
+    body: z.object({
+      client_id: z.string().max(200).optional().describe('Accepted and ignored'),
+      scope: z.string().max(200).optional().describe('Accepted and ignored'),
+    }),
     response: z.object({
       device_code: z.string(),
       user_code: z.string(),

@@ -130,7 +130,12 @@ export class DeviceAuthService {
   /** What the console shows before the user decides: where the request came from. */
   describe(userCode: string): { user_code: string; client_ip: string; user_agent: string; expires_in: number } {
     const entry = this.find(userCode);
-    return { user_code: entry.userCode, client_ip: entry.clientIp, user_agent: entry.userAgent, expires_in: Math.max(0, Math.round((entry.expiresAt - this.now()) / 1000)) };
+    return {
+      user_code: entry.userCode,
+      client_ip: entry.clientIp,
+      user_agent: entry.userAgent,
+      expires_in: Math.max(0, Math.round((entry.expiresAt - this.now()) / 1000)),
+    };
   }
 
   /** A signed-in user approves (the client gets a session of theirs) or declines. Decided once. */

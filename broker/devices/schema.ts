@@ -159,7 +159,13 @@ export const treeChange = z.discriminatedUnion('action', [
   z.object({
     action: z.literal('update'),
     data: z
-      .object({ node_id: nodeId, tags: tagList.describe("The node's own tags, replacing the current ones"), parent_id: ignored(z.string().max(64)), title: ignored(z.string().max(255)), ...clientExtras })
+      .object({
+        node_id: nodeId,
+        tags: tagList.describe("The node's own tags, replacing the current ones"),
+        parent_id: ignored(z.string().max(64)),
+        title: ignored(z.string().max(255)),
+        ...clientExtras,
+      })
       .strict(),
   }),
   z.object({

@@ -254,7 +254,15 @@ export class DevicesService {
       const parent = above.length ? above[above.length - 1] : '';
       const ownTags = node.tags ?? [];
       if ((search.parent_id === undefined || search.parent_id === parent) && (search.tags ?? []).every((t) => ownTags.includes(t))) {
-        out.push({ node_id: node.node_id, parent_id: parent, tags: ownTags, type: 'group', title: node.title, ancestors: [...above, node.node_id], updated: 0 });
+        out.push({
+          node_id: node.node_id,
+          parent_id: parent,
+          tags: ownTags,
+          type: 'group',
+          title: node.title,
+          ancestors: [...above, node.node_id],
+          updated: 0,
+        });
       }
       for (const child of node.nodes ?? []) walk(child, [...above, node.node_id]);
     };

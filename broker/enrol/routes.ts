@@ -171,7 +171,10 @@ export const enrolRoutes: RouteSpec[] = [
     params: z.object({ bootstrap_key: keyRef }),
     body: z.object({
       group_id: z.union([groupId, z.literal('')]).optional(),
-      group: z.union([groupId, z.literal('')]).optional().describe('Same as `group_id` (qbee-agent).'),
+      group: z
+        .union([groupId, z.literal('')])
+        .optional()
+        .describe('Same as `group_id` (qbee-agent).'),
       auto_accept: autoAccept.optional(),
       ID: z.string().max(128).optional().describe('The key being changed (qbee-cli); must match the path.'),
       id: z.string().max(128).optional().describe('Same as `ID`.'),
@@ -210,8 +213,8 @@ export const enrolRoutes: RouteSpec[] = [
     summary: 'List pending hosts',
     description:
       'Devices that enrolled and wait for approval, oldest first, as a JSON array (the shape qbee clients decode). ' +
-      'Each carries qbee\'s fields (`pub_key_digest`, `approved`, `group_id`, `remoteaddress`, `timestamp` in Unix seconds, `host`, `fqhost`, `uqhost`) ' +
-      'and this broker\'s (`node_id`, `hostname`, `public_key_fingerprint`, ...). Compare `public_key_fingerprint` with the agent log before approving. ' +
+      "Each carries qbee's fields (`pub_key_digest`, `approved`, `group_id`, `remoteaddress`, `timestamp` in Unix seconds, `host`, `fqhost`, `uqhost`) " +
+      "and this broker's (`node_id`, `hostname`, `public_key_fingerprint`, ...). Compare `public_key_fingerprint` with the agent log before approving. " +
       'Approved devices are never listed, so `pendingonly` (accepted as qbee-cli sends it) changes nothing. `offset` and `items_per_page` (default 1000) page through a long queue.',
     access: 'device:approve',
     query: z.object({

@@ -21,7 +21,11 @@ export const inventorySearch = z.object({
   city: z.string().max(1024).optional(),
   zip: z.string().max(1024).optional(),
   address: z.string().max(1024).optional(),
-  device_attribute: z.string().max(1024).optional().describe('Part of any of: flavor, arch, description, coordinates, country, city, zip, address, IP addresses'),
+  device_attribute: z
+    .string()
+    .max(1024)
+    .optional()
+    .describe('Part of any of: flavor, arch, description, coordinates, country, city, zip, address, IP addresses'),
   unassigned: z.boolean().optional().describe('true: only devices in unassigned_group'),
   ancestor_ids: z.array(z.string().max(64)).max(100).optional().describe('Groups (or the device itself) every result is in'),
   tags: z.array(z.string().max(64)).max(100).optional().describe('Tags every result carries (its own or inherited)'),
@@ -158,12 +162,7 @@ export function matchesSearch(d: InventoryDevice, s: InventorySearch): boolean {
     if (wanted && !has(attr(field), wanted)) return false;
   }
   if (s.device_attribute) {
-    const fields = [
-      str(sys.flavor),
-      str(sys.arch),
-      ...['description', 'latitude', 'longitude', 'country', 'city', 'zip', 'address'].map(attr),
-      ...ips,
-    ];
+    const fields = [str(sys.flavor), str(sys.arch), ...['description', 'latitude', 'longitude', 'country', 'city', 'zip', 'address'].map(attr), ...ips];
     if (!fields.some((f) => has(f, s.device_attribute as string))) return false;
   }
   if (s.unassigned && d.nodeIds[1] !== 'unassigned_group') return false;

@@ -113,8 +113,8 @@ const SCOPE =
 const LIST_DESCRIPTION =
   'Devices whose inventory you reach that pass `search`, sorted by `sort_field` (title, device_name, last_reported_time) in `sort_direction`, `{items, total}`; ' +
   'each with `title`, `connected`, `last_seen`, its last inventory report (fields as in GET /inventory/{device_id}; `received_at` is null before the first) ' +
-  'and qbee\'s InventoryListItem fields (`node_id`, `uuid`, `system`, `last_reported_time`, `ancestors`, `attributes`, `status`, `tags`). ' +
-  'qbee\'s `commit_sha` filter and `last_policy_update`/`commit_sha` orders answer 400: this broker keeps no configuration commits. ' +
+  "and qbee's InventoryListItem fields (`node_id`, `uuid`, `system`, `last_reported_time`, `ancestors`, `attributes`, `status`, `tags`). " +
+  "qbee's `commit_sha` filter and `last_policy_update`/`commit_sha` orders answer 400: this broker keeps no configuration commits. " +
   SCOPE;
 
 export const inventoryRoutes: RouteSpec[] = [
@@ -179,7 +179,7 @@ export const inventoryRoutes: RouteSpec[] = [
     description:
       '`{uuid, remote_access, connected, last_seen, edge, edge_version}`: `connected` is true while the device agent holds its connection to the broker; `remote_access` is true when remote ' +
       'sessions (console, tunnel, copy, reload) can be opened now; `last_seen` is the last contact (ISO 8601, updated on connect, at most once a minute while connected, and on disconnect). ' +
-      'While `remote_access` is true, `edge` names where remote sessions go — this broker\'s public host (`host[:port]` of PUBLIC_URL; left out when PUBLIC_URL is not set) — and `edge_version` is 1 (qbee\'s DeviceStatus).',
+      "While `remote_access` is true, `edge` names where remote sessions go — this broker's public host (`host[:port]` of PUBLIC_URL; left out when PUBLIC_URL is not set) — and `edge_version` is 1 (qbee's DeviceStatus).",
     access: 'device:read',
     device: ({ params }) => params.device_id,
     params: z.object({ device_id: deviceId }),
@@ -203,7 +203,7 @@ export const inventoryRoutes: RouteSpec[] = [
     tag: 'devices',
     summary: 'Latest metrics of a device (not collected yet)',
     description:
-      'qbee\'s latest device metrics (filesystem, CPU, load, memory). This broker does not collect metrics yet: the call answers 501 `not_implemented`, ' +
+      "qbee's latest device metrics (filesystem, CPU, load, memory). This broker does not collect metrics yet: the call answers 501 `not_implemented`, " +
       'after authentication and the metrics:read check, for a well-formed device id.',
     access: 'metrics:read',
     params: z.object({ device_id: deviceId }),

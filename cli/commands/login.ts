@@ -61,7 +61,9 @@ async function deviceLogin(url: string, sleep = (ms: number) => new Promise((r) 
   });
   // A broker without PUBLIC_URL names the page by its path only.
   const page = started.verification_uri.startsWith('/') ? `${url}${started.verification_uri}` : started.verification_uri;
-  process.stderr.write(`To sign in, open ${page}?code=${started.user_code}\nand approve the code ${started.user_code} (check that it is the one shown here).\n`);
+  process.stderr.write(
+    `To sign in, open ${page}?code=${started.user_code}\nand approve the code ${started.user_code} (check that it is the one shown here).\n`,
+  );
   const deadline = Date.now() + started.expires_in * 1000;
   const interval = Math.max(1, started.interval) * 1000;
   while (Date.now() < deadline) {

@@ -145,7 +145,10 @@ describe('group tree (group_tree.go, groups.go)', () => {
       body: { changes: [{ action: 'move', data: { parent_id: group, node_id: device, type: 'device', old_parent_id: 'cli-made', position: 0 } }] },
     });
     expect(back.status, JSON.stringify(back.body)).toBe(200);
-    const del = await t.api('PUT', '/api/v2/grouptree', { ...admin(), body: { changes: [{ action: 'delete', data: { parent_id: '', node_id: 'cli-made', type: 'group' } }] } });
+    const del = await t.api('PUT', '/api/v2/grouptree', {
+      ...admin(),
+      body: { changes: [{ action: 'delete', data: { parent_id: '', node_id: 'cli-made', type: 'group' } }] },
+    });
     expect(del.status).toBe(200);
   });
 
@@ -234,7 +237,14 @@ describe('inventory (inventory.go, runagent.go)', () => {
 
   it('a report cannot plant fields that break the client’s decoding', async () => {
     const hostile = await t.addDevice({ name: 'hostile-inv' });
-    await t.broker.services.inventory.record(hostile, { ...report('h.lab', '10.9.0.3'), system: 'x', settings: 5, tags: 'x', last_reported: 'soon', attributes: [] });
+    await t.broker.services.inventory.record(hostile, {
+      ...report('h.lab', '10.9.0.3'),
+      system: 'x',
+      settings: 5,
+      tags: 'x',
+      last_reported: 'soon',
+      attributes: [],
+    });
     expectDecodes((await t.api('GET', `/api/v2/inventory/${hostile}`, admin())).body, DeviceInventory);
     expectDecodes((await t.api('GET', `/api/v2/inventory?${query({ node_id: hostile })}`, admin())).body, InventoryListResponse);
   });
@@ -423,4 +433,3 @@ describe('device authorization (login_oauth2.go)', () => {
     expect((await t.api('POST', '/api/v2/oauth2/device-auth/BCDF-GHJK', admin())).status).toBe(404);
   });
 });
-

@@ -42,8 +42,7 @@ export function CliLoginScreen() {
     <section>
       <PageTitle>Command-line sign-in</PageTitle>
       <p class="muted">
-        Enter the code your terminal shows (fleet login, qbee-cli login). Approve only a code you see in your own terminal: that program gets your
-        permissions.
+        Enter the code your terminal shows (fleet login, qbee-cli login). Approve only a code you see in your own terminal: that program gets your permissions.
       </p>
       <ErrorBox error={action.error} title="The request failed" />
       {done && <Notice>{done}</Notice>}
@@ -59,8 +58,8 @@ export function CliLoginScreen() {
       {found && (
         <div class="boxed" aria-label="Pending sign-in">
           <p>
-            Code <code>{found.user_code}</code> was requested from <code>{found.client_ip}</code> by <code>{found.user_agent || 'an unnamed client'}</code>;
-            it expires in {Math.ceil(found.expires_in / 60)} min.
+            Code <code>{found.user_code}</code> was requested from <code>{found.client_ip}</code> by <code>{found.user_agent || 'an unnamed client'}</code>; it
+            expires in {Math.ceil(found.expires_in / 60)} min.
           </p>
           <button type="button" onClick={() => decide(true)} disabled={action.busy}>
             Approve
