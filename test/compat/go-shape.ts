@@ -10,6 +10,7 @@ export type GoShape =
   | 'string'
   | 'int'
   | 'uint8'
+  | 'uint64'
   | 'float'
   | 'bool'
   | 'any'
@@ -35,6 +36,9 @@ function problems(value: unknown, shape: GoShape, at: string, out: string[]): vo
         return;
       case 'int':
         if (typeof value !== 'number' || !Number.isInteger(value)) fail('integer');
+        return;
+      case 'uint64':
+        if (typeof value !== 'number' || !Number.isInteger(value) || value < 0) fail('integer ≥ 0');
         return;
       case 'uint8':
         if (typeof value !== 'number' || !Number.isInteger(value) || value < 0 || value > 255) fail('integer 0..255');
