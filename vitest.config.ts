@@ -1,6 +1,6 @@
 import { defineConfig } from 'vitest/config';
 
-const api = ['test/api/**/*.test.ts'];
+const api = ['test/api/**/*.test.ts', 'test/compat/**/*.test.ts'];
 
 export default defineConfig({
   test: {

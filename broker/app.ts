@@ -1,4 +1,5 @@
 import fs from 'node:fs';
+import type { IncomingMessage } from 'node:http';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import express, { type Express } from 'express';
@@ -39,11 +40,16 @@ export function createApp(services: Services): Express {
     next();
   });
 
+  // qbee's Terraform provider sends its JSON bodies without a Content-Type: a body without one is read as JSON too.
+  const jsonOrUntyped = (req: IncomingMessage) => {
+    const type = req.headers['content-type'];
+    return type === undefined || /^application\/json\s*(;|$)/i.test(type);
+  };
   const routes = routeTable();
   const openapi = buildOpenApi(routes, [...enrolDocs, ...remoteDocs]);
 
   const api = express.Router();
-  api.use(express.json({ limit: '1mb' }));
+  api.use(express.json({ limit: '1mb', type: jsonOrUntyped }));
   api.get('/openapi.json', (_req, res) => {
     res.json(openapi);
   });
@@ -58,7 +64,7 @@ export function createApp(services: Services): Express {
   const rootRoutes = routes.filter((r) => r.absolute);
   if (rootRoutes.length) {
     const root = express.Router();
-    root.use(express.json({ limit: '1mb' }));
+    root.use(express.json({ limit: '1mb', type: jsonOrUntyped }));
     mountRoutes(root, rootRoutes, services);
     app.use(root);
   }

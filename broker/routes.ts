@@ -1,5 +1,6 @@
 import { z } from 'zod';
 import { auditRoutes } from './audit/routes.js';
+import { deviceAuthRoutes } from './auth/device-auth-routes.js';
 import { authRoutes } from './auth/routes.js';
 import { devicesRoutes } from './devices/routes.js';
 import { enrolRoutes } from './enrol/routes.js';
@@ -35,6 +36,7 @@ function unbuiltCalls(built: RouteSpec[]): RouteSpec[] {
 export function routeTable(): RouteSpec[] {
   const built = [
     ...authRoutes,
+    ...deviceAuthRoutes,
     ...usersRoutes,
     ...rolesRoutes,
     ...devicesRoutes,

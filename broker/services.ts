@@ -3,6 +3,7 @@ import { AccessService } from './access/access.js';
 import { AgentHub } from './agents/hub.js';
 import type { AgentLocator } from './agents/locator.js';
 import { AuditService } from './audit/service.js';
+import { DeviceAuthService } from './auth/device-auth.js';
 import { AuthService } from './auth/service.js';
 import { ChangeEpoch } from './cache.js';
 import type { Config } from './config.js';
@@ -31,6 +32,8 @@ export interface Services {
   /** Bumped by every change made through the API: empties the hot-path caches. */
   epoch: ChangeEpoch;
   auth: AuthService;
+  /** OAuth 2.0 device authorization (RFC 8628): CLI sign-in approved in the web console. */
+  deviceAuth: DeviceAuthService;
   access: AccessService;
   audit: AuditService;
   mail: MailService;
@@ -68,6 +71,13 @@ export async function createServices(config: Config, logger: Logger, store: Stor
   const epoch = new ChangeEpoch();
   const mail = new MailService(config, logger, store);
   const auth = new AuthService(store.db, config, settings, mail, epoch);
+  const deviceAuth = new DeviceAuthService(
+    {
+      startSession: (userId, ip, userAgent) => auth.startSession(userId, ip, userAgent),
+      isActiveUser: async (userId) => (await store.db.selectFrom('users').select('disabled').where('id', '=', userId).executeTakeFirst())?.disabled === 0,
+    },
+    config,
+  );
   const access = new AccessService(new DeviceScopes(store.db, epoch));
   const audit = new AuditService(store.db, store.dialect);
   const upgrades = new UpgradeRouter(logger);
@@ -100,6 +110,7 @@ export async function createServices(config: Config, logger: Logger, store: Stor
     settings,
     epoch,
     auth,
+    deviceAuth,
     access,
     audit,
     mail,

@@ -29,7 +29,7 @@ export function program(run: (work: Promise<number | void>) => void): Command {
     .command('login')
     .description('Sign in and store the token in the user config directory (mode 0600)')
     .option('--url <broker>', 'broker URL, e.g. https://fleet.example.com (default: FLEET_URL or the last sign-in)')
-    .option('--email <email>', 'your email address')
+    .option('--email <email>', 'your email address; without it, approve the sign-in in the web console (device code)')
     .option('--password-stdin', 'read the password from stdin instead of prompting')
     .option('--provider <provider>', 'second factor provider when asked: email or google')
     .option('--code <code>', 'second factor code (authenticator app) instead of prompting')

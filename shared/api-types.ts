@@ -85,8 +85,8 @@ export interface GroupTreeNode {
   nodes: GroupTreeNode[];
   /** devices only */
   status?: 'online' | 'offline';
-  /** devices only: last contact (ISO 8601), null if never */
-  last_reported?: string | null;
+  /** devices only: last contact, Unix seconds (qbee's int64), null if never */
+  last_reported?: number | null;
   /** devices only */
   attributes?: DeviceAttributes;
 }

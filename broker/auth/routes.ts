@@ -7,6 +7,11 @@ import { subjectRecords } from '../audit/subjects.js';
 import { TWO_FACTOR_POLICY_KEY } from './two-factor.js';
 
 export const REFRESH_COOKIE = 'fleet_refresh';
+/**
+ * The name qbee's clients keep the refresh token under: qbee-cli stores this cookie from the
+ * login answer and sends it back to POST /api/v2/refresh-jwt when its token expires.
+ */
+export const QBEE_REFRESH_COOKIE = 'PHPSESSID';
 /** The refresh cookie goes only to the API (POST /api/v2/refresh-jwt). */
 const REFRESH_COOKIE_PATH = '/api/v2';
 
@@ -16,7 +21,9 @@ const provider = z.enum(['email', 'google']);
 
 /** Answers a started session: the token in the body, the refresh token in an HttpOnly cookie. */
 function issue(session: IssuedSession, setCookie: HandlerContext<unknown, unknown, unknown>['setCookie']) {
-  setCookie(REFRESH_COOKIE, session.refreshToken, { maxAgeSeconds: session.refreshMaxAgeSeconds, path: REFRESH_COOKIE_PATH });
+  for (const name of [REFRESH_COOKIE, QBEE_REFRESH_COOKIE]) {
+    setCookie(name, session.refreshToken, { maxAgeSeconds: session.refreshMaxAgeSeconds, path: REFRESH_COOKIE_PATH });
+  }
   return { token: session.token };
 }
 
@@ -95,13 +102,14 @@ export const sessionRoutes: RouteSpec[] = [
     tag: 'session',
     summary: 'Renew the access token',
     description:
-      'With the refresh cookie set at login, or a still-valid bearer token. The new JWT is in the Refreshed-Token header and the body. ' +
+      'With the refresh cookie set at login (`fleet_refresh`, or the same token as `PHPSESSID`, the cookie qbee-cli keeps), or a still-valid bearer token. ' +
+      'The new JWT is in the Refreshed-Token header and the body. ' +
       '401 `token_revoked` once the session was ended (logout, password change, user disabled or removed).',
     access: 'public',
     audit: false,
     response: tokenResponse,
     handler: async ({ services, cookie, setHeader, bearer }) => {
-      const token = await services.auth.refresh({ refreshToken: cookie(REFRESH_COOKIE), bearer });
+      const token = await services.auth.refresh({ refreshToken: cookie(REFRESH_COOKIE) ?? cookie(QBEE_REFRESH_COOKIE), bearer });
       setHeader('Refreshed-Token', token);
       return { token };
     },
@@ -116,7 +124,7 @@ export const sessionRoutes: RouteSpec[] = [
     audit: false,
     handler: async ({ principal, services, setCookie }) => {
       await services.auth.revokeSession(principal.sessionId);
-      setCookie(REFRESH_COOKIE, '', { maxAgeSeconds: 0, path: REFRESH_COOKIE_PATH });
+      for (const name of [REFRESH_COOKIE, QBEE_REFRESH_COOKIE]) setCookie(name, '', { maxAgeSeconds: 0, path: REFRESH_COOKIE_PATH });
       return undefined;
     },
   }),

@@ -1,5 +1,6 @@
 import { z } from 'zod';
 import { defineRoute, type RouteSpec } from '../http/route.js';
+import { MAX_SEARCH_LENGTH, parseJsonSearch } from '../http/search.js';
 import type { TreeChange } from './service.js';
 import { subjectRecords } from '../audit/subjects.js';
 import {
@@ -27,6 +28,12 @@ function treeChangeNodes(changes: Array<{ data?: unknown }>): unknown[] {
     return [data.node_id, data.parent_id];
   });
 }
+
+/** qbee's GroupListSearch: both fields omitted when empty. */
+const groupsSearch = z.object({
+  parent_id: z.string().max(64).optional(),
+  tags: z.array(z.string().max(64)).max(50).optional(),
+});
 
 const VISIBILITY =
   'Only devices the caller may read appear (device:read resources: `*`, `tag:<tag>` matching the device’s own or inherited tags, `node:<id>` naming the device or a group above it). ' +
@@ -73,13 +80,42 @@ export const devicesRoutes: RouteSpec[] = [
     tag: 'devices',
     summary: 'The group tree with the devices the caller may read',
     description:
-      'Answers {total_devices, tree}. A node is {id, node_id, title, type: group|device, tags (its own), nodes}; a device adds status (online|offline), last_reported (ISO 8601 or null) and attributes. ' +
+      'Answers {total_devices, tree}. A node is {id, node_id, title, type: group|device, tags (its own), nodes}; a device adds status (online|offline), last_reported (Unix seconds or null) and attributes. ' +
       'Children are listed groups first, then by title. System groups: `root` and `unassigned_group` (approved devices without a group). ' +
       VISIBILITY,
     access: 'device:read',
-    query: z.object({ _format: z.enum(['json']).optional().describe('Only JSON is served; accepted for compatibility') }),
+    query: z.object({
+      _format: z.enum(['json']).optional().describe('Only JSON is served; accepted for compatibility'),
+      skip_unassigned: z.enum(['true', 'false', '1', '0']).optional().describe('"true": leave `unassigned_group` (and its devices) out (qbee-cli).'),
+    }),
     response: groupTreeResponse,
-    handler: async ({ principal, services }) => services.devices.tree(principal),
+    handler: async ({ principal, services, query }) =>
+      query.skip_unassigned === 'true' || query.skip_unassigned === '1' ? services.devices.treeWithoutUnassigned(principal) : services.devices.tree(principal),
+  }),
+  defineRoute({
+    method: 'get',
+    path: '/groups',
+    tag: 'devices',
+    summary: 'Groups of the tree, as a flat list',
+    description:
+      'A JSON array of `{node_id, parent_id, tags, type: "group", title, ancestors, updated}` (qbee\'s GroupNode): every group the caller sees in GET /grouptree. ' +
+      '`search` is JSON `{"parent_id": "<group>", "tags": ["t", ...]}`: only the direct children of that group, only groups carrying every tag among their own. ' +
+      'Any other search field answers 400. `updated` is 0 (not tracked). ' +
+      VISIBILITY,
+    access: 'device:read',
+    query: z.object({ search: z.string().max(MAX_SEARCH_LENGTH).optional().describe('JSON: `{"parent_id"?, "tags"?}`') }),
+    response: z.array(
+      z.object({
+        node_id: z.string(),
+        parent_id: z.string(),
+        tags: z.array(z.string()),
+        type: z.literal('group'),
+        title: z.string(),
+        ancestors: z.array(z.string()),
+        updated: z.number().int(),
+      }),
+    ),
+    handler: async ({ principal, services, query }) => services.devices.groups(principal, parseJsonSearch(query.search, groupsSearch)),
   }),
   defineRoute({
     method: 'get',

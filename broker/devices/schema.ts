@@ -98,7 +98,7 @@ export const treeNode = z.object({
   tags: z.array(z.string()).describe('The node’s own tags (a device also carries the tags of every group above it)'),
   nodes: z.array(z.looseObject({})).describe('Child nodes, of this same shape (empty for a device)'),
   status: z.enum(['online', 'offline']).optional().describe('Devices only'),
-  last_reported: z.string().nullable().optional().describe('Devices only: last contact (ISO 8601), null if never'),
+  last_reported: z.number().int().nullable().optional().describe('Devices only: last contact, Unix seconds, null if never'),
   attributes: deviceAttributesOut.optional().describe('Devices only'),
 }) satisfies z.ZodType<Omit<GroupTreeNode, 'nodes'> & { nodes: object[] }>;
 
@@ -126,16 +126,18 @@ export const nodeView = z.object({
   ancestors: z.array(z.string()).describe('Node ids from root down to this node'),
   path: z.array(z.object({ node_id: z.string(), title: z.string() })),
   status: z.enum(['online', 'offline']).optional(),
-  last_reported: z.string().nullable().optional(),
+  last_reported: z.number().int().nullable().optional().describe('Devices only: last contact, Unix seconds, null if never'),
   attributes: deviceAttributesOut.optional(),
 });
 
 // Fields the qbee clients send along with every change (zero values included): accepted, ignored.
 const ignored = (schema: z.ZodType) => schema.optional().describe('Accepted and ignored');
+// Fields qbee clients send with every change (Go structs without omitempty send zero values too).
 const clientExtras = {
   position: ignored(z.number().int()),
-  type: ignored(z.enum(['group', ''])),
+  type: ignored(z.enum(['group', 'device', ''])),
   oldParentId: ignored(z.string().max(64)),
+  old_parent_id: ignored(z.string().max(64)),
 };
 
 export const treeChange = z.discriminatedUnion('action', [
@@ -163,6 +165,18 @@ export const treeChange = z.discriminatedUnion('action', [
     data: z.object({ node_id: nodeId, parent_id: nodeId, title: ignored(z.string().max(255)), ...clientExtras }).strict(),
   }),
   z.object({
+    action: z.literal('update'),
+    data: z
+      .object({
+        node_id: nodeId,
+        tags: tagList.describe("The node's own tags, replacing the current ones"),
+        parent_id: ignored(z.string().max(64)),
+        title: ignored(z.string().max(255)),
+        ...clientExtras,
+      })
+      .strict(),
+  }),
+  z.object({
     action: z.literal('delete'),
     data: z.object({ node_id: nodeId, parent_id: ignored(z.string().max(64)), title: ignored(z.string().max(255)), ...clientExtras }).strict(),
   }),
@@ -174,7 +188,7 @@ export const treeChangesBody = z.object({
 
 export const treeChangesResponse = z.object({
   applied: z.number().int(),
-  results: z.array(z.object({ action: z.enum(['create', 'rename', 'move', 'delete']), node_id: z.string() })),
+  results: z.array(z.object({ action: z.enum(['create', 'rename', 'move', 'update', 'delete']), node_id: z.string() })),
 });
 
 export const tagsQuery = z.object({

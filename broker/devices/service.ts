@@ -11,7 +11,7 @@ import { ApiError, badRequest, conflict, forbidden, notFound } from '../http/err
 import { applyPatch, AttributeLimitError, readAttributes, storedForm, type AttributesPatch } from './attributes.js';
 import { DEVICE_ID_PATTERN, MAX_TREE_DEPTH, ROOT_NODE, scopeOfChain, SYSTEM_NODES, UNASSIGNED_NODE, type ChainRow } from './scope.js';
 import { DevicesStore } from './store.js';
-import { TreeShape, TreeSnapshot, type OnlineCheck } from './tree.js';
+import { TreeShape, TreeSnapshot, unixSeconds, type OnlineCheck } from './tree.js';
 
 /** A device counts as online when it was heard from within this window (until live state is plugged in). */
 export const ONLINE_WINDOW_MS = 2 * 60_000;
@@ -47,15 +47,31 @@ export interface NodeView {
   ancestors: string[];
   path: { node_id: string; title: string }[];
   status?: 'online' | 'offline';
-  last_reported?: string | null;
+  last_reported?: number | null;
   attributes?: DeviceAttributes;
+}
+
+/** A group as qbee's GET /groups lists it. */
+export interface GroupListItem {
+  node_id: string;
+  /** "" for root */
+  parent_id: string;
+  tags: string[];
+  type: 'group';
+  title: string;
+  /** Node ids from root down to the group itself. */
+  ancestors: string[];
+  /** Unix seconds of the last change; 0: not tracked here. */
+  updated: number;
 }
 
 export type TreeChange =
   | { action: 'create'; data: { node_id?: string; title: string; parent_id: string; tags?: string[] } }
   | { action: 'rename'; data: { node_id: string; title: string } }
   | { action: 'move'; data: { node_id: string; parent_id: string } }
-  | { action: 'delete'; data: { node_id: string } };
+  | { action: 'delete'; data: { node_id: string } }
+  /** qbee's action for setting a node's own tags (as PATCH /grouptree/{node_id}). */
+  | { action: 'update'; data: { node_id: string; tags: string[] } };
 
 export interface TreeChangeResult {
   applied: number;
@@ -249,6 +265,42 @@ export class DevicesService {
     return { total_devices: rendered?.totalDevices ?? 0, tree };
   }
 
+  /** The tree without `unassigned_group` (qbee's `skip_unassigned`), its devices no longer counted. */
+  async treeWithoutUnassigned(principal: Principal): Promise<GroupTree> {
+    const { total_devices, tree } = await this.tree(principal);
+    const skipped = tree.nodes.find((n) => n.node_id === UNASSIGNED_NODE);
+    if (!skipped) return { total_devices, tree };
+    return { total_devices: total_devices - countDevices(skipped), tree: { ...tree, nodes: tree.nodes.filter((n) => n !== skipped) } };
+  }
+
+  /**
+   * Every group the principal sees in the tree, flat (qbee's GET /groups), filtered by direct
+   * parent and by own tags that must all be present.
+   */
+  async groups(principal: Principal, search: { parent_id?: string; tags?: string[] }): Promise<GroupListItem[]> {
+    const { tree } = await this.tree(principal);
+    const out: GroupListItem[] = [];
+    const walk = (node: GroupTreeNode, above: string[]) => {
+      if (node.type !== 'group') return;
+      const parent = above.length ? above[above.length - 1] : '';
+      const ownTags = node.tags ?? [];
+      if ((search.parent_id === undefined || search.parent_id === parent) && (search.tags ?? []).every((t) => ownTags.includes(t))) {
+        out.push({
+          node_id: node.node_id,
+          parent_id: parent,
+          tags: ownTags,
+          type: 'group',
+          title: node.title,
+          ancestors: [...above, node.node_id],
+          updated: 0,
+        });
+      }
+      for (const child of node.nodes ?? []) walk(child, [...above, node.node_id]);
+    };
+    walk(tree, []);
+    return out;
+  }
+
   /** The subtree at a node: the node's fields at the top, with its ancestors and device count. */
   async subtree(principal: Principal, nodeId: string): Promise<GroupTreeNode & { ancestors: string[]; total_devices: number }> {
     const snap = await this.renderable(principal);
@@ -298,7 +350,7 @@ export class DevicesService {
     if (self.type === 'device') {
       const row = await this.store.device(db, self.node_id);
       view.status = this.isOnline(self.node_id, row?.last_seen ?? null) ? 'online' : 'offline';
-      view.last_reported = row?.last_seen ?? null;
+      view.last_reported = unixSeconds(row?.last_seen ?? null);
       view.attributes = readAttributes(row?.attributes);
     }
     return view;
@@ -338,20 +390,25 @@ export class DevicesService {
           node_id: nodeId,
         });
       }
-      const current = parseTags(chain[0].tags);
-      const changed = [...wanted.filter((t) => !current.includes(t)), ...current.filter((t) => !wanted.includes(t))];
-      const refused = changed.find((tag) => !this.canManageTag(principal, tag));
-      if (refused !== undefined) {
-        throw forbidden(`Not allowed: tag "${refused}" is outside your device:manage resources, so you may not add or remove it.`, {
-          permission: 'device:manage',
-          field: 'tags',
-          tag: refused,
-        });
-      }
-      await this.store.updateNode(trx, nodeId, { tags: JSON.stringify(wanted) });
+      await this.writeTags(trx, principal, chain, wanted);
       chain[0] = { ...chain[0], tags: JSON.stringify(wanted) };
       return this.viewOf(chain, trx);
     });
+  }
+
+  /** Replaces a node's own tags; a restricted manager may add or remove only tags within their resources. */
+  private async writeTags(trx: Db, principal: Principal, chain: ChainRow[], wanted: string[]): Promise<void> {
+    const current = parseTags(chain[0].tags);
+    const changed = [...wanted.filter((t) => !current.includes(t)), ...current.filter((t) => !wanted.includes(t))];
+    const refused = changed.find((tag) => !this.canManageTag(principal, tag));
+    if (refused !== undefined) {
+      throw forbidden(`Not allowed: tag "${refused}" is outside your device:manage resources, so you may not add or remove it.`, {
+        permission: 'device:manage',
+        field: 'tags',
+        tag: refused,
+      });
+    }
+    await this.store.updateNode(trx, chain[0].node_id, { tags: JSON.stringify(wanted) });
   }
 
   private canManageGroup(principal: Principal, chain: ChainRow[]): boolean {
@@ -468,6 +525,13 @@ export class DevicesService {
         await this.store.updateNode(trx, data.node_id, { parent_id: data.parent_id });
         return data.node_id;
       }
+      case 'update': {
+        const { data } = change;
+        const chain = await existing(data.node_id, 'node_id');
+        if (!this.canManageNode(principal, chain)) throw denied(`changing the tags of "${data.node_id}"`);
+        await this.writeTags(trx, principal, chain, [...new Set(data.tags)]);
+        return data.node_id;
+      }
       case 'delete': {
         const { data } = change;
         notSystem(data.node_id, 'deleted');
@@ -484,6 +548,10 @@ export class DevicesService {
       }
     }
   }
+}
+
+function countDevices(node: GroupTreeNode): number {
+  return node.type === 'device' ? 1 : (node.nodes ?? []).reduce((n, c) => n + countDevices(c), 0);
 }
 
 function emptyRoot(): GroupTreeNode {

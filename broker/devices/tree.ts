@@ -14,6 +14,13 @@ import type { DeviceScope } from '../../shared/resources.js';
 import { readAttributes } from './attributes.js';
 import { ROOT_NODE } from './scope.js';
 
+/** An ISO 8601 time as Unix seconds (qbee's int64 timestamps); null stays null. */
+export function unixSeconds(iso: string | null): number | null {
+  if (!iso) return null;
+  const ms = Date.parse(iso);
+  return Number.isNaN(ms) ? null : Math.floor(ms / 1000);
+}
+
 export interface NodeRow {
   node_id: string;
   parent_id: string | null;
@@ -240,7 +247,7 @@ export class TreeSnapshot {
         tags: this.tags[i],
         nodes: [],
         status: online(row.node_id, row.last_seen) ? 'online' : 'offline',
-        last_reported: row.last_seen,
+        last_reported: unixSeconds(row.last_seen),
         attributes: readAttributes(row.attributes),
       };
     }

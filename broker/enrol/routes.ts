@@ -3,10 +3,11 @@ import { AGENT_ENROL_PATH, AGENT_WS_PATH, AgentClose, AUTH_SIGNING_PREFIX, PROTO
 import { NODE_ID_PATTERN } from '../../shared/resources.js';
 import { DEVICE_ID_PATTERN } from '../devices/scope.js';
 import type { ExtraOperation } from '../http/openapi.js';
-import { listPage, pagingQuery } from '../http/paging.js';
+import { badRequest } from '../http/errors.js';
+import { pagingQuery } from '../http/paging.js';
 import { defineRoute, type RouteSpec } from '../http/route.js';
 import { API_PREFIX } from '../http/router.js';
-import type { BootstrapKeyRecord } from './service.js';
+import type { BootstrapKeyRecord, PendingHost } from './service.js';
 import { singleLine } from '../../shared/text.js';
 import { subjectRecords } from '../audit/subjects.js';
 
@@ -31,9 +32,29 @@ const keyRecord = z.object({
   created_at: z.string().describe('ISO 8601'),
 });
 
-/** A key as a holder of only bootstrap-keys:read sees it: everything but the secret. */
-function withoutSecret(k: BootstrapKeyRecord): Omit<BootstrapKeyRecord, 'key'> {
-  return { key_id: k.key_id, group_id: k.group_id, auto_accept: k.auto_accept, created_at: k.created_at };
+/** The entries of a key map: the record, with `key` (the secret) only for bootstrap-keys:manage holders. */
+const keyMap = z.record(
+  z.string(),
+  z.object({
+    group_id: z.string(),
+    auto_accept: z.boolean(),
+    key_id: z.string(),
+    created_at: z.string().describe('ISO 8601'),
+    key: z.string().optional().describe('The key itself: given to bootstrap-keys:manage holders only.'),
+  }),
+);
+
+const KEY_SECRET_RULE =
+  'Holders of bootstrap-keys:manage get the map keyed by the key itself (what an agent is started with); readers without it get it keyed by `key_id`, the secret left out.';
+
+function keysAsMap(keys: BootstrapKeyRecord[], withSecret: boolean): z.infer<typeof keyMap> {
+  const out: z.infer<typeof keyMap> = {};
+  for (const k of keys) {
+    const entry = { group_id: k.group_id, auto_accept: k.auto_accept, key_id: k.key_id, created_at: k.created_at };
+    if (withSecret) out[k.key] = { ...entry, key: k.key };
+    else out[k.key_id] = entry;
+  }
+  return out;
 }
 
 const pendingHost = z.object({
@@ -45,7 +66,29 @@ const pendingHost = z.object({
   public_key_fingerprint: z.string().describe('`SHA256:<base64>` of the public key, to compare with the agent log before approving.'),
   group_id: z.string().describe('Where the device goes when approved: its bootstrap key group.'),
   bootstrap_key_id: z.string().nullable(),
+  pub_key_digest: z.string().describe('Same as `node_id` (qbee).'),
+  approved: z.boolean().describe('Always false here (qbee).'),
+  remoteaddress: z.string().describe('Address of the last enrolment, "" if unknown (qbee).'),
+  timestamp: z.number().int().describe('First enrolment, Unix seconds (qbee).'),
+  host: z.string(),
+  fqhost: z.string(),
+  uqhost: z.string(),
 });
+
+/** A pending host in both vocabularies: this broker's fields and those of qbee's PendingDevice. */
+function qbeePendingHost(h: PendingHost): z.infer<typeof pendingHost> {
+  const uqhost = h.hostname.split('.')[0];
+  return {
+    ...h,
+    pub_key_digest: h.node_id,
+    approved: false,
+    remoteaddress: h.last_ip ?? '',
+    timestamp: Math.floor(Date.parse(h.created_at) / 1000),
+    host: h.hostname,
+    fqhost: h.hostname,
+    uqhost,
+  };
+}
 
 const TAG_KEYS = 'bootstrap-keys';
 const TAG_ENROL = 'enrolment';
@@ -97,43 +140,62 @@ export const enrolRoutes: RouteSpec[] = [
     path: '/bootstrapkeylist',
     tag: TAG_KEYS,
     summary: 'List bootstrap keys',
-    description: 'Keys oldest first, `{items, total}`. The key itself (`key`) is shown only to holders of bootstrap-keys:manage.',
+    description:
+      'Keys as a map `{"<key>": {group_id, auto_accept, key_id, created_at, key}}` (the shape qbee clients decode), oldest first in the page. ' +
+      KEY_SECRET_RULE +
+      ' `offset` and `items_per_page` (default 1000) page through many keys.',
     access: 'bootstrap-keys:read',
-    query: pagingQuery,
-    response: listPage(keyRecord),
-    handler: async ({ query, services, principal }) => {
-      const page = await services.enrol.listKeys(query);
-      if (await services.access.canReadBootstrapSecrets(principal)) return page;
-      return { ...page, items: page.items.map(withoutSecret) };
-    },
+    query: z.object({ ...pagingQuery.shape, items_per_page: z.coerce.number().int().min(1).max(1000).default(1000) }),
+    response: keyMap,
+    handler: async ({ query, services, principal }) =>
+      keysAsMap((await services.enrol.listKeys(query)).items, await services.access.canReadBootstrapSecrets(principal)),
   }),
   defineRoute({
     method: 'get',
     path: '/bootstrapkey/{bootstrapkey_id}',
     tag: TAG_KEYS,
     summary: 'Read a bootstrap key',
-    description: 'By the key or its `key_id`. The key itself (`key`) is shown only to holders of bootstrap-keys:manage.',
+    description: `The key as a one-entry map, like GET /bootstrapkeylist. ${KEY_SECRET_RULE}`,
     access: 'bootstrap-keys:read',
     params: z.object({ bootstrapkey_id: keyRef }),
-    response: keyRecord,
-    handler: async ({ params, services, principal }) => {
-      const k = await services.enrol.getKey(params.bootstrapkey_id);
-      return (await services.access.canReadBootstrapSecrets(principal)) ? k : withoutSecret(k);
-    },
+    response: keyMap,
+    handler: async ({ params, services, principal }) =>
+      keysAsMap([await services.enrol.getKey(params.bootstrapkey_id)], await services.access.canReadBootstrapSecrets(principal)),
   }),
   defineRoute({
     method: 'put',
     path: '/bootstrapkey/{bootstrap_key}',
     tag: TAG_KEYS,
     summary: 'Change a bootstrap key',
-    description: 'Changes the group and/or auto-accept of a key; fields left out stay. Devices enrolled already keep their place.',
+    description:
+      'Changes the group and/or auto-accept of a key; fields left out stay. Devices enrolled already keep their place. ' +
+      'The group is `group_id`, or `group` as qbee-agent sends it (both at once must agree). `ID`/`id` (qbee-cli sends the key it changes) ' +
+      'is accepted when it names the key of the path; an empty `group_id`/`group` counts as absent.',
     access: 'bootstrap-keys:manage',
     audit: 'bootstrapkey.update',
     subject: ({ params }, s) => subjectRecords.bootstrapKey(s.store.db, params.bootstrap_key),
     params: z.object({ bootstrap_key: keyRef }),
-    body: z.object({ group_id: groupId.optional(), auto_accept: autoAccept.optional() }),
+    body: z.object({
+      group_id: z.union([groupId, z.literal('')]).optional(),
+      group: z
+        .union([groupId, z.literal('')])
+        .optional()
+        .describe('Same as `group_id` (qbee-agent).'),
+      auto_accept: autoAccept.optional(),
+      ID: z.string().max(128).optional().describe('The key being changed (qbee-cli); must match the path.'),
+      id: z.string().max(128).optional().describe('Same as `ID`.'),
+    }),
     response: keyRecord,
-    handler: async ({ params, body, services }) => services.enrol.updateKey(params.bootstrap_key, body),
+    handler: async ({ params, body, services }) => {
+      for (const field of ['ID', 'id'] as const) {
+        const v = body[field];
+        if (v !== undefined && v !== '' && v !== params.bootstrap_key) throw badRequest(`${field}: names another key than the path.`, { field });
+      }
+      const fromId = body.group_id || undefined;
+      const fromGroup = body.group || undefined;
+      if (fromId && fromGroup && fromId !== fromGroup) throw badRequest('group: differs from group_id; send one of them.', { field: 'group' });
+      return services.enrol.updateKey(params.bootstrap_key, { group_id: fromId ?? fromGroup, auto_accept: body.auto_accept });
+    },
   }),
   defineRoute({
     method: 'delete',
@@ -157,11 +219,18 @@ export const enrolRoutes: RouteSpec[] = [
     tag: TAG_ENROL,
     summary: 'List pending hosts',
     description:
-      'Devices that enrolled and wait for approval, oldest first, `{items, total}`. Compare `public_key_fingerprint` with the agent log before approving.',
+      'Devices that enrolled and wait for approval, oldest first, as a JSON array (the shape qbee clients decode). ' +
+      "Each carries qbee's fields (`pub_key_digest`, `approved`, `group_id`, `remoteaddress`, `timestamp` in Unix seconds, `host`, `fqhost`, `uqhost`) " +
+      "and this broker's (`node_id`, `hostname`, `public_key_fingerprint`, ...). Compare `public_key_fingerprint` with the agent log before approving. " +
+      'Approved devices are never listed, so `pendingonly` (accepted as qbee-cli sends it) changes nothing. `offset` and `items_per_page` (default 1000) page through a long queue.',
     access: 'device:approve',
-    query: pagingQuery,
-    response: listPage(pendingHost),
-    handler: async ({ query, services }) => services.enrol.pendingHosts(query),
+    query: z.object({
+      pendingonly: z.enum(['0', '1', 'true', 'false']).optional().describe('Accepted for qbee clients; only pending hosts are ever listed.'),
+      ...pagingQuery.shape,
+      items_per_page: z.coerce.number().int().min(1).max(1000).default(1000),
+    }),
+    response: z.array(pendingHost),
+    handler: async ({ query, services }) => (await services.enrol.pendingHosts(query)).items.map(qbeePendingHost),
   }),
   defineRoute({
     method: 'post',

@@ -101,14 +101,16 @@ export const filesRoutes: RouteSpec[] = [
     summary: 'List a folder of the file store',
     description:
       'Folders first, then files, ordered by `sort_field` (name, size, extension, created, mtime, path) in `sort_direction`. ' +
-      '`search` (JSON `{"name":"part"}` as qbee clients send it, or plain text) keeps entries whose name contains the text, ' +
-      'case-insensitive: without `path` it searches the whole store, with `path` that folder only. `sha256` is given for ' +
+      '`search`: qbee\'s JSON `{"name": "...", "path": "..."}` or a plain text (part of the name). Without `path` it searches the whole store, with `path` that folder only. ' +
+      '`name` and `path` are patterns of a safe subset of regular expressions — an optional `^`, literal characters (`\\` escapes a metacharacter; `.` matches only a dot), ' +
+      'an optional trailing `.*`, an optional `$` — matched against the entry name (case-insensitive) and its full path (exactly): `{"path":"^/dir/.*"}` lists everything below /dir ' +
+      'and nothing in /dirx. Any other syntax, or another search field, answers 400: a search is never widened. `sha256`/`digest` are given for ' +
       'files up to 64 MiB and for every file uploaded since the broker started. ' +
       PATH_RULES,
     access: 'files:read',
     query: z.object({
       path: z.string().optional().describe('folder to list (default "/")'),
-      search: z.string().max(1024).optional(),
+      search: z.string().max(8192).optional(),
       sort_field: z.enum(['name', 'size', 'extension', 'created', 'mtime', 'path']).default('name'),
       sort_direction: z.enum(['asc', 'desc']).default('asc'),
       ...pagingQuery.shape,
@@ -181,7 +183,8 @@ export const filesRoutes: RouteSpec[] = [
     tag: TAG,
     summary: 'Delete a file or folder from the file store',
     description:
-      '`path` as a query parameter, a form field (multipart or urlencoded) or in a JSON body. A folder is deleted only when empty ' +
+      '`path` as a query parameter, a form field (multipart or urlencoded) or in a JSON body; a path without a leading "/" is read from the top of the store ' +
+      '(qbee-agent sends names that way). A folder is deleted only when empty ' +
       `(409 \`folder_not_empty\`) unless \`recursive\` is true. Answers \`{"path"}\`. ${PATH_RULES}`,
     access: 'files:manage',
     form: true,
@@ -195,7 +198,9 @@ export const filesRoutes: RouteSpec[] = [
       }
       const target = body.path ?? query.path;
       if (target === undefined) throw badRequest('path: name the file or folder to delete (query, form field or JSON body).', { field: 'path' });
-      return services.files.remove(target, truthy(body.recursive ?? query.recursive));
+      // qbee-agent's client names files without the leading "/": they are at the top of the store.
+      const rooted = target.startsWith('/') ? target : `/${target}`;
+      return services.files.remove(rooted, truthy(body.recursive ?? query.recursive));
     },
   }),
 ];

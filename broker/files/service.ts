@@ -8,6 +8,7 @@ import type { Config } from '../config.js';
 import { ensurePrivateDir, PRIVATE_DIR_MODE, PRIVATE_FILE_MODE, uploadTmpDir } from '../data-dir.js';
 import { ApiError, badRequest, conflict, notFound } from '../http/errors.js';
 import { formatPath, MAX_PATH_BYTES, parseName, parseStorePath, STAGING_DIR } from './paths.js';
+import { matchesPattern, parsePathPattern, type PathPattern } from './search.js';
 
 /** One entry of the store as the API shows it (qbee-compatible fields alongside ours). */
 export interface FileEntry {
@@ -294,17 +295,22 @@ export class FilesService {
    * entry of the store whose name contains the text (case-insensitive); with both, that folder's.
    */
   async list(q: ListQuery): Promise<{ items: FileEntry[]; total: number }> {
-    const search = parseSearch(q.search);
+    const search = parseFileSearch(q.search);
     const base = q.path === undefined || q.path === '' ? { segments: [], folder: true } : parseStorePath(q.path, 'path');
     const at = await this.locate(base.segments, 'path');
     if (!at.stat) throw notFound(`Folder ${formatPath(base.segments)}`);
     if (!at.stat.isDirectory()) throw pathError('path', `${formatPath(base.segments)} is a file, not a folder.`, 'not_a_folder');
 
-    const recursive = search !== '' && (q.path === undefined || q.path === '');
+    const searching = search.name !== undefined || search.path !== undefined;
+    const recursive = searching && (q.path === undefined || q.path === '');
     const found: { segments: string[]; at: Located }[] = [];
     await this.collect(base.segments, at.real, recursive, found);
-    const needle = search.toLowerCase();
-    const matched = needle ? found.filter((f) => f.segments[f.segments.length - 1].toLowerCase().includes(needle)) : found;
+    // Names compare case-insensitively (a search box); paths exactly, since clients delete what they match.
+    const matched = found.filter(
+      (f) =>
+        (!search.name || matchesPattern(search.name, f.segments[f.segments.length - 1], true)) &&
+        (!search.path || matchesPattern(search.path, formatPath(f.segments))),
+    );
 
     const rows = matched.map((f) => ({ ...f, shown: this.describe(f.segments, f.at.stat as fs.Stats) }));
     const dir = q.sort_direction === 'desc' ? -1 : 1;
@@ -600,20 +606,33 @@ function digestKey(stat: fs.Stats): string {
   return `${stat.dev}:${stat.ino}:${stat.size}:${stat.mtimeMs}`;
 }
 
-/** `{"name":"part"}` (qbee clients) or a plain text; "" for no search. */
-function parseSearch(raw: string | undefined): string {
-  if (raw === undefined || raw === '') return '';
-  if (raw.startsWith('{')) {
-    let parsed: unknown;
-    try {
-      parsed = JSON.parse(raw);
-    } catch {
-      throw badRequest('search: send JSON like {"name":"part of a name"} or plain text.', { field: 'search' });
-    }
-    const name = (parsed as { name?: unknown }).name;
-    if (name === undefined) return '';
-    if (typeof name !== 'string') throw badRequest('search: name must be a string.', { field: 'search' });
-    return name;
+/** What GET /files keeps: entries whose name and whose path match (each when given). */
+interface FileSearch {
+  name?: PathPattern;
+  path?: PathPattern;
+}
+
+/**
+ * qbee's `{"name": "...", "path": "..."}` (patterns, see search.ts; "" or absent: no filter), or a
+ * plain text: part of the name. Another JSON field is a filter this broker cannot apply: 400.
+ */
+export function parseFileSearch(raw: string | undefined): FileSearch {
+  if (raw === undefined || raw === '') return {};
+  if (!raw.startsWith('{')) return { name: { literal: raw, anchoredStart: false, anchoredEnd: false } };
+  let parsed: unknown;
+  try {
+    parsed = JSON.parse(raw);
+  } catch {
+    throw badRequest('search: send JSON like {"name":"part of a name","path":"^/folder/.*"} or plain text.', { field: 'search' });
   }
-  return raw;
+  if (!parsed || typeof parsed !== 'object' || Array.isArray(parsed)) throw badRequest('search: must be a JSON object.', { field: 'search' });
+  const out: FileSearch = {};
+  for (const [key, value] of Object.entries(parsed)) {
+    if (key !== 'name' && key !== 'path') {
+      throw badRequest(`search.${key}: is a filter this broker cannot apply; GET /files searches by name and path.`, { field: 'search', filter: key });
+    }
+    if (typeof value !== 'string') throw badRequest(`search.${key}: must be a string.`, { field: 'search', filter: key });
+    if (value !== '') out[key] = parsePathPattern(value, key);
+  }
+  return out;
 }

@@ -1,14 +1,54 @@
 import { z } from 'zod';
 import { DEVICE_ID_PATTERN } from '../devices/scope.js';
 import { listPage, pagingQuery } from '../http/paging.js';
+import { deviceAttributesOut } from '../devices/schema.js';
+import { ApiError } from '../http/errors.js';
 import { defineRoute, type RouteSpec } from '../http/route.js';
 import { subjectRecords } from '../audit/subjects.js';
+import { MAX_SEARCH_LENGTH } from '../http/search.js';
 
 const deviceId = z.string().regex(DEVICE_ID_PATTERN, 'must be a device id: 64 lowercase hexadecimal characters').describe('The device id.');
 const listQuery = z.object({
-  search: z.string().max(200).optional().describe('Part of the device title, or the start of its id'),
+  search: z
+    .string()
+    .max(MAX_SEARCH_LENGTH)
+    .optional()
+    .describe(
+      'qbee\'s JSON search, e.g. `{"title":"edge","tags":["prod"],"ancestor_ids":["lab"]}` (fields: node_id, uuid, title, flavor, arch, ip, mac, description, ' +
+        'latitude, longitude, country, city, zip, address, device_attribute, unassigned, ancestor_ids, tags; every filter given must hold; any other field is a 400), ' +
+        'or plain text: part of the device title or the start of its id.',
+    ),
+  sort_field: z.enum(['title', 'device_name', 'last_reported_time']).optional().describe('Default title'),
+  sort_direction: z.enum(['asc', 'desc']).optional().describe('Default asc'),
+  report_type: z.enum(['short', 'detailed']).optional().describe('Accepted for qbee clients: both answer the detailed record'),
   ...pagingQuery.shape,
 });
+
+/** qbee's SystemInfo: every value a string but the interface maps (and tpm_enabled). */
+const systemInfo = z
+  .object({
+    class: z.string(),
+    os: z.string(),
+    ostype: z.string(),
+    version: z.string(),
+    arch: z.string(),
+    release: z.string(),
+    flavor: z.string(),
+    boot_time: z.string().describe('Unix seconds, as a string'),
+    cpus: z.string(),
+    cpu_hw: z.string(),
+    host: z.string(),
+    fqhost: z.string(),
+    uqhost: z.string(),
+    hardware_mac: z.record(z.string(), z.string()),
+    ipv4: z.record(z.string(), z.string()),
+    ip_addresses: z.string().describe('Space-separated'),
+    ipv4_first: z.string(),
+    remoteaddr: z.string().describe('The address the agent last connected from'),
+    cf_version: z.string().describe('The version the device agent reports'),
+    tpm_enabled: z.boolean(),
+  })
+  .describe("qbee's SystemInfo, derived from the report");
 
 const report = z
   .object({
@@ -35,15 +75,47 @@ const report = z
       .optional(),
     agent_version: z.string().optional(),
     uptime: z.number().optional().describe('Seconds since the device booted'),
+    system: systemInfo,
+    attributes: deviceAttributesOut,
+    tags: z.array(z.string()).describe('Own and inherited tags'),
+    status: z.enum(['online', 'offline']),
   })
   .loose();
+
+const oneReport = report.extend({
+  pub_key_digest: z.string().describe('The device id (qbee)'),
+  last_reported: z.number().int().describe('Last contact, Unix seconds'),
+});
+
+const listItem = report.extend({
+  title: z.string(),
+  connected: z.boolean(),
+  last_seen: z.string().nullable(),
+  node_id: z.string(),
+  pub_key_digest: z.string(),
+  uuid: z.string().describe('The device id (qbee’s legacy id)'),
+  last_reported_time: z.number().int().describe('Last contact, Unix seconds; 0 if never'),
+  ancestors: z.array(z.string()).describe('Node ids from root down to the device itself'),
+});
+
+/** `host[:port]` of the public URL, the way qbee's DeviceStatus names an edge; undefined without one. */
+function publicHost(publicUrl: string | undefined): string | undefined {
+  if (!publicUrl) return undefined;
+  try {
+    return new URL(publicUrl).host || undefined;
+  } catch {
+    return undefined;
+  }
+}
 
 const SCOPE =
   'inventory:read does not accept resources: alone it reaches every device; a caller who also holds device:read sees only the devices their device:read resources match.';
 
 const LIST_DESCRIPTION =
-  'Devices whose inventory you reach, sorted by title, `{items, total}`; each with `title`, `connected`, `last_seen` and its last inventory report ' +
-  '(fields as in GET /inventory/{device_id}; `received_at` is null for a device that has not reported yet). ' +
+  'Devices whose inventory you reach that pass `search`, sorted by `sort_field` (title, device_name, last_reported_time) in `sort_direction`, `{items, total}`; ' +
+  'each with `title`, `connected`, `last_seen`, its last inventory report (fields as in GET /inventory/{device_id}; `received_at` is null before the first) ' +
+  "and qbee's InventoryListItem fields (`node_id`, `uuid`, `system`, `last_reported_time`, `ancestors`, `attributes`, `status`, `tags`). " +
+  "qbee's `commit_sha` filter and `last_policy_update`/`commit_sha` orders answer 400: this broker keeps no configuration commits. " +
   SCOPE;
 
 export const inventoryRoutes: RouteSpec[] = [
@@ -58,7 +130,7 @@ export const inventoryRoutes: RouteSpec[] = [
       SCOPE,
     access: 'inventory:read',
     params: z.object({ device_id: deviceId }),
-    response: report,
+    response: oneReport,
     handler: async ({ params, services, principal }) => services.inventory.get(principal, params.device_id),
   }),
   // The same list under two paths: /inventorylist, and /inventory as an alias of it.
@@ -71,7 +143,7 @@ export const inventoryRoutes: RouteSpec[] = [
       description: LIST_DESCRIPTION,
       access: 'inventory:read',
       query: listQuery,
-      response: listPage(report),
+      response: listPage(listItem),
       handler: async ({ query, services, principal }) => services.inventory.list(principal, query),
     }),
   ),
@@ -107,12 +179,40 @@ export const inventoryRoutes: RouteSpec[] = [
     tag: 'devices',
     summary: 'Connection status of a device',
     description:
-      '`{uuid, remote_access, connected, last_seen}`: `connected` is true while the device agent holds its connection to the broker; `remote_access` is true when remote ' +
-      'sessions (console, tunnel, copy, reload) can be opened now; `last_seen` is the last contact (ISO 8601, updated on connect, at most once a minute while connected, and on disconnect).',
+      '`{uuid, remote_access, connected, last_seen, edge, edge_version}`: `connected` is true while the device agent holds its connection to the broker; `remote_access` is true when remote ' +
+      'sessions (console, tunnel, copy, reload) can be opened now; `last_seen` is the last contact (ISO 8601, updated on connect, at most once a minute while connected, and on disconnect). ' +
+      "While `remote_access` is true, `edge` names where remote sessions go — this broker's public host (`host[:port]` of PUBLIC_URL; left out when PUBLIC_URL is not set) — and `edge_version` is 1 (qbee's DeviceStatus).",
     access: 'device:read',
     device: ({ params }) => params.device_id,
     params: z.object({ device_id: deviceId }),
-    response: z.object({ uuid: z.string(), remote_access: z.boolean(), connected: z.boolean(), last_seen: z.string().nullable() }),
-    handler: async ({ params, services }) => services.agents.status(params.device_id),
+    response: z.object({
+      uuid: z.string(),
+      remote_access: z.boolean(),
+      connected: z.boolean(),
+      last_seen: z.string().nullable(),
+      edge: z.string().optional().describe('host[:port] of this broker (PUBLIC_URL), while remote_access is true'),
+      edge_version: z.literal(1).optional().describe('1 while remote_access is true'),
+    }),
+    handler: async ({ params, services }) => {
+      const status = await services.agents.status(params.device_id);
+      const edge = publicHost(services.config.publicUrl);
+      return status.remote_access && edge ? { ...status, edge, edge_version: 1 as const } : status;
+    },
+  }),
+  defineRoute({
+    method: 'get',
+    path: '/device/{device_id}/metrics/latest',
+    tag: 'devices',
+    summary: 'Latest metrics of a device (not collected yet)',
+    description:
+      "qbee's latest device metrics (filesystem, CPU, load, memory). This broker does not collect metrics yet: the call answers 501 `not_implemented`, " +
+      'after authentication and the metrics:read check, for a well-formed device id.',
+    access: 'metrics:read',
+    params: z.object({ device_id: deviceId }),
+    handler: async () => {
+      throw new ApiError(501, 'not_implemented', 'This broker does not collect device metrics yet, so there are no latest metrics to show.', {
+        call: 'GET /api/v2/device/{device_id}/metrics/latest',
+      });
+    },
   }),
 ];

@@ -16,14 +16,16 @@ async function post(url: string, path: string, body: unknown): Promise<Response>
 }
 
 /**
- * `fleet login`: password sign-in, then the second factor when the broker asks for one (choose the
- * provider, enter the code). The token and the refresh token go to the user's config directory,
- * readable by the user only.
+ * `fleet login`: with --email, password sign-in, then the second factor when the broker asks for one
+ * (choose the provider, enter the code); without, the device authorization flow: the user approves
+ * a code in the web console, where they are signed in already. The token and the refresh token go to
+ * the user's config directory, readable by the user only.
  */
 export async function login(options: LoginOptions): Promise<void> {
   const given = options.url ?? process.env.FLEET_URL ?? readCredentials()?.url;
-  if (!given) throw new CliError('Give the broker: fleet login --url https://fleet.example.com --email you@example.com');
+  if (!given) throw new CliError('Give the broker: fleet login --url https://fleet.example.com [--email you@example.com]');
   const url = normalizeUrl(given);
+  if (!options.email && !options.passwordStdin) return deviceLogin(url);
   const email = options.email ?? (await prompt('Email: ', { echo: true, what: 'email' }));
   const password = options.passwordStdin ? await readStdinLine('password') : await prompt(`Password for ${email}: `, { echo: false, what: 'password' });
   if (!password) throw new CliError('No password given.');
@@ -45,6 +47,48 @@ export async function login(options: LoginOptions): Promise<void> {
   }
   const file = writeCredentials({ url, token: answer.token, refresh_token: refreshTokenFrom(res.headers), email });
   process.stderr.write(`Signed in to ${url} as ${email} (credentials in ${file}).\n`);
+}
+
+const DEVICE_GRANT = 'urn:ietf:params:oauth:grant-type:device_code';
+
+/** The OAuth 2.0 device authorization flow (RFC 8628), as qbee-cli signs in without a user name. */
+async function deviceLogin(url: string, sleep = (ms: number) => new Promise((r) => setTimeout(r, ms))): Promise<void> {
+  const form = { 'content-type': 'application/x-www-form-urlencoded' };
+  const started = await answerOf<{ device_code: string; user_code: string; verification_uri: string; expires_in: number; interval: number }>(
+    await request(`${url}/oauth2/devicecode`, { method: 'POST', headers: form, body: '' }),
+  ).catch((err) => {
+    throw new CliError(`Sign-in failed: ${(err as Error).message}`);
+  });
+  // A broker without PUBLIC_URL names the page by its path only.
+  const page = started.verification_uri.startsWith('/') ? `${url}${started.verification_uri}` : started.verification_uri;
+  process.stderr.write(
+    `To sign in, open ${page}?code=${started.user_code}\nand approve the code ${started.user_code} (check that it is the one shown here).\n`,
+  );
+  const deadline = Date.now() + started.expires_in * 1000;
+  const interval = Math.max(1, started.interval) * 1000;
+  while (Date.now() < deadline) {
+    await sleep(interval);
+    const res = await request(`${url}/oauth2/token`, {
+      method: 'POST',
+      headers: form,
+      body: new URLSearchParams({ grant_type: DEVICE_GRANT, device_code: started.device_code }).toString(),
+    });
+    if (res.status === 400) {
+      const body = (await res.json().catch(() => ({}))) as { error?: string; message?: string };
+      if (body.error === 'authorization_pending') continue;
+      throw new CliError(`Sign-in failed: ${body.message ?? body.error ?? 'refused'}`);
+    }
+    const tokens = await answerOf<{ access_token: string; refresh_token: string }>(res).catch((err) => {
+      throw new CliError(`Sign-in failed: ${(err as Error).message}`);
+    });
+    const profile: { email?: string } = await request(`${url}/api/v2/profile`, { headers: { authorization: `Bearer ${tokens.access_token}` } })
+      .then((r) => (r.ok ? (r.json() as Promise<{ email?: string }>) : {}))
+      .catch(() => ({}));
+    const file = writeCredentials({ url, token: tokens.access_token, refresh_token: tokens.refresh_token, email: profile.email });
+    process.stderr.write(`Signed in to ${url}${profile.email ? ` as ${profile.email}` : ''} (credentials in ${file}).\n`);
+    return;
+  }
+  throw new CliError('Sign-in failed: the code expired before it was approved; run fleet login again.');
 }
 
 async function secondFactor(url: string, challenge: string, providers: string[], options: LoginOptions): Promise<Response> {

@@ -20,7 +20,7 @@ type Node = {
   tags: string[];
   nodes: Node[];
   status?: string;
-  last_reported?: string | null;
+  last_reported?: number | null;
   attributes?: any;
 };
 
@@ -102,7 +102,7 @@ describe('GET /grouptree', () => {
     const live = t.broker.services.devices.setOnlineSource(() => undefined);
     try {
       let body = await tree();
-      expect(find(body.tree, fresh)).toMatchObject({ status: 'online', last_reported: now });
+      expect(find(body.tree, fresh)).toMatchObject({ status: 'online', last_reported: Math.floor(Date.parse(now) / 1000) });
       expect(find(body.tree, stale)?.status).toBe('offline');
       t.broker.services.devices.setOnlineSource((id) => (id === stale ? true : id === fresh ? false : undefined));
       body = await tree();

@@ -155,6 +155,28 @@ describe('fleet login', () => {
       fs.rmSync(ownHome, { recursive: true, force: true });
     }
   });
+
+  it('without --email, signs in by a code approved in the web console (device authorization)', async () => {
+    const ownHome = fs.mkdtempSync(path.join(os.tmpdir(), 'fleet-cli-device-'));
+    try {
+      const child = start(['login', '--url', t.url], { XDG_CONFIG_HOME: ownHome });
+      const done = finished(child);
+      const [, page, code] = await stderrLine(child, /open (\S+)\?code=([A-Z]{4}-[A-Z]{4})/);
+      expect(page).toBe(`${t.url}/cli-login`);
+      // No password prompt: the user approves the code where they are signed in.
+      const approved = await t.api('POST', `/api/v2/oauth2/device-auth/${code}`, { token: t.adminToken });
+      expect(approved.status).toBe(200);
+      const r = await done;
+      expect(r.code, r.stderr).toBe(0);
+      expect(r.stderr).not.toMatch(/Password/);
+      const stored = JSON.parse(fs.readFileSync(path.join(ownHome, 'fleet', 'credentials.json'), 'utf8'));
+      expect(stored).toMatchObject({ url: t.url, email: ADMIN.email });
+      const devices = await fleet(['devices', '--json'], { env: { XDG_CONFIG_HOME: ownHome } });
+      expect(devices.code, devices.stderr).toBe(0);
+    } finally {
+      fs.rmSync(ownHome, { recursive: true, force: true });
+    }
+  });
 });
 
 describe('fleet devices and sessions', () => {

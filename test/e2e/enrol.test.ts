@@ -72,7 +72,7 @@ describe('enrolment end to end', () => {
 
     const pending = await eventually(async () => {
       const r = await t.api('GET', '/api/v2/pendinghost', { token: t.adminToken });
-      return r.body.items.find((h: { node_id: string }) => h.node_id === id);
+      return r.body.find((h: { node_id: string }) => h.node_id === id);
     });
     expect(pending).toMatchObject({ node_id: id, group_id: 'site-a', last_ip: '127.0.0.1' });
     expect(pending.public_key_fingerprint).toBe((await a.waitForLog((l) => l.msg === 'device identity')).fingerprint);

@@ -36,7 +36,7 @@ beforeAll(async () => {
   agent = startAgent({ broker: t.url, bootstrapKey: Object.keys(key.body)[0] });
   device = await agent.deviceId();
   await eventually(
-    async () => (await t.api('GET', '/api/v2/pendinghost', { token: t.adminToken })).body.items?.some((h: any) => h.node_id === device),
+    async () => (await t.api('GET', '/api/v2/pendinghost', { token: t.adminToken })).body.some((h: any) => h.node_id === device),
     20_000,
     'the pending host',
   );

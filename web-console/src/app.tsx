@@ -6,6 +6,7 @@ import { Link, match, navigate, useLocation } from './router.js';
 import { AuditScreen } from './screens/audit.js';
 import { AttributesScreen } from './screens/attributes.js';
 import { BootstrapKeysScreen } from './screens/bootstrap-keys.js';
+import { CliLoginScreen } from './screens/cli-login.js';
 import { DeviceScreen } from './screens/device.js';
 import { DevicesScreen } from './screens/devices.js';
 import { FilesScreen } from './screens/files.js';
@@ -54,6 +55,7 @@ const SCREENS: Screen[] = [
   { pattern: '/roles/:id', area: 'roles', render: (p) => <RoleScreen roleId={p.id} /> },
   { pattern: '/audit', area: 'audit', render: () => <AuditScreen /> },
   { pattern: '/profile', render: () => <ProfileScreen /> },
+  { pattern: '/cli-login', render: () => <CliLoginScreen /> },
 ];
 
 const NAV: { href: string; label: string; area: Area }[] = [

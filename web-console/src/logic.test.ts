@@ -110,12 +110,14 @@ describe('answers of the API', () => {
     expect(itemsOf({ items: [1, 2], total: 2 })).toEqual([1, 2]);
     expect(itemsOf(null)).toEqual([]);
     expect(keysOf({ k1: { group_id: 'g', auto_accept: true } })).toEqual([{ key: 'k1', group_id: 'g', auto_accept: true, created_at: undefined }]);
-    expect(keysOf({ items: [{ key: 'k2', key_id: 'id', group_id: 'g', auto_accept: false, created_at: 't' }], total: 1 })[0]).toEqual({
+    expect(keysOf({ k2: { key_id: 'id', group_id: 'g', auto_accept: false, created_at: 't' } })[0]).toEqual({
       key: 'k2',
       group_id: 'g',
       auto_accept: false,
       created_at: 't',
     });
+    // One shape per call: a list page is not a key map.
+    expect(keysOf([{ key: 'k3' }])).toEqual([]);
     expect(
       entriesOf(
         {

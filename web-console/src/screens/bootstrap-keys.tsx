@@ -12,30 +12,15 @@ interface BootstrapKey {
   created_at?: string;
 }
 
-/** The list in either shape: `{items:[...]}` / an array, or a map `{<key>: {group_id, auto_accept}}`. */
+/**
+ * GET /bootstrapkeylist and GET /bootstrapkey/{key} answer a map `{<key>: {group_id, auto_accept, key_id, created_at}}`
+ * (qbee's shape); readers without bootstrap-keys:manage get it keyed by `key_id`, the key itself left out.
+ */
 export function keysOf(answer: unknown): BootstrapKey[] {
-  const items = Array.isArray(answer)
-    ? answer
-    : answer && typeof answer === 'object' && Array.isArray((answer as { items?: unknown }).items)
-      ? (answer as { items: unknown[] }).items
-      : null;
-  if (items) {
-    return items.map((raw) => {
-      const k = raw as Record<string, unknown>;
-      return {
-        key: String(k.key ?? k.bootstrap_key ?? k.id ?? k.key_id ?? ''),
-        group_id: String(k.group_id ?? ''),
-        auto_accept: Boolean(k.auto_accept),
-        created_at: typeof k.created_at === 'string' ? k.created_at : undefined,
-      };
-    });
-  }
-  if (answer && typeof answer === 'object') {
-    return Object.entries(answer as Record<string, { group_id?: string; auto_accept?: boolean; created_at?: string }>)
-      .filter(([, v]) => v && typeof v === 'object')
-      .map(([key, v]) => ({ key, group_id: String(v.group_id ?? ''), auto_accept: Boolean(v.auto_accept), created_at: v.created_at }));
-  }
-  return [];
+  if (!answer || typeof answer !== 'object' || Array.isArray(answer)) return [];
+  return Object.entries(answer as Record<string, { group_id?: string; auto_accept?: boolean; created_at?: string }>)
+    .filter(([, v]) => v && typeof v === 'object')
+    .map(([key, v]) => ({ key, group_id: String(v.group_id ?? ''), auto_accept: Boolean(v.auto_accept), created_at: v.created_at }));
 }
 
 export function groupsOf(node: GroupTreeNode | undefined, depth = 0): { node_id: string; label: string }[] {

@@ -68,11 +68,7 @@ function TreeItem({ node, open }: { node: GroupTreeNode; open: boolean }) {
           {node.title || node.node_id}
         </Link>
         <Tags tags={node.tags} />
-        {node.last_reported ? (
-          <span class="muted small">
-            seen {formatTime(typeof node.last_reported === 'number' ? new Date(node.last_reported * 1000).toISOString() : node.last_reported)}
-          </span>
-        ) : null}
+        {node.last_reported ? <span class="muted small">seen {formatTime(new Date(node.last_reported * 1000).toISOString())}</span> : null}
       </li>
     );
   }

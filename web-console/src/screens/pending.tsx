@@ -1,6 +1,6 @@
 /** Devices waiting for enrolment: approve or reject each one. */
 import { useState } from 'preact/hooks';
-import { api, itemsOf } from '../api.js';
+import { api } from '../api.js';
 import { ConfirmButton, ErrorBox, formatTime, ListTable, Notice, PageTitle, useAction, useLoad } from '../ui.js';
 
 interface PendingHost {
@@ -23,7 +23,7 @@ function idOf(host: PendingHost): string {
 }
 
 export function PendingHostsScreen() {
-  const list = useLoad(() => api.get('/pendinghost').then((a) => itemsOf<PendingHost>(a)), []);
+  const list = useLoad(() => api.get<PendingHost[]>('/pendinghost').then((a) => (Array.isArray(a) ? a : [])), []);
   const action = useAction();
   const [notice, setNotice] = useState('');
 

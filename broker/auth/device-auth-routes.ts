@@ -1,0 +1,103 @@
+import { z } from 'zod';
+import { defineRoute, type RouteSpec } from '../http/route.js';
+import { DEVICE_CODE_INTERVAL_SECONDS, DEVICE_CODE_TTL_SECONDS } from './device-auth.js';
+
+const TAG = 'session';
+const GRANT = 'urn:ietf:params:oauth:grant-type:device_code';
+const userCode = z.string().min(1).max(16).describe('The code the client shows, e.g. "BCDF-GHJK" (case and dash do not matter)');
+
+/**
+ * RFC 8628 for command-line clients (qbee-cli `login` without a user name, `fleet login` without
+ * --email). The two OAuth endpoints sit outside /api/v2 where qbee's clients call them.
+ */
+export const deviceAuthRoutes: RouteSpec[] = [
+  defineRoute({
+    method: 'post',
+    path: '/oauth2/devicecode',
+    absolute: true,
+    tag: TAG,
+    summary: 'Start a CLI sign-in (OAuth 2.0 device authorization)',
+    description:
+      'Answers `{device_code, user_code, verification_uri, verification_uri_complete, expires_in, interval, client_ip, user_agent}` (RFC 8628 §3.2). ' +
+      `Show \`user_code\` to the user, who approves it at \`verification_uri\` (the console page /cli-login) while signed in; meanwhile poll POST /oauth2/token every \`interval\` (${DEVICE_CODE_INTERVAL_SECONDS}) seconds. ` +
+      `Codes expire after ${DEVICE_CODE_TTL_SECONDS} seconds. At most 10 requests per address (1000 in all) wait at once: beyond, 429. The body is empty or a form.`,
+    access: 'public',
+    audit: false,
+    form: true,
+    body: z.object({
+      client_id: z.string().max(200).optional().describe('Accepted and ignored'),
+      scope: z.string().max(200).optional().describe('Accepted and ignored'),
+    }),
+    response: z.object({
+      device_code: z.string(),
+      user_code: z.string(),
+      verification_uri: z.string(),
+      verification_uri_complete: z.string(),
+      expires_in: z.number().int(),
+      interval: z.number().int(),
+      client_ip: z.string(),
+      user_agent: z.string(),
+    }),
+    handler: async ({ services, ip, userAgent }) => services.deviceAuth.start(ip, userAgent),
+  }),
+  defineRoute({
+    method: 'post',
+    path: '/oauth2/token',
+    absolute: true,
+    tag: TAG,
+    summary: 'Collect the tokens of an approved CLI sign-in',
+    description:
+      `Form \`grant_type=${GRANT}&device_code=...\` (RFC 8628 §3.4). Once approved: \`{access_token, token_type: "Bearer", expires_in, refresh_token}\` — ` +
+      'a new session of the approving user, renewed with POST /api/v2/refresh-jwt and the refresh token as the `PHPSESSID` or `fleet_refresh` cookie. ' +
+      'Before: 400 with `error` `authorization_pending` (poll again), `authorization_declined`, `expired_token` or `bad_verification_code` (unknown or used code). ' +
+      'The device code works once.',
+    access: 'public',
+    audit: false,
+    form: true,
+    body: z.object({
+      grant_type: z.literal(GRANT),
+      device_code: z.string().min(1).max(200),
+      client_id: z.string().max(200).optional().describe('Accepted and ignored'),
+    }),
+    response: z.object({ access_token: z.string(), token_type: z.literal('Bearer'), expires_in: z.number().int(), refresh_token: z.string() }),
+    handler: async ({ body, services, ip, userAgent }) => services.deviceAuth.token(body.device_code, ip, userAgent),
+  }),
+  defineRoute({
+    method: 'get',
+    path: '/oauth2/device-auth/{user_code}',
+    tag: TAG,
+    summary: 'Look up a pending CLI sign-in',
+    description: '`{user_code, client_ip, user_agent, expires_in}` of the request, for the user to check before approving. 404 for an unknown or expired code.',
+    access: 'authenticated',
+    params: z.object({ user_code: userCode }),
+    response: z.object({ user_code: z.string(), client_ip: z.string(), user_agent: z.string(), expires_in: z.number().int() }),
+    handler: async ({ params, services }) => services.deviceAuth.describe(params.user_code),
+  }),
+  defineRoute({
+    method: 'post',
+    path: '/oauth2/device-auth/{user_code}',
+    tag: TAG,
+    summary: 'Approve a CLI sign-in',
+    description:
+      'The client that shows this code gets a session of yours, with your permissions. Approve only a code your own terminal shows. ' +
+      'Answers `{user_code}`; 404 for an unknown or expired code, 409 `already_decided`.',
+    access: 'authenticated',
+    audit: 'auth.device_code.approve',
+    params: z.object({ user_code: userCode }),
+    body: z.object({}),
+    response: z.object({ user_code: z.string() }),
+    handler: async ({ params, services, principal }) => services.deviceAuth.decide(params.user_code, { kind: 'approved', userId: principal.user.id }),
+  }),
+  defineRoute({
+    method: 'delete',
+    path: '/oauth2/device-auth/{user_code}',
+    tag: TAG,
+    summary: 'Decline a CLI sign-in',
+    description: 'The polling client gets `authorization_declined`. Answers `{user_code}`.',
+    access: 'authenticated',
+    audit: 'auth.device_code.decline',
+    params: z.object({ user_code: userCode }),
+    response: z.object({ user_code: z.string() }),
+    handler: async ({ params, services }) => services.deviceAuth.decide(params.user_code, { kind: 'declined' }),
+  }),
+];

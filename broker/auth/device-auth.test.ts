@@ -1,0 +1,64 @@
+import { describe, expect, it } from 'vitest';
+import { ApiError } from '../http/errors.js';
+import { DEVICE_CODE_TTL_SECONDS, DeviceAuthService, MAX_PENDING_PER_ADDRESS, normalizeUserCode } from './device-auth.js';
+
+function service() {
+  let now = 1_000_000;
+  const started: string[] = [];
+  const s = new DeviceAuthService(
+    {
+      startSession: async (userId) => {
+        started.push(userId);
+        return { token: `token-of-${userId}`, refreshToken: 'refresh', sessionId: 's', refreshMaxAgeSeconds: 60 };
+      },
+      isActiveUser: async (userId) => userId !== 'disabled-user',
+    },
+    { publicUrl: 'https://fleet.example.com/', tokenTtlSeconds: 900 },
+    () => now,
+  );
+  return { s, started, advance: (seconds: number) => (now += seconds * 1000) };
+}
+
+async function errorOf(p: Promise<unknown> | (() => unknown)): Promise<ApiError> {
+  try {
+    await (typeof p === 'function' ? p() : p);
+  } catch (err) {
+    return err as ApiError;
+  }
+  throw new Error('expected a refusal');
+}
+
+describe('device authorization codes', () => {
+  it('reads user codes in any case, with or without the dash, and nothing else', () => {
+    expect(normalizeUserCode('bcdf-ghjk')).toBe('BCDF-GHJK');
+    expect(normalizeUserCode('BCDFGHJK')).toBe('BCDF-GHJK');
+    expect(normalizeUserCode('ABCD-EFGH')).toBeUndefined(); // vowels are never issued
+    expect(normalizeUserCode('BCDF-GHJ')).toBeUndefined();
+  });
+
+  it('expires: the token endpoint says expired_token, the console no longer finds the code', async () => {
+    const { s, advance } = service();
+    const auth = s.start('10.0.0.1', 'cli');
+    expect(auth.verification_uri).toBe('https://fleet.example.com/cli-login');
+    advance(DEVICE_CODE_TTL_SECONDS + 1);
+    expect((await errorOf(() => s.decide(auth.user_code, { kind: 'approved', userId: 'u' }))).status).toBe(404);
+    expect((await errorOf(s.token(auth.device_code, '10.0.0.1', 'cli'))).error).toBe('expired_token');
+  });
+
+  it('issues no session for a user disabled between approval and collection', async () => {
+    const { s, started } = service();
+    const auth = s.start('10.0.0.1', 'cli');
+    s.decide(auth.user_code, { kind: 'approved', userId: 'disabled-user' });
+    expect((await errorOf(s.token(auth.device_code, '10.0.0.1', 'cli'))).error).toBe('authorization_declined');
+    expect(started).toEqual([]);
+  });
+
+  it('bounds the requests waiting per address', async () => {
+    const { s, advance } = service();
+    for (let i = 0; i < MAX_PENDING_PER_ADDRESS; i++) s.start('10.0.0.9', 'cli');
+    expect((await errorOf(() => s.start('10.0.0.9', 'cli'))).status).toBe(429);
+    expect(s.start('10.0.0.10', 'cli').user_code).toMatch(/^[A-Z]{4}-[A-Z]{4}$/);
+    advance(DEVICE_CODE_TTL_SECONDS + 1);
+    expect(s.start('10.0.0.9', 'cli').interval).toBe(5);
+  });
+});

@@ -1,0 +1,96 @@
+/**
+ * Requests as qbee's Terraform provider (github.com/qbee-io/terraform-provider-qbee,
+ * internal/qbee) sends them: its HttpClient posts JSON bodies without a Content-Type header and
+ * marshals every field of its structs (no omitempty). Answers are decoded as its Go types.
+ */
+import http from 'node:http';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { startTestBroker, type TestBroker } from '../support/broker.js';
+import { expectDecodes, type GoShape } from './go-shape.js';
+
+let t: TestBroker;
+
+beforeAll(async () => {
+  t = await startTestBroker();
+});
+afterAll(async () => {
+  await t?.close();
+});
+
+/** HttpClient.Post/Put/Delete: http.NewRequest with a JSON buffer and no Content-Type, a bearer token. */
+function goRequest(method: string, path: string, body?: unknown): Promise<{ status: number; body: any }> {
+  const payload = body === undefined ? undefined : `${JSON.stringify(body)}\n`;
+  return new Promise((resolve, reject) => {
+    const req = http.request(`${t.url}/api/v2${path}`, {
+      method,
+      headers: { authorization: `Bearer ${t.adminToken}`, ...(payload ? { 'content-length': Buffer.byteLength(payload) } : {}) },
+    });
+    req.on('response', (res) => {
+      let text = '';
+      res.on('data', (d: Buffer) => (text += d.toString()));
+      res.on('end', () => resolve({ status: res.statusCode ?? 0, body: text ? JSON.parse(text) : undefined }));
+    });
+    req.on('error', reject);
+    req.end(payload);
+  });
+}
+
+/** grouptreeModificationData: every field, zero values included. */
+const change = (action: string, data: Partial<Record<'parent_id' | 'oldParentId' | 'title' | 'node_id' | 'type', string>>) => ({
+  action,
+  data: { parent_id: '', oldParentId: '', title: '', node_id: '', position: 0, type: '', ...data },
+});
+
+const GrouptreeModificationResponse: GoShape = {
+  struct: { sha: 'string', user_id: 'string', changes: 'string', type: 'string', message: 'string', created: 'uint64', error: { struct: {} } },
+};
+const GetGrouptreeResponse: GoShape = { struct: { title: 'string', node_id: 'string', type: 'string', ancestors: { slice: 'string' } } };
+const ListFilesResponse: GoShape = {
+  struct: {
+    items: {
+      slice: { struct: { name: 'string', extension: 'string', path: 'string', is_dir: 'bool', created: 'uint64', mime: 'string', size: 'uint64' } },
+    },
+  },
+};
+
+describe('terraform-provider-qbee', () => {
+  it('GrouptreeService Create, Rename, Move, Delete and Get', async () => {
+    const device = await t.addDevice({ name: 'tf-device' });
+    for (const [what, body] of [
+      ['create', change('create', { parent_id: 'root', title: 'TF group', node_id: 'tf-group', type: 'group' })],
+      ['rename', change('rename', { parent_id: 'root', title: 'TF renamed', node_id: 'tf-group' })],
+      ['move', change('move', { parent_id: 'tf-group', oldParentId: 'unassigned_group', node_id: device })],
+    ] as const) {
+      const r = await goRequest('PUT', '/grouptree', { changes: [body] });
+      expect(r.status, `${what}: ${JSON.stringify(r.body)}`).toBe(200);
+      expectDecodes(r.body, GrouptreeModificationResponse);
+    }
+    const got = await goRequest('GET', '/grouptree/tf-group');
+    expectDecodes(got.body, GetGrouptreeResponse);
+    expect(got.body).toMatchObject({ title: 'TF renamed', node_id: 'tf-group', type: 'group', ancestors: ['root', 'tf-group'] });
+    expect(
+      (await goRequest('PUT', '/grouptree', { changes: [change('move', { parent_id: 'unassigned_group', oldParentId: 'tf-group', node_id: device })] })).status,
+    ).toBe(200);
+    const del = await goRequest('PUT', '/grouptree', { changes: [change('delete', { parent_id: 'root', node_id: 'tf-group', type: 'group' })] });
+    expect(del.status, JSON.stringify(del.body)).toBe(200);
+  });
+
+  it('FilesService CreateDir, List and Delete with untyped JSON bodies', async () => {
+    const created = await goRequest('POST', '/file/createdir', { path: '/', name: 'tf-dir' });
+    expect(created.status, JSON.stringify(created.body)).toBe(201);
+    expectDecodes(created.body, { struct: { dir: 'string', path: 'string' } });
+    const list = await goRequest('GET', '/files');
+    expectDecodes(list.body, ListFilesResponse);
+    expect(list.body.items.some((f: { path: string }) => f.path === '/tf-dir')).toBe(true);
+    const del = await goRequest('DELETE', '/file', { path: '/tf-dir' });
+    expect(del.status, JSON.stringify(del.body)).toBe(200);
+    // Unknown fields stay refused in untyped bodies too.
+    expect((await goRequest('POST', '/file/createdir', { path: '/', name: 'x', colour: 'red' })).status).toBe(400);
+  });
+
+  it('InventoryService GetDevices decodes', async () => {
+    const r = await goRequest('GET', '/inventory');
+    expect(r.status).toBe(200);
+    expectDecodes(r.body, { struct: { items: { slice: { struct: { pub_key_digest: 'string', node_id: 'string' } } } } });
+  });
+});
