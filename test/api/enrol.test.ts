@@ -122,16 +122,16 @@ describe('bootstrap keys', () => {
     const list = await t.api('GET', '/api/v2/bootstrapkeylist?items_per_page=1000', { token: reader.token });
     expect(list.status).toBe(200);
     expect(JSON.stringify(list.body)).not.toContain(key);
-    const keyId = (await t.api('GET', `/api/v2/bootstrapkey/${key}`, { token: manager.token })).body.key_id;
-    const item = list.body.items.find((i: { key_id: string }) => i.key_id === keyId);
+    const keyId = (await t.api('GET', `/api/v2/bootstrapkey/${key}`, { token: manager.token })).body[key].key_id;
+    const item = list.body[keyId];
     expect(item).toMatchObject({ group_id: 'lab', auto_accept: false });
     expect(item.key).toBeUndefined();
     const one = await t.api('GET', `/api/v2/bootstrapkey/${keyId}`, { token: reader.token });
     expect(one.status).toBe(200);
-    expect(one.body).toMatchObject({ key_id: keyId, group_id: 'lab' });
+    expect(one.body[keyId]).toMatchObject({ key_id: keyId, group_id: 'lab' });
     expect(JSON.stringify(one.body)).not.toContain(key);
     const managed = await t.api('GET', '/api/v2/bootstrapkeylist?items_per_page=1000', { token: manager.token });
-    expect(managed.body.items.find((i: { key_id: string }) => i.key_id === keyId).key).toBe(key);
+    expect(managed.body[key].key).toBe(key);
   });
 });
 
@@ -244,7 +244,7 @@ describe('enrolment and pending hosts', () => {
     expect(row.state).toBe('pending');
     expect((await t.api('GET', `/api/v2/node/${device.id}`, { token: t.adminToken })).status).toBe(404);
     const pending = await t.api('GET', '/api/v2/pendinghost', { token: approver.token });
-    expect(pending.body.items.find((h: { node_id: string }) => h.node_id === device.id)).toMatchObject({ group_id: 'lab' });
+    expect(pending.body.find((h: { node_id: string }) => h.node_id === device.id)).toMatchObject({ group_id: 'lab' });
     // A rejected key stays refused whatever key it presents.
     expect((await t.api('DELETE', `/api/v2/pendinghost/${device.id}`, { token: approver.token })).status).toBe(204);
     const afterReject = await enrolDevice(t, auto, device);

@@ -186,6 +186,7 @@ describe('the route table', () => {
       'GET /grouptree': 'a listing: shows only the devices the caller may read',
       'PUT /grouptree': 'each change is decided per node by the devices service',
       'GET /tagslist': 'a listing: tags of readable devices only',
+      'GET /groups': "a listing: the groups of the caller's view of the tree",
     };
     const unchecked = routes.filter(
       (r) =>
