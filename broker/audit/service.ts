@@ -15,7 +15,7 @@ export interface RemoteAuditStart {
   allowed: boolean;
   reason: string;
   ip: string;
-  source: 'api' | 'web' | 'cli' | 'ssh';
+  source: 'api' | 'web' | 'cli' | 'ssh' | 'qbee';
   sessionId?: string;
 }
 
