@@ -79,6 +79,7 @@ export function readQbeeMessage(stream: Readable, timeoutMs = 15_000): Promise<{
     stream.on('data', onData);
     stream.once('end', onEnd);
     stream.once('close', onEnd);
+    stream.resume();
   });
 }
 
