@@ -10,7 +10,12 @@ export interface StreamRelayOptions {
   /** console: the size it was opened with, told to the agent (which then knows we listen) */
   size?: { cols: number; rows: number };
   direction?: 'upload' | 'download';
+  /** UDP: the stream carries PORT(2) | LENGTH(2) | DATA frames, the channel one datagram per write */
+  datagramPort?: number;
 }
+
+/** Largest UDP frame body, and so the most held while one arrives. */
+const MAX_DATAGRAM = 0xffff;
 
 /**
  * Moves one qbee stream's bytes to and from its agent channel. Both are flow-controlled streams
@@ -49,10 +54,13 @@ export class StreamRelay implements LiveRelay {
         }
       }
     });
-    channel.pipe(stream);
     const acceptsInput = !(options.kind === 'copy' && options.direction === 'download');
-    if (acceptsInput) stream.pipe(channel);
-    else {
+    if (options.datagramPort !== undefined) this.relayDatagrams(options.datagramPort);
+    else if (acceptsInput) {
+      channel.pipe(stream);
+      stream.pipe(channel);
+    } else {
+      channel.pipe(stream);
       // Nothing goes to the device in a download; our end is the agent's signal to start.
       stream.resume();
       channel.end();
@@ -84,6 +92,46 @@ export class StreamRelay implements LiveRelay {
       this.maybeDone(bytesBefore);
     });
     if (options.size) channel.control({ type: 'resize', ...options.size });
+  }
+
+  /**
+   * UDP: qbee frames each datagram with its port and length on the stream; the agent's channel
+   * keeps one datagram per write. Each side pauses the other while it cannot take more.
+   */
+  private relayDatagrams(port: number): void {
+    const { stream, channel } = this;
+    let held: Buffer = Buffer.alloc(0);
+    stream.on('data', (chunk: Buffer) => {
+      held = held.length ? Buffer.concat([held, chunk]) : chunk;
+      while (held.length >= 4) {
+        const length = held.readUInt16BE(2);
+        if (held.length < 4 + length) break;
+        const datagram = Buffer.from(held.subarray(4, 4 + length));
+        held = held.subarray(4 + length);
+        if (channel.destroyed || channel.writableEnded) continue;
+        if (!channel.write(datagram) && !stream.isPaused()) {
+          stream.pause();
+          channel.once('drain', () => stream.resume());
+        }
+      }
+      if (held.length > 4 + MAX_DATAGRAM) stream.destroy(new Error('UDP frame too large'));
+    });
+    stream.on('end', () => channel.end());
+    channel.on('data', (datagram: Buffer) => {
+      // A UDP datagram never exceeds the frame's 16-bit length; anything larger is not one.
+      if (datagram.length > MAX_DATAGRAM || stream.writableEnded || stream.destroyed) return;
+      const header = Buffer.allocUnsafe(4);
+      header.writeUInt16BE(port, 0);
+      header.writeUInt16BE(datagram.length, 2);
+      if (!stream.write(Buffer.concat([header, datagram])) && !channel.isPaused()) {
+        channel.pause();
+        stream.once('drain', () => channel.resume());
+      }
+    });
+    channel.on('end', () => {
+      if (!stream.writableEnded) stream.end();
+    });
+    stream.resume();
   }
 
   abort(_frame: ErrorFrame, _code: number, reason: string): void {

@@ -134,6 +134,8 @@ export class QbeeTransport {
       switch (message.type) {
         case QbeeMessage.tcpTunnel:
           return await this.tunnel(connection, stream, message.payload.toString());
+        case QbeeMessage.udpTunnel:
+          return await this.udpTunnel(connection, stream, message.payload.toString());
         case QbeeMessage.pty:
           return await this.terminal(connection, stream, message.payload);
         case QbeeMessage.ptyCommand:
@@ -172,7 +174,7 @@ export class QbeeTransport {
   }
 
   private async refuseUnsupported(connection: Connection, stream: SmuxStream, type: number): Promise<void> {
-    const name = type === QbeeMessage.udpTunnel ? 'UDP tunnels' : type === QbeeMessage.command ? 'commands without a terminal' : `message type ${type}`;
+    const name = type === QbeeMessage.command ? 'commands without a terminal' : `message type ${type}`;
     await this.refuse(connection, stream, 'unsupported', { message_type: type }, `${name} are not supported by this broker`);
   }
 
@@ -212,6 +214,21 @@ export class QbeeTransport {
     const request: RemoteRequest = { action: 'tunnel', proto: 'tcp', port: target.port, dst: target.host };
     const { action: _a, ...options } = request as RemoteRequest & Record<string, unknown>;
     await this.open(connection, stream, 'tunnel', request, { proto: 'tcp', port: target.port, dst: target.host }, options, Buffer.alloc(0), { kind: 'tunnel' });
+  }
+
+  /** UDP: `suggested-local-port:host:port`; the suggestion concerns the device's listener and is not used. */
+  private async udpTunnel(connection: Connection, stream: SmuxStream, payload: string): Promise<void> {
+    const colon = payload.indexOf(':');
+    const target = colon > 0 && /^\d{1,5}$/.test(payload.slice(0, colon)) ? splitHostPort(payload.slice(colon + 1)) : undefined;
+    if (!target || !isTunnelHost(target.host)) {
+      return this.refuse(connection, stream, 'tunnel', { target: payload.slice(0, 300) }, 'invalid request: the tunnel target must be port:host:port');
+    }
+    const request: RemoteRequest = { action: 'tunnel', proto: 'udp', port: target.port, dst: target.host };
+    const { action: _a, ...options } = request as RemoteRequest & Record<string, unknown>;
+    await this.open(connection, stream, 'tunnel', request, { proto: 'udp', port: target.port, dst: target.host }, options, Buffer.alloc(0), {
+      kind: 'tunnel',
+      datagramPort: target.port,
+    });
   }
 
   private async terminal(connection: Connection, stream: SmuxStream, payload: Buffer): Promise<void> {

@@ -4,7 +4,9 @@
  * goes through the broker's decide → audit → relay path like its own endpoints.
  */
 import crypto from 'node:crypto';
+import dgram from 'node:dgram';
 import fs from 'node:fs';
+import http from 'node:http';
 import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
@@ -73,6 +75,42 @@ describe('qbee native transport through a real broker and agent', () => {
     const refused = await connectQbee(t.url, device, 'not-a-token').catch((e: unknown) => e);
     expect(refused).toBeInstanceOf(QbeeUpgradeRefused);
     expect((refused as QbeeUpgradeRefused).status).toBe(401);
+    const notADevice = await connectQbee(t.url, 'nope', t.adminToken).catch((e: unknown) => e);
+    expect((notADevice as QbeeUpgradeRefused).status).toBe(404);
+    const status = await new Promise<number>((resolve, reject) => {
+      const req = http.request(new URL(`/device/${device}`, t.url), {
+        headers: { Connection: 'upgrade', Upgrade: 'websocket', Authorization: t.adminToken },
+      });
+      req.on('response', (res) => resolve(res.statusCode ?? 0));
+      req.on('upgrade', () => reject(new Error('upgraded without the qbee-v1 protocol')));
+      req.on('error', reject);
+      req.end();
+    });
+    expect(status).toBe(426);
+  });
+
+  it('tunnels UDP: a datagram framed with its port goes out and the answer comes back framed', async () => {
+    const server = dgram.createSocket('udp4');
+    server.on('message', (msg, rinfo) => server.send(Buffer.concat([Buffer.from('re:'), msg]), rinfo.port, rinfo.address));
+    await new Promise<void>((r) => server.bind(0, '127.0.0.1', r));
+    const port = server.address().port;
+    const client = await connectQbee(t.url, device, t.adminToken);
+    try {
+      const { stream } = await client.open(QbeeMessage.udpTunnel, `40000:127.0.0.1:${port}`);
+      const answer = new Promise<Buffer>((resolve) => stream.once('data', resolve));
+      stream.resume();
+      const header = Buffer.alloc(4);
+      header.writeUInt16BE(port, 0);
+      header.writeUInt16BE(5, 2);
+      stream.write(Buffer.concat([header, Buffer.from('hello')]));
+      const frame = await answer;
+      expect(frame.readUInt16BE(0)).toBe(port);
+      expect(frame.readUInt16BE(2)).toBe(8);
+      expect(frame.subarray(4).toString()).toBe('re:hello');
+    } finally {
+      client.close();
+      server.close();
+    }
   });
 
   it('tunnels TCP: bytes echo through, and the session is audited start and end', async () => {
@@ -175,5 +213,19 @@ describe('qbee native transport through a real broker and agent', () => {
       ]),
     );
     expect(denied.find((e) => e.action === 'tunnel')).toMatchObject({ device_id: device });
+  });
+
+  it('reloads the agent, audited, and the agent comes back', async () => {
+    const from = agent.logs.length;
+    const client = await connectQbee(t.url, device, t.adminToken);
+    try {
+      await client.reload();
+    } finally {
+      client.close();
+    }
+    await agent.waitForLog((l) => l.msg.includes('reload'), 10_000, from);
+    const [entry] = await audit(`device_id=${device}&action=reload`);
+    expect(entry).toMatchObject({ event: 'remote.reload.start', result: 'allowed', source: 'qbee' });
+    await agent.waitConnected(t);
   });
 });
