@@ -156,7 +156,12 @@ describe('smux v2 against a hostile peer', () => {
     expect(p.streams).toHaveLength(4);
     expect(p.server.openStreams).toBe(4);
     await until(() => p.received().filter((f) => f.cmd === SmuxCmd.FIN).length === 6, 'the FINs');
-    expect(p.received().filter((f) => f.cmd === SmuxCmd.FIN).map((f) => f.sid)).toEqual([9, 11, 13, 15, 17, 19]);
+    expect(
+      p
+        .received()
+        .filter((f) => f.cmd === SmuxCmd.FIN)
+        .map((f) => f.sid),
+    ).toEqual([9, 11, 13, 15, 17, 19]);
     // Data for a refused stream is dropped, not buffered.
     p.raw.write(encodeFrame(SmuxCmd.PSH, 19, Buffer.alloc(1000)));
     p.raw.write(encodeFrame(SmuxCmd.NOP, 0));

@@ -32,7 +32,14 @@ function writeString(block: Buffer, offset: number, length: number, value: strin
 }
 
 function writeOctal(block: Buffer, offset: number, length: number, value: number): void {
-  block.write(`${Math.floor(value).toString(8).padStart(length - 1, '0')}\0`, offset, length, 'ascii');
+  block.write(
+    `${Math.floor(value)
+      .toString(8)
+      .padStart(length - 1, '0')}\0`,
+    offset,
+    length,
+    'ascii',
+  );
 }
 
 function paxRecord(key: string, value: string): string {
@@ -135,7 +142,10 @@ function readNumber(block: Buffer, offset: number, length: number): number {
     if (!Number.isSafeInteger(value)) throw new TarFormatError('number out of range');
     return value;
   }
-  const text = field.toString('ascii').replace(/[\0 ]+$/g, '').replace(/^ +/, '');
+  const text = field
+    .toString('ascii')
+    .replace(/[\0 ]+$/g, '')
+    .replace(/^ +/, '');
   if (text === '') return 0;
   if (!/^[0-7]+$/.test(text)) throw new TarFormatError(`invalid octal field ${JSON.stringify(text)}`);
   return parseInt(text, 8);
@@ -257,8 +267,7 @@ export class TarParser {
     this.pax.clear();
     this.longName = undefined;
     this.longLink = undefined;
-    const type: TarEntryType =
-      typeflag === '0' || typeflag === '7' ? 'file' : typeflag === '5' ? 'directory' : typeflag === '2' ? 'symlink' : 'other';
+    const type: TarEntryType = typeflag === '0' || typeflag === '7' ? 'file' : typeflag === '5' ? 'directory' : typeflag === '2' ? 'symlink' : 'other';
     // Only files carry data; other types' size is still skipped (hard links, devices carry none).
     const dataSize = type === 'file' || type === 'other' ? size : 0;
     this.currentSize = dataSize;

@@ -95,10 +95,14 @@ describe('copies as gzip tar', () => {
     fs.mkdirSync(granted);
     const channelRefused = await open({ direction: 'upload', path: path.join(dir, 'not-granted'), allowed: [granted] }).catch((e: Error) => e);
     expect(channelRefused).toBeInstanceOf(Error);
-    const answer = await upload(path.join(granted, 'new-dir'), [
-      { name: 'd/', type: 'directory', mode: 0o755 },
-      { name: 'd/a.txt', type: 'file', mode: 0o4755, data: Buffer.from('a') },
-    ], [granted]);
+    const answer = await upload(
+      path.join(granted, 'new-dir'),
+      [
+        { name: 'd/', type: 'directory', mode: 0o755 },
+        { name: 'd/a.txt', type: 'file', mode: 0o4755, data: Buffer.from('a') },
+      ],
+      [granted],
+    );
     expect(answer).toMatchObject({ ok: true, bytes: 1 });
     const written = path.join(granted, 'new-dir', 'a.txt');
     expect(fs.readFileSync(written, 'utf8')).toBe('a');

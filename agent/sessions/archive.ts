@@ -121,7 +121,8 @@ export async function openArchiveUpload(channel: Channel, params: CopyParams, ct
     const st = await fs.stat(target);
     isDirectory = st.isDirectory();
   } catch (err) {
-    if ((err as NodeJS.ErrnoException).code !== 'ENOENT') throw new AgentRefusal('io_error', `Cannot use ${params.path} on the device: ${(err as Error).message}`);
+    if ((err as NodeJS.ErrnoException).code !== 'ENOENT')
+      throw new AgentRefusal('io_error', `Cannot use ${params.path} on the device: ${(err as Error).message}`);
   }
   ctx.log('archive upload started', { ch: channel.id, target });
   void extract(channel, target, dir, isDirectory, ctx);

@@ -47,7 +47,8 @@ export class StreamRelay implements LiveRelay {
         this.reason ??= msg.ok ? `copied ${msg.bytes} bytes` : `copy failed: ${msg.error ?? 'unknown error'}`;
         if (options.direction === 'upload') {
           // The end of an upload is answered on the stream, as qbee's device side does.
-          if (!stream.writableEnded) stream.write(msg.ok ? encodeQbeeMessage(QbeeMessage.ok) : encodeQbeeMessage(QbeeMessage.error, (msg.error ?? 'copy failed').slice(0, 1000)));
+          if (!stream.writableEnded)
+            stream.write(msg.ok ? encodeQbeeMessage(QbeeMessage.ok) : encodeQbeeMessage(QbeeMessage.error, (msg.error ?? 'copy failed').slice(0, 1000)));
         } else if (!msg.ok) {
           // A download has no room for a failure once its bytes started: cut the stream, the client sees an error.
           stream.destroy(new Error(msg.error ?? 'copy failed'));

@@ -42,9 +42,7 @@ export interface QbeeTransportDeps {
 function httpRefusal(socket: Duplex, status: number, error: string, message: string): void {
   const body = JSON.stringify({ code: status, error, message });
   const text = { 400: 'Bad Request', 401: 'Unauthorized', 404: 'Not Found', 426: 'Upgrade Required' }[status] ?? 'Error';
-  socket.end(
-    `HTTP/1.1 ${status} ${text}\r\nContent-Type: application/json\r\nContent-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`,
-  );
+  socket.end(`HTTP/1.1 ${status} ${text}\r\nContent-Type: application/json\r\nContent-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`);
 }
 
 /** qbee clients send the token bare; a `Bearer ` prefix is accepted too. */
@@ -111,9 +109,7 @@ export class QbeeTransport {
       return void socket.destroy();
     }
     if (socket.destroyed) return;
-    socket.write(
-      `HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\nUpgrade: websocket\r\nSec-WebSocket-Protocol: ${QBEE_PROTOCOL}\r\n\r\n`,
-    );
+    socket.write(`HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\nUpgrade: websocket\r\nSec-WebSocket-Protocol: ${QBEE_PROTOCOL}\r\n\r\n`);
     const session = new SmuxSession(socket, { side: 'server' });
     const connection: Connection = { caller, deviceId, terminals: new Map() };
     this.connections.add(session);

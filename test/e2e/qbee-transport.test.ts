@@ -131,10 +131,14 @@ describe('qbee native transport through a real broker and agent', () => {
     } finally {
       client.close();
     }
-    const [entry] = await eventually(async () => {
-      const items = await audit(`device_id=${device}&action=tunnel`);
-      return items[0]?.event === 'remote.tunnel.start' && items[0]?.ended_at ? items : undefined;
-    }, 10_000, 'the tunnel end record');
+    const [entry] = await eventually(
+      async () => {
+        const items = await audit(`device_id=${device}&action=tunnel`);
+        return items[0]?.event === 'remote.tunnel.start' && items[0]?.ended_at ? items : undefined;
+      },
+      10_000,
+      'the tunnel end record',
+    );
     expect(entry).toMatchObject({ result: 'allowed', source: 'qbee' });
   });
 
