@@ -219,6 +219,29 @@ describe('qbee native transport through a real broker and agent', () => {
     expect(denied.find((e) => e.action === 'tunnel')).toMatchObject({ device_id: device });
   });
 
+  it('ends a live terminal within seconds once the user is disabled', async () => {
+    const user = await t.userWith([{ permission: 'remote-access:connect', resources: ['tag:x/console'] }]);
+    const client = await connectQbee(t.url, device, user.token);
+    try {
+      const { stream } = await client.terminal(80, 24);
+      const ended = new Promise((r) => stream.once('end', r));
+      stream.resume();
+      expect((await t.api('PATCH', `/api/v2/user/${user.id}`, { token: t.adminToken, body: { disabled: true } })).status).toBe(200);
+      await ended;
+      const [entry] = await eventually(
+        async () => {
+          const items = await audit(`user_id=${user.id}&action=console`);
+          return items[0]?.ended_at ? items : undefined;
+        },
+        10_000,
+        'the end record',
+      );
+      expect(JSON.stringify(entry)).toMatch(/access withdrawn/);
+    } finally {
+      client.close();
+    }
+  });
+
   it('reloads the agent, audited, and the agent comes back', async () => {
     const from = agent.logs.length;
     const client = await connectQbee(t.url, device, t.adminToken);
