@@ -206,6 +206,8 @@ describe('qbee native transport through a real broker and agent', () => {
       expect(refused).toBeInstanceOf(QbeeRemoteError);
       expect((refused as Error).message).toMatch(/Not allowed/);
       await expect(client.open(QbeeMessage.pty, JSON.stringify({ cols: 80, rows: 24 }))).rejects.toThrow(QbeeRemoteError);
+      await expect(client.tcpTunnel('no-port-here')).rejects.toThrow(/host:port/);
+      await expect(client.open(QbeeMessage.command, '{}')).rejects.toThrow(/not supported/);
     } finally {
       client.close();
     }
@@ -214,9 +216,11 @@ describe('qbee native transport through a real broker and agent', () => {
       expect.arrayContaining([
         ['remote.tunnel.denied', 'tunnel', 'qbee'],
         ['remote.console.denied', 'console', 'qbee'],
+        ['remote.unsupported.denied', 'unsupported', 'qbee'],
       ]),
     );
     expect(denied.find((e) => e.action === 'tunnel')).toMatchObject({ device_id: device });
+    expect(denied.filter((e) => e.action === 'tunnel').map((e) => e.reason)).toEqual(expect.arrayContaining([expect.stringMatching(/host:port/)]));
   });
 
   it('ends a live terminal within seconds once the user is disabled', async () => {
