@@ -29,6 +29,11 @@ import { StreamRelay } from './relay.js';
 const DEVICE_ID = /^[0-9a-f]{64}$/;
 /** Terminal size bounds, as for the broker's own console endpoint. */
 const MAX_DIMENSION = 1000;
+/**
+ * Connections one user may hold at once: each may buffer up to its stream limit times the window
+ * (32 × 256 KiB), so this bounds what one account can make the broker hold. qbee-cli opens one per device.
+ */
+export const QBEE_MAX_CONNECTIONS_PER_USER = 16;
 
 export interface QbeeTransportDeps {
   logger: Logger;
@@ -74,6 +79,7 @@ interface Connection {
 export class QbeeTransport {
   private readonly log: Logger;
   private readonly connections = new Set<SmuxSession>();
+  private readonly perUser = new Map<string, number>();
 
   constructor(private readonly deps: QbeeTransportDeps) {
     this.log = deps.logger.child({ module: 'qbee' });
@@ -109,12 +115,28 @@ export class QbeeTransport {
       return void socket.destroy();
     }
     if (socket.destroyed) return;
+    const userId = caller.principal.user.id;
+    const held = this.perUser.get(userId) ?? 0;
+    if (held >= QBEE_MAX_CONNECTIONS_PER_USER) {
+      return httpRefusal(
+        socket,
+        429,
+        'too_many_connections',
+        `At most ${QBEE_MAX_CONNECTIONS_PER_USER} remote-access connections per user at once; close one first.`,
+      );
+    }
+    this.perUser.set(userId, held + 1);
     socket.write(`HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\nUpgrade: websocket\r\nSec-WebSocket-Protocol: ${QBEE_PROTOCOL}\r\n\r\n`);
     const session = new SmuxSession(socket, { side: 'server' });
     const connection: Connection = { caller, deviceId, terminals: new Map() };
     this.connections.add(session);
     session.on('protocol-error', (err: Error) => this.log.warn({ deviceId, err: err.message }, 'qbee connection closed: protocol error'));
-    session.on('close', () => this.connections.delete(session));
+    session.on('close', () => {
+      this.connections.delete(session);
+      const left = (this.perUser.get(userId) ?? 1) - 1;
+      if (left > 0) this.perUser.set(userId, left);
+      else this.perUser.delete(userId);
+    });
     session.on('stream', (stream: SmuxStream) => void this.serve(connection, stream));
     session.feed(head);
   }

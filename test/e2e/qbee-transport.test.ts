@@ -14,10 +14,11 @@ import type { Readable } from 'node:stream';
 import zlib from 'node:zlib';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { QbeeMessage } from '../../shared/qbee.js';
+import { QBEE_MAX_CONNECTIONS_PER_USER } from '../../broker/qbee/transport.js';
 import { readTar, writeTar, type TarEntry } from '../../shared/tar.js';
 import { eventually, startAgent, type TestAgent } from '../support/agent.js';
 import { startTestBroker, type TestBroker } from '../support/broker.js';
-import { collect, connectQbee, QbeeRemoteError, QbeeUpgradeRefused } from '../support/qbee-client.js';
+import { collect, connectQbee, QbeeRemoteError, QbeeUpgradeRefused, type QbeeClient } from '../support/qbee-client.js';
 
 let t: TestBroker;
 let agent: TestAgent;
@@ -244,6 +245,20 @@ describe('qbee native transport through a real broker and agent', () => {
     } finally {
       client.close();
     }
+  });
+
+  it('holds at most the per-user number of connections, and frees a place when one closes', async () => {
+    const user = await t.userWith([{ permission: 'remote-access:connect', resources: ['tag:x/console'] }]);
+    const held: QbeeClient[] = [];
+    for (let i = 0; i < QBEE_MAX_CONNECTIONS_PER_USER; i++) held.push(await connectQbee(t.url, device, user.token));
+    const refused = await connectQbee(t.url, device, user.token).catch((e: unknown) => e);
+    expect((refused as QbeeUpgradeRefused).status).toBe(429);
+    const closed = new Promise((r) => held[0].session.once('close', r));
+    held[0].close();
+    await closed;
+    const again = await eventually(() => connectQbee(t.url, device, user.token).catch(() => undefined), 10_000, 'a free place');
+    again.close();
+    for (const c of held.slice(1)) c.close();
   });
 
   it('reloads the agent, audited, and the agent comes back', async () => {
