@@ -15,6 +15,7 @@ import { FilesService } from './files/service.js';
 import { UpgradeRouter } from './http/upgrade.js';
 import { InventoryService } from './inventory/service.js';
 import { MailService } from './mail/service.js';
+import { QbeeTransport } from './qbee/transport.js';
 import { RemoteService } from './remote/service.js';
 import { RolesService } from './roles/service.js';
 import { SettingsStore } from './settings.js';
@@ -48,6 +49,8 @@ export interface Services {
   /** How remote access, enrolment and inventory reach agents: the hub, or what wraps it. */
   locator: AgentLocator;
   remote: RemoteService;
+  /** qbee's native remote-access transport (qbee-cli's connect, terminal, copy). */
+  qbee: QbeeTransport;
   upgrades: UpgradeRouter;
 }
 
@@ -102,6 +105,7 @@ export async function createServices(config: Config, logger: Logger, store: Stor
   // The group tree's online status is the live connection state.
   devices.setOnlineSource((deviceId) => locator.isConnected(deviceId));
   const remote = new RemoteService({ config, logger, db: store.db, upgrades, auth, access, audit, locator });
+  const qbee = new QbeeTransport({ logger, upgrades, auth, audit, sessions: remote.sessions, remote });
 
   const services: Services = {
     config,
@@ -123,6 +127,7 @@ export async function createServices(config: Config, logger: Logger, store: Stor
     agents,
     locator,
     remote,
+    qbee,
     upgrades,
   };
   await auth.init();
@@ -130,10 +135,12 @@ export async function createServices(config: Config, logger: Logger, store: Stor
   for (const s of [users, roles, devices, files, enrol, inventory, agents, remote]) {
     await s.init();
   }
+  qbee.init();
   return services;
 }
 
 export async function closeServices(services: Services): Promise<void> {
+  services.qbee.close();
   for (const s of [services.remote, services.agents, services.enrol, services.inventory, services.files, services.devices, services.roles, services.users]) {
     await s.close();
   }

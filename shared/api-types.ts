@@ -114,7 +114,7 @@ export interface AuditEntry {
   result: string;
   reason: string | null;
   source_ip: string | null;
-  /** 'api' | 'web' | 'cli' | 'ssh' */
+  /** 'api' | 'web' | 'cli' | 'ssh' | 'qbee' */
   source: string | null;
   session_id: string | null;
   /** A remote session's start entry: from its end entry (joined when listed). */

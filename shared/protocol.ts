@@ -65,6 +65,11 @@ export interface CopyParams {
   sha256?: string;
   /** the directories the user's grant allows (already normalised); the agent re-checks with realpath */
   allowed?: string[];
+  /**
+   * `file` (default): the bytes of one regular file. `tar.gz`: a gzip'd tar of a file or directory
+   * (qbee's file transfer): a download archives the path, an upload extracts into it.
+   */
+  format?: 'file' | 'tar.gz';
 }
 export type ChannelParams = ConsoleParams | TunnelParams | CopyParams;
 

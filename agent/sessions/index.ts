@@ -1,6 +1,7 @@
 import { AgentRefusal } from '../../shared/codes.js';
 import type { Channel } from '../../shared/mux.js';
 import type { ConsoleParams, CopyParams, TunnelParams } from '../../shared/protocol.js';
+import { openArchiveDownload, openArchiveUpload } from './archive.js';
 import { openConsole } from './console.js';
 import { openDownload, openUpload } from './copy.js';
 import { openTcpTunnel, openUdpTunnel } from './tunnel.js';
@@ -32,6 +33,10 @@ export async function handleChannel(channel: Channel, ctx: SessionContext): Prom
     }
     case 'copy': {
       const params = channel.params as CopyParams;
+      if (params.format === 'tar.gz') {
+        if (params.direction === 'upload') return openArchiveUpload(channel, params, ctx);
+        if (params.direction === 'download') return openArchiveDownload(channel, params, ctx);
+      }
       if (params.direction === 'upload') return openUpload(channel, params, ctx);
       if (params.direction === 'download') return openDownload(channel, params, ctx);
       throw new AgentRefusal('unsupported', `Copy direction ${String(params.direction)} is not upload or download.`);

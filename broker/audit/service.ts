@@ -19,7 +19,7 @@ export interface RemoteAuditStart {
   allowed: boolean;
   reason: string;
   ip: string;
-  source: 'api' | 'web' | 'cli' | 'ssh';
+  source: 'api' | 'web' | 'cli' | 'ssh' | 'qbee';
   sessionId?: string;
 }
 

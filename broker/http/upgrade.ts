@@ -7,6 +7,7 @@ export type UpgradeHandler = (req: IncomingMessage, socket: Duplex, head: Buffer
 /** WebSocket upgrades by path: the agent channel, remote-access sessions. */
 export class UpgradeRouter {
   private readonly handlers = new Map<string, UpgradeHandler>();
+  private readonly prefixes: [string, UpgradeHandler][] = [];
 
   constructor(private readonly logger: Logger) {}
 
@@ -14,9 +15,14 @@ export class UpgradeRouter {
     this.handlers.set(path, handler);
   }
 
+  /** For endpoints whose path carries a parameter (qbee's `/device/<id>`): every path under `prefix`. */
+  registerPrefix(prefix: string, handler: UpgradeHandler): void {
+    this.prefixes.push([prefix, handler]);
+  }
+
   handle(req: IncomingMessage, socket: Duplex, head: Buffer): void {
     const url = new URL(req.url ?? '/', 'http://broker.invalid');
-    const handler = this.handlers.get(url.pathname);
+    const handler = this.handlers.get(url.pathname) ?? this.prefixes.find(([prefix]) => url.pathname.startsWith(prefix))?.[1];
     if (!handler) {
       socket.end(
         'HTTP/1.1 404 Not Found\r\nContent-Type: application/json\r\nConnection: close\r\n\r\n{"code":404,"error":"not_found","message":"No WebSocket endpoint at this path."}',

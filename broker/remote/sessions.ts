@@ -34,7 +34,8 @@ const MAX_CLIENT_FRAME = 4 * 1024 * 1024;
 /** Query parameters that carry credentials: never written to the audit trail. */
 const CREDENTIAL_PARAMS = new Set(['ticket', 'token', 'access_token', 'authorization']);
 
-export type RemoteSource = 'api' | 'web' | 'cli' | 'ssh';
+/** Who connected: `qbee` is qbee's own clients (qbee-cli) over the native transport (broker/qbee). */
+export type RemoteSource = 'api' | 'web' | 'cli' | 'ssh' | 'qbee';
 
 /** What remote sessions use: agents are reached only through the AgentLocator. */
 export interface RemoteSessionsDeps {
@@ -55,18 +56,24 @@ export interface Caller {
   ip: string;
 }
 
+/** What a live session must offer to be ended from here: the WebSocket Relay, or a qbee stream relay. */
+export interface LiveRelay {
+  abort(frame: ErrorFrame, code: number, reason: string): void;
+  readonly done: Promise<{ bytesIn: number; bytesOut: number; reason: string }>;
+}
+
 interface LiveSession {
   id: string;
   caller: Caller;
   deviceId: string;
   request: RemoteRequest;
-  relay: Relay;
+  relay: LiveRelay;
   /** set once access was withdrawn: the relay is ending */
   withdrawn?: boolean;
 }
 
-type Refusal = { ok: false; frame: ErrorFrame; code: number };
-type Prepared =
+export type Refusal = { ok: false; frame: ErrorFrame; code: number };
+export type Prepared =
   | Refusal
   | {
       ok: true;
@@ -209,16 +216,25 @@ export class RemoteSessions {
 
   private relay(ws: WebSocket, prepared: Extract<Prepared, { ok: true }>): void {
     const relay = new Relay(ws, prepared.channel, prepared.relayOptions);
+    this.adopt(prepared, relay);
+    relay.start();
+  }
+
+  /**
+   * Takes a started session under watch: re-authorized with the others, ended on shutdown, and
+   * its end audited when its relay is done. Other transports (broker/qbee) hand theirs in here.
+   */
+  adopt(prepared: Extract<Prepared, { ok: true }>, relay: LiveRelay): void {
     const id = crypto.randomUUID();
     this.live.set(id, { id, caller: prepared.caller, deviceId: prepared.deviceId, request: prepared.request, relay });
-    relay.start();
     void relay.done.then(async (end) => {
       this.live.delete(id);
       await this.finish(prepared.auditId, prepared.startedAt, end);
     });
   }
 
-  private async finish(
+  /** Audits the end of a session that was audited as started. */
+  async finish(
     auditId: number,
     startedAt: number,
     end: { bytesIn: number; bytesOut: number; reason: string; result?: RemoteAuditEnd['result'] },
@@ -312,7 +328,7 @@ export class RemoteSessions {
    * The heart of every attempt: decide, audit (allowed or denied) before anything starts, then
    * open the channel. A failed audit write refuses the session.
    */
-  private async authorizeAndOpen(
+  async authorizeAndOpen(
     caller: Caller,
     kind: ChannelKind,
     deviceId: string,

@@ -1,0 +1,324 @@
+import crypto from 'node:crypto';
+import type { IncomingMessage } from 'node:http';
+import type { Duplex } from 'node:stream';
+import type { Logger } from 'pino';
+import type { Channel } from '../../shared/mux.js';
+import type { ChannelKind, ChannelParams } from '../../shared/protocol.js';
+import {
+  encodeQbeeMessage,
+  FILE_DOWNLOAD,
+  FILE_UPLOAD,
+  PTY_RESIZE,
+  QBEE_DEVICE_PATH_PREFIX,
+  QBEE_PROTOCOL,
+  QbeeMessage,
+  readQbeeMessage,
+  splitHostPort,
+} from '../../shared/qbee.js';
+import { normalizeDevicePath, type RemoteRequest } from '../../shared/resources.js';
+import { SmuxSession, type SmuxStream } from '../../shared/smux.js';
+import type { AuditService } from '../audit/service.js';
+import type { AuthService } from '../auth/service.js';
+import { ApiError } from '../http/errors.js';
+import type { UpgradeRouter } from '../http/upgrade.js';
+import type { RemoteService } from '../remote/service.js';
+import type { Caller, RemoteSessions } from '../remote/sessions.js';
+import { isTunnelHost } from '../remote/schemas.js';
+import { StreamRelay } from './relay.js';
+
+const DEVICE_ID = /^[0-9a-f]{64}$/;
+/** Terminal size bounds, as for the broker's own console endpoint. */
+const MAX_DIMENSION = 1000;
+/**
+ * Connections one user may hold at once: each may buffer up to its stream limit times the window
+ * (32 × 256 KiB), so this bounds what one account can make the broker hold. qbee-cli opens one per device.
+ */
+export const QBEE_MAX_CONNECTIONS_PER_USER = 16;
+
+export interface QbeeTransportDeps {
+  logger: Logger;
+  upgrades: Pick<UpgradeRouter, 'registerPrefix'>;
+  auth: Pick<AuthService, 'authenticate'>;
+  audit: Pick<AuditService, 'recordRemoteStart'>;
+  sessions: Pick<RemoteSessions, 'authorizeAndOpen' | 'adopt' | 'finish' | 'clientIp'>;
+  remote: Pick<RemoteService, 'reload'>;
+}
+
+function httpRefusal(socket: Duplex, status: number, error: string, message: string): void {
+  const body = JSON.stringify({ code: status, error, message });
+  const text = { 400: 'Bad Request', 401: 'Unauthorized', 404: 'Not Found', 426: 'Upgrade Required' }[status] ?? 'Error';
+  socket.end(`HTTP/1.1 ${status} ${text}\r\nContent-Type: application/json\r\nContent-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`);
+}
+
+/** qbee clients send the token bare; a `Bearer ` prefix is accepted too. */
+function tokenOf(req: IncomingMessage): string | undefined {
+  const value = (req.headers.authorization ?? '').trim();
+  const m = /^(?:Bearer\s+)?(\S+)$/i.exec(value);
+  return m ? m[1] : undefined;
+}
+
+function writeError(stream: SmuxStream, message: string): void {
+  if (stream.destroyed || stream.writableEnded) return;
+  stream.end(encodeQbeeMessage(QbeeMessage.error, Buffer.from(message).subarray(0, 0xffff)));
+}
+
+/** One upgraded connection: its caller, its device, and the terminals it opened (for resizes). */
+interface Connection {
+  caller: Caller;
+  deviceId: string;
+  terminals: Map<string, Channel>;
+}
+
+/**
+ * qbee's native remote-access transport (shared/qbee.ts): the `qbee-v1` upgrade at
+ * `/device/<id>`, authenticated with the user's token, then one smux stream per operation. Each
+ * stream is mapped onto the broker's own session machinery: decided by the access service with the
+ * same request (console, tunnel(proto,port,dst), copy(direction,path), reload), audited before it
+ * starts (refusals too), relayed to the agent with flow control, re-checked while it lasts.
+ */
+export class QbeeTransport {
+  private readonly log: Logger;
+  private readonly connections = new Set<SmuxSession>();
+  private readonly perUser = new Map<string, number>();
+
+  constructor(private readonly deps: QbeeTransportDeps) {
+    this.log = deps.logger.child({ module: 'qbee' });
+  }
+
+  init(): void {
+    this.deps.upgrades.registerPrefix(QBEE_DEVICE_PATH_PREFIX, (req, socket, head, url) => void this.upgrade(req, socket, head, url));
+  }
+
+  close(): void {
+    for (const session of [...this.connections]) session.close('broker shut down');
+  }
+
+  private async upgrade(req: IncomingMessage, socket: Duplex, head: Buffer, url: URL): Promise<void> {
+    socket.on('error', () => {});
+    const protocols = String(req.headers['sec-websocket-protocol'] ?? '')
+      .split(',')
+      .map((p) => p.trim());
+    if (req.headers.upgrade?.toLowerCase() !== 'websocket' || !protocols.includes(QBEE_PROTOCOL)) {
+      return httpRefusal(socket, 426, 'upgrade_required', `Upgrade with Sec-WebSocket-Protocol: ${QBEE_PROTOCOL}.`);
+    }
+    const deviceId = decodeURIComponent(url.pathname.slice(QBEE_DEVICE_PATH_PREFIX.length)).replace(/\/$/, '');
+    if (!DEVICE_ID.test(deviceId)) return httpRefusal(socket, 404, 'not_found', 'No device at this path: /device/<device id>.');
+    const token = tokenOf(req);
+    if (!token) return httpRefusal(socket, 401, 'unauthorized', 'Sign in first: send your token as the Authorization header.');
+    let caller: Caller;
+    try {
+      const principal = await this.deps.auth.authenticate(token);
+      caller = { principal, token, source: 'qbee', ip: this.deps.sessions.clientIp(req) };
+    } catch (err) {
+      if (err instanceof ApiError) return httpRefusal(socket, 401, err.error, err.message);
+      this.log.error({ err }, 'qbee upgrade failed');
+      return void socket.destroy();
+    }
+    if (socket.destroyed) return;
+    const userId = caller.principal.user.id;
+    const held = this.perUser.get(userId) ?? 0;
+    if (held >= QBEE_MAX_CONNECTIONS_PER_USER) {
+      return httpRefusal(
+        socket,
+        429,
+        'too_many_connections',
+        `At most ${QBEE_MAX_CONNECTIONS_PER_USER} remote-access connections per user at once; close one first.`,
+      );
+    }
+    this.perUser.set(userId, held + 1);
+    socket.write(`HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\nUpgrade: websocket\r\nSec-WebSocket-Protocol: ${QBEE_PROTOCOL}\r\n\r\n`);
+    const session = new SmuxSession(socket, { side: 'server' });
+    const connection: Connection = { caller, deviceId, terminals: new Map() };
+    this.connections.add(session);
+    session.on('protocol-error', (err: Error) => this.log.warn({ deviceId, err: err.message }, 'qbee connection closed: protocol error'));
+    session.on('close', () => {
+      this.connections.delete(session);
+      const left = (this.perUser.get(userId) ?? 1) - 1;
+      if (left > 0) this.perUser.set(userId, left);
+      else this.perUser.delete(userId);
+    });
+    session.on('stream', (stream: SmuxStream) => void this.serve(connection, stream));
+    session.feed(head);
+  }
+
+  private async serve(connection: Connection, stream: SmuxStream): Promise<void> {
+    let message: { type: number; payload: Buffer };
+    try {
+      message = await readQbeeMessage(stream);
+    } catch {
+      return void stream.destroy();
+    }
+    try {
+      switch (message.type) {
+        case QbeeMessage.tcpTunnel:
+          return await this.tunnel(connection, stream, message.payload.toString());
+        case QbeeMessage.udpTunnel:
+          return await this.udpTunnel(connection, stream, message.payload.toString());
+        case QbeeMessage.pty:
+          return await this.terminal(connection, stream, message.payload);
+        case QbeeMessage.ptyCommand:
+          return this.terminalCommand(connection, stream, message.payload);
+        case QbeeMessage.reload:
+          return await this.reload(connection, stream);
+        case QbeeMessage.file:
+          return await this.file(connection, stream, message.payload);
+        default:
+          return await this.refuseUnsupported(connection, stream, message.type);
+      }
+    } catch (err) {
+      this.log.error({ err, deviceId: connection.deviceId }, 'qbee stream failed');
+      writeError(stream, 'The broker failed to serve this request; the error is logged.');
+    }
+  }
+
+  /** A stream the broker cannot serve is refused, and audited like every refused attempt. */
+  private async refuse(connection: Connection, stream: SmuxStream, action: string, options: Record<string, unknown>, reason: string): Promise<void> {
+    const { caller, deviceId } = connection;
+    await this.deps.audit
+      .recordRemoteStart({
+        event: `remote.${action}`,
+        user: caller.principal.user,
+        deviceId,
+        action,
+        options,
+        allowed: false,
+        reason,
+        ip: caller.ip,
+        source: caller.source,
+        sessionId: caller.principal.sessionId,
+      })
+      .catch((err: unknown) => this.log.error({ err, deviceId }, 'refused qbee request not audited'));
+    writeError(stream, reason);
+  }
+
+  private async refuseUnsupported(connection: Connection, stream: SmuxStream, type: number): Promise<void> {
+    const name = type === QbeeMessage.command ? 'commands without a terminal' : `message type ${type}`;
+    await this.refuse(connection, stream, 'unsupported', { message_type: type }, `${name} are not supported by this broker`);
+  }
+
+  /** Decides, audits and opens through the broker's session machinery, then relays the stream. */
+  private async open(
+    connection: Connection,
+    stream: SmuxStream,
+    kind: ChannelKind,
+    request: RemoteRequest,
+    params: ChannelParams,
+    options: Record<string, unknown>,
+    okPayload: Buffer,
+    relayOptions: ConstructorParameters<typeof StreamRelay>[2],
+  ): Promise<Channel | undefined> {
+    const prepared = await this.deps.sessions.authorizeAndOpen(connection.caller, kind, connection.deviceId, request, params, options);
+    if (!prepared.ok) {
+      writeError(stream, prepared.frame.message);
+      return undefined;
+    }
+    if (stream.destroyed || stream.writableEnded) {
+      prepared.channel.destroy();
+      await this.deps.sessions.finish(prepared.auditId, prepared.startedAt, { bytesIn: 0, bytesOut: 0, reason: 'client went away before the session started' });
+      return undefined;
+    }
+    stream.write(encodeQbeeMessage(QbeeMessage.ok, okPayload));
+    const relay = new StreamRelay(stream, prepared.channel, relayOptions);
+    this.deps.sessions.adopt(prepared, relay);
+    relay.start();
+    return prepared.channel;
+  }
+
+  private async tunnel(connection: Connection, stream: SmuxStream, payload: string): Promise<void> {
+    const target = splitHostPort(payload);
+    if (!target || !isTunnelHost(target.host)) {
+      return this.refuse(connection, stream, 'tunnel', { target: payload.slice(0, 300) }, 'invalid request: the tunnel target must be host:port');
+    }
+    const request: RemoteRequest = { action: 'tunnel', proto: 'tcp', port: target.port, dst: target.host };
+    const { action: _a, ...options } = request as RemoteRequest & Record<string, unknown>;
+    await this.open(connection, stream, 'tunnel', request, { proto: 'tcp', port: target.port, dst: target.host }, options, Buffer.alloc(0), { kind: 'tunnel' });
+  }
+
+  /** UDP: `suggested-local-port:host:port`; the suggestion concerns the device's listener and is not used. */
+  private async udpTunnel(connection: Connection, stream: SmuxStream, payload: string): Promise<void> {
+    const colon = payload.indexOf(':');
+    const target = colon > 0 && /^\d{1,5}$/.test(payload.slice(0, colon)) ? splitHostPort(payload.slice(colon + 1)) : undefined;
+    if (!target || !isTunnelHost(target.host)) {
+      return this.refuse(connection, stream, 'tunnel', { target: payload.slice(0, 300) }, 'invalid request: the tunnel target must be port:host:port');
+    }
+    const request: RemoteRequest = { action: 'tunnel', proto: 'udp', port: target.port, dst: target.host };
+    const { action: _a, ...options } = request as RemoteRequest & Record<string, unknown>;
+    await this.open(connection, stream, 'tunnel', request, { proto: 'udp', port: target.port, dst: target.host }, options, Buffer.alloc(0), {
+      kind: 'tunnel',
+      datagramPort: target.port,
+    });
+  }
+
+  private async terminal(connection: Connection, stream: SmuxStream, payload: Buffer): Promise<void> {
+    const size = parseSize(payload);
+    if (!size) return this.refuse(connection, stream, 'console', {}, `invalid request: the terminal size must be 1 to ${MAX_DIMENSION} columns and rows`);
+    const sid = crypto.randomUUID();
+    const channel = await this.open(connection, stream, 'console', { action: 'console' }, size, { ...size }, Buffer.from(sid), { kind: 'console', size });
+    if (!channel) return;
+    connection.terminals.set(sid, channel);
+    channel.once('close', () => connection.terminals.delete(sid));
+  }
+
+  /** A resize names a terminal this connection opened; it is part of that (already audited) session. */
+  private terminalCommand(connection: Connection, stream: SmuxStream, payload: Buffer): void {
+    let command: { sid?: unknown; type?: unknown };
+    try {
+      command = JSON.parse(payload.toString()) as typeof command;
+    } catch {
+      return writeError(stream, 'invalid terminal command: not JSON');
+    }
+    const channel = typeof command.sid === 'string' ? connection.terminals.get(command.sid) : undefined;
+    if (!channel || channel.destroyed) return writeError(stream, 'no such terminal session on this connection');
+    if ((command.type ?? PTY_RESIZE) !== PTY_RESIZE) return writeError(stream, `unsupported terminal command ${String(command.type)}`);
+    const size = parseSize(payload);
+    if (!size) return writeError(stream, `invalid resize: 1 to ${MAX_DIMENSION} columns and rows`);
+    channel.control({ type: 'resize', ...size });
+    stream.end(encodeQbeeMessage(QbeeMessage.ok));
+  }
+
+  private async reload(connection: Connection, stream: SmuxStream): Promise<void> {
+    const { caller, deviceId } = connection;
+    try {
+      await this.deps.remote.reload(caller.principal, deviceId, caller.ip, caller.source);
+    } catch (err) {
+      if (err instanceof ApiError) return writeError(stream, err.message);
+      throw err;
+    }
+    stream.end(encodeQbeeMessage(QbeeMessage.ok));
+  }
+
+  private async file(connection: Connection, stream: SmuxStream, payload: Buffer): Promise<void> {
+    let asked: { direction?: unknown; path?: unknown };
+    try {
+      asked = JSON.parse(payload.toString()) as typeof asked;
+    } catch {
+      asked = {};
+    }
+    const direction = asked.direction === FILE_DOWNLOAD ? 'download' : asked.direction === FILE_UPLOAD ? 'upload' : undefined;
+    const rawPath = typeof asked.path === 'string' ? asked.path : '';
+    const path = normalizeDevicePath(rawPath);
+    if (!direction || !path || rawPath.length > 4096 || rawPath.includes('\0')) {
+      return this.refuse(connection, stream, 'copy', { path: rawPath.slice(0, 300) }, 'invalid request: direction 0 or 1 and an absolute path');
+    }
+    const request: RemoteRequest = { action: 'copy', direction, path: rawPath };
+    const options = { direction, path: rawPath, ...(path !== rawPath ? { normalized_path: path } : {}), format: 'tar.gz' };
+    await this.open(connection, stream, 'copy', request, { direction, path, format: 'tar.gz' }, options, Buffer.alloc(0), {
+      kind: 'copy',
+      direction,
+    });
+  }
+}
+
+function parseSize(payload: Buffer): { cols: number; rows: number } | undefined {
+  let asked: { cols?: unknown; rows?: unknown };
+  try {
+    asked = JSON.parse(payload.toString()) as typeof asked;
+  } catch {
+    return undefined;
+  }
+  // qbee omits zero sizes; a terminal without a size gets the usual 80x24.
+  const cols = asked.cols === undefined || asked.cols === 0 ? 80 : Number(asked.cols);
+  const rows = asked.rows === undefined || asked.rows === 0 ? 24 : Number(asked.rows);
+  const ok = (n: number) => Number.isInteger(n) && n >= 1 && n <= MAX_DIMENSION;
+  return ok(cols) && ok(rows) ? { cols, rows } : undefined;
+}

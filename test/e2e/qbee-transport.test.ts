@@ -1,0 +1,277 @@
+/**
+ * End to end: qbee's own remote-access transport (qbee-v1 upgrade, smux v2 streams) against a real
+ * broker and a real agent process, with a client written from qbee's public protocol. Each stream
+ * goes through the broker's decide → audit → relay path like its own endpoints.
+ */
+import crypto from 'node:crypto';
+import dgram from 'node:dgram';
+import fs from 'node:fs';
+import http from 'node:http';
+import net from 'node:net';
+import os from 'node:os';
+import path from 'node:path';
+import type { Readable } from 'node:stream';
+import zlib from 'node:zlib';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { QbeeMessage } from '../../shared/qbee.js';
+import { QBEE_MAX_CONNECTIONS_PER_USER } from '../../broker/qbee/transport.js';
+import { readTar, writeTar, type TarEntry } from '../../shared/tar.js';
+import { eventually, startAgent, type TestAgent } from '../support/agent.js';
+import { startTestBroker, type TestBroker } from '../support/broker.js';
+import { collect, connectQbee, QbeeRemoteError, QbeeUpgradeRefused, type QbeeClient } from '../support/qbee-client.js';
+
+let t: TestBroker;
+let agent: TestAgent;
+let device: string;
+let echo: net.Server;
+let echoPort: number;
+let work: string;
+
+async function audit(query: string): Promise<any[]> {
+  const r = await t.api('GET', `/api/v2/commitlist?${query}`, { token: t.adminToken });
+  expect(r.status).toBe(200);
+  return r.body.items;
+}
+
+/** Waits until `stream` has sent something containing `text`. */
+function output(stream: Readable, text: string): Promise<string> {
+  return new Promise((resolve, reject) => {
+    let seen = '';
+    const onData = (d: Buffer) => {
+      seen += d.toString();
+      if (seen.includes(text)) {
+        stream.off('data', onData);
+        resolve(seen);
+      }
+    };
+    stream.on('data', onData);
+    stream.resume();
+    stream.once('end', () => reject(new Error(`stream ended without ${JSON.stringify(text)}; saw ${JSON.stringify(seen)}`)));
+  });
+}
+
+beforeAll(async () => {
+  t = await startTestBroker({ database: 'sqlite' });
+  await t.addGroup({ id: 'lab', title: 'Lab', tags: ['x'] });
+  const key = await t.api('POST', '/api/v2/bootstrapkey', { token: t.adminToken, body: { group_id: 'lab', auto_accept: true } });
+  expect(key.status).toBe(200);
+  agent = startAgent({ broker: t.url, bootstrapKey: Object.keys(key.body)[0] });
+  device = await agent.deviceId();
+  await agent.waitConnected(t);
+  echo = net.createServer({ allowHalfOpen: true }, (s) => s.pipe(s));
+  await new Promise<void>((r) => echo.listen(0, '127.0.0.1', r));
+  echoPort = (echo.address() as net.AddressInfo).port;
+  work = fs.mkdtempSync(path.join(os.tmpdir(), 'fleet-qbee-e2e-'));
+});
+
+afterAll(async () => {
+  await agent?.close();
+  echo?.close();
+  await t?.close();
+  if (work) fs.rmSync(work, { recursive: true, force: true });
+});
+
+describe('qbee native transport through a real broker and agent', () => {
+  it('refuses the upgrade without a valid token', async () => {
+    const refused = await connectQbee(t.url, device, 'not-a-token').catch((e: unknown) => e);
+    expect(refused).toBeInstanceOf(QbeeUpgradeRefused);
+    expect((refused as QbeeUpgradeRefused).status).toBe(401);
+    const notADevice = await connectQbee(t.url, 'nope', t.adminToken).catch((e: unknown) => e);
+    expect((notADevice as QbeeUpgradeRefused).status).toBe(404);
+    const status = await new Promise<number>((resolve, reject) => {
+      const req = http.request(new URL(`/device/${device}`, t.url), {
+        headers: { Connection: 'upgrade', Upgrade: 'websocket', Authorization: t.adminToken },
+      });
+      req.on('response', (res) => resolve(res.statusCode ?? 0));
+      req.on('upgrade', () => reject(new Error('upgraded without the qbee-v1 protocol')));
+      req.on('error', reject);
+      req.end();
+    });
+    expect(status).toBe(426);
+  });
+
+  it('tunnels UDP: a datagram framed with its port goes out and the answer comes back framed', async () => {
+    const server = dgram.createSocket('udp4');
+    server.on('message', (msg, rinfo) => server.send(Buffer.concat([Buffer.from('re:'), msg]), rinfo.port, rinfo.address));
+    await new Promise<void>((r) => server.bind(0, '127.0.0.1', r));
+    const port = server.address().port;
+    const client = await connectQbee(t.url, device, t.adminToken);
+    try {
+      const { stream } = await client.open(QbeeMessage.udpTunnel, `40000:127.0.0.1:${port}`);
+      const answer = new Promise<Buffer>((resolve) => stream.once('data', resolve));
+      stream.resume();
+      const header = Buffer.alloc(4);
+      header.writeUInt16BE(port, 0);
+      header.writeUInt16BE(5, 2);
+      stream.write(Buffer.concat([header, Buffer.from('hello')]));
+      const frame = await answer;
+      expect(frame.readUInt16BE(0)).toBe(port);
+      expect(frame.readUInt16BE(2)).toBe(8);
+      expect(frame.subarray(4).toString()).toBe('re:hello');
+    } finally {
+      client.close();
+      server.close();
+    }
+  });
+
+  it('tunnels TCP: bytes echo through, and the session is audited start and end', async () => {
+    const client = await connectQbee(t.url, device, t.adminToken);
+    try {
+      const stream = await client.tcpTunnel(`127.0.0.1:${echoPort}`);
+      const payload = crypto.randomBytes(1024 * 1024 + 5);
+      const back = collect(stream);
+      let echoed = 0;
+      stream.on('data', (d: Buffer) => {
+        echoed += d.length;
+        if (echoed >= payload.length) stream.end();
+      });
+      stream.write(payload);
+      const received = await back;
+      expect(received.length).toBe(payload.length);
+      expect(received.equals(payload)).toBe(true);
+    } finally {
+      client.close();
+    }
+    const [entry] = await eventually(
+      async () => {
+        const items = await audit(`device_id=${device}&action=tunnel`);
+        return items[0]?.event === 'remote.tunnel.start' && items[0]?.ended_at ? items : undefined;
+      },
+      10_000,
+      'the tunnel end record',
+    );
+    expect(entry).toMatchObject({ result: 'allowed', source: 'qbee' });
+  });
+
+  it('opens a terminal: a typed command runs, a resize is accepted', async () => {
+    const client = await connectQbee(t.url, device, t.adminToken);
+    try {
+      const { stream, sid } = await client.terminal(100, 30);
+      expect(sid).toMatch(/^[0-9a-f-]{36}$/);
+      const seen = output(stream, 'hi-qbee');
+      stream.write('echo hi-$((0))qbee | tr -d 0\n');
+      await seen;
+      await client.resize(sid, 132, 43);
+      const size = output(stream, '43 132');
+      stream.write('stty size\n');
+      await size;
+      await expect(client.resize('no-such-terminal', 80, 24)).rejects.toThrow(QbeeRemoteError);
+      stream.write('exit\n');
+      await new Promise((r) => stream.once('end', r));
+    } finally {
+      client.close();
+    }
+  });
+
+  it('copies a file and a directory from the device as a gzip tar, and a directory to it', async () => {
+    const dir = path.join(work, 'tree');
+    fs.mkdirSync(path.join(dir, 'sub'), { recursive: true });
+    const big = crypto.randomBytes(300 * 1024 + 3);
+    fs.writeFileSync(path.join(dir, 'a.txt'), 'alpha\n');
+    fs.writeFileSync(path.join(dir, 'sub', 'big.bin'), big);
+    const client = await connectQbee(t.url, device, t.adminToken);
+    try {
+      const file = readTar(zlib.gunzipSync(await client.download(path.join(dir, 'a.txt'))));
+      expect(file.map((e) => [e.name, e.type, e.data?.toString()])).toEqual([['a.txt', 'file', 'alpha\n']]);
+
+      const tree = readTar(zlib.gunzipSync(await client.download(dir)));
+      const byName = new Map(tree.map((e) => [e.name, e]));
+      expect([...byName.keys()].sort()).toEqual(['tree/', 'tree/a.txt', 'tree/sub/', 'tree/sub/big.bin']);
+      expect(byName.get('tree/sub/big.bin')!.data!.equals(big)).toBe(true);
+
+      const entries: TarEntry[] = [
+        { name: 'up/', type: 'directory', mode: 0o755 },
+        { name: 'up/one.txt', type: 'file', mode: 0o600, data: Buffer.from('one') },
+        { name: 'up/deep/', type: 'directory', mode: 0o755 },
+        { name: 'up/deep/two.bin', type: 'file', mode: 0o644, data: big },
+      ];
+      const target = path.join(work, 'uploaded');
+      await client.upload(target, zlib.gzipSync(writeTar(entries)));
+      expect(fs.readFileSync(path.join(target, 'one.txt'), 'utf8')).toBe('one');
+      expect(fs.readFileSync(path.join(target, 'deep', 'two.bin')).equals(big)).toBe(true);
+    } finally {
+      client.close();
+    }
+  });
+
+  it('refuses, and audits as denied, a tunnel port the role does not grant', async () => {
+    const user = await t.userWith([{ permission: 'remote-access:connect', resources: [`*/tunnel(proto=tcp;port=${echoPort})`] }]);
+    const client = await connectQbee(t.url, device, user.token);
+    try {
+      const ok = await client.tcpTunnel(`127.0.0.1:${echoPort}`);
+      const pong = output(ok, 'ping');
+      ok.write('ping');
+      await pong;
+      ok.end();
+      const refused = await client.tcpTunnel('127.0.0.1:22').catch((e: unknown) => e);
+      expect(refused).toBeInstanceOf(QbeeRemoteError);
+      expect((refused as Error).message).toMatch(/Not allowed/);
+      await expect(client.open(QbeeMessage.pty, JSON.stringify({ cols: 80, rows: 24 }))).rejects.toThrow(QbeeRemoteError);
+      await expect(client.tcpTunnel('no-port-here')).rejects.toThrow(/host:port/);
+      await expect(client.open(QbeeMessage.command, '{}')).rejects.toThrow(/not supported/);
+    } finally {
+      client.close();
+    }
+    const denied = await audit(`user_id=${user.id}&result=denied`);
+    expect(denied.map((e) => [e.event, e.action, e.source])).toEqual(
+      expect.arrayContaining([
+        ['remote.tunnel.denied', 'tunnel', 'qbee'],
+        ['remote.console.denied', 'console', 'qbee'],
+        ['remote.unsupported.denied', 'unsupported', 'qbee'],
+      ]),
+    );
+    expect(denied.find((e) => e.action === 'tunnel')).toMatchObject({ device_id: device });
+    expect(denied.filter((e) => e.action === 'tunnel').map((e) => e.reason)).toEqual(expect.arrayContaining([expect.stringMatching(/host:port/)]));
+  });
+
+  it('ends a live terminal within seconds once the user is disabled', async () => {
+    const user = await t.userWith([{ permission: 'remote-access:connect', resources: ['tag:x/console'] }]);
+    const client = await connectQbee(t.url, device, user.token);
+    try {
+      const { stream } = await client.terminal(80, 24);
+      const ended = new Promise((r) => stream.once('end', r));
+      stream.resume();
+      expect((await t.api('PATCH', `/api/v2/user/${user.id}`, { token: t.adminToken, body: { disabled: true } })).status).toBe(200);
+      await ended;
+      const [entry] = await eventually(
+        async () => {
+          const items = await audit(`user_id=${user.id}&action=console`);
+          return items[0]?.ended_at ? items : undefined;
+        },
+        10_000,
+        'the end record',
+      );
+      expect(JSON.stringify(entry)).toMatch(/access withdrawn/);
+    } finally {
+      client.close();
+    }
+  });
+
+  it('holds at most the per-user number of connections, and frees a place when one closes', async () => {
+    const user = await t.userWith([{ permission: 'remote-access:connect', resources: ['tag:x/console'] }]);
+    const held: QbeeClient[] = [];
+    for (let i = 0; i < QBEE_MAX_CONNECTIONS_PER_USER; i++) held.push(await connectQbee(t.url, device, user.token));
+    const refused = await connectQbee(t.url, device, user.token).catch((e: unknown) => e);
+    expect((refused as QbeeUpgradeRefused).status).toBe(429);
+    const closed = new Promise((r) => held[0].session.once('close', r));
+    held[0].close();
+    await closed;
+    const again = await eventually(() => connectQbee(t.url, device, user.token).catch(() => undefined), 10_000, 'a free place');
+    again.close();
+    for (const c of held.slice(1)) c.close();
+  });
+
+  it('reloads the agent, audited, and the agent comes back', async () => {
+    const from = agent.logs.length;
+    const client = await connectQbee(t.url, device, t.adminToken);
+    try {
+      await client.reload();
+    } finally {
+      client.close();
+    }
+    await agent.waitForLog((l) => l.msg.includes('reload'), 10_000, from);
+    const [entry] = await audit(`device_id=${device}&action=reload`);
+    expect(entry).toMatchObject({ event: 'remote.reload.start', result: 'allowed', source: 'qbee' });
+    await agent.waitConnected(t);
+  });
+});
