@@ -134,7 +134,7 @@ describe('qbee native transport through a real broker and agent', () => {
     }
     const [entry] = await eventually(
       async () => {
-        const items = await audit(`device_id=${device}&action=tunnel`);
+        const items = await audit(`device_id=${device}&action=tunnel&event=remote.tunnel.start`);
         return items[0]?.event === 'remote.tunnel.start' && items[0]?.ended_at ? items : undefined;
       },
       10_000,
@@ -235,7 +235,7 @@ describe('qbee native transport through a real broker and agent', () => {
       await ended;
       const [entry] = await eventually(
         async () => {
-          const items = await audit(`user_id=${user.id}&action=console`);
+          const items = await audit(`user_id=${user.id}&action=console&event=remote.console.start`);
           return items[0]?.ended_at ? items : undefined;
         },
         10_000,
@@ -270,7 +270,7 @@ describe('qbee native transport through a real broker and agent', () => {
       client.close();
     }
     await agent.waitForLog((l) => l.msg.includes('reload'), 10_000, from);
-    const [entry] = await audit(`device_id=${device}&action=reload`);
+    const [entry] = await audit(`device_id=${device}&action=reload&event=remote.reload.start`);
     expect(entry).toMatchObject({ event: 'remote.reload.start', result: 'allowed', source: 'qbee' });
     await agent.waitConnected(t);
   });
