@@ -6,6 +6,8 @@ import { newPassword } from './password-routes.js';
 import { singleLine } from '../../shared/text.js';
 
 const name = singleLine(z.string().trim().min(1).max(100));
+/** As on user records: the first administrator is created without one. */
+const lastName = singleLine(z.string().trim().max(100)).describe('Last name (may be empty).');
 
 const profile = userRecord.extend({
   permissions: z.array(z.string()).describe("every permission the user's roles grant, on at least some devices"),
@@ -31,7 +33,7 @@ export const profileRoutes: RouteSpec[] = [
     description: 'Only the given fields change. Answers the profile after the change. The email address is changed by an administrator.',
     access: 'authenticated',
     audit: 'profile.update',
-    body: z.object({ fname: name.optional(), lname: name.optional() }),
+    body: z.object({ fname: name.optional(), lname: lastName.optional() }),
     response: profile,
     handler: async ({ principal, services, body }) => services.auth.profile.update(principal, body),
   }),

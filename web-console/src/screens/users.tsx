@@ -66,7 +66,7 @@ function UserForm({ user, roles, onDone, onCancel }: { user?: UserRecord; roles:
       <h2>{user ? `Edit ${user.email}` : 'New user'}</h2>
       <div class="grid-2">
         <Field label="First name" name={`${prefix}-fname`} required value={draft.fname} onInput={set('fname')} error={errors.fname} />
-        <Field label="Last name" name={`${prefix}-lname`} required value={draft.lname} onInput={set('lname')} error={errors.lname} />
+        <Field label="Last name" name={`${prefix}-lname`} value={draft.lname} onInput={set('lname')} error={errors.lname} />
         <Field label="Email" name={`${prefix}-email`} type="email" required value={draft.email} onInput={set('email')} error={errors.email} />
         {!user && (
           <Field
