@@ -214,6 +214,19 @@ describe('remote access buttons', () => {
     await expectNoErrorsAndClose();
   });
 
+  it('offers no console or reload while the device is offline, and says why', async () => {
+    const device = await suite.t.addDevice({ name: 'router-6' });
+    const { page, expectNoErrorsAndClose } = await suite.open();
+    await page.goto(`/devices/${device}`);
+    await page.getByTestId('offline-hint').waitFor();
+    expect(await page.getByTestId('offline-hint').textContent()).toContain('offline');
+    expect(await page.getByTestId('open-console').isDisabled()).toBe(true);
+    expect(await page.getByTestId('open-console').getAttribute('href')).toBeNull();
+    expect(await page.getByRole('button', { name: 'Reload agent' }).isDisabled()).toBe(true);
+    await screenshot(page, 'device-offline');
+    await expectNoErrorsAndClose();
+  });
+
   it('lists the port presets of a device with the exact fleet connect command', async () => {
     const device = await suite.t.addDevice({ name: 'camera-1', tags: ['cams'] });
     for (const body of [

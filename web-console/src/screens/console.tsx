@@ -44,6 +44,10 @@ function TerminalView({ deviceId, name }: { deviceId: string; name: string }) {
       cursorBlink: true,
       scrollback: 5000,
       fontSize: 14,
+      // Rows are cut to their cell (overflow hidden) and DejaVu Sans Mono, Debian's monospace,
+      // draws "_" at the very bottom of its descent: at line height 1 a row of underscores is
+      // blank and `container_info.json` reads `container info.json`. Slightly taller rows keep it.
+      lineHeight: 1.2,
       fontFamily: 'ui-monospace, "DejaVu Sans Mono", Menlo, Consolas, monospace',
       theme: { background: '#111418' },
     });
@@ -102,19 +106,18 @@ function TerminalView({ deviceId, name }: { deviceId: string; name: string }) {
       term.onResize(({ cols, rows }) => sendJson({ type: 'resize', cols, rows })),
     ];
 
-    // Copy and paste with Ctrl+Shift+C / Ctrl+Shift+V (plain Ctrl+C is the terminal's interrupt).
+    // Copy with Ctrl+Shift+C (plain Ctrl+C is the terminal's interrupt). Paste with Ctrl+V or
+    // Ctrl+Shift+V: the key is left to the browser, whose paste event xterm turns into input, so
+    // the text arrives once, and no ^V reaches the device (the tty would then take the next Enter
+    // as a literal ^M).
     term.attachCustomKeyEventHandler((e) => {
-      if (e.type !== 'keydown' || !e.ctrlKey || !e.shiftKey) return true;
-      if (e.code === 'KeyC') {
-        const selection = term.getSelection();
-        if (selection) void navigator.clipboard?.writeText(selection).catch(() => undefined);
-        return false;
-      }
-      if (e.code === 'KeyV') {
-        void navigator.clipboard
-          ?.readText()
-          .then((text) => term.paste(text))
-          .catch(() => undefined);
+      if (!e.ctrlKey || e.altKey || e.metaKey) return true;
+      if (e.code === 'KeyV') return false;
+      if (e.code === 'KeyC' && e.shiftKey) {
+        if (e.type === 'keydown') {
+          const selection = term.getSelection();
+          if (selection) void navigator.clipboard?.writeText(selection).catch(() => undefined);
+        }
         return false;
       }
       return true;
@@ -195,7 +198,7 @@ function TerminalView({ deviceId, name }: { deviceId: string; name: string }) {
         <span class={`console-status ${status.kind}`} role="status" aria-live="polite" data-testid="console-status">
           {label}
         </span>
-        <span class="muted small hide-narrow">Copy: Ctrl+Shift+C · Paste: Ctrl+Shift+V</span>
+        <span class="muted small hide-narrow">Copy: Ctrl+Shift+C · Paste: Ctrl+V or Ctrl+Shift+V</span>
         {over && (
           <button type="button" class="small primary" onClick={() => setRound((n) => n + 1)}>
             {status.kind === 'denied' ? 'Try again' : 'Reconnect'}
