@@ -7,7 +7,6 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import type { Page } from 'playwright-core';
-import { PNG } from 'pngjs';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { eventually, startAgent, type TestAgent } from '../support/agent.js';
 import { screenshot, useBrowserSuite } from '../support/browser.js';
@@ -125,12 +124,22 @@ describe('console to a real agent', () => {
     const box = await row.boundingBox();
     if (!box) throw new Error('the row of underscores has no box');
     // This row's own box only: what the user sees of it (the clip stops where the next row starts).
-    const shot = PNG.sync.read(await page.screenshot({ clip: { x: box.x, y: box.y, width: Math.min(box.width, 120), height: box.height } }));
-    let lit = 0;
-    for (let i = 0; i < shot.data.length; i += 4) {
-      // The terminal's background is #111418; an underscore is drawn in a light colour.
-      if (shot.data[i] + shot.data[i + 1] + shot.data[i + 2] > 3 * 120) lit++;
-    }
+    const shot = await page.screenshot({ clip: { x: box.x, y: box.y, width: Math.min(box.width, 120), height: box.height } });
+    // The terminal's background is #111418; an underscore is drawn in a light colour.
+    const lit = await page.evaluate(async (png) => {
+      const image = new Image();
+      image.src = `data:image/png;base64,${png}`;
+      await image.decode();
+      const canvas = document.createElement('canvas');
+      canvas.width = image.width;
+      canvas.height = image.height;
+      const context = canvas.getContext('2d') as CanvasRenderingContext2D;
+      context.drawImage(image, 0, 0);
+      const { data } = context.getImageData(0, 0, image.width, image.height);
+      let count = 0;
+      for (let i = 0; i < data.length; i += 4) if (data[i] + data[i + 1] + data[i + 2] > 3 * 120) count++;
+      return count;
+    }, shot.toString('base64'));
     expect(lit).toBeGreaterThan(20);
     await expectNoErrorsAndClose();
   });

@@ -17,8 +17,20 @@ function current(): Location {
 const listeners = new Set<() => void>();
 if (typeof window !== 'undefined') window.addEventListener('popstate', () => listeners.forEach((l) => l()));
 
+/** Asked before an in-app navigation; answering false keeps the page (a form with unsaved edits). */
+let leaveGuard: (() => boolean) | null = null;
+
+/** Sets the guard while a page holds unsaved edits; returns its removal. */
+export function guardLeaving(mayLeave: () => boolean): () => void {
+  leaveGuard = mayLeave;
+  return () => {
+    if (leaveGuard === mayLeave) leaveGuard = null;
+  };
+}
+
 export function navigate(to: string, options: { replace?: boolean } = {}): void {
   if (to === location.pathname + location.search) return;
+  if (leaveGuard && !leaveGuard()) return;
   if (options.replace) history.replaceState(null, '', to);
   else history.pushState(null, '', to);
   listeners.forEach((l) => l());
