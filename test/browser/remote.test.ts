@@ -151,6 +151,9 @@ describe('console to a real agent', () => {
     await page.getByRole('alert').waitFor();
     expect(await page.getByRole('alert').textContent()).toContain('Access denied');
     await expectNoErrorsAndClose();
+    // The broker decided and recorded it, though the device page knew the answer beforehand.
+    const entries = await suite.t.api('GET', `/api/v2/commitlist?device_id=${device}&action=console&result=denied`, { token: suite.t.adminToken });
+    expect(entries.body.items.filter((e: { user_id: string }) => e.user_id === operator.id)).toHaveLength(1);
   });
 });
 

@@ -221,6 +221,41 @@ function TerminalView({ deviceId, name }: { deviceId: string; name: string }) {
   );
 }
 
+/**
+ * Asks the broker for the console even though GET /remote/access said no, so the broker decides
+ * and records the denied attempt like any other (a refusal made only here would leave no trace
+ * in the audit). Resolves with the broker's reason, or null when it let the console open after
+ * all (the rights changed meanwhile): that probe session is closed and the terminal opens anew.
+ */
+async function deniedAttempt(deviceId: string): Promise<string | null> {
+  const fallback = 'Your roles do not allow a console on this device.';
+  let url: string;
+  try {
+    url = await remoteSocketUrl('console', { device_id: deviceId, cols: 80, rows: 24 });
+  } catch (err) {
+    return messageOf(err);
+  }
+  return new Promise((resolve) => {
+    const ws = new WebSocket(url);
+    let message = fallback;
+    ws.onmessage = (e) => {
+      if (typeof e.data !== 'string') return;
+      try {
+        const msg = JSON.parse(e.data) as { type?: string; message?: string };
+        if (msg.type === 'error' && msg.message) message = msg.message;
+        if (msg.type === 'ready') {
+          ws.close(1000, 'reopened by the console');
+          resolve(null);
+        }
+      } catch {
+        // not a control message
+      }
+    };
+    ws.onerror = () => undefined; // the close event says why
+    ws.onclose = () => resolve(message);
+  });
+}
+
 export function ConsoleScreen({ deviceId }: { deviceId: string }) {
   const [state, setState] = useState<
     { kind: 'checking' } | { kind: 'ready'; name: string } | { kind: 'denied'; message?: string } | { kind: 'error'; error: unknown }
@@ -236,8 +271,12 @@ export function ConsoleScreen({ deviceId }: { deviceId: string }) {
         const access = await loadRemoteAccess(deviceId);
         if (!live) return;
         if (access && !access.console) {
-          setState({ kind: 'denied', message: 'Your roles do not allow a console on this device.' });
-          return;
+          const refusal = await deniedAttempt(deviceId);
+          if (!live) return;
+          if (refusal !== null) {
+            setState({ kind: 'denied', message: refusal });
+            return;
+          }
         }
         const attrs = await api.get<AttributesRecord>(`/deviceattribute/${encodeURIComponent(deviceId)}`).catch(() => null);
         if (live) setState({ kind: 'ready', name: attrs?.device_name || deviceId.slice(0, 12) });
