@@ -185,7 +185,11 @@ describe('files manager', () => {
     await page.getByLabel('New folder').fill('configs');
     await page.getByRole('button', { name: 'Create folder' }).click();
     await page.getByText('Folder configs created.').waitFor();
-    await page.getByRole('link', { name: 'configs/' }).click();
+    // The folder icon is drawn (an emoji would be an empty box without an emoji font).
+    const folderLink = page.getByRole('link', { name: 'configs/' });
+    expect(await folderLink.locator('svg.folder-icon').count()).toBe(1);
+    expect(((await folderLink.textContent()) ?? '').trim()).toBe('configs/');
+    await folderLink.click();
     await page.getByText('This folder is empty.').waitFor();
     expect(new URL(page.url()).searchParams.get('path')).toBe('/configs/');
 
@@ -207,9 +211,23 @@ describe('files manager', () => {
 
     // Uploading the same name again asks before replacing.
     await page.getByLabel('Upload to /configs/').setInputFiles({ name: 'app.conf', mimeType: 'text/plain', buffer: Buffer.from('v2') });
+    await page.getByRole('button', { name: 'Replace it' }).waitFor();
+    // Only the question: no red error beside it.
+    expect(await page.locator('.error-box').count()).toBe(0);
+    await screenshot(page, 'files-replace-prompt');
     await page.getByRole('button', { name: 'Replace it' }).click();
     await page.getByText('Uploaded app.conf.').waitFor();
     await expect.poll(() => row.textContent()).toContain('2 B');
+
+    // A name without an extension is saved as it is (no ".txt" added for text).
+    await page.getByLabel('Upload to /configs/').setInputFiles({ name: 'hostname', mimeType: 'text/plain', buffer: Buffer.from('gateway-01\n') });
+    await page.getByText('Uploaded hostname.').waitFor();
+    const hostname = page.locator('tbody tr', { hasText: 'hostname' });
+    const [plain] = await Promise.all([page.waitForEvent('download'), hostname.getByRole('button', { name: 'Download' }).click()]);
+    expect(plain.suggestedFilename()).toBe('hostname');
+    await hostname.getByRole('button', { name: 'Delete' }).click();
+    await hostname.getByRole('button', { name: 'Yes, delete' }).click();
+    await page.getByText('hostname deleted.').waitFor();
 
     await row.getByRole('button', { name: 'Delete' }).click();
     await row.getByRole('button', { name: 'Yes, delete' }).click();

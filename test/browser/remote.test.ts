@@ -191,6 +191,21 @@ describe('file transfer with a real agent', () => {
     await expectNoErrorsAndClose();
   });
 
+  it('saves a download under the exact name of the file on the device, with no extension added', async () => {
+    const source = path.join(work, 'hostname');
+    fs.writeFileSync(source, 'gateway-01\n');
+    const { page, expectNoErrorsAndClose } = await suite.open();
+    await page.goto(`/devices/${device}`);
+    await page.getByLabel('File to fetch from the device').fill(source);
+    const [download] = await Promise.all([
+      page.waitForEvent('download', { timeout: 30_000 }),
+      page.getByRole('button', { name: 'Download from device' }).click(),
+    ]);
+    expect(download.suggestedFilename()).toBe('hostname');
+    expect(fs.readFileSync(await download.path(), 'utf8')).toBe('gateway-01\n');
+    await expectNoErrorsAndClose();
+  });
+
   it('reloads the agent from the device page after asking, since it ends every session on the device', async () => {
     const { page, expectNoErrorsAndClose } = await suite.open();
     await page.goto(`/devices/${device}`);
