@@ -35,18 +35,22 @@ export class MailService {
       : nodemailer.createTransport({ streamTransport: true, buffer: true, newline: 'unix' });
   }
 
-  /** Sends one mail; throws when the relay refuses it or cannot be reached. */
-  async send(mail: Mail): Promise<void> {
+  /**
+   * Sends one mail; throws when the relay refuses it or cannot be reached. Says where it went:
+   * to the relay, or to the outbox folder when no relay is configured.
+   */
+  async send(mail: Mail): Promise<'sent' | 'outbox'> {
     const info = await this.transport.sendMail({ from: this.config.mailFrom, ...mail });
     if (this.config.smtpUrl) {
       this.logger.info({ to: mail.to, subject: mail.subject, messageId: info.messageId }, 'mail sent');
-      return;
+      return 'sent';
     }
     const dir = path.join(this.config.dataDir, 'outbox');
     await fs.mkdir(dir, { recursive: true, mode: 0o700 });
     const file = path.join(dir, `${new Date().toISOString().replace(/[:.]/g, '-')}-${Math.random().toString(36).slice(2, 8)}.eml`);
     await fs.writeFile(file, (info as unknown as { message: Buffer }).message, { mode: 0o600 });
     this.logger.info({ to: mail.to, subject: mail.subject, file }, 'mail written to outbox (no SMTP_URL)');
+    return 'outbox';
   }
 
   /**

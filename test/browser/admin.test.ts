@@ -134,6 +134,10 @@ describe('users', () => {
     await form.getByLabel('Password (optional)').fill('a-long-password-2');
     await form.getByRole('button', { name: 'Create user' }).click();
     await page.getByText('ada@example.com was created').waitFor();
+    // This broker has no SMTP relay: the console says the mail went to the outbox, not that it was sent.
+    const created = (await page.getByText('ada@example.com was created').textContent()) ?? '';
+    expect(created).toContain("was not sent: no mail server is configured (SMTP_URL), so it was written to the broker's outbox folder");
+    expect(created).not.toMatch(/email was sent/);
     const row = page.locator('tr[data-email="ada@example.com"]');
     await row.waitFor();
     await screenshot(page, 'users');
