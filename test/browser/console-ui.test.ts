@@ -29,6 +29,25 @@ describe('sign-in and sign-out', () => {
     await expectNoErrorsAndClose();
   });
 
+  it('says how many minutes a locked-out sign-in must wait, not seconds', async () => {
+    const user = await suite.t.userWith([{ permission: 'device:read' }]);
+    for (let i = 0; i < 10; i++) {
+      const r = await suite.t.api('POST', '/api/v2/login', { body: { email: user.email, password: `wrong-${i}` } });
+      expect(r.status).toBe(401);
+    }
+    const { page, expectNoErrorsAndClose } = await suite.open({ as: null });
+    await page.goto('/login');
+    await page.getByLabel('Email').fill(user.email);
+    await page.getByLabel('Password').fill(user.password);
+    await page.getByRole('button', { name: 'Sign in' }).click();
+    const alert = page.getByRole('alert');
+    await alert.waitFor();
+    expect(await alert.textContent()).toMatch(/try again in 1?\d minutes?\./);
+    expect(await alert.textContent()).not.toMatch(/\d+ s\b/);
+    await screenshot(page, 'sign-in-locked-out');
+    await expectNoErrorsAndClose();
+  });
+
   it('signs out: the token is revoked and the console asks to sign in again', async () => {
     const { page, expectNoErrorsAndClose } = await suite.open();
     const token = await page.evaluate(() => sessionStorage.getItem('fleet.token'));
