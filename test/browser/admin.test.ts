@@ -191,6 +191,7 @@ describe('files manager', () => {
     await page.getByText('Folder configs created.').waitFor();
     // The folder icon is drawn (an emoji would be an empty box without an emoji font).
     const folderLink = page.getByRole('link', { name: 'configs/' });
+    await folderLink.waitFor();
     expect(await folderLink.locator('svg.folder-icon').count()).toBe(1);
     expect(((await folderLink.textContent()) ?? '').trim()).toBe('configs/');
     await folderLink.click();
