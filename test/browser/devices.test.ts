@@ -190,7 +190,9 @@ describe('attribute editor', () => {
   it('asks before leaving for another page with unsaved edits', async () => {
     const device = await suite.t.addDevice({ name: 'sensor-11' });
     const { page, expectNoErrorsAndClose } = await suite.open();
-    await page.goto(`/devices/${device}/attributes`);
+    // Arrive from the device page, so Back has somewhere to go inside the app.
+    await page.goto(`/devices/${device}`);
+    await page.getByRole('link', { name: 'Edit attributes' }).click();
     await page.getByLabel('Description').fill('not saved yet');
     const questions: string[] = [];
     page.once('dialog', (d) => {
@@ -201,6 +203,16 @@ describe('attribute editor', () => {
     await expect.poll(() => questions.length).toBe(1);
     expect(questions[0]).toContain('Leave without saving?');
     expect(new URL(page.url()).pathname).toBe(`/devices/${device}/attributes`);
+    expect(await page.getByLabel('Description').inputValue()).toBe('not saved yet');
+
+    // The browser's Back button asks too.
+    page.once('dialog', (d) => {
+      questions.push(d.message());
+      void d.dismiss();
+    });
+    await page.goBack();
+    await expect.poll(() => questions.length).toBe(2);
+    await expect.poll(() => new URL(page.url()).pathname).toBe(`/devices/${device}/attributes`);
     expect(await page.getByLabel('Description').inputValue()).toBe('not saved yet');
 
     page.once('dialog', (d) => void d.accept());
