@@ -22,6 +22,12 @@ export interface TwoFactorState {
   providers: SecondFactorProvider[];
 }
 
+/**
+ * Where the welcome mail of a new user went (POST /user): handed to the SMTP relay, written to the
+ * broker's outbox folder because no SMTP_URL is set, or not sent at all.
+ */
+export type WelcomeMailDelivery = 'sent' | 'outbox' | 'failed';
+
 /** A user as GET /user/{user_id} and GET /userlist show it. */
 export interface UserRecord {
   user_id: string;

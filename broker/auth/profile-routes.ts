@@ -7,6 +7,8 @@ import { singleLine } from '../../shared/text.js';
 import { subjectRecords } from '../audit/subjects.js';
 
 const name = singleLine(z.string().trim().min(1).max(100));
+/** As on user records: the first administrator is created without one. */
+const lastName = singleLine(z.string().trim().max(100)).describe('Last name (may be empty).');
 
 const profile = userRecord.extend({
   permissions: z.array(z.string()).describe("every permission the user's roles grant, on at least some devices"),
@@ -33,7 +35,7 @@ export const profileRoutes: RouteSpec[] = [
     access: 'authenticated',
     audit: 'profile.update',
     subject: ({ principal }, s) => subjectRecords.user(s.store.db, principal?.user.id),
-    body: z.object({ fname: name.optional(), lname: name.optional() }),
+    body: z.object({ fname: name.optional(), lname: lastName.optional() }),
     response: profile,
     handler: async ({ principal, services, body }) => services.auth.profile.update(principal, body),
   }),

@@ -75,7 +75,11 @@ export class ProfileService {
     return totpEnrolment(secret, row.email);
   }
 
-  /** Confirms the app with one of its codes; from then on `google` is a provider of the user. */
+  /**
+   * Confirms the app with one of its codes; from then on `google` is a provider of the user and
+   * sign-in asks for a second factor (`two_factor` on for this user): enrolling an app and then
+   * signing in without it would leave the user believing the account is protected.
+   */
   async confirmTotp(principal: Principal, code: string): Promise<Profile> {
     const row = await this.row(principal);
     if (!row.totp_pending) throw conflict('totp_not_started', 'No authenticator setup is in progress; start one with POST /api/v2/profile/totp.');
@@ -86,7 +90,7 @@ export class ProfileService {
     this.auth.reauth.reset(`user:${row.id}`);
     await this.db
       .updateTable('users')
-      .set({ totp_secret: row.totp_pending, totp_pending: null, totp_last_step: step })
+      .set({ totp_secret: row.totp_pending, totp_pending: null, totp_last_step: step, two_factor: 1 })
       .where('id', '=', row.id)
       .where('totp_pending', '=', row.totp_pending)
       .execute();

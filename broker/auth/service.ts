@@ -338,9 +338,9 @@ export class AuthService {
    * set one (valid 72 h; they cannot sign in before); one created with a password can sign in at
    * once. Throws when the mail cannot be sent.
    */
-  async sendWelcomeMail(user: { id: string; email: string; fname: string; lname: string }, options: { hasPassword: boolean }): Promise<void> {
+  async sendWelcomeMail(user: { id: string; email: string; fname: string; lname: string }, options: { hasPassword: boolean }): Promise<'sent' | 'outbox'> {
     const link = options.hasPassword ? undefined : (await this.links.issue(user.id, 'welcome')).url;
-    await this.mail.send(welcomeMail(user, link));
+    return this.mail.send(welcomeMail(user, link));
   }
 
   /**

@@ -111,6 +111,14 @@ export function customKeyProblem(key: string): string | undefined {
   return undefined;
 }
 
+/**
+ * Why a custom key may not be set: one named like a legacy field (`latitude`) would be shown
+ * twice, beside the field, and read as the same thing. Removing such a key ("") stays possible.
+ */
+export function legacyNameProblem(key: string): string | undefined {
+  return (LEGACY_FIELDS as readonly string[]).includes(key) ? `"${key}" is a device field; set it there or choose another custom key` : undefined;
+}
+
 export class AttributeLimitError extends Error {
   constructor(
     readonly field: string,

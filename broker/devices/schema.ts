@@ -3,7 +3,7 @@ import { z } from 'zod';
 import type { AttributesRecord, DeviceAttributes, GroupTreeNode } from '../../shared/api-types.js';
 import { NODE_ID_PATTERN, TAG_PATTERN } from '../../shared/resources.js';
 import { pagingQuery } from '../http/paging.js';
-import { coordinateProblem, CUSTOM_VALUE_MAX_LENGTH, customKeyProblem, LEGACY_FIELDS, LEGACY_MAX_LENGTH } from './attributes.js';
+import { coordinateProblem, CUSTOM_VALUE_MAX_LENGTH, customKeyProblem, LEGACY_FIELDS, LEGACY_MAX_LENGTH, legacyNameProblem } from './attributes.js';
 import { DEVICE_ID_PATTERN } from './scope.js';
 import { multiLine, singleLine } from '../../shared/text.js';
 
@@ -50,12 +50,12 @@ const customRecord = z
   .record(z.string(), multiLine(z.string().max(CUSTOM_VALUE_MAX_LENGTH, `a custom value holds at most ${CUSTOM_VALUE_MAX_LENGTH} characters`)))
   .superRefine((record, ctx) => {
     for (const key of Object.keys(record)) {
-      const problem = customKeyProblem(key);
+      const problem = customKeyProblem(key) ?? (record[key] === '' ? undefined : legacyNameProblem(key));
       if (problem) ctx.addIssue({ code: 'custom', path: [key], message: problem });
     }
   })
   .describe(
-    'Custom attributes to set: key (1-64 characters, no control characters; not __proto__, constructor or prototype) to value (at most 4096; tab and newline are the only control characters allowed); "" removes the key. Keys not named stay as they are.',
+    'Custom attributes to set: key (1-64 characters, no control characters; not __proto__, constructor or prototype, nor the name of a legacy field such as `latitude`) to value (at most 4096; tab and newline are the only control characters allowed); "" removes the key. Keys not named stay as they are.',
   );
 
 // The record parser drops an own `__proto__` key without a word, so it is looked for in the body as sent.

@@ -39,26 +39,31 @@ export class MailService {
   }
 
   /**
-   * Sends one mail; throws when the relay refuses it or cannot be reached. Inside a transaction the
-   * mail waits for the commit (a slow relay would hold the transaction) and a failure is only logged.
+   * Sends one mail; throws when the relay refuses it or cannot be reached. Says where it goes: to the
+   * relay, or to the outbox folder when no relay is configured. Inside a transaction the mail waits
+   * for the commit (a slow relay would hold the transaction) and a failure is only logged.
    */
-  async send(mail: Mail): Promise<void> {
+  async send(mail: Mail): Promise<'sent' | 'outbox'> {
     const transactions = this.transactions;
-    if (transactions?.inTransaction()) return transactions.afterCommit(() => this.sendInBackground(mail));
-    await this.deliver(mail);
+    if (transactions?.inTransaction()) {
+      transactions.afterCommit(() => this.sendInBackground(mail));
+      return this.config.smtpUrl ? 'sent' : 'outbox';
+    }
+    return this.deliver(mail);
   }
 
-  private async deliver(mail: Mail): Promise<void> {
+  private async deliver(mail: Mail): Promise<'sent' | 'outbox'> {
     const info = await this.transport.sendMail({ from: this.config.mailFrom, ...mail });
     if (this.config.smtpUrl) {
       this.logger.info({ to: mail.to, subject: mail.subject, messageId: info.messageId }, 'mail sent');
-      return;
+      return 'sent';
     }
     const dir = path.join(this.config.dataDir, 'outbox');
     await fs.mkdir(dir, { recursive: true, mode: 0o700 });
     const file = path.join(dir, `${new Date().toISOString().replace(/[:.]/g, '-')}-${Math.random().toString(36).slice(2, 8)}.eml`);
     await fs.writeFile(file, (info as unknown as { message: Buffer }).message, { mode: 0o600 });
     this.logger.info({ to: mail.to, subject: mail.subject, file }, 'mail written to outbox (no SMTP_URL)');
+    return 'outbox';
   }
 
   /**

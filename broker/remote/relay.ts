@@ -77,6 +77,8 @@ export interface RelayEnd {
   /** from the device to the user */
   bytesOut: number;
   reason: string;
+  /** The device reported the session failed (a copy that did not complete, a channel error): audited as `error`. */
+  failed?: boolean;
 }
 
 /**
@@ -98,6 +100,7 @@ export class Relay {
   private inputEnded = false;
   private terminal?: ChannelControl;
   private reason?: string;
+  private failed = false;
   private wsClosed = false;
   private channelClosed = false;
   private alive = true;
@@ -285,6 +288,7 @@ export class Relay {
       this.close(SessionClose.normal, 'copy complete');
     } else if (t?.type === 'result') {
       this.reason ??= `copy failed: ${t.error ?? 'unknown error'}`;
+      this.failed = true;
       refuse(this.ws, errorFrame(502, 'copy_failed', t.error ?? 'The copy failed on the device.', { bytes: t.bytes }), SessionClose.deviceFailed);
     }
     // Without a final message the session is not complete; the channel's close reports it.
@@ -300,6 +304,7 @@ export class Relay {
     }
     const message = error ? `The session failed on the device: ${error.message}` : 'The device ended the session unexpectedly.';
     this.reason ??= message;
+    this.failed = true;
     refuse(this.ws, errorFrame(502, 'session_failed', message), SessionClose.deviceFailed);
   }
 
@@ -314,6 +319,6 @@ export class Relay {
   private maybeDone(): void {
     if (!this.wsClosed || !this.channelClosed) return;
     clearInterval(this.ping);
-    this.resolveDone({ bytesIn: this.bytesIn, bytesOut: this.bytesOut, reason: this.reason ?? 'ended' });
+    this.resolveDone({ bytesIn: this.bytesIn, bytesOut: this.bytesOut, reason: this.reason ?? 'ended', failed: this.failed });
   }
 }

@@ -59,7 +59,7 @@ export interface Caller {
 /** What a live session must offer to be ended from here: the WebSocket Relay, or a qbee stream relay. */
 export interface LiveRelay {
   abort(frame: ErrorFrame, code: number, reason: string): void;
-  readonly done: Promise<{ bytesIn: number; bytesOut: number; reason: string }>;
+  readonly done: Promise<{ bytesIn: number; bytesOut: number; reason: string; failed?: boolean }>;
 }
 
 interface LiveSession {
@@ -229,7 +229,7 @@ export class RemoteSessions {
     this.live.set(id, { id, caller: prepared.caller, deviceId: prepared.deviceId, request: prepared.request, relay });
     void relay.done.then(async (end) => {
       this.live.delete(id);
-      await this.finish(prepared.auditId, prepared.startedAt, end);
+      await this.finish(prepared.auditId, prepared.startedAt, { ...end, result: end.failed ? 'error' : 'ended' });
     });
   }
 

@@ -97,7 +97,7 @@ export const usersRoutes: RouteSpec[] = [
     path: '/user',
     tag: 'users',
     summary: 'Create a user',
-    description: `Creates an active user holding the given roles (the union of their permissions) and sends a welcome mail. Without \`password\` the mail carries a single-use link to set one and the user cannot sign in before; with \`password\` (an API user for scripts) the user can sign in at once. \`two_factor: {enabled}\` overrides the account's 2FA policy for this user. Answers 201 with the record. ${CHECKS}`,
+    description: `Creates an active user holding the given roles (the union of their permissions) and sends a welcome mail. Without \`password\` the mail carries a single-use link to set one and the user cannot sign in before; with \`password\` (an API user for scripts) the user can sign in at once. \`two_factor: {enabled}\` overrides the account's 2FA policy for this user. Answers 201 with the record and \`welcome_mail\`, where the welcome mail went. ${CHECKS}`,
     access: 'users:manage',
     status: 201,
     audit: 'user.create',
@@ -110,7 +110,13 @@ export const usersRoutes: RouteSpec[] = [
       password: password.optional(),
       two_factor: z.strictObject({ enabled: z.boolean() }).optional().describe('Per-user override of the account 2FA policy.'),
     }),
-    response: userRecord,
+    response: userRecord.extend({
+      welcome_mail: z
+        .enum(['sent', 'outbox', 'failed'])
+        .describe(
+          "Where the welcome mail went: `sent` to the SMTP relay, `outbox` (no SMTP_URL: a file in the broker's outbox folder, not delivered), `failed`.",
+        ),
+    }),
     handler: async ({ body, principal, services }) => services.users.create(principal, body),
   }),
   defineRoute({

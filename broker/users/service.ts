@@ -1,6 +1,6 @@
 import crypto from 'node:crypto';
 import type { Logger } from 'pino';
-import type { UserList, UserRecord } from '../../shared/api-types.js';
+import type { UserList, UserRecord, WelcomeMailDelivery } from '../../shared/api-types.js';
 import type { AccessService } from '../access/access.js';
 import type { Principal } from '../access/principal.js';
 import { hashPassword } from '../auth/passwords.js';
@@ -128,7 +128,7 @@ export class UsersService {
    * Creates an active user and sends the welcome mail. Without a password the user sets one through
    * the mail's link before signing in; with one (an API user for scripts) they can sign in at once.
    */
-  async create(actor: Principal, input: NewUser): Promise<UserRecord> {
+  async create(actor: Principal, input: NewUser): Promise<UserRecord & { welcome_mail: WelcomeMailDelivery }> {
     const email = normalizeEmail(input.email);
     const roles = unique(input.roles);
     const passwordHash = input.password !== undefined ? await hashPassword(input.password) : null;
@@ -156,13 +156,16 @@ export class UsersService {
         roles,
       );
     });
+    let welcome: WelcomeMailDelivery;
     try {
-      await this.auth.sendWelcomeMail({ id, email, fname: input.fname, lname: input.lname }, { hasPassword: passwordHash !== null });
+      welcome = await this.auth.sendWelcomeMail({ id, email, fname: input.fname, lname: input.lname }, { hasPassword: passwordHash !== null });
     } catch (err) {
       // The user exists either way; an administrator can send a new link once mail works again.
       this.logger.error({ err, userId: id, by: actor.user.id }, 'welcome mail could not be sent');
+      welcome = 'failed';
     }
-    return this.get(id);
+    // The answer says where the mail went, so the console does not claim a mail was sent when it sits in the outbox.
+    return { ...(await this.get(id)), welcome_mail: welcome };
   }
 
   /** PUT: replaces name, email and roles; `disabled` and `two_factor` change only when given. */

@@ -220,11 +220,12 @@ describe('authenticator app (TOTP)', () => {
     const confirmed = await t.api('POST', '/api/v2/profile/totp/confirm', { token, body: { code: confirmCode } });
     expect(confirmed.status).toBe(200);
     expect(confirmed.body.two_factor.providers).toEqual(['email', 'google']);
+    // Enrolling the app turns the second factor on for this user, whatever the account policy.
+    expect(confirmed.body.two_factor.enabled).toBe(true);
     expectError(await t.api('POST', '/api/v2/profile/totp', { token }), 409, 'totp_already_enabled');
     expectError(await t.api('POST', '/api/v2/profile/totp/confirm', { token, body: { code: confirmCode } }), 409, 'totp_not_started');
 
-    // Second factor for this user from now on.
-    await setUserColumns(t, u.id, { two_factor: 1 });
+    // The next sign-in asks for the second factor, with no administrator turning it on.
     const first = await passwordStep(u as User);
     expect(first.body.providers).toEqual(['email', 'google']);
     const got = await t.api('POST', '/api/v2/challenge-get', { body: { challenge: first.body.challenge, preferProvider: 'google' } });

@@ -110,6 +110,18 @@ describe('PATCH /deviceattribute/{device_id}', () => {
     }
   });
 
+  it('refuses a custom key named like a legacy field, naming the key; such a key can still be removed', async () => {
+    const id = await t.addDevice();
+    for (const key of ['latitude', 'device_name']) {
+      const r = await patch(id, { custom: { owner: 'ops', [key]: '52.5' } });
+      expect(r.body).toMatchObject({ code: 400, error: 'invalid_request', field: `custom.${key}` });
+      expect(r.body.message).toContain(`"${key}"`);
+    }
+    expect((await t.api('GET', `/api/v2/deviceattribute/${id}`, { token: t.adminToken })).body.custom).toEqual({});
+    const removed = await patch(id, { custom: { latitude: '' } });
+    expect(removed.status).toBe(200);
+  });
+
   it('enforces key length, value length and legacy length limits, naming the key', async () => {
     const id = await t.addDevice();
     const longKey = 'k'.repeat(65);

@@ -8,6 +8,7 @@ import { AgentRefusal } from '../../shared/codes.js';
 import { startTestBroker, type TestBroker } from '../support/broker.js';
 import { FakeAgents, type FakeAgent } from '../support/fake-agent.js';
 import { connectRemote } from '../support/remote-ws.js';
+import { eventually } from '../support/agent.js';
 
 let t: TestBroker;
 const fakes = new FakeAgents();
@@ -310,6 +311,11 @@ describe('remote copy', () => {
     expect(error.message).toMatch(/Checksum mismatch/);
     expect(fs.readFileSync(target, 'utf8')).toBe('original');
     expect(fs.readdirSync(share).filter((f) => f.includes('fleet-upload'))).toEqual([]);
+    // The attempt was allowed; the copy itself failed, and its end entry says so.
+    const end = await eventually(async () =>
+      (await audit(`device_id=${device}&event=remote.copy.end`)).find((e: { reason: string }) => /Checksum mismatch/.test(e.reason)),
+    );
+    expect(end).toMatchObject({ result: 'error' });
   });
 
   it('a path grant refuses ../ escapes and symlinks leading out, and allows files inside', async () => {

@@ -36,19 +36,27 @@ describe('two-factor sign-in', () => {
     const enrolledAt = Date.now();
     await page.getByLabel('Code').fill(totpCode(secret, enrolledAt));
     await page.getByRole('button', { name: 'Confirm' }).click();
-    await page.getByText('The authenticator app is set up.').waitFor();
+    await page.getByText('The authenticator app is set up and the second factor is on').waitFor();
+    // The panel and the server agree: enrolling turned the second factor on for this user.
+    await expect.poll(() => page.getByTestId('two-factor-state').textContent()).toBe('yes');
     const profile = await suite.t.api('GET', '/api/v2/profile', { token: user.token });
-    expect(profile.body.two_factor.providers).toContain('google');
+    expect(profile.body.two_factor).toEqual({ enabled: true, providers: ['email', 'google'] });
 
-    // Sign-in asks this user for a second factor from now on.
-    expect((await suite.t.api('PATCH', `/api/v2/user/${user.id}`, { token: suite.t.adminToken, body: { two_factor: { enabled: true } } })).status).toBe(200);
+    // The next sign-in asks for it, with no administrator turning it on.
     await page.getByRole('button', { name: 'Sign out' }).click();
     await page.getByRole('button', { name: 'Sign in' }).waitFor();
+    expect(await page.getByText('You are signed out.').isVisible()).toBe(true);
 
     await page.getByLabel('Email').fill(user.email);
     await page.getByLabel('Password').fill(user.password);
     await page.getByRole('button', { name: 'Sign in' }).click();
     await page.getByRole('heading', { name: 'Second factor' }).waitFor();
+    // The stale sign-out notice is gone, and the enrolled app is offered before a mailed code.
+    expect(await page.getByText('You are signed out.').count()).toBe(0);
+    expect(await page.getByRole('form', { name: 'Second factor' }).locator('.stack button').allTextContents()).toEqual([
+      'Authenticator app',
+      'Email me a code',
+    ]);
     await screenshot(page, 'sign-in-provider');
     await page.getByRole('button', { name: 'Authenticator app' }).click();
     await page.getByRole('heading', { name: 'Enter your code' }).waitFor();
@@ -165,6 +173,20 @@ describe('profile', () => {
     await page.getByRole('button', { name: 'Change password' }).click();
     await page.getByText('Your password was changed.').waitFor();
     expect(await suite.t.login(user.email, 'a-new-password-42')).toMatch(/^ey/);
+    await expectNoErrorsAndClose();
+  });
+
+  it('saves the name of the first administrator, who has no last name', async () => {
+    const { page, expectNoErrorsAndClose } = await suite.open();
+    expect((await suite.t.api('GET', '/api/v2/profile', { token: suite.t.adminToken })).body.lname).toBe('');
+    await page.goto('/profile');
+    await page.getByLabel('First name').fill('Ada');
+    await page.getByRole('form', { name: 'Your name' }).getByRole('button', { name: 'Save' }).click();
+    await page.getByText('Saved.').waitFor();
+    expect((await suite.t.api('GET', '/api/v2/profile', { token: suite.t.adminToken })).body).toMatchObject({ fname: 'Ada', lname: '' });
+    await page.getByLabel('First name').fill('Admin');
+    await page.getByRole('form', { name: 'Your name' }).getByRole('button', { name: 'Save' }).click();
+    await expect.poll(async () => (await suite.t.api('GET', '/api/v2/profile', { token: suite.t.adminToken })).body.fname).toBe('Admin');
     await expectNoErrorsAndClose();
   });
 });

@@ -14,8 +14,23 @@ describe('roles', () => {
     await page.getByLabel('Description').fill('Consoles and SSH tunnels in the lab');
     await page.getByRole('button', { name: 'Add permission' }).click();
     const policy = page.locator('li.policy').first();
+    // A useful built permission first; permissions whose calls are not built are marked, last and not offered.
+    expect(await policy.getByLabel('Permission').inputValue()).toBe('device:read');
+    const options = await policy
+      .getByLabel('Permission')
+      .locator('option')
+      .evaluateAll((els) =>
+        els.map((o) => ({ value: (o as HTMLOptionElement).value, text: o.textContent ?? '', disabled: (o as HTMLOptionElement).disabled })),
+      );
+    const analysis = options.findIndex((o) => o.value === 'analysis:read');
+    expect(options[analysis]).toMatchObject({ disabled: true });
+    expect(options[analysis].text).toContain('(not built yet)');
+    expect(analysis).toBeGreaterThan(options.findIndex((o) => o.value === 'users:manage'));
+    expect(options.find((o) => o.value === 'device:read')).toMatchObject({ disabled: false });
+    // The new grant has one empty resource row: it is refused, not saved as "all devices".
+    expect(await policy.locator('.resource-row .field-error').textContent()).toContain('type * for all devices');
+    expect(await page.getByRole('button', { name: 'Create role' }).isDisabled()).toBe(true);
     await policy.getByLabel('Permission').selectOption('remote-access:connect');
-    await policy.getByRole('button', { name: 'Add resource' }).click();
     await policy.getByRole('button', { name: 'Add resource' }).click();
     const first = policy.getByLabel('Resource 1 of remote-access:connect');
     const second = policy.getByLabel('Resource 2 of remote-access:connect');
@@ -38,10 +53,17 @@ describe('roles', () => {
 
     await page.getByRole('button', { name: 'Add permission' }).click();
     const read = page.locator('li.policy').nth(1);
-    await read.getByLabel('Permission').selectOption('device:read');
+    expect(await read.getByLabel('Permission').inputValue()).toBe('device:read');
+    // Removing the only row is refused too: all devices must be typed as *.
+    await read.getByRole('button', { name: 'Remove resource' }).click();
+    expect(await read.locator('.field-error').textContent()).toContain('* for all devices');
+    expect(await page.getByRole('button', { name: 'Create role' }).isDisabled()).toBe(true);
+    await read.getByRole('button', { name: 'Add resource' }).click();
+    await read.getByLabel('Resource 1 of device:read').fill('*');
     await screenshot(page, 'role-editor-valid');
     await page.getByRole('button', { name: 'Create role' }).click();
     await page.getByRole('heading', { level: 1, name: 'Roles' }).waitFor();
+    await page.getByText('The role Lab operators was created.').waitFor();
 
     const roles = await suite.t.api('GET', '/api/v2/roleslist', { token: suite.t.adminToken });
     const role = roles.body.items.find((r: { name: string }) => r.name === 'Lab operators');
@@ -64,6 +86,18 @@ describe('roles', () => {
     expect(await row.getByTestId('used-by').textContent()).toBe('Linus Lab');
     await screenshot(page, 'role-in-use');
     expect((await suite.t.api('GET', `/api/v2/role/${role.id}`, { token: suite.t.adminToken })).status).toBe(200);
+
+    // The built-in Administrator role offers no Delete button (it could only fail).
+    await page.locator('tr[data-role="Administrator"]').waitFor();
+    expect(await page.locator('tr[data-role="Administrator"]').getByRole('button', { name: 'Delete' }).count()).toBe(0);
+
+    // Saving a change says so; the stored role shows "all devices" as an explicit *.
+    await page.getByRole('link', { name: 'Lab operators' }).click();
+    await page.getByLabel('Description').fill('Consoles in the lab');
+    expect(await page.locator('li.policy').nth(1).getByLabel('Resource 1 of device:read').inputValue()).toBe('*');
+    await page.getByRole('button', { name: 'Save role' }).click();
+    await page.getByText('The role Lab operators was saved.').waitFor();
+    expect((await suite.t.api('GET', `/api/v2/role/${role.id}`, { token: suite.t.adminToken })).body.description).toBe('Consoles in the lab');
     await expectNoErrorsAndClose();
   });
 
@@ -100,6 +134,10 @@ describe('users', () => {
     await form.getByLabel('Password (optional)').fill('a-long-password-2');
     await form.getByRole('button', { name: 'Create user' }).click();
     await page.getByText('ada@example.com was created').waitFor();
+    // This broker has no SMTP relay: the console says the mail went to the outbox, not that it was sent.
+    const created = (await page.getByText('ada@example.com was created').textContent()) ?? '';
+    expect(created).toContain("was not sent: no mail server is configured (SMTP_URL), so it was written to the broker's outbox folder");
+    expect(created).not.toMatch(/email was sent/);
     const row = page.locator('tr[data-email="ada@example.com"]');
     await row.waitFor();
     await screenshot(page, 'users');
@@ -151,7 +189,12 @@ describe('files manager', () => {
     await page.getByLabel('New folder').fill('configs');
     await page.getByRole('button', { name: 'Create folder' }).click();
     await page.getByText('Folder configs created.').waitFor();
-    await page.getByRole('link', { name: 'configs/' }).click();
+    // The folder icon is drawn (an emoji would be an empty box without an emoji font).
+    const folderLink = page.getByRole('link', { name: 'configs/' });
+    await folderLink.waitFor();
+    expect(await folderLink.locator('svg.folder-icon').count()).toBe(1);
+    expect(((await folderLink.textContent()) ?? '').trim()).toBe('configs/');
+    await folderLink.click();
     await page.getByText('This folder is empty.').waitFor();
     expect(new URL(page.url()).searchParams.get('path')).toBe('/configs/');
 
@@ -173,9 +216,23 @@ describe('files manager', () => {
 
     // Uploading the same name again asks before replacing.
     await page.getByLabel('Upload to /configs/').setInputFiles({ name: 'app.conf', mimeType: 'text/plain', buffer: Buffer.from('v2') });
+    await page.getByRole('button', { name: 'Replace it' }).waitFor();
+    // Only the question: no red error beside it.
+    expect(await page.locator('.error-box').count()).toBe(0);
+    await screenshot(page, 'files-replace-prompt');
     await page.getByRole('button', { name: 'Replace it' }).click();
     await page.getByText('Uploaded app.conf.').waitFor();
     await expect.poll(() => row.textContent()).toContain('2 B');
+
+    // A name without an extension is saved as it is (no ".txt" added for text).
+    await page.getByLabel('Upload to /configs/').setInputFiles({ name: 'hostname', mimeType: 'text/plain', buffer: Buffer.from('gateway-01\n') });
+    await page.getByText('Uploaded hostname.').waitFor();
+    const hostname = page.locator('tbody tr', { hasText: 'hostname' });
+    const [plain] = await Promise.all([page.waitForEvent('download'), hostname.getByRole('button', { name: 'Download' }).click()]);
+    expect(plain.suggestedFilename()).toBe('hostname');
+    await hostname.getByRole('button', { name: 'Delete' }).click();
+    await hostname.getByRole('button', { name: 'Yes, delete' }).click();
+    await page.getByText('hostname deleted.').waitFor();
 
     await row.getByRole('button', { name: 'Delete' }).click();
     await row.getByRole('button', { name: 'Yes, delete' }).click();

@@ -29,6 +29,25 @@ describe('sign-in and sign-out', () => {
     await expectNoErrorsAndClose();
   });
 
+  it('says how many minutes a locked-out sign-in must wait, not seconds', async () => {
+    const user = await suite.t.userWith([{ permission: 'device:read' }]);
+    for (let i = 0; i < 10; i++) {
+      const r = await suite.t.api('POST', '/api/v2/login', { body: { email: user.email, password: `wrong-${i}` } });
+      expect(r.status).toBe(401);
+    }
+    const { page, expectNoErrorsAndClose } = await suite.open({ as: null });
+    await page.goto('/login');
+    await page.getByLabel('Email').fill(user.email);
+    await page.getByLabel('Password').fill(user.password);
+    await page.getByRole('button', { name: 'Sign in' }).click();
+    const alert = page.getByRole('alert');
+    await alert.waitFor();
+    expect(await alert.textContent()).toMatch(/try again in 1?\d minutes?\./);
+    expect(await alert.textContent()).not.toMatch(/\d+ s\b/);
+    await screenshot(page, 'sign-in-locked-out');
+    await expectNoErrorsAndClose();
+  });
+
   it('signs out: the token is revoked and the console asks to sign in again', async () => {
     const { page, expectNoErrorsAndClose } = await suite.open();
     const token = await page.evaluate(() => sessionStorage.getItem('fleet.token'));
@@ -182,6 +201,50 @@ describe('audit view', () => {
 
     await page.getByRole('button', { name: 'Verify chain' }).click();
     await expect.poll(() => page.getByRole('status', { name: 'Chain' }).textContent()).toMatch(/^Chain intact: \d+ entries\.$/);
+    await expectNoErrorsAndClose();
+  });
+});
+
+describe('audit view at a glance', () => {
+  it('names the device (its id on hover) and wraps event names only between words', async () => {
+    const device = await suite.t.addDevice({ name: 'audit-gateway' });
+    await suite.t.broker.services.audit.recordRemoteStart({
+      user: { id: 'u-audit-2', email: 'operator-2@example.com' },
+      action: 'console',
+      options: {},
+      ip: '192.0.2.8',
+      source: 'web',
+      event: 'remote.console',
+      deviceId: device,
+      allowed: false,
+      reason: 'no matching resource',
+    });
+    const { page, expectNoErrorsAndClose } = await suite.open({ viewport: { width: 390, height: 844 } });
+    await page.goto(`/audit?device_id=${device}`);
+    const row = page.locator('table.audit-table tbody tr').first();
+    await row.waitFor();
+    const link = row.getByRole('link', { name: 'audit-gateway' });
+    await link.waitFor();
+    expect(await link.getAttribute('title')).toBe(device);
+    await screenshot(page, 'audit-phone');
+    // Every word of every event name lies on one line (its rectangles share one top).
+    const brokenWords = await page.evaluate(() => {
+      const broken: string[] = [];
+      for (const cell of document.querySelectorAll('table.audit-table tbody tr td:nth-child(4)')) {
+        const walker = document.createTreeWalker(cell, NodeFilter.SHOW_TEXT);
+        for (let node = walker.nextNode(); node; node = walker.nextNode()) {
+          for (const m of (node.textContent ?? '').matchAll(/[A-Za-z_]+/g)) {
+            const range = document.createRange();
+            range.setStart(node, m.index ?? 0);
+            range.setEnd(node, (m.index ?? 0) + m[0].length);
+            const tops = new Set([...range.getClientRects()].map((r) => Math.round(r.top)));
+            if (tops.size > 1) broken.push(m[0]);
+          }
+        }
+      }
+      return broken;
+    });
+    expect(brokenWords).toEqual([]);
     await expectNoErrorsAndClose();
   });
 });

@@ -132,6 +132,96 @@ describe('attribute editor', () => {
     await expectNoErrorsAndClose();
   });
 
+  it('checks ranges, lengths and legacy names before sending, and shows every refusal at its field without "body."', async () => {
+    const device = await suite.t.addDevice({ name: 'sensor-10' });
+    const before = (await suite.t.api('GET', `/api/v2/deviceattribute/${device}`, { token: suite.t.adminToken })).body;
+    const { page, expectNoErrorsAndClose } = await suite.open();
+    const patches: string[] = [];
+    page.on('request', (r) => {
+      if (r.method() === 'PATCH') patches.push(r.url());
+    });
+    await page.goto(`/devices/${device}/attributes`);
+    await page.getByLabel('Latitude').fill('95');
+    await page.getByLabel('Longitude').fill('-180.5');
+    await page.getByRole('button', { name: 'Add custom attribute' }).click();
+    await page.locator('.custom-row').last().getByLabel('New key').fill('latitude');
+    await page.locator('.custom-row').last().getByLabel('Value').fill('52');
+    await page.getByRole('button', { name: 'Add custom attribute' }).click();
+    await page.locator('.custom-row').last().getByLabel('New key').fill('k'.repeat(65));
+    await page.locator('.custom-row').last().getByLabel('Value').fill('v');
+    await page.getByRole('button', { name: 'Save', exact: true }).click();
+    const errorOf = (label: string) => page.locator('.field', { has: page.getByLabel(label, { exact: true }) }).locator('.field-error');
+    await errorOf('Latitude').waitFor();
+    expect(await errorOf('Latitude').textContent()).toContain('-90 to 90');
+    expect(await errorOf('Longitude').textContent()).toContain('-180 to 180');
+    const rowErrors = page.locator('.custom-row .field-error');
+    expect(await rowErrors.allTextContents()).toEqual([
+      '"latitude" is a device field above; set it there or choose another key.',
+      'A key holds at most 64 characters.',
+    ]);
+    expect(patches).toEqual([]);
+    await screenshot(page, 'attributes-client-checks');
+
+    // What only the broker checks (control characters) comes back for every field at once.
+    await page
+      .locator('.custom-row')
+      .last()
+      .getByRole('button', { name: /Remove new row/ })
+      .click();
+    await page
+      .locator('.custom-row')
+      .last()
+      .getByRole('button', { name: /Remove new row/ })
+      .click();
+    await page.getByLabel('Latitude').fill('');
+    await page.getByLabel('Longitude').fill('');
+    await page.getByLabel('Name', { exact: true }).fill('bell\u0007name');
+    await page.getByLabel('City').fill('bell\u0007city');
+    await page.getByRole('button', { name: 'Save', exact: true }).click();
+    await errorOf('City').waitFor();
+    expect(await errorOf('Name').count()).toBe(1);
+    expect(patches.length).toBe(1);
+    expect(await page.locator('.error-box').textContent()).toContain('2 fields need a change');
+    expect(await page.locator('main').textContent()).not.toContain('body.');
+    expect((await suite.t.api('GET', `/api/v2/deviceattribute/${device}`, { token: suite.t.adminToken })).body).toEqual(before);
+    await expectNoErrorsAndClose();
+  });
+
+  it('asks before leaving for another page with unsaved edits', async () => {
+    const device = await suite.t.addDevice({ name: 'sensor-11' });
+    const { page, expectNoErrorsAndClose } = await suite.open();
+    // Arrive from the device page, so Back has somewhere to go inside the app.
+    await page.goto(`/devices/${device}`);
+    await page.getByRole('link', { name: 'Edit attributes' }).click();
+    await page.getByLabel('Description').fill('not saved yet');
+    const questions: string[] = [];
+    page.once('dialog', (d) => {
+      questions.push(d.message());
+      void d.dismiss();
+    });
+    await page.getByRole('link', { name: 'Back to the device' }).click();
+    await expect.poll(() => questions.length).toBe(1);
+    expect(questions[0]).toContain('Leave without saving?');
+    expect(new URL(page.url()).pathname).toBe(`/devices/${device}/attributes`);
+    expect(await page.getByLabel('Description').inputValue()).toBe('not saved yet');
+
+    // The browser's Back button asks too.
+    page.once('dialog', (d) => {
+      questions.push(d.message());
+      void d.dismiss();
+    });
+    await page.goBack();
+    await expect.poll(() => questions.length).toBe(2);
+    await expect.poll(() => new URL(page.url()).pathname).toBe(`/devices/${device}/attributes`);
+    expect(await page.getByLabel('Description').inputValue()).toBe('not saved yet');
+
+    page.once('dialog', (d) => void d.accept());
+    await page.getByRole('link', { name: 'Back to the device' }).click();
+    await page.getByRole('heading', { level: 1, name: 'sensor-11' }).waitFor();
+    expect(new URL(page.url()).pathname).toBe(`/devices/${device}`);
+    await expectNoErrorsAndClose();
+  });
+
   it('is not offered without device:manage', async () => {
     const device = await suite.t.addDevice({ name: 'sensor-9' });
     const reader = await suite.t.userWith([{ permission: 'device:read' }]);
@@ -211,6 +301,19 @@ describe('remote access buttons', () => {
     await page.goto(`/devices/${other}`);
     await page.getByText('Your roles allow no remote access to this device.').waitFor();
     expect(await page.getByTestId('open-console').count()).toBe(0);
+    await expectNoErrorsAndClose();
+  });
+
+  it('offers no console or reload while the device is offline, and says why', async () => {
+    const device = await suite.t.addDevice({ name: 'router-6' });
+    const { page, expectNoErrorsAndClose } = await suite.open();
+    await page.goto(`/devices/${device}`);
+    await page.getByTestId('offline-hint').waitFor();
+    expect(await page.getByTestId('offline-hint').textContent()).toContain('offline');
+    expect(await page.getByTestId('open-console').isDisabled()).toBe(true);
+    expect(await page.getByTestId('open-console').getAttribute('href')).toBeNull();
+    expect(await page.getByRole('button', { name: 'Reload agent' }).isDisabled()).toBe(true);
+    await screenshot(page, 'device-offline');
     await expectNoErrorsAndClose();
   });
 

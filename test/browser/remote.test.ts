@@ -91,6 +91,59 @@ describe('console to a real agent', () => {
     expect(entries.body.items.filter((e: { result: string; source: string }) => e.result === 'allowed' && e.source === 'web').length).toBeGreaterThanOrEqual(2);
   });
 
+  it('pastes once with Ctrl+Shift+V and with Ctrl+V, and the next Enter ends the line', async () => {
+    const { page, context, expectNoErrorsAndClose } = await suite.open();
+    await context.grantPermissions(['clipboard-read', 'clipboard-write'], { origin: suite.t.url });
+    await page.goto(`/console/${device}`);
+    await expect.poll(() => page.getByTestId('console-status').textContent(), { timeout: 20_000 }).toBe('Connected');
+    // The shell reads one line and shows exactly what arrived, between brackets.
+    for (const [keys, text] of [
+      ['Control+Shift+V', 'pasted-one'],
+      ['Control+V', 'pasted-two'],
+    ]) {
+      await typeCommand(page, 'read -r line; echo "got[$line]"');
+      await page.evaluate((t) => navigator.clipboard.writeText(t), text);
+      await page.locator('.xterm-helper-textarea').focus();
+      await page.keyboard.press(keys);
+      // A ^V sent to the device would make this Enter a literal ^M and the line would not end.
+      await page.keyboard.press('Enter');
+      await expect.poll(() => screenText(page), { timeout: 15_000 }).toContain(`got[${text}]`);
+      expect(await screenText(page)).not.toContain(`${text}${text}`);
+    }
+    await expectNoErrorsAndClose();
+  });
+
+  it("draws underscores: the rows are tall enough for the font's underscore", async () => {
+    const { page, expectNoErrorsAndClose } = await suite.open();
+    await page.goto(`/console/${device}`);
+    await expect.poll(() => page.getByTestId('console-status').textContent(), { timeout: 20_000 }).toBe('Connected');
+    await typeCommand(page, 'clear; printf "%s\\n" "$(printf "_%.0s" 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20)" container_info.json');
+    const row = page.locator('.xterm-rows > div', { hasText: /^_{20}\s*$/ });
+    await row.waitFor({ timeout: 15_000 });
+    await screenshot(page, 'console-underscores');
+    const box = await row.boundingBox();
+    if (!box) throw new Error('the row of underscores has no box');
+    // This row's own box only: what the user sees of it (the clip stops where the next row starts).
+    const shot = await page.screenshot({ clip: { x: box.x, y: box.y, width: Math.min(box.width, 120), height: box.height } });
+    // The terminal's background is #111418; an underscore is drawn in a light colour.
+    const lit = await page.evaluate(async (png) => {
+      const image = new Image();
+      image.src = `data:image/png;base64,${png}`;
+      await image.decode();
+      const canvas = document.createElement('canvas');
+      canvas.width = image.width;
+      canvas.height = image.height;
+      const context = canvas.getContext('2d') as CanvasRenderingContext2D;
+      context.drawImage(image, 0, 0);
+      const { data } = context.getImageData(0, 0, image.width, image.height);
+      let count = 0;
+      for (let i = 0; i < data.length; i += 4) if (data[i] + data[i + 1] + data[i + 2] > 3 * 120) count++;
+      return count;
+    }, shot.toString('base64'));
+    expect(lit).toBeGreaterThan(20);
+    await expectNoErrorsAndClose();
+  });
+
   it('shows "Access denied" in the console when the role allows only other devices', async () => {
     const operator = await suite.t.userWith([{ permission: 'device:read' }, { permission: 'remote-access:connect', resources: ['tag:elsewhere/console'] }]);
     const { page, expectNoErrorsAndClose } = await suite.open({ as: operator });
@@ -98,6 +151,9 @@ describe('console to a real agent', () => {
     await page.getByRole('alert').waitFor();
     expect(await page.getByRole('alert').textContent()).toContain('Access denied');
     await expectNoErrorsAndClose();
+    // The broker decided and recorded it, though the device page knew the answer beforehand.
+    const entries = await suite.t.api('GET', `/api/v2/commitlist?device_id=${device}&action=console&result=denied`, { token: suite.t.adminToken });
+    expect(entries.body.items.filter((e: { user_id: string }) => e.user_id === operator.id)).toHaveLength(1);
   });
 });
 
@@ -135,10 +191,35 @@ describe('file transfer with a real agent', () => {
     await expectNoErrorsAndClose();
   });
 
-  it('reloads the agent from the device page', async () => {
+  it('saves a download under the exact name of the file on the device, with no extension added', async () => {
+    const source = path.join(work, 'hostname');
+    fs.writeFileSync(source, 'gateway-01\n');
+    const { page, expectNoErrorsAndClose } = await suite.open();
+    await page.goto(`/devices/${device}`);
+    await page.getByLabel('File to fetch from the device').fill(source);
+    const [download] = await Promise.all([
+      page.waitForEvent('download', { timeout: 30_000 }),
+      page.getByRole('button', { name: 'Download from device' }).click(),
+    ]);
+    expect(download.suggestedFilename()).toBe('hostname');
+    expect(fs.readFileSync(await download.path(), 'utf8')).toBe('gateway-01\n');
+    await expectNoErrorsAndClose();
+  });
+
+  it('reloads the agent from the device page after asking, since it ends every session on the device', async () => {
     const { page, expectNoErrorsAndClose } = await suite.open();
     await page.goto(`/devices/${device}`);
     await page.getByRole('button', { name: 'Reload agent' }).click();
+    // It asks first, saying that every user's sessions on the device end; Cancel sends nothing.
+    const question = page.getByRole('group', { name: /Reload the agent\?/ });
+    await question.waitFor();
+    expect(await question.textContent()).toContain('for every user');
+    await screenshot(page, 'device-reload-confirm');
+    await question.getByRole('button', { name: 'Cancel' }).click();
+    const none = await suite.t.api('GET', `/api/v2/commitlist?device_id=${device}&action=reload`, { token: suite.t.adminToken });
+    expect(none.body.items).toEqual([]);
+    await page.getByRole('button', { name: 'Reload agent' }).click();
+    await page.getByRole('button', { name: 'Yes, reload' }).click();
     await page.getByText('The agent is reloading.').waitFor({ timeout: 20_000 });
     const entries = await suite.t.api('GET', `/api/v2/commitlist?device_id=${device}&action=reload&result=allowed`, { token: suite.t.adminToken });
     expect(entries.body.items[0]).toMatchObject({ result: 'allowed', source: 'web' });

@@ -255,7 +255,9 @@ export async function downloadFile(path: string, query: Query, filename: string)
 }
 
 export function saveBlob(blob: Blob, filename: string): void {
-  const url = URL.createObjectURL(blob);
+  // Chromium adds an extension it guesses from the type (`hostname` → `hostname.txt` for text it
+  // sniffs); as plain bytes the file keeps exactly the name it has.
+  const url = URL.createObjectURL(new Blob([blob], { type: 'application/octet-stream' }));
   const a = document.createElement('a');
   a.href = url;
   a.download = filename;

@@ -3,12 +3,13 @@ import { describe, expect, it } from 'vitest';
 import type { AttributesRecord, GroupTreeNode } from '../../shared/api-types.js';
 import { ApiFailure, apiUrl, itemsOf, tokenExpiry } from './api.js';
 import { match, withQuery } from './router.js';
-import { LEGACY_FIELDS, patchBody, type LegacyField } from './screens/attributes.js';
+import { LEGACY_FIELDS, legacyProblem, localProblems, patchBody, type LegacyField } from './screens/attributes.js';
 import { keysOf } from './screens/bootstrap-keys.js';
 import { pruneTree } from './screens/devices.js';
 import { entriesOf } from './screens/files.js';
 import { connectCommand, defaultLocalPort } from './screens/portmaps.js';
-import { toPolicies } from './screens/roles.js';
+import { blankResourceProblems, toPolicies } from './screens/roles.js';
+import { createdMessage } from './screens/users.js';
 import { permissionNames } from './session.js';
 
 const legacyOf = (record: AttributesRecord) => Object.fromEntries(LEGACY_FIELDS.map((f) => [f.name, record[f.name]])) as Record<LegacyField, string>;
@@ -159,5 +160,45 @@ describe('answers of the API', () => {
     expect(match('/devices/:id', `/devices/${'a'.repeat(64)}`)).toEqual({ id: 'a'.repeat(64) });
     expect(match('/devices/:id', '/devices/x/attributes')).toBeNull();
     expect(withQuery('/audit', { result: 'denied', device_id: '' })).toBe('/audit?result=denied');
+  });
+});
+
+describe('attribute editor: checks before sending', () => {
+  it('refuses coordinates out of range, over-long text and keys, and keys named like a legacy field', () => {
+    expect(legacyProblem('latitude', '90')).toBeUndefined();
+    expect(legacyProblem('latitude', '90.5')).toContain('-90 to 90');
+    expect(legacyProblem('longitude', '-180')).toBeUndefined();
+    expect(legacyProblem('longitude', '1e2')).toContain('-180 to 180');
+    expect(legacyProblem('city', 'x'.repeat(1025))).toContain('1024');
+    const row = (uid: number, key: string, value = 'v') => ({ uid, key, value, existing: false, deleted: false });
+    expect(Object.values(localProblems([row(1, 'latitude'), row(2, 'k'.repeat(65)), row(3, 'ok', 'v'.repeat(4097))]))).toEqual([
+      '"latitude" is a device field above; set it there or choose another key.',
+      'A key holds at most 64 characters.',
+      'A value holds at most 4096 characters.',
+    ]);
+  });
+});
+
+describe('role editor: blank grants', () => {
+  it('refuses a resource-taking permission with no resource or an empty row, not one that takes none', () => {
+    const problems = blankResourceProblems([
+      { uid: 1, permission: 'device:read', resources: [] },
+      { uid: 2, permission: 'remote-access:connect', resources: ['*/console', ' '] },
+      { uid: 3, permission: 'users:read', resources: [] },
+      { uid: 4, permission: 'device:manage', resources: ['*'] },
+    ]);
+    expect(problems.map((p) => [p.policy, p.resource])).toEqual([
+      [0, undefined],
+      [1, ''],
+    ]);
+  });
+});
+
+describe('new user: where the welcome mail went', () => {
+  it('says "sent" only for a mail handed to the relay', () => {
+    expect(createdMessage('a@example.com', false, 'sent')).toContain('was sent');
+    expect(createdMessage('a@example.com', false, 'outbox')).toContain("written to the broker's outbox folder");
+    expect(createdMessage('a@example.com', false, 'outbox')).not.toContain('was sent');
+    expect(createdMessage('a@example.com', true, 'failed')).toContain('could not be sent');
   });
 });

@@ -14,13 +14,38 @@ function current(): Location {
   return { path: location.pathname, query: new URLSearchParams(location.search) };
 }
 
+/** Asked before an in-app navigation; answering false keeps the page (a form with unsaved edits). */
+let leaveGuard: (() => boolean) | null = null;
+
 const listeners = new Set<() => void>();
-if (typeof window !== 'undefined') window.addEventListener('popstate', () => listeners.forEach((l) => l()));
+/** Where the app is, so a Back refused by the leave guard can return there. */
+let shown = typeof window !== 'undefined' ? location.pathname + location.search : '/';
+if (typeof window !== 'undefined') {
+  window.addEventListener('popstate', () => {
+    // The browser has moved already; a page with unsaved edits that wants to stay puts it back.
+    if (leaveGuard && !leaveGuard()) {
+      history.pushState(null, '', shown);
+      return;
+    }
+    shown = location.pathname + location.search;
+    listeners.forEach((l) => l());
+  });
+}
+
+/** Sets the guard while a page holds unsaved edits; returns its removal. */
+export function guardLeaving(mayLeave: () => boolean): () => void {
+  leaveGuard = mayLeave;
+  return () => {
+    if (leaveGuard === mayLeave) leaveGuard = null;
+  };
+}
 
 export function navigate(to: string, options: { replace?: boolean } = {}): void {
   if (to === location.pathname + location.search) return;
+  if (leaveGuard && !leaveGuard()) return;
   if (options.replace) history.replaceState(null, '', to);
   else history.pushState(null, '', to);
+  shown = to;
   listeners.forEach((l) => l());
   window.scrollTo(0, 0);
 }

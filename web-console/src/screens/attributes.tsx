@@ -8,7 +8,7 @@ import { useEffect, useState } from 'preact/hooks';
 import type { AttributesRecord, DeviceAttributes, LegacyAttribute } from '../../../shared/api-types.js';
 import { api, ApiFailure } from '../api.js';
 import { allowed } from '../areas.js';
-import { Link } from '../router.js';
+import { guardLeaving, Link } from '../router.js';
 import { AccessDenied, ErrorBox, Field, Loading, Notice, PageTitle, useLoad } from '../ui.js';
 
 export const LEGACY_FIELDS = [
@@ -26,6 +26,23 @@ export type LegacyField = (typeof LEGACY_FIELDS)[number]['name'];
 
 export const KEY_MAX = 64;
 export const VALUE_MAX = 4096;
+/** The broker's limit for a legacy field's text. */
+export const LEGACY_MAX = 1024;
+
+/** Decimal degrees as the broker takes them: `52`, `-8.25`, `.5`; no exponent, no spaces. */
+const DECIMAL = /^[+-]?(\d+(\.\d*)?|\.\d+)$/;
+
+/** The broker's checks of a legacy field, made here too so every mistake shows before Save. */
+export function legacyProblem(field: LegacyField, value: string): string | undefined {
+  if (value.length > LEGACY_MAX) return `At most ${LEGACY_MAX} characters.`;
+  if ((field === 'latitude' || field === 'longitude') && value !== '') {
+    const limit = field === 'latitude' ? 90 : 180;
+    if (value.length > 32 || !DECIMAL.test(value) || Math.abs(Number(value)) > limit) return `A decimal number from -${limit} to ${limit}.`;
+  }
+  return undefined;
+}
+
+const LEGACY_NAMES = new Set<string>(LEGACY_FIELDS.map((f) => f.name));
 
 interface Row {
   /** Stable id for rendering (keys of new rows change while typing). */
@@ -60,21 +77,38 @@ export function patchBody(original: DeviceAttributes, legacy: Record<LegacyField
   return body;
 }
 
-/** What the browser can tell before asking the API: empty or duplicate keys, empty values. */
-function localProblems(rows: Row[]): Record<number, string> {
+/**
+ * What the browser can tell before asking the API: empty or duplicate keys, empty values, the
+ * length limits, and keys named like a legacy field (the broker refuses those too).
+ */
+export function localProblems(rows: Row[]): Record<number, string> {
   const problems: Record<number, string> = {};
   const seen = new Set(rows.filter((r) => r.existing).map((r) => r.key));
   for (const r of rows) {
     if (r.existing) {
-      if (!r.deleted && r.value === '') problems[r.uid] = 'Enter a value, or use Delete to remove this attribute.';
+      if (r.deleted) continue;
+      if (r.value === '') problems[r.uid] = 'Enter a value, or use Delete to remove this attribute.';
+      else if (r.value.length > VALUE_MAX) problems[r.uid] = `A value holds at most ${VALUE_MAX} characters.`;
       continue;
     }
     const key = r.key.trim();
     if (!key && !r.value) continue;
     if (!key) problems[r.uid] = 'Enter a key.';
+    else if (key.length > KEY_MAX) problems[r.uid] = `A key holds at most ${KEY_MAX} characters.`;
+    else if (LEGACY_NAMES.has(key)) problems[r.uid] = `"${key}" is a device field above; set it there or choose another key.`;
     else if (seen.has(key)) problems[r.uid] = `The key "${key}" is used already.`;
     else if (r.value === '') problems[r.uid] = 'Enter a value.';
+    else if (r.value.length > VALUE_MAX) problems[r.uid] = `A value holds at most ${VALUE_MAX} characters.`;
     seen.add(key);
+  }
+  return problems;
+}
+
+function legacyProblems(legacy: Record<LegacyField, string>): Partial<Record<LegacyField, string>> {
+  const problems: Partial<Record<LegacyField, string>> = {};
+  for (const f of LEGACY_FIELDS) {
+    const problem = legacyProblem(f.name, legacy[f.name] ?? '');
+    if (problem) problems[f.name] = problem;
   }
   return problems;
 }
@@ -86,6 +120,7 @@ export function AttributesScreen({ deviceId }: { deviceId: string }) {
   const [rows, setRows] = useState<Row[]>([]);
   const [failure, setFailure] = useState<unknown>();
   const [problems, setProblems] = useState<Record<number, string>>({});
+  const [legacyErrors, setLegacyErrors] = useState<Partial<Record<LegacyField, string>>>({});
   const [saving, setSaving] = useState(false);
   const [saved, setSaved] = useState(false);
 
@@ -94,6 +129,7 @@ export function AttributesScreen({ deviceId }: { deviceId: string }) {
     setLegacy(Object.fromEntries(LEGACY_FIELDS.map((f) => [f.name, record[f.name] ?? ''])) as Record<LegacyField, string>);
     setRows(rowsOf(record.custom ?? {}));
     setProblems({});
+    setLegacyErrors({});
   }
 
   useEffect(() => {
@@ -106,7 +142,12 @@ export function AttributesScreen({ deviceId }: { deviceId: string }) {
     if (!dirty) return;
     const warn = (e: BeforeUnloadEvent) => e.preventDefault();
     window.addEventListener('beforeunload', warn);
-    return () => window.removeEventListener('beforeunload', warn);
+    // So does leaving for another page of the console.
+    const unguard = guardLeaving(() => window.confirm('Leave without saving? Your changes to the attributes are lost.'));
+    return () => {
+      window.removeEventListener('beforeunload', warn);
+      unguard();
+    };
   }, [dirty]);
 
   if (!allowed('updateAttributes')) return <AccessDenied message="Changing attributes needs the device:manage permission." />;
@@ -129,9 +170,11 @@ export function AttributesScreen({ deviceId }: { deviceId: string }) {
   const save = async (e: Event) => {
     e.preventDefault();
     const local = localProblems(rows);
+    const localLegacy = legacyProblems(legacy);
     setProblems(local);
+    setLegacyErrors(localLegacy);
     setFailure(undefined);
-    if (Object.keys(local).length || !dirty) return;
+    if (Object.keys(local).length || Object.keys(localLegacy).length || !dirty) return;
     setSaving(true);
     try {
       const answer = await api.patch<AttributesRecord | undefined>(`/deviceattribute/${encodeURIComponent(deviceId)}`, body);
@@ -163,7 +206,7 @@ export function AttributesScreen({ deviceId }: { deviceId: string }) {
                 name={f.name}
                 value={legacy[f.name]}
                 hint={'hint' in f ? f.hint : undefined}
-                error={fieldErrors[f.name]}
+                error={legacyErrors[f.name] ?? fieldErrors[f.name]}
                 inputMode={f.name === 'latitude' || f.name === 'longitude' ? 'decimal' : undefined}
                 onInput={(e) => {
                   setSaved(false);
@@ -273,7 +316,18 @@ export function AttributesScreen({ deviceId }: { deviceId: string }) {
           {max !== null && open >= max && <small class="muted"> The maximum of {max} is reached.</small>}
         </fieldset>
 
-        <ErrorBox error={failure} title="The attributes were not saved" />
+        {/* Refused fields are shown at the field; the box says only that and how many. */}
+        {Object.keys(fieldErrors).length > 0 ? (
+          <div class="error-box" role="alert">
+            <strong>The attributes were not saved</strong>
+            <p>
+              {Object.keys(fieldErrors).length === 1 ? 'One field needs' : `${Object.keys(fieldErrors).length} fields need`} a change: see the marked{' '}
+              {Object.keys(fieldErrors).length === 1 ? 'field' : 'fields'}.
+            </p>
+          </div>
+        ) : (
+          <ErrorBox error={failure} title="The attributes were not saved" />
+        )}
         {saved && !dirty && <Notice>Saved.</Notice>}
         <div class="button-row sticky-actions">
           <button type="submit" class="primary" disabled={saving || !dirty}>

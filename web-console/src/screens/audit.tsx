@@ -3,7 +3,7 @@
  * newest first, filtered by device, user, action, result and time. Filters live in the URL.
  */
 import { useState } from 'preact/hooks';
-import type { AuditEntry, AuditVerification, ListPage } from '../../../shared/api-types.js';
+import type { AuditEntry, AuditVerification, GroupTree, GroupTreeNode, ListPage } from '../../../shared/api-types.js';
 import { api, itemsOf } from '../api.js';
 import { allowed } from '../areas.js';
 import { Link, navigate, useLocation, withQuery } from '../router.js';
@@ -34,6 +34,36 @@ function duration(ms: number | null): string {
   return s < 120 ? `${s} s` : `${Math.floor(s / 60)} min ${s % 60} s`;
 }
 
+/** Device id → name, from the group tree (devices the user may read; removed ones are absent). */
+function deviceNames(tree: GroupTree): Map<string, string> {
+  const names = new Map<string, string>();
+  const walk = (node: GroupTreeNode) => {
+    if (node.type === 'device' && node.title) names.set(node.node_id, node.title);
+    node.nodes?.forEach(walk);
+  };
+  walk(tree.tree);
+  return names;
+}
+
+/** An event code that wraps only at its dots (`remote.console.start`), never inside a word. */
+function EventName({ event }: { event: string }) {
+  const parts = event.split('.');
+  return (
+    <code class="event-name">
+      {parts.map((part, i) => (
+        <span key={i}>
+          {part}
+          {i < parts.length - 1 && (
+            <>
+              .<wbr />
+            </>
+          )}
+        </span>
+      ))}
+    </code>
+  );
+}
+
 export function AuditScreen() {
   const { query } = useLocation();
   const applied = Object.fromEntries(FILTERS.map((f) => [f, query.get(f) ?? ''])) as Filters;
@@ -55,6 +85,16 @@ export function AuditScreen() {
         items_per_page: PAGE,
       }),
     [key],
+  );
+  const names = useLoad(
+    () =>
+      allowed('devices')
+        ? api
+            .get<GroupTree>('/grouptree', { _format: 'json' })
+            .then(deviceNames)
+            .catch(() => new Map<string, string>())
+        : Promise.resolve(new Map<string, string>()),
+    [],
   );
   const users = useLoad(() => (allowed('users') ? api.get('/userlist', { items_per_page: 1000 }).then((a) => itemsOf<UserRow>(a)) : Promise.resolve([])), []);
 
@@ -174,13 +214,13 @@ export function AuditScreen() {
                 <td>{e.user_email ?? e.user_id ?? ''}</td>
                 <td>
                   {e.device_id && (
-                    <Link href={`/devices/${e.device_id}`} title={e.device_id}>
-                      <code>{e.device_id.slice(0, 12)}</code>
+                    <Link href={`/devices/${e.device_id}`} title={e.device_id} class="audit-device">
+                      {names.data?.get(e.device_id) ?? <code>{e.device_id.slice(0, 12)}</code>}
                     </Link>
                   )}
                 </td>
                 <td>
-                  <code>{e.event}</code>
+                  <EventName event={e.event} />
                 </td>
                 <td>
                   {e.action}

@@ -45,6 +45,10 @@ function TerminalView({ deviceId, name }: { deviceId: string; name: string }) {
       cursorBlink: true,
       scrollback: 5000,
       fontSize: 14,
+      // Rows are cut to their cell (overflow hidden) and DejaVu Sans Mono, Debian's monospace,
+      // draws "_" at the very bottom of its descent: at line height 1 a row of underscores is
+      // blank and `container_info.json` reads `container info.json`. Slightly taller rows keep it.
+      lineHeight: 1.2,
       fontFamily: 'ui-monospace, "DejaVu Sans Mono", Menlo, Consolas, monospace',
       theme: { background: '#111418' },
     });
@@ -103,19 +107,18 @@ function TerminalView({ deviceId, name }: { deviceId: string; name: string }) {
       term.onResize(({ cols, rows }) => sendJson({ type: 'resize', cols, rows })),
     ];
 
-    // Copy and paste with Ctrl+Shift+C / Ctrl+Shift+V (plain Ctrl+C is the terminal's interrupt).
+    // Copy with Ctrl+Shift+C (plain Ctrl+C is the terminal's interrupt). Paste with Ctrl+V or
+    // Ctrl+Shift+V: the key is left to the browser, whose paste event xterm turns into input, so
+    // the text arrives once, and no ^V reaches the device (the tty would then take the next Enter
+    // as a literal ^M).
     term.attachCustomKeyEventHandler((e) => {
-      if (e.type !== 'keydown' || !e.ctrlKey || !e.shiftKey) return true;
-      if (e.code === 'KeyC') {
-        const selection = term.getSelection();
-        if (selection) void navigator.clipboard?.writeText(selection).catch(() => undefined);
-        return false;
-      }
-      if (e.code === 'KeyV') {
-        void navigator.clipboard
-          ?.readText()
-          .then((text) => term.paste(text))
-          .catch(() => undefined);
+      if (!e.ctrlKey || e.altKey || e.metaKey) return true;
+      if (e.code === 'KeyV') return false;
+      if (e.code === 'KeyC' && e.shiftKey) {
+        if (e.type === 'keydown') {
+          const selection = term.getSelection();
+          if (selection) void navigator.clipboard?.writeText(selection).catch(() => undefined);
+        }
         return false;
       }
       return true;
@@ -192,7 +195,7 @@ function TerminalView({ deviceId, name }: { deviceId: string; name: string }) {
         <span class={`console-status ${status.kind}`} role="status" aria-live="polite" data-testid="console-status">
           {label}
         </span>
-        <span class="muted small hide-narrow">Copy: Ctrl+Shift+C · Paste: Ctrl+Shift+V</span>
+        <span class="muted small hide-narrow">Copy: Ctrl+Shift+C · Paste: Ctrl+V or Ctrl+Shift+V</span>
         {over && (
           <button type="button" class="small primary" onClick={() => setRound((n) => n + 1)}>
             {status.kind === 'denied' ? 'Try again' : 'Reconnect'}
@@ -215,6 +218,41 @@ function TerminalView({ deviceId, name }: { deviceId: string; name: string }) {
   );
 }
 
+/**
+ * Asks the broker for the console even though GET /remote/access said no, so the broker decides
+ * and records the denied attempt like any other (a refusal made only here would leave no trace
+ * in the audit). Resolves with the broker's reason, or null when it let the console open after
+ * all (the rights changed meanwhile): that probe session is closed and the terminal opens anew.
+ */
+async function deniedAttempt(deviceId: string): Promise<string | null> {
+  const fallback = 'Your roles do not allow a console on this device.';
+  let url: string;
+  try {
+    url = await remoteSocketUrl('console', { device_id: deviceId, cols: 80, rows: 24 });
+  } catch (err) {
+    return messageOf(err);
+  }
+  return new Promise((resolve) => {
+    const ws = new WebSocket(url);
+    let message = fallback;
+    ws.onmessage = (e) => {
+      if (typeof e.data !== 'string') return;
+      try {
+        const msg = JSON.parse(e.data) as { type?: string; message?: string };
+        if (msg.type === 'error' && msg.message) message = msg.message;
+        if (msg.type === 'ready') {
+          ws.close(1000, 'reopened by the console');
+          resolve(null);
+        }
+      } catch {
+        // not a control message
+      }
+    };
+    ws.onerror = () => undefined; // the close event says why
+    ws.onclose = () => resolve(message);
+  });
+}
+
 export function ConsoleScreen({ deviceId }: { deviceId: string }) {
   const [state, setState] = useState<
     { kind: 'checking' } | { kind: 'ready'; name: string } | { kind: 'denied'; message?: string } | { kind: 'error'; error: unknown }
@@ -230,8 +268,12 @@ export function ConsoleScreen({ deviceId }: { deviceId: string }) {
         const access = await loadRemoteAccess(deviceId);
         if (!live) return;
         if (access && !access.console) {
-          setState({ kind: 'denied', message: 'Your roles do not allow a console on this device.' });
-          return;
+          const refusal = await deniedAttempt(deviceId);
+          if (!live) return;
+          if (refusal !== null) {
+            setState({ kind: 'denied', message: refusal });
+            return;
+          }
         }
         const attrs = await api.get<AttributesRecord>(`/deviceattribute/${encodeURIComponent(deviceId)}`).catch(() => null);
         if (live) setState({ kind: 'ready', name: attrs?.device_name || deviceId.slice(0, 12) });

@@ -180,27 +180,37 @@ function RemoteActions({ deviceId, access }: { deviceId: string; access: RemoteC
   if (!any) return <p class="muted">Your roles allow no remote access to this device.</p>;
   return (
     <div>
-      {!access.connected && <p class="muted">The device is not connected now; remote access starts once it is.</p>}
+      {!access.connected && (
+        <p class="muted" data-testid="offline-hint">
+          The device is offline: the console and reload are available once it connects.
+        </p>
+      )}
       <div class="button-row">
-        {access.console && (
-          <Link href={`/console/${deviceId}`} class="button primary" data-testid="open-console">
-            Open console
-          </Link>
-        )}
+        {access.console &&
+          (access.connected ? (
+            <Link href={`/console/${deviceId}`} class="button primary" data-testid="open-console">
+              Open console
+            </Link>
+          ) : (
+            <button type="button" class="primary" disabled title="The device is offline." data-testid="open-console">
+              Open console
+            </button>
+          ))}
         {access.reload && (
-          <button
-            type="button"
-            disabled={reload.busy}
-            onClick={() =>
+          <ConfirmButton
+            label={reload.busy ? 'Reloading…' : 'Reload agent'}
+            class=""
+            disabled={reload.busy || !access.connected}
+            question="Reload the agent? Every open console, tunnel and transfer on this device ends, for every user."
+            confirmLabel="Yes, reload"
+            onConfirm={() =>
               void reload.run(async () => {
                 setNotice('');
                 await api.post(`/remote/reload/${encodeURIComponent(deviceId)}`, {}, { source: 'web' });
                 setNotice('The agent is reloading.');
               })
             }
-          >
-            {reload.busy ? 'Reloading…' : 'Reload agent'}
-          </button>
+          />
         )}
       </div>
       <ErrorBox error={reload.error} title="Reload failed" />

@@ -51,6 +51,15 @@ export function entriesOf(answer: unknown, cwd: string): Entry[] {
     .sort((a, b) => Number(b.dir) - Number(a.dir) || a.name.localeCompare(b.name));
 }
 
+/** Drawn, not a glyph: the default fonts of many systems have no folder emoji (it shows as a box). */
+function FolderIcon() {
+  return (
+    <svg class="folder-icon" viewBox="0 0 16 16" width="16" height="16" aria-hidden="true" focusable="false">
+      <path d="M1.5 3.5a1 1 0 0 1 1-1h3.6l1.5 1.5h5.9a1 1 0 0 1 1 1v7.5a1 1 0 0 1-1 1h-11a1 1 0 0 1-1-1z" fill="currentColor" />
+    </svg>
+  );
+}
+
 function Breadcrumbs({ cwd }: { cwd: string }) {
   const parts = cwd.split('/').filter(Boolean);
   return (
@@ -179,7 +188,8 @@ export function FilesScreen() {
           </button>
         </div>
       )}
-      <ErrorBox error={action.error} title="The request failed" />
+      {/* A name clash is a question, not a failure: only the Replace prompt is shown for it. */}
+      {!conflict && <ErrorBox error={action.error} title="The request failed" />}
       {conflict && (
         <p class="notice">
           {conflict.name} exists already.{' '}
@@ -225,7 +235,7 @@ export function FilesScreen() {
               <td>
                 {e.dir ? (
                   <Link href={withQuery('/files', { path: e.path })} class="folder-link">
-                    📁 {e.name}/
+                    <FolderIcon /> {e.name}/
                   </Link>
                 ) : (
                   <span>{e.name}</span>

@@ -18,6 +18,11 @@ const PROVIDER_LABELS: Record<string, { label: string; hint: string }> = {
   email: { label: 'Email me a code', hint: 'We sent a 6-digit code to your email address.' },
 };
 
+/** An enrolled authenticator app is offered first: it works offline and needs no mail round trip. */
+function preferredFirst(providers: string[]): string[] {
+  return [...providers].sort((a, b) => Number(b === 'google') - Number(a === 'google'));
+}
+
 export function LoginScreen() {
   const session = useSession();
   const [step, setStep] = useState<Step>({ kind: 'credentials' });
@@ -63,7 +68,7 @@ export function LoginScreen() {
         await finish(answer.token);
       } catch (err) {
         if (err instanceof ApiFailure && err.error === '2fa_required' && typeof err.body.challenge === 'string') {
-          const providers = Array.isArray(err.body.providers) ? (err.body.providers as string[]) : ['google', 'email'];
+          const providers = preferredFirst(Array.isArray(err.body.providers) ? (err.body.providers as string[]) : ['google', 'email']);
           setPassword('');
           if (providers.length === 1) await chooseProvider(err.body.challenge, providers[0]);
           else setStep({ kind: 'provider', challenge: err.body.challenge, providers });
@@ -101,7 +106,8 @@ export function LoginScreen() {
     <div class="login">
       <div class="login-card">
         <h1>Fleet console</h1>
-        {session.notice && !error && <Notice>{session.notice}</Notice>}
+        {/* "You are signed out." belongs to the first step; it is stale once the password was accepted. */}
+        {session.notice && !error && step.kind === 'credentials' && <Notice>{session.notice}</Notice>}
         <ErrorBox error={error} title="Sign-in failed" />
 
         {step.kind === 'credentials' && (

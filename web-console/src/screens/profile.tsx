@@ -103,7 +103,7 @@ function NameForm({ profile }: { profile: Profile | null }) {
       <p class="muted">Email: {profile?.email}</p>
       <div class="grid-2">
         <Field label="First name" name="p-fname" required value={fname} onInput={(e) => setFname(e.currentTarget.value)} error={errors.fname} />
-        <Field label="Last name" name="p-lname" required value={lname} onInput={(e) => setLname(e.currentTarget.value)} error={errors.lname} />
+        <Field label="Last name" name="p-lname" value={lname} onInput={(e) => setLname(e.currentTarget.value)} error={errors.lname} />
       </div>
       <ErrorBox error={action.error} title="Not saved" />
       {saved && <Notice>Saved.</Notice>}
@@ -235,7 +235,7 @@ function TotpPanel({ profile }: { profile: Profile | null }) {
               setEnrolment(null);
               setCode('');
               await loadProfile();
-              setNotice('The authenticator app is set up. You will be asked for its code when you sign in.');
+              setNotice('The authenticator app is set up and the second factor is on: from your next sign-in, you are asked for its code.');
             });
           }}
         >

@@ -4,7 +4,7 @@
  * names who uses it.
  */
 import { useMemo, useState } from 'preact/hooks';
-import { PERMISSIONS, PERMISSION_NAMES, acceptsResources } from '../../../shared/permissions.js';
+import { NOT_BUILT_PERMISSIONS, PERMISSIONS, PERMISSION_NAMES, acceptsResources, type Permission } from '../../../shared/permissions.js';
 import { validatePolicies, type Policy, type PolicyProblem } from '../../../shared/resources.js';
 import { api, ApiFailure, itemsOf } from '../api.js';
 import { allowed } from '../areas.js';
@@ -34,6 +34,17 @@ interface PermissionInfo {
   description: string;
   accepts_resources: boolean;
 }
+
+/** A permission none of whose calls is built yet: granting it does nothing today. */
+function notBuilt(permission: string): boolean {
+  return (NOT_BUILT_PERMISSIONS as readonly string[]).includes(permission);
+}
+
+/** What "Add permission" starts with: reading devices, the most common grant, else the first built one left. */
+const DEFAULT_PERMISSION: Permission = 'device:read';
+
+/** Said after a save, on the list the editor returns to. */
+let savedNotice = '';
 
 function whoUses(users: UsedBy[]): string {
   return users.map((u) => [u.fname, u.lname].filter(Boolean).join(' ') || u.email || u.user_id).join(', ');
@@ -76,7 +87,11 @@ function DeleteRole({ role, onDeleted }: { role: Role; onDeleted: () => void }) 
 export function RolesScreen() {
   const roles = useLoad(() => api.get('/roleslist', { items_per_page: 1000 }).then((a) => itemsOf<Role>(a)), []);
   const manage = allowed('rolesManage');
-  const [notice, setNotice] = useState('');
+  const [notice, setNotice] = useState(() => {
+    const said = savedNotice;
+    savedNotice = '';
+    return said;
+  });
   return (
     <section>
       <PageTitle
@@ -107,13 +122,16 @@ export function RolesScreen() {
             <td>{r.used_by?.length ? whoUses(r.used_by) : <span class="muted">nobody</span>}</td>
             {manage && (
               <td class="actions-cell">
-                <DeleteRole
-                  role={r}
-                  onDeleted={() => {
-                    setNotice(`The role ${r.name} was deleted.`);
-                    roles.reload();
-                  }}
-                />
+                {/* The built-in Administrator role cannot be deleted: no button that always fails. */}
+                {!r.builtin && (
+                  <DeleteRole
+                    role={r}
+                    onDeleted={() => {
+                      setNotice(`The role ${r.name} was deleted.`);
+                      roles.reload();
+                    }}
+                  />
+                )}
               </td>
             )}
           </tr>
@@ -132,12 +150,28 @@ interface DraftPolicy {
 let nextUid = 1;
 
 function toDraft(policies: Policy[]): DraftPolicy[] {
-  // The broker lists "*" for a policy without resources; the editor shows that as no resources.
+  // "All devices" is shown as the explicit "*" the broker lists, never as an empty list.
   return policies.map((p) => ({
     uid: nextUid++,
     permission: p.permission,
-    resources: p.resources && !(p.resources.length === 1 && p.resources[0] === '*') ? [...p.resources] : [],
+    resources: acceptsResources(p.permission) ? (p.resources?.length ? [...p.resources] : ['*']) : [],
   }));
+}
+
+/**
+ * A grant on devices must name them: an empty row or no row at all would be stored as "all
+ * devices" without anyone having typed `*`.
+ */
+export function blankResourceProblems(drafts: DraftPolicy[]): PolicyProblem[] {
+  return drafts.flatMap((d, policy) => {
+    if (!acceptsResources(d.permission)) return [];
+    if (d.resources.length === 0) {
+      return [{ policy, permission: d.permission, code: 'resource_syntax', message: 'Add a resource: * for all devices, or the tags and groups it covers.' }];
+    }
+    return d.resources.some((r) => !r.trim())
+      ? [{ policy, permission: d.permission, resource: '', code: 'resource_syntax', message: 'Empty resource: type * for all devices, or remove the row.' }]
+      : [];
+  });
 }
 
 /** The problems of a 400 `invalid_policy` answer, in the shape the shared validator uses. */
@@ -146,7 +180,7 @@ function apiProblems(error: unknown): PolicyProblem[] {
   return (error.body.problems as PolicyProblem[]).filter((p) => typeof p.policy === 'number');
 }
 
-/** Policies as the API takes them: no resources means "*" (all devices). */
+/** Policies as the API takes them (the editor refuses blank resources before this). */
 export function toPolicies(drafts: DraftPolicy[]): Policy[] {
   return drafts.map((d) => {
     if (!acceptsResources(d.permission)) return { permission: d.permission };
@@ -189,12 +223,13 @@ function PolicyEditor({
             disabled={readOnly}
             onChange={(e) => {
               const permission = e.currentTarget.value;
-              onChange({ ...policy, permission, resources: acceptsResources(permission) ? policy.resources : [] });
+              onChange({ ...policy, permission, resources: acceptsResources(permission) ? (policy.resources.length ? policy.resources : ['*']) : [] });
             }}
           >
             {permissions.map((p) => (
-              <option key={p.permission} value={p.permission}>
+              <option key={p.permission} value={p.permission} disabled={notBuilt(p.permission) && p.permission !== policy.permission}>
                 {p.permission} — {p.description}
+                {notBuilt(p.permission) ? ' (not built yet)' : ''}
               </option>
             ))}
           </select>
@@ -217,7 +252,9 @@ function PolicyEditor({
       )}
       {accepts ? (
         <div class="resources">
-          <p class="muted small">Resources (none: all devices). Examples: *, tag:prod, node:berlin, */console, tag:lab/tunnel(proto=tcp;port=22)</p>
+          <p class="muted small">
+            Resources, at least one (* is all devices). Examples: *, tag:prod, node:berlin, */console, tag:lab/tunnel(proto=tcp;port=22)
+          </p>
           {policy.resources.map((r, i) => {
             const problem = resourceProblem(r) ?? apiErrors[`policies.${index}.resources.${i}`];
             const rid = `${id}-r${i}`;
@@ -283,15 +320,18 @@ export function RoleScreen({ roleId }: { roleId?: string }) {
   const action = useAction();
   const manage = allowed('rolesManage') && !role?.builtin;
 
-  // The shared list is the fallback when the broker's list is not available.
-  const permissions: PermissionInfo[] = permissionList.data?.length
-    ? permissionList.data
-    : PERMISSION_NAMES.map((p) => ({ permission: p, description: PERMISSIONS[p].description, accepts_resources: PERMISSIONS[p].accepts_resources }));
+  // The shared list is the fallback when the broker's list is not available. Permissions not
+  // built yet come last (and cannot be picked).
+  const permissions: PermissionInfo[] = (
+    permissionList.data?.length
+      ? permissionList.data
+      : PERMISSION_NAMES.map((p) => ({ permission: p, description: PERMISSIONS[p].description, accepts_resources: PERMISSIONS[p].accepts_resources }))
+  ).sort((a, b) => Number(notBuilt(a.permission)) - Number(notBuilt(b.permission)));
 
   const current =
     draft ?? (role ? { name: role.name, description: role.description ?? '', policies: toDraft(role.policies) } : { name: '', description: '', policies: [] });
   const policies = useMemo(() => toPolicies(current.policies), [current.policies]);
-  const problems = useMemo(() => validatePolicies(policies), [policies]);
+  const problems = useMemo(() => [...validatePolicies(policies), ...blankResourceProblems(current.policies)], [policies, current.policies]);
   const apiErrors = action.error instanceof ApiFailure ? action.error.fieldErrors() : {};
   // What the broker refused, shown at the policy and resource (until the role is edited again).
   const refused = apiProblems(action.error);
@@ -300,7 +340,8 @@ export function RoleScreen({ roleId }: { roleId?: string }) {
   if (roleId && loaded.error) return <ErrorBox error={loaded.error} />;
   if (roleId && !role) return <Loading what="the role" />;
 
-  const unused = permissions.filter((p) => !current.policies.some((d) => d.permission === p.permission));
+  const unused = permissions.filter((p) => !notBuilt(p.permission) && !current.policies.some((d) => d.permission === p.permission));
+  const nextPermission = unused.find((p) => p.permission === DEFAULT_PERMISSION) ?? unused[0];
 
   const save = (e: Event) => {
     e.preventDefault();
@@ -309,6 +350,7 @@ export function RoleScreen({ roleId }: { roleId?: string }) {
       const body = { name: current.name.trim(), description: current.description, policies };
       if (role) await api.put(`/role/${encodeURIComponent(role.id)}`, body);
       else await api.post('/role', body);
+      savedNotice = role ? `The role ${body.name} was saved.` : `The role ${body.name} was created.`;
       navigate('/roles');
     });
   };
@@ -360,10 +402,17 @@ export function RoleScreen({ roleId }: { roleId?: string }) {
             />
           ))}
         </ul>
-        {manage && unused.length > 0 && (
+        {manage && nextPermission && (
           <button
             type="button"
-            onClick={() => update({ policies: [...current.policies, { uid: nextUid++, permission: unused[0].permission, resources: [] }] })}
+            onClick={() =>
+              update({
+                policies: [
+                  ...current.policies,
+                  { uid: nextUid++, permission: nextPermission.permission, resources: acceptsResources(nextPermission.permission) ? [''] : [] },
+                ],
+              })
+            }
           >
             Add permission
           </button>

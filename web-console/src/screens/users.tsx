@@ -1,6 +1,6 @@
 /** Users: create, edit, disable and enable, reset passwords (single-use links), delete. */
 import { useState } from 'preact/hooks';
-import type { UserList, UserRecord } from '../../../shared/api-types.js';
+import type { UserList, UserRecord, WelcomeMailDelivery } from '../../../shared/api-types.js';
 import { api, ApiFailure, itemsOf } from '../api.js';
 import { allowed } from '../areas.js';
 import { getSession } from '../session.js';
@@ -51,12 +51,8 @@ function UserForm({ user, roles, onDone, onCancel }: { user?: UserRecord; roles:
         onDone(`${draft.email} was saved.`);
       } else {
         if (draft.password) body.password = draft.password;
-        await api.post('/user', body);
-        onDone(
-          draft.password
-            ? `${draft.email} was created and can sign in with the password given.`
-            : `${draft.email} was created; a welcome email with a link to set a password was sent.`,
-        );
+        const created = await api.post<{ welcome_mail?: WelcomeMailDelivery }>('/user', body);
+        onDone(createdMessage(draft.email, Boolean(draft.password), created?.welcome_mail));
       }
     });
   };
@@ -66,7 +62,7 @@ function UserForm({ user, roles, onDone, onCancel }: { user?: UserRecord; roles:
       <h2>{user ? `Edit ${user.email}` : 'New user'}</h2>
       <div class="grid-2">
         <Field label="First name" name={`${prefix}-fname`} required value={draft.fname} onInput={set('fname')} error={errors.fname} />
-        <Field label="Last name" name={`${prefix}-lname`} required value={draft.lname} onInput={set('lname')} error={errors.lname} />
+        <Field label="Last name" name={`${prefix}-lname`} value={draft.lname} onInput={set('lname')} error={errors.lname} />
         <Field label="Email" name={`${prefix}-email`} type="email" required value={draft.email} onInput={set('email')} error={errors.email} />
         {!user && (
           <Field
@@ -152,6 +148,18 @@ function TwoFactorPolicy() {
       <ErrorBox error={action.error} title="The policy was not changed" />
     </div>
   );
+}
+
+/** Says where the welcome mail went: only a mail handed to the relay is "sent". */
+export function createdMessage(email: string, withPassword: boolean, delivery: WelcomeMailDelivery | undefined): string {
+  const first = withPassword ? `${email} was created and can sign in with the password given.` : `${email} was created.`;
+  const what = withPassword ? 'A welcome email' : 'A welcome email with a link to set a password';
+  if (delivery === 'sent') return `${first} ${what} was sent.`;
+  if (delivery === 'outbox')
+    return `${first} ${what} was not sent: no mail server is configured (SMTP_URL), so it was written to the broker's outbox folder.${withPassword ? '' : ' Use "Create reset link" to hand over a link instead.'}`;
+  if (delivery === 'failed')
+    return `${first} ${what} could not be sent; see the broker's log.${withPassword ? '' : ' Use "Create reset link" to hand over a link instead.'}`;
+  return first;
 }
 
 export function UsersScreen() {
