@@ -1,4 +1,3 @@
-import { execFileSync } from 'node:child_process';
 import crypto from 'node:crypto';
 import fs from 'node:fs';
 import net from 'node:net';
@@ -6,6 +5,7 @@ import os from 'node:os';
 import path from 'node:path';
 import tls from 'node:tls';
 import { afterAll, afterEach, describe, expect, it } from 'vitest';
+import { selfSignedCertificate } from '../test/support/tls.js';
 import { RemoteSession } from './remote.js';
 
 /** What the server saw of the client's first data frame. */
@@ -19,29 +19,7 @@ const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'fleet-cli-mask-'));
 afterAll(() => fs.rmSync(dir, { recursive: true, force: true }));
 
 function selfSignedCert(): { cert: Buffer; key: Buffer } {
-  const cert = path.join(dir, 'server.crt');
-  const key = path.join(dir, 'server.key');
-  execFileSync(
-    'openssl',
-    [
-      'req',
-      '-x509',
-      '-newkey',
-      'ec',
-      '-pkeyopt',
-      'ec_paramgen_curve:prime256v1',
-      '-nodes',
-      '-keyout',
-      key,
-      '-out',
-      cert,
-      '-days',
-      '1',
-      '-subj',
-      '/CN=127.0.0.1',
-    ],
-    { stdio: 'ignore' },
-  );
+  const { cert, key } = selfSignedCertificate(dir, 'server');
   return { cert: fs.readFileSync(cert), key: fs.readFileSync(key) };
 }
 

@@ -2,7 +2,6 @@
  * The agent over TLS: the broker serves https itself (TLS_CERT_FILE/TLS_KEY_FILE); the agent
  * verifies its certificate, against the CA file it is given.
  */
-import { execFileSync } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
@@ -11,36 +10,7 @@ import { loadConfig } from '../../broker/config.js';
 import { createLogger } from '../../broker/logger.js';
 import { startBroker, type RunningBroker } from '../../broker/server.js';
 import { startAgent, type TestAgent } from '../support/agent.js';
-
-/** A self-signed certificate for 127.0.0.1 (it is its own CA). */
-function selfSigned(dir: string, name: string): { cert: string; key: string } {
-  const cert = path.join(dir, `${name}.crt`);
-  const key = path.join(dir, `${name}.key`);
-  execFileSync(
-    'openssl',
-    [
-      'req',
-      '-x509',
-      '-newkey',
-      'ec',
-      '-pkeyopt',
-      'ec_paramgen_curve:prime256v1',
-      '-nodes',
-      '-keyout',
-      key,
-      '-out',
-      cert,
-      '-days',
-      '1',
-      '-subj',
-      '/CN=127.0.0.1',
-      '-addext',
-      'subjectAltName=IP:127.0.0.1,DNS:localhost',
-    ],
-    { stdio: 'ignore' },
-  );
-  return { cert, key };
-}
+import { selfSignedCertificate } from '../support/tls.js';
 
 describe('agent over TLS', () => {
   let dir: string;
@@ -51,8 +21,8 @@ describe('agent over TLS', () => {
 
   beforeAll(async () => {
     dir = fs.mkdtempSync(path.join(os.tmpdir(), 'fleet-tls-'));
-    tls = selfSigned(dir, 'broker');
-    other = selfSigned(dir, 'other');
+    tls = selfSignedCertificate(dir, 'broker');
+    other = selfSignedCertificate(dir, 'other');
     const config = loadConfig({
       DATA_DIR: path.join(dir, 'data'),
       PORT: '0',
