@@ -11,7 +11,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { eventually, startAgent, type TestAgent } from '../support/agent.js';
+import { eventually, startAgent, type TestAgent, echoServer } from '../support/agent.js';
 import { ADMIN, startTestBroker, type TestBroker } from '../support/broker.js';
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..', '..');
@@ -83,9 +83,7 @@ beforeAll(async () => {
   const key = await t.api('POST', '/api/v2/bootstrapkey', { token: t.adminToken, body: { auto_accept: true } });
   agent = startAgent({ broker: t.url, bootstrapKey: Object.keys(key.body)[0] });
   device = await agent.waitConnected(t);
-  echo = net.createServer({ allowHalfOpen: true }, (s) => s.pipe(s));
-  await new Promise<void>((r) => echo.listen(0, '127.0.0.1', r));
-  echoPort = (echo.address() as net.AddressInfo).port;
+  ({ server: echo, port: echoPort } = await echoServer());
 });
 
 afterAll(async () => {

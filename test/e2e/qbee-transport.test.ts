@@ -16,7 +16,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { QbeeMessage } from '../../shared/qbee.js';
 import { QBEE_MAX_CONNECTIONS_PER_USER } from '../../broker/qbee/transport.js';
 import { readTar, writeTar, type TarEntry } from '../../shared/tar.js';
-import { eventually, startAgent, type TestAgent } from '../support/agent.js';
+import { eventually, startAgent, type TestAgent, echoServer } from '../support/agent.js';
 import { startTestBroker, type TestBroker } from '../support/broker.js';
 import { collect, connectQbee, QbeeRemoteError, QbeeUpgradeRefused, type QbeeClient } from '../support/qbee-client.js';
 
@@ -58,9 +58,7 @@ beforeAll(async () => {
   agent = startAgent({ broker: t.url, bootstrapKey: Object.keys(key.body)[0] });
   device = await agent.deviceId();
   await agent.waitConnected(t);
-  echo = net.createServer({ allowHalfOpen: true }, (s) => s.pipe(s));
-  await new Promise<void>((r) => echo.listen(0, '127.0.0.1', r));
-  echoPort = (echo.address() as net.AddressInfo).port;
+  ({ server: echo, port: echoPort } = await echoServer());
   work = fs.mkdtempSync(path.join(os.tmpdir(), 'fleet-qbee-e2e-'));
 });
 

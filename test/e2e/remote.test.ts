@@ -9,7 +9,7 @@ import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { eventually, startAgent, type TestAgent } from '../support/agent.js';
+import { eventually, startAgent, type TestAgent, echoServer } from '../support/agent.js';
 import { startTestBroker, type TestBroker } from '../support/broker.js';
 import { connectRemote } from '../support/remote-ws.js';
 
@@ -43,9 +43,7 @@ beforeAll(async () => {
   const approved = await t.api('POST', '/api/v2/pendinghost', { token: t.adminToken, body: { node_id: device } });
   expect(approved.status).toBeLessThan(300);
   await agent.waitConnected(t);
-  echo = net.createServer({ allowHalfOpen: true }, (s) => s.pipe(s));
-  await new Promise<void>((r) => echo.listen(0, '127.0.0.1', r));
-  echoPort = (echo.address() as net.AddressInfo).port;
+  ({ server: echo, port: echoPort } = await echoServer());
   work = fs.mkdtempSync(path.join(os.tmpdir(), 'fleet-remote-e2e-'));
 });
 

@@ -5,6 +5,7 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import crypto from 'node:crypto';
 import fs from 'node:fs';
+import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -245,4 +246,11 @@ export async function connectDevice(
     ws.once('error', reject);
   });
   return conn;
+}
+
+/** A TCP echo server on 127.0.0.1 (half-close kept: it ends its side once the client ended), for tunnel tests. */
+export async function echoServer(): Promise<{ server: net.Server; port: number }> {
+  const server = net.createServer({ allowHalfOpen: true }, (s) => s.pipe(s));
+  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+  return { server, port: (server.address() as net.AddressInfo).port };
 }
