@@ -233,6 +233,17 @@ describe('remote access grants', () => {
     expect(r2.body).toMatchObject({ console: false, tunnel: true });
     const admin = await t.api('GET', `/api/v2/remote/access/${offline}`, { token: t.adminToken });
     expect(admin.body).toEqual({ device_id: offline, connected: false, console: true, tunnel: true, copy: true, reload: true });
+    const asUsers = await t.userWith([{ permission: 'device:read' }, { permission: 'remote-access:connect', resources: ['*/console(user=operator,daemon)'] }]);
+    const r3 = await t.api('GET', `/api/v2/remote/access/${device}`, { token: asUsers.token });
+    expect(r3.body).toEqual({
+      device_id: device,
+      connected: true,
+      console: true,
+      console_users: ['operator', 'daemon'],
+      tunnel: false,
+      copy: false,
+      reload: false,
+    });
     const noRead = await t.userWith([{ permission: 'remote-access:connect' }]);
     expect((await t.api('GET', `/api/v2/remote/access/${device}`, { token: noRead.token })).status).toBe(403);
     expect((await t.api('GET', '/api/v2/remote/access/xyz', { token: t.adminToken })).status).toBe(400);
