@@ -157,6 +157,43 @@ describe('console to a real agent', () => {
   });
 });
 
+describe('console on a phone', () => {
+  it('taps Esc, Tab, arrows, a sticky Ctrl with a typed key, and ^C on the key bar: the device reads their bytes', async () => {
+    const { page, expectNoErrorsAndClose } = await suite.open({ viewport: { width: 390, height: 844 }, touch: true });
+    await page.goto(`/console/${device}`);
+    await expect.poll(() => page.getByTestId('console-status').textContent(), { timeout: 20_000 }).toBe('Connected');
+    // Raw mode: every byte reaches od as sent (no line editing, no signal for ^C), printed in hex.
+    await typeCommand(page, 'clear; stty raw -echo; od -An -tx1 -N10; stty sane; echo; echo keybar-done');
+    const bar = page.getByTestId('keybar');
+    for (const key of ['esc', 'tab', 'up', 'left', 'ctrl']) await bar.locator(`[data-key="${key}"]`).tap();
+    expect(await bar.locator('[data-key="ctrl"]').getAttribute('aria-pressed')).toBe('true');
+    await page.keyboard.type('a'); // the phone keyboard's "a", with the sticky Ctrl: 0x01
+    expect(await bar.locator('[data-key="ctrl"]').getAttribute('aria-pressed')).toBe('false');
+    await bar.locator('[data-key="ctrl-c"]').tap();
+    await expect.poll(() => screenText(page), { timeout: 15_000 }).toContain('keybar-done');
+    expect((await screenText(page)).replace(/\s+/g, ' ')).toContain('1b 09 1b 5b 41 1b 5b 44 01 03');
+    await screenshot(page, 'console-phone-keybar');
+    await expectNoErrorsAndClose();
+  });
+
+  it('keeps table actions on screen at phone width', async () => {
+    await suite.t.userWith([{ permission: 'device:read' }]);
+    const { page, expectNoErrorsAndClose } = await suite.open({ viewport: { width: 390, height: 844 }, touch: true });
+    await page.goto('/users');
+    await page.locator('td.actions-cell').first().waitFor();
+    const buttons = await page.locator('td.actions-cell').locator('button, a').all();
+    expect(buttons.length).toBeGreaterThan(2);
+    for (const button of buttons) {
+      const box = await button.boundingBox();
+      expect(box).not.toBeNull();
+      expect(box!.x).toBeGreaterThanOrEqual(0);
+      expect(box!.x + box!.width).toBeLessThanOrEqual(390);
+    }
+    await screenshot(page, 'users-phone');
+    await expectNoErrorsAndClose();
+  });
+});
+
 describe('file transfer with a real agent', () => {
   it('uploads a file to the device and downloads it back, with progress', async () => {
     const content = crypto.randomBytes(5 * 1024 * 1024);
