@@ -144,6 +144,35 @@ describe('console to a real agent', () => {
     await expectNoErrorsAndClose();
   });
 
+  it('a role allowing consoles only as given users opens them as the first, and offers the others', async () => {
+    const operator = await suite.t.userWith([
+      { permission: 'device:read' },
+      { permission: 'remote-access:connect', resources: ['*/console(user=daemon,nobody)'] },
+    ]);
+    const { page, expectNoErrorsAndClose } = await suite.open({ as: operator });
+    await page.goto(`/console/${device}`);
+    await expect.poll(() => page.getByTestId('console-status').textContent(), { timeout: 20_000 }).toBe('Connected');
+    expect(await page.getByTestId('console-user').inputValue()).toBe('daemon');
+    await typeCommand(page, 'echo "as-$(id -un)"');
+    await expect.poll(() => screenText(page), { timeout: 15_000 }).toContain('as-daemon');
+    await page.getByTestId('console-user').selectOption('nobody');
+    // A new terminal and session: wait for the new shell's prompt before typing.
+    await expect
+      .poll(
+        async () =>
+          (await page.getByTestId('console-status').textContent()) === 'Connected' &&
+          /\$/.test(await screenText(page)) &&
+          !(await screenText(page)).includes('as-daemon'),
+        {
+          timeout: 20_000,
+        },
+      )
+      .toBe(true);
+    await typeCommand(page, 'echo "as-$(id -un)"');
+    await expect.poll(() => screenText(page), { timeout: 15_000 }).toContain('as-nobody');
+    await expectNoErrorsAndClose();
+  });
+
   it('shows "Access denied" in the console when the role allows only other devices', async () => {
     const operator = await suite.t.userWith([{ permission: 'device:read' }, { permission: 'remote-access:connect', resources: ['tag:elsewhere/console'] }]);
     const { page, expectNoErrorsAndClose } = await suite.open({ as: operator });
