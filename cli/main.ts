@@ -50,7 +50,8 @@ export function program(run: (work: Promise<number | void>) => void): Command {
     .command('console')
     .argument('<device>', 'device id or name')
     .description('Open a shell on the device; exits with its exit status')
-    .action((device: string) => run(consoleCommand(client(), device)));
+    .option('-u, --user <user>', "the local user the shell runs as (a grant console(user=...) requires one of its users); default: the agent's own user")
+    .action((device: string, options: { user?: string }) => run(consoleCommand(client(), device, options)));
 
   cli
     .command('connect')

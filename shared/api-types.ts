@@ -61,6 +61,8 @@ export interface RemoteCapabilities {
   /** the device agent is connected now */
   connected: boolean;
   console: boolean;
+  /** present when every console grant names its users (`console(user=...)`): a console must run as one of these */
+  console_users?: string[];
   tunnel: boolean;
   copy: boolean;
   reload: boolean;

@@ -51,6 +51,10 @@ export const AGENT_REFUSAL_CODES = [
   'io_error',
   /** the session kind or option is not supported by this agent */
   'unsupported',
+  /** the console's login user does not exist on the device */
+  'unknown_user',
+  /** the agent does not run as root, so it cannot start a console as another user than its own */
+  'user_switch_unavailable',
 ] as const;
 export type AgentRefusalCode = (typeof AGENT_REFUSAL_CODES)[number];
 

@@ -51,6 +51,8 @@ export type ChannelKind = 'console' | 'tunnel' | 'copy';
 export interface ConsoleParams {
   cols: number;
   rows: number;
+  /** the local user the shell runs as; absent: the agent's own user */
+  user?: string;
 }
 export interface TunnelParams {
   proto: 'tcp' | 'udp';

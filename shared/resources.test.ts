@@ -209,10 +209,37 @@ describe('parseResource: hostile input', () => {
     expect(syntaxError('*/tunnel(;)').message).toMatch(/key=value/);
   });
 
-  it('options on console and reload are refused', () => {
-    expect(syntaxError('*/console()').message).toMatch(/console takes no options/);
-    expect(syntaxError('*/console(port=22)').message).toMatch(/console takes no options/);
+  it('options on reload are refused; console takes only user', () => {
+    expect(syntaxError('*/console()').message).toMatch(/empty option list/);
+    expect(syntaxError('*/console(port=22)').message).toMatch(/unknown option "port" for console \(allowed: user\)/);
     expect(syntaxError('tag:x/reload(force=true)').message).toMatch(/reload takes no options/);
+  });
+
+  it('console user lists users the console may run as', () => {
+    expect(parseResource('*/console(user=operator)').action).toEqual({ name: 'console', options: { user: ['operator'] } });
+    expect(parseResource('tag:lab/console(user=operator,deploy,_svc,a-b9)').action?.options.user).toEqual(['operator', 'deploy', '_svc', 'a-b9']);
+    expect(parseResource(`*/console(user=${'a'.repeat(32)})`).action?.options.user).toEqual(['a'.repeat(32)]);
+  });
+
+  it.each([
+    ['upper case', 'Operator'],
+    ['a leading digit', '1op'],
+    ['a leading dash (an option to su or login)', '-root'],
+    ['longer than 32', 'a'.repeat(33)],
+    ['a dot', 'op.er'],
+    ['a dollar', 'op$'],
+    ['a slash', 'op/x'],
+    ['a colon (passwd field separator)', 'op:x'],
+    ['non-ASCII', 'opé'],
+    ['a zero-width space', 'op\u200b'],
+  ])('console user with %s is refused', (_why, user) => {
+    expect(syntaxError(`*/console(user=${user})`).message).toMatch(/console option user: .* is not a user name/);
+  });
+
+  it('console user: empty values and a repeated key are refused', () => {
+    expect(syntaxError('*/console(user=)').message).toMatch(/empty value/);
+    expect(syntaxError('*/console(user=a,)').message).toMatch(/empty value/);
+    expect(syntaxError('*/console(user=a;user=b)').message).toMatch(/given twice/);
   });
 
   it('unknown options are refused, including ones valid for another action', () => {
@@ -404,6 +431,33 @@ describe('evaluate: remote-access actions', () => {
     expect(connect(['tag:x/console'], plain, { action: 'console' })).toBe(false);
   });
 
+  it('console user: a grant naming users allows only those users', () => {
+    const asOperator = ['*/console(user=operator,deploy)'];
+    expect(connect(asOperator, plain, { action: 'console', user: 'operator' })).toBe(true);
+    expect(connect(asOperator, plain, { action: 'console', user: 'deploy' })).toBe(true);
+    expect(connect(asOperator, plain, { action: 'console', user: 'root' })).toBe(false);
+    expect(connect(asOperator, plain, { action: 'reload' })).toBe(false);
+  });
+
+  it("console user: a restricted grant never allows the agent's own user by default; the client must name one", () => {
+    const d = decide([{ permission: CONNECT, resources: ['*/console(user=operator)'] }], CONNECT, plain, { action: 'console' });
+    expect(d.allowed).toBe(false);
+    expect(d.code).toBe('option_not_granted');
+    expect(d.reason).toMatch(/allows console on this device/);
+  });
+
+  it('console user: an unrestricted console grant or a bare entity allows any user; grants add up', () => {
+    expect(connect(['*/console'], plain, { action: 'console', user: 'root' })).toBe(true);
+    expect(connect(['*'], plain, { action: 'console', user: 'root' })).toBe(true);
+    const mixed = ['*/console(user=operator)', 'tag:x/console(user=deploy)'];
+    expect(connect(mixed, tagged, { action: 'console', user: 'deploy' })).toBe(true);
+    expect(connect(mixed, plain, { action: 'console', user: 'deploy' })).toBe(false);
+    expect(connect(mixed, plain, { action: 'console', user: 'operator' })).toBe(true);
+    const d = decide([{ permission: CONNECT, resources: mixed }], CONNECT, plain, { action: 'console', user: 'deploy' });
+    expect(d.code).toBe('option_not_granted');
+    expect(d.reason).toMatch(/console as deploy/);
+  });
+
   it('tunnel without options allows any tunnel, and only tunnels', () => {
     expect(connect(['*/tunnel'], plain, tunnel('udp', 1, '10.1.2.3'))).toBe(true);
     expect(connect(['*/tunnel'], plain, { action: 'console' })).toBe(false);
@@ -548,7 +602,7 @@ describe('validatePolicies', () => {
         permission: CONNECT,
         resource: '*/console(x=1)',
         code: 'resource_syntax',
-        message: 'resource "*/console(x=1)": action console takes no options',
+        message: 'resource "*/console(x=1)": unknown option "x" for console (allowed: user)',
       },
       { policy: 0, permission: CONNECT, resource: '*/tunnel(host=a)', code: 'resource_syntax', message: expect.stringContaining('unknown option "host"') },
     ]);

@@ -3,7 +3,7 @@
  *
  *   resource := entity [ "/" action ]
  *   entity   := "*" | "tag:" TAG | "node:" NODE_ID
- *   action   := "console" | "reload" | "tunnel" [ "(" options ")" ] | "copy" [ "(" options ")" ]
+ *   action   := "reload" | ( "console" | "tunnel" | "copy" ) [ "(" options ")" ]
  *   options  := option *( ";" option )      option := key "=" value *( "," value )
  *
  * One parser and one evaluator serve the broker (role validation, every authorization), the agent
@@ -14,6 +14,8 @@ import { acceptsResources, isPermission } from './permissions.js';
 
 export const MAX_RESOURCE_LENGTH = 1024;
 export const MAX_RESOURCES_PER_POLICY = 100;
+/** A local login user a console may run as: a portable POSIX user name (lower case, at most 32). */
+export const LOGIN_USER_PATTERN = /^[a-z_][a-z0-9_-]{0,31}$/;
 export const TAG_PATTERN = /^[A-Za-z0-9][A-Za-z0-9_.\-]{0,63}$/;
 export const NODE_ID_PATTERN = /^[A-Za-z0-9][A-Za-z0-9_\-]{0,63}$/;
 const HOST_PATTERN = /^(\*|[A-Za-z0-9](?:[A-Za-z0-9\-_.]{0,251}[A-Za-z0-9])?|\[?[0-9A-Fa-f:.]{2,45}\]?)$/;
@@ -33,6 +35,8 @@ export interface ActionOptions {
   dst?: string[];
   direction?: ('upload' | 'download')[];
   path?: string[];
+  /** console: the local users the console may run as */
+  user?: string[];
 }
 
 export interface ActionSpec {
@@ -62,7 +66,7 @@ function printable(value: string): string {
 }
 
 const OPTIONS_OF: Record<RemoteActionName, readonly (keyof ActionOptions)[]> = {
-  console: [],
+  console: ['user'],
   reload: [],
   tunnel: ['proto', 'port', 'dst'],
   copy: ['direction', 'path'],
@@ -143,6 +147,10 @@ function parseOptionValue(resource: string, action: RemoteActionName, key: keyof
       (options.path ??= []).push(normalizeDevicePath(value) as string);
       return;
     }
+    case 'user':
+      if (!LOGIN_USER_PATTERN.test(value)) throw bad(`"${printable(value)}" is not a user name (lower-case letters, digits, "_", "-"; at most 32)`);
+      (options.user ??= []).push(value);
+      return;
   }
 }
 
@@ -270,7 +278,8 @@ export interface DeviceScope {
 }
 
 export type RemoteRequest =
-  | { action: 'console' }
+  /** user: the local user to run as; without it, the agent's own user, which only an unrestricted grant allows */
+  | { action: 'console'; user?: string }
   | { action: 'reload' }
   | { action: 'tunnel'; proto: 'tcp' | 'udp'; port: number; dst: string }
   | { action: 'copy'; direction: 'upload' | 'download'; path: string };
@@ -317,6 +326,11 @@ function actionAllows(action: ActionSpec, request: RemoteRequest): boolean {
     }
     return true;
   }
+  if (request.action === 'console') {
+    // A grant naming users allows only those: never the agent's own user by default, which may be root.
+    if (o.user && (request.user === undefined || !o.user.includes(request.user))) return false;
+    return true;
+  }
   return true;
 }
 
@@ -326,6 +340,8 @@ export function describeRequest(request: RemoteRequest): string {
       return `tunnel ${request.proto} to ${request.dst}:${request.port}`;
     case 'copy':
       return `copy (${request.direction}) ${request.path}`;
+    case 'console':
+      return request.user === undefined ? 'console' : `console as ${request.user}`;
     default:
       return request.action;
   }
@@ -355,7 +371,9 @@ export function evaluate(policies: CompiledPolicy[], permission: string, device?
   return {
     allowed: false,
     code: actionMatched ? 'option_not_granted' : 'action_not_granted',
-    reason: `no grant of ${permission} allows ${request ? describeRequest(request) : 'this'} on this device`,
+    reason: `no grant of ${permission} allows ${request ? describeRequest(request) : 'this'} on this device${
+      request?.action === 'console' && request.user === undefined && actionMatched ? ' (the grant names the users a console may run as: choose one)' : ''
+    }`,
   };
 }
 

@@ -1,9 +1,9 @@
-import os from 'node:os';
 import { spawn, type IPty } from 'node-pty';
 import { AgentRefusal } from '../../shared/codes.js';
 import type { Channel } from '../../shared/mux.js';
 import type { ConsoleParams } from '../../shared/protocol.js';
 import type { SessionContext } from './index.js';
+import { planLogin } from './login-user.js';
 
 const MAX_DIMENSION = 1000;
 
@@ -17,22 +17,23 @@ function dimension(value: unknown, fallback: number): number {
  * memory, and other channels of the same agent keep moving.
  */
 export function openConsole(channel: Channel, params: ConsoleParams, ctx: SessionContext): Record<string, unknown> {
-  const shell = process.env.SHELL || '/bin/bash';
-  const home = os.homedir();
+  // As the grant's login user when the request names one (refused here when the agent cannot switch).
+  const plan = planLogin(typeof params.user === 'string' ? params.user : undefined);
+  const { shell } = plan;
   let pty: IPty;
   try {
-    pty = spawn(shell, ['-l'], {
+    pty = spawn(plan.file, plan.args, {
       name: 'xterm-256color',
       cols: dimension(params.cols, 80),
       rows: dimension(params.rows, 24),
-      cwd: home,
-      env: { ...process.env, TERM: 'xterm-256color', HOME: home },
+      cwd: plan.cwd,
+      env: plan.env,
       encoding: null, // Buffers: a multi-byte character split across reads stays intact for the client
     });
   } catch (err) {
     throw new AgentRefusal('io_error', `The shell ${shell} could not be started on the device: ${(err as Error).message}`);
   }
-  ctx.log('console opened', { ch: channel.id, pid: pty.pid, shell });
+  ctx.log('console opened', { ch: channel.id, pid: pty.pid, shell, user: plan.user });
 
   let exited = false; // no more output wanted
   let gone = false; // the shell process has ended
@@ -112,5 +113,5 @@ export function openConsole(channel: Channel, params: ConsoleParams, ctx: Sessio
       }, 5000).unref();
     }
   });
-  return { pid: pty.pid, shell };
+  return { pid: pty.pid, shell, user: plan.user };
 }

@@ -89,6 +89,17 @@ describe('remote actions offered on a device', () => {
     expect((await access.remoteActions(p, 'unknown')).size).toBe(0);
     expect((await access.remoteActions(principal([{ permission: 'device:read' }]), 'd1')).size).toBe(0);
   });
+  it('offers the console users a grant names, or none to choose from when some grant names none', async () => {
+    const named = principal([
+      { permission: CONNECT, resources: ['*/console(user=operator)', 'tag:lab-tag/console(user=deploy,operator)', 'tag:other/console(user=x)'] },
+    ]);
+    expect(await access.consoleUsers(named, 'd1')).toEqual(['operator', 'deploy']);
+    const open = principal([{ permission: CONNECT, resources: ['*/console(user=operator)', 'tag:lab-tag/console'] }]);
+    expect(await access.consoleUsers(open, 'd1')).toBeUndefined();
+    expect(await access.consoleUsers(principal([{ permission: CONNECT, resources: ['node:lab', '*/console(user=operator)'] }]), 'd1')).toBeUndefined();
+    // Other actions' grants say nothing about console users.
+    expect(await access.consoleUsers(principal([{ permission: CONNECT, resources: ['*/tunnel', '*/console(user=op)'] }]), 'd1')).toEqual(['op']);
+  });
 });
 
 describe('port presets and inventory reach', () => {

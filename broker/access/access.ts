@@ -13,7 +13,7 @@ import {
 } from '../../shared/resources.js';
 import { ApiError, forbidden, notFound } from '../http/errors.js';
 import type { Principal } from './principal.js';
-import { allowedCopyRoots, grantedRemoteActions } from './remote.js';
+import { allowedCopyRoots, consoleUsers, grantedRemoteActions } from './remote.js';
 
 const PRESET_READERS: Permission[] = ['remote-access:connect', 'device:read', 'remote-access:manage'];
 
@@ -166,6 +166,14 @@ export class AccessService {
     const decision = await this.decide(principal, 'remote-access:connect', deviceId);
     if (!decision.allowed || !decision.device) return new Set();
     return grantedRemoteActions(principal.policies, decision.device);
+  }
+
+  /** Whom a console on the device may run as (see consoleUsers); undefined also when no console is granted. */
+  async consoleUsers(principal: Principal, deviceId: string): Promise<string[] | undefined> {
+    const decision = await this.decide(principal, 'remote-access:connect', deviceId, { action: 'console' });
+    if (decision.allowed || !decision.device) return undefined;
+    const users = consoleUsers(principal.policies, decision.device);
+    return users && users.length > 0 ? users : undefined;
   }
 
   /**

@@ -34,6 +34,26 @@ export function grantedRemoteActions(policies: CompiledPolicy[], device: DeviceS
 }
 
 /**
+ * The local users a console on the device may run as, for offering a choice: undefined when some
+ * grant allows a console without naming users (any user, and the agent's own by default);
+ * otherwise the users named by the grants, in order, and the client must name one of them.
+ */
+export function consoleUsers(policies: CompiledPolicy[], device: DeviceScope): string[] | undefined {
+  const users: string[] = [];
+  for (const policy of policies) {
+    if (policy.permission !== CONNECT) continue;
+    for (const resource of policy.resources) {
+      if (!entityMatches(resource.entity, device)) continue;
+      if (resource.action && resource.action.name !== 'console') continue;
+      const named = resource.action?.options.user;
+      if (!named) return undefined;
+      for (const u of named) if (!users.includes(u)) users.push(u);
+    }
+  }
+  return users;
+}
+
+/**
  * The directories a copy may touch, for the agent's own check: the `path` roots of every grant
  * that allows this request on this device, or undefined when one of them has no path limit.
  * Each grant is asked through the shared evaluator, one resource at a time.

@@ -28,6 +28,10 @@ const capabilities = z.object({
   device_id: z.string(),
   connected: z.boolean().describe('The device agent is connected now.'),
   console: z.boolean(),
+  console_users: z
+    .array(z.string())
+    .optional()
+    .describe('Present when every console grant on the device names users (`console(user=...)`): the console must be opened with `user=` one of these.'),
   tunnel: z.boolean(),
   copy: z.boolean(),
   reload: z.boolean(),

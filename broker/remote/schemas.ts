@@ -1,6 +1,6 @@
 import { z } from 'zod';
 import { MAX_TERMINAL_DIMENSION } from '../../shared/remote-frames.js';
-import { parseResource } from '../../shared/resources.js';
+import { LOGIN_USER_PATTERN, parseResource } from '../../shared/resources.js';
 
 /** A device id: the SHA-256 of the device key, 64 lowercase hex. */
 export const deviceId = z
@@ -37,6 +37,13 @@ export const consoleQuery = z.object({
   device_id: deviceId,
   cols: dimension(80).describe('Terminal width in columns (1-1000, default 80).'),
   rows: dimension(24).describe('Terminal height in rows (1-1000, default 24).'),
+  user: z
+    .string()
+    .regex(LOGIN_USER_PATTERN, 'must be a user name: lower-case letters, digits, "_", "-", starting with a letter or "_", at most 32')
+    .optional()
+    .describe(
+      "The local user the shell runs as. Without it, the agent's own user — which a grant naming users (`console(user=...)`) never allows: name one of its users.",
+    ),
   source,
   ticket,
 });

@@ -12,7 +12,7 @@ import { TicketStore } from './tickets.js';
 /** What remote access uses: the sessions' collaborators, the access decisions it asks for, and its store. */
 export interface RemoteServiceDeps extends RemoteSessionsDeps {
   db: Db;
-  access: Pick<AccessService, 'decide' | 'copyRoots' | 'remoteActions' | 'requirePresetReader' | 'mayReadPreset'>;
+  access: Pick<AccessService, 'decide' | 'copyRoots' | 'remoteActions' | 'consoleUsers' | 'requirePresetReader' | 'mayReadPreset'>;
 }
 
 /**
@@ -58,6 +58,10 @@ export class RemoteService {
       reload: false,
     };
     for (const action of await this.deps.access.remoteActions(principal, deviceId)) answer[action] = true;
+    if (answer.console) {
+      const users = await this.deps.access.consoleUsers(principal, deviceId);
+      if (users) answer.console_users = users;
+    }
     return answer;
   }
 

@@ -303,7 +303,8 @@ export class RemoteSessions {
   private describe(kind: ChannelKind, query: unknown): { request: RemoteRequest; params: ChannelParams; options: Record<string, unknown> } {
     if (kind === 'console') {
       const q = query as ConsoleQuery;
-      return { request: { action: 'console' }, params: { cols: q.cols, rows: q.rows }, options: { cols: q.cols, rows: q.rows } };
+      const user = q.user === undefined ? {} : { user: q.user };
+      return { request: { action: 'console', ...user }, params: { cols: q.cols, rows: q.rows, ...user }, options: { cols: q.cols, rows: q.rows, ...user } };
     }
     if (kind === 'tunnel') {
       const q = query as TunnelQuery;

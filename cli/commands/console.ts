@@ -8,7 +8,7 @@ import { RemoteSession, type ServerFrame } from '../remote.js';
  * window, ending with the remote exit status. Output is acknowledged once written to stdout, so
  * a flood on the device waits for this terminal instead of filling the broker.
  */
-export async function consoleCommand(client: ApiClient, deviceArg: string): Promise<number> {
+export async function consoleCommand(client: ApiClient, deviceArg: string, options: { user?: string } = {}): Promise<number> {
   const device = await resolveDevice(client, deviceArg);
   const stdout = process.stdout;
   const stdin = process.stdin;
@@ -16,6 +16,8 @@ export async function consoleCommand(client: ApiClient, deviceArg: string): Prom
     device_id: device.id,
     cols: stdout.columns || 80,
     rows: stdout.rows || 24,
+    // The broker checks the name against the grant; the agent runs the shell as that user.
+    ...(options.user !== undefined ? { user: options.user } : {}),
   });
 
   const raw = stdin.isTTY;

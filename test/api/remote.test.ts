@@ -174,6 +174,36 @@ describe('remote access grants', () => {
     expect(denied[0]).toMatchObject({ event: 'remote.tunnel.denied', action: 'tunnel', options: { proto: 'tcp', port: echoPort, dst: '127.0.0.1' } });
   });
 
+  it('a role with */console(user=operator,daemon) is refused a console as another user or as the agent itself (audited as denied)', async () => {
+    const user = await t.userWith([{ permission: 'remote-access:connect', resources: ['*/console(user=operator,daemon)'] }]);
+    const asRoot = connectRemote(t.url, 'console', { device_id: device, user: 'root' }, user.token);
+    expect((await asRoot.closed).code).toBe(4403);
+    expect(asRoot.frames[0]).toMatchObject({ type: 'error', code: 403, error: 'forbidden', message: expect.stringMatching(/allows console as root/) });
+    const asAgent = connectRemote(t.url, 'console', { device_id: device }, user.token);
+    expect((await asAgent.closed).code).toBe(4403);
+    expect(asAgent.frames[0].message).toMatch(/names the users a console may run as: choose one/);
+    const denied = await audit(`device_id=${device}&user_id=${user.id}&result=denied`);
+    expect(denied.map((e) => [e.event, e.options.user])).toEqual([
+      ['remote.console.denied', undefined],
+      ['remote.console.denied', 'root'],
+    ]);
+    // A listed user passes the broker; the device then runs the shell as that user.
+    const asDaemon = connectRemote(t.url, 'console', { device_id: device, user: 'daemon' }, user.token);
+    await asDaemon.ready;
+    asDaemon.ws.close();
+    await asDaemon.closed;
+    const [allowed] = await audit(`device_id=${device}&user_id=${user.id}&result=allowed`);
+    expect(allowed).toMatchObject({ event: 'remote.console.start', options: { user: 'daemon' }, reason: 'granted' });
+  });
+
+  it('answers 4400 naming the field for a console user that is not a user name', async () => {
+    for (const bad of ['Root', '-root', 'a b', 'x'.repeat(33)]) {
+      const s = connectRemote(t.url, 'console', { device_id: device, user: bad }, t.adminToken);
+      expect((await s.closed).code).toBe(4400);
+      expect(s.frames[0]).toMatchObject({ type: 'error', error: 'invalid_request', field: 'user' });
+    }
+  });
+
   it('*/tunnel(proto=tcp;port=22) allows port 22 and refuses port 80', async () => {
     const user = await t.userWith([{ permission: 'remote-access:connect', resources: ['*/tunnel(proto=tcp;port=22)'] }]);
     const ssh = connectRemote(t.url, 'tunnel', { device_id: other, port: 22, dst: '127.0.0.1' }, user.token);
@@ -203,6 +233,17 @@ describe('remote access grants', () => {
     expect(r2.body).toMatchObject({ console: false, tunnel: true });
     const admin = await t.api('GET', `/api/v2/remote/access/${offline}`, { token: t.adminToken });
     expect(admin.body).toEqual({ device_id: offline, connected: false, console: true, tunnel: true, copy: true, reload: true });
+    const asUsers = await t.userWith([{ permission: 'device:read' }, { permission: 'remote-access:connect', resources: ['*/console(user=operator,daemon)'] }]);
+    const r3 = await t.api('GET', `/api/v2/remote/access/${device}`, { token: asUsers.token });
+    expect(r3.body).toEqual({
+      device_id: device,
+      connected: true,
+      console: true,
+      console_users: ['operator', 'daemon'],
+      tunnel: false,
+      copy: false,
+      reload: false,
+    });
     const noRead = await t.userWith([{ permission: 'remote-access:connect' }]);
     expect((await t.api('GET', `/api/v2/remote/access/${device}`, { token: noRead.token })).status).toBe(403);
     expect((await t.api('GET', '/api/v2/remote/access/xyz', { token: t.adminToken })).status).toBe(400);

@@ -172,7 +172,9 @@ describe('policy validation', () => {
   });
 
   it.each([
-    ['*/console(x=1)', /takes no options/],
+    ['*/console(x=1)', /unknown option "x" for console \(allowed: user\)/],
+    ['*/console(user=Root)', /"Root" is not a user name/],
+    ['*/console(user=-oroot)', /is not a user name/],
     ['*/reload(now=1)', /takes no options/],
     ['*/tunnel(host=a)', /unknown option "host"/],
     ['*/tunnel(port=70000)', /outside 1-65535/],

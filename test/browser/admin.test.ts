@@ -45,6 +45,11 @@ describe('roles', () => {
     await policy.locator('.resource-row').nth(1).locator('.field-error').waitFor();
     expect(await policy.locator('.resource-row').nth(1).locator('.field-error').textContent()).toContain('unknown action');
     await screenshot(page, 'role-editor-invalid');
+    // The console's login user option, checked as the broker checks it.
+    await second.fill('*/console(user=Root)');
+    await expect.poll(() => policy.locator('.resource-row').nth(1).locator('.field-error').textContent()).toContain('"Root" is not a user name');
+    await second.fill('*/console(user=operator,deploy)');
+    await expect.poll(() => policy.locator('.resource-row').nth(1).locator('.field-error').count()).toBe(0);
 
     await first.fill('tag:lab/tunnel(proto=tcp;port=22)');
     await second.fill('*/console');

@@ -144,6 +144,35 @@ describe('console to a real agent', () => {
     await expectNoErrorsAndClose();
   });
 
+  it('a role allowing consoles only as given users opens them as the first, and offers the others', async () => {
+    const operator = await suite.t.userWith([
+      { permission: 'device:read' },
+      { permission: 'remote-access:connect', resources: ['*/console(user=daemon,nobody)'] },
+    ]);
+    const { page, expectNoErrorsAndClose } = await suite.open({ as: operator });
+    await page.goto(`/console/${device}`);
+    await expect.poll(() => page.getByTestId('console-status').textContent(), { timeout: 20_000 }).toBe('Connected');
+    expect(await page.getByTestId('console-user').inputValue()).toBe('daemon');
+    await typeCommand(page, 'echo "as-$(id -un)"');
+    await expect.poll(() => screenText(page), { timeout: 15_000 }).toContain('as-daemon');
+    await page.getByTestId('console-user').selectOption('nobody');
+    // A new terminal and session: wait for the new shell's prompt before typing.
+    await expect
+      .poll(
+        async () =>
+          (await page.getByTestId('console-status').textContent()) === 'Connected' &&
+          /\$/.test(await screenText(page)) &&
+          !(await screenText(page)).includes('as-daemon'),
+        {
+          timeout: 20_000,
+        },
+      )
+      .toBe(true);
+    await typeCommand(page, 'echo "as-$(id -un)"');
+    await expect.poll(() => screenText(page), { timeout: 15_000 }).toContain('as-nobody');
+    await expectNoErrorsAndClose();
+  });
+
   it('shows "Access denied" in the console when the role allows only other devices', async () => {
     const operator = await suite.t.userWith([{ permission: 'device:read' }, { permission: 'remote-access:connect', resources: ['tag:elsewhere/console'] }]);
     const { page, expectNoErrorsAndClose } = await suite.open({ as: operator });
@@ -154,6 +183,43 @@ describe('console to a real agent', () => {
     // The broker decided and recorded it, though the device page knew the answer beforehand.
     const entries = await suite.t.api('GET', `/api/v2/commitlist?device_id=${device}&action=console&result=denied`, { token: suite.t.adminToken });
     expect(entries.body.items.filter((e: { user_id: string }) => e.user_id === operator.id)).toHaveLength(1);
+  });
+});
+
+describe('console on a phone', () => {
+  it('taps Esc, Tab, arrows, a sticky Ctrl with a typed key, and ^C on the key bar: the device reads their bytes', async () => {
+    const { page, expectNoErrorsAndClose } = await suite.open({ viewport: { width: 390, height: 844 }, touch: true });
+    await page.goto(`/console/${device}`);
+    await expect.poll(() => page.getByTestId('console-status').textContent(), { timeout: 20_000 }).toBe('Connected');
+    // Raw mode: every byte reaches od as sent (no line editing, no signal for ^C), printed in hex.
+    await typeCommand(page, 'clear; stty raw -echo; od -An -tx1 -N10; stty sane; echo; echo keybar-done');
+    const bar = page.getByTestId('keybar');
+    for (const key of ['esc', 'tab', 'up', 'left', 'ctrl']) await bar.locator(`[data-key="${key}"]`).tap();
+    expect(await bar.locator('[data-key="ctrl"]').getAttribute('aria-pressed')).toBe('true');
+    await page.keyboard.type('a'); // the phone keyboard's "a", with the sticky Ctrl: 0x01
+    expect(await bar.locator('[data-key="ctrl"]').getAttribute('aria-pressed')).toBe('false');
+    await bar.locator('[data-key="ctrl-c"]').tap();
+    await expect.poll(() => screenText(page), { timeout: 15_000 }).toContain('keybar-done');
+    expect((await screenText(page)).replace(/\s+/g, ' ')).toContain('1b 09 1b 5b 41 1b 5b 44 01 03');
+    await screenshot(page, 'console-phone-keybar');
+    await expectNoErrorsAndClose();
+  });
+
+  it('keeps table actions on screen at phone width', async () => {
+    await suite.t.userWith([{ permission: 'device:read' }]);
+    const { page, expectNoErrorsAndClose } = await suite.open({ viewport: { width: 390, height: 844 }, touch: true });
+    await page.goto('/users');
+    await page.locator('td.actions-cell').first().waitFor();
+    const buttons = await page.locator('td.actions-cell').locator('button, a').all();
+    expect(buttons.length).toBeGreaterThan(2);
+    for (const button of buttons) {
+      const box = await button.boundingBox();
+      expect(box).not.toBeNull();
+      expect(box!.x).toBeGreaterThanOrEqual(0);
+      expect(box!.x + box!.width).toBeLessThanOrEqual(390);
+    }
+    await screenshot(page, 'users-phone');
+    await expectNoErrorsAndClose();
   });
 });
 

@@ -208,6 +208,17 @@ describe('fleet devices and sessions', () => {
     expect(r.code).toBe(5);
   });
 
+  it('console --user runs the shell as that user; a grant naming users refuses another', async () => {
+    const r = await fleet(['console', device, '--user', 'daemon'], { input: 'echo "cli-as-$(id -un)"\nexit 0\n' });
+    expect(r.stdout).toContain('cli-as-daemon');
+    expect(r.code).toBe(0);
+    const user = await t.userWith([{ permission: 'device:read' }, { permission: 'remote-access:connect', resources: ['*/console(user=daemon)'] }]);
+    const env = { FLEET_URL: t.url, FLEET_TOKEN: user.token };
+    const refused = await fleet(['console', device, '--user', 'nobody'], { env, input: 'exit 0\n' });
+    expect(refused.code).toBe(1);
+    expect(refused.stderr).toMatch(/^fleet: Not allowed: no grant of remote-access:connect allows console as nobody/);
+  });
+
   it('connect forwards a local port through a tunnel per connection (10 MB, sha256 intact)', async () => {
     const child = start(['connect', device, '-t', `0:127.0.0.1:${echoPort}`]);
     const done = finished(child);

@@ -159,6 +159,32 @@ describe('remote access through a real agent', () => {
     expect(end.reason).toMatch(/^refused by the device: Not allowed/);
   });
 
+  // The tests run as root, as an agent installed on a device does; the user is an existing system
+  // account (never create users on the test machine). nobody's shell is nologin: the grant's choice wins.
+  it("*/console(user=nobody) runs the shell as nobody, with none of root's groups, and refuses root", async () => {
+    expect(process.getuid?.()).toBe(0);
+    const user = await t.userWith([{ permission: 'remote-access:connect', resources: ['*/console(user=nobody)'] }]);
+    const s = connectRemote(t.url, 'console', { device_id: device, user: 'nobody' }, user.token);
+    await s.ready;
+    s.ws.send(Buffer.from('echo "who=$(id -un) groups=$(id -G) home=$HOME"; exit 0\n'));
+    await s.output('who=nobody groups=65534 home=/');
+    expect(await s.frame('exit')).toEqual({ type: 'exit', code: 0, signal: null });
+    const [start] = await audit(`user_id=${user.id}&action=console&result=allowed`);
+    expect(start).toMatchObject({ event: 'remote.console.start', options: { user: 'nobody' } });
+
+    const asRoot = connectRemote(t.url, 'console', { device_id: device, user: 'root' }, user.token);
+    expect((await asRoot.closed).code).toBe(4403);
+    const asAgent = connectRemote(t.url, 'console', { device_id: device }, user.token);
+    expect((await asAgent.closed).code).toBe(4403);
+    expect(asAgent.frames.at(-1)).toMatchObject({ type: 'error', error: 'forbidden', message: expect.stringMatching(/choose one/) });
+  });
+
+  it('a console as a user the device does not have is refused by the agent with unknown_user', async () => {
+    const s = connectRemote(t.url, 'console', { device_id: device, user: 'no-such-user-e2e' }, t.adminToken);
+    expect((await s.closed).code).not.toBe(1000);
+    expect(s.frames.at(-1)).toMatchObject({ type: 'error', error: 'device_refused', refusal: 'unknown_user' });
+  });
+
   it('disabling the user ends their live console within seconds', async () => {
     const user = await t.userWith([{ permission: 'remote-access:connect', resources: ['tag:x/console'] }]);
     const s = connectRemote(t.url, 'console', { device_id: device }, user.token);

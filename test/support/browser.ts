@@ -75,8 +75,8 @@ export interface Viewport {
 }
 
 /** A fresh context (own cookies and storage) and page, with its console watched. */
-export async function openPage(browser: Browser, baseURL: string, viewport: Viewport = { width: 1280, height: 800 }): Promise<WatchedPage> {
-  const context = await browser.newContext({ baseURL, viewport });
+export async function openPage(browser: Browser, baseURL: string, viewport: Viewport = { width: 1280, height: 800 }, touch = false): Promise<WatchedPage> {
+  const context = await browser.newContext({ baseURL, viewport, ...(touch ? { hasTouch: true, isMobile: true } : {}) });
   const page = await context.newPage();
   page.setDefaultTimeout(15_000);
   const errors: string[] = [];
@@ -115,6 +115,8 @@ export interface OpenOptions {
   /** Who signs in through the form first: the administrator by default, `null` for nobody. */
   as?: { email: string; password: string } | null;
   viewport?: Viewport;
+  /** A touch screen, as a phone's. */
+  touch?: boolean;
   /** Another broker than the file's. */
   broker?: TestBroker;
 }
@@ -159,8 +161,8 @@ export function useBrowserSuite(options: { env?: Record<string, string> | (() =>
     get browser() {
       return started(browser);
     },
-    async open({ as = ADMIN, viewport, broker }: OpenOptions = {}) {
-      const watched = await openPage(started(browser), (broker ?? started(t)).url, viewport);
+    async open({ as = ADMIN, viewport, touch, broker }: OpenOptions = {}) {
+      const watched = await openPage(started(browser), (broker ?? started(t)).url, viewport, touch);
       if (as) await signIn(watched.page, as.email, as.password);
       return watched;
     },

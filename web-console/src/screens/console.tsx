@@ -12,6 +12,7 @@ import { encodeFrame, serverFrameOf, type ClientFrame } from '../../../shared/re
 import { api, ApiFailure, messageOf, remoteSocketUrl } from '../api.js';
 import { Link } from '../router.js';
 import { AccessDenied, ErrorBox, Loading } from '../ui.js';
+import { BAR_KEYS, isTouchScreen, withCtrl } from '../keybar.js';
 import { loadRemoteAccess } from './device.js';
 
 type Status =
@@ -32,10 +33,21 @@ function exitMessage(msg: { code?: number | null; signal?: number | string | nul
   return `Session ended (${parts.join(', ')}).`;
 }
 
-function TerminalView({ deviceId, name }: { deviceId: string; name: string }) {
+function TerminalView({ deviceId, name, users }: { deviceId: string; name: string; users?: string[] }) {
   const host = useRef<HTMLDivElement>(null);
   const [status, setStatus] = useState<Status>({ kind: 'connecting' });
   const [round, setRound] = useState(0);
+  // A grant naming users needs one named: the first listed, unless the user picks another.
+  const [user, setUser] = useState<string | undefined>(users?.[0]);
+  const [touch] = useState(isTouchScreen);
+  const [ctrl, setCtrl] = useState(false);
+  const ctrlRef = useRef(false);
+  const sendRef = useRef<(data: string) => void>(() => undefined);
+  const cursorModeRef = useRef<() => boolean>(() => false);
+  const setSticky = (on: boolean) => {
+    ctrlRef.current = on;
+    setCtrl(on);
+  };
 
   useEffect(() => {
     const element = host.current;
@@ -97,10 +109,20 @@ function TerminalView({ deviceId, name }: { deviceId: string; name: string }) {
       setStatus(next);
     };
 
+    const sendInput = (data: string) => {
+      if (ws?.readyState === WebSocket.OPEN && !finished) ws.send(encoder.encode(data));
+    };
+    // The key bar's sticky Ctrl applies to the next key typed on the on-screen keyboard too.
+    const typed = (data: string) => {
+      if (ctrlRef.current) {
+        setSticky(false);
+        sendInput(withCtrl(data));
+      } else sendInput(data);
+    };
+    sendRef.current = typed;
+    cursorModeRef.current = () => term.modes.applicationCursorKeysMode;
     const inputs = [
-      term.onData((data) => {
-        if (ws?.readyState === WebSocket.OPEN && !finished) ws.send(encoder.encode(data));
-      }),
+      term.onData(typed),
       term.onBinary((data) => {
         if (ws?.readyState === WebSocket.OPEN && !finished) ws.send(Uint8Array.from(data, (c) => c.charCodeAt(0) & 0xff));
       }),
@@ -130,7 +152,7 @@ function TerminalView({ deviceId, name }: { deviceId: string; name: string }) {
     void (async () => {
       let url: string;
       try {
-        url = await remoteSocketUrl('console', { device_id: deviceId, cols: term.cols, rows: term.rows });
+        url = await remoteSocketUrl('console', { device_id: deviceId, cols: term.cols, rows: term.rows, ...(user ? { user } : {}) });
       } catch (err) {
         const denied = err instanceof ApiFailure && err.status === 403;
         finish(denied ? { kind: 'denied', message: messageOf(err) } : { kind: 'failed', message: messageOf(err) });
@@ -177,7 +199,7 @@ function TerminalView({ deviceId, name }: { deviceId: string; name: string }) {
       ws?.close(1000, 'closed by the user');
       term.dispose();
     };
-  }, [deviceId, round]);
+  }, [deviceId, round, user]);
 
   const over = status.kind === 'ended' || status.kind === 'closed' || status.kind === 'failed' || status.kind === 'denied';
   const label =
@@ -195,6 +217,24 @@ function TerminalView({ deviceId, name }: { deviceId: string; name: string }) {
         <span class={`console-status ${status.kind}`} role="status" aria-live="polite" data-testid="console-status">
           {label}
         </span>
+        {users && users.length > 1 ? (
+          <label class="small">
+            as{' '}
+            <select value={user} onChange={(e) => setUser((e.target as HTMLSelectElement).value)} data-testid="console-user">
+              {users.map((u) => (
+                <option key={u} value={u}>
+                  {u}
+                </option>
+              ))}
+            </select>
+          </label>
+        ) : (
+          user && (
+            <span class="small" data-testid="console-user">
+              as {user}
+            </span>
+          )
+        )}
         <span class="muted small hide-narrow">Copy: Ctrl+Shift+C · Paste: Ctrl+V or Ctrl+Shift+V</span>
         {over && (
           <button type="button" class="small primary" onClick={() => setRound((n) => n + 1)}>
@@ -214,6 +254,36 @@ function TerminalView({ deviceId, name }: { deviceId: string; name: string }) {
         </div>
       )}
       <div class="terminal-host" ref={host} data-testid="terminal" />
+      {touch && (
+        // Buttons that never take the focus: the on-screen keyboard stays up while they are tapped.
+        <div class="console-keybar" role="toolbar" aria-label="Terminal keys" data-testid="keybar">
+          <button
+            type="button"
+            class={ctrl ? 'sticky on' : 'sticky'}
+            aria-pressed={ctrl}
+            title="Ctrl: applies to the next key"
+            data-key="ctrl"
+            onPointerDown={(e) => e.preventDefault()}
+            onMouseDown={(e) => e.preventDefault()}
+            onClick={() => setSticky(!ctrlRef.current)}
+          >
+            Ctrl
+          </button>
+          {BAR_KEYS.map((k) => (
+            <button
+              key={k.id}
+              type="button"
+              title={k.title}
+              data-key={k.id}
+              onPointerDown={(e) => e.preventDefault()}
+              onMouseDown={(e) => e.preventDefault()}
+              onClick={() => sendRef.current(k.bytes(cursorModeRef.current()))}
+            >
+              {k.label}
+            </button>
+          ))}
+        </div>
+      )}
     </div>
   );
 }
@@ -255,7 +325,7 @@ async function deniedAttempt(deviceId: string): Promise<string | null> {
 
 export function ConsoleScreen({ deviceId }: { deviceId: string }) {
   const [state, setState] = useState<
-    { kind: 'checking' } | { kind: 'ready'; name: string } | { kind: 'denied'; message?: string } | { kind: 'error'; error: unknown }
+    { kind: 'checking' } | { kind: 'ready'; name: string; users?: string[] } | { kind: 'denied'; message?: string } | { kind: 'error'; error: unknown }
   >({
     kind: 'checking',
   });
@@ -276,7 +346,7 @@ export function ConsoleScreen({ deviceId }: { deviceId: string }) {
           }
         }
         const attrs = await api.get<AttributesRecord>(`/deviceattribute/${encodeURIComponent(deviceId)}`).catch(() => null);
-        if (live) setState({ kind: 'ready', name: attrs?.device_name || deviceId.slice(0, 12) });
+        if (live) setState({ kind: 'ready', name: attrs?.device_name || deviceId.slice(0, 12), users: access?.console_users });
       } catch (err) {
         if (!live) return;
         if (err instanceof ApiFailure && err.status === 403) setState({ kind: 'denied', message: err.message });
@@ -288,7 +358,7 @@ export function ConsoleScreen({ deviceId }: { deviceId: string }) {
     };
   }, [deviceId]);
 
-  if (state.kind === 'ready') return <TerminalView deviceId={deviceId} name={state.name} />;
+  if (state.kind === 'ready') return <TerminalView deviceId={deviceId} name={state.name} users={state.users} />;
   return (
     <div class="console-page">
       <p>

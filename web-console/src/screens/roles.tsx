@@ -253,7 +253,8 @@ function PolicyEditor({
       {accepts ? (
         <div class="resources">
           <p class="muted small">
-            Resources, at least one (* is all devices). Examples: *, tag:prod, node:berlin, */console, tag:lab/tunnel(proto=tcp;port=22)
+            Resources, at least one (* is all devices). Examples: *, tag:prod, node:berlin, */console, */console(user=operator),
+            tag:lab/tunnel(proto=tcp;port=22)
           </p>
           {policy.resources.map((r, i) => {
             const problem = resourceProblem(r) ?? apiErrors[`policies.${index}.resources.${i}`];

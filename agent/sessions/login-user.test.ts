@@ -1,0 +1,70 @@
+import { afterEach, describe, expect, it, vi } from 'vitest';
+import { AgentRefusal } from '../../shared/codes.js';
+import { lookupUser, parsePasswdLine, planLogin } from './login-user.js';
+
+afterEach(() => vi.restoreAllMocks());
+
+function refusalOf(fn: () => unknown): AgentRefusal {
+  try {
+    fn();
+  } catch (err) {
+    if (err instanceof AgentRefusal) return err;
+    throw err;
+  }
+  throw new Error('not refused');
+}
+
+describe('the console login user on the agent', () => {
+  it('parses passwd lines and rejects malformed ones', () => {
+    expect(parsePasswdLine('daemon:x:1:1:daemon:/usr/sbin:/usr/sbin/nologin')).toEqual({
+      name: 'daemon',
+      uid: 1,
+      gid: 1,
+      home: '/usr/sbin',
+      shell: '/usr/sbin/nologin',
+    });
+    expect(parsePasswdLine('short:x:1')).toBeNull();
+    expect(parsePasswdLine('bad:x:one:1::/:/bin/sh')).toBeNull();
+    expect(parsePasswdLine('bad:x::1::/:/bin/sh')).toBeNull();
+  });
+
+  it('looks up system users and never passes a name outside the grammar to a command', () => {
+    expect(lookupUser('root')).toMatchObject({ name: 'root', uid: 0, gid: 0 });
+    expect(lookupUser('no-such-user-unit')).toBeNull();
+    expect(lookupUser('-root')).toBeNull();
+    expect(lookupUser('root:x')).toBeNull();
+  });
+
+  it("without a user, runs the agent's own shell as today", () => {
+    const plan = planLogin(undefined);
+    expect(plan.args).toEqual(['-l']);
+    expect(plan.file).toBe(plan.shell);
+  });
+
+  it('as another user while not root: refused with user_switch_unavailable', () => {
+    vi.spyOn(process, 'getuid').mockReturnValue(4242);
+    const refusal = refusalOf(() => planLogin('daemon'));
+    expect(refusal.code).toBe('user_switch_unavailable');
+    expect(refusal.message).toMatch(/not as root, so it cannot start a console as daemon/);
+  });
+
+  it('as root: an unknown user is refused with unknown_user', () => {
+    vi.spyOn(process, 'getuid').mockReturnValue(0);
+    expect(refusalOf(() => planLogin('no-such-user-unit')).code).toBe('unknown_user');
+  });
+
+  it("as root: setpriv with the user's ids and groups, /bin/sh for a nologin account, a fresh environment", () => {
+    vi.spyOn(process, 'getuid').mockReturnValue(0); // only the plan is made here, nothing runs
+    process.env.FLEET_SECRET_FOR_TEST = 'agent-only';
+    try {
+      const plan = planLogin('daemon');
+      expect(plan.file).toMatch(/\/setpriv$/);
+      const daemon = lookupUser('daemon');
+      expect(plan.args).toEqual([`--reuid=${daemon?.uid}`, `--regid=${daemon?.gid}`, '--init-groups', '--', '/bin/sh', '-l']);
+      expect(plan.env).toMatchObject({ USER: 'daemon', LOGNAME: 'daemon', HOME: plan.cwd, SHELL: '/bin/sh', TERM: 'xterm-256color' });
+      expect(plan.env.FLEET_SECRET_FOR_TEST).toBeUndefined();
+    } finally {
+      delete process.env.FLEET_SECRET_FOR_TEST;
+    }
+  });
+});
