@@ -7,7 +7,8 @@ import type { GroupTree, GroupTreeNode } from '../../../shared/api-types.js';
 import { api, itemsOf } from '../api.js';
 import { allowed } from '../areas.js';
 import { Link } from '../router.js';
-import { ErrorBox, formatTime, Loading, PageTitle, Tags, useLoad } from '../ui.js';
+import { ErrorBox, formatTime, Loading, Notice, PageTitle, Tags, useLoad } from '../ui.js';
+import { groupOptions, NodeManager } from './tree-manage.js';
 
 export function isOnline(node: { status?: string; connected?: boolean }): boolean {
   return node.connected === true || node.status === 'online' || node.status === 'connected';
@@ -59,7 +60,31 @@ function countDevices(node: GroupTreeNode): number {
   return (node.nodes ?? []).reduce((n, c) => n + countDevices(c), 0);
 }
 
-function TreeItem({ node, open }: { node: GroupTreeNode; open: boolean }) {
+interface TreeItemProps {
+  node: GroupTreeNode;
+  open: boolean;
+  /** Offered to users with device:manage: opens the manager of this node. */
+  onManage?: (node: GroupTreeNode) => void;
+}
+
+function ManageButton({ node, onManage }: { node: GroupTreeNode; onManage?: (node: GroupTreeNode) => void }) {
+  if (!onManage) return null;
+  return (
+    <button
+      type="button"
+      class="small manage"
+      aria-label={`Manage ${node.title || node.node_id}`}
+      onClick={(e) => {
+        e.preventDefault();
+        onManage(node);
+      }}
+    >
+      Manage
+    </button>
+  );
+}
+
+function TreeItem({ node, open, onManage }: TreeItemProps) {
   if (node.type === 'device') {
     return (
       <li class="device-row">
@@ -69,6 +94,7 @@ function TreeItem({ node, open }: { node: GroupTreeNode; open: boolean }) {
         </Link>
         <Tags tags={node.tags} />
         {node.last_reported ? <span class="muted small">seen {formatTime(new Date(node.last_reported * 1000).toISOString())}</span> : null}
+        <ManageButton node={node} onManage={onManage} />
       </li>
     );
   }
@@ -85,11 +111,12 @@ function TreeItem({ node, open }: { node: GroupTreeNode; open: boolean }) {
           <span class="muted small">
             {countDevices(node)} device{countDevices(node) === 1 ? '' : 's'}
           </span>
+          <ManageButton node={node} onManage={onManage} />
         </summary>
         {children.length > 0 ? (
           <ul>
             {children.map((c) => (
-              <TreeItem key={c.node_id} node={c} open={open} />
+              <TreeItem key={c.node_id} node={c} open={open} onManage={onManage} />
             ))}
           </ul>
         ) : (
@@ -106,6 +133,15 @@ export function DevicesScreen() {
   const [filter, setFilter] = useState<Filter>({ text: '', tag: '', status: '' });
   const shown = useMemo(() => (tree.data?.tree ? pruneTree(tree.data.tree, filter) : null), [tree.data, filter]);
   const active = Boolean(filter.text || filter.tag || filter.status);
+  const [managing, setManaging] = useState<GroupTreeNode | null>(null);
+  const [notice, setNotice] = useState('');
+  const groups = useMemo(() => (tree.data?.tree ? groupOptions(tree.data.tree) : []), [tree.data]);
+  const onManage = allowed('manageTree')
+    ? (node: GroupTreeNode) => {
+        setNotice('');
+        setManaging(node);
+      }
+    : undefined;
   const tagNames = (tags.data ?? []).map((t) => (typeof t === 'string' ? t : (t.tag ?? t.name ?? ''))).filter(Boolean);
 
   return (
@@ -154,6 +190,21 @@ export function DevicesScreen() {
         </div>
       </form>
       <ErrorBox error={tree.error} />
+      {notice && <Notice>{notice}</Notice>}
+      {managing && (
+        <NodeManager
+          key={managing.node_id}
+          node={managing}
+          groups={groups}
+          onClose={() => setManaging(null)}
+          onChanged={(text) => {
+            setManaging(null);
+            setNotice(text);
+            tree.reload();
+            tags.reload();
+          }}
+        />
+      )}
       {tree.loading && !tree.data && <Loading what="devices" />}
       {tree.data && (
         <>
@@ -163,7 +214,7 @@ export function DevicesScreen() {
           </p>
           {shown ? (
             <ul class="tree">
-              <TreeItem node={shown} open />
+              <TreeItem node={shown} open onManage={onManage} />
             </ul>
           ) : (
             <p>No device or group matches.</p>
