@@ -6,7 +6,8 @@ import { useMemo, useState } from 'preact/hooks';
 import type { GroupTree, GroupTreeNode } from '../../../shared/api-types.js';
 import { api, itemsOf } from '../api.js';
 import { allowed } from '../areas.js';
-import { Link } from '../router.js';
+import { Link, navigate, useLocation, withQuery } from '../router.js';
+import { DevicesTable, deviceRows, SORT_KEYS, type SortKey } from './devices-table.js';
 import { ErrorBox, formatTime, Loading, Notice, PageTitle, Tags, useLoad } from '../ui.js';
 import { groupOptions, NodeManager } from './tree-manage.js';
 
@@ -130,7 +131,26 @@ function TreeItem({ node, open, onManage }: TreeItemProps) {
 export function DevicesScreen() {
   const tree = useLoad(() => api.get<GroupTree>('/grouptree', { _format: 'json' }), []);
   const tags = useLoad(() => api.get('/tagslist').then((a) => itemsOf<string | { tag?: string; name?: string }>(a)), []);
-  const [filter, setFilter] = useState<Filter>({ text: '', tag: '', status: '' });
+  // Filters, view and order live in the query string: a filtered list can be bookmarked and shared.
+  const { query } = useLocation();
+  const status = query.get('status');
+  const filter: Filter = { text: query.get('q') ?? '', tag: query.get('tag') ?? '', status: status === 'online' || status === 'offline' ? status : '' };
+  const view = query.get('view') === 'table' ? 'table' : 'tree';
+  const sortParam = query.get('sort') ?? '';
+  const sort: SortKey = (SORT_KEYS as string[]).includes(sortParam) ? (sortParam as SortKey) : 'name';
+  const descending = query.get('dir') === 'desc';
+  const setQuery = (next: Record<string, string | undefined>) => {
+    const all: Record<string, string | undefined> = {
+      q: filter.text,
+      tag: filter.tag,
+      status: filter.status,
+      view: view === 'table' ? 'table' : undefined,
+      sort: sortParam || undefined,
+      dir: descending ? 'desc' : undefined,
+    };
+    navigate(withQuery('/devices', { ...all, ...next }), { replace: true });
+  };
+  const setFilter = (f: Filter) => setQuery({ q: f.text, tag: f.tag, status: f.status });
   const shown = useMemo(() => (tree.data?.tree ? pruneTree(tree.data.tree, filter) : null), [tree.data, filter]);
   const active = Boolean(filter.text || filter.tag || filter.status);
   const [managing, setManaging] = useState<GroupTreeNode | null>(null);
@@ -150,6 +170,9 @@ export function DevicesScreen() {
         actions={
           <>
             {allowed('pendingHosts') && <Link href="/pending">Pending hosts</Link>}
+            <button type="button" aria-pressed={view === 'table'} onClick={() => setQuery({ view: view === 'table' ? undefined : 'table' })}>
+              {view === 'table' ? 'Show as tree' : 'Show as table'}
+            </button>
             <button type="button" onClick={tree.reload}>
               Refresh
             </button>
@@ -212,7 +235,19 @@ export function DevicesScreen() {
             {tree.data.total_devices} device{tree.data.total_devices === 1 ? '' : 's'} you can see
             {active && shown ? `, ${countDevices(shown)} matching` : ''}
           </p>
-          {shown ? (
+          {shown && view === 'table' ? (
+            <DevicesTable
+              rows={deviceRows(shown)}
+              groups={groups}
+              sort={sort}
+              descending={descending}
+              onSort={(key, desc) => setQuery({ sort: key, dir: desc ? 'desc' : undefined })}
+              onChanged={() => {
+                tree.reload();
+                tags.reload();
+              }}
+            />
+          ) : shown ? (
             <ul class="tree">
               <TreeItem node={shown} open onManage={onManage} />
             </ul>
