@@ -2,10 +2,11 @@
  * The group tree: groups with their node ids (used in `node:<id>` resources), tags, devices with
  * their online status; search by name, id or tag, and filters by tag and status.
  */
-import { useMemo, useState } from 'preact/hooks';
+import { useEffect, useMemo, useState } from 'preact/hooks';
 import type { GroupTree, GroupTreeNode } from '../../../shared/api-types.js';
 import { api, itemsOf } from '../api.js';
 import { allowed } from '../areas.js';
+import { useDeviceEvents, type DeviceEvent } from '../events.js';
 import { Link, navigate, useLocation, withQuery } from '../router.js';
 import { DevicesTable, deviceRows, SORT_KEYS, type SortKey } from './devices-table.js';
 import { ErrorBox, formatTime, Loading, Notice, PageTitle, Tags, useLoad } from '../ui.js';
@@ -54,6 +55,17 @@ export function pruneTree(node: GroupTreeNode, f: Filter, tagsAbove: string[] = 
   if (groupMatches) return node;
   const children = (node.nodes ?? []).map((c) => pruneTree(c, f, tags)).filter((c): c is GroupTreeNode => c !== null);
   return children.length ? { ...node, nodes: children } : null;
+}
+
+/** The tree with the live status and last contact of the devices events told about. */
+export function applyLive(node: GroupTreeNode, live: Map<string, DeviceEvent>): GroupTreeNode {
+  if (live.size === 0) return node;
+  if (node.type === 'device') {
+    const e = live.get(node.node_id);
+    if (!e) return node;
+    return { ...node, status: e.event === 'device.online' ? 'online' : 'offline', last_reported: Math.floor(Date.parse(e.at) / 1000) };
+  }
+  return { ...node, nodes: (node.nodes ?? []).map((c) => applyLive(c, live)) };
 }
 
 function countDevices(node: GroupTreeNode): number {
@@ -151,7 +163,20 @@ export function DevicesScreen() {
     navigate(withQuery('/devices', { ...all, ...next }), { replace: true });
   };
   const setFilter = (f: Filter) => setQuery({ q: f.text, tag: f.tag, status: f.status });
-  const shown = useMemo(() => (tree.data?.tree ? pruneTree(tree.data.tree, filter) : null), [tree.data, filter]);
+  // Devices go online and offline on the page as the broker tells (GET /events); a fresh tree
+  // starts from what it says.
+  const [live, setLive] = useState<Map<string, DeviceEvent>>(new Map());
+  useEffect(() => setLive(new Map()), [tree.data]);
+  useDeviceEvents(
+    allowed('devices'),
+    (e) => setLive((m) => new Map(m).set(e.device_id, e)),
+    () => tree.reload(),
+  );
+  const liveTree = useMemo(() => (tree.data?.tree ? applyLive(tree.data.tree, live) : null), [tree.data, live]);
+  const shown = useMemo(
+    () => (liveTree ? pruneTree(liveTree, { text: filter.text, tag: filter.tag, status: filter.status }) : null),
+    [liveTree, filter.text, filter.tag, filter.status],
+  );
   const active = Boolean(filter.text || filter.tag || filter.status);
   const [managing, setManaging] = useState<GroupTreeNode | null>(null);
   const [notice, setNotice] = useState('');
