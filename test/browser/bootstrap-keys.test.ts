@@ -53,3 +53,27 @@ describe('bootstrap keys screen', () => {
     await expectNoErrorsAndClose();
   });
 });
+
+describe('pending hosts', () => {
+  it('approves a selection of hosts at once, after asking', async () => {
+    const [key] = Object.keys((await suite.t.api<KeyMap>('POST', '/api/v2/bootstrapkey', { token: suite.t.adminToken, body: {} })).body);
+    const hosts = [];
+    for (const name of ['bulk-one', 'bulk-two', 'bulk-three']) hosts.push(await enrolDevice(suite.t, key, undefined, name));
+    const { page, expectNoErrorsAndClose } = await suite.open();
+    await page.goto('/pending');
+    const rows = page.locator('tbody tr');
+    await expect.poll(() => rows.count()).toBe(3);
+    await page.getByLabel('Select bulk-one').check();
+    await page.getByLabel('Select bulk-three').check();
+    await page.getByRole('button', { name: 'Approve selected' }).click();
+    await page.getByRole('button', { name: 'Yes, approve' }).click();
+    await page.getByText('2 hosts approved.').waitFor();
+    await expect.poll(() => rows.count()).toBe(1);
+    expect(await rows.textContent()).toContain('bulk-two');
+    const node = (id: string) => suite.t.api('GET', `/api/v2/node/${id}`, { token: suite.t.adminToken });
+    expect((await node(hosts[0].device.id)).status).toBe(200);
+    expect((await node(hosts[2].device.id)).status).toBe(200);
+    await screenshot(page, 'pending-bulk-approved');
+    await expectNoErrorsAndClose();
+  });
+});
