@@ -157,6 +157,7 @@ export function DevicesTable({
                 disabled={!selected.length || !parseTags(tag).length || action.busy}
                 onClick={() =>
                   void action.run(async () => {
+                    setNotice('');
                     const add = parseTags(tag);
                     const changes = selected.map((r) => ({ action: 'update', data: { node_id: r.id, tags: [...new Set([...r.ownTags, ...add])] } }));
                     await api.put('/grouptree', { changes });
@@ -180,6 +181,7 @@ export function DevicesTable({
                 disabled={!selected.length || !target || action.busy}
                 onClick={() =>
                   void action.run(async () => {
+                    setNotice('');
                     await api.put('/grouptree', { changes: selected.map((r) => ({ action: 'move', data: { node_id: r.id, parent_id: target } })) });
                     finish(`Moved ${plural(selected.length)}.`);
                   })
@@ -198,6 +200,7 @@ export function DevicesTable({
               confirmLabel="Yes, reload"
               onConfirm={() =>
                 void action.run(async () => {
+                  setNotice('');
                   const failed: string[] = [];
                   for (const r of selected) {
                     await api.post(`/remote/reload/${encodeURIComponent(r.id)}`, {}, { source: 'web' }).catch((err: unknown) => {

@@ -105,6 +105,9 @@ function TreeItem({ node, open, onManage }: TreeItemProps) {
         <Link href={`/devices/${node.node_id}`} class="device-name">
           {node.title || node.node_id}
         </Link>
+        <code class="short-id" title={node.node_id}>
+          {node.node_id.slice(0, 8)}
+        </code>
         <Tags tags={node.tags} />
         {node.last_reported ? <span class="muted small">seen {formatTime(new Date(node.last_reported * 1000).toISOString())}</span> : null}
         <ManageButton node={node} onManage={onManage} />
