@@ -1,6 +1,7 @@
 /** GET /api/v2/events: the live device event stream (server-sent events). */
 import http from 'node:http';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { connectDevice, enrolDevice } from '../support/agent.js';
 import { startTestBroker, type TestBroker } from '../support/broker.js';
 
 let t: TestBroker;
@@ -99,5 +100,19 @@ describe('GET /api/v2/events', () => {
     expect(restricted.text()).not.toContain(other);
     admin.close();
     restricted.close();
+  });
+
+  it('reports a real agent connecting and leaving', async () => {
+    const created = await t.api<Record<string, unknown>>('POST', '/api/v2/bootstrapkey', { token: t.adminToken, body: { auto_accept: true } });
+    const { device, answer } = await enrolDevice(t, Object.keys(created.body)[0]);
+    expect(answer.status).toBe(200);
+    const stream = await openStream('', t.adminToken);
+    await stream.until(': connected');
+    const conn = await connectDevice(t.url, device);
+    expect(conn.welcome?.device_id).toBe(device.id);
+    await stream.until(`"event":"device.online","device_id":"${device.id}"`);
+    conn.ws.close();
+    await stream.until(`"event":"device.offline","device_id":"${device.id}"`);
+    stream.close();
   });
 });
