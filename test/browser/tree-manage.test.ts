@@ -133,4 +133,19 @@ describe('managing groups and tags from the device list', () => {
     await screenshot(page, 'tree-manage-restricted');
     await expectNoErrorsAndClose();
   });
+
+  it('moves a device by dragging it onto a group', async () => {
+    await suite.t.addGroup({ id: 'north', title: 'North' });
+    await suite.t.addGroup({ id: 'south', title: 'South' });
+    const device = await suite.t.addDevice({ parent: 'north', name: 'drag-me' });
+    const { page, expectNoErrorsAndClose } = await suite.open();
+    await page.goto('/devices');
+    const tree = page.locator('ul.tree');
+    const row = tree.locator('.device-row', { hasText: 'drag-me' });
+    await row.waitFor();
+    await row.dragTo(tree.locator('summary', { hasText: 'South' }));
+    await page.getByText(/Moved to .*South\./).waitFor();
+    expect((await node(device)).body.parent_id).toBe('south');
+    await expectNoErrorsAndClose();
+  });
 });

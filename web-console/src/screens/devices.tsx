@@ -9,7 +9,7 @@ import { allowed } from '../areas.js';
 import { useDeviceEvents, type DeviceEvent } from '../events.js';
 import { Link, navigate, useLocation, withQuery } from '../router.js';
 import { DevicesTable, deviceRows, SORT_KEYS, type SortKey } from './devices-table.js';
-import { ErrorBox, formatTime, Loading, Notice, PageTitle, Tags, useLoad } from '../ui.js';
+import { ErrorBox, formatTime, Loading, Notice, PageTitle, Tags, useAction, useLoad } from '../ui.js';
 import { groupOptions, NodeManager } from './tree-manage.js';
 
 export function isOnline(node: { status?: string; connected?: boolean }): boolean {
@@ -78,7 +78,12 @@ interface TreeItemProps {
   open: boolean;
   /** Offered to users with device:manage: opens the manager of this node. */
   onManage?: (node: GroupTreeNode) => void;
+  /** With device:manage: a device dropped on a group moves there. */
+  onMove?: (deviceId: string, groupId: string) => void;
 }
+
+/** The drag data type of a device row being dragged onto a group. */
+const DRAG_TYPE = 'application/x-fleet-device';
 
 function ManageButton({ node, onManage }: { node: GroupTreeNode; onManage?: (node: GroupTreeNode) => void }) {
   if (!onManage) return null;
@@ -97,10 +102,17 @@ function ManageButton({ node, onManage }: { node: GroupTreeNode; onManage?: (nod
   );
 }
 
-function TreeItem({ node, open, onManage }: TreeItemProps) {
+function TreeItem({ node, open, onManage, onMove }: TreeItemProps) {
   if (node.type === 'device') {
     return (
-      <li class="device-row">
+      <li
+        class="device-row"
+        draggable={Boolean(onMove)}
+        onDragStart={(e) => {
+          e.dataTransfer?.setData(DRAG_TYPE, node.node_id);
+          if (e.dataTransfer) e.dataTransfer.effectAllowed = 'move';
+        }}
+      >
         <StatusDot online={isOnline(node)} />
         <Link href={`/devices/${node.node_id}`} class="device-name">
           {node.title || node.node_id}
@@ -118,7 +130,17 @@ function TreeItem({ node, open, onManage }: TreeItemProps) {
   return (
     <li class="group-row">
       <details open={open}>
-        <summary>
+        <summary
+          onDragOver={(e) => {
+            if (onMove && e.dataTransfer?.types.includes(DRAG_TYPE)) e.preventDefault();
+          }}
+          onDrop={(e) => {
+            const deviceId = e.dataTransfer?.getData(DRAG_TYPE);
+            if (!onMove || !deviceId) return;
+            e.preventDefault();
+            onMove(deviceId, node.node_id);
+          }}
+        >
           <span class="group-name">{node.title}</span>{' '}
           <code class="node-id" title="Node id, for node:<id> resources">
             {node.node_id}
@@ -132,7 +154,7 @@ function TreeItem({ node, open, onManage }: TreeItemProps) {
         {children.length > 0 ? (
           <ul>
             {children.map((c) => (
-              <TreeItem key={c.node_id} node={c} open={open} onManage={onManage} />
+              <TreeItem key={c.node_id} node={c} open={open} onManage={onManage} onMove={onMove} />
             ))}
           </ul>
         ) : (
@@ -184,6 +206,16 @@ export function DevicesScreen() {
   const [managing, setManaging] = useState<GroupTreeNode | null>(null);
   const [notice, setNotice] = useState('');
   const groups = useMemo(() => (tree.data?.tree ? groupOptions(tree.data.tree) : []), [tree.data]);
+  const move = useAction();
+  const onMove = allowed('manageTree')
+    ? (deviceId: string, groupId: string) =>
+        void move.run(async () => {
+          setNotice('');
+          await api.put('/grouptree', { changes: [{ action: 'move', data: { node_id: deviceId, parent_id: groupId } }] });
+          setNotice(`Moved to ${groups.find((g) => g.node_id === groupId)?.label ?? groupId}.`);
+          tree.reload();
+        })
+    : undefined;
   const onManage = allowed('manageTree')
     ? (node: GroupTreeNode) => {
         setNotice('');
@@ -241,6 +273,7 @@ export function DevicesScreen() {
         </div>
       </form>
       <ErrorBox error={tree.error} />
+      <ErrorBox error={move.error} />
       {notice && <Notice>{notice}</Notice>}
       {managing && (
         <NodeManager
@@ -277,7 +310,7 @@ export function DevicesScreen() {
             />
           ) : shown ? (
             <ul class="tree">
-              <TreeItem node={shown} open onManage={onManage} />
+              <TreeItem node={shown} open onManage={onManage} onMove={onMove} />
             </ul>
           ) : (
             <p>No device or group matches.</p>
