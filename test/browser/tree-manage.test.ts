@@ -148,4 +148,21 @@ describe('managing groups and tags from the device list', () => {
     expect((await node(device)).body.parent_id).toBe('south');
     await expectNoErrorsAndClose();
   });
+
+  it('offers no changes to a user who may only read devices', async () => {
+    await suite.t.addGroup({ id: 'readonly', title: 'Readonly' });
+    await suite.t.addDevice({ parent: 'readonly', name: 'look-only' });
+    const user = await suite.t.userWith([{ permission: 'device:read' }]);
+    const { page, expectNoErrorsAndClose } = await suite.open({ as: user });
+    await page.goto('/devices');
+    const tree = page.locator('ul.tree');
+    await tree.getByText('look-only').waitFor();
+    expect(await tree.getByRole('button', { name: /^Manage / }).count()).toBe(0);
+    expect(await tree.locator('.device-row[draggable="true"]').count()).toBe(0);
+    await page.getByRole('button', { name: 'Show as table' }).click();
+    await page.locator('table.devices').waitFor();
+    expect(await page.getByRole('group', { name: 'Actions on the selected devices' }).count()).toBe(0);
+    expect(await page.locator('table.devices input[type="checkbox"]').count()).toBe(0);
+    await expectNoErrorsAndClose();
+  });
 });
