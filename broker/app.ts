@@ -4,6 +4,7 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import express, { type Express } from 'express';
 import { enrolDocs } from './enrol/routes.js';
+import { EVENTS_PATH, eventsDocs, eventsHandler } from './events/routes.js';
 import { ApiError } from './http/errors.js';
 import { buildOpenApi } from './http/openapi.js';
 import { API_PREFIX, errorHandler, mountRoutes } from './http/router.js';
@@ -46,13 +47,15 @@ export function createApp(services: Services): Express {
     return type === undefined || /^application\/json\s*(;|$)/i.test(type);
   };
   const routes = routeTable();
-  const openapi = buildOpenApi(routes, [...enrolDocs, ...remoteDocs]);
+  const openapi = buildOpenApi(routes, [...enrolDocs, ...remoteDocs, ...eventsDocs]);
 
   const api = express.Router();
   api.use(express.json({ limit: '1mb', type: jsonOrUntyped }));
   api.get('/openapi.json', (_req, res) => {
     res.json(openapi);
   });
+  // A long-lived stream beside the route table (see events/routes.ts).
+  api.get(EVENTS_PATH, eventsHandler({ events: services.events, auth: services.auth, redeemTicket: (t) => services.remote.tickets.redeem(t) }));
   mountRoutes(
     api,
     routes.filter((r) => !r.absolute),

@@ -16,6 +16,7 @@ import { UpgradeRouter } from './http/upgrade.js';
 import { InventoryService } from './inventory/service.js';
 import { MailService } from './mail/service.js';
 import { QbeeTransport } from './qbee/transport.js';
+import { DeviceEventStream } from './events/stream.js';
 import { RemoteService } from './remote/service.js';
 import { RolesService } from './roles/service.js';
 import { SettingsStore } from './settings.js';
@@ -49,6 +50,8 @@ export interface Services {
   /** How remote access, enrolment and inventory reach agents: the hub, or what wraps it. */
   locator: AgentLocator;
   remote: RemoteService;
+  /** Live device.online/offline events for the web console (GET /api/v2/events). */
+  events: DeviceEventStream;
   /** qbee's native remote-access transport (qbee-cli's connect, terminal, copy). */
   qbee: QbeeTransport;
   upgrades: UpgradeRouter;
@@ -105,6 +108,7 @@ export async function createServices(config: Config, logger: Logger, store: Stor
   // The group tree's online status is the live connection state.
   devices.setOnlineSource((deviceId) => locator.isConnected(deviceId));
   const remote = new RemoteService({ config, logger, db: store.db, upgrades, auth, access, audit, locator });
+  const events = new DeviceEventStream({ hub: agents, access, logger });
   const qbee = new QbeeTransport({ logger, upgrades, auth, audit, sessions: remote.sessions, remote });
 
   const services: Services = {
@@ -127,6 +131,7 @@ export async function createServices(config: Config, logger: Logger, store: Stor
     agents,
     locator,
     remote,
+    events,
     qbee,
     upgrades,
   };
@@ -136,11 +141,13 @@ export async function createServices(config: Config, logger: Logger, store: Stor
     await s.init();
   }
   qbee.init();
+  events.init();
   return services;
 }
 
 export async function closeServices(services: Services): Promise<void> {
   services.qbee.close();
+  services.events.close();
   for (const s of [services.remote, services.agents, services.enrol, services.inventory, services.files, services.devices, services.roles, services.users]) {
     await s.close();
   }

@@ -41,6 +41,11 @@ const keyMap = z.record(
     key_id: z.string(),
     created_at: z.string().describe('ISO 8601'),
     key: z.string().optional().describe('The key itself: given to bootstrap-keys:manage holders only.'),
+    devices: z
+      .number()
+      .int()
+      .optional()
+      .describe('GET /bootstrapkeylist only: devices enrolled with the key, pending and approved (an extra field qbee clients ignore)'),
   }),
 );
 
@@ -50,7 +55,13 @@ const KEY_SECRET_RULE =
 function keysAsMap(keys: BootstrapKeyRecord[], withSecret: boolean): z.infer<typeof keyMap> {
   const out: z.infer<typeof keyMap> = {};
   for (const k of keys) {
-    const entry = { group_id: k.group_id, auto_accept: k.auto_accept, key_id: k.key_id, created_at: k.created_at };
+    const entry = {
+      group_id: k.group_id,
+      auto_accept: k.auto_accept,
+      key_id: k.key_id,
+      created_at: k.created_at,
+      ...(k.devices === undefined ? {} : { devices: k.devices }),
+    };
     if (withSecret) out[k.key] = { ...entry, key: k.key };
     else out[k.key_id] = entry;
   }

@@ -19,6 +19,8 @@ export interface BootstrapKeyRecord {
   group_id: string;
   auto_accept: boolean;
   created_at: string;
+  /** Devices enrolled with the key (pending and approved); given by listKeys. */
+  devices?: number;
 }
 
 export interface PendingHost {
@@ -111,7 +113,8 @@ export class EnrolService {
 
   async listKeys(query: { offset: number; items_per_page: number }): Promise<{ items: BootstrapKeyRecord[]; total: number }> {
     const { rows, total } = await this.store.listKeys(query.offset, query.items_per_page);
-    return { items: rows.map(keyRecord), total };
+    const counts = await this.store.deviceCounts(rows.map((r) => r.key_id));
+    return { items: rows.map((r) => ({ ...keyRecord(r), devices: counts.get(r.key_id) ?? 0 })), total };
   }
 
   async getKey(ref: string): Promise<BootstrapKeyRecord> {

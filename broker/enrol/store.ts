@@ -41,6 +41,18 @@ export class EnrolStore {
     return { rows, total: Number(total) };
   }
 
+  /** Devices (pending and approved) enrolled with each of these keys, by key_id. */
+  async deviceCounts(keyIds: string[]): Promise<Map<string, number>> {
+    if (keyIds.length === 0) return new Map();
+    const rows = await this.db
+      .selectFrom('devices')
+      .select(['bootstrap_key', (eb) => eb.fn.countAll<number>().as('n')])
+      .where('bootstrap_key', 'in', keyIds)
+      .groupBy('bootstrap_key')
+      .execute();
+    return new Map(rows.map((r) => [r.bootstrap_key as string, Number(r.n)]));
+  }
+
   async updateKey(keyHash: string, patch: Partial<Pick<BootstrapKeysTable, 'group_id' | 'auto_accept'>>): Promise<void> {
     if (Object.keys(patch).length === 0) return;
     await this.db.updateTable('bootstrap_keys').set(patch).where('key_hash', '=', keyHash).execute();

@@ -52,7 +52,7 @@ describe('bootstrap keys', () => {
     expect(item).toMatchObject({ key, group_id: 'lab', auto_accept: true });
     expect(Date.parse(item.created_at)).toBeGreaterThan(0);
     const readerList = await t.api('GET', '/api/v2/bootstrapkeylist', { token: reader.token });
-    expect(readerList.body[item.key_id]).toEqual({ key_id: item.key_id, group_id: 'lab', auto_accept: true, created_at: item.created_at });
+    expect(readerList.body[item.key_id]).toEqual({ key_id: item.key_id, group_id: 'lab', auto_accept: true, created_at: item.created_at, devices: 0 });
     expect(JSON.stringify(readerList.body)).not.toContain(key);
     const paged = await t.api('GET', '/api/v2/bootstrapkeylist?items_per_page=1&offset=0', { token: reader.token });
     expect(Object.keys(paged.body)).toHaveLength(1);
@@ -78,6 +78,16 @@ describe('bootstrap keys', () => {
     const { answer } = await enrolDevice(t, key);
     expect(answer.status).toBe(403);
     expect(answer.body.error).toBe('unknown_bootstrap_key');
+  });
+
+  it('counts the devices enrolled with each key in the list', async () => {
+    const key = await createKey();
+    const unused = await createKey();
+    expect((await enrolDevice(t, key)).answer.status).toBe(200);
+    expect((await enrolDevice(t, key)).answer.status).toBe(200);
+    const list = await t.api('GET', '/api/v2/bootstrapkeylist', { token: manager.token });
+    expect(list.body[key].devices).toBe(2);
+    expect(list.body[unused].devices).toBe(0);
   });
 
   it('refuses bad input with 400 naming the field', async () => {

@@ -17,6 +17,8 @@ export const AREAS = {
   /** Removing an approved device: DELETE /removeapprovedhost needs this one. */
   approveDevices: ['device:approve'],
   updateAttributes: ['device:manage'],
+  /** Groups and tags (PUT /grouptree, PATCH /grouptree/{node_id}); per-node limits are the broker's. */
+  manageTree: ['device:manage'],
   inventory: ['inventory:read'],
   connectConsole: ['remote-access:connect'],
   remoteConsole: ['device:read', 'remote-access:connect'],

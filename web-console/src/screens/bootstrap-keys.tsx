@@ -10,6 +10,25 @@ interface BootstrapKey {
   group_id: string;
   auto_accept: boolean;
   created_at?: string;
+  /** devices enrolled with the key (GET /bootstrapkeylist) */
+  devices?: number;
+}
+
+/** The one line that starts an edge agent enrolling with this key against this broker. */
+export function installCommand(key: string, broker: string): string {
+  return `FLEET_BOOTSTRAP_KEY=${key} npm run agent -- --broker ${broker}`;
+}
+
+const AUTO_ACCEPT_WARNING = 'Every device that presents this key joins the fleet at once, without approval. Keep the key secret.';
+
+function InstallCommand({ bootstrapKey }: { bootstrapKey: string }) {
+  const line = installCommand(bootstrapKey, location.origin);
+  return (
+    <div class="install-command">
+      <pre data-testid="install-command">{line}</pre>
+      <CopyButton text={line} label="Copy install command" />
+    </div>
+  );
 }
 
 /**
@@ -18,9 +37,15 @@ interface BootstrapKey {
  */
 export function keysOf(answer: unknown): BootstrapKey[] {
   if (!answer || typeof answer !== 'object' || Array.isArray(answer)) return [];
-  return Object.entries(answer as Record<string, { group_id?: string; auto_accept?: boolean; created_at?: string }>)
+  return Object.entries(answer as Record<string, { group_id?: string; auto_accept?: boolean; created_at?: string; devices?: number }>)
     .filter(([, v]) => v && typeof v === 'object')
-    .map(([key, v]) => ({ key, group_id: String(v.group_id ?? ''), auto_accept: Boolean(v.auto_accept), created_at: v.created_at }));
+    .map(([key, v]) => ({
+      key,
+      group_id: String(v.group_id ?? ''),
+      auto_accept: Boolean(v.auto_accept),
+      created_at: v.created_at,
+      devices: typeof v.devices === 'number' ? v.devices : undefined,
+    }));
 }
 
 export function groupsOf(node: GroupTreeNode | undefined, depth = 0): { node_id: string; label: string }[] {
@@ -63,9 +88,19 @@ export function BootstrapKeysScreen() {
   const action = useAction();
   const [created, setCreated] = useState<BootstrapKey | null>(null);
   const [draft, setDraft] = useState({ group_id: 'unassigned_group', auto_accept: false });
+  /** A key that accepts automatically is asked about first: on creation, and when turned on. */
+  const [confirming, setConfirming] = useState<{ question: string; yes: string; run: () => void } | null>(null);
 
   const create = (e: Event) => {
     e.preventDefault();
+    if (draft.auto_accept && !confirming) {
+      setConfirming({ question: `Create a key that accepts devices automatically? ${AUTO_ACCEPT_WARNING}`, yes: 'Yes, create key', run: createNow });
+      return;
+    }
+    createNow();
+  };
+  const createNow = () => {
+    setConfirming(null);
     void action.run(async () => {
       const answer = await api.post('/bootstrapkey', draft);
       setCreated(keysOf(answer)[0] ?? null);
@@ -90,9 +125,24 @@ export function BootstrapKeysScreen() {
       <ErrorBox error={list.error} />
       <ErrorBox error={action.error} title="The request failed" />
       {created && (
-        <Notice>
-          New key <code>{created.key}</code> <CopyButton text={created.key} label="Copy key" />
-        </Notice>
+        <>
+          <Notice>
+            New key <code>{created.key}</code> <CopyButton text={created.key} label="Copy key" />
+          </Notice>
+          <p>On the device, in a checkout of this project, run:</p>
+          <InstallCommand bootstrapKey={created.key} />
+        </>
+      )}
+      {confirming && (
+        <div class="confirm boxed" role="group" aria-label="Confirm automatic accept">
+          <p>{confirming.question}</p>
+          <button type="button" class="danger" onClick={confirming.run}>
+            {confirming.yes}
+          </button>
+          <button type="button" onClick={() => setConfirming(null)}>
+            Cancel
+          </button>
+        </div>
       )}
       {manage && (
         <form class="inline-form boxed" onSubmit={create} aria-label="New bootstrap key">
@@ -114,11 +164,17 @@ export function BootstrapKeysScreen() {
         loading={list.loading}
         what="bootstrap keys"
         empty="No bootstrap keys yet."
-        columns={['Key', 'Group', 'Automatic accept', 'Created', manage && 'Actions']}
+        columns={['Key', 'Group', 'Automatic accept', 'Devices', 'Created', manage && 'Actions']}
         row={(k) => (
           <tr key={k.key}>
             <td>
               <code class="key">{k.key}</code> <CopyButton text={k.key} />
+              {manage && (
+                <details>
+                  <summary>Install command</summary>
+                  <InstallCommand bootstrapKey={k.key} />
+                </details>
+              )}
             </td>
             <td>
               {manage ? (
@@ -130,7 +186,24 @@ export function BootstrapKeysScreen() {
             <td>
               {manage ? (
                 <label class="check">
-                  <input type="checkbox" checked={k.auto_accept} onChange={(e) => update(k, { auto_accept: e.currentTarget.checked })} /> automatic
+                  <input
+                    type="checkbox"
+                    checked={k.auto_accept}
+                    onChange={(e) => {
+                      if (!e.currentTarget.checked) return update(k, { auto_accept: false });
+                      // Stays off until confirmed.
+                      e.currentTarget.checked = false;
+                      setConfirming({
+                        question: `Turn on automatic accept for this key? ${AUTO_ACCEPT_WARNING}`,
+                        yes: 'Yes, accept automatically',
+                        run: () => {
+                          setConfirming(null);
+                          update(k, { auto_accept: true });
+                        },
+                      });
+                    }}
+                  />{' '}
+                  automatic
                 </label>
               ) : k.auto_accept ? (
                 'yes'
@@ -138,6 +211,7 @@ export function BootstrapKeysScreen() {
                 'no'
               )}
             </td>
+            <td>{k.devices ?? ''}</td>
             <td>{formatTime(k.created_at)}</td>
             {manage && (
               <td>

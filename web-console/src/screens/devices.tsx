@@ -2,12 +2,15 @@
  * The group tree: groups with their node ids (used in `node:<id>` resources), tags, devices with
  * their online status; search by name, id or tag, and filters by tag and status.
  */
-import { useMemo, useState } from 'preact/hooks';
+import { useEffect, useMemo, useState } from 'preact/hooks';
 import type { GroupTree, GroupTreeNode } from '../../../shared/api-types.js';
 import { api, itemsOf } from '../api.js';
 import { allowed } from '../areas.js';
-import { Link } from '../router.js';
-import { ErrorBox, formatTime, Loading, PageTitle, Tags, useLoad } from '../ui.js';
+import { useDeviceEvents, type DeviceEvent } from '../events.js';
+import { Link, navigate, useLocation, withQuery } from '../router.js';
+import { DevicesTable, deviceRows, SORT_KEYS, type SortKey } from './devices-table.js';
+import { ErrorBox, formatTime, Loading, Notice, PageTitle, Tags, useAction, useLoad } from '../ui.js';
+import { groupOptions, NodeManager } from './tree-manage.js';
 
 export function isOnline(node: { status?: string; connected?: boolean }): boolean {
   return node.connected === true || node.status === 'online' || node.status === 'connected';
@@ -54,21 +57,72 @@ export function pruneTree(node: GroupTreeNode, f: Filter, tagsAbove: string[] = 
   return children.length ? { ...node, nodes: children } : null;
 }
 
+/** The tree with the live status and last contact of the devices events told about. */
+export function applyLive(node: GroupTreeNode, live: Map<string, DeviceEvent>): GroupTreeNode {
+  if (live.size === 0) return node;
+  if (node.type === 'device') {
+    const e = live.get(node.node_id);
+    if (!e) return node;
+    return { ...node, status: e.event === 'device.online' ? 'online' : 'offline', last_reported: Math.floor(Date.parse(e.at) / 1000) };
+  }
+  return { ...node, nodes: (node.nodes ?? []).map((c) => applyLive(c, live)) };
+}
+
 function countDevices(node: GroupTreeNode): number {
   if (node.type === 'device') return 1;
   return (node.nodes ?? []).reduce((n, c) => n + countDevices(c), 0);
 }
 
-function TreeItem({ node, open }: { node: GroupTreeNode; open: boolean }) {
+interface TreeItemProps {
+  node: GroupTreeNode;
+  open: boolean;
+  /** Offered to users with device:manage: opens the manager of this node. */
+  onManage?: (node: GroupTreeNode) => void;
+  /** With device:manage: a device dropped on a group moves there. */
+  onMove?: (deviceId: string, groupId: string) => void;
+}
+
+/** The drag data type of a device row being dragged onto a group. */
+const DRAG_TYPE = 'application/x-fleet-device';
+
+function ManageButton({ node, onManage }: { node: GroupTreeNode; onManage?: (node: GroupTreeNode) => void }) {
+  if (!onManage) return null;
+  return (
+    <button
+      type="button"
+      class="small manage"
+      aria-label={`Manage ${node.title || node.node_id}`}
+      onClick={(e) => {
+        e.preventDefault();
+        onManage(node);
+      }}
+    >
+      Manage
+    </button>
+  );
+}
+
+function TreeItem({ node, open, onManage, onMove }: TreeItemProps) {
   if (node.type === 'device') {
     return (
-      <li class="device-row">
+      <li
+        class="device-row"
+        draggable={Boolean(onMove)}
+        onDragStart={(e) => {
+          e.dataTransfer?.setData(DRAG_TYPE, node.node_id);
+          if (e.dataTransfer) e.dataTransfer.effectAllowed = 'move';
+        }}
+      >
         <StatusDot online={isOnline(node)} />
         <Link href={`/devices/${node.node_id}`} class="device-name">
           {node.title || node.node_id}
         </Link>
+        <code class="short-id" title={node.node_id}>
+          {node.node_id.slice(0, 8)}
+        </code>
         <Tags tags={node.tags} />
         {node.last_reported ? <span class="muted small">seen {formatTime(new Date(node.last_reported * 1000).toISOString())}</span> : null}
+        <ManageButton node={node} onManage={onManage} />
       </li>
     );
   }
@@ -76,7 +130,17 @@ function TreeItem({ node, open }: { node: GroupTreeNode; open: boolean }) {
   return (
     <li class="group-row">
       <details open={open}>
-        <summary>
+        <summary
+          onDragOver={(e) => {
+            if (onMove && e.dataTransfer?.types.includes(DRAG_TYPE)) e.preventDefault();
+          }}
+          onDrop={(e) => {
+            const deviceId = e.dataTransfer?.getData(DRAG_TYPE);
+            if (!onMove || !deviceId) return;
+            e.preventDefault();
+            onMove(deviceId, node.node_id);
+          }}
+        >
           <span class="group-name">{node.title}</span>{' '}
           <code class="node-id" title="Node id, for node:<id> resources">
             {node.node_id}
@@ -85,11 +149,12 @@ function TreeItem({ node, open }: { node: GroupTreeNode; open: boolean }) {
           <span class="muted small">
             {countDevices(node)} device{countDevices(node) === 1 ? '' : 's'}
           </span>
+          <ManageButton node={node} onManage={onManage} />
         </summary>
         {children.length > 0 ? (
           <ul>
             {children.map((c) => (
-              <TreeItem key={c.node_id} node={c} open={open} />
+              <TreeItem key={c.node_id} node={c} open={open} onManage={onManage} onMove={onMove} />
             ))}
           </ul>
         ) : (
@@ -103,9 +168,60 @@ function TreeItem({ node, open }: { node: GroupTreeNode; open: boolean }) {
 export function DevicesScreen() {
   const tree = useLoad(() => api.get<GroupTree>('/grouptree', { _format: 'json' }), []);
   const tags = useLoad(() => api.get('/tagslist').then((a) => itemsOf<string | { tag?: string; name?: string }>(a)), []);
-  const [filter, setFilter] = useState<Filter>({ text: '', tag: '', status: '' });
-  const shown = useMemo(() => (tree.data?.tree ? pruneTree(tree.data.tree, filter) : null), [tree.data, filter]);
+  // Filters, view and order live in the query string: a filtered list can be bookmarked and shared.
+  const { query } = useLocation();
+  const status = query.get('status');
+  const filter: Filter = { text: query.get('q') ?? '', tag: query.get('tag') ?? '', status: status === 'online' || status === 'offline' ? status : '' };
+  const view = query.get('view') === 'table' ? 'table' : 'tree';
+  const sortParam = query.get('sort') ?? '';
+  const sort: SortKey = (SORT_KEYS as string[]).includes(sortParam) ? (sortParam as SortKey) : 'name';
+  const descending = query.get('dir') === 'desc';
+  const setQuery = (next: Record<string, string | undefined>) => {
+    const all: Record<string, string | undefined> = {
+      q: filter.text,
+      tag: filter.tag,
+      status: filter.status,
+      view: view === 'table' ? 'table' : undefined,
+      sort: sortParam || undefined,
+      dir: descending ? 'desc' : undefined,
+    };
+    navigate(withQuery('/devices', { ...all, ...next }), { replace: true });
+  };
+  const setFilter = (f: Filter) => setQuery({ q: f.text, tag: f.tag, status: f.status });
+  // Devices go online and offline on the page as the broker tells (GET /events); a fresh tree
+  // starts from what it says.
+  const [live, setLive] = useState<Map<string, DeviceEvent>>(new Map());
+  useEffect(() => setLive(new Map()), [tree.data]);
+  useDeviceEvents(
+    allowed('devices'),
+    (e) => setLive((m) => new Map(m).set(e.device_id, e)),
+    () => tree.reload(),
+  );
+  const liveTree = useMemo(() => (tree.data?.tree ? applyLive(tree.data.tree, live) : null), [tree.data, live]);
+  const shown = useMemo(
+    () => (liveTree ? pruneTree(liveTree, { text: filter.text, tag: filter.tag, status: filter.status }) : null),
+    [liveTree, filter.text, filter.tag, filter.status],
+  );
   const active = Boolean(filter.text || filter.tag || filter.status);
+  const [managing, setManaging] = useState<GroupTreeNode | null>(null);
+  const [notice, setNotice] = useState('');
+  const groups = useMemo(() => (tree.data?.tree ? groupOptions(tree.data.tree) : []), [tree.data]);
+  const move = useAction();
+  const onMove = allowed('manageTree')
+    ? (deviceId: string, groupId: string) =>
+        void move.run(async () => {
+          setNotice('');
+          await api.put('/grouptree', { changes: [{ action: 'move', data: { node_id: deviceId, parent_id: groupId } }] });
+          setNotice(`Moved to ${groups.find((g) => g.node_id === groupId)?.label ?? groupId}.`);
+          tree.reload();
+        })
+    : undefined;
+  const onManage = allowed('manageTree')
+    ? (node: GroupTreeNode) => {
+        setNotice('');
+        setManaging(node);
+      }
+    : undefined;
   const tagNames = (tags.data ?? []).map((t) => (typeof t === 'string' ? t : (t.tag ?? t.name ?? ''))).filter(Boolean);
 
   return (
@@ -114,6 +230,9 @@ export function DevicesScreen() {
         actions={
           <>
             {allowed('pendingHosts') && <Link href="/pending">Pending hosts</Link>}
+            <button type="button" aria-pressed={view === 'table'} onClick={() => setQuery({ view: view === 'table' ? undefined : 'table' })}>
+              {view === 'table' ? 'Show as tree' : 'Show as table'}
+            </button>
             <button type="button" onClick={tree.reload}>
               Refresh
             </button>
@@ -154,6 +273,22 @@ export function DevicesScreen() {
         </div>
       </form>
       <ErrorBox error={tree.error} />
+      <ErrorBox error={move.error} />
+      {notice && <Notice>{notice}</Notice>}
+      {managing && (
+        <NodeManager
+          key={managing.node_id}
+          node={managing}
+          groups={groups}
+          onClose={() => setManaging(null)}
+          onChanged={(text) => {
+            setManaging(null);
+            setNotice(text);
+            tree.reload();
+            tags.reload();
+          }}
+        />
+      )}
       {tree.loading && !tree.data && <Loading what="devices" />}
       {tree.data && (
         <>
@@ -161,9 +296,21 @@ export function DevicesScreen() {
             {tree.data.total_devices} device{tree.data.total_devices === 1 ? '' : 's'} you can see
             {active && shown ? `, ${countDevices(shown)} matching` : ''}
           </p>
-          {shown ? (
+          {shown && view === 'table' ? (
+            <DevicesTable
+              rows={deviceRows(shown)}
+              groups={groups}
+              sort={sort}
+              descending={descending}
+              onSort={(key, desc) => setQuery({ sort: key, dir: desc ? 'desc' : undefined })}
+              onChanged={() => {
+                tree.reload();
+                tags.reload();
+              }}
+            />
+          ) : shown ? (
             <ul class="tree">
-              <TreeItem node={shown} open />
+              <TreeItem node={shown} open onManage={onManage} onMove={onMove} />
             </ul>
           ) : (
             <p>No device or group matches.</p>

@@ -1,4 +1,4 @@
-/** Devices waiting for enrolment: approve or reject each one. */
+/** Devices waiting for enrolment: approve or reject each one, or approve a selection at once. */
 import { useState } from 'preact/hooks';
 import { api } from '../api.js';
 import { ConfirmButton, ErrorBox, formatTime, ListTable, Notice, PageTitle, useAction, useLoad } from '../ui.js';
@@ -26,6 +26,36 @@ export function PendingHostsScreen() {
   const list = useLoad(() => api.get<PendingHost[]>('/pendinghost').then((a) => (Array.isArray(a) ? a : [])), []);
   const action = useAction();
   const [notice, setNotice] = useState('');
+  const [picked, setPicked] = useState<Set<string>>(new Set());
+  const selected = (list.data ?? []).filter((h) => picked.has(idOf(h)));
+  const toggle = (id: string) => {
+    const next = new Set(picked);
+    if (next.has(id)) next.delete(id);
+    else next.add(id);
+    setPicked(next);
+  };
+
+  /** Approves one after the other; stops at the first refusal, naming the host. */
+  const approveSelected = () =>
+    void action.run(async () => {
+      setNotice('');
+      let done = 0;
+      try {
+        for (const host of selected) {
+          await api.post('/pendinghost', { node_id: idOf(host) });
+          done += 1;
+        }
+      } catch (err) {
+        const host = selected[done];
+        throw new Error(
+          `${host.hostname ?? idOf(host).slice(0, 12)} was not approved (${done} approved before it): ${err instanceof Error ? err.message : String(err)}`,
+        );
+      } finally {
+        setPicked(new Set());
+        list.reload();
+      }
+      setNotice(`${done} host${done === 1 ? '' : 's'} approved.`);
+    });
 
   const act = (verb: 'approve' | 'reject', host: PendingHost) =>
     void action.run(async () => {
@@ -52,14 +82,35 @@ export function PendingHostsScreen() {
       <ErrorBox error={action.error} title="The request failed" />
       {notice && <Notice>{notice}</Notice>}
       {list.data && list.data.length > 0 && <p class="muted">Compare each key fingerprint with the one the device's agent logged before approving it.</p>}
+      {list.data && list.data.length > 0 && (
+        <div class="bulk-actions" role="group" aria-label="Actions on the selected hosts">
+          <span>{selected.length} selected</span>
+          <ConfirmButton
+            label="Approve selected"
+            class="primary"
+            disabled={!selected.length || action.busy}
+            question={`Approve ${selected.length} host${selected.length === 1 ? '' : 's'}? Each joins the fleet in its key's group.`}
+            confirmLabel="Yes, approve"
+            onConfirm={approveSelected}
+          />
+        </div>
+      )}
       <ListTable
         items={list.data}
         loading={list.loading}
         what="pending hosts"
         empty="No device is waiting for approval."
-        columns={['Host name', 'Device id', 'Key fingerprint', 'Group', 'Address', 'Asked', 'Actions']}
+        columns={['Select', 'Host name', 'Device id', 'Key fingerprint', 'Group', 'Address', 'Asked', 'Actions']}
         row={(host) => (
           <tr key={idOf(host)}>
+            <td>
+              <input
+                type="checkbox"
+                aria-label={`Select ${host.hostname ?? idOf(host).slice(0, 12)}`}
+                checked={picked.has(idOf(host))}
+                onChange={() => toggle(idOf(host))}
+              />
+            </td>
             <td>{host.hostname ?? host.title ?? ''}</td>
             <td>
               <code title={idOf(host)}>{idOf(host).slice(0, 16)}…</code>

@@ -1,0 +1,93 @@
+/**
+ * GET /api/v2/events: the device event stream over server-sent events. It is a long-lived
+ * response, not a request/answer call, so it is mounted beside the route table and documented
+ * like the WebSocket endpoints. EventSource cannot send headers: the console authenticates with
+ * a single-use `?ticket=` from POST /api/v2/remote/ticket; other clients send a bearer token.
+ */
+import type { RequestHandler } from 'express';
+import type { AuthService } from '../auth/service.js';
+import type { ExtraOperation } from '../http/openapi.js';
+import { ApiError, forbidden, unauthorized } from '../http/errors.js';
+import { API_PREFIX } from '../http/router.js';
+import { KEEPALIVE_MS, MAX_BUFFERED_BYTES, MAX_LISTENERS_PER_USER, type DeviceEventStream, type Listener } from './stream.js';
+
+export const EVENTS_PATH = '/events';
+
+export interface EventsDeps {
+  events: DeviceEventStream;
+  auth: Pick<AuthService, 'authenticate'>;
+  redeemTicket: (ticket: string) => string | undefined;
+}
+
+export function eventsHandler({ events, auth, redeemTicket }: EventsDeps): RequestHandler {
+  return async (req, res, next) => {
+    try {
+      const ticket = typeof req.query.ticket === 'string' ? req.query.ticket : undefined;
+      let token: string;
+      let principal;
+      if (ticket) {
+        const held = redeemTicket(ticket);
+        if (!held) throw unauthorized('The ticket is unknown, used or expired; get a new one with POST /api/v2/remote/ticket.', 'invalid_ticket');
+        token = held;
+        // As for remote WebSockets: the ticket was issued with a valid token a minute ago at most.
+        principal = await auth.authenticate(token, { allowExpired: true });
+      } else {
+        const m = /^Bearer\s+(\S+)$/i.exec(req.headers.authorization ?? '');
+        if (!m) throw unauthorized('Sign in first: send Authorization: Bearer <token>, or ?ticket= from POST /api/v2/remote/ticket.');
+        token = m[1];
+        principal = await auth.authenticate(token);
+      }
+      if (!principal.has('device:read')) throw forbidden('Needs device:read: the stream tells about devices you may read.');
+      const listener: Listener = {
+        principal,
+        sink: {
+          write: (chunk) => void res.write(chunk),
+          buffered: () => res.writableLength,
+          close: () => res.destroy(),
+        },
+        recheck: () => auth.authenticate(token, { allowExpired: true }),
+      };
+      if (!events.add(listener)) {
+        throw new ApiError(429, 'too_many_streams', `You already hold ${MAX_LISTENERS_PER_USER} event streams; close one first.`);
+      }
+      res.on('close', () => events.remove(listener));
+      res.writeHead(200, {
+        'content-type': 'text/event-stream; charset=utf-8',
+        'cache-control': 'no-store',
+        connection: 'keep-alive',
+        'x-accel-buffering': 'no',
+      });
+      res.write('retry: 5000\n: connected\n\n');
+    } catch (err) {
+      next(err);
+    }
+  };
+}
+
+export const eventsDocs: ExtraOperation[] = [
+  {
+    method: 'get',
+    path: `${API_PREFIX}${EVENTS_PATH}`,
+    operation: {
+      operationId: 'deviceEvents',
+      summary: 'Live device events (server-sent events)',
+      description:
+        'A `text/event-stream` of `device.online` and `device.offline` events, each with data `{"event","device_id","at"}` (`at`: ISO 8601), ' +
+        'for the devices the caller may read (device:read, decided per event). Only agents connected to this broker are reported. ' +
+        `A comment line every ${KEEPALIVE_MS / 1000} s keeps the stream open; the session is re-checked then and a revoked one ends the stream. ` +
+        `A client that leaves more than ${MAX_BUFFERED_BYTES / 1024} KiB unread is dropped (reconnect and reload the tree). At most ${MAX_LISTENERS_PER_USER} streams per user (429). ` +
+        'Authenticate with `Authorization: Bearer` or, from a browser EventSource, a single-use `?ticket=` from POST /api/v2/remote/ticket.',
+      tags: ['devices'],
+      'x-permission': 'device:read',
+      parameters: [
+        { name: 'ticket', in: 'query', required: false, description: 'Single-use ticket from POST /api/v2/remote/ticket.', schema: { type: 'string' } },
+      ],
+      responses: {
+        '200': { description: 'The event stream.', content: { 'text/event-stream': { schema: { type: 'string' } } } },
+        '401': { description: 'No or bad token, or a spent ticket.' },
+        '403': { description: 'No device:read.' },
+        '429': { description: 'Too many open streams of this user.' },
+      },
+    },
+  },
+];

@@ -1,0 +1,74 @@
+import { describe, expect, it } from 'vitest';
+import { screenshot, useBrowserSuite } from '../support/browser.js';
+
+const suite = useBrowserSuite();
+
+async function node(id: string): Promise<{ parent_id: string; tags: string[] }> {
+  return (await suite.t.api<{ parent_id: string; tags: string[] }>('GET', `/api/v2/node/${id}`, { token: suite.t.adminToken })).body;
+}
+
+describe('devices as a table', () => {
+  it('tells same-named devices apart, sorts, keeps filters in the URL, and tags, moves and reloads a selection', async () => {
+    await suite.t.addGroup({ id: 'depot', title: 'Depot', tags: ['site'] });
+    await suite.t.addGroup({ id: 'yard', title: 'Yard' });
+    const a = await suite.t.addDevice({ parent: 'depot', name: 'twin' });
+    const b = await suite.t.addDevice({ parent: 'yard', name: 'twin' });
+    const c = await suite.t.addDevice({ parent: 'depot', name: 'alpha' });
+
+    const { page, expectNoErrorsAndClose } = await suite.open();
+    await page.goto('/devices');
+    await page.locator('ul.tree').getByText('alpha').waitFor();
+    await page.getByRole('button', { name: 'Show as table' }).click();
+    const table = page.locator('table.devices');
+    await table.waitFor();
+    expect(new URL(page.url()).searchParams.get('view')).toBe('table');
+
+    // The two "twin" rows carry different short ids, marked as needed to tell them apart.
+    const twins = await table.locator('tr', { hasText: 'twin' }).locator('code.short-id.same-name').allTextContents();
+    expect(twins.sort()).toEqual([a.slice(0, 8), b.slice(0, 8)].sort());
+    expect(await table.locator('tr', { hasText: 'alpha' }).locator('code.same-name').count()).toBe(0);
+
+    // Sorted by name at first, then the other way round; then by group-inherited tags.
+    const names = () => table.locator('tbody tr td:nth-child(2) a').allTextContents();
+    await expect.poll(names).toEqual(['alpha', 'twin', 'twin']);
+    await table.getByRole('button', { name: /^Name/ }).click();
+    await expect.poll(names).toEqual(['twin', 'twin', 'alpha']);
+    expect(new URL(page.url()).searchParams.get('dir')).toBe('desc');
+
+    // A filter by an inherited tag is kept in the URL and survives a reload of the page.
+    await page.getByLabel('Tag', { exact: true }).selectOption('site');
+    await expect.poll(() => table.locator('tbody tr').count()).toBe(2);
+    expect(new URL(page.url()).searchParams.get('tag')).toBe('site');
+    await page.reload();
+    await page.locator('table.devices').waitFor();
+    await expect.poll(() => table.locator('tbody tr').count()).toBe(2);
+    expect(await page.getByLabel('Tag', { exact: true }).inputValue()).toBe('site');
+
+    // Bulk: tag and move the two Depot devices.
+    await page.getByLabel('Select all shown').check();
+    await page.getByLabel('Tags to add').fill('bulk');
+    await page.getByRole('button', { name: 'Add tags' }).click();
+    await page.getByText('Tagged 2 devices.').waitFor();
+    expect((await node(a)).tags).toEqual(['bulk']);
+    expect((await node(c)).tags).toEqual(['bulk']);
+    expect((await node(b)).tags).toEqual([]);
+
+    await page.getByLabel('Tag', { exact: true }).selectOption('');
+    await table.getByLabel(`Select alpha ${c.slice(0, 8)}`).check();
+    await page.getByLabel('Move selected to').selectOption('yard');
+    await page.getByRole('button', { name: 'Move', exact: true }).click();
+    await page.getByText('Moved 1 device.').waitFor();
+    expect((await node(c)).parent_id).toBe('yard');
+    expect((await node(a)).parent_id).toBe('depot');
+
+    // Reload asks first; offline agents cannot reload, and the API's reason is shown.
+    await table.getByLabel(`Select twin ${b.slice(0, 8)}`).check();
+    await page.getByRole('button', { name: 'Reload agents' }).click();
+    await page.getByRole('button', { name: 'Yes, reload' }).click();
+    const alert = page.locator('.devices-table').getByRole('alert');
+    await alert.waitFor();
+    expect(await alert.textContent()).toMatch(/Not reloaded: twin/);
+    await screenshot(page, 'devices-table');
+    await expectNoErrorsAndClose();
+  });
+});

@@ -1,0 +1,168 @@
+import { describe, expect, it } from 'vitest';
+import { screenshot, useBrowserSuite } from '../support/browser.js';
+
+const suite = useBrowserSuite();
+
+interface Node {
+  node_id: string;
+  title: string;
+  parent_id: string | null;
+  tags: string[];
+}
+
+async function node(id: string): Promise<{ status: number; body: Node }> {
+  return suite.t.api<Node>('GET', `/api/v2/node/${id}`, { token: suite.t.adminToken });
+}
+
+describe('managing groups and tags from the device list', () => {
+  it('as administrator: creates, renames and deletes groups, moves a device and sets tags; a refused delete shows the API message', async () => {
+    await suite.t.addGroup({ id: 'hamburg', title: 'Hamburg' });
+    const device = await suite.t.addDevice({ parent: 'hamburg', name: 'harbour-gw' });
+
+    const { page, expectNoErrorsAndClose } = await suite.open();
+    await page.goto('/devices');
+    const tree = page.locator('ul.tree');
+    await tree.getByText('harbour-gw').waitFor();
+
+    // A sub-group of Hamburg.
+    await tree.getByRole('button', { name: 'Manage Hamburg' }).click();
+    const manager = page.getByRole('region', { name: 'Manage Hamburg' });
+    await manager.getByLabel('New sub-group').fill('Altona');
+    await manager.getByRole('button', { name: 'Create group' }).click();
+    await page.getByText('Group Altona created.').waitFor();
+    const altona = tree.locator('summary', { hasText: 'Altona' });
+    await altona.waitFor();
+    const altonaId = (await altona.locator('code.node-id').textContent())!;
+    expect((await node(altonaId)).body).toMatchObject({ title: 'Altona', parent_id: 'hamburg' });
+
+    // Rename it.
+    await tree.getByRole('button', { name: 'Manage Altona' }).click();
+    await page.getByRole('region', { name: 'Manage Altona' }).getByLabel('Name').fill('Altona-Nord');
+    await page.getByRole('region', { name: 'Manage Altona' }).getByRole('button', { name: 'Rename' }).click();
+    await page.getByText('Renamed to Altona-Nord.').waitFor();
+    expect((await node(altonaId)).body.title).toBe('Altona-Nord');
+
+    // Move the device into it and tag it.
+    await tree.getByRole('button', { name: 'Manage harbour-gw' }).click();
+    const deviceManager = page.getByRole('region', { name: 'Manage harbour-gw' });
+    await deviceManager.getByLabel('Move to').selectOption(altonaId);
+    await screenshot(page, 'tree-manage-device');
+    await deviceManager.getByRole('button', { name: 'Move' }).click();
+    await page.getByText(/Moved harbour-gw to .*Altona-Nord\./).waitFor();
+    expect((await node(device)).body.parent_id).toBe(altonaId);
+
+    await tree.getByRole('button', { name: 'Manage harbour-gw' }).click();
+    await page.getByRole('region', { name: 'Manage harbour-gw' }).getByLabel('Tags').fill('edge, prod');
+    await page.getByRole('region', { name: 'Manage harbour-gw' }).getByRole('button', { name: 'Save tags' }).click();
+    await page.getByText('Tags of harbour-gw saved.').waitFor();
+    expect((await node(device)).body.tags).toEqual(['edge', 'prod']);
+    await expect.poll(() => tree.locator('.device-row', { hasText: 'harbour-gw' }).locator('.tag').allTextContents()).toEqual(['edge', 'prod']);
+
+    // A group with a device in it cannot be deleted: the broker's message is shown, nothing changes.
+    await tree.getByRole('button', { name: 'Manage Altona-Nord' }).click();
+    const groupManager = page.getByRole('region', { name: 'Manage Altona-Nord' });
+    await groupManager.getByRole('button', { name: 'Delete group' }).click();
+    await groupManager.getByRole('button', { name: 'Yes, delete group' }).click();
+    await groupManager.getByRole('alert').waitFor();
+    expect(await groupManager.getByRole('alert').textContent()).toMatch(/not empty|devices/i);
+    expect((await node(altonaId)).status).toBe(200);
+    await screenshot(page, 'tree-manage-refused');
+
+    // Moved back out, the group is empty and goes.
+    await groupManager.getByRole('button', { name: 'Close' }).click();
+    await tree.getByRole('button', { name: 'Manage harbour-gw' }).click();
+    await page.getByRole('region', { name: 'Manage harbour-gw' }).getByLabel('Move to').selectOption('hamburg');
+    await page.getByRole('region', { name: 'Manage harbour-gw' }).getByRole('button', { name: 'Move' }).click();
+    await page.getByText(/Moved harbour-gw to/).waitFor();
+    await tree.getByRole('button', { name: 'Manage Altona-Nord' }).click();
+    await page.getByRole('region', { name: 'Manage Altona-Nord' }).getByRole('button', { name: 'Delete group' }).click();
+    await page.getByRole('region', { name: 'Manage Altona-Nord' }).getByRole('button', { name: 'Yes, delete group' }).click();
+    await page.getByText('Group Altona-Nord deleted.').waitFor();
+    expect((await node(altonaId)).status).toBe(404);
+    await expectNoErrorsAndClose();
+  });
+
+  it('as a user restricted to one group: acts inside it, and a change outside it is refused with the API message', async () => {
+    await suite.t.addGroup({ id: 'koeln', title: 'Koeln' });
+    await suite.t.addGroup({ id: 'bonn', title: 'Bonn' });
+    const inside = await suite.t.addDevice({ parent: 'koeln', name: 'dom-gw' });
+    await suite.t.addDevice({ parent: 'bonn', name: 'rhein-gw' });
+    const user = await suite.t.userWith([
+      { permission: 'device:read', resources: ['node:koeln'] },
+      { permission: 'device:manage', resources: ['node:koeln', 'tag:site-a'] },
+    ]);
+
+    const { page, expectNoErrorsAndClose } = await suite.open({ as: user });
+    await page.goto('/devices');
+    const tree = page.locator('ul.tree');
+    await tree.getByText('dom-gw').waitFor();
+    expect(await tree.getByText('rhein-gw').count()).toBe(0);
+
+    // Inside the group: a sub-group and a tag of their own tag resources.
+    await tree.getByRole('button', { name: 'Manage Koeln' }).click();
+    await page.getByRole('region', { name: 'Manage Koeln' }).getByLabel('New sub-group').fill('Deutz');
+    await page.getByRole('region', { name: 'Manage Koeln' }).getByRole('button', { name: 'Create group' }).click();
+    await page.getByText('Group Deutz created.').waitFor();
+
+    await tree.getByRole('button', { name: 'Manage dom-gw' }).click();
+    const manager = page.getByRole('region', { name: 'Manage dom-gw' });
+    await manager.getByLabel('Tags').fill('site-a');
+    await manager.getByRole('button', { name: 'Save tags' }).click();
+    await page.getByText('Tags of dom-gw saved.').waitFor();
+    expect((await node(inside)).body.tags).toEqual(['site-a']);
+
+    // Outside: moving the device out of Koeln (to the top of the tree) is refused.
+    await tree.getByRole('button', { name: 'Manage dom-gw' }).click();
+    const again = page.getByRole('region', { name: 'Manage dom-gw' });
+    const targets = await again
+      .getByLabel('Move to')
+      .locator('option')
+      .evaluateAll((os) => os.map((o) => (o as HTMLOptionElement).value));
+    expect(targets).toContain('root');
+    await again.getByLabel('Move to').selectOption('root');
+    await again.getByRole('button', { name: 'Move' }).click();
+    await again.getByRole('alert').waitFor();
+    expect(await again.getByRole('alert').textContent()).toContain('Access denied');
+    expect((await node(inside)).body.parent_id).toBe('koeln');
+
+    // A tag outside their tag resources is refused too.
+    await again.getByLabel('Tags').fill('site-a, other');
+    await again.getByRole('button', { name: 'Save tags' }).click();
+    await expect.poll(() => again.getByRole('alert').textContent()).toMatch(/tag/i);
+    expect((await node(inside)).body.tags).toEqual(['site-a']);
+    await screenshot(page, 'tree-manage-restricted');
+    await expectNoErrorsAndClose();
+  });
+
+  it('moves a device by dragging it onto a group', async () => {
+    await suite.t.addGroup({ id: 'north', title: 'North' });
+    await suite.t.addGroup({ id: 'south', title: 'South' });
+    const device = await suite.t.addDevice({ parent: 'north', name: 'drag-me' });
+    const { page, expectNoErrorsAndClose } = await suite.open();
+    await page.goto('/devices');
+    const tree = page.locator('ul.tree');
+    const row = tree.locator('.device-row', { hasText: 'drag-me' });
+    await row.waitFor();
+    await row.dragTo(tree.locator('summary', { hasText: 'South' }));
+    await page.getByText(/Moved to .*South\./).waitFor();
+    expect((await node(device)).body.parent_id).toBe('south');
+    await expectNoErrorsAndClose();
+  });
+
+  it('offers no changes to a user who may only read devices', async () => {
+    await suite.t.addGroup({ id: 'readonly', title: 'Readonly' });
+    await suite.t.addDevice({ parent: 'readonly', name: 'look-only' });
+    const user = await suite.t.userWith([{ permission: 'device:read' }]);
+    const { page, expectNoErrorsAndClose } = await suite.open({ as: user });
+    await page.goto('/devices');
+    const tree = page.locator('ul.tree');
+    await tree.getByText('look-only').waitFor();
+    expect(await tree.getByRole('button', { name: /^Manage / }).count()).toBe(0);
+    expect(await tree.locator('.device-row[draggable="true"]').count()).toBe(0);
+    await page.getByRole('button', { name: 'Show as table' }).click();
+    await page.locator('table.devices').waitFor();
+    expect(await page.getByRole('group', { name: 'Actions on the selected devices' }).count()).toBe(0);
+    expect(await page.locator('table.devices input[type="checkbox"]').count()).toBe(0);
+    await expectNoErrorsAndClose();
+  });
+});

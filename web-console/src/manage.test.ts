@@ -1,0 +1,85 @@
+/** The device list's pure rules: tree changes, the table's rows and order, live status, install command. */
+import { describe, expect, it } from 'vitest';
+import type { GroupTreeNode } from '../../shared/api-types.js';
+import { installCommand, keysOf } from './screens/bootstrap-keys.js';
+import { deviceRows, sortRows } from './screens/devices-table.js';
+import { applyLive } from './screens/devices.js';
+import { groupOptions, parseTags, subtreeIds } from './screens/tree-manage.js';
+
+const device = (id: string, title: string, extra: Partial<GroupTreeNode> = {}): GroupTreeNode => ({
+  id,
+  node_id: id,
+  title,
+  type: 'device',
+  tags: [],
+  nodes: [],
+  ...extra,
+});
+const group = (id: string, title: string, nodes: GroupTreeNode[], tags: string[] = []): GroupTreeNode => ({
+  id,
+  node_id: id,
+  title,
+  type: 'group',
+  tags,
+  nodes,
+});
+
+const tree = group('root', 'All devices', [
+  group(
+    'berlin',
+    'Berlin',
+    [device('d1', 'gw', { status: 'online', last_reported: 200, tags: ['edge'] }), group('lab', 'Lab', [device('d2', 'bench')])],
+    ['prod'],
+  ),
+  group('unassigned_group', 'Unassigned', [device('d3', 'gw', { last_reported: 100 })]),
+]);
+
+describe('group tree changes', () => {
+  it('lists groups with their paths, and the ids a group cannot move into', () => {
+    expect(groupOptions(tree).map((g) => g.label)).toEqual(['All devices', 'All devices / Berlin', 'All devices / Berlin / Lab', 'All devices / Unassigned']);
+    expect([...subtreeIds(tree.nodes[0])].sort()).toEqual(['berlin', 'd1', 'd2', 'lab']);
+  });
+
+  it('reads tags typed with commas and spaces, without duplicates', () => {
+    expect(parseTags(' a, b  c,,a ')).toEqual(['a', 'b', 'c']);
+    expect(parseTags('')).toEqual([]);
+  });
+});
+
+describe('devices table', () => {
+  it('has a row per device with its group and inherited tags apart from its own', () => {
+    const rows = deviceRows(tree);
+    expect(rows.map((r) => [r.id, r.group, r.tags, r.ownTags])).toEqual([
+      ['d1', 'Berlin', ['prod', 'edge'], ['edge']],
+      ['d2', 'Lab', ['prod'], []],
+      ['d3', 'Unassigned', [], []],
+    ]);
+  });
+
+  it('sorts by a column either way, same values in id order', () => {
+    const rows = deviceRows(tree);
+    expect(sortRows(rows, 'name', false).map((r) => r.id)).toEqual(['d2', 'd1', 'd3']);
+    expect(sortRows(rows, 'seen', true).map((r) => r.id)).toEqual(['d1', 'd3', 'd2']);
+    expect(sortRows(rows, 'status', false)[0].id).toBe('d1');
+  });
+});
+
+describe('live status', () => {
+  it('applies the latest event of a device to the tree: status and last contact', () => {
+    const live = new Map([['d3', { event: 'device.online' as const, device_id: 'd3', at: '2026-01-01T00:00:10.000Z' }]]);
+    const updated = applyLive(tree, live);
+    const d3 = updated.nodes[1].nodes[0];
+    expect(d3.status).toBe('online');
+    expect(d3.last_reported).toBe(Date.parse('2026-01-01T00:00:10Z') / 1000);
+    expect(applyLive(tree, new Map())).toBe(tree);
+  });
+});
+
+describe('bootstrap keys', () => {
+  it('builds the one-line install command and reads the device count', () => {
+    expect(installCommand('k3y', 'https://fleet.example.com')).toBe('FLEET_BOOTSTRAP_KEY=k3y npm run agent -- --broker https://fleet.example.com');
+    expect(keysOf({ k3y: { group_id: 'lab', auto_accept: true, devices: 2 } })).toEqual([
+      { key: 'k3y', group_id: 'lab', auto_accept: true, created_at: undefined, devices: 2 },
+    ]);
+  });
+});

@@ -1,0 +1,277 @@
+/**
+ * The devices as a table: one row per device with its group, status, OS, address, agent version,
+ * tags and last contact (from GET /grouptree, and GET /inventory when the user may read it),
+ * sortable by any column, and bulk actions on the rows picked: tag, move, reload.
+ */
+import { useMemo, useState } from 'preact/hooks';
+import type { GroupTreeNode } from '../../../shared/api-types.js';
+import { api, itemsOf } from '../api.js';
+import { allowed } from '../areas.js';
+import { Link } from '../router.js';
+import { ConfirmButton, ErrorBox, formatTime, Notice, Tags, useAction, useLoad } from '../ui.js';
+import { isOnline, StatusDot } from './devices.js';
+import { parseTags, type GroupOption } from './tree-manage.js';
+
+export interface DeviceRow {
+  id: string;
+  name: string;
+  group: string;
+  online: boolean;
+  /** own tags (what PATCH /grouptree/{id} replaces) */
+  ownTags: string[];
+  /** own and inherited tags */
+  tags: string[];
+  /** Unix seconds, null if never */
+  lastSeen: number | null;
+  os: string;
+  ip: string;
+  agent: string;
+}
+
+export type SortKey = 'name' | 'status' | 'os' | 'ip' | 'agent' | 'tags' | 'seen';
+export const SORT_KEYS: SortKey[] = ['name', 'status', 'os', 'ip', 'agent', 'tags', 'seen'];
+
+/** Every device below a node, with its group's title and the tags it inherits. */
+export function deviceRows(node: GroupTreeNode, group = '', tagsAbove: string[] = []): DeviceRow[] {
+  if (node.type === 'device') {
+    const own = node.tags ?? [];
+    return [
+      {
+        id: node.node_id,
+        name: node.title || node.node_id,
+        group,
+        online: isOnline(node),
+        ownTags: own,
+        tags: [...new Set([...tagsAbove, ...own])],
+        lastSeen: node.last_reported ?? null,
+        os: '',
+        ip: '',
+        agent: '',
+      },
+    ];
+  }
+  const tags = [...tagsAbove, ...(node.tags ?? [])];
+  return (node.nodes ?? []).flatMap((c) => deviceRows(c, node.title || node.node_id, tags));
+}
+
+function sortValue(row: DeviceRow, key: SortKey): string | number {
+  switch (key) {
+    case 'status':
+      return row.online ? 0 : 1;
+    case 'seen':
+      return row.lastSeen ?? 0;
+    case 'tags':
+      return row.tags.join(',');
+    default:
+      return row[key].toLowerCase();
+  }
+}
+
+export function sortRows(rows: DeviceRow[], key: SortKey, descending: boolean): DeviceRow[] {
+  const sign = descending ? -1 : 1;
+  return [...rows].sort((a, b) => {
+    const x = sortValue(a, key);
+    const y = sortValue(b, key);
+    if (x < y) return -sign;
+    if (x > y) return sign;
+    return a.id < b.id ? -1 : 1;
+  });
+}
+
+interface InventoryItem {
+  node_id?: string;
+  agent_version?: string;
+  os?: { pretty_name?: string; name?: string; version?: string };
+  system?: { ipv4_first?: string; remoteaddr?: string };
+}
+
+const LABELS: Record<SortKey, string> = { name: 'Name', status: 'Status', os: 'OS', ip: 'IP', agent: 'Agent', tags: 'Tags', seen: 'Last seen' };
+
+export function DevicesTable({
+  rows,
+  groups,
+  sort,
+  descending,
+  onSort,
+  onChanged,
+}: {
+  rows: DeviceRow[];
+  groups: GroupOption[];
+  sort: SortKey;
+  descending: boolean;
+  onSort: (key: SortKey, descending: boolean) => void;
+  onChanged: () => void;
+}) {
+  const inventory = useLoad(
+    () => (allowed('inventory') ? api.get('/inventory', { items_per_page: 1000 }).then((a) => itemsOf<InventoryItem>(a)) : Promise.resolve([])),
+    [],
+  );
+  const byId = useMemo(() => new Map((inventory.data ?? []).map((i) => [i.node_id ?? '', i])), [inventory.data]);
+  const full = useMemo(
+    () =>
+      rows.map((r) => {
+        const i = byId.get(r.id);
+        if (!i) return r;
+        const os = i.os?.pretty_name ?? [i.os?.name, i.os?.version].filter(Boolean).join(' ');
+        return { ...r, os, ip: i.system?.ipv4_first || i.system?.remoteaddr || '', agent: i.agent_version ?? '' };
+      }),
+    [rows, byId],
+  );
+  const sorted = useMemo(() => sortRows(full, sort, descending), [full, sort, descending]);
+  const [picked, setPicked] = useState<Set<string>>(new Set());
+  const selected = sorted.filter((r) => picked.has(r.id));
+  const action = useAction();
+  const [notice, setNotice] = useState('');
+  const [tag, setTag] = useState('');
+  const [target, setTarget] = useState('');
+  const manage = allowed('manageTree');
+  const reload = allowed('connectConsole');
+  const bulk = manage || reload;
+  // A name several devices share gets its short id, so they can be told apart.
+  const names = new Map<string, number>();
+  for (const r of rows) names.set(r.name, (names.get(r.name) ?? 0) + 1);
+
+  const toggle = (id: string) => {
+    const next = new Set(picked);
+    if (next.has(id)) next.delete(id);
+    else next.add(id);
+    setPicked(next);
+  };
+  const finish = (text: string) => {
+    setNotice(text);
+    setPicked(new Set());
+    onChanged();
+  };
+  const plural = (n: number) => `${n} device${n === 1 ? '' : 's'}`;
+
+  return (
+    <div class="devices-table">
+      {bulk && (
+        <div class="bulk-actions" role="group" aria-label="Actions on the selected devices">
+          <span>{selected.length} selected</span>
+          {manage && (
+            <>
+              <input aria-label="Tags to add" placeholder="tag" value={tag} onInput={(e) => setTag(e.currentTarget.value)} />
+              <button
+                type="button"
+                disabled={!selected.length || !parseTags(tag).length || action.busy}
+                onClick={() =>
+                  void action.run(async () => {
+                    setNotice('');
+                    const add = parseTags(tag);
+                    const changes = selected.map((r) => ({ action: 'update', data: { node_id: r.id, tags: [...new Set([...r.ownTags, ...add])] } }));
+                    await api.put('/grouptree', { changes });
+                    setTag('');
+                    finish(`Tagged ${plural(selected.length)}.`);
+                  })
+                }
+              >
+                Add tags
+              </button>
+              <select aria-label="Move selected to" value={target} onChange={(e) => setTarget(e.currentTarget.value)}>
+                <option value="">Move to…</option>
+                {groups.map((g) => (
+                  <option key={g.node_id} value={g.node_id}>
+                    {g.label}
+                  </option>
+                ))}
+              </select>
+              <button
+                type="button"
+                disabled={!selected.length || !target || action.busy}
+                onClick={() =>
+                  void action.run(async () => {
+                    setNotice('');
+                    await api.put('/grouptree', { changes: selected.map((r) => ({ action: 'move', data: { node_id: r.id, parent_id: target } })) });
+                    finish(`Moved ${plural(selected.length)}.`);
+                  })
+                }
+              >
+                Move
+              </button>
+            </>
+          )}
+          {reload && (
+            <ConfirmButton
+              label="Reload agents"
+              class=""
+              disabled={!selected.length || action.busy}
+              question={`Reload the agent of ${plural(selected.length)}? Every open console, tunnel and transfer on them ends.`}
+              confirmLabel="Yes, reload"
+              onConfirm={() =>
+                void action.run(async () => {
+                  setNotice('');
+                  const failed: string[] = [];
+                  for (const r of selected) {
+                    await api.post(`/remote/reload/${encodeURIComponent(r.id)}`, {}, { source: 'web' }).catch((err: unknown) => {
+                      failed.push(`${r.name}: ${err instanceof Error ? err.message : String(err)}`);
+                    });
+                  }
+                  if (failed.length) throw new Error(`Not reloaded: ${failed.join('; ')}`);
+                  finish(`Reloading ${plural(selected.length)}.`);
+                })
+              }
+            />
+          )}
+        </div>
+      )}
+      <ErrorBox error={action.error} />
+      <ErrorBox error={inventory.error} title="The inventory could not be loaded" />
+      {notice && <Notice>{notice}</Notice>}
+      <div class="table-wrap">
+        <table class="devices">
+          <thead>
+            <tr>
+              {bulk && (
+                <th scope="col">
+                  <input
+                    type="checkbox"
+                    aria-label="Select all shown"
+                    checked={sorted.length > 0 && selected.length === sorted.length}
+                    onChange={(e) => setPicked(e.currentTarget.checked ? new Set(sorted.map((r) => r.id)) : new Set())}
+                  />
+                </th>
+              )}
+              {SORT_KEYS.map((key) => (
+                <th scope="col" key={key} aria-sort={sort === key ? (descending ? 'descending' : 'ascending') : undefined}>
+                  <button type="button" class="link-button sort" onClick={() => onSort(key, sort === key ? !descending : false)}>
+                    {LABELS[key]}
+                    {sort === key ? (descending ? ' ▼' : ' ▲') : ''}
+                  </button>
+                </th>
+              ))}
+            </tr>
+          </thead>
+          <tbody>
+            {sorted.map((r) => (
+              <tr key={r.id} data-device={r.id}>
+                {bulk && (
+                  <td>
+                    <input type="checkbox" aria-label={`Select ${r.name} ${r.id.slice(0, 8)}`} checked={picked.has(r.id)} onChange={() => toggle(r.id)} />
+                  </td>
+                )}
+                <td>
+                  <Link href={`/devices/${r.id}`}>{r.name}</Link>{' '}
+                  <code class={`short-id${(names.get(r.name) ?? 0) > 1 ? ' same-name' : ''}`} title={r.id}>
+                    {r.id.slice(0, 8)}
+                  </code>
+                  {r.group && <div class="muted small">{r.group}</div>}
+                </td>
+                <td>
+                  <StatusDot online={r.online} />
+                </td>
+                <td>{r.os}</td>
+                <td>{r.ip}</td>
+                <td>{r.agent}</td>
+                <td>
+                  <Tags tags={r.tags} />
+                </td>
+                <td>{r.lastSeen ? formatTime(new Date(r.lastSeen * 1000).toISOString()) : 'never'}</td>
+              </tr>
+            ))}
+          </tbody>
+        </table>
+      </div>
+    </div>
+  );
+}
