@@ -13,7 +13,7 @@ import {
 } from '../../shared/resources.js';
 import { ApiError, forbidden, notFound } from '../http/errors.js';
 import type { Principal } from './principal.js';
-import { allowedCopyRoots, grantedRemoteActions } from './remote.js';
+import { allowedCopyRoots, grantedRemoteActions, maySeeRemoteSession } from './remote.js';
 
 const PRESET_READERS: Permission[] = ['remote-access:connect', 'device:read', 'remote-access:manage'];
 
@@ -198,6 +198,17 @@ export class AccessService {
    */
   inventoryScope(principal: Principal): 'device:read' | 'inventory:read' {
     return principal.has('device:read') ? 'device:read' : 'inventory:read';
+  }
+
+  /**
+   * May the principal see this live remote session in the operator's list? Their own, and those
+   * on devices their `remote-access:manage` covers (see maySeeRemoteSession).
+   */
+  async maySeeRemoteSession(principal: Principal, session: { userId: string; deviceId: string }): Promise<boolean> {
+    if (session.userId === principal.user.id) return true;
+    if (!principal.has('remote-access:manage')) return false;
+    const device = await this.devices.scopeOf(session.deviceId);
+    return maySeeRemoteSession(principal.policies, principal.user.id, { userId: session.userId, device });
   }
 
   /** The directories an allowed copy may touch (undefined: no path limit), for the agent's own check. */

@@ -29,6 +29,8 @@ export class StreamRelay implements LiveRelay {
   private reason?: string;
   private streamClosed = false;
   private channelClosed = false;
+  /** The stream's count when this relay took it over (the handshake came before). */
+  private bytesBefore = 0;
 
   constructor(
     private readonly stream: SmuxStream,
@@ -40,7 +42,8 @@ export class StreamRelay implements LiveRelay {
 
   start(): void {
     const { stream, channel, options } = this;
-    const bytesBefore = stream.stats.bytesIn;
+    this.bytesBefore = stream.stats.bytesIn;
+    const bytesBefore = this.bytesBefore;
     channel.on('control', (msg: ChannelControl) => {
       if (msg.type === 'exit') this.reason ??= `exit ${msg.code ?? 'none'}${msg.signal ? ` signal ${msg.signal}` : ''}`;
       if (msg.type === 'result') {
@@ -133,6 +136,15 @@ export class StreamRelay implements LiveRelay {
       if (!stream.writableEnded) stream.end();
     });
     stream.resume();
+  }
+
+  /** Bytes so far from the qbee client to the device, for the operator's list of live sessions. */
+  get bytesIn(): number {
+    return this.stream.stats.bytesIn - this.bytesBefore;
+  }
+
+  get bytesOut(): number {
+    return this.stream.stats.bytesOut;
   }
 
   abort(_frame: ErrorFrame, _code: number, reason: string): void {

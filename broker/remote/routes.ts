@@ -21,6 +21,18 @@ const portmapRecord = z.object({
   dst: z.string().describe('Destination host as seen from the device.'),
 });
 
+const remoteSession = z.object({
+  id: z.string(),
+  user: z.object({ id: z.string(), email: z.string() }),
+  device: z.object({ id: z.string(), name: z.string() }),
+  kind: z.enum(['console', 'tunnel', 'copy', 'reload']),
+  source: z.enum(['api', 'web', 'cli', 'ssh', 'qbee']),
+  ip: z.string(),
+  started_at: z.string(),
+  bytes_in: z.number(),
+  bytes_out: z.number(),
+});
+
 const target = z.string().min(1).max(200).describe('`*`, `tag:<tag>` or `node:<node id>` (a group or a device); no action suffix.');
 const presetName = singleLine(z.string().trim().min(1).max(64)).describe('Shown on the connect button, e.g. "SSH".');
 
@@ -48,6 +60,33 @@ export const remoteRoutes: RouteSpec[] = [
     body: z.object({}),
     response: z.object({ ticket: z.string(), expires_in: z.number().describe('seconds') }),
     handler: async ({ principal, bearer, services }) => services.remote.issueTicket(principal, bearer as string),
+  }),
+  defineRoute({
+    method: 'get',
+    path: '/remote/sessions',
+    tag: 'remote',
+    summary: 'List live remote sessions (console, tunnel, copy)',
+    description:
+      "The sessions running now on this broker, newest first: the caller's own, and those on devices their `remote-access:manage` covers (a `*` grant, as the Administrator's, covers every device); others are left out. `bytes_in` is client to device, `bytes_out` device to client, so far. `source` is the client kind (api, web, cli, qbee). `{items:[{id,user:{id,email},device:{id,name},kind,source,ip,started_at,bytes_in,bytes_out}], total}`.",
+    access: 'authenticated',
+    response: listPage(remoteSession),
+    handler: async ({ principal, services }) => services.remote.listSessions(principal),
+  }),
+  defineRoute({
+    method: 'delete',
+    path: '/remote/sessions/{id}',
+    tag: 'remote',
+    summary: 'End a live remote session',
+    description:
+      "Needs `remote-access:manage` on the session's device, whoever owns the session (403 otherwise; 404 for an unknown or ended session). The client gets the error frame `session_ended` and close 4403; the session's end entry in the audit trail (`remote.<action>.end`) says who ended it. Answers 204 once the session is over.",
+    access: 'remote-access:manage',
+    audit: false,
+    transaction: false,
+    params: z.object({ id: z.string().min(1).max(64) }),
+    handler: async ({ params, principal, services }) => {
+      await services.remote.endSession(principal, params.id);
+      return undefined;
+    },
   }),
   defineRoute({
     method: 'get',

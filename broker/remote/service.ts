@@ -6,13 +6,26 @@ import { presetApplies } from '../access/remote.js';
 import type { Db } from '../db/database.js';
 import { ApiError, badRequest, notFound } from '../http/errors.js';
 import { PortmapStore, type Portmap, type PortmapInput } from './portmaps.js';
-import { RemoteSessions, type RemoteSessionsDeps, type RemoteSource } from './sessions.js';
+import { RemoteSessions, type LiveSessionView, type RemoteSessionsDeps, type RemoteSource } from './sessions.js';
+
+/** A live session as GET /remote/sessions answers it. */
+export interface RemoteSessionRecord {
+  id: string;
+  user: { id: string; email: string };
+  device: { id: string; name: string };
+  kind: LiveSessionView['kind'];
+  source: RemoteSource;
+  ip: string;
+  started_at: string;
+  bytes_in: number;
+  bytes_out: number;
+}
 import { TicketStore } from './tickets.js';
 
 /** What remote access uses: the sessions' collaborators, the access decisions it asks for, and its store. */
 export interface RemoteServiceDeps extends RemoteSessionsDeps {
   db: Db;
-  access: Pick<AccessService, 'decide' | 'copyRoots' | 'remoteActions' | 'requirePresetReader' | 'mayReadPreset'>;
+  access: Pick<AccessService, 'decide' | 'copyRoots' | 'remoteActions' | 'requirePresetReader' | 'mayReadPreset' | 'maySeeRemoteSession' | 'require'>;
 }
 
 /**
@@ -36,6 +49,44 @@ export class RemoteService {
 
   async close(): Promise<void> {
     await this.sessions.close();
+  }
+
+  /**
+   * The live sessions the caller may see (their own, and those on devices their
+   * remote-access:manage covers: broker/access), newest first, with each device's name.
+   */
+  async listSessions(principal: Principal): Promise<{ items: RemoteSessionRecord[]; total: number }> {
+    const visible: LiveSessionView[] = [];
+    for (const s of this.sessions.list()) {
+      if (await this.deps.access.maySeeRemoteSession(principal, { userId: s.user.id, deviceId: s.deviceId })) visible.push(s);
+    }
+    visible.sort((a, b) => b.startedAt - a.startedAt);
+    const ids = [...new Set(visible.map((s) => s.deviceId))];
+    const names = new Map<string, string>();
+    if (ids.length) {
+      const rows = await this.deps.db.selectFrom('nodes').select(['node_id', 'title']).where('node_id', 'in', ids).execute();
+      for (const row of rows) names.set(row.node_id, row.title);
+    }
+    const items = visible.map((s) => ({
+      id: s.id,
+      user: s.user,
+      device: { id: s.deviceId, name: names.get(s.deviceId) ?? '' },
+      kind: s.kind,
+      source: s.source,
+      ip: s.ip,
+      started_at: new Date(s.startedAt).toISOString(),
+      bytes_in: s.bytesIn,
+      bytes_out: s.bytesOut,
+    }));
+    return { items, total: items.length };
+  }
+
+  /** Ends a live session: needs remote-access:manage on its device, whoever owns it. */
+  async endSession(principal: Principal, id: string): Promise<void> {
+    const session = this.sessions.get(id);
+    if (!session) throw notFound(`Remote session ${id}`);
+    await this.deps.access.require(principal, 'remote-access:manage', session.deviceId);
+    await this.sessions.end(id, principal.user);
   }
 
   /** A single-use ticket for one WebSocket connection, bound to the caller's sign-in session. */

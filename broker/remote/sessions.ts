@@ -59,6 +59,9 @@ export interface Caller {
 /** What a live session must offer to be ended from here: the WebSocket Relay, or a qbee stream relay. */
 export interface LiveRelay {
   abort(frame: ErrorFrame, code: number, reason: string): void;
+  /** Bytes so far, client to device and device to client (the operator's list shows them). */
+  readonly bytesIn: number;
+  readonly bytesOut: number;
   readonly done: Promise<{ bytesIn: number; bytesOut: number; reason: string; failed?: boolean }>;
 }
 
@@ -68,8 +71,22 @@ interface LiveSession {
   deviceId: string;
   request: RemoteRequest;
   relay: LiveRelay;
+  startedAt: number;
   /** set once access was withdrawn: the relay is ending */
   withdrawn?: boolean;
+}
+
+/** A live session as the operator's list shows it (GET /remote/sessions). */
+export interface LiveSessionView {
+  id: string;
+  user: { id: string; email: string };
+  deviceId: string;
+  kind: RemoteRequest['action'];
+  source: RemoteSource;
+  ip: string;
+  startedAt: number;
+  bytesIn: number;
+  bytesOut: number;
 }
 
 export type Refusal = { ok: false; frame: ErrorFrame; code: number };
@@ -224,13 +241,56 @@ export class RemoteSessions {
    * Takes a started session under watch: re-authorized with the others, ended on shutdown, and
    * its end audited when its relay is done. Other transports (broker/qbee) hand theirs in here.
    */
-  adopt(prepared: Extract<Prepared, { ok: true }>, relay: LiveRelay): void {
+  adopt(prepared: Extract<Prepared, { ok: true }>, relay: LiveRelay): string {
     const id = crypto.randomUUID();
-    this.live.set(id, { id, caller: prepared.caller, deviceId: prepared.deviceId, request: prepared.request, relay });
+    this.live.set(id, { id, caller: prepared.caller, deviceId: prepared.deviceId, request: prepared.request, relay, startedAt: prepared.startedAt });
     void relay.done.then(async (end) => {
       this.live.delete(id);
       await this.finish(prepared.auditId, prepared.startedAt, { ...end, result: end.failed ? 'error' : 'ended' });
     });
+    return id;
+  }
+
+  /** Every live session on this broker; who may see which is decided by the caller (broker/access). */
+  list(): LiveSessionView[] {
+    return [...this.live.values()].map((s) => this.view(s));
+  }
+
+  /** One live session, or undefined when it is unknown or has ended. */
+  get(id: string): LiveSessionView | undefined {
+    const session = this.live.get(id);
+    return session && this.view(session);
+  }
+
+  /**
+   * Ends a live session on an operator's word (authorized by the caller): the client gets an
+   * error frame `session_ended` and close 4403, and the end entry of the audit trail names who
+   * ended it. Resolves once the relay is done (the end entry follows), or after a few seconds.
+   */
+  async end(id: string, by: { id: string; email: string }): Promise<boolean> {
+    const session = this.live.get(id);
+    if (!session) return false;
+    const reason = `ended by ${by.email} (user ${by.id})`;
+    this.log.info({ deviceId: session.deviceId, user: session.caller.principal.user.id, by: by.id }, 'remote session ended by an operator');
+    session.withdrawn = true;
+    session.relay.abort(errorFrame(403, 'session_ended', `An operator (${by.email}) ended this session.`), SessionClose.forbidden, reason);
+    await Promise.race([session.relay.done, new Promise((r) => setTimeout(r, 5000).unref())]);
+    return true;
+  }
+
+  private view(s: LiveSession): LiveSessionView {
+    const { user } = s.caller.principal;
+    return {
+      id: s.id,
+      user: { id: user.id, email: user.email },
+      deviceId: s.deviceId,
+      kind: s.request.action,
+      source: s.caller.source,
+      ip: s.caller.ip,
+      startedAt: s.startedAt,
+      bytesIn: s.relay.bytesIn,
+      bytesOut: s.relay.bytesOut,
+    };
   }
 
   /** Audits the end of a session that was audited as started. */
