@@ -13,6 +13,7 @@ import {
 } from '../../shared/resources.js';
 import { ApiError, forbidden, notFound } from '../http/errors.js';
 import type { Principal } from './principal.js';
+import { consoleRecordingMode, type RecordingMode } from './recording.js';
 import { allowedCopyRoots, grantedRemoteActions, maySeeRemoteSession } from './remote.js';
 
 const PRESET_READERS: Permission[] = ['remote-access:connect', 'device:read', 'remote-access:manage'];
@@ -209,6 +210,11 @@ export class AccessService {
     if (!principal.has('remote-access:manage')) return false;
     const device = await this.devices.scopeOf(session.deviceId);
     return maySeeRemoteSession(principal.policies, principal.user.id, { userId: session.userId, device });
+  }
+
+  /** Whether a console on this device is recorded for the principal: from their roles (broker/access/recording.ts). */
+  consoleRecording(principal: Principal, device: DeviceScope): RecordingMode {
+    return consoleRecordingMode(principal.roles, device);
   }
 
   /** The directories an allowed copy may touch (undefined: no path limit), for the agent's own check. */

@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { compilePolicies, type DeviceScope, type Policy } from '../../shared/resources.js';
+import { consoleRecordingMode, type RecordingMode } from './recording.js';
 import { allowedCopyRoots, grantedRemoteActions, maySeeRemoteSession, presetApplies } from './remote.js';
 
 const CONNECT = 'remote-access:connect';
@@ -58,5 +59,18 @@ describe('maySeeRemoteSession', () => {
   it('shows a session on a device gone from the tree only to a `*` grant', () => {
     expect(maySeeRemoteSession(manage(['*']), 'me', { userId: 'them', device: undefined })).toBe(true);
     expect(maySeeRemoteSession(manage(['tag:lab-tag']), 'me', { userId: 'them', device: undefined })).toBe(false);
+  });
+});
+
+describe('consoleRecordingMode', () => {
+  const role = (recording: RecordingMode, resources: string[]) => ({ recording, policies: compilePolicies([{ permission: CONNECT, resources }]) });
+  it('lets required win over default and off', () => {
+    expect(consoleRecordingMode([role('off', ['*']), role('required', ['tag:lab-tag/console'])], device)).toBe('required');
+    expect(consoleRecordingMode([role('default', ['*']), role('off', ['*'])], device)).toBe('default');
+  });
+  it('is off only when every role granting the console says off', () => {
+    expect(consoleRecordingMode([role('off', ['*']), role('off', ['node:lab'])], device)).toBe('off');
+    // A role that does not grant the console here has no say.
+    expect(consoleRecordingMode([role('off', ['*']), role('required', ['tag:other']), role('default', ['*/tunnel(port=22)'])], device)).toBe('off');
   });
 });

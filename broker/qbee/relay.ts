@@ -12,6 +12,8 @@ export interface StreamRelayOptions {
   direction?: 'upload' | 'download';
   /** UDP: the stream carries PORT(2) | LENGTH(2) | DATA frames, the channel one datagram per write */
   datagramPort?: number;
+  /** console: where its output is recorded (never its input) */
+  recorder?: { output(chunk: Buffer): void };
 }
 
 /** Largest UDP frame body, and so the most held while one arrives. */
@@ -58,6 +60,8 @@ export class StreamRelay implements LiveRelay {
         }
       }
     });
+    const { recorder } = options;
+    if (recorder) channel.on('data', (chunk: Buffer) => recorder.output(chunk));
     const acceptsInput = !(options.kind === 'copy' && options.direction === 'download');
     if (options.datagramPort !== undefined) this.relayDatagrams(options.datagramPort);
     else if (acceptsInput) {

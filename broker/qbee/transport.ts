@@ -214,11 +214,12 @@ export class QbeeTransport {
     }
     if (stream.destroyed || stream.writableEnded) {
       prepared.channel.destroy();
+      void prepared.recorder?.close();
       await this.deps.sessions.finish(prepared.auditId, prepared.startedAt, { bytesIn: 0, bytesOut: 0, reason: 'client went away before the session started' });
       return undefined;
     }
     stream.write(encodeQbeeMessage(QbeeMessage.ok, okPayload));
-    const relay = new StreamRelay(stream, prepared.channel, relayOptions);
+    const relay = new StreamRelay(stream, prepared.channel, { ...relayOptions, recorder: prepared.recorder });
     this.deps.sessions.adopt(prepared, relay);
     relay.start();
     return prepared.channel;

@@ -1,6 +1,7 @@
 import { z } from 'zod';
 import type { RemoteCapabilities } from '../../shared/api-types.js';
-import { defineRoute, type RouteSpec } from '../http/route.js';
+import { pipeline } from 'node:stream/promises';
+import { defineRoute, Reply, type RouteSpec } from '../http/route.js';
 import type { ExtraOperation } from '../http/openapi.js';
 import { listPage, pagingQuery } from '../http/paging.js';
 import { CONSOLE_UNACKED_MAX } from './relay.js';
@@ -86,6 +87,32 @@ export const remoteRoutes: RouteSpec[] = [
     handler: async ({ params, principal, services }) => {
       await services.remote.endSession(principal, params.id);
       return undefined;
+    },
+  }),
+  defineRoute({
+    method: 'get',
+    path: '/remote/recordings/{session_id}',
+    tag: 'remote',
+    summary: "A console session's recording (asciicast v2)",
+    description:
+      'The recording of a console session, named by its session id (the `recording` option of its `remote.console.start` audit entry; also the `id` of GET /remote/sessions). `application/x-asciicast`: a JSON header line `{version:2,width,height,timestamp,title}`, then one JSON array a line: `[seconds, "o", text]` for terminal output, `[seconds, "r", "COLSxROWS"]` for a resize, `[seconds, "m", "gap: n bytes not recorded"]` where output came faster than the disk took it. Keystrokes are not recorded. Written while the session runs; kept RECORDING_RETENTION_DAYS days. 404 when there is none.',
+    access: 'audit:read',
+    transaction: false,
+    params: z.object({ session_id: z.string().min(1).max(64) }),
+    handler: async ({ params, services }) => {
+      const cast = await services.remote.recording(params.session_id);
+      return Reply.raw(async (res) => {
+        res.status(200);
+        res.setHeader('Content-Type', 'application/x-asciicast');
+        res.setHeader('Content-Length', String(cast.size));
+        res.setHeader('Content-Disposition', `attachment; filename="${params.session_id}.cast"`);
+        res.setHeader('Cache-Control', 'no-store');
+        try {
+          await pipeline(cast.stream, res);
+        } catch {
+          cast.stream.destroy();
+        }
+      });
     },
   }),
   defineRoute({

@@ -1,3 +1,5 @@
+import fs from 'node:fs';
+import type { Config } from '../config.js';
 import type { RemoteCapabilities } from '../../shared/api-types.js';
 import { parseResource } from '../../shared/resources.js';
 import { refusalOf, type AccessService } from '../access/access.js';
@@ -5,8 +7,12 @@ import type { Principal } from '../access/principal.js';
 import { presetApplies } from '../access/remote.js';
 import type { Db } from '../db/database.js';
 import { ApiError, badRequest, notFound } from '../http/errors.js';
+import { recordingPath, removeOldRecordings } from './recordings.js';
 import { PortmapStore, type Portmap, type PortmapInput } from './portmaps.js';
 import { RemoteSessions, type LiveSessionView, type RemoteSessionsDeps, type RemoteSource } from './sessions.js';
+
+/** How often old recordings are looked for. */
+const RETENTION_SWEEP_MS = 86_400_000;
 
 /** A live session as GET /remote/sessions answers it. */
 export interface RemoteSessionRecord {
@@ -24,8 +30,12 @@ import { TicketStore } from './tickets.js';
 
 /** What remote access uses: the sessions' collaborators, the access decisions it asks for, and its store. */
 export interface RemoteServiceDeps extends RemoteSessionsDeps {
+  config: Pick<Config, 'trustProxy' | 'dataDir' | 'recordingRetentionDays'>;
   db: Db;
-  access: Pick<AccessService, 'decide' | 'copyRoots' | 'remoteActions' | 'requirePresetReader' | 'mayReadPreset' | 'maySeeRemoteSession' | 'require'>;
+  access: Pick<
+    AccessService,
+    'decide' | 'copyRoots' | 'remoteActions' | 'requirePresetReader' | 'mayReadPreset' | 'maySeeRemoteSession' | 'require' | 'consoleRecording'
+  >;
 }
 
 /**
@@ -37,6 +47,7 @@ export class RemoteService {
   readonly tickets = new TicketStore();
   readonly sessions: RemoteSessions;
   private readonly portmaps: PortmapStore;
+  private retentionTimer?: NodeJS.Timeout;
 
   constructor(private readonly deps: RemoteServiceDeps) {
     this.sessions = new RemoteSessions(deps, (ticket) => this.tickets.redeem(ticket));
@@ -45,10 +56,36 @@ export class RemoteService {
 
   async init(): Promise<void> {
     this.sessions.init();
+    this.removeOldRecordings();
+    this.retentionTimer = setInterval(() => this.removeOldRecordings(), RETENTION_SWEEP_MS);
+    this.retentionTimer.unref();
   }
 
   async close(): Promise<void> {
+    clearInterval(this.retentionTimer);
     await this.sessions.close();
+  }
+
+  /** Removes console recordings older than RECORDING_RETENTION_DAYS (at start and daily). */
+  removeOldRecordings(now = Date.now()): number {
+    const removed = removeOldRecordings(this.deps.config.dataDir, this.deps.config.recordingRetentionDays, now);
+    if (removed > 0) this.deps.logger.info({ removed, days: this.deps.config.recordingRetentionDays }, 'old console recordings removed');
+    return removed;
+  }
+
+  /** A console recording (asciicast v2) by its session id; 404 when there is none. */
+  async recording(sessionId: string): Promise<{ stream: fs.ReadStream; size: number }> {
+    const file = recordingPath(this.deps.config.dataDir, sessionId);
+    const missing = notFound(`Recording of session ${sessionId}`);
+    if (!file) throw missing;
+    let handle: fs.promises.FileHandle;
+    try {
+      handle = await fs.promises.open(file, fs.constants.O_RDONLY | fs.constants.O_NOFOLLOW);
+    } catch {
+      throw missing;
+    }
+    const { size } = await handle.stat();
+    return { stream: handle.createReadStream(), size };
   }
 
   /**

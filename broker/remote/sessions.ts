@@ -8,7 +8,7 @@ import type { Channel } from '../../shared/mux.js';
 import type { ChannelKind, ChannelParams } from '../../shared/protocol.js';
 import { isAccessRefusal, refusalCodeOf } from '../../shared/codes.js';
 import { normalizeDevicePath, type RemoteRequest } from '../../shared/resources.js';
-import type { AccessService } from '../access/access.js';
+import type { AccessDecision, AccessService } from '../access/access.js';
 import type { Principal } from '../access/principal.js';
 import type { AgentLocator } from '../agents/locator.js';
 import type { AuditService } from '../audit/service.js';
@@ -19,6 +19,7 @@ import { API_PREFIX } from '../http/router.js';
 import type { UpgradeRouter } from '../http/upgrade.js';
 import { bounded, type RemoteAuditEnd } from '../audit/service.js';
 import { errorFrame, refuse, Relay, SessionClose, type ErrorFrame, type RelayOptions } from './relay.js';
+import { ConsoleRecorder } from './recordings.js';
 import { consoleQuery, copyQuery, tunnelQuery, type ConsoleQuery, type CopyQuery, type TunnelQuery } from './schemas.js';
 
 export const REMOTE_WS_PATHS: Record<ChannelKind, string> = {
@@ -39,11 +40,11 @@ export type RemoteSource = 'api' | 'web' | 'cli' | 'ssh' | 'qbee';
 
 /** What remote sessions use: agents are reached only through the AgentLocator. */
 export interface RemoteSessionsDeps {
-  config: Pick<Config, 'trustProxy'>;
+  config: Pick<Config, 'trustProxy' | 'dataDir'>;
   logger: Logger;
   upgrades: Pick<UpgradeRouter, 'register'>;
   auth: Pick<AuthService, 'authenticate'>;
-  access: Pick<AccessService, 'decide' | 'copyRoots'>;
+  access: Pick<AccessService, 'decide' | 'copyRoots' | 'consoleRecording'>;
   audit: Pick<AuditService, 'recordRemoteStart' | 'recordRemoteEnd'>;
   locator: AgentLocator;
 }
@@ -101,6 +102,10 @@ export type Prepared =
       relayOptions: RelayOptions;
       auditId: number;
       startedAt: number;
+      /** The live session's id (and its recording's name). */
+      sessionId: string;
+      /** console: where it is recorded, unless its roles turn recording off */
+      recorder?: ConsoleRecorder;
     };
 
 function refusal(status: number, error: string, message: string, details: Record<string, unknown> = {}): Refusal {
@@ -226,6 +231,7 @@ export class RemoteSessions {
     // The client left while we were deciding and opening (or the broker is closing): nothing to relay to.
     if (!upgraded && prepared.ok) {
       prepared.channel.destroy();
+      void prepared.recorder?.close();
       const reason = this.closing ? 'broker shut down' : 'client went away before the session started';
       void this.finish(prepared.auditId, prepared.startedAt, { bytesIn: 0, bytesOut: 0, reason });
     }
@@ -242,10 +248,21 @@ export class RemoteSessions {
    * its end audited when its relay is done. Other transports (broker/qbee) hand theirs in here.
    */
   adopt(prepared: Extract<Prepared, { ok: true }>, relay: LiveRelay): string {
-    const id = crypto.randomUUID();
+    const id = prepared.sessionId;
     this.live.set(id, { id, caller: prepared.caller, deviceId: prepared.deviceId, request: prepared.request, relay, startedAt: prepared.startedAt });
+    const { recorder } = prepared;
+    if (recorder) {
+      // A required recording that cannot keep up (or be written) ends the session rather than let it run unrecorded.
+      recorder.overflow = () =>
+        relay.abort(
+          errorFrame(503, 'recording_failed', 'The session could not be recorded, and its recording is required: it was ended.'),
+          SessionClose.internal,
+          'required recording could not be written',
+        );
+    }
     void relay.done.then(async (end) => {
       this.live.delete(id);
+      await recorder?.close();
       await this.finish(prepared.auditId, prepared.startedAt, { ...end, result: end.failed ? 'error' : 'ended' });
     });
     return id;
@@ -398,6 +415,23 @@ export class RemoteSessions {
   ): Promise<Prepared> {
     const { principal } = caller;
     const decision = await this.deps.access.decide(principal, 'remote-access:connect', deviceId, request);
+    const sessionId = crypto.randomUUID();
+    let recorder: ConsoleRecorder | undefined;
+    let recordingFailure: string | undefined;
+    if (kind === 'console' && decision.allowed && decision.device) {
+      const mode = this.deps.access.consoleRecording(principal, decision.device);
+      if (mode !== 'off') {
+        const size = params as { cols: number; rows: number };
+        try {
+          recorder = ConsoleRecorder.open(this.deps.config.dataDir, sessionId, size, { title: `console on ${deviceId}` }, this.log, mode === 'required');
+          options = { ...options, recording: sessionId };
+        } catch (err) {
+          this.log.error({ err, deviceId }, 'console recording could not be started');
+          // Fail closed: a console whose recording is required does not run unrecorded.
+          if (mode === 'required') recordingFailure = `its recording is required and could not be written (${(err as NodeJS.ErrnoException).code ?? 'error'})`;
+        }
+      }
+    }
     let auditId: number;
     try {
       auditId = await this.deps.audit.recordRemoteStart({
@@ -406,17 +440,42 @@ export class RemoteSessions {
         deviceId,
         action: request.action,
         options,
-        allowed: decision.allowed,
-        reason: decision.reason,
+        allowed: decision.allowed && !recordingFailure,
+        reason: recordingFailure ?? decision.reason,
         ip: caller.ip,
         source: caller.source,
         sessionId: principal.sessionId,
       });
     } catch (err) {
+      void recorder?.close();
       this.log.error({ err, deviceId }, 'remote-access attempt not audited: refused');
       return refusal(500, 'audit_failed', 'The attempt could not be written to the audit log, so the session was refused. Try again shortly.');
     }
     const startedAt = Date.now();
+    if (recordingFailure) {
+      return refusal(503, 'recording_unavailable', `The console was refused: ${recordingFailure}. Ask an administrator to check the broker's disk.`, {
+        device_id: deviceId,
+      });
+    }
+    // From here every refusal ends the recording that was started.
+    const result = await this.open(caller, kind, deviceId, request, params, decision, auditId, startedAt, sessionId, recorder);
+    if (!result.ok) void recorder?.close();
+    return result;
+  }
+
+  private async open(
+    caller: Caller,
+    kind: ChannelKind,
+    deviceId: string,
+    request: RemoteRequest,
+    params: ChannelParams,
+    decision: AccessDecision,
+    auditId: number,
+    startedAt: number,
+    sessionId: string,
+    recorder: ConsoleRecorder | undefined,
+  ): Promise<Prepared> {
+    const { principal } = caller;
     if (!decision.allowed) {
       if (decision.code === 'no_such_device') return refusal(404, 'not_found', `Device ${deviceId} was not found.`);
       return refusal(403, 'forbidden', `Not allowed: ${decision.reason}.`, { permission: 'remote-access:connect', device_id: deviceId });
@@ -450,8 +509,9 @@ export class RemoteSessions {
       info: opened.info,
       ...(kind === 'console' ? { size: params as { cols: number; rows: number } } : {}),
       ...(kind === 'copy' ? { direction: (params as { direction: 'upload' | 'download' }).direction } : {}),
+      ...(recorder ? { recorder } : {}),
     };
-    return { ok: true, caller, deviceId, request, channel: opened.channel, relayOptions, auditId, startedAt };
+    return { ok: true, caller, deviceId, request, channel: opened.channel, relayOptions, auditId, startedAt, sessionId, recorder };
   }
 
   /**
