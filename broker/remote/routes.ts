@@ -32,6 +32,7 @@ const remoteSession = z.object({
   started_at: z.string(),
   bytes_in: z.number(),
   bytes_out: z.number(),
+  can_end: z.boolean().describe("The caller may end it (`remote-access:manage` on its device): for showing an End button."),
 });
 
 const target = z.string().min(1).max(200).describe('`*`, `tag:<tag>` or `node:<node id>` (a group or a device); no action suffix.');
@@ -68,7 +69,7 @@ export const remoteRoutes: RouteSpec[] = [
     tag: 'remote',
     summary: 'List live remote sessions (console, tunnel, copy)',
     description:
-      "The sessions running now on this broker, newest first: the caller's own, and those on devices their `remote-access:manage` covers (a `*` grant, as the Administrator's, covers every device); others are left out. `bytes_in` is client to device, `bytes_out` device to client, so far. `source` is the client kind (api, web, cli, qbee). `{items:[{id,user:{id,email},device:{id,name},kind,source,ip,started_at,bytes_in,bytes_out}], total}`.",
+      "The sessions running now on this broker, newest first: the caller's own, and those on devices their `remote-access:manage` covers (a `*` grant, as the Administrator's, covers every device); others are left out. `bytes_in` is client to device, `bytes_out` device to client, so far. `source` is the client kind (api, web, cli, qbee). `{items:[{id,user:{id,email},device:{id,name},kind,source,ip,started_at,bytes_in,bytes_out,can_end}], total}`.",
     access: 'authenticated',
     response: listPage(remoteSession),
     handler: async ({ principal, services }) => services.remote.listSessions(principal),

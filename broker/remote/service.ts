@@ -25,6 +25,8 @@ export interface RemoteSessionRecord {
   started_at: string;
   bytes_in: number;
   bytes_out: number;
+  /** The caller may end it (remote-access:manage on its device), for showing the End button. */
+  can_end: boolean;
 }
 import { TicketStore } from './tickets.js';
 
@@ -104,6 +106,8 @@ export class RemoteService {
       const rows = await this.deps.db.selectFrom('nodes').select(['node_id', 'title']).where('node_id', 'in', ids).execute();
       for (const row of rows) names.set(row.node_id, row.title);
     }
+    const mayEnd = new Map<string, boolean>();
+    for (const id of ids) mayEnd.set(id, (await this.deps.access.decide(principal, 'remote-access:manage', id)).allowed);
     const items = visible.map((s) => ({
       id: s.id,
       user: s.user,
@@ -114,6 +118,7 @@ export class RemoteService {
       started_at: new Date(s.startedAt).toISOString(),
       bytes_in: s.bytesIn,
       bytes_out: s.bytesOut,
+      can_end: mayEnd.get(s.deviceId) ?? false,
     }));
     return { items, total: items.length };
   }

@@ -29,6 +29,7 @@ type Listed = {
   source: string;
   bytes_in: number;
   bytes_out: number;
+  can_end: boolean;
 };
 
 async function list(token: string): Promise<Listed[]> {
@@ -65,8 +66,12 @@ describe('live remote sessions', () => {
       // The operator sees the session on a device under tag:here, not the one outside their grant.
       const byOperator = await list(operator);
       expect(byOperator.map((s) => s.device.id)).toEqual([here]);
+      expect(byOperator[0].can_end).toBe(true);
       // The connector sees both: they are their own.
-      expect((await list(connector)).map((s) => s.device.id).sort()).toEqual([here, elsewhere].sort());
+      const byConnector = await list(connector);
+      expect(byConnector.map((s) => s.device.id).sort()).toEqual([here, elsewhere].sort());
+      // Their own, but ending needs remote-access:manage: no End button.
+      expect(byConnector.every((s) => !s.can_end)).toBe(true);
       // A user with nothing sees none of them.
       expect(await list(await t.tokenWith([]))).toEqual([]);
     } finally {
