@@ -1,3 +1,4 @@
+import { CastError, parseCast as parseRecording } from '../../shared/asciicast.js';
 import { escapeForTerminal } from '../../shared/text.js';
 import type { ApiClient } from '../api.js';
 import { CliError } from '../errors.js';
@@ -10,29 +11,14 @@ export interface PlayOptions {
   raw?: boolean;
 }
 
-type CastEvent = [number, string, string];
-
-/** Parses an asciicast v2 recording: its header and its events, in order. */
-export function parseCast(text: string): { header: { width?: number; height?: number }; events: CastEvent[] } {
-  const lines = text.split('\n').filter((l) => l.trim() !== '');
-  if (lines.length === 0) throw new CliError('The recording is empty.');
-  let header: { version?: unknown; width?: number; height?: number };
+/** The recording, or a CliError saying why it is not one. */
+export function parseCast(text: string): ReturnType<typeof parseRecording> {
   try {
-    header = JSON.parse(lines[0]) as typeof header;
-  } catch {
-    throw new CliError('The recording is not an asciicast file.');
+    return parseRecording(text);
+  } catch (err) {
+    if (err instanceof CastError) throw new CliError(err.message);
+    throw err;
   }
-  if (header.version !== 2) throw new CliError('The recording is not asciicast version 2.');
-  const events: CastEvent[] = [];
-  for (const line of lines.slice(1)) {
-    try {
-      const e = JSON.parse(line) as unknown;
-      if (Array.isArray(e) && typeof e[0] === 'number' && typeof e[1] === 'string' && typeof e[2] === 'string') events.push(e as CastEvent);
-    } catch {
-      // A line cut short (the broker stopped mid-write): what came before still plays.
-    }
-  }
-  return { header, events };
 }
 
 /**

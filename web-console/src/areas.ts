@@ -21,6 +21,11 @@ export const AREAS = {
   connectConsole: ['remote-access:connect'],
   remoteConsole: ['device:read', 'remote-access:connect'],
   remoteManage: ['remote-access:manage'],
+  /**
+   * Live sessions: one's own, or others' on devices one manages (connect or manage, either): open to
+   * every signed-in user, as the broker filters the list to what each may see.
+   */
+  remoteSessions: [],
   filesManager: ['files:read'],
   filesWrite: ['files:manage'],
   audit: ['audit:read'],
