@@ -51,9 +51,11 @@ class Playback {
   }
 }
 
+/** m:ss.t — tenths, as short recordings last less than a second. */
 function clock(seconds: number): string {
-  const s = Math.floor(seconds);
-  return `${Math.floor(s / 60)}:${String(s % 60).padStart(2, '0')}`;
+  const tenths = Math.floor(seconds * 10);
+  const s = Math.floor(tenths / 10);
+  return `${Math.floor(s / 60)}:${String(s % 60).padStart(2, '0')}.${tenths % 10}`;
 }
 
 function PlayerView({ sessionId, text }: { sessionId: string; text: string }) {
