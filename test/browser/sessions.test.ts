@@ -65,4 +65,17 @@ describe('active sessions and recordings', () => {
     await expect.poll(() => page.locator('.xterm-rows').innerText(), { timeout: 15_000 }).toContain('recorded-42');
     await expectNoErrorsAndClose();
   });
+
+  it("sets a role's console recording in the role editor", async () => {
+    const user = await suite.t.userWith([{ permission: 'remote-access:connect' }]);
+    const { page, expectNoErrorsAndClose } = await suite.open();
+    await page.goto(`/roles/${user.roleId}`);
+    await page.getByLabel('Console recording').selectOption('required');
+    await screenshot(page, 'role-recording');
+    await page.getByRole('button', { name: 'Save role' }).click();
+    await page.waitForURL('**/roles');
+    const role = await suite.t.api('GET', `/api/v2/role/${user.roleId}`, { token: suite.t.adminToken });
+    expect(role.body.recording).toBe('required');
+    await expectNoErrorsAndClose();
+  });
 });
