@@ -38,6 +38,13 @@ async function consoleUser(recording?: 'default' | 'off' | 'required') {
     const put = await t.api('PUT', `/api/v2/role/${user.roleId}`, { token: t.adminToken, body: { ...role.body, recording } });
     expect(put.status, JSON.stringify(put.body)).toBe(200);
     expect(put.body.recording).toBe(recording);
+    // The change's audit entry says what changed.
+    const audit = await t.api('GET', '/api/v2/commitlist?event=role.replace&result=ok', { token: t.adminToken });
+    const entry = (audit.body.items as any[]).find((e) => JSON.stringify(e.options).includes(user.roleId));
+    expect(entry?.options.after).toMatchObject({ recording });
+    // Sent without the field (an older client), the setting stays.
+    const again = await t.api('PUT', `/api/v2/role/${user.roleId}`, { token: t.adminToken, body: { name: role.body.name, policies: role.body.policies } });
+    expect(again.body.recording).toBe(recording);
   }
   return user.token;
 }
