@@ -32,7 +32,7 @@ const remoteSession = z.object({
   started_at: z.string(),
   bytes_in: z.number(),
   bytes_out: z.number(),
-  can_end: z.boolean().describe("The caller may end it (`remote-access:manage` on its device): for showing an End button."),
+  can_end: z.boolean().describe('The caller may end it (`remote-access:manage` on its device): for showing an End button.'),
 });
 
 const target = z.string().min(1).max(200).describe('`*`, `tag:<tag>` or `node:<node id>` (a group or a device); no action suffix.');
