@@ -18,3 +18,12 @@ describe('connection limits in the configuration', () => {
     expect(() => loadConfig({ MAX_CONNECTIONS_PER_ADDRESS: '-1' })).toThrow(/MAX_CONNECTIONS_PER_ADDRESS/);
   });
 });
+
+describe('recording retention in the configuration', () => {
+  it('keeps recordings 90 days by default, and refuses a bad number naming the variable', () => {
+    expect(loadConfig({}).recordingRetentionDays).toBe(90);
+    expect(loadConfig({ RECORDING_RETENTION_DAYS: '7' }).recordingRetentionDays).toBe(7);
+    expect(() => loadConfig({ RECORDING_RETENTION_DAYS: '0' })).toThrow(/RECORDING_RETENTION_DAYS/);
+    expect(() => loadConfig({ RECORDING_RETENTION_DAYS: 'soon' })).toThrow(/RECORDING_RETENTION_DAYS/);
+  });
+});

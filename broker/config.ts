@@ -42,6 +42,8 @@ export interface Config {
   agentHandshakesPerAddress: number;
   /** Open TCP connections from one address (the socket's, not X-Forwarded-For); 0 for no cap. */
   maxConnectionsPerAddress: number;
+  /** Console recordings older than this many days are removed (at start and daily). */
+  recordingRetentionDays: number;
 }
 
 export class ConfigError extends Error {
@@ -131,5 +133,6 @@ export function loadConfig(env: Env = process.env): Config {
     agentHandshakesMax,
     agentHandshakesPerAddress,
     maxConnectionsPerAddress,
+    recordingRetentionDays: integer(env, 'RECORDING_RETENTION_DAYS', 90, 1, 36500),
   };
 }

@@ -69,6 +69,17 @@ export class ApiClient {
   }
 
   async call<T>(method: string, path: string, body?: unknown): Promise<T> {
+    return answerOf<T>(await this.send(method, path, body));
+  }
+
+  /** A GET whose answer is text rather than JSON (a recording); errors as call() throws them. */
+  async text(path: string): Promise<string> {
+    const res = await this.send('GET', path);
+    if (res.status >= 200 && res.status < 300) return res.text();
+    return answerOf<never>(res);
+  }
+
+  private async send(method: string, path: string, body?: unknown): Promise<Response> {
     const send = async () =>
       request(`${this.url}${API}${path}`, {
         method,
@@ -86,7 +97,7 @@ export class ApiClient {
         res = await send();
       }
     }
-    return answerOf<T>(res);
+    return res;
   }
 }
 

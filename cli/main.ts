@@ -9,6 +9,7 @@ import { connectCommand } from './commands/connect.js';
 import { cpCommand } from './commands/cp.js';
 import { devicesCommand, reloadCommand } from './commands/devices.js';
 import { login, logout } from './commands/login.js';
+import { playCommand, type PlayOptions } from './commands/play.js';
 import { resolveTarget } from './config.js';
 import { CliError } from './errors.js';
 import { escapeForTerminal } from '../shared/text.js';
@@ -77,6 +78,17 @@ export function program(run: (work: Promise<number | void>) => void): Command {
     .argument('<device>', 'device id or name')
     .description("Reload the device agent's work loop")
     .action((device: string) => run(reloadCommand(client(), device)));
+
+  cli
+    .command('play')
+    .argument('<session>', "session id of a console recording (the audit entry's recording)")
+    .description(
+      'Replay a console recording (needs audit:read). The recorded bytes are written raw to a terminal, as a player does; to a file or pipe they are escaped unless --raw',
+    )
+    .option('--speed <n>', 'playback speed, e.g. 2 (0.1 to 100)', '1')
+    .option('--no-wait', 'write everything at once, without the recorded timing')
+    .option('--raw', 'write the recorded bytes unescaped even when stdout is not a terminal')
+    .action((session: string, options: PlayOptions) => run(playCommand(client(), session, options)));
 
   return cli;
 }

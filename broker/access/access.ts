@@ -13,7 +13,8 @@ import {
 } from '../../shared/resources.js';
 import { ApiError, forbidden, notFound } from '../http/errors.js';
 import type { Principal } from './principal.js';
-import { allowedCopyRoots, consoleUsers, grantedRemoteActions } from './remote.js';
+import { consoleRecordingMode, type RecordingMode } from './recording.js';
+import { allowedCopyRoots, consoleUsers, grantedRemoteActions, maySeeRemoteSession } from './remote.js';
 
 const PRESET_READERS: Permission[] = ['remote-access:connect', 'device:read', 'remote-access:manage'];
 
@@ -206,6 +207,22 @@ export class AccessService {
    */
   inventoryScope(principal: Principal): 'device:read' | 'inventory:read' {
     return principal.has('device:read') ? 'device:read' : 'inventory:read';
+  }
+
+  /**
+   * May the principal see this live remote session in the operator's list? Their own, and those
+   * on devices their `remote-access:manage` covers (see maySeeRemoteSession).
+   */
+  async maySeeRemoteSession(principal: Principal, session: { userId: string; deviceId: string }): Promise<boolean> {
+    if (session.userId === principal.user.id) return true;
+    if (!principal.has('remote-access:manage')) return false;
+    const device = await this.devices.scopeOf(session.deviceId);
+    return maySeeRemoteSession(principal.policies, principal.user.id, { userId: session.userId, device });
+  }
+
+  /** Whether a console on this device is recorded for the principal: from their roles (broker/access/recording.ts). */
+  consoleRecording(principal: Principal, device: DeviceScope): RecordingMode {
+    return consoleRecordingMode(principal.roles, device);
   }
 
   /** The directories an allowed copy may touch (undefined: no path limit), for the agent's own check. */

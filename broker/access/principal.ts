@@ -1,3 +1,4 @@
+import type { RoleRecording } from './recording.js';
 import type { CompiledPolicy } from '../../shared/resources.js';
 
 export interface PrincipalUser {
@@ -15,6 +16,8 @@ export class Principal {
     readonly user: PrincipalUser,
     readonly sessionId: string,
     readonly policies: CompiledPolicy[],
+    /** Each role's policies with its console-recording setting (broker/access/recording.ts). */
+    readonly roles: RoleRecording[] = [],
   ) {
     this.held = new Set(policies.map((p) => p.permission));
   }

@@ -1,6 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { compilePolicies, type DeviceScope, type Policy } from '../../shared/resources.js';
-import { allowedCopyRoots, grantedRemoteActions, presetApplies } from './remote.js';
+import { consoleRecordingMode, type RecordingMode } from './recording.js';
+import { allowedCopyRoots, grantedRemoteActions, maySeeRemoteSession, presetApplies } from './remote.js';
 
 const CONNECT = 'remote-access:connect';
 const device: DeviceScope = { deviceId: 'd1', nodeIds: ['d1', 'lab', 'root'], tags: ['lab-tag'] };
@@ -42,5 +43,34 @@ describe('presetApplies', () => {
   it('matches a preset target like a resource entity: *, a tag inherited or own, a node at or above', () => {
     for (const target of ['*', 'tag:lab-tag', 'node:lab', 'node:d1', 'node:root']) expect(presetApplies(target, device)).toBe(true);
     for (const target of ['tag:other', 'node:elsewhere']) expect(presetApplies(target, device)).toBe(false);
+  });
+});
+
+describe('maySeeRemoteSession', () => {
+  const manage = (resources: string[]) => compilePolicies([{ permission: 'remote-access:manage', resources }]);
+  it("shows one's own sessions whatever one holds", () => {
+    expect(maySeeRemoteSession([], 'me', { userId: 'me', device })).toBe(true);
+  });
+  it("shows others' sessions only on devices remote-access:manage covers", () => {
+    expect(maySeeRemoteSession(manage(['tag:lab-tag']), 'me', { userId: 'them', device })).toBe(true);
+    expect(maySeeRemoteSession(manage(['tag:other']), 'me', { userId: 'them', device })).toBe(false);
+    expect(maySeeRemoteSession(compilePolicies([{ permission: CONNECT, resources: ['*'] }]), 'me', { userId: 'them', device })).toBe(false);
+  });
+  it('shows a session on a device gone from the tree only to a `*` grant', () => {
+    expect(maySeeRemoteSession(manage(['*']), 'me', { userId: 'them', device: undefined })).toBe(true);
+    expect(maySeeRemoteSession(manage(['tag:lab-tag']), 'me', { userId: 'them', device: undefined })).toBe(false);
+  });
+});
+
+describe('consoleRecordingMode', () => {
+  const role = (recording: RecordingMode, resources: string[]) => ({ recording, policies: compilePolicies([{ permission: CONNECT, resources }]) });
+  it('lets required win over default and off', () => {
+    expect(consoleRecordingMode([role('off', ['*']), role('required', ['tag:lab-tag/console'])], device)).toBe('required');
+    expect(consoleRecordingMode([role('default', ['*']), role('off', ['*'])], device)).toBe('default');
+  });
+  it('is off only when every role granting the console says off', () => {
+    expect(consoleRecordingMode([role('off', ['*']), role('off', ['node:lab'])], device)).toBe('off');
+    // A role that does not grant the console here has no say.
+    expect(consoleRecordingMode([role('off', ['*']), role('required', ['tag:other']), role('default', ['*/tunnel(port=22)'])], device)).toBe('off');
   });
 });

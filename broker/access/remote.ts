@@ -15,6 +15,7 @@ import {
 } from '../../shared/resources.js';
 
 const CONNECT = 'remote-access:connect';
+const MANAGE = 'remote-access:manage';
 
 /**
  * The actions some remote-access:connect resource matching the device grants, whatever their
@@ -75,4 +76,15 @@ export function allowedCopyRoots(policies: CompiledPolicy[], device: DeviceScope
 /** Does a port preset's target (`*`, `tag:` or `node:`, as a resource without an action) cover the device? */
 export function presetApplies(target: string, device: DeviceScope): boolean {
   return entityMatches(parseResource(target).entity, device);
+}
+
+/**
+ * May the caller see a live remote session (the operator's list)? Their own sessions always;
+ * others' where their `remote-access:manage` covers the session's device (a `*` grant, as an
+ * Administrator holds, covers every device). Ending a session needs that grant whoever owns it.
+ */
+export function maySeeRemoteSession(policies: CompiledPolicy[], viewerId: string, session: { userId: string; device: DeviceScope | undefined }): boolean {
+  if (session.userId === viewerId) return true;
+  if (!session.device) return policies.some((p) => p.permission === MANAGE && p.resources.some((r) => r.entity.kind === 'all'));
+  return evaluate(policies, MANAGE, session.device).allowed;
 }

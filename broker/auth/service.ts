@@ -1,4 +1,5 @@
 import crypto from 'node:crypto';
+import { recordingModeOf } from '../access/recording.js';
 import type { SecondFactorProvider, TwoFactorState } from '../../shared/api-types.js';
 import { compilePolicies, type CompiledPolicy, type Policy } from '../../shared/resources.js';
 import { Principal } from '../access/principal.js';
@@ -127,11 +128,12 @@ export class AuthService {
     const roles = await this.db
       .selectFrom('user_roles')
       .innerJoin('roles', 'roles.id', 'user_roles.role_id')
-      .select(['roles.id', 'roles.policies', 'roles.updated_at'])
+      .select(['roles.id', 'roles.policies', 'roles.updated_at', 'roles.recording'])
       .where('user_roles.user_id', '=', row.id)
       .execute();
-    const policies = roles.flatMap((r) => this.policiesOf(r.id, r.updated_at, r.policies));
-    return new Principal({ id: row.id, email: row.email, fname: row.fname, lname: row.lname }, claims.sid, policies);
+    const perRole = roles.map((r) => ({ recording: recordingModeOf(r.recording), policies: this.policiesOf(r.id, r.updated_at, r.policies) }));
+    const policies = perRole.flatMap((r) => r.policies);
+    return new Principal({ id: row.id, email: row.email, fname: row.fname, lname: row.lname }, claims.sid, policies, perRole);
   }
 
   async userRow(userId: string): Promise<UserRow | undefined> {

@@ -200,5 +200,14 @@ export function migrations(dialect: Dialect): Record<string, Migration> {
         }
       },
     },
+    '0005_role_recording': {
+      // Whether consoles a role grants are recorded: 'default' (recorded), 'off' or 'required'.
+      async up(db: Kysely<unknown>) {
+        await db.schema
+          .alterTable('roles')
+          .addColumn('recording', 'text', (c) => c.notNull().defaultTo('default'))
+          .execute();
+      },
+    },
   };
 }

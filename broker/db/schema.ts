@@ -30,6 +30,8 @@ export interface RolesTable {
   description: string;
   /** JSON: [{permission, resources}] */
   policies: string;
+  /** Console recording for sessions this role grants: 'default' | 'off' | 'required' (see broker/access/recording.ts). */
+  recording?: string;
   builtin: number;
   created_at: string;
   created_by: string | null;

@@ -12,6 +12,8 @@ export interface StreamRelayOptions {
   direction?: 'upload' | 'download';
   /** UDP: the stream carries PORT(2) | LENGTH(2) | DATA frames, the channel one datagram per write */
   datagramPort?: number;
+  /** console: where its output is recorded (never its input) */
+  recorder?: { output(chunk: Buffer): void };
 }
 
 /** Largest UDP frame body, and so the most held while one arrives. */
@@ -29,6 +31,8 @@ export class StreamRelay implements LiveRelay {
   private reason?: string;
   private streamClosed = false;
   private channelClosed = false;
+  /** The stream's count when this relay took it over (the handshake came before). */
+  private bytesBefore = 0;
 
   constructor(
     private readonly stream: SmuxStream,
@@ -40,7 +44,8 @@ export class StreamRelay implements LiveRelay {
 
   start(): void {
     const { stream, channel, options } = this;
-    const bytesBefore = stream.stats.bytesIn;
+    this.bytesBefore = stream.stats.bytesIn;
+    const bytesBefore = this.bytesBefore;
     channel.on('control', (msg: ChannelControl) => {
       if (msg.type === 'exit') this.reason ??= `exit ${msg.code ?? 'none'}${msg.signal ? ` signal ${msg.signal}` : ''}`;
       if (msg.type === 'result') {
@@ -55,6 +60,8 @@ export class StreamRelay implements LiveRelay {
         }
       }
     });
+    const { recorder } = options;
+    if (recorder) channel.on('data', (chunk: Buffer) => recorder.output(chunk));
     const acceptsInput = !(options.kind === 'copy' && options.direction === 'download');
     if (options.datagramPort !== undefined) this.relayDatagrams(options.datagramPort);
     else if (acceptsInput) {
@@ -133,6 +140,15 @@ export class StreamRelay implements LiveRelay {
       if (!stream.writableEnded) stream.end();
     });
     stream.resume();
+  }
+
+  /** Bytes so far from the qbee client to the device, for the operator's list of live sessions. */
+  get bytesIn(): number {
+    return this.stream.stats.bytesIn - this.bytesBefore;
+  }
+
+  get bytesOut(): number {
+    return this.stream.stats.bytesOut;
   }
 
   abort(_frame: ErrorFrame, _code: number, reason: string): void {

@@ -21,6 +21,7 @@ import type { AuditService } from '../audit/service.js';
 import type { AuthService } from '../auth/service.js';
 import { ApiError } from '../http/errors.js';
 import type { UpgradeRouter } from '../http/upgrade.js';
+import type { ConsoleRecorder } from '../remote/recordings.js';
 import type { RemoteService } from '../remote/service.js';
 import type { Caller, RemoteSessions } from '../remote/sessions.js';
 import { isTunnelHost } from '../remote/schemas.js';
@@ -66,7 +67,7 @@ function writeError(stream: SmuxStream, message: string): void {
 interface Connection {
   caller: Caller;
   deviceId: string;
-  terminals: Map<string, Channel>;
+  terminals: Map<string, { channel: Channel; recorder?: Pick<ConsoleRecorder, 'resize'> }>;
 }
 
 /**
@@ -206,7 +207,7 @@ export class QbeeTransport {
     options: Record<string, unknown>,
     okPayload: Buffer,
     relayOptions: ConstructorParameters<typeof StreamRelay>[2],
-  ): Promise<Channel | undefined> {
+  ): Promise<{ channel: Channel; recorder?: ConsoleRecorder } | undefined> {
     const prepared = await this.deps.sessions.authorizeAndOpen(connection.caller, kind, connection.deviceId, request, params, options);
     if (!prepared.ok) {
       writeError(stream, prepared.frame.message);
@@ -214,14 +215,15 @@ export class QbeeTransport {
     }
     if (stream.destroyed || stream.writableEnded) {
       prepared.channel.destroy();
+      void prepared.recorder?.close();
       await this.deps.sessions.finish(prepared.auditId, prepared.startedAt, { bytesIn: 0, bytesOut: 0, reason: 'client went away before the session started' });
       return undefined;
     }
     stream.write(encodeQbeeMessage(QbeeMessage.ok, okPayload));
-    const relay = new StreamRelay(stream, prepared.channel, relayOptions);
+    const relay = new StreamRelay(stream, prepared.channel, { ...relayOptions, recorder: prepared.recorder });
     this.deps.sessions.adopt(prepared, relay);
     relay.start();
-    return prepared.channel;
+    return { channel: prepared.channel, recorder: prepared.recorder };
   }
 
   private async tunnel(connection: Connection, stream: SmuxStream, payload: string): Promise<void> {
@@ -253,10 +255,10 @@ export class QbeeTransport {
     const size = parseSize(payload);
     if (!size) return this.refuse(connection, stream, 'console', {}, `invalid request: the terminal size must be 1 to ${MAX_DIMENSION} columns and rows`);
     const sid = crypto.randomUUID();
-    const channel = await this.open(connection, stream, 'console', { action: 'console' }, size, { ...size }, Buffer.from(sid), { kind: 'console', size });
-    if (!channel) return;
-    connection.terminals.set(sid, channel);
-    channel.once('close', () => connection.terminals.delete(sid));
+    const opened = await this.open(connection, stream, 'console', { action: 'console' }, size, { ...size }, Buffer.from(sid), { kind: 'console', size });
+    if (!opened) return;
+    connection.terminals.set(sid, opened);
+    opened.channel.once('close', () => connection.terminals.delete(sid));
   }
 
   /** A resize names a terminal this connection opened; it is part of that (already audited) session. */
@@ -267,12 +269,14 @@ export class QbeeTransport {
     } catch {
       return writeError(stream, 'invalid terminal command: not JSON');
     }
-    const channel = typeof command.sid === 'string' ? connection.terminals.get(command.sid) : undefined;
+    const terminal = typeof command.sid === 'string' ? connection.terminals.get(command.sid) : undefined;
+    const channel = terminal?.channel;
     if (!channel || channel.destroyed) return writeError(stream, 'no such terminal session on this connection');
     if ((command.type ?? PTY_RESIZE) !== PTY_RESIZE) return writeError(stream, `unsupported terminal command ${String(command.type)}`);
     const size = parseSize(payload);
     if (!size) return writeError(stream, `invalid resize: 1 to ${MAX_DIMENSION} columns and rows`);
     channel.control({ type: 'resize', ...size });
+    terminal.recorder?.resize(size.cols, size.rows);
     stream.end(encodeQbeeMessage(QbeeMessage.ok));
   }
 

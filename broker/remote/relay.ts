@@ -69,6 +69,8 @@ export interface RelayOptions {
   size?: { cols: number; rows: number };
   /** what the agent answered to the open (a download's size and mode) */
   info: Record<string, unknown>;
+  /** console only: where its output and resizes are recorded (never its input) */
+  recorder?: { output(chunk: Buffer): void; resize(cols: number, rows: number): void };
 }
 
 export interface RelayEnd {
@@ -216,7 +218,9 @@ export class Relay {
     const msg = parsed.frame;
     switch (msg.type) {
       case 'resize':
-        if (this.isConsole) this.channel.control({ type: 'resize', cols: msg.cols, rows: msg.rows });
+        if (!this.isConsole) return;
+        this.channel.control({ type: 'resize', cols: msg.cols, rows: msg.rows });
+        this.options.recorder?.resize(msg.cols, msg.rows);
         return;
       case 'ack':
         if (!this.isConsole) return;
@@ -250,6 +254,7 @@ export class Relay {
   private toUser(chunk: Buffer): void {
     const n = chunk.length;
     this.bytesOut += n;
+    this.options.recorder?.output(chunk);
     if (!canSend(this.ws)) return;
     this.unflushed += n;
     if (this.isConsole) this.unacked += n;

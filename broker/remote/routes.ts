@@ -1,6 +1,7 @@
 import { z } from 'zod';
 import type { RemoteCapabilities } from '../../shared/api-types.js';
-import { defineRoute, type RouteSpec } from '../http/route.js';
+import { pipeline } from 'node:stream/promises';
+import { defineRoute, Reply, type RouteSpec } from '../http/route.js';
 import type { ExtraOperation } from '../http/openapi.js';
 import { listPage, pagingQuery } from '../http/paging.js';
 import { CONSOLE_UNACKED_MAX } from './relay.js';
@@ -19,6 +20,19 @@ const portmapRecord = z.object({
   proto: proto,
   port: z.number(),
   dst: z.string().describe('Destination host as seen from the device.'),
+});
+
+const remoteSession = z.object({
+  id: z.string(),
+  user: z.object({ id: z.string(), email: z.string() }),
+  device: z.object({ id: z.string(), name: z.string() }),
+  kind: z.enum(['console', 'tunnel', 'copy', 'reload']),
+  source: z.enum(['api', 'web', 'cli', 'ssh', 'qbee']),
+  ip: z.string(),
+  started_at: z.string(),
+  bytes_in: z.number(),
+  bytes_out: z.number(),
+  can_end: z.boolean().describe('The caller may end it (`remote-access:manage` on its device): for showing an End button.'),
 });
 
 const target = z.string().min(1).max(200).describe('`*`, `tag:<tag>` or `node:<node id>` (a group or a device); no action suffix.');
@@ -52,6 +66,59 @@ export const remoteRoutes: RouteSpec[] = [
     body: z.object({}),
     response: z.object({ ticket: z.string(), expires_in: z.number().describe('seconds') }),
     handler: async ({ principal, bearer, services }) => services.remote.issueTicket(principal, bearer as string),
+  }),
+  defineRoute({
+    method: 'get',
+    path: '/remote/sessions',
+    tag: 'remote',
+    summary: 'List live remote sessions (console, tunnel, copy)',
+    description:
+      "The sessions running now on this broker, newest first: the caller's own, and those on devices their `remote-access:manage` covers (a `*` grant, as the Administrator's, covers every device); others are left out. `bytes_in` is client to device, `bytes_out` device to client, so far. `source` is the client kind (api, web, cli, qbee). `{items:[{id,user:{id,email},device:{id,name},kind,source,ip,started_at,bytes_in,bytes_out,can_end}], total}`.",
+    access: 'authenticated',
+    response: listPage(remoteSession),
+    handler: async ({ principal, services }) => services.remote.listSessions(principal),
+  }),
+  defineRoute({
+    method: 'delete',
+    path: '/remote/sessions/{id}',
+    tag: 'remote',
+    summary: 'End a live remote session',
+    description:
+      "Needs `remote-access:manage` on the session's device, whoever owns the session (403 otherwise; 404 for an unknown or ended session). The client gets the error frame `session_ended` and close 4403; the session's end entry in the audit trail (`remote.<action>.end`) says who ended it. Answers 204 once the session is over.",
+    access: 'remote-access:manage',
+    audit: false,
+    transaction: false,
+    params: z.object({ id: z.string().min(1).max(64) }),
+    handler: async ({ params, principal, services }) => {
+      await services.remote.endSession(principal, params.id);
+      return undefined;
+    },
+  }),
+  defineRoute({
+    method: 'get',
+    path: '/remote/recordings/{session_id}',
+    tag: 'remote',
+    summary: "A console session's recording (asciicast v2)",
+    description:
+      'The recording of a console session, named by its session id (the `recording` option of its `remote.console.start` audit entry; also the `id` of GET /remote/sessions). `application/x-asciicast`: a JSON header line `{version:2,width,height,timestamp,title}`, then one JSON array a line: `[seconds, "o", text]` for terminal output, `[seconds, "r", "COLSxROWS"]` for a resize, `[seconds, "m", "gap: n bytes not recorded"]` where output came faster than the disk took it. Keystrokes are not recorded. Written while the session runs; kept RECORDING_RETENTION_DAYS days. 404 when there is none.',
+    access: 'audit:read',
+    transaction: false,
+    params: z.object({ session_id: z.string().min(1).max(64) }),
+    handler: async ({ params, services }) => {
+      const cast = await services.remote.recording(params.session_id);
+      return Reply.raw(async (res) => {
+        res.status(200);
+        res.setHeader('Content-Type', 'application/x-asciicast');
+        res.setHeader('Content-Length', String(cast.size));
+        res.setHeader('Content-Disposition', `attachment; filename="${params.session_id}.cast"`);
+        res.setHeader('Cache-Control', 'no-store');
+        try {
+          await pipeline(cast.stream, res);
+        } catch {
+          cast.stream.destroy();
+        }
+      });
+    },
   }),
   defineRoute({
     method: 'get',

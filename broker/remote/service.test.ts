@@ -33,7 +33,7 @@ function build(agent: { connected: boolean; reload?: () => Promise<void> }) {
     disconnect: () => {},
   };
   const service = new RemoteService({
-    config: { trustProxy: false },
+    config: { trustProxy: false, dataDir: '', recordingRetentionDays: 90 }, // no console is opened here
     logger: createLogger('silent'),
     db: {} as Db, // the port presets are not used here
     upgrades: { register: () => {} },

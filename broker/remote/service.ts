@@ -1,3 +1,5 @@
+import fs from 'node:fs';
+import type { Config } from '../config.js';
 import type { RemoteCapabilities } from '../../shared/api-types.js';
 import { parseResource } from '../../shared/resources.js';
 import { refusalOf, type AccessService } from '../access/access.js';
@@ -5,14 +7,37 @@ import type { Principal } from '../access/principal.js';
 import { presetApplies } from '../access/remote.js';
 import type { Db } from '../db/database.js';
 import { ApiError, badRequest, notFound } from '../http/errors.js';
+import { recordingPath, removeOldRecordings } from './recordings.js';
 import { PortmapStore, type Portmap, type PortmapInput } from './portmaps.js';
-import { RemoteSessions, type RemoteSessionsDeps, type RemoteSource } from './sessions.js';
+import { RemoteSessions, type LiveSessionView, type RemoteSessionsDeps, type RemoteSource } from './sessions.js';
+
+/** How often old recordings are looked for. */
+const RETENTION_SWEEP_MS = 86_400_000;
+
+/** A live session as GET /remote/sessions answers it. */
+export interface RemoteSessionRecord {
+  id: string;
+  user: { id: string; email: string };
+  device: { id: string; name: string };
+  kind: LiveSessionView['kind'];
+  source: RemoteSource;
+  ip: string;
+  started_at: string;
+  bytes_in: number;
+  bytes_out: number;
+  /** The caller may end it (remote-access:manage on its device), for showing the End button. */
+  can_end: boolean;
+}
 import { TicketStore } from './tickets.js';
 
 /** What remote access uses: the sessions' collaborators, the access decisions it asks for, and its store. */
 export interface RemoteServiceDeps extends RemoteSessionsDeps {
+  config: Pick<Config, 'trustProxy' | 'dataDir' | 'recordingRetentionDays'>;
   db: Db;
-  access: Pick<AccessService, 'decide' | 'copyRoots' | 'remoteActions' | 'consoleUsers' | 'requirePresetReader' | 'mayReadPreset'>;
+  access: Pick<
+    AccessService,
+    'decide' | 'copyRoots' | 'remoteActions' | 'consoleUsers' | 'requirePresetReader' | 'mayReadPreset' | 'maySeeRemoteSession' | 'require' | 'consoleRecording'
+  >;
 }
 
 /**
@@ -24,6 +49,7 @@ export class RemoteService {
   readonly tickets = new TicketStore();
   readonly sessions: RemoteSessions;
   private readonly portmaps: PortmapStore;
+  private retentionTimer?: NodeJS.Timeout;
 
   constructor(private readonly deps: RemoteServiceDeps) {
     this.sessions = new RemoteSessions(deps, (ticket) => this.tickets.redeem(ticket));
@@ -32,10 +58,77 @@ export class RemoteService {
 
   async init(): Promise<void> {
     this.sessions.init();
+    this.removeOldRecordings();
+    this.retentionTimer = setInterval(() => this.removeOldRecordings(), RETENTION_SWEEP_MS);
+    this.retentionTimer.unref();
   }
 
   async close(): Promise<void> {
+    clearInterval(this.retentionTimer);
     await this.sessions.close();
+  }
+
+  /** Removes console recordings older than RECORDING_RETENTION_DAYS (at start and daily). */
+  removeOldRecordings(now = Date.now()): number {
+    const removed = removeOldRecordings(this.deps.config.dataDir, this.deps.config.recordingRetentionDays, now);
+    if (removed > 0) this.deps.logger.info({ removed, days: this.deps.config.recordingRetentionDays }, 'old console recordings removed');
+    return removed;
+  }
+
+  /** A console recording (asciicast v2) by its session id; 404 when there is none. */
+  async recording(sessionId: string): Promise<{ stream: fs.ReadStream; size: number }> {
+    const file = recordingPath(this.deps.config.dataDir, sessionId);
+    const missing = notFound(`Recording of session ${sessionId}`);
+    if (!file) throw missing;
+    let handle: fs.promises.FileHandle;
+    try {
+      handle = await fs.promises.open(file, fs.constants.O_RDONLY | fs.constants.O_NOFOLLOW);
+    } catch {
+      throw missing;
+    }
+    const { size } = await handle.stat();
+    return { stream: handle.createReadStream(), size };
+  }
+
+  /**
+   * The live sessions the caller may see (their own, and those on devices their
+   * remote-access:manage covers: broker/access), newest first, with each device's name.
+   */
+  async listSessions(principal: Principal): Promise<{ items: RemoteSessionRecord[]; total: number }> {
+    const visible: LiveSessionView[] = [];
+    for (const s of this.sessions.list()) {
+      if (await this.deps.access.maySeeRemoteSession(principal, { userId: s.user.id, deviceId: s.deviceId })) visible.push(s);
+    }
+    visible.sort((a, b) => b.startedAt - a.startedAt);
+    const ids = [...new Set(visible.map((s) => s.deviceId))];
+    const names = new Map<string, string>();
+    if (ids.length) {
+      const rows = await this.deps.db.selectFrom('nodes').select(['node_id', 'title']).where('node_id', 'in', ids).execute();
+      for (const row of rows) names.set(row.node_id, row.title);
+    }
+    const mayEnd = new Map<string, boolean>();
+    for (const id of ids) mayEnd.set(id, (await this.deps.access.decide(principal, 'remote-access:manage', id)).allowed);
+    const items = visible.map((s) => ({
+      id: s.id,
+      user: s.user,
+      device: { id: s.deviceId, name: names.get(s.deviceId) ?? '' },
+      kind: s.kind,
+      source: s.source,
+      ip: s.ip,
+      started_at: new Date(s.startedAt).toISOString(),
+      bytes_in: s.bytesIn,
+      bytes_out: s.bytesOut,
+      can_end: mayEnd.get(s.deviceId) ?? false,
+    }));
+    return { items, total: items.length };
+  }
+
+  /** Ends a live session: needs remote-access:manage on its device, whoever owns it. */
+  async endSession(principal: Principal, id: string): Promise<void> {
+    const session = this.sessions.get(id);
+    if (!session) throw notFound(`Remote session ${id}`);
+    await this.deps.access.require(principal, 'remote-access:manage', session.deviceId);
+    await this.sessions.end(id, principal.user);
   }
 
   /** A single-use ticket for one WebSocket connection, bound to the caller's sign-in session. */

@@ -8,7 +8,7 @@ import type { Channel } from '../../shared/mux.js';
 import type { ChannelKind, ChannelParams } from '../../shared/protocol.js';
 import { isAccessRefusal, refusalCodeOf } from '../../shared/codes.js';
 import { normalizeDevicePath, type RemoteRequest } from '../../shared/resources.js';
-import type { AccessService } from '../access/access.js';
+import type { AccessDecision, AccessService } from '../access/access.js';
 import type { Principal } from '../access/principal.js';
 import type { AgentLocator } from '../agents/locator.js';
 import type { AuditService } from '../audit/service.js';
@@ -19,6 +19,7 @@ import { API_PREFIX } from '../http/router.js';
 import type { UpgradeRouter } from '../http/upgrade.js';
 import { bounded, type RemoteAuditEnd } from '../audit/service.js';
 import { errorFrame, refuse, Relay, SessionClose, type ErrorFrame, type RelayOptions } from './relay.js';
+import { ConsoleRecorder } from './recordings.js';
 import { consoleQuery, copyQuery, tunnelQuery, type ConsoleQuery, type CopyQuery, type TunnelQuery } from './schemas.js';
 
 export const REMOTE_WS_PATHS: Record<ChannelKind, string> = {
@@ -39,11 +40,11 @@ export type RemoteSource = 'api' | 'web' | 'cli' | 'ssh' | 'qbee';
 
 /** What remote sessions use: agents are reached only through the AgentLocator. */
 export interface RemoteSessionsDeps {
-  config: Pick<Config, 'trustProxy'>;
+  config: Pick<Config, 'trustProxy' | 'dataDir'>;
   logger: Logger;
   upgrades: Pick<UpgradeRouter, 'register'>;
   auth: Pick<AuthService, 'authenticate'>;
-  access: Pick<AccessService, 'decide' | 'copyRoots'>;
+  access: Pick<AccessService, 'decide' | 'copyRoots' | 'consoleRecording'>;
   audit: Pick<AuditService, 'recordRemoteStart' | 'recordRemoteEnd'>;
   locator: AgentLocator;
 }
@@ -59,6 +60,9 @@ export interface Caller {
 /** What a live session must offer to be ended from here: the WebSocket Relay, or a qbee stream relay. */
 export interface LiveRelay {
   abort(frame: ErrorFrame, code: number, reason: string): void;
+  /** Bytes so far, client to device and device to client (the operator's list shows them). */
+  readonly bytesIn: number;
+  readonly bytesOut: number;
   readonly done: Promise<{ bytesIn: number; bytesOut: number; reason: string; failed?: boolean }>;
 }
 
@@ -68,8 +72,22 @@ interface LiveSession {
   deviceId: string;
   request: RemoteRequest;
   relay: LiveRelay;
+  startedAt: number;
   /** set once access was withdrawn: the relay is ending */
   withdrawn?: boolean;
+}
+
+/** A live session as the operator's list shows it (GET /remote/sessions). */
+export interface LiveSessionView {
+  id: string;
+  user: { id: string; email: string };
+  deviceId: string;
+  kind: RemoteRequest['action'];
+  source: RemoteSource;
+  ip: string;
+  startedAt: number;
+  bytesIn: number;
+  bytesOut: number;
 }
 
 export type Refusal = { ok: false; frame: ErrorFrame; code: number };
@@ -84,6 +102,10 @@ export type Prepared =
       relayOptions: RelayOptions;
       auditId: number;
       startedAt: number;
+      /** The live session's id (and its recording's name). */
+      sessionId: string;
+      /** console: where it is recorded, unless its roles turn recording off */
+      recorder?: ConsoleRecorder;
     };
 
 function refusal(status: number, error: string, message: string, details: Record<string, unknown> = {}): Refusal {
@@ -209,6 +231,7 @@ export class RemoteSessions {
     // The client left while we were deciding and opening (or the broker is closing): nothing to relay to.
     if (!upgraded && prepared.ok) {
       prepared.channel.destroy();
+      void prepared.recorder?.close();
       const reason = this.closing ? 'broker shut down' : 'client went away before the session started';
       void this.finish(prepared.auditId, prepared.startedAt, { bytesIn: 0, bytesOut: 0, reason });
     }
@@ -224,13 +247,67 @@ export class RemoteSessions {
    * Takes a started session under watch: re-authorized with the others, ended on shutdown, and
    * its end audited when its relay is done. Other transports (broker/qbee) hand theirs in here.
    */
-  adopt(prepared: Extract<Prepared, { ok: true }>, relay: LiveRelay): void {
-    const id = crypto.randomUUID();
-    this.live.set(id, { id, caller: prepared.caller, deviceId: prepared.deviceId, request: prepared.request, relay });
+  adopt(prepared: Extract<Prepared, { ok: true }>, relay: LiveRelay): string {
+    const id = prepared.sessionId;
+    this.live.set(id, { id, caller: prepared.caller, deviceId: prepared.deviceId, request: prepared.request, relay, startedAt: prepared.startedAt });
+    const { recorder } = prepared;
+    if (recorder) {
+      // A required recording that cannot keep up (or be written) ends the session rather than let it run unrecorded.
+      recorder.overflow = () =>
+        relay.abort(
+          errorFrame(503, 'recording_failed', 'The session could not be recorded, and its recording is required: it was ended.'),
+          SessionClose.internal,
+          'required recording could not be written',
+        );
+    }
     void relay.done.then(async (end) => {
       this.live.delete(id);
+      await recorder?.close();
       await this.finish(prepared.auditId, prepared.startedAt, { ...end, result: end.failed ? 'error' : 'ended' });
     });
+    return id;
+  }
+
+  /** Every live session on this broker; who may see which is decided by the caller (broker/access). */
+  list(): LiveSessionView[] {
+    return [...this.live.values()].map((s) => this.view(s));
+  }
+
+  /** One live session, or undefined when it is unknown or has ended. */
+  get(id: string): LiveSessionView | undefined {
+    const session = this.live.get(id);
+    return session && this.view(session);
+  }
+
+  /**
+   * Ends a live session on an operator's word (authorized by the caller): the client gets an
+   * error frame `session_ended` and close 4403, and the end entry of the audit trail names who
+   * ended it. Resolves once the relay is done (the end entry follows), or after a few seconds.
+   */
+  async end(id: string, by: { id: string; email: string }): Promise<boolean> {
+    const session = this.live.get(id);
+    if (!session) return false;
+    const reason = `ended by ${by.email} (user ${by.id})`;
+    this.log.info({ deviceId: session.deviceId, user: session.caller.principal.user.id, by: by.id }, 'remote session ended by an operator');
+    session.withdrawn = true;
+    session.relay.abort(errorFrame(403, 'session_ended', `An operator (${by.email}) ended this session.`), SessionClose.forbidden, reason);
+    await Promise.race([session.relay.done, new Promise((r) => setTimeout(r, 5000).unref())]);
+    return true;
+  }
+
+  private view(s: LiveSession): LiveSessionView {
+    const { user } = s.caller.principal;
+    return {
+      id: s.id,
+      user: { id: user.id, email: user.email },
+      deviceId: s.deviceId,
+      kind: s.request.action,
+      source: s.caller.source,
+      ip: s.caller.ip,
+      startedAt: s.startedAt,
+      bytesIn: s.relay.bytesIn,
+      bytesOut: s.relay.bytesOut,
+    };
   }
 
   /** Audits the end of a session that was audited as started. */
@@ -339,6 +416,23 @@ export class RemoteSessions {
   ): Promise<Prepared> {
     const { principal } = caller;
     const decision = await this.deps.access.decide(principal, 'remote-access:connect', deviceId, request);
+    const sessionId = crypto.randomUUID();
+    let recorder: ConsoleRecorder | undefined;
+    let recordingFailure: string | undefined;
+    if (kind === 'console' && decision.allowed && decision.device) {
+      const mode = this.deps.access.consoleRecording(principal, decision.device);
+      if (mode !== 'off') {
+        const size = params as { cols: number; rows: number };
+        try {
+          recorder = ConsoleRecorder.open(this.deps.config.dataDir, sessionId, size, { title: `console on ${deviceId}` }, this.log, mode === 'required');
+          options = { ...options, recording: sessionId };
+        } catch (err) {
+          this.log.error({ err, deviceId }, 'console recording could not be started');
+          // Fail closed: a console whose recording is required does not run unrecorded.
+          if (mode === 'required') recordingFailure = `its recording is required and could not be written (${(err as NodeJS.ErrnoException).code ?? 'error'})`;
+        }
+      }
+    }
     let auditId: number;
     try {
       auditId = await this.deps.audit.recordRemoteStart({
@@ -347,17 +441,42 @@ export class RemoteSessions {
         deviceId,
         action: request.action,
         options,
-        allowed: decision.allowed,
-        reason: decision.reason,
+        allowed: decision.allowed && !recordingFailure,
+        reason: recordingFailure ?? decision.reason,
         ip: caller.ip,
         source: caller.source,
         sessionId: principal.sessionId,
       });
     } catch (err) {
+      void recorder?.close();
       this.log.error({ err, deviceId }, 'remote-access attempt not audited: refused');
       return refusal(500, 'audit_failed', 'The attempt could not be written to the audit log, so the session was refused. Try again shortly.');
     }
     const startedAt = Date.now();
+    if (recordingFailure) {
+      return refusal(503, 'recording_unavailable', `The console was refused: ${recordingFailure}. Ask an administrator to check the broker's disk.`, {
+        device_id: deviceId,
+      });
+    }
+    // From here every refusal ends the recording that was started.
+    const result = await this.open(caller, kind, deviceId, request, params, decision, auditId, startedAt, sessionId, recorder);
+    if (!result.ok) void recorder?.close();
+    return result;
+  }
+
+  private async open(
+    caller: Caller,
+    kind: ChannelKind,
+    deviceId: string,
+    request: RemoteRequest,
+    params: ChannelParams,
+    decision: AccessDecision,
+    auditId: number,
+    startedAt: number,
+    sessionId: string,
+    recorder: ConsoleRecorder | undefined,
+  ): Promise<Prepared> {
+    const { principal } = caller;
     if (!decision.allowed) {
       if (decision.code === 'no_such_device') return refusal(404, 'not_found', `Device ${deviceId} was not found.`);
       return refusal(403, 'forbidden', `Not allowed: ${decision.reason}.`, { permission: 'remote-access:connect', device_id: deviceId });
@@ -391,8 +510,9 @@ export class RemoteSessions {
       info: opened.info,
       ...(kind === 'console' ? { size: params as { cols: number; rows: number } } : {}),
       ...(kind === 'copy' ? { direction: (params as { direction: 'upload' | 'download' }).direction } : {}),
+      ...(recorder ? { recorder } : {}),
     };
-    return { ok: true, caller, deviceId, request, channel: opened.channel, relayOptions, auditId, startedAt };
+    return { ok: true, caller, deviceId, request, channel: opened.channel, relayOptions, auditId, startedAt, sessionId, recorder };
   }
 
   /**

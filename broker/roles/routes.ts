@@ -4,6 +4,10 @@ import { listPage, pagingQuery } from '../http/paging.js';
 import { defineRoute, type RouteSpec } from '../http/route.js';
 import { multiLine, singleLine } from '../../shared/text.js';
 import { subjectRecords } from '../audit/subjects.js';
+import { RECORDING_MODES } from '../access/recording.js';
+
+const RECORDING_HELP =
+  'Console recording for sessions this role grants: `default` (recorded), `off` or `required` (a console that cannot be recorded is refused). A user with several roles: `required` wins; `off` only when every role granting them the console says `off`. Left out: `default` on create, unchanged on PUT.';
 
 const roleId = z.string().min(1).max(128).describe('The role id');
 const params = z.object({ role_id: roleId });
@@ -20,6 +24,7 @@ const roleBody = z.object({
   name: singleLine(z.string().trim().min(1).max(100)).describe('Unique (case-insensitive)'),
   description: multiLine(z.string().max(1000)).optional(),
   policies: z.array(policyInput).max(100).describe('What the role grants; holders of several roles get the union.'),
+  recording: z.enum(RECORDING_MODES).optional().describe(RECORDING_HELP),
   // Read-only fields of the record: clients that send back what they read (the qbee client does) are accepted.
   id: z.string().max(128).optional().describe('Read-only; must match the path when sent to PUT.'),
   created_at: z.unknown().optional().describe('Read-only; ignored.'),
@@ -36,6 +41,7 @@ const roleRecord = z.object({
   name: z.string(),
   description: z.string(),
   policies: z.array(z.object({ permission: z.string(), resources: z.array(z.string()) })),
+  recording: z.enum(RECORDING_MODES).describe(RECORDING_HELP),
   builtin: z.boolean().describe('The built-in Administrator role: every permission on every device; cannot be changed or deleted.'),
   created_at: z.number().describe('Unix time, seconds'),
   created_by: z.string().nullable().describe('user_id of the creator'),
@@ -48,7 +54,7 @@ const VALIDATION =
   'Policies are checked: an unknown permission, a resource on a permission that does not accept resources, an action suffix on anything but remote-access:connect, options on console/reload, an unknown option or a malformed value answer 400 `invalid_policy` with a message naming the policy and the resource and a `problems` array `[{policy, permission, resource, message}]`. A name in use answers 409 `duplicate_role_name`.';
 
 function fields(body: z.infer<typeof roleBody>) {
-  return { name: body.name, description: body.description, policies: body.policies };
+  return { name: body.name, description: body.description, policies: body.policies, recording: body.recording };
 }
 
 export const rolesRoutes: RouteSpec[] = [

@@ -2,6 +2,7 @@ import crypto from 'node:crypto';
 import { PERMISSION_NAMES, PERMISSIONS, type Permission } from '../../shared/permissions.js';
 import { validatePolicies, type Policy, type PolicyProblem } from '../../shared/resources.js';
 import type { AccessService } from '../access/access.js';
+import { recordingModeOf, type RecordingMode } from '../access/recording.js';
 import type { Principal } from '../access/principal.js';
 import type { Store } from '../db/database.js';
 import { badRequest, conflict, notFound } from '../http/errors.js';
@@ -19,6 +20,7 @@ export interface RoleRecord {
   name: string;
   description: string;
   policies: RolePolicy[];
+  recording: RecordingMode;
   builtin: boolean;
   created_at: number;
   created_by: string | null;
@@ -31,6 +33,8 @@ export interface RoleInput {
   name: string;
   description?: string;
   policies: Policy[];
+  /** Left out: `default` on create, unchanged on replace. */
+  recording?: RecordingMode;
 }
 
 export interface PermissionInfo {
@@ -105,6 +109,7 @@ export class RolesService {
       name: row.name,
       description: row.description,
       policies: normalizePolicies(JSON.parse(row.policies) as Policy[]),
+      recording: recordingModeOf(row.recording),
       builtin: row.builtin === 1,
       created_at: seconds(row.created_at),
       created_by: row.created_by,
@@ -151,6 +156,7 @@ export class RolesService {
         name: input.name,
         description: input.description ?? '',
         policies: JSON.stringify(policies),
+        recording: input.recording ?? 'default',
         builtin: 0,
         created_at: now,
         created_by: actor.user.id,
@@ -174,6 +180,7 @@ export class RolesService {
         name: input.name,
         description: input.description ?? '',
         policies: JSON.stringify(policies),
+        ...(input.recording ? { recording: input.recording } : {}),
         updated_at: nextUpdatedAt(role.updated_at),
         updated_by: actor.user.id,
       });

@@ -6,7 +6,7 @@ let t: TestBroker;
 let adminId: string;
 let adminRoleId: string;
 
-const ROLE_KEYS = ['builtin', 'created_at', 'created_by', 'description', 'id', 'name', 'policies', 'updated_at', 'updated_by', 'used_by'];
+const ROLE_KEYS = ['builtin', 'created_at', 'created_by', 'description', 'id', 'name', 'policies', 'recording', 'updated_at', 'updated_by', 'used_by'];
 
 beforeAll(async () => {
   t = await startTestBroker();

@@ -187,6 +187,7 @@ describe('the route table', () => {
       'PUT /grouptree': 'each change is decided per node by the devices service',
       'GET /tagslist': 'a listing: tags of readable devices only',
       'GET /groups': "a listing: the groups of the caller's view of the tree",
+      'DELETE /remote/sessions/{}': "a live session's device is known only to the sessions service, which asks remote-access:manage on it",
     };
     const unchecked = routes.filter(
       (r) =>

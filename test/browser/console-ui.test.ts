@@ -95,6 +95,7 @@ describe('navigation', () => {
       ['Files', 'files'],
       ['Users', 'users'],
       ['Roles', 'roles'],
+      ['Sessions', 'active-sessions'],
       ['Audit', 'audit'],
     ] as const;
     for (const [label, shot] of areas) {

@@ -156,6 +156,13 @@ describe('qbee native transport through a real broker and agent', () => {
       await expect(client.resize('no-such-terminal', 80, 24)).rejects.toThrow(QbeeRemoteError);
       stream.write('exit\n');
       await new Promise((r) => stream.once('end', r));
+      // Recorded as any console: its output and the resize, linked from its start entry.
+      const start = (await audit(`device_id=${device}&action=console&result=allowed`)).find((e: any) => e.source === 'qbee');
+      const recording = await t.api('GET', `/api/v2/remote/recordings/${start.options.recording}`, { token: t.adminToken });
+      expect(recording.status).toBe(200);
+      const cast = recording.body as string;
+      expect(cast).toContain('hi-qbee');
+      expect(cast).toContain('"r","132x43"');
     } finally {
       client.close();
     }

@@ -14,6 +14,7 @@ import { LoginScreen } from './screens/login.js';
 import { PendingHostsScreen } from './screens/pending.js';
 import { ProfileScreen } from './screens/profile.js';
 import { RoleScreen, RolesScreen } from './screens/roles.js';
+import { SessionsScreen } from './screens/sessions.js';
 import { SetPasswordScreen } from './screens/set-password.js';
 import { UsersScreen } from './screens/users.js';
 import { clearReturnTo, signOut, useSession } from './session.js';
@@ -23,6 +24,19 @@ import { AccessDenied, ErrorBox, Loading } from './ui.js';
 const PUBLIC_PATHS = new Set(['/login', '/set-password']);
 
 type ConsoleModule = typeof import('./screens/console.js');
+type PlayerModule = typeof import('./screens/player.js');
+
+/** The recording player loads xterm.js on first use too. */
+function LazyPlayer({ sessionId }: { sessionId: string }) {
+  const [mod, setMod] = useState<PlayerModule | null>(null);
+  const [error, setError] = useState<unknown>();
+  useEffect(() => {
+    import('./screens/player.js').then(setMod, setError);
+  }, []);
+  if (error) return <ErrorBox error={error} title="The player could not be loaded" />;
+  if (!mod) return <Loading what="the player" />;
+  return <mod.PlayerScreen sessionId={sessionId} />;
+}
 
 /** The console screen and xterm.js load on first use, keeping the rest of the console small. */
 function LazyConsole({ deviceId }: { deviceId: string }) {
@@ -54,6 +68,7 @@ const SCREENS: Screen[] = [
   { pattern: '/roles/new', area: 'rolesManage', render: () => <RoleScreen /> },
   { pattern: '/roles/:id', area: 'roles', render: (p) => <RoleScreen roleId={p.id} /> },
   { pattern: '/audit', area: 'audit', render: () => <AuditScreen /> },
+  { pattern: '/sessions', area: 'remoteSessions', render: () => <SessionsScreen /> },
   { pattern: '/profile', render: () => <ProfileScreen /> },
   { pattern: '/cli-login', render: () => <CliLoginScreen /> },
 ];
@@ -65,6 +80,7 @@ const NAV: { href: string; label: string; area: Area }[] = [
   { href: '/files', label: 'Files', area: 'filesManager' },
   { href: '/users', label: 'Users', area: 'users' },
   { href: '/roles', label: 'Roles', area: 'roles' },
+  { href: '/sessions', label: 'Sessions', area: 'remoteSessions' },
   { href: '/audit', label: 'Audit', area: 'audit' },
 ];
 
@@ -140,6 +156,8 @@ export function App() {
   // The console takes the whole window: no frame around it.
   const consoleParams = match('/console/:id', path);
   if (consoleParams) return <LazyConsole deviceId={consoleParams.id} />;
+  const playerParams = match('/recordings/:id', path);
+  if (playerParams) return allowed('audit') ? <LazyPlayer sessionId={playerParams.id} /> : <AccessDenied />;
 
   for (const screen of SCREENS) {
     const params = match(screen.pattern, path);

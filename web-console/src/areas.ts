@@ -23,6 +23,8 @@ export const AREAS = {
   connectConsole: ['remote-access:connect'],
   remoteConsole: ['device:read', 'remote-access:connect'],
   remoteManage: ['remote-access:manage'],
+  /** Live sessions: one's own (connect) or others' on devices one manages — either permission (ANY_OF). */
+  remoteSessions: ['remote-access:connect', 'remote-access:manage'],
   filesManager: ['files:read'],
   filesWrite: ['files:manage'],
   audit: ['audit:read'],
@@ -38,5 +40,9 @@ export type Area = keyof typeof AREAS;
 
 /** Whether the signed-in user may use this area of the console. */
 export function allowed(area: Area): boolean {
-  return can(...AREAS[area]);
+  const needed: readonly Permission[] = AREAS[area];
+  return ANY_OF.has(area) ? needed.some((p) => can(p)) : can(...needed);
 }
+
+/** Areas open to holders of any one of their permissions, rather than all of them. */
+const ANY_OF = new Set<Area>(['remoteSessions']);

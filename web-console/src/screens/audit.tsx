@@ -45,6 +45,12 @@ function deviceNames(tree: GroupTree): Map<string, string> {
   return names;
 }
 
+/** The recording a console's start entry links (its session id), if any. */
+function recordingOf(e: AuditEntry): string | undefined {
+  const recording = (e.options as { recording?: unknown } | null)?.recording;
+  return e.event === 'remote.console.start' && typeof recording === 'string' ? recording : undefined;
+}
+
 /** An event code that wraps only at its dots (`remote.console.start`), never inside a word. */
 function EventName({ event }: { event: string }) {
   const parts = event.split('.');
@@ -224,6 +230,14 @@ export function AuditScreen() {
                 </td>
                 <td>
                   {e.action}
+                  {recordingOf(e) && allowed('audit') && (
+                    <>
+                      {' '}
+                      <Link href={`/recordings/${recordingOf(e)}`} data-testid="audit-play">
+                        Play
+                      </Link>
+                    </>
+                  )}
                   {e.options && JSON.stringify(e.options) !== '{}' && (
                     <details>
                       <summary>options</summary>

@@ -18,11 +18,15 @@ interface UsedBy {
   email?: string;
 }
 
+type RecordingMode = 'default' | 'off' | 'required';
+
 export interface Role {
   id: string;
   name: string;
   description?: string;
   policies: Policy[];
+  /** Console recording for sessions this role grants (the broker's default: recorded). */
+  recording?: 'default' | 'off' | 'required';
   builtin?: boolean;
   created_at?: string;
   updated_at?: string;
@@ -317,7 +321,7 @@ export function RoleScreen({ roleId }: { roleId?: string }) {
     [],
   );
   const role = loaded.data ?? undefined;
-  const [draft, setDraft] = useState<{ name: string; description: string; policies: DraftPolicy[] } | null>(null);
+  const [draft, setDraft] = useState<{ name: string; description: string; recording: RecordingMode; policies: DraftPolicy[] } | null>(null);
   const action = useAction();
   const manage = allowed('rolesManage') && !role?.builtin;
 
@@ -330,7 +334,10 @@ export function RoleScreen({ roleId }: { roleId?: string }) {
   ).sort((a, b) => Number(notBuilt(a.permission)) - Number(notBuilt(b.permission)));
 
   const current =
-    draft ?? (role ? { name: role.name, description: role.description ?? '', policies: toDraft(role.policies) } : { name: '', description: '', policies: [] });
+    draft ??
+    (role
+      ? { name: role.name, description: role.description ?? '', recording: role.recording ?? 'default', policies: toDraft(role.policies) }
+      : { name: '', description: '', recording: 'default' as RecordingMode, policies: [] });
   const policies = useMemo(() => toPolicies(current.policies), [current.policies]);
   const problems = useMemo(() => [...validatePolicies(policies), ...blankResourceProblems(current.policies)], [policies, current.policies]);
   const apiErrors = action.error instanceof ApiFailure ? action.error.fieldErrors() : {};
@@ -348,7 +355,7 @@ export function RoleScreen({ roleId }: { roleId?: string }) {
     e.preventDefault();
     if (problems.length) return;
     void action.run(async () => {
-      const body = { name: current.name.trim(), description: current.description, policies };
+      const body = { name: current.name.trim(), description: current.description, recording: current.recording, policies };
       if (role) await api.put(`/role/${encodeURIComponent(role.id)}`, body);
       else await api.post('/role', body);
       savedNotice = role ? `The role ${body.name} was saved.` : `The role ${body.name} was created.`;
@@ -385,6 +392,20 @@ export function RoleScreen({ roleId }: { roleId?: string }) {
             onInput={(e) => update({ description: e.currentTarget.value })}
             error={apiErrors.description}
           />
+        </div>
+        <div class="field">
+          <label for="role-recording">Console recording</label>
+          <select
+            id="role-recording"
+            disabled={!manage}
+            value={current.recording}
+            onChange={(e) => update({ recording: e.currentTarget.value as RecordingMode })}
+          >
+            <option value="default">Recorded (default)</option>
+            <option value="off">Off</option>
+            <option value="required">Required: refuse a console that cannot be recorded</option>
+          </select>
+          <p class="muted">With several roles, required wins; off only when every role granting the console says off.</p>
         </div>
         <h2>Permissions</h2>
         {current.policies.length === 0 && <p class="muted">No permissions yet.</p>}

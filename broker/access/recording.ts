@@ -1,0 +1,29 @@
+/**
+ * Whether a console session is recorded, from the roles that grant it. Each role says `default`
+ * (recorded), `off` or `required`. Across a user's roles that allow the console on the device,
+ * `required` wins over `default`, and `off` holds only when every one of them says `off`: one
+ * role cannot quietly switch off the recording another one asks for.
+ */
+import { evaluate, type CompiledPolicy, type DeviceScope } from '../../shared/resources.js';
+
+export const RECORDING_MODES = ['default', 'off', 'required'] as const;
+export type RecordingMode = (typeof RECORDING_MODES)[number];
+
+/** A stored value as a mode; anything unknown (an older row) is `default`. */
+export function recordingModeOf(value: string | null | undefined): RecordingMode {
+  return (RECORDING_MODES as readonly string[]).includes(value ?? '') ? (value as RecordingMode) : 'default';
+}
+
+/** One of the user's roles: its policies and its recording setting. */
+export interface RoleRecording {
+  recording: RecordingMode;
+  policies: CompiledPolicy[];
+}
+
+/** The recording of a console on `device` for a user holding `roles` (see above). */
+export function consoleRecordingMode(roles: RoleRecording[], device: DeviceScope): RecordingMode {
+  const granting = roles.filter((r) => evaluate(r.policies, 'remote-access:connect', device, { action: 'console' }).allowed);
+  if (granting.some((r) => r.recording === 'required')) return 'required';
+  if (granting.length > 0 && granting.every((r) => r.recording === 'off')) return 'off';
+  return 'default';
+}

@@ -1,0 +1,79 @@
+/**
+ * Live remote sessions (GET /remote/sessions): the caller's own and those on devices their
+ * remote-access:manage covers, refreshed every few seconds. End is offered where the broker says
+ * the caller may (`can_end`); the broker decides again when it is pressed.
+ */
+import { useEffect } from 'preact/hooks';
+import { api, itemsOf } from '../api.js';
+import { Link } from '../router.js';
+import { ConfirmButton, ErrorBox, formatBytes, formatTime, ListTable, PageTitle, useAction, useLoad } from '../ui.js';
+
+interface LiveSession {
+  id: string;
+  user: { id: string; email: string };
+  device: { id: string; name: string };
+  kind: string;
+  source: string;
+  ip: string;
+  started_at: string;
+  bytes_in: number;
+  bytes_out: number;
+  can_end: boolean;
+}
+
+const REFRESH_MS = 3000;
+
+export function SessionsScreen() {
+  const sessions = useLoad(async () => itemsOf<LiveSession>(await api.get('/remote/sessions')), []);
+  const ending = useAction();
+  useEffect(() => {
+    document.title = 'Active sessions · Fleet console';
+    const timer = setInterval(sessions.reload, REFRESH_MS);
+    return () => clearInterval(timer);
+  }, []);
+  return (
+    <section>
+      <PageTitle>Active sessions</PageTitle>
+      <ErrorBox error={sessions.error ?? ending.error} />
+      <ListTable
+        items={sessions.data}
+        loading={sessions.loading}
+        what="the sessions"
+        empty="No remote sessions are running that you may see."
+        columns={['Started', 'User', 'Device', 'Kind', 'Source', 'Bytes in / out', '']}
+        row={(s) => (
+          <tr key={s.id} data-testid={`session-${s.id}`}>
+            <td>{formatTime(s.started_at)}</td>
+            <td>{s.user.email}</td>
+            <td>
+              <Link href={`/devices/${s.device.id}`} title={s.device.id}>
+                {s.device.name || <code>{s.device.id.slice(0, 12)}</code>}
+              </Link>
+            </td>
+            <td>{s.kind}</td>
+            <td>
+              {s.source} {s.ip}
+            </td>
+            <td>
+              {formatBytes(s.bytes_in)} / {formatBytes(s.bytes_out)}
+            </td>
+            <td>
+              {s.can_end && (
+                <ConfirmButton
+                  label="End"
+                  question={`End ${s.user.email}'s ${s.kind} on ${s.device.name || 'this device'}?`}
+                  confirmLabel="Yes, end it"
+                  disabled={ending.busy}
+                  onConfirm={async () => {
+                    await ending.run(() => api.del(`/remote/sessions/${encodeURIComponent(s.id)}`));
+                    sessions.reload();
+                  }}
+                />
+              )}
+            </td>
+          </tr>
+        )}
+      />
+    </section>
+  );
+}
