@@ -8,7 +8,7 @@ import os from 'node:os';
 import path from 'node:path';
 import type { Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { eventually, startAgent, type TestAgent } from '../support/agent.js';
+import { eventually, startEnrolledAgent, type TestAgent } from '../support/agent.js';
 import { screenshot, useBrowserSuite } from '../support/browser.js';
 
 let agent: TestAgent;
@@ -19,10 +19,7 @@ const suite = useBrowserSuite();
 
 // After the suite's broker is up, a real agent enrols with an auto-accept key and connects.
 beforeAll(async () => {
-  const key = await suite.t.api('POST', '/api/v2/bootstrapkey', { token: suite.t.adminToken, body: { auto_accept: true } });
-  expect(key.status).toBe(200);
-  agent = startAgent({ broker: suite.t.url, bootstrapKey: Object.keys(key.body)[0] });
-  device = await agent.waitConnected(suite.t, 60_000);
+  ({ agent, device } = await startEnrolledAgent(suite.t));
   work = fs.mkdtempSync(path.join(os.tmpdir(), 'fleet-browser-remote-'));
 });
 

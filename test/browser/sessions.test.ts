@@ -3,7 +3,7 @@
  * ends a live console, and the audit view's Play opens the player of its recording.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { startAgent, type TestAgent } from '../support/agent.js';
+import { startEnrolledAgent, type TestAgent } from '../support/agent.js';
 import { screenshot, useBrowserSuite } from '../support/browser.js';
 import { connectRemote } from '../support/remote-ws.js';
 
@@ -13,10 +13,7 @@ let device: string;
 const suite = useBrowserSuite();
 
 beforeAll(async () => {
-  const key = await suite.t.api('POST', '/api/v2/bootstrapkey', { token: suite.t.adminToken, body: { auto_accept: true } });
-  expect(key.status).toBe(200);
-  agent = startAgent({ broker: suite.t.url, bootstrapKey: Object.keys(key.body)[0] });
-  device = await agent.waitConnected(suite.t, 60_000);
+  ({ agent, device } = await startEnrolledAgent(suite.t));
 });
 
 afterAll(async () => {

@@ -16,7 +16,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { QbeeMessage } from '../../shared/qbee.js';
 import { QBEE_MAX_CONNECTIONS_PER_USER } from '../../broker/qbee/transport.js';
 import { readTar, writeTar, type TarEntry } from '../../shared/tar.js';
-import { eventually, startAgent, type TestAgent, echoServer } from '../support/agent.js';
+import { eventually, type TestAgent, echoServer, startEnrolledAgent } from '../support/agent.js';
 import { startTestBroker, type TestBroker } from '../support/broker.js';
 import { collect, connectQbee, QbeeRemoteError, QbeeUpgradeRefused, type QbeeClient } from '../support/qbee-client.js';
 
@@ -53,11 +53,7 @@ function output(stream: Readable, text: string): Promise<string> {
 beforeAll(async () => {
   t = await startTestBroker({ database: 'sqlite' });
   await t.addGroup({ id: 'lab', title: 'Lab', tags: ['x'] });
-  const key = await t.api('POST', '/api/v2/bootstrapkey', { token: t.adminToken, body: { group_id: 'lab', auto_accept: true } });
-  expect(key.status).toBe(200);
-  agent = startAgent({ broker: t.url, bootstrapKey: Object.keys(key.body)[0] });
-  device = await agent.deviceId();
-  await agent.waitConnected(t);
+  ({ agent, device } = await startEnrolledAgent(t, { group_id: 'lab' }, 20_000));
   ({ server: echo, port: echoPort } = await echoServer());
   work = fs.mkdtempSync(path.join(os.tmpdir(), 'fleet-qbee-e2e-'));
 });

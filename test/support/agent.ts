@@ -254,3 +254,14 @@ export async function echoServer(): Promise<{ server: net.Server; port: number }
   await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
   return { server, port: (server.address() as net.AddressInfo).port };
 }
+
+/**
+ * A real agent process enrolled through a new bootstrap key (auto-accept unless `key` says otherwise;
+ * `key.group_id` places it) and connected: the agent and its device id.
+ */
+export async function startEnrolledAgent(t: TestBroker, key: { group_id?: string } = {}, timeoutMs = 60_000): Promise<{ agent: TestAgent; device: string }> {
+  const created = await t.api('POST', '/api/v2/bootstrapkey', { token: t.adminToken, body: { ...key, auto_accept: true } });
+  if (created.status !== 200) throw new Error(`bootstrap key not created: ${created.status} ${JSON.stringify(created.body)}`);
+  const agent = startAgent({ broker: t.url, bootstrapKey: Object.keys(created.body as object)[0] });
+  return { agent, device: await agent.waitConnected(t, timeoutMs) };
+}
