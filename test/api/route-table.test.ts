@@ -162,21 +162,17 @@ describe('the route table', () => {
     }
   });
 
+  /** A built route guarded by a permission that accepts resources: its device must be checked somewhere. */
+  const builtUnderResourceFilter = (r: (typeof routes)[number]) =>
+    !r.notImplemented && r.access !== 'public' && r.access !== 'authenticated' && acceptsResources(r.access);
+
   it('has no two routes answering the same method and path', () => {
     const keys = routes.map((r) => `${r.absolute ? 'root' : 'api'} ${routeKey(r.method, r.path)}`);
     expect(keys.filter((k, i) => keys.indexOf(k) !== i)).toEqual([]);
   });
 
   it('names the device for every built route whose path addresses one under a resource-filtered permission', () => {
-    const unchecked = routes.filter(
-      (r) =>
-        !r.notImplemented &&
-        r.access !== 'public' &&
-        r.access !== 'authenticated' &&
-        acceptsResources(r.access) &&
-        /\{(device_id|node_id)\}/.test(r.path) &&
-        !r.device,
-    );
+    const unchecked = routes.filter((r) => builtUnderResourceFilter(r) && /\{(device_id|node_id)\}/.test(r.path) && !r.device);
     expect(unchecked.map(label)).toEqual([]);
   });
 
@@ -189,16 +185,7 @@ describe('the route table', () => {
       'GET /groups': "a listing: the groups of the caller's view of the tree",
       'DELETE /remote/sessions/{}': "a live session's device is known only to the sessions service, which asks remote-access:manage on it",
     };
-    const unchecked = routes.filter(
-      (r) =>
-        !r.notImplemented &&
-        r.access !== 'public' &&
-        r.access !== 'authenticated' &&
-        acceptsResources(r.access) &&
-        !r.device &&
-        !r.targets &&
-        !decidedInService[routeKey(r.method, r.path)],
-    );
+    const unchecked = routes.filter((r) => builtUnderResourceFilter(r) && !r.device && !r.targets && !decidedInService[routeKey(r.method, r.path)]);
     expect(unchecked.map(label)).toEqual([]);
   });
 
