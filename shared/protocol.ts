@@ -75,6 +75,34 @@ export interface CopyParams {
 }
 export type ChannelParams = ConsoleParams | TunnelParams | CopyParams;
 
+/**
+ * qbee's committed configuration of one device (its agent's `CommittedConfig`): the commit that last
+ * changed it, the bundles in force, and each bundle's data under qbee's field names.
+ */
+export interface CommittedConfig {
+  commit_id: string;
+  bundles: string[];
+  bundle_data: Record<string, unknown>;
+}
+
+/** Severity of an agent report, as qbee writes it. */
+export type ReportSeverity = 'INFO' | 'WARN' | 'ERR' | 'CRIT';
+
+/** One report of the agent (qbee's configuration `Report`): a bundle's outcome, a watcher's alert, an agent event. */
+export interface AgentReport {
+  /** the bundle, or `agent_internal` for the agent's own events */
+  bundle: string;
+  bundle_commit_id: string;
+  commit_id: string;
+  labels: string;
+  sev: ReportSeverity;
+  text: string;
+  /** base64 of the operation's log (output tail), secrets redacted */
+  log?: string;
+  /** Unix seconds */
+  ts: number;
+}
+
 /** Control messages (text frames). `ch` names a channel where the message concerns one. */
 export type ControlMessage =
   // connection set-up
@@ -85,6 +113,12 @@ export type ControlMessage =
   | { t: 'inventory'; data: Record<string, unknown> }
   | { t: 'reload'; id: string }
   | { t: 'reload_ack'; id: string }
+  /** broker → agent: the configuration to apply, and the device's attributes for templates */
+  | { t: 'config'; config: CommittedConfig; attributes: Record<string, string> }
+  /** agent → broker: a configuration run ended; `commit_id` is what it applied */
+  | { t: 'config_applied'; commit_id: string; reports: AgentReport[] }
+  /** agent → broker: reports outside a configuration run (watchers, agent events) */
+  | { t: 'reports'; reports: AgentReport[] }
   // channels
   | { t: 'open'; ch: number; kind: ChannelKind; params: ChannelParams }
   | { t: 'opened'; ch: number; info?: Record<string, unknown> }

@@ -107,6 +107,8 @@ export class AgentHub extends EventEmitter<AgentHubEvents> implements AgentLocat
   private readonly penalized = new Map<string, number>();
   private readonly log: Logger;
   private closing = false;
+  /** Device-level messages from agents that other domains take (configuration results, reports, …). */
+  private readonly handlers = new Map<string, (deviceId: string, msg: ControlMessage) => void | Promise<void>>();
 
   constructor(private readonly deps: AgentHubDeps) {
     super();
@@ -200,6 +202,23 @@ export class AgentHub extends EventEmitter<AgentHubEvents> implements AgentLocat
   /** Device ids with a live agent connection here. */
   connectedDevices(): string[] {
     return [...this.agents.keys()];
+  }
+
+  /**
+   * Lets a domain take one kind of device-level message from agents (one handler per kind). The
+   * handler gets messages as the agent sent them: it checks their shape; its failures are logged.
+   */
+  handle<T extends ControlMessage['t']>(t: T, handler: (deviceId: string, msg: Extract<ControlMessage, { t: T }>) => void | Promise<void>): void {
+    if (this.handlers.has(t)) throw new Error(`agent messages of type ${t} already have a handler`);
+    this.handlers.set(t, handler as (deviceId: string, msg: ControlMessage) => void | Promise<void>);
+  }
+
+  /** Sends a device-level message to a connected agent; false when it is not connected here. */
+  send(deviceId: string, msg: ControlMessage): boolean {
+    const conn = this.agents.get(deviceId);
+    if (!conn) return false;
+    conn.mux.send(msg);
+    return true;
   }
 
   /** Asks a connected agent for a fresh inventory report; false when it is not connected. */
@@ -415,8 +434,17 @@ export class AgentHub extends EventEmitter<AgentHubEvents> implements AgentLocat
         waiter.resolve();
         return;
       }
-      default:
-        this.log.debug({ deviceId: conn.deviceId, t: (msg as { t?: unknown }).t }, 'agent message ignored');
+      default: {
+        const handler = typeof msg.t === 'string' ? this.handlers.get(msg.t) : undefined;
+        if (!handler) {
+          this.log.debug({ deviceId: conn.deviceId, t: (msg as { t?: unknown }).t }, 'agent message ignored');
+          return;
+        }
+        const deviceId = conn.deviceId;
+        Promise.resolve()
+          .then(() => handler(deviceId, msg))
+          .catch((err) => this.log.error({ err, deviceId, t: msg.t }, 'agent message not handled'));
+      }
     }
   }
 
