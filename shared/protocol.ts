@@ -46,7 +46,10 @@ export const MuxErrorCode = {
 } as const;
 export type MuxErrorCode = (typeof MuxErrorCode)[keyof typeof MuxErrorCode];
 
-export type ChannelKind = 'console' | 'tunnel' | 'copy';
+/** `file`: the broker sends a file of its file store the agent asked for (configuration's file_distribution). */
+export type ChannelKind = RemoteKind | 'file';
+/** The kinds of remote-access session a person opens. */
+export type RemoteKind = 'console' | 'tunnel' | 'copy';
 
 export interface ConsoleParams {
   cols: number;
@@ -73,7 +76,14 @@ export interface CopyParams {
    */
   format?: 'file' | 'tar.gz';
 }
-export type ChannelParams = ConsoleParams | TunnelParams | CopyParams;
+/** A file of the broker's file store, answering the agent's `file_request` of the same id. */
+export interface FileParams {
+  id: string;
+  path: string;
+  size: number;
+  sha256: string;
+}
+export type ChannelParams = ConsoleParams | TunnelParams | CopyParams | FileParams;
 
 /**
  * qbee's committed configuration of one device (its agent's `CommittedConfig`): the commit that last
@@ -117,6 +127,12 @@ export type ControlMessage =
   | { t: 'config'; config: CommittedConfig; attributes: Record<string, string> }
   /** agent → broker: a configuration run ended; `commit_id` is what it applied */
   | { t: 'config_applied'; commit_id: string; reports: AgentReport[] }
+  /**
+   * agent → broker: send me this file of the file store (one the device's configuration names). The
+   * broker answers with a channel of kind `file` carrying `id` (bytes, then eof), or `file_refused`.
+   */
+  | { t: 'file_request'; id: string; path: string }
+  | { t: 'file_refused'; id: string; error: string }
   /** agent → broker: reports outside a configuration run (watchers, agent events) */
   | { t: 'reports'; reports: AgentReport[] }
   // channels

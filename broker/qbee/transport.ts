@@ -3,7 +3,7 @@ import type { IncomingMessage } from 'node:http';
 import type { Duplex } from 'node:stream';
 import type { Logger } from 'pino';
 import type { Channel } from '../../shared/mux.js';
-import type { ChannelKind, ChannelParams } from '../../shared/protocol.js';
+import type { ChannelParams, RemoteKind } from '../../shared/protocol.js';
 import {
   encodeQbeeMessage,
   FILE_DOWNLOAD,
@@ -201,7 +201,7 @@ export class QbeeTransport {
   private async open(
     connection: Connection,
     stream: SmuxStream,
-    kind: ChannelKind,
+    kind: RemoteKind,
     request: RemoteRequest,
     params: ChannelParams,
     options: Record<string, unknown>,

@@ -5,7 +5,7 @@ import type { Logger } from 'pino';
 import WebSocket, { WebSocketServer } from 'ws';
 import type { ZodType } from 'zod';
 import type { Channel } from '../../shared/mux.js';
-import type { ChannelKind, ChannelParams } from '../../shared/protocol.js';
+import type { ChannelParams, RemoteKind } from '../../shared/protocol.js';
 import { isAccessRefusal, refusalCodeOf } from '../../shared/codes.js';
 import { normalizeDevicePath, type RemoteRequest } from '../../shared/resources.js';
 import type { AccessDecision, AccessService } from '../access/access.js';
@@ -22,7 +22,7 @@ import { errorFrame, refuse, Relay, SessionClose, type ErrorFrame, type RelayOpt
 import { ConsoleRecorder } from './recordings.js';
 import { consoleQuery, copyQuery, tunnelQuery, type ConsoleQuery, type CopyQuery, type TunnelQuery } from './schemas.js';
 
-export const REMOTE_WS_PATHS: Record<ChannelKind, string> = {
+export const REMOTE_WS_PATHS: Record<RemoteKind, string> = {
   console: `${API_PREFIX}/remote/console`,
   tunnel: `${API_PREFIX}/remote/tunnel`,
   copy: `${API_PREFIX}/remote/copy`,
@@ -154,7 +154,7 @@ export class RemoteSessions {
   }
 
   init(): void {
-    for (const kind of Object.keys(REMOTE_WS_PATHS) as ChannelKind[]) {
+    for (const kind of Object.keys(REMOTE_WS_PATHS) as RemoteKind[]) {
       this.deps.upgrades.register(REMOTE_WS_PATHS[kind], (req, socket, head, url) => this.upgrade(kind, req, socket, head, url));
     }
     this.recheckTimer = setInterval(() => void this.recheck(), RECHECK_INTERVAL_MS);
@@ -201,7 +201,7 @@ export class RemoteSessions {
     return { principal: await this.deps.auth.authenticate(bearer), token: bearer, source, ip };
   }
 
-  private upgrade(kind: ChannelKind, req: IncomingMessage, socket: Duplex, head: Buffer, url: URL): void {
+  private upgrade(kind: RemoteKind, req: IncomingMessage, socket: Duplex, head: Buffer, url: URL): void {
     if (this.closing || req.headers.upgrade?.toLowerCase() !== 'websocket' || !req.headers['sec-websocket-key']) {
       // Not a WebSocket handshake (or shutting down): let ws answer it, before any work is done.
       if (this.closing) return void socket.destroy();
@@ -329,7 +329,7 @@ export class RemoteSessions {
     }
   }
 
-  private async prepare(kind: ChannelKind, req: IncomingMessage, url: URL): Promise<Prepared> {
+  private async prepare(kind: RemoteKind, req: IncomingMessage, url: URL): Promise<Prepared> {
     let caller: Caller;
     try {
       caller = await this.identify(req, url);
@@ -353,7 +353,7 @@ export class RemoteSessions {
    * An attempt refused before it could be decided (no or bad token, spent ticket, bad query) is an
    * attempt too: audited as denied with what can be told of it, bounded, and never the credentials.
    */
-  private async refuseEarly(kind: ChannelKind, url: URL, ip: string, caller: Caller | undefined, answer: Refusal): Promise<Refusal> {
+  private async refuseEarly(kind: RemoteKind, url: URL, ip: string, caller: Caller | undefined, answer: Refusal): Promise<Refusal> {
     const options: Record<string, string> = {};
     for (const [name, value] of [...url.searchParams].slice(0, 10)) {
       if (!CREDENTIAL_PARAMS.has(name.toLowerCase())) options[bounded(name, 40)] = bounded(value, 200);
@@ -377,7 +377,7 @@ export class RemoteSessions {
     return answer;
   }
 
-  private describe(kind: ChannelKind, query: unknown): { request: RemoteRequest; params: ChannelParams; options: Record<string, unknown> } {
+  private describe(kind: RemoteKind, query: unknown): { request: RemoteRequest; params: ChannelParams; options: Record<string, unknown> } {
     if (kind === 'console') {
       const q = query as ConsoleQuery;
       const user = q.user === undefined ? {} : { user: q.user };
@@ -408,7 +408,7 @@ export class RemoteSessions {
    */
   async authorizeAndOpen(
     caller: Caller,
-    kind: ChannelKind,
+    kind: RemoteKind,
     deviceId: string,
     request: RemoteRequest,
     params: ChannelParams,
@@ -466,7 +466,7 @@ export class RemoteSessions {
 
   private async open(
     caller: Caller,
-    kind: ChannelKind,
+    kind: RemoteKind,
     deviceId: string,
     request: RemoteRequest,
     params: ChannelParams,

@@ -1,0 +1,41 @@
+/**
+ * What a configuration bundle is on the agent: a name (qbee's), the data it gets (qbee's field names),
+ * and one `apply` that brings the device to that state and says what it did through reports. Applying
+ * twice changes nothing the second time and reports no change.
+ */
+import type { ReportSeverity } from '../../shared/protocol.js';
+
+export interface CommandResult {
+  code: number | null;
+  stdout: string;
+  stderr: string;
+}
+
+/** What a bundle gets to do its work; tests hand it temp roots and their own command runner. */
+export interface BundleContext {
+  /** the commit being applied */
+  commitId: string;
+  /** the device's attributes and the parameters bundle's values: what templates render with */
+  parameters: Record<string, string>;
+  /** filesystem root the bundle writes under: `/` on a device, a temp directory in tests */
+  root: string;
+  /** the agent's own state directory (bundle state such as what it last wrote) */
+  stateDir: string;
+  /** runs a command without a shell (argv), bounded in time and output */
+  run(argv: string[], options?: { input?: string; timeoutMs?: number; env?: Record<string, string> }): Promise<CommandResult>;
+  /** true when an executable of that name is on the PATH */
+  has(executable: string): Promise<boolean>;
+  /** fetches a file of the broker's file store to a local temporary path (deleted by the caller) */
+  fetchFile(path: string): Promise<string>;
+  /** records a report of this bundle; `log` is the operation's output (secrets are redacted by the engine) */
+  report(severity: ReportSeverity, text: string, log?: string): void;
+  signal: AbortSignal;
+}
+
+export interface Bundle<T = unknown> {
+  /** qbee's bundle name, e.g. `file_distribution` */
+  readonly name: string;
+  /** checks and narrows the data the broker sent; throws an Error saying what is wrong */
+  parse(data: unknown): T;
+  apply(data: T, ctx: BundleContext): Promise<void>;
+}
