@@ -224,7 +224,11 @@ export function createContainersBundle(runtime: ContainerRuntime): Bundle<Contai
     const removed = await cli(['rm', '--force', status.id]);
     const started = removed.code === 0 ? await cli(runArgv) : removed;
     if (started.code !== 0) {
-      ctx.report('ERR', `Unable to restart container for image ${image}.`, outputTail({ stdout: killed.stdout + started.stdout, stderr: started.stderr }, secrets));
+      ctx.report(
+        'ERR',
+        `Unable to restart container for image ${image}.`,
+        outputTail({ stdout: killed.stdout + started.stdout, stderr: started.stderr }, secrets),
+      );
       return false;
     }
     ctx.report('INFO', `Successfully restarted container for image ${image}.`, outputTail(started, secrets));

@@ -23,7 +23,14 @@ export async function buildDeb(workDir: string, outDir: string, spec: DebSpec): 
   await mkdir(path.join(tree, 'DEBIAN'), { recursive: true });
   await writeFile(
     path.join(tree, 'DEBIAN/control'),
-    [`Package: ${spec.name}`, `Version: ${spec.version}`, `Architecture: ${architecture}`, 'Maintainer: Test <test@example.com>', 'Description: test package', ''].join('\n'),
+    [
+      `Package: ${spec.name}`,
+      `Version: ${spec.version}`,
+      `Architecture: ${architecture}`,
+      'Maintainer: Test <test@example.com>',
+      'Description: test package',
+      '',
+    ].join('\n'),
   );
   for (const [devicePath, content] of Object.entries(spec.files)) {
     const target = path.join(tree, devicePath);
@@ -74,7 +81,13 @@ export async function prepareDebRoot(root: string, repoDir: string): Promise<voi
 
 /** Package → version of what the root's dpkg database says is installed. */
 export async function installedInRoot(root: string): Promise<Record<string, string>> {
-  const result = await runCommand(['dpkg-query', `--admindir=${path.join(root, 'var/lib/dpkg')}`, '-W', '-f', '${Package}\\t${Version}\\t${db:Status-Status}\\n']);
+  const result = await runCommand([
+    'dpkg-query',
+    `--admindir=${path.join(root, 'var/lib/dpkg')}`,
+    '-W',
+    '-f',
+    '${Package}\\t${Version}\\t${db:Status-Status}\\n',
+  ]);
   const installed: Record<string, string> = {};
   for (const line of result.stdout.split('\n')) {
     const [name, version, status] = line.split('\t');

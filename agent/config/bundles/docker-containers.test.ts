@@ -39,7 +39,20 @@ describe('docker_containers (fake docker: no daemon here)', () => {
     const run = (await fake.log()).find((argv) => argv[0] === 'run')!;
     expect(run.slice(0, 4)).toEqual(['run', '--detach', '--label', 'qbee-docker-id=web']);
     expect(run[5]).toMatch(/^qbee-docker-args-sha=[0-9a-f]{64}$/);
-    expect(run.slice(6)).toEqual(['--name', 'web', '-p', '8080:80', '--hostname', 'my host', '-e', 'GREETING=hello world', 'nginx:1.27', 'nginx', '-g', 'daemon off;']);
+    expect(run.slice(6)).toEqual([
+      '--name',
+      'web',
+      '-p',
+      '8080:80',
+      '--hostname',
+      'my host',
+      '-e',
+      'GREETING=hello world',
+      'nginx:1.27',
+      'nginx',
+      '-g',
+      'daemon off;',
+    ]);
 
     t.clear();
     await apply({ items: [web] });
@@ -107,7 +120,11 @@ describe('docker_containers (fake docker: no daemon here)', () => {
   });
 
   it('reports a container that cannot start, with the runtime output', async () => {
-    const failing = await createSoftwareTestContext({ root: t.root, pathPrepend: [fake.binDir], env: { ...fake.env, FAKE_RUN_FAIL: 'pull access denied for nginx' } });
+    const failing = await createSoftwareTestContext({
+      root: t.root,
+      pathPrepend: [fake.binDir],
+      env: { ...fake.env, FAKE_RUN_FAIL: 'pull access denied for nginx' },
+    });
     try {
       await dockerContainersBundle.apply(dockerContainersBundle.parse({ items: [web] }), failing.ctx);
       expect(failing.reports.map((r) => [r.severity, r.text])).toEqual([['ERR', 'Unable to start container for image nginx:1.27.']]);
@@ -126,13 +143,16 @@ describe('docker_containers (fake docker: no daemon here)', () => {
   it('refuses names, images and arguments that would be misread, running nothing', async () => {
     await apply({ items: [{ ...web, name: '--privileged' }] });
     await apply({ items: [{ ...web, image: '--privileged' }] });
-    await apply({ items: [{ ...web, docker_args: `-e "unbalanced` }] });
+    // the arguments may hold secrets from parameters: the report does not repeat them
+    t.ctx.parameters = { token: 'tok-123' };
+    await apply({ items: [{ ...web, docker_args: `-e "TOKEN=$(token)` }] });
     expect(t.reports.map((r) => r.severity)).toEqual(['ERR', 'ERR', 'ERR']);
     expect(t.reports.map((r) => r.text)).toEqual([
       "Invalid container name '--privileged'.",
       "Invalid image '--privileged' for container web.",
-      'Invalid docker_args or command for container web: unbalanced " quote in: -e "unbalanced',
+      'Invalid docker_args or command for container web: unbalanced " quote',
     ]);
+    expect(JSON.stringify(t.reports)).not.toContain('tok-123');
     expect(await fake.log()).toEqual([]);
   });
 });

@@ -88,7 +88,9 @@ export async function installFakeRuntime(baseDir: string, runtime: 'docker' | 'p
     },
     async containers() {
       const names = await readdir(containersDir);
-      return Promise.all(names.map(async (n) => JSON.parse(await readFile(path.join(containersDir, n), 'utf8')) as Awaited<ReturnType<FakeRuntime['containers']>>[number]));
+      return Promise.all(
+        names.map(async (n) => JSON.parse(await readFile(path.join(containersDir, n), 'utf8')) as Awaited<ReturnType<FakeRuntime['containers']>>[number]),
+      );
     },
     async exit(name) {
       const file = path.join(containersDir, `${name}.json`);

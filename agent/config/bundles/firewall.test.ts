@@ -118,7 +118,12 @@ describe('firewall with iptables in a test network namespace', () => {
   });
 
   it('reports what iptables refused, and stops there', async () => {
-    await apply({ tables: { nat: { PREROUTING: { policy: 'DROP', rules: [] } }, filter: { OUTPUT: { policy: 'ACCEPT', rules: [{ proto: 'tcp', dstPort: '443', target: 'ACCEPT' }] } } } });
+    await apply({
+      tables: {
+        nat: { PREROUTING: { policy: 'DROP', rules: [] } },
+        filter: { OUTPUT: { policy: 'ACCEPT', rules: [{ proto: 'tcp', dstPort: '443', target: 'ACCEPT' }] } },
+      },
+    });
     const err = t.reports.find((r) => r.severity === 'ERR');
     expect(err?.text).toBe('Firewall configuration failed: iptables -t nat -P PREROUTING DROP.');
     expect(err?.log).toMatch(/not intended for filtering/);
@@ -132,7 +137,9 @@ describe('firewall errors', () => {
     const bare = await createSoftwareTestContext({ path: empty });
     try {
       await firewallBundle.apply(firewallBundle.parse(config), bare.ctx);
-      expect(bare.reports.map((r) => [r.severity, r.text])).toEqual([['ERR', 'Firewall configuration failed: iptables is not installed on this device. Nothing applied.']]);
+      expect(bare.reports.map((r) => [r.severity, r.text])).toEqual([
+        ['ERR', 'Firewall configuration failed: iptables is not installed on this device. Nothing applied.'],
+      ]);
       expect(bare.commands).toEqual([]);
     } finally {
       await bare.cleanup();
@@ -146,7 +153,9 @@ describe('firewall errors', () => {
     expect(() => firewallBundle.parse(withRule({ dstPort: '70000', proto: 'tcp', target: 'ACCEPT' }))).toThrow(/dstPort/);
     expect(() => firewallBundle.parse(withRule({ dstPort: '22', proto: 'icmp', target: 'ACCEPT' }))).toThrow(/icmp rules take no dstPort/);
     expect(() => firewallBundle.parse(withRule({ proto: 'sctp', target: 'ACCEPT' }))).toThrow(/proto/);
-    expect(() => firewallBundle.parse({ tables: { filter: { PREROUTING: { policy: 'ACCEPT' } } } })).toThrow(/tables\.filter\.PREROUTING: chain must be one of/);
+    expect(() => firewallBundle.parse({ tables: { filter: { PREROUTING: { policy: 'ACCEPT' } } } })).toThrow(
+      /tables\.filter\.PREROUTING: chain must be one of/,
+    );
     expect(() => firewallBundle.parse({ tables: { raw: {} } })).toThrow(/tables/);
   });
 });

@@ -57,7 +57,10 @@ const chain = z.object({
 
 const schema = z
   .looseObject({
-    tables: z.partialRecord(z.enum(['filter', 'nat']), z.record(z.string(), chain)).optional().default({}),
+    tables: z
+      .partialRecord(z.enum(['filter', 'nat']), z.record(z.string(), chain))
+      .optional()
+      .default({}),
   })
   .superRefine((data, issue) => {
     for (const [table, chains] of Object.entries(data.tables)) {

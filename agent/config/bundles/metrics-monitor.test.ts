@@ -57,7 +57,8 @@ describe('metrics_monitor on what this machine shows now', () => {
 describe('metrics_monitor with a fake /proc', () => {
   let proc: string;
   const bundle = (): ReturnType<typeof createMetricsMonitorBundle> => createMetricsMonitorBundle({ procRoot: proc, cpuSampleMs: 0 });
-  const meminfo = (available: number): string => `MemTotal:        1000 kB\nMemFree:          50 kB\nMemAvailable:     ${available} kB\nSwapTotal:  0 kB\nSwapFree: 0 kB\n`;
+  const meminfo = (available: number): string =>
+    `MemTotal:        1000 kB\nMemFree:          50 kB\nMemAvailable:     ${available} kB\nSwapTotal:  0 kB\nSwapFree: 0 kB\n`;
 
   beforeEach(async () => {
     proc = await mkdtemp(path.join(tmpdir(), 'fake-proc-'));
@@ -114,6 +115,8 @@ describe('metrics_monitor data', () => {
     expect(() => metricsMonitorBundle.parse({ metrics: [{ value: 'cpu:steal', threshold: 1 }] })).toThrow(/metrics\.0\.value: must be one of cpu:user/);
     expect(() => metricsMonitorBundle.parse({ metrics: [{ value: 'cpu:user', threshold: -1 }] })).toThrow(/threshold/);
     expect(() => metricsMonitorBundle.parse({ metrics: [{ value: 'cpu:user', threshold: '20' }] })).toThrow(/threshold/);
-    expect(() => metricsMonitorBundle.parse({ metrics: [{ value: 'filesystem:use', threshold: 80 }] })).toThrow(/metrics\.0\.id: filesystem monitors need the mount point/);
+    expect(() => metricsMonitorBundle.parse({ metrics: [{ value: 'filesystem:use', threshold: 80 }] })).toThrow(
+      /metrics\.0\.id: filesystem monitors need the mount point/,
+    );
   });
 });

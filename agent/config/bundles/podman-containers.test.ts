@@ -36,10 +36,7 @@ describe('podman_containers with the real podman and a locally built image', () 
 
   beforeEach(async () => {
     work = await mkdtemp(path.join(tmpdir(), 'podman-bundle-'));
-    await writeFile(
-      path.join(work, 'storage.conf'),
-      `[storage]\ndriver = "vfs"\ngraphroot = "${work}/graph"\nrunroot = "${work}/run"\n`,
-    );
+    await writeFile(path.join(work, 'storage.conf'), `[storage]\ndriver = "vfs"\ngraphroot = "${work}/graph"\nrunroot = "${work}/run"\n`);
     // podman's run-time files, volumes and events stay in the temp directory too
     await writeFile(
       path.join(work, 'containers.conf'),
@@ -116,7 +113,10 @@ describe('podman_containers life cycle (fake podman: podman-style listing)', () 
     const root = path.join(work, 'root');
     const fake = await installFakeRuntime(work, 'podman', path.join(root, 'run/containers/0/auth.json'));
     t = await createSoftwareTestContext({ root, pathPrepend: [fake.binDir], env: fake.env });
-    const data = { registry_auths: [{ server: 'quay.io', username: 'u', password: 'p4ss' }], items: [{ name: 'app', image: 'quay.io/x/app:1', command: 'serve --port 80' }] };
+    const data = {
+      registry_auths: [{ server: 'quay.io', username: 'u', password: 'p4ss' }],
+      items: [{ name: 'app', image: 'quay.io/x/app:1', command: 'serve --port 80' }],
+    };
 
     await apply(t, data);
     expect(t.reports.map((r) => r.text)).toEqual(['Configured credentials for quay.io.', 'Successfully started container for image quay.io/x/app:1.']);
@@ -129,7 +129,10 @@ describe('podman_containers life cycle (fake podman: podman-style listing)', () 
     expect(t.reports.map((r) => r.severity)).toEqual(['WARN', 'INFO']);
     t.clear();
     await apply(t, { ...data, items: [{ ...data.items[0]!, command: 'serve --port 81' }] });
-    expect(t.reports.map((r) => r.text)).toEqual(['Container configuration update detected for image quay.io/x/app:1.', 'Successfully restarted container for image quay.io/x/app:1.']);
+    expect(t.reports.map((r) => r.text)).toEqual([
+      'Container configuration update detected for image quay.io/x/app:1.',
+      'Successfully restarted container for image quay.io/x/app:1.',
+    ]);
     expect((await fake.containers()).map((c) => c.args.slice(-3))).toEqual([['serve', '--port', '81']]);
   });
 

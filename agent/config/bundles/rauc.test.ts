@@ -48,7 +48,11 @@ beforeEach(async () => {
   await writeFakeTool(path.join(work, 'bin'), 'rauc', FAKE_RAUC);
   await writeFile(path.join(work, 'status.json'), status('running-hash'));
   await writeFile(path.join(work, 'info.json'), JSON.stringify({ compatible: 'demo-board', version: '2.0', hash: 'new-hash' }));
-  t = await createSoftwareTestContext({ pathPrepend: [path.join(work, 'bin')], env: { FAKE_RAUC_STATE: work }, files: { '/images/update.raucb': 'bundle bytes' } });
+  t = await createSoftwareTestContext({
+    pathPrepend: [path.join(work, 'bin')],
+    env: { FAKE_RAUC_STATE: work },
+    files: { '/images/update.raucb': 'bundle bytes' },
+  });
 });
 
 afterEach(async () => {
@@ -95,7 +99,9 @@ describe('rauc (fake rauc: no RAUC system here)', () => {
   it('reports a failed install with rauc’s output, and a missing file', async () => {
     await writeFile(path.join(work, 'fail-install'), '');
     await apply({ rauc_bundle: '/images/update.raucb' });
-    expect(t.reports.map((r) => [r.severity, r.text, r.log])).toEqual([['ERR', 'Failed to install RAUC bundle.', 'installing /images/update.raucb failed: no space left']]);
+    expect(t.reports.map((r) => [r.severity, r.text, r.log])).toEqual([
+      ['ERR', 'Failed to install RAUC bundle.', 'installing /images/update.raucb failed: no space left'],
+    ]);
     t.clear();
     await apply({ rauc_bundle: '/images/absent.raucb' });
     expect(t.reports.map((r) => [r.severity, r.text])).toEqual([['ERR', "Failed to download RAUC bundle '/images/absent.raucb'."]]);

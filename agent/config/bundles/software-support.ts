@@ -26,9 +26,7 @@ export function resolveParameters(text: string, parameters: Record<string, strin
 
 /** Renders a configuration template: `{{key}}` (spaces allowed) becomes the value; unknown keys render empty. */
 export function renderTemplate(template: string, values: Record<string, string>): string {
-  return template.replace(/\{\{\s*([A-Za-z0-9_.-]+)\s*\}\}/g, (_whole, key: string) =>
-    Object.prototype.hasOwnProperty.call(values, key) ? values[key]! : '',
-  );
+  return template.replace(/\{\{\s*([A-Za-z0-9_.-]+)\s*\}\}/g, (_whole, key: string) => (Object.prototype.hasOwnProperty.call(values, key) ? values[key]! : ''));
 }
 
 /** A pre-condition is a shell command: empty or exit 0 means go on. */
@@ -109,7 +107,7 @@ export function splitWords(text: string): string[] {
       inWord = true;
     }
   }
-  if (quote) throw new Error(`unbalanced ${quote} quote in: ${text}`);
+  if (quote) throw new Error(`unbalanced ${quote} quote`);
   if (inWord) words.push(current);
   return words;
 }
