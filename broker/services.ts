@@ -128,7 +128,9 @@ export async function createServices(config: Config, logger: Logger, store: Stor
   // The agent's own events, as qbee shows them: bundle agent_internal.
   agents.on('connected', (deviceId) => {
     const version = agents.connectionInfo(deviceId)?.version;
-    reports.agentEvent(deviceId, 'INFO', `Agent connected${version ? ` (version ${version})` : ''}`).catch((err) => logger.warn({ err, deviceId }, 'agent event not recorded'));
+    reports
+      .agentEvent(deviceId, 'INFO', `Agent connected${version ? ` (version ${version})` : ''}`)
+      .catch((err) => logger.warn({ err, deviceId }, 'agent event not recorded'));
   });
   const company = new CompanyService({ db: store.db, auth, users, access });
   const billing = new BillingService({ db: store.db, logger, config, settings, users, company });
@@ -173,7 +175,17 @@ export async function createServices(config: Config, logger: Logger, store: Stor
 export async function closeServices(services: Services): Promise<void> {
   services.qbee.close();
   services.events.close();
-  for (const s of [services.reports, services.remote, services.agents, services.enrol, services.inventory, services.files, services.devices, services.roles, services.users]) {
+  for (const s of [
+    services.reports,
+    services.remote,
+    services.agents,
+    services.enrol,
+    services.inventory,
+    services.files,
+    services.devices,
+    services.roles,
+    services.users,
+  ]) {
     await s.close();
   }
   services.mail.close();

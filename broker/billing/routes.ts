@@ -6,7 +6,8 @@ const httpUrl = z
   .max(2048)
   .regex(/^https?:\/\/\S+$/, 'must be an http(s) URL');
 
-const NOT_CONFIGURED = 'Without STRIPE_SECRET_KEY: 409 `billing_not_configured` ("billing is not configured on this installation"), and nothing happens. Stripe unreachable: 502 `billing_unavailable`.';
+const NOT_CONFIGURED =
+  'Without STRIPE_SECRET_KEY: 409 `billing_not_configured` ("billing is not configured on this installation"), and nothing happens. Stripe unreachable: 502 `billing_unavailable`.';
 
 const subscription = z.object({
   id: z.string(),
@@ -42,7 +43,8 @@ export const billingRoutes: RouteSpec[] = [
     tag: 'billing',
     summary: 'Open the Stripe customer portal',
     description:
-      'A Stripe billing portal session for this installation’s customer (made on first use from the company record): `{url, id}`; `return_url` defaults to PUBLIC_URL. ' + NOT_CONFIGURED,
+      'A Stripe billing portal session for this installation’s customer (made on first use from the company record): `{url, id}`; `return_url` defaults to PUBLIC_URL. ' +
+      NOT_CONFIGURED,
     access: 'billing:manage',
     body: z.object({ return_url: httpUrl.optional() }),
     response: z.object({ url: z.string(), id: z.string() }),
@@ -75,7 +77,8 @@ export const billingRoutes: RouteSpec[] = [
     path: '/stripe/cancel-subscription/{uuid}',
     tag: 'billing',
     summary: 'Cancel a subscription',
-    description: "Cancels a Stripe subscription of this installation's customer at once: `{id, status}`. One of another customer, or unknown: 404. " + NOT_CONFIGURED,
+    description:
+      "Cancels a Stripe subscription of this installation's customer at once: `{id, status}`. One of another customer, or unknown: 404. " + NOT_CONFIGURED,
     access: 'billing:manage',
     params: z.object({ uuid: z.string().regex(/^[A-Za-z0-9_]{1,255}$/, 'must be a Stripe subscription id') }),
     response: z.object({ id: z.string(), status: z.string() }),

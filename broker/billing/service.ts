@@ -64,7 +64,9 @@ export class BillingService {
         maxNetworkRetries: 0,
         timeout: STRIPE_TIMEOUT_MS,
         telemetry: false,
-        ...(base ? { host: base.hostname, port: base.port || (base.protocol === 'https:' ? 443 : 80), protocol: base.protocol === 'https:' ? 'https' : 'http' } : {}),
+        ...(base
+          ? { host: base.hostname, port: base.port || (base.protocol === 'https:' ? 443 : 80), protocol: base.protocol === 'https:' ? 'https' : 'http' }
+          : {}),
       });
     }
   }
@@ -112,7 +114,11 @@ export class BillingService {
   /** `GET /stripe/subscriptions`. */
   async subscriptions(): Promise<SubscriptionsAnswer> {
     const seats = await this.deps.users.seats();
-    const devices = await this.deps.db.selectFrom('devices').select((eb) => eb.fn.countAll<string | number>().as('n')).where('state', '=', 'approved').executeTakeFirst();
+    const devices = await this.deps.db
+      .selectFrom('devices')
+      .select((eb) => eb.fn.countAll<string | number>().as('n'))
+      .where('state', '=', 'approved')
+      .executeTakeFirst();
     const answer: SubscriptionsAnswer = {
       seats: this.deps.config.seats,
       seats_used: seats.used,
@@ -126,7 +132,8 @@ export class BillingService {
     const list = await this.call('the subscription list', () => this.client().subscriptions.list({ customer, status: 'all', limit: 100 }));
     answer.subscriptions = list.data.map((s) => {
       const item = s.items?.data?.[0];
-      const end = (item as { current_period_end?: number } | undefined)?.current_period_end ?? (s as unknown as { current_period_end?: number }).current_period_end;
+      const end =
+        (item as { current_period_end?: number } | undefined)?.current_period_end ?? (s as unknown as { current_period_end?: number }).current_period_end;
       return {
         id: s.id,
         status: s.status,

@@ -20,7 +20,9 @@ const settings = z
   .object({
     two_factor_required: z
       .boolean()
-      .describe('The account-wide second-factor policy (as PUT /settings/two-factor): changing it also needs users:manage, and turning it off every permission of the users who follow it'),
+      .describe(
+        'The account-wide second-factor policy (as PUT /settings/two-factor): changing it also needs users:manage, and turning it off every permission of the users who follow it',
+      ),
     agent_interval: z.number().int().min(1).max(1440).describe('Default agent run interval, minutes (1-1440): stored and shown; agents do not read it yet'),
   })
   .strict();

@@ -72,7 +72,7 @@ const listQuery = z
 
 const markBody = z.object({
   ids: z.array(z.number().int().min(1)).max(MAX_MARK_IDS).optional().describe(`Report ids (at most ${MAX_MARK_IDS})`),
-  node_id: nodeId.optional().describe("Every report of this device, or of the devices below this group"),
+  node_id: nodeId.optional().describe('Every report of this device, or of the devices below this group'),
   all: z.literal(true).optional().describe('Every report you read'),
   read: z.boolean().optional().describe('`false` marks unread again; default true'),
 });
@@ -101,7 +101,9 @@ export const reportsRoutes: RouteSpec[] = [
     path: '/reportsummary/{device_id}',
     tag: 'reports',
     summary: "A device's report counts",
-    description: '`{node_id, total, unread, severity, unread_severity, last_ts}`: counts by severity (INFO, WARN, ERR, CRIT), unread for the caller. Unknown device: 404. ' + SCOPE_READ,
+    description:
+      '`{node_id, total, unread, severity, unread_severity, last_ts}`: counts by severity (INFO, WARN, ERR, CRIT), unread for the caller. Unknown device: 404. ' +
+      SCOPE_READ,
     access: 'reports:read',
     device: ({ params }) => params.device_id,
     params: z.object({ device_id: deviceId }),

@@ -160,7 +160,15 @@ export class ReportsService {
 
   /** The agent's own events (connected, …) as reports of bundle `agent_internal`. */
   async agentEvent(deviceId: string, sev: ReportSeverity, text: string, now = new Date()): Promise<void> {
-    const report: AgentReport = { bundle: AGENT_INTERNAL_BUNDLE, bundle_commit_id: '', commit_id: '', labels: AGENT_INTERNAL_BUNDLE, sev, text, ts: Math.floor(now.getTime() / 1000) };
+    const report: AgentReport = {
+      bundle: AGENT_INTERNAL_BUNDLE,
+      bundle_commit_id: '',
+      commit_id: '',
+      labels: AGENT_INTERNAL_BUNDLE,
+      sev,
+      text,
+      ts: Math.floor(now.getTime() / 1000),
+    };
     await this.record(deviceId, [report], now);
   }
 
@@ -263,7 +271,20 @@ export class ReportsService {
     const direction = q.sort_direction ?? 'desc';
     const column = { ts: 'r.ts', sev: 'r.level', received: 'r.id', bundle: 'r.bundle' }[q.sort_field ?? 'ts'] as 'r.ts' | 'r.level' | 'r.id' | 'r.bundle';
     const rows = await query
-      .select(['r.id', 'r.device_id', 'r.bundle', 'r.bundle_commit_id', 'r.commit_id', 'r.labels', 'r.sev', 'r.text', 'r.log', 'r.ts', 'r.received_at', 'rr.read_at'])
+      .select([
+        'r.id',
+        'r.device_id',
+        'r.bundle',
+        'r.bundle_commit_id',
+        'r.commit_id',
+        'r.labels',
+        'r.sev',
+        'r.text',
+        'r.log',
+        'r.ts',
+        'r.received_at',
+        'rr.read_at',
+      ])
       .orderBy(column, direction)
       .orderBy('r.id', direction)
       .offset(q.offset)

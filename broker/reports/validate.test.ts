@@ -33,7 +33,10 @@ describe('checkReports', () => {
   });
 
   it('refuses a list that is too long, or not a list, whole', () => {
-    expect(checkReports(Array.from({ length: REPORT_LIMITS.perMessage + 1 }, () => good))).toEqual({ valid: [], refused: { too_many: REPORT_LIMITS.perMessage + 1 } });
+    expect(checkReports(Array.from({ length: REPORT_LIMITS.perMessage + 1 }, () => good))).toEqual({
+      valid: [],
+      refused: { too_many: REPORT_LIMITS.perMessage + 1 },
+    });
     expect(checkReports({ 0: good })).toEqual({ valid: [], refused: { not_a_list: 1 } });
   });
 

@@ -38,7 +38,10 @@ async function fakeStripe() {
         customer: s.customer,
         status: s.status,
         cancel_at_period_end: false,
-        items: { object: 'list', data: [{ id: 'si_1', object: 'subscription_item', quantity: 25, price: { id: 'price_seat', object: 'price' }, current_period_end: 1900000000 }] },
+        items: {
+          object: 'list',
+          data: [{ id: 'si_1', object: 'subscription_item', quantity: 25, price: { id: 'price_seat', object: 'price' }, current_period_end: 1900000000 }],
+        },
       });
       const route = `${req.method} ${url.pathname}`;
       if (route === 'POST /v1/customers') {
@@ -46,7 +49,13 @@ async function fakeStripe() {
         return send(200, { id: `cus_${customers}`, object: 'customer', name: form.get('name'), email: form.get('email') });
       }
       if (route === 'POST /v1/billing_portal/sessions') {
-        return send(200, { id: 'bps_1', object: 'billing_portal.session', customer: form.get('customer'), url: 'https://billing.stripe.test/session/bps_1', return_url: form.get('return_url') });
+        return send(200, {
+          id: 'bps_1',
+          object: 'billing_portal.session',
+          customer: form.get('customer'),
+          url: 'https://billing.stripe.test/session/bps_1',
+          return_url: form.get('return_url'),
+        });
       }
       if (route === 'POST /v1/checkout/sessions') {
         if (form.get('line_items[0][price]') === 'price_unknown') {
@@ -119,7 +128,13 @@ describe('billing through Stripe (a local server speaking its REST shapes)', () 
   beforeAll(async () => {
     stripe = await fakeStripe();
     t = await startTestBroker({
-      env: { STRIPE_SECRET_KEY: 'sk_test_local', STRIPE_API_BASE: `http://127.0.0.1:${stripe.port}`, STRIPE_PRICE_ID: 'price_seat', SEATS: '25', PUBLIC_URL: 'https://fleet.example.test' },
+      env: {
+        STRIPE_SECRET_KEY: 'sk_test_local',
+        STRIPE_API_BASE: `http://127.0.0.1:${stripe.port}`,
+        STRIPE_PRICE_ID: 'price_seat',
+        SEATS: '25',
+        PUBLIC_URL: 'https://fleet.example.test',
+      },
     });
     const company = (await t.api('GET', '/api/v2/company', { token: t.adminToken })).body;
     await t.api('PATCH', `/api/v2/company/${company.id}`, { token: t.adminToken, body: { name: 'Acme', contact_email: 'billing@acme.example' } });
@@ -154,7 +169,10 @@ describe('billing through Stripe (a local server speaking its REST shapes)', () 
       cancel_url: 'https://fleet.example.test',
     });
     // The customer is made once.
-    const again = await t.api('POST', '/api/v2/stripe/create-customer-portal', { token: t.adminToken, body: { return_url: 'https://fleet.example.test/web/billing' } });
+    const again = await t.api('POST', '/api/v2/stripe/create-customer-portal', {
+      token: t.adminToken,
+      body: { return_url: 'https://fleet.example.test/web/billing' },
+    });
     expect(again.status).toBe(200);
     expect(again.body).toEqual({ id: 'bps_1', url: 'https://billing.stripe.test/session/bps_1' });
     expect(stripe.calls.filter((c) => c.path === '/v1/customers')).toHaveLength(1);
@@ -194,7 +212,9 @@ describe('billing through Stripe (a local server speaking its REST shapes)', () 
   });
 
   it('answers 502 when Stripe cannot be reached', async () => {
-    const down = await startTestBroker({ env: { STRIPE_SECRET_KEY: 'sk_test_local', STRIPE_API_BASE: 'http://127.0.0.1:1', PUBLIC_URL: 'https://fleet.example.test' } });
+    const down = await startTestBroker({
+      env: { STRIPE_SECRET_KEY: 'sk_test_local', STRIPE_API_BASE: 'http://127.0.0.1:1', PUBLIC_URL: 'https://fleet.example.test' },
+    });
     try {
       const r = await down.api('POST', '/api/v2/stripe/create-customer-portal', { token: down.adminToken, body: {} });
       expect(r.status).toBe(502);

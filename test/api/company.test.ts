@@ -46,7 +46,12 @@ describe('company', () => {
       body: { name: 'Acme Fleet AS', city: 'Oslo', contact_email: 'ops@acme.example', settings: { agent_interval: 15 } },
     });
     expect(r.status).toBe(200);
-    expect(r.body).toMatchObject({ name: 'Acme Fleet AS', city: 'Oslo', contact_email: 'ops@acme.example', settings: { agent_interval: 15, two_factor_required: false } });
+    expect(r.body).toMatchObject({
+      name: 'Acme Fleet AS',
+      city: 'Oslo',
+      contact_email: 'ops@acme.example',
+      settings: { agent_interval: 15, two_factor_required: false },
+    });
     const entries = (await auditEntries()).slice(earlier);
     expect(entries).toHaveLength(1);
     const options = JSON.parse(entries[0].options);

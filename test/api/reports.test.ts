@@ -187,7 +187,14 @@ describe('PATCH /reportmarkread', () => {
   });
 
   it('refuses bodies naming none or several selections, unknown fields, too many ids; and callers without reports:acknowledge', async () => {
-    for (const body of [{}, { all: true, ids: [1] }, { all: false }, { ids: [1], extra: 1 }, { ids: Array.from({ length: 1001 }, (_, i) => i + 1) }, { ids: ['1 or 1=1'] }]) {
+    for (const body of [
+      {},
+      { all: true, ids: [1] },
+      { all: false },
+      { ids: [1], extra: 1 },
+      { ids: Array.from({ length: 1001 }, (_, i) => i + 1) },
+      { ids: ['1 or 1=1'] },
+    ]) {
       const r = await t.api('PATCH', '/api/v2/reportmarkread', { token: t.adminToken, body });
       expect(r.status, JSON.stringify(body).slice(0, 80)).toBe(400);
     }
@@ -290,7 +297,10 @@ describe('ReportsService.record and retention', () => {
   it('refuses hostile input without storing anything and stores nothing for unknown devices', async () => {
     const reports = t.broker.services.reports;
     expect(await reports.record(lonely, { not: 'a list' })).toEqual({ stored: 0, refused: { not_a_list: 1 } });
-    expect((await reports.record(lonely, [report({ ts: -5 }), report({ ts: 1.5 }), report({ sev: 'info' as never })])).refused).toEqual({ bad_field: 2, bad_severity: 1 });
+    expect((await reports.record(lonely, [report({ ts: -5 }), report({ ts: 1.5 }), report({ sev: 'info' as never })])).refused).toEqual({
+      bad_field: 2,
+      bad_severity: 1,
+    });
     expect(await count(lonely)).toBe(0);
     const unknown = 'e'.repeat(64);
     expect((await reports.record(unknown, [report()])).refused).toEqual({ unknown_device: 1 });
@@ -303,7 +313,15 @@ describe('ReportsService.record and retention', () => {
     // Each batch in a rate window of its own (a minute apart).
     for (let i = 0; i < 3; i += 1) {
       const at = new Date(Date.now() + i * 61_000);
-      expect((await reports.record(d, Array.from({ length: RATE }, (_, j) => report({ text: `n${i * RATE + j}` })), at)).stored).toBe(RATE);
+      expect(
+        (
+          await reports.record(
+            d,
+            Array.from({ length: RATE }, (_, j) => report({ text: `n${i * RATE + j}` })),
+            at,
+          )
+        ).stored,
+      ).toBe(RATE);
     }
     expect(await count(d)).toBe(PER_DEVICE);
     const kept = (await list(t.adminToken, `?node_id=${d}&sort_field=received&sort_direction=asc&items_per_page=1`)).body.items[0].text;
