@@ -23,7 +23,7 @@ interface Company {
 }
 
 const TEXT_FIELDS: Array<[keyof Omit<Company, 'id' | 'settings' | 'updated_at'>, string]> = [
-  ['name', 'Name'],
+  ['name', 'Company name'],
   ['address', 'Address'],
   ['zip', 'Postal code'],
   ['city', 'City'],
