@@ -117,7 +117,7 @@ export const reportsRoutes: RouteSpec[] = [
     summary: 'Report counts of the devices below a group',
     description:
       'The counts of GET /reportsummary/{device_id} summed over the devices below the group (or the device itself) that the caller’s device:read resources match, `devices` being how many, ' +
-      'and `items`: those with reports, worst first (unread critical, errors, warnings). Unknown node: 404; a device id outside the caller’s device:read: 403.',
+      'and `items`: those with reports, worst first (unread critical, errors, warnings). Unknown node, or a group the caller may not see: 404; a device id outside the caller’s device:read: 403.',
     access: 'device:read',
     device: ({ params }) => deviceOfNode({ params: { node_id: params.group_id } }),
     params: z.object({ group_id: nodeParams.shape.node_id }),

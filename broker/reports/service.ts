@@ -7,7 +7,6 @@ import type { Config } from '../config.js';
 import type { Db } from '../db/database.js';
 import type { Database } from '../db/schema.js';
 import type { DevicesService } from '../devices/service.js';
-import { notFound } from '../http/errors.js';
 import { checkReports, SEVERITIES, type ReportRefusal } from './validate.js';
 
 /** Retention runs this often (and once at start). */
@@ -81,7 +80,7 @@ export interface ReportsDeps {
   logger: Logger;
   config: Pick<Config, 'reportRetentionDays' | 'reportMaxPerDevice' | 'reportMaxTotal' | 'reportRatePerDevice'>;
   access: Pick<AccessService, 'reachesEveryDevice'>;
-  devices: Pick<DevicesService, 'listVisibleDevices'>;
+  devices: Pick<DevicesService, 'listVisibleDevices' | 'node'>;
 }
 
 type Scoped = SelectQueryBuilder<Database & { r: Database['reports'] }, 'r', object>;
@@ -351,11 +350,12 @@ export class ReportsService {
 
   /**
    * `GET /groupreportssummary/{group_id}`: the counts of the devices below a node (or the device
-   * itself) that the caller reads under device:read, in all and per device with reports.
+   * itself) that the caller reads under device:read, in all and per device with reports. A group the
+   * caller may not see answers 404 like an unknown one.
    */
   async groupSummary(principal: Principal, nodeId: string) {
-    const node = await this.deps.db.selectFrom('nodes').select(['node_id']).where('node_id', '=', nodeId).executeTakeFirst();
-    if (!node) throw notFound(`Node ${nodeId}`);
+    // Unknown, or a group the caller may not see: 404, as GET /node/{node_id} answers.
+    await this.deps.devices.node(principal, nodeId);
     const scoped = await this.scoped(principal, 'device:read', nodeId);
     const all = emptySummary();
     if (!scoped) return { node_id: nodeId, devices: 0, ...all, items: [] };

@@ -143,6 +143,10 @@ describe('summaries', () => {
     const root = await t.api('GET', '/api/v2/groupreportssummary/root', { token: deviceReader });
     expect(root.body.total).toBe(3);
     expect((await t.api('GET', '/api/v2/groupreportssummary/nowhere', { token: t.adminToken })).status).toBe(404);
+    // A group the caller may not see answers like an unknown one.
+    await t.addGroup({ id: 'hidden' });
+    expect((await t.api('GET', '/api/v2/groupreportssummary/hidden', { token: t.adminToken })).status).toBe(200);
+    expect((await t.api('GET', '/api/v2/groupreportssummary/hidden', { token: deviceReader })).status).toBe(404);
     expect((await t.api('GET', `/api/v2/groupreportssummary/${bravo}`, { token: deviceReader })).status).toBe(403);
     expect((await t.api('GET', '/api/v2/groupreportssummary/lab', { token: readerOnly })).status).toBe(403);
     void lonely;
