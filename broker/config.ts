@@ -44,6 +44,20 @@ export interface Config {
   maxConnectionsPerAddress: number;
   /** Console recordings older than this many days are removed (at start and daily). */
   recordingRetentionDays: number;
+  /** Agent reports older than this many days are removed (hourly, and at start). */
+  reportRetentionDays: number;
+  /** Reports kept per device at most: the oldest go first, on every insert. */
+  reportMaxPerDevice: number;
+  /** Reports kept in all at most: the oldest go first (hourly, and at start). */
+  reportMaxTotal: number;
+  /** Reports one device may send per minute; more are dropped (and counted in the log). */
+  reportRatePerDevice: number;
+  /** Stripe: secret API key; without it the billing:manage calls answer 409 billing_not_configured. */
+  stripeSecretKey?: string;
+  /** Stripe API base URL (tests point it at a local server); default https://api.stripe.com. */
+  stripeApiBase?: string;
+  /** Stripe price of one seat, for checkout sessions. */
+  stripePriceId?: string;
 }
 
 export class ConfigError extends Error {
@@ -106,6 +120,9 @@ export function loadConfig(env: Env = process.env): Config {
   // Behind a reverse proxy every connection comes from the proxy: no cap unless one is asked for.
   const maxConnectionsPerAddress = integer(env, 'MAX_CONNECTIONS_PER_ADDRESS', trustProxy ? 0 : 256, 0, 1_000_000);
   const logLevel = env.LOG_LEVEL || 'info';
+  if (env.STRIPE_API_BASE && !/^https?:\/\/[^/]+\/?$/.test(env.STRIPE_API_BASE)) {
+    throw new ConfigError('STRIPE_API_BASE', 'must be http(s)://host[:port] without a path');
+  }
   if (!['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'].includes(logLevel)) throw new ConfigError('LOG_LEVEL', `unknown level "${logLevel}"`);
   return {
     port: integer(env, 'PORT', 8080, 0, 65535),
@@ -134,5 +151,12 @@ export function loadConfig(env: Env = process.env): Config {
     agentHandshakesPerAddress,
     maxConnectionsPerAddress,
     recordingRetentionDays: integer(env, 'RECORDING_RETENTION_DAYS', 90, 1, 36500),
+    reportRetentionDays: integer(env, 'REPORT_RETENTION_DAYS', 30, 1, 3650),
+    reportMaxPerDevice: integer(env, 'REPORT_MAX_PER_DEVICE', 5000, 10, 1_000_000),
+    reportMaxTotal: integer(env, 'REPORT_MAX_TOTAL', 2_000_000, 100, 100_000_000),
+    reportRatePerDevice: integer(env, 'REPORT_RATE_PER_DEVICE', 600, 1, 1_000_000),
+    stripeSecretKey: env.STRIPE_SECRET_KEY || undefined,
+    stripeApiBase: env.STRIPE_API_BASE || undefined,
+    stripePriceId: env.STRIPE_PRICE_ID || undefined,
   };
 }

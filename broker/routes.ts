@@ -11,6 +11,9 @@ import { inventoryRoutes } from './inventory/routes.js';
 import { remoteRoutes } from './remote/routes.js';
 import { rolesRoutes } from './roles/routes.js';
 import { usersRoutes } from './users/routes.js';
+import { reportsRoutes } from './reports/routes.js';
+import { companyRoutes } from './company/routes.js';
+import { billingRoutes } from './billing/routes.js';
 
 /** Calls of the specification that no domain has built yet: authenticated, authorized, then 501. */
 function unbuiltCalls(built: RouteSpec[]): RouteSpec[] {
@@ -45,6 +48,9 @@ export function routeTable(): RouteSpec[] {
     ...enrolRoutes,
     ...inventoryRoutes,
     ...remoteRoutes,
+    ...reportsRoutes,
+    ...companyRoutes,
+    ...billingRoutes,
   ];
   // Static paths first, so `/file/stats` is not taken by a `/file/{x}` pattern.
   const all = [...built, ...unbuiltCalls(built)];

@@ -18,6 +18,9 @@ import { MailService } from './mail/service.js';
 import { QbeeTransport } from './qbee/transport.js';
 import { DeviceEventStream } from './events/stream.js';
 import { RemoteService } from './remote/service.js';
+import { ReportsService } from './reports/service.js';
+import { CompanyService } from './company/service.js';
+import { BillingService } from './billing/service.js';
 import { RolesService } from './roles/service.js';
 import { SettingsStore } from './settings.js';
 import { UsersService } from './users/service.js';
@@ -55,6 +58,12 @@ export interface Services {
   /** qbee's native remote-access transport (qbee-cli's connect, terminal, copy). */
   qbee: QbeeTransport;
   upgrades: UpgradeRouter;
+  /** Agent reports (the Logs): what agents send, read/unread per user, retention. */
+  reports: ReportsService;
+  /** The installation's company record. */
+  company: CompanyService;
+  /** Seats and, with STRIPE_SECRET_KEY, Stripe. */
+  billing: BillingService;
 }
 
 export interface ServiceOptions {
@@ -110,6 +119,21 @@ export async function createServices(config: Config, logger: Logger, store: Stor
   const remote = new RemoteService({ config, logger, db: store.db, upgrades, auth, access, audit, locator });
   const events = new DeviceEventStream({ hub: agents, access, logger });
   const qbee = new QbeeTransport({ logger, upgrades, auth, audit, sessions: remote.sessions, remote });
+  const reports = new ReportsService({ db: store.db, logger, config, access, devices });
+  // Reports agents send outside a configuration run (watchers, agent events); the configuration
+  // domain hands those of `config_applied` to reports.record itself.
+  agents.handle('reports', async (deviceId, msg) => {
+    await reports.record(deviceId, (msg as { reports?: unknown }).reports);
+  });
+  // The agent's own events, as qbee shows them: bundle agent_internal.
+  agents.on('connected', (deviceId) => {
+    const version = agents.connectionInfo(deviceId)?.version;
+    reports
+      .agentEvent(deviceId, 'INFO', `Agent connected${version ? ` (version ${version})` : ''}`)
+      .catch((err) => logger.warn({ err, deviceId }, 'agent event not recorded'));
+  });
+  const company = new CompanyService({ db: store.db, auth, users, access });
+  const billing = new BillingService({ db: store.db, logger, config, settings, users, company });
 
   const services: Services = {
     config,
@@ -134,10 +158,13 @@ export async function createServices(config: Config, logger: Logger, store: Stor
     events,
     qbee,
     upgrades,
+    reports,
+    company,
+    billing,
   };
   await auth.init();
   await audit.init();
-  for (const s of [users, roles, devices, files, enrol, inventory, agents, remote]) {
+  for (const s of [users, roles, devices, files, enrol, inventory, agents, remote, reports]) {
     await s.init();
   }
   qbee.init();
@@ -148,7 +175,17 @@ export async function createServices(config: Config, logger: Logger, store: Stor
 export async function closeServices(services: Services): Promise<void> {
   services.qbee.close();
   services.events.close();
-  for (const s of [services.remote, services.agents, services.enrol, services.inventory, services.files, services.devices, services.roles, services.users]) {
+  for (const s of [
+    services.reports,
+    services.remote,
+    services.agents,
+    services.enrol,
+    services.inventory,
+    services.files,
+    services.devices,
+    services.roles,
+    services.users,
+  ]) {
     await s.close();
   }
   services.mail.close();

@@ -45,18 +45,11 @@ export type Permission = keyof typeof PERMISSIONS;
  */
 export const NOT_BUILT_PERMISSIONS: readonly Permission[] = [
   'analysis:read',
-  'billing:read',
-  'billing:manage',
-  'company:read',
-  'company:manage',
   'configuration:read',
   'configuration:manage',
   'cve:read',
   'cve:manage',
   'metrics:read',
-  'reports:read',
-  'reports:markread',
-  'reports:acknowledge',
 ];
 
 export const PERMISSION_NAMES = Object.keys(PERMISSIONS) as Permission[];

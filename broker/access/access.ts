@@ -136,6 +136,15 @@ export class AccessService {
     };
   }
 
+  /**
+   * Does the principal's grant of `permission` reach every device, now and later (a `*` resource
+   * without an action)? Lets a listing skip naming the devices one by one.
+   */
+  reachesEveryDevice(principal: Principal, permission: Permission): boolean {
+    if (!principal.has(permission)) return false;
+    return principal.policies.some((p) => p.permission === permission && p.resources.some((r) => r.entity.kind === 'all' && !r.action));
+  }
+
   /** For listings: may the principal see this device under `permission`? */
   canSee(principal: Principal, permission: Permission, device: DeviceScope): boolean {
     return evaluate(principal.policies, permission, device).allowed;

@@ -1,3 +1,4 @@
+import type { Generated } from 'kysely';
 import type { AuditEntry } from '../../shared/api-types.js';
 
 /**
@@ -170,4 +171,52 @@ export interface Database {
   bootstrap_keys: BootstrapKeysTable;
   portmaps: PortmapsTable;
   audit: AuditTable;
+  reports: ReportsTable;
+  report_reads: ReportReadsTable;
+  company: CompanyTable;
+}
+
+/** One agent report (qbee's configuration Report), as received. */
+export interface ReportsTable {
+  id: Generated<number>;
+  device_id: string;
+  /** Unix seconds, as the agent stamped it */
+  ts: number;
+  /** ISO 8601, when the broker stored it */
+  received_at: string;
+  sev: string; // INFO | WARN | ERR | CRIT
+  /** 0 INFO … 3 CRIT, for ordering and minimum-severity filters */
+  level: number;
+  bundle: string;
+  bundle_commit_id: string;
+  commit_id: string;
+  labels: string;
+  text: string;
+  /** base64 of the operation log */
+  log: string | null;
+}
+
+/** Which user has read which report (read/unread is per user). */
+export interface ReportReadsTable {
+  report_id: number;
+  user_id: string;
+  read_at: string;
+}
+
+/** The installation's one company record. */
+export interface CompanyTable {
+  id: string;
+  name: string;
+  address: string;
+  zip: string;
+  city: string;
+  country: string;
+  vat_number: string;
+  contact_name: string;
+  contact_email: string;
+  contact_phone: string;
+  /** default agent run interval, minutes */
+  agent_interval: number;
+  created_at: string;
+  updated_at: string;
 }

@@ -183,6 +183,7 @@ describe('the route table', () => {
       'PUT /grouptree': 'each change is decided per node by the devices service',
       'GET /tagslist': 'a listing: tags of readable devices only',
       'GET /groups': "a listing: the groups of the caller's view of the tree",
+      'GET /reportlist': 'a listing: only reports of devices the caller reads',
       'DELETE /remote/sessions/{}': "a live session's device is known only to the sessions service, which asks remote-access:manage on it",
     };
     const unchecked = routes.filter((r) => builtUnderResourceFilter(r) && !r.device && !r.targets && !decidedInService[routeKey(r.method, r.path)]);

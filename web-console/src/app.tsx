@@ -6,11 +6,13 @@ import { Link, match, navigate, useLocation } from './router.js';
 import { AuditScreen } from './screens/audit.js';
 import { AttributesScreen } from './screens/attributes.js';
 import { BootstrapKeysScreen } from './screens/bootstrap-keys.js';
+import { CompanyScreen } from './screens/company.js';
 import { CliLoginScreen } from './screens/cli-login.js';
 import { DeviceScreen } from './screens/device.js';
 import { DevicesScreen } from './screens/devices.js';
 import { FilesScreen } from './screens/files.js';
 import { LoginScreen } from './screens/login.js';
+import { LogsScreen } from './screens/logs.js';
 import { PendingHostsScreen } from './screens/pending.js';
 import { ProfileScreen } from './screens/profile.js';
 import { RoleScreen, RolesScreen } from './screens/roles.js';
@@ -68,6 +70,8 @@ const SCREENS: Screen[] = [
   { pattern: '/roles/new', area: 'rolesManage', render: () => <RoleScreen /> },
   { pattern: '/roles/:id', area: 'roles', render: (p) => <RoleScreen roleId={p.id} /> },
   { pattern: '/audit', area: 'audit', render: () => <AuditScreen /> },
+  { pattern: '/logs', area: 'logs', render: () => <LogsScreen /> },
+  { pattern: '/company', area: 'company', render: () => <CompanyScreen /> },
   { pattern: '/sessions', area: 'remoteSessions', render: () => <SessionsScreen /> },
   { pattern: '/profile', render: () => <ProfileScreen /> },
   { pattern: '/cli-login', render: () => <CliLoginScreen /> },
@@ -81,7 +85,9 @@ const NAV: { href: string; label: string; area: Area }[] = [
   { href: '/users', label: 'Users', area: 'users' },
   { href: '/roles', label: 'Roles', area: 'roles' },
   { href: '/sessions', label: 'Sessions', area: 'remoteSessions' },
+  { href: '/logs', label: 'Logs', area: 'logs' },
   { href: '/audit', label: 'Audit', area: 'audit' },
+  { href: '/company', label: 'Company', area: 'company' },
 ];
 
 function firstAllowedPath(): string {

@@ -1,0 +1,194 @@
+/**
+ * The Logs: agent reports (configuration runs, watchers, the agent's own events) newest first,
+ * filtered by severity, device or group, text and read state; filters live in the URL. Marking read
+ * needs reports:acknowledge (the spec's "Logs, Mark as read").
+ */
+import { useState } from 'preact/hooks';
+import type { ListPage } from '../../../shared/api-types.js';
+import { api } from '../api.js';
+import { allowed } from '../areas.js';
+import { Link, navigate, useLocation, withQuery } from '../router.js';
+import { ErrorBox, formatTime, Loading, PageTitle, Table, useAction, useLoad } from '../ui.js';
+
+interface ReportItem {
+  id: number;
+  node_id: string;
+  title: string;
+  bundle: string;
+  commit_id: string;
+  labels: string;
+  sev: 'INFO' | 'WARN' | 'ERR' | 'CRIT';
+  text: string;
+  log: string;
+  ts: number;
+  read: boolean;
+}
+
+const PAGE = 50;
+const FILTERS = ['severity', 'node_id', 'search', 'read'] as const;
+type Filters = Record<(typeof FILTERS)[number], string>;
+
+/** The base64 log as text (UTF-8, invalid bytes replaced). */
+function logText(log: string): string {
+  try {
+    const bytes = Uint8Array.from(atob(log), (c) => c.charCodeAt(0));
+    return new TextDecoder().decode(bytes);
+  } catch {
+    return '';
+  }
+}
+
+export function LogsScreen() {
+  const { query } = useLocation();
+  const applied = Object.fromEntries(FILTERS.map((f) => [f, query.get(f) ?? ''])) as Filters;
+  const offset = Number(query.get('offset') ?? 0) || 0;
+  const [draft, setDraft] = useState<Filters>(applied);
+  const action = useAction();
+  const mayMark = allowed('logsMarkRead');
+
+  const reports = useLoad(
+    () =>
+      api.get<ListPage<ReportItem>>('/reportlist', {
+        severity: applied.severity || undefined,
+        node_id: applied.node_id.trim() || undefined,
+        search: applied.search.trim() || undefined,
+        read: applied.read || undefined,
+        offset,
+        items_per_page: PAGE,
+      }),
+    [JSON.stringify([applied, offset])],
+  );
+
+  const apply = (e: Event) => {
+    e.preventDefault();
+    navigate(withQuery('/logs', { ...draft }));
+  };
+  const set = (name: keyof Filters) => (e: Event) => setDraft({ ...draft, [name]: (e.currentTarget as HTMLInputElement).value });
+  const mark = async (body: Record<string, unknown>) => {
+    await action.run(() => api.patch('/reportmarkread', body));
+    reports.reload();
+  };
+
+  const items = reports.data?.items ?? [];
+  const total = reports.data?.total ?? 0;
+  const unreadShown = items.filter((r) => !r.read).map((r) => r.id);
+
+  return (
+    <section>
+      <PageTitle
+        actions={
+          mayMark && (
+            <>
+              <button type="button" disabled={action.busy || unreadShown.length === 0} onClick={() => mark({ ids: unreadShown })}>
+                Mark shown as read
+              </button>{' '}
+              <button type="button" disabled={action.busy} onClick={() => mark({ all: true })}>
+                Mark all as read
+              </button>
+            </>
+          )
+        }
+      >
+        Logs
+      </PageTitle>
+      <form class="filters" onSubmit={apply} aria-label="Log filters">
+        <div class="field">
+          <label for="l-severity">Severity</label>
+          <select id="l-severity" value={draft.severity} onChange={set('severity')}>
+            <option value="">Any</option>
+            <option value="CRIT">Critical</option>
+            <option value="ERR,CRIT">Errors and worse</option>
+            <option value="WARN,ERR,CRIT">Warnings and worse</option>
+            <option value="INFO">Info</option>
+          </select>
+        </div>
+        <div class="field">
+          <label for="l-node">Device or group id</label>
+          <input id="l-node" value={draft.node_id} onInput={set('node_id')} placeholder="node id" />
+        </div>
+        <div class="field">
+          <label for="l-search">Text</label>
+          <input id="l-search" value={draft.search} onInput={set('search')} placeholder="text, bundle or label" />
+        </div>
+        <div class="field">
+          <label for="l-read">Show</label>
+          <select id="l-read" value={draft.read} onChange={set('read')}>
+            <option value="">All</option>
+            <option value="false">Unread</option>
+            <option value="true">Read</option>
+          </select>
+        </div>
+        <div class="filter-buttons">
+          <button type="submit" class="primary">
+            Filter
+          </button>
+          <button
+            type="button"
+            onClick={() => {
+              setDraft(Object.fromEntries(FILTERS.map((f) => [f, ''])) as Filters);
+              navigate('/logs');
+            }}
+          >
+            Clear
+          </button>
+        </div>
+      </form>
+      <ErrorBox error={action.error ?? reports.error} />
+      {reports.loading && !reports.data && <Loading what="the logs" />}
+      {reports.data && (
+        <>
+          <p class="muted" role="status">
+            {total === 0 ? 'No reports match.' : `Reports ${offset + 1}–${Math.min(offset + PAGE, total)} of ${total}`}
+          </p>
+          <Table class="logs-table" columns={['Time', 'Severity', 'Device', 'Bundle', 'Text', 'Commit', ...(mayMark ? [''] : [])]}>
+            {items.map((r) => (
+              <tr key={r.id} class={r.read ? 'read' : 'unread'} data-testid="report-row">
+                <td>{formatTime(r.ts)}</td>
+                <td>
+                  <span class={`badge sev-${r.sev.toLowerCase()}`}>{r.sev}</span>
+                </td>
+                <td>
+                  <Link href={`/devices/${r.node_id}`} title={r.node_id}>
+                    {r.title}
+                  </Link>
+                </td>
+                <td>
+                  <code>{r.bundle}</code>
+                </td>
+                <td>
+                  {r.read ? r.text : <strong>{r.text}</strong>}
+                  {r.log && (
+                    <details>
+                      <summary>log</summary>
+                      <pre>{logText(r.log)}</pre>
+                    </details>
+                  )}
+                </td>
+                <td>{r.commit_id && <code title={r.commit_id}>{r.commit_id.slice(0, 8)}</code>}</td>
+                {mayMark && (
+                  <td>
+                    <button type="button" class="link-button" disabled={action.busy} onClick={() => mark({ ids: [r.id], read: r.read ? false : undefined })}>
+                      {r.read ? 'Mark unread' : 'Mark read'}
+                    </button>
+                  </td>
+                )}
+              </tr>
+            ))}
+          </Table>
+          <div class="pager">
+            <button
+              type="button"
+              disabled={offset === 0}
+              onClick={() => navigate(withQuery('/logs', { ...applied, offset: String(Math.max(0, offset - PAGE)) }))}
+            >
+              Newer
+            </button>
+            <button type="button" disabled={offset + PAGE >= total} onClick={() => navigate(withQuery('/logs', { ...applied, offset: String(offset + PAGE) }))}>
+              Older
+            </button>
+          </div>
+        </>
+      )}
+    </section>
+  );
+}
