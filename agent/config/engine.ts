@@ -423,6 +423,9 @@ export class ConfigEngine {
       }
     }
     this.log('info', 'configuration applied', { commit_id: config.commit_id, reports: reports.length });
-    this.emit({ t: 'config_applied', commit_id: config.commit_id, reports });
+    // qbee's settings.reports off: the run is still acknowledged, without its reports
+    const settings = config.bundles.includes('settings') ? config.bundle_data.settings : undefined;
+    const quiet = bundleMeta(settings).enabled && (settings as { reports?: unknown } | undefined)?.reports === false;
+    this.emit({ t: 'config_applied', commit_id: config.commit_id, reports: quiet ? [] : reports });
   }
 }

@@ -11,7 +11,7 @@ import { sshKeysBundle } from './bundles/sshkeys.js';
 import { usersBundle } from './bundles/users.js';
 
 /** System bundles: the agent's settings, parameters, files, users and keys, processes, time, watchdog. */
-export const SYSTEM_BUNDLES: readonly Bundle<any>[] = [
+export const SYSTEM_BUNDLES: readonly Bundle[] = [
   settingsBundle,
   parametersBundle,
   fileDistributionBundle,

@@ -109,7 +109,7 @@ async function placeFile(ctx: BundleContext, label: string, file: DistributedFil
     ctx.report('INFO', withLabel(label, `Successfully ${file.is_template ? 'rendered template file' : 'downloaded file'} ${source} to ${destination}`));
     return true;
   } catch (err) {
-    ctx.report('ERR', withLabel(label, `Unable to ${verb} ${source} to ${destination}: ${(err as Error).message}`)));
+    ctx.report('ERR', withLabel(label, `Unable to ${verb} ${source} to ${destination}: ${(err as Error).message}`));
     return false;
   }
 }
