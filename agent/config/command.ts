@@ -70,7 +70,10 @@ export function runCommand(argv: string[], baseEnv: NodeJS.ProcessEnv, signal: A
         child.kill('SIGKILL');
       }
     };
-    const timer = setTimeout(() => kill(`timed out after ${Math.round((options.timeoutMs ?? COMMAND_TIMEOUT_MS) / 1000)} s`), options.timeoutMs ?? COMMAND_TIMEOUT_MS);
+    const timer = setTimeout(
+      () => kill(`timed out after ${Math.round((options.timeoutMs ?? COMMAND_TIMEOUT_MS) / 1000)} s`),
+      options.timeoutMs ?? COMMAND_TIMEOUT_MS,
+    );
     const onAbort = () => kill('the configuration run was stopped');
     signal.addEventListener('abort', onAbort, { once: true });
     const finish = (result: CommandResult) => {
@@ -97,7 +100,12 @@ export function runCommand(argv: string[], baseEnv: NodeJS.ProcessEnv, signal: A
 
 /** True when `executable` (a name looked up on `pathVar`, or an absolute path) is an executable file. */
 export async function hasExecutable(executable: string, pathVar: string | undefined): Promise<boolean> {
-  const candidates = executable.includes('/') ? [executable] : (pathVar ?? '').split(':').filter(Boolean).map((dir) => path.join(dir, executable));
+  const candidates = executable.includes('/')
+    ? [executable]
+    : (pathVar ?? '')
+        .split(':')
+        .filter(Boolean)
+        .map((dir) => path.join(dir, executable));
   for (const file of candidates) {
     try {
       const stat = await fs.stat(file);

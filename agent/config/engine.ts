@@ -155,7 +155,8 @@ export class ConfigEngine {
       this.current = checkConfig(stored.config, stored.attributes);
       this.log('info', 'configuration loaded from the state directory', { commit_id: this.current.config.commit_id });
     } catch (err) {
-      if ((err as NodeJS.ErrnoException).code !== 'ENOENT') this.log('warn', 'the stored configuration is unreadable: waiting for the broker', { err: (err as Error).message });
+      if ((err as NodeJS.ErrnoException).code !== 'ENOENT')
+        this.log('warn', 'the stored configuration is unreadable: waiting for the broker', { err: (err as Error).message });
     }
     this.updateInterval();
   }
@@ -255,11 +256,14 @@ export class ConfigEngine {
   private schedule(): void {
     clearTimeout(this.timer);
     if (this.controller.signal.aborted) return;
-    this.timer = setTimeout(() => {
-      this.timer = undefined;
-      this.trigger();
-      this.schedule();
-    }, this.intervalMinutes * (this.o.minuteMs ?? 60_000));
+    this.timer = setTimeout(
+      () => {
+        this.timer = undefined;
+        this.trigger();
+        this.schedule();
+      },
+      this.intervalMinutes * (this.o.minuteMs ?? 60_000),
+    );
     this.timer.unref();
   }
 
@@ -301,7 +305,13 @@ export class ConfigEngine {
     this.failedConnections = 0;
     this.emit({
       t: 'reports',
-      reports: [{ ...this.internalReport('WARN', `Rebooting: ${threshold} connection attempts to the broker failed in a row.`), bundle: 'connectivity_watchdog', labels: 'connectivity_watchdog' }],
+      reports: [
+        {
+          ...this.internalReport('WARN', `Rebooting: ${threshold} connection attempts to the broker failed in a row.`),
+          bundle: 'connectivity_watchdog',
+          labels: 'connectivity_watchdog',
+        },
+      ],
     });
     this.log('warn', 'connectivity watchdog: rebooting', { threshold });
     if (this.o.reboot) await this.o.reboot();
@@ -319,7 +329,15 @@ export class ConfigEngine {
   }
 
   private internalReport(sev: ReportSeverity, text: string): AgentReport {
-    return { bundle: 'agent_internal', bundle_commit_id: '', commit_id: this.current?.config.commit_id ?? '', labels: 'agent_internal', sev, text, ts: Math.floor(Date.now() / 1000) };
+    return {
+      bundle: 'agent_internal',
+      bundle_commit_id: '',
+      commit_id: this.current?.config.commit_id ?? '',
+      labels: 'agent_internal',
+      sev,
+      text,
+      ts: Math.floor(Date.now() / 1000),
+    };
   }
 
   private emit(msg: ControlMessage): void {

@@ -29,7 +29,13 @@ describe('users', () => {
   it('adds a user with a home directory, then removes it; each a second time changes nothing', async () => {
     etc();
     t.ctx.parameters = { team: 'ops' };
-    const add = { items: [{ username: 'alice', action: 'add' }, { username: '$(team)', action: 'add' }, { username: 'bob', action: 'add' }] };
+    const add = {
+      items: [
+        { username: 'alice', action: 'add' },
+        { username: '$(team)', action: 'add' },
+        { username: 'bob', action: 'add' },
+      ],
+    };
     await applyBundle(usersBundle, add, t.ctx);
     expect(t.take().map((r) => `${r.sev} ${r.text}`)).toEqual(["INFO Successfully added user 'alice'", "INFO Successfully added user 'ops'"]);
     expect(passwd()).toMatch(/^alice:x:\d+:\d+:alice,,,,User added by the fleet agent:\/home\/alice:\/bin\/(ba)?sh$/m);
@@ -39,7 +45,12 @@ describe('users', () => {
     await applyBundle(usersBundle, add, t.ctx);
     expect(t.take()).toEqual([]);
 
-    const remove = { items: [{ username: 'alice', action: 'remove' }, { username: 'nobody-here', action: 'remove' }] };
+    const remove = {
+      items: [
+        { username: 'alice', action: 'remove' },
+        { username: 'nobody-here', action: 'remove' },
+      ],
+    };
     await applyBundle(usersBundle, remove, t.ctx);
     expect(t.take().map((r) => `${r.sev} ${r.text}`)).toEqual(["INFO Successfully removed user 'alice'"]);
     expect(passwd()).not.toMatch(/^alice:/m);
@@ -52,7 +63,16 @@ describe('users', () => {
     etc();
     t.setPath(emptyPath(t.dir));
     const before = passwd();
-    await applyBundle(usersBundle, { items: [{ username: 'alice', action: 'add' }, { username: 'bob', action: 'remove' }] }, t.ctx);
+    await applyBundle(
+      usersBundle,
+      {
+        items: [
+          { username: 'alice', action: 'add' },
+          { username: 'bob', action: 'remove' },
+        ],
+      },
+      t.ctx,
+    );
     expect(t.take()).toEqual([{ sev: 'ERR', text: 'useradd, userdel are not installed on this device: users not applied.' }]);
     expect(passwd()).toBe(before);
   });
@@ -61,8 +81,20 @@ describe('users', () => {
     etc();
     expect(() => usersBundle.parse({ items: [{ username: 'x', action: 'delete' }] })).toThrow('users.items[0].action must be add or remove');
     expect(() => usersBundle.parse({ items: [{ action: 'add' }] })).toThrow('users.items[0].username is required');
-    await applyBundle(usersBundle, { items: [{ username: 'bad name', action: 'add' }, { username: 'root', action: 'remove' }] }, t.ctx);
-    expect(t.take().map((r) => `${r.sev} ${r.text}`)).toEqual(['ERR "bad name" is not a valid user name: not added.', "WARN Cannot remove administrative user 'root'"]);
+    await applyBundle(
+      usersBundle,
+      {
+        items: [
+          { username: 'bad name', action: 'add' },
+          { username: 'root', action: 'remove' },
+        ],
+      },
+      t.ctx,
+    );
+    expect(t.take().map((r) => `${r.sev} ${r.text}`)).toEqual([
+      'ERR "bad name" is not a valid user name: not added.',
+      "WARN Cannot remove administrative user 'root'",
+    ]);
     // a useradd that fails (here: the passwd file locked by someone else) is reported with its output
     t.setPath(fakeTools(t.dir, { useradd: 'echo "useradd: cannot lock /etc/passwd; try again later." >&2; exit 1' }));
     await applyBundle(usersBundle, { items: [{ username: 'carol', action: 'add' }] }, t.ctx);

@@ -51,7 +51,10 @@ describe('file_distribution', () => {
     // drift is repaired
     fs.writeFileSync(t.at('/etc/app/app.conf'), 'edited by hand\n');
     await applyBundle(bundle, config(), t.ctx);
-    expect(t.take().map((r) => r.text)).toEqual(['[app] Successfully rendered template file /templates/app.conf to /etc/app/app.conf', '[app] Successfully executed after command']);
+    expect(t.take().map((r) => r.text)).toEqual([
+      '[app] Successfully rendered template file /templates/app.conf to /etc/app/app.conf',
+      '[app] Successfully executed after command',
+    ]);
     expect(fs.readFileSync(t.at('/etc/app/app.conf'), 'utf8')).toContain('greeting=hello oslo');
   });
 
@@ -102,7 +105,10 @@ describe('file_distribution', () => {
     t = testContext({ files: { '/bin/tool.bin': 'bin' } });
     await applyBundle(bundle, config({ command: '' }), t.ctx);
     const reports = t.take();
-    expect(reports[0]).toMatchObject({ sev: 'ERR', text: expect.stringContaining('Unable to render template file /templates/app.conf to /etc/app/app.conf: the broker refused') });
+    expect(reports[0]).toMatchObject({
+      sev: 'ERR',
+      text: expect.stringContaining('Unable to render template file /templates/app.conf to /etc/app/app.conf: the broker refused'),
+    });
     expect(reports[1]).toMatchObject({ sev: 'INFO' });
     expect(fs.readFileSync(t.at('/opt/tool/tool.bin'), 'utf8')).toBe('bin');
   });

@@ -37,7 +37,12 @@ export const ntpBundle: Bundle<NtpData> = {
     if (await ctx.has('chronyc')) {
       const content = data.servers.map((s) => `server ${s} iburst\n`).join('');
       if (await place(ctx, CHRONY_SOURCES, content))
-        reportCommand(ctx, await ctx.run(['chronyc', 'reload', 'sources']), `NTP servers set for chrony: ${data.servers.join(', ') || 'none'}`, 'chronyc reload sources failed');
+        reportCommand(
+          ctx,
+          await ctx.run(['chronyc', 'reload', 'sources']),
+          `NTP servers set for chrony: ${data.servers.join(', ') || 'none'}`,
+          'chronyc reload sources failed',
+        );
       return;
     }
     if ((await ctx.has('systemctl')) && (await ctx.has('timedatectl'))) {

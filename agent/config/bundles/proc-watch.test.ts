@@ -60,13 +60,19 @@ describe('proc_watch', () => {
     const p = watchedScript();
     await applyBundle(bundle, { processes: [{ name: p.name, policy: 'Present', command: 'echo "no such service" >&2; exit 4' }] }, t.ctx);
     expect(t.take()).toEqual([
-      { sev: 'ERR', text: `Restarting process ${p.name} using the defined command as it was not running: the command failed: exit code 4`, log: 'no such service\n' },
+      {
+        sev: 'ERR',
+        text: `Restarting process ${p.name} using the defined command as it was not running: the command failed: exit code 4`,
+        log: 'no such service\n',
+      },
     ]);
   });
 
   it('refuses bad data, and with no shell applies nothing', async () => {
     t = testContext();
-    expect(() => bundle.parse({ processes: [{ name: 'x', policy: 'present', command: 'true' }] })).toThrow('proc_watch.processes[0].policy must be Present or Absent');
+    expect(() => bundle.parse({ processes: [{ name: 'x', policy: 'present', command: 'true' }] })).toThrow(
+      'proc_watch.processes[0].policy must be Present or Absent',
+    );
     expect(() => bundle.parse({ processes: [{ name: 'x', policy: 'Present' }] })).toThrow('proc_watch.processes[0].command is required');
     const p = watchedScript();
     t.setPath(emptyPath(t.dir));

@@ -40,7 +40,10 @@ export const procWatchBundle: Bundle<ProcWatchData> = {
       const running = (await commandLines()).some((line) => line.includes(name));
       if (watcher.policy === 'Present' && running) continue;
       if (watcher.policy === 'Absent' && !running) continue;
-      const doing = watcher.policy === 'Present' ? `Restarting process ${name} using the defined command as it was not running` : `Stopping process ${name} using the defined command as it was found running`;
+      const doing =
+        watcher.policy === 'Present'
+          ? `Restarting process ${name} using the defined command as it was not running`
+          : `Stopping process ${name} using the defined command as it was found running`;
       const result = await shell(ctx, watcher.command, COMMAND_TIMEOUT_MS);
       reportCommand(ctx, result, `${doing}: done`, `${doing}: the command failed`);
     }

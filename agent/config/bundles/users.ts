@@ -41,7 +41,16 @@ export const usersBundle: Bundle<UsersData> = {
         continue;
       }
       if (item.action === 'add' && !present.has(username)) {
-        const result = await ctx.run(['useradd', ...prefix, '--comment', `${username},,,,User added by the fleet agent`, '--create-home', '--shell', shellPath, username]);
+        const result = await ctx.run([
+          'useradd',
+          ...prefix,
+          '--comment',
+          `${username},,,,User added by the fleet agent`,
+          '--create-home',
+          '--shell',
+          shellPath,
+          username,
+        ]);
         if (reportCommand(ctx, result, `Successfully added user '${username}'`, `Unable to add user '${username}'`)) present.add(username);
       } else if (item.action === 'remove' && present.has(username)) {
         if (username === 'root') {
@@ -51,7 +60,8 @@ export const usersBundle: Bundle<UsersData> = {
         const result = await ctx.run(['userdel', ...prefix, '--remove', username]);
         // userdel exits 12 when only the mail spool or home was missing: the user is gone all the same
         const gone = result.code === 0 || (result.code === 12 && !(await readPasswd(ctx.root)).some((u) => u.name === username));
-        if (reportCommand(ctx, gone ? { ...result, code: 0 } : result, `Successfully removed user '${username}'`, `Unable to remove user '${username}'`)) present.delete(username);
+        if (reportCommand(ctx, gone ? { ...result, code: 0 } : result, `Successfully removed user '${username}'`, `Unable to remove user '${username}'`))
+          present.delete(username);
       }
     }
   },
