@@ -97,6 +97,7 @@ export class Agent {
         'the previous device key was revoked: making a new key pair to enrol again',
       );
       stateDir.retireKey();
+      await ConfigEngine.discard(stateDir.dir);
       identity = stateDir.identity();
       state = stateDir.readState(identity.deviceId);
     }

@@ -13,7 +13,7 @@ import { muxPair } from '../../test/support/mux-pair.js';
 import type { Bundle } from './bundle.js';
 import { ConfigEngine } from './engine.js';
 import { SYSTEM_BUNDLES } from './registry.js';
-import { SYSTEM_PATH } from './test-context.js';
+import { SYSTEM_PATH } from './system-test-context.js';
 
 const sha = (b: Buffer | string) => crypto.createHash('sha256').update(b).digest('hex');
 type Applied = Extract<ControlMessage, { t: 'config_applied' }>;
@@ -281,6 +281,17 @@ describe('configuration engine', () => {
     );
     expect(texts((await rerun).reports)).toContain('file_distribution INFO [app] Successfully rendered template file /templates/app.conf to /etc/app/app.conf');
     expect(fs.existsSync(path.join(s.root, 'etc/app/app.conf'))).toBe(true);
+  });
+
+  it('reboots once after the run when a bundle asks for it, having sent the run first', async () => {
+    const events: string[] = [];
+    const asking: Bundle = { name: 'rauc', parse: (d) => d, apply: async (_d, ctx) => ctx.requestReboot?.('RAUC bundle installed') };
+    const s = await setup({ bundles: [asking], reboot: async () => void events.push(`reboot after ${s.broker.applied.length} run(s)`) });
+    const applied = s.broker.next();
+    s.send({ t: 'config', config: { commit_id: 'r', bundles: ['rauc'], bundle_data: { rauc: {} } }, attributes: {} });
+    expect(texts((await applied).reports)).toEqual(['rauc WARN Scheduling system reboot: RAUC bundle installed']);
+    await s.engine.settled();
+    expect(events).toEqual(['reboot after 1 run(s)']);
   });
 
   it('reboots through the watchdog after the threshold of failed connections', async () => {

@@ -75,7 +75,7 @@ export interface ConfigEngineOptions {
   /** length of an interval minute (tests shorten it) */
   minuteMs?: number;
   fetchTimeoutMs?: number;
-  /** what the connectivity watchdog does at its threshold; default runs `reboot` */
+  /** how the device reboots (a bundle's request after a run, the connectivity watchdog); default runs `reboot` */
   reboot?: () => Promise<void>;
 }
 
@@ -159,6 +159,11 @@ export class ConfigEngine {
         this.log('warn', 'the stored configuration is unreadable: waiting for the broker', { err: (err as Error).message });
     }
     this.updateInterval();
+  }
+
+  /** Forgets the configuration kept in `stateDir` (a new device identity must not apply the old one's). */
+  static async discard(stateDir: string): Promise<void> {
+    await fs.rm(path.join(stateDir, STATE_FILE), { force: true });
   }
 
   stop(): void {
@@ -313,9 +318,7 @@ export class ConfigEngine {
         },
       ],
     });
-    this.log('warn', 'connectivity watchdog: rebooting', { threshold });
-    if (this.o.reboot) await this.o.reboot();
-    else await runCommand(['reboot'], this.o.env ?? process.env, this.controller.signal, { timeoutMs: 60_000 });
+    await this.reboot(`connectivity watchdog: ${threshold} failed connection attempts`);
   }
 
   private watchdogThreshold(): number {
@@ -397,6 +400,7 @@ export class ConfigEngine {
       return i < 0 ? BUNDLE_ORDER.length : i;
     };
     const names = [...config.bundles].sort((a, b) => order(a) - order(b));
+    const rebootFor: string[] = [];
     for (const name of names) {
       if (signal.aborted) break;
       const raw = config.bundle_data[name];
@@ -432,6 +436,10 @@ export class ConfigEngine {
           sink(name, meta.commitId, severity, text, log);
         },
         signal,
+        requestReboot: (why) => {
+          if (rebootFor.length === 0) sink(name, meta.commitId, 'WARN', `Scheduling system reboot: ${why}`);
+          rebootFor.push(why);
+        },
       };
       try {
         await bundle.apply(data, ctx);
@@ -445,5 +453,12 @@ export class ConfigEngine {
     const settings = config.bundles.includes('settings') ? config.bundle_data.settings : undefined;
     const quiet = bundleMeta(settings).enabled && (settings as { reports?: unknown } | undefined)?.reports === false;
     this.emit({ t: 'config_applied', commit_id: config.commit_id, reports: quiet ? [] : reports });
+    if (rebootFor.length > 0 && !signal.aborted) await this.reboot(rebootFor.join('; '));
+  }
+
+  private async reboot(why: string): Promise<void> {
+    this.log('warn', 'rebooting the device after the configuration run', { why });
+    if (this.o.reboot) await this.o.reboot();
+    else await runCommand(['reboot'], this.o.env ?? process.env, this.controller.signal, { timeoutMs: 60_000 });
   }
 }
