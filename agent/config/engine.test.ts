@@ -89,7 +89,13 @@ async function setup(
   cleanups.push(pair.close);
   pair.agent.on('control', (msg: ControlMessage) => engine.handleControl(msg));
   await engine.start();
-  engine.attach((msg) => pair.agent.send(msg));
+  /** the types of what the engine sent, in order, as it sent them */
+  const sent: string[] = [];
+  const send = (msg: ControlMessage) => {
+    sent.push(msg.t);
+    pair.agent.send(msg);
+  };
+  engine.attach(send);
   const broker = fakeBroker(pair.broker, opts.store ?? {}, opts);
   return {
     dir,
@@ -100,7 +106,8 @@ async function setup(
     brokerMux: pair.broker,
     send: (msg: ControlMessage) => pair.broker.send(msg),
     /** the connection comes back */
-    reattach: () => engine.attach((msg) => pair.agent.send(msg)),
+    reattach: () => engine.attach(send),
+    sent,
   };
 }
 
@@ -286,12 +293,12 @@ describe('configuration engine', () => {
   it('reboots once after the run when a bundle asks for it, having sent the run first', async () => {
     const events: string[] = [];
     const asking: Bundle = { name: 'rauc', parse: (d) => d, apply: async (_d, ctx) => ctx.requestReboot?.('RAUC bundle installed') };
-    const s = await setup({ bundles: [asking], reboot: async () => void events.push(`reboot after ${s.broker.applied.length} run(s)`) });
+    const s = await setup({ bundles: [asking], reboot: async () => void events.push(`reboot after sending ${s.sent.join(', ')}`) });
     const applied = s.broker.next();
     s.send({ t: 'config', config: { commit_id: 'r', bundles: ['rauc'], bundle_data: { rauc: {} } }, attributes: {} });
     expect(texts((await applied).reports)).toEqual(['rauc WARN Scheduling system reboot: RAUC bundle installed']);
     await s.engine.settled();
-    expect(events).toEqual(['reboot after 1 run(s)']);
+    expect(events).toEqual(['reboot after sending config_applied']);
   });
 
   it('reboots through the watchdog after the threshold of failed connections', async () => {

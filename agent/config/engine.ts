@@ -437,6 +437,7 @@ export class ConfigEngine {
         },
         signal,
         requestReboot: (why) => {
+          count++;
           if (rebootFor.length === 0) sink(name, meta.commitId, 'WARN', `Scheduling system reboot: ${why}`);
           rebootFor.push(why);
         },
