@@ -30,7 +30,7 @@ function tempDir(): string {
 }
 
 /** A broker end with a file store; collects what the agent sends. */
-function fakeBroker(broker: Mux, store: Record<string, string>, opts: { lie?: boolean } = {}) {
+function fakeBroker(broker: Mux, store: Record<string, string>, opts: { lie?: boolean; oversize?: boolean; silent?: boolean } = {}) {
   const applied: Applied[] = [];
   const others: ControlMessage[] = [];
   const requests: string[] = [];
@@ -43,9 +43,11 @@ function fakeBroker(broker: Mux, store: Record<string, string>, opts: { lie?: bo
         broker.send({ t: 'file_refused', id: msg.id, error: 'no such file in the file store' });
         return;
       }
+      if (opts.silent) return;
       const bytes = Buffer.from(content);
+      const size = opts.oversize ? 3 : bytes.length;
       void broker
-        .open('file', { id: msg.id, path: msg.path, size: bytes.length, sha256: opts.lie ? sha('something else') : sha(bytes) })
+        .open('file', { id: msg.id, path: msg.path, size, sha256: opts.lie ? sha('something else') : sha(bytes) })
         .then(({ channel }) => {
           channel.resume();
           channel.end(bytes);
@@ -82,6 +84,7 @@ async function setup(
     bundles: opts.bundles ?? SYSTEM_BUNDLES,
     env: { ...process.env, PATH: SYSTEM_PATH },
     minuteMs: opts.minuteMs,
+    fetchTimeoutMs: opts.fetchTimeoutMs,
     reboot: opts.reboot,
   });
   cleanups.push(() => engine.stop());
@@ -205,6 +208,24 @@ describe('configuration engine', () => {
     await expect(s.brokerMux.open('file', { id: 'never-asked', path: '/etc/passwd', size: 1, sha256: sha('x') })).rejects.toThrow(
       'No file was requested with this id.',
     );
+  });
+
+  it('stops a file with more bytes than announced, and gives up on a broker that never sends', async () => {
+    const big = await setup({ store: { '/templates/app.conf': TEMPLATE }, oversize: true });
+    const applied = big.broker.next();
+    big.send({ t: 'config', config: appConfig(), attributes: {} });
+    expect(texts((await applied).reports)).toContain(
+      'file_distribution ERR [app] Unable to render template file /templates/app.conf to /etc/app/app.conf: cannot fetch /templates/app.conf: more bytes arrived than the announced 3',
+    );
+    expect(fs.existsSync(path.join(big.root, 'etc/app/app.conf'))).toBe(false);
+
+    const silent = await setup({ store: { '/templates/app.conf': TEMPLATE }, silent: true, fetchTimeoutMs: 100 });
+    const answered = silent.broker.next();
+    silent.send({ t: 'config', config: appConfig(), attributes: {} });
+    expect(texts((await answered).reports)).toContain(
+      'file_distribution ERR [app] Unable to render template file /templates/app.conf to /etc/app/app.conf: the broker did not send /templates/app.conf in time',
+    );
+    expect(silent.engine.files.inFlight).toBe(0);
   });
 
   it('a config message that is not one is refused with a report, and the one kept stays', async () => {

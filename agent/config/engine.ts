@@ -214,8 +214,16 @@ export class ConfigEngine {
     return this.files.accept(channel);
   }
 
-  /** A configuration from the broker: kept, then applied. */
-  async receive(config: unknown, attributes: unknown): Promise<void> {
+  /** A configuration from the broker: kept, then applied. Configurations are taken in the order they came. */
+  receive(config: unknown, attributes: unknown): Promise<void> {
+    const next = this.receiving.then(() => this.take(config, attributes));
+    this.receiving = next.catch(() => {});
+    return next;
+  }
+
+  private receiving: Promise<void> = Promise.resolve();
+
+  private async take(config: unknown, attributes: unknown): Promise<void> {
     let stored: StoredConfig;
     try {
       stored = checkConfig(config, attributes);
@@ -223,7 +231,12 @@ export class ConfigEngine {
       this.emit({ t: 'reports', reports: [this.internalReport('ERR', `Configuration refused: ${(err as Error).message}`)] });
       throw err;
     }
-    await this.persist(stored);
+    try {
+      await this.persist(stored);
+    } catch (err) {
+      // still applied now; only a restart before the next configuration would lose it
+      this.emit({ t: 'reports', reports: [this.internalReport('WARN', `The configuration could not be kept on disk: ${(err as Error).message}`)] });
+    }
     this.current = stored;
     this.updateInterval();
     this.log('info', 'configuration received', { commit_id: stored.config.commit_id });
