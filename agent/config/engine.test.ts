@@ -72,7 +72,16 @@ function fakeBroker(broker: Mux, store: Record<string, string>, opts: { lie?: bo
 }
 
 async function setup(
-  opts: { bundles?: readonly Bundle[]; minuteMs?: number; lie?: boolean; store?: Record<string, string>; reboot?: () => Promise<void> } = {},
+  opts: {
+    bundles?: readonly Bundle[];
+    minuteMs?: number;
+    lie?: boolean;
+    oversize?: boolean;
+    silent?: boolean;
+    fetchTimeoutMs?: number;
+    store?: Record<string, string>;
+    reboot?: () => Promise<void>;
+  } = {},
 ) {
   const dir = tempDir();
   const root = path.join(dir, 'root');
