@@ -10,6 +10,8 @@ import { AgentClose } from '../shared/protocol.js';
 import { Backoff, sleep } from './backoff.js';
 import { BrokerEndpoint, EnrolError } from './broker-client.js';
 import type { AgentConfig } from './config.js';
+import { ConfigEngine } from './config/engine.js';
+import { SYSTEM_BUNDLES } from './config/registry.js';
 import { runConnection } from './connection.js';
 import { StateDir, type EnrolmentState } from './identity.js';
 import { collectInventory } from './inventory.js';
@@ -64,6 +66,20 @@ export class Agent {
 
   private async work(config: AgentConfig): Promise<Outcome> {
     const stateDir = new StateDir(config.stateDir);
+    const log = this.log.child({ module: 'configuration' });
+    const engine = new ConfigEngine({
+      stateDir: stateDir.dir,
+      bundles: SYSTEM_BUNDLES,
+      log: (level, msg, detail) => log[level](detail ?? {}, msg),
+    });
+    try {
+      return await this.connect(config, stateDir, engine);
+    } finally {
+      engine.stop();
+    }
+  }
+
+  private async connect(config: AgentConfig, stateDir: StateDir, engine: ConfigEngine): Promise<Outcome> {
     const endpoint = new BrokerEndpoint(config.broker, config.caFile);
     if (!endpoint.secure && !['localhost', '127.0.0.1', '[::1]'].includes(endpoint.base.hostname)) {
       this.log.warn({ broker: endpoint.base.origin }, 'the broker URL is not https: traffic (the bootstrap key included) is not encrypted');
@@ -81,11 +97,14 @@ export class Agent {
         'the previous device key was revoked: making a new key pair to enrol again',
       );
       stateDir.retireKey();
+      await ConfigEngine.discard(stateDir.dir);
       identity = stateDir.identity();
       state = stateDir.readState(identity.deviceId);
     }
     const log = this.log.child({ deviceId: identity.deviceId });
     log.info({ fingerprint: identity.fingerprint, broker: endpoint.base.origin, stateDir: stateDir.dir }, 'device identity');
+    // The configuration kept from before applies on the interval even while the broker is away.
+    await engine.start();
 
     const backoff = new Backoff(config.retryMinMs, config.retryMaxMs);
     const save = (next: EnrolmentState) => {
@@ -141,6 +160,7 @@ export class Agent {
         sessions: { stateDir: stateDir.dir, log: (msg, detail) => log.info(detail ?? {}, msg) },
         inventory: () => collectInventory(this.version, this.startedAt),
         inventoryIntervalMs: config.inventoryIntervalMs,
+        config: engine,
         signal: this.controller.signal,
         onWelcome: () => {
           log.info('connected to the broker');
@@ -169,7 +189,10 @@ export class Agent {
           break;
         default:
           if (end.welcomed) log.warn({ code: end.code, reason: end.reason, error: end.error }, 'connection to the broker lost');
-          else log.warn({ code: end.code, reason: end.reason, error: end.error }, 'cannot connect to the broker');
+          else {
+            log.warn({ code: end.code, reason: end.reason, error: end.error }, 'cannot connect to the broker');
+            await engine.connectionFailed();
+          }
       }
       const wait = backoff.next();
       log.debug({ retryInMs: wait }, 'reconnecting after a pause');

@@ -1,7 +1,8 @@
 /**
  * One connection of the agent to the broker, from dial to close: the challenge/auth/welcome
  * handshake, keep-alive pings, the inventory reports, the channels the broker opens (served by
- * agent/sessions), and a reload request.
+ * agent/sessions, or by the configuration engine for `file` channels), configuration messages,
+ * and a reload request.
  */
 import type { Logger } from 'pino';
 import WebSocket from 'ws';
@@ -9,6 +10,7 @@ import { signChallenge } from '../shared/device-key.js';
 import { Mux } from '../shared/mux.js';
 import { PROTOCOL_VERSION, type ControlMessage } from '../shared/protocol.js';
 import type { BrokerEndpoint } from './broker-client.js';
+import type { ConfigEngine } from './config/engine.js';
 import type { Identity } from './identity.js';
 import { handleChannel, type SessionContext } from './sessions/index.js';
 
@@ -32,6 +34,8 @@ export interface ConnectionOptions {
   sessions: SessionContext;
   inventory: () => Promise<Record<string, unknown>>;
   inventoryIntervalMs: number;
+  /** applies the configuration the broker sends (and fetches its files over `file` channels) */
+  config?: ConfigEngine;
   signal: AbortSignal;
   /** Called once the broker has welcomed the agent. */
   onWelcome?: (info: { heartbeatMs: number }) => void;
@@ -85,6 +89,7 @@ export function runConnection(o: ConnectionOptions): Promise<ConnectionEnd> {
     };
 
     const onControl = (msg: ControlMessage) => {
+      if (o.config?.handleControl(msg)) return;
       if (msg.t === 'reload') {
         log.info('reload requested by the broker');
         reloading = true;
@@ -105,7 +110,9 @@ export function runConnection(o: ConnectionOptions): Promise<ConnectionEnd> {
     const welcome = (heartbeatMs: number) => {
       welcomed = true;
       clearTimeout(handshakeTimer);
-      mux = new Mux(ws, { onOpen: (channel) => handleChannel(channel, o.sessions) });
+      mux = new Mux(ws, {
+        onOpen: (channel) => (channel.kind === 'file' && o.config ? o.config.handleChannel(channel) : handleChannel(channel, o.sessions)),
+      });
       mux.on('control', onControl);
       mux.on('protocol-error', (err: Error) => log.warn({ err: err.message }, 'unreadable message from the broker'));
       const interval = Math.max(1000, heartbeatMs);
@@ -121,6 +128,8 @@ export function runConnection(o: ConnectionOptions): Promise<ConnectionEnd> {
       inventoryTimer = setInterval(() => void sendInventory(), o.inventoryIntervalMs);
       o.onWelcome?.({ heartbeatMs: interval });
       void sendInventory();
+      const connected = mux;
+      o.config?.attach((msg) => connected.send(msg));
     };
 
     ws.on('message', (data, isBinary) => {
@@ -165,6 +174,7 @@ export function runConnection(o: ConnectionOptions): Promise<ConnectionEnd> {
       clearTimeout(handshakeTimer);
       clearInterval(heartbeat);
       clearInterval(inventoryTimer);
+      if (welcomed) o.config?.detach();
       o.signal.removeEventListener('abort', stop);
       if (stopping) return resolve({ kind: 'stopped' });
       if (reloading) return resolve({ kind: 'reload' });

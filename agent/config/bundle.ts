@@ -30,6 +30,8 @@ export interface BundleContext {
   /** records a report of this bundle; `log` is the operation's output (secrets are redacted by the engine) */
   report(severity: ReportSeverity, text: string, log?: string): void;
   signal: AbortSignal;
+  /** asks for a reboot of the device once the run is over (qbee's RebootAfterRun); absent: the bundle reports that one is needed */
+  requestReboot?(why: string): void;
 }
 
 export interface Bundle<T = unknown> {

@@ -1,0 +1,64 @@
+/**
+ * qbee's `password`: `users` of `{username, passwordhash}`; the user's entry in /etc/shadow gets
+ * that crypt hash (and its last-change day reset). Users whose hash is already right are left
+ * alone; a user missing from the shadow file is reported. The hash never appears in a report.
+ */
+import fs from 'node:fs/promises';
+import type { Bundle } from '../bundle.js';
+import { underRoot, writeFileAtomic } from '../fsutil.js';
+import { list, object, text } from '../parse.js';
+import { resolveParameters } from '../template.js';
+
+export interface PasswordData {
+  users: { username: string; passwordhash: string }[];
+}
+
+export const passwordBundle: Bundle<PasswordData> = {
+  name: 'password',
+  parse(data) {
+    const o = object(data, 'password');
+    return {
+      users: list(o, 'users', 'password', 500).map((entry, i) => {
+        const what = `password.users[${i}]`;
+        const e = object(entry, what);
+        const passwordhash = text(e, 'passwordhash', what, { required: true, max: 512 });
+        if (/[:\s]/.test(passwordhash)) throw new Error(`${what}.passwordhash must be a crypt hash (no colon or white space)`);
+        return { username: text(e, 'username', what, { required: true, max: 256 }), passwordhash };
+      }),
+    };
+  },
+  async apply(data, ctx) {
+    const shadow = underRoot(ctx.root, '/etc/shadow');
+    let current: string;
+    try {
+      current = await fs.readFile(shadow, 'utf8');
+    } catch (err) {
+      ctx.report('ERR', `Unable to manage passwords: cannot read /etc/shadow (${(err as NodeJS.ErrnoException).code ?? (err as Error).message}).`);
+      return;
+    }
+    const wanted = new Map(data.users.map((u) => [resolveParameters(u.username, ctx.parameters), u.passwordhash]));
+    const seen = new Set<string>();
+    const modified: string[] = [];
+    const today = String(Math.floor(Date.now() / 86_400_000));
+    const lines = current.split('\n').map((line) => {
+      const fields = line.split(':');
+      const hash = wanted.get(fields[0]);
+      if (hash === undefined || fields.length < 3) return line;
+      seen.add(fields[0]);
+      if (fields[1] === hash) return line;
+      fields[1] = hash;
+      fields[2] = today;
+      modified.push(fields[0]);
+      return fields.join(':');
+    });
+    for (const name of wanted.keys()) if (!seen.has(name)) ctx.report('WARN', `User ${name} does not exist: password not set.`);
+    if (modified.length === 0) return;
+    try {
+      await writeFileAtomic(shadow, lines.join('\n'));
+    } catch (err) {
+      ctx.report('ERR', `Error setting passwords for users: ${(err as Error).message}`);
+      return;
+    }
+    for (const name of modified) ctx.report('INFO', `Password for user ${name} successfully set.`);
+  },
+};

@@ -1,0 +1,478 @@
+/**
+ * The agent's configuration engine. It keeps the last configuration the broker sent (written
+ * atomically to the state directory, so a restarted or offline agent still has it) and applies
+ * it: when it arrives, after every reconnection, and every `settings.agentinterval` minutes to
+ * repair drift. One run at a time; a configuration arriving during a run is applied right after.
+ *
+ * A run executes the bundles in qbee's order, each with a BundleContext; each bundle's outcome
+ * becomes reports (a bundle that changed nothing says "No change"), with the values of secret
+ * parameters redacted, and the run ends with `config_applied`. Results of runs made while
+ * disconnected wait (bounded) and go out on the next connection.
+ */
+import crypto from 'node:crypto';
+import fs from 'node:fs/promises';
+import path from 'node:path';
+import type { Channel } from '../../shared/mux.js';
+import type { AgentReport, CommittedConfig, ControlMessage, ReportSeverity } from '../../shared/protocol.js';
+import type { Bundle, BundleContext } from './bundle.js';
+import { hasExecutable, runCommand } from './command.js';
+import { FileFetcher } from './files.js';
+import { object } from './parse.js';
+
+/**
+ * qbee's bundle order (its agent's list of bundles): settings and parameters first (they shape
+ * the run), then the system bundles, software, security, image updates.
+ */
+export const BUNDLE_ORDER = [
+  'settings',
+  'parameters',
+  'file_distribution',
+  'users',
+  'sshkeys',
+  'package_management',
+  'connectivity_watchdog',
+  'proc_watch',
+  'ntp',
+  'software_management',
+  'firewall',
+  'password',
+  'docker_containers',
+  'podman_containers',
+  'rauc',
+  'metrics_monitor',
+  'docker_compose',
+] as const;
+
+/** qbee's default agent interval, minutes. */
+export const DEFAULT_INTERVAL_MINUTES = 5;
+const MAX_INTERVAL_MINUTES = 24 * 60;
+/** Bounds of what one run reports. */
+const MAX_REPORTS_PER_BUNDLE = 100;
+const MAX_REPORTS_PER_RUN = 1000;
+const MAX_REPORT_TEXT = 2000;
+const MAX_LOG_BYTES = 16 * 1024;
+/** Results of runs kept while disconnected. */
+const MAX_OUTBOX = 20;
+const MAX_BUNDLES = 64;
+const MAX_ATTRIBUTES = 1000;
+const STATE_FILE = 'config.json';
+const REDACTED = '********';
+
+export interface StoredConfig {
+  config: CommittedConfig;
+  attributes: Record<string, string>;
+}
+
+export interface ConfigEngineOptions {
+  /** the agent's state directory: the configuration, bundle state and downloads live under it */
+  stateDir: string;
+  /** filesystem root bundles write under: `/` on a device */
+  root?: string;
+  bundles: readonly Bundle[];
+  log?: (level: 'info' | 'warn' | 'debug', msg: string, detail?: Record<string, unknown>) => void;
+  /** environment of the commands bundles run (PATH decides which tools exist) */
+  env?: NodeJS.ProcessEnv;
+  /** length of an interval minute (tests shorten it) */
+  minuteMs?: number;
+  fetchTimeoutMs?: number;
+  /** how the device reboots (a bundle's request after a run, the connectivity watchdog); default runs `reboot` */
+  reboot?: () => Promise<void>;
+}
+
+/** Where a bundle reports; the engine stamps the commit ids and redacts secrets. */
+type Sink = (bundle: string, bundleCommitId: string, severity: ReportSeverity, text: string, log?: string) => void;
+
+/** Checks the shape of a `config` message from the broker; throws saying what is wrong. */
+export function checkConfig(config: unknown, attributes: unknown): StoredConfig {
+  const c = object(config, 'config');
+  if (typeof c.commit_id !== 'string' || c.commit_id.length > 128) throw new Error('config.commit_id must be a string of at most 128 characters');
+  if (!Array.isArray(c.bundles) || c.bundles.length > MAX_BUNDLES || !c.bundles.every((b) => typeof b === 'string' && b.length > 0 && b.length <= 64))
+    throw new Error(`config.bundles must be a list of at most ${MAX_BUNDLES} bundle names`);
+  const data = c.bundle_data === undefined || c.bundle_data === null ? {} : object(c.bundle_data, 'config.bundle_data');
+  const attrs: Record<string, string> = {};
+  if (attributes !== undefined && attributes !== null) {
+    const a = object(attributes, 'attributes');
+    for (const [key, value] of Object.entries(a).slice(0, MAX_ATTRIBUTES)) {
+      if (typeof value === 'string' && key.length <= 256 && value.length <= 65536) attrs[key] = value;
+    }
+  }
+  return { config: { commit_id: c.commit_id, bundles: [...new Set(c.bundles as string[])], bundle_data: data }, attributes: attrs };
+}
+
+function bundleMeta(raw: unknown): { enabled: boolean; commitId: string } {
+  if (raw === null || typeof raw !== 'object' || Array.isArray(raw)) return { enabled: true, commitId: '' };
+  const r = raw as Record<string, unknown>;
+  return { enabled: r.enabled !== false, commitId: typeof r.bundle_commit_id === 'string' ? r.bundle_commit_id.slice(0, 128) : '' };
+}
+
+/** The values to hide from reports: secrets, longest first so that a secret containing another is hidden whole. */
+export function secretsOf(config: CommittedConfig): string[] {
+  const params = config.bundle_data.parameters;
+  if (!config.bundles.includes('parameters') || params === null || typeof params !== 'object') return [];
+  const secrets = (params as { secrets?: unknown }).secrets;
+  if (!Array.isArray(secrets)) return [];
+  return secrets
+    .map((s) => (s && typeof s === 'object' ? (s as { value?: unknown }).value : undefined))
+    .filter((v): v is string => typeof v === 'string' && v.length > 0)
+    .sort((a, b) => b.length - a.length);
+}
+
+export function redact(value: string, secrets: readonly string[]): string {
+  let out = value;
+  for (const secret of secrets) out = out.split(secret).join(REDACTED);
+  return out;
+}
+
+export class ConfigEngine {
+  readonly files: FileFetcher;
+  private current?: StoredConfig;
+  private send?: (msg: ControlMessage) => void;
+  private readonly outbox: ControlMessage[] = [];
+  private running?: Promise<void>;
+  private again = false;
+  private timer?: NodeJS.Timeout;
+  private intervalMinutes = DEFAULT_INTERVAL_MINUTES;
+  private readonly controller = new AbortController();
+  private failedConnections = 0;
+  private readonly root: string;
+  private readonly log: NonNullable<ConfigEngineOptions['log']>;
+  private readonly byName: Map<string, Bundle>;
+  /** Resolves when the next run finishes (tests, and whoever wants to wait for one). */
+  private waiters: (() => void)[] = [];
+
+  constructor(private readonly o: ConfigEngineOptions) {
+    this.root = o.root ?? '/';
+    this.log = o.log ?? (() => {});
+    this.byName = new Map(o.bundles.map((b) => [b.name, b]));
+    this.files = new FileFetcher(path.join(o.stateDir, 'config', 'downloads'), o.fetchTimeoutMs);
+  }
+
+  /** Loads the configuration kept from before (if any) and starts the interval. */
+  async start(): Promise<void> {
+    try {
+      const text = await fs.readFile(path.join(this.o.stateDir, STATE_FILE), 'utf8');
+      const stored = JSON.parse(text) as { config?: unknown; attributes?: unknown };
+      this.current = checkConfig(stored.config, stored.attributes);
+      this.log('info', 'configuration loaded from the state directory', { commit_id: this.current.config.commit_id });
+    } catch (err) {
+      if ((err as NodeJS.ErrnoException).code !== 'ENOENT')
+        this.log('warn', 'the stored configuration is unreadable: waiting for the broker', { err: (err as Error).message });
+    }
+    this.updateInterval();
+  }
+
+  /** Forgets the configuration kept in `stateDir` (a new device identity must not apply the old one's). */
+  static async discard(stateDir: string): Promise<void> {
+    await fs.rm(path.join(stateDir, STATE_FILE), { force: true });
+  }
+
+  stop(): void {
+    clearTimeout(this.timer);
+    this.timer = undefined;
+    this.controller.abort();
+    this.files.detach();
+  }
+
+  get commitId(): string | undefined {
+    return this.current?.config.commit_id;
+  }
+
+  /** The run interval in force, minutes (settings.agentinterval). */
+  get interval(): number {
+    return this.intervalMinutes;
+  }
+
+  /** A connection to the broker is up: send what waited, then apply (qbee applies after reconnecting). */
+  attach(send: (msg: ControlMessage) => void): void {
+    this.send = send;
+    this.files.attach(send);
+    this.failedConnections = 0;
+    for (const msg of this.outbox.splice(0)) send(msg);
+    if (this.current) this.trigger();
+  }
+
+  detach(): void {
+    this.send = undefined;
+    this.files.detach();
+  }
+
+  /** Device-level messages for configuration; returns false for the others. */
+  handleControl(msg: ControlMessage): boolean {
+    if (msg.t === 'config') {
+      void this.receive(msg.config, msg.attributes).catch((err: Error) => this.log('warn', 'configuration not accepted', { err: err.message }));
+      return true;
+    }
+    if (msg.t === 'file_refused') {
+      this.files.refused(msg.id, msg.error);
+      return true;
+    }
+    return false;
+  }
+
+  /** The `file` channels the broker opens. */
+  handleChannel(channel: Channel): Promise<void> {
+    return this.files.accept(channel);
+  }
+
+  /** A configuration from the broker: kept, then applied. Configurations are taken in the order they came. */
+  receive(config: unknown, attributes: unknown): Promise<void> {
+    const next = this.receiving.then(() => this.take(config, attributes));
+    this.receiving = next.catch(() => {});
+    return next;
+  }
+
+  private receiving: Promise<void> = Promise.resolve();
+
+  private async take(config: unknown, attributes: unknown): Promise<void> {
+    let stored: StoredConfig;
+    try {
+      stored = checkConfig(config, attributes);
+    } catch (err) {
+      this.emit({ t: 'reports', reports: [this.internalReport('ERR', `Configuration refused: ${(err as Error).message}`)] });
+      throw err;
+    }
+    try {
+      await this.persist(stored);
+    } catch (err) {
+      // still applied now; only a restart before the next configuration would lose it
+      this.emit({ t: 'reports', reports: [this.internalReport('WARN', `The configuration could not be kept on disk: ${(err as Error).message}`)] });
+    }
+    this.current = stored;
+    this.updateInterval();
+    this.log('info', 'configuration received', { commit_id: stored.config.commit_id });
+    this.trigger();
+  }
+
+  private async persist(stored: StoredConfig): Promise<void> {
+    await fs.mkdir(this.o.stateDir, { recursive: true, mode: 0o700 });
+    const target = path.join(this.o.stateDir, STATE_FILE);
+    const temp = `${target}.${crypto.randomBytes(6).toString('hex')}.tmp`;
+    const handle = await fs.open(temp, 'wx', 0o600);
+    try {
+      await handle.writeFile(JSON.stringify(stored));
+      await handle.sync();
+      await handle.close();
+      await fs.rename(temp, target);
+    } catch (err) {
+      await handle.close().catch(() => {});
+      await fs.rm(temp, { force: true });
+      throw err;
+    }
+  }
+
+  private updateInterval(): void {
+    const settings = this.current?.config.bundles.includes('settings') ? this.current.config.bundle_data.settings : undefined;
+    const meta = bundleMeta(settings);
+    const value = settings && meta.enabled ? (settings as { agentinterval?: unknown }).agentinterval : undefined;
+    const minutes = typeof value === 'number' && Number.isInteger(value) && value >= 1 && value <= MAX_INTERVAL_MINUTES ? value : DEFAULT_INTERVAL_MINUTES;
+    if (minutes !== this.intervalMinutes || !this.timer) {
+      this.intervalMinutes = minutes;
+      this.schedule();
+    }
+  }
+
+  private schedule(): void {
+    clearTimeout(this.timer);
+    if (this.controller.signal.aborted) return;
+    this.timer = setTimeout(
+      () => {
+        this.timer = undefined;
+        this.trigger();
+        this.schedule();
+      },
+      this.intervalMinutes * (this.o.minuteMs ?? 60_000),
+    );
+    this.timer.unref();
+  }
+
+  /** Starts a run, or asks for one more after the run in progress. */
+  trigger(): void {
+    if (this.controller.signal.aborted) return;
+    if (this.running) {
+      this.again = true;
+      return;
+    }
+    this.running = (async () => {
+      do {
+        this.again = false;
+        try {
+          await this.runOnce();
+        } catch (err) {
+          this.log('warn', 'configuration run failed', { err: (err as Error).message });
+        }
+      } while (this.again && !this.controller.signal.aborted);
+    })().finally(() => {
+      this.running = undefined;
+      for (const resolve of this.waiters.splice(0)) resolve();
+    });
+  }
+
+  /** Resolves once no run is in progress or waiting (triggering one first when asked). */
+  async settled(trigger = false): Promise<void> {
+    if (trigger) this.trigger();
+    if (!this.running) return;
+    await new Promise<void>((resolve) => this.waiters.push(resolve));
+  }
+
+  /** The connection failed (counted by the connectivity watchdog). */
+  async connectionFailed(): Promise<void> {
+    const threshold = this.watchdogThreshold();
+    if (!threshold) return;
+    this.failedConnections++;
+    if (this.failedConnections < threshold) return;
+    this.failedConnections = 0;
+    this.emit({
+      t: 'reports',
+      reports: [
+        {
+          ...this.internalReport('WARN', `Rebooting: ${threshold} connection attempts to the broker failed in a row.`),
+          bundle: 'connectivity_watchdog',
+          labels: 'connectivity_watchdog',
+        },
+      ],
+    });
+    await this.reboot(`connectivity watchdog: ${threshold} failed connection attempts`);
+  }
+
+  private watchdogThreshold(): number {
+    const c = this.current?.config;
+    if (!c?.bundles.includes('connectivity_watchdog')) return 0;
+    const raw = c.bundle_data.connectivity_watchdog;
+    if (!bundleMeta(raw).enabled) return 0;
+    const value = (raw as { threshold?: unknown } | undefined)?.threshold;
+    const n = typeof value === 'string' && /^\d{1,4}$/.test(value) ? Number(value) : typeof value === 'number' ? value : 0;
+    return Number.isInteger(n) && n > 0 ? n : 0;
+  }
+
+  private internalReport(sev: ReportSeverity, text: string): AgentReport {
+    return {
+      bundle: 'agent_internal',
+      bundle_commit_id: '',
+      commit_id: this.current?.config.commit_id ?? '',
+      labels: 'agent_internal',
+      sev,
+      text,
+      ts: Math.floor(Date.now() / 1000),
+    };
+  }
+
+  private emit(msg: ControlMessage): void {
+    if (this.send) {
+      this.send(msg);
+      return;
+    }
+    this.outbox.push(msg);
+    if (this.outbox.length > MAX_OUTBOX) this.outbox.shift();
+  }
+
+  /** The parameters templates and `$(key)` see: device attributes, then the parameters bundle (secrets included). */
+  private parametersOf(stored: StoredConfig): Record<string, string> {
+    const params: Record<string, string> = { ...stored.attributes };
+    const bundle = this.byName.get('parameters');
+    const raw = stored.config.bundle_data.parameters;
+    if (!bundle || !stored.config.bundles.includes('parameters') || !bundleMeta(raw).enabled) return params;
+    try {
+      const parsed = bundle.parse(raw) as { parameters: { key: string; value: string }[]; secrets: { key: string; value: string }[] };
+      for (const p of [...parsed.parameters, ...parsed.secrets]) params[p.key] = p.value;
+    } catch {
+      // reported when the parameters bundle runs
+    }
+    return params;
+  }
+
+  private async runOnce(): Promise<void> {
+    const stored = this.current;
+    if (!stored) return;
+    const { config } = stored;
+    const secrets = secretsOf(config);
+    const parameters = this.parametersOf(stored);
+    const reports: AgentReport[] = [];
+    const signal = this.controller.signal;
+    const env = this.o.env ?? process.env;
+    const bundleState = path.join(this.o.stateDir, 'config', 'bundles');
+    await fs.mkdir(bundleState, { recursive: true, mode: 0o700 });
+
+    const sink: Sink = (bundle, bundleCommitId, sev, text, log) => {
+      if (reports.length >= MAX_REPORTS_PER_RUN) return;
+      let logText = log ? redact(log, secrets) : '';
+      if (Buffer.byteLength(logText) > MAX_LOG_BYTES) logText = '[…]' + Buffer.from(logText).subarray(-MAX_LOG_BYTES).toString('utf8');
+      reports.push({
+        bundle,
+        bundle_commit_id: bundleCommitId,
+        commit_id: config.commit_id,
+        labels: bundle,
+        sev,
+        text: redact(text, secrets).slice(0, MAX_REPORT_TEXT),
+        ...(logText ? { log: Buffer.from(logText).toString('base64') } : {}),
+        ts: Math.floor(Date.now() / 1000),
+      });
+    };
+
+    const order = (name: string) => {
+      const i = (BUNDLE_ORDER as readonly string[]).indexOf(name);
+      return i < 0 ? BUNDLE_ORDER.length : i;
+    };
+    const names = [...config.bundles].sort((a, b) => order(a) - order(b));
+    const rebootFor: string[] = [];
+    for (const name of names) {
+      if (signal.aborted) break;
+      const raw = config.bundle_data[name];
+      const meta = bundleMeta(raw);
+      const bundle = this.byName.get(name);
+      if (!bundle) {
+        sink(name, meta.commitId, 'WARN', `This agent does not support the ${name} bundle: nothing applied.`);
+        continue;
+      }
+      if (raw === undefined || raw === null) {
+        sink(name, meta.commitId, 'ERR', `The configuration names the ${name} bundle but carries no data for it: nothing applied.`);
+        continue;
+      }
+      if (!meta.enabled) continue;
+      let data: unknown;
+      try {
+        data = bundle.parse(raw);
+      } catch (err) {
+        sink(name, meta.commitId, 'ERR', `Invalid ${name} configuration: ${(err as Error).message}. Nothing applied.`);
+        continue;
+      }
+      let count = 0;
+      const ctx: BundleContext = {
+        commitId: config.commit_id,
+        parameters,
+        root: this.root,
+        stateDir: bundleState,
+        run: (argv, options) => runCommand(argv, env, signal, options),
+        has: (executable) => hasExecutable(executable, env.PATH),
+        fetchFile: (file) => this.files.fetch(file, signal),
+        report: (severity, text, log) => {
+          if (++count > MAX_REPORTS_PER_BUNDLE) return;
+          sink(name, meta.commitId, severity, text, log);
+        },
+        signal,
+        requestReboot: (why) => {
+          count++;
+          if (rebootFor.length === 0) sink(name, meta.commitId, 'WARN', `Scheduling system reboot: ${why}`);
+          rebootFor.push(why);
+        },
+      };
+      try {
+        await bundle.apply(data, ctx);
+        if (count === 0) sink(name, meta.commitId, 'INFO', 'No change.');
+      } catch (err) {
+        sink(name, meta.commitId, 'ERR', `${name} failed: ${(err as Error).message}`);
+      }
+    }
+    this.log('info', 'configuration applied', { commit_id: config.commit_id, reports: reports.length });
+    // qbee's settings.reports off: the run is still acknowledged, without its reports
+    const settings = config.bundles.includes('settings') ? config.bundle_data.settings : undefined;
+    const quiet = bundleMeta(settings).enabled && (settings as { reports?: unknown } | undefined)?.reports === false;
+    this.emit({ t: 'config_applied', commit_id: config.commit_id, reports: quiet ? [] : reports });
+    if (rebootFor.length > 0 && !signal.aborted) await this.reboot(rebootFor.join('; '));
+  }
+
+  private async reboot(why: string): Promise<void> {
+    this.log('warn', 'rebooting the device after the configuration run', { why });
+    if (this.o.reboot) await this.o.reboot();
+    else await runCommand(['reboot'], this.o.env ?? process.env, this.controller.signal, { timeoutMs: 60_000 });
+  }
+}
