@@ -11,7 +11,7 @@ import { Backoff, sleep } from './backoff.js';
 import { BrokerEndpoint, EnrolError } from './broker-client.js';
 import type { AgentConfig } from './config.js';
 import { ConfigEngine } from './config/engine.js';
-import { SYSTEM_BUNDLES } from './config/registry.js';
+import { AGENT_BUNDLES } from './config/registry.js';
 import { runConnection } from './connection.js';
 import { StateDir, type EnrolmentState } from './identity.js';
 import { collectInventory } from './inventory.js';
@@ -69,7 +69,7 @@ export class Agent {
     const log = this.log.child({ module: 'configuration' });
     const engine = new ConfigEngine({
       stateDir: stateDir.dir,
-      bundles: SYSTEM_BUNDLES,
+      bundles: AGENT_BUNDLES,
       log: (level, msg, detail) => log[level](detail ?? {}, msg),
     });
     try {

@@ -15,7 +15,7 @@ import { Mux } from '../shared/mux.js';
 import type { ControlMessage } from '../shared/protocol.js';
 import { BrokerEndpoint } from './broker-client.js';
 import { ConfigEngine } from './config/engine.js';
-import { SYSTEM_BUNDLES } from './config/registry.js';
+import { AGENT_BUNDLES } from './config/registry.js';
 import { runConnection } from './connection.js';
 import { StateDir } from './identity.js';
 
@@ -64,7 +64,7 @@ it('applies a configuration the broker sends over the agent connection', async (
   });
 
   const stateDir = path.join(dir, 'state');
-  const engine = new ConfigEngine({ stateDir, bundles: SYSTEM_BUNDLES });
+  const engine = new ConfigEngine({ stateDir, bundles: AGENT_BUNDLES });
   cleanups.push(() => engine.stop());
   await engine.start();
   const controller = new AbortController();

@@ -12,7 +12,7 @@ import type { AgentReport, CommittedConfig, ControlMessage } from '../../shared/
 import { muxPair } from '../../test/support/mux-pair.js';
 import type { Bundle } from './bundle.js';
 import { ConfigEngine } from './engine.js';
-import { SYSTEM_BUNDLES } from './registry.js';
+import { AGENT_BUNDLES } from './registry.js';
 import { SYSTEM_PATH } from './system-test-context.js';
 
 const sha = (b: Buffer | string) => crypto.createHash('sha256').update(b).digest('hex');
@@ -90,7 +90,7 @@ async function setup(
   const engine = new ConfigEngine({
     stateDir,
     root,
-    bundles: opts.bundles ?? SYSTEM_BUNDLES,
+    bundles: opts.bundles ?? AGENT_BUNDLES,
     env: { ...process.env, PATH: SYSTEM_PATH },
     minuteMs: opts.minuteMs,
     fetchTimeoutMs: opts.fetchTimeoutMs,
@@ -173,7 +173,7 @@ describe('configuration engine', () => {
     // kept atomically, private, and read back by a new engine (a restarted agent)
     const kept = path.join(s.stateDir, 'config.json');
     expect(fs.statSync(kept).mode & 0o777).toBe(0o600);
-    const again = new ConfigEngine({ stateDir: s.stateDir, bundles: SYSTEM_BUNDLES });
+    const again = new ConfigEngine({ stateDir: s.stateDir, bundles: AGENT_BUNDLES });
     await again.start();
     expect(again.commitId).toBe('c0ffee01');
     again.stop();

@@ -9,9 +9,10 @@ import { procWatchBundle } from './bundles/proc-watch.js';
 import { settingsBundle } from './bundles/settings.js';
 import { sshKeysBundle } from './bundles/sshkeys.js';
 import { usersBundle } from './bundles/users.js';
+import { softwareBundles } from './bundles/index-software.js';
 
-/** System bundles: the agent's settings, parameters, files, users and keys, processes, time, watchdog. */
-export const SYSTEM_BUNDLES: readonly Bundle[] = [
+/** Every bundle this agent applies: the system bundles (settings, parameters, files, users and keys, processes, time, watchdog) and the software ones. */
+export const AGENT_BUNDLES: readonly Bundle[] = [
   settingsBundle,
   parametersBundle,
   fileDistributionBundle,
@@ -21,4 +22,5 @@ export const SYSTEM_BUNDLES: readonly Bundle[] = [
   procWatchBundle,
   ntpBundle,
   connectivityWatchdogBundle,
+  ...softwareBundles,
 ];

@@ -7,6 +7,10 @@ import { mkdir, readFile, writeFile, rename } from 'node:fs/promises';
 import path from 'node:path';
 import type { z } from 'zod';
 import type { BundleContext, CommandResult } from '../bundle.js';
+import { resolveParameters } from '../template.js';
+
+/** `$(key)` parameters and `{{ key }}` templates render as the file bundle renders them: one implementation. */
+export { renderTemplate, resolveParameters } from '../template.js';
 
 /** Parses bundle data with a zod schema; the error names the field that is wrong. */
 export function parseBundleData<S extends z.ZodType>(bundle: string, schema: S, data: unknown): z.infer<S> {
@@ -15,18 +19,6 @@ export function parseBundleData<S extends z.ZodType>(bundle: string, schema: S, 
   const issue = result.error.issues[0]!;
   const where = issue.path.length > 0 ? issue.path.join('.') : 'data';
   throw new Error(`${bundle}: ${where}: ${issue.message}`);
-}
-
-/** qbee's parameter references: `$(name)` becomes the parameter's value; unknown names stay as written. */
-export function resolveParameters(text: string, parameters: Record<string, string>): string {
-  return text.replace(/\$\(([A-Za-z0-9_.-]+)\)/g, (whole, name: string) =>
-    Object.prototype.hasOwnProperty.call(parameters, name) ? parameters[name]! : whole,
-  );
-}
-
-/** Renders a configuration template: `{{key}}` (spaces allowed) becomes the value; unknown keys render empty. */
-export function renderTemplate(template: string, values: Record<string, string>): string {
-  return template.replace(/\{\{\s*([A-Za-z0-9_.-]+)\s*\}\}/g, (_whole, key: string) => (Object.prototype.hasOwnProperty.call(values, key) ? values[key]! : ''));
 }
 
 /** A pre-condition is a shell command: empty or exit 0 means go on. */
