@@ -79,16 +79,35 @@ describe('containers', () => {
     ]);
     const podman = parseContainers(
       JSON.stringify([
-        { Id: 'def', Names: ['db'], Image: 'docker.io/library/postgres:16', Command: ['postgres'], Created: 1700000000, State: 'running', Ports: [{ host_ip: '', container_port: 5432, host_port: 5432, protocol: 'tcp' }], Networks: ['podman'] },
+        {
+          Id: 'def',
+          Names: ['db'],
+          Image: 'docker.io/library/postgres:16',
+          Command: ['postgres'],
+          Created: 1700000000,
+          State: 'running',
+          Ports: [{ host_ip: '', container_port: 5432, host_port: 5432, protocol: 'tcp' }],
+          Networks: ['podman'],
+        },
       ]),
     );
-    expect(podman[0]).toMatchObject({ id: 'def', names: 'db', command: 'postgres', status: 'running', ports: '0.0.0.0:5432->5432/tcp', networks: 'podman', created_at: '2023-11-14T22:13:20.000Z' });
+    expect(podman[0]).toMatchObject({
+      id: 'def',
+      names: 'db',
+      command: 'postgres',
+      status: 'running',
+      ports: '0.0.0.0:5432->5432/tcp',
+      networks: 'podman',
+      created_at: '2023-11-14T22:13:20.000Z',
+    });
     const images = parseImages(JSON.stringify([{ Id: 'i1', Names: ['docker.io/library/alpine:3.19', 'localhost:5000/x'], Created: 1700000000, Size: 7 }]));
     expect(images.map((i) => [i.repository, i.tag])).toEqual([
       ['docker.io/library/alpine', '3.19'],
       ['localhost:5000/x', 'latest'],
     ]);
-    expect(parseImages('{"ID":"sha256:1","Repository":"alpine","Tag":"3.19","CreatedAt":"x","Size":"7MB"}')).toEqual([{ id: 'sha256:1', repository: 'alpine', tag: '3.19', created_at: 'x', size: '7MB' }]);
+    expect(parseImages('{"ID":"sha256:1","Repository":"alpine","Tag":"3.19","CreatedAt":"x","Size":"7MB"}')).toEqual([
+      { id: 'sha256:1', repository: 'alpine', tag: '3.19', created_at: 'x', size: '7MB' },
+    ]);
   });
 
   it('strips control characters from what the engines print', () => {
@@ -98,7 +117,10 @@ describe('containers', () => {
 
 describe('users and groups', () => {
   it('reads passwd with shadow facts, never the hash', () => {
-    const users = parsePasswd('root:x:0:0:root:/root:/bin/bash\nbin:x:2:2::/bin:/usr/sbin/nologin\n#c\nbad:x:z:1::/:/\n', 'root:$y$j9T$salt$hash:19305:0:99999:7:::\nbin:*:19000::::::\n');
+    const users = parsePasswd(
+      'root:x:0:0:root:/root:/bin/bash\nbin:x:2:2::/bin:/usr/sbin/nologin\n#c\nbad:x:z:1::/:/\n',
+      'root:$y$j9T$salt$hash:19305:0:99999:7:::\nbin:*:19000::::::\n',
+    );
     expect(users).toEqual([
       { user: 'root', uid: 0, gid: 0, gecos: 'root', home: '/root', shell: '/bin/bash', has_pwd: 'yes', pwd_alg: 7, pwd_age: 19305 },
       { user: 'bin', uid: 2, gid: 2, gecos: '', home: '/bin', shell: '/usr/sbin/nologin', has_pwd: 'no', pwd_alg: 0, pwd_age: 19000 },

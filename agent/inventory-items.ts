@@ -112,7 +112,8 @@ export async function collectSoftware(): Promise<SoftwareInventory | undefined> 
     const opkg = readText(file);
     if (opkg !== undefined) return { pkg_manager: 'opkg', items: parseDpkgStatus(opkg) };
   }
-  if (onPath('rpm')) return { pkg_manager: 'rpm', items: parseRpmList(await run('rpm', ['-qa', '--queryformat', '%{NAME}\\t%{EPOCH}:%{VERSION}-%{RELEASE}\\t%{ARCH}\\n'])) };
+  if (onPath('rpm'))
+    return { pkg_manager: 'rpm', items: parseRpmList(await run('rpm', ['-qa', '--queryformat', '%{NAME}\\t%{EPOCH}:%{VERSION}-%{RELEASE}\\t%{ARCH}\\n'])) };
   return undefined;
 }
 
@@ -126,7 +127,10 @@ export function parseContainers(text: string): DockerContainer[] {
   return records.slice(0, INVENTORY_LIMITS.containers).map((r) => {
     const ports = Array.isArray(r.Ports)
       ? r.Ports.map(asRecord)
-          .map((p) => `${p.host_port ? `${String(p.host_ip || '0.0.0.0')}:${String(p.host_port)}->` : ''}${String(p.container_port ?? '')}/${String(p.protocol ?? 'tcp')}`)
+          .map(
+            (p) =>
+              `${p.host_port ? `${String(p.host_ip || '0.0.0.0')}:${String(p.host_port)}->` : ''}${String(p.container_port ?? '')}/${String(p.protocol ?? 'tcp')}`,
+          )
           .join(', ')
       : r.Ports;
     const created = typeof r.CreatedAt === 'string' ? r.CreatedAt : typeof r.Created === 'number' ? new Date(r.Created * 1000).toISOString() : '';
@@ -186,7 +190,10 @@ export async function collectContainers(engine: 'docker' | 'podman'): Promise<{ 
   if (!onPath(engine)) return undefined;
   const json = engine === 'docker' ? ['--format', '{{json .}}'] : ['--format', 'json'];
   try {
-    const [containers, images] = await Promise.all([run(engine, ['container', 'ls', '--all', '--no-trunc', ...json]), run(engine, ['image', 'ls', '--all', '--no-trunc', ...json])]);
+    const [containers, images] = await Promise.all([
+      run(engine, ['container', 'ls', '--all', '--no-trunc', ...json]),
+      run(engine, ['image', 'ls', '--all', '--no-trunc', ...json]),
+    ]);
     return { containers: parseContainers(containers), images: parseImages(images) };
   } catch {
     return undefined; // installed but not running (no daemon, no permission)
@@ -285,7 +292,7 @@ export function procNetAddress(hex: string): string {
   // the longest run of zero groups becomes ::
   let best = -1;
   let bestLen = 0;
-  for (let i = 0; i < 8; ) {
+  for (let i = 0; i < 8;) {
     if (groups[i] !== '0') {
       i++;
       continue;

@@ -56,7 +56,11 @@ export async function saveItem(db: Db, deviceId: string, item: Extract<ItemCheck
         return true;
       })
       .map((p) => ({ device_id: deviceId, name: p.name, version: p.version, arch: p.arch ?? '', pkg_manager: software.pkg_manager }));
-    for (let i = 0; i < rows.length; i += INSERT_BATCH) await trx.insertInto('inventory_packages').values(rows.slice(i, i + INSERT_BATCH)).execute();
+    for (let i = 0; i < rows.length; i += INSERT_BATCH)
+      await trx
+        .insertInto('inventory_packages')
+        .values(rows.slice(i, i + INSERT_BATCH))
+        .execute();
   });
 }
 
@@ -75,7 +79,12 @@ function parse(json: string): Record<string, unknown> {
 }
 
 export async function readItem(db: Db, deviceId: string, type: InventoryItemType): Promise<StoredItem | undefined> {
-  const row = await db.selectFrom('inventory_items').select(['data', 'updated_at']).where('device_id', '=', deviceId).where('item_type', '=', type).executeTakeFirst();
+  const row = await db
+    .selectFrom('inventory_items')
+    .select(['data', 'updated_at'])
+    .where('device_id', '=', deviceId)
+    .where('item_type', '=', type)
+    .executeTakeFirst();
   return row && { data: parse(row.data), updated_at: row.updated_at };
 }
 
@@ -119,7 +128,11 @@ export async function packagesNamed(db: Db, name: string, deviceIds: string[]): 
 }
 
 /** name/version/arch → how many of `deviceIds` have it installed (grouped in SQL, batch by batch). */
-export async function packageCounts(db: Db, deviceIds: string[], nameContains?: string): Promise<Map<string, { name: string; version: string; arch: string; devices: number }>> {
+export async function packageCounts(
+  db: Db,
+  deviceIds: string[],
+  nameContains?: string,
+): Promise<Map<string, { name: string; version: string; arch: string; devices: number }>> {
   const out = new Map<string, { name: string; version: string; arch: string; devices: number }>();
   for (let i = 0; i < deviceIds.length; i += ID_BATCH) {
     let q = db
@@ -158,7 +171,12 @@ export const SUMMARY_KEYS: Record<Exclude<InventoryItemType, 'software'>, (item:
 export async function reportedDevices(db: Db, deviceIds: string[], type: InventoryItemType): Promise<Set<string>> {
   const out = new Set<string>();
   for (let i = 0; i < deviceIds.length; i += ID_BATCH) {
-    const rows = await db.selectFrom('inventory_items').select('device_id').where('item_type', '=', type).where('device_id', 'in', deviceIds.slice(i, i + ID_BATCH)).execute();
+    const rows = await db
+      .selectFrom('inventory_items')
+      .select('device_id')
+      .where('item_type', '=', type)
+      .where('device_id', 'in', deviceIds.slice(i, i + ID_BATCH))
+      .execute();
     for (const row of rows) out.add(row.device_id);
   }
   return out;

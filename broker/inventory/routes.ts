@@ -168,8 +168,8 @@ export const inventoryRoutes: RouteSpec[] = [
     tag: 'inventory',
     summary: 'One item type of a device inventory',
     description:
-      'What the device agent reported for `item_type`: `system` (qbee\'s SystemInfo), `software` (installed packages: name, version, arch, with `pkg_manager`), ' +
-      '`docker_containers`, `docker_images`, `podman_containers`, `podman_images` (qbee\'s container and image fields), `users` (user, uid, gid, gecos, home, shell, has_pwd, pwd_alg, pwd_age), ' +
+      "What the device agent reported for `item_type`: `system` (qbee's SystemInfo), `software` (installed packages: name, version, arch, with `pkg_manager`), " +
+      "`docker_containers`, `docker_images`, `podman_containers`, `podman_images` (qbee's container and image fields), `users` (user, uid, gid, gecos, home, shell, has_pwd, pwd_alg, pwd_age), " +
       '`groups` (group, gid, members), `ports` (listening: proto, socket, proc_info) or `processes` (the top by CPU and by memory: pid, user, cpu, mem, cmdline). ' +
       'Items as `{items, total}` filtered by `search` (part of any field, case-insensitive) and paged; `received_at` is when the broker stored them. ' +
       'Agents send a type when they connect and then only when it changed, so `received_at` is the time of the last change. ' +

@@ -10,7 +10,18 @@ import { unixSeconds } from '../devices/tree.js';
 import { parseJsonSearch } from '../http/search.js';
 import { parseVersionConstraint, satisfies } from '../../shared/dpkg-version.js';
 import type { InventoryReportType } from '../../shared/inventory.js';
-import { checkItem, packageCounts, packagesNamed, readItem, readItems, reportedDevices, saveItem, SUMMARY_KEYS, type PackageRow, type StoredItem } from './items.js';
+import {
+  checkItem,
+  packageCounts,
+  packagesNamed,
+  readItem,
+  readItems,
+  reportedDevices,
+  saveItem,
+  SUMMARY_KEYS,
+  type PackageRow,
+  type StoredItem,
+} from './items.js';
 import { inventorySearch, matchesSearch, QBEE_INVENTORY_KEYS, searchNeedsReport, systemInfo, type InventoryDevice, type InventorySearch } from './qbee.js';
 
 /** The largest inventory report stored (JSON text); a bigger one is refused and logged. */
@@ -174,7 +185,9 @@ export class InventoryService {
         attributes: d.attributes,
         status: connected ? 'online' : 'offline',
         tags: d.tags,
-        ...(packages ? { packages: (packages.get(d.deviceId) ?? []).map((p) => ({ name: p.name, version: p.version, arch: p.arch, pkg_manager: p.pkg_manager })) } : {}),
+        ...(packages
+          ? { packages: (packages.get(d.deviceId) ?? []).map((p) => ({ name: p.name, version: p.version, arch: p.arch, pkg_manager: p.pkg_manager })) }
+          : {}),
       };
     });
     return { items, total: matched.length };
@@ -257,7 +270,12 @@ export class InventoryService {
       return { node_id: deviceId, item_type: 'system', received_at: inv.received_at, system: inv.system };
     }
     const stored = await readItem(this.db, deviceId, q.item_type);
-    if (!stored) throw new ApiError(404, 'no_inventory', `Device ${deviceId} has not reported its ${q.item_type} inventory (its agent reports what it finds when it connects).`);
+    if (!stored)
+      throw new ApiError(
+        404,
+        'no_inventory',
+        `Device ${deviceId} has not reported its ${q.item_type} inventory (its agent reports what it finds when it connects).`,
+      );
     const all = Array.isArray(stored.data.items) ? (stored.data.items as Record<string, unknown>[]) : [];
     const needle = q.search?.toLowerCase();
     const matched = needle ? all.filter((item) => Object.values(item).some((v) => String(v).toLowerCase().includes(needle))) : all;
@@ -306,15 +324,21 @@ export class InventoryService {
       const described = await this.describe(below, true);
       const withReport = described.filter((d) => Object.keys(d.report).length > 0);
       reported = withReport.length;
-      groups = countGroups(withReport.map((d) => {
-        const sys = systemInfo(d);
-        return [{ flavor: String(sys.flavor), arch: String(sys.arch) }];
-      }), needle);
+      groups = countGroups(
+        withReport.map((d) => {
+          const sys = systemInfo(d);
+          return [{ flavor: String(sys.flavor), arch: String(sys.arch) }];
+        }),
+        needle,
+      );
     } else {
       const keyOf = SUMMARY_KEYS[q.item_type];
       const items = await readItems(this.db, ids, q.item_type);
       reported = items.size;
-      groups = countGroups([...items.values()].map((stored: StoredItem) => (Array.isArray(stored.data.items) ? (stored.data.items as Record<string, unknown>[]) : []).map(keyOf)), needle);
+      groups = countGroups(
+        [...items.values()].map((stored: StoredItem) => (Array.isArray(stored.data.items) ? (stored.data.items as Record<string, unknown>[]) : []).map(keyOf)),
+        needle,
+      );
     }
     groups.sort((a, b) => b.devices - a.devices || keyText(a).localeCompare(keyText(b)));
     return {
@@ -329,13 +353,20 @@ export class InventoryService {
 
   /** For `package` searches: device → its packages of that name passing `package_version`; undefined without `package`. */
   private async packageFilter(search: InventorySearch, visible: DeviceScope[]): Promise<Map<string, PackageRow[]> | undefined> {
-    if (search.package_version !== undefined && !search.package) throw badRequest('`package_version` needs `package`: the name of the package to compare.', { field: 'search' });
+    if (search.package_version !== undefined && !search.package)
+      throw badRequest('`package_version` needs `package`: the name of the package to compare.', { field: 'search' });
     if (!search.package) return undefined;
     const constraint = search.package_version !== undefined ? parseVersionConstraint(search.package_version) : undefined;
     if (search.package_version !== undefined && !constraint)
-      throw badRequest(`\`package_version\` "${search.package_version}" is not a version constraint: write e.g. "<3.0.13", ">=1:2.0-1" or "1.0-1".`, { field: 'search' });
+      throw badRequest(`\`package_version\` "${search.package_version}" is not a version constraint: write e.g. "<3.0.13", ">=1:2.0-1" or "1.0-1".`, {
+        field: 'search',
+      });
     const out = new Map<string, PackageRow[]>();
-    for (const row of await packagesNamed(this.db, search.package, visible.map((d) => d.deviceId))) {
+    for (const row of await packagesNamed(
+      this.db,
+      search.package,
+      visible.map((d) => d.deviceId),
+    )) {
       if (constraint && !satisfies(row.version, constraint)) continue;
       out.set(row.device_id, [...(out.get(row.device_id) ?? []), row]);
     }

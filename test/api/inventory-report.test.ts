@@ -27,7 +27,13 @@ const container = (image: string) => ({
   mounts: '',
   networks: 'bridge',
 });
-const systemReport = (hostname: string) => ({ hostname, os: { name: 'Debian GNU/Linux', version: '12', id: 'debian' }, kernel: '6.1.0', kernel_version: '#1 SMP', arch: 'x86_64' });
+const systemReport = (hostname: string) => ({
+  hostname,
+  os: { name: 'Debian GNU/Linux', version: '12', id: 'debian' },
+  kernel: '6.1.0',
+  kernel_version: '#1 SMP',
+  arch: 'x86_64',
+});
 
 async function record(deviceId: string, type: string, data: unknown) {
   await t.broker.services.inventory.recordItem(deviceId, item(type, data));
@@ -45,13 +51,37 @@ beforeAll(async () => {
   other = await t.addDevice({ parent: 'other', name: 'other-one' });
   silent = await t.addDevice({ parent: 'lab', name: 'lab-silent' });
   await t.broker.services.inventory.record(lab1, systemReport('lab-one'));
-  await record(lab1, 'software', software([['openssl', '3.0.11-1~deb12u2'], ['bash', '5.2.15-2+b2'], ['libssl3', '3.0.11-1~deb12u2']]));
-  await record(lab2, 'software', software([['openssl', '3.0.13-1~deb12u1'], ['bash', '5.2.15-2+b2']]));
-  await record(other, 'software', software([['openssl', '1.1.1w-0+deb11u1'], ['bash', '5.1-2']]));
+  await record(
+    lab1,
+    'software',
+    software([
+      ['openssl', '3.0.11-1~deb12u2'],
+      ['bash', '5.2.15-2+b2'],
+      ['libssl3', '3.0.11-1~deb12u2'],
+    ]),
+  );
+  await record(
+    lab2,
+    'software',
+    software([
+      ['openssl', '3.0.13-1~deb12u1'],
+      ['bash', '5.2.15-2+b2'],
+    ]),
+  );
+  await record(
+    other,
+    'software',
+    software([
+      ['openssl', '1.1.1w-0+deb11u1'],
+      ['bash', '5.1-2'],
+    ]),
+  );
   await record(lab1, 'docker_containers', { items: [container('nginx:1.25')] });
   await record(lab1, 'docker_images', { items: [{ id: 'sha256:1', repository: 'nginx', tag: '1.25', created_at: 'x', size: '1MB' }] });
   await record(other, 'podman_containers', { items: [container('docker.io/library/postgres:16')] });
-  await record(lab1, 'users', { items: [{ user: 'root', uid: 0, gid: 0, gecos: 'root', home: '/root', shell: '/bin/bash', has_pwd: 'yes', pwd_alg: 6, pwd_age: 19000 }] });
+  await record(lab1, 'users', {
+    items: [{ user: 'root', uid: 0, gid: 0, gecos: 'root', home: '/root', shell: '/bin/bash', has_pwd: 'yes', pwd_alg: 6, pwd_age: 19000 }],
+  });
   await record(lab2, 'users', { items: [{ user: 'root', uid: 0, gid: 0, gecos: '', home: '/root', shell: '/bin/sh', has_pwd: 'no', pwd_alg: 0, pwd_age: 0 }] });
   await record(lab1, 'ports', { items: [{ proto: 'tcp', socket: '0.0.0.0:22', proc_info: '/usr/sbin/sshd' }] });
   tagReader = (await t.userWith([{ permission: 'inventory:read' }, { permission: 'device:read', resources: ['tag:x'] }])).token;
@@ -191,7 +221,13 @@ describe('GET /inventory: fleet search', () => {
   });
 
   it('refuses malformed constraints and a version without a package', async () => {
-    for (const bad of [{ package: 'openssl', package_version: '< 3.0 x' }, { package: 'openssl', package_version: '<1.0-' }, { package_version: '<1' }, { package: '' }, { pkg: 'x' }]) {
+    for (const bad of [
+      { package: 'openssl', package_version: '< 3.0 x' },
+      { package: 'openssl', package_version: '<1.0-' },
+      { package_version: '<1' },
+      { package: '' },
+      { pkg: 'x' },
+    ]) {
       const r = await search(bad);
       expect({ bad, status: r.status }).toEqual({ bad, status: 400 });
       expect(r.body.error).toBeTruthy();

@@ -38,10 +38,14 @@ const get = (path: string) => t.api('GET', `/api/v2${path}`, { token: t.adminTok
 
 describe('typed inventory from a real agent', () => {
   it('shows the machine’s real dpkg packages through /inventoryreport', async () => {
-    const first = await eventually(async () => {
-      const r = await get(`/inventoryreport/${id}?item_type=software&items_per_page=1000`);
-      return r.status === 200 ? r.body : undefined;
-    }, 60_000, 'the software inventory');
+    const first = await eventually(
+      async () => {
+        const r = await get(`/inventoryreport/${id}?item_type=software&items_per_page=1000`);
+        return r.status === 200 ? r.body : undefined;
+      },
+      60_000,
+      'the software inventory',
+    );
     const expected = installedPackages();
     expect(first.pkg_manager).toBe('dpkg');
     expect(first.total).toBe(expected.length);
@@ -68,7 +72,8 @@ describe('typed inventory from a real agent', () => {
     // The top by CPU and by memory of a shared machine: which ones is not known in advance, their shape is.
     expect(processes.total).toBeGreaterThan(0);
     expect(processes.total).toBeLessThanOrEqual(100);
-    for (const p of processes.items) expect(p).toEqual({ pid: expect.any(Number), user: expect.any(String), cpu: expect.any(Number), mem: expect.any(Number), cmdline: expect.any(String) });
+    for (const p of processes.items)
+      expect(p).toEqual({ pid: expect.any(Number), user: expect.any(String), cpu: expect.any(Number), mem: expect.any(Number), cmdline: expect.any(String) });
   });
 
   it('answers the fleet questions: which version runs where, and which devices run dpkg >= 1.0', async () => {
@@ -88,7 +93,10 @@ describe('typed inventory from a real agent', () => {
     // Two more collections (1 s apart) after the first.
     const later = await agent!.waitForLog((l) => l.msg === 'inventory reported', 30_000, from);
     await agent!.waitForLog((l) => l.msg === 'inventory reported', 30_000, agent!.logs.indexOf(later) + 1);
-    const laterSent = agent!.logs.slice(from).filter((l) => l.msg === 'inventory reported').flatMap((l) => l.sent as string[]);
+    const laterSent = agent!.logs
+      .slice(from)
+      .filter((l) => l.msg === 'inventory reported')
+      .flatMap((l) => l.sent as string[]);
     expect(laterSent).not.toContain('software');
     expect(laterSent).not.toContain('users');
     expect(laterSent).not.toContain('groups');
