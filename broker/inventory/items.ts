@@ -181,3 +181,29 @@ export async function reportedDevices(db: Db, deviceIds: string[], type: Invento
   }
   return out;
 }
+
+/**
+ * At most `limit` payloads per device in each window: an agent sends at most one per type per
+ * collection, so a device sending far more is hostile or broken, and its excess is dropped before
+ * it costs a database write. One entry per device that sent something in the current window.
+ */
+export class ItemRate {
+  private readonly windows = new Map<string, { start: number; count: number }>();
+
+  constructor(
+    private readonly limit = 100,
+    private readonly windowMs = 60_000,
+  ) {}
+
+  /** Counts one payload of the device; false when it is over the limit of the current window. */
+  take(deviceId: string, now = Date.now()): boolean {
+    if (this.windows.size > 10_000) for (const [id, w] of this.windows) if (now - w.start >= this.windowMs) this.windows.delete(id);
+    const w = this.windows.get(deviceId);
+    if (!w || now - w.start >= this.windowMs) {
+      this.windows.set(deviceId, { start: now, count: 1 });
+      return true;
+    }
+    w.count += 1;
+    return w.count <= this.limit;
+  }
+}

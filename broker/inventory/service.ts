@@ -75,6 +75,8 @@ function parseReport(json: string): Record<string, unknown> {
  * the devices their device:read reaches when they hold device:read on some devices only.
  */
 export class InventoryService {
+  private readonly itemRate = new ItemRate();
+
   constructor(
     private readonly db: Db,
     private readonly access: Pick<AccessService, 'require' | 'inventoryScope' | 'coversTarget'>,
@@ -252,6 +254,7 @@ export class InventoryService {
    * type is dropped silently (a newer agent); a malformed payload is refused whole, changing nothing.
    */
   async recordItem(deviceId: string, msg: { type?: unknown; digest?: unknown; data?: unknown }): Promise<void> {
+    if (!this.itemRate.take(deviceId)) throw new Error('inventory item refused: more than 100 payloads in a minute');
     const item = checkItem(msg);
     if (!item.ok) {
       if (item.reason === 'unknown item type') return;
