@@ -12,6 +12,7 @@ import { parseVersionConstraint, satisfies } from '../../shared/dpkg-version.js'
 import type { InventoryReportType } from '../../shared/inventory.js';
 import {
   checkItem,
+  ItemRate,
   packageCounts,
   packagesNamed,
   readItem,
