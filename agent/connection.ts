@@ -88,21 +88,25 @@ export function runConnection(o: ConnectionOptions): Promise<ConnectionEnd> {
     const collectAndSend = async (force: boolean) => {
       if (force) delivered.clear();
       const sent: string[] = [];
+      let items: Record<string, unknown> | undefined;
+      if (o.inventoryItems) {
+        try {
+          items = await o.inventoryItems();
+        } catch (err) {
+          log.warn({ err: (err as Error).message }, 'inventory items not collected');
+        }
+      }
       try {
-        const data = await o.inventory();
+        // The system report names the item types found this time: the broker forgets the others
+        // (docker uninstalled), and a change of that set is a change of the report.
+        const data = { ...(await o.inventory()), ...(items ? { inventory_types: Object.keys(items).sort() } : {}) };
         if (deliver('system', inventoryDigest('system', data), { t: 'inventory', data })) sent.push('system');
       } catch (err) {
         log.warn({ err: (err as Error).message }, 'inventory not collected');
       }
-      if (o.inventoryItems) {
-        try {
-          for (const [type, data] of Object.entries(await o.inventoryItems())) {
-            const digest = inventoryDigest(type, data);
-            if (deliver(type, digest, { t: 'inventory_item', type, digest, data })) sent.push(type);
-          }
-        } catch (err) {
-          log.warn({ err: (err as Error).message }, 'inventory items not collected');
-        }
+      for (const [type, data] of Object.entries(items ?? {})) {
+        const digest = inventoryDigest(type, data);
+        if (deliver(type, digest, { t: 'inventory_item', type, digest, data })) sent.push(type);
       }
       log.debug({ sent }, 'inventory reported');
     };

@@ -64,6 +64,14 @@ export async function saveItem(db: Db, deviceId: string, item: Extract<ItemCheck
   });
 }
 
+/** Removes the device's item types not in `keep` (an engine or package manager the agent no longer finds). */
+export async function forgetOtherTypes(db: Db, deviceId: string, keep: InventoryItemType[]): Promise<void> {
+  let q = db.deleteFrom('inventory_items').where('device_id', '=', deviceId);
+  if (keep.length > 0) q = q.where('item_type', 'not in', keep);
+  await q.execute();
+  if (!keep.includes('software')) await db.deleteFrom('inventory_packages').where('device_id', '=', deviceId).execute();
+}
+
 export interface StoredItem {
   data: Record<string, unknown>;
   updated_at: string;

@@ -9,9 +9,10 @@ import { readAttributes } from '../devices/attributes.js';
 import { unixSeconds } from '../devices/tree.js';
 import { parseJsonSearch } from '../http/search.js';
 import { parseVersionConstraint, satisfies } from '../../shared/dpkg-version.js';
-import type { InventoryReportType } from '../../shared/inventory.js';
+import { isInventoryItemType, type InventoryReportType } from '../../shared/inventory.js';
 import {
   checkItem,
+  forgetOtherTypes,
   ItemRate,
   packageCounts,
   packagesNamed,
@@ -103,6 +104,8 @@ export class InventoryService {
       .values({ device_id: deviceId, data: json, updated_at: now })
       .onConflict((oc) => oc.column('device_id').doUpdateSet({ data: json, updated_at: now }))
       .execute();
+    // `inventory_types`: the item types the agent found this time; those it no longer finds go.
+    if (Array.isArray(data.inventory_types)) await forgetOtherTypes(db, deviceId, data.inventory_types.filter(isInventoryItemType));
   }
 
   /** The permission whose resources limit which devices' inventory a caller reaches (decided in access). */

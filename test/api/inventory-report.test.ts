@@ -235,6 +235,25 @@ describe('GET /inventory: fleet search', () => {
   });
 });
 
+describe('types the agent no longer finds', () => {
+  it('are forgotten when the system report lists the types found (docker uninstalled)', async () => {
+    const d = await t.addDevice({ parent: 'lab' });
+    await record(d, 'software', software([['curl', '7.88.1-10']]));
+    await record(d, 'docker_images', { items: [{ id: 'sha256:2', repository: 'redis', tag: '7', created_at: 'x', size: '1MB' }] });
+    await t.broker.services.inventory.record(d, { ...systemReport('d'), inventory_types: ['software', 'docker_images'] });
+    expect((await get(`/inventoryreport/docker/${d}`)).body.docker_images.items).toHaveLength(1);
+    await t.broker.services.inventory.record(d, { ...systemReport('d'), inventory_types: ['software', 'no-such-type'] });
+    expect((await get(`/inventoryreport/docker/${d}`)).body.docker_images).toBeNull();
+    expect((await get(`/inventoryreport/${d}?item_type=software`)).body.total).toBe(1);
+    // A report without the list (an older agent) forgets nothing.
+    await t.broker.services.inventory.record(d, systemReport('d'));
+    expect((await get(`/inventoryreport/${d}?item_type=software`)).body.total).toBe(1);
+    await t.broker.services.inventory.record(d, { ...systemReport('d'), inventory_types: [] });
+    expect((await get(`/inventoryreport/${d}?item_type=software`)).status).toBe(404);
+    expect((await search({ package: 'curl' })).body.total).toBe(0);
+  });
+});
+
 describe('hostile agent input', () => {
   let device: FakeDevice;
   let conn: FakeConnection;

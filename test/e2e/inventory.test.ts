@@ -72,6 +72,9 @@ describe('typed inventory from a real agent', () => {
     // The top by CPU and by memory of a shared machine: which ones is not known in advance, their shape is.
     expect(processes.total).toBeGreaterThan(0);
     expect(processes.total).toBeLessThanOrEqual(100);
+    // The system report names the types found, so the broker can forget the ones that go away.
+    const system = (await get(`/inventory/${id}`)).body;
+    expect(system.inventory_types).toEqual(expect.arrayContaining(['software', 'users', 'groups', 'ports', 'processes']));
     for (const p of processes.items)
       expect(p).toEqual({ pid: expect.any(Number), user: expect.any(String), cpu: expect.any(Number), mem: expect.any(Number), cmdline: expect.any(String) });
   });
