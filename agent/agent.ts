@@ -15,6 +15,7 @@ import { AGENT_BUNDLES } from './config/registry.js';
 import { runConnection } from './connection.js';
 import { StateDir, type EnrolmentState } from './identity.js';
 import { collectInventory } from './inventory.js';
+import { collectInventoryItems } from './inventory-items.js';
 
 /** Exit codes: 0 stopped or reloading under a service manager; 78 (EX_CONFIG) nothing to retry with. */
 export const EXIT_OK = 0;
@@ -159,6 +160,7 @@ export class Agent {
         log,
         sessions: { stateDir: stateDir.dir, log: (msg, detail) => log.info(detail ?? {}, msg) },
         inventory: () => collectInventory(this.version, this.startedAt),
+        inventoryItems: () => collectInventoryItems((type, err) => log.warn({ type, err: err.message }, 'inventory type not collected')),
         inventoryIntervalMs: config.inventoryIntervalMs,
         config: engine,
         signal: this.controller.signal,

@@ -12,6 +12,7 @@ import { PROTOCOL_VERSION, type ControlMessage } from '../shared/protocol.js';
 import type { BrokerEndpoint } from './broker-client.js';
 import type { ConfigEngine } from './config/engine.js';
 import type { Identity } from './identity.js';
+import { inventoryDigest } from './inventory-items.js';
 import { handleChannel, type SessionContext } from './sessions/index.js';
 
 /** The handshake (TCP, TLS, upgrade, challenge, welcome) must finish within this time. */
@@ -33,6 +34,8 @@ export interface ConnectionOptions {
   log: Logger;
   sessions: SessionContext;
   inventory: () => Promise<Record<string, unknown>>;
+  /** The typed inventory (software, containers, users, ports, …), by item type. */
+  inventoryItems?: () => Promise<Record<string, unknown>>;
   inventoryIntervalMs: number;
   /** applies the configuration the broker sends (and fetches its files over `file` channels) */
   config?: ConfigEngine;
@@ -78,14 +81,44 @@ export function runConnection(o: ConnectionOptions): Promise<ConnectionEnd> {
       lastHeard = Date.now();
     };
 
-    const sendInventory = async () => {
+    // What this connection delivered, by type: a type goes again only when its digest changed.
+    const delivered = new Map<string, string>();
+    const deliver = (type: string, digest: string, msg: ControlMessage) => {
+      if (!mux || delivered.get(type) === digest) return false;
+      mux.send(msg);
+      delivered.set(type, digest);
+      return true;
+    };
+    const collectAndSend = async (force: boolean) => {
+      if (force) delivered.clear();
+      const sent: string[] = [];
+      let items: Record<string, unknown> | undefined;
+      if (o.inventoryItems) {
+        try {
+          items = await o.inventoryItems();
+        } catch (err) {
+          log.warn({ err: (err as Error).message }, 'inventory items not collected');
+        }
+      }
       try {
-        const data = await o.inventory();
-        mux?.send({ t: 'inventory', data });
-        log.debug('inventory reported');
+        // The system report names the item types found this time: the broker forgets the others
+        // (docker uninstalled), and a change of that set is a change of the report.
+        const data = { ...(await o.inventory()), ...(items ? { inventory_types: Object.keys(items).sort() } : {}) };
+        if (deliver('system', inventoryDigest('system', data), { t: 'inventory', data })) sent.push('system');
       } catch (err) {
         log.warn({ err: (err as Error).message }, 'inventory not collected');
       }
+      for (const [type, data] of Object.entries(items ?? {})) {
+        const digest = inventoryDigest(type, data);
+        if (deliver(type, digest, { t: 'inventory_item', type, digest, data })) sent.push(type);
+      }
+      log.debug({ sent }, 'inventory reported');
+    };
+    // One collection at a time: a request while one runs waits for it.
+    let inventoryRun: Promise<void> = Promise.resolve();
+    const sendInventory = (force = false) => {
+      inventoryRun = inventoryRun.then(() => collectAndSend(force));
+      return inventoryRun;
     };
 
     const onControl = (msg: ControlMessage) => {
@@ -100,8 +133,8 @@ export function runConnection(o: ConnectionOptions): Promise<ConnectionEnd> {
         return;
       }
       if (msg.t === 'inventory') {
-        // The broker asks for a fresh report.
-        void sendInventory();
+        // The broker asks for a fresh report: every type again, changed or not.
+        void sendInventory(true);
         return;
       }
       log.debug({ t: msg.t }, 'broker message ignored');

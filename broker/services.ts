@@ -114,6 +114,8 @@ export async function createServices(config: Config, logger: Logger, store: Stor
   const locator: AgentLocator = options.locator?.(agents) ?? agents;
   const enrol: EnrolService = new EnrolService(store.db, devices, locator);
   const inventory: InventoryService = new InventoryService(store.db, access, devices, locator);
+  // Typed inventory payloads (software, containers, users, ports, …) from agents.
+  agents.handle('inventory_item', (deviceId, msg) => inventory.recordItem(deviceId, msg));
   // The group tree's online status is the live connection state.
   devices.setOnlineSource((deviceId) => locator.isConnected(deviceId));
   const remote = new RemoteService({ config, logger, db: store.db, upgrades, auth, access, audit, locator });

@@ -121,6 +121,11 @@ export type ControlMessage =
   | { t: 'welcome'; device_id: string; heartbeat_ms: number }
   // device-level
   | { t: 'inventory'; data: Record<string, unknown> }
+  /**
+   * agent → broker: one typed inventory payload (shared/inventory.ts), sent on connect and then only
+   * when its digest (sha256 of the JSON) changed; the broker keeps the types not sent.
+   */
+  | { t: 'inventory_item'; type: string; digest: string; data: unknown }
   | { t: 'reload'; id: string }
   | { t: 'reload_ack'; id: string }
   /** broker → agent: the configuration to apply, and the device's attributes for templates */

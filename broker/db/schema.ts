@@ -125,6 +125,26 @@ export interface InventoryTable {
   updated_at: string;
 }
 
+/** One typed inventory payload of a device (shared/inventory.ts), as validated JSON. */
+export interface InventoryItemsTable {
+  device_id: string;
+  item_type: string;
+  data: string; // JSON
+  /** sha256 the agent sent with it */
+  digest: string;
+  updated_at: string;
+}
+
+/** One installed package of a device: what fleet search and CVE matching query. */
+export interface InventoryPackagesTable {
+  device_id: string;
+  name: string;
+  version: string;
+  arch: string;
+  /** dpkg, rpm, opkg, apk: which version ordering applies */
+  pkg_manager: string;
+}
+
 export interface BootstrapKeysTable {
   key_hash: string;
   key_id: string; // public id (prefix) shown in lists
@@ -167,6 +187,8 @@ export interface Database {
   nodes: NodesTable;
   devices: DevicesTable;
   inventory: InventoryTable;
+  inventory_items: InventoryItemsTable;
+  inventory_packages: InventoryPackagesTable;
   revoked_devices: RevokedDevicesTable;
   bootstrap_keys: BootstrapKeysTable;
   portmaps: PortmapsTable;

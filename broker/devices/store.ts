@@ -145,6 +145,8 @@ export class DevicesStore {
   async deleteDevice(db: Db, deviceId: string): Promise<boolean> {
     const device = await db.deleteFrom('devices').where('device_id', '=', deviceId).executeTakeFirst();
     await db.deleteFrom('inventory').where('device_id', '=', deviceId).execute();
+    await db.deleteFrom('inventory_items').where('device_id', '=', deviceId).execute();
+    await db.deleteFrom('inventory_packages').where('device_id', '=', deviceId).execute();
     const node = await db.deleteFrom('nodes').where('node_id', '=', deviceId).where('type', '=', 'device').executeTakeFirst();
     return Number(node.numDeletedRows) + Number(device.numDeletedRows) > 0;
   }

@@ -29,6 +29,24 @@ export const inventorySearch = z.object({
   unassigned: z.boolean().optional().describe('true: only devices in unassigned_group'),
   ancestor_ids: z.array(z.string().max(64)).max(100).optional().describe('Groups (or the device itself) every result is in'),
   tags: z.array(z.string().max(64)).max(100).optional().describe('Tags every result carries (its own or inherited)'),
+  // Beyond qbee's fields: the typed inventory.
+  package: z
+    .string()
+    .min(1)
+    .max(256)
+    .optional()
+    .describe('Exact name of an installed package (dpkg, rpm, opkg); each result lists its `packages` of that name'),
+  package_version: z
+    .string()
+    .max(300)
+    .optional()
+    .describe('With `package`: a version constraint in dpkg ordering, e.g. "<3.0.13", ">=1:2.0-1", "!=1.0" (a bare version means =)'),
+  container_image: z
+    .string()
+    .min(1)
+    .max(512)
+    .optional()
+    .describe('Part of the image of a docker or podman container, or of a docker or podman image (repository:tag)'),
 });
 export type InventorySearch = z.infer<typeof inventorySearch>;
 

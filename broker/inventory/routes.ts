@@ -5,6 +5,8 @@ import { deviceAttributesOut } from '../devices/schema.js';
 import { defineRoute, type RouteSpec } from '../http/route.js';
 import { subjectRecords } from '../audit/subjects.js';
 import { MAX_SEARCH_LENGTH } from '../http/search.js';
+import { nodeParams } from '../devices/schema.js';
+import { INVENTORY_REPORT_TYPES } from '../../shared/inventory.js';
 
 const deviceId = z.string().regex(DEVICE_ID_PATTERN, 'must be a device id: 64 lowercase hexadecimal characters').describe('The device id.');
 const listQuery = z.object({
@@ -14,7 +16,8 @@ const listQuery = z.object({
     .optional()
     .describe(
       'qbee\'s JSON search, e.g. `{"title":"edge","tags":["prod"],"ancestor_ids":["lab"]}` (fields: node_id, uuid, title, flavor, arch, ip, mac, description, ' +
-        'latitude, longitude, country, city, zip, address, device_attribute, unassigned, ancestor_ids, tags; every filter given must hold; any other field is a 400), ' +
+        'latitude, longitude, country, city, zip, address, device_attribute, unassigned, ancestor_ids, tags, and beyond qbee’s: package, package_version, container_image; ' +
+        'every filter given must hold; any other field is a 400), ' +
         'or plain text: part of the device title or the start of its id.',
     ),
   sort_field: z.enum(['title', 'device_name', 'last_reported_time']).optional().describe('Default title'),
@@ -115,6 +118,9 @@ const LIST_DESCRIPTION =
   'each with `title`, `connected`, `last_seen`, its last inventory report (fields as in GET /inventory/{device_id}; `received_at` is null before the first) ' +
   "and qbee's InventoryListItem fields (`node_id`, `uuid`, `system`, `last_reported_time`, `ancestors`, `attributes`, `status`, `tags`). " +
   "qbee's `commit_sha` filter and `last_policy_update`/`commit_sha` orders answer 400: this broker keeps no configuration commits. " +
+  'Fleet search over the typed inventory: `{"package":"openssl","package_version":"<3.0.13"}` finds the devices with that package installed at a version below 3.0.13 ' +
+  "in dpkg's ordering (epoch, upstream, revision; `~` before anything), each result listing its `packages` of that name; " +
+  '`{"container_image":"nginx"}` the devices running or holding such an image. ' +
   SCOPE;
 
 export const inventoryRoutes: RouteSpec[] = [
@@ -155,6 +161,89 @@ export const inventoryRoutes: RouteSpec[] = [
     access: 'inventory:read',
     response: z.object({ online: z.number(), offline: z.number(), total: z.number() }),
     handler: async ({ services, principal }) => services.inventory.onlineStats(principal),
+  }),
+  defineRoute({
+    method: 'get',
+    path: '/inventoryreport/{device_id}',
+    tag: 'inventory',
+    summary: 'One item type of a device inventory',
+    description:
+      "What the device agent reported for `item_type`: `system` (qbee's SystemInfo), `software` (installed packages: name, version, arch, with `pkg_manager`), " +
+      "`docker_containers`, `docker_images`, `podman_containers`, `podman_images` (qbee's container and image fields), `users` (user, uid, gid, gecos, home, shell, has_pwd, pwd_alg, pwd_age), " +
+      '`groups` (group, gid, members), `ports` (listening: proto, socket, proc_info) or `processes` (the top by CPU and by memory: pid, user, cpu, mem, cmdline). ' +
+      'Items as `{items, total}` filtered by `search` (part of any field, case-insensitive) and paged; `received_at` is when the broker stored them. ' +
+      'Agents send a type when they connect and then only when it changed, so `received_at` is the time of the last change. ' +
+      '404 `no_inventory` before the device reported that type (a device without docker never reports docker). ' +
+      SCOPE,
+    access: 'inventory:read',
+    params: z.object({ device_id: deviceId }),
+    query: z.object({
+      item_type: z.enum(INVENTORY_REPORT_TYPES).default('system').describe('Default system'),
+      search: z.string().max(256).optional().describe('Part of any field of an item (case-insensitive)'),
+      ...pagingQuery.shape,
+    }),
+    response: z
+      .object({
+        node_id: z.string(),
+        item_type: z.enum(INVENTORY_REPORT_TYPES),
+        received_at: z.string().nullable(),
+        system: systemInfo.optional().describe('item_type system'),
+        pkg_manager: z.string().optional().describe('item_type software: dpkg, rpm or opkg'),
+        items: z.array(z.record(z.string(), z.unknown())).optional().describe('Every other item_type'),
+        total: z.number().optional(),
+      })
+      .describe('One item type of a device inventory'),
+    handler: async ({ params, query, services, principal }) => services.inventory.report(principal, params.device_id, query),
+  }),
+  defineRoute({
+    method: 'get',
+    path: '/inventoryreport/docker/{device_id}',
+    tag: 'inventory',
+    summary: 'Containers and images of a device',
+    description:
+      'The docker and podman containers and images the device agent reported, each `{received_at, items}`, or null when the agent never reported it (no such engine, or its daemon does not answer). ' +
+      SCOPE,
+    access: 'inventory:read',
+    params: z.object({ device_id: deviceId }),
+    response: z.object({
+      node_id: z.string(),
+      ...Object.fromEntries(
+        (['docker_containers', 'docker_images', 'podman_containers', 'podman_images'] as const).map((t) => [
+          t,
+          z.object({ received_at: z.string(), items: z.array(z.record(z.string(), z.unknown())) }).nullable(),
+        ]),
+      ),
+    }),
+    handler: async ({ params, services, principal }) => services.inventory.containersReport(principal, params.device_id),
+  }),
+  defineRoute({
+    method: 'get',
+    path: '/inventorysummarybytype/{node_id}',
+    tag: 'inventory',
+    summary: 'What runs where below a group',
+    description:
+      'The items of `item_type` across the devices at or below `node_id` (a group or a device) whose inventory you reach, grouped, each with `devices`: how many of those devices have it. ' +
+      'Groups: software by name, version and arch; containers by image; images by repository and tag; users by user; groups by group; ports by port and proto; ' +
+      'processes by program; system by flavor and arch. Sorted by `devices` (most first); `search` matches the first field (package name, image, repository, user, …). ' +
+      '`devices_total` counts the devices reached below the node, `devices_reported` those that reported the type. ' +
+      '404 for an unknown node, and for a group you reach no device below and your resources do not cover. ' +
+      SCOPE,
+    access: 'inventory:read',
+    params: nodeParams,
+    query: z.object({
+      item_type: z.enum(INVENTORY_REPORT_TYPES).default('software').describe('Default software'),
+      search: z.string().max(256).optional().describe('Part of the first field of a group (case-insensitive)'),
+      ...pagingQuery.shape,
+    }),
+    response: z.object({
+      node_id: z.string(),
+      item_type: z.enum(INVENTORY_REPORT_TYPES),
+      devices_total: z.number(),
+      devices_reported: z.number(),
+      items: z.array(z.record(z.string(), z.union([z.string(), z.number()]))).describe('The group’s fields and `devices`'),
+      total: z.number(),
+    }),
+    handler: async ({ params, query, services, principal }) => services.inventory.summaryByType(principal, params.node_id, query),
   }),
   defineRoute({
     method: 'delete',

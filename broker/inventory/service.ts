@@ -3,11 +3,27 @@ import type { Principal } from '../access/principal.js';
 import type { AgentLocator } from '../agents/locator.js';
 import type { Db } from '../db/database.js';
 import type { DevicesService } from '../devices/service.js';
-import { ApiError, notFound } from '../http/errors.js';
+import { ApiError, badRequest, notFound } from '../http/errors.js';
 import type { DeviceScope } from '../../shared/resources.js';
 import { readAttributes } from '../devices/attributes.js';
 import { unixSeconds } from '../devices/tree.js';
 import { parseJsonSearch } from '../http/search.js';
+import { parseVersionConstraint, satisfies } from '../../shared/dpkg-version.js';
+import { isInventoryItemType, type InventoryReportType } from '../../shared/inventory.js';
+import {
+  checkItem,
+  forgetOtherTypes,
+  ItemRate,
+  packageCounts,
+  packagesNamed,
+  readItem,
+  readItems,
+  reportedDevices,
+  saveItem,
+  SUMMARY_KEYS,
+  type PackageRow,
+  type StoredItem,
+} from './items.js';
 import { inventorySearch, matchesSearch, QBEE_INVENTORY_KEYS, searchNeedsReport, systemInfo, type InventoryDevice, type InventorySearch } from './qbee.js';
 
 /** The largest inventory report stored (JSON text); a bigger one is refused and logged. */
@@ -61,9 +77,11 @@ function parseReport(json: string): Record<string, unknown> {
  * the devices their device:read reaches when they hold device:read on some devices only.
  */
 export class InventoryService {
+  private readonly itemRate = new ItemRate();
+
   constructor(
     private readonly db: Db,
-    private readonly access: Pick<AccessService, 'require' | 'inventoryScope'>,
+    private readonly access: Pick<AccessService, 'require' | 'inventoryScope' | 'coversTarget'>,
     private readonly devices: Pick<DevicesService, 'getDevice' | 'listVisibleDevices'>,
     private readonly agents: Pick<AgentLocator, 'isConnected'>,
   ) {}
@@ -86,6 +104,8 @@ export class InventoryService {
       .values({ device_id: deviceId, data: json, updated_at: now })
       .onConflict((oc) => oc.column('device_id').doUpdateSet({ data: json, updated_at: now }))
       .execute();
+    // `inventory_types`: the item types the agent found this time; those it no longer finds go.
+    if (Array.isArray(data.inventory_types)) await forgetOtherTypes(db, deviceId, data.inventory_types.filter(isInventoryItemType));
   }
 
   /** The permission whose resources limit which devices' inventory a caller reaches (decided in access). */
@@ -93,10 +113,15 @@ export class InventoryService {
     return this.access.inventoryScope(principal);
   }
 
-  /** One device's last report, with qbee's DeviceInventory fields. 404 when the device is unknown or has not reported yet. */
-  async get(principal: Principal, deviceId: string): Promise<InventoryItem> {
+  /** 403/404 unless the principal reaches this device's inventory. */
+  private async reach(principal: Principal, deviceId: string): Promise<void> {
     if (this.scopingPermission(principal) === 'device:read') await this.access.require(principal, 'device:read', deviceId);
     else if (!(await this.devices.getDevice(deviceId))?.node) throw notFound(`Device ${deviceId}`);
+  }
+
+  /** One device's last report, with qbee's DeviceInventory fields. 404 when the device is unknown or has not reported yet. */
+  async get(principal: Principal, deviceId: string): Promise<InventoryItem> {
+    await this.reach(principal, deviceId);
     const row = await this.db.selectFrom('inventory').selectAll().where('device_id', '=', deviceId).executeTakeFirst();
     if (!row) throw new ApiError(404, 'no_inventory', `Device ${deviceId} has not reported its inventory yet (its agent reports when it connects).`);
     const scope = (await this.devices.listVisibleDevices(principal, this.scopingPermission(principal))).find((d) => d.deviceId === deviceId);
@@ -123,9 +148,15 @@ export class InventoryService {
     const raw = query.search?.trim() ?? '';
     const search: InventorySearch = raw.startsWith('{') ? parseJsonSearch(raw, inventorySearch) : {};
     const text = raw.startsWith('{') ? '' : raw.toLowerCase();
-    const visible = (await this.devices.listVisibleDevices(principal, this.scopingPermission(principal))).filter(
+    let visible = (await this.devices.listVisibleDevices(principal, this.scopingPermission(principal))).filter(
       (d) => !text || d.title.toLowerCase().includes(text) || d.deviceId.startsWith(text),
     );
+    const packages = await this.packageFilter(search, visible);
+    if (packages) visible = visible.filter((d) => packages.has(d.deviceId));
+    if (search.container_image) {
+      const images = await this.imageFilter(search.container_image, visible);
+      visible = visible.filter((d) => images.has(d.deviceId));
+    }
     const field = query.sort_field ?? 'title';
     // Reports are read for every device only when a filter or the order needs them; else for the page only.
     const wholeReports = searchNeedsReport(search);
@@ -160,6 +191,9 @@ export class InventoryService {
         attributes: d.attributes,
         status: connected ? 'online' : 'offline',
         tags: d.tags,
+        ...(packages
+          ? { packages: (packages.get(d.deviceId) ?? []).map((p) => ({ name: p.name, version: p.version, arch: p.arch, pkg_manager: p.pkg_manager })) }
+          : {}),
       };
     });
     return { items, total: matched.length };
@@ -216,4 +250,179 @@ export class InventoryService {
     const online = visible.filter((d) => this.agents.isConnected(d.deviceId)).length;
     return { online, offline: visible.length - online, total: visible.length };
   }
+
+  // ---- the typed inventory (shared/inventory.ts) ------------------------------------------------
+
+  /**
+   * Stores one typed payload of an agent (the hub hands `inventory_item` messages here). An unknown
+   * type is dropped silently (a newer agent); a malformed payload is refused whole, changing nothing.
+   */
+  async recordItem(deviceId: string, msg: { type?: unknown; digest?: unknown; data?: unknown }): Promise<void> {
+    if (!this.itemRate.take(deviceId)) throw new Error('inventory item refused: more than 100 payloads in a minute');
+    const item = checkItem(msg);
+    if (!item.ok) {
+      if (item.reason === 'unknown item type') return;
+      throw new Error(`inventory item refused: ${item.reason}`);
+    }
+    const device = await this.db.selectFrom('devices').select('state').where('device_id', '=', deviceId).executeTakeFirst();
+    if (device?.state !== 'approved') return;
+    await saveItem(this.db, deviceId, item, new Date().toISOString());
+  }
+
+  /** `/inventoryreport/{id}`: one item type of one device, its items filtered by `search` and paged. */
+  async report(principal: Principal, deviceId: string, q: ReportQuery): Promise<Record<string, unknown>> {
+    await this.reach(principal, deviceId);
+    if (q.item_type === 'system') {
+      const inv = await this.get(principal, deviceId);
+      return { node_id: deviceId, item_type: 'system', received_at: inv.received_at, system: inv.system };
+    }
+    const stored = await readItem(this.db, deviceId, q.item_type);
+    if (!stored)
+      throw new ApiError(
+        404,
+        'no_inventory',
+        `Device ${deviceId} has not reported its ${q.item_type} inventory (its agent reports what it finds when it connects).`,
+      );
+    const all = Array.isArray(stored.data.items) ? (stored.data.items as Record<string, unknown>[]) : [];
+    const needle = q.search?.toLowerCase();
+    const matched = needle ? all.filter((item) => Object.values(item).some((v) => String(v).toLowerCase().includes(needle))) : all;
+    return {
+      node_id: deviceId,
+      item_type: q.item_type,
+      received_at: stored.updated_at,
+      ...(typeof stored.data.pkg_manager === 'string' ? { pkg_manager: stored.data.pkg_manager } : {}),
+      items: matched.slice(q.offset, q.offset + q.items_per_page),
+      total: matched.length,
+    };
+  }
+
+  /** `/inventoryreport/docker/{id}`: the device's docker and podman containers and images; null for what it never reported. */
+  async containersReport(principal: Principal, deviceId: string): Promise<Record<string, unknown>> {
+    await this.reach(principal, deviceId);
+    const out: Record<string, unknown> = { node_id: deviceId };
+    for (const type of ['docker_containers', 'docker_images', 'podman_containers', 'podman_images'] as const) {
+      const stored = await readItem(this.db, deviceId, type);
+      out[type] = stored ? { received_at: stored.updated_at, items: stored.data.items ?? [] } : null;
+    }
+    return out;
+  }
+
+  /**
+   * `/inventorysummarybytype/{node_id}`: the items of one type across the devices at or below a node
+   * that the principal reaches, grouped (software by name, version and arch; images by repository and
+   * tag; …) with how many devices have each. A node the principal reaches nothing below answers 404
+   * unless their resources cover it.
+   */
+  async summaryByType(principal: Principal, nodeId: string, q: ReportQuery): Promise<Record<string, unknown>> {
+    const permission = this.scopingPermission(principal);
+    const below = (await this.devices.listVisibleDevices(principal, permission)).filter((d) => d.nodeIds.includes(nodeId));
+    if (below.length === 0 && nodeId !== 'root') {
+      const exists = await this.db.selectFrom('nodes').select('node_id').where('node_id', '=', nodeId).executeTakeFirst();
+      if (!exists || !(await this.access.coversTarget(principal, permission, `node:${nodeId}`))) throw notFound(`Node ${nodeId}`);
+    }
+    const ids = below.map((d) => d.deviceId);
+    const needle = q.search?.toLowerCase();
+    let groups: Array<Record<string, string | number> & { devices: number }>;
+    let reported: number;
+    if (q.item_type === 'software') {
+      groups = [...(await packageCounts(this.db, ids, q.search)).values()];
+      reported = (await reportedDevices(this.db, ids, 'software')).size;
+    } else if (q.item_type === 'system') {
+      const described = await this.describe(below, true);
+      const withReport = described.filter((d) => Object.keys(d.report).length > 0);
+      reported = withReport.length;
+      groups = countGroups(
+        withReport.map((d) => {
+          const sys = systemInfo(d);
+          return [{ flavor: String(sys.flavor), arch: String(sys.arch) }];
+        }),
+        needle,
+      );
+    } else {
+      const keyOf = SUMMARY_KEYS[q.item_type];
+      const items = await readItems(this.db, ids, q.item_type);
+      reported = items.size;
+      groups = countGroups(
+        [...items.values()].map((stored: StoredItem) => (Array.isArray(stored.data.items) ? (stored.data.items as Record<string, unknown>[]) : []).map(keyOf)),
+        needle,
+      );
+    }
+    groups.sort((a, b) => b.devices - a.devices || keyText(a).localeCompare(keyText(b)));
+    return {
+      node_id: nodeId,
+      item_type: q.item_type,
+      devices_total: ids.length,
+      devices_reported: reported,
+      items: groups.slice(q.offset, q.offset + q.items_per_page),
+      total: groups.length,
+    };
+  }
+
+  /** For `package` searches: device → its packages of that name passing `package_version`; undefined without `package`. */
+  private async packageFilter(search: InventorySearch, visible: DeviceScope[]): Promise<Map<string, PackageRow[]> | undefined> {
+    if (search.package_version !== undefined && !search.package)
+      throw badRequest('`package_version` needs `package`: the name of the package to compare.', { field: 'search' });
+    if (!search.package) return undefined;
+    const constraint = search.package_version !== undefined ? parseVersionConstraint(search.package_version) : undefined;
+    if (search.package_version !== undefined && !constraint)
+      throw badRequest(`\`package_version\` "${search.package_version}" is not a version constraint: write e.g. "<3.0.13", ">=1:2.0-1" or "1.0-1".`, {
+        field: 'search',
+      });
+    const out = new Map<string, PackageRow[]>();
+    for (const row of await packagesNamed(
+      this.db,
+      search.package,
+      visible.map((d) => d.deviceId),
+    )) {
+      if (constraint && !satisfies(row.version, constraint)) continue;
+      out.set(row.device_id, [...(out.get(row.device_id) ?? []), row]);
+    }
+    return out;
+  }
+
+  /** Devices with a container or image whose image name contains `image` (case-insensitive). */
+  private async imageFilter(image: string, visible: DeviceScope[]): Promise<Set<string>> {
+    const needle = image.toLowerCase();
+    const ids = visible.map((d) => d.deviceId);
+    const out = new Set<string>();
+    for (const type of ['docker_containers', 'podman_containers', 'docker_images', 'podman_images'] as const) {
+      for (const [deviceId, stored] of await readItems(this.db, ids, type)) {
+        const items = Array.isArray(stored.data.items) ? (stored.data.items as Record<string, unknown>[]) : [];
+        const names = items.map((i) => (type.endsWith('containers') ? String(i.image ?? '') : `${String(i.repository ?? '')}:${String(i.tag ?? '')}`));
+        if (names.some((n) => n.toLowerCase().includes(needle))) out.add(deviceId);
+      }
+    }
+    return out;
+  }
+}
+
+export interface ReportQuery {
+  item_type: InventoryReportType;
+  search?: string;
+  offset: number;
+  items_per_page: number;
+}
+
+const keyText = (g: Record<string, unknown>) =>
+  Object.entries(g)
+    .filter(([k]) => k !== 'devices')
+    .map(([, v]) => String(v))
+    .join('\u0000');
+
+/** Per device a list of keys (duplicates counted once per device) → each key with its device count; `needle` matches the first field. */
+function countGroups(perDevice: Array<Array<Record<string, string | number>>>, needle?: string): Array<Record<string, string | number> & { devices: number }> {
+  const counts = new Map<string, Record<string, string | number> & { devices: number }>();
+  for (const keys of perDevice) {
+    const seen = new Set<string>();
+    for (const key of keys) {
+      const text = keyText(key);
+      if (seen.has(text)) continue;
+      seen.add(text);
+      if (needle && !String(Object.values(key)[0]).toLowerCase().includes(needle)) continue;
+      const entry = counts.get(text) ?? { ...key, devices: 0 };
+      entry.devices += 1;
+      counts.set(text, entry);
+    }
+  }
+  return [...counts.values()];
 }

@@ -11,6 +11,7 @@ import { Link, navigate } from '../router.js';
 import { ConfirmButton, ErrorBox, formatBytes, formatTime, Loading, Notice, PageTitle, Table, Tags, useAction, useLoad } from '../ui.js';
 import { LEGACY_FIELDS } from './attributes.js';
 import { StatusDot } from './devices.js';
+import { InventoryTabs } from './inventory-tabs.js';
 import { Portmaps } from './portmaps.js';
 import { FileTransfer } from './transfer.js';
 
@@ -348,6 +349,7 @@ export function DeviceScreen({ deviceId }: { deviceId: string }) {
           <section class="panel wide" aria-labelledby="h-inventory">
             <h2 id="h-inventory">Inventory</h2>
             <Inventory deviceId={deviceId} />
+            <InventoryTabs deviceId={deviceId} />
           </section>
         )}
       </div>
