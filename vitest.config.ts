@@ -1,4 +1,12 @@
+import fs from 'node:fs';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
 import { defineConfig } from 'vitest/config';
+
+// Consoles the tests open run login shells: give them an empty home, so the machine's own profile
+// (version managers, slow rehashes, locks a killed shell leaves behind) neither slows nor hangs them.
+const testHome = path.join(path.dirname(fileURLToPath(import.meta.url)), 'test', 'artifacts', 'home');
+fs.mkdirSync(testHome, { recursive: true });
 
 const api = ['test/api/**/*.test.ts', 'test/compat/**/*.test.ts'];
 
@@ -8,6 +16,7 @@ export default defineConfig({
     reporters: process.env.CI ? ['default', ['json', { outputFile: 'test/artifacts/vitest-report.json' }]] : ['default'],
     testTimeout: 30_000,
     hookTimeout: 60_000,
+    env: { HOME: testHome },
     projects: [
       {
         extends: true,
