@@ -6,6 +6,7 @@ import { AuditService } from './audit/service.js';
 import { DeviceAuthService } from './auth/device-auth.js';
 import { AuthService } from './auth/service.js';
 import { ChangeEpoch } from './cache.js';
+import { ConfigService, type ReportSink } from './config/service.js';
 import type { Config } from './config.js';
 import type { Store } from './db/database.js';
 import { DevicesService } from './devices/service.js';
@@ -55,6 +56,8 @@ export interface Services {
   /** qbee's native remote-access transport (qbee-cli's connect, terminal, copy). */
   qbee: QbeeTransport;
   upgrades: UpgradeRouter;
+  /** Configuration management: changes, commits, rendering, pushing to agents. */
+  configuration: ConfigService;
 }
 
 export interface ServiceOptions {
@@ -110,6 +113,29 @@ export async function createServices(config: Config, logger: Logger, store: Stor
   const remote = new RemoteService({ config, logger, db: store.db, upgrades, auth, access, audit, locator });
   const events = new DeviceEventStream({ hub: agents, access, logger });
   const qbee = new QbeeTransport({ logger, upgrades, auth, audit, sessions: remote.sessions, remote });
+  // bound to the reports domain at merge
+  const reportSink: ReportSink = {
+    record: async (deviceId, reports) => logger.debug({ deviceId, reports: reports.length }, 'configuration reports received'),
+  };
+  const configuration = new ConfigService({
+    store,
+    settings,
+    access,
+    audit,
+    files,
+    agents: {
+      send: (deviceId, msg) => agents.send(deviceId, msg),
+      isConnected: (deviceId) => locator.isConnected(deviceId),
+      open: (deviceId, kind, params) => locator.open(deviceId, kind, params),
+    },
+    reports: reportSink,
+    logger,
+  });
+  agents.handle('config_applied', (deviceId, msg) => configuration.onApplied(deviceId, msg));
+  agents.handle('file_request', (deviceId, msg) => configuration.onFileRequest(deviceId, msg));
+  agents.on('connected', (deviceId) => {
+    configuration.onConnected(deviceId).catch((err) => logger.error({ err, deviceId }, 'configuration not sent to the agent'));
+  });
 
   const services: Services = {
     config,
@@ -134,10 +160,11 @@ export async function createServices(config: Config, logger: Logger, store: Stor
     events,
     qbee,
     upgrades,
+    configuration,
   };
   await auth.init();
   await audit.init();
-  for (const s of [users, roles, devices, files, enrol, inventory, agents, remote]) {
+  for (const s of [users, roles, devices, files, enrol, inventory, agents, remote, configuration]) {
     await s.init();
   }
   qbee.init();
@@ -148,6 +175,7 @@ export async function createServices(config: Config, logger: Logger, store: Stor
 export async function closeServices(services: Services): Promise<void> {
   services.qbee.close();
   services.events.close();
+  await services.configuration.close();
   for (const s of [services.remote, services.agents, services.enrol, services.inventory, services.files, services.devices, services.roles, services.users]) {
     await s.close();
   }

@@ -49,8 +49,6 @@ export const NOT_BUILT_PERMISSIONS: readonly Permission[] = [
   'billing:manage',
   'company:read',
   'company:manage',
-  'configuration:read',
-  'configuration:manage',
   'cve:read',
   'cve:manage',
   'metrics:read',
