@@ -1,7 +1,8 @@
 /**
  * Rendering a configuration (qbee's semantics): for each bundle, the levels that carry it are walked
  * from the most general to the entity itself — root, the groups down the tree, the entity's tags
- * (own and inherited; newest commit last), then the node itself. A level that `extend`s merges its
+ * (inherited and own: tags carried higher up the tree first, then by commit time, then by name),
+ * then the node itself. A level that `extend`s merges its
  * bundle into what it inherits; one that does not replaces it. `reset_to_group` is no level at all:
  * committing it removes the entity's own bundle, so the inherited one applies again.
  */
@@ -22,6 +23,8 @@ export interface Level {
   id: string;
   title: string;
   bundles: Map<string, OwnBundle>;
+  /** tags: how far down the tree the tag is first carried (0: root); tags higher up come first */
+  rank?: number;
 }
 
 /** qbee's config.Config. */
@@ -47,7 +50,10 @@ export function render(target: { type: EntityType; id: string }, nodes: Level[],
   const sideTags = target.type === 'node' ? tags : [];
   for (const bundle of BUNDLES) {
     const carrying = sideTags.filter((t) => t.bundles.has(bundle));
-    carrying.sort((a, b) => a.bundles.get(bundle)!.commitCreated - b.bundles.get(bundle)!.commitCreated || (a.id < b.id ? -1 : a.id > b.id ? 1 : 0));
+    carrying.sort(
+      (a, b) =>
+        (a.rank ?? 0) - (b.rank ?? 0) || a.bundles.get(bundle)!.commitCreated - b.bundles.get(bundle)!.commitCreated || (a.id < b.id ? -1 : a.id > b.id ? 1 : 0),
+    );
     const levels = [...ancestors.filter((l) => l.bundles.has(bundle)), ...carrying, ...(self?.bundles.has(bundle) ? [self] : [])];
     if (levels.length === 0) continue;
     let data: BundleData | undefined;

@@ -366,13 +366,13 @@ export class ConfigService {
   /** The levels of an entity: for a node its chain root first and its tags; for a tag itself. With `staged`, the user's staged changes on top. */
   private async levelsFor(entity: Entity, chain: ChainRow[] | undefined, stagedBy?: string): Promise<{ nodes: Level[]; tags: Level[] }> {
     const down = chain ? [...chain].reverse() : [];
-    const tagIds = entity.type === 'tag' ? [entity.id] : chain ? scopeOfChain(chain).tags : [];
-    const keys: Entity[] = [...down.map((r) => ({ type: 'node' as const, id: r.node_id })), ...tagIds.map((id) => ({ type: 'tag' as const, id }))];
+    const ranked = entity.type === 'tag' ? [{ tag: entity.id, rank: 0 }] : chain ? tagsDown(chain) : [];
+    const keys: Entity[] = [...down.map((r) => ({ type: 'node' as const, id: r.node_id })), ...ranked.map((r) => ({ type: 'tag' as const, id: r.tag }))];
     const bundles = levelsOf(await this.q.entities(keys));
     if (stagedBy) applyStaged(bundles, await this.q.staged(stagedBy));
     return {
       nodes: down.map((r) => level('node', r.node_id, r.title, bundles)),
-      tags: tagIds.map((id) => level('tag', id, id, bundles)),
+      tags: ranked.map((r) => ({ ...level('tag', r.tag, r.tag, bundles), rank: r.rank })),
     };
   }
 
@@ -460,11 +460,10 @@ export class ConfigService {
       const chain = chainFor(row.node_id);
       if (!chain) continue;
       const down = [...chain].reverse();
-      const tags = scopeOfChain(chain).tags;
       const rendered = render(
         { type: 'node', id: row.node_id },
         down.map((r) => level('node', r.node_id, r.title, bundles)),
-        tags.map((t) => level('tag', t, t, bundles)),
+        tagsDown(chain).map((r) => ({ ...level('tag', r.tag, r.tag, bundles), rank: r.rank })),
       );
       const out = pushable(rendered, readAttributes(attributes.get(row.node_id)).custom ?? {});
       if (states.get(row.node_id) === out.digest) continue;
@@ -567,6 +566,20 @@ export class ConfigService {
     const rows = await this.deps.store.db.selectFrom('device_config').selectAll().execute();
     return new Map(rows.map((r) => [r.device_id, { device_commit_sha: r.device_commit_sha ?? '', config_propagated: r.device_commit_sha !== null && r.device_commit_sha === (r.commit_sha ?? '') }]));
   }
+}
+
+/** The tags a node carries or inherits, each with the depth it is first carried at from root (0). */
+function tagsDown(chain: ChainRow[]): { tag: string; rank: number }[] {
+  const out: { tag: string; rank: number }[] = [];
+  const seen = new Set<string>();
+  [...chain].reverse().forEach((row, depth) => {
+    for (const tag of scopeOfChain([row]).tags) {
+      if (seen.has(tag)) continue;
+      seen.add(tag);
+      out.push({ tag, rank: depth });
+    }
+  });
+  return out;
 }
 
 /** The user's staged changes laid over the committed bundles, in the order staged. */
