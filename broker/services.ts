@@ -169,6 +169,7 @@ export async function createServices(config: Config, logger: Logger, store: Stor
   }
   qbee.init();
   events.init();
+  configuration.watch(epoch);
   return services;
 }
 

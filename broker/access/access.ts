@@ -218,14 +218,22 @@ export class AccessService {
    * others — nor of a group or tag that reaches beyond theirs (root included). Without device:read,
    * the configuration permission alone reaches every entity.
    */
-  async mayConfigure(principal: Principal, permission: 'configuration:read' | 'configuration:manage', entity: { type: 'node' | 'tag'; id: string }): Promise<boolean> {
+  async mayConfigure(
+    principal: Principal,
+    permission: 'configuration:read' | 'configuration:manage',
+    entity: { type: 'node' | 'tag'; id: string },
+  ): Promise<boolean> {
     if (!principal.has(permission)) return false;
     if (!principal.has('device:read')) return true;
     return this.coversTarget(principal, 'device:read', `${entity.type}:${entity.id}`);
   }
 
   /** Throws 403 unless mayConfigure. */
-  async requireConfigEntity(principal: Principal, permission: 'configuration:read' | 'configuration:manage', entity: { type: 'node' | 'tag'; id: string }): Promise<void> {
+  async requireConfigEntity(
+    principal: Principal,
+    permission: 'configuration:read' | 'configuration:manage',
+    entity: { type: 'node' | 'tag'; id: string },
+  ): Promise<void> {
     if (await this.mayConfigure(principal, permission, entity)) return;
     if (!principal.has(permission)) throw forbidden(`Not allowed: no role grants ${permission}.`, { permission });
     throw forbidden(`Not allowed: the configuration of ${entity.type} ${entity.id} reaches devices outside your device:read resources.`, {

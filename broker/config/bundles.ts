@@ -94,7 +94,8 @@ function requireList(data: Record<string, unknown>, field: string, at: string): 
   if (v === undefined || v === null) return [];
   if (!Array.isArray(v)) throw badRequest(`${at}.${field} must be a list.`, { field: `${at}.${field}` });
   return v.map((item, i) => {
-    if (!item || typeof item !== 'object' || Array.isArray(item)) throw badRequest(`${at}.${field}[${i}] must be an object.`, { field: `${at}.${field}[${i}]` });
+    if (!item || typeof item !== 'object' || Array.isArray(item))
+      throw badRequest(`${at}.${field}[${i}] must be an object.`, { field: `${at}.${field}[${i}]` });
     return item as Record<string, unknown>;
   });
 }
@@ -112,8 +113,10 @@ function requireStrings(item: Record<string, unknown>, fields: string[], at: str
  * change. Throws 400 naming the field.
  */
 export function validateBundle(bundle: string, config: unknown): BundleData {
-  if (!isBundle(bundle)) throw badRequest(`formtype: "${bundle.slice(0, 64)}" is not a configuration bundle; one of ${BUNDLES.join(', ')}.`, { field: 'formtype' });
-  if (!config || typeof config !== 'object' || Array.isArray(config)) throw badRequest('config must be an object: the bundle configuration.', { field: 'config' });
+  if (!isBundle(bundle))
+    throw badRequest(`formtype: "${bundle.slice(0, 64)}" is not a configuration bundle; one of ${BUNDLES.join(', ')}.`, { field: 'formtype' });
+  if (!config || typeof config !== 'object' || Array.isArray(config))
+    throw badRequest('config must be an object: the bundle configuration.', { field: 'config' });
   const size = Buffer.byteLength(JSON.stringify(config));
   if (size > MAX_BUNDLE_BYTES) throw badRequest(`config is ${size} bytes as JSON; at most ${MAX_BUNDLE_BYTES}.`, { field: 'config' }, 'too_large');
   checkJson(config, 'config', 0);
@@ -122,13 +125,16 @@ export function validateBundle(bundle: string, config: unknown): BundleData {
   if (fields) {
     const allowed = new Set<string>([...METADATA_FIELDS, ...fields]);
     for (const key of Object.keys(data)) {
-      if (!allowed.has(key)) throw badRequest(`config.${key.slice(0, 64)} is not a field of ${bundle}; fields: ${fields.join(', ')}.`, { field: `config.${key.slice(0, 64)}` });
+      if (!allowed.has(key))
+        throw badRequest(`config.${key.slice(0, 64)} is not a field of ${bundle}; fields: ${fields.join(', ')}.`, { field: `config.${key.slice(0, 64)}` });
     }
   }
   for (const f of ['enabled', 'extend', 'reset_to_group', 'inherited'] as const) {
-    if (data[f] !== undefined && data[f] !== null && typeof data[f] !== 'boolean') throw badRequest(`config.${f} must be true or false.`, { field: `config.${f}` });
+    if (data[f] !== undefined && data[f] !== null && typeof data[f] !== 'boolean')
+      throw badRequest(`config.${f} must be true or false.`, { field: `config.${f}` });
   }
-  if (data.version !== undefined && data.version !== null && typeof data.version !== 'string') throw badRequest('config.version must be a string.', { field: 'config.version' });
+  if (data.version !== undefined && data.version !== null && typeof data.version !== 'string')
+    throw badRequest('config.version must be a string.', { field: 'config.version' });
   // Broker-set fields are not taken from clients.
   delete data.bundle_commit_id;
   delete data.inherited;
@@ -137,7 +143,8 @@ export function validateBundle(bundle: string, config: unknown): BundleData {
     for (const list of ['parameters', 'secrets']) {
       requireList(data, list, 'config').forEach((p, i) => {
         requireStrings(p, ['key', 'value'], `config.${list}[${i}]`);
-        if (typeof p.key !== 'string' || p.key === '') throw badRequest(`config.${list}[${i}].key must be a non-empty string.`, { field: `config.${list}[${i}].key` });
+        if (typeof p.key !== 'string' || p.key === '')
+          throw badRequest(`config.${list}[${i}].key must be a non-empty string.`, { field: `config.${list}[${i}].key` });
       });
     }
   }
@@ -147,14 +154,17 @@ export function validateBundle(bundle: string, config: unknown): BundleData {
       requireStrings(set, ['command', 'pre_condition'], at);
       requireList(set, 'templates', at).forEach((file, j) => {
         requireStrings(file, ['source', 'destination'], `${at}.templates[${j}]`);
-        if (file.is_template !== undefined && typeof file.is_template !== 'boolean') throw badRequest(`${at}.templates[${j}].is_template must be true or false.`, { field: `${at}.templates[${j}].is_template` });
+        if (file.is_template !== undefined && typeof file.is_template !== 'boolean')
+          throw badRequest(`${at}.templates[${j}].is_template must be true or false.`, { field: `${at}.templates[${j}].is_template` });
       });
       requireList(set, 'parameters', at).forEach((p, j) => requireStrings(p, ['key', 'value'], `${at}.parameters[${j}]`));
     });
   }
   if (bundle === 'software_management') {
     requireList(data, 'items', 'config').forEach((item, i) => {
-      requireList(item, 'config_files', `config.items[${i}]`).forEach((f, j) => requireStrings(f, ['config_template', 'config_location'], `config.items[${i}].config_files[${j}]`));
+      requireList(item, 'config_files', `config.items[${i}]`).forEach((f, j) =>
+        requireStrings(f, ['config_template', 'config_location'], `config.items[${i}].config_files[${j}]`),
+      );
     });
   }
   return data;
@@ -225,7 +235,9 @@ export function maskSecrets(bundle: string, data: BundleData, key: Buffer): Bund
   if (bundle !== 'parameters' || !Array.isArray(data.secrets)) return data;
   return {
     ...data,
-    secrets: data.secrets.map((s) => (s && typeof s === 'object' && !Array.isArray(s) && typeof s.value === 'string' ? { ...s, value: secretRef(key, s.value) } : s)),
+    secrets: data.secrets.map((s) =>
+      s && typeof s === 'object' && !Array.isArray(s) && typeof s.value === 'string' ? { ...s, value: secretRef(key, s.value) } : s,
+    ),
   };
 }
 
@@ -238,14 +250,18 @@ export function restoreSecrets(bundle: string, data: BundleData, known: BundleDa
   const byRef = new Map<string, string>();
   for (const k of known) {
     if (!Array.isArray(k.secrets)) continue;
-    for (const s of k.secrets) if (s && typeof s === 'object' && !Array.isArray(s) && typeof s.value === 'string') byRef.set(`${String(s.key)}\n${secretRef(key, s.value)}`, s.value);
+    for (const s of k.secrets)
+      if (s && typeof s === 'object' && !Array.isArray(s) && typeof s.value === 'string') byRef.set(`${String(s.key)}\n${secretRef(key, s.value)}`, s.value);
   }
   return {
     ...data,
     secrets: data.secrets.map((s, i) => {
       if (!s || typeof s !== 'object' || Array.isArray(s) || typeof s.value !== 'string' || !s.value.startsWith(SECRET_REF_PREFIX)) return s;
       const value = byRef.get(`${String(s.key)}\n${s.value}`);
-      if (value === undefined) throw badRequest(`config.secrets[${i}].value is a secret reference this entity does not hold; send the value itself.`, { field: `config.secrets[${i}].value` });
+      if (value === undefined)
+        throw badRequest(`config.secrets[${i}].value is a secret reference this entity does not hold; send the value itself.`, {
+          field: `config.secrets[${i}].value`,
+        });
       return { ...s, value };
     }),
   };
@@ -272,13 +288,15 @@ export function referencedFiles(bundleData: Record<string, unknown>): Set<string
   if (sm && Array.isArray(sm.items)) {
     for (const item of sm.items as { config_files?: unknown }[]) {
       if (!item || !Array.isArray(item.config_files)) continue;
-      for (const f of item.config_files as { config_template?: unknown }[]) if (f && typeof f.config_template === 'string' && f.config_template !== '') out.add(normalizeSource(f.config_template));
+      for (const f of item.config_files as { config_template?: unknown }[])
+        if (f && typeof f.config_template === 'string' && f.config_template !== '') out.add(normalizeSource(f.config_template));
     }
   }
   for (const name of ['docker_containers', 'podman_containers']) {
     const b = bundleData[name] as { items?: unknown } | undefined;
     if (!b || !Array.isArray(b.items)) continue;
-    for (const item of b.items as { env_file?: unknown }[]) if (item && typeof item.env_file === 'string' && item.env_file !== '') out.add(normalizeSource(item.env_file));
+    for (const item of b.items as { env_file?: unknown }[])
+      if (item && typeof item.env_file === 'string' && item.env_file !== '') out.add(normalizeSource(item.env_file));
   }
   return out;
 }

@@ -4,7 +4,12 @@ import { extendBundle, maskSecrets, referencedFiles, restoreSecrets, secretRef, 
 import { render, type Level, type OwnBundle } from './render.js';
 
 const own = (data: BundleData, extend = false, commitCreated = 1, commitSha = `c${commitCreated}`): OwnBundle => ({ data, extend, commitCreated, commitSha });
-const lvl = (type: 'node' | 'tag', id: string, bundles: Record<string, OwnBundle> = {}): Level => ({ type, id, title: id.toUpperCase(), bundles: new Map(Object.entries(bundles)) });
+const lvl = (type: 'node' | 'tag', id: string, bundles: Record<string, OwnBundle> = {}): Level => ({
+  type,
+  id,
+  title: id.toUpperCase(),
+  bundles: new Map(Object.entries(bundles)),
+});
 
 describe('render', () => {
   it('replaces down the tree unless a level extends; says where each bundle comes from', () => {
@@ -13,7 +18,13 @@ describe('render', () => {
     const device = lvl('node', 'dev', { settings: own({ agentinterval: 10 }, false, 3) });
     const r = render({ type: 'node', id: 'dev' }, [root, group, device], []);
     expect(r.bundles).toEqual(['settings', 'ntp']);
-    expect(r.bundle_data.ntp).toMatchObject({ servers: ['a', 'b'], extend: true, inherited: true, bundle_commit_id: 'c2', inherits: { root: 'ROOT', g1: 'G1', dev: 'DEV' } });
+    expect(r.bundle_data.ntp).toMatchObject({
+      servers: ['a', 'b'],
+      extend: true,
+      inherited: true,
+      bundle_commit_id: 'c2',
+      inherits: { root: 'ROOT', g1: 'G1', dev: 'DEV' },
+    });
     expect(r.bundle_data.ntp.inherited_from).toEqual([
       { type: 'node', id: 'root', title: 'ROOT' },
       { type: 'node', id: 'g1', title: 'G1' },
@@ -26,7 +37,18 @@ describe('render', () => {
   it('places tags between the groups and the node, newest commit last', () => {
     const root = lvl('node', 'root', { parameters: own({ parameters: [{ key: 'k', value: 'root' }] }, false, 1) });
     const device = lvl('node', 'dev');
-    const older = lvl('tag', 'zeta', { parameters: own({ parameters: [{ key: 'k', value: 'zeta' }, { key: 'z', value: '1' }] }, true, 2) });
+    const older = lvl('tag', 'zeta', {
+      parameters: own(
+        {
+          parameters: [
+            { key: 'k', value: 'zeta' },
+            { key: 'z', value: '1' },
+          ],
+        },
+        true,
+        2,
+      ),
+    });
     const newer = lvl('tag', 'alpha', { parameters: own({ parameters: [{ key: 'k', value: 'alpha' }] }, true, 5) });
     const r = render({ type: 'node', id: 'dev' }, [root, device], [newer, older]);
     expect(r.bundle_data.parameters.parameters).toEqual([
@@ -48,7 +70,9 @@ describe('render', () => {
 
 describe('bundles', () => {
   it('extend merges objects, lists and keyed items', () => {
-    expect(extendBundle({ a: { x: 1, y: [1] }, items: [{ name: 'p', version: '1' }] }, { a: { y: [2] }, items: [{ name: 'p', version: '2' }, { name: 'q' }] })).toEqual({
+    expect(
+      extendBundle({ a: { x: 1, y: [1] }, items: [{ name: 'p', version: '1' }] }, { a: { y: [2] }, items: [{ name: 'p', version: '2' }, { name: 'q' }] }),
+    ).toEqual({
       a: { x: 1, y: [1, 2] },
       items: [{ name: 'p', version: '2' }, { name: 'q' }],
     });
@@ -91,12 +115,14 @@ describe('bundles', () => {
   });
 
   it('lists the file-store files a configuration names', () => {
-    expect([
-      ...referencedFiles({
-        file_distribution: { files: [{ templates: [{ source: '/a/b.txt' }, { source: 'c.txt' }] }] },
-        software_management: { items: [{ config_files: [{ config_template: '/t.conf' }] }] },
-        docker_containers: { items: [{ env_file: '/env' }] },
-      }),
-    ].sort()).toEqual(['a/b.txt', 'c.txt', 'env', 't.conf']);
+    expect(
+      [
+        ...referencedFiles({
+          file_distribution: { files: [{ templates: [{ source: '/a/b.txt' }, { source: 'c.txt' }] }] },
+          software_management: { items: [{ config_files: [{ config_template: '/t.conf' }] }] },
+          docker_containers: { items: [{ env_file: '/env' }] },
+        }),
+      ].sort(),
+    ).toEqual(['a/b.txt', 'c.txt', 'env', 't.conf']);
   });
 });

@@ -52,7 +52,9 @@ export function render(target: { type: EntityType; id: string }, nodes: Level[],
     const carrying = sideTags.filter((t) => t.bundles.has(bundle));
     carrying.sort(
       (a, b) =>
-        (a.rank ?? 0) - (b.rank ?? 0) || a.bundles.get(bundle)!.commitCreated - b.bundles.get(bundle)!.commitCreated || (a.id < b.id ? -1 : a.id > b.id ? 1 : 0),
+        (a.rank ?? 0) - (b.rank ?? 0) ||
+        a.bundles.get(bundle)!.commitCreated - b.bundles.get(bundle)!.commitCreated ||
+        (a.id < b.id ? -1 : a.id > b.id ? 1 : 0),
     );
     const levels = [...ancestors.filter((l) => l.bundles.has(bundle)), ...carrying, ...(self?.bundles.has(bundle) ? [self] : [])];
     if (levels.length === 0) continue;

@@ -5,7 +5,10 @@ import { defineRoute, type RouteSpec } from '../http/route.js';
 import { BUNDLES } from './bundles.js';
 import { MAX_INLINE_CHANGES } from './service.js';
 
-const sha = z.string().regex(/^[0-9a-f]{64}$/, 'must be a sha: 64 lowercase hexadecimal characters').describe('The sha.');
+const sha = z
+  .string()
+  .regex(/^[0-9a-f]{64}$/, 'must be a sha: 64 lowercase hexadecimal characters')
+  .describe('The sha.');
 const nodeId = z.string().regex(NODE_ID_PATTERN, 'must be a node id').describe('A node: root, a group or a device.');
 
 const SCOPE =
@@ -18,9 +21,16 @@ const changeRequest = z
   .object({
     node_id: z.string().max(64).optional().describe('The node (root, a group or a device) the change configures; or `tag`'),
     tag: z.string().max(64).optional().describe('The tag the change configures; or `node_id`'),
-    formtype: z.string().max(64).describe(`The bundle: ${BUNDLES.join(', ')}`),
+    formtype: z
+      .string()
+      .max(64)
+      .describe(`The bundle: ${BUNDLES.join(', ')}`),
     extend: z.boolean().optional().describe('Merge with the inherited bundle (true) or replace it (false, default)'),
-    config: z.unknown().describe('The bundle configuration under qbee’s field names, with `enabled`, `version` and `reset_to_group` (true: drop this entity’s own bundle so the inherited one applies)'),
+    config: z
+      .unknown()
+      .describe(
+        'The bundle configuration under qbee’s field names, with `enabled`, `version` and `reset_to_group` (true: drop this entity’s own bundle so the inherited one applies)',
+      ),
   })
   .strict();
 
@@ -72,7 +82,9 @@ const RENDER =
   "Each bundle carries qbee's metadata (`enabled`, `extend`, `version`, `bundle_commit_id`, `inherited`, `inherits`: node id → title from where it is inherited down to the node) and `inherited_from`: " +
   'the entities it comes from, in order ({type, id, title}). Secret parameter values are answered as references. ';
 
-const scopeQuery = z.object({ scope: z.enum(['all', 'own']).optional().describe('all (default): rendered with what it inherits; own: the entity’s own bundles only') });
+const scopeQuery = z.object({
+  scope: z.enum(['all', 'own']).optional().describe('all (default): rendered with what it inherits; own: the entity’s own bundles only'),
+});
 
 export const configRoutes: RouteSpec[] = [
   defineRoute({
@@ -196,7 +208,8 @@ export const configRoutes: RouteSpec[] = [
       params: z.object({ type: z.enum(['node', 'tag']), item_id: z.string().min(1).max(64) }),
       query: scopeQuery,
       response: configResponse,
-      handler: async ({ params, query, services, principal }) => services.configuration.entityConfig(principal, params.type, params.item_id, query.scope ?? 'all', base === 'configpreview'),
+      handler: async ({ params, query, services, principal }) =>
+        services.configuration.entityConfig(principal, params.type, params.item_id, query.scope ?? 'all', base === 'configpreview'),
     }),
   ),
   defineRoute({

@@ -83,6 +83,8 @@ const MAX_FILES_PER_DEVICE = 4;
 const MAX_FILES = 64;
 /** What the broker keeps of one agent message. */
 const MAX_REPORTS = 1000;
+/** How often changes to the tree and attributes are looked for (see watch). */
+export const WATCH_INTERVAL_MS = 15_000;
 const ID_PATTERN = /^[A-Za-z0-9_.:-]{1,64}$/;
 const COMMIT_ID_PATTERN = /^[A-Za-z0-9_-]{0,128}$/;
 
@@ -97,6 +99,7 @@ export class ConfigService {
   private sendingTotal = 0;
   private propagation: Promise<void> = Promise.resolve();
   private propagationQueued = false;
+  private watchTimer?: NodeJS.Timeout;
 
   constructor(private readonly deps: ConfigDeps) {
     this.q = new ConfigStore(deps.store.db);
@@ -108,7 +111,24 @@ export class ConfigService {
   }
 
   async close(): Promise<void> {
+    if (this.watchTimer) clearInterval(this.watchTimer);
     await this.propagation.catch(() => {});
+  }
+
+  /**
+   * Moves in the tree, tag changes and device attributes (which templates use) change what a device
+   * should run without a commit: every `intervalMs`, when something was changed through the API since
+   * the last look (the change epoch moved), devices are rendered again and those whose configuration
+   * changed get it (propagate compares digests, so nothing else is sent).
+   */
+  watch(epoch: { value: number }, intervalMs = WATCH_INTERVAL_MS): void {
+    let seen = epoch.value;
+    this.watchTimer = setInterval(() => {
+      if (epoch.value === seen) return;
+      seen = epoch.value;
+      this.schedulePropagation();
+    }, intervalMs);
+    this.watchTimer.unref();
   }
 
   // ---- entities and access -------------------------------------------------------------------
@@ -166,9 +186,20 @@ export class ConfigService {
       .where('bundle', '=', req.formtype)
       .execute();
     const committed = await this.q.entities([entity]);
-    const known = [...committed.filter((r) => r.bundle === req.formtype).map((r) => JSON.parse(r.data) as BundleData), ...previous.map((p) => JSON.parse(p.content) as BundleData)];
+    const known = [
+      ...committed.filter((r) => r.bundle === req.formtype).map((r) => JSON.parse(r.data) as BundleData),
+      ...previous.map((p) => JSON.parse(p.content) as BundleData),
+    ];
     data = restoreSecrets(req.formtype, data, known, this.secretKey);
-    if (previous.length > 0) await db.deleteFrom('config_changes').where('id', 'in', previous.map((p) => p.id)).execute();
+    if (previous.length > 0)
+      await db
+        .deleteFrom('config_changes')
+        .where(
+          'id',
+          'in',
+          previous.map((p) => p.id),
+        )
+        .execute();
     const { count } = await db
       .selectFrom('config_changes')
       .select((eb) => eb.fn.countAll<number>().as('count'))
@@ -179,7 +210,10 @@ export class ConfigService {
     const now = new Date().toISOString();
     const id = crypto.randomUUID();
     const content = JSON.stringify(data);
-    const sha = crypto.createHash('sha256').update(`${id}\n${principal.user.id}\n${entity.type}:${entity.id}\n${req.formtype}\n${extend}\n${content}\n${now}`).digest('hex');
+    const sha = crypto
+      .createHash('sha256')
+      .update(`${id}\n${principal.user.id}\n${entity.type}:${entity.id}\n${req.formtype}\n${extend}\n${content}\n${now}`)
+      .digest('hex');
     const row: ChangeRow = {
       id,
       sha,
@@ -230,7 +264,8 @@ export class ConfigService {
       }
       if (!search || typeof search !== 'object' || Array.isArray(search)) throw badRequest('search must be a JSON object.', { field: 'search' });
       for (const [k, v] of Object.entries(search)) {
-        if (!SEARCH_FIELDS.has(k)) throw badRequest(`search.${k.slice(0, 64)} is not a search field; fields: ${[...SEARCH_FIELDS].join(', ')}.`, { field: 'search' });
+        if (!SEARCH_FIELDS.has(k))
+          throw badRequest(`search.${k.slice(0, 64)} is not a search field; fields: ${[...SEARCH_FIELDS].join(', ')}.`, { field: 'search' });
         if (typeof v !== 'string') throw badRequest(`search.${k} must be a string.`, { field: 'search' });
       }
     }
@@ -299,26 +334,36 @@ export class ConfigService {
       const audit = await this.deps.audit.recordCommit({ user: principal.user, ip, message: body.message, changes: staged.map((c) => c.sha) });
       const now = new Date().toISOString();
       const db = this.deps.store.db;
-      await db.insertInto('config_commits').values({ sha: audit.sha, audit_id: audit.id, user_id: principal.user.id, message: body.message, created_at: now }).execute();
+      await db
+        .insertInto('config_commits')
+        .values({ sha: audit.sha, audit_id: audit.id, user_id: principal.user.id, message: body.message, created_at: now })
+        .execute();
       for (const c of staged) {
         const data = JSON.parse(c.content) as BundleData;
-        const where = db
-          .deleteFrom('config_entities')
-          .where('entity_type', '=', c.entity_type)
-          .where('entity_id', '=', c.entity_id)
-          .where('bundle', '=', c.bundle);
-        await where.execute();
-        if (data.reset_to_group !== true) {
+        if (data.reset_to_group === true) {
           await db
-            .insertInto('config_entities')
-            .values({ entity_type: c.entity_type, entity_id: c.entity_id, bundle: c.bundle, extend: c.extend, data: c.content, commit_sha: audit.sha, commit_created: now })
+            .deleteFrom('config_entities')
+            .where('entity_type', '=', c.entity_type)
+            .where('entity_id', '=', c.entity_id)
+            .where('bundle', '=', c.bundle)
             .execute();
+          continue;
         }
+        const values = { extend: c.extend, data: c.content, commit_sha: audit.sha, commit_created: now };
+        await db
+          .insertInto('config_entities')
+          .values({ entity_type: c.entity_type, entity_id: c.entity_id, bundle: c.bundle, ...values })
+          .onConflict((oc) => oc.columns(['entity_type', 'entity_id', 'bundle']).doUpdateSet(values))
+          .execute();
       }
       await db
         .updateTable('config_changes')
         .set({ status: 'committed', commit_sha: audit.sha, updated_at: now })
-        .where('id', 'in', staged.map((c) => c.id))
+        .where(
+          'id',
+          'in',
+          staged.map((c) => c.id),
+        )
         .execute();
       return { sha: audit.sha, created: now, changes: staged.map((c) => c.sha) };
     });
@@ -346,7 +391,8 @@ export class ConfigService {
     const rows = await db.selectFrom('config_changes').selectAll().where('commit_sha', '=', sha).orderBy('seq').execute();
     const changes: object[] = [];
     for (const r of rows) {
-      if (await this.deps.access.mayConfigure(principal, 'configuration:read', { type: r.entity_type as EntityType, id: r.entity_id })) changes.push(this.changeView(r, who));
+      if (await this.deps.access.mayConfigure(principal, 'configuration:read', { type: r.entity_type as EntityType, id: r.entity_id }))
+        changes.push(this.changeView(r, who));
     }
     return {
       sha: commit.sha,
@@ -379,7 +425,8 @@ export class ConfigService {
   /** GET /config and /configpreview of a node or tag: `own` its own bundles, `all` rendered with what it inherits. */
   async entityConfig(principal: Principal, type: EntityType, id: string, scope: 'all' | 'own', preview: boolean): Promise<object> {
     const entity: Entity = { type, id };
-    if (type === 'tag' && !TAG_PATTERN.test(id)) throw badRequest('item_id must be a tag: letters, digits, "_", "." and "-", at most 64 characters.', { field: 'item_id' });
+    if (type === 'tag' && !TAG_PATTERN.test(id))
+      throw badRequest('item_id must be a tag: letters, digits, "_", "." and "-", at most 64 characters.', { field: 'item_id' });
     await this.requireEntity(principal, 'configuration:read', entity);
     const chain = type === 'node' ? await this.chainOf(id) : undefined;
     const { nodes, tags } = await this.levelsFor(entity, chain, preview ? principal.user.id : undefined);
@@ -401,7 +448,9 @@ export class ConfigService {
   }
 
   /** A device's committed configuration as its agent gets it: enabled bundles only, secrets in clear. */
-  private async deviceRendered(deviceId: string): Promise<{ config: CommittedConfig; attributes: Record<string, string>; files: Set<string>; digest: string } | undefined> {
+  private async deviceRendered(
+    deviceId: string,
+  ): Promise<{ config: CommittedConfig; attributes: Record<string, string>; files: Set<string>; digest: string } | undefined> {
     const chain = await nodeChain(this.deps.store.db, deviceId);
     if (chain.length === 0 || chain[0].type !== 'device' || chain[chain.length - 1].node_id !== ROOT_NODE) return undefined;
     const { nodes, tags } = await this.levelsFor({ type: 'node', id: deviceId }, chain);
@@ -468,8 +517,16 @@ export class ConfigService {
       const out = pushable(rendered, readAttributes(attributes.get(row.node_id)).custom ?? {});
       if (states.get(row.node_id) === out.digest) continue;
       await this.recordState(row.node_id, out.config.commit_id, out.digest);
-      if (this.deps.agents.isConnected(row.node_id) && this.deps.agents.send(row.node_id, { t: 'config', config: out.config, attributes: out.attributes })) pushed += 1;
+      if (this.deps.agents.isConnected(row.node_id) && this.deps.agents.send(row.node_id, { t: 'config', config: out.config, attributes: out.attributes }))
+        pushed += 1;
     }
+    // Devices no longer in the tree keep no state.
+    const gone = [...states.keys()].filter((id) => byId.get(id)?.type !== 'device');
+    for (let i = 0; i < gone.length; i += 500)
+      await db
+        .deleteFrom('device_config')
+        .where('device_id', 'in', gone.slice(i, i + 500))
+        .execute();
     return pushed;
   }
 
@@ -564,7 +621,12 @@ export class ConfigService {
   /** Per device of the tree: the commit it should run and the one its agent last applied. */
   async deviceStates(): Promise<Map<string, { device_commit_sha: string; config_propagated: boolean }>> {
     const rows = await this.deps.store.db.selectFrom('device_config').selectAll().execute();
-    return new Map(rows.map((r) => [r.device_id, { device_commit_sha: r.device_commit_sha ?? '', config_propagated: r.device_commit_sha !== null && r.device_commit_sha === (r.commit_sha ?? '') }]));
+    return new Map(
+      rows.map((r) => [
+        r.device_id,
+        { device_commit_sha: r.device_commit_sha ?? '', config_propagated: r.device_commit_sha !== null && r.device_commit_sha === (r.commit_sha ?? '') },
+      ]),
+    );
   }
 }
 
@@ -631,7 +693,16 @@ export function sanitizeReports(raw: unknown): AgentReport[] {
     const log = o.log === undefined ? undefined : str(o.log, 64 * 1024);
     const sev = typeof o.sev === 'string' && SEVERITIES.has(o.sev) ? (o.sev as AgentReport['sev']) : undefined;
     const ts = typeof o.ts === 'number' && Number.isInteger(o.ts) && o.ts >= 0 ? o.ts : undefined;
-    if (bundle === undefined || bundleCommit === undefined || commit === undefined || labels === undefined || text === undefined || sev === undefined || ts === undefined) continue;
+    if (
+      bundle === undefined ||
+      bundleCommit === undefined ||
+      commit === undefined ||
+      labels === undefined ||
+      text === undefined ||
+      sev === undefined ||
+      ts === undefined
+    )
+      continue;
     if (o.log !== undefined && (log === undefined || !/^[A-Za-z0-9+/=]*$/.test(log))) continue;
     out.push({ bundle, bundle_commit_id: bundleCommit, commit_id: commit, labels, sev, text, ts, ...(log !== undefined ? { log } : {}) });
   }

@@ -9,7 +9,12 @@ export type ChangeRow = Selectable<ConfigChangesTable>;
 export type EntityRow = Selectable<ConfigEntitiesTable>;
 
 export function ownBundleOf(row: EntityRow): OwnBundle {
-  return { extend: Number(row.extend) === 1, data: JSON.parse(row.data) as BundleData, commitSha: row.commit_sha, commitCreated: Date.parse(row.commit_created) };
+  return {
+    extend: Number(row.extend) === 1,
+    data: JSON.parse(row.data) as BundleData,
+    commitSha: row.commit_sha,
+    commitCreated: Date.parse(row.commit_created),
+  };
 }
 
 export class ConfigStore {

@@ -59,7 +59,9 @@ export class DevicesStore {
   async fillDeviceDetails(rows: NodeRow[], totalNodes: number, db: Db = this.db): Promise<void> {
     if (rows.length === 0) return;
     const byId = new Map(rows.map((r) => [r.node_id, r]));
-    const apply = (found: { device_id: string; attributes: string; last_seen: string | null; device_commit_sha: string | null; config_commit_sha: string | null }[]) => {
+    const apply = (
+      found: { device_id: string; attributes: string; last_seen: string | null; device_commit_sha: string | null; config_commit_sha: string | null }[],
+    ) => {
       for (const d of found) {
         const row = byId.get(d.device_id);
         if (row) {
@@ -75,7 +77,13 @@ export class DevicesStore {
       db
         .selectFrom('devices')
         .leftJoin('device_config', 'device_config.device_id', 'devices.device_id')
-        .select(['devices.device_id', 'devices.attributes', 'devices.last_seen', 'device_config.device_commit_sha', 'device_config.commit_sha as config_commit_sha']);
+        .select([
+          'devices.device_id',
+          'devices.attributes',
+          'devices.last_seen',
+          'device_config.device_commit_sha',
+          'device_config.commit_sha as config_commit_sha',
+        ]);
     if (rows.length * 4 > totalNodes) {
       apply(await details().execute());
       return;

@@ -19,7 +19,8 @@ let readOnly: string; // configuration:read only
 
 const admin = () => ({ token: t.adminToken });
 const change = (token: string, body: unknown) => t.api('POST', '/api/v2/change', { token, body });
-const commit = (token: string, message: string, changes?: unknown[]) => t.api('POST', '/api/v2/commit', { token, body: { action: 'commit', message, ...(changes ? { changes } : {}) } });
+const commit = (token: string, message: string, changes?: unknown[]) =>
+  t.api('POST', '/api/v2/commit', { token, body: { action: 'commit', message, ...(changes ? { changes } : {}) } });
 const config = (token: string, p: string) => t.api('GET', `/api/v2/${p}`, { token });
 
 beforeAll(async () => {
@@ -46,7 +47,12 @@ afterAll(async () => {
 
 describe('changes and commits', () => {
   it('stages a change per user, previews it, commits it atomically with a sha found in the commit list', async () => {
-    const c = await change(t.adminToken, { node_id: 'root', formtype: 'ntp', extend: false, config: { enabled: true, version: 'v1', servers: ['pool.ntp.org'] } });
+    const c = await change(t.adminToken, {
+      node_id: 'root',
+      formtype: 'ntp',
+      extend: false,
+      config: { enabled: true, version: 'v1', servers: ['pool.ntp.org'] },
+    });
     expect(c.status).toBe(200);
     expect(c.body).toMatchObject({ status: 'new', type: 'config', content: { node_id: 'root', formtype: 'ntp', extend: false } });
     expect(c.body.sha).toMatch(/^[0-9a-f]{64}$/);
@@ -110,7 +116,17 @@ describe('changes and commits', () => {
 describe('rendering', () => {
   it('merges along root → groups → tags (own and inherited) → device, extend vs replace, and reset_to_group', async () => {
     const r = await commit(t.adminToken, 'layers', [
-      { node_id: 'root', formtype: 'parameters', extend: false, config: { parameters: [{ key: 'site', value: 'root' }, { key: 'keep', value: 'yes' }] } },
+      {
+        node_id: 'root',
+        formtype: 'parameters',
+        extend: false,
+        config: {
+          parameters: [
+            { key: 'site', value: 'root' },
+            { key: 'keep', value: 'yes' },
+          ],
+        },
+      },
       { node_id: 'ga', formtype: 'parameters', extend: true, config: { parameters: [{ key: 'site', value: 'ga' }] } },
       { tag: 'fleet', formtype: 'package_management', extend: false, config: { items: [{ name: 'curl' }], reboot_mode: 'never' } },
       { tag: 'edge', formtype: 'package_management', extend: true, config: { items: [{ name: 'jq' }] } },
@@ -165,7 +181,11 @@ describe('rendering', () => {
     expect((await commit(t.adminToken, 'same', [{ tag: 'vault', formtype: 'parameters', config: { secrets: [{ key: 'pw', value: ref }] } }])).status).toBe(200);
     const stored = await t.broker.services.store.db.selectFrom('config_entities').select('data').where('entity_id', '=', 'vault').executeTakeFirstOrThrow();
     expect(stored.data).toContain('hunter2-secret');
-    const forged = await change(t.adminToken, { tag: 'vault', formtype: 'parameters', config: { secrets: [{ key: 'pw', value: 'secret-ref:00000000000000000000000000000000' }] } });
+    const forged = await change(t.adminToken, {
+      tag: 'vault',
+      formtype: 'parameters',
+      config: { secrets: [{ key: 'pw', value: 'secret-ref:00000000000000000000000000000000' }] },
+    });
     expect(forged.status).toBe(400);
     expect(JSON.stringify((await t.api('GET', '/api/v2/commitlist', admin())).body)).not.toContain('hunter2-secret');
   });
@@ -232,7 +252,14 @@ describe('who may', () => {
     expect((await config(t.adminToken, 'config/node/root?scope=mine')).status).toBe(400);
     expect((await config(t.adminToken, `config/${'a'.repeat(64)}`)).status).toBe(404);
     expect((await t.api('POST', '/api/v2/commit', { ...admin(), body: { message: '' } })).status).toBe(400);
-    expect((await t.api('POST', '/api/v2/commit', { ...admin(), body: { message: 'x', changes: Array.from({ length: 101 }, () => ({ node_id: 'root', formtype: 'ntp', config: {} })) } })).status).toBe(400);
+    expect(
+      (
+        await t.api('POST', '/api/v2/commit', {
+          ...admin(),
+          body: { message: 'x', changes: Array.from({ length: 101 }, () => ({ node_id: 'root', formtype: 'ntp', config: {} })) },
+        })
+      ).status,
+    ).toBe(400);
     expect((await t.api('GET', '/api/v2/changelist', admin())).body.filter((c: { status: string }) => c.status === 'new')).toEqual([]);
   });
 });
@@ -263,7 +290,12 @@ describe('agents', () => {
   });
   afterAll(() => conn?.ws.close());
 
-  const configs = () => conn.messages.filter((m) => m.t === 'config') as { t: 'config'; config: { commit_id: string; bundles: string[]; bundle_data: Record<string, any> }; attributes: Record<string, string> }[];
+  const configs = () =>
+    conn.messages.filter((m) => m.t === 'config') as {
+      t: 'config';
+      config: { commit_id: string; bundles: string[]; bundle_data: Record<string, any> };
+      attributes: Record<string, string>;
+    }[];
 
   it('gets its configuration on connect, and again on a commit that changes it', async () => {
     const first = await eventually(() => configs()[0]);
@@ -272,13 +304,20 @@ describe('agents', () => {
     const before = configs().length;
     // A commit elsewhere that leaves this device's configuration as it was pushes nothing to it.
     await commit(t.adminToken, 'elsewhere', [{ node_id: 'gb', formtype: 'proc_watch', config: { processes: [] } }]);
-    await t.broker.services.configuration.settled();
-    expect(configs().length).toBe(before);
     const r = await commit(t.adminToken, 'motd', [
-      { tag: 'cfg', formtype: 'file_distribution', extend: false, config: { files: [{ templates: [{ source: '/motd.tpl', destination: '/etc/motd', is_template: true }], parameters: [{ key: 'site', value: '{{site}}' }] }] } },
+      {
+        tag: 'cfg',
+        formtype: 'file_distribution',
+        extend: false,
+        config: {
+          files: [{ templates: [{ source: '/motd.tpl', destination: '/etc/motd', is_template: true }], parameters: [{ key: 'site', value: '{{site}}' }] }],
+        },
+      },
       { node_id: 'gc', formtype: 'parameters', extend: false, config: { secrets: [{ key: 'token', value: 'agent-needs-this' }] } },
     ]);
     const pushed = await eventually(() => configs().find((m) => m.config.commit_id === r.body.sha));
+    // Messages arrive in order: had the first commit pushed anything, it would be counted here.
+    expect(configs().length).toBe(before + 1);
     expect(pushed.config.bundles).toEqual(expect.arrayContaining(['file_distribution', 'parameters', 'ntp']));
     expect(pushed.config.bundle_data.file_distribution.files[0].templates[0].source).toBe('/motd.tpl');
     // The agent needs the secret itself; it travels only on the device's own authenticated connection.
@@ -299,7 +338,10 @@ describe('agents', () => {
     conn.send({
       t: 'config_applied',
       commit_id: sha,
-      reports: [{ bundle: 'file_distribution', bundle_commit_id: sha, commit_id: sha, labels: '', sev: 'INFO', text: 'ok', ts: 1, extra: 'dropped' }, { bundle: 5 }],
+      reports: [
+        { bundle: 'file_distribution', bundle_commit_id: sha, commit_id: sha, labels: '', sev: 'INFO', text: 'ok', ts: 1, extra: 'dropped' },
+        { bundle: 5 },
+      ],
     });
     await eventually(async () => (await node()).config_propagated === true);
     expect((await node()).device_commit_sha).toBe(sha);
@@ -308,6 +350,16 @@ describe('agents', () => {
     conn.send({ t: 'config_applied', commit_id: 'f'.repeat(64), reports: [] });
     await eventually(() => configs().length > count);
     expect((await node()).config_propagated).toBe(false);
+  });
+
+  it('attribute changes reach the agent without a commit; an unchanged configuration is not sent again', async () => {
+    const count = configs().length;
+    await t.api('PATCH', `/api/v2/deviceattribute/${deviceId}`, { ...admin(), body: { custom: { site: 'bergen-2' } } });
+    // What the periodic look (watch) runs once the API changed something.
+    expect(await t.broker.services.configuration.propagate()).toBe(1);
+    const latest = await eventually(() => configs().length > count && configs().at(-1));
+    expect(latest.attributes).toEqual({ site: 'bergen-2' });
+    expect(await t.broker.services.configuration.propagate()).toBe(0);
   });
 
   it('sends files its configuration names, on a file channel; refuses any other file', async () => {

@@ -325,10 +325,26 @@ export const ConfigResponse: GoShape = {
         bundles: { slice: 'string' },
         bundle_data: {
           struct: {
-            settings: { struct: { ...metadata, metrics: 'bool', reports: 'bool', remoteconsole: 'bool', software_inventory: 'bool', process_inventory: 'bool', agentinterval: 'int' } },
+            settings: {
+              struct: {
+                ...metadata,
+                metrics: 'bool',
+                reports: 'bool',
+                remoteconsole: 'bool',
+                software_inventory: 'bool',
+                process_inventory: 'bool',
+                agentinterval: 'int',
+              },
+            },
             parameters: { struct: { ...metadata, parameters: keyValue, secrets: keyValue } },
             package_management: {
-              struct: { ...metadata, pre_condition: 'string', reboot_mode: 'string', full_upgrade: 'bool', items: { slice: { struct: { name: 'string', version: 'string' } } } },
+              struct: {
+                ...metadata,
+                pre_condition: 'string',
+                reboot_mode: 'string',
+                full_upgrade: 'bool',
+                items: { slice: { struct: { name: 'string', version: 'string' } } },
+              },
             },
             file_distribution: {
               struct: {

@@ -71,7 +71,11 @@ describe('qbee-agent test API client: configuration', () => {
     const { device } = await enrolDevice(t, key);
     const change = await t.api('POST', '/api/v2/change', {
       ...admin(),
-      body: { node_id: device.id, formtype: 'file_distribution', config: { enabled: true, files: [{ templates: [{ source: '/x.txt', destination: '/tmp/x.txt', is_template: false }] }] } },
+      body: {
+        node_id: device.id,
+        formtype: 'file_distribution',
+        config: { enabled: true, files: [{ templates: [{ source: '/x.txt', destination: '/tmp/x.txt', is_template: false }] }] },
+      },
     });
     expect(change.status, JSON.stringify(change.body)).toBe(200);
     expectDecodes(change.body, Change);

@@ -443,7 +443,21 @@ describe('device authorization (login_oauth2.go)', () => {
 describe('configuration (change.go, commit.go, config.go)', () => {
   it('CreateConfigurationChange, GetConfigurationChange, ListUncommittedConfigurationChanges, DeleteConfigurationChange', async () => {
     // ChangeRequest: node_id and tag omitempty, extend always sent; the bundle with its Metadata (enabled, version; omitempty fields left out).
-    const request = { node_id: 'root', formtype: 'settings', extend: false, config: { enabled: true, version: 'v1', metrics: true, reports: true, remoteconsole: true, software_inventory: false, process_inventory: false, agentinterval: 5 } };
+    const request = {
+      node_id: 'root',
+      formtype: 'settings',
+      extend: false,
+      config: {
+        enabled: true,
+        version: 'v1',
+        metrics: true,
+        reports: true,
+        remoteconsole: true,
+        software_inventory: false,
+        process_inventory: false,
+        agentinterval: 5,
+      },
+    };
     const created = await t.api('POST', '/api/v2/change', { ...admin(), body: request });
     expect(created.status, JSON.stringify(created.body)).toBe(200);
     expectDecodes(created.body, Change);
@@ -454,13 +468,25 @@ describe('configuration (change.go, commit.go, config.go)', () => {
     expect(list.status).toBe(200);
     expectDecodes(list.body, { slice: Change });
     expect(list.body.map((c: { sha: string }) => c.sha)).toContain(created.body.sha);
-    const times = await t.api('GET', `/api/v2/changelist?${query({}, { created_start: '2020-01-01 00:00:00', created_end: '2999-01-01 00:00:00', sort: 'created', sort_direction: 'asc' })}`, admin());
+    const times = await t.api(
+      'GET',
+      `/api/v2/changelist?${query({}, { created_start: '2020-01-01 00:00:00', created_end: '2999-01-01 00:00:00', sort: 'created', sort_direction: 'asc' })}`,
+      admin(),
+    );
     expect(times.status).toBe(200);
     expect((await t.api('DELETE', `/api/v2/change/${created.body.sha}`, admin())).status).toBe(204);
   });
 
   it('CommitConfiguration ({action, message}), GetCommit, ListCommits; DeleteUncommittedConfigurationChanges', async () => {
-    await t.api('POST', '/api/v2/change', { ...admin(), body: { tag: 'compat', formtype: 'parameters', extend: true, config: { enabled: true, parameters: [{ key: 'a', value: 'b' }], secrets: [{ key: 's', value: 'hidden-value' }] } } });
+    await t.api('POST', '/api/v2/change', {
+      ...admin(),
+      body: {
+        tag: 'compat',
+        formtype: 'parameters',
+        extend: true,
+        config: { enabled: true, parameters: [{ key: 'a', value: 'b' }], secrets: [{ key: 's', value: 'hidden-value' }] },
+      },
+    });
     const committed = await t.api('POST', '/api/v2/commit', { ...admin(), body: { action: 'commit', message: 'from qbee-cli' } });
     expect(committed.status, JSON.stringify(committed.body)).toBe(200);
     expectDecodes(committed.body, Commit);
@@ -476,7 +502,12 @@ describe('configuration (change.go, commit.go, config.go)', () => {
   });
 
   it('GetActiveConfig and GetConfigPreview decode as ConfigResponse, with and without scope', async () => {
-    for (const p of ['/api/v2/config/tag/compat?scope=own', '/api/v2/config/tag/compat', '/api/v2/configpreview/node/root?scope=all', '/api/v2/config/node/root']) {
+    for (const p of [
+      '/api/v2/config/tag/compat?scope=own',
+      '/api/v2/config/tag/compat',
+      '/api/v2/configpreview/node/root?scope=all',
+      '/api/v2/config/node/root',
+    ]) {
       const r = await t.api('GET', p, admin());
       expect(r.status, p).toBe(200);
       expectDecodes(r.body, ConfigResponse);

@@ -119,7 +119,14 @@ describe('terraform-provider-qbee configuration resources (configuration_common.
       body: {
         action: 'commit',
         message: 'terraform: Deleting connectivity_watchdog configuration for node root',
-        changes: [{ node_id: 'root', formtype: 'connectivity_watchdog', extend: false, config: { enabled: false, version: 'v1', reset_to_group: true, threshold: '3' } }],
+        changes: [
+          {
+            node_id: 'root',
+            formtype: 'connectivity_watchdog',
+            extend: false,
+            config: { enabled: false, version: 'v1', reset_to_group: true, threshold: '3' },
+          },
+        ],
       },
     });
     expect(reset.status).toBe(200);
