@@ -187,7 +187,13 @@ describe('rendering', () => {
       config: { secrets: [{ key: 'pw', value: 'secret-ref:00000000000000000000000000000000' }] },
     });
     expect(forged.status).toBe(400);
-    expect(JSON.stringify((await t.api('GET', '/api/v2/commitlist', admin())).body)).not.toContain('hunter2-secret');
+    // A refused change is audited with its body, secrets redacted.
+    const refused = await change(t.adminToken, { tag: 'vault', formtype: 'parameters', config: { secrets: [{ key: 'pw', value: 'hunter3-secret' }], typo: 1 } });
+    expect(refused.status).toBe(400);
+    const trail = JSON.stringify((await t.api('GET', '/api/v2/commitlist?items_per_page=1000', admin())).body);
+    expect(trail).toContain('config.typo');
+    expect(trail).not.toContain('hunter2-secret');
+    expect(trail).not.toContain('hunter3-secret');
   });
 });
 
