@@ -81,6 +81,8 @@ export const MAX_INLINE_CHANGES = 100;
 /** Files sent to agents at once: per device, and in all. */
 const MAX_FILES_PER_DEVICE = 4;
 const MAX_FILES = 64;
+/** A file transfer making no progress this long is cut. */
+const FILE_STALL_MS = 60_000;
 /** What the broker keeps of one agent message. */
 const MAX_REPORTS = 1000;
 /** How often changes to the tree and attributes are looked for (see watch). */
@@ -580,41 +582,56 @@ export class ConfigService {
     const id = m.id;
     const refuse = (error: string) => void this.deps.agents.send(deviceId, { t: 'file_refused', id, error });
     if (typeof m.path !== 'string' || m.path === '' || m.path.length > 1024) return refuse('invalid path');
-    const path = normalizeSource(m.path);
-    const out = await this.deviceRendered(deviceId);
-    if (!out || !out.files.has(path)) return refuse('not in the configuration of this device');
+    // Counted from here: a peer asking faster than files go out is refused, whatever it asks for.
     const active = this.sending.get(deviceId) ?? 0;
     if (active >= MAX_FILES_PER_DEVICE || this.sendingTotal >= MAX_FILES) return refuse('busy: too many files in transfer; ask again later');
     this.sending.set(deviceId, active + 1);
     this.sendingTotal += 1;
     try {
-      let meta: Awaited<ReturnType<ConfigFiles['metadata']>>;
-      let download: Awaited<ReturnType<ConfigFiles['download']>>;
-      try {
-        meta = await this.deps.files.metadata(`/${path}`);
-        download = await this.deps.files.download(`/${path}`);
-      } catch (err) {
-        return refuse(err instanceof ApiError && err.status === 404 ? 'no such file in the file store' : 'the file cannot be read');
-      }
-      let channel: Channel;
-      try {
-        ({ channel } = await this.deps.agents.open(deviceId, 'file', { id, path: `/${path}`, size: download.size, sha256: meta.sha256 ?? meta.digest ?? '' }));
-      } catch (err) {
-        download.stream.destroy();
-        this.deps.logger.debug({ err, deviceId, path }, 'file channel not opened');
-        return;
-      }
-      try {
-        await pipeline(download.stream, channel);
-      } catch (err) {
-        this.deps.logger.debug({ err, deviceId, path }, 'file not sent in full');
-        if (!channel.destroyed) channel.destroy();
-      }
+      await this.sendFile(deviceId, id, normalizeSource(m.path), refuse);
     } finally {
       const left = (this.sending.get(deviceId) ?? 1) - 1;
       if (left <= 0) this.sending.delete(deviceId);
       else this.sending.set(deviceId, left);
       this.sendingTotal -= 1;
+    }
+  }
+
+  private async sendFile(deviceId: string, id: string, path: string, refuse: (error: string) => void): Promise<void> {
+    const out = await this.deviceRendered(deviceId);
+    if (!out || !out.files.has(path)) return refuse('not in the configuration of this device');
+    let meta: Awaited<ReturnType<ConfigFiles['metadata']>>;
+    let download: Awaited<ReturnType<ConfigFiles['download']>>;
+    try {
+      meta = await this.deps.files.metadata(`/${path}`);
+      download = await this.deps.files.download(`/${path}`);
+    } catch (err) {
+      return refuse(err instanceof ApiError && err.status === 404 ? 'no such file in the file store' : 'the file cannot be read');
+    }
+    let channel: Channel;
+    try {
+      ({ channel } = await this.deps.agents.open(deviceId, 'file', { id, path: `/${path}`, size: download.size, sha256: meta.sha256 ?? meta.digest ?? '' }));
+    } catch (err) {
+      download.stream.destroy();
+      this.deps.logger.debug({ err, deviceId, path }, 'file channel not opened');
+      return;
+    }
+    // A peer that stops granting credit holds a transfer slot: one making no progress for a while is cut.
+    let timer: NodeJS.Timeout | undefined;
+    const progress = () => {
+      clearTimeout(timer);
+      timer = setTimeout(() => channel.destroy(new Error('file transfer stalled')), FILE_STALL_MS);
+      timer.unref();
+    };
+    download.stream.on('data', progress);
+    progress();
+    try {
+      await pipeline(download.stream, channel);
+    } catch (err) {
+      this.deps.logger.debug({ err, deviceId, path }, 'file not sent in full');
+      if (!channel.destroyed) channel.destroy();
+    } finally {
+      clearTimeout(timer);
     }
   }
 

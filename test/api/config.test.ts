@@ -188,7 +188,11 @@ describe('rendering', () => {
     });
     expect(forged.status).toBe(400);
     // A refused change is audited with its body, secrets redacted.
-    const refused = await change(t.adminToken, { tag: 'vault', formtype: 'parameters', config: { secrets: [{ key: 'pw', value: 'hunter3-secret' }], typo: 1 } });
+    const refused = await change(t.adminToken, {
+      tag: 'vault',
+      formtype: 'parameters',
+      config: { secrets: [{ key: 'pw', value: 'hunter3-secret' }], typo: 1 },
+    });
     expect(refused.status).toBe(400);
     const trail = JSON.stringify((await t.api('GET', '/api/v2/commitlist?items_per_page=1000', admin())).body);
     expect(trail).toContain('config.typo');
