@@ -332,7 +332,22 @@ export class ConfigService {
       const staged = await this.q.staged(principal.user.id);
       if (staged.length === 0) throw badRequest('Nothing to commit: stage changes first (POST /change), or send them in `changes`.', {}, 'nothing_to_commit');
       // Roles may have changed since staging: every entity is checked again.
-      for (const c of staged) await this.requireEntity(principal, 'configuration:manage', { type: c.entity_type as EntityType, id: c.entity_id });
+      for (const c of staged) {
+        try {
+          await this.requireEntity(principal, 'configuration:manage', { type: c.entity_type as EntityType, id: c.entity_id });
+        } catch (err) {
+          if (!(err instanceof ApiError)) throw err;
+          throw new ApiError(
+            err.status,
+            err.error,
+            `Staged change ${c.sha} (${c.entity_type} ${c.entity_id}, ${c.bundle}): ${err.message} Discard it (DELETE /change/${c.sha}) to commit the others.`,
+            {
+              ...err.details,
+              change: c.sha,
+            },
+          );
+        }
+      }
       const audit = await this.deps.audit.recordCommit({ user: principal.user, ip, message: body.message, changes: staged.map((c) => c.sha) });
       const now = new Date().toISOString();
       const db = this.deps.store.db;
@@ -484,8 +499,10 @@ export class ConfigService {
    */
   async propagate(): Promise<number> {
     const db = this.deps.store.db;
+    const readAt = new Date().toISOString();
     const nodeRows = await db.selectFrom('nodes').select(['node_id', 'parent_id', 'type', 'title', 'tags']).execute();
-    const bundles = levelsOf(await this.q.allEntities());
+    const entityRows = await this.q.allEntities();
+    const bundles = levelsOf(entityRows);
     const byId = new Map(nodeRows.map((r) => [r.node_id, r]));
     const chains = new Map<string, ChainRow[] | null>();
     const chainFor = (id: string, depth = 0): ChainRow[] | null => {
@@ -521,6 +538,19 @@ export class ConfigService {
       await this.recordState(row.node_id, out.config.commit_id, out.digest);
       if (this.deps.agents.isConnected(row.node_id) && this.deps.agents.send(row.node_id, { t: 'config', config: out.config, attributes: out.attributes }))
         pushed += 1;
+    }
+    // Removed nodes keep no configuration (a node made later with the same id starts empty); what was
+    // committed after the tree was read above is left for the next run.
+    const orphans = [
+      ...new Set(entityRows.filter((e) => e.entity_type === 'node' && !byId.has(e.entity_id) && e.commit_created < readAt).map((e) => e.entity_id)),
+    ];
+    for (let i = 0; i < orphans.length; i += 500) {
+      await db
+        .deleteFrom('config_entities')
+        .where('entity_type', '=', 'node')
+        .where('entity_id', 'in', orphans.slice(i, i + 500))
+        .where('commit_created', '<', readAt)
+        .execute();
     }
     // Devices no longer in the tree keep no state.
     const gone = [...states.keys()].filter((id) => byId.get(id)?.type !== 'device');

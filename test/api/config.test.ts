@@ -201,6 +201,24 @@ describe('rendering', () => {
   });
 });
 
+describe('removed nodes', () => {
+  it('a removed group keeps no configuration; a staged change on it names itself when it blocks a commit', async () => {
+    const tree = (changes: unknown[]) => t.api('PUT', '/api/v2/grouptree', { ...admin(), body: { changes } });
+    expect((await tree([{ action: 'create', data: { node_id: 'gone', title: 'Gone', parent_id: 'root' } }])).status).toBe(200);
+    expect((await commit(t.adminToken, 'on gone', [{ node_id: 'gone', formtype: 'ntp', config: { servers: ['old'] } }])).status).toBe(200);
+    await change(t.adminToken, { node_id: 'gone', formtype: 'settings', config: { agentinterval: 1 } });
+    expect((await tree([{ action: 'delete', data: { node_id: 'gone' } }])).status).toBe(200);
+    const blocked = await commit(t.adminToken, 'blocked');
+    expect(blocked.status).toBe(404);
+    expect(blocked.body.message).toContain('DELETE /change/');
+    await t.api('DELETE', '/api/v2/changes', admin());
+    // What the periodic look runs after the tree changed.
+    await t.broker.services.configuration.propagate();
+    expect((await tree([{ action: 'create', data: { node_id: 'gone', title: 'Again', parent_id: 'root' } }])).status).toBe(200);
+    expect((await config(t.adminToken, 'config/node/gone?scope=own')).body.config.bundles).toEqual([]);
+  });
+});
+
 describe('who may', () => {
   it('a user restricted to group ga reads and changes ga and its devices only', async () => {
     expect((await config(restricted, `config/${devA}`)).status).toBe(200);
