@@ -81,6 +81,8 @@ export const MAX_INLINE_CHANGES = 100;
 /** Files sent to agents at once: per device, and in all. */
 const MAX_FILES_PER_DEVICE = 4;
 const MAX_FILES = 64;
+/** Largest configuration message sent to an agent (its connection takes 16 MiB messages). */
+const MAX_PUSH_BYTES = 8 * 1024 * 1024;
 /** A file transfer making no progress this long is cut. */
 const FILE_STALL_MS = 60_000;
 /** What the broker keeps of one agent message. */
@@ -465,9 +467,7 @@ export class ConfigService {
   }
 
   /** A device's committed configuration as its agent gets it: enabled bundles only, secrets in clear. */
-  private async deviceRendered(
-    deviceId: string,
-  ): Promise<{ config: CommittedConfig; attributes: Record<string, string>; files: Set<string>; digest: string } | undefined> {
+  private async deviceRendered(deviceId: string): Promise<ReturnType<typeof pushable> | undefined> {
     const chain = await nodeChain(this.deps.store.db, deviceId);
     if (chain.length === 0 || chain[0].type !== 'device' || chain[chain.length - 1].node_id !== ROOT_NODE) return undefined;
     const { nodes, tags } = await this.levelsFor({ type: 'node', id: deviceId }, chain);
@@ -536,8 +536,7 @@ export class ConfigService {
       const out = pushable(rendered, readAttributes(attributes.get(row.node_id)).custom ?? {});
       if (states.get(row.node_id) === out.digest) continue;
       await this.recordState(row.node_id, out.config.commit_id, out.digest);
-      if (this.deps.agents.isConnected(row.node_id) && this.deps.agents.send(row.node_id, { t: 'config', config: out.config, attributes: out.attributes }))
-        pushed += 1;
+      if (this.deps.agents.isConnected(row.node_id) && this.push(row.node_id, out)) pushed += 1;
     }
     // Removed nodes keep no configuration (a node made later with the same id starts empty); what was
     // committed after the tree was read above is left for the next run.
@@ -575,7 +574,16 @@ export class ConfigService {
     const out = await this.deviceRendered(deviceId);
     if (!out) return;
     await this.recordState(deviceId, out.config.commit_id, out.digest);
-    this.deps.agents.send(deviceId, { t: 'config', config: out.config, attributes: out.attributes });
+    this.push(deviceId, out);
+  }
+
+  /** Sends a device its configuration; one larger than the agent takes in a message is not sent (logged). */
+  private push(deviceId: string, out: { config: CommittedConfig; attributes: Record<string, string>; size: number }): boolean {
+    if (out.size > MAX_PUSH_BYTES) {
+      this.deps.logger.error({ deviceId, bytes: out.size }, 'configuration too large to send to the agent: not sent');
+      return false;
+    }
+    return this.deps.agents.send(deviceId, { t: 'config', config: out.config, attributes: out.attributes });
   }
 
   /**
@@ -715,8 +723,9 @@ function pushable(rendered: RenderedConfig, attributes: Record<string, string>) 
     bundles.push(name);
   }
   const config: CommittedConfig = { commit_id: rendered.commit_id, bundles, bundle_data };
-  const digest = crypto.createHash('sha256').update(JSON.stringify({ config, attributes })).digest('hex');
-  return { config, attributes, files: referencedFiles(bundle_data), digest };
+  const text = JSON.stringify({ config, attributes });
+  const digest = crypto.createHash('sha256').update(text).digest('hex');
+  return { config, attributes, files: referencedFiles(bundle_data), digest, size: Buffer.byteLength(text) };
 }
 
 const SEVERITIES = new Set(['INFO', 'WARN', 'ERR', 'CRIT']);
