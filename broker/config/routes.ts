@@ -141,7 +141,7 @@ export const configRoutes: RouteSpec[] = [
     tag: 'configuration',
     summary: 'Your configuration changes',
     description:
-      'The caller’s changes as a JSON array (qbee-cli decodes an array). `search` is qbee’s JSON `{user_id, group_id (node), status (new|committed), form_type (bundle), type (config)}` (exact matches; any other field is a 400); ' +
+      'The caller’s changes as a JSON array (qbee-cli decodes an array): staged ones (`status` new) unless `search` asks for committed. `search` is qbee’s JSON `{user_id, group_id (node), status (new|committed), form_type (bundle), type (config)}` (exact matches; any other field is a 400); ' +
       '`created_start` (inclusive) and `created_end` (exclusive) are UTC `YYYY-MM-DD hh:mm:ss`; `sort` id|created (default created), `sort_direction` (default desc), `limit` (default 3000, at most 10000), `offset`. ' +
       'Other users’ changes are never listed.',
     access: 'configuration:read',

@@ -276,7 +276,8 @@ export class ConfigService {
     let q = this.deps.store.db.selectFrom('config_changes').selectAll().where('user_id', '=', principal.user.id);
     // Other users' changes are invisible: a search for them finds nothing.
     if (search.user_id && search.user_id !== principal.user.id) return [];
-    if (search.status) q = q.where('status', '=', String(search.status));
+    // qbee lists uncommitted changes unless asked for another status.
+    q = q.where('status', '=', search.status ? String(search.status) : 'new');
     if (search.form_type) q = q.where('bundle', '=', String(search.form_type));
     if (search.group_id) q = q.where('entity_type', '=', 'node').where('entity_id', '=', String(search.group_id));
     if (search.type && search.type !== 'config') return [];

@@ -75,6 +75,10 @@ describe('changes and commits', () => {
     const sha = done.body.sha;
     expect((await config(t.adminToken, 'config/node/root')).body.config).toMatchObject({ commit_id: sha, bundles: ['ntp'] });
     expect((await t.api('GET', `/api/v2/change/${c.body.sha}`, admin())).body).toMatchObject({ status: 'committed', commit_sha: sha });
+    // The change list holds staged changes unless asked for committed ones.
+    expect((await t.api('GET', '/api/v2/changelist', admin())).body).toEqual([]);
+    const committedList = await t.api('GET', `/api/v2/changelist?search=${encodeURIComponent('{"status":"committed"}')}`, admin());
+    expect(committedList.body.map((x: { sha: string }) => x.sha)).toContain(c.body.sha);
     const got = await t.api('GET', `/api/v2/commit/${sha}`, admin());
     expect(got.body).toMatchObject({ sha, message: 'ntp for everyone', changes: [{ sha: c.body.sha, status: 'committed' }] });
     // The commit is an entry of the audit trail, with the same sha, qbee's message and changes.
