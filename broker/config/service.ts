@@ -178,7 +178,8 @@ export class ConfigService {
       throw err;
     }
     await this.requireEntity(principal, 'configuration:manage', entity);
-    const extend = req.extend === true;
+    // The request's `extend`; a client that sets it only in the bundle's metadata is read there.
+    const extend = req.extend ?? data.extend === true;
     const db = this.deps.store.db;
     const previous = await db
       .selectFrom('config_changes')
