@@ -1,5 +1,6 @@
 import { z } from 'zod';
 import { auditRoutes } from './audit/routes.js';
+import { configRoutes } from './config/routes.js';
 import { deviceAuthRoutes } from './auth/device-auth-routes.js';
 import { authRoutes } from './auth/routes.js';
 import { devicesRoutes } from './devices/routes.js';
@@ -51,6 +52,7 @@ export function routeTable(): RouteSpec[] {
     ...reportsRoutes,
     ...companyRoutes,
     ...billingRoutes,
+    ...configRoutes,
   ];
   // Static paths first, so `/file/stats` is not taken by a `/file/{x}` pattern.
   const all = [...built, ...unbuiltCalls(built)];

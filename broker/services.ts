@@ -6,6 +6,7 @@ import { AuditService } from './audit/service.js';
 import { DeviceAuthService } from './auth/device-auth.js';
 import { AuthService } from './auth/service.js';
 import { ChangeEpoch } from './cache.js';
+import { ConfigService } from './config/service.js';
 import type { Config } from './config.js';
 import type { Store } from './db/database.js';
 import { DevicesService } from './devices/service.js';
@@ -64,6 +65,8 @@ export interface Services {
   company: CompanyService;
   /** Seats and, with STRIPE_SECRET_KEY, Stripe. */
   billing: BillingService;
+  /** Configuration management: changes, commits, rendering, pushing to agents. */
+  configuration: ConfigService;
 }
 
 export interface ServiceOptions {
@@ -136,6 +139,25 @@ export async function createServices(config: Config, logger: Logger, store: Stor
   });
   const company = new CompanyService({ db: store.db, auth, users, access });
   const billing = new BillingService({ db: store.db, logger, config, settings, users, company });
+  const configuration = new ConfigService({
+    store,
+    settings,
+    access,
+    audit,
+    files,
+    agents: {
+      send: (deviceId, msg) => agents.send(deviceId, msg),
+      isConnected: (deviceId) => locator.isConnected(deviceId),
+      open: (deviceId, kind, params) => locator.open(deviceId, kind, params),
+    },
+    reports,
+    logger,
+  });
+  agents.handle('config_applied', (deviceId, msg) => configuration.onApplied(deviceId, msg));
+  agents.handle('file_request', (deviceId, msg) => configuration.onFileRequest(deviceId, msg));
+  agents.on('connected', (deviceId) => {
+    configuration.onConnected(deviceId).catch((err) => logger.error({ err, deviceId }, 'configuration not sent to the agent'));
+  });
 
   const services: Services = {
     config,
@@ -163,20 +185,23 @@ export async function createServices(config: Config, logger: Logger, store: Stor
     reports,
     company,
     billing,
+    configuration,
   };
   await auth.init();
   await audit.init();
-  for (const s of [users, roles, devices, files, enrol, inventory, agents, remote, reports]) {
+  for (const s of [users, roles, devices, files, enrol, inventory, agents, remote, reports, configuration]) {
     await s.init();
   }
   qbee.init();
   events.init();
+  configuration.watch(epoch);
   return services;
 }
 
 export async function closeServices(services: Services): Promise<void> {
   services.qbee.close();
   services.events.close();
+  await services.configuration.close();
   for (const s of [
     services.reports,
     services.remote,

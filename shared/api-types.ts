@@ -97,6 +97,10 @@ export interface GroupTreeNode {
   last_reported?: number | null;
   /** devices only */
   attributes?: DeviceAttributes;
+  /** devices only: the configuration commit its agent last applied ('' before the first) */
+  device_commit_sha?: string;
+  /** devices only: whether the agent applied the commit of its current configuration */
+  config_propagated?: boolean;
 }
 
 /** GET /grouptree */
@@ -138,6 +142,9 @@ export interface AuditEntry {
   message: string;
   type: string;
   created: number;
+  /** configuration commits (event config.commit): the shas of the commit's changes, and its labels */
+  changes?: string[];
+  labels?: string[];
 }
 
 /** GET /audit/verify: the chain walked from the first entry; `first_bad` names the first entry that does not match. */

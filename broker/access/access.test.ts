@@ -163,3 +163,22 @@ describe('AccessService.seer (the group tree’s predicate)', () => {
     for (const scope of scopes) expect(see(scope)).toBe(access.canSee(p, 'device:read', scope));
   });
 });
+
+describe('configuration decisions (mayConfigure)', () => {
+  const read = { permission: 'configuration:read' as const };
+  it('device:read, when held, limits the nodes and tags whose configuration a caller reaches', async () => {
+    const restricted = principal([read, { permission: 'device:read', resources: ['node:lab'] }]);
+    expect(await access.mayConfigure(restricted, 'configuration:read', { type: 'node', id: 'lab' })).toBe(true);
+    expect(await access.mayConfigure(restricted, 'configuration:read', { type: 'node', id: 'root' })).toBe(false);
+    expect(await access.mayConfigure(restricted, 'configuration:read', { type: 'tag', id: 'lab-tag' })).toBe(false);
+    const tagged = principal([read, { permission: 'device:read', resources: ['tag:lab-tag'] }]);
+    expect(await access.mayConfigure(tagged, 'configuration:read', { type: 'tag', id: 'lab-tag' })).toBe(true);
+    expect(await access.mayConfigure(tagged, 'configuration:read', { type: 'tag', id: 'other' })).toBe(false);
+  });
+
+  it('without device:read the configuration permission reaches everything; without it nothing', async () => {
+    expect(await access.mayConfigure(principal([read]), 'configuration:read', { type: 'node', id: 'root' })).toBe(true);
+    expect(await access.mayConfigure(principal([read]), 'configuration:manage', { type: 'node', id: 'root' })).toBe(false);
+    await expect(access.requireConfigEntity(principal([read]), 'configuration:manage', { type: 'tag', id: 'x' })).rejects.toMatchObject({ status: 403 });
+  });
+});

@@ -219,6 +219,39 @@ export class AccessService {
   }
 
   /**
+   * Configuration (qbee's configuration:read / configuration:manage, which accept no resources):
+   * may the principal read or change the configuration of this node or tag? Like inventoryScope, a
+   * caller who holds device:read reaches only what their device:read resources cover (coversTarget:
+   * `node:<id>` covered by `*`, a node at or above it or a tag it carries; `tag:<t>` by `*` or that
+   * tag), so a user restricted to some devices neither reads nor changes the configuration of
+   * others — nor of a group or tag that reaches beyond theirs (root included). Without device:read,
+   * the configuration permission alone reaches every entity.
+   */
+  async mayConfigure(
+    principal: Principal,
+    permission: 'configuration:read' | 'configuration:manage',
+    entity: { type: 'node' | 'tag'; id: string },
+  ): Promise<boolean> {
+    if (!principal.has(permission)) return false;
+    if (!principal.has('device:read')) return true;
+    return this.coversTarget(principal, 'device:read', `${entity.type}:${entity.id}`);
+  }
+
+  /** Throws 403 unless mayConfigure. */
+  async requireConfigEntity(
+    principal: Principal,
+    permission: 'configuration:read' | 'configuration:manage',
+    entity: { type: 'node' | 'tag'; id: string },
+  ): Promise<void> {
+    if (await this.mayConfigure(principal, permission, entity)) return;
+    if (!principal.has(permission)) throw forbidden(`Not allowed: no role grants ${permission}.`, { permission });
+    throw forbidden(`Not allowed: the configuration of ${entity.type} ${entity.id} reaches devices outside your device:read resources.`, {
+      permission,
+      [entity.type === 'node' ? 'node_id' : 'tag']: entity.id,
+    });
+  }
+
+  /**
    * May the principal see this live remote session in the operator's list? Their own, and those
    * on devices their `remote-access:manage` covers (see maySeeRemoteSession).
    */

@@ -148,6 +148,28 @@ export class AuditService {
     });
   }
 
+  /**
+   * A configuration commit is an entry of the trail (event `config.commit`): the commit's sha is the
+   * entry's. Joins the caller's transaction, so the commit and its entry land together.
+   */
+  async recordCommit(entry: { user: AuditActor; ip: string; message: string; changes: string[] }): Promise<{ id: number; sha: string }> {
+    const id = await this.append({
+      event: 'config.commit',
+      user_id: entry.user.id,
+      user_email: entry.user.email,
+      device_id: null,
+      action: 'POST /api/v2/commit',
+      options: JSON.stringify({ message: entry.message, changes: entry.changes, labels: [] }),
+      result: 'ok',
+      reason: null,
+      source_ip: bounded(entry.ip, 100),
+      source: 'api',
+      session_id: null,
+    });
+    const row = await this.db.selectFrom('audit').select('sha').where('id', '=', id).executeTakeFirstOrThrow();
+    return { id, sha: row.sha };
+  }
+
   /** Writes a remote-access attempt; returns the entry id to close it later. */
   async recordRemoteStart(entry: RemoteAuditStart): Promise<number> {
     return this.append({
@@ -256,6 +278,13 @@ function present(row: Selectable<AuditTable>, end?: Selectable<AuditTable>): Aud
   entry.bytes_in = count(entry.bytes_in);
   entry.bytes_out = count(entry.bytes_out);
   entry.message = describe(entry, end);
+  // A configuration commit reads as qbee's Commit: its message, the shas of its changes, its labels.
+  if (row.event === 'config.commit' && entry.options && typeof entry.options === 'object') {
+    const o = entry.options as { message?: unknown; changes?: unknown; labels?: unknown };
+    if (typeof o.message === 'string') entry.message = o.message;
+    entry.changes = Array.isArray(o.changes) ? (o.changes as string[]) : [];
+    entry.labels = Array.isArray(o.labels) ? (o.labels as string[]) : [];
+  }
   return entry;
 }
 

@@ -171,7 +171,7 @@ export interface PortmapsTable {
  * The audit trail: each row is the API's AuditEntry with its options as JSON text, less the fields
  * derived when listing. Rows are never updated: `sha` chains each to the one before it.
  */
-export interface AuditTable extends Omit<AuditEntry, 'options' | 'message' | 'type' | 'created'> {
+export interface AuditTable extends Omit<AuditEntry, 'options' | 'message' | 'type' | 'created' | 'changes' | 'labels'> {
   /** JSON of the options / request detail */
   options: string;
 }
@@ -196,6 +196,10 @@ export interface Database {
   reports: ReportsTable;
   report_reads: ReportReadsTable;
   company: CompanyTable;
+  config_changes: ConfigChangesTable;
+  config_commits: ConfigCommitsTable;
+  config_entities: ConfigEntitiesTable;
+  device_config: DeviceConfigTable;
 }
 
 /** One agent report (qbee's configuration Report), as received. */
@@ -241,4 +245,53 @@ export interface CompanyTable {
   agent_interval: number;
   created_at: string;
   updated_at: string;
+}
+
+/** A configuration change (qbee's Change): one bundle of one entity, staged by a user until committed. */
+export interface ConfigChangesTable {
+  id: string;
+  sha: string;
+  user_id: string;
+  status: string; // 'new' | 'committed'
+  entity_type: string; // 'node' | 'tag'
+  entity_id: string;
+  bundle: string;
+  extend: number;
+  /** JSON of the bundle's configuration as sent (secrets in clear: never answered as stored) */
+  content: string;
+  commit_sha: string | null;
+  created_at: string;
+  updated_at: string;
+  /** order of staging, for applying a user's changes in the order made */
+  seq: number;
+}
+
+/** A configuration commit; its sha is the sha of its audit entry. */
+export interface ConfigCommitsTable {
+  sha: string;
+  audit_id: number;
+  user_id: string;
+  message: string;
+  created_at: string;
+}
+
+/** An entity's own bundle as last committed. */
+export interface ConfigEntitiesTable {
+  entity_type: string;
+  entity_id: string;
+  bundle: string;
+  extend: number;
+  data: string; // JSON
+  commit_sha: string;
+  /** ISO 8601 of the commit */
+  commit_created: string;
+}
+
+/** Per device: the commit of its rendered configuration, its digest, and what its agent last applied. */
+export interface DeviceConfigTable {
+  device_id: string;
+  commit_sha: string | null;
+  digest: string | null;
+  device_commit_sha: string | null;
+  applied_at: string | null;
 }

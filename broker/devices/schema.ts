@@ -100,6 +100,8 @@ export const treeNode = z.object({
   status: z.enum(['online', 'offline']).optional().describe('Devices only'),
   last_reported: z.number().int().nullable().optional().describe('Devices only: last contact, Unix seconds, null if never'),
   attributes: deviceAttributesOut.optional().describe('Devices only'),
+  device_commit_sha: z.string().optional().describe('Devices only: the configuration commit its agent last applied (empty before the first)'),
+  config_propagated: z.boolean().optional().describe('Devices only: whether its agent applied the commit of its current configuration'),
 }) satisfies z.ZodType<Omit<GroupTreeNode, 'nodes'> & { nodes: object[] }>;
 
 export const groupTreeResponse = z.object({ total_devices: z.number().int(), tree: treeNode });

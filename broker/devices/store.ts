@@ -59,26 +59,40 @@ export class DevicesStore {
   async fillDeviceDetails(rows: NodeRow[], totalNodes: number, db: Db = this.db): Promise<void> {
     if (rows.length === 0) return;
     const byId = new Map(rows.map((r) => [r.node_id, r]));
-    const apply = (found: { device_id: string; attributes: string; last_seen: string | null }[]) => {
+    const apply = (
+      found: { device_id: string; attributes: string; last_seen: string | null; device_commit_sha: string | null; config_commit_sha: string | null }[],
+    ) => {
       for (const d of found) {
         const row = byId.get(d.device_id);
         if (row) {
           row.attributes = d.attributes;
           row.last_seen = d.last_seen;
+          row.device_commit_sha = d.device_commit_sha;
+          row.config_commit_sha = d.config_commit_sha;
         }
       }
     };
+    // With the configuration state of each device (what it should run, what its agent last applied).
+    const details = () =>
+      db
+        .selectFrom('devices')
+        .leftJoin('device_config', 'device_config.device_id', 'devices.device_id')
+        .select([
+          'devices.device_id',
+          'devices.attributes',
+          'devices.last_seen',
+          'device_config.device_commit_sha',
+          'device_config.commit_sha as config_commit_sha',
+        ]);
     if (rows.length * 4 > totalNodes) {
-      apply(await db.selectFrom('devices').select(['device_id', 'attributes', 'last_seen']).execute());
+      apply(await details().execute());
       return;
     }
     const ids = [...byId.keys()];
     for (let i = 0; i < ids.length; i += 500) {
       apply(
-        await db
-          .selectFrom('devices')
-          .select(['device_id', 'attributes', 'last_seen'])
-          .where('device_id', 'in', ids.slice(i, i + 500))
+        await details()
+          .where('devices.device_id', 'in', ids.slice(i, i + 500))
           .execute(),
       );
     }

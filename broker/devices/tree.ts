@@ -31,6 +31,9 @@ export interface NodeRow {
   /** devices.attributes (JSON) for device nodes */
   attributes: string | null;
   last_seen: string | null;
+  /** device nodes: the commit its agent last applied, and the commit of its rendered configuration */
+  device_commit_sha?: string | null;
+  config_commit_sha?: string | null;
 }
 
 /** Whether a device is connected now; `lastSeen` is the stored last contact. */
@@ -249,6 +252,8 @@ export class TreeSnapshot {
         status: online(row.node_id, row.last_seen) ? 'online' : 'offline',
         last_reported: unixSeconds(row.last_seen),
         attributes: readAttributes(row.attributes),
+        device_commit_sha: row.device_commit_sha ?? '',
+        config_propagated: row.device_commit_sha != null && row.device_commit_sha === (row.config_commit_sha ?? ''),
       };
     }
     const visible = (this.children[i] ?? NO_CHILDREN).filter((c) => this.shown[c] && this.parentIndex[c] === i);

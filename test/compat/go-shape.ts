@@ -266,3 +266,105 @@ export const OAuth2DeviceAuthorizationResponse: GoShape = {
 };
 
 export const OAuth2TokenResponse: GoShape = { struct: { access_token: 'string', token_type: 'string', expires_in: 'int', refresh_token: 'string' } };
+
+// ---- configuration (change.go, commit.go, config.go, config/*.go) ---------------------------------
+
+const UserBaseInfo: GoShape = { struct: { user_id: 'string', fname: 'string', lname: 'string' } };
+
+export const Change: GoShape = {
+  struct: {
+    id: 'string',
+    content: 'any',
+    sha: 'string',
+    status: 'string',
+    type: 'string',
+    created: 'timestamp',
+    updated: 'timestamp',
+    user_id: 'string',
+    user_name: 'string',
+    user: UserBaseInfo,
+  },
+};
+
+const commitFields: Record<string, GoShape> = {
+  sha: 'string',
+  message: 'string',
+  type: 'string',
+  labels: { slice: 'string' },
+  user_id: 'string',
+  user: UserBaseInfo,
+  created: 'timestamp',
+  updated: 'timestamp',
+};
+
+export const Commit: GoShape = { struct: { ...commitFields, changes: { slice: 'string' } } };
+export const CommitExtended: GoShape = { struct: { ...commitFields, changes: { slice: Change } } };
+export const CommitsList: GoShape = { struct: { items: { slice: { struct: { ...commitFields, changes: 'any' } } }, total: 'int' } };
+
+/** config.Metadata, embedded in every bundle; `inherits` is an ordered map of node id → title. */
+const metadata: Record<string, GoShape> = {
+  enabled: 'bool',
+  extend: 'bool',
+  version: 'string',
+  bundle_commit_id: 'string',
+  inherited: 'bool',
+  inherits: { map: 'string' },
+  reset_to_group: 'bool',
+};
+const keyValue: GoShape = { slice: { struct: { key: 'string', value: 'string' } } };
+
+export const ConfigResponse: GoShape = {
+  struct: {
+    status: 'string',
+    config: {
+      struct: {
+        id: 'string',
+        type: 'string',
+        commit_id: 'string',
+        commit_created: 'int',
+        bundles: { slice: 'string' },
+        bundle_data: {
+          struct: {
+            settings: {
+              struct: {
+                ...metadata,
+                metrics: 'bool',
+                reports: 'bool',
+                remoteconsole: 'bool',
+                software_inventory: 'bool',
+                process_inventory: 'bool',
+                agentinterval: 'int',
+              },
+            },
+            parameters: { struct: { ...metadata, parameters: keyValue, secrets: keyValue } },
+            package_management: {
+              struct: {
+                ...metadata,
+                pre_condition: 'string',
+                reboot_mode: 'string',
+                full_upgrade: 'bool',
+                items: { slice: { struct: { name: 'string', version: 'string' } } },
+              },
+            },
+            file_distribution: {
+              struct: {
+                ...metadata,
+                files: {
+                  slice: {
+                    struct: {
+                      templates: { slice: { struct: { source: 'string', destination: 'string', is_template: 'bool' } } },
+                      parameters: keyValue,
+                      command: 'string',
+                      pre_condition: 'string',
+                    },
+                  },
+                },
+              },
+            },
+            connectivity_watchdog: { struct: { ...metadata, threshold: 'string' } },
+          },
+        },
+      },
+    },
+  },
+};

@@ -8,7 +8,7 @@ import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { enrolDevice } from '../support/agent.js';
 import { startTestBroker, type TestBroker } from '../support/broker.js';
-import { BootstrapKeyResponse, expectDecodes, PendingDevices } from './go-shape.js';
+import { BootstrapKeyResponse, Change, Commit, ConfigResponse, expectDecodes, PendingDevices } from './go-shape.js';
 
 let t: TestBroker;
 
@@ -60,5 +60,30 @@ describe('qbee-agent test API client', () => {
     expect(fs.existsSync(stored)).toBe(false);
     // Still inside the store: a bare name cannot climb out.
     expect((await t.api('DELETE', '/api/v2/file?path=..%2Fsecret', admin())).status).toBe(400);
+  });
+});
+
+describe('qbee-agent test API client: configuration', () => {
+  it('ChangeConfig posts {node_id, formtype, config} and CommitConfig {action:"commit", message}; the device reads it back', async () => {
+    const created = await t.api('POST', '/api/v2/bootstrapkey', admin());
+    const [key] = Object.keys(created.body);
+    await t.api('PUT', `/api/v2/bootstrapkey/${key}`, { ...admin(), body: { auto_accept: true, group: 'root' } });
+    const { device } = await enrolDevice(t, key);
+    const change = await t.api('POST', '/api/v2/change', {
+      ...admin(),
+      body: {
+        node_id: device.id,
+        formtype: 'file_distribution',
+        config: { enabled: true, files: [{ templates: [{ source: '/x.txt', destination: '/tmp/x.txt', is_template: false }] }] },
+      },
+    });
+    expect(change.status, JSON.stringify(change.body)).toBe(200);
+    expectDecodes(change.body, Change);
+    const commit = await t.api('POST', '/api/v2/commit', { ...admin(), body: { action: 'commit', message: 'agent test' } });
+    expect(commit.status).toBe(200);
+    expectDecodes(commit.body, Commit);
+    const cfg = await t.api('GET', `/api/v2/config/${device.id}`, admin());
+    expectDecodes(cfg.body, ConfigResponse);
+    expect(cfg.body.config).toMatchObject({ commit_id: commit.body.sha, bundles: ['file_distribution'] });
   });
 });

@@ -12,6 +12,11 @@ import { ADMIN, startTestBroker, type TestBroker } from '../support/broker.js';
 import { FakeAgents, type FakeAgent } from '../support/fake-agent.js';
 import {
   BootstrapKeyResponse,
+  Change,
+  Commit,
+  CommitExtended,
+  CommitsList,
+  ConfigResponse,
   DeviceInventory,
   DeviceStatus,
   expectDecodes,
@@ -432,5 +437,83 @@ describe('device authorization (login_oauth2.go)', () => {
     expect(r.body.error).toBe('authorization_declined');
     expect((await poll('made-up-device-code')).body.error).toBe('bad_verification_code');
     expect((await t.api('POST', '/api/v2/oauth2/device-auth/BCDF-GHJK', admin())).status).toBe(404);
+  });
+});
+
+describe('configuration (change.go, commit.go, config.go)', () => {
+  it('CreateConfigurationChange, GetConfigurationChange, ListUncommittedConfigurationChanges, DeleteConfigurationChange', async () => {
+    // ChangeRequest: node_id and tag omitempty, extend always sent; the bundle with its Metadata (enabled, version; omitempty fields left out).
+    const request = {
+      node_id: 'root',
+      formtype: 'settings',
+      extend: false,
+      config: {
+        enabled: true,
+        version: 'v1',
+        metrics: true,
+        reports: true,
+        remoteconsole: true,
+        software_inventory: false,
+        process_inventory: false,
+        agentinterval: 5,
+      },
+    };
+    const created = await t.api('POST', '/api/v2/change', { ...admin(), body: request });
+    expect(created.status, JSON.stringify(created.body)).toBe(200);
+    expectDecodes(created.body, Change);
+    const got = await t.api('GET', `/api/v2/change/${created.body.sha}`, admin());
+    expectDecodes(got.body, Change);
+    // ChangeListQuery.String(): `search` always (ChangeListSearch with omitempty fields), limit/offset when set.
+    const list = await t.api('GET', `/api/v2/changelist?${query({ status: 'new' }, { limit: 10 })}`, admin());
+    expect(list.status).toBe(200);
+    expectDecodes(list.body, { slice: Change });
+    expect(list.body.map((c: { sha: string }) => c.sha)).toContain(created.body.sha);
+    const times = await t.api(
+      'GET',
+      `/api/v2/changelist?${query({}, { created_start: '2020-01-01 00:00:00', created_end: '2999-01-01 00:00:00', sort: 'created', sort_direction: 'asc' })}`,
+      admin(),
+    );
+    expect(times.status).toBe(200);
+    expect((await t.api('DELETE', `/api/v2/change/${created.body.sha}`, admin())).status).toBe(204);
+  });
+
+  it('CommitConfiguration ({action, message}), GetCommit, ListCommits; DeleteUncommittedConfigurationChanges', async () => {
+    await t.api('POST', '/api/v2/change', {
+      ...admin(),
+      body: {
+        tag: 'compat',
+        formtype: 'parameters',
+        extend: true,
+        config: { enabled: true, parameters: [{ key: 'a', value: 'b' }], secrets: [{ key: 's', value: 'hidden-value' }] },
+      },
+    });
+    const committed = await t.api('POST', '/api/v2/commit', { ...admin(), body: { action: 'commit', message: 'from qbee-cli' } });
+    expect(committed.status, JSON.stringify(committed.body)).toBe(200);
+    expectDecodes(committed.body, Commit);
+    const extended = await t.api('GET', `/api/v2/commit/${committed.body.sha}`, admin());
+    expectDecodes(extended.body, CommitExtended);
+    // CommitListQuery.String(): search, sort_field, sort_direction, items_per_page, offset.
+    const listed = await t.api('GET', `/api/v2/commitlist?${query({}, { items_per_page: 5 })}`, admin());
+    expect(listed.status, JSON.stringify(listed.body)).toBe(200);
+    expectDecodes(listed.body, CommitsList);
+    expect(listed.body.items[0]).toMatchObject({ sha: committed.body.sha, message: 'from qbee-cli' });
+    await t.api('POST', '/api/v2/change', { ...admin(), body: { tag: 'compat', formtype: 'settings', extend: false, config: { enabled: true } } });
+    expect((await t.api('DELETE', '/api/v2/changes', admin())).status).toBe(204);
+  });
+
+  it('GetActiveConfig and GetConfigPreview decode as ConfigResponse, with and without scope', async () => {
+    for (const p of [
+      '/api/v2/config/tag/compat?scope=own',
+      '/api/v2/config/tag/compat',
+      '/api/v2/configpreview/node/root?scope=all',
+      '/api/v2/config/node/root',
+    ]) {
+      const r = await t.api('GET', p, admin());
+      expect(r.status, p).toBe(200);
+      expectDecodes(r.body, ConfigResponse);
+    }
+    const own = await t.api('GET', '/api/v2/config/tag/compat?scope=own', admin());
+    expect(own.body.config.bundles).toEqual(['parameters']);
+    expect(JSON.stringify(own.body)).not.toContain('hidden-value');
   });
 });

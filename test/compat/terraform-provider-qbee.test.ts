@@ -6,7 +6,7 @@
 import http from 'node:http';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startTestBroker, type TestBroker } from '../support/broker.js';
-import { expectDecodes, type GoShape } from './go-shape.js';
+import { Commit, ConfigResponse, expectDecodes, type GoShape } from './go-shape.js';
 
 let t: TestBroker;
 
@@ -92,5 +92,49 @@ describe('terraform-provider-qbee', () => {
     const r = await goRequest('GET', '/inventory');
     expect(r.status).toBe(200);
     expectDecodes(r.body, { struct: { items: { slice: { struct: { pub_key_digest: 'string', node_id: 'string' } } } } });
+  });
+});
+
+describe('terraform-provider-qbee configuration resources (configuration_common.go)', () => {
+  it('Create commits one inline change; Read finds the bundle with scope=own; Delete commits reset_to_group and the bundle is gone', async () => {
+    // commitConfiguration: client.CommitConfiguration(ctx, "terraform: ...", ChangeRequest{...}) — one call, the change inline.
+    const set = await t.api('POST', '/api/v2/commit', {
+      token: t.adminToken,
+      body: {
+        action: 'commit',
+        message: 'terraform: Setting connectivity_watchdog configuration for node root',
+        changes: [{ node_id: 'root', formtype: 'connectivity_watchdog', extend: true, config: { enabled: true, extend: true, version: 'v1', threshold: '3' } }],
+      },
+    });
+    expect(set.status, JSON.stringify(set.body)).toBe(200);
+    expectDecodes(set.body, Commit);
+    const read = await t.api('GET', '/api/v2/config/node/root?scope=own', { token: t.adminToken });
+    expectDecodes(read.body, ConfigResponse);
+    expect(read.body.config).toMatchObject({ id: 'root', type: 'node' });
+    expect(read.body.config.bundles).toContain('connectivity_watchdog');
+    expect(read.body.config.bundle_data.connectivity_watchdog).toMatchObject({ threshold: '3', enabled: true, extend: true });
+    // Delete: Metadata{Version: "v1", Reset: true} — enabled false is sent (no omitempty), extend left out.
+    const reset = await t.api('POST', '/api/v2/commit', {
+      token: t.adminToken,
+      body: {
+        action: 'commit',
+        message: 'terraform: Deleting connectivity_watchdog configuration for node root',
+        changes: [
+          {
+            node_id: 'root',
+            formtype: 'connectivity_watchdog',
+            extend: false,
+            config: { enabled: false, version: 'v1', reset_to_group: true, threshold: '3' },
+          },
+        ],
+      },
+    });
+    expect(reset.status).toBe(200);
+    const after = await t.api('GET', '/api/v2/config/node/root?scope=own', { token: t.adminToken });
+    expect(after.body.config.bundles).not.toContain('connectivity_watchdog');
+    // Import reads tags the same way.
+    const tag = await t.api('GET', '/api/v2/config/tag/prod?scope=own', { token: t.adminToken });
+    expect(tag.status).toBe(200);
+    expectDecodes(tag.body, ConfigResponse);
   });
 });

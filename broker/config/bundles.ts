@@ -1,0 +1,302 @@
+/**
+ * qbee's configuration bundles: their names (in the order the broker lists them), what a change's
+ * content may hold, how an entity's bundle merges with what it inherits, and how secrets are kept
+ * out of answers. Pure functions: the service and the tests use them alike.
+ */
+import crypto from 'node:crypto';
+import { badRequest } from '../http/errors.js';
+
+/** Every bundle of qbee's BundleData (qbee-cli config/, qbee-agent app/configuration/), in listing order. */
+export const BUNDLES = [
+  'settings',
+  'parameters',
+  'users',
+  'sshkeys',
+  'password',
+  'ntp',
+  'firewall',
+  'package_management',
+  'file_distribution',
+  'software_management',
+  'connectivity_watchdog',
+  'proc_watch',
+  'metrics_monitor',
+  'docker_containers',
+  'podman_containers',
+  'rauc',
+] as const;
+export type BundleName = (typeof BUNDLES)[number];
+
+export function isBundle(name: string): name is BundleName {
+  return (BUNDLES as readonly string[]).includes(name);
+}
+
+/** qbee's Metadata fields: set by the client (enabled, extend, version, reset_to_group) or by the broker. */
+export const METADATA_FIELDS = ['enabled', 'extend', 'version', 'bundle_commit_id', 'inherited', 'inherits', 'reset_to_group'] as const;
+
+/** Largest bundle configuration, as JSON. */
+export const MAX_BUNDLE_BYTES = 256 * 1024;
+/** Deepest nesting of a bundle configuration. */
+export const MAX_BUNDLE_DEPTH = 12;
+/** Longest string anywhere in a bundle configuration. */
+export const MAX_STRING = 64 * 1024;
+/** Most entries of one list or object. */
+export const MAX_ITEMS = 1000;
+
+/**
+ * The data fields of bundles whose qbee type is known field by field: a change naming another field
+ * is refused (a typo must not silently do nothing). Bundles not listed take any field. Values are
+ * checked for shape (bounded JSON) here and for meaning by the agent, which reports what it cannot apply.
+ */
+const FIELDS: Partial<Record<BundleName, readonly string[]>> = {
+  settings: ['metrics', 'reports', 'remoteconsole', 'software_inventory', 'process_inventory', 'agentinterval'],
+  parameters: ['parameters', 'secrets'],
+  package_management: ['pre_condition', 'items', 'reboot_mode', 'full_upgrade'],
+  file_distribution: ['files'],
+  connectivity_watchdog: ['threshold'],
+  docker_containers: ['items', 'registry_auths'],
+  podman_containers: ['items', 'registry_auths'],
+};
+
+type Json = null | boolean | number | string | Json[] | { [k: string]: Json };
+export type BundleData = Record<string, Json>;
+
+function checkJson(value: unknown, at: string, depth: number): void {
+  if (depth > MAX_BUNDLE_DEPTH) throw badRequest(`${at}: nested deeper than ${MAX_BUNDLE_DEPTH} levels.`, { field: at });
+  if (value === null || typeof value === 'boolean') return;
+  if (typeof value === 'number') {
+    if (!Number.isFinite(value)) throw badRequest(`${at}: not a finite number.`, { field: at });
+    return;
+  }
+  if (typeof value === 'string') {
+    if (value.length > MAX_STRING) throw badRequest(`${at}: longer than ${MAX_STRING} characters.`, { field: at });
+    return;
+  }
+  if (Array.isArray(value)) {
+    if (value.length > MAX_ITEMS) throw badRequest(`${at}: more than ${MAX_ITEMS} entries.`, { field: at });
+    value.forEach((v, i) => checkJson(v, `${at}[${i}]`, depth + 1));
+    return;
+  }
+  if (typeof value === 'object') {
+    const keys = Object.keys(value);
+    if (keys.length > MAX_ITEMS) throw badRequest(`${at}: more than ${MAX_ITEMS} fields.`, { field: at });
+    for (const k of keys) {
+      if (k.length > 256) throw badRequest(`${at}: a field name is longer than 256 characters.`, { field: at });
+      checkJson((value as Record<string, unknown>)[k], `${at}.${k}`, depth + 1);
+    }
+    return;
+  }
+  throw badRequest(`${at}: not JSON.`, { field: at });
+}
+
+function requireList(data: Record<string, unknown>, field: string, at: string): Record<string, unknown>[] {
+  const v = data[field];
+  if (v === undefined || v === null) return [];
+  if (!Array.isArray(v)) throw badRequest(`${at}.${field} must be a list.`, { field: `${at}.${field}` });
+  return v.map((item, i) => {
+    if (!item || typeof item !== 'object' || Array.isArray(item))
+      throw badRequest(`${at}.${field}[${i}] must be an object.`, { field: `${at}.${field}[${i}]` });
+    return item as Record<string, unknown>;
+  });
+}
+
+function requireStrings(item: Record<string, unknown>, fields: string[], at: string): void {
+  for (const f of fields) {
+    const v = item[f];
+    if (v !== undefined && v !== null && typeof v !== 'string') throw badRequest(`${at}.${f} must be a string.`, { field: `${at}.${f}` });
+  }
+}
+
+/**
+ * Checks a change's bundle configuration (qbee's `config` of a ChangeRequest): an object of the
+ * bundle's fields and qbee's metadata, bounded. Returns it (a copy) with `extend` as given by the
+ * change. Throws 400 naming the field.
+ */
+export function validateBundle(bundle: string, config: unknown): BundleData {
+  if (!isBundle(bundle))
+    throw badRequest(`formtype: "${bundle.slice(0, 64)}" is not a configuration bundle; one of ${BUNDLES.join(', ')}.`, { field: 'formtype' });
+  if (!config || typeof config !== 'object' || Array.isArray(config))
+    throw badRequest('config must be an object: the bundle configuration.', { field: 'config' });
+  const size = Buffer.byteLength(JSON.stringify(config));
+  if (size > MAX_BUNDLE_BYTES) throw badRequest(`config is ${size} bytes as JSON; at most ${MAX_BUNDLE_BYTES}.`, { field: 'config' }, 'too_large');
+  checkJson(config, 'config', 0);
+  const data = structuredClone(config) as BundleData;
+  const fields = FIELDS[bundle];
+  if (fields) {
+    const allowed = new Set<string>([...METADATA_FIELDS, ...fields]);
+    for (const key of Object.keys(data)) {
+      if (!allowed.has(key))
+        throw badRequest(`config.${key.slice(0, 64)} is not a field of ${bundle}; fields: ${fields.join(', ')}.`, { field: `config.${key.slice(0, 64)}` });
+    }
+  }
+  for (const f of ['enabled', 'extend', 'reset_to_group', 'inherited'] as const) {
+    if (data[f] !== undefined && data[f] !== null && typeof data[f] !== 'boolean')
+      throw badRequest(`config.${f} must be true or false.`, { field: `config.${f}` });
+  }
+  if (data.version !== undefined && data.version !== null && typeof data.version !== 'string')
+    throw badRequest('config.version must be a string.', { field: 'config.version' });
+  // Broker-set fields are not taken from clients.
+  delete data.bundle_commit_id;
+  delete data.inherited;
+  delete data.inherits;
+  if (bundle === 'parameters') {
+    for (const list of ['parameters', 'secrets']) {
+      requireList(data, list, 'config').forEach((p, i) => {
+        requireStrings(p, ['key', 'value'], `config.${list}[${i}]`);
+        if (typeof p.key !== 'string' || p.key === '')
+          throw badRequest(`config.${list}[${i}].key must be a non-empty string.`, { field: `config.${list}[${i}].key` });
+      });
+    }
+  }
+  if (bundle === 'file_distribution') {
+    requireList(data, 'files', 'config').forEach((set, i) => {
+      const at = `config.files[${i}]`;
+      requireStrings(set, ['command', 'pre_condition'], at);
+      requireList(set, 'templates', at).forEach((file, j) => {
+        requireStrings(file, ['source', 'destination'], `${at}.templates[${j}]`);
+        if (file.is_template !== undefined && typeof file.is_template !== 'boolean')
+          throw badRequest(`${at}.templates[${j}].is_template must be true or false.`, { field: `${at}.templates[${j}].is_template` });
+      });
+      requireList(set, 'parameters', at).forEach((p, j) => requireStrings(p, ['key', 'value'], `${at}.parameters[${j}]`));
+    });
+  }
+  if (bundle === 'software_management') {
+    requireList(data, 'items', 'config').forEach((item, i) => {
+      requireList(item, 'config_files', `config.items[${i}]`).forEach((f, j) =>
+        requireStrings(f, ['config_template', 'config_location'], `config.items[${i}].config_files[${j}]`),
+      );
+    });
+  }
+  return data;
+}
+
+// ---- merging (extend) ---------------------------------------------------------------------------
+
+/** Fields that name an item of a list: an extending entity's item replaces the inherited one of the same name. */
+const ITEM_KEYS = ['key', 'name', 'username', 'package', 'destination', 'url'];
+
+function identity(item: Json): string | undefined {
+  if (!item || typeof item !== 'object' || Array.isArray(item)) return JSON.stringify(item);
+  for (const k of ITEM_KEYS) {
+    const v = item[k];
+    if (typeof v === 'string' && v !== '') return `${k}=${v}`;
+  }
+  return undefined;
+}
+
+function mergeValue(inherited: Json, own: Json): Json {
+  if (Array.isArray(inherited) && Array.isArray(own)) {
+    const out: Json[] = [];
+    const at = new Map<string, number>();
+    for (const item of [...inherited, ...own]) {
+      const id = identity(item);
+      const found = id === undefined ? undefined : at.get(id);
+      if (found !== undefined) out[found] = item;
+      else {
+        if (id !== undefined) at.set(id, out.length);
+        out.push(item);
+      }
+    }
+    return out;
+  }
+  if (inherited && own && typeof inherited === 'object' && typeof own === 'object' && !Array.isArray(inherited) && !Array.isArray(own)) {
+    const out: { [k: string]: Json } = { ...inherited };
+    for (const [k, v] of Object.entries(own)) out[k] = k in out ? mergeValue(out[k], v) : v;
+    return out;
+  }
+  return own;
+}
+
+/**
+ * qbee's `extend`: the entity's bundle merged into what it inherits. Objects merge field by field,
+ * lists are the inherited items then the entity's own (an own item replaces the inherited item of
+ * the same key, name or username), and any other value of the entity replaces the inherited one.
+ */
+export function extendBundle(inherited: BundleData, own: BundleData): BundleData {
+  return mergeValue(inherited, own) as BundleData;
+}
+
+// ---- secrets --------------------------------------------------------------------------------------
+
+/** What an answer shows instead of a secret: a reference that names the value without revealing it. */
+export const SECRET_REF_PREFIX = 'secret-ref:';
+
+/**
+ * The reference of a secret: a keyed digest (the broker's key), so equal values give equal references
+ * without a reader learning the value. Sending the reference back (a client that re-sends what it
+ * read) keeps the stored value (see restoreSecrets).
+ */
+export function secretRef(key: Buffer, value: string): string {
+  return SECRET_REF_PREFIX + crypto.createHmac('sha256', key).update(value).digest('hex').slice(0, 32);
+}
+
+/** A copy of bundle data for answers: parameters' secret values as references. */
+export function maskSecrets(bundle: string, data: BundleData, key: Buffer): BundleData {
+  if (bundle !== 'parameters' || !Array.isArray(data.secrets)) return data;
+  return {
+    ...data,
+    secrets: data.secrets.map((s) =>
+      s && typeof s === 'object' && !Array.isArray(s) && typeof s.value === 'string' ? { ...s, value: secretRef(key, s.value) } : s,
+    ),
+  };
+}
+
+/**
+ * Where a change's secret value is a reference the broker answered for the same key, the value it
+ * stands for (from `known`: the entity's committed or staged secrets). An unknown reference is refused.
+ */
+export function restoreSecrets(bundle: string, data: BundleData, known: BundleData[], key: Buffer): BundleData {
+  if (bundle !== 'parameters' || !Array.isArray(data.secrets)) return data;
+  const byRef = new Map<string, string>();
+  for (const k of known) {
+    if (!Array.isArray(k.secrets)) continue;
+    for (const s of k.secrets)
+      if (s && typeof s === 'object' && !Array.isArray(s) && typeof s.value === 'string') byRef.set(`${String(s.key)}\n${secretRef(key, s.value)}`, s.value);
+  }
+  return {
+    ...data,
+    secrets: data.secrets.map((s, i) => {
+      if (!s || typeof s !== 'object' || Array.isArray(s) || typeof s.value !== 'string' || !s.value.startsWith(SECRET_REF_PREFIX)) return s;
+      const value = byRef.get(`${String(s.key)}\n${s.value}`);
+      if (value === undefined)
+        throw badRequest(`config.secrets[${i}].value is a secret reference this entity does not hold; send the value itself.`, {
+          field: `config.secrets[${i}].value`,
+        });
+      return { ...s, value };
+    }),
+  };
+}
+
+// ---- files ---------------------------------------------------------------------------------------
+
+/** A file-store path as configurations name it, compared without its leading slashes. */
+export function normalizeSource(source: string): string {
+  return source.replace(/^\/+/, '');
+}
+
+/** The file-store files a rendered configuration names (file_distribution templates, software_management config templates). */
+export function referencedFiles(bundleData: Record<string, unknown>): Set<string> {
+  const out = new Set<string>();
+  const fd = bundleData.file_distribution as { files?: unknown } | undefined;
+  if (fd && Array.isArray(fd.files)) {
+    for (const set of fd.files as { templates?: unknown }[]) {
+      if (!set || !Array.isArray(set.templates)) continue;
+      for (const t of set.templates as { source?: unknown }[]) if (t && typeof t.source === 'string' && t.source !== '') out.add(normalizeSource(t.source));
+    }
+  }
+  const sm = bundleData.software_management as { items?: unknown } | undefined;
+  if (sm && Array.isArray(sm.items)) {
+    for (const item of sm.items as { config_files?: unknown }[]) {
+      if (!item || !Array.isArray(item.config_files)) continue;
+      for (const f of item.config_files as { config_template?: unknown }[])
+        if (f && typeof f.config_template === 'string' && f.config_template !== '') out.add(normalizeSource(f.config_template));
+    }
+  }
+  for (const name of ['docker_containers', 'podman_containers']) {
+    const b = bundleData[name] as { items?: unknown } | undefined;
+    if (!b || !Array.isArray(b.items)) continue;
+    for (const item of b.items as { env_file?: unknown }[])
+      if (item && typeof item.env_file === 'string' && item.env_file !== '') out.add(normalizeSource(item.env_file));
+  }
+  return out;
+}

@@ -1,0 +1,148 @@
+import { describe, expect, it } from 'vitest';
+import { ApiError } from '../http/errors.js';
+import { extendBundle, maskSecrets, referencedFiles, restoreSecrets, secretRef, validateBundle, type BundleData } from './bundles.js';
+import { render, type Level, type OwnBundle } from './render.js';
+
+const own = (data: BundleData, extend = false, commitCreated = 1, commitSha = `c${commitCreated}`): OwnBundle => ({ data, extend, commitCreated, commitSha });
+const lvl = (type: 'node' | 'tag', id: string, bundles: Record<string, OwnBundle> = {}): Level => ({
+  type,
+  id,
+  title: id.toUpperCase(),
+  bundles: new Map(Object.entries(bundles)),
+});
+
+describe('render', () => {
+  it('replaces down the tree unless a level extends; says where each bundle comes from', () => {
+    const root = lvl('node', 'root', { ntp: own({ servers: ['a'] }, false, 1), settings: own({ agentinterval: 5 }, false, 1) });
+    const group = lvl('node', 'g1', { ntp: own({ servers: ['b'] }, true, 2) });
+    const device = lvl('node', 'dev', { settings: own({ agentinterval: 10 }, false, 3) });
+    const r = render({ type: 'node', id: 'dev' }, [root, group, device], []);
+    expect(r.bundles).toEqual(['settings', 'ntp']);
+    expect(r.bundle_data.ntp).toMatchObject({
+      servers: ['a', 'b'],
+      extend: true,
+      inherited: true,
+      bundle_commit_id: 'c2',
+      inherits: { root: 'ROOT', g1: 'G1', dev: 'DEV' },
+    });
+    expect(r.bundle_data.ntp.inherited_from).toEqual([
+      { type: 'node', id: 'root', title: 'ROOT' },
+      { type: 'node', id: 'g1', title: 'G1' },
+    ]);
+    expect(r.bundle_data.settings).toMatchObject({ agentinterval: 10, inherited: false, enabled: true, version: 'v1' });
+    expect(r.commit_id).toBe('c3');
+    expect(r.commit_created).toBe(3_000_000);
+  });
+
+  it('places tags between the groups and the node, newest commit last', () => {
+    const root = lvl('node', 'root', { parameters: own({ parameters: [{ key: 'k', value: 'root' }] }, false, 1) });
+    const device = lvl('node', 'dev');
+    const older = lvl('tag', 'zeta', {
+      parameters: own(
+        {
+          parameters: [
+            { key: 'k', value: 'zeta' },
+            { key: 'z', value: '1' },
+          ],
+        },
+        true,
+        2,
+      ),
+    });
+    const newer = lvl('tag', 'alpha', { parameters: own({ parameters: [{ key: 'k', value: 'alpha' }] }, true, 5) });
+    const r = render({ type: 'node', id: 'dev' }, [root, device], [newer, older]);
+    expect(r.bundle_data.parameters.parameters).toEqual([
+      { key: 'k', value: 'alpha' },
+      { key: 'z', value: '1' },
+    ]);
+    expect((r.bundle_data.parameters.inherited_from as { id: string }[]).map((s) => s.id)).toEqual(['root', 'zeta', 'alpha']);
+    // The device's own bundle, not extending, replaces everything it inherits.
+    device.bundles.set('parameters', own({ parameters: [] }, false, 6));
+    const again = render({ type: 'node', id: 'dev' }, [root, device], [newer, older]);
+    expect(again.bundle_data.parameters).toMatchObject({ parameters: [], inherited: false });
+  });
+
+  it('a tag renders as itself only', () => {
+    const r = render({ type: 'tag', id: 't' }, [], [lvl('tag', 't', { ntp: own({ servers: ['x'] }) })]);
+    expect(r).toMatchObject({ id: 't', type: 'tag', bundles: ['ntp'] });
+  });
+});
+
+describe('bundles', () => {
+  it('extend merges objects, lists and keyed items', () => {
+    expect(
+      extendBundle({ a: { x: 1, y: [1] }, items: [{ name: 'p', version: '1' }] }, { a: { y: [2] }, items: [{ name: 'p', version: '2' }, { name: 'q' }] }),
+    ).toEqual({
+      a: { x: 1, y: [1, 2] },
+      items: [{ name: 'p', version: '2' }, { name: 'q' }],
+    });
+  });
+
+  it('validates names, fields, shapes and sizes', () => {
+    const bad = (bundle: string, config: unknown) => {
+      try {
+        validateBundle(bundle, config);
+      } catch (err) {
+        expect(err).toBeInstanceOf(ApiError);
+        return (err as ApiError).status;
+      }
+      return 200;
+    };
+    expect(bad('nope', {})).toBe(400);
+    expect(bad('settings', [])).toBe(400);
+    expect(bad('settings', { agentintervall: 5 })).toBe(400);
+    expect(bad('parameters', { parameters: [{ key: 1, value: 'x' }] })).toBe(400);
+    expect(bad('file_distribution', { files: [{ templates: [{ source: 5 }] }] })).toBe(400);
+    expect(bad('ntp', { servers: ['x'.repeat(70_000)] })).toBe(400);
+    expect(bad('ntp', { servers: Array.from({ length: 1001 }, () => 'x') })).toBe(400);
+    let deep: unknown = 'x';
+    for (let i = 0; i < 20; i++) deep = { d: deep };
+    expect(bad('ntp', { servers: deep })).toBe(400);
+    expect(bad('users', { items: Array.from({ length: 900 }, () => ({ username: 'u'.repeat(400) })) })).toBe(400);
+    expect(bad('settings', { enabled: true, agentinterval: 5, version: 'v1' })).toBe(200);
+    // Broker-set metadata is not taken from clients.
+    expect(validateBundle('ntp', { servers: [], inherited: true, bundle_commit_id: 'x' })).toEqual({ servers: [] });
+  });
+
+  it('masks secrets and restores a reference sent back for the same key', () => {
+    const key = Buffer.alloc(32, 7);
+    const stored: BundleData = { secrets: [{ key: 'pw', value: 'hunter2' }] };
+    const masked = maskSecrets('parameters', stored, key);
+    expect(JSON.stringify(masked)).not.toContain('hunter2');
+    expect(masked.secrets).toEqual([{ key: 'pw', value: secretRef(key, 'hunter2') }]);
+    expect(restoreSecrets('parameters', masked, [stored], key)).toEqual(stored);
+    expect(() => restoreSecrets('parameters', { secrets: [{ key: 'other', value: secretRef(key, 'hunter2') }] }, [stored], key)).toThrow(ApiError);
+  });
+
+  it('lists the file-store files a configuration names', () => {
+    expect(
+      [
+        ...referencedFiles({
+          file_distribution: { files: [{ templates: [{ source: '/a/b.txt' }, { source: 'c.txt' }] }] },
+          software_management: { items: [{ config_files: [{ config_template: '/t.conf' }] }] },
+          docker_containers: { items: [{ env_file: '/env' }] },
+        }),
+      ].sort(),
+    ).toEqual(['a/b.txt', 'c.txt', 'env', 't.conf']);
+  });
+});
+
+describe('agent reports', () => {
+  it('keeps well-formed reports only, without unknown fields, at most 1000', async () => {
+    const { sanitizeReports } = await import('./service.js');
+    const good = { bundle: 'ntp', bundle_commit_id: 'a', commit_id: 'b', labels: '', sev: 'ERR', text: 'failed', ts: 5, log: 'b2s=' };
+    expect(
+      sanitizeReports([
+        { ...good, extra: 1 },
+        { ...good, sev: 'LOUD' },
+        { ...good, ts: -1 },
+        { ...good, text: 'x'.repeat(5000) },
+        { ...good, log: '<not base64>' },
+        7,
+        null,
+      ]),
+    ).toEqual([good]);
+    expect(sanitizeReports({ not: 'a list' })).toEqual([]);
+    expect(sanitizeReports(Array.from({ length: 5000 }, () => good))).toHaveLength(1000);
+  });
+});

@@ -1,0 +1,237 @@
+import { z } from 'zod';
+import { NODE_ID_PATTERN } from '../../shared/resources.js';
+import { DEVICE_ID_PATTERN } from '../devices/scope.js';
+import { defineRoute, type RouteSpec } from '../http/route.js';
+import { BUNDLES } from './bundles.js';
+import { MAX_INLINE_CHANGES } from './service.js';
+
+const sha = z
+  .string()
+  .regex(/^[0-9a-f]{64}$/, 'must be a sha: 64 lowercase hexadecimal characters')
+  .describe('The sha.');
+const nodeId = z.string().regex(NODE_ID_PATTERN, 'must be a node id').describe('A node: root, a group or a device.');
+
+const SCOPE =
+  'configuration:read and configuration:manage accept no resources; a caller who also holds device:read reaches only the configuration of nodes and tags their device:read resources cover ' +
+  '(a node: `*`, a `node:` resource at or above it, or a tag it carries; a tag: `*` or `tag:<that tag>`), so a user restricted to some devices can neither read nor change the configuration of others, ' +
+  'of groups reaching beyond theirs, or of root; without device:read the configuration permission reaches every entity.';
+
+/** qbee's ChangeRequest. */
+const changeRequest = z
+  .object({
+    node_id: z.string().max(64).optional().describe('The node (root, a group or a device) the change configures; or `tag`'),
+    tag: z.string().max(64).optional().describe('The tag the change configures; or `node_id`'),
+    formtype: z
+      .string()
+      .max(64)
+      .describe(`The bundle: ${BUNDLES.join(', ')}`),
+    extend: z.boolean().optional().describe('Merge with the inherited bundle (true) or replace it (false, default)'),
+    config: z
+      .unknown()
+      .describe(
+        'The bundle configuration under qbee’s field names, with `enabled`, `version` and `reset_to_group` (true: drop this entity’s own bundle so the inherited one applies)',
+      ),
+  })
+  .strict();
+
+const userBase = z.object({ user_id: z.string(), fname: z.string(), lname: z.string() });
+
+const change = z
+  .object({
+    id: z.string(),
+    sha: z.string(),
+    status: z.enum(['new', 'committed']),
+    type: z.literal('config'),
+    content: z.object({ node_id: z.string().optional(), tag: z.string().optional(), formtype: z.string(), extend: z.boolean(), config: z.unknown() }),
+    created: z.number().int().describe('Unix seconds'),
+    updated: z.number().int().describe('Unix seconds'),
+    user_id: z.string(),
+    user_name: z.string(),
+    user: userBase,
+    commit_sha: z.string().optional(),
+  })
+  .describe("qbee's Change: parameters' secret values are answered as references (`secret-ref:…`), never in clear");
+
+const commit = z.object({
+  sha: z.string().describe('The sha of the commit: the sha of its entry in the audit trail (GET /commitlist)'),
+  message: z.string(),
+  type: z.literal('config'),
+  labels: z.array(z.string()),
+  changes: z.array(z.unknown()).describe('POST: the shas of the changes; GET: the changes'),
+  user_id: z.string(),
+  user: userBase,
+  created: z.number().int(),
+  updated: z.number().int(),
+});
+
+const configResponse = z.object({
+  status: z.literal('success'),
+  config: z.object({
+    id: z.string(),
+    type: z.enum(['node', 'tag']),
+    commit_id: z.string().describe('The most recent commit that shaped this configuration'),
+    commit_created: z.number().describe('Nanoseconds since the epoch'),
+    bundles: z.array(z.string()),
+    bundle_data: z.record(z.string(), z.unknown()),
+  }),
+});
+
+const RENDER =
+  'A node’s configuration is rendered per bundle along root → groups → the node, with the configuration of each of its tags (own and inherited from groups; ordered by commit time) ' +
+  'before the node’s own: a level that `extend`s merges into what it inherits (objects field by field, lists inherited items first, an item with the same key/name/username replaced), one that does not replaces it. ' +
+  "Each bundle carries qbee's metadata (`enabled`, `extend`, `version`, `bundle_commit_id`, `inherited`, `inherits`: node id → title from where it is inherited down to the node) and `inherited_from`: " +
+  'the entities it comes from, in order ({type, id, title}). Secret parameter values are answered as references. ';
+
+const scopeQuery = z.object({
+  scope: z.enum(['all', 'own']).optional().describe('all (default): rendered with what it inherits; own: the entity’s own bundles only'),
+});
+
+export const configRoutes: RouteSpec[] = [
+  defineRoute({
+    method: 'post',
+    path: '/change',
+    tag: 'configuration',
+    summary: 'Stage a configuration change',
+    description:
+      'qbee’s ChangeRequest `{node_id | tag, formtype, extend, config}`: one bundle of one entity, staged for the caller (status `new`) until they commit. ' +
+      'A staged change of the same entity and bundle is replaced. The bundle configuration is checked (known bundle; qbee’s field names where known; at most 256 KiB; bounded depth and sizes); ' +
+      'a secret sent back as the reference the broker answered keeps its value. Answers the Change. ' +
+      SCOPE,
+    access: 'configuration:manage',
+    body: changeRequest,
+    response: change,
+    audit: 'config.change',
+    handler: async ({ body, services, principal }) => services.configuration.createChange(principal, body),
+  }),
+  defineRoute({
+    method: 'get',
+    path: '/change/{sha}',
+    tag: 'configuration',
+    summary: 'One of your configuration changes',
+    description: 'A change the caller made (staged or committed); other users’ changes are not found (404).',
+    access: 'configuration:read',
+    params: z.object({ sha }),
+    response: change,
+    handler: async ({ params, services, principal }) => services.configuration.getChange(principal, params.sha),
+  }),
+  defineRoute({
+    method: 'delete',
+    path: '/change/{sha}',
+    tag: 'configuration',
+    summary: 'Discard one staged change',
+    description: 'Discards a change the caller staged. 404 for other users’ changes, 409 `change_committed` for a committed one.',
+    access: 'configuration:manage',
+    params: z.object({ sha }),
+    audit: 'config.discard',
+    handler: async ({ params, services, principal }) => services.configuration.deleteChange(principal, params.sha),
+  }),
+  defineRoute({
+    method: 'delete',
+    path: '/changes',
+    tag: 'configuration',
+    summary: 'Discard all your staged changes',
+    description: 'Discards every change the caller staged; other users’ staged changes stay.',
+    access: 'configuration:manage',
+    audit: 'config.discard',
+    handler: async ({ services, principal }) => services.configuration.deleteChanges(principal),
+  }),
+  defineRoute({
+    method: 'get',
+    path: '/changelist',
+    tag: 'configuration',
+    summary: 'Your configuration changes',
+    description:
+      'The caller’s changes as a JSON array (qbee-cli decodes an array): staged ones (`status` new) unless `search` asks for committed. `search` is qbee’s JSON `{user_id, group_id (node), status (new|committed), form_type (bundle), type (config)}` (exact matches; any other field is a 400); ' +
+      '`created_start` (inclusive) and `created_end` (exclusive) are UTC `YYYY-MM-DD hh:mm:ss`; `sort` id|created (default created), `sort_direction` (default desc), `limit` (default 3000, at most 10000), `offset`. ' +
+      'Other users’ changes are never listed.',
+    access: 'configuration:read',
+    query: z.object({
+      search: z.string().max(2000).optional(),
+      created_start: z.string().max(32).optional(),
+      created_end: z.string().max(32).optional(),
+      sort: z.enum(['id', 'created']).optional(),
+      sort_direction: z.enum(['asc', 'desc']).optional(),
+      limit: z.coerce.number().int().min(1).max(10000).default(3000),
+      offset: z.coerce.number().int().min(0).default(0),
+    }),
+    response: z.array(change),
+    handler: async ({ query, services, principal }) => services.configuration.listChanges(principal, query),
+  }),
+  defineRoute({
+    method: 'post',
+    path: '/commit',
+    tag: 'configuration',
+    summary: 'Commit your staged changes',
+    description:
+      '`{action: "commit", message, changes?}`: stages `changes` (qbee ChangeRequests, at most ' +
+      MAX_INLINE_CHANGES +
+      ') if given, then applies every change the caller has staged in one transaction, with a sha. 400 `nothing_to_commit` without staged changes. ' +
+      'The commit is an entry of the audit trail (GET /commitlist, event `config.commit`, its sha the commit’s, `message`, `changes`); connected agents whose rendered configuration changed get it at once, others when they connect. ' +
+      'Every entity is checked again at commit. ' +
+      SCOPE,
+    access: 'configuration:manage',
+    body: z
+      .object({
+        action: z.literal('commit').optional(),
+        message: z.string().min(1).max(1000),
+        changes: z.array(changeRequest).max(MAX_INLINE_CHANGES).optional(),
+      })
+      .strict(),
+    response: commit,
+    // The commit writes its own audit entry (whose sha it takes) in its own transaction; refusals are audited by the router.
+    audit: false,
+    handler: async ({ body, services, principal, ip }) => services.configuration.commit(principal, body, ip),
+  }),
+  defineRoute({
+    method: 'get',
+    path: '/commit/{sha}',
+    tag: 'configuration',
+    summary: 'A configuration commit with its changes',
+    description: 'qbee’s CommitExtended; changes on entities outside the caller’s reach are left out. ' + SCOPE,
+    access: 'configuration:read',
+    params: z.object({ sha }),
+    response: commit,
+    handler: async ({ params, services, principal }) => services.configuration.getCommit(principal, params.sha),
+  }),
+  ...(['config', 'configpreview'] as const).map((base) =>
+    defineRoute({
+      method: 'get',
+      path: `/${base}/{type}/{item_id}`,
+      tag: 'configuration',
+      summary: base === 'config' ? 'The committed configuration of a node or tag' : 'The configuration of a node or tag with your staged changes',
+      description:
+        (base === 'config' ? 'Committed configuration. ' : 'As GET /config/{type}/{item_id}, with the caller’s staged changes applied. ') +
+        '`type` node|tag; `scope` all (default) or own. A tag’s configuration is its own. ' +
+        RENDER +
+        SCOPE,
+      access: 'configuration:read',
+      params: z.object({ type: z.enum(['node', 'tag']), item_id: z.string().min(1).max(64) }),
+      query: scopeQuery,
+      response: configResponse,
+      handler: async ({ params, query, services, principal }) =>
+        services.configuration.entityConfig(principal, params.type, params.item_id, query.scope ?? 'all', base === 'configpreview'),
+    }),
+  ),
+  defineRoute({
+    method: 'get',
+    path: '/config/{device_id}',
+    tag: 'configuration',
+    summary: 'The committed configuration of a device',
+    description: 'The device’s rendered configuration (as GET /config/node/{device_id}). ' + RENDER + SCOPE,
+    access: 'configuration:read',
+    params: z.object({ device_id: z.string().regex(DEVICE_ID_PATTERN, 'must be a device id: 64 lowercase hexadecimal characters') }),
+    response: configResponse,
+    handler: async ({ params, services, principal }) => services.configuration.nodeConfig(principal, params.device_id, false, true),
+  }),
+  defineRoute({
+    method: 'get',
+    path: '/configpreview/{node_id}',
+    tag: 'configuration',
+    summary: 'The configuration of a node with your staged changes',
+    description: 'As GET /configpreview/node/{node_id}. ' + RENDER + SCOPE,
+    access: 'configuration:read',
+    params: z.object({ node_id: nodeId }),
+    response: configResponse,
+    handler: async ({ params, services, principal }) => services.configuration.nodeConfig(principal, params.node_id, true, false),
+  }),
+];

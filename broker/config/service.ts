@@ -1,0 +1,768 @@
+/**
+ * Configuration management (qbee's model): changes staged per user, commits that apply all of a
+ * user's staged changes at once, the rendered configuration of nodes and tags, and the link to
+ * agents — the configuration pushed on commit and on connect, what the agent reports it applied,
+ * and the file-store files its configuration names, sent on request.
+ */
+import crypto from 'node:crypto';
+import { pipeline } from 'node:stream/promises';
+import type { Logger } from 'pino';
+import type { AgentReport, ChannelKind, ChannelParams, CommittedConfig, ControlMessage } from '../../shared/protocol.js';
+import { TAG_PATTERN } from '../../shared/resources.js';
+import type { Channel } from '../../shared/mux.js';
+import type { AccessService } from '../access/access.js';
+import type { Principal } from '../access/principal.js';
+import type { AuditService } from '../audit/service.js';
+import type { Store } from '../db/database.js';
+import { readAttributes } from '../devices/attributes.js';
+import { nodeChain, ROOT_NODE, scopeOfChain, type ChainRow } from '../devices/scope.js';
+import { ApiError, badRequest, conflict, notFound } from '../http/errors.js';
+import type { SettingsStore } from '../settings.js';
+import { maskSecrets, normalizeSource, referencedFiles, restoreSecrets, validateBundle, type BundleData } from './bundles.js';
+import { render, type EntityType, type Level, type OwnBundle, type RenderedConfig } from './render.js';
+import { ConfigStore, level, levelsOf, type ChangeRow } from './store.js';
+
+/** Where agents' configuration reports go (bound to the reports domain at merge). */
+export interface ReportSink {
+  record(deviceId: string, reports: AgentReport[]): Promise<unknown>;
+}
+
+/** What the service needs of the agents: send a device-level message, open a channel. */
+export interface ConfigAgentLink {
+  send(deviceId: string, msg: ControlMessage): boolean;
+  isConnected(deviceId: string): boolean;
+  open(deviceId: string, kind: ChannelKind, params: ChannelParams): Promise<{ channel: Channel; info: Record<string, unknown> }>;
+}
+
+/** The file store, as far as sending a configuration's files goes. */
+export interface ConfigFiles {
+  metadata(path: string): Promise<{ size?: number; sha256?: string; digest?: string; type?: string }>;
+  download(path: string): Promise<{ size: number; stream: NodeJS.ReadableStream & { destroy(): void } }>;
+}
+
+export interface ConfigDeps {
+  store: Store;
+  settings: SettingsStore;
+  access: AccessService;
+  audit: AuditService;
+  files: ConfigFiles;
+  agents: ConfigAgentLink;
+  reports: ReportSink;
+  logger: Logger;
+}
+
+export interface ChangeRequest {
+  node_id?: string;
+  tag?: string;
+  formtype: string;
+  extend?: boolean;
+  config: unknown;
+}
+
+export interface ChangeListQuery {
+  search?: string;
+  created_start?: string;
+  created_end?: string;
+  sort?: 'id' | 'created';
+  sort_direction?: 'asc' | 'desc';
+  limit: number;
+  offset: number;
+}
+
+interface Entity {
+  type: EntityType;
+  id: string;
+}
+
+/** Most changes one user may have staged at once. */
+export const MAX_STAGED = 500;
+/** Most changes carried inline by one commit. */
+export const MAX_INLINE_CHANGES = 100;
+/** Files sent to agents at once: per device, and in all. */
+const MAX_FILES_PER_DEVICE = 4;
+const MAX_FILES = 64;
+/** Largest configuration message sent to an agent (its connection takes 16 MiB messages). */
+const MAX_PUSH_BYTES = 8 * 1024 * 1024;
+/** A file transfer making no progress this long is cut. */
+const FILE_STALL_MS = 60_000;
+/** What the broker keeps of one agent message. */
+const MAX_REPORTS = 1000;
+/** How often changes to the tree and attributes are looked for (see watch). */
+export const WATCH_INTERVAL_MS = 15_000;
+const ID_PATTERN = /^[A-Za-z0-9_.:-]{1,64}$/;
+const COMMIT_ID_PATTERN = /^[A-Za-z0-9_-]{0,128}$/;
+
+const unixSeconds = (iso: string) => Math.floor(Date.parse(iso) / 1000);
+const SEARCH_FIELDS = new Set(['user_id', 'group_id', 'status', 'form_type', 'type']);
+const DATE_TIME = /^(\d{4}-\d{2}-\d{2})[ T](\d{2}:\d{2}:\d{2})$/;
+
+export class ConfigService {
+  private readonly q: ConfigStore;
+  private secretKey = Buffer.alloc(0);
+  private readonly sending = new Map<string, number>();
+  private sendingTotal = 0;
+  private propagation: Promise<void> = Promise.resolve();
+  private propagationQueued = false;
+  private watchTimer?: NodeJS.Timeout;
+
+  constructor(private readonly deps: ConfigDeps) {
+    this.q = new ConfigStore(deps.store.db);
+  }
+
+  async init(): Promise<void> {
+    const key = await this.deps.settings.getOrCreate<string>('config.secret_ref_key', () => crypto.randomBytes(32).toString('hex'));
+    this.secretKey = Buffer.from(key, 'hex');
+  }
+
+  async close(): Promise<void> {
+    if (this.watchTimer) clearInterval(this.watchTimer);
+    await this.propagation.catch(() => {});
+  }
+
+  /**
+   * Moves in the tree, tag changes and device attributes (which templates use) change what a device
+   * should run without a commit: every `intervalMs`, when something was changed through the API since
+   * the last look (the change epoch moved), devices are rendered again and those whose configuration
+   * changed get it (propagate compares digests, so nothing else is sent).
+   */
+  watch(epoch: { value: number }, intervalMs = WATCH_INTERVAL_MS): void {
+    let seen = epoch.value;
+    this.watchTimer = setInterval(() => {
+      if (epoch.value === seen) return;
+      seen = epoch.value;
+      this.schedulePropagation();
+    }, intervalMs);
+    this.watchTimer.unref();
+  }
+
+  // ---- entities and access -------------------------------------------------------------------
+
+  /** The node's chain (node first, root last); 404 for an unknown node. */
+  private async chainOf(nodeId: string): Promise<ChainRow[]> {
+    const chain = await nodeChain(this.deps.store.db, nodeId);
+    if (chain.length === 0 || chain[chain.length - 1].node_id !== ROOT_NODE) throw notFound(`Node ${nodeId}`);
+    return chain;
+  }
+
+  private entityOf(req: { node_id?: string; tag?: string }): Entity {
+    const hasNode = typeof req.node_id === 'string' && req.node_id !== '';
+    const hasTag = typeof req.tag === 'string' && req.tag !== '';
+    if (hasNode === hasTag) throw badRequest('Name exactly one of node_id and tag: the entity the change configures.', { field: 'node_id' });
+    if (hasTag) {
+      if (!TAG_PATTERN.test(req.tag!)) throw badRequest('tag must be a tag: letters, digits, "_", "." and "-", at most 64 characters.', { field: 'tag' });
+      return { type: 'tag', id: req.tag! };
+    }
+    return { type: 'node', id: req.node_id! };
+  }
+
+  private async requireEntity(principal: Principal, permission: 'configuration:read' | 'configuration:manage', entity: Entity): Promise<void> {
+    if (entity.type === 'node') await this.chainOf(entity.id);
+    await this.deps.access.requireConfigEntity(principal, permission, entity);
+  }
+
+  // ---- changes ----------------------------------------------------------------------------------
+
+  /** Stages one change (replacing the caller's staged change of the same entity and bundle). */
+  async createChange(principal: Principal, req: ChangeRequest): Promise<object> {
+    const row = await this.stage(principal, req);
+    return this.changeView(row, principal);
+  }
+
+  private async stage(principal: Principal, req: ChangeRequest, field = ''): Promise<ChangeRow> {
+    const entity = this.entityOf(req);
+    let data: BundleData;
+    try {
+      data = validateBundle(req.formtype, req.config);
+    } catch (err) {
+      if (field && err instanceof ApiError) throw new ApiError(err.status, err.error, `${field}: ${err.message}`, err.details);
+      throw err;
+    }
+    await this.requireEntity(principal, 'configuration:manage', entity);
+    // The request's `extend`; a client that sets it only in the bundle's metadata is read there.
+    const extend = req.extend ?? data.extend === true;
+    const db = this.deps.store.db;
+    const previous = await db
+      .selectFrom('config_changes')
+      .selectAll()
+      .where('user_id', '=', principal.user.id)
+      .where('status', '=', 'new')
+      .where('entity_type', '=', entity.type)
+      .where('entity_id', '=', entity.id)
+      .where('bundle', '=', req.formtype)
+      .execute();
+    const committed = await this.q.entities([entity]);
+    const known = [
+      ...committed.filter((r) => r.bundle === req.formtype).map((r) => JSON.parse(r.data) as BundleData),
+      ...previous.map((p) => JSON.parse(p.content) as BundleData),
+    ];
+    data = restoreSecrets(req.formtype, data, known, this.secretKey);
+    if (previous.length > 0)
+      await db
+        .deleteFrom('config_changes')
+        .where(
+          'id',
+          'in',
+          previous.map((p) => p.id),
+        )
+        .execute();
+    const { count } = await db
+      .selectFrom('config_changes')
+      .select((eb) => eb.fn.countAll<number>().as('count'))
+      .where('user_id', '=', principal.user.id)
+      .where('status', '=', 'new')
+      .executeTakeFirstOrThrow();
+    if (Number(count) >= MAX_STAGED) throw conflict('too_many_changes', `You have ${MAX_STAGED} staged changes; commit or discard some first.`);
+    const now = new Date().toISOString();
+    const id = crypto.randomUUID();
+    const content = JSON.stringify(data);
+    const sha = crypto
+      .createHash('sha256')
+      .update(`${id}\n${principal.user.id}\n${entity.type}:${entity.id}\n${req.formtype}\n${extend}\n${content}\n${now}`)
+      .digest('hex');
+    const row: ChangeRow = {
+      id,
+      sha,
+      user_id: principal.user.id,
+      status: 'new',
+      entity_type: entity.type,
+      entity_id: entity.id,
+      bundle: req.formtype,
+      extend: extend ? 1 : 0,
+      content,
+      commit_sha: null,
+      created_at: now,
+      updated_at: now,
+      seq: await this.q.nextSeq(),
+    };
+    await db.insertInto('config_changes').values(row).execute();
+    return row;
+  }
+
+  /** A change of the caller's (others' changes are not found). */
+  private async ownChange(principal: Principal, sha: string): Promise<ChangeRow> {
+    const row = await this.q.change(sha);
+    if (!row || row.user_id !== principal.user.id) throw notFound(`Change ${sha}`);
+    return row;
+  }
+
+  async getChange(principal: Principal, sha: string): Promise<object> {
+    return this.changeView(await this.ownChange(principal, sha), principal);
+  }
+
+  async deleteChange(principal: Principal, sha: string): Promise<void> {
+    const row = await this.ownChange(principal, sha);
+    if (row.status !== 'new') throw conflict('change_committed', `Change ${sha} is committed; change the configuration again instead.`);
+    await this.deps.store.db.deleteFrom('config_changes').where('id', '=', row.id).execute();
+  }
+
+  async deleteChanges(principal: Principal): Promise<void> {
+    await this.deps.store.db.deleteFrom('config_changes').where('user_id', '=', principal.user.id).where('status', '=', 'new').execute();
+  }
+
+  async listChanges(principal: Principal, query: ChangeListQuery): Promise<object[]> {
+    let search: Record<string, unknown> = {};
+    if (query.search !== undefined && query.search !== '') {
+      try {
+        search = JSON.parse(query.search) as Record<string, unknown>;
+      } catch {
+        throw badRequest('search must be JSON: {"status":"new","form_type":"settings",...}.', { field: 'search' });
+      }
+      if (!search || typeof search !== 'object' || Array.isArray(search)) throw badRequest('search must be a JSON object.', { field: 'search' });
+      for (const [k, v] of Object.entries(search)) {
+        if (!SEARCH_FIELDS.has(k))
+          throw badRequest(`search.${k.slice(0, 64)} is not a search field; fields: ${[...SEARCH_FIELDS].join(', ')}.`, { field: 'search' });
+        if (typeof v !== 'string') throw badRequest(`search.${k} must be a string.`, { field: 'search' });
+      }
+    }
+    let q = this.deps.store.db.selectFrom('config_changes').selectAll().where('user_id', '=', principal.user.id);
+    // Other users' changes are invisible: a search for them finds nothing.
+    if (search.user_id && search.user_id !== principal.user.id) return [];
+    // qbee lists uncommitted changes unless asked for another status.
+    q = q.where('status', '=', search.status ? String(search.status) : 'new');
+    if (search.form_type) q = q.where('bundle', '=', String(search.form_type));
+    if (search.group_id) q = q.where('entity_type', '=', 'node').where('entity_id', '=', String(search.group_id));
+    if (search.type && search.type !== 'config') return [];
+    for (const [field, op] of [
+      ['created_start', '>='],
+      ['created_end', '<'],
+    ] as const) {
+      const v = query[field];
+      if (v === undefined || v === '') continue;
+      const m = DATE_TIME.exec(v);
+      const iso = m ? new Date(`${m[1]}T${m[2]}Z`) : undefined;
+      if (!iso || Number.isNaN(iso.getTime())) throw badRequest(`${field} must be "YYYY-MM-DD hh:mm:ss" (UTC).`, { field });
+      q = q.where('created_at', op, iso.toISOString());
+    }
+    const direction = query.sort_direction ?? 'desc';
+    q = q.orderBy(query.sort === 'id' ? 'id' : 'seq', direction);
+    const rows = await q.offset(query.offset).limit(query.limit).execute();
+    return rows.map((r) => this.changeView(r, principal));
+  }
+
+  private changeView(row: ChangeRow, user: Principal | { user: { id: string; fname: string; lname: string } }): object {
+    const data = maskSecrets(row.bundle, JSON.parse(row.content) as BundleData, this.secretKey);
+    const u = user.user;
+    return {
+      id: row.id,
+      sha: row.sha,
+      status: row.status,
+      type: 'config',
+      content: {
+        ...(row.entity_type === 'node' ? { node_id: row.entity_id } : { tag: row.entity_id }),
+        formtype: row.bundle,
+        extend: Number(row.extend) === 1,
+        config: data,
+      },
+      created: unixSeconds(row.created_at),
+      updated: unixSeconds(row.updated_at),
+      user_id: row.user_id,
+      user_name: `${u.fname} ${u.lname}`.trim(),
+      user: { user_id: u.id, fname: u.fname, lname: u.lname },
+      ...(row.commit_sha ? { commit_sha: row.commit_sha } : {}),
+    };
+  }
+
+  // ---- commits ----------------------------------------------------------------------------------
+
+  /**
+   * Commits every change the caller has staged (after staging `changes`, if given), in one
+   * transaction: each entity's own bundle is replaced (or removed by reset_to_group), the changes
+   * are marked committed, and the commit is an entry of the audit trail whose sha is the commit's.
+   * Devices whose configuration changed get it pushed once the transaction is in.
+   */
+  async commit(principal: Principal, body: { message: string; changes?: ChangeRequest[] }, ip: string): Promise<object> {
+    const result = await this.deps.store.transaction(async () => {
+      for (const [i, change] of (body.changes ?? []).entries()) await this.stage(principal, change, `changes[${i}]`);
+      const staged = await this.q.staged(principal.user.id);
+      if (staged.length === 0) throw badRequest('Nothing to commit: stage changes first (POST /change), or send them in `changes`.', {}, 'nothing_to_commit');
+      // Roles may have changed since staging: every entity is checked again.
+      for (const c of staged) {
+        try {
+          await this.requireEntity(principal, 'configuration:manage', { type: c.entity_type as EntityType, id: c.entity_id });
+        } catch (err) {
+          if (!(err instanceof ApiError)) throw err;
+          throw new ApiError(
+            err.status,
+            err.error,
+            `Staged change ${c.sha} (${c.entity_type} ${c.entity_id}, ${c.bundle}): ${err.message} Discard it (DELETE /change/${c.sha}) to commit the others.`,
+            {
+              ...err.details,
+              change: c.sha,
+            },
+          );
+        }
+      }
+      const audit = await this.deps.audit.recordCommit({ user: principal.user, ip, message: body.message, changes: staged.map((c) => c.sha) });
+      const now = new Date().toISOString();
+      const db = this.deps.store.db;
+      await db
+        .insertInto('config_commits')
+        .values({ sha: audit.sha, audit_id: audit.id, user_id: principal.user.id, message: body.message, created_at: now })
+        .execute();
+      for (const c of staged) {
+        const data = JSON.parse(c.content) as BundleData;
+        if (data.reset_to_group === true) {
+          await db
+            .deleteFrom('config_entities')
+            .where('entity_type', '=', c.entity_type)
+            .where('entity_id', '=', c.entity_id)
+            .where('bundle', '=', c.bundle)
+            .execute();
+          continue;
+        }
+        const values = { extend: c.extend, data: c.content, commit_sha: audit.sha, commit_created: now };
+        await db
+          .insertInto('config_entities')
+          .values({ entity_type: c.entity_type, entity_id: c.entity_id, bundle: c.bundle, ...values })
+          .onConflict((oc) => oc.columns(['entity_type', 'entity_id', 'bundle']).doUpdateSet(values))
+          .execute();
+      }
+      await db
+        .updateTable('config_changes')
+        .set({ status: 'committed', commit_sha: audit.sha, updated_at: now })
+        .where(
+          'id',
+          'in',
+          staged.map((c) => c.id),
+        )
+        .execute();
+      return { sha: audit.sha, created: now, changes: staged.map((c) => c.sha) };
+    });
+    this.deps.store.afterCommit(() => this.schedulePropagation());
+    return {
+      sha: result.sha,
+      message: body.message,
+      type: 'config',
+      labels: [],
+      changes: result.changes,
+      user_id: principal.user.id,
+      user: { user_id: principal.user.id, fname: principal.user.fname, lname: principal.user.lname },
+      created: unixSeconds(result.created),
+      updated: unixSeconds(result.created),
+    };
+  }
+
+  /** A commit with its changes; changes on entities outside the caller's reach are left out. */
+  async getCommit(principal: Principal, sha: string): Promise<object> {
+    const db = this.deps.store.db;
+    const commit = await db.selectFrom('config_commits').selectAll().where('sha', '=', sha).executeTakeFirst();
+    if (!commit) throw notFound(`Commit ${sha}`);
+    const user = await db.selectFrom('users').select(['id', 'fname', 'lname']).where('id', '=', commit.user_id).executeTakeFirst();
+    const who = { user: { id: commit.user_id, fname: user?.fname ?? '', lname: user?.lname ?? '' } };
+    const rows = await db.selectFrom('config_changes').selectAll().where('commit_sha', '=', sha).orderBy('seq').execute();
+    const changes: object[] = [];
+    for (const r of rows) {
+      if (await this.deps.access.mayConfigure(principal, 'configuration:read', { type: r.entity_type as EntityType, id: r.entity_id }))
+        changes.push(this.changeView(r, who));
+    }
+    return {
+      sha: commit.sha,
+      message: commit.message,
+      type: 'config',
+      labels: [],
+      changes,
+      user_id: commit.user_id,
+      user: { user_id: commit.user_id, fname: who.user.fname, lname: who.user.lname },
+      created: unixSeconds(commit.created_at),
+      updated: unixSeconds(commit.created_at),
+    };
+  }
+
+  // ---- rendering --------------------------------------------------------------------------------
+
+  /** The levels of an entity: for a node its chain root first and its tags; for a tag itself. With `staged`, the user's staged changes on top. */
+  private async levelsFor(entity: Entity, chain: ChainRow[] | undefined, stagedBy?: string): Promise<{ nodes: Level[]; tags: Level[] }> {
+    const down = chain ? [...chain].reverse() : [];
+    const ranked = entity.type === 'tag' ? [{ tag: entity.id, rank: 0 }] : chain ? tagsDown(chain) : [];
+    const keys: Entity[] = [...down.map((r) => ({ type: 'node' as const, id: r.node_id })), ...ranked.map((r) => ({ type: 'tag' as const, id: r.tag }))];
+    const bundles = levelsOf(await this.q.entities(keys));
+    if (stagedBy) applyStaged(bundles, await this.q.staged(stagedBy));
+    return {
+      nodes: down.map((r) => level('node', r.node_id, r.title, bundles)),
+      tags: ranked.map((r) => ({ ...level('tag', r.tag, r.tag, bundles), rank: r.rank })),
+    };
+  }
+
+  /** GET /config and /configpreview of a node or tag: `own` its own bundles, `all` rendered with what it inherits. */
+  async entityConfig(principal: Principal, type: EntityType, id: string, scope: 'all' | 'own', preview: boolean): Promise<object> {
+    const entity: Entity = { type, id };
+    if (type === 'tag' && !TAG_PATTERN.test(id))
+      throw badRequest('item_id must be a tag: letters, digits, "_", "." and "-", at most 64 characters.', { field: 'item_id' });
+    await this.requireEntity(principal, 'configuration:read', entity);
+    const chain = type === 'node' ? await this.chainOf(id) : undefined;
+    const { nodes, tags } = await this.levelsFor(entity, chain, preview ? principal.user.id : undefined);
+    const rendered = scope === 'own' ? render(entity, type === 'node' ? nodes.slice(-1) : [], type === 'tag' ? tags : []) : render(entity, nodes, tags);
+    return { status: 'success', config: this.masked(rendered) };
+  }
+
+  /** GET /config/{device_id} and /configpreview/{node_id}: rendered with everything it inherits. */
+  async nodeConfig(principal: Principal, nodeId: string, preview: boolean, devicesOnly: boolean): Promise<object> {
+    const chain = await this.chainOf(nodeId);
+    if (devicesOnly && chain[0].type !== 'device') throw notFound(`Device ${nodeId}`);
+    return this.entityConfig(principal, 'node', nodeId, 'all', preview);
+  }
+
+  private masked(rendered: RenderedConfig): RenderedConfig {
+    const bundle_data: Record<string, BundleData> = {};
+    for (const [name, data] of Object.entries(rendered.bundle_data)) bundle_data[name] = maskSecrets(name, data, this.secretKey);
+    return { ...rendered, bundle_data };
+  }
+
+  /** A device's committed configuration as its agent gets it: enabled bundles only, secrets in clear. */
+  private async deviceRendered(deviceId: string): Promise<ReturnType<typeof pushable> | undefined> {
+    const chain = await nodeChain(this.deps.store.db, deviceId);
+    if (chain.length === 0 || chain[0].type !== 'device' || chain[chain.length - 1].node_id !== ROOT_NODE) return undefined;
+    const { nodes, tags } = await this.levelsFor({ type: 'node', id: deviceId }, chain);
+    const row = await this.deps.store.db.selectFrom('devices').select('attributes').where('device_id', '=', deviceId).executeTakeFirst();
+    return pushable(render({ type: 'node', id: deviceId }, nodes, tags), readAttributes(row?.attributes).custom ?? {});
+  }
+
+  // ---- agents -----------------------------------------------------------------------------------
+
+  private schedulePropagation(): void {
+    if (this.propagationQueued) return;
+    this.propagationQueued = true;
+    this.propagation = this.propagation
+      .then(async () => {
+        this.propagationQueued = false;
+        await this.propagate();
+      })
+      .catch((err) => this.deps.logger.error({ err }, 'configuration not propagated'));
+  }
+
+  /** Waits for pushes scheduled so far (tests, shutdown). */
+  async settled(): Promise<void> {
+    await this.propagation;
+  }
+
+  /**
+   * Renders every device from one read of the tree and the entities' bundles, records each
+   * device's commit and digest, and pushes to connected agents whose configuration changed.
+   */
+  async propagate(): Promise<number> {
+    const db = this.deps.store.db;
+    const readAt = new Date().toISOString();
+    const nodeRows = await db.selectFrom('nodes').select(['node_id', 'parent_id', 'type', 'title', 'tags']).execute();
+    const entityRows = await this.q.allEntities();
+    const bundles = levelsOf(entityRows);
+    const byId = new Map(nodeRows.map((r) => [r.node_id, r]));
+    const chains = new Map<string, ChainRow[] | null>();
+    const chainFor = (id: string, depth = 0): ChainRow[] | null => {
+      const known = chains.get(id);
+      if (known !== undefined) return known;
+      const row = byId.get(id);
+      let chain: ChainRow[] | null = null;
+      if (row && depth < 64) {
+        if (row.parent_id === null) chain = row.node_id === ROOT_NODE ? [row] : null;
+        else {
+          const up = chainFor(row.parent_id, depth + 1);
+          chain = up ? [row, ...up] : null;
+        }
+      }
+      chains.set(id, chain);
+      return chain;
+    };
+    const states = new Map((await db.selectFrom('device_config').select(['device_id', 'digest']).execute()).map((r) => [r.device_id, r.digest]));
+    const attributes = new Map((await db.selectFrom('devices').select(['device_id', 'attributes']).execute()).map((r) => [r.device_id, r.attributes]));
+    let pushed = 0;
+    for (const row of nodeRows) {
+      if (row.type !== 'device') continue;
+      const chain = chainFor(row.node_id);
+      if (!chain) continue;
+      const down = [...chain].reverse();
+      const rendered = render(
+        { type: 'node', id: row.node_id },
+        down.map((r) => level('node', r.node_id, r.title, bundles)),
+        tagsDown(chain).map((r) => ({ ...level('tag', r.tag, r.tag, bundles), rank: r.rank })),
+      );
+      const out = pushable(rendered, readAttributes(attributes.get(row.node_id)).custom ?? {});
+      if (states.get(row.node_id) === out.digest) continue;
+      await this.recordState(row.node_id, out.config.commit_id, out.digest);
+      if (this.deps.agents.isConnected(row.node_id) && this.push(row.node_id, out)) pushed += 1;
+    }
+    // Removed nodes keep no configuration (a node made later with the same id starts empty); what was
+    // committed after the tree was read above is left for the next run.
+    const orphans = [
+      ...new Set(entityRows.filter((e) => e.entity_type === 'node' && !byId.has(e.entity_id) && e.commit_created < readAt).map((e) => e.entity_id)),
+    ];
+    for (let i = 0; i < orphans.length; i += 500) {
+      await db
+        .deleteFrom('config_entities')
+        .where('entity_type', '=', 'node')
+        .where('entity_id', 'in', orphans.slice(i, i + 500))
+        .where('commit_created', '<', readAt)
+        .execute();
+    }
+    // Devices no longer in the tree keep no state.
+    const gone = [...states.keys()].filter((id) => byId.get(id)?.type !== 'device');
+    for (let i = 0; i < gone.length; i += 500)
+      await db
+        .deleteFrom('device_config')
+        .where('device_id', 'in', gone.slice(i, i + 500))
+        .execute();
+    return pushed;
+  }
+
+  private async recordState(deviceId: string, commitSha: string, digest: string): Promise<void> {
+    await this.deps.store.db
+      .insertInto('device_config')
+      .values({ device_id: deviceId, commit_sha: commitSha, digest, device_commit_sha: null, applied_at: null })
+      .onConflict((oc) => oc.column('device_id').doUpdateSet({ commit_sha: commitSha, digest }))
+      .execute();
+  }
+
+  /** An agent connected: it gets its configuration now. */
+  async onConnected(deviceId: string): Promise<void> {
+    const out = await this.deviceRendered(deviceId);
+    if (!out) return;
+    await this.recordState(deviceId, out.config.commit_id, out.digest);
+    this.push(deviceId, out);
+  }
+
+  /** Sends a device its configuration; one larger than the agent takes in a message is not sent (logged). */
+  private push(deviceId: string, out: { config: CommittedConfig; attributes: Record<string, string>; size: number }): boolean {
+    if (out.size > MAX_PUSH_BYTES) {
+      this.deps.logger.error({ deviceId, bytes: out.size }, 'configuration too large to send to the agent: not sent');
+      return false;
+    }
+    return this.deps.agents.send(deviceId, { t: 'config', config: out.config, attributes: out.attributes });
+  }
+
+  /**
+   * `config_applied`: the commit the agent applied (shown in the tree as device_commit_sha, and
+   * config_propagated when it is the device's current commit) and the run's reports, checked and
+   * bounded, to the report sink. An agent that applied an older commit gets the current one.
+   */
+  async onApplied(deviceId: string, msg: unknown): Promise<void> {
+    const m = msg as { commit_id?: unknown; reports?: unknown };
+    if (typeof m.commit_id !== 'string' || !COMMIT_ID_PATTERN.test(m.commit_id)) {
+      this.deps.logger.debug({ deviceId }, 'config_applied without a valid commit_id: dropped');
+      return;
+    }
+    const now = new Date().toISOString();
+    const db = this.deps.store.db;
+    await db
+      .insertInto('device_config')
+      .values({ device_id: deviceId, commit_sha: null, digest: null, device_commit_sha: m.commit_id, applied_at: now })
+      .onConflict((oc) => oc.column('device_id').doUpdateSet({ device_commit_sha: m.commit_id as string, applied_at: now }))
+      .execute();
+    const reports = sanitizeReports(m.reports);
+    if (reports.length > 0) await this.deps.reports.record(deviceId, reports);
+    const state = await db.selectFrom('device_config').select('commit_sha').where('device_id', '=', deviceId).executeTakeFirst();
+    if (state && state.commit_sha !== null && state.commit_sha !== m.commit_id) await this.onConnected(deviceId);
+  }
+
+  /**
+   * `file_request`: a file of the store that the device's configuration names is sent on a `file`
+   * channel (bytes under the channel's credit flow, then eof); anything else is `file_refused`.
+   */
+  async onFileRequest(deviceId: string, msg: unknown): Promise<void> {
+    const m = msg as { id?: unknown; path?: unknown };
+    if (typeof m.id !== 'string' || !ID_PATTERN.test(m.id)) return;
+    const id = m.id;
+    const refuse = (error: string) => void this.deps.agents.send(deviceId, { t: 'file_refused', id, error });
+    if (typeof m.path !== 'string' || m.path === '' || m.path.length > 1024) return refuse('invalid path');
+    // Counted from here: a peer asking faster than files go out is refused, whatever it asks for.
+    const active = this.sending.get(deviceId) ?? 0;
+    if (active >= MAX_FILES_PER_DEVICE || this.sendingTotal >= MAX_FILES) return refuse('busy: too many files in transfer; ask again later');
+    this.sending.set(deviceId, active + 1);
+    this.sendingTotal += 1;
+    try {
+      await this.sendFile(deviceId, id, normalizeSource(m.path), refuse);
+    } finally {
+      const left = (this.sending.get(deviceId) ?? 1) - 1;
+      if (left <= 0) this.sending.delete(deviceId);
+      else this.sending.set(deviceId, left);
+      this.sendingTotal -= 1;
+    }
+  }
+
+  private async sendFile(deviceId: string, id: string, path: string, refuse: (error: string) => void): Promise<void> {
+    const out = await this.deviceRendered(deviceId);
+    if (!out || !out.files.has(path)) return refuse('not in the configuration of this device');
+    let meta: Awaited<ReturnType<ConfigFiles['metadata']>>;
+    let download: Awaited<ReturnType<ConfigFiles['download']>>;
+    try {
+      meta = await this.deps.files.metadata(`/${path}`);
+      download = await this.deps.files.download(`/${path}`);
+    } catch (err) {
+      return refuse(err instanceof ApiError && err.status === 404 ? 'no such file in the file store' : 'the file cannot be read');
+    }
+    let channel: Channel;
+    try {
+      ({ channel } = await this.deps.agents.open(deviceId, 'file', { id, path: `/${path}`, size: download.size, sha256: meta.sha256 ?? meta.digest ?? '' }));
+    } catch (err) {
+      download.stream.destroy();
+      this.deps.logger.debug({ err, deviceId, path }, 'file channel not opened');
+      return;
+    }
+    // A peer that stops granting credit holds a transfer slot: one making no progress for a while is cut.
+    let timer: NodeJS.Timeout | undefined;
+    const progress = () => {
+      clearTimeout(timer);
+      timer = setTimeout(() => channel.destroy(new Error('file transfer stalled')), FILE_STALL_MS);
+      timer.unref();
+    };
+    download.stream.on('data', progress);
+    progress();
+    try {
+      await pipeline(download.stream, channel);
+    } catch (err) {
+      this.deps.logger.debug({ err, deviceId, path }, 'file not sent in full');
+      if (!channel.destroyed) channel.destroy();
+    } finally {
+      clearTimeout(timer);
+    }
+  }
+
+  /** Per device of the tree: the commit it should run and the one its agent last applied. */
+  async deviceStates(): Promise<Map<string, { device_commit_sha: string; config_propagated: boolean }>> {
+    const rows = await this.deps.store.db.selectFrom('device_config').selectAll().execute();
+    return new Map(
+      rows.map((r) => [
+        r.device_id,
+        { device_commit_sha: r.device_commit_sha ?? '', config_propagated: r.device_commit_sha !== null && r.device_commit_sha === (r.commit_sha ?? '') },
+      ]),
+    );
+  }
+}
+
+/** The tags a node carries or inherits, each with the depth it is first carried at from root (0). */
+function tagsDown(chain: ChainRow[]): { tag: string; rank: number }[] {
+  const out: { tag: string; rank: number }[] = [];
+  const seen = new Set<string>();
+  [...chain].reverse().forEach((row, depth) => {
+    for (const tag of scopeOfChain([row]).tags) {
+      if (seen.has(tag)) continue;
+      seen.add(tag);
+      out.push({ tag, rank: depth });
+    }
+  });
+  return out;
+}
+
+/** The user's staged changes laid over the committed bundles, in the order staged. */
+function applyStaged(bundles: Map<string, Map<string, OwnBundle>>, staged: ChangeRow[]): void {
+  for (const c of staged) {
+    const key = `${c.entity_type}:${c.entity_id}`;
+    const data = JSON.parse(c.content) as BundleData;
+    let m = bundles.get(key);
+    if (!m) bundles.set(key, (m = new Map()));
+    if (data.reset_to_group === true) m.delete(c.bundle);
+    else m.set(c.bundle, { extend: Number(c.extend) === 1, data, commitSha: '', commitCreated: Date.parse(c.created_at) });
+  }
+}
+
+/** What an agent gets: enabled bundles, without the broker's inheritance notes; its digest decides whether to push. */
+function pushable(rendered: RenderedConfig, attributes: Record<string, string>) {
+  const bundle_data: Record<string, unknown> = {};
+  const bundles: string[] = [];
+  for (const name of rendered.bundles) {
+    const data = rendered.bundle_data[name];
+    if (data.enabled === false) continue;
+    const { inherited_from: _f, inherits: _i, inherited: _d, ...rest } = data;
+    bundle_data[name] = rest;
+    bundles.push(name);
+  }
+  const config: CommittedConfig = { commit_id: rendered.commit_id, bundles, bundle_data };
+  const text = JSON.stringify({ config, attributes });
+  const digest = crypto.createHash('sha256').update(text).digest('hex');
+  return { config, attributes, files: referencedFiles(bundle_data), digest, size: Buffer.byteLength(text) };
+}
+
+const SEVERITIES = new Set(['INFO', 'WARN', 'ERR', 'CRIT']);
+
+function str(v: unknown, max: number): string | undefined {
+  return typeof v === 'string' && v.length <= max ? v : undefined;
+}
+
+/** Reports as an agent sent them, checked field by field: malformed ones dropped, unknown fields dropped, at most MAX_REPORTS. */
+export function sanitizeReports(raw: unknown): AgentReport[] {
+  if (!Array.isArray(raw)) return [];
+  const out: AgentReport[] = [];
+  for (const r of raw.slice(0, MAX_REPORTS)) {
+    if (!r || typeof r !== 'object') continue;
+    const o = r as Record<string, unknown>;
+    const bundle = str(o.bundle, 64);
+    const bundleCommit = str(o.bundle_commit_id ?? '', 128);
+    const commit = str(o.commit_id ?? '', 128);
+    const labels = str(o.labels ?? '', 256);
+    const text = str(o.text, 4096);
+    const log = o.log === undefined ? undefined : str(o.log, 64 * 1024);
+    const sev = typeof o.sev === 'string' && SEVERITIES.has(o.sev) ? (o.sev as AgentReport['sev']) : undefined;
+    const ts = typeof o.ts === 'number' && Number.isInteger(o.ts) && o.ts >= 0 ? o.ts : undefined;
+    if (
+      bundle === undefined ||
+      bundleCommit === undefined ||
+      commit === undefined ||
+      labels === undefined ||
+      text === undefined ||
+      sev === undefined ||
+      ts === undefined
+    )
+      continue;
+    if (o.log !== undefined && (log === undefined || !/^[A-Za-z0-9+/=]*$/.test(log))) continue;
+    out.push({ bundle, bundle_commit_id: bundleCommit, commit_id: commit, labels, sev, text, ts, ...(log !== undefined ? { log } : {}) });
+  }
+  return out;
+}
