@@ -44,6 +44,8 @@ export interface Config {
   maxConnectionsPerAddress: number;
   /** Console recordings older than this many days are removed (at start and daily). */
   recordingRetentionDays: number;
+  /** A console whose user's connection dropped is kept this long for its owner to re-attach (0: ended at once). */
+  consoleDetachGraceSeconds: number;
 }
 
 export class ConfigError extends Error {
@@ -134,5 +136,6 @@ export function loadConfig(env: Env = process.env): Config {
     agentHandshakesPerAddress,
     maxConnectionsPerAddress,
     recordingRetentionDays: integer(env, 'RECORDING_RETENTION_DAYS', 90, 1, 36500),
+    consoleDetachGraceSeconds: integer(env, 'CONSOLE_DETACH_GRACE_SECONDS', 60, 0, 3600),
   };
 }

@@ -33,6 +33,20 @@ const remoteSession = z.object({
   bytes_in: z.number(),
   bytes_out: z.number(),
   can_end: z.boolean().describe('The caller may end it (`remote-access:manage` on its device): for showing an End button.'),
+  attached: z
+    .boolean()
+    .optional()
+    .describe("Console only: false while its owner's connection is gone and it waits (CONSOLE_DETACH_GRACE_SECONDS) for a re-attach."),
+  watchers: z
+    .array(z.object({ user: z.object({ id: z.string(), email: z.string() }), since: z.string() }))
+    .optional()
+    .describe('Console only: who watches it read-only, since when.'),
+  can_watch: z
+    .boolean()
+    .optional()
+    .describe(
+      'Console only: the caller may watch it (a grant to open that console on the device, and the session is theirs or on a device their `remote-access:manage` covers): for showing a Watch button.',
+    ),
 });
 
 const target = z.string().min(1).max(200).describe('`*`, `tag:<tag>` or `node:<node id>` (a group or a device); no action suffix.');
