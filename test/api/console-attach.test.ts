@@ -207,6 +207,19 @@ describe('watching a console', () => {
     expect(w.frames.find((f) => f.error === 'session_ended')).toBeDefined();
   });
 
+  it("ends the watchers with the owner's shell, and they see its exit", async () => {
+    const owner = await t.userWith([CONNECT]);
+    const watcher = await t.userWith([CONNECT, MANAGE]);
+    const { s, id } = await open(t, owner.token, device);
+    const w = connectRemote(t.url, 'console', { watch: id }, watcher.token);
+    await w.ready;
+    s.ws.send(Buffer.from('exit 4\n'));
+    expect(await w.frame('exit')).toEqual({ type: 'exit', code: 4, signal: null });
+    expect((await w.closed).code).toBe(1000);
+    expect((await s.closed).code).toBe(1000);
+    await expect.poll(async () => listed(t, owner.token, id)).toBeUndefined();
+  });
+
   it('cuts off a watcher that does not read, and the owner gets all of its output', async () => {
     const owner = await t.userWith([CONNECT]);
     const watcher = await t.userWith([CONNECT, MANAGE]);
