@@ -126,7 +126,6 @@ export class ConsoleRelay {
   private channelClosed = false;
   private graceTimer?: NodeJS.Timeout;
   private ping?: NodeJS.Timeout;
-  private detachedAt?: number;
 
   constructor(
     private readonly channel: Channel,
@@ -186,7 +185,6 @@ export class ConsoleRelay {
     }
     clearTimeout(this.graceTimer);
     this.graceTimer = undefined;
-    this.detachedAt = undefined;
     this.attachOwner(ws, who, true);
     this.channel.control({ type: 'resize', cols: size.cols, rows: size.rows });
     this.options.recorder?.resize(size.cols, size.rows);
@@ -296,7 +294,6 @@ export class ConsoleRelay {
   private detach(): void {
     this.owner = undefined;
     this.unseen = 0;
-    this.detachedAt = Date.now();
     this.updateFlow();
     const seconds = this.options.graceMs / 1000;
     this.graceTimer = setTimeout(() => {
