@@ -3,6 +3,7 @@ import { describe, expect, it } from 'vitest';
 import type WebSocket from 'ws';
 import type { Channel } from '../../shared/mux.js';
 import { CONSOLE_HISTORY_BYTES, ConsoleRelay, OutputHistory, WATCHER_MAX_UNREAD } from './console-relay.js';
+import { MAX_INVALID_FRAMES } from './relay.js';
 
 describe('OutputHistory', () => {
   it('keeps everything until full, in order', () => {
@@ -158,5 +159,22 @@ describe('ConsoleRelay', () => {
     expect(relay.watching).toEqual([]);
     expect(owner.frames().at(-1)).toEqual({ type: 'watchers', watchers: [] });
     expect(channel.paused).toBe(false);
+  });
+
+  it('cuts a watcher sending invalid frames, and the console runs on', () => {
+    const { channel, relay } = started();
+    const watcher = new FakeSocket();
+    relay.watch(watcher as unknown as WebSocket, { id: 'u2', email: 'w@example.com' });
+    for (let i = 0; i <= MAX_INVALID_FRAMES; i += 1) watcher.emit('message', Buffer.from('{"type":"resize","cols":0}'), false);
+    expect(
+      watcher
+        .frames()
+        .filter((f) => f.type === 'error')
+        .at(-1),
+    ).toMatchObject({ error: 'too_many_invalid_frames' });
+    expect(watcher.closedWith).toBeDefined();
+    expect(relay.watching).toEqual([]);
+    expect(channel.destroyed).toBe(false);
+    expect(relay.ending).toBe(false);
   });
 });
