@@ -3,7 +3,7 @@
  * consoles open as tabs, and an operator watches a user's console read-only while the user sees
  * who is watching.
  */
-import type { Locator, Page } from 'playwright-core';
+import type { Locator, Page, WebSocketRoute } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startEnrolledAgent, type TestAgent } from '../support/agent.js';
 import { screenshot, useBrowserSuite } from '../support/browser.js';
@@ -73,6 +73,30 @@ describe('console sessions in the web console', () => {
     // Leaving the console ends it.
     await page.getByRole('link', { name: '← Device' }).click();
     await expect.poll(() => liveConsoles(user.email)).toEqual([]);
+    await expectNoErrorsAndClose();
+  });
+
+  it('re-attaches by itself when the connection drops', async () => {
+    const user = await suite.t.userWith([{ permission: 'remote-access:connect' }, { permission: 'device:read' }]);
+    const { page, expectNoErrorsAndClose } = await suite.open({ as: { email: user.email, password: user.password } });
+    // Every console socket passes through here, so the test can cut one as a network would.
+    const links: { page: WebSocketRoute; server: WebSocketRoute }[] = [];
+    await page.routeWebSocket(/\/api\/v2\/remote\/console/, (ws) => {
+      links.push({ page: ws, server: ws.connectToServer() });
+    });
+    await page.goto(`/console/${device}`);
+    await connected(shown(page));
+    await typeCommand(page, shown(page), 'echo blip-$((1+2))');
+    await expect.poll(() => screenText(shown(page)), { timeout: 15_000 }).toContain('blip-3');
+    const [first] = await liveConsoles(user.email);
+
+    await links[0].server.close({ code: 1001 });
+    await links[0].page.close({ code: 1012, reason: 'network gone' });
+    await expect.poll(() => links.length, { timeout: 15_000 }).toBe(2);
+    await connected(shown(page));
+    await typeCommand(page, shown(page), 'echo back-$((2+5))');
+    await expect.poll(() => screenText(shown(page)), { timeout: 15_000 }).toContain('back-7');
+    expect((await liveConsoles(user.email)).map((s) => s.id)).toEqual([first.id]);
     await expectNoErrorsAndClose();
   });
 
