@@ -25,5 +25,9 @@ describe('recording retention in the configuration', () => {
     expect(loadConfig({ RECORDING_RETENTION_DAYS: '7' }).recordingRetentionDays).toBe(7);
     expect(() => loadConfig({ RECORDING_RETENTION_DAYS: '0' })).toThrow(/RECORDING_RETENTION_DAYS/);
     expect(() => loadConfig({ RECORDING_RETENTION_DAYS: 'soon' })).toThrow(/RECORDING_RETENTION_DAYS/);
+    expect(loadConfig({}).consoleDetachGraceSeconds).toBe(60);
+    expect(loadConfig({ CONSOLE_DETACH_GRACE_SECONDS: '0' }).consoleDetachGraceSeconds).toBe(0);
+    expect(() => loadConfig({ CONSOLE_DETACH_GRACE_SECONDS: '3601' })).toThrow(/CONSOLE_DETACH_GRACE_SECONDS/);
+    expect(() => loadConfig({ CONSOLE_DETACH_GRACE_SECONDS: 'later' })).toThrow(/CONSOLE_DETACH_GRACE_SECONDS/);
   });
 });

@@ -58,6 +58,8 @@ export interface Config {
   stripeApiBase?: string;
   /** Stripe price of one seat, for checkout sessions. */
   stripePriceId?: string;
+  /** A console whose user's connection dropped is kept this long for its owner to re-attach (0: ended at once). */
+  consoleDetachGraceSeconds: number;
 }
 
 export class ConfigError extends Error {
@@ -158,5 +160,6 @@ export function loadConfig(env: Env = process.env): Config {
     stripeSecretKey: env.STRIPE_SECRET_KEY || undefined,
     stripeApiBase: env.STRIPE_API_BASE || undefined,
     stripePriceId: env.STRIPE_PRICE_ID || undefined,
+    consoleDetachGraceSeconds: integer(env, 'CONSOLE_DETACH_GRACE_SECONDS', 60, 0, 3600),
   };
 }

@@ -45,6 +45,19 @@ describe('server frames (what the CLI and the web console accept)', () => {
   it('accepts every frame of the contract', () => {
     expect(serverFrameOf('{"type":"ready"}')).toEqual({ type: 'ready' });
     expect(serverFrameOf('{"type":"eof"}')).toEqual({ type: 'eof' });
+    expect(serverFrameOf('{"type":"ready","session":"abc-1","mode":"watch","detach_grace":60,"reattached":true,"extra":1}')).toEqual({
+      type: 'ready',
+      session: 'abc-1',
+      mode: 'watch',
+      detach_grace: 60,
+      reattached: true,
+    });
+    expect(serverFrameOf('{"type":"watchers","watchers":[{"id":"u1","email":"a@example.com","fname":"x"}]}')).toEqual({
+      type: 'watchers',
+      watchers: [{ id: 'u1', email: 'a@example.com' }],
+    });
+    expect(serverFrameOf('{"type":"watchers","watchers":[{"id":1}]}')).toBeUndefined();
+    expect(serverFrameOf('{"type":"watchers","watchers":"all"}')).toBeUndefined();
     expect(serverFrameOf('{"type":"exit","code":3,"signal":null}')).toEqual({ type: 'exit', code: 3, signal: null });
     expect(serverFrameOf('{"type":"exit","code":null,"signal":9}')).toEqual({ type: 'exit', code: null, signal: 9 });
     expect(serverFrameOf('{"type":"meta","size":10,"mode":420}')).toEqual({ type: 'meta', size: 10, mode: 420 });

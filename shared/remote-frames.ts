@@ -11,9 +11,24 @@ export type RemoteKind = 'console' | 'tunnel' | 'copy';
 /** Largest console size in either dimension (the device clamps to the same). */
 export const MAX_TERMINAL_DIMENSION = 1000;
 
-/** The session is set up on the device: bytes may flow. */
+/**
+ * The session is set up on the device: bytes may flow. A console says which session it is
+ * (`session`: re-attach to it with `?attach=`, watch it with `?watch=`), whether this socket
+ * controls it or watches it read-only (`mode`), and how long it outlives a dropped connection
+ * (`detach_grace`, seconds; 0: it ends with the connection).
+ */
 export interface ReadyFrame {
   type: 'ready';
+  session?: string;
+  mode?: 'control' | 'watch';
+  detach_grace?: number;
+  /** true on a re-attach: the recent output that follows replaces what the client shows */
+  reattached?: boolean;
+}
+/** Who is watching a console read-only, sent to its owner whenever that changes. */
+export interface WatchersFrame {
+  type: 'watchers';
+  watchers: { id: string; email: string }[];
 }
 /** The sender's direction is finished (tunnel half-close, end of an upload). */
 export interface EofFrame {
@@ -47,7 +62,7 @@ export interface ErrorFrame {
   [detail: string]: unknown;
 }
 /** What the broker sends. */
-export type ServerFrame = ReadyFrame | EofFrame | ExitFrame | MetaFrame | ResultFrame | ErrorFrame;
+export type ServerFrame = ReadyFrame | WatchersFrame | EofFrame | ExitFrame | MetaFrame | ResultFrame | ErrorFrame;
 
 /** Console only: the terminal's new size. */
 export interface ResizeFrame {
@@ -118,8 +133,24 @@ export function parseServerFrame(text: string): Parsed<ServerFrame> {
   const o = parseObject(text);
   if ('invalid' in o) return invalid(o.invalid as string);
   switch (o.type) {
-    case 'ready':
-      return { kind: 'frame', frame: { type: 'ready' } };
+    case 'ready': {
+      const frame: ReadyFrame = { type: 'ready' };
+      if (typeof o.session === 'string' && o.session.length <= 64) frame.session = o.session;
+      if (o.mode === 'control' || o.mode === 'watch') frame.mode = o.mode;
+      if (isCount(o.detach_grace)) frame.detach_grace = o.detach_grace;
+      if (o.reattached === true) frame.reattached = true;
+      return { kind: 'frame', frame };
+    }
+    case 'watchers': {
+      if (!Array.isArray(o.watchers) || o.watchers.length > 1000) return invalid('watchers: watchers must be a list.', 'watchers');
+      const watchers: WatchersFrame['watchers'] = [];
+      for (const w of o.watchers as unknown[]) {
+        const entry = w as Json | null;
+        if (!entry || typeof entry.id !== 'string' || typeof entry.email !== 'string') return invalid('watchers: each needs an id and an email.', 'watchers');
+        watchers.push({ id: entry.id, email: entry.email });
+      }
+      return { kind: 'frame', frame: { type: 'watchers', watchers } };
+    }
     case 'eof':
       return { kind: 'frame', frame: { type: 'eof' } };
     case 'exit':

@@ -182,3 +182,25 @@ describe('configuration decisions (mayConfigure)', () => {
     await expect(access.requireConfigEntity(principal([read]), 'configuration:manage', { type: 'tag', id: 'x' })).rejects.toMatchObject({ status: 403 });
   });
 });
+
+describe('AccessService.mayWatchRemoteSession', () => {
+  const session = { userId: 'owner', deviceId: 'd1', request: { action: 'console' as const, user: 'root' } };
+  it('needs what opening that console needs and remote-access:manage on its device', async () => {
+    const supervisor = principal([{ permission: CONNECT }, { permission: 'remote-access:manage', resources: ['tag:lab-tag'] }]);
+    expect((await access.mayWatchRemoteSession(supervisor, session)).allowed).toBe(true);
+    // Connecting alone does not show another user's console.
+    const connector = principal([{ permission: CONNECT }]);
+    expect(await access.mayWatchRemoteSession(connector, session)).toMatchObject({ allowed: false, code: 'no_permission' });
+    // Managing without being allowed that console (here: as root) does not either.
+    const manager = principal([{ permission: CONNECT, resources: ['*/console(user=pi)'] }, { permission: 'remote-access:manage' }]);
+    expect((await access.mayWatchRemoteSession(manager, session)).allowed).toBe(false);
+    // Managing another part of the fleet does not either.
+    const elsewhere = principal([{ permission: CONNECT }, { permission: 'remote-access:manage', resources: ['tag:other'] }]);
+    expect((await access.mayWatchRemoteSession(elsewhere, session)).allowed).toBe(false);
+  });
+
+  it('lets the owner watch their own console with what opening it needs', async () => {
+    const owner = principal([{ permission: CONNECT }]);
+    expect((await access.mayWatchRemoteSession(owner, { ...session, userId: 'u1' })).allowed).toBe(true);
+  });
+});

@@ -14,7 +14,7 @@ import {
 import { ApiError, forbidden, notFound } from '../http/errors.js';
 import type { Principal } from './principal.js';
 import { consoleRecordingMode, type RecordingMode } from './recording.js';
-import { allowedCopyRoots, consoleUsers, grantedRemoteActions, maySeeRemoteSession } from './remote.js';
+import { allowedCopyRoots, consoleUsers, grantedRemoteActions, maySeeRemoteSession, mayWatchRemoteSession } from './remote.js';
 
 const PRESET_READERS: Permission[] = ['remote-access:connect', 'device:read', 'remote-access:manage'];
 
@@ -260,6 +260,20 @@ export class AccessService {
     if (!principal.has('remote-access:manage')) return false;
     const device = await this.devices.scopeOf(session.deviceId);
     return maySeeRemoteSession(principal.policies, principal.user.id, { userId: session.userId, device });
+  }
+
+  /**
+   * May the caller watch a live console read-only (see mayWatchRemoteSession in ./remote.ts)?
+   * They must be allowed to open that same console (the device, and the local user it runs as)
+   * and to see the session: their own, or on a device their remote-access:manage covers.
+   */
+  async mayWatchRemoteSession(principal: Principal, session: { userId: string; deviceId: string; request: RemoteRequest }): Promise<AccessDecision> {
+    const open = await this.decide(principal, 'remote-access:connect', session.deviceId, session.request);
+    if (!open.allowed) return open;
+    const device = open.device ?? (await this.devices.scopeOf(session.deviceId));
+    return mayWatchRemoteSession(principal.policies, principal.user.id, { userId: session.userId, device })
+      ? open
+      : { allowed: false, code: 'no_permission', reason: "watching another user's console needs remote-access:manage on its device" };
   }
 
   /** Whether a console on this device is recorded for the principal: from their roles (broker/access/recording.ts). */

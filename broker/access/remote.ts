@@ -88,3 +88,13 @@ export function maySeeRemoteSession(policies: CompiledPolicy[], viewerId: string
   if (!session.device) return policies.some((p) => p.permission === MANAGE && p.resources.some((r) => r.entity.kind === 'all'));
   return evaluate(policies, MANAGE, session.device).allowed;
 }
+
+/**
+ * May the caller watch a live console read-only? Besides what opening that console needs (a
+ * remote-access:connect grant for the device and the local user it runs as, asked by the caller),
+ * the session must be one they may see: their own, or on a device their remote-access:manage
+ * covers. Watching shows everything the owner types and reads, so it is a supervisor's right.
+ */
+export function mayWatchRemoteSession(policies: CompiledPolicy[], viewerId: string, session: { userId: string; device: DeviceScope | undefined }): boolean {
+  return maySeeRemoteSession(policies, viewerId, session);
+}

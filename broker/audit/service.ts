@@ -89,7 +89,7 @@ export class AuditService {
       .selectAll('s')
       .where('s.event', 'like', 'remote.%.start')
       .where('s.ended_at', 'is', null)
-      .where((eb) => eb.not(eb.exists(eb.selectFrom('audit as e').select('e.id').whereRef('e.ref_id', '=', 's.id'))))
+      .where((eb) => eb.not(eb.exists(eb.selectFrom('audit as e').select('e.id').whereRef('e.ref_id', '=', 's.id').where('e.event', 'like', 'remote.%.end'))))
       .orderBy('s.id')
       .execute();
     for (const start of open) {
@@ -187,6 +187,39 @@ export class AuditService {
     });
   }
 
+  /**
+   * Someone joins a live console: its owner re-attaching after a dropped connection
+   * (`remote.console.attach`) or another user watching it (`remote.console.watch`). An entry of its
+   * own pointing at the session's start entry (ref_id), allowed or denied; the session stays one.
+   */
+  async recordRemoteJoin(entry: {
+    event: string;
+    startId?: number;
+    user?: AuditActor;
+    deviceId: string;
+    options: Record<string, unknown>;
+    allowed: boolean;
+    reason: string;
+    ip: string;
+    source: RemoteAuditStart['source'];
+    sessionId?: string;
+  }): Promise<number> {
+    return this.append({
+      event: entry.event,
+      user_id: entry.user?.id ?? null,
+      user_email: entry.user?.email ?? null,
+      device_id: bounded(entry.deviceId, 100),
+      action: 'console',
+      options: JSON.stringify(entry.options),
+      result: entry.allowed ? 'allowed' : 'denied',
+      reason: entry.reason,
+      source_ip: bounded(entry.ip, 100),
+      source: entry.source,
+      session_id: entry.sessionId ?? null,
+      ...(entry.startId !== undefined ? { ref_id: entry.startId } : {}),
+    });
+  }
+
   /** Ends a remote-access session: an entry of its own (`remote.<action>.end`) pointing at its start. */
   async recordRemoteEnd(startId: number, end: RemoteAuditEnd): Promise<void> {
     const start = await this.db.selectFrom('audit').selectAll().where('id', '=', startId).executeTakeFirstOrThrow();
@@ -250,7 +283,9 @@ export class AuditService {
     const starts = rows.filter((r) => REMOTE_START.test(r.event)).map((r) => Number(r.id));
     const ends = new Map<number, Selectable<AuditTable>>();
     if (starts.length > 0) {
-      for (const end of await this.db.selectFrom('audit').selectAll().where('ref_id', 'in', starts).execute()) ends.set(Number(end.ref_id), end);
+      // Only end entries: a console's attach and watch entries point at its start too.
+      const found = await this.db.selectFrom('audit').selectAll().where('ref_id', 'in', starts).where('event', 'like', 'remote.%.end').execute();
+      for (const end of found) ends.set(Number(end.ref_id), end);
     }
     return { total: Number(total), items: rows.map((r) => present(r, ends.get(Number(r.id)))) };
   }
@@ -301,6 +336,8 @@ export function describe(
     const what = ARTICLE[entry.action] ?? entry.action;
     const on = entry.device_id ? ` on ${entry.device_id}` : '';
     if (entry.event.endsWith('.end')) return `${who} ended ${what}${on} (${outcome})`;
+    if (entry.event.endsWith('.attach')) return `${who} re-attached to ${what}${on} (${outcome})`;
+    if (entry.event.endsWith('.watch')) return `${who} watched ${what}${on}, read-only (${outcome})`;
     const ended = end ? `, ended: ${end.reason ?? 'ended'}` : '';
     return `${who} opened ${what}${on} (${outcome}${ended})`;
   }

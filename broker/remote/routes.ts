@@ -5,6 +5,7 @@ import { defineRoute, Reply, type RouteSpec } from '../http/route.js';
 import type { ExtraOperation } from '../http/openapi.js';
 import { listPage, pagingQuery } from '../http/paging.js';
 import { CONSOLE_UNACKED_MAX } from './relay.js';
+import { CONSOLE_HISTORY_BYTES, MAX_WATCHERS, WATCHER_MAX_UNREAD } from './console-relay.js';
 import { deviceId, host, port, proto } from './schemas.js';
 import { REMOTE_WS_PATHS } from './sessions.js';
 import { TICKET_TTL_SECONDS } from './tickets.js';
@@ -33,6 +34,20 @@ const remoteSession = z.object({
   bytes_in: z.number(),
   bytes_out: z.number(),
   can_end: z.boolean().describe('The caller may end it (`remote-access:manage` on its device): for showing an End button.'),
+  attached: z
+    .boolean()
+    .optional()
+    .describe("Console only: false while its owner's connection is gone and it waits (CONSOLE_DETACH_GRACE_SECONDS) for a re-attach."),
+  watchers: z
+    .array(z.object({ user: z.object({ id: z.string(), email: z.string() }), since: z.string() }))
+    .optional()
+    .describe('Console only: who watches it read-only, since when.'),
+  can_watch: z
+    .boolean()
+    .optional()
+    .describe(
+      'Console only: the caller may watch it (a grant to open that console on the device, and the session is theirs or on a device their `remote-access:manage` covers): for showing a Watch button.',
+    ),
 });
 
 const target = z.string().min(1).max(200).describe('`*`, `tag:<tag>` or `node:<node id>` (a group or a device); no action suffix.');
@@ -73,7 +88,7 @@ export const remoteRoutes: RouteSpec[] = [
     tag: 'remote',
     summary: 'List live remote sessions (console, tunnel, copy)',
     description:
-      "The sessions running now on this broker, newest first: the caller's own, and those on devices their `remote-access:manage` covers (a `*` grant, as the Administrator's, covers every device); others are left out. `bytes_in` is client to device, `bytes_out` device to client, so far. `source` is the client kind (api, web, cli, qbee). `{items:[{id,user:{id,email},device:{id,name},kind,source,ip,started_at,bytes_in,bytes_out,can_end}], total}`.",
+      "The sessions running now on this broker, newest first: the caller's own, and those on devices their `remote-access:manage` covers (a `*` grant, as the Administrator's, covers every device); others are left out. `bytes_in` is client to device, `bytes_out` device to client, so far. `source` is the client kind (api, web, cli, qbee). Consoles also carry `attached` (false while their owner's connection is gone and they wait to be re-attached), `watchers` (who watches them read-only, since when) and `can_watch` (the caller may watch: see the console WebSocket's `watch`). `{items:[{id,user:{id,email},device:{id,name},kind,source,ip,started_at,bytes_in,bytes_out,can_end,attached?,watchers?,can_watch?}], total}`.",
     access: 'authenticated',
     response: listPage(remoteSession),
     handler: async ({ principal, services }) => services.remote.listSessions(principal),
@@ -282,10 +297,16 @@ export const remoteDocs: ExtraOperation[] = [
     path: REMOTE_WS_PATHS.console,
     operation: wsOperation(
       'Remote console: a shell in a pty on the device',
-      `Action \`console\`. Binary frames both ways are terminal bytes. Client text frames: \`{"type":"resize","cols","rows"}\`; \`{"type":"ack","bytes":n}\` once n bytes of output are rendered — the server keeps at most ${CONSOLE_UNACKED_MAX} bytes (1 MiB) un-acknowledged and then waits, which holds the shell on the device (a \`yes\` flood never fills memory). Server text frames: \`{"type":"ready"}\`, \`{"type":"exit","code":n,"signal":n|null}\` after the last output byte, then close 1000.`,
+      `Action \`console\`. Binary frames both ways are terminal bytes. Client text frames: \`{"type":"resize","cols","rows"}\`; \`{"type":"ack","bytes":n}\` once n bytes of output are rendered — the server keeps at most ${CONSOLE_UNACKED_MAX} bytes (1 MiB) un-acknowledged and then waits, which holds the shell on the device (a \`yes\` flood never fills memory). Server text frames: \`{"type":"ready","session","mode":"control","detach_grace":s}\`, \`{"type":"watchers","watchers":[{id,email}]}\` whenever who watches changes, \`{"type":"exit","code":n,"signal":n|null}\` after the last output byte, then close 1000.
+
+**Detach and re-attach.** Closing with 1000 (or no code) ends the console. Any other drop (a reload's 1001, a lost connection) detaches it: the shell keeps running on the device for \`detach_grace\` seconds (CONSOLE_DETACH_GRACE_SECONDS, default 60), the broker keeps its latest ${CONSOLE_HISTORY_BYTES / 1024} KiB of output and then stops reading (the shell blocks). Its owner — the same user, authenticated afresh and allowed by their roles now — re-attaches with \`?attach=<session>\` instead of \`device_id\`: \`{"type":"ready",…,"reattached":true}\`, the kept output, then live output. A socket still attached is closed with \`session_taken_over\` (4409). Another user is refused (403 \`not_your_session\`), an ended session answers 404 \`session_not_found\`. Not re-attached in time, the console ends: its end entry says \`detached: not re-attached within N s\`. Each re-attach is audited as \`remote.console.attach\` (ref_id = the session's start entry); the session stays one audited session and one recording.
+
+**Watch.** \`?watch=<session>\` shows a live console read-only: \`{"type":"ready",…,"mode":"watch"}\`, the kept output, then live output and the exit. Needs what opening that console needs (\`remote-access:connect\` for the device and its local user) and the session must be the caller's own or on a device their \`remote-access:manage\` covers (403 otherwise). Bytes, resizes and acks a watcher sends are dropped. A watcher that leaves more than ${WATCHER_MAX_UNREAD / 1024} KiB unread is cut off: it never slows the console. At most ${MAX_WATCHERS} watchers (429 \`too_many_watchers\`). Joins are audited as \`remote.console.watch\` (ref_id = the start entry); watchers are re-authorized with the session, and ending the session ends them.`,
       [
         wsParam('cols', 'Terminal width (1-1000, default 80).', { type: 'integer', minimum: 1, maximum: 1000 }),
         wsParam('rows', 'Terminal height (1-1000, default 24).', { type: 'integer', minimum: 1, maximum: 1000 }),
+        wsParam('attach', 'Re-attach to your own detached (or still attached) console: its session id, instead of device_id.', { type: 'string' }),
+        wsParam('watch', 'Watch a live console read-only: its session id, instead of device_id.', { type: 'string' }),
       ],
       'wsRemoteConsole',
     ),

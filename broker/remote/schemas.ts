@@ -81,3 +81,18 @@ export const copyQuery = z.object({
 export type ConsoleQuery = z.infer<typeof consoleQuery>;
 export type TunnelQuery = z.infer<typeof tunnelQuery>;
 export type CopyQuery = z.infer<typeof copyQuery>;
+
+const liveSessionId = z.string().regex(/^[0-9a-f-]{1,64}$/, "must be a session id (from the console's ready frame, or GET /api/v2/remote/sessions)");
+
+/** Re-attaching to a console (`attach`, its owner) or watching one (`watch`, read-only): exactly one of them. */
+export const consoleJoinQuery = z
+  .object({
+    attach: liveSessionId.optional().describe('Re-attach to your own console after a dropped connection.'),
+    watch: liveSessionId.optional().describe("Watch a live console read-only (yours or, with remote-access:manage, another user's)."),
+    device_id: deviceId.optional(),
+    cols: dimension(80),
+    rows: dimension(24),
+    source,
+    ticket,
+  })
+  .refine((q) => (q.attach === undefined) !== (q.watch === undefined), { message: 'give either attach or watch, not both', path: ['attach'] });

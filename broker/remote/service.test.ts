@@ -33,7 +33,7 @@ function build(agent: { connected: boolean; reload?: () => Promise<void> }) {
     disconnect: () => {},
   };
   const service = new RemoteService({
-    config: { trustProxy: false, dataDir: '', recordingRetentionDays: 90 }, // no console is opened here
+    config: { trustProxy: false, dataDir: '', recordingRetentionDays: 90, consoleDetachGraceSeconds: 60 }, // no console is opened here
     logger: createLogger('silent'),
     db: {} as Db, // the port presets are not used here
     upgrades: { register: () => {} },
@@ -49,6 +49,7 @@ function build(agent: { connected: boolean; reload?: () => Promise<void> }) {
     audit: {
       recordRemoteStart: async (start) => audited.push({ start }),
       recordRemoteEnd: async (id, end) => void (audited[id - 1].end = end.reason),
+      recordRemoteJoin: async () => 0, // no console is joined here
     },
     locator,
   });

@@ -27,16 +27,31 @@ export interface RemoteSessionRecord {
   bytes_out: number;
   /** The caller may end it (remote-access:manage on its device), for showing the End button. */
   can_end: boolean;
+  /** console only: false while its owner's connection is gone and it waits for a re-attach */
+  attached?: boolean;
+  /** console only: who watches it read-only */
+  watchers?: { user: { id: string; email: string }; since: string }[];
+  /** console only: the caller may watch it (AccessService.mayWatchRemoteSession), for showing a Watch button */
+  can_watch?: boolean;
 }
 import { TicketStore } from './tickets.js';
 
 /** What remote access uses: the sessions' collaborators, the access decisions it asks for, and its store. */
 export interface RemoteServiceDeps extends RemoteSessionsDeps {
-  config: Pick<Config, 'trustProxy' | 'dataDir' | 'recordingRetentionDays'>;
+  config: Pick<Config, 'trustProxy' | 'dataDir' | 'recordingRetentionDays' | 'consoleDetachGraceSeconds'>;
   db: Db;
   access: Pick<
     AccessService,
-    'decide' | 'copyRoots' | 'remoteActions' | 'consoleUsers' | 'requirePresetReader' | 'mayReadPreset' | 'maySeeRemoteSession' | 'require' | 'consoleRecording'
+    | 'decide'
+    | 'copyRoots'
+    | 'remoteActions'
+    | 'consoleUsers'
+    | 'requirePresetReader'
+    | 'mayReadPreset'
+    | 'maySeeRemoteSession'
+    | 'mayWatchRemoteSession'
+    | 'require'
+    | 'consoleRecording'
   >;
 }
 
@@ -108,6 +123,12 @@ export class RemoteService {
     }
     const mayEnd = new Map<string, boolean>();
     for (const id of ids) mayEnd.set(id, (await this.deps.access.decide(principal, 'remote-access:manage', id)).allowed);
+    const mayWatch = new Map<string, boolean>();
+    for (const s of visible) {
+      if (s.kind !== 'console') continue;
+      const decision = await this.deps.access.mayWatchRemoteSession(principal, { userId: s.user.id, deviceId: s.deviceId, request: s.request });
+      mayWatch.set(s.id, decision.allowed);
+    }
     const items = visible.map((s) => ({
       id: s.id,
       user: s.user,
@@ -119,6 +140,13 @@ export class RemoteService {
       bytes_in: s.bytesIn,
       bytes_out: s.bytesOut,
       can_end: mayEnd.get(s.deviceId) ?? false,
+      ...(s.kind === 'console'
+        ? {
+            attached: s.attached ?? true,
+            watchers: (s.watchers ?? []).map((w) => ({ user: w.user, since: new Date(w.since).toISOString() })),
+            can_watch: mayWatch.get(s.id) ?? false,
+          }
+        : {}),
     }));
     return { items, total: items.length };
   }

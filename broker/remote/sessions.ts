@@ -20,7 +20,8 @@ import type { UpgradeRouter } from '../http/upgrade.js';
 import { bounded, type RemoteAuditEnd } from '../audit/service.js';
 import { errorFrame, refuse, Relay, SessionClose, type ErrorFrame, type RelayOptions } from './relay.js';
 import { ConsoleRecorder } from './recordings.js';
-import { consoleQuery, copyQuery, tunnelQuery, type ConsoleQuery, type CopyQuery, type TunnelQuery } from './schemas.js';
+import { consoleJoinQuery, consoleQuery, copyQuery, tunnelQuery, type ConsoleQuery, type CopyQuery, type TunnelQuery } from './schemas.js';
+import { ConsoleRelay } from './console-relay.js';
 
 export const REMOTE_WS_PATHS: Record<RemoteKind, string> = {
   console: `${API_PREFIX}/remote/console`,
@@ -40,12 +41,12 @@ export type RemoteSource = 'api' | 'web' | 'cli' | 'ssh' | 'qbee';
 
 /** What remote sessions use: agents are reached only through the AgentLocator. */
 export interface RemoteSessionsDeps {
-  config: Pick<Config, 'trustProxy' | 'dataDir'>;
+  config: Pick<Config, 'trustProxy' | 'dataDir' | 'consoleDetachGraceSeconds'>;
   logger: Logger;
   upgrades: Pick<UpgradeRouter, 'register'>;
   auth: Pick<AuthService, 'authenticate'>;
-  access: Pick<AccessService, 'decide' | 'copyRoots' | 'consoleRecording'>;
-  audit: Pick<AuditService, 'recordRemoteStart' | 'recordRemoteEnd'>;
+  access: Pick<AccessService, 'decide' | 'copyRoots' | 'consoleRecording' | 'mayWatchRemoteSession'>;
+  audit: Pick<AuditService, 'recordRemoteStart' | 'recordRemoteEnd' | 'recordRemoteJoin'>;
   locator: AgentLocator;
 }
 
@@ -73,6 +74,10 @@ interface LiveSession {
   request: RemoteRequest;
   relay: LiveRelay;
   startedAt: number;
+  /** the start entry of its audit trail (attach and watch entries point at it) */
+  auditId: number;
+  /** console only: the callers who joined as watchers (re-authorized with the session) */
+  watchedBy: Caller[];
   /** set once access was withdrawn: the relay is ending */
   withdrawn?: boolean;
 }
@@ -88,7 +93,16 @@ export interface LiveSessionView {
   startedAt: number;
   bytesIn: number;
   bytesOut: number;
+  /** console only: false while its owner's connection is gone (it waits for a re-attach) */
+  attached?: boolean;
+  /** console only: who watches it read-only */
+  watchers?: { user: { id: string; email: string }; since: number }[];
+  /** the request it was opened with (for deciding who may watch it) */
+  request: RemoteRequest;
 }
+
+/** A re-attach or a watcher joining a live console, decided and audited. */
+type JoinPrepared = Refusal | { ok: true; mode: 'attach' | 'watch'; sessionId: string; caller: Caller; size: { cols: number; rows: number } };
 
 export type Refusal = { ok: false; frame: ErrorFrame; code: number };
 export type Prepared =
@@ -208,6 +222,16 @@ export class RemoteSessions {
       return this.wss.handleUpgrade(req, socket, head, (ws) => ws.close(SessionClose.badRequest));
     }
     socket.on('error', () => {});
+    const joining = kind === 'console' ? (url.searchParams.has('attach') ? 'attach' : url.searchParams.has('watch') ? 'watch' : undefined) : undefined;
+    if (joining) {
+      void this.prepareJoin(joining, req, url)
+        .catch((err): JoinPrepared => {
+          this.log.error({ err }, 'console join failed');
+          return refusal(500, 'internal_error', 'The broker failed to join the console; the error is logged.');
+        })
+        .then((prepared) => this.completeJoin(prepared, req, socket, head));
+      return;
+    }
     void this.prepare(kind, req, url)
       .catch((err): Prepared => {
         this.log.error({ err, kind }, 'remote session set-up failed');
@@ -238,9 +262,42 @@ export class RemoteSessions {
   }
 
   private relay(ws: WebSocket, prepared: Extract<Prepared, { ok: true }>): void {
+    if (prepared.relayOptions.kind === 'console') {
+      // A console outlives a dropped connection for its owner to re-attach, and may be watched.
+      const relay = new ConsoleRelay(prepared.channel, {
+        sessionId: prepared.sessionId,
+        graceMs: this.deps.config.consoleDetachGraceSeconds * 1000,
+        size: prepared.relayOptions.size ?? { cols: 80, rows: 24 },
+        recorder: prepared.relayOptions.recorder,
+      });
+      this.adopt(prepared, relay);
+      relay.start(ws, prepared.caller.principal.user);
+      return;
+    }
     const relay = new Relay(ws, prepared.channel, prepared.relayOptions);
     this.adopt(prepared, relay);
     relay.start();
+  }
+
+  /** Completes the handshake of a re-attach or a watcher, or reports the refusal on the socket. */
+  private completeJoin(prepared: JoinPrepared, req: IncomingMessage, socket: Duplex, head: Buffer): void {
+    if (this.closing) return void socket.destroy();
+    this.wss.handleUpgrade(req, socket, head, (ws) => {
+      if (!prepared.ok) return refuse(ws, prepared.frame, prepared.code);
+      const session = this.live.get(prepared.sessionId);
+      const relay = session?.relay;
+      const who = prepared.caller.principal.user;
+      let joined = false;
+      if (session && relay instanceof ConsoleRelay) {
+        if (prepared.mode === 'watch') {
+          joined = relay.watch(ws, who);
+          session.watchedBy = [...session.watchedBy.filter((c) => relay.watching.some((w) => w.user.id === c.principal.user.id)), prepared.caller];
+        } else if ((joined = relay.reattach(ws, who, prepared.size))) session.caller = prepared.caller;
+      }
+      // It ended while the join was being decided.
+      if (!joined)
+        refuse(ws, errorFrame(404, 'session_not_found', `Console session ${prepared.sessionId} has ended; open a new console.`), SessionClose.notFound);
+    });
   }
 
   /**
@@ -249,7 +306,16 @@ export class RemoteSessions {
    */
   adopt(prepared: Extract<Prepared, { ok: true }>, relay: LiveRelay): string {
     const id = prepared.sessionId;
-    this.live.set(id, { id, caller: prepared.caller, deviceId: prepared.deviceId, request: prepared.request, relay, startedAt: prepared.startedAt });
+    this.live.set(id, {
+      id,
+      caller: prepared.caller,
+      deviceId: prepared.deviceId,
+      request: prepared.request,
+      relay,
+      startedAt: prepared.startedAt,
+      auditId: prepared.auditId,
+      watchedBy: [],
+    });
     const { recorder } = prepared;
     if (recorder) {
       // A required recording that cannot keep up (or be written) ends the session rather than let it run unrecorded.
@@ -307,6 +373,8 @@ export class RemoteSessions {
       startedAt: s.startedAt,
       bytesIn: s.relay.bytesIn,
       bytesOut: s.relay.bytesOut,
+      request: s.request,
+      ...(s.relay instanceof ConsoleRelay ? { attached: s.relay.attached, watchers: s.relay.watching } : {}),
     };
   }
 
@@ -347,6 +415,104 @@ export class RemoteSessions {
     const { request, params, options } = this.describe(kind, parsed.data);
     const deviceId = (parsed.data as { device_id: string }).device_id;
     return this.authorizeAndOpen(caller, kind, deviceId, request, params, options);
+  }
+
+  /**
+   * Decides a re-attach (`?attach=<session id>`: the same user as the console's owner, with a
+   * fresh authentication, allowed by their roles now) or a watcher (`?watch=<session id>`: see
+   * AccessService.mayWatchRemoteSession), and audits it (`remote.console.attach|watch`, pointing
+   * at the session's start entry) before anything is joined. Refusals are audited too.
+   */
+  private async prepareJoin(mode: 'attach' | 'watch', req: IncomingMessage, url: URL): Promise<JoinPrepared> {
+    const event = `remote.console.${mode}`;
+    const id = url.searchParams.get(mode) ?? '';
+    let caller: Caller;
+    try {
+      caller = await this.identify(req, url);
+    } catch (err) {
+      if (err instanceof ApiError) return this.refuseJoin(event, id, this.clientIp(req), undefined, fromApiError(err));
+      throw err;
+    }
+    const parsed = consoleJoinQuery.safeParse(Object.fromEntries(url.searchParams));
+    if (!parsed.success) {
+      const issue = parsed.error.issues[0];
+      const field = issue.path.map(String).join('.') || 'query';
+      return this.refuseJoin(event, id, caller.ip, caller, refusal(400, 'invalid_request', `query.${field}: ${issue.message}`, { field }));
+    }
+    const session = this.live.get(id);
+    if (!session || !(session.relay instanceof ConsoleRelay) || session.relay.ending || session.withdrawn) {
+      return this.refuseJoin(
+        event,
+        id,
+        caller.ip,
+        caller,
+        refusal(404, 'session_not_found', `Console session ${id} is not running (it ended, or was not re-attached in time); open a new console.`),
+      );
+    }
+    const { principal } = caller;
+    const owner = session.caller.principal.user;
+    if (mode === 'attach') {
+      if (owner.id !== principal.user.id) {
+        return this.refuseJoin(
+          event,
+          id,
+          caller.ip,
+          caller,
+          refusal(
+            403,
+            'not_your_session',
+            'This console belongs to another user: only its owner may re-attach to it (others may watch it, if their roles allow).',
+          ),
+        );
+      }
+      const decision = await this.deps.access.decide(principal, 'remote-access:connect', session.deviceId, session.request);
+      if (!decision.allowed)
+        return this.refuseJoin(event, id, caller.ip, caller, refusal(403, 'forbidden', `Not allowed: ${decision.reason}.`, { device_id: session.deviceId }));
+    } else {
+      const decision = await this.deps.access.mayWatchRemoteSession(principal, { userId: owner.id, deviceId: session.deviceId, request: session.request });
+      if (!decision.allowed)
+        return this.refuseJoin(event, id, caller.ip, caller, refusal(403, 'forbidden', `Not allowed: ${decision.reason}.`, { device_id: session.deviceId }));
+    }
+    try {
+      await this.deps.audit.recordRemoteJoin({
+        event,
+        startId: session.auditId,
+        user: principal.user,
+        deviceId: session.deviceId,
+        options: { session: id, owner: owner.email },
+        allowed: true,
+        reason: mode === 'attach' ? 're-attached by its owner' : `watching ${owner.email}'s console, read-only`,
+        ip: caller.ip,
+        source: caller.source,
+        sessionId: principal.sessionId,
+      });
+    } catch (err) {
+      this.log.error({ err, session: id }, 'console join not audited: refused');
+      return refusal(500, 'audit_failed', 'The attempt could not be written to the audit log, so it was refused. Try again shortly.');
+    }
+    return { ok: true, mode, sessionId: id, caller, size: { cols: parsed.data.cols, rows: parsed.data.rows } };
+  }
+
+  /** A refused re-attach or watch, audited as denied (pointing at the session when there is one). */
+  private async refuseJoin(event: string, id: string, ip: string, caller: Caller | undefined, answer: Refusal): Promise<Refusal> {
+    const session = this.live.get(id);
+    try {
+      await this.deps.audit.recordRemoteJoin({
+        event,
+        startId: session?.auditId,
+        user: caller?.principal.user,
+        deviceId: session?.deviceId ?? '',
+        options: { session: bounded(id, 64) },
+        allowed: false,
+        reason: `${answer.frame.error}: ${answer.frame.message}`,
+        ip,
+        source: caller?.source ?? 'web',
+        sessionId: caller?.principal.sessionId,
+      });
+    } catch (err) {
+      this.log.error({ err }, 'refused console join not audited');
+    }
+    return answer;
   }
 
   /**
@@ -538,11 +704,40 @@ export class RemoteSessions {
         }
         const decision = await this.deps.access.decide(who, 'remote-access:connect', session.deviceId, session.request);
         if (!decision.allowed) this.withdraw(session, decision.reason);
+        else if (session.relay instanceof ConsoleRelay) await this.recheckWatchers(session, session.relay);
       }
     } catch (err) {
       this.log.error({ err }, 'live remote sessions could not be re-checked');
     } finally {
       this.rechecking = false;
+    }
+  }
+
+  /** Watchers are re-authorized with their session: one whose grant is gone is cut, the console runs on. */
+  private async recheckWatchers(session: LiveSession, relay: ConsoleRelay): Promise<void> {
+    session.watchedBy = session.watchedBy.filter((c) => relay.watching.some((w) => w.user.id === c.principal.user.id));
+    for (const watcher of session.watchedBy) {
+      let allowed: boolean;
+      let reason = 'signed out';
+      try {
+        const who = await this.deps.auth.authenticate(watcher.token, { allowExpired: true });
+        const decision = await this.deps.access.mayWatchRemoteSession(who, {
+          userId: session.caller.principal.user.id,
+          deviceId: session.deviceId,
+          request: session.request,
+        });
+        allowed = decision.allowed;
+        reason = decision.reason;
+      } catch (err) {
+        allowed = false;
+        reason = (err as Error).message;
+      }
+      if (!allowed)
+        relay.dropWatcher(
+          watcher.principal.user.id,
+          errorFrame(403, 'access_withdrawn', `Access withdrawn: ${reason.replace(/\.$/, '')}.`),
+          SessionClose.forbidden,
+        );
     }
   }
 

@@ -52,6 +52,18 @@ function LazyConsole({ deviceId }: { deviceId: string }) {
   return <mod.ConsoleScreen deviceId={deviceId} />;
 }
 
+/** Watching someone's console read-only: the same module. */
+function LazyWatch({ sessionId }: { sessionId: string }) {
+  const [mod, setMod] = useState<ConsoleModule | null>(null);
+  const [error, setError] = useState<unknown>();
+  useEffect(() => {
+    import('./screens/console.js').then(setMod, setError);
+  }, []);
+  if (error) return <ErrorBox error={error} title="The console could not be loaded" />;
+  if (!mod) return <Loading what="the console" />;
+  return <mod.WatchScreen sessionId={sessionId} />;
+}
+
 interface Screen {
   pattern: string;
   area?: Area;
@@ -162,6 +174,8 @@ export function App() {
   // The console takes the whole window: no frame around it.
   const consoleParams = match('/console/:id', path);
   if (consoleParams) return <LazyConsole deviceId={consoleParams.id} />;
+  const watchParams = match('/watch/:id', path);
+  if (watchParams) return <LazyWatch sessionId={watchParams.id} />;
   const playerParams = match('/recordings/:id', path);
   if (playerParams) return allowed('audit') ? <LazyPlayer sessionId={playerParams.id} /> : <AccessDenied />;
 

@@ -10,7 +10,8 @@ import { useEffect, useRef, useState } from 'preact/hooks';
 import type { AttributesRecord } from '../../../shared/api-types.js';
 import { encodeFrame, serverFrameOf, type ClientFrame } from '../../../shared/remote-frames.js';
 import { api, ApiFailure, messageOf, remoteSocketUrl } from '../api.js';
-import { Link } from '../router.js';
+import { Link, navigate } from '../router.js';
+import { addTab, closeTab, loadTabs, MAX_TABS, saveTabs, setSession, showDevice, type ConsoleTabs } from '../console-tabs.js';
 import { AccessDenied, ErrorBox, Loading } from '../ui.js';
 import { BAR_KEYS, isTouchScreen, withCtrl } from '../keybar.js';
 import { loadRemoteAccess } from './device.js';
@@ -18,6 +19,7 @@ import { loadRemoteAccess } from './device.js';
 type Status =
   | { kind: 'connecting' }
   | { kind: 'open' }
+  | { kind: 'reconnecting'; message: string }
   | { kind: 'ended'; message: string }
   | { kind: 'closed'; message: string }
   | { kind: 'denied'; message: string }
@@ -26,6 +28,8 @@ type Status =
 /** Acks are sent per 64 KiB rendered, or 20 ms after the last render, whichever comes first. */
 const ACK_EVERY = 64 * 1024;
 const ACK_DELAY_MS = 20;
+/** A dropped connection is re-attached this many times, a little later each time, before giving up. */
+const MAX_REATTACHES = 8;
 
 function exitMessage(msg: { code?: number | null; signal?: number | string | null }): string {
   const parts = [`exit code ${msg.code ?? 'unknown'}`];
@@ -33,17 +37,45 @@ function exitMessage(msg: { code?: number | null; signal?: number | string | nul
   return `Session ended (${parts.join(', ')}).`;
 }
 
-function TerminalView({ deviceId, name, users }: { deviceId: string; name: string; users?: string[] }) {
+/** A close that says the connection dropped (network, reload of the broker's proxy), not that the session is over. */
+function droppedConnection(code: number): boolean {
+  return code === 1001 || code === 1006 || code === 1011 || code === 1012 || code === 1013;
+}
+
+interface TerminalProps {
+  /** control: the user's own console (typing, resizing); watch: someone's console, read-only */
+  mode: 'control' | 'watch';
+  deviceId: string;
+  name: string;
+  users?: string[];
+  /** control: the session to re-attach to (after a reload); watch: the session watched */
+  session?: string;
+  /** hidden tabs keep their session and their screen */
+  active: boolean;
+  /** control: the session the console runs on, or undefined once it is over */
+  onSession?: (session: string | undefined) => void;
+  /** watch: whose console it is */
+  owner?: string;
+}
+
+function TerminalView({ mode, deviceId, name, users, session, active, onSession, owner }: TerminalProps) {
   const host = useRef<HTMLDivElement>(null);
   const [status, setStatus] = useState<Status>({ kind: 'connecting' });
   const [round, setRound] = useState(0);
   // A grant naming users needs one named: the first listed, unless the user picks another.
   const [user, setUser] = useState<string | undefined>(users?.[0]);
+  const [watchers, setWatchers] = useState<{ id: string; email: string }[]>([]);
   const [touch] = useState(isTouchScreen);
   const [ctrl, setCtrl] = useState(false);
   const ctrlRef = useRef(false);
   const sendRef = useRef<(data: string) => void>(() => undefined);
   const cursorModeRef = useRef<() => boolean>(() => false);
+  const showRef = useRef<() => void>(() => undefined);
+  // The session to re-attach to: from the tab (a reload), then from the broker's ready frame.
+  const sessionRef = useRef<string | undefined>(session);
+  const onSessionRef = useRef(onSession);
+  onSessionRef.current = onSession;
+  const watching = mode === 'watch';
   const setSticky = (on: boolean) => {
     ctrlRef.current = on;
     setCtrl(on);
@@ -54,7 +86,8 @@ function TerminalView({ deviceId, name, users }: { deviceId: string; name: strin
     if (!element) return;
     setStatus({ kind: 'connecting' });
     const term = new Terminal({
-      cursorBlink: true,
+      cursorBlink: !watching,
+      disableStdin: watching,
       scrollback: 5000,
       fontSize: 14,
       // Rows are cut to their cell (overflow hidden) and DejaVu Sans Mono, Debian's monospace,
@@ -76,12 +109,19 @@ function TerminalView({ deviceId, name, users }: { deviceId: string; name: strin
     };
     refit();
     term.focus();
+    showRef.current = () => {
+      refit();
+      term.focus();
+    };
 
     let ws: WebSocket | null = null;
     let disposed = false;
     let finished = false;
     let unacked = 0;
     let ackTimer: ReturnType<typeof setTimeout> | undefined;
+    let retryTimer: ReturnType<typeof setTimeout> | undefined;
+    let reattaches = 0;
+    let readyOnce = false;
     const encoder = new TextEncoder();
 
     const sendJson = (msg: ClientFrame) => {
@@ -93,6 +133,7 @@ function TerminalView({ deviceId, name, users }: { deviceId: string; name: strin
       unacked = 0;
     };
     const rendered = (bytes: number) => {
+      if (watching) return; // a watcher's pace never holds the console
       unacked += bytes;
       if (unacked >= ACK_EVERY) {
         clearTimeout(ackTimer);
@@ -100,6 +141,10 @@ function TerminalView({ deviceId, name, users }: { deviceId: string; name: strin
       } else {
         ackTimer ??= setTimeout(flushAck, ACK_DELAY_MS);
       }
+    };
+    const forget = () => {
+      sessionRef.current = undefined;
+      if (!watching) onSessionRef.current?.(undefined);
     };
     const finish = (next: Status) => {
       if (finished) return;
@@ -110,7 +155,7 @@ function TerminalView({ deviceId, name, users }: { deviceId: string; name: strin
     };
 
     const sendInput = (data: string) => {
-      if (ws?.readyState === WebSocket.OPEN && !finished) ws.send(encoder.encode(data));
+      if (ws?.readyState === WebSocket.OPEN && !finished && !watching) ws.send(encoder.encode(data));
     };
     // The key bar's sticky Ctrl applies to the next key typed on the on-screen keyboard too.
     const typed = (data: string) => {
@@ -124,9 +169,11 @@ function TerminalView({ deviceId, name, users }: { deviceId: string; name: strin
     const inputs = [
       term.onData(typed),
       term.onBinary((data) => {
-        if (ws?.readyState === WebSocket.OPEN && !finished) ws.send(Uint8Array.from(data, (c) => c.charCodeAt(0) & 0xff));
+        if (ws?.readyState === WebSocket.OPEN && !finished && !watching) ws.send(Uint8Array.from(data, (c) => c.charCodeAt(0) & 0xff));
       }),
-      term.onResize(({ cols, rows }) => sendJson({ type: 'resize', cols, rows })),
+      term.onResize(({ cols, rows }) => {
+        if (!watching) sendJson({ type: 'resize', cols, rows });
+      }),
     ];
 
     // Copy with Ctrl+Shift+C (plain Ctrl+C is the terminal's interrupt). Paste with Ctrl+V or
@@ -149,20 +196,33 @@ function TerminalView({ deviceId, name, users }: { deviceId: string; name: strin
     const observer = new ResizeObserver(refit);
     observer.observe(element);
 
-    void (async () => {
+    const connect = async (): Promise<void> => {
+      const size = { cols: term.cols, rows: term.rows };
+      const attachTo = sessionRef.current;
       let url: string;
       try {
-        url = await remoteSocketUrl('console', { device_id: deviceId, cols: term.cols, rows: term.rows, ...(user ? { user } : {}) });
+        const query = watching
+          ? { watch: session, ...size }
+          : attachTo
+            ? { attach: attachTo, ...size }
+            : { device_id: deviceId, ...size, ...(user ? { user } : {}) };
+        url = await remoteSocketUrl('console', query);
       } catch (err) {
+        if (disposed) return;
         const denied = err instanceof ApiFailure && err.status === 403;
+        if (!denied && attachTo && reattaches > 0 && reattaches < MAX_REATTACHES) return retry();
         finish(denied ? { kind: 'denied', message: messageOf(err) } : { kind: 'failed', message: messageOf(err) });
         return;
       }
       if (disposed) return;
-      ws = new WebSocket(url);
-      ws.binaryType = 'arraybuffer';
-      ws.onopen = () => sendJson({ type: 'resize', cols: term.cols, rows: term.rows });
-      ws.onmessage = (e) => {
+      let expired = false;
+      const socket = new WebSocket(url);
+      ws = socket;
+      socket.binaryType = 'arraybuffer';
+      socket.onopen = () => {
+        if (!watching) sendJson({ type: 'resize', cols: term.cols, rows: term.rows });
+      };
+      socket.onmessage = (e) => {
         if (e.data instanceof ArrayBuffer) {
           const bytes = new Uint8Array(e.data);
           term.write(bytes, () => rendered(bytes.byteLength));
@@ -171,53 +231,103 @@ function TerminalView({ deviceId, name, users }: { deviceId: string; name: strin
         const msg = serverFrameOf(String(e.data));
         if (!msg) return; // unknown to this version, or malformed
         if (msg.type === 'ready') {
-          setStatus((s) => (s.kind === 'connecting' ? { kind: 'open' } : s));
+          // A re-attach replays the console's recent output: it replaces what is shown.
+          if (msg.reattached || (watching && readyOnce)) term.reset();
+          readyOnce = true;
+          reattaches = 0;
+          if (!watching && msg.session) {
+            sessionRef.current = msg.session;
+            onSessionRef.current?.(msg.session);
+          }
+          setStatus({ kind: 'open' });
           term.focus();
+        } else if (msg.type === 'watchers') {
+          setWatchers(msg.watchers);
         } else if (msg.type === 'exit') {
           const message = exitMessage(msg);
           term.write(`\r\n\x1b[1;33m[${message}]\x1b[0m\r\n`);
+          forget();
           finish({ kind: 'ended', message });
         } else if (msg.type === 'error') {
+          if (msg.error === 'session_not_found' && attachTo && !watching) {
+            expired = true;
+            return;
+          }
           const message = msg.message || 'The console could not be opened.';
+          forget();
           finish(msg.code === 403 ? { kind: 'denied', message } : { kind: 'failed', message });
         }
       };
-      ws.onerror = () => undefined; // the close event says why
-      ws.onclose = (e) => {
+      socket.onerror = () => undefined; // the close event says why
+      socket.onclose = (e) => {
         flushAck();
-        if (disposed) return;
-        if (e.code === 4403) finish({ kind: 'denied', message: e.reason || 'Your roles do not allow a console on this device.' });
+        if (disposed || finished || ws !== socket) return;
+        setWatchers([]);
+        if (expired) {
+          forget();
+          if (!readyOnce) {
+            // Reopened (a reload) after its session had ended: a new console takes its place.
+            term.write('\x1b[1;33m[The previous session had ended; a new one is opened.]\x1b[0m\r\n');
+            void connect();
+          } else {
+            finish({ kind: 'closed', message: 'The session ended while the connection was down (it was not re-attached in time).' });
+          }
+          return;
+        }
+        if (!watching && sessionRef.current && droppedConnection(e.code) && reattaches < MAX_REATTACHES) return retry();
+        if (e.code === 4409) finish({ kind: 'closed', message: 'This console was re-attached from another window.' });
+        else if (e.code === 4403) finish({ kind: 'denied', message: e.reason || 'Your roles do not allow a console on this device.' });
         else finish({ kind: 'closed', message: `The connection closed${e.reason ? `: ${e.reason}` : ''} (code ${e.code}).` });
       };
-    })();
+    };
+    const retry = () => {
+      reattaches += 1;
+      setStatus({ kind: 'reconnecting', message: 'Connection lost: re-attaching…' });
+      retryTimer = setTimeout(() => void connect(), Math.min(500 * reattaches, 5000));
+    };
+    void connect();
 
     return () => {
       disposed = true;
       clearTimeout(ackTimer);
+      clearTimeout(retryTimer);
       observer.disconnect();
       inputs.forEach((d) => d.dispose());
+      // Closing the tab or leaving the console ends the session (a reload does not come here).
       ws?.close(1000, 'closed by the user');
       term.dispose();
     };
-  }, [deviceId, round, user]);
+  }, [deviceId, round, user, session && watching ? session : undefined]);
+
+  useEffect(() => {
+    if (active) showRef.current();
+  }, [active]);
 
   const over = status.kind === 'ended' || status.kind === 'closed' || status.kind === 'failed' || status.kind === 'denied';
   const label =
-    status.kind === 'connecting' ? 'Connecting…' : status.kind === 'open' ? 'Connected' : status.kind === 'denied' ? 'Access denied' : status.message;
+    status.kind === 'connecting'
+      ? 'Connecting…'
+      : status.kind === 'open'
+        ? watching
+          ? 'Watching (read-only)'
+          : 'Connected'
+        : status.kind === 'denied'
+          ? 'Access denied'
+          : status.message;
 
   return (
-    <div class="console-screen">
+    <div class={`console-panel${active ? '' : ' inactive'}`} data-testid={watching ? 'watch-panel' : 'console-panel'}>
       <header class="console-bar">
         <Link href={`/devices/${deviceId}`} class="button small">
           ← Device
         </Link>
         <strong class="console-title" title={deviceId}>
-          {name}
+          {watching && owner ? `${owner} on ${name}` : name}
         </strong>
         <span class={`console-status ${status.kind}`} role="status" aria-live="polite" data-testid="console-status">
           {label}
         </span>
-        {users && users.length > 1 ? (
+        {!watching && users && users.length > 1 ? (
           <label class="small">
             as{' '}
             <select value={user} onChange={(e) => setUser((e.target as HTMLSelectElement).value)} data-testid="console-user">
@@ -229,15 +339,28 @@ function TerminalView({ deviceId, name, users }: { deviceId: string; name: strin
             </select>
           </label>
         ) : (
+          !watching &&
           user && (
             <span class="small" data-testid="console-user">
               as {user}
             </span>
           )
         )}
-        <span class="muted small hide-narrow">Copy: Ctrl+Shift+C · Paste: Ctrl+V or Ctrl+Shift+V</span>
+        {watchers.length > 0 && (
+          <span class="console-watchers small" data-testid="console-watchers" title="These users see this console, read-only">
+            Watched by {watchers.map((w) => w.email).join(', ')}
+          </span>
+        )}
+        {!watching && <span class="muted small hide-narrow">Copy: Ctrl+Shift+C · Paste: Ctrl+V or Ctrl+Shift+V</span>}
         {over && (
-          <button type="button" class="small primary" onClick={() => setRound((n) => n + 1)}>
+          <button
+            type="button"
+            class="small primary"
+            onClick={() => {
+              sessionRef.current = watching ? session : undefined;
+              setRound((n) => n + 1);
+            }}
+          >
             {status.kind === 'denied' ? 'Try again' : 'Reconnect'}
           </button>
         )}
@@ -254,7 +377,7 @@ function TerminalView({ deviceId, name, users }: { deviceId: string; name: strin
         </div>
       )}
       <div class="terminal-host" ref={host} data-testid="terminal" />
-      {touch && (
+      {touch && !watching && (
         // Buttons that never take the focus: the on-screen keyboard stays up while they are tapped.
         <div class="console-keybar" role="toolbar" aria-label="Terminal keys" data-testid="keybar">
           <button
@@ -284,6 +407,81 @@ function TerminalView({ deviceId, name, users }: { deviceId: string; name: strin
           ))}
         </div>
       )}
+    </div>
+  );
+}
+
+/**
+ * The open consoles as tabs: each keeps its session and its screen while another is shown. The
+ * tabs and their sessions are kept for a reload (sessionStorage), which re-attaches to them;
+ * leaving the console screen closes them all.
+ */
+function ConsoleTabsView({ device }: { device: { deviceId: string; name: string; users?: string[] } }) {
+  const [state, setState] = useState<ConsoleTabs>(() => showDevice(loadTabs(), device));
+  const stateRef = useRef(state);
+  const update = (change: (s: ConsoleTabs) => ConsoleTabs) => {
+    stateRef.current = change(stateRef.current);
+    saveTabs(stateRef.current);
+    setState(stateRef.current);
+  };
+  useEffect(() => {
+    saveTabs(stateRef.current);
+    // Leaving the console ends its sessions (each terminal closes its own): nothing to re-attach.
+    return () => saveTabs({ tabs: [] });
+  }, []);
+  useEffect(() => {
+    if (state.tabs.length === 0) navigate(`/devices/${device.deviceId}`);
+  }, [state.tabs.length]);
+  const active = state.tabs.find((t) => t.key === state.active);
+  return (
+    <div class="console-screen">
+      <div class="console-tabs" role="tablist" aria-label="Open consoles">
+        {state.tabs.map((tab, i) => (
+          <span key={tab.key} class={`console-tab${tab.key === state.active ? ' active' : ''}`}>
+            <button
+              type="button"
+              role="tab"
+              aria-selected={tab.key === state.active}
+              data-testid="console-tab"
+              onClick={() => update((s) => ({ ...s, active: tab.key }))}
+            >
+              {i + 1}. {tab.name}
+            </button>
+            <button
+              type="button"
+              class="close"
+              aria-label={`Close console ${i + 1}`}
+              title="Close (ends this session)"
+              onClick={() => update((s) => closeTab(s, tab.key))}
+            >
+              ×
+            </button>
+          </span>
+        ))}
+        {state.tabs.length < MAX_TABS && active && (
+          <button
+            type="button"
+            class="console-new-tab"
+            data-testid="console-new-tab"
+            title={`Another console on ${active.name}`}
+            onClick={() => update((s) => addTab(s, { deviceId: active.deviceId, name: active.name, users: active.users }))}
+          >
+            + New console
+          </button>
+        )}
+      </div>
+      {state.tabs.map((tab) => (
+        <TerminalView
+          key={tab.key}
+          mode="control"
+          deviceId={tab.deviceId}
+          name={tab.name}
+          users={tab.users}
+          session={tab.session}
+          active={tab.key === state.active}
+          onSession={(session) => update((s) => setSession(s, tab.key, session))}
+        />
+      ))}
     </div>
   );
 }
@@ -358,7 +556,7 @@ export function ConsoleScreen({ deviceId }: { deviceId: string }) {
     };
   }, [deviceId]);
 
-  if (state.kind === 'ready') return <TerminalView deviceId={deviceId} name={state.name} users={state.users} />;
+  if (state.kind === 'ready') return <ConsoleTabsView device={{ deviceId, name: state.name, users: state.users }} />;
   return (
     <div class="console-page">
       <p>
@@ -366,6 +564,57 @@ export function ConsoleScreen({ deviceId }: { deviceId: string }) {
       </p>
       {state.kind === 'checking' && <Loading what="the console" />}
       {state.kind === 'denied' && <AccessDenied message={state.message} />}
+      {state.kind === 'error' && <ErrorBox error={state.error} />}
+    </div>
+  );
+}
+
+interface WatchedSession {
+  id: string;
+  user: { email: string };
+  device: { id: string; name: string };
+}
+
+/**
+ * Watching someone's live console, read-only (GET /remote/sessions offers it as `can_watch`):
+ * the broker sends its recent output, then live output; nothing typed here reaches the device.
+ */
+export function WatchScreen({ sessionId }: { sessionId: string }) {
+  const [state, setState] = useState<{ kind: 'checking' } | { kind: 'ready'; session?: WatchedSession } | { kind: 'error'; error: unknown }>({
+    kind: 'checking',
+  });
+  useEffect(() => {
+    document.title = 'Watching a console · Fleet console';
+    let live = true;
+    api
+      .get<{ items: WatchedSession[] }>('/remote/sessions')
+      .then((r) => live && setState({ kind: 'ready', session: r.items.find((s) => s.id === sessionId) }))
+      .catch((error: unknown) => live && setState({ kind: 'error', error }));
+    return () => {
+      live = false;
+    };
+  }, [sessionId]);
+  if (state.kind === 'ready') {
+    const s = state.session;
+    return (
+      <div class="console-screen">
+        <TerminalView
+          mode="watch"
+          session={sessionId}
+          deviceId={s?.device.id ?? ''}
+          name={s?.device.name || s?.device.id.slice(0, 12) || 'a device'}
+          owner={s?.user.email}
+          active
+        />
+      </div>
+    );
+  }
+  return (
+    <div class="console-page">
+      <p>
+        <Link href="/sessions">← Back to the sessions</Link>
+      </p>
+      {state.kind === 'checking' && <Loading what="the session" />}
       {state.kind === 'error' && <ErrorBox error={state.error} />}
     </div>
   );

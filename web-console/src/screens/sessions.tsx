@@ -1,7 +1,8 @@
 /**
  * Live remote sessions (GET /remote/sessions): the caller's own and those on devices their
  * remote-access:manage covers, refreshed every few seconds. End is offered where the broker says
- * the caller may (`can_end`); the broker decides again when it is pressed.
+ * the caller may (`can_end`); the broker decides again when it is pressed. Consoles the caller
+ * may watch read-only (`can_watch`) offer Watch.
  */
 import { useEffect } from 'preact/hooks';
 import { api, itemsOf } from '../api.js';
@@ -19,6 +20,9 @@ interface LiveSession {
   bytes_in: number;
   bytes_out: number;
   can_end: boolean;
+  attached?: boolean;
+  watchers?: { user: { id: string; email: string }; since: string }[];
+  can_watch?: boolean;
 }
 
 const REFRESH_MS = 3000;
@@ -50,7 +54,15 @@ export function SessionsScreen() {
                 {s.device.name || <code>{s.device.id.slice(0, 12)}</code>}
               </Link>
             </td>
-            <td>{s.kind}</td>
+            <td>
+              {s.kind}
+              {s.attached === false && <span class="muted small"> (detached: waiting for its owner to re-attach)</span>}
+              {s.watchers && s.watchers.length > 0 && (
+                <div class="small" data-testid="session-watchers">
+                  watched by {s.watchers.map((w) => w.user.email).join(', ')}
+                </div>
+              )}
+            </td>
             <td>
               {s.source} {s.ip}
             </td>
@@ -58,6 +70,11 @@ export function SessionsScreen() {
               {formatBytes(s.bytes_in)} / {formatBytes(s.bytes_out)}
             </td>
             <td>
+              {s.can_watch && (
+                <Link href={`/watch/${encodeURIComponent(s.id)}`} class="button small" data-testid="watch-session">
+                  Watch
+                </Link>
+              )}{' '}
               {s.can_end && (
                 <ConfirmButton
                   label="End"

@@ -1,0 +1,180 @@
+import { EventEmitter } from 'node:events';
+import { describe, expect, it } from 'vitest';
+import type WebSocket from 'ws';
+import type { Channel } from '../../shared/mux.js';
+import { CONSOLE_HISTORY_BYTES, ConsoleRelay, OutputHistory, WATCHER_MAX_UNREAD } from './console-relay.js';
+import { MAX_INVALID_FRAMES } from './relay.js';
+
+describe('OutputHistory', () => {
+  it('keeps everything until full, in order', () => {
+    const h = new OutputHistory(16);
+    h.push(Buffer.from('abc'));
+    h.push(Buffer.from('defg'));
+    expect(h.contents().toString()).toBe('abcdefg');
+    expect(h.size).toBe(7);
+  });
+
+  it('keeps only the latest bytes once it wraps, starting after a line break', () => {
+    const h = new OutputHistory(8);
+    h.push(Buffer.from('0123456'));
+    h.push(Buffer.from('7\n9AB'));
+    // the ring holds "456 7\n9AB" minus the oldest: "4567\n9AB"; the replay starts after the line break
+    expect(h.size).toBe(8);
+    expect(h.contents().toString()).toBe('9AB');
+  });
+
+  it('takes a chunk larger than itself by keeping its tail', () => {
+    const h = new OutputHistory(4);
+    h.push(Buffer.from('xy'));
+    h.push(Buffer.from('abcdefgh'));
+    expect(h.contents().toString()).toBe('efgh');
+    h.push(Buffer.from('i'));
+    expect(h.contents().toString()).toBe('fghi');
+  });
+});
+
+/** A channel as the relay uses it: data and control from the device, pause/resume as its credit. */
+class FakeChannel extends EventEmitter {
+  destroyed = false;
+  writableEnded = false;
+  writableLength = 0;
+  errored: Error | null = null;
+  paused = false;
+  controls: unknown[] = [];
+  written: Buffer[] = [];
+  pause(): void {
+    this.paused = true;
+  }
+  resume(): void {
+    this.paused = false;
+  }
+  control(msg: unknown): void {
+    this.controls.push(msg);
+  }
+  write(data: Buffer): boolean {
+    this.written.push(data);
+    return true;
+  }
+  end(): void {
+    this.writableEnded = true;
+  }
+  destroy(): void {
+    if (this.destroyed) return;
+    this.destroyed = true;
+    queueMicrotask(() => this.emit('close'));
+  }
+}
+
+/** A user's socket: what the relay sent, and sends that complete at once unless `stalled`. */
+class FakeSocket extends EventEmitter {
+  readonly OPEN = 1;
+  readyState = 1;
+  bufferedAmount = 0;
+  stalled = false;
+  sent: (Buffer | string)[] = [];
+  closedWith?: number;
+  send(data: Buffer | string, _opts?: unknown, cb?: () => void): void {
+    this.sent.push(data);
+    if (this.stalled) this.bufferedAmount += data.length;
+    else cb?.();
+  }
+  close(code: number): void {
+    this.closedWith = code;
+    this.readyState = 2;
+    queueMicrotask(() => this.emit('close', code));
+  }
+  terminate(): void {
+    this.close(1006);
+  }
+  ping(): void {}
+  pause(): void {}
+  resume(): void {}
+  bytes(): string {
+    return Buffer.concat(this.sent.filter((d): d is Buffer => Buffer.isBuffer(d))).toString();
+  }
+  frames(): { type: string; [k: string]: unknown }[] {
+    return this.sent.filter((d): d is string => typeof d === 'string').map((d) => JSON.parse(d));
+  }
+}
+
+const who = { id: 'u1', email: 'u@example.com' };
+
+function started(graceMs = 60_000) {
+  const channel = new FakeChannel();
+  const relay = new ConsoleRelay(channel as unknown as Channel, { sessionId: 's1', graceMs, size: { cols: 80, rows: 24 } });
+  const owner = new FakeSocket();
+  relay.start(owner as unknown as WebSocket, who);
+  return { channel, relay, owner };
+}
+
+describe('ConsoleRelay', () => {
+  it('holds the shell once a detached console has CONSOLE_HISTORY_BYTES unseen, and lets it go on re-attach', async () => {
+    const { channel, relay, owner } = started();
+    owner.emit('close', 1006);
+    expect(relay.attached).toBe(false);
+    expect(channel.destroyed).toBe(false);
+    channel.emit('data', Buffer.alloc(CONSOLE_HISTORY_BYTES - 1, 'a'));
+    expect(channel.paused).toBe(false);
+    channel.emit('data', Buffer.from('b\n'));
+    expect(channel.paused).toBe(true); // no more credit: the pty blocks
+
+    const back = new FakeSocket();
+    expect(relay.reattach(back as unknown as WebSocket, who, { cols: 100, rows: 30 })).toBe(true);
+    expect(back.frames()[0]).toMatchObject({ type: 'ready', session: 's1', reattached: true });
+    expect(back.bytes().endsWith('b\n')).toBe(true); // what came while away
+    expect(channel.paused).toBe(false);
+    expect(channel.controls.at(-1)).toEqual({ type: 'resize', cols: 100, rows: 30 });
+  });
+
+  it('ends at once on a deliberate close, and at the end of the grace period otherwise', async () => {
+    const deliberate = started();
+    deliberate.owner.emit('close', 1000);
+    expect(deliberate.channel.destroyed).toBe(true);
+    expect((await deliberate.relay.done).reason).toBe('closed by the client');
+
+    const dropped = started(20);
+    dropped.owner.emit('close', 1006);
+    expect(dropped.channel.destroyed).toBe(false);
+    expect((await dropped.relay.done).reason).toBe('detached: not re-attached within 0.02 s');
+  });
+
+  it("never forwards a watcher's keys or resizes, and cuts a watcher that does not read", () => {
+    const { channel, relay, owner } = started();
+    const watcher = new FakeSocket();
+    relay.watch(watcher as unknown as WebSocket, { id: 'u2', email: 'w@example.com' });
+    expect(owner.frames().at(-1)).toEqual({ type: 'watchers', watchers: [{ id: 'u2', email: 'w@example.com' }] });
+    watcher.emit('message', Buffer.from('rm -rf /\n'), true);
+    watcher.emit('message', Buffer.from(JSON.stringify({ type: 'resize', cols: 5, rows: 5 })), false);
+    expect(channel.written).toEqual([]);
+    expect(channel.controls).toEqual([{ type: 'resize', cols: 80, rows: 24 }]);
+
+    watcher.stalled = true;
+    const chunk = Buffer.alloc(64 * 1024, 'x');
+    for (let i = 0; i * chunk.length <= WATCHER_MAX_UNREAD + chunk.length; i += 1) {
+      channel.emit('data', chunk);
+      // The owner acknowledges: its console goes on whatever the watcher does.
+      owner.emit('message', Buffer.from(JSON.stringify({ type: 'ack', bytes: chunk.length })), false);
+    }
+    expect(watcher.closedWith).toBe(1006);
+    expect(relay.watching).toEqual([]);
+    expect(owner.frames().at(-1)).toEqual({ type: 'watchers', watchers: [] });
+    expect(channel.paused).toBe(false);
+  });
+
+  it('cuts a watcher sending invalid frames, and the console runs on', () => {
+    const { channel, relay } = started();
+    const watcher = new FakeSocket();
+    relay.watch(watcher as unknown as WebSocket, { id: 'u2', email: 'w@example.com' });
+    for (let i = 0; i <= MAX_INVALID_FRAMES; i += 1) watcher.emit('message', Buffer.from('{"type":"resize","cols":0}'), false);
+    expect(
+      watcher
+        .frames()
+        .filter((f) => f.type === 'error')
+        .at(-1),
+    ).toMatchObject({ error: 'too_many_invalid_frames' });
+    expect(watcher.closedWith).toBeDefined();
+    expect(relay.watching).toEqual([]);
+    expect(channel.destroyed).toBe(false);
+    expect(relay.ending).toBe(false);
+  });
+});
