@@ -58,7 +58,7 @@ describe('software_management with apt and dpkg on a temp root', () => {
       ['INFO', "Restarted service 'demo-daemon'."],
     ]);
     expect(await installedInRoot(t.root)).toEqual({ 'demo-daemon': '1.0' });
-    expect(await readFile(path.join(t.root, 'etc/demo/demo.conf'), 'utf8')).toBe('port=8080\nsite=oslo\nmissing=\n');
+    expect(await readFile(path.join(t.root, 'etc/demo/demo.conf'), 'utf8')).toBe('port=8080\nsite=oslo\nmissing={{nothing}}\n');
     expect(await restarts(log)).toEqual(['restart']);
 
     t.clear();
