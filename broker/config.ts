@@ -44,6 +44,8 @@ export interface Config {
   maxConnectionsPerAddress: number;
   /** Console recordings older than this many days are removed (at start and daily). */
   recordingRetentionDays: number;
+  /** Where GET /install.sh and GET /install/{artifact} take the agent build from (`npm run build:agent`). */
+  agentArtifactsDir: string;
 }
 
 export class ConfigError extends Error {
@@ -134,5 +136,6 @@ export function loadConfig(env: Env = process.env): Config {
     agentHandshakesPerAddress,
     maxConnectionsPerAddress,
     recordingRetentionDays: integer(env, 'RECORDING_RETENTION_DAYS', 90, 1, 36500),
+    agentArtifactsDir: path.resolve(env.AGENT_ARTIFACTS_DIR || 'dist/agent'),
   };
 }
