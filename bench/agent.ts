@@ -102,7 +102,9 @@ export async function benchAgent(log: (line: string) => void): Promise<void> {
     log(line('bundled agent (node fleet-agent.mjs)', bundled));
     log(line('development agent (tsx agent/main.ts)', dev));
     log(line(`bare node ${process.version} (the floor)`, floor));
-    log(`bundled / development: RSS ×${(bundled.rss / dev.rss).toFixed(2)}; target one process ≤ 40 MiB: ${bundled.processes === 1 && bundled.rss <= 40 * 1024 * 1024 ? 'met' : 'missed'}`);
+    log(
+      `bundled / development: RSS ×${(bundled.rss / dev.rss).toFixed(2)}; target one process ≤ 40 MiB: ${bundled.processes === 1 && bundled.rss <= 40 * 1024 * 1024 ? 'met' : 'missed'}`,
+    );
   } finally {
     await Promise.all(agents.map((a) => a.close()));
     await t.close();

@@ -26,7 +26,8 @@ const HERE = path.join(ROOT, 'agent', 'packaging');
 /** What the bundle leaves outside: native code (node-pty) and ws, installed beside it. */
 export const RUNTIME_DEPENDENCIES = ['node-pty', 'ws'] as const;
 /** Packages of the broker and the web console: their presence in the bundle fails the build. */
-const FORBIDDEN = /(^|\/)(broker|web-console|cli)\/|node_modules\/(express|pg|pg-[a-z-]+|better-sqlite3|kysely|multer|nodemailer|stripe|preact|swagger-ui-dist|jsonwebtoken|ssh2)\//;
+const FORBIDDEN =
+  /(^|\/)(broker|web-console|cli)\/|node_modules\/(express|pg|pg-[a-z-]+|better-sqlite3|kysely|multer|nodemailer|stripe|preact|swagger-ui-dist|jsonwebtoken|ssh2)\//;
 
 export interface AgentBuild {
   version: string;
@@ -79,7 +80,11 @@ function copyDependencies(nodeModules: string, to: string): void {
   if (!fs.existsSync(path.join(to, 'node-pty', 'build', 'Release', 'pty.node'))) {
     throw new Error('node-pty has no build/Release/pty.node: run npm install on this machine first (it compiles it)');
   }
-  copyFiltered(path.join(nodeModules, 'ws'), path.join(to, 'ws'), (rel) => rel.endsWith('.js') || rel.endsWith('.mjs') || rel === 'package.json' || rel === 'LICENSE');
+  copyFiltered(
+    path.join(nodeModules, 'ws'),
+    path.join(to, 'ws'),
+    (rel) => rel.endsWith('.js') || rel.endsWith('.mjs') || rel === 'package.json' || rel === 'LICENSE',
+  );
 }
 
 /** Fixed modes, whatever the umask of the build: directories and executables 0755, files 0644. */
@@ -122,7 +127,9 @@ export async function buildAgent(outDir = path.join(ROOT, 'dist', 'agent')): Pro
     external: [...RUNTIME_DEPENDENCIES],
     define: { __FLEET_AGENT_VERSION__: JSON.stringify(version) },
     // CommonJS dependencies (commander, pino) call require() for Node built-ins.
-    banner: { js: "#!/usr/bin/env node\nimport { createRequire as __fleetCreateRequire } from 'node:module';\nconst require = __fleetCreateRequire(import.meta.url);" },
+    banner: {
+      js: "#!/usr/bin/env node\nimport { createRequire as __fleetCreateRequire } from 'node:module';\nconst require = __fleetCreateRequire(import.meta.url);",
+    },
     minifyWhitespace: true,
     minifySyntax: true,
     legalComments: 'none',

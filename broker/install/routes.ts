@@ -15,7 +15,11 @@ const ARTIFACT = /^fleet-agent[A-Za-z0-9._+~-]{0,120}\.(deb|tar\.gz)$/;
 const HOST = /^[A-Za-z0-9.-]{1,253}(:\d{1,5})?$|^\[[0-9A-Fa-f:.]{2,45}\](:\d{1,5})?$/;
 
 const notBuilt = (what: string) =>
-  new ApiError(404, 'not_found', `${what} is not on this broker: build the agent with \`npm run build:agent\` (or point AGENT_ARTIFACTS_DIR at a directory holding the build).`);
+  new ApiError(
+    404,
+    'not_found',
+    `${what} is not on this broker: build the agent with \`npm run build:agent\` (or point AGENT_ARTIFACTS_DIR at a directory holding the build).`,
+  );
 
 /** A regular file of the artifacts directory, or undefined. */
 function artifactFile(dir: string, name: string): { file: string; size: number } | undefined {
@@ -50,7 +54,7 @@ export const installRoutes: RouteSpec[] = [
       'A POSIX sh script (text/x-shellscript) that installs the edge agent on a Linux device and enrols it: ' +
       '`curl -fsSL https://<broker>/install.sh | sudo sh -s -- --bootstrap-key <key>`. It checks for Node.js >= 20, picks the .deb ' +
       '(dpkg with the nodejs package) or the tarball for the machine architecture, downloads it from GET /install/{artifact}, writes ' +
-      '/etc/fleet-agent/config.json (this broker\'s URL: PUBLIC_URL, else the origin of the request) and the key in /etc/fleet-agent/bootstrap-key ' +
+      "/etc/fleet-agent/config.json (this broker's URL: PUBLIC_URL, else the origin of the request) and the key in /etc/fleet-agent/bootstrap-key " +
       '(0600, root only), and starts the fleet-agent systemd service. No authentication: it holds no secret. ' +
       '404 when the agent is not built on this broker (`npm run build:agent`; directory AGENT_ARTIFACTS_DIR).',
     access: 'public',
@@ -87,7 +91,10 @@ export const installRoutes: RouteSpec[] = [
     audit: false,
     transaction: false,
     params: z.object({
-      artifact: z.string().regex(ARTIFACT, 'an agent package name: fleet-agent_<version>_<arch>.deb or fleet-agent-<version>-linux-<arch>.tar.gz').describe('package file name'),
+      artifact: z
+        .string()
+        .regex(ARTIFACT, 'an agent package name: fleet-agent_<version>_<arch>.deb or fleet-agent-<version>-linux-<arch>.tar.gz')
+        .describe('package file name'),
     }),
     handler: async ({ params, services }) => {
       const found = artifactFile(services.config.agentArtifactsDir, params.artifact);

@@ -89,7 +89,8 @@ describe('the agent build', () => {
     expect(fs.readdirSync(out).sort()).toEqual([TARBALL, DEB, 'fleet-agent.mjs', 'install.sh', 'node_modules', 'package.json'].sort());
 
     const manifest = JSON.parse(fs.readFileSync(path.join(out, 'package.json'), 'utf8')) as { version: string; dependencies: Record<string, string> };
-    const installed = (name: string) => (JSON.parse(fs.readFileSync(path.join(ROOT, 'node_modules', name, 'package.json'), 'utf8')) as { version: string }).version;
+    const installed = (name: string) =>
+      (JSON.parse(fs.readFileSync(path.join(ROOT, 'node_modules', name, 'package.json'), 'utf8')) as { version: string }).version;
     expect(manifest.version).toBe(VERSION);
     expect(manifest.dependencies).toEqual({ 'node-pty': installed('node-pty'), ws: installed('ws') });
     expect(fs.readdirSync(path.join(out, 'node_modules')).sort()).toEqual(['node-pty', 'ws']);
@@ -153,7 +154,12 @@ describe('the agent build', () => {
       .trim()
       .split('\n')
       .map((n) => `/${n.replace(/\/$/, '')}`);
-    expect(tarNames.sort()).toEqual(entries.map((e) => e.name).filter((n) => n !== '/').sort());
+    expect(tarNames.sort()).toEqual(
+      entries
+        .map((e) => e.name)
+        .filter((n) => n !== '/')
+        .sort(),
+    );
   });
 
   it('installs a systemd unit that systemd-analyze verifies', () => {
