@@ -38,7 +38,8 @@ function sendError(res: Response, err: ApiError) {
 
 /** The broker URL devices are told to use: PUBLIC_URL, else the origin this request came to. */
 function brokerUrl(req: Request, publicUrl: string | undefined): string | undefined {
-  if (publicUrl) return publicUrl.replace(/\/+$/, '');
+  // Only URL characters that need no quoting in the script (it also checks them itself).
+  if (publicUrl) return /^https?:\/\/[A-Za-z0-9.:[\]/_~%@+=,-]+$/.test(publicUrl) ? publicUrl.replace(/\/+$/, '') : undefined;
   const host = req.get('host') ?? '';
   return HOST.test(host) ? `${req.protocol}://${host}` : undefined;
 }
@@ -66,7 +67,15 @@ export const installRoutes: RouteSpec[] = [
         const found = artifactFile(dir, 'install.sh');
         if (!found) return sendError(res, notBuilt('The agent installer'));
         const url = brokerUrl(res.req, services.config.publicUrl);
-        if (!url) return sendError(res, new ApiError(400, 'invalid_request', 'The Host header is not a host name: set PUBLIC_URL on the broker.'));
+        if (!url)
+          return sendError(
+            res,
+            new ApiError(
+              400,
+              'invalid_request',
+              'The Host header is not a host name (or PUBLIC_URL has characters a URL does not): set PUBLIC_URL on the broker.',
+            ),
+          );
         const script = (await fs.promises.readFile(found.file, 'utf8')).replaceAll(BROKER_URL_TOKEN, url);
         res.status(200);
         res.setHeader('Content-Type', 'text/x-shellscript; charset=utf-8');
