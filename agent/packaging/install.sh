@@ -17,6 +17,8 @@
 #   --root <dir>            install below <dir> instead of / and start nothing (for tests and image
 #                           builds; DESTDIR in the environment does the same)
 set -eu
+# Read from a pipe (curl … | sh -s): every command below takes its input from /dev/null, so that none
+# swallows the rest of this script.
 
 BROKER='__FLEET_BROKER_URL__'
 VERSION='__FLEET_AGENT_VERSION__'
@@ -88,13 +90,13 @@ case "$(uname -m)" in
 esac
 
 command -v node >/dev/null 2>&1 || die "the agent needs Node.js 20 or later (package nodejs): install it first"
-NODE_MAJOR=$(node -p 'process.versions.node.split(".")[0]' 2>/dev/null || echo 0)
+NODE_MAJOR=$(node -p 'process.versions.node.split(".")[0]' </dev/null 2>/dev/null || echo 0)
 [ "$NODE_MAJOR" -ge 20 ] 2>/dev/null || die "the agent needs Node.js 20 or later; this node is $(node --version 2>/dev/null || echo unknown)"
 
 if [ -z "$FORMAT" ]; then
   FORMAT=tar
   if [ -z "$ROOT" ] && command -v dpkg >/dev/null 2>&1 &&
-    [ "$(dpkg-query -W -f='${Status}' nodejs 2>/dev/null || true)" = "install ok installed" ]; then
+    [ "$(dpkg-query -W -f='${Status}' nodejs </dev/null 2>/dev/null || true)" = "install ok installed" ]; then
     FORMAT=deb
   fi
 fi
@@ -116,9 +118,9 @@ TMP=$(mktemp -d)
 trap 'rm -rf "$TMP"' EXIT INT TERM
 say "downloading $BROKER/install/$FILE"
 if command -v curl >/dev/null 2>&1; then
-  curl -fsSL -o "$TMP/$FILE" "$BROKER/install/$FILE" || die "could not download $BROKER/install/$FILE"
+  curl -fsSL -o "$TMP/$FILE" "$BROKER/install/$FILE" </dev/null || die "could not download $BROKER/install/$FILE"
 elif command -v wget >/dev/null 2>&1; then
-  wget -q -O "$TMP/$FILE" "$BROKER/install/$FILE" || die "could not download $BROKER/install/$FILE"
+  wget -q -O "$TMP/$FILE" "$BROKER/install/$FILE" </dev/null || die "could not download $BROKER/install/$FILE"
 else
   die "needs curl or wget"
 fi
@@ -143,7 +145,7 @@ if [ "$FORMAT" = deb ]; then
   if [ -n "$ROOT" ]; then
     dpkg-deb -x "$TMP/$FILE" "$ROOT/"
   else
-    dpkg -i "$TMP/$FILE" || die "dpkg could not install $FILE (is the nodejs package >= 20?)"
+    dpkg -i "$TMP/$FILE" </dev/null || die "dpkg could not install $FILE (is the nodejs package >= 20?)"
   fi
 else
   rm -rf "$ROOT/usr/lib/fleet-agent"
@@ -155,9 +157,9 @@ say "installed fleet-agent $VERSION ($FORMAT) for $BROKER"
 if [ -n "$ROOT" ]; then
   say "installed below $ROOT: nothing started"
 elif [ -d /run/systemd/system ] && command -v systemctl >/dev/null 2>&1; then
-  systemctl daemon-reload
-  systemctl enable fleet-agent.service >/dev/null 2>&1
-  systemctl restart fleet-agent.service
+  systemctl daemon-reload </dev/null
+  systemctl enable fleet-agent.service </dev/null >/dev/null 2>&1
+  systemctl restart fleet-agent.service </dev/null
   say "started: follow it with journalctl -u fleet-agent -f (device id and key fingerprint to approve)"
 else
   say "no systemd here: start the agent with your init system as root: /usr/bin/fleet-agent --config /etc/fleet-agent/config.json"

@@ -33,9 +33,10 @@ function run(cmd: string, args: string[], options: { cwd?: string; input?: strin
 }
 
 /** The same, without blocking this process (which is the broker the command may talk to). */
-function runAsync(cmd: string, args: string[]): Promise<{ code: number | null; stdout: string; stderr: string }> {
+function runAsync(cmd: string, args: string[], input?: Buffer): Promise<{ code: number | null; stdout: string; stderr: string }> {
   return new Promise((resolve) => {
-    const child = spawn(cmd, args, { stdio: ['ignore', 'pipe', 'pipe'] });
+    const child = spawn(cmd, args, { stdio: ['pipe', 'pipe', 'pipe'] });
+    child.stdin.end(input ?? '');
     let stdout = '';
     let stderr = '';
     child.stdout.on('data', (c: Buffer) => (stdout += c.toString()));
@@ -234,7 +235,8 @@ describe('install.sh from the broker', () => {
     expect(created.status).toBe(200);
     const key = Object.keys(created.body as object)[0];
     const root = fs.mkdtempSync(path.join(work, 'root-'));
-    const installed = await runAsync('sh', [path.join(work, 'install.sh'), '--root', root, '--bootstrap-key', key]);
+    // As the console's line runs it: the script on standard input (`curl … | sh -s -- …`).
+    const installed = await runAsync('sh', ['-s', '--', '--root', root, '--bootstrap-key', key], fs.readFileSync(path.join(work, 'install.sh')));
     expect(installed.stderr).toContain('nothing started');
     expect(installed.code).toBe(0);
 
@@ -252,6 +254,17 @@ describe('install.sh from the broker', () => {
     const program = path.join(root, 'usr', 'bin', 'fleet-agent');
     expect(fs.readlinkSync(program)).toBe('../lib/fleet-agent/fleet-agent.mjs');
     expect(fs.existsSync(path.join(root, 'usr', 'lib', 'systemd', 'system', 'fleet-agent.service'))).toBe(true);
+
+    // The .deb's tree is the same (unpacked with dpkg-deb below a root: nothing registered with dpkg here).
+    const debRoot = fs.mkdtempSync(path.join(work, 'root-'));
+    const viaDeb = await runAsync(
+      'sh',
+      ['-s', '--', '--root', debRoot, '--format', 'deb', '--bootstrap-key', key],
+      fs.readFileSync(path.join(work, 'install.sh')),
+    );
+    expect(viaDeb.code).toBe(0);
+    const files = (dir: string) => (fs.readdirSync(dir, { recursive: true }) as string[]).sort();
+    expect(files(debRoot)).toEqual(files(root));
 
     // The installed program with the installed configuration; only the paths below the temporary
     // root are given on the command line (the configuration names the real system's paths).
