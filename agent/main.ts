@@ -3,6 +3,7 @@
  *   npm run agent -- --broker <url> --bootstrap-key-file <file> [--state-dir <dir>] [--ca-file <pem>]
  *   (or --bootstrap-key <key>, or FLEET_BOOTSTRAP_KEY in the environment)
  *   npm run agent -- --config /etc/fleet-agent/config.json          (system service)
+ * Installed on a device it is the bundle built by `npm run build:agent`: `fleet-agent --config …`.
  */
 import fs from 'node:fs';
 import path from 'node:path';
@@ -14,7 +15,11 @@ import { AgentConfigError, DEFAULTS, loadAgentConfig, type AgentFlags } from './
 
 const EXIT_USAGE = 2;
 
+/** Set by the agent build (agent/packaging/build.ts) to the package version; absent when run from source. */
+declare const __FLEET_AGENT_VERSION__: string | undefined;
+
 function agentVersion(): string {
+  if (typeof __FLEET_AGENT_VERSION__ === 'string') return __FLEET_AGENT_VERSION__;
   try {
     const pkg = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..', 'package.json');
     return String((JSON.parse(fs.readFileSync(pkg, 'utf8')) as { version?: string }).version ?? '0.0.0');

@@ -2,6 +2,7 @@
  * `npm run bench`: every benchmark, each printing ratios against a baseline measured in the same run.
  * `npm run bench -- api` runs one group, `npm run bench -- remote latency` one part of it. Timings are printed, never asserted.
  */
+import { benchAgent } from './agent.js';
 import { benchApi } from './api.js';
 import { benchHostile } from './hostile.js';
 
@@ -25,6 +26,7 @@ async function main(): Promise<void> {
     ['api', benchApi],
     ['remote', await loadRemote()],
     ['hostile', benchHostile],
+    ['agent', benchAgent],
   ];
   for (const [name, run] of groups) {
     if (only && only !== name) continue;

@@ -60,6 +60,8 @@ export interface Config {
   stripePriceId?: string;
   /** A console whose user's connection dropped is kept this long for its owner to re-attach (0: ended at once). */
   consoleDetachGraceSeconds: number;
+  /** Where GET /install.sh and GET /install/{artifact} take the agent build from (`npm run build:agent`). */
+  agentArtifactsDir: string;
 }
 
 export class ConfigError extends Error {
@@ -161,5 +163,6 @@ export function loadConfig(env: Env = process.env): Config {
     stripeApiBase: env.STRIPE_API_BASE || undefined,
     stripePriceId: env.STRIPE_PRICE_ID || undefined,
     consoleDetachGraceSeconds: integer(env, 'CONSOLE_DETACH_GRACE_SECONDS', 60, 0, 3600),
+    agentArtifactsDir: path.resolve(env.AGENT_ARTIFACTS_DIR || 'dist/agent'),
   };
 }

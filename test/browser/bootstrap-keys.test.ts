@@ -28,7 +28,7 @@ describe('bootstrap keys screen', () => {
     const key = (await created.textContent()) as string;
     expect((await keys())[key].auto_accept).toBe(true);
     const origin = new URL(page.url()).origin;
-    expect(await page.getByTestId('install-command').first().textContent()).toBe(`FLEET_BOOTSTRAP_KEY=${key} npm run agent -- --broker ${origin}`);
+    expect(await page.getByTestId('install-command').first().textContent()).toBe(`curl -fsSL ${origin}/install.sh | sudo sh -s -- --bootstrap-key ${key}`);
     await screenshot(page, 'bootstrap-key-install-command');
 
     // Enrolled devices are counted per key.

@@ -42,7 +42,10 @@ export interface TestAgent {
 }
 
 export interface AgentOptions {
-  broker: string;
+  /** Left out when `args` give a config file naming the broker. */
+  broker?: string;
+  /** An executable to run (a built agent: the bundle) instead of `tsx agent/main.ts`. */
+  program?: string;
   bootstrapKey?: string;
   /** A directory to keep state in (not removed at close); a fresh temporary one by default. */
   stateDir?: string;
@@ -72,9 +75,8 @@ export function startAgent(o: AgentOptions): TestAgent {
   const ownDir = !o.stateDir;
   const stateDir = o.stateDir ?? fs.mkdtempSync(path.join(os.tmpdir(), 'fleet-agent-'));
   const args = [
-    path.join(ROOT, 'agent', 'main.ts'),
-    '--broker',
-    o.broker,
+    ...(o.program ? [] : [path.join(ROOT, 'agent', 'main.ts')]),
+    ...(o.broker ? ['--broker', o.broker] : []),
     '--state-dir',
     stateDir,
     '--log-level',
@@ -87,7 +89,7 @@ export function startAgent(o: AgentOptions): TestAgent {
     ...(o.caFile ? ['--ca-file', o.caFile] : []),
     ...(o.args ?? []),
   ];
-  const child = spawn(TSX, args, { cwd: ROOT, env: { ...process.env, ...o.env }, stdio: ['ignore', 'pipe', 'pipe'] });
+  const child = spawn(o.program ?? TSX, args, { cwd: ROOT, env: { ...process.env, ...o.env }, stdio: ['ignore', 'pipe', 'pipe'] });
   running.add(child);
   const logs: AgentLogLine[] = [];
   const output: string[] = [];

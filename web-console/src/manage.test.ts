@@ -77,7 +77,7 @@ describe('live status', () => {
 
 describe('bootstrap keys', () => {
   it('builds the one-line install command and reads the device count', () => {
-    expect(installCommand('k3y', 'https://fleet.example.com')).toBe('FLEET_BOOTSTRAP_KEY=k3y npm run agent -- --broker https://fleet.example.com');
+    expect(installCommand('k3y', 'https://fleet.example.com')).toBe('curl -fsSL https://fleet.example.com/install.sh | sudo sh -s -- --bootstrap-key k3y');
     expect(keysOf({ k3y: { group_id: 'lab', auto_accept: true, devices: 2 } })).toEqual([
       { key: 'k3y', group_id: 'lab', auto_accept: true, created_at: undefined, devices: 2 },
     ]);

@@ -14,9 +14,9 @@ interface BootstrapKey {
   devices?: number;
 }
 
-/** The one line that starts an edge agent enrolling with this key against this broker. */
+/** The one line that installs an edge agent on a device and enrols it with this key against this broker (GET /install.sh). */
 export function installCommand(key: string, broker: string): string {
-  return `FLEET_BOOTSTRAP_KEY=${key} npm run agent -- --broker ${broker}`;
+  return `curl -fsSL ${broker.replace(/\/+$/, '')}/install.sh | sudo sh -s -- --bootstrap-key ${key}`;
 }
 
 const AUTO_ACCEPT_WARNING = 'Every device that presents this key joins the fleet at once, without approval. Keep the key secret.';
