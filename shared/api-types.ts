@@ -97,12 +97,16 @@ export interface GroupTreeNode {
   last_reported?: number | null;
   /** devices only */
   attributes?: DeviceAttributes;
+  /** GET /grouptree?manage_hints=true: whether the caller may rename, move, tag (a group: delete, create in) this node */
+  can_manage?: boolean;
 }
 
 /** GET /grouptree */
 export interface GroupTree {
   total_devices: number;
   tree: GroupTreeNode;
+  /** with manage_hints=true and device:manage: the tags the caller may add or remove, '*' for any */
+  manageable_tags?: '*' | string[];
 }
 
 /** An entry of the audit trail (GET /commitlist). */

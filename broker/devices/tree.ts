@@ -36,6 +36,9 @@ export interface NodeRow {
 /** Whether a device is connected now; `lastSeen` is the stored last contact. */
 export type OnlineCheck = (deviceId: string, lastSeen: string | null) => boolean;
 
+/** Whether the caller may manage a node with this scope (the access service's answer): rendered as `can_manage`. */
+export type ManageCheck = (scope: DeviceScope, type: 'group' | 'device') => boolean;
+
 const NO_TAGS: string[] = [];
 const NO_CHILDREN: number[] = [];
 
@@ -228,15 +231,16 @@ export class TreeSnapshot {
   }
 
   /** The subtree at `nodeId` as the caller sees it, and how many devices it shows. */
-  render(nodeId: string, online: OnlineCheck): { tree: GroupTreeNode; totalDevices: number } | undefined {
+  render(nodeId: string, online: OnlineCheck, manage?: ManageCheck): { tree: GroupTreeNode; totalDevices: number } | undefined {
     const i = this.index.get(nodeId);
     if (i === undefined || !this.shown[i]) return undefined;
     const counter = { devices: 0 };
-    return { tree: this.renderNode(i, online, counter), totalDevices: counter.devices };
+    return { tree: this.renderNode(i, online, counter, manage), totalDevices: counter.devices };
   }
 
-  private renderNode(i: number, online: OnlineCheck, counter: { devices: number }): GroupTreeNode {
+  private renderNode(i: number, online: OnlineCheck, counter: { devices: number }, manage?: ManageCheck): GroupTreeNode {
     const row = this.detailed.get(i) ?? this.rows[i];
+    const hint = manage ? { can_manage: manage(this.scopeAt(i), row.type === 'device' ? 'device' : 'group') } : {};
     if (row.type === 'device') {
       counter.devices += 1;
       return {
@@ -249,6 +253,7 @@ export class TreeSnapshot {
         status: online(row.node_id, row.last_seen) ? 'online' : 'offline',
         last_reported: unixSeconds(row.last_seen),
         attributes: readAttributes(row.attributes),
+        ...hint,
       };
     }
     const visible = (this.children[i] ?? NO_CHILDREN).filter((c) => this.shown[c] && this.parentIndex[c] === i);
@@ -259,7 +264,8 @@ export class TreeSnapshot {
       title: row.title,
       type: 'group',
       tags: this.tags[i],
-      nodes: visible.map((c) => this.renderNode(c, online, counter)),
+      nodes: visible.map((c) => this.renderNode(c, online, counter, manage)),
+      ...hint,
     };
   }
 

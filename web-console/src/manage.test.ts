@@ -4,7 +4,7 @@ import type { GroupTreeNode } from '../../shared/api-types.js';
 import { installCommand, keysOf } from './screens/bootstrap-keys.js';
 import { deviceRows, sortRows } from './screens/devices-table.js';
 import { applyLive } from './screens/devices.js';
-import { groupOptions, parseTags, subtreeIds } from './screens/tree-manage.js';
+import { groupOptions, manageableTagsNote, mayManage, parseTags, subtreeIds, tagsOutside } from './screens/tree-manage.js';
 
 const device = (id: string, title: string, extra: Partial<GroupTreeNode> = {}): GroupTreeNode => ({
   id,
@@ -38,6 +38,24 @@ describe('group tree changes', () => {
   it('lists groups with their paths, and the ids a group cannot move into', () => {
     expect(groupOptions(tree).map((g) => g.label)).toEqual(['All devices', 'All devices / Berlin', 'All devices / Berlin / Lab', 'All devices / Unassigned']);
     expect([...subtreeIds(tree.nodes[0])].sort()).toEqual(['berlin', 'd1', 'd2', 'lab']);
+  });
+
+  it('offers what the broker hints: nodes without can_manage false, groups to move into, tag changes within manageable_tags', () => {
+    expect(mayManage({ can_manage: false })).toBe(false);
+    expect(mayManage({ can_manage: true })).toBe(true);
+    expect(mayManage({})).toBe(true); // no hint: offered, the broker decides
+    const hinted = group('root', 'All', [group('mine', 'Mine', [], []), { ...group('theirs', 'Theirs', []), can_manage: false }]);
+    expect(groupOptions({ ...hinted, can_manage: false }).map((g) => [g.node_id, g.manageable])).toEqual([
+      ['root', false],
+      ['mine', true],
+      ['theirs', false],
+    ]);
+    expect(deviceRows(group('g', 'G', [device('a', 'a', { can_manage: false }), device('b', 'b')])).map((r) => r.manageable)).toEqual([false, true]);
+    expect(tagsOutside(['ops', 'prod'], ['ops'], ['ops'])).toEqual(['prod']); // removing counts too
+    expect(tagsOutside(['prod'], ['prod', 'ops'], ['ops'])).toEqual([]); // untouched tags need no grant
+    expect(tagsOutside([], ['x'], '*')).toEqual([]);
+    expect(manageableTagsNote('*')).toBeNull();
+    expect(manageableTagsNote(['ops'])).toBe('You may add or remove only these tags: ops.');
   });
 
   it('reads tags typed with commas and spaces, without duplicates', () => {
@@ -79,7 +97,7 @@ describe('bootstrap keys', () => {
   it('builds the one-line install command and reads the device count', () => {
     expect(installCommand('k3y', 'https://fleet.example.com')).toBe('FLEET_BOOTSTRAP_KEY=k3y npm run agent -- --broker https://fleet.example.com');
     expect(keysOf({ k3y: { group_id: 'lab', auto_accept: true, devices: 2 } })).toEqual([
-      { key: 'k3y', group_id: 'lab', auto_accept: true, created_at: undefined, devices: 2 },
+      { key: 'k3y', group_id: 'lab', auto_accept: true, created_at: undefined, devices: 2, label: '', expires_at: null, expired: false },
     ]);
   });
 });

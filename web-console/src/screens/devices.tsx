@@ -10,7 +10,7 @@ import { useDeviceEvents, type DeviceEvent } from '../events.js';
 import { Link, navigate, useLocation, withQuery } from '../router.js';
 import { DevicesTable, deviceRows, SORT_KEYS, type SortKey } from './devices-table.js';
 import { ErrorBox, formatTime, Loading, Notice, PageTitle, Tags, useAction, useLoad } from '../ui.js';
-import { groupOptions, NodeManager } from './tree-manage.js';
+import { groupOptions, mayManage, NodeManager } from './tree-manage.js';
 
 export function isOnline(node: { status?: string; connected?: boolean }): boolean {
   return node.connected === true || node.status === 'online' || node.status === 'connected';
@@ -86,7 +86,8 @@ interface TreeItemProps {
 const DRAG_TYPE = 'application/x-fleet-device';
 
 function ManageButton({ node, onManage }: { node: GroupTreeNode; onManage?: (node: GroupTreeNode) => void }) {
-  if (!onManage) return null;
+  // Not offered on a node the broker says this user may not manage (a manager restricted to other groups).
+  if (!onManage || !mayManage(node)) return null;
   return (
     <button
       type="button"
@@ -107,7 +108,7 @@ function TreeItem({ node, open, onManage, onMove }: TreeItemProps) {
     return (
       <li
         class="device-row"
-        draggable={Boolean(onMove)}
+        draggable={Boolean(onMove) && mayManage(node)}
         onDragStart={(e) => {
           e.dataTransfer?.setData(DRAG_TYPE, node.node_id);
           if (e.dataTransfer) e.dataTransfer.effectAllowed = 'move';
@@ -132,11 +133,11 @@ function TreeItem({ node, open, onManage, onMove }: TreeItemProps) {
       <details open={open}>
         <summary
           onDragOver={(e) => {
-            if (onMove && e.dataTransfer?.types.includes(DRAG_TYPE)) e.preventDefault();
+            if (onMove && mayManage(node) && e.dataTransfer?.types.includes(DRAG_TYPE)) e.preventDefault();
           }}
           onDrop={(e) => {
             const deviceId = e.dataTransfer?.getData(DRAG_TYPE);
-            if (!onMove || !deviceId) return;
+            if (!onMove || !deviceId || !mayManage(node)) return;
             e.preventDefault();
             onMove(deviceId, node.node_id);
           }}
@@ -166,7 +167,8 @@ function TreeItem({ node, open, onManage, onMove }: TreeItemProps) {
 }
 
 export function DevicesScreen() {
-  const tree = useLoad(() => api.get<GroupTree>('/grouptree', { _format: 'json' }), []);
+  // A manager gets per-node hints, so what they may not change is not offered.
+  const tree = useLoad(() => api.get<GroupTree>('/grouptree', { _format: 'json', ...(allowed('manageTree') ? { manage_hints: 'true' } : {}) }), []);
   const tags = useLoad(() => api.get('/tagslist').then((a) => itemsOf<string | { tag?: string; name?: string }>(a)), []);
   // Filters, view and order live in the query string: a filtered list can be bookmarked and shared.
   const { query } = useLocation();
@@ -280,6 +282,7 @@ export function DevicesScreen() {
           key={managing.node_id}
           node={managing}
           groups={groups}
+          manageableTags={tree.data?.manageable_tags}
           onClose={() => setManaging(null)}
           onChanged={(text) => {
             setManaging(null);
@@ -300,6 +303,7 @@ export function DevicesScreen() {
             <DevicesTable
               rows={deviceRows(shown)}
               groups={groups}
+              manageableTags={tree.data?.manageable_tags}
               sort={sort}
               descending={descending}
               onSort={(key, desc) => setQuery({ sort: key, dir: desc ? 'desc' : undefined })}
