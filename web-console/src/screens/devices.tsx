@@ -9,7 +9,7 @@ import { allowed } from '../areas.js';
 import { useDeviceEvents, type DeviceEvent } from '../events.js';
 import { Link, navigate, useLocation, withQuery } from '../router.js';
 import { DevicesTable, deviceRows, SORT_KEYS, type SortKey } from './devices-table.js';
-import { ErrorBox, formatTime, Loading, Notice, PageTitle, Tags, useAction, useLoad } from '../ui.js';
+import { ErrorBox, FilterFold, formatTime, Loading, Notice, PageTitle, Tags, useAction, useLoad } from '../ui.js';
 import { groupOptions, mayManage, NodeManager } from './tree-manage.js';
 
 export function isOnline(node: { status?: string; connected?: boolean }): boolean {
@@ -206,6 +206,8 @@ export function DevicesScreen() {
   );
   const active = Boolean(filter.text || filter.tag || filter.status);
   const [managing, setManaging] = useState<GroupTreeNode | null>(null);
+  /** Phones: tag and status fold away until asked for (search stays). */
+  const [filtersOpen, setFiltersOpen] = useState(false);
   const [notice, setNotice] = useState('');
   const groups = useMemo(() => (tree.data?.tree ? groupOptions(tree.data.tree) : []), [tree.data]);
   const move = useAction();
@@ -243,7 +245,13 @@ export function DevicesScreen() {
       >
         Devices
       </PageTitle>
-      <form class="filters" role="search" onSubmit={(e) => e.preventDefault()}>
+      <FilterFold
+        controls="device-filters"
+        active={[filter.tag, filter.status].filter(Boolean).length}
+        open={filtersOpen}
+        onToggle={() => setFiltersOpen(!filtersOpen)}
+      />
+      <form id="device-filters" class={`filters${filtersOpen ? '' : ' folded'}`} role="search" onSubmit={(e) => e.preventDefault()}>
         <div class="field grow">
           <label for="d-search">Search</label>
           <input
@@ -254,7 +262,7 @@ export function DevicesScreen() {
             onInput={(e) => setFilter({ ...filter, text: e.currentTarget.value })}
           />
         </div>
-        <div class="field">
+        <div class="field fold">
           <label for="d-tag">Tag</label>
           <select id="d-tag" value={filter.tag} onChange={(e) => setFilter({ ...filter, tag: e.currentTarget.value })}>
             <option value="">Any tag</option>
@@ -265,7 +273,7 @@ export function DevicesScreen() {
             ))}
           </select>
         </div>
-        <div class="field">
+        <div class="field fold">
           <label for="d-status">Status</label>
           <select id="d-status" value={filter.status} onChange={(e) => setFilter({ ...filter, status: e.currentTarget.value as Filter['status'] })}>
             <option value="">Any status</option>
