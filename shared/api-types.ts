@@ -131,6 +131,9 @@ export interface AuditEntry {
   session_id: string | null;
   /** A remote session's start entry: from its end entry (joined when listed). */
   ended_at: string | null;
+  /** A remote session's start entry: how it ended (ended, denied, error) and why, from its end entry; null while open. */
+  end_result?: string | null;
+  end_reason?: string | null;
   duration_ms: number | null;
   bytes_in: number | null;
   bytes_out: number | null;

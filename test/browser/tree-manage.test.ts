@@ -161,6 +161,10 @@ describe('managing groups and tags from the device list', () => {
     await page.locator('.device-meta', { hasText: 'Bonn (bonn)' }).waitFor(); // the node (and its hint) has loaded
     expect(await page.getByRole('link', { name: 'Edit attributes' }).count()).toBe(0);
     expect(await page.getByRole('button', { name: 'Remove device' }).count()).toBe(0);
+    // Its editor, reached by its address, says why instead of offering a form the broker refuses.
+    await page.goto(`/devices/${outside}/attributes`);
+    await page.getByText('This device is outside your device:manage resources').waitFor();
+    expect(await page.getByRole('button', { name: 'Save' }).count()).toBe(0);
     await page.goto(`/devices/${inside}`);
     await page.getByRole('link', { name: 'Edit attributes' }).waitFor();
     expect(await page.getByRole('button', { name: 'Remove device' }).count()).toBe(1);

@@ -251,8 +251,17 @@ export function AuditScreen() {
                 </td>
                 <td>
                   <span class={`badge ${e.result}`}>{e.result}</span>
+                  {/* A session allowed, then refused or failed on the device: its end says so on the same line. */}
+                  {e.end_result && e.end_result !== 'ended' && (
+                    <>
+                      {' → '}
+                      <span class={`badge ${e.end_result}`} data-testid="audit-end-result">
+                        {e.end_result}
+                      </span>
+                    </>
+                  )}
                 </td>
-                <td>{e.reason ?? ''}</td>
+                <td>{[e.reason, e.end_result && e.end_result !== 'ended' ? e.end_reason : null].filter(Boolean).join('; ')}</td>
                 <td>
                   {e.source ?? ''}
                   {e.source_ip ? ` ${e.source_ip}` : ''}
