@@ -1,12 +1,13 @@
 /** Phone width: filter forms fold behind a button that counts the filters set, so the list comes first. */
 import { describe, expect, it } from 'vitest';
+import type { Page } from 'playwright-core';
 import { screenshot, useBrowserSuite } from '../support/browser.js';
 
 const suite = useBrowserSuite();
 const PHONE = { width: 390, height: 844 };
 
 /** Nothing wider than the screen: no sideways scrolling. */
-async function expectNoSidewaysScroll(page: import('playwright').Page) {
+async function expectNoSidewaysScroll(page: Page) {
   expect(await page.evaluate(() => document.documentElement.scrollWidth - window.innerWidth)).toBeLessThanOrEqual(0);
 }
 
