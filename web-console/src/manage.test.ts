@@ -2,7 +2,7 @@
 import { describe, expect, it } from 'vitest';
 import type { GroupTreeNode } from '../../shared/api-types.js';
 import { installCommand, keysOf } from './screens/bootstrap-keys.js';
-import { deviceRows, sortRows } from './screens/devices-table.js';
+import { deviceRows, rowMatches, sortRows } from './screens/devices-table.js';
 import { applyLive } from './screens/devices.js';
 import { groupOptions, manageableTagsNote, mayManage, parseTags, subtreeIds, tagsOutside } from './screens/tree-manage.js';
 
@@ -72,6 +72,13 @@ describe('devices table', () => {
       ['d2', 'Lab', ['prod'], []],
       ['d3', 'Unassigned', [], []],
     ]);
+  });
+
+  it('searches the inventory columns as well as name, id, group, tags and attributes', () => {
+    const [d1] = deviceRows(tree);
+    const row = { ...d1, os: 'Debian GNU/Linux 12', ip: '10.0.0.7', agent: '1.4.2' };
+    for (const text of ['debian', '10.0.0.7', '1.4.2', 'GW', 'berlin', 'prod', 'edge', 'd1', '']) expect(rowMatches(row, text), text).toBe(true);
+    expect(rowMatches(row, 'ubuntu')).toBe(false);
   });
 
   it('sorts by a column either way, same values in id order', () => {

@@ -25,6 +25,8 @@ export interface DeviceRow {
   lastSeen: number | null;
   /** The broker's hint: the user may tag and move this device (see mayManage). */
   manageable: boolean;
+  /** Attribute values, for the search. */
+  attributes: string[];
   os: string;
   ip: string;
   agent: string;
@@ -47,6 +49,7 @@ export function deviceRows(node: GroupTreeNode, group = '', tagsAbove: string[] 
         tags: [...new Set([...tagsAbove, ...own])],
         lastSeen: node.last_reported ?? null,
         manageable: mayManage(node),
+        attributes: node.attributes ? Object.values(node.attributes).filter((v): v is string => typeof v === 'string') : [],
         os: '',
         ip: '',
         agent: '',
@@ -55,6 +58,16 @@ export function deviceRows(node: GroupTreeNode, group = '', tagsAbove: string[] 
   }
   const tags = [...tagsAbove, ...(node.tags ?? [])];
   return (node.nodes ?? []).flatMap((c) => deviceRows(c, node.title || node.node_id, tags));
+}
+
+/**
+ * The table's search: what the tree's search matches (name, id, tags, attribute values) and the
+ * table's own columns besides (group, OS, IP, agent version), case-insensitive.
+ */
+export function rowMatches(row: DeviceRow, text: string): boolean {
+  const wanted = text.trim().toLowerCase();
+  if (!wanted) return true;
+  return [row.name, row.id, row.group, row.os, row.ip, row.agent, ...row.tags, ...row.attributes].some((v) => v.toLowerCase().includes(wanted));
 }
 
 function sortValue(row: DeviceRow, key: SortKey): string | number {
@@ -92,6 +105,7 @@ const LABELS: Record<SortKey, string> = { name: 'Name', status: 'Status', os: 'O
 
 export function DevicesTable({
   rows,
+  text = '',
   groups,
   manageableTags = '*',
   sort,
@@ -100,6 +114,8 @@ export function DevicesTable({
   onChanged,
 }: {
   rows: DeviceRow[];
+  /** The search, matched here against the inventory columns too (see rowMatches). */
+  text?: string;
   groups: GroupOption[];
   /** GET /grouptree's manageable_tags */
   manageableTags?: ManageableTags;
@@ -123,7 +139,15 @@ export function DevicesTable({
       }),
     [rows, byId],
   );
-  const sorted = useMemo(() => sortRows(full, sort, descending), [full, sort, descending]);
+  const sorted = useMemo(
+    () =>
+      sortRows(
+        full.filter((r) => rowMatches(r, text)),
+        sort,
+        descending,
+      ),
+    [full, text, sort, descending],
+  );
   const [picked, setPicked] = useState<Set<string>>(new Set());
   const selected = sorted.filter((r) => picked.has(r.id));
   const action = useAction();
@@ -240,6 +264,11 @@ export function DevicesTable({
       <ErrorBox error={action.error} />
       <ErrorBox error={inventory.error} title="The inventory could not be loaded" />
       {notice && <Notice>{notice}</Notice>}
+      {text.trim() && (
+        <p class="muted" role="status">
+          {sorted.length} of {rows.length} match “{text.trim()}”
+        </p>
+      )}
       <div class="table-wrap">
         <table class="devices">
           <thead>

@@ -200,11 +200,13 @@ export function DevicesScreen() {
     () => tree.reload(),
   );
   const liveTree = useMemo(() => (tree.data?.tree ? applyLive(tree.data.tree, live) : null), [tree.data, live]);
+  // The table searches its inventory columns too, so there the text is matched per row (DevicesTable).
+  const treeText = view === 'table' ? '' : filter.text;
   const shown = useMemo(
-    () => (liveTree ? pruneTree(liveTree, { text: filter.text, tag: filter.tag, status: filter.status }) : null),
-    [liveTree, filter.text, filter.tag, filter.status],
+    () => (liveTree ? pruneTree(liveTree, { text: treeText, tag: filter.tag, status: filter.status }) : null),
+    [liveTree, treeText, filter.tag, filter.status],
   );
-  const active = Boolean(filter.text || filter.tag || filter.status);
+  const active = Boolean(treeText || filter.tag || filter.status);
   const [managing, setManaging] = useState<GroupTreeNode | null>(null);
   /** Phones: tag and status fold away until asked for (search stays). */
   const [filtersOpen, setFiltersOpen] = useState(false);
@@ -257,7 +259,7 @@ export function DevicesScreen() {
           <input
             id="d-search"
             type="search"
-            placeholder="Name, id, node id or tag"
+            placeholder={view === 'table' ? 'Name, id, tag, group, OS, IP or agent version' : 'Name, id, node id or tag'}
             value={filter.text}
             onInput={(e) => setFilter({ ...filter, text: e.currentTarget.value })}
           />
@@ -310,6 +312,7 @@ export function DevicesScreen() {
           {shown && view === 'table' ? (
             <DevicesTable
               rows={deviceRows(shown)}
+              text={filter.text}
               groups={groups}
               manageableTags={tree.data?.manageable_tags}
               sort={sort}
