@@ -313,7 +313,7 @@ export function BootstrapKeysScreen() {
             </td>
             <td>{formatTime(k.created_at)}</td>
             {manage && (
-              <td>
+              <td class="actions-cell">
                 <ConfirmButton
                   label="Delete"
                   question="Delete this key? Devices can no longer enrol with it."

@@ -1,4 +1,4 @@
-/** Phone width: filter forms fold behind a button that counts the filters set, so the list comes first. */
+/** Phone width: filter forms fold behind a button that counts the filters set, so the list comes first; table actions stay on screen. */
 import { describe, expect, it } from 'vitest';
 import type { Page } from 'playwright-core';
 import { screenshot, useBrowserSuite } from '../support/browser.js';
@@ -76,6 +76,23 @@ describe('filters on a phone', () => {
     await page.goto('/devices');
     await page.getByLabel('Tag', { exact: true }).waitFor();
     expect(await page.getByRole('button', { name: /^Filters/ }).isVisible()).toBe(false);
+    await expectNoErrorsAndClose();
+  });
+});
+
+describe('tables on a phone', () => {
+  it('keeps the bootstrap keys actions on screen while the wide table scrolls', async () => {
+    await suite.t.api('POST', '/api/v2/bootstrapkey', { token: suite.t.adminToken, body: { label: 'phone batch' } });
+    const { page, expectNoErrorsAndClose } = await suite.open({ viewport: PHONE, touch: true });
+    await page.goto('/bootstrap-keys');
+    const del = page.locator('td.actions-cell').getByRole('button', { name: 'Delete' }).first();
+    await del.waitFor();
+    const box = await del.boundingBox();
+    expect(box).not.toBeNull();
+    expect(box!.x).toBeGreaterThanOrEqual(0);
+    expect(box!.x + box!.width).toBeLessThanOrEqual(PHONE.width);
+    await screenshot(page, 'phone-bootstrap-keys');
+    await expectNoSidewaysScroll(page);
     await expectNoErrorsAndClose();
   });
 });
