@@ -36,7 +36,10 @@ export interface NodeRow {
 /** Whether a device is connected now; `lastSeen` is the stored last contact. */
 export type OnlineCheck = (deviceId: string, lastSeen: string | null) => boolean;
 
-/** Whether the caller may manage a node with this scope (the access service's answer): rendered as `can_manage`. */
+/**
+ * Whether the caller may manage a node with this scope (the access service's answer): rendered as
+ * `can_manage`. Like `matches`, it must not keep the scope it is given (see probeAt).
+ */
 export type ManageCheck = (scope: DeviceScope, type: 'group' | 'device') => boolean;
 
 const NO_TAGS: string[] = [];
@@ -240,7 +243,7 @@ export class TreeSnapshot {
 
   private renderNode(i: number, online: OnlineCheck, counter: { devices: number }, manage?: ManageCheck): GroupTreeNode {
     const row = this.detailed.get(i) ?? this.rows[i];
-    const hint = manage ? { can_manage: manage(this.scopeAt(i), row.type === 'device' ? 'device' : 'group') } : {};
+    const hint = manage ? { can_manage: row.type === 'device' ? manage(this.probeAt(i), 'device') : manage(this.scopeAt(i), 'group') } : {};
     if (row.type === 'device') {
       counter.devices += 1;
       return {
