@@ -101,12 +101,16 @@ export interface GroupTreeNode {
   device_commit_sha?: string;
   /** devices only: whether the agent applied the commit of its current configuration */
   config_propagated?: boolean;
+  /** GET /grouptree?manage_hints=true: whether the caller may rename, move, tag (a group: delete, create in) this node */
+  can_manage?: boolean;
 }
 
 /** GET /grouptree */
 export interface GroupTree {
   total_devices: number;
   tree: GroupTreeNode;
+  /** with manage_hints=true and device:manage: the tags the caller may add or remove, '*' for any */
+  manageable_tags?: '*' | string[];
 }
 
 /** An entry of the audit trail (GET /commitlist). */
@@ -131,6 +135,9 @@ export interface AuditEntry {
   session_id: string | null;
   /** A remote session's start entry: from its end entry (joined when listed). */
   ended_at: string | null;
+  /** A remote session's start entry: how it ended (ended, denied, error) and why, from its end entry; null while open. */
+  end_result?: string | null;
+  end_reason?: string | null;
   duration_ms: number | null;
   bytes_in: number | null;
   bytes_out: number | null;

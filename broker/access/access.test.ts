@@ -75,6 +75,21 @@ describe('device tree management decisions', () => {
     // A node: resource reaches devices by place, not by tag: it does not cover a tag anywhere.
     expect(access.mayManageTag(principal([{ permission: 'device:manage', resources: ['node:root'] }]), 'prod')).toBe(false);
   });
+
+  it('the tree hints answer as the decisions above: groups by place only, devices by any resource, tags by tag: resources', () => {
+    const device: DeviceScope = { deviceId: 'd1', nodeIds: ['d1', 'lab', 'root'], tags: ['lab-tag'] };
+    const byTag = principal([{ permission: 'device:manage', resources: ['tag:lab-tag', 'tag:other'] }]);
+    const manage = access.treeManager(byTag);
+    expect(manage?.(group, 'group')).toBe(false);
+    expect(manage?.(device, 'device')).toBe(true);
+    expect(access.manageableTags(byTag)).toEqual(['lab-tag', 'other']);
+    const byPlace = principal([{ permission: 'device:manage', resources: ['node:lab'] }]);
+    expect(access.treeManager(byPlace)?.(group, 'group')).toBe(true);
+    expect(access.treeManager(byPlace)?.({ deviceId: 'root', nodeIds: ['root'], tags: [] }, 'group')).toBe(false);
+    expect(access.manageableTags(byPlace)).toEqual([]);
+    expect(access.manageableTags(principal([{ permission: 'device:manage' }]))).toBe('*');
+    expect(access.treeManager(principal([{ permission: 'device:read' }]))).toBeUndefined();
+  });
 });
 
 describe('remote actions offered on a device', () => {

@@ -159,6 +159,33 @@ export class AccessService {
   }
 
   /**
+   * For showing manage controls on a whole tree (GET /grouptree?manage_hints=true): one predicate
+   * answering, per node scope, whether the principal may rename, move, tag (and, for a group,
+   * delete or create in) it — groups as mayManageGroup, devices by their device:manage resources.
+   * undefined without device:manage. The calls themselves still decide each change.
+   */
+  treeManager(principal: Principal): ((node: DeviceScope, type: 'group' | 'device') => boolean) | undefined {
+    if (!principal.has('device:manage')) return undefined;
+    const device = this.seer(principal, 'device:manage');
+    // A scope only `*` matches: a manager of everything needs no question per node.
+    if (device({ deviceId: '', nodeIds: [], tags: [] })) return () => true;
+    return (node, type) => (type === 'group' ? this.mayManageGroup(principal, node) : device(node));
+  }
+
+  /**
+   * The tags the principal may add to or remove from nodes they manage, for showing: `'*'` for any
+   * tag, else those named by their device:manage `tag:` resources (see mayManageTag).
+   */
+  manageableTags(principal: Principal): '*' | string[] {
+    if (this.mayManageTag(principal, '')) return '*';
+    const named = principal.policies
+      .filter((p) => p.permission === 'device:manage')
+      .flatMap((p) => p.resources.map((r) => r.entity))
+      .flatMap((e) => (e.kind === 'tag' ? [e.tag] : []));
+    return [...new Set(named)].filter((tag) => this.mayManageTag(principal, tag)).sort();
+  }
+
+  /**
    * May the principal add or remove this tag? Only when their device:manage covers a device
    * carrying just this tag (a `tag:` resource naming it, or `*`): otherwise tagging would widen
    * what other permissions, keyed on tags, reach.

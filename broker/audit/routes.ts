@@ -21,7 +21,9 @@ export const auditRoutes: RouteSpec[] = [
     summary: 'Audit trail: remote-access attempts and changes made through the API',
     description:
       'Newest first. Every entry carries qbee commit fields: `sha` (SHA-256 chaining it to the entry before, see GET /audit/verify), `message` (a sentence), `type` (the event kind) and `created` (Unix seconds), besides event, user_id, user_email, device_id, action, options, result (allowed|denied|ok|error|ended), reason, source_ip and source. ' +
-      "Remote-access attempts are `remote.<action>.start|denied`; a session's end is its own entry `remote.<action>.end` (ref_id = the start entry, result ended|denied|error, duration_ms, bytes_in, bytes_out), and the start entry is listed with ended_at, duration_ms, bytes_in and bytes_out joined from it. A console's owner re-attaching after a dropped connection is `remote.console.attach`, someone watching it read-only `remote.console.watch` (ref_id = the start entry, result allowed|denied). " +
+      "Remote-access attempts are `remote.<action>.start|denied`; a session's end is its own entry `remote.<action>.end` (ref_id = the start entry, result ended|denied|error, duration_ms, bytes_in, bytes_out), and the start entry is listed with ended_at, end_result, end_reason, duration_ms, bytes_in and bytes_out joined from it " +
+      '(so an allowed copy the device then refused shows as such on its start entry). ' +
+      "A console's owner re-attaching after a dropped connection is `remote.console.attach`, someone watching it read-only `remote.console.watch` (ref_id = the start entry, result allowed|denied). " +
       'Changes carry options `{params, before, after}`: the fields that changed, secrets `[redacted]`. Refused or failed calls are entries with result denied (401, 403) or error and the reason.',
     access: 'audit:read',
     query: auditQuery,

@@ -304,6 +304,8 @@ function present(row: Selectable<AuditTable>, end?: Selectable<AuditTable>): Aud
   const count = (v: number | null) => (v === null ? null : Number(v));
   if (end) {
     entry.ended_at = end.ts;
+    entry.end_result = end.result;
+    entry.end_reason = end.reason;
     entry.duration_ms = end.duration_ms;
     entry.bytes_in = end.bytes_in;
     entry.bytes_out = end.bytes_out;

@@ -353,5 +353,15 @@ export function migrations(dialect: Dialect): Record<string, Migration> {
           .execute();
       },
     },
+    '0006_bootstrap_key_label': {
+      // A label to tell keys apart, and an optional expiry after which the key enrols nothing.
+      async up(db: Kysely<unknown>) {
+        await db.schema
+          .alterTable('bootstrap_keys')
+          .addColumn('label', 'text', (c) => c.notNull().defaultTo(''))
+          .execute();
+        await db.schema.alterTable('bootstrap_keys').addColumn('expires_at', 'text').execute();
+      },
+    },
   };
 }

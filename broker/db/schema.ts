@@ -153,6 +153,10 @@ export interface BootstrapKeysTable {
   auto_accept: number;
   created_at: string;
   created_by: string | null;
+  /** what people call the key (0006); '' when none was given */
+  label: string;
+  /** ISO 8601; from then on the key enrols nothing (0006). null: it never expires */
+  expires_at: string | null;
 }
 
 export interface PortmapsTable {

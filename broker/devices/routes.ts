@@ -87,10 +87,20 @@ export const devicesRoutes: RouteSpec[] = [
     query: z.object({
       _format: z.enum(['json']).optional().describe('Only JSON is served; accepted for compatibility'),
       skip_unassigned: z.enum(['true', 'false', '1', '0']).optional().describe('"true": leave `unassigned_group` (and its devices) out (qbee-cli).'),
+      manage_hints: z
+        .enum(['true', 'false', '1', '0'])
+        .optional()
+        .describe(
+          '"true" (the web console): for a holder of device:manage, each node carries `can_manage` and the answer `manageable_tags`, so controls the caller cannot use are not offered. The changes themselves are still decided per call.',
+        ),
     }),
     response: groupTreeResponse,
-    handler: async ({ principal, services, query }) =>
-      query.skip_unassigned === 'true' || query.skip_unassigned === '1' ? services.devices.treeWithoutUnassigned(principal) : services.devices.tree(principal),
+    handler: async ({ principal, services, query }) => {
+      const options = { manageHints: query.manage_hints === 'true' || query.manage_hints === '1' };
+      return query.skip_unassigned === 'true' || query.skip_unassigned === '1'
+        ? services.devices.treeWithoutUnassigned(principal, options)
+        : services.devices.tree(principal, options);
+    },
   }),
   defineRoute({
     method: 'get',

@@ -102,9 +102,22 @@ export const treeNode = z.object({
   attributes: deviceAttributesOut.optional().describe('Devices only'),
   device_commit_sha: z.string().optional().describe('Devices only: the configuration commit its agent last applied (empty before the first)'),
   config_propagated: z.boolean().optional().describe('Devices only: whether its agent applied the commit of its current configuration'),
+  can_manage: z
+    .boolean()
+    .optional()
+    .describe(
+      'With `manage_hints=true` and device:manage only: whether the caller may rename, move and tag this node (a group: also delete it and create in it)',
+    ),
 }) satisfies z.ZodType<Omit<GroupTreeNode, 'nodes'> & { nodes: object[] }>;
 
-export const groupTreeResponse = z.object({ total_devices: z.number().int(), tree: treeNode });
+export const groupTreeResponse = z.object({
+  total_devices: z.number().int(),
+  tree: treeNode,
+  manageable_tags: z
+    .union([z.literal('*'), z.array(z.string())])
+    .optional()
+    .describe('With `manage_hints=true` and device:manage only: the tags the caller may add or remove, `"*"` for any'),
+});
 
 export const subtreeResponse = z.object({
   id: z.string(),
@@ -130,6 +143,10 @@ export const nodeView = z.object({
   status: z.enum(['online', 'offline']).optional(),
   last_reported: z.number().int().nullable().optional().describe('Devices only: last contact, Unix seconds, null if never'),
   attributes: deviceAttributesOut.optional(),
+  can_manage: z
+    .boolean()
+    .optional()
+    .describe('GET /node/{node_id}, for a holder of device:manage only: whether they may manage this node (rename, move, tag; a device: its attributes)'),
 });
 
 // Fields the qbee clients send along with every change (zero values included): accepted, ignored.

@@ -49,6 +49,8 @@ export interface NodeView {
   status?: 'online' | 'offline';
   last_reported?: number | null;
   attributes?: DeviceAttributes;
+  /** GET /node/{node_id}, for a holder of device:manage: whether they may manage this node. */
+  can_manage?: boolean;
 }
 
 /** A group as qbee's GET /groups lists it. */
@@ -101,7 +103,7 @@ export class DevicesService {
   constructor(
     database: Pick<Store, 'db' | 'dialect'>,
     private readonly config: Pick<Config, 'maxCustomAttributes'>,
-    private readonly access: Pick<AccessService, 'canSee' | 'seer' | 'mayManageGroup' | 'mayManageTag'>,
+    private readonly access: Pick<AccessService, 'canSee' | 'seer' | 'mayManageGroup' | 'mayManageTag' | 'treeManager' | 'manageableTags'>,
     /** Bumped by every change through the API: the kept tree shape is current only within one epoch. */
     private readonly epoch: Pick<ChangeEpoch, 'value'>,
   ) {
@@ -256,21 +258,30 @@ export class DevicesService {
     return snap;
   }
 
-  /** The whole tree as the principal may see it. */
-  async tree(principal: Principal): Promise<GroupTree> {
+  /**
+   * The whole tree as the principal may see it. With `manageHints` (for the console, and only for a
+   * holder of device:manage) each node says whether the principal may manage it, and the answer
+   * which tags they may change: what to offer, decided by the access service.
+   */
+  async tree(principal: Principal, options: { manageHints?: boolean } = {}): Promise<GroupTree> {
     const snap = await this.renderable(principal);
-    const rendered = snap.render(ROOT_NODE, this.onlineCheck());
+    const manage = options.manageHints ? this.access.treeManager(principal) : undefined;
+    const rendered = snap.render(ROOT_NODE, this.onlineCheck(), manage);
     // Root is shown to everyone holding device:read, even when nothing below is visible.
-    const tree = rendered?.tree ?? emptyRoot();
-    return { total_devices: rendered?.totalDevices ?? 0, tree };
+    const tree = rendered?.tree ?? {
+      ...emptyRoot(),
+      ...(manage ? { can_manage: manage({ deviceId: ROOT_NODE, nodeIds: [ROOT_NODE], tags: [] }, 'group') } : {}),
+    };
+    return { total_devices: rendered?.totalDevices ?? 0, tree, ...(manage ? { manageable_tags: this.access.manageableTags(principal) } : {}) };
   }
 
   /** The tree without `unassigned_group` (qbee's `skip_unassigned`), its devices no longer counted. */
-  async treeWithoutUnassigned(principal: Principal): Promise<GroupTree> {
-    const { total_devices, tree } = await this.tree(principal);
+  async treeWithoutUnassigned(principal: Principal, options: { manageHints?: boolean } = {}): Promise<GroupTree> {
+    const whole = await this.tree(principal, options);
+    const { total_devices, tree } = whole;
     const skipped = tree.nodes.find((n) => n.node_id === UNASSIGNED_NODE);
-    if (!skipped) return { total_devices, tree };
-    return { total_devices: total_devices - countDevices(skipped), tree: { ...tree, nodes: tree.nodes.filter((n) => n !== skipped) } };
+    if (!skipped) return whole;
+    return { ...whole, total_devices: total_devices - countDevices(skipped), tree: { ...tree, nodes: tree.nodes.filter((n) => n !== skipped) } };
   }
 
   /**
@@ -318,7 +329,10 @@ export class DevicesService {
     if (chain.length === 0 || chain[chain.length - 1].node_id !== ROOT_NODE) throw notFound(`Node ${nodeId}`);
     // A group the caller may not see answers like one that does not exist.
     if (chain[0].type !== 'device' && !(await this.visible(principal, chain))) throw notFound(`Node ${nodeId}`);
-    return this.viewOf(chain);
+    const view = await this.viewOf(chain);
+    // For a holder of device:manage: whether it reaches this node (the console offers its controls by it).
+    const manage = this.access.treeManager(principal);
+    return manage ? { ...view, can_manage: manage(scopeOfChain(chain), view.type) } : view;
   }
 
   /**

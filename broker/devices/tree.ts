@@ -39,6 +39,12 @@ export interface NodeRow {
 /** Whether a device is connected now; `lastSeen` is the stored last contact. */
 export type OnlineCheck = (deviceId: string, lastSeen: string | null) => boolean;
 
+/**
+ * Whether the caller may manage a node with this scope (the access service's answer): rendered as
+ * `can_manage`. Like `matches`, it must not keep the scope it is given (see probeAt).
+ */
+export type ManageCheck = (scope: DeviceScope, type: 'group' | 'device') => boolean;
+
 const NO_TAGS: string[] = [];
 const NO_CHILDREN: number[] = [];
 
@@ -231,15 +237,16 @@ export class TreeSnapshot {
   }
 
   /** The subtree at `nodeId` as the caller sees it, and how many devices it shows. */
-  render(nodeId: string, online: OnlineCheck): { tree: GroupTreeNode; totalDevices: number } | undefined {
+  render(nodeId: string, online: OnlineCheck, manage?: ManageCheck): { tree: GroupTreeNode; totalDevices: number } | undefined {
     const i = this.index.get(nodeId);
     if (i === undefined || !this.shown[i]) return undefined;
     const counter = { devices: 0 };
-    return { tree: this.renderNode(i, online, counter), totalDevices: counter.devices };
+    return { tree: this.renderNode(i, online, counter, manage), totalDevices: counter.devices };
   }
 
-  private renderNode(i: number, online: OnlineCheck, counter: { devices: number }): GroupTreeNode {
+  private renderNode(i: number, online: OnlineCheck, counter: { devices: number }, manage?: ManageCheck): GroupTreeNode {
     const row = this.detailed.get(i) ?? this.rows[i];
+    const hint = manage ? { can_manage: row.type === 'device' ? manage(this.probeAt(i), 'device') : manage(this.scopeAt(i), 'group') } : {};
     if (row.type === 'device') {
       counter.devices += 1;
       return {
@@ -254,6 +261,7 @@ export class TreeSnapshot {
         attributes: readAttributes(row.attributes),
         device_commit_sha: row.device_commit_sha ?? '',
         config_propagated: row.device_commit_sha != null && row.device_commit_sha === (row.config_commit_sha ?? ''),
+        ...hint,
       };
     }
     const visible = (this.children[i] ?? NO_CHILDREN).filter((c) => this.shown[c] && this.parentIndex[c] === i);
@@ -264,7 +272,8 @@ export class TreeSnapshot {
       title: row.title,
       type: 'group',
       tags: this.tags[i],
-      nodes: visible.map((c) => this.renderNode(c, online, counter)),
+      nodes: visible.map((c) => this.renderNode(c, online, counter, manage)),
+      ...hint,
     };
   }
 

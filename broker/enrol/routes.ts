@@ -19,6 +19,20 @@ const keyRef = z
   .describe('The bootstrap key itself, or its `key_id`.');
 const groupId = z.string().regex(NODE_ID_PATTERN, 'is not a group node id').describe('Node id of the group enrolled devices go to.');
 const autoAccept = z.boolean().describe('true: devices enrolling with this key are approved at once; false: they wait in the pending hosts.');
+const label = singleLine(z.string().trim().max(100)).describe(
+  'What people call the key, to tell keys apart ("" for none). An extra field qbee clients ignore.',
+);
+const expiresAt = z.iso
+  .datetime({ offset: true })
+  .nullable()
+  .describe(
+    'ISO 8601 time ahead of now after which the key enrols nothing (enrolment answers 403 `bootstrap_key_expired`); null: it never expires. An extra field qbee clients ignore.',
+  );
+const keyExtras = {
+  label: z.string().describe('What people call the key ("" for none).'),
+  expires_at: z.string().nullable().describe('ISO 8601 expiry; null: never expires.'),
+  expired: z.boolean().describe('true once `expires_at` has passed (by the broker clock): the key enrols nothing.'),
+};
 const nodeId = z.string().regex(DEVICE_ID_PATTERN, 'must be a device id: 64 lowercase hexadecimal characters').describe('The device id (node id of a device).');
 
 const keyRecord = z.object({
@@ -30,6 +44,7 @@ const keyRecord = z.object({
   group_id: z.string(),
   auto_accept: z.boolean(),
   created_at: z.string().describe('ISO 8601'),
+  ...keyExtras,
 });
 
 /** The entries of a key map: the record, with `key` (the secret) only for bootstrap-keys:manage holders. */
@@ -40,6 +55,7 @@ const keyMap = z.record(
     auto_accept: z.boolean(),
     key_id: z.string(),
     created_at: z.string().describe('ISO 8601'),
+    ...keyExtras,
     key: z.string().optional().describe('The key itself: given to bootstrap-keys:manage holders only.'),
     devices: z
       .number()
@@ -60,6 +76,9 @@ function keysAsMap(keys: BootstrapKeyRecord[], withSecret: boolean): z.infer<typ
       auto_accept: k.auto_accept,
       key_id: k.key_id,
       created_at: k.created_at,
+      label: k.label,
+      expires_at: k.expires_at,
+      expired: k.expired,
       ...(k.devices === undefined ? {} : { devices: k.devices }),
     };
     if (withSecret) out[k.key] = { ...entry, key: k.key };
@@ -115,7 +134,8 @@ export const enrolRoutes: RouteSpec[] = [
       'The agent registers its EC P-256 public key with a bootstrap key. The device id is the SHA-256 (hex) of the DER public key. ' +
       'Idempotent for the same public key: answers the device state, `pending` until an operator approves it (POST /pendinghost), ' +
       'or `approved` (at once with an `auto_accept` key). Nothing secret is returned: the agent then connects to the agent WebSocket and proves ' +
-      'possession of its key by signing a challenge. An unknown bootstrap key answers 403 `unknown_bootstrap_key`; failed attempts are limited ' +
+      'possession of its key by signing a challenge. An unknown bootstrap key answers 403 `unknown_bootstrap_key`, an expired one 403 `bootstrap_key_expired`; ' +
+      'failed attempts are limited ' +
       'per address (429). A key that was removed or rejected answers 403 `device_revoked`.',
     access: 'public',
     audit: 'device.enrol',
@@ -135,15 +155,17 @@ export const enrolRoutes: RouteSpec[] = [
     tag: TAG_KEYS,
     summary: 'Create a bootstrap key',
     description:
-      'Makes a new random key (192 bits). Answers `{"<key>": {"group_id", "auto_accept"}}`. `group_id` defaults to `unassigned_group` and must be an existing group.',
+      'Makes a new random key (192 bits). Answers `{"<key>": {"group_id", "auto_accept", "label", "expires_at", "expired"}}` (qbee clients read the first two). ' +
+      '`group_id` defaults to `unassigned_group` and must be an existing group; `label` names the key for people; `expires_at` (ahead of now) ends its use, ' +
+      'left out or null it never expires.',
     access: 'bootstrap-keys:manage',
     audit: 'bootstrapkey.create',
     subject: async (_input, s, answer) => (answer ? subjectRecords.bootstrapKey(s.store.db, Object.keys(answer)[0]) : undefined),
-    body: z.object({ group_id: groupId.optional(), auto_accept: autoAccept.optional() }),
-    response: z.record(z.string(), z.object({ group_id: z.string(), auto_accept: z.boolean() })),
+    body: z.object({ group_id: groupId.optional(), auto_accept: autoAccept.optional(), label: label.optional(), expires_at: expiresAt.optional() }),
+    response: z.record(z.string(), z.object({ group_id: z.string(), auto_accept: z.boolean(), ...keyExtras })),
     handler: async ({ body, services, principal }) => {
       const k = await services.enrol.createKey(body, principal.user.id);
-      return { [k.key]: { group_id: k.group_id, auto_accept: k.auto_accept } };
+      return { [k.key]: { group_id: k.group_id, auto_accept: k.auto_accept, label: k.label, expires_at: k.expires_at, expired: k.expired } };
     },
   }),
   defineRoute({
@@ -152,7 +174,8 @@ export const enrolRoutes: RouteSpec[] = [
     tag: TAG_KEYS,
     summary: 'List bootstrap keys',
     description:
-      'Keys as a map `{"<key>": {group_id, auto_accept, key_id, created_at, key}}` (the shape qbee clients decode), oldest first in the page. ' +
+      'Keys as a map `{"<key>": {group_id, auto_accept, key_id, created_at, key}}` (the shape qbee clients decode), oldest first in the page; ' +
+      'each entry also carries `label`, `expires_at`, `expired` and `devices` (devices enrolled with it). ' +
       KEY_SECRET_RULE +
       ' `offset` and `items_per_page` (default 1000) page through many keys.',
     access: 'bootstrap-keys:read',
@@ -179,7 +202,8 @@ export const enrolRoutes: RouteSpec[] = [
     tag: TAG_KEYS,
     summary: 'Change a bootstrap key',
     description:
-      'Changes the group and/or auto-accept of a key; fields left out stay. Devices enrolled already keep their place. ' +
+      'Changes the group, auto-accept, `label` and/or `expires_at` of a key (null: never expires; a time ahead of now extends or shortens it); ' +
+      'fields left out stay. Devices enrolled already keep their place. ' +
       'The group is `group_id`, or `group` as qbee-agent sends it (both at once must agree). `ID`/`id` (qbee-cli sends the key it changes) ' +
       'is accepted when it names the key of the path; an empty `group_id`/`group` counts as absent.',
     access: 'bootstrap-keys:manage',
@@ -193,6 +217,8 @@ export const enrolRoutes: RouteSpec[] = [
         .optional()
         .describe('Same as `group_id` (qbee-agent).'),
       auto_accept: autoAccept.optional(),
+      label: label.optional(),
+      expires_at: expiresAt.optional(),
       ID: z.string().max(128).optional().describe('The key being changed (qbee-cli); must match the path.'),
       id: z.string().max(128).optional().describe('Same as `ID`.'),
     }),
@@ -205,7 +231,12 @@ export const enrolRoutes: RouteSpec[] = [
       const fromId = body.group_id || undefined;
       const fromGroup = body.group || undefined;
       if (fromId && fromGroup && fromId !== fromGroup) throw badRequest('group: differs from group_id; send one of them.', { field: 'group' });
-      return services.enrol.updateKey(params.bootstrap_key, { group_id: fromId ?? fromGroup, auto_accept: body.auto_accept });
+      return services.enrol.updateKey(params.bootstrap_key, {
+        group_id: fromId ?? fromGroup,
+        auto_accept: body.auto_accept,
+        label: body.label,
+        expires_at: body.expires_at,
+      });
     },
   }),
   defineRoute({

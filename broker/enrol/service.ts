@@ -19,6 +19,12 @@ export interface BootstrapKeyRecord {
   group_id: string;
   auto_accept: boolean;
   created_at: string;
+  /** What people call the key; '' when none was given. */
+  label: string;
+  /** ISO 8601; from then on the key enrols nothing. null: it never expires. */
+  expires_at: string | null;
+  /** Whether the key has expired (by the broker's clock). */
+  expired: boolean;
   /** Devices enrolled with the key (pending and approved); given by listKeys. */
   devices?: number;
 }
@@ -42,8 +48,37 @@ function hashKey(key: string): string {
   return crypto.createHash('sha256').update(key, 'utf8').digest('hex');
 }
 
+function isExpired(row: Pick<BootstrapKeysTable, 'expires_at'>, now = Date.now()): boolean {
+  return row.expires_at !== null && Date.parse(row.expires_at) <= now;
+}
+
 function keyRecord(row: BootstrapKeysTable): BootstrapKeyRecord {
-  return { key: row.key_secret, key_id: row.key_id, group_id: row.group_id, auto_accept: row.auto_accept === 1, created_at: row.created_at };
+  return {
+    key: row.key_secret,
+    key_id: row.key_id,
+    group_id: row.group_id,
+    auto_accept: row.auto_accept === 1,
+    created_at: row.created_at,
+    label: row.label,
+    expires_at: row.expires_at,
+    expired: isExpired(row),
+  };
+}
+
+/** An expiry as stored (ISO 8601, UTC); it must lie ahead: an expired key is deleted, not made. */
+function futureExpiry(expiresAt: string): string {
+  const at = Date.parse(expiresAt);
+  if (!(at > Date.now())) throw badRequest('expires_at: lies in the past; give a time ahead, or null for a key that never expires.', { field: 'expires_at' });
+  return new Date(at).toISOString();
+}
+
+/** What a key's editable fields may be given as. */
+export interface BootstrapKeyInput {
+  group_id?: string;
+  auto_accept?: boolean;
+  label?: string;
+  /** ISO 8601 ahead of now; null: never expires */
+  expires_at?: string | null;
 }
 
 function fingerprintOf(pem: string): string {
@@ -92,8 +127,9 @@ export class EnrolService {
     return row;
   }
 
-  async createKey(input: { group_id?: string; auto_accept?: boolean }, createdBy: string | null): Promise<BootstrapKeyRecord> {
+  async createKey(input: BootstrapKeyInput, createdBy: string | null): Promise<BootstrapKeyRecord> {
     const groupId = input.group_id ?? UNASSIGNED_NODE;
+    const expiresAt = input.expires_at ? futureExpiry(input.expires_at) : null;
     await this.requireGroup(groupId);
     // 192 random bits; the hash finds it, the id names it in lists and logs.
     const key = crypto.randomBytes(24).toString('base64url');
@@ -106,6 +142,8 @@ export class EnrolService {
       auto_accept: input.auto_accept ? 1 : 0,
       created_at: new Date().toISOString(),
       created_by: createdBy,
+      label: input.label ?? '',
+      expires_at: expiresAt,
     };
     await this.store.insertKey(row);
     return keyRecord(row);
@@ -121,12 +159,15 @@ export class EnrolService {
     return keyRecord(await this.keyRow(ref));
   }
 
-  async updateKey(ref: string, patch: { group_id?: string; auto_accept?: boolean }): Promise<BootstrapKeyRecord> {
+  async updateKey(ref: string, patch: BootstrapKeyInput): Promise<BootstrapKeyRecord> {
     const row = await this.keyRow(ref);
+    const expiresAt = patch.expires_at ? futureExpiry(patch.expires_at) : patch.expires_at;
     if (patch.group_id !== undefined) await this.requireGroup(patch.group_id);
     await this.store.updateKey(row.key_hash, {
       ...(patch.group_id !== undefined ? { group_id: patch.group_id } : {}),
       ...(patch.auto_accept !== undefined ? { auto_accept: patch.auto_accept ? 1 : 0 } : {}),
+      ...(patch.label !== undefined ? { label: patch.label } : {}),
+      ...(expiresAt !== undefined ? { expires_at: expiresAt } : {}),
     });
     return this.getKey(row.key_id);
   }
@@ -159,6 +200,15 @@ export class EnrolService {
       );
     }
     this.limiter.release(limitKey);
+    if (isExpired(keyRow)) {
+      // A real key (no guessing to slow down), but past its time: nothing enrols with it, not even a device that did before.
+      throw new ApiError(
+        403,
+        'bootstrap_key_expired',
+        `The bootstrap key expired at ${keyRow.expires_at}. Ask an operator for a new key, or to extend this one (PUT /api/v2/bootstrapkey/{key} with expires_at).`,
+        { expires_at: keyRow.expires_at },
+      );
+    }
     let publicKey;
     try {
       publicKey = parseDevicePublicKey(input.public_key);

@@ -53,7 +53,7 @@ export class EnrolStore {
     return new Map(rows.map((r) => [r.bootstrap_key as string, Number(r.n)]));
   }
 
-  async updateKey(keyHash: string, patch: Partial<Pick<BootstrapKeysTable, 'group_id' | 'auto_accept'>>): Promise<void> {
+  async updateKey(keyHash: string, patch: Partial<Pick<BootstrapKeysTable, 'group_id' | 'auto_accept' | 'label' | 'expires_at'>>): Promise<void> {
     if (Object.keys(patch).length === 0) return;
     await this.db.updateTable('bootstrap_keys').set(patch).where('key_hash', '=', keyHash).execute();
   }

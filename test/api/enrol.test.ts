@@ -36,7 +36,7 @@ describe('bootstrap keys', () => {
     expect(r.status).toBe(200);
     const [key] = Object.keys(r.body);
     expect(key.length).toBeGreaterThanOrEqual(22); // ≥ 128 bits in base64url
-    expect(r.body[key]).toEqual({ group_id: 'unassigned_group', auto_accept: false });
+    expect(r.body[key]).toEqual({ group_id: 'unassigned_group', auto_accept: false, label: '', expires_at: null, expired: false });
     const other = await createKey();
     expect(other).not.toBe(key);
     const row = await t.broker.services.store.db.selectFrom('bootstrap_keys').selectAll().where('key_secret', '=', key).executeTakeFirstOrThrow();
@@ -52,7 +52,16 @@ describe('bootstrap keys', () => {
     expect(item).toMatchObject({ key, group_id: 'lab', auto_accept: true });
     expect(Date.parse(item.created_at)).toBeGreaterThan(0);
     const readerList = await t.api('GET', '/api/v2/bootstrapkeylist', { token: reader.token });
-    expect(readerList.body[item.key_id]).toEqual({ key_id: item.key_id, group_id: 'lab', auto_accept: true, created_at: item.created_at, devices: 0 });
+    expect(readerList.body[item.key_id]).toEqual({
+      key_id: item.key_id,
+      group_id: 'lab',
+      auto_accept: true,
+      created_at: item.created_at,
+      label: '',
+      expires_at: null,
+      expired: false,
+      devices: 0,
+    });
     expect(JSON.stringify(readerList.body)).not.toContain(key);
     const paged = await t.api('GET', '/api/v2/bootstrapkeylist?items_per_page=1&offset=0', { token: reader.token });
     expect(Object.keys(paged.body)).toHaveLength(1);
@@ -88,6 +97,66 @@ describe('bootstrap keys', () => {
     const list = await t.api('GET', '/api/v2/bootstrapkeylist', { token: manager.token });
     expect(list.body[key].devices).toBe(2);
     expect(list.body[unused].devices).toBe(0);
+  });
+
+  it('keeps a label and an expiry, changes and clears them; an expired key refuses enrolment with bootstrap_key_expired', async () => {
+    const in1h = new Date(Date.now() + 3600_000).toISOString();
+    const r = await t.api('POST', '/api/v2/bootstrapkey', { token: manager.token, body: { label: 'Rack 4 batch', expires_at: in1h } });
+    expect(r.status).toBe(200);
+    const [key] = Object.keys(r.body);
+    expect(r.body[key]).toMatchObject({ label: 'Rack 4 batch', expires_at: in1h, expired: false });
+    const asReader = (await t.api('GET', `/api/v2/bootstrapkey/${key}`, { token: reader.token })).body;
+    expect(Object.values(asReader)).toEqual([expect.objectContaining({ label: 'Rack 4 batch', expires_at: in1h })]);
+    // Before it expires, devices enrol.
+    expect((await enrolDevice(t, key)).answer.status).toBe(200);
+
+    // Time passes (the stored expiry is moved back: the broker compares with its clock at each enrolment).
+    const past = new Date(Date.now() - 1000).toISOString();
+    await t.broker.services.store.db.updateTable('bootstrap_keys').set({ expires_at: past }).where('key_secret', '=', key).execute();
+    const expired = await enrolDevice(t, key);
+    expect(expired.answer.status).toBe(403);
+    expect(expired.answer.body).toMatchObject({ code: 403, error: 'bootstrap_key_expired', expires_at: past });
+    expect(expired.answer.body.message).toMatch(/expired/);
+    expect((await t.api('GET', '/api/v2/bootstrapkeylist', { token: manager.token })).body[key]).toMatchObject({ expired: true, devices: 1 });
+
+    // Extended (PUT, a time ahead), it enrols again; cleared (null), it never expires.
+    const in2d = new Date(Date.now() + 2 * 86400_000).toISOString();
+    const extended = await t.api('PUT', `/api/v2/bootstrapkey/${key}`, { token: manager.token, body: { expires_at: in2d, label: 'Rack 5' } });
+    expect(extended.status).toBe(200);
+    expect(extended.body).toMatchObject({ label: 'Rack 5', expires_at: in2d, expired: false });
+    expect((await enrolDevice(t, key)).answer.status).toBe(200);
+    const cleared = await t.api('PUT', `/api/v2/bootstrapkey/${key}`, { token: manager.token, body: { expires_at: null } });
+    expect(cleared.body).toMatchObject({ label: 'Rack 5', expires_at: null, expired: false });
+    // Fields left out stay.
+    expect((await t.api('PUT', `/api/v2/bootstrapkey/${key}`, { token: manager.token, body: { auto_accept: true } })).body).toMatchObject({
+      label: 'Rack 5',
+      expires_at: null,
+    });
+  });
+
+  it('refuses a past expiry, a bad date and a bad label, changing nothing', async () => {
+    const before = Object.keys((await t.api('GET', '/api/v2/bootstrapkeylist', { token: manager.token })).body).length;
+    const past = await t.api('POST', '/api/v2/bootstrapkey', { token: manager.token, body: { expires_at: new Date(Date.now() - 60_000).toISOString() } });
+    expect(past.status).toBe(400);
+    expect(past.body).toMatchObject({ code: 400, field: 'expires_at' });
+    const notADate = await t.api('POST', '/api/v2/bootstrapkey', { token: manager.token, body: { expires_at: 'next tuesday' } });
+    expect(notADate.status).toBe(400);
+    expect(notADate.body.field).toBe('expires_at');
+    const longLabel = await t.api('POST', '/api/v2/bootstrapkey', { token: manager.token, body: { label: 'x'.repeat(101) } });
+    expect(longLabel.status).toBe(400);
+    expect(longLabel.body.field).toBe('label');
+    const controlLabel = await t.api('POST', '/api/v2/bootstrapkey', { token: manager.token, body: { label: 'a\u001b[31mb' } });
+    expect(controlLabel.status).toBe(400);
+    expect(controlLabel.body.field).toBe('label');
+    expect(Object.keys((await t.api('GET', '/api/v2/bootstrapkeylist', { token: manager.token })).body)).toHaveLength(before);
+
+    const key = await createKey({ label: 'kept' });
+    const pastPut = await t.api('PUT', `/api/v2/bootstrapkey/${key}`, { token: manager.token, body: { label: 'changed', expires_at: '2001-01-01T00:00:00Z' } });
+    expect(pastPut.status).toBe(400);
+    expect(pastPut.body.field).toBe('expires_at');
+    expect((await t.api('GET', `/api/v2/bootstrapkey/${key}`, { token: manager.token })).body[key]).toMatchObject({ label: 'kept', expires_at: null });
+    // Readers cannot change them.
+    expect((await t.api('PUT', `/api/v2/bootstrapkey/${key}`, { token: reader.token, body: { label: 'mine' } })).status).toBe(403);
   });
 
   it('refuses bad input with 400 naming the field', async () => {

@@ -211,6 +211,71 @@ describe('GET /grouptree', () => {
   });
 });
 
+describe('GET /grouptree?manage_hints=true', () => {
+  type Hinted = Node & { can_manage?: boolean };
+  const hinted = async (token: string) => {
+    const r = await t.api('GET', '/api/v2/grouptree?manage_hints=true', { token });
+    expect(r.status).toBe(200);
+    return r.body as { total_devices: number; tree: Hinted; manageable_tags?: '*' | string[] };
+  };
+
+  it('says per node what a restricted manager may change, in agreement with what the calls allow', async () => {
+    const mine = await t.addGroup({ id: unique('hint-mine') });
+    const theirs = await t.addGroup({ id: unique('hint-theirs'), tags: ['shared'] });
+    const myDevice = await t.addDevice({ parent: mine });
+    const taggedDevice = await t.addDevice({ parent: theirs, tags: ['ops'] });
+    const plainDevice = await t.addDevice({ parent: theirs });
+    const user = await t.userWith([
+      { permission: 'device:read', resources: [`node:${mine}`, 'tag:shared'] },
+      { permission: 'device:manage', resources: [`node:${mine}`, 'tag:ops'] },
+    ]);
+    const answer = await hinted(user.token);
+    const hint = (id: string) => (find(answer.tree, id) as Hinted | undefined)?.can_manage;
+    expect(hint(mine)).toBe(true);
+    expect(hint(myDevice)).toBe(true);
+    expect(hint(taggedDevice)).toBe(true); // a tag: resource matches the device
+    expect(hint(theirs)).toBe(false); // tags never grant group management
+    expect(hint(plainDevice)).toBe(false);
+    expect(hint('root')).toBe(false);
+    expect(answer.manageable_tags).toEqual(['ops']);
+
+    // What the hints say matches what the broker decides on the calls themselves.
+    const rename = (id: string) => changeTree([{ action: 'rename', data: { node_id: id, title: unique('renamed') } }], user.token);
+    for (const id of [mine, myDevice, taggedDevice, theirs, plainDevice, 'root']) {
+      expect((await rename(id)).status === 200, id).toBe(hint(id));
+    }
+    expect((await t.api('PATCH', `/api/v2/grouptree/${myDevice}`, { token: user.token, body: { tags: ['ops'] } })).status).toBe(200);
+    expect((await t.api('PATCH', `/api/v2/grouptree/${myDevice}`, { token: user.token, body: { tags: ['ops', 'other'] } })).status).toBe(403);
+
+    // GET /node says the same for one node (the device page), to holders of device:manage only.
+    const nodeHint = async (id: string, token = user.token) => (await t.api('GET', `/api/v2/node/${id}`, { token })).body.can_manage;
+    expect(await nodeHint(myDevice)).toBe(true);
+    expect(await nodeHint(plainDevice)).toBe(false);
+    expect(await nodeHint(theirs)).toBe(false);
+    const reader = await t.userWith([{ permission: 'device:read' }]);
+    expect(await nodeHint(plainDevice, reader.token)).toBeUndefined();
+  });
+
+  it('marks every node manageable and any tag for a manager on *, and adds nothing without device:manage or without asking', async () => {
+    const g = await t.addGroup({ id: unique('hint-all') });
+    const admin = await hinted(t.adminToken);
+    expect(find(admin.tree, g)?.['can_manage' as keyof Node]).toBe(true);
+    expect(admin.tree).toMatchObject({ node_id: 'root', can_manage: true });
+    expect(admin.manageable_tags).toBe('*');
+    const reader = await t.userWith([{ permission: 'device:read' }]);
+    const plain = await hinted(reader.token);
+    expect(JSON.stringify(plain)).not.toContain('can_manage');
+    expect(plain.manageable_tags).toBeUndefined();
+    const unasked = await tree();
+    expect(JSON.stringify(unasked)).not.toContain('can_manage');
+    expect((await t.api('GET', '/api/v2/grouptree?manage_hints=yes', { token: t.adminToken })).status).toBe(400);
+    // With skip_unassigned too.
+    const skipped = (await t.api('GET', '/api/v2/grouptree?manage_hints=1&skip_unassigned=true', { token: t.adminToken })).body;
+    expect(skipped.manageable_tags).toBe('*');
+    expect(skipped.tree.can_manage).toBe(true);
+  });
+});
+
 describe('GET /grouptree/{node_id}', () => {
   it('answers the subtree with its ancestors from root down to the node', async () => {
     const a = await t.addGroup({ id: unique('sa'), title: 'A' });

@@ -14,6 +14,12 @@ describe('devices as a table', () => {
     const a = await suite.t.addDevice({ parent: 'depot', name: 'twin' });
     const b = await suite.t.addDevice({ parent: 'yard', name: 'twin' });
     const c = await suite.t.addDevice({ parent: 'depot', name: 'alpha' });
+    await suite.t.broker.services.inventory.record(c, {
+      hostname: 'alpha-host',
+      os: { name: 'Debian GNU/Linux', version: '12' },
+      network: [{ name: 'eth0', mac: '02:00:00:00:00:01', addresses: [{ address: '10.9.8.7', family: 'IPv4', cidr: '10.9.8.7/24' }] }],
+      agent_version: '7.7.7',
+    });
 
     const { page, expectNoErrorsAndClose } = await suite.open();
     await page.goto('/devices');
@@ -34,6 +40,16 @@ describe('devices as a table', () => {
     await table.getByRole('button', { name: /^Name/ }).click();
     await expect.poll(names).toEqual(['twin', 'twin', 'alpha']);
     expect(new URL(page.url()).searchParams.get('dir')).toBe('desc');
+
+    // The search reaches the inventory columns: OS, IP and agent version; it is kept in the URL too.
+    for (const text of ['debian', '10.9.8.7', '7.7.7']) {
+      await page.getByLabel('Search').fill(text);
+      await expect.poll(names, { message: text }).toEqual(['alpha']);
+    }
+    expect(new URL(page.url()).searchParams.get('q')).toBe('7.7.7');
+    await page.getByText('1 of 3 match “7.7.7”').waitFor();
+    await page.getByLabel('Search').fill('');
+    await expect.poll(names).toEqual(['twin', 'twin', 'alpha']);
 
     // A filter by an inherited tag is kept in the URL and survives a reload of the page.
     await page.getByLabel('Tag', { exact: true }).selectOption('site');

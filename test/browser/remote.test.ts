@@ -251,6 +251,23 @@ describe('file transfer with a real agent', () => {
     await page.getByRole('button', { name: 'Download from device' }).click();
     await page.getByRole('alert').waitFor();
     expect(((await page.getByRole('alert').textContent()) ?? '').length).toBeGreaterThan('Transfer failed'.length);
+
+    // The audit view shows that copy as refused by the device, on its own line, not just as "allowed".
+    const failed = page.locator('main table tbody tr', { hasText: 'missing.bin', has: page.getByTestId('audit-end-result') });
+    // (the session's end entry is written as the channel closes: the list is read again until it is there)
+    await expect
+      .poll(async () => {
+        await page.goto(`/audit?action=copy&device_id=${device}`);
+        await page
+          .getByRole('status')
+          .filter({ hasText: /Entries|No entries/ })
+          .waitFor();
+        return failed.count();
+      })
+      .toBeGreaterThan(0);
+    expect(await failed.first().getByTestId('audit-end-result').textContent()).toMatch(/^(denied|error)$/);
+    expect(await failed.first().textContent()).toMatch(/refused by the device|not.found|No such file/i);
+    await screenshot(page, 'audit-failed-copy');
     await expectNoErrorsAndClose();
   });
 

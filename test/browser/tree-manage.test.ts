@@ -82,13 +82,14 @@ describe('managing groups and tags from the device list', () => {
     await expectNoErrorsAndClose();
   });
 
-  it('as a user restricted to one group: acts inside it, and a change outside it is refused with the API message', async () => {
+  it('as a user restricted to one group: acts inside it, and is offered no change outside it (tree, table and device page)', async () => {
     await suite.t.addGroup({ id: 'koeln', title: 'Koeln' });
-    await suite.t.addGroup({ id: 'bonn', title: 'Bonn' });
+    await suite.t.addGroup({ id: 'bonn', title: 'Bonn', tags: ['shared'] });
     const inside = await suite.t.addDevice({ parent: 'koeln', name: 'dom-gw' });
-    await suite.t.addDevice({ parent: 'bonn', name: 'rhein-gw' });
+    const outside = await suite.t.addDevice({ parent: 'bonn', name: 'rhein-gw' });
+    // They read both groups (Bonn through its tag) but manage Koeln only, and the tag site-a.
     const user = await suite.t.userWith([
-      { permission: 'device:read', resources: ['node:koeln'] },
+      { permission: 'device:read', resources: ['node:koeln', 'tag:shared'] },
       { permission: 'device:manage', resources: ['node:koeln', 'tag:site-a'] },
     ]);
 
@@ -96,7 +97,16 @@ describe('managing groups and tags from the device list', () => {
     await page.goto('/devices');
     const tree = page.locator('ul.tree');
     await tree.getByText('dom-gw').waitFor();
-    expect(await tree.getByText('rhein-gw').count()).toBe(0);
+    await tree.getByText('rhein-gw').waitFor();
+
+    // Manage is offered on Koeln and its device only: not on the top of the tree, Bonn or Bonn's device.
+    const manageButtons = await tree.getByRole('button', { name: /^Manage / }).allTextContents();
+    expect(manageButtons).toHaveLength(2);
+    expect(await tree.getByRole('button', { name: 'Manage Koeln' }).count()).toBe(1);
+    expect(await tree.getByRole('button', { name: 'Manage dom-gw' }).count()).toBe(1);
+    for (const name of ['Manage Bonn', 'Manage rhein-gw', 'Manage All devices']) expect(await tree.getByRole('button', { name }).count(), name).toBe(0);
+    expect(await tree.locator('.device-row', { hasText: 'dom-gw' }).getAttribute('draggable')).toBe('true');
+    expect(await tree.locator('.device-row', { hasText: 'rhein-gw' }).getAttribute('draggable')).toBe('false');
 
     // Inside the group: a sub-group and a tag of their own tag resources.
     await tree.getByRole('button', { name: 'Manage Koeln' }).click();
@@ -106,31 +116,58 @@ describe('managing groups and tags from the device list', () => {
 
     await tree.getByRole('button', { name: 'Manage dom-gw' }).click();
     const manager = page.getByRole('region', { name: 'Manage dom-gw' });
+    // Only groups they manage are move targets.
+    const targets = await manager
+      .getByLabel('Move to')
+      .locator('option')
+      .evaluateAll((os) => os.map((o) => (o as HTMLOptionElement).value).filter(Boolean));
+    expect(targets.sort()).toEqual([(await tree.locator('summary', { hasText: 'Deutz' }).locator('code.node-id').textContent())!, 'koeln'].sort());
+    expect(await manager.getByText('You may add or remove only these tags: site-a.').count()).toBe(1);
     await manager.getByLabel('Tags').fill('site-a');
     await manager.getByRole('button', { name: 'Save tags' }).click();
     await page.getByText('Tags of dom-gw saved.').waitFor();
     expect((await node(inside)).body.tags).toEqual(['site-a']);
 
-    // Outside: moving the device out of Koeln (to the top of the tree) is refused.
+    // A tag outside their tag resources is not sent: Save is off and the panel says why.
     await tree.getByRole('button', { name: 'Manage dom-gw' }).click();
     const again = page.getByRole('region', { name: 'Manage dom-gw' });
-    const targets = await again
-      .getByLabel('Move to')
-      .locator('option')
-      .evaluateAll((os) => os.map((o) => (o as HTMLOptionElement).value));
-    expect(targets).toContain('root');
-    await again.getByLabel('Move to').selectOption('root');
-    await again.getByRole('button', { name: 'Move' }).click();
-    await again.getByRole('alert').waitFor();
-    expect(await again.getByRole('alert').textContent()).toContain('Access denied');
-    expect((await node(inside)).body.parent_id).toBe('koeln');
-
-    // A tag outside their tag resources is refused too.
     await again.getByLabel('Tags').fill('site-a, other');
-    await again.getByRole('button', { name: 'Save tags' }).click();
-    await expect.poll(() => again.getByRole('alert').textContent()).toMatch(/tag/i);
-    expect((await node(inside)).body.tags).toEqual(['site-a']);
+    await again.getByText('Outside your device:manage resources: other.').waitFor();
+    expect(await again.getByRole('button', { name: 'Save tags' }).isDisabled()).toBe(true);
     await screenshot(page, 'tree-manage-restricted');
+    await again.getByRole('button', { name: 'Close' }).click();
+
+    // The table: tagging and moving are off while a device outside their grant is selected.
+    await page.getByRole('button', { name: 'Show as table' }).click();
+    await page.locator('table.devices').waitFor();
+    const bulk = page.getByRole('group', { name: 'Actions on the selected devices' });
+    await page.getByLabel(`Select rhein-gw ${outside.slice(0, 8)}`).check();
+    await page.getByLabel(`Select dom-gw ${inside.slice(0, 8)}`).check();
+    await bulk.getByLabel('Tags to add').fill('site-a');
+    await page.getByText(/Tagging and moving are off: 1 device selected is outside your device:manage resources \(rhein-gw\)/).waitFor();
+    expect(await bulk.getByRole('button', { name: 'Add tags' }).isDisabled()).toBe(true);
+    const tableTargets = await bulk
+      .getByLabel('Move selected to')
+      .locator('option')
+      .evaluateAll((os) => os.map((o) => (o as HTMLOptionElement).value).filter(Boolean));
+    expect(tableTargets).not.toContain('root');
+    expect(tableTargets).not.toContain('bonn');
+    await screenshot(page, 'devices-table-restricted');
+    await page.getByLabel(`Select rhein-gw ${outside.slice(0, 8)}`).uncheck();
+    expect(await bulk.getByRole('button', { name: 'Add tags' }).isDisabled()).toBe(false);
+
+    // The device page offers attribute editing and removal on their device only.
+    await page.goto(`/devices/${outside}`);
+    await page.locator('.device-meta', { hasText: 'Bonn (bonn)' }).waitFor(); // the node (and its hint) has loaded
+    expect(await page.getByRole('link', { name: 'Edit attributes' }).count()).toBe(0);
+    expect(await page.getByRole('button', { name: 'Remove device' }).count()).toBe(0);
+    // Its editor, reached by its address, says why instead of offering a form the broker refuses.
+    await page.goto(`/devices/${outside}/attributes`);
+    await page.getByText('This device is outside your device:manage resources').waitFor();
+    expect(await page.getByRole('button', { name: 'Save' }).count()).toBe(0);
+    await page.goto(`/devices/${inside}`);
+    await page.getByRole('link', { name: 'Edit attributes' }).waitFor();
+    expect(await page.getByRole('button', { name: 'Remove device' }).count()).toBe(1);
     await expectNoErrorsAndClose();
   });
 

@@ -22,7 +22,7 @@ function agent(options: Parameters<typeof startAgent>[0]): TestAgent {
   return a;
 }
 
-async function createKey(body: { group_id?: string; auto_accept?: boolean } = {}): Promise<string> {
+async function createKey(body: { group_id?: string; auto_accept?: boolean; label?: string; expires_at?: string } = {}): Promise<string> {
   const r = await t.api('POST', '/api/v2/bootstrapkey', { token: t.adminToken, body });
   expect(r.status).toBe(200);
   return Object.keys(r.body)[0];
@@ -152,6 +152,17 @@ describe('enrolment end to end', () => {
     expect(a.logs.some((l) => /unknown_bootstrap_key/.test(l.msg))).toBe(true);
     // The key is never logged.
     expect(JSON.stringify(a.logs)).not.toContain('no-such-key-0000000000000000');
+  });
+
+  it('refuses an expired bootstrap key with a message naming the expiry and exit code 78', async () => {
+    const key = await createKey({ auto_accept: true, label: 'expired batch', expires_at: new Date(Date.now() + 3600_000).toISOString() });
+    const past = new Date(Date.now() - 60_000).toISOString();
+    await t.broker.services.store.db.updateTable('bootstrap_keys').set({ expires_at: past }).where('key_secret', '=', key).execute();
+    const a = agent({ broker: t.url, bootstrapKey: key });
+    expect(await a.exited()).toBe(78);
+    const line = a.logs.find((l) => /bootstrap_key_expired/.test(l.msg));
+    expect(line?.msg).toContain(`expired at ${past}`);
+    expect(JSON.stringify(a.logs)).not.toContain(key);
   });
 
   it('cuts a removed device off at once, and its key cannot come back', async () => {

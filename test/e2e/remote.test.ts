@@ -157,6 +157,9 @@ describe('remote access through a real agent', () => {
     const end = entries.find((e) => e.ref_id === start.id);
     expect(end).toMatchObject({ event: 'remote.copy.end', result: 'denied' });
     expect(end.reason).toMatch(/^refused by the device: Not allowed/);
+    // The start entry, as listed, carries that outcome too.
+    await eventually(async () => (await audit(`user_id=${user.id}&action=copy`)).find((e) => e.id === start.id)?.end_result === 'denied');
+    expect((await audit(`user_id=${user.id}&action=copy`)).find((e) => e.id === start.id)).toMatchObject({ end_result: 'denied', end_reason: end.reason });
   });
 
   // The tests run as root, as an agent installed on a device does; the user is an existing system

@@ -4,7 +4,7 @@ import type { AttributesRecord, GroupTreeNode } from '../../shared/api-types.js'
 import { ApiFailure, apiUrl, itemsOf, tokenExpiry } from './api.js';
 import { match, withQuery } from './router.js';
 import { LEGACY_FIELDS, legacyProblem, localProblems, patchBody, type LegacyField } from './screens/attributes.js';
-import { keysOf } from './screens/bootstrap-keys.js';
+import { expiryFrom, keysOf } from './screens/bootstrap-keys.js';
 import { pruneTree } from './screens/devices.js';
 import { entriesOf } from './screens/files.js';
 import { connectCommand, defaultLocalPort } from './screens/portmaps.js';
@@ -110,13 +110,23 @@ describe('answers of the API', () => {
   it('reads lists, bootstrap keys and folder entries in the shapes the broker uses', () => {
     expect(itemsOf({ items: [1, 2], total: 2 })).toEqual([1, 2]);
     expect(itemsOf(null)).toEqual([]);
-    expect(keysOf({ k1: { group_id: 'g', auto_accept: true } })).toEqual([{ key: 'k1', group_id: 'g', auto_accept: true, created_at: undefined }]);
-    expect(keysOf({ k2: { key_id: 'id', group_id: 'g', auto_accept: false, created_at: 't' } })[0]).toEqual({
+    expect(keysOf({ k1: { group_id: 'g', auto_accept: true } })).toEqual([
+      { key: 'k1', group_id: 'g', auto_accept: true, created_at: undefined, label: '', expires_at: null, expired: false },
+    ]);
+    expect(
+      keysOf({ k2: { key_id: 'id', group_id: 'g', auto_accept: false, created_at: 't', label: 'rack', expires_at: 'x', expired: true, devices: 3 } })[0],
+    ).toEqual({
       key: 'k2',
       group_id: 'g',
       auto_accept: false,
       created_at: 't',
+      label: 'rack',
+      expires_at: 'x',
+      expired: true,
+      devices: 3,
     });
+    expect(expiryFrom('', 0)).toBeNull();
+    expect(expiryFrom('24', 0)).toBe('1970-01-02T00:00:00.000Z');
     // One shape per call: a list page is not a key map.
     expect(keysOf([{ key: 'k3' }])).toEqual([]);
     expect(

@@ -2,9 +2,9 @@
 import { describe, expect, it } from 'vitest';
 import type { GroupTreeNode } from '../../shared/api-types.js';
 import { installCommand, keysOf } from './screens/bootstrap-keys.js';
-import { deviceRows, sortRows } from './screens/devices-table.js';
+import { deviceRows, rowMatches, sortRows } from './screens/devices-table.js';
 import { applyLive } from './screens/devices.js';
-import { groupOptions, parseTags, subtreeIds } from './screens/tree-manage.js';
+import { groupOptions, manageableTagsNote, mayManage, parseTags, subtreeIds, tagsOutside } from './screens/tree-manage.js';
 
 const device = (id: string, title: string, extra: Partial<GroupTreeNode> = {}): GroupTreeNode => ({
   id,
@@ -40,6 +40,24 @@ describe('group tree changes', () => {
     expect([...subtreeIds(tree.nodes[0])].sort()).toEqual(['berlin', 'd1', 'd2', 'lab']);
   });
 
+  it('offers what the broker hints: nodes without can_manage false, groups to move into, tag changes within manageable_tags', () => {
+    expect(mayManage({ can_manage: false })).toBe(false);
+    expect(mayManage({ can_manage: true })).toBe(true);
+    expect(mayManage({})).toBe(true); // no hint: offered, the broker decides
+    const hinted = group('root', 'All', [group('mine', 'Mine', [], []), { ...group('theirs', 'Theirs', []), can_manage: false }]);
+    expect(groupOptions({ ...hinted, can_manage: false }).map((g) => [g.node_id, g.manageable])).toEqual([
+      ['root', false],
+      ['mine', true],
+      ['theirs', false],
+    ]);
+    expect(deviceRows(group('g', 'G', [device('a', 'a', { can_manage: false }), device('b', 'b')])).map((r) => r.manageable)).toEqual([false, true]);
+    expect(tagsOutside(['ops', 'prod'], ['ops'], ['ops'])).toEqual(['prod']); // removing counts too
+    expect(tagsOutside(['prod'], ['prod', 'ops'], ['ops'])).toEqual([]); // untouched tags need no grant
+    expect(tagsOutside([], ['x'], '*')).toEqual([]);
+    expect(manageableTagsNote('*')).toBeNull();
+    expect(manageableTagsNote(['ops'])).toBe('You may add or remove only these tags: ops.');
+  });
+
   it('reads tags typed with commas and spaces, without duplicates', () => {
     expect(parseTags(' a, b  c,,a ')).toEqual(['a', 'b', 'c']);
     expect(parseTags('')).toEqual([]);
@@ -54,6 +72,13 @@ describe('devices table', () => {
       ['d2', 'Lab', ['prod'], []],
       ['d3', 'Unassigned', [], []],
     ]);
+  });
+
+  it('searches the inventory columns as well as name, id, group, tags and attributes', () => {
+    const [d1] = deviceRows(tree);
+    const row = { ...d1, os: 'Debian GNU/Linux 12', ip: '10.0.0.7', agent: '1.4.2' };
+    for (const text of ['debian', '10.0.0.7', '1.4.2', 'GW', 'berlin', 'prod', 'edge', 'd1', '']) expect(rowMatches(row, text), text).toBe(true);
+    expect(rowMatches(row, 'ubuntu')).toBe(false);
   });
 
   it('sorts by a column either way, same values in id order', () => {
@@ -79,7 +104,7 @@ describe('bootstrap keys', () => {
   it('builds the one-line install command and reads the device count', () => {
     expect(installCommand('k3y', 'https://fleet.example.com')).toBe('curl -fsSL https://fleet.example.com/install.sh | sudo sh -s -- --bootstrap-key k3y');
     expect(keysOf({ k3y: { group_id: 'lab', auto_accept: true, devices: 2 } })).toEqual([
-      { key: 'k3y', group_id: 'lab', auto_accept: true, created_at: undefined, devices: 2 },
+      { key: 'k3y', group_id: 'lab', auto_accept: true, created_at: undefined, devices: 2, label: '', expires_at: null, expired: false },
     ]);
   });
 });

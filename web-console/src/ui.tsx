@@ -163,6 +163,19 @@ export function ConfirmButton({
   );
 }
 
+/**
+ * On phones a filter form folds: its `.fold` fields hide behind this button, which says how many
+ * filters are set. Wider screens show every field and no button (styles.css).
+ */
+export function FilterFold({ controls, active, open, onToggle }: { controls: string; active: number; open: boolean; onToggle: () => void }) {
+  return (
+    <button type="button" class="filters-toggle" aria-controls={controls} aria-expanded={open} onClick={onToggle}>
+      {open ? 'Hide filters' : 'Filters'}
+      {active > 0 ? ` (${active} set)` : ''}
+    </button>
+  );
+}
+
 /** Copies text to the clipboard; falls back to selecting it where the clipboard API is absent. */
 export function CopyButton({ text, label = 'Copy' }: { text: string; label?: string }) {
   const [done, setDone] = useState(false);

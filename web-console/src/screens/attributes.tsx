@@ -115,6 +115,8 @@ function legacyProblems(legacy: Record<LegacyField, string>): Partial<Record<Leg
 
 export function AttributesScreen({ deviceId }: { deviceId: string }) {
   const loaded = useLoad(() => api.get<AttributesRecord>(`/deviceattribute/${encodeURIComponent(deviceId)}`), [deviceId]);
+  // The broker's hint (GET /node): a manager restricted to other groups gets no editor for this device.
+  const node = useLoad(() => api.get<{ can_manage?: boolean }>(`/node/${encodeURIComponent(deviceId)}`).catch(() => null), [deviceId]);
   const [original, setOriginal] = useState<AttributesRecord | null>(null);
   const [legacy, setLegacy] = useState<Record<LegacyField, string>>({} as Record<LegacyField, string>);
   const [rows, setRows] = useState<Row[]>([]);
@@ -151,6 +153,8 @@ export function AttributesScreen({ deviceId }: { deviceId: string }) {
   }, [dirty]);
 
   if (!allowed('updateAttributes')) return <AccessDenied message="Changing attributes needs the device:manage permission." />;
+  if (node.data?.can_manage === false)
+    return <AccessDenied message="This device is outside your device:manage resources: its attributes cannot be changed by you." />;
   if (loaded.error) return <ErrorBox error={loaded.error} />;
   if (!original) return <Loading what="attributes" />;
 

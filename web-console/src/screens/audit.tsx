@@ -7,7 +7,7 @@ import type { AuditEntry, AuditVerification, GroupTree, GroupTreeNode, ListPage 
 import { api, itemsOf } from '../api.js';
 import { allowed } from '../areas.js';
 import { Link, navigate, useLocation, withQuery } from '../router.js';
-import { ErrorBox, formatBytes, formatTime, Loading, PageTitle, Table, useLoad } from '../ui.js';
+import { ErrorBox, FilterFold, formatBytes, formatTime, Loading, PageTitle, Table, useLoad } from '../ui.js';
 
 interface UserRow {
   user_id: string;
@@ -75,6 +75,8 @@ export function AuditScreen() {
   const applied = Object.fromEntries(FILTERS.map((f) => [f, query.get(f) ?? ''])) as Filters;
   const offset = Number(query.get('offset') ?? 0) || 0;
   const [draft, setDraft] = useState<Filters>(applied);
+  /** Phones: the filters fold away until asked for. */
+  const [filtersOpen, setFiltersOpen] = useState(false);
   const key = JSON.stringify([applied, offset]);
 
   const entries = useLoad(
@@ -106,6 +108,7 @@ export function AuditScreen() {
 
   const apply = (e: Event) => {
     e.preventDefault();
+    setFiltersOpen(false); // on a phone, the entries come back into view
     navigate(withQuery('/audit', { ...draft }));
   };
   const set = (name: keyof Filters) => (e: Event) => setDraft({ ...draft, [name]: (e.currentTarget as HTMLInputElement).value });
@@ -125,19 +128,20 @@ export function AuditScreen() {
   return (
     <section>
       <PageTitle>Audit</PageTitle>
-      <form class="filters" onSubmit={apply} aria-label="Audit filters">
-        <div class="field">
+      <FilterFold controls="audit-filters" active={FILTERS.filter((f) => applied[f]).length} open={filtersOpen} onToggle={() => setFiltersOpen(!filtersOpen)} />
+      <form id="audit-filters" class={`filters${filtersOpen ? '' : ' folded'}`} onSubmit={apply} aria-label="Audit filters">
+        <div class="field fold">
           <label for="a-kind">Entries</label>
           <select id="a-kind" value={draft.kind} onChange={set('kind')}>
             <option value="">All</option>
             <option value="remote">Remote access</option>
           </select>
         </div>
-        <div class="field">
+        <div class="field fold">
           <label for="a-device">Device id</label>
           <input id="a-device" value={draft.device_id} onInput={set('device_id')} placeholder="64 hex characters" />
         </div>
-        <div class="field">
+        <div class="field fold">
           <label for="a-user">User</label>
           {users.data && users.data.length > 0 ? (
             <select id="a-user" value={draft.user_id} onChange={set('user_id')}>
@@ -152,7 +156,7 @@ export function AuditScreen() {
             <input id="a-user" value={draft.user_id} onInput={set('user_id')} placeholder="user id" />
           )}
         </div>
-        <div class="field">
+        <div class="field fold">
           <label for="a-action">Action</label>
           <input id="a-action" list="a-actions" value={draft.action} onInput={set('action')} placeholder="console, tunnel, copy, reload…" />
           <datalist id="a-actions">
@@ -161,7 +165,7 @@ export function AuditScreen() {
             ))}
           </datalist>
         </div>
-        <div class="field">
+        <div class="field fold">
           <label for="a-result">Result</label>
           <select id="a-result" value={draft.result} onChange={set('result')}>
             <option value="">Any</option>
@@ -172,15 +176,15 @@ export function AuditScreen() {
             <option value="ended">ended</option>
           </select>
         </div>
-        <div class="field">
+        <div class="field fold">
           <label for="a-from">From</label>
           <input id="a-from" type="datetime-local" value={draft.from} onInput={set('from')} />
         </div>
-        <div class="field">
+        <div class="field fold">
           <label for="a-to">To</label>
           <input id="a-to" type="datetime-local" value={draft.to} onInput={set('to')} />
         </div>
-        <div class="filter-buttons">
+        <div class="filter-buttons fold">
           <button type="submit" class="primary">
             Filter
           </button>
@@ -247,8 +251,17 @@ export function AuditScreen() {
                 </td>
                 <td>
                   <span class={`badge ${e.result}`}>{e.result}</span>
+                  {/* A session allowed, then refused or failed on the device: its end says so on the same line. */}
+                  {e.end_result && e.end_result !== 'ended' && (
+                    <>
+                      {' → '}
+                      <span class={`badge ${e.end_result}`} data-testid="audit-end-result">
+                        {e.end_result}
+                      </span>
+                    </>
+                  )}
                 </td>
-                <td>{e.reason ?? ''}</td>
+                <td>{[e.reason, e.end_result && e.end_result !== 'ended' ? e.end_reason : null].filter(Boolean).join('; ')}</td>
                 <td>
                   {e.source ?? ''}
                   {e.source_ip ? ` ${e.source_ip}` : ''}

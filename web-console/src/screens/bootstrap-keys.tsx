@@ -10,6 +10,10 @@ interface BootstrapKey {
   group_id: string;
   auto_accept: boolean;
   created_at?: string;
+  label: string;
+  expires_at: string | null;
+  /** past its expiry by the broker's clock: enrols nothing */
+  expired: boolean;
   /** devices enrolled with the key (GET /bootstrapkeylist) */
   devices?: number;
 }
@@ -37,15 +41,49 @@ function InstallCommand({ bootstrapKey }: { bootstrapKey: string }) {
  */
 export function keysOf(answer: unknown): BootstrapKey[] {
   if (!answer || typeof answer !== 'object' || Array.isArray(answer)) return [];
-  return Object.entries(answer as Record<string, { group_id?: string; auto_accept?: boolean; created_at?: string; devices?: number }>)
+  return Object.entries(
+    answer as Record<
+      string,
+      { group_id?: string; auto_accept?: boolean; created_at?: string; devices?: number; label?: string; expires_at?: string | null; expired?: boolean }
+    >,
+  )
     .filter(([, v]) => v && typeof v === 'object')
     .map(([key, v]) => ({
       key,
       group_id: String(v.group_id ?? ''),
       auto_accept: Boolean(v.auto_accept),
       created_at: v.created_at,
+      label: typeof v.label === 'string' ? v.label : '',
+      expires_at: typeof v.expires_at === 'string' ? v.expires_at : null,
+      expired: Boolean(v.expired),
       devices: typeof v.devices === 'number' ? v.devices : undefined,
     }));
+}
+
+/** Lifetimes offered for a key: '' never expires, else hours from now. */
+export const EXPIRY_CHOICES: { value: string; label: string }[] = [
+  { value: '', label: 'Never' },
+  { value: '1', label: 'In 1 hour' },
+  { value: '24', label: 'In 1 day' },
+  { value: '168', label: 'In 7 days' },
+  { value: '720', label: 'In 30 days' },
+];
+
+/** The expires_at the API takes for a choice of EXPIRY_CHOICES (null: never). */
+export function expiryFrom(choice: string, now = Date.now()): string | null {
+  const hours = Number(choice);
+  return choice && hours > 0 ? new Date(now + hours * 3600_000).toISOString() : null;
+}
+
+function Expiry({ k }: { k: BootstrapKey }) {
+  if (!k.expires_at) return <span class="muted">never</span>;
+  if (k.expired)
+    return (
+      <span class="badge denied" title={`Expired ${formatTime(k.expires_at)}: enrols nothing`}>
+        expired {formatTime(k.expires_at)}
+      </span>
+    );
+  return <span>{formatTime(k.expires_at)}</span>;
 }
 
 export function groupsOf(node: GroupTreeNode | undefined, depth = 0): { node_id: string; label: string }[] {
@@ -87,7 +125,7 @@ export function BootstrapKeysScreen() {
   const manage = allowed('bootstrapKeysManage');
   const action = useAction();
   const [created, setCreated] = useState<BootstrapKey | null>(null);
-  const [draft, setDraft] = useState({ group_id: 'unassigned_group', auto_accept: false });
+  const [draft, setDraft] = useState({ group_id: 'unassigned_group', auto_accept: false, label: '', expiry: '' });
   /** A key that accepts automatically is asked about first: on creation, and when turned on. */
   const [confirming, setConfirming] = useState<{ question: string; yes: string; run: () => void } | null>(null);
 
@@ -102,17 +140,20 @@ export function BootstrapKeysScreen() {
   const createNow = () => {
     setConfirming(null);
     void action.run(async () => {
-      const answer = await api.post('/bootstrapkey', draft);
+      const answer = await api.post('/bootstrapkey', {
+        group_id: draft.group_id,
+        auto_accept: draft.auto_accept,
+        label: draft.label.trim(),
+        ...(draft.expiry ? { expires_at: expiryFrom(draft.expiry) } : {}),
+      });
       setCreated(keysOf(answer)[0] ?? null);
       list.reload();
     });
   };
-  const update = (k: BootstrapKey, change: Partial<BootstrapKey>) =>
+  /** Sends only what changed: the other fields stay as the broker has them. */
+  const update = (k: BootstrapKey, change: Partial<Pick<BootstrapKey, 'group_id' | 'auto_accept' | 'label' | 'expires_at'>>) =>
     void action.run(async () => {
-      await api.put(`/bootstrapkey/${encodeURIComponent(k.key)}`, {
-        group_id: change.group_id ?? k.group_id,
-        auto_accept: change.auto_accept ?? k.auto_accept,
-      });
+      await api.put(`/bootstrapkey/${encodeURIComponent(k.key)}`, change);
       list.reload();
     });
 
@@ -147,6 +188,26 @@ export function BootstrapKeysScreen() {
       {manage && (
         <form class="inline-form boxed" onSubmit={create} aria-label="New bootstrap key">
           <div class="field">
+            <label for="bk-label">Label</label>
+            <input
+              id="bk-label"
+              maxLength={100}
+              value={draft.label}
+              placeholder="e.g. rack 4, spring batch"
+              onInput={(e) => setDraft({ ...draft, label: e.currentTarget.value })}
+            />
+          </div>
+          <div class="field">
+            <label for="bk-expiry">Expires</label>
+            <select id="bk-expiry" value={draft.expiry} onChange={(e) => setDraft({ ...draft, expiry: e.currentTarget.value })}>
+              {EXPIRY_CHOICES.map((c) => (
+                <option key={c.value} value={c.value}>
+                  {c.label}
+                </option>
+              ))}
+            </select>
+          </div>
+          <div class="field">
             <label for="bk-group">Group</label>
             <GroupSelect id="bk-group" value={draft.group_id} groups={groups} onChange={(group_id) => setDraft({ ...draft, group_id })} />
           </div>
@@ -164,9 +225,26 @@ export function BootstrapKeysScreen() {
         loading={list.loading}
         what="bootstrap keys"
         empty="No bootstrap keys yet."
-        columns={['Key', 'Group', 'Automatic accept', 'Devices', 'Created', manage && 'Actions']}
+        columns={['Label', 'Key', 'Group', 'Automatic accept', 'Devices', 'Expires', 'Created', manage && 'Actions']}
         row={(k) => (
-          <tr key={k.key}>
+          <tr key={k.key} class={k.expired ? 'expired' : undefined}>
+            <td>
+              {manage ? (
+                <input
+                  class="key-label"
+                  aria-label={`Label of key ${k.key}`}
+                  maxLength={100}
+                  value={k.label}
+                  placeholder="no label"
+                  onChange={(e) => {
+                    const label = e.currentTarget.value.trim();
+                    if (label !== k.label) update(k, { label });
+                  }}
+                />
+              ) : (
+                k.label
+              )}
+            </td>
             <td>
               <code class="key">{k.key}</code> <CopyButton text={k.key} />
               {manage && (
@@ -212,9 +290,30 @@ export function BootstrapKeysScreen() {
               )}
             </td>
             <td>{k.devices ?? ''}</td>
+            <td>
+              <Expiry k={k} />
+              {manage && (
+                <select
+                  aria-label={`Change expiry of key ${k.key}`}
+                  value="keep"
+                  onChange={(e) => {
+                    const choice = e.currentTarget.value;
+                    e.currentTarget.value = 'keep';
+                    if (choice !== 'keep') update(k, { expires_at: expiryFrom(choice) });
+                  }}
+                >
+                  <option value="keep">Change…</option>
+                  {EXPIRY_CHOICES.map((c) => (
+                    <option key={c.value} value={c.value}>
+                      {c.value ? `Expire ${c.label.toLowerCase()}` : 'Never expire'}
+                    </option>
+                  ))}
+                </select>
+              )}
+            </td>
             <td>{formatTime(k.created_at)}</td>
             {manage && (
-              <td>
+              <td class="actions-cell">
                 <ConfirmButton
                   label="Delete"
                   question="Delete this key? Devices can no longer enrol with it."

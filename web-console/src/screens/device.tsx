@@ -29,6 +29,8 @@ interface NodeInfo {
   effective_tags?: string[];
   parent_id?: string | null;
   path?: { node_id: string; title: string }[];
+  /** for holders of device:manage: whether it reaches this device */
+  can_manage?: boolean;
 }
 
 /** Remote-access rights, or null when the broker does not offer remote access (yet). */
@@ -229,6 +231,8 @@ export function DeviceScreen({ deviceId }: { deviceId: string }) {
 
   const name = attrs.data?.device_name || node.data?.title || deviceId.slice(0, 12);
   const online = Boolean(status.data?.connected ?? access.data?.connected);
+  // device:manage restricted to other groups: its controls are not offered here (the broker's hint on GET /node).
+  const manageable = allowed('updateAttributes') && !node.loading && node.data?.can_manage !== false;
 
   if (attrs.error && !attrs.data) {
     return (
@@ -255,16 +259,14 @@ export function DeviceScreen({ deviceId }: { deviceId: string }) {
             >
               Refresh
             </button>
-            {(allowed('updateAttributes') || allowed('approveDevices')) && (
+            {(manageable || allowed('approveDevices')) && (
               <ConfirmButton
                 label="Remove device"
                 question="Remove this device? Its connection is cut and its key revoked."
                 onConfirm={async () => {
                   // The spec's "Update attributes and Delete" area (device:manage) removes through
                   // DELETE /inventory/{id}; enrolment managers (device:approve) through removeapprovedhost.
-                  const path = allowed('updateAttributes')
-                    ? `/inventory/${encodeURIComponent(deviceId)}`
-                    : `/removeapprovedhost/${encodeURIComponent(deviceId)}`;
+                  const path = manageable ? `/inventory/${encodeURIComponent(deviceId)}` : `/removeapprovedhost/${encodeURIComponent(deviceId)}`;
                   const ok = await remove.run(() => api.del(path).then(() => true));
                   if (ok) navigate('/devices');
                 }}
@@ -304,7 +306,7 @@ export function DeviceScreen({ deviceId }: { deviceId: string }) {
         <section class="panel" aria-labelledby="h-attrs">
           <div class="panel-head">
             <h2 id="h-attrs">Attributes</h2>
-            {allowed('updateAttributes') && (
+            {manageable && (
               <Link href={`/devices/${deviceId}/attributes`} class="button">
                 Edit attributes
               </Link>

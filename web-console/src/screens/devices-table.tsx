@@ -10,7 +10,7 @@ import { allowed } from '../areas.js';
 import { Link } from '../router.js';
 import { ConfirmButton, ErrorBox, formatTime, Notice, Tags, useAction, useLoad } from '../ui.js';
 import { isOnline, StatusDot } from './devices.js';
-import { parseTags, type GroupOption } from './tree-manage.js';
+import { manageableTagsNote, mayManage, parseTags, tagsOutside, type GroupOption, type ManageableTags } from './tree-manage.js';
 
 export interface DeviceRow {
   id: string;
@@ -23,6 +23,10 @@ export interface DeviceRow {
   tags: string[];
   /** Unix seconds, null if never */
   lastSeen: number | null;
+  /** The broker's hint: the user may tag and move this device (see mayManage). */
+  manageable: boolean;
+  /** Attribute values, for the search. */
+  attributes: string[];
   os: string;
   ip: string;
   agent: string;
@@ -44,6 +48,8 @@ export function deviceRows(node: GroupTreeNode, group = '', tagsAbove: string[] 
         ownTags: own,
         tags: [...new Set([...tagsAbove, ...own])],
         lastSeen: node.last_reported ?? null,
+        manageable: mayManage(node),
+        attributes: node.attributes ? Object.values(node.attributes).filter((v): v is string => typeof v === 'string') : [],
         os: '',
         ip: '',
         agent: '',
@@ -52,6 +58,16 @@ export function deviceRows(node: GroupTreeNode, group = '', tagsAbove: string[] 
   }
   const tags = [...tagsAbove, ...(node.tags ?? [])];
   return (node.nodes ?? []).flatMap((c) => deviceRows(c, node.title || node.node_id, tags));
+}
+
+/**
+ * The table's search: what the tree's search matches (name, id, tags, attribute values) and the
+ * table's own columns besides (group, OS, IP, agent version), case-insensitive.
+ */
+export function rowMatches(row: DeviceRow, text: string): boolean {
+  const wanted = text.trim().toLowerCase();
+  if (!wanted) return true;
+  return [row.name, row.id, row.group, row.os, row.ip, row.agent, ...row.tags, ...row.attributes].some((v) => v.toLowerCase().includes(wanted));
 }
 
 function sortValue(row: DeviceRow, key: SortKey): string | number {
@@ -89,14 +105,20 @@ const LABELS: Record<SortKey, string> = { name: 'Name', status: 'Status', os: 'O
 
 export function DevicesTable({
   rows,
+  text = '',
   groups,
+  manageableTags = '*',
   sort,
   descending,
   onSort,
   onChanged,
 }: {
   rows: DeviceRow[];
+  /** The search, matched here against the inventory columns too (see rowMatches). */
+  text?: string;
   groups: GroupOption[];
+  /** GET /grouptree's manageable_tags */
+  manageableTags?: ManageableTags;
   sort: SortKey;
   descending: boolean;
   onSort: (key: SortKey, descending: boolean) => void;
@@ -117,7 +139,15 @@ export function DevicesTable({
       }),
     [rows, byId],
   );
-  const sorted = useMemo(() => sortRows(full, sort, descending), [full, sort, descending]);
+  const sorted = useMemo(
+    () =>
+      sortRows(
+        full.filter((r) => rowMatches(r, text)),
+        sort,
+        descending,
+      ),
+    [full, text, sort, descending],
+  );
   const [picked, setPicked] = useState<Set<string>>(new Set());
   const selected = sorted.filter((r) => picked.has(r.id));
   const action = useAction();
@@ -127,6 +157,11 @@ export function DevicesTable({
   const manage = allowed('manageTree');
   const reload = allowed('connectConsole');
   const bulk = manage || reload;
+  // Tagging and moving are offered on a selection the user may manage as a whole (the broker's hints).
+  const unmanageable = selected.filter((r) => !r.manageable);
+  const refusedTags = tagsOutside([], parseTags(tag), manageableTags);
+  const tagsNote = manageableTagsNote(manageableTags);
+  const targets = groups.filter((g) => g.manageable);
   // A name several devices share gets its short id, so they can be told apart.
   const names = new Map<string, number>();
   for (const r of rows) names.set(r.name, (names.get(r.name) ?? 0) + 1);
@@ -151,10 +186,10 @@ export function DevicesTable({
           <span>{selected.length} selected</span>
           {manage && (
             <>
-              <input aria-label="Tags to add" placeholder="tag" value={tag} onInput={(e) => setTag(e.currentTarget.value)} />
+              <input aria-label="Tags to add" placeholder="tag" value={tag} title={tagsNote ?? undefined} onInput={(e) => setTag(e.currentTarget.value)} />
               <button
                 type="button"
-                disabled={!selected.length || !parseTags(tag).length || action.busy}
+                disabled={!selected.length || unmanageable.length > 0 || !parseTags(tag).length || refusedTags.length > 0 || action.busy}
                 onClick={() =>
                   void action.run(async () => {
                     setNotice('');
@@ -170,7 +205,7 @@ export function DevicesTable({
               </button>
               <select aria-label="Move selected to" value={target} onChange={(e) => setTarget(e.currentTarget.value)}>
                 <option value="">Move to…</option>
-                {groups.map((g) => (
+                {targets.map((g) => (
                   <option key={g.node_id} value={g.node_id}>
                     {g.label}
                   </option>
@@ -178,7 +213,7 @@ export function DevicesTable({
               </select>
               <button
                 type="button"
-                disabled={!selected.length || !target || action.busy}
+                disabled={!selected.length || unmanageable.length > 0 || !target || action.busy}
                 onClick={() =>
                   void action.run(async () => {
                     setNotice('');
@@ -215,9 +250,25 @@ export function DevicesTable({
           )}
         </div>
       )}
+      {manage && unmanageable.length > 0 && (
+        <p class="hint" role="status">
+          Tagging and moving are off: {plural(unmanageable.length)} selected {unmanageable.length === 1 ? 'is' : 'are'} outside your device:manage resources (
+          {unmanageable.map((r) => r.name).join(', ')}).
+        </p>
+      )}
+      {manage && refusedTags.length > 0 && (
+        <p class="hint field-error" role="status">
+          Outside your device:manage resources: {refusedTags.join(', ')}. {tagsNote}
+        </p>
+      )}
       <ErrorBox error={action.error} />
       <ErrorBox error={inventory.error} title="The inventory could not be loaded" />
       {notice && <Notice>{notice}</Notice>}
+      {text.trim() && (
+        <p class="muted" role="status">
+          {sorted.length} of {rows.length} match “{text.trim()}”
+        </p>
+      )}
       <div class="table-wrap">
         <table class="devices">
           <thead>

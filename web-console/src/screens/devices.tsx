@@ -9,8 +9,8 @@ import { allowed } from '../areas.js';
 import { useDeviceEvents, type DeviceEvent } from '../events.js';
 import { Link, navigate, useLocation, withQuery } from '../router.js';
 import { DevicesTable, deviceRows, SORT_KEYS, type SortKey } from './devices-table.js';
-import { ErrorBox, formatTime, Loading, Notice, PageTitle, Tags, useAction, useLoad } from '../ui.js';
-import { groupOptions, NodeManager } from './tree-manage.js';
+import { ErrorBox, FilterFold, formatTime, Loading, Notice, PageTitle, Tags, useAction, useLoad } from '../ui.js';
+import { groupOptions, mayManage, NodeManager } from './tree-manage.js';
 
 export function isOnline(node: { status?: string; connected?: boolean }): boolean {
   return node.connected === true || node.status === 'online' || node.status === 'connected';
@@ -86,7 +86,8 @@ interface TreeItemProps {
 const DRAG_TYPE = 'application/x-fleet-device';
 
 function ManageButton({ node, onManage }: { node: GroupTreeNode; onManage?: (node: GroupTreeNode) => void }) {
-  if (!onManage) return null;
+  // Not offered on a node the broker says this user may not manage (a manager restricted to other groups).
+  if (!onManage || !mayManage(node)) return null;
   return (
     <button
       type="button"
@@ -107,7 +108,7 @@ function TreeItem({ node, open, onManage, onMove }: TreeItemProps) {
     return (
       <li
         class="device-row"
-        draggable={Boolean(onMove)}
+        draggable={Boolean(onMove) && mayManage(node)}
         onDragStart={(e) => {
           e.dataTransfer?.setData(DRAG_TYPE, node.node_id);
           if (e.dataTransfer) e.dataTransfer.effectAllowed = 'move';
@@ -132,11 +133,11 @@ function TreeItem({ node, open, onManage, onMove }: TreeItemProps) {
       <details open={open}>
         <summary
           onDragOver={(e) => {
-            if (onMove && e.dataTransfer?.types.includes(DRAG_TYPE)) e.preventDefault();
+            if (onMove && mayManage(node) && e.dataTransfer?.types.includes(DRAG_TYPE)) e.preventDefault();
           }}
           onDrop={(e) => {
             const deviceId = e.dataTransfer?.getData(DRAG_TYPE);
-            if (!onMove || !deviceId) return;
+            if (!onMove || !deviceId || !mayManage(node)) return;
             e.preventDefault();
             onMove(deviceId, node.node_id);
           }}
@@ -166,7 +167,8 @@ function TreeItem({ node, open, onManage, onMove }: TreeItemProps) {
 }
 
 export function DevicesScreen() {
-  const tree = useLoad(() => api.get<GroupTree>('/grouptree', { _format: 'json' }), []);
+  // A manager gets per-node hints, so what they may not change is not offered.
+  const tree = useLoad(() => api.get<GroupTree>('/grouptree', { _format: 'json', ...(allowed('manageTree') ? { manage_hints: 'true' } : {}) }), []);
   const tags = useLoad(() => api.get('/tagslist').then((a) => itemsOf<string | { tag?: string; name?: string }>(a)), []);
   // Filters, view and order live in the query string: a filtered list can be bookmarked and shared.
   const { query } = useLocation();
@@ -198,12 +200,16 @@ export function DevicesScreen() {
     () => tree.reload(),
   );
   const liveTree = useMemo(() => (tree.data?.tree ? applyLive(tree.data.tree, live) : null), [tree.data, live]);
+  // The table searches its inventory columns too, so there the text is matched per row (DevicesTable).
+  const treeText = view === 'table' ? '' : filter.text;
   const shown = useMemo(
-    () => (liveTree ? pruneTree(liveTree, { text: filter.text, tag: filter.tag, status: filter.status }) : null),
-    [liveTree, filter.text, filter.tag, filter.status],
+    () => (liveTree ? pruneTree(liveTree, { text: treeText, tag: filter.tag, status: filter.status }) : null),
+    [liveTree, treeText, filter.tag, filter.status],
   );
-  const active = Boolean(filter.text || filter.tag || filter.status);
+  const active = Boolean(treeText || filter.tag || filter.status);
   const [managing, setManaging] = useState<GroupTreeNode | null>(null);
+  /** Phones: tag and status fold away until asked for (search stays). */
+  const [filtersOpen, setFiltersOpen] = useState(false);
   const [notice, setNotice] = useState('');
   const groups = useMemo(() => (tree.data?.tree ? groupOptions(tree.data.tree) : []), [tree.data]);
   const move = useAction();
@@ -241,18 +247,24 @@ export function DevicesScreen() {
       >
         Devices
       </PageTitle>
-      <form class="filters" role="search" onSubmit={(e) => e.preventDefault()}>
+      <FilterFold
+        controls="device-filters"
+        active={[filter.tag, filter.status].filter(Boolean).length}
+        open={filtersOpen}
+        onToggle={() => setFiltersOpen(!filtersOpen)}
+      />
+      <form id="device-filters" class={`filters${filtersOpen ? '' : ' folded'}`} role="search" onSubmit={(e) => e.preventDefault()}>
         <div class="field grow">
           <label for="d-search">Search</label>
           <input
             id="d-search"
             type="search"
-            placeholder="Name, id, node id or tag"
+            placeholder={view === 'table' ? 'Name, id, tag, group, OS, IP or agent version' : 'Name, id, node id or tag'}
             value={filter.text}
             onInput={(e) => setFilter({ ...filter, text: e.currentTarget.value })}
           />
         </div>
-        <div class="field">
+        <div class="field fold">
           <label for="d-tag">Tag</label>
           <select id="d-tag" value={filter.tag} onChange={(e) => setFilter({ ...filter, tag: e.currentTarget.value })}>
             <option value="">Any tag</option>
@@ -263,7 +275,7 @@ export function DevicesScreen() {
             ))}
           </select>
         </div>
-        <div class="field">
+        <div class="field fold">
           <label for="d-status">Status</label>
           <select id="d-status" value={filter.status} onChange={(e) => setFilter({ ...filter, status: e.currentTarget.value as Filter['status'] })}>
             <option value="">Any status</option>
@@ -280,6 +292,7 @@ export function DevicesScreen() {
           key={managing.node_id}
           node={managing}
           groups={groups}
+          manageableTags={tree.data?.manageable_tags}
           onClose={() => setManaging(null)}
           onChanged={(text) => {
             setManaging(null);
@@ -299,7 +312,9 @@ export function DevicesScreen() {
           {shown && view === 'table' ? (
             <DevicesTable
               rows={deviceRows(shown)}
+              text={filter.text}
               groups={groups}
+              manageableTags={tree.data?.manageable_tags}
               sort={sort}
               descending={descending}
               onSort={(key, desc) => setQuery({ sort: key, dir: desc ? 'desc' : undefined })}

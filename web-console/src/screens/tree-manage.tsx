@@ -2,7 +2,9 @@
  * Changing the group tree from the device list: a group can get a sub-group, a new name, a new
  * parent, other tags, or be deleted; a device can be renamed, moved to another group and tagged.
  * Every change is one call (PUT /grouptree or PATCH /grouptree/{node_id}); the broker decides
- * whether this user may make it, and its message is shown when it refuses.
+ * whether this user may make it, and its message is shown when it refuses. What is offered
+ * follows the broker's hints (GET /grouptree?manage_hints=true: `can_manage` per node and
+ * `manageable_tags`), so a manager restricted to some groups is not offered the others.
  */
 import { useState } from 'preact/hooks';
 import type { GroupTreeNode } from '../../../shared/api-types.js';
@@ -16,13 +18,43 @@ export interface GroupOption {
   node_id: string;
   /** Path of titles from the top, for the move target list. */
   label: string;
+  /** The broker's hint: the user may move things into it (see mayManage). */
+  manageable: boolean;
+}
+
+/**
+ * Whether to offer managing this node: the broker's `can_manage` hint; a tree without hints (an
+ * older broker) offers everything and the broker's refusal is shown.
+ */
+export function mayManage(node: Pick<GroupTreeNode, 'can_manage'>): boolean {
+  return node.can_manage !== false;
 }
 
 /** Every group of the tree, in tree order, with its path (for "move to"). */
 export function groupOptions(node: GroupTreeNode, above: string[] = []): GroupOption[] {
   if (node.type !== 'group') return [];
   const path = [...above, node.title || node.node_id];
-  return [{ node_id: node.node_id, label: path.join(' / ') }, ...(node.nodes ?? []).flatMap((c) => groupOptions(c, path))];
+  return [{ node_id: node.node_id, label: path.join(' / '), manageable: mayManage(node) }, ...(node.nodes ?? []).flatMap((c) => groupOptions(c, path))];
+}
+
+/** The tags the broker says this user may add or remove: '*' for any (also when it did not say). */
+export type ManageableTags = '*' | string[];
+
+/**
+ * The tags a change from `before` to `after` adds or removes that are not among `manageable`: the
+ * broker would refuse the change, so it is not sent.
+ */
+export function tagsOutside(before: string[], after: string[], manageable: ManageableTags): string[] {
+  if (manageable === '*') return [];
+  const changed = [...after.filter((t) => !before.includes(t)), ...before.filter((t) => !after.includes(t))];
+  return [...new Set(changed.filter((t) => !manageable.includes(t)))];
+}
+
+/** A sentence naming the tags a restricted manager may change. */
+export function manageableTagsNote(manageable: ManageableTags): string | null {
+  if (manageable === '*') return null;
+  if (manageable.length === 0) return 'Your device:manage resources let you add or remove no tags.';
+  return `You may add or remove only these tags: ${manageable.join(', ')}.`;
 }
 
 /** The node ids at or below a node: a group cannot move into itself or below itself. */
@@ -44,11 +76,14 @@ function changeTree(change: { action: string; data: Record<string, unknown> }) {
 export function NodeManager({
   node,
   groups,
+  manageableTags = '*',
   onChanged,
   onClose,
 }: {
   node: GroupTreeNode;
   groups: GroupOption[];
+  /** GET /grouptree's manageable_tags */
+  manageableTags?: ManageableTags;
   onChanged: (notice: string) => void;
   onClose: () => void;
 }) {
@@ -58,7 +93,9 @@ export function NodeManager({
   const [title, setTitle] = useState(node.title);
   const [tags, setTags] = useState((node.tags ?? []).join(', '));
   const excluded = isGroup ? subtreeIds(node) : new Set<string>();
-  const targets = groups.filter((g) => !excluded.has(g.node_id) && g.node_id !== node.node_id);
+  const targets = groups.filter((g) => g.manageable && !excluded.has(g.node_id) && g.node_id !== node.node_id);
+  const refusedTags = tagsOutside(node.tags ?? [], parseTags(tags), manageableTags);
+  const tagsNote = manageableTagsNote(manageableTags);
   const [target, setTarget] = useState('');
   const [childTitle, setChildTitle] = useState('');
   const name = node.title || node.node_id;
@@ -125,10 +162,22 @@ export function NodeManager({
         }}
       >
         <label for="nm-tags">Tags</label>
-        <input id="nm-tags" value={tags} placeholder="tag1, tag2" onInput={(e) => setTags(e.currentTarget.value)} />
-        <button type="submit" disabled={action.busy}>
+        <input
+          id="nm-tags"
+          value={tags}
+          placeholder="tag1, tag2"
+          aria-describedby={tagsNote ? 'nm-tags-note' : undefined}
+          onInput={(e) => setTags(e.currentTarget.value)}
+        />
+        <button type="submit" disabled={action.busy || refusedTags.length > 0}>
           Save tags
         </button>
+        {tagsNote && (
+          <p id="nm-tags-note" class={`hint${refusedTags.length ? ' field-error' : ''}`}>
+            {refusedTags.length ? `Outside your device:manage resources: ${refusedTags.join(', ')}. ` : ''}
+            {tagsNote}
+          </p>
+        )}
       </form>
       {isGroup && (
         <form
