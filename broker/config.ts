@@ -44,6 +44,8 @@ export interface Config {
   maxConnectionsPerAddress: number;
   /** Console recordings older than this many days are removed (at start and daily). */
   recordingRetentionDays: number;
+  /** Device metrics: raw samples kept (hours), hourly roll-ups kept (days), samples stored per device and hour at most. */
+  metrics: { rawRetentionHours: number; rollupRetentionDays: number; maxPerDeviceHour: number };
 }
 
 export class ConfigError extends Error {
@@ -134,5 +136,10 @@ export function loadConfig(env: Env = process.env): Config {
     agentHandshakesPerAddress,
     maxConnectionsPerAddress,
     recordingRetentionDays: integer(env, 'RECORDING_RETENTION_DAYS', 90, 1, 36500),
+    metrics: {
+      rawRetentionHours: integer(env, 'METRICS_RAW_RETENTION_HOURS', 48, 1, 24 * 366),
+      rollupRetentionDays: integer(env, 'METRICS_ROLLUP_RETENTION_DAYS', 400, 1, 3660),
+      maxPerDeviceHour: integer(env, 'METRICS_MAX_PER_DEVICE_HOUR', 20_000, 1, 10_000_000),
+    },
   };
 }

@@ -8,6 +8,7 @@ import { filesRoutes } from './files/routes.js';
 import { defineRoute, type RouteSpec } from './http/route.js';
 import { routeKey, SPEC_CALLS } from './http/spec-calls.js';
 import { inventoryRoutes } from './inventory/routes.js';
+import { metricsRoutes } from './metrics/routes.js';
 import { remoteRoutes } from './remote/routes.js';
 import { rolesRoutes } from './roles/routes.js';
 import { usersRoutes } from './users/routes.js';
@@ -44,6 +45,7 @@ export function routeTable(): RouteSpec[] {
     ...auditRoutes,
     ...enrolRoutes,
     ...inventoryRoutes,
+    ...metricsRoutes,
     ...remoteRoutes,
   ];
   // Static paths first, so `/file/stats` is not taken by a `/file/{x}` pattern.

@@ -44,7 +44,6 @@ export type Permission = keyof typeof PERMISSIONS;
  * list equal to the route table.
  */
 export const NOT_BUILT_PERMISSIONS: readonly Permission[] = [
-  'analysis:read',
   'billing:read',
   'billing:manage',
   'company:read',
@@ -53,7 +52,6 @@ export const NOT_BUILT_PERMISSIONS: readonly Permission[] = [
   'configuration:manage',
   'cve:read',
   'cve:manage',
-  'metrics:read',
   'reports:read',
   'reports:markread',
   'reports:acknowledge',

@@ -209,5 +209,36 @@ export function migrations(dialect: Dialect): Record<string, Migration> {
           .execute();
       },
     },
+    '0010_metrics': {
+      // Device metrics: raw samples (one row per device and sample time, the samples as JSON) kept for
+      // a short window, and hourly roll-ups (count, sum, min, max per value) kept longer.
+      async up(db: Kysely<unknown>) {
+        const bigint = dialect === 'postgres' ? 'bigint' : 'integer';
+        await db.schema
+          .createTable('metric_samples')
+          .addColumn('device_id', 'text', (c) => c.notNull())
+          .addColumn('ts', bigint, (c) => c.notNull())
+          .addColumn('data', 'text', (c) => c.notNull())
+          .execute();
+        await db.schema.createIndex('metric_samples_device_ts').on('metric_samples').columns(['device_id', 'ts']).execute();
+        await db.schema.createIndex('metric_samples_ts').on('metric_samples').column('ts').execute();
+        await db.schema
+          .createTable('metric_rollups')
+          .addColumn('device_id', 'text', (c) => c.notNull())
+          .addColumn('label', 'text', (c) => c.notNull())
+          .addColumn('mid', 'text', (c) => c.notNull())
+          .addColumn('field', 'text', (c) => c.notNull())
+          .addColumn('bucket', bigint, (c) => c.notNull())
+          .addColumn('n', bigint, (c) => c.notNull())
+          .addColumn('v_sum', 'double precision', (c) => c.notNull())
+          .addColumn('v_min', 'double precision', (c) => c.notNull())
+          .addColumn('v_max', 'double precision', (c) => c.notNull())
+          .addPrimaryKeyConstraint('metric_rollups_pk', ['device_id', 'label', 'mid', 'field', 'bucket'])
+          .execute();
+        // The analysis reads one value over a time range for many devices.
+        await db.schema.createIndex('metric_rollups_field_bucket').on('metric_rollups').columns(['label', 'field', 'bucket', 'device_id']).execute();
+        await db.schema.createIndex('metric_rollups_bucket').on('metric_rollups').column('bucket').execute();
+      },
+    },
   };
 }
