@@ -13,6 +13,7 @@ import type { AgentConfig } from './config.js';
 import { runConnection } from './connection.js';
 import { StateDir, type EnrolmentState } from './identity.js';
 import { collectInventory } from './inventory.js';
+import { MetricsCollector } from './metrics/collector.js';
 
 /** Exit codes: 0 stopped or reloading under a service manager; 78 (EX_CONFIG) nothing to retry with. */
 export const EXIT_OK = 0;
@@ -43,7 +44,20 @@ export class Agent {
   async run(): Promise<number> {
     while (!this.stopped) {
       const config = this.readConfig();
-      const outcome = await this.work(config);
+      // Metrics are sampled from start, connected or not; the connection sends what is queued.
+      const metrics = new MetricsCollector({
+        intervalMs: config.metricsIntervalMs,
+        flushMs: config.metricsFlushMs,
+        maxQueue: config.metricsQueueMax,
+        log: this.log,
+      });
+      await metrics.start();
+      let outcome: Outcome;
+      try {
+        outcome = await this.work(config, metrics);
+      } finally {
+        metrics.stop();
+      }
       if (outcome.kind === 'stopped') break;
       if (outcome.kind === 'fatal') {
         this.log.error(outcome.message);
@@ -62,7 +76,7 @@ export class Agent {
     return { kind: 'fatal', code, message };
   }
 
-  private async work(config: AgentConfig): Promise<Outcome> {
+  private async work(config: AgentConfig, metrics: MetricsCollector): Promise<Outcome> {
     const stateDir = new StateDir(config.stateDir);
     const endpoint = new BrokerEndpoint(config.broker, config.caFile);
     if (!endpoint.secure && !['localhost', '127.0.0.1', '[::1]'].includes(endpoint.base.hostname)) {
@@ -141,6 +155,7 @@ export class Agent {
         sessions: { stateDir: stateDir.dir, log: (msg, detail) => log.info(detail ?? {}, msg) },
         inventory: () => collectInventory(this.version, this.startedAt),
         inventoryIntervalMs: config.inventoryIntervalMs,
+        metrics,
         signal: this.controller.signal,
         onWelcome: () => {
           log.info('connected to the broker');

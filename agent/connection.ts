@@ -32,6 +32,8 @@ export interface ConnectionOptions {
   sessions: SessionContext;
   inventory: () => Promise<Record<string, unknown>>;
   inventoryIntervalMs: number;
+  /** Where metrics samples wait: handed a sender while the connection is up (agent/metrics). */
+  metrics?: { attach(send: (msg: ControlMessage) => void): () => void };
   signal: AbortSignal;
   /** Called once the broker has welcomed the agent. */
   onWelcome?: (info: { heartbeatMs: number }) => void;
@@ -48,6 +50,7 @@ export function runConnection(o: ConnectionOptions): Promise<ConnectionEnd> {
     let mux: Mux | undefined;
     let heartbeat: NodeJS.Timeout | undefined;
     let inventoryTimer: NodeJS.Timeout | undefined;
+    let detachMetrics: (() => void) | undefined;
     let lastHeard = Date.now();
 
     const ws = new WebSocket(o.endpoint.wsUrl, {
@@ -121,6 +124,11 @@ export function runConnection(o: ConnectionOptions): Promise<ConnectionEnd> {
       inventoryTimer = setInterval(() => void sendInventory(), o.inventoryIntervalMs);
       o.onWelcome?.({ heartbeatMs: interval });
       void sendInventory();
+      const metricsMux = mux;
+      detachMetrics = o.metrics?.attach((msg) => {
+        if (ws.readyState !== WebSocket.OPEN) throw new Error('connection closed');
+        metricsMux.send(msg);
+      });
     };
 
     ws.on('message', (data, isBinary) => {
@@ -165,6 +173,7 @@ export function runConnection(o: ConnectionOptions): Promise<ConnectionEnd> {
       clearTimeout(handshakeTimer);
       clearInterval(heartbeat);
       clearInterval(inventoryTimer);
+      detachMetrics?.();
       o.signal.removeEventListener('abort', stop);
       if (stopping) return resolve({ kind: 'stopped' });
       if (reloading) return resolve({ kind: 'reload' });
