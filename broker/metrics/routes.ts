@@ -39,7 +39,7 @@ const summary = z
 /** The analysis query: a GET's query string or a POST's body (the same fields). */
 function analysisQuery(coerce: boolean) {
   const int = (min: number, max: number) => (coerce ? z.coerce.number() : z.number()).int().min(min).max(max);
-  return z.object({
+  return z.strictObject({
     metric: z
       .enum(METRIC_NAMES as [string, ...string[]])
       .default('cpu.user')
@@ -94,7 +94,7 @@ export const metricsRoutes: RouteSpec[] = [
       SCOPE,
     access: 'metrics:read',
     params: z.object({ device_id: deviceId }),
-    query: z.object({
+    query: z.strictObject({
       from: unixSeconds.optional(),
       to: unixSeconds.optional(),
       label: z.enum(METRIC_LABELS).optional(),

@@ -161,9 +161,10 @@ export class MetricsService {
     }
     if (dropped > 0) this.deps.logger.warn({ deviceId, dropped, stored: accepted.length }, 'metrics samples dropped');
     if (accepted.length === 0) return { stored: 0, dropped };
+    // Spent before the first await: messages handled concurrently cannot both use the same room.
+    this.budget.set(deviceId, [hour, used + accepted.length]);
     const device = await this.deps.devices.getDevice(deviceId);
     if (device?.state !== 'approved' || !device.node) return { stored: 0, dropped: dropped + accepted.length };
-    this.budget.set(deviceId, [hour, used + accepted.length]);
     await this.deps.store.insert(deviceId, accepted, rollUp(accepted));
     return { stored: accepted.length, dropped };
   }
