@@ -33,8 +33,14 @@ describe('agent configuration', () => {
     expect(loadAgentConfig({ broker: 'https://b.example.com' })).toMatchObject({ metricsIntervalMs: 60_000, metricsFlushMs: 300_000, metricsQueueMax: 20_000 });
     const file = path.join(tmp(), 'agent.json');
     fs.writeFileSync(file, JSON.stringify({ broker: 'https://b.example.com', metrics_interval_ms: 10_000, metrics_flush_ms: 60_000, metrics_queue_max: 500 }));
-    expect(loadAgentConfig({ config: file, metricsIntervalMs: '5000' })).toMatchObject({ metricsIntervalMs: 5000, metricsFlushMs: 60_000, metricsQueueMax: 500 });
-    expect(() => loadAgentConfig({ broker: 'https://b.example.com', metricsIntervalMs: '10' })).toThrow(/metrics_interval_ms must be a whole number between 1000/);
+    expect(loadAgentConfig({ config: file, metricsIntervalMs: '5000' })).toMatchObject({
+      metricsIntervalMs: 5000,
+      metricsFlushMs: 60_000,
+      metricsQueueMax: 500,
+    });
+    expect(() => loadAgentConfig({ broker: 'https://b.example.com', metricsIntervalMs: '10' })).toThrow(
+      /metrics_interval_ms must be a whole number between 1000/,
+    );
     expect(() => loadAgentConfig({ broker: 'https://b.example.com', metricsQueueMax: '-1' })).toThrow(AgentConfigError);
   });
 

@@ -137,7 +137,7 @@ export function loadConfig(env: Env = process.env): Config {
     maxConnectionsPerAddress,
     recordingRetentionDays: integer(env, 'RECORDING_RETENTION_DAYS', 90, 1, 36500),
     metrics: {
-      rawRetentionHours: integer(env, 'METRICS_RAW_RETENTION_HOURS', 48, 1, 24 * 366),
+      rawRetentionHours: integer(env, 'METRICS_RAW_RETENTION_HOURS', 24, 1, 24 * 366),
       rollupRetentionDays: integer(env, 'METRICS_ROLLUP_RETENTION_DAYS', 400, 1, 3660),
       maxPerDeviceHour: integer(env, 'METRICS_MAX_PER_DEVICE_HOUR', 20_000, 1, 10_000_000),
     },

@@ -164,7 +164,17 @@ export async function createServices(config: Config, logger: Logger, store: Stor
 export async function closeServices(services: Services): Promise<void> {
   services.qbee.close();
   services.events.close();
-  for (const s of [services.remote, services.agents, services.metrics, services.enrol, services.inventory, services.files, services.devices, services.roles, services.users]) {
+  for (const s of [
+    services.remote,
+    services.agents,
+    services.metrics,
+    services.enrol,
+    services.inventory,
+    services.files,
+    services.devices,
+    services.roles,
+    services.users,
+  ]) {
     await s.close();
   }
   services.mail.close();

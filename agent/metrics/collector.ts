@@ -127,7 +127,8 @@ export class MetricsCollector {
       const now = await readNetworkTotals(this.procRoot);
       const before = this.netBefore;
       this.netBefore = now;
-      if (before) for (const d of networkDelta(now, before)) out.push({ label: 'network', ts, id: d.id, values: { rx_bytes: d.rx_bytes, tx_bytes: d.tx_bytes } });
+      if (before)
+        for (const d of networkDelta(now, before)) out.push({ label: 'network', ts, id: d.id, values: { rx_bytes: d.rx_bytes, tx_bytes: d.tx_bytes } });
     });
     await attempt('temperature', async () => {
       const celsius = await readCpuTemperature(this.sysRoot);

@@ -31,7 +31,10 @@ describe('samplers on this machine (read-only /proc)', () => {
     const now = await readCpuTimes('/proc');
     expect(now.user + now.system + now.idle).toBeGreaterThanOrEqual(before.user + before.system + before.idle);
     const pct = cpuPercent(now, before);
-    if (pct) for (const v of Object.values(pct)) expect(v).toBeGreaterThanOrEqual(0), expect(v).toBeLessThanOrEqual(100);
+    for (const v of Object.values(pct ?? {})) {
+      expect(v).toBeGreaterThanOrEqual(0);
+      expect(v).toBeLessThanOrEqual(100);
+    }
   });
 
   it('memory: KiB available below MemTotal, utilisation in percent', async () => {
@@ -109,6 +112,9 @@ describe('sampler arithmetic', () => {
     expect(await readCpuTemperature(path.join(tmp, 'nothing'))).toBeUndefined();
     // This machine's own zones, if any, read as a plausible temperature.
     const own = await readCpuTemperature('/sys');
-    if (own !== undefined) expect(own).toBeGreaterThan(-50), expect(own).toBeLessThan(150);
+    if (own !== undefined) {
+      expect(own).toBeGreaterThan(-50);
+      expect(own).toBeLessThan(150);
+    }
   });
 });

@@ -30,7 +30,10 @@ describe('downsampling into hourly cells', () => {
     const a = rollUp(samples.slice(0, 2));
     const b = rollUp(samples.slice(1, 2));
     const c = rollUp(samples.slice(0, 1));
-    const merged = mergeCells(c.find((x) => x.field === 'user')!, b.find((x) => x.field === 'user')!);
+    const merged = mergeCells(
+      c.find((x) => x.field === 'user')!,
+      b.find((x) => x.field === 'user')!,
+    );
     expect(merged).toEqual(a.find((x) => x.field === 'user'));
     expect(merged).toEqual(whole.find((x) => x.field === 'user' && x.bucket === 10 * H));
   });

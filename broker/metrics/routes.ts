@@ -49,7 +49,10 @@ function analysisQuery(coerce: boolean) {
     node_id: z.string().min(1).max(128).optional().describe('Only devices at or below this node (a group or a device); every device you reach when absent.'),
     from: int(0, 4_102_444_800).optional().describe('Unix seconds; default `to` minus 24 hours.'),
     to: int(0, 4_102_444_800).optional().describe('Unix seconds; default now.'),
-    group_by: z.enum(['device', 'hour']).default('device').describe('`device`: one value per device; `hour`: one value per hour over the devices. Default device.'),
+    group_by: z
+      .enum(['device', 'hour'])
+      .default('device')
+      .describe('`device`: one value per device; `hour`: one value per hour over the devices. Default device.'),
     order: z.enum(['asc', 'desc']).default('desc').describe('By value (group_by device) or by hour (group_by hour). Default desc.'),
     limit: int(1, 1000).default(10).describe('How many groups to answer (1..1000). Default 10.'),
   });

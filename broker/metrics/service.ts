@@ -193,12 +193,18 @@ export class MetricsService {
     if (q.resolution === 'raw' || (q.resolution !== 'hour' && rawCovers)) {
       const rows = await this.deps.store.raw(deviceId, from, to, MAX_SERIES_POINTS + 1);
       const items: MetricSample[] = [];
-      for (const row of rows) for (const s of row.samples) if (keep(s)) items.push({ label: s.label, ts: row.ts, ...(s.id ? { id: s.id } : {}), values: s.values });
+      for (const row of rows)
+        for (const s of row.samples) if (keep(s)) items.push({ label: s.label, ts: row.ts, ...(s.id ? { id: s.id } : {}), values: s.values });
       if (rows.length <= MAX_SERIES_POINTS && items.length <= MAX_SERIES_POINTS) return { items, total: items.length, resolution: 'raw', from, to };
       if (q.resolution === 'raw') {
-        throw new ApiError(400, 'too_many_points', `More than ${MAX_SERIES_POINTS} raw samples in this range: narrow it, name a label, or ask resolution=hour.`, {
-          field: 'resolution',
-        });
+        throw new ApiError(
+          400,
+          'too_many_points',
+          `More than ${MAX_SERIES_POINTS} raw samples in this range: narrow it, name a label, or ask resolution=hour.`,
+          {
+            field: 'resolution',
+          },
+        );
       }
     }
     // Hourly: each bucket overlapping the range, values averaged.

@@ -63,7 +63,11 @@ export class MetricsStore {
     const least = this.dialect === 'postgres' ? 'least' : 'min';
     const greatest = this.dialect === 'postgres' ? 'greatest' : 'max';
     await this.db.transaction().execute(async (trx) => {
-      for (let i = 0; i < raw.length; i += INSERT_BATCH) await trx.insertInto('metric_samples').values(raw.slice(i, i + INSERT_BATCH)).execute();
+      for (let i = 0; i < raw.length; i += INSERT_BATCH)
+        await trx
+          .insertInto('metric_samples')
+          .values(raw.slice(i, i + INSERT_BATCH))
+          .execute();
       for (let i = 0; i < cells.length; i += INSERT_BATCH) {
         const rows = cells.slice(i, i + INSERT_BATCH).map((c) => ({
           device_id: deviceId,

@@ -8,7 +8,14 @@ const cpu = { label: 'cpu', ts: NOW - 10, values: { user: 1.5, system: 2, iowait
 
 describe('checking what an agent sends', () => {
   it('keeps well-formed samples, dropping unknown value names', () => {
-    const r = checkMetricBatch([{ ...cpu, values: { ...cpu.values, extra: 5 } }, { label: 'filesystem', ts: NOW, id: '/', values: { avail: 5, use: 50 } }], NOW, OLDEST);
+    const r = checkMetricBatch(
+      [
+        { ...cpu, values: { ...cpu.values, extra: 5 } },
+        { label: 'filesystem', ts: NOW, id: '/', values: { avail: 5, use: 50 } },
+      ],
+      NOW,
+      OLDEST,
+    );
     expect(r).toEqual({
       accepted: [
         { label: 'cpu', ts: NOW - 10, values: { user: 1.5, system: 2, iowait: 0 } },
@@ -45,7 +52,11 @@ describe('checking what an agent sends', () => {
 
   it('refuses a batch that is not an array or is too long, keeping nothing of it', () => {
     expect(checkMetricBatch({ 0: cpu }, NOW, OLDEST).refused).toMatch(/not an array/);
-    const flood = checkMetricBatch(Array.from({ length: MAX_METRICS_BATCH + 1 }, () => cpu), NOW, OLDEST);
+    const flood = checkMetricBatch(
+      Array.from({ length: MAX_METRICS_BATCH + 1 }, () => cpu),
+      NOW,
+      OLDEST,
+    );
     expect(flood.refused).toMatch(/more than/);
     expect(flood.accepted).toEqual([]);
   });

@@ -183,7 +183,10 @@ describe('/analysis', () => {
 
 describe('GET /analysis/orgstats', () => {
   it('counts devices, online, OS, arch and agent versions over the devices reached; reports are not available here', async () => {
-    await t.broker.services.inventory.record(labDevice, { os: { name: 'Debian GNU/Linux', version: '12', pretty_name: 'Debian GNU/Linux 12 (bookworm)' }, arch: 'aarch64' });
+    await t.broker.services.inventory.record(labDevice, {
+      os: { name: 'Debian GNU/Linux', version: '12', pretty_name: 'Debian GNU/Linux 12 (bookworm)' },
+      arch: 'aarch64',
+    });
     const r = await t.api('GET', '/api/v2/analysis/orgstats', admin());
     expect(r.status).toBe(200);
     expect(r.body).toMatchObject({ devices: 3, online: 1, offline: 2, reports: { available: false, by_severity: null } });
