@@ -199,6 +199,31 @@ describe('GET /analysis/orgstats', () => {
   });
 });
 
+describe('retention', () => {
+  it('drops raw samples past METRICS_RAW_RETENTION_HOURS (the hourly roll-up stays) and roll-ups past METRICS_ROLLUP_RETENTION_DAYS', async () => {
+    const device = await t.addDevice({ name: 'old-1' });
+    const old = Math.floor((now - 30 * H) / H) * H; // 30 h ago: past the default 24 h of raw samples
+    await t.broker.services.metrics.ingest(device, [cpu(old + 60, 60), cpu(old + 120, 20)]);
+    const db = t.broker.services.store.db;
+    const ancient = Math.floor(now / H) * H - 500 * 86400; // past the default 400 days
+    await db
+      .insertInto('metric_rollups')
+      .values({ device_id: device, label: 'cpu', mid: '', field: 'user', bucket: ancient, n: 1, v_sum: 1, v_min: 1, v_max: 1 })
+      .execute();
+    const raw = () => t.api('GET', `/api/v2/device/${device}/metrics?from=${old}&to=${old + H}&resolution=raw`, admin());
+    expect((await raw()).body.total).toBe(2);
+
+    const removed = await t.broker.services.metrics.pruneNow();
+    expect(removed.raw).toBeGreaterThanOrEqual(1);
+    expect(removed.rollups).toBeGreaterThanOrEqual(1);
+    expect((await raw()).body.total).toBe(0);
+    const hourly = await t.api('GET', `/api/v2/device/${device}/metrics?from=${old}&to=${old + H}`, admin());
+    expect(hourly.body).toMatchObject({ resolution: 'hour', items: [{ label: 'cpu', ts: old, values: { user: 40 } }] });
+    const left = await db.selectFrom('metric_rollups').select('bucket').where('device_id', '=', device).where('field', '=', 'user').execute();
+    expect(left.map((r) => Number(r.bucket))).toEqual([old]);
+  });
+});
+
 describe('what a hostile agent sends', () => {
   const series = async () =>
     (await t.api('GET', `/api/v2/device/${online.id}/metrics?from=${now - H}&to=${now + 600}&label=cpu`, admin())).body.items as MetricSample[];
