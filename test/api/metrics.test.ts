@@ -222,6 +222,18 @@ describe('retention', () => {
     const left = await db.selectFrom('metric_rollups').select('bucket').where('device_id', '=', device).where('field', '=', 'user').execute();
     expect(left.map((r) => Number(r.bucket))).toEqual([old]);
   });
+
+  it("a removed device's samples and roll-ups go with it", async () => {
+    const device = await t.addDevice({ name: 'gone-1' });
+    await t.broker.services.metrics.ingest(device, [cpu(now - 60, 10)]);
+    const db = t.broker.services.store.db;
+    const count = async () =>
+      (await db.selectFrom('metric_samples').select('device_id').where('device_id', '=', device).execute()).length +
+      (await db.selectFrom('metric_rollups').select('device_id').where('device_id', '=', device).execute()).length;
+    expect(await count()).toBe(4);
+    expect((await t.api('DELETE', `/api/v2/inventory/${device}`, admin())).status).toBe(204);
+    expect(await count()).toBe(0);
+  });
 });
 
 describe('what a hostile agent sends', () => {
