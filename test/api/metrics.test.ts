@@ -203,7 +203,17 @@ describe('retention', () => {
   it('drops raw samples past METRICS_RAW_RETENTION_HOURS (the hourly roll-up stays) and roll-ups past METRICS_ROLLUP_RETENTION_DAYS', async () => {
     const device = await t.addDevice({ name: 'old-1' });
     const old = Math.floor((now - 30 * H) / H) * H; // 30 h ago: past the default 24 h of raw samples
-    await t.broker.services.metrics.ingest(device, [cpu(old + 60, 60), cpu(old + 120, 20)]);
+    // Two batches into one hour: the second is folded into the stored roll-up (sum, count, min, max).
+    await t.broker.services.metrics.ingest(device, [cpu(old + 60, 60)]);
+    await t.broker.services.metrics.ingest(device, [cpu(old + 120, 20)]);
+    for (const [aggregate, value] of [
+      ['avg', 40],
+      ['min', 20],
+      ['max', 60],
+    ] as const) {
+      const r = await t.api('POST', '/api/v2/analysis', { ...admin(), body: { node_id: device, from: old, to: old + H, aggregate } });
+      expect(r.body.items, aggregate).toEqual([{ device_id: device, title: 'old-1', value, samples: 2 }]);
+    }
     const db = t.broker.services.store.db;
     const ancient = Math.floor(now / H) * H - 500 * 86400; // past the default 400 days
     await db
