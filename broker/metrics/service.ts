@@ -105,6 +105,8 @@ export class MetricsService {
   private readonly now: () => number;
   /** device → [clock hour, samples stored in it]: the per-device flood bound. */
   private readonly budget = new Map<string, [number, number]>();
+  /** device → the clock hour it was last warned about: one warning per device and hour, the rest at debug. */
+  private readonly warned = new Map<string, number>();
   private pruneTimer?: NodeJS.Timeout;
   private pruning?: Promise<unknown>;
 
@@ -128,6 +130,7 @@ export class MetricsService {
     const now = this.now();
     const hour = Math.floor(now / 3600);
     for (const [device, [h]] of this.budget) if (h !== hour) this.budget.delete(device);
+    for (const [device, h] of this.warned) if (h !== hour) this.warned.delete(device);
     const run = this.deps.store.prune(now - this.deps.limits.rawRetentionHours * 3600, now - this.deps.limits.rollupRetentionDays * 86400);
     this.pruning = run.catch(() => undefined);
     try {
@@ -145,12 +148,12 @@ export class MetricsService {
   async ingest(deviceId: string, samples: unknown): Promise<{ stored: number; dropped: number }> {
     const now = this.now();
     const check = checkMetricBatch(samples, now, now - this.deps.limits.rollupRetentionDays * 86400);
+    const hour = Math.floor(now / 3600);
     if (check.refused) {
-      this.deps.logger.warn({ deviceId, reason: check.refused }, 'metrics batch refused');
+      this.warn(deviceId, hour, { reason: check.refused }, 'metrics batch refused');
       return { stored: 0, dropped: check.dropped };
     }
     let accepted = check.accepted;
-    const hour = Math.floor(now / 3600);
     const spent = this.budget.get(deviceId);
     const used = spent && spent[0] === hour ? spent[1] : 0;
     const room = Math.max(0, this.deps.limits.maxPerDeviceHour - used);
@@ -159,7 +162,7 @@ export class MetricsService {
       dropped += accepted.length - room;
       accepted = accepted.slice(0, room);
     }
-    if (dropped > 0) this.deps.logger.warn({ deviceId, dropped, stored: accepted.length }, 'metrics samples dropped');
+    if (dropped > 0) this.warn(deviceId, hour, { dropped, stored: accepted.length }, 'metrics samples dropped');
     if (accepted.length === 0) return { stored: 0, dropped };
     // Spent before the first await: messages handled concurrently cannot both use the same room.
     this.budget.set(deviceId, [hour, used + accepted.length]);
@@ -167,6 +170,16 @@ export class MetricsService {
     if (device?.state !== 'approved' || !device.node) return { stored: 0, dropped: dropped + accepted.length };
     await this.deps.store.insert(deviceId, accepted, rollUp(accepted));
     return { stored: accepted.length, dropped };
+  }
+
+  /** A device's misbehaviour is logged once an hour at warn (a hostile agent cannot fill the log), else at debug. */
+  private warn(deviceId: string, hour: number, detail: Record<string, unknown>, msg: string): void {
+    if (this.warned.get(deviceId) === hour) {
+      this.deps.logger.debug({ deviceId, ...detail }, msg);
+      return;
+    }
+    this.warned.set(deviceId, hour);
+    this.deps.logger.warn({ deviceId, ...detail }, `${msg} (further ones this hour at debug level)`);
   }
 
   /** The caller must reach the device: by device:read's resources when held, else any device in the tree. */
