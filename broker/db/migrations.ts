@@ -210,7 +210,7 @@ export function migrations(dialect: Dialect): Record<string, Migration> {
       },
     },
     '0010_metrics': {
-      // Device metrics: raw samples (one row per device and sample time, the samples as JSON) kept for
+      // Device metrics: raw samples (one row per device and sample time, the samples as compact JSON) kept for
       // a short window, and hourly roll-ups (count, sum, min, max per value) kept longer.
       async up(db: Kysely<unknown>) {
         const bigint = dialect === 'postgres' ? 'bigint' : 'integer';

@@ -155,7 +155,7 @@ export interface AuditTable extends Omit<AuditEntry, 'options' | 'message' | 'ty
   options: string;
 }
 
-/** Raw metric samples of one device at one time: `data` is the JSON array of qbee Metrics (without ts). */
+/** Raw metric samples of one device at one time: `data` is their compact JSON (broker/metrics/store.ts encodeSamples). */
 export interface MetricSamplesTable {
   device_id: string;
   /** Unix seconds (bigint on PostgreSQL: read it through Number()) */

@@ -3,7 +3,7 @@
  * roll-ups upserted batch by batch, the range reads the API needs and retention.
  */
 import { sql } from 'kysely';
-import type { MetricSample } from '../../shared/metrics.js';
+import { METRIC_FIELDS, type MetricLabel, type MetricSample } from '../../shared/metrics.js';
 import type { Db, Dialect } from '../db/database.js';
 import type { RollupCell } from './rollup.js';
 
@@ -36,13 +36,34 @@ export interface ValueSelector {
   to: number;
 }
 
-function parseSamples(json: string): Array<Omit<MetricSample, 'ts'>> {
+/**
+ * A raw row's samples as compact JSON — `[[label, id, [values in METRIC_FIELDS order]], …]` — about
+ * half the size of the Metric objects: raw rows are most of what metrics cost on disk.
+ */
+export function encodeSamples(samples: Array<Omit<MetricSample, 'ts'>>): string {
+  return JSON.stringify(samples.map((s) => [s.label, s.id ?? '', Object.keys(METRIC_FIELDS[s.label]).map((f) => s.values[f] ?? null)]));
+}
+
+export function decodeSamples(json: string): Array<Omit<MetricSample, 'ts'>> {
+  let rows: unknown;
   try {
-    const v: unknown = JSON.parse(json);
-    return Array.isArray(v) ? (v as Array<Omit<MetricSample, 'ts'>>) : [];
+    rows = JSON.parse(json);
   } catch {
     return [];
   }
+  if (!Array.isArray(rows)) return [];
+  const out: Array<Omit<MetricSample, 'ts'>> = [];
+  for (const row of rows) {
+    if (!Array.isArray(row) || typeof row[0] !== 'string' || !Object.prototype.hasOwnProperty.call(METRIC_FIELDS, row[0]) || !Array.isArray(row[2])) continue;
+    const label = row[0] as MetricLabel;
+    const values: Record<string, number> = {};
+    Object.keys(METRIC_FIELDS[label]).forEach((field, i) => {
+      const v: unknown = (row[2] as unknown[])[i];
+      if (typeof v === 'number') values[field] = v;
+    });
+    out.push({ label, ...(typeof row[1] === 'string' && row[1] ? { id: row[1] } : {}), values });
+  }
+  return out;
 }
 
 export class MetricsStore {
@@ -59,7 +80,7 @@ export class MetricsStore {
       if (list) list.push(rest);
       else byTs.set(ts, [rest]);
     }
-    const raw = [...byTs].map(([ts, list]) => ({ device_id: deviceId, ts, data: JSON.stringify(list) }));
+    const raw = [...byTs].map(([ts, list]) => ({ device_id: deviceId, ts, data: encodeSamples(list) }));
     const least = this.dialect === 'postgres' ? 'least' : 'min';
     const greatest = this.dialect === 'postgres' ? 'greatest' : 'max';
     await this.db.transaction().execute(async (trx) => {
@@ -107,7 +128,7 @@ export class MetricsStore {
       .orderBy('ts')
       .limit(limit)
       .execute();
-    return rows.map((r) => ({ ts: Number(r.ts), samples: parseSamples(r.data) }));
+    return rows.map((r) => ({ ts: Number(r.ts), samples: decodeSamples(r.data) }));
   }
 
   /** Raw rows of a device since `since`, newest first, at most `limit`. */
@@ -120,7 +141,7 @@ export class MetricsStore {
       .orderBy('ts', 'desc')
       .limit(limit)
       .execute();
-    return rows.map((r) => ({ ts: Number(r.ts), samples: parseSamples(r.data) }));
+    return rows.map((r) => ({ ts: Number(r.ts), samples: decodeSamples(r.data) }));
   }
 
   /** Roll-up cells of a device in [from, to) (buckets starting in the range), optionally one label. */
