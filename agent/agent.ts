@@ -16,6 +16,7 @@ import { runConnection } from './connection.js';
 import { StateDir, type EnrolmentState } from './identity.js';
 import { collectInventory } from './inventory.js';
 import { collectInventoryItems } from './inventory-items.js';
+import { MetricsCollector } from './metrics/collector.js';
 
 /** Exit codes: 0 stopped or reloading under a service manager; 78 (EX_CONFIG) nothing to retry with. */
 export const EXIT_OK = 0;
@@ -46,7 +47,20 @@ export class Agent {
   async run(): Promise<number> {
     while (!this.stopped) {
       const config = this.readConfig();
-      const outcome = await this.work(config);
+      // Metrics are sampled from start, connected or not; the connection sends what is queued.
+      const metrics = new MetricsCollector({
+        intervalMs: config.metricsIntervalMs,
+        flushMs: config.metricsFlushMs,
+        maxQueue: config.metricsQueueMax,
+        log: this.log,
+      });
+      await metrics.start();
+      let outcome: Outcome;
+      try {
+        outcome = await this.work(config, metrics);
+      } finally {
+        metrics.stop();
+      }
       if (outcome.kind === 'stopped') break;
       if (outcome.kind === 'fatal') {
         this.log.error(outcome.message);
@@ -65,7 +79,7 @@ export class Agent {
     return { kind: 'fatal', code, message };
   }
 
-  private async work(config: AgentConfig): Promise<Outcome> {
+  private async work(config: AgentConfig, metrics: MetricsCollector): Promise<Outcome> {
     const stateDir = new StateDir(config.stateDir);
     const log = this.log.child({ module: 'configuration' });
     const engine = new ConfigEngine({
@@ -74,13 +88,13 @@ export class Agent {
       log: (level, msg, detail) => log[level](detail ?? {}, msg),
     });
     try {
-      return await this.connect(config, stateDir, engine);
+      return await this.connect(config, stateDir, engine, metrics);
     } finally {
       engine.stop();
     }
   }
 
-  private async connect(config: AgentConfig, stateDir: StateDir, engine: ConfigEngine): Promise<Outcome> {
+  private async connect(config: AgentConfig, stateDir: StateDir, engine: ConfigEngine, metrics: MetricsCollector): Promise<Outcome> {
     const endpoint = new BrokerEndpoint(config.broker, config.caFile);
     if (!endpoint.secure && !['localhost', '127.0.0.1', '[::1]'].includes(endpoint.base.hostname)) {
       this.log.warn({ broker: endpoint.base.origin }, 'the broker URL is not https: traffic (the bootstrap key included) is not encrypted');
@@ -163,6 +177,7 @@ export class Agent {
         inventoryItems: () => collectInventoryItems((type, err) => log.warn({ type, err: err.message }, 'inventory type not collected')),
         inventoryIntervalMs: config.inventoryIntervalMs,
         config: engine,
+        metrics,
         signal: this.controller.signal,
         onWelcome: () => {
           log.info('connected to the broker');

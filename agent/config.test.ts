@@ -29,6 +29,21 @@ describe('agent configuration', () => {
     expect(c.stateDir).toBe(path.resolve('./agent-state'));
   });
 
+  it('takes the metrics interval, send interval and queue bound from the file or the command line, with defaults', () => {
+    expect(loadAgentConfig({ broker: 'https://b.example.com' })).toMatchObject({ metricsIntervalMs: 60_000, metricsFlushMs: 300_000, metricsQueueMax: 20_000 });
+    const file = path.join(tmp(), 'agent.json');
+    fs.writeFileSync(file, JSON.stringify({ broker: 'https://b.example.com', metrics_interval_ms: 10_000, metrics_flush_ms: 60_000, metrics_queue_max: 500 }));
+    expect(loadAgentConfig({ config: file, metricsIntervalMs: '5000' })).toMatchObject({
+      metricsIntervalMs: 5000,
+      metricsFlushMs: 60_000,
+      metricsQueueMax: 500,
+    });
+    expect(() => loadAgentConfig({ broker: 'https://b.example.com', metricsIntervalMs: '10' })).toThrow(
+      /metrics_interval_ms must be a whole number between 1000/,
+    );
+    expect(() => loadAgentConfig({ broker: 'https://b.example.com', metricsQueueMax: '-1' })).toThrow(AgentConfigError);
+  });
+
   it('takes the bootstrap key from a file or the environment, so it need not show in the process list', () => {
     const d = tmp();
     const keyFile = path.join(d, 'key');

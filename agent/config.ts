@@ -19,6 +19,10 @@ export interface AgentConfig {
   retryMaxMs: number;
   /** How often the inventory is reported while connected. */
   inventoryIntervalMs: number;
+  /** How often metrics are sampled, how often the queue is sent, and how many samples wait at most. */
+  metricsIntervalMs: number;
+  metricsFlushMs: number;
+  metricsQueueMax: number;
 }
 
 /** What the command line gives; each field overrides the config file's. */
@@ -35,6 +39,9 @@ export interface AgentFlags {
   retryMinMs?: string;
   retryMaxMs?: string;
   inventoryIntervalMs?: string;
+  metricsIntervalMs?: string;
+  metricsFlushMs?: string;
+  metricsQueueMax?: string;
 }
 
 export class AgentConfigError extends Error {}
@@ -50,6 +57,9 @@ const FILE_KEYS: Record<string, keyof AgentConfig | 'bootstrapKeyFile'> = {
   retry_min_ms: 'retryMinMs',
   retry_max_ms: 'retryMaxMs',
   inventory_interval_ms: 'inventoryIntervalMs',
+  metrics_interval_ms: 'metricsIntervalMs',
+  metrics_flush_ms: 'metricsFlushMs',
+  metrics_queue_max: 'metricsQueueMax',
 };
 
 export const DEFAULTS = {
@@ -58,6 +68,9 @@ export const DEFAULTS = {
   retryMinMs: 1000,
   retryMaxMs: 60_000,
   inventoryIntervalMs: 10 * 60_000,
+  metricsIntervalMs: 60_000,
+  metricsFlushMs: 5 * 60_000,
+  metricsQueueMax: 20_000,
 };
 
 const LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'];
@@ -170,5 +183,8 @@ export function loadAgentConfig(flags: AgentFlags, env: NodeJS.ProcessEnv = proc
     retryMinMs,
     retryMaxMs,
     inventoryIntervalMs: integer('inventory_interval_ms', pick('inventoryIntervalMs') ?? DEFAULTS.inventoryIntervalMs, 1000, 86_400_000),
+    metricsIntervalMs: integer('metrics_interval_ms', pick('metricsIntervalMs') ?? DEFAULTS.metricsIntervalMs, 1000, 86_400_000),
+    metricsFlushMs: integer('metrics_flush_ms', pick('metricsFlushMs') ?? DEFAULTS.metricsFlushMs, 1000, 86_400_000),
+    metricsQueueMax: integer('metrics_queue_max', pick('metricsQueueMax') ?? DEFAULTS.metricsQueueMax, 100, 1_000_000),
   };
 }

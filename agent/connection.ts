@@ -39,6 +39,8 @@ export interface ConnectionOptions {
   inventoryIntervalMs: number;
   /** applies the configuration the broker sends (and fetches its files over `file` channels) */
   config?: ConfigEngine;
+  /** Where metrics samples wait: handed a sender while the connection is up (agent/metrics). */
+  metrics?: { attach(send: (msg: ControlMessage) => void): () => void };
   signal: AbortSignal;
   /** Called once the broker has welcomed the agent. */
   onWelcome?: (info: { heartbeatMs: number }) => void;
@@ -55,6 +57,7 @@ export function runConnection(o: ConnectionOptions): Promise<ConnectionEnd> {
     let mux: Mux | undefined;
     let heartbeat: NodeJS.Timeout | undefined;
     let inventoryTimer: NodeJS.Timeout | undefined;
+    let detachMetrics: (() => void) | undefined;
     let lastHeard = Date.now();
 
     const ws = new WebSocket(o.endpoint.wsUrl, {
@@ -163,6 +166,11 @@ export function runConnection(o: ConnectionOptions): Promise<ConnectionEnd> {
       void sendInventory();
       const connected = mux;
       o.config?.attach((msg) => connected.send(msg));
+      const metricsMux = mux;
+      detachMetrics = o.metrics?.attach((msg) => {
+        if (ws.readyState !== WebSocket.OPEN) throw new Error('connection closed');
+        metricsMux.send(msg);
+      });
     };
 
     ws.on('message', (data, isBinary) => {
@@ -208,6 +216,7 @@ export function runConnection(o: ConnectionOptions): Promise<ConnectionEnd> {
       clearInterval(heartbeat);
       clearInterval(inventoryTimer);
       if (welcomed) o.config?.detach();
+      detachMetrics?.();
       o.signal.removeEventListener('abort', stop);
       if (stopping) return resolve({ kind: 'stopped' });
       if (reloading) return resolve({ kind: 'reload' });

@@ -42,6 +42,9 @@ function parseFlags(argv: string[]): AgentFlags {
     .addOption(new Option('--retry-min-ms <ms>', 'first reconnect backoff ceiling (default 1000)').hideHelp())
     .addOption(new Option('--retry-max-ms <ms>', 'reconnect backoff cap (default 60000)').hideHelp())
     .addOption(new Option('--inventory-interval-ms <ms>', 'inventory report interval (default 600000)').hideHelp())
+    .option('--metrics-interval-ms <ms>', 'how often metrics are sampled (default 60000)')
+    .option('--metrics-flush-ms <ms>', 'how often queued metrics are sent to the broker (default 300000)')
+    .option('--metrics-queue-max <n>', 'samples kept while the broker is out of reach; the oldest go first (default 20000)')
     .exitOverride()
     .configureOutput({ writeErr: (s) => process.stderr.write(s) });
   try {

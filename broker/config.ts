@@ -62,6 +62,8 @@ export interface Config {
   consoleDetachGraceSeconds: number;
   /** Where GET /install.sh and GET /install/{artifact} take the agent build from (`npm run build:agent`). */
   agentArtifactsDir: string;
+  /** Device metrics: raw samples kept (hours), hourly roll-ups kept (days), samples stored per device and hour at most. */
+  metrics: { rawRetentionHours: number; rollupRetentionDays: number; maxPerDeviceHour: number };
 }
 
 export class ConfigError extends Error {
@@ -164,5 +166,10 @@ export function loadConfig(env: Env = process.env): Config {
     stripePriceId: env.STRIPE_PRICE_ID || undefined,
     consoleDetachGraceSeconds: integer(env, 'CONSOLE_DETACH_GRACE_SECONDS', 60, 0, 3600),
     agentArtifactsDir: path.resolve(env.AGENT_ARTIFACTS_DIR || 'dist/agent'),
+    metrics: {
+      rawRetentionHours: integer(env, 'METRICS_RAW_RETENTION_HOURS', 24, 1, 24 * 366),
+      rollupRetentionDays: integer(env, 'METRICS_ROLLUP_RETENTION_DAYS', 400, 1, 3660),
+      maxPerDeviceHour: integer(env, 'METRICS_MAX_PER_DEVICE_HOUR', 20_000, 1, 10_000_000),
+    },
   };
 }

@@ -10,6 +10,7 @@ import { defineRoute, type RouteSpec } from './http/route.js';
 import { routeKey, SPEC_CALLS } from './http/spec-calls.js';
 import { installRoutes } from './install/routes.js';
 import { inventoryRoutes } from './inventory/routes.js';
+import { metricsRoutes } from './metrics/routes.js';
 import { remoteRoutes } from './remote/routes.js';
 import { rolesRoutes } from './roles/routes.js';
 import { usersRoutes } from './users/routes.js';
@@ -49,6 +50,7 @@ export function routeTable(): RouteSpec[] {
     ...auditRoutes,
     ...enrolRoutes,
     ...inventoryRoutes,
+    ...metricsRoutes,
     ...remoteRoutes,
     ...reportsRoutes,
     ...companyRoutes,

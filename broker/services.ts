@@ -16,6 +16,9 @@ import { FilesService } from './files/service.js';
 import { UpgradeRouter } from './http/upgrade.js';
 import { InventoryService } from './inventory/service.js';
 import { MailService } from './mail/service.js';
+import { MetricsService } from './metrics/service.js';
+import { storedFleetFacts } from './metrics/orgstats.js';
+import { MetricsStore } from './metrics/store.js';
 import { QbeeTransport } from './qbee/transport.js';
 import { DeviceEventStream } from './events/stream.js';
 import { RemoteService } from './remote/service.js';
@@ -49,6 +52,8 @@ export interface Services {
   files: FilesService;
   enrol: EnrolService;
   inventory: InventoryService;
+  /** Device metrics (agents' samples, series, analysis, fleet counts). */
+  metrics: MetricsService;
   /** Agents connected to this broker (connection facts, status). */
   agents: AgentHub;
   /** How remote access, enrolment and inventory reach agents: the hub, or what wraps it. */
@@ -121,6 +126,18 @@ export async function createServices(config: Config, logger: Logger, store: Stor
   agents.handle('inventory_item', (deviceId, msg) => inventory.recordItem(deviceId, msg));
   // The group tree's online status is the live connection state.
   devices.setOnlineSource((deviceId) => locator.isConnected(deviceId));
+  // Reports by severity join /analysis/orgstats once a reports domain exists: pass its counter as `reports`.
+  const metrics = new MetricsService({
+    store: new MetricsStore(store.db, store.dialect),
+    limits: config.metrics,
+    logger,
+    access,
+    devices,
+    fleet: storedFleetFacts(store.db, (deviceId) => locator.isConnected(deviceId)),
+    // the reports domain is made below; orgstats asks it only when called
+    reports: (deviceIds) => reports.severityCounts(deviceIds),
+  });
+  agents.handle('metrics', (deviceId, msg) => metrics.ingest(deviceId, msg.samples).then(() => undefined));
   const remote = new RemoteService({ config, logger, db: store.db, upgrades, auth, access, audit, locator });
   const events = new DeviceEventStream({ hub: agents, access, logger });
   const qbee = new QbeeTransport({ logger, upgrades, auth, audit, sessions: remote.sessions, remote });
@@ -176,6 +193,7 @@ export async function createServices(config: Config, logger: Logger, store: Stor
     files,
     enrol,
     inventory,
+    metrics,
     agents,
     locator,
     remote,
@@ -189,7 +207,7 @@ export async function createServices(config: Config, logger: Logger, store: Stor
   };
   await auth.init();
   await audit.init();
-  for (const s of [users, roles, devices, files, enrol, inventory, agents, remote, reports, configuration]) {
+  for (const s of [users, roles, devices, files, enrol, inventory, metrics, agents, remote, reports, configuration]) {
     await s.init();
   }
   qbee.init();
@@ -206,6 +224,7 @@ export async function closeServices(services: Services): Promise<void> {
     services.reports,
     services.remote,
     services.agents,
+    services.metrics,
     services.enrol,
     services.inventory,
     services.files,

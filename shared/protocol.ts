@@ -10,6 +10,7 @@
  */
 
 import type { AgentRefusalCode } from './codes.js';
+import type { MetricSample } from './metrics.js';
 
 export const AGENT_WS_PATH = '/api/v2/agent/ws';
 export const AGENT_ENROL_PATH = '/api/v2/agent/enrol';
@@ -140,6 +141,8 @@ export type ControlMessage =
   | { t: 'file_refused'; id: string; error: string }
   /** agent → broker: reports outside a configuration run (watchers, agent events) */
   | { t: 'reports'; reports: AgentReport[] }
+  /** agent → broker: a batch of metric samples (qbee's Metric shape, at most MAX_METRICS_BATCH) */
+  | { t: 'metrics'; samples: MetricSample[] }
   // channels
   | { t: 'open'; ch: number; kind: ChannelKind; params: ChannelParams }
   | { t: 'opened'; ch: number; info?: Record<string, unknown> }

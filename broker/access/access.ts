@@ -279,6 +279,16 @@ export class AccessService {
   }
 
   /**
+   * The permission whose resources limit which devices' metrics a caller reaches, in a device's
+   * series and in fleet aggregations (analysis, organisation statistics). metrics:read and
+   * analysis:read do not accept resources, so alone they reach every device; a caller who also holds
+   * device:read reaches the devices their device:read resources match, and no others.
+   */
+  fleetScope(principal: Principal, permission: 'metrics:read' | 'analysis:read'): Permission {
+    return principal.has('device:read') ? 'device:read' : permission;
+  }
+
+  /**
    * May the principal see this live remote session in the operator's list? Their own, and those
    * on devices their `remote-access:manage` covers (see maySeeRemoteSession).
    */

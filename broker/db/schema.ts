@@ -180,6 +180,29 @@ export interface AuditTable extends Omit<AuditEntry, 'options' | 'message' | 'ty
   options: string;
 }
 
+/** Raw metric samples of one device at one time: `data` is their compact JSON (broker/metrics/store.ts encodeSamples). */
+export interface MetricSamplesTable {
+  device_id: string;
+  /** Unix seconds (bigint on PostgreSQL: read it through Number()) */
+  ts: number | string;
+  data: string;
+}
+
+/** Hourly roll-up of one value (label, id, field) of one device: count, sum, min and max. */
+export interface MetricRollupsTable {
+  device_id: string;
+  label: string;
+  /** the sample id (mount point, interface), '' for none */
+  mid: string;
+  field: string;
+  /** start of the hour, Unix seconds */
+  bucket: number | string;
+  n: number | string;
+  v_sum: number;
+  v_min: number;
+  v_max: number;
+}
+
 export interface Database {
   users: UsersTable;
   roles: RolesTable;
@@ -204,6 +227,8 @@ export interface Database {
   config_commits: ConfigCommitsTable;
   config_entities: ConfigEntitiesTable;
   device_config: DeviceConfigTable;
+  metric_samples: MetricSamplesTable;
+  metric_rollups: MetricRollupsTable;
 }
 
 /** One agent report (qbee's configuration Report), as received. */

@@ -153,7 +153,7 @@ export class DevicesStore {
   }
 
   /**
-   * Removes a device's record, inventory and node. True when any existed. The device row goes
+   * Removes a device's record, inventory, metrics and node. True when any existed. The device row goes
    * first: an attribute change locks it before the node, and the same order cannot deadlock.
    */
   async deleteDevice(db: Db, deviceId: string): Promise<boolean> {
@@ -161,6 +161,8 @@ export class DevicesStore {
     await db.deleteFrom('inventory').where('device_id', '=', deviceId).execute();
     await db.deleteFrom('inventory_items').where('device_id', '=', deviceId).execute();
     await db.deleteFrom('inventory_packages').where('device_id', '=', deviceId).execute();
+    await db.deleteFrom('metric_samples').where('device_id', '=', deviceId).execute();
+    await db.deleteFrom('metric_rollups').where('device_id', '=', deviceId).execute();
     const node = await db.deleteFrom('nodes').where('node_id', '=', deviceId).where('type', '=', 'device').executeTakeFirst();
     return Number(node.numDeletedRows) + Number(device.numDeletedRows) > 0;
   }

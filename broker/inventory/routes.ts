@@ -287,17 +287,4 @@ export const inventoryRoutes: RouteSpec[] = [
       return status.remote_access && edge ? { ...status, edge, edge_version: 1 as const } : status;
     },
   }),
-  defineRoute({
-    method: 'get',
-    path: '/device/{device_id}/metrics/latest',
-    tag: 'devices',
-    summary: 'Latest metrics of a device (not collected yet)',
-    description:
-      "qbee's latest device metrics (filesystem, CPU, load, memory). This broker does not collect metrics yet: the call answers 501 `not_implemented`, " +
-      'after authentication and the metrics:read check, for a well-formed device id.',
-    access: 'metrics:read',
-    params: z.object({ device_id: deviceId }),
-    notImplemented: true,
-    handler: async () => undefined,
-  }),
 ];

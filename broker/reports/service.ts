@@ -310,6 +310,21 @@ export class ReportsService {
     };
   }
 
+  /** Reports by severity over the given devices (everyone's, read or not): the fleet counts of /analysis/orgstats. */
+  async severityCounts(deviceIds: string[]): Promise<Record<ReportSeverity, number>> {
+    const out: Record<ReportSeverity, number> = { INFO: 0, WARN: 0, ERR: 0, CRIT: 0 };
+    for (let i = 0; i < deviceIds.length; i += ID_BATCH) {
+      const rows = await this.deps.db
+        .selectFrom('reports')
+        .where('device_id', 'in', deviceIds.slice(i, i + ID_BATCH))
+        .select((eb) => ['sev', eb.fn.countAll<string | number>().as('n')])
+        .groupBy('sev')
+        .execute();
+      for (const row of rows) if (SEVERITIES.includes(row.sev as ReportSeverity)) out[row.sev as ReportSeverity] += Number(row.n);
+    }
+    return out;
+  }
+
   /** Counts by device and severity, read and all, of the given devices for one user. */
   private async counts(ids: string[], userId: string): Promise<Map<string, ReportCounts>> {
     const out = new Map<string, ReportCounts>();

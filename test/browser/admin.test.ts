@@ -22,10 +22,10 @@ describe('roles', () => {
       .evaluateAll((els) =>
         els.map((o) => ({ value: (o as HTMLOptionElement).value, text: o.textContent ?? '', disabled: (o as HTMLOptionElement).disabled })),
       );
-    const analysis = options.findIndex((o) => o.value === 'analysis:read');
-    expect(options[analysis]).toMatchObject({ disabled: true });
-    expect(options[analysis].text).toContain('(not built yet)');
-    expect(analysis).toBeGreaterThan(options.findIndex((o) => o.value === 'users:manage'));
+    const cve = options.findIndex((o) => o.value === 'cve:read');
+    expect(options[cve]).toMatchObject({ disabled: true });
+    expect(options[cve].text).toContain('(not built yet)');
+    expect(cve).toBeGreaterThan(options.findIndex((o) => o.value === 'users:manage'));
     expect(options.find((o) => o.value === 'device:read')).toMatchObject({ disabled: false });
     // The new grant has one empty resource row: it is refused, not saved as "all devices".
     expect(await policy.locator('.resource-row .field-error').textContent()).toContain('type * for all devices');

@@ -251,6 +251,16 @@ export const FileStats: GoShape = { struct: { count_files: 'int', quota: 'int', 
 
 export const DeviceStatus: GoShape = { struct: { uuid: 'string', remote_access: 'bool', edge: 'string', edge_version: 'uint8' } };
 
+/** metrics.go MetricsSummary. */
+export const MetricsSummary: GoShape = {
+  struct: {
+    filesystem: { struct: { reported: 'int', mounts: { slice: { struct: { path: 'string', used: 'int', available: 'int' } } } } },
+    cpu: { struct: { reported: 'int', user: 'float', system: 'float', io: 'float' } },
+    load: { struct: { reported: 'int', '1min': 'float', '5min': 'float', '15min': 'float' } },
+    memory: { struct: { reported: 'int', free: 'int', util: 'int', swap: 'int' } },
+  },
+};
+
 export const LoginResponse: GoShape = { struct: { token: 'string' } };
 
 export const OAuth2DeviceAuthorizationResponse: GoShape = {

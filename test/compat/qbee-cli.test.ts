@@ -26,6 +26,7 @@ import {
   GroupTree,
   InventoryListResponse,
   LoginResponse,
+  MetricsSummary,
   OAuth2DeviceAuthorizationResponse as DeviceAuthorizationResponse,
   OAuth2TokenResponse,
   PendingDevices,
@@ -356,10 +357,28 @@ describe('devices (device.go, runagent.go, metrics.go)', () => {
     }
   });
 
-  it('GetLatestMetrics: the route exists behind metrics:read and says there are no metrics yet', async () => {
-    const r = await t.api('GET', `/api/v2/device/${device}/metrics/latest`, admin());
-    expect(r.status).toBe(501);
-    expect(r.body).toMatchObject({ code: 501, error: 'not_implemented' });
+  it('GetLatestMetrics: the newest samples of the last hour decode into MetricsSummary; metrics:read is needed', async () => {
+    const now = Math.floor(Date.now() / 1000);
+    conn.send({
+      t: 'metrics',
+      samples: [
+        { label: 'cpu', ts: now - 60, values: { user: 12.5, system: 3.25, iowait: 0.5 } },
+        { label: 'memory', ts: now - 60, values: { memfree: 2048000, memutil: 41, swaputil: 0 } },
+        { label: 'loadavg_weighted', ts: now - 60, values: { '1min': 0.5, '5min': 0.25, '15min': 0.1 } },
+        { label: 'filesystem', ts: now - 60, id: '/', values: { avail: 1234567, use: 37 } },
+      ],
+    });
+    const r = await eventually(async () => {
+      const a = await t.api('GET', `/api/v2/device/${device}/metrics/latest`, admin());
+      return a.status === 200 && a.body.cpu.reported > 0 ? a : undefined;
+    });
+    expectDecodes(r.body, MetricsSummary);
+    expect(r.body).toMatchObject({
+      cpu: { reported: now - 60, user: 12.5, system: 3.25, io: 0.5 },
+      memory: { free: 2048000, util: 41, swap: 0 },
+      load: { '1min': 0.5 },
+      filesystem: { mounts: [{ path: '/', used: 37, available: 1234567 }] },
+    });
     const nobody = await t.tokenWith([]);
     expect((await t.api('GET', `/api/v2/device/${device}/metrics/latest`, { token: nobody })).status).toBe(403);
   });
