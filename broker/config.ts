@@ -138,14 +138,19 @@ export function loadConfig(env: Env = process.env): Config {
   }
   if (!['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'].includes(logLevel)) throw new ConfigError('LOG_LEVEL', `unknown level "${logLevel}"`);
   const port = integer(env, 'PORT', 8080, 0, 65535);
-  const host = os.hostname().replace(/[^A-Za-z0-9.-]/g, '-').slice(0, 60) || 'broker';
+  const host =
+    os
+      .hostname()
+      .replace(/[^A-Za-z0-9.-]/g, '-')
+      .slice(0, 60) || 'broker';
   const brokerId = env.BROKER_ID || (port === 0 ? `${host}-${crypto.randomBytes(4).toString('hex')}` : `${host}:${port}`);
   if (!/^[A-Za-z0-9._:-]{1,100}$/.test(brokerId)) throw new ConfigError('BROKER_ID', 'must be 1 to 100 letters, digits, dots, colons, dashes or underscores');
   if (env.BROKER_PEER_URL && !/^https?:\/\/[^/?#\s]+\/?$/.test(env.BROKER_PEER_URL)) {
     throw new ConfigError('BROKER_PEER_URL', 'must be http(s)://host[:port] without a path');
   }
   if (env.CLUSTER_SECRET && env.CLUSTER_SECRET.length < 32) throw new ConfigError('CLUSTER_SECRET', 'must be at least 32 characters');
-  if (env.CLUSTER_SECRET && !/^postgres/.test(databaseUrl)) throw new ConfigError('CLUSTER_SECRET', 'several brokers share a PostgreSQL database: set DATABASE_URL to postgres://…');
+  if (env.CLUSTER_SECRET && !/^postgres/.test(databaseUrl))
+    throw new ConfigError('CLUSTER_SECRET', 'several brokers share a PostgreSQL database: set DATABASE_URL to postgres://…');
   return {
     port,
     host: env.HOST || '0.0.0.0',

@@ -100,7 +100,14 @@ export async function createServices(config: Config, logger: Logger, store: Stor
   const access = new AccessService(new DeviceScopes(store.db, epoch));
   // Several brokers on one database: audit's restart closes only this broker's sessions (and gone ones').
   const cluster: ClusterService | undefined = config.clusterSecret
-    ? new ClusterService({ config, logger, db: store.db, upgrades, epoch, sessions: { closeOpenSessions: (reason, keep) => audit.closeOpenSessions(reason, keep) } })
+    ? new ClusterService({
+        config,
+        logger,
+        db: store.db,
+        upgrades,
+        epoch,
+        sessions: { closeOpenSessions: (reason, keep) => audit.closeOpenSessions(reason, keep) },
+      })
     : undefined;
   const audit: AuditService = new AuditService(store.db, store.dialect, {
     brokerId: config.brokerId,
@@ -192,15 +199,7 @@ export async function closeServices(services: Services): Promise<void> {
   await services.remote.close();
   // Leaves the cluster before the agents go: one DELETE for their presence, not one per agent.
   await services.cluster?.close();
-  for (const s of [
-    services.agents,
-    services.enrol,
-    services.inventory,
-    services.files,
-    services.devices,
-    services.roles,
-    services.users,
-  ]) {
+  for (const s of [services.agents, services.enrol, services.inventory, services.files, services.devices, services.roles, services.users]) {
     await s.close();
   }
   services.mail.close();

@@ -76,9 +76,7 @@ export class ClusterBus extends EventEmitter<ClusterBusEvents> {
   private readonly channel: string;
   private readonly log: Logger;
 
-  constructor(
-    private readonly deps: { databaseUrl: string; schema: string; db: Db; logger: Logger },
-  ) {
+  constructor(private readonly deps: { databaseUrl: string; schema: string; db: Db; logger: Logger }) {
     super();
     this.channel = notifyChannel(deps.schema);
     this.log = deps.logger.child({ module: 'cluster-bus' });

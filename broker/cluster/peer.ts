@@ -158,7 +158,14 @@ export class PeerLinks {
       }
       const nonce = crypto.randomBytes(32).toString('base64url');
       const welcome = nextMessage(ws, HANDSHAKE_TIMEOUT_MS);
-      ws.send(JSON.stringify({ t: 'peer_auth', broker_id: this.deps.brokerId, nonce, mac: peerMac(this.deps.secret, 'client', first.nonce, this.deps.brokerId, peer) }));
+      ws.send(
+        JSON.stringify({
+          t: 'peer_auth',
+          broker_id: this.deps.brokerId,
+          nonce,
+          mac: peerMac(this.deps.secret, 'client', first.nonce, this.deps.brokerId, peer),
+        }),
+      );
       const answer = await welcome;
       if (answer.t !== 'peer_welcome' || !macMatches(answer.mac, peerMac(this.deps.secret, 'server', nonce, peer, this.deps.brokerId))) {
         throw new Error(`the broker at ${url} did not prove the cluster secret`);
@@ -232,10 +239,9 @@ export class PeerLinks {
   // ---- both ends ---------------------------------------------------------------------------------
 
   private established(ws: WebSocket, peer: string, outbound: boolean): PeerLink {
-    let mux: Mux | undefined;
     // Registered before the mux's own listener: channels of a lost link end saying so.
-    ws.once('close', () => mux?.close(PeerClose.lost, `the link to broker ${peer} was lost`));
-    mux = new Mux(ws, { channelIds: outbound ? 'odd' : 'even', onOpen: this.deps.serve });
+    ws.once('close', () => mux.close(PeerClose.lost, `the link to broker ${peer} was lost`));
+    const mux = new Mux(ws, { channelIds: outbound ? 'odd' : 'even', onOpen: this.deps.serve });
     const link: PeerLink = { peer, mux, outbound };
     let set = this.links.get(peer);
     if (!set) this.links.set(peer, (set = new Set()));

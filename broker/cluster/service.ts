@@ -287,7 +287,11 @@ export class ClusterService {
       const keep = [this.me, ...(await this.otherLiveBrokers())];
       const closed = await this.deps.sessions.closeOpenSessions(`broker ${id} stopped (no heartbeat)`, keep);
       if (closed > 0) this.log.info({ peer: id, closed }, 'open sessions of a gone broker closed in the audit');
-      await this.deps.db.deleteFrom('agent_presence').where('broker_id', '=', id).where('seen_at', '<=', Date.now() - this.expiryMs).execute();
+      await this.deps.db
+        .deleteFrom('agent_presence')
+        .where('broker_id', '=', id)
+        .where('seen_at', '<=', Date.now() - this.expiryMs)
+        .execute();
       await this.deps.db.deleteFrom('cluster_brokers').where('broker_id', '=', id).where('heartbeat_at', '=', broker.heartbeat).execute();
     }
   }

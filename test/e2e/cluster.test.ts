@@ -5,32 +5,22 @@
  * whose presence expires, whose relayed sessions end with a reason and whose audit is closed by
  * the survivors; a broker's restart leaving the sessions of the others open.
  */
-import { spawn, type ChildProcess } from 'node:child_process';
 import crypto from 'node:crypto';
 import fs from 'node:fs';
 import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
-import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import WebSocket from 'ws';
 import { PEER_PRE_AUTH_MAX_BYTES, PEER_WS_PATH, peerMac } from '../../broker/cluster/peer.js';
 import { dropSchema } from '../../broker/db/database.js';
 import { echoServer, eventually, startAgent, type TestAgent } from '../support/agent.js';
 import { PG_URL, startTestBroker, type TestBroker } from '../support/broker.js';
+import { clusterEnv, spawnBroker } from '../support/cluster.js';
 import { connectRemote } from '../support/remote-ws.js';
 
-const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..', '..');
-const schema = `t_cluster_${crypto.randomBytes(5).toString('hex')}`;
-const SECRET = crypto.randomBytes(32).toString('hex');
 const HEARTBEAT_MS = 300;
-const common = {
-  DATABASE_URL: PG_URL,
-  DATABASE_SCHEMA: schema,
-  CLUSTER_SECRET: SECRET,
-  JWT_SECRET: crypto.randomBytes(32).toString('hex'),
-  CLUSTER_HEARTBEAT_MS: String(HEARTBEAT_MS),
-};
+const { schema, secret: SECRET, env: common } = clusterEnv(HEARTBEAT_MS);
 
 let a: TestBroker;
 let b: TestBroker;
@@ -53,41 +43,6 @@ async function bootstrapKey(t: TestBroker): Promise<string> {
   const created = await t.api('POST', '/api/v2/bootstrapkey', { token: t.adminToken, body: { auto_accept: true } });
   expect(created.status).toBe(200);
   return Object.keys(created.body)[0];
-}
-
-async function freePort(): Promise<number> {
-  const server = net.createServer();
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  const port = (server.address() as net.AddressInfo).port;
-  await new Promise((resolve) => server.close(resolve));
-  return port;
-}
-
-/** A broker as its own process (so it can be killed with SIGKILL), in the same cluster. */
-async function spawnBroker(id: string): Promise<{ url: string; child: ChildProcess; output: string[] }> {
-  const port = await freePort();
-  const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'fleet-cluster-'));
-  cleanup.push(() => fs.rmSync(dataDir, { recursive: true, force: true }));
-  const output: string[] = [];
-  // One process (node with the tsx loader), so SIGKILL kills the broker itself, not a wrapper.
-  const child = spawn(process.execPath, ['--import', 'tsx', path.join(ROOT, 'broker', 'main.ts')], {
-    cwd: ROOT,
-    env: { ...process.env, ...common, BROKER_ID: id, PORT: String(port), HOST: '127.0.0.1', DATA_DIR: dataDir, LOG_LEVEL: 'warn' },
-    stdio: ['ignore', 'pipe', 'pipe'],
-  });
-  child.stdout?.on('data', (d) => output.push(String(d)));
-  child.stderr?.on('data', (d) => output.push(String(d)));
-  cleanup.push(() => void child.kill('SIGKILL'));
-  const url = `http://127.0.0.1:${port}`;
-  await eventually(
-    async () => {
-      if (child.exitCode !== null) throw new Error(`broker ${id} exited: ${output.join('')}`);
-      return (await fetch(`${url}/api/v2/openapi.json`).catch(() => undefined))?.status === 200;
-    },
-    60_000,
-    `broker ${id} to listen`,
-  );
-  return { url, child, output };
 }
 
 beforeAll(async () => {
@@ -130,10 +85,14 @@ describe('a user on broker B, the agent on broker A', () => {
     expect((await s.closed).code).toBe(1000);
     expect(b.broker.services.cluster?.links.size).toBe(1);
     expect(a.broker.services.cluster?.links.size).toBe(1);
-    const [end, start] = await eventually(async () => {
-      const entries = await audit(b, `device_id=${device}&action=console`);
-      return entries[0]?.event === 'remote.console.end' && entries;
-    }, 5000, 'the end entry');
+    const [end, start] = await eventually(
+      async () => {
+        const entries = await audit(b, `device_id=${device}&action=console`);
+        return entries[0]?.event === 'remote.console.end' && entries;
+      },
+      5000,
+      'the end entry',
+    );
     expect(start).toMatchObject({ event: 'remote.console.start', result: 'allowed' });
     expect(end).toMatchObject({ event: 'remote.console.end', ref_id: start.id, reason: 'exit 0' });
   });
@@ -279,7 +238,8 @@ describe('restarts, removals and a killed broker', () => {
   });
 
   it('a killed broker: its relayed sessions end with a reason, its presence expires, its open sessions are closed in the audit', async () => {
-    const killed = await spawnBroker('broker-k');
+    const killed = await spawnBroker(common, 'broker-k');
+    cleanup.push(() => killed.kill());
     const key = await bootstrapKey(b);
     const second = startAgent({ broker: killed.url, bootstrapKey: key });
     cleanup.push(() => second.close());
@@ -292,7 +252,7 @@ describe('restarts, removals and a killed broker', () => {
     await onKilled.ready;
     const [startOnKilled] = await audit(b, `device_id=${device}&event=remote.console.start`);
 
-    killed.child.kill('SIGKILL');
+    killed.kill();
     const closed = await viaLink.closed;
     expect(closed.code).toBe(4502);
     expect(viaLink.frames.at(-1)).toMatchObject({ error: 'session_failed' });
@@ -305,7 +265,11 @@ describe('restarts, removals and a killed broker', () => {
     const status = await b.api('GET', `/api/v2/device/${secondDevice}/status`, { token: b.adminToken });
     expect(status.body).toMatchObject({ connected: false });
     const db = b.broker.services.store.db;
-    await eventually(async () => (await db.selectFrom('cluster_brokers').select('broker_id').where('broker_id', '=', 'broker-k').execute()).length === 0, 10_000, 'the registration to go');
+    await eventually(
+      async () => (await db.selectFrom('cluster_brokers').select('broker_id').where('broker_id', '=', 'broker-k').execute()).length === 0,
+      10_000,
+      'the registration to go',
+    );
     expect(await db.selectFrom('agent_presence').selectAll().where('broker_id', '=', 'broker-k').execute()).toEqual([]);
     // The session K held (user on K, agent on A) is closed in the audit by a survivor.
     const ends = (await audit(b, `device_id=${device}&event=remote.console.end`)).filter((e) => e.ref_id === startOnKilled.id);
