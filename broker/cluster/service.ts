@@ -117,8 +117,9 @@ export class ClusterService {
   /** Joins the cluster once the broker listens: `listenUrl` is where peers reach it unless BROKER_PEER_URL says otherwise. */
   async start(listenUrl: string): Promise<void> {
     this.peerUrl = this.deps.config.brokerPeerUrl ?? listenUrl;
-    // What a previous run under the same BROKER_ID left behind is not true any more.
+    // What a previous run under the same BROKER_ID left behind is not true any more: the others forget it too.
     await this.deps.db.deleteFrom('agent_presence').where('broker_id', '=', this.me).execute();
+    await this.publish({ e: 'broker_down', broker: this.me });
     await this.register();
     await this.loadBrokers();
     await this.loadPresence();

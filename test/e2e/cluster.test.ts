@@ -14,7 +14,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import WebSocket from 'ws';
 import { PEER_PRE_AUTH_MAX_BYTES, PEER_WS_PATH, peerMac } from '../../broker/cluster/peer.js';
 import { dropSchema } from '../../broker/db/database.js';
-import { echoServer, eventually, startAgent, type TestAgent } from '../support/agent.js';
+import { connectDevice, echoServer, enrolDevice, eventually, startAgent, type TestAgent } from '../support/agent.js';
 import { PG_URL, startTestBroker, type TestBroker } from '../support/broker.js';
 import { clusterEnv, spawnBroker } from '../support/cluster.js';
 import { connectRemote } from '../support/remote-ws.js';
@@ -215,6 +215,38 @@ describe('peer links are for brokers holding the cluster secret', () => {
     } finally {
       await single.close();
     }
+  });
+});
+
+describe('presence moves with the device, changes reach every broker', () => {
+  it('a device reconnecting to B takes over: B holds it, A’s stale connection is closed (replaced)', async () => {
+    const key = await bootstrapKey(a);
+    const { device: fake } = await enrolDevice(a, key);
+    const onA = await connectDevice(a.url, fake);
+    expect(onA.welcome).toBeDefined();
+    await eventually(() => b.broker.services.locator.isConnected(fake.id), 5000, 'B to see it on A');
+    // Older than the grace a brand-new connection gets (a device flapping between brokers).
+    await new Promise((r) => setTimeout(r, 2500));
+    const onB = await connectDevice(b.url, fake);
+    expect(onB.welcome).toBeDefined();
+    expect(await onA.closed).toBe(4000);
+    expect(b.broker.services.agents.isConnected(fake.id)).toBe(true);
+    await eventually(() => a.broker.services.cluster?.ownerOf(fake.id)?.id === 'broker-b', 5000, 'A to see it on B');
+    const row = await a.broker.services.store.db.selectFrom('agent_presence').selectAll().where('device_id', '=', fake.id).executeTakeFirst();
+    expect(row?.broker_id).toBe('broker-b');
+    onB.ws.close();
+    await eventually(() => !a.broker.services.locator.isConnected(fake.id), 5000, 'A to see it gone');
+  });
+
+  it('a change made through B empties A’s caches (NOTIFY), not at expiry', async () => {
+    const epoch = a.broker.services.epoch;
+    const before = epoch.value;
+    const r = await b.api('PUT', '/api/v2/grouptree', {
+      token: b.adminToken,
+      body: { changes: [{ action: 'create', data: { node_id: 'notified', parent_id: 'root', title: 'Notified' } }] },
+    });
+    expect(r.status).toBe(200);
+    await eventually(() => epoch.value > before, 5000, 'A to invalidate');
   });
 });
 
