@@ -1,7 +1,9 @@
 import crypto from 'node:crypto';
 import { afterEach, describe, expect, it } from 'vitest';
 import { AgentRefusal } from '../../shared/codes.js';
-import type { Channel } from '../../shared/mux.js';
+import type { AddressInfo } from 'node:net';
+import WebSocket, { WebSocketServer } from 'ws';
+import { Mux, type Channel } from '../../shared/mux.js';
 import { muxPair } from '../../test/support/mux-pair.js';
 import { AgentNotConnectedError } from '../agents/hub.js';
 import type { AgentLocator } from '../agents/locator.js';
@@ -87,6 +89,52 @@ describe('configuration of several brokers', () => {
     expect(() => loadConfig({ CLUSTER_SECRET: 'x'.repeat(32) })).toThrow(/CLUSTER_SECRET.*PostgreSQL/);
     expect(() => loadConfig({ BROKER_ID: 'a b' })).toThrow(/BROKER_ID/);
     expect(() => loadConfig({ BROKER_PEER_URL: 'http://h/path' })).toThrow(/BROKER_PEER_URL/);
+  });
+});
+
+describe('one link used both ways (odd and even channel ids)', () => {
+  it('lets both ends open channels at once, and refuses an open with the other end’s parity', async () => {
+    const wss = new WebSocketServer({ port: 0, host: '127.0.0.1' });
+    await new Promise((r) => wss.once('listening', r));
+    const accepted = new Promise<WebSocket>((resolve) => wss.once('connection', resolve));
+    const client = new WebSocket(`ws://127.0.0.1:${(wss.address() as AddressInfo).port}`);
+    await new Promise((r) => client.once('open', r));
+    const echo = async (channel: Channel) => {
+      channel.pipe(channel);
+      return { id: channel.id };
+    };
+    const dialling = new Mux(client, { channelIds: 'odd', onOpen: echo });
+    const answering = new Mux(await accepted, { channelIds: 'even', onOpen: echo });
+    try {
+      const [one, two, three] = await Promise.all([
+        dialling.open('tunnel', { proto: 'tcp', port: 1, dst: 'x' }),
+        answering.open('tunnel', { proto: 'tcp', port: 1, dst: 'x' }),
+        dialling.open('tunnel', { proto: 'tcp', port: 1, dst: 'x' }),
+      ]);
+      expect([one.info.id, two.info.id, three.info.id]).toEqual([1, 2, 3]);
+      for (const { channel } of [one, two, three]) {
+        const back: Buffer[] = [];
+        channel.on('data', (d: Buffer) => back.push(d));
+        const ended = new Promise((r) => channel.once('end', r));
+        channel.end(Buffer.from(`hello ${channel.id}`));
+        await ended;
+        expect(Buffer.concat(back).toString()).toBe(`hello ${channel.id}`);
+      }
+      // The answering end names an odd channel: the dialling end's own kind of id.
+      const server = await accepted;
+      const refusal = new Promise<Record<string, unknown>>((resolve) =>
+        server.on('message', (d, isBinary) => {
+          const msg = isBinary ? {} : JSON.parse(String(d));
+          if (msg.t === 'close' && msg.ch === 101) resolve(msg);
+        }),
+      );
+      server.send(JSON.stringify({ t: 'open', ch: 101, kind: 'tunnel', params: { proto: 'tcp', port: 1, dst: 'x' } }));
+      expect(await refusal).toMatchObject({ error: 'channels cannot be opened from this side' });
+      expect(dialling.protocolErrors).toBe(1);
+    } finally {
+      client.terminate();
+      wss.close();
+    }
   });
 });
 
