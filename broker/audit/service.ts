@@ -205,7 +205,14 @@ export class AuditService {
   }
 
   private async appendEnd(start: Selectable<AuditTable>, end: RemoteAuditEnd): Promise<void> {
-    await this.db.deleteFrom('remote_session_owners').where('audit_id', '=', Number(start.id)).execute();
+    // The end and the release of its broker go together (the sweep of gone brokers reads both).
+    await this.db.transaction().execute(async (trx) => {
+      await trx.deleteFrom('remote_session_owners').where('audit_id', '=', Number(start.id)).execute();
+      await this.appendEndEntry(start, end);
+    });
+  }
+
+  private async appendEndEntry(start: Selectable<AuditTable>, end: RemoteAuditEnd): Promise<void> {
     await this.append({
       event: start.event.replace(/\.start$/, '.end'),
       user_id: start.user_id,
