@@ -117,6 +117,9 @@ export class ClusterService {
   /** Joins the cluster once the broker listens: `listenUrl` is where peers reach it unless BROKER_PEER_URL says otherwise. */
   async start(listenUrl: string): Promise<void> {
     this.peerUrl = this.deps.config.brokerPeerUrl ?? listenUrl;
+    if (!this.deps.config.brokerPeerUrl && /\/\/(127\.|localhost|\[::1\])/.test(listenUrl)) {
+      this.log.warn({ peerUrl: listenUrl }, 'BROKER_PEER_URL is not set: only brokers on this machine can reach this one');
+    }
     // What a previous run under the same BROKER_ID left behind is not true any more: the others forget it too.
     await this.deps.db.deleteFrom('agent_presence').where('broker_id', '=', this.me).execute();
     await this.publish({ e: 'broker_down', broker: this.me });
