@@ -103,7 +103,7 @@ export class AuditService {
       .selectAll('s')
       .where('s.event', 'like', 'remote.%.start')
       .where('s.ended_at', 'is', null)
-      .where((eb) => eb.not(eb.exists(eb.selectFrom('audit as e').select('e.id').whereRef('e.ref_id', '=', 's.id'))));
+      .where((eb) => eb.not(eb.exists(eb.selectFrom('audit as e').select('e.id').whereRef('e.ref_id', '=', 's.id').where('e.event', 'like', 'remote.%.end'))));
     if (keep.length > 0) query = query.where((eb) => eb.or([eb('o.broker_id', 'is', null), eb('o.broker_id', 'not in', keep)]));
     const open = await query.orderBy('s.id').execute();
     let closed = 0;
@@ -112,7 +112,7 @@ export class AuditService {
       // Another broker sweeping the same sessions: the first end written wins, the others skip it.
       const ended = await this.db.transaction().execute(async (trx) => {
         await CHAIN_LOCK[this.dialect].execute(trx);
-        const end = await trx.selectFrom('audit').select('id').where('ref_id', '=', Number(start.id)).executeTakeFirst();
+        const end = await trx.selectFrom('audit').select('id').where('ref_id', '=', Number(start.id)).where('event', 'like', 'remote.%.end').executeTakeFirst();
         if (end) return false;
         await this.appendEnd(start, { durationMs: null, bytesIn: null, bytesOut: null, reason });
         return true;
