@@ -4,6 +4,7 @@
  */
 import { benchAgent } from './agent.js';
 import { benchApi } from './api.js';
+import { benchCluster } from './cluster.js';
 import { benchHostile } from './hostile.js';
 import { benchMetrics } from './metrics.js';
 
@@ -29,6 +30,7 @@ async function main(): Promise<void> {
     ['hostile', benchHostile],
     ['agent', benchAgent],
     ['metrics', benchMetrics],
+    ['cluster', benchCluster],
   ];
   for (const [name, run] of groups) {
     if (only && only !== name) continue;

@@ -3,18 +3,32 @@
  *
  * Every change made through this broker's API bumps the epoch, which empties every cache at once, so
  * on one broker a revocation, a role change or a move in the tree applies to the very next call.
- * An entry also expires after `ttlMs`: that bounds how long another broker sharing the database may
- * answer from what it read before (1 s by default).
+ * With several brokers on one database (broker/cluster), a bump is announced to the others, whose
+ * caches are emptied too (`invalidate`). An entry also expires after `ttlMs`: that bounds how long a
+ * broker may answer from what it read before when an announcement is lost (1 s by default).
  */
 export class ChangeEpoch {
   private current = 0;
+  private readonly listeners: Array<() => void> = [];
 
   get value(): number {
     return this.current;
   }
 
+  /** A change made here: empties this broker's caches and tells whoever listens (the cluster). */
   bump(): void {
     this.current += 1;
+    for (const listener of this.listeners) listener();
+  }
+
+  /** A change made elsewhere (another broker): empties the caches without announcing it again. */
+  invalidate(): void {
+    this.current += 1;
+  }
+
+  /** Called after every local bump (the cluster announces it to the other brokers). */
+  onBump(listener: () => void): void {
+    this.listeners.push(listener);
   }
 }
 

@@ -1,3 +1,5 @@
+import crypto from 'node:crypto';
+import os from 'node:os';
 import path from 'node:path';
 
 /** Broker configuration, read once from the environment and validated at start. */
@@ -64,6 +66,17 @@ export interface Config {
   agentArtifactsDir: string;
   /** Device metrics: raw samples kept (hours), hourly roll-ups kept (days), samples stored per device and hour at most. */
   metrics: { rawRetentionHours: number; rollupRetentionDays: number; maxPerDeviceHour: number };
+  /**
+   * Several brokers on one PostgreSQL database (broker/cluster): on when `clusterSecret` is set.
+   * This broker's name among them (BROKER_ID; default hostname:port, or a random one with PORT=0).
+   */
+  brokerId: string;
+  /** Where the other brokers reach this one (BROKER_PEER_URL); default: the URL it listens at. */
+  brokerPeerUrl?: string;
+  /** Shared by every broker of the cluster: authenticates peer links (CLUSTER_SECRET, ≥ 32 characters). */
+  clusterSecret?: string;
+  /** How often presence is refreshed (CLUSTER_HEARTBEAT_MS); a broker silent for 3 of them is gone. */
+  clusterHeartbeatMs: number;
 }
 
 export class ConfigError extends Error {
@@ -130,8 +143,22 @@ export function loadConfig(env: Env = process.env): Config {
     throw new ConfigError('STRIPE_API_BASE', 'must be http(s)://host[:port] without a path');
   }
   if (!['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'].includes(logLevel)) throw new ConfigError('LOG_LEVEL', `unknown level "${logLevel}"`);
+  const port = integer(env, 'PORT', 8080, 0, 65535);
+  const host =
+    os
+      .hostname()
+      .replace(/[^A-Za-z0-9.-]/g, '-')
+      .slice(0, 60) || 'broker';
+  const brokerId = env.BROKER_ID || (port === 0 ? `${host}-${crypto.randomBytes(4).toString('hex')}` : `${host}:${port}`);
+  if (!/^[A-Za-z0-9._:-]{1,100}$/.test(brokerId)) throw new ConfigError('BROKER_ID', 'must be 1 to 100 letters, digits, dots, colons, dashes or underscores');
+  if (env.BROKER_PEER_URL && !/^https?:\/\/[^/?#\s]+\/?$/.test(env.BROKER_PEER_URL)) {
+    throw new ConfigError('BROKER_PEER_URL', 'must be http(s)://host[:port] without a path');
+  }
+  if (env.CLUSTER_SECRET && env.CLUSTER_SECRET.length < 32) throw new ConfigError('CLUSTER_SECRET', 'must be at least 32 characters');
+  if (env.CLUSTER_SECRET && !/^postgres/.test(databaseUrl))
+    throw new ConfigError('CLUSTER_SECRET', 'several brokers share a PostgreSQL database: set DATABASE_URL to postgres://…');
   return {
-    port: integer(env, 'PORT', 8080, 0, 65535),
+    port,
     host: env.HOST || '0.0.0.0',
     dataDir,
     databaseUrl,
@@ -171,5 +198,9 @@ export function loadConfig(env: Env = process.env): Config {
       rollupRetentionDays: integer(env, 'METRICS_ROLLUP_RETENTION_DAYS', 400, 1, 3660),
       maxPerDeviceHour: integer(env, 'METRICS_MAX_PER_DEVICE_HOUR', 20_000, 1, 10_000_000),
     },
+    brokerId,
+    brokerPeerUrl: env.BROKER_PEER_URL ? env.BROKER_PEER_URL.replace(/\/$/, '') : undefined,
+    clusterSecret: env.CLUSTER_SECRET || undefined,
+    clusterHeartbeatMs: integer(env, 'CLUSTER_HEARTBEAT_MS', 5000, 200, 600_000),
   };
 }

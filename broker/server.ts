@@ -43,6 +43,7 @@ export async function startBroker(config: Config, logger: Logger = createLogger(
   const port = (server.address() as AddressInfo).port;
   const host = config.host === '0.0.0.0' || config.host === '::' ? '127.0.0.1' : config.host;
   const url = `${config.tlsCertFile ? 'https' : 'http'}://${host}:${port}`;
+  await services.cluster?.start(url);
   let closed = false;
   return {
     url,

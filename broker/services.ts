@@ -7,6 +7,7 @@ import { DeviceAuthService } from './auth/device-auth.js';
 import { AuthService } from './auth/service.js';
 import { ChangeEpoch } from './cache.js';
 import { ConfigService } from './config/service.js';
+import { ClusterService } from './cluster/service.js';
 import type { Config } from './config.js';
 import type { Store } from './db/database.js';
 import { DevicesService } from './devices/service.js';
@@ -54,6 +55,8 @@ export interface Services {
   inventory: InventoryService;
   /** Device metrics (agents' samples, series, analysis, fleet counts). */
   metrics: MetricsService;
+  /** Several brokers on one database (CLUSTER_SECRET set): presence, peer links, notifications. */
+  cluster?: ClusterService;
   /** Agents connected to this broker (connection facts, status). */
   agents: AgentHub;
   /** How remote access, enrolment and inventory reach agents: the hub, or what wraps it. */
@@ -91,6 +94,7 @@ export interface ServiceOptions {
  */
 export async function createServices(config: Config, logger: Logger, store: Store, options: ServiceOptions = {}): Promise<Services> {
   const settings = new SettingsStore(store.db);
+  const upgrades = new UpgradeRouter(logger);
   const epoch = new ChangeEpoch();
   const mail = new MailService(config, logger, store);
   const auth = new AuthService(store.db, config, settings, mail, epoch);
@@ -102,8 +106,21 @@ export async function createServices(config: Config, logger: Logger, store: Stor
     config,
   );
   const access = new AccessService(new DeviceScopes(store.db, epoch));
-  const audit = new AuditService(store.db, store.dialect);
-  const upgrades = new UpgradeRouter(logger);
+  // Several brokers on one database: audit's restart closes only this broker's sessions (and gone ones').
+  const cluster: ClusterService | undefined = config.clusterSecret
+    ? new ClusterService({
+        config,
+        logger,
+        db: store.db,
+        upgrades,
+        epoch,
+        sessions: { closeOpenSessions: (reason, keep) => audit.closeOpenSessions(reason, keep) },
+      })
+    : undefined;
+  const audit: AuditService = new AuditService(store.db, store.dialect, {
+    brokerId: config.brokerId,
+    ...(cluster ? { otherLiveBrokers: () => cluster.otherLiveBrokers() } : {}),
+  });
   const users = new UsersService(store, config, logger, auth, access);
   const roles = new RolesService(store, access);
   const devices = new DevicesService(store, config, access, epoch);
@@ -119,7 +136,8 @@ export async function createServices(config: Config, logger: Logger, store: Stor
     standings: { standing: (deviceId) => enrol.standing(deviceId) },
     inventory: { record: (deviceId, data) => inventory.record(deviceId, data) },
   });
-  const locator: AgentLocator = options.locator?.(agents) ?? agents;
+  const local: AgentLocator = options.locator?.(agents) ?? agents;
+  const locator: AgentLocator = cluster ? cluster.locator(agents, local) : local;
   const enrol: EnrolService = new EnrolService(store.db, devices, locator);
   const inventory: InventoryService = new InventoryService(store.db, access, devices, locator);
   // Typed inventory payloads (software, containers, users, ports, …) from agents.
@@ -194,6 +212,7 @@ export async function createServices(config: Config, logger: Logger, store: Stor
     enrol,
     inventory,
     metrics,
+    cluster,
     agents,
     locator,
     remote,
@@ -206,6 +225,7 @@ export async function createServices(config: Config, logger: Logger, store: Stor
     configuration,
   };
   await auth.init();
+  await cluster?.init();
   await audit.init();
   for (const s of [users, roles, devices, files, enrol, inventory, metrics, agents, remote, reports, configuration]) {
     await s.init();
@@ -220,18 +240,11 @@ export async function closeServices(services: Services): Promise<void> {
   services.qbee.close();
   services.events.close();
   await services.configuration.close();
-  for (const s of [
-    services.reports,
-    services.remote,
-    services.agents,
-    services.metrics,
-    services.enrol,
-    services.inventory,
-    services.files,
-    services.devices,
-    services.roles,
-    services.users,
-  ]) {
+  await services.reports.close();
+  await services.remote.close();
+  // Leaves the cluster before the agents go: one DELETE for their presence, not one per agent.
+  await services.cluster?.close();
+  for (const s of [services.agents, services.metrics, services.enrol, services.inventory, services.files, services.devices, services.roles, services.users]) {
     await s.close();
   }
   services.mail.close();

@@ -306,6 +306,11 @@ export interface MuxOptions {
   maxUnreadBytes?: number;
   /** Agent side: serves channels the broker opens. Resolve with optional info, throw to refuse. */
   onOpen?: OpenHandler;
+  /**
+   * When both ends open channels (a link between two brokers): the ids this end gives its own
+   * channels, odd or even, so the two ends never pick the same one. Default: 1, 2, 3… (agent link).
+   */
+  channelIds?: 'odd' | 'even';
 }
 
 /**
@@ -320,7 +325,8 @@ export interface MuxOptions {
 export class Mux extends EventEmitter {
   private readonly channels = new Map<number, Channel>();
   private readonly opening = new Map<number, { resolve: (info: Record<string, unknown>) => void; reject: (e: Error) => void; timer: NodeJS.Timeout }>();
-  private nextId = 1;
+  private nextId: number;
+  private readonly idStep: number;
   private closed = false;
   private protocolErrorCount = 0;
   private readonly maxUnreadBytes: number;
@@ -344,6 +350,8 @@ export class Mux extends EventEmitter {
     this.window = options.window ?? DEFAULT_WINDOW;
     if (!(this.window > 0 && this.window <= MAX_CHANNEL_CREDIT)) throw new RangeError(`window must be from 1 to ${MAX_CHANNEL_CREDIT} bytes`);
     this.maxUnreadBytes = options.maxUnreadBytes ?? MAX_UNREAD_BYTES;
+    this.nextId = options.channelIds === 'even' ? 2 : 1;
+    this.idStep = options.channelIds ? 2 : 1;
     ws.on('message', (data, isBinary) => {
       if (this.closed) return;
       try {
@@ -472,7 +480,8 @@ export class Mux extends EventEmitter {
   /** Broker side: opens a channel; resolves once the agent has set it up. */
   async open(kind: ChannelKind, params: ChannelParams, timeoutMs = OPEN_TIMEOUT_MS): Promise<{ channel: Channel; info: Record<string, unknown> }> {
     if (this.closed) throw new Error('agent is not connected');
-    const id = this.nextId++;
+    const id = this.nextId;
+    this.nextId += this.idStep;
     const channel = new Channel(this, id, kind, params, this.window, kind === 'tunnel' && (params as { proto?: string }).proto === 'udp');
     this.channels.set(id, channel);
     const info = await new Promise<Record<string, unknown>>((resolve, reject) => {
@@ -563,7 +572,8 @@ export class Mux extends EventEmitter {
   }
 
   private async accept(id: number, kind: ChannelKind, params: ChannelParams): Promise<void> {
-    if (!this.options.onOpen || this.channels.has(id)) {
+    const ours = this.options.channelIds !== undefined && (id % 2 === 1) === (this.options.channelIds === 'odd');
+    if (!this.options.onOpen || this.channels.has(id) || ours || !Number.isSafeInteger(id) || id <= 0) {
       this.send({ t: 'close', ch: id, error: 'channels cannot be opened from this side' });
       // Every refusal is a reply: a peer repeating opens is a protocol error, not a reply queue.
       this.onProtocolError(new MuxProtocolError(MuxErrorCode.unexpected, `open of channel ${String(id)} refused`));

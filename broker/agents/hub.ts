@@ -107,6 +107,8 @@ export class AgentHub extends EventEmitter<AgentHubEvents> implements AgentLocat
   private readonly penalized = new Map<string, number>();
   private readonly log: Logger;
   private closing = false;
+  /** Whether a device's agent is connected to another broker sharing the database (broker/cluster). */
+  private elsewhere: (deviceId: string) => boolean = () => false;
   /** Device-level messages from agents that other domains take (configuration results, reports, …). */
   private readonly handlers = new Map<string, (deviceId: string, msg: ControlMessage) => void | Promise<void>>();
 
@@ -197,6 +199,17 @@ export class AgentHub extends EventEmitter<AgentHubEvents> implements AgentLocat
     conn.mux.close(AgentClose.removed, reason.slice(0, 120));
   }
 
+  /**
+   * Closes the agent's connection here without refusing it later: the device connected to another
+   * broker sharing the database, so this connection is stale (the agent keeps one at a time).
+   */
+  release(deviceId: string, reason: string): void {
+    const conn = this.agents.get(deviceId);
+    if (!conn) return;
+    this.log.info({ deviceId, reason }, 'agent connection released');
+    conn.mux.close(AgentClose.replaced, reason.slice(0, 120));
+  }
+
   // ---- for other domains ----------------------------------------------------------------------
 
   /** Device ids with a live agent connection here. */
@@ -235,15 +248,21 @@ export class AgentHub extends EventEmitter<AgentHubEvents> implements AgentLocat
     return conn && { ip: conn.ip, version: conn.version, protocol: conn.protocol, connected_at: conn.connectedAt.toISOString() };
   }
 
+  /** Lets status() count agents connected to other brokers of the cluster. */
+  setElsewhere(check: (deviceId: string) => boolean): void {
+    this.elsewhere = check;
+  }
+
   /** `GET /device/{id}/status`. The route has checked device:read on the device. */
   async status(deviceId: string): Promise<DeviceStatus> {
     const row = await this.deps.db.selectFrom('devices').select(['last_seen']).where('device_id', '=', deviceId).executeTakeFirst();
     const conn = this.agents.get(deviceId);
+    const elsewhere = conn === undefined && this.elsewhere(deviceId);
     return {
       uuid: deviceId,
       // Remote sessions can be opened now: the agent is connected and speaks the channel protocol.
-      remote_access: conn !== undefined && conn.protocol >= 1,
-      connected: conn !== undefined,
+      remote_access: (conn !== undefined && conn.protocol >= 1) || elsewhere,
+      connected: conn !== undefined || elsewhere,
       last_seen: row?.last_seen ?? null,
     };
   }

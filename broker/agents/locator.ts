@@ -3,8 +3,8 @@ import type { ChannelKind, ChannelParams } from '../../shared/protocol.js';
 
 /**
  * The seam between "where is this device's agent" and "move bytes". Remote access asks the
- * locator for a channel; today the agent is connected to this broker (AgentHub), later to any
- * broker sharing the database, and the locator forwards.
+ * locator for a channel: the agent is connected to this broker (AgentHub), or, with several
+ * brokers on one database, to another one, and the ClusterLocator (broker/cluster) forwards.
  */
 export interface AgentLocator {
   isConnected(deviceId: string): boolean;

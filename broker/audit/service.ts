@@ -76,27 +76,50 @@ export class AuditService {
   constructor(
     private readonly db: Db,
     private readonly dialect: Dialect,
+    /**
+     * Which broker this is, and (several brokers on one database) the other brokers alive now:
+     * a live session's start is stored with its broker, so a restart closes only its own.
+     */
+    private readonly owner: { brokerId: string; otherLiveBrokers?: () => Promise<string[]> } = { brokerId: 'local' },
   ) {}
 
-  /** Sessions open when the broker stopped (crash, kill) can no longer end: their end is written now. */
+  /**
+   * Sessions open when the broker stopped (crash, kill) can no longer end: their end is written now.
+   * With several brokers, those held by another broker that is alive are left to it.
+   */
   async init(): Promise<void> {
-    await this.closeOpenSessions('broker restarted');
+    const others = (await this.owner.otherLiveBrokers?.()) ?? [];
+    await this.closeOpenSessions('broker restarted', others);
   }
 
-  async closeOpenSessions(reason: string): Promise<number> {
-    const open = await this.db
+  /**
+   * Writes the end of every open remote session except those held by the brokers in `keep`
+   * (sessions of no known broker, or of this one, are closed). Returns how many were closed.
+   */
+  async closeOpenSessions(reason: string, keep: string[] = []): Promise<number> {
+    let query = this.db
       .selectFrom('audit as s')
+      .leftJoin('remote_session_owners as o', 'o.audit_id', 's.id')
       .selectAll('s')
       .where('s.event', 'like', 'remote.%.start')
       .where('s.ended_at', 'is', null)
-      .where((eb) => eb.not(eb.exists(eb.selectFrom('audit as e').select('e.id').whereRef('e.ref_id', '=', 's.id').where('e.event', 'like', 'remote.%.end'))))
-      .orderBy('s.id')
-      .execute();
+      .where((eb) => eb.not(eb.exists(eb.selectFrom('audit as e').select('e.id').whereRef('e.ref_id', '=', 's.id').where('e.event', 'like', 'remote.%.end'))));
+    if (keep.length > 0) query = query.where((eb) => eb.or([eb('o.broker_id', 'is', null), eb('o.broker_id', 'not in', keep)]));
+    const open = await query.orderBy('s.id').execute();
+    let closed = 0;
     for (const start of open) {
       if (!REMOTE_START.test(start.event)) continue;
-      await this.appendEnd(start, { durationMs: null, bytesIn: null, bytesOut: null, reason });
+      // Another broker sweeping the same sessions: the first end written wins, the others skip it.
+      const ended = await this.db.transaction().execute(async (trx) => {
+        await CHAIN_LOCK[this.dialect].execute(trx);
+        const end = await trx.selectFrom('audit').select('id').where('ref_id', '=', Number(start.id)).where('event', 'like', 'remote.%.end').executeTakeFirst();
+        if (end) return false;
+        await this.appendEnd(start, { durationMs: null, bytesIn: null, bytesOut: null, reason });
+        return true;
+      });
+      if (ended) closed += 1;
     }
-    return open.length;
+    return closed;
   }
 
   /** Appends one entry to the chain; returns its id. Joins the caller's transaction if one is open. */
@@ -172,6 +195,16 @@ export class AuditService {
 
   /** Writes a remote-access attempt; returns the entry id to close it later. */
   async recordRemoteStart(entry: RemoteAuditStart): Promise<number> {
+    if (!entry.allowed) return this.appendStart(entry);
+    // The start and its broker go in together: a sweep never sees a live start without its owner.
+    return this.db.transaction().execute(async (trx) => {
+      const id = await this.appendStart(entry);
+      await trx.insertInto('remote_session_owners').values({ audit_id: id, broker_id: this.owner.brokerId }).execute();
+      return id;
+    });
+  }
+
+  private async appendStart(entry: RemoteAuditStart): Promise<number> {
     return this.append({
       event: `${entry.event}.${entry.allowed ? 'start' : 'denied'}`,
       user_id: entry.user?.id ?? null,
@@ -227,6 +260,14 @@ export class AuditService {
   }
 
   private async appendEnd(start: Selectable<AuditTable>, end: RemoteAuditEnd): Promise<void> {
+    // The end and the release of its broker go together (the sweep of gone brokers reads both).
+    await this.db.transaction().execute(async (trx) => {
+      await trx.deleteFrom('remote_session_owners').where('audit_id', '=', Number(start.id)).execute();
+      await this.appendEndEntry(start, end);
+    });
+  }
+
+  private async appendEndEntry(start: Selectable<AuditTable>, end: RemoteAuditEnd): Promise<void> {
     await this.append({
       event: start.event.replace(/\.start$/, '.end'),
       user_id: start.user_id,

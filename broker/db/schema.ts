@@ -229,6 +229,34 @@ export interface Database {
   device_config: DeviceConfigTable;
   metric_samples: MetricSamplesTable;
   metric_rollups: MetricRollupsTable;
+  cluster_brokers: ClusterBrokersTable;
+  agent_presence: AgentPresenceTable;
+  remote_session_owners: RemoteSessionOwnersTable;
+}
+
+/** A broker of the cluster (several brokers on one database), alive while its heartbeat is fresh. */
+export interface ClusterBrokersTable {
+  broker_id: string;
+  /** where the other brokers open their peer link to it */
+  peer_url: string;
+  started_at: string;
+  /** epoch milliseconds of its last heartbeat (bigint: a string from PostgreSQL) */
+  heartbeat_at: number | string;
+}
+
+/** Which broker holds a device's agent connection; stale once `seen_at` is older than the expiry. */
+export interface AgentPresenceTable {
+  device_id: string;
+  broker_id: string;
+  connected_at: string;
+  /** epoch milliseconds, refreshed for all of a broker's agents in one UPDATE per heartbeat */
+  seen_at: number | string;
+}
+
+/** The broker holding a live remote session, by the audit id of its start (removed at its end). */
+export interface RemoteSessionOwnersTable {
+  audit_id: number | string;
+  broker_id: string;
 }
 
 /** One agent report (qbee's configuration Report), as received. */

@@ -1,0 +1,144 @@
+import crypto from 'node:crypto';
+import { EventEmitter } from 'node:events';
+import pg from 'pg';
+import type { Logger } from 'pino';
+import { sql, type Db } from '../db/database.js';
+import { DEVICE_ID_PATTERN } from '../devices/scope.js';
+
+/** What one broker tells every broker of the cluster, through PostgreSQL NOTIFY. */
+export type ClusterEvent =
+  /** `broker` now holds (`on`) or no longer holds the agent of `device` */
+  | { e: 'presence'; broker: string; device: string; on: boolean }
+  /** the device was removed or rejected: cut its agent off wherever it is connected */
+  | { e: 'device_removed'; broker: string; device: string; reason: string }
+  /** a change was made through `broker`'s API: empty the read caches (broker/cache.ts) */
+  | { e: 'invalidate'; broker: string }
+  /** `broker` is shutting down: forget its agents now rather than at expiry */
+  | { e: 'broker_down'; broker: string };
+
+/** NOTIFY payloads are at most 8000 bytes; ours are a few hundred. */
+const MAX_PAYLOAD = 7000;
+const RECONNECT_MS = 1000;
+const ID = /^[A-Za-z0-9._:-]{1,100}$/;
+
+/** Reads one notification; anything not exactly an event of ours is dropped. */
+export function parseClusterEvent(payload: string | undefined): ClusterEvent | undefined {
+  if (!payload || payload.length > MAX_PAYLOAD) return undefined;
+  let msg: Record<string, unknown>;
+  try {
+    const parsed: unknown = JSON.parse(payload);
+    if (typeof parsed !== 'object' || parsed === null || Array.isArray(parsed)) return undefined;
+    msg = parsed as Record<string, unknown>;
+  } catch {
+    return undefined;
+  }
+  const broker = msg.broker;
+  if (typeof broker !== 'string' || !ID.test(broker)) return undefined;
+  const device = typeof msg.device === 'string' && DEVICE_ID_PATTERN.test(msg.device) ? msg.device : undefined;
+  switch (msg.e) {
+    case 'presence':
+      return device && typeof msg.on === 'boolean' ? { e: 'presence', broker, device, on: msg.on } : undefined;
+    case 'device_removed':
+      return device ? { e: 'device_removed', broker, device, reason: typeof msg.reason === 'string' ? msg.reason.slice(0, 120) : 'device removed' } : undefined;
+    case 'invalidate':
+      return { e: 'invalidate', broker };
+    case 'broker_down':
+      return { e: 'broker_down', broker };
+    default:
+      return undefined;
+  }
+}
+
+/** The NOTIFY channel of one database schema: brokers on other schemas of the same database never hear it. */
+export function notifyChannel(schema: string): string {
+  return `fleet_cluster_${crypto
+    .createHash('sha256')
+    .update(schema || 'public')
+    .digest('hex')
+    .slice(0, 24)}`;
+}
+
+export interface ClusterBusEvents {
+  event: [event: ClusterEvent];
+  /** The listening connection was (re)opened: notifications may have been missed meanwhile. */
+  listening: [];
+}
+
+/**
+ * PostgreSQL LISTEN/NOTIFY between the brokers of one database: one dedicated connection listens
+ * (reopened after a loss, then `listening` says state must be re-read); events are sent with
+ * `pg_notify` through the store, so one sent inside a transaction goes out at its commit.
+ */
+export class ClusterBus extends EventEmitter<ClusterBusEvents> {
+  private client?: pg.Client;
+  private closed = false;
+  private retry?: NodeJS.Timeout;
+  private readonly channel: string;
+  private readonly log: Logger;
+
+  constructor(private readonly deps: { databaseUrl: string; schema: string; db: Db; logger: Logger }) {
+    super();
+    this.channel = notifyChannel(deps.schema);
+    this.log = deps.logger.child({ module: 'cluster-bus' });
+  }
+
+  async start(): Promise<void> {
+    await this.listen();
+  }
+
+  private async listen(): Promise<void> {
+    if (this.closed) return;
+    const client = new pg.Client({ connectionString: this.deps.databaseUrl });
+    client.on('error', (err) => this.log.warn({ err }, 'cluster notification connection failed'));
+    client.on('end', () => {
+      if (this.client !== client) return;
+      this.client = undefined;
+      this.scheduleReconnect();
+    });
+    client.on('notification', (n) => {
+      if (n.channel !== this.channel) return;
+      const event = parseClusterEvent(n.payload);
+      if (event) this.emit('event', event);
+      else this.log.debug({ payload: n.payload?.slice(0, 200) }, 'cluster notification ignored');
+    });
+    try {
+      await client.connect();
+      await client.query(`LISTEN "${this.channel}"`);
+    } catch (err) {
+      this.log.warn({ err }, 'cluster notifications not received: retrying');
+      void client.end().catch(() => {});
+      this.scheduleReconnect();
+      return;
+    }
+    if (this.closed) {
+      await client.end().catch(() => {});
+      return;
+    }
+    this.client = client;
+    this.emit('listening');
+  }
+
+  private scheduleReconnect(): void {
+    if (this.closed || this.retry) return;
+    this.retry = setTimeout(() => {
+      this.retry = undefined;
+      void this.listen();
+    }, RECONNECT_MS);
+    this.retry.unref();
+  }
+
+  /** Sends an event to every broker of the database, this one included. */
+  async publish(event: ClusterEvent): Promise<void> {
+    const payload = JSON.stringify(event);
+    if (payload.length > MAX_PAYLOAD) throw new Error('cluster event too large');
+    await sql`select pg_notify(${this.channel}, ${payload})`.execute(this.deps.db);
+  }
+
+  async close(): Promise<void> {
+    this.closed = true;
+    clearTimeout(this.retry);
+    const client = this.client;
+    this.client = undefined;
+    await client?.end().catch(() => {});
+  }
+}

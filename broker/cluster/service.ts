@@ -1,0 +1,352 @@
+import type { Logger } from 'pino';
+import type { AgentHub } from '../agents/hub.js';
+import type { AgentLocator } from '../agents/locator.js';
+import type { ChangeEpoch } from '../cache.js';
+import type { Config } from '../config.js';
+import type { Db } from '../db/database.js';
+import type { UpgradeRouter } from '../http/upgrade.js';
+import { ClusterBus, type ClusterEvent } from './bus.js';
+import { ClusterLocator } from './locator.js';
+import { PEER_WS_PATH, PeerLinks, type PeerLink } from './peer.js';
+
+/** A broker (or an agent's presence) is gone once silent for this many heartbeats. */
+export const EXPIRY_HEARTBEATS = 3;
+/** A local agent connection at least this old gives way when its device shows up on another broker. */
+const TAKEOVER_GRACE_MS = 2000;
+
+interface KnownBroker {
+  url: string;
+  /** its heartbeat_at as last read */
+  heartbeat: number;
+  /** when (on this broker's clock) that value was first read: liveness never compares two machines' clocks */
+  changedAt: number;
+}
+
+export interface ClusterDeps {
+  config: Pick<Config, 'brokerId' | 'brokerPeerUrl' | 'clusterSecret' | 'clusterHeartbeatMs' | 'databaseUrl' | 'databaseSchema'>;
+  logger: Logger;
+  db: Db;
+  upgrades: Pick<UpgradeRouter, 'register'>;
+  /** Local changes are announced to the other brokers; theirs empty the caches here. */
+  epoch: ChangeEpoch;
+  /** Ends the audit of open remote sessions, except those of the brokers in `keep` (bound late: audit is built after). */
+  sessions: { closeOpenSessions(reason: string, keep: string[]): Promise<number> };
+}
+
+/**
+ * Several brokers on one PostgreSQL database (on when CLUSTER_SECRET is set). Each broker
+ * registers itself (`cluster_brokers`, heartbeat every CLUSTER_HEARTBEAT_MS), writes which agents
+ * it holds (`agent_presence`, on connect and disconnect, refreshed for all of them in one UPDATE
+ * per heartbeat), hears the others through LISTEN/NOTIFY (presence, removed devices, cache
+ * invalidation), and reaches their agents through peer links (peer.ts) via the ClusterLocator.
+ * A broker silent for EXPIRY_HEARTBEATS heartbeats is gone: its agents count as disconnected, its
+ * presence rows and registration are removed and its open remote sessions get their audit end.
+ */
+export class ClusterService {
+  readonly bus: ClusterBus;
+  readonly links: PeerLinks;
+  private readonly brokers = new Map<string, KnownBroker>();
+  /** Devices whose agent another broker holds, by device id. */
+  private readonly owners = new Map<string, string>();
+  private readonly log: Logger;
+  private readonly me: string;
+  private readonly expiryMs: number;
+  private locatorInstance?: ClusterLocator;
+  private hub?: AgentHub;
+  private peerUrl = '';
+  private timer?: NodeJS.Timeout;
+  private ticking = false;
+  private closing = false;
+  private started = false;
+  private invalidatePending = false;
+  private brokersReload?: Promise<void>;
+  /** Presence writes of one device, in order (a disconnect never overtakes its connect). */
+  private readonly writes = new Map<string, Promise<void>>();
+
+  constructor(private readonly deps: ClusterDeps) {
+    this.me = deps.config.brokerId;
+    this.expiryMs = EXPIRY_HEARTBEATS * deps.config.clusterHeartbeatMs;
+    this.log = deps.logger.child({ module: 'cluster', broker: this.me });
+    this.bus = new ClusterBus({ databaseUrl: deps.config.databaseUrl, schema: deps.config.databaseSchema, db: deps.db, logger: deps.logger });
+    this.links = new PeerLinks({
+      brokerId: this.me,
+      secret: deps.config.clusterSecret as string,
+      logger: deps.logger,
+      heartbeatMs: deps.config.clusterHeartbeatMs,
+      serve: (channel) => this.locatorOrThrow().serve(channel),
+      onControl: (link, msg) => this.locatorInstance?.onPeerControl(link, msg),
+      onClosed: (link: PeerLink) => this.locatorInstance?.onLinkClosed(link),
+    });
+  }
+
+  get brokerId(): string {
+    return this.me;
+  }
+
+  /** Wraps this broker's hub (or what stands for it in tests) into the locator the services use. */
+  locator(hub: AgentHub, local: AgentLocator = hub): ClusterLocator {
+    this.hub = hub;
+    this.locatorInstance = new ClusterLocator(local, {
+      ownerOf: (deviceId) => this.ownerOf(deviceId),
+      link: (peer, url) => this.links.get(peer, url),
+      announceRemoved: (deviceId, reason) => void this.publish({ e: 'device_removed', broker: this.me, device: deviceId, reason: reason.slice(0, 120) }),
+    });
+    hub.setElsewhere((deviceId) => this.ownerOf(deviceId) !== undefined);
+    hub.on('connected', (deviceId) => this.queueWrite(deviceId, () => this.agentConnected(deviceId)));
+    hub.on('disconnected', (deviceId) => this.queueWrite(deviceId, () => this.agentDisconnected(deviceId)));
+    return this.locatorInstance;
+  }
+
+  private locatorOrThrow(): ClusterLocator {
+    if (!this.locatorInstance) throw new Error('cluster locator not set up');
+    return this.locatorInstance;
+  }
+
+  /** Takes the peer path and starts hearing the other brokers (before the broker listens). */
+  async init(): Promise<void> {
+    this.deps.upgrades.register(PEER_WS_PATH, (req, socket, head) => this.links.accept(req, socket, head));
+    this.bus.on('event', (event) => this.onEvent(event));
+    // After a lost notification connection, presence is read again rather than trusted.
+    this.bus.on('listening', () => {
+      if (this.started) void this.loadPresence().catch((err) => this.log.warn({ err }, 'presence not reloaded'));
+    });
+    this.deps.epoch.onBump(() => this.announceChange());
+    await this.bus.start();
+  }
+
+  /** Joins the cluster once the broker listens: `listenUrl` is where peers reach it unless BROKER_PEER_URL says otherwise. */
+  async start(listenUrl: string): Promise<void> {
+    this.peerUrl = this.deps.config.brokerPeerUrl ?? listenUrl;
+    if (!this.deps.config.brokerPeerUrl && /\/\/(127\.|localhost|\[::1\])/.test(listenUrl)) {
+      this.log.warn({ peerUrl: listenUrl }, 'BROKER_PEER_URL is not set: only brokers on this machine can reach this one');
+    }
+    // What a previous run under the same BROKER_ID left behind is not true any more: the others forget it too.
+    await this.deps.db.deleteFrom('agent_presence').where('broker_id', '=', this.me).execute();
+    await this.publish({ e: 'broker_down', broker: this.me });
+    await this.register();
+    await this.loadBrokers();
+    await this.loadPresence();
+    this.started = true;
+    this.log.info({ peerUrl: this.peerUrl, brokers: this.brokers.size }, 'joined the cluster');
+    this.timer = setInterval(() => void this.tick(), this.deps.config.clusterHeartbeatMs);
+    this.timer.unref();
+  }
+
+  async close(): Promise<void> {
+    if (this.closing) return;
+    this.closing = true;
+    clearInterval(this.timer);
+    if (this.started) {
+      try {
+        await this.deps.db.deleteFrom('agent_presence').where('broker_id', '=', this.me).execute();
+        await this.deps.db.deleteFrom('cluster_brokers').where('broker_id', '=', this.me).execute();
+        await this.bus.publish({ e: 'broker_down', broker: this.me });
+      } catch (err) {
+        this.log.warn({ err }, 'cluster left without saying so: the others notice at expiry');
+      }
+    }
+    await this.links.close();
+    await this.bus.close();
+  }
+
+  /** Other brokers with a fresh heartbeat, read from the database (audit's restart uses it before start). */
+  async otherLiveBrokers(): Promise<string[]> {
+    const rows = await this.deps.db
+      .selectFrom('cluster_brokers')
+      .select('broker_id')
+      .where('heartbeat_at', '>', Date.now() - this.expiryMs)
+      .where('broker_id', '!=', this.me)
+      .execute();
+    return rows.map((r) => r.broker_id);
+  }
+
+  /** The live broker other than this one holding the device's agent. */
+  ownerOf(deviceId: string): { id: string; url: string } | undefined {
+    const id = this.owners.get(deviceId);
+    if (!id || id === this.me) return undefined;
+    const broker = this.brokers.get(id);
+    if (!broker || !this.alive(broker)) return undefined;
+    return { id, url: broker.url };
+  }
+
+  /** Brokers known here and alive, this one included (for tests and metrics). */
+  liveBrokers(): string[] {
+    return [this.me, ...[...this.brokers].filter(([id, b]) => id !== this.me && this.alive(b)).map(([id]) => id)];
+  }
+
+  private alive(broker: KnownBroker): boolean {
+    return Date.now() - broker.changedAt < this.expiryMs;
+  }
+
+  // ---- presence ------------------------------------------------------------------------------------
+
+  private async register(): Promise<void> {
+    const now = Date.now();
+    await this.deps.db
+      .insertInto('cluster_brokers')
+      .values({ broker_id: this.me, peer_url: this.peerUrl, started_at: new Date(now).toISOString(), heartbeat_at: now })
+      .onConflict((oc) => oc.column('broker_id').doUpdateSet({ peer_url: this.peerUrl, started_at: new Date(now).toISOString(), heartbeat_at: now }))
+      .execute();
+  }
+
+  private queueWrite(deviceId: string, write: () => Promise<void>): void {
+    const previous = this.writes.get(deviceId) ?? Promise.resolve();
+    const next = previous
+      .then(write)
+      .catch((err) => this.log.warn({ err, deviceId }, 'agent presence not recorded'))
+      .finally(() => {
+        if (this.writes.get(deviceId) === next) this.writes.delete(deviceId);
+      });
+    this.writes.set(deviceId, next);
+  }
+
+  private async agentConnected(deviceId: string): Promise<void> {
+    if (this.closing) return;
+    this.owners.delete(deviceId);
+    const now = Date.now();
+    const at = new Date(now).toISOString();
+    await this.deps.db
+      .insertInto('agent_presence')
+      .values({ device_id: deviceId, broker_id: this.me, connected_at: at, seen_at: now })
+      .onConflict((oc) => oc.column('device_id').doUpdateSet({ broker_id: this.me, connected_at: at, seen_at: now }))
+      .execute();
+    await this.publish({ e: 'presence', broker: this.me, device: deviceId, on: true });
+  }
+
+  private async agentDisconnected(deviceId: string): Promise<void> {
+    if (this.closing) return;
+    // Only if still ours: a device that reconnected elsewhere meanwhile keeps its new row.
+    const deleted = await this.deps.db.deleteFrom('agent_presence').where('device_id', '=', deviceId).where('broker_id', '=', this.me).executeTakeFirst();
+    if (Number(deleted.numDeletedRows) > 0) await this.publish({ e: 'presence', broker: this.me, device: deviceId, on: false });
+  }
+
+  /** Every heartbeat: this broker's heartbeat, its agents' presence (one UPDATE for all), then who else is alive. */
+  private async tick(): Promise<void> {
+    if (this.ticking || this.closing) return;
+    this.ticking = true;
+    try {
+      const now = Date.now();
+      const mine = await this.deps.db.updateTable('cluster_brokers').set({ heartbeat_at: now }).where('broker_id', '=', this.me).executeTakeFirst();
+      if (Number(mine.numUpdatedRows) === 0) {
+        // Taken for gone by the others (a long pause): register again and say which agents are here.
+        this.log.warn('this broker was taken for gone by the others: joining again');
+        await this.register();
+        for (const deviceId of this.hub?.connectedDevices() ?? []) this.queueWrite(deviceId, () => this.agentConnected(deviceId));
+      }
+      await this.deps.db.updateTable('agent_presence').set({ seen_at: now }).where('broker_id', '=', this.me).execute();
+      await this.loadBrokers();
+      await this.sweep();
+    } catch (err) {
+      this.log.warn({ err }, 'cluster heartbeat failed');
+    } finally {
+      this.ticking = false;
+    }
+  }
+
+  private loadBrokersSoon(): void {
+    this.brokersReload ??= this.loadBrokers()
+      .catch((err) => this.log.warn({ err }, 'brokers not read'))
+      .finally(() => {
+        this.brokersReload = undefined;
+      });
+  }
+
+  private async loadBrokers(): Promise<void> {
+    const rows = await this.deps.db.selectFrom('cluster_brokers').selectAll().execute();
+    const now = Date.now();
+    const present = new Set<string>();
+    for (const row of rows) {
+      present.add(row.broker_id);
+      const heartbeat = Number(row.heartbeat_at);
+      const known = this.brokers.get(row.broker_id);
+      if (!known) {
+        // First sight: its own clock says how fresh it is (clocks are assumed roughly in sync, as for TLS).
+        this.brokers.set(row.broker_id, { url: row.peer_url, heartbeat, changedAt: Math.min(now, heartbeat) });
+      } else if (known.heartbeat !== heartbeat) {
+        known.heartbeat = heartbeat;
+        known.changedAt = now;
+        known.url = row.peer_url;
+      }
+    }
+    for (const id of [...this.brokers.keys()]) if (!present.has(id)) this.forgetBroker(id, 'left the cluster');
+  }
+
+  private async loadPresence(): Promise<void> {
+    const rows = await this.deps.db
+      .selectFrom('agent_presence')
+      .select(['device_id', 'broker_id'])
+      .where('broker_id', '!=', this.me)
+      .where('seen_at', '>', Date.now() - this.expiryMs)
+      .execute();
+    this.owners.clear();
+    for (const row of rows) this.owners.set(row.device_id, row.broker_id);
+  }
+
+  /** Brokers silent for the expiry: their agents are forgotten, their sessions' audit closed, their rows removed. */
+  private async sweep(): Promise<void> {
+    for (const [id, broker] of [...this.brokers]) {
+      if (id === this.me || this.alive(broker)) continue;
+      this.log.warn({ peer: id }, 'broker silent for the expiry: taken for gone');
+      this.forgetBroker(id, 'stopped answering');
+      const keep = [this.me, ...(await this.otherLiveBrokers())];
+      const closed = await this.deps.sessions.closeOpenSessions(`broker ${id} stopped (no heartbeat)`, keep);
+      if (closed > 0) this.log.info({ peer: id, closed }, 'open sessions of a gone broker closed in the audit');
+      await this.deps.db
+        .deleteFrom('agent_presence')
+        .where('broker_id', '=', id)
+        .where('seen_at', '<=', Date.now() - this.expiryMs)
+        .execute();
+      await this.deps.db.deleteFrom('cluster_brokers').where('broker_id', '=', id).where('heartbeat_at', '=', broker.heartbeat).execute();
+    }
+  }
+
+  private forgetBroker(id: string, why: string): void {
+    if (id === this.me) return;
+    this.brokers.delete(id);
+    for (const [deviceId, owner] of [...this.owners]) if (owner === id) this.owners.delete(deviceId);
+    this.links.drop(id, `broker ${id} ${why}`);
+  }
+
+  // ---- events of the other brokers -----------------------------------------------------------------
+
+  private publish(event: ClusterEvent): Promise<void> {
+    return this.bus.publish(event).catch((err) => this.log.warn({ err, e: event.e }, 'cluster event not sent'));
+  }
+
+  /** A change through this broker's API: the others empty their caches (at most one announcement per turn). */
+  private announceChange(): void {
+    if (this.invalidatePending || this.closing) return;
+    this.invalidatePending = true;
+    setImmediate(() => {
+      this.invalidatePending = false;
+      void this.publish({ e: 'invalidate', broker: this.me });
+    });
+  }
+
+  private onEvent(event: ClusterEvent): void {
+    if (event.broker === this.me) return;
+    switch (event.e) {
+      case 'presence': {
+        if (!event.on) {
+          if (this.owners.get(event.device) === event.broker) this.owners.delete(event.device);
+          return;
+        }
+        this.owners.set(event.device, event.broker);
+        if (!this.brokers.has(event.broker)) this.loadBrokersSoon();
+        // The agent keeps one connection: one here that is not brand new is stale (half-open).
+        const since = this.hub?.connectionInfo(event.device)?.connected_at;
+        if (since && Date.now() - Date.parse(since) > TAKEOVER_GRACE_MS) this.hub?.release(event.device, `the device connected to broker ${event.broker}`);
+        return;
+      }
+      case 'device_removed':
+        this.locatorInstance?.disconnectHere(event.device, event.reason);
+        return;
+      case 'invalidate':
+        this.deps.epoch.invalidate();
+        return;
+      case 'broker_down':
+        this.forgetBroker(event.broker, 'shut down');
+        return;
+    }
+  }
+}
