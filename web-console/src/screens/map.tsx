@@ -15,7 +15,6 @@ import LAND from '../map/land-110m.json' with { type: 'json' };
 import { placeDevices, type MapDevice, type Placed } from '../map/places.js';
 import { Link, navigate } from '../router.js';
 import { ErrorBox, Loading, Notice, PageTitle } from '../ui.js';
-import { StatusDot } from './devices.js';
 
 interface ConsoleSettings {
   map: { tile_url: string | null; attribution: string };
@@ -105,6 +104,7 @@ function MapView({ placed, settings }: { placed: Placed[]; settings: ConsoleSett
       showOutline();
     }
     const markers = L.featureGroup();
+    const placedBy = new Map<L.Layer, Placed>();
     for (const d of placed) {
       const marker = L.circleMarker([d.lat, d.lon], {
         radius: 7,
@@ -117,17 +117,20 @@ function MapView({ placed, settings }: { placed: Placed[]; settings: ConsoleSett
       marker.bindTooltip(`${d.title} (${d.online ? 'online' : 'offline'})`);
       if (allowed('devices')) marker.on('click', () => navigate(`/devices/${d.node_id}`));
       marker.addTo(markers);
-      // Leaflet draws the marker as an SVG path: give it a name and make it reachable by keyboard.
-      const path = marker.getElement();
-      if (path) {
-        path.setAttribute('data-node-id', d.node_id);
-        path.setAttribute('aria-label', d.title);
-        path.setAttribute('role', allowed('devices') ? 'link' : 'img');
-      }
+      placedBy.set(marker, d);
     }
     markers.addTo(map);
     if (placed.length > 0) map.fitBounds(markers.getBounds().pad(0.3), { maxZoom: 8 });
     else map.setView([20, 0], 1);
+    // Leaflet draws each marker as an SVG path once the map has a view: name it for assistive technology and tests.
+    markers.eachLayer((layer) => {
+      const d = placedBy.get(layer);
+      const path = (layer as L.CircleMarker).getElement();
+      if (!d || !path) return;
+      path.setAttribute('data-node-id', d.node_id);
+      path.setAttribute('aria-label', d.title);
+      path.setAttribute('role', allowed('devices') ? 'link' : 'img');
+    });
     const resize = new ResizeObserver(() => map.invalidateSize());
     resize.observe(el.current);
     return () => {
@@ -147,6 +150,16 @@ function MapView({ placed, settings }: { placed: Placed[]; settings: ConsoleSett
         aria-label="Map of devices"
       />
     </>
+  );
+}
+
+/** A status dot without its word (the title says it), for the lists beside the map. */
+function DeviceDot({ online }: { online: boolean }) {
+  return (
+    <span class={`status map-dot ${online ? 'online' : 'offline'}`} title={online ? 'online' : 'offline'}>
+      <span class="dot" aria-hidden="true" />
+      <span class="visually-hidden">{online ? 'online' : 'offline'}</span>
+    </span>
   );
 }
 
@@ -185,7 +198,7 @@ export function MapScreen() {
             <ul class="plain-list" data-testid="placed-devices">
               {split.placed.map((d) => (
                 <li key={d.node_id}>
-                  <StatusDot online={d.online} label="" /> {open ? <Link href={`/devices/${d.node_id}`}>{d.title}</Link> : d.title}{' '}
+                  <DeviceDot online={d.online} /> {open ? <Link href={`/devices/${d.node_id}`}>{d.title}</Link> : d.title}{' '}
                   <span class="muted small">
                     {d.lat.toFixed(3)}, {d.lon.toFixed(3)}
                   </span>
@@ -199,7 +212,7 @@ export function MapScreen() {
               <ul class="plain-list" data-testid="unplaced-devices">
                 {split.unplaced.map((d) => (
                   <li key={d.node_id}>
-                    <StatusDot online={d.online} label="" /> {open ? <Link href={`/devices/${d.node_id}`}>{d.title}</Link> : d.title}
+                    <DeviceDot online={d.online} /> {open ? <Link href={`/devices/${d.node_id}`}>{d.title}</Link> : d.title}
                   </li>
                 ))}
               </ul>
