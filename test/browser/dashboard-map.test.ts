@@ -111,7 +111,7 @@ function watchForeign(page: import('playwright-core').Page, origin: string): str
 }
 
 describe('Map', () => {
-  it('places devices by their coordinates on the bundled outline, lists the others, loads nothing from elsewhere; a click opens the device', async () => {
+  it('places devices by their coordinates on the bundled outline, lists the others, loads nothing from elsewhere, follows status live; a click opens the device', async () => {
     const { page, expectNoErrorsAndClose } = await suite.open();
     const foreign = watchForeign(page, suite.t.url);
     await page.getByRole('link', { name: 'Map' }).click();
@@ -129,6 +129,14 @@ describe('Map', () => {
     expect(await page.getByTestId('unplaced-devices').textContent()).toContain('shed-sensor');
     await screenshot(page, 'map');
     expect(foreign).toEqual([]);
+
+    // Live: a device coming online turns its marker and its dot green, without a reload.
+    await expect.poll(() => suite.t.broker.services.events.size).toBe(1);
+    suite.t.broker.services.agents.emit('connected', lima);
+    await expect.poll(() => map.locator(`path.device-marker.online[data-node-id="${lima}"]`).count()).toBe(1);
+    expect(await placed.locator('li', { hasText: 'lima-gw' }).locator('.status.online').count()).toBe(1);
+    suite.t.broker.services.agents.emit('disconnected', lima);
+    await expect.poll(() => map.locator(`path.device-marker.offline[data-node-id="${lima}"]`).count()).toBe(1);
 
     await map.locator(`path.device-marker[data-node-id="${oslo}"]`).click({ force: true });
     await page.getByRole('heading', { level: 1, name: 'oslo-gw' }).waitFor();

@@ -13,6 +13,7 @@ import { api, itemsOf } from '../api.js';
 import { allowed } from '../areas.js';
 import LAND from '../map/land-110m.json' with { type: 'json' };
 import { placeDevices, type MapDevice, type Placed } from '../map/places.js';
+import { useDeviceEvents, type DeviceEvent } from '../events.js';
 import { Link, navigate } from '../router.js';
 import { ErrorBox, Loading, Notice, PageTitle } from '../ui.js';
 
@@ -70,8 +71,12 @@ function outlineLayer(): L.LayerGroup {
   return group;
 }
 
-function MapView({ placed, settings }: { placed: Placed[]; settings: ConsoleSettings }) {
+const ONLINE = '#1a7f37';
+const OFFLINE = '#8c959f';
+
+function MapView({ placed, settings, live }: { placed: Placed[]; settings: ConsoleSettings; live: Map<string, DeviceEvent> }) {
   const el = useRef<HTMLDivElement>(null);
+  const byId = useRef(new Map<string, L.CircleMarker>());
   const [fallback, setFallback] = useState<'none' | 'outline' | 'tiles-failed'>(settings.map.tile_url ? 'none' : 'outline');
   useEffect(() => {
     if (!el.current) return;
@@ -110,7 +115,7 @@ function MapView({ placed, settings }: { placed: Placed[]; settings: ConsoleSett
         radius: 7,
         weight: 2,
         color: '#fff',
-        fillColor: d.online ? '#1a7f37' : '#8c959f',
+        fillColor: d.online ? ONLINE : OFFLINE,
         fillOpacity: 1,
         className: `device-marker ${d.online ? 'online' : 'offline'}`,
       });
@@ -118,6 +123,7 @@ function MapView({ placed, settings }: { placed: Placed[]; settings: ConsoleSett
       if (allowed('devices')) marker.on('click', () => navigate(`/devices/${d.node_id}`));
       marker.addTo(markers);
       placedBy.set(marker, d);
+      byId.current.set(d.node_id, marker);
     }
     markers.addTo(map);
     if (placed.length > 0) map.fitBounds(markers.getBounds().pad(0.3), { maxZoom: 8 });
@@ -135,9 +141,23 @@ function MapView({ placed, settings }: { placed: Placed[]; settings: ConsoleSett
     resize.observe(el.current);
     return () => {
       resize.disconnect();
+      byId.current.clear();
       map.remove();
     };
   }, [placed, settings]);
+  // Devices going online and offline recolour their marker in place: the view stays where the user put it.
+  useEffect(() => {
+    for (const [id, e] of live) {
+      const marker = byId.current.get(id);
+      if (!marker) continue;
+      const online = e.event === 'device.online';
+      marker.setStyle({ fillColor: online ? ONLINE : OFFLINE });
+      marker.getElement()?.classList.toggle('online', online);
+      marker.getElement()?.classList.toggle('offline', !online);
+      const d = placed.find((p) => p.node_id === id);
+      if (d) marker.setTooltipContent(`${d.title} (${online ? 'online' : 'offline'})`);
+    }
+  }, [live, placed]);
   return (
     <>
       {fallback === 'tiles-failed' && <Notice>The map tiles could not be loaded: showing the world outline instead.</Notice>}
@@ -175,7 +195,20 @@ export function MapScreen() {
       live = false;
     };
   }, [state.round]);
-  const split = useMemo(() => (state.devices ? placeDevices(state.devices) : null), [state.devices]);
+  // With device:read, devices go online and offline on the map as the broker tells (GET /events).
+  const [live, setLive] = useState<Map<string, DeviceEvent>>(new Map());
+  useEffect(() => setLive(new Map()), [state.devices]);
+  useDeviceEvents(
+    allowed('devices'),
+    (e) => setLive((m) => new Map(m).set(e.device_id, e)),
+    () => setState((s) => ({ ...s, round: s.round + 1 })),
+  );
+  const split = useMemo(() => {
+    if (!state.devices) return null;
+    return placeDevices(state.devices.map((d) => (live.has(d.node_id) ? { ...d, online: live.get(d.node_id)?.event === 'device.online' } : d)));
+  }, [state.devices, live]);
+  // The map itself is drawn from the loaded devices only; live changes recolour its markers.
+  const drawn = useMemo(() => (state.devices ? placeDevices(state.devices).placed : []), [state.devices]);
   const open = allowed('devices');
   return (
     <section class="map-screen">
@@ -192,7 +225,7 @@ export function MapScreen() {
       {!split && !state.error && <Loading what="the map" />}
       {split && state.settings && (
         <div class="map-layout">
-          <MapView placed={split.placed} settings={state.settings} />
+          <MapView placed={drawn} settings={state.settings} live={live} />
           <aside class="map-aside" aria-label="Devices on the map and without coordinates">
             <h2>On the map ({split.placed.length})</h2>
             <ul class="plain-list" data-testid="placed-devices">
