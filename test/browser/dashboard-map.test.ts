@@ -60,6 +60,23 @@ describe('Dashboard', () => {
     expect(await reports.getByTestId('unread-CRIT').textContent()).toBe('0 CRIT');
     expect(await reports.getByTestId('recent-errors').textContent()).toContain('Package nginx failed to install');
 
+    // Refresh reads every card again.
+    await suite.t.broker.services.reports.record(shed, [
+      {
+        bundle_commit_id: 'b1',
+        commit_id: 'c0ffee0123456789',
+        labels: '',
+        log: '',
+        bundle: 'file_distribution',
+        sev: 'CRIT',
+        text: 'Disk full',
+        ts: Math.floor(Date.now() / 1000),
+      },
+    ]);
+    await page.getByRole('button', { name: 'Refresh' }).click();
+    await expect.poll(() => page.getByTestId('card-reports').getByTestId('unread-CRIT').textContent()).toBe('1 CRIT');
+    await expect.poll(() => page.getByTestId('config-failing').locator('li').allTextContents()).toContain('shed-sensor  1 error');
+
     // CVE and analysis: real data when the broker answers, "not available" while it answers 501.
     for (const [card, call, list] of [
       ['card-cves', '/api/v2/cvelist', 'top-cves'],

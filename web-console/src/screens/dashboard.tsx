@@ -304,10 +304,26 @@ export function DashboardScreen() {
     () => tree.reload(),
   );
   const devices = useMemo(() => (tree.data ? devicesOf(tree.data.tree) : undefined), [tree.data]);
+  // Refresh reloads the tree and, by a new key, every card.
+  const [round, setRound] = useState(0);
   return (
     <section class="dashboard">
-      <PageTitle>Dashboard</PageTitle>
-      <div class="panels">
+      <PageTitle
+        actions={
+          <button
+            type="button"
+            onClick={() => {
+              tree.reload();
+              setRound((n) => n + 1);
+            }}
+          >
+            Refresh
+          </button>
+        }
+      >
+        Dashboard
+      </PageTitle>
+      <div class="panels" key={round}>
         {allowed('devices') && (
           <Card title="Devices" id="devices">
             <ErrorBox error={tree.error} />
