@@ -195,7 +195,12 @@ describe('Map', () => {
       });
       await new Promise<void>((resolve) => tiles.listen(0, '127.0.0.1', resolve));
       const port = (tiles.address() as AddressInfo).port;
-      withTiles = await startTestBroker({ env: { MAP_TILE_URL: `http://127.0.0.1:${port}/tiles/{z}/{x}/{y}.png`, MAP_TILE_ATTRIBUTION: 'Test tiles' } });
+      withTiles = await startTestBroker({
+        env: { MAP_TILE_URL: `http://127.0.0.1:${port}/tiles/{z}/{x}/{y}.png`, MAP_TILE_ATTRIBUTION: 'Test tiles <b>bold</b>' },
+      });
+      // A name that would be markup if put in as HTML.
+      const odd = await withTiles.addDevice({ name: '<img src=x class=injected>' });
+      await withTiles.api('PATCH', `/api/v2/deviceattribute/${odd}`, { token: withTiles.adminToken, body: { latitude: '1', longitude: '2' } });
       // A port nothing listens on: the tiles fail.
       const closed = http.createServer();
       await new Promise<void>((resolve) => closed.listen(0, '127.0.0.1', resolve));
@@ -212,14 +217,18 @@ describe('Map', () => {
 
     it('loads the tiles from there (the console is told through GET /webconsole/settings and its policy allows that origin)', async () => {
       const settings = await withTiles.api('GET', '/api/v2/webconsole/settings', { token: withTiles.adminToken });
-      expect(settings.body.map).toMatchObject({ attribution: 'Test tiles' });
+      expect(settings.body.map).toMatchObject({ attribution: 'Test tiles <b>bold</b>' });
       const { page, expectNoErrorsAndClose } = await suite.open({ broker: withTiles });
       await page.goto('/map');
       const map = page.getByTestId('map');
       await expect.poll(() => map.locator('img.leaflet-tile-loaded').count()).toBeGreaterThan(0);
       expect(await map.getAttribute('data-fallback')).toBe('none');
       expect(tileRequests).toBeGreaterThan(0);
-      expect(await map.locator('.leaflet-control-attribution').textContent()).toContain('Test tiles');
+      // Names and the credit are text, never markup.
+      expect(await map.locator('.leaflet-control-attribution').textContent()).toContain('Test tiles <b>bold</b>');
+      await map.locator('path.device-marker').first().hover({ force: true });
+      await expect.poll(() => map.locator('.leaflet-tooltip').textContent()).toBe('<img src=x class=injected> (offline)');
+      expect(await page.locator('img.injected, .leaflet-control-attribution b').count()).toBe(0);
       await expectNoErrorsAndClose();
     });
 

@@ -71,6 +71,18 @@ function outlineLayer(): L.LayerGroup {
   return group;
 }
 
+/** Leaflet puts strings in as HTML: device names (set by users and agents) go in as text. */
+function textNode(text: string): HTMLElement {
+  const el = document.createElement('span');
+  el.textContent = text;
+  return el;
+}
+
+/** The tile credit as text (Leaflet's attribution control takes HTML). */
+export function escapeHtml(text: string): string {
+  return text.replace(/[&<>"']/g, (c) => `&#${c.charCodeAt(0)};`);
+}
+
 const ONLINE = '#1a7f37';
 const OFFLINE = '#8c959f';
 
@@ -93,7 +105,7 @@ function MapView({ placed, settings, live }: { placed: Placed[]; settings: Conso
     if (url) {
       let loaded = 0;
       let failed = 0;
-      const tiles = L.tileLayer(url, { attribution: settings.map.attribution || undefined, maxZoom: 18, crossOrigin: false });
+      const tiles = L.tileLayer(url, { attribution: escapeHtml(settings.map.attribution) || undefined, maxZoom: 18, crossOrigin: false });
       tiles.on('tileload', () => (loaded += 1));
       tiles.on('tileerror', () => {
         failed += 1;
@@ -119,7 +131,7 @@ function MapView({ placed, settings, live }: { placed: Placed[]; settings: Conso
         fillOpacity: 1,
         className: `device-marker ${d.online ? 'online' : 'offline'}`,
       });
-      marker.bindTooltip(`${d.title} (${d.online ? 'online' : 'offline'})`);
+      marker.bindTooltip(textNode(`${d.title} (${d.online ? 'online' : 'offline'})`));
       if (allowed('devices')) marker.on('click', () => navigate(`/devices/${d.node_id}`));
       marker.addTo(markers);
       placedBy.set(marker, d);
@@ -155,7 +167,7 @@ function MapView({ placed, settings, live }: { placed: Placed[]; settings: Conso
       marker.getElement()?.classList.toggle('online', online);
       marker.getElement()?.classList.toggle('offline', !online);
       const d = placed.find((p) => p.node_id === id);
-      if (d) marker.setTooltipContent(`${d.title} (${online ? 'online' : 'offline'})`);
+      if (d) marker.setTooltipContent(textNode(`${d.title} (${online ? 'online' : 'offline'})`));
     }
   }, [live, placed]);
   return (
