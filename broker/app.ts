@@ -11,6 +11,7 @@ import { API_PREFIX, errorHandler, mountRoutes } from './http/router.js';
 import { remoteDocs } from './remote/routes.js';
 import { routeTable } from './routes.js';
 import type { Services } from './services.js';
+import { mapTileOrigins } from './config.js';
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
 export const WEB_DIST = path.join(ROOT, 'web-console', 'dist');
@@ -83,12 +84,12 @@ export function createApp(services: Services): Express {
   app.use('/api', (req, _res, next) => next(new ApiError(404, 'unknown_call', `No call ${req.method} /api${req.path}.`)));
 
   if (fs.existsSync(path.join(WEB_DIST, 'index.html'))) {
+    // Map tiles are the one thing the console may load from elsewhere, and only when MAP_TILE_URL names a source.
+    const imgSrc = ["'self'", 'data:', ...mapTileOrigins(services.config.mapTileUrl)].join(' ');
+    const consolePolicy = `default-src 'self'; connect-src 'self' ws: wss:; img-src ${imgSrc}; style-src 'self' 'unsafe-inline'; object-src 'none'; base-uri 'self'; frame-ancestors 'none'`;
     app.use((_req, res, next) => {
       // The console loads only its own code; WebSockets go back to this broker.
-      res.setHeader(
-        'Content-Security-Policy',
-        "default-src 'self'; connect-src 'self' ws: wss:; img-src 'self' data:; style-src 'self' 'unsafe-inline'; object-src 'none'; base-uri 'self'; frame-ancestors 'none'",
-      );
+      res.setHeader('Content-Security-Policy', consolePolicy);
       next();
     });
     app.use(express.static(WEB_DIST, { index: 'index.html', maxAge: '1h' }));

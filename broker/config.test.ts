@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { ConfigError, loadConfig } from './config.js';
+import { ConfigError, loadConfig, mapTileOrigins } from './config.js';
 
 describe('connection limits in the configuration', () => {
   it('defaults: 1024 agent handshakes, 32 per address, 256 connections per address', () => {
@@ -29,5 +29,24 @@ describe('recording retention in the configuration', () => {
     expect(loadConfig({ CONSOLE_DETACH_GRACE_SECONDS: '0' }).consoleDetachGraceSeconds).toBe(0);
     expect(() => loadConfig({ CONSOLE_DETACH_GRACE_SECONDS: '3601' })).toThrow(/CONSOLE_DETACH_GRACE_SECONDS/);
     expect(() => loadConfig({ CONSOLE_DETACH_GRACE_SECONDS: 'later' })).toThrow(/CONSOLE_DETACH_GRACE_SECONDS/);
+  });
+});
+
+describe('map tiles in the configuration', () => {
+  it('has none by default, and takes an http(s) URL template with {z}, {x} and {y}', () => {
+    expect(loadConfig({}).mapTileUrl).toBeUndefined();
+    expect(mapTileOrigins(undefined)).toEqual([]);
+    const c = loadConfig({ MAP_TILE_URL: 'https://{s}.tiles.example.net/{z}/{x}/{y}.png', MAP_TILE_ATTRIBUTION: '© Example' });
+    expect([c.mapTileUrl, c.mapTileAttribution]).toEqual(['https://{s}.tiles.example.net/{z}/{x}/{y}.png', '© Example']);
+    expect(mapTileOrigins(c.mapTileUrl)).toEqual(['https://*.tiles.example.net']);
+    expect(mapTileOrigins('http://127.0.0.1:9000/t/{z}/{x}/{y}.png')).toEqual(['http://127.0.0.1:9000']);
+  });
+
+  it('refuses a template that is not an http(s) URL or lacks a coordinate, naming the variable', () => {
+    expect(() => loadConfig({ MAP_TILE_URL: 'https://tiles.example.net/{z}/{x}.png' })).toThrow(/MAP_TILE_URL.*\{y\}/);
+    expect(() => loadConfig({ MAP_TILE_URL: 'javascript:alert(1)//{z}{x}{y}' })).toThrow(/MAP_TILE_URL/);
+    expect(() => loadConfig({ MAP_TILE_URL: "https://a.example'; script-src *;/{z}/{x}/{y}" })).toThrow(/MAP_TILE_URL/);
+    expect(() => loadConfig({ MAP_TILE_URL: 'https://a.example;script-src:1/{z}/{x}/{y}' })).toThrow(/MAP_TILE_URL/);
+    expect(() => loadConfig({ MAP_TILE_URL: `https://tiles.example.net/${'a'.repeat(500)}/{z}/{x}/{y}` })).toThrow(/MAP_TILE_URL/);
   });
 });

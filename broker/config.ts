@@ -77,6 +77,13 @@ export interface Config {
   clusterSecret?: string;
   /** How often presence is refreshed (CLUSTER_HEARTBEAT_MS); a broker silent for 3 of them is gone. */
   clusterHeartbeatMs: number;
+  /**
+   * The web console's map tiles: an `http(s)://` URL template with `{z}`, `{x}` and `{y}` (and
+   * optionally `{s}`); without it the map draws its bundled world outline and fetches nothing.
+   */
+  mapTileUrl?: string;
+  /** The credit the tile provider asks to be shown on the map. */
+  mapTileAttribution: string;
 }
 
 export class ConfigError extends Error {
@@ -142,6 +149,9 @@ export function loadConfig(env: Env = process.env): Config {
   if (env.STRIPE_API_BASE && !/^https?:\/\/[^/]+\/?$/.test(env.STRIPE_API_BASE)) {
     throw new ConfigError('STRIPE_API_BASE', 'must be http(s)://host[:port] without a path');
   }
+  const mapTileUrl = env.MAP_TILE_URL || undefined;
+  if (mapTileUrl && mapTileProblem(mapTileUrl)) throw new ConfigError('MAP_TILE_URL', mapTileProblem(mapTileUrl) as string);
+  if ((env.MAP_TILE_ATTRIBUTION ?? '').length > 500) throw new ConfigError('MAP_TILE_ATTRIBUTION', 'must be at most 500 characters');
   if (!['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'].includes(logLevel)) throw new ConfigError('LOG_LEVEL', `unknown level "${logLevel}"`);
   const port = integer(env, 'PORT', 8080, 0, 65535);
   const host =
@@ -202,5 +212,25 @@ export function loadConfig(env: Env = process.env): Config {
     brokerPeerUrl: env.BROKER_PEER_URL ? env.BROKER_PEER_URL.replace(/\/$/, '') : undefined,
     clusterSecret: env.CLUSTER_SECRET || undefined,
     clusterHeartbeatMs: integer(env, 'CLUSTER_HEARTBEAT_MS', 5000, 200, 600_000),
+    mapTileUrl,
+    mapTileAttribution: env.MAP_TILE_ATTRIBUTION ?? '',
   };
+}
+
+/** Why a map tile URL template is unusable, or undefined when it is fine. */
+export function mapTileProblem(template: string): string | undefined {
+  if (template.length > 500) return 'must be at most 500 characters';
+  // The host goes into the console's Content-Security-Policy: letters, digits, dots, dashes, `{s}` and a port only.
+  if (!/^https?:\/\/[A-Za-z0-9.{}-]+(:\d{1,5})?\/\S*$/.test(template)) return 'must be an http(s):// URL template: https://host[:port]/path with {z}, {x}, {y}';
+  for (const part of ['{z}', '{x}', '{y}']) if (!template.includes(part)) return `must contain ${part}, e.g. https://tiles.example.net/{z}/{x}/{y}.png`;
+  return undefined;
+}
+
+/** The origin(s) map tiles come from, for the console's Content-Security-Policy; none without tiles. */
+export function mapTileOrigins(template: string | undefined): string[] {
+  if (!template) return [];
+  const host = /^(https?:\/\/[^/]+)/.exec(template)?.[1];
+  if (!host) return [];
+  // `{s}` stands for a subdomain (a, b, c): allow any of them.
+  return [host.replace('{s}', '*')];
 }

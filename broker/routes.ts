@@ -17,6 +17,7 @@ import { usersRoutes } from './users/routes.js';
 import { reportsRoutes } from './reports/routes.js';
 import { companyRoutes } from './company/routes.js';
 import { billingRoutes } from './billing/routes.js';
+import { webConsoleRoutes } from './webconsole/routes.js';
 
 /** Calls of the specification that no domain has built yet: authenticated, authorized, then 501. */
 function unbuiltCalls(built: RouteSpec[]): RouteSpec[] {
@@ -57,6 +58,7 @@ export function routeTable(): RouteSpec[] {
     ...billingRoutes,
     ...configRoutes,
     ...installRoutes,
+    ...webConsoleRoutes,
   ];
   // Static paths first, so `/file/stats` is not taken by a `/file/{x}` pattern.
   const all = [...built, ...unbuiltCalls(built)];

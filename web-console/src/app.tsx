@@ -7,6 +7,7 @@ import { AuditScreen } from './screens/audit.js';
 import { AttributesScreen } from './screens/attributes.js';
 import { BootstrapKeysScreen } from './screens/bootstrap-keys.js';
 import { CompanyScreen } from './screens/company.js';
+import { DashboardScreen } from './screens/dashboard.js';
 import { CliLoginScreen } from './screens/cli-login.js';
 import { DeviceScreen } from './screens/device.js';
 import { DevicesScreen } from './screens/devices.js';
@@ -26,6 +27,19 @@ import { AccessDenied, ErrorBox, Loading } from './ui.js';
 const PUBLIC_PATHS = new Set(['/login', '/set-password']);
 
 type ConsoleModule = typeof import('./screens/console.js');
+type MapModule = typeof import('./screens/map.js');
+
+/** The map and Leaflet load on first use. */
+function LazyMap() {
+  const [mod, setMod] = useState<MapModule | null>(null);
+  const [error, setError] = useState<unknown>();
+  useEffect(() => {
+    import('./screens/map.js').then(setMod, setError);
+  }, []);
+  if (error) return <ErrorBox error={error} title="The map could not be loaded" />;
+  if (!mod) return <Loading what="the map" />;
+  return <mod.MapScreen />;
+}
 type PlayerModule = typeof import('./screens/player.js');
 
 /** The recording player loads xterm.js on first use too. */
@@ -71,6 +85,8 @@ interface Screen {
 }
 
 const SCREENS: Screen[] = [
+  { pattern: '/dashboard', area: 'dashboard', render: () => <DashboardScreen /> },
+  { pattern: '/map', area: 'map', render: () => <LazyMap /> },
   { pattern: '/devices', area: 'devices', render: () => <DevicesScreen /> },
   { pattern: '/devices/:id', area: 'devices', render: (p) => <DeviceScreen deviceId={p.id} /> },
   { pattern: '/devices/:id/attributes', area: 'devices', render: (p) => <AttributesScreen deviceId={p.id} /> },
@@ -90,7 +106,9 @@ const SCREENS: Screen[] = [
 ];
 
 const NAV: { href: string; label: string; area: Area }[] = [
+  { href: '/dashboard', label: 'Dashboard', area: 'dashboard' },
   { href: '/devices', label: 'Devices', area: 'devices' },
+  { href: '/map', label: 'Map', area: 'map' },
   { href: '/pending', label: 'Pending hosts', area: 'pendingHosts' },
   { href: '/bootstrap-keys', label: 'Bootstrap keys', area: 'bootstrapKeys' },
   { href: '/files', label: 'Files', area: 'filesManager' },

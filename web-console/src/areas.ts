@@ -4,18 +4,27 @@
  * limits (resources) are the broker's to judge; GET /remote/access/{id} says what to show on a
  * device page.
  *
- * The spec lists several permissions for the Devices area (cve, inventory and reports reads as
- * well); this console has no CVE or report views, so the device list needs device:read and
- * each panel of the device page needs its own permission (inventory:read for the inventory).
+ * The spec lists several permissions for the Devices area: device:read for the list and the
+ * device page, and cve:read, inventory:read and reports:read for what those show of each device.
+ * The list and page need device:read; each panel of the device page needs the permission of its
+ * data (inventory:read for the inventory, reports:read for the reports; a per-device CVE panel
+ * belongs with the CVE screen, needing cve:read), so a user lacking one sees the rest and the API
+ * refuses that panel's calls.
  */
 import type { Permission } from '../../shared/permissions.js';
 import { can } from './session.js';
 
 export const AREAS = {
+  /** The landing screen; each of its cards also needs the permission of its own data. */
+  dashboard: ['analysis:read', 'device:read', 'inventory:read', 'metrics:read', 'reports:read'],
   devices: ['device:read'],
+  /** The Devices area's reports panel (GET /reportsummary/{id}). */
+  deviceReports: ['reports:read'],
+  /** "Devices, Show configuration": GET /config/{device_id}. */
+  showConfiguration: ['configuration:read'],
+  map: ['inventory:read'],
   pendingHosts: ['device:approve'],
-  /** Removing an approved device: DELETE /removeapprovedhost needs this one. */
-  approveDevices: ['device:approve'],
+  /** "Devices, Update attributes and Delete": attribute editing and removing a device (DELETE /inventory/{id}). */
   updateAttributes: ['device:manage'],
   /** Groups and tags (PUT /grouptree, PATCH /grouptree/{node_id}); per-node limits are the broker's. */
   manageTree: ['device:manage'],

@@ -7,7 +7,7 @@ import { useState } from 'preact/hooks';
 import type { AttributesRecord, RemoteCapabilities } from '../../../shared/api-types.js';
 import { api, ApiFailure } from '../api.js';
 import { allowed } from '../areas.js';
-import { Link, navigate } from '../router.js';
+import { Link, navigate, withQuery } from '../router.js';
 import { ConfirmButton, ErrorBox, formatBytes, formatTime, Loading, Notice, PageTitle, Table, Tags, useAction, useLoad } from '../ui.js';
 import { LEGACY_FIELDS } from './attributes.js';
 import { StatusDot } from './devices.js';
@@ -176,6 +176,56 @@ function Inventory({ deviceId }: { deviceId: string }) {
   );
 }
 
+interface ReportCounts {
+  total: number;
+  unread: number;
+  unread_severity: Record<'INFO' | 'WARN' | 'ERR' | 'CRIT', number>;
+  last_ts: number;
+}
+
+/** The device's unread reports by severity (reports:read), each linking into the Logs. */
+function DeviceReports({ deviceId }: { deviceId: string }) {
+  const summary = useLoad(() => api.get<ReportCounts>(`/reportsummary/${encodeURIComponent(deviceId)}`), [deviceId]);
+  if (summary.error) return <ErrorBox error={summary.error} />;
+  if (!summary.data) return <Loading what="reports" />;
+  const s = summary.data;
+  return (
+    <div data-testid="device-reports">
+      <p>
+        {s.unread} unread of {s.total} report{s.total === 1 ? '' : 's'}
+        {s.last_ts ? <span class="muted">, the latest {formatTime(new Date(s.last_ts * 1000).toISOString())}</span> : null}.
+      </p>
+      <div class="stat-row">
+        {(['CRIT', 'ERR', 'WARN', 'INFO'] as const).map((sev) => (
+          <Link key={sev} href={withQuery('/logs', { node_id: deviceId, severity: sev, read: 'false' })} class={`stat sev-${sev.toLowerCase()}`}>
+            <strong>{s.unread_severity[sev]}</strong> {sev}
+          </Link>
+        ))}
+      </div>
+      <Link href={withQuery('/logs', { node_id: deviceId })}>All reports of this device</Link>
+    </div>
+  );
+}
+
+/** "Devices, Show configuration" (configuration:read): the device's committed configuration, rendered. */
+function DeviceConfiguration({ deviceId }: { deviceId: string }) {
+  const [open, setOpen] = useState(false);
+  const config = useLoad(() => (open ? api.get<unknown>(`/config/${encodeURIComponent(deviceId)}`) : Promise.resolve(undefined)), [deviceId, open]);
+  if (!open)
+    return (
+      <button type="button" onClick={() => setOpen(true)}>
+        Show configuration
+      </button>
+    );
+  if (config.error) return <ErrorBox error={config.error} />;
+  if (config.data === undefined) return <Loading what="the configuration" />;
+  return (
+    <pre class="config-view" data-testid="device-config">
+      {JSON.stringify(config.data, null, 2)}
+    </pre>
+  );
+}
+
 function RemoteActions({ deviceId, access }: { deviceId: string; access: RemoteCapabilities }) {
   const reload = useAction();
   const [notice, setNotice] = useState('');
@@ -259,15 +309,13 @@ export function DeviceScreen({ deviceId }: { deviceId: string }) {
             >
               Refresh
             </button>
-            {(manageable || allowed('approveDevices')) && (
+            {manageable && (
               <ConfirmButton
                 label="Remove device"
                 question="Remove this device? Its connection is cut and its key revoked."
                 onConfirm={async () => {
-                  // The spec's "Update attributes and Delete" area (device:manage) removes through
-                  // DELETE /inventory/{id}; enrolment managers (device:approve) through removeapprovedhost.
-                  const path = manageable ? `/inventory/${encodeURIComponent(deviceId)}` : `/removeapprovedhost/${encodeURIComponent(deviceId)}`;
-                  const ok = await remove.run(() => api.del(path).then(() => true));
+                  // The spec's "Devices, Update attributes and Delete" (device:manage): DELETE /inventory/{id}.
+                  const ok = await remove.run(() => api.del(`/inventory/${encodeURIComponent(deviceId)}`).then(() => true));
                   if (ok) navigate('/devices');
                 }}
               />
@@ -344,6 +392,20 @@ export function DeviceScreen({ deviceId }: { deviceId: string }) {
           <section class="panel" aria-labelledby="h-tunnels">
             <h2 id="h-tunnels">Tunnels</h2>
             <Portmaps deviceId={deviceId} />
+          </section>
+        )}
+
+        {allowed('deviceReports') && (
+          <section class="panel" aria-labelledby="h-reports">
+            <h2 id="h-reports">Reports</h2>
+            <DeviceReports deviceId={deviceId} />
+          </section>
+        )}
+
+        {allowed('showConfiguration') && (
+          <section class="panel wide" aria-labelledby="h-config">
+            <h2 id="h-config">Configuration</h2>
+            <DeviceConfiguration deviceId={deviceId} />
           </section>
         )}
 
