@@ -235,6 +235,16 @@ export class AgentHub extends EventEmitter<AgentHubEvents> implements AgentLocat
     return conn && { ip: conn.ip, version: conn.version, protocol: conn.protocol, connected_at: conn.connectedAt.toISOString() };
   }
 
+  /**
+   * When a connected agent was last heard from (any message, ping or heartbeat pong), as ISO 8601;
+   * undefined when it is not connected here. Kept in memory: last_seen in the database is written
+   * at most every LAST_SEEN_EVERY_MS, so this is what "seen" of an online device is.
+   */
+  lastHeard(deviceId: string): string | undefined {
+    const conn = this.agents.get(deviceId);
+    return conn && new Date(conn.lastHeard).toISOString();
+  }
+
   /** `GET /device/{id}/status`. The route has checked device:read on the device. */
   async status(deviceId: string): Promise<DeviceStatus> {
     const row = await this.deps.db.selectFrom('devices').select(['last_seen']).where('device_id', '=', deviceId).executeTakeFirst();
@@ -244,7 +254,8 @@ export class AgentHub extends EventEmitter<AgentHubEvents> implements AgentLocat
       // Remote sessions can be opened now: the agent is connected and speaks the channel protocol.
       remote_access: conn !== undefined && conn.protocol >= 1,
       connected: conn !== undefined,
-      last_seen: row?.last_seen ?? null,
+      // A connected agent's last heartbeat; the stored last contact otherwise.
+      last_seen: this.lastHeard(deviceId) ?? row?.last_seen ?? null,
     };
   }
 
