@@ -388,7 +388,7 @@ export function DevicesScreen() {
               rows={deviceRows(shown)}
               text={filter.text}
               columns={columns}
-              onColumns={(next) => setQuery({ ...next })}
+              onColumns={(next) => setQuery({ os: next.os, ip: next.ip, agent: next.agent, seen: next.seen })}
               groups={groups}
               manageableTags={tree.data?.manageable_tags}
               sort={sort}
