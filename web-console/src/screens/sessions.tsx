@@ -44,7 +44,7 @@ export function SessionsScreen() {
         loading={sessions.loading}
         what="the sessions"
         empty="No remote sessions are running that you may see."
-        columns={['Started', 'User', 'Device', 'Kind', 'Source', 'Bytes in / out', '']}
+        columns={['Started', 'User', 'Device', 'Kind', 'Source', 'Bytes in / out', 'Actions']}
         row={(s) => (
           <tr key={s.id} data-testid={`session-${s.id}`}>
             <td>{formatTime(s.started_at)}</td>
