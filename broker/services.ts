@@ -119,10 +119,10 @@ export async function createServices(config: Config, logger: Logger, store: Stor
   const inventory: InventoryService = new InventoryService(store.db, access, devices, locator);
   // Typed inventory payloads (software, containers, users, ports, …) from agents.
   agents.handle('inventory_item', (deviceId, msg) => inventory.recordItem(deviceId, msg));
+  // "Seen" of a device connected here is its last heartbeat (the database is written once a minute).
+  devices.setHeardSource((deviceId) => agents.lastHeard(deviceId));
   // The group tree's online status is the live connection state.
   devices.setOnlineSource((deviceId) => locator.isConnected(deviceId));
-  // …and "seen" of a device connected here is its last heartbeat (the database is written once a minute).
-  devices.setHeardSource((deviceId) => agents.lastHeard(deviceId));
   const remote = new RemoteService({ config, logger, db: store.db, upgrades, auth, access, audit, locator });
   const events = new DeviceEventStream({ hub: agents, access, logger });
   const qbee = new QbeeTransport({ logger, upgrades, auth, audit, sessions: remote.sessions, remote });

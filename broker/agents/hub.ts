@@ -229,12 +229,6 @@ export class AgentHub extends EventEmitter<AgentHubEvents> implements AgentLocat
     return true;
   }
 
-  /** Connection facts of a connected agent (undefined when it is not connected here). */
-  connectionInfo(deviceId: string): { ip: string; version: string; protocol: number; connected_at: string } | undefined {
-    const conn = this.agents.get(deviceId);
-    return conn && { ip: conn.ip, version: conn.version, protocol: conn.protocol, connected_at: conn.connectedAt.toISOString() };
-  }
-
   /**
    * When a connected agent was last heard from (any message, ping or heartbeat pong), as ISO 8601;
    * undefined when it is not connected here. Kept in memory: last_seen in the database is written
@@ -243,6 +237,12 @@ export class AgentHub extends EventEmitter<AgentHubEvents> implements AgentLocat
   lastHeard(deviceId: string): string | undefined {
     const conn = this.agents.get(deviceId);
     return conn && new Date(conn.lastHeard).toISOString();
+  }
+
+  /** Connection facts of a connected agent (undefined when it is not connected here). */
+  connectionInfo(deviceId: string): { ip: string; version: string; protocol: number; connected_at: string } | undefined {
+    const conn = this.agents.get(deviceId);
+    return conn && { ip: conn.ip, version: conn.version, protocol: conn.protocol, connected_at: conn.connectedAt.toISOString() };
   }
 
   /** `GET /device/{id}/status`. The route has checked device:read on the device. */
@@ -254,8 +254,7 @@ export class AgentHub extends EventEmitter<AgentHubEvents> implements AgentLocat
       // Remote sessions can be opened now: the agent is connected and speaks the channel protocol.
       remote_access: conn !== undefined && conn.protocol >= 1,
       connected: conn !== undefined,
-      // A connected agent's last heartbeat; the stored last contact otherwise.
-      last_seen: this.lastHeard(deviceId) ?? row?.last_seen ?? null,
+      last_seen: row?.last_seen ?? null,
     };
   }
 

@@ -282,7 +282,10 @@ export const inventoryRoutes: RouteSpec[] = [
       edge_version: z.literal(1).optional().describe('1 while remote_access is true'),
     }),
     handler: async ({ params, services }) => {
-      const status = await services.agents.status(params.device_id);
+      const stored = await services.agents.status(params.device_id);
+      // A connected agent's last heartbeat (kept in memory); the stored last contact otherwise.
+      const heard = services.agents.lastHeard(params.device_id);
+      const status = heard ? { ...stored, last_seen: heard } : stored;
       const edge = publicHost(services.config.publicUrl);
       return status.remote_access && edge ? { ...status, edge, edge_version: 1 as const } : status;
     },
