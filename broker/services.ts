@@ -142,6 +142,8 @@ export async function createServices(config: Config, logger: Logger, store: Stor
   const inventory: InventoryService = new InventoryService(store.db, access, devices, locator);
   // Typed inventory payloads (software, containers, users, ports, …) from agents.
   agents.handle('inventory_item', (deviceId, msg) => inventory.recordItem(deviceId, msg));
+  // "Seen" of a device connected here is its last heartbeat (the database is written once a minute).
+  devices.setHeardSource((deviceId) => agents.lastHeard(deviceId));
   // The group tree's online status is the live connection state.
   devices.setOnlineSource((deviceId) => locator.isConnected(deviceId));
   // Reports by severity join /analysis/orgstats once a reports domain exists: pass its counter as `reports`.

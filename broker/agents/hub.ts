@@ -242,6 +242,16 @@ export class AgentHub extends EventEmitter<AgentHubEvents> implements AgentLocat
     return true;
   }
 
+  /**
+   * When a connected agent was last heard from (any message, ping or heartbeat pong), as ISO 8601;
+   * undefined when it is not connected here. Kept in memory: last_seen in the database is written
+   * at most every LAST_SEEN_EVERY_MS, so this is what "seen" of an online device is.
+   */
+  lastHeard(deviceId: string): string | undefined {
+    const conn = this.agents.get(deviceId);
+    return conn && new Date(conn.lastHeard).toISOString();
+  }
+
   /** Connection facts of a connected agent (undefined when it is not connected here). */
   connectionInfo(deviceId: string): { ip: string; version: string; protocol: number; connected_at: string } | undefined {
     const conn = this.agents.get(deviceId);

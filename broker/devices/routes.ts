@@ -80,7 +80,7 @@ export const devicesRoutes: RouteSpec[] = [
     tag: 'devices',
     summary: 'The group tree with the devices the caller may read',
     description:
-      'Answers {total_devices, tree}. A node is {id, node_id, title, type: group|device, tags (its own), nodes}; a device adds status (online|offline), last_reported (Unix seconds or null) and attributes. ' +
+      'Answers {total_devices, tree}. A node is {id, node_id, title, type: group|device, tags (its own), nodes}; a device adds status (online|offline), last_reported (Unix seconds or null; for a device connected to this broker its last heartbeat) and attributes. ' +
       'Children are listed groups first, then by title. System groups: `root` and `unassigned_group` (approved devices without a group). ' +
       VISIBILITY,
     access: 'device:read',

@@ -98,7 +98,12 @@ export const treeNode = z.object({
   tags: z.array(z.string()).describe('The node’s own tags (a device also carries the tags of every group above it)'),
   nodes: z.array(z.looseObject({})).describe('Child nodes, of this same shape (empty for a device)'),
   status: z.enum(['online', 'offline']).optional().describe('Devices only'),
-  last_reported: z.number().int().nullable().optional().describe('Devices only: last contact, Unix seconds, null if never'),
+  last_reported: z
+    .number()
+    .int()
+    .nullable()
+    .optional()
+    .describe('Devices only: last contact, Unix seconds, null if never; for a device connected to this broker, its last heartbeat'),
   attributes: deviceAttributesOut.optional().describe('Devices only'),
   device_commit_sha: z.string().optional().describe('Devices only: the configuration commit its agent last applied (empty before the first)'),
   config_propagated: z.boolean().optional().describe('Devices only: whether its agent applied the commit of its current configuration'),
@@ -141,7 +146,12 @@ export const nodeView = z.object({
   ancestors: z.array(z.string()).describe('Node ids from root down to this node'),
   path: z.array(z.object({ node_id: z.string(), title: z.string() })),
   status: z.enum(['online', 'offline']).optional(),
-  last_reported: z.number().int().nullable().optional().describe('Devices only: last contact, Unix seconds, null if never'),
+  last_reported: z
+    .number()
+    .int()
+    .nullable()
+    .optional()
+    .describe('Devices only: last contact, Unix seconds, null if never; for a device connected to this broker, its last heartbeat'),
   attributes: deviceAttributesOut.optional(),
   can_manage: z
     .boolean()

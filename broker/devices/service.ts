@@ -83,6 +83,9 @@ export interface TreeChangeResult {
 /** Says whether a device is connected right now; undefined when the source does not know. */
 export type OnlineSource = (deviceId: string) => boolean | undefined;
 
+/** When a connected device was last heard from (ISO 8601); undefined when it is not connected here. */
+export type HeardSource = (deviceId: string) => string | undefined;
+
 function parseTags(json: string): string[] {
   try {
     const v: unknown = JSON.parse(json);
@@ -96,6 +99,7 @@ function parseTags(json: string): string[] {
 export class DevicesService {
   private readonly store: DevicesStore;
   private onlineSource?: OnlineSource;
+  private heardSource?: HeardSource;
 
   /** The tree shape of the last listing, for the next ones while nothing changed (see shape()). */
   private kept?: { shape: TreeShape; epoch: number; at: number; count: number };
@@ -123,6 +127,20 @@ export class DevicesService {
     const previous = this.onlineSource;
     this.onlineSource = source;
     return previous;
+  }
+
+  /**
+   * Plugs in the live last contact of connected agents (their last heartbeat, kept in memory): the
+   * tree's `last_reported` and a node's then say when an online device was last heard from, not
+   * when last_seen was last written.
+   */
+  setHeardSource(source: HeardSource | undefined): void {
+    this.heardSource = source;
+  }
+
+  /** The last contact of a device: its live last heartbeat when connected, else the stored one. */
+  private lastContact(deviceId: string, stored: string | null): string | null {
+    return this.heardSource?.(deviceId) ?? stored;
   }
 
   isOnline(deviceId: string, lastSeen: string | null, now = Date.now()): boolean {
@@ -254,7 +272,9 @@ export class DevicesService {
   private async renderable(principal: Principal): Promise<TreeSnapshot> {
     const shape = await this.shape();
     const snap = TreeSnapshot.build(shape, this.access.seer(principal, 'device:read'));
-    await this.store.fillDeviceDetails(snap.shownDeviceRows(), shape.rows.length);
+    const rows = snap.shownDeviceRows();
+    await this.store.fillDeviceDetails(rows, shape.rows.length);
+    for (const row of rows) row.last_seen = this.lastContact(row.node_id, row.last_seen);
     return snap;
   }
 
@@ -364,7 +384,7 @@ export class DevicesService {
     if (self.type === 'device') {
       const row = await this.store.device(db, self.node_id);
       view.status = this.isOnline(self.node_id, row?.last_seen ?? null) ? 'online' : 'offline';
-      view.last_reported = unixSeconds(row?.last_seen ?? null);
+      view.last_reported = unixSeconds(this.lastContact(self.node_id, row?.last_seen ?? null));
       view.attributes = readAttributes(row?.attributes);
     }
     return view;

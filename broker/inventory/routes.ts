@@ -268,7 +268,7 @@ export const inventoryRoutes: RouteSpec[] = [
     summary: 'Connection status of a device',
     description:
       '`{uuid, remote_access, connected, last_seen, edge, edge_version}`: `connected` is true while the device agent holds its connection to the broker; `remote_access` is true when remote ' +
-      'sessions (console, tunnel, copy, reload) can be opened now; `last_seen` is the last contact (ISO 8601, updated on connect, at most once a minute while connected, and on disconnect). ' +
+      'sessions (console, tunnel, copy, reload) can be opened now; `last_seen` is the last contact (ISO 8601): while the agent is connected to this broker, its last heartbeat (kept in memory; the stored value is written on connect, at most once a minute while connected, and on disconnect). ' +
       "While `remote_access` is true, `edge` names where remote sessions go — this broker's public host (`host[:port]` of PUBLIC_URL; left out when PUBLIC_URL is not set) — and `edge_version` is 1 (qbee's DeviceStatus).",
     access: 'device:read',
     device: ({ params }) => params.device_id,
@@ -282,7 +282,10 @@ export const inventoryRoutes: RouteSpec[] = [
       edge_version: z.literal(1).optional().describe('1 while remote_access is true'),
     }),
     handler: async ({ params, services }) => {
-      const status = await services.agents.status(params.device_id);
+      const stored = await services.agents.status(params.device_id);
+      // A connected agent's last heartbeat (kept in memory); the stored last contact otherwise.
+      const heard = services.agents.lastHeard(params.device_id);
+      const status = heard ? { ...stored, last_seen: heard } : stored;
       const edge = publicHost(services.config.publicUrl);
       return status.remote_access && edge ? { ...status, edge, edge_version: 1 as const } : status;
     },

@@ -87,4 +87,75 @@ describe('devices as a table', () => {
     await screenshot(page, 'devices-table');
     await expectNoErrorsAndClose();
   });
+
+  it('filters by OS, IP, agent version and last seen, per column, kept in the URL', async () => {
+    await suite.t.addGroup({ id: 'cols', title: 'Columns', tags: ['cols'] });
+    const deb = await suite.t.addDevice({ parent: 'cols', name: 'col-debian' });
+    const ubu = await suite.t.addDevice({ parent: 'cols', name: 'col-ubuntu' });
+    const old = await suite.t.addDevice({ parent: 'cols', name: 'col-old' });
+    const inventory = suite.t.broker.services.inventory;
+    await inventory.record(deb, {
+      os: { name: 'Debian GNU/Linux', version: '12' },
+      network: [{ name: 'eth0', mac: '02:00:00:00:00:11', addresses: [{ address: '10.1.1.1', family: 'IPv4', cidr: '10.1.1.1/24' }] }],
+      agent_version: '1.2.3',
+    });
+    await inventory.record(ubu, {
+      os: { name: 'Ubuntu', version: '24.04' },
+      network: [{ name: 'eth0', mac: '02:00:00:00:00:12', addresses: [{ address: '192.168.7.5', family: 'IPv4', cidr: '192.168.7.5/24' }] }],
+      agent_version: '2.0.0',
+    });
+    const db = suite.t.broker.services.store.db;
+    const now = new Date().toISOString();
+    await db.updateTable('devices').set({ last_seen: now }).where('device_id', 'in', [deb, ubu]).execute();
+    await db
+      .updateTable('devices')
+      .set({ last_seen: new Date(Date.now() - 3 * 24 * 3600_000).toISOString() })
+      .where('device_id', '=', old)
+      .execute();
+
+    const { page, expectNoErrorsAndClose } = await suite.open();
+    await page.goto('/devices?view=table&tag=cols');
+    const table = page.locator('table.devices');
+    const names = () => table.locator('tbody tr td:nth-child(2) a').allTextContents();
+    await expect.poll(names).toEqual(['col-debian', 'col-old', 'col-ubuntu']);
+
+    const cases: [string, string, string, string[]][] = [
+      ['Filter by OS', 'os', 'ubuntu', ['col-ubuntu']],
+      ['Filter by IP', 'ip', '10.1.', ['col-debian']],
+      ['Filter by agent version', 'agent', '2.0', ['col-ubuntu']],
+    ];
+    for (const [label, param, value, expected] of cases) {
+      await page.getByLabel(label).fill(value);
+      await expect.poll(names, { message: label }).toEqual(expected);
+      expect(new URL(page.url()).searchParams.get(param)).toBe(value);
+      await page.getByLabel(label).fill('');
+      await expect.poll(names).toEqual(['col-debian', 'col-old', 'col-ubuntu']);
+      expect(new URL(page.url()).searchParams.get(param)).toBeNull();
+    }
+
+    // Not seen for more than a day: the device last heard from three days ago.
+    await page.getByLabel('Filter by last seen').selectOption('over1d');
+    await expect.poll(names).toEqual(['col-old']);
+    expect(new URL(page.url()).searchParams.get('seen')).toBe('over1d');
+    await page.getByLabel('Filter by last seen').selectOption('within1h');
+    await expect.poll(names).toEqual(['col-debian', 'col-ubuntu']);
+
+    // Filters combine, survive a reload of the page, and sorting keeps them.
+    await page.getByLabel('Filter by OS').fill('debian');
+    await expect.poll(names).toEqual(['col-debian']);
+    await page.getByText('1 of 3 match').waitFor();
+    await screenshot(page, 'devices-table-column-filters');
+    await page.reload();
+    await expect.poll(names).toEqual(['col-debian']);
+    expect(await page.getByLabel('Filter by OS').inputValue()).toBe('debian');
+    expect(await page.getByLabel('Filter by last seen').inputValue()).toBe('within1h');
+    await table.getByRole('button', { name: /^Name/ }).click();
+    await expect.poll(() => new URL(page.url()).searchParams.get('dir')).toBe('desc');
+    expect(new URL(page.url()).searchParams.get('os')).toBe('debian');
+    expect(await names()).toEqual(['col-debian']);
+    await page.getByRole('button', { name: 'Clear column filters' }).click();
+    await expect.poll(names).toEqual(['col-ubuntu', 'col-old', 'col-debian']);
+    expect([...new URL(page.url()).searchParams.keys()].sort()).toEqual(['dir', 'sort', 'tag', 'view']);
+    await expectNoErrorsAndClose();
+  });
 });

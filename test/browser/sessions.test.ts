@@ -63,6 +63,40 @@ describe('active sessions and recordings', () => {
     await expectNoErrorsAndClose();
   });
 
+  it('keeps Watch and End on screen at phone width, and ends a console from there', async () => {
+    const connector = await suite.t.userWith([{ permission: 'remote-access:connect' }]);
+    const s = connectRemote(suite.t.url, 'console', { device_id: device, cols: 80, rows: 20 }, connector.token);
+    await s.ready;
+    const phone = { width: 390, height: 844 };
+    const { page, expectNoErrorsAndClose } = await suite.open({ viewport: phone, touch: true });
+    await page.goto('/sessions');
+    const row = page.locator('tbody tr', { hasText: connector.email });
+    await row.waitFor();
+    const onScreen = async (name: string) => {
+      const box = await row.getByRole(name === 'Watch' ? 'link' : 'button', { name }).boundingBox();
+      expect(box, name).not.toBeNull();
+      expect(box!.x, name).toBeGreaterThanOrEqual(0);
+      expect(box!.x + box!.width, name).toBeLessThanOrEqual(phone.width);
+      expect(box!.y + box!.height, name).toBeLessThanOrEqual(phone.height);
+    };
+    await onScreen('Watch');
+    await onScreen('End');
+    // The pinned column's header goes with it (and covers the headers scrolling under it).
+    const header = await page.getByRole('columnheader', { name: 'Actions' }).boundingBox();
+    expect(header!.x + header!.width).toBeLessThanOrEqual(phone.width);
+    // The page itself does not scroll sideways: the table does, under its pinned actions.
+    expect(await page.evaluate(() => document.documentElement.scrollWidth - window.innerWidth)).toBeLessThanOrEqual(0);
+    await screenshot(page, 'phone-sessions');
+    await row.getByRole('button', { name: 'End' }).tap();
+    const yes = page.getByRole('button', { name: 'Yes, end it' });
+    const box = await yes.boundingBox();
+    expect(box!.x + box!.width).toBeLessThanOrEqual(phone.width);
+    await yes.tap();
+    expect((await s.closed).code).toBe(4403);
+    await expect.poll(() => page.locator('tbody tr', { hasText: connector.email }).count(), { timeout: 15_000 }).toBe(0);
+    await expectNoErrorsAndClose();
+  });
+
   it("sets a role's console recording in the role editor", async () => {
     const user = await suite.t.userWith([{ permission: 'remote-access:connect' }]);
     const { page, expectNoErrorsAndClose } = await suite.open();

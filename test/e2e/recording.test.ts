@@ -3,6 +3,7 @@
  * child process, as users run it).
  */
 import { spawn } from 'node:child_process';
+import fs from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -69,5 +70,36 @@ describe('recorded consoles', () => {
     const without = await fleet(['play', '--no-wait', sessionId], await t.tokenWith([{ permission: 'device:read' }]));
     expect(without.code).toBe(1);
     expect(without.stdout).toBe('');
+  });
+
+  it('fails closed on a real agent: a role requiring recording gets no console while recordings cannot be written', async () => {
+    const user = await t.userWith([{ permission: 'remote-access:connect' }]);
+    const role = await t.api('GET', `/api/v2/role/${user.roleId}`, { token: t.adminToken });
+    const put = await t.api('PUT', `/api/v2/role/${user.roleId}`, { token: t.adminToken, body: { ...role.body, recording: 'required' } });
+    expect(put.status, JSON.stringify(put.body)).toBe(200);
+    const recordings = path.join(t.dataDir, 'recordings');
+    // The recordings folder replaced by a file: nothing can be created there, whoever the broker runs as.
+    const moved = `${recordings}.kept`;
+    const existed = fs.existsSync(recordings);
+    if (existed) fs.renameSync(recordings, moved);
+    fs.writeFileSync(recordings, 'not a folder');
+    try {
+      const refused = connectRemote(t.url, 'console', { device_id: device }, user.token);
+      expect((await refused.closed).code).toBe(4503);
+      expect(refused.frames[0]).toMatchObject({ type: 'error', code: 503, error: 'recording_unavailable' });
+      const audit = await t.api('GET', `/api/v2/commitlist?device_id=${device}&action=console&result=denied`, { token: t.adminToken });
+      const entry = (audit.body.items as any[]).find((e) => String(e.reason ?? '').includes('recording is required'));
+      expect(entry, JSON.stringify(audit.body.items)).toBeDefined();
+    } finally {
+      fs.rmSync(recordings, { force: true });
+      if (existed) fs.renameSync(moved, recordings);
+    }
+    // With the folder back, the same user gets a recorded console on the agent.
+    const s = connectRemote(t.url, 'console', { device_id: device }, user.token);
+    await s.ready;
+    s.ws.send(Buffer.from('echo back-$((40+2))\n'));
+    await s.output('back-42');
+    s.ws.send(Buffer.from('exit\n'));
+    await s.closed;
   });
 });

@@ -2,8 +2,8 @@
 import { describe, expect, it } from 'vitest';
 import type { GroupTreeNode } from '../../shared/api-types.js';
 import { installCommand, keysOf } from './screens/bootstrap-keys.js';
-import { deviceRows, rowMatches, sortRows } from './screens/devices-table.js';
-import { applyLive } from './screens/devices.js';
+import { columnFiltersOf, columnMatches, deviceRows, rowMatches, sortRows } from './screens/devices-table.js';
+import { agoText, applyLive } from './screens/devices.js';
 import { groupOptions, manageableTagsNote, mayManage, parseTags, subtreeIds, tagsOutside } from './screens/tree-manage.js';
 
 const device = (id: string, title: string, extra: Partial<GroupTreeNode> = {}): GroupTreeNode => ({
@@ -79,6 +79,32 @@ describe('devices table', () => {
     const row = { ...d1, os: 'Debian GNU/Linux 12', ip: '10.0.0.7', agent: '1.4.2' };
     for (const text of ['debian', '10.0.0.7', '1.4.2', 'GW', 'berlin', 'prod', 'edge', 'd1', '']) expect(rowMatches(row, text), text).toBe(true);
     expect(rowMatches(row, 'ubuntu')).toBe(false);
+  });
+
+  it('filters per column: OS, IP and agent version contained, last seen by age (never seen is not seen for a day)', () => {
+    const [d1] = deviceRows(tree);
+    const now = 1_800_000_000;
+    const row = { ...d1, os: 'Debian GNU/Linux 12', ip: '10.0.0.7', agent: '1.4.2', lastSeen: now - 2 * 86_400 };
+    expect(columnMatches(row, { os: 'DEBIAN', ip: '10.0', agent: '1.4' }, now)).toBe(true);
+    expect(columnMatches(row, { os: 'ubuntu' }, now)).toBe(false);
+    expect(columnMatches(row, { seen: 'over1d' }, now)).toBe(true);
+    expect(columnMatches(row, { seen: 'over7d' }, now)).toBe(false);
+    expect(columnMatches(row, { seen: 'within1h' }, now)).toBe(false);
+    expect(columnMatches({ ...row, lastSeen: now - 5 }, { seen: 'within1h' }, now)).toBe(true);
+    expect(columnMatches({ ...row, lastSeen: null }, { seen: 'over1d' }, now)).toBe(true);
+    expect(columnMatches({ ...row, lastSeen: null }, { seen: 'never' }, now)).toBe(true);
+    expect(columnMatches(row, { seen: 'never' }, now)).toBe(false);
+    // From the URL: unknown last-seen values are dropped.
+    expect(columnFiltersOf(new URLSearchParams('os=deb&seen=over1d&ip='))).toEqual({ os: 'deb', seen: 'over1d' });
+    expect(columnFiltersOf(new URLSearchParams('seen=yesterday'))).toEqual({});
+  });
+
+  it('says how long ago a device was heard from', () => {
+    expect(agoText(4_600)).toBe('5 s ago');
+    expect(agoText(-300)).toBe('0 s ago');
+    expect(agoText(3 * 60_000)).toBe('3 min ago');
+    expect(agoText(5 * 3_600_000)).toBe('5 h ago');
+    expect(agoText(3 * 86_400_000)).toBe('3 days ago');
   });
 
   it('sorts by a column either way, same values in id order', () => {

@@ -3,14 +3,14 @@
  * (GET /remote/access/{id} decides which buttons appear).
  */
 import { Fragment } from 'preact';
-import { useState } from 'preact/hooks';
+import { useEffect, useState } from 'preact/hooks';
 import type { AttributesRecord, RemoteCapabilities } from '../../../shared/api-types.js';
 import { api, ApiFailure } from '../api.js';
 import { allowed } from '../areas.js';
 import { Link, navigate, withQuery } from '../router.js';
 import { ConfirmButton, ErrorBox, formatBytes, formatTime, Loading, Notice, PageTitle, Table, Tags, useAction, useLoad } from '../ui.js';
 import { LEGACY_FIELDS } from './attributes.js';
-import { StatusDot } from './devices.js';
+import { LastContact, StatusDot } from './devices.js';
 import { InventoryTabs } from './inventory-tabs.js';
 import { Portmaps } from './portmaps.js';
 import { FileTransfer } from './transfer.js';
@@ -272,12 +272,22 @@ function RemoteActions({ deviceId, access }: { deviceId: string; access: RemoteC
   );
 }
 
+/** How often the device page reads the status again (a single row; the tree page reads less often). */
+const STATUS_REFRESH_MS = 15_000;
+
 export function DeviceScreen({ deviceId }: { deviceId: string }) {
   const attrs = useLoad(() => api.get<AttributesRecord>(`/deviceattribute/${encodeURIComponent(deviceId)}`), [deviceId]);
   const node = useLoad(() => api.get<NodeInfo>(`/node/${encodeURIComponent(deviceId)}`).catch(() => null), [deviceId]);
   const status = useLoad(() => api.get<DeviceStatus>(`/device/${encodeURIComponent(deviceId)}/status`).catch(() => null), [deviceId]);
   const access = useLoad(() => loadRemoteAccess(deviceId), [deviceId]);
   const remove = useAction();
+  // Status and last heartbeat, read again while the page is shown ("heard … ago" counts up in between).
+  useEffect(() => {
+    const timer = setInterval(() => {
+      if (document.visibilityState === 'visible') status.reload();
+    }, STATUS_REFRESH_MS);
+    return () => clearInterval(timer);
+  }, [deviceId]);
 
   const name = attrs.data?.device_name || node.data?.title || deviceId.slice(0, 12);
   const online = Boolean(status.data?.connected ?? access.data?.connected);
@@ -339,7 +349,7 @@ export function DeviceScreen({ deviceId }: { deviceId: string }) {
               .join(' › ')}
           </span>
         )}
-        {status.data?.last_seen && <span class="muted">last seen {formatTime(status.data.last_seen)}</span>}
+        {status.data?.last_seen && <LastContact online={online} at={Date.parse(status.data.last_seen)} />}
       </p>
 
       <div class="panels">

@@ -8,8 +8,8 @@ import type { GroupTreeNode } from '../../../shared/api-types.js';
 import { api, itemsOf } from '../api.js';
 import { allowed } from '../areas.js';
 import { Link } from '../router.js';
-import { ConfirmButton, ErrorBox, formatTime, Notice, Tags, useAction, useLoad } from '../ui.js';
-import { isOnline, StatusDot } from './devices.js';
+import { ConfirmButton, ErrorBox, Notice, Tags, useAction, useLoad } from '../ui.js';
+import { isOnline, LastContact, StatusDot } from './devices.js';
 import { manageableTagsNote, mayManage, parseTags, tagsOutside, type GroupOption, type ManageableTags } from './tree-manage.js';
 
 export interface DeviceRow {
@@ -70,6 +70,56 @@ export function rowMatches(row: DeviceRow, text: string): boolean {
   return [row.name, row.id, row.group, row.os, row.ip, row.agent, ...row.tags, ...row.attributes].some((v) => v.toLowerCase().includes(wanted));
 }
 
+/** The last-seen column's filter: when a device was last heard from (an online device: its last heartbeat). */
+export type SeenFilter = '' | 'within1h' | 'over1h' | 'over1d' | 'over7d' | 'never';
+export const SEEN_FILTERS: Record<SeenFilter, string> = {
+  '': 'Any time',
+  within1h: 'Seen within 1 h',
+  over1h: 'Not seen for > 1 h',
+  over1d: 'Not seen for > 1 day',
+  over7d: 'Not seen for > 7 days',
+  never: 'Never seen',
+};
+const HOUR_S = 3600;
+const SEEN_AGE_S: Partial<Record<SeenFilter, number>> = { over1h: HOUR_S, over1d: 24 * HOUR_S, over7d: 7 * 24 * HOUR_S };
+
+/** Per-column filters of the table, as kept in the query string (`os`, `ip`, `agent`, `seen`). */
+export interface ColumnFilters {
+  os?: string;
+  ip?: string;
+  agent?: string;
+  seen?: SeenFilter;
+}
+
+export function columnFiltersOf(query: URLSearchParams): ColumnFilters {
+  const seen = query.get('seen') ?? '';
+  const out: ColumnFilters = {};
+  for (const key of ['os', 'ip', 'agent'] as const) {
+    const v = query.get(key);
+    if (v) out[key] = v;
+  }
+  if (seen in SEEN_FILTERS && seen) out.seen = seen as SeenFilter;
+  return out;
+}
+
+/** OS, IP and agent version: contained, case-insensitive; last seen: by age at `nowS` (Unix seconds). */
+export function columnMatches(row: DeviceRow, f: ColumnFilters, nowS: number): boolean {
+  for (const key of ['os', 'ip', 'agent'] as const) {
+    const wanted = f[key]?.trim().toLowerCase();
+    if (wanted && !row[key].toLowerCase().includes(wanted)) return false;
+  }
+  switch (f.seen ?? '') {
+    case '':
+      return true;
+    case 'never':
+      return row.lastSeen === null;
+    case 'within1h':
+      return row.lastSeen !== null && nowS - row.lastSeen <= HOUR_S;
+    default:
+      return row.lastSeen === null || nowS - row.lastSeen > (SEEN_AGE_S[f.seen as SeenFilter] ?? 0);
+  }
+}
+
 function sortValue(row: DeviceRow, key: SortKey): string | number {
   switch (key) {
     case 'status':
@@ -106,6 +156,8 @@ const LABELS: Record<SortKey, string> = { name: 'Name', status: 'Status', os: 'O
 export function DevicesTable({
   rows,
   text = '',
+  columns = {},
+  onColumns,
   groups,
   manageableTags = '*',
   sort,
@@ -116,6 +168,9 @@ export function DevicesTable({
   rows: DeviceRow[];
   /** The search, matched here against the inventory columns too (see rowMatches). */
   text?: string;
+  /** Per-column filters (see columnMatches) and where changes to them go (the URL). */
+  columns?: ColumnFilters;
+  onColumns?: (next: ColumnFilters) => void;
   groups: GroupOption[];
   /** GET /grouptree's manageable_tags */
   manageableTags?: ManageableTags;
@@ -142,12 +197,15 @@ export function DevicesTable({
   const sorted = useMemo(
     () =>
       sortRows(
-        full.filter((r) => rowMatches(r, text)),
+        full.filter((r) => rowMatches(r, text) && columnMatches(r, columns, Math.floor(Date.now() / 1000))),
         sort,
         descending,
       ),
-    [full, text, sort, descending],
+    [full, text, columns.os, columns.ip, columns.agent, columns.seen, sort, descending],
   );
+  const filtering = Boolean(text.trim() || columns.os || columns.ip || columns.agent || columns.seen);
+  const setColumn = (key: keyof ColumnFilters, value: string) => onColumns?.({ ...columns, [key]: value || undefined } as ColumnFilters);
+  const distinct = (key: 'os' | 'agent') => [...new Set(full.map((r) => r[key]).filter(Boolean))].sort();
   const [picked, setPicked] = useState<Set<string>>(new Set());
   const selected = sorted.filter((r) => picked.has(r.id));
   const action = useAction();
@@ -264,11 +322,29 @@ export function DevicesTable({
       <ErrorBox error={action.error} />
       <ErrorBox error={inventory.error} title="The inventory could not be loaded" />
       {notice && <Notice>{notice}</Notice>}
-      {text.trim() && (
+      {filtering && (
         <p class="muted" role="status">
-          {sorted.length} of {rows.length} match “{text.trim()}”
+          {sorted.length} of {rows.length} match{text.trim() ? ` “${text.trim()}”` : ''}
+          {(columns.os || columns.ip || columns.agent || columns.seen) && onColumns && (
+            <>
+              {' '}
+              <button type="button" class="link-button" onClick={() => onColumns({})}>
+                Clear column filters
+              </button>
+            </>
+          )}
         </p>
       )}
+      <datalist id="dt-os-values">
+        {distinct('os').map((v) => (
+          <option key={v} value={v} />
+        ))}
+      </datalist>
+      <datalist id="dt-agent-values">
+        {distinct('agent').map((v) => (
+          <option key={v} value={v} />
+        ))}
+      </datalist>
       <div class="table-wrap">
         <table class="devices">
           <thead>
@@ -292,6 +368,52 @@ export function DevicesTable({
                 </th>
               ))}
             </tr>
+            {onColumns && (
+              <tr class="column-filters">
+                {bulk && <td />}
+                <td />
+                <td />
+                <td>
+                  <input
+                    type="search"
+                    aria-label="Filter by OS"
+                    placeholder="OS"
+                    list="dt-os-values"
+                    value={columns.os ?? ''}
+                    onInput={(e) => setColumn('os', e.currentTarget.value)}
+                  />
+                </td>
+                <td>
+                  <input
+                    type="search"
+                    aria-label="Filter by IP"
+                    placeholder="IP"
+                    value={columns.ip ?? ''}
+                    onInput={(e) => setColumn('ip', e.currentTarget.value)}
+                  />
+                </td>
+                <td>
+                  <input
+                    type="search"
+                    aria-label="Filter by agent version"
+                    placeholder="Version"
+                    list="dt-agent-values"
+                    value={columns.agent ?? ''}
+                    onInput={(e) => setColumn('agent', e.currentTarget.value)}
+                  />
+                </td>
+                <td />
+                <td>
+                  <select aria-label="Filter by last seen" value={columns.seen ?? ''} onChange={(e) => setColumn('seen', e.currentTarget.value)}>
+                    {(Object.keys(SEEN_FILTERS) as SeenFilter[]).map((k) => (
+                      <option key={k} value={k}>
+                        {SEEN_FILTERS[k]}
+                      </option>
+                    ))}
+                  </select>
+                </td>
+              </tr>
+            )}
           </thead>
           <tbody>
             {sorted.map((r) => (
@@ -317,7 +439,9 @@ export function DevicesTable({
                 <td>
                   <Tags tags={r.tags} />
                 </td>
-                <td>{r.lastSeen ? formatTime(new Date(r.lastSeen * 1000).toISOString()) : 'never'}</td>
+                <td class="last-contact">
+                  <LastContact online={r.online} at={r.lastSeen === null ? null : r.lastSeen * 1000} prefix={false} />
+                </td>
               </tr>
             ))}
           </tbody>

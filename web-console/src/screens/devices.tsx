@@ -8,7 +8,7 @@ import { api, itemsOf } from '../api.js';
 import { allowed } from '../areas.js';
 import { useDeviceEvents, type DeviceEvent } from '../events.js';
 import { Link, navigate, useLocation, withQuery } from '../router.js';
-import { DevicesTable, deviceRows, SORT_KEYS, type SortKey } from './devices-table.js';
+import { columnFiltersOf, DevicesTable, deviceRows, SORT_KEYS, type SortKey } from './devices-table.js';
 import { ErrorBox, FilterFold, formatTime, Loading, Notice, PageTitle, Tags, useAction, useLoad } from '../ui.js';
 import { groupOptions, mayManage, NodeManager } from './tree-manage.js';
 
@@ -22,6 +22,70 @@ export function StatusDot({ online, label }: { online: boolean; label?: string }
     <span class={`status ${online ? 'online' : 'offline'}`}>
       <span class="dot" aria-hidden="true" />
       {text}
+    </span>
+  );
+}
+
+/** While the devices page is open and shown, the tree is read again this often: "heard … ago" of online devices comes from it. */
+export const HEARD_REFRESH_MS = 30_000;
+
+/** One timer for every "heard … ago" on the page, however many devices are shown. */
+const tickers = new Set<(now: number) => void>();
+let tickTimer: ReturnType<typeof setInterval> | undefined;
+
+function useSecondTick(): number {
+  const [now, setNow] = useState(() => Date.now());
+  useEffect(() => {
+    tickers.add(setNow);
+    tickTimer ??= setInterval(() => {
+      const t = Date.now();
+      tickers.forEach((tick) => tick(t));
+    }, 1000);
+    return () => {
+      tickers.delete(setNow);
+      if (tickers.size === 0) {
+        clearInterval(tickTimer);
+        tickTimer = undefined;
+      }
+    };
+  }, []);
+  return now;
+}
+
+/** "5 s ago", "3 min ago", "2 h ago", "4 days ago". */
+export function agoText(ms: number): string {
+  const s = Math.max(0, Math.round(ms / 1000));
+  if (s < 60) return `${s} s ago`;
+  const m = Math.floor(s / 60);
+  if (m < 60) return `${m} min ago`;
+  const h = Math.floor(m / 60);
+  if (h < 48) return `${h} h ago`;
+  return `${Math.floor(h / 24)} days ago`;
+}
+
+function HeardAgo({ at }: { at: number }) {
+  const now = useSecondTick();
+  const iso = new Date(at).toISOString();
+  return (
+    <span class="heard muted small" title={`Last heartbeat ${formatTime(iso)}`} data-at={iso}>
+      heard {agoText(now - at)}
+    </span>
+  );
+}
+
+/**
+ * The last contact of a device: for an online one its last heartbeat, counting up ("heard 5 s
+ * ago"; the broker tells it from memory, see GET /grouptree), for an offline one when it was last seen.
+ * `at` is in milliseconds.
+ */
+export function LastContact({ online, at, prefix = true }: { online: boolean; at: number | null; prefix?: boolean }) {
+  if (at === null) return prefix ? null : <span class="muted small">never</span>;
+  if (online) return <HeardAgo at={at} />;
+  const iso = new Date(at).toISOString();
+  return (
+    <span class="seen muted small" data-at={iso}>
+      {prefix ? 'seen ' : ''}
+      {formatTime(iso)}
     </span>
   );
 }
@@ -122,7 +186,7 @@ function TreeItem({ node, open, onManage, onMove }: TreeItemProps) {
           {node.node_id.slice(0, 8)}
         </code>
         <Tags tags={node.tags} />
-        {node.last_reported ? <span class="muted small">seen {formatTime(new Date(node.last_reported * 1000).toISOString())}</span> : null}
+        <LastContact online={isOnline(node)} at={node.last_reported ? node.last_reported * 1000 : null} />
         <ManageButton node={node} onManage={onManage} />
       </li>
     );
@@ -178,6 +242,8 @@ export function DevicesScreen() {
   const sortParam = query.get('sort') ?? '';
   const sort: SortKey = (SORT_KEYS as string[]).includes(sortParam) ? (sortParam as SortKey) : 'name';
   const descending = query.get('dir') === 'desc';
+  // The table's own column filters (OS, IP, agent version, last seen), in the query string too.
+  const columns = columnFiltersOf(query);
   const setQuery = (next: Record<string, string | undefined>) => {
     const all: Record<string, string | undefined> = {
       q: filter.text,
@@ -186,6 +252,7 @@ export function DevicesScreen() {
       view: view === 'table' ? 'table' : undefined,
       sort: sortParam || undefined,
       dir: descending ? 'desc' : undefined,
+      ...columns,
     };
     navigate(withQuery('/devices', { ...all, ...next }), { replace: true });
   };
@@ -199,6 +266,13 @@ export function DevicesScreen() {
     (e) => setLive((m) => new Map(m).set(e.device_id, e)),
     () => tree.reload(),
   );
+  // "heard … ago" of online devices: the broker answers their last heartbeat; read it again now and then.
+  useEffect(() => {
+    const timer = setInterval(() => {
+      if (document.visibilityState === 'visible') tree.reload();
+    }, HEARD_REFRESH_MS);
+    return () => clearInterval(timer);
+  }, []);
   const liveTree = useMemo(() => (tree.data?.tree ? applyLive(tree.data.tree, live) : null), [tree.data, live]);
   // The table searches its inventory columns too, so there the text is matched per row (DevicesTable).
   const treeText = view === 'table' ? '' : filter.text;
@@ -313,6 +387,8 @@ export function DevicesScreen() {
             <DevicesTable
               rows={deviceRows(shown)}
               text={filter.text}
+              columns={columns}
+              onColumns={(next) => setQuery({ os: next.os, ip: next.ip, agent: next.agent, seen: next.seen })}
               groups={groups}
               manageableTags={tree.data?.manageable_tags}
               sort={sort}

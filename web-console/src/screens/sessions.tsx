@@ -2,7 +2,7 @@
  * Live remote sessions (GET /remote/sessions): the caller's own and those on devices their
  * remote-access:manage covers, refreshed every few seconds. End is offered where the broker says
  * the caller may (`can_end`); the broker decides again when it is pressed. Consoles the caller
- * may watch read-only (`can_watch`) offer Watch.
+ * may watch read-only (`can_watch`) offer Watch. On a phone the actions stay pinned at the row's right edge.
  */
 import { useEffect } from 'preact/hooks';
 import { api, itemsOf } from '../api.js';
@@ -44,7 +44,7 @@ export function SessionsScreen() {
         loading={sessions.loading}
         what="the sessions"
         empty="No remote sessions are running that you may see."
-        columns={['Started', 'User', 'Device', 'Kind', 'Source', 'Bytes in / out', '']}
+        columns={['Started', 'User', 'Device', 'Kind', 'Source', 'Bytes in / out', 'Actions']}
         row={(s) => (
           <tr key={s.id} data-testid={`session-${s.id}`}>
             <td>{formatTime(s.started_at)}</td>
@@ -69,7 +69,8 @@ export function SessionsScreen() {
             <td>
               {formatBytes(s.bytes_in)} / {formatBytes(s.bytes_out)}
             </td>
-            <td>
+            {/* On a phone the row scrolls sideways under this cell, which stays at the right edge. */}
+            <td class="actions-cell">
               {s.can_watch && (
                 <Link href={`/watch/${encodeURIComponent(s.id)}`} class="button small" data-testid="watch-session">
                   Watch
