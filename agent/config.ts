@@ -19,6 +19,11 @@ export interface AgentConfig {
   retryMaxMs: number;
   /** How often the inventory is reported while connected. */
   inventoryIntervalMs: number;
+  /**
+   * The filesystem root configuration bundles write under: `/` on a device. Tests and development
+   * set `FLEET_AGENT_CONFIG_ROOT` to a scratch directory so that applied files land there.
+   */
+  configRoot: string;
 }
 
 /** What the command line gives; each field overrides the config file's. */
@@ -103,6 +108,23 @@ function text(name: string, value: unknown): string | undefined {
   return value;
 }
 
+/** Test/dev only: a directory configuration bundles write under instead of `/`. */
+export const CONFIG_ROOT_ENV = 'FLEET_AGENT_CONFIG_ROOT';
+
+function configRootOf(env: NodeJS.ProcessEnv): string {
+  const dir = env[CONFIG_ROOT_ENV]?.trim();
+  if (!dir) return '/';
+  if (!path.isAbsolute(dir)) throw new AgentConfigError(`${CONFIG_ROOT_ENV} must be an absolute path, got ${JSON.stringify(dir)}`);
+  let isDir = false;
+  try {
+    isDir = fs.statSync(dir).isDirectory();
+  } catch {
+    // reported below
+  }
+  if (!isDir) throw new AgentConfigError(`${CONFIG_ROOT_ENV} ${dir} is not an existing directory`);
+  return path.resolve(dir);
+}
+
 /** The environment variable an agent takes its bootstrap key from, out of sight of `ps`. */
 export const BOOTSTRAP_KEY_ENV = 'FLEET_BOOTSTRAP_KEY';
 
@@ -170,5 +192,6 @@ export function loadAgentConfig(flags: AgentFlags, env: NodeJS.ProcessEnv = proc
     retryMinMs,
     retryMaxMs,
     inventoryIntervalMs: integer('inventory_interval_ms', pick('inventoryIntervalMs') ?? DEFAULTS.inventoryIntervalMs, 1000, 86_400_000),
+    configRoot: configRootOf(env),
   };
 }
