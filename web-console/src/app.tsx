@@ -7,6 +7,7 @@ import { AuditScreen } from './screens/audit.js';
 import { AttributesScreen } from './screens/attributes.js';
 import { BootstrapKeysScreen } from './screens/bootstrap-keys.js';
 import { CompanyScreen } from './screens/company.js';
+import { ConfigureScreen } from './screens/configure.js';
 import { CliLoginScreen } from './screens/cli-login.js';
 import { DeviceScreen } from './screens/device.js';
 import { DevicesScreen } from './screens/devices.js';
@@ -76,6 +77,7 @@ const SCREENS: Screen[] = [
   { pattern: '/devices/:id/attributes', area: 'devices', render: (p) => <AttributesScreen deviceId={p.id} /> },
   { pattern: '/pending', area: 'pendingHosts', render: () => <PendingHostsScreen /> },
   { pattern: '/bootstrap-keys', area: 'bootstrapKeys', render: () => <BootstrapKeysScreen /> },
+  { pattern: '/configure', area: 'configure', render: () => <ConfigureScreen /> },
   { pattern: '/files', area: 'filesManager', render: () => <FilesScreen /> },
   { pattern: '/users', area: 'users', render: () => <UsersScreen /> },
   { pattern: '/roles', area: 'roles', render: () => <RolesScreen /> },
@@ -93,6 +95,7 @@ const NAV: { href: string; label: string; area: Area }[] = [
   { href: '/devices', label: 'Devices', area: 'devices' },
   { href: '/pending', label: 'Pending hosts', area: 'pendingHosts' },
   { href: '/bootstrap-keys', label: 'Bootstrap keys', area: 'bootstrapKeys' },
+  { href: '/configure', label: 'Configure', area: 'configure' },
   { href: '/files', label: 'Files', area: 'filesManager' },
   { href: '/users', label: 'Users', area: 'users' },
   { href: '/roles', label: 'Roles', area: 'roles' },

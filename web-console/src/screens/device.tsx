@@ -10,6 +10,7 @@ import { allowed } from '../areas.js';
 import { Link, navigate } from '../router.js';
 import { ConfirmButton, ErrorBox, formatBytes, formatTime, Loading, Notice, PageTitle, Table, Tags, useAction, useLoad } from '../ui.js';
 import { LEGACY_FIELDS } from './attributes.js';
+import { DeviceConfiguration } from './configure.js';
 import { StatusDot } from './devices.js';
 import { InventoryTabs } from './inventory-tabs.js';
 import { Portmaps } from './portmaps.js';
@@ -342,6 +343,13 @@ export function DeviceScreen({ deviceId }: { deviceId: string }) {
           <section class="panel" aria-labelledby="h-tunnels">
             <h2 id="h-tunnels">Tunnels</h2>
             <Portmaps deviceId={deviceId} />
+          </section>
+        )}
+
+        {allowed('deviceConfig') && (
+          <section class="panel wide" aria-labelledby="h-config">
+            <h2 id="h-config">Configuration</h2>
+            <DeviceConfiguration deviceId={deviceId} />
           </section>
         )}
 
