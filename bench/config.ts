@@ -12,7 +12,7 @@
  * - render: the configuration of 1k and 10k devices in a 5-level tree (root and four levels of
  *   groups) with 100 tags carrying configuration: a commit at root makes every device's rendered
  *   configuration change, and the broker renders, records and digests them all (commit → settled);
- *   also a pass that renders every device and finds nothing changed. Per-device cost and the
+ *   also a pass that renders every device and finds nothing changed (best of 3). Per-device cost and the
  *   10k/1k ratio of the totals (target ≤ 12 for 10× the devices).
  */
 import crypto from 'node:crypto';
@@ -285,9 +285,13 @@ async function benchRender(log: Log): Promise<void> {
       await commit(t, `root change ${n}`, [{ node_id: 'root', formtype: 'ntp', config: { servers: [`${n}.pool.ntp.org`] } }]);
       await configuration.settled();
       const commitMs = performance.now() - started;
-      const renderStart = performance.now();
-      await configuration.propagate(); // renders every device, nothing changed
-      const renderMs = performance.now() - renderStart;
+      // renders every device and finds nothing changed: the best of 3 (the machine is shared)
+      let renderMs = Infinity;
+      for (let i = 0; i < 3; i++) {
+        const renderStart = performance.now();
+        await configuration.propagate();
+        renderMs = Math.min(renderMs, performance.now() - renderStart);
+      }
       figures.push({ n, commitMs, renderMs });
       log(
         `render ${n} devices (5-level tree, 100 tags): commit → all rendered and recorded ${commitMs.toFixed(0)} ms (${((commitMs * 1000) / n).toFixed(0)} µs/device); ` +

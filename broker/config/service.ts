@@ -532,15 +532,31 @@ export class ConfigService {
     const states = new Map((await db.selectFrom('device_config').select(['device_id', 'digest']).execute()).map((r) => [r.device_id, r.digest]));
     const attributes = new Map((await db.selectFrom('devices').select(['device_id', 'attributes']).execute()).map((r) => [r.device_id, r.attributes]));
     let pushed = 0;
+    // What a group passes down (its levels root → group, and the tags carried along) is worked out
+    // once per group, not once per device: the per-device cost stays flat as the fleet grows.
+    const groupParts = new Map<string, { nodes: Level[]; tags: (Level & { rank: number })[]; seen: Set<string> }>();
+    const partsOf = (groupChain: ChainRow[]) => {
+      const known = groupParts.get(groupChain[0].node_id);
+      if (known) return known;
+      const ranked = tagsDown(groupChain);
+      const parts = {
+        nodes: [...groupChain].reverse().map((r) => level('node', r.node_id, r.title, bundles)),
+        tags: ranked.map((r) => ({ ...level('tag', r.tag, r.tag, bundles), rank: r.rank })),
+        seen: new Set(ranked.map((r) => r.tag)),
+      };
+      groupParts.set(groupChain[0].node_id, parts);
+      return parts;
+    };
     for (const row of nodeRows) {
       if (row.type !== 'device') continue;
       const chain = chainFor(row.node_id);
-      if (!chain) continue;
-      const down = [...chain].reverse();
+      if (!chain || chain.length < 2) continue;
+      const parts = partsOf(chain.slice(1));
+      const ownTags = scopeOfChain([row]).tags.filter((tag) => !parts.seen.has(tag));
       const rendered = render(
         { type: 'node', id: row.node_id },
-        down.map((r) => level('node', r.node_id, r.title, bundles)),
-        tagsDown(chain).map((r) => ({ ...level('tag', r.tag, r.tag, bundles), rank: r.rank })),
+        [...parts.nodes, level('node', row.node_id, row.title, bundles)],
+        [...parts.tags, ...ownTags.map((tag) => ({ ...level('tag', tag, tag, bundles), rank: chain.length - 1 }))],
       );
       const out = pushable(rendered, readAttributes(attributes.get(row.node_id)).custom ?? {});
       if (states.get(row.node_id) === out.digest) continue;
