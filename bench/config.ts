@@ -53,7 +53,12 @@ interface SimAgent {
 }
 
 /** Devices approved straight in the store, each with a real key pair the broker checks on connect. */
-async function enrolKeys(t: TestBroker, count: number, parent: string, start: number): Promise<{ id: string; privateKey: crypto.KeyObject; publicKeyPem: string }[]> {
+async function enrolKeys(
+  t: TestBroker,
+  count: number,
+  parent: string,
+  start: number,
+): Promise<{ id: string; privateKey: crypto.KeyObject; publicKeyPem: string }[]> {
   const now = new Date().toISOString();
   const out: { id: string; privateKey: crypto.KeyObject; publicKeyPem: string }[] = [];
   for (let i = 0; i < count; i++) {
@@ -78,7 +83,11 @@ async function enrolKeys(t: TestBroker, count: number, parent: string, start: nu
 }
 
 /** Connects one simulated agent: answers `config` by fetching its files and sending `config_applied`. */
-async function simulate(t: TestBroker, device: { id: string; privateKey: crypto.KeyObject; publicKeyPem: string }, onApplied: (a: SimAgent) => void): Promise<SimAgent> {
+async function simulate(
+  t: TestBroker,
+  device: { id: string; privateKey: crypto.KeyObject; publicKeyPem: string },
+  onApplied: (a: SimAgent) => void,
+): Promise<SimAgent> {
   const conn = await connectDevice(t.url, device);
   if (!conn.welcome) throw new Error('the broker refused a simulated agent');
   const agent: SimAgent = { id: device.id, conn, applied: '' };
@@ -103,10 +112,8 @@ async function simulate(t: TestBroker, device: { id: string; privateKey: crypto.
       waiting.set(id, { resolve, reject });
       conn.send({ t: 'file_request', id, path: file });
     });
-  const apply = async (config: { commit_id: string; bundle_data: Record<string, any> }) => {
-    const files: string[] = (config.bundle_data.file_distribution?.files ?? []).flatMap((f: { templates?: { source: string }[] }) =>
-      (f.templates ?? []).map((tpl) => tpl.source),
-    );
+  const apply = async (config: { commit_id: string; bundle_data: { file_distribution?: { files?: { templates?: { source: string }[] }[] } } }) => {
+    const files: string[] = (config.bundle_data.file_distribution?.files ?? []).flatMap((f) => (f.templates ?? []).map((tpl) => tpl.source));
     for (const file of files) {
       for (let attempt = 0; ; attempt++) {
         try {
@@ -122,7 +129,17 @@ async function simulate(t: TestBroker, device: { id: string; privateKey: crypto.
       t: 'config_applied',
       commit_id: config.commit_id,
       reports: files.length
-        ? [{ bundle: 'file_distribution', bundle_commit_id: config.commit_id, commit_id: config.commit_id, labels: 'file_distribution', sev: 'INFO', text: 'Successfully rendered template file', ts: Math.floor(Date.now() / 1000) }]
+        ? [
+            {
+              bundle: 'file_distribution',
+              bundle_commit_id: config.commit_id,
+              commit_id: config.commit_id,
+              labels: 'file_distribution',
+              sev: 'INFO',
+              text: 'Successfully rendered template file',
+              ts: Math.floor(Date.now() / 1000),
+            },
+          ]
         : [],
     });
     agent.applied = config.commit_id;
@@ -227,7 +244,11 @@ async function buildTree(t: TestBroker): Promise<string[]> {
       }
     level = next;
   }
-  for (let i = 0; i < rows.length; i += 200) await db.insertInto('nodes').values(rows.slice(i, i + 200)).execute();
+  for (let i = 0; i < rows.length; i += 200)
+    await db
+      .insertInto('nodes')
+      .values(rows.slice(i, i + 200))
+      .execute();
   return level;
 }
 
@@ -241,7 +262,14 @@ async function addDevices(t: TestBroker, leaves: string[], count: number, start:
       const n = start + j;
       const id = crypto.createHash('sha256').update(`render-device-${n}`).digest('hex');
       devices.push(approvedDeviceRow(id, `dev-${n}`, JSON.stringify({ device_name: `dev-${n}`, custom: { site: `s${n % 50}` } }), now));
-      nodes.push({ node_id: id, parent_id: leaves[n % leaves.length], type: 'device', title: `dev-${n}`, tags: JSON.stringify([TAGS[(n * 7) % TAGS.length]]), created_at: now });
+      nodes.push({
+        node_id: id,
+        parent_id: leaves[n % leaves.length],
+        type: 'device',
+        title: `dev-${n}`,
+        tags: JSON.stringify([TAGS[(n * 7) % TAGS.length]]),
+        created_at: now,
+      });
     }
     await db.transaction().execute(async (trx) => {
       await trx.insertInto('devices').values(devices).execute();
@@ -272,7 +300,10 @@ async function benchRender(log: Log): Promise<void> {
           tag,
           formtype: j % 2 ? 'file_distribution' : 'parameters',
           extend: true,
-          config: j % 2 ? { files: [{ label: tag, templates: [{ source: `/t/${tag}.tpl`, destination: `/etc/${tag}`, is_template: true }] }] } : { parameters: [{ key: tag, value: '1' }] },
+          config:
+            j % 2
+              ? { files: [{ label: tag, templates: [{ source: `/t/${tag}.tpl`, destination: `/etc/${tag}`, is_template: true }] }] }
+              : { parameters: [{ key: tag, value: '1' }] },
         })),
       );
     const figures: { n: number; commitMs: number; renderMs: number }[] = [];

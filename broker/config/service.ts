@@ -649,7 +649,8 @@ export class ConfigService {
     // A device's requests count whether sent or waiting; past the slots, requests wait in a bounded queue.
     const active = this.sending.get(deviceId) ?? 0;
     const full = this.sendingTotal >= MAX_FILES;
-    if (active >= MAX_FILES_PER_DEVICE || (full && this.fileQueue.length >= MAX_FILES_QUEUED)) return refuse('busy: too many files in transfer; ask again later');
+    if (active >= MAX_FILES_PER_DEVICE || (full && this.fileQueue.length >= MAX_FILES_QUEUED))
+      return refuse('busy: too many files in transfer; ask again later');
     this.sending.set(deviceId, active + 1);
     if (full) await new Promise<void>((granted) => this.fileQueue.push(granted));
     else this.sendingTotal += 1;

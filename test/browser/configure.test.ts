@@ -26,7 +26,12 @@ beforeAll(async () => {
       message: 'baseline',
       changes: [
         { node_id: 'root', formtype: 'ntp', extend: false, config: { enabled: true, servers: ['0.pool.ntp.org'] } },
-        { node_id: 'east', formtype: 'parameters', extend: false, config: { enabled: true, parameters: [{ key: 'site', value: 'oslo' }], secrets: [{ key: 'token', value: 'hunter2-secret' }] } },
+        {
+          node_id: 'east',
+          formtype: 'parameters',
+          extend: false,
+          config: { enabled: true, parameters: [{ key: 'site', value: 'oslo' }], secrets: [{ key: 'token', value: 'hunter2-secret' }] },
+        },
       ],
     },
   });
@@ -96,7 +101,11 @@ describe('Configure', () => {
     await page.getByRole('button', { name: 'Commit' }).click();
     await page.getByText(/Committed 1 change/).waitFor();
     const config = (await suite.t.api('GET', `/api/v2/config/${east}`, admin())).body.config;
-    expect(config.bundle_data.file_distribution.files[0].templates[0]).toMatchObject({ source: '/templates/motd.tpl', destination: '/etc/motd', is_template: true });
+    expect(config.bundle_data.file_distribution.files[0].templates[0]).toMatchObject({
+      source: '/templates/motd.tpl',
+      destination: '/etc/motd',
+      is_template: true,
+    });
     expect(config.bundle_data.rauc).toBeUndefined();
     const commits = (await suite.t.api('GET', '/api/v2/commitlist?event=config.commit', admin())).body.items;
     expect(commits.map((c: { message: string }) => c.message)).toContain('motd for east-01');

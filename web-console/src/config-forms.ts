@@ -58,7 +58,15 @@ export const BUNDLE_FORMS: Record<string, { help: string; fields: FieldSpec[] }>
   settings: {
     help: 'How the agent runs: how often it applies the configuration again, and what it reports.',
     fields: [
-      { kind: 'number', key: 'agentinterval', label: 'Agent interval (minutes)', min: 1, max: 1440, required: true, help: 'How often the agent applies its configuration again to repair drift.' },
+      {
+        kind: 'number',
+        key: 'agentinterval',
+        label: 'Agent interval (minutes)',
+        min: 1,
+        max: 1440,
+        required: true,
+        help: 'How often the agent applies its configuration again to repair drift.',
+      },
       { kind: 'bool', key: 'reports', label: 'Send reports', help: 'Off: runs are acknowledged without their reports (the Logs stay empty).' },
       { kind: 'bool', key: 'metrics', label: 'Collect metrics' },
       { kind: 'bool', key: 'remoteconsole', label: 'Remote console' },
@@ -136,7 +144,13 @@ export const BUNDLE_FORMS: Record<string, { help: string; fields: FieldSpec[] }>
         itemLabel: 'user',
         fields: [
           { kind: 'text', key: 'username', label: 'User name', required: true },
-          { kind: 'strings', key: 'userkeys', label: 'Public keys (one per line)', pattern: /^(ssh-|ecdsa-|sk-)\S+ \S+/, patternHelp: 'a public key: type, key and an optional comment' },
+          {
+            kind: 'strings',
+            key: 'userkeys',
+            label: 'Public keys (one per line)',
+            pattern: /^(ssh-|ecdsa-|sk-)\S+ \S+/,
+            patternHelp: 'a public key: type, key and an optional comment',
+          },
         ],
       },
     ],
@@ -232,13 +246,15 @@ export function validate(fields: FieldSpec[], value: JsonObject, at = ''): Recor
       case 'secret': {
         const s = typeof v === 'string' ? v : '';
         if (f.required && !s.trim()) errors[path] = `${f.label} is required.`;
-        else if (f.kind === 'text' && f.absolute && s && !s.startsWith('/') && !s.startsWith('$(')) errors[path] = `${f.label} must be an absolute path (start with /).`;
+        else if (f.kind === 'text' && f.absolute && s && !s.startsWith('/') && !s.startsWith('$('))
+          errors[path] = `${f.label} must be an absolute path (start with /).`;
         break;
       }
       case 'number': {
         if (v === undefined || v === null || v === '') {
           if (f.required) errors[path] = `${f.label} is required.`;
-        } else if (typeof v !== 'number' || !Number.isInteger(v) || v < f.min || v > f.max) errors[path] = `${f.label} must be a whole number from ${f.min} to ${f.max}.`;
+        } else if (typeof v !== 'number' || !Number.isInteger(v) || v < f.min || v > f.max)
+          errors[path] = `${f.label} must be a whole number from ${f.min} to ${f.max}.`;
         break;
       }
       case 'select':
@@ -247,7 +263,8 @@ export function validate(fields: FieldSpec[], value: JsonObject, at = ''): Recor
       case 'strings': {
         const list = Array.isArray(v) ? v : [];
         list.forEach((s, i) => {
-          if (typeof s !== 'string' || (f.pattern && !f.pattern.test(s))) errors[`${path}.${i}`] = `Line ${i + 1} of ${f.label.replace(/ \(.*\)$/, '')} is not ${f.patternHelp ?? 'valid'}.`;
+          if (typeof s !== 'string' || (f.pattern && !f.pattern.test(s)))
+            errors[`${path}.${i}`] = `Line ${i + 1} of ${f.label.replace(/ \(.*\)$/, '')} is not ${f.patternHelp ?? 'valid'}.`;
         });
         const first = Object.keys(errors).find((k) => k.startsWith(`${path}.`));
         if (first) errors[path] = errors[first];

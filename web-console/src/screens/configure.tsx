@@ -23,7 +23,7 @@ import {
   type Json,
   type JsonObject,
 } from '../config-forms.js';
-import { Link, navigate, useLocation, withQuery } from '../router.js';
+import { Link, useLocation, withQuery } from '../router.js';
 import { ErrorBox, formatTime, Loading, Notice, PageTitle, Tags, useAction, useLoad } from '../ui.js';
 import { pruneTree } from './devices.js';
 
@@ -57,7 +57,14 @@ interface Source {
 
 interface RenderedConfig {
   status: string;
-  config: { id: string; type: EntityType; commit_id: string; commit_created: number; bundles: string[]; bundle_data: Record<string, JsonObject & { inherited_from?: Source[]; extend?: boolean }> };
+  config: {
+    id: string;
+    type: EntityType;
+    commit_id: string;
+    commit_created: number;
+    bundles: string[];
+    bundle_data: Record<string, JsonObject & { inherited_from?: Source[]; extend?: boolean }>;
+  };
 }
 
 interface Change {
@@ -105,7 +112,11 @@ function SourceList({ sources }: { sources: Source[] | undefined }) {
 
 function PickerNode({ node, selected }: { node: GroupTreeNode; selected: string }) {
   const link = (
-    <Link href={entityHref('node', node.node_id)} aria-current={selected === node.node_id ? 'true' : undefined} class={node.type === 'device' ? 'device-name' : 'group-name'}>
+    <Link
+      href={entityHref('node', node.node_id)}
+      aria-current={selected === node.node_id ? 'true' : undefined}
+      class={node.type === 'device' ? 'device-name' : 'group-name'}
+    >
       {node.title || node.node_id}
     </Link>
   );
@@ -164,7 +175,21 @@ function getAt(value: JsonObject, key: string): Json | undefined {
   return value[key];
 }
 
-function FieldEditor({ field, value, onChange, errors, path, disabled }: { field: FieldSpec; value: Json | undefined; onChange: (v: Json) => void; errors: Record<string, string>; path: string; disabled: boolean }) {
+function FieldEditor({
+  field,
+  value,
+  onChange,
+  errors,
+  path,
+  disabled,
+}: {
+  field: FieldSpec;
+  value: Json | undefined;
+  onChange: (v: Json) => void;
+  errors: Record<string, string>;
+  path: string;
+  disabled: boolean;
+}) {
   const id = `cfg-${path.replace(/\./g, '-')}`;
   const error = errors[path];
   const help = field.help && <small class="hint">{field.help}</small>;
@@ -225,16 +250,28 @@ function FieldEditor({ field, value, onChange, errors, path, disabled }: { field
       return (
         <div class={`field${error ? ' has-error' : ''}`}>
           <label for={id}>{field.label}</label>
-          <input
-            id={id}
-            type={field.kind === 'secret' ? 'password' : 'text'}
-            autocomplete={field.kind === 'secret' ? 'new-password' : 'off'}
-            placeholder={field.kind === 'text' ? field.placeholder : undefined}
-            value={typeof value === 'string' ? value : value === undefined || value === null ? '' : String(value)}
-            disabled={disabled}
-            aria-invalid={error ? 'true' : undefined}
-            onInput={(e) => onChange(e.currentTarget.value)}
-          />
+          {field.kind === 'secret' ? (
+            <input
+              id={id}
+              type="password"
+              autocomplete="new-password"
+              value={typeof value === 'string' ? value : ''}
+              disabled={disabled}
+              aria-invalid={error ? 'true' : undefined}
+              onInput={(e) => onChange(e.currentTarget.value)}
+            />
+          ) : (
+            <input
+              id={id}
+              type="text"
+              autocomplete="off"
+              placeholder={field.placeholder}
+              value={typeof value === 'string' ? value : value === undefined || value === null ? '' : String(value)}
+              disabled={disabled}
+              aria-invalid={error ? 'true' : undefined}
+              onInput={(e) => onChange(e.currentTarget.value)}
+            />
+          )}
           {help}
           {err}
         </div>
@@ -269,7 +306,15 @@ function FieldEditor({ field, value, onChange, errors, path, disabled }: { field
           <legend>{field.label}</legend>
           {help}
           {field.fields.map((f) => (
-            <FieldEditor key={f.key} field={f} value={getAt(obj, f.key)} path={`${path}.${f.key}`} errors={errors} disabled={disabled} onChange={(v) => onChange({ ...obj, [f.key]: v })} />
+            <FieldEditor
+              key={f.key}
+              field={f}
+              value={getAt(obj, f.key)}
+              path={`${path}.${f.key}`}
+              errors={errors}
+              disabled={disabled}
+              onChange={(v) => onChange({ ...obj, [f.key]: v })}
+            />
           ))}
         </fieldset>
       );
@@ -298,7 +343,12 @@ function FieldEditor({ field, value, onChange, errors, path, disabled }: { field
                   ))}
                 </div>
                 {!disabled && (
-                  <button type="button" class="small" aria-label={`Remove ${field.itemLabel} ${i + 1}`} onClick={() => onChange(list.filter((_, j) => j !== i))}>
+                  <button
+                    type="button"
+                    class="small"
+                    aria-label={`Remove ${field.itemLabel} ${i + 1}`}
+                    onClick={() => onChange(list.filter((_, j) => j !== i))}
+                  >
                     Remove
                   </button>
                 )}
@@ -392,7 +442,13 @@ function BundleEditor({
           Comes from: <SourceList sources={sources} />
         </p>
         {inheritedOnly && <p class="small muted">Inherited: this entity has no own {bundle} configuration.</p>}
-        {shownEffective ? <pre class="config-json" data-testid="effective-json">{pretty(shownEffective)}</pre> : <p class="muted small">Not configured.</p>}
+        {shownEffective ? (
+          <pre class="config-json" data-testid="effective-json">
+            {pretty(shownEffective)}
+          </pre>
+        ) : (
+          <p class="muted small">Not configured.</p>
+        )}
       </section>
       {!mayEdit ? (
         <section class="boxed" aria-labelledby="h-own">
@@ -434,7 +490,15 @@ function BundleEditor({
           </div>
           {mode === 'form' && form ? (
             form.fields.map((f) => (
-              <FieldEditor key={f.key} field={f} value={value[f.key]} path={f.key} errors={errors} disabled={false} onChange={(v) => setValue({ ...value, [f.key]: v })} />
+              <FieldEditor
+                key={f.key}
+                field={f}
+                value={value[f.key]}
+                path={f.key}
+                errors={errors}
+                disabled={false}
+                onChange={(v) => setValue({ ...value, [f.key]: v })}
+              />
             ))
           ) : (
             <div class={`field${jsonError ? ' has-error' : ''}`}>
@@ -480,7 +544,21 @@ function BundleEditor({
   );
 }
 
-function EntityConfig({ type, id, bundle, title, changes, onStaged }: { type: EntityType; id: string; bundle: string; title: string; changes: Change[]; onStaged: (text: string) => void }) {
+function EntityConfig({
+  type,
+  id,
+  bundle,
+  title,
+  changes,
+  onStaged,
+}: {
+  type: EntityType;
+  id: string;
+  bundle: string;
+  title: string;
+  changes: Change[];
+  onStaged: (text: string) => void;
+}) {
   const effective = useLoad(() => loadConfig('config', type, id, 'all'), [type, id]);
   const own = useLoad(() => loadConfig('config', type, id, 'own'), [type, id]);
   const mayEdit = allowed('configureModify');
@@ -638,7 +716,13 @@ function StagedChanges({ changes, names, onChanged }: { changes: Change[]; names
         <form class="inline-form" onSubmit={commit}>
           <div class={`field grow${messageError ? ' has-error' : ''}`}>
             <label for="cfg-message">Commit message</label>
-            <input id="cfg-message" value={message} maxLength={1000} onInput={(e) => setMessage(e.currentTarget.value)} aria-invalid={messageError ? 'true' : undefined} />
+            <input
+              id="cfg-message"
+              value={message}
+              maxLength={1000}
+              onInput={(e) => setMessage(e.currentTarget.value)}
+              aria-invalid={messageError ? 'true' : undefined}
+            />
             {messageError && (
               <small class="field-error" role="alert">
                 {messageError}
@@ -680,9 +764,7 @@ export function ConfigureScreen() {
       {notice && <Notice>{notice}</Notice>}
       <ErrorBox error={tree.error ?? changes.error} />
       <div class="configure-layout">
-        <div>
-          {tree.loading && !tree.data ? <Loading what="the tree" /> : <Picker tree={tree.data?.tree} tags={tagNames} selected={selected} />}
-        </div>
+        <div>{tree.loading && !tree.data ? <Loading what="the tree" /> : <Picker tree={tree.data?.tree} tags={tagNames} selected={selected} />}</div>
         <div class="stack">
           {id ? (
             <EntityConfig
