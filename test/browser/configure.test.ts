@@ -155,6 +155,19 @@ describe('Configure', () => {
     await expectNoErrorsAndClose();
   });
 
+  it('offers neither Configure nor Show configuration without configuration:read, and the API refuses it', async () => {
+    const viewer = await suite.t.userWith([{ permission: 'device:read' }]);
+    const { page, expectNoErrorsAndClose } = await suite.open({ as: viewer });
+    expect(await page.getByRole('navigation', { name: 'Main' }).getByRole('link', { name: 'Configure' }).count()).toBe(0);
+    await page.goto(`/devices/${east}`);
+    await page.getByRole('heading', { name: 'Attributes' }).waitFor();
+    expect(await page.getByRole('button', { name: 'Show configuration' }).count()).toBe(0);
+    await page.goto('/configure');
+    await page.getByText('Access denied').waitFor();
+    expect((await suite.t.api('GET', `/api/v2/config/${east}`, { token: viewer.token })).status).toBe(403);
+    await expectNoErrorsAndClose();
+  });
+
   it('shows a user restricted to one group only that group’s entities, and the API refuses the others', async () => {
     const restricted = await suite.t.userWith([
       { permission: 'configuration:read' },
