@@ -17,6 +17,10 @@ const admin = () => ({ token: suite.t.adminToken });
 beforeAll(async () => {
   await suite.t.addGroup({ id: 'east', title: 'East', tags: ['edge'] });
   await suite.t.addGroup({ id: 'west', title: 'West' });
+  const upload = new FormData();
+  upload.append('path', '/templates/');
+  upload.append('file', new Blob(['site={{site}}\n']), 'motd.tpl');
+  expect((await suite.t.api('POST', '/api/v2/file', { ...admin(), body: upload })).status).toBe(200);
   east = await suite.t.addDevice({ parent: 'east', name: 'east-01' });
   west = await suite.t.addDevice({ parent: 'west', name: 'west-01' });
   const r = await suite.t.api('POST', '/api/v2/commit', {
@@ -62,6 +66,11 @@ describe('Configure', () => {
     await form.getByRole('button', { name: 'Add file set' }).click();
     await form.getByLabel('Label').fill('motd');
     await form.getByRole('button', { name: 'Add file', exact: true }).click();
+    // the file selector (files:read) offers the store's files for the source
+    await expect
+      .poll(() => page.locator('#cfg-store-files option').evaluateAll((options) => options.map((o) => (o as HTMLOptionElement).value)))
+      .toContain('/templates/motd.tpl');
+    expect(await form.getByLabel('Source (file store path)').getAttribute('list')).toBe('cfg-store-files');
     await form.getByLabel('Source (file store path)').fill('templates/motd.tpl');
     await form.getByRole('button', { name: 'Stage change' }).click();
     await form.getByText('must be an absolute path').waitFor();

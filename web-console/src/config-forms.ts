@@ -10,7 +10,7 @@ export type JsonObject = { [k: string]: Json };
 
 export type FieldSpec =
   | { kind: 'bool'; key: string; label: string; help?: string }
-  | { kind: 'text'; key: string; label: string; help?: string; required?: boolean; absolute?: boolean; placeholder?: string }
+  | { kind: 'text'; key: string; label: string; help?: string; required?: boolean; absolute?: boolean; placeholder?: string; fileStore?: boolean }
   | { kind: 'secret'; key: string; label: string; help?: string; required?: boolean }
   | { kind: 'number'; key: string; label: string; help?: string; min: number; max: number; required?: boolean }
   | { kind: 'select'; key: string; label: string; help?: string; options: string[] }
@@ -97,7 +97,15 @@ export const BUNDLE_FORMS: Record<string, { help: string; fields: FieldSpec[] }>
             label: 'Files',
             itemLabel: 'file',
             fields: [
-              { kind: 'text', key: 'source', label: 'Source (file store path)', required: true, absolute: true, placeholder: '/templates/app.conf' },
+              {
+                kind: 'text',
+                key: 'source',
+                label: 'Source (file store path)',
+                required: true,
+                absolute: true,
+                placeholder: '/templates/app.conf',
+                fileStore: true,
+              },
               { kind: 'text', key: 'destination', label: 'Destination on the device', required: true, absolute: true, placeholder: '/etc/app.conf' },
               { kind: 'bool', key: 'is_template', label: 'Render as a template', help: '{{key}} placeholders are replaced; unknown ones are kept.' },
             ],

@@ -171,6 +171,27 @@ function Picker({ tree, tags, selected }: { tree?: GroupTreeNode; tags: string[]
 
 // ---- the form of a bundle ----
 
+/** The datalist of the file store's files offered for file sources (the spec's "Configure, File selector", files:read). */
+const FILE_LIST_ID = 'cfg-store-files';
+
+function FileStoreList() {
+  const files = useLoad(
+    () =>
+      api
+        .get<{ items: { path: string; is_dir: boolean }[] }>('/files', { search: JSON.stringify({ path: '^/.*' }), items_per_page: 1000, sort_field: 'path' })
+        .then((r) => r.items.filter((f) => !f.is_dir).map((f) => f.path))
+        .catch(() => [] as string[]),
+    [],
+  );
+  return (
+    <datalist id={FILE_LIST_ID}>
+      {(files.data ?? []).map((p) => (
+        <option key={p} value={p} />
+      ))}
+    </datalist>
+  );
+}
+
 function getAt(value: JsonObject, key: string): Json | undefined {
   return value[key];
 }
@@ -265,6 +286,7 @@ function FieldEditor({
               id={id}
               type="text"
               autocomplete="off"
+              list={field.fileStore ? FILE_LIST_ID : undefined}
               placeholder={field.placeholder}
               value={typeof value === 'string' ? value : value === undefined || value === null ? '' : String(value)}
               disabled={disabled}
@@ -761,6 +783,7 @@ export function ConfigureScreen() {
   return (
     <section>
       <PageTitle>Configure</PageTitle>
+      {allowed('configureModify') && allowed('filesManager') && <FileStoreList />}
       {notice && <Notice>{notice}</Notice>}
       <ErrorBox error={tree.error ?? changes.error} />
       <div class="configure-layout">
