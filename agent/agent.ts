@@ -84,6 +84,7 @@ export class Agent {
     const log = this.log.child({ module: 'configuration' });
     const engine = new ConfigEngine({
       stateDir: stateDir.dir,
+      root: config.configRoot,
       bundles: AGENT_BUNDLES,
       log: (level, msg, detail) => log[level](detail ?? {}, msg),
     });

@@ -2,7 +2,7 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
-import { AgentConfigError, BOOTSTRAP_KEY_ENV, loadAgentConfig } from './config.js';
+import { AgentConfigError, BOOTSTRAP_KEY_ENV, CONFIG_ROOT_ENV, loadAgentConfig } from './config.js';
 
 const dirs: string[] = [];
 function tmp(): string {
@@ -95,5 +95,13 @@ describe('agent configuration', () => {
     expect(() => loadAgentConfig({ config: file })).toThrow(/unknown setting "brokr"/);
     fs.writeFileSync(file, '{ not json');
     expect(() => loadAgentConfig({ config: file })).toThrow(/not valid JSON/);
+  });
+
+  it('applies configuration under / unless FLEET_AGENT_CONFIG_ROOT names an existing directory (tests, development)', () => {
+    expect(loadAgentConfig({ broker: 'https://x' }, {}).configRoot).toBe('/');
+    const d = tmp();
+    expect(loadAgentConfig({ broker: 'https://x' }, { [CONFIG_ROOT_ENV]: d }).configRoot).toBe(d);
+    expect(() => loadAgentConfig({ broker: 'https://x' }, { [CONFIG_ROOT_ENV]: 'relative/dir' })).toThrow(/absolute path/);
+    expect(() => loadAgentConfig({ broker: 'https://x' }, { [CONFIG_ROOT_ENV]: path.join(d, 'missing') })).toThrow(/not an existing directory/);
   });
 });

@@ -23,6 +23,11 @@ export interface AgentConfig {
   metricsIntervalMs: number;
   metricsFlushMs: number;
   metricsQueueMax: number;
+  /**
+   * The filesystem root configuration bundles write under: `/` on a device. Tests and development
+   * set `FLEET_AGENT_CONFIG_ROOT` to a scratch directory so that applied files land there.
+   */
+  configRoot: string;
 }
 
 /** What the command line gives; each field overrides the config file's. */
@@ -116,6 +121,23 @@ function text(name: string, value: unknown): string | undefined {
   return value;
 }
 
+/** Test/dev only: a directory configuration bundles write under instead of `/`. */
+export const CONFIG_ROOT_ENV = 'FLEET_AGENT_CONFIG_ROOT';
+
+function configRootOf(env: NodeJS.ProcessEnv): string {
+  const dir = env[CONFIG_ROOT_ENV]?.trim();
+  if (!dir) return '/';
+  if (!path.isAbsolute(dir)) throw new AgentConfigError(`${CONFIG_ROOT_ENV} must be an absolute path, got ${JSON.stringify(dir)}`);
+  let isDir = false;
+  try {
+    isDir = fs.statSync(dir).isDirectory();
+  } catch {
+    // reported below
+  }
+  if (!isDir) throw new AgentConfigError(`${CONFIG_ROOT_ENV} ${dir} is not an existing directory`);
+  return path.resolve(dir);
+}
+
 /** The environment variable an agent takes its bootstrap key from, out of sight of `ps`. */
 export const BOOTSTRAP_KEY_ENV = 'FLEET_BOOTSTRAP_KEY';
 
@@ -186,5 +208,6 @@ export function loadAgentConfig(flags: AgentFlags, env: NodeJS.ProcessEnv = proc
     metricsIntervalMs: integer('metrics_interval_ms', pick('metricsIntervalMs') ?? DEFAULTS.metricsIntervalMs, 1000, 86_400_000),
     metricsFlushMs: integer('metrics_flush_ms', pick('metricsFlushMs') ?? DEFAULTS.metricsFlushMs, 1000, 86_400_000),
     metricsQueueMax: integer('metrics_queue_max', pick('metricsQueueMax') ?? DEFAULTS.metricsQueueMax, 100, 1_000_000),
+    configRoot: configRootOf(env),
   };
 }

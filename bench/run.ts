@@ -5,6 +5,7 @@
 import { benchAgent } from './agent.js';
 import { benchApi } from './api.js';
 import { benchCluster } from './cluster.js';
+import { benchConfig } from './config.js';
 import { benchHostile } from './hostile.js';
 import { benchMetrics } from './metrics.js';
 
@@ -31,6 +32,7 @@ async function main(): Promise<void> {
     ['agent', benchAgent],
     ['metrics', benchMetrics],
     ['cluster', benchCluster],
+    ['config', benchConfig],
   ];
   for (const [name, run] of groups) {
     if (only && only !== name) continue;

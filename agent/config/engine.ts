@@ -5,7 +5,7 @@
  * repair drift. One run at a time; a configuration arriving during a run is applied right after.
  *
  * A run executes the bundles in qbee's order, each with a BundleContext; each bundle's outcome
- * becomes reports (a bundle that changed nothing says "No change"), with the values of secret
+ * becomes reports (a bundle that changed nothing reports nothing), with the values of secret
  * parameters redacted, and the run ends with `config_applied`. Results of runs made while
  * disconnected wait (bounded) and go out on the next connection.
  */
@@ -456,8 +456,9 @@ export class ConfigEngine {
         },
       };
       try {
+        // qbee reports what a bundle did and its errors only: an unchanged bundle is silent, so
+        // the interval runs that repair drift do not flood the Logs
         await bundle.apply(data, ctx);
-        if (count === 0) sink(name, meta.commitId, 'INFO', 'No change.');
       } catch (err) {
         sink(name, meta.commitId, 'ERR', `${name} failed: ${(err as Error).message}`);
       }

@@ -81,6 +81,11 @@ export const MAX_INLINE_CHANGES = 100;
 /** Files sent to agents at once: per device, and in all. */
 const MAX_FILES_PER_DEVICE = 4;
 const MAX_FILES = 64;
+/**
+ * File requests waiting for one of the MAX_FILES transfer slots (first come, first served): a commit
+ * reaching a thousand agents at once has them fetch their files in turn instead of being refused.
+ */
+const MAX_FILES_QUEUED = 4096;
 /** Largest configuration message sent to an agent (its connection takes 16 MiB messages). */
 const MAX_PUSH_BYTES = 8 * 1024 * 1024;
 /** A file transfer making no progress this long is cut. */
@@ -101,6 +106,8 @@ export class ConfigService {
   private secretKey = Buffer.alloc(0);
   private readonly sending = new Map<string, number>();
   private sendingTotal = 0;
+  /** Requests waiting for a transfer slot; each is handed a slot as one frees. */
+  private readonly fileQueue: (() => void)[] = [];
   private propagation: Promise<void> = Promise.resolve();
   private propagationQueued = false;
   private watchTimer?: NodeJS.Timeout;
@@ -525,15 +532,31 @@ export class ConfigService {
     const states = new Map((await db.selectFrom('device_config').select(['device_id', 'digest']).execute()).map((r) => [r.device_id, r.digest]));
     const attributes = new Map((await db.selectFrom('devices').select(['device_id', 'attributes']).execute()).map((r) => [r.device_id, r.attributes]));
     let pushed = 0;
+    // What a group passes down (its levels root → group, and the tags carried along) is worked out
+    // once per group, not once per device: the per-device cost stays flat as the fleet grows.
+    const groupParts = new Map<string, { nodes: Level[]; tags: (Level & { rank: number })[]; seen: Set<string> }>();
+    const partsOf = (groupChain: ChainRow[]) => {
+      const known = groupParts.get(groupChain[0].node_id);
+      if (known) return known;
+      const ranked = tagsDown(groupChain);
+      const parts = {
+        nodes: [...groupChain].reverse().map((r) => level('node', r.node_id, r.title, bundles)),
+        tags: ranked.map((r) => ({ ...level('tag', r.tag, r.tag, bundles), rank: r.rank })),
+        seen: new Set(ranked.map((r) => r.tag)),
+      };
+      groupParts.set(groupChain[0].node_id, parts);
+      return parts;
+    };
     for (const row of nodeRows) {
       if (row.type !== 'device') continue;
       const chain = chainFor(row.node_id);
-      if (!chain) continue;
-      const down = [...chain].reverse();
+      if (!chain || chain.length < 2) continue;
+      const parts = partsOf(chain.slice(1));
+      const ownTags = scopeOfChain([row]).tags.filter((tag) => !parts.seen.has(tag));
       const rendered = render(
         { type: 'node', id: row.node_id },
-        down.map((r) => level('node', r.node_id, r.title, bundles)),
-        tagsDown(chain).map((r) => ({ ...level('tag', r.tag, r.tag, bundles), rank: r.rank })),
+        [...parts.nodes, level('node', row.node_id, row.title, bundles)],
+        [...parts.tags, ...ownTags.map((tag) => ({ ...level('tag', tag, tag, bundles), rank: chain.length - 1 }))],
       );
       const out = pushable(rendered, readAttributes(attributes.get(row.node_id)).custom ?? {});
       if (states.get(row.node_id) === out.digest) continue;
@@ -623,17 +646,24 @@ export class ConfigService {
     const refuse = (error: string) => void this.deps.agents.send(deviceId, { t: 'file_refused', id, error });
     if (typeof m.path !== 'string' || m.path === '' || m.path.length > 1024) return refuse('invalid path');
     // Counted from here: a peer asking faster than files go out is refused, whatever it asks for.
+    // A device's requests count whether sent or waiting; past the slots, requests wait in a bounded queue.
     const active = this.sending.get(deviceId) ?? 0;
-    if (active >= MAX_FILES_PER_DEVICE || this.sendingTotal >= MAX_FILES) return refuse('busy: too many files in transfer; ask again later');
+    const full = this.sendingTotal >= MAX_FILES;
+    if (active >= MAX_FILES_PER_DEVICE || (full && this.fileQueue.length >= MAX_FILES_QUEUED))
+      return refuse('busy: too many files in transfer; ask again later');
     this.sending.set(deviceId, active + 1);
-    this.sendingTotal += 1;
+    if (full) await new Promise<void>((granted) => this.fileQueue.push(granted));
+    else this.sendingTotal += 1;
     try {
       await this.sendFile(deviceId, id, normalizeSource(m.path), refuse);
     } finally {
       const left = (this.sending.get(deviceId) ?? 1) - 1;
       if (left <= 0) this.sending.delete(deviceId);
       else this.sending.set(deviceId, left);
-      this.sendingTotal -= 1;
+      // the slot goes to the first waiting request, or back to the pool
+      const next = this.fileQueue.shift();
+      if (next) next();
+      else this.sendingTotal -= 1;
     }
   }
 

@@ -304,7 +304,9 @@ describe('Devices area rows of the UI permission table', () => {
     await c.page.getByTestId('device-config').waitFor();
     const config = await suite.t.api('GET', `/api/v2/config/${oslo}`, { token: user.token });
     expect(config.status).toBe(200);
-    expect(JSON.parse((await c.page.getByTestId('device-config').textContent()) ?? '')).toEqual(config.body);
+    // The rendered configuration, bundle by bundle, with the commit state of the device.
+    for (const bundle of Object.keys(config.body.config.bundle_data)) expect(await c.page.getByTestId(`device-bundle-${bundle}`).count()).toBe(1);
+    expect(await c.page.getByTestId('device-commit-sha').count()).toBe(1);
     await c.expectNoErrorsAndClose();
 
     const reader = await suite.t.userWith([{ permission: 'device:read' }]);

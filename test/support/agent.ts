@@ -27,6 +27,8 @@ export interface AgentLogLine {
 export interface TestAgent {
   process: ChildProcess;
   stateDir: string;
+  /** The directory configuration bundles write under (the agent's `/`). */
+  configRoot: string;
   /** Parsed log lines (pino JSON on stderr), in order. */
   logs: AgentLogLine[];
   /** Everything the process wrote that was not a log line. */
@@ -53,6 +55,11 @@ export interface AgentOptions {
   /** Further command-line arguments. */
   args?: string[];
   env?: Record<string, string>;
+  /**
+   * Where configuration bundles write (FLEET_AGENT_CONFIG_ROOT): a fresh temporary directory by
+   * default, so that a test agent never applies configuration to this machine's `/`.
+   */
+  configRoot?: string;
 }
 
 /** Polls `check` until it returns something other than undefined/false, or fails at the deadline. */
@@ -74,6 +81,8 @@ process.once('exit', () => {
 export function startAgent(o: AgentOptions): TestAgent {
   const ownDir = !o.stateDir;
   const stateDir = o.stateDir ?? fs.mkdtempSync(path.join(os.tmpdir(), 'fleet-agent-'));
+  const ownRoot = !o.configRoot;
+  const configRoot = o.configRoot ?? fs.mkdtempSync(path.join(os.tmpdir(), 'fleet-agent-root-'));
   const args = [
     ...(o.program ? [] : [path.join(ROOT, 'agent', 'main.ts')]),
     ...(o.broker ? ['--broker', o.broker] : []),
@@ -89,7 +98,11 @@ export function startAgent(o: AgentOptions): TestAgent {
     ...(o.caFile ? ['--ca-file', o.caFile] : []),
     ...(o.args ?? []),
   ];
-  const child = spawn(o.program ?? TSX, args, { cwd: ROOT, env: { ...process.env, ...o.env }, stdio: ['ignore', 'pipe', 'pipe'] });
+  const child = spawn(o.program ?? TSX, args, {
+    cwd: ROOT,
+    env: { ...process.env, FLEET_AGENT_CONFIG_ROOT: configRoot, ...o.env },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
   running.add(child);
   const logs: AgentLogLine[] = [];
   const output: string[] = [];
@@ -146,6 +159,7 @@ export function startAgent(o: AgentOptions): TestAgent {
   return {
     process: child,
     stateDir,
+    configRoot,
     logs,
     output,
     deviceId: async (timeoutMs = 20_000) =>
@@ -178,6 +192,7 @@ export function startAgent(o: AgentOptions): TestAgent {
         clearTimeout(killer);
       }
       if (ownDir) fs.rmSync(stateDir, { recursive: true, force: true });
+      if (ownRoot) fs.rmSync(configRoot, { recursive: true, force: true });
     },
   };
 }

@@ -8,6 +8,7 @@ import { AttributesScreen } from './screens/attributes.js';
 import { BootstrapKeysScreen } from './screens/bootstrap-keys.js';
 import { CompanyScreen } from './screens/company.js';
 import { DashboardScreen } from './screens/dashboard.js';
+import { ConfigureScreen } from './screens/configure.js';
 import { CliLoginScreen } from './screens/cli-login.js';
 import { DeviceScreen } from './screens/device.js';
 import { DevicesScreen } from './screens/devices.js';
@@ -92,6 +93,7 @@ const SCREENS: Screen[] = [
   { pattern: '/devices/:id/attributes', area: 'devices', render: (p) => <AttributesScreen deviceId={p.id} /> },
   { pattern: '/pending', area: 'pendingHosts', render: () => <PendingHostsScreen /> },
   { pattern: '/bootstrap-keys', area: 'bootstrapKeys', render: () => <BootstrapKeysScreen /> },
+  { pattern: '/configure', area: 'configure', render: () => <ConfigureScreen /> },
   { pattern: '/files', area: 'filesManager', render: () => <FilesScreen /> },
   { pattern: '/users', area: 'users', render: () => <UsersScreen /> },
   { pattern: '/roles', area: 'roles', render: () => <RolesScreen /> },
@@ -111,6 +113,7 @@ const NAV: { href: string; label: string; area: Area }[] = [
   { href: '/map', label: 'Map', area: 'map' },
   { href: '/pending', label: 'Pending hosts', area: 'pendingHosts' },
   { href: '/bootstrap-keys', label: 'Bootstrap keys', area: 'bootstrapKeys' },
+  { href: '/configure', label: 'Configure', area: 'configure' },
   { href: '/files', label: 'Files', area: 'filesManager' },
   { href: '/users', label: 'Users', area: 'users' },
   { href: '/roles', label: 'Roles', area: 'roles' },

@@ -36,6 +36,9 @@ export const AREAS = {
   remoteSessions: ['remote-access:connect', 'remote-access:manage'],
   filesManager: ['files:read'],
   filesWrite: ['files:manage'],
+  /** The Configure area; changing (staging, committing, discarding) needs configuration:manage. */
+  configure: ['configuration:read', 'device:read'],
+  configureModify: ['configuration:manage'],
   audit: ['audit:read'],
   logs: ['reports:read'],
   logsMarkRead: ['reports:acknowledge'],

@@ -10,6 +10,7 @@ import { allowed } from '../areas.js';
 import { Link, navigate, withQuery } from '../router.js';
 import { ConfirmButton, ErrorBox, formatBytes, formatTime, Loading, Notice, PageTitle, Table, Tags, useAction, useLoad } from '../ui.js';
 import { LEGACY_FIELDS } from './attributes.js';
+import { DeviceConfiguration } from './configure.js';
 import { LastContact, StatusDot } from './devices.js';
 import { InventoryTabs } from './inventory-tabs.js';
 import { Portmaps } from './portmaps.js';
@@ -204,25 +205,6 @@ function DeviceReports({ deviceId }: { deviceId: string }) {
       </div>
       <Link href={withQuery('/logs', { node_id: deviceId })}>All reports of this device</Link>
     </div>
-  );
-}
-
-/** "Devices, Show configuration" (configuration:read): the device's committed configuration, rendered. */
-function DeviceConfiguration({ deviceId }: { deviceId: string }) {
-  const [open, setOpen] = useState(false);
-  const config = useLoad(() => (open ? api.get<unknown>(`/config/${encodeURIComponent(deviceId)}`) : Promise.resolve(undefined)), [deviceId, open]);
-  if (!open)
-    return (
-      <button type="button" onClick={() => setOpen(true)}>
-        Show configuration
-      </button>
-    );
-  if (config.error) return <ErrorBox error={config.error} />;
-  if (config.data === undefined) return <Loading what="the configuration" />;
-  return (
-    <pre class="config-view" data-testid="device-config">
-      {JSON.stringify(config.data, null, 2)}
-    </pre>
   );
 }
 
