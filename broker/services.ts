@@ -9,6 +9,7 @@ import { ChangeEpoch } from './cache.js';
 import { ConfigService } from './config/service.js';
 import type { Config } from './config.js';
 import type { Store } from './db/database.js';
+import { ExpirySweep } from './db/expiry.js';
 import { DevicesService } from './devices/service.js';
 import { DeviceScopes } from './devices/scope.js';
 import { EnrolService } from './enrol/service.js';
@@ -67,6 +68,8 @@ export interface Services {
   billing: BillingService;
   /** Configuration management: changes, commits, rendering, pushing to agents. */
   configuration: ConfigService;
+  /** Deletes expired shared state (rate limits, tickets, device codes) every minute. */
+  expiry: ExpirySweep;
 }
 
 export interface ServiceOptions {
@@ -88,8 +91,9 @@ export async function createServices(config: Config, logger: Logger, store: Stor
   const settings = new SettingsStore(store.db);
   const epoch = new ChangeEpoch();
   const mail = new MailService(config, logger, store);
-  const auth = new AuthService(store.db, config, settings, mail, epoch);
+  const auth = new AuthService(store.db, config, settings, mail, epoch, store);
   const deviceAuth = new DeviceAuthService(
+    store.db,
     {
       startSession: (userId, ip, userAgent) => auth.startSession(userId, ip, userAgent),
       isActiveUser: async (userId) => (await store.db.selectFrom('users').select('disabled').where('id', '=', userId).executeTakeFirst())?.disabled === 0,
@@ -115,7 +119,7 @@ export async function createServices(config: Config, logger: Logger, store: Stor
     inventory: { record: (deviceId, data) => inventory.record(deviceId, data) },
   });
   const locator: AgentLocator = options.locator?.(agents) ?? agents;
-  const enrol: EnrolService = new EnrolService(store.db, devices, locator);
+  const enrol: EnrolService = new EnrolService(store.db, devices, locator, store);
   const inventory: InventoryService = new InventoryService(store.db, access, devices, locator);
   // Typed inventory payloads (software, containers, users, ports, …) from agents.
   agents.handle('inventory_item', (deviceId, msg) => inventory.recordItem(deviceId, msg));
@@ -186,6 +190,7 @@ export async function createServices(config: Config, logger: Logger, store: Stor
     company,
     billing,
     configuration,
+    expiry: new ExpirySweep(store.db, logger),
   };
   await auth.init();
   await audit.init();
@@ -195,12 +200,14 @@ export async function createServices(config: Config, logger: Logger, store: Stor
   qbee.init();
   events.init();
   configuration.watch(epoch);
+  services.expiry.start();
   return services;
 }
 
 export async function closeServices(services: Services): Promise<void> {
   services.qbee.close();
   services.events.close();
+  await services.expiry.close();
   await services.configuration.close();
   for (const s of [
     services.reports,
