@@ -1,0 +1,149 @@
+/**
+ * Several brokers on one PostgreSQL database: what one broker issues or counts, another honours.
+ * On PostgreSQL two brokers share one schema (A and B); on SQLite — the single-broker store — A and
+ * B are the same broker, so the same calls check the same code path there.
+ */
+import http from 'node:http';
+import { Secret, TOTP } from 'otpauth';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { startTestBroker, type TestBroker } from '../support/broker.js';
+import { expectError, insertUser } from './auth-helpers.js';
+
+let a: TestBroker;
+let b: TestBroker;
+
+beforeAll(async () => {
+  a = await startTestBroker({ env: { FILE_STORE: 'db' } });
+  b = a.database === 'postgres' ? await startTestBroker({ shareWith: a, env: { FILE_STORE: 'db' } }) : a;
+});
+afterAll(async () => {
+  if (b !== a) await b?.close();
+  await a?.close();
+});
+
+/** The status of GET /api/v2/events with a ticket; the stream is closed at once. */
+function openEvents(t: TestBroker, ticket: string): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const req = http.get(`${t.url}/api/v2/events?ticket=${encodeURIComponent(ticket)}`, (res) => {
+      resolve(res.statusCode ?? 0);
+      res.resume();
+      req.destroy();
+    });
+    req.on('error', reject);
+  });
+}
+
+async function ticketFrom(t: TestBroker, token: string): Promise<string> {
+  const r = await t.api<{ ticket: string }>('POST', '/api/v2/remote/ticket', { token, body: {} });
+  expect(r.status, JSON.stringify(r.body)).toBe(200);
+  return r.body.ticket;
+}
+
+describe('brokers sharing one database', () => {
+  it('runs two brokers on one schema on PostgreSQL (one on SQLite)', () => {
+    expect(b !== a).toBe(a.database === 'postgres');
+    if (b !== a) expect(b.schema).toBe(a.schema);
+  });
+
+  it('a ticket issued on A opens a stream on B once; replayed on A or B it is refused', async () => {
+    const ticket = await ticketFrom(a, a.adminToken);
+    expect(await openEvents(b, ticket)).toBe(200);
+    expect(await openEvents(a, ticket)).toBe(401);
+    expect(await openEvents(b, ticket)).toBe(401);
+  });
+
+  it('of two redemptions of one ticket at once, on A and on B, exactly one wins', async () => {
+    for (let round = 0; round < 5; round++) {
+      const ticket = await ticketFrom(a, a.adminToken);
+      const statuses = await Promise.all([openEvents(a, ticket), openEvents(b, ticket)]);
+      expect(statuses.sort()).toEqual([200, 401]);
+    }
+  });
+
+  it('an expired ticket is refused everywhere', async () => {
+    const ticket = await ticketFrom(b, a.adminToken);
+    await a.broker.services.store.db
+      .updateTable('remote_tickets')
+      .set({ expires_at: Date.now() - 1 })
+      .execute();
+    expect(await openEvents(a, ticket)).toBe(401);
+  });
+
+  it('counts wrong passwords across brokers: ten on A and B together close the account to that address', async () => {
+    const u = await insertUser(a);
+    for (let i = 0; i < 10; i++) {
+      const on = i % 2 === 0 ? a : b;
+      expectError(await on.api('POST', '/api/v2/login', { body: { email: u.email, password: 'wrong-password' } }), 401, 'invalid_credentials');
+    }
+    for (const on of [a, b]) {
+      const r = await on.api('POST', '/api/v2/login', { body: { email: u.email, password: u.password } });
+      expectError(r, 429, 'rate_limited');
+      expect(Number(r.headers.get('retry-after'))).toBeGreaterThan(0);
+    }
+  });
+
+  it('counts parallel wrong passwords on A and B exactly: the eleventh is refused whichever broker it reaches', async () => {
+    const u = await insertUser(a);
+    const answers = await Promise.all(
+      Array.from({ length: 14 }, (_, i) => (i % 2 ? a : b).api('POST', '/api/v2/login', { body: { email: u.email, password: 'wrong-password' } })),
+    );
+    expect(answers.filter((r) => r.status === 401)).toHaveLength(10);
+    expect(answers.filter((r) => r.status === 429)).toHaveLength(4);
+  });
+
+  it('a second-factor challenge started on A is completed on B, once', async () => {
+    const u = await insertUser(a, { twoFactor: 1 });
+    const secret = new Secret({ size: 20 }).base32;
+    await a.broker.services.store.db.updateTable('users').set({ totp_secret: secret }).where('id', '=', u.id).execute();
+    const first = await a.api('POST', '/api/v2/login', { body: { email: u.email, password: u.password } });
+    expectError(first, 401, '2fa_required');
+    const got = await b.api('POST', '/api/v2/challenge-get', { body: { challenge: first.body.challenge, preferProvider: 'google' } });
+    expect(got.status, JSON.stringify(got.body)).toBe(200);
+    const code = new TOTP({ secret: Secret.fromBase32(secret), algorithm: 'SHA1', digits: 6, period: 30 }).generate();
+    const verified = await a.api('POST', '/api/v2/challenge-verify', { body: { challenge: got.body.challenge, code } });
+    expect(verified.status, JSON.stringify(verified.body)).toBe(200);
+    expect((await b.api('GET', '/api/v2/profile', { token: verified.body.token })).status).toBe(200);
+    expectError(await b.api('POST', '/api/v2/challenge-verify', { body: { challenge: got.body.challenge, code } }), 401, 'challenge_used');
+  });
+
+  it('an expired challenge is refused on the other broker', async () => {
+    const u = await insertUser(a, { twoFactor: 1 });
+    await a.broker.services.store.db
+      .updateTable('users')
+      .set({ totp_secret: new Secret({ size: 20 }).base32 })
+      .where('id', '=', u.id)
+      .execute();
+    const first = await a.api('POST', '/api/v2/login', { body: { email: u.email, password: u.password } });
+    await a.broker.services.store.db
+      .updateTable('challenges')
+      .set({ expires_at: new Date(Date.now() - 1000).toISOString() })
+      .where('user_id', '=', u.id)
+      .execute();
+    expectError(
+      await b.api('POST', '/api/v2/challenge-get', { body: { challenge: first.body.challenge, preferProvider: 'google' } }),
+      401,
+      'challenge_expired',
+    );
+  });
+
+  it('a device-code sign-in started on A is approved on B and collected on A, once', async () => {
+    const form = { 'content-type': 'application/x-www-form-urlencoded', 'user-agent': 'qbee-cli/brokers' };
+    const started = await a.api('POST', '/oauth2/devicecode', { headers: form });
+    expect(started.status, JSON.stringify(started.body)).toBe(200);
+    const poll = (t: TestBroker) =>
+      t.api('POST', '/oauth2/token', {
+        headers: form,
+        body: new URLSearchParams({ grant_type: 'urn:ietf:params:oauth:grant-type:device_code', device_code: started.body.device_code }).toString(),
+      });
+    expect((await poll(b)).body.error).toBe('authorization_pending');
+    const seen = await b.api('GET', `/api/v2/oauth2/device-auth/${started.body.user_code}`, { token: a.adminToken });
+    expect(seen.body).toMatchObject({ user_code: started.body.user_code, user_agent: 'qbee-cli/brokers' });
+    expect((await b.api('POST', `/api/v2/oauth2/device-auth/${started.body.user_code}`, { token: a.adminToken })).status).toBe(200);
+    expect((await a.api('DELETE', `/api/v2/oauth2/device-auth/${started.body.user_code}`, { token: a.adminToken })).status).toBe(409);
+    const [first, second] = await Promise.all([poll(a), poll(b)]);
+    const won = [first, second].filter((r) => r.status === 200);
+    expect(won).toHaveLength(1);
+    expect([first, second].find((r) => r.status !== 200)?.body.error).toBe('bad_verification_code');
+    expect((await b.api('GET', '/api/v2/profile', { token: won[0].body.access_token })).status).toBe(200);
+  });
+});
