@@ -13,7 +13,8 @@ import { ExpirySweep } from './db/expiry.js';
 import { DevicesService } from './devices/service.js';
 import { DeviceScopes } from './devices/scope.js';
 import { EnrolService } from './enrol/service.js';
-import { FilesService } from './files/service.js';
+import { DbFilesService } from './files/db-store.js';
+import { FilesService, type FileStore } from './files/service.js';
 import { UpgradeRouter } from './http/upgrade.js';
 import { InventoryService } from './inventory/service.js';
 import { MailService } from './mail/service.js';
@@ -47,7 +48,8 @@ export interface Services {
   users: UsersService;
   roles: RolesService;
   devices: DevicesService;
-  files: FilesService;
+  /** The file store: DATA_DIR/files, or the database with FILE_STORE=db (several brokers). */
+  files: FileStore;
   enrol: EnrolService;
   inventory: InventoryService;
   /** Agents connected to this broker (connection facts, status). */
@@ -106,7 +108,7 @@ export async function createServices(config: Config, logger: Logger, store: Stor
   const users = new UsersService(store, config, logger, auth, access);
   const roles = new RolesService(store, access);
   const devices = new DevicesService(store, config, access, epoch);
-  const files = new FilesService(config, logger);
+  const files: FileStore = config.fileStore === 'db' ? new DbFilesService(store, config) : new FilesService(config, logger);
 
   // The hub asks enrolment who a device is and hands inventory reports on, while both reach agents
   // through the hub: the hub's side is bound late (these run only once agents connect).

@@ -3,10 +3,12 @@
  * On PostgreSQL two brokers share one schema (A and B); on SQLite — the single-broker store — A and
  * B are the same broker, so the same calls check the same code path there.
  */
+import crypto from 'node:crypto';
 import http from 'node:http';
 import { Secret, TOTP } from 'otpauth';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startTestBroker, type TestBroker } from '../support/broker.js';
+import { CHUNK_BYTES } from '../../broker/files/db-store.js';
 import { expectError, insertUser } from './auth-helpers.js';
 
 let a: TestBroker;
@@ -145,5 +147,87 @@ describe('brokers sharing one database', () => {
     expect(won).toHaveLength(1);
     expect([first, second].find((r) => r.status !== 200)?.body.error).toBe('bad_verification_code');
     expect((await b.api('GET', '/api/v2/profile', { token: won[0].body.access_token })).status).toBe(200);
+  });
+});
+
+const sha256 = (data: Buffer | string) => crypto.createHash('sha256').update(data).digest('hex');
+
+function upload(t: TestBroker, folder: string, name: string, content: Buffer | string, replace?: boolean) {
+  const form = new FormData();
+  form.append('path', folder);
+  if (replace !== undefined) form.append('replace', String(replace));
+  form.append('file', new Blob([typeof content === 'string' ? content : new Uint8Array(content)]), name);
+  return t.api('POST', '/api/v2/file', { token: t.adminToken, body: form });
+}
+
+async function download(t: TestBroker, p: string): Promise<{ status: number; body: Buffer; error?: unknown }> {
+  const res = await fetch(`${t.url}/api/v2/file?path=${encodeURIComponent(p)}`, { headers: { authorization: `Bearer ${t.adminToken}` } });
+  try {
+    return { status: res.status, body: Buffer.from(await res.arrayBuffer()) };
+  } catch (error) {
+    return { status: res.status, body: Buffer.alloc(0), error };
+  }
+}
+
+const chunkRows = async () =>
+  Number(
+    (
+      await a.broker.services.store.db
+        .selectFrom('file_chunks')
+        .select((eb) => eb.fn.countAll().as('n'))
+        .executeTakeFirstOrThrow()
+    ).n,
+  );
+
+describe('the file store in the database (FILE_STORE=db)', () => {
+  it('serves a file uploaded on A from B, byte for byte, in chunks of bounded size', async () => {
+    const content = crypto.randomBytes(2 * CHUNK_BYTES + 12_345);
+    expect((await upload(a, '/shared/', 'image.bin', content)).status).toBe(200);
+    const got = await download(b, '/shared/image.bin');
+    expect(got.status).toBe(200);
+    expect(sha256(got.body)).toBe(sha256(content));
+    const meta = await b.api('GET', `/api/v2/file/metadata?path=${encodeURIComponent('/shared/image.bin')}`, { token: b.adminToken });
+    expect(meta.body).toMatchObject({ size: content.length, sha256: sha256(content), is_dir: false });
+    const chunks = await a.broker.services.store.db.selectFrom('file_chunks').select('data').execute();
+    expect(chunks).toHaveLength(3);
+    for (const c of chunks) expect(c.data.length).toBeLessThanOrEqual(CHUNK_BYTES);
+    const listed = await b.api('GET', '/api/v2/files?path=%2Fshared%2F', { token: b.adminToken });
+    expect(listed.body.items.map((e: { name: string }) => e.name)).toEqual(['image.bin']);
+    expect((await b.api('GET', '/api/v2/file/stats', { token: b.adminToken })).body).toMatchObject({ files: 1, dirs: 1, bytes: content.length });
+  });
+
+  it('a replace on B, a move on A and a delete on B are seen by the other broker; no chunk is left', async () => {
+    expect((await upload(a, '/cfg/', 'app.conf', 'one')).status).toBe(200);
+    expectError(await upload(b, '/cfg/', 'app.conf', 'two'), 409, 'file_exists');
+    expect((await upload(b, '/cfg/', 'app.conf', 'two', true)).status).toBe(200);
+    expect((await download(a, '/cfg/app.conf')).body.toString()).toBe('two');
+    const moved = await a.api('PATCH', '/api/v2/file', { token: a.adminToken, body: { path: '/cfg', newPath: '/etc-files/cfg' } });
+    expect(moved.status, JSON.stringify(moved.body)).toBe(200);
+    expect((await download(b, '/etc-files/cfg/app.conf')).body.toString()).toBe('two');
+    expect((await download(b, '/cfg/app.conf')).status).toBe(404);
+    expectError(await b.api('DELETE', '/api/v2/file', { token: b.adminToken, body: { path: '/etc-files' } }), 409, 'folder_not_empty');
+    expect((await b.api('DELETE', '/api/v2/file', { token: b.adminToken, body: { path: '/etc-files', recursive: true } })).status).toBe(200);
+    expect((await download(a, '/etc-files/cfg/app.conf')).status).toBe(404);
+    expect((await b.api('DELETE', '/api/v2/file', { token: b.adminToken, body: { path: '/shared/image.bin' } })).status).toBe(200);
+    expect(await chunkRows()).toBe(0);
+  });
+
+  it('of two uploads of one new path at once, on A and on B, one is stored and the other refused; nothing half-written stays', async () => {
+    const [x, y] = await Promise.all([upload(a, '/race/', 'f.txt', 'from A'), upload(b, '/race/', 'f.txt', 'from B')]);
+    expect([x.status, y.status].sort()).toEqual([200, 409]);
+    const winner = x.status === 200 ? 'from A' : 'from B';
+    expect((await download(b, '/race/f.txt')).body.toString()).toBe(winner);
+    expect(await chunkRows()).toBe(1);
+  });
+
+  it('cuts a download whose stored content no longer matches its sha256', async () => {
+    const content = crypto.randomBytes(CHUNK_BYTES + 10);
+    expect((await upload(a, '/tamper/', 'x.bin', content)).status).toBe(200);
+    const db = a.broker.services.store.db;
+    const bad = Buffer.from(crypto.randomBytes(10));
+    await db.updateTable('file_chunks').set({ data: bad }).where('seq', '=', 1).execute();
+    const got = await download(b, '/tamper/x.bin');
+    expect(got.error ?? (got.body.length !== content.length ? 'short' : undefined)).toBeDefined();
+    expect(sha256(got.body)).not.toBe(sha256(content));
   });
 });
