@@ -4,6 +4,7 @@
  */
 import { benchApi } from './api.js';
 import { benchHostile } from './hostile.js';
+import { benchShared } from './shared.js';
 
 /** `part` narrows a group further (`npm run bench -- remote latency`). */
 type Bench = (log: (line: string) => void, part?: string) => Promise<void>;
@@ -25,6 +26,7 @@ async function main(): Promise<void> {
     ['api', benchApi],
     ['remote', await loadRemote()],
     ['hostile', benchHostile],
+    ['shared', benchShared],
   ];
   for (const [name, run] of groups) {
     if (only && only !== name) continue;

@@ -359,16 +359,21 @@ export function migrations(dialect: Dialect): Record<string, Migration> {
       // database-backed file store (FILE_STORE=db). Instants are Unix milliseconds.
       async up(db: Kysely<unknown>) {
         const ms = dialect === 'postgres' ? 'bigint' : 'integer';
-        await db.schema
-          .createTable('rate_limits')
+        // Short-lived state on PostgreSQL is UNLOGGED: no write-ahead log, so its commits wait for no
+        // disk flush (a sign-in makes six such writes). A database crash or a fail-over to a replica
+        // empties these tables: counts start afresh, open tickets and device codes must be asked again.
+        const shortLived = (name: string) => {
+          const table = db.schema.createTable(name);
+          return dialect === 'postgres' ? table.modifyFront(sql`unlogged`) : table;
+        };
+        await shortLived('rate_limits')
           .addColumn('key', 'text', (c) => c.primaryKey())
           .addColumn('window_start', ms, (c) => c.notNull())
           .addColumn('count', 'integer', (c) => c.notNull())
           .addColumn('expires_at', ms, (c) => c.notNull())
           .execute();
         await db.schema.createIndex('rate_limits_expiry').on('rate_limits').column('expires_at').execute();
-        await db.schema
-          .createTable('remote_tickets')
+        await shortLived('remote_tickets')
           .addColumn('ticket_hash', 'text', (c) => c.primaryKey())
           .addColumn('token', 'text', (c) => c.notNull())
           .addColumn('user_id', 'text', (c) => c.notNull())
@@ -377,8 +382,7 @@ export function migrations(dialect: Dialect): Record<string, Migration> {
           .execute();
         await db.schema.createIndex('remote_tickets_user').on('remote_tickets').columns(['user_id', 'issued_at']).execute();
         await db.schema.createIndex('remote_tickets_expiry').on('remote_tickets').column('expires_at').execute();
-        await db.schema
-          .createTable('device_codes')
+        await shortLived('device_codes')
           .addColumn('device_code_hash', 'text', (c) => c.primaryKey())
           .addColumn('user_code', 'text', (c) => c.notNull().unique())
           .addColumn('client_ip', 'text', (c) => c.notNull())

@@ -35,7 +35,16 @@ export class TicketStore {
   ) {}
 
   async issue(token: string, userId: string, now = Date.now()): Promise<{ ticket: string; expires_in: number }> {
-    const mine = await this.openFor(userId, now);
+    const open = await this.db
+      .selectFrom('remote_tickets')
+      .select((eb) => [
+        eb.fn.countAll<number | string>().as('all'),
+        eb.fn.sum<number | string | null>(eb.case().when('user_id', '=', userId).then(1).else(0).end()).as('mine'),
+      ])
+      .where('expires_at', '>', now)
+      .executeTakeFirstOrThrow();
+    const mine = Number(open.mine ?? 0);
+    let all = Number(open.all);
     if (mine >= this.perUser) {
       const oldest = this.db
         .selectFrom('remote_tickets')
@@ -44,9 +53,10 @@ export class TicketStore {
         .where('expires_at', '>', now)
         .orderBy('issued_at')
         .limit(mine - this.perUser + 1);
-      await this.db.deleteFrom('remote_tickets').where('ticket_hash', 'in', oldest).execute();
+      const dropped = await this.db.deleteFrom('remote_tickets').where('ticket_hash', 'in', oldest).executeTakeFirst();
+      all -= Number(dropped.numDeletedRows);
     }
-    if ((await this.size(now)) >= this.total) {
+    if (all >= this.total) {
       throw new ApiError(
         429,
         'too_many_tickets',
