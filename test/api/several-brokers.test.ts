@@ -7,7 +7,10 @@ import crypto from 'node:crypto';
 import http from 'node:http';
 import { Secret, TOTP } from 'otpauth';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { startTestBroker, type TestBroker } from '../support/broker.js';
+import { loadConfig } from '../../broker/config.js';
+import { dropSchema, openStore } from '../../broker/db/database.js';
+import { bootstrapFirstUser } from '../../broker/users/bootstrap.js';
+import { ADMIN, PG_URL, startTestBroker, type TestBroker } from '../support/broker.js';
 import { CHUNK_BYTES } from '../../broker/files/db-store.js';
 import { ENROL_FAILURES_PER_WINDOW } from '../../broker/enrol/service.js';
 import { enrolDevice } from '../support/agent.js';
@@ -44,6 +47,22 @@ async function ticketFrom(t: TestBroker, token: string): Promise<string> {
 }
 
 describe('brokers sharing one database', () => {
+  it('brokers starting together on an empty database create the first user once, and all start', async () => {
+    const schema = `t_${crypto.randomBytes(6).toString('hex')}`;
+    const url = a.database === 'postgres' ? PG_URL : `sqlite:${a.dataDir}/empty.sqlite`;
+    const store = await openStore(url, a.database === 'postgres' ? schema : '');
+    try {
+      const config = loadConfig({ ADMIN_EMAIL: ADMIN.email, ADMIN_PASSWORD: ADMIN.password });
+      const outcomes = await Promise.all([1, 2, 3].map(() => bootstrapFirstUser(store.db, config)));
+      expect(outcomes.filter((o) => o === 'created')).toHaveLength(1);
+      expect(outcomes.filter((o) => o === 'exists')).toHaveLength(2);
+      expect(await store.db.selectFrom('users').select('email').execute()).toEqual([{ email: ADMIN.email }]);
+    } finally {
+      await store.close();
+      if (a.database === 'postgres') await dropSchema(PG_URL, schema);
+    }
+  });
+
   it('runs two brokers on one schema on PostgreSQL (one on SQLite)', () => {
     expect(b !== a).toBe(a.database === 'postgres');
     if (b !== a) expect(b.schema).toBe(a.schema);
