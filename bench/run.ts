@@ -8,6 +8,7 @@ import { benchCluster } from './cluster.js';
 import { benchConfig } from './config.js';
 import { benchHostile } from './hostile.js';
 import { benchMetrics } from './metrics.js';
+import { benchShared } from './shared.js';
 
 /** `part` narrows a group further (`npm run bench -- remote latency`). */
 type Bench = (log: (line: string) => void, part?: string) => Promise<void>;
@@ -33,6 +34,7 @@ async function main(): Promise<void> {
     ['metrics', benchMetrics],
     ['cluster', benchCluster],
     ['config', benchConfig],
+    ['shared', benchShared],
   ];
   for (const [name, run] of groups) {
     if (only && only !== name) continue;

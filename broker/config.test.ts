@@ -20,6 +20,12 @@ describe('connection limits in the configuration', () => {
 });
 
 describe('recording retention in the configuration', () => {
+  it('keeps files in DATA_DIR by default, in the database with FILE_STORE=db, and refuses anything else', () => {
+    expect(loadConfig({}).fileStore).toBe('dir');
+    expect(loadConfig({ FILE_STORE: 'db' }).fileStore).toBe('db');
+    expect(() => loadConfig({ FILE_STORE: 'nfs' })).toThrow(/FILE_STORE/);
+  });
+
   it('keeps recordings 90 days by default, and refuses a bad number naming the variable', () => {
     expect(loadConfig({}).recordingRetentionDays).toBe(90);
     expect(loadConfig({ RECORDING_RETENTION_DAYS: '7' }).recordingRetentionDays).toBe(7);

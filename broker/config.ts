@@ -31,6 +31,8 @@ export interface Config {
   fileQuotaBytes: number;
   /** Maximum size of one uploaded file in bytes. */
   fileMaxBytes: number;
+  /** Where the file store keeps files: `dir` (DATA_DIR/files) or `db` (the database, shared by several brokers). */
+  fileStore: 'dir' | 'db';
   tlsCertFile?: string;
   tlsKeyFile?: string;
   logLevel: string;
@@ -146,6 +148,8 @@ export function loadConfig(env: Env = process.env): Config {
   // Behind a reverse proxy every connection comes from the proxy: no cap unless one is asked for.
   const maxConnectionsPerAddress = integer(env, 'MAX_CONNECTIONS_PER_ADDRESS', trustProxy ? 0 : 256, 0, 1_000_000);
   const logLevel = env.LOG_LEVEL || 'info';
+  const fileStore = env.FILE_STORE || 'dir';
+  if (fileStore !== 'dir' && fileStore !== 'db') throw new ConfigError('FILE_STORE', `must be dir or db, got "${fileStore}"`);
   if (env.STRIPE_API_BASE && !/^https?:\/\/[^/]+\/?$/.test(env.STRIPE_API_BASE)) {
     throw new ConfigError('STRIPE_API_BASE', 'must be http(s)://host[:port] without a path');
   }
@@ -185,6 +189,7 @@ export function loadConfig(env: Env = process.env): Config {
     maxCustomAttributes: integer(env, 'MAX_CUSTOM_ATTRIBUTES', 100, 1, 10_000),
     fileQuotaBytes: integer(env, 'FILE_QUOTA_BYTES', 10 * 1024 ** 3, 1024, Number.MAX_SAFE_INTEGER),
     fileMaxBytes: integer(env, 'FILE_MAX_BYTES', 1024 ** 3, 1, Number.MAX_SAFE_INTEGER),
+    fileStore,
     tlsCertFile: env.TLS_CERT_FILE || undefined,
     tlsKeyFile: env.TLS_KEY_FILE || undefined,
     logLevel,

@@ -10,10 +10,12 @@ import { ConfigService } from './config/service.js';
 import { ClusterService } from './cluster/service.js';
 import type { Config } from './config.js';
 import type { Store } from './db/database.js';
+import { ExpirySweep } from './db/expiry.js';
 import { DevicesService } from './devices/service.js';
 import { DeviceScopes } from './devices/scope.js';
 import { EnrolService } from './enrol/service.js';
-import { FilesService } from './files/service.js';
+import { DbFilesService } from './files/db-store.js';
+import { FilesService, type FileStore } from './files/service.js';
 import { UpgradeRouter } from './http/upgrade.js';
 import { InventoryService } from './inventory/service.js';
 import { MailService } from './mail/service.js';
@@ -50,7 +52,8 @@ export interface Services {
   users: UsersService;
   roles: RolesService;
   devices: DevicesService;
-  files: FilesService;
+  /** The file store: DATA_DIR/files, or the database with FILE_STORE=db (several brokers). */
+  files: FileStore;
   enrol: EnrolService;
   inventory: InventoryService;
   /** Device metrics (agents' samples, series, analysis, fleet counts). */
@@ -75,6 +78,8 @@ export interface Services {
   billing: BillingService;
   /** Configuration management: changes, commits, rendering, pushing to agents. */
   configuration: ConfigService;
+  /** Deletes expired shared state (rate limits, tickets, device codes) every minute. */
+  expiry: ExpirySweep;
 }
 
 export interface ServiceOptions {
@@ -97,8 +102,9 @@ export async function createServices(config: Config, logger: Logger, store: Stor
   const upgrades = new UpgradeRouter(logger);
   const epoch = new ChangeEpoch();
   const mail = new MailService(config, logger, store);
-  const auth = new AuthService(store.db, config, settings, mail, epoch);
+  const auth = new AuthService(store.db, config, settings, mail, epoch, store);
   const deviceAuth = new DeviceAuthService(
+    store.db,
     {
       startSession: (userId, ip, userAgent) => auth.startSession(userId, ip, userAgent),
       isActiveUser: async (userId) => (await store.db.selectFrom('users').select('disabled').where('id', '=', userId).executeTakeFirst())?.disabled === 0,
@@ -124,7 +130,7 @@ export async function createServices(config: Config, logger: Logger, store: Stor
   const users = new UsersService(store, config, logger, auth, access);
   const roles = new RolesService(store, access);
   const devices = new DevicesService(store, config, access, epoch);
-  const files = new FilesService(config, logger);
+  const files: FileStore = config.fileStore === 'db' ? new DbFilesService(store, config) : new FilesService(config, logger);
 
   // The hub asks enrolment who a device is and hands inventory reports on, while both reach agents
   // through the hub: the hub's side is bound late (these run only once agents connect).
@@ -138,7 +144,7 @@ export async function createServices(config: Config, logger: Logger, store: Stor
   });
   const local: AgentLocator = options.locator?.(agents) ?? agents;
   const locator: AgentLocator = cluster ? cluster.locator(agents, local) : local;
-  const enrol: EnrolService = new EnrolService(store.db, devices, locator);
+  const enrol: EnrolService = new EnrolService(store.db, devices, locator, store);
   const inventory: InventoryService = new InventoryService(store.db, access, devices, locator);
   // Typed inventory payloads (software, containers, users, ports, …) from agents.
   agents.handle('inventory_item', (deviceId, msg) => inventory.recordItem(deviceId, msg));
@@ -225,6 +231,7 @@ export async function createServices(config: Config, logger: Logger, store: Stor
     company,
     billing,
     configuration,
+    expiry: new ExpirySweep(store.db, logger),
   };
   await auth.init();
   await cluster?.init();
@@ -235,12 +242,14 @@ export async function createServices(config: Config, logger: Logger, store: Stor
   qbee.init();
   events.init();
   configuration.watch(epoch);
+  services.expiry.start();
   return services;
 }
 
 export async function closeServices(services: Services): Promise<void> {
   services.qbee.close();
   services.events.close();
+  await services.expiry.close();
   await services.configuration.close();
   await services.reports.close();
   await services.remote.close();

@@ -1,11 +1,21 @@
-import { describe, expect, it } from 'vitest';
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { openStore, type Store } from '../db/database.js';
 import { ApiError } from '../http/errors.js';
 import { DEVICE_CODE_TTL_SECONDS, DeviceAuthService, MAX_PENDING_PER_ADDRESS, normalizeUserCode } from './device-auth.js';
+
+let store: Store;
+beforeEach(async () => {
+  store = await openStore('sqlite::memory:');
+});
+afterEach(async () => {
+  await store.close();
+});
 
 function service() {
   let now = 1_000_000;
   const started: string[] = [];
   const s = new DeviceAuthService(
+    store.db,
     {
       startSession: async (userId) => {
         started.push(userId);
@@ -38,7 +48,7 @@ describe('device authorization codes', () => {
 
   it('expires: the token endpoint says expired_token, the console no longer finds the code', async () => {
     const { s, advance } = service();
-    const auth = s.start('10.0.0.1', 'cli');
+    const auth = await s.start('10.0.0.1', 'cli');
     expect(auth.verification_uri).toBe('https://fleet.example.com/cli-login');
     advance(DEVICE_CODE_TTL_SECONDS + 1);
     expect((await errorOf(() => s.decide(auth.user_code, { kind: 'approved', userId: 'u' }))).status).toBe(404);
@@ -47,18 +57,32 @@ describe('device authorization codes', () => {
 
   it('issues no session for a user disabled between approval and collection', async () => {
     const { s, started } = service();
-    const auth = s.start('10.0.0.1', 'cli');
-    s.decide(auth.user_code, { kind: 'approved', userId: 'disabled-user' });
+    const auth = await s.start('10.0.0.1', 'cli');
+    await s.decide(auth.user_code, { kind: 'approved', userId: 'disabled-user' });
     expect((await errorOf(s.token(auth.device_code, '10.0.0.1', 'cli'))).error).toBe('authorization_declined');
     expect(started).toEqual([]);
   });
 
   it('bounds the requests waiting per address', async () => {
     const { s, advance } = service();
-    for (let i = 0; i < MAX_PENDING_PER_ADDRESS; i++) s.start('10.0.0.9', 'cli');
+    for (let i = 0; i < MAX_PENDING_PER_ADDRESS; i++) await s.start('10.0.0.9', 'cli');
     expect((await errorOf(() => s.start('10.0.0.9', 'cli'))).status).toBe(429);
-    expect(s.start('10.0.0.10', 'cli').user_code).toMatch(/^[A-Z]{4}-[A-Z]{4}$/);
+    expect((await s.start('10.0.0.10', 'cli')).user_code).toMatch(/^[A-Z]{4}-[A-Z]{4}$/);
     advance(DEVICE_CODE_TTL_SECONDS + 1);
-    expect(s.start('10.0.0.9', 'cli').interval).toBe(5);
+    expect((await s.start('10.0.0.9', 'cli')).interval).toBe(5);
+  });
+
+  it('hands the session out once: of two polls at once, one wins; a decision is final', async () => {
+    const { s, started } = service();
+    const auth = await s.start('10.0.0.1', 'cli');
+    expect((await errorOf(s.token(auth.device_code, '10.0.0.1', 'cli'))).error).toBe('authorization_pending');
+    await s.decide(auth.user_code.toLowerCase(), { kind: 'approved', userId: 'u1' });
+    expect((await errorOf(() => s.decide(auth.user_code, { kind: 'declined' }))).status).toBe(409);
+    const polls = await Promise.allSettled([s.token(auth.device_code, '10.0.0.1', 'cli'), s.token(auth.device_code, '10.0.0.1', 'cli')]);
+    expect(polls.filter((p) => p.status === 'fulfilled')).toHaveLength(1);
+    const lost = polls.find((p) => p.status === 'rejected') as PromiseRejectedResult;
+    expect((lost.reason as ApiError).error).toBe('bad_verification_code');
+    expect(started).toEqual(['u1']);
+    expect(await store.db.selectFrom('device_codes').selectAll().execute()).toHaveLength(0);
   });
 });

@@ -1,4 +1,6 @@
 import crypto from 'node:crypto';
+import type { Db } from '../db/database.js';
+import type { DeviceCodesTable } from '../db/schema.js';
 import { ApiError, notFound } from '../http/errors.js';
 import type { IssuedSession } from './service.js';
 
@@ -12,16 +14,6 @@ export const MAX_PENDING_PER_ADDRESS = 10;
 
 /** RFC 8628 §6.1: consonants only (no vowels: no words; no look-alikes such as 0/O, 1/I). */
 const USER_CODE_ALPHABET = 'BCDFGHJKLMNPQRSTVWXZ';
-
-interface Pending {
-  deviceCodeHash: string;
-  userCode: string;
-  clientIp: string;
-  userAgent: string;
-  expiresAt: number;
-  /** Set when a signed-in user approved or declined the request. */
-  decision?: { kind: 'approved'; userId: string } | { kind: 'declined' };
-}
 
 export interface DeviceAuthorization {
   device_code: string;
@@ -56,14 +48,15 @@ export function normalizeUserCode(input: string): string | undefined {
 /**
  * The OAuth 2.0 device authorization grant (RFC 8628) for command-line clients: a client asks for
  * a device code, a signed-in user approves its short user code in the web console, and the client
- * polling the token endpoint gets a session of that user. Requests live in memory for ten minutes
- * (a restart only makes the client start over); the device code is kept as a hash and is single-use.
+ * polling the token endpoint gets a session of that user. Requests live ten minutes in the database
+ * (`device_codes`), so the client may poll one broker while the user approves on another; the
+ * device code is kept as a hash and is single-use (a decided request is taken with one
+ * `DELETE … RETURNING`: of two polls at once, one gets the session). Expired rows are deleted by
+ * the periodic sweep (broker/db/expiry.ts) and when a request is started.
  */
 export class DeviceAuthService {
-  private readonly pending = new Map<string, Pending>();
-  private readonly byUserCode = new Map<string, Pending>();
-
   constructor(
+    private readonly db: Db,
     private readonly sessions: {
       startSession(userId: string, ip: string, userAgent: string): Promise<IssuedSession>;
       isActiveUser(userId: string): Promise<boolean>;
@@ -73,31 +66,46 @@ export class DeviceAuthService {
   ) {}
 
   /** POST /oauth2/devicecode */
-  start(clientIp: string, userAgent: string): DeviceAuthorization {
-    this.sweep();
-    if (this.pending.size >= MAX_PENDING_DEVICE_CODES) {
+  async start(clientIp: string, userAgent: string): Promise<DeviceAuthorization> {
+    const now = this.now();
+    await this.db.deleteFrom('device_codes').where('expires_at', '<=', now).execute();
+    const counts = await this.db
+      .selectFrom('device_codes')
+      .select((eb) => [
+        eb.fn.countAll<number | string>().as('all'),
+        eb.fn.sum<number | string | null>(eb.case().when('client_ip', '=', clientIp).then(1).else(0).end()).as('mine'),
+      ])
+      .executeTakeFirstOrThrow();
+    if (Number(counts.all) >= MAX_PENDING_DEVICE_CODES) {
       throw new ApiError(429, 'too_many_requests', 'Too many sign-ins wait for approval; try again in a few minutes.');
     }
-    let fromAddress = 0;
-    for (const p of this.pending.values()) if (p.clientIp === clientIp) fromAddress++;
-    if (fromAddress >= MAX_PENDING_PER_ADDRESS) {
+    if (Number(counts.mine ?? 0) >= MAX_PENDING_PER_ADDRESS) {
       throw new ApiError(429, 'too_many_requests', 'Too many sign-ins from this address wait for approval; finish or let them expire first.');
     }
     const deviceCode = crypto.randomBytes(32).toString('base64url');
-    let userCode: string;
-    do {
+    const agent = userAgent.slice(0, 300);
+    let userCode = '';
+    // 20^8 codes: a clash with one of at most 1000 open ones is rare; the unique index decides.
+    for (let attempt = 0; ; attempt++) {
       const letters = Array.from({ length: 8 }, () => USER_CODE_ALPHABET[crypto.randomInt(USER_CODE_ALPHABET.length)]);
       userCode = normalizeUserCode(letters.join('')) as string;
-    } while (this.byUserCode.has(userCode));
-    const entry: Pending = {
-      deviceCodeHash: digest(deviceCode),
-      userCode,
-      clientIp,
-      userAgent: userAgent.slice(0, 300),
-      expiresAt: this.now() + DEVICE_CODE_TTL_SECONDS * 1000,
-    };
-    this.pending.set(entry.deviceCodeHash, entry);
-    this.byUserCode.set(userCode, entry);
+      const inserted = await this.db
+        .insertInto('device_codes')
+        .values({
+          device_code_hash: digest(deviceCode),
+          user_code: userCode,
+          client_ip: clientIp,
+          user_agent: agent,
+          expires_at: now + DEVICE_CODE_TTL_SECONDS * 1000,
+          decision: null,
+          user_id: null,
+        })
+        .onConflict((oc) => oc.column('user_code').doNothing())
+        .returning('user_code')
+        .executeTakeFirst();
+      if (inserted) break;
+      if (attempt >= 5) throw new ApiError(503, 'try_again', 'No free sign-in code was found; try again.');
+    }
     const verification = `${this.settings.publicUrl?.replace(/\/$/, '') ?? ''}/cli-login`;
     return {
       device_code: deviceCode,
@@ -107,59 +115,64 @@ export class DeviceAuthService {
       expires_in: DEVICE_CODE_TTL_SECONDS,
       interval: DEVICE_CODE_INTERVAL_SECONDS,
       client_ip: clientIp,
-      user_agent: entry.userAgent,
+      user_agent: agent,
     };
   }
 
   /** POST /oauth2/token with the device_code grant. */
   async token(deviceCode: string, ip: string, userAgent: string): Promise<DeviceCodeTokens> {
-    const entry = this.pending.get(digest(deviceCode));
-    if (!entry) throw tokenError('bad_verification_code', 'Unknown or used device code; start the sign-in again.');
-    if (entry.expiresAt <= this.now()) {
-      this.forget(entry);
+    const hash = digest(deviceCode);
+    const entry = await this.db.selectFrom('device_codes').selectAll().where('device_code_hash', '=', hash).executeTakeFirst();
+    if (!entry) throw usedCode();
+    if (Number(entry.expires_at) <= this.now()) {
+      await this.db.deleteFrom('device_codes').where('device_code_hash', '=', hash).execute();
       throw tokenError('expired_token', 'The sign-in request expired; start it again.');
     }
     if (!entry.decision) throw tokenError('authorization_pending', 'Waiting for a user to approve the code in the web console.');
-    this.forget(entry);
-    if (entry.decision.kind === 'declined') throw tokenError('authorization_declined', 'The sign-in was declined.');
-    if (!(await this.sessions.isActiveUser(entry.decision.userId))) throw tokenError('authorization_declined', 'The approving user can no longer sign in.');
-    const session = await this.sessions.startSession(entry.decision.userId, ip, userAgent);
+    // Taken once: a concurrent poll (on this broker or another) finds nothing left.
+    const taken = await this.db
+      .deleteFrom('device_codes')
+      .where('device_code_hash', '=', hash)
+      .where('decision', 'is not', null)
+      .returning(['decision', 'user_id'])
+      .executeTakeFirst();
+    if (!taken) throw usedCode();
+    if (taken.decision !== 'approved' || !taken.user_id) throw tokenError('authorization_declined', 'The sign-in was declined.');
+    if (!(await this.sessions.isActiveUser(taken.user_id))) throw tokenError('authorization_declined', 'The approving user can no longer sign in.');
+    const session = await this.sessions.startSession(taken.user_id, ip, userAgent);
     return { access_token: session.token, token_type: 'Bearer', expires_in: this.settings.tokenTtlSeconds, refresh_token: session.refreshToken };
   }
 
   /** What the console shows before the user decides: where the request came from. */
-  describe(userCode: string): { user_code: string; client_ip: string; user_agent: string; expires_in: number } {
-    const entry = this.find(userCode);
+  async describe(userCode: string): Promise<{ user_code: string; client_ip: string; user_agent: string; expires_in: number }> {
+    const entry = await this.find(userCode);
     return {
-      user_code: entry.userCode,
-      client_ip: entry.clientIp,
-      user_agent: entry.userAgent,
-      expires_in: Math.max(0, Math.round((entry.expiresAt - this.now()) / 1000)),
+      user_code: entry.user_code,
+      client_ip: entry.client_ip,
+      user_agent: entry.user_agent,
+      expires_in: Math.max(0, Math.round((Number(entry.expires_at) - this.now()) / 1000)),
     };
   }
 
   /** A signed-in user approves (the client gets a session of theirs) or declines. Decided once. */
-  decide(userCode: string, decision: { kind: 'approved'; userId: string } | { kind: 'declined' }): { user_code: string } {
-    const entry = this.find(userCode);
-    if (entry.decision) throw new ApiError(409, 'already_decided', 'This code was approved or declined already.');
-    entry.decision = decision;
-    return { user_code: entry.userCode };
+  async decide(userCode: string, decision: { kind: 'approved'; userId: string } | { kind: 'declined' }): Promise<{ user_code: string }> {
+    const entry = await this.find(userCode);
+    const decided = await this.db
+      .updateTable('device_codes')
+      .set({ decision: decision.kind, user_id: decision.kind === 'approved' ? decision.userId : null })
+      .where('device_code_hash', '=', entry.device_code_hash)
+      .where('decision', 'is', null)
+      .executeTakeFirst();
+    if (Number(decided.numUpdatedRows) !== 1) throw new ApiError(409, 'already_decided', 'This code was approved or declined already.');
+    return { user_code: entry.user_code };
   }
 
-  private find(userCode: string): Pending {
+  private async find(userCode: string): Promise<DeviceCodesTable> {
     const normalized = normalizeUserCode(userCode);
-    const entry = normalized ? this.byUserCode.get(normalized) : undefined;
-    if (!entry || entry.expiresAt <= this.now()) throw notFound('Sign-in code');
+    const entry = normalized ? await this.db.selectFrom('device_codes').selectAll().where('user_code', '=', normalized).executeTakeFirst() : undefined;
+    if (!entry || Number(entry.expires_at) <= this.now()) throw notFound('Sign-in code');
     return entry;
   }
-
-  private forget(entry: Pending): void {
-    this.pending.delete(entry.deviceCodeHash);
-    this.byUserCode.delete(entry.userCode);
-  }
-
-  private sweep(): void {
-    const now = this.now();
-    for (const entry of this.pending.values()) if (entry.expiresAt <= now) this.forget(entry);
-  }
 }
+
+const usedCode = () => tokenError('bad_verification_code', 'Unknown or used device code; start the sign-in again.');

@@ -50,9 +50,9 @@ export class ProfileService {
   /** Needs the current password. The user's other sessions end; the calling one stays. */
   async changePassword(principal: Principal, currentPassword: string, newPassword: string): Promise<void> {
     const row = await this.row(principal);
-    this.auth.reauth.hit(`user:${row.id}`);
+    await this.auth.reauth.hit(`user:${row.id}`);
     if (!(await verifyPassword(currentPassword, row.password_hash))) throw wrongPassword('current_password');
-    this.auth.reauth.reset(`user:${row.id}`);
+    await this.auth.reauth.reset(`user:${row.id}`);
     const passwordHash = await hashPassword(newPassword);
     await this.db.transaction().execute(async (trx) => {
       await trx.updateTable('users').set({ password_hash: passwordHash }).where('id', '=', row.id).execute();
@@ -83,11 +83,11 @@ export class ProfileService {
   async confirmTotp(principal: Principal, code: string): Promise<Profile> {
     const row = await this.row(principal);
     if (!row.totp_pending) throw conflict('totp_not_started', 'No authenticator setup is in progress; start one with POST /api/v2/profile/totp.');
-    this.auth.reauth.hit(`user:${row.id}`);
+    await this.auth.reauth.hit(`user:${row.id}`);
     const step = totpStep(row.totp_pending, code.trim());
     if (step === null)
       throw badRequest('The code does not match; check the time of the device running the app and try the next code.', { field: 'code' }, 'invalid_code');
-    this.auth.reauth.reset(`user:${row.id}`);
+    await this.auth.reauth.reset(`user:${row.id}`);
     await this.db
       .updateTable('users')
       .set({ totp_secret: row.totp_pending, totp_pending: null, totp_last_step: step, two_factor: 1 })
@@ -101,7 +101,7 @@ export class ProfileService {
   async removeTotp(principal: Principal, proof: { code?: string; password?: string }): Promise<Profile> {
     const row = await this.row(principal);
     if (!row.totp_secret) throw conflict('totp_not_enabled', 'No authenticator app is set up.');
-    this.auth.reauth.hit(`user:${row.id}`);
+    await this.auth.reauth.hit(`user:${row.id}`);
     if (proof.code !== undefined) {
       const check = await this.auth.acceptTotp(row.id, row.totp_secret, proof.code);
       if (check === 'reused') throw badRequest('This code was already used; wait for the next one.', { field: 'code' }, 'code_already_used');
@@ -109,7 +109,7 @@ export class ProfileService {
     } else if (!(await verifyPassword(proof.password ?? '', row.password_hash))) {
       throw wrongPassword('password');
     }
-    this.auth.reauth.reset(`user:${row.id}`);
+    await this.auth.reauth.reset(`user:${row.id}`);
     await this.db.updateTable('users').set({ totp_secret: null, totp_pending: null, totp_last_step: null }).where('id', '=', row.id).execute();
     return this.get(principal);
   }

@@ -1,56 +1,93 @@
-import { describe, expect, it } from 'vitest';
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { openStore, type Store } from '../db/database.js';
 import { ApiError } from '../http/errors.js';
 import { RateLimiter } from './ratelimit.js';
 
-function refusal(f: () => void): ApiError | undefined {
+async function refusal(attempt: Promise<unknown>): Promise<ApiError | undefined> {
   try {
-    f();
+    await attempt;
   } catch (err) {
     return err as ApiError;
   }
   return undefined;
 }
 
+let store: Store;
+beforeEach(async () => {
+  store = await openStore('sqlite::memory:');
+});
+afterEach(async () => {
+  await store.close();
+});
+
 describe('RateLimiter', () => {
-  it('refuses the attempt past the limit with 429 and Retry-After until the window ends', () => {
-    const limiter = new RateLimiter(3, 60_000);
-    for (let i = 0; i < 3; i++) limiter.hit('k', 1000);
-    const err = refusal(() => limiter.hit('k', 11_000));
+  it('refuses the attempt past the limit with 429 and Retry-After until the window ends', async () => {
+    const limiter = new RateLimiter(store, 't', 3, 60_000);
+    for (let i = 0; i < 3; i++) await limiter.hit('k', 1000);
+    const err = await refusal(limiter.hit('k', 11_000));
     expect(err?.status).toBe(429);
     expect(err?.error).toBe('rate_limited');
     expect(err?.headers['Retry-After']).toBe('50');
-    expect(refusal(() => limiter.hit('other', 11_000))).toBeUndefined();
-    expect(refusal(() => limiter.hit('k', 61_000))).toBeUndefined();
+    expect(await refusal(limiter.hit('other', 11_000))).toBeUndefined();
+    expect(await refusal(limiter.hit('k', 61_000))).toBeUndefined();
   });
 
-  it('gives back released attempts, but not into a later window', () => {
-    const limiter = new RateLimiter(2, 60_000);
-    limiter.hit('k', 0);
-    limiter.hit('k', 0);
-    limiter.release('k', 0);
-    expect(refusal(() => limiter.hit('k', 0))).toBeUndefined();
-    expect(refusal(() => limiter.hit('k', 0))?.status).toBe(429);
-    limiter.release('k', 70_000); // window over: nothing to give back
-    limiter.hit('k', 70_000);
-    limiter.hit('k', 70_000);
-    expect(refusal(() => limiter.hit('k', 70_000))?.status).toBe(429);
+  it('gives back released attempts, but not into a later window', async () => {
+    const limiter = new RateLimiter(store, 't', 2, 60_000);
+    await limiter.hit('k', 0);
+    await limiter.hit('k', 0);
+    await limiter.release('k', 0);
+    expect(await refusal(limiter.hit('k', 0))).toBeUndefined();
+    expect((await refusal(limiter.hit('k', 0)))?.status).toBe(429);
+    await limiter.release('k', 70_000); // window over: nothing to give back
+    await limiter.hit('k', 70_000);
+    await limiter.hit('k', 70_000);
+    expect((await refusal(limiter.hit('k', 70_000)))?.status).toBe(429);
   });
 
-  it('tells people the wait in whole minutes, and machines in seconds', () => {
-    const limiter = new RateLimiter(1, 15 * 60_000);
-    limiter.hit('k', 0);
-    const long = refusal(() => limiter.hit('k', 3_000));
+  it('tells people the wait in whole minutes, and machines in seconds', async () => {
+    const limiter = new RateLimiter(store, 't', 1, 15 * 60_000);
+    await limiter.hit('k', 0);
+    const long = await refusal(limiter.hit('k', 3_000));
     expect(long?.message).toBe('Too many attempts; try again in 15 minutes.');
     expect(long?.headers['Retry-After']).toBe('897');
     expect(long?.details.retry_after).toBe(897);
-    const short = refusal(() => limiter.hit('k', 15 * 60_000 - 30_000));
+    const short = await refusal(limiter.hit('k', 15 * 60_000 - 30_000));
     expect(short?.message).toBe('Too many attempts; try again in 1 minute.');
   });
 
-  it('reset clears the count', () => {
-    const limiter = new RateLimiter(1, 60_000);
-    limiter.hit('k', 0);
-    limiter.reset('k');
-    expect(refusal(() => limiter.hit('k', 0))).toBeUndefined();
+  it('reset clears the count; limiters with other names count apart', async () => {
+    const limiter = new RateLimiter(store, 't', 1, 60_000);
+    const other = new RateLimiter(store, 'u', 1, 60_000);
+    await limiter.hit('k', 0);
+    expect(await refusal(other.hit('k', 0))).toBeUndefined();
+    await limiter.reset('k');
+    expect(await refusal(limiter.hit('k', 0))).toBeUndefined();
+    expect((await refusal(other.hit('k', 0)))?.status).toBe(429);
+  });
+
+  it('an attempt counted in a transaction that rolls back still counts', async () => {
+    const limiter = new RateLimiter(store, 't', 2, 60_000);
+    for (let i = 0; i < 2; i++) {
+      const failed = await refusal(
+        store.transaction(async () => {
+          await limiter.hit('k', 0);
+          throw new ApiError(401, 'invalid_credentials', 'wrong');
+        }),
+      );
+      expect(failed?.status).toBe(401);
+    }
+    // The replay runs right after the rollback; let it land.
+    await new Promise((resolve) => setImmediate(resolve));
+    expect((await refusal(limiter.hit('k', 1)))?.status).toBe(429);
+  });
+
+  it('keeps one row per key and window, and counts atomically with many attempts at once', async () => {
+    const limiter = new RateLimiter(store, 't', 50, 60_000);
+    const answers = await Promise.all(Array.from({ length: 60 }, () => refusal(limiter.hit('k', 0))));
+    expect(answers.filter((a) => a === undefined)).toHaveLength(50);
+    const rows = await store.db.selectFrom('rate_limits').selectAll().execute();
+    expect(rows).toHaveLength(1);
+    expect(rows[0].count).toBe(60);
   });
 });

@@ -15,7 +15,7 @@ import { ChallengeStore, codeMatches } from './challenges.js';
 import { PasswordLinks } from './password-links.js';
 import { digest, randomToken, verifyPassword } from './passwords.js';
 import { ProfileService } from './profile.js';
-import { RateLimiter } from './ratelimit.js';
+import { RateLimiter, type LimitStore } from './ratelimit.js';
 import { SignInThrottle } from './sign-in-throttle.js';
 import { TokenSigner } from './tokens.js';
 import { totpStep } from './totp.js';
@@ -47,16 +47,16 @@ export class AuthService {
   /** Wrong passwords per account and per (account, address); see SignInThrottle for the rule. */
   readonly signIn: SignInThrottle;
   /** Sign-in attempts per source address; successful ones are given back. */
-  readonly perAddress = new RateLimiter(50, 15 * MINUTE);
+  readonly perAddress: RateLimiter;
   /** Wrong second-factor codes per user, across challenges (a fresh challenge does not reset it). */
-  readonly perUserCodes = new RateLimiter(10, 15 * MINUTE);
+  readonly perUserCodes: RateLimiter;
   /** Sign-in code mails per user. */
-  readonly codeMails = new RateLimiter(5, 15 * MINUTE);
+  readonly codeMails: RateLimiter;
   /** "Forgot password" requests per address and per email address. */
-  readonly forgotPerAddress = new RateLimiter(20, 15 * MINUTE);
-  readonly forgotPerAccount = new RateLimiter(5, 60 * MINUTE);
+  readonly forgotPerAddress: RateLimiter;
+  readonly forgotPerAccount: RateLimiter;
   /** Password or code checks of a signed-in user (password change, authenticator removal). */
-  readonly reauth = new RateLimiter(10, 15 * MINUTE);
+  readonly reauth: RateLimiter;
 
   readonly challenges: ChallengeStore;
   readonly links: PasswordLinks;
@@ -72,12 +72,20 @@ export class AuthService {
     private readonly settings: SettingsStore,
     private readonly mail: MailService,
     epoch: ChangeEpoch,
+    /** Where the limits count (the database: shared by every broker on it). */
+    limits: LimitStore,
   ) {
+    this.perAddress = new RateLimiter(limits, 'signin-ip', 50, 15 * MINUTE);
+    this.perUserCodes = new RateLimiter(limits, '2fa-user', 10, 15 * MINUTE);
+    this.codeMails = new RateLimiter(limits, '2fa-mail', 5, 15 * MINUTE);
+    this.forgotPerAddress = new RateLimiter(limits, 'forgot-ip', 20, 15 * MINUTE);
+    this.forgotPerAccount = new RateLimiter(limits, 'forgot-account', 5, 60 * MINUTE);
+    this.reauth = new RateLimiter(limits, 'reauth-user', 10, 15 * MINUTE);
     this.principals = new EpochCache(epoch);
     this.challenges = new ChallengeStore(db);
     this.links = new PasswordLinks(db, (config.publicUrl ?? `http://localhost:${config.port}`).replace(/\/+$/, ''));
     this.profile = new ProfileService(db, this);
-    this.signIn = new SignInThrottle((account) => this.lastSignInAddress(account));
+    this.signIn = new SignInThrottle(limits, (account) => this.lastSignInAddress(account));
   }
 
   async init(): Promise<void> {
@@ -148,14 +156,14 @@ export class AuthService {
    */
   async checkPassword(email: string, password: string, ip: string): Promise<string> {
     const normalized = email.trim().toLowerCase();
-    this.perAddress.hit(`ip:${ip}`);
+    await this.perAddress.hit(`ip:${ip}`);
     await this.signIn.admit(normalized, ip);
     const user = await this.db.selectFrom('users').select(['id', 'password_hash', 'disabled']).where('email', '=', normalized).executeTakeFirst();
     const ok = await verifyPassword(password, user?.password_hash ?? null);
     if (!user || !ok) throw loginFailed();
     if (user.disabled) throw disabledUser();
-    this.signIn.succeeded(normalized, ip);
-    this.perAddress.release(`ip:${ip}`);
+    await this.signIn.succeeded(normalized, ip);
+    await this.perAddress.release(`ip:${ip}`);
     return user.id;
   }
 
@@ -197,7 +205,7 @@ export class AuthService {
    * a code of the authenticator app. Spends the given challenge and returns the next one.
    */
   async requestCode(challenge: string, provider: SecondFactorProvider, ip: string): Promise<string> {
-    this.perAddress.hit(`ip:${ip}`);
+    await this.perAddress.hit(`ip:${ip}`);
     const row = await this.challenges.find(challenge);
     const user = await this.userRow(row.user_id);
     if (!user) throw new ApiError(401, 'invalid_challenge', 'The challenge is unknown; sign in again to get a new one.');
@@ -210,10 +218,10 @@ export class AuthService {
           'provider_unavailable',
         );
       }
-      this.perAddress.release(`ip:${ip}`);
+      await this.perAddress.release(`ip:${ip}`);
       return this.challenges.renew(row, 'google', null);
     }
-    this.codeMails.hit(`user:${user.id}`);
+    await this.codeMails.hit(`user:${user.id}`);
     const code = crypto.randomInt(0, 1_000_000).toString().padStart(6, '0');
     // Mailed before the challenge is renewed: when the mail fails, the given challenge stays usable.
     try {
@@ -221,18 +229,18 @@ export class AuthService {
     } catch {
       throw new ApiError(503, 'mail_failed', 'The sign-in code could not be mailed; try again shortly or use another provider.');
     }
-    this.perAddress.release(`ip:${ip}`);
+    await this.perAddress.release(`ip:${ip}`);
     return this.challenges.renew(row, 'email', code);
   }
 
   /** Last step: the code for a challenge from `requestCode`. Returns the session. */
   async verifyCode(challenge: string, code: string, ip: string, userAgent: string): Promise<IssuedSession> {
-    this.perAddress.hit(`ip:${ip}`);
+    await this.perAddress.hit(`ip:${ip}`);
     const row = await this.challenges.find(challenge);
     if (row.stage !== 'code') {
       throw badRequest('Choose a provider first: send this challenge to POST /api/v2/challenge-get.', { field: 'challenge' }, 'provider_not_chosen');
     }
-    this.perUserCodes.hit(`user:${row.user_id}`);
+    await this.perUserCodes.hit(`user:${row.user_id}`);
     const attemptsLeft = await this.challenges.countAttempt(row);
     const user = await this.userRow(row.user_id);
     if (!user) throw new ApiError(401, 'invalid_challenge', 'The challenge is unknown; sign in again to get a new one.');
@@ -253,8 +261,8 @@ export class AuthService {
       throw new ApiError(401, 'invalid_code', `The code is wrong. ${after}`, { attempts_left: attemptsLeft });
     }
     await this.challenges.spend(row);
-    this.perUserCodes.reset(`user:${user.id}`);
-    this.perAddress.release(`ip:${ip}`);
+    await this.perUserCodes.reset(`user:${user.id}`);
+    await this.perAddress.release(`ip:${ip}`);
     return this.startSession(user.id, ip, userAgent);
   }
 
@@ -351,8 +359,8 @@ export class AuthService {
    */
   async forgotPassword(email: string, ip: string): Promise<void> {
     const normalized = email.trim().toLowerCase();
-    this.forgotPerAddress.hit(`ip:${ip}`);
-    this.forgotPerAccount.hit(`account:${normalized}`);
+    await this.forgotPerAddress.hit(`ip:${ip}`);
+    await this.forgotPerAccount.hit(`account:${normalized}`);
     const user = await this.db.selectFrom('users').select(['id', 'email', 'fname', 'disabled']).where('email', '=', normalized).executeTakeFirst();
     if (!user || user.disabled) return;
     const link = await this.links.issue(user.id, 'reset');
@@ -380,11 +388,11 @@ export class AuthService {
 
   /** Sets a password through a welcome or reset link. Every session of the user ends. */
   async setPasswordWithLink(token: string, password: string, ip: string): Promise<{ email: string }> {
-    this.perAddress.hit(`ip:${ip}`);
+    await this.perAddress.hit(`ip:${ip}`);
     const { userId, email } = await this.links.redeem(token, password);
-    this.perAddress.release(`ip:${ip}`);
+    await this.perAddress.release(`ip:${ip}`);
     await this.revokeUserSessions(userId);
-    this.signIn.cleared(email, ip);
+    await this.signIn.cleared(email, ip);
     return { email };
   }
 

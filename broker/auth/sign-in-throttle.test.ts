@@ -1,4 +1,5 @@
-import { describe, expect, it } from 'vitest';
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { openStore, type Store } from '../db/database.js';
 import { ApiError } from '../http/errors.js';
 import { SignInThrottle } from './sign-in-throttle.js';
 
@@ -13,9 +14,17 @@ async function refusal(attempt: Promise<void>): Promise<ApiError | undefined> {
 
 const WINDOW = 15 * 60_000;
 
+let store: Store;
+beforeEach(async () => {
+  store = await openStore('sqlite::memory:');
+});
+afterEach(async () => {
+  await store.close();
+});
+
 describe('SignInThrottle', () => {
   it('wrong passwords from one address block only that account from that address', async () => {
-    const throttle = new SignInThrottle(async () => undefined);
+    const throttle = new SignInThrottle(store, async () => undefined);
     for (let i = 0; i < 10; i++) await throttle.admit('a@example.com', '203.0.113.7', 0);
     const err = await refusal(throttle.admit('a@example.com', '203.0.113.7', 1000));
     expect(err?.status).toBe(429);
@@ -27,15 +36,15 @@ describe('SignInThrottle', () => {
   });
 
   it('a correct password starts the pair afresh', async () => {
-    const throttle = new SignInThrottle(async () => undefined);
+    const throttle = new SignInThrottle(store, async () => undefined);
     for (let i = 0; i < 10; i++) await throttle.admit('a@example.com', '198.51.100.1', 0);
-    throttle.succeeded('a@example.com', '198.51.100.1', 0);
+    await throttle.succeeded('a@example.com', '198.51.100.1', 0);
     expect(await refusal(throttle.admit('a@example.com', '198.51.100.1', 0))).toBeUndefined();
   });
 
   it('past the account-wide limit only the address of the last sign-in still gets through, itself still limited', async () => {
     const looked: string[] = [];
-    const throttle = new SignInThrottle(async (account) => {
+    const throttle = new SignInThrottle(store, async (account) => {
       looked.push(account);
       return '198.51.100.1';
     });
@@ -52,10 +61,10 @@ describe('SignInThrottle', () => {
   });
 
   it('an account that never signed in is closed to everyone past the account-wide limit, until a reset link is used', async () => {
-    const throttle = new SignInThrottle(async () => undefined);
+    const throttle = new SignInThrottle(store, async () => undefined);
     for (let a = 0; a < 10; a++) for (let i = 0; i < 10; i++) await throttle.admit('new@example.com', `203.0.113.${a}`, 0);
     expect((await refusal(throttle.admit('new@example.com', '198.51.100.1', 0)))?.status).toBe(429);
-    throttle.cleared('new@example.com', '198.51.100.1');
+    await throttle.cleared('new@example.com', '198.51.100.1');
     expect(await refusal(throttle.admit('new@example.com', '198.51.100.1', 0))).toBeUndefined();
   });
 });

@@ -1,4 +1,4 @@
-import { rateLimited, RateLimiter } from './ratelimit.js';
+import { rateLimited, RateLimiter, type LimitStore } from './ratelimit.js';
 
 const MINUTE = 60_000;
 
@@ -14,31 +14,38 @@ export type UsualAddressLookup = (account: string) => Promise<string | undefined
  *   its own per-(account, address) limit), so an attacker elsewhere cannot use it to lock the owner
  *   out of their usual place. No delays, only counts.
  * Counting happens before the password is checked, so parallel attempts stay within the limits.
+ * The counts live in the database: every broker on it counts the same attempts.
  */
 export class SignInThrottle {
-  readonly perAccountAddress = new RateLimiter(10, 15 * MINUTE);
-  readonly perAccount = new RateLimiter(100, 15 * MINUTE);
+  readonly perAccountAddress: RateLimiter;
+  readonly perAccount: RateLimiter;
 
-  constructor(private readonly usualAddress: UsualAddressLookup) {}
+  constructor(
+    store: LimitStore,
+    private readonly usualAddress: UsualAddressLookup,
+  ) {
+    this.perAccountAddress = new RateLimiter(store, 'signin-pair', 10, 15 * MINUTE);
+    this.perAccount = new RateLimiter(store, 'signin-account', 100, 15 * MINUTE);
+  }
 
   /** Counts an attempt on `account` (normalised email) from `address`; throws 429 when refused. */
   async admit(account: string, address: string, now = Date.now()): Promise<void> {
-    const pairRetry = this.perAccountAddress.count(pairKey(account, address), now);
+    const pairRetry = await this.perAccountAddress.count(pairKey(account, address), now);
     if (pairRetry > 0) throw rateLimited(pairRetry);
-    const accountRetry = this.perAccount.count(accountKey(account), now);
+    const accountRetry = await this.perAccount.count(accountKey(account), now);
     if (accountRetry > 0 && address !== (await this.usualAddress(account))) throw rateLimited(accountRetry);
   }
 
   /** A correct password: the pair starts afresh, and the attempt does not count against the account. */
-  succeeded(account: string, address: string, now = Date.now()): void {
-    this.perAccountAddress.reset(pairKey(account, address));
-    this.perAccount.release(accountKey(account), now);
+  async succeeded(account: string, address: string, now = Date.now()): Promise<void> {
+    await this.perAccountAddress.reset(pairKey(account, address));
+    await this.perAccount.release(accountKey(account), now);
   }
 
   /** The password was set anew through a link opened from `address`: earlier failures no longer count there. */
-  cleared(account: string, address: string): void {
-    this.perAccount.reset(accountKey(account));
-    this.perAccountAddress.reset(pairKey(account, address));
+  async cleared(account: string, address: string): Promise<void> {
+    await this.perAccount.reset(accountKey(account));
+    await this.perAccountAddress.reset(pairKey(account, address));
   }
 }
 

@@ -22,6 +22,22 @@ async function sqliteStore(): Promise<Store> {
 const setting = (s: Store, key: string) => s.db.selectFrom('settings').select('value').where('key', '=', key).executeTakeFirst();
 
 describe('the ambient transaction', () => {
+  it('runs afterRollback tasks only when the transaction rolls back, never outside one', async () => {
+    const s = await sqliteStore();
+    const ran: string[] = [];
+    s.afterRollback(() => ran.push('outside'));
+    await s.transaction(async () => {
+      s.afterRollback(() => ran.push('committed'));
+    });
+    await expect(
+      s.transaction(async () => {
+        s.afterRollback(() => ran.push('rolled back'));
+        throw new Error('refused');
+      }),
+    ).rejects.toThrow('refused');
+    expect(ran).toEqual(['rolled back']);
+  });
+
   it('is joined by the shared Db and by nested transactions, and commits as a whole', async () => {
     const s = await sqliteStore();
     await s.transaction(async () => {

@@ -23,6 +23,11 @@ export interface Store {
   transaction<T>(work: (trx: Transaction<Database>) => Promise<T>): Promise<T>;
   /** Runs `task` once the open transaction commits (never if it rolls back), or now outside one. */
   afterCommit(task: () => void): void;
+  /**
+   * Runs `task` if the open transaction rolls back (never if it commits; never outside one): what
+   * must outlive a failed request, such as a counted attempt, is written again then.
+   */
+  afterRollback(task: () => void): void;
   /** Whether a transaction is open in the current async context. */
   inTransaction(): boolean;
   close(): Promise<void>;
@@ -32,6 +37,7 @@ export interface Store {
 interface Frame {
   trx: Transaction<Database>;
   afterCommit: Array<() => void>;
+  afterRollback: Array<() => void>;
   /** false once committed or rolled back: timers and listeners set up inside still carry the frame. */
   open: boolean;
 }
@@ -51,19 +57,24 @@ function ambient(root: Db, current: AsyncLocalStorage<Frame>): Db {
     // A nested transaction joins the open one (Kysely refuses transaction() on a Transaction).
     if (open) return work(open.trx);
     const frames: Frame[] = [];
+    let committed = false;
     try {
       const result = await root.transaction().execute((trx) => {
-        const frame: Frame = { trx, afterCommit: [], open: true };
+        const frame: Frame = { trx, afterCommit: [], afterRollback: [], open: true };
         frames.push(frame);
         return current.run(frame, () => work(trx));
       });
+      committed = true;
       for (const frame of frames) {
         frame.open = false;
         for (const task of frame.afterCommit) task();
       }
       return result;
     } finally {
-      for (const frame of frames) frame.open = false;
+      for (const frame of frames) {
+        frame.open = false;
+        if (!committed) for (const task of frame.afterRollback) task();
+      }
     }
   };
   return new Proxy(root, {
@@ -159,6 +170,10 @@ export async function openStore(url: string, schema = '', logger?: Pick<Logger, 
       const open = current.getStore();
       if (open?.open) open.afterCommit.push(task);
       else task();
+    },
+    afterRollback: (task) => {
+      const open = current.getStore();
+      if (open?.open) open.afterRollback.push(task);
     },
     inTransaction: () => current.getStore()?.open === true,
     close: () => root.destroy(),

@@ -232,6 +232,11 @@ export interface Database {
   cluster_brokers: ClusterBrokersTable;
   agent_presence: AgentPresenceTable;
   remote_session_owners: RemoteSessionOwnersTable;
+  rate_limits: RateLimitsTable;
+  remote_tickets: RemoteTicketsTable;
+  device_codes: DeviceCodesTable;
+  file_nodes: FileNodesTable;
+  file_chunks: FileChunksTable;
 }
 
 /** A broker of the cluster (several brokers on one database), alive while its heartbeat is fresh. */
@@ -257,6 +262,66 @@ export interface AgentPresenceTable {
 export interface RemoteSessionOwnersTable {
   audit_id: number | string;
   broker_id: string;
+}
+
+/*
+ * Shared between brokers (migration 0014). Instants are Unix milliseconds: PostgreSQL's bigint
+ * arrives as a string, so readers convert with Number().
+ */
+
+/** One fixed window of a rate limit: `<limiter>:<key>`. */
+export interface RateLimitsTable {
+  key: string;
+  window_start: number | string;
+  count: number;
+  /** window_start + the window: the row can be deleted from then on */
+  expires_at: number | string;
+}
+
+/** A single-use remote-access ticket: only its sha256 is kept, with the bearer it stands for. */
+export interface RemoteTicketsTable {
+  ticket_hash: string;
+  token: string;
+  user_id: string;
+  issued_at: number | string;
+  expires_at: number | string;
+}
+
+/** An RFC 8628 device-code sign-in waiting for (or decided by) a user. */
+export interface DeviceCodesTable {
+  device_code_hash: string;
+  /** "BCDF-GHJK" */
+  user_code: string;
+  client_ip: string;
+  user_agent: string;
+  expires_at: number | string;
+  /** null while pending; 'approved' or 'declined' */
+  decision: string | null;
+  /** the approving user */
+  user_id: string | null;
+}
+
+/** An entry of the database-backed file store (FILE_STORE=db): "/"-rooted path, folders without a trailing "/". */
+export interface FileNodesTable {
+  path: string;
+  /** the folder's path ("/" for the top) */
+  parent: string;
+  name: string;
+  is_dir: number;
+  size: number | string;
+  sha256: string | null;
+  /** the chunks holding the content (files) */
+  blob_id: string | null;
+  mtime: string;
+  /** Unix seconds */
+  created: number | string;
+}
+
+/** Content of a stored file, in order. */
+export interface FileChunksTable {
+  blob_id: string;
+  seq: number;
+  data: Buffer;
 }
 
 /** One agent report (qbee's configuration Report), as received. */

@@ -1,7 +1,7 @@
 import crypto from 'node:crypto';
 import { deviceIdOf, keyFingerprint, parseDevicePublicKey, publicKeyPem } from '../../shared/device-key.js';
 import type { AgentLocator } from '../agents/locator.js';
-import { RateLimiter } from '../auth/ratelimit.js';
+import { RateLimiter, type LimitStore } from '../auth/ratelimit.js';
 import type { Db } from '../db/database.js';
 import type { BootstrapKeysTable, DevicesTable } from '../db/schema.js';
 import { UNASSIGNED_NODE } from '../devices/scope.js';
@@ -96,7 +96,8 @@ function fingerprintOf(pem: string): string {
  */
 export class EnrolService {
   private readonly store: EnrolStore;
-  private readonly limiter = new RateLimiter(ENROL_FAILURES_PER_WINDOW, ENROL_WINDOW_MS);
+  /** Unknown bootstrap keys per address, counted in the database (shared by every broker on it). */
+  private readonly limiter: RateLimiter;
 
   constructor(
     db: Db,
@@ -104,8 +105,10 @@ export class EnrolService {
     private readonly devices: Pick<DevicesService, 'placeDevice' | 'removeDevice'>,
     /** cuts off the agent of a rejected or removed device */
     private readonly agents: Pick<AgentLocator, 'disconnect'>,
+    limits: LimitStore,
   ) {
     this.store = new EnrolStore(db);
+    this.limiter = new RateLimiter(limits, 'enrol-ip', ENROL_FAILURES_PER_WINDOW, ENROL_WINDOW_MS);
   }
 
   async init(): Promise<void> {}
@@ -190,7 +193,7 @@ export class EnrolService {
     ip: string,
   ): Promise<{ device_id: string; state: 'pending' | 'approved' }> {
     const limitKey = `enrol:${ip}`;
-    this.limiter.hit(limitKey);
+    await this.limiter.hit(limitKey);
     const keyRow = await this.store.keyByHash(hashKey(input.bootstrap_key)); // by the secret only, never by its public id
     if (!keyRow) {
       throw new ApiError(
@@ -199,7 +202,7 @@ export class EnrolService {
         'The bootstrap key is not known to this broker (wrong key, or it was deleted). Create one with POST /api/v2/bootstrapkey.',
       );
     }
-    this.limiter.release(limitKey);
+    await this.limiter.release(limitKey);
     if (isExpired(keyRow)) {
       // A real key (no guessing to slow down), but past its time: nothing enrols with it, not even a device that did before.
       throw new ApiError(

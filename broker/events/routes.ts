@@ -16,7 +16,7 @@ export const EVENTS_PATH = '/events';
 export interface EventsDeps {
   events: DeviceEventStream;
   auth: Pick<AuthService, 'authenticate'>;
-  redeemTicket: (ticket: string) => string | undefined;
+  redeemTicket: (ticket: string) => Promise<string | undefined>;
 }
 
 export function eventsHandler({ events, auth, redeemTicket }: EventsDeps): RequestHandler {
@@ -26,7 +26,7 @@ export function eventsHandler({ events, auth, redeemTicket }: EventsDeps): Reque
       let token: string;
       let principal;
       if (ticket) {
-        const held = redeemTicket(ticket);
+        const held = await redeemTicket(ticket);
         if (!held) throw unauthorized('The ticket is unknown, used or expired; get a new one with POST /api/v2/remote/ticket.', 'invalid_ticket');
         token = held;
         // As for remote WebSockets: the ticket was issued with a valid token a minute ago at most.

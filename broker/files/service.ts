@@ -59,6 +59,23 @@ export interface Download {
   stream: Readable;
 }
 
+/**
+ * What the broker asks of a file store: the folder tree in DATA_DIR (FilesService, the default) or
+ * the database (DbFilesService, FILE_STORE=db, for several brokers).
+ */
+export interface FileStore {
+  init(): Promise<void>;
+  close(): Promise<void>;
+  stats(): FileStats | Promise<FileStats>;
+  upload(folderInput: string, file: { path: string; originalName: string; size: number }, replace: boolean): Promise<{ file: string; path: string }>;
+  download(input: string): Promise<Download>;
+  metadata(input: string): Promise<FileEntry>;
+  list(q: ListQuery): Promise<{ items: FileEntry[]; total: number }>;
+  createDir(parentInput: string, nameInput: string): Promise<{ created: boolean; entry: FileEntry }>;
+  move(input: string, change: { name?: string; newPath?: string }): Promise<FileEntry>;
+  remove(input: string, recursive: boolean): Promise<{ path: string }>;
+}
+
 interface Usage {
   files: number;
   dirs: number;
@@ -73,6 +90,11 @@ interface Usage {
 const DIGEST_IN_LISTING_MAX_BYTES = 64 * 1024 * 1024;
 const DIGEST_CACHE_ENTRIES = 50_000;
 const MIB = 1024 * 1024;
+
+/** The MIME type shown for an extension (lowercase, without the dot). */
+export function mimeOf(extension: string): string {
+  return MIME[extension] ?? 'application/octet-stream';
+}
 
 const MIME: Record<string, string> = {
   txt: 'text/plain',
@@ -116,8 +138,8 @@ const MIME: Record<string, string> = {
   key: 'application/octet-stream',
 };
 
-const pathError = (field: string, message: string, error = 'invalid_path') => badRequest(`${field}: ${message}`, { field }, error);
-const quotaExceeded = (quota: number, used: number, size: number) =>
+export const pathError = (field: string, message: string, error = 'invalid_path') => badRequest(`${field}: ${message}`, { field }, error);
+export const quotaExceeded = (quota: number, used: number, size: number) =>
   new ApiError(
     413,
     'quota_exceeded',
@@ -133,7 +155,7 @@ function isMissing(err: unknown): boolean {
   return code === 'ENOENT' || code === 'ENOTDIR';
 }
 
-function extensionOf(name: string): string {
+export function extensionOf(name: string): string {
   const dot = name.lastIndexOf('.');
   return dot > 0 ? name.slice(dot + 1).toLowerCase() : '';
 }
@@ -173,7 +195,7 @@ interface Located {
  *   part of an upload — staging and hashing — runs outside it, with its size reserved against
  *   the quota.
  */
-export class FilesService {
+export class FilesService implements FileStore {
   private root = '';
   private staging = '';
   private usage: Usage = { files: 0, dirs: 0, bytes: 0 };

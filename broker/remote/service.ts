@@ -61,12 +61,13 @@ export interface RemoteServiceDeps extends RemoteSessionsDeps {
  * service and audited before it starts.
  */
 export class RemoteService {
-  readonly tickets = new TicketStore();
+  readonly tickets: TicketStore;
   readonly sessions: RemoteSessions;
   private readonly portmaps: PortmapStore;
   private retentionTimer?: NodeJS.Timeout;
 
   constructor(private readonly deps: RemoteServiceDeps) {
+    this.tickets = new TicketStore(deps.db);
     this.sessions = new RemoteSessions(deps, (ticket) => this.tickets.redeem(ticket));
     this.portmaps = new PortmapStore(deps.db);
   }
@@ -160,7 +161,7 @@ export class RemoteService {
   }
 
   /** A single-use ticket for one WebSocket connection, bound to the caller's sign-in session. */
-  issueTicket(principal: Principal, bearer: string): { ticket: string; expires_in: number } {
+  issueTicket(principal: Principal, bearer: string): Promise<{ ticket: string; expires_in: number }> {
     return this.tickets.issue(bearer, principal.user.id);
   }
 

@@ -40,7 +40,7 @@ describe('a live console with a required recording', () => {
       locator: {} as AgentLocator,
     } as unknown as RemoteSessionsDeps;
     const principal = new Principal({ id: 'u1', email: 'u@example.com', fname: 'U', lname: 'One' }, 's1', []);
-    const sessions = new RemoteSessions(deps, () => undefined);
+    const sessions = new RemoteSessions(deps, async () => undefined);
     const sessionId = '44444444-4444-4444-8444-444444444444';
     const recorder = ConsoleRecorder.open(dir, sessionId, { cols: 80, rows: 24 }, {}, createLogger('silent'), true);
     const relay = new FakeRelay();

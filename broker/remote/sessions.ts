@@ -158,7 +158,7 @@ export class RemoteSessions {
 
   constructor(
     private readonly deps: RemoteSessionsDeps,
-    private readonly redeemTicket: (ticket: string) => string | undefined,
+    private readonly redeemTicket: (ticket: string) => Promise<string | undefined>,
   ) {
     this.log = deps.logger.child({ module: 'remote' });
   }
@@ -203,7 +203,7 @@ export class RemoteSessions {
     const ip = this.clientIp(req);
     const ticket = url.searchParams.get('ticket');
     if (ticket) {
-      const token = this.redeemTicket(ticket);
+      const token = await this.redeemTicket(ticket);
       if (!token) throw new ApiError(401, 'invalid_ticket', 'The ticket is unknown, used or expired; get a new one with POST /api/v2/remote/ticket.');
       // The ticket was issued with a valid token a minute ago at most: its sign-in session is what counts.
       return { principal: await this.deps.auth.authenticate(token, { allowExpired: true }), token, source: 'web', ip };

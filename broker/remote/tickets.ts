@@ -1,4 +1,5 @@
 import crypto from 'node:crypto';
+import type { Db } from '../db/database.js';
 import { ApiError } from '../http/errors.js';
 
 export const TICKET_TTL_SECONDS = 60;
@@ -7,13 +8,6 @@ export const MAX_OPEN_TICKETS_PER_USER = 32;
 /** Open tickets of everyone: past it, new tickets are refused (429) rather than evicting anyone's. */
 export const MAX_OPEN_TICKETS = 10_000;
 
-interface TicketEntry {
-  /** The bearer token the ticket was issued for: redeeming re-authenticates with it. */
-  token: string;
-  userId: string;
-  expiresAt: number;
-}
-
 function digest(ticket: string): string {
   return crypto.createHash('sha256').update(ticket).digest('hex');
 }
@@ -21,74 +15,89 @@ function digest(ticket: string): string {
 /**
  * Single-use, short-lived tickets for WebSocket connections from browsers, which cannot set an
  * Authorization header. A ticket stands for the session of the token it was issued with: using
- * it re-checks that session (revoked, user disabled) and the roles as of then. Only hashes are
- * kept, in memory: a broker restart voids open tickets, which live a minute anyway.
+ * it re-checks that session (revoked, user disabled) and the roles as of then.
  *
- * Memory is bounded per user and in total, and one user can never void another user's ticket:
- * a user past their own cap loses their own oldest ticket, and a full store refuses new tickets.
+ * Tickets live in the database (`remote_tickets`), so a ticket issued by one broker opens a
+ * connection on any other broker of the same database. Only the ticket's sha256 is kept, with the
+ * bearer token it stands for (whoever reads the database could mint tokens anyway: the signing
+ * secret is there too). Redeeming is one `DELETE … RETURNING`: of two brokers redeeming the same
+ * ticket at once, exactly one gets the token.
+ *
+ * Bounded per user and in total, and one user can never void another user's ticket: a user past
+ * their own cap loses their own oldest ticket, and a full store refuses new tickets. Expired rows
+ * are deleted by the periodic sweep (broker/db/expiry.ts).
  */
 export class TicketStore {
-  private readonly entries = new Map<string, TicketEntry>();
-  /** Each user's open ticket digests, oldest first. */
-  private readonly byUser = new Map<string, string[]>();
-
   constructor(
+    private readonly db: Db,
     private readonly perUser = MAX_OPEN_TICKETS_PER_USER,
     private readonly total = MAX_OPEN_TICKETS,
   ) {}
 
-  issue(token: string, userId: string, now = Date.now()): { ticket: string; expires_in: number } {
-    this.sweep(now);
-    const mine = this.byUser.get(userId) ?? [];
-    while (mine.length >= this.perUser) this.entries.delete(mine.shift() as string);
-    if (this.entries.size >= this.total) {
+  async issue(token: string, userId: string, now = Date.now()): Promise<{ ticket: string; expires_in: number }> {
+    const open = await this.db
+      .selectFrom('remote_tickets')
+      .select((eb) => [
+        eb.fn.countAll<number | string>().as('all'),
+        eb.fn.sum<number | string | null>(eb.case().when('user_id', '=', userId).then(1).else(0).end()).as('mine'),
+      ])
+      .where('expires_at', '>', now)
+      .executeTakeFirstOrThrow();
+    const mine = Number(open.mine ?? 0);
+    let all = Number(open.all);
+    if (mine >= this.perUser) {
+      const oldest = this.db
+        .selectFrom('remote_tickets')
+        .select('ticket_hash')
+        .where('user_id', '=', userId)
+        .where('expires_at', '>', now)
+        .orderBy('issued_at')
+        .limit(mine - this.perUser + 1);
+      const dropped = await this.db.deleteFrom('remote_tickets').where('ticket_hash', 'in', oldest).executeTakeFirst();
+      all -= Number(dropped.numDeletedRows);
+    }
+    if (all >= this.total) {
       throw new ApiError(
         429,
         'too_many_tickets',
-        `The broker holds ${this.total} unused remote-access tickets; try again in a minute.`,
+        `The brokers hold ${this.total} unused remote-access tickets; try again in a minute.`,
         {},
         { 'Retry-After': String(TICKET_TTL_SECONDS) },
       );
     }
     const ticket = crypto.randomBytes(24).toString('base64url');
-    const key = digest(ticket);
-    this.entries.set(key, { token, userId, expiresAt: now + TICKET_TTL_SECONDS * 1000 });
-    mine.push(key);
-    this.byUser.set(userId, mine);
+    await this.db
+      .insertInto('remote_tickets')
+      .values({ ticket_hash: digest(ticket), token, user_id: userId, issued_at: now, expires_at: now + TICKET_TTL_SECONDS * 1000 })
+      .execute();
     return { ticket, expires_in: TICKET_TTL_SECONDS };
   }
 
   /** The token behind a ticket, once: the ticket is spent whether or not it is still valid. */
-  redeem(ticket: string, now = Date.now()): string | undefined {
-    const key = digest(ticket);
-    const entry = this.entries.get(key);
-    if (!entry) return undefined;
-    this.remove(key, entry.userId);
-    return entry.expiresAt > now ? entry.token : undefined;
+  async redeem(ticket: string, now = Date.now()): Promise<string | undefined> {
+    const row = await this.db.deleteFrom('remote_tickets').where('ticket_hash', '=', digest(ticket)).returning(['token', 'expires_at']).executeTakeFirst();
+    if (!row) return undefined;
+    return Number(row.expires_at) > now ? row.token : undefined;
   }
 
-  get size(): number {
-    return this.entries.size;
+  /** Open (unexpired) tickets of everyone. */
+  async size(now = Date.now()): Promise<number> {
+    const row = await this.db
+      .selectFrom('remote_tickets')
+      .select((eb) => eb.fn.countAll<number | string>().as('n'))
+      .where('expires_at', '>', now)
+      .executeTakeFirstOrThrow();
+    return Number(row.n);
   }
 
-  /** Open tickets of one user. */
-  openFor(userId: string): number {
-    return this.byUser.get(userId)?.length ?? 0;
-  }
-
-  private remove(key: string, userId: string): void {
-    this.entries.delete(key);
-    const mine = this.byUser.get(userId);
-    if (!mine) return;
-    const at = mine.indexOf(key);
-    if (at >= 0) mine.splice(at, 1);
-    if (mine.length === 0) this.byUser.delete(userId);
-  }
-
-  private sweep(now: number): void {
-    for (const [key, entry] of this.entries) {
-      if (entry.expiresAt <= now) this.remove(key, entry.userId);
-      else break; // insertion order is expiry order
-    }
+  /** Open (unexpired) tickets of one user. */
+  async openFor(userId: string, now = Date.now()): Promise<number> {
+    const row = await this.db
+      .selectFrom('remote_tickets')
+      .select((eb) => eb.fn.countAll<number | string>().as('n'))
+      .where('user_id', '=', userId)
+      .where('expires_at', '>', now)
+      .executeTakeFirstOrThrow();
+    return Number(row.n);
   }
 }

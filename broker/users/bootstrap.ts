@@ -71,6 +71,12 @@ export async function bootstrapFirstUser(db: Db, config: Config): Promise<'creat
   await ensureAdministratorRole(db);
   if ((await countUsers(db)) > 0) return 'exists';
   if (!config.adminEmail || !config.adminPassword) return 'missing';
-  await createAdministrator(db, config.adminEmail, config.adminPassword);
+  try {
+    await createAdministrator(db, config.adminEmail, config.adminPassword);
+  } catch (err) {
+    // Several brokers starting together on an empty database: one of them created the user first.
+    if ((await countUsers(db)) > 0) return 'exists';
+    throw err;
+  }
   return 'created';
 }

@@ -30,6 +30,8 @@ export interface TestBroker {
   broker: RunningBroker;
   dataDir: string;
   database: 'sqlite' | 'postgres';
+  /** The PostgreSQL schema the broker keeps its tables in ('' on SQLite). */
+  schema: string;
   /** Token of the first user (Administrator). */
   adminToken: string;
   api<T = any>(method: string, path: string, options?: { token?: string; body?: unknown; headers?: Record<string, string> }): Promise<ApiAnswer<T>>;
@@ -69,11 +71,21 @@ export function testDatabase(): 'sqlite' | 'postgres' {
 }
 
 export async function startTestBroker(
-  options: { database?: 'sqlite' | 'postgres'; env?: Record<string, string>; locator?: ServiceOptions['locator'] } = {},
+  options: {
+    database?: 'sqlite' | 'postgres';
+    env?: Record<string, string>;
+    locator?: ServiceOptions['locator'];
+    /**
+     * Another broker on the same PostgreSQL schema (several brokers, one database): this one joins
+     * the schema of `shareWith` and leaves dropping it to that broker's close. Its DATA_DIR is its own.
+     */
+    shareWith?: TestBroker;
+  } = {},
 ): Promise<TestBroker> {
-  const database = options.database ?? testDatabase();
+  const database = options.shareWith?.database ?? options.database ?? testDatabase();
+  if (options.shareWith && database !== 'postgres') throw new Error('brokers share a database on PostgreSQL only (SQLite is the single-broker store)');
   const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'fleet-test-'));
-  const schema = `t_${crypto.randomBytes(6).toString('hex')}`;
+  const schema = database === 'postgres' ? (options.shareWith?.schema ?? `t_${crypto.randomBytes(6).toString('hex')}`) : '';
   const config = loadConfig({
     DATA_DIR: dataDir,
     PORT: '0',
@@ -199,6 +211,7 @@ export async function startTestBroker(
     broker,
     dataDir,
     database,
+    schema,
     adminToken,
     api,
     login,
@@ -208,7 +221,7 @@ export async function startTestBroker(
     addGroup,
     async close() {
       await broker.close();
-      if (database === 'postgres') await dropSchema(PG_URL, schema);
+      if (database === 'postgres' && !options.shareWith) await dropSchema(PG_URL, schema);
       fs.rmSync(dataDir, { recursive: true, force: true });
     },
   };
