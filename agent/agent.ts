@@ -86,6 +86,7 @@ export class Agent {
       stateDir: stateDir.dir,
       bundles: AGENT_BUNDLES,
       log: (level, msg, detail) => log[level](detail ?? {}, msg),
+      agent: { setMetricsEnabled: (enabled) => metrics.setEnabled(enabled) },
     });
     try {
       return await this.connect(config, stateDir, engine, metrics);
