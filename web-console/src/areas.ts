@@ -28,6 +28,9 @@ export const AREAS = {
   filesManager: ['files:read'],
   filesWrite: ['files:manage'],
   audit: ['audit:read'],
+  analysis: ['analysis:read', 'device:read'],
+  /** The device page's Metrics panel (GET /device/{id}/metrics and /metrics/latest). */
+  deviceMetrics: ['metrics:read'],
   logs: ['reports:read'],
   logsMarkRead: ['reports:acknowledge'],
   company: ['company:read'],

@@ -3,7 +3,7 @@
  * (GET /remote/access/{id} decides which buttons appear).
  */
 import { Fragment } from 'preact';
-import { useState } from 'preact/hooks';
+import { useEffect, useState } from 'preact/hooks';
 import type { AttributesRecord, RemoteCapabilities } from '../../../shared/api-types.js';
 import { api, ApiFailure } from '../api.js';
 import { allowed } from '../areas.js';
@@ -222,6 +222,20 @@ function RemoteActions({ deviceId, access }: { deviceId: string; access: RemoteC
   );
 }
 
+type AnalysisModule = typeof import('./analysis.js');
+
+/** The Metrics panel loads with the Analysis module (and its charting library) on first use. */
+function LazyDeviceMetrics({ deviceId }: { deviceId: string }) {
+  const [mod, setMod] = useState<AnalysisModule | null>(null);
+  const [error, setError] = useState<unknown>();
+  useEffect(() => {
+    import('./analysis.js').then(setMod, setError);
+  }, []);
+  if (error) return <ErrorBox error={error} title="The metrics could not be loaded" />;
+  if (!mod) return <Loading what="the metrics" />;
+  return <mod.DeviceMetricsPanel deviceId={deviceId} />;
+}
+
 export function DeviceScreen({ deviceId }: { deviceId: string }) {
   const attrs = useLoad(() => api.get<AttributesRecord>(`/deviceattribute/${encodeURIComponent(deviceId)}`), [deviceId]);
   const node = useLoad(() => api.get<NodeInfo>(`/node/${encodeURIComponent(deviceId)}`).catch(() => null), [deviceId]);
@@ -344,6 +358,16 @@ export function DeviceScreen({ deviceId }: { deviceId: string }) {
           <section class="panel" aria-labelledby="h-tunnels">
             <h2 id="h-tunnels">Tunnels</h2>
             <Portmaps deviceId={deviceId} />
+          </section>
+        )}
+
+        {allowed('deviceMetrics') && (
+          <section class="panel wide" aria-labelledby="h-metrics">
+            <div class="panel-head">
+              <h2 id="h-metrics">Metrics</h2>
+              {allowed('analysis') && <Link href={`/analysis?device=${encodeURIComponent(deviceId)}`}>Open in Analysis</Link>}
+            </div>
+            <LazyDeviceMetrics deviceId={deviceId} />
           </section>
         )}
 
