@@ -32,7 +32,7 @@ export function TimeChart({ chart, height = 200 }: { chart: ChartData; height?: 
             value: (_u: uPlot, v: number | null, _s: number, idx: number | null) => formatValue(idx === null ? latest(s.values) : v, chart.unit),
           })),
         ],
-        axes: [{}, { size: 70, values: (_u: uPlot, splits: number[]) => splits.map((v) => formatValue(v, chart.unit)) }],
+        axes: [{}, { size: 86, values: (_u: uPlot, splits: number[]) => splits.map((v) => formatValue(v, chart.unit)) }],
         scales: { y: chart.unit === 'percent' ? { range: [0, 100] } : {} },
         legend: { live: true },
       },
