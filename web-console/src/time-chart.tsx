@@ -6,6 +6,7 @@
 import { useEffect, useRef } from 'preact/hooks';
 import uPlot from 'uplot';
 import 'uplot/dist/uPlot.min.css';
+import './charts.css';
 import { formatValue, latest, type ChartData } from './metrics-charts.js';
 
 const COLORS = ['#2f6fde', '#c62f2f', '#1e8a4c', '#a8650b', '#7b3fc4', '#0f8a8a', '#d04a9a', '#5d6675'];

@@ -222,20 +222,6 @@ function RemoteActions({ deviceId, access }: { deviceId: string; access: RemoteC
   );
 }
 
-type AnalysisModule = typeof import('./analysis.js');
-
-/** The Metrics panel loads with the Analysis module (and its charting library) on first use. */
-function LazyDeviceMetrics({ deviceId }: { deviceId: string }) {
-  const [mod, setMod] = useState<AnalysisModule | null>(null);
-  const [error, setError] = useState<unknown>();
-  useEffect(() => {
-    import('./analysis.js').then(setMod, setError);
-  }, []);
-  if (error) return <ErrorBox error={error} title="The metrics could not be loaded" />;
-  if (!mod) return <Loading what="the metrics" />;
-  return <mod.DeviceMetricsPanel deviceId={deviceId} />;
-}
-
 export function DeviceScreen({ deviceId }: { deviceId: string }) {
   const attrs = useLoad(() => api.get<AttributesRecord>(`/deviceattribute/${encodeURIComponent(deviceId)}`), [deviceId]);
   const node = useLoad(() => api.get<NodeInfo>(`/node/${encodeURIComponent(deviceId)}`).catch(() => null), [deviceId]);
@@ -347,6 +333,16 @@ export function DeviceScreen({ deviceId }: { deviceId: string }) {
           )}
         </section>
 
+        {allowed('deviceMetrics') && (
+          <section class="panel wide" aria-labelledby="h-metrics">
+            <div class="panel-head">
+              <h2 id="h-metrics">Metrics</h2>
+              {allowed('analysis') && <Link href={`/analysis?device=${encodeURIComponent(deviceId)}`}>Open in Analysis</Link>}
+            </div>
+            <LazyDeviceMetrics deviceId={deviceId} />
+          </section>
+        )}
+
         {access.data?.copy && (
           <section class="panel" aria-labelledby="h-transfer">
             <h2 id="h-transfer">File transfer</h2>
@@ -361,16 +357,6 @@ export function DeviceScreen({ deviceId }: { deviceId: string }) {
           </section>
         )}
 
-        {allowed('deviceMetrics') && (
-          <section class="panel wide" aria-labelledby="h-metrics">
-            <div class="panel-head">
-              <h2 id="h-metrics">Metrics</h2>
-              {allowed('analysis') && <Link href={`/analysis?device=${encodeURIComponent(deviceId)}`}>Open in Analysis</Link>}
-            </div>
-            <LazyDeviceMetrics deviceId={deviceId} />
-          </section>
-        )}
-
         {allowed('inventory') && (
           <section class="panel wide" aria-labelledby="h-inventory">
             <h2 id="h-inventory">Inventory</h2>
@@ -381,4 +367,18 @@ export function DeviceScreen({ deviceId }: { deviceId: string }) {
       </div>
     </section>
   );
+}
+
+type AnalysisModule = typeof import('./analysis.js');
+
+/** The Metrics panel loads with the Analysis module (and its charting library) on first use. */
+function LazyDeviceMetrics({ deviceId }: { deviceId: string }) {
+  const [mod, setMod] = useState<AnalysisModule | null>(null);
+  const [error, setError] = useState<unknown>();
+  useEffect(() => {
+    import('./analysis.js').then(setMod, setError);
+  }, []);
+  if (error) return <ErrorBox error={error} title="The metrics could not be loaded" />;
+  if (!mod) return <Loading what="the metrics" />;
+  return <mod.DeviceMetricsPanel deviceId={deviceId} />;
 }
