@@ -125,6 +125,11 @@ describe('Analysis', () => {
     const answer = await suite.t.api('POST', '/api/v2/analysis', { token: user.token, body: {} });
     expect(answer.body.items.map((i: { title: string }) => i.title).sort()).toEqual(['press-01', 'press-02']);
     expect((await suite.t.api('GET', `/api/v2/device/${office}/metrics`, { token: user.token })).status).toBe(403);
+    // the last hour of the group: one or two hourly points still draw
+    await page.getByLabel('Time range').selectOption('1h');
+    await expect.poll(() => page.url()).toContain('range=1h');
+    await page.getByTestId('chart-cpu').locator('canvas').waitFor();
+    expect(await legendText(page, 'cpu')).toMatch(/user, average\s*[\d.]+ %/);
     await page.goto(`/analysis?device=${office}`);
     await page.getByText('Access denied').first().waitFor();
     await expectNoErrorsAndClose();
@@ -193,6 +198,10 @@ describe('Device page: Metrics', () => {
     await panel.getByTestId('chart-cpu').locator('canvas').waitFor();
     expect(await panel.getByTestId('chart-cpu').locator('.u-legend').innerText()).toMatch(/user\s*[\d.]+ %/);
     await screenshot(page, 'device-metrics');
+    await panel.getByRole('link', { name: 'Open in Analysis' }).click();
+    await expect.poll(() => page.getByTestId('resolution').innerText()).toContain('Every sample');
+    expect(page.url()).toContain(`device=${agentDevice}`);
+    await page.getByTestId('chart-memory').locator('canvas').waitFor();
     await expectNoErrorsAndClose();
   });
 
