@@ -87,6 +87,7 @@ export class Agent {
       root: config.configRoot,
       bundles: AGENT_BUNDLES,
       log: (level, msg, detail) => log[level](detail ?? {}, msg),
+      agent: { setMetricsEnabled: (enabled) => metrics.setEnabled(enabled) },
     });
     try {
       return await this.connect(config, stateDir, engine, metrics);

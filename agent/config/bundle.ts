@@ -11,6 +11,15 @@ export interface CommandResult {
   stderr: string;
 }
 
+/**
+ * The agent's own switches that qbee's `settings` bundle turns. The agent hands them to the engine;
+ * absent where no agent runs around the engine (tests of other bundles).
+ */
+export interface AgentSwitches {
+  /** qbee's `settings.metrics`: sample and send metrics, or not (off empties the queue) */
+  setMetricsEnabled(enabled: boolean): void;
+}
+
 /** What a bundle gets to do its work; tests hand it temp roots and their own command runner. */
 export interface BundleContext {
   /** the commit being applied */
@@ -32,6 +41,8 @@ export interface BundleContext {
   signal: AbortSignal;
   /** asks for a reboot of the device once the run is over (qbee's RebootAfterRun); absent: the bundle reports that one is needed */
   requestReboot?(why: string): void;
+  /** the agent's switches (only the settings bundle turns them) */
+  agent?: AgentSwitches;
 }
 
 export interface Bundle<T = unknown> {

@@ -81,6 +81,7 @@ async function setup(
     fetchTimeoutMs?: number;
     store?: Record<string, string>;
     reboot?: () => Promise<void>;
+    agent?: { setMetricsEnabled(enabled: boolean): void };
   } = {},
 ) {
   const dir = tempDir();
@@ -95,6 +96,7 @@ async function setup(
     minuteMs: opts.minuteMs,
     fetchTimeoutMs: opts.fetchTimeoutMs,
     reboot: opts.reboot,
+    agent: opts.agent,
   });
   cleanups.push(() => engine.stop());
   const pair = await muxPair((channel) => engine.handleChannel(channel));
@@ -302,6 +304,22 @@ describe('configuration engine', () => {
     fs.writeFileSync(file, 'drifted\n');
     // no message from the broker: the interval alone brings the file back
     await expect.poll(() => fs.readFileSync(file, 'utf8'), { timeout: 5000 }).toContain('listen=8080');
+  });
+
+  it('turns metrics off with settings.metrics false, and back on when the settings bundle goes', async () => {
+    const turned: boolean[] = [];
+    const s = await setup({ store: { '/templates/app.conf': TEMPLATE }, agent: { setMetricsEnabled: (on) => void turned.push(on) } });
+    const config = appConfig('c0ffee02');
+    config.bundles.push('settings');
+    config.bundle_data.settings = { enabled: true, agentinterval: 5, metrics: false };
+    let applied = s.broker.next();
+    s.send({ t: 'config', config, attributes: {} });
+    await applied;
+    expect(turned).toEqual([false]);
+    applied = s.broker.next();
+    s.send({ t: 'config', config: appConfig('c0ffee03'), attributes: {} });
+    await applied;
+    expect(turned).toEqual([false, true]);
   });
 
   it('keeps results while disconnected and sends them on the next connection, which also re-applies', async () => {

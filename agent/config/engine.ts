@@ -14,7 +14,7 @@ import fs from 'node:fs/promises';
 import path from 'node:path';
 import type { Channel } from '../../shared/mux.js';
 import type { AgentReport, CommittedConfig, ControlMessage, ReportSeverity } from '../../shared/protocol.js';
-import type { Bundle, BundleContext } from './bundle.js';
+import type { AgentSwitches, Bundle, BundleContext } from './bundle.js';
 import { hasExecutable, runCommand } from './command.js';
 import { FileFetcher } from './files.js';
 import { object } from './parse.js';
@@ -77,6 +77,8 @@ export interface ConfigEngineOptions {
   fetchTimeoutMs?: number;
   /** how the device reboots (a bundle's request after a run, the connectivity watchdog); default runs `reboot` */
   reboot?: () => Promise<void>;
+  /** the agent's switches the settings bundle turns */
+  agent?: AgentSwitches;
 }
 
 /** Where a bundle reports; the engine stamps the commit ids and redacts secrets. */
@@ -449,6 +451,7 @@ export class ConfigEngine {
           sink(name, meta.commitId, severity, text, log);
         },
         signal,
+        ...(this.o.agent ? { agent: this.o.agent } : {}),
         requestReboot: (why) => {
           count++;
           if (rebootFor.length === 0) sink(name, meta.commitId, 'WARN', `Scheduling system reboot: ${why}`);
@@ -466,6 +469,8 @@ export class ConfigEngine {
     this.log('info', 'configuration applied', { commit_id: config.commit_id, reports: reports.length });
     // qbee's settings.reports off: the run is still acknowledged, without its reports
     const settings = config.bundles.includes('settings') ? config.bundle_data.settings : undefined;
+    // No enabled settings bundle (any more): the agent's defaults, metrics on.
+    if (!settings || !bundleMeta(settings).enabled) this.o.agent?.setMetricsEnabled(true);
     const quiet = bundleMeta(settings).enabled && (settings as { reports?: unknown } | undefined)?.reports === false;
     this.emit({ t: 'config_applied', commit_id: config.commit_id, reports: quiet ? [] : reports });
     if (rebootFor.length > 0 && !signal.aborted) await this.reboot(rebootFor.join('; '));

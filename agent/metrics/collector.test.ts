@@ -3,7 +3,7 @@ import { MAX_METRICS_BATCH, type MetricSample } from '../../shared/metrics.js';
 import type { ControlMessage } from '../../shared/protocol.js';
 import { MetricsCollector } from './collector.js';
 
-const log = { debug: () => {}, warn: () => {} };
+const log = { debug: () => {}, info: () => {}, warn: () => {} };
 
 function collector(maxQueue = 100): MetricsCollector {
   return new MetricsCollector({ intervalMs: 60_000, flushMs: 300_000, maxQueue, log });

@@ -25,7 +25,7 @@ export interface MetricsCollectorOptions {
   flushMs: number;
   /** Most samples (one label at one time) kept while not sent. */
   maxQueue: number;
-  log: Pick<Logger, 'debug' | 'warn'>;
+  log: Pick<Logger, 'debug' | 'info' | 'warn'>;
   procRoot?: string;
   sysRoot?: string;
   /** Unix seconds now. */
@@ -69,8 +69,12 @@ export class MetricsCollector {
 
   /** Off: no sampling, and the queue is emptied (qbee's `settings.metrics`). */
   setEnabled(enabled: boolean): void {
+    if (enabled === this.enabled) return;
     this.enabled = enabled;
+    this.o.log.info(`metrics sampling ${enabled ? 'on' : 'off'} (settings.metrics)`);
     if (!enabled) this.queue = [];
+    // CPU and network are differences: start them afresh rather than span the time switched off.
+    else void this.baseline();
   }
 
   /** A connection hands its sender while it is up; the queue goes out at once. Returns the detach. */

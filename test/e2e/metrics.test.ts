@@ -1,6 +1,7 @@
 /**
  * End to end: a real agent process samples this machine's metrics every second and sends them every
- * second; they show in GET /device/{id}/metrics/latest, in the device's series and in the analysis.
+ * second; they show in GET /device/{id}/metrics/latest, in the device's series and in the analysis, and a
+ * committed settings bundle with `metrics: false` turns the sampling off.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { eventually, startAgent, type TestAgent } from '../support/agent.js';
@@ -48,5 +49,28 @@ describe('metrics from a real agent', () => {
 
     const analysis = await t.api('POST', '/api/v2/analysis', { token: t.adminToken, body: { metric: 'memory.memutil' } });
     expect(analysis.body.items.map((i: { device_id: string }) => i.device_id)).toEqual([device]);
+  });
+
+  it("stop when a committed settings bundle says metrics: false (qbee's settings.metrics)", async () => {
+    const from = agent!.logs.length;
+    const committed = await t.api('POST', '/api/v2/commit', {
+      token: t.adminToken,
+      body: {
+        action: 'commit',
+        message: 'metrics off',
+        changes: [{ node_id: device, formtype: 'settings', extend: true, config: { metrics: false, reports: true, agentinterval: 5 } }],
+      },
+    });
+    expect(committed.status, JSON.stringify(committed.body)).toBeLessThan(300);
+    await agent!.waitForLog((l) => l.msg === 'metrics sampling off (settings.metrics)', 60_000, from);
+    const reports = await eventually(
+      async () => {
+        const r = await t.api('GET', `/api/v2/reportlist?node_id=${device}&search=metrics%20off`, { token: t.adminToken });
+        return r.status === 200 && r.body.items.length > 0 ? r.body.items : undefined;
+      },
+      60_000,
+      'the settings report',
+    );
+    expect(reports[0].text).toContain('metrics off');
   });
 });

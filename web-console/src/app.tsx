@@ -42,6 +42,19 @@ function LazyMap() {
   return <mod.MapScreen />;
 }
 type PlayerModule = typeof import('./screens/player.js');
+type AnalysisModule = typeof import('./screens/analysis.js');
+
+/** Analysis and its charting library (uPlot) load on first use. */
+function LazyAnalysis() {
+  const [mod, setMod] = useState<AnalysisModule | null>(null);
+  const [error, setError] = useState<unknown>();
+  useEffect(() => {
+    import('./screens/analysis.js').then(setMod, setError);
+  }, []);
+  if (error) return <ErrorBox error={error} title="Analysis could not be loaded" />;
+  if (!mod) return <Loading what="analysis" />;
+  return <mod.AnalysisScreen />;
+}
 
 /** The recording player loads xterm.js on first use too. */
 function LazyPlayer({ sessionId }: { sessionId: string }) {
@@ -100,6 +113,7 @@ const SCREENS: Screen[] = [
   { pattern: '/roles/new', area: 'rolesManage', render: () => <RoleScreen /> },
   { pattern: '/roles/:id', area: 'roles', render: (p) => <RoleScreen roleId={p.id} /> },
   { pattern: '/audit', area: 'audit', render: () => <AuditScreen /> },
+  { pattern: '/analysis', area: 'analysis', render: () => <LazyAnalysis /> },
   { pattern: '/logs', area: 'logs', render: () => <LogsScreen /> },
   { pattern: '/company', area: 'company', render: () => <CompanyScreen /> },
   { pattern: '/sessions', area: 'remoteSessions', render: () => <SessionsScreen /> },
@@ -119,6 +133,7 @@ const NAV: { href: string; label: string; area: Area }[] = [
   { href: '/roles', label: 'Roles', area: 'roles' },
   { href: '/sessions', label: 'Sessions', area: 'remoteSessions' },
   { href: '/logs', label: 'Logs', area: 'logs' },
+  { href: '/analysis', label: 'Analysis', area: 'analysis' },
   { href: '/audit', label: 'Audit', area: 'audit' },
   { href: '/company', label: 'Company', area: 'company' },
 ];

@@ -40,6 +40,9 @@ export const AREAS = {
   configure: ['configuration:read', 'device:read'],
   configureModify: ['configuration:manage'],
   audit: ['audit:read'],
+  analysis: ['analysis:read', 'device:read'],
+  /** The device page's Metrics panel (GET /device/{id}/metrics and /metrics/latest). */
+  deviceMetrics: ['metrics:read'],
   logs: ['reports:read'],
   logsMarkRead: ['reports:acknowledge'],
   company: ['company:read'],

@@ -22,6 +22,24 @@ describe('settings', () => {
     expect(t.take()).toEqual([{ sev: 'INFO', text: 'Agent settings applied: agentinterval 15 (minutes).' }]);
   });
 
+  it("turns the agent's metrics on and off on every run, also when nothing changed (qbee's settings.metrics)", async () => {
+    t = testContext();
+    const turned: boolean[] = [];
+    const ctx = { ...t.ctx, agent: { setMetricsEnabled: (on: boolean) => void turned.push(on) } };
+    await applyBundle(settingsBundle, { enabled: true, agentinterval: 10, metrics: false }, ctx);
+    // unchanged: no report, but a restarted agent (metrics on) must hear "off" again
+    await applyBundle(settingsBundle, { enabled: true, agentinterval: 10, metrics: false }, ctx);
+    await applyBundle(settingsBundle, { enabled: true, agentinterval: 10, metrics: true }, ctx);
+    // absent is off, as in qbee's agent
+    await applyBundle(settingsBundle, { enabled: true, agentinterval: 10 }, ctx);
+    expect(turned).toEqual([false, false, true, false]);
+    expect(t.take().map((r) => r.text)).toEqual([
+      'Agent settings applied: metrics off, reports on, remoteconsole off, software_inventory off, process_inventory off, agentinterval 10 (minutes).',
+      'Agent settings applied: metrics on.',
+      'Agent settings applied: metrics off.',
+    ]);
+  });
+
   it('refuses a bad interval', () => {
     expect(() => settingsBundle.parse({ agentinterval: 0 })).toThrow('settings.agentinterval must be a whole number of minutes from 1 to 1440');
     expect(() => settingsBundle.parse({ agentinterval: '5' })).toThrow('agentinterval');

@@ -1,8 +1,9 @@
 /**
  * qbee's `settings`: the agent's own settings. `agentinterval` (minutes) sets how often the engine
- * re-applies the configuration; `reports: false` stops sending reports. The others (metrics,
- * remoteconsole, software_inventory, process_inventory) are recorded; this agent has no separate
- * switch for them.
+ * re-applies the configuration; `reports: false` stops sending reports; `metrics` turns metrics
+ * sampling on or off (absent is off, as in qbee's agent; without an enabled settings bundle the
+ * engine turns it back on). The others (remoteconsole, software_inventory, process_inventory) are
+ * recorded; this agent has no separate switch for them.
  */
 import type { Bundle } from '../bundle.js';
 import { readState, writeState } from '../helpers.js';
@@ -34,6 +35,8 @@ export const settingsBundle: Bundle<SettingsData> = {
     };
   },
   async apply(data, ctx) {
+    // Every run, changed or not: a restarted agent starts with metrics on and must learn they are off.
+    ctx.agent?.setMetricsEnabled(data.metrics);
     const before = await readState<SettingsData>(ctx, 'settings');
     if (before && JSON.stringify(before) === JSON.stringify(data)) return;
     await writeState(ctx, 'settings', data);

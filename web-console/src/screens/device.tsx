@@ -373,6 +373,16 @@ export function DeviceScreen({ deviceId }: { deviceId: string }) {
           )}
         </section>
 
+        {allowed('deviceMetrics') && (
+          <section class="panel wide" aria-labelledby="h-metrics">
+            <div class="panel-head">
+              <h2 id="h-metrics">Metrics</h2>
+              {allowed('analysis') && <Link href={`/analysis?device=${encodeURIComponent(deviceId)}`}>Open in Analysis</Link>}
+            </div>
+            <LazyDeviceMetrics deviceId={deviceId} />
+          </section>
+        )}
+
         {access.data?.copy && (
           <section class="panel" aria-labelledby="h-transfer">
             <h2 id="h-transfer">File transfer</h2>
@@ -411,4 +421,18 @@ export function DeviceScreen({ deviceId }: { deviceId: string }) {
       </div>
     </section>
   );
+}
+
+type AnalysisModule = typeof import('./analysis.js');
+
+/** The Metrics panel loads with the Analysis module (and its charting library) on first use. */
+function LazyDeviceMetrics({ deviceId }: { deviceId: string }) {
+  const [mod, setMod] = useState<AnalysisModule | null>(null);
+  const [error, setError] = useState<unknown>();
+  useEffect(() => {
+    import('./analysis.js').then(setMod, setError);
+  }, []);
+  if (error) return <ErrorBox error={error} title="The metrics could not be loaded" />;
+  if (!mod) return <Loading what="the metrics" />;
+  return <mod.DeviceMetricsPanel deviceId={deviceId} />;
 }
