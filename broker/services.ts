@@ -7,6 +7,7 @@ import { DeviceAuthService } from './auth/device-auth.js';
 import { AuthService } from './auth/service.js';
 import { ChangeEpoch } from './cache.js';
 import { ConfigService } from './config/service.js';
+import { CveService } from './cve/service.js';
 import type { Config } from './config.js';
 import type { Store } from './db/database.js';
 import { DevicesService } from './devices/service.js';
@@ -67,6 +68,8 @@ export interface Services {
   billing: BillingService;
   /** Configuration management: changes, commits, rendering, pushing to agents. */
   configuration: ConfigService;
+  /** CVE findings: the imported OSV feed matched against installed packages, and decisions. */
+  cve: CveService;
 }
 
 export interface ServiceOptions {
@@ -116,7 +119,12 @@ export async function createServices(config: Config, logger: Logger, store: Stor
   });
   const locator: AgentLocator = options.locator?.(agents) ?? agents;
   const enrol: EnrolService = new EnrolService(store.db, devices, locator);
-  const inventory: InventoryService = new InventoryService(store.db, access, devices, locator);
+  const cve = new CveService({ db: store.db, logger, access, devices });
+  // A device's packages or OS changed: its CVE findings are matched again (a failure is logged, the inventory kept).
+  const inventory: InventoryService = new InventoryService(store.db, access, devices, locator, {
+    packagesChanged: (deviceId) => cve.rematchDevice(deviceId),
+    logger,
+  });
   // Typed inventory payloads (software, containers, users, ports, …) from agents.
   agents.handle('inventory_item', (deviceId, msg) => inventory.recordItem(deviceId, msg));
   // The group tree's online status is the live connection state.
@@ -186,10 +194,11 @@ export async function createServices(config: Config, logger: Logger, store: Stor
     company,
     billing,
     configuration,
+    cve,
   };
   await auth.init();
   await audit.init();
-  for (const s of [users, roles, devices, files, enrol, inventory, agents, remote, reports, configuration]) {
+  for (const s of [users, roles, devices, files, enrol, inventory, agents, remote, reports, configuration, cve]) {
     await s.init();
   }
   qbee.init();
@@ -203,6 +212,7 @@ export async function closeServices(services: Services): Promise<void> {
   services.events.close();
   await services.configuration.close();
   for (const s of [
+    services.cve,
     services.reports,
     services.remote,
     services.agents,

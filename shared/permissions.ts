@@ -43,7 +43,7 @@ export type Permission = keyof typeof PERMISSIONS;
  * last, marked, so a role is not given a grant that does nothing. broker/routes.test.ts keeps this
  * list equal to the route table.
  */
-export const NOT_BUILT_PERMISSIONS: readonly Permission[] = ['analysis:read', 'cve:read', 'cve:manage', 'metrics:read'];
+export const NOT_BUILT_PERMISSIONS: readonly Permission[] = ['analysis:read', 'metrics:read'];
 
 export const PERMISSION_NAMES = Object.keys(PERMISSIONS) as Permission[];
 
