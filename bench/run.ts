@@ -3,6 +3,7 @@
  * `npm run bench -- api` runs one group, `npm run bench -- remote latency` one part of it. Timings are printed, never asserted.
  */
 import { benchApi } from './api.js';
+import { benchCve } from './cve.js';
 import { benchHostile } from './hostile.js';
 
 /** `part` narrows a group further (`npm run bench -- remote latency`). */
@@ -25,6 +26,7 @@ async function main(): Promise<void> {
     ['api', benchApi],
     ['remote', await loadRemote()],
     ['hostile', benchHostile],
+    ['cve', benchCve],
   ];
   for (const [name, run] of groups) {
     if (only && only !== name) continue;

@@ -109,10 +109,12 @@ export function ecosystemApplies(eco: Ecosystem, facts: DeviceFacts): boolean {
 
 export class MatchIndex {
   private readonly byName = new Map<string, IndexedEntry[]>();
+  private readonly ecosystems = new Map<string, Ecosystem | undefined>();
   size = 0;
 
   add(advisoryId: string, cveIds: string[], ecosystem: string, name: string, ranges: RangeEvent[][], versions: string[]): void {
-    const eco = parseEcosystem(ecosystem);
+    if (!this.ecosystems.has(ecosystem)) this.ecosystems.set(ecosystem, parseEcosystem(ecosystem));
+    const eco = this.ecosystems.get(ecosystem);
     if (!eco) return;
     const entry: IndexedEntry = { advisoryId, cveIds, eco, ranges, versions: new Set(versions), memo: new Map() };
     const list = this.byName.get(name);
@@ -128,14 +130,23 @@ export class MatchIndex {
   /** The matches of one device's packages. */
   matchDevice(facts: DeviceFacts, packages: InstalledPackage[]): Match[] {
     const out: Match[] = [];
-    const seen = new Set<string>();
+    // Whether an ecosystem applies is decided once per device (a feed names few ecosystems).
+    const applies = new Map<Ecosystem, boolean>();
     for (const p of packages) {
       const entries = this.byName.get(p.name);
       if (!entries) continue;
       const family = familyOfManager(p.pkg_manager);
       if (!family) continue;
+      // Two advisories naming the same CVE for one package give one finding.
+      const seen = entries.length > 1 ? new Set<string>() : undefined;
       for (const entry of entries) {
-        if (entry.eco.family !== family || !ecosystemApplies(entry.eco, facts)) continue;
+        if (entry.eco.family !== family) continue;
+        let ok = applies.get(entry.eco);
+        if (ok === undefined) {
+          ok = ecosystemApplies(entry.eco, facts);
+          applies.set(entry.eco, ok);
+        }
+        if (!ok) continue;
         let result = entry.memo.get(p.version);
         if (result === undefined) {
           result = evaluate(entry, p.version);
@@ -143,9 +154,10 @@ export class MatchIndex {
         }
         if (result === false) continue;
         for (const cve of entry.cveIds) {
-          const key = `${cve}\u0000${p.name}`;
-          if (seen.has(key)) continue;
-          seen.add(key);
+          if (seen) {
+            if (seen.has(cve)) continue;
+            seen.add(cve);
+          }
           out.push({ device_id: facts.deviceId, cve_id: cve, advisory_id: entry.advisoryId, package: p.name, version: p.version, fixed_version: result });
         }
       }
