@@ -5,8 +5,8 @@
  * device page.
  *
  * The spec lists several permissions for the Devices area (cve, inventory and reports reads as
- * well); this console has no CVE or report views, so the device list needs device:read and
- * each panel of the device page needs its own permission (inventory:read for the inventory).
+ * well); here the device list needs device:read and each panel of the device page needs its own
+ * permission (inventory:read for the inventory, cve:read for its CVEs).
  */
 import type { Permission } from '../../shared/permissions.js';
 import { can } from './session.js';
@@ -29,6 +29,8 @@ export const AREAS = {
   filesWrite: ['files:manage'],
   audit: ['audit:read'],
   logs: ['reports:read'],
+  cve: ['cve:read'],
+  cveManage: ['cve:manage'],
   logsMarkRead: ['reports:acknowledge'],
   company: ['company:read'],
   companyManage: ['company:manage'],

@@ -12,6 +12,7 @@ import { ConfirmButton, ErrorBox, formatBytes, formatTime, Loading, Notice, Page
 import { LEGACY_FIELDS } from './attributes.js';
 import { StatusDot } from './devices.js';
 import { InventoryTabs } from './inventory-tabs.js';
+import { DeviceCves } from './cve.js';
 import { Portmaps } from './portmaps.js';
 import { FileTransfer } from './transfer.js';
 
@@ -350,6 +351,13 @@ export function DeviceScreen({ deviceId }: { deviceId: string }) {
             <h2 id="h-inventory">Inventory</h2>
             <Inventory deviceId={deviceId} />
             <InventoryTabs deviceId={deviceId} />
+          </section>
+        )}
+
+        {allowed('cve') && (
+          <section class="panel wide" aria-labelledby="h-cve">
+            <h2 id="h-cve">CVEs</h2>
+            <DeviceCves deviceId={deviceId} />
           </section>
         )}
       </div>
