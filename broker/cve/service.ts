@@ -26,6 +26,8 @@ export const MAX_FEED_FILE_BYTES = 256 * 1024 * 1024;
 export const MAX_IMPORT_UPLOAD_BYTES = 64 * 1024 * 1024;
 /** Files one folder import reads at most. */
 export const MAX_FEED_FILES = 500_000;
+/** How long fleet-wide host counts are reused at most (see CveService.fleetAggregates). */
+const AGGREGATE_TTL_MS = 5_000;
 /** Devices whose packages are read per query while matching the whole fleet. */
 const MATCH_BATCH = 100;
 
@@ -99,6 +101,13 @@ function byCve(rows: store.AdvisoryRow[]): Map<string, CveRecord> {
 
 export class CveService {
   private index: MatchIndex | undefined;
+  /**
+   * Host counts and packages per CVE over every device, for callers who see every device: kept
+   * until the findings change here, and at most AGGREGATE_TTL_MS (a change another broker made, or
+   * one whose transaction had not committed yet when a listing read it).
+   */
+  private fleetAggregates: Promise<{ counts: Map<string, number>; packages: Map<string, Set<string>> }> | undefined;
+  private fleetAggregatesAt = 0;
 
   constructor(
     private readonly deps: {
@@ -244,6 +253,7 @@ export class CveService {
   async rematchAll(): Promise<{ matches: number; devices: number }> {
     const index = await this.matchIndex();
     const ids = (await this.deps.db.selectFrom('inventory_packages').select('device_id').distinct().execute()).map((r) => r.device_id).sort();
+    this.fleetAggregates = undefined;
     await store.replaceMatches(this.deps.db, undefined, []);
     let matches = 0;
     const affected = new Set<string>();
@@ -261,6 +271,7 @@ export class CveService {
     const index = await this.matchIndex();
     const found = index.size > 0 ? await this.matchDevices(index, [deviceId]) : [];
     await store.replaceMatches(this.deps.db, [deviceId], found);
+    this.fleetAggregates = undefined;
   }
 
   // ---- reading -----------------------------------------------------------------------------------
@@ -286,12 +297,21 @@ export class CveService {
   private async summaries(principal: Principal, deviceId?: string): Promise<CveSummary[]> {
     const db = this.deps.db;
     const { ids } = await this.countedDevices(principal, deviceId);
-    const [cves, counts, packages, statuses] = await Promise.all([
-      store.readAdvisories(db).then(byCve),
-      store.hostCounts(db, ids),
-      store.affectedPackages(db, ids),
-      store.readStatuses(db),
-    ]);
+    const aggregates = async () => {
+      const [counts, packages] = await Promise.all([store.hostCounts(db, ids), store.affectedPackages(db, ids)]);
+      return { counts, packages };
+    };
+    let fleet: Promise<{ counts: Map<string, number>; packages: Map<string, Set<string>> }>;
+    if (ids) fleet = aggregates();
+    else {
+      if (!this.fleetAggregates || Date.now() - this.fleetAggregatesAt > AGGREGATE_TTL_MS) {
+        this.fleetAggregates = aggregates();
+        this.fleetAggregatesAt = Date.now();
+      }
+      fleet = this.fleetAggregates;
+      fleet.catch(() => (this.fleetAggregates = undefined));
+    }
+    const [cves, { counts, packages }, statuses] = await Promise.all([store.readAdvisories(db).then(byCve), fleet, store.readStatuses(db)]);
     return [...cves.values()].map((c) => {
       const s = statuses.get(c.cve_id);
       return {
@@ -438,5 +458,6 @@ export class CveService {
     const removed = await store.removeCve(this.deps.db, cveId, await store.readAdvisories(this.deps.db));
     if (!removed) throw notFound(`CVE ${cveId}`);
     this.index = undefined;
+    this.fleetAggregates = undefined;
   }
 }

@@ -46,7 +46,7 @@ describe('broker basics', () => {
   });
 
   it('answers 501 for a spec call not built yet, after authorization', async () => {
-    const r = await t.api('GET', '/api/v2/cvelist', { token: t.adminToken });
+    const r = await t.api('GET', '/api/v2/analysis/orgstats', { token: t.adminToken });
     expect(r.status).toBe(501);
     expect(r.body.error).toBe('not_implemented');
   });
