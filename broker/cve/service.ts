@@ -100,7 +100,8 @@ function byCve(rows: store.AdvisoryRow[]): Map<string, CveRecord> {
 }
 
 export class CveService {
-  private index: MatchIndex | undefined;
+  /** The match index and the feed state it was built from (another process may import: `npm start -- cve-import`). */
+  private index: { index: MatchIndex; key: string } | undefined;
   /**
    * Host counts and packages per CVE over every device, for callers who see every device: kept
    * until the findings change here, and at most AGGREGATE_TTL_MS (a change another broker made, or
@@ -194,14 +195,15 @@ export class CveService {
   // ---- matching ----------------------------------------------------------------------------------
 
   private async matchIndex(): Promise<MatchIndex> {
-    if (this.index) return this.index;
+    const key = await store.feedKey(this.deps.db);
+    if (this.index?.key === key) return this.index.index;
     const cves = new Map((await store.readAdvisories(this.deps.db)).map((a) => [a.advisory_id, a.cve_ids]));
     const index = new MatchIndex();
     for (const row of await store.readAffected(this.deps.db)) {
       const ids = cves.get(row.advisory_id);
       if (ids && ids.length > 0) index.add(row.advisory_id, ids, row.ecosystem, row.name, row.ranges, row.versions);
     }
-    this.index = index;
+    this.index = { index, key };
     return index;
   }
 

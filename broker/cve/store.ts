@@ -64,6 +64,15 @@ export async function saveAdvisories(db: Db, advisories: Advisory[], now: string
   }
 }
 
+/** Changes whenever the feed does (an import stamps imported_at, a removal stamps what it changed, or lowers the count). */
+export async function feedKey(db: Db): Promise<string> {
+  const row = await db
+    .selectFrom('cve_advisories')
+    .select([(eb) => eb.fn.countAll<number | string>().as('n'), (eb) => eb.fn.max('imported_at').as('last')])
+    .executeTakeFirst();
+  return `${Number(row?.n ?? 0)}:${row?.last ?? ''}`;
+}
+
 export async function readAdvisories(db: Db): Promise<AdvisoryRow[]> {
   const rows = await db.selectFrom('cve_advisories').select(['advisory_id', 'cve_ids', 'summary', 'score', 'severity', 'published', 'modified']).execute();
   return rows.map((r) => ({ ...r, cve_ids: parseIds(r.cve_ids), score: r.score === null ? null : Number(r.score), severity: r.severity as SeverityLevel }));

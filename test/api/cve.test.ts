@@ -1,3 +1,4 @@
+import { spawnSync } from 'node:child_process';
 import crypto from 'node:crypto';
 import fs from 'node:fs';
 import os from 'node:os';
@@ -303,5 +304,36 @@ describe('hostile and malformed feeds', () => {
     expect((await get('/cve/CVE-2099-0100')).body.hosts).toBe(1);
     expect((await get('/cve/CVE-2099-0001')).body.hosts).toBe(1);
     fs.rmSync(dir, { recursive: true, force: true });
+  });
+
+  it('`npm start -- cve-import <folder>` imports into the database a running broker uses, which then matches with it', async () => {
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'osv-cli-'));
+    fs.writeFileSync(
+      path.join(dir, 'c.json'),
+      JSON.stringify(osv('DSA-9200-1', { aliases: ['CVE-2099-0200'], affected: [pkg(ecosystem, 'bash', [{ introduced: '0' }])] })),
+    );
+    fs.writeFileSync(path.join(dir, 'bad.json'), '{"id": 5}');
+    const config = t.broker.services.config;
+    const run = spawnSync(process.execPath, [path.resolve('node_modules/tsx/dist/cli.mjs'), 'broker/main.ts', 'cve-import', dir], {
+      env: { PATH: process.env.PATH, DATA_DIR: config.dataDir, DATABASE_URL: config.databaseUrl, DATABASE_SCHEMA: config.databaseSchema, LOG_LEVEL: 'silent' },
+      encoding: 'utf8',
+    });
+    fs.rmSync(dir, { recursive: true, force: true });
+    // One file refused: named, and the exit code says so; the other imported.
+    expect(run.stderr).toContain('bad.json');
+    expect(run.status).toBe(1);
+    expect(run.stdout).toContain('Imported 1 advisories');
+    expect((await get('/cve/CVE-2099-0200')).body.devices).toMatchObject([{ device_id: real, package: 'bash', fixed_version: null }]);
+    // The broker's own re-match of the device (its packages arrive again) uses the feed as it is now.
+    const software = await collectSoftware();
+    await t.broker.services.inventory.recordItem(real, item('software', software));
+    expect((await get('/cve/CVE-2099-0200')).body.hosts).toBe(1);
+    const audit = await t.broker.services.store.db
+      .selectFrom('audit')
+      .select('action')
+      .where('event', '=', 'cve.import')
+      .where('action', '=', 'cve-import')
+      .execute();
+    expect(audit).toHaveLength(1);
   });
 });
