@@ -82,6 +82,8 @@ export interface InstalledPackage {
   name: string;
   version: string;
   pkg_manager: string;
+  /** Its source package when named otherwise (dpkg): advisories of Debian and Ubuntu name source packages. */
+  source?: string | null;
 }
 
 export interface Match {
@@ -127,13 +129,20 @@ export class MatchIndex {
     return this.byName.has(name);
   }
 
+  /** Does any advisory name this package, or its source package? */
+  concerns(p: InstalledPackage): boolean {
+    return this.byName.has(p.name) || (!!p.source && this.byName.has(p.source));
+  }
+
   /** The matches of one device's packages. */
   matchDevice(facts: DeviceFacts, packages: InstalledPackage[]): Match[] {
     const out: Match[] = [];
     // Whether an ecosystem applies is decided once per device (a feed names few ecosystems).
     const applies = new Map<Ecosystem, boolean>();
     for (const p of packages) {
-      const entries = this.byName.get(p.name);
+      const own = this.byName.get(p.name);
+      const bySource = p.source && p.source !== p.name ? this.byName.get(p.source) : undefined;
+      const entries = own && bySource ? [...own, ...bySource] : (own ?? bySource);
       if (!entries) continue;
       const family = familyOfManager(p.pkg_manager);
       if (!family) continue;

@@ -237,11 +237,11 @@ export class CveService {
     const packages = new Map<string, InstalledPackage[]>();
     const rows = await this.deps.db
       .selectFrom('inventory_packages')
-      .select(['device_id', 'name', 'version', 'pkg_manager'])
+      .select(['device_id', 'name', 'version', 'pkg_manager', 'source'])
       .where('device_id', 'in', deviceIds)
       .execute();
     for (const row of rows) {
-      if (!index.has(row.name)) continue;
+      if (!index.concerns(row)) continue;
       const list = packages.get(row.device_id);
       if (list) list.push(row);
       else packages.set(row.device_id, [row]);

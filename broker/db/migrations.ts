@@ -388,6 +388,8 @@ export function migrations(dialect: Dialect): Record<string, Migration> {
           .execute();
         await db.schema.createIndex('cve_matches_cve').on('cve_matches').columns(['cve_id', 'device_id']).execute();
         await db.schema.createIndex('cve_matches_device').on('cve_matches').column('device_id').execute();
+        // The source package of an installed one (dpkg's `Source:`), which Debian and Ubuntu advisories name.
+        await db.schema.alterTable('inventory_packages').addColumn('source', 'text').execute();
         await db.schema
           .createTable('cve_status')
           .addColumn('cve_id', 'text', (c) => c.primaryKey())

@@ -184,6 +184,8 @@ export interface InventoryPackagesTable {
   arch: string;
   /** dpkg, rpm, opkg, apk: which version ordering applies */
   pkg_manager: string;
+  /** dpkg's source package when named otherwise (CVE advisories name source packages); null when the same or unknown */
+  source: string | null;
 }
 
 export interface BootstrapKeysTable {
