@@ -228,6 +228,10 @@ describe('decisions', () => {
     expect(noReason.body.details?.field ?? noReason.body.field).toBe('reason');
     expect((await patch('CVE-2099-0003', { status: 'bogus', reason: 'x' })).status).toBe(400);
     expect((await patch('CVE-2000-0000', { status: 'ignored', reason: 'x' })).status).toBe(404);
+    expect((await patch('CVE-2099-0003', { status: 'ignored', reason: 'x'.repeat(2001) })).status).toBe(400);
+    expect((await patch('CVE-2099-0003', { status: 'ignored', reason: 'a\u0000b' })).status).toBe(400);
+    expect((await patch(`CVE-${'9'.repeat(200)}`, { status: 'ignored', reason: 'x' })).status).toBe(400);
+    expect((await get('/cve/status/cves')).body.total).toBe(0);
     const ignored = await patch('CVE-2099-0003', { status: 'ignored', reason: 'dpkg is not reachable remotely' });
     expect(ignored.status).toBe(200);
     expect(ignored.body).toMatchObject({ cve_id: 'CVE-2099-0003', status: 'ignored', reason: 'dpkg is not reachable remotely' });
