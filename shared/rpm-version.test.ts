@@ -1,3 +1,4 @@
+import { execFileSync } from 'node:child_process';
 import { describe, expect, it } from 'vitest';
 import { compareRpmVersions, parseRpmVersion, rpmvercmp } from './rpm-version.js';
 
@@ -101,6 +102,35 @@ describe('rpmvercmp', () => {
   });
 });
 
+/** Extra pairs, checked against this machine's rpm as well. */
+const MORE: Array<[string, string]> = [
+  ['3.0.7-24.el9', '3.0.7-27.el9_4'],
+  ['1.2.3', '1.2.3.0'],
+  ['2.02', '2.2'],
+  ['1.0.0~beta1', '1.0.0'],
+  ['0.9.8zh', '0.9.8z'],
+  ['1_2', '1.2.0'],
+  ['5.1.8-6.el9', '5.1.8-6.el9_1'],
+  ['abc', 'abd'],
+  ['1.0', 'a1.0'],
+  ['1:1.0-1', '2.0-1'],
+  ['2.0-1', '2.0'],
+];
+
+describe('against rpm itself', () => {
+  it('answers as `rpm.vercmp` (epoch:version-release) of this machine’s rpm for every pair', () => {
+    const pairs = [...RPMVERCMP.map(([a, b]) => [a, b] as [string, string]), ...MORE];
+    // rpm's Lua, the results separated by ";" (its print adds no line breaks); versions hold no quote or backslash.
+    const lua = pairs.map(([a, b]) => `print(tostring(rpm.vercmp('${a}', '${b}')) .. ';')`).join(' ');
+    const out = execFileSync('rpm', ['--eval', `%{lua: ${lua}}`], { encoding: 'utf8' })
+      .trim()
+      .split(';')
+      .filter((r) => r !== '');
+    expect(out).toHaveLength(pairs.length);
+    pairs.forEach(([a, b], i) => expect([a, b, compareRpmVersions(a, b)]).toEqual([a, b, Math.sign(Number(out[i]))]));
+  });
+});
+
 describe('compareRpmVersions (epoch:version-release)', () => {
   it.each<[string, string, -1 | 0 | 1]>([
     ['1:1.0-1', '2.0-1', 1],
@@ -108,7 +138,7 @@ describe('compareRpmVersions (epoch:version-release)', () => {
     ['3.0.7-24.el9', '3.0.7-25.el9', -1],
     ['3.0.7-27.el9_4', '3.0.7-27.el9', 1],
     ['1:3.0.7-27.el9', '1:3.0.7-24.el9', 1],
-    ['3.0.7-24.el9', '3.0.7', 0],
+    ['3.0.7-24.el9', '3.0.7', 1],
     ['2.34-83.el9.7', '2.34-100.el9', -1],
     ['7.76.1-26.el9_3.2', '7.76.1-26.el9_3.3', -1],
     ['4.18.0-513.5.1.el8_9', '4.18.0-477.10.1.el8_8', 1],

@@ -81,15 +81,13 @@ export function parseRpmVersion(text: string): RpmVersion {
 }
 
 /**
- * Compares two `[epoch:]version[-release]` strings as rpm compares packages: epoch, then version,
- * then release — a release missing on either side is not compared (rpm's rule for a dependency
- * such as `openssl >= 3.0.7`, which is how advisories name fixed versions).
+ * Compares two `[epoch:]version[-release]` strings as rpm's `rpm.vercmp` (rpmverCmp) does: epoch
+ * (missing = 0), then version, then release, each with rpmvercmp — a missing release sorts before
+ * any release, so `2.0` < `2.0-1`.
  */
 export function compareRpmVersions(a: string, b: string): -1 | 0 | 1 {
   const x = parseRpmVersion(a);
   const y = parseRpmVersion(b);
   if (x.epoch !== y.epoch) return x.epoch < y.epoch ? -1 : 1;
-  const v = rpmvercmp(x.version, y.version);
-  if (v !== 0 || !x.release || !y.release) return v;
-  return rpmvercmp(x.release, y.release);
+  return rpmvercmp(x.version, y.version) || rpmvercmp(x.release, y.release);
 }
