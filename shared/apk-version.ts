@@ -4,7 +4,7 @@
  * later part starting with `0` compares as a decimal fraction, as Gentoo's rules that apk follows
  * say); more parts are newer; a letter after the numbers is newer than none; suffixes `_alpha`,
  * `_beta`, `_pre`, `_rc` come before the release and `_cvs`, `_svn`, `_git`, `_hg`, `_p` after;
- * the `-rN` package revision breaks ties. A version apk would refuse sorts before every valid one.
+ * the `-rN` package revision breaks ties. Checked against the pairs of apk-tools' own test data.
  */
 
 const SUFFIXES = ['alpha', 'beta', 'pre', 'rc', '', 'cvs', 'svn', 'git', 'hg', 'p'] as const;
@@ -38,15 +38,34 @@ function compareNumber(a: string, b: string, first: boolean): -1 | 0 | 1 {
   return x === y ? 0 : x < y ? -1 : 1;
 }
 
-/** Compares two apk versions: -1, 0 or 1. */
+/** The longest start of an invalid version that apk would accept ("23" of "23_foo"); undefined when none. */
+function validPrefix(text: string): ApkVersion | undefined {
+  for (let end = Math.min(text.length, 256) - 1; end > 0; end--) {
+    const v = parseApkVersion(text.slice(0, end));
+    if (v) return v;
+  }
+  return undefined;
+}
+
+/**
+ * Compares two apk versions: -1, 0 or 1. Like apk, a version that turns invalid part-way compares
+ * by its valid start first (`23_foo` > `4_beta`); when that ties, or nothing is valid, as strings.
+ */
 export function compareApkVersions(a: string, b: string): -1 | 0 | 1 {
   const x = parseApkVersion(a);
   const y = parseApkVersion(b);
   if (!x || !y) {
-    if (x) return 1;
-    if (y) return -1;
-    return a < b ? -1 : a > b ? 1 : 0;
+    const px = x ?? validPrefix(a);
+    const py = y ?? validPrefix(b);
+    if (px && !py) return 1;
+    if (py && !px) return -1;
+    const c = px && py ? compareParsed(px, py) : 0;
+    return c || (a < b ? -1 : a > b ? 1 : 0);
   }
+  return compareParsed(x, y);
+}
+
+function compareParsed(x: ApkVersion, y: ApkVersion): -1 | 0 | 1 {
   const n = Math.min(x.numbers.length, y.numbers.length);
   for (let i = 0; i < n; i++) {
     const c = compareNumber(x.numbers[i], y.numbers[i], i === 0);
