@@ -79,6 +79,31 @@ describe('CVE', () => {
     await expectNoErrorsAndClose();
   });
 
+  it('imports a feed file and removes a CVE from the feed (cve:manage)', async () => {
+    const { page, expectNoErrorsAndClose } = await suite.open();
+    await page.getByRole('link', { name: 'CVE', exact: true }).click();
+    await expect.poll(() => page.getByTestId('cve-row').count()).toBe(3);
+    const feed = [advisory('DSA-6000-1', 'CVE-2024-9999', 'less', '591-1', 'CVSS:3.1/AV:N/AC:L/PR:N/UI:N/S:U/C:H/I:H/A:H', 'less: another flaw')];
+    await page
+      .getByLabel('Import feed (OSV JSON)')
+      .setInputFiles({ name: 'feed.json', mimeType: 'application/json', buffer: Buffer.from(JSON.stringify(feed)) });
+    await page.getByText('Imported 1 advisories').waitFor();
+    await expect.poll(() => page.getByTestId('cve-row').count()).toBe(4);
+    expect(await page.getByTestId('cve-count-critical').textContent()).toBe('1');
+    // A malformed file: the broker's message, nothing imported.
+    await page.getByLabel('Import feed (OSV JSON)').setInputFiles({ name: 'bad.json', mimeType: 'application/json', buffer: Buffer.from('{"id": ') });
+    await page.getByText('The feed was not imported').waitFor();
+
+    await page.getByRole('link', { name: 'CVE-2024-9999' }).click();
+    await page.getByTestId('cve-device-row').waitFor();
+    await page.getByRole('button', { name: 'Remove from feed' }).click();
+    await page.getByRole('button', { name: 'Yes, remove from feed' }).click();
+    await page.getByRole('heading', { level: 1, name: 'CVE', exact: true }).waitFor();
+    await expect.poll(() => page.getByTestId('cve-row').count()).toBe(3);
+    expect((await suite.t.api('GET', '/api/v2/cve/CVE-2024-9999', { token: suite.t.adminToken })).status).toBe(404);
+    await expectNoErrorsAndClose();
+  });
+
   it('shows a cve:read holder the list without the manage controls, and the API refuses them', async () => {
     const reader = await suite.t.userWith([{ permission: 'cve:read' }, { permission: 'device:read' }]);
     const { page, expectNoErrorsAndClose } = await suite.open({ as: reader });
