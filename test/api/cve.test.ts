@@ -130,7 +130,11 @@ describe('CVE feed import and matching', () => {
     expect(ids.sort()).toEqual(['CVE-2099-0001', 'CVE-2099-0003', 'CVE-2099-0006', 'CVE-2099-0007']);
     const first = list.body.items.find((c: { cve_id: string }) => c.cve_id === 'CVE-2099-0001');
     expect(first).toMatchObject({ score: 9.8, severity: 'critical', hosts: 1, packages: ['bash'], advisories: ['DSA-9001-1'], status: 'open' });
-    expect(list.body.items.find((c: { cve_id: string }) => c.cve_id === 'CVE-2099-0003')).toMatchObject({ score: null, severity: 'low', packages: expect.arrayContaining(['dpkg']) });
+    expect(list.body.items.find((c: { cve_id: string }) => c.cve_id === 'CVE-2099-0003')).toMatchObject({
+      score: null,
+      severity: 'low',
+      packages: expect.arrayContaining(['dpkg']),
+    });
     expect(list.body.items.find((c: { cve_id: string }) => c.cve_id === 'CVE-2099-0006')).toMatchObject({ score: 5.9, severity: 'medium', hosts: 1 });
     // Sorted by score, highest first, by default; the whole feed on request.
     expect(list.body.items[0].cve_id).toBe('CVE-2099-0001');

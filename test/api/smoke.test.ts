@@ -1,4 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { routeTable } from '../../broker/routes.js';
 import { startTestBroker, type TestBroker } from '../support/broker.js';
 
 let t: TestBroker;
@@ -45,10 +46,14 @@ describe('broker basics', () => {
     expect(after.body.error).toBe('token_revoked');
   });
 
-  it('answers 501 for a spec call not built yet, after authorization', async () => {
-    const r = await t.api('GET', '/api/v2/analysis/orgstats', { token: t.adminToken });
-    expect(r.status).toBe(501);
-    expect(r.body.error).toBe('not_implemented');
+  it('answers 501 for the spec calls not built yet (GET ones without parameters), after authorization', async () => {
+    // Whatever remains unbuilt: none once every call of the specification is built.
+    const unbuilt = routeTable().filter((r) => r.notImplemented && r.method === 'get' && !r.path.includes('{'));
+    for (const route of unbuilt) {
+      const r = await t.api('GET', `/api/v2${route.path}`, { token: t.adminToken });
+      expect([route.path, r.status, r.body.error]).toEqual([route.path, 501, 'not_implemented']);
+      expect((await t.api('GET', `/api/v2${route.path}`)).status).toBe(401);
+    }
   });
 });
 
