@@ -28,9 +28,15 @@ describe('software', () => {
       'Package: old\nStatus: deinstall ok config-files\nVersion: 1.0\n',
       'Package: held\nStatus: hold ok installed\nArchitecture: all\nVersion: 2.0-1\n',
       'Package: broken\nStatus: install reinstreq half-installed\nVersion: 3\n',
+      'Package: libssl3\nStatus: install ok installed\nArchitecture: amd64\nSource: openssl\nVersion: 3.0.15-1~deb12u1\n',
+      'Package: libc6\nStatus: install ok installed\nArchitecture: amd64\nSource: glibc (2.36-9+deb12u9)\nVersion: 2.36-9+deb12u9+b1\n',
+      'Package: bash\nStatus: install ok installed\nArchitecture: amd64\nSource: bash\nVersion: 5.2.15-2+b7\n',
     ].join('\n');
     expect(parseDpkgStatus(text)).toEqual([
+      { name: 'bash', version: '5.2.15-2+b7', arch: 'amd64' },
       { name: 'held', version: '2.0-1', arch: 'all' },
+      { name: 'libc6', version: '2.36-9+deb12u9+b1', arch: 'amd64', source: 'glibc' },
+      { name: 'libssl3', version: '3.0.15-1~deb12u1', arch: 'amd64', source: 'openssl' },
       { name: 'zlib1g', version: '1:1.2.13.dfsg-1', arch: 'amd64' },
     ]);
   });

@@ -82,7 +82,14 @@ export function parseDpkgStatus(text: string): SoftwarePackage[] {
     }
     const status = (fields.status ?? '').split(/\s+/);
     if (!fields.package || status[2] !== 'installed') continue;
-    out.push({ name: clean(fields.package), version: clean(fields.version ?? ''), ...(fields.architecture ? { arch: clean(fields.architecture, 64) } : {}) });
+    // `Source: name` or `Source: name (version)`; kept when it differs from the package's name.
+    const source = fields.source ? clean(fields.source.split(/\s+/)[0]) : '';
+    out.push({
+      name: clean(fields.package),
+      version: clean(fields.version ?? ''),
+      ...(fields.architecture ? { arch: clean(fields.architecture, 64) } : {}),
+      ...(source && source !== fields.package ? { source } : {}),
+    });
   }
   out.sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : (a.arch ?? '') < (b.arch ?? '') ? -1 : 1));
   return out.slice(0, INVENTORY_LIMITS.packages);

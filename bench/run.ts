@@ -6,6 +6,7 @@ import { benchAgent } from './agent.js';
 import { benchApi } from './api.js';
 import { benchCluster } from './cluster.js';
 import { benchConfig } from './config.js';
+import { benchCve } from './cve.js';
 import { benchHostile } from './hostile.js';
 import { benchMetrics } from './metrics.js';
 import { benchShared } from './shared.js';
@@ -35,6 +36,7 @@ async function main(): Promise<void> {
     ['cluster', benchCluster],
     ['config', benchConfig],
     ['shared', benchShared],
+    ['cve', benchCve],
   ];
   for (const [name, run] of groups) {
     if (only && only !== name) continue;

@@ -1,5 +1,10 @@
 import readline from 'node:readline/promises';
+import { AccessService } from './access/access.js';
 import { AuditService } from './audit/service.js';
+import { ChangeEpoch } from './cache.js';
+import { CveService } from './cve/service.js';
+import { DevicesService } from './devices/service.js';
+import { DeviceScopes } from './devices/scope.js';
 import { ConfigError, loadConfig, type Config } from './config.js';
 import { openStore } from './db/database.js';
 import { createLogger } from './logger.js';
@@ -11,7 +16,44 @@ const USAGE = `Usage:
   npm start                      run the broker (configuration from the environment; see README)
   npm start -- --with-agent      run the broker and an agent for this machine, enrolled as a device
   npm start -- create-admin      create a user with the Administrator role (prompts for email and password)
-  npm start -- audit-verify      check the audit chain; exits 1 naming the first entry that does not match`;
+  npm start -- audit-verify      check the audit chain; exits 1 naming the first entry that does not match
+  npm start -- cve-import <file or folder>
+                                 import a vulnerability feed (OSV JSON: a file, or a folder of .json files) and match every device`;
+
+async function cveImportCommand(config: Config, target: string | undefined): Promise<void> {
+  if (!target) {
+    console.error(USAGE);
+    process.exitCode = 2;
+    return;
+  }
+  const files = CveService.readPath(target);
+  const parsed = CveService.readFiles(files);
+  for (const e of parsed.errors.slice(0, 20)) console.error(`${e.file}: ${e.error}`);
+  if (parsed.errors.length > 20) console.error(`… and ${parsed.errors.length - 20} more files not imported`);
+  const store = await openStore(config.databaseUrl, config.databaseSchema);
+  try {
+    const epoch = new ChangeEpoch();
+    const access = new AccessService(new DeviceScopes(store.db, epoch));
+    const cve = new CveService({ db: store.db, logger: createLogger(config.logLevel), access, devices: new DevicesService(store, config, access, epoch) });
+    const done = await store.transaction(async () => {
+      const result = await cve.importAdvisories(parsed.advisories);
+      await new AuditService(store.db, store.dialect).recordChange({
+        event: 'cve.import',
+        action: 'cve-import',
+        options: { files: files.length, ...result, skipped: parsed.skipped, errors: parsed.errors.length },
+        ip: 'cli',
+      });
+      return result;
+    });
+    console.log(
+      `Imported ${done.advisories} advisories (${done.cves} CVE ids) from ${files.length} files; ${parsed.skipped} skipped (withdrawn or not about an OS distribution), ` +
+        `${parsed.errors.length} files refused. ${done.matches} findings on ${done.devices_affected} devices.`,
+    );
+    if (parsed.errors.length > 0) process.exitCode = 1;
+  } finally {
+    await store.close();
+  }
+}
 
 async function auditVerifyCommand(config: Config): Promise<void> {
   const store = await openStore(config.databaseUrl, config.databaseSchema);
@@ -64,6 +106,7 @@ async function main(): Promise<void> {
   const command = args.find((a) => !a.startsWith('--'));
   if (command === 'create-admin') return createAdminCommand(config);
   if (command === 'audit-verify') return auditVerifyCommand(config);
+  if (command === 'cve-import') return cveImportCommand(config, args.filter((a) => !a.startsWith('--'))[1]);
   if ((command && command !== 'serve') || args.some((a) => a.startsWith('--') && a !== '--with-agent')) {
     console.error(USAGE);
     process.exit(2);

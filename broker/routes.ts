@@ -1,6 +1,7 @@
 import { z } from 'zod';
 import { auditRoutes } from './audit/routes.js';
 import { configRoutes } from './config/routes.js';
+import { cveRoutes } from './cve/routes.js';
 import { deviceAuthRoutes } from './auth/device-auth-routes.js';
 import { authRoutes } from './auth/routes.js';
 import { devicesRoutes } from './devices/routes.js';
@@ -59,6 +60,7 @@ export function routeTable(): RouteSpec[] {
     ...configRoutes,
     ...installRoutes,
     ...webConsoleRoutes,
+    ...cveRoutes,
   ];
   // Static paths first, so `/file/stats` is not taken by a `/file/{x}` pattern.
   const all = [...built, ...unbuiltCalls(built)];

@@ -8,6 +8,7 @@ import { AuthService } from './auth/service.js';
 import { ChangeEpoch } from './cache.js';
 import { ConfigService } from './config/service.js';
 import { ClusterService } from './cluster/service.js';
+import { CveService } from './cve/service.js';
 import type { Config } from './config.js';
 import type { Store } from './db/database.js';
 import { ExpirySweep } from './db/expiry.js';
@@ -80,6 +81,8 @@ export interface Services {
   configuration: ConfigService;
   /** Deletes expired shared state (rate limits, tickets, device codes) every minute. */
   expiry: ExpirySweep;
+  /** CVE findings: the imported OSV feed matched against installed packages, and decisions. */
+  cve: CveService;
 }
 
 export interface ServiceOptions {
@@ -145,7 +148,12 @@ export async function createServices(config: Config, logger: Logger, store: Stor
   const local: AgentLocator = options.locator?.(agents) ?? agents;
   const locator: AgentLocator = cluster ? cluster.locator(agents, local) : local;
   const enrol: EnrolService = new EnrolService(store.db, devices, locator, store);
-  const inventory: InventoryService = new InventoryService(store.db, access, devices, locator);
+  const cve = new CveService({ db: store.db, logger, access, devices });
+  // A device's packages or OS changed: its CVE findings are matched again (a failure is logged, the inventory kept).
+  const inventory: InventoryService = new InventoryService(store.db, access, devices, locator, {
+    packagesChanged: (deviceId) => cve.rematchDevice(deviceId),
+    logger,
+  });
   // Typed inventory payloads (software, containers, users, ports, …) from agents.
   agents.handle('inventory_item', (deviceId, msg) => inventory.recordItem(deviceId, msg));
   // "Seen" of a device connected here is its last heartbeat (the database is written once a minute).
@@ -232,11 +240,12 @@ export async function createServices(config: Config, logger: Logger, store: Stor
     billing,
     configuration,
     expiry: new ExpirySweep(store.db, logger),
+    cve,
   };
   await auth.init();
   await cluster?.init();
   await audit.init();
-  for (const s of [users, roles, devices, files, enrol, inventory, metrics, agents, remote, reports, configuration]) {
+  for (const s of [users, roles, devices, files, enrol, inventory, metrics, agents, remote, reports, configuration, cve]) {
     await s.init();
   }
   qbee.init();
@@ -251,6 +260,7 @@ export async function closeServices(services: Services): Promise<void> {
   services.events.close();
   await services.expiry.close();
   await services.configuration.close();
+  await services.cve.close();
   await services.reports.close();
   await services.remote.close();
   // Leaves the cluster before the agents go: one DELETE for their presence, not one per agent.

@@ -51,6 +51,8 @@ export const softwarePackage = z.object({
   name: short.min(1),
   version: short,
   arch: z.string().max(64).optional(),
+  /** dpkg's source package, when it is not named like the package (libssl3 from openssl): advisories name source packages. */
+  source: short.optional(),
 });
 export type SoftwarePackage = z.infer<typeof softwarePackage>;
 

@@ -246,6 +246,16 @@ export class AccessService {
   }
 
   /**
+   * The permission whose resources limit which devices' CVE findings a caller reaches (host lists
+   * and counts). cve:read accepts no resources, so alone it reaches every device; a caller whose
+   * device:read is limited to some devices sees the findings of those only. Undefined: every device.
+   */
+  cveScope(principal: Principal): 'device:read' | undefined {
+    if (!principal.has('device:read') || this.reachesEveryDevice(principal, 'device:read')) return undefined;
+    return 'device:read';
+  }
+
+  /**
    * Configuration (qbee's configuration:read / configuration:manage, which accept no resources):
    * may the principal read or change the configuration of this node or tag? Like inventoryScope, a
    * caller who holds device:read reaches only what their device:read resources cover (coversTarget:

@@ -136,6 +136,47 @@ export interface InventoryItemsTable {
 }
 
 /** One installed package of a device: what fleet search and CVE matching query. */
+/** One imported OSV advisory (broker/cve). */
+export interface CveAdvisoriesTable {
+  advisory_id: string;
+  /** JSON array of the CVE ids it is listed by */
+  cve_ids: string;
+  summary: string;
+  score: number | null;
+  /** critical, high, medium, low, none, unknown */
+  severity: string;
+  published: string | null;
+  modified: string | null;
+  imported_at: string;
+}
+
+/** One affected OS package of an advisory: its OSV ecosystem and name; data is JSON {ranges, versions}. */
+export interface CveAffectedTable {
+  advisory_id: string;
+  ecosystem: string;
+  name: string;
+  data: string;
+}
+
+/** An installed package a CVE affects, per device. */
+export interface CveMatchesTable {
+  device_id: string;
+  cve_id: string;
+  advisory_id: string;
+  package: string;
+  version: string;
+  fixed_version: string | null;
+}
+
+/** An operator's decision on a CVE: accepted or ignored, with the reason. */
+export interface CveStatusTable {
+  cve_id: string;
+  status: string;
+  reason: string;
+  user_id: string;
+  updated_at: string;
+}
+
 export interface InventoryPackagesTable {
   device_id: string;
   name: string;
@@ -143,6 +184,8 @@ export interface InventoryPackagesTable {
   arch: string;
   /** dpkg, rpm, opkg, apk: which version ordering applies */
   pkg_manager: string;
+  /** dpkg's source package when named otherwise (CVE advisories name source packages); null when the same or unknown */
+  source: string | null;
 }
 
 export interface BootstrapKeysTable {
@@ -216,6 +259,10 @@ export interface Database {
   inventory: InventoryTable;
   inventory_items: InventoryItemsTable;
   inventory_packages: InventoryPackagesTable;
+  cve_advisories: CveAdvisoriesTable;
+  cve_affected: CveAffectedTable;
+  cve_matches: CveMatchesTable;
+  cve_status: CveStatusTable;
   revoked_devices: RevokedDevicesTable;
   bootstrap_keys: BootstrapKeysTable;
   portmaps: PortmapsTable;

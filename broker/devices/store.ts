@@ -163,6 +163,7 @@ export class DevicesStore {
     await db.deleteFrom('inventory_packages').where('device_id', '=', deviceId).execute();
     await db.deleteFrom('metric_samples').where('device_id', '=', deviceId).execute();
     await db.deleteFrom('metric_rollups').where('device_id', '=', deviceId).execute();
+    await db.deleteFrom('cve_matches').where('device_id', '=', deviceId).execute();
     const node = await db.deleteFrom('nodes').where('node_id', '=', deviceId).where('type', '=', 'device').executeTakeFirst();
     return Number(node.numDeletedRows) + Number(device.numDeletedRows) > 0;
   }

@@ -8,7 +8,7 @@ import { INVENTORY_PAYLOADS, isInventoryItemType, type InventoryItemType } from 
 
 /** The largest payload stored (JSON text); the agent socket itself stops at 4 MiB. */
 export const MAX_ITEM_BYTES = 3 * 1024 * 1024;
-/** Rows per INSERT: well under SQLite's and PostgreSQL's parameter limits (5 columns each). */
+/** Rows per INSERT: well under SQLite's and PostgreSQL's parameter limits (6 columns each). */
 const INSERT_BATCH = 500;
 /** Ids per `IN (...)` query. */
 export const ID_BATCH = 500;
@@ -44,7 +44,7 @@ export async function saveItem(db: Db, deviceId: string, item: Extract<ItemCheck
       .onConflict((oc) => oc.columns(['device_id', 'item_type']).doUpdateSet({ data: item.json, digest: item.digest, updated_at: now }))
       .execute();
     if (item.type !== 'software') return;
-    const software = item.data as { pkg_manager: string; items: Array<{ name: string; version: string; arch?: string }> };
+    const software = item.data as { pkg_manager: string; items: Array<{ name: string; version: string; arch?: string; source?: string }> };
     await trx.deleteFrom('inventory_packages').where('device_id', '=', deviceId).execute();
     // The same name and arch twice (a broken status file) is kept once.
     const seen = new Set<string>();
@@ -55,7 +55,14 @@ export async function saveItem(db: Db, deviceId: string, item: Extract<ItemCheck
         seen.add(key);
         return true;
       })
-      .map((p) => ({ device_id: deviceId, name: p.name, version: p.version, arch: p.arch ?? '', pkg_manager: software.pkg_manager }));
+      .map((p) => ({
+        device_id: deviceId,
+        name: p.name,
+        version: p.version,
+        arch: p.arch ?? '',
+        pkg_manager: software.pkg_manager,
+        source: p.source && p.source !== p.name ? p.source : null,
+      }));
     for (let i = 0; i < rows.length; i += INSERT_BATCH)
       await trx
         .insertInto('inventory_packages')

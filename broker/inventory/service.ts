@@ -84,7 +84,15 @@ export class InventoryService {
     private readonly access: Pick<AccessService, 'require' | 'inventoryScope' | 'coversTarget'>,
     private readonly devices: Pick<DevicesService, 'getDevice' | 'listVisibleDevices'>,
     private readonly agents: Pick<AgentLocator, 'isConnected'>,
+    /** Told when a device's packages or OS may have changed (CVE matching); its failure is logged, never the report's. */
+    private readonly hooks: { packagesChanged?: (deviceId: string) => Promise<void>; logger?: { warn(obj: object, msg: string): void } } = {},
   ) {}
+
+  private notifyPackages(deviceId: string): Promise<void> {
+    const hook = this.hooks.packagesChanged;
+    if (!hook) return Promise.resolve();
+    return hook(deviceId).catch((err: unknown) => this.hooks.logger?.warn({ err, deviceId }, 'CVE findings not updated'));
+  }
 
   async init(): Promise<void> {}
 
@@ -106,6 +114,8 @@ export class InventoryService {
       .execute();
     // `inventory_types`: the item types the agent found this time; those it no longer finds go.
     if (Array.isArray(data.inventory_types)) await forgetOtherTypes(db, deviceId, data.inventory_types.filter(isInventoryItemType));
+    // The OS release (or a package manager gone) decides which advisories apply.
+    await this.notifyPackages(deviceId);
   }
 
   /** The permission whose resources limit which devices' inventory a caller reaches (decided in access). */
@@ -267,6 +277,7 @@ export class InventoryService {
     const device = await this.db.selectFrom('devices').select('state').where('device_id', '=', deviceId).executeTakeFirst();
     if (device?.state !== 'approved') return;
     await saveItem(this.db, deviceId, item, new Date().toISOString());
+    if (item.type === 'software') await this.notifyPackages(deviceId);
   }
 
   /** `/inventoryreport/{id}`: one item type of one device, its items filtered by `search` and paged. */

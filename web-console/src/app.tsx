@@ -15,6 +15,7 @@ import { DevicesScreen } from './screens/devices.js';
 import { FilesScreen } from './screens/files.js';
 import { LoginScreen } from './screens/login.js';
 import { LogsScreen } from './screens/logs.js';
+import { CveDetailScreen, CveScreen } from './screens/cve.js';
 import { PendingHostsScreen } from './screens/pending.js';
 import { ProfileScreen } from './screens/profile.js';
 import { RoleScreen, RolesScreen } from './screens/roles.js';
@@ -115,6 +116,8 @@ const SCREENS: Screen[] = [
   { pattern: '/audit', area: 'audit', render: () => <AuditScreen /> },
   { pattern: '/analysis', area: 'analysis', render: () => <LazyAnalysis /> },
   { pattern: '/logs', area: 'logs', render: () => <LogsScreen /> },
+  { pattern: '/cve', area: 'cve', render: () => <CveScreen /> },
+  { pattern: '/cve/:id', area: 'cve', render: (p) => <CveDetailScreen cveId={p.id} /> },
   { pattern: '/company', area: 'company', render: () => <CompanyScreen /> },
   { pattern: '/sessions', area: 'remoteSessions', render: () => <SessionsScreen /> },
   { pattern: '/profile', render: () => <ProfileScreen /> },
@@ -134,6 +137,7 @@ const NAV: { href: string; label: string; area: Area }[] = [
   { href: '/sessions', label: 'Sessions', area: 'remoteSessions' },
   { href: '/logs', label: 'Logs', area: 'logs' },
   { href: '/analysis', label: 'Analysis', area: 'analysis' },
+  { href: '/cve', label: 'CVE', area: 'cve' },
   { href: '/audit', label: 'Audit', area: 'audit' },
   { href: '/company', label: 'Company', area: 'company' },
 ];

@@ -7,8 +7,7 @@
  * The spec lists several permissions for the Devices area: device:read for the list and the
  * device page, and cve:read, inventory:read and reports:read for what those show of each device.
  * The list and page need device:read; each panel of the device page needs the permission of its
- * data (inventory:read for the inventory, reports:read for the reports; a per-device CVE panel
- * belongs with the CVE screen, needing cve:read), so a user lacking one sees the rest and the API
+ * data (inventory:read for the inventory, reports:read for the reports, cve:read for its CVEs), so a user lacking one sees the rest and the API
  * refuses that panel's calls.
  */
 import type { Permission } from '../../shared/permissions.js';
@@ -44,6 +43,8 @@ export const AREAS = {
   /** The device page's Metrics panel (GET /device/{id}/metrics and /metrics/latest). */
   deviceMetrics: ['metrics:read'],
   logs: ['reports:read'],
+  cve: ['cve:read'],
+  cveManage: ['cve:manage'],
   logsMarkRead: ['reports:acknowledge'],
   company: ['company:read'],
   companyManage: ['company:manage'],

@@ -13,6 +13,7 @@ import { LEGACY_FIELDS } from './attributes.js';
 import { DeviceConfiguration } from './configure.js';
 import { LastContact, StatusDot } from './devices.js';
 import { InventoryTabs } from './inventory-tabs.js';
+import { DeviceCves } from './cve.js';
 import { Portmaps } from './portmaps.js';
 import { FileTransfer } from './transfer.js';
 
@@ -416,6 +417,13 @@ export function DeviceScreen({ deviceId }: { deviceId: string }) {
             <h2 id="h-inventory">Inventory</h2>
             <Inventory deviceId={deviceId} />
             <InventoryTabs deviceId={deviceId} />
+          </section>
+        )}
+
+        {allowed('cve') && (
+          <section class="panel wide" aria-labelledby="h-cve">
+            <h2 id="h-cve">CVEs</h2>
+            <DeviceCves deviceId={deviceId} />
           </section>
         )}
       </div>
