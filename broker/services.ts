@@ -14,6 +14,7 @@ import { DevicesService } from './devices/service.js';
 import { DeviceScopes } from './devices/scope.js';
 import { EnrolService } from './enrol/service.js';
 import { FilesService } from './files/service.js';
+import { HealthService } from './health/service.js';
 import { UpgradeRouter } from './http/upgrade.js';
 import { InventoryService } from './inventory/service.js';
 import { MailService } from './mail/service.js';
@@ -75,6 +76,8 @@ export interface Services {
   billing: BillingService;
   /** Configuration management: changes, commits, rendering, pushing to agents. */
   configuration: ConfigService;
+  /** Readiness for a load balancer (GET /api/v2/health): draining, database, cluster. */
+  health: HealthService;
 }
 
 export interface ServiceOptions {
@@ -223,6 +226,7 @@ export async function createServices(config: Config, logger: Logger, store: Stor
     company,
     billing,
     configuration,
+    health: new HealthService({ db: store.db, cluster }),
   };
   await auth.init();
   await cluster?.init();
@@ -237,6 +241,8 @@ export async function createServices(config: Config, logger: Logger, store: Stor
 }
 
 export async function closeServices(services: Services): Promise<void> {
+  // Not ready from the first moment of a shutdown: a load balancer stops sending here.
+  services.health.drain();
   services.qbee.close();
   services.events.close();
   await services.configuration.close();
