@@ -11,7 +11,9 @@ afterEach(async () => {
 });
 
 function pgAt(port: number): Db {
-  const db = new Kysely({ dialect: new PostgresDialect({ pool: new pg.Pool({ host: '127.0.0.1', port, user: 'x', database: 'x', max: 1, connectionTimeoutMillis: 1000 }) }) }) as unknown as Db;
+  const db = new Kysely({
+    dialect: new PostgresDialect({ pool: new pg.Pool({ host: '127.0.0.1', port, user: 'x', database: 'x', max: 1, connectionTimeoutMillis: 1000 }) }),
+  }) as unknown as Db;
   cleanup.push(() => db.destroy().catch(() => {}));
   return db;
 }

@@ -22,7 +22,7 @@ import { dropSchema } from '../../broker/db/database.js';
 import { echoServer, eventually, startAgent, type TestAgent } from '../support/agent.js';
 import { ADMIN, PG_URL } from '../support/broker.js';
 import { clusterEnv, spawnBroker, type BrokerProcess } from '../support/cluster.js';
-import { renderHaproxyConfig } from '../support/haproxy.js';
+import { HAPROXY_BIN, renderHaproxyConfig } from '../support/haproxy.js';
 import { connectRemote } from '../support/remote-ws.js';
 
 const HEARTBEAT_MS = 300;
@@ -112,9 +112,9 @@ beforeAll(async () => {
       FLEET_MAXCONN: '2000',
     }),
   );
-  const checked = spawnSync('haproxy', ['-c', '-f', cfg], { encoding: 'utf8' });
+  const checked = spawnSync(HAPROXY_BIN, ['-c', '-f', cfg], { encoding: 'utf8' });
   expect(checked.status, checked.stderr + checked.stdout).toBe(0);
-  haproxy = spawn('haproxy', ['-db', '-f', cfg], { stdio: ['ignore', 'pipe', 'pipe'] });
+  haproxy = spawn(HAPROXY_BIN, ['-db', '-f', cfg], { stdio: ['ignore', 'pipe', 'pipe'] });
   haproxy.stdout?.on('data', (d) => haproxyLog.push(String(d)));
   haproxy.stderr?.on('data', (d) => haproxyLog.push(String(d)));
 
@@ -174,7 +174,10 @@ describe('three brokers behind HAProxy', () => {
 
   it('HAProxy writes X-Forwarded-For itself: a client cannot choose its address in the audit', async () => {
     const role = (name: string, base: string, forwardedFor: string) =>
-      api(base, 'POST', '/api/v2/role', { headers: { 'x-forwarded-for': forwardedFor }, body: { name, policies: [{ permission: 'device:read', resources: ['*'] }] } });
+      api(base, 'POST', '/api/v2/role', {
+        headers: { 'x-forwarded-for': forwardedFor },
+        body: { name, policies: [{ permission: 'device:read', resources: ['*'] }] },
+      });
     expect((await role('ha-direct', (brokers.get(IDS[0]) as BrokerProcess).url, '203.0.113.7')).status).toBe(201);
     expect((await role('ha-proxied', lb, '203.0.113.8')).status).toBe(201);
     const entries = await audit(lb, 'event=role.create&items_per_page=20');

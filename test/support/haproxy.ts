@@ -11,3 +11,6 @@ export function renderHaproxyConfig(values: Record<string, string>): string {
   const template = fs.readFileSync(HAPROXY_CFG, 'utf8');
   return template.replace(/"\$\{([A-Z0-9_]+)-([^}"]*)\}"/g, (_m, name: string, fallback: string) => values[name] ?? fallback);
 }
+
+/** Debian installs it in /usr/sbin, which is not on every user's PATH. */
+export const HAPROXY_BIN = fs.existsSync('/usr/sbin/haproxy') ? '/usr/sbin/haproxy' : 'haproxy';
