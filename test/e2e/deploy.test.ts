@@ -61,7 +61,8 @@ describe('deploy/haproxy.cfg', () => {
     expect(text).toMatch(/^\s*http-request del-header X-Forwarded-For$/m);
     expect(text).toMatch(/^\s*option forwardfor$/m);
     expect(text).toMatch(/^\s*timeout tunnel \S+$/m);
-    for (const b of BROKERS) expect(text).toContain(`server ${b} "\${FLEET_${b.toUpperCase()}-${b}:8080}"`);
+    expect(text).toMatch(/^\s*cookie FLEETSRV insert indirect nocache httponly$/m);
+    for (const [i, b] of BROKERS.entries()) expect(text).toContain(`server ${b} "\${FLEET_${b.toUpperCase()}-${b}:8080}" cookie b${i + 1}`);
   });
 });
 

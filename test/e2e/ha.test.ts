@@ -18,12 +18,13 @@ import os from 'node:os';
 import path from 'node:path';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import WebSocket from 'ws';
 import { dropSchema } from '../../broker/db/database.js';
 import { echoServer, eventually, startAgent, type TestAgent } from '../support/agent.js';
 import { ADMIN, PG_URL } from '../support/broker.js';
 import { clusterEnv, spawnBroker, type BrokerProcess } from '../support/cluster.js';
 import { HAPROXY_BIN, renderHaproxyConfig } from '../support/haproxy.js';
-import { connectRemote } from '../support/remote-ws.js';
+import { connectRemote, remoteUrl } from '../support/remote-ws.js';
 
 const HEARTBEAT_MS = 300;
 const { schema, env: common } = clusterEnv(HEARTBEAT_MS);
@@ -217,6 +218,33 @@ describe('three brokers behind HAProxy', () => {
       const down = connectRemote((brokers.get(others[0]) as BrokerProcess).url, 'copy', { device_id: device, direction: 'download', path: target }, token);
       expect(await down.frame('result')).toMatchObject({ ok: true, bytes: content.length });
       expect(sha(down.bytes())).toBe(sha(content));
+    }
+  });
+
+  it('a browser kept on one broker by HAProxy’s cookie redeems its remote-access tickets there', async () => {
+    let cookie: string | undefined;
+    for (let i = 0; i < 3; i++) {
+      const res = await fetch(`${lb}/api/v2/remote/ticket`, {
+        method: 'POST',
+        headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json', ...(cookie ? { cookie } : {}) },
+        body: '{}',
+      });
+      expect(res.status).toBe(200);
+      const set = res.headers.get('set-cookie');
+      if (!cookie) {
+        expect(set).toMatch(/^FLEETSRV=b[123]; path=\/; HttpOnly/i);
+        cookie = (set as string).split(';')[0];
+      }
+      const { ticket } = (await res.json()) as { ticket: string };
+      const ws = new WebSocket(remoteUrl(lb, 'console', { device_id: devices[i % 2], ticket }), { headers: { cookie } });
+      const first = await new Promise<any>((resolve, reject) => {
+        ws.once('message', (d) => resolve(JSON.parse(String(d))));
+        ws.once('close', (code) => reject(new Error(`closed ${code} before ready`)));
+        ws.once('error', reject);
+      });
+      expect(first).toMatchObject({ type: 'ready' });
+      ws.close();
+      await new Promise((resolve) => ws.once('close', resolve));
     }
   });
 
