@@ -320,6 +320,7 @@ describe('three brokers behind HAProxy', () => {
       const health = await api(lb, 'GET', '/api/v2/health');
       expect(health.status).toBe(200);
       expect(health.body.broker_id).not.toBe(victimId);
+      expect(health.body.checks).toEqual({ database: 'ok', cluster: 'ok' });
     }
     const signIn = await api(lb, 'POST', '/api/v2/login', { body: { email: 'ha-operator@example.com', password: 'ha-operator-pass-1' }, token: '' });
     expect(signIn.status).toBe(200);
