@@ -31,3 +31,12 @@ describe('recording retention in the configuration', () => {
     expect(() => loadConfig({ CONSOLE_DETACH_GRACE_SECONDS: 'later' })).toThrow(/CONSOLE_DETACH_GRACE_SECONDS/);
   });
 });
+
+describe('shutdown drain in the configuration', () => {
+  it('closes at once by default; SHUTDOWN_DRAIN_MS keeps serving that long, bad values name the variable', () => {
+    expect(loadConfig({}).shutdownDrainMs).toBe(0);
+    expect(loadConfig({ SHUTDOWN_DRAIN_MS: '3000' }).shutdownDrainMs).toBe(3000);
+    expect(() => loadConfig({ SHUTDOWN_DRAIN_MS: '-1' })).toThrow(/SHUTDOWN_DRAIN_MS/);
+    expect(() => loadConfig({ SHUTDOWN_DRAIN_MS: '300001' })).toThrow(/SHUTDOWN_DRAIN_MS/);
+  });
+});

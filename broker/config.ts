@@ -77,6 +77,11 @@ export interface Config {
   clusterSecret?: string;
   /** How often presence is refreshed (CLUSTER_HEARTBEAT_MS); a broker silent for 3 of them is gone. */
   clusterHeartbeatMs: number;
+  /**
+   * On SIGTERM/SIGINT, how long the broker keeps serving while its health check answers 503
+   * (SHUTDOWN_DRAIN_MS), so a load balancer stops sending before the connections close.
+   */
+  shutdownDrainMs: number;
 }
 
 export class ConfigError extends Error {
@@ -202,5 +207,6 @@ export function loadConfig(env: Env = process.env): Config {
     brokerPeerUrl: env.BROKER_PEER_URL ? env.BROKER_PEER_URL.replace(/\/$/, '') : undefined,
     clusterSecret: env.CLUSTER_SECRET || undefined,
     clusterHeartbeatMs: integer(env, 'CLUSTER_HEARTBEAT_MS', 5000, 200, 600_000),
+    shutdownDrainMs: integer(env, 'SHUTDOWN_DRAIN_MS', 0, 0, 300_000),
   };
 }

@@ -76,7 +76,7 @@ describe('deploy/docker-compose.yml', () => {
     for (const name of BROKERS) {
       const broker = doc.services[name];
       const environment = broker.environment;
-      expect(environment).toMatchObject({ TRUST_PROXY: 'true', BROKER_ID: name, BROKER_PEER_URL: `http://${name}:8080` });
+      expect(environment).toMatchObject({ TRUST_PROXY: 'true', BROKER_ID: name, BROKER_PEER_URL: `http://${name}:8080`, SHUTDOWN_DRAIN_MS: '5000' });
       expect(environment.DATABASE_URL).toMatch(/^postgres:\/\/.*@postgres:5432\//);
       expect(environment.CLUSTER_SECRET).toBeDefined();
       expect(environment.JWT_SECRET).toBeDefined();

@@ -28,7 +28,8 @@ import { connectRemote, remoteUrl } from '../support/remote-ws.js';
 
 const HEARTBEAT_MS = 300;
 const { schema, env: common } = clusterEnv(HEARTBEAT_MS);
-const env = { ...common, ADMIN_EMAIL: ADMIN.email, ADMIN_PASSWORD: ADMIN.password, TRUST_PROXY: 'true' };
+// A stopped broker keeps serving 4 s with its health check failing (far more than HAProxy needs to see it).
+const env = { ...common, ADMIN_EMAIL: ADMIN.email, ADMIN_PASSWORD: ADMIN.password, TRUST_PROXY: 'true', SHUTDOWN_DRAIN_MS: '4000' };
 const IDS = ['ha-1', 'ha-2', 'ha-3'];
 
 const brokers = new Map<string, BrokerProcess>();
@@ -273,6 +274,7 @@ describe('three brokers behind HAProxy', () => {
     // A user on a survivor in a console on the victim's agent (relayed by the victim)…
     const relayed = connectRemote(survivor.url, 'console', { device_id: device }, token);
     await relayed.ready;
+    const [relayedStart] = await audit(survivor.url, `device_id=${device}&event=remote.console.start`);
     // …and a user on the victim in a console on an agent elsewhere (the victim holds it).
     const held = connectRemote(victim.url, 'console', { device_id: otherDevice }, token);
     await held.ready;
@@ -301,7 +303,11 @@ describe('three brokers behind HAProxy', () => {
     console.log(`HA: agent reachable again through HAProxy ${reachableMs} ms after broker ${victimId} was killed (target 10 s)`);
 
     // The relayed session's audit end says why; the session the victim held is closed by a survivor.
-    const relayedEnd = await eventually(async () => (await audit(survivor.url, `device_id=${device}&event=remote.console.end`))[0], 10_000, 'the end entry');
+    const relayedEnd = await eventually(
+      async () => (await audit(survivor.url, `device_id=${device}&event=remote.console.end`)).find((e) => e.ref_id === relayedStart.id),
+      10_000,
+      'the relayed session’s end entry',
+    );
     expect(relayedEnd.reason).toMatch(new RegExp(`link to broker ${victimId} was lost`));
     const heldEnd = await eventually(
       async () => (await audit(survivor.url, `device_id=${otherDevice}&event=remote.console.end`)).find((e) => e.ref_id === heldStart.id),
@@ -332,5 +338,41 @@ describe('three brokers behind HAProxy', () => {
     expect(file.status).toBe(200);
     expect(sha(Buffer.from(await file.arrayBuffer()))).toBe(sha(fileContent));
     held.ws.terminate();
+  });
+
+  it('a broker stopped with SIGTERM drains: 503 at once, HAProxy marks it down on that answer, its agent moves, it exits cleanly', async () => {
+    const owners = await presence();
+    const device = devices[1];
+    const stoppingId = owners.get(device) as string;
+    const stopping = brokers.get(stoppingId) as BrokerProcess;
+    const server = `broker${IDS.indexOf(stoppingId) + 1}`;
+    const exited = new Promise<number | null>((resolve) => stopping.child.once('exit', (code) => resolve(code)));
+    stopping.child.kill('SIGTERM');
+    const health = await eventually(
+      async () => {
+        const r = await fetch(`${stopping.url}/api/v2/health`).catch(() => undefined);
+        return r?.status === 503 && r.json();
+      },
+      10_000,
+      'the stopping broker to answer 503',
+    );
+    expect(health).toMatchObject({ error: 'not_ready', reasons: ['draining'] });
+    // HAProxy's check got that 503 (not a refused connection): it stopped sending there while the broker still served.
+    await eventually(
+      () => haproxyLog.join('').match(new RegExp(`brokers/${server} is DOWN.*Layer7 wrong status, code: 503`)),
+      10_000,
+      'HAProxy to mark it down',
+    );
+    const moved = await eventually(
+      async () => {
+        const b = (await presence()).get(device);
+        return b && b !== stoppingId && b;
+      },
+      30_000,
+      'the agent to move',
+    );
+    expect(IDS).toContain(moved);
+    await consoleRoundTrip(lb, device, 'moved');
+    expect(await exited).toBe(0);
   });
 });
