@@ -4,7 +4,9 @@
  * agents connecting through HAProxy. Users on other brokers than the agents' reach them (console,
  * tunnel, copy); then the broker holding an agent is killed (SIGKILL): the agent comes back through
  * HAProxy on a survivor and is reachable again, the sessions of the dead broker end with a reason
- * and their audit is closed by a survivor, and nothing saved is lost.
+ * and their audit is closed by a survivor, and nothing saved is lost. Last, a broker stopped with
+ * SIGTERM drains (SHUTDOWN_DRAIN_MS): its health check fails, HAProxy marks it down, its agent moves.
+ * The agents retry within 50–400 ms (startAgent's backoff bounds), jittered as in production.
  *
  * WebSockets carry the bearer token (Authorization header), valid on every broker (shared
  * JWT_SECRET); a remote-access ticket is only redeemable on the broker that issued it until the
