@@ -10,9 +10,9 @@ afterEach(async () => {
   for (const step of cleanup.splice(0).reverse()) await step();
 });
 
-function pgAt(port: number): Db {
+function pgAt(port: number, max = 1): Db {
   const db = new Kysely({
-    dialect: new PostgresDialect({ pool: new pg.Pool({ host: '127.0.0.1', port, user: 'x', database: 'x', max: 1, connectionTimeoutMillis: 1000 }) }),
+    dialect: new PostgresDialect({ pool: new pg.Pool({ host: '127.0.0.1', port, user: 'x', database: 'x', max, connectionTimeoutMillis: 1000 }) }),
   }) as unknown as Db;
   cleanup.push(() => db.destroy().catch(() => {}));
   return db;
@@ -38,11 +38,15 @@ describe('health', () => {
     const sockets: net.Socket[] = [];
     const silent = net.createServer((s) => sockets.push(s));
     const port = await listen(silent);
-    const health = new HealthService({ db: pgAt(port), timeoutMs: 200 });
+    const health = new HealthService({ db: pgAt(port, 5), timeoutMs: 200 });
     cleanup.push(() => sockets.forEach((s) => s.destroy()));
     const report = await health.check();
     expect(report.ok).toBe(false);
     expect(report.checks.database).toBe('failed');
+    // The next checks wait on the same pending probe: one connection, not one per check.
+    const [again, third] = await Promise.all([health.check(), health.check()]);
+    expect([again.checks.database, third.checks.database]).toEqual(['failed', 'failed']);
+    expect(sockets).toHaveLength(1);
   });
 
   it('draining is reported beside a lost database', async () => {

@@ -22,6 +22,7 @@ export interface HealthReport {
 
 export class HealthService {
   private draining = false;
+  private probe?: Promise<HealthCheck>;
 
   constructor(private readonly deps: { db: Db; cluster?: ClusterService; timeoutMs?: number }) {}
 
@@ -45,17 +46,24 @@ export class HealthService {
     return { ok: reasons.length === 0, broker_id: cluster?.brokerId ?? null, reasons, checks: { database, cluster: clusterCheck } };
   }
 
+  /**
+   * `select 1`, within the timeout. One probe at a time: checks made while one is pending wait for
+   * it, so a database that hangs does not pile up queries (one per check) behind it.
+   */
   private async database(): Promise<HealthCheck> {
+    this.probe ??= sql`select 1 as one`
+      .execute(this.deps.db)
+      .then((): HealthCheck => 'ok')
+      .catch((): HealthCheck => 'failed')
+      .finally(() => {
+        this.probe = undefined;
+      });
     let timer: NodeJS.Timeout | undefined;
     const timeout = new Promise<'failed'>((resolve) => {
       timer = setTimeout(() => resolve('failed'), this.deps.timeoutMs ?? HEALTH_DB_TIMEOUT_MS);
     });
-    const query = sql`select 1 as one`
-      .execute(this.deps.db)
-      .then((): HealthCheck => 'ok')
-      .catch((): HealthCheck => 'failed');
     try {
-      return await Promise.race([query, timeout]);
+      return await Promise.race([this.probe, timeout]);
     } finally {
       clearTimeout(timer);
     }
