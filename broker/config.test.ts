@@ -56,3 +56,12 @@ describe('map tiles in the configuration', () => {
     expect(() => loadConfig({ MAP_TILE_URL: `https://tiles.example.net/${'a'.repeat(500)}/{z}/{x}/{y}` })).toThrow(/MAP_TILE_URL/);
   });
 });
+
+describe('shutdown drain in the configuration', () => {
+  it('closes at once by default; SHUTDOWN_DRAIN_MS keeps serving that long, bad values name the variable', () => {
+    expect(loadConfig({}).shutdownDrainMs).toBe(0);
+    expect(loadConfig({ SHUTDOWN_DRAIN_MS: '3000' }).shutdownDrainMs).toBe(3000);
+    expect(() => loadConfig({ SHUTDOWN_DRAIN_MS: '-1' })).toThrow(/SHUTDOWN_DRAIN_MS/);
+    expect(() => loadConfig({ SHUTDOWN_DRAIN_MS: '300001' })).toThrow(/SHUTDOWN_DRAIN_MS/);
+  });
+});

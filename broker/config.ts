@@ -86,6 +86,11 @@ export interface Config {
   mapTileUrl?: string;
   /** The credit the tile provider asks to be shown on the map. */
   mapTileAttribution: string;
+  /**
+   * On SIGTERM/SIGINT, how long the broker keeps serving while its health check answers 503
+   * (SHUTDOWN_DRAIN_MS), so a load balancer stops sending before the connections close.
+   */
+  shutdownDrainMs: number;
 }
 
 export class ConfigError extends Error {
@@ -219,6 +224,7 @@ export function loadConfig(env: Env = process.env): Config {
     clusterHeartbeatMs: integer(env, 'CLUSTER_HEARTBEAT_MS', 5000, 200, 600_000),
     mapTileUrl,
     mapTileAttribution: env.MAP_TILE_ATTRIBUTION ?? '',
+    shutdownDrainMs: integer(env, 'SHUTDOWN_DRAIN_MS', 0, 0, 300_000),
   };
 }
 

@@ -126,7 +126,10 @@ async function main(): Promise<void> {
   } else console.log('Sign in with your email and password.');
   if (agent) console.log('An agent for this machine runs beside the broker and enrols itself as a device (--with-agent).');
   const stop = async (signal: string) => {
-    logger.info({ signal }, 'shutting down');
+    logger.info({ signal, drainMs: config.shutdownDrainMs }, 'shutting down');
+    // Not ready from now on: a load balancer checking /api/v2/health stops sending here first.
+    broker.services.health.drain();
+    if (config.shutdownDrainMs > 0) await new Promise((resolve) => setTimeout(resolve, config.shutdownDrainMs));
     agent?.kill('SIGTERM');
     await broker.close();
     process.exit(0);

@@ -9,6 +9,7 @@ import { enrolRoutes } from './enrol/routes.js';
 import { filesRoutes } from './files/routes.js';
 import { defineRoute, type RouteSpec } from './http/route.js';
 import { routeKey, SPEC_CALLS } from './http/spec-calls.js';
+import { healthRoutes } from './health/routes.js';
 import { installRoutes } from './install/routes.js';
 import { inventoryRoutes } from './inventory/routes.js';
 import { metricsRoutes } from './metrics/routes.js';
@@ -61,6 +62,7 @@ export function routeTable(): RouteSpec[] {
     ...installRoutes,
     ...webConsoleRoutes,
     ...cveRoutes,
+    ...healthRoutes,
   ];
   // Static paths first, so `/file/stats` is not taken by a `/file/{x}` pattern.
   const all = [...built, ...unbuiltCalls(built)];

@@ -17,6 +17,7 @@ import { DeviceScopes } from './devices/scope.js';
 import { EnrolService } from './enrol/service.js';
 import { DbFilesService } from './files/db-store.js';
 import { FilesService, type FileStore } from './files/service.js';
+import { HealthService } from './health/service.js';
 import { UpgradeRouter } from './http/upgrade.js';
 import { InventoryService } from './inventory/service.js';
 import { MailService } from './mail/service.js';
@@ -83,6 +84,8 @@ export interface Services {
   expiry: ExpirySweep;
   /** CVE findings: the imported OSV feed matched against installed packages, and decisions. */
   cve: CveService;
+  /** Readiness for a load balancer (GET /api/v2/health): draining, database, cluster. */
+  health: HealthService;
 }
 
 export interface ServiceOptions {
@@ -241,6 +244,7 @@ export async function createServices(config: Config, logger: Logger, store: Stor
     configuration,
     expiry: new ExpirySweep(store.db, logger),
     cve,
+    health: new HealthService({ db: store.db, cluster }),
   };
   await auth.init();
   await cluster?.init();
@@ -256,6 +260,8 @@ export async function createServices(config: Config, logger: Logger, store: Stor
 }
 
 export async function closeServices(services: Services): Promise<void> {
+  // Not ready from the first moment of a shutdown: a load balancer stops sending here.
+  services.health.drain();
   services.qbee.close();
   services.events.close();
   await services.expiry.close();

@@ -86,6 +86,11 @@ export class ClusterBus extends EventEmitter<ClusterBusEvents> {
     await this.listen();
   }
 
+  /** Whether the listening connection is open (notifications are heard). */
+  get listening(): boolean {
+    return this.client !== undefined;
+  }
+
   private async listen(): Promise<void> {
     if (this.closed) return;
     const client = new pg.Client({ connectionString: this.deps.databaseUrl });

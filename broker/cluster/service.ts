@@ -83,6 +83,11 @@ export class ClusterService {
     return this.me;
   }
 
+  /** Joined, not leaving, and hearing the others (the health check's cluster part). */
+  get ready(): boolean {
+    return this.started && !this.closing && this.bus.listening;
+  }
+
   /** Wraps this broker's hub (or what stands for it in tests) into the locator the services use. */
   locator(hub: AgentHub, local: AgentLocator = hub): ClusterLocator {
     this.hub = hub;
