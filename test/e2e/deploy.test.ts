@@ -6,7 +6,7 @@
  */
 import { spawnSync } from 'node:child_process';
 import fs from 'node:fs';
-import { createRequire } from 'node:module';
+import yaml from 'js-yaml';
 import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -98,8 +98,7 @@ describe('deploy/docker-compose.yml', () => {
       return;
     }
     console.log(`docker compose is not installed here (${(compose.stderr || String(compose.error ?? '')).trim().split('\n')[0]}): checking the file as YAML`);
-    // js-yaml (eslint's dependency) reads YAML 1.2 with merge keys, as compose does.
-    const yaml = createRequire(import.meta.url)('js-yaml') as { load(text: string): unknown };
+    // js-yaml reads YAML 1.2 with merge keys, as compose does.
     const doc = yaml.load(fs.readFileSync(file, 'utf8')) as any;
     // Interpolation as compose does it for the values the test checks.
     const interpolated = JSON.parse(
