@@ -159,7 +159,7 @@ export class UpdateStore {
 
   /** The unconfirmed `version` failed: back to the previous one (or the package), remembered and not tried again. */
   rollback(version: string, reason: string): UpdateState {
-    return this.update((s) => {
+    const state = this.update((s) => {
       if (s.current !== version) return;
       const back = s.previous;
       if (back !== undefined) s.current = back;
@@ -169,6 +169,8 @@ export class UpdateStore {
       s.failed = { version, reason: reason.slice(0, 500), at: new Date().toISOString(), rolled_back_to: back ?? 'package' };
       s.refused = [...(s.refused ?? []).filter((v) => v !== version), version].slice(-MAX_REFUSED);
     });
+    this.prune();
+    return state;
   }
 
   /** `version` was welcomed by the broker: the switch stands. */

@@ -123,7 +123,7 @@ export class Updater {
         bundle: 'agent_internal',
         bundle_commit_id: '',
         commit_id: '',
-        labels: '',
+        labels: 'agent_internal',
         sev: 'ERR',
         text: `Agent update to ${f.version} failed and was rolled back to ${f.rolled_back_to === 'package' ? 'the installed package' : f.rolled_back_to} (running ${this.o.version}): ${f.reason}`,
         ts: Math.floor(Date.parse(f.at) / 1000),

@@ -89,20 +89,22 @@ export class AgentUpdates {
     if (r) this.deps.agents.send(deviceId, this.announcement(r));
   }
 
-  /** Looks for a new build every POLL_MS; a new one is announced to every agent connected here. */
+  /** Looks for a new build every POLL_MS. */
   start(): void {
-    const check = async () => {
-      const r = await this.release();
-      const id = r && `${r.version}:${r.sha256}`;
-      if (this.announced !== undefined && id && id !== this.announced) {
-        this.deps.logger.info({ version: r.version }, 'new agent published: announcing it to the connected agents');
-        for (const deviceId of this.deps.agents.connectedDevices()) this.deps.agents.send(deviceId, this.announcement(r));
-      }
-      this.announced = id ?? '';
-    };
-    void check();
-    this.timer = setInterval(() => void check().catch(() => {}), POLL_MS);
+    void this.checkPublished().catch(() => {});
+    this.timer = setInterval(() => void this.checkPublished().catch(() => {}), POLL_MS);
     this.timer.unref();
+  }
+
+  /** A build different from the last one seen is announced to every agent connected here. */
+  async checkPublished(): Promise<void> {
+    const r = await this.release();
+    const id = r && `${r.version}:${r.sha256}`;
+    if (this.announced !== undefined && id && id !== this.announced) {
+      this.deps.logger.info({ version: r.version }, 'new agent published: announcing it to the connected agents');
+      for (const deviceId of this.deps.agents.connectedDevices()) this.deps.agents.send(deviceId, this.announcement(r));
+    }
+    this.announced = id ?? '';
   }
 
   stop(): void {
