@@ -8,6 +8,7 @@
  * it; once the broker welcomes it, `welcomed()` confirms the switch and reports a past failure.
  */
 import { createHash } from 'node:crypto';
+import { rmSync } from 'node:fs';
 import fs from 'node:fs/promises';
 import path from 'node:path';
 import { type Channel } from '../../shared/mux.js';
@@ -73,6 +74,8 @@ export class Updater {
   constructor(private readonly o: UpdaterOptions) {
     this.store = new UpdateStore(o.stateDir);
     this.policy = this.store.read().policy ?? DEFAULT_UPDATE_POLICY;
+    // Downloads a stopped agent left behind.
+    rmSync(path.join(this.store.dir, 'download'), { recursive: true, force: true });
     this.fetcher = new FileFetcher(path.join(this.store.dir, 'download'), FETCH_TIMEOUT_MS, (id, p) => ({
       t: 'agent_update_request',
       id,
@@ -198,14 +201,15 @@ export class Updater {
       if (stat.size !== offer.size || digest !== offer.sha256)
         throw new Error(`the agent received (${stat.size} bytes, sha256 ${digest}) is not the one announced (${offer.size} bytes, sha256 ${offer.sha256})`);
       this.store.install(offer.version, file, install.packageDir, install.packageVersion, install.launched ? this.o.version : undefined);
-      this.o.log('info', 'agent update installed: restarting into it', { version: offer.version, previous: this.o.version });
-      this.o.restart(offer.version);
     } catch (err) {
       this.o.log('warn', 'agent update not installed', { version: offer.version, err: (err as Error).message });
       // Asked again on the next announcement (a reconnect), not in a loop.
       this.offer = undefined;
+      return;
     } finally {
       if (file) await fs.rm(file, { force: true }).catch(() => {});
     }
+    this.o.log('info', 'agent update installed: restarting into it', { version: offer.version, previous: this.o.version });
+    this.o.restart(offer.version);
   }
 }

@@ -50,15 +50,15 @@ export const settingsBundle: Bundle<SettingsData> = {
     if (typeof window !== 'string') throw new Error('settings.auto_update_window must be a string');
     parseWindow(window);
     return {
-      auto_update: o.auto_update === undefined || o.auto_update === null ? true : flag(o, 'auto_update', 'settings'),
-      auto_update_window: window,
-      auto_update_downgrade: o.auto_update_downgrade === undefined ? false : flag(o, 'auto_update_downgrade', 'settings'),
       metrics: flag(o, 'metrics', 'settings'),
       reports: o.reports === undefined ? true : flag(o, 'reports', 'settings'),
       remoteconsole: flag(o, 'remoteconsole', 'settings'),
       software_inventory: flag(o, 'software_inventory', 'settings'),
       process_inventory: flag(o, 'process_inventory', 'settings'),
       agentinterval: interval,
+      auto_update: o.auto_update === undefined || o.auto_update === null ? true : flag(o, 'auto_update', 'settings'),
+      auto_update_window: window,
+      auto_update_downgrade: flag(o, 'auto_update_downgrade', 'settings'),
     };
   },
   async apply(data, ctx) {
@@ -70,9 +70,12 @@ export const settingsBundle: Bundle<SettingsData> = {
     if (before && JSON.stringify(before) === JSON.stringify(data)) return;
     await writeState(ctx, 'settings', data);
     const changed = (Object.keys(data) as (keyof SettingsData)[]).filter((k) => !before || before[k] !== data[k]);
-    ctx.report(
-      'INFO',
-      `Agent settings applied: ${changed.map((k) => `${k} ${typeof data[k] === 'boolean' ? (data[k] ? 'on' : 'off') : data[k]}`).join(', ')}${changed.includes('agentinterval') ? ' (minutes)' : ''}.`,
-    );
+    const shown = (k: keyof SettingsData) => {
+      const v = data[k];
+      if (typeof v === 'boolean') return `${k} ${v ? 'on' : 'off'}`;
+      if (k === 'agentinterval') return `${k} ${v} (minutes)`;
+      return `${k} ${v === '' ? 'any time' : v}`;
+    };
+    ctx.report('INFO', `Agent settings applied: ${changed.map(shown).join(', ')}.`);
   },
 };
