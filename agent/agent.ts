@@ -93,7 +93,10 @@ export class Agent {
       log: (level, msg, detail) => updateLog[level](detail ?? {}, msg),
       restart: (version) => {
         if (!config.exitOnReload) {
-          updateLog.warn({ version }, 'agent update installed: it runs from the next start of the agent (no --exit-on-reload: no service manager to restart it)');
+          updateLog.warn(
+            { version },
+            'agent update installed: it runs from the next start of the agent (no --exit-on-reload: no service manager to restart it)',
+          );
           return;
         }
         updateLog.info({ version }, 'exiting for the service manager to start the updated agent');

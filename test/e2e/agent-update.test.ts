@@ -141,7 +141,11 @@ describe('agent updates from the broker', () => {
   it('refuses a downgrade the broker publishes', async () => {
     const from = service.logs.length;
     await publish(path.join(work, 'new', 'fleet-agent.mjs'), '0.9.0');
-    await service.waitLog((l) => l.msg === 'agent update not installed: a downgrade (auto_update_downgrade is off)' && l.version === '0.9.0', 'downgrade refused', from);
+    await service.waitLog(
+      (l) => l.msg === 'agent update not installed: a downgrade (auto_update_downgrade is off)' && l.version === '0.9.0',
+      'downgrade refused',
+      from,
+    );
     expect(fs.existsSync(path.join(stateDir, 'agent', 'versions'))).toBe(false);
     expect(service.starts).toBe(1);
     expect(connectedVersion()).toBe('1.0.0');
