@@ -32,7 +32,10 @@ function setup(publish = true) {
     dir,
     logger: pino({ level: 'silent' }),
     agents: {
-      send: (deviceId, msg) => void sent.push({ deviceId, msg }) || true,
+      send: (deviceId, msg) => {
+        sent.push({ deviceId, msg });
+        return true;
+      },
       connectedDevices: () => ['dev-a', 'dev-b'],
       open: async (_deviceId, kind, params) => {
         if (hold) await hold;
