@@ -17,6 +17,7 @@ import { StateDir, type EnrolmentState } from './identity.js';
 import { collectInventory } from './inventory.js';
 import { collectInventoryItems } from './inventory-items.js';
 import { MetricsCollector } from './metrics/collector.js';
+import { Updater, type UpdaterOptions } from './update/updater.js';
 
 /** Exit codes: 0 stopped or reloading under a service manager; 78 (EX_CONFIG) nothing to retry with. */
 export const EXIT_OK = 0;
@@ -33,6 +34,8 @@ export class Agent {
     private readonly readConfig: () => AgentConfig,
     private readonly log: Logger,
     readonly version: string,
+    /** the installed package this agent runs from (agent updates); absent when run from source */
+    private readonly install?: UpdaterOptions['install'],
   ) {}
 
   stop(): void {
@@ -82,21 +85,39 @@ export class Agent {
   private async work(config: AgentConfig, metrics: MetricsCollector): Promise<Outcome> {
     const stateDir = new StateDir(config.stateDir);
     const log = this.log.child({ module: 'configuration' });
+    const updateLog = this.log.child({ module: 'update' });
+    const updater = new Updater({
+      stateDir: stateDir.dir,
+      version: this.version,
+      install: this.install,
+      log: (level, msg, detail) => updateLog[level](detail ?? {}, msg),
+      restart: (version) => {
+        if (!config.exitOnReload) {
+          updateLog.warn(
+            { version },
+            'agent update installed: it runs from the next start of the agent (no --exit-on-reload: no service manager to restart it)',
+          );
+          return;
+        }
+        updateLog.info({ version }, 'exiting for the service manager to start the updated agent');
+        this.stop();
+      },
+    });
     const engine = new ConfigEngine({
       stateDir: stateDir.dir,
       root: config.configRoot,
       bundles: AGENT_BUNDLES,
       log: (level, msg, detail) => log[level](detail ?? {}, msg),
-      agent: { setMetricsEnabled: (enabled) => metrics.setEnabled(enabled) },
+      agent: { setMetricsEnabled: (enabled) => metrics.setEnabled(enabled), setUpdatePolicy: (policy) => updater.setPolicy(policy) },
     });
     try {
-      return await this.connect(config, stateDir, engine, metrics);
+      return await this.connect(config, stateDir, engine, metrics, updater);
     } finally {
       engine.stop();
     }
   }
 
-  private async connect(config: AgentConfig, stateDir: StateDir, engine: ConfigEngine, metrics: MetricsCollector): Promise<Outcome> {
+  private async connect(config: AgentConfig, stateDir: StateDir, engine: ConfigEngine, metrics: MetricsCollector, updater: Updater): Promise<Outcome> {
     const endpoint = new BrokerEndpoint(config.broker, config.caFile);
     if (!endpoint.secure && !['localhost', '127.0.0.1', '[::1]'].includes(endpoint.base.hostname)) {
       this.log.warn({ broker: endpoint.base.origin }, 'the broker URL is not https: traffic (the bootstrap key included) is not encrypted');
@@ -180,6 +201,7 @@ export class Agent {
         inventoryIntervalMs: config.inventoryIntervalMs,
         config: engine,
         metrics,
+        updater,
         signal: this.controller.signal,
         onWelcome: () => {
           log.info('connected to the broker');

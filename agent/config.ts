@@ -28,6 +28,8 @@ export interface AgentConfig {
    * set `FLEET_AGENT_CONFIG_ROOT` to a scratch directory so that applied files land there.
    */
   configRoot: string;
+  /** An updated agent must be welcomed by the broker within this time, or the previous version comes back. */
+  updateDeadlineMs: number;
 }
 
 /** What the command line gives; each field overrides the config file's. */
@@ -47,6 +49,7 @@ export interface AgentFlags {
   metricsIntervalMs?: string;
   metricsFlushMs?: string;
   metricsQueueMax?: string;
+  updateDeadlineMs?: string;
 }
 
 export class AgentConfigError extends Error {}
@@ -65,6 +68,7 @@ const FILE_KEYS: Record<string, keyof AgentConfig | 'bootstrapKeyFile'> = {
   metrics_interval_ms: 'metricsIntervalMs',
   metrics_flush_ms: 'metricsFlushMs',
   metrics_queue_max: 'metricsQueueMax',
+  update_deadline_ms: 'updateDeadlineMs',
 };
 
 export const DEFAULTS = {
@@ -76,6 +80,7 @@ export const DEFAULTS = {
   metricsIntervalMs: 60_000,
   metricsFlushMs: 5 * 60_000,
   metricsQueueMax: 20_000,
+  updateDeadlineMs: 5 * 60_000,
 };
 
 const LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'];
@@ -209,5 +214,6 @@ export function loadAgentConfig(flags: AgentFlags, env: NodeJS.ProcessEnv = proc
     metricsFlushMs: integer('metrics_flush_ms', pick('metricsFlushMs') ?? DEFAULTS.metricsFlushMs, 1000, 86_400_000),
     metricsQueueMax: integer('metrics_queue_max', pick('metricsQueueMax') ?? DEFAULTS.metricsQueueMax, 100, 1_000_000),
     configRoot: configRootOf(env),
+    updateDeadlineMs: integer('update_deadline_ms', pick('updateDeadlineMs') ?? DEFAULTS.updateDeadlineMs, 1000, 86_400_000),
   };
 }

@@ -12,6 +12,7 @@ import { PROTOCOL_VERSION, type ControlMessage } from '../shared/protocol.js';
 import type { BrokerEndpoint } from './broker-client.js';
 import type { ConfigEngine } from './config/engine.js';
 import type { Identity } from './identity.js';
+import type { Updater } from './update/updater.js';
 import { inventoryDigest } from './inventory-items.js';
 import { handleChannel, type SessionContext } from './sessions/index.js';
 
@@ -41,6 +42,8 @@ export interface ConnectionOptions {
   config?: ConfigEngine;
   /** Where metrics samples wait: handed a sender while the connection is up (agent/metrics). */
   metrics?: { attach(send: (msg: ControlMessage) => void): () => void };
+  /** agent updates: the broker's announcements and the `file` channels answering its downloads */
+  updater?: Updater;
   signal: AbortSignal;
   /** Called once the broker has welcomed the agent. */
   onWelcome?: (info: { heartbeatMs: number }) => void;
@@ -125,6 +128,7 @@ export function runConnection(o: ConnectionOptions): Promise<ConnectionEnd> {
     };
 
     const onControl = (msg: ControlMessage) => {
+      if (o.updater?.handleControl(msg)) return;
       if (o.config?.handleControl(msg)) return;
       if (msg.t === 'reload') {
         log.info('reload requested by the broker');
@@ -147,7 +151,10 @@ export function runConnection(o: ConnectionOptions): Promise<ConnectionEnd> {
       welcomed = true;
       clearTimeout(handshakeTimer);
       mux = new Mux(ws, {
-        onOpen: (channel) => (channel.kind === 'file' && o.config ? o.config.handleChannel(channel) : handleChannel(channel, o.sessions)),
+        onOpen: (channel) => {
+          if (channel.kind === 'file' && o.updater?.owns(channel)) return o.updater.handleChannel(channel);
+          return channel.kind === 'file' && o.config ? o.config.handleChannel(channel) : handleChannel(channel, o.sessions);
+        },
       });
       mux.on('control', onControl);
       mux.on('protocol-error', (err: Error) => log.warn({ err: err.message }, 'unreadable message from the broker'));
@@ -166,6 +173,8 @@ export function runConnection(o: ConnectionOptions): Promise<ConnectionEnd> {
       void sendInventory();
       const connected = mux;
       o.config?.attach((msg) => connected.send(msg));
+      o.updater?.attach((msg) => connected.send(msg));
+      o.updater?.welcomed();
       const metricsMux = mux;
       detachMetrics = o.metrics?.attach((msg) => {
         if (ws.readyState !== WebSocket.OPEN) throw new Error('connection closed');
@@ -215,7 +224,10 @@ export function runConnection(o: ConnectionOptions): Promise<ConnectionEnd> {
       clearTimeout(handshakeTimer);
       clearInterval(heartbeat);
       clearInterval(inventoryTimer);
-      if (welcomed) o.config?.detach();
+      if (welcomed) {
+        o.config?.detach();
+        o.updater?.detach();
+      }
       detachMetrics?.();
       o.signal.removeEventListener('abort', stop);
       if (stopping) return resolve({ kind: 'stopped' });

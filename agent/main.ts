@@ -12,6 +12,8 @@ import { Command, Option } from 'commander';
 import pino from 'pino';
 import { Agent, EXIT_CONFIG } from './agent.js';
 import { AgentConfigError, DEFAULTS, loadAgentConfig, type AgentFlags } from './config.js';
+import { launchedBy, launchInstalled } from './update/launcher.js';
+import type { UpdaterOptions } from './update/updater.js';
 
 const EXIT_USAGE = 2;
 
@@ -44,6 +46,7 @@ function parseFlags(argv: string[]): AgentFlags {
     .addOption(new Option('--inventory-interval-ms <ms>', 'inventory report interval (default 600000)').hideHelp())
     .option('--metrics-interval-ms <ms>', 'how often metrics are sampled (default 60000)')
     .option('--metrics-flush-ms <ms>', 'how often queued metrics are sent to the broker (default 300000)')
+    .addOption(new Option('--update-deadline-ms <ms>', 'an updated agent not welcomed by the broker in this time is rolled back (default 300000)').hideHelp())
     .option('--metrics-queue-max <n>', 'samples kept while the broker is out of reach; the oldest go first (default 20000)')
     .exitOverride()
     .configureOutput({ writeErr: (s) => process.stderr.write(s) });
@@ -79,6 +82,30 @@ async function main(): Promise<void> {
     pino.destination(2),
   );
   const version = agentVersion();
+  // Agent updates: only a bundled build updates itself. The installed package's agent is the launcher:
+  // it runs an installed update instead of itself; the version it runs knows the package through launchedBy().
+  let install: UpdaterOptions['install'];
+  if (typeof __FLEET_AGENT_VERSION__ === 'string') {
+    const by = launchedBy();
+    if (by && by.version === version) install = { packageDir: by.packageDir, packageVersion: by.packageVersion, launched: true };
+    else if (!by) {
+      const packageDir = path.dirname(fileURLToPath(import.meta.url));
+      const updateLog = log.child({ module: 'launcher' });
+      const tookOver = await launchInstalled({
+        stateDir: first.stateDir,
+        packageDir,
+        packageVersion: version,
+        deadlineMs: first.updateDeadlineMs,
+        log: (level, msg, detail) => updateLog[level](detail ?? {}, msg),
+        exit: (code) => {
+          log.flush();
+          process.exit(code);
+        },
+      });
+      if (tookOver) return;
+      install = { packageDir, packageVersion: version, launched: false };
+    }
+  }
   let config = first;
   const agent = new Agent(
     () => {
@@ -94,6 +121,7 @@ async function main(): Promise<void> {
     },
     log,
     version,
+    install,
   );
   for (const signal of ['SIGINT', 'SIGTERM'] as const) {
     process.once(signal, () => {

@@ -33,6 +33,7 @@ import { BillingService } from './billing/service.js';
 import { RolesService } from './roles/service.js';
 import { SettingsStore } from './settings.js';
 import { UsersService } from './users/service.js';
+import { AgentUpdates } from './install/updates.js';
 
 /**
  * Everything a handler may call: the bag the router hands to HTTP handlers. Services themselves
@@ -40,6 +41,8 @@ import { UsersService } from './users/service.js';
  */
 export interface Services {
   config: Config;
+  /** the agent this broker publishes, announced to agents and sent to them (agent updates) */
+  agentUpdates: AgentUpdates;
   logger: Logger;
   store: Store;
   settings: SettingsStore;
@@ -212,6 +215,12 @@ export async function createServices(config: Config, logger: Logger, store: Stor
   agents.on('connected', (deviceId) => {
     configuration.onConnected(deviceId).catch((err) => logger.error({ err, deviceId }, 'configuration not sent to the agent'));
   });
+  // Agent updates: the published agent is announced to each agent and sent over its own connection.
+  const agentUpdates = new AgentUpdates({ dir: config.agentArtifactsDir, logger, agents });
+  agents.handle('agent_update_request', (deviceId, msg) => agentUpdates.onRequest(deviceId, msg));
+  agents.on('connected', (deviceId) => {
+    agentUpdates.onConnected(deviceId).catch((err) => logger.warn({ err, deviceId }, 'agent update not announced'));
+  });
 
   const services: Services = {
     config,
@@ -242,6 +251,7 @@ export async function createServices(config: Config, logger: Logger, store: Stor
     company,
     billing,
     configuration,
+    agentUpdates,
     expiry: new ExpirySweep(store.db, logger),
     cve,
     health: new HealthService({ db: store.db, cluster }),
@@ -256,6 +266,7 @@ export async function createServices(config: Config, logger: Logger, store: Stor
   events.init();
   configuration.watch(epoch);
   services.expiry.start();
+  agentUpdates.start();
   return services;
 }
 
@@ -264,6 +275,7 @@ export async function closeServices(services: Services): Promise<void> {
   services.health.drain();
   services.qbee.close();
   services.events.close();
+  services.agentUpdates.stop();
   await services.expiry.close();
   await services.configuration.close();
   await services.cve.close();

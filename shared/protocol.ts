@@ -139,6 +139,16 @@ export type ControlMessage =
    */
   | { t: 'file_request'; id: string; path: string }
   | { t: 'file_refused'; id: string; error: string }
+  /**
+   * broker → agent: the agent this broker publishes (its fleet-agent.mjs), sent after the welcome and
+   * again when a new build is published. The agent decides whether to update (settings, version order).
+   */
+  | { t: 'agent_update'; version: string; sha256: string; size: number }
+  /**
+   * agent → broker: send me the published agent of this version. Answered like `file_request`: a
+   * `file` channel carrying `id` (path `/agent/fleet-agent-<version>.mjs`, size, sha256), or `file_refused`.
+   */
+  | { t: 'agent_update_request'; id: string; version: string }
   /** agent → broker: reports outside a configuration run (watchers, agent events) */
   | { t: 'reports'; reports: AgentReport[] }
   /** agent → broker: a batch of metric samples (qbee's Metric shape, at most MAX_METRICS_BATCH) */

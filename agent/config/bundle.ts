@@ -18,7 +18,21 @@ export interface CommandResult {
 export interface AgentSwitches {
   /** qbee's `settings.metrics`: sample and send metrics, or not (off empties the queue) */
   setMetricsEnabled(enabled: boolean): void;
+  /** `settings.auto_update`, `auto_update_window`, `auto_update_downgrade`: when the agent updates itself */
+  setUpdatePolicy?(policy: UpdatePolicy): void;
 }
+
+/** When the agent installs a newer agent the broker publishes (agent/update). */
+export interface UpdatePolicy {
+  enabled: boolean;
+  /** minutes after local midnight [from, to); absent: any time. from > to wraps past midnight. */
+  window?: { from: number; to: number };
+  /** install a lower version than the running one when the broker publishes it */
+  downgrade: boolean;
+}
+
+/** Without an enabled settings bundle: updates on, any time, no downgrades. */
+export const DEFAULT_UPDATE_POLICY: UpdatePolicy = { enabled: true, downgrade: false };
 
 /** What a bundle gets to do its work; tests hand it temp roots and their own command runner. */
 export interface BundleContext {

@@ -14,7 +14,7 @@ import fs from 'node:fs/promises';
 import path from 'node:path';
 import type { Channel } from '../../shared/mux.js';
 import type { AgentReport, CommittedConfig, ControlMessage, ReportSeverity } from '../../shared/protocol.js';
-import type { AgentSwitches, Bundle, BundleContext } from './bundle.js';
+import { DEFAULT_UPDATE_POLICY, type AgentSwitches, type Bundle, type BundleContext } from './bundle.js';
 import { hasExecutable, runCommand } from './command.js';
 import { FileFetcher } from './files.js';
 import { object } from './parse.js';
@@ -470,7 +470,10 @@ export class ConfigEngine {
     // qbee's settings.reports off: the run is still acknowledged, without its reports
     const settings = config.bundles.includes('settings') ? config.bundle_data.settings : undefined;
     // No enabled settings bundle (any more): the agent's defaults, metrics on.
-    if (!settings || !bundleMeta(settings).enabled) this.o.agent?.setMetricsEnabled(true);
+    if (!settings || !bundleMeta(settings).enabled) {
+      this.o.agent?.setMetricsEnabled(true);
+      this.o.agent?.setUpdatePolicy?.(DEFAULT_UPDATE_POLICY);
+    }
     const quiet = bundleMeta(settings).enabled && (settings as { reports?: unknown } | undefined)?.reports === false;
     this.emit({ t: 'config_applied', commit_id: config.commit_id, reports: quiet ? [] : reports });
     if (rebootFor.length > 0 && !signal.aborted) await this.reboot(rebootFor.join('; '));

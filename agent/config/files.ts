@@ -33,7 +33,15 @@ export class FileFetcher {
     /** private directory for the downloads (created on demand, mode 0700) */
     private readonly dir: string,
     private readonly timeoutMs = FETCH_TIMEOUT_MS,
+    /** the message asking the broker for a file (agent updates ask with their own) */
+    private readonly request: (id: string, path: string) => ControlMessage = (id, path) => ({ t: 'file_request', id, path }),
   ) {}
+
+  /** Whether a `file` channel with these params answers one of our requests. */
+  owns(params: unknown): boolean {
+    const id = (params as { id?: unknown } | undefined)?.id;
+    return typeof id === 'string' && this.pending.has(id);
+  }
 
   /** The connection is up: requests go out through `send`. */
   attach(send: (msg: ControlMessage) => void): void {
@@ -65,7 +73,7 @@ export class FileFetcher {
       const entry: Pending = { path: filePath, resolve, reject, timer };
       this.pending.set(id, entry);
       signal?.addEventListener('abort', () => this.pending.has(id) && this.fail(id, entry, new Error('the configuration run was stopped')), { once: true });
-      send({ t: 'file_request', id, path: filePath });
+      send(this.request(id, filePath));
     });
   }
 

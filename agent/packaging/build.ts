@@ -1,5 +1,7 @@
 /**
- * `npm run build:agent [-- --out <dir>]`: the edge agent as something a device installs.
+ * `npm run build:agent [-- --out <dir>] [--version <v>] [--bundle-only]`: the edge agent as something a
+ * device installs. `--version` embeds another version than package.json's (tests build two versions);
+ * `--bundle-only` skips the packages. Agents update themselves from the broker's fleet-agent.mjs.
  *
  *   <out>/fleet-agent.mjs        agent/main.ts and everything it imports, one ESM file (esbuild), the
  *                                version embedded; run with `node` alone (no tsx)
@@ -107,8 +109,15 @@ function treeBytes(dir: string): number {
   return total;
 }
 
-export async function buildAgent(outDir = path.join(ROOT, 'dist', 'agent')): Promise<AgentBuild> {
-  const version = versionOf(ROOT);
+export interface BuildOptions {
+  /** the version embedded and packaged (default: package.json's); tests build two versions of one tree */
+  version?: string;
+  /** false: the bundle, package.json and node_modules only (no .deb, tarball or install.sh) */
+  packages?: boolean;
+}
+
+export async function buildAgent(outDir = path.join(ROOT, 'dist', 'agent'), options: BuildOptions = {}): Promise<AgentBuild> {
+  const version = options.version ?? versionOf(ROOT);
   if (!/^[0-9][A-Za-z0-9.+~-]*$/.test(version)) throw new Error(`package.json version "${version}" is not usable as a package version`);
   const arch = debArch();
   const nodeModules = path.join(ROOT, 'node_modules');
@@ -154,6 +163,10 @@ export async function buildAgent(outDir = path.join(ROOT, 'dist', 'agent')): Pro
   };
   fs.writeFileSync(path.join(outDir, 'package.json'), `${JSON.stringify(manifest, null, 2)}\n`);
   copyDependencies(nodeModules, path.join(outDir, 'node_modules'));
+  if (options.packages === false) {
+    fs.chmodSync(bundle, 0o755);
+    return { version, arch, outDir, bundle, deb: '', tarball: '', installScript: '', installedBytes: treeBytes(outDir) };
+  }
 
   // 3. The installed tree, staged; packaged twice.
   const stage = fs.mkdtempSync(path.join(os.tmpdir(), 'fleet-agent-stage-'));
@@ -212,15 +225,18 @@ export async function buildAgent(outDir = path.join(ROOT, 'dist', 'agent')): Pro
 if (process.argv[1] && path.resolve(process.argv[1]) === fileURLToPath(import.meta.url)) {
   const i = process.argv.indexOf('--out');
   const out = i > 0 ? path.resolve(process.argv[i + 1] ?? '') : undefined;
+  const v = process.argv.indexOf('--version');
+  const version = v > 0 ? process.argv[v + 1] : undefined;
+  const packages = !process.argv.includes('--bundle-only');
   const mib = (n: number) => `${(n / 1024 / 1024).toFixed(1)} MiB`;
-  buildAgent(out).then(
+  buildAgent(out, { version, packages }).then(
     (b) => {
       const rel = (p: string) => path.relative(process.cwd(), p) || '.';
       process.stdout.write(
         `fleet-agent ${b.version} (${b.arch}) in ${rel(b.outDir)}\n` +
           `  bundle   ${rel(b.bundle)}  ${mib(fs.statSync(b.bundle).size)}\n` +
-          `  .deb     ${rel(b.deb)}  ${mib(fs.statSync(b.deb).size)}\n` +
-          `  tarball  ${rel(b.tarball)}  ${mib(fs.statSync(b.tarball).size)}\n` +
+          (b.deb ? `  .deb     ${rel(b.deb)}  ${mib(fs.statSync(b.deb).size)}\n` : '') +
+          (b.tarball ? `  tarball  ${rel(b.tarball)}  ${mib(fs.statSync(b.tarball).size)}\n` : '') +
           `  installed size ${mib(b.installedBytes)}; needs Node.js >= 20\n`,
       );
     },

@@ -49,7 +49,17 @@ export const MAX_ITEMS = 1000;
  * checked for shape (bounded JSON) here and for meaning by the agent, which reports what it cannot apply.
  */
 const FIELDS: Partial<Record<BundleName, readonly string[]>> = {
-  settings: ['metrics', 'reports', 'remoteconsole', 'software_inventory', 'process_inventory', 'agentinterval'],
+  settings: [
+    'metrics',
+    'reports',
+    'remoteconsole',
+    'software_inventory',
+    'process_inventory',
+    'agentinterval',
+    'auto_update',
+    'auto_update_window',
+    'auto_update_downgrade',
+  ],
   parameters: ['parameters', 'secrets'],
   package_management: ['pre_condition', 'items', 'reboot_mode', 'full_upgrade'],
   file_distribution: ['files'],

@@ -34,10 +34,29 @@ describe('settings', () => {
     await applyBundle(settingsBundle, { enabled: true, agentinterval: 10 }, ctx);
     expect(turned).toEqual([false, false, true, false]);
     expect(t.take().map((r) => r.text)).toEqual([
-      'Agent settings applied: metrics off, reports on, remoteconsole off, software_inventory off, process_inventory off, agentinterval 10 (minutes).',
+      'Agent settings applied: metrics off, reports on, remoteconsole off, software_inventory off, process_inventory off, agentinterval 10 (minutes), auto_update on, auto_update_window any time, auto_update_downgrade off.',
       'Agent settings applied: metrics on.',
       'Agent settings applied: metrics off.',
     ]);
+  });
+
+  it('hands the agent its update policy: auto_update, its window, downgrades', async () => {
+    t = testContext();
+    const policies: unknown[] = [];
+    const ctx = { ...t.ctx, agent: { setMetricsEnabled: () => {}, setUpdatePolicy: (p: unknown) => void policies.push(p) } };
+    await applyBundle(settingsBundle, { enabled: true, agentinterval: 10 }, ctx);
+    await applyBundle(settingsBundle, { enabled: true, agentinterval: 10, auto_update_window: '23:30-02:00', auto_update_downgrade: true }, ctx);
+    await applyBundle(settingsBundle, { enabled: true, agentinterval: 10, auto_update: false }, ctx);
+    expect(policies).toEqual([
+      { enabled: true, downgrade: false },
+      { enabled: true, downgrade: true, window: { from: 23 * 60 + 30, to: 120 } },
+      { enabled: false, downgrade: false },
+    ]);
+    expect(t.take().map((r) => r.text)[1]).toBe('Agent settings applied: auto_update_window 23:30-02:00, auto_update_downgrade on.');
+    expect(() => settingsBundle.parse({ auto_update_window: '25:00-02:00' })).toThrow('settings.auto_update_window must be "HH:MM-HH:MM"');
+    expect(() => settingsBundle.parse({ auto_update_window: '02:00-02:00' })).toThrow('same minute');
+    expect(() => settingsBundle.parse({ auto_update_window: 5 })).toThrow('settings.auto_update_window must be a string');
+    expect(() => settingsBundle.parse({ auto_update: 'yes' })).toThrow('settings.auto_update must be true or false');
   });
 
   it('refuses a bad interval', () => {
