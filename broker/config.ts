@@ -1,4 +1,5 @@
 import path from 'node:path';
+import { DEFAULT_AGENT_ARTIFACTS_DIR } from './paths.js';
 
 /** Broker configuration, read once from the environment and validated at start. */
 export interface Config {
@@ -163,6 +164,6 @@ export function loadConfig(env: Env = process.env): Config {
     stripeApiBase: env.STRIPE_API_BASE || undefined,
     stripePriceId: env.STRIPE_PRICE_ID || undefined,
     consoleDetachGraceSeconds: integer(env, 'CONSOLE_DETACH_GRACE_SECONDS', 60, 0, 3600),
-    agentArtifactsDir: path.resolve(env.AGENT_ARTIFACTS_DIR || 'dist/agent'),
+    agentArtifactsDir: env.AGENT_ARTIFACTS_DIR ? path.resolve(env.AGENT_ARTIFACTS_DIR) : DEFAULT_AGENT_ARTIFACTS_DIR,
   };
 }
