@@ -5,6 +5,7 @@
 import { benchAgent } from './agent.js';
 import { benchApi } from './api.js';
 import { benchHostile } from './hostile.js';
+import { benchScale } from './scale.js';
 
 /** `part` narrows a group further (`npm run bench -- remote latency`). */
 type Bench = (log: (line: string) => void, part?: string) => Promise<void>;
@@ -27,6 +28,7 @@ async function main(): Promise<void> {
     ['remote', await loadRemote()],
     ['hostile', benchHostile],
     ['agent', benchAgent],
+    ['scale', benchScale],
   ];
   for (const [name, run] of groups) {
     if (only && only !== name) continue;
