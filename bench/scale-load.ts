@@ -41,6 +41,8 @@ export interface LoadStats {
   closedBeforeWelcome: Record<string, number>;
   /** other failures before the welcome (timeouts, resets) */
   errors: number;
+  /** those by kind (error code, or the message) */
+  errorKinds: Record<string, number>;
   /** welcomed connections that were lost */
   lost: number;
 }
@@ -49,7 +51,18 @@ const HANDSHAKE_TIMEOUT_MS = 20_000;
 const BASE_RETRY_MS = 1000;
 const MAX_RETRY_MS = 60_000;
 
-const stats: LoadStats = { t: 'stats', connected: 0, inFlight: 0, attempts: 0, busy: 0, refused: 0, closedBeforeWelcome: {}, errors: 0, lost: 0 };
+const stats: LoadStats = {
+  t: 'stats',
+  connected: 0,
+  inFlight: 0,
+  attempts: 0,
+  busy: 0,
+  refused: 0,
+  closedBeforeWelcome: {},
+  errors: 0,
+  errorKinds: {},
+  lost: 0,
+};
 
 interface Agent {
   index: number;
@@ -97,6 +110,7 @@ function connect(agent: Agent): void {
   agent.ws = ws;
   agent.welcomed = false;
   let failure: 'busy' | 'refused' | 'error' | undefined;
+  let errorKind = 'closed without a close frame';
   ws.on('unexpected-response', (_req, res) => {
     failure = res.statusCode === 503 ? 'busy' : 'error';
     res.resume();
@@ -104,6 +118,7 @@ function connect(agent: Agent): void {
   });
   ws.on('error', (err: NodeJS.ErrnoException) => {
     failure ??= err.code === 'ECONNREFUSED' ? 'refused' : 'error';
+    errorKind = err.code ?? err.message.slice(0, 60);
   });
   ws.on('ping', () => (agent.lastHeard = Date.now()));
   ws.on('pong', () => (agent.lastHeard = Date.now()));
@@ -147,7 +162,10 @@ function connect(agent: Agent): void {
     } else if (failure === 'busy') stats.busy++;
     else if (failure === 'refused') stats.refused++;
     else if (code !== 1006 && code !== 1005) stats.closedBeforeWelcome[code] = (stats.closedBeforeWelcome[code] ?? 0) + 1;
-    else stats.errors++;
+    else {
+      stats.errors++;
+      stats.errorKinds[errorKind] = (stats.errorKinds[errorKind] ?? 0) + 1;
+    }
     if (code === AgentClose.removed) return; // as the agent: never back with this key
     retry(agent);
   });

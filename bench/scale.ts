@@ -40,8 +40,12 @@ const KIB = 1024;
 const TARGET_AGENTS = 19_000;
 const TARGET_KIB = 12;
 const TARGET_STORM_S = 60;
-/** Source addresses of the generated agents (127.0.1.x): the broker caps handshakes per address, as for a real fleet behind many. */
-const LOCAL_ADDRESSES = Array.from({ length: 64 }, (_, i) => `127.0.1.${i + 1}`);
+/**
+ * Source addresses of the generated agents (127.0.1.x), as a fleet comes from many: the broker caps
+ * connections (MAX_CONNECTIONS_PER_ADDRESS, 256) and handshakes (32) per address, and 250 addresses
+ * hold up to 64,000 agents under those caps.
+ */
+const LOCAL_ADDRESSES = Array.from({ length: 250 }, (_, i) => `127.0.1.${i + 1}`);
 
 type Log = (line: string) => void;
 
@@ -136,7 +140,7 @@ class Load {
       const to = Math.floor((count * (w + 1)) / workers);
       const child = nodeWithFdLimit([this.program], { cwd: this.cwd, ipc: true });
       const slot = this.stats.length;
-      this.stats.push({ t: 'stats', connected: 0, inFlight: 0, attempts: 0, busy: 0, refused: 0, closedBeforeWelcome: {}, errors: 0, lost: 0 });
+      this.stats.push({ t: 'stats', connected: 0, inFlight: 0, attempts: 0, busy: 0, refused: 0, closedBeforeWelcome: {}, errors: 0, errorKinds: {}, lost: 0 });
       child.on('message', (m: LoadStats) => (this.stats[slot] = m));
       child.send({
         t: 'start',
@@ -152,7 +156,18 @@ class Load {
   }
 
   total(): LoadStats {
-    const sum: LoadStats = { t: 'stats', connected: 0, inFlight: 0, attempts: 0, busy: 0, refused: 0, closedBeforeWelcome: {}, errors: 0, lost: 0 };
+    const sum: LoadStats = {
+      t: 'stats',
+      connected: 0,
+      inFlight: 0,
+      attempts: 0,
+      busy: 0,
+      refused: 0,
+      closedBeforeWelcome: {},
+      errors: 0,
+      errorKinds: {},
+      lost: 0,
+    };
     for (const s of this.stats) {
       sum.connected += s.connected;
       sum.inFlight += s.inFlight;
@@ -162,6 +177,7 @@ class Load {
       sum.errors += s.errors;
       sum.lost += s.lost;
       for (const [code, n] of Object.entries(s.closedBeforeWelcome)) sum.closedBeforeWelcome[code] = (sum.closedBeforeWelcome[code] ?? 0) + n;
+      for (const [kind, n] of Object.entries(s.errorKinds)) sum.errorKinds[kind] = (sum.errorKinds[kind] ?? 0) + n;
     }
     return sum;
   }
@@ -204,7 +220,11 @@ function describeFailures(s: LoadStats): string {
   const codes = Object.entries(s.closedBeforeWelcome)
     .map(([code, n]) => `${n}× close ${code}${code === '4401' ? ' (key not accepted: a failed enrolment)' : ''}`)
     .join(', ');
-  return `${s.attempts} attempts; ${s.refused} refused (no broker listening), ${s.busy} busy (503 from the handshake caps), ${failedHandshakes(s)} failed handshakes${codes ? ` (${codes})` : ''}, ${s.errors} other errors`;
+  const kinds = Object.entries(s.errorKinds)
+    .sort((a, b) => b[1] - a[1])
+    .map(([kind, n]) => `${n}× ${kind}`)
+    .join(', ');
+  return `${s.attempts} attempts; ${s.refused} refused (no broker listening), ${s.busy} busy (503 from the handshake caps), ${failedHandshakes(s)} failed handshakes${codes ? ` (${codes})` : ''}, ${s.errors} other errors${kinds ? ` (${kinds})` : ''}`;
 }
 
 /** Enrolled device keys, written through the broker's own store (approved, as an auto-accept key would). */
@@ -238,7 +258,9 @@ interface Broker {
 }
 
 async function startBroker(work: string, dataDir: string, port: number): Promise<Broker> {
-  const child = nodeWithFdLimit([path.join(work, 'dist', 'broker', 'main.js')], {
+  // For looking into the broker (BENCH_SCALE_NODE_FLAGS="--cpu-prof --heapsnapshot-signal=SIGUSR2"); unset, the production start as is.
+  const flags = (process.env.BENCH_SCALE_NODE_FLAGS ?? '').split(' ').filter(Boolean);
+  const child = nodeWithFdLimit([...flags, path.join(work, 'dist', 'broker', 'main.js')], {
     cwd: work,
     env: {
       PATH: process.env.PATH,
@@ -246,8 +268,6 @@ async function startBroker(work: string, dataDir: string, port: number): Promise
       PORT: String(port),
       HOST: '127.0.0.1',
       LOG_LEVEL: 'warn',
-      // For looking into the broker (--heapsnapshot-signal=SIGUSR2, --cpu-prof): not set, the production start as is.
-      ...(process.env.BENCH_SCALE_NODE_OPTIONS ? { NODE_OPTIONS: process.env.BENCH_SCALE_NODE_OPTIONS } : {}),
     },
   });
   const stderr: string[] = [];
@@ -371,6 +391,10 @@ export async function benchScale(log: Log, part?: string): Promise<void> {
       await sleep(idleSeconds * 1000);
       const cpu = ((cpuTicks(pid) - t0) / TICKS / ((Date.now() - s0) / 1000)) * 100;
       log(`broker CPU while idle: ${cpu.toFixed(1)} % of one core with ${load.total().connected} agents (load average ${loadAverage()})`);
+      const rssIdle = rssBytes(pid);
+      log(
+        `  broker RSS after the idle period: ${(rssIdle / KIB / KIB).toFixed(1)} MiB, ${((rssIdle - rssBefore) / load.total().connected / KIB).toFixed(2)} KiB per agent (garbage of the handshakes collected meanwhile or not)`,
+      );
     }
     log(
       `targets: ≥ ${TARGET_AGENTS} agents on one broker: ${connected >= TARGET_AGENTS ? 'met' : `not shown (${connected} in this run)`}; ` +
@@ -399,6 +423,11 @@ export async function benchScale(log: Log, part?: string): Promise<void> {
         busy: after.busy - before.busy,
         refused: after.refused - before.refused,
         errors: after.errors - before.errors,
+        errorKinds: Object.fromEntries(
+          Object.entries(after.errorKinds)
+            .map(([k, n]) => [k, n - (before.errorKinds[k] ?? 0)])
+            .filter(([, n]) => (n as number) > 0),
+        ),
         closedBeforeWelcome: Object.fromEntries(
           Object.entries(after.closedBeforeWelcome)
             .map(([c, n]) => [c, n - (before.closedBeforeWelcome[c] ?? 0)])

@@ -4,7 +4,7 @@ import type { IncomingMessage } from 'node:http';
 import type { Duplex } from 'node:stream';
 import type { Logger } from 'pino';
 import WebSocket, { WebSocketServer, type RawData } from 'ws';
-import { deviceIdOf, parseDevicePublicKey, verifyChallenge } from '../../shared/device-key.js';
+import { parseStoredDeviceKey, verifyChallenge } from '../../shared/device-key.js';
 import { Mux, type Channel, type MuxProtocolError } from '../../shared/mux.js';
 import { AGENT_WS_PATH, AgentClose, PROTOCOL_VERSION, type ChannelKind, type ChannelParams, type ControlMessage } from '../../shared/protocol.js';
 import type { Config } from '../config.js';
@@ -353,8 +353,8 @@ export class AgentHub extends EventEmitter<AgentHubEvents> implements AgentLocat
     if (ws.readyState !== WebSocket.OPEN || this.closing) return;
     if (standing.kind === 'unknown') return refuse(AgentClose.unauthorized, 'unknown device: enrol first', { deviceId });
     if (standing.kind === 'revoked') return refuse(AgentClose.removed, `device ${standing.reason}: this key may not come back`, { deviceId });
-    const publicKey = parseDevicePublicKey(standing.publicKeyPem);
-    if (deviceIdOf(publicKey) !== deviceId || !verifyChallenge(publicKey, nonce, msg.signature)) {
+    const stored = parseStoredDeviceKey(standing.publicKeyPem);
+    if (stored.deviceId !== deviceId || !verifyChallenge(stored.key, nonce, msg.signature)) {
       return refuse(AgentClose.unauthorized, 'bad signature', { deviceId });
     }
     const penaltyUntil = this.penalized.get(deviceId);
