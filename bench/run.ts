@@ -10,6 +10,7 @@ import { benchCve } from './cve.js';
 import { benchHostile } from './hostile.js';
 import { benchMetrics } from './metrics.js';
 import { benchShared } from './shared.js';
+import { benchScale } from './scale.js';
 
 /** `part` narrows a group further (`npm run bench -- remote latency`). */
 type Bench = (log: (line: string) => void, part?: string) => Promise<void>;
@@ -37,6 +38,7 @@ async function main(): Promise<void> {
     ['config', benchConfig],
     ['shared', benchShared],
     ['cve', benchCve],
+    ['scale', benchScale],
   ];
   for (const [name, run] of groups) {
     if (only && only !== name) continue;

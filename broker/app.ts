@@ -1,21 +1,19 @@
 import fs from 'node:fs';
 import type { IncomingMessage } from 'node:http';
 import path from 'node:path';
-import { fileURLToPath } from 'node:url';
 import express, { type Express } from 'express';
 import { enrolDocs } from './enrol/routes.js';
 import { EVENTS_PATH, eventsDocs, eventsHandler } from './events/routes.js';
 import { ApiError } from './http/errors.js';
 import { buildOpenApi } from './http/openapi.js';
 import { API_PREFIX, errorHandler, mountRoutes } from './http/router.js';
+import { WEB_DIST, swaggerDist } from './paths.js';
 import { remoteDocs } from './remote/routes.js';
 import { routeTable } from './routes.js';
 import type { Services } from './services.js';
 import { mapTileOrigins } from './config.js';
 
-const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
-export const WEB_DIST = path.join(ROOT, 'web-console', 'dist');
-const SWAGGER_DIST = path.join(ROOT, 'node_modules', 'swagger-ui-dist');
+const SWAGGER_DIST = swaggerDist();
 
 const SANDBOX_HTML = `<!doctype html>
 <html lang="en"><head><meta charset="utf-8"><title>Fleet API sandbox</title>

@@ -1,6 +1,7 @@
 import crypto from 'node:crypto';
 import os from 'node:os';
 import path from 'node:path';
+import { DEFAULT_AGENT_ARTIFACTS_DIR } from './paths.js';
 
 /** Broker configuration, read once from the environment and validated at start. */
 export interface Config {
@@ -212,7 +213,7 @@ export function loadConfig(env: Env = process.env): Config {
     stripeApiBase: env.STRIPE_API_BASE || undefined,
     stripePriceId: env.STRIPE_PRICE_ID || undefined,
     consoleDetachGraceSeconds: integer(env, 'CONSOLE_DETACH_GRACE_SECONDS', 60, 0, 3600),
-    agentArtifactsDir: path.resolve(env.AGENT_ARTIFACTS_DIR || 'dist/agent'),
+    agentArtifactsDir: env.AGENT_ARTIFACTS_DIR ? path.resolve(env.AGENT_ARTIFACTS_DIR) : DEFAULT_AGENT_ARTIFACTS_DIR,
     metrics: {
       rawRetentionHours: integer(env, 'METRICS_RAW_RETENTION_HOURS', 24, 1, 24 * 366),
       rollupRetentionDays: integer(env, 'METRICS_ROLLUP_RETENTION_DAYS', 400, 1, 3660),

@@ -1,3 +1,6 @@
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { BOOTSTRAP_KEY_ENV } from '../agent/config.js';
 import { localAgentCommand } from './local-agent.js';
@@ -10,5 +13,20 @@ describe('the local agent (--with-agent)', () => {
     expect(command.args).not.toContain('--bootstrap-key');
     expect(command.env[BOOTSTRAP_KEY_ENV]).toBe(key);
     expect(command.env.PATH).toBe('/usr/bin');
+  });
+
+  it('runs the bundled agent with node alone from the broker build, and says so when it is not built', () => {
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'fleet-local-agent-'));
+    try {
+      const bundle = path.join(dir, 'fleet-agent.mjs');
+      expect(() => localAgentCommand('http://127.0.0.1:8080', '/srv/data/agent', 'k', {}, bundle)).toThrow(/npm run build:agent/);
+      fs.writeFileSync(bundle, '');
+      const command = localAgentCommand('http://127.0.0.1:8080', '/srv/data/agent', 'k', {}, bundle);
+      expect(command.args).toEqual([bundle, '--broker', 'http://127.0.0.1:8080', '--state-dir', '/srv/data/agent']);
+      // From source: through tsx.
+      expect(localAgentCommand('http://127.0.0.1:8080', '/srv/data/agent', 'k', {}).args[0]).toMatch(/tsx/);
+    } finally {
+      fs.rmSync(dir, { recursive: true, force: true });
+    }
   });
 });

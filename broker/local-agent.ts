@@ -1,12 +1,12 @@
 import { spawn, type ChildProcess } from 'node:child_process';
+import fs from 'node:fs';
 import path from 'node:path';
-import { fileURLToPath } from 'node:url';
 import type { Logger } from 'pino';
 import { ensurePrivateDir } from './data-dir.js';
+import { BUNDLED, SOURCE_ROOT } from './paths.js';
 import { BOOTSTRAP_KEY_ENV } from '../agent/config.js';
 import type { Services } from './services.js';
 
-const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
 const LOCAL_KEY_SETTING = 'local_agent_bootstrap_key_id';
 
 /**
@@ -31,18 +31,35 @@ export async function startLocalAgent(services: Pick<Services, 'settings' | 'enr
   }
   const stateDir = path.join(services.config.dataDir, 'agent');
   ensurePrivateDir(stateDir, logger);
-  const command = localAgentCommand(brokerUrl, stateDir, key, process.env);
+  const command = localAgentCommand(
+    brokerUrl,
+    stateDir,
+    key,
+    process.env,
+    BUNDLED ? path.join(services.config.agentArtifactsDir, 'fleet-agent.mjs') : undefined,
+  );
   const child = spawn(process.execPath, command.args, { stdio: ['ignore', 'inherit', 'inherit'], env: command.env });
   child.on('exit', (code, signal) => logger.warn({ code, signal }, 'local agent exited'));
   logger.info({ stateDir, pid: child.pid }, 'local agent started (--with-agent)');
   return child;
 }
 
-/** How the local agent is started. The key goes by environment, not argv: every user can read a command line (`ps`). */
-export function localAgentCommand(brokerUrl: string, stateDir: string, key: string, env: NodeJS.ProcessEnv): { args: string[]; env: NodeJS.ProcessEnv } {
-  const tsx = path.join(ROOT, 'node_modules', 'tsx', 'dist', 'cli.mjs');
+/**
+ * How the local agent is started: from source through tsx, or (the broker build) the bundled agent
+ * `bundle` (`npm run build:agent`) with node alone. The key goes by environment, not argv: every
+ * user can read a command line (`ps`).
+ */
+export function localAgentCommand(
+  brokerUrl: string,
+  stateDir: string,
+  key: string,
+  env: NodeJS.ProcessEnv,
+  bundle?: string,
+): { args: string[]; env: NodeJS.ProcessEnv } {
+  if (bundle && !fs.existsSync(bundle)) throw new Error(`--with-agent needs the agent build ${bundle}: run \`npm run build:agent\` first`);
+  const program = bundle ? [bundle] : [path.join(SOURCE_ROOT, 'node_modules', 'tsx', 'dist', 'cli.mjs'), path.join(SOURCE_ROOT, 'agent', 'main.ts')];
   return {
-    args: [tsx, path.join(ROOT, 'agent', 'main.ts'), '--broker', brokerUrl, '--state-dir', stateDir],
+    args: [...program, '--broker', brokerUrl, '--state-dir', stateDir],
     env: { ...env, [BOOTSTRAP_KEY_ENV]: key },
   };
 }

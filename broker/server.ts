@@ -54,9 +54,13 @@ export async function startBroker(config: Config, logger: Logger = createLogger(
     async close() {
       if (closed) return;
       closed = true;
+      // Stop listening first: while the services close, a reconnecting fleet is refused by the kernel
+      // instead of being accepted, parsed and cut by this process (which made a stop with 19,000
+      // agents take seconds more).
+      const stopped = new Promise<void>((resolve) => server.close(() => resolve()));
       await closeServices(services);
       server.closeAllConnections();
-      await new Promise<void>((resolve) => server.close(() => resolve()));
+      await stopped;
       await store.close();
     },
   };

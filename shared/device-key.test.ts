@@ -1,6 +1,6 @@
 import crypto from 'node:crypto';
 import { describe, expect, it } from 'vitest';
-import { deviceIdOf, keyFingerprint, parseDevicePublicKey, publicKeyPem, signChallenge, verifyChallenge } from './device-key.js';
+import { deviceIdOf, keyFingerprint, parseDevicePublicKey, parseStoredDeviceKey, publicKeyPem, signChallenge, verifyChallenge } from './device-key.js';
 
 describe('device keys', () => {
   const { publicKey, privateKey } = crypto.generateKeyPairSync('ec', { namedCurve: 'prime256v1' });
@@ -30,5 +30,15 @@ describe('device keys', () => {
     expect(() => parseDevicePublicKey(publicKeyPem(rsa.publicKey))).toThrow(/P-256/);
     const p384 = crypto.generateKeyPairSync('ec', { namedCurve: 'secp384r1' });
     expect(() => parseDevicePublicKey(publicKeyPem(p384.publicKey))).toThrow(/P-256/);
+  });
+
+  it('parses a stored key from its DER with the same device id, and refuses other keys and forms', () => {
+    const stored = parseStoredDeviceKey(publicKeyPem(publicKey));
+    expect(stored.deviceId).toBe(deviceIdOf(publicKey));
+    expect(verifyChallenge(stored.key, 'nonce-3', signChallenge(privateKey, 'nonce-3'))).toBe(true);
+    expect(() => parseStoredDeviceKey('not a key')).toThrow(/PEM/);
+    expect(() => parseStoredDeviceKey('-----BEGIN PUBLIC KEY-----\nAAAA\n-----END PUBLIC KEY-----\n')).toThrow(/PEM/);
+    const p384 = crypto.generateKeyPairSync('ec', { namedCurve: 'secp384r1' });
+    expect(() => parseStoredDeviceKey(publicKeyPem(p384.publicKey))).toThrow(/P-256/);
   });
 });

@@ -23,6 +23,30 @@ export function parseDevicePublicKey(pem: string): KeyObject {
   return key;
 }
 
+const PEM_PUBLIC_KEY = /^-----BEGIN PUBLIC KEY-----\r?\n([A-Za-z0-9+/=\r\n]+)-----END PUBLIC KEY-----\r?\n?$/;
+
+/**
+ * A key as the broker stores it (publicKeyPem: canonical PEM of the DER SPKI), parsed from its DER
+ * bytes, with the device id hashed over those same bytes: what a handshake needs, without the PEM
+ * parse and the re-encoding deviceIdOf does (half the cost). A key stored in any other form gives
+ * another id, so it is refused rather than let in. Throws like parseDevicePublicKey.
+ */
+export function parseStoredDeviceKey(pem: string): { key: KeyObject; deviceId: string } {
+  const body = PEM_PUBLIC_KEY.exec(pem)?.[1];
+  if (!body) throw new Error('is not a PEM public key');
+  const der = Buffer.from(body, 'base64');
+  let key: KeyObject;
+  try {
+    key = crypto.createPublicKey({ key: der, format: 'der', type: 'spki' });
+  } catch {
+    throw new Error('is not a PEM public key');
+  }
+  if (key.asymmetricKeyType !== 'ec' || key.asymmetricKeyDetails?.namedCurve !== DEVICE_KEY_CURVE) {
+    throw new Error('must be an EC P-256 (prime256v1) public key');
+  }
+  return { key, deviceId: crypto.createHash('sha256').update(der).digest('hex') };
+}
+
 /** The device id of a public key: sha256 of its DER SPKI, 64 lowercase hex. */
 export function deviceIdOf(publicKey: KeyObject): string {
   return crypto

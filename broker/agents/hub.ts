@@ -4,7 +4,7 @@ import type { IncomingMessage } from 'node:http';
 import type { Duplex } from 'node:stream';
 import type { Logger } from 'pino';
 import WebSocket, { WebSocketServer, type RawData } from 'ws';
-import { deviceIdOf, parseDevicePublicKey, verifyChallenge } from '../../shared/device-key.js';
+import { parseStoredDeviceKey, verifyChallenge } from '../../shared/device-key.js';
 import { Mux, type Channel, type MuxProtocolError } from '../../shared/mux.js';
 import { AGENT_WS_PATH, AgentClose, PROTOCOL_VERSION, type ChannelKind, type ChannelParams, type ControlMessage } from '../../shared/protocol.js';
 import type { Config } from '../config.js';
@@ -46,11 +46,13 @@ interface AgentConnection {
   ip: string;
   version: string;
   protocol: number;
-  connectedAt: Date;
+  /** Kept small: one of these per connected agent (ms since the epoch, no Date; no timer of its own: see sweep). */
+  connectedAt: number;
   lastHeard: number;
+  lastPinged: number;
   lastSeenWritten: number;
-  heartbeat: NodeJS.Timeout;
-  reloads: Map<string, { resolve: () => void; reject: (err: Error) => void; timer: NodeJS.Timeout }>;
+  /** Reloads waiting for their acknowledgement; made on the first one. */
+  reloads?: Map<string, { resolve: () => void; reject: (err: Error) => void; timer: NodeJS.Timeout }>;
 }
 
 export interface DeviceStatus {
@@ -109,6 +111,8 @@ export class AgentHub extends EventEmitter<AgentHubEvents> implements AgentLocat
   private closing = false;
   /** Whether a device's agent is connected to another broker sharing the database (broker/cluster). */
   private elsewhere: (deviceId: string) => boolean = () => false;
+  /** One timer for every connection's heartbeat and last contact (see sweep). */
+  private sweeper?: NodeJS.Timeout;
   /** Device-level messages from agents that other domains take (configuration results, reports, …). */
   private readonly handlers = new Map<string, (deviceId: string, msg: ControlMessage) => void | Promise<void>>();
 
@@ -123,6 +127,7 @@ export class AgentHub extends EventEmitter<AgentHubEvents> implements AgentLocat
 
   async close(): Promise<void> {
     this.closing = true;
+    clearInterval(this.sweeper);
     for (const ws of [...this.handshakes.keys()]) ws.terminate();
     this.handshakes.clear();
     this.handshakesByAddress.clear();
@@ -181,11 +186,12 @@ export class AgentHub extends EventEmitter<AgentHubEvents> implements AgentLocat
     if (!conn) throw new AgentNotConnectedError(deviceId);
     const id = crypto.randomUUID();
     await new Promise<void>((resolve, reject) => {
+      const reloads = (conn.reloads ??= new Map());
       const timer = setTimeout(() => {
-        conn.reloads.delete(id);
+        reloads.delete(id);
         reject(new Error(`The agent of device ${deviceId} did not acknowledge the reload in time.`));
       }, RELOAD_TIMEOUT_MS);
-      conn.reloads.set(id, { resolve, reject, timer });
+      reloads.set(id, { resolve, reject, timer });
       conn.mux.send({ t: 'reload', id });
     });
   }
@@ -255,7 +261,7 @@ export class AgentHub extends EventEmitter<AgentHubEvents> implements AgentLocat
   /** Connection facts of a connected agent (undefined when it is not connected here). */
   connectionInfo(deviceId: string): { ip: string; version: string; protocol: number; connected_at: string } | undefined {
     const conn = this.agents.get(deviceId);
-    return conn && { ip: conn.ip, version: conn.version, protocol: conn.protocol, connected_at: conn.connectedAt.toISOString() };
+    return conn && { ip: conn.ip, version: conn.version, protocol: conn.protocol, connected_at: new Date(conn.connectedAt).toISOString() };
   }
 
   /** Lets status() count agents connected to other brokers of the cluster. */
@@ -335,7 +341,8 @@ export class AgentHub extends EventEmitter<AgentHubEvents> implements AgentLocat
     this.handshakes.set(ws, ip);
     this.handshakesByAddress.set(ip, (this.handshakesByAddress.get(ip) ?? 0) + 1);
     const nonce = crypto.randomBytes(32).toString('base64url');
-    const timer = setTimeout(() => ws.close(AgentClose.unauthorized, 'no authentication in time'), AUTH_TIMEOUT_MS);
+    // Let go once cleared: the close listener below lives as long as the connection.
+    let timer: NodeJS.Timeout | undefined = setTimeout(() => ws.close(AgentClose.unauthorized, 'no authentication in time'), AUTH_TIMEOUT_MS);
     ws.on('error', (err) => this.log.debug({ err, ip }, 'agent socket error'));
     ws.once('close', () => {
       clearTimeout(timer);
@@ -343,6 +350,7 @@ export class AgentHub extends EventEmitter<AgentHubEvents> implements AgentLocat
     });
     ws.once('message', (data, isBinary) => {
       clearTimeout(timer);
+      timer = undefined;
       this.authenticate(ws, data, isBinary, nonce, ip, authenticated).catch((err) => {
         this.log.error({ err, ip }, 'agent authentication failed');
         if (ws.readyState === WebSocket.OPEN) ws.close(1011, 'internal error');
@@ -374,8 +382,8 @@ export class AgentHub extends EventEmitter<AgentHubEvents> implements AgentLocat
     if (ws.readyState !== WebSocket.OPEN || this.closing) return;
     if (standing.kind === 'unknown') return refuse(AgentClose.unauthorized, 'unknown device: enrol first', { deviceId });
     if (standing.kind === 'revoked') return refuse(AgentClose.removed, `device ${standing.reason}: this key may not come back`, { deviceId });
-    const publicKey = parseDevicePublicKey(standing.publicKeyPem);
-    if (deviceIdOf(publicKey) !== deviceId || !verifyChallenge(publicKey, nonce, msg.signature)) {
+    const stored = parseStoredDeviceKey(standing.publicKeyPem);
+    if (stored.deviceId !== deviceId || !verifyChallenge(stored.key, nonce, msg.signature)) {
       return refuse(AgentClose.unauthorized, 'bad signature', { deviceId });
     }
     const penaltyUntil = this.penalized.get(deviceId);
@@ -401,26 +409,8 @@ export class AgentHub extends EventEmitter<AgentHubEvents> implements AgentLocat
     const heartbeatMs = this.deps.config.agentHeartbeatMs;
     const now = Date.now();
     const mux = new Mux(ws);
-    const conn: AgentConnection = {
-      deviceId,
-      ws,
-      mux,
-      ip,
-      version,
-      protocol,
-      connectedAt: new Date(now),
-      lastHeard: now,
-      lastSeenWritten: now,
-      reloads: new Map(),
-      heartbeat: setInterval(() => {
-        if (Date.now() - conn.lastHeard > 3 * heartbeatMs) {
-          this.log.warn({ deviceId }, 'agent silent for 3 heartbeats: cut off');
-          ws.terminate();
-          return;
-        }
-        if (ws.readyState === WebSocket.OPEN) ws.ping();
-      }, heartbeatMs),
-    };
+    const conn: AgentConnection = { deviceId, ws, mux, ip, version, protocol, connectedAt: now, lastHeard: now, lastPinged: now, lastSeenWritten: now };
+    this.startSweeper(heartbeatMs);
     const previous = this.agents.get(deviceId);
     this.agents.set(deviceId, conn);
     if (previous) {
@@ -432,20 +422,14 @@ export class AgentHub extends EventEmitter<AgentHubEvents> implements AgentLocat
     };
     ws.on('message', heard);
     ws.on('ping', heard);
-    ws.on('pong', () => {
-      heard();
-      if (conn.lastHeard - conn.lastSeenWritten >= LAST_SEEN_EVERY_MS) {
-        conn.lastSeenWritten = conn.lastHeard;
-        void this.touch(deviceId, { last_seen: new Date(conn.lastHeard).toISOString() });
-      }
-    });
+    ws.on('pong', heard);
     mux.on('control', (msg: ControlMessage) => this.onControl(conn, msg));
     // The mux reports only the first protocol error of a connection; the count goes with the disconnect line.
     mux.on('protocol-error', (err: MuxProtocolError) => this.log.warn({ deviceId, code: err.code, err: err.message }, 'agent broke the protocol'));
     mux.on('close', () => this.onClosed(conn));
     mux.send({ t: 'welcome', device_id: deviceId, heartbeat_ms: heartbeatMs });
     this.log.info({ deviceId, ip, version }, 'agent connected');
-    void this.touch(deviceId, { last_seen: conn.connectedAt.toISOString(), last_ip: ip, agent_version: version || null });
+    void this.touch(deviceId, { last_seen: new Date(now).toISOString(), last_ip: ip, agent_version: version || null });
     this.emit('connected', deviceId);
   }
 
@@ -456,10 +440,10 @@ export class AgentHub extends EventEmitter<AgentHubEvents> implements AgentLocat
         this.deps.inventory.record(conn.deviceId, msg.data).catch((err) => this.log.error({ err, deviceId: conn.deviceId }, 'inventory not stored'));
         return;
       case 'reload_ack': {
-        const waiter = typeof msg.id === 'string' ? conn.reloads.get(msg.id) : undefined;
+        const waiter = typeof msg.id === 'string' ? conn.reloads?.get(msg.id) : undefined;
         if (!waiter) return;
         clearTimeout(waiter.timer);
-        conn.reloads.delete(msg.id);
+        conn.reloads?.delete(msg.id);
         waiter.resolve();
         return;
       }
@@ -478,13 +462,12 @@ export class AgentHub extends EventEmitter<AgentHubEvents> implements AgentLocat
   }
 
   private onClosed(conn: AgentConnection): void {
-    clearInterval(conn.heartbeat);
     if (conn.mux.closeCode === AgentClose.protocolError) this.penalized.set(conn.deviceId, Date.now() + PROTOCOL_ERROR_PENALTY_MS);
-    for (const [, waiter] of conn.reloads) {
+    for (const [, waiter] of conn.reloads ?? []) {
       clearTimeout(waiter.timer);
       waiter.reject(new Error(`The agent of device ${conn.deviceId} disconnected before acknowledging the reload.`));
     }
-    conn.reloads.clear();
+    conn.reloads?.clear();
     // A connection replaced by a newer one of the same device leaves the newer one in place.
     if (this.agents.get(conn.deviceId) !== conn) return;
     this.agents.delete(conn.deviceId);
@@ -492,6 +475,51 @@ export class AgentHub extends EventEmitter<AgentHubEvents> implements AgentLocat
     this.log.info({ deviceId: conn.deviceId, ...(protocolErrors > 0 ? { protocolErrors } : {}) }, 'agent disconnected');
     if (!this.closing) void this.touch(conn.deviceId, { last_seen: new Date().toISOString() });
     this.emit('disconnected', conn.deviceId);
+  }
+
+  /**
+   * One timer for all connections (a timer each costs memory per agent): every tick it pings the
+   * agents not pinged for a heartbeat (spread as their connections were), cuts those silent for 3
+   * heartbeats, and writes last contact of those heard since their last write LAST_SEEN_EVERY_MS
+   * ago, in one statement per few hundred devices rather than one per pong.
+   */
+  private startSweeper(heartbeatMs: number): void {
+    if (this.sweeper) return;
+    const tick = Math.max(100, Math.min(1000, Math.floor(heartbeatMs / 4)));
+    this.sweeper = setInterval(() => this.sweep(heartbeatMs), tick);
+    this.sweeper.unref();
+  }
+
+  private sweep(heartbeatMs: number): void {
+    const now = Date.now();
+    const due: string[] = [];
+    for (const conn of this.agents.values()) {
+      if (now - conn.lastHeard > 3 * heartbeatMs) {
+        this.log.warn({ deviceId: conn.deviceId }, 'agent silent for 3 heartbeats: cut off');
+        conn.ws.terminate();
+        continue;
+      }
+      if (now - conn.lastPinged >= heartbeatMs && conn.ws.readyState === WebSocket.OPEN) {
+        conn.lastPinged = now;
+        conn.ws.ping();
+      }
+      if (conn.lastHeard - conn.lastSeenWritten >= LAST_SEEN_EVERY_MS) {
+        conn.lastSeenWritten = conn.lastHeard;
+        due.push(conn.deviceId);
+      }
+    }
+    if (due.length > 0) void this.touchMany(due, new Date(now).toISOString());
+  }
+
+  private async touchMany(deviceIds: string[], lastSeen: string): Promise<void> {
+    for (let i = 0; i < deviceIds.length; i += 500) {
+      const batch = deviceIds.slice(i, i + 500);
+      try {
+        await this.deps.db.updateTable('devices').set({ last_seen: lastSeen }).where('device_id', 'in', batch).execute();
+      } catch (err) {
+        this.log.warn({ err, devices: batch.length }, 'last contact of agents not recorded');
+      }
+    }
   }
 
   private async touch(deviceId: string, patch: { last_seen?: string; last_ip?: string; agent_version?: string | null }): Promise<void> {
