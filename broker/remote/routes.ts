@@ -52,7 +52,7 @@ const remoteSession = z.object({
     .string()
     .optional()
     .describe(
-      'Several brokers (CLUSTER_SECRET): the BROKER_ID holding the session. Sessions of other brokers are read from the database: their bytes and watchers are as of that broker\'s last heartbeat (CLUSTER_HEARTBEAT_MS).',
+      "Several brokers (CLUSTER_SECRET): the BROKER_ID holding the session. Sessions of other brokers are read from the database: their bytes and watchers are as of that broker's last heartbeat (CLUSTER_HEARTBEAT_MS).",
     ),
 });
 

@@ -460,7 +460,13 @@ export class RemoteSessions {
     const concerned =
       elsewhere &&
       (elsewhere.user.id === caller.principal.user.id ||
-        (await this.deps.access.mayWatchRemoteSession(caller.principal, { userId: elsewhere.user.id, deviceId: elsewhere.deviceId, request: elsewhere.request })).allowed);
+        (
+          await this.deps.access.mayWatchRemoteSession(caller.principal, {
+            userId: elsewhere.user.id,
+            deviceId: elsewhere.deviceId,
+            request: elsewhere.request,
+          })
+        ).allowed);
     if (elsewhere && concerned) {
       // A detached console lives in the broker that holds it: its relay (and PTY channel) is there.
       return this.refuseJoin(

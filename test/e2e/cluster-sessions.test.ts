@@ -223,7 +223,10 @@ describe('changes made through A end live sessions held by B', () => {
     const { s } = await consoleOnB(user.token);
     const role = await a.api('GET', `/api/v2/role/${user.roleId}`, { token: a.adminToken });
     expect(role.status).toBe(200);
-    const r = await a.api('PUT', `/api/v2/role/${user.roleId}`, { token: a.adminToken, body: { name: role.body.name, policies: [{ permission: 'device:read' }] } });
+    const r = await a.api('PUT', `/api/v2/role/${user.roleId}`, {
+      token: a.adminToken,
+      body: { name: role.body.name, policies: [{ permission: 'device:read' }] },
+    });
     expect(r.status, JSON.stringify(r.body)).toBe(200);
     expect(await ends(s)).toMatchObject({ code: 4403, error: 'access_withdrawn' });
   });
