@@ -46,6 +46,8 @@ export class ClusterSessions implements SessionDirectory {
   private readonly log: Logger;
   /** Writes in order: a session's delete never overtakes its insert. */
   private queue: Promise<void> = Promise.resolve();
+  /** The figures last written per session: unchanged ones (an idle tunnel) are not written again. */
+  private written = new Map<string, string>();
 
   constructor(private readonly deps: ClusterSessionsDeps) {
     this.log = deps.logger.child({ module: 'cluster-sessions' });
@@ -91,13 +93,17 @@ export class ClusterSessions implements SessionDirectory {
     void this.enqueue(() => this.deps.db.deleteFrom('live_sessions').where('session_id', '=', id).where('broker_id', '=', this.deps.brokerId).execute());
   }
 
-  /** Every heartbeat: the figures of this broker's sessions (one UPDATE each; sessions are few). */
+  /** Every heartbeat: the figures of this broker's sessions that changed (one UPDATE each). */
   async refresh(): Promise<void> {
     const sessions = this.local?.list() ?? [];
     const now = Date.now();
+    const seen = new Map<string, string>();
     await this.enqueue(async () => {
       for (const s of sessions) {
         const { bytes_in, bytes_out, attached, watchers } = this.row(s, now);
+        const figures = `${bytes_in}/${bytes_out}/${attached}/${watchers}`;
+        seen.set(s.id, figures);
+        if (this.written.get(s.id) === figures) continue;
         await this.deps.db
           .updateTable('live_sessions')
           .set({ bytes_in, bytes_out, attached, watchers, updated_at: now })
@@ -106,6 +112,7 @@ export class ClusterSessions implements SessionDirectory {
           .execute();
       }
     });
+    this.written = seen;
   }
 
   /** What a previous run of this broker (or a gone broker) left behind. */
