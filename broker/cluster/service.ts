@@ -60,6 +60,7 @@ export class ClusterService {
   private readonly log: Logger;
   private readonly me: string;
   private readonly expiryMs: number;
+  private readonly bornAt = Date.now();
   private locatorInstance?: ClusterLocator;
   private hub?: AgentHub;
   private peerUrl = '';
@@ -138,7 +139,8 @@ export class ClusterService {
     }
     // What a previous run under the same BROKER_ID left behind is not true any more: the others forget it too.
     await this.deps.db.deleteFrom('agent_presence').where('broker_id', '=', this.me).execute();
-    await this.sessions.forgetBroker(this.me);
+    // Sessions of this run (started since the process began) stay; a previous run's go.
+    await this.sessions.forgetBroker(this.me, this.bornAt);
     await this.publish({ e: 'broker_down', broker: this.me });
     await this.register();
     await this.loadBrokers();

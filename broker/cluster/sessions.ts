@@ -115,9 +115,13 @@ export class ClusterSessions implements SessionDirectory {
     this.written = seen;
   }
 
-  /** What a previous run of this broker (or a gone broker) left behind. */
-  async forgetBroker(broker: string): Promise<void> {
-    await this.enqueue(() => this.deps.db.deleteFrom('live_sessions').where('broker_id', '=', broker).execute());
+  /** What a gone broker left behind, or (with `startedBefore`) a previous run of this one. */
+  async forgetBroker(broker: string, startedBefore?: number): Promise<void> {
+    await this.enqueue(() => {
+      let query = this.deps.db.deleteFrom('live_sessions').where('broker_id', '=', broker);
+      if (startedBefore !== undefined) query = query.where('started_at', '<', startedBefore);
+      return query.execute();
+    });
   }
 
   /** Live sessions held by the other live brokers. */

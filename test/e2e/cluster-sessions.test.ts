@@ -94,6 +94,33 @@ describe('live sessions of every broker', () => {
     await eventually(async () => !(await sessionsOn(a, a.adminToken)).some((x) => x.id === id), 10_000, 'the ended session to leave A’s list');
   });
 
+  it('a row left by a broker that is not alive is neither listed nor ended', async () => {
+    const id = '0badc0de-0000-4000-8000-000000000001';
+    const now = Date.now();
+    await a.broker.services.store.db
+      .insertInto('live_sessions')
+      .values({
+        session_id: id,
+        broker_id: 'broker-gone',
+        user_id: 'u',
+        user_email: 'gone@example.com',
+        device_id: device,
+        kind: 'console',
+        source: 'api',
+        ip: '127.0.0.1',
+        started_at: now,
+        bytes_in: 0,
+        bytes_out: 0,
+        attached: 1,
+        watchers: '[]',
+        request: '{"action":"console"}',
+        updated_at: now,
+      })
+      .execute();
+    expect((await sessionsOn(a, a.adminToken)).some((x) => x.id === id)).toBe(false);
+    expect((await a.api('DELETE', `/api/v2/remote/sessions/${id}`, { token: a.adminToken })).status).toBe(404);
+  });
+
   it('DELETE through A ends a session held by B: 404 for an unknown id, 403 without remote-access:manage, then the end audited by B', async () => {
     const owner = await b.userWith([{ permission: 'device:read' }, { permission: 'remote-access:connect', resources: ['*/console'] }]);
     const { s, id } = await consoleOnB(owner.token);
