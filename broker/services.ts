@@ -178,8 +178,24 @@ export async function createServices(config: Config, logger: Logger, store: Stor
     reports: (deviceIds) => reports.severityCounts(deviceIds),
   });
   agents.handle('metrics', (deviceId, msg) => metrics.ingest(deviceId, msg.samples).then(() => undefined));
-  const remote = new RemoteService({ config, logger, db: store.db, upgrades, auth, access, audit, locator });
-  const events = new DeviceEventStream({ hub: agents, access, logger });
+  const remote = new RemoteService({
+    config,
+    logger,
+    db: store.db,
+    upgrades,
+    auth,
+    access,
+    audit,
+    locator,
+    ...(cluster ? { directory: cluster.sessions, brokerId: cluster.brokerId } : {}),
+  });
+  cluster?.sessions.bind(remote.sessions);
+  const events = new DeviceEventStream({
+    hub: agents,
+    access,
+    logger,
+    ...(cluster ? { elsewhere: cluster.presence, isConnected: (deviceId: string) => locator.isConnected(deviceId) } : {}),
+  });
   const qbee = new QbeeTransport({ logger, upgrades, auth, audit, sessions: remote.sessions, remote });
   const reports = new ReportsService({ db: store.db, logger, config, access, devices });
   // Reports agents send outside a configuration run (watchers, agent events); the configuration

@@ -14,12 +14,15 @@ export type ClusterEvent =
   /** a change was made through `broker`'s API: empty the read caches (broker/cache.ts) */
   | { e: 'invalidate'; broker: string }
   /** `broker` is shutting down: forget its agents now rather than at expiry */
-  | { e: 'broker_down'; broker: string };
+  | { e: 'broker_down'; broker: string }
+  /** an operator on `broker` ended a live remote session that broker `to` holds (DELETE /remote/sessions/{id}) */
+  | { e: 'end_session'; broker: string; to: string; session: string; by: { id: string; email: string } };
 
 /** NOTIFY payloads are at most 8000 bytes; ours are a few hundred. */
 const MAX_PAYLOAD = 7000;
 const RECONNECT_MS = 1000;
 const ID = /^[A-Za-z0-9._:-]{1,100}$/;
+const SESSION_ID = /^[0-9a-f-]{1,64}$/;
 
 /** Reads one notification; anything not exactly an event of ours is dropped. */
 export function parseClusterEvent(payload: string | undefined): ClusterEvent | undefined {
@@ -44,6 +47,13 @@ export function parseClusterEvent(payload: string | undefined): ClusterEvent | u
       return { e: 'invalidate', broker };
     case 'broker_down':
       return { e: 'broker_down', broker };
+    case 'end_session': {
+      const by = msg.by as Record<string, unknown> | null | undefined;
+      if (typeof msg.to !== 'string' || !ID.test(msg.to) || typeof msg.session !== 'string' || !SESSION_ID.test(msg.session)) return undefined;
+      if (typeof by !== 'object' || by === null || typeof by.id !== 'string' || typeof by.email !== 'string') return undefined;
+      if (by.id.length < 1 || by.id.length > 100 || by.email.length > 320) return undefined;
+      return { e: 'end_session', broker, to: msg.to, session: msg.session, by: { id: by.id, email: by.email } };
+    }
     default:
       return undefined;
   }

@@ -27,6 +27,8 @@ describe('cluster events (NOTIFY payloads) are checked field by field', () => {
     expect(parseClusterEvent(JSON.stringify({ e: 'device_removed', broker: 'b', device: DEVICE, reason: 'x'.repeat(500) }))).toMatchObject({
       reason: 'x'.repeat(120),
     });
+    const end = { e: 'end_session', broker: 'b', to: 'a', session: '0f0e-1', by: { id: 'u1', email: 'op@example.com' } };
+    expect(parseClusterEvent(JSON.stringify({ ...end, extra: 1 }))).toEqual(end);
   });
 
   it('drops anything else', () => {
@@ -40,6 +42,11 @@ describe('cluster events (NOTIFY payloads) are checked field by field', () => {
       JSON.stringify({ e: 'presence', broker: 'b', device: DEVICE }),
       JSON.stringify({ e: 'presence', broker: 'bad id with spaces', device: DEVICE, on: false }),
       JSON.stringify({ e: 'device_removed', broker: 'b' }),
+      JSON.stringify({ e: 'end_session', broker: 'b', to: 'a', session: 'NOT-HEX', by: { id: 'u', email: 'e' } }),
+      JSON.stringify({ e: 'end_session', broker: 'b', to: 'bad id', session: 'ab', by: { id: 'u', email: 'e' } }),
+      JSON.stringify({ e: 'end_session', broker: 'b', to: 'a', session: 'ab' }),
+      JSON.stringify({ e: 'end_session', broker: 'b', to: 'a', session: 'ab', by: { id: '', email: 'e' } }),
+      JSON.stringify({ e: 'end_session', broker: 'b', to: 'a', session: 'ab', by: { id: 'u', email: 'e'.repeat(400) } }),
       JSON.stringify({ e: 'shutdown_everything', broker: 'b' }),
       JSON.stringify({ e: 'invalidate', broker: 'b', pad: 'x'.repeat(8000) }),
     ]) {

@@ -1,3 +1,4 @@
+import { EventEmitter } from 'node:events';
 import type { Logger } from 'pino';
 import type { AgentHub } from '../agents/hub.js';
 import type { AgentLocator } from '../agents/locator.js';
@@ -8,6 +9,7 @@ import type { UpgradeRouter } from '../http/upgrade.js';
 import { ClusterBus, type ClusterEvent } from './bus.js';
 import { ClusterLocator } from './locator.js';
 import { PEER_WS_PATH, PeerLinks, type PeerLink } from './peer.js';
+import { ClusterSessions } from './sessions.js';
 
 /** A broker (or an agent's presence) is gone once silent for this many heartbeats. */
 export const EXPIRY_HEARTBEATS = 3;
@@ -45,12 +47,20 @@ export interface ClusterDeps {
 export class ClusterService {
   readonly bus: ClusterBus;
   readonly links: PeerLinks;
+  /** The live remote sessions of every broker (`live_sessions`): RemoteSessions' directory. */
+  readonly sessions: ClusterSessions;
+  /**
+   * Agents of the other brokers connecting and leaving (from their presence NOTIFYs, and when a
+   * broker is taken for gone): the device event stream reports them as it reports this broker's.
+   */
+  readonly presence = new EventEmitter<{ connected: [string]; disconnected: [string] }>();
   private readonly brokers = new Map<string, KnownBroker>();
   /** Devices whose agent another broker holds, by device id. */
   private readonly owners = new Map<string, string>();
   private readonly log: Logger;
   private readonly me: string;
   private readonly expiryMs: number;
+  private readonly bornAt = Date.now();
   private locatorInstance?: ClusterLocator;
   private hub?: AgentHub;
   private peerUrl = '';
@@ -76,6 +86,13 @@ export class ClusterService {
       serve: (channel) => this.locatorOrThrow().serve(channel),
       onControl: (link, msg) => this.locatorInstance?.onPeerControl(link, msg),
       onClosed: (link: PeerLink) => this.locatorInstance?.onLinkClosed(link),
+    });
+    this.sessions = new ClusterSessions({
+      db: deps.db,
+      logger: deps.logger,
+      brokerId: this.me,
+      liveBrokers: () => this.liveBrokers(),
+      requestEnd: (to, session, by) => this.bus.publish({ e: 'end_session', broker: this.me, to, session, by }),
     });
   }
 
@@ -127,6 +144,8 @@ export class ClusterService {
     }
     // What a previous run under the same BROKER_ID left behind is not true any more: the others forget it too.
     await this.deps.db.deleteFrom('agent_presence').where('broker_id', '=', this.me).execute();
+    // Sessions of this run (started since the process began) stay; a previous run's go.
+    await this.sessions.forgetBroker(this.me, this.bornAt);
     await this.publish({ e: 'broker_down', broker: this.me });
     await this.register();
     await this.loadBrokers();
@@ -239,6 +258,7 @@ export class ClusterService {
         for (const deviceId of this.hub?.connectedDevices() ?? []) this.queueWrite(deviceId, () => this.agentConnected(deviceId));
       }
       await this.deps.db.updateTable('agent_presence').set({ seen_at: now }).where('broker_id', '=', this.me).execute();
+      await this.sessions.refresh();
       await this.loadBrokers();
       await this.sweep();
     } catch (err) {
@@ -301,6 +321,7 @@ export class ClusterService {
         .where('broker_id', '=', id)
         .where('seen_at', '<=', Date.now() - this.expiryMs)
         .execute();
+      await this.sessions.forgetBroker(id);
       await this.deps.db.deleteFrom('cluster_brokers').where('broker_id', '=', id).where('heartbeat_at', '=', broker.heartbeat).execute();
     }
   }
@@ -308,7 +329,11 @@ export class ClusterService {
   private forgetBroker(id: string, why: string): void {
     if (id === this.me) return;
     this.brokers.delete(id);
-    for (const [deviceId, owner] of [...this.owners]) if (owner === id) this.owners.delete(deviceId);
+    for (const [deviceId, owner] of [...this.owners]) {
+      if (owner !== id) continue;
+      this.owners.delete(deviceId);
+      this.presence.emit('disconnected', deviceId);
+    }
     this.links.drop(id, `broker ${id} ${why}`);
   }
 
@@ -333,10 +358,14 @@ export class ClusterService {
     switch (event.e) {
       case 'presence': {
         if (!event.on) {
-          if (this.owners.get(event.device) === event.broker) this.owners.delete(event.device);
+          if (this.owners.get(event.device) === event.broker) {
+            this.owners.delete(event.device);
+            this.presence.emit('disconnected', event.device);
+          }
           return;
         }
         this.owners.set(event.device, event.broker);
+        this.presence.emit('connected', event.device);
         if (!this.brokers.has(event.broker)) this.loadBrokersSoon();
         // The agent keeps one connection: one here that is not brand new is stale (half-open).
         const since = this.hub?.connectionInfo(event.device)?.connected_at;
@@ -351,6 +380,9 @@ export class ClusterService {
         return;
       case 'broker_down':
         this.forgetBroker(event.broker, 'shut down');
+        return;
+      case 'end_session':
+        if (event.to === this.me) void this.sessions.endHere(event.session, event.by).catch((err) => this.log.warn({ err }, 'session not ended'));
         return;
     }
   }

@@ -279,6 +279,7 @@ export interface Database {
   cluster_brokers: ClusterBrokersTable;
   agent_presence: AgentPresenceTable;
   remote_session_owners: RemoteSessionOwnersTable;
+  live_sessions: LiveSessionsTable;
   rate_limits: RateLimitsTable;
   remote_tickets: RemoteTicketsTable;
   device_codes: DeviceCodesTable;
@@ -303,6 +304,29 @@ export interface AgentPresenceTable {
   connected_at: string;
   /** epoch milliseconds, refreshed for all of a broker's agents in one UPDATE per heartbeat */
   seen_at: number | string;
+}
+
+/** A live remote session of some broker (migration 0016), as GET /remote/sessions lists it. */
+export interface LiveSessionsTable {
+  session_id: string;
+  broker_id: string;
+  user_id: string;
+  user_email: string;
+  device_id: string;
+  kind: string;
+  source: string;
+  ip: string;
+  started_at: number | string;
+  /** as of updated_at (refreshed every cluster heartbeat) */
+  bytes_in: number | string;
+  bytes_out: number | string;
+  /** consoles: 1 attached, 0 waiting for a re-attach; null for other kinds */
+  attached: number | null;
+  /** JSON: [{user:{id,email},since}] */
+  watchers: string;
+  /** JSON: the RemoteRequest it was opened with (who may watch it is decided from it) */
+  request: string;
+  updated_at: number | string;
 }
 
 /** The broker holding a live remote session, by the audit id of its start (removed at its end). */

@@ -1,6 +1,6 @@
 /**
  * Live device events for the web console: `device.online` and `device.offline` as agents connect
- * to and leave this broker, sent to every listener who may read the device (device:read, decided
+ * to and leave this broker (and, with several brokers, the others: their presence NOTIFYs), sent to every listener who may read the device (device:read, decided
  * by the access service per event). A listener is a sink that tells how much it still holds
  * unsent: one that does not read (its buffer past MAX_BUFFERED_BYTES) is dropped, so a stalled
  * browser costs at most that much memory.
@@ -57,13 +57,26 @@ export class DeviceEventStream {
   private queue: Promise<void> = Promise.resolve();
 
   constructor(
-    private readonly deps: { hub: Hub; access: Pick<AccessService, 'decide'>; logger: Logger },
+    private readonly deps: {
+      hub: Hub;
+      access: Pick<AccessService, 'decide'>;
+      logger: Logger;
+      /** Several brokers: the agents of the other brokers connecting and leaving (ClusterService.presence). */
+      elsewhere?: Hub;
+      /**
+       * Whether the device is connected anywhere now: an offline that is no longer true when it is
+       * sent (the device moved to another broker meanwhile) is left out.
+       */
+      isConnected?: (deviceId: string) => boolean;
+    },
     private readonly maxBuffered = MAX_BUFFERED_BYTES,
   ) {}
 
   init(): void {
     this.deps.hub.on('connected', this.onConnected);
     this.deps.hub.on('disconnected', this.onDisconnected);
+    this.deps.elsewhere?.on('connected', this.onConnected);
+    this.deps.elsewhere?.on('disconnected', this.onDisconnected);
     this.keepalive = setInterval(() => void this.ping(), KEEPALIVE_MS);
     this.keepalive.unref();
   }
@@ -71,6 +84,8 @@ export class DeviceEventStream {
   close(): void {
     this.deps.hub.off('connected', this.onConnected);
     this.deps.hub.off('disconnected', this.onDisconnected);
+    this.deps.elsewhere?.off('connected', this.onConnected);
+    this.deps.elsewhere?.off('disconnected', this.onDisconnected);
     clearInterval(this.keepalive);
     for (const l of this.listeners) l.sink.close();
     this.listeners.clear();
@@ -101,6 +116,7 @@ export class DeviceEventStream {
   }
 
   private async deliver(e: DeviceEvent): Promise<void> {
+    if (e.event === 'device.offline' && this.deps.isConnected?.(e.device_id)) return;
     const chunk = formatEvent(e);
     await Promise.all(
       [...this.listeners].map(async (l) => {

@@ -46,7 +46,13 @@ const remoteSession = z.object({
     .boolean()
     .optional()
     .describe(
-      'Console only: the caller may watch it (a grant to open that console on the device, and the session is theirs or on a device their `remote-access:manage` covers): for showing a Watch button.',
+      'Console only: the caller may watch it (a grant to open that console on the device, and the session is theirs or on a device their `remote-access:manage` covers): for showing a Watch button. Always false for a console held by another broker (watched and re-attached through that broker only).',
+    ),
+  broker: z
+    .string()
+    .optional()
+    .describe(
+      "Several brokers (CLUSTER_SECRET): the BROKER_ID holding the session. Sessions of other brokers are read from the database: their bytes and watchers are as of that broker's last heartbeat (CLUSTER_HEARTBEAT_MS).",
     ),
 });
 
@@ -88,7 +94,7 @@ export const remoteRoutes: RouteSpec[] = [
     tag: 'remote',
     summary: 'List live remote sessions (console, tunnel, copy)',
     description:
-      "The sessions running now on this broker, newest first: the caller's own, and those on devices their `remote-access:manage` covers (a `*` grant, as the Administrator's, covers every device); others are left out. `bytes_in` is client to device, `bytes_out` device to client, so far. `source` is the client kind (api, web, cli, qbee). Consoles also carry `attached` (false while their owner's connection is gone and they wait to be re-attached), `watchers` (who watches them read-only, since when) and `can_watch` (the caller may watch: see the console WebSocket's `watch`). `{items:[{id,user:{id,email},device:{id,name},kind,source,ip,started_at,bytes_in,bytes_out,can_end,attached?,watchers?,can_watch?}], total}`.",
+      "The sessions running now on this broker and, with several brokers, on every live broker of the cluster (`broker` names the one holding each), newest first: the caller's own, and those on devices their `remote-access:manage` covers (a `*` grant, as the Administrator's, covers every device); others are left out. `bytes_in` is client to device, `bytes_out` device to client, so far. `source` is the client kind (api, web, cli, qbee). Consoles also carry `attached` (false while their owner's connection is gone and they wait to be re-attached), `watchers` (who watches them read-only, since when) and `can_watch` (the caller may watch: see the console WebSocket's `watch`). `{items:[{id,user:{id,email},device:{id,name},kind,source,ip,started_at,bytes_in,bytes_out,can_end,attached?,watchers?,can_watch?}], total}`.",
     access: 'authenticated',
     response: listPage(remoteSession),
     handler: async ({ principal, services }) => services.remote.listSessions(principal),
@@ -99,7 +105,7 @@ export const remoteRoutes: RouteSpec[] = [
     tag: 'remote',
     summary: 'End a live remote session',
     description:
-      "Needs `remote-access:manage` on the session's device, whoever owns the session (403 otherwise; 404 for an unknown or ended session). The client gets the error frame `session_ended` and close 4403; the session's end entry in the audit trail (`remote.<action>.end`) says who ended it. Answers 204 once the session is over.",
+      "Needs `remote-access:manage` on the session's device, whoever owns the session (403 otherwise; 404 for an unknown or ended session). The client gets the error frame `session_ended` and close 4403; the session's end entry in the audit trail (`remote.<action>.end`) says who ended it. A session held by another broker is ended by that broker (asked through the database's NOTIFY), with the same frame and audit. Answers 204 once the session is over (or after 5 s of waiting for another broker).",
     access: 'remote-access:manage',
     audit: false,
     transaction: false,

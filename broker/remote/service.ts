@@ -33,11 +33,15 @@ export interface RemoteSessionRecord {
   watchers?: { user: { id: string; email: string }; since: string }[];
   /** console only: the caller may watch it (AccessService.mayWatchRemoteSession), for showing a Watch button */
   can_watch?: boolean;
+  /** several brokers: the broker holding it */
+  broker?: string;
 }
 import { TicketStore } from './tickets.js';
 
 /** What remote access uses: the sessions' collaborators, the access decisions it asks for, and its store. */
 export interface RemoteServiceDeps extends RemoteSessionsDeps {
+  /** several brokers: this broker's BROKER_ID (listed sessions name their broker) */
+  brokerId?: string;
   config: Pick<Config, 'trustProxy' | 'dataDir' | 'recordingRetentionDays' | 'consoleDetachGraceSeconds'>;
   db: Db;
   access: Pick<
@@ -111,8 +115,10 @@ export class RemoteService {
    * remote-access:manage covers: broker/access), newest first, with each device's name.
    */
   async listSessions(principal: Principal): Promise<{ items: RemoteSessionRecord[]; total: number }> {
-    const visible: LiveSessionView[] = [];
-    for (const s of this.sessions.list()) {
+    const visible: (LiveSessionView & { broker?: string })[] = [];
+    // Several brokers: the other brokers' sessions come from the database (their figures are at most one heartbeat old).
+    const elsewhere = (await this.deps.directory?.elsewhere()) ?? [];
+    for (const s of [...this.sessions.list(), ...elsewhere]) {
       if (await this.deps.access.maySeeRemoteSession(principal, { userId: s.user.id, deviceId: s.deviceId })) visible.push(s);
     }
     visible.sort((a, b) => b.startedAt - a.startedAt);
@@ -126,7 +132,8 @@ export class RemoteService {
     for (const id of ids) mayEnd.set(id, (await this.deps.access.decide(principal, 'remote-access:manage', id)).allowed);
     const mayWatch = new Map<string, boolean>();
     for (const s of visible) {
-      if (s.kind !== 'console') continue;
+      // A console is watched through the broker holding it.
+      if (s.kind !== 'console' || s.broker) continue;
       const decision = await this.deps.access.mayWatchRemoteSession(principal, { userId: s.user.id, deviceId: s.deviceId, request: s.request });
       mayWatch.set(s.id, decision.allowed);
     }
@@ -141,6 +148,7 @@ export class RemoteService {
       bytes_in: s.bytesIn,
       bytes_out: s.bytesOut,
       can_end: mayEnd.get(s.deviceId) ?? false,
+      ...(this.deps.brokerId ? { broker: s.broker ?? this.deps.brokerId } : {}),
       ...(s.kind === 'console'
         ? {
             attached: s.attached ?? true,
@@ -155,7 +163,14 @@ export class RemoteService {
   /** Ends a live session: needs remote-access:manage on its device, whoever owns it. */
   async endSession(principal: Principal, id: string): Promise<void> {
     const session = this.sessions.get(id);
-    if (!session) throw notFound(`Remote session ${id}`);
+    if (!session) {
+      // Several brokers: the broker holding it ends it (asked through NOTIFY), and audits as always.
+      const elsewhere = await this.deps.directory?.find(id);
+      if (!elsewhere) throw notFound(`Remote session ${id}`);
+      await this.deps.access.require(principal, 'remote-access:manage', elsewhere.deviceId);
+      await this.deps.directory?.endElsewhere(elsewhere, { id: principal.user.id, email: principal.user.email });
+      return;
+    }
     await this.deps.access.require(principal, 'remote-access:manage', session.deviceId);
     await this.sessions.end(id, principal.user);
   }

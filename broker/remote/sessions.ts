@@ -48,6 +48,18 @@ export interface RemoteSessionsDeps {
   access: Pick<AccessService, 'decide' | 'copyRoots' | 'consoleRecording' | 'mayWatchRemoteSession'>;
   audit: Pick<AuditService, 'recordRemoteStart' | 'recordRemoteEnd' | 'recordRemoteJoin'>;
   locator: AgentLocator;
+  /** Several brokers: where the sessions of every broker are listed (broker/cluster/sessions.ts). */
+  directory?: SessionDirectory;
+}
+
+/** The live sessions of every broker of a cluster: this broker tells it of its own. */
+export interface SessionDirectory {
+  added(view: LiveSessionView): void;
+  removed(id: string): void;
+  /** A live session held by another broker, with that broker's id. */
+  find(id: string): Promise<(LiveSessionView & { broker: string }) | undefined>;
+  elsewhere(): Promise<(LiveSessionView & { broker: string })[]>;
+  endElsewhere(session: LiveSessionView & { broker: string }, by: { id: string; email: string }): Promise<void>;
 }
 
 /** Who is asking: the principal as of now, and the token to re-check them with later. */
@@ -316,6 +328,8 @@ export class RemoteSessions {
       auditId: prepared.auditId,
       watchedBy: [],
     });
+    const added = this.live.get(id);
+    if (added) this.deps.directory?.added(this.view(added));
     const { recorder } = prepared;
     if (recorder) {
       // A required recording that cannot keep up (or be written) ends the session rather than let it run unrecorded.
@@ -328,6 +342,7 @@ export class RemoteSessions {
     }
     void relay.done.then(async (end) => {
       this.live.delete(id);
+      this.deps.directory?.removed(id);
       await recorder?.close();
       await this.finish(prepared.auditId, prepared.startedAt, { ...end, result: end.failed ? 'error' : 'ended' });
     });
@@ -440,6 +455,33 @@ export class RemoteSessions {
       return this.refuseJoin(event, id, caller.ip, caller, refusal(400, 'invalid_request', `query.${field}: ${issue.message}`, { field }));
     }
     const session = this.live.get(id);
+    const elsewhere = session ? undefined : await this.deps.directory?.find(id).catch(() => undefined);
+    // Told only to whom the session concerns (its owner, or who may watch it); others get the 404 below.
+    const concerned =
+      elsewhere &&
+      (elsewhere.user.id === caller.principal.user.id ||
+        (
+          await this.deps.access.mayWatchRemoteSession(caller.principal, {
+            userId: elsewhere.user.id,
+            deviceId: elsewhere.deviceId,
+            request: elsewhere.request,
+          })
+        ).allowed);
+    if (elsewhere && concerned) {
+      // A detached console lives in the broker that holds it: its relay (and PTY channel) is there.
+      return this.refuseJoin(
+        event,
+        id,
+        caller.ip,
+        caller,
+        refusal(
+          409,
+          'session_on_other_broker',
+          `Console session ${id} is held by broker ${elsewhere.broker}: it can only be joined through that broker (the load balancer keeps a browser on one broker; see Several brokers in the README).`,
+          { broker: elsewhere.broker },
+        ),
+      );
+    }
     if (!session || !(session.relay instanceof ConsoleRelay) || session.relay.ending || session.withdrawn) {
       return this.refuseJoin(
         event,
