@@ -48,6 +48,9 @@ export const AREAS = {
   logsMarkRead: ['reports:acknowledge'],
   company: ['company:read'],
   companyManage: ['company:manage'],
+  /** "Order subscription": GET /stripe/subscriptions; Manage: checkout, customer portal, cancelling. */
+  subscription: ['billing:read'],
+  subscriptionManage: ['billing:manage'],
   bootstrapKeys: ['bootstrap-keys:read', 'device:read'],
   bootstrapKeysManage: ['bootstrap-keys:manage'],
   users: ['users:read'],
