@@ -70,7 +70,12 @@ describe('Order subscription with Stripe configured', () => {
     const { page, expectNoErrorsAndClose } = await suite.open({ as: reader });
     await page.getByRole('link', { name: 'Subscription' }).click();
     await expect.poll(() => page.getByTestId('subscription-row').count()).toBe(1);
-    expect(await page.getByRole('button').filter({ hasText: /Order|portal|Cancel subscription/ }).count()).toBe(0);
+    expect(
+      await page
+        .getByRole('button')
+        .filter({ hasText: /Order|portal|Cancel subscription/ })
+        .count(),
+    ).toBe(0);
     expect((await suite.t.api('POST', '/api/v2/stripe/create-checkout-session', { token: reader.token, body: {} })).status).toBe(403);
     expect((await suite.t.api('DELETE', '/api/v2/stripe/cancel-subscription/sub_mine', { token: reader.token })).status).toBe(403);
     await expectNoErrorsAndClose();
@@ -102,7 +107,12 @@ describe('Order subscription without a Stripe key', () => {
     await page.getByText('Billing is not configured on this installation').waitFor();
     expect(await page.getByTestId('seats-total').textContent()).toBe('7');
     expect(await page.getByTestId('seats-used').textContent()).toBe('1');
-    expect(await page.getByRole('button').filter({ hasText: /Order|portal|Cancel subscription/ }).count()).toBe(0);
+    expect(
+      await page
+        .getByRole('button')
+        .filter({ hasText: /Order|portal|Cancel subscription/ })
+        .count(),
+    ).toBe(0);
     await screenshot(page, 'subscription-unconfigured');
     // The API refuses the Stripe calls plainly too.
     const r = await bare.api('POST', '/api/v2/stripe/create-checkout-session', { token: bare.adminToken, body: {} });

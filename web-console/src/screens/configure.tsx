@@ -832,7 +832,9 @@ export function ConfigureScreen() {
     <section>
       <PageTitle>Configure</PageTitle>
       {allowed('configureModify') && allowed('configureFileSelector') && <FileStoreList />}
-      {allowed('configureModify') && allowed('configureInventoryPopups') && type === 'node' && id && deviceIds(tree.data?.tree).has(id) && <DeviceInventoryLists deviceId={id} />}
+      {allowed('configureModify') && allowed('configureInventoryPopups') && type === 'node' && id && deviceIds(tree.data?.tree).has(id) && (
+        <DeviceInventoryLists deviceId={id} />
+      )}
       {notice && <Notice>{notice}</Notice>}
       <ErrorBox error={tree.error ?? changes.error} />
       <div class="configure-layout">

@@ -60,8 +60,8 @@ export function SubscriptionScreen() {
       </dl>
       {!data.billing_configured ? (
         <Notice>
-          Billing is not configured on this installation (no Stripe key is set), so there is nothing to order here. The seats in force come from
-          the SEATS setting.
+          Billing is not configured on this installation (no Stripe key is set), so there is nothing to order here. The seats in force come from the SEATS
+          setting.
         </Notice>
       ) : (
         <>
