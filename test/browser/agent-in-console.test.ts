@@ -68,7 +68,11 @@ describe('a real agent in the web console', () => {
     const latest = page.getByTestId('latest-metrics');
     await latest.waitFor();
     expect(await latest.innerText()).toMatch(/CPU\s*[\d.]+ % user/);
-    await page.locator('section.panel', { has: page.getByRole('heading', { name: 'Metrics' }) }).getByTestId('chart-cpu').locator('canvas').waitFor();
+    await page
+      .locator('section.panel', { has: page.getByRole('heading', { name: 'Metrics' }) })
+      .getByTestId('chart-cpu')
+      .locator('canvas')
+      .waitFor();
     await screenshot(page, 'agent-device-page');
 
     // A configuration run: the agent renders the template and reports it.
