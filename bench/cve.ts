@@ -4,7 +4,9 @@
  * `npm run bench -- cve` times the in-memory matching (index built once, each device's packages
  * looked up by name, outcomes memoised per installed version); `npm run bench -- cve db` also
  * times the whole re-match through SQLite (reading the packages, writing the findings) as an import
- * runs it, for the 1/10 fleet (`cve db-full`: for both). Timings are printed, never asserted.
+ * runs it, for the 1/10 fleet (`cve db-full`: for both). `npm run bench -- cve 50k` times the size
+ * the issue names instead: a 50,000-advisory feed against 1,000 inventories (2,000 packages each),
+ * in memory and (`cve 50k-db`) through SQLite. Timings are printed, never asserted.
  */
 import crypto from 'node:crypto';
 import { performance } from 'node:perf_hooks';
@@ -97,12 +99,24 @@ async function throughDb(devices: number, feed: Advisory[], perDevice: number, l
   }
 }
 
+/** The issue's size: a 50,000-advisory feed against 1,000 inventories. */
+const ISSUE_SIZE = { devices: 1000, advisories: 50_000 };
+
 export async function benchCve(log: (line: string) => void, part?: string): Promise<void> {
+  const perDevice = 2000;
+  if (part === '50k' || part === '50k-db') {
+    const feed = advisories(ISSUE_SIZE.advisories);
+    const r = inMemory(ISSUE_SIZE.devices, feed, perDevice);
+    log(
+      `  in memory, ${ISSUE_SIZE.devices} devices × ${perDevice} packages × ${ISSUE_SIZE.advisories} advisories: ${r.ms.toFixed(0)} ms, ${r.matches} findings`,
+    );
+    if (part === '50k-db') await throughDb(ISSUE_SIZE.devices, feed, perDevice, log);
+    return;
+  }
   const sizes = [
     { devices: 200, advisories: 1000, label: '1/10' },
     { devices: 2000, advisories: 10000, label: 'full' },
   ];
-  const perDevice = 2000;
   const results: number[] = [];
   for (const s of sizes) {
     const feed = advisories(s.advisories);

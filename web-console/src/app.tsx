@@ -7,6 +7,7 @@ import { AuditScreen } from './screens/audit.js';
 import { AttributesScreen } from './screens/attributes.js';
 import { BootstrapKeysScreen } from './screens/bootstrap-keys.js';
 import { CompanyScreen } from './screens/company.js';
+import { SubscriptionScreen } from './screens/subscription.js';
 import { DashboardScreen } from './screens/dashboard.js';
 import { ConfigureScreen } from './screens/configure.js';
 import { CliLoginScreen } from './screens/cli-login.js';
@@ -119,6 +120,7 @@ const SCREENS: Screen[] = [
   { pattern: '/cve', area: 'cve', render: () => <CveScreen /> },
   { pattern: '/cve/:id', area: 'cve', render: (p) => <CveDetailScreen cveId={p.id} /> },
   { pattern: '/company', area: 'company', render: () => <CompanyScreen /> },
+  { pattern: '/subscription', area: 'subscription', render: () => <SubscriptionScreen /> },
   { pattern: '/sessions', area: 'remoteSessions', render: () => <SessionsScreen /> },
   { pattern: '/profile', render: () => <ProfileScreen /> },
   { pattern: '/cli-login', render: () => <CliLoginScreen /> },
@@ -140,6 +142,7 @@ const NAV: { href: string; label: string; area: Area }[] = [
   { href: '/cve', label: 'CVE', area: 'cve' },
   { href: '/audit', label: 'Audit', area: 'audit' },
   { href: '/company', label: 'Company', area: 'company' },
+  { href: '/subscription', label: 'Subscription', area: 'subscription' },
 ];
 
 function firstAllowedPath(): string {

@@ -29,7 +29,8 @@ export const AREAS = {
   manageTree: ['device:manage'],
   inventory: ['inventory:read'],
   connectConsole: ['remote-access:connect'],
-  remoteConsole: ['device:read', 'remote-access:connect'],
+  /** "Remote console": the device page's Tunnels panel (port presets, `fleet connect`); the broker still decides per device (GET /remote/access/{id}). */
+  remoteConsole: ['device:read', 'inventory:read', 'remote-access:connect'],
   remoteManage: ['remote-access:manage'],
   /** Live sessions: one's own (connect) or others' on devices one manages — either permission (ANY_OF). */
   remoteSessions: ['remote-access:connect', 'remote-access:manage'],
@@ -38,7 +39,13 @@ export const AREAS = {
   /** The Configure area; changing (staging, committing, discarding) needs configuration:manage. */
   configure: ['configuration:read', 'device:read'],
   configureModify: ['configuration:manage'],
+  /** "Configure, File selector": the file store's files offered in file source fields (GET /files). */
+  configureFileSelector: ['files:read'],
+  /** "Configure, User and Ports popups": a device's users and listening ports offered (GET /inventoryreport/{id}). */
+  configureInventoryPopups: ['inventory:read'],
   audit: ['audit:read'],
+  /** "Audit, Show reports": a configuration commit's reports, in Logs (GET /reportlist?commit_id=). */
+  auditReports: ['reports:read'],
   analysis: ['analysis:read', 'device:read'],
   /** The device page's Metrics panel (GET /device/{id}/metrics and /metrics/latest). */
   deviceMetrics: ['metrics:read'],
@@ -48,6 +55,9 @@ export const AREAS = {
   logsMarkRead: ['reports:acknowledge'],
   company: ['company:read'],
   companyManage: ['company:manage'],
+  /** "Order subscription": GET /stripe/subscriptions; Manage: checkout, customer portal, cancelling. */
+  subscription: ['billing:read'],
+  subscriptionManage: ['billing:manage'],
   bootstrapKeys: ['bootstrap-keys:read', 'device:read'],
   bootstrapKeysManage: ['bootstrap-keys:manage'],
   users: ['users:read'],

@@ -10,7 +10,17 @@ export type JsonObject = { [k: string]: Json };
 
 export type FieldSpec =
   | { kind: 'bool'; key: string; label: string; help?: string }
-  | { kind: 'text'; key: string; label: string; help?: string; required?: boolean; absolute?: boolean; placeholder?: string; fileStore?: boolean }
+  | {
+      kind: 'text';
+      key: string;
+      label: string;
+      help?: string;
+      required?: boolean;
+      absolute?: boolean;
+      placeholder?: string;
+      fileStore?: boolean;
+      fromInventory?: 'users' | 'ports';
+    }
   | { kind: 'secret'; key: string; label: string; help?: string; required?: boolean }
   | { kind: 'number'; key: string; label: string; help?: string; min: number; max: number; required?: boolean }
   | { kind: 'select'; key: string; label: string; help?: string; options: string[] }
@@ -45,7 +55,14 @@ const chain = (name: string): FieldSpec => ({
       itemLabel: 'rule',
       fields: [
         { kind: 'text', key: 'srcIp', label: 'Source IP', placeholder: 'any', help: 'An IPv4 address or network (10.0.0.0/8), or empty for any.' },
-        { kind: 'text', key: 'dstPort', label: 'Destination port', placeholder: 'any', help: 'A port, a range from:to, or empty for any.' },
+        {
+          kind: 'text',
+          key: 'dstPort',
+          label: 'Destination port',
+          placeholder: 'any',
+          help: 'A port, a range from:to, or empty for any.',
+          fromInventory: 'ports',
+        },
         { kind: 'select', key: 'proto', label: 'Protocol', options: ['tcp', 'udp', 'icmp'] },
         { kind: 'select', key: 'target', label: 'Target', options: ['ACCEPT', 'DROP', 'REJECT'] },
       ],
@@ -136,7 +153,7 @@ export const BUNDLE_FORMS: Record<string, { help: string; fields: FieldSpec[] }>
         label: 'Users',
         itemLabel: 'user',
         fields: [
-          { kind: 'text', key: 'username', label: 'User name', required: true },
+          { kind: 'text', key: 'username', label: 'User name', required: true, fromInventory: 'users' },
           { kind: 'select', key: 'action', label: 'Action', options: ['add', 'remove'] },
         ],
       },
@@ -151,7 +168,7 @@ export const BUNDLE_FORMS: Record<string, { help: string; fields: FieldSpec[] }>
         label: 'Users',
         itemLabel: 'user',
         fields: [
-          { kind: 'text', key: 'username', label: 'User name', required: true },
+          { kind: 'text', key: 'username', label: 'User name', required: true, fromInventory: 'users' },
           {
             kind: 'strings',
             key: 'userkeys',

@@ -234,6 +234,14 @@ export function AuditScreen() {
                 </td>
                 <td>
                   {e.action}
+                  {e.event === 'config.commit' && allowed('auditReports') && (
+                    <>
+                      {' '}
+                      <Link href={withQuery('/logs', { commit_id: e.sha })} data-testid="audit-show-reports">
+                        Show reports
+                      </Link>
+                    </>
+                  )}
                   {recordingOf(e) && allowed('audit') && (
                     <>
                       {' '}

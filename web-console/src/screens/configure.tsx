@@ -90,6 +90,14 @@ function titles(node: GroupTreeNode | undefined, out = new Map<string, string>()
   return out;
 }
 
+/** The device ids of the tree. */
+function deviceIds(node: GroupTreeNode | undefined, out = new Set<string>()): Set<string> {
+  if (!node) return out;
+  if (node.type === 'device') out.add(node.node_id);
+  for (const c of node.nodes ?? []) deviceIds(c, out);
+  return out;
+}
+
 function entityHref(type: EntityType, id: string, bundle?: string) {
   return withQuery('/configure', { type, id, bundle });
 }
@@ -192,6 +200,46 @@ function FileStoreList() {
   );
 }
 
+/**
+ * The spec's "Configure, User and Ports popups" (inventory:read): on a device, its users and listening
+ * ports from its inventory, offered as suggestions in the user name and destination port fields.
+ */
+const INVENTORY_LIST_ID = { users: 'cfg-device-users', ports: 'cfg-device-ports' } as const;
+
+function portOf(socket: unknown): string {
+  const m = typeof socket === 'string' ? /:(\d+)$/.exec(socket) : null;
+  return m ? m[1] : '';
+}
+
+function DeviceInventoryLists({ deviceId }: { deviceId: string }) {
+  const lists = useLoad(async () => {
+    const get = (itemType: 'users' | 'ports') =>
+      api
+        .get<{ items?: Record<string, unknown>[] }>(`/inventoryreport/${encodeURIComponent(deviceId)}`, { item_type: itemType, items_per_page: 1000 })
+        .then((r) => r.items ?? [])
+        .catch(() => []);
+    const [users, ports] = await Promise.all([get('users'), get('ports')]);
+    return {
+      users: [...new Set(users.map((u) => String(u.user ?? '')).filter(Boolean))],
+      ports: [...new Set(ports.map((p) => portOf(p.socket)).filter(Boolean))].sort((a, b) => Number(a) - Number(b)),
+    };
+  }, [deviceId]);
+  return (
+    <>
+      <datalist id={INVENTORY_LIST_ID.users}>
+        {(lists.data?.users ?? []).map((u) => (
+          <option key={u} value={u} />
+        ))}
+      </datalist>
+      <datalist id={INVENTORY_LIST_ID.ports}>
+        {(lists.data?.ports ?? []).map((p) => (
+          <option key={p} value={p} />
+        ))}
+      </datalist>
+    </>
+  );
+}
+
 function getAt(value: JsonObject, key: string): Json | undefined {
   return value[key];
 }
@@ -286,7 +334,7 @@ function FieldEditor({
               id={id}
               type="text"
               autocomplete="off"
-              list={field.fileStore ? FILE_LIST_ID : undefined}
+              list={field.fileStore ? FILE_LIST_ID : field.fromInventory ? INVENTORY_LIST_ID[field.fromInventory] : undefined}
               placeholder={field.placeholder}
               value={typeof value === 'string' ? value : value === undefined || value === null ? '' : String(value)}
               disabled={disabled}
@@ -783,7 +831,10 @@ export function ConfigureScreen() {
   return (
     <section>
       <PageTitle>Configure</PageTitle>
-      {allowed('configureModify') && allowed('filesManager') && <FileStoreList />}
+      {allowed('configureModify') && allowed('configureFileSelector') && <FileStoreList />}
+      {allowed('configureModify') && allowed('configureInventoryPopups') && type === 'node' && id && deviceIds(tree.data?.tree).has(id) && (
+        <DeviceInventoryLists deviceId={id} />
+      )}
       {notice && <Notice>{notice}</Notice>}
       <ErrorBox error={tree.error ?? changes.error} />
       <div class="configure-layout">

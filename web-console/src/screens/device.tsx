@@ -391,7 +391,7 @@ export function DeviceScreen({ deviceId }: { deviceId: string }) {
           </section>
         )}
 
-        {access.data?.tunnel && (
+        {access.data?.tunnel && allowed('remoteConsole') && (
           <section class="panel" aria-labelledby="h-tunnels">
             <h2 id="h-tunnels">Tunnels</h2>
             <Portmaps deviceId={deviceId} />

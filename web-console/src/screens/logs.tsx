@@ -25,7 +25,7 @@ interface ReportItem {
 }
 
 const PAGE = 50;
-const FILTERS = ['severity', 'node_id', 'search', 'read'] as const;
+const FILTERS = ['severity', 'node_id', 'search', 'read', 'commit_id'] as const;
 type Filters = Record<(typeof FILTERS)[number], string>;
 
 /** The base64 log as text (UTF-8, invalid bytes replaced). */
@@ -53,6 +53,7 @@ export function LogsScreen() {
         node_id: applied.node_id.trim() || undefined,
         search: applied.search.trim() || undefined,
         read: applied.read || undefined,
+        commit_id: applied.commit_id || undefined,
         offset,
         items_per_page: PAGE,
       }),
@@ -91,6 +92,12 @@ export function LogsScreen() {
       >
         Logs
       </PageTitle>
+      {applied.commit_id && (
+        <p class="muted" data-testid="logs-commit">
+          Reports of configuration commit <code title={applied.commit_id}>{applied.commit_id.slice(0, 8)}</code>.{' '}
+          <Link href={withQuery('/logs', { ...applied, commit_id: '' })}>All reports</Link>
+        </p>
+      )}
       <form class="filters" onSubmit={apply} aria-label="Log filters">
         <div class="field">
           <label for="l-severity">Severity</label>
