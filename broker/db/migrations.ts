@@ -482,7 +482,8 @@ export function migrations(dialect: Dialect): Record<string, Migration> {
           .addColumn('blob_id', 'text', (c) => c.notNull())
           .addColumn('seq', 'integer', (c) => c.notNull())
           .addColumn('data', dialect === 'postgres' ? 'bytea' : 'blob', (c) => c.notNull())
-          .addPrimaryKeyConstraint('file_chunks_pk', ['blob_id', 'seq']);
+          .addPrimaryKeyConstraint('file_chunks_pk', ['blob_id', 'seq'])
+          .execute();
       },
     },
     '0013_cve': {

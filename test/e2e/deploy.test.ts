@@ -112,7 +112,9 @@ describe('deploy/docker-compose.yml', () => {
     expect(containerfile).toMatch(/^FROM node:\d+/m);
     expect(containerfile).toMatch(/^HEALTHCHECK .*/m);
     expect(containerfile).toContain('/api/v2/health');
-    expect(containerfile).toMatch(/^CMD \["npm", "start"\]$/m);
+    // The production build, run by node alone.
+    expect(containerfile).toMatch(/npm run build:broker/);
+    expect(containerfile).toMatch(/^CMD \["node", "--enable-source-maps", "dist\/broker\/main\.js"\]$/m);
     const ignore = fs.readFileSync(path.join(ROOT, '.dockerignore'), 'utf8').split('\n');
     expect(ignore).toContain('node_modules');
   });
@@ -121,7 +123,7 @@ describe('deploy/docker-compose.yml', () => {
 describe('deploy/fleet-broker@.service', () => {
   it('systemd-analyze verifies an instance of it', () => {
     const unit = fs.readFileSync(path.join(DEPLOY, 'fleet-broker@.service'), 'utf8');
-    expect(unit).toMatch(/^ExecStart=\/usr\/bin\/node --import tsx broker\/main\.ts$/m);
+    expect(unit).toMatch(/^ExecStart=\/usr\/bin\/node --enable-source-maps dist\/broker\/main\.js$/m);
     expect(unit).toMatch(/^Environment=.*BROKER_ID=%H-%i/m);
     expect(unit).toMatch(/^EnvironmentFile=\/etc\/fleet-broker\/common\.env$/m);
     // ExecStart must name an executable that exists here for verify: the node running this test.
