@@ -16,6 +16,9 @@ export default defineConfig({
     reporters: process.env.CI ? ['default', ['json', { outputFile: 'test/artifacts/vitest-report.json' }]] : ['default'],
     testTimeout: 30_000,
     hookTimeout: 60_000,
+    // Most tests wait on processes, sockets and databases rather than compute: three files at a time
+    // (vitest's default on two cores is one) keeps the whole suite within its ten minutes.
+    maxWorkers: 3,
     env: { HOME: testHome },
     projects: [
       {

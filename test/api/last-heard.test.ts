@@ -50,12 +50,14 @@ describe('last heard of connected agents', () => {
     const created = await t.api<Record<string, unknown>>('POST', '/api/v2/bootstrapkey', { token: t.adminToken, body: { auto_accept: true } });
     const { device, answer } = await enrolDevice(t, Object.keys(created.body)[0]);
     expect(answer.status).toBe(200);
+    const connecting = Date.now();
     const conn = await connectDevice(t.url, device);
     expect(conn.welcome?.device_id).toBe(device.id);
     // The connect is written; wait for it so the comparison below starts from it.
     const before = await eventually(async () => {
       const s = await seen(device.id);
-      return s.stored && s.status.connected && s.tree !== null ? s : undefined;
+      // (enrolment stamps last_seen too: wait for the connect's own write, not that one)
+      return s.stored && Date.parse(s.stored) >= connecting && s.status.connected && s.tree !== null ? s : undefined;
     });
     expect(before.status.last_seen).not.toBeNull();
 
