@@ -425,7 +425,7 @@ export function migrations(dialect: Dialect): Record<string, Migration> {
       },
     },
     '0014_shared_state': {
-      // State every broker on one database must see (several brokers, issue 12): fixed-window rate
+      // State every broker on one database must see (several brokers): fixed-window rate
       // limits, single-use remote-access tickets, device-code sign-ins waiting for approval, and the
       // database-backed file store (FILE_STORE=db). Instants are Unix milliseconds.
       async up(db: Kysely<unknown>) {
@@ -534,7 +534,7 @@ export function migrations(dialect: Dialect): Record<string, Migration> {
       },
     },
     '0016_cluster_sessions': {
-      // The live remote sessions of every broker (several brokers, issue 12): one row per session,
+      // The live remote sessions of every broker (several brokers): one row per session,
       // written by the broker holding it at its start, refreshed (bytes, attached, watchers) every
       // cluster heartbeat and removed at its end, so GET /remote/sessions on any broker lists them
       // all. Rows of a broker that is gone are removed by the survivor that notices. Instants are
