@@ -61,7 +61,8 @@ describe('samplers on this machine (read-only /proc)', () => {
     expect(mounts).not.toContain('/dev/shm');
     const fsRoot = await readFilesystem('/');
     const st = fs.statfsSync('/');
-    expect(fsRoot.avail).toBe(Math.floor((st.bavail * st.bsize) / 1024));
+    // Other tests write to this disk meanwhile: the same figure within 512 MiB (a wrong unit or formula is off by far more).
+    expect(Math.abs(fsRoot.avail - Math.floor((st.bavail * st.bsize) / 1024))).toBeLessThan(512 * 1024);
     expect(fsRoot.use).toBeGreaterThanOrEqual(0);
     expect(fsRoot.use).toBeLessThanOrEqual(100);
   });
