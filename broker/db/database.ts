@@ -153,7 +153,15 @@ export async function openStore(url: string, schema = '', logger?: Pick<Logger, 
   // With a schema, the migration tables live in it too: otherwise a second store on the same database
   // (another schema) sees the first one's tables and skips creating its own.
   const migrator = new Migrator({ db, provider, ...(schema && dialect === 'postgres' ? { migrationTableSchema: schema } : {}) });
-  const { error, results } = await migrator.migrateToLatest();
+  // Kysely's migrator looks for its own tables by introspecting every schema of the database; a schema
+  // another tenant drops at that moment makes PostgreSQL's catalog functions throw (3F000, 42P01)
+  // before any migration ran. That is not ours: look again, a few times.
+  let outcome = await migrator.migrateToLatest();
+  for (let attempt = 1; attempt < 10 && outcome.error && !outcome.results?.length && isConcurrentCatalogChange(outcome.error); attempt++) {
+    await new Promise((resolve) => setTimeout(resolve, 50 * attempt));
+    outcome = await migrator.migrateToLatest();
+  }
+  const { error, results } = outcome;
   if (error) {
     await db.destroy();
     const failed = results?.find((r) => r.status === 'Error');
@@ -178,6 +186,12 @@ export async function openStore(url: string, schema = '', logger?: Pick<Logger, 
     inTransaction: () => current.getStore()?.open === true,
     close: () => root.destroy(),
   };
+}
+
+/** A catalog object that vanished under an introspection query: another schema or table dropped meanwhile. */
+function isConcurrentCatalogChange(error: unknown): boolean {
+  const code = (error as { code?: unknown } | null)?.code;
+  return code === '3F000' || code === '42P01';
 }
 
 /** Drops a PostgreSQL schema (test clean-up). */
