@@ -165,6 +165,8 @@ describe('console to a real agent', () => {
         },
       )
       .toBe(true);
+    // A new session as the new user, not a re-attach to the old one (which the switch ended).
+    expect(await screenText(page)).not.toContain('previous session had ended');
     await typeCommand(page, 'echo "as-$(id -un)"');
     await expect.poll(() => screenText(page), { timeout: 15_000 }).toContain('as-nobody');
     await expectNoErrorsAndClose();

@@ -73,6 +73,8 @@ function TerminalView({ mode, deviceId, name, users, session, active, onSession,
   const showRef = useRef<() => void>(() => undefined);
   // The session to re-attach to: from the tab (a reload), then from the broker's ready frame.
   const sessionRef = useRef<string | undefined>(session);
+  // The login user that session runs as: picking another user opens a new session, never re-attaches.
+  const sessionUser = useRef(user);
   const onSessionRef = useRef(onSession);
   onSessionRef.current = onSession;
   const watching = mode === 'watch';
@@ -85,6 +87,10 @@ function TerminalView({ mode, deviceId, name, users, session, active, onSession,
     const element = host.current;
     if (!element) return;
     setStatus({ kind: 'connecting' });
+    if (sessionUser.current !== user) {
+      sessionRef.current = undefined;
+      sessionUser.current = user;
+    }
     const term = new Terminal({
       cursorBlink: !watching,
       disableStdin: watching,
