@@ -4,28 +4,10 @@
  * out of answers. Pure functions: the service and the tests use them alike.
  */
 import crypto from 'node:crypto';
+import { BUNDLES, type BundleName } from '../../shared/config-bundles.js';
 import { badRequest } from '../http/errors.js';
 
-/** Every bundle of qbee's BundleData (qbee-cli config/, qbee-agent app/configuration/), in listing order. */
-export const BUNDLES = [
-  'settings',
-  'parameters',
-  'users',
-  'sshkeys',
-  'password',
-  'ntp',
-  'firewall',
-  'package_management',
-  'file_distribution',
-  'software_management',
-  'connectivity_watchdog',
-  'proc_watch',
-  'metrics_monitor',
-  'docker_containers',
-  'podman_containers',
-  'rauc',
-] as const;
-export type BundleName = (typeof BUNDLES)[number];
+export { BUNDLES, type BundleName } from '../../shared/config-bundles.js';
 
 export function isBundle(name: string): name is BundleName {
   return (BUNDLES as readonly string[]).includes(name);

@@ -7,6 +7,7 @@
  */
 import { useMemo, useState } from 'preact/hooks';
 import type { GroupTree, GroupTreeNode } from '../../../shared/api-types.js';
+import { BUNDLES } from '../../../shared/config-bundles.js';
 import { api, itemsOf } from '../api.js';
 import { allowed } from '../areas.js';
 import {
@@ -28,24 +29,7 @@ import { ErrorBox, formatTime, Loading, Notice, PageTitle, Tags, useAction, useL
 import { pruneTree } from './devices.js';
 
 /** qbee's bundles, in the broker's listing order. */
-export const BUNDLE_NAMES = [
-  'settings',
-  'parameters',
-  'users',
-  'sshkeys',
-  'password',
-  'ntp',
-  'firewall',
-  'package_management',
-  'file_distribution',
-  'software_management',
-  'connectivity_watchdog',
-  'proc_watch',
-  'metrics_monitor',
-  'docker_containers',
-  'podman_containers',
-  'rauc',
-];
+const BUNDLE_NAMES: readonly string[] = BUNDLES;
 
 type EntityType = 'node' | 'tag';
 
