@@ -5,13 +5,15 @@ import { sql, type Selectable } from 'kysely';
 import type { Config } from '../config.js';
 import type { Store } from '../db/database.js';
 import type { FileNodesTable } from '../db/schema.js';
-import { badRequest, conflict, notFound } from '../http/errors.js';
-import { formatPath, MAX_PATH_BYTES, parseName, parseStorePath, STAGING_DIR } from './paths.js';
+import { conflict, notFound } from '../http/errors.js';
+import { formatPath, parseName, parseStorePath } from './paths.js';
 import { matchesPattern } from './search.js';
 import {
   extensionOf,
   mimeOf,
   parseFileSearch,
+  checkTarget,
+  moveTarget,
   pathError,
   quotaExceeded,
   type Download,
@@ -175,26 +177,7 @@ export class DbFilesService implements FileStore {
   }
 
   async move(input: string, change: { name?: string; newPath?: string }): Promise<FileEntry> {
-    const source = parseStorePath(input, 'path');
-    if (source.segments.length === 0) throw pathError('path', 'the top of the file store cannot be renamed or moved.');
-    const hasName = change.name !== undefined && change.name !== '';
-    const hasNewPath = change.newPath !== undefined && change.newPath !== '';
-    if (hasName === hasNewPath) throw badRequest('Send either name (rename in place) or newPath (move), not both and not neither.', { field: 'name' });
-    let target: string[];
-    let field: string;
-    if (hasName) {
-      field = 'name';
-      target = [...source.segments.slice(0, -1), parseName(change.name, 'name')];
-    } else {
-      field = 'newPath';
-      const dest = parseStorePath(change.newPath, 'newPath');
-      target = dest.folder ? [...dest.segments, source.segments[source.segments.length - 1]] : dest.segments;
-      if (target.length === 0) throw pathError('newPath', 'the top of the file store is not a name to move to.');
-    }
-    checkTarget(target, field);
-    const same = target.length === source.segments.length && target.every((s, i) => s === source.segments[i]);
-    const inside = target.length > source.segments.length && source.segments.every((s, i) => s === target[i]);
-    if (inside) throw pathError(field, 'a folder cannot be moved into itself.');
+    const { source, target, field, same } = moveTarget(input, change);
 
     return this.store.transaction(async () => {
       const db = this.store.db;
@@ -346,13 +329,6 @@ export class DbFilesService implements FileStore {
     const { bytes } = await this.usage();
     if (bytes + growth > quota) throw quotaExceeded(quota, bytes, growth);
   }
-}
-
-function checkTarget(segments: string[], field: string): void {
-  if (Buffer.byteLength(formatPath(segments), 'utf8') > MAX_PATH_BYTES)
-    throw pathError(field, `the resulting path would be longer than ${MAX_PATH_BYTES} bytes.`);
-  // Reserved by the directory store; kept out here too, so both stores take the same paths.
-  if (segments[0] === STAGING_DIR) throw pathError(field, `"${STAGING_DIR}" is reserved by the file store.`);
 }
 
 function checkReplaceable(at: Node | undefined, target: string[], replace: boolean): void {

@@ -7,7 +7,7 @@ import type { Logger } from 'pino';
 import type { Config } from '../config.js';
 import { ensurePrivateDir, PRIVATE_DIR_MODE, PRIVATE_FILE_MODE, uploadTmpDir } from '../data-dir.js';
 import { ApiError, badRequest, conflict, notFound } from '../http/errors.js';
-import { formatPath, MAX_PATH_BYTES, parseName, parseStorePath, STAGING_DIR } from './paths.js';
+import { formatPath, MAX_PATH_BYTES, parseName, parseStorePath, STAGING_DIR, type StorePath } from './paths.js';
 import { matchesPattern, parsePathPattern, type PathPattern } from './search.js';
 
 /** One entry of the store as the API shows it (qbee-compatible fields alongside ours). */
@@ -139,6 +139,41 @@ const MIME: Record<string, string> = {
 };
 
 export const pathError = (field: string, message: string, error = 'invalid_path') => badRequest(`${field}: ${message}`, { field }, error);
+
+/** A target path the store would write: within the length limit, and not the staging folder (reserved by the directory store, kept out of both). */
+export function checkTarget(segments: string[], field: string): void {
+  if (Buffer.byteLength(formatPath(segments), 'utf8') > MAX_PATH_BYTES)
+    throw pathError(field, `the resulting path would be longer than ${MAX_PATH_BYTES} bytes.`);
+  if (segments[0] === STAGING_DIR) throw pathError(field, `"${STAGING_DIR}" is reserved by the file store.`);
+}
+
+/**
+ * What a rename (`name`) or move (`newPath`; ending in "/" keeps the name) asks for, checked the same
+ * way by both stores: the source, the target, the field a refusal names, and whether nothing moves.
+ */
+export function moveTarget(input: string, change: { name?: string; newPath?: string }): { source: StorePath; target: string[]; field: string; same: boolean } {
+  const source = parseStorePath(input, 'path');
+  if (source.segments.length === 0) throw pathError('path', 'the top of the file store cannot be renamed or moved.');
+  const hasName = change.name !== undefined && change.name !== '';
+  const hasNewPath = change.newPath !== undefined && change.newPath !== '';
+  if (hasName === hasNewPath) throw badRequest('Send either name (rename in place) or newPath (move), not both and not neither.', { field: 'name' });
+  let target: string[];
+  let field: string;
+  if (hasName) {
+    field = 'name';
+    target = [...source.segments.slice(0, -1), parseName(change.name, 'name')];
+  } else {
+    field = 'newPath';
+    const dest = parseStorePath(change.newPath, 'newPath');
+    target = dest.folder ? [...dest.segments, source.segments[source.segments.length - 1]] : dest.segments;
+    if (target.length === 0) throw pathError('newPath', 'the top of the file store is not a name to move to.');
+  }
+  checkTarget(target, field);
+  const same = target.length === source.segments.length && target.every((s, i) => s === source.segments[i]);
+  const inside = target.length > source.segments.length && source.segments.every((s, i) => s === target[i]);
+  if (inside) throw pathError(field, 'a folder cannot be moved into itself.');
+  return { source, target, field, same };
+}
 export const quotaExceeded = (quota: number, used: number, size: number) =>
   new ApiError(
     413,
@@ -254,7 +289,7 @@ export class FilesService implements FileStore {
     if (!folder.folder) throw pathError('path', 'the folder to upload into ends with "/", e.g. "/configs/".');
     const name = parseName(file.originalName, 'file');
     const target = [...folder.segments, name];
-    this.checkTarget(target, 'file');
+    checkTarget(target, 'file');
 
     // Answer the cheap refusals before staging a possibly large file.
     const before = await this.locate(target, 'path');
@@ -354,7 +389,7 @@ export class FilesService implements FileStore {
     const parent = parseStorePath(parentInput, 'path');
     const name = parseName(nameInput, 'name');
     const target = [...parent.segments, name];
-    this.checkTarget(target, 'name');
+    checkTarget(target, 'name');
     return this.exclusive(async () => {
       const above = await this.locate(parent.segments, 'path');
       if (above.stat && !above.stat.isDirectory()) throw pathError('path', `${formatPath(parent.segments)} is a file, not a folder.`, 'not_a_folder');
@@ -368,26 +403,7 @@ export class FilesService implements FileStore {
 
   /** Renames in place (`name`) or moves (`newPath`; ending in "/" keeps the name). */
   async move(input: string, change: { name?: string; newPath?: string }): Promise<FileEntry> {
-    const source = parseStorePath(input, 'path');
-    if (source.segments.length === 0) throw pathError('path', 'the top of the file store cannot be renamed or moved.');
-    const hasName = change.name !== undefined && change.name !== '';
-    const hasNewPath = change.newPath !== undefined && change.newPath !== '';
-    if (hasName === hasNewPath) throw badRequest('Send either name (rename in place) or newPath (move), not both and not neither.', { field: 'name' });
-    let target: string[];
-    let field: string;
-    if (hasName) {
-      field = 'name';
-      target = [...source.segments.slice(0, -1), parseName(change.name, 'name')];
-    } else {
-      field = 'newPath';
-      const dest = parseStorePath(change.newPath, 'newPath');
-      target = dest.folder ? [...dest.segments, source.segments[source.segments.length - 1]] : dest.segments;
-      if (target.length === 0) throw pathError('newPath', 'the top of the file store is not a name to move to.');
-    }
-    this.checkTarget(target, field);
-    const same = target.length === source.segments.length && target.every((s, i) => s === source.segments[i]);
-    const inside = target.length > source.segments.length && source.segments.every((s, i) => s === target[i]);
-    if (inside) throw pathError(field, 'a folder cannot be moved into itself.');
+    const { source, target, field, same } = moveTarget(input, change);
 
     return this.exclusive(async () => {
       const from = await this.locate(source.segments, 'path');
@@ -443,12 +459,6 @@ export class FilesService implements FileStore {
   }
 
   /** A path built from a folder and a name: within the length limit and not the staging folder. */
-  private checkTarget(segments: string[], field: string): void {
-    if (Buffer.byteLength(formatPath(segments), 'utf8') > MAX_PATH_BYTES)
-      throw pathError(field, `the resulting path would be longer than ${MAX_PATH_BYTES} bytes.`);
-    if (segments[0] === STAGING_DIR) throw pathError(field, `"${STAGING_DIR}" is reserved by the file store.`);
-  }
-
   private checkReplaceable(at: Located, target: string[], replace: boolean): void {
     if (!at.stat) return;
     const shown = formatPath(target);
