@@ -97,3 +97,32 @@ export function withQuery(path: string, query: Record<string, string | undefined
   const qs = params.toString();
   return qs ? `${path}?${qs}` : path;
 }
+
+/** Previous/next buttons for a list paged in the URL (`offset` in its query), as the Audit, Logs and CVE screens keep theirs. */
+export function QueryPager({
+  path,
+  query,
+  offset,
+  page,
+  total,
+  labels = ['Previous', 'Next'],
+}: {
+  path: string;
+  query: Record<string, string | undefined>;
+  offset: number;
+  page: number;
+  total: number;
+  labels?: [string, string];
+}) {
+  const go = (to: number) => navigate(withQuery(path, { ...query, offset: String(to) }));
+  return (
+    <div class="pager">
+      <button type="button" disabled={offset === 0} onClick={() => go(Math.max(0, offset - page))}>
+        {labels[0]}
+      </button>
+      <button type="button" disabled={offset + page >= total} onClick={() => go(offset + page)}>
+        {labels[1]}
+      </button>
+    </div>
+  );
+}

@@ -6,7 +6,7 @@ import { useState } from 'preact/hooks';
 import type { AuditEntry, AuditVerification, GroupTree, GroupTreeNode, ListPage } from '../../../shared/api-types.js';
 import { api, itemsOf } from '../api.js';
 import { allowed } from '../areas.js';
-import { Link, navigate, useLocation, withQuery } from '../router.js';
+import { Link, navigate, useLocation, withQuery, QueryPager } from '../router.js';
 import { ErrorBox, FilterFold, formatBytes, formatTime, Loading, PageTitle, Table, useLoad } from '../ui.js';
 
 interface UserRow {
@@ -279,22 +279,7 @@ export function AuditScreen() {
               </tr>
             ))}
           </Table>
-          <div class="pager">
-            <button
-              type="button"
-              disabled={offset === 0}
-              onClick={() => navigate(withQuery('/audit', { ...applied, offset: String(Math.max(0, offset - PAGE)) }))}
-            >
-              Newer
-            </button>
-            <button
-              type="button"
-              disabled={offset + PAGE >= total}
-              onClick={() => navigate(withQuery('/audit', { ...applied, offset: String(offset + PAGE) }))}
-            >
-              Older
-            </button>
-          </div>
+          <QueryPager path="/audit" query={applied} offset={offset} page={PAGE} total={total} labels={['Newer', 'Older']} />
         </>
       )}
     </section>

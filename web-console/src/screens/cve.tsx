@@ -9,7 +9,7 @@ import { useRef, useState } from 'preact/hooks';
 import type { ListPage } from '../../../shared/api-types.js';
 import { api, uploadForm } from '../api.js';
 import { allowed } from '../areas.js';
-import { Link, navigate, useLocation, withQuery } from '../router.js';
+import { Link, navigate, useLocation, withQuery, QueryPager } from '../router.js';
 import { ConfirmButton, ErrorBox, Loading, Notice, PageTitle, Table, useAction, useLoad } from '../ui.js';
 
 type Severity = 'critical' | 'high' | 'medium' | 'low' | 'none' | 'unknown';
@@ -203,18 +203,7 @@ export function CveScreen() {
               </tr>
             ))}
           </Table>
-          <div class="pager">
-            <button
-              type="button"
-              disabled={offset === 0}
-              onClick={() => navigate(withQuery('/cve', { ...applied, offset: String(Math.max(0, offset - PAGE)) }))}
-            >
-              Previous
-            </button>
-            <button type="button" disabled={offset + PAGE >= total} onClick={() => navigate(withQuery('/cve', { ...applied, offset: String(offset + PAGE) }))}>
-              Next
-            </button>
-          </div>
+          <QueryPager path="/cve" query={applied} offset={offset} page={PAGE} total={total} />
         </>
       )}
     </section>

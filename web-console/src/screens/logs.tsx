@@ -7,7 +7,7 @@ import { useState } from 'preact/hooks';
 import type { ListPage } from '../../../shared/api-types.js';
 import { api } from '../api.js';
 import { allowed } from '../areas.js';
-import { Link, navigate, useLocation, withQuery } from '../router.js';
+import { Link, navigate, useLocation, withQuery, QueryPager } from '../router.js';
 import { ErrorBox, formatTime, Loading, PageTitle, Table, useAction, useLoad } from '../ui.js';
 
 interface ReportItem {
@@ -182,18 +182,7 @@ export function LogsScreen() {
               </tr>
             ))}
           </Table>
-          <div class="pager">
-            <button
-              type="button"
-              disabled={offset === 0}
-              onClick={() => navigate(withQuery('/logs', { ...applied, offset: String(Math.max(0, offset - PAGE)) }))}
-            >
-              Newer
-            </button>
-            <button type="button" disabled={offset + PAGE >= total} onClick={() => navigate(withQuery('/logs', { ...applied, offset: String(offset + PAGE) }))}>
-              Older
-            </button>
-          </div>
+          <QueryPager path="/logs" query={applied} offset={offset} page={PAGE} total={total} labels={['Newer', 'Older']} />
         </>
       )}
     </section>
