@@ -7,7 +7,7 @@ import fs from 'node:fs/promises';
 import path from 'node:path';
 import type { Bundle } from '../bundle.js';
 import { readPasswd, sha256, sha256OfFile, underRoot, writeFileAtomic } from '../fsutil.js';
-import { list, object, text } from '../parse.js';
+import { list, object, text, USERNAME } from '../parse.js';
 import { resolveParameters } from '../template.js';
 
 export interface SshKeysData {
@@ -34,6 +34,10 @@ export const sshKeysBundle: Bundle<SshKeysData> = {
     const users = await readPasswd(ctx.root);
     for (const entry of data.users) {
       const username = resolveParameters(entry.username, ctx.parameters);
+      if (!USERNAME.test(username)) {
+        ctx.report('ERR', `"${username}" is not a valid user name: authorized_keys not written.`);
+        continue;
+      }
       const user = users.find((u) => u.name === username);
       if (!user) {
         ctx.report('WARN', `User ${username} does not exist: authorized_keys not written.`);
