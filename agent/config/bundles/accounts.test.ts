@@ -160,3 +160,38 @@ describe('password', () => {
     expect(() => passwordBundle.parse({ users: [{ username: 'bob', passwordhash: 'x:0:evil' }] })).toThrow('must be a crypt hash');
   });
 });
+
+describe('user names from parameters', () => {
+  /** Values someone able to set a device attribute or parameter would try. */
+  const HOSTILE = ['../root', 'bob/../root', '/root', 'bob\nroot', 'bob:x:0:0', 'b ob'];
+
+  it('users, sshkeys and password refuse a name that is not a portable user name, and change nothing', async () => {
+    etc();
+    const before = { passwd: fs.readFileSync(t.at('/etc/passwd'), 'utf8'), shadow: fs.readFileSync(t.at('/etc/shadow'), 'utf8') };
+    for (const value of HOSTILE) {
+      t.ctx.parameters = { who: value };
+      const control = /[\n]/.test(value);
+      const runs = [
+        () => usersBundle.apply(usersBundle.parse({ items: [{ username: '$(who)', action: 'add' }] }), t.ctx),
+        () => sshKeysBundle.apply(sshKeysBundle.parse({ users: [{ username: '$(who)', userkeys: ['ssh-ed25519 AAAA test'] }] }), t.ctx),
+        () => passwordBundle.apply(passwordBundle.parse({ users: [{ username: '$(who)', passwordhash: '$6$salt$hash' }] }), t.ctx),
+      ];
+      if (control) {
+        // a control character is refused where the value is resolved: the bundle fails, naming the key
+        for (const run of runs) await expect(run(), JSON.stringify(value)).rejects.toThrow('parameter $(who) holds a control character');
+        expect(t.take()).toEqual([]);
+      } else {
+        for (const run of runs) await run();
+        const texts = t.take().map((r) => `${r.sev} ${r.text}`);
+        expect(texts, JSON.stringify(value)).toEqual([
+          `ERR "${value}" is not a valid user name: not added.`,
+          `ERR "${value}" is not a valid user name: authorized_keys not written.`,
+          `ERR "${value}" is not a valid user name: password not set.`,
+        ]);
+      }
+      expect(fs.readFileSync(t.at('/etc/passwd'), 'utf8')).toBe(before.passwd);
+      expect(fs.readFileSync(t.at('/etc/shadow'), 'utf8')).toBe(before.shadow);
+      expect(fs.existsSync(t.at('/root/.ssh'))).toBe(false);
+    }
+  });
+});
