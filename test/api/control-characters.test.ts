@@ -110,6 +110,7 @@ describe('control characters in names and titles', () => {
       await expectRefused('POST', '/api/v2/role', { name: 'Fine', description: bad, policies: [] }, 'description');
       await expectRefused('PATCH', '/api/v2/profile', { fname: bad }, 'fname');
       await expectRefused('POST', '/api/v2/service-connect/portmap', { target: '*', name: bad, port: 22 }, 'name');
+      await expectRefused('POST', '/api/v2/user', { fname: 'F', lname: 'L', email: `${bad}@example.com`, roles: [] }, 'email');
     }
   });
 
