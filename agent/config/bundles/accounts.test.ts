@@ -177,9 +177,14 @@ describe('user names from parameters', () => {
         () => passwordBundle.apply(passwordBundle.parse({ users: [{ username: '$(who)', passwordhash: '$6$salt$hash' }] }), t.ctx),
       ];
       if (control) {
-        // a control character is refused where the value is resolved: the bundle fails, naming the key
-        for (const run of runs) await expect(run(), JSON.stringify(value)).rejects.toThrow('parameter $(who) holds a control character');
-        expect(t.take()).toEqual([]);
+        // a control character is refused where the value is resolved: the item fails, naming the key
+        for (const run of runs) await run();
+        const why = 'parameter $(who) holds a control character (a newline, NUL, …): not used here.';
+        expect(t.take().map((r) => `${r.sev} ${r.text}`)).toEqual([
+          `ERR User not added: ${why}`,
+          `ERR authorized_keys not written: ${why}`,
+          `ERR Password not set: ${why}`,
+        ]);
       } else {
         for (const run of runs) await run();
         const texts = t.take().map((r) => `${r.sev} ${r.text}`);
@@ -193,5 +198,21 @@ describe('user names from parameters', () => {
       expect(fs.readFileSync(t.at('/etc/shadow'), 'utf8')).toBe(before.shadow);
       expect(fs.existsSync(t.at('/root/.ssh'))).toBe(false);
     }
+    // an unknown key fails that item only, naming the key; the next one is applied
+    t.ctx.parameters = {};
+    await applyBundle(
+      sshKeysBundle,
+      {
+        users: [
+          { username: '$(owner)', userkeys: ['ssh-ed25519 AAAA a'] },
+          { username: 'bob', userkeys: ['ssh-ed25519 AAAA b'] },
+        ],
+      },
+      t.ctx,
+    );
+    expect(t.take().map((r) => `${r.sev} ${r.text}`)).toEqual([
+      'ERR authorized_keys not written: unknown parameter $(owner): no parameter, secret or device attribute has this key.',
+      'INFO Writing authorized_keys for user bob (1 key(s)).',
+    ]);
   });
 });

@@ -7,7 +7,7 @@ import fs from 'node:fs/promises';
 import type { Bundle } from '../bundle.js';
 import { underRoot, writeFileAtomic } from '../fsutil.js';
 import { list, object, text, USERNAME } from '../parse.js';
-import { resolveParameters } from '../template.js';
+import { ParameterError, resolveParameters } from '../template.js';
 
 export interface PasswordData {
   users: { username: string; passwordhash: string }[];
@@ -38,7 +38,14 @@ export const passwordBundle: Bundle<PasswordData> = {
     }
     const wanted = new Map<string, string>();
     for (const u of data.users) {
-      const username = resolveParameters(u.username, ctx.parameters);
+      let username: string;
+      try {
+        username = resolveParameters(u.username, ctx.parameters);
+      } catch (err) {
+        if (!(err instanceof ParameterError)) throw err;
+        ctx.report('ERR', `Password not set: ${err.message}.`);
+        continue;
+      }
       if (USERNAME.test(username)) wanted.set(username, u.passwordhash);
       else ctx.report('ERR', `"${username}" is not a valid user name: password not set.`);
     }
