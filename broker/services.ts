@@ -134,6 +134,8 @@ export async function createServices(config: Config, logger: Logger, store: Stor
     : undefined;
   const audit: AuditService = new AuditService(store.db, store.dialect, {
     brokerId: config.brokerId,
+    retentionDays: config.auditRetentionDays,
+    logger,
     ...(cluster ? { otherLiveBrokers: () => cluster.otherLiveBrokers() } : {}),
   });
   const users = new UsersService(store, config, logger, auth, access);
@@ -278,6 +280,7 @@ export async function createServices(config: Config, logger: Logger, store: Stor
   for (const s of [users, roles, devices, files, enrol, inventory, metrics, agents, remote, reports, configuration, cve]) {
     await s.init();
   }
+  audit.start();
   qbee.init();
   events.init();
   configuration.watch(epoch);
@@ -302,5 +305,7 @@ export async function closeServices(services: Services): Promise<void> {
   for (const s of [services.agents, services.metrics, services.enrol, services.inventory, services.files, services.devices, services.roles, services.users]) {
     await s.close();
   }
+  // Last: the summaries of refusals counted until now are written.
+  await services.audit.close();
   services.mail.close();
 }
