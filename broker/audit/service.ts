@@ -570,7 +570,13 @@ function present(row: Selectable<AuditTable>, end?: Selectable<AuditTable>): Aud
   return entry;
 }
 
-const ARTICLE: Record<string, string> = { console: 'a console', tunnel: 'a tunnel', copy: 'a copy', reload: 'an agent reload' };
+const ARTICLE: Record<string, string> = {
+  console: 'a console',
+  tunnel: 'a tunnel',
+  copy: 'a copy',
+  reload: 'an agent reload',
+  connect: 'a qbee-v1 connection',
+};
 
 /** The commit message: who did what, and how it went. */
 export function describe(
