@@ -1,6 +1,7 @@
 import { z } from 'zod';
 import { defineRoute, type RouteSpec } from '../http/route.js';
 import { DEVICE_CODE_INTERVAL_SECONDS, DEVICE_CODE_TTL_SECONDS } from './device-auth.js';
+import { auditIssued } from './session-audit.js';
 
 const TAG = 'session';
 const GRANT = 'urn:ietf:params:oauth:grant-type:device_code';
@@ -60,7 +61,13 @@ export const deviceAuthRoutes: RouteSpec[] = [
       client_id: z.string().max(200).optional().describe('Accepted and ignored'),
     }),
     response: z.object({ access_token: z.string(), token_type: z.literal('Bearer'), expires_in: z.number().int(), refresh_token: z.string() }),
-    handler: async ({ body, services, ip, userAgent }) => services.deviceAuth.token(body.device_code, ip, userAgent),
+    handler: async (ctx) => {
+      const { body, services, ip, userAgent } = ctx;
+      const tokens = await services.deviceAuth.token(body.device_code, ip, userAgent);
+      // A new session of the approving user: an entry of theirs (the approval is one too, auth.device_code.approve).
+      await auditIssued(ctx, tokens.access_token, { event: 'session.device_code', action: 'POST /oauth2/token', options: { method: 'device_code' } });
+      return tokens;
+    },
   }),
   defineRoute({
     method: 'get',
