@@ -3,7 +3,7 @@ import { AccessService } from './access/access.js';
 import { AgentHub } from './agents/hub.js';
 import type { AgentLocator } from './agents/locator.js';
 import { AuditService } from './audit/service.js';
-import { DeviceAuthService } from './auth/device-auth.js';
+import { DeviceAuthService, deviceCodeLookupLimit } from './auth/device-auth.js';
 import { AuthService } from './auth/service.js';
 import { ChangeEpoch } from './cache.js';
 import { ConfigService } from './config/service.js';
@@ -119,6 +119,8 @@ export async function createServices(config: Config, logger: Logger, store: Stor
       isActiveUser: async (userId) => (await store.db.selectFrom('users').select('disabled').where('id', '=', userId).executeTakeFirst())?.disabled === 0,
     },
     config,
+    Date.now,
+    deviceCodeLookupLimit(store),
   );
   const access = new AccessService(new DeviceScopes(store.db, epoch));
   // Several brokers on one database: audit's restart closes only this broker's sessions (and gone ones').

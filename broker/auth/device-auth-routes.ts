@@ -74,11 +74,14 @@ export const deviceAuthRoutes: RouteSpec[] = [
     path: '/oauth2/device-auth/{user_code}',
     tag: TAG,
     summary: 'Look up a pending CLI sign-in',
-    description: '`{user_code, client_ip, user_agent, expires_in}` of the request, for the user to check before approving. 404 for an unknown or expired code.',
+    description:
+      '`{user_code, client_ip, user_agent, expires_in}` of the request, for the user to check before approving. The first signed-in user to enter a code claims it: ' +
+      "from then on only they may look it up, approve or decline it. 404 for an unknown or expired code and for another user's code alike. " +
+      'Look-ups, approvals and declines are limited to 20 per user and 60 per address in 15 minutes (429 with Retry-After).',
     access: 'authenticated',
     params: z.object({ user_code: userCode }),
     response: z.object({ user_code: z.string(), client_ip: z.string(), user_agent: z.string(), expires_in: z.number().int() }),
-    handler: async ({ params, services }) => services.deviceAuth.describe(params.user_code),
+    handler: async ({ params, services, principal, ip }) => services.deviceAuth.describe(params.user_code, { userId: principal.user.id, ip }),
   }),
   defineRoute({
     method: 'post',
@@ -87,24 +90,25 @@ export const deviceAuthRoutes: RouteSpec[] = [
     summary: 'Approve a CLI sign-in',
     description:
       'The client that shows this code gets a session of yours, with your permissions. Approve only a code your own terminal shows. ' +
-      'Answers `{user_code}`; 404 for an unknown or expired code, 409 `already_decided`.',
+      "Answers `{user_code}`; 404 for an unknown or expired code or another user's (see the look-up), 409 `already_decided`.",
     access: 'authenticated',
     audit: 'auth.device_code.approve',
     params: z.object({ user_code: userCode }),
     body: z.object({}),
     response: z.object({ user_code: z.string() }),
-    handler: async ({ params, services, principal }) => services.deviceAuth.decide(params.user_code, { kind: 'approved', userId: principal.user.id }),
+    handler: async ({ params, services, principal, ip }) => services.deviceAuth.decide(params.user_code, { userId: principal.user.id, ip }, 'approved'),
   }),
   defineRoute({
     method: 'delete',
     path: '/oauth2/device-auth/{user_code}',
     tag: TAG,
     summary: 'Decline a CLI sign-in',
-    description: 'The polling client gets `authorization_declined`. Answers `{user_code}`.',
+    description:
+      "The polling client gets `authorization_declined`. Answers `{user_code}`; 404 for an unknown or expired code or another user's (see the look-up).",
     access: 'authenticated',
     audit: 'auth.device_code.decline',
     params: z.object({ user_code: userCode }),
     response: z.object({ user_code: z.string() }),
-    handler: async ({ params, services }) => services.deviceAuth.decide(params.user_code, { kind: 'declined' }),
+    handler: async ({ params, services, principal, ip }) => services.deviceAuth.decide(params.user_code, { userId: principal.user.id, ip }, 'declined'),
   }),
 ];
