@@ -55,25 +55,33 @@ export function bounded(text: string, max = MAX_TEXT): string {
   return text.length > max ? `${text.slice(0, max)}…` : text;
 }
 
-/** Bytes of an entry's options (JSON) kept at most; longer ones are cut and marked. */
+/**
+ * Bytes of an entry's options (JSON) kept at most; longer ones are cut and marked. Refusals and
+ * remote-access attempts — what a caller who is not let in can make — get a few KiB; a change that
+ * succeeded (an authorized caller, fields bounded by the redaction) keeps more of its before and after.
+ */
 export const MAX_OPTIONS_BYTES = 4096;
-/** What is kept of cut options: their start, as text. */
-const CUT_OPTIONS_BYTES = 3072;
+export const MAX_CHANGE_OPTIONS_BYTES = 64 * 1024;
 
 /**
- * Options as stored: their JSON, or — past MAX_OPTIONS_BYTES — `{cut: true, bytes, start}`, the
- * first CUT_OPTIONS_BYTES of that JSON as text and its full size, so a huge request body never
- * makes a huge entry and a reader sees that something was left out.
+ * Options as stored: their JSON, or — past `max` bytes — `{cut: true, bytes, start}`: the start of
+ * that JSON as text (three quarters of `max`, less when escaping grows it) and its full size, so a
+ * huge request body never makes a huge entry and a reader sees that something was left out.
  */
-export function boundedOptions(options: unknown): string {
+export function boundedOptions(options: unknown, max = MAX_OPTIONS_BYTES): string {
   const json = JSON.stringify(options ?? {});
   const bytes = Buffer.byteLength(json);
-  if (bytes <= MAX_OPTIONS_BYTES) return json;
-  const start = Buffer.from(json)
-    .subarray(0, CUT_OPTIONS_BYTES)
-    .toString('utf8')
-    .replace(/\uFFFD+$/, '');
-  return JSON.stringify({ cut: true, bytes, start });
+  if (bytes <= max) return json;
+  const raw = Buffer.from(json);
+  for (let keep = Math.floor((max * 3) / 4); ; keep = Math.floor(keep / 2)) {
+    // A character cut in two at the end is dropped.
+    const start = raw
+      .subarray(0, keep)
+      .toString('utf8')
+      .replace(/\uFFFD+$/, '');
+    const cut = JSON.stringify({ cut: true, bytes, start });
+    if (Buffer.byteLength(cut) <= max || keep === 0) return cut;
+  }
 }
 
 /** Event of a checkpoint: entries older than the retention were deleted up to `deleted_through`. */
@@ -327,7 +335,7 @@ export class AuditService {
       user_email: entry.user?.email ?? null,
       device_id: entry.deviceId ? bounded(entry.deviceId, 100) : null,
       action: bounded(entry.action, 200),
-      options: boundedOptions(entry.options),
+      options: boundedOptions(entry.options, result === 'ok' ? MAX_CHANGE_OPTIONS_BYTES : MAX_OPTIONS_BYTES),
       result,
       reason: entry.reason ?? null,
       source_ip: bounded(entry.ip, 100),
