@@ -231,8 +231,7 @@ export class AuditService {
         .where('id', '<=', through)
         .executeTakeFirstOrThrow();
       // The sha of the last entry deleted is the checkpoint's: the chain goes on from it.
-      const lastDeleted = await trx.selectFrom('audit').select('sha').where('id', '<=', through).orderBy('id', 'desc').limit(1).executeTakeFirstOrThrow();
-      const options: CheckpointOptions = { deleted_through: through, deleted_through_sha: lastDeleted.sha, deleted: Number(n), cutoff: cutoff.toISOString() };
+      const options: CheckpointOptions = { deleted_through: through, deleted_through_sha: last.sha, deleted: Number(n), cutoff: cutoff.toISOString() };
       const checkpoint = await this.append({
         event: CHECKPOINT_EVENT,
         user_id: null,
