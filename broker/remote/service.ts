@@ -97,9 +97,8 @@ export class RemoteService {
     return removed;
   }
 
-  /** A console recording (asciicast v2) by its session id; 404 when there is none. */
   /**
-   * A console's recording, for its owner or whoever may manage remote access on its device
+   * A console's recording (asciicast v2) by its session id, 404 when there is none; for its owner or whoever may manage remote access on its device
    * (`remote-access:manage` there, as for the live session): the console's start entry, whose
    * `recording` option names it, says whose and where. A recording whose start entry is gone
    * (audit retention) is served to a `*` grant of remote-access:manage only. Every read, and every
