@@ -16,8 +16,8 @@ export const MAX_PENDING_PER_ADDRESS = 10;
 /**
  * Look-ups, approvals and declines of user codes one signed-in user may make in
  * DEVICE_CODE_LOOKUP_WINDOW_MS, and one address; beyond, 429. With at most 1000 codes open among
- * 20^8 (2.6·10^10), one guess finds one with odds of 1 in 2.6·10^7: a user guessing at this rate
- * would need about 10^5 years on average.
+ * 20^8 (2.6·10^10), one guess finds one with odds of 1 in 2.6·10^7: about 35 years of guessing at
+ * the per-user rate, 12 at the per-address one, for one hit on average.
  */
 export const DEVICE_CODE_LOOKUPS_PER_USER = 20;
 export const DEVICE_CODE_LOOKUPS_PER_ADDRESS = 60;
