@@ -247,6 +247,57 @@ export function maskSecrets(bundle: string, data: BundleData, key: Buffer, home:
   return copy;
 }
 
+/** The credential values a rendered configuration (bundle name → data) holds, for scrubbing what comes back from its device. */
+export function credentialValues(bundleData: Record<string, unknown>): string[] {
+  const out = new Set<string>();
+  for (const [bundle, data] of Object.entries(bundleData))
+    if (data && typeof data === 'object' && !Array.isArray(data)) for (const f of secretFields(bundle, data as BundleData)) out.add(f.value as string);
+  return [...out];
+}
+
+/** Shortest credential scrubbed from reports: shorter strings would blank ordinary words. */
+const MIN_SCRUBBED = 4;
+
+/**
+ * Reports as shown to readers: every credential value of the device's configuration (credentialValues)
+ * replaced by `[redacted]` in the text and in the log (base64, compared byte for byte), so an agent
+ * echoing a command's output does not hand a registry password or a secret parameter to report readers.
+ */
+export function scrubReports<R extends { text: string; log?: string }>(reports: R[], values: string[]): R[] {
+  const secrets = values.filter((v) => v.length >= MIN_SCRUBBED).sort((a, b) => b.length - a.length);
+  if (secrets.length === 0) return reports;
+  const latin = secrets.map((v) => Buffer.from(v, 'utf8').toString('latin1'));
+  const scrub = (text: string, list: string[], mark: string) => list.reduce((t, v) => t.split(v).join(mark), text);
+  return reports.map((r) => ({
+    ...r,
+    text: scrub(r.text, secrets, REDACTED),
+    ...(r.log !== undefined ? { log: Buffer.from(scrub(Buffer.from(r.log, 'base64').toString('latin1'), latin, REDACTED), 'latin1').toString('base64') } : {}),
+  }));
+}
+
+/** What an audit entry shows of a credential field. */
+export const REDACTED = '[redacted]';
+
+/**
+ * A change request (`{formtype, config}`) or a commit (`{changes: [...]}`) as a refused call's audit
+ * entry shows it: every credential field (SECRET_FIELDS) of each bundle as `[redacted]`. Takes any
+ * input: a refused body may be malformed.
+ */
+export function auditableChangeBody(body: unknown): unknown {
+  const mask = (request: unknown): unknown => {
+    if (!request || typeof request !== 'object' || Array.isArray(request)) return request;
+    const r = request as { formtype?: unknown; config?: unknown };
+    if (typeof r.formtype !== 'string' || !r.config || typeof r.config !== 'object') return request;
+    const config = structuredClone(r.config);
+    const paths = isBundle(r.formtype) ? (SECRET_FIELDS[r.formtype] ?? []) : Object.values(SECRET_FIELDS).flat();
+    for (const f of paths.flatMap((path) => fieldsAt(config, path))) if (f.value !== undefined && f.value !== null) f.set(REDACTED);
+    return { ...r, config };
+  };
+  if (!body || typeof body !== 'object' || Array.isArray(body)) return body;
+  const b = body as { changes?: unknown };
+  return Array.isArray(b.changes) ? { ...b, changes: b.changes.map(mask) } : mask(body);
+}
+
 /**
  * Where a change's credential field is a reference the broker answered for this entity's stored
  * data (`known`: its committed bundle and the caller's staged one, each with its home), the value it

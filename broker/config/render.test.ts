@@ -1,6 +1,17 @@
 import { describe, expect, it } from 'vitest';
 import { ApiError } from '../http/errors.js';
-import { extendBundle, maskSecrets, referencedFiles, restoreSecrets, secretRef, validateBundle, type BundleData } from './bundles.js';
+import {
+  auditableChangeBody,
+  credentialValues,
+  extendBundle,
+  scrubReports,
+  maskSecrets,
+  referencedFiles,
+  restoreSecrets,
+  secretRef,
+  validateBundle,
+  type BundleData,
+} from './bundles.js';
 import { render, type Level, type OwnBundle } from './render.js';
 
 const own = (data: BundleData, extend = false, commitCreated = 1, commitSha = `c${commitCreated}`): OwnBundle => ({ data, extend, commitCreated, commitSha });
@@ -125,6 +136,33 @@ describe('bundles', () => {
     const hashes = maskSecrets('password', { users: [{ username: 'root', passwordhash: '$6$salt$hash' }] }, key, home);
     expect(JSON.stringify([docker, hashes])).not.toMatch(/pw1|\$6\$/);
     expect(JSON.stringify([docker, hashes])).toMatch(/secret-ref:.*secret-ref:/);
+  });
+
+  it('masks the credential fields of change and commit bodies for the audit trail, whatever the body', () => {
+    const docker = { formtype: 'docker_containers', config: { registry_auths: [{ server: 'r', username: 'u', password: 'pw1' }] } };
+    const hashes = { formtype: 'password', config: { users: [{ username: 'root', passwordhash: '$6$x$y' }] } };
+    expect(auditableChangeBody(docker)).toEqual({
+      formtype: 'docker_containers',
+      config: { registry_auths: [{ server: 'r', username: 'u', password: '[redacted]' }] },
+    });
+    expect(JSON.stringify(auditableChangeBody({ message: 'm', changes: [docker, hashes, 7] }))).not.toMatch(/pw1|\$6\$/);
+    // an unknown bundle name: every credential field of the list is masked
+    expect(JSON.stringify(auditableChangeBody({ formtype: 'nope', config: { secrets: [{ key: 'k', value: 'v1' }] } }))).not.toContain('v1');
+    for (const odd of [null, 'x', [], { changes: 'x' }, { formtype: 'parameters', config: 'x' }]) expect(auditableChangeBody(odd)).toEqual(odd);
+  });
+
+  it('scrubs the device’s credentials from what its agent reports, in text and log', () => {
+    const values = credentialValues({
+      parameters: { secrets: [{ key: 'db', value: 'db-pass-1' }] },
+      docker_containers: { registry_auths: [{ server: 'r', username: 'u', password: 'reg-pw-2' }] },
+      ntp: { servers: ['pool'] },
+    });
+    expect(values.sort()).toEqual(['db-pass-1', 'reg-pw-2']);
+    const log = Buffer.from('login reg-pw-2 failed; db=db-pass-1 ✓').toString('base64');
+    const [r] = scrubReports([{ text: 'echo db-pass-1', log, sev: 'ERR' }], values);
+    expect(r.text).toBe('echo [redacted]');
+    expect(Buffer.from(r.log!, 'base64').toString('utf8')).toBe('login [redacted] failed; db=[redacted] ✓');
+    expect(r.sev).toBe('ERR');
   });
 
   it('lists the file-store files a configuration names', () => {

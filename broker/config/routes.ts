@@ -2,7 +2,7 @@ import { z } from 'zod';
 import { NODE_ID_PATTERN } from '../../shared/resources.js';
 import { DEVICE_ID_PATTERN } from '../devices/scope.js';
 import { defineRoute, type RouteSpec } from '../http/route.js';
-import { BUNDLES } from './bundles.js';
+import { auditableChangeBody, BUNDLES } from './bundles.js';
 import { MAX_INLINE_CHANGES } from './service.js';
 
 const sha = z
@@ -103,6 +103,7 @@ export const configRoutes: RouteSpec[] = [
     body: changeRequest,
     response: change,
     audit: 'config.change',
+    auditBody: auditableChangeBody,
     handler: async ({ body, services, principal }) => services.configuration.createChange(principal, body),
   }),
   defineRoute({
@@ -182,6 +183,7 @@ export const configRoutes: RouteSpec[] = [
     response: commit,
     // The commit writes its own audit entry (whose sha it takes) in its own transaction; refusals are audited by the router.
     audit: false,
+    auditBody: auditableChangeBody,
     handler: async ({ body, services, principal, ip }) => services.configuration.commit(principal, body, ip),
   }),
   defineRoute({

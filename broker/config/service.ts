@@ -18,7 +18,17 @@ import { readAttributes } from '../devices/attributes.js';
 import { nodeChain, ROOT_NODE, scopeOfChain, type ChainRow } from '../devices/scope.js';
 import { ApiError, badRequest, conflict, notFound } from '../http/errors.js';
 import type { SettingsStore } from '../settings.js';
-import { bundleFiles, maskSecrets, normalizeSource, referencedFiles, restoreSecrets, validateBundle, type BundleData } from './bundles.js';
+import {
+  bundleFiles,
+  credentialValues,
+  maskSecrets,
+  scrubReports,
+  normalizeSource,
+  referencedFiles,
+  restoreSecrets,
+  validateBundle,
+  type BundleData,
+} from './bundles.js';
 import { render, type EntityType, type Level, type OwnBundle, type RenderedConfig } from './render.js';
 import { ConfigStore, level, levelsOf, type ChangeRow } from './store.js';
 
@@ -670,7 +680,10 @@ export class ConfigService {
       .onConflict((oc) => oc.column('device_id').doUpdateSet({ device_commit_sha: m.commit_id as string, applied_at: now }))
       .execute();
     const reports = sanitizeReports(m.reports);
-    if (reports.length > 0) await this.deps.reports.record(deviceId, reports);
+    if (reports.length > 0) {
+      const rendered = await this.deviceRendered(deviceId);
+      await this.deps.reports.record(deviceId, scrubReports(reports, rendered ? credentialValues(rendered.config.bundle_data) : []));
+    }
     const state = await db.selectFrom('device_config').select('commit_sha').where('device_id', '=', deviceId).executeTakeFirst();
     if (state && state.commit_sha !== null && state.commit_sha !== m.commit_id) await this.onConnected(deviceId);
   }
