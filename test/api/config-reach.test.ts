@@ -5,7 +5,8 @@
  * comparing secret references to test guesses, and credentials other than parameters' secrets.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { startTestBroker, type TestBroker } from '../support/broker.js';
+import { migrations } from '../../broker/db/migrations.js';
+import { startTestBroker, testDatabase, type TestBroker } from '../support/broker.js';
 
 let t: TestBroker;
 let lab: string; // a device tagged lab
@@ -80,6 +81,31 @@ describe('removing a permission never widens another', () => {
     expect(await tryAll()).toEqual({ inventory: 403, metrics: 403 });
     expect((await t.api('PATCH', `/api/v2/user/${u.id}`, { token: u.token, body: { roles: [u.roleId] } })).status).toBe(200);
     expect(await tryAll()).toEqual({ inventory: 403, metrics: 403 });
+  });
+});
+
+describe('upgrading keeps existing configurators no wider (migration 0017)', () => {
+  it('narrows a role’s configuration grants to the device:read its holders had', async () => {
+    const u = await t.userWith([
+      { permission: 'device:read', resources: ['tag:lab'] },
+      { permission: 'configuration:manage' },
+      { permission: 'configuration:read' },
+    ]);
+    const db = t.broker.services.store.db;
+    await migrations(testDatabase())['0017_configuration_reach'].up(db as never);
+    const row = await db.selectFrom('roles').select('policies').where('id', '=', u.roleId).executeTakeFirstOrThrow();
+    expect(JSON.parse(row.policies)).toEqual([
+      { permission: 'device:read', resources: ['tag:lab'] },
+      { permission: 'configuration:manage', resources: ['tag:lab'] },
+      { permission: 'configuration:read', resources: ['tag:lab'] },
+    ]);
+    const token = await t.login(u.email, u.password);
+    expect((await change(token, { node_id: 'root', formtype: 'ntp', config: { servers: ['x'] } })).status).toBe(403);
+    expect((await change(token, { tag: 'lab', formtype: 'ntp', config: { servers: ['x'] } })).status).toBe(200);
+    await t.api('DELETE', '/api/v2/changes', { token });
+    // The Administrator role is left as it is.
+    const builtin = await db.selectFrom('roles').select('policies').where('builtin', '=', 1).executeTakeFirstOrThrow();
+    expect(JSON.parse(builtin.policies)).toContainEqual({ permission: 'configuration:manage', resources: ['*'] });
   });
 });
 
