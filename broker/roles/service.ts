@@ -211,29 +211,16 @@ export class RolesService {
     if (removed.length === 0 && !lowered) return;
     const holders = (await usersOfRoles(trx, [role.id])).get(role.id) ?? [];
     if (holders.length === 0) return;
-    const roleIds = [
-      ...new Set(
-        [
-          ...(
-            await rolesOfUsers(
-              trx,
-              holders.map((h) => h.user_id),
-            )
-          ).values(),
-        ].flat(),
-      ),
-    ];
-    const what = [
-      ...(removed.length > 0
-        ? [
-            `take ${removed
-              .slice(0, 3)
-              .map((m) => `${m.permission} on ${m.resource}`)
-              .join(', ')}${removed.length > 3 ? ', …' : ''} away`,
-          ]
-        : []),
-      ...(lowered ? [`turn its console recording from ${before} to ${recording}`] : []),
-    ].join(' and ');
+    const held = await rolesOfUsers(
+      trx,
+      holders.map((h) => h.user_id),
+    );
+    const roleIds = [...new Set([...held.values()].flat())];
+    const taken = removed.slice(0, 3).map((m) => `${m.permission} on ${m.resource}`);
+    const parts: string[] = [];
+    if (removed.length > 0) parts.push(`take ${taken.join(', ')}${removed.length > 3 ? ', …' : ''} away`);
+    if (lowered) parts.push(`turn its console recording from ${before} to ${recording}`);
+    const what = parts.join(' and ');
     this.access.requireOutranks(
       actor,
       await policiesOfRoles(trx, roleIds),
