@@ -146,9 +146,9 @@ describe('port presets and inventory reach', () => {
     expect(await access.mayReadPreset(principal([{ permission: CONNECT, resources: ['node:lab'] }]), 'node:lab')).toBe(true);
   });
 
-  it('inventory is limited by device:read when held, else reaches every device through inventory:read', () => {
+  it('inventory is limited by device:read, and reaches no device without it (never every device)', () => {
     expect(access.inventoryScope(principal([{ permission: 'inventory:read' }, { permission: 'device:read', resources: ['tag:x'] }]))).toBe('device:read');
-    expect(access.inventoryScope(principal([{ permission: 'inventory:read' }]))).toBe('inventory:read');
+    expect(access.inventoryScope(principal([{ permission: 'inventory:read' }]))).toBe('device:read');
   });
 });
 
@@ -181,20 +181,92 @@ describe('AccessService.seer (the group tree’s predicate)', () => {
 
 describe('configuration decisions (mayConfigure)', () => {
   const read = { permission: 'configuration:read' as const };
-  it('device:read, when held, limits the nodes and tags whose configuration a caller reaches', async () => {
-    const restricted = principal([read, { permission: 'device:read', resources: ['node:lab'] }]);
+  it('the configuration permissions reach the nodes and tags their own resources cover', async () => {
+    const restricted = principal([{ ...read, resources: ['node:lab'] }]);
     expect(await access.mayConfigure(restricted, 'configuration:read', { type: 'node', id: 'lab' })).toBe(true);
     expect(await access.mayConfigure(restricted, 'configuration:read', { type: 'node', id: 'root' })).toBe(false);
     expect(await access.mayConfigure(restricted, 'configuration:read', { type: 'tag', id: 'lab-tag' })).toBe(false);
-    const tagged = principal([read, { permission: 'device:read', resources: ['tag:lab-tag'] }]);
+    const tagged = principal([{ ...read, resources: ['tag:lab-tag'] }]);
     expect(await access.mayConfigure(tagged, 'configuration:read', { type: 'tag', id: 'lab-tag' })).toBe(true);
     expect(await access.mayConfigure(tagged, 'configuration:read', { type: 'tag', id: 'other' })).toBe(false);
+    expect(await access.mayConfigure(tagged, 'configuration:read', { type: 'node', id: 'root' })).toBe(false);
   });
 
-  it('without device:read the configuration permission reaches everything; without it nothing', async () => {
-    expect(await access.mayConfigure(principal([read]), 'configuration:read', { type: 'node', id: 'root' })).toBe(true);
+  it('device:read neither limits nor widens them: dropping it reaches nothing more', async () => {
+    const lab = { permission: 'configuration:manage', resources: ['tag:lab-tag'] };
+    const withRead = principal([lab, { permission: 'device:read', resources: ['tag:lab-tag'] }]);
+    const dropped = principal([lab]);
+    for (const p of [withRead, dropped]) {
+      expect(await access.mayConfigure(p, 'configuration:manage', { type: 'node', id: 'root' })).toBe(false);
+      expect(await access.mayConfigure(p, 'configuration:manage', { type: 'tag', id: 'lab-tag' })).toBe(true);
+    }
+    // no resources: `*`, every entity, whatever device:read says
+    expect(
+      await access.mayConfigure(principal([read, { permission: 'device:read', resources: ['node:lab'] }]), 'configuration:read', { type: 'node', id: 'root' }),
+    ).toBe(true);
     expect(await access.mayConfigure(principal([read]), 'configuration:manage', { type: 'node', id: 'root' })).toBe(false);
     await expect(access.requireConfigEntity(principal([read]), 'configuration:manage', { type: 'tag', id: 'x' })).rejects.toMatchObject({ status: 403 });
+  });
+});
+
+describe('taking a permission away never widens another (property)', () => {
+  // A small tree: root > lab > d1, root > rack > d2 (tag hot), root > d3 (tag lab-tag).
+  const tree: Record<string, DeviceScope> = {
+    root: { deviceId: '', nodeIds: ['root'], tags: [] },
+    lab: { deviceId: '', nodeIds: ['lab', 'root'], tags: [] },
+    rack: { deviceId: '', nodeIds: ['rack', 'root'], tags: ['hot'] },
+    d1: { deviceId: 'd1', nodeIds: ['d1', 'lab', 'root'], tags: [] },
+    d2: { deviceId: 'd2', nodeIds: ['d2', 'rack', 'root'], tags: ['hot'] },
+    d3: { deviceId: 'd3', nodeIds: ['d3', 'root'], tags: ['lab-tag'] },
+  };
+  const devices = ['d1', 'd2', 'd3'].map((id) => tree[id]);
+  const svc = new AccessService({ scopeOf: async (id) => (tree[id]?.deviceId ? tree[id] : undefined), scopeOfNode: async (id) => tree[id] });
+  const targets = [
+    ...Object.keys(tree).map((id) => ({ type: 'node' as const, id })),
+    ...['hot', 'lab-tag', 'other'].map((id) => ({ type: 'tag' as const, id })),
+  ];
+  const pool: Policy[] = [
+    { permission: 'device:read', resources: ['tag:lab-tag'] },
+    { permission: 'device:read', resources: ['node:rack'] },
+    { permission: 'device:read' },
+    { permission: 'configuration:manage', resources: ['tag:lab-tag'] },
+    { permission: 'configuration:read', resources: ['node:lab'] },
+    { permission: 'configuration:read' },
+    { permission: 'inventory:read' },
+    { permission: 'metrics:read' },
+    { permission: 'analysis:read' },
+    { permission: 'cve:read' },
+  ];
+
+  /** Everything each permission reaches, as the services ask it. */
+  async function reach(p: Principal): Promise<Set<string>> {
+    const out = new Set<string>();
+    const sees = (permission: Parameters<AccessService['seer']>[1]) => svc.seer(p, permission);
+    for (const permission of ['configuration:read', 'configuration:manage'] as const)
+      for (const t of targets) if (await svc.mayConfigure(p, permission, t)) out.add(`${permission} ${t.type}:${t.id}`);
+    for (const d of devices) {
+      if (p.has('device:read') && sees('device:read')(d)) out.add(`device:read ${d.deviceId}`);
+      if (p.has('inventory:read') && sees(svc.inventoryScope(p))(d)) out.add(`inventory:read ${d.deviceId}`);
+      for (const m of ['metrics:read', 'analysis:read'] as const) if (p.has(m) && sees(svc.fleetScope(p, m))(d)) out.add(`${m} ${d.deviceId}`);
+      const cve = svc.cveScope(p);
+      if (p.has('cve:read') && (cve === undefined || sees(cve)(d))) out.add(`cve:read ${d.deviceId}`);
+    }
+    return out;
+  }
+
+  it('for every combination of policies, removing any one reaches nothing new', async () => {
+    let checked = 0;
+    for (let mask = 0; mask < 1 << pool.length; mask++) {
+      const held = pool.filter((_, i) => mask & (1 << i));
+      const before = await reach(principal(held));
+      for (let i = 0; i < held.length; i++) {
+        const after = await reach(principal(held.filter((_, j) => j !== i)));
+        const widened = [...after].filter((r) => !before.has(r));
+        if (widened.length > 0) expect({ held, removed: held[i], widened }).toEqual({ held, removed: held[i], widened: [] });
+        checked += 1;
+      }
+    }
+    expect(checked).toBe(pool.length << (pool.length - 1));
   });
 });
 

@@ -237,32 +237,32 @@ export class AccessService {
   }
 
   /**
-   * The permission whose resources limit which devices' inventory a caller reaches. inventory:read
-   * does not accept resources, so alone it reaches every device (the map, the dashboard); a
-   * caller whose device:read is limited to some devices sees the inventory of those only.
+   * The permission whose resources limit which devices' inventory a caller reaches: always
+   * device:read. inventory:read accepts no resources, so it says what may be read, never where: the
+   * devices are those device:read's resources reach, and none without device:read. Nothing is
+   * inferred from a permission's absence, so taking device:read away never widens what
+   * inventory:read reaches (the property test in access.test.ts).
    */
-  inventoryScope(principal: Principal): 'device:read' | 'inventory:read' {
-    return principal.has('device:read') ? 'device:read' : 'inventory:read';
-  }
-
-  /**
-   * The permission whose resources limit which devices' CVE findings a caller reaches (host lists
-   * and counts). cve:read accepts no resources, so alone it reaches every device; a caller whose
-   * device:read is limited to some devices sees the findings of those only. Undefined: every device.
-   */
-  cveScope(principal: Principal): 'device:read' | undefined {
-    if (!principal.has('device:read') || this.reachesEveryDevice(principal, 'device:read')) return undefined;
+  inventoryScope(_principal: Principal): 'device:read' | 'inventory:read' {
     return 'device:read';
   }
 
   /**
-   * Configuration (qbee's configuration:read / configuration:manage, which accept no resources):
-   * may the principal read or change the configuration of this node or tag? Like inventoryScope, a
-   * caller who holds device:read reaches only what their device:read resources cover (coversTarget:
-   * `node:<id>` covered by `*`, a node at or above it or a tag it carries; `tag:<t>` by `*` or that
-   * tag), so a user restricted to some devices neither reads nor changes the configuration of
-   * others — nor of a group or tag that reaches beyond theirs (root included). Without device:read,
-   * the configuration permission alone reaches every entity.
+   * The permission whose resources limit which devices' CVE findings a caller reaches (host lists
+   * and counts): device:read, as inventoryScope (none without it). Undefined when device:read
+   * reaches every device, so a listing need not name them one by one.
+   */
+  cveScope(principal: Principal): 'device:read' | undefined {
+    if (this.reachesEveryDevice(principal, 'device:read')) return undefined;
+    return 'device:read';
+  }
+
+  /**
+   * Configuration: may the principal read or change the configuration of this node or tag?
+   * configuration:read and configuration:manage accept resources (an extension of qbee's list; none
+   * means `*`), and their reach is their own resources only (coversTarget: `node:<id>` covered by
+   * `*`, a node at or above it or a tag it carries; `tag:<t>` by `*` or that tag) — never another
+   * permission's, so holding or dropping device:read changes nothing here.
    */
   async mayConfigure(
     principal: Principal,
@@ -270,8 +270,7 @@ export class AccessService {
     entity: { type: 'node' | 'tag'; id: string },
   ): Promise<boolean> {
     if (!principal.has(permission)) return false;
-    if (!principal.has('device:read')) return true;
-    return this.coversTarget(principal, 'device:read', `${entity.type}:${entity.id}`);
+    return this.coversTarget(principal, permission, `${entity.type}:${entity.id}`);
   }
 
   /** Throws 403 unless mayConfigure. */
@@ -282,7 +281,7 @@ export class AccessService {
   ): Promise<void> {
     if (await this.mayConfigure(principal, permission, entity)) return;
     if (!principal.has(permission)) throw forbidden(`Not allowed: no role grants ${permission}.`, { permission });
-    throw forbidden(`Not allowed: the configuration of ${entity.type} ${entity.id} reaches devices outside your device:read resources.`, {
+    throw forbidden(`Not allowed: the configuration of ${entity.type} ${entity.id} reaches devices outside your ${permission} resources.`, {
       permission,
       [entity.type === 'node' ? 'node_id' : 'tag']: entity.id,
     });
@@ -290,12 +289,12 @@ export class AccessService {
 
   /**
    * The permission whose resources limit which devices' metrics a caller reaches, in a device's
-   * series and in fleet aggregations (analysis, organisation statistics). metrics:read and
-   * analysis:read do not accept resources, so alone they reach every device; a caller who also holds
-   * device:read reaches the devices their device:read resources match, and no others.
+   * series and in fleet aggregations (analysis, organisation statistics): always device:read.
+   * metrics:read and analysis:read accept no resources, so they say what may be read, never where:
+   * the devices are those device:read's resources reach, and none without it (as inventoryScope).
    */
-  fleetScope(principal: Principal, permission: 'metrics:read' | 'analysis:read'): Permission {
-    return principal.has('device:read') ? 'device:read' : permission;
+  fleetScope(_principal: Principal, _permission: 'metrics:read' | 'analysis:read'): Permission {
+    return 'device:read';
   }
 
   /**

@@ -4,7 +4,7 @@
  * out of answers. Pure functions: the service and the tests use them alike.
  */
 import crypto from 'node:crypto';
-import { BUNDLES, type BundleName } from '../../shared/config-bundles.js';
+import { BUNDLES, fieldsAt, FILE_FIELDS, SECRET_FIELDS, type BundleName, type FoundField } from '../../shared/config-bundles.js';
 import { badRequest } from '../http/errors.js';
 
 export { BUNDLES, type BundleName } from '../../shared/config-bundles.js';
@@ -214,49 +214,110 @@ export function extendBundle(inherited: BundleData, own: BundleData): BundleData
 export const SECRET_REF_PREFIX = 'secret-ref:';
 
 /**
- * The reference of a secret: a keyed digest (the broker's key), so equal values give equal references
- * without a reader learning the value. Sending the reference back (a client that re-sends what it
- * read) keeps the stored value (see restoreSecrets).
+ * Where a stored secret lives: the entity whose own bundle holds it, and the stored version (the id
+ * of a staged change, or the sha of the commit that stored the entity's bundle). Both are bound into
+ * the secret's reference.
  */
-export function secretRef(key: Buffer, value: string): string {
-  return SECRET_REF_PREFIX + crypto.createHmac('sha256', key).update(value).digest('hex').slice(0, 32);
-}
-
-/** A copy of bundle data for answers: parameters' secret values as references. */
-export function maskSecrets(bundle: string, data: BundleData, key: Buffer): BundleData {
-  if (bundle !== 'parameters' || !Array.isArray(data.secrets)) return data;
-  return {
-    ...data,
-    secrets: data.secrets.map((s) =>
-      s && typeof s === 'object' && !Array.isArray(s) && typeof s.value === 'string' ? { ...s, value: secretRef(key, s.value) } : s,
-    ),
-  };
+export interface SecretHome {
+  entity: string;
+  version: string;
 }
 
 /**
- * Where a change's secret value is a reference the broker answered for the same key, the value it
- * stands for (from `known`: the entity's committed or staged secrets). An unknown reference is refused.
+ * The reference of a secret: a keyed digest (the broker's key) of the value bound to where it is
+ * stored — the entity, the stored version and the field (with its list item's other fields). Equal
+ * values in two places (a guess staged beside the real secret) give unrelated references, so a
+ * reference tells nothing about a value; sending it back unchanged (a client that re-sends what it
+ * read) keeps the stored value (see restoreSecrets).
  */
-export function restoreSecrets(bundle: string, data: BundleData, known: BundleData[], key: Buffer): BundleData {
-  if (bundle !== 'parameters' || !Array.isArray(data.secrets)) return data;
-  const byRef = new Map<string, string>();
-  for (const k of known) {
-    if (!Array.isArray(k.secrets)) continue;
-    for (const s of k.secrets)
-      if (s && typeof s === 'object' && !Array.isArray(s) && typeof s.value === 'string') byRef.set(`${String(s.key)}\n${secretRef(key, s.value)}`, s.value);
-  }
-  return {
-    ...data,
-    secrets: data.secrets.map((s, i) => {
-      if (!s || typeof s !== 'object' || Array.isArray(s) || typeof s.value !== 'string' || !s.value.startsWith(SECRET_REF_PREFIX)) return s;
-      const value = byRef.get(`${String(s.key)}\n${s.value}`);
-      if (value === undefined)
-        throw badRequest(`config.secrets[${i}].value is a secret reference this entity does not hold; send the value itself.`, {
-          field: `config.secrets[${i}].value`,
-        });
-      return { ...s, value };
-    }),
+export function secretRef(key: Buffer, home: SecretHome, at: string, value: string): string {
+  return SECRET_REF_PREFIX + crypto.createHmac('sha256', key).update(`${home.entity}\n${home.version}\n${at}\n${value}`).digest('hex').slice(0, 32);
+}
+
+/** The credential fields of one bundle's data (the one list, SECRET_FIELDS), each holding a non-empty string. */
+function secretFields(bundle: string, data: BundleData): FoundField[] {
+  const paths = isBundle(bundle) ? (SECRET_FIELDS[bundle] ?? []) : [];
+  return paths.flatMap((path) => fieldsAt(data, path)).filter((f) => typeof f.value === 'string' && f.value !== '');
+}
+
+/** A copy of bundle data for answers: every credential field (SECRET_FIELDS) as its reference. */
+export function maskSecrets(bundle: string, data: BundleData, key: Buffer, home: SecretHome): BundleData {
+  const copy = structuredClone(data);
+  for (const f of secretFields(bundle, copy)) f.set(secretRef(key, home, f.at, f.value as string));
+  return copy;
+}
+
+/** The credential values a rendered configuration (bundle name → data) holds, for scrubbing what comes back from its device. */
+export function credentialValues(bundleData: Record<string, unknown>): string[] {
+  const out = new Set<string>();
+  for (const [bundle, data] of Object.entries(bundleData))
+    if (data && typeof data === 'object' && !Array.isArray(data)) for (const f of secretFields(bundle, data as BundleData)) out.add(f.value as string);
+  return [...out];
+}
+
+/** Shortest credential scrubbed from reports: shorter strings would blank ordinary words. */
+const MIN_SCRUBBED = 4;
+
+/**
+ * Reports as shown to readers: every credential value of the device's configuration (credentialValues)
+ * replaced by `[redacted]` in the text and in the log (base64, compared byte for byte), so an agent
+ * echoing a command's output does not hand a registry password or a secret parameter to report readers.
+ */
+export function scrubReports<R extends { text: string; log?: string }>(reports: R[], values: string[]): R[] {
+  const secrets = values.filter((v) => v.length >= MIN_SCRUBBED).sort((a, b) => b.length - a.length);
+  if (secrets.length === 0) return reports;
+  const latin = secrets.map((v) => Buffer.from(v, 'utf8').toString('latin1'));
+  const scrub = (text: string, list: string[], mark: string) => list.reduce((t, v) => t.split(v).join(mark), text);
+  return reports.map((r) => ({
+    ...r,
+    text: scrub(r.text, secrets, REDACTED),
+    ...(r.log !== undefined ? { log: Buffer.from(scrub(Buffer.from(r.log, 'base64').toString('latin1'), latin, REDACTED), 'latin1').toString('base64') } : {}),
+  }));
+}
+
+/** What an audit entry shows of a credential field. */
+export const REDACTED = '[redacted]';
+
+/**
+ * A change request (`{formtype, config}`) or a commit (`{changes: [...]}`) as a refused call's audit
+ * entry shows it: every credential field (SECRET_FIELDS) of each bundle as `[redacted]`. Takes any
+ * input: a refused body may be malformed.
+ */
+export function auditableChangeBody(body: unknown): unknown {
+  const mask = (request: unknown): unknown => {
+    if (!request || typeof request !== 'object' || Array.isArray(request)) return request;
+    const r = request as { formtype?: unknown; config?: unknown };
+    if (typeof r.formtype !== 'string' || !r.config || typeof r.config !== 'object') return request;
+    const config = structuredClone(r.config);
+    const paths = isBundle(r.formtype) ? (SECRET_FIELDS[r.formtype] ?? []) : Object.values(SECRET_FIELDS).flat();
+    for (const f of paths.flatMap((path) => fieldsAt(config, path))) if (f.value !== undefined && f.value !== null) f.set(REDACTED);
+    return { ...r, config };
   };
+  if (!body || typeof body !== 'object' || Array.isArray(body)) return body;
+  const b = body as { changes?: unknown };
+  return Array.isArray(b.changes) ? { ...b, changes: b.changes.map(mask) } : mask(body);
+}
+
+/**
+ * Where a change's credential field is a reference the broker answered for this entity's stored
+ * data (`known`: its committed bundle and the caller's staged one, each with its home), the value it
+ * stands for. A reference from anywhere else — another entity, another field, a made-up one — is refused.
+ */
+export function restoreSecrets(bundle: string, data: BundleData, known: { data: BundleData; home: SecretHome }[], key: Buffer): BundleData {
+  const wanted = secretFields(bundle, data).filter((f) => (f.value as string).startsWith(SECRET_REF_PREFIX));
+  if (wanted.length === 0) return data;
+  const byRef = new Map<string, string>();
+  for (const k of known)
+    for (const f of secretFields(bundle, k.data)) byRef.set(`${f.at}\n${secretRef(key, k.home, f.at, f.value as string)}`, f.value as string);
+  const copy = structuredClone(data);
+  for (const f of secretFields(bundle, copy)) {
+    if (!(f.value as string).startsWith(SECRET_REF_PREFIX)) continue;
+    const value = byRef.get(`${f.at}\n${f.value as string}`);
+    if (value === undefined)
+      throw badRequest(`config${f.at}: a secret reference this entity does not hold there; send the value itself.`, { field: `config${f.at}` });
+    f.set(value);
+  }
+  return copy;
 }
 
 // ---- files ---------------------------------------------------------------------------------------
@@ -266,29 +327,18 @@ export function normalizeSource(source: string): string {
   return source.replace(/^\/+/, '');
 }
 
-/** The file-store files a rendered configuration names (file_distribution templates, software_management config templates). */
+/** The file-store paths one bundle's data names (FILE_FIELDS), as written. */
+export function bundleFiles(bundle: string, data: BundleData): string[] {
+  const paths = isBundle(bundle) ? (FILE_FIELDS[bundle] ?? []) : [];
+  return paths.flatMap((path) => fieldsAt(data, path)).flatMap((f) => (typeof f.value === 'string' && f.value !== '' ? [f.value] : []));
+}
+
+/** The file-store files a rendered configuration names (every FILE_FIELDS field of its bundles), normalised. */
 export function referencedFiles(bundleData: Record<string, unknown>): Set<string> {
   const out = new Set<string>();
-  const fd = bundleData.file_distribution as { files?: unknown } | undefined;
-  if (fd && Array.isArray(fd.files)) {
-    for (const set of fd.files as { templates?: unknown }[]) {
-      if (!set || !Array.isArray(set.templates)) continue;
-      for (const t of set.templates as { source?: unknown }[]) if (t && typeof t.source === 'string' && t.source !== '') out.add(normalizeSource(t.source));
-    }
-  }
-  const sm = bundleData.software_management as { items?: unknown } | undefined;
-  if (sm && Array.isArray(sm.items)) {
-    for (const item of sm.items as { config_files?: unknown }[]) {
-      if (!item || !Array.isArray(item.config_files)) continue;
-      for (const f of item.config_files as { config_template?: unknown }[])
-        if (f && typeof f.config_template === 'string' && f.config_template !== '') out.add(normalizeSource(f.config_template));
-    }
-  }
-  for (const name of ['docker_containers', 'podman_containers']) {
-    const b = bundleData[name] as { items?: unknown } | undefined;
-    if (!b || !Array.isArray(b.items)) continue;
-    for (const item of b.items as { env_file?: unknown }[])
-      if (item && typeof item.env_file === 'string' && item.env_file !== '') out.add(normalizeSource(item.env_file));
+  for (const [bundle, data] of Object.entries(bundleData)) {
+    if (!data || typeof data !== 'object' || Array.isArray(data)) continue;
+    for (const file of bundleFiles(bundle, data as BundleData)) out.add(normalizeSource(file));
   }
   return out;
 }

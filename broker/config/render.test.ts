@@ -1,6 +1,17 @@
 import { describe, expect, it } from 'vitest';
 import { ApiError } from '../http/errors.js';
-import { extendBundle, maskSecrets, referencedFiles, restoreSecrets, secretRef, validateBundle, type BundleData } from './bundles.js';
+import {
+  auditableChangeBody,
+  credentialValues,
+  extendBundle,
+  scrubReports,
+  maskSecrets,
+  referencedFiles,
+  restoreSecrets,
+  secretRef,
+  validateBundle,
+  type BundleData,
+} from './bundles.js';
 import { render, type Level, type OwnBundle } from './render.js';
 
 const own = (data: BundleData, extend = false, commitCreated = 1, commitSha = `c${commitCreated}`): OwnBundle => ({ data, extend, commitCreated, commitSha });
@@ -104,14 +115,54 @@ describe('bundles', () => {
     expect(validateBundle('ntp', { servers: [], inherited: true, bundle_commit_id: 'x' })).toEqual({ servers: [] });
   });
 
-  it('masks secrets and restores a reference sent back for the same key', () => {
+  it('masks every credential field and restores a reference sent back for the same place', () => {
     const key = Buffer.alloc(32, 7);
+    const home = { entity: 'node:root', version: 'c1' };
     const stored: BundleData = { secrets: [{ key: 'pw', value: 'hunter2' }] };
-    const masked = maskSecrets('parameters', stored, key);
+    const masked = maskSecrets('parameters', stored, key, home);
     expect(JSON.stringify(masked)).not.toContain('hunter2');
-    expect(masked.secrets).toEqual([{ key: 'pw', value: secretRef(key, 'hunter2') }]);
-    expect(restoreSecrets('parameters', masked, [stored], key)).toEqual(stored);
-    expect(() => restoreSecrets('parameters', { secrets: [{ key: 'other', value: secretRef(key, 'hunter2') }] }, [stored], key)).toThrow(ApiError);
+    expect(masked.secrets).toEqual([{ key: 'pw', value: secretRef(key, home, '.secrets[[["key","pw"]]].value', 'hunter2') }]);
+    expect(restoreSecrets('parameters', masked, [{ data: stored, home }], key)).toEqual(stored);
+    // another item, another entity or another stored version: the reference does not fit
+    expect(() =>
+      restoreSecrets('parameters', { secrets: [{ key: 'other', value: (masked.secrets as { value: string }[])[0].value }] }, [{ data: stored, home }], key),
+    ).toThrow(ApiError);
+    expect(() => restoreSecrets('parameters', masked, [{ data: stored, home: { ...home, entity: 'node:g' } }], key)).toThrow(ApiError);
+    expect(() => restoreSecrets('parameters', masked, [{ data: stored, home: { ...home, version: 'c2' } }], key)).toThrow(ApiError);
+    // the same value stored elsewhere (a guess staged beside it) has an unrelated reference
+    expect(maskSecrets('parameters', stored, key, { ...home, version: 'change-2' })).not.toEqual(masked);
+    // registry passwords and password hashes are credentials too
+    const docker = maskSecrets('docker_containers', { registry_auths: [{ server: 'r.io', username: 'u', password: 'pw1' }] }, key, home);
+    const hashes = maskSecrets('password', { users: [{ username: 'root', passwordhash: '$6$salt$hash' }] }, key, home);
+    expect(JSON.stringify([docker, hashes])).not.toMatch(/pw1|\$6\$/);
+    expect(JSON.stringify([docker, hashes])).toMatch(/secret-ref:.*secret-ref:/);
+  });
+
+  it('masks the credential fields of change and commit bodies for the audit trail, whatever the body', () => {
+    const docker = { formtype: 'docker_containers', config: { registry_auths: [{ server: 'r', username: 'u', password: 'pw1' }] } };
+    const hashes = { formtype: 'password', config: { users: [{ username: 'root', passwordhash: '$6$x$y' }] } };
+    expect(auditableChangeBody(docker)).toEqual({
+      formtype: 'docker_containers',
+      config: { registry_auths: [{ server: 'r', username: 'u', password: '[redacted]' }] },
+    });
+    expect(JSON.stringify(auditableChangeBody({ message: 'm', changes: [docker, hashes, 7] }))).not.toMatch(/pw1|\$6\$/);
+    // an unknown bundle name: every credential field of the list is masked
+    expect(JSON.stringify(auditableChangeBody({ formtype: 'nope', config: { secrets: [{ key: 'k', value: 'v1' }] } }))).not.toContain('v1');
+    for (const odd of [null, 'x', [], { changes: 'x' }, { formtype: 'parameters', config: 'x' }]) expect(auditableChangeBody(odd)).toEqual(odd);
+  });
+
+  it('scrubs the device’s credentials from what its agent reports, in text and log', () => {
+    const values = credentialValues({
+      parameters: { secrets: [{ key: 'db', value: 'db-pass-1' }] },
+      docker_containers: { registry_auths: [{ server: 'r', username: 'u', password: 'reg-pw-2' }] },
+      ntp: { servers: ['pool'] },
+    });
+    expect(values.sort()).toEqual(['db-pass-1', 'reg-pw-2']);
+    const log = Buffer.from('login reg-pw-2 failed; db=db-pass-1 ✓').toString('base64');
+    const [r] = scrubReports([{ text: 'echo db-pass-1', log, sev: 'ERR' }], values);
+    expect(r.text).toBe('echo [redacted]');
+    expect(Buffer.from(r.log!, 'base64').toString('utf8')).toBe('login [redacted] failed; db=[redacted] ✓');
+    expect(r.sev).toBe('ERR');
   });
 
   it('lists the file-store files a configuration names', () => {
@@ -121,9 +172,10 @@ describe('bundles', () => {
           file_distribution: { files: [{ templates: [{ source: '/a/b.txt' }, { source: 'c.txt' }] }] },
           software_management: { items: [{ config_files: [{ config_template: '/t.conf' }] }] },
           docker_containers: { items: [{ env_file: '/env' }] },
+          rauc: { rauc_bundle: '/r.raucb' },
         }),
       ].sort(),
-    ).toEqual(['a/b.txt', 'c.txt', 'env', 't.conf']);
+    ).toEqual(['a/b.txt', 'c.txt', 'env', 'r.raucb', 't.conf']);
   });
 });
 

@@ -16,6 +16,8 @@ export interface OwnBundle {
   commitSha: string;
   /** Unix milliseconds of the commit */
   commitCreated: number;
+  /** A staged change laid over the committed bundles (previews): its id. */
+  changeId?: string;
 }
 
 export interface Level {

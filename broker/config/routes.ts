@@ -2,7 +2,7 @@ import { z } from 'zod';
 import { NODE_ID_PATTERN } from '../../shared/resources.js';
 import { DEVICE_ID_PATTERN } from '../devices/scope.js';
 import { defineRoute, type RouteSpec } from '../http/route.js';
-import { BUNDLES } from './bundles.js';
+import { auditableChangeBody, BUNDLES } from './bundles.js';
 import { MAX_INLINE_CHANGES } from './service.js';
 import { singleLine } from '../../shared/text.js';
 
@@ -13,9 +13,9 @@ const sha = z
 const nodeId = z.string().regex(NODE_ID_PATTERN, 'must be a node id').describe('A node: root, a group or a device.');
 
 const SCOPE =
-  'configuration:read and configuration:manage accept no resources; a caller who also holds device:read reaches only the configuration of nodes and tags their device:read resources cover ' +
-  '(a node: `*`, a `node:` resource at or above it, or a tag it carries; a tag: `*` or `tag:<that tag>`), so a user restricted to some devices can neither read nor change the configuration of others, ' +
-  'of groups reaching beyond theirs, or of root; without device:read the configuration permission reaches every entity.';
+  'configuration:read and configuration:manage accept resources (an extension of qbee’s list; none means `*`) and reach what their own resources cover, nothing inferred from other permissions: ' +
+  'a node: `*`, a `node:` resource at or above it, or a tag it carries; a tag: `*` or `tag:<that tag>`. So a user limited to some devices can neither read nor change the configuration of others, ' +
+  'of groups reaching beyond theirs, or of root. A change naming files of the file store (file_distribution sources, software_management templates, container env files, rauc bundles) also needs files:read, at staging and again at commit (403 `files_not_readable`).';
 
 /** qbee's ChangeRequest. */
 const changeRequest = z
@@ -51,7 +51,9 @@ const change = z
     user: userBase,
     commit_sha: z.string().optional(),
   })
-  .describe("qbee's Change: parameters' secret values are answered as references (`secret-ref:…`), never in clear");
+  .describe(
+    "qbee's Change: credential fields (parameters' secrets, container registry passwords, password hashes) are answered as references (`secret-ref:…`), never in clear; a reference is bound to its entity, field and stored version, so equal values give unrelated references",
+  );
 
 const commit = z.object({
   sha: z.string().describe('The sha of the commit: the sha of its entry in the audit trail (GET /commitlist)'),
@@ -81,7 +83,7 @@ const RENDER =
   'A node’s configuration is rendered per bundle along root → groups → the node, with the configuration of each of its tags (own and inherited from groups; ordered by commit time) ' +
   'before the node’s own: a level that `extend`s merges into what it inherits (objects field by field, lists inherited items first, an item with the same key/name/username replaced), one that does not replaces it. ' +
   "Each bundle carries qbee's metadata (`enabled`, `extend`, `version`, `bundle_commit_id`, `inherited`, `inherits`: node id → title from where it is inherited down to the node) and `inherited_from`: " +
-  'the entities it comes from, in order ({type, id, title}). Secret parameter values are answered as references. ';
+  'the entities it comes from, in order ({type, id, title}). Credential fields (parameters’ secrets, container registry passwords, password hashes) are answered as references. ';
 
 const scopeQuery = z.object({
   scope: z.enum(['all', 'own']).optional().describe('all (default): rendered with what it inherits; own: the entity’s own bundles only'),
@@ -102,6 +104,7 @@ export const configRoutes: RouteSpec[] = [
     body: changeRequest,
     response: change,
     audit: 'config.change',
+    auditBody: auditableChangeBody,
     handler: async ({ body, services, principal }) => services.configuration.createChange(principal, body),
   }),
   defineRoute({
@@ -181,6 +184,7 @@ export const configRoutes: RouteSpec[] = [
     response: commit,
     // The commit writes its own audit entry (whose sha it takes) in its own transaction; refusals are audited by the router.
     audit: false,
+    auditBody: auditableChangeBody,
     handler: async ({ body, services, principal, ip }) => services.configuration.commit(principal, body, ip),
   }),
   defineRoute({
@@ -220,6 +224,7 @@ export const configRoutes: RouteSpec[] = [
     summary: 'The committed configuration of a device',
     description: 'The device’s rendered configuration (as GET /config/node/{device_id}). ' + RENDER + SCOPE,
     access: 'configuration:read',
+    device: ({ params }) => params.device_id,
     params: z.object({ device_id: z.string().regex(DEVICE_ID_PATTERN, 'must be a device id: 64 lowercase hexadecimal characters') }),
     response: configResponse,
     handler: async ({ params, services, principal }) => services.configuration.nodeConfig(principal, params.device_id, false, true),

@@ -18,7 +18,17 @@ import { readAttributes } from '../devices/attributes.js';
 import { nodeChain, ROOT_NODE, scopeOfChain, type ChainRow } from '../devices/scope.js';
 import { ApiError, badRequest, conflict, notFound } from '../http/errors.js';
 import type { SettingsStore } from '../settings.js';
-import { maskSecrets, normalizeSource, referencedFiles, restoreSecrets, validateBundle, type BundleData } from './bundles.js';
+import {
+  bundleFiles,
+  credentialValues,
+  maskSecrets,
+  scrubReports,
+  normalizeSource,
+  referencedFiles,
+  restoreSecrets,
+  validateBundle,
+  type BundleData,
+} from './bundles.js';
 import { render, type EntityType, type Level, type OwnBundle, type RenderedConfig } from './render.js';
 import { ConfigStore, level, levelsOf, type ChangeRow } from './store.js';
 import { isSingleLine } from '../../shared/text.js';
@@ -168,6 +178,26 @@ export class ConfigService {
     await this.deps.access.requireConfigEntity(principal, permission, entity);
   }
 
+  /**
+   * A change naming files of the file store (FILE_FIELDS) sends them to devices, where whoever
+   * configures them reads them: it needs files:read, the permission to read those files (it accepts
+   * no resources, so it covers every path of the store). 403 `files_not_readable` otherwise. A
+   * change that resets the bundle to the inherited one sends nothing.
+   */
+  private async requireFiles(principal: Principal, bundle: string, data: BundleData): Promise<void> {
+    if (data.reset_to_group === true) return;
+    const files = bundleFiles(bundle, data);
+    if (files.length === 0) return;
+    if ((await this.deps.access.decide(principal, 'files:read')).allowed) return;
+    const shown = files.slice(0, 3).map((f) => `"${f.slice(0, 200)}"`);
+    throw new ApiError(
+      403,
+      'files_not_readable',
+      `Not allowed: ${bundle} names ${shown.join(', ')}${files.length > 3 ? ', …' : ''} of the file store, which devices are sent and you would read through them; that needs files:read.`,
+      { permission: 'files:read', files: files.slice(0, 20).map((f) => f.slice(0, 1024)) },
+    );
+  }
+
   // ---- changes ----------------------------------------------------------------------------------
 
   /** Stages one change (replacing the caller's staged change of the same entity and bundle). */
@@ -186,6 +216,7 @@ export class ConfigService {
       throw err;
     }
     await this.requireEntity(principal, 'configuration:manage', entity);
+    await this.requireFiles(principal, req.formtype, data);
     // The request's `extend`; a client that sets it only in the bundle's metadata is read there.
     const extend = req.extend ?? data.extend === true;
     const db = this.deps.store.db;
@@ -199,9 +230,12 @@ export class ConfigService {
       .where('bundle', '=', req.formtype)
       .execute();
     const committed = await this.q.entities([entity]);
+    const home = `${entity.type}:${entity.id}`;
     const known = [
-      ...committed.filter((r) => r.bundle === req.formtype).map((r) => JSON.parse(r.data) as BundleData),
-      ...previous.map((p) => JSON.parse(p.content) as BundleData),
+      ...committed
+        .filter((r) => r.bundle === req.formtype)
+        .map((r) => ({ data: JSON.parse(r.data) as BundleData, home: { entity: home, version: r.commit_sha } })),
+      ...previous.map((p) => ({ data: JSON.parse(p.content) as BundleData, home: { entity: home, version: p.id } })),
     ];
     data = restoreSecrets(req.formtype, data, known, this.secretKey);
     if (previous.length > 0)
@@ -308,7 +342,10 @@ export class ConfigService {
   }
 
   private changeView(row: ChangeRow, user: Principal | { user: { id: string; fname: string; lname: string } }): object {
-    const data = maskSecrets(row.bundle, JSON.parse(row.content) as BundleData, this.secretKey);
+    const data = maskSecrets(row.bundle, JSON.parse(row.content) as BundleData, this.secretKey, {
+      entity: `${row.entity_type}:${row.entity_id}`,
+      version: row.id,
+    });
     const u = user.user;
     return {
       id: row.id,
@@ -343,10 +380,11 @@ export class ConfigService {
       for (const [i, change] of (body.changes ?? []).entries()) await this.stage(principal, change, `changes[${i}]`);
       const staged = await this.q.staged(principal.user.id);
       if (staged.length === 0) throw badRequest('Nothing to commit: stage changes first (POST /change), or send them in `changes`.', {}, 'nothing_to_commit');
-      // Roles may have changed since staging: every entity is checked again.
+      // Roles may have changed since staging: every entity, and the files each change names, are checked again.
       for (const c of staged) {
         try {
           await this.requireEntity(principal, 'configuration:manage', { type: c.entity_type as EntityType, id: c.entity_id });
+          await this.requireFiles(principal, c.bundle, JSON.parse(c.content) as BundleData);
         } catch (err) {
           if (!(err instanceof ApiError)) throw err;
           throw new ApiError(
@@ -458,9 +496,9 @@ export class ConfigService {
       throw badRequest('item_id must be a tag: letters, digits, "_", "." and "-", at most 64 characters.', { field: 'item_id' });
     await this.requireEntity(principal, 'configuration:read', entity);
     const chain = type === 'node' ? await this.chainOf(id) : undefined;
-    const { nodes, tags } = await this.levelsFor(entity, chain, preview ? principal.user.id : undefined);
+    const { nodes, tags } = this.maskedLevels(await this.levelsFor(entity, chain, preview ? principal.user.id : undefined));
     const rendered = scope === 'own' ? render(entity, type === 'node' ? nodes.slice(-1) : [], type === 'tag' ? tags : []) : render(entity, nodes, tags);
-    return { status: 'success', config: this.masked(rendered) };
+    return { status: 'success', config: rendered };
   }
 
   /** GET /config/{device_id} and /configpreview/{node_id}: rendered with everything it inherits. */
@@ -470,10 +508,22 @@ export class ConfigService {
     return this.entityConfig(principal, 'node', nodeId, 'all', preview);
   }
 
-  private masked(rendered: RenderedConfig): RenderedConfig {
-    const bundle_data: Record<string, BundleData> = {};
-    for (const [name, data] of Object.entries(rendered.bundle_data)) bundle_data[name] = maskSecrets(name, data, this.secretKey);
-    return { ...rendered, bundle_data };
+  /**
+   * Levels for answers: each level's credential fields as references bound to where they are stored
+   * (the level's entity and the commit, or staged change, that stored them), masked before rendering
+   * so a rendered value keeps the reference of its own level.
+   */
+  private maskedLevels<T extends Level>(levels: { nodes: Level[]; tags: T[] }): { nodes: Level[]; tags: T[] } {
+    const mask = <L extends Level>(l: L): L => {
+      const bundles = new Map<string, OwnBundle>();
+      for (const [name, own] of l.bundles)
+        bundles.set(name, {
+          ...own,
+          data: maskSecrets(name, own.data, this.secretKey, { entity: `${l.type}:${l.id}`, version: own.changeId ?? own.commitSha }),
+        });
+      return { ...l, bundles };
+    };
+    return { nodes: levels.nodes.map(mask), tags: levels.tags.map(mask) };
   }
 
   /** A device's committed configuration as its agent gets it: enabled bundles only, secrets in clear. */
@@ -641,7 +691,10 @@ export class ConfigService {
       .onConflict((oc) => oc.column('device_id').doUpdateSet({ device_commit_sha: m.commit_id as string, applied_at: now }))
       .execute();
     const reports = sanitizeReports(m.reports);
-    if (reports.length > 0) await this.deps.reports.record(deviceId, reports);
+    if (reports.length > 0) {
+      const rendered = await this.deviceRendered(deviceId);
+      await this.deps.reports.record(deviceId, scrubReports(reports, rendered ? credentialValues(rendered.config.bundle_data) : []));
+    }
     const state = await db.selectFrom('device_config').select('commit_sha').where('device_id', '=', deviceId).executeTakeFirst();
     if (state && state.commit_sha !== null && state.commit_sha !== m.commit_id) await this.onConnected(deviceId);
   }
@@ -750,7 +803,7 @@ function applyStaged(bundles: Map<string, Map<string, OwnBundle>>, staged: Chang
     let m = bundles.get(key);
     if (!m) bundles.set(key, (m = new Map()));
     if (data.reset_to_group === true) m.delete(c.bundle);
-    else m.set(c.bundle, { extend: Number(c.extend) === 1, data, commitSha: '', commitCreated: Date.parse(c.created_at) });
+    else m.set(c.bundle, { extend: Number(c.extend) === 1, data, commitSha: '', commitCreated: Date.parse(c.created_at), changeId: c.id });
   }
 }
 

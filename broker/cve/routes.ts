@@ -21,8 +21,8 @@ const cveParams = z.object({
 });
 
 const SCOPE =
-  'Host lists and counts cover the devices the caller reaches: all of them with cve:read, unless the caller holds device:read ' +
-  'on some devices only — then those.';
+  'Host lists and counts cover the devices the caller’s device:read resources match (cve:read accepts no resources), ' +
+  'and none without device:read: nothing is inferred from a permission’s absence.';
 
 const summary = z.object({
   cve_id: z.string(),

@@ -4,7 +4,7 @@
  * ordering (dpkg, rpm, apk), listed per CVE with host counts, and the operator's decisions
  * (accept / ignore with a reason). Matches are computed when the feed changes (every device) and
  * when a device's packages or OS change (that device), and stored, so listing is a grouped query.
- * A caller whose device:read reaches some devices only sees those in host lists and counts
+ * A caller sees the devices their device:read reaches in host lists and counts, none without it
  * (AccessService.cveScope).
  */
 import fs from 'node:fs';

@@ -1,6 +1,7 @@
 import crypto from 'node:crypto';
 import { sql, type Kysely, type Migration } from 'kysely';
 import { entrySha } from '../audit/chain.js';
+import { explicitConfigurationReach } from './config-reach.js';
 import type { Dialect } from './database.js';
 
 /**
@@ -567,6 +568,36 @@ export function migrations(dialect: Dialect): Record<string, Migration> {
           .addColumn('updated_at', ms, (c) => c.notNull())
           .execute();
         await db.schema.createIndex('live_sessions_broker').on('live_sessions').column('broker_id').execute();
+      },
+    },
+    '0017_configuration_reach': {
+      // configuration:read and configuration:manage take resources of their own; they used to reach
+      // what the holder's device:read reached. Existing roles keep no more than their holders reached
+      // (see config-reach.ts). A role's updated_at moves, so sign-in reads its policies afresh.
+      async up(db: Kysely<unknown>) {
+        const q = db as unknown as Kysely<{
+          roles: { id: string; policies: string; builtin: number; updated_at: string };
+          user_roles: { user_id: string; role_id: string };
+        }>;
+        const roles = await q.selectFrom('roles').select(['id', 'policies', 'builtin']).execute();
+        const holders = new Map<string, string[]>();
+        for (const row of await q.selectFrom('user_roles').select(['user_id', 'role_id']).execute())
+          holders.set(row.user_id, [...(holders.get(row.user_id) ?? []), row.role_id]);
+        const changed = explicitConfigurationReach(
+          roles.map((r) => ({
+            id: r.id,
+            builtin: Number(r.builtin) === 1,
+            policies: JSON.parse(r.policies) as { permission: string; resources?: string[] }[],
+          })),
+          holders,
+        );
+        const now = new Date().toISOString();
+        for (const [id, policies] of changed)
+          await q
+            .updateTable('roles')
+            .set({ policies: JSON.stringify(policies), updated_at: now })
+            .where('id', '=', id)
+            .execute();
       },
     },
   };

@@ -100,6 +100,8 @@ export interface RouteSpec<P extends ZodType = ZodType, Q extends ZodType = ZodT
    * (SQLite has one connection); its entry is written after it succeeds.
    */
   transaction?: false;
+  /** The body as a refused call's audit entry may show it, before the generic redaction (credential fields the route knows of masked). */
+  auditBody?: (body: unknown) => unknown;
   /** A remote-access call: a refusal by the permission check is audited as a denied attempt too. */
   auditDenied?: { event: string; action: string };
   /** Listed in the specification but not built yet: answers 501. */

@@ -111,7 +111,7 @@ function publicHost(publicUrl: string | undefined): string | undefined {
 }
 
 const SCOPE =
-  'inventory:read does not accept resources: alone it reaches every device; a caller who also holds device:read sees only the devices their device:read resources match.';
+  'inventory:read does not accept resources: it reads the inventory of the devices the caller’s device:read resources match, and of none without device:read (nothing is inferred from a permission’s absence).';
 
 const LIST_DESCRIPTION =
   'Devices whose inventory you reach that pass `search`, sorted by `sort_field` (title, device_name, last_reported_time) in `sort_direction`, `{items, total}`; ' +

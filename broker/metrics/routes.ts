@@ -8,7 +8,7 @@ const deviceId = z.string().regex(DEVICE_ID_PATTERN, 'must be a device id: 64 lo
 const unixSeconds = z.coerce.number().int().min(0).max(4_102_444_800);
 
 const SCOPE =
-  'The permission does not accept resources: alone it reaches every device; a caller who also holds device:read reaches only the devices their device:read resources match.';
+  'The permission does not accept resources: it reaches the devices the caller’s device:read resources match, and none without device:read (nothing is inferred from a permission’s absence).';
 
 const metric = z
   .object({

@@ -182,7 +182,7 @@ export class MetricsService {
     this.deps.logger.warn({ deviceId, ...detail }, `${msg} (further ones this hour at debug level)`);
   }
 
-  /** The caller must reach the device: by device:read's resources when held, else any device in the tree. */
+  /** The caller must reach the device through device:read's resources (AccessService.fleetScope: none without device:read). */
   private async requireDevice(principal: Principal, deviceId: string): Promise<void> {
     if (this.deps.access.fleetScope(principal, 'metrics:read') === 'device:read') {
       await this.deps.access.require(principal, 'device:read', deviceId);

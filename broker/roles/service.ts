@@ -1,12 +1,12 @@
 import crypto from 'node:crypto';
 import { PERMISSION_NAMES, PERMISSIONS, type Permission } from '../../shared/permissions.js';
-import { validatePolicies, type Policy, type PolicyProblem } from '../../shared/resources.js';
+import { compilePolicies, uncoveredGrants, validatePolicies, type Policy, type PolicyProblem } from '../../shared/resources.js';
 import type { AccessService } from '../access/access.js';
 import { recordingModeOf, type RecordingMode } from '../access/recording.js';
 import type { Principal } from '../access/principal.js';
 import type { Store } from '../db/database.js';
 import { badRequest, conflict, notFound } from '../http/errors.js';
-import { writeIdentity, type Executor } from '../users/store.js';
+import { policiesOfRoles, rolesOfUsers, writeIdentity, type Executor } from '../users/store.js';
 import { deleteRole, findRole, insertRole, listRoles, roleNameTaken, updateRole, usersOfRoles, type RoleRow, type RoleUser } from './store.js';
 
 export interface RolePolicy {
@@ -75,6 +75,9 @@ function nextUpdatedAt(previous: string): string {
   return (Number.isFinite(prev) && now.getTime() <= prev ? new Date(prev + 1) : now).toISOString();
 }
 
+/** Console recording from weakest to strongest: lowering it is taking something away. */
+const RECORDING_RANK: Record<RecordingMode, number> = { off: 0, default: 1, required: 2 };
+
 const builtinRole = () => conflict('builtin_role', 'The built-in Administrator role cannot be changed or deleted; create a role of your own instead.');
 
 /**
@@ -85,7 +88,7 @@ const builtinRole = () => conflict('builtin_role', 'The built-in Administrator r
 export class RolesService {
   constructor(
     private readonly store: Pick<Store, 'db' | 'dialect'>,
-    private readonly access: Pick<AccessService, 'requireGrantable'>,
+    private readonly access: Pick<AccessService, 'requireGrantable' | 'requireOutranks'>,
   ) {}
 
   /** The built-in Administrator role holds every permission, including ones added since it was made. */
@@ -176,6 +179,7 @@ export class RolesService {
       if (!role) throw notFound(`Role ${roleId}`);
       if (role.builtin) throw builtinRole();
       if (await roleNameTaken(trx, input.name, roleId)) throw duplicateName(input.name);
+      await this.requireOutranksHoldersOnRemoval(trx, actor, role, policies, input.recording);
       await updateRole(trx, roleId, {
         name: input.name,
         description: input.description ?? '',
@@ -186,6 +190,42 @@ export class RolesService {
       });
     });
     return this.get(roleId);
+  }
+
+  /**
+   * Taking something away from a role — a permission, a resource, or its console recording turned
+   * off or down (required → default → off) — acts on everyone who holds it: the actor must outrank
+   * every holder (hold everything they hold, see `requireOutranks`), as for taking a role away from
+   * a user through users:manage. Otherwise 403 `privilege_escalation`, and nothing changes.
+   */
+  private async requireOutranksHoldersOnRemoval(
+    trx: Executor,
+    actor: Principal,
+    role: RoleRow,
+    policies: RolePolicy[],
+    recording?: RecordingMode,
+  ): Promise<void> {
+    const removed = uncoveredGrants(compilePolicies(policies), JSON.parse(role.policies) as Policy[]);
+    const before = recordingModeOf(role.recording);
+    const lowered = recording !== undefined && RECORDING_RANK[recording] < RECORDING_RANK[before];
+    if (removed.length === 0 && !lowered) return;
+    const holders = (await usersOfRoles(trx, [role.id])).get(role.id) ?? [];
+    if (holders.length === 0) return;
+    const held = await rolesOfUsers(
+      trx,
+      holders.map((h) => h.user_id),
+    );
+    const roleIds = [...new Set([...held.values()].flat())];
+    const taken = removed.slice(0, 3).map((m) => `${m.permission} on ${m.resource}`);
+    const parts: string[] = [];
+    if (removed.length > 0) parts.push(`take ${taken.join(', ')}${removed.length > 3 ? ', …' : ''} away`);
+    if (lowered) parts.push(`turn its console recording from ${before} to ${recording}`);
+    const what = parts.join(' and ');
+    this.access.requireOutranks(
+      actor,
+      await policiesOfRoles(trx, roleIds),
+      `You cannot change the role "${shown(role.name)}", held by ${holders.length} user(s), to ${what}`,
+    );
   }
 
   /** Deletes a role no user holds; otherwise 409 role_in_use with the users to reassign first. */

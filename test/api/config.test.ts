@@ -13,7 +13,7 @@ import { startTestBroker, type TestBroker } from '../support/broker.js';
 let t: TestBroker;
 let devA: string; // in group ga (tag fleet), own tag edge
 let devB: string; // in group gb
-let restricted: string; // configuration read+manage, device:read on node:ga
+let restricted: string; // configuration read+manage on node:ga, device:read on node:ga
 let other: string; // configuration read+manage, device:read *
 let readOnly: string; // configuration:read only
 
@@ -30,8 +30,8 @@ beforeAll(async () => {
   devA = await t.addDevice({ parent: 'ga', tags: ['edge'], name: 'alpha' });
   devB = await t.addDevice({ parent: 'gb', name: 'bravo' });
   restricted = await t.tokenWith([
-    { permission: 'configuration:read', resources: ['*'] },
-    { permission: 'configuration:manage', resources: ['*'] },
+    { permission: 'configuration:read', resources: ['node:ga'] },
+    { permission: 'configuration:manage', resources: ['node:ga'] },
     { permission: 'device:read', resources: ['node:ga'] },
   ]);
   other = await t.tokenWith([
@@ -180,9 +180,15 @@ describe('rendering', () => {
     await commit(t.adminToken, 'secret');
     const shown = await config(t.adminToken, 'config/tag/vault');
     expect(JSON.stringify(shown.body)).not.toContain('hunter2-secret');
-    expect(shown.body.config.bundle_data.parameters.secrets[0].value).toBe(ref);
+    // The reference is bound to where the value is stored (here: the commit, no longer the staged change).
+    const committedRef = shown.body.config.bundle_data.parameters.secrets[0].value as string;
+    expect(committedRef).toMatch(/^secret-ref:/);
+    expect(committedRef).not.toBe(ref);
+    expect((await config(t.adminToken, 'config/tag/vault')).body.config.bundle_data.parameters.secrets[0].value).toBe(committedRef);
     // Sending back what was read keeps the secret; an unknown reference is refused.
-    expect((await commit(t.adminToken, 'same', [{ tag: 'vault', formtype: 'parameters', config: { secrets: [{ key: 'pw', value: ref }] } }])).status).toBe(200);
+    expect(
+      (await commit(t.adminToken, 'same', [{ tag: 'vault', formtype: 'parameters', config: { secrets: [{ key: 'pw', value: committedRef }] } }])).status,
+    ).toBe(200);
     const stored = await t.broker.services.store.db.selectFrom('config_entities').select('data').where('entity_id', '=', 'vault').executeTakeFirstOrThrow();
     expect(stored.data).toContain('hunter2-secret');
     const forged = await change(t.adminToken, {

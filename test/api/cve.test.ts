@@ -20,7 +20,8 @@ let t: TestBroker;
 let real: string; // in lab (tag x): this machine's packages and OS
 let rocky: string; // in other: an rpm device
 let tagReader: string; // cve:read + device:read tag:x
-let cveOnly: string; // cve:read alone: every device
+let cveOnly: string; // cve:read alone: no device (device:read says which)
+let cveEverywhere: string; // cve:read with device:read on every device
 let noCve: string; // device:read only
 let bash: string; // the installed bash version here
 let dpkgVersion: string;
@@ -113,6 +114,7 @@ beforeAll(async () => {
   );
   tagReader = (await t.userWith([{ permission: 'cve:read' }, { permission: 'device:read', resources: ['tag:x'] }])).token;
   cveOnly = (await t.userWith([{ permission: 'cve:read' }])).token;
+  cveEverywhere = (await t.userWith([{ permission: 'cve:read' }, { permission: 'device:read' }])).token;
   noCve = (await t.userWith([{ permission: 'device:read' }])).token;
 });
 afterAll(async () => {
@@ -205,8 +207,10 @@ describe('who sees what', () => {
     expect(rpm.body).toMatchObject({ hosts: 0, devices: [] });
     expect((await get('/cvescorestats', tagReader)).body).toMatchObject({ critical: 1, medium: 0, low: 1, total: 2 });
     expect((await get(`/cvelist?device_id=${rocky}`, tagReader)).status).toBe(403);
-    // cve:read alone reaches every device.
-    expect((await get('/cvelist', cveOnly)).body.total).toBe(4);
+    // cve:read with device:read on every device reaches every device; alone it reaches none (taking
+    // device:read away never widens what cve:read reaches).
+    expect((await get('/cvelist', cveEverywhere)).body.total).toBe(4);
+    expect((await get('/cvelist', cveOnly)).body.total).toBe(0);
   });
 
   it('refuses callers without cve:read, and cve:read callers the manage calls', async () => {

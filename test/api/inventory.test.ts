@@ -89,9 +89,10 @@ describe('inventory', () => {
     expect(page.body.total).toBeGreaterThanOrEqual(3);
     const live = (await t.api('GET', '/api/v2/inventorylist?search=charlie', { token: t.adminToken })).body.items[0];
     expect(live).toMatchObject({ device_id: online.id, connected: true });
-    // inventory:read alone (no device:read to narrow it) reaches every device.
-    const everything = await t.api('GET', '/api/v2/inventorylist', { token: inventoryOnly.token });
-    expect(everything.body.total).toBe(all.body.total);
+    // inventory:read alone reaches no device: device:read says which (taking it away never widens inventory:read).
+    const nothing = await t.api('GET', '/api/v2/inventorylist', { token: inventoryOnly.token });
+    expect(nothing.status).toBe(200);
+    expect(nothing.body.total).toBe(0);
     const bad = await t.api('GET', '/api/v2/inventorylist?items_per_page=5000', { token: t.adminToken });
     expect(bad.status).toBe(400);
     expect(bad.body.field).toBe('items_per_page');
@@ -117,9 +118,9 @@ describe('inventory', () => {
     expect((await t.api('GET', `/api/v2/inventory/${tagged}`, { token: tagReader.token })).status).toBe(200);
     const outside = await t.api('GET', `/api/v2/inventory/${untagged}`, { token: tagReader.token });
     expect(outside.status).toBe(403);
-    // Without device:read, inventory:read (which takes no resources) reaches every device.
-    expect((await t.api('GET', `/api/v2/inventory/${untagged}`, { token: inventoryOnly.token })).status).toBe(200);
-    expect((await t.api('GET', `/api/v2/inventory/${'c'.repeat(64)}`, { token: inventoryOnly.token })).status).toBe(404);
+    // Without device:read, inventory:read (which takes no resources) reaches no device.
+    expect((await t.api('GET', `/api/v2/inventory/${untagged}`, { token: inventoryOnly.token })).status).toBe(403);
+    expect((await t.api('GET', `/api/v2/inventory/${'c'.repeat(64)}`, { token: tagReader.token })).status).toBe(404);
   });
 });
 

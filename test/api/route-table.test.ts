@@ -151,6 +151,19 @@ function expectContractError(r: ApiAnswer, label: string) {
   expect(r.body, `${label}: error body`).toMatchObject({ code: r.status, error: expect.any(String), message: expect.any(String) });
 }
 
+/**
+ * Calls about one device under a permission that accepts no resources (inventory:read, metrics:read):
+ * the devices it reaches are those device:read reaches, never inferred from device:read's absence,
+ * so they also need device:read on the device.
+ */
+const DEVICE_READ_TOO = new Set([
+  'GET /inventory/{}',
+  'GET /inventoryreport/{}',
+  'GET /inventoryreport/docker/{}',
+  'GET /device/{}/metrics',
+  'GET /device/{}/metrics/latest',
+]);
+
 const label = (route: RouteSpec) => `${route.method.toUpperCase()} ${route.absolute ? '' : API_PREFIX}${route.path}`;
 
 describe('the route table', () => {
@@ -172,7 +185,11 @@ describe('the route table', () => {
   });
 
   it('names the device for every built route whose path addresses one under a resource-filtered permission', () => {
-    const unchecked = routes.filter((r) => builtUnderResourceFilter(r) && /\{(device_id|node_id)\}/.test(r.path) && !r.device);
+    // A node that may be a group is no device: the service decides it (configuration reaches groups by their place in the tree).
+    const nodeDecidedInService = new Set(['GET /configpreview/{}']);
+    const unchecked = routes.filter(
+      (r) => builtUnderResourceFilter(r) && /\{(device_id|node_id)\}/.test(r.path) && !r.device && !nodeDecidedInService.has(routeKey(r.method, r.path)),
+    );
     expect(unchecked.map(label)).toEqual([]);
   });
 
@@ -185,6 +202,21 @@ describe('the route table', () => {
       'GET /groups': "a listing: the groups of the caller's view of the tree",
       'GET /reportlist': 'a listing: only reports of devices the caller reads',
       'DELETE /remote/sessions/{}': "a live session's device is known only to the sessions service, which asks remote-access:manage on it",
+      // configuration:* reach nodes (groups included) and tags, decided per entity by the configuration service (mayConfigure)
+      ...Object.fromEntries(
+        [
+          'POST /change',
+          'GET /change/{}',
+          'DELETE /change/{}',
+          'DELETE /changes',
+          'GET /changelist',
+          'POST /commit',
+          'GET /commit/{}',
+          'GET /config/{}/{}',
+          'GET /configpreview/{}/{}',
+          'GET /configpreview/{}',
+        ].map((k) => [k, 'the configuration service decides each node or tag (own changes only; a commit re-checks every entity)']),
+      ),
     };
     const unchecked = routes.filter((r) => builtUnderResourceFilter(r) && !r.device && !r.targets && !decidedInService[routeKey(r.method, r.path)]);
     expect(unchecked.map(label)).toEqual([]);
@@ -287,7 +319,9 @@ describe.each(routes.filter((r) => r.access !== 'public').map((r) => [label(r), 
     });
 
   it('lets a holder of the permission on * through (neither 401 nor 403), answering in the contract shape', async () => {
-    const token = await t.tokenWith(permission === 'authenticated' ? [] : [{ permission }]);
+    // A device's inventory and metrics are read on the devices device:read reaches (none without it): those calls need both.
+    const alsoDeviceRead = DEVICE_READ_TOO.has(routeKey(route.method, route.path));
+    const token = await t.tokenWith(permission === 'authenticated' ? [] : [{ permission }, ...(alsoDeviceRead ? [{ permission: 'device:read' }] : [])]);
     const deviceId = await t.addDevice();
     const r = await call(route, { token, deviceId });
     // A 403 here means the handler asks for more than the route declares: the route table must say it.

@@ -179,8 +179,8 @@ describe('Configure', () => {
 
   it('shows a user restricted to one group only that group’s entities, and the API refuses the others', async () => {
     const restricted = await suite.t.userWith([
-      { permission: 'configuration:read' },
-      { permission: 'configuration:manage' },
+      { permission: 'configuration:read', resources: ['node:west'] },
+      { permission: 'configuration:manage', resources: ['node:west'] },
       { permission: 'device:read', resources: ['node:west'] },
     ]);
     const { page, expectNoErrorsAndClose } = await suite.open({ as: restricted });

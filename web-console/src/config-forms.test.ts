@@ -47,6 +47,12 @@ describe('Configure forms', () => {
     });
     expect(maskSecrets('parameters', { secrets: [{ key: 'k', value: 'secret-ref:abc' }] })).toEqual({ secrets: [{ key: 'k', value: '********' }] });
     expect(maskSecrets('ntp', { servers: ['a'] })).toEqual({ servers: ['a'] });
+    expect(maskSecrets('docker_containers', { registry_auths: [{ server: 'r', username: 'u', password: 'secret-ref:abc' }] })).toEqual({
+      registry_auths: [{ server: 'r', username: 'u', password: '********' }],
+    });
+    expect(maskSecrets('password', { users: [{ username: 'root', passwordhash: '$6$x$y' }] })).toEqual({
+      users: [{ username: 'root', passwordhash: '********' }],
+    });
   });
 
   it('diffs two configurations line by line, keys in a stable order', () => {

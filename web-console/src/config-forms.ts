@@ -5,6 +5,8 @@
  * the broker's metadata stripped from what a form edits, and a line diff of two configurations.
  */
 
+import { fieldsAt, SECRET_FIELDS } from '../../shared/config-bundles.js';
+
 export type Json = null | boolean | number | string | Json[] | { [k: string]: Json };
 export type JsonObject = { [k: string]: Json };
 
@@ -332,10 +334,17 @@ export function parseJsonObject(text: string): { value?: JsonObject; error?: str
   return { value: parsed };
 }
 
-/** Secrets masked for display: a secret's value (a `secret-ref:` or clear text) never shows. */
+/**
+ * Credentials masked for display: every credential field of the bundle (the shared list the broker
+ * masks too: parameters' secrets, registry passwords, password hashes) shows as `********`, whether
+ * it holds a `secret-ref:` or clear text being typed.
+ */
 export function maskSecrets(bundle: string, value: unknown): unknown {
-  if (bundle !== 'parameters' || !isObject(value) || !Array.isArray(value.secrets)) return value;
-  return { ...value, secrets: value.secrets.map((s) => (isObject(s) ? { ...s, value: '********' } : s)) };
+  const paths = (SECRET_FIELDS as Record<string, readonly string[] | undefined>)[bundle];
+  if (!paths || !isObject(value)) return value;
+  const copy = structuredClone(value);
+  for (const f of paths.flatMap((path) => fieldsAt(copy, path))) if (typeof f.value === 'string' && f.value !== '') f.set('********');
+  return copy;
 }
 
 /** Stable pretty JSON: keys sorted, so that the diff shows changes rather than reorderings. */
