@@ -7,7 +7,7 @@
  * in-process. Whatever happens, nothing is written or chowned outside the target, no temporary
  * file is left behind, and every run ends.
  */
-import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
+import { execFileSync, spawn } from 'node:child_process';
 import fs from 'node:fs';
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
@@ -53,9 +53,9 @@ function rootsDirectory(dir: string): () => void {
 
 /**
  * A user's swapper: in `dir`, `name` goes round as a real directory, a symlink to `outside` and
- * nothing (atomic renames), as fast as it can, until killed.
+ * nothing (atomic renames), as fast as it can, until stopped (what it returns).
  */
-function swapper(dir: string, name: string, outside: string): ChildProcess {
+function swapper(dir: string, name: string, outside: string): () => Promise<void> {
   const script = `
     const fs = require('fs');
     const [dir, name, outside] = process.argv.slice(1);
@@ -72,15 +72,14 @@ function swapper(dir: string, name: string, outside: string): ChildProcess {
       tryTo(() => fs.renameSync(parked, at));
     }`;
   const child = spawn(process.execPath, ['-e', script, dir, name, outside], { stdio: 'ignore' });
-  cleanups.push(
-    () =>
-      new Promise<void>((resolve) => {
-        if (child.exitCode !== null || child.signalCode !== null) return resolve();
-        child.once('exit', () => resolve());
-        child.kill('SIGKILL');
-      }),
-  );
-  return child;
+  const stop = () =>
+    new Promise<void>((resolve) => {
+      if (child.exitCode !== null || child.signalCode !== null) return resolve();
+      child.once('exit', () => resolve());
+      child.kill('SIGKILL');
+    });
+  cleanups.push(stop);
+  return stop;
 }
 
 /** Runs `once(i)` until `runs` times or `budgetMs` have passed (a bound, not an assertion); the count run. */
@@ -179,7 +178,7 @@ describe('sshkeys against the user whose keys it writes', () => {
   it('a swapper racing ~/.ssh between a directory and a symlink to /etc/cron.d never gets a file there', async () => {
     const { t, untouched } = home();
     sshDir(t);
-    swapper(t.at('/home/bob'), '.ssh', t.at('/etc/cron.d'));
+    const stop = swapper(t.at('/home/bob'), '.ssh', t.at('/etc/cron.d'));
     let written = 0;
     let refused = 0;
     const runs = await race(3000, 3000, async (i) => {
@@ -189,6 +188,7 @@ describe('sshkeys against the user whose keys it writes', () => {
         else refused++;
       }
     });
+    await stop();
     // every run ended with a report of what it did
     expect(written + refused).toBe(runs);
     untouched();
@@ -209,7 +209,7 @@ describe('file_distribution against a user who owns a directory on the way', () 
     fs.mkdirSync(t.at('/srv/app/conf'), { recursive: true, mode: 0o755 });
     fs.chownSync(t.at('/srv/app'), USER, USER);
     fs.chownSync(t.at('/srv/app/conf'), USER, USER);
-    swapper(t.at('/srv/app'), 'conf', t.at('/etc/cron.d'));
+    const stop = swapper(t.at('/srv/app'), 'conf', t.at('/etc/cron.d'));
     let ended = 0;
     const runs = await race(3000, 3000, async (i) => {
       const config = {
@@ -224,6 +224,7 @@ describe('file_distribution against a user who owns a directory on the way', () 
       await applyBundle(fileDistributionBundle, config, t.ctx);
       ended += t.take().length;
     });
+    await stop();
     expect(ended).toBe(runs);
     untouched();
     expect(strayTemps(t.root)).toEqual([]);
