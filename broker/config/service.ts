@@ -18,7 +18,16 @@ import { readAttributes } from '../devices/attributes.js';
 import { nodeChain, ROOT_NODE, scopeOfChain, type ChainRow } from '../devices/scope.js';
 import { ApiError, badRequest, conflict, notFound } from '../http/errors.js';
 import type { SettingsStore } from '../settings.js';
-import { maskSecrets, normalizeSource, referencedFiles, restoreSecrets, validateBundle, type BundleData } from './bundles.js';
+import {
+  distributedFiles,
+  maskSecrets,
+  normalizeSource,
+  referencedFiles,
+  restoreSecrets,
+  validateBundle,
+  withFileDigests,
+  type BundleData,
+} from './bundles.js';
 import { render, type EntityType, type Level, type OwnBundle, type RenderedConfig } from './render.js';
 import { ConfigStore, level, levelsOf, type ChangeRow } from './store.js';
 
@@ -475,13 +484,37 @@ export class ConfigService {
     return { ...rendered, bundle_data };
   }
 
-  /** A device's committed configuration as its agent gets it: enabled bundles only, secrets in clear. */
-  private async deviceRendered(deviceId: string): Promise<ReturnType<typeof pushable> | undefined> {
+  /**
+   * A device's committed configuration as its agent gets it: enabled bundles only, secrets in clear,
+   * and (unless `digests` is false) the sha256 of each distributed file in the manifest.
+   */
+  private async deviceRendered(deviceId: string, digests = true): Promise<ReturnType<typeof pushable> | undefined> {
     const chain = await nodeChain(this.deps.store.db, deviceId);
     if (chain.length === 0 || chain[0].type !== 'device' || chain[chain.length - 1].node_id !== ROOT_NODE) return undefined;
     const { nodes, tags } = await this.levelsFor({ type: 'node', id: deviceId }, chain);
     const row = await this.deps.store.db.selectFrom('devices').select('attributes').where('device_id', '=', deviceId).executeTakeFirst();
-    return pushable(render({ type: 'node', id: deviceId }, nodes, tags), readAttributes(row?.attributes).custom ?? {});
+    const rendered = render({ type: 'node', id: deviceId }, nodes, tags);
+    return pushable(rendered, readAttributes(row?.attributes).custom ?? {}, digests ? await this.fileDigests(rendered, new Map()) : new Map());
+  }
+
+  /**
+   * The file store's sha256 of each file the rendered configuration distributes; `known` keeps the
+   * answers across devices of one propagation (a file is looked up once).
+   */
+  private async fileDigests(rendered: RenderedConfig, known: Map<string, Promise<string | undefined>>): Promise<Map<string, string | undefined>> {
+    const out = new Map<string, string | undefined>();
+    for (const file of distributedFiles(rendered.bundle_data)) {
+      let digest = known.get(file);
+      if (!digest) {
+        digest = this.deps.files.metadata(`/${file}`).then(
+          (meta) => meta.sha256 ?? meta.digest,
+          () => undefined,
+        );
+        known.set(file, digest);
+      }
+      out.set(file, await digest);
+    }
+    return out;
   }
 
   // ---- agents -----------------------------------------------------------------------------------
@@ -532,6 +565,7 @@ export class ConfigService {
     const states = new Map((await db.selectFrom('device_config').select(['device_id', 'digest']).execute()).map((r) => [r.device_id, r.digest]));
     const attributes = new Map((await db.selectFrom('devices').select(['device_id', 'attributes']).execute()).map((r) => [r.device_id, r.attributes]));
     let pushed = 0;
+    const fileDigests = new Map<string, Promise<string | undefined>>();
     // What a group passes down (its levels root → group, and the tags carried along) is worked out
     // once per group, not once per device: the per-device cost stays flat as the fleet grows.
     const groupParts = new Map<string, { nodes: Level[]; tags: (Level & { rank: number })[]; seen: Set<string> }>();
@@ -558,7 +592,7 @@ export class ConfigService {
         [...parts.nodes, level('node', row.node_id, row.title, bundles)],
         [...parts.tags, ...ownTags.map((tag) => ({ ...level('tag', tag, tag, bundles), rank: chain.length - 1 }))],
       );
-      const out = pushable(rendered, readAttributes(attributes.get(row.node_id)).custom ?? {});
+      const out = pushable(rendered, readAttributes(attributes.get(row.node_id)).custom ?? {}, await this.fileDigests(rendered, fileDigests));
       if (states.get(row.node_id) === out.digest) continue;
       await this.recordState(row.node_id, out.config.commit_id, out.digest);
       if (this.deps.agents.isConnected(row.node_id) && this.push(row.node_id, out)) pushed += 1;
@@ -668,7 +702,7 @@ export class ConfigService {
   }
 
   private async sendFile(deviceId: string, id: string, path: string, refuse: (error: string) => void): Promise<void> {
-    const out = await this.deviceRendered(deviceId);
+    const out = await this.deviceRendered(deviceId, false);
     if (!out || !out.files.has(path)) return refuse('not in the configuration of this device');
     let meta: Awaited<ReturnType<ConfigFiles['metadata']>>;
     let download: Awaited<ReturnType<ConfigFiles['download']>>;
@@ -743,8 +777,12 @@ function applyStaged(bundles: Map<string, Map<string, OwnBundle>>, staged: Chang
   }
 }
 
-/** What an agent gets: enabled bundles, without the broker's inheritance notes; its digest decides whether to push. */
-function pushable(rendered: RenderedConfig, attributes: Record<string, string>) {
+/**
+ * What an agent gets: enabled bundles, without the broker's inheritance notes, file_distribution's
+ * files with their sha256 (a plain field of the configuration); its digest decides whether to push,
+ * so a new upload of a distributed file reaches the devices that use it.
+ */
+function pushable(rendered: RenderedConfig, attributes: Record<string, string>, fileDigests: ReadonlyMap<string, string | undefined>) {
   const bundle_data: Record<string, unknown> = {};
   const bundles: string[] = [];
   for (const name of rendered.bundles) {
@@ -754,7 +792,7 @@ function pushable(rendered: RenderedConfig, attributes: Record<string, string>) 
     bundle_data[name] = rest;
     bundles.push(name);
   }
-  const config: CommittedConfig = { commit_id: rendered.commit_id, bundles, bundle_data };
+  const config: CommittedConfig = { commit_id: rendered.commit_id, bundles, bundle_data: withFileDigests(bundle_data, fileDigests) };
   const text = JSON.stringify({ config, attributes });
   const digest = crypto.createHash('sha256').update(text).digest('hex');
   return { config, attributes, files: referencedFiles(bundle_data), digest, size: Buffer.byteLength(text) };
