@@ -48,6 +48,29 @@ export const MAX_READ_BYTES = 64 * 1024 * 1024;
 const isRootish = (uid: number) => uid === 0 || uid === (process.geteuid?.() ?? 0);
 const code = (err: unknown) => (err as NodeJS.ErrnoException | undefined)?.code;
 
+/** The device path of each directory descriptor, to name it in messages (an fd reused replaces its entry). */
+const shownByFd = new Map<number, string>();
+
+/** An error whose message names device paths, not the descriptor paths the agent used. */
+function plainError(err: unknown): unknown {
+  if (err instanceof Error)
+    err.message = err.message.replace(/\/proc\/self\/fd\/(\d+)/g, (whole, fd: string) => {
+      const shown = shownByFd.get(Number(fd));
+      return shown === undefined ? whole : shown === '/' ? '' : shown;
+    });
+  return err;
+}
+
+function plain<A extends unknown[], R>(fn: (...args: A) => Promise<R>): (...args: A) => Promise<R> {
+  return async (...args: A) => {
+    try {
+      return await fn(...args);
+    } catch (err) {
+      throw plainError(err);
+    }
+  };
+}
+
 /** A directory held open; names in it are reached through the descriptor, never by path again. */
 export class CheckedDir {
   constructor(
@@ -57,7 +80,9 @@ export class CheckedDir {
     /** true while only root could have changed this directory and every one above it */
     readonly trusted: boolean,
     readonly stat: Stats,
-  ) {}
+  ) {
+    shownByFd.set(handle.fd, devicePath);
+  }
 
   /** The path of `name` in this directory, resolved through the descriptor. */
   at(name: string): string {
@@ -148,15 +173,25 @@ async function openChild(dir: CheckedDir, name: string, opts: OpenDirOptions): P
 }
 
 /** The directory `name` in `dir` (created when missing and asked for); a symlink there is refused. */
-export async function openSubdirectory(dir: CheckedDir, name: string, opts: OpenDirOptions = {}): Promise<CheckedDir> {
+async function openSubdirectoryImpl(dir: CheckedDir, name: string, opts: OpenDirOptions = {}): Promise<CheckedDir> {
   const next = await openChild(dir, name, opts);
   if ('link' in next) throw new Error(`${dir.shown(name)} is a symlink: refused`);
   return next;
 }
 
+let procChecked = false;
+
 async function openRoot(root: string): Promise<CheckedDir> {
   // the bundle root itself is the agent's configuration (`/` on a device), trusted as given
   const handle = await fs.open(root, C.O_RDONLY | C.O_DIRECTORY);
+  if (!procChecked) {
+    const seen = await fs.stat(`/proc/self/fd/${handle.fd}`).catch(() => undefined);
+    if (!seen?.isDirectory()) {
+      await handle.close();
+      throw new Error('/proc is not mounted: the agent reaches files through /proc/self/fd and writes nothing without it');
+    }
+    procChecked = true;
+  }
   return new CheckedDir(handle, '/', true, await handle.stat());
 }
 
@@ -164,7 +199,7 @@ async function openRoot(root: string): Promise<CheckedDir> {
  * Opens the directory `deviceDir` (below `root`) component by component (see the header): the
  * chain is checked and pinned. The caller closes it.
  */
-export async function openDirectory(root: string, deviceDir: string, opts: OpenDirOptions = {}): Promise<CheckedDir> {
+async function openDirectoryImpl(root: string, deviceDir: string, opts: OpenDirOptions = {}): Promise<CheckedDir> {
   let parts = components(deviceDir);
   let dir = await openRoot(root);
   let links = 0;
@@ -194,7 +229,7 @@ export async function openDirectory(root: string, deviceDir: string, opts: OpenD
  * followed (reads and writes refuse it): replacing it would unmake it, writing through it would
  * write elsewhere.
  */
-export async function openParent(root: string, devicePath: string, opts: OpenDirOptions = {}): Promise<{ dir: CheckedDir; name: string }> {
+async function openParentImpl(root: string, devicePath: string, opts: OpenDirOptions = {}): Promise<{ dir: CheckedDir; name: string }> {
   const target = path.posix.normalize(devicePath);
   const name = path.posix.basename(target);
   if (!name || name === '..' || target.endsWith('/')) throw new Error(`${devicePath} names no file`);
@@ -205,7 +240,7 @@ export async function openParent(root: string, devicePath: string, opts: OpenDir
  * What is at `name` in `dir` before it is replaced: undefined when nothing; a symlink, a
  * directory or any other file that is not regular (FIFO, device, socket) is refused.
  */
-export async function replaceable(dir: CheckedDir, name: string): Promise<Stats | undefined> {
+async function replaceableImpl(dir: CheckedDir, name: string): Promise<Stats | undefined> {
   const shown = dir.shown(name);
   const existing = await fs.lstat(dir.at(name)).catch((err: unknown) => {
     if (code(err) === 'ENOENT') return undefined;
@@ -222,7 +257,7 @@ export async function replaceable(dir: CheckedDir, name: string): Promise<Stats 
  * `name` in `dir` opened for reading, when it is a regular file: never through a symlink, never
  * blocking (a FIFO or a device is refused, not opened for reading). undefined when missing.
  */
-export async function openRegular(dir: CheckedDir, name: string): Promise<{ handle: fs.FileHandle; stat: Stats } | undefined> {
+async function openRegularImpl(dir: CheckedDir, name: string): Promise<{ handle: fs.FileHandle; stat: Stats } | undefined> {
   const shown = dir.shown(name);
   let before: Stats;
   try {
@@ -274,7 +309,7 @@ export async function hashCapped(handle: fs.FileHandle, max: number): Promise<st
 }
 
 /** The device file `devicePath`, read with a cap; undefined when missing. */
-export async function readDeviceFile(root: string, devicePath: string, max = MAX_READ_BYTES): Promise<Buffer | undefined> {
+async function readDeviceFileImpl(root: string, devicePath: string, max = MAX_READ_BYTES): Promise<Buffer | undefined> {
   const { dir, name } = await openParent(root, devicePath);
   try {
     const file = await openRegular(dir, name);
@@ -297,7 +332,7 @@ export async function readDeviceFile(root: string, devicePath: string, max = MAX
  * (then it differs from anything the agent would write). Throws for a symlink or a file that is not
  * regular.
  */
-export async function sha256OfFile(root: string, devicePath: string, max = MAX_READ_BYTES): Promise<string | undefined> {
+async function sha256OfFileImpl(root: string, devicePath: string, max = MAX_READ_BYTES): Promise<string | undefined> {
   let opened: { dir: CheckedDir; name: string };
   try {
     opened = await openParent(root, devicePath);
@@ -314,7 +349,7 @@ export async function sha256OfFile(root: string, devicePath: string, max = MAX_R
 }
 
 /** The sha256 of `name` in `dir` (see sha256OfFile). */
-export async function sha256In(dir: CheckedDir, name: string, max = MAX_READ_BYTES): Promise<string | undefined> {
+async function sha256InImpl(dir: CheckedDir, name: string, max = MAX_READ_BYTES): Promise<string | undefined> {
   const file = await openRegular(dir, name);
   if (!file) return undefined;
   try {
@@ -328,7 +363,7 @@ export async function sha256In(dir: CheckedDir, name: string, max = MAX_READ_BYT
  * Creates the missing directories of the device directory `deviceDir` (mode exactly `mode`,
  * owned by `owner`), refusing to go through an untrusted symlink or a file.
  */
-export async function makeDirectories(root: string, deviceDir: string, mode = 0o750, owner?: Owner): Promise<void> {
+async function makeDirectoriesImpl(root: string, deviceDir: string, mode = 0o750, owner?: Owner): Promise<void> {
   const dir = await openDirectory(root, deviceDir, { create: mode, ...(owner ? { owner } : {}) });
   await dir.close();
 }
@@ -351,7 +386,7 @@ export type FileContent = Buffer | string | ((handle: fs.FileHandle) => Promise<
  * symlink, a directory or any other non-regular file at `name` is refused. False when the writer
  * kept the old file.
  */
-export async function writeAtomicIn(dir: CheckedDir, name: string, content: FileContent, opts: WriteOptions = {}): Promise<boolean> {
+async function writeAtomicInImpl(dir: CheckedDir, name: string, content: FileContent, opts: WriteOptions = {}): Promise<boolean> {
   const shown = dir.shown(name);
   let mode = opts.mode ?? 0o640;
   let owner = opts.owner;
@@ -389,7 +424,7 @@ export async function writeAtomicIn(dir: CheckedDir, name: string, content: File
 }
 
 /** writeAtomicIn for the device path `devicePath` below `root`. */
-export async function writeFileAtomic(root: string, devicePath: string, content: FileContent, opts: WriteOptions = {}): Promise<boolean> {
+async function writeFileAtomicImpl(root: string, devicePath: string, content: FileContent, opts: WriteOptions = {}): Promise<boolean> {
   const { dir, name } = await openParent(root, devicePath);
   try {
     return await writeAtomicIn(dir, name, content, opts);
@@ -399,7 +434,7 @@ export async function writeFileAtomic(root: string, devicePath: string, content:
 }
 
 /** Removes the device file `devicePath` (not through an untrusted symlink); false when it was missing. */
-export async function removeDeviceFile(root: string, devicePath: string): Promise<boolean> {
+async function removeDeviceFileImpl(root: string, devicePath: string): Promise<boolean> {
   const { dir, name } = await openParent(root, devicePath);
   try {
     await fs.unlink(dir.at(name));
@@ -431,3 +466,17 @@ export async function readPasswd(root: string): Promise<PasswdEntry[]> {
     .filter((f) => f.length >= 7 && f[0])
     .map((f) => ({ name: f[0], uid: Number(f[2]), gid: Number(f[3]), home: f[5], shell: f[6] }));
 }
+
+// The public helpers name device paths in their errors.
+export const openSubdirectory = plain(openSubdirectoryImpl);
+export const openDirectory = plain(openDirectoryImpl);
+export const openParent = plain(openParentImpl);
+export const replaceable = plain(replaceableImpl);
+export const openRegular = plain(openRegularImpl);
+export const readDeviceFile = plain(readDeviceFileImpl);
+export const sha256OfFile = plain(sha256OfFileImpl);
+export const sha256In = plain(sha256InImpl);
+export const makeDirectories = plain(makeDirectoriesImpl);
+export const writeAtomicIn = plain(writeAtomicInImpl);
+export const writeFileAtomic = plain(writeFileAtomicImpl);
+export const removeDeviceFile = plain(removeDeviceFileImpl);
