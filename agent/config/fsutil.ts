@@ -160,8 +160,8 @@ async function openChild(dir: CheckedDir, name: string, opts: OpenDirOptions): P
     // Made by us: its mode exactly (whatever the umask) and its owner. In a directory another user
     // can change, only a directory that is still ours and empty is taken for the one just made.
     if (created && opts.create !== undefined && (dir.trusted || (st.uid === (process.geteuid?.() ?? 0) && st.nlink === 2))) {
-      await handle.chmod(opts.create);
       if (opts.owner && process.geteuid?.() === 0) await handle.chown(opts.owner.uid, opts.owner.gid);
+      await handle.chmod(opts.create);
     }
     const now = await handle.stat();
     checkMode(now, shown);
@@ -404,8 +404,9 @@ async function writeAtomicInImpl(dir: CheckedDir, name: string, content: FileCon
     if (typeof content === 'function') keep = await content(handle);
     else await handle.writeFile(content);
     if (!keep) return false;
-    await handle.chmod(mode);
+    // owner first: a chown clears the set-id bits the mode may carry
     if (owner && process.geteuid?.() === 0) await handle.chown(owner.uid, owner.gid);
+    await handle.chmod(mode);
     await handle.sync();
     const ours = await handle.stat();
     const there = await fs.lstat(temp);
