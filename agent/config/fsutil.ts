@@ -10,8 +10,8 @@
  * directory it checked. A symlink among the directories is followed only when no one but root
  * could have made it: owned by root (or the agent's own user) in a directory chain that only root
  * can change (e.g. /var/run -> /run); any other is refused, and a symlink at the file itself is
- * never followed nor replaced (e.g. /etc/resolv.conf -> /run/...: refused, not rewritten). A directory writable by every user, or by a group other than root's, is
- * refused. Files are opened O_NOFOLLOW|O_NONBLOCK after an lstat saying they are regular, checked
+ * never followed nor replaced (e.g. /etc/resolv.conf -> /run/...: refused, not rewritten). A
+ * directory writable by every user, or by a group other than root's, is refused. Files are opened O_NOFOLLOW|O_NONBLOCK after an lstat saying they are regular, checked
  * again with fstat (same inode, still regular), and read with a cap. New files are created
  * exclusively (O_EXCL, never through a link) in the checked directory, get their mode and owner
  * through the descriptor (umask plays no part), and are renamed within that directory: nothing is
