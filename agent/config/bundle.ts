@@ -3,6 +3,7 @@
  * and one `apply` that brings the device to that state and says what it did through reports. Applying
  * twice changes nothing the second time and reports no change.
  */
+import type { FileHandle } from 'node:fs/promises';
 import type { ReportSeverity } from '../../shared/protocol.js';
 
 export interface CommandResult {
@@ -50,6 +51,11 @@ export interface BundleContext {
   has(executable: string): Promise<boolean>;
   /** fetches a file of the broker's file store to a local temporary path (deleted by the caller) */
   fetchFile(path: string): Promise<string>;
+  /**
+   * fetches a file of the broker's file store straight into an open file (from its position),
+   * checked against the broker's size and sha256 as it arrives; absent: fetchFile then a copy
+   */
+  fetchFileInto?(path: string, into: FileHandle): Promise<{ size: number; sha256: string }>;
   /** records a report of this bundle; `log` is the operation's output (secrets are redacted by the engine) */
   report(severity: ReportSeverity, text: string, log?: string): void;
   signal: AbortSignal;

@@ -3,6 +3,7 @@
  * `file` channels (or refuses), and reads `config_applied`.
  */
 import crypto from 'node:crypto';
+import { getEventListeners } from 'node:events';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
@@ -12,6 +13,7 @@ import type { AgentReport, CommittedConfig, ControlMessage } from '../../shared/
 import { muxPair } from '../../test/support/mux-pair.js';
 import type { Bundle } from './bundle.js';
 import { ConfigEngine } from './engine.js';
+import { FileFetcher } from './files.js';
 import { AGENT_BUNDLES } from './registry.js';
 import { SYSTEM_PATH } from './system-test-context.js';
 
@@ -82,6 +84,7 @@ async function setup(
     store?: Record<string, string>;
     reboot?: () => Promise<void>;
     agent?: { setMetricsEnabled(enabled: boolean): void };
+    bundleTimeoutMs?: number;
   } = {},
 ) {
   const dir = tempDir();
@@ -97,6 +100,7 @@ async function setup(
     fetchTimeoutMs: opts.fetchTimeoutMs,
     reboot: opts.reboot,
     agent: opts.agent,
+    bundleTimeoutMs: opts.bundleTimeoutMs,
   });
   cleanups.push(() => engine.stop());
   const pair = await muxPair((channel) => engine.handleChannel(channel));
@@ -367,6 +371,76 @@ describe('configuration engine', () => {
     expect(reboots).toBe(0);
     await s.engine.connectionFailed();
     expect(reboots).toBe(1);
+  });
+
+  it('stops a bundle that never returns at the time bound: the run goes on to the next bundle, and the next commit is applied', async () => {
+    let hung = 0;
+    let aborted = 0;
+    const ran: string[] = [];
+    const stuck: Bundle = {
+      name: 'users',
+      parse: (d) => d,
+      // a bundle blocked for good (as one reading a FIFO was), deaf to its signal
+      apply: (_d, ctx) => {
+        hung++;
+        ctx.signal.addEventListener('abort', () => aborted++);
+        return new Promise<void>(() => {});
+      },
+    };
+    const next: Bundle = { name: 'sshkeys', parse: (d) => d, apply: async (_d, ctx) => void ran.push(ctx.commitId) };
+    const s = await setup({ bundles: [stuck, next], bundleTimeoutMs: 100 });
+    const config = (commit: string): CommittedConfig => ({ commit_id: commit, bundles: ['users', 'sshkeys'], bundle_data: { users: {}, sshkeys: {} } });
+    let applied = s.broker.next();
+    s.send({ t: 'config', config: config('one'), attributes: {} });
+    const first = await applied;
+    expect(first.commit_id).toBe('one');
+    expect(texts(first.reports)).toEqual(['users ERR users did not finish within 100 ms: stopped, the other bundles go on.']);
+    expect(aborted).toBe(1);
+    applied = s.broker.next();
+    s.send({ t: 'config', config: config('two'), attributes: {} });
+    const second = await applied;
+    expect(second.commit_id).toBe('two');
+    // not started a second time while the first is still stuck
+    expect(texts(second.reports)).toEqual(['users ERR users has not stopped since an earlier run ran out of time: not applied in this run.']);
+    expect(hung).toBe(1);
+    expect(ran).toEqual(['one', 'two']);
+  });
+
+  it('writes a distributed file straight from the file channel, never through a download of its own', async () => {
+    const bytes = crypto.randomBytes(300 * 1024).toString('base64');
+    const s = await setup({ store: { '/bin/blob': bytes } });
+    const config: CommittedConfig = {
+      commit_id: 'stream',
+      bundles: ['file_distribution'],
+      bundle_data: { file_distribution: { files: [{ label: 'b', templates: [{ source: '/bin/blob', destination: '/opt/blob', is_template: false }] }] } },
+    };
+    const applied = s.broker.next();
+    s.send({ t: 'config', config, attributes: {} });
+    expect(texts((await applied).reports)).toEqual(['file_distribution INFO [b] Successfully downloaded file /bin/blob to /opt/blob']);
+    expect(fs.readFileSync(path.join(s.root, 'opt/blob'), 'utf8')).toBe(bytes);
+    expect(fs.existsSync(path.join(s.stateDir, 'config', 'downloads'))).toBe(false);
+    expect(fs.readdirSync(path.join(s.root, 'opt'))).toEqual(['blob']);
+
+    // with the digest the broker puts in the manifest, a file already in place is not fetched again
+    const withDigest = structuredClone(config);
+    (withDigest.bundle_data.file_distribution as { files: { templates: { digest?: string }[] }[] }).files[0].templates[0].digest = sha(bytes);
+    const again = s.broker.next();
+    s.send({ t: 'config', config: { ...withDigest, commit_id: 'stream2' }, attributes: {} });
+    expect(texts((await again).reports)).toEqual([]);
+    expect(s.broker.requests).toEqual(['/bin/blob']);
+  });
+});
+
+describe('file fetcher', () => {
+  it('leaves no abort listener on the run signal once a fetch ends, however many fetches a run makes', async () => {
+    const fetcher = new FileFetcher(path.join(tempDir(), 'downloads'));
+    fetcher.attach((msg) => {
+      if (msg.t === 'file_request') setImmediate(() => fetcher.refused(msg.id, 'no such file in the file store'));
+    });
+    const run = new AbortController();
+    for (let i = 0; i < 500; i++) await expect(fetcher.fetch(`/f${i}`, run.signal)).rejects.toThrow('no such file');
+    expect(getEventListeners(run.signal, 'abort')).toHaveLength(0);
+    expect(fetcher.inFlight).toBe(0);
   });
 });
 

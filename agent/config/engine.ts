@@ -57,6 +57,11 @@ const MAX_OUTBOX = 20;
 const MAX_BUNDLES = 64;
 const MAX_ATTRIBUTES = 1000;
 const STATE_FILE = 'config.json';
+/**
+ * Longest one bundle may take in a run (a bundle fetching many large files over a slow link is
+ * the long one); past it, its signal is aborted, it is reported and the run goes on without it.
+ */
+export const DEFAULT_BUNDLE_TIMEOUT_MS = 60 * 60_000;
 const REDACTED = '********';
 const CONTROL_CHARACTERS_ALL = new RegExp(CONTROL_CHARACTERS.source, 'g');
 
@@ -83,6 +88,8 @@ export interface ConfigEngineOptions {
   reboot?: () => Promise<void>;
   /** the agent's switches the settings bundle turns */
   agent?: AgentSwitches;
+  /** longest one bundle may take in a run; past it the bundle is stopped and the run goes on */
+  bundleTimeoutMs?: number;
 }
 
 /** Where a bundle reports; the engine stamps the commit ids and redacts secrets. */
@@ -154,6 +161,8 @@ export class ConfigEngine {
   private readonly byName: Map<string, Bundle>;
   /** Resolves when the next run finishes (tests, and whoever wants to wait for one). */
   private waiters: (() => void)[] = [];
+  /** Bundles stopped for taking too long whose apply has not returned yet: not started again meanwhile. */
+  private readonly stuck = new Set<string>();
 
   constructor(private readonly o: ConfigEngineOptions) {
     this.root = o.root ?? '/';
@@ -462,33 +471,69 @@ export class ConfigEngine {
         sink(name, meta.commitId, 'ERR', `Invalid ${name} configuration: ${(err as Error).message}. Nothing applied.`);
         continue;
       }
+      if (this.stuck.has(name)) {
+        sink(name, meta.commitId, 'ERR', `${name} has not stopped since an earlier run ran out of time: not applied in this run.`);
+        continue;
+      }
+      // Each bundle gets its own signal: the engine stopping aborts it, and so does running past
+      // the time bound. A bundle that ignores its signal is left behind; the run goes on.
+      const bundleRun = new AbortController();
+      const stop = () => bundleRun.abort();
+      signal.addEventListener('abort', stop, { once: true });
+      let finished = false;
       let count = 0;
       const ctx: BundleContext = {
         commitId: config.commit_id,
         parameters,
         root: this.root,
         stateDir: bundleState,
-        run: (argv, options) => runCommand(argv, env, signal, options),
+        run: (argv, options) => runCommand(argv, env, bundleRun.signal, options),
         has: (executable) => hasExecutable(executable, env.PATH),
-        fetchFile: (file) => this.files.fetch(file, signal),
+        fetchFile: (file) => this.files.fetch(file, bundleRun.signal),
+        fetchFileInto: (file, into) => this.files.fetchInto(file, into, bundleRun.signal),
         report: (severity, text, log) => {
-          if (++count > MAX_REPORTS_PER_BUNDLE) return;
+          if (finished || ++count > MAX_REPORTS_PER_BUNDLE) return;
           sink(name, meta.commitId, severity, text, log);
         },
-        signal,
+        signal: bundleRun.signal,
         ...(this.o.agent ? { agent: this.o.agent } : {}),
         requestReboot: (why) => {
+          if (finished) return;
           count++;
           if (rebootFor.length === 0) sink(name, meta.commitId, 'WARN', `Scheduling system reboot: ${why}`);
           rebootFor.push(why);
         },
       };
+      const timeoutMs = this.o.bundleTimeoutMs ?? DEFAULT_BUNDLE_TIMEOUT_MS;
+      let timer: NodeJS.Timeout | undefined;
+      const outOfTime = new Promise<'timeout'>((resolve) => {
+        timer = setTimeout(() => resolve('timeout'), timeoutMs);
+      });
+      // qbee reports what a bundle did and its errors only: an unchanged bundle is silent, so
+      // the interval runs that repair drift do not flood the Logs
+      const applying = bundle.apply(data, ctx).then(
+        () => 'done' as const,
+        (err: unknown) => ({ err }),
+      );
       try {
-        // qbee reports what a bundle did and its errors only: an unchanged bundle is silent, so
-        // the interval runs that repair drift do not flood the Logs
-        await bundle.apply(data, ctx);
-      } catch (err) {
-        sink(name, meta.commitId, 'ERR', `${name} failed: ${(err as Error).message}`);
+        const outcome = await Promise.race([applying, outOfTime]);
+        if (outcome === 'timeout') {
+          bundleRun.abort();
+          sink(
+            name,
+            meta.commitId,
+            'ERR',
+            `${name} did not finish within ${timeoutMs >= 1000 ? `${Math.round(timeoutMs / 1000)} s` : `${timeoutMs} ms`}: stopped, the other bundles go on.`,
+          );
+          this.stuck.add(name);
+          void applying.finally(() => this.stuck.delete(name));
+        } else if (outcome !== 'done') {
+          sink(name, meta.commitId, 'ERR', `${name} failed: ${outcome.err instanceof Error ? outcome.err.message : String(outcome.err)}`);
+        }
+      } finally {
+        finished = true;
+        clearTimeout(timer);
+        signal.removeEventListener('abort', stop);
       }
     }
     this.log('info', 'configuration applied', { commit_id: config.commit_id, reports: reports.length });

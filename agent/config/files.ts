@@ -1,8 +1,9 @@
 /**
  * Files of the broker's file store for configuration bundles: the agent sends `file_request`, the
  * broker opens a `file` channel carrying the bytes (then eof) or answers `file_refused`. The bytes
- * land in a private temporary file and are checked against the size and SHA-256 the broker
- * announced before the bundle sees them.
+ * land in a private temporary file, or straight in a file the bundle opened (`fetchInto`), and are
+ * checked as they arrive against the size and SHA-256 the broker announced: more bytes than
+ * announced stop the transfer, and nothing is used unless the digest matched.
  */
 import crypto from 'node:crypto';
 import fs from 'node:fs/promises';
@@ -17,12 +18,21 @@ export const MAX_FILE_BYTES = 1024 * 1024 * 1024;
 export const FETCH_TIMEOUT_MS = 10 * 60_000;
 const SHA256_HEX = /^[0-9a-f]{64}$/;
 
+/** A file received: where it is (unless it was written into the caller's file), its size and sha256. */
+export interface Fetched {
+  file?: string;
+  size: number;
+  sha256: string;
+}
+
 interface Pending {
   path: string;
-  resolve: (file: string) => void;
+  resolve: (fetched: Fetched) => void;
   reject: (err: Error) => void;
   timer: NodeJS.Timeout;
   channel?: Channel;
+  /** the caller's open file the bytes go to (instead of a temporary file of ours) */
+  into?: fs.FileHandle;
 }
 
 export class FileFetcher {
@@ -60,19 +70,49 @@ export class FileFetcher {
 
   /** Fetches `filePath` of the file store to a temporary file; the caller deletes it. */
   async fetch(filePath: string, signal?: AbortSignal): Promise<string> {
+    const fetched = await this.start(filePath, signal);
+    return fetched.file as string;
+  }
+
+  /**
+   * Fetches `filePath` of the file store straight into the caller's open file (written from its
+   * current position), checked against the size and sha256 the broker announced as it arrives.
+   */
+  fetchInto(filePath: string, into: fs.FileHandle, signal?: AbortSignal): Promise<{ size: number; sha256: string }> {
+    return this.start(filePath, signal, into);
+  }
+
+  private async start(filePath: string, signal: AbortSignal | undefined, into?: fs.FileHandle): Promise<Fetched> {
     const send = this.send;
     if (!send) throw new Error(`cannot fetch ${filePath}: not connected to the broker`);
     if (signal?.aborted) throw new Error('the configuration run was stopped');
-    await fs.mkdir(this.dir, { recursive: true, mode: 0o700 });
+    if (!into) await fs.mkdir(this.dir, { recursive: true, mode: 0o700 });
     const id = crypto.randomBytes(12).toString('hex');
-    return new Promise<string>((resolve, reject) => {
+    return new Promise<Fetched>((resolve, reject) => {
+      // the run's signal outlives the fetch: its listener goes when the fetch ends, however it ends
+      const onAbort = () => {
+        const p = this.pending.get(id);
+        if (p) this.fail(id, p, new Error('the configuration run was stopped'));
+      };
       const timer = setTimeout(() => {
         const p = this.pending.get(id);
         if (p) this.fail(id, p, new Error(`the broker did not send ${filePath} in time`));
       }, this.timeoutMs);
-      const entry: Pending = { path: filePath, resolve, reject, timer };
+      const entry: Pending = {
+        path: filePath,
+        resolve: (fetched) => {
+          signal?.removeEventListener('abort', onAbort);
+          resolve(fetched);
+        },
+        reject: (err) => {
+          signal?.removeEventListener('abort', onAbort);
+          reject(err);
+        },
+        timer,
+        ...(into ? { into } : {}),
+      };
       this.pending.set(id, entry);
-      signal?.addEventListener('abort', () => this.pending.has(id) && this.fail(id, entry, new Error('the configuration run was stopped')), { once: true });
+      signal?.addEventListener('abort', onAbort, { once: true });
       send(this.request(id, filePath));
     });
   }
@@ -105,10 +145,10 @@ export class FileFetcher {
       throw new AgentRefusal('invalid_request', `The announced size is not a byte count up to ${MAX_FILE_BYTES}.`);
     const expected = typeof params.sha256 === 'string' ? params.sha256.toLowerCase() : '';
     if (!SHA256_HEX.test(expected)) throw new AgentRefusal('invalid_request', 'The announced sha256 is not 64 hex digits.');
-    const temp = path.join(this.dir, `${id}.part`);
+    const temp = p.into ? '' : path.join(this.dir, `${id}.part`);
     let handle: fs.FileHandle;
     try {
-      handle = await fs.open(temp, 'wx', 0o600);
+      handle = p.into ?? (await fs.open(temp, 'wx', 0o600));
     } catch (err) {
       this.fail(id, p, new Error(`cannot store ${p.path} on the device: ${(err as Error).message}`));
       throw new AgentRefusal('io_error', 'Cannot store the file on the device.');
@@ -131,15 +171,17 @@ export class FileFetcher {
       if (bytes !== size) throw new Error(`received ${bytes} bytes, ${size} were announced`);
       const digest = hash.digest('hex');
       if (digest !== expected) throw new Error(`checksum mismatch: received sha256 ${digest}, ${expected} was announced`);
-      await handle.close();
+      if (!p.into) await handle.close();
       if (!this.pending.has(id)) throw new Error('the fetch was abandoned');
       clearTimeout(p.timer);
       this.pending.delete(id);
-      p.resolve(temp);
+      p.resolve({ ...(temp ? { file: temp } : {}), size: bytes, sha256: digest });
       if (!channel.destroyed) channel.end();
     } catch (err) {
-      await handle.close().catch(() => {});
-      await fs.rm(temp, { force: true }).catch(() => {});
+      if (!p.into) {
+        await handle.close().catch(() => {});
+        await fs.rm(temp, { force: true }).catch(() => {});
+      }
       if (this.pending.get(id) === p) this.fail(id, p, new Error(`cannot fetch ${p.path}: ${(err as Error).message}`));
       else channel.destroy();
     }

@@ -1,5 +1,25 @@
-/** Filesystem helpers for bundles: paths under the bundle root, atomic writes, the passwd database. */
+/**
+ * Filesystem helpers for bundles: device paths under the bundle root, checked directory chains,
+ * capped reads, atomic writes, the passwd database.
+ *
+ * The agent runs as root and writes where a configuration says; a local user must not be able to
+ * steer those writes or reads (OpenSSH's StrictModes is the model). Every path is walked from the
+ * root one component at a time, each directory opened with O_DIRECTORY|O_NOFOLLOW and the next
+ * name resolved through the open descriptor (`/proc/self/fd/N/name`, Linux's openat), so a
+ * component swapped after it was checked cannot redirect anything: the agent keeps working in the
+ * directory it checked. A symlink among the directories is followed only when no one but root
+ * could have made it: owned by root (or the agent's own user) in a directory chain that only root
+ * can change (e.g. /var/run -> /run); any other is refused, and a symlink at the file itself is
+ * never followed nor replaced (e.g. /etc/resolv.conf -> /run/...: refused, not rewritten). A
+ * directory writable by every user, or by a group other than root's, is refused. Files are opened O_NOFOLLOW|O_NONBLOCK after an lstat saying they are regular, checked
+ * again with fstat (same inode, still regular), and read with a cap. New files are created
+ * exclusively (O_EXCL, never through a link) in the checked directory, get their mode and owner
+ * through the descriptor (umask plays no part), and are renamed within that directory: nothing is
+ * ever written in place or chowned by path, so a hard link planted at a target is replaced, not
+ * written through.
+ */
 import crypto from 'node:crypto';
+import { constants as C, type Stats } from 'node:fs';
 import fs from 'node:fs/promises';
 import path from 'node:path';
 
@@ -10,76 +30,421 @@ export function underRoot(root: string, devicePath: string): string {
   return root === '/' ? normal : path.join(root, normal);
 }
 
-export async function sha256OfFile(file: string): Promise<string | undefined> {
-  try {
-    const data = await fs.readFile(file);
-    return crypto.createHash('sha256').update(data).digest('hex');
-  } catch (err) {
-    if ((err as NodeJS.ErrnoException).code === 'ENOENT') return undefined;
-    throw err;
-  }
-}
-
 export const sha256 = (data: Buffer | string) => crypto.createHash('sha256').update(data).digest('hex');
 
-/**
- * Creates the missing directories of `dir` (below `root`), refusing to go through a symlink or a
- * file: a symlinked directory planted by someone else must not redirect what the agent writes.
- */
-export async function makeDirectories(root: string, dir: string, mode = 0o750, owner?: { uid: number; gid: number }): Promise<void> {
-  const relative = path.relative(root, dir);
-  if (relative.startsWith('..')) throw new Error(`${dir} is outside ${root}`);
-  let current = root;
-  for (const part of relative.split(path.sep).filter(Boolean)) {
-    current = path.join(current, part);
-    let stat;
+export interface Owner {
+  uid: number;
+  gid: number;
+}
+
+const DIR_FLAGS = C.O_RDONLY | C.O_DIRECTORY | C.O_NOFOLLOW | C.O_NONBLOCK;
+const READ_FLAGS = C.O_RDONLY | C.O_NOFOLLOW | C.O_NONBLOCK;
+const CREATE_FLAGS = C.O_WRONLY | C.O_CREAT | C.O_EXCL | C.O_NOFOLLOW;
+/** Symlinks followed in one resolution (the kernel's own limit). */
+const MAX_LINKS = 40;
+/** Default cap of a read of a device file. */
+export const MAX_READ_BYTES = 64 * 1024 * 1024;
+
+const isRootish = (uid: number) => uid === 0 || uid === (process.geteuid?.() ?? 0);
+const code = (err: unknown) => (err as NodeJS.ErrnoException | undefined)?.code;
+
+/** The device path of each directory descriptor, to name it in messages (an fd reused replaces its entry). */
+const shownByFd = new Map<number, string>();
+
+/** An error whose message names device paths, not the descriptor paths the agent used. */
+function plainError(err: unknown): unknown {
+  if (err instanceof Error)
+    err.message = err.message.replace(/\/proc\/self\/fd\/(\d+)/g, (whole, fd: string) => {
+      const shown = shownByFd.get(Number(fd));
+      return shown === undefined ? whole : shown === '/' ? '' : shown;
+    });
+  return err;
+}
+
+function plain<A extends unknown[], R>(fn: (...args: A) => Promise<R>): (...args: A) => Promise<R> {
+  return async (...args: A) => {
     try {
-      stat = await fs.lstat(current);
+      return await fn(...args);
     } catch (err) {
-      if ((err as NodeJS.ErrnoException).code !== 'ENOENT') throw err;
-      await fs.mkdir(current, { mode });
-      if (owner && process.getuid?.() === 0) await fs.chown(current, owner.uid, owner.gid);
-      continue;
+      throw plainError(err);
     }
-    if (stat.isSymbolicLink()) throw new Error(`refusing to write through the symlink ${current}`);
-    if (!stat.isDirectory()) throw new Error(`${current} is not a directory`);
+  };
+}
+
+/** A directory held open; names in it are reached through the descriptor, never by path again. */
+export class CheckedDir {
+  constructor(
+    readonly handle: fs.FileHandle,
+    /** the device path it was reached by (for messages) */
+    readonly devicePath: string,
+    /** true while only root could have changed this directory and every one above it */
+    readonly trusted: boolean,
+    readonly stat: Stats,
+  ) {
+    shownByFd.set(handle.fd, devicePath);
+  }
+
+  /** The path of `name` in this directory, resolved through the descriptor. */
+  at(name: string): string {
+    if (!name || name === '.' || name === '..' || name.includes('/') || name.includes('\0')) throw new Error(`invalid file name ${JSON.stringify(name)}`);
+    return `/proc/self/fd/${this.handle.fd}/${name}`;
+  }
+
+  /** The device path of `name` in this directory. */
+  shown(name: string): string {
+    return path.posix.join(this.devicePath, name);
+  }
+
+  close(): Promise<void> {
+    return this.handle.close().catch(() => {});
+  }
+}
+
+function components(devicePath: string): string[] {
+  if (!devicePath.startsWith('/')) throw new Error(`absolute path required, got ${devicePath}`);
+  return path.posix.normalize(devicePath).split('/').filter(Boolean);
+}
+
+function checkMode(st: Stats, shown: string): void {
+  if (st.mode & 0o002) throw new Error(`${shown} is writable by every user: refused`);
+  if (st.mode & 0o020 && st.gid !== 0) throw new Error(`${shown} is writable by group ${st.gid}: refused`);
+}
+
+/** Where a symlink found at `shown` (in `dir`) points, as a device path; throws unless it is trusted. */
+async function followable(dir: CheckedDir, name: string): Promise<string | undefined> {
+  const st = await fs.lstat(dir.at(name)).catch(() => undefined);
+  if (!st?.isSymbolicLink()) return undefined;
+  if (!dir.trusted || !isRootish(st.uid)) throw new Error(`refusing to follow the symlink ${dir.shown(name)}: another user could have made it`);
+  const target = await fs.readlink(dir.at(name));
+  return path.posix.normalize(target.startsWith('/') ? target : path.posix.join(dir.devicePath, target));
+}
+
+export interface OpenDirOptions {
+  /** create missing directories with this mode (exactly, whatever the umask) */
+  create?: number;
+  /** owner of the directories created */
+  owner?: Owner;
+}
+
+/**
+ * Opens `name` in `dir` as a directory: never through a symlink unless trusted (then `link` says
+ * where it points), created when missing and asked for.
+ */
+async function openChild(dir: CheckedDir, name: string, opts: OpenDirOptions): Promise<CheckedDir | { link: string }> {
+  const at = dir.at(name);
+  const shown = dir.shown(name);
+  let handle: fs.FileHandle | undefined;
+  let created = false;
+  while (!handle) {
+    try {
+      handle = await fs.open(at, DIR_FLAGS);
+    } catch (err) {
+      if (code(err) === 'ENOENT' && opts.create !== undefined && !created) {
+        await fs.mkdir(at, { mode: opts.create }).catch((e: unknown) => {
+          if (code(e) !== 'EEXIST') throw e;
+        });
+        created = true;
+        continue;
+      }
+      if (code(err) === 'ENOTDIR' || code(err) === 'ELOOP') {
+        const link = await followable(dir, name);
+        if (link !== undefined) return { link };
+        throw new Error(`${shown} is not a directory`);
+      }
+      throw err;
+    }
+  }
+  try {
+    const st = await handle.stat();
+    if (!st.isDirectory()) throw new Error(`${shown} is not a directory`);
+    // Made by us: its mode exactly (whatever the umask) and its owner. In a directory another user
+    // can change, only a directory that is still ours and empty is taken for the one just made.
+    if (created && opts.create !== undefined && (dir.trusted || (st.uid === (process.geteuid?.() ?? 0) && st.nlink === 2))) {
+      if (opts.owner && process.geteuid?.() === 0) await handle.chown(opts.owner.uid, opts.owner.gid);
+      await handle.chmod(opts.create);
+    }
+    const now = await handle.stat();
+    checkMode(now, shown);
+    return new CheckedDir(handle, shown, dir.trusted && isRootish(now.uid), now);
+  } catch (err) {
+    await handle.close().catch(() => {});
+    throw err;
+  }
+}
+
+/** The directory `name` in `dir` (created when missing and asked for); a symlink there is refused. */
+async function openSubdirectoryImpl(dir: CheckedDir, name: string, opts: OpenDirOptions = {}): Promise<CheckedDir> {
+  const next = await openChild(dir, name, opts);
+  if ('link' in next) throw new Error(`${dir.shown(name)} is a symlink: refused`);
+  return next;
+}
+
+let procChecked = false;
+
+async function openRoot(root: string): Promise<CheckedDir> {
+  // the bundle root itself is the agent's configuration (`/` on a device), trusted as given
+  const handle = await fs.open(root, C.O_RDONLY | C.O_DIRECTORY);
+  if (!procChecked) {
+    const seen = await fs.stat(`/proc/self/fd/${handle.fd}`).catch(() => undefined);
+    if (!seen?.isDirectory()) {
+      await handle.close();
+      throw new Error('/proc is not mounted: the agent reaches files through /proc/self/fd and writes nothing without it');
+    }
+    procChecked = true;
+  }
+  return new CheckedDir(handle, '/', true, await handle.stat());
+}
+
+/**
+ * Opens the directory `deviceDir` (below `root`) component by component (see the header): the
+ * chain is checked and pinned. The caller closes it.
+ */
+async function openDirectoryImpl(root: string, deviceDir: string, opts: OpenDirOptions = {}): Promise<CheckedDir> {
+  let parts = components(deviceDir);
+  let dir = await openRoot(root);
+  let links = 0;
+  try {
+    for (let i = 0; i < parts.length; i++) {
+      const next = await openChild(dir, parts[i], opts);
+      if ('link' in next) {
+        if (++links > MAX_LINKS) throw new Error(`too many symlinks in ${deviceDir}`);
+        parts = [...components(next.link), ...parts.slice(i + 1)];
+        i = -1;
+        await dir.close();
+        dir = await openRoot(root);
+        continue;
+      }
+      await dir.close();
+      dir = next;
+    }
+    return dir;
+  } catch (err) {
+    await dir.close();
+    throw err;
   }
 }
 
 /**
- * Writes `data` to `target` so that a reader sees the old or the new file, never half of one: a
- * temporary file beside it, flushed, then renamed over it. An existing file keeps its mode
- * unless `mode` is forced; a symlink at `target` is refused.
+ * The checked directory of a file and its name there. A symlink at the file itself is not
+ * followed (reads and writes refuse it): replacing it would unmake it, writing through it would
+ * write elsewhere.
  */
-export async function writeFileAtomic(
-  target: string,
-  data: Buffer | string,
-  opts: { mode?: number; forceMode?: boolean; owner?: { uid: number; gid: number } } = {},
-): Promise<void> {
+async function openParentImpl(root: string, devicePath: string, opts: OpenDirOptions = {}): Promise<{ dir: CheckedDir; name: string }> {
+  const target = path.posix.normalize(devicePath);
+  const name = path.posix.basename(target);
+  if (!name || name === '..' || target.endsWith('/')) throw new Error(`${devicePath} names no file`);
+  return { dir: await openDirectory(root, path.posix.dirname(target), opts), name };
+}
+
+/**
+ * What is at `name` in `dir` before it is replaced: undefined when nothing; a symlink, a
+ * directory or any other file that is not regular (FIFO, device, socket) is refused.
+ */
+async function replaceableImpl(dir: CheckedDir, name: string): Promise<Stats | undefined> {
+  const shown = dir.shown(name);
+  const existing = await fs.lstat(dir.at(name)).catch((err: unknown) => {
+    if (code(err) === 'ENOENT') return undefined;
+    throw err;
+  });
+  if (!existing) return undefined;
+  if (existing.isSymbolicLink()) throw new Error(`refusing to replace the symlink ${shown}`);
+  if (existing.isDirectory()) throw new Error(`${shown} is a directory`);
+  if (!existing.isFile()) throw new Error(`${shown} is not a regular file: refused`);
+  return existing;
+}
+
+/**
+ * `name` in `dir` opened for reading, when it is a regular file: never through a symlink, never
+ * blocking (a FIFO or a device is refused, not opened for reading). undefined when missing.
+ */
+async function openRegularImpl(dir: CheckedDir, name: string): Promise<{ handle: fs.FileHandle; stat: Stats } | undefined> {
+  const shown = dir.shown(name);
+  let before: Stats;
+  try {
+    before = await fs.lstat(dir.at(name));
+  } catch (err) {
+    if (code(err) === 'ENOENT') return undefined;
+    throw err;
+  }
+  if (before.isSymbolicLink()) throw new Error(`${shown} is a symlink: refused`);
+  if (!before.isFile()) throw new Error(`${shown} is not a regular file: refused`);
+  const handle = await fs.open(dir.at(name), READ_FLAGS).catch((err: unknown) => {
+    if (code(err) === 'ELOOP') throw new Error(`${shown} is a symlink: refused`);
+    throw err;
+  });
+  const stat = await handle.stat();
+  if (!stat.isFile() || stat.ino !== before.ino || stat.dev !== before.dev) {
+    await handle.close();
+    throw new Error(`${shown} changed while it was opened: refused`);
+  }
+  return { handle, stat };
+}
+
+/** All of an open file, refusing one larger than `max` bytes (it stops reading there). */
+export async function readCapped(handle: fs.FileHandle, max: number, shown: string): Promise<Buffer> {
+  const chunks: Buffer[] = [];
+  let total = 0;
+  const buffer = Buffer.alloc(64 * 1024);
+  for (;;) {
+    const { bytesRead } = await handle.read(buffer, 0, buffer.length, null);
+    if (bytesRead === 0) return Buffer.concat(chunks, total);
+    total += bytesRead;
+    if (total > max) throw new Error(`${shown} is larger than ${max} bytes: refused`);
+    chunks.push(Buffer.from(buffer.subarray(0, bytesRead)));
+  }
+}
+
+/** The sha256 of an open file, or undefined when it is larger than `max` bytes (it stops reading there). */
+export async function hashCapped(handle: fs.FileHandle, max: number): Promise<string | undefined> {
+  const hash = crypto.createHash('sha256');
+  const buffer = Buffer.alloc(256 * 1024);
+  let total = 0;
+  for (;;) {
+    const { bytesRead } = await handle.read(buffer, 0, buffer.length, null);
+    if (bytesRead === 0) return hash.digest('hex');
+    total += bytesRead;
+    if (total > max) return undefined;
+    hash.update(buffer.subarray(0, bytesRead));
+  }
+}
+
+/** The device file `devicePath`, read with a cap; undefined when missing. */
+async function readDeviceFileImpl(root: string, devicePath: string, max = MAX_READ_BYTES): Promise<Buffer | undefined> {
+  const { dir, name } = await openParent(root, devicePath);
+  try {
+    const file = await openRegular(dir, name);
+    if (!file) return undefined;
+    try {
+      return await readCapped(file.handle, max, dir.shown(name));
+    } finally {
+      await file.handle.close();
+    }
+  } catch (err) {
+    if (code(err) === 'ENOENT') return undefined;
+    throw err;
+  } finally {
+    await dir.close();
+  }
+}
+
+/**
+ * The sha256 of the device file `devicePath`; undefined when it is missing, or larger than `max`
+ * (then it differs from anything the agent would write). Throws for a symlink or a file that is not
+ * regular.
+ */
+async function sha256OfFileImpl(root: string, devicePath: string, max = MAX_READ_BYTES): Promise<string | undefined> {
+  let opened: { dir: CheckedDir; name: string };
+  try {
+    opened = await openParent(root, devicePath);
+  } catch (err) {
+    if (code(err) === 'ENOENT') return undefined;
+    throw err;
+  }
+  const { dir, name } = opened;
+  try {
+    return await sha256In(dir, name, max);
+  } finally {
+    await dir.close();
+  }
+}
+
+/** The sha256 of `name` in `dir` (see sha256OfFile). */
+async function sha256InImpl(dir: CheckedDir, name: string, max = MAX_READ_BYTES): Promise<string | undefined> {
+  const file = await openRegular(dir, name);
+  if (!file) return undefined;
+  try {
+    return await hashCapped(file.handle, max);
+  } finally {
+    await file.handle.close();
+  }
+}
+
+/**
+ * Creates the missing directories of the device directory `deviceDir` (mode exactly `mode`,
+ * owned by `owner`), refusing to go through an untrusted symlink or a file.
+ */
+async function makeDirectoriesImpl(root: string, deviceDir: string, mode = 0o750, owner?: Owner): Promise<void> {
+  const dir = await openDirectory(root, deviceDir, { create: mode, ...(owner ? { owner } : {}) });
+  await dir.close();
+}
+
+export interface WriteOptions {
+  /** mode of a new file; an existing file keeps its own unless `forceMode` */
+  mode?: number;
+  forceMode?: boolean;
+  /** owner of the file written; by default the existing file's (when it has no other link), else the agent's */
+  owner?: Owner;
+}
+
+/** What fills the temporary file: bytes, or a writer that returns false to keep the old file after all. */
+export type FileContent = Buffer | string | ((handle: fs.FileHandle) => Promise<boolean>);
+
+/**
+ * Replaces `name` in the checked directory `dir` so that a reader sees the old or the new file,
+ * never half of one: a temporary file created exclusively beside it, filled, given its mode and
+ * owner through its descriptor, flushed, then renamed over it within the same directory. A
+ * symlink, a directory or any other non-regular file at `name` is refused. False when the writer
+ * kept the old file.
+ */
+async function writeAtomicInImpl(dir: CheckedDir, name: string, content: FileContent, opts: WriteOptions = {}): Promise<boolean> {
+  const shown = dir.shown(name);
   let mode = opts.mode ?? 0o640;
   let owner = opts.owner;
-  try {
-    const existing = await fs.lstat(target);
-    if (existing.isSymbolicLink()) throw new Error(`refusing to replace the symlink ${target}`);
-    if (existing.isDirectory()) throw new Error(`${target} is a directory`);
+  const existing = await replaceable(dir, name);
+  if (existing) {
     if (!opts.forceMode) mode = existing.mode & 0o7777;
-    owner ??= { uid: existing.uid, gid: existing.gid };
-  } catch (err) {
-    if ((err as NodeJS.ErrnoException).code !== 'ENOENT') throw err;
+    if (existing.nlink === 1) owner ??= { uid: existing.uid, gid: existing.gid };
   }
-  const temp = path.join(path.dirname(target), `.${path.basename(target)}.${crypto.randomBytes(6).toString('hex')}.fleet-tmp`);
-  const handle = await fs.open(temp, 'wx', 0o600);
+  const tempName = `.${name.slice(0, 100)}.${crypto.randomBytes(6).toString('hex')}.fleet-tmp`;
+  const temp = dir.at(tempName);
+  const handle = await fs.open(temp, CREATE_FLAGS, 0o600);
+  let renamed = false;
   try {
-    await handle.writeFile(data);
+    let keep = true;
+    if (typeof content === 'function') keep = await content(handle);
+    else await handle.writeFile(content);
+    if (!keep) return false;
+    // owner first: a chown clears the set-id bits the mode may carry
+    if (owner && process.geteuid?.() === 0) await handle.chown(owner.uid, owner.gid);
     await handle.chmod(mode);
-    if (owner && process.getuid?.() === 0) await handle.chown(owner.uid, owner.gid);
     await handle.sync();
-    await handle.close();
-    await fs.rename(temp, target);
-  } catch (err) {
+    const ours = await handle.stat();
+    const there = await fs.lstat(temp);
+    if (there.ino !== ours.ino || there.dev !== ours.dev) throw new Error(`the temporary file beside ${shown} was replaced: refused`);
+    await fs.rename(temp, dir.at(name));
+    renamed = true;
+    await dir.handle.sync().catch(() => {});
+    return true;
+  } finally {
     await handle.close().catch(() => {});
-    await fs.rm(temp, { force: true });
+    if (!renamed)
+      await fs.unlink(temp).catch(() => {
+        // already gone
+      });
+  }
+}
+
+/** writeAtomicIn for the device path `devicePath` below `root`. */
+async function writeFileAtomicImpl(root: string, devicePath: string, content: FileContent, opts: WriteOptions = {}): Promise<boolean> {
+  const { dir, name } = await openParent(root, devicePath);
+  try {
+    return await writeAtomicIn(dir, name, content, opts);
+  } finally {
+    await dir.close();
+  }
+}
+
+/** Removes the device file `devicePath` (not through an untrusted symlink); false when it was missing. */
+async function removeDeviceFileImpl(root: string, devicePath: string): Promise<boolean> {
+  const { dir, name } = await openParent(root, devicePath);
+  try {
+    await fs.unlink(dir.at(name));
+    return true;
+  } catch (err) {
+    if (code(err) === 'ENOENT') return false;
     throw err;
+  } finally {
+    await dir.close();
   }
 }
 
@@ -93,10 +458,26 @@ export interface PasswdEntry {
 
 /** The users of `<root>/etc/passwd`. */
 export async function readPasswd(root: string): Promise<PasswdEntry[]> {
-  const text = await fs.readFile(underRoot(root, '/etc/passwd'), 'utf8');
-  return text
+  const data = await readDeviceFile(root, '/etc/passwd', 16 * 1024 * 1024);
+  if (!data) throw Object.assign(new Error('/etc/passwd does not exist'), { code: 'ENOENT' });
+  return data
+    .toString('utf8')
     .split('\n')
     .map((line) => line.split(':'))
     .filter((f) => f.length >= 7 && f[0])
     .map((f) => ({ name: f[0], uid: Number(f[2]), gid: Number(f[3]), home: f[5], shell: f[6] }));
 }
+
+// The public helpers name device paths in their errors.
+export const openSubdirectory = plain(openSubdirectoryImpl);
+export const openDirectory = plain(openDirectoryImpl);
+export const openParent = plain(openParentImpl);
+export const replaceable = plain(replaceableImpl);
+export const openRegular = plain(openRegularImpl);
+export const readDeviceFile = plain(readDeviceFileImpl);
+export const sha256OfFile = plain(sha256OfFileImpl);
+export const sha256In = plain(sha256InImpl);
+export const makeDirectories = plain(makeDirectoriesImpl);
+export const writeAtomicIn = plain(writeAtomicInImpl);
+export const writeFileAtomic = plain(writeFileAtomicImpl);
+export const removeDeviceFile = plain(removeDeviceFileImpl);

@@ -1,4 +1,5 @@
 /** Small pieces every bundle uses: tool checks, qbee's shell commands, bundle state files. */
+import crypto from 'node:crypto';
 import fs from 'node:fs/promises';
 import path from 'node:path';
 import type { BundleContext, CommandResult } from './bundle.js';
@@ -56,4 +57,35 @@ export async function writeState(ctx: BundleContext, name: string, value: unknow
   const file = path.join(ctx.stateDir, `${name}.json`);
   await fs.writeFile(`${file}.tmp`, JSON.stringify(value), { mode: 0o600 });
   await fs.rename(`${file}.tmp`, file);
+}
+
+/**
+ * Fetches `source` of the file store into the open file `into`, streamed with its sha256 computed
+ * on the way (at most `max` bytes): straight from the broker when the context can, else through
+ * the context's temporary file.
+ */
+export async function fetchInto(ctx: BundleContext, source: string, into: fs.FileHandle, max: number): Promise<{ size: number; sha256: string }> {
+  if (ctx.fetchFileInto) return ctx.fetchFileInto(source, into);
+  const temp = await ctx.fetchFile(source);
+  try {
+    const input = await fs.open(temp, 'r');
+    try {
+      const hash = crypto.createHash('sha256');
+      const buffer = Buffer.alloc(256 * 1024);
+      let size = 0;
+      for (;;) {
+        const { bytesRead } = await input.read(buffer, 0, buffer.length, null);
+        if (bytesRead === 0) break;
+        size += bytesRead;
+        if (size > max) throw new Error(`${source} is larger than ${max} bytes`);
+        hash.update(buffer.subarray(0, bytesRead));
+        await into.write(buffer, 0, bytesRead);
+      }
+      return { size, sha256: hash.digest('hex') };
+    } finally {
+      await input.close();
+    }
+  } finally {
+    await fs.rm(temp, { force: true });
+  }
 }

@@ -342,3 +342,41 @@ export function referencedFiles(bundleData: Record<string, unknown>): Set<string
   }
   return out;
 }
+
+/** A file_distribution source naming one file of the store as written (no `$(key)` the agent resolves). */
+const LITERAL_SOURCE = (source: string) => source !== '' && !source.includes('$(');
+
+/** The file-store files file_distribution names literally: the ones whose digest the manifest can carry. */
+export function distributedFiles(bundleData: Record<string, unknown>): Set<string> {
+  const out = new Set<string>();
+  const fd = bundleData.file_distribution as { files?: unknown } | undefined;
+  if (!fd || !Array.isArray(fd.files)) return out;
+  for (const set of fd.files as { templates?: unknown }[]) {
+    if (!set || !Array.isArray(set.templates)) continue;
+    for (const t of set.templates as { source?: unknown }[])
+      if (t && typeof t.source === 'string' && LITERAL_SOURCE(t.source)) out.add(normalizeSource(t.source));
+  }
+  return out;
+}
+
+/**
+ * The manifest of file_distribution as the agent gets it: each file it names carries the sha256 of
+ * the file store's copy (`digest`), so the agent leaves a file already in place alone without
+ * fetching it. The digest is the broker's own (one a client put in its change is dropped); a file
+ * whose digest is not known (missing, or named through a parameter) carries none. Returns a copy.
+ */
+export function withFileDigests(bundleData: Record<string, unknown>, digests: ReadonlyMap<string, string | undefined>): Record<string, unknown> {
+  const fd = bundleData.file_distribution as { files?: unknown } | undefined;
+  if (!fd || !Array.isArray(fd.files)) return bundleData;
+  const files = (fd.files as unknown[]).map((set) => {
+    if (!set || typeof set !== 'object' || !Array.isArray((set as { templates?: unknown }).templates)) return set;
+    const templates = ((set as { templates: unknown[] }).templates as unknown[]).map((t) => {
+      if (!t || typeof t !== 'object' || Array.isArray(t)) return t;
+      const { digest: _client, ...file } = t as { source?: unknown; digest?: unknown };
+      const digest = typeof file.source === 'string' && LITERAL_SOURCE(file.source) ? digests.get(normalizeSource(file.source)) : undefined;
+      return digest ? { ...file, digest } : file;
+    });
+    return { ...(set as object), templates };
+  });
+  return { ...bundleData, file_distribution: { ...fd, files } };
+}

@@ -21,12 +21,14 @@ import type { SettingsStore } from '../settings.js';
 import {
   bundleFiles,
   credentialValues,
+  distributedFiles,
   maskSecrets,
   scrubReports,
   normalizeSource,
   referencedFiles,
   restoreSecrets,
   validateBundle,
+  withFileDigests,
   type BundleData,
 } from './bundles.js';
 import { render, type EntityType, type Level, type OwnBundle, type RenderedConfig } from './render.js';
@@ -526,13 +528,37 @@ export class ConfigService {
     return { nodes: levels.nodes.map(mask), tags: levels.tags.map(mask) };
   }
 
-  /** A device's committed configuration as its agent gets it: enabled bundles only, secrets in clear. */
-  private async deviceRendered(deviceId: string): Promise<ReturnType<typeof pushable> | undefined> {
+  /**
+   * A device's committed configuration as its agent gets it: enabled bundles only, secrets in clear,
+   * and (unless `digests` is false) the sha256 of each distributed file in the manifest.
+   */
+  private async deviceRendered(deviceId: string, digests = true): Promise<ReturnType<typeof pushable> | undefined> {
     const chain = await nodeChain(this.deps.store.db, deviceId);
     if (chain.length === 0 || chain[0].type !== 'device' || chain[chain.length - 1].node_id !== ROOT_NODE) return undefined;
     const { nodes, tags } = await this.levelsFor({ type: 'node', id: deviceId }, chain);
     const row = await this.deps.store.db.selectFrom('devices').select('attributes').where('device_id', '=', deviceId).executeTakeFirst();
-    return pushable(render({ type: 'node', id: deviceId }, nodes, tags), readAttributes(row?.attributes).custom ?? {});
+    const rendered = render({ type: 'node', id: deviceId }, nodes, tags);
+    return pushable(rendered, readAttributes(row?.attributes).custom ?? {}, digests ? await this.fileDigests(rendered, new Map()) : new Map());
+  }
+
+  /**
+   * The file store's sha256 of each file the rendered configuration distributes; `known` keeps the
+   * answers across devices of one propagation (a file is looked up once).
+   */
+  private async fileDigests(rendered: RenderedConfig, known: Map<string, Promise<string | undefined>>): Promise<Map<string, string | undefined>> {
+    const out = new Map<string, string | undefined>();
+    for (const file of distributedFiles(rendered.bundle_data)) {
+      let digest = known.get(file);
+      if (!digest) {
+        digest = this.deps.files.metadata(`/${file}`).then(
+          (meta) => meta.sha256 ?? meta.digest,
+          () => undefined,
+        );
+        known.set(file, digest);
+      }
+      out.set(file, await digest);
+    }
+    return out;
   }
 
   // ---- agents -----------------------------------------------------------------------------------
@@ -583,6 +609,7 @@ export class ConfigService {
     const states = new Map((await db.selectFrom('device_config').select(['device_id', 'digest']).execute()).map((r) => [r.device_id, r.digest]));
     const attributes = new Map((await db.selectFrom('devices').select(['device_id', 'attributes']).execute()).map((r) => [r.device_id, r.attributes]));
     let pushed = 0;
+    const fileDigests = new Map<string, Promise<string | undefined>>();
     // What a group passes down (its levels root → group, and the tags carried along) is worked out
     // once per group, not once per device: the per-device cost stays flat as the fleet grows.
     const groupParts = new Map<string, { nodes: Level[]; tags: (Level & { rank: number })[]; seen: Set<string> }>();
@@ -609,7 +636,7 @@ export class ConfigService {
         [...parts.nodes, level('node', row.node_id, row.title, bundles)],
         [...parts.tags, ...ownTags.map((tag) => ({ ...level('tag', tag, tag, bundles), rank: chain.length - 1 }))],
       );
-      const out = pushable(rendered, readAttributes(attributes.get(row.node_id)).custom ?? {});
+      const out = pushable(rendered, readAttributes(attributes.get(row.node_id)).custom ?? {}, await this.fileDigests(rendered, fileDigests));
       if (states.get(row.node_id) === out.digest) continue;
       this.logDropped(row.node_id, out.dropped);
       await this.recordState(row.node_id, out.config.commit_id, out.digest);
@@ -732,7 +759,7 @@ export class ConfigService {
   }
 
   private async sendFile(deviceId: string, id: string, path: string, refuse: (error: string) => void): Promise<void> {
-    const out = await this.deviceRendered(deviceId);
+    const out = await this.deviceRendered(deviceId, false);
     if (!out || !out.files.has(path)) return refuse('not in the configuration of this device');
     let meta: Awaited<ReturnType<ConfigFiles['metadata']>>;
     let download: Awaited<ReturnType<ConfigFiles['download']>>;
@@ -822,8 +849,12 @@ export function parameterAttributes(custom: Record<string, string>): { attribute
   return { attributes, dropped };
 }
 
-/** What an agent gets: enabled bundles, without the broker's inheritance notes; its digest decides whether to push. */
-function pushable(rendered: RenderedConfig, custom: Record<string, string>) {
+/**
+ * What an agent gets: enabled bundles, without the broker's inheritance notes, file_distribution's
+ * files with their sha256 (a plain field of the configuration); its digest decides whether to push,
+ * so a new upload of a distributed file reaches the devices that use it.
+ */
+function pushable(rendered: RenderedConfig, custom: Record<string, string>, fileDigests: ReadonlyMap<string, string | undefined>) {
   const { attributes, dropped } = parameterAttributes(custom);
   const bundle_data: Record<string, unknown> = {};
   const bundles: string[] = [];
@@ -834,7 +865,7 @@ function pushable(rendered: RenderedConfig, custom: Record<string, string>) {
     bundle_data[name] = rest;
     bundles.push(name);
   }
-  const config: CommittedConfig = { commit_id: rendered.commit_id, bundles, bundle_data };
+  const config: CommittedConfig = { commit_id: rendered.commit_id, bundles, bundle_data: withFileDigests(bundle_data, fileDigests) };
   const text = JSON.stringify({ config, attributes });
   const digest = crypto.createHash('sha256').update(text).digest('hex');
   return { config, attributes, dropped, files: referencedFiles(bundle_data), digest, size: Buffer.byteLength(text) };

@@ -417,6 +417,43 @@ describe('agents', () => {
     ).toEqual(['r2', 'r3', 'r4']);
     expect(opened.map((o) => o.params.id)).toEqual(['r1']);
   });
+
+  it("the manifest carries the sha256 of each distributed file (not a client's), and a new upload of it reaches the agent without a commit", async () => {
+    const sha = (text: string) => crypto.createHash('sha256').update(text).digest('hex');
+    const templates = () => configs().at(-1)!.config.bundle_data.file_distribution.files[0].templates;
+    expect(templates()[0].digest).toBe(sha('hello {{site}}\n'));
+    // a digest sent in a change is not the broker's: dropped, the store's own put in its place
+    const r = await commit(t.adminToken, 'claimed digest', [
+      {
+        tag: 'cfg',
+        formtype: 'file_distribution',
+        extend: false,
+        config: {
+          files: [
+            {
+              templates: [
+                { source: '/motd.tpl', destination: '/etc/motd', is_template: true, digest: sha('forged') },
+                { source: '/gone.bin', destination: '/opt/gone.bin', digest: sha('forged') },
+              ],
+            },
+          ],
+        },
+      },
+    ]);
+    await eventually(() => configs().find((m) => m.config.commit_id === r.body.sha));
+    expect(templates()).toEqual([
+      { source: '/motd.tpl', destination: '/etc/motd', is_template: true, digest: sha('hello {{site}}\n') },
+      { source: '/gone.bin', destination: '/opt/gone.bin' },
+    ]);
+    const count = configs().length;
+    const f = form('/', 'motd.tpl', 'hello again {{site}}\n');
+    f.append('replace', 'true');
+    expect((await t.api('POST', '/api/v2/file', { ...admin(), body: f })).status).toBe(200);
+    expect(await t.broker.services.configuration.propagate()).toBe(1);
+    await eventually(() => configs().length > count);
+    expect(templates()[0].digest).toBe(sha('hello again {{site}}\n'));
+    expect(configs().at(-1)!.config.commit_id).toBe(r.body.sha);
+  });
 });
 
 function form(folder: string, name: string, content: string): FormData {

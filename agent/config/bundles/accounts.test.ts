@@ -130,7 +130,7 @@ describe('sshkeys', () => {
     expect(t.take()).toEqual([{ sev: 'WARN', text: 'User ghost does not exist: authorized_keys not written.' }]);
     fs.symlinkSync(path.join(t.dir, 'elsewhere'), t.at('/home/bob/.ssh'));
     await applyBundle(sshKeysBundle, keys(['k']), t.ctx);
-    expect(t.take()[0]).toMatchObject({ sev: 'ERR', text: 'Unable to write authorized_keys for user bob: /home/bob/.ssh is not a directory' });
+    expect(t.take()[0]).toMatchObject({ sev: 'ERR', text: 'Unable to write authorized_keys for user bob: /home/bob/.ssh is a symlink: refused' });
     expect(() => sshKeysBundle.parse(keys(['ssh-rsa A\nssh-rsa B']))).toThrow('sshkeys.users[0].userkeys[0] must be one line of text');
   });
 });

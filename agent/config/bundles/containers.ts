@@ -12,8 +12,9 @@ import { mkdir, readFile, rm, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { z } from 'zod';
 import type { Bundle, BundleContext } from '../bundle.js';
+import { readDeviceFile } from '../fsutil.js';
 import { ParameterError } from '../template.js';
-import { outputTail, parseBundleData, preConditionHolds, resolveParameters, resolveTemplateValue, splitWords, underRoot } from './software-support.js';
+import { outputTail, parseBundleData, preConditionHolds, resolveParameters, resolveTemplateValue, splitWords } from './software-support.js';
 
 export type ContainerRuntime = 'docker' | 'podman';
 
@@ -94,7 +95,8 @@ export function createContainersBundle(runtime: ContainerRuntime): Bundle<Contai
     const password = resolveTemplateValue(auth.password, ctx.parameters);
     const wanted = Buffer.from(`${username}:${password}`).toString('base64');
     try {
-      const config = JSON.parse(await readFile(underRoot(ctx, AUTH_FILE[runtime]), 'utf8')) as { auths?: Record<string, { auth?: string }> };
+      const raw = await readDeviceFile(ctx.root, AUTH_FILE[runtime], 1024 * 1024);
+      const config = JSON.parse(raw?.toString('utf8') ?? '{}') as { auths?: Record<string, { auth?: string }> };
       if (config.auths?.[server]?.auth === wanted) return true;
     } catch {
       // no such file yet, or unreadable: log in (which writes it)

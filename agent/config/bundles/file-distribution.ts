@@ -3,14 +3,18 @@
  * A file with `is_template` is rendered with `{{key}}` from the file set's `parameters` (their
  * values may use `$(key)`), the parameters bundle and the device's attributes. A set runs only when
  * its `pre_condition` (a shell command) exits 0; its `command` runs after any of its files changed.
- * A file already as it should be is left alone (and, with the `digest` of the configuration, not
- * even fetched), so a second run changes nothing.
+ * A file already as it should be is left alone (and, with the `digest` the broker puts in the
+ * configuration, not even fetched), so a second run changes nothing. Files are streamed from the
+ * broker straight into the new file beside the destination (never held in memory whole); the
+ * destination is reached and replaced as fsutil describes (no redirection by another user).
  */
+import { constants } from 'node:fs';
 import fs from 'node:fs/promises';
 import path from 'node:path';
 import type { Bundle, BundleContext } from '../bundle.js';
-import { makeDirectories, sha256, sha256OfFile, underRoot, writeFileAtomic } from '../fsutil.js';
-import { reportCommand, requireTools, shell, withLabel } from '../helpers.js';
+import { MAX_FILE_BYTES } from '../files.js';
+import { openParent, openSubdirectory, readCapped, replaceable, sha256, sha256In, writeAtomicIn } from '../fsutil.js';
+import { fetchInto, reportCommand, requireTools, shell, withLabel } from '../helpers.js';
 import { flag, keyValues, list, object, text } from '../parse.js';
 import { ParameterError, renderTemplate, resolvePath, resolveTemplateValue } from '../template.js';
 
@@ -105,15 +109,42 @@ async function placeFile(ctx: BundleContext, label: string, file: DistributedFil
     destination = resolvePath(file.destination, ctx.parameters);
     if (!destination.startsWith('/')) throw new Error(`absolute destination path required, got ${destination}`);
     if (destination.endsWith('/')) throw new Error(`destination ${destination} names a directory`);
-    let target = underRoot(ctx.root, destination);
-    const existing = await fs.lstat(target).catch(() => undefined);
-    if (existing?.isDirectory()) target = path.join(target, path.posix.basename(source));
-    if (!file.is_template && file.digest && (await sha256OfFile(target)) === file.digest) return false;
-    const content = await sourceBytes(ctx, source, file);
-    const out = file.is_template ? Buffer.from(renderTemplate(content.toString('utf8'), params)) : content;
-    if ((await sha256OfFile(target)) === sha256(out)) return false;
-    await makeDirectories(ctx.root, path.dirname(target));
-    await writeFileAtomic(target, out, { mode: 0o640 });
+    // the destination's directory chain is checked and held open (see fsutil): nothing below is
+    // reached through a path another user could redirect
+    let { dir, name } = await openParent(ctx.root, destination, { create: 0o750 });
+    try {
+      const existing = await fs.lstat(dir.at(name)).catch(() => undefined);
+      if (existing?.isDirectory()) {
+        const inner = await openSubdirectory(dir, name);
+        await dir.close();
+        dir = inner;
+        name = path.posix.basename(source);
+      }
+      await replaceable(dir, name);
+      const current = await sha256In(dir, name, MAX_FILE_BYTES);
+      if (!file.is_template && file.digest && current === file.digest) return false;
+      if (file.is_template) {
+        const content = await templateBytes(ctx, source, file);
+        const out = Buffer.from(renderTemplate(content.toString('utf8'), params));
+        if (current === sha256(out)) return false;
+        await writeAtomicIn(dir, name, out, { mode: 0o640 });
+      } else {
+        // streamed from the broker into the new file, its digest computed on the way
+        const changed = await writeAtomicIn(
+          dir,
+          name,
+          async (handle) => {
+            const got = await fetchInto(ctx, source, handle, MAX_FILE_BYTES);
+            if (file.digest && got.sha256 !== file.digest) throw new Error(`the file store's ${source} does not match the digest in the configuration`);
+            return got.sha256 !== current;
+          },
+          { mode: 0o640 },
+        );
+        if (!changed) return false;
+      }
+    } finally {
+      await dir.close();
+    }
     ctx.report('INFO', withLabel(label, `Successfully ${file.is_template ? 'rendered template file' : 'downloaded file'} ${source} to ${destination}`));
     return true;
   } catch (err) {
@@ -123,27 +154,35 @@ async function placeFile(ctx: BundleContext, label: string, file: DistributedFil
 }
 
 /**
- * The file store's bytes of `source`. Templates are cached in the state directory by digest, so a
- * run whose configuration carries the digest renders without asking the broker again.
+ * The file store's bytes of the template `source` (at most MAX_TEMPLATE_BYTES). Templates are
+ * cached in the state directory by digest, so a run whose configuration carries the digest renders
+ * without asking the broker again.
  */
-async function sourceBytes(ctx: BundleContext, source: string, file: DistributedFile): Promise<Buffer> {
+async function templateBytes(ctx: BundleContext, source: string, file: DistributedFile): Promise<Buffer> {
   const cache = path.join(ctx.stateDir, 'file_distribution', `${sha256(source)}.src`);
   if (file.digest) {
-    const cached = await fs.readFile(cache).catch(() => undefined);
+    const cached = await readPrivate(cache).catch(() => undefined);
     if (cached && sha256(cached) === file.digest) return cached;
   }
   const temp = await ctx.fetchFile(source);
   try {
-    const stat = await fs.stat(temp);
-    if (file.is_template && stat.size > MAX_TEMPLATE_BYTES) throw new Error(`template larger than ${MAX_TEMPLATE_BYTES} bytes`);
-    const bytes = await fs.readFile(temp);
+    const bytes = await readPrivate(temp);
     if (file.digest && sha256(bytes) !== file.digest) throw new Error(`the file store's ${source} does not match the digest in the configuration`);
-    if (file.is_template) {
-      await fs.mkdir(path.dirname(cache), { recursive: true, mode: 0o700 });
-      await fs.writeFile(cache, bytes, { mode: 0o600 });
-    }
+    await fs.mkdir(path.dirname(cache), { recursive: true, mode: 0o700 });
+    await fs.writeFile(cache, bytes, { mode: 0o600 });
     return bytes;
   } finally {
     await fs.rm(temp, { force: true });
+  }
+}
+
+/** A file of the agent's own (state directory, downloads), read with the template cap. */
+async function readPrivate(file: string): Promise<Buffer> {
+  const handle = await fs.open(file, constants.O_RDONLY | constants.O_NOFOLLOW | constants.O_NONBLOCK);
+  try {
+    if (!(await handle.stat()).isFile()) throw new Error('not a regular file');
+    return await readCapped(handle, MAX_TEMPLATE_BYTES, 'template');
+  } finally {
+    await handle.close();
   }
 }

@@ -6,10 +6,9 @@
  * the service). An empty list removes the drop-in. With neither client, nothing is applied.
  * (qbee's own agent dropped this bundle in favour of software_management; this one keeps it.)
  */
-import fs from 'node:fs/promises';
 import path from 'node:path';
 import type { Bundle, BundleContext } from '../bundle.js';
-import { makeDirectories, sha256, sha256OfFile, underRoot, writeFileAtomic } from '../fsutil.js';
+import { makeDirectories, removeDeviceFile, sha256, sha256OfFile, writeFileAtomic } from '../fsutil.js';
 import { reportCommand } from '../helpers.js';
 import { list, object } from '../parse.js';
 
@@ -62,16 +61,10 @@ export const ntpBundle: Bundle<NtpData> = {
 
 /** Writes (or, for an empty list, removes) the drop-in; true when it changed. */
 async function place(ctx: BundleContext, devicePath: string, content: string): Promise<boolean> {
-  const file = underRoot(ctx.root, devicePath);
   const empty = !content.includes('server ') && !/NTP=\S/.test(content);
-  const current = await sha256OfFile(file);
-  if (empty) {
-    if (current === undefined) return false;
-    await fs.rm(file);
-    return true;
-  }
-  if (current === sha256(content)) return false;
-  await makeDirectories(ctx.root, path.dirname(file), 0o755);
-  await writeFileAtomic(file, content, { mode: 0o644 });
+  if (empty) return removeDeviceFile(ctx.root, devicePath);
+  if ((await sha256OfFile(ctx.root, devicePath).catch(() => undefined)) === sha256(content)) return false;
+  await makeDirectories(ctx.root, path.posix.dirname(devicePath), 0o755);
+  await writeFileAtomic(ctx.root, devicePath, content, { mode: 0o644 });
   return true;
 }

@@ -3,11 +3,13 @@
  * that crypt hash (and its last-change day reset). Users whose hash is already right are left
  * alone; a user missing from the shadow file is reported. The hash never appears in a report.
  */
-import fs from 'node:fs/promises';
 import type { Bundle } from '../bundle.js';
-import { underRoot, writeFileAtomic } from '../fsutil.js';
+import { readDeviceFile, writeFileAtomic } from '../fsutil.js';
 import { list, object, text, USERNAME } from '../parse.js';
 import { ParameterError, resolveParameters } from '../template.js';
+
+/** Largest shadow file read. */
+const MAX_SHADOW_BYTES = 16 * 1024 * 1024;
 
 export interface PasswordData {
   users: { username: string; passwordhash: string }[];
@@ -28,10 +30,11 @@ export const passwordBundle: Bundle<PasswordData> = {
     };
   },
   async apply(data, ctx) {
-    const shadow = underRoot(ctx.root, '/etc/shadow');
     let current: string;
     try {
-      current = await fs.readFile(shadow, 'utf8');
+      const data = await readDeviceFile(ctx.root, '/etc/shadow', MAX_SHADOW_BYTES);
+      if (!data) throw Object.assign(new Error('missing'), { code: 'ENOENT' });
+      current = data.toString('utf8');
     } catch (err) {
       ctx.report('ERR', `Unable to manage passwords: cannot read /etc/shadow (${(err as NodeJS.ErrnoException).code ?? (err as Error).message}).`);
       return;
@@ -66,7 +69,7 @@ export const passwordBundle: Bundle<PasswordData> = {
     for (const name of wanted.keys()) if (!seen.has(name)) ctx.report('WARN', `User ${name} does not exist: password not set.`);
     if (modified.length === 0) return;
     try {
-      await writeFileAtomic(shadow, lines.join('\n'));
+      await writeFileAtomic(ctx.root, '/etc/shadow', lines.join('\n'));
     } catch (err) {
       ctx.report('ERR', `Error setting passwords for users: ${(err as Error).message}`);
       return;

@@ -4,10 +4,11 @@
  * from templates of the file store with the item's parameters, and a restart of the service when the
  * package or a configuration file changed.
  */
-import { mkdir, readFile, rm, writeFile, rename, access, constants } from 'node:fs/promises';
+import { open, rm, access, constants } from 'node:fs/promises';
 import path from 'node:path';
 import { z } from 'zod';
 import type { Bundle, BundleContext } from '../bundle.js';
+import { openParent, readCapped, replaceable, sha256, sha256In, writeAtomicIn } from '../fsutil.js';
 import { detectPackageManager, type InstalledPackage, type PackageManager } from './package-managers.js';
 import { PACKAGE_TOKEN } from './package-management.js';
 import {
@@ -47,6 +48,9 @@ const schema = z.looseObject({ items: z.array(item).max(200).optional().default(
 
 export type SoftwareManagementData = z.infer<typeof schema>;
 type SoftwareItem = z.infer<typeof item>;
+
+/** Largest configuration template rendered. */
+const MAX_TEMPLATE_BYTES = 20 * 1024 * 1024;
 
 const SERVICE_NAME = /^[A-Za-z0-9][A-Za-z0-9@._:-]*$/;
 
@@ -186,13 +190,17 @@ async function writeConfigFile(file: z.infer<typeof configFile>, values: Record<
     return null;
   }
   try {
-    const rendered = renderTemplate(await readFile(local, 'utf8'), values);
-    const target = underRoot(ctx, location);
-    const current = await readFile(target, 'utf8').catch(() => null);
-    if (current === rendered) return false;
-    await mkdir(path.dirname(target), { recursive: true });
-    await writeFile(`${target}.tmp-agent`, rendered, { mode: 0o644 });
-    await rename(`${target}.tmp-agent`, target);
+    const rendered = renderTemplate((await readTemplate(local)).toString('utf8'), values);
+    // the location's directory chain is checked and held open, the file replaced through a new
+    // file made exclusively beside it, its mode and owner kept (see fsutil)
+    const { dir, name } = await openParent(ctx.root, location, { create: 0o755 });
+    try {
+      await replaceable(dir, name);
+      if ((await sha256In(dir, name)) === sha256(rendered)) return false;
+      await writeAtomicIn(dir, name, rendered, { mode: 0o644 });
+    } finally {
+      await dir.close();
+    }
     ctx.report('INFO', `Successfully rendered template file ${template} to ${location}.`);
     return true;
   } catch (err) {
@@ -200,6 +208,17 @@ async function writeConfigFile(file: z.infer<typeof configFile>, values: Record<
     return null;
   } finally {
     await rm(local, { force: true });
+  }
+}
+
+/** The downloaded template (the agent's own temporary file), read with a cap. */
+async function readTemplate(local: string): Promise<Buffer> {
+  const handle = await open(local, constants.O_RDONLY | constants.O_NOFOLLOW | constants.O_NONBLOCK);
+  try {
+    if (!(await handle.stat()).isFile()) throw new Error('the downloaded template is not a regular file');
+    return await readCapped(handle, MAX_TEMPLATE_BYTES, 'the template');
+  } finally {
+    await handle.close();
   }
 }
 

@@ -3,12 +3,13 @@
  * exactly those keys (directory 0700, file 0600, owned by the user). Users that do not exist are
  * reported and skipped; a file already right is left alone.
  */
-import fs from 'node:fs/promises';
-import path from 'node:path';
 import type { Bundle } from '../bundle.js';
-import { readPasswd, sha256, sha256OfFile, underRoot, writeFileAtomic } from '../fsutil.js';
+import { openDirectory, openSubdirectory, readPasswd, replaceable, sha256, sha256In, writeAtomicIn, type CheckedDir, type PasswdEntry } from '../fsutil.js';
 import { list, object, text, USERNAME } from '../parse.js';
 import { ParameterError, resolveParameters } from '../template.js';
+
+/** Largest authorized_keys read (a user has at most 200 keys of 16 KiB). */
+const MAX_KEYS_BYTES = 4 * 1024 * 1024;
 
 export interface SshKeysData {
   users: { username: string; userkeys: string[] }[];
@@ -33,6 +34,7 @@ export const sshKeysBundle: Bundle<SshKeysData> = {
   async apply(data, ctx) {
     const users = await readPasswd(ctx.root);
     for (const entry of data.users) {
+      if (ctx.signal.aborted) return;
       let username: string;
       try {
         username = resolveParameters(entry.username, ctx.parameters);
@@ -51,25 +53,45 @@ export const sshKeysBundle: Bundle<SshKeysData> = {
         continue;
       }
       try {
-        const home = underRoot(ctx.root, user.home);
-        const homeStat = await fs.lstat(home).catch(() => undefined);
-        if (!homeStat?.isDirectory()) throw new Error(`home directory ${user.home} does not exist`);
-        const dir = path.join(home, '.ssh');
-        const file = path.join(dir, 'authorized_keys');
         const content = entry.userkeys.length ? entry.userkeys.join('\n') + '\n' : '';
-        const dirStat = await fs.lstat(dir).catch(() => undefined);
-        if (dirStat && !dirStat.isDirectory()) throw new Error(`${user.home}/.ssh is not a directory`);
-        if (dirStat && (await sha256OfFile(file)) === sha256(content)) continue;
-        const owner = { uid: user.uid, gid: user.gid };
-        if (!dirStat) {
-          await fs.mkdir(dir, { mode: 0o700 });
-          if (process.getuid?.() === 0) await fs.chown(dir, owner.uid, owner.gid);
-        }
-        await writeFileAtomic(file, content, { mode: 0o600, forceMode: true, owner });
-        ctx.report('INFO', `Writing authorized_keys for user ${username} (${entry.userkeys.length} key(s)).`);
+        if (await writeKeys(ctx.root, user, content)) ctx.report('INFO', `Writing authorized_keys for user ${username} (${entry.userkeys.length} key(s)).`);
       } catch (err) {
         ctx.report('ERR', `Unable to write authorized_keys for user ${username}: ${(err as Error).message}`);
       }
     }
   },
 };
+
+/**
+ * The user's home and ~/.ssh belong to the user, who can change them at any moment: both are
+ * opened component by component and used through their descriptors only (see fsutil), the file
+ * is read only when it is a regular file with a single link (never a FIFO, a device or a symlink)
+ * and with a cap, and the new file is made exclusively in the .ssh directory that was opened,
+ * given to the user through its descriptor and renamed within that directory.
+ */
+async function writeKeys(root: string, user: PasswdEntry, content: string): Promise<boolean> {
+  if (!user.home.startsWith('/')) throw new Error(`home directory ${user.home} is not an absolute path`);
+  let home: CheckedDir;
+  try {
+    home = await openDirectory(root, user.home);
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code === 'ENOENT') throw new Error(`home directory ${user.home} does not exist`);
+    throw err;
+  }
+  const owner = { uid: user.uid, gid: user.gid };
+  try {
+    const ssh = await openSubdirectory(home, '.ssh', { create: 0o700, owner });
+    try {
+      const existing = await replaceable(ssh, 'authorized_keys');
+      // a second link may be any file of the device: never read, only replaced
+      if (existing && existing.nlink === 1 && existing.uid === user.uid && (existing.mode & 0o7777) === 0o600) {
+        if ((await sha256In(ssh, 'authorized_keys', MAX_KEYS_BYTES)) === sha256(content)) return false;
+      }
+      return await writeAtomicIn(ssh, 'authorized_keys', content, { mode: 0o600, forceMode: true, owner });
+    } finally {
+      await ssh.close();
+    }
+  } finally {
+    await home.close();
+  }
+}
