@@ -27,6 +27,17 @@ afterEach(() => {
   for (const c of cleanups.splice(0).reverse()) c();
 });
 
+/** Polls `check` until it gives a value, or fails after 20 s saying what was awaited. */
+async function until<T>(check: () => T | undefined | false, what: string): Promise<T> {
+  const deadline = Date.now() + 20_000;
+  for (;;) {
+    const value = check();
+    if (value !== undefined && value !== false) return value;
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, 20));
+  }
+}
+
 const brokerKey = crypto.generateKeyPairSync('ed25519');
 const otherKey = crypto.generateKeyPairSync('ed25519');
 const template = Buffer.from('device={{ serial }}\n');
@@ -131,15 +142,7 @@ it('applies a configuration signed by the pinned broker key for this device and 
   });
   const agent = await agentAgainst(broker.url, brokerKey.publicKey);
   target = agent.target;
-  const msg = await new Promise<Extract<ControlMessage, { t: 'config_applied' }>>((resolve) => {
-    const poll = setInterval(() => {
-      const found = broker.received.find((m) => m.t === 'config_applied');
-      if (found) {
-        clearInterval(poll);
-        resolve(found as Extract<ControlMessage, { t: 'config_applied' }>);
-      }
-    }, 20);
-  });
+  const msg = (await until(() => broker.received.find((m) => m.t === 'config_applied'), 'config_applied')) as Extract<ControlMessage, { t: 'config_applied' }>;
   expect(msg.commit_id).toBe('abc123');
   expect(msg.reports.map((r) => r.text)).toEqual([`Successfully rendered template file /device.tmpl to ${target}`]);
   expect(fs.readFileSync(target, 'utf8')).toBe('device=SN-0042\n');
@@ -181,14 +184,7 @@ it('refuses configurations that are unsigned, tampered with, for another device 
   const agent = await agentAgainst(broker.url, brokerKey.publicKey);
   target = agent.target;
   const refusals = () => agent.logs.filter((l) => l.msg.startsWith('broker message refused')).map((l) => l.error);
-  await new Promise<void>((resolve) => {
-    const poll = setInterval(() => {
-      if (refusals().length >= 6 && broker.received.some((m) => m.t === 'config_applied')) {
-        clearInterval(poll);
-        resolve();
-      }
-    }, 20);
-  });
+  await until(() => refusals().length >= 6 && broker.received.some((m) => m.t === 'config_applied'), 'six refusals and the good configuration applied');
   expect(refusals()).toEqual(['unsigned', 'bad_signature', 'other_device', 'other_connection', 'replayed', 'replayed']);
   const applied = broker.received.filter((m) => m.t === 'config_applied').map((m) => (m as { commit_id: string }).commit_id);
   expect(new Set(applied)).toEqual(new Set(['good']));
@@ -204,14 +200,7 @@ it('refuses a configuration signed with another key on a proven connection', asy
   const agent = await agentAgainst(broker.url, brokerKey.publicKey);
   target = agent.target;
   await broker.connected;
-  await new Promise<void>((resolve) => {
-    const poll = setInterval(() => {
-      if (agent.logs.some((l) => l.msg.startsWith('broker message refused'))) {
-        clearInterval(poll);
-        resolve();
-      }
-    }, 20);
-  });
+  await until(() => agent.logs.some((l) => l.msg.startsWith('broker message refused')), 'the refusal');
   expect(agent.logs.find((l) => l.msg.startsWith('broker message refused'))?.error).toBe('bad_signature');
   expect(agent.engine.commitId).toBeUndefined();
   expect(broker.fileRequests).toEqual([]);
@@ -220,13 +209,6 @@ it('refuses a configuration signed with another key on a proven connection', asy
 it('learns the key of a broker that proves it when none is pinned (enrolled before brokers signed)', async () => {
   const broker = await standInBroker(brokerKey, () => {});
   const agent = await agentAgainst(broker.url, undefined);
-  await new Promise<void>((resolve) => {
-    const poll = setInterval(() => {
-      if (agent.learnt.length > 0) {
-        clearInterval(poll);
-        resolve();
-      }
-    }, 20);
-  });
+  await until(() => agent.learnt.length > 0, 'the key to be learnt');
   expect(agent.learnt[0].equals(brokerKey.publicKey)).toBe(true);
 });

@@ -238,6 +238,7 @@ export function runConnection(o: ConnectionOptions): Promise<ConnectionEnd> {
     ws.on('message', (data, isBinary) => {
       heard();
       if (welcomed) return; // the mux reads everything from here on
+      if (untrusted) return; // closing: nothing an untrusted broker sends is read
       let msg: ControlMessage | undefined;
       try {
         msg = isBinary ? undefined : (JSON.parse(String(data)) as ControlMessage);
