@@ -265,8 +265,11 @@ export class Agent {
           break;
         case AgentClose.unauthorized:
           log.warn({ reason: end.reason }, 'the broker does not accept this device key');
-          // The broker lost track of this device (say, a new database): enrol again when we can.
-          if (config.bootstrapKey) save({ device_id: identity.deviceId });
+          // The broker lost track of this device (say, a database restored from before it enrolled):
+          // enrol again when we can, but hand the bootstrap key only to the broker we pinned.
+          if (config.bootstrapKey && brokerKey && !end.unknownProven) {
+            log.error('the broker did not prove the pinned key when refusing this device: not enrolling again with it (nor sending it the bootstrap key)');
+          } else if (config.bootstrapKey) save({ device_id: identity.deviceId });
           break;
         case AgentClose.replaced:
           log.warn('another connection with this device key took over (is a second agent running with the same state?)');

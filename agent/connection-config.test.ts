@@ -212,3 +212,27 @@ it('learns the key of a broker that proves it when none is pinned (enrolled befo
   await until(() => agent.learnt.length > 0, 'the key to be learnt');
   expect(agent.learnt[0].equals(brokerKey.publicKey)).toBe(true);
 });
+
+it('says whether a refusal as "unknown device" was proven with the pinned key (only then may the agent enrol again)', async () => {
+  for (const [key, proven] of [
+    [brokerKey, true],
+    [otherKey, false],
+  ] as const) {
+    const wss = new WebSocketServer({ port: 0, host: '127.0.0.1' });
+    await new Promise((r) => wss.once('listening', r));
+    cleanups.push(() => wss.close());
+    wss.on('connection', (ws) => {
+      ws.once('message', (data) => {
+        const auth = JSON.parse(String(data)) as Extract<ControlMessage, { t: 'auth' }>;
+        const fields = { device_id: auth.device_id, agent_nonce: auth.nonce ?? '', challenge: 'c', outcome: 'unknown_device' as const };
+        ws.send(JSON.stringify({ t: 'unknown_device', broker_signature: signWelcome(key.privateKey, fields) }));
+        ws.close(4401, 'unknown device: enrol first');
+      });
+      ws.send(JSON.stringify({ t: 'challenge', nonce: 'c' }));
+    });
+    const agent = await agentAgainst(`http://127.0.0.1:${(wss.address() as AddressInfo).port}`, brokerKey.publicKey);
+    const end = await agent.ended;
+    expect(end).toMatchObject({ kind: 'closed', code: 4401, welcomed: false });
+    expect(end.kind === 'closed' && end.unknownProven === true).toBe(proven);
+  }
+});

@@ -25,7 +25,17 @@ const MAX_MESSAGE_BYTES = 16 * 1024 * 1024;
 
 export type ConnectionEnd =
   /** The socket closed or could not be opened; `welcomed` says whether the broker had let us in. */
-  | { kind: 'closed'; code: number; reason: string; welcomed: boolean; error?: string; untrusted?: boolean }
+  | {
+      kind: 'closed';
+      code: number;
+      reason: string;
+      welcomed: boolean;
+      error?: string;
+      /** the broker did not prove the pinned key (or any key) in its welcome */
+      untrusted?: boolean;
+      /** the broker proved with the pinned key that it does not know this device (enrolling again is safe) */
+      unknownProven?: boolean;
+    }
   /** The broker asked for a reload; it was acknowledged and the connection closed. */
   | { kind: 'reload' }
   /** The agent is stopping. */
@@ -65,6 +75,7 @@ export function runConnection(o: ConnectionOptions): Promise<ConnectionEnd> {
     let stopping = false;
     let lastError: string | undefined;
     let untrusted = false;
+    let unknownProven = false;
     // This connection's nonce: the broker signs it in the welcome and in every signed message.
     const agentNonce = crypto.randomBytes(32).toString('base64url');
     let challenge: string | undefined;
@@ -259,6 +270,11 @@ export function runConnection(o: ConnectionOptions): Promise<ConnectionEnd> {
         );
         return;
       }
+      if (msg?.t === 'unknown_device' && challenge !== undefined) {
+        const fields = { device_id: o.identity.deviceId, agent_nonce: agentNonce, challenge, outcome: 'unknown_device' as const };
+        unknownProven = o.brokerKey !== undefined && verifyWelcome(o.brokerKey, fields, msg.broker_signature);
+        return; // the broker closes with 4401 next
+      }
       if (msg?.t === 'welcome' && typeof msg.heartbeat_ms === 'number' && challenge !== undefined) {
         brokerKey = trustedKey(msg, challenge);
         if (!brokerKey) {
@@ -301,6 +317,7 @@ export function runConnection(o: ConnectionOptions): Promise<ConnectionEnd> {
         welcomed,
         ...(lastError ? { error: lastError } : {}),
         ...(untrusted ? { untrusted } : {}),
+        ...(unknownProven ? { unknownProven } : {}),
       });
     });
   });

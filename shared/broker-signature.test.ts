@@ -94,6 +94,13 @@ describe('the welcome proof', () => {
     expect(verifyWelcome(broker.publicKey, fields, undefined)).toBe(false);
     expect(verifyWelcome(broker.publicKey, fields, '')).toBe(false);
   });
+
+  it('tells a welcome from an "unknown device" refusal', () => {
+    const refusal = signWelcome(broker.privateKey, { ...fields, outcome: 'unknown_device' });
+    expect(verifyWelcome(broker.publicKey, { ...fields, outcome: 'unknown_device' }, refusal)).toBe(true);
+    expect(verifyWelcome(broker.publicKey, fields, refusal)).toBe(false);
+    expect(verifyWelcome(broker.publicKey, { ...fields, outcome: 'unknown_device' }, signature)).toBe(false);
+  });
 });
 
 describe('broker public keys', () => {

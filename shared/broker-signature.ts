@@ -143,17 +143,26 @@ export function verifyBrokerMessage(
   return { ok: true, seq: sig.seq };
 }
 
-/** What the broker's welcome signature covers. */
+/** What the broker's handshake proof (in the welcome, or in a refusal) covers. */
 export interface WelcomeFields {
   device_id: string;
   /** the agent's nonce of this connection */
   agent_nonce: string;
   /** the broker's challenge nonce of this connection */
   challenge: string;
+  /**
+   * `welcome` (default): the broker lets the agent in. `unknown_device`: the broker does not know the
+   * device, so the agent may enrol again: proven, so that a server without the key cannot make an
+   * enrolled agent hand it its bootstrap key.
+   */
+  outcome?: 'welcome' | 'unknown_device';
 }
 
 function welcomeBytes(f: WelcomeFields): Buffer {
-  return Buffer.from(WELCOME_CONTEXT + canonicalJson({ device_id: f.device_id, agent_nonce: f.agent_nonce, challenge: f.challenge }), 'utf8');
+  return Buffer.from(
+    WELCOME_CONTEXT + canonicalJson({ device_id: f.device_id, agent_nonce: f.agent_nonce, challenge: f.challenge, outcome: f.outcome ?? 'welcome' }),
+    'utf8',
+  );
 }
 
 /** The broker's proof of its key in the welcome (base64 Ed25519). */

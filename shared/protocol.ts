@@ -123,6 +123,8 @@ export type ControlMessage =
   | { t: 'auth'; device_id: string; signature: string; version: string; protocol: number; nonce?: string }
   /** `broker_key`: the broker's public key (PEM, Ed25519); `broker_signature`: its proof over the agent's nonce */
   | { t: 'welcome'; device_id: string; heartbeat_ms: number; broker_key?: string; broker_signature?: string }
+  /** broker → agent, before closing with 4401 an agent that sent a nonce: the device is unknown here, proven with the broker key */
+  | { t: 'unknown_device'; broker_signature: string }
   // device-level
   | { t: 'inventory'; data: Record<string, unknown> }
   /**

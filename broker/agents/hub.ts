@@ -399,7 +399,14 @@ export class AgentHub extends EventEmitter<AgentHubEvents> implements AgentLocat
     const started = Date.now();
     const standing = await this.deps.standings.standing(deviceId);
     if (ws.readyState !== WebSocket.OPEN || this.closing) return;
-    if (standing.kind === 'unknown') return refuse(AgentClose.unauthorized, 'unknown device: enrol first', { deviceId });
+    if (standing.kind === 'unknown') {
+      // Proven, so that the agent enrols again (sending its bootstrap key) only with the broker it pinned.
+      if (agentNonce) {
+        const proof = this.deps.brokerKey.signWelcome({ device_id: deviceId, agent_nonce: agentNonce, challenge: nonce, outcome: 'unknown_device' });
+        ws.send(JSON.stringify({ t: 'unknown_device', broker_signature: proof } satisfies ControlMessage));
+      }
+      return refuse(AgentClose.unauthorized, 'unknown device: enrol first', { deviceId });
+    }
     if (standing.kind === 'revoked') return refuse(AgentClose.removed, `device ${standing.reason}: this key may not come back`, { deviceId });
     const stored = parseStoredDeviceKey(standing.publicKeyPem);
     if (stored.deviceId !== deviceId || !verifyChallenge(stored.key, nonce, msg.signature)) {

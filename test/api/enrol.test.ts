@@ -480,6 +480,17 @@ describe('the agent channel', () => {
     await conn.closed;
   });
 
+  it('proves its key when it refuses an unknown device, so that the agent enrols again only with it', async () => {
+    const stranger = makeDevice();
+    const nonce = crypto.randomBytes(32).toString('base64url');
+    const conn = await connectDevice(t.url, stranger, undefined, { nonce });
+    expect(await conn.closed).toBe(AgentClose.unauthorized);
+    const refusal = conn.messages.find((m) => m.t === 'unknown_device');
+    const fields = { device_id: stranger.id, agent_nonce: nonce, challenge: conn.challenge!, outcome: 'unknown_device' as const };
+    expect(verifyWelcome(t.broker.services.brokerKey.publicKey, fields, refusal?.broker_signature)).toBe(true);
+    expect(verifyWelcome(t.broker.services.brokerKey.publicKey, { ...fields, outcome: 'welcome' }, refusal?.broker_signature)).toBe(false);
+  });
+
   it('stores inventory reports and answers reload with the ack', async () => {
     const { device } = await enrolDevice(t, await createKey({ auto_accept: true }));
     const conn = await connectDevice(t.url, device);

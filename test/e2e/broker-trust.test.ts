@@ -1,8 +1,8 @@
 /**
  * End to end: a real agent trusts only the broker it enrolled with. After enrolment another broker
- * (its own DATA_DIR and database, so its own signing key) takes the address and commits a
- * configuration for the device, which it knows (public key and all): the agent refuses the broker at
- * the welcome and applies nothing. The real broker back at the address is trusted again; an agent
+ * (its own DATA_DIR and database, so its own signing key) takes the address. Not knowing the device,
+ * its "enrol first" does not get the bootstrap key; knowing it (public key and all) and committing a
+ * configuration for it, it is refused at the welcome and nothing is applied. The real broker back at the address is trusted again; an agent
  * with no pinned key (enrolled before brokers signed) pins the key its broker proves.
  */
 import crypto from 'node:crypto';
@@ -41,7 +41,8 @@ describe('broker trust', () => {
       fs.rmSync(stateDir, { recursive: true, force: true });
       fs.rmSync(configRoot, { recursive: true, force: true });
     });
-    const enrolling = startAgent({ broker: real.url, bootstrapKey: Object.keys(key.body as object)[0], stateDir, configRoot });
+    const bootstrapKey = Object.keys(key.body as object)[0];
+    const enrolling = startAgent({ broker: real.url, bootstrapKey, stateDir, configRoot });
     cleanups.push(() => enrolling.close());
     const id = await enrolling.waitConnected(real, 60_000);
     await enrolling.close();
@@ -61,6 +62,16 @@ describe('broker trust', () => {
     cleanups.push(() => impostor.close());
     expect(impostor.url).toBe(real.url);
     expect(impostor.broker.services.brokerKey.publicKeyPem).not.toBe(real.broker.services.brokerKey.publicKeyPem);
+
+    // Not knowing the device, it answers "unknown device: enrol first" — to get the bootstrap key. The
+    // agent (started with one) does not enrol with a broker that cannot prove the pinned key.
+    const probed = startAgent({ broker: real.url, bootstrapKey, stateDir, configRoot });
+    await probed.waitForLog((l) => l.msg.startsWith('the broker did not prove the pinned key when refusing this device'), 30_000);
+    await probed.waitForLog((l) => l.msg === 'the broker does not accept this device key' && probed.logs.indexOf(l) > 0, 30_000);
+    await probed.close();
+    expect(probed.logs.filter((l) => /^enrol|^Enrolment/i.test(l.msg))).toEqual([]);
+    expect(await impostor.broker.services.store.db.selectFrom('devices').select('device_id').execute()).toEqual([]);
+
     // It knows the device as well as the real broker does (its public key: it lets the agent in).
     await impostor.addDevice({ id });
     const devicePublicKey = crypto.createPublicKey(crypto.createPrivateKey(fs.readFileSync(path.join(stateDir, 'device-key.pem'))));
@@ -97,7 +108,7 @@ describe('broker trust', () => {
     expect(committed.status).toBe(200);
 
     // The enrolled agent starts again, at the same address.
-    const agent: TestAgent = startAgent({ broker: real.url, stateDir, configRoot });
+    const agent: TestAgent = startAgent({ broker: real.url, bootstrapKey, stateDir, configRoot });
     cleanups.push(() => agent.close());
 
     // The impostor welcomed the agent and sent it the configuration; the agent refused it at the welcome.
@@ -129,6 +140,15 @@ describe('broker trust', () => {
     );
     cleanups.push(() => back.close());
     await eventually(() => back.services.agents.isConnected(id), 30_000, 'the agent to reconnect to its own broker');
+
+    // Its own broker, having lost the device (a database restored from before it enrolled), proves its
+    // key in the refusal: the agent enrols again there with its bootstrap key.
+    await back.services.store.db.deleteFrom('devices').where('device_id', '=', id).execute();
+    await back.services.store.db.deleteFrom('nodes').where('node_id', '=', id).execute();
+    const lost = agent.logs.length;
+    back.services.agents.release(id, 'test: the broker forgot this device');
+    await agent.waitForLog((l) => l.msg === 'enrolled and approved', 30_000, lost);
+    await eventually(() => back.services.agents.isConnected(id), 30_000, 'the agent to connect after enrolling again');
 
     // A device enrolled before brokers signed (no pinned key) learns the key at its next connection.
     await agent.close();
