@@ -6,7 +6,8 @@
  * credit: a sender may have at most the window in flight un-granted, so a slow reader slows its own
  * sender and never fills the broker's memory or stalls other channels. Both ends use the same window
  * and enforce it on receipt: data beyond the credit granted, or a grant taking credit above
- * MAX_CHANNEL_CREDIT, closes the connection (1002).
+ * MAX_CHANNEL_CREDIT, closes the connection (1002). The broker proves its signing key (pinned by the
+ * agent at enrolment) in the welcome and signs `config` and `agent_update` (shared/broker-signature.ts).
  */
 
 import type { BrokerSignature } from './broker-signature.js';

@@ -102,7 +102,8 @@ function isObject(value: unknown): value is Record<string, unknown> {
 
 /**
  * The agents connected to this broker, one connection per device. It accepts the agent
- * WebSocket (challenge, signature check against the enrolled key, welcome), keeps it alive with
+ * WebSocket (challenge, signature check against the enrolled key, a welcome proving the broker's
+ * signing key over the agent's nonce), signs what changes a device (shared/broker-signature.ts), keeps it alive with
  * pings, records last contact, hands inventory reports on, and is the AgentLocator that remote
  * access opens channels through. Emits `connected` and `disconnected` with the device id.
  */
