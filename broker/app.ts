@@ -25,6 +25,27 @@ const SANDBOX_HTML = `<!doctype html>
 
 const SANDBOX_INIT = `window.ui = SwaggerUIBundle({ url: '${API_PREFIX}/openapi.json', dom_id: '#sandbox', persistAuthorization: true, tryItOutEnabled: true, deepLinking: true });`;
 
+/** A Host header that is a host name or an IP address and an optional port, nothing more. */
+const HOST_HEADER = /^(?:[A-Za-z0-9](?:[A-Za-z0-9-]{0,62})(?:\.[A-Za-z0-9-]{1,63})*|\[[0-9A-Fa-f:.]{2,45}\])(?::\d{1,5})?$/;
+
+/**
+ * The WebSocket origins of this broker, for the console's `connect-src`: the one of PUBLIC_URL
+ * (wss for https) and the one the page was asked at (its Host header; wss only when the request
+ * came over TLS), so the console's sockets may reach this broker and no other host. A Host header
+ * that is not a plain host and port adds nothing ('self' still holds).
+ */
+export function webSocketOrigins(host: string | undefined, secure: boolean, publicUrl?: string): string[] {
+  const origins: string[] = [];
+  const url = publicUrl && URL.canParse(publicUrl) ? new URL(publicUrl) : undefined;
+  if (url && HOST_HEADER.test(url.host)) origins.push(`${url.protocol === 'https:' ? 'wss' : 'ws'}://${url.host}`);
+  if (host && HOST_HEADER.test(host)) {
+    const h = host.toLowerCase();
+    if (!secure) origins.push(`ws://${h}`);
+    origins.push(`wss://${h}`);
+  }
+  return [...new Set(origins)];
+}
+
 /** The HTTP application: the API, its OpenAPI document and sandbox, and the web console. */
 export function createApp(services: Services): Express {
   const app = express();
@@ -84,10 +105,14 @@ export function createApp(services: Services): Express {
   if (fs.existsSync(path.join(WEB_DIST, 'index.html'))) {
     // Map tiles are the one thing the console may load from elsewhere, and only when MAP_TILE_URL names a source.
     const imgSrc = ["'self'", 'data:', ...mapTileOrigins(services.config.mapTileUrl)].join(' ');
-    const consolePolicy = `default-src 'self'; connect-src 'self' ws: wss:; img-src ${imgSrc}; style-src 'self' 'unsafe-inline'; object-src 'none'; base-uri 'self'; frame-ancestors 'none'`;
-    app.use((_req, res, next) => {
-      // The console loads only its own code; WebSockets go back to this broker.
-      res.setHeader('Content-Security-Policy', consolePolicy);
+    const publicUrl = services.config.publicUrl;
+    app.use((req, res, next) => {
+      // The console loads only its own code; WebSockets go back to this broker, and nowhere else.
+      const connectSrc = ["'self'", ...webSocketOrigins(req.headers.host, req.secure, publicUrl)].join(' ');
+      res.setHeader(
+        'Content-Security-Policy',
+        `default-src 'self'; connect-src ${connectSrc}; img-src ${imgSrc}; style-src 'self' 'unsafe-inline'; object-src 'none'; base-uri 'self'; frame-ancestors 'none'`,
+      );
       next();
     });
     app.use(express.static(WEB_DIST, { index: 'index.html', maxAge: '1h' }));

@@ -51,6 +51,11 @@ export interface Config {
   recordingRetentionDays: number;
   /** Agent reports older than this many days are removed (hourly, and at start). */
   reportRetentionDays: number;
+  /**
+   * Audit entries older than this many days are deleted (hourly, and at start) behind a checkpoint
+   * entry that verification starts from (AUDIT_RETENTION_DAYS); 0, the default, keeps every entry.
+   */
+  auditRetentionDays: number;
   /** Reports kept per device at most: the oldest go first, on every insert. */
   reportMaxPerDevice: number;
   /** Reports kept in all at most: the oldest go first (hourly, and at start). */
@@ -206,6 +211,7 @@ export function loadConfig(env: Env = process.env): Config {
     maxConnectionsPerAddress,
     recordingRetentionDays: integer(env, 'RECORDING_RETENTION_DAYS', 90, 1, 36500),
     reportRetentionDays: integer(env, 'REPORT_RETENTION_DAYS', 30, 1, 3650),
+    auditRetentionDays: integer(env, 'AUDIT_RETENTION_DAYS', 0, 0, 36500),
     reportMaxPerDevice: integer(env, 'REPORT_MAX_PER_DEVICE', 5000, 10, 1_000_000),
     reportMaxTotal: integer(env, 'REPORT_MAX_TOTAL', 2_000_000, 100, 100_000_000),
     reportRatePerDevice: integer(env, 'REPORT_RATE_PER_DEVICE', 600, 1, 1_000_000),

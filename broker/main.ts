@@ -59,13 +59,16 @@ async function auditVerifyCommand(config: Config): Promise<void> {
   const store = await openStore(config.databaseUrl, config.databaseSchema);
   try {
     const result = await new AuditService(store.db, store.dialect).verify();
+    const from = result.checkpoint
+      ? ` (from the checkpoint at entry ${result.checkpoint.id}: entries through ${result.checkpoint.deleted_through} were deleted by the retention)`
+      : '';
     if (result.ok) {
-      console.log(`Audit chain intact: ${result.entries} entries.`);
+      console.log(`Audit chain intact: ${result.entries} entries${from}.`);
       return;
     }
     const bad = result.first_bad;
     console.error(
-      `Audit chain broken at entry ${bad?.id}: its sha is ${bad?.sha || '(none)'}, expected ${bad?.expected} (${result.entries} entries before it match).`,
+      `Audit chain broken at entry ${bad?.id}: its sha is ${bad?.sha || '(none)'}, expected ${bad?.expected} (${result.entries} entries before it match)${from}.`,
     );
     process.exitCode = 1;
   } finally {

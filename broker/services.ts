@@ -4,7 +4,7 @@ import { AgentHub } from './agents/hub.js';
 import { BrokerKey } from './agents/broker-key.js';
 import type { AgentLocator } from './agents/locator.js';
 import { AuditService } from './audit/service.js';
-import { DeviceAuthService } from './auth/device-auth.js';
+import { DeviceAuthService, deviceCodeLookupLimit } from './auth/device-auth.js';
 import { AuthService } from './auth/service.js';
 import { ChangeEpoch } from './cache.js';
 import { ConfigService } from './config/service.js';
@@ -123,6 +123,8 @@ export async function createServices(config: Config, logger: Logger, store: Stor
       isActiveUser: async (userId) => (await store.db.selectFrom('users').select('disabled').where('id', '=', userId).executeTakeFirst())?.disabled === 0,
     },
     config,
+    Date.now,
+    deviceCodeLookupLimit(store),
   );
   const access = new AccessService(new DeviceScopes(store.db, epoch));
   // Several brokers on one database: audit's restart closes only this broker's sessions (and gone ones').
@@ -138,6 +140,8 @@ export async function createServices(config: Config, logger: Logger, store: Stor
     : undefined;
   const audit: AuditService = new AuditService(store.db, store.dialect, {
     brokerId: config.brokerId,
+    retentionDays: config.auditRetentionDays,
+    logger,
     ...(cluster ? { otherLiveBrokers: () => cluster.otherLiveBrokers() } : {}),
   });
   const users = new UsersService(store, config, logger, auth, access);
@@ -284,6 +288,7 @@ export async function createServices(config: Config, logger: Logger, store: Stor
   for (const s of [users, roles, devices, files, enrol, inventory, metrics, agents, remote, reports, configuration, cve]) {
     await s.init();
   }
+  audit.start();
   qbee.init();
   events.init();
   configuration.watch(epoch);
@@ -308,5 +313,7 @@ export async function closeServices(services: Services): Promise<void> {
   for (const s of [services.agents, services.metrics, services.enrol, services.inventory, services.files, services.devices, services.roles, services.users]) {
     await s.close();
   }
+  // Last: the summaries of refusals counted until now are written.
+  await services.audit.close();
   services.mail.close();
 }

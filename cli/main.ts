@@ -83,7 +83,7 @@ export function program(run: (work: Promise<number | void>) => void): Command {
     .command('play')
     .argument('<session>', "session id of a console recording (the audit entry's recording)")
     .description(
-      'Replay a console recording (needs audit:read). The recorded bytes are written raw to a terminal, as a player does; to a file or pipe they are escaped unless --raw',
+      'Replay a console recording (yours, or one on a device where you hold remote-access:manage). The recorded bytes are written raw to a terminal, as a player does; to a file or pipe they are escaped unless --raw',
     )
     .option('--speed <n>', 'playback speed, e.g. 2 (0.1 to 100)', '1')
     .option('--no-wait', 'write everything at once, without the recorded timing')

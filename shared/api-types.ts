@@ -159,4 +159,6 @@ export interface AuditVerification {
   ok: boolean;
   entries: number;
   first_bad?: { id: number; sha: string; expected: string };
+  /** The checkpoint the walk started from, when the retention deleted older entries. */
+  checkpoint?: { id: number; deleted_through: number };
 }

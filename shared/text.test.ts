@@ -18,10 +18,24 @@ describe('shared text rules', () => {
     for (const bad of ['\u001b]0;title\u0007', 'cr\r', 'nul\u0000', 'csi\u009b']) expect(text.safeParse(bad).success, JSON.stringify(bad)).toBe(false);
   });
 
+  it('refuses bidirectional formatting characters in names and in multi-line text alike', () => {
+    const name = singleLine();
+    const text = multiLine();
+    for (const bad of ['evil\u202egnp.exe', 'a\u202ab', 'a\u202db', 'iso\u2066x\u2069', 'x\u2068', 'lrm\u200e', 'rlm\u200f', 'alm\u061c']) {
+      expect(name.safeParse(bad).success, JSON.stringify(bad)).toBe(false);
+      expect(text.safeParse(bad).success, JSON.stringify(bad)).toBe(false);
+      expect(name.safeParse(bad).error?.issues[0]?.message).toMatch(/bidirectional formatting characters/);
+    }
+    // letters of right-to-left scripts are text, not formatting
+    expect(name.safeParse('מכשיר 1 جهاز').success).toBe(true);
+    expect(text.safeParse('שורה\nسطر').success).toBe(true);
+  });
+
   it('escapes control and reordering characters for a terminal, leaving other text as it is', () => {
     expect(escapeForTerminal('\u001b[31mred\u001b[0m')).toBe('\\x1b[31mred\\x1b[0m');
     expect(escapeForTerminal('a\u0000b\r\n\t\u009b\u007f')).toBe('a\\x00b\\r\\n\\t\\x9b\\x7f');
     expect(escapeForTerminal('evil\u202egnp.exe')).toBe('evil\\u202egnp.exe');
+    expect(escapeForTerminal('alm\u061c')).toBe('alm\\u061c');
     expect(escapeForTerminal('Gerät Ünïcode ✓')).toBe('Gerät Ünïcode ✓');
   });
 });

@@ -7,24 +7,41 @@ import { z } from 'zod';
 
 /** C0 controls (NUL, ESC, CR, …), DEL and C1 controls (CSI U+009B among them): never in a name. */
 export const CONTROL_CHARACTERS = /[\u0000-\u001f\u007f-\u009f]/;
-/** The same but tab and newline, which multi-line text (descriptions, custom values) may hold. */
+/** The same but tab and newline, which multi-line text (descriptions) may hold. */
 export const CONTROL_CHARACTERS_BUT_TAB_NEWLINE = /[\u0000-\u0008\u000b-\u001f\u007f-\u009f]/;
+/**
+ * Bidirectional formatting characters: the embeddings and overrides U+202A–U+202E, the isolates
+ * U+2066–U+2069, the marks U+200E, U+200F and U+061C. They reorder what a screen or terminal shows
+ * (`evil\u202egnp.exe` reads as `evilexe.png`), so a name, a message or an audit entry could show
+ * other text than it holds. Never in text that people type for other people to read.
+ */
+export const BIDI_CHARACTERS = /[\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]/;
 
-export const NO_CONTROL_MESSAGE = 'must not contain control characters';
-export const NO_CONTROL_MULTILINE_MESSAGE = 'must not contain control characters other than tab and newline';
+export const NO_CONTROL_MESSAGE = 'must not contain control characters or bidirectional formatting characters';
+export const NO_CONTROL_MULTILINE_MESSAGE = 'must not contain control characters other than tab and newline, nor bidirectional formatting characters';
 
-/** A one-line name, title or key: refuses C0, DEL and C1 control characters. */
-export function singleLine(schema: z.ZodString = z.string()): z.ZodString {
-  return schema.refine((v) => !CONTROL_CHARACTERS.test(v), NO_CONTROL_MESSAGE);
+/** True when `text` is one line of plain text: no control character (C0, DEL, C1) and no bidi formatting character. */
+export function isSingleLine(text: string): boolean {
+  return !CONTROL_CHARACTERS.test(text) && !BIDI_CHARACTERS.test(text);
 }
 
-/** Free text over several lines: tab and newline allowed, every other control character refused. */
+/** True when `text` is plain text over several lines: tab and newline allowed, other control and bidi characters not. */
+export function isMultiLine(text: string): boolean {
+  return !CONTROL_CHARACTERS_BUT_TAB_NEWLINE.test(text) && !BIDI_CHARACTERS.test(text);
+}
+
+/** A one-line name, title, key or message: refuses C0, DEL and C1 control characters and bidi formatting characters. */
+export function singleLine(schema: z.ZodString = z.string()): z.ZodString {
+  return schema.refine(isSingleLine, NO_CONTROL_MESSAGE);
+}
+
+/** Free text over several lines: tab and newline allowed, every other control character and bidi formatting character refused. */
 export function multiLine(schema: z.ZodString = z.string()): z.ZodString {
-  return schema.refine((v) => !CONTROL_CHARACTERS_BUT_TAB_NEWLINE.test(v), NO_CONTROL_MULTILINE_MESSAGE);
+  return schema.refine(isMultiLine, NO_CONTROL_MULTILINE_MESSAGE);
 }
 
 // Control characters, and the bidirectional overrides and isolates that reorder what a terminal shows.
-const UNSAFE_ON_TERMINAL = /[\u0000-\u001f\u007f-\u009f\u200e\u200f\u202a-\u202e\u2066-\u2069]/g;
+const UNSAFE_ON_TERMINAL = /[\u0000-\u001f\u007f-\u009f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]/g;
 
 /**
  * Text from a remote party (device names, host names, broker error messages) made safe to print on

@@ -369,3 +369,65 @@ describe('configuration engine', () => {
     expect(reboots).toBe(1);
   });
 });
+
+describe('device attributes are data, never code', () => {
+  const SUDOERS = 'deploy ALL=(root) NOPASSWD: /bin/systemctl restart {{svc}}\n';
+
+  it('never puts an attribute holding a newline into a template or a command, and says which one it left out', async () => {
+    const s = await setup({ store: { '/templates/sudoers': SUDOERS } });
+    const out = path.join(s.dir, 'location.txt');
+    const config: CommittedConfig = {
+      commit_id: 'inj1',
+      bundles: ['file_distribution', 'proc_watch'],
+      bundle_data: {
+        file_distribution: {
+          files: [{ label: 'sudo', templates: [{ source: '/templates/sudoers', destination: '/etc/sudoers.d/deploy', is_template: true }] }],
+        },
+        proc_watch: {
+          processes: [{ name: 'no-such-process-inj', policy: 'Present', command: `cd "${s.dir}"; echo $(location) > "${out}"` }],
+        },
+      },
+    };
+    const applied = s.broker.next();
+    s.send({
+      t: 'config',
+      config,
+      attributes: { svc: 'app\nALL ALL=(ALL) NOPASSWD: ALL', location: 'berlin; id > INJECTED; echo', nul: 'a\u0000b' },
+    });
+    const run = await applied;
+    // the sudoers line stays one line: the attribute with a newline is no parameter at all
+    expect(fs.readFileSync(path.join(s.root, 'etc/sudoers.d/deploy'), 'utf8')).toBe(SUDOERS);
+    // the one-line value reaches the command as data
+    expect(fs.readFileSync(out, 'utf8')).toBe('berlin; id > INJECTED; echo\n');
+    expect(fs.existsSync(path.join(s.dir, 'INJECTED'))).toBe(false);
+    expect(texts(run.reports)).toEqual([
+      'file_distribution INFO [sudo] Successfully rendered template file /templates/sudoers to /etc/sudoers.d/deploy',
+      'proc_watch INFO Restarting process no-such-process-inj using the defined command as it was not running: done',
+    ]);
+    const reports = s.broker.others.flatMap((m) => (m.t === 'reports' ? m.reports : []));
+    expect(reports.map((r) => `${r.bundle} ${r.sev} ${r.text}`)).toEqual([
+      'agent_internal ERR Device attributes "svc", "nul" not used as parameters: a value holds a control character (a newline, NUL, …).',
+    ]);
+    // not kept either
+    expect(fs.readFileSync(path.join(s.stateDir, 'config.json'), 'utf8')).not.toContain('NOPASSWD: ALL');
+  });
+
+  it('fails a bundle whose command names an unknown $(key), naming it, and runs nothing', async () => {
+    const s = await setup();
+    const marker = path.join(s.dir, 'ran');
+    const applied = s.broker.next();
+    s.send({
+      t: 'config',
+      config: {
+        commit_id: 'inj2',
+        bundles: ['file_distribution'],
+        bundle_data: { file_distribution: { files: [{ label: 'x', templates: [], pre_condition: `touch "${marker}"; test -n $(location)` }] } },
+      },
+      attributes: {},
+    });
+    expect(texts((await applied).reports)).toEqual([
+      'file_distribution ERR [x] File set not applied: unknown parameter $(location): no parameter, secret or device attribute has this key.',
+    ]);
+    expect(fs.existsSync(marker)).toBe(false);
+  });
+});

@@ -18,6 +18,7 @@ import { DEFAULT_UPDATE_POLICY, type AgentSwitches, type Bundle, type BundleCont
 import { hasExecutable, runCommand } from './command.js';
 import { FileFetcher } from './files.js';
 import { object } from './parse.js';
+import { CONTROL_CHARACTERS } from '../../shared/text.js';
 
 /**
  * qbee's bundle order (its agent's list of bundles): settings and parameters first (they shape
@@ -57,10 +58,13 @@ const MAX_BUNDLES = 64;
 const MAX_ATTRIBUTES = 1000;
 const STATE_FILE = 'config.json';
 const REDACTED = '********';
+const CONTROL_CHARACTERS_ALL = new RegExp(CONTROL_CHARACTERS.source, 'g');
 
 export interface StoredConfig {
   config: CommittedConfig;
   attributes: Record<string, string>;
+  /** keys of device attributes left out because their value holds a control character (not stored) */
+  dropped?: string[];
 }
 
 export interface ConfigEngineOptions {
@@ -92,13 +96,22 @@ export function checkConfig(config: unknown, attributes: unknown): StoredConfig 
     throw new Error(`config.bundles must be a list of at most ${MAX_BUNDLES} bundle names`);
   const data = c.bundle_data === undefined || c.bundle_data === null ? {} : object(c.bundle_data, 'config.bundle_data');
   const attrs: Record<string, string> = {};
+  const dropped: string[] = [];
   if (attributes !== undefined && attributes !== null) {
     const a = object(attributes, 'attributes');
     for (const [key, value] of Object.entries(a).slice(0, MAX_ATTRIBUTES)) {
-      if (typeof value === 'string' && key.length <= 256 && value.length <= 65536) attrs[key] = value;
+      if (typeof value !== 'string' || key.length > 256 || value.length > 65536) continue;
+      // Device attributes are one line of text (anyone with device:manage writes them): a newline
+      // would start another line of a template or a command, so such a value is never a parameter.
+      if (CONTROL_CHARACTERS.test(value) || CONTROL_CHARACTERS.test(key)) dropped.push(key);
+      else attrs[key] = value;
     }
   }
-  return { config: { commit_id: c.commit_id, bundles: [...new Set(c.bundles as string[])], bundle_data: data }, attributes: attrs };
+  return {
+    config: { commit_id: c.commit_id, bundles: [...new Set(c.bundles as string[])], bundle_data: data },
+    attributes: attrs,
+    ...(dropped.length > 0 ? { dropped } : {}),
+  };
 }
 
 function bundleMeta(raw: unknown): { enabled: boolean; commitId: string } {
@@ -233,6 +246,18 @@ export class ConfigEngine {
       this.emit({ t: 'reports', reports: [this.internalReport('ERR', `Configuration refused: ${(err as Error).message}`)] });
       throw err;
     }
+    if (stored.dropped) {
+      const keys = stored.dropped.slice(0, 20).map((k) => JSON.stringify(k.replace(CONTROL_CHARACTERS_ALL, '?')));
+      this.emit({
+        t: 'reports',
+        reports: [
+          this.internalReport(
+            'ERR',
+            `Device attribute${stored.dropped.length > 1 ? 's' : ''} ${keys.join(', ')}${stored.dropped.length > 20 ? ', …' : ''} not used as parameters: a value holds a control character (a newline, NUL, …).`,
+          ),
+        ],
+      });
+    }
     try {
       await this.persist(stored);
     } catch (err) {
@@ -251,7 +276,7 @@ export class ConfigEngine {
     const temp = `${target}.${crypto.randomBytes(6).toString('hex')}.tmp`;
     const handle = await fs.open(temp, 'wx', 0o600);
     try {
-      await handle.writeFile(JSON.stringify(stored));
+      await handle.writeFile(JSON.stringify({ config: stored.config, attributes: stored.attributes }));
       await handle.sync();
       await handle.close();
       await fs.rename(temp, target);

@@ -3,7 +3,7 @@ import fs from 'node:fs/promises';
 import path from 'node:path';
 import type { BundleContext, CommandResult } from './bundle.js';
 import { failureOf, outputOf } from './command.js';
-import { resolveParameters } from './template.js';
+import { resolveCommand } from './template.js';
 
 /**
  * True when every tool is on the device. Otherwise reports which are missing, at ERR, and the
@@ -17,9 +17,14 @@ export async function requireTools(ctx: BundleContext, tools: string[], what: st
   return false;
 }
 
-/** Runs a qbee command string (after-command, pre-condition, start/stop command) with `sh -c`, `$(key)` resolved. */
+/**
+ * Runs a qbee command string (after-command, pre-condition, start/stop command) with `sh -c`; each
+ * `$(key)` reaches the shell as an environment variable the script references, never as script
+ * text (resolveCommand). Throws ParameterError, naming the key, when a `$(key)` is unknown.
+ */
 export function shell(ctx: BundleContext, command: string, timeoutMs?: number): Promise<CommandResult> {
-  return ctx.run(['sh', '-c', resolveParameters(command, ctx.parameters)], timeoutMs ? { timeoutMs } : undefined);
+  const { script, env } = resolveCommand(command, ctx.parameters);
+  return ctx.run(['sh', '-c', script], { ...(timeoutMs ? { timeoutMs } : {}), ...(Object.keys(env).length > 0 ? { env } : {}) });
 }
 
 /** Reports a command's outcome: `ok` at INFO, a failure at ERR with why; both carry the output. Returns success. */

@@ -323,9 +323,9 @@ export class AccessService {
       : { allowed: false, code: 'no_permission', reason: "watching another user's console needs remote-access:manage on its device" };
   }
 
-  /** Whether a console on this device is recorded for the principal: from their roles (broker/access/recording.ts). */
-  consoleRecording(principal: Principal, device: DeviceScope): RecordingMode {
-    return consoleRecordingMode(principal.roles, device);
+  /** Whether this console (its device, the local user it runs as) is recorded for the principal: from their roles (broker/access/recording.ts). */
+  consoleRecording(principal: Principal, device: DeviceScope, request: Extract<RemoteRequest, { action: 'console' }>): RecordingMode {
+    return consoleRecordingMode(principal.roles, device, request);
   }
 
   /** The directories an allowed copy may touch (undefined: no path limit), for the agent's own check. */

@@ -1,10 +1,12 @@
 /**
  * Whether a console session is recorded, from the roles that grant it. Each role says `default`
- * (recorded), `off` or `required`. Across a user's roles that allow the console on the device,
- * `required` wins over `default`, and `off` holds only when every one of them says `off`: one
- * role cannot quietly switch off the recording another one asks for.
+ * (recorded), `off` or `required`. Across a user's roles that allow this console — on the device,
+ * as the local user asked for — the strictest wins: `required` over `default`, and `off` holds only
+ * when every one of them says `off`. One role cannot quietly switch off the recording another one
+ * asks for: a `required` role granting the console as root on every device keeps a root console
+ * recorded whatever an `off` role granting the console as any user there says.
  */
-import { evaluate, type CompiledPolicy, type DeviceScope } from '../../shared/resources.js';
+import { evaluate, type CompiledPolicy, type DeviceScope, type RemoteRequest } from '../../shared/resources.js';
 
 export const RECORDING_MODES = ['default', 'off', 'required'] as const;
 export type RecordingMode = (typeof RECORDING_MODES)[number];
@@ -20,9 +22,12 @@ export interface RoleRecording {
   policies: CompiledPolicy[];
 }
 
-/** The recording of a console on `device` for a user holding `roles` (see above). */
-export function consoleRecordingMode(roles: RoleRecording[], device: DeviceScope): RecordingMode {
-  const granting = roles.filter((r) => evaluate(r.policies, 'remote-access:connect', device, { action: 'console' }).allowed);
+/**
+ * The recording of a console on `device` for a user holding `roles` (see above), decided on the
+ * roles whose grants allow this very console (`request`, with the local user it runs as).
+ */
+export function consoleRecordingMode(roles: RoleRecording[], device: DeviceScope, request: Extract<RemoteRequest, { action: 'console' }>): RecordingMode {
+  const granting = roles.filter((r) => evaluate(r.policies, 'remote-access:connect', device, request).allowed);
   if (granting.some((r) => r.recording === 'required')) return 'required';
   if (granting.length > 0 && granting.every((r) => r.recording === 'off')) return 'off';
   return 'default';

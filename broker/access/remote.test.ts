@@ -64,13 +64,24 @@ describe('maySeeRemoteSession', () => {
 
 describe('consoleRecordingMode', () => {
   const role = (recording: RecordingMode, resources: string[]) => ({ recording, policies: compilePolicies([{ permission: CONNECT, resources }]) });
+  const anyUser = { action: 'console' as const };
   it('lets required win over default and off', () => {
-    expect(consoleRecordingMode([role('off', ['*']), role('required', ['tag:lab-tag/console'])], device)).toBe('required');
-    expect(consoleRecordingMode([role('default', ['*']), role('off', ['*'])], device)).toBe('default');
+    expect(consoleRecordingMode([role('off', ['*']), role('required', ['tag:lab-tag/console'])], device, anyUser)).toBe('required');
+    expect(consoleRecordingMode([role('default', ['*']), role('off', ['*'])], device, anyUser)).toBe('default');
   });
   it('is off only when every role granting the console says off', () => {
-    expect(consoleRecordingMode([role('off', ['*']), role('off', ['node:lab'])], device)).toBe('off');
+    expect(consoleRecordingMode([role('off', ['*']), role('off', ['node:lab'])], device, anyUser)).toBe('off');
     // A role that does not grant the console here has no say.
-    expect(consoleRecordingMode([role('off', ['*']), role('required', ['tag:other']), role('default', ['*/tunnel(port=22)'])], device)).toBe('off');
+    expect(consoleRecordingMode([role('off', ['*']), role('required', ['tag:other']), role('default', ['*/tunnel(port=22)'])], device, anyUser)).toBe('off');
+  });
+  it('decides on the grants that cover the local user asked for: a required root grant beside a wildcard off grant records a root console', () => {
+    const roles = [role('required', ['*/console(user=root)']), role('off', ['*/console'])];
+    expect(consoleRecordingMode(roles, device, { action: 'console', user: 'root' })).toBe('required');
+    // Another user is covered by the off grant only.
+    expect(consoleRecordingMode(roles, device, { action: 'console', user: 'pi' })).toBe('off');
+    // One role holding both grants is one mode: its own.
+    expect(
+      consoleRecordingMode([role('default', ['*/console(user=root)']), role('off', ['*/console(user=pi)'])], device, { action: 'console', user: 'root' }),
+    ).toBe('default');
   });
 });

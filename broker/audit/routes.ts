@@ -35,12 +35,14 @@ export const auditRoutes: RouteSpec[] = [
     tag: 'audit',
     summary: 'Verify the audit chain',
     description:
-      "Walks the audit trail from its first entry and recomputes each `sha` from the previous one and the entry's content. Answers `{ok, entries}`, and `first_bad: {id, sha, expected}` naming the first entry that does not match (an edited entry, or the one after a deleted entry).",
+      "Walks the audit trail from its first entry and recomputes each `sha` from the previous one and the entry's content. Answers `{ok, entries}`, and `first_bad: {id, sha, expected}` naming the first entry that does not match (an edited entry, or the one after a deleted entry). " +
+      'With a retention (AUDIT_RETENTION_DAYS) the oldest entries are deleted behind a checkpoint entry (`audit.checkpoint`, options `{deleted_through, deleted_through_sha, deleted, cutoff}`): the walk starts from the newest one, the first entry kept chaining to the sha it records, and the answer names it as `checkpoint: {id, deleted_through}`.',
     access: 'audit:read',
     response: z.object({
       ok: z.boolean(),
       entries: z.number().int(),
       first_bad: z.object({ id: z.number().int(), sha: z.string(), expected: z.string() }).optional(),
+      checkpoint: z.object({ id: z.number().int(), deleted_through: z.number().int() }).optional(),
     }),
     handler: async ({ services }) => services.audit.verify(),
   }),

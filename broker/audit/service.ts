@@ -3,6 +3,7 @@ import type { AuditEntry, AuditVerification, ListPage } from '../../shared/api-t
 import { sql, type Db, type Dialect } from '../db/database.js';
 import type { AuditTable } from '../db/schema.js';
 import { entrySha } from './chain.js';
+import { RefusalBudget, type RefusalSource, type RefusalSummary } from './refusals.js';
 
 export interface AuditActor {
   id: string;
@@ -55,6 +56,61 @@ export function bounded(text: string, max = MAX_TEXT): string {
 }
 
 /**
+ * Bytes of an entry's options (JSON) kept at most; longer ones are cut and marked. Refusals and
+ * remote-access attempts — what a caller who is not let in can make — get a few KiB; a change that
+ * succeeded (an authorized caller, fields bounded by the redaction) keeps more of its before and after.
+ */
+export const MAX_OPTIONS_BYTES = 4096;
+export const MAX_CHANGE_OPTIONS_BYTES = 64 * 1024;
+
+/**
+ * Options as stored: their JSON, or — past `max` bytes — `{cut: true, bytes, start}`: the start of
+ * that JSON as text (three quarters of `max`, less when escaping grows it) and its full size, so a
+ * huge request body never makes a huge entry and a reader sees that something was left out.
+ */
+export function boundedOptions(options: unknown, max = MAX_OPTIONS_BYTES): string {
+  const json = JSON.stringify(options ?? {});
+  const bytes = Buffer.byteLength(json);
+  if (bytes <= max) return json;
+  const raw = Buffer.from(json);
+  for (let keep = Math.floor((max * 3) / 4); ; keep = Math.floor(keep / 2)) {
+    // A character cut in two at the end is dropped.
+    const start = raw
+      .subarray(0, keep)
+      .toString('utf8')
+      .replace(/\uFFFD+$/, '');
+    const cut = JSON.stringify({ cut: true, bytes, start });
+    if (Buffer.byteLength(cut) <= max || keep === 0) return cut;
+  }
+}
+
+/** Event of a checkpoint: entries older than the retention were deleted up to `deleted_through`. */
+export const CHECKPOINT_EVENT = 'audit.checkpoint';
+/** Event of a summary: refusals from one source past the rate, counted instead of written. */
+export const REFUSALS_EVENT = 'audit.refusals';
+
+const DAY_MS = 86_400_000;
+/** How often the retention runs (and at start). */
+const RETENTION_EVERY_MS = 3_600_000;
+
+export interface AuditOptions {
+  brokerId: string;
+  otherLiveBrokers?: () => Promise<string[]>;
+  /** Entries older than this many days are deleted behind a checkpoint; 0 keeps everything. */
+  retentionDays?: number;
+  /** Refused entries per source a window (see refusals.ts). */
+  refusals?: RefusalBudget;
+  logger?: { warn(obj: object, msg: string): void };
+}
+
+interface CheckpointOptions {
+  deleted_through: number;
+  deleted_through_sha: string;
+  deleted: number;
+  cutoff: string;
+}
+
+/**
  * Taken before the chain's head is read, so writers sharing a database append one at a time: on
  * PostgreSQL an advisory lock per schema; on SQLite a write that changes nothing takes the file's
  * write lock (a transaction that read first could not upgrade once another connection wrote).
@@ -80,8 +136,120 @@ export class AuditService {
      * Which broker this is, and (several brokers on one database) the other brokers alive now:
      * a live session's start is stored with its broker, so a restart closes only its own.
      */
-    private readonly owner: { brokerId: string; otherLiveBrokers?: () => Promise<string[]> } = { brokerId: 'local' },
-  ) {}
+    private readonly owner: AuditOptions = { brokerId: 'local' },
+  ) {
+    this.refusals = owner.refusals ?? new RefusalBudget();
+  }
+
+  private readonly refusals: RefusalBudget;
+  private timers: NodeJS.Timeout[] = [];
+  private background = new Set<Promise<unknown>>();
+
+  /**
+   * Background work: summaries of ended refusal windows every window, and — with a retention —
+   * the deletion of old entries behind a checkpoint now and hourly. A failure is logged and tried
+   * again next time; nothing else waits for it.
+   */
+  start(): void {
+    const run = (what: string, work: () => Promise<unknown>) => {
+      const p = work()
+        .catch((err) => this.owner.logger?.warn({ err }, `audit ${what} failed`))
+        .finally(() => this.background.delete(p));
+      this.background.add(p);
+    };
+    const summaries = setInterval(() => run('summary', () => this.writeSummaries(this.refusals.due())), this.refusals.windowMs);
+    summaries.unref();
+    this.timers.push(summaries);
+    const days = this.owner.retentionDays ?? 0;
+    if (days > 0) {
+      const prune = () => run('retention', () => this.prune(new Date(Date.now() - days * DAY_MS)));
+      prune();
+      const every = setInterval(prune, RETENTION_EVERY_MS);
+      every.unref();
+      this.timers.push(every);
+    }
+  }
+
+  /** Stops the background work and writes the summaries of the refusals counted so far. */
+  async close(): Promise<void> {
+    for (const timer of this.timers) clearInterval(timer);
+    this.timers = [];
+    await Promise.allSettled([...this.background]);
+    await this.writeSummaries(this.refusals.drain()).catch((err) => this.owner.logger?.warn({ err }, 'audit summary failed'));
+  }
+
+  /**
+   * A refused attempt from this source: true when it gets an entry of its own. Past the rate it is
+   * counted instead; the summary of a window that ended is written first.
+   */
+  private async admitRefusal(source: RefusalSource, event: string): Promise<boolean> {
+    const { write, summaries } = this.refusals.take(source, event);
+    await this.writeSummaries(summaries);
+    return write;
+  }
+
+  private async writeSummaries(summaries: RefusalSummary[]): Promise<void> {
+    for (const s of summaries) {
+      await this.append({
+        event: REFUSALS_EVENT,
+        user_id: s.user?.id ?? null,
+        user_email: s.user?.email ?? null,
+        device_id: null,
+        action: 'summary',
+        options: boundedOptions({ from: s.from, to: s.to, count: s.count, events: s.events, limit: this.refusals.limit }),
+        result: 'denied',
+        reason: `${s.count} more refused calls from ${bounded(s.ip, 100)} between ${s.from} and ${s.to}, counted, not written one by one (over ${this.refusals.limit} a minute)`,
+        source_ip: bounded(s.ip, 100),
+        source: 'api',
+        session_id: null,
+      });
+    }
+  }
+
+  /**
+   * Retention: deletes the entries older than `cutoff`, behind a checkpoint entry appended first
+   * (event audit.checkpoint) that records the id and sha of the last entry deleted, so `verify`
+   * starts from it. One transaction under the chain's lock: appends wait, and a verify sees the
+   * chain before or after, never between. Answers how many entries went.
+   */
+  async prune(cutoff: Date): Promise<{ deleted: number; checkpoint?: number }> {
+    return this.db.transaction().execute(async (trx) => {
+      await CHAIN_LOCK[this.dialect].execute(trx);
+      const last = await trx
+        .selectFrom('audit')
+        .select(['id', 'sha'])
+        .where('ts', '<', cutoff.toISOString())
+        .where('event', '!=', CHECKPOINT_EVENT)
+        .orderBy('id', 'desc')
+        .limit(1)
+        .executeTakeFirst();
+      if (!last) return { deleted: 0 };
+      const through = Number(last.id);
+      const { n } = await trx
+        .selectFrom('audit')
+        .select((eb) => eb.fn.countAll<number | string>().as('n'))
+        .where('id', '<=', through)
+        .executeTakeFirstOrThrow();
+      // The sha of the last entry deleted is the checkpoint's: the chain goes on from it.
+      const options: CheckpointOptions = { deleted_through: through, deleted_through_sha: last.sha, deleted: Number(n), cutoff: cutoff.toISOString() };
+      const checkpoint = await this.append({
+        event: CHECKPOINT_EVENT,
+        user_id: null,
+        user_email: null,
+        device_id: null,
+        action: 'retention',
+        options: JSON.stringify(options),
+        result: 'ok',
+        reason: `${Number(n)} entries older than ${cutoff.toISOString()} deleted (AUDIT_RETENTION_DAYS)`,
+        source_ip: null,
+        source: 'broker',
+        session_id: null,
+      });
+      await trx.deleteFrom('remote_session_owners').where('audit_id', '<=', through).execute();
+      await trx.deleteFrom('audit').where('id', '<=', through).execute();
+      return { deleted: Number(n), checkpoint };
+    });
+  }
 
   /**
    * Sessions open when the broker stopped (crash, kill) can no longer end: their end is written now.
@@ -155,19 +323,23 @@ export class AuditService {
     ip: string;
     result?: string;
     reason?: string;
+    sessionId?: string;
   }): Promise<void> {
+    const result = entry.result ?? 'ok';
+    // A refusal past the rate of its source is counted, and summarised later.
+    if (result !== 'ok' && !(await this.admitRefusal({ ip: entry.ip, user: entry.user }, entry.event))) return;
     await this.append({
       event: entry.event,
       user_id: entry.user?.id ?? null,
       user_email: entry.user?.email ?? null,
       device_id: entry.deviceId ? bounded(entry.deviceId, 100) : null,
-      action: entry.action,
-      options: JSON.stringify(entry.options ?? {}),
-      result: entry.result ?? 'ok',
+      action: bounded(entry.action, 200),
+      options: boundedOptions(entry.options, result === 'ok' ? MAX_CHANGE_OPTIONS_BYTES : MAX_OPTIONS_BYTES),
+      result,
       reason: entry.reason ?? null,
       source_ip: bounded(entry.ip, 100),
       source: 'api',
-      session_id: null,
+      session_id: entry.sessionId ?? null,
     });
   }
 
@@ -193,9 +365,15 @@ export class AuditService {
     return { id, sha: row.sha };
   }
 
-  /** Writes a remote-access attempt; returns the entry id to close it later. */
+  /**
+   * Writes a remote-access attempt; returns the entry id to close it later. A refused attempt past
+   * the rate of its source is counted instead (summarised later) and answers 0.
+   */
   async recordRemoteStart(entry: RemoteAuditStart): Promise<number> {
-    if (!entry.allowed) return this.appendStart(entry);
+    if (!entry.allowed) {
+      if (!(await this.admitRefusal({ ip: entry.ip, user: entry.user }, `${entry.event}.denied`))) return 0;
+      return this.appendStart(entry);
+    }
     // The start and its broker go in together: a sweep never sees a live start without its owner.
     return this.db.transaction().execute(async (trx) => {
       const id = await this.appendStart(entry);
@@ -211,7 +389,7 @@ export class AuditService {
       user_email: entry.user?.email ?? null,
       device_id: bounded(entry.deviceId, 100),
       action: entry.action,
-      options: JSON.stringify(entry.options),
+      options: boundedOptions(entry.options),
       result: entry.allowed ? 'allowed' : 'denied',
       reason: entry.reason,
       source_ip: bounded(entry.ip, 100),
@@ -243,7 +421,7 @@ export class AuditService {
       user_email: entry.user?.email ?? null,
       device_id: bounded(entry.deviceId, 100),
       action: 'console',
-      options: JSON.stringify(entry.options),
+      options: boundedOptions(entry.options),
       result: entry.allowed ? 'allowed' : 'denied',
       reason: entry.reason,
       source_ip: bounded(entry.ip, 100),
@@ -287,17 +465,40 @@ export class AuditService {
     });
   }
 
-  /** Walks the chain from its first entry; names the first entry whose sha does not match. */
+  /**
+   * Walks the chain from its first entry; names the first entry whose sha does not match. When the
+   * retention deleted the oldest entries, the walk starts from the newest checkpoint: the first entry
+   * kept must chain to the sha of the last entry deleted that the checkpoint records (the checkpoint
+   * itself is an entry of the chain, checked in turn). Entries deleted at the start without a
+   * checkpoint, or beyond the one it names, break the chain at the first entry kept.
+   */
   async verify(): Promise<AuditVerification> {
     let previous = '';
     let after = -1;
     let entries = 0;
+    let from: AuditVerification['checkpoint'];
+    const checkpoint = await this.db
+      .selectFrom('audit')
+      .select(['id', 'options'])
+      .where('event', '=', CHECKPOINT_EVENT)
+      .orderBy('id', 'desc')
+      .limit(1)
+      .executeTakeFirst();
+    if (checkpoint) {
+      const o = parseCheckpoint(checkpoint.options);
+      if (o) {
+        previous = o.deleted_through_sha;
+        from = { id: Number(checkpoint.id), deleted_through: o.deleted_through };
+      }
+    }
     for (;;) {
+      // From the first entry there is: one at or before the checkpoint's last deleted one (left over, put back) does not chain to it.
       const rows = await this.db.selectFrom('audit').selectAll().where('id', '>', after).orderBy('id').limit(1000).execute();
-      if (rows.length === 0) return { ok: true, entries };
+      if (rows.length === 0) return { ok: true, entries, ...(from ? { checkpoint: from } : {}) };
       for (const row of rows) {
         const expected = entrySha(previous, row);
-        if (row.sha !== expected) return { ok: false, entries, first_bad: { id: Number(row.id), sha: row.sha ?? '', expected } };
+        if (row.sha !== expected)
+          return { ok: false, entries, ...(from ? { checkpoint: from } : {}), first_bad: { id: Number(row.id), sha: row.sha ?? '', expected } };
         entries += 1;
         previous = row.sha;
         after = Number(row.id);
@@ -330,6 +531,16 @@ export class AuditService {
     }
     return { total: Number(total), items: rows.map((r) => present(r, ends.get(Number(r.id)))) };
   }
+}
+
+function parseCheckpoint(options: string): CheckpointOptions | undefined {
+  try {
+    const o = JSON.parse(options) as Partial<CheckpointOptions>;
+    if (typeof o.deleted_through === 'number' && typeof o.deleted_through_sha === 'string') return o as CheckpointOptions;
+  } catch {
+    // not a checkpoint's options: verified from the start
+  }
+  return undefined;
 }
 
 function present(row: Selectable<AuditTable>, end?: Selectable<AuditTable>): AuditEntry {
@@ -366,14 +577,22 @@ function present(row: Selectable<AuditTable>, end?: Selectable<AuditTable>): Aud
   return entry;
 }
 
-const ARTICLE: Record<string, string> = { console: 'a console', tunnel: 'a tunnel', copy: 'a copy', reload: 'an agent reload' };
+const ARTICLE: Record<string, string> = {
+  console: 'a console',
+  tunnel: 'a tunnel',
+  copy: 'a copy',
+  reload: 'an agent reload',
+  connect: 'a qbee-v1 connection',
+};
 
 /** The commit message: who did what, and how it went. */
 export function describe(
   entry: Pick<AuditEntry, 'event' | 'user_email' | 'source_ip' | 'action' | 'device_id' | 'result' | 'reason'>,
   end?: { reason: string | null },
 ): string {
+  if (entry.event === CHECKPOINT_EVENT) return `Retention: ${entry.reason ?? 'old entries deleted'}`;
   const who = entry.user_email ?? `an unidentified caller from ${entry.source_ip ?? 'an unknown address'}`;
+  if (entry.event === REFUSALS_EVENT) return `${entry.user_email ?? 'an unidentified caller'}: ${entry.reason ?? 'refused calls summarised'}`;
   const outcome = entry.reason && entry.result !== 'ok' ? `${entry.result}: ${entry.reason}` : entry.result;
   if (entry.event.startsWith('remote.')) {
     const what = ARTICLE[entry.action] ?? entry.action;

@@ -1,6 +1,7 @@
 import { z } from 'zod';
 import { defineRoute, type RouteSpec } from '../http/route.js';
 import { DEVICE_CODE_INTERVAL_SECONDS, DEVICE_CODE_TTL_SECONDS } from './device-auth.js';
+import { auditIssued } from './session-audit.js';
 
 const TAG = 'session';
 const GRANT = 'urn:ietf:params:oauth:grant-type:device_code';
@@ -60,18 +61,27 @@ export const deviceAuthRoutes: RouteSpec[] = [
       client_id: z.string().max(200).optional().describe('Accepted and ignored'),
     }),
     response: z.object({ access_token: z.string(), token_type: z.literal('Bearer'), expires_in: z.number().int(), refresh_token: z.string() }),
-    handler: async ({ body, services, ip, userAgent }) => services.deviceAuth.token(body.device_code, ip, userAgent),
+    handler: async (ctx) => {
+      const { body, services, ip, userAgent } = ctx;
+      const tokens = await services.deviceAuth.token(body.device_code, ip, userAgent);
+      // A new session of the approving user: an entry of theirs (the approval is one too, auth.device_code.approve).
+      await auditIssued(ctx, tokens.access_token, { event: 'session.device_code', action: 'POST /oauth2/token', options: { method: 'device_code' } });
+      return tokens;
+    },
   }),
   defineRoute({
     method: 'get',
     path: '/oauth2/device-auth/{user_code}',
     tag: TAG,
     summary: 'Look up a pending CLI sign-in',
-    description: '`{user_code, client_ip, user_agent, expires_in}` of the request, for the user to check before approving. 404 for an unknown or expired code.',
+    description:
+      '`{user_code, client_ip, user_agent, expires_in}` of the request, for the user to check before approving. The first signed-in user to enter a code claims it: ' +
+      "from then on only they may look it up, approve or decline it. 404 for an unknown or expired code and for another user's code alike. " +
+      'Look-ups, approvals and declines are limited to 20 per user and 60 per address in 15 minutes (429 with Retry-After).',
     access: 'authenticated',
     params: z.object({ user_code: userCode }),
     response: z.object({ user_code: z.string(), client_ip: z.string(), user_agent: z.string(), expires_in: z.number().int() }),
-    handler: async ({ params, services }) => services.deviceAuth.describe(params.user_code),
+    handler: async ({ params, services, principal, ip }) => services.deviceAuth.describe(params.user_code, { userId: principal.user.id, ip }),
   }),
   defineRoute({
     method: 'post',
@@ -80,24 +90,25 @@ export const deviceAuthRoutes: RouteSpec[] = [
     summary: 'Approve a CLI sign-in',
     description:
       'The client that shows this code gets a session of yours, with your permissions. Approve only a code your own terminal shows. ' +
-      'Answers `{user_code}`; 404 for an unknown or expired code, 409 `already_decided`.',
+      "Answers `{user_code}`; 404 for an unknown or expired code or another user's (see the look-up), 409 `already_decided`.",
     access: 'authenticated',
     audit: 'auth.device_code.approve',
     params: z.object({ user_code: userCode }),
     body: z.object({}),
     response: z.object({ user_code: z.string() }),
-    handler: async ({ params, services, principal }) => services.deviceAuth.decide(params.user_code, { kind: 'approved', userId: principal.user.id }),
+    handler: async ({ params, services, principal, ip }) => services.deviceAuth.decide(params.user_code, { userId: principal.user.id, ip }, 'approved'),
   }),
   defineRoute({
     method: 'delete',
     path: '/oauth2/device-auth/{user_code}',
     tag: TAG,
     summary: 'Decline a CLI sign-in',
-    description: 'The polling client gets `authorization_declined`. Answers `{user_code}`.',
+    description:
+      "The polling client gets `authorization_declined`. Answers `{user_code}`; 404 for an unknown or expired code or another user's (see the look-up).",
     access: 'authenticated',
     audit: 'auth.device_code.decline',
     params: z.object({ user_code: userCode }),
     response: z.object({ user_code: z.string() }),
-    handler: async ({ params, services }) => services.deviceAuth.decide(params.user_code, { kind: 'declined' }),
+    handler: async ({ params, services, principal, ip }) => services.deviceAuth.decide(params.user_code, { userId: principal.user.id, ip }, 'declined'),
   }),
 ];

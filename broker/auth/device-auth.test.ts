@@ -51,14 +51,14 @@ describe('device authorization codes', () => {
     const auth = await s.start('10.0.0.1', 'cli');
     expect(auth.verification_uri).toBe('https://fleet.example.com/cli-login');
     advance(DEVICE_CODE_TTL_SECONDS + 1);
-    expect((await errorOf(() => s.decide(auth.user_code, { kind: 'approved', userId: 'u' }))).status).toBe(404);
+    expect((await errorOf(() => s.decide(auth.user_code, { userId: 'u', ip: '10.0.0.2' }, 'approved'))).status).toBe(404);
     expect((await errorOf(s.token(auth.device_code, '10.0.0.1', 'cli'))).error).toBe('expired_token');
   });
 
   it('issues no session for a user disabled between approval and collection', async () => {
     const { s, started } = service();
     const auth = await s.start('10.0.0.1', 'cli');
-    await s.decide(auth.user_code, { kind: 'approved', userId: 'disabled-user' });
+    await s.decide(auth.user_code, { userId: 'disabled-user', ip: '10.0.0.2' }, 'approved');
     expect((await errorOf(s.token(auth.device_code, '10.0.0.1', 'cli'))).error).toBe('authorization_declined');
     expect(started).toEqual([]);
   });
@@ -76,13 +76,34 @@ describe('device authorization codes', () => {
     const { s, started } = service();
     const auth = await s.start('10.0.0.1', 'cli');
     expect((await errorOf(s.token(auth.device_code, '10.0.0.1', 'cli'))).error).toBe('authorization_pending');
-    await s.decide(auth.user_code.toLowerCase(), { kind: 'approved', userId: 'u1' });
-    expect((await errorOf(() => s.decide(auth.user_code, { kind: 'declined' }))).status).toBe(409);
+    await s.decide(auth.user_code.toLowerCase(), { userId: 'u1', ip: '10.0.0.2' }, 'approved');
+    expect((await errorOf(() => s.decide(auth.user_code, { userId: 'u1', ip: '10.0.0.2' }, 'declined'))).status).toBe(409);
     const polls = await Promise.allSettled([s.token(auth.device_code, '10.0.0.1', 'cli'), s.token(auth.device_code, '10.0.0.1', 'cli')]);
     expect(polls.filter((p) => p.status === 'fulfilled')).toHaveLength(1);
     const lost = polls.find((p) => p.status === 'rejected') as PromiseRejectedResult;
     expect((lost.reason as ApiError).error).toBe('bad_verification_code');
     expect(started).toEqual(['u1']);
     expect(await store.db.selectFrom('device_codes').selectAll().execute()).toHaveLength(0);
+  });
+
+  it("belongs to the first user who enters it: another user's look-up, approval or decline answers 404 like an unknown code", async () => {
+    const { s, started } = service();
+    const auth = await s.start('10.0.0.1', 'cli');
+    const owner = { userId: 'owner', ip: '10.0.0.2' };
+    const other = { userId: 'other', ip: '10.0.0.3' };
+    expect((await s.describe(auth.user_code, owner)).user_code).toBe(auth.user_code);
+    for (const attempt of [
+      () => s.describe(auth.user_code, other),
+      () => s.decide(auth.user_code, other, 'declined'),
+      () => s.decide(auth.user_code, other, 'approved'),
+    ]) {
+      const refused = await errorOf(attempt);
+      expect(refused.status).toBe(404);
+      expect(refused.message).toBe((await errorOf(() => s.describe('BCDF-GHJK', other))).message);
+    }
+    expect((await errorOf(s.token(auth.device_code, '10.0.0.1', 'cli'))).error).toBe('authorization_pending');
+    await s.decide(auth.user_code, owner, 'approved');
+    expect((await s.token(auth.device_code, '10.0.0.1', 'cli')).access_token).toBe('token-of-owner');
+    expect(started).toEqual(['owner']);
   });
 });

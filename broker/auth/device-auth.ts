@@ -1,7 +1,9 @@
 import crypto from 'node:crypto';
+import type { ExpressionBuilder } from 'kysely';
 import type { Db } from '../db/database.js';
-import type { DeviceCodesTable } from '../db/schema.js';
+import type { Database, DeviceCodesTable } from '../db/schema.js';
 import { ApiError, notFound } from '../http/errors.js';
+import { RateLimiter, type LimitStore } from './ratelimit.js';
 import type { IssuedSession } from './service.js';
 
 /** How long a device code and its user code live (RFC 8628 `expires_in`). */
@@ -11,6 +13,15 @@ export const DEVICE_CODE_INTERVAL_SECONDS = 5;
 /** Requests waiting for approval at once, in all and per address: beyond, 429. */
 export const MAX_PENDING_DEVICE_CODES = 1000;
 export const MAX_PENDING_PER_ADDRESS = 10;
+/**
+ * Look-ups, approvals and declines of user codes one signed-in user may make in
+ * DEVICE_CODE_LOOKUP_WINDOW_MS, and one address; beyond, 429. With at most 1000 codes open among
+ * 20^8 (2.6·10^10), one guess finds one with odds of 1 in 2.6·10^7: about 35 years of guessing at
+ * the per-user rate, 12 at the per-address one, for one hit on average.
+ */
+export const DEVICE_CODE_LOOKUPS_PER_USER = 20;
+export const DEVICE_CODE_LOOKUPS_PER_ADDRESS = 60;
+export const DEVICE_CODE_LOOKUP_WINDOW_MS = 15 * 60_000;
 
 /** RFC 8628 §6.1: consonants only (no vowels: no words; no look-alikes such as 0/O, 1/I). */
 const USER_CODE_ALPHABET = 'BCDFGHJKLMNPQRSTVWXZ';
@@ -63,6 +74,8 @@ export class DeviceAuthService {
     },
     private readonly settings: { publicUrl?: string; tokenTtlSeconds: number },
     private readonly now: () => number = Date.now,
+    /** Counts a look-up or decision of this caller (per user, per address); throws 429 past the limit. None: not limited. */
+    private readonly countLookup?: (caller: { userId: string; ip: string }) => Promise<void>,
   ) {}
 
   /** POST /oauth2/devicecode */
@@ -99,6 +112,7 @@ export class DeviceAuthService {
           expires_at: now + DEVICE_CODE_TTL_SECONDS * 1000,
           decision: null,
           user_id: null,
+          claimed_by: null,
         })
         .onConflict((oc) => oc.column('user_code').doNothing())
         .returning('user_code')
@@ -143,9 +157,16 @@ export class DeviceAuthService {
     return { access_token: session.token, token_type: 'Bearer', expires_in: this.settings.tokenTtlSeconds, refresh_token: session.refreshToken };
   }
 
-  /** What the console shows before the user decides: where the request came from. */
-  async describe(userCode: string): Promise<{ user_code: string; client_ip: string; user_agent: string; expires_in: number }> {
-    const entry = await this.find(userCode);
+  /**
+   * What the console shows before the user decides: where the request came from. The first
+   * signed-in user to enter a pending code claims it: from then on it is theirs alone to look up,
+   * approve or decline; to anyone else it answers 404 like a code that does not exist.
+   */
+  async describe(
+    userCode: string,
+    caller: { userId: string; ip: string },
+  ): Promise<{ user_code: string; client_ip: string; user_agent: string; expires_in: number }> {
+    const entry = await this.find(userCode, caller);
     return {
       user_code: entry.user_code,
       client_ip: entry.client_ip,
@@ -154,25 +175,50 @@ export class DeviceAuthService {
     };
   }
 
-  /** A signed-in user approves (the client gets a session of theirs) or declines. Decided once. */
-  async decide(userCode: string, decision: { kind: 'approved'; userId: string } | { kind: 'declined' }): Promise<{ user_code: string }> {
-    const entry = await this.find(userCode);
+  /**
+   * The user who entered the code (see describe) approves it (the client gets a session of theirs)
+   * or declines it. Decided once.
+   */
+  async decide(userCode: string, caller: { userId: string; ip: string }, decision: 'approved' | 'declined'): Promise<{ user_code: string }> {
+    const entry = await this.find(userCode, caller);
     const decided = await this.db
       .updateTable('device_codes')
-      .set({ decision: decision.kind, user_id: decision.kind === 'approved' ? decision.userId : null })
+      .set({ decision, user_id: decision === 'approved' ? caller.userId : null })
       .where('device_code_hash', '=', entry.device_code_hash)
+      .where('claimed_by', '=', caller.userId)
       .where('decision', 'is', null)
       .executeTakeFirst();
     if (Number(decided.numUpdatedRows) !== 1) throw new ApiError(409, 'already_decided', 'This code was approved or declined already.');
     return { user_code: entry.user_code };
   }
 
-  private async find(userCode: string): Promise<DeviceCodesTable> {
+  /**
+   * A pending code as the caller may see it: counted against their look-ups (and their address's),
+   * claimed for them when nobody entered it before; unknown, expired and another user's codes all
+   * answer the same 404.
+   */
+  private async find(userCode: string, caller: { userId: string; ip: string }): Promise<DeviceCodesTable> {
+    await this.countLookup?.(caller);
+    const missing = notFound('Sign-in code');
     const normalized = normalizeUserCode(userCode);
-    const entry = normalized ? await this.db.selectFrom('device_codes').selectAll().where('user_code', '=', normalized).executeTakeFirst() : undefined;
-    if (!entry || Number(entry.expires_at) <= this.now()) throw notFound('Sign-in code');
+    if (!normalized) throw missing;
+    const open = (eb: ExpressionBuilder<Database, 'device_codes'>) => eb.and([eb('user_code', '=', normalized), eb('expires_at', '>', this.now())]);
+    // Claimed by the first to enter it: one conditional update, so of two users at once one gets it.
+    await this.db.updateTable('device_codes').set({ claimed_by: caller.userId }).where(open).where('claimed_by', 'is', null).execute();
+    const entry = await this.db.selectFrom('device_codes').selectAll().where(open).executeTakeFirst();
+    if (!entry || entry.claimed_by !== caller.userId) throw missing;
     return entry;
   }
+}
+
+/** The look-up limits of DEVICE_CODE_LOOKUPS_PER_USER and _PER_ADDRESS, counted in the database (every broker counts the same). */
+export function deviceCodeLookupLimit(store: LimitStore): (caller: { userId: string; ip: string }) => Promise<void> {
+  const perUser = new RateLimiter(store, 'device-code-user', DEVICE_CODE_LOOKUPS_PER_USER, DEVICE_CODE_LOOKUP_WINDOW_MS);
+  const perAddress = new RateLimiter(store, 'device-code-ip', DEVICE_CODE_LOOKUPS_PER_ADDRESS, DEVICE_CODE_LOOKUP_WINDOW_MS);
+  return async (caller) => {
+    await perUser.hit(caller.userId);
+    await perAddress.hit(caller.ip);
+  };
 }
 
 const usedCode = () => tokenError('bad_verification_code', 'Unknown or used device code; start the sign-in again.');

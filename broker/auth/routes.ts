@@ -5,6 +5,7 @@ import { profileRoutes } from './profile-routes.js';
 import type { IssuedSession } from './service.js';
 import { subjectRecords } from '../audit/subjects.js';
 import { TWO_FACTOR_POLICY_KEY } from './two-factor.js';
+import { auditIssued } from './session-audit.js';
 
 export const REFRESH_COOKIE = 'fleet_refresh';
 /**
@@ -51,7 +52,16 @@ function verifyRoute(absolute: boolean): RouteSpec {
     audit: false,
     body: verifyBody,
     response: tokenResponse,
-    handler: async ({ body, services, ip, userAgent, setCookie }) => issue(await services.auth.verifyCode(body.challenge, body.code, ip, userAgent), setCookie),
+    handler: async (ctx) => {
+      const { body, services, ip, userAgent, setCookie } = ctx;
+      const answer = issue(await services.auth.verifyCode(body.challenge, body.code, ip, userAgent), setCookie);
+      await auditIssued(ctx, answer.token, {
+        event: 'session.login',
+        action: `POST ${absolute ? '' : '/api/v2'}/challenge-verify`,
+        options: { method: 'password+second_factor' },
+      });
+      return answer;
+    },
   });
 }
 
@@ -73,7 +83,12 @@ export const sessionRoutes: RouteSpec[] = [
     audit: false,
     body: z.object({ email: z.string().min(3).max(254), password: z.string().min(1).max(1024) }),
     response: tokenResponse,
-    handler: async ({ body, services, ip, userAgent, setCookie }) => issue(await services.auth.login(body.email, body.password, ip, userAgent), setCookie),
+    handler: async (ctx) => {
+      const { body, services, ip, userAgent, setCookie } = ctx;
+      const answer = issue(await services.auth.login(body.email, body.password, ip, userAgent), setCookie);
+      await auditIssued(ctx, answer.token, { event: 'session.login', action: 'POST /api/v2/login', options: { method: 'password' } });
+      return answer;
+    },
   }),
   defineRoute({
     method: 'post',
@@ -108,8 +123,10 @@ export const sessionRoutes: RouteSpec[] = [
     access: 'public',
     audit: false,
     response: tokenResponse,
-    handler: async ({ services, cookie, setHeader, bearer }) => {
+    handler: async (ctx) => {
+      const { services, cookie, setHeader, bearer } = ctx;
       const token = await services.auth.refresh({ refreshToken: cookie(REFRESH_COOKIE) ?? cookie(QBEE_REFRESH_COOKIE), bearer });
+      await auditIssued(ctx, token, { event: 'session.refresh', action: 'POST /api/v2/refresh-jwt', options: { with: bearer ? 'bearer' : 'refresh_cookie' } });
       setHeader('Refreshed-Token', token);
       return { token };
     },

@@ -4,6 +4,7 @@ import { DEVICE_ID_PATTERN } from '../devices/scope.js';
 import { defineRoute, type RouteSpec } from '../http/route.js';
 import { BUNDLES } from './bundles.js';
 import { MAX_INLINE_CHANGES } from './service.js';
+import { singleLine } from '../../shared/text.js';
 
 const sha = z
   .string()
@@ -173,7 +174,7 @@ export const configRoutes: RouteSpec[] = [
     body: z
       .object({
         action: z.literal('commit').optional(),
-        message: z.string().min(1).max(1000),
+        message: singleLine(z.string().min(1).max(1000)).describe('One line: no control characters nor bidirectional formatting characters'),
         changes: z.array(changeRequest).max(MAX_INLINE_CHANGES).optional(),
       })
       .strict(),

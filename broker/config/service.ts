@@ -21,6 +21,7 @@ import type { SettingsStore } from '../settings.js';
 import { maskSecrets, normalizeSource, referencedFiles, restoreSecrets, validateBundle, type BundleData } from './bundles.js';
 import { render, type EntityType, type Level, type OwnBundle, type RenderedConfig } from './render.js';
 import { ConfigStore, level, levelsOf, type ChangeRow } from './store.js';
+import { isSingleLine } from '../../shared/text.js';
 
 /** Where agents' configuration reports go (bound to the reports domain at merge). */
 export interface ReportSink {
@@ -560,6 +561,7 @@ export class ConfigService {
       );
       const out = pushable(rendered, readAttributes(attributes.get(row.node_id)).custom ?? {});
       if (states.get(row.node_id) === out.digest) continue;
+      this.logDropped(row.node_id, out.dropped);
       await this.recordState(row.node_id, out.config.commit_id, out.digest);
       if (this.deps.agents.isConnected(row.node_id) && this.push(row.node_id, out)) pushed += 1;
     }
@@ -598,8 +600,17 @@ export class ConfigService {
   async onConnected(deviceId: string): Promise<void> {
     const out = await this.deviceRendered(deviceId);
     if (!out) return;
+    this.logDropped(deviceId, out.dropped);
     await this.recordState(deviceId, out.config.commit_id, out.digest);
     this.push(deviceId, out);
+  }
+
+  private logDropped(deviceId: string, dropped: string[]): void {
+    if (dropped.length === 0) return;
+    this.deps.logger.warn(
+      { deviceId, keys: dropped.slice(0, 20) },
+      'device attributes holding a control or bidi character are not sent to the agent as parameters: correct them (PATCH /deviceattribute)',
+    );
   }
 
   /** Sends a device its configuration; one larger than the agent takes in a message is not sent (logged). */
@@ -743,8 +754,24 @@ function applyStaged(bundles: Map<string, Map<string, OwnBundle>>, staged: Chang
   }
 }
 
+/**
+ * The custom attributes an agent gets as parameters: one-line values only. The API refuses anything
+ * else when attributes are written; a row stored before that rule (or edited by hand) may still
+ * hold a newline, and such a value is left out here (its key in `dropped`, which the caller logs).
+ */
+export function parameterAttributes(custom: Record<string, string>): { attributes: Record<string, string>; dropped: string[] } {
+  const attributes: Record<string, string> = {};
+  const dropped: string[] = [];
+  for (const [key, value] of Object.entries(custom)) {
+    if (isSingleLine(key) && isSingleLine(value)) attributes[key] = value;
+    else dropped.push(key);
+  }
+  return { attributes, dropped };
+}
+
 /** What an agent gets: enabled bundles, without the broker's inheritance notes; its digest decides whether to push. */
-function pushable(rendered: RenderedConfig, attributes: Record<string, string>) {
+function pushable(rendered: RenderedConfig, custom: Record<string, string>) {
+  const { attributes, dropped } = parameterAttributes(custom);
   const bundle_data: Record<string, unknown> = {};
   const bundles: string[] = [];
   for (const name of rendered.bundles) {
@@ -757,7 +784,7 @@ function pushable(rendered: RenderedConfig, attributes: Record<string, string>) 
   const config: CommittedConfig = { commit_id: rendered.commit_id, bundles, bundle_data };
   const text = JSON.stringify({ config, attributes });
   const digest = crypto.createHash('sha256').update(text).digest('hex');
-  return { config, attributes, files: referencedFiles(bundle_data), digest, size: Buffer.byteLength(text) };
+  return { config, attributes, dropped, files: referencedFiles(bundle_data), digest, size: Buffer.byteLength(text) };
 }
 
 const SEVERITIES = new Set(['INFO', 'WARN', 'ERR', 'CRIT']);

@@ -486,6 +486,13 @@ export function migrations(dialect: Dialect): Record<string, Migration> {
           .execute();
       },
     },
+    '0019_device_code_claims': {
+      // A pending device-code sign-in belongs to the signed-in user who first enters its code: from
+      // then on only they can look it up, approve or decline it (broker/auth/device-auth.ts).
+      async up(db: Kysely<unknown>) {
+        await db.schema.alterTable('device_codes').addColumn('claimed_by', 'text').execute();
+      },
+    },
     '0013_cve': {
       // Vulnerability feed (OSV advisories an operator imports), what they affect, the matches
       // against installed packages (recomputed on import and when a device's packages change) and

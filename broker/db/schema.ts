@@ -370,6 +370,8 @@ export interface DeviceCodesTable {
   decision: string | null;
   /** the approving user */
   user_id: string | null;
+  /** the signed-in user who first entered the code: the only one who may look it up or decide it */
+  claimed_by: string | null;
 }
 
 /** An entry of the database-backed file store (FILE_STORE=db): "/"-rooted path, folders without a trailing "/". */

@@ -4,7 +4,7 @@
  * field as a string.
  */
 import type { DeviceAttributes, LegacyAttribute } from '../../shared/api-types.js';
-import { CONTROL_CHARACTERS } from '../../shared/text.js';
+import { isSingleLine } from '../../shared/text.js';
 
 export const LEGACY_FIELDS = [
   'device_name',
@@ -106,7 +106,7 @@ export function coordinateProblem(field: 'latitude' | 'longitude', value: string
 export function customKeyProblem(key: string): string | undefined {
   if (key.length === 0) return 'a custom key must not be empty';
   if (key.length > CUSTOM_KEY_MAX_LENGTH) return `custom key is longer than ${CUSTOM_KEY_MAX_LENGTH} characters`;
-  if (CONTROL_CHARACTERS.test(key)) return 'custom key contains control characters';
+  if (!isSingleLine(key)) return 'custom key contains control characters or bidirectional formatting characters';
   if (RESERVED_KEYS.has(key)) return `"${key}" is reserved; choose another custom key`;
   return undefined;
 }

@@ -5,7 +5,7 @@ import { NODE_ID_PATTERN, TAG_PATTERN } from '../../shared/resources.js';
 import { pagingQuery } from '../http/paging.js';
 import { coordinateProblem, CUSTOM_VALUE_MAX_LENGTH, customKeyProblem, LEGACY_FIELDS, LEGACY_MAX_LENGTH, legacyNameProblem } from './attributes.js';
 import { DEVICE_ID_PATTERN } from './scope.js';
-import { multiLine, singleLine } from '../../shared/text.js';
+import { isSingleLine, multiLine, singleLine } from '../../shared/text.js';
 
 export const MAX_TAGS_PER_NODE = 50;
 export const MAX_CHANGES_PER_REQUEST = 1000;
@@ -46,8 +46,19 @@ function coordinate(field: 'latitude' | 'longitude') {
     .describe(`Decimal degrees from -${limit} to ${limit}, as a string (a JSON number is accepted too); "" clears it.`);
 }
 
+/**
+ * Custom values are what `$(key)` and `{{ key }}` put into the configuration's templates and commands
+ * on the device (anyone with device:manage writes them): one line of text, so that no value can add a
+ * line to a sudoers file or a script.
+ */
+export const CUSTOM_VALUE_MESSAGE =
+  'must be one line of text: no newline, tab or other control characters, nor bidirectional formatting characters (custom values reach configuration templates and commands)';
+
 const customRecord = z
-  .record(z.string(), multiLine(z.string().max(CUSTOM_VALUE_MAX_LENGTH, `a custom value holds at most ${CUSTOM_VALUE_MAX_LENGTH} characters`)))
+  .record(
+    z.string(),
+    z.string().max(CUSTOM_VALUE_MAX_LENGTH, `a custom value holds at most ${CUSTOM_VALUE_MAX_LENGTH} characters`).refine(isSingleLine, CUSTOM_VALUE_MESSAGE),
+  )
   .superRefine((record, ctx) => {
     for (const key of Object.keys(record)) {
       const problem = customKeyProblem(key) ?? (record[key] === '' ? undefined : legacyNameProblem(key));
@@ -55,7 +66,7 @@ const customRecord = z
     }
   })
   .describe(
-    'Custom attributes to set: key (1-64 characters, no control characters; not __proto__, constructor or prototype, nor the name of a legacy field such as `latitude`) to value (at most 4096; tab and newline are the only control characters allowed); "" removes the key. Keys not named stay as they are.',
+    'Custom attributes to set: key (1-64 characters, no control characters; not __proto__, constructor or prototype, nor the name of a legacy field such as `latitude`) to value (one line of text, at most 4096 characters: no control characters, tab and newline included, nor bidirectional formatting characters); "" removes the key. Keys not named stay as they are.',
   );
 
 // The record parser drops an own `__proto__` key without a word, so it is looked for in the body as sent.

@@ -185,8 +185,9 @@ export class EnrolService {
 
   /**
    * Registers an agent's public key with a bootstrap key. Idempotent for the same key: a device
-   * that enrolled before gets its current state. An auto-accept key approves at once, but only the
-   * key the device first enrolled with: it alone decides group and approval.
+   * that enrolled before gets its current state. An auto-accept key approves at once, on the
+   * enrolment that creates the device only: a device pending under a manual key stays pending when
+   * that key is later switched to auto-accept, or another key is presented.
    */
   async enrol(
     input: { bootstrap_key: string; public_key: string; hostname: string },
@@ -229,7 +230,7 @@ export class EnrolService {
       );
     }
     const now = new Date().toISOString();
-    await this.store.insertDevice(this.store.db, {
+    const created = await this.store.insertDevice(this.store.db, {
       device_id: deviceId,
       public_key: publicKeyPem(publicKey),
       state: 'pending',
@@ -245,9 +246,10 @@ export class EnrolService {
     const device = (await this.store.device(this.store.db, deviceId)) as DevicesTable;
     if (device.state === 'pending') {
       await this.store.touchDevice(this.store.db, deviceId, { hostname: input.hostname, last_ip: ip, last_seen: now });
-      // The key of the first enrolment decides: presenting another (auto-accept) key later must not
-      // approve a device that waits for an operator under a manual key.
-      if (device.bootstrap_key === keyRow.key_id && keyRow.auto_accept === 1) {
+      // Auto-accept approves on the enrolment that creates the device only. A device already waiting
+      // for an operator stays pending: presenting another (auto-accept) key must not approve it, nor
+      // must switching its own manual key to auto-accept (the hosts that waited were never accepted).
+      if (created && keyRow.auto_accept === 1) {
         await this.approve(deviceId);
         return { device_id: deviceId, state: 'approved' };
       }

@@ -75,12 +75,15 @@ export class EnrolStore {
   }
 
   /** Inserts a device unless one with this id exists (a parallel enrolment of the same key). */
-  async insertDevice(db: Db, row: DevicesTable): Promise<void> {
-    await db
+  /** Inserts a new device; false when one with this id was there already (nothing changed). */
+  async insertDevice(db: Db, row: DevicesTable): Promise<boolean> {
+    const inserted = await db
       .insertInto('devices')
       .values(row)
       .onConflict((oc) => oc.column('device_id').doNothing())
-      .execute();
+      .returning('device_id')
+      .executeTakeFirst();
+    return inserted !== undefined;
   }
 
   async touchDevice(db: Db, deviceId: string, patch: Partial<Pick<DevicesTable, 'hostname' | 'last_ip' | 'last_seen' | 'agent_version'>>): Promise<void> {

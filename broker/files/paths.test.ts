@@ -36,6 +36,8 @@ describe('store paths', () => {
     ['NUL', '/a\u0000b'],
     ['newline', '/a\nb'],
     ['C1 control', '/a\u0085b'],
+    ['right-to-left override', '/evil\u202egnp.exe'],
+    ['bidi isolate', '/a\u2066b\u2069'],
     ['fullwidth dots', '/\uff0e\uff0e/etc'],
     ['two-dot leader', '/\u2025/etc'],
     ['fullwidth slash', '/a\uff0fb'],

@@ -1,5 +1,5 @@
 import { badRequest, type ApiError } from '../http/errors.js';
-import { CONTROL_CHARACTERS } from '../../shared/text.js';
+import { BIDI_CHARACTERS, CONTROL_CHARACTERS } from '../../shared/text.js';
 
 /**
  * The grammar of file-store paths. Every path the API accepts is a "/"-rooted virtual path
@@ -40,6 +40,7 @@ const CONTROL = CONTROL_CHARACTERS;
 export function parseName(input: unknown, field = 'name'): string {
   if (typeof input !== 'string') throw invalid(field, 'a name is required.');
   if (CONTROL.test(input)) throw invalid(field, 'control characters (including NUL) are not allowed in names.');
+  if (BIDI_CHARACTERS.test(input)) throw invalid(field, 'bidirectional formatting characters (U+202E and the like) are not allowed in names.');
   if (input.includes('\\')) throw invalid(field, 'backslashes are not allowed in names.');
   if (input.includes('/')) throw invalid(field, 'a name cannot contain "/".');
   const name = input.normalize('NFC');
@@ -60,6 +61,7 @@ export function parseStorePath(input: unknown, field = 'path'): StorePath {
   if (typeof input !== 'string' || input === '') throw invalid(field, 'a path is required.');
   if (Buffer.byteLength(input, 'utf8') > MAX_PATH_BYTES) throw invalid(field, `a path may be at most ${MAX_PATH_BYTES} bytes long.`);
   if (CONTROL.test(input)) throw invalid(field, 'control characters (including NUL) are not allowed in paths.');
+  if (BIDI_CHARACTERS.test(input)) throw invalid(field, 'bidirectional formatting characters (U+202E and the like) are not allowed in paths.');
   if (input.includes('\\')) throw invalid(field, 'backslashes are not allowed in paths; separate folders with "/".');
   if (!input.startsWith('/')) throw invalid(field, 'a path starts with "/" (the top of the file store), e.g. "/configs/app.conf".');
   const segments = input

@@ -102,16 +102,40 @@ export class QbeeTransport {
     if (req.headers.upgrade?.toLowerCase() !== 'websocket' || !protocols.includes(QBEE_PROTOCOL)) {
       return httpRefusal(socket, 426, 'upgrade_required', `Upgrade with Sec-WebSocket-Protocol: ${QBEE_PROTOCOL}.`);
     }
-    const deviceId = decodeURIComponent(url.pathname.slice(QBEE_DEVICE_PATH_PREFIX.length)).replace(/\/$/, '');
-    if (!DEVICE_ID.test(deviceId)) return httpRefusal(socket, 404, 'not_found', 'No device at this path: /device/<device id>.');
+    let deviceId: string;
+    try {
+      deviceId = decodeURIComponent(url.pathname.slice(QBEE_DEVICE_PATH_PREFIX.length)).replace(/\/$/, '');
+    } catch {
+      deviceId = url.pathname.slice(QBEE_DEVICE_PATH_PREFIX.length);
+    }
+    const ip = this.deps.sessions.clientIp(req);
+    // A refused upgrade is an attempt too, audited as denied like the broker's own endpoints' (never the token).
+    const refuse = async (status: number, error: string, message: string, user?: Caller['principal']) => {
+      await this.deps.audit
+        .recordRemoteStart({
+          event: 'remote.qbee',
+          user: user?.user,
+          deviceId,
+          action: 'connect',
+          options: {},
+          allowed: false,
+          reason: `${error}: ${message}`,
+          ip,
+          source: 'qbee',
+          sessionId: user?.sessionId,
+        })
+        .catch((err: unknown) => this.log.error({ err }, 'refused qbee upgrade not audited'));
+      httpRefusal(socket, status, error, message);
+    };
+    if (!DEVICE_ID.test(deviceId)) return refuse(404, 'not_found', 'No device at this path: /device/<device id>.');
     const token = tokenOf(req);
-    if (!token) return httpRefusal(socket, 401, 'unauthorized', 'Sign in first: send your token as the Authorization header.');
+    if (!token) return refuse(401, 'unauthorized', 'Sign in first: send your token as the Authorization header.');
     let caller: Caller;
     try {
       const principal = await this.deps.auth.authenticate(token);
-      caller = { principal, token, source: 'qbee', ip: this.deps.sessions.clientIp(req) };
+      caller = { principal, token, source: 'qbee', ip };
     } catch (err) {
-      if (err instanceof ApiError) return httpRefusal(socket, 401, err.error, err.message);
+      if (err instanceof ApiError) return refuse(401, err.error, err.message);
       this.log.error({ err }, 'qbee upgrade failed');
       return void socket.destroy();
     }
@@ -119,11 +143,11 @@ export class QbeeTransport {
     const userId = caller.principal.user.id;
     const held = this.perUser.get(userId) ?? 0;
     if (held >= QBEE_MAX_CONNECTIONS_PER_USER) {
-      return httpRefusal(
-        socket,
+      return refuse(
         429,
         'too_many_connections',
         `At most ${QBEE_MAX_CONNECTIONS_PER_USER} remote-access connections per user at once; close one first.`,
+        caller.principal,
       );
     }
     this.perUser.set(userId, held + 1);

@@ -121,12 +121,13 @@ export const remoteRoutes: RouteSpec[] = [
     tag: 'remote',
     summary: "A console session's recording (asciicast v2)",
     description:
-      'The recording of a console session, named by its session id (the `recording` option of its `remote.console.start` audit entry; also the `id` of GET /remote/sessions). `application/x-asciicast`: a JSON header line `{version:2,width,height,timestamp,title}`, then one JSON array a line: `[seconds, "o", text]` for terminal output, `[seconds, "r", "COLSxROWS"]` for a resize, `[seconds, "m", "gap: n bytes not recorded"]` where output came faster than the disk took it. Keystrokes are not recorded. Written while the session runs; kept RECORDING_RETENTION_DAYS days. 404 when there is none.',
-    access: 'audit:read',
+      'The recording of a console session, named by its session id (the `recording` option of its `remote.console.start` audit entry; also the `id` of GET /remote/sessions). `application/x-asciicast`: a JSON header line `{version:2,width,height,timestamp,title}`, then one JSON array a line: `[seconds, "o", text]` for terminal output, `[seconds, "r", "COLSxROWS"]` for a resize, `[seconds, "m", "gap: n bytes not recorded"]` where output came faster than the disk took it. Keystrokes are not recorded. Written while the session runs; kept RECORDING_RETENTION_DAYS days. 404 when there is none. ' +
+      "Served to the console's owner and to whoever holds `remote-access:manage` on its device (403 otherwise, audit:read is not enough); every read, and every refused one, is an audit entry `recording.read`.",
+    access: 'authenticated',
     transaction: false,
     params: z.object({ session_id: z.string().min(1).max(64) }),
-    handler: async ({ params, services }) => {
-      const cast = await services.remote.recording(params.session_id);
+    handler: async ({ params, principal, services, ip }) => {
+      const cast = await services.remote.recording(principal, params.session_id, ip);
       return Reply.raw(async (res) => {
         res.status(200);
         res.setHeader('Content-Type', 'application/x-asciicast');

@@ -5,8 +5,9 @@ import { parseResource } from '../../shared/resources.js';
 import { refusalOf, type AccessService } from '../access/access.js';
 import type { Principal } from '../access/principal.js';
 import { presetApplies } from '../access/remote.js';
+import type { AuditService } from '../audit/service.js';
 import type { Db } from '../db/database.js';
-import { ApiError, badRequest, notFound } from '../http/errors.js';
+import { ApiError, badRequest, forbidden, notFound } from '../http/errors.js';
 import { recordingPath, removeOldRecordings } from './recordings.js';
 import { PortmapStore, type Portmap, type PortmapInput } from './portmaps.js';
 import { RemoteSessions, type LiveSessionView, type RemoteSessionsDeps, type RemoteSource } from './sessions.js';
@@ -57,6 +58,7 @@ export interface RemoteServiceDeps extends RemoteSessionsDeps {
     | 'require'
     | 'consoleRecording'
   >;
+  audit: Pick<AuditService, 'recordRemoteStart' | 'recordRemoteEnd' | 'recordRemoteJoin' | 'recordChange'>;
 }
 
 /**
@@ -95,8 +97,14 @@ export class RemoteService {
     return removed;
   }
 
-  /** A console recording (asciicast v2) by its session id; 404 when there is none. */
-  async recording(sessionId: string): Promise<{ stream: fs.ReadStream; size: number }> {
+  /**
+   * A console's recording (asciicast v2) by its session id, 404 when there is none; for its owner or whoever may manage remote access on its device
+   * (`remote-access:manage` there, as for the live session): the console's start entry, whose
+   * `recording` option names it, says whose and where. A recording whose start entry is gone
+   * (audit retention) is served to a `*` grant of remote-access:manage only. Every read, and every
+   * refused one, is an audit entry (`recording.read`); a read that cannot be audited is refused.
+   */
+  async recording(principal: Principal, sessionId: string, ip: string): Promise<{ stream: fs.ReadStream; size: number }> {
     const file = recordingPath(this.deps.config.dataDir, sessionId);
     const missing = notFound(`Recording of session ${sessionId}`);
     if (!file) throw missing;
@@ -106,8 +114,42 @@ export class RemoteService {
     } catch {
       throw missing;
     }
-    const { size } = await handle.stat();
-    return { stream: handle.createReadStream(), size };
+    try {
+      // The session id is a UUID (recordingPath checked it): nothing in it is a LIKE wildcard.
+      const start = await this.deps.db
+        .selectFrom('audit')
+        .select(['user_id', 'device_id'])
+        .where('event', '=', 'remote.console.start')
+        .where('options', 'like', `%"recording":"${sessionId}"%`)
+        .orderBy('id')
+        .limit(1)
+        .executeTakeFirst();
+      const owner = start?.user_id ?? '';
+      const deviceId = start?.device_id ?? '';
+      const allowed = owner === principal.user.id || (await this.deps.access.maySeeRemoteSession(principal, { userId: owner, deviceId }));
+      const entry = {
+        event: 'recording.read',
+        user: principal.user,
+        action: 'GET /api/v2/remote/recordings/{session_id}',
+        ...(deviceId ? { deviceId } : {}),
+        options: { session_id: sessionId, owner: owner || null },
+        ip,
+        sessionId: principal.sessionId,
+      };
+      if (!allowed) {
+        const reason = "a console's recording is for its owner and for remote-access:manage on its device";
+        await this.deps.audit.recordChange({ ...entry, result: 'denied', reason: `forbidden: ${reason}` }).catch((err) => {
+          this.deps.logger.error({ err }, 'refused recording read not audited');
+        });
+        throw forbidden(`Not allowed: ${reason}.`, { permission: 'remote-access:manage', ...(deviceId ? { device_id: deviceId } : {}) });
+      }
+      await this.deps.audit.recordChange(entry);
+      const { size } = await handle.stat();
+      return { stream: handle.createReadStream(), size };
+    } catch (err) {
+      await handle.close();
+      throw err;
+    }
   }
 
   /**

@@ -627,8 +627,8 @@ export class RemoteSessions {
     const sessionId = crypto.randomUUID();
     let recorder: ConsoleRecorder | undefined;
     let recordingFailure: string | undefined;
-    if (kind === 'console' && decision.allowed && decision.device) {
-      const mode = this.deps.access.consoleRecording(principal, decision.device);
+    if (kind === 'console' && request.action === 'console' && decision.allowed && decision.device) {
+      const mode = this.deps.access.consoleRecording(principal, decision.device, request);
       if (mode !== 'off') {
         const size = params as { cols: number; rows: number };
         try {

@@ -11,12 +11,13 @@ const userId = z.string().min(1).max(128).describe('The user id (user_id of the 
 const params = z.object({ user_id: userId });
 const fname = singleLine(z.string().trim().min(1).max(100)).describe('First name.');
 const lname = singleLine(z.string().trim().max(100)).describe('Last name (may be empty).');
-const email = z
-  .string()
-  .trim()
-  .max(254)
-  .regex(/^[^\s@]+@[^\s@]+$/, 'is not an email address')
-  .describe('Sign-in identity; stored lower-case and unique.');
+const email = singleLine(
+  z
+    .string()
+    .trim()
+    .max(254)
+    .regex(/^[^\s@]+@[^\s@]+$/, 'is not an email address'),
+).describe('Sign-in identity; stored lower-case and unique.');
 const roles = z.array(z.string().min(1).max(128)).min(1, 'give at least one role').max(50).describe('Role ids (GET /roleslist); at least one.');
 const password = z
   .string()

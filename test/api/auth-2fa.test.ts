@@ -65,6 +65,12 @@ describe('second factor by email', () => {
     expect(verified.body.token).toMatch(/^ey/);
     expect(setCookie(verified, REFRESH_COOKIE)).toBeDefined();
     expect((await t.api('GET', '/api/v2/profile', { token: verified.body.token })).body.email).toBe(u.email);
+    // The sign-in is an audit entry of the user (the password step alone is not one), without the code or the token.
+    const audit = await t.api('GET', `/api/v2/commitlist?user_id=${u.id}&event=session.login`, { token: t.adminToken });
+    expect(audit.body.items.map((e: { options: { method: string } }) => e.options.method)).toEqual(['password+second_factor']);
+    expect(audit.body.items[0]).toMatchObject({ result: 'ok', action: 'POST /api/v2/challenge-verify', user_email: u.email });
+    expect(JSON.stringify(audit.body)).not.toContain(verified.body.token);
+    expect(JSON.stringify(audit.body)).not.toContain(`"${code}"`);
   });
 
   it('serves challenge-verify at the root path as well', async () => {

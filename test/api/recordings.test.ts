@@ -1,3 +1,4 @@
+import crypto from 'node:crypto';
 import fs from 'node:fs';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -86,16 +87,67 @@ describe('console recordings', () => {
     const [entry] = await startEntries();
     expect(entry.options).toMatchObject({ recording: live.id });
 
-    // The recording is served to audit:read holders only.
-    const reader = await t.tokenWith([{ permission: 'audit:read' }]);
-    const served = await t.api('GET', `/api/v2/remote/recordings/${live.id}`, { token: reader });
+    // audit:read alone does not read a root console's output: 403, and the attempt is an entry.
+    const reader = await t.userWith([{ permission: 'audit:read' }]);
+    const refused = await t.api('GET', `/api/v2/remote/recordings/${live.id}`, { token: reader.token });
+    expect(refused.status).toBe(403);
+    expect(refused.body).toMatchObject({ code: 403, error: 'forbidden' });
+    expect(JSON.stringify(refused.body)).not.toContain('hidden-42');
+    const reads = async () =>
+      ((await t.api('GET', `/api/v2/commitlist?event=recording.read&items_per_page=100`, { token: t.adminToken })).body.items as any[]).filter(
+        (e) => e.options.session_id === live.id,
+      );
+    expect((await reads()).find((e) => e.user_id === reader.id)).toMatchObject({ result: 'denied', device_id: device });
+    // Nor does remote-access:manage on other devices.
+    const elsewhere = await t.tokenWith([{ permission: 'remote-access:manage', resources: ['tag:other'] }]);
+    expect((await t.api('GET', `/api/v2/remote/recordings/${live.id}`, { token: elsewhere })).status).toBe(403);
+
+    // The console's owner reads it, and the read is an entry.
+    const served = await t.api('GET', `/api/v2/remote/recordings/${live.id}`, { token });
     expect(served.status).toBe(200);
     expect(served.headers.get('content-type')).toContain('application/x-asciicast');
     expect(JSON.stringify(served.body)).toContain('hidden-42');
-    const refused = await t.api('GET', `/api/v2/remote/recordings/${live.id}`, { token: token });
-    expect(refused.status).toBe(403);
-    expect((await t.api('GET', `/api/v2/remote/recordings/00000000-0000-4000-8000-000000000000`, { token: reader })).status).toBe(404);
-    expect((await t.api('GET', `/api/v2/remote/recordings/..%2Ffleet.sqlite`, { token: reader })).status).toBe(404);
+    // So does a manager of remote access on the device.
+    const manager = await t.userWith([{ permission: 'remote-access:manage', resources: ['tag:rec'] }]);
+    expect((await t.api('GET', `/api/v2/remote/recordings/${live.id}`, { token: manager.token })).status).toBe(200);
+    const ok = (await reads()).filter((e) => e.result === 'ok');
+    expect(ok.map((e) => e.user_id)).toContain(manager.id);
+    expect(ok.find((e) => e.user_id === manager.id)).toMatchObject({ device_id: device, action: 'GET /api/v2/remote/recordings/{session_id}' });
+    expect(ok).toHaveLength(2);
+    expect((await t.api('GET', `/api/v2/remote/recordings/00000000-0000-4000-8000-000000000000`, { token: manager.token })).status).toBe(404);
+    expect((await t.api('GET', `/api/v2/remote/recordings/..%2Ffleet.sqlite`, { token: manager.token })).status).toBe(404);
+  });
+
+  it('records a root console when a role requiring recording grants it as root, whatever a wider role with recording off says', async () => {
+    const user = await t.userWith([{ permission: 'remote-access:connect', resources: ['tag:rec/console'] }]);
+    const db = t.broker.services.store.db;
+    await db.updateTable('roles').set({ recording: 'off' }).where('id', '=', user.roleId).execute();
+    const rootRole = crypto.randomUUID();
+    const now = new Date().toISOString();
+    await db
+      .insertInto('roles')
+      .values({
+        id: rootRole,
+        name: `root-${rootRole}`,
+        description: '',
+        policies: JSON.stringify([{ permission: 'remote-access:connect', resources: ['tag:rec/console(user=root)'] }]),
+        recording: 'required',
+        builtin: 0,
+        created_at: now,
+        created_by: null,
+        updated_at: now,
+        updated_by: null,
+      })
+      .execute();
+    await db.insertInto('user_roles').values({ user_id: user.id, role_id: rootRole }).execute();
+    const s = connectRemote(t.url, 'console', { device_id: device, user: 'root' }, user.token);
+    await s.ready;
+    s.ws.send(Buffer.from('exit\n'));
+    await s.closed;
+    const [entry] = await startEntries();
+    expect(entry).toMatchObject({ user_id: user.id, result: 'allowed' });
+    expect(entry.options).toMatchObject({ user: 'root', recording: expect.any(String) });
+    expect(fs.existsSync(path.join(recordings(), `${entry.options.recording}.cast`))).toBe(true);
   });
 
   it('does not record when every role granting the console turns recording off', async () => {

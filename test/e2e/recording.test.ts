@@ -66,7 +66,7 @@ describe('recorded consoles', () => {
     const raw = await fleet(['play', '--no-wait', '--raw', sessionId], t.adminToken);
     expect(raw.stdout).toContain('\x1b[1mplayed-42\x1b[0m');
 
-    // Replaying needs audit:read.
+    // Replaying is for the console's owner and remote-access:manage on its device.
     const without = await fleet(['play', '--no-wait', sessionId], await t.tokenWith([{ permission: 'device:read' }]));
     expect(without.code).toBe(1);
     expect(without.stdout).toBe('');

@@ -220,7 +220,7 @@ export function App() {
   const watchParams = match('/watch/:id', path);
   if (watchParams) return <LazyWatch sessionId={watchParams.id} />;
   const playerParams = match('/recordings/:id', path);
-  if (playerParams) return allowed('audit') ? <LazyPlayer sessionId={playerParams.id} /> : <AccessDenied />;
+  if (playerParams) return allowed('recordings') ? <LazyPlayer sessionId={playerParams.id} /> : <AccessDenied />;
 
   for (const screen of SCREENS) {
     const params = match(screen.pattern, path);

@@ -44,6 +44,11 @@ export const AREAS = {
   /** "Configure, User and Ports popups": a device's users and listening ports offered (GET /inventoryreport/{id}). */
   configureInventoryPopups: ['inventory:read'],
   audit: ['audit:read'],
+  /**
+   * A console's recording (GET /remote/recordings/{id}): its owner (who held remote-access:connect)
+   * or a manager of remote access on its device — either permission (ANY_OF); the broker decides per recording.
+   */
+  recordings: ['remote-access:connect', 'remote-access:manage'],
   /** "Audit, Show reports": a configuration commit's reports, in Logs (GET /reportlist?commit_id=). */
   auditReports: ['reports:read'],
   analysis: ['analysis:read', 'device:read'],
@@ -75,4 +80,4 @@ export function allowed(area: Area): boolean {
 }
 
 /** Areas open to holders of any one of their permissions, rather than all of them. */
-const ANY_OF = new Set<Area>(['remoteSessions']);
+const ANY_OF = new Set<Area>(['remoteSessions', 'recordings']);

@@ -207,7 +207,13 @@ export const BUNDLE_FORMS: Record<string, { help: string; fields: FieldSpec[] }>
         label: 'Processes',
         itemLabel: 'process',
         fields: [
-          { kind: 'text', key: 'name', label: 'Name', required: true, help: 'Matched against the command lines of the running processes.' },
+          {
+            kind: 'text',
+            key: 'name',
+            label: 'Name',
+            required: true,
+            help: 'The process name, executable or argv[0] (file name or path), as pidof shows it; arguments do not count.',
+          },
           { kind: 'select', key: 'policy', label: 'Policy', options: ['Present', 'Absent'] },
           { kind: 'text', key: 'command', label: 'Command', required: true, help: 'Starts (in the background) or stops it.' },
         ],

@@ -160,3 +160,59 @@ describe('password', () => {
     expect(() => passwordBundle.parse({ users: [{ username: 'bob', passwordhash: 'x:0:evil' }] })).toThrow('must be a crypt hash');
   });
 });
+
+describe('user names from parameters', () => {
+  /** Values someone able to set a device attribute or parameter would try. */
+  const HOSTILE = ['../root', 'bob/../root', '/root', 'bob\nroot', 'bob:x:0:0', 'b ob'];
+
+  it('users, sshkeys and password refuse a name that is not a portable user name, and change nothing', async () => {
+    etc();
+    const before = { passwd: fs.readFileSync(t.at('/etc/passwd'), 'utf8'), shadow: fs.readFileSync(t.at('/etc/shadow'), 'utf8') };
+    for (const value of HOSTILE) {
+      t.ctx.parameters = { who: value };
+      const control = /[\n]/.test(value);
+      const runs = [
+        () => usersBundle.apply(usersBundle.parse({ items: [{ username: '$(who)', action: 'add' }] }), t.ctx),
+        () => sshKeysBundle.apply(sshKeysBundle.parse({ users: [{ username: '$(who)', userkeys: ['ssh-ed25519 AAAA test'] }] }), t.ctx),
+        () => passwordBundle.apply(passwordBundle.parse({ users: [{ username: '$(who)', passwordhash: '$6$salt$hash' }] }), t.ctx),
+      ];
+      if (control) {
+        // a control character is refused where the value is resolved: the item fails, naming the key
+        for (const run of runs) await run();
+        const why = 'parameter $(who) holds a control character (a newline, NUL, …): not used here.';
+        expect(t.take().map((r) => `${r.sev} ${r.text}`)).toEqual([
+          `ERR User not added: ${why}`,
+          `ERR authorized_keys not written: ${why}`,
+          `ERR Password not set: ${why}`,
+        ]);
+      } else {
+        for (const run of runs) await run();
+        const texts = t.take().map((r) => `${r.sev} ${r.text}`);
+        expect(texts, JSON.stringify(value)).toEqual([
+          `ERR "${value}" is not a valid user name: not added.`,
+          `ERR "${value}" is not a valid user name: authorized_keys not written.`,
+          `ERR "${value}" is not a valid user name: password not set.`,
+        ]);
+      }
+      expect(fs.readFileSync(t.at('/etc/passwd'), 'utf8')).toBe(before.passwd);
+      expect(fs.readFileSync(t.at('/etc/shadow'), 'utf8')).toBe(before.shadow);
+      expect(fs.existsSync(t.at('/root/.ssh'))).toBe(false);
+    }
+    // an unknown key fails that item only, naming the key; the next one is applied
+    t.ctx.parameters = {};
+    await applyBundle(
+      sshKeysBundle,
+      {
+        users: [
+          { username: '$(owner)', userkeys: ['ssh-ed25519 AAAA a'] },
+          { username: 'bob', userkeys: ['ssh-ed25519 AAAA b'] },
+        ],
+      },
+      t.ctx,
+    );
+    expect(t.take().map((r) => `${r.sev} ${r.text}`)).toEqual([
+      'ERR authorized_keys not written: unknown parameter $(owner): no parameter, secret or device attribute has this key.',
+      'INFO Writing authorized_keys for user bob (1 key(s)).',
+    ]);
+  });
+});

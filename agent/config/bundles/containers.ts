@@ -12,7 +12,8 @@ import { mkdir, readFile, rm, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { z } from 'zod';
 import type { Bundle, BundleContext } from '../bundle.js';
-import { outputTail, parseBundleData, preConditionHolds, resolveParameters, splitWords, underRoot } from './software-support.js';
+import { ParameterError } from '../template.js';
+import { outputTail, parseBundleData, preConditionHolds, resolveParameters, resolveTemplateValue, splitWords, underRoot } from './software-support.js';
 
 export type ContainerRuntime = 'docker' | 'podman';
 
@@ -90,7 +91,7 @@ export function createContainersBundle(runtime: ContainerRuntime): Bundle<Contai
   async function login(ctx: BundleContext, auth: z.infer<typeof registryAuth>): Promise<boolean> {
     const server = resolveParameters(auth.server, ctx.parameters).trim() || DOCKER_HUB;
     const username = resolveParameters(auth.username, ctx.parameters);
-    const password = resolveParameters(auth.password, ctx.parameters);
+    const password = resolveTemplateValue(auth.password, ctx.parameters);
     const wanted = Buffer.from(`${username}:${password}`).toString('base64');
     try {
       const config = JSON.parse(await readFile(underRoot(ctx, AUTH_FILE[runtime]), 'utf8')) as { auths?: Record<string, { auth?: string }> };
@@ -136,9 +137,12 @@ export function createContainersBundle(runtime: ContainerRuntime): Bundle<Contai
     let extraArgs: string[];
     let commandWords: string[];
     try {
-      extraArgs = splitWords(argsText);
-      commandWords = splitWords(commandText);
+      // split as written, then resolved word by word: a value stays inside the word it stands in
+      // (a value with spaces or quotes never adds an argument such as --privileged)
+      extraArgs = splitWords(spec.docker_args.trim()).map(p);
+      commandWords = splitWords(spec.command.trim()).map(p);
     } catch (err) {
+      if (err instanceof ParameterError) throw err;
       ctx.report('ERR', `Invalid docker_args or command for container ${name}: ${(err as Error).message}`);
       return false;
     }
@@ -244,7 +248,7 @@ export function createContainersBundle(runtime: ContainerRuntime): Bundle<Contai
         ctx.report('ERR', `${Runtime} container configuration configured, but no ${runtime} executable found on system. Nothing applied.`);
         return;
       }
-      const secrets = data.registry_auths.map((a) => resolveParameters(a.password, ctx.parameters)).filter(Boolean);
+      const secrets = data.registry_auths.map((a) => resolveTemplateValue(a.password, ctx.parameters)).filter(Boolean);
       for (const auth of data.registry_auths) {
         if (!(await login(ctx, auth))) return;
       }

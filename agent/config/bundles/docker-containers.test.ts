@@ -101,6 +101,14 @@ describe('docker_containers (fake docker: no daemon here)', () => {
     expect(await readFile(envPath, 'utf8')).toBe('A=2\n');
   });
 
+  it('keeps a value inside the word it stands in: a value with spaces and quotes adds no argument', async () => {
+    t.ctx.parameters = { location: 'berlin --privileged -v /:/host' };
+    await apply({ items: [{ name: 'loc', image: 'nginx:1.27', docker_args: '-e LOCATION=$(location)', command: 'echo "at $(location)"' }] });
+    const run = (await fake.log()).find((argv) => argv[0] === 'run')!;
+    expect(run.slice(6)).toEqual(['--name', 'loc', '-e', 'LOCATION=berlin --privileged -v /:/host', 'nginx:1.27', 'echo', 'at berlin --privileged -v /:/host']);
+    expect(run).not.toContain('--privileged');
+  });
+
   it('logs in to registries with the password on stdin, never in a command or report, once', async () => {
     const auth = { server: 'registry.example.com', username: 'robot', password: 'S3cret-pw' };
     await apply({ registry_auths: [auth], items: [web] });

@@ -60,7 +60,7 @@ describe('file_distribution', () => {
 
   it('with the digest in the configuration, a second run does not fetch again', async () => {
     t = testContext({ files: { '/templates/app.conf': TEMPLATE, '/bin/tool.bin': 'bin' } });
-    t.ctx.parameters = { marker: path.join(t.dir, 'after.log') };
+    t.ctx.parameters = { site: 'oslo', marker: path.join(t.dir, 'after.log') };
     const cfg = config({}, { digest: sha256(TEMPLATE) });
     (cfg.files[0].templates[1] as Record<string, unknown>).digest = sha256('bin');
     await applyBundle(bundle, cfg, t.ctx);
@@ -82,7 +82,7 @@ describe('file_distribution', () => {
   });
 
   it('reports a failing after-command with its exit code and output', async () => {
-    t = testContext({ files: { '/templates/app.conf': TEMPLATE, '/bin/tool.bin': 'bin' } });
+    t = testContext({ files: { '/templates/app.conf': TEMPLATE, '/bin/tool.bin': 'bin' }, parameters: { site: 'oslo' } });
     await applyBundle(bundle, config({ command: 'echo "disk full" >&2; exit 3' }), t.ctx);
     const failed = t.take().find((r) => r.sev === 'ERR');
     expect(failed?.text).toBe('[app] After command failed: exit code 3');
@@ -90,7 +90,7 @@ describe('file_distribution', () => {
   });
 
   it('skips a file set whose pre-condition fails, and applies it once the condition holds', async () => {
-    t = testContext({ files: { '/templates/app.conf': TEMPLATE, '/bin/tool.bin': 'bin' } });
+    t = testContext({ files: { '/templates/app.conf': TEMPLATE, '/bin/tool.bin': 'bin' }, parameters: { site: 'oslo' } });
     const flagFile = path.join(t.dir, 'ready');
     const cfg = config({ command: '', pre_condition: `test -e "${flagFile}"` });
     await applyBundle(bundle, cfg, t.ctx);
@@ -102,7 +102,7 @@ describe('file_distribution', () => {
   });
 
   it('reports files it cannot get or place, and still places the others', async () => {
-    t = testContext({ files: { '/bin/tool.bin': 'bin' } });
+    t = testContext({ files: { '/bin/tool.bin': 'bin' }, parameters: { site: 'oslo' } });
     await applyBundle(bundle, config({ command: '' }), t.ctx);
     const reports = t.take();
     expect(reports[0]).toMatchObject({
@@ -114,7 +114,7 @@ describe('file_distribution', () => {
   });
 
   it('refuses relative destinations and symlinked ones, and a digest the file store does not match', async () => {
-    t = testContext({ files: { '/templates/app.conf': TEMPLATE, '/bin/tool.bin': 'bin' } });
+    t = testContext({ files: { '/templates/app.conf': TEMPLATE, '/bin/tool.bin': 'bin' }, parameters: { site: 'oslo' } });
     fs.mkdirSync(t.at('/opt/tool'), { recursive: true });
     fs.symlinkSync(path.join(t.dir, 'elsewhere'), t.at('/opt/tool/tool.bin'));
     const cfg = config({ command: '' }, { destination: 'etc/app.conf' });
@@ -136,5 +136,23 @@ describe('file_distribution', () => {
     await applyBundle(bundle, config(), t.ctx);
     expect(t.take()).toEqual([{ sev: 'ERR', text: 'sh is not installed on this device: file distribution (its commands need a shell) not applied.' }]);
     expect(fs.existsSync(t.at('/etc/app/app.conf'))).toBe(false);
+  });
+
+  it('a value cannot lead a destination elsewhere, and an unknown $(key) fails the set, naming it', async () => {
+    t = testContext({ files: { '/templates/app.conf': TEMPLATE, '/bin/tool.bin': 'bin' }, parameters: { site: 'oslo', app: '../../sudoers.d/x' } });
+    await applyBundle(bundle, config({ command: '' }, { destination: '/etc/app/$(app).conf' }), t.ctx);
+    expect(t.take().map((r) => `${r.sev} ${r.text}`)).toEqual([
+      'ERR [app] Unable to render template file /templates/app.conf to /etc/app/$(app).conf: parameter $(app) holds a ".." path segment: not used in a path',
+      'INFO [app] Successfully downloaded file /bin/tool.bin to /opt/tool/tool.bin',
+    ]);
+    expect(fs.existsSync(t.at('/etc/sudoers.d'))).toBe(false);
+
+    t.ctx.parameters = { site: 'oslo' };
+    const marker = path.join(t.dir, 'ran');
+    await applyBundle(bundle, config({ command: `touch "${marker}"`, parameters: [{ key: 'greeting', value: '$(nope)' }] }), t.ctx);
+    expect(t.take().map((r) => `${r.sev} ${r.text}`)).toEqual([
+      'ERR [app] File set not applied: unknown parameter $(nope): no parameter, secret or device attribute has this key.',
+    ]);
+    expect(fs.existsSync(marker)).toBe(false);
   });
 });

@@ -12,7 +12,7 @@ import type { Bundle, BundleContext } from '../bundle.js';
 import { makeDirectories, sha256, sha256OfFile, underRoot, writeFileAtomic } from '../fsutil.js';
 import { reportCommand, requireTools, shell, withLabel } from '../helpers.js';
 import { flag, keyValues, list, object, text } from '../parse.js';
-import { renderTemplate, resolveParameters } from '../template.js';
+import { ParameterError, renderTemplate, resolvePath, resolveTemplateValue } from '../template.js';
 
 export interface DistributedFile {
   source: string;
@@ -71,19 +71,25 @@ export const fileDistributionBundle: Bundle<FileDistributionData> = {
     if (needsShell && !(await requireTools(ctx, ['sh'], 'file distribution (its commands need a shell)'))) return;
     for (const set of data.files) {
       if (ctx.signal.aborted) return;
-      if (set.pre_condition) {
-        const pre = await shell(ctx, set.pre_condition);
-        if (pre.code !== 0) continue; // qbee: a set whose pre-condition fails is skipped
-      }
-      const params: Record<string, string> = { ...ctx.parameters };
-      for (const p of set.parameters) params[p.key] = resolveParameters(p.value, ctx.parameters);
-      let changed = false;
-      for (const file of set.templates) {
-        if (await placeFile(ctx, set.label, file, params)) changed = true;
-      }
-      if (changed && set.command) {
-        const result = await shell(ctx, set.command);
-        reportCommand(ctx, result, withLabel(set.label, 'Successfully executed after command'), withLabel(set.label, 'After command failed'));
+      try {
+        if (set.pre_condition) {
+          const pre = await shell(ctx, set.pre_condition);
+          if (pre.code !== 0) continue; // qbee: a set whose pre-condition fails is skipped
+        }
+        const params: Record<string, string> = { ...ctx.parameters };
+        for (const p of set.parameters) params[p.key] = resolveTemplateValue(p.value, ctx.parameters);
+        let changed = false;
+        for (const file of set.templates) {
+          if (await placeFile(ctx, set.label, file, params)) changed = true;
+        }
+        if (changed && set.command) {
+          const result = await shell(ctx, set.command);
+          reportCommand(ctx, result, withLabel(set.label, 'Successfully executed after command'), withLabel(set.label, 'After command failed'));
+        }
+      } catch (err) {
+        // an unknown $(key) in the pre-condition, a parameter or the command: the set is not applied
+        if (!(err instanceof ParameterError)) throw err;
+        ctx.report('ERR', withLabel(set.label, `File set not applied: ${err.message}.`));
       }
     }
   },
@@ -91,10 +97,12 @@ export const fileDistributionBundle: Bundle<FileDistributionData> = {
 
 /** Brings one file to its state; true when it changed. Failures are reported, not thrown. */
 async function placeFile(ctx: BundleContext, label: string, file: DistributedFile, params: Record<string, string>): Promise<boolean> {
-  const source = resolveParameters(file.source, ctx.parameters);
-  const destination = resolveParameters(file.destination, ctx.parameters);
+  let source = file.source;
+  let destination = file.destination;
   const verb = file.is_template ? 'render template file' : 'download file';
   try {
+    source = resolvePath(file.source, ctx.parameters);
+    destination = resolvePath(file.destination, ctx.parameters);
     if (!destination.startsWith('/')) throw new Error(`absolute destination path required, got ${destination}`);
     if (destination.endsWith('/')) throw new Error(`destination ${destination} names a directory`);
     let target = underRoot(ctx.root, destination);

@@ -6,8 +6,8 @@
 import fs from 'node:fs/promises';
 import type { Bundle } from '../bundle.js';
 import { underRoot, writeFileAtomic } from '../fsutil.js';
-import { list, object, text } from '../parse.js';
-import { resolveParameters } from '../template.js';
+import { list, object, text, USERNAME } from '../parse.js';
+import { ParameterError, resolveParameters } from '../template.js';
 
 export interface PasswordData {
   users: { username: string; passwordhash: string }[];
@@ -36,7 +36,19 @@ export const passwordBundle: Bundle<PasswordData> = {
       ctx.report('ERR', `Unable to manage passwords: cannot read /etc/shadow (${(err as NodeJS.ErrnoException).code ?? (err as Error).message}).`);
       return;
     }
-    const wanted = new Map(data.users.map((u) => [resolveParameters(u.username, ctx.parameters), u.passwordhash]));
+    const wanted = new Map<string, string>();
+    for (const u of data.users) {
+      let username: string;
+      try {
+        username = resolveParameters(u.username, ctx.parameters);
+      } catch (err) {
+        if (!(err instanceof ParameterError)) throw err;
+        ctx.report('ERR', `Password not set: ${err.message}.`);
+        continue;
+      }
+      if (USERNAME.test(username)) wanted.set(username, u.passwordhash);
+      else ctx.report('ERR', `"${username}" is not a valid user name: password not set.`);
+    }
     const seen = new Set<string>();
     const modified: string[] = [];
     const today = String(Math.floor(Date.now() / 86_400_000));

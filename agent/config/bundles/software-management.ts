@@ -10,7 +10,17 @@ import { z } from 'zod';
 import type { Bundle, BundleContext } from '../bundle.js';
 import { detectPackageManager, type InstalledPackage, type PackageManager } from './package-managers.js';
 import { PACKAGE_TOKEN } from './package-management.js';
-import { outputTail, parseBundleData, preConditionHolds, renderTemplate, resolveParameters, underRoot, failureReason } from './software-support.js';
+import {
+  outputTail,
+  parseBundleData,
+  preConditionHolds,
+  renderTemplate,
+  resolveParameters,
+  resolveTemplateValue,
+  underRoot,
+  failureReason,
+} from './software-support.js';
+import { resolvePath } from '../template.js';
 
 const configFile = z.object({
   config_template: z.string().min(1).max(1024),
@@ -66,7 +76,7 @@ async function applyItem(entry: SoftwareItem, manager: PackageManager, ctx: Bund
   let restart = installed.changed;
 
   const values: Record<string, string> = { ...ctx.parameters };
-  for (const { key, value } of entry.parameters) values[key] = resolveParameters(value, ctx.parameters);
+  for (const { key, value } of entry.parameters) values[key] = resolveTemplateValue(value, ctx.parameters);
   for (const file of entry.config_files) {
     const written = await writeConfigFile(file, values, ctx);
     if (written === null) return false;
@@ -163,7 +173,7 @@ async function installFromFile(filePath: string, manager: PackageManager, ctx: B
 /** Writes a rendered configuration file when its content differs; null when it failed. */
 async function writeConfigFile(file: z.infer<typeof configFile>, values: Record<string, string>, ctx: BundleContext): Promise<boolean | null> {
   const template = resolveParameters(file.config_template, ctx.parameters);
-  const location = resolveParameters(file.config_location, ctx.parameters);
+  const location = resolvePath(file.config_location, ctx.parameters);
   if (!location.startsWith('/')) {
     ctx.report('ERR', `Configuration file location '${location}' is not an absolute path.`);
     return null;

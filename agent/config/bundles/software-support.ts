@@ -7,10 +7,10 @@ import { mkdir, readFile, writeFile, rename } from 'node:fs/promises';
 import path from 'node:path';
 import type { z } from 'zod';
 import type { BundleContext, CommandResult } from '../bundle.js';
-import { resolveParameters } from '../template.js';
+import { shell } from '../helpers.js';
 
 /** `$(key)` parameters and `{{ key }}` templates render as the file bundle renders them: one implementation. */
-export { renderTemplate, resolveParameters } from '../template.js';
+export { renderTemplate, resolveParameters, resolveTemplateValue } from '../template.js';
 
 /** Parses bundle data with a zod schema; the error names the field that is wrong. */
 export function parseBundleData<S extends z.ZodType>(bundle: string, schema: S, data: unknown): z.infer<S> {
@@ -21,11 +21,14 @@ export function parseBundleData<S extends z.ZodType>(bundle: string, schema: S, 
   throw new Error(`${bundle}: ${where}: ${issue.message}`);
 }
 
-/** A pre-condition is a shell command: empty or exit 0 means go on. */
+/**
+ * A pre-condition is a shell command: empty or exit 0 means go on. Its `$(key)`s reach the shell as
+ * data (see shell()); an unknown one throws ParameterError naming it, which fails the bundle.
+ */
 export async function preConditionHolds(ctx: BundleContext, preCondition: string | undefined): Promise<boolean> {
-  const command = resolveParameters(preCondition?.trim() ?? '', ctx.parameters);
+  const command = preCondition?.trim() ?? '';
   if (command === '') return true;
-  const result = await ctx.run(['sh', '-c', command], { timeoutMs: 60_000 });
+  const result = await shell(ctx, command, 60_000);
   return result.code === 0;
 }
 

@@ -7,8 +7,8 @@ import fs from 'node:fs/promises';
 import path from 'node:path';
 import type { Bundle } from '../bundle.js';
 import { readPasswd, sha256, sha256OfFile, underRoot, writeFileAtomic } from '../fsutil.js';
-import { list, object, text } from '../parse.js';
-import { resolveParameters } from '../template.js';
+import { list, object, text, USERNAME } from '../parse.js';
+import { ParameterError, resolveParameters } from '../template.js';
 
 export interface SshKeysData {
   users: { username: string; userkeys: string[] }[];
@@ -33,7 +33,18 @@ export const sshKeysBundle: Bundle<SshKeysData> = {
   async apply(data, ctx) {
     const users = await readPasswd(ctx.root);
     for (const entry of data.users) {
-      const username = resolveParameters(entry.username, ctx.parameters);
+      let username: string;
+      try {
+        username = resolveParameters(entry.username, ctx.parameters);
+      } catch (err) {
+        if (!(err instanceof ParameterError)) throw err;
+        ctx.report('ERR', `authorized_keys not written: ${err.message}.`);
+        continue;
+      }
+      if (!USERNAME.test(username)) {
+        ctx.report('ERR', `"${username}" is not a valid user name: authorized_keys not written.`);
+        continue;
+      }
       const user = users.find((u) => u.name === username);
       if (!user) {
         ctx.report('WARN', `User ${username} does not exist: authorized_keys not written.`);

@@ -9,7 +9,7 @@ import type { Bundle, BundleContext } from '../bundle.js';
 import { readPasswd, underRoot } from '../fsutil.js';
 import { reportCommand, requireTools } from '../helpers.js';
 import { list, object, text, USERNAME } from '../parse.js';
-import { resolveParameters } from '../template.js';
+import { ParameterError, resolveParameters } from '../template.js';
 
 export interface UsersData {
   items: { username: string; action: 'add' | 'remove' }[];
@@ -35,7 +35,14 @@ export const usersBundle: Bundle<UsersData> = {
     const present = new Set((await readPasswd(ctx.root)).map((u) => u.name));
     const shellPath = await loginShell(ctx);
     for (const item of data.items) {
-      const username = resolveParameters(item.username, ctx.parameters);
+      let username: string;
+      try {
+        username = resolveParameters(item.username, ctx.parameters);
+      } catch (err) {
+        if (!(err instanceof ParameterError)) throw err;
+        ctx.report('ERR', `User not ${item.action === 'add' ? 'added' : 'removed'}: ${err.message}.`);
+        continue;
+      }
       if (!USERNAME.test(username)) {
         ctx.report('ERR', `"${username}" is not a valid user name: not ${item.action === 'add' ? 'added' : 'removed'}.`);
         continue;

@@ -6,6 +6,7 @@ import { useState } from 'preact/hooks';
 import type { AuditEntry, AuditVerification, GroupTree, GroupTreeNode, ListPage } from '../../../shared/api-types.js';
 import { api, itemsOf } from '../api.js';
 import { allowed } from '../areas.js';
+import { can, getSession } from '../session.js';
 import { Link, navigate, useLocation, withQuery, QueryPager } from '../router.js';
 import { ErrorBox, FilterFold, formatBytes, formatTime, Loading, PageTitle, Table, useLoad } from '../ui.js';
 
@@ -49,6 +50,14 @@ function deviceNames(tree: GroupTree): Map<string, string> {
 function recordingOf(e: AuditEntry): string | undefined {
   const recording = (e.options as { recording?: unknown } | null)?.recording;
   return e.event === 'remote.console.start' && typeof recording === 'string' ? recording : undefined;
+}
+
+/**
+ * Whether to offer a recording: audit:read alone does not read one. Its owner may, and a manager
+ * of remote access (the broker checks the device and answers 403 otherwise).
+ */
+function mayPlay(e: AuditEntry): boolean {
+  return e.user_id === getSession().profile?.user_id || can('remote-access:manage');
 }
 
 /** An event code that wraps only at its dots (`remote.console.start`), never inside a word. */
@@ -242,7 +251,7 @@ export function AuditScreen() {
                       </Link>
                     </>
                   )}
-                  {recordingOf(e) && allowed('audit') && (
+                  {recordingOf(e) && mayPlay(e) && (
                     <>
                       {' '}
                       <Link href={`/recordings/${recordingOf(e)}`} data-testid="audit-play">

@@ -1,5 +1,5 @@
 /**
- * The player of a console recording (asciicast v2, GET /remote/recordings/{id}, audit:read):
+ * The player of a console recording (asciicast v2, GET /remote/recordings/{id}: its owner, or remote-access:manage on its device):
  * xterm.js replays the recorded output with its timing, with play/pause, a seek bar and 1x/2x/4x.
  * The terminal takes no input: it shows what the device's terminal printed, nothing more.
  */
