@@ -33,6 +33,7 @@ set -eu
 # swallows the rest of this script.
 
 BROKER='__FLEET_BROKER_URL__'
+SERVED_BY='__FLEET_BROKER_URL__'
 VERSION='__FLEET_AGENT_VERSION__'
 # The SHA-256 of each package the broker serves, "<sha256>  <file>" per line, and its public signing
 # key: written in by the broker that served this script.
@@ -218,7 +219,8 @@ chmod 0600 "$CONF_DIR/config.json.new"
 mv -f "$CONF_DIR/config.json.new" "$CONF_DIR/config.json"
 # The broker's signing key, from the same channel as this script: the agent trusts only this broker.
 # A key pinned already (re-install, upgrade) is kept: the agent refuses a broker that cannot prove it.
-if [ ! -s "$STATE_DIR/broker-key.pem" ]; then
+# Another broker given with --broker: its key is pinned at enrolment instead.
+if [ "$BROKER" = "${SERVED_BY%/}" ] && [ ! -s "$STATE_DIR/broker-key.pem" ]; then
   printf '%s\n' "$BROKER_KEY" >"$STATE_DIR/broker-key.pem.new"
   chmod 0600 "$STATE_DIR/broker-key.pem.new"
   mv -f "$STATE_DIR/broker-key.pem.new" "$STATE_DIR/broker-key.pem"
