@@ -42,7 +42,7 @@ const digestCache = new Map<string, { size: number; mtimeMs: number; sha256: str
 
 async function sha256Of(file: string): Promise<string> {
   const hash = crypto.createHash('sha256');
-  await pipeline(fs.createReadStream(file), hash);
+  for await (const chunk of fs.createReadStream(file)) hash.update(chunk as Buffer);
   return hash.digest('hex');
 }
 
