@@ -5,7 +5,9 @@
  * `exitOnReload`, ends the process for its service manager to restart it.
  */
 import os from 'node:os';
+import type { KeyObject } from 'node:crypto';
 import type { Logger } from 'pino';
+import { brokerKeyFingerprint, parseBrokerPublicKey } from '../shared/broker-signature.js';
 import { AgentClose } from '../shared/protocol.js';
 import { Backoff, sleep } from './backoff.js';
 import { BrokerEndpoint, EnrolError } from './broker-client.js';
@@ -119,8 +121,11 @@ export class Agent {
 
   private async connect(config: AgentConfig, stateDir: StateDir, engine: ConfigEngine, metrics: MetricsCollector, updater: Updater): Promise<Outcome> {
     const endpoint = new BrokerEndpoint(config.broker, config.caFile);
-    if (!endpoint.secure && !['localhost', '127.0.0.1', '[::1]'].includes(endpoint.base.hostname)) {
-      this.log.warn({ broker: endpoint.base.origin }, 'the broker URL is not https: traffic (the bootstrap key included) is not encrypted');
+    if (config.insecureHttp) {
+      this.log.warn(
+        { broker: endpoint.base.origin },
+        'INSECURE: plain http to the broker allowed by --insecure-http / FLEET_INSECURE_HTTP: traffic (the bootstrap key included) is not encrypted',
+      );
     }
     let identity = stateDir.identity();
     let state = stateDir.readState(identity.deviceId);
@@ -141,6 +146,17 @@ export class Agent {
     }
     const log = this.log.child({ deviceId: identity.deviceId });
     log.info({ fingerprint: identity.fingerprint, broker: endpoint.base.origin, stateDir: stateDir.dir }, 'device identity');
+    let brokerKey: KeyObject | undefined;
+    try {
+      brokerKey = stateDir.brokerKey();
+    } catch (err) {
+      return this.fatal((err as Error).message);
+    }
+    const pin = (key: KeyObject) => {
+      stateDir.pinBrokerKey(key);
+      brokerKey = key;
+      log.info({ broker_key: brokerKeyFingerprint(key) }, 'broker key pinned');
+    };
     // The configuration kept from before applies on the interval even while the broker is away.
     await engine.start();
 
@@ -170,6 +186,25 @@ export class Agent {
           );
           if (answer.device_id !== identity.deviceId)
             return this.fatal(`The broker named this device ${answer.device_id}, not ${identity.deviceId}: refusing to continue.`, 1);
+          if (answer.broker_key !== undefined) {
+            let offered: KeyObject;
+            try {
+              offered = parseBrokerPublicKey(answer.broker_key);
+            } catch (err) {
+              return this.fatal(`The broker's signing key ${(err as Error).message}: refusing to continue.`, 1);
+            }
+            if (brokerKey && !brokerKey.equals(offered)) {
+              // Another server at this address, or a broker whose database (and key) was replaced.
+              const wait = backoff.next();
+              log.error(
+                { pinned: brokerKeyFingerprint(brokerKey), offered: brokerKeyFingerprint(offered), retryInMs: wait },
+                `the broker presents another signing key than the one pinned at enrolment: not trusting it (remove ${stateDir.brokerKeyFile} only if the broker was really replaced)`,
+              );
+              await sleep(wait, this.controller.signal);
+              continue;
+            }
+            if (!brokerKey) pin(offered);
+          }
           save({ device_id: identity.deviceId, broker: endpoint.base.origin, enrolled: answer.state });
           if (answer.state === 'pending') {
             log.info(
@@ -203,6 +238,14 @@ export class Agent {
         metrics,
         updater,
         signal: this.controller.signal,
+        brokerKey,
+        onBrokerKey: (key) => {
+          try {
+            pin(key);
+          } catch (err) {
+            log.warn({ err: (err as Error).message }, 'broker key not kept on disk: it is learnt again at the next connection');
+          }
+        },
         onWelcome: () => {
           log.info('connected to the broker');
           pendingLogged = false;
@@ -222,14 +265,18 @@ export class Agent {
           break;
         case AgentClose.unauthorized:
           log.warn({ reason: end.reason }, 'the broker does not accept this device key');
-          // The broker lost track of this device (say, a new database): enrol again when we can.
-          if (config.bootstrapKey) save({ device_id: identity.deviceId });
+          // The broker lost track of this device (say, a database restored from before it enrolled):
+          // enrol again when we can, but hand the bootstrap key only to the broker we pinned.
+          if (config.bootstrapKey && brokerKey && !end.unknownProven) {
+            log.error('the broker did not prove the pinned key when refusing this device: not enrolling again with it (nor sending it the bootstrap key)');
+          } else if (config.bootstrapKey) save({ device_id: identity.deviceId });
           break;
         case AgentClose.replaced:
           log.warn('another connection with this device key took over (is a second agent running with the same state?)');
           break;
         default:
-          if (end.welcomed) log.warn({ code: end.code, reason: end.reason, error: end.error }, 'connection to the broker lost');
+          if (end.untrusted) log.error({ error: end.error }, 'broker refused: it did not prove the pinned key; nothing it sends is applied');
+          else if (end.welcomed) log.warn({ code: end.code, reason: end.reason, error: end.error }, 'connection to the broker lost');
           else {
             log.warn({ code: end.code, reason: end.reason, error: end.error }, 'cannot connect to the broker');
             await engine.connectionFailed();

@@ -1,7 +1,8 @@
 /**
  * How the agent reaches the broker: the enrolment call over HTTP(S) and the WebSocket address,
  * with the same TLS settings for both (system CAs, or only the CA file given). The certificate is
- * always verified.
+ * always verified. Plain http is for a broker on this machine (loopback) or with an explicit
+ * insecure flag (brokerUrlPolicy).
  */
 import fs from 'node:fs';
 import http from 'node:http';
@@ -19,6 +20,8 @@ export interface EnrolRequest {
 export interface EnrolAnswer {
   device_id: string;
   state: 'pending' | 'approved';
+  /** The broker's public signing key (PEM, Ed25519) to pin; absent from a broker before signatures. */
+  broker_key?: string;
 }
 
 /** A refusal or failure of the enrolment call; `status` is 0 when the broker was not reached. */
@@ -36,6 +39,29 @@ export class EnrolError extends Error {
   get retryable(): boolean {
     return this.status === 0 || this.status === 429 || this.status >= 500;
   }
+}
+
+/** Whether a URL's host is this machine: 127.0.0.0/8, ::1 or localhost. */
+export function isLoopback(url: URL): boolean {
+  const host = url.hostname.toLowerCase();
+  return host === 'localhost' || host === '[::1]' || /^127\.\d{1,3}\.\d{1,3}\.\d{1,3}$/.test(host);
+}
+
+/**
+ * Whether the agent may use this broker URL: https always; http (and so ws) only to a loopback
+ * address (a broker's own `--with-agent`, development) or when `insecureHttp` was given explicitly.
+ */
+export function brokerUrlPolicy(url: URL, insecureHttp: boolean): { ok: true; insecure: boolean } | { ok: false; message: string } {
+  if (url.protocol === 'https:') return { ok: true, insecure: false };
+  if (url.protocol !== 'http:') return { ok: false, message: `broker must be an https:// URL, got ${url.protocol}` };
+  if (isLoopback(url)) return { ok: true, insecure: false };
+  if (insecureHttp) return { ok: true, insecure: true };
+  return {
+    ok: false,
+    message:
+      `refusing the plain http broker URL ${url.origin}: anyone on the path could read the bootstrap key and pose as the broker. ` +
+      'Use https://, or give --insecure-http (FLEET_INSECURE_HTTP=1, "insecure_http": true) to accept the risk.',
+  };
 }
 
 export class BrokerEndpoint {
@@ -106,7 +132,11 @@ export class BrokerEndpoint {
             }
             const status = res.statusCode ?? 0;
             if (status === 200 && typeof parsed.device_id === 'string' && (parsed.state === 'pending' || parsed.state === 'approved')) {
-              return resolve({ device_id: parsed.device_id, state: parsed.state });
+              return resolve({
+                device_id: parsed.device_id,
+                state: parsed.state,
+                ...(typeof parsed.broker_key === 'string' ? { broker_key: parsed.broker_key } : {}),
+              });
             }
             const { code: _code, error, message, ...details } = parsed;
             reject(

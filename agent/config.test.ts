@@ -2,7 +2,7 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
-import { AgentConfigError, BOOTSTRAP_KEY_ENV, CONFIG_ROOT_ENV, loadAgentConfig } from './config.js';
+import { AgentConfigError, BOOTSTRAP_KEY_ENV, CONFIG_ROOT_ENV, INSECURE_HTTP_ENV, loadAgentConfig } from './config.js';
 
 const dirs: string[] = [];
 function tmp(): string {
@@ -103,5 +103,32 @@ describe('agent configuration', () => {
     expect(loadAgentConfig({ broker: 'https://x' }, { [CONFIG_ROOT_ENV]: d }).configRoot).toBe(d);
     expect(() => loadAgentConfig({ broker: 'https://x' }, { [CONFIG_ROOT_ENV]: 'relative/dir' })).toThrow(/absolute path/);
     expect(() => loadAgentConfig({ broker: 'https://x' }, { [CONFIG_ROOT_ENV]: path.join(d, 'missing') })).toThrow(/not an existing directory/);
+  });
+
+  it('refuses a plain http broker that is not this machine unless --insecure-http (or FLEET_INSECURE_HTTP=1, insecure_http) says so', () => {
+    for (const broker of [
+      'http://broker.example.com',
+      'http://10.0.0.5:8080',
+      'http://[2001:db8::1]',
+      'http://127.0.0.1.nip.io',
+      'http://localhost.example.com',
+    ]) {
+      expect(() => loadAgentConfig({ broker }, {})).toThrow(AgentConfigError);
+      expect(() => loadAgentConfig({ broker }, {})).toThrow(/--insecure-http/);
+    }
+    // The broker's own --with-agent and development: loopback stays allowed, and is not "insecure".
+    for (const broker of ['http://127.0.0.1:3000', 'http://localhost:3000', 'http://[::1]:3000', 'http://127.0.0.2']) {
+      expect(loadAgentConfig({ broker }, {})).toMatchObject({ insecureHttp: false });
+    }
+    expect(loadAgentConfig({ broker: 'http://broker.example.com', insecureHttp: true }, {})).toMatchObject({ insecureHttp: true });
+    expect(loadAgentConfig({ broker: 'http://broker.example.com' }, { [INSECURE_HTTP_ENV]: '1' })).toMatchObject({ insecureHttp: true });
+    expect(() => loadAgentConfig({ broker: 'http://broker.example.com' }, { [INSECURE_HTTP_ENV]: '0' })).toThrow(/--insecure-http/);
+    expect(() => loadAgentConfig({ broker: 'http://broker.example.com' }, { [INSECURE_HTTP_ENV]: 'yes please' })).toThrow(/must be 1 or 0/);
+    const file = path.join(tmp(), 'c.json');
+    fs.writeFileSync(file, JSON.stringify({ broker: 'http://broker.example.com', insecure_http: true }));
+    expect(loadAgentConfig({ config: file }, {})).toMatchObject({ insecureHttp: true });
+    fs.writeFileSync(file, JSON.stringify({ broker: 'http://broker.example.com', insecure_http: 'yes' }));
+    expect(() => loadAgentConfig({ config: file }, {})).toThrow(/insecure_http must be true or false/);
+    expect(loadAgentConfig({ broker: 'https://broker.example.com', insecureHttp: true }, {})).toMatchObject({ insecureHttp: false });
   });
 });

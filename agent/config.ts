@@ -1,10 +1,13 @@
 import fs from 'node:fs';
 import path from 'node:path';
+import { brokerUrlPolicy } from './broker-client.js';
 
 /** The agent's settings: from a JSON config file (for a system service) and/or the command line. */
 export interface AgentConfig {
-  /** Base URL of the broker: `https://broker.example.com` (or http for a local trial). */
+  /** Base URL of the broker: `https://broker.example.com` (http only to loopback, or with insecureHttp). */
   broker: string;
+  /** Plain http to a broker that is not on this machine was allowed explicitly (logged as a warning at every start). */
+  insecureHttp: boolean;
   /** Needed to enrol (first start, or after the broker forgot or revoked this device). */
   bootstrapKey?: string;
   /** Key pair and enrolment state. */
@@ -42,6 +45,8 @@ export interface AgentFlags {
   stateDir?: string;
   caFile?: string;
   exitOnReload?: boolean;
+  /** Allow a plain http broker URL to a host that is not this machine. */
+  insecureHttp?: boolean;
   logLevel?: string;
   retryMinMs?: string;
   retryMaxMs?: string;
@@ -61,6 +66,7 @@ const FILE_KEYS: Record<string, keyof AgentConfig | 'bootstrapKeyFile'> = {
   state_dir: 'stateDir',
   ca_file: 'caFile',
   exit_on_reload: 'exitOnReload',
+  insecure_http: 'insecureHttp',
   log_level: 'logLevel',
   retry_min_ms: 'retryMinMs',
   retry_max_ms: 'retryMaxMs',
@@ -143,6 +149,9 @@ function configRootOf(env: NodeJS.ProcessEnv): string {
   return path.resolve(dir);
 }
 
+/** `FLEET_INSECURE_HTTP=1` does what --insecure-http does. */
+export const INSECURE_HTTP_ENV = 'FLEET_INSECURE_HTTP';
+
 /** The environment variable an agent takes its bootstrap key from, out of sight of `ps`. */
 export const BOOTSTRAP_KEY_ENV = 'FLEET_BOOTSTRAP_KEY';
 
@@ -190,6 +199,13 @@ export function loadAgentConfig(flags: AgentFlags, env: NodeJS.ProcessEnv = proc
   }
   if (url.protocol !== 'https:' && url.protocol !== 'http:') throw new AgentConfigError(`broker must be an http:// or https:// URL, got ${url.protocol}`);
   if (url.username || url.password) throw new AgentConfigError('broker URL must not carry credentials');
+  const insecureSetting = pick('insecureHttp');
+  if (insecureSetting !== undefined && typeof insecureSetting !== 'boolean') throw new AgentConfigError('insecure_http must be true or false');
+  const insecureEnv = env[INSECURE_HTTP_ENV]?.trim();
+  if (insecureEnv && !['0', '1', 'true', 'false'].includes(insecureEnv)) throw new AgentConfigError(`${INSECURE_HTTP_ENV} must be 1 or 0`);
+  const insecureHttp = insecureSetting === true || insecureEnv === '1' || insecureEnv === 'true';
+  const policy = brokerUrlPolicy(url, insecureHttp);
+  if (!policy.ok) throw new AgentConfigError(policy.message);
 
   const caFile = text('ca_file', pick('caFile'));
   if (caFile && !fs.existsSync(caFile)) throw new AgentConfigError(`CA file ${caFile} does not exist`);
@@ -202,6 +218,7 @@ export function loadAgentConfig(flags: AgentFlags, env: NodeJS.ProcessEnv = proc
 
   return {
     broker: url.toString().replace(/\/+$/, ''),
+    insecureHttp: policy.insecure,
     bootstrapKey: bootstrapKeyOf(flags, file, env),
     stateDir: path.resolve(text('state_dir', pick('stateDir')) ?? DEFAULTS.stateDir),
     caFile: caFile ? path.resolve(caFile) : undefined,

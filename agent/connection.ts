@@ -1,11 +1,14 @@
 /**
  * One connection of the agent to the broker, from dial to close: the challenge/auth/welcome
- * handshake, keep-alive pings, the inventory reports, the channels the broker opens (served by
+ * handshake (the agent proves its device key, the broker proves the key the agent pinned), keep-alive pings, the inventory reports, the channels the broker opens (served by
  * agent/sessions, or by the configuration engine for `file` channels), configuration messages,
- * and a reload request.
+ * and a reload request. Configurations and update announcements are acted on only when signed by the
+ * pinned broker key for this device and this connection (shared/broker-signature.ts).
  */
+import crypto, { type KeyObject } from 'node:crypto';
 import type { Logger } from 'pino';
 import WebSocket from 'ws';
+import { BROKER_SIGNED_TYPES, brokerKeyFingerprint, parseBrokerPublicKey, verifyBrokerMessage, verifyWelcome } from '../shared/broker-signature.js';
 import { signChallenge } from '../shared/device-key.js';
 import { Mux } from '../shared/mux.js';
 import { PROTOCOL_VERSION, type ControlMessage } from '../shared/protocol.js';
@@ -22,7 +25,17 @@ const MAX_MESSAGE_BYTES = 16 * 1024 * 1024;
 
 export type ConnectionEnd =
   /** The socket closed or could not be opened; `welcomed` says whether the broker had let us in. */
-  | { kind: 'closed'; code: number; reason: string; welcomed: boolean; error?: string }
+  | {
+      kind: 'closed';
+      code: number;
+      reason: string;
+      welcomed: boolean;
+      error?: string;
+      /** the broker did not prove the pinned key (or any key) in its welcome */
+      untrusted?: boolean;
+      /** the broker proved with the pinned key that it does not know this device (enrolling again is safe) */
+      unknownProven?: boolean;
+    }
   /** The broker asked for a reload; it was acknowledged and the connection closed. */
   | { kind: 'reload' }
   /** The agent is stopping. */
@@ -45,6 +58,10 @@ export interface ConnectionOptions {
   /** agent updates: the broker's announcements and the `file` channels answering its downloads */
   updater?: Updater;
   signal: AbortSignal;
+  /** The broker key pinned at enrolment; absent for a device enrolled before brokers signed (learnt at this connection). */
+  brokerKey?: KeyObject;
+  /** A broker key learnt on first use (no key pinned): the broker proved it holds it. */
+  onBrokerKey?: (key: KeyObject) => void;
   /** Called once the broker has welcomed the agent. */
   onWelcome?: (info: { heartbeatMs: number }) => void;
 }
@@ -57,6 +74,13 @@ export function runConnection(o: ConnectionOptions): Promise<ConnectionEnd> {
     let reloading = false;
     let stopping = false;
     let lastError: string | undefined;
+    let untrusted = false;
+    let unknownProven = false;
+    // This connection's nonce: the broker signs it in the welcome and in every signed message.
+    const agentNonce = crypto.randomBytes(32).toString('base64url');
+    let challenge: string | undefined;
+    let brokerKey: KeyObject | undefined;
+    let lastSeq = 0;
     let mux: Mux | undefined;
     let heartbeat: NodeJS.Timeout | undefined;
     let inventoryTimer: NodeJS.Timeout | undefined;
@@ -128,6 +152,16 @@ export function runConnection(o: ConnectionOptions): Promise<ConnectionEnd> {
     };
 
     const onControl = (msg: ControlMessage) => {
+      if (BROKER_SIGNED_TYPES.includes(msg.t)) {
+        const checked = brokerKey
+          ? verifyBrokerMessage(brokerKey, msg, { deviceId: o.identity.deviceId, nonce: agentNonce, afterSeq: lastSeq })
+          : ({ ok: false, error: 'unsigned' } as const);
+        if (!checked.ok) {
+          log.error({ t: msg.t, error: checked.error }, 'broker message refused: not signed by the pinned broker key for this device and connection');
+          return;
+        }
+        lastSeq = checked.seq;
+      }
       if (o.updater?.handleControl(msg)) return;
       if (o.config?.handleControl(msg)) return;
       if (msg.t === 'reload') {
@@ -182,16 +216,48 @@ export function runConnection(o: ConnectionOptions): Promise<ConnectionEnd> {
       });
     };
 
+    /**
+     * The key the welcome proves: the pinned one, or (nothing pinned: a device enrolled before brokers
+     * signed) the one it presents, then pinned. Undefined when the broker proves neither.
+     */
+    const trustedKey = (msg: Extract<ControlMessage, { t: 'welcome' }>, nonce: string): KeyObject | undefined => {
+      const fields = { device_id: o.identity.deviceId, agent_nonce: agentNonce, challenge: nonce };
+      if (o.brokerKey) {
+        if (verifyWelcome(o.brokerKey, fields, msg.broker_signature)) return o.brokerKey;
+        lastError = 'the broker did not prove the key pinned at enrolment: another server answers at this address';
+        log.error({ pinned: brokerKeyFingerprint(o.brokerKey) }, lastError);
+        return undefined;
+      }
+      let offered: KeyObject;
+      try {
+        offered = parseBrokerPublicKey(msg.broker_key);
+      } catch {
+        lastError = 'the broker presented no signing key';
+        log.error(lastError);
+        return undefined;
+      }
+      if (!verifyWelcome(offered, fields, msg.broker_signature)) {
+        lastError = 'the broker did not prove the signing key it presented';
+        log.error(lastError);
+        return undefined;
+      }
+      log.warn({ broker_key: brokerKeyFingerprint(offered) }, 'no broker key was pinned (enrolled before brokers signed): pinning the key this broker proved');
+      o.onBrokerKey?.(offered);
+      return offered;
+    };
+
     ws.on('message', (data, isBinary) => {
       heard();
       if (welcomed) return; // the mux reads everything from here on
+      if (untrusted) return; // closing: nothing an untrusted broker sends is read
       let msg: ControlMessage | undefined;
       try {
         msg = isBinary ? undefined : (JSON.parse(String(data)) as ControlMessage);
       } catch {
         msg = undefined;
       }
-      if (msg?.t === 'challenge' && typeof msg.nonce === 'string') {
+      if (msg?.t === 'challenge' && typeof msg.nonce === 'string' && challenge === undefined) {
+        challenge = msg.nonce;
         ws.send(
           JSON.stringify({
             t: 'auth',
@@ -199,11 +265,23 @@ export function runConnection(o: ConnectionOptions): Promise<ConnectionEnd> {
             signature: signChallenge(o.identity.privateKey, msg.nonce),
             version: o.version,
             protocol: PROTOCOL_VERSION,
+            nonce: agentNonce,
           } satisfies ControlMessage),
         );
         return;
       }
-      if (msg?.t === 'welcome' && typeof msg.heartbeat_ms === 'number') {
+      if (msg?.t === 'unknown_device' && challenge !== undefined) {
+        const fields = { device_id: o.identity.deviceId, agent_nonce: agentNonce, challenge, outcome: 'unknown_device' as const };
+        unknownProven = o.brokerKey !== undefined && verifyWelcome(o.brokerKey, fields, msg.broker_signature);
+        return; // the broker closes with 4401 next
+      }
+      if (msg?.t === 'welcome' && typeof msg.heartbeat_ms === 'number' && challenge !== undefined) {
+        brokerKey = trustedKey(msg, challenge);
+        if (!brokerKey) {
+          untrusted = true;
+          ws.close(1008, 'broker not trusted');
+          return;
+        }
         welcome(msg.heartbeat_ms);
         return;
       }
@@ -232,7 +310,15 @@ export function runConnection(o: ConnectionOptions): Promise<ConnectionEnd> {
       o.signal.removeEventListener('abort', stop);
       if (stopping) return resolve({ kind: 'stopped' });
       if (reloading) return resolve({ kind: 'reload' });
-      resolve({ kind: 'closed', code, reason: reasonBuffer.toString('utf8'), welcomed, ...(lastError ? { error: lastError } : {}) });
+      resolve({
+        kind: 'closed',
+        code,
+        reason: reasonBuffer.toString('utf8'),
+        welcomed,
+        ...(lastError ? { error: lastError } : {}),
+        ...(untrusted ? { untrusted } : {}),
+        ...(unknownProven ? { unknownProven } : {}),
+      });
     });
   });
 }

@@ -3,7 +3,7 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
-import { KEY_FILE, StateDir } from './identity.js';
+import { BROKER_KEY_FILE, KEY_FILE, StateDir } from './identity.js';
 
 const dirs: string[] = [];
 function tmp(): string {
@@ -54,5 +54,20 @@ describe('agent state directory', () => {
     fs.chmodSync(dir, 0o755);
     new StateDir(dir).identity();
     expect(fs.statSync(dir).mode & 0o777).toBe(0o700);
+  });
+
+  it('pins the broker key beside the device key (0600), keeps it across a retired device key, and never takes a damaged pin for none', () => {
+    const dir = tmp();
+    const s = new StateDir(dir);
+    s.identity();
+    expect(s.brokerKey()).toBeUndefined();
+    const { publicKey } = crypto.generateKeyPairSync('ed25519');
+    s.pinBrokerKey(publicKey);
+    expect((fs.statSync(path.join(dir, BROKER_KEY_FILE)).mode & 0o777).toString(8)).toBe('600');
+    expect(s.brokerKey()?.equals(publicKey)).toBe(true);
+    s.retireKey();
+    expect(new StateDir(dir).brokerKey()?.equals(publicKey)).toBe(true);
+    fs.writeFileSync(path.join(dir, BROKER_KEY_FILE), 'garbage');
+    expect(() => s.brokerKey()).toThrow(/remove it/);
   });
 });

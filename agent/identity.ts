@@ -1,15 +1,19 @@
 /**
- * The agent's state directory: its EC P-256 key pair (made on first start) and what it knows of its
- * enrolment. The private key never leaves this directory (mode 0700, key file 0600, written
+ * The agent's state directory: its EC P-256 key pair (made on first start), what it knows of its
+ * enrolment, and the broker's public key pinned at enrolment (or, for a device enrolled before
+ * brokers signed, at its first connection after: trust on first use). The private key never leaves this directory (mode 0700, key file 0600, written
  * atomically so a crash never leaves half a key).
  */
 import crypto, { type KeyObject } from 'node:crypto';
 import fs from 'node:fs';
 import path from 'node:path';
+import { brokerKeyPem, parseBrokerPublicKey } from '../shared/broker-signature.js';
 import { deviceIdOf, keyFingerprint, publicKeyPem } from '../shared/device-key.js';
 
 export const KEY_FILE = 'device-key.pem';
 export const STATE_FILE = 'agent-state.json';
+/** The broker's public signing key (PEM, Ed25519), pinned at enrolment: 0600 like the device key. */
+export const BROKER_KEY_FILE = 'broker-key.pem';
 
 export interface Identity {
   deviceId: string;
@@ -62,6 +66,35 @@ export class StateDir {
 
   get stateFile(): string {
     return path.join(this.dir, STATE_FILE);
+  }
+
+  get brokerKeyFile(): string {
+    return path.join(this.dir, BROKER_KEY_FILE);
+  }
+
+  /**
+   * The pinned broker key; undefined when none is pinned yet. A file that is not an Ed25519 public
+   * key throws: a damaged pin is never taken as "none" (that would trust the next broker met).
+   */
+  brokerKey(): KeyObject | undefined {
+    let pem: string;
+    try {
+      pem = fs.readFileSync(this.brokerKeyFile, 'utf8');
+    } catch (err) {
+      if ((err as NodeJS.ErrnoException).code === 'ENOENT') return undefined;
+      throw err;
+    }
+    try {
+      return parseBrokerPublicKey(pem);
+    } catch (err) {
+      throw new Error(`${this.brokerKeyFile} ${(err as Error).message}: remove it to pin the broker's key again at the next enrolment`);
+    }
+  }
+
+  /** Pins the broker's key (0600, atomically). */
+  pinBrokerKey(key: KeyObject): void {
+    this.ensure();
+    writeFileAtomic(this.brokerKeyFile, brokerKeyPem(key), 0o600);
   }
 
   /** Creates the directory (0700) when missing; tightens it when it is open to others. */

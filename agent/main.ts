@@ -38,6 +38,7 @@ function parseFlags(argv: string[]): AgentFlags {
     .option('--bootstrap-key-file <file>', 'read the bootstrap key from this file (or set FLEET_BOOTSTRAP_KEY), so it does not show in the process list')
     .option('--state-dir <dir>', `where the device key and enrolment state live (default ${DEFAULTS.stateDir})`)
     .option('--ca-file <pem>', 'trust only the CA certificate(s) in this PEM file for the broker (https)')
+    .option('--insecure-http', 'allow a plain http:// broker URL to another machine (or FLEET_INSECURE_HTTP=1); warned about at every start')
     .option('--config <file.json>', 'JSON config file: broker, bootstrap_key, state_dir, ca_file, exit_on_reload, log_level, … (command-line options win)')
     .option('--exit-on-reload', 'exit with code 0 on a reload request, for a service manager to restart the agent')
     .option('--log-level <level>', 'fatal, error, warn, info, debug, trace or silent (default info)')

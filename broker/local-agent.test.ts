@@ -29,4 +29,10 @@ describe('the local agent (--with-agent)', () => {
       fs.rmSync(dir, { recursive: true, force: true });
     }
   });
+
+  it('tells the agent that an http broker on a non-loopback address of this machine is allowed; loopback and https need nothing', () => {
+    expect(localAgentCommand('http://192.168.1.5:8080', '/srv/data/agent', 'k', {}).args).toContain('--insecure-http');
+    expect(localAgentCommand('http://127.0.0.1:8080', '/srv/data/agent', 'k', {}).args).not.toContain('--insecure-http');
+    expect(localAgentCommand('https://broker.example.com', '/srv/data/agent', 'k', {}).args).not.toContain('--insecure-http');
+  });
 });

@@ -4,6 +4,7 @@ import path from 'node:path';
 import type { Logger } from 'pino';
 import { ensurePrivateDir } from './data-dir.js';
 import { BUNDLED, SOURCE_ROOT } from './paths.js';
+import { isLoopback } from '../agent/broker-client.js';
 import { BOOTSTRAP_KEY_ENV } from '../agent/config.js';
 import type { Services } from './services.js';
 
@@ -47,7 +48,8 @@ export async function startLocalAgent(services: Pick<Services, 'settings' | 'enr
 /**
  * How the local agent is started: from source through tsx, or (the broker build) the bundled agent
  * `bundle` (`npm run build:agent`) with node alone. The key goes by environment, not argv: every
- * user can read a command line (`ps`).
+ * user can read a command line (`ps`). A broker listening on a non-loopback address over http is still
+ * this machine: the local agent is told so (--insecure-http), the traffic never leaves the host.
  */
 export function localAgentCommand(
   brokerUrl: string,
@@ -58,8 +60,10 @@ export function localAgentCommand(
 ): { args: string[]; env: NodeJS.ProcessEnv } {
   if (bundle && !fs.existsSync(bundle)) throw new Error(`--with-agent needs the agent build ${bundle}: run \`npm run build:agent\` first`);
   const program = bundle ? [bundle] : [path.join(SOURCE_ROOT, 'node_modules', 'tsx', 'dist', 'cli.mjs'), path.join(SOURCE_ROOT, 'agent', 'main.ts')];
+  const url = new URL(brokerUrl);
+  const sameHostHttp = url.protocol === 'http:' && !isLoopback(url);
   return {
-    args: [...program, '--broker', brokerUrl, '--state-dir', stateDir],
+    args: [...program, '--broker', brokerUrl, '--state-dir', stateDir, ...(sameHostHttp ? ['--insecure-http'] : [])],
     env: { ...env, [BOOTSTRAP_KEY_ENV]: key },
   };
 }

@@ -1,6 +1,7 @@
 import type { Logger } from 'pino';
 import { AccessService } from './access/access.js';
 import { AgentHub } from './agents/hub.js';
+import { BrokerKey } from './agents/broker-key.js';
 import type { AgentLocator } from './agents/locator.js';
 import { AuditService } from './audit/service.js';
 import { DeviceAuthService, deviceCodeLookupLimit } from './auth/device-auth.js';
@@ -46,6 +47,8 @@ export interface Services {
   logger: Logger;
   store: Store;
   settings: SettingsStore;
+  /** the broker's signing key, which agents pin at enrolment (shared by every broker on the database) */
+  brokerKey: BrokerKey;
   /** Bumped by every change made through the API: empties the hot-path caches. */
   epoch: ChangeEpoch;
   auth: AuthService;
@@ -108,6 +111,7 @@ export interface ServiceOptions {
  */
 export async function createServices(config: Config, logger: Logger, store: Store, options: ServiceOptions = {}): Promise<Services> {
   const settings = new SettingsStore(store.db);
+  const brokerKey = await BrokerKey.load(settings);
   const upgrades = new UpgradeRouter(logger);
   const epoch = new ChangeEpoch();
   const mail = new MailService(config, logger, store);
@@ -154,6 +158,7 @@ export async function createServices(config: Config, logger: Logger, store: Stor
     upgrades,
     standings: { standing: (deviceId) => enrol.standing(deviceId) },
     inventory: { record: (deviceId, data) => inventory.record(deviceId, data) },
+    brokerKey,
   });
   const local: AgentLocator = options.locator?.(agents) ?? agents;
   const locator: AgentLocator = cluster ? cluster.locator(agents, local) : local;
@@ -247,6 +252,7 @@ export async function createServices(config: Config, logger: Logger, store: Stor
     logger,
     store,
     settings,
+    brokerKey,
     epoch,
     auth,
     deviceAuth,

@@ -6,9 +6,11 @@
  * credit: a sender may have at most the window in flight un-granted, so a slow reader slows its own
  * sender and never fills the broker's memory or stalls other channels. Both ends use the same window
  * and enforce it on receipt: data beyond the credit granted, or a grant taking credit above
- * MAX_CHANNEL_CREDIT, closes the connection (1002).
+ * MAX_CHANNEL_CREDIT, closes the connection (1002). The broker proves its signing key (pinned by the
+ * agent at enrolment) in the welcome and signs `config` and `agent_update` (shared/broker-signature.ts).
  */
 
+import type { BrokerSignature } from './broker-signature.js';
 import type { AgentRefusalCode } from './codes.js';
 import type { MetricSample } from './metrics.js';
 
@@ -118,8 +120,12 @@ export interface AgentReport {
 export type ControlMessage =
   // connection set-up
   | { t: 'challenge'; nonce: string }
-  | { t: 'auth'; device_id: string; signature: string; version: string; protocol: number }
-  | { t: 'welcome'; device_id: string; heartbeat_ms: number }
+  /** `nonce`: the agent's own nonce of this connection, which the broker signs in the welcome (shared/broker-signature.ts) */
+  | { t: 'auth'; device_id: string; signature: string; version: string; protocol: number; nonce?: string }
+  /** `broker_key`: the broker's public key (PEM, Ed25519); `broker_signature`: its proof over the agent's nonce */
+  | { t: 'welcome'; device_id: string; heartbeat_ms: number; broker_key?: string; broker_signature?: string }
+  /** broker → agent, before closing with 4401 an agent that sent a nonce: the device is unknown here, proven with the broker key */
+  | { t: 'unknown_device'; broker_signature: string }
   // device-level
   | { t: 'inventory'; data: Record<string, unknown> }
   /**
@@ -130,7 +136,7 @@ export type ControlMessage =
   | { t: 'reload'; id: string }
   | { t: 'reload_ack'; id: string }
   /** broker → agent: the configuration to apply, and the device's attributes for templates */
-  | { t: 'config'; config: CommittedConfig; attributes: Record<string, string> }
+  | { t: 'config'; config: CommittedConfig; attributes: Record<string, string>; sig?: BrokerSignature }
   /** agent → broker: a configuration run ended; `commit_id` is what it applied */
   | { t: 'config_applied'; commit_id: string; reports: AgentReport[] }
   /**
@@ -143,7 +149,7 @@ export type ControlMessage =
    * broker → agent: the agent this broker publishes (its fleet-agent.mjs), sent after the welcome and
    * again when a new build is published. The agent decides whether to update (settings, version order).
    */
-  | { t: 'agent_update'; version: string; sha256: string; size: number }
+  | { t: 'agent_update'; version: string; sha256: string; size: number; sig?: BrokerSignature }
   /**
    * agent → broker: send me the published agent of this version. Answered like `file_request`: a
    * `file` channel carrying `id` (path `/agent/fleet-agent-<version>.mjs`, size, sha256), or `file_refused`.

@@ -4,6 +4,7 @@ import type { IncomingMessage } from 'node:http';
 import type { Duplex } from 'node:stream';
 import type { Logger } from 'pino';
 import WebSocket, { WebSocketServer, type RawData } from 'ws';
+import { AGENT_NONCE_PATTERN, BROKER_SIGNED_TYPES } from '../../shared/broker-signature.js';
 import { parseStoredDeviceKey, verifyChallenge } from '../../shared/device-key.js';
 import { Mux, type Channel, type MuxProtocolError } from '../../shared/mux.js';
 import { AGENT_WS_PATH, AgentClose, PROTOCOL_VERSION, type ChannelKind, type ChannelParams, type ControlMessage } from '../../shared/protocol.js';
@@ -12,6 +13,7 @@ import type { Db } from '../db/database.js';
 import { DEVICE_ID_PATTERN } from '../devices/scope.js';
 import type { AgentStanding } from '../enrol/service.js';
 import type { UpgradeRouter } from '../http/upgrade.js';
+import type { BrokerKey } from './broker-key.js';
 import type { AgentLocator } from './locator.js';
 
 /** An agent must answer the challenge within this time. */
@@ -46,6 +48,10 @@ interface AgentConnection {
   ip: string;
   version: string;
   protocol: number;
+  /** The agent's nonce of this connection ('' from an agent that sends none): in every signed message. */
+  agentNonce: string;
+  /** The sequence number of the last signed message sent on this connection. */
+  seq: number;
   /** Kept small: one of these per connected agent (ms since the epoch, no Date; no timer of its own: see sweep). */
   connectedAt: number;
   lastHeard: number;
@@ -86,6 +92,8 @@ export interface AgentHubDeps {
   standings: { standing(deviceId: string): Promise<AgentStanding> };
   /** Where the agents' inventory reports go. */
   inventory: { record(deviceId: string, data: Record<string, unknown>): Promise<void> };
+  /** The broker's signing key: proves this broker in the welcome and signs configurations and update announcements. */
+  brokerKey: Pick<BrokerKey, 'publicKeyPem' | 'sign' | 'signWelcome'>;
 }
 
 function isObject(value: unknown): value is Record<string, unknown> {
@@ -94,7 +102,8 @@ function isObject(value: unknown): value is Record<string, unknown> {
 
 /**
  * The agents connected to this broker, one connection per device. It accepts the agent
- * WebSocket (challenge, signature check against the enrolled key, welcome), keeps it alive with
+ * WebSocket (challenge, signature check against the enrolled key, a welcome proving the broker's
+ * signing key over the agent's nonce), signs what changes a device (shared/broker-signature.ts), keeps it alive with
  * pings, records last contact, hands inventory reports on, and is the AgentLocator that remote
  * access opens channels through. Emits `connected` and `disconnected` with the device id.
  */
@@ -232,11 +241,20 @@ export class AgentHub extends EventEmitter<AgentHubEvents> implements AgentLocat
     this.handlers.set(t, handler as (deviceId: string, msg: ControlMessage) => void | Promise<void>);
   }
 
-  /** Sends a device-level message to a connected agent; false when it is not connected here. */
+  /**
+   * Sends a device-level message to a connected agent; false when it is not connected here. What
+   * changes the device (BROKER_SIGNED_TYPES: configurations, update announcements) goes signed for
+   * this device and this connection, with the next sequence number.
+   */
   send(deviceId: string, msg: ControlMessage): boolean {
     const conn = this.agents.get(deviceId);
     if (!conn) return false;
-    conn.mux.send(msg);
+    if (!BROKER_SIGNED_TYPES.includes(msg.t)) {
+      conn.mux.send(msg);
+      return true;
+    }
+    conn.seq += 1;
+    conn.mux.send(this.deps.brokerKey.sign(msg, { device_id: deviceId, nonce: conn.agentNonce, seq: conn.seq, ts: Date.now() }));
     return true;
   }
 
@@ -376,11 +394,20 @@ export class AgentHub extends EventEmitter<AgentHubEvents> implements AgentLocat
       return refuse(AgentClose.unauthorized, 'expected {t:"auth", device_id, signature, version, protocol}');
     }
     const version = typeof msg.version === 'string' ? msg.version.slice(0, 64) : '';
+    // An agent from before broker signatures sends no nonce: it gets no proof in the welcome.
+    const agentNonce = typeof msg.nonce === 'string' && AGENT_NONCE_PATTERN.test(msg.nonce) ? msg.nonce : '';
     const protocol = typeof msg.protocol === 'number' && Number.isInteger(msg.protocol) ? msg.protocol : 0;
     const started = Date.now();
     const standing = await this.deps.standings.standing(deviceId);
     if (ws.readyState !== WebSocket.OPEN || this.closing) return;
-    if (standing.kind === 'unknown') return refuse(AgentClose.unauthorized, 'unknown device: enrol first', { deviceId });
+    if (standing.kind === 'unknown') {
+      // Proven, so that the agent enrols again (sending its bootstrap key) only with the broker it pinned.
+      if (agentNonce) {
+        const proof = this.deps.brokerKey.signWelcome({ device_id: deviceId, agent_nonce: agentNonce, challenge: nonce, outcome: 'unknown_device' });
+        ws.send(JSON.stringify({ t: 'unknown_device', broker_signature: proof } satisfies ControlMessage));
+      }
+      return refuse(AgentClose.unauthorized, 'unknown device: enrol first', { deviceId });
+    }
     if (standing.kind === 'revoked') return refuse(AgentClose.removed, `device ${standing.reason}: this key may not come back`, { deviceId });
     const stored = parseStoredDeviceKey(standing.publicKeyPem);
     if (stored.deviceId !== deviceId || !verifyChallenge(stored.key, nonce, msg.signature)) {
@@ -401,15 +428,28 @@ export class AgentHub extends EventEmitter<AgentHubEvents> implements AgentLocat
     if ((this.cutOff.get(deviceId) ?? 0) >= started) return refuse(AgentClose.removed, 'device removed: this key may not come back', { deviceId });
     if (protocol !== PROTOCOL_VERSION) this.log.warn({ deviceId, protocol, expected: PROTOCOL_VERSION }, 'agent speaks another protocol version');
     authenticated();
-    this.register(ws, deviceId, ip, version, protocol);
+    this.register(ws, deviceId, ip, version, protocol, agentNonce, nonce);
   }
 
-  private register(ws: WebSocket, deviceId: string, ip: string, version: string, protocol: number): void {
+  private register(ws: WebSocket, deviceId: string, ip: string, version: string, protocol: number, agentNonce: string, challenge: string): void {
     this.endHandshake(ws);
     const heartbeatMs = this.deps.config.agentHeartbeatMs;
     const now = Date.now();
     const mux = new Mux(ws);
-    const conn: AgentConnection = { deviceId, ws, mux, ip, version, protocol, connectedAt: now, lastHeard: now, lastPinged: now, lastSeenWritten: now };
+    const conn: AgentConnection = {
+      deviceId,
+      ws,
+      mux,
+      ip,
+      version,
+      protocol,
+      agentNonce,
+      seq: 0,
+      connectedAt: now,
+      lastHeard: now,
+      lastPinged: now,
+      lastSeenWritten: now,
+    };
     this.startSweeper(heartbeatMs);
     const previous = this.agents.get(deviceId);
     this.agents.set(deviceId, conn);
@@ -427,7 +467,14 @@ export class AgentHub extends EventEmitter<AgentHubEvents> implements AgentLocat
     // The mux reports only the first protocol error of a connection; the count goes with the disconnect line.
     mux.on('protocol-error', (err: MuxProtocolError) => this.log.warn({ deviceId, code: err.code, err: err.message }, 'agent broke the protocol'));
     mux.on('close', () => this.onClosed(conn));
-    mux.send({ t: 'welcome', device_id: deviceId, heartbeat_ms: heartbeatMs });
+    const { brokerKey } = this.deps;
+    mux.send({
+      t: 'welcome',
+      device_id: deviceId,
+      heartbeat_ms: heartbeatMs,
+      broker_key: brokerKey.publicKeyPem,
+      ...(agentNonce ? { broker_signature: brokerKey.signWelcome({ device_id: deviceId, agent_nonce: agentNonce, challenge }) } : {}),
+    });
     this.log.info({ deviceId, ip, version }, 'agent connected');
     void this.touch(deviceId, { last_seen: new Date(now).toISOString(), last_ip: ip, agent_version: version || null });
     this.emit('connected', deviceId);

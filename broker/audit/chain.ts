@@ -1,4 +1,7 @@
 import crypto from 'node:crypto';
+import { canonicalJson } from '../../shared/canonical-json.js';
+
+export { canonicalJson };
 
 /**
  * The columns an entry's `sha` covers. Every one is written once: an entry is never updated
@@ -26,16 +29,6 @@ export const HASHED_COLUMNS = [
 ] as const;
 
 export type HashedEntry = { [K in (typeof HASHED_COLUMNS)[number]]: unknown };
-
-/** JSON with object keys in sorted order at every depth: one text for one value. */
-export function canonicalJson(value: unknown): string {
-  if (value === null || typeof value !== 'object') return JSON.stringify(value ?? null);
-  if (Array.isArray(value)) return `[${value.map(canonicalJson).join(',')}]`;
-  const entries = Object.entries(value as Record<string, unknown>)
-    .filter(([, v]) => v !== undefined)
-    .sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0));
-  return `{${entries.map(([k, v]) => `${JSON.stringify(k)}:${canonicalJson(v)}`).join(',')}}`;
-}
 
 /** Numbers as stored: bigint columns come back as numbers or numeric strings depending on the driver. */
 function normalized(row: Record<string, unknown>): Record<string, unknown> {

@@ -1,6 +1,7 @@
 import crypto from 'node:crypto';
 import { sql, type Kysely, type Migration } from 'kysely';
 import { entrySha } from '../audit/chain.js';
+import { REPORT_FUTURE_SKEW_S } from '../reports/validate.js';
 import { explicitConfigurationReach } from './config-reach.js';
 import type { Dialect } from './database.js';
 
@@ -485,6 +486,15 @@ export function migrations(dialect: Dialect): Record<string, Migration> {
           .addColumn('data', dialect === 'postgres' ? 'bytea' : 'blob', (c) => c.notNull())
           .addPrimaryKeyConstraint('file_chunks_pk', ['blob_id', 'seq'])
           .execute();
+      },
+    },
+    '0018_report_ts_bound': {
+      // Report times are bounded by the broker clock from now on (broker/reports/validate.ts); a report
+      // stored before with a time in the future (a device's clock, or a device pinning last_ts in the
+      // year 5138) is brought down to the same bound: the time of this migration plus the skew.
+      async up(db: Kysely<unknown>) {
+        const bound = Math.floor(Date.now() / 1000) + REPORT_FUTURE_SKEW_S;
+        await sql`update reports set ts = ${bound} where ts > ${bound}`.execute(db);
       },
     },
     '0019_device_code_claims': {

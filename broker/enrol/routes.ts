@@ -133,7 +133,9 @@ export const enrolRoutes: RouteSpec[] = [
     description:
       'The agent registers its EC P-256 public key with a bootstrap key. The device id is the SHA-256 (hex) of the DER public key. ' +
       'Idempotent for the same public key: answers the device state, `pending` until an operator approves it (POST /pendinghost), ' +
-      'or `approved` (at once with an `auto_accept` key). Nothing secret is returned: the agent then connects to the agent WebSocket and proves ' +
+      'or `approved` (at once with an `auto_accept` key), with `broker_key`: the public key (PEM, Ed25519) the agent pins and from then on requires ' +
+      'the broker to prove (welcome) and to have signed configurations and update announcements with. ' +
+      'Nothing secret is returned: the agent then connects to the agent WebSocket and proves ' +
       'possession of its key by signing a challenge. An unknown bootstrap key answers 403 `unknown_bootstrap_key`, an expired one 403 `bootstrap_key_expired`; ' +
       'failed attempts are limited ' +
       'per address (429). A key that was removed or rejected answers 403 `device_revoked`.',
@@ -144,8 +146,12 @@ export const enrolRoutes: RouteSpec[] = [
       public_key: z.string().min(1).max(4096).describe('The agent public key, PEM (SPKI), EC P-256.'),
       hostname: singleLine(z.string().trim().min(1).max(253)).describe('The host name of the device (its first title in the tree).'),
     }),
-    response: z.object({ device_id: z.string(), state: z.enum(['pending', 'approved']) }),
-    handler: async ({ body, services, ip }) => services.enrol.enrol(body, ip),
+    response: z.object({
+      device_id: z.string(),
+      state: z.enum(['pending', 'approved']),
+      broker_key: z.string().describe("The broker's public signing key (PEM SPKI, Ed25519), the same from every broker of the database."),
+    }),
+    handler: async ({ body, services, ip }) => ({ ...(await services.enrol.enrol(body, ip)), broker_key: services.brokerKey.publicKeyPem }),
   }),
 
   // ---- bootstrap keys ---------------------------------------------------------------------------

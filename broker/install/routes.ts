@@ -1,3 +1,4 @@
+import crypto from 'node:crypto';
 import fs from 'node:fs';
 import path from 'node:path';
 import { pipeline } from 'node:stream/promises';
@@ -9,6 +10,10 @@ import { defineRoute, Reply, type RouteSpec } from '../http/route.js';
 const TAG = 'agent-install';
 /** The token install.sh carries where the broker writes its own URL. */
 export const BROKER_URL_TOKEN = '__FLEET_BROKER_URL__';
+/** Where it writes the SHA-256 of each package it serves ("<sha256>  <file>" lines), which install.sh checks downloads against. */
+export const PACKAGE_SHA256S_TOKEN = '__FLEET_PACKAGE_SHA256S__';
+/** Where it writes its public signing key, which install.sh pins for the agent. */
+export const BROKER_KEY_TOKEN = '__FLEET_BROKER_KEY__';
 /** What GET /install/{artifact} serves: the packages `npm run build:agent` makes, nothing else. */
 const ARTIFACT = /^fleet-agent[A-Za-z0-9._+~-]{0,120}\.(deb|tar\.gz)$/;
 /** A host (name, IPv4 or [IPv6]) and port as a Host header carries them. */
@@ -32,6 +37,43 @@ function artifactFile(dir: string, name: string): { file: string; size: number }
   }
 }
 
+/** Digests of package files, by path, kept while their size and modification time stay the same. */
+const digestCache = new Map<string, { size: number; mtimeMs: number; sha256: string }>();
+
+async function sha256Of(file: string): Promise<string> {
+  const hash = crypto.createHash('sha256');
+  for await (const chunk of fs.createReadStream(file)) hash.update(chunk as Buffer);
+  return hash.digest('hex');
+}
+
+/** "<sha256>  <file>" of every package in the artifacts directory (sha256sum's format), sorted by name. */
+async function packageDigests(dir: string): Promise<string> {
+  let names: string[];
+  try {
+    names = (await fs.promises.readdir(dir)).filter((n) => ARTIFACT.test(n)).sort();
+  } catch {
+    return '';
+  }
+  const lines: string[] = [];
+  for (const name of names) {
+    const file = path.join(dir, name);
+    let stat: fs.Stats;
+    try {
+      stat = await fs.promises.stat(file);
+    } catch {
+      continue;
+    }
+    if (!stat.isFile()) continue;
+    let cached = digestCache.get(file);
+    if (!cached || cached.size !== stat.size || cached.mtimeMs !== stat.mtimeMs) {
+      cached = { size: stat.size, mtimeMs: stat.mtimeMs, sha256: await sha256Of(file) };
+      digestCache.set(file, cached);
+    }
+    lines.push(`${cached.sha256}  ${name}`);
+  }
+  return lines.join('\n');
+}
+
 function sendError(res: Response, err: ApiError) {
   res.status(err.status).json(err.toJSON());
 }
@@ -53,10 +95,13 @@ export const installRoutes: RouteSpec[] = [
     summary: 'The agent installer script',
     description:
       'A POSIX sh script (text/x-shellscript) that installs the edge agent on a Linux device and enrols it: ' +
-      '`curl -fsSL https://<broker>/install.sh | sudo sh -s -- --bootstrap-key <key>`. It checks for Node.js >= 20, picks the .deb ' +
-      '(dpkg with the nodejs package) or the tarball for the machine architecture, downloads it from GET /install/{artifact}, writes ' +
-      "/etc/fleet-agent/config.json (this broker's URL: PUBLIC_URL, else the origin of the request) and the key in /etc/fleet-agent/bootstrap-key " +
-      '(0600, root only), and starts the fleet-agent systemd service. No authentication: it holds no secret. ' +
+      "`curl -fsSL https://<broker>/install.sh -o fleet-install.sh && printf '%s\\n' '<key>' | sudo sh fleet-install.sh --bootstrap-key-stdin` " +
+      '(or `--bootstrap-key-file <file>`; never the key on the command line). It checks for Node.js >= 20, picks the .deb ' +
+      '(dpkg with the nodejs package) or the tarball for the machine architecture, downloads it from GET /install/{artifact} and checks it against ' +
+      'the SHA-256 this broker wrote into the script (a package altered on the way is refused, nothing installed), writes ' +
+      "/etc/fleet-agent/config.json (this broker's URL: PUBLIC_URL, else the origin of the request), the key in /etc/fleet-agent/bootstrap-key " +
+      "(0600, root only) and this broker's public signing key in /var/lib/fleet-agent/broker-key.pem (the key the agent trusts), and starts the " +
+      'fleet-agent systemd service. It refuses an http:// broker other than this machine unless given --insecure-http. No authentication: it holds no secret. ' +
       '404 when the agent is not built on this broker (`npm run build:agent`; directory AGENT_ARTIFACTS_DIR).',
     access: 'public',
     audit: false,
@@ -76,7 +121,10 @@ export const installRoutes: RouteSpec[] = [
               'The Host header is not a host name (or PUBLIC_URL has characters a URL does not): set PUBLIC_URL on the broker.',
             ),
           );
-        const script = (await fs.promises.readFile(found.file, 'utf8')).replaceAll(BROKER_URL_TOKEN, url);
+        const script = (await fs.promises.readFile(found.file, 'utf8'))
+          .replaceAll(BROKER_URL_TOKEN, url)
+          .replaceAll(PACKAGE_SHA256S_TOKEN, await packageDigests(dir))
+          .replaceAll(BROKER_KEY_TOKEN, services.brokerKey.publicKeyPem.trim());
         res.status(200);
         res.setHeader('Content-Type', 'text/x-shellscript; charset=utf-8');
         res.setHeader('Cache-Control', 'no-store');

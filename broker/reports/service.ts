@@ -7,7 +7,7 @@ import type { Config } from '../config.js';
 import type { Db } from '../db/database.js';
 import type { Database } from '../db/schema.js';
 import type { DevicesService } from '../devices/service.js';
-import { checkReports, SEVERITIES, type ReportRefusal } from './validate.js';
+import { checkReports, clampReportTs, SEVERITIES, type ReportRefusal } from './validate.js';
 
 /** Retention runs this often (and once at start). */
 const SWEEP_EVERY_MS = 60 * 60 * 1000;
@@ -131,6 +131,7 @@ export class ReportsService {
    * Stores reports an agent sent (a `reports` message, or those of `config_applied`). Checks every
    * report (checkReports), keeps at most REPORT_RATE_PER_DEVICE per device and minute, and trims the
    * device's reports to REPORT_MAX_PER_DEVICE. Reports of a device that is not approved are dropped.
+   * A `ts` more than REPORT_FUTURE_SKEW_S ahead of the broker's clock is stored as that bound.
    */
   async record(deviceId: string, reports: AgentReport[] | unknown, now = new Date()): Promise<RecordOutcome> {
     const checked = checkReports(reports);
@@ -144,7 +145,14 @@ export class ReportsService {
     }
     const allowed = this.take(deviceId, checked.valid.length, now.getTime());
     if (allowed < checked.valid.length) outcome.refused.rate_limited = checked.valid.length - allowed;
-    const rows = checked.valid.slice(0, allowed).map((r) => ({ ...r, device_id: deviceId, received_at: now.toISOString() }));
+    const nowS = Math.floor(now.getTime() / 1000);
+    let future = 0;
+    const rows = checked.valid.slice(0, allowed).map((r) => {
+      const ts = clampReportTs(r.ts, nowS);
+      if (ts !== r.ts) future++;
+      return { ...r, ts, device_id: deviceId, received_at: now.toISOString() };
+    });
+    if (future > 0) this.log.warn({ deviceId, reports: future }, 'agent reports stamped in the future: stored at the broker time bound');
     if (rows.length === 0) return outcome;
     for (let i = 0; i < rows.length; i += INSERT_BATCH) {
       await this.deps.db

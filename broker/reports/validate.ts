@@ -22,6 +22,18 @@ export const REPORT_LIMITS = {
   logChars: 1024 * 1024,
 } as const;
 
+/**
+ * How far ahead of the broker's clock a device may stamp a report (clock skew): a later `ts` is
+ * stored as broker time plus this, so a device cannot pin the newest report (`last_ts`, ordering)
+ * in the future.
+ */
+export const REPORT_FUTURE_SKEW_S = 5 * 60;
+
+/** A device's `ts` bounded by the broker's clock (`nowS`, Unix seconds): at most REPORT_FUTURE_SKEW_S ahead. */
+export function clampReportTs(ts: number, nowS: number): number {
+  return Math.min(ts, nowS + REPORT_FUTURE_SKEW_S);
+}
+
 /** A report as stored, checked. */
 export interface ValidReport extends Required<Omit<AgentReport, 'log'>> {
   level: number;

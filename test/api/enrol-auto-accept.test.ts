@@ -31,12 +31,16 @@ describe('switching a manual key to auto-accept', () => {
     expect(changed.status).toBe(200);
     expect(changed.body.auto_accept).toBe(true);
     // The agent keeps enrolling while it waits: it is not approved by the switch.
-    expect((await enrolDevice(t, key, device)).answer.body).toEqual({ device_id: device.id, state: 'pending' });
+    expect((await enrolDevice(t, key, device)).answer.body).toEqual({
+      device_id: device.id,
+      state: 'pending',
+      broker_key: t.broker.services.brokerKey.publicKeyPem,
+    });
     const pending = await t.api('GET', '/api/v2/pendinghost', { token: approver.token });
     expect(pending.body.some((h: { node_id: string }) => h.node_id === device.id)).toBe(true);
     expect((await t.api('GET', `/api/v2/node/${device.id}`, { token: t.adminToken })).status).toBe(404);
     // A device enrolling for the first time under the key now is approved at once.
     const fresh = await enrolDevice(t, key);
-    expect(fresh.answer.body).toEqual({ device_id: fresh.device.id, state: 'approved' });
+    expect(fresh.answer.body).toEqual({ device_id: fresh.device.id, state: 'approved', broker_key: t.broker.services.brokerKey.publicKeyPem });
   });
 });

@@ -1,8 +1,9 @@
 import crypto from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { BrokerTrustError, parseBrokerPublicKey, verifyBrokerMessage, verifyWelcome } from '../../shared/broker-signature.js';
 import { publicKeyPem } from '../../shared/device-key.js';
 import WebSocket from 'ws';
-import { AGENT_ENROL_PATH, AGENT_WS_PATH, AgentClose } from '../../shared/protocol.js';
+import { AGENT_ENROL_PATH, AGENT_WS_PATH, AgentClose, type ControlMessage } from '../../shared/protocol.js';
 import { connectDevice, enrolDevice, eventually, makeDevice } from '../support/agent.js';
 import { startTestBroker, type TestBroker } from '../support/broker.js';
 
@@ -220,9 +221,9 @@ describe('enrolment and pending hosts', () => {
     const device = makeDevice();
     const first = await enrolDevice(t, key, device, 'edge-1');
     expect(first.answer.status).toBe(200);
-    expect(first.answer.body).toEqual({ device_id: device.id, state: 'pending' });
+    expect(first.answer.body).toEqual({ device_id: device.id, state: 'pending', broker_key: t.broker.services.brokerKey.publicKeyPem });
     const again = await enrolDevice(t, key, device, 'edge-1');
-    expect(again.answer.body).toEqual({ device_id: device.id, state: 'pending' });
+    expect(again.answer.body).toEqual({ device_id: device.id, state: 'pending', broker_key: t.broker.services.brokerKey.publicKeyPem });
 
     const pending = await t.api('GET', '/api/v2/pendinghost', { token: approver.token });
     expect(pending.status).toBe(200);
@@ -307,7 +308,7 @@ describe('enrolment and pending hosts', () => {
   it('approves at once with an auto-accept key', async () => {
     const key = await createKey({ group_id: 'lab', auto_accept: true });
     const { device, answer } = await enrolDevice(t, key);
-    expect(answer.body).toEqual({ device_id: device.id, state: 'approved' });
+    expect(answer.body).toEqual({ device_id: device.id, state: 'approved', broker_key: t.broker.services.brokerKey.publicKeyPem });
     const node = await t.api('GET', `/api/v2/node/${device.id}`, { token: t.adminToken });
     expect(node.body.parent_id).toBe('lab');
   });
@@ -318,7 +319,7 @@ describe('enrolment and pending hosts', () => {
     const { device } = await enrolDevice(t, manual);
     const again = await enrolDevice(t, auto, device);
     expect(again.answer.status).toBe(200);
-    expect(again.answer.body).toEqual({ device_id: device.id, state: 'pending' });
+    expect(again.answer.body).toEqual({ device_id: device.id, state: 'pending', broker_key: t.broker.services.brokerKey.publicKeyPem });
     const row = await t.broker.services.store.db.selectFrom('devices').selectAll().where('device_id', '=', device.id).executeTakeFirstOrThrow();
     expect(row.state).toBe('pending');
     expect((await t.api('GET', `/api/v2/node/${device.id}`, { token: t.adminToken })).status).toBe(404);
@@ -446,6 +447,48 @@ describe('the agent channel', () => {
     second.ws.close();
     await second.closed;
     await eventually(() => !t.broker.services.agents.isConnected(device.id));
+  });
+
+  it('hands out its signing key at enrolment, proves it in the welcome, and signs configurations for this device and connection', async () => {
+    const { device, answer } = await enrolDevice(t, await createKey({ auto_accept: true }));
+    expect(answer.status).toBe(200);
+    const brokerKey = parseBrokerPublicKey(answer.body.broker_key);
+    expect(brokerKey.equals(t.broker.services.brokerKey.publicKey)).toBe(true);
+    const nonce = crypto.randomBytes(32).toString('base64url');
+    const conn = await connectDevice(t.url, device, undefined, { nonce });
+    expect(conn.welcome?.broker_key).toBe(answer.body.broker_key);
+    const fields = { device_id: device.id, agent_nonce: nonce, challenge: conn.challenge! };
+    expect(verifyWelcome(brokerKey, fields, conn.welcome?.broker_signature)).toBe(true);
+    expect(verifyWelcome(brokerKey, { ...fields, agent_nonce: 'another-nonce' }, conn.welcome?.broker_signature)).toBe(false);
+
+    const config: ControlMessage = { t: 'config', config: { commit_id: 'c1', bundles: [], bundle_data: {} }, attributes: {} };
+    expect(t.broker.services.agents.send(device.id, config)).toBe(true);
+    expect(t.broker.services.agents.send(device.id, { t: 'agent_update', version: '9.9.9', sha256: 'a'.repeat(64), size: 10 })).toBe(true);
+    const [first, second] = await eventually(() => (conn.messages.length >= 2 ? conn.messages : undefined));
+    expect(verifyBrokerMessage(brokerKey, first, { deviceId: device.id, nonce, afterSeq: 0 })).toEqual({ ok: true, seq: 1 });
+    expect(verifyBrokerMessage(brokerKey, second, { deviceId: device.id, nonce, afterSeq: 1 })).toEqual({ ok: true, seq: 2 });
+    // What another device or a later connection would be sent does not pass for this one.
+    expect(verifyBrokerMessage(brokerKey, first, { deviceId: makeDevice().id, nonce, afterSeq: 0 })).toEqual({
+      ok: false,
+      error: BrokerTrustError.otherDevice,
+    });
+    expect(verifyBrokerMessage(brokerKey, first, { deviceId: device.id, nonce: 'next-connection', afterSeq: 0 })).toEqual({
+      ok: false,
+      error: BrokerTrustError.otherConnection,
+    });
+    conn.ws.close();
+    await conn.closed;
+  });
+
+  it('proves its key when it refuses an unknown device, so that the agent enrols again only with it', async () => {
+    const stranger = makeDevice();
+    const nonce = crypto.randomBytes(32).toString('base64url');
+    const conn = await connectDevice(t.url, stranger, undefined, { nonce });
+    expect(await conn.closed).toBe(AgentClose.unauthorized);
+    const refusal = conn.messages.find((m) => m.t === 'unknown_device');
+    const fields = { device_id: stranger.id, agent_nonce: nonce, challenge: conn.challenge!, outcome: 'unknown_device' as const };
+    expect(verifyWelcome(t.broker.services.brokerKey.publicKey, fields, refusal?.broker_signature)).toBe(true);
+    expect(verifyWelcome(t.broker.services.brokerKey.publicKey, { ...fields, outcome: 'welcome' }, refusal?.broker_signature)).toBe(false);
   });
 
   it('stores inventory reports and answers reload with the ack', async () => {

@@ -1,4 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { REPORT_FUTURE_SKEW_S } from '../../broker/reports/validate.js';
 import type { AgentReport } from '../../shared/protocol.js';
 import { connectDevice, enrolDevice, eventually, type FakeConnection } from '../support/agent.js';
 import { startTestBroker, type TestBroker } from '../support/broker.js';
@@ -264,6 +265,28 @@ describe('reports from agents (hub message)', () => {
     const long = texts.find((x: string) => x.startsWith('xxx'));
     expect(long.length).toBe(4096);
     expect(long.endsWith('…')).toBe(true);
+  });
+
+  it('bounds a device’s report times by the broker clock: a report stamped in the year 5138 does not pin last_ts', async () => {
+    const before = (await t.api('GET', `/api/v2/reportsummary/${device}`, { token: t.adminToken })).body.last_ts as number;
+    conn.send({ t: 'reports', reports: [report({ text: 'from the far future', ts: 99_999_999_999 }), report({ text: 'slightly ahead', ts: now() + 60 })] });
+    const stored = await eventually(async () => {
+      const got = await list(t.adminToken, `?node_id=${device}&search=${encodeURIComponent('from the far future')}`);
+      return got.body.total === 1 ? got.body.items[0] : undefined;
+    });
+    const at = now();
+    // Kept, at broker time plus the allowed skew at most.
+    expect(stored.ts).toBeLessThanOrEqual(at + REPORT_FUTURE_SKEW_S);
+    expect(stored.ts).toBeGreaterThan(at - 60);
+    // A small skew is kept as the device stamped it.
+    const ahead = (await list(t.adminToken, `?node_id=${device}&search=${encodeURIComponent('slightly ahead')}`)).body.items[0];
+    expect(ahead.ts).toBeGreaterThan(before);
+    const summary = await t.api('GET', `/api/v2/reportsummary/${device}`, { token: t.adminToken });
+    expect(summary.body.last_ts).toBeLessThanOrEqual(now() + REPORT_FUTURE_SKEW_S);
+    // The broker's own entries (agent_internal) stay at broker time, and newer reports sort first again.
+    await t.broker.services.reports.agentEvent(device, 'INFO', 'Agent connected (version after)', new Date(Date.now() + (REPORT_FUTURE_SKEW_S + 60) * 1000));
+    const newest = (await list(t.adminToken, `?node_id=${device}`)).body.items[0];
+    expect(newest.text).toBe('Agent connected (version after)');
   });
 
   it('refuses a list over the per-message limit whole, and messages without a list, keeping the connection', async () => {

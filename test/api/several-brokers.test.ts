@@ -7,8 +7,10 @@ import crypto from 'node:crypto';
 import http from 'node:http';
 import { Secret, TOTP } from 'otpauth';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { BrokerKey } from '../../broker/agents/broker-key.js';
 import { loadConfig } from '../../broker/config.js';
 import { dropSchema, openStore } from '../../broker/db/database.js';
+import { SettingsStore } from '../../broker/settings.js';
 import { bootstrapFirstUser } from '../../broker/users/bootstrap.js';
 import { ADMIN, PG_URL, startTestBroker, type TestBroker } from '../support/broker.js';
 import { CHUNK_BYTES } from '../../broker/files/db-store.js';
@@ -66,6 +68,22 @@ describe('brokers sharing one database', () => {
   it('runs two brokers on one schema on PostgreSQL (one on SQLite)', () => {
     expect(b !== a).toBe(a.database === 'postgres');
     if (b !== a) expect(b.schema).toBe(a.schema);
+  });
+
+  it('signs with one broker key, made once: an agent that pinned it at enrolment on A trusts B', async () => {
+    expect(b.broker.services.brokerKey.publicKeyPem).toBe(a.broker.services.brokerKey.publicKeyPem);
+    // Brokers starting together on an empty database make one key between them.
+    const url = a.database === 'postgres' ? PG_URL : `sqlite:${a.dataDir}/keys.sqlite`;
+    const schema = `t_${crypto.randomBytes(6).toString('hex')}`;
+    const store = await openStore(url, a.database === 'postgres' ? schema : '');
+    try {
+      const keys = await Promise.all([1, 2, 3].map(() => BrokerKey.load(new SettingsStore(store.db))));
+      expect(new Set(keys.map((k) => k.publicKeyPem)).size).toBe(1);
+      expect(keys[0].publicKeyPem).not.toBe(a.broker.services.brokerKey.publicKeyPem);
+    } finally {
+      await store.close();
+      if (a.database === 'postgres') await dropSchema(PG_URL, schema);
+    }
   });
 
   it('a ticket issued on A opens a stream on B once; replayed on A or B it is refused', async () => {

@@ -28,7 +28,9 @@ describe('bootstrap keys screen', () => {
     const key = (await created.textContent()) as string;
     expect((await keys())[key].auto_accept).toBe(true);
     const origin = new URL(page.url()).origin;
-    expect(await page.getByTestId('install-command').first().textContent()).toBe(`curl -fsSL ${origin}/install.sh | sudo sh -s -- --bootstrap-key ${key}`);
+    expect(await page.getByTestId('install-command').first().textContent()).toBe(
+      `curl -fsSL ${origin}/install.sh -o fleet-install.sh && printf '%s\\n' '${key}' | sudo sh fleet-install.sh --bootstrap-key-stdin`,
+    );
     await screenshot(page, 'bootstrap-key-install-command');
 
     // Enrolled devices are counted per key.

@@ -34,7 +34,7 @@ describe('qbee-agent test API client', () => {
     expect(both.status).toBe(400);
     // A device enrolling with it lands in root, approved at once.
     const { answer, device } = await enrolDevice(t, key);
-    expect(answer.body).toEqual({ device_id: device.id, state: 'approved' });
+    expect(answer.body).toEqual({ device_id: device.id, state: 'approved', broker_key: t.broker.services.brokerKey.publicKeyPem });
     expect((await t.api('GET', `/api/v2/node/${device.id}`, admin())).body.parent_id).toBe('root');
   });
 

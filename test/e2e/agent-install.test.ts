@@ -33,9 +33,14 @@ function run(cmd: string, args: string[], options: { cwd?: string; input?: strin
 }
 
 /** The same, without blocking this process (which is the broker the command may talk to). */
-function runAsync(cmd: string, args: string[], input?: Buffer): Promise<{ code: number | null; stdout: string; stderr: string }> {
+function runAsync(
+  cmd: string,
+  args: string[],
+  input?: Buffer | string,
+  env?: Record<string, string>,
+): Promise<{ code: number | null; stdout: string; stderr: string }> {
   return new Promise((resolve) => {
-    const child = spawn(cmd, args, { stdio: ['pipe', 'pipe', 'pipe'] });
+    const child = spawn(cmd, args, { stdio: ['pipe', 'pipe', 'pipe'], ...(env ? { env: { ...process.env, ...env } } : {}) });
     child.stdin.end(input ?? '');
     let stdout = '';
     let stderr = '';
@@ -190,6 +195,20 @@ describe('install.sh from the broker', () => {
     expect(script.startsWith('#!/bin/sh\n')).toBe(true);
     expect(script).toContain(`BROKER='${t.url}'`);
     expect(script).toContain(`VERSION='${VERSION}'`);
+    // The digest of every package it serves, and its signing key, written in by the broker.
+    const digestOf = (name: string) =>
+      crypto
+        .createHash('sha256')
+        .update(fs.readFileSync(path.join(out, name)))
+        .digest('hex');
+    expect(script).toContain(
+      `PACKAGE_SHA256S='${[DEB, TARBALL]
+        .sort()
+        .map((n) => `${digestOf(n)}  ${n}`)
+        .join('\n')}'`,
+    );
+    expect(script).toContain(`BROKER_KEY='${t.broker.services.brokerKey.publicKeyPem.trim()}'`);
+    expect(script).not.toContain('__FLEET_');
     const file = path.join(work, 'install.sh');
     fs.writeFileSync(file, script);
     expect(run('sh', ['-n', file])).toMatchObject({ code: 0, stderr: '' });
@@ -216,18 +235,65 @@ describe('install.sh from the broker', () => {
     expect(hostile.body).not.toContain('reboot');
   });
 
-  it('refuses to install without a key or with a malformed one, changing nothing', () => {
+  it('refuses to install without a key, with a malformed one or one on the command line, changing nothing', () => {
     const file = path.join(work, 'install.sh');
     const root = fs.mkdtempSync(path.join(work, 'root-'));
+    const keyFile = path.join(work, 'bad-key');
     const noKey = run('sh', [file, '--root', root]);
     expect(noKey.code).toBe(1);
-    expect(noKey.stderr).toContain('--bootstrap-key');
-    const badKey = run('sh', [file, '--root', root, '--bootstrap-key', 'a b"c']);
+    expect(noKey.stderr).toContain('--bootstrap-key-file');
+    fs.writeFileSync(keyFile, 'a b"c\n');
+    const badKey = run('sh', [file, '--root', root, '--bootstrap-key-file', keyFile]);
     expect(badKey.code).toBe(1);
     expect(badKey.stderr).toContain('unexpected characters');
-    const badBroker = run('sh', [file, '--root', root, '--bootstrap-key', 'k', '--broker', 'https://x"y']);
+    // sudo logs command lines and ps shows them: the key never comes from there.
+    for (const args of [['--bootstrap-key', 'k3y'], ['--bootstrap-key=k3y']]) {
+      const onCommandLine = run('sh', [file, '--root', root, ...args]);
+      expect(onCommandLine.code).toBe(1);
+      expect(onCommandLine.stderr).toContain('not taken from the command line');
+    }
+    fs.writeFileSync(keyFile, 'k\n');
+    const badBroker = run('sh', [file, '--root', root, '--bootstrap-key-file', keyFile, '--broker', 'https://x"y']);
     expect(badBroker.code).toBe(1);
     expect(fs.readdirSync(root)).toEqual([]);
+  });
+
+  it('refuses a plain http broker on another machine unless --insecure-http, changing nothing', () => {
+    const file = path.join(work, 'install.sh');
+    const root = fs.mkdtempSync(path.join(work, 'root-'));
+    const keyFile = path.join(work, 'key');
+    fs.writeFileSync(keyFile, 'k\n');
+    for (const broker of ['http://broker.example.com', 'http://10.0.0.5:8080', 'http://127.0.0.1.example.com', 'http://127.0.0.1@broker.example.com']) {
+      const r = run('sh', [file, '--root', root, '--bootstrap-key-file', keyFile, '--broker', broker]);
+      expect(r.code).toBe(1);
+      expect(r.stderr).toContain('refusing the plain http broker');
+      expect(r.stderr).toContain('--insecure-http');
+    }
+    expect(fs.readdirSync(root)).toEqual([]);
+  });
+
+  it('refuses a package that does not match the digest in the script, installing nothing', async () => {
+    // The script from the broker; the package from somewhere on the way that altered it.
+    const genuine = fs.readFileSync(path.join(out, TARBALL));
+    const tampered = Buffer.from(genuine);
+    tampered[tampered.length - 1] ^= 0xff;
+    const server = http.createServer((req, res) => {
+      res.writeHead(200, { 'content-type': 'application/gzip' });
+      res.end(req.url === `/install/${TARBALL}` ? tampered : 'nope');
+    });
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+    try {
+      const keyFile = path.join(work, 'key');
+      fs.writeFileSync(keyFile, 'k\n');
+      const root = fs.mkdtempSync(path.join(work, 'root-'));
+      const mirror = `http://127.0.0.1:${(server.address() as { port: number }).port}`;
+      const r = await runAsync('sh', [path.join(work, 'install.sh'), '--root', root, '--format', 'tar', '--bootstrap-key-file', keyFile, '--broker', mirror]);
+      expect(r.code).toBe(1);
+      expect(r.stderr).toContain(`the downloaded ${TARBALL} does not match the broker's digest`);
+      expect(fs.readdirSync(root)).toEqual([]);
+    } finally {
+      server.close();
+    }
   });
 
   it('installs into a temporary root; the installed agent, one node process, enrols and connects', async () => {
@@ -235,9 +301,10 @@ describe('install.sh from the broker', () => {
     expect(created.status).toBe(200);
     const key = Object.keys(created.body as object)[0];
     const root = fs.mkdtempSync(path.join(work, 'root-'));
-    // As the console's line runs it: the script on standard input (`curl … | sh -s -- …`).
-    const installed = await runAsync('sh', ['-s', '--', '--root', root, '--bootstrap-key', key], fs.readFileSync(path.join(work, 'install.sh')));
+    // As the console's line runs it: the script saved to a file, the key on standard input.
+    const installed = await runAsync('sh', [path.join(work, 'install.sh'), '--root', root, '--bootstrap-key-stdin'], `${key}\n`);
     expect(installed.stderr).toContain('nothing started');
+    expect(installed.stderr).toMatch(new RegExp(`checked ${TARBALL.replaceAll('.', '\\.')}: sha256 [0-9a-f]{64}`));
     expect(installed.code).toBe(0);
 
     const conf = path.join(root, 'etc', 'fleet-agent');
@@ -246,6 +313,10 @@ describe('install.sh from the broker', () => {
     expect(mode(path.join(conf, 'config.json'))).toBe('600');
     expect(mode(path.join(conf, 'bootstrap-key'))).toBe('600');
     expect(fs.readFileSync(path.join(conf, 'bootstrap-key'), 'utf8')).toBe(`${key}\n`);
+    // The broker's signing key, pinned for the agent from the same channel as the script.
+    const pinned = path.join(root, 'var', 'lib', 'fleet-agent', 'broker-key.pem');
+    expect(fs.readFileSync(pinned, 'utf8')).toBe(t.broker.services.brokerKey.publicKeyPem);
+    expect(mode(pinned)).toBe('600');
     expect(JSON.parse(fs.readFileSync(path.join(conf, 'config.json'), 'utf8'))).toEqual({
       broker: t.url,
       bootstrap_key_file: '/etc/fleet-agent/bootstrap-key',
@@ -257,12 +328,19 @@ describe('install.sh from the broker', () => {
 
     // The .deb's tree is the same (unpacked with dpkg-deb below a root: nothing registered with dpkg here).
     const debRoot = fs.mkdtempSync(path.join(work, 'root-'));
-    const viaDeb = await runAsync(
-      'sh',
-      ['-s', '--', '--root', debRoot, '--format', 'deb', '--bootstrap-key', key],
-      fs.readFileSync(path.join(work, 'install.sh')),
-    );
+    // `curl … | sh -s`, the key from the environment.
+    const viaDeb = await runAsync('sh', ['-s', '--', '--root', debRoot, '--format', 'deb'], fs.readFileSync(path.join(work, 'install.sh')), {
+      FLEET_BOOTSTRAP_KEY: key,
+    });
     expect(viaDeb.code).toBe(0);
+    expect(fs.readFileSync(path.join(debRoot, 'etc', 'fleet-agent', 'bootstrap-key'), 'utf8')).toBe(`${key}\n`);
+    // From a key file as well.
+    const keyFile = path.join(work, 'enrol-key');
+    fs.writeFileSync(keyFile, `${key}\n`);
+    const fileRoot = fs.mkdtempSync(path.join(work, 'root-'));
+    const viaFile = await runAsync('sh', [path.join(work, 'install.sh'), '--root', fileRoot, '--bootstrap-key-file', keyFile]);
+    expect(viaFile.code).toBe(0);
+    expect(fs.readFileSync(path.join(fileRoot, 'etc', 'fleet-agent', 'bootstrap-key'), 'utf8')).toBe(`${key}\n`);
     const files = (dir: string) => (fs.readdirSync(dir, { recursive: true }) as string[]).sort();
     expect(files(debRoot)).toEqual(files(root));
 

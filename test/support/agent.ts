@@ -220,7 +220,9 @@ export interface FakeConnection {
   ws: WebSocket;
   /** The close code, once the broker closed the socket. */
   closed: Promise<number>;
-  welcome?: { device_id: string; heartbeat_ms: number };
+  welcome?: { device_id: string; heartbeat_ms: number; broker_key?: string; broker_signature?: string };
+  /** The broker's challenge nonce of this connection. */
+  challenge?: string;
   /** Control messages received after the welcome. */
   messages: Record<string, unknown>[];
   send(msg: Record<string, unknown>): void;
@@ -234,7 +236,12 @@ export async function connectDevice(
   url: string,
   device: FakeDevice,
   sign?: (nonce: string) => string,
-  options: { autoPong?: boolean; headers?: Record<string, string>; localAddress?: string } = {},
+  options: {
+    autoPong?: boolean;
+    headers?: Record<string, string>;
+    localAddress?: string;
+    /** the agent's nonce, as agents send it since brokers sign */ nonce?: string;
+  } = {},
 ): Promise<FakeConnection> {
   const ws = new WebSocket(`${url.replace(/^http/, 'ws')}${AGENT_WS_PATH}`, {
     autoPong: options.autoPong ?? true,
@@ -253,7 +260,15 @@ export async function connectDevice(
       const msg = JSON.parse(String(data));
       if (msg.t === 'challenge') {
         const signature = sign ? sign(msg.nonce) : signChallenge(device.privateKey, msg.nonce);
-        conn.send({ t: 'auth', device_id: device.id, signature, version: '9.9.9-test', protocol: PROTOCOL_VERSION });
+        conn.challenge = msg.nonce;
+        conn.send({
+          t: 'auth',
+          device_id: device.id,
+          signature,
+          version: '9.9.9-test',
+          protocol: PROTOCOL_VERSION,
+          ...(options.nonce ? { nonce: options.nonce } : {}),
+        });
       } else if (msg.t === 'welcome') {
         conn.welcome = msg;
         resolve();

@@ -128,7 +128,9 @@ describe('live status', () => {
 
 describe('bootstrap keys', () => {
   it('builds the one-line install command and reads the device count', () => {
-    expect(installCommand('k3y', 'https://fleet.example.com')).toBe('curl -fsSL https://fleet.example.com/install.sh | sudo sh -s -- --bootstrap-key k3y');
+    expect(installCommand('k3y', 'https://fleet.example.com')).toBe(
+      "curl -fsSL https://fleet.example.com/install.sh -o fleet-install.sh && printf '%s\\n' 'k3y' | sudo sh fleet-install.sh --bootstrap-key-stdin",
+    );
     expect(keysOf({ k3y: { group_id: 'lab', auto_accept: true, devices: 2 } })).toEqual([
       { key: 'k3y', group_id: 'lab', auto_accept: true, created_at: undefined, devices: 2, label: '', expires_at: null, expired: false },
     ]);

@@ -18,9 +18,13 @@ interface BootstrapKey {
   devices?: number;
 }
 
-/** The one line that installs an edge agent on a device and enrols it with this key against this broker (GET /install.sh). */
+/**
+ * The one line that installs an edge agent on a device and enrols it with this key against this
+ * broker (GET /install.sh). The key goes in on standard input (printf is a shell builtin): never on
+ * a command line, which sudo logs and ps shows.
+ */
 export function installCommand(key: string, broker: string): string {
-  return `curl -fsSL ${broker.replace(/\/+$/, '')}/install.sh | sudo sh -s -- --bootstrap-key ${key}`;
+  return `curl -fsSL ${broker.replace(/\/+$/, '')}/install.sh -o fleet-install.sh && printf '%s\\n' '${key}' | sudo sh fleet-install.sh --bootstrap-key-stdin`;
 }
 
 const AUTO_ACCEPT_WARNING = 'Every device that presents this key joins the fleet at once, without approval. Keep the key secret.';
