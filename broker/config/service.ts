@@ -13,7 +13,7 @@ import type { Channel } from '../../shared/mux.js';
 import type { AccessService } from '../access/access.js';
 import type { Principal } from '../access/principal.js';
 import type { AuditService } from '../audit/service.js';
-import type { Store } from '../db/database.js';
+import { sql, type Store } from '../db/database.js';
 import { readAttributes } from '../devices/attributes.js';
 import { nodeChain, ROOT_NODE, scopeOfChain, type ChainRow } from '../devices/scope.js';
 import { ApiError, badRequest, conflict, notFound } from '../http/errors.js';
@@ -79,6 +79,8 @@ interface Entity {
 export const MAX_STAGED = 500;
 /** Most changes carried inline by one commit. */
 export const MAX_INLINE_CHANGES = 100;
+/** Most configuration (bytes of JSON) one page of GET /commitlist answers as its commits' changes. */
+const MAX_LISTED_CHANGE_BYTES = 32 * 1024 * 1024;
 /** Files sent to agents at once: per device, and in all. */
 const MAX_FILES_PER_DEVICE = 4;
 const MAX_FILES = 64;
@@ -456,6 +458,18 @@ export class ConfigService {
     const out = new Map<string, object[]>();
     if (commitShas.length === 0) return out;
     const db = this.deps.store.db;
+    // A page of commits answers their changes whole: bounded, or refused with what to ask instead.
+    const size = await db
+      .selectFrom('config_changes')
+      .select((eb) => eb.fn.sum<number>(sql<number>`length(content)`).as('bytes'))
+      .where('commit_sha', 'in', commitShas)
+      .executeTakeFirst();
+    if (Number(size?.bytes ?? 0) > MAX_LISTED_CHANGE_BYTES)
+      throw badRequest(
+        `The changes of these ${commitShas.length} commits exceed ${MAX_LISTED_CHANGE_BYTES / (1024 * 1024)} MiB: ask for fewer (items_per_page), or one at a time (GET /commit/{sha}).`,
+        { field: 'items_per_page' },
+        'too_large',
+      );
     const rows = await db.selectFrom('config_changes').selectAll().where('commit_sha', 'in', commitShas).orderBy('seq').execute();
     const userIds = [...new Set(rows.map((r) => r.user_id))];
     const users = new Map(
