@@ -235,21 +235,35 @@ describe('terraform-provider-qbee: extend, one-change commits, qbee tags (ssh_ke
     expect((await qbeeClient('DELETE', `/change/${staged.body.sha}`)).status).toBe(204);
   });
 
-  it('tags as the provider’s tests write them (terraform:acctest:…) in the group tree and in resources', async () => {
-    const tag = 'terraform:acctest:tree';
-    const r = await goRequest('PUT', '/grouptree', {
-      changes: [change('create', { parent_id: 'root', title: 'TF tagged', node_id: 'tf-tagged', type: 'group' })],
+  it('tags as the provider’s tests write them (integration-test:tag-1, terraform:acctest:…): group tags, configuration, resources', async () => {
+    // grouptree_group_resource Create: GroupTreeUpdate (create: ParentID, NodeID, Type, Title), then GroupTreeSetTags (PATCH {tags}).
+    const tags = ['integration-test:tag-1', 'integration-test:tag-2'];
+    const created = await qbeeClient('PUT', '/grouptree', {
+      changes: [{ action: 'create', data: { parent_id: 'root', node_id: 'tf-tagged', type: 'group', title: 'TF tagged' } }],
     });
-    expect(r.status).toBe(200);
-    const tagged = await qbeeClient('PUT', '/grouptree', { changes: [{ action: 'update', data: { parent_id: '', node_id: 'tf-tagged', tags: [tag] } }] });
-    expect(tagged.status, JSON.stringify(tagged.body)).toBe(200);
+    expect(created.status, JSON.stringify(created.body)).toBe(200);
+    const set = await qbeeClient('PATCH', '/grouptree/tf-tagged', { tags });
+    expect(set.status, JSON.stringify(set.body)).toBe(200);
+    // Read: GroupTreeGetNode → NodeInfo.Tags.
+    const node = await qbeeClient('GET', '/grouptree/tf-tagged');
+    expect(node.body.tags).toEqual(tags);
+    // connectivity_watchdog_resource_test: tag = "terraform:acctest:connectivitywatchdog".
+    const tag = 'terraform:acctest:connectivitywatchdog';
+    expect((await setConfiguration({ tag }, 'connectivity_watchdog', false, { threshold: '5' })).status).toBe(200);
+    const read = await qbeeClient('GET', `/config/tag/${tag}?scope=own`);
+    expect(read.status, JSON.stringify(read.body)).toBe(200);
+    expectDecodes(read.body, ConfigResponse);
+    expect(read.body.config).toMatchObject({ id: tag, type: 'tag', bundles: ['connectivity_watchdog'] });
+    // A role naming the tag reaches the devices below the group; one naming its first part does not.
     const device = await t.addDevice({ parent: 'tf-tagged', name: 'tf-tagged-dev' });
-    // A role naming the tag reaches the device below the group; one naming its first part does not.
-    const reader = await t.tokenWith([{ permission: 'device:read', resources: [`tag:${tag}`] }]);
+    const reader = await t.tokenWith([{ permission: 'device:read', resources: ['tag:integration-test:tag-1'] }]);
     expect((await t.api('GET', `/api/v2/node/${device}`, { token: reader })).status).toBe(200);
-    const prefix = await t.tokenWith([{ permission: 'device:read', resources: ['tag:terraform:acctest'] }]);
+    const prefix = await t.tokenWith([{ permission: 'device:read', resources: ['tag:integration-test'] }]);
     expect((await t.api('GET', `/api/v2/node/${device}`, { token: prefix })).status).toBe(403);
     // Still refused: what neither grammar allows.
-    expect((await qbeeClient('POST', '/change', { tag: '-A', formtype: 'settings', extend: false, config: { enabled: true } })).status).toBe(400);
+    expect((await qbeeClient('PATCH', '/grouptree/tf-tagged', { tags: ['-A'] })).status).toBe(400);
+    expect((await qbeeClient('POST', '/change', { tag: 'a', formtype: 'settings', extend: false, config: { enabled: true } })).status).toBe(200);
+    expect((await qbeeClient('POST', '/change', { tag: 'a/b', formtype: 'settings', extend: false, config: { enabled: true } })).status).toBe(400);
+    expect((await qbeeClient('DELETE', '/changes')).status).toBe(204);
   });
 });
