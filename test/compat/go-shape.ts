@@ -162,19 +162,19 @@ export const PendingDevices: GoShape = {
     struct: {
       pub_key_digest: 'string',
       approved: 'bool',
-      approved_timestamp: 'int',
-      cert: 'string',
-      group_id: 'string',
+      approved_timestamp: optional('int'),
+      cert: optional('string'),
+      group_id: optional('string'),
       remoteaddress: 'string',
       timestamp: 'int',
       host: 'string',
       fqhost: 'string',
       uqhost: 'string',
-      device_name: 'string',
+      device_name: optional('string'),
       hardware_mac: { map: 'string' },
       ip_default: 'string',
       ipv4: { map: 'string' },
-      pub_key: { slice: 'string' },
+      pub_key: optional({ slice: 'string' }),
     },
   },
 };
@@ -184,13 +184,13 @@ const groupTreeNodeFields: Record<string, GoShape> = {
   node_id: 'string',
   title: 'string',
   type: 'string',
-  tags: { slice: 'string' },
-  pub_key_digest: 'string',
-  device_commit_sha: 'string',
-  status: 'string',
-  config_propagated: 'bool',
-  agentinterval: 'int',
-  last_reported: 'int',
+  tags: optional({ slice: 'string' }),
+  pub_key_digest: optional('string'),
+  device_commit_sha: optional('string'),
+  status: optional('string'),
+  config_propagated: optional('bool'),
+  agentinterval: optional('int'),
+  last_reported: optional('int'),
   attributes: DeviceAttributes,
 };
 
@@ -229,7 +229,7 @@ export const InventoryListResponse: GoShape = {
           exp_soft: 'int',
           exp_hard: 'int',
           ancestors: { slice: 'string' },
-          ancestors_titles: { slice: 'string' },
+          ancestors_titles: optional({ slice: 'string' }),
           attributes: DeviceAttributes,
           title: 'string',
           agentinterval: 'string',
@@ -264,7 +264,7 @@ export const FilesListResponse: GoShape = {
 
 export const FileStats: GoShape = { struct: { count_files: 'int', quota: 'int', used: 'float' } };
 
-export const DeviceStatus: GoShape = { struct: { uuid: 'string', remote_access: 'bool', edge: 'string', edge_version: 'uint8' } };
+export const DeviceStatus: GoShape = { struct: { uuid: 'string', remote_access: 'bool', edge: optional('string'), edge_version: optional('uint8') } };
 
 /** metrics.go MetricsSummary. */
 export const MetricsSummary: GoShape = {

@@ -500,7 +500,7 @@ describe('configuration (change.go, commit.go, config.go)', () => {
     expect((await t.api('DELETE', `/api/v2/change/${created.body.sha}`, admin())).status).toBe(204);
   });
 
-  it('CommitConfiguration ({action, message}), GetCommit, ListCommits; DeleteUncommittedConfigurationChanges', async () => {
+  it('CommitConfiguration ({message}), GetCommit, ListCommits; DeleteUncommittedConfigurationChanges', async () => {
     await t.api('POST', '/api/v2/change', {
       ...admin(),
       body: {
@@ -510,7 +510,8 @@ describe('configuration (change.go, commit.go, config.go)', () => {
         config: { enabled: true, parameters: [{ key: 'a', value: 'b' }], secrets: [{ key: 's', value: 'hidden-value' }] },
       },
     });
-    const committed = await t.api('POST', '/api/v2/commit', { ...admin(), body: { action: 'commit', message: 'from qbee-cli' } });
+    // CommitRequest{Message}: `changes` omitted when empty, no `action`.
+    const committed = await t.api('POST', '/api/v2/commit', { ...admin(), body: { message: 'from qbee-cli' } });
     expect(committed.status, JSON.stringify(committed.body)).toBe(200);
     expectDecodes(committed.body, Commit);
     const extended = await t.api('GET', `/api/v2/commit/${committed.body.sha}`, admin());
