@@ -620,8 +620,34 @@ describe('configuration as qbee-cli writes and reads it (configmanager.go, commi
     expect((await q({ message: 'no commit says this' })).body).toMatchObject({ total: 0, items: [] });
     // Filters combine; sort and direction as CommitListQuery sends them.
     expect((await q({ message: 'watchdog', commit_sha: 'ffffffffffff' })).body.total).toBe(0);
-    const ordered = await q({ message: 'parameters' }, { sort_field: 'created', sort_direction: 'asc' });
-    expect(ordered.body.items.map((e: { message: string }) => e.message)).toEqual(['group parameters', 'sub-group parameters, extending']);
+    await configSave('cli-ext-sub', 'connectivity_watchdog', { enabled: true, threshold: '10' }, 'order check: first');
+    await configSave('cli-ext-sub', 'connectivity_watchdog', { enabled: true, threshold: '11' }, 'order check: second');
+    for (const [direction, order] of [
+      ['asc', ['order check: first', 'order check: second']],
+      ['desc', ['order check: second', 'order check: first']],
+    ] as const) {
+      const ordered = await q({ message: 'order check' }, { sort_field: 'created', sort_direction: direction });
+      expect(ordered.body.items.map((e: { message: string }) => e.message)).toEqual(order);
+    }
+    // The other CommitListSearch fields narrow the same way.
+    const shas = async (search: Record<string, unknown>) => (await q({ message: 'watchdog', ...search })).body.items.map((e: { sha: string }) => e.sha);
+    const user = await t.broker.services.store.db.selectFrom('users').select(['fname', 'lname']).where('id', '=', commit.user_id).executeTakeFirstOrThrow();
+    for (const [search, found] of [
+      [{ user_id: commit.user_id }, true],
+      [{ user_id: 'someone-else' }, false],
+      [{ committer: (user.lname || user.fname).toUpperCase() }, true],
+      [{ committer: 'nobody-is-called-this' }, false],
+      [{ change_sha: commit.changes[0].slice(4, 16) }, true],
+      [{ change_sha: 'f'.repeat(64) }, false],
+      [{ labels_include: ['release'] }, false],
+      [{ labels_exclude: ['release'] }, true],
+      [{ start_date: '2000-01-01 00:00:00', end_date: '2999-12-31 23:59:59' }, true],
+      [{ start_date: '2999-01-01 00:00:00' }, false],
+      [{ end_date: '2000-01-01 00:00:00' }, false],
+    ] as const) {
+      expect(await shas(search), JSON.stringify(search)).toEqual(found ? [commit.sha] : []);
+    }
+    expect((await q({ start_date: '2024-13-45 99:00:00' })).status).toBe(400);
     // A filter this broker cannot apply is a 400, not a bigger answer.
     const unknown = await q({ no_such_filter: 'x' });
     expect(unknown.status).toBe(400);
