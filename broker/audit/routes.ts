@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { pagingQuery } from '../http/paging.js';
+import { listPage, pagingQuery } from '../http/paging.js';
 import { defineRoute, type RouteSpec } from '../http/route.js';
 import { MAX_SEARCH_LENGTH } from '../http/search.js';
 
@@ -24,6 +24,42 @@ export const auditQuery = z.object({
   ...pagingQuery.shape,
 });
 
+const nullableString = z.string().nullable();
+const nullableCount = z.number().int().nullable();
+
+/** An entry of the trail (shared AuditEntry), in qbee's CommitExtended shape besides its own fields. */
+const auditEntry = z
+  .object({
+    id: z.number().int(),
+    ts: z.string().describe('ISO 8601'),
+    event: z.string().describe('e.g. remote.console.start, config.commit, user.create'),
+    user_id: nullableString,
+    user_email: nullableString,
+    device_id: nullableString,
+    action: z.string(),
+    options: z.unknown(),
+    result: z.enum(['allowed', 'denied', 'ok', 'error', 'ended']),
+    reason: nullableString,
+    source_ip: nullableString,
+    source: nullableString,
+    session_id: nullableString,
+    ended_at: nullableString,
+    end_result: nullableString.optional(),
+    end_reason: nullableString.optional(),
+    duration_ms: nullableCount,
+    bytes_in: nullableCount,
+    bytes_out: nullableCount,
+    ref_id: nullableCount,
+    sha: z.string().describe('The chain sha; a configuration commit’s sha'),
+    message: z.string().describe('A sentence; a configuration commit’s message'),
+    type: z.string().describe('The kind of event: the first part of `event`'),
+    created: z.number().int().describe('Unix seconds'),
+    updated: z.number().int().describe('= created'),
+    labels: z.array(z.string()).describe('Always empty'),
+    changes: z.array(z.unknown()).describe('A configuration commit’s changes as qbee’s Change objects (see GET /commit/{sha}); empty for other entries'),
+  })
+  .loose();
+
 export const auditRoutes: RouteSpec[] = [
   defineRoute({
     method: 'get',
@@ -40,6 +76,7 @@ export const auditRoutes: RouteSpec[] = [
       'carries its message and its changes as qbee’s Change objects (as GET /commit/{sha}: those on entities outside the caller’s configuration:read are left out), every other entry an empty list.',
     access: 'audit:read',
     query: auditQuery,
+    response: listPage(auditEntry),
     handler: async ({ query, services, principal }) => {
       const page = await services.audit.list(query);
       const commits = page.items.filter((e) => e.event === 'config.commit').map((e) => e.sha);
