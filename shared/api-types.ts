@@ -149,9 +149,13 @@ export interface AuditEntry {
   message: string;
   type: string;
   created: number;
-  /** configuration commits (event config.commit): the shas of the commit's changes, and its labels */
-  changes?: string[];
+  /**
+   * qbee's CommitExtended: GET /commitlist answers every entry with `labels` (empty), `updated` and
+   * `changes`: a configuration commit's (event config.commit) as qbee's Change objects, others none.
+   */
+  changes?: unknown[];
   labels?: string[];
+  updated?: number;
 }
 
 /** GET /audit/verify: the chain walked from the first entry; `first_bad` names the first entry that does not match. */

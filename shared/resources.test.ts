@@ -48,6 +48,12 @@ describe('parseResource: every form of the resource table', () => {
     expect(parseResource('tag:prod')).toEqual({ source: 'tag:prod', entity: { kind: 'tag', tag: 'prod' } });
     expect(parseResource('tag:eu-west_1.a')).toMatchObject({ entity: { kind: 'tag', tag: 'eu-west_1.a' } });
     expect(parseResource('node:group-17')).toEqual({ source: 'node:group-17', entity: { kind: 'node', nodeId: 'group-17' } });
+    // Tags as qbee writes them (^[a-z0-9:-]{3,64}$): the entity's kind ends at the first colon.
+    expect(parseResource('tag:terraform:acctest:a1')).toEqual({ source: 'tag:terraform:acctest:a1', entity: { kind: 'tag', tag: 'terraform:acctest:a1' } });
+    expect(parseResource('tag:a:b/console').entity).toEqual({ kind: 'tag', tag: 'a:b' });
+    expect(parseResource('tag:-lead').entity).toEqual({ kind: 'tag', tag: '-lead' });
+    expect(parseResource('tag:::x').entity).toEqual({ kind: 'tag', tag: '::x' });
+    expect(parseResource(`tag:${'a:'.repeat(32)}`).entity).toEqual({ kind: 'tag', tag: 'a:'.repeat(32) });
     const hexId = 'a'.repeat(64);
     expect(parseResource(`node:${hexId}`)).toMatchObject({ entity: { kind: 'node', nodeId: hexId } });
   });
@@ -104,7 +110,10 @@ describe('parseResource: every form of the resource table', () => {
     ['all', /must be "\*"/],
     ['TAG:prod', /must be "\*"/],
     ['tag:', /not a valid tag/],
-    ['tag:-lead', /not a valid tag/],
+    ['tag:-a', /not a valid tag/],
+    ['tag:-Lead', /not a valid tag/],
+    ['tag:_ab', /not a valid tag/],
+    [`tag:${'a:'.repeat(32)}b`, /not a valid tag/],
     ['tag:a/b/console', /not an action/],
     ['node:', /not a valid node id/],
     ['node:a.b', /not a valid node id/],
@@ -310,6 +319,11 @@ describe('evaluate: entities and inheritance', () => {
     expect(decide([{ permission: 'device:read', resources: ['tag:own-tag'] }], 'device:read', elsewhere).allowed).toBe(false);
     // Tags compare exactly.
     expect(decide([{ permission: 'device:read', resources: ['tag:LAB-TAG'] }], 'device:read', inLab).allowed).toBe(false);
+    // A tag with colons is one tag: neither its first part nor a longer one matches it.
+    const colon = device('d3', ['root'], ['terraform:acctest:a1']);
+    expect(decide([{ permission: 'device:read', resources: ['tag:terraform:acctest:a1'] }], 'device:read', colon).allowed).toBe(true);
+    for (const other of ['tag:terraform', 'tag:terraform:acctest', 'tag:terraform:acctest:a1:b'])
+      expect(decide([{ permission: 'device:read', resources: [other] }], 'device:read', colon).allowed).toBe(false);
   });
 
   it('node: matches the device itself and every device anywhere below the group', () => {

@@ -16,7 +16,14 @@ export const MAX_RESOURCE_LENGTH = 1024;
 export const MAX_RESOURCES_PER_POLICY = 100;
 /** A local login user a console may run as: a portable POSIX user name (lower case, at most 32). */
 export const LOGIN_USER_PATTERN = /^[a-z_][a-z0-9_-]{0,31}$/;
-export const TAG_PATTERN = /^[A-Za-z0-9][A-Za-z0-9_.\-]{0,63}$/;
+/**
+ * A tag: letters, digits, "_", ".", "-" and ":" starting with a letter or digit, or any tag qbee
+ * writes (`^[a-z0-9:-]{3,64}$`, e.g. `terraform:acctest:a1`). A resource `tag:a:b` names the tag
+ * `a:b`: the entity's kind ends at the first colon.
+ */
+export const TAG_PATTERN = /^(?:[A-Za-z0-9][A-Za-z0-9_.:-]{0,63}|[a-z0-9:-]{3,64})$/;
+/** How TAG_PATTERN reads in messages. */
+export const TAG_RULE = 'letters, digits, "_", ".", "-" and ":", at most 64, starting with a letter or digit (or qbee\'s: a-z, 0-9, ":" and "-", 3 to 64)';
 export const NODE_ID_PATTERN = /^[A-Za-z0-9][A-Za-z0-9_\-]{0,63}$/;
 const HOST_PATTERN = /^(\*|[A-Za-z0-9](?:[A-Za-z0-9\-_.]{0,251}[A-Za-z0-9])?|\[?[0-9A-Fa-f:.]{2,45}\]?)$/;
 
@@ -99,7 +106,7 @@ function parseEntity(resource: string, text: string): Entity {
   if (text.startsWith('tag:')) {
     const tag = text.slice(4);
     if (!TAG_PATTERN.test(tag)) {
-      throw new ResourceSyntaxError(resource, `"${printable(tag)}" is not a valid tag (letters, digits, "_", ".", "-"; at most 64)`);
+      throw new ResourceSyntaxError(resource, `"${printable(tag)}" is not a valid tag (${TAG_RULE})`);
     }
     return { kind: 'tag', tag };
   }

@@ -2,6 +2,8 @@ import type { Selectable } from 'kysely';
 import type { AuditEntry, AuditVerification, ListPage } from '../../shared/api-types.js';
 import { sql, type Db, type Dialect } from '../db/database.js';
 import type { AuditTable } from '../db/schema.js';
+import { z } from 'zod';
+import { parseJsonSearch } from '../http/search.js';
 import { entrySha } from './chain.js';
 import { RefusalBudget, type RefusalSource, type RefusalSummary } from './refusals.js';
 
@@ -41,9 +43,36 @@ export interface AuditQuery {
   event?: string;
   from?: string;
   to?: string;
+  /** qbee's CommitListSearch as JSON (commitSearch); its filters narrow the trail. */
+  search?: string;
+  sort_field?: 'created' | 'user_id' | 'type';
+  sort_direction?: 'asc' | 'desc';
   offset: number;
   items_per_page: number;
 }
+
+/** qbee's `YYYY-MM-DD hh:ii:ss` (UTC). */
+const DATE_TIME = /^(\d{4}-\d{2}-\d{2}) (\d{2}:\d{2}:\d{2})$/;
+const dateTime = z
+  .string()
+  .regex(DATE_TIME, 'must be "YYYY-MM-DD hh:mm:ss" (UTC)')
+  .refine((v) => !Number.isNaN(Date.parse(v.replace(' ', 'T') + 'Z')), 'is not a date');
+
+/** qbee's CommitListSearch (qbee-cli commit.go): what GET /commitlist's `search` may hold. */
+export const commitSearch = z.object({
+  commit_sha: z.string().max(64).optional().describe('Part of the entry’s sha (case-insensitive)'),
+  message: z.string().max(1000).optional().describe('Part of a configuration commit’s message (case-insensitive): configuration commits only'),
+  user_id: z.string().max(64).optional().describe('Exactly this user'),
+  committer: z.string().max(200).optional().describe('Part of the first or last name of the user'),
+  change_sha: z.string().max(64).optional().describe('Part of the sha of one of a configuration commit’s changes'),
+  labels_include: z.array(z.string().max(100)).max(100).optional().describe('Labels every entry must carry (no entry carries labels here)'),
+  labels_exclude: z.array(z.string().max(100)).max(100).optional().describe('Labels no entry may carry'),
+  start_date: dateTime.optional().describe('From, inclusive'),
+  end_date: dateTime.optional().describe('Until, inclusive'),
+});
+
+/** A LIKE pattern matching `text` anywhere, its wildcards taken literally (escape '\\'). */
+const containing = (text: string) => `%${text.replace(/[\\%_]/g, (c) => `\\${c}`)}%`;
 
 type NewEntry = Omit<AuditTable, 'id' | 'sha' | 'ts' | 'ref_id' | 'ended_at' | 'duration_ms' | 'bytes_in' | 'bytes_out'> &
   Partial<Pick<AuditTable, 'ref_id' | 'duration_ms' | 'bytes_in' | 'bytes_out'>>;
@@ -519,8 +548,47 @@ export class AuditService {
     }
     if (q.from) query = query.where('ts', '>=', q.from);
     if (q.to) query = query.where('ts', '<=', q.to);
+    const s = parseJsonSearch(q.search, commitSearch);
+    if (s.commit_sha) query = query.where(sql<boolean>`lower(sha) like ${containing(s.commit_sha.toLowerCase())} escape '\\'`);
+    if (s.message) {
+      // A commit's options are JSON written by recordCommit, its message first: the message's JSON
+      // text is matched, up to the key that follows it (which an escaped message cannot contain).
+      const text = JSON.stringify(s.message).slice(1, -1).toLowerCase();
+      const pattern = `{"message":"${containing(text)}","changes":%`;
+      query = query.where('event', '=', 'config.commit').where(sql<boolean>`lower(options) like ${pattern} escape '\\'`);
+    }
+    if (s.user_id) query = query.where('user_id', '=', s.user_id);
+    if (s.committer) {
+      const name = containing(s.committer.toLowerCase());
+      query = query.where('user_id', 'in', (eb) =>
+        eb
+          .selectFrom('users')
+          .select('users.id')
+          .where((w) => w.or([w(sql`lower(users.fname)`, 'like', name), w(sql`lower(users.lname)`, 'like', name)])),
+      );
+    }
+    if (s.change_sha) {
+      const change = containing(s.change_sha.toLowerCase());
+      query = query.where('event', '=', 'config.commit').where('sha', 'in', (eb) =>
+        eb
+          .selectFrom('config_changes')
+          .select('config_changes.commit_sha')
+          .where(sql<boolean>`config_changes.sha like ${change} escape '\\'`),
+      );
+    }
+    // No entry carries labels: requiring one finds nothing, excluding them excludes nothing.
+    if (s.labels_include && s.labels_include.length > 0) query = query.where(sql<boolean>`1 = 0`);
+    if (s.start_date) query = query.where('ts', '>=', new Date(`${s.start_date.replace(' ', 'T')}Z`).toISOString());
+    if (s.end_date) query = query.where('ts', '<', new Date(Date.parse(`${s.end_date.replace(' ', 'T')}Z`) + 1000).toISOString());
     const { total } = await query.select((eb) => eb.fn.countAll<number>().as('total')).executeTakeFirstOrThrow();
-    const rows = await query.selectAll().orderBy('id', 'desc').offset(q.offset).limit(q.items_per_page).execute();
+    const direction = q.sort_direction ?? 'desc';
+    const ordered =
+      q.sort_field === 'user_id'
+        ? query.selectAll().orderBy('user_id', direction).orderBy('id', direction)
+        : q.sort_field === 'type'
+          ? query.selectAll().orderBy('event', direction).orderBy('id', direction)
+          : query.selectAll().orderBy('id', direction);
+    const rows = await ordered.offset(q.offset).limit(q.items_per_page).execute();
     // A session's start is shown with its end joined, as readers expect one line per session.
     const starts = rows.filter((r) => REMOTE_START.test(r.event)).map((r) => Number(r.id));
     const ends = new Map<number, Selectable<AuditTable>>();

@@ -26,7 +26,12 @@ const changeRequest = z
       .string()
       .max(64)
       .describe(`The bundle: ${BUNDLES.join(', ')}`),
-    extend: z.boolean().optional().describe('Merge with the inherited bundle (true) or replace it (false, default)'),
+    extend: z
+      .boolean()
+      .optional()
+      .describe(
+        'Merge with the inherited bundle (true) or replace it (false, default) when `config` leaves out its own `extend`; `config.extend` (where qbee’s clients put it) decides otherwise',
+      ),
     config: z
       .unknown()
       .describe(
@@ -167,9 +172,10 @@ export const configRoutes: RouteSpec[] = [
     tag: 'configuration',
     summary: 'Commit your staged changes',
     description:
-      '`{action: "commit", message, changes?}`: stages `changes` (qbee ChangeRequests, at most ' +
+      '`{action?: "commit", message, changes?}`: with `changes` (qbee ChangeRequests, at most ' +
       MAX_INLINE_CHANGES +
-      ') if given, then applies every change the caller has staged in one transaction, with a sha. 400 `nothing_to_commit` without staged changes. ' +
+      ') the commit applies those and only those (the caller’s staged changes stay staged); without them (or with an empty list) every change the caller has staged. ' +
+      'In one transaction, with a sha. 400 `nothing_to_commit` without changes to commit. ' +
       'The commit is an entry of the audit trail (GET /commitlist, event `config.commit`, its sha the commit’s, `message`, `changes`); connected agents whose rendered configuration changed get it at once, others when they connect. ' +
       'Every entity is checked again at commit. ' +
       SCOPE,

@@ -8,12 +8,12 @@ import crypto from 'node:crypto';
 import { pipeline } from 'node:stream/promises';
 import type { Logger } from 'pino';
 import type { AgentReport, ChannelKind, ChannelParams, CommittedConfig, ControlMessage } from '../../shared/protocol.js';
-import { TAG_PATTERN } from '../../shared/resources.js';
+import { TAG_PATTERN, TAG_RULE } from '../../shared/resources.js';
 import type { Channel } from '../../shared/mux.js';
 import type { AccessService } from '../access/access.js';
 import type { Principal } from '../access/principal.js';
 import type { AuditService } from '../audit/service.js';
-import type { Store } from '../db/database.js';
+import { sql, type Store } from '../db/database.js';
 import { readAttributes } from '../devices/attributes.js';
 import { nodeChain, ROOT_NODE, scopeOfChain, type ChainRow } from '../devices/scope.js';
 import { ApiError, badRequest, conflict, notFound } from '../http/errors.js';
@@ -91,6 +91,8 @@ interface Entity {
 export const MAX_STAGED = 500;
 /** Most changes carried inline by one commit. */
 export const MAX_INLINE_CHANGES = 100;
+/** Most configuration (bytes of JSON) one page of GET /commitlist answers as its commits' changes. */
+const MAX_LISTED_CHANGE_BYTES = 32 * 1024 * 1024;
 /** Files sent to agents at once: per device, and in all. */
 const MAX_FILES_PER_DEVICE = 4;
 const MAX_FILES = 64;
@@ -169,7 +171,7 @@ export class ConfigService {
     const hasTag = typeof req.tag === 'string' && req.tag !== '';
     if (hasNode === hasTag) throw badRequest('Name exactly one of node_id and tag: the entity the change configures.', { field: 'node_id' });
     if (hasTag) {
-      if (!TAG_PATTERN.test(req.tag!)) throw badRequest('tag must be a tag: letters, digits, "_", "." and "-", at most 64 characters.', { field: 'tag' });
+      if (!TAG_PATTERN.test(req.tag!)) throw badRequest(`tag must be a tag: ${TAG_RULE}.`, { field: 'tag' });
       return { type: 'tag', id: req.tag! };
     }
     return { type: 'node', id: req.node_id! };
@@ -208,7 +210,12 @@ export class ConfigService {
     return this.changeView(row, principal);
   }
 
-  private async stage(principal: Principal, req: ChangeRequest, field = ''): Promise<ChangeRow> {
+  /**
+   * Checks a change and writes it as the caller's (status new). Staged (POST /change), it replaces the
+   * caller's staged change of the same entity and bundle; `inline` (carried by a commit), it is a row
+   * of its own that the commit takes, and the caller's staged changes stay as they are.
+   */
+  private async stage(principal: Principal, req: ChangeRequest, field = '', inline = false): Promise<ChangeRow> {
     const entity = this.entityOf(req);
     let data: BundleData;
     try {
@@ -219,8 +226,11 @@ export class ConfigService {
     }
     await this.requireEntity(principal, 'configuration:manage', entity);
     await this.requireFiles(principal, req.formtype, data);
-    // The request's `extend`; a client that sets it only in the bundle's metadata is read there.
-    const extend = req.extend ?? data.extend === true;
+    // qbee's clients (qbee-cli `config save`, the Terraform provider) say `extend` in the bundle's
+    // metadata and send the request's `extend` false: the bundle's own value decides, the request's
+    // applies when the bundle leaves it out. The bundle keeps the value taken, so it reads back alike.
+    const extend = typeof data.extend === 'boolean' ? data.extend : req.extend === true;
+    data.extend = extend;
     const db = this.deps.store.db;
     const previous = await db
       .selectFrom('config_changes')
@@ -240,7 +250,7 @@ export class ConfigService {
       ...previous.map((p) => ({ data: JSON.parse(p.content) as BundleData, home: { entity: home, version: p.id } })),
     ];
     data = restoreSecrets(req.formtype, data, known, this.secretKey);
-    if (previous.length > 0)
+    if (previous.length > 0 && !inline)
       await db
         .deleteFrom('config_changes')
         .where(
@@ -255,7 +265,7 @@ export class ConfigService {
       .where('user_id', '=', principal.user.id)
       .where('status', '=', 'new')
       .executeTakeFirstOrThrow();
-    if (Number(count) >= MAX_STAGED) throw conflict('too_many_changes', `You have ${MAX_STAGED} staged changes; commit or discard some first.`);
+    if (!inline && Number(count) >= MAX_STAGED) throw conflict('too_many_changes', `You have ${MAX_STAGED} staged changes; commit or discard some first.`);
     const now = new Date().toISOString();
     const id = crypto.randomUUID();
     const content = JSON.stringify(data);
@@ -372,15 +382,18 @@ export class ConfigService {
   // ---- commits ----------------------------------------------------------------------------------
 
   /**
-   * Commits every change the caller has staged (after staging `changes`, if given), in one
-   * transaction: each entity's own bundle is replaced (or removed by reset_to_group), the changes
-   * are marked committed, and the commit is an entry of the audit trail whose sha is the commit's.
-   * Devices whose configuration changed get it pushed once the transaction is in.
+   * Commits, in one transaction, the changes the commit carries (`changes`: those only, the caller's
+   * staged changes stay staged) or else every change the caller has staged: each entity's own bundle
+   * is replaced (or removed by reset_to_group), the changes are marked committed, and the commit is an
+   * entry of the audit trail whose sha is the commit's. Devices whose configuration changed get it
+   * pushed once the transaction is in.
    */
   async commit(principal: Principal, body: { message: string; changes?: ChangeRequest[] }, ip: string): Promise<object> {
     const result = await this.deps.store.transaction(async () => {
-      for (const [i, change] of (body.changes ?? []).entries()) await this.stage(principal, change, `changes[${i}]`);
-      const staged = await this.q.staged(principal.user.id);
+      const carried: ChangeRow[] = [];
+      for (const [i, change] of (body.changes ?? []).entries()) carried.push(await this.stage(principal, change, `changes[${i}]`, true));
+      // An empty `changes` is what qbee's clients leave out (omitempty): the staged changes are committed.
+      const staged = carried.length > 0 ? carried : await this.q.staged(principal.user.id);
       if (staged.length === 0) throw badRequest('Nothing to commit: stage changes first (POST /change), or send them in `changes`.', {}, 'nothing_to_commit');
       // Roles may have changed since staging: every entity, and the files each change names, are checked again.
       for (const c of staged) {
@@ -476,6 +489,47 @@ export class ConfigService {
     };
   }
 
+  /**
+   * The changes of these commits as qbee's Change objects (GET /commitlist lists commits as qbee's
+   * CommitExtended), by commit sha; changes on entities outside the caller's configuration:read are
+   * left out, as in getCommit.
+   */
+  async commitChanges(principal: Principal, commitShas: string[]): Promise<Map<string, object[]>> {
+    const out = new Map<string, object[]>();
+    if (commitShas.length === 0) return out;
+    const db = this.deps.store.db;
+    // A page of commits answers their changes whole: bounded, or refused with what to ask instead.
+    const size = await db
+      .selectFrom('config_changes')
+      .select((eb) => eb.fn.sum<number>(sql<number>`length(content)`).as('bytes'))
+      .where('commit_sha', 'in', commitShas)
+      .executeTakeFirst();
+    if (Number(size?.bytes ?? 0) > MAX_LISTED_CHANGE_BYTES)
+      throw badRequest(
+        `The changes of these ${commitShas.length} commits exceed ${MAX_LISTED_CHANGE_BYTES / (1024 * 1024)} MiB: ask for fewer (items_per_page), or one at a time (GET /commit/{sha}).`,
+        { field: 'items_per_page' },
+        'too_large',
+      );
+    const rows = await db.selectFrom('config_changes').selectAll().where('commit_sha', 'in', commitShas).orderBy('seq').execute();
+    const userIds = [...new Set(rows.map((r) => r.user_id))];
+    const users = new Map(
+      userIds.length ? (await db.selectFrom('users').select(['id', 'fname', 'lname']).where('id', 'in', userIds).execute()).map((u) => [u.id, u]) : [],
+    );
+    const reach = new Map<string, boolean>();
+    for (const r of rows) {
+      const key = `${r.entity_type}:${r.entity_id}`;
+      if (!reach.has(key))
+        reach.set(key, await this.deps.access.mayConfigure(principal, 'configuration:read', { type: r.entity_type as EntityType, id: r.entity_id }));
+      if (!reach.get(key)) continue;
+      const u = users.get(r.user_id);
+      const view = this.changeView(r, { user: { id: r.user_id, fname: u?.fname ?? '', lname: u?.lname ?? '' } });
+      const list = out.get(r.commit_sha as string) ?? [];
+      list.push(view);
+      out.set(r.commit_sha as string, list);
+    }
+    return out;
+  }
+
   // ---- rendering --------------------------------------------------------------------------------
 
   /** The levels of an entity: for a node its chain root first and its tags; for a tag itself. With `staged`, the user's staged changes on top. */
@@ -494,8 +548,7 @@ export class ConfigService {
   /** GET /config and /configpreview of a node or tag: `own` its own bundles, `all` rendered with what it inherits. */
   async entityConfig(principal: Principal, type: EntityType, id: string, scope: 'all' | 'own', preview: boolean): Promise<object> {
     const entity: Entity = { type, id };
-    if (type === 'tag' && !TAG_PATTERN.test(id))
-      throw badRequest('item_id must be a tag: letters, digits, "_", "." and "-", at most 64 characters.', { field: 'item_id' });
+    if (type === 'tag' && !TAG_PATTERN.test(id)) throw badRequest(`item_id must be a tag: ${TAG_RULE}.`, { field: 'item_id' });
     await this.requireEntity(principal, 'configuration:read', entity);
     const chain = type === 'node' ? await this.chainOf(id) : undefined;
     const { nodes, tags } = this.maskedLevels(await this.levelsFor(entity, chain, preview ? principal.user.id : undefined));
@@ -526,6 +579,22 @@ export class ConfigService {
       return { ...l, bundles };
     };
     return { nodes: levels.nodes.map(mask), tags: levels.tags.map(mask) };
+  }
+
+  /**
+   * qbee's Pushed of a device (GET /inventory/{id}): its committed configuration as its agent gets it,
+   * secret values as references; the bundles only for a caller whose configuration:read reaches the
+   * device (the commit id for anyone who reaches its inventory).
+   */
+  async pushedConfig(principal: Principal, deviceId: string): Promise<{ commit_id: string; bundles: string[]; bundle_data: Record<string, unknown> }> {
+    const out = await this.deviceRendered(deviceId);
+    if (!out) return { commit_id: '', bundles: [], bundle_data: {} };
+    if (!(await this.deps.access.mayConfigure(principal, 'configuration:read', { type: 'node', id: deviceId })))
+      return { commit_id: out.config.commit_id, bundles: [], bundle_data: {} };
+    const bundle_data: Record<string, unknown> = {};
+    for (const [name, data] of Object.entries(out.config.bundle_data))
+      bundle_data[name] = maskSecrets(name, data as BundleData, this.secretKey, { entity: `node:${deviceId}`, version: out.config.commit_id });
+    return { commit_id: out.config.commit_id, bundles: out.config.bundles, bundle_data };
   }
 
   /**

@@ -3,6 +3,7 @@ import { defineRoute, type RouteSpec } from '../http/route.js';
 import { MAX_SEARCH_LENGTH, parseJsonSearch } from '../http/search.js';
 import type { TreeChange } from './service.js';
 import { subjectRecords } from '../audit/subjects.js';
+import { TAG_RULE } from '../../shared/resources.js';
 import {
   attributesPatch,
   attributesRecord,
@@ -168,7 +169,7 @@ export const devicesRoutes: RouteSpec[] = [
     tag: 'devices',
     summary: 'Set the tags of a group or a device',
     description:
-      `Body {"tags":[...]} replaces the node’s own tags (at most ${MAX_TAGS_PER_NODE}; letters, digits, "_", "." and "-", at most 64 characters). Devices below a group inherit its tags. ` +
+      `Body {"tags":[...]} replaces the node’s own tags (at most ${MAX_TAGS_PER_NODE}; ${TAG_RULE}). Devices below a group inherit its tags. ` +
       'A group needs device:manage on `*` or on a `node:` resource at or above it; a device needs device:manage on it. ' +
       'A restricted manager may only add or remove tags named by their own device:manage `tag:` resources (otherwise tagging could widen what other permissions reach). Answers the node as GET /node/{node_id}.',
     access: 'device:manage',

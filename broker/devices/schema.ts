@@ -1,7 +1,7 @@
 /** Request and response schemas of the device routes: validation, types and the OpenAPI document. */
 import { z } from 'zod';
 import type { AttributesRecord, DeviceAttributes, GroupTreeNode } from '../../shared/api-types.js';
-import { NODE_ID_PATTERN, TAG_PATTERN } from '../../shared/resources.js';
+import { NODE_ID_PATTERN, TAG_PATTERN, TAG_RULE } from '../../shared/resources.js';
 import { pagingQuery } from '../http/paging.js';
 import { coordinateProblem, CUSTOM_VALUE_MAX_LENGTH, customKeyProblem, LEGACY_FIELDS, LEGACY_MAX_LENGTH, legacyNameProblem } from './attributes.js';
 import { DEVICE_ID_PATTERN } from './scope.js';
@@ -26,7 +26,7 @@ export const nodeParams = z.object({ node_id: nodeId });
 /** The device a node-addressed call concerns: device ids have their own form, group ids never take it. */
 export const deviceOfNode = ({ params }: { params: { node_id: string } }) => (DEVICE_ID_PATTERN.test(params.node_id) ? params.node_id : undefined);
 
-const tag = z.string().regex(TAG_PATTERN, 'must be a tag: letters, digits, "_", "." and "-", at most 64, starting with a letter or digit');
+const tag = z.string().regex(TAG_PATTERN, `must be a tag: ${TAG_RULE}`);
 export const tagList = z.array(tag).max(MAX_TAGS_PER_NODE, `at most ${MAX_TAGS_PER_NODE} tags per node`);
 
 const title = singleLine(z.string().min(1, 'must not be empty').max(255, 'at most 255 characters'));

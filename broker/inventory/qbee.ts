@@ -29,6 +29,11 @@ export const inventorySearch = z.object({
   unassigned: z.boolean().optional().describe('true: only devices in unassigned_group'),
   ancestor_ids: z.array(z.string().max(64)).max(100).optional().describe('Groups (or the device itself) every result is in'),
   tags: z.array(z.string().max(64)).max(100).optional().describe('Tags every result carries (its own or inherited)'),
+  commit_sha: z
+    .string()
+    .max(64)
+    .optional()
+    .describe('Part of the sha of the configuration commit the device’s agent last applied (`device_commit_sha`), case-insensitive'),
   // Beyond qbee's fields: the typed inventory.
   package: z
     .string()
@@ -64,6 +69,9 @@ export interface InventoryDevice {
   attributes: Record<string, unknown>;
   /** The last report, {} before the first. */
   report: Record<string, unknown>;
+  /** The configuration commit the agent last applied ('' before the first) and when (ISO 8601, null before). */
+  deviceCommitSha?: string;
+  appliedAt?: string | null;
 }
 
 /** Keys of qbee's inventory records that this broker fills itself; a report's own values for them are dropped. */
@@ -136,25 +144,37 @@ export function systemInfo(d: InventoryDevice): Record<string, unknown> {
   const collected = Date.parse(str(r.collected_at));
   const bootTime = uptime !== undefined && !Number.isNaN(collected) ? String(Math.floor(collected / 1000 - uptime)) : '';
   const cpu = r.cpu && typeof r.cpu === 'object' ? (r.cpu as Record<string, unknown>) : {};
+  const applied = d.appliedAt ? Date.parse(d.appliedAt) : NaN;
+  const appliedSeconds = Number.isNaN(applied) ? '' : String(Math.floor(applied / 1000));
   return {
     class: 'linux',
     os: str(os.name).toLowerCase() === 'linux' || osId ? 'linux' : str(os.name).toLowerCase(),
     ostype: str(r.arch) ? `linux_${str(r.arch)}` : '',
     version: str(r.kernel_version),
     arch: str(r.arch),
+    long_arch: '',
     release: str(r.kernel),
     flavor: osId ? `${osId}_${osVersion.split('.')[0]}`.replace(/_$/, '') : '',
     boot_time: bootTime,
     cpus: typeof cpu.cores === 'number' ? String(cpu.cores) : '',
+    cpu_sn: '',
+    cpu_rev: '',
     cpu_hw: str(cpu.model),
     host: hostname,
     fqhost: hostname,
     uqhost: hostname.split('.')[0],
+    interface: nics.find((n) => n.addresses.some((a) => isIpv4(a.family) && !isLoopback(a.address)))?.name ?? '',
     hardware_mac: hardwareMac,
+    interface_flags: {},
     ipv4,
     ip_addresses: addresses.join(' '),
     ipv4_first: Object.values(ipv4).find((a) => !isLoopback(a)) ?? '',
     remoteaddr: d.lastIp ?? '',
+    // When the agent last applied its configuration, and which commit (qbee's policy run).
+    last_policy_update: appliedSeconds,
+    last_config_update: appliedSeconds,
+    last_config_commit_id: d.deviceCommitSha ?? '',
+    vpn_idx: '',
     // qbee's agent version; here the version the device's agent reports.
     cf_version: str(r.agent_version) || d.agentVersion || '',
     tpm_enabled: false,
@@ -186,6 +206,7 @@ export function matchesSearch(d: InventoryDevice, s: InventorySearch): boolean {
   if (s.unassigned && d.nodeIds[1] !== 'unassigned_group') return false;
   if (s.ancestor_ids && !s.ancestor_ids.every((id) => d.nodeIds.includes(id))) return false;
   if (s.tags && !s.tags.every((t) => d.tags.includes(t))) return false;
+  if (s.commit_sha && !has(d.deviceCommitSha ?? '', s.commit_sha)) return false;
   return true;
 }
 

@@ -16,11 +16,14 @@ const listQuery = z.object({
     .optional()
     .describe(
       'qbee\'s JSON search, e.g. `{"title":"edge","tags":["prod"],"ancestor_ids":["lab"]}` (fields: node_id, uuid, title, flavor, arch, ip, mac, description, ' +
-        'latitude, longitude, country, city, zip, address, device_attribute, unassigned, ancestor_ids, tags, and beyond qbee’s: package, package_version, container_image; ' +
+        'latitude, longitude, country, city, zip, address, device_attribute, unassigned, ancestor_ids, tags, commit_sha (part of the commit the agent last applied), and beyond qbee’s: package, package_version, container_image; ' +
         'every filter given must hold; any other field is a 400), ' +
         'or plain text: part of the device title or the start of its id.',
     ),
-  sort_field: z.enum(['title', 'device_name', 'last_reported_time']).optional().describe('Default title'),
+  sort_field: z
+    .enum(['title', 'device_name', 'last_reported_time', 'last_policy_update', 'commit_sha'])
+    .optional()
+    .describe('Default title; last_policy_update: when the agent last applied its configuration; commit_sha: the commit it applied'),
   sort_direction: z.enum(['asc', 'desc']).optional().describe('Default asc'),
   report_type: z.enum(['short', 'detailed']).optional().describe('Accepted for qbee clients: both answer the detailed record'),
   ...pagingQuery.shape,
@@ -49,6 +52,15 @@ const systemInfo = z
     remoteaddr: z.string().describe('The address the agent last connected from'),
     cf_version: z.string().describe('The version the device agent reports'),
     tpm_enabled: z.boolean(),
+    long_arch: z.string(),
+    cpu_sn: z.string(),
+    cpu_rev: z.string(),
+    interface: z.string().describe('The first interface with an IPv4 address'),
+    interface_flags: z.record(z.string(), z.string()),
+    last_policy_update: z.string().describe('Unix seconds (as a string) when the agent last applied its configuration; "" before'),
+    last_config_update: z.string().describe('As last_policy_update'),
+    last_config_commit_id: z.string().describe('The commit the agent last applied (device_commit_sha)'),
+    vpn_idx: z.string(),
   })
   .describe("qbee's SystemInfo, derived from the report");
 
@@ -84,10 +96,38 @@ const report = z
   })
   .loose();
 
+/** qbee's config.Pushed. */
+const pushedConfig = z
+  .object({
+    commit_id: z.string().describe('The commit of the configuration the device should run'),
+    bundles: z.array(z.string()),
+    bundle_data: z.record(z.string(), z.unknown()).describe('Enabled bundles as the agent gets them; secret parameter values as references'),
+  })
+  .describe(
+    'The configuration the broker pushes to the device (qbee’s PushedConfig). Bundles only for a caller whose configuration:read reaches the device (see GET /config/{device_id}); empty otherwise.',
+  );
+
 const oneReport = report.extend({
   pub_key_digest: z.string().describe('The device id (qbee)'),
   last_reported: z.number().int().describe('Last contact, Unix seconds'),
+  exp_soft: z.number().int().describe('Unix seconds: last contact plus one agent heartbeat (AGENT_HEARTBEAT_MS); 0 before the first contact'),
+  exp_hard: z.number().int().describe('Unix seconds: last contact plus three heartbeats, when a silent agent is cut off; 0 before the first contact'),
+  device_commit_sha: z.string().describe('The configuration commit the agent last applied; "" before'),
+  config_propagated: z.boolean().describe('The agent applied the commit the device should run (pushed_config.commit_id)'),
+  pushed_config: pushedConfig,
+  settings: z.record(z.string(), z.unknown()).describe('qbee’s deprecated copy of pushed_config.bundle_data.settings (zero values without it)'),
 });
+
+/** qbee's config.Settings at its zero values: what `settings` is without a settings bundle. */
+const NO_SETTINGS = {
+  enabled: false,
+  metrics: false,
+  reports: false,
+  remoteconsole: false,
+  software_inventory: false,
+  process_inventory: false,
+  agentinterval: 0,
+};
 
 const listItem = report.extend({
   title: z.string(),
@@ -117,7 +157,7 @@ const LIST_DESCRIPTION =
   'Devices whose inventory you reach that pass `search`, sorted by `sort_field` (title, device_name, last_reported_time) in `sort_direction`, `{items, total}`; ' +
   'each with `title`, `connected`, `last_seen`, its last inventory report (fields as in GET /inventory/{device_id}; `received_at` is null before the first) ' +
   "and qbee's InventoryListItem fields (`node_id`, `uuid`, `system`, `last_reported_time`, `ancestors`, `attributes`, `status`, `tags`). " +
-  "qbee's `commit_sha` filter and `last_policy_update`/`commit_sha` orders answer 400: this broker keeps no configuration commits. " +
+  '`commit_sha` finds part of the configuration commit the agent last applied; `last_policy_update` orders by when it applied it, `commit_sha` by that commit. ' +
   'Fleet search over the typed inventory: `{"package":"openssl","package_version":"<3.0.13"}` finds the devices with that package installed at a version below 3.0.13 ' +
   "in dpkg's ordering (epoch, upstream, revision; `~` before anything), each result listing its `packages` of that name; " +
   '`{"container_image":"nginx"}` the devices running or holding such an image. ' +
@@ -131,12 +171,26 @@ export const inventoryRoutes: RouteSpec[] = [
     summary: "A device's inventory",
     description:
       'The last report of the device agent (sent when it connects and every 10 minutes): host name, OS, kernel, arch, CPU, memory, disks, network interfaces, agent version, uptime; ' +
-      'with `received_at`. 404 `no_inventory` before the first report. ' +
+      'with `received_at`; and qbee’s DeviceInventory fields: `system`, `last_reported`, `exp_soft`, `exp_hard`, `device_commit_sha` (the configuration commit the agent last applied), ' +
+      '`config_propagated` (it is the commit the device should run) and `pushed_config` (that configuration, for a caller whose configuration:read reaches the device). ' +
+      '404 `no_inventory` before the first report. ' +
       SCOPE,
     access: 'inventory:read',
     params: z.object({ device_id: deviceId }),
     response: oneReport,
-    handler: async ({ params, services, principal }) => services.inventory.get(principal, params.device_id),
+    handler: async ({ params, services, principal }) => {
+      const inventory = await services.inventory.get(principal, params.device_id);
+      const pushed = await services.configuration.pushedConfig(principal, params.device_id);
+      const heartbeat = Math.ceil(services.config.agentHeartbeatMs / 1000);
+      const last = Number(inventory.last_reported) || 0;
+      return {
+        ...inventory,
+        exp_soft: last ? last + heartbeat : 0,
+        exp_hard: last ? last + 3 * heartbeat : 0,
+        pushed_config: pushed,
+        settings: pushed.bundle_data.settings ?? NO_SETTINGS,
+      };
+    },
   }),
   // The same list under two paths: /inventorylist, and /inventory as an alias of it.
   ...(['/inventorylist', '/inventory'] as const).map((path) =>

@@ -46,7 +46,7 @@ export interface InventoryListQuery {
   offset: number;
   items_per_page: number;
   search?: string;
-  sort_field?: 'title' | 'device_name' | 'last_reported_time';
+  sort_field?: 'title' | 'device_name' | 'last_reported_time' | 'last_policy_update' | 'commit_sha';
   sort_direction?: 'asc' | 'desc';
 }
 
@@ -136,12 +136,16 @@ export class InventoryService {
     if (!row) throw new ApiError(404, 'no_inventory', `Device ${deviceId} has not reported its inventory yet (its agent reports when it connects).`);
     const scope = (await this.devices.listVisibleDevices(principal, this.scopingPermission(principal))).find((d) => d.deviceId === deviceId);
     const [device] = await this.describe(scope ? [scope] : [{ deviceId, nodeIds: [deviceId], tags: [], title: deviceId.slice(0, 12) }], true);
+    const applied = await this.db.selectFrom('device_config').select(['commit_sha', 'device_commit_sha']).where('device_id', '=', deviceId).executeTakeFirst();
     return {
       ...withoutQbeeKeys(parseReport(row.data)),
       device_id: deviceId,
       received_at: row.updated_at,
       pub_key_digest: deviceId,
       system: systemInfo(device),
+      // The commit the agent last applied; propagated when it is the commit the device should run.
+      device_commit_sha: applied?.device_commit_sha ?? '',
+      config_propagated: !!applied && applied.device_commit_sha !== null && applied.device_commit_sha === (applied.commit_sha ?? ''),
       last_reported: unixSeconds(device.lastSeen ?? row.updated_at) ?? 0,
       status: this.agents.isConnected(deviceId) ? 'online' : 'offline',
       tags: device.tags,
@@ -173,7 +177,15 @@ export class InventoryService {
     const described = await this.describe(visible, wholeReports);
     const matched = described.filter((d) => matchesSearch(d, search));
     const key = (d: InventoryDevice): string | number =>
-      field === 'last_reported_time' ? (unixSeconds(d.lastSeen) ?? 0) : field === 'device_name' ? String(d.attributes.device_name ?? '') : d.title;
+      field === 'last_reported_time'
+        ? (unixSeconds(d.lastSeen) ?? 0)
+        : field === 'last_policy_update'
+          ? (unixSeconds(d.appliedAt ?? null) ?? 0)
+          : field === 'commit_sha'
+            ? (d.deviceCommitSha ?? '')
+            : field === 'device_name'
+              ? String(d.attributes.device_name ?? '')
+              : d.title;
     const direction = query.sort_direction === 'desc' ? -1 : 1;
     matched.sort((a, b) => {
       const x = key(a);
@@ -213,8 +225,11 @@ export class InventoryService {
   private async describe(scopes: Array<DeviceScope & { title: string }>, reports: boolean): Promise<DescribedDevice[]> {
     const db = this.db;
     const rows = new Map<string, { hostname: string; last_ip: string | null; last_seen: string | null; agent_version: string | null; attributes: string }>();
+    const applied = new Map<string, { device_commit_sha: string | null; applied_at: string | null }>();
     for (let i = 0; i < scopes.length; i += ID_BATCH) {
       const ids = scopes.slice(i, i + ID_BATCH).map((d) => d.deviceId);
+      for (const row of await db.selectFrom('device_config').select(['device_id', 'device_commit_sha', 'applied_at']).where('device_id', 'in', ids).execute())
+        applied.set(row.device_id, row);
       const found = await db
         .selectFrom('devices')
         .select(['device_id', 'hostname', 'last_ip', 'last_seen', 'agent_version', 'attributes'])
@@ -236,6 +251,8 @@ export class InventoryService {
         attributes: { ...readAttributes(row?.attributes) },
         report: {},
         receivedAt: null,
+        deviceCommitSha: applied.get(d.deviceId)?.device_commit_sha ?? '',
+        appliedAt: applied.get(d.deviceId)?.applied_at ?? null,
       };
     });
     if (reports) await this.readReports(out);

@@ -29,9 +29,9 @@ const summary = z
     load: z.object({ reported: z.number().int(), '1min': z.number(), '5min': z.number(), '15min': z.number() }),
     memory: z.object({
       reported: z.number().int(),
-      free: z.number().describe('KiB available'),
-      util: z.number().describe('percent'),
-      swap: z.number().describe('swap used, percent'),
+      used: z.number().int().describe('memory used, percent'),
+      swap_used: z.number().int().describe('swap used, percent'),
+      available: z.number().int().describe('memory available, KiB'),
     }),
   })
   .describe("qbee's MetricsSummary");
@@ -119,7 +119,7 @@ export const metricsRoutes: RouteSpec[] = [
     tag: 'metrics',
     summary: 'Latest metrics of a device',
     description:
-      "qbee's MetricsSummary: the newest filesystem (per mount: `used` percent, `available` KiB), CPU (`user`, `system`, `io` percent), load and memory (`free` KiB, `util` and `swap` percent) " +
+      "qbee's MetricsSummary: the newest filesystem (per mount: `used` percent, `available` KiB), CPU (`user`, `system`, `io` percent), load and memory (`used` and `swap_used` percent, `available` KiB) " +
       'values of the last hour, each with `reported` (Unix seconds); a part with no sample in the last hour is zero with `reported` 0. 404 for a device that is not in the tree. ' +
       SCOPE,
     access: 'metrics:read',

@@ -48,7 +48,7 @@ export interface MetricsSummary {
   filesystem: { reported: number; mounts: Array<{ path: string; used: number; available: number }> };
   cpu: { reported: number; user: number; system: number; io: number };
   load: { reported: number; '1min': number; '5min': number; '15min': number };
-  memory: { reported: number; free: number; util: number; swap: number };
+  memory: { reported: number; used: number; swap_used: number; available: number };
 }
 
 export type Aggregate = 'avg' | 'min' | 'max';
@@ -245,7 +245,7 @@ export class MetricsService {
       filesystem: { reported: 0, mounts: [] },
       cpu: { reported: 0, user: 0, system: 0, io: 0 },
       load: { reported: 0, '1min': 0, '5min': 0, '15min': 0 },
-      memory: { reported: 0, free: 0, util: 0, swap: 0 },
+      memory: { reported: 0, used: 0, swap_used: 0, available: 0 },
     };
     const mounts = new Set<string>();
     // Newest first: the first value seen of each label (and mount) wins.
@@ -256,7 +256,7 @@ export class MetricsService {
         else if (s.label === 'loadavg_weighted' && !out.load.reported)
           out.load = { reported: row.ts, '1min': v['1min'] ?? 0, '5min': v['5min'] ?? 0, '15min': v['15min'] ?? 0 };
         else if (s.label === 'memory' && !out.memory.reported)
-          out.memory = { reported: row.ts, free: Math.round(v.memfree ?? 0), util: Math.round(v.memutil ?? 0), swap: Math.round(v.swaputil ?? 0) };
+          out.memory = { reported: row.ts, used: Math.round(v.memutil ?? 0), swap_used: Math.round(v.swaputil ?? 0), available: Math.round(v.memfree ?? 0) };
         else if (s.label === 'filesystem' && s.id && !mounts.has(s.id)) {
           // Mounts come from the newest sample time that has filesystems.
           if (out.filesystem.reported && out.filesystem.reported !== row.ts) continue;

@@ -83,7 +83,13 @@ describe('changes and commits', () => {
     expect(got.body).toMatchObject({ sha, message: 'ntp for everyone', changes: [{ sha: c.body.sha, status: 'committed' }] });
     // The commit is an entry of the audit trail, with the same sha, qbee's message and changes.
     const audit = await t.api('GET', '/api/v2/commitlist?event=config.commit', admin());
-    expect(audit.body.items[0]).toMatchObject({ sha, message: 'ntp for everyone', type: 'config', changes: [c.body.sha], user_id: expect.any(String) });
+    expect(audit.body.items[0]).toMatchObject({
+      sha,
+      message: 'ntp for everyone',
+      type: 'config',
+      changes: [{ sha: c.body.sha }],
+      user_id: expect.any(String),
+    });
     expect((await t.api('GET', '/api/v2/audit/verify', admin())).body.ok).toBe(true);
     // Nothing left to commit; a committed change cannot be discarded.
     expect((await commit(t.adminToken, 'again')).body.error).toBe('nothing_to_commit');

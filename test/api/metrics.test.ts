@@ -104,7 +104,7 @@ describe('GET /device/{id}/metrics/latest', () => {
       filesystem: { reported: now - 30, mounts: [{ path: '/', used: 46, available: 900 }] },
       cpu: { reported: now - 30, user: 5, system: 1, io: 0 },
       load: { reported: now - 30, '1min': 0.5, '5min': 0.4, '15min': 0.3 },
-      memory: { reported: now - 30, free: 4096, util: 60, swap: 2 },
+      memory: { reported: now - 30, used: 60, swap_used: 2, available: 4096 },
     });
   });
 

@@ -194,6 +194,8 @@ describe('Device page: Metrics', () => {
     const text = await latest.innerText();
     expect(text).toMatch(/CPU\s*[\d.]+ % user/);
     expect(text).toMatch(/Disk \/\s*[\d.]+ % used/);
+    // memory as qbee's MemorySummary names it: used and swap_used percent, available KiB.
+    expect(text).toMatch(/Memory\s*[\d.]+ % used \([\d.]+ [KMGT]?i?B available\), swap [\d.]+ %/);
     const panel = page.locator('section.panel', { has: page.getByRole('heading', { name: 'Metrics' }) });
     await panel.getByTestId('chart-cpu').locator('canvas').waitFor();
     expect(await panel.getByTestId('chart-cpu').locator('.u-legend').innerText()).toMatch(/user\s*[\d.]+ %/);

@@ -1,8 +1,12 @@
 /**
- * Would this JSON decode into a Go struct under encoding/json? A shape mirrors the client's type:
- * a string field takes a string, an int64 an integral number, a bool a boolean, a slice an array,
- * a map or a struct an object. As in Go: a missing field is fine, `null` leaves any field at its
- * zero value, and fields the struct does not name are ignored.
+ * Would this JSON decode into a Go struct under encoding/json? A shape mirrors the client's type,
+ * transcribed from the client's source (never from the broker's answer): a string field takes a
+ * string, an int64 an integral number, a bool a boolean, a slice an array, a map or a struct an
+ * object. As in Go: `null` leaves any field at its zero value, and fields the struct does not name
+ * are ignored. A missing field is fine for expectDecodes; expectDecodesStrictly also fails on every
+ * field the struct names that the answer leaves out, unless the client tags it `omitempty`
+ * (`{ optional: … }`): a field the client reads under a name the broker does not answer decodes
+ * to a silent zero, which is the bug strict decoding catches.
  */
 import { expect } from 'vitest';
 
@@ -18,9 +22,14 @@ export type GoShape =
   | 'timestamp'
   | { slice: GoShape }
   | { map: GoShape }
-  | { struct: Record<string, GoShape> };
+  | { struct: Record<string, GoShape> }
+  /** a field tagged `omitempty` in the client: it may be left out even under strict decoding */
+  | { optional: GoShape };
 
-function problems(value: unknown, shape: GoShape, at: string, out: string[]): void {
+const optional = (shape: GoShape): GoShape => ({ optional: shape });
+
+function problems(value: unknown, shape: GoShape, at: string, out: string[], strict: boolean): void {
+  if (typeof shape === 'object' && 'optional' in shape) return problems(value, shape.optional, at, out, strict);
   if (value === null || shape === 'any') return;
   const fail = (want: string) => out.push(`${at}: want ${want}, got ${JSON.stringify(value)?.slice(0, 80)}`);
   if (typeof shape === 'string') {
@@ -50,25 +59,40 @@ function problems(value: unknown, shape: GoShape, at: string, out: string[]): vo
   }
   if ('slice' in shape) {
     if (!Array.isArray(value)) return void fail('array');
-    value.forEach((v, i) => problems(v, shape.slice, `${at}[${i}]`, out));
+    value.forEach((v, i) => problems(v, shape.slice, `${at}[${i}]`, out, strict));
     return;
   }
   if (typeof value !== 'object' || Array.isArray(value)) return void fail('object');
   const record = value as Record<string, unknown>;
   if ('map' in shape) {
-    for (const [k, v] of Object.entries(record)) problems(v, shape.map, `${at}.${k}`, out);
+    for (const [k, v] of Object.entries(record)) problems(v, shape.map, `${at}.${k}`, out, strict);
     return;
   }
   for (const [field, fieldShape] of Object.entries(shape.struct)) {
-    if (field in record) problems(record[field], fieldShape, `${at}.${field}`, out);
+    if (field in record) problems(record[field], fieldShape, `${at}.${field}`, out, strict);
+    else if (strict && !(typeof fieldShape === 'object' && 'optional' in fieldShape)) out.push(`${at}.${field}: missing`);
   }
 }
 
 /** Fails the test with every field that would not decode. */
 export function expectDecodes(value: unknown, shape: GoShape): void {
   const out: string[] = [];
-  problems(value, shape, '$', out);
+  problems(value, shape, '$', out, false);
   expect(out).toEqual([]);
+}
+
+/** As expectDecodes, and every field the Go struct names without `omitempty` must be in the answer. */
+export function expectDecodesStrictly(value: unknown, shape: GoShape): void {
+  const out: string[] = [];
+  problems(value, shape, '$', out, true);
+  expect(out).toEqual([]);
+}
+
+/** Strict decoding's own check: the broker's old memory names decode to zeros, and are caught. */
+export function decodeProblems(value: unknown, shape: GoShape): string[] {
+  const out: string[] = [];
+  problems(value, shape, '$', out, true);
+  return out;
 }
 
 // ---- qbee-cli's types (package client), field by field --------------------------------------------
@@ -83,8 +107,16 @@ export const DeviceAttributes: GoShape = {
     address: 'string',
     latitude: 'string',
     longitude: 'string',
-    updated_auto: 'timestamp',
-    updated_user: 'timestamp',
+    discovered_country: optional('string'),
+    discovered_city: optional('string'),
+    discovered_zip: optional('string'),
+    discovered_address: optional('string'),
+    discovered_latitude: optional('string'),
+    discovered_longitude: optional('string'),
+    discovered_by_post_address_latitude: optional('string'),
+    discovered_by_post_address_longitude: optional('string'),
+    updated_auto: optional('timestamp'),
+    updated_user: optional('timestamp'),
   },
 };
 
@@ -130,19 +162,19 @@ export const PendingDevices: GoShape = {
     struct: {
       pub_key_digest: 'string',
       approved: 'bool',
-      approved_timestamp: 'int',
-      cert: 'string',
-      group_id: 'string',
+      approved_timestamp: optional('int'),
+      cert: optional('string'),
+      group_id: optional('string'),
       remoteaddress: 'string',
       timestamp: 'int',
       host: 'string',
       fqhost: 'string',
       uqhost: 'string',
-      device_name: 'string',
+      device_name: optional('string'),
       hardware_mac: { map: 'string' },
       ip_default: 'string',
       ipv4: { map: 'string' },
-      pub_key: { slice: 'string' },
+      pub_key: optional({ slice: 'string' }),
     },
   },
 };
@@ -152,13 +184,13 @@ const groupTreeNodeFields: Record<string, GoShape> = {
   node_id: 'string',
   title: 'string',
   type: 'string',
-  tags: { slice: 'string' },
-  pub_key_digest: 'string',
-  device_commit_sha: 'string',
-  status: 'string',
-  config_propagated: 'bool',
-  agentinterval: 'int',
-  last_reported: 'int',
+  tags: optional({ slice: 'string' }),
+  pub_key_digest: optional('string'),
+  device_commit_sha: optional('string'),
+  status: optional('string'),
+  config_propagated: optional('bool'),
+  agentinterval: optional('int'),
+  last_reported: optional('int'),
   attributes: DeviceAttributes,
 };
 
@@ -197,7 +229,7 @@ export const InventoryListResponse: GoShape = {
           exp_soft: 'int',
           exp_hard: 'int',
           ancestors: { slice: 'string' },
-          ancestors_titles: { slice: 'string' },
+          ancestors_titles: optional({ slice: 'string' }),
           attributes: DeviceAttributes,
           title: 'string',
           agentinterval: 'string',
@@ -206,23 +238,6 @@ export const InventoryListResponse: GoShape = {
         },
       },
     },
-  },
-};
-
-export const DeviceInventory: GoShape = {
-  struct: {
-    pub_key_digest: 'string',
-    system: SystemInfo,
-    settings: { struct: {} },
-    config_propagated: 'bool',
-    last_reported: 'timestamp',
-    exp_soft: 'timestamp',
-    exp_hard: 'timestamp',
-    device_commit_sha: 'string',
-    attributes: DeviceAttributes,
-    tags: { slice: 'string' },
-    status: 'string',
-    pushed_config: { struct: {} },
   },
 };
 
@@ -249,7 +264,7 @@ export const FilesListResponse: GoShape = {
 
 export const FileStats: GoShape = { struct: { count_files: 'int', quota: 'int', used: 'float' } };
 
-export const DeviceStatus: GoShape = { struct: { uuid: 'string', remote_access: 'bool', edge: 'string', edge_version: 'uint8' } };
+export const DeviceStatus: GoShape = { struct: { uuid: 'string', remote_access: 'bool', edge: optional('string'), edge_version: optional('uint8') } };
 
 /** metrics.go MetricsSummary. */
 export const MetricsSummary: GoShape = {
@@ -257,7 +272,7 @@ export const MetricsSummary: GoShape = {
     filesystem: { struct: { reported: 'int', mounts: { slice: { struct: { path: 'string', used: 'int', available: 'int' } } } } },
     cpu: { struct: { reported: 'int', user: 'float', system: 'float', io: 'float' } },
     load: { struct: { reported: 'int', '1min': 'float', '5min': 'float', '15min': 'float' } },
-    memory: { struct: { reported: 'int', free: 'int', util: 'int', swap: 'int' } },
+    memory: { struct: { reported: 'int', used: 'int', swap_used: 'int', available: 'int' } },
   },
 };
 
@@ -281,9 +296,25 @@ export const OAuth2TokenResponse: GoShape = { struct: { access_token: 'string', 
 
 const UserBaseInfo: GoShape = { struct: { user_id: 'string', fname: 'string', lname: 'string' } };
 
+/** node.go NodeInfo (Change.NodeInfo, omitempty). */
+const NodeInfo: GoShape = {
+  struct: {
+    node_id: 'string',
+    pub_key_digest: 'string',
+    type: 'string',
+    ancestors: { slice: 'string' },
+    title: 'string',
+    tags: optional({ slice: 'string' }),
+    nodes: optional({ slice: 'any' }),
+    uuid: optional('string'),
+    status: optional('string'),
+    device_commit_sha: optional('string'),
+  },
+};
+
 export const Change: GoShape = {
   struct: {
-    id: 'string',
+    id: optional('string'),
     content: 'any',
     sha: 'string',
     status: 'string',
@@ -291,8 +322,9 @@ export const Change: GoShape = {
     created: 'timestamp',
     updated: 'timestamp',
     user_id: 'string',
-    user_name: 'string',
-    user: UserBaseInfo,
+    user_name: optional('string'),
+    user: optional(UserBaseInfo),
+    node: optional(NodeInfo),
   },
 };
 
@@ -302,26 +334,77 @@ const commitFields: Record<string, GoShape> = {
   type: 'string',
   labels: { slice: 'string' },
   user_id: 'string',
-  user: UserBaseInfo,
+  user: optional(UserBaseInfo),
   created: 'timestamp',
   updated: 'timestamp',
 };
 
+/** commit.go Commit: `changes` the shas of the changes. */
 export const Commit: GoShape = { struct: { ...commitFields, changes: { slice: 'string' } } };
+/** commit.go CommitExtended: Commit with `changes` shadowed by []Change. */
 export const CommitExtended: GoShape = { struct: { ...commitFields, changes: { slice: Change } } };
-export const CommitsList: GoShape = { struct: { items: { slice: { struct: { ...commitFields, changes: 'any' } } }, total: 'int' } };
+/** commit.go CommitsList: `items` are *CommitExtended. */
+export const CommitsList: GoShape = { struct: { items: { slice: CommitExtended }, total: 'int' } };
 
-/** config.Metadata, embedded in every bundle; `inherits` is an ordered map of node id → title. */
+/** config/bundle.go Metadata, embedded in every bundle; `inherits` is an ordered map of node id → title. */
 const metadata: Record<string, GoShape> = {
   enabled: 'bool',
-  extend: 'bool',
-  version: 'string',
-  bundle_commit_id: 'string',
-  inherited: 'bool',
-  inherits: { map: 'string' },
-  reset_to_group: 'bool',
+  extend: optional('bool'),
+  version: optional('string'),
+  bundle_commit_id: optional('string'),
+  inherited: optional('bool'),
+  inherits: optional({ map: 'string' }),
+  reset_to_group: optional('bool'),
 };
 const keyValue: GoShape = { slice: { struct: { key: 'string', value: 'string' } } };
+
+/** config/settings.go Settings. */
+export const Settings: GoShape = {
+  struct: {
+    ...metadata,
+    metrics: 'bool',
+    reports: 'bool',
+    remoteconsole: 'bool',
+    software_inventory: 'bool',
+    process_inventory: 'bool',
+    agentinterval: 'int',
+  },
+};
+
+/** config/bundle.go BundleData: every bundle a pointer with omitempty (the bundles the tests use). */
+export const BundleData: GoShape = {
+  struct: {
+    settings: optional(Settings),
+    sshkeys: optional({ struct: { ...metadata, users: optional({ slice: { struct: { username: 'string', userkeys: { slice: 'string' } } } }) } }),
+    parameters: optional({ struct: { ...metadata, parameters: optional(keyValue), secrets: optional(keyValue) } }),
+    package_management: optional({
+      struct: {
+        ...metadata,
+        pre_condition: optional('string'),
+        reboot_mode: 'string',
+        full_upgrade: 'bool',
+        items: optional({ slice: { struct: { name: 'string', version: optional('string') } } }),
+      },
+    }),
+    file_distribution: optional({
+      struct: {
+        ...metadata,
+        files: optional({
+          slice: {
+            struct: {
+              label: optional('string'),
+              templates: optional({ slice: { struct: { source: optional('string'), destination: optional('string'), is_template: 'bool' } } }),
+              parameters: optional({ slice: { struct: { key: optional('string'), value: optional('string') } } }),
+              command: optional('string'),
+              pre_condition: optional('string'),
+            },
+          },
+        }),
+      },
+    }),
+    connectivity_watchdog: optional({ struct: { ...metadata, threshold: 'string' } }),
+  },
+};
 
 export const ConfigResponse: GoShape = {
   struct: {
@@ -333,48 +416,29 @@ export const ConfigResponse: GoShape = {
         commit_id: 'string',
         commit_created: 'int',
         bundles: { slice: 'string' },
-        bundle_data: {
-          struct: {
-            settings: {
-              struct: {
-                ...metadata,
-                metrics: 'bool',
-                reports: 'bool',
-                remoteconsole: 'bool',
-                software_inventory: 'bool',
-                process_inventory: 'bool',
-                agentinterval: 'int',
-              },
-            },
-            parameters: { struct: { ...metadata, parameters: keyValue, secrets: keyValue } },
-            package_management: {
-              struct: {
-                ...metadata,
-                pre_condition: 'string',
-                reboot_mode: 'string',
-                full_upgrade: 'bool',
-                items: { slice: { struct: { name: 'string', version: 'string' } } },
-              },
-            },
-            file_distribution: {
-              struct: {
-                ...metadata,
-                files: {
-                  slice: {
-                    struct: {
-                      templates: { slice: { struct: { source: 'string', destination: 'string', is_template: 'bool' } } },
-                      parameters: keyValue,
-                      command: 'string',
-                      pre_condition: 'string',
-                    },
-                  },
-                },
-              },
-            },
-            connectivity_watchdog: { struct: { ...metadata, threshold: 'string' } },
-          },
-        },
+        bundle_data: BundleData,
       },
     },
+  },
+};
+
+/** config/pushed.go Pushed. */
+export const Pushed: GoShape = { struct: { commit_id: 'string', bundles: { slice: 'string' }, bundle_data: BundleData } };
+
+/** inventory.go DeviceInventory. */
+export const DeviceInventory: GoShape = {
+  struct: {
+    pub_key_digest: 'string',
+    system: SystemInfo,
+    settings: Settings,
+    config_propagated: 'bool',
+    last_reported: 'timestamp',
+    exp_soft: 'timestamp',
+    exp_hard: 'timestamp',
+    device_commit_sha: 'string',
+    attributes: DeviceAttributes,
+    tags: { slice: 'string' },
+    status: 'string',
+    pushed_config: Pushed,
   },
 };

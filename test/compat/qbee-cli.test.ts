@@ -18,8 +18,10 @@ import {
   CommitsList,
   ConfigResponse,
   DeviceInventory,
+  decodeProblems,
   DeviceStatus,
   expectDecodes,
+  expectDecodesStrictly,
   FilesListResponse,
   FileStats,
   GroupNodes,
@@ -226,7 +228,7 @@ describe('inventory (inventory.go, runagent.go)', () => {
   });
 
   it('refuses the filters and orders it cannot apply instead of answering more', async () => {
-    for (const q of [query({ commit_sha: 'abc' }), query({ no_such_filter: 'x' }), query({}, { sort_field: 'commit_sha' }), 'search=%7B%22title%22%3A']) {
+    for (const q of [query({ no_such_filter: 'x' }), query({}, { sort_field: 'no_such_field' }), query({ commit_sha: 5 }), 'search=%7B%22title%22%3A']) {
       const r = await t.api('GET', `/api/v2/inventory?${q}`, admin());
       expect(r.status, q).toBe(400);
       expect(r.body.code).toBe(400);
@@ -236,7 +238,8 @@ describe('inventory (inventory.go, runagent.go)', () => {
   it('GetDeviceInventory decodes into DeviceInventory, with the agent version in system.cf_version', async () => {
     const r = await t.api('GET', `/api/v2/inventory/${inGroup}`, admin());
     expect(r.status).toBe(200);
-    expectDecodes(r.body, DeviceInventory);
+    expectDecodesStrictly(r.body, DeviceInventory);
+    expect(r.body).toMatchObject({ device_commit_sha: '', config_propagated: false, pushed_config: { bundles: [] } });
     expect(r.body.pub_key_digest).toBe(inGroup);
     expect(r.body.system.cf_version).toBe('1.4.2');
     expect(r.body.system.ipv4).toEqual({ eth0: '10.9.0.1' });
@@ -372,10 +375,11 @@ describe('devices (device.go, runagent.go, metrics.go)', () => {
       const a = await t.api('GET', `/api/v2/device/${device}/metrics/latest`, admin());
       return a.status === 200 && a.body.cpu.reported > 0 ? a : undefined;
     });
-    expectDecodes(r.body, MetricsSummary);
+    expectDecodesStrictly(r.body, MetricsSummary);
     expect(r.body).toMatchObject({
       cpu: { reported: now - 60, user: 12.5, system: 3.25, io: 0.5 },
-      memory: { free: 2048000, util: 41, swap: 0 },
+      // MemorySummary: used and swap_used percent, available KiB.
+      memory: { reported: now - 60, used: 41, swap_used: 0, available: 2048000 },
       load: { '1min': 0.5 },
       filesystem: { mounts: [{ path: '/', used: 37, available: 1234567 }] },
     });
@@ -496,7 +500,7 @@ describe('configuration (change.go, commit.go, config.go)', () => {
     expect((await t.api('DELETE', `/api/v2/change/${created.body.sha}`, admin())).status).toBe(204);
   });
 
-  it('CommitConfiguration ({action, message}), GetCommit, ListCommits; DeleteUncommittedConfigurationChanges', async () => {
+  it('CommitConfiguration ({message}), GetCommit, ListCommits; DeleteUncommittedConfigurationChanges', async () => {
     await t.api('POST', '/api/v2/change', {
       ...admin(),
       body: {
@@ -506,7 +510,8 @@ describe('configuration (change.go, commit.go, config.go)', () => {
         config: { enabled: true, parameters: [{ key: 'a', value: 'b' }], secrets: [{ key: 's', value: 'hidden-value' }] },
       },
     });
-    const committed = await t.api('POST', '/api/v2/commit', { ...admin(), body: { action: 'commit', message: 'from qbee-cli' } });
+    // CommitRequest{Message}: `changes` omitted when empty, no `action`.
+    const committed = await t.api('POST', '/api/v2/commit', { ...admin(), body: { message: 'from qbee-cli' } });
     expect(committed.status, JSON.stringify(committed.body)).toBe(200);
     expectDecodes(committed.body, Commit);
     const extended = await t.api('GET', `/api/v2/commit/${committed.body.sha}`, admin());
@@ -534,5 +539,178 @@ describe('configuration (change.go, commit.go, config.go)', () => {
     const own = await t.api('GET', '/api/v2/config/tag/compat?scope=own', admin());
     expect(own.body.config.bundles).toEqual(['parameters']);
     expect(JSON.stringify(own.body)).not.toContain('hidden-value');
+  });
+});
+
+/** Client.Request: json.NewEncoder(body).Encode(src) (HTML-safe escaping, a trailing newline), application/json, a bearer token. */
+function goEncode(value: unknown): string {
+  return `${JSON.stringify(value).replace(/[<>&\u2028\u2029]/g, (c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, '0')}`)}\n`;
+}
+function cli(method: string, path: string, src?: unknown) {
+  return t.api(method, `/api/v2${path}`, {
+    token: t.adminToken,
+    headers: { 'user-agent': 'qbee-cli/test', ...(src === undefined ? {} : { 'content-type': 'application/json' }) },
+    ...(src === undefined ? {} : { body: goEncode(src) }),
+  });
+}
+/** json.Marshal of a map[string]any (what json.Unmarshal of a config file gives): keys sorted. */
+function goMap(value: unknown): unknown {
+  if (Array.isArray(value)) return value.map(goMap);
+  if (!value || typeof value !== 'object') return value;
+  return Object.fromEntries(
+    Object.keys(value)
+      .sort()
+      .map((k) => [k, goMap((value as Record<string, unknown>)[k])]),
+  );
+}
+/** ConfigurationManager.Save(target, bundle, file) with EntityTypeNode, then Commit(message): ChangeRequest{NodeID, BundleName, Content}, CommitRequest{Message}. */
+async function configSave(node: string, bundle: string, file: Record<string, unknown>, message: string) {
+  const change = await cli('POST', '/change', { node_id: node, formtype: bundle, extend: false, config: goMap(file) });
+  expect(change.status, JSON.stringify(change.body)).toBe(200);
+  const commit = await cli('POST', '/commit', { message });
+  expect(commit.status, JSON.stringify(commit.body)).toBe(200);
+  expectDecodesStrictly(commit.body, Commit);
+  return { change: change.body, commit: commit.body };
+}
+
+describe('configuration as qbee-cli writes and reads it (configmanager.go, commit.go, inventory.go)', () => {
+  beforeAll(async () => {
+    await t.addGroup({ id: 'cli-ext' });
+    await t.addGroup({ id: 'cli-ext-sub', parent: 'cli-ext' });
+  });
+
+  it('config save: `extend` in the file’s metadata extends (the request’s extend is always false); GetActiveConfig reads it back', async () => {
+    await configSave('cli-ext', 'parameters', { enabled: true, parameters: [{ key: 'from_group', value: '1' }] }, 'group parameters');
+    const { change } = await configSave(
+      'cli-ext-sub',
+      'parameters',
+      { enabled: true, extend: true, version: 'v1', parameters: [{ key: 'from_sub', value: '2' }] },
+      'sub-group parameters, extending',
+    );
+    expectDecodesStrictly(change, Change);
+    expect(change.content).toMatchObject({ extend: true, config: { extend: true } });
+    const own = await cli('GET', '/config/node/cli-ext-sub?scope=own');
+    expectDecodes(own.body, ConfigResponse);
+    expect(own.body.config.bundle_data.parameters.extend).toBe(true);
+    const all = await cli('GET', '/config/node/cli-ext-sub?scope=all');
+    expect(all.body.config.bundle_data.parameters.parameters.map((p: { key: string }) => p.key)).toEqual(['from_group', 'from_sub']);
+  });
+
+  it('ListCommits: CommitsList with Change objects; search by message and by part of the commit sha', async () => {
+    const { commit } = await configSave('cli-ext-sub', 'connectivity_watchdog', { enabled: true, threshold: '9' }, 'watchdog <9> & more');
+    const q = (search: Record<string, unknown>, extra: Record<string, string | number> = {}) => cli('GET', `/commitlist?${query(search, extra)}`);
+    const all = await q({}, { items_per_page: 5 });
+    expect(all.status, JSON.stringify(all.body)).toBe(200);
+    expectDecodesStrictly(all.body, CommitsList);
+    const byMessage = await q({ message: '<9> &' });
+    expect(byMessage.status, JSON.stringify(byMessage.body)).toBe(200);
+    expectDecodesStrictly(byMessage.body, CommitsList);
+    expect(byMessage.body.total).toBe(1);
+    expect(byMessage.body.items[0]).toMatchObject({ sha: commit.sha, message: 'watchdog <9> & more', type: 'config', labels: [] });
+    expect(byMessage.body.items[0].changes).toHaveLength(1);
+    expect(byMessage.body.items[0].changes[0]).toMatchObject({
+      sha: commit.changes[0],
+      content: { node_id: 'cli-ext-sub', formtype: 'connectivity_watchdog' },
+    });
+    // commit_sha: the start of the sha (or any part of it) finds that entry only.
+    for (const part of [commit.sha.slice(0, 8), commit.sha.slice(20, 32)]) {
+      const bySha = await q({ commit_sha: part });
+      expect(bySha.body.items.map((e: { sha: string }) => e.sha)).toEqual([commit.sha]);
+    }
+    expect((await q({ message: 'no commit says this' })).body).toMatchObject({ total: 0, items: [] });
+    // Filters combine; sort and direction as CommitListQuery sends them.
+    expect((await q({ message: 'watchdog', commit_sha: 'ffffffffffff' })).body.total).toBe(0);
+    await configSave('cli-ext-sub', 'connectivity_watchdog', { enabled: true, threshold: '10' }, 'order check: first');
+    await configSave('cli-ext-sub', 'connectivity_watchdog', { enabled: true, threshold: '11' }, 'order check: second');
+    for (const [direction, order] of [
+      ['asc', ['order check: first', 'order check: second']],
+      ['desc', ['order check: second', 'order check: first']],
+    ] as const) {
+      const ordered = await q({ message: 'order check' }, { sort_field: 'created', sort_direction: direction });
+      expect(ordered.body.items.map((e: { message: string }) => e.message)).toEqual(order);
+    }
+    // The other CommitListSearch fields narrow the same way.
+    const shas = async (search: Record<string, unknown>) => (await q({ message: 'watchdog', ...search })).body.items.map((e: { sha: string }) => e.sha);
+    const user = await t.broker.services.store.db.selectFrom('users').select(['fname', 'lname']).where('id', '=', commit.user_id).executeTakeFirstOrThrow();
+    for (const [search, found] of [
+      [{ user_id: commit.user_id }, true],
+      [{ user_id: 'someone-else' }, false],
+      [{ committer: (user.lname || user.fname).toUpperCase() }, true],
+      [{ committer: 'nobody-is-called-this' }, false],
+      [{ change_sha: commit.changes[0].slice(4, 16) }, true],
+      [{ change_sha: 'f'.repeat(64) }, false],
+      [{ labels_include: ['release'] }, false],
+      [{ labels_exclude: ['release'] }, true],
+      [{ start_date: '2000-01-01 00:00:00', end_date: '2999-12-31 23:59:59' }, true],
+      [{ start_date: '2999-01-01 00:00:00' }, false],
+      [{ end_date: '2000-01-01 00:00:00' }, false],
+    ] as const) {
+      expect(await shas(search), JSON.stringify(search)).toEqual(found ? [commit.sha] : []);
+    }
+    expect((await q({ start_date: '2024-13-45 99:00:00' })).status).toBe(400);
+    // A filter this broker cannot apply is a 400, not a bigger answer.
+    const unknown = await q({ no_such_filter: 'x' });
+    expect(unknown.status).toBe(400);
+    expect(unknown.body).toMatchObject({ code: 400, field: 'search' });
+  });
+
+  it('GetDeviceInventory: pushed_config, device_commit_sha and config_propagated; the list searches and sorts by commit', async () => {
+    const created = await t.api('POST', '/api/v2/bootstrapkey', { ...admin(), body: { group_id: 'cli-ext-sub', auto_accept: true } });
+    const { device: d } = await enrolDevice(t, Object.keys(created.body)[0], undefined, 'pushed-dev');
+    const conn = await connectDevice(t.url, d);
+    try {
+      conn.send({ t: 'inventory', data: { hostname: 'pushed.lab', arch: 'x86_64', agent_version: '1.4.2', collected_at: new Date().toISOString() } });
+      const config = await eventually(() => conn.messages.find((m) => m.t === 'config') as { config: { commit_id: string } } | undefined);
+      const before = await eventually(async () => {
+        const r = await cli('GET', `/inventory/${d.id}`);
+        return r.status === 200 ? r : undefined;
+      });
+      expectDecodesStrictly(before.body, DeviceInventory);
+      expect(before.body).toMatchObject({ device_commit_sha: '', config_propagated: false, pushed_config: { commit_id: config.config.commit_id } });
+      expect(before.body.pushed_config.bundles).toEqual(expect.arrayContaining(['parameters', 'connectivity_watchdog']));
+      expect(before.body.pushed_config.bundle_data.parameters.parameters.map((p: { key: string }) => p.key)).toEqual(['from_group', 'from_sub']);
+      // The agent applied it.
+      conn.send({ t: 'config_applied', commit_id: config.config.commit_id, reports: [] });
+      const after = await eventually(async () => {
+        const r = await cli('GET', `/inventory/${d.id}`);
+        return r.body.config_propagated ? r : undefined;
+      });
+      expectDecodesStrictly(after.body, DeviceInventory);
+      expect(after.body).toMatchObject({ device_commit_sha: config.config.commit_id, system: { last_config_commit_id: config.config.commit_id } });
+      // InventoryListSearch.CommitSHA (partial) and the commit orders.
+      const ids = (r: { body: { items: { node_id: string }[] } }) => r.body.items.map((i) => i.node_id);
+      const found = await cli('GET', `/inventory?${query({ commit_sha: config.config.commit_id.slice(0, 10) })}`);
+      expect(found.status, JSON.stringify(found.body)).toBe(200);
+      expectDecodes(found.body, InventoryListResponse);
+      expect(ids(found)).toEqual([d.id]);
+      expect(ids(await cli('GET', `/inventory?${query({ commit_sha: 'f'.repeat(64) })}`))).toEqual([]);
+      for (const sort_field of ['last_policy_update', 'commit_sha']) {
+        const sorted = await cli('GET', `/inventory?${query({}, { sort_field, sort_direction: 'desc', items_per_page: 1000 })}`);
+        expect(sorted.status, sort_field).toBe(200);
+        expect(ids(sorted)[0], sort_field).toBe(d.id);
+      }
+      // Someone with inventory:read (and device:read, which bounds it) but no configuration:read sees the
+      // commit, not the configuration.
+      const inventoryOnly = await t.tokenWith([{ permission: 'inventory:read' }, { permission: 'device:read' }]);
+      const limited = await t.api('GET', `/api/v2/inventory/${d.id}`, { token: inventoryOnly });
+      expectDecodesStrictly(limited.body, DeviceInventory);
+      expect(limited.body.pushed_config).toEqual({ commit_id: config.config.commit_id, bundles: [], bundle_data: {} });
+      expect(limited.body.settings.enabled).toBe(false);
+    } finally {
+      conn.ws.close();
+    }
+  });
+
+  it('strict decoding catches a field the client reads under another name (the old memory names)', () => {
+    const old = {
+      filesystem: { reported: 1, mounts: [] },
+      cpu: { reported: 1, user: 0, system: 0, io: 0 },
+      load: { reported: 1, '1min': 0, '5min': 0, '15min': 0 },
+    };
+    expect(decodeProblems({ ...old, memory: { reported: 1, free: 2048, util: 41, swap: 0 } }, MetricsSummary)).toEqual([
+      '$.memory.used: missing',
+      '$.memory.swap_used: missing',
+      '$.memory.available: missing',
+    ]);
   });
 });

@@ -312,7 +312,7 @@ interface MetricsSummary {
   filesystem: { reported: number; mounts: { path: string; used: number; available: number }[] };
   cpu: { reported: number; user: number; system: number; io: number };
   load: { reported: number; '1min': number; '5min': number; '15min': number };
-  memory: { reported: number; free: number; util: number; swap: number };
+  memory: { reported: number; used: number; swap_used: number; available: number };
 }
 
 /** The device page's Metrics panel (metrics:read): the newest values and the last 24 hours. */
@@ -334,7 +334,7 @@ export function DeviceMetricsPanel({ deviceId }: { deviceId: string }) {
           ? ([
               [
                 'Memory',
-                `${formatValue(l.memory.util, 'percent')} used (${formatBytes(l.memory.free * 1024)} available), swap ${formatValue(l.memory.swap, 'percent')}`,
+                `${formatValue(l.memory.used, 'percent')} used (${formatBytes(l.memory.available * 1024)} available), swap ${formatValue(l.memory.swap_used, 'percent')}`,
               ],
             ] as [string, string][])
           : []),
