@@ -154,8 +154,8 @@ export async function openStore(url: string, schema = '', logger?: Pick<Logger, 
   // (another schema) sees the first one's tables and skips creating its own.
   const migrator = new Migrator({ db, provider, ...(schema && dialect === 'postgres' ? { migrationTableSchema: schema } : {}) });
   // Kysely's migrator looks for its own tables by introspecting every schema of the database; a schema
-  // another tenant drops at that moment makes PostgreSQL's catalog functions throw (3F000, 42P01)
-  // before any migration ran. That is not ours: look again, a few times.
+  // another tenant drops at that moment makes PostgreSQL's catalog functions throw (3F000, 42P01, and
+  // 42703 from pg_get_serial_sequence on a column whose table just went) before any migration ran. That is not ours: look again, a few times.
   let outcome = await migrator.migrateToLatest();
   for (let attempt = 1; attempt < 10 && outcome.error && !outcome.results?.length && isConcurrentCatalogChange(outcome.error); attempt++) {
     await new Promise((resolve) => setTimeout(resolve, 50 * attempt));
@@ -191,7 +191,7 @@ export async function openStore(url: string, schema = '', logger?: Pick<Logger, 
 /** A catalog object that vanished under an introspection query: another schema or table dropped meanwhile. */
 function isConcurrentCatalogChange(error: unknown): boolean {
   const code = (error as { code?: unknown } | null)?.code;
-  return code === '3F000' || code === '42P01';
+  return code === '3F000' || code === '42P01' || code === '42703';
 }
 
 /** Drops a PostgreSQL schema (test clean-up). */
