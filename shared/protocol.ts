@@ -57,6 +57,12 @@ export interface ConsoleParams {
   rows: number;
   /** the local user the shell runs as; absent: the agent's own user */
   user?: string;
+  /**
+   * argv to run in the pty instead of an interactive login shell (qbee-cli `term <device> cmd args…`):
+   * run by that login shell with `exec "$@"`, so it is found on the login PATH and never parsed as
+   * shell text. The agent confirms with `command: true` in its `opened` info.
+   */
+  command?: string[];
 }
 export interface TunnelParams {
   proto: 'tcp' | 'udp';

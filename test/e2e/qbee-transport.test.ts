@@ -19,6 +19,9 @@ import { readTar, writeTar, type TarEntry } from '../../shared/tar.js';
 import { eventually, type TestAgent, echoServer, startEnrolledAgent } from '../support/agent.js';
 import { startTestBroker, type TestBroker } from '../support/broker.js';
 import { collect, connectQbee, QbeeRemoteError, QbeeUpgradeRefused, type QbeeClient } from '../support/qbee-client.js';
+import { isMinimumAgentVersion } from '../compat/go-shape.js';
+
+const ROOT_VERSION = (JSON.parse(fs.readFileSync(new URL('../../package.json', import.meta.url), 'utf8')) as { version: string }).version;
 
 let t: TestBroker;
 let agent: TestAgent;
@@ -159,6 +162,55 @@ describe('qbee native transport through a real broker and agent', () => {
       const cast = recording.body as string;
       expect(cast).toContain('hi-qbee');
       expect(cast).toContain('"r","132x43"');
+    } finally {
+      client.close();
+    }
+  });
+
+  it('term with a command: runs that argv in the pty, audited as a console with the command, and ends with it', async () => {
+    const client = await connectQbee(t.url, device, t.adminToken);
+    try {
+      // json.Marshal(PTYCommand) as ConnectTerminal sends it for `qbee-cli term <dev> printf '%s-%s\n' 'a b' '$HOME'`.
+      const payload = '{"sid":"","cols":100,"rows":30,"command":"printf","command_args":["%s-%s\\n","a b","$HOME"]}';
+      const { stream, payload: sid } = await client.open(QbeeMessage.pty, payload);
+      expect(sid.toString()).toMatch(/^[0-9a-f-]{36}$/);
+      const seen = (await collect(stream)).toString();
+      // argv, not shell text: "$HOME" arrives as written, "a b" stays one word.
+      expect(seen).toContain('a b-$HOME');
+      const start = (await audit(`device_id=${device}&action=console&event=remote.console.start`)).find(
+        (e: any) => e.source === 'qbee' && Array.isArray(e.options.command),
+      );
+      expect(start.options.command).toEqual(['printf', '%s-%s\n', 'a b', '$HOME']);
+      // Malformed commands are refused, never replaced by a shell.
+      for (const bad of ['{"cols":80,"rows":24,"command":5}', '{"cols":80,"rows":24,"command_args":["x"]}', '{"cols":80,"rows":24,"command":"a\\u0000b"}']) {
+        await expect(client.open(QbeeMessage.pty, bad), bad).rejects.toThrow(QbeeRemoteError);
+      }
+    } finally {
+      client.close();
+    }
+  });
+
+  it("passes qbee-cli's copy gate: the agent's cf_version is at least 2026.19 as inventory.go compares it", async () => {
+    const r = await t.api('GET', `/api/v2/inventory/${device}`, { token: t.adminToken });
+    expect(r.status).toBe(200);
+    const version = r.body.system.cf_version as string;
+    expect(version).toBe(ROOT_VERSION);
+    // connect.go: UploadFileToDevice / DownloadFileFromDevice refuse below "2026.19".
+    expect(isMinimumAgentVersion(version, '2026.19')).toBe(true);
+    expect(isMinimumAgentVersion('0.1.0', '2026.19')).toBe(false);
+  });
+
+  it("copies with the file message type of older clients (0x16) as with qbee's (0x20)", async () => {
+    const dir = path.join(work, 'legacy');
+    fs.mkdirSync(dir, { recursive: true });
+    fs.writeFileSync(path.join(dir, 'l.txt'), 'legacy\n');
+    const client = await connectQbee(t.url, device, t.adminToken);
+    try {
+      for (const type of [QbeeMessage.file, QbeeMessage.fileLegacy]) {
+        const got = readTar(zlib.gunzipSync(await client.download(path.join(dir, 'l.txt'), type)));
+        expect(got.map((e) => [e.name, e.data?.toString()])).toEqual([['l.txt', 'legacy\n']]);
+      }
+      expect(QbeeMessage.file).toBe(0x20);
     } finally {
       client.close();
     }

@@ -19,10 +19,10 @@ export interface QbeeClient {
   terminal(cols: number, rows: number): Promise<{ stream: SmuxStream; sid: string }>;
   resize(sid: string, cols: number, rows: number): Promise<void>;
   reload(): Promise<void>;
-  /** The gzip'd tar the device sends for `path`. */
-  download(path: string): Promise<Buffer>;
+  /** The gzip'd tar the device sends for `path` (asked with qbee's MessageTypeFile 0x20 unless told). */
+  download(path: string, type?: number): Promise<Buffer>;
   /** Sends a gzip'd tar to extract at `path`; resolves on the device's OK. */
-  upload(path: string, archive: Buffer): Promise<void>;
+  upload(path: string, archive: Buffer, type?: number): Promise<void>;
   close(): void;
 }
 
@@ -97,12 +97,12 @@ export async function connectQbee(brokerUrl: string, deviceId: string, token: st
       const { stream } = await open(QbeeMessage.reload);
       stream.destroy();
     },
-    download: async (path) => {
-      const { stream } = await open(QbeeMessage.file, JSON.stringify({ direction: FILE_DOWNLOAD, path }));
+    download: async (path, type = QbeeMessage.file) => {
+      const { stream } = await open(type, JSON.stringify({ direction: FILE_DOWNLOAD, path }));
       return collect(stream);
     },
-    upload: async (path, archive) => {
-      const { stream } = await open(QbeeMessage.file, JSON.stringify({ direction: FILE_UPLOAD, path }));
+    upload: async (path, archive, type = QbeeMessage.file) => {
+      const { stream } = await open(type, JSON.stringify({ direction: FILE_UPLOAD, path }));
       stream.write(archive);
       const answer = await readQbeeMessage(stream, 60_000);
       stream.destroy();
