@@ -120,6 +120,9 @@ export interface AgentReport {
   ts: number;
 }
 
+/** `restart`: the agent restarts its work loop; `run`: it runs its configuration now, connection kept. */
+export type ReloadMode = 'restart' | 'run';
+
 /** Control messages (text frames). `ch` names a channel where the message concerns one. */
 export type ControlMessage =
   // connection set-up
@@ -133,7 +136,12 @@ export type ControlMessage =
    * when its digest (sha256 of the JSON) changed; the broker keeps the types not sent.
    */
   | { t: 'inventory_item'; type: string; digest: string; data: unknown }
-  | { t: 'reload'; id: string }
+  /**
+   * broker → agent: restart the work loop (the connection and every session end); with `mode: 'run'`,
+   * run the configuration now instead, keeping the connection and its sessions (qbee's run-agent).
+   * Both are answered `reload_ack`. An agent that predates `mode` reloads.
+   */
+  | { t: 'reload'; id: string; mode?: ReloadMode }
   | { t: 'reload_ack'; id: string }
   /** broker → agent: the configuration to apply, and the device's attributes for templates */
   | { t: 'config'; config: CommittedConfig; attributes: Record<string, string> }

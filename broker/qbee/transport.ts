@@ -316,7 +316,8 @@ export class QbeeTransport {
   private async reload(connection: Connection, stream: SmuxStream): Promise<void> {
     const { caller, deviceId } = connection;
     try {
-      await this.deps.remote.reload(caller.principal, deviceId, caller.ip, caller.source);
+      // qbee's MessageTypeReload: a configuration run, not a restart that would cut this connection's sessions.
+      await this.deps.remote.reload(caller.principal, deviceId, caller.ip, caller.source, 'run');
     } catch (err) {
       if (err instanceof ApiError) return writeError(stream, err.message);
       throw err;

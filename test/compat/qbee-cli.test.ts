@@ -342,7 +342,7 @@ describe('devices (device.go, runagent.go, metrics.go)', () => {
     expect(r.body).toMatchObject({ uuid: device, remote_access: true, edge: PUBLIC_HOST, edge_version: 1 });
   });
 
-  it('runAgent: GET /device/{id}/run-agent reloads the agent with the reload grant, audited', async () => {
+  it('runAgent: GET /device/{id}/run-agent has the agent run its configuration (no restart) with the reload grant, audited', async () => {
     const other = await t.addDevice({ name: 'run-agent-dev' });
     let agent: FakeAgent | undefined;
     try {
@@ -350,6 +350,7 @@ describe('devices (device.go, runagent.go, metrics.go)', () => {
       const r = await t.api('GET', `/api/v2/device/${other}/run-agent`, admin());
       expect(r.status, JSON.stringify(r.body)).toBe(200);
       expect(agent.reloads).toBe(1);
+      expect(agent.runs).toBe(1);
       const consoleOnly = await t.userWith([{ permission: 'remote-access:connect', resources: ['*/console'] }]);
       expect((await t.api('GET', `/api/v2/device/${other}/run-agent`, { token: consoleOnly.token })).status).toBe(403);
       const audit = await t.api('GET', `/api/v2/commitlist?device_id=${other}&action=reload`, admin());

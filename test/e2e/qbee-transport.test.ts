@@ -314,17 +314,66 @@ describe('qbee native transport through a real broker and agent', () => {
     for (const c of held.slice(1)) c.close();
   });
 
-  it('reloads the agent, audited, and the agent comes back', async () => {
+  it('reload (0x14) has the agent run its configuration, audited, its connection kept', async () => {
     const from = agent.logs.length;
+    const connectedAt = t.broker.services.agents.connectionInfo(device)?.connected_at;
     const client = await connectQbee(t.url, device, t.adminToken);
     try {
       await client.reload();
     } finally {
       client.close();
     }
-    await agent.waitForLog((l) => l.msg.includes('reload'), 10_000, from);
+    await agent.waitForLog((l) => l.msg === 'configuration run requested by the broker', 10_000, from);
     const [entry] = await audit(`device_id=${device}&action=reload&event=remote.reload.start`);
-    expect(entry).toMatchObject({ event: 'remote.reload.start', result: 'allowed', source: 'qbee' });
-    await agent.waitConnected(t);
+    expect(entry).toMatchObject({ event: 'remote.reload.start', result: 'allowed', source: 'qbee', options: { mode: 'run' } });
+    expect(t.broker.services.agents.connectionInfo(device)?.connected_at).toBe(connectedAt);
+  });
+
+  it('run-agent keeps the agent connected: a tunnel transfer in flight completes, and runs right after each other all answer 200', async () => {
+    const payload = crypto.randomBytes(8 * 1024 * 1024);
+    const sender = net.createServer((socket) => socket.end(payload));
+    await new Promise<void>((resolve) => sender.listen(0, '127.0.0.1', resolve));
+    const port = (sender.address() as net.AddressInfo).port;
+    const connectedAt = t.broker.services.agents.connectionInfo(device)?.connected_at;
+    const from = agent.logs.length;
+    const client = await connectQbee(t.url, device, t.adminToken);
+    try {
+      const stream = await client.tcpTunnel(`127.0.0.1:${port}`);
+      const parts: Buffer[] = [];
+      let received = 0;
+      const firstBytes = new Promise<void>((resolve) =>
+        stream.on('data', (d: Buffer) => {
+          parts.push(d);
+          received += d.length;
+          if (received > 0) resolve();
+        }),
+      );
+      const ended = new Promise<void>((resolve, reject) => {
+        stream.once('end', resolve);
+        stream.once('error', reject);
+      });
+      // The reader holds back after the first bytes: the transfer is in flight while the agent is asked to run, three times.
+      stream.resume();
+      await firstBytes;
+      stream.pause();
+      const answers: number[] = [];
+      for (let i = 0; i < 3; i++) answers.push((await t.api('GET', `/api/v2/device/${device}/run-agent`, { token: t.adminToken })).status);
+      expect(answers).toEqual([200, 200, 200]);
+      // A stream opened right after the run works.
+      const echoStream = await client.tcpTunnel(`127.0.0.1:${echoPort}`);
+      const echoed = output(echoStream, 'still-here');
+      echoStream.write('still-here');
+      await echoed;
+      echoStream.destroy();
+      stream.resume();
+      await ended;
+      expect(Buffer.concat(parts).equals(payload)).toBe(true);
+    } finally {
+      client.close();
+      sender.close();
+    }
+    await agent.waitForLog((l) => l.msg === 'configuration run requested by the broker', 10_000, from);
+    expect(agent.logs.slice(from).some((l) => l.msg.includes('reload'))).toBe(false);
+    expect(t.broker.services.agents.connectionInfo(device)?.connected_at).toBe(connectedAt);
   });
 });

@@ -9,13 +9,15 @@ import WebSocket, { WebSocketServer } from 'ws';
 import { handleChannel } from '../../agent/sessions/index.js';
 import type { AgentLocator } from '../../broker/agents/locator.js';
 import { Mux, type Channel } from '../../shared/mux.js';
-import type { ChannelKind, ChannelParams } from '../../shared/protocol.js';
+import type { ChannelKind, ChannelParams, ReloadMode } from '../../shared/protocol.js';
 
 export interface FakeAgent {
   deviceId: string;
   /** The broker-side end of the connection. */
   mux: Mux;
   reloads: number;
+  /** of those, the ones asked to run the configuration (qbee's run-agent), connection kept */
+  runs: number;
   /** Cuts the connection, as an agent going offline. */
   disconnect(): void;
   close(): Promise<void>;
@@ -56,11 +58,12 @@ export class FakeAgents implements AgentLocator {
     return a.agent.mux.open(kind, params);
   }
 
-  async reload(deviceId: string): Promise<void> {
+  async reload(deviceId: string, mode: ReloadMode = 'restart'): Promise<void> {
     const a = this.attached.get(deviceId);
-    if (!a) return this.real.reload(deviceId);
+    if (!a) return this.real.reload(deviceId, mode);
     if (!a.connected) throw new Error('agent is not connected');
     if (a.agent) a.agent.reloads += 1;
+    if (a.agent && mode === 'run') a.agent.runs += 1;
   }
 
   /** Goes to the hub, as before: a fake agent stays up, and the broker's own re-check ends its sessions. */
@@ -86,6 +89,7 @@ export class FakeAgents implements AgentLocator {
       deviceId,
       mux,
       reloads: 0,
+      runs: 0,
       disconnect: () => client.terminate(),
       close: async () => {
         if (this.attached.get(deviceId) === entry) this.attached.delete(deviceId);
