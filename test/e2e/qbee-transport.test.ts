@@ -167,6 +167,46 @@ describe('qbee native transport through a real broker and agent', () => {
     }
   });
 
+  it("connect to stdio: the device closing reaches the client as its bytes then one FIN, the connection kept (as qbee's device side closes)", async () => {
+    const payload = crypto.randomBytes(700 * 1024);
+    const sender = net.createServer((socket) => socket.end(payload));
+    await new Promise<void>((resolve) => sender.listen(0, '127.0.0.1', resolve));
+    const port = (sender.address() as net.AddressInfo).port;
+    const client = await connectQbee(t.url, device, t.adminToken);
+    // Every frame the broker sends, as smux's recvLoop reads them: VER CMD LEN(LE16) SID(LE32).
+    const frames: { cmd: number; sid: number; length: number }[] = [];
+    let raw: Buffer = Buffer.alloc(0);
+    client.socket.on('data', (d: Buffer) => {
+      raw = Buffer.concat([raw, d]);
+      while (raw.length >= 8 && raw.length >= 8 + raw.readUInt16LE(2)) {
+        frames.push({ cmd: raw[1], sid: raw.readUInt32LE(4), length: raw.readUInt16LE(2) });
+        raw = raw.subarray(8 + raw.readUInt16LE(2));
+      }
+    });
+    try {
+      // connectStdio: OpenStream(TCPTunnel), then io.Copy(os.Stdout, stream) until the stream ends.
+      const stream = await client.tcpTunnel(`127.0.0.1:${port}`);
+      const got = await collect(stream);
+      expect(got.equals(payload)).toBe(true);
+      // Then its deferred stream.Close() sends FIN, and the session stays usable.
+      stream.destroy();
+      const again = await client.tcpTunnel(`127.0.0.1:${echoPort}`);
+      const echoed = output(again, 'after');
+      again.write('after');
+      await echoed;
+      again.destroy();
+      const mine = frames.filter((f) => f.sid === stream.id);
+      const fins = mine.filter((f) => f.cmd === 1);
+      expect(fins).toHaveLength(1);
+      // The FIN comes after every data frame (smux's WriteTo then returns io.EOF to io.Copy).
+      expect(mine.at(-1)!.cmd).toBe(1);
+      expect(mine.filter((f) => f.cmd === 2).reduce((n, f) => n + f.length, 0)).toBe(payload.length + 3);
+    } finally {
+      client.close();
+      sender.close();
+    }
+  });
+
   it('term with a command: runs that argv in the pty, audited as a console with the command, and ends with it', async () => {
     const client = await connectQbee(t.url, device, t.adminToken);
     try {

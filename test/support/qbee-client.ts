@@ -14,6 +14,8 @@ export class QbeeRemoteError extends Error {}
 
 export interface QbeeClient {
   session: SmuxSession;
+  /** the upgraded connection, to watch the raw smux frames */
+  socket: Socket;
   /** Opens a stream with a message; resolves with the stream and the OK payload, rejects with the ERROR sentence. */
   open(type: number, payload?: Buffer | string): Promise<{ stream: SmuxStream; payload: Buffer }>;
   tcpTunnel(hostPort: string): Promise<SmuxStream>;
@@ -110,6 +112,7 @@ export async function connectQbee(brokerUrl: string, deviceId: string, token: st
 
   return {
     session,
+    socket,
     open,
     tcpTunnel: async (hostPort) => (await open(QbeeMessage.tcpTunnel, hostPort)).stream,
     terminal: async (cols, rows) => {
