@@ -8,7 +8,7 @@ import type { AddressInfo } from 'node:net';
 import WebSocket, { WebSocketServer } from 'ws';
 import { handleChannel } from '../../agent/sessions/index.js';
 import type { AgentLocator } from '../../broker/agents/locator.js';
-import { Mux, type Channel } from '../../shared/mux.js';
+import { Mux, type Channel, type OpenHandler } from '../../shared/mux.js';
 import type { ChannelKind, ChannelParams, ReloadMode } from '../../shared/protocol.js';
 
 export interface FakeAgent {
@@ -76,15 +76,18 @@ export class FakeAgents implements AgentLocator {
     this.attached.set(deviceId, { connected: true, refusal });
   }
 
-  /** An in-process agent for `deviceId`, serving channels with the agent's session handlers. */
-  async attach(deviceId: string, stateDir: string): Promise<FakeAgent> {
+  /**
+   * An in-process agent for `deviceId`, serving channels with the agent's session handlers, or with
+   * `serve` in their place (an agent of another version).
+   */
+  async attach(deviceId: string, stateDir: string, serve?: OpenHandler): Promise<FakeAgent> {
     const wss = new WebSocketServer({ port: 0, host: '127.0.0.1' });
     await new Promise((r) => wss.once('listening', r));
     const serverSide = new Promise<WebSocket>((resolve) => wss.once('connection', resolve));
     const client = new WebSocket(`ws://127.0.0.1:${(wss.address() as AddressInfo).port}`);
     await new Promise((r) => client.once('open', r));
     const mux = new Mux(await serverSide);
-    new Mux(client, { onOpen: (channel) => handleChannel(channel, { stateDir, log: () => {} }) });
+    new Mux(client, { onOpen: (channel) => (serve ? serve(channel) : handleChannel(channel, { stateDir, log: () => {} })) });
     const agent: FakeAgent = {
       deviceId,
       mux,
