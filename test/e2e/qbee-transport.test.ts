@@ -282,6 +282,13 @@ describe('qbee native transport through a real broker and agent', () => {
       await client.upload(target, zlib.gzipSync(writeTar(entries)));
       expect(fs.readFileSync(path.join(target, 'one.txt'), 'utf8')).toBe('one');
       expect(fs.readFileSync(path.join(target, 'deep', 'two.bin')).equals(big)).toBe(true);
+      // Into an existing directory the tree keeps its top name, as qbee's extractTar places it
+      // (`qbee-cli copy ./up <device>:/existing` gives /existing/up/…).
+      const existing = path.join(work, 'existing');
+      fs.mkdirSync(existing);
+      await client.upload(existing, zlib.gzipSync(writeTar(entries)));
+      expect(fs.readFileSync(path.join(existing, 'up', 'one.txt'), 'utf8')).toBe('one');
+      expect(fs.readFileSync(path.join(existing, 'up', 'deep', 'two.bin')).equals(big)).toBe(true);
     } finally {
       client.close();
     }
