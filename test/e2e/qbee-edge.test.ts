@@ -17,7 +17,7 @@ import { loadConfig } from '../../broker/config.js';
 import { createLogger } from '../../broker/logger.js';
 import { startBroker, type RunningBroker } from '../../broker/server.js';
 import { QbeeMessage } from '../../shared/qbee.js';
-import { readTar } from '../../shared/tar.js';
+import { readTar, writeTar } from '../../shared/tar.js';
 import { echoServer, startAgent, startEnrolledAgent, type TestAgent } from '../support/agent.js';
 import { startTestBroker, type TestBroker } from '../support/broker.js';
 import { collect, connectQbeeEdge, type QbeeClient } from '../support/qbee-client.js';
@@ -104,6 +104,10 @@ describe('the default start (no PUBLIC_URL, no TLS configured)', () => {
       fs.writeFileSync(path.join(dir, 'sub', 'f.txt'), 'edge-file');
       const tree = readTar(zlib.gunzipSync(await client.download(dir)));
       expect(tree.map((e) => e.name).sort()).toEqual(['edge-tree/', 'edge-tree/sub/', 'edge-tree/sub/f.txt']);
+      const into = path.join(work, 'edge-up');
+      fs.mkdirSync(into);
+      await client.upload(into, zlib.gzipSync(writeTar(tree)));
+      expect(fs.readFileSync(path.join(into, 'edge-tree', 'sub', 'f.txt'), 'utf8')).toBe('edge-file');
     } finally {
       client.close();
     }
