@@ -11,6 +11,9 @@ function dimension(value: unknown, fallback: number): number {
   return Number.isInteger(value) && (value as number) >= 1 && (value as number) <= MAX_DIMENSION ? (value as number) : fallback;
 }
 
+/** Shells that take `-c 'exec "$@"' $0 args…` as POSIX sh does. */
+const POSIX_SHELL = /(?:^|\/)(?:sh|bash|dash|ash|zsh|ksh|mksh|yash|busybox)$/;
+
 /** The argv to run instead of an interactive shell; refused when malformed rather than ignored. */
 function commandOf(value: unknown): string[] | undefined {
   if (value === undefined) return undefined;
@@ -30,11 +33,16 @@ export function openConsole(channel: Channel, params: ConsoleParams, ctx: Sessio
   const plan = planLogin(typeof params.user === 'string' ? params.user : undefined);
   const { shell } = plan;
   const command = commandOf(params.command);
-  // The login shell (its args end in -l) runs the command as argv: `exec "$@"` with $0 the shell.
-  const args = command ? [...plan.args, '-c', 'exec "$@"', shell, ...command] : plan.args;
+  // The login shell runs the command as argv: `<shell> -l -c 'exec "$@"' <shell> argv…`. A shell
+  // without that syntax (fish, csh) is replaced by /bin/sh for this.
+  const runner = POSIX_SHELL.test(shell) ? shell : '/bin/sh';
+  const run = command ? [runner, '-l', '-c', 'exec "$@"', runner, ...command] : undefined;
+  // plan: `<shell> -l` as the agent's user, or `setpriv … -- <shell> -l` as another.
+  const file = run && plan.file === shell ? runner : plan.file;
+  const args = !run ? plan.args : plan.file === shell ? run.slice(1) : [...plan.args.slice(0, -2), ...run];
   let pty: IPty;
   try {
-    pty = spawn(plan.file, args, {
+    pty = spawn(file, args, {
       name: 'xterm-256color',
       cols: dimension(params.cols, 80),
       rows: dimension(params.rows, 24),
