@@ -164,6 +164,13 @@ export function runConnection(o: ConnectionOptions): Promise<ConnectionEnd> {
       }
       if (o.updater?.handleControl(msg)) return;
       if (o.config?.handleControl(msg)) return;
+      if (msg.t === 'reload' && msg.mode === 'run') {
+        // qbee's run-agent: the configuration runs now; the connection and its sessions stay.
+        log.info('configuration run requested by the broker');
+        mux?.send({ t: 'reload_ack', id: msg.id });
+        o.config?.trigger();
+        return;
+      }
       if (msg.t === 'reload') {
         log.info('reload requested by the broker');
         reloading = true;

@@ -10,6 +10,7 @@ import { openStore } from './db/database.js';
 import { capConnectionsPerAddress, serverTimeouts } from './http/connection-limits.js';
 import { ensureSystemNodes } from './devices/scope.js';
 import { createLogger } from './logger.js';
+import { acceptTlsOnSamePort, edgeCertificate } from './qbee/edge.js';
 import { closeServices, createServices, type ServiceOptions, type Services } from './services.js';
 import { bootstrapFirstUser } from './users/bootstrap.js';
 
@@ -33,6 +34,8 @@ export async function startBroker(config: Config, logger: Logger = createLogger(
   const server = config.tlsCertFile
     ? https.createServer({ ...serverTimeouts, cert: fs.readFileSync(config.tlsCertFile), key: fs.readFileSync(config.tlsKeyFile as string) }, app)
     : http.createServer(serverTimeouts, app);
+  // Without a certificate of its own the broker still answers TLS on its port (qbee-cli dials https to its edge).
+  const closeWaiting = config.tlsCertFile ? () => {} : acceptTlsOnSamePort(server, () => edgeCertificate(config.dataDir), logger);
   capConnectionsPerAddress(server, config.maxConnectionsPerAddress);
   server.on('upgrade', (req, socket, head) => services.upgrades.handle(req, socket, head));
   server.keepAliveTimeout = 65_000;
@@ -58,6 +61,7 @@ export async function startBroker(config: Config, logger: Logger = createLogger(
       // instead of being accepted, parsed and cut by this process (which made a stop with 19,000
       // agents take seconds more).
       const stopped = new Promise<void>((resolve) => server.close(() => resolve()));
+      closeWaiting();
       await closeServices(services);
       server.closeAllConnections();
       await stopped;

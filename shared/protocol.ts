@@ -59,6 +59,12 @@ export interface ConsoleParams {
   rows: number;
   /** the local user the shell runs as; absent: the agent's own user */
   user?: string;
+  /**
+   * argv to run in the pty instead of an interactive login shell (qbee-cli `term <device> cmd args…`):
+   * run by that login shell with `exec "$@"`, so it is found on the login PATH and never parsed as
+   * shell text. The agent confirms with `command: true` in its `opened` info.
+   */
+  command?: string[];
 }
 export interface TunnelParams {
   proto: 'tcp' | 'udp';
@@ -116,6 +122,9 @@ export interface AgentReport {
   ts: number;
 }
 
+/** `restart`: the agent restarts its work loop; `run`: it runs its configuration now, connection kept. */
+export type ReloadMode = 'restart' | 'run';
+
 /** Control messages (text frames). `ch` names a channel where the message concerns one. */
 export type ControlMessage =
   // connection set-up
@@ -133,7 +142,12 @@ export type ControlMessage =
    * when its digest (sha256 of the JSON) changed; the broker keeps the types not sent.
    */
   | { t: 'inventory_item'; type: string; digest: string; data: unknown }
-  | { t: 'reload'; id: string }
+  /**
+   * broker → agent: restart the work loop (the connection and every session end); with `mode: 'run'`,
+   * run the configuration now instead, keeping the connection and its sessions (qbee's run-agent).
+   * Both are answered `reload_ack`. An agent that predates `mode` reloads.
+   */
+  | { t: 'reload'; id: string; mode?: ReloadMode }
   | { t: 'reload_ack'; id: string }
   /** broker → agent: the configuration to apply, and the device's attributes for templates */
   | { t: 'config'; config: CommittedConfig; attributes: Record<string, string>; sig?: BrokerSignature }

@@ -22,7 +22,10 @@ export const QbeeMessage = {
   tcpTunnel: 0x10,
   /** payload `suggested-local-port:host:port`; then datagrams as PORT(2) | LENGTH(2) | DATA, big-endian */
   udpTunnel: 0x11,
-  /** payload JSON `{"sid":"","type":0,"cols":n,"rows":n}`; OK carries the session id for resizes */
+  /**
+   * payload JSON `{"sid":"","type":0,"cols":n,"rows":n}`, with `"command":"…","command_args":[…]` to run
+   * a command instead of the login shell; OK carries the session id for resizes
+   */
   pty: 0x12,
   /** payload JSON `{"sid":"<from the PTY OK>","type":0,"cols":n,"rows":n}` on a stream of its own */
   ptyCommand: 0x13,
@@ -30,8 +33,12 @@ export const QbeeMessage = {
   reload: 0x14,
   /** a command without a terminal */
   command: 0x15,
-  /** payload JSON `{"direction":0|1,"path":"/abs"}`, 0 download, 1 upload; then a gzip'd tar */
-  file: 0x16,
+  /**
+   * payload JSON `{"direction":0|1,"path":"/abs"}`, 0 download, 1 upload; then a gzip'd tar. 0x20 is
+   * qbee's MessageTypeFile (go.qbee.io/transport); 0x16, what this broker spoke first, is still taken.
+   */
+  file: 0x20,
+  fileLegacy: 0x16,
 } as const;
 
 export const PTY_RESIZE = 0;

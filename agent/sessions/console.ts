@@ -11,6 +11,18 @@ function dimension(value: unknown, fallback: number): number {
   return Number.isInteger(value) && (value as number) >= 1 && (value as number) <= MAX_DIMENSION ? (value as number) : fallback;
 }
 
+/** Shells that take `-c 'exec "$@"' $0 args…` as POSIX sh does. */
+const POSIX_SHELL = /(?:^|\/)(?:sh|bash|dash|ash|zsh|ksh|mksh|yash|busybox)$/;
+
+/** The argv to run instead of an interactive shell; refused when malformed rather than ignored. */
+function commandOf(value: unknown): string[] | undefined {
+  if (value === undefined) return undefined;
+  if (!Array.isArray(value) || value.length === 0 || value.length > 257 || !value.every((a) => typeof a === 'string' && !a.includes('\0')) || value[0] === '') {
+    throw new AgentRefusal('invalid_request', 'The command to run in the terminal is malformed.');
+  }
+  return value as string[];
+}
+
 /**
  * A login shell in a pty, sized by the client. Output respects the channel's credit: when the
  * channel pushes back the pty is paused, so a `yes` flood waits for the reader instead of filling
@@ -20,9 +32,17 @@ export function openConsole(channel: Channel, params: ConsoleParams, ctx: Sessio
   // As the grant's login user when the request names one (refused here when the agent cannot switch).
   const plan = planLogin(typeof params.user === 'string' ? params.user : undefined);
   const { shell } = plan;
+  const command = commandOf(params.command);
+  // The login shell runs the command as argv: `<shell> -l -c 'exec "$@"' <shell> argv…`. A shell
+  // without that syntax (fish, csh) is replaced by /bin/sh for this.
+  const runner = POSIX_SHELL.test(shell) ? shell : '/bin/sh';
+  const run = command ? [runner, '-l', '-c', 'exec "$@"', runner, ...command] : undefined;
+  // plan: `<shell> -l` as the agent's user, or `setpriv … -- <shell> -l` as another.
+  const file = run && plan.file === shell ? runner : plan.file;
+  const args = !run ? plan.args : plan.file === shell ? run.slice(1) : [...plan.args.slice(0, -2), ...run];
   let pty: IPty;
   try {
-    pty = spawn(plan.file, plan.args, {
+    pty = spawn(file, args, {
       name: 'xterm-256color',
       cols: dimension(params.cols, 80),
       rows: dimension(params.rows, 24),
@@ -33,7 +53,7 @@ export function openConsole(channel: Channel, params: ConsoleParams, ctx: Sessio
   } catch (err) {
     throw new AgentRefusal('io_error', `The shell ${shell} could not be started on the device: ${(err as Error).message}`);
   }
-  ctx.log('console opened', { ch: channel.id, pid: pty.pid, shell, user: plan.user });
+  ctx.log('console opened', { ch: channel.id, pid: pty.pid, shell, user: plan.user, ...(command ? { command: command[0] } : {}) });
 
   let exited = false; // no more output wanted
   let gone = false; // the shell process has ended
@@ -113,5 +133,5 @@ export function openConsole(channel: Channel, params: ConsoleParams, ctx: Sessio
       }, 5000).unref();
     }
   });
-  return { pid: pty.pid, shell, user: plan.user };
+  return { pid: pty.pid, shell, user: plan.user, ...(command ? { command: true } : {}) };
 }

@@ -86,6 +86,44 @@ describe('console sessions', () => {
     flood.destroy();
   });
 
+  it('runs a command as argv through the login shell, says so in its answer, and ends with it', async () => {
+    const p = await pair();
+    cleanup = p.close;
+    const { channel, info } = await p.broker.open('console', { cols: 80, rows: 24, command: ['printf', '[%s]', 'a b', '$HOME', '; id'] });
+    expect(info.command).toBe(true);
+    const out = collect(channel);
+    const exit = new Promise<any>((r) => channel.on('control', (m) => m.type === 'exit' && r(m)));
+    expect(await exit).toEqual({ type: 'exit', code: 0, signal: null });
+    await out.ended;
+    expect(out.bytes().toString()).toContain('[a b][$HOME][; id]');
+  });
+
+  it('runs the command through /bin/sh when the login shell has no POSIX syntax (fish, csh)', async () => {
+    const shell = process.env.SHELL;
+    process.env.SHELL = path.join(dir, 'fish');
+    fs.writeFileSync(process.env.SHELL, '#!/bin/sh\necho not-a-posix-shell\n', { mode: 0o755 });
+    try {
+      const p = await pair();
+      cleanup = p.close;
+      const { channel } = await p.broker.open('console', { cols: 80, rows: 24, command: ['echo', 'via-sh'] });
+      const out = collect(channel);
+      await out.ended;
+      expect(out.bytes().toString()).toContain('via-sh');
+      expect(out.bytes().toString()).not.toContain('not-a-posix-shell');
+    } finally {
+      if (shell === undefined) delete process.env.SHELL;
+      else process.env.SHELL = shell;
+    }
+  });
+
+  it('refuses a malformed command instead of opening a shell', async () => {
+    const p = await pair();
+    cleanup = p.close;
+    for (const command of [[], [''], ['a\0b'], 'ls', [5]]) {
+      await expect(p.broker.open('console', { cols: 80, rows: 24, command } as never), JSON.stringify(command)).rejects.toThrow(/malformed/);
+    }
+  });
+
   it('hangs up the shell when the broker closes the channel', async () => {
     const p = await pair();
     cleanup = p.close;

@@ -7,7 +7,15 @@ import WebSocket, { WebSocketServer, type RawData } from 'ws';
 import { AGENT_NONCE_PATTERN, BROKER_SIGNED_TYPES } from '../../shared/broker-signature.js';
 import { parseStoredDeviceKey, verifyChallenge } from '../../shared/device-key.js';
 import { Mux, type Channel, type MuxProtocolError } from '../../shared/mux.js';
-import { AGENT_WS_PATH, AgentClose, PROTOCOL_VERSION, type ChannelKind, type ChannelParams, type ControlMessage } from '../../shared/protocol.js';
+import {
+  AGENT_WS_PATH,
+  AgentClose,
+  PROTOCOL_VERSION,
+  type ChannelKind,
+  type ChannelParams,
+  type ControlMessage,
+  type ReloadMode,
+} from '../../shared/protocol.js';
 import type { Config } from '../config.js';
 import type { Db } from '../db/database.js';
 import { DEVICE_ID_PATTERN } from '../devices/scope.js';
@@ -190,7 +198,7 @@ export class AgentHub extends EventEmitter<AgentHubEvents> implements AgentLocat
     return conn.mux.open(kind, params);
   }
 
-  async reload(deviceId: string): Promise<void> {
+  async reload(deviceId: string, mode: ReloadMode = 'restart'): Promise<void> {
     const conn = this.agents.get(deviceId);
     if (!conn) throw new AgentNotConnectedError(deviceId);
     const id = crypto.randomUUID();
@@ -201,7 +209,7 @@ export class AgentHub extends EventEmitter<AgentHubEvents> implements AgentLocat
         reject(new Error(`The agent of device ${deviceId} did not acknowledge the reload in time.`));
       }, RELOAD_TIMEOUT_MS);
       reloads.set(id, { resolve, reject, timer });
-      conn.mux.send({ t: 'reload', id });
+      conn.mux.send({ t: 'reload', id, ...(mode === 'run' ? { mode } : {}) });
     });
   }
 

@@ -1,6 +1,6 @@
 import crypto from 'node:crypto';
 import type { Channel } from '../../shared/mux.js';
-import type { ChannelKind, ChannelParams } from '../../shared/protocol.js';
+import type { ChannelKind, ChannelParams, ReloadMode } from '../../shared/protocol.js';
 import { AgentNotConnectedError } from '../agents/hub.js';
 import type { AgentLocator } from '../agents/locator.js';
 import { DEVICE_ID_PATTERN } from '../devices/scope.js';
@@ -55,8 +55,8 @@ export class ClusterLocator implements AgentLocator {
     }
   }
 
-  async reload(deviceId: string): Promise<void> {
-    if (this.local.isConnected(deviceId)) return this.local.reload(deviceId);
+  async reload(deviceId: string, mode: ReloadMode = 'restart'): Promise<void> {
+    if (this.local.isConnected(deviceId)) return this.local.reload(deviceId, mode);
     const link = await this.linkFor(deviceId);
     const id = crypto.randomUUID();
     await new Promise<void>((resolve, reject) => {
@@ -65,7 +65,7 @@ export class ClusterLocator implements AgentLocator {
         reject(new Error(`The agent of device ${deviceId} did not acknowledge the reload in time.`));
       }, RELOAD_TIMEOUT_MS);
       this.reloads.set(id, { link, resolve, reject, timer });
-      sendPeer(link, { t: 'peer_reload', id, device: deviceId });
+      sendPeer(link, { t: 'peer_reload', id, device: deviceId, ...(mode === 'run' ? { mode } : {}) });
     });
   }
 
@@ -148,7 +148,7 @@ export class ClusterLocator implements AgentLocator {
     if (!this.local.isConnected(deviceId)) return answer(`The agent of device ${deviceId} is not connected.`);
     this.reloadsServed.set(link, served + 1);
     this.local
-      .reload(deviceId)
+      .reload(deviceId, msg.mode === 'run' ? 'run' : 'restart')
       .then(
         () => answer(),
         (err: Error) => answer(err.message),

@@ -48,7 +48,7 @@ export const filesRoutes: RouteSpec[] = [
     access: 'files:manage',
     upload: { field: 'file' },
     body: z.object({
-      path: z.string().describe('folder to upload into, ending in "/", e.g. "/configs/"'),
+      path: z.string().describe('folder to upload into, e.g. "/configs/" or "/configs" (qbee-cli sends it without the trailing "/")'),
       replace: boolText.optional().describe('"true" to overwrite an existing file'),
     }),
     response: z.object({ file: z.string().describe('stored file name'), path: z.string().describe('folder it is in') }),

@@ -286,7 +286,7 @@ export class FilesService implements FileStore {
    */
   async upload(folderInput: string, file: { path: string; originalName: string; size: number }, replace: boolean): Promise<{ file: string; path: string }> {
     const folder = parseStorePath(folderInput, 'path');
-    if (!folder.folder) throw pathError('path', 'the folder to upload into ends with "/", e.g. "/configs/".');
+    // The path names a folder with or without its trailing "/" (qbee-cli sends "/configs").
     const name = parseName(file.originalName, 'file');
     const target = [...folder.segments, name];
     checkTarget(target, 'file');

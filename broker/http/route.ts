@@ -30,6 +30,8 @@ export interface HandlerContext<P, Q, B> {
   services: Services;
   ip: string;
   userAgent: string;
+  /** The Host header as sent ('' without one); only for what names this broker back to its caller. */
+  host: string;
   /** The bearer token as sent, if any (public routes may use it, e.g. token renewal). */
   bearer?: string;
   file?: UploadedFile;

@@ -240,6 +240,7 @@ export function mountRoutes(router: Router, routes: RouteSpec[], services: Servi
           ip: clientIp(req),
           bearer: bearerToken(req),
           userAgent: String(req.headers['user-agent'] ?? ''),
+          host: String(req.headers.host ?? ''),
           file,
           setHeader: (name, value) => res.setHeader(name, value),
           setCookie: (name, value, o) => {

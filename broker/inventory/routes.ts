@@ -7,6 +7,7 @@ import { subjectRecords } from '../audit/subjects.js';
 import { MAX_SEARCH_LENGTH } from '../http/search.js';
 import { nodeParams } from '../devices/schema.js';
 import { INVENTORY_REPORT_TYPES } from '../../shared/inventory.js';
+import { edgeHost } from '../qbee/edge.js';
 
 const deviceId = z.string().regex(DEVICE_ID_PATTERN, 'must be a device id: 64 lowercase hexadecimal characters').describe('The device id.');
 const listQuery = z.object({
@@ -139,16 +140,6 @@ const listItem = report.extend({
   last_reported_time: z.number().int().describe('Last contact, Unix seconds; 0 if never'),
   ancestors: z.array(z.string()).describe('Node ids from root down to the device itself'),
 });
-
-/** `host[:port]` of the public URL, the way qbee's DeviceStatus names an edge; undefined without one. */
-function publicHost(publicUrl: string | undefined): string | undefined {
-  if (!publicUrl) return undefined;
-  try {
-    return new URL(publicUrl).host || undefined;
-  } catch {
-    return undefined;
-  }
-}
 
 const SCOPE =
   'inventory:read does not accept resources: it reads the inventory of the devices the caller’s device:read resources match, and of none without device:read (nothing is inferred from a permission’s absence).';
@@ -323,7 +314,7 @@ export const inventoryRoutes: RouteSpec[] = [
     description:
       '`{uuid, remote_access, connected, last_seen, edge, edge_version}`: `connected` is true while the device agent holds its connection to the broker; `remote_access` is true when remote ' +
       'sessions (console, tunnel, copy, reload) can be opened now; `last_seen` is the last contact (ISO 8601): while the agent is connected to this broker, its last heartbeat (kept in memory; the stored value is written on connect, at most once a minute while connected, and on disconnect). ' +
-      "While `remote_access` is true, `edge` names where remote sessions go — this broker's public host (`host[:port]` of PUBLIC_URL; left out when PUBLIC_URL is not set) — and `edge_version` is 1 (qbee's DeviceStatus).",
+      "While `remote_access` is true, `edge` names where qbee-cli dials (https) for remote sessions — this broker: `host[:port]` of PUBLIC_URL (an http one with its port written out), else the host this request came to; a loopback host is written `localhost` — and `edge_version` is 1 (qbee's DeviceStatus).",
     access: 'device:read',
     device: ({ params }) => params.device_id,
     params: z.object({ device_id: deviceId }),
@@ -332,15 +323,15 @@ export const inventoryRoutes: RouteSpec[] = [
       remote_access: z.boolean(),
       connected: z.boolean(),
       last_seen: z.string().nullable(),
-      edge: z.string().optional().describe('host[:port] of this broker (PUBLIC_URL), while remote_access is true'),
+      edge: z.string().optional().describe("host[:port] of this broker (PUBLIC_URL, else the request's host), while remote_access is true"),
       edge_version: z.literal(1).optional().describe('1 while remote_access is true'),
     }),
-    handler: async ({ params, services }) => {
+    handler: async ({ params, services, host }) => {
       const stored = await services.agents.status(params.device_id);
       // A connected agent's last heartbeat (kept in memory); the stored last contact otherwise.
       const heard = services.agents.lastHeard(params.device_id);
       const status = heard ? { ...stored, last_seen: heard } : stored;
-      const edge = publicHost(services.config.publicUrl);
+      const edge = edgeHost(services.config.publicUrl, host);
       return status.remote_access && edge ? { ...status, edge, edge_version: 1 as const } : status;
     },
   }),

@@ -186,6 +186,7 @@ export class QbeeTransport {
         case QbeeMessage.reload:
           return await this.reload(connection, stream);
         case QbeeMessage.file:
+        case QbeeMessage.fileLegacy:
           return await this.file(connection, stream, message.payload);
         default:
           return await this.refuseUnsupported(connection, stream, message.type);
@@ -231,16 +232,26 @@ export class QbeeTransport {
     options: Record<string, unknown>,
     okPayload: Buffer,
     relayOptions: ConstructorParameters<typeof StreamRelay>[2],
+    /** what the agent answered the open with: a sentence when it is not what was asked */
+    unlike?: (info: Record<string, unknown>) => string | undefined,
   ): Promise<{ channel: Channel; recorder?: ConsoleRecorder } | undefined> {
     const prepared = await this.deps.sessions.authorizeAndOpen(connection.caller, kind, connection.deviceId, request, params, options);
     if (!prepared.ok) {
       writeError(stream, prepared.frame.message);
       return undefined;
     }
-    if (stream.destroyed || stream.writableEnded) {
+    const mismatch = unlike?.(prepared.relayOptions.info ?? {});
+    if (mismatch || stream.destroyed || stream.writableEnded) {
       prepared.channel.destroy();
       void prepared.recorder?.close();
-      await this.deps.sessions.finish(prepared.auditId, prepared.startedAt, { bytesIn: 0, bytesOut: 0, reason: 'client went away before the session started' });
+      const reason = mismatch ? `refused: ${mismatch}` : 'client went away before the session started';
+      await this.deps.sessions.finish(prepared.auditId, prepared.startedAt, {
+        bytesIn: 0,
+        bytesOut: 0,
+        reason,
+        ...(mismatch ? { result: 'error' as const } : {}),
+      });
+      if (mismatch) writeError(stream, mismatch);
       return undefined;
     }
     stream.write(encodeQbeeMessage(QbeeMessage.ok, okPayload));
@@ -275,11 +286,33 @@ export class QbeeTransport {
     });
   }
 
+  /**
+   * A terminal: the login shell, or with `command` (and `command_args`) that command in the pty
+   * instead (qbee-cli `term <device> cmd args…`), decided and audited as a console with the command
+   * in the entry. An agent that does not confirm it ran the command has its channel closed and the
+   * client is answered ERROR: a shell is never opened in place of a command.
+   */
   private async terminal(connection: Connection, stream: SmuxStream, payload: Buffer): Promise<void> {
     const size = parseSize(payload);
     if (!size) return this.refuse(connection, stream, 'console', {}, `invalid request: the terminal size must be 1 to ${MAX_DIMENSION} columns and rows`);
+    const command = parseCommand(payload);
+    if (typeof command === 'string') return this.refuse(connection, stream, 'console', { ...size }, `invalid request: ${command}`);
     const sid = crypto.randomUUID();
-    const opened = await this.open(connection, stream, 'console', { action: 'console' }, size, { ...size }, Buffer.from(sid), { kind: 'console', size });
+    const params = command ? { ...size, command } : size;
+    const opened = await this.open(
+      connection,
+      stream,
+      'console',
+      { action: 'console' },
+      params,
+      { ...params },
+      Buffer.from(sid),
+      { kind: 'console', size },
+      (info) =>
+        command && info.command !== true
+          ? 'the agent on this device cannot run a command in a terminal; update it, or open a terminal without a command'
+          : undefined,
+    );
     if (!opened) return;
     connection.terminals.set(sid, opened);
     opened.channel.once('close', () => connection.terminals.delete(sid));
@@ -307,7 +340,8 @@ export class QbeeTransport {
   private async reload(connection: Connection, stream: SmuxStream): Promise<void> {
     const { caller, deviceId } = connection;
     try {
-      await this.deps.remote.reload(caller.principal, deviceId, caller.ip, caller.source);
+      // qbee's MessageTypeReload: a configuration run, not a restart that would cut this connection's sessions.
+      await this.deps.remote.reload(caller.principal, deviceId, caller.ip, caller.source, 'run');
     } catch (err) {
       if (err instanceof ApiError) return writeError(stream, err.message);
       throw err;
@@ -335,6 +369,35 @@ export class QbeeTransport {
       direction,
     });
   }
+}
+
+/** Bounds of a terminal's command: qbee-cli sends `command` and `command_args` as they were typed. */
+const MAX_COMMAND_ARGS = 256;
+const MAX_COMMAND_BYTES = 16 * 1024;
+
+/**
+ * The command of a terminal request as argv (`command` then `command_args`); undefined without one,
+ * a sentence when it is malformed.
+ */
+function parseCommand(payload: Buffer): string[] | undefined | string {
+  let asked: { command?: unknown; command_args?: unknown };
+  try {
+    asked = JSON.parse(payload.toString()) as typeof asked;
+  } catch {
+    return 'not JSON';
+  }
+  const args = asked.command_args ?? [];
+  if (asked.command === undefined || asked.command === '') {
+    return Array.isArray(args) && args.length === 0 ? undefined : 'command_args without a command';
+  }
+  if (typeof asked.command !== 'string') return 'the command must be a string';
+  if (!Array.isArray(args) || args.length > MAX_COMMAND_ARGS || !args.every((a) => typeof a === 'string')) {
+    return `command_args must be at most ${MAX_COMMAND_ARGS} strings`;
+  }
+  const argv = [asked.command, ...(args as string[])];
+  if (argv.some((a) => a.includes('\0'))) return 'the command cannot contain NUL';
+  if (argv.reduce((n, a) => n + Buffer.byteLength(a), 0) > MAX_COMMAND_BYTES) return `the command may be at most ${MAX_COMMAND_BYTES} bytes`;
+  return argv;
 }
 
 function parseSize(payload: Buffer): { cols: number; rows: number } | undefined {

@@ -1,6 +1,7 @@
 import fs from 'node:fs';
 import type { Config } from '../config.js';
 import type { RemoteCapabilities } from '../../shared/api-types.js';
+import type { ReloadMode } from '../../shared/protocol.js';
 import { parseResource } from '../../shared/resources.js';
 import { refusalOf, type AccessService } from '../access/access.js';
 import type { Principal } from '../access/principal.js';
@@ -244,8 +245,18 @@ export class RemoteService {
     return answer;
   }
 
-  /** Restarts the agent's work loop: decided as the `reload` action, audited, then asked of the agent. */
-  async reload(principal: Principal, deviceId: string, ip: string, source: RemoteSource): Promise<{ ok: true; device_id: string }> {
+  /**
+   * Restarts the agent's work loop, or with `run` has it run its configuration now without closing
+   * its connection or any session (qbee's run-agent): decided as the `reload` action, audited (a run
+   * with `options.mode: "run"`), then asked of the agent.
+   */
+  async reload(
+    principal: Principal,
+    deviceId: string,
+    ip: string,
+    source: RemoteSource,
+    mode: ReloadMode = 'restart',
+  ): Promise<{ ok: true; device_id: string }> {
     const decision = await this.deps.access.decide(principal, 'remote-access:connect', deviceId, { action: 'reload' });
     let auditId: number;
     try {
@@ -254,7 +265,7 @@ export class RemoteService {
         user: principal.user,
         deviceId,
         action: 'reload',
-        options: {},
+        options: mode === 'run' ? { mode } : {},
         allowed: decision.allowed,
         reason: decision.reason,
         ip,
@@ -277,7 +288,7 @@ export class RemoteService {
       });
     }
     try {
-      await this.deps.locator.reload(deviceId);
+      await this.deps.locator.reload(deviceId, mode);
     } catch (err) {
       await end(`reload failed: ${(err as Error).message}`, 'error');
       throw new ApiError(502, 'reload_failed', (err as Error).message, { device_id: deviceId });

@@ -144,8 +144,12 @@ describe('file store: upload and download', () => {
     expectPathRefused(through);
   });
 
-  it('validates the form: folder must end in "/", file part required, replace is true/false', async () => {
-    expectPathRefused(await upload(t, '/nofolder', 'x.txt', 'x'));
+  it('validates the form: folder "/"-rooted, file part required, replace is true/false', async () => {
+    expectPathRefused(await upload(t, 'nofolder', 'x.txt', 'x'));
+    // The folder's trailing "/" is optional: qbee-cli sends path.Clean'd folders ("/newdir").
+    const bare = await upload(t, '/nofolder', 'x.txt', 'x');
+    expect(bare.status, JSON.stringify(bare.body)).toBe(200);
+    expect(bare.body).toEqual({ file: 'x.txt', path: '/nofolder/' });
     const noFile = new FormData();
     noFile.append('path', '/x/');
     const missing = await t.api('POST', '/api/v2/file', { token: t.adminToken, body: noFile });

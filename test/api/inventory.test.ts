@@ -125,10 +125,18 @@ describe('inventory', () => {
 });
 
 describe('device status', () => {
-  it('answers {uuid, remote_access, connected, last_seen}', async () => {
+  it('answers {uuid, remote_access, connected, last_seen}, and while remote access is up the edge qbee-cli dials', async () => {
     const live = await t.api('GET', `/api/v2/device/${online.id}/status`, { token: tagReader.token });
     expect(live.status).toBe(200);
-    expect(live.body).toEqual({ uuid: online.id, remote_access: true, connected: true, last_seen: expect.any(String) });
+    // No PUBLIC_URL: the host this request came to (127.0.0.1, written localhost), edge_version 1.
+    expect(live.body).toEqual({
+      uuid: online.id,
+      remote_access: true,
+      connected: true,
+      last_seen: expect.any(String),
+      edge: `localhost:${t.broker.port}`,
+      edge_version: 1,
+    });
     const idle = await t.api('GET', `/api/v2/device/${tagged}/status`, { token: t.adminToken });
     expect(idle.body).toEqual({ uuid: tagged, remote_access: false, connected: false, last_seen: null });
   });

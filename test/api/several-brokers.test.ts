@@ -300,4 +300,11 @@ describe('the file store in the database (FILE_STORE=db)', () => {
     expect(got.error ?? (got.body.length !== content.length ? 'short' : undefined)).toBeDefined();
     expect(sha256(got.body)).not.toBe(sha256(content));
   });
+
+  it('takes the folder to upload into without its trailing "/", as qbee-cli sends it', async () => {
+    const r = await upload(a, '/bare-db', 'x.txt', 'x');
+    expect(r.status, JSON.stringify(r.body)).toBe(200);
+    expect(r.body).toEqual({ file: 'x.txt', path: '/bare-db/' });
+    expect((await download(b, '/bare-db/x.txt')).status).toBe(200);
+  });
 });

@@ -442,3 +442,23 @@ export const DeviceInventory: GoShape = {
     pushed_config: Pushed,
   },
 };
+
+/**
+ * qbee-cli's DeviceInventory.IsMinimumAgentVersion (inventory.go): dotted parts compared left to
+ * right, equal texts skipped, the first differing pair as integers (false when either is not one),
+ * false when the agent's version has fewer parts than the required one.
+ */
+export function isMinimumAgentVersion(agentVersion: string, requiredVersion: string): boolean {
+  const required = requiredVersion.split('.');
+  const agent = agentVersion.split('.');
+  for (let i = 0; i < required.length; i++) {
+    if (i >= agent.length) return false;
+    if (required[i] === agent[i]) continue;
+    const goAtoi = (s: string) => (/^[+-]?\d+$/.test(s) ? Number(s) : NaN);
+    const want = goAtoi(required[i]);
+    const have = goAtoi(agent[i]);
+    if (Number.isNaN(want) || Number.isNaN(have)) return false;
+    return have > want;
+  }
+  return true;
+}

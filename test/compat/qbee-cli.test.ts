@@ -10,6 +10,10 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { connectDevice, enrolDevice, eventually, type FakeConnection } from '../support/agent.js';
 import { ADMIN, startTestBroker, type TestBroker } from '../support/broker.js';
 import { FakeAgents, type FakeAgent } from '../support/fake-agent.js';
+import { connectQbee } from '../support/qbee-client.js';
+import { handleChannel } from '../../agent/sessions/index.js';
+import type { Channel } from '../../shared/mux.js';
+import { QbeeMessage } from '../../shared/qbee.js';
 import {
   BootstrapKeyResponse,
   Change,
@@ -287,11 +291,13 @@ describe('files (files.go, filemanager.go)', () => {
   }
 
   it('Remove(recursive): deleting what the ^/dir/.* listing returns never touches /dirx or /other', async () => {
+    // As qbee-cli sends folders: `files upload -d` path.Clean's them, `files sync` filepath.Join's
+    // them, so never with a trailing "/" (only the root is "/").
     for (const [folder, name] of [
-      ['/dir/', 'a.txt'],
-      ['/dir/sub/', 'b.txt'],
-      ['/dirx/', 'c.txt'],
-      ['/other/dir/', 'd.txt'],
+      ['/dir', 'a.txt'],
+      ['/dir/sub', 'b.txt'],
+      ['/dirx', 'c.txt'],
+      ['/other/dir', 'd.txt'],
       ['/', 'dir.txt'],
     ]) {
       expect((await upload(folder, name, `content of ${name}`)).status).toBe(200);
@@ -343,7 +349,7 @@ describe('devices (device.go, runagent.go, metrics.go)', () => {
     expect(r.body).toMatchObject({ uuid: device, remote_access: true, edge: PUBLIC_HOST, edge_version: 1 });
   });
 
-  it('runAgent: GET /device/{id}/run-agent reloads the agent with the reload grant, audited', async () => {
+  it('runAgent: GET /device/{id}/run-agent has the agent run its configuration (no restart) with the reload grant, audited', async () => {
     const other = await t.addDevice({ name: 'run-agent-dev' });
     let agent: FakeAgent | undefined;
     try {
@@ -351,10 +357,40 @@ describe('devices (device.go, runagent.go, metrics.go)', () => {
       const r = await t.api('GET', `/api/v2/device/${other}/run-agent`, admin());
       expect(r.status, JSON.stringify(r.body)).toBe(200);
       expect(agent.reloads).toBe(1);
+      expect(agent.runs).toBe(1);
       const consoleOnly = await t.userWith([{ permission: 'remote-access:connect', resources: ['*/console'] }]);
       expect((await t.api('GET', `/api/v2/device/${other}/run-agent`, { token: consoleOnly.token })).status).toBe(403);
       const audit = await t.api('GET', `/api/v2/commitlist?device_id=${other}&action=reload`, admin());
       expect(audit.body.items.map((e: { result: string }) => e.result).sort()).toEqual(['allowed', 'denied', 'ended']); // the allowed reload's start and end, the refused one;
+    } finally {
+      await agent?.close();
+    }
+  });
+
+  it('ConnectTerminal with a command: an agent that would open a shell instead is answered ERROR, the shell closed, audited', async () => {
+    const other = await t.addDevice({ name: 'old-agent-dev' });
+    let agent: FakeAgent | undefined;
+    let opened: Channel | undefined;
+    try {
+      // An agent from before terminal commands: it ignores `command` and starts the login shell.
+      agent = await fakes.attach(other, t.dataDir, (channel) => {
+        delete (channel.params as { command?: string[] }).command;
+        opened = channel;
+        return handleChannel(channel, { stateDir: t.dataDir, log: () => {} });
+      });
+      const client = await connectQbee(t.url, other, t.adminToken);
+      try {
+        // json.Marshal(PTYCommand) for `qbee-cli term <device> uptime -p`.
+        const payload = '{"sid":"","cols":120,"rows":40,"command":"uptime","command_args":["-p"]}';
+        await expect(client.open(QbeeMessage.pty, payload)).rejects.toThrow(/cannot run a command in a terminal/);
+      } finally {
+        client.close();
+      }
+      await eventually(() => opened?.destroyed === true);
+      const audit = await t.api('GET', `/api/v2/commitlist?device_id=${other}&action=console`, admin());
+      const start = audit.body.items.find((e: { event: string }) => e.event === 'remote.console.start');
+      expect(start.options).toMatchObject({ cols: 120, rows: 40, command: ['uptime', '-p'] });
+      expect(audit.body.items.some((e: { reason?: string }) => /cannot run a command/.test(String(e.reason ?? '')))).toBe(true);
     } finally {
       await agent?.close();
     }

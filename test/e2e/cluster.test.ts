@@ -128,6 +128,14 @@ describe('a user on broker B, the agent on broker A', () => {
     expect(sha(down.bytes())).toBe(sha(content));
   });
 
+  it("runs the agent's configuration through B (qbee's run-agent): acknowledged, the agent stays connected", async () => {
+    const from = agent.logs.length;
+    const r = await b.api('GET', `/api/v2/device/${device}/run-agent`, { token: b.adminToken });
+    expect(r.status, JSON.stringify(r.body)).toBe(200);
+    await agent.waitForLog((l) => l.msg === 'configuration run requested by the broker', 10_000, from);
+    expect(agent.logs.slice(from).some((l) => l.msg.includes('reload'))).toBe(false);
+  });
+
   it('reloads the agent through B', async () => {
     const from = agent.logs.length;
     const r = await b.api('POST', `/api/v2/remote/reload/${device}`, { token: b.adminToken, body: {} });

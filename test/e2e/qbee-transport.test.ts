@@ -19,6 +19,9 @@ import { readTar, writeTar, type TarEntry } from '../../shared/tar.js';
 import { eventually, type TestAgent, echoServer, startEnrolledAgent } from '../support/agent.js';
 import { startTestBroker, type TestBroker } from '../support/broker.js';
 import { collect, connectQbee, QbeeRemoteError, QbeeUpgradeRefused, type QbeeClient } from '../support/qbee-client.js';
+import { isMinimumAgentVersion } from '../compat/go-shape.js';
+
+const ROOT_VERSION = (JSON.parse(fs.readFileSync(new URL('../../package.json', import.meta.url), 'utf8')) as { version: string }).version;
 
 let t: TestBroker;
 let agent: TestAgent;
@@ -164,6 +167,95 @@ describe('qbee native transport through a real broker and agent', () => {
     }
   });
 
+  it("connect to stdio: the device closing reaches the client as its bytes then one FIN, the connection kept (as qbee's device side closes)", async () => {
+    const payload = crypto.randomBytes(700 * 1024);
+    const sender = net.createServer((socket) => socket.end(payload));
+    await new Promise<void>((resolve) => sender.listen(0, '127.0.0.1', resolve));
+    const port = (sender.address() as net.AddressInfo).port;
+    const client = await connectQbee(t.url, device, t.adminToken);
+    // Every frame the broker sends, as smux's recvLoop reads them: VER CMD LEN(LE16) SID(LE32).
+    const frames: { cmd: number; sid: number; length: number }[] = [];
+    let raw: Buffer = Buffer.alloc(0);
+    client.socket.on('data', (d: Buffer) => {
+      raw = Buffer.concat([raw, d]);
+      while (raw.length >= 8 && raw.length >= 8 + raw.readUInt16LE(2)) {
+        frames.push({ cmd: raw[1], sid: raw.readUInt32LE(4), length: raw.readUInt16LE(2) });
+        raw = raw.subarray(8 + raw.readUInt16LE(2));
+      }
+    });
+    try {
+      // connectStdio: OpenStream(TCPTunnel), then io.Copy(os.Stdout, stream) until the stream ends.
+      const stream = await client.tcpTunnel(`127.0.0.1:${port}`);
+      const got = await collect(stream);
+      expect(got.equals(payload)).toBe(true);
+      // Then its deferred stream.Close() sends FIN, and the session stays usable.
+      stream.destroy();
+      const again = await client.tcpTunnel(`127.0.0.1:${echoPort}`);
+      const echoed = output(again, 'after');
+      again.write('after');
+      await echoed;
+      again.destroy();
+      const mine = frames.filter((f) => f.sid === stream.id);
+      const fins = mine.filter((f) => f.cmd === 1);
+      expect(fins).toHaveLength(1);
+      // The FIN comes after every data frame (smux's WriteTo then returns io.EOF to io.Copy).
+      expect(mine.at(-1)!.cmd).toBe(1);
+      expect(mine.filter((f) => f.cmd === 2).reduce((n, f) => n + f.length, 0)).toBe(payload.length + 3);
+    } finally {
+      client.close();
+      sender.close();
+    }
+  });
+
+  it('term with a command: runs that argv in the pty, audited as a console with the command, and ends with it', async () => {
+    const client = await connectQbee(t.url, device, t.adminToken);
+    try {
+      // json.Marshal(PTYCommand) as ConnectTerminal sends it for `qbee-cli term <dev> printf '%s-%s\n' 'a b' '$HOME'`.
+      const payload = '{"sid":"","cols":100,"rows":30,"command":"printf","command_args":["%s-%s\\n","a b","$HOME"]}';
+      const { stream, payload: sid } = await client.open(QbeeMessage.pty, payload);
+      expect(sid.toString()).toMatch(/^[0-9a-f-]{36}$/);
+      const seen = (await collect(stream)).toString();
+      // argv, not shell text: "$HOME" arrives as written, "a b" stays one word.
+      expect(seen).toContain('a b-$HOME');
+      const start = (await audit(`device_id=${device}&action=console&event=remote.console.start`)).find(
+        (e: any) => e.source === 'qbee' && Array.isArray(e.options.command),
+      );
+      expect(start.options.command).toEqual(['printf', '%s-%s\n', 'a b', '$HOME']);
+      // Malformed commands are refused, never replaced by a shell.
+      for (const bad of ['{"cols":80,"rows":24,"command":5}', '{"cols":80,"rows":24,"command_args":["x"]}', '{"cols":80,"rows":24,"command":"a\\u0000b"}']) {
+        await expect(client.open(QbeeMessage.pty, bad), bad).rejects.toThrow(QbeeRemoteError);
+      }
+    } finally {
+      client.close();
+    }
+  });
+
+  it("passes qbee-cli's copy gate: the agent's cf_version is at least 2026.19 as inventory.go compares it", async () => {
+    const r = await t.api('GET', `/api/v2/inventory/${device}`, { token: t.adminToken });
+    expect(r.status).toBe(200);
+    const version = r.body.system.cf_version as string;
+    expect(version).toBe(ROOT_VERSION);
+    // connect.go: UploadFileToDevice / DownloadFileFromDevice refuse below "2026.19".
+    expect(isMinimumAgentVersion(version, '2026.19')).toBe(true);
+    expect(isMinimumAgentVersion('0.1.0', '2026.19')).toBe(false);
+  });
+
+  it("copies with the file message type of older clients (0x16) as with qbee's (0x20)", async () => {
+    const dir = path.join(work, 'legacy');
+    fs.mkdirSync(dir, { recursive: true });
+    fs.writeFileSync(path.join(dir, 'l.txt'), 'legacy\n');
+    const client = await connectQbee(t.url, device, t.adminToken);
+    try {
+      for (const type of [QbeeMessage.file, QbeeMessage.fileLegacy]) {
+        const got = readTar(zlib.gunzipSync(await client.download(path.join(dir, 'l.txt'), type)));
+        expect(got.map((e) => [e.name, e.data?.toString()])).toEqual([['l.txt', 'legacy\n']]);
+      }
+      expect(QbeeMessage.file).toBe(0x20);
+    } finally {
+      client.close();
+    }
+  });
+
   it('copies a file and a directory from the device as a gzip tar, and a directory to it', async () => {
     const dir = path.join(work, 'tree');
     fs.mkdirSync(path.join(dir, 'sub'), { recursive: true });
@@ -190,6 +282,13 @@ describe('qbee native transport through a real broker and agent', () => {
       await client.upload(target, zlib.gzipSync(writeTar(entries)));
       expect(fs.readFileSync(path.join(target, 'one.txt'), 'utf8')).toBe('one');
       expect(fs.readFileSync(path.join(target, 'deep', 'two.bin')).equals(big)).toBe(true);
+      // Into an existing directory the tree keeps its top name, as qbee's extractTar places it
+      // (`qbee-cli copy ./up <device>:/existing` gives /existing/up/…).
+      const existing = path.join(work, 'existing');
+      fs.mkdirSync(existing);
+      await client.upload(existing, zlib.gzipSync(writeTar(entries)));
+      expect(fs.readFileSync(path.join(existing, 'up', 'one.txt'), 'utf8')).toBe('one');
+      expect(fs.readFileSync(path.join(existing, 'up', 'deep', 'two.bin')).equals(big)).toBe(true);
     } finally {
       client.close();
     }
@@ -262,17 +361,66 @@ describe('qbee native transport through a real broker and agent', () => {
     for (const c of held.slice(1)) c.close();
   });
 
-  it('reloads the agent, audited, and the agent comes back', async () => {
+  it('reload (0x14) has the agent run its configuration, audited, its connection kept', async () => {
     const from = agent.logs.length;
+    const connectedAt = t.broker.services.agents.connectionInfo(device)?.connected_at;
     const client = await connectQbee(t.url, device, t.adminToken);
     try {
       await client.reload();
     } finally {
       client.close();
     }
-    await agent.waitForLog((l) => l.msg.includes('reload'), 10_000, from);
+    await agent.waitForLog((l) => l.msg === 'configuration run requested by the broker', 10_000, from);
     const [entry] = await audit(`device_id=${device}&action=reload&event=remote.reload.start`);
-    expect(entry).toMatchObject({ event: 'remote.reload.start', result: 'allowed', source: 'qbee' });
-    await agent.waitConnected(t);
+    expect(entry).toMatchObject({ event: 'remote.reload.start', result: 'allowed', source: 'qbee', options: { mode: 'run' } });
+    expect(t.broker.services.agents.connectionInfo(device)?.connected_at).toBe(connectedAt);
+  });
+
+  it('run-agent keeps the agent connected: a tunnel transfer in flight completes, and runs right after each other all answer 200', async () => {
+    const payload = crypto.randomBytes(8 * 1024 * 1024);
+    const sender = net.createServer((socket) => socket.end(payload));
+    await new Promise<void>((resolve) => sender.listen(0, '127.0.0.1', resolve));
+    const port = (sender.address() as net.AddressInfo).port;
+    const connectedAt = t.broker.services.agents.connectionInfo(device)?.connected_at;
+    const from = agent.logs.length;
+    const client = await connectQbee(t.url, device, t.adminToken);
+    try {
+      const stream = await client.tcpTunnel(`127.0.0.1:${port}`);
+      const parts: Buffer[] = [];
+      let received = 0;
+      const firstBytes = new Promise<void>((resolve) =>
+        stream.on('data', (d: Buffer) => {
+          parts.push(d);
+          received += d.length;
+          if (received > 0) resolve();
+        }),
+      );
+      const ended = new Promise<void>((resolve, reject) => {
+        stream.once('end', resolve);
+        stream.once('error', reject);
+      });
+      // The reader holds back after the first bytes: the transfer is in flight while the agent is asked to run, three times.
+      stream.resume();
+      await firstBytes;
+      stream.pause();
+      const answers: number[] = [];
+      for (let i = 0; i < 3; i++) answers.push((await t.api('GET', `/api/v2/device/${device}/run-agent`, { token: t.adminToken })).status);
+      expect(answers).toEqual([200, 200, 200]);
+      // A stream opened right after the run works.
+      const echoStream = await client.tcpTunnel(`127.0.0.1:${echoPort}`);
+      const echoed = output(echoStream, 'still-here');
+      echoStream.write('still-here');
+      await echoed;
+      echoStream.destroy();
+      stream.resume();
+      await ended;
+      expect(Buffer.concat(parts).equals(payload)).toBe(true);
+    } finally {
+      client.close();
+      sender.close();
+    }
+    await agent.waitForLog((l) => l.msg === 'configuration run requested by the broker', 10_000, from);
+    expect(agent.logs.slice(from).some((l) => l.msg.includes('reload'))).toBe(false);
+    expect(t.broker.services.agents.connectionInfo(device)?.connected_at).toBe(connectedAt);
   });
 });

@@ -8,14 +8,16 @@ import type { AddressInfo } from 'node:net';
 import WebSocket, { WebSocketServer } from 'ws';
 import { handleChannel } from '../../agent/sessions/index.js';
 import type { AgentLocator } from '../../broker/agents/locator.js';
-import { Mux, type Channel } from '../../shared/mux.js';
-import type { ChannelKind, ChannelParams } from '../../shared/protocol.js';
+import { Mux, type Channel, type OpenHandler } from '../../shared/mux.js';
+import type { ChannelKind, ChannelParams, ReloadMode } from '../../shared/protocol.js';
 
 export interface FakeAgent {
   deviceId: string;
   /** The broker-side end of the connection. */
   mux: Mux;
   reloads: number;
+  /** of those, the ones asked to run the configuration (qbee's run-agent), connection kept */
+  runs: number;
   /** Cuts the connection, as an agent going offline. */
   disconnect(): void;
   close(): Promise<void>;
@@ -56,11 +58,12 @@ export class FakeAgents implements AgentLocator {
     return a.agent.mux.open(kind, params);
   }
 
-  async reload(deviceId: string): Promise<void> {
+  async reload(deviceId: string, mode: ReloadMode = 'restart'): Promise<void> {
     const a = this.attached.get(deviceId);
-    if (!a) return this.real.reload(deviceId);
+    if (!a) return this.real.reload(deviceId, mode);
     if (!a.connected) throw new Error('agent is not connected');
     if (a.agent) a.agent.reloads += 1;
+    if (a.agent && mode === 'run') a.agent.runs += 1;
   }
 
   /** Goes to the hub, as before: a fake agent stays up, and the broker's own re-check ends its sessions. */
@@ -73,19 +76,23 @@ export class FakeAgents implements AgentLocator {
     this.attached.set(deviceId, { connected: true, refusal });
   }
 
-  /** An in-process agent for `deviceId`, serving channels with the agent's session handlers. */
-  async attach(deviceId: string, stateDir: string): Promise<FakeAgent> {
+  /**
+   * An in-process agent for `deviceId`, serving channels with the agent's session handlers, or with
+   * `serve` in their place (an agent of another version).
+   */
+  async attach(deviceId: string, stateDir: string, serve?: OpenHandler): Promise<FakeAgent> {
     const wss = new WebSocketServer({ port: 0, host: '127.0.0.1' });
     await new Promise((r) => wss.once('listening', r));
     const serverSide = new Promise<WebSocket>((resolve) => wss.once('connection', resolve));
     const client = new WebSocket(`ws://127.0.0.1:${(wss.address() as AddressInfo).port}`);
     await new Promise((r) => client.once('open', r));
     const mux = new Mux(await serverSide);
-    new Mux(client, { onOpen: (channel) => handleChannel(channel, { stateDir, log: () => {} }) });
+    new Mux(client, { onOpen: (channel) => (serve ? serve(channel) : handleChannel(channel, { stateDir, log: () => {} })) });
     const agent: FakeAgent = {
       deviceId,
       mux,
       reloads: 0,
+      runs: 0,
       disconnect: () => client.terminate(),
       close: async () => {
         if (this.attached.get(deviceId) === entry) this.attached.delete(deviceId);
