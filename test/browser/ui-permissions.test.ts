@@ -268,7 +268,8 @@ const CALL: Record<string, () => [string, string, unknown?]> = {
   'device:approve': () => ['GET', '/pendinghost'],
   'files:read': () => ['GET', '/files'],
   'files:manage': () => ['DELETE', '/file?path=/nothing-here.txt'],
-  'inventory:read': () => ['GET', `/inventoryreport/${fx.device}?item_type=users`],
+  // The fleet-wide list: a device's own inventory also needs device:read on it (reach is never inferred).
+  'inventory:read': () => ['GET', '/inventory'],
   'metrics:read': () => ['GET', `/device/${fx.device}/metrics/latest`],
   'remote-access:connect': () => ['POST', `/remote/reload/${fx.device}`, {}],
   'remote-access:manage': () => ['PATCH', '/service-connect/portmap', { id: NOWHERE, port: 22 }],

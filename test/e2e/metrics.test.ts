@@ -39,7 +39,8 @@ describe('metrics from a real agent', () => {
     const now = Math.floor(Date.now() / 1000);
     expect(latest.cpu.reported).toBeGreaterThan(now - 120);
     expect(latest.cpu.user + latest.cpu.system + latest.cpu.io).toBeLessThanOrEqual(100);
-    expect(latest.memory.free).toBeGreaterThan(0);
+    expect(latest.memory.used).toBeGreaterThan(0);
+    expect(latest.memory.available).toBeGreaterThan(0);
     expect(latest.load.reported).toBeGreaterThan(0);
     expect(latest.filesystem.mounts.map((m: { path: string }) => m.path)).toContain('/');
 
