@@ -16,13 +16,20 @@ export type ClusterEvent =
   /** `broker` is shutting down: forget its agents now rather than at expiry */
   | { e: 'broker_down'; broker: string }
   /** an operator on `broker` ended a live remote session that broker `to` holds (DELETE /remote/sessions/{id}) */
-  | { e: 'end_session'; broker: string; to: string; session: string; by: { id: string; email: string } };
+  | { e: 'end_session'; broker: string; to: string; session: string; by: { id: string; email: string } }
+  /** configuration changed through `broker` for these devices: whichever broker holds one of their agents sends it its configuration */
+  | { e: 'config'; broker: string; devices: string[] }
+  /** a device-level message for the agent of `device` (unsigned: the broker holding it signs it for its connection) */
+  | { e: 'deliver'; broker: string; device: string; msg: { t: string } & Record<string, unknown> };
 
 /** NOTIFY payloads are at most 8000 bytes; ours are a few hundred. */
 const MAX_PAYLOAD = 7000;
 const RECONNECT_MS = 1000;
 const ID = /^[A-Za-z0-9._:-]{1,100}$/;
 const SESSION_ID = /^[0-9a-f-]{1,64}$/;
+const MESSAGE_TYPE = /^[a-z][a-z0-9_]{0,39}$/;
+/** Devices named in one `config` event, at most (ids are at most 64 characters: the payload stays small). */
+export const CONFIG_EVENT_DEVICES = 80;
 
 /** Reads one notification; anything not exactly an event of ours is dropped. */
 export function parseClusterEvent(payload: string | undefined): ClusterEvent | undefined {
@@ -53,6 +60,17 @@ export function parseClusterEvent(payload: string | undefined): ClusterEvent | u
       if (typeof by !== 'object' || by === null || typeof by.id !== 'string' || typeof by.email !== 'string') return undefined;
       if (by.id.length < 1 || by.id.length > 100 || by.email.length > 320) return undefined;
       return { e: 'end_session', broker, to: msg.to, session: msg.session, by: { id: by.id, email: by.email } };
+    }
+    case 'config': {
+      const devices = msg.devices;
+      if (!Array.isArray(devices) || devices.length === 0 || devices.length > CONFIG_EVENT_DEVICES) return undefined;
+      if (!devices.every((d) => typeof d === 'string' && DEVICE_ID_PATTERN.test(d))) return undefined;
+      return { e: 'config', broker, devices: devices as string[] };
+    }
+    case 'deliver': {
+      const m = msg.msg as Record<string, unknown> | null | undefined;
+      if (!device || typeof m !== 'object' || m === null || Array.isArray(m) || typeof m.t !== 'string' || !MESSAGE_TYPE.test(m.t)) return undefined;
+      return { e: 'deliver', broker, device, msg: m as { t: string } & Record<string, unknown> };
     }
     default:
       return undefined;

@@ -6,7 +6,8 @@ import type { ChangeEpoch } from '../cache.js';
 import type { Config } from '../config.js';
 import type { Db } from '../db/database.js';
 import type { UpgradeRouter } from '../http/upgrade.js';
-import { ClusterBus, type ClusterEvent } from './bus.js';
+import type { ControlMessage } from '../../shared/protocol.js';
+import { CONFIG_EVENT_DEVICES, ClusterBus, type ClusterEvent } from './bus.js';
 import { ClusterLocator } from './locator.js';
 import { PEER_WS_PATH, PeerLinks, type PeerLink } from './peer.js';
 import { ClusterSessions } from './sessions.js';
@@ -15,6 +16,8 @@ import { ClusterSessions } from './sessions.js';
 export const EXPIRY_HEARTBEATS = 3;
 /** A local agent connection at least this old gives way when its device shows up on another broker. */
 const TAKEOVER_GRACE_MS = 2000;
+/** Messages of the agent's handshake: never delivered on another broker's word. */
+const NOT_DELIVERED: ReadonlySet<string> = new Set(['auth', 'welcome', 'unknown_device']);
 
 interface KnownBroker {
   url: string;
@@ -70,6 +73,8 @@ export class ClusterService {
   private started = false;
   private invalidatePending = false;
   private brokersReload?: Promise<void>;
+  /** Sends a device connected here its current configuration (the configuration service, bound late). */
+  private configWanted?: (deviceId: string) => void;
   /** Presence writes of one device, in order (a disconnect never overtakes its connect). */
   private readonly writes = new Map<string, Promise<void>>();
 
@@ -337,6 +342,38 @@ export class ClusterService {
     this.links.drop(id, `broker ${id} ${why}`);
   }
 
+  // ---- delivery to agents wherever they are connected ---------------------------------------------
+
+  /**
+   * Sends a device-level message to the device's agent, wherever it is connected: through the hub
+   * when here, else as a NOTIFY (`deliver`) on which the broker holding it signs and sends it (a
+   * message is at most a few KiB: configurations go as `config`, see configElsewhere). False when
+   * the agent is connected nowhere as far as this broker knows, or the message is too large.
+   */
+  deliver(deviceId: string, msg: ControlMessage): boolean {
+    if (this.hub?.isConnected(deviceId)) return this.hub.send(deviceId, msg);
+    if (this.ownerOf(deviceId) === undefined) return false;
+    const event: ClusterEvent = { e: 'deliver', broker: this.me, device: deviceId, msg: msg as { t: string } & Record<string, unknown> };
+    if (JSON.stringify(event).length > 7000) {
+      this.log.warn({ deviceId, t: msg.t }, 'message too large for another broker: not delivered');
+      return false;
+    }
+    void this.publish(event);
+    return true;
+  }
+
+  /** The configuration of these devices changed here while their agents are on other brokers: those send it. */
+  configElsewhere(deviceIds: string[]): void {
+    for (let i = 0; i < deviceIds.length; i += CONFIG_EVENT_DEVICES) {
+      void this.publish({ e: 'config', broker: this.me, devices: deviceIds.slice(i, i + CONFIG_EVENT_DEVICES) });
+    }
+  }
+
+  /** What sends a device connected here its current configuration when another broker asks (`config`). */
+  onConfigWanted(send: (deviceId: string) => void): void {
+    this.configWanted = send;
+  }
+
   // ---- events of the other brokers -----------------------------------------------------------------
 
   private publish(event: ClusterEvent): Promise<void> {
@@ -383,6 +420,13 @@ export class ClusterService {
         return;
       case 'end_session':
         if (event.to === this.me) void this.sessions.endHere(event.session, event.by).catch((err) => this.log.warn({ err }, 'session not ended'));
+        return;
+      case 'config':
+        for (const deviceId of event.devices) if (this.hub?.isConnected(deviceId)) this.configWanted?.(deviceId);
+        return;
+      case 'deliver':
+        if (NOT_DELIVERED.has(event.msg.t) || !this.hub?.isConnected(event.device)) return;
+        this.hub.send(event.device, event.msg as unknown as ControlMessage);
         return;
     }
   }

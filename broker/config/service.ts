@@ -42,8 +42,15 @@ export interface ReportSink {
 
 /** What the service needs of the agents: send a device-level message, open a channel. */
 export interface ConfigAgentLink {
+  /** Sends to an agent connected to this broker; false when it is not connected here. */
   send(deviceId: string, msg: ControlMessage): boolean;
+  /** Connected to this broker or, with several brokers, to another one. */
   isConnected(deviceId: string): boolean;
+  /**
+   * Several brokers: asks the brokers holding these devices' agents (connected, not here) to send
+   * them their current configuration, within about a second (broker/cluster, `config` NOTIFY).
+   */
+  pushElsewhere?(deviceIds: string[]): void;
   open(deviceId: string, kind: ChannelKind, params: ChannelParams): Promise<{ channel: Channel; info: Record<string, unknown> }>;
 }
 
@@ -609,6 +616,7 @@ export class ConfigService {
     const states = new Map((await db.selectFrom('device_config').select(['device_id', 'digest']).execute()).map((r) => [r.device_id, r.digest]));
     const attributes = new Map((await db.selectFrom('devices').select(['device_id', 'attributes']).execute()).map((r) => [r.device_id, r.attributes]));
     let pushed = 0;
+    const elsewhere: string[] = [];
     const fileDigests = new Map<string, Promise<string | undefined>>();
     // What a group passes down (its levels root → group, and the tags carried along) is worked out
     // once per group, not once per device: the per-device cost stays flat as the fleet grows.
@@ -640,7 +648,14 @@ export class ConfigService {
       if (states.get(row.node_id) === out.digest) continue;
       this.logDropped(row.node_id, out.dropped);
       await this.recordState(row.node_id, out.config.commit_id, out.digest);
-      if (this.deps.agents.isConnected(row.node_id) && this.push(row.node_id, out)) pushed += 1;
+      if (!this.deps.agents.isConnected(row.node_id)) continue;
+      // Recorded above: the agent must get it now, from this broker or from the one holding it.
+      if (this.push(row.node_id, out)) pushed += 1;
+      else if (out.size <= MAX_PUSH_BYTES && this.deps.agents.pushElsewhere) elsewhere.push(row.node_id);
+    }
+    if (elsewhere.length > 0) {
+      this.deps.agents.pushElsewhere?.(elsewhere);
+      pushed += elsewhere.length;
     }
     // Removed nodes keep no configuration (a node made later with the same id starts empty); what was
     // committed after the tree was read above is left for the next run.
