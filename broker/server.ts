@@ -4,7 +4,7 @@ import https from 'node:https';
 import type { AddressInfo } from 'node:net';
 import type { Logger } from 'pino';
 import { createApp } from './app.js';
-import { ensurePrivateDir } from './data-dir.js';
+import { emptyUploadTmpDir, ensurePrivateDir } from './data-dir.js';
 import type { Config } from './config.js';
 import { openStore } from './db/database.js';
 import { capConnectionsPerAddress, serverTimeouts } from './http/connection-limits.js';
@@ -25,6 +25,8 @@ export interface RunningBroker {
 /** Opens the store, builds the services and serves HTTP(S) with WebSocket upgrades. */
 export async function startBroker(config: Config, logger: Logger = createLogger(config.logLevel), options: ServiceOptions = {}): Promise<RunningBroker> {
   ensurePrivateDir(config.dataDir, logger);
+  // Interrupted uploads of an earlier run, whatever the file store (the directory store also empties its staging).
+  await emptyUploadTmpDir(config.dataDir, logger);
   const store = await openStore(config.databaseUrl, config.databaseSchema, logger);
   await ensureSystemNodes(store.db);
   const firstUser = await bootstrapFirstUser(store.db, config);
