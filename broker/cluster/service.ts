@@ -262,7 +262,11 @@ export class ClusterService {
         await this.register();
         for (const deviceId of this.hub?.connectedDevices() ?? []) this.queueWrite(deviceId, () => this.agentConnected(deviceId));
       }
-      await this.deps.db.updateTable('agent_presence').set({ seen_at: now }).where('broker_id', '=', this.me).execute();
+      const seen = await this.deps.db.updateTable('agent_presence').set({ seen_at: now }).where('broker_id', '=', this.me).executeTakeFirst();
+      const here = this.hub?.connectedDevices() ?? [];
+      if (Number(seen.numUpdatedRows) < here.length) await this.restorePresence(here);
+      const ended = await this.sessions.reconcile();
+      if (ended > 0) this.log.warn({ ended }, 'sessions ended by the other brokers while this one was cut off: ended here');
       await this.sessions.refresh();
       await this.loadBrokers();
       await this.sweep();
@@ -271,6 +275,19 @@ export class ClusterService {
     } finally {
       this.ticking = false;
     }
+  }
+
+  /**
+   * Agents here without their presence row: the others removed it while this broker could not reach
+   * the database (a partition longer than the expiry). Written again, so they find these agents.
+   */
+  private async restorePresence(here: string[]): Promise<void> {
+    const rows = await this.deps.db.selectFrom('agent_presence').select('device_id').where('broker_id', '=', this.me).execute();
+    const known = new Set(rows.map((r) => r.device_id));
+    const missing = here.filter((d) => !known.has(d) && !this.writes.has(d));
+    if (missing.length === 0) return;
+    this.log.warn({ agents: missing.length }, 'presence of agents here was removed by the other brokers: written again');
+    for (const deviceId of missing) this.queueWrite(deviceId, () => this.agentConnected(deviceId));
   }
 
   private loadBrokersSoon(): void {
