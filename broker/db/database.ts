@@ -166,6 +166,7 @@ export function isUnreachable(err: unknown): boolean {
 export async function openStore(url: string, schema = '', logger?: Pick<Logger, 'warn'>): Promise<Store> {
   let db: Db;
   let dialect: Dialect;
+  let migrationDb: Db | undefined;
   if (url.startsWith('sqlite:')) {
     const file = url.slice('sqlite:'.length);
     if (file !== ':memory:') {
@@ -198,12 +199,17 @@ export async function openStore(url: string, schema = '', logger?: Pick<Logger, 
     }
     db = new Kysely<Database>({ dialect: new PostgresDialect({ pool }) });
     dialect = 'postgres';
+    // Migrations may rewrite large tables: they run without the statement timeouts of the pool.
+    const { statement_timeout: _s, query_timeout: _q, idle_in_transaction_session_timeout: _i, ...patient } = PG_TIMEOUTS;
+    const migrationPool = new pg.Pool({ connectionString: url, max: 2, ...patient, ...(schema ? { options: `-c search_path=${schema}` } : {}) });
+    watchPool(migrationPool, logger);
+    migrationDb = new Kysely<Database>({ dialect: new PostgresDialect({ pool: migrationPool }) });
   }
   const all = migrations(dialect);
   const provider: MigrationProvider = { getMigrations: async () => all };
   // With a schema, the migration tables live in it too: otherwise a second store on the same database
   // (another schema) sees the first one's tables and skips creating its own.
-  const migrator = new Migrator({ db, provider, ...(schema && dialect === 'postgres' ? { migrationTableSchema: schema } : {}) });
+  const migrator = new Migrator({ db: migrationDb ?? db, provider, ...(schema && dialect === 'postgres' ? { migrationTableSchema: schema } : {}) });
   // Kysely's migrator looks for its own tables by introspecting every schema of the database; a schema
   // another tenant drops at that moment makes PostgreSQL's catalog functions throw (3F000, 42P01)
   // before any migration ran. That is not ours: look again, a few times.
@@ -212,6 +218,7 @@ export async function openStore(url: string, schema = '', logger?: Pick<Logger, 
     await new Promise((resolve) => setTimeout(resolve, 50 * attempt));
     outcome = await migrator.migrateToLatest();
   }
+  await migrationDb?.destroy();
   const { error, results } = outcome;
   if (error) {
     await db.destroy();
