@@ -248,9 +248,7 @@ export async function createServices(config: Config, logger: Logger, store: Stor
     configuration.onConnected(deviceId).catch((err) => logger.error({ err, deviceId }, 'configuration not sent to the agent'));
   });
   // A commit made through another broker, for an agent connected here.
-  cluster?.onConfigWanted((deviceId) => {
-    configuration.onConnected(deviceId).catch((err) => logger.error({ err, deviceId }, 'configuration not sent to the agent'));
-  });
+  cluster?.onConfigWanted((deviceIds) => configuration.pushCurrent(deviceIds));
   // Agent updates: the published agent is announced to each agent and sent over its own connection.
   const agentUpdates = new AgentUpdates({ dir: config.agentArtifactsDir, logger, agents });
   agents.handle('agent_update_request', (deviceId, msg) => agentUpdates.onRequest(deviceId, msg));

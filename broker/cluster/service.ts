@@ -73,8 +73,8 @@ export class ClusterService {
   private started = false;
   private invalidatePending = false;
   private brokersReload?: Promise<void>;
-  /** Sends a device connected here its current configuration (the configuration service, bound late). */
-  private configWanted?: (deviceId: string) => void;
+  /** Sends devices connected here their current configuration (the configuration service, bound late). */
+  private configWanted?: (deviceIds: string[]) => void;
   /** Presence writes of one device, in order (a disconnect never overtakes its connect). */
   private readonly writes = new Map<string, Promise<void>>();
 
@@ -386,8 +386,8 @@ export class ClusterService {
     }
   }
 
-  /** What sends a device connected here its current configuration when another broker asks (`config`). */
-  onConfigWanted(send: (deviceId: string) => void): void {
+  /** What sends devices connected here their current configuration when another broker asks (`config`). */
+  onConfigWanted(send: (deviceIds: string[]) => void): void {
     this.configWanted = send;
   }
 
@@ -438,9 +438,11 @@ export class ClusterService {
       case 'end_session':
         if (event.to === this.me) void this.sessions.endHere(event.session, event.by).catch((err) => this.log.warn({ err }, 'session not ended'));
         return;
-      case 'config':
-        for (const deviceId of event.devices) if (this.hub?.isConnected(deviceId)) this.configWanted?.(deviceId);
+      case 'config': {
+        const here = event.devices.filter((deviceId) => this.hub?.isConnected(deviceId));
+        if (here.length > 0) this.configWanted?.(here);
         return;
+      }
       case 'deliver':
         if (NOT_DELIVERED.has(event.msg.t) || !this.hub?.isConnected(event.device)) return;
         this.hub.send(event.device, event.msg as unknown as ControlMessage);

@@ -130,6 +130,9 @@ export class ConfigService {
   private readonly fileQueue: (() => void)[] = [];
   private propagation: Promise<void> = Promise.resolve();
   private propagationQueued = false;
+  /** Devices another broker asked to be sent their configuration (pushCurrent), not yet served. */
+  private readonly wanted = new Set<string>();
+  private wantedQueued = false;
   private watchTimer?: NodeJS.Timeout;
 
   constructor(private readonly deps: ConfigDeps) {
@@ -581,6 +584,25 @@ export class ConfigService {
       .catch((err) => this.deps.logger.error({ err }, 'configuration not propagated'));
   }
 
+  /**
+   * Several brokers: another broker recorded a new configuration for these devices, whose agents are
+   * connected here; they get it now. Requests arriving together are served by one rendering (one
+   * read of the tree, as propagate), in turn with the other propagations.
+   */
+  pushCurrent(deviceIds: string[]): void {
+    for (const id of deviceIds) this.wanted.add(id);
+    if (this.wantedQueued) return;
+    this.wantedQueued = true;
+    this.propagation = this.propagation
+      .then(async () => {
+        this.wantedQueued = false;
+        const ids = new Set(this.wanted);
+        this.wanted.clear();
+        await this.propagate(ids);
+      })
+      .catch((err) => this.deps.logger.error({ err }, 'configuration not sent to the agents'));
+  }
+
   /** Waits for pushes scheduled so far (tests, shutdown). */
   async settled(): Promise<void> {
     await this.propagation;
@@ -588,9 +610,11 @@ export class ConfigService {
 
   /**
    * Renders every device from one read of the tree and the entities' bundles, records each
-   * device's commit and digest, and pushes to connected agents whose configuration changed.
+   * device's commit and digest, and pushes to connected agents whose configuration changed. With
+   * `only`, renders just those devices and pushes to those connected here whatever their recorded
+   * digest (another broker recorded it: see pushCurrent).
    */
-  async propagate(): Promise<number> {
+  async propagate(only?: ReadonlySet<string>): Promise<number> {
     const db = this.deps.store.db;
     const readAt = new Date().toISOString();
     const nodeRows = await db.selectFrom('nodes').select(['node_id', 'parent_id', 'type', 'title', 'tags']).execute();
@@ -634,7 +658,7 @@ export class ConfigService {
       return parts;
     };
     for (const row of nodeRows) {
-      if (row.type !== 'device') continue;
+      if (row.type !== 'device' || (only && !only.has(row.node_id))) continue;
       const chain = chainFor(row.node_id);
       if (!chain || chain.length < 2) continue;
       const parts = partsOf(chain.slice(1));
@@ -645,7 +669,7 @@ export class ConfigService {
         [...parts.tags, ...ownTags.map((tag) => ({ ...level('tag', tag, tag, bundles), rank: chain.length - 1 }))],
       );
       const out = pushable(rendered, readAttributes(attributes.get(row.node_id)).custom ?? {}, await this.fileDigests(rendered, fileDigests));
-      if (states.get(row.node_id) === out.digest) continue;
+      if (states.get(row.node_id) === out.digest && !only) continue;
       this.logDropped(row.node_id, out.dropped);
       await this.recordState(row.node_id, out.config.commit_id, out.digest);
       if (!this.deps.agents.isConnected(row.node_id)) continue;
@@ -653,6 +677,7 @@ export class ConfigService {
       if (this.push(row.node_id, out)) pushed += 1;
       else if (out.size <= MAX_PUSH_BYTES && this.deps.agents.pushElsewhere) elsewhere.push(row.node_id);
     }
+    if (only) return pushed;
     if (elsewhere.length > 0) {
       this.deps.agents.pushElsewhere?.(elsewhere);
       pushed += elsewhere.length;
