@@ -41,7 +41,7 @@ async function openStoreRetrying(config: Config, logger: Logger): Promise<Store>
     } catch (err) {
       if (!isUnreachable(err)) throw err;
       logger.warn(
-        { attempt, retryInMs: delay, err: { message: (err as Error).message, code: (err as { code?: string }).code } },
+        { attempt, retryInMs: delay, error: (err as Error).message, errorCode: (err as { code?: string }).code },
         'database unreachable at start: retrying',
       );
       await new Promise((resolve) => setTimeout(resolve, delay));

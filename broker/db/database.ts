@@ -135,7 +135,7 @@ export const PG_TIMEOUTS = {
  * not go back to the pool still waiting for that reply.
  */
 function watchPool(pool: pg.Pool, logger?: Pick<Logger, 'warn'>): void {
-  pool.on('error', (err) => logger?.warn({ err: { message: err.message, code: (err as { code?: string }).code } }, 'idle database connection lost'));
+  pool.on('error', (err) => logger?.warn({ error: err.message, errorCode: (err as { code?: string }).code }, 'idle database connection lost'));
   pool.on('connect', (client) => {
     const query = client.query.bind(client) as (...args: unknown[]) => unknown;
     (client as unknown as { query: (...args: unknown[]) => unknown }).query = (...args: unknown[]) => {
