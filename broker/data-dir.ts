@@ -38,3 +38,13 @@ export function ensurePrivateFile(file: string, logger?: Pick<Logger, 'warn'>): 
 export function uploadTmpDir(dataDir: string): string {
   return path.join(dataDir, 'tmp');
 }
+
+/**
+ * Empties DATA_DIR/tmp at start, whichever file store is used: what is there are bodies of uploads
+ * a crash or a kill interrupted, never part of any store. Left private (0700) and empty.
+ */
+export async function emptyUploadTmpDir(dataDir: string, logger?: Pick<Logger, 'warn'>): Promise<void> {
+  const dir = uploadTmpDir(dataDir);
+  await fs.promises.rm(dir, { recursive: true, force: true });
+  ensurePrivateDir(dir, logger);
+}

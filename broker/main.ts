@@ -12,6 +12,9 @@ import { startLocalAgent } from './local-agent.js';
 import { startBroker } from './server.js';
 import { createAdministrator, countUsers } from './users/bootstrap.js';
 
+/** After SIGTERM and SHUTDOWN_DRAIN_MS, how long closing may take before the process exits anyway. */
+const SHUTDOWN_HARD_MS = 5000;
+
 const USAGE = `Usage:
   npm start                      run the broker (configuration from the environment; see README)
   npm start -- --with-agent      run the broker and an agent for this machine, enrolled as a device
@@ -115,7 +118,13 @@ async function main(): Promise<void> {
     process.exit(2);
   }
   const logger = createLogger(config.logLevel);
+  // A stop asked for while the broker starts (it may be waiting for its database) ends it at once.
+  const stopEarly = () => process.exit(0);
+  process.once('SIGINT', stopEarly);
+  process.once('SIGTERM', stopEarly);
   const broker = await startBroker(config, logger);
+  process.off('SIGINT', stopEarly);
+  process.off('SIGTERM', stopEarly);
   const agent = withAgent ? await startLocalAgent(broker.services, broker.url, logger) : undefined;
   logger.info({ url: broker.url, database: broker.services.store.dialect, dataDir: config.dataDir }, 'broker listening');
   const store = broker.services.store;
@@ -130,6 +139,11 @@ async function main(): Promise<void> {
   if (agent) console.log('An agent for this machine runs beside the broker and enrols itself as a device (--with-agent).');
   const stop = async (signal: string) => {
     logger.info({ signal, drainMs: config.shutdownDrainMs }, 'shutting down');
+    // Whatever hangs (a database that stopped answering mid-query), the process ends this long after.
+    setTimeout(() => {
+      logger.warn({ afterMs: config.shutdownDrainMs + SHUTDOWN_HARD_MS }, 'shutdown did not finish in time: exiting');
+      process.exit(1);
+    }, config.shutdownDrainMs + SHUTDOWN_HARD_MS).unref();
     // Not ready from now on: a load balancer checking /api/v2/health stops sending here first.
     broker.services.health.drain();
     if (config.shutdownDrainMs > 0) await new Promise((resolve) => setTimeout(resolve, config.shutdownDrainMs));

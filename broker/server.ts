@@ -4,9 +4,9 @@ import https from 'node:https';
 import type { AddressInfo } from 'node:net';
 import type { Logger } from 'pino';
 import { createApp } from './app.js';
-import { ensurePrivateDir } from './data-dir.js';
+import { emptyUploadTmpDir, ensurePrivateDir } from './data-dir.js';
 import type { Config } from './config.js';
-import { openStore } from './db/database.js';
+import { isUnreachable, openStore, type Store } from './db/database.js';
 import { capConnectionsPerAddress, serverTimeouts } from './http/connection-limits.js';
 import { ensureSystemNodes } from './devices/scope.js';
 import { createLogger } from './logger.js';
@@ -23,10 +23,40 @@ export interface RunningBroker {
   close(): Promise<void>;
 }
 
+/** Delays between attempts to reach the database at start: doubling from the first to the last. */
+const DB_RETRY_FIRST_MS = 500;
+const DB_RETRY_MAX_MS = 15_000;
+
+/**
+ * A database that cannot be reached at start (it is starting too, a network partition) is tried
+ * again with a growing delay, each failure logged, until it answers or the broker is stopped;
+ * any other failure (refused credentials, a failed migration) ends the start at once.
+ */
+async function openStoreRetrying(config: Config, logger: Logger): Promise<Store> {
+  let delay = DB_RETRY_FIRST_MS;
+  for (let attempt = 1; ; attempt++) {
+    try {
+      const store = await openStore(config.databaseUrl, config.databaseSchema, logger);
+      if (attempt > 1) logger.info({ attempt }, 'database reached');
+      return store;
+    } catch (err) {
+      if (!isUnreachable(err)) throw err;
+      logger.warn(
+        { attempt, retryInMs: delay, error: (err as Error).message, errorCode: (err as { code?: string }).code },
+        'database unreachable at start: retrying',
+      );
+      await new Promise((resolve) => setTimeout(resolve, delay));
+      delay = Math.min(DB_RETRY_MAX_MS, delay * 2);
+    }
+  }
+}
+
 /** Opens the store, builds the services and serves HTTP(S) with WebSocket upgrades. */
 export async function startBroker(config: Config, logger: Logger = createLogger(config.logLevel), options: ServiceOptions = {}): Promise<RunningBroker> {
   ensurePrivateDir(config.dataDir, logger);
-  const store = await openStore(config.databaseUrl, config.databaseSchema, logger);
+  // Interrupted uploads of an earlier run, whatever the file store (the directory store also empties its staging).
+  await emptyUploadTmpDir(config.dataDir, logger);
+  const store = await openStoreRetrying(config, logger);
   await ensureSystemNodes(store.db);
   const firstUser = await bootstrapFirstUser(store.db, config);
   const services = await createServices(config, logger, store, options);

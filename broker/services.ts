@@ -1,5 +1,6 @@
 import type { Logger } from 'pino';
 import { AccessService } from './access/access.js';
+import type { ControlMessage } from '../shared/protocol.js';
 import { AgentHub } from './agents/hub.js';
 import { BrokerKey } from './agents/broker-key.js';
 import type { AgentLocator } from './agents/locator.js';
@@ -72,6 +73,11 @@ export interface Services {
   agents: AgentHub;
   /** How remote access, enrolment and inventory reach agents: the hub, or what wraps it. */
   locator: AgentLocator;
+  /**
+   * Sends a device-level message (ControlMessage) to the device's agent on whichever broker holds
+   * it, signed by that broker when it changes the device; false when it is connected nowhere known.
+   */
+  deliver(deviceId: string, msg: ControlMessage): boolean;
   remote: RemoteService;
   /** Live device.online/offline events for the web console (GET /api/v2/events). */
   events: DeviceEventStream;
@@ -231,6 +237,7 @@ export async function createServices(config: Config, logger: Logger, store: Stor
       send: (deviceId, msg) => agents.send(deviceId, msg),
       isConnected: (deviceId) => locator.isConnected(deviceId),
       open: (deviceId, kind, params) => locator.open(deviceId, kind, params),
+      ...(cluster ? { pushElsewhere: (deviceIds: string[]) => cluster.configElsewhere(deviceIds) } : {}),
     },
     reports,
     logger,
@@ -240,6 +247,8 @@ export async function createServices(config: Config, logger: Logger, store: Stor
   agents.on('connected', (deviceId) => {
     configuration.onConnected(deviceId).catch((err) => logger.error({ err, deviceId }, 'configuration not sent to the agent'));
   });
+  // A commit made through another broker, for an agent connected here.
+  cluster?.onConfigWanted((deviceIds) => configuration.pushCurrent(deviceIds));
   // Agent updates: the published agent is announced to each agent and sent over its own connection.
   const agentUpdates = new AgentUpdates({ dir: config.agentArtifactsDir, logger, agents });
   agents.handle('agent_update_request', (deviceId, msg) => agentUpdates.onRequest(deviceId, msg));
@@ -269,6 +278,7 @@ export async function createServices(config: Config, logger: Logger, store: Stor
     cluster,
     agents,
     locator,
+    deliver: (deviceId, msg) => (cluster ? cluster.deliver(deviceId, msg) : agents.send(deviceId, msg)),
     remote,
     events,
     qbee,

@@ -306,15 +306,8 @@ export class AuditService {
     let closed = 0;
     for (const start of open) {
       if (!REMOTE_START.test(start.event)) continue;
-      // Another broker sweeping the same sessions: the first end written wins, the others skip it.
-      const ended = await this.db.transaction().execute(async (trx) => {
-        await CHAIN_LOCK[this.dialect].execute(trx);
-        const end = await trx.selectFrom('audit').select('id').where('ref_id', '=', Number(start.id)).where('event', 'like', 'remote.%.end').executeTakeFirst();
-        if (end) return false;
-        await this.appendEnd(start, { durationMs: null, bytesIn: null, bytesOut: null, reason });
-        return true;
-      });
-      if (ended) closed += 1;
+      // Another broker sweeping the same sessions, or the holder ending it: the first end written wins.
+      if (await this.appendEnd(start, { durationMs: null, bytesIn: null, bytesOut: null, reason })) closed += 1;
     }
     return closed;
   }
@@ -460,17 +453,29 @@ export class AuditService {
     });
   }
 
-  /** Ends a remote-access session: an entry of its own (`remote.<action>.end`) pointing at its start. */
+  /**
+   * Ends a remote-access session: an entry of its own (`remote.<action>.end`) pointing at its start.
+   * Nothing is written when its end already was (another broker took this one for gone and ended it).
+   */
   async recordRemoteEnd(startId: number, end: RemoteAuditEnd): Promise<void> {
     const start = await this.db.selectFrom('audit').selectAll().where('id', '=', startId).executeTakeFirstOrThrow();
-    await this.appendEnd(start, end);
+    if (!(await this.appendEnd(start, end)))
+      this.owner.logger?.warn({ startId }, 'session already ended in the audit by another broker: no second end written');
   }
 
-  private async appendEnd(start: Selectable<AuditTable>, end: RemoteAuditEnd): Promise<void> {
-    // The end and the release of its broker go together (the sweep of gone brokers reads both).
-    await this.db.transaction().execute(async (trx) => {
+  /**
+   * One session has one end, whoever writes it: under the chain's lock (which every writer of the
+   * trail takes), the end is written only when none is; with it, in the same transaction, the
+   * session's broker is released (the sweep of gone brokers reads both). Answers whether it wrote.
+   */
+  private async appendEnd(start: Selectable<AuditTable>, end: RemoteAuditEnd): Promise<boolean> {
+    return this.db.transaction().execute(async (trx) => {
+      await CHAIN_LOCK[this.dialect].execute(trx);
       await trx.deleteFrom('remote_session_owners').where('audit_id', '=', Number(start.id)).execute();
+      const ended = await trx.selectFrom('audit').select('id').where('ref_id', '=', Number(start.id)).where('event', 'like', 'remote.%.end').executeTakeFirst();
+      if (ended) return false;
       await this.appendEndEntry(start, end);
+      return true;
     });
   }
 

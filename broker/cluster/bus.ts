@@ -2,7 +2,7 @@ import crypto from 'node:crypto';
 import { EventEmitter } from 'node:events';
 import pg from 'pg';
 import type { Logger } from 'pino';
-import { sql, type Db } from '../db/database.js';
+import { PG_TIMEOUTS, sql, type Db } from '../db/database.js';
 import { DEVICE_ID_PATTERN } from '../devices/scope.js';
 
 /** What one broker tells every broker of the cluster, through PostgreSQL NOTIFY. */
@@ -16,13 +16,22 @@ export type ClusterEvent =
   /** `broker` is shutting down: forget its agents now rather than at expiry */
   | { e: 'broker_down'; broker: string }
   /** an operator on `broker` ended a live remote session that broker `to` holds (DELETE /remote/sessions/{id}) */
-  | { e: 'end_session'; broker: string; to: string; session: string; by: { id: string; email: string } };
+  | { e: 'end_session'; broker: string; to: string; session: string; by: { id: string; email: string } }
+  /** configuration changed through `broker` for these devices: whichever broker holds one of their agents sends it its configuration */
+  | { e: 'config'; broker: string; devices: string[] }
+  /** a device-level message for the agent of `device` (unsigned: the broker holding it signs it for its connection) */
+  | { e: 'deliver'; broker: string; device: string; msg: { t: string } & Record<string, unknown> };
 
 /** NOTIFY payloads are at most 8000 bytes; ours are a few hundred. */
 const MAX_PAYLOAD = 7000;
 const RECONNECT_MS = 1000;
+/** The listening connection is checked this often: one that stopped answering (a partition) is replaced. */
+const PING_MS = 5000;
 const ID = /^[A-Za-z0-9._:-]{1,100}$/;
 const SESSION_ID = /^[0-9a-f-]{1,64}$/;
+const MESSAGE_TYPE = /^[a-z][a-z0-9_]{0,39}$/;
+/** Devices named in one `config` event, at most (ids are at most 64 characters: the payload stays small). */
+export const CONFIG_EVENT_DEVICES = 80;
 
 /** Reads one notification; anything not exactly an event of ours is dropped. */
 export function parseClusterEvent(payload: string | undefined): ClusterEvent | undefined {
@@ -54,6 +63,17 @@ export function parseClusterEvent(payload: string | undefined): ClusterEvent | u
       if (by.id.length < 1 || by.id.length > 100 || by.email.length > 320) return undefined;
       return { e: 'end_session', broker, to: msg.to, session: msg.session, by: { id: by.id, email: by.email } };
     }
+    case 'config': {
+      const devices = msg.devices;
+      if (!Array.isArray(devices) || devices.length === 0 || devices.length > CONFIG_EVENT_DEVICES) return undefined;
+      if (!devices.every((d) => typeof d === 'string' && DEVICE_ID_PATTERN.test(d))) return undefined;
+      return { e: 'config', broker, devices: devices as string[] };
+    }
+    case 'deliver': {
+      const m = msg.msg as Record<string, unknown> | null | undefined;
+      if (!device || typeof m !== 'object' || m === null || Array.isArray(m) || typeof m.t !== 'string' || !MESSAGE_TYPE.test(m.t)) return undefined;
+      return { e: 'deliver', broker, device, msg: m as { t: string } & Record<string, unknown> };
+    }
     default:
       return undefined;
   }
@@ -83,6 +103,7 @@ export class ClusterBus extends EventEmitter<ClusterBusEvents> {
   private client?: pg.Client;
   private closed = false;
   private retry?: NodeJS.Timeout;
+  private ping?: NodeJS.Timeout;
   private readonly channel: string;
   private readonly log: Logger;
 
@@ -103,7 +124,13 @@ export class ClusterBus extends EventEmitter<ClusterBusEvents> {
 
   private async listen(): Promise<void> {
     if (this.closed) return;
-    const client = new pg.Client({ connectionString: this.deps.databaseUrl });
+    const client = new pg.Client({
+      connectionString: this.deps.databaseUrl,
+      connectionTimeoutMillis: PG_TIMEOUTS.connectionTimeoutMillis,
+      keepAlive: true,
+      keepAliveInitialDelayMillis: PG_TIMEOUTS.keepAliveInitialDelayMillis,
+      query_timeout: PING_MS,
+    });
     client.on('error', (err) => this.log.warn({ err }, 'cluster notification connection failed'));
     client.on('end', () => {
       if (this.client !== client) return;
@@ -131,6 +158,31 @@ export class ClusterBus extends EventEmitter<ClusterBusEvents> {
     }
     this.client = client;
     this.emit('listening');
+    this.startPing(client);
+  }
+
+  /** Notifications do not come on a hung connection, and nothing says so: a query every PING_MS does. */
+  private startPing(client: pg.Client): void {
+    clearInterval(this.ping);
+    let busy = false;
+    this.ping = setInterval(() => {
+      if (busy || this.client !== client) return;
+      busy = true;
+      client
+        .query('select 1')
+        .catch((err: Error) => {
+          if (this.client !== client) return;
+          this.log.warn({ err: { message: err.message } }, 'cluster notification connection stopped answering: reconnecting');
+          this.client = undefined;
+          clearInterval(this.ping);
+          (client as unknown as { connection: { stream: { destroy(): void } } }).connection.stream.destroy();
+          this.scheduleReconnect();
+        })
+        .finally(() => {
+          busy = false;
+        });
+    }, PING_MS);
+    this.ping.unref();
   }
 
   private scheduleReconnect(): void {
@@ -152,8 +204,13 @@ export class ClusterBus extends EventEmitter<ClusterBusEvents> {
   async close(): Promise<void> {
     this.closed = true;
     clearTimeout(this.retry);
+    clearInterval(this.ping);
     const client = this.client;
     this.client = undefined;
-    await client?.end().catch(() => {});
+    if (!client) return;
+    // A hung connection would never finish its goodbye: it is cut after a second.
+    const cut = setTimeout(() => (client as unknown as { connection: { stream: { destroy(): void } } }).connection.stream.destroy(), 1000);
+    await client.end().catch(() => {});
+    clearTimeout(cut);
   }
 }

@@ -29,6 +29,10 @@ describe('cluster events (NOTIFY payloads) are checked field by field', () => {
     });
     const end = { e: 'end_session', broker: 'b', to: 'a', session: '0f0e-1', by: { id: 'u1', email: 'op@example.com' } };
     expect(parseClusterEvent(JSON.stringify({ ...end, extra: 1 }))).toEqual(end);
+    const config = { e: 'config', broker: 'b', devices: [DEVICE, 'b'.repeat(64)] };
+    expect(parseClusterEvent(JSON.stringify(config))).toEqual(config);
+    const deliver = { e: 'deliver', broker: 'b', device: DEVICE, msg: { t: 'reload', id: 'x' } };
+    expect(parseClusterEvent(JSON.stringify(deliver))).toEqual(deliver);
   });
 
   it('drops anything else', () => {
@@ -48,6 +52,13 @@ describe('cluster events (NOTIFY payloads) are checked field by field', () => {
       JSON.stringify({ e: 'end_session', broker: 'b', to: 'a', session: 'ab', by: { id: '', email: 'e' } }),
       JSON.stringify({ e: 'end_session', broker: 'b', to: 'a', session: 'ab', by: { id: 'u', email: 'e'.repeat(400) } }),
       JSON.stringify({ e: 'shutdown_everything', broker: 'b' }),
+      JSON.stringify({ e: 'config', broker: 'b', devices: [] }),
+      JSON.stringify({ e: 'config', broker: 'b', devices: ['not-a-device'] }),
+      JSON.stringify({ e: 'config', broker: 'b', devices: Array.from({ length: 81 }, () => DEVICE) }),
+      JSON.stringify({ e: 'deliver', broker: 'b', device: DEVICE }),
+      JSON.stringify({ e: 'deliver', broker: 'b', device: DEVICE, msg: { t: 'Bad Type' } }),
+      JSON.stringify({ e: 'deliver', broker: 'b', device: DEVICE, msg: [] }),
+      JSON.stringify({ e: 'deliver', broker: 'b', msg: { t: 'reload' } }),
       JSON.stringify({ e: 'invalidate', broker: 'b', pad: 'x'.repeat(8000) }),
     ]) {
       expect(parseClusterEvent(payload)).toBeUndefined();

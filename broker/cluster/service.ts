@@ -6,7 +6,8 @@ import type { ChangeEpoch } from '../cache.js';
 import type { Config } from '../config.js';
 import type { Db } from '../db/database.js';
 import type { UpgradeRouter } from '../http/upgrade.js';
-import { ClusterBus, type ClusterEvent } from './bus.js';
+import type { ControlMessage } from '../../shared/protocol.js';
+import { CONFIG_EVENT_DEVICES, ClusterBus, type ClusterEvent } from './bus.js';
 import { ClusterLocator } from './locator.js';
 import { PEER_WS_PATH, PeerLinks, type PeerLink } from './peer.js';
 import { ClusterSessions } from './sessions.js';
@@ -15,6 +16,8 @@ import { ClusterSessions } from './sessions.js';
 export const EXPIRY_HEARTBEATS = 3;
 /** A local agent connection at least this old gives way when its device shows up on another broker. */
 const TAKEOVER_GRACE_MS = 2000;
+/** Messages of the agent's handshake: never delivered on another broker's word. */
+const NOT_DELIVERED: ReadonlySet<string> = new Set(['auth', 'welcome', 'unknown_device']);
 
 interface KnownBroker {
   url: string;
@@ -70,6 +73,8 @@ export class ClusterService {
   private started = false;
   private invalidatePending = false;
   private brokersReload?: Promise<void>;
+  /** Sends devices connected here their current configuration (the configuration service, bound late). */
+  private configWanted?: (deviceIds: string[]) => void;
   /** Presence writes of one device, in order (a disconnect never overtakes its connect). */
   private readonly writes = new Map<string, Promise<void>>();
 
@@ -257,7 +262,11 @@ export class ClusterService {
         await this.register();
         for (const deviceId of this.hub?.connectedDevices() ?? []) this.queueWrite(deviceId, () => this.agentConnected(deviceId));
       }
-      await this.deps.db.updateTable('agent_presence').set({ seen_at: now }).where('broker_id', '=', this.me).execute();
+      const seen = await this.deps.db.updateTable('agent_presence').set({ seen_at: now }).where('broker_id', '=', this.me).executeTakeFirst();
+      const here = this.hub?.connectedDevices() ?? [];
+      if (Number(seen.numUpdatedRows) < here.length) await this.restorePresence(here);
+      const ended = await this.sessions.reconcile();
+      if (ended > 0) this.log.warn({ ended }, 'sessions ended by the other brokers while this one was cut off: ended here');
       await this.sessions.refresh();
       await this.loadBrokers();
       await this.sweep();
@@ -266,6 +275,19 @@ export class ClusterService {
     } finally {
       this.ticking = false;
     }
+  }
+
+  /**
+   * Agents here without their presence row: the others removed it while this broker could not reach
+   * the database (a partition longer than the expiry). Written again, so they find these agents.
+   */
+  private async restorePresence(here: string[]): Promise<void> {
+    const rows = await this.deps.db.selectFrom('agent_presence').select('device_id').where('broker_id', '=', this.me).execute();
+    const known = new Set(rows.map((r) => r.device_id));
+    const missing = here.filter((d) => !known.has(d) && !this.writes.has(d));
+    if (missing.length === 0) return;
+    this.log.warn({ agents: missing.length }, 'presence of agents here was removed by the other brokers: written again');
+    for (const deviceId of missing) this.queueWrite(deviceId, () => this.agentConnected(deviceId));
   }
 
   private loadBrokersSoon(): void {
@@ -337,6 +359,38 @@ export class ClusterService {
     this.links.drop(id, `broker ${id} ${why}`);
   }
 
+  // ---- delivery to agents wherever they are connected ---------------------------------------------
+
+  /**
+   * Sends a device-level message to the device's agent, wherever it is connected: through the hub
+   * when here, else as a NOTIFY (`deliver`) on which the broker holding it signs and sends it (a
+   * message is at most a few KiB: configurations go as `config`, see configElsewhere). False when
+   * the agent is connected nowhere as far as this broker knows, or the message is too large.
+   */
+  deliver(deviceId: string, msg: ControlMessage): boolean {
+    if (this.hub?.isConnected(deviceId)) return this.hub.send(deviceId, msg);
+    if (this.ownerOf(deviceId) === undefined) return false;
+    const event: ClusterEvent = { e: 'deliver', broker: this.me, device: deviceId, msg: msg as { t: string } & Record<string, unknown> };
+    if (JSON.stringify(event).length > 7000) {
+      this.log.warn({ deviceId, t: msg.t }, 'message too large for another broker: not delivered');
+      return false;
+    }
+    void this.publish(event);
+    return true;
+  }
+
+  /** The configuration of these devices changed here while their agents are on other brokers: those send it. */
+  configElsewhere(deviceIds: string[]): void {
+    for (let i = 0; i < deviceIds.length; i += CONFIG_EVENT_DEVICES) {
+      void this.publish({ e: 'config', broker: this.me, devices: deviceIds.slice(i, i + CONFIG_EVENT_DEVICES) });
+    }
+  }
+
+  /** What sends devices connected here their current configuration when another broker asks (`config`). */
+  onConfigWanted(send: (deviceIds: string[]) => void): void {
+    this.configWanted = send;
+  }
+
   // ---- events of the other brokers -----------------------------------------------------------------
 
   private publish(event: ClusterEvent): Promise<void> {
@@ -383,6 +437,15 @@ export class ClusterService {
         return;
       case 'end_session':
         if (event.to === this.me) void this.sessions.endHere(event.session, event.by).catch((err) => this.log.warn({ err }, 'session not ended'));
+        return;
+      case 'config': {
+        const here = event.devices.filter((deviceId) => this.hub?.isConnected(deviceId));
+        if (here.length > 0) this.configWanted?.(here);
+        return;
+      }
+      case 'deliver':
+        if (NOT_DELIVERED.has(event.msg.t) || !this.hub?.isConnected(event.device)) return;
+        this.hub.send(event.device, event.msg as unknown as ControlMessage);
         return;
     }
   }

@@ -11,6 +11,8 @@ const END_POLL_MS = 50;
 export interface LocalSessions {
   list(): LiveSessionView[];
   end(id: string, by: { id: string; email: string }): Promise<boolean>;
+  /** Ends here those whose audit start is no longer open (ended by another broker); see refresh. */
+  endEndedElsewhere?(stillOpen: (startIds: number[]) => Promise<Set<number>>): Promise<number>;
 }
 
 export interface ClusterSessionsDeps {
@@ -91,6 +93,28 @@ export class ClusterSessions implements SessionDirectory {
 
   removed(id: string): void {
     void this.enqueue(() => this.deps.db.deleteFrom('live_sessions').where('session_id', '=', id).where('broker_id', '=', this.deps.brokerId).execute());
+  }
+
+  /**
+   * Every heartbeat: sessions here that the other brokers ended meanwhile (they took this broker
+   * for gone during a database partition, and wrote their audit end) end here without a second end.
+   */
+  async reconcile(): Promise<number> {
+    return (
+      (await this.local?.endEndedElsewhere?.(async (startIds) => {
+        const open = new Set<number>();
+        for (let i = 0; i < startIds.length; i += 500) {
+          const rows = await this.deps.db
+            .selectFrom('remote_session_owners')
+            .select('audit_id')
+            .where('audit_id', 'in', startIds.slice(i, i + 500))
+            .where('broker_id', '=', this.deps.brokerId)
+            .execute();
+          for (const r of rows) open.add(Number(r.audit_id));
+        }
+        return open;
+      })) ?? 0
+    );
   }
 
   /** Every heartbeat: the figures of this broker's sessions that changed (one UPDATE each). */

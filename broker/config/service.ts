@@ -42,8 +42,15 @@ export interface ReportSink {
 
 /** What the service needs of the agents: send a device-level message, open a channel. */
 export interface ConfigAgentLink {
+  /** Sends to an agent connected to this broker; false when it is not connected here. */
   send(deviceId: string, msg: ControlMessage): boolean;
+  /** Connected to this broker or, with several brokers, to another one. */
   isConnected(deviceId: string): boolean;
+  /**
+   * Several brokers: asks the brokers holding these devices' agents (connected, not here) to send
+   * them their current configuration, within about a second (broker/cluster, `config` NOTIFY).
+   */
+  pushElsewhere?(deviceIds: string[]): void;
   open(deviceId: string, kind: ChannelKind, params: ChannelParams): Promise<{ channel: Channel; info: Record<string, unknown> }>;
 }
 
@@ -125,6 +132,9 @@ export class ConfigService {
   private readonly fileQueue: (() => void)[] = [];
   private propagation: Promise<void> = Promise.resolve();
   private propagationQueued = false;
+  /** Devices another broker asked to be sent their configuration (pushCurrent), not yet served. */
+  private readonly wanted = new Set<string>();
+  private wantedQueued = false;
   private watchTimer?: NodeJS.Timeout;
 
   constructor(private readonly deps: ConfigDeps) {
@@ -643,6 +653,25 @@ export class ConfigService {
       .catch((err) => this.deps.logger.error({ err }, 'configuration not propagated'));
   }
 
+  /**
+   * Several brokers: another broker recorded a new configuration for these devices, whose agents are
+   * connected here; they get it now. Requests arriving together are served by one rendering (one
+   * read of the tree, as propagate), in turn with the other propagations.
+   */
+  pushCurrent(deviceIds: string[]): void {
+    for (const id of deviceIds) this.wanted.add(id);
+    if (this.wantedQueued) return;
+    this.wantedQueued = true;
+    this.propagation = this.propagation
+      .then(async () => {
+        this.wantedQueued = false;
+        const ids = new Set(this.wanted);
+        this.wanted.clear();
+        await this.propagate(ids);
+      })
+      .catch((err) => this.deps.logger.error({ err }, 'configuration not sent to the agents'));
+  }
+
   /** Waits for pushes scheduled so far (tests, shutdown). */
   async settled(): Promise<void> {
     await this.propagation;
@@ -650,9 +679,11 @@ export class ConfigService {
 
   /**
    * Renders every device from one read of the tree and the entities' bundles, records each
-   * device's commit and digest, and pushes to connected agents whose configuration changed.
+   * device's commit and digest, and pushes to connected agents whose configuration changed. With
+   * `only`, renders just those devices and pushes to those connected here whatever their recorded
+   * digest (another broker recorded it: see pushCurrent).
    */
-  async propagate(): Promise<number> {
+  async propagate(only?: ReadonlySet<string>): Promise<number> {
     const db = this.deps.store.db;
     const readAt = new Date().toISOString();
     const nodeRows = await db.selectFrom('nodes').select(['node_id', 'parent_id', 'type', 'title', 'tags']).execute();
@@ -678,6 +709,7 @@ export class ConfigService {
     const states = new Map((await db.selectFrom('device_config').select(['device_id', 'digest']).execute()).map((r) => [r.device_id, r.digest]));
     const attributes = new Map((await db.selectFrom('devices').select(['device_id', 'attributes']).execute()).map((r) => [r.device_id, r.attributes]));
     let pushed = 0;
+    const elsewhere: string[] = [];
     const fileDigests = new Map<string, Promise<string | undefined>>();
     // What a group passes down (its levels root → group, and the tags carried along) is worked out
     // once per group, not once per device: the per-device cost stays flat as the fleet grows.
@@ -695,7 +727,7 @@ export class ConfigService {
       return parts;
     };
     for (const row of nodeRows) {
-      if (row.type !== 'device') continue;
+      if (row.type !== 'device' || (only && !only.has(row.node_id))) continue;
       const chain = chainFor(row.node_id);
       if (!chain || chain.length < 2) continue;
       const parts = partsOf(chain.slice(1));
@@ -706,10 +738,18 @@ export class ConfigService {
         [...parts.tags, ...ownTags.map((tag) => ({ ...level('tag', tag, tag, bundles), rank: chain.length - 1 }))],
       );
       const out = pushable(rendered, readAttributes(attributes.get(row.node_id)).custom ?? {}, await this.fileDigests(rendered, fileDigests));
-      if (states.get(row.node_id) === out.digest) continue;
+      if (states.get(row.node_id) === out.digest && !only) continue;
       this.logDropped(row.node_id, out.dropped);
       await this.recordState(row.node_id, out.config.commit_id, out.digest);
-      if (this.deps.agents.isConnected(row.node_id) && this.push(row.node_id, out)) pushed += 1;
+      if (!this.deps.agents.isConnected(row.node_id)) continue;
+      // Recorded above: the agent must get it now, from this broker or from the one holding it.
+      if (this.push(row.node_id, out)) pushed += 1;
+      else if (out.size <= MAX_PUSH_BYTES && this.deps.agents.pushElsewhere) elsewhere.push(row.node_id);
+    }
+    if (only) return pushed;
+    if (elsewhere.length > 0) {
+      this.deps.agents.pushElsewhere?.(elsewhere);
+      pushed += elsewhere.length;
     }
     // Removed nodes keep no configuration (a node made later with the same id starts empty); what was
     // committed after the tree was read above is left for the next run.

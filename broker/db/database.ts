@@ -112,10 +112,61 @@ function withStatementCache(sqlite: SqliteDatabase.Database, max = 500): SqliteD
   });
 }
 
+/**
+ * What a lost or hung database costs a PostgreSQL connection, at most (a partition, a failover):
+ * connecting, a statement (on the server), a reply (on the client: the connection is then dropped,
+ * as what it was doing is unknown), a transaction left idle by a broker cut off mid-way (its locks,
+ * such as the audit chain's, go with it), and dead peers found by TCP keepalive. Once the database
+ * answers again new connections are made: the broker recovers by itself.
+ */
+export const PG_TIMEOUTS = {
+  connectionTimeoutMillis: 10_000,
+  statement_timeout: 60_000,
+  query_timeout: 65_000,
+  idle_in_transaction_session_timeout: 30_000,
+  idleTimeoutMillis: 30_000,
+  keepAlive: true,
+  keepAliveInitialDelayMillis: 10_000,
+} as const;
+
+/**
+ * An idle connection that fails (the database restarted, the network went) is logged and dropped by
+ * the pool rather than crashing the process; one whose reply timed out is closed so that it does
+ * not go back to the pool still waiting for that reply.
+ */
+function watchPool(pool: pg.Pool, logger?: Pick<Logger, 'warn'>): void {
+  pool.on('error', (err) => logger?.warn({ error: err.message, errorCode: (err as { code?: string }).code }, 'idle database connection lost'));
+  pool.on('connect', (client) => {
+    const query = client.query.bind(client) as (...args: unknown[]) => unknown;
+    (client as unknown as { query: (...args: unknown[]) => unknown }).query = (...args: unknown[]) => {
+      const result = query(...args);
+      if (result instanceof Promise) {
+        result.catch((err: Error) => {
+          if (err?.message === 'Query read timeout') (client as unknown as { connection: { stream: { destroy(): void } } }).connection.stream.destroy();
+        });
+      }
+      return result;
+    };
+  });
+}
+
+/** Whether an error means the database could not be reached (as opposed to refusing what was asked). */
+export function isUnreachable(err: unknown): boolean {
+  const e = err as { code?: unknown; message?: unknown } | null;
+  const code = typeof e?.code === 'string' ? e.code : '';
+  const message = typeof e?.message === 'string' ? e.message : '';
+  return (
+    ['ECONNREFUSED', 'ECONNRESET', 'ETIMEDOUT', 'EHOSTUNREACH', 'ENETUNREACH', 'ENOTFOUND', 'EAI_AGAIN', 'EPIPE', '57P03', '57P01', '08006', '08001'].includes(
+      code,
+    ) || /timeout|terminated unexpectedly|Connection terminated/i.test(message)
+  );
+}
+
 /** Opens the store named by `url` (sqlite:<file> or postgres://...) and brings its schema up to date. */
 export async function openStore(url: string, schema = '', logger?: Pick<Logger, 'warn'>): Promise<Store> {
   let db: Db;
   let dialect: Dialect;
+  let migrationDb: Db | undefined;
   if (url.startsWith('sqlite:')) {
     const file = url.slice('sqlite:'.length);
     if (file !== ':memory:') {
@@ -132,27 +183,33 @@ export async function openStore(url: string, schema = '', logger?: Pick<Logger, 
     db = new Kysely<Database>({ dialect: new SqliteDialect({ database: withStatementCache(sqlite) }) });
     dialect = 'sqlite';
   } else {
-    const pool = new pg.Pool({
-      connectionString: url,
-      max: 10,
-      ...(schema ? { options: `-c search_path=${schema}` } : {}),
-    });
-    if (schema) {
+    const pool = new pg.Pool({ connectionString: url, max: 10, ...PG_TIMEOUTS, ...(schema ? { options: `-c search_path=${schema}` } : {}) });
+    watchPool(pool, logger);
+    try {
       const client = await pool.connect();
       try {
-        await client.query(`CREATE SCHEMA IF NOT EXISTS "${schema}"`);
+        if (schema) await client.query(`CREATE SCHEMA IF NOT EXISTS "${schema}"`);
       } finally {
         client.release();
       }
+    } catch (err) {
+      // Unreachable (or refusing): nothing is left open behind, so the caller may try again.
+      await pool.end().catch(() => {});
+      throw err;
     }
     db = new Kysely<Database>({ dialect: new PostgresDialect({ pool }) });
     dialect = 'postgres';
+    // Migrations may rewrite large tables: they run without the statement timeouts of the pool.
+    const { statement_timeout: _s, query_timeout: _q, idle_in_transaction_session_timeout: _i, ...patient } = PG_TIMEOUTS;
+    const migrationPool = new pg.Pool({ connectionString: url, max: 2, ...patient, ...(schema ? { options: `-c search_path=${schema}` } : {}) });
+    watchPool(migrationPool, logger);
+    migrationDb = new Kysely<Database>({ dialect: new PostgresDialect({ pool: migrationPool }) });
   }
   const all = migrations(dialect);
   const provider: MigrationProvider = { getMigrations: async () => all };
   // With a schema, the migration tables live in it too: otherwise a second store on the same database
   // (another schema) sees the first one's tables and skips creating its own.
-  const migrator = new Migrator({ db, provider, ...(schema && dialect === 'postgres' ? { migrationTableSchema: schema } : {}) });
+  const migrator = new Migrator({ db: migrationDb ?? db, provider, ...(schema && dialect === 'postgres' ? { migrationTableSchema: schema } : {}) });
   // Kysely's migrator looks for its own tables by introspecting every schema of the database; a schema
   // another tenant drops at that moment makes PostgreSQL's catalog functions throw (3F000, 42P01, and
   // 42703 from pg_get_serial_sequence on a column whose table just went) before any migration ran. That is not ours: look again, a few times.
@@ -161,6 +218,7 @@ export async function openStore(url: string, schema = '', logger?: Pick<Logger, 
     await new Promise((resolve) => setTimeout(resolve, 50 * attempt));
     outcome = await migrator.migrateToLatest();
   }
+  await migrationDb?.destroy();
   const { error, results } = outcome;
   if (error) {
     await db.destroy();

@@ -376,6 +376,33 @@ export class RemoteSessions {
     return true;
   }
 
+  /**
+   * Several brokers: the sessions here whose audit another broker ended (it took this one for gone
+   * while it was cut off from the database) end here too, their end not written again (the audit
+   * writes one end per session). `stillOpen` answers which start entries are still open.
+   */
+  async endEndedElsewhere(stillOpen: (startIds: number[]) => Promise<Set<number>>): Promise<number> {
+    const live = [...this.live.values()].filter((s) => !s.withdrawn);
+    if (live.length === 0) return 0;
+    const open = await stillOpen(live.map((s) => s.auditId));
+    let ended = 0;
+    for (const session of live) {
+      if (open.has(session.auditId) || !this.live.has(session.id)) continue;
+      this.log.warn(
+        { deviceId: session.deviceId, session: session.id },
+        'remote session ended by the other brokers while this one was cut off from the database: ended here',
+      );
+      session.withdrawn = true;
+      session.relay.abort(
+        errorFrame(503, 'session_ended', 'This session was ended while its broker was cut off from the database; open a new one.'),
+        SessionClose.goingAway,
+        'ended by the cluster while its broker was cut off from the database',
+      );
+      ended += 1;
+    }
+    return ended;
+  }
+
   private view(s: LiveSession): LiveSessionView {
     const { user } = s.caller.principal;
     return {

@@ -4,7 +4,10 @@
  * B are the same broker, so the same calls check the same code path there.
  */
 import crypto from 'node:crypto';
+import fs from 'node:fs';
 import http from 'node:http';
+import os from 'node:os';
+import path from 'node:path';
 import { Secret, TOTP } from 'otpauth';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { BrokerKey } from '../../broker/agents/broker-key.js';
@@ -238,6 +241,30 @@ const chunkRows = async () =>
   );
 
 describe('the file store in the database (FILE_STORE=db)', () => {
+  it('empties DATA_DIR/tmp at start: bodies of uploads a kill interrupted do not pile up', async () => {
+    const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'fleet-tmp-left-'));
+    try {
+      const tmp = path.join(dataDir, 'tmp');
+      fs.mkdirSync(path.join(tmp, 'nested'), { recursive: true });
+      fs.writeFileSync(path.join(tmp, 'a1b2c3'), crypto.randomBytes(256 * 1024));
+      fs.writeFileSync(path.join(tmp, 'nested', 'half'), 'x');
+      const c = await startTestBroker({ env: { FILE_STORE: 'db', DATA_DIR: dataDir } });
+      try {
+        expect(fs.readdirSync(tmp)).toEqual([]);
+        expect(fs.statSync(tmp).mode & 0o777).toBe(0o700);
+        // and uploads still go through it
+        const f = new FormData();
+        f.append('path', '/');
+        f.append('file', new Blob(['after a crash']), 'after.txt');
+        expect((await c.api('POST', '/api/v2/file', { token: c.adminToken, body: f })).status).toBe(200);
+      } finally {
+        await c.close();
+      }
+    } finally {
+      fs.rmSync(dataDir, { recursive: true, force: true });
+    }
+  });
+
   it('serves a file uploaded on A from B, byte for byte, in chunks of bounded size', async () => {
     const content = crypto.randomBytes(2 * CHUNK_BYTES + 12_345);
     expect((await upload(a, '/shared/', 'image.bin', content)).status).toBe(200);

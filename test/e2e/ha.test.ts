@@ -49,7 +49,26 @@ const devices: string[] = [];
 
 const sha = (buf: Buffer | string) => crypto.createHash('sha256').update(buf).digest('hex');
 
-async function api(base: string, method: string, p: string, o: { body?: unknown; token?: string; headers?: Record<string, string> } = {}) {
+/** Attempts of a call that is safe to repeat, when the connection fails under it (a broker dying at failover). */
+const SAFE_ATTEMPTS = 5;
+
+/**
+ * fetch, sent again when the connection fails before an answer (`fetch failed`: HAProxy closing a
+ * kept-alive connection to a broker that just died): what a client of a cluster does with calls that
+ * are safe to repeat (reads, a sign-in). Bounded; an answer, whatever its status, is returned as is.
+ */
+async function fetchSafe(url: string, init: RequestInit = {}): Promise<Response> {
+  for (let attempt = 1; ; attempt++) {
+    try {
+      return await fetch(url, init);
+    } catch (err) {
+      if (attempt >= SAFE_ATTEMPTS) throw err;
+      await new Promise((r) => setTimeout(r, 100 * attempt));
+    }
+  }
+}
+
+async function api(base: string, method: string, p: string, o: { body?: unknown; token?: string; headers?: Record<string, string>; safe?: boolean } = {}) {
   const headers: Record<string, string> = { ...o.headers };
   if (o.token ?? token) headers.authorization = `Bearer ${o.token ?? token}`;
   let body: BodyInit | undefined;
@@ -58,7 +77,9 @@ async function api(base: string, method: string, p: string, o: { body?: unknown;
     headers['content-type'] = 'application/json';
     body = JSON.stringify(o.body);
   }
-  const res = await fetch(`${base}${p}`, { method, headers, body });
+  const safe = o.safe ?? (method === 'GET' || method === 'HEAD');
+  const res =
+    safe && !(body instanceof FormData) ? await fetchSafe(`${base}${p}`, { method, headers, body }) : await fetch(`${base}${p}`, { method, headers, body });
   const text = await res.text();
   return { status: res.status, body: (res.headers.get('content-type') ?? '').includes('json') && text ? JSON.parse(text) : text };
 }
@@ -85,8 +106,19 @@ async function audit(base: string, query: string): Promise<any[]> {
 
 /** A console through `base` to the device, proving it answers. */
 async function consoleRoundTrip(base: string, device: string, word: string): Promise<void> {
-  const s = connectRemote(base, 'console', { device_id: device, cols: 100, rows: 30 }, token);
-  await s.ready;
+  // Opening is safe to try again: a console that never became ready holds nothing (bounded).
+  let s = connectRemote(base, 'console', { device_id: device, cols: 100, rows: 30 }, token);
+  for (let attempt = 1; ; attempt++) {
+    try {
+      await s.ready;
+      break;
+    } catch (err) {
+      if (attempt >= SAFE_ATTEMPTS) throw err;
+      s.ws.terminate();
+      await new Promise((r) => setTimeout(r, 100 * attempt));
+      s = connectRemote(base, 'console', { device_id: device, cols: 100, rows: 30 }, token);
+    }
+  }
   s.ws.send(Buffer.from(`echo "${word}-$((40+2))"\n`));
   await s.output(`${word}-42`);
   s.ws.send(Buffer.from('exit 0\n'));
@@ -346,13 +378,18 @@ describe('three brokers behind HAProxy', () => {
       expect(health.body.broker_id).not.toBe(victimId);
       expect(health.body.checks).toEqual({ database: 'ok', cluster: 'ok' });
     }
-    const signIn = await api(lb, 'POST', '/api/v2/login', { body: { email: 'ha-operator@example.com', password: 'ha-operator-pass-1' }, token: '' });
+    // A sign-in is safe to send again (at worst a second session).
+    const signIn = await api(lb, 'POST', '/api/v2/login', {
+      body: { email: 'ha-operator@example.com', password: 'ha-operator-pass-1' },
+      token: '',
+      safe: true,
+    });
     expect(signIn.status).toBe(200);
     const roles = await api(lb, 'GET', '/api/v2/roleslist');
     expect(roles.body.items.map((r: { id: string }) => r.id)).toContain(role.body.id);
     for (const d of devices) expect((await api(lb, 'GET', `/api/v2/device/${d}/status`)).body).toMatchObject({ uuid: d, connected: true });
     // The file uploaded through the dead broker is served by the others (FILE_STORE=db).
-    const file = await fetch(`${lb}/api/v2/file?path=/ha/before-kill.bin`, { headers: { authorization: `Bearer ${token}` } });
+    const file = await fetchSafe(`${lb}/api/v2/file?path=/ha/before-kill.bin`, { headers: { authorization: `Bearer ${token}` } });
     expect(file.status).toBe(200);
     expect(sha(Buffer.from(await file.arrayBuffer()))).toBe(sha(fileContent));
     held.ws.terminate();

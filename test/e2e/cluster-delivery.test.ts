@@ -1,0 +1,94 @@
+/**
+ * Several brokers on one PostgreSQL schema: what must reach an agent reaches it whichever broker
+ * took the change. A real agent on broker A; a commit made through broker B is applied by the
+ * agent (B records the digest and asks A, through NOTIFY, to send it); a reload through B reaches
+ * it over the peer link; a device-level message B delivers is sent by A.
+ *
+ * Neither the configuration re-check of the brokers (stopped here) nor the agent's own run (every
+ * 5 minutes, longer than this file's waits) can be what brings the commit.
+ */
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { dropSchema } from '../../broker/db/database.js';
+import { eventually, startAgent, type TestAgent } from '../support/agent.js';
+import { PG_URL, startTestBroker, type TestBroker } from '../support/broker.js';
+import { clusterEnv } from '../support/cluster.js';
+
+const { schema, env: common } = clusterEnv(300);
+
+let a: TestBroker;
+let b: TestBroker;
+let agent: TestAgent;
+let device: string;
+
+async function deviceCommit(t: TestBroker, deviceId: string): Promise<string | null | undefined> {
+  const row = await t.broker.services.store.db.selectFrom('device_config').select(['device_commit_sha']).where('device_id', '=', deviceId).executeTakeFirst();
+  return row?.device_commit_sha;
+}
+
+beforeAll(async () => {
+  a = await startTestBroker({ database: 'postgres', env: { ...common, BROKER_ID: 'broker-a' } });
+  b = await startTestBroker({ database: 'postgres', env: { ...common, BROKER_ID: 'broker-b' } });
+  // The 15 s re-check of both brokers is stopped: only the change itself may bring the configuration.
+  await a.broker.services.configuration.close();
+  await b.broker.services.configuration.close();
+  const key = await a.api('POST', '/api/v2/bootstrapkey', { token: a.adminToken, body: { auto_accept: true } });
+  agent = startAgent({ broker: a.url, bootstrapKey: Object.keys(key.body)[0] });
+  device = await agent.waitConnected(a, 60_000);
+  await eventually(
+    () => b.broker.services.locator.isConnected(device) && !b.broker.services.agents.isConnected(device),
+    10_000,
+    'broker B to see the agent on A',
+  );
+}, 120_000);
+
+afterAll(async () => {
+  await agent?.close();
+  await b?.close();
+  await a?.close();
+  await dropSchema(PG_URL, schema);
+});
+
+describe('a change made through the broker that does not hold the agent', () => {
+  it('a commit through B reaches the agent on A at once', async () => {
+    const committed = await b.api('POST', '/api/v2/commit', {
+      token: b.adminToken,
+      body: {
+        action: 'commit',
+        message: 'through the other broker',
+        changes: [{ node_id: device, formtype: 'parameters', extend: true, config: { parameters: [{ key: 'via', value: 'broker-b' }], secrets: [] } }],
+      },
+    });
+    expect(committed.status).toBe(200);
+    const sha: string = committed.body.sha;
+    // Waited for generously; the agent's own run (5 minutes) is not due within this wait.
+    await eventually(async () => (await deviceCommit(a, device)) === sha, 60_000, 'the agent to apply the commit made through B');
+    const tree = await b.api('GET', '/api/v2/grouptree', { token: b.adminToken });
+    expect(JSON.stringify(tree.body)).toContain(sha);
+  });
+
+  it('a reload through B reaches the agent on A', async () => {
+    const from = agent.logs.length;
+    const r = await b.api('POST', `/api/v2/remote/reload/${device}`, { token: b.adminToken, body: {} });
+    expect(r.status).toBeLessThan(300);
+    await agent.waitForLog((l) => l.msg.includes('reload'), 30_000, from);
+  });
+
+  it('a device-level message delivered through B is sent by A (a request for a fresh inventory)', async () => {
+    const db = a.broker.services.store.db;
+    const before = await eventually(
+      async () => (await db.selectFrom('inventory').select('updated_at').where('device_id', '=', device).executeTakeFirst())?.updated_at,
+      60_000,
+      'the first inventory report',
+    );
+    // The reload above made the agent connect again: B knows it is back on A.
+    await eventually(() => b.broker.services.locator.isConnected(device) && a.broker.services.agents.isConnected(device), 30_000, 'the agent back on A');
+    expect(b.broker.services.deliver(device, { t: 'inventory', data: {} })).toBe(true);
+    await eventually(
+      async () => ((await db.selectFrom('inventory').select('updated_at').where('device_id', '=', device).executeTakeFirst())?.updated_at ?? '') > before,
+      30_000,
+      'a fresh inventory report',
+    );
+    // A device connected nowhere: nothing is sent.
+    expect(b.broker.services.deliver('0'.repeat(64), { t: 'inventory', data: {} })).toBe(false);
+  });
+});
