@@ -6,6 +6,7 @@ import { Command, CommanderError } from 'commander';
 import { ApiClient } from './api.js';
 import { consoleCommand } from './commands/console.js';
 import { connectCommand } from './commands/connect.js';
+import { completionCommand } from './commands/completion.js';
 import { cpCommand } from './commands/cp.js';
 import { devicesCommand, reloadCommand } from './commands/devices.js';
 import { login, logout } from './commands/login.js';
@@ -15,6 +16,9 @@ import { CliError } from './errors.js';
 import { escapeForTerminal } from '../shared/text.js';
 
 const client = () => new ApiClient(resolveTarget());
+
+/** How a device is named on the command line (see resolveDevice). */
+const DEVICE_ARG = 'device name, id, or a unique prefix of its id (4 or more characters)';
 
 function collect(value: string, previous: string[]): string[] {
   return [...previous, value];
@@ -43,20 +47,26 @@ export function program(run: (work: Promise<number | void>) => void): Command {
 
   cli
     .command('devices')
-    .description('List the devices you may see')
-    .option('--json', 'print JSON instead of a table')
+    .description('List the devices you may see (short ids: any unique prefix of 4 or more names a device)')
+    .option('--name <text>', 'only devices whose name contains this (any case)')
+    .option('--tag <tag>', 'only devices with this tag; repeatable (all of them)', collect, [])
+    .option('--group <group>', 'only devices in this group (a name, or a path a/b), at any depth')
+    .option('--online', 'only devices online now')
+    .option('--offline', 'only devices offline now')
+    .option('-o, --output <format>', 'table (short ids), wide (full ids) or json', 'table')
+    .option('--json', 'the same as -o json')
     .action((options) => run(devicesCommand(client(), options)));
 
   cli
     .command('console')
-    .argument('<device>', 'device id or name')
+    .argument('<device>', DEVICE_ARG)
     .description('Open a shell on the device; exits with its exit status')
     .option('-u, --user <user>', "the local user the shell runs as (a grant console(user=...) requires one of its users); default: the agent's own user")
     .action((device: string, options: { user?: string }) => run(consoleCommand(client(), device, options)));
 
   cli
     .command('connect')
-    .argument('<device>', 'device id or name')
+    .argument('<device>', DEVICE_ARG)
     .requiredOption(
       '-t, --tunnel <spec>',
       'forward [lhost:]lport:rhost:rport[/udp]; "stdio" as lport bridges stdin/stdout (SSH ProxyCommand); repeatable',
@@ -75,7 +85,7 @@ export function program(run: (work: Promise<number | void>) => void): Command {
 
   cli
     .command('reload')
-    .argument('<device>', 'device id or name')
+    .argument('<device>', DEVICE_ARG)
     .description("Reload the device agent's work loop")
     .action((device: string) => run(reloadCommand(client(), device)));
 
@@ -89,6 +99,12 @@ export function program(run: (work: Promise<number | void>) => void): Command {
     .option('--no-wait', 'write everything at once, without the recorded timing')
     .option('--raw', 'write the recorded bytes unescaped even when stdout is not a terminal')
     .action((session: string, options: PlayOptions) => run(playCommand(client(), session, options)));
+
+  cli
+    .command('completion')
+    .argument('<shell>', 'bash, zsh or fish')
+    .description('Print a completion script for the shell, e.g. source <(fleet completion bash)')
+    .action((shell: string) => run(Promise.resolve().then(() => completionCommand(cli, shell))));
 
   return cli;
 }
