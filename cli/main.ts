@@ -80,8 +80,9 @@ export function program(run: (work: Promise<number | void>) => void): Command {
     .command('cp')
     .argument('<src>', 'local path or <device>:/absolute/path')
     .argument('<dst>', 'local path or <device>:/absolute/path')
-    .description('Copy a file to or from a device (SHA-256 checked, atomic on the device)')
-    .action((src: string, dst: string) => run(cpCommand(client(), src, dst)));
+    .description('Copy a file (SHA-256 checked, atomic on the device) or, with -r, a directory tree to or from a device; permissions kept')
+    .option('-r, --recursive', "copy directories (as a gzip'd tar)")
+    .action((src: string, dst: string, options: { recursive?: boolean }) => run(cpCommand(client(), src, dst, options)));
 
   cli
     .command('reload')

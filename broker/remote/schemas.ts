@@ -74,6 +74,18 @@ export const copyQuery = z.object({
     .transform((s) => s.toLowerCase())
     .optional()
     .describe('upload: the SHA-256 the device must receive; checked before the file replaces the target.'),
+  format: z
+    .enum(['file', 'tar.gz'])
+    .default('file')
+    .describe(
+      "`file` (default): the bytes of one regular file. `tar.gz`: a gzip'd tar of a file or a directory tree (a download archives the path; an upload extracts into it, an existing directory receiving the top entry). size and sha256 apply to `file` only.",
+    ),
+  mode: z
+    .string()
+    .regex(/^0?[0-7]{3}$/, 'must be octal permissions from 000 to 0777 (no set-id or sticky bits)')
+    .transform((m) => parseInt(m, 8))
+    .optional()
+    .describe('upload (`file`): the permissions of a file created by it, e.g. 0644, exactly (whatever the umask); a file replaced keeps its own.'),
   source,
   ticket,
 });

@@ -599,13 +599,24 @@ export class RemoteSessions {
     const q = query as CopyQuery;
     const path = normalizeDevicePath(q.path) ?? q.path;
     const request: RemoteRequest = { action: 'copy', direction: q.direction, path: q.path };
+    const archive = q.format === 'tar.gz';
+    const mode = q.mode !== undefined && !archive && q.direction === 'upload' ? { mode: q.mode } : {};
     return {
       request,
-      params: { direction: q.direction, path, ...(q.size !== undefined ? { size: q.size } : {}), ...(q.sha256 ? { sha256: q.sha256 } : {}) },
+      params: {
+        direction: q.direction,
+        path,
+        ...(!archive && q.size !== undefined ? { size: q.size } : {}),
+        ...(!archive && q.sha256 ? { sha256: q.sha256 } : {}),
+        ...(archive ? { format: 'tar.gz' as const } : {}),
+        ...mode,
+      },
       options: auditOptions(request, {
         ...(path !== q.path ? { normalized_path: path } : {}),
-        ...(q.size !== undefined ? { size: q.size } : {}),
-        ...(q.sha256 ? { sha256: q.sha256 } : {}),
+        ...(!archive && q.size !== undefined ? { size: q.size } : {}),
+        ...(!archive && q.sha256 ? { sha256: q.sha256 } : {}),
+        ...(archive ? { format: 'tar.gz' } : {}),
+        ...(mode.mode !== undefined ? { mode: `0${mode.mode.toString(8).padStart(3, '0')}` } : {}),
       }),
     };
   }

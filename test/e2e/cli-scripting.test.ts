@@ -137,3 +137,105 @@ describe('fleet completion', () => {
     expect(unknown.stderr).toMatch(/^fleet: No completion for "tcsh": give bash, zsh, fish\./);
   });
 });
+
+describe('fleet cp like scp', () => {
+  const mode = (file: string) => fs.statSync(file).mode & 0o777;
+  let remoteDir: string;
+  beforeAll(() => {
+    remoteDir = fs.mkdtempSync(path.join(os.tmpdir(), 'fleet-cli-device-'));
+  });
+  afterAll(() => fs.rmSync(remoteDir, { recursive: true, force: true }));
+
+  it('copies a directory tree both ways with -r, permissions kept', async () => {
+    const tree = path.join(work, 'tree');
+    fs.mkdirSync(path.join(tree, 'sub', 'deeper'), { recursive: true });
+    fs.writeFileSync(path.join(tree, 'run.sh'), '#!/bin/sh\necho hi\n', { mode: 0o755 });
+    fs.chmodSync(path.join(tree, 'run.sh'), 0o755);
+    fs.writeFileSync(path.join(tree, 'sub', 'private.txt'), 'secret-ish');
+    fs.chmodSync(path.join(tree, 'sub', 'private.txt'), 0o640);
+    const big = crypto.randomBytes(300_000);
+    fs.writeFileSync(path.join(tree, 'sub', 'deeper', 'big.bin'), big);
+    fs.chmodSync(path.join(tree, 'sub', 'deeper', 'big.bin'), 0o644);
+    fs.chmodSync(path.join(tree, 'sub'), 0o750);
+
+    const up = await fleet(['cp', '-r', tree, `${device}:${remoteDir}`]);
+    expect(up.stderr).toBe('');
+    expect(up.code).toBe(0);
+    const there = path.join(remoteDir, 'tree');
+    expect(fs.readFileSync(path.join(there, 'sub', 'deeper', 'big.bin')).equals(big)).toBe(true);
+    expect(mode(path.join(there, 'run.sh'))).toBe(0o755);
+    expect(mode(path.join(there, 'sub', 'private.txt'))).toBe(0o640);
+    expect(mode(path.join(there, 'sub'))).toBe(0o750);
+
+    const back = path.join(work, 'tree-back');
+    const down = await fleet(['cp', '-r', `${device}:${there}`, back]);
+    expect(down.stderr).toBe('');
+    expect(down.code).toBe(0);
+    expect(fs.readFileSync(path.join(back, 'sub', 'deeper', 'big.bin')).equals(big)).toBe(true);
+    expect(fs.readFileSync(path.join(back, 'run.sh'), 'utf8')).toContain('echo hi');
+    expect(mode(path.join(back, 'run.sh'))).toBe(0o755);
+    expect(mode(path.join(back, 'sub', 'private.txt'))).toBe(0o640);
+    // Into an existing directory, the tree goes inside it.
+    const intoDir = fs.mkdtempSync(path.join(work, 'into-'));
+    const again = await fleet(['cp', '-r', `${device}:${there}`, intoDir]);
+    expect(again.code, again.stderr).toBe(0);
+    expect(fs.existsSync(path.join(intoDir, 'tree', 'sub', 'private.txt'))).toBe(true);
+    // Without -r a directory is refused with a sentence.
+    const noR = await fleet(['cp', tree, `${device}:${remoteDir}/`]);
+    expect(noR.code).toBe(1);
+    expect(noR.stderr).toMatch(/^fleet: .*tree is a directory: copy it with -r\./);
+  });
+
+  it('takes a device directory without its trailing slash as the directory to copy into; keeps the file mode both ways', async () => {
+    const local = path.join(work, 'tool.sh');
+    fs.writeFileSync(local, '#!/bin/sh\n');
+    fs.chmodSync(local, 0o750);
+    const up = await fleet(['cp', local, `${device}:${remoteDir}`]);
+    expect(up.stderr).toBe('');
+    expect(up.code).toBe(0);
+    expect(mode(path.join(remoteDir, 'tool.sh'))).toBe(0o750);
+    const shared = path.join(work, 'shared.txt');
+    fs.writeFileSync(shared, 'for all');
+    fs.chmodSync(shared, 0o644);
+    // Whatever the agent's umask: the client's permissions are set exactly.
+    expect((await fleet(['cp', shared, `${device}:${remoteDir}/`])).code).toBe(0);
+    expect(mode(path.join(remoteDir, 'shared.txt'))).toBe(0o644);
+
+    fs.writeFileSync(path.join(remoteDir, 'exec.bin'), 'x');
+    fs.chmodSync(path.join(remoteDir, 'exec.bin'), 0o711);
+    const back = path.join(work, 'exec-back.bin');
+    const down = await fleet(['cp', `${device}:${remoteDir}/exec.bin`, back]);
+    expect(down.code, down.stderr).toBe(0);
+    expect(mode(back)).toBe(0o711);
+  });
+
+  it('says a device path must be absolute, and local problems in sentences, not error codes', async () => {
+    const relative = await fleet(['cp', path.join(work, 'tool.sh'), `${device}:tmp/x`]);
+    expect(relative.code).toBe(1);
+    expect(relative.stderr).toMatch(/^fleet: .*paths on a device are absolute/);
+    const missing = await fleet(['cp', 'no-such-file.bin', `${device}:${remoteDir}/`]);
+    expect(missing.code).toBe(1);
+    expect(missing.stderr).toBe('fleet: no-such-file.bin does not exist.\n');
+    fs.writeFileSync(path.join(remoteDir, 'here.txt'), 'here');
+    const nowhere = await fleet(['cp', `${device}:${remoteDir}/here.txt`, path.join(work, 'no-dir', 'here.txt')]);
+    expect(nowhere.code).toBe(1);
+    expect(nowhere.stderr).not.toMatch(/E[A-Z]{3,}/);
+    expect(nowhere.stderr).toMatch(/^fleet: the directory .*no-dir does not exist\./);
+  });
+
+  it('sends a large file without a listener leak warning', async () => {
+    const local = path.join(work, 'large.bin');
+    const content = crypto.randomBytes(24 * 1024 * 1024);
+    fs.writeFileSync(local, content);
+    const up = await fleet(['cp', local, `${device}:${remoteDir}/large.bin`]);
+    expect(up.stderr).not.toMatch(/MaxListenersExceeded/);
+    expect(up.stderr).toBe('');
+    expect(up.code).toBe(0);
+    expect(
+      crypto
+        .createHash('sha256')
+        .update(fs.readFileSync(path.join(remoteDir, 'large.bin')))
+        .digest('hex'),
+    ).toBe(crypto.createHash('sha256').update(content).digest('hex'));
+  });
+});
