@@ -60,9 +60,12 @@ export function program(run: (work: Promise<number | void>) => void): Command {
   cli
     .command('console')
     .argument('<device>', DEVICE_ARG)
-    .description('Open a shell on the device; exits with its exit status')
+    .argument('[command...]', 'run this command instead of a shell (put -- before it when it has options), e.g. fleet console pi -- ls -la /etc')
+    .description(
+      'Open a shell on the device, or run one command there; exits with its exit status. Output of a command to a file or pipe is plain text (no terminal escape codes); its input is then not sent',
+    )
     .option('-u, --user <user>', "the local user the shell runs as (a grant console(user=...) requires one of its users); default: the agent's own user")
-    .action((device: string, options: { user?: string }) => run(consoleCommand(client(), device, options)));
+    .action((device: string, command: string[], options: { user?: string }) => run(consoleCommand(client(), device, options, command)));
 
   cli
     .command('connect')

@@ -589,7 +589,12 @@ export class RemoteSessions {
     if (kind === 'console') {
       const q = query as ConsoleQuery;
       const user = q.user === undefined ? {} : { user: q.user };
-      return { request: { action: 'console', ...user }, params: { cols: q.cols, rows: q.rows, ...user }, options: { cols: q.cols, rows: q.rows, ...user } };
+      const command = q.command === undefined ? {} : { command: q.command };
+      return {
+        request: { action: 'console', ...user },
+        params: { cols: q.cols, rows: q.rows, ...user, ...command },
+        options: { cols: q.cols, rows: q.rows, ...user, ...command },
+      };
     }
     if (kind === 'tunnel') {
       const q = query as TunnelQuery;
@@ -723,6 +728,13 @@ export class RemoteSessions {
         return refusal(404, 'device_not_connected', `Device ${deviceId} is not connected to the broker; try again when it is online.`, { device_id: deviceId });
       }
       return refusal(502, 'device_refused', message, { device_id: deviceId, ...(code ? { refusal: code } : {}) });
+    }
+    if (kind === 'console' && (params as { command?: string[] }).command && opened.info.command !== true) {
+      // An older agent would open a shell in place of the command: never that.
+      opened.channel.destroy();
+      const message = 'The agent on this device cannot run a command in a console; update it, or open a console without a command.';
+      await this.finish(auditId, startedAt, { bytesIn: 0, bytesOut: 0, reason: `refused by the device: ${message}`, result: 'error' });
+      return refusal(502, 'device_refused', message, { device_id: deviceId });
     }
     const relayOptions: RelayOptions = {
       kind,

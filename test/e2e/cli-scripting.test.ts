@@ -116,6 +116,28 @@ describe('fleet devices in scripts', () => {
   });
 });
 
+describe('fleet console <device> <command…>', () => {
+  it('runs one command, exits with its status, and writes plain text to a pipe (no escape codes, no echo)', async () => {
+    const r = await fleet(
+      ['console', device.slice(0, 6), '--', 'sh', '-c', 'printf "\\033[1;31mred\\033[0m \\033]0;title\\007line\\n"; echo "second $((6*7))"; exit 7'],
+      {
+        input: 'typed-but-not-sent\n',
+      },
+    );
+    expect(r.stderr).toBe('');
+    expect(r.code).toBe(7);
+    expect(r.stdout).toContain('red line\nsecond 42\n');
+    expect(r.stdout).not.toMatch(/[\x00-\x08\x0b-\x1f\x7f]/);
+    expect(r.stdout).not.toContain('typed-but-not-sent');
+    // A command reading its input sees the end of it at once, rather than waiting forever.
+    const cat = await fleet(['console', device, 'cat']);
+    expect(cat.code).toBe(0);
+    // The command is in the session's audit entry.
+    const audit = await t.api('GET', `/api/v2/commitlist?device_id=${device}&action=console`, { token: t.adminToken });
+    expect((audit.body.items as any[]).some((e) => JSON.stringify(e.options?.command) === JSON.stringify(['cat']))).toBe(true);
+  });
+});
+
 describe('fleet completion', () => {
   it('prints a bash script that completes the commands and the options of each, from the program itself', async () => {
     const r = await fleet(['completion', 'bash']);
