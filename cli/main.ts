@@ -11,6 +11,7 @@ import { cpCommand } from './commands/cp.js';
 import { devicesCommand, reloadCommand } from './commands/devices.js';
 import { login, logout } from './commands/login.js';
 import { playCommand, type PlayOptions } from './commands/play.js';
+import { recordingsCommand } from './commands/recordings.js';
 import { resolveTarget } from './config.js';
 import { CliError } from './errors.js';
 import { escapeForTerminal } from '../shared/text.js';
@@ -94,8 +95,19 @@ export function program(run: (work: Promise<number | void>) => void): Command {
     .action((device: string) => run(reloadCommand(client(), device)));
 
   cli
+    .command('recordings')
+    .argument('[device]', DEVICE_ARG)
+    .description('List the console recordings you may play (yours, and those where you hold remote-access:manage), newest first')
+    .option('-o, --output <format>', 'table (short session ids), wide (full ids) or json', 'table')
+    .option('--json', 'the same as -o json')
+    .action((device: string | undefined, options: { json?: boolean; output?: string }) => run(recordingsCommand(client(), device, options)));
+
+  cli
     .command('play')
-    .argument('<session>', "session id of a console recording (the audit entry's recording)")
+    .argument(
+      '<session>',
+      'the recording: its session id as "fleet recordings" shows it (or a unique prefix of it), the console\'s audit entry id, or the session id of that entry',
+    )
     .description(
       'Replay a console recording (yours, or one on a device where you hold remote-access:manage). The recorded bytes are written raw to a terminal, as a player does; to a file or pipe they are escaped unless --raw',
     )

@@ -138,6 +138,42 @@ describe('fleet console <device> <command…>', () => {
   });
 });
 
+describe('fleet recordings and play', () => {
+  it('lists the recordings one may play, and plays one by the session id shown there, its audit entry, or its sign-in session', async () => {
+    const user = await t.userWith([{ permission: 'device:read' }, { permission: 'remote-access:connect', resources: ['*/console'] }]);
+    const asUser = { env: { FLEET_TOKEN: user.token } };
+    const ran = await fleet(['console', device, '--', 'sh', '-c', 'echo "recorded-$((20+3))"'], asUser);
+    expect(ran.code, ran.stderr).toBe(0);
+
+    const mine = await fleet(['recordings', '-o', 'json'], asUser);
+    expect(mine.code, mine.stderr).toBe(0);
+    const items = JSON.parse(mine.stdout);
+    expect(items).toHaveLength(1); // the admin's consoles are not theirs to play
+    const [rec] = items;
+    expect(rec).toMatchObject({ device: { id: device }, user: { email: user.email }, command: ['sh', '-c', 'echo "recorded-$((20+3))"'] });
+    expect(rec.id).toMatch(/^[0-9a-f-]{36}$/);
+    expect(typeof rec.duration_ms).toBe('number');
+
+    // The administrator (remote-access:manage everywhere) sees it too, in a table within 80 columns.
+    const table = await fleet(['recordings', device.slice(0, 8)]);
+    expect(table.code, table.stderr).toBe(0);
+    expect(table.stdout.split('\n')[0]).toMatch(/^SESSION\s+USER\s+DEVICE\s+START\s+DURATION/);
+    const line = table.stdout.split('\n').find((l) => l.includes(user.email)) ?? '';
+    expect(line.startsWith(rec.id.slice(0, 8))).toBe(true);
+    expect(line.length).toBeLessThanOrEqual(80);
+
+    for (const given of [rec.id.slice(0, 8), String(rec.audit_id), rec.session_id, rec.id]) {
+      const played = await fleet(['play', given, '--no-wait'], asUser);
+      expect(played.stderr, given).toBe('');
+      expect(played.code).toBe(0);
+      expect(played.stdout).toContain('recorded-23');
+    }
+    const none = await fleet(['play', 'deadbeef'], asUser);
+    expect(none.code).toBe(1);
+    expect(none.stderr).toMatch(/^fleet: No recording "deadbeef" among those you may play/);
+  });
+});
+
 describe('fleet completion', () => {
   it('prints a bash script that completes the commands and the options of each, from the program itself', async () => {
     const r = await fleet(['completion', 'bash']);
