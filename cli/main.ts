@@ -71,14 +71,10 @@ export function program(run: (work: Promise<number | void>) => void): Command {
   cli
     .command('connect')
     .argument('<device>', DEVICE_ARG)
-    .requiredOption(
-      '-t, --tunnel <spec>',
-      'forward [lhost:]lport:rhost:rport[/udp]; "stdio" as lport bridges stdin/stdout (SSH ProxyCommand); repeatable',
-      collect,
-      [],
-    )
-    .description('Forward local ports to hosts reachable from the device')
-    .action((device: string, options: { tunnel: string[] }) => run(connectCommand(client(), device, options.tunnel)));
+    .option('-t, --tunnel <spec>', 'forward [lhost:]lport:rhost:rport[/udp]; "stdio" as lport bridges stdin/stdout (SSH ProxyCommand); repeatable', collect, [])
+    .option('--preset <name>', "forward the device's port preset of this name (to a free local port)")
+    .description("Forward local ports to hosts reachable from the device; without -t, pick one of the device's port presets")
+    .action((device: string, options: { tunnel: string[]; preset?: string }) => run(connectCommand(client(), device, options.tunnel, options)));
 
   cli
     .command('cp')

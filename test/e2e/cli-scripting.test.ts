@@ -174,6 +174,79 @@ describe('fleet recordings and play', () => {
   });
 });
 
+describe('fleet connect with port presets', () => {
+  /** Runs fleet until it exits, or until it says it forwards (then stops it): a listener that opened is seen either way. */
+  function untilForwarding(args: string[], options: { input?: string; env?: Record<string, string> } = {}): Promise<Run & { port?: number }> {
+    const { FLEET_URL: _u, FLEET_TOKEN: _t, ...rest } = process.env;
+    const child = spawn(process.execPath, [FLEET, ...args], { cwd: work, env: { ...rest, ...env, ...options.env } });
+    let stdout = '';
+    let stderr = '';
+    let port: number | undefined;
+    child.stdout.on('data', (d) => (stdout += d));
+    child.stderr.on('data', (d) => {
+      stderr += d;
+      const m = /Forwarding 127\.0\.0\.1:(\d+)/.exec(stderr);
+      if (m && port === undefined) {
+        port = Number(m[1]);
+        child.emit('forwarding');
+      }
+    });
+    child.stdin.end(options.input ?? '');
+    return new Promise((resolve) => {
+      child.once('forwarding', async () => {
+        // The forward works: one round trip through it.
+        const socket = net.connect(port as number, '127.0.0.1');
+        const echoed = await new Promise<string>((done) => {
+          let got = '';
+          socket.on('data', (d) => (got += d));
+          socket.on('end', () => done(got));
+          socket.on('error', () => done(got));
+          socket.end('through-the-preset');
+        });
+        stdout += echoed;
+        child.kill('SIGINT');
+      });
+      child.on('close', (code) => resolve({ code, stdout, stderr, port }));
+    });
+  }
+
+  it('offers the device presets without -t (by number, or --preset NAME); refuses a denied or offline device before listening', async () => {
+    const echo = net.createServer((s) => s.pipe(s));
+    await new Promise<void>((resolve) => echo.listen(0, '127.0.0.1', resolve));
+    const echoPort = (echo.address() as net.AddressInfo).port;
+    try {
+      const made = await t.api('POST', '/api/v2/service-connect/portmap', {
+        token: t.adminToken,
+        body: { target: '*', name: 'Echo', proto: 'tcp', port: echoPort, dst: '127.0.0.1' },
+      });
+      expect(made.status, JSON.stringify(made.body)).toBe(201);
+
+      const byName = await untilForwarding(['connect', device, '--preset', 'echo']);
+      expect(byName.stderr).toContain(`to 127.0.0.1:${echoPort}`);
+      expect(byName.stdout).toBe('through-the-preset');
+      const byNumber = await untilForwarding(['connect', device], { input: '1\n' });
+      expect(byNumber.stderr).toMatch(new RegExp(`1\\) Echo \\(127\\.0\\.0\\.1:${echoPort}\\)`));
+      expect(byNumber.stdout).toBe('through-the-preset');
+      const unknown = await untilForwarding(['connect', device, '--preset', 'nope']);
+      expect(unknown.code).toBe(1);
+      expect(unknown.stderr).toMatch(/^fleet: No port preset "nope" for .*; there are: Echo\./);
+
+      const consoleOnly = await t.userWith([{ permission: 'device:read' }, { permission: 'remote-access:connect', resources: ['*/console'] }]);
+      const denied = await untilForwarding(['connect', device, '-t', `0:127.0.0.1:${echoPort}`], { env: { FLEET_TOKEN: consoleOnly.token } });
+      expect(denied.port).toBeUndefined();
+      expect(denied.code).toBe(1);
+      expect(denied.stderr).toMatch(/^fleet: Not allowed: no grant of remote-access:connect allows tunnels on/);
+      await t.addDevice({ name: 'never-online' });
+      const offline = await untilForwarding(['connect', 'never-online', '-t', `0:127.0.0.1:${echoPort}`]);
+      expect(offline.port).toBeUndefined();
+      expect(offline.code).toBe(1);
+      expect(offline.stderr).toBe('fleet: never-online is not connected to the broker; try again when it is online.\n');
+    } finally {
+      echo.close();
+    }
+  });
+});
+
 describe('fleet completion', () => {
   it('prints a bash script that completes the commands and the options of each, from the program itself', async () => {
     const r = await fleet(['completion', 'bash']);
