@@ -315,17 +315,89 @@ async function uploadTree(client: ApiClient, local: string, remote: RemotePath):
 }
 
 /**
- * `cp -r` from the device: its gzip'd tar extracted into an existing local directory, or as the
- * local path. Every entry must land inside the destination, and a symlink may only point inside it.
+ * A tar stream extracted at `local`: into it when it is an existing directory, otherwise as it (the
+ * archive's top entry renamed). Every entry must land inside the destination once symlinks are
+ * resolved, and a symlink may only point inside it: an archive from a device cannot write elsewhere.
  */
-async function downloadTree(client: ApiClient, remote: RemotePath, local: string): Promise<void> {
-  const device = await resolveDevice(client, remote.device);
+export async function extractTree(tar: AsyncIterable<Buffer>, local: string, onBytes: (n: number) => void = () => {}): Promise<void> {
   const existing = await fsp.stat(local).catch(() => undefined);
   const into = existing?.isDirectory() ? path.resolve(local) : path.dirname(path.resolve(local));
-  if (!existing)
-    await fsp.stat(into).catch((err) => {
-      throw localProblem(err, path.resolve(local), true);
-    });
+  const realInto = await fsp.realpath(into).catch((err) => {
+    throw localProblem(err, path.resolve(local), true);
+  });
+  const parser = new TarParser();
+  let first = true;
+  let renameTop: { from: string; to: string } | undefined;
+  let current: fsp.FileHandle | undefined;
+  const directoryModes: [string, number][] = [];
+  const outside = (name: string) => new CliError(`The device sent an entry outside the copy (${name}); nothing more was written.`);
+  /** The archive's name as a local path: inside the destination once symlinks are resolved, or refused. */
+  const place = async (name: string): Promise<string> => {
+    let rel = name.replace(/\/+$/, '');
+    if (renameTop)
+      rel = rel === renameTop.from ? renameTop.to : rel.startsWith(`${renameTop.from}/`) ? `${renameTop.to}${rel.slice(renameTop.from.length)}` : '';
+    const dest = path.resolve(into, rel);
+    if (!rel || path.isAbsolute(name) || !pathWithin(into, dest) || dest === into) throw outside(name);
+    const parent = await fsp.realpath(path.dirname(dest)).catch(() => '');
+    if (!parent || !pathWithin(realInto, parent)) throw outside(name);
+    return path.join(parent, path.basename(dest));
+  };
+  try {
+    for await (const plain of tar) {
+      for (const event of parser.push(plain)) {
+        if (event.t === 'entry') {
+          const h = event.header;
+          const mode = h.mode & 0o777;
+          if (first) {
+            first = false;
+            // Not into an existing directory: the tree (or the file) becomes the local path itself.
+            if (!existing?.isDirectory()) renameTop = { from: h.name.replace(/\/+$/, ''), to: path.basename(path.resolve(local)) };
+          }
+          const dest = await place(h.name);
+          if (h.type === 'directory') {
+            const made = await fsp.mkdir(dest, { mode: 0o700 }).then(
+              () => true,
+              (err: NodeJS.ErrnoException) => {
+                if (err.code !== 'EEXIST') throw localProblem(err, dest);
+                return false;
+              },
+            );
+            if (made) directoryModes.push([dest, mode || 0o755]);
+          } else if (h.type === 'file') {
+            await fsp.rm(dest, { force: true }).catch(() => {});
+            current = await fsp.open(dest, 'wx', 0o600).catch((err) => {
+              throw localProblem(err, dest);
+            });
+            await current.chmod(mode || 0o644);
+          } else if (h.type === 'symlink' && h.linkname) {
+            if (!pathWithin(realInto, path.resolve(path.dirname(dest), h.linkname))) continue; // pointing out of the copy: left out
+            await fsp.rm(dest, { force: true }).catch(() => {});
+            await fsp.symlink(h.linkname, dest);
+          }
+        } else if (event.t === 'data' && current) {
+          await current.write(event.data);
+          onBytes(event.data.length);
+        } else if (event.t === 'end-entry' && current) {
+          await current.close();
+          current = undefined;
+        }
+      }
+      if (parser.ended) break;
+    }
+    if (!parser.ended) throw new CliError('The archive from the device ended early; the copy is incomplete.');
+    for (const [dir, mode] of directoryModes.reverse()) await fsp.chmod(dir, mode);
+  } finally {
+    await current?.close().catch(() => {});
+  }
+}
+
+/** `cp -r` from the device: its gzip'd tar extracted locally (see extractTree). */
+async function downloadTree(client: ApiClient, remote: RemotePath, local: string): Promise<void> {
+  const device = await resolveDevice(client, remote.device);
+  const into = path.dirname(path.resolve(local));
+  await fsp.stat(into).catch((err) => {
+    throw localProblem(err, path.resolve(local), true);
+  });
   const session = await RemoteSession.open(client, 'copy', { device_id: device.id, direction: 'download', path: remote.path, format: 'tar.gz' });
   const done = finalResult(session);
   const gunzip = zlib.createGunzip();
@@ -337,80 +409,25 @@ async function downloadTree(client: ApiClient, remote: RemotePath, local: string
   });
   session.on('close', () => gunzip.end());
   const bar = progressBar(`${remote.device} → ${local}`, undefined);
-  const parser = new TarParser();
-  const realInto = await fsp.realpath(into).catch((err) => {
-    throw localProblem(err, into);
-  });
-  let first = true;
-  let renameTop: { from: string; to: string } | undefined;
-  let current: fsp.FileHandle | undefined;
   let received = 0;
-  const directoryModes: [string, number][] = [];
-  /** The archive's name as a local path: inside the destination once symlinks are resolved, or refused. */
-  const place = async (name: string): Promise<string> => {
-    let rel = name.replace(/\/+$/, '');
-    if (renameTop)
-      rel = rel === renameTop.from ? renameTop.to : rel.startsWith(`${renameTop.from}/`) ? `${renameTop.to}${rel.slice(renameTop.from.length)}` : '';
-    const dest = path.resolve(into, rel);
-    if (!rel || path.isAbsolute(name) || !pathWithin(into, dest) || dest === into)
-      throw new CliError(`The device sent an entry outside the copy (${name}); nothing more was written.`);
-    const parent = await fsp.realpath(path.dirname(dest)).catch(() => '');
-    if (!parent || !pathWithin(realInto, parent)) throw new CliError(`The device sent an entry outside the copy (${name}); nothing more was written.`);
-    return path.join(parent, path.basename(dest));
-  };
+  // A refused entry stops the copy: the session is closed rather than left waiting on a full pipe.
+  const extracted = extractTree(gunzip as AsyncIterable<Buffer>, local, (n) => bar.update((received += n))).then(
+    () => undefined,
+    (err: unknown) => {
+      session.close();
+      return err;
+    },
+  );
   try {
-    const extracted = (async () => {
-      for await (const plain of gunzip as AsyncIterable<Buffer>) {
-        for (const event of parser.push(plain)) {
-          if (event.t === 'entry') {
-            const h = event.header;
-            const mode = h.mode & 0o777;
-            if (first) {
-              first = false;
-              const top = h.name.replace(/\/+$/, '');
-              // Not into an existing directory: the tree (or the file) becomes the local path itself.
-              if (!existing?.isDirectory()) renameTop = { from: top, to: path.basename(path.resolve(local)) };
-            }
-            const dest = await place(h.name);
-            if (h.type === 'directory') {
-              const made = await fsp.mkdir(dest, { mode: 0o700 }).then(
-                () => true,
-                (err: NodeJS.ErrnoException) => {
-                  if (err.code !== 'EEXIST') throw localProblem(err, dest);
-                  return false;
-                },
-              );
-              if (made) directoryModes.push([dest, mode || 0o755]);
-            } else if (h.type === 'file') {
-              await fsp.rm(dest, { force: true }).catch(() => {});
-              current = await fsp.open(dest, 'wx', 0o600).catch((err) => {
-                throw localProblem(err, dest);
-              });
-              await current.chmod(mode || 0o644);
-            } else if (h.type === 'symlink' && h.linkname) {
-              if (!pathWithin(realInto, path.resolve(path.dirname(dest), h.linkname))) continue; // pointing out of the copy: left out
-              await fsp.rm(dest, { force: true }).catch(() => {});
-              await fsp.symlink(h.linkname, dest);
-            }
-          } else if (event.t === 'data' && current) {
-            await current.write(event.data);
-            bar.update((received += event.data.length));
-          } else if (event.t === 'end-entry' && current) {
-            await current.close();
-            current = undefined;
-          }
-        }
-        if (parser.ended) break;
-      }
-    })();
-    extracted.catch(() => {}); // awaited below; a failed session is reported first
     session.start();
-    await done;
-    await extracted;
-    if (!parser.ended) throw new CliError('The archive from the device ended early; the copy is incomplete.');
-    for (const [dir, mode] of directoryModes.reverse()) await fsp.chmod(dir, mode);
+    const ended = await done.then(
+      () => undefined,
+      (err: unknown) => err,
+    );
+    const failure = await extracted;
+    if (failure) throw failure;
+    if (ended) throw ended;
   } finally {
-    await current?.close().catch(() => {});
     gunzip.destroy();
     bar.stop();
     session.close();
