@@ -63,7 +63,7 @@ export function program(run: (work: Promise<number | void>) => void): Command {
     .argument('<device>', DEVICE_ARG)
     .argument('[command...]', 'run this command instead of a shell (put -- before it when it has options), e.g. fleet console pi -- ls -la /etc')
     .description(
-      'Open a shell on the device, or run one command there; exits with its exit status. Output of a command to a file or pipe is plain text (no terminal escape codes); its input is then not sent',
+      'Open a shell on the device, or run one command there; exits with its exit status. The output of a command to a file or pipe is plain text (no terminal escape codes); input from a file or pipe is not sent to it',
     )
     .option('-u, --user <user>', "the local user the shell runs as (a grant console(user=...) requires one of its users); default: the agent's own user")
     .action((device: string, command: string[], options: { user?: string }) => run(consoleCommand(client(), device, options, command)));
