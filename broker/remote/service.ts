@@ -195,7 +195,14 @@ export class RemoteService {
         continue;
       }
       const file = typeof recording === 'string' ? recordingPath(this.deps.config.dataDir, recording) : undefined;
-      if (!file || !fs.existsSync(file)) continue; // removed after RECORDING_RETENTION_DAYS, or never written
+      if (
+        !file ||
+        !(await fs.promises.access(file).then(
+          () => true,
+          () => false,
+        ))
+      )
+        continue; // removed after RECORDING_RETENTION_DAYS, or never written
       const owner = row.user_id ?? '';
       const deviceId = row.device_id ?? '';
       const key = `${owner} ${deviceId}`;
