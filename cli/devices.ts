@@ -35,18 +35,44 @@ export async function listDevices(client: ApiClient): Promise<DeviceRow[]> {
   return rows.sort((a, b) => a.name.localeCompare(b.name) || a.id.localeCompare(b.id));
 }
 
-/** A device given by id, by name, or by an unambiguous id prefix (at least 6 characters). */
+/** The shortest prefix that tells each id apart from the others, at least `min` characters. */
+export function shortIds(ids: string[], min = 8): Map<string, string> {
+  const sorted = [...new Set(ids)].sort();
+  const short = new Map<string, string>();
+  const common = (a: string, b: string) => {
+    let i = 0;
+    while (i < a.length && i < b.length && a[i] === b[i]) i++;
+    return i;
+  };
+  sorted.forEach((id, i) => {
+    const shared = Math.max(i > 0 ? common(id, sorted[i - 1]) : 0, i + 1 < sorted.length ? common(id, sorted[i + 1]) : 0);
+    short.set(id, id.slice(0, Math.max(min, shared + 1)));
+  });
+  return short;
+}
+
+/** The least of an id prefix a device may be named by. */
+export const MIN_ID_PREFIX = 4;
+
+/**
+ * A device given by its id, its name, or a unique prefix of its id (at least 4 characters); an
+ * ambiguous name or prefix lists the matching short ids.
+ */
 export async function resolveDevice(client: ApiClient, given: string): Promise<{ id: string; name: string }> {
   if (DEVICE_ID.test(given)) return { id: given, name: given.slice(0, 12) };
   const devices = await listDevices(client);
+  const short = shortIds(devices.map((d) => d.id));
+  const list = (found: DeviceRow[]) => found.map((d) => short.get(d.id)).join(', ');
   const byName = devices.filter((d) => d.name === given);
   if (byName.length === 1) return byName[0];
-  if (byName.length > 1)
-    throw new CliError(`"${given}" names ${byName.length} devices (${byName.map((d) => d.id.slice(0, 12)).join(', ')}); give the device id.`);
-  if (/^[0-9a-f]{6,63}$/.test(given)) {
-    const byPrefix = devices.filter((d) => d.id.startsWith(given));
+  if (byName.length > 1) throw new CliError(`"${given}" names ${byName.length} devices (${list(byName)}); give the device id or more of it.`);
+  const prefix = given.toLowerCase();
+  if (new RegExp(`^[0-9a-f]{${MIN_ID_PREFIX},63}$`).test(prefix)) {
+    const byPrefix = devices.filter((d) => d.id.startsWith(prefix));
     if (byPrefix.length === 1) return byPrefix[0];
-    if (byPrefix.length > 1) throw new CliError(`"${given}" is the start of ${byPrefix.length} device ids; give more of it.`);
+    if (byPrefix.length > 1) throw new CliError(`"${given}" is the start of ${byPrefix.length} device ids (${list(byPrefix)}); give more of it.`);
+  } else if (/^[0-9a-f]{1,3}$/i.test(given)) {
+    throw new CliError(`"${given}" is too short for a device id: give at least ${MIN_ID_PREFIX} characters of it, or the device name.`);
   }
   throw new CliError(`No device "${given}" among those you may see; list them with "fleet devices".`);
 }

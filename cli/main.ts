@@ -6,15 +6,20 @@ import { Command, CommanderError } from 'commander';
 import { ApiClient } from './api.js';
 import { consoleCommand } from './commands/console.js';
 import { connectCommand } from './commands/connect.js';
+import { completionCommand } from './commands/completion.js';
 import { cpCommand } from './commands/cp.js';
 import { devicesCommand, reloadCommand } from './commands/devices.js';
 import { login, logout } from './commands/login.js';
 import { playCommand, type PlayOptions } from './commands/play.js';
+import { recordingsCommand } from './commands/recordings.js';
 import { resolveTarget } from './config.js';
 import { CliError } from './errors.js';
 import { escapeForTerminal } from '../shared/text.js';
 
 const client = () => new ApiClient(resolveTarget());
+
+/** How a device is named on the command line (see resolveDevice). */
+const DEVICE_ARG = 'device name, id, or a unique prefix of its id (4 or more characters)';
 
 function collect(value: string, previous: string[]): string[] {
   return [...previous, value];
@@ -43,45 +48,62 @@ export function program(run: (work: Promise<number | void>) => void): Command {
 
   cli
     .command('devices')
-    .description('List the devices you may see')
-    .option('--json', 'print JSON instead of a table')
+    .description('List the devices you may see (short ids: any unique prefix of 4 or more names a device)')
+    .option('--name <text>', 'only devices whose name contains this (any case)')
+    .option('--tag <tag>', 'only devices with this tag; repeatable (all of them)', collect, [])
+    .option('--group <group>', 'only devices in this group (a name, or a path a/b), at any depth')
+    .option('--online', 'only devices online now')
+    .option('--offline', 'only devices offline now')
+    .option('-o, --output <format>', 'table (short ids), wide (full ids) or json', 'table')
+    .option('--json', 'the same as -o json')
     .action((options) => run(devicesCommand(client(), options)));
 
   cli
     .command('console')
-    .argument('<device>', 'device id or name')
-    .description('Open a shell on the device; exits with its exit status')
+    .argument('<device>', DEVICE_ARG)
+    .argument('[command...]', 'run this command instead of a shell (put -- before it when it has options), e.g. fleet console pi -- ls -la /etc')
+    .description(
+      'Open a shell on the device, or run one command there; exits with its exit status. The output of a command to a file or pipe is plain text (no terminal escape codes); input from a file or pipe is not sent to it',
+    )
     .option('-u, --user <user>', "the local user the shell runs as (a grant console(user=...) requires one of its users); default: the agent's own user")
-    .action((device: string, options: { user?: string }) => run(consoleCommand(client(), device, options)));
+    .action((device: string, command: string[], options: { user?: string }) => run(consoleCommand(client(), device, options, command)));
 
   cli
     .command('connect')
-    .argument('<device>', 'device id or name')
-    .requiredOption(
-      '-t, --tunnel <spec>',
-      'forward [lhost:]lport:rhost:rport[/udp]; "stdio" as lport bridges stdin/stdout (SSH ProxyCommand); repeatable',
-      collect,
-      [],
-    )
-    .description('Forward local ports to hosts reachable from the device')
-    .action((device: string, options: { tunnel: string[] }) => run(connectCommand(client(), device, options.tunnel)));
+    .argument('<device>', DEVICE_ARG)
+    .option('-t, --tunnel <spec>', 'forward [lhost:]lport:rhost:rport[/udp]; "stdio" as lport bridges stdin/stdout (SSH ProxyCommand); repeatable', collect, [])
+    .option('--preset <name>', "forward the device's port preset of this name (to a free local port)")
+    .description("Forward local ports to hosts reachable from the device; without -t, pick one of the device's port presets")
+    .action((device: string, options: { tunnel: string[]; preset?: string }) => run(connectCommand(client(), device, options.tunnel, options)));
 
   cli
     .command('cp')
     .argument('<src>', 'local path or <device>:/absolute/path')
     .argument('<dst>', 'local path or <device>:/absolute/path')
-    .description('Copy a file to or from a device (SHA-256 checked, atomic on the device)')
-    .action((src: string, dst: string) => run(cpCommand(client(), src, dst)));
+    .description('Copy a file (SHA-256 checked, atomic on the device) or, with -r, a directory tree to or from a device; permissions kept')
+    .option('-r, --recursive', "copy directories (as a gzip'd tar)")
+    .action((src: string, dst: string, options: { recursive?: boolean }) => run(cpCommand(client(), src, dst, options)));
 
   cli
     .command('reload')
-    .argument('<device>', 'device id or name')
+    .argument('<device>', DEVICE_ARG)
     .description("Reload the device agent's work loop")
     .action((device: string) => run(reloadCommand(client(), device)));
 
   cli
+    .command('recordings')
+    .argument('[device]', DEVICE_ARG)
+    .description('List the console recordings you may play (yours, and those where you hold remote-access:manage), newest first')
+    .option('-o, --output <format>', 'table (short session ids), wide (full ids) or json', 'table')
+    .option('--json', 'the same as -o json')
+    .action((device: string | undefined, options: { json?: boolean; output?: string }) => run(recordingsCommand(client(), device, options)));
+
+  cli
     .command('play')
-    .argument('<session>', "session id of a console recording (the audit entry's recording)")
+    .argument(
+      '<session>',
+      'the recording: its session id as "fleet recordings" shows it (or a unique prefix of it), the console\'s audit entry id, or the session id of that entry',
+    )
     .description(
       'Replay a console recording (yours, or one on a device where you hold remote-access:manage). The recorded bytes are written raw to a terminal, as a player does; to a file or pipe they are escaped unless --raw',
     )
@@ -89,6 +111,12 @@ export function program(run: (work: Promise<number | void>) => void): Command {
     .option('--no-wait', 'write everything at once, without the recorded timing')
     .option('--raw', 'write the recorded bytes unescaped even when stdout is not a terminal')
     .action((session: string, options: PlayOptions) => run(playCommand(client(), session, options)));
+
+  cli
+    .command('completion')
+    .argument('<shell>', 'bash, zsh or fish')
+    .description('Print a completion script for the shell, e.g. source <(fleet completion bash)')
+    .action((shell: string) => run(Promise.resolve().then(() => completionCommand(cli, shell))));
 
   return cli;
 }

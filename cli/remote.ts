@@ -7,6 +7,16 @@ import { CliError } from './errors.js';
 export type { ErrorFrame, ServerFrame };
 export type SessionKind = RemoteKind;
 
+/** A session the broker or the device refused before it was ready, with the error frame that said why. */
+export class SessionRefused extends CliError {
+  constructor(
+    message: string,
+    readonly frame?: ErrorFrame,
+  ) {
+    super(message);
+  }
+}
+
 /** What a session needs of the sign-in: the broker's URL and a fresh token. */
 export type SessionAuth = Pick<ApiClient, 'url' | 'token'>;
 
@@ -66,7 +76,7 @@ export class RemoteSession extends EventEmitter {
       ws.on('close', (code, reason) => {
         if (!ready) {
           const why = session.lastError?.message ?? (reason.toString() || `closed with code ${code}`);
-          return reject(new CliError(why));
+          return reject(new SessionRefused(why, session.lastError));
         }
         session.deliver('close', [code, reason.toString()]);
       });

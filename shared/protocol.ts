@@ -84,6 +84,8 @@ export interface CopyParams {
    * (qbee's file transfer): a download archives the path, an upload extracts into it.
    */
   format?: 'file' | 'tar.gz';
+  /** upload of a `file`: the permissions (0 to 0o777) of a file it creates, set exactly whatever the umask */
+  mode?: number;
 }
 /** A file of the broker's file store, answering the agent's `file_request` of the same id. */
 export interface FileParams {

@@ -142,6 +142,8 @@ async function extract(channel: Channel, target: string, parentDir: string, targ
   let singleFile: string | undefined;
   let current: fs.FileHandle | undefined;
   let finished = false;
+  /** directories made by the extraction, given their permissions at the end (exactly, whatever the umask) */
+  const directoryModes: [string, number][] = [];
   const realInto = async () => fs.realpath(into);
 
   const place = async (name: string): Promise<string> => {
@@ -166,14 +168,16 @@ async function extract(channel: Channel, target: string, parentDir: string, targ
       first = false;
       if (!targetIsDirectory) {
         if (header.type === 'directory') {
-          await fs.mkdir(target, { mode: safeMode || 0o755 });
+          await fs.mkdir(target, { mode: 0o700 });
+          directoryModes.push([target, safeMode || 0o755]);
           into = target;
           strip = header.name.endsWith('/') ? header.name : `${header.name}/`;
           return;
         }
         if (header.type !== 'file') throw new ExtractError('Transfer of this file type is not supported.');
         singleFile = target;
-        current = await fs.open(target, 'w', safeMode || 0o644);
+        current = await fs.open(target, 'w', 0o600);
+        await current.chmod(safeMode || 0o644);
         return;
       }
     }
@@ -182,13 +186,20 @@ async function extract(channel: Channel, target: string, parentDir: string, targ
       const rel = strip ? header.name.slice(strip.length) : header.name;
       if (rel === '' || rel === '/') return;
       const dest = await place(header.name.replace(/\/$/, ''));
-      await fs.mkdir(dest, { recursive: false, mode: safeMode || 0o755 }).catch((err: NodeJS.ErrnoException) => {
-        if (err.code !== 'EEXIST') throw err;
-      });
+      const made = await fs.mkdir(dest, { recursive: false, mode: 0o700 }).then(
+        () => true,
+        (err: NodeJS.ErrnoException) => {
+          if (err.code !== 'EEXIST') throw err;
+          return false;
+        },
+      );
+      // A directory made here gets the archive's permissions once its entries are in (an existing one keeps its own).
+      if (made) directoryModes.push([dest, safeMode || 0o755]);
     } else if (header.type === 'file') {
       const dest = await place(header.name);
       await fs.rm(dest, { force: true }).catch(() => {});
-      current = await fs.open(dest, 'wx', safeMode || 0o644);
+      current = await fs.open(dest, 'wx', 0o600);
+      await current.chmod(safeMode || 0o644);
     } else if (header.type === 'symlink' && header.linkname) {
       const dest = await place(header.name);
       const resolved = path.posix.resolve(path.posix.dirname(dest), header.linkname);
@@ -228,6 +239,7 @@ async function extract(channel: Channel, target: string, parentDir: string, targ
     }
     if (!parser.ended) throw new ExtractError('The archive ended before its end marker: the upload was interrupted.');
     finished = true;
+    for (const [dir, mode] of directoryModes.reverse()) await fs.chmod(dir, mode);
     ctx.log('archive upload done', { ch: channel.id, target, bytes });
     channel.control({ type: 'result', ok: true, bytes, sha256: '' });
     channel.end();

@@ -39,8 +39,11 @@ export async function openUpload(channel: Channel, params: CopyParams, ctx: Sess
     throw new AgentRefusal('invalid_request', 'The announced size is not a valid byte count.');
   const expectedSha = params.sha256?.toLowerCase();
   if (expectedSha !== undefined && !SHA256_HEX.test(expectedSha)) throw new AgentRefusal('invalid_request', 'The announced sha256 is not 64 hex digits.');
+  if (params.mode !== undefined && (!Number.isInteger(params.mode) || params.mode < 0 || params.mode > 0o777))
+    throw new AgentRefusal('invalid_request', 'The announced mode is not permissions from 0 to 0777 (set-id and sticky bits are not copied).');
   const { target, dir, name } = await resolveCopyTarget(params.path, 'upload', params.allowed);
-  let mode = 0o644;
+  // A new file gets the client's permissions (never set-id bits), 0644 without; exactly, whatever the umask.
+  let mode = params.mode ?? 0o644;
   try {
     const existing = await fs.lstat(target);
     if (existing.isDirectory()) throw new AgentRefusal('not_a_file', `${params.path} is a directory on the device; name the file to write.`);
@@ -51,7 +54,8 @@ export async function openUpload(channel: Channel, params: CopyParams, ctx: Sess
   const temp = path.posix.join(dir, `.${name}.${crypto.randomBytes(6).toString('hex')}.fleet-upload`);
   let file: fs.FileHandle;
   try {
-    file = await fs.open(temp, 'wx', mode);
+    file = await fs.open(temp, 'wx', 0o600);
+    await file.chmod(mode);
   } catch (err) {
     throw new AgentRefusal('io_error', `Cannot write in ${dir} on the device: ${reason(err)}`);
   }

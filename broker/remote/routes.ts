@@ -56,6 +56,18 @@ const remoteSession = z.object({
     ),
 });
 
+const recordingRecord = z.object({
+  id: z.string().describe('The session id: play it with GET /remote/recordings/{session_id}.'),
+  audit_id: z.number(),
+  session_id: z.string().nullable().describe("The sign-in session of the console's audit entry."),
+  user: z.object({ id: z.string(), email: z.string() }),
+  device: z.object({ id: z.string(), name: z.string() }),
+  started_at: z.string(),
+  ended_at: z.string().nullable(),
+  duration_ms: z.number().nullable(),
+  command: z.array(z.string()).optional().describe('The command run instead of a shell, if any.'),
+});
+
 const target = z.string().min(1).max(200).describe('`*`, `tag:<tag>` or `node:<node id>` (a group or a device); no action suffix.');
 const presetName = singleLine(z.string().trim().min(1).max(64)).describe('Shown on the connect button, e.g. "SSH".');
 
@@ -114,6 +126,21 @@ export const remoteRoutes: RouteSpec[] = [
       await services.remote.endSession(principal, params.id);
       return undefined;
     },
+  }),
+  defineRoute({
+    method: 'get',
+    path: '/remote/recordings',
+    tag: 'remote',
+    summary: 'List console recordings',
+    description:
+      "The console recordings the caller may play (see GET /remote/recordings/{session_id}: their own, and those on devices their `remote-access:manage` covers), newest first; with `device_id`, that device's only. Recordings removed after RECORDING_RETENTION_DAYS are left out. `id` is the session id to play; `audit_id` the console's `remote.console.start` audit entry and `session_id` that entry's sign-in session. `duration_ms` and `ended_at` are null while the console runs. `{items:[{id,audit_id,session_id,user:{id,email},device:{id,name},started_at,ended_at,duration_ms,command?}], total}`.",
+    access: 'authenticated',
+    query: z.object({
+      device_id: deviceId.optional(),
+      ...pagingQuery.shape,
+    }),
+    response: listPage(recordingRecord),
+    handler: async ({ query, principal, services }) => services.remote.listRecordings(principal, query),
   }),
   defineRoute({
     method: 'get',

@@ -33,6 +33,40 @@ const ticket = z
   .describe('Single-use ticket from POST /api/v2/remote/ticket, for clients that cannot send the Authorization header.');
 const dimension = (fallback: number) => z.coerce.number().int().min(1).max(MAX_TERMINAL_DIMENSION).default(fallback);
 
+/** Bounds of a console's command (as the qbee transport's terminal command). */
+const MAX_COMMAND_ARGS = 256;
+const MAX_COMMAND_BYTES = 16 * 1024;
+
+/** A command to run instead of the login shell: a JSON array of strings, its argv. */
+const consoleCommand = z
+  .string()
+  .max(4 * MAX_COMMAND_BYTES)
+  .transform((text, ctx) => {
+    let argv: unknown;
+    try {
+      argv = JSON.parse(text);
+    } catch {
+      argv = undefined;
+    }
+    const problem = !Array.isArray(argv)
+      ? 'must be a JSON array of strings, e.g. ["uptime"]'
+      : argv.length === 0 || argv.length > MAX_COMMAND_ARGS || !argv.every((a) => typeof a === 'string')
+        ? `must be 1 to ${MAX_COMMAND_ARGS} strings`
+        : argv[0] === '' || argv.some((a: string) => a.includes('\0'))
+          ? 'must name a program and contain no NUL'
+          : argv.reduce((n: number, a: string) => n + Buffer.byteLength(a), 0) > MAX_COMMAND_BYTES
+            ? `may be at most ${MAX_COMMAND_BYTES} bytes`
+            : undefined;
+    if (problem) {
+      ctx.addIssue({ code: 'custom', message: problem });
+      return z.NEVER;
+    }
+    return argv as string[];
+  })
+  .describe(
+    'A command to run instead of the interactive login shell, as a JSON array of strings (its argv, e.g. `["systemctl","status","nginx"]`): run by the login shell as `exec "$@"`, never parsed as shell text, still in a terminal. Audited with the session; the session ends with its exit status. An agent that cannot run commands refuses the session (502) rather than open a shell.',
+  );
+
 export const consoleQuery = z.object({
   device_id: deviceId,
   cols: dimension(80).describe('Terminal width in columns (1-1000, default 80).'),
@@ -44,6 +78,7 @@ export const consoleQuery = z.object({
     .describe(
       "The local user the shell runs as. Without it, the agent's own user — which a grant naming users (`console(user=...)`) never allows: name one of its users.",
     ),
+  command: consoleCommand.optional(),
   source,
   ticket,
 });
@@ -74,6 +109,18 @@ export const copyQuery = z.object({
     .transform((s) => s.toLowerCase())
     .optional()
     .describe('upload: the SHA-256 the device must receive; checked before the file replaces the target.'),
+  format: z
+    .enum(['file', 'tar.gz'])
+    .default('file')
+    .describe(
+      "`file` (default): the bytes of one regular file. `tar.gz`: a gzip'd tar of a file or a directory tree (a download archives the path; an upload extracts into it, an existing directory receiving the top entry). size and sha256 apply to `file` only.",
+    ),
+  mode: z
+    .string()
+    .regex(/^0?[0-7]{3}$/, 'must be octal permissions from 000 to 0777 (no set-id or sticky bits)')
+    .transform((m) => parseInt(m, 8))
+    .optional()
+    .describe('upload (`file`): the permissions of a file created by it, e.g. 0644, exactly (whatever the umask); a file replaced keeps its own.'),
   source,
   ticket,
 });

@@ -13,6 +13,21 @@ import { recordingPath, removeOldRecordings } from './recordings.js';
 import { PortmapStore, type Portmap, type PortmapInput } from './portmaps.js';
 import { RemoteSessions, type LiveSessionView, type RemoteSessionsDeps, type RemoteSource } from './sessions.js';
 
+/** The newest recorded consoles a recordings listing looks at, at most. */
+const RECORDINGS_SCAN = 5000;
+
+export interface RecordingListItem {
+  id: string;
+  audit_id: number;
+  session_id: string | null;
+  user: { id: string; email: string };
+  device: { id: string; name: string };
+  started_at: string;
+  ended_at: string | null;
+  duration_ms: number | null;
+  command?: string[];
+}
+
 /** How often old recordings are looked for. */
 const RETENTION_SWEEP_MS = 86_400_000;
 
@@ -151,6 +166,84 @@ export class RemoteService {
       await handle.close();
       throw err;
     }
+  }
+
+  /**
+   * The console recordings the caller may play (their own, and those on devices their
+   * remote-access:manage covers, as for reading one), newest first, from the consoles' audit
+   * entries: at most the RECORDINGS_SCAN newest recorded consoles are looked at.
+   */
+  async listRecordings(
+    principal: Principal,
+    query: { device_id?: string; offset: number; items_per_page: number },
+  ): Promise<{ items: RecordingListItem[]; total: number }> {
+    let q = this.deps.db
+      .selectFrom('audit')
+      .select(['id', 'ts', 'user_id', 'user_email', 'device_id', 'options', 'session_id'])
+      .where('event', '=', 'remote.console.start')
+      .where('options', 'like', '%"recording":"%');
+    if (query.device_id) q = q.where('device_id', '=', query.device_id);
+    const rows = await q.orderBy('id', 'desc').limit(RECORDINGS_SCAN).execute();
+    const allowed = new Map<string, boolean>();
+    const visible: (typeof rows)[number][] = [];
+    const recordingOf = new Map<number, string>();
+    for (const row of rows) {
+      let recording: unknown;
+      try {
+        recording = (JSON.parse(row.options) as { recording?: unknown }).recording;
+      } catch {
+        continue;
+      }
+      const file = typeof recording === 'string' ? recordingPath(this.deps.config.dataDir, recording) : undefined;
+      if (
+        !file ||
+        !(await fs.promises.access(file).then(
+          () => true,
+          () => false,
+        ))
+      )
+        continue; // removed after RECORDING_RETENTION_DAYS, or never written
+      const owner = row.user_id ?? '';
+      const deviceId = row.device_id ?? '';
+      const key = `${owner} ${deviceId}`;
+      if (!allowed.has(key))
+        allowed.set(key, owner === principal.user.id || (await this.deps.access.maySeeRemoteSession(principal, { userId: owner, deviceId })));
+      if (!allowed.get(key)) continue;
+      visible.push(row);
+      recordingOf.set(Number(row.id), recording as string);
+    }
+    const page = visible.slice(query.offset, query.offset + query.items_per_page);
+    const starts = page.map((r) => Number(r.id));
+    const ends = new Map<number, { ts: string; duration_ms: number | null }>();
+    const names = new Map<string, string>();
+    if (starts.length) {
+      const found = await this.deps.db
+        .selectFrom('audit')
+        .select(['ref_id', 'ts', 'duration_ms'])
+        .where('ref_id', 'in', starts)
+        .where('event', '=', 'remote.console.end')
+        .execute();
+      for (const end of found) ends.set(Number(end.ref_id), { ts: end.ts, duration_ms: end.duration_ms === null ? null : Number(end.duration_ms) });
+      const ids = [...new Set(page.map((r) => r.device_id ?? ''))];
+      for (const row of await this.deps.db.selectFrom('nodes').select(['node_id', 'title']).where('node_id', 'in', ids).execute())
+        names.set(row.node_id, row.title);
+    }
+    const items = page.map((r) => {
+      const end = ends.get(Number(r.id));
+      const command = (JSON.parse(r.options) as { command?: unknown }).command;
+      return {
+        id: recordingOf.get(Number(r.id)) as string,
+        audit_id: Number(r.id),
+        session_id: r.session_id,
+        user: { id: r.user_id ?? '', email: r.user_email ?? '' },
+        device: { id: r.device_id ?? '', name: names.get(r.device_id ?? '') ?? '' },
+        started_at: r.ts,
+        ended_at: end?.ts ?? null,
+        duration_ms: end?.duration_ms ?? null,
+        ...(Array.isArray(command) ? { command: command.map(String) } : {}),
+      };
+    });
+    return { items, total: visible.length };
   }
 
   /**

@@ -616,7 +616,12 @@ export class RemoteSessions {
     if (kind === 'console') {
       const q = query as ConsoleQuery;
       const user = q.user === undefined ? {} : { user: q.user };
-      return { request: { action: 'console', ...user }, params: { cols: q.cols, rows: q.rows, ...user }, options: { cols: q.cols, rows: q.rows, ...user } };
+      const command = q.command === undefined ? {} : { command: q.command };
+      return {
+        request: { action: 'console', ...user },
+        params: { cols: q.cols, rows: q.rows, ...user, ...command },
+        options: { cols: q.cols, rows: q.rows, ...user, ...command },
+      };
     }
     if (kind === 'tunnel') {
       const q = query as TunnelQuery;
@@ -626,13 +631,24 @@ export class RemoteSessions {
     const q = query as CopyQuery;
     const path = normalizeDevicePath(q.path) ?? q.path;
     const request: RemoteRequest = { action: 'copy', direction: q.direction, path: q.path };
+    const archive = q.format === 'tar.gz';
+    const mode = q.mode !== undefined && !archive && q.direction === 'upload' ? { mode: q.mode } : {};
     return {
       request,
-      params: { direction: q.direction, path, ...(q.size !== undefined ? { size: q.size } : {}), ...(q.sha256 ? { sha256: q.sha256 } : {}) },
+      params: {
+        direction: q.direction,
+        path,
+        ...(!archive && q.size !== undefined ? { size: q.size } : {}),
+        ...(!archive && q.sha256 ? { sha256: q.sha256 } : {}),
+        ...(archive ? { format: 'tar.gz' as const } : {}),
+        ...mode,
+      },
       options: auditOptions(request, {
         ...(path !== q.path ? { normalized_path: path } : {}),
-        ...(q.size !== undefined ? { size: q.size } : {}),
-        ...(q.sha256 ? { sha256: q.sha256 } : {}),
+        ...(!archive && q.size !== undefined ? { size: q.size } : {}),
+        ...(!archive && q.sha256 ? { sha256: q.sha256 } : {}),
+        ...(archive ? { format: 'tar.gz' } : {}),
+        ...(mode.mode !== undefined ? { mode: `0${mode.mode.toString(8).padStart(3, '0')}` } : {}),
       }),
     };
   }
@@ -739,6 +755,13 @@ export class RemoteSessions {
         return refusal(404, 'device_not_connected', `Device ${deviceId} is not connected to the broker; try again when it is online.`, { device_id: deviceId });
       }
       return refusal(502, 'device_refused', message, { device_id: deviceId, ...(code ? { refusal: code } : {}) });
+    }
+    if (kind === 'console' && (params as { command?: string[] }).command && opened.info.command !== true) {
+      // An older agent would open a shell in place of the command: never that.
+      opened.channel.destroy();
+      const message = 'The agent on this device cannot run a command in a console; update it, or open a console without a command.';
+      await this.finish(auditId, startedAt, { bytesIn: 0, bytesOut: 0, reason: `refused by the device: ${message}`, result: 'error' });
+      return refusal(502, 'device_refused', message, { device_id: deviceId });
     }
     const relayOptions: RelayOptions = {
       kind,

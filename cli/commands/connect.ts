@@ -5,6 +5,7 @@ import { resolveDevice } from '../devices.js';
 import { CliError } from '../errors.js';
 import { RemoteSession, type ServerFrame } from '../remote.js';
 import { escapeForTerminal } from '../../shared/text.js';
+import { prompt } from '../prompt.js';
 
 export interface ForwardSpec {
   /** undefined for stdio */
@@ -172,17 +173,54 @@ function listenUdp(client: ApiClient, deviceId: string, deviceName: string, f: F
   });
 }
 
+interface Preset {
+  name: string;
+  proto: 'tcp' | 'udp';
+  port: number;
+  dst: string;
+}
+
+/** The device's port presets: picked by --preset NAME, or by number from a list (a line of stdin when it is not a terminal). */
+async function presetForward(client: ApiClient, device: { id: string; name: string }, wanted?: string): Promise<ForwardSpec> {
+  const { items } = await client.call<{ items: Preset[] }>('GET', `/service-connect/portmap?device_id=${device.id}&items_per_page=1000`);
+  const show = (p: Preset) => `${escapeForTerminal(p.name)} (${p.dst}:${p.port}${p.proto === 'udp' ? '/udp' : ''})`;
+  const forward = (p: Preset): ForwardSpec => ({ localHost: '127.0.0.1', localPort: 0, remoteHost: p.dst, remotePort: p.port, proto: p.proto });
+  if (wanted !== undefined) {
+    const found = items.filter((p) => p.name.toLowerCase() === wanted.toLowerCase());
+    if (found.length === 1) return forward(found[0]);
+    throw new CliError(
+      `No port preset "${wanted}" for ${device.name}${items.length ? `; there are: ${items.map((p) => p.name).join(', ')}` : ''}. Give -t [lhost:]lport:rhost:rport instead.`,
+    );
+  }
+  if (items.length === 0) throw new CliError(`${device.name} has no port presets: give -t [lhost:]lport:rhost:rport[/udp], e.g. -t 8080:localhost:80.`);
+  process.stderr.write(`Port presets of ${escapeForTerminal(device.name)}:\n${items.map((p, i) => `  ${i + 1}) ${show(p)}\n`).join('')}`);
+  const answer = await prompt(`Forward which (1-${items.length})? `, { echo: true, what: 'preset number' });
+  const chosen = /^\d+$/.test(answer) ? items[Number(answer) - 1] : items.find((p) => p.name.toLowerCase() === answer.toLowerCase());
+  if (!chosen) throw new CliError(`"${answer}" is not one of the presets (1-${items.length}).`);
+  return forward(chosen);
+}
+
+/** The device is online and some grant allows tunnels on it (a grant's port and host limits are decided per connection). */
+async function tunnelsPossible(client: ApiClient, device: { id: string; name: string }): Promise<void> {
+  const access = await client.call<{ connected: boolean; tunnel: boolean }>('GET', `/remote/access/${device.id}`);
+  if (!access.tunnel) throw new CliError(`Not allowed: no grant of remote-access:connect allows tunnels on ${device.name}.`);
+  if (!access.connected) throw new CliError(`${device.name} is not connected to the broker; try again when it is online.`);
+}
+
 /**
  * `fleet connect <device> -t spec...`: local listeners, one tunnel session per accepted TCP
  * connection (or UDP peer); `stdio` bridges stdin/stdout to one connection, for
  * `ssh -o ProxyCommand="fleet connect <device> -t stdio:localhost:22"`.
  */
-export async function connectCommand(client: ApiClient, deviceArg: string, specs: string[]): Promise<number> {
-  if (specs.length === 0) throw new CliError('Give at least one -t [lhost:]lport:rhost:rport[/udp].');
-  const forwards = specs.map(parseForward);
+export async function connectCommand(client: ApiClient, deviceArg: string, specs: string[], options: { preset?: string } = {}): Promise<number> {
+  if (specs.length > 0 && options.preset !== undefined) throw new CliError('Give either -t or --preset, not both.');
+  const given = specs.map(parseForward);
+  const device = await resolveDevice(client, deviceArg);
+  const forwards = given.length > 0 ? given : [await presetForward(client, device, options.preset)];
   const stdio = forwards.filter((f) => f.localPort === 'stdio');
   if (stdio.length > 0 && forwards.length > 1) throw new CliError('-t stdio:... cannot be combined with other forwards.');
-  const device = await resolveDevice(client, deviceArg);
+  // Refused before any local port opens: an offline device, or no tunnel grant there at all.
+  if (stdio.length === 0) await tunnelsPossible(client, device);
 
   if (stdio.length === 1) {
     const session = await openTunnel(client, device.id, stdio[0]);

@@ -2,6 +2,7 @@ import { CastError, parseCast as parseRecording } from '../../shared/asciicast.j
 import { escapeForTerminal } from '../../shared/text.js';
 import type { ApiClient } from '../api.js';
 import { CliError } from '../errors.js';
+import { resolveRecording } from './recordings.js';
 
 export interface PlayOptions {
   speed?: string;
@@ -42,8 +43,8 @@ const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 export async function playCommand(client: ApiClient, sessionId: string, options: PlayOptions): Promise<number> {
   const speed = Number(options.speed ?? '1');
   if (!Number.isFinite(speed) || speed < 0.1 || speed > 100) throw new CliError('--speed must be a number from 0.1 to 100.');
-  if (!/^[0-9a-f-]{36}$/i.test(sessionId)) throw new CliError("Give the session id of the recording: the recording option of the console's audit entry.");
-  const text = await client.text(`/remote/recordings/${sessionId}`);
+  const recording = await resolveRecording(client, sessionId);
+  const text = await client.text(`/remote/recordings/${recording}`);
   const { events } = parseCast(text);
   const toTerminal = options.raw === true || process.stdout.isTTY === true;
   let clock = 0;

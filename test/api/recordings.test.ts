@@ -118,6 +118,35 @@ describe('console recordings', () => {
     expect((await t.api('GET', `/api/v2/remote/recordings/..%2Ffleet.sqlite`, { token: manager.token })).status).toBe(404);
   });
 
+  it('lists a recording to its owner and to remote-access:manage on its device only, newest first, with its duration', async () => {
+    const owner = await t.userWith([{ permission: 'remote-access:connect', resources: ['tag:rec/console'] }]);
+    const s = connectRemote(t.url, 'console', { device_id: device }, owner.token);
+    await s.ready;
+    const [live] = (await t.api('GET', '/api/v2/remote/sessions', { token: t.adminToken })).body.items;
+    s.ws.send(Buffer.from('exit\n'));
+    await s.closed;
+    const listed = async (token: string, query = '') => {
+      const r = await t.api('GET', `/api/v2/remote/recordings${query}`, { token });
+      expect(r.status).toBe(200);
+      return r.body as { items: any[]; total: number };
+    };
+    const own = await listed(owner.token);
+    expect(own.items.map((i) => i.id)).toEqual([live.id]);
+    await expect.poll(async () => (await listed(owner.token)).items[0].duration_ms).toEqual(expect.any(Number));
+    expect((await listed(owner.token)).items[0]).toMatchObject({ user: { id: owner.id, email: owner.email }, device: { id: device, name: 'recorded-one' } });
+    const manager = await t.tokenWith([{ permission: 'remote-access:manage', resources: ['tag:rec'] }]);
+    expect((await listed(manager, `?device_id=${device}`)).items.map((i) => i.id)).toContain(live.id);
+    // Not to another console user, nor to a manager of other devices, nor to audit:read.
+    for (const token of [
+      await t.tokenWith([{ permission: 'remote-access:connect', resources: ['tag:rec/console'] }]),
+      await t.tokenWith([{ permission: 'remote-access:manage', resources: ['tag:other'] }]),
+      await t.tokenWith([{ permission: 'audit:read' }]),
+    ]) {
+      expect((await listed(token)).items.map((i) => i.id)).not.toContain(live.id);
+    }
+    expect((await t.api('GET', '/api/v2/remote/recordings?device_id=nope', { token: manager })).status).toBe(400);
+  });
+
   it('records a root console when a role requiring recording grants it as root, whatever a wider role with recording off says', async () => {
     const user = await t.userWith([{ permission: 'remote-access:connect', resources: ['tag:rec/console'] }]);
     const db = t.broker.services.store.db;

@@ -204,6 +204,19 @@ describe('remote access grants', () => {
     }
   });
 
+  it('answers 4400 for a malformed console command and for copy permissions with set-id or sticky bits', async () => {
+    for (const bad of ['uptime', '[]', '[1]', '[""]', JSON.stringify(Array(300).fill('a')), '["a\\u0000b"]']) {
+      const s = connectRemote(t.url, 'console', { device_id: device, command: bad }, t.adminToken);
+      expect((await s.closed).code, bad).toBe(4400);
+      expect(s.frames[0]).toMatchObject({ type: 'error', error: 'invalid_request', field: 'command' });
+    }
+    for (const mode of ['4755', '1777', '0888', 'rw-r--r--']) {
+      const s = connectRemote(t.url, 'copy', { device_id: device, direction: 'upload', path: '/tmp/x', size: 0, mode }, t.adminToken);
+      expect((await s.closed).code, mode).toBe(4400);
+      expect(s.frames[0]).toMatchObject({ type: 'error', error: 'invalid_request', field: 'mode' });
+    }
+  });
+
   it('*/tunnel(proto=tcp;port=22) allows port 22 and refuses port 80', async () => {
     const user = await t.userWith([{ permission: 'remote-access:connect', resources: ['*/tunnel(proto=tcp;port=22)'] }]);
     const ssh = connectRemote(t.url, 'tunnel', { device_id: other, port: 22, dst: '127.0.0.1' }, user.token);

@@ -190,7 +190,9 @@ describe('fleet devices and sessions', () => {
     const table = await fleet(['devices']);
     expect(table.code).toBe(0);
     expect(table.stdout.split('\n')[0]).toMatch(/^ID\s+NAME\s+STATUS\s+GROUP\s+TAGS/);
-    expect(table.stdout).toContain(device);
+    // Short ids in the table (the shortest unique prefix, 8 at least), full ones with -o wide.
+    expect(table.stdout).toContain(device.slice(0, 8));
+    expect((await fleet(['devices', '-o', 'wide'])).stdout).toContain(device);
   });
 
   it('takes FLEET_URL and FLEET_TOKEN from the environment', async () => {
