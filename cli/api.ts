@@ -40,6 +40,13 @@ export function refreshTokenFrom(headers: Headers): string | undefined {
   return undefined;
 }
 
+/** The token ran out and cannot be renewed. */
+function expired(target: Target): CliError {
+  return target.stored
+    ? new CliError(`The sign-in to ${target.url} has expired: run "fleet login --url ${target.url}".`)
+    : new CliError(`FLEET_TOKEN has expired: run "fleet login --url ${target.url}" (and unset FLEET_TOKEN), or set a fresh token.`);
+}
+
 /** The broker's REST API with the caller's token, renewed from the stored sign-in when it runs out. */
 export class ApiClient {
   constructor(private readonly target: Target) {}
@@ -56,7 +63,7 @@ export class ApiClient {
 
   private async renew(): Promise<void> {
     const stored = this.target.stored;
-    if (!stored?.refresh_token) throw new CliError('The token has expired; sign in again with "fleet login".');
+    if (!stored?.refresh_token) throw expired(this.target);
     const res = await request(`${this.url}${API}/refresh-jwt`, {
       method: 'POST',
       headers: { cookie: `${REFRESH_COOKIE}=${encodeURIComponent(stored.refresh_token)}` },
@@ -65,7 +72,7 @@ export class ApiClient {
     if (res.status !== 200 || !body.token) throw new CliError(`The sign-in has ended (${body.message ?? res.status}); sign in again with "fleet login".`);
     this.target.token = body.token;
     stored.token = body.token;
-    writeCredentials(stored);
+    writeCredentials(stored, process.env, { use: false });
   }
 
   async call<T>(method: string, path: string, body?: unknown): Promise<T> {
@@ -96,6 +103,16 @@ export class ApiClient {
         await this.renew();
         res = await send();
       }
+    } else if (
+      res.status === 401 &&
+      (
+        (await res
+          .clone()
+          .json()
+          .catch(() => ({}))) as ErrorBody
+      ).error === 'token_expired'
+    ) {
+      throw expired(this.target);
     }
     return res;
   }
@@ -115,12 +132,18 @@ export async function answerOf<T>(res: Response): Promise<T> {
   throw new ApiFailure(res.status, body);
 }
 
+/** A TLS handshake answered by a plain-HTTP server (its answer is not a TLS record). */
+const PLAIN_HTTP = /WRONG_VERSION_NUMBER|packet length too long|http request|record layer failure|EPROTO/i;
+
 /** fetch with a readable error when the broker cannot be reached. */
 export async function request(url: string, init: RequestInit): Promise<Response> {
   try {
     return await fetch(url, init);
   } catch (err) {
     const cause = (err as { cause?: { code?: string; message?: string } }).cause;
-    throw new CliError(`Cannot reach the broker at ${new URL(url).origin}: ${cause?.code ?? cause?.message ?? (err as Error).message}.`);
+    const origin = new URL(url).origin;
+    if (origin.startsWith('https:') && PLAIN_HTTP.test(`${cause?.code ?? ''} ${cause?.message ?? ''}`))
+      throw new CliError(`This broker speaks http, not https — use ${origin.replace(/^https:/, 'http:')}.`);
+    throw new CliError(`Cannot reach the broker at ${origin}: ${cause?.code ?? cause?.message ?? (err as Error).message}.`);
   }
 }
