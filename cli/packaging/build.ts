@@ -41,6 +41,15 @@ if (Number(process.versions.node.split('.')[0]) < 20) {
   process.stderr.write('fleet: needs Node.js 20 or later (this is ' + process.version + ').\\n');
   process.exit(1);
 }
+// Node.js 22+ keeps the compiled bundle in its compile cache: later starts skip parsing it.
+const { enableCompileCache } = require('node:module');
+if (typeof enableCompileCache === 'function') {
+  try {
+    enableCompileCache();
+  } catch {
+    // no cache directory: start without it
+  }
+}
 import('../lib/fleet-cli/fleet.mjs');
 `;
 
