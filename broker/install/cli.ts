@@ -50,11 +50,15 @@ function stale(dir: string, found: CliArtifacts): boolean {
 
 const canBuild = () => !BUNDLED && fs.existsSync(path.join(SOURCE_ROOT, 'cli', 'packaging', 'build.ts'));
 const building = new Map<string, Promise<void>>();
+/** A failed build is not tried again for this long (anyone may ask for /install-cli.sh). */
+const RETRY_MS = 60_000;
+const failedAt = new Map<string, number>();
 
 /** The CLI build of `dir`, built first when running from source and it is missing or stale; undefined when there is none. */
 export async function cliArtifacts(dir: string, logger: Logger): Promise<CliArtifacts | undefined> {
   const found = present(dir);
   if (!canBuild() || (found && !stale(dir, found))) return found;
+  if (Date.now() - (failedAt.get(dir) ?? -Infinity) < RETRY_MS) return found;
   let pending = building.get(dir);
   if (!pending) {
     pending = (async () => {
@@ -65,7 +69,10 @@ export async function cliArtifacts(dir: string, logger: Logger): Promise<CliArti
       await buildCli(dir);
       logger.info({ dir }, 'CLI built for /install-cli.sh');
     })()
-      .catch((err: unknown) => logger.warn({ err, dir }, 'CLI build failed'))
+      .catch((err: unknown) => {
+        failedAt.set(dir, Date.now());
+        logger.warn({ err, dir }, 'CLI build failed');
+      })
       .finally(() => building.delete(dir));
     building.set(dir, pending);
   }

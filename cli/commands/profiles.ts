@@ -45,7 +45,7 @@ export async function statusCommand(): Promise<void> {
     `  ${live}${target.stored ? `; ${ends(target.stored)}` : tokenEnd(target.token) ? `; token ends ${when(tokenEnd(target.token) as Date)}` : ''}`,
   ];
   const names = Object.keys(profiles.profiles).sort();
-  if (names.length > 1 || !target.stored) {
+  if (names.length > 1 || (!target.stored && names.length > 0)) {
     lines.push('Profiles (fleet use <name> to switch):');
     for (const name of names) {
       const c = profiles.profiles[name];
