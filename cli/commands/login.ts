@@ -1,4 +1,4 @@
-import { answerOf, ApiFailure, refreshTokenFrom, request } from '../api.js';
+import { answerOf, ApiFailure, refreshTokenFrom, request, type Answer, type AnswerHeaders } from '../api.js';
 import { normalizeUrl, readCredentials, readProfiles, removeCredentials, writeCredentials } from '../config.js';
 import { CliError } from '../errors.js';
 import { prompt, readStdinLine } from '../prompt.js';
@@ -14,7 +14,7 @@ export interface LoginOptions {
 }
 
 /** When the sign-in session ends, from the refresh cookie's Max-Age (or Expires). */
-function sessionEnd(headers: Headers): string | undefined {
+function sessionEnd(headers: AnswerHeaders): string | undefined {
   for (const cookie of headers.getSetCookie()) {
     if (!cookie.startsWith('fleet_refresh=')) continue;
     const maxAge = /;\s*max-age=(\d+)/i.exec(cookie)?.[1];
@@ -33,7 +33,7 @@ function brokerOf(options: LoginOptions): string | undefined {
   return readCredentials()?.url;
 }
 
-async function post(url: string, path: string, body: unknown): Promise<Response> {
+async function post(url: string, path: string, body: unknown): Promise<Answer> {
   return request(`${url}${path}`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(body) });
 }
 
@@ -122,7 +122,7 @@ async function deviceLogin(url: string, name: string | undefined, sleep = (ms: n
   throw new CliError('Sign-in failed: the code expired before it was approved; run fleet login again.');
 }
 
-async function secondFactor(url: string, challenge: string, providers: string[], options: LoginOptions): Promise<Response> {
+async function secondFactor(url: string, challenge: string, providers: string[], options: LoginOptions): Promise<Answer> {
   try {
     return await askSecondFactor(url, challenge, providers, options);
   } catch (err) {
@@ -135,7 +135,7 @@ async function secondFactor(url: string, challenge: string, providers: string[],
   }
 }
 
-async function askSecondFactor(url: string, challenge: string, providers: string[], options: LoginOptions): Promise<Response> {
+async function askSecondFactor(url: string, challenge: string, providers: string[], options: LoginOptions): Promise<Answer> {
   let provider = options.provider;
   if (!provider) {
     const preferred = providers.includes('google') ? 'google' : providers[0];
