@@ -4,6 +4,7 @@
  */
 import { benchAgent } from './agent.js';
 import { benchApi } from './api.js';
+import { benchCli } from './cli.js';
 import { benchCluster } from './cluster.js';
 import { benchConfig } from './config.js';
 import { benchCve } from './cve.js';
@@ -39,6 +40,7 @@ async function main(): Promise<void> {
     ['shared', benchShared],
     ['cve', benchCve],
     ['scale', benchScale],
+    ['cli', benchCli],
   ];
   for (const [name, run] of groups) {
     if (only && only !== name) continue;

@@ -1,7 +1,7 @@
 import crypto from 'node:crypto';
 import os from 'node:os';
 import path from 'node:path';
-import { DEFAULT_AGENT_ARTIFACTS_DIR } from './paths.js';
+import { DEFAULT_AGENT_ARTIFACTS_DIR, DEFAULT_CLI_ARTIFACTS_DIR } from './paths.js';
 
 /** Broker configuration, read once from the environment and validated at start. */
 export interface Config {
@@ -72,6 +72,8 @@ export interface Config {
   consoleDetachGraceSeconds: number;
   /** Where GET /install.sh and GET /install/{artifact} take the agent build from (`npm run build:agent`). */
   agentArtifactsDir: string;
+  /** Where GET /install-cli.sh and the CLI tarball come from (`npm run build:cli`; from source, built there on demand). */
+  cliArtifactsDir: string;
   /** Device metrics: raw samples kept (hours), hourly roll-ups kept (days), samples stored per device and hour at most. */
   metrics: { rawRetentionHours: number; rollupRetentionDays: number; maxPerDeviceHour: number };
   /**
@@ -220,6 +222,7 @@ export function loadConfig(env: Env = process.env): Config {
     stripePriceId: env.STRIPE_PRICE_ID || undefined,
     consoleDetachGraceSeconds: integer(env, 'CONSOLE_DETACH_GRACE_SECONDS', 60, 0, 3600),
     agentArtifactsDir: env.AGENT_ARTIFACTS_DIR ? path.resolve(env.AGENT_ARTIFACTS_DIR) : DEFAULT_AGENT_ARTIFACTS_DIR,
+    cliArtifactsDir: env.CLI_ARTIFACTS_DIR ? path.resolve(env.CLI_ARTIFACTS_DIR) : DEFAULT_CLI_ARTIFACTS_DIR,
     metrics: {
       rawRetentionHours: integer(env, 'METRICS_RAW_RETENTION_HOURS', 24, 1, 24 * 366),
       rollupRetentionDays: integer(env, 'METRICS_ROLLUP_RETENTION_DAYS', 400, 1, 3660),

@@ -28,3 +28,6 @@ export function swaggerDist(): string {
 
 /** The agent artifacts when AGENT_ARTIFACTS_DIR is unset: dist/agent of the checkout, or beside the build (dist/broker → dist/agent). */
 export const DEFAULT_AGENT_ARTIFACTS_DIR = BUNDLED ? path.resolve(HERE, '..', 'agent') : path.join(SOURCE_ROOT, 'dist', 'agent');
+
+/** The CLI build when CLI_ARTIFACTS_DIR is unset: dist/cli of the checkout, or beside the build (dist/broker → dist/cli). */
+export const DEFAULT_CLI_ARTIFACTS_DIR = BUNDLED ? path.resolve(HERE, '..', 'cli') : path.join(SOURCE_ROOT, 'dist', 'cli');

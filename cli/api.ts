@@ -1,3 +1,5 @@
+import http from 'node:http';
+import https from 'node:https';
 import { writeCredentials, type Target } from './config.js';
 import { CliError } from './errors.js';
 
@@ -32,12 +34,19 @@ function secondsLeft(token: string): number {
   }
 }
 
-export function refreshTokenFrom(headers: Headers): string | undefined {
+export function refreshTokenFrom(headers: AnswerHeaders): string | undefined {
   for (const cookie of headers.getSetCookie()) {
     const m = new RegExp(`^${REFRESH_COOKIE}=([^;]*)`).exec(cookie);
     if (m && m[1]) return decodeURIComponent(m[1]);
   }
   return undefined;
+}
+
+/** The token ran out and cannot be renewed. */
+function expired(target: Target): CliError {
+  return target.stored
+    ? new CliError(`The sign-in to ${target.url} has expired: run "fleet login --url ${target.url}".`)
+    : new CliError(`FLEET_TOKEN has expired: run "fleet login --url ${target.url}" (and unset FLEET_TOKEN), or set a fresh token.`);
 }
 
 /** The broker's REST API with the caller's token, renewed from the stored sign-in when it runs out. */
@@ -56,7 +65,7 @@ export class ApiClient {
 
   private async renew(): Promise<void> {
     const stored = this.target.stored;
-    if (!stored?.refresh_token) throw new CliError('The token has expired; sign in again with "fleet login".');
+    if (!stored?.refresh_token) throw expired(this.target);
     const res = await request(`${this.url}${API}/refresh-jwt`, {
       method: 'POST',
       headers: { cookie: `${REFRESH_COOKIE}=${encodeURIComponent(stored.refresh_token)}` },
@@ -65,7 +74,7 @@ export class ApiClient {
     if (res.status !== 200 || !body.token) throw new CliError(`The sign-in has ended (${body.message ?? res.status}); sign in again with "fleet login".`);
     this.target.token = body.token;
     stored.token = body.token;
-    writeCredentials(stored);
+    writeCredentials(stored, process.env, { use: false });
   }
 
   async call<T>(method: string, path: string, body?: unknown): Promise<T> {
@@ -79,7 +88,7 @@ export class ApiClient {
     return answerOf<never>(res);
   }
 
-  private async send(method: string, path: string, body?: unknown): Promise<Response> {
+  private async send(method: string, path: string, body?: unknown): Promise<Answer> {
     const send = async () =>
       request(`${this.url}${API}${path}`, {
         method,
@@ -96,12 +105,22 @@ export class ApiClient {
         await this.renew();
         res = await send();
       }
+    } else if (
+      res.status === 401 &&
+      (
+        (await res
+          .clone()
+          .json()
+          .catch(() => ({}))) as ErrorBody
+      ).error === 'token_expired'
+    ) {
+      throw expired(this.target);
     }
     return res;
   }
 }
 
-export async function answerOf<T>(res: Response): Promise<T> {
+export async function answerOf<T>(res: Answer): Promise<T> {
   const text = await res.text();
   let parsed: unknown = undefined;
   try {
@@ -115,12 +134,74 @@ export async function answerOf<T>(res: Response): Promise<T> {
   throw new ApiFailure(res.status, body);
 }
 
-/** fetch with a readable error when the broker cannot be reached. */
-export async function request(url: string, init: RequestInit): Promise<Response> {
+/** A TLS handshake answered by a plain-HTTP server (its answer is not a TLS record). */
+const PLAIN_HTTP = /WRONG_VERSION_NUMBER|packet length too long|http request|record layer failure|EPROTO/i;
+
+/** What the CLI reads of an answer (a subset of fetch's Response). */
+export interface Answer {
+  readonly status: number;
+  readonly ok: boolean;
+  readonly headers: AnswerHeaders;
+  text(): Promise<string>;
+  json(): Promise<unknown>;
+  clone(): Answer;
+}
+
+export interface AnswerHeaders {
+  get(name: string): string | null;
+  getSetCookie(): string[];
+}
+
+export interface RequestOptions {
+  method?: string;
+  headers?: Record<string, string>;
+  body?: string;
+}
+
+/**
+ * One HTTP request through node:http(s), the whole answer read: loading fetch (undici) would add
+ * tens of milliseconds to every command's start. Errors are readable when the broker cannot be reached.
+ */
+export async function request(url: string, init: RequestOptions = {}): Promise<Answer> {
+  const target = new URL(url);
+  const origin = target.origin;
   try {
-    return await fetch(url, init);
+    return await new Promise<Answer>((resolve, reject) => {
+      const body = init.body !== undefined ? Buffer.from(init.body) : undefined;
+      const send = target.protocol === 'https:' ? https.request : http.request;
+      const req = send(
+        target,
+        { method: init.method ?? 'GET', headers: { ...init.headers, ...(body ? { 'content-length': String(body.length) } : {}) } },
+        (res) => {
+          const chunks: Buffer[] = [];
+          res.on('data', (c: Buffer) => chunks.push(c));
+          res.on('error', reject);
+          res.on('end', () => resolve(answer(res.statusCode ?? 0, res.headers, Buffer.concat(chunks).toString('utf8'))));
+        },
+      );
+      req.on('error', reject);
+      req.end(body);
+    });
   } catch (err) {
-    const cause = (err as { cause?: { code?: string; message?: string } }).cause;
-    throw new CliError(`Cannot reach the broker at ${new URL(url).origin}: ${cause?.code ?? cause?.message ?? (err as Error).message}.`);
+    const e = err as { code?: string; message?: string };
+    if (target.protocol === 'https:' && PLAIN_HTTP.test(`${e.code ?? ''} ${e.message ?? ''}`))
+      throw new CliError(`This broker speaks http, not https — use ${origin.replace(/^https:/, 'http:')}.`);
+    throw new CliError(`Cannot reach the broker at ${origin}: ${e.code ?? e.message ?? String(err)}.`);
   }
+}
+
+function answer(status: number, headers: http.IncomingHttpHeaders, text: string): Answer {
+  const one = (name: string) => {
+    const v = headers[name.toLowerCase()];
+    return v === undefined ? null : Array.isArray(v) ? v.join(', ') : v;
+  };
+  const result: Answer = {
+    status,
+    ok: status >= 200 && status < 300,
+    headers: { get: one, getSetCookie: () => headers['set-cookie'] ?? [] },
+    text: async () => text,
+    json: async () => JSON.parse(text) as unknown,
+    clone: () => answer(status, headers, text),
+  };
+  return result;
 }

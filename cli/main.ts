@@ -11,6 +11,7 @@ import { cpCommand } from './commands/cp.js';
 import { devicesCommand, reloadCommand } from './commands/devices.js';
 import { login, logout } from './commands/login.js';
 import { playCommand, type PlayOptions } from './commands/play.js';
+import { statusCommand, useCommand } from './commands/profiles.js';
 import { recordingsCommand } from './commands/recordings.js';
 import { resolveTarget } from './config.js';
 import { CliError } from './errors.js';
@@ -27,7 +28,9 @@ function collect(value: string, previous: string[]): string[] {
 
 export function program(run: (work: Promise<number | void>) => void): Command {
   const cli = new Command('fleet')
-    .description('Remote access to the devices of a fleet broker.\nEnvironment: FLEET_URL and FLEET_TOKEN override the stored sign-in (for scripts).')
+    .description(
+      'Remote access to the devices of a fleet broker.\nEnvironment: FLEET_URL (a URL or profile name) picks the broker for one call; FLEET_TOKEN replaces the stored token (for scripts).',
+    )
     .version('0.1.0')
     .showHelpAfterError('(run "fleet --help" for usage)');
 
@@ -39,7 +42,19 @@ export function program(run: (work: Promise<number | void>) => void): Command {
     .option('--password-stdin', 'read the password from stdin instead of prompting')
     .option('--provider <provider>', 'second factor provider when asked: email or google')
     .option('--code <code>', 'second factor code (authenticator app) instead of prompting')
+    .option('--name <profile>', 'name of the profile this sign-in is stored as (default: the broker host)')
     .action((options) => run(login(options)));
+
+  cli
+    .command('status')
+    .description('Who you are signed in as, where, and when the session ends; the other profiles')
+    .action(() => run(statusCommand()));
+
+  cli
+    .command('use')
+    .argument('<profile>', 'profile name (or broker URL) of an earlier fleet login')
+    .description('Switch the broker later commands talk to')
+    .action((name: string) => run(useCommand(name)));
 
   cli
     .command('logout')

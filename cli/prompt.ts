@@ -44,7 +44,10 @@ export async function readStdinLine(what: string): Promise<string> {
 export async function prompt(question: string, options: { echo: boolean; what: string }): Promise<string> {
   process.stderr.write(question);
   if (!process.stdin.isTTY) {
-    const answer = await readStdinLine(options.what);
+    const answer = await readStdinLine(options.what).catch((err: unknown) => {
+      process.stderr.write('\n');
+      throw err;
+    });
     if (!options.echo || !process.stderr.isTTY) process.stderr.write('\n');
     return answer.trim();
   }

@@ -205,6 +205,7 @@ export function mountRoutes(router: Router, routes: RouteSpec[], services: Servi
     }
     return { target: group, rest: m[2] ?? '/' };
   };
+  const methodsByTarget = new Map<Router, { pattern: RegExp; method: string }[]>();
   for (const route of routes) {
     const bodySchema = strictBody(route.body);
     const handler = async (req: Request, res: Response) => {
@@ -286,7 +287,39 @@ export function mountRoutes(router: Router, routes: RouteSpec[], services: Servi
     };
     const { target, rest } = routerFor(route.path);
     target[route.method](expressPath(rest), handler);
+    const known = methodsByTarget.get(target) ?? [];
+    known.push({ pattern: pathPattern(rest), method: route.method.toUpperCase() });
+    methodsByTarget.set(target, known);
   }
+  // A known path asked with another method: 405 with the methods it has (after every route, so a
+  // sibling pattern with that method still answers first). OPTIONS is left to express.
+  for (const [target, known] of methodsByTarget) {
+    target.use((req: Request, _res: Response, next: NextFunction) => {
+      if (req.method === 'OPTIONS') return next();
+      const allowed = new Set(known.filter((k) => k.pattern.test(req.path)).map((k) => k.method));
+      if (allowed.size === 0 || allowed.has(req.method)) return next();
+      if (allowed.has('GET')) allowed.add('HEAD');
+      const allow = [...allowed].sort().join(', ');
+      next(
+        new ApiError(
+          405,
+          'method_not_allowed',
+          `${req.method} is not a method of ${req.baseUrl}${req.path}: use ${allow}.`,
+          { allow: [...allowed].sort() },
+          { Allow: allow },
+        ),
+      );
+    });
+  }
+}
+
+/** An OpenAPI path as a regular expression over the request path (a parameter is one segment). */
+function pathPattern(openapiPath: string): RegExp {
+  const source = openapiPath
+    .split(/(\{[^}]+\})/)
+    .map((part) => (part.startsWith('{') ? '[^/]+' : part.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')))
+    .join('');
+  return new RegExp(`^${source}/?$`);
 }
 
 /** The error handler of the whole app: every failure answers the CONTRACT.md shape. */

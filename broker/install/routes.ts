@@ -6,6 +6,7 @@ import type { Request, Response } from 'express';
 import { z } from 'zod';
 import { ApiError } from '../http/errors.js';
 import { defineRoute, Reply, type RouteSpec } from '../http/route.js';
+import { CLI_TARBALL, cliArtifacts } from './cli.js';
 
 const TAG = 'agent-install';
 /** The token install.sh carries where the broker writes its own URL. */
@@ -14,10 +15,22 @@ export const BROKER_URL_TOKEN = '__FLEET_BROKER_URL__';
 export const PACKAGE_SHA256S_TOKEN = '__FLEET_PACKAGE_SHA256S__';
 /** Where it writes its public signing key, which install.sh pins for the agent. */
 export const BROKER_KEY_TOKEN = '__FLEET_BROKER_KEY__';
+/** Where install-cli.sh gets the name and the SHA-256 of the CLI tarball it downloads. */
+export const CLI_TARBALL_TOKEN = '__FLEET_CLI_TARBALL__';
+export const CLI_SHA256_TOKEN = '__FLEET_CLI_SHA256__';
 /** What GET /install/{artifact} serves: the packages `npm run build:agent` makes, nothing else. */
 const ARTIFACT = /^fleet-agent[A-Za-z0-9._+~-]{0,120}\.(deb|tar\.gz)$/;
+/** ... and the CLI tarball of `npm run build:cli`. */
+const ANY_ARTIFACT = new RegExp(`${ARTIFACT.source}|${CLI_TARBALL.source}`);
 /** A host (name, IPv4 or [IPv6]) and port as a Host header carries them. */
 const HOST = /^[A-Za-z0-9.-]{1,253}(:\d{1,5})?$|^\[[0-9A-Fa-f:.]{2,45}\](:\d{1,5})?$/;
+
+const cliNotBuilt = () =>
+  new ApiError(
+    404,
+    'not_found',
+    'The CLI is not on this broker: build it with `npm run build:cli` (or point CLI_ARTIFACTS_DIR at a directory holding the build).',
+  );
 
 const notBuilt = (what: string) =>
   new ApiError(
@@ -46,6 +59,16 @@ async function sha256Of(file: string): Promise<string> {
   return hash.digest('hex');
 }
 
+/** The SHA-256 of a file, hashed again only when its size or modification time changed. */
+async function cachedSha256(file: string, stat: fs.Stats): Promise<string> {
+  let cached = digestCache.get(file);
+  if (!cached || cached.size !== stat.size || cached.mtimeMs !== stat.mtimeMs) {
+    cached = { size: stat.size, mtimeMs: stat.mtimeMs, sha256: await sha256Of(file) };
+    digestCache.set(file, cached);
+  }
+  return cached.sha256;
+}
+
 /** "<sha256>  <file>" of every package in the artifacts directory (sha256sum's format), sorted by name. */
 async function packageDigests(dir: string): Promise<string> {
   let names: string[];
@@ -64,12 +87,7 @@ async function packageDigests(dir: string): Promise<string> {
       continue;
     }
     if (!stat.isFile()) continue;
-    let cached = digestCache.get(file);
-    if (!cached || cached.size !== stat.size || cached.mtimeMs !== stat.mtimeMs) {
-      cached = { size: stat.size, mtimeMs: stat.mtimeMs, sha256: await sha256Of(file) };
-      digestCache.set(file, cached);
-    }
-    lines.push(`${cached.sha256}  ${name}`);
+    lines.push(`${await cachedSha256(file, stat)}  ${name}`);
   }
   return lines.join('\n');
 }
@@ -134,13 +152,59 @@ export const installRoutes: RouteSpec[] = [
   }),
   defineRoute({
     method: 'get',
+    path: '/install-cli.sh',
+    absolute: true,
+    tag: TAG,
+    summary: 'The CLI installer script',
+    description:
+      'A POSIX sh script (text/x-shellscript) that installs the `fleet` command-line client for the user running it: ' +
+      '`curl -fsSL https://<broker>/install-cli.sh | sh` (into ~/.local, /usr/local as root; `sh -s -- --prefix DIR` or PREFIX=DIR to choose). ' +
+      'It checks for Node.js >= 20, downloads the CLI tarball from GET /install/{artifact}, checks it against the SHA-256 this broker wrote ' +
+      'into the script (an altered tarball is refused, nothing installed) and writes <prefix>/bin/fleet and <prefix>/lib/fleet-cli/. ' +
+      'No authentication: it holds no secret. 404 when the CLI is not built on this broker (`npm run build:cli`; directory CLI_ARTIFACTS_DIR; ' +
+      'a broker running from source builds it on demand).',
+    access: 'public',
+    audit: false,
+    transaction: false,
+    handler: async ({ services }) => {
+      return Reply.raw(async (res) => {
+        const found = await cliArtifacts(services.config.cliArtifactsDir, services.logger);
+        if (!found) return sendError(res, cliNotBuilt());
+        const url = brokerUrl(res.req, services.config.publicUrl);
+        if (!url)
+          return sendError(
+            res,
+            new ApiError(
+              400,
+              'invalid_request',
+              'The Host header is not a host name (or PUBLIC_URL has characters a URL does not): set PUBLIC_URL on the broker.',
+            ),
+          );
+        let script: string;
+        let sha256: string;
+        try {
+          sha256 = await cachedSha256(found.tarball, await fs.promises.stat(found.tarball));
+          script = await fs.promises.readFile(found.installer, 'utf8');
+        } catch {
+          return sendError(res, cliNotBuilt());
+        }
+        res.status(200);
+        res.setHeader('Content-Type', 'text/x-shellscript; charset=utf-8');
+        res.setHeader('Cache-Control', 'no-store');
+        res.send(script.replaceAll(BROKER_URL_TOKEN, url).replaceAll(CLI_TARBALL_TOKEN, found.tarballName).replaceAll(CLI_SHA256_TOKEN, sha256));
+      });
+    },
+  }),
+  defineRoute({
+    method: 'get',
     path: '/install/{artifact}',
     absolute: true,
     tag: TAG,
     summary: 'Download an agent package',
     description:
       'The packages `npm run build:agent` made, as install.sh asks for them: `fleet-agent_<version>_<arch>.deb` (Debian package) or ' +
-      '`fleet-agent-<version>-linux-<arch>.tar.gz` (the same tree for other Linux systems), `<arch>` being amd64, arm64 or armhf. ' +
+      '`fleet-agent-<version>-linux-<arch>.tar.gz` (the same tree for other Linux systems), `<arch>` being amd64, arm64 or armhf; ' +
+      'and the CLI tarball `fleet-cli-<version>.tar.gz` of `npm run build:cli` (as install-cli.sh asks for it). ' +
       'Streams application/vnd.debian.binary-package or application/gzip with Content-Length. No authentication. ' +
       '404 when that package is not built on this broker (other architectures need a build on such a machine, copied into AGENT_ARTIFACTS_DIR); ' +
       '400 for a name that is not an agent package.',
@@ -150,12 +214,14 @@ export const installRoutes: RouteSpec[] = [
     params: z.object({
       artifact: z
         .string()
-        .regex(ARTIFACT, 'an agent package name: fleet-agent_<version>_<arch>.deb or fleet-agent-<version>-linux-<arch>.tar.gz')
+        .regex(ANY_ARTIFACT, 'a package name: fleet-agent_<version>_<arch>.deb, fleet-agent-<version>-linux-<arch>.tar.gz or fleet-cli-<version>.tar.gz')
         .describe('package file name'),
     }),
     handler: async ({ params, services }) => {
-      const found = artifactFile(services.config.agentArtifactsDir, params.artifact);
-      if (!found) throw notBuilt(`The agent package ${params.artifact}`);
+      const cli = CLI_TARBALL.test(params.artifact);
+      if (cli) await cliArtifacts(services.config.cliArtifactsDir, services.logger);
+      const found = artifactFile(cli ? services.config.cliArtifactsDir : services.config.agentArtifactsDir, params.artifact);
+      if (!found) throw cli ? cliNotBuilt() : notBuilt(`The agent package ${params.artifact}`);
       return Reply.raw(async (res) => {
         const stream = fs.createReadStream(found.file);
         res.status(200);

@@ -1,5 +1,5 @@
-import { answerOf, ApiFailure, refreshTokenFrom, request } from '../api.js';
-import { normalizeUrl, readCredentials, removeCredentials, writeCredentials } from '../config.js';
+import { answerOf, ApiFailure, refreshTokenFrom, request, type Answer, type AnswerHeaders } from '../api.js';
+import { normalizeUrl, readCredentials, readProfiles, removeCredentials, writeCredentials } from '../config.js';
 import { CliError } from '../errors.js';
 import { prompt, readStdinLine } from '../prompt.js';
 
@@ -9,9 +9,31 @@ export interface LoginOptions {
   passwordStdin?: boolean;
   provider?: string;
   code?: string;
+  /** the profile's name (default: the broker's host name) */
+  name?: string;
 }
 
-async function post(url: string, path: string, body: unknown): Promise<Response> {
+/** When the sign-in session ends, from the refresh cookie's Max-Age (or Expires). */
+function sessionEnd(headers: AnswerHeaders): string | undefined {
+  for (const cookie of headers.getSetCookie()) {
+    if (!cookie.startsWith('fleet_refresh=')) continue;
+    const maxAge = /;\s*max-age=(\d+)/i.exec(cookie)?.[1];
+    if (maxAge) return new Date(Date.now() + Number(maxAge) * 1000).toISOString();
+    const expires = /;\s*expires=([^;]+)/i.exec(cookie)?.[1];
+    if (expires && !Number.isNaN(Date.parse(expires))) return new Date(expires).toISOString();
+  }
+  return undefined;
+}
+
+/** The broker of `fleet login`: --url, else FLEET_URL (a URL or a profile's name), else the profile in use. */
+function brokerOf(options: LoginOptions): string | undefined {
+  if (options.url) return options.url;
+  const env = process.env.FLEET_URL;
+  if (env) return readProfiles().profiles[env]?.url ?? env;
+  return readCredentials()?.url;
+}
+
+async function post(url: string, path: string, body: unknown): Promise<Answer> {
   return request(`${url}${path}`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(body) });
 }
 
@@ -22,10 +44,10 @@ async function post(url: string, path: string, body: unknown): Promise<Response>
  * the user's config directory, readable by the user only.
  */
 export async function login(options: LoginOptions): Promise<void> {
-  const given = options.url ?? process.env.FLEET_URL ?? readCredentials()?.url;
+  const given = brokerOf(options);
   if (!given) throw new CliError('Give the broker: fleet login --url https://fleet.example.com [--email you@example.com]');
   const url = normalizeUrl(given);
-  if (!options.email && !options.passwordStdin) return deviceLogin(url);
+  if (!options.email && !options.passwordStdin) return deviceLogin(url, options.name);
   const email = options.email ?? (await prompt('Email: ', { echo: true, what: 'email' }));
   const password = options.passwordStdin ? await readStdinLine('password') : await prompt(`Password for ${email}: `, { echo: false, what: 'password' });
   if (!password) throw new CliError('No password given.');
@@ -45,14 +67,22 @@ export async function login(options: LoginOptions): Promise<void> {
     if (err instanceof ApiFailure) throw new CliError(`Sign-in failed: ${err.message}`);
     throw err;
   }
-  const file = writeCredentials({ url, token: answer.token, refresh_token: refreshTokenFrom(res.headers), email });
-  process.stderr.write(`Signed in to ${url} as ${email} (credentials in ${file}).\n`);
+  const saved = {
+    url,
+    token: answer.token,
+    refresh_token: refreshTokenFrom(res.headers),
+    email,
+    session_expires_at: sessionEnd(res.headers),
+    name: options.name,
+  };
+  const file = writeCredentials(saved);
+  process.stderr.write(`Signed in to ${url} as ${email} (profile ${saved.name}; credentials in ${file}).\n`);
 }
 
 const DEVICE_GRANT = 'urn:ietf:params:oauth:grant-type:device_code';
 
 /** The OAuth 2.0 device authorization flow (RFC 8628), as qbee-cli signs in without a user name. */
-async function deviceLogin(url: string, sleep = (ms: number) => new Promise((r) => setTimeout(r, ms))): Promise<void> {
+async function deviceLogin(url: string, name: string | undefined, sleep = (ms: number) => new Promise((r) => setTimeout(r, ms))): Promise<void> {
   const form = { 'content-type': 'application/x-www-form-urlencoded' };
   const started = await answerOf<{ device_code: string; user_code: string; verification_uri: string; expires_in: number; interval: number }>(
     await request(`${url}/oauth2/devicecode`, { method: 'POST', headers: form, body: '' }),
@@ -84,14 +114,28 @@ async function deviceLogin(url: string, sleep = (ms: number) => new Promise((r) 
     const profile: { email?: string } = await request(`${url}/api/v2/profile`, { headers: { authorization: `Bearer ${tokens.access_token}` } })
       .then((r) => (r.ok ? (r.json() as Promise<{ email?: string }>) : {}))
       .catch(() => ({}));
-    const file = writeCredentials({ url, token: tokens.access_token, refresh_token: tokens.refresh_token, email: profile.email });
-    process.stderr.write(`Signed in to ${url}${profile.email ? ` as ${profile.email}` : ''} (credentials in ${file}).\n`);
+    const saved = { url, token: tokens.access_token, refresh_token: tokens.refresh_token, email: profile.email, name };
+    const file = writeCredentials(saved);
+    process.stderr.write(`Signed in to ${url}${profile.email ? ` as ${profile.email}` : ''} (profile ${saved.name}; credentials in ${file}).\n`);
     return;
   }
   throw new CliError('Sign-in failed: the code expired before it was approved; run fleet login again.');
 }
 
-async function secondFactor(url: string, challenge: string, providers: string[], options: LoginOptions): Promise<Response> {
+async function secondFactor(url: string, challenge: string, providers: string[], options: LoginOptions): Promise<Answer> {
+  try {
+    return await askSecondFactor(url, challenge, providers, options);
+  } catch (err) {
+    // A script piping the password has nothing more on stdin: name the options that answer.
+    if (options.passwordStdin && err instanceof CliError && /^No .* on stdin\.$/.test(err.message))
+      throw new CliError(
+        `The account has a second factor (${providers.join(', ')}): give --provider <${providers.join('|')}> and --code <code>, or the code on the line of stdin after the password.`,
+      );
+    throw err;
+  }
+}
+
+async function askSecondFactor(url: string, challenge: string, providers: string[], options: LoginOptions): Promise<Answer> {
   let provider = options.provider;
   if (!provider) {
     const preferred = providers.includes('google') ? 'google' : providers[0];
@@ -110,14 +154,16 @@ async function secondFactor(url: string, challenge: string, providers: string[],
   return post(url, '/api/v2/challenge-verify', { challenge: chosen.challenge, code });
 }
 
-/** `fleet logout`: revokes the stored sign-in and forgets it. */
+/** `fleet logout`: revokes the sign-in of the profile in use (or the one FLEET_URL picks) and forgets it. */
 export async function logout(): Promise<void> {
-  const stored = readCredentials();
+  const env = process.env.FLEET_URL;
+  const profiles = readProfiles();
+  const stored = env ? (profiles.profiles[env] ?? Object.values(profiles.profiles).find((c) => c.url === normalizeUrl(env))) : readCredentials();
   if (!stored) {
     process.stderr.write('Not signed in.\n');
     return;
   }
   await request(`${stored.url}/api/v2/logout`, { method: 'POST', headers: { authorization: `Bearer ${stored.token}` } }).catch(() => undefined);
-  removeCredentials();
-  process.stderr.write(`Signed out of ${stored.url}.\n`);
+  removeCredentials(process.env, stored.name);
+  process.stderr.write(`Signed out of ${stored.url} (profile ${stored.name}).\n`);
 }

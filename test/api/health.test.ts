@@ -17,13 +17,14 @@ describe('GET /api/v2/health', () => {
     expect(r.body).toEqual({ ok: true, broker_id: null, reasons: [], checks: { database: 'ok', cluster: 'off' } });
   });
 
-  it('a bad token or stray query changes nothing; other methods are unknown calls', async () => {
+  it('a bad token or stray query changes nothing; other methods answer 405 with Allow', async () => {
     const r = await t.api('GET', '/api/v2/health?verbose=1&x=' + 'a'.repeat(5000), { token: 'not-a-token' });
     expect(r.status).toBe(200);
     expect(r.body.ok).toBe(true);
     const post = await t.api('POST', '/api/v2/health', { body: { ok: false } });
-    expect(post.status).toBe(404);
-    expect(post.body).toMatchObject({ code: 404, error: 'unknown_call' });
+    expect(post.status).toBe(405);
+    expect(post.body).toMatchObject({ code: 405, error: 'method_not_allowed' });
+    expect(post.headers.get('allow')).toBe('GET, HEAD');
     expect((await t.api('GET', '/api/v2/health')).status).toBe(200);
   });
 

@@ -242,6 +242,33 @@ describe('the route table', () => {
     }
   });
 
+  it('answers a known path asked with another method with 405, its methods in Allow, in the contract shape (not 404 unknown_call)', async () => {
+    const METHODS = ['GET', 'POST', 'PUT', 'PATCH', 'DELETE'];
+    const asRegExp = (r: RouteSpec) =>
+      new RegExp(
+        `^${fillPath(r, '\u0000')
+          .replace(/[.*+?^${}()|[\]\\]/g, '\\$&')
+          .replace(/\u0000|walk-value|[0-9a-f-]{36}|a{40}/g, '[^/]+')}$`,
+      );
+    const patterns = routes.map((r) => ({ route: r, pattern: asRegExp(r) }));
+    let checked = 0;
+    for (const route of routes) {
+      const url = fillPath(route, fenced);
+      const has = new Set(patterns.filter((p) => p.pattern.test(url)).map((p) => p.route.method.toUpperCase()));
+      const wrong = METHODS.find((m) => !has.has(m));
+      if (!wrong) continue;
+      const r = await t.api(wrong, url, { token: t.adminToken });
+      expect(r.status, `${wrong} ${url}`).toBe(405);
+      expectContractError(r, `${wrong} ${url}`);
+      expect(r.body.error, `${wrong} ${url}`).toBe('method_not_allowed');
+      const allow = new Set((r.headers.get('allow') ?? '').split(/,\s*/));
+      for (const m of has) expect(allow.has(m), `${wrong} ${url}: Allow ${r.headers.get('allow')} lacks ${m}`).toBe(true);
+      expect(allow.has(wrong), `${wrong} ${url}`).toBe(false);
+      checked++;
+    }
+    expect(checked).toBeGreaterThan(routes.length / 2);
+  });
+
   it('documents every route in the OpenAPI document with its permission', async () => {
     const r = await t.api('GET', `${API_PREFIX}/openapi.json`);
     expect(r.status).toBe(200);

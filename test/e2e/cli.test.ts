@@ -108,7 +108,8 @@ describe('fleet login', () => {
     expect(r.code).toBe(0);
     const file = path.join(home, 'fleet', 'credentials.json');
     expect(fs.statSync(file).mode & 0o777).toBe(0o600);
-    const stored = JSON.parse(fs.readFileSync(file, 'utf8'));
+    const profiles = JSON.parse(fs.readFileSync(file, 'utf8'));
+    const stored = profiles.profiles[profiles.current];
     expect(stored).toMatchObject({ url: t.url, email: ADMIN.email });
     expect(stored.token).toMatch(/^ey/);
     expect(typeof stored.refresh_token).toBe('string');
@@ -150,7 +151,8 @@ describe('fleet login', () => {
       const r = await done;
       expect(r.stderr).toContain(`as ${email}`);
       expect(r.code).toBe(0);
-      expect(JSON.parse(fs.readFileSync(path.join(ownHome, 'fleet', 'credentials.json'), 'utf8')).email).toBe(email);
+      const profiles = JSON.parse(fs.readFileSync(path.join(ownHome, 'fleet', 'credentials.json'), 'utf8'));
+      expect(profiles.profiles[profiles.current].email).toBe(email);
     } finally {
       fs.rmSync(ownHome, { recursive: true, force: true });
     }
@@ -169,8 +171,8 @@ describe('fleet login', () => {
       const r = await done;
       expect(r.code, r.stderr).toBe(0);
       expect(r.stderr).not.toMatch(/Password/);
-      const stored = JSON.parse(fs.readFileSync(path.join(ownHome, 'fleet', 'credentials.json'), 'utf8'));
-      expect(stored).toMatchObject({ url: t.url, email: ADMIN.email });
+      const profiles = JSON.parse(fs.readFileSync(path.join(ownHome, 'fleet', 'credentials.json'), 'utf8'));
+      expect(profiles.profiles[profiles.current]).toMatchObject({ url: t.url, email: ADMIN.email });
       const devices = await fleet(['devices', '--json'], { env: { XDG_CONFIG_HOME: ownHome } });
       expect(devices.code, devices.stderr).toBe(0);
     } finally {

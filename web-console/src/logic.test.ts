@@ -7,7 +7,7 @@ import { LEGACY_FIELDS, legacyProblem, localProblems, patchBody, type LegacyFiel
 import { expiryFrom, keysOf } from './screens/bootstrap-keys.js';
 import { pruneTree } from './screens/devices.js';
 import { entriesOf } from './screens/files.js';
-import { connectCommand, defaultLocalPort } from './screens/portmaps.js';
+import { connectCommand, defaultLocalPort, installCliCommand } from './screens/portmaps.js';
 import { blankResourceProblems, toPolicies } from './screens/roles.js';
 import { createdMessage } from './screens/users.js';
 import { permissionNames } from './session.js';
@@ -91,6 +91,10 @@ describe('tunnel command', () => {
     expect(connectCommand('abc', { proto: 'tcp', port: 22, dst: 'localhost' }, 10022)).toBe('fleet connect abc -t 10022:localhost:22');
     expect(connectCommand('abc', { proto: 'udp', port: 53, dst: '10.0.0.1' }, 5353)).toBe('fleet connect abc -t 5353:10.0.0.1:53/udp');
     expect(connectCommand('abc', { proto: 'tcp', port: 80, dst: 'fd00::1' }, 8080)).toBe('fleet connect abc -t 8080:[fd00::1]:80');
+  });
+  it('installs the CLI from this broker in one command', () => {
+    expect(installCliCommand('https://fleet.example.com')).toBe('curl -fsSL https://fleet.example.com/install-cli.sh | sh');
+    expect(installCliCommand('http://127.0.0.1:8080/')).toBe('curl -fsSL http://127.0.0.1:8080/install-cli.sh | sh');
   });
 });
 

@@ -27,6 +27,24 @@ export function connectCommand(deviceId: string, pm: Pick<Portmap, 'proto' | 'po
   return `fleet connect ${deviceId} -t ${localPort}:${host}:${pm.port}${pm.proto === 'udp' ? '/udp' : ''}`;
 }
 
+/** The one command that installs the `fleet` CLI from this broker (served at /install-cli.sh). */
+export function installCliCommand(origin: string): string {
+  return `curl -fsSL ${origin.replace(/\/+$/, '')}/install-cli.sh | sh`;
+}
+
+function InstallCli() {
+  const command = installCliCommand(window.location.origin);
+  return (
+    <p class="command-row muted">
+      Install the CLI:{' '}
+      <code class="command" data-testid="install-cli-command">
+        {command}
+      </code>
+      <CopyButton text={command} label="Copy command" />
+    </p>
+  );
+}
+
 function PortmapRow({ deviceId, pm, onEdit }: { deviceId: string; pm: Portmap; onEdit?: () => void }) {
   const [localPort, setLocalPort] = useState(defaultLocalPort(pm.port));
   const command = connectCommand(deviceId, pm, localPort);
@@ -140,6 +158,7 @@ export function Portmaps({ deviceId }: { deviceId: string }) {
         </button>
       )}
       {editing && <PortmapForm key={editing.id ?? 'new'} initial={editing} onDone={done} onCancel={() => setEditing(null)} />}
+      <InstallCli />
     </div>
   );
 }
