@@ -232,26 +232,16 @@ export class QbeeTransport {
     options: Record<string, unknown>,
     okPayload: Buffer,
     relayOptions: ConstructorParameters<typeof StreamRelay>[2],
-    /** what the agent answered the open with: a sentence when it is not what was asked */
-    unlike?: (info: Record<string, unknown>) => string | undefined,
   ): Promise<{ channel: Channel; recorder?: ConsoleRecorder } | undefined> {
     const prepared = await this.deps.sessions.authorizeAndOpen(connection.caller, kind, connection.deviceId, request, params, options);
     if (!prepared.ok) {
       writeError(stream, prepared.frame.message);
       return undefined;
     }
-    const mismatch = unlike?.(prepared.relayOptions.info ?? {});
-    if (mismatch || stream.destroyed || stream.writableEnded) {
+    if (stream.destroyed || stream.writableEnded) {
       prepared.channel.destroy();
       void prepared.recorder?.close();
-      const reason = mismatch ? `refused: ${mismatch}` : 'client went away before the session started';
-      await this.deps.sessions.finish(prepared.auditId, prepared.startedAt, {
-        bytesIn: 0,
-        bytesOut: 0,
-        reason,
-        ...(mismatch ? { result: 'error' as const } : {}),
-      });
-      if (mismatch) writeError(stream, mismatch);
+      await this.deps.sessions.finish(prepared.auditId, prepared.startedAt, { bytesIn: 0, bytesOut: 0, reason: 'client went away before the session started' });
       return undefined;
     }
     stream.write(encodeQbeeMessage(QbeeMessage.ok, okPayload));
@@ -299,20 +289,8 @@ export class QbeeTransport {
     if (typeof command === 'string') return this.refuse(connection, stream, 'console', { ...size }, `invalid request: ${command}`);
     const sid = crypto.randomUUID();
     const params = command ? { ...size, command } : size;
-    const opened = await this.open(
-      connection,
-      stream,
-      'console',
-      { action: 'console' },
-      params,
-      { ...params },
-      Buffer.from(sid),
-      { kind: 'console', size },
-      (info) =>
-        command && info.command !== true
-          ? 'the agent on this device cannot run a command in a terminal; update it, or open a terminal without a command'
-          : undefined,
-    );
+    // An agent that cannot run the command is refused by the session machinery (never a shell instead).
+    const opened = await this.open(connection, stream, 'console', { action: 'console' }, params, { ...params }, Buffer.from(sid), { kind: 'console', size });
     if (!opened) return;
     connection.terminals.set(sid, opened);
     opened.channel.once('close', () => connection.terminals.delete(sid));

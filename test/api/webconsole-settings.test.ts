@@ -41,6 +41,6 @@ describe('GET /webconsole/settings', () => {
   it('refuses a caller without a session or with a bad token, and takes no parameters', async () => {
     expect((await plain.api('GET', '/api/v2/webconsole/settings')).status).toBe(401);
     expect((await plain.api('GET', '/api/v2/webconsole/settings', { token: 'not-a-token' })).status).toBe(401);
-    expect((await plain.api('POST', '/api/v2/webconsole/settings', { token: plain.adminToken, body: { map: {} } })).status).toBe(404);
+    expect((await plain.api('POST', '/api/v2/webconsole/settings', { token: plain.adminToken, body: { map: {} } })).status).toBe(405);
   });
 });

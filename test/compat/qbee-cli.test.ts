@@ -382,7 +382,7 @@ describe('devices (device.go, runagent.go, metrics.go)', () => {
       try {
         // json.Marshal(PTYCommand) for `qbee-cli term <device> uptime -p`.
         const payload = '{"sid":"","cols":120,"rows":40,"command":"uptime","command_args":["-p"]}';
-        await expect(client.open(QbeeMessage.pty, payload)).rejects.toThrow(/cannot run a command in a terminal/);
+        await expect(client.open(QbeeMessage.pty, payload)).rejects.toThrow(/cannot run a command in a console/);
       } finally {
         client.close();
       }
