@@ -33,7 +33,7 @@ const remoteSession = z.object({
   started_at: z.string(),
   bytes_in: z.number(),
   bytes_out: z.number(),
-  can_end: z.boolean().describe('The caller may end it (`remote-access:manage` on its device): for showing an End button.'),
+  can_end: z.boolean().describe('The caller may end it (their own session, or `remote-access:manage` on its device): for showing an End button.'),
   attached: z
     .boolean()
     .optional()
@@ -47,6 +47,12 @@ const remoteSession = z.object({
     .optional()
     .describe(
       'Console only: the caller may watch it (a grant to open that console on the device, and the session is theirs or on a device their `remote-access:manage` covers): for showing a Watch button. Always false for a console held by another broker (watched and re-attached through that broker only).',
+    ),
+  can_attach: z
+    .boolean()
+    .optional()
+    .describe(
+      "Console only: the caller may re-attach to it (see the console WebSocket's `attach`): their own console, from any sign-in session, held by this broker. Another user's console is never offered (and refused with `not_your_session`).",
     ),
   broker: z
     .string()
@@ -106,7 +112,7 @@ export const remoteRoutes: RouteSpec[] = [
     tag: 'remote',
     summary: 'List live remote sessions (console, tunnel, copy)',
     description:
-      "The sessions running now on this broker and, with several brokers, on every live broker of the cluster (`broker` names the one holding each), newest first: the caller's own, and those on devices their `remote-access:manage` covers (a `*` grant, as the Administrator's, covers every device); others are left out. `bytes_in` is client to device, `bytes_out` device to client, so far. `source` is the client kind (api, web, cli, qbee). Consoles also carry `attached` (false while their owner's connection is gone and they wait to be re-attached), `watchers` (who watches them read-only, since when) and `can_watch` (the caller may watch: see the console WebSocket's `watch`). `{items:[{id,user:{id,email},device:{id,name},kind,source,ip,started_at,bytes_in,bytes_out,can_end,attached?,watchers?,can_watch?}], total}`.",
+      "The sessions running now on this broker and, with several brokers, on every live broker of the cluster (`broker` names the one holding each), newest first: the caller's own, and those on devices their `remote-access:manage` covers (a `*` grant, as the Administrator's, covers every device); others are left out. `bytes_in` is client to device, `bytes_out` device to client, so far. `source` is the client kind (api, web, cli, qbee). Consoles also carry `attached` (false while their owner's connection is gone and they wait to be re-attached), `watchers` (who watches them read-only, since when), `can_watch` (the caller may watch: see the console WebSocket's `watch`) and `can_attach` (the caller's own console: they may re-attach to it from any sign-in session). `{items:[{id,user:{id,email},device:{id,name},kind,source,ip,started_at,bytes_in,bytes_out,can_end,attached?,watchers?,can_watch?,can_attach?}], total}`.",
     access: 'authenticated',
     response: listPage(remoteSession),
     handler: async ({ principal, services }) => services.remote.listSessions(principal),
@@ -117,8 +123,8 @@ export const remoteRoutes: RouteSpec[] = [
     tag: 'remote',
     summary: 'End a live remote session',
     description:
-      "Needs `remote-access:manage` on the session's device, whoever owns the session (403 otherwise; 404 for an unknown or ended session). The client gets the error frame `session_ended` and close 4403; the session's end entry in the audit trail (`remote.<action>.end`) says who ended it. A session held by another broker is ended by that broker (asked through the database's NOTIFY), with the same frame and audit. Answers 204 once the session is over (or after 5 s of waiting for another broker).",
-    access: 'remote-access:manage',
+      "The caller's own session, or any session on a device their `remote-access:manage` covers (403 otherwise; 404 for an unknown or ended session). The client gets the error frame `session_ended` and close 4403; the session's end entry in the audit trail (`remote.<action>.end`) says who ended it. A session held by another broker is ended by that broker (asked through the database's NOTIFY), with the same frame and audit. Answers 204 once the session is over (or after 5 s of waiting for another broker).",
+    access: 'authenticated',
     audit: false,
     transaction: false,
     params: z.object({ id: z.string().min(1).max(64) }),

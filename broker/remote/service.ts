@@ -42,8 +42,10 @@ export interface RemoteSessionRecord {
   started_at: string;
   bytes_in: number;
   bytes_out: number;
-  /** The caller may end it (remote-access:manage on its device), for showing the End button. */
+  /** The caller may end it (their own, or remote-access:manage on its device), for showing the End button. */
   can_end: boolean;
+  /** console only: the caller may re-attach to it (their own console, held by this broker), for showing a Re-attach button */
+  can_attach?: boolean;
   /** console only: false while its owner's connection is gone and it waits for a re-attach */
   attached?: boolean;
   /** console only: who watches it read-only */
@@ -283,31 +285,33 @@ export class RemoteService {
       started_at: new Date(s.startedAt).toISOString(),
       bytes_in: s.bytesIn,
       bytes_out: s.bytesOut,
-      can_end: mayEnd.get(s.deviceId) ?? false,
+      can_end: s.user.id === principal.user.id || (mayEnd.get(s.deviceId) ?? false),
       ...(this.deps.brokerId ? { broker: s.broker ?? this.deps.brokerId } : {}),
       ...(s.kind === 'console'
         ? {
             attached: s.attached ?? true,
             watchers: (s.watchers ?? []).map((w) => ({ user: w.user, since: new Date(w.since).toISOString() })),
             can_watch: mayWatch.get(s.id) ?? false,
+            // Its owner, from any tab or browser they are signed in on (the broker re-authorizes the re-attach).
+            can_attach: s.user.id === principal.user.id && !s.broker,
           }
         : {}),
     }));
     return { items, total: items.length };
   }
 
-  /** Ends a live session: needs remote-access:manage on its device, whoever owns it. */
+  /** Ends a live session: the caller's own, or any with remote-access:manage on its device. */
   async endSession(principal: Principal, id: string): Promise<void> {
     const session = this.sessions.get(id);
     if (!session) {
       // Several brokers: the broker holding it ends it (asked through NOTIFY), and audits as always.
       const elsewhere = await this.deps.directory?.find(id);
       if (!elsewhere) throw notFound(`Remote session ${id}`);
-      await this.deps.access.require(principal, 'remote-access:manage', elsewhere.deviceId);
+      if (elsewhere.user.id !== principal.user.id) await this.deps.access.require(principal, 'remote-access:manage', elsewhere.deviceId);
       await this.deps.directory?.endElsewhere(elsewhere, { id: principal.user.id, email: principal.user.email });
       return;
     }
-    await this.deps.access.require(principal, 'remote-access:manage', session.deviceId);
+    if (session.user.id !== principal.user.id) await this.deps.access.require(principal, 'remote-access:manage', session.deviceId);
     await this.sessions.end(id, principal.user);
   }
 

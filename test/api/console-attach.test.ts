@@ -148,6 +148,35 @@ describe('console detach and re-attach', () => {
     await back.closed;
   });
 
+  it('lets its owner re-attach from another sign-in session (another browser), listed as can_attach for them only', async () => {
+    const owner = await t.userWith([CONNECT]);
+    const other = await t.userWith([CONNECT, MANAGE]);
+    const { s, id } = await open(t, owner.token, device);
+    drop(s);
+    await expect.poll(async () => (await listed(t, owner.token, id))?.attached).toBe(false);
+
+    // A second sign-in of the same user: another token, another sign-in session.
+    const elsewhere = await t.login(owner.email, owner.password);
+    expect(elsewhere).not.toBe(owner.token);
+    expect(await listed(t, elsewhere, id)).toMatchObject({ can_attach: true, can_end: true });
+    // Others may see (and end, with remote-access:manage) it, but are never offered a re-attach, and are refused one.
+    expect(await listed(t, other.token, id)).toMatchObject({ can_attach: false, can_end: true });
+    expect(await listed(t, t.adminToken, id)).toMatchObject({ can_attach: false });
+    const stolen = connectRemote(t.url, 'console', { attach: id }, other.token);
+    expect(await stolen.frame('error')).toMatchObject({ code: 403, error: 'not_your_session' });
+    expect((await stolen.closed).code).toBe(4403);
+    expect(stolen.bytes().length).toBe(0);
+
+    const back = connectRemote(t.url, 'console', { attach: id }, elsewhere);
+    expect(await back.frame('ready')).toMatchObject({ session: id, reattached: true });
+    await back.output('first-42');
+    back.ws.send(Buffer.from('echo "from-elsewhere-$((5*5))"\n'));
+    await back.output('from-elsewhere-25');
+    expect((await listed(t, owner.token, id))?.attached).toBe(true);
+    back.ws.close(1000);
+    await back.closed;
+  });
+
   it('lets the owner take a console over from a connection that is still open', async () => {
     const owner = await t.userWith([CONNECT]);
     const { s, id } = await open(t, owner.token, device);

@@ -30,6 +30,7 @@ type Listed = {
   bytes_in: number;
   bytes_out: number;
   can_end: boolean;
+  can_attach?: boolean;
 };
 
 async function list(token: string): Promise<Listed[]> {
@@ -70,8 +71,10 @@ describe('live remote sessions', () => {
       // The connector sees both: they are their own.
       const byConnector = await list(connector);
       expect(byConnector.map((s) => s.device.id).sort()).toEqual([here, elsewhere].sort());
-      // Their own, but ending needs remote-access:manage: no End button.
-      expect(byConnector.every((s) => !s.can_end)).toBe(true);
+      // Their own: they may end them (and re-attach to them), without remote-access:manage.
+      expect(byConnector.every((s) => s.can_end && s.can_attach)).toBe(true);
+      // The operator may end the user's console but never re-attach to it.
+      expect(byOperator[0].can_attach).toBe(false);
       // A user with nothing sees none of them.
       expect(await list(await t.tokenWith([]))).toEqual([]);
     } finally {
@@ -83,13 +86,16 @@ describe('live remote sessions', () => {
     await expect.poll(async () => (await list(t.adminToken)).length).toBe(0);
   });
 
-  it('refuses to end a session without remote-access:manage on its device (403), and ends it with it', async () => {
+  it("refuses to end another user's session without remote-access:manage on its device (403), and ends it with it", async () => {
     const connector = await t.tokenWith([{ permission: 'remote-access:connect' }]);
+    const otherConnector = await t.tokenWith([{ permission: 'remote-access:connect' }]);
     const fencedOperator = await t.tokenWith([{ permission: 'remote-access:manage', resources: ['tag:here'] }]);
     const s = await openConsole(connector, elsewhere);
     const [session] = (await list(t.adminToken)).filter((x) => x.device.id === elsewhere);
-    // The owner, holding only connect, cannot end it through the API: the route needs remote-access:manage.
-    expect((await t.api('DELETE', `/api/v2/remote/sessions/${session.id}`, { token: connector })).status).toBe(403);
+    // Another user holding connect on the device cannot end it.
+    const byOther = await t.api('DELETE', `/api/v2/remote/sessions/${session.id}`, { token: otherConnector });
+    expect(byOther.status).toBe(403);
+    expect(byOther.body).toMatchObject({ code: 403, error: 'forbidden' });
     // An operator whose grant does not cover the device is refused too, and the session runs on.
     const refused = await t.api('DELETE', `/api/v2/remote/sessions/${session.id}`, { token: fencedOperator });
     expect(refused.status).toBe(403);
@@ -111,5 +117,15 @@ describe('live remote sessions', () => {
         return (r.body.items as { message: string }[])[0]?.message ?? '';
       })
       .toContain('ended by admin@example.com');
+  });
+
+  it('lets a user holding only remote-access:connect end their own session', async () => {
+    const connector = await t.tokenWith([{ permission: 'remote-access:connect' }]);
+    const s = await openConsole(connector, elsewhere);
+    const [session] = (await list(connector)).filter((x) => x.device.id === elsewhere);
+    expect(session.can_end).toBe(true);
+    expect((await t.api('DELETE', `/api/v2/remote/sessions/${session.id}`, { token: connector })).status).toBe(204);
+    expect((await s.closed).code).toBe(4403);
+    expect((await list(t.adminToken)).map((x) => x.id)).not.toContain(session.id);
   });
 });

@@ -201,7 +201,8 @@ describe('the route table', () => {
       'GET /tagslist': 'a listing: tags of readable devices only',
       'GET /groups': "a listing: the groups of the caller's view of the tree",
       'GET /reportlist': 'a listing: only reports of devices the caller reads',
-      'DELETE /remote/sessions/{}': "a live session's device is known only to the sessions service, which asks remote-access:manage on it",
+      'DELETE /remote/sessions/{}':
+        "a live session's device is known only to the sessions service: its owner may end it, others need remote-access:manage on it",
       // configuration:* reach nodes (groups included) and tags, decided per entity by the configuration service (mayConfigure)
       ...Object.fromEntries(
         [

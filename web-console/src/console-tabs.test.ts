@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { addTab, closeTab, loadTabs, MAX_TABS, saveTabs, setSession, showDevice, type ConsoleTabs } from './console-tabs.js';
+import { addTab, attachTab, closeTab, loadTabs, MAX_TABS, saveTabs, setSession, showDevice, type ConsoleTabs } from './console-tabs.js';
 
 function memory(): Storage {
   const items = new Map<string, string>();
@@ -46,5 +46,21 @@ describe('console tabs', () => {
     expect(loadTabs(storage)).toEqual({ tabs: [], active: undefined });
     storage.setItem('fleet.console.tabs', 'not json');
     expect(loadTabs(storage)).toEqual({ tabs: [] });
+  });
+
+  it('re-attaches to a session in the tab already on it, or in a new tab bound to it', () => {
+    const device = { deviceId: 'd1', name: 'one' };
+    let state = addTab({ tabs: [] }, device);
+    state = setSession(state, state.active!, 's-1');
+    state = addTab(state, device);
+    const onS1 = state.tabs[0].key;
+    // Already open here: that tab is shown, no new tab.
+    const shownAgain = attachTab(state, device, 's-1');
+    expect(shownAgain.tabs).toHaveLength(2);
+    expect(shownAgain.active).toBe(onS1);
+    // Opened elsewhere: a new tab that re-attaches to it.
+    const attached = attachTab(state, device, 's-2');
+    expect(attached.tabs).toHaveLength(3);
+    expect(attached.tabs.find((t) => t.key === attached.active)).toMatchObject({ deviceId: 'd1', session: 's-2' });
   });
 });

@@ -73,6 +73,17 @@ export function showDevice(state: ConsoleTabs, device: { deviceId: string; name:
   return existing ? { ...state, active: existing.key } : addTab(state, device);
 }
 
+/**
+ * Re-attaches to one of the user's sessions (from the Sessions screen or the device page, maybe
+ * opened in another tab or browser): the tab already on it, or a new tab that attaches to it.
+ */
+export function attachTab(state: ConsoleTabs, device: { deviceId: string; name: string; users?: string[] }, session: string): ConsoleTabs {
+  const existing = state.tabs.find((t) => t.session === session);
+  if (existing) return { ...state, active: existing.key };
+  const added = addTab(state, device);
+  return setSession(added, added.active!, session);
+}
+
 export function closeTab(state: ConsoleTabs, key: string): ConsoleTabs {
   const index = state.tabs.findIndex((t) => t.key === key);
   if (index < 0) return state;

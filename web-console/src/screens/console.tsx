@@ -11,9 +11,10 @@ import type { AttributesRecord } from '../../../shared/api-types.js';
 import { encodeFrame, serverFrameOf, type ClientFrame } from '../../../shared/remote-frames.js';
 import { api, ApiFailure, messageOf, remoteSocketUrl } from '../api.js';
 import { Link, navigate } from '../router.js';
-import { addTab, closeTab, loadTabs, MAX_TABS, saveTabs, setSession, showDevice, type ConsoleTabs } from '../console-tabs.js';
+import { addTab, attachTab, closeTab, loadTabs, MAX_TABS, saveTabs, setSession, showDevice, type ConsoleTabs } from '../console-tabs.js';
 import { AccessDenied, ErrorBox, Loading } from '../ui.js';
 import { BAR_KEYS, isTouchScreen, withCtrl } from '../keybar.js';
+import { ReplayGuard } from '../replay-guard.js';
 import { loadRemoteAccess } from './device.js';
 
 type Status =
@@ -128,6 +129,10 @@ function TerminalView({ mode, deviceId, name, users, session, active, onSession,
     let retryTimer: ReturnType<typeof setTimeout> | undefined;
     let reattaches = 0;
     let readyOnce = false;
+    // The first output after a re-attach's (or a watch's) ready frame is the kept output, replayed:
+    // what the terminal answers to the queries in it must not reach the device (replay-guard.ts).
+    let replayNext = false;
+    const guard = new ReplayGuard();
     const encoder = new TextEncoder();
 
     const sendJson = (msg: ClientFrame) => {
@@ -173,8 +178,9 @@ function TerminalView({ mode, deviceId, name, users, session, active, onSession,
     sendRef.current = typed;
     cursorModeRef.current = () => term.modes.applicationCursorKeysMode;
     const inputs = [
-      term.onData(typed),
+      term.onData(guard.filter(typed)),
       term.onBinary((data) => {
+        if (guard.replaying) return;
         if (ws?.readyState === WebSocket.OPEN && !finished && !watching) ws.send(Uint8Array.from(data, (c) => c.charCodeAt(0) & 0xff));
       }),
       term.onResize(({ cols, rows }) => {
@@ -231,7 +237,14 @@ function TerminalView({ mode, deviceId, name, users, session, active, onSession,
       socket.onmessage = (e) => {
         if (e.data instanceof ArrayBuffer) {
           const bytes = new Uint8Array(e.data);
-          term.write(bytes, () => rendered(bytes.byteLength));
+          if (replayNext) {
+            replayNext = false;
+            guard.replay(
+              (data: Uint8Array, parsed) => term.write(data, parsed),
+              bytes,
+              () => rendered(bytes.byteLength),
+            );
+          } else term.write(bytes, () => rendered(bytes.byteLength));
           return;
         }
         const msg = serverFrameOf(String(e.data));
@@ -239,6 +252,7 @@ function TerminalView({ mode, deviceId, name, users, session, active, onSession,
         if (msg.type === 'ready') {
           // A re-attach replays the console's recent output: it replaces what is shown.
           if (msg.reattached || (watching && readyOnce)) term.reset();
+          replayNext = !!msg.reattached || watching;
           readyOnce = true;
           reattaches = 0;
           if (!watching && msg.session) {
@@ -422,8 +436,10 @@ function TerminalView({ mode, deviceId, name, users, session, active, onSession,
  * tabs and their sessions are kept for a reload (sessionStorage), which re-attaches to them;
  * leaving the console screen closes them all.
  */
-function ConsoleTabsView({ device }: { device: { deviceId: string; name: string; users?: string[] } }) {
-  const [state, setState] = useState<ConsoleTabs>(() => showDevice(loadTabs(), device));
+function ConsoleTabsView({ device, attach }: { device: { deviceId: string; name: string; users?: string[] }; attach?: string }) {
+  // `?attach=<session>` (Re-attach on the Sessions screen or the device page, from any tab or
+  // browser the owner is signed in on): a tab that re-attaches to that session.
+  const [state, setState] = useState<ConsoleTabs>(() => (attach ? attachTab(loadTabs(), device, attach) : showDevice(loadTabs(), device)));
   const stateRef = useRef(state);
   const update = (change: (s: ConsoleTabs) => ConsoleTabs) => {
     stateRef.current = change(stateRef.current);
@@ -432,6 +448,8 @@ function ConsoleTabsView({ device }: { device: { deviceId: string; name: string;
   };
   useEffect(() => {
     saveTabs(stateRef.current);
+    // The tab keeps the session (sessionStorage): a reload must not re-attach through the address again.
+    if (attach) navigate(`/console/${device.deviceId}`, { replace: true });
     // Leaving the console ends its sessions (each terminal closes its own): nothing to re-attach.
     return () => saveTabs({ tabs: [] });
   }, []);
@@ -528,6 +546,7 @@ async function deniedAttempt(deviceId: string): Promise<string | null> {
 }
 
 export function ConsoleScreen({ deviceId }: { deviceId: string }) {
+  const [attach] = useState(() => new URLSearchParams(location.search).get('attach') || undefined);
   const [state, setState] = useState<
     { kind: 'checking' } | { kind: 'ready'; name: string; users?: string[] } | { kind: 'denied'; message?: string } | { kind: 'error'; error: unknown }
   >({
@@ -562,7 +581,7 @@ export function ConsoleScreen({ deviceId }: { deviceId: string }) {
     };
   }, [deviceId]);
 
-  if (state.kind === 'ready') return <ConsoleTabsView device={{ deviceId, name: state.name, users: state.users }} />;
+  if (state.kind === 'ready') return <ConsoleTabsView device={{ deviceId, name: state.name, users: state.users }} attach={attach} />;
   return (
     <div class="console-page">
       <p>

@@ -5,7 +5,7 @@
 import { Fragment } from 'preact';
 import { useEffect, useState } from 'preact/hooks';
 import type { AttributesRecord, RemoteCapabilities } from '../../../shared/api-types.js';
-import { api, ApiFailure } from '../api.js';
+import { api, ApiFailure, itemsOf } from '../api.js';
 import { allowed } from '../areas.js';
 import { Link, navigate, withQuery } from '../router.js';
 import { ConfirmButton, ErrorBox, formatBytes, formatTime, Loading, Notice, PageTitle, Table, Tags, useAction, useLoad } from '../ui.js';
@@ -15,6 +15,7 @@ import { LastContact, StatusDot } from './devices.js';
 import { InventoryTabs } from './inventory-tabs.js';
 import { DeviceCves } from './cve.js';
 import { Portmaps } from './portmaps.js';
+import { reattachPath } from './sessions.js';
 import { FileTransfer } from './transfer.js';
 
 interface DeviceStatus {
@@ -249,9 +250,39 @@ function RemoteActions({ deviceId, access }: { deviceId: string; access: RemoteC
           />
         )}
       </div>
+      {access.console && <OwnConsoles deviceId={deviceId} />}
       <ErrorBox error={reload.error} title="Reload failed" />
       {notice && <Notice>{notice}</Notice>}
     </div>
+  );
+}
+
+interface OwnConsole {
+  id: string;
+  kind: string;
+  device: { id: string };
+  started_at: string;
+  attached?: boolean;
+  can_attach?: boolean;
+}
+
+/** The user's own consoles running on this device (opened in any tab or browser), to re-attach to. */
+function OwnConsoles({ deviceId }: { deviceId: string }) {
+  const sessions = useLoad(async () => itemsOf<OwnConsole>(await api.get('/remote/sessions')), [deviceId]);
+  const mine = (sessions.data ?? []).filter((s) => s.kind === 'console' && s.can_attach && s.device.id === deviceId);
+  if (mine.length === 0) return null;
+  return (
+    <ul class="plain small" data-testid="own-consoles">
+      {mine.map((s) => (
+        <li key={s.id}>
+          Your console since {formatTime(s.started_at)}
+          {s.attached === false ? ' (detached: its shell still runs)' : ' (open in another window)'}{' '}
+          <Link href={reattachPath(s)} class="button small primary" data-testid="reattach-console">
+            Re-attach
+          </Link>
+        </li>
+      ))}
+    </ul>
   );
 }
 

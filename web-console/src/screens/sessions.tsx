@@ -2,7 +2,8 @@
  * Live remote sessions (GET /remote/sessions): the caller's own and those on devices their
  * remote-access:manage covers, refreshed every few seconds. End is offered where the broker says
  * the caller may (`can_end`); the broker decides again when it is pressed. Consoles the caller
- * may watch read-only (`can_watch`) offer Watch. On a phone the actions stay pinned at the row's right edge.
+ * may watch read-only (`can_watch`) offer Watch; the caller's own consoles (`can_attach`) offer Re-attach,
+ * from whichever tab or browser they are signed in on. On a phone the actions stay pinned at the row's right edge.
  */
 import { useEffect } from 'preact/hooks';
 import { api, itemsOf } from '../api.js';
@@ -23,6 +24,12 @@ interface LiveSession {
   attached?: boolean;
   watchers?: { user: { id: string; email: string }; since: string }[];
   can_watch?: boolean;
+  can_attach?: boolean;
+}
+
+/** Where the owner re-attaches to their console: a console tab on its device bound to that session. */
+export function reattachPath(s: { id: string; device: { id: string } }): string {
+  return `/console/${encodeURIComponent(s.device.id)}?attach=${encodeURIComponent(s.id)}`;
 }
 
 const REFRESH_MS = 3000;
@@ -71,6 +78,16 @@ export function SessionsScreen() {
             </td>
             {/* On a phone the row scrolls sideways under this cell, which stays at the right edge. */}
             <td class="actions-cell">
+              {s.can_attach && (
+                <Link
+                  href={reattachPath(s)}
+                  class="button small primary"
+                  data-testid="reattach-session"
+                  title={s.attached === false ? 'Resume this console here' : 'Take this console over here (the window showing it now lets it go)'}
+                >
+                  Re-attach
+                </Link>
+              )}{' '}
               {s.can_watch && (
                 <Link href={`/watch/${encodeURIComponent(s.id)}`} class="button small" data-testid="watch-session">
                   Watch
