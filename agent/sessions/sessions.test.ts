@@ -131,15 +131,19 @@ describe('console sessions', () => {
     const pid = info.pid as number;
     expect(pid).toBeGreaterThan(0);
     channel.destroy();
+    // node-pty hangs up at once; a loaded machine may take a while to reap the shell.
     await expect
-      .poll(() => {
-        try {
-          process.kill(pid, 0);
-          return true;
-        } catch {
-          return false;
-        }
-      })
+      .poll(
+        () => {
+          try {
+            process.kill(pid, 0);
+            return true;
+          } catch {
+            return false;
+          }
+        },
+        { timeout: 15_000 },
+      )
       .toBe(false);
   });
 });

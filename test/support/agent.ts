@@ -191,8 +191,9 @@ export function startAgent(o: AgentOptions): TestAgent {
         await exit;
         clearTimeout(killer);
       }
-      if (ownDir) fs.rmSync(stateDir, { recursive: true, force: true });
-      if (ownRoot) fs.rmSync(configRoot, { recursive: true, force: true });
+      // A shell or command the agent started may still be writing its last files as it goes: retry.
+      if (ownDir) fs.rmSync(stateDir, { recursive: true, force: true, maxRetries: 10, retryDelay: 100 });
+      if (ownRoot) fs.rmSync(configRoot, { recursive: true, force: true, maxRetries: 10, retryDelay: 100 });
     },
   };
 }
