@@ -62,16 +62,18 @@ async function checkAfterRestart(): Promise<void> {
     expect(r.status).toBe(404);
   }
   // The audit chain is intact, and no session has two end entries.
+  const verifyDir = fs.mkdtempSync(path.join(os.tmpdir(), 'fleet-verify-'));
   const run = spawnSync(process.execPath, [path.resolve('node_modules/tsx/dist/cli.mjs'), 'broker/main.ts', 'audit-verify'], {
     env: {
       PATH: process.env.PATH,
-      DATA_DIR: fs.mkdtempSync(path.join(os.tmpdir(), 'fleet-verify-')),
+      DATA_DIR: verifyDir,
       DATABASE_URL: PG_URL,
       DATABASE_SCHEMA: schema,
       LOG_LEVEL: 'silent',
     },
     encoding: 'utf8',
   });
+  fs.rmSync(verifyDir, { recursive: true, force: true });
   expect(`${run.status} ${run.stdout}${run.stderr}`).toMatch(/^0 /);
   const ends = await db.query(`select ref_id, count(*)::int as n from audit where event like 'remote.%.end' group by ref_id having count(*) > 1`);
   expect(ends.rows).toEqual([]);
