@@ -250,7 +250,16 @@ export async function createServices(config: Config, logger: Logger, store: Stor
   // A commit made through another broker, for an agent connected here.
   cluster?.onConfigWanted((deviceIds) => configuration.pushCurrent(deviceIds));
   // Agent updates: the published agent is announced to each agent and sent over its own connection.
-  const agentUpdates = new AgentUpdates({ dir: config.agentArtifactsDir, logger, agents });
+  const agentUpdates = new AgentUpdates({
+    dir: config.agentArtifactsDir,
+    logger,
+    agents,
+    ...(cluster ? { onNewRelease: (r: { version: string; sha256: string }) => cluster.announceRelease(r.version, r.sha256) } : {}),
+  });
+  // Another broker found a new build: this one looks at its own directory now (shared: its agents hear of it at once).
+  cluster?.onReleaseHeard((from, version, sha256) => {
+    agentUpdates.checkPublished({ from, version, sha256 }).catch((err) => logger.warn({ err }, 'published agent not checked'));
+  });
   agents.handle('agent_update_request', (deviceId, msg) => agentUpdates.onRequest(deviceId, msg));
   agents.on('connected', (deviceId) => {
     agentUpdates.onConnected(deviceId).catch((err) => logger.warn({ err, deviceId }, 'agent update not announced'));

@@ -20,7 +20,9 @@ export type ClusterEvent =
   /** configuration changed through `broker` for these devices: whichever broker holds one of their agents sends it its configuration */
   | { e: 'config'; broker: string; devices: string[] }
   /** a device-level message for the agent of `device` (unsigned: the broker holding it signs it for its connection) */
-  | { e: 'deliver'; broker: string; device: string; msg: { t: string } & Record<string, unknown> };
+  | { e: 'deliver'; broker: string; device: string; msg: { t: string } & Record<string, unknown> }
+  /** `broker` found a new agent build in its artifacts directory: the others look at theirs now (broker/install/updates.ts) */
+  | { e: 'agent_release'; broker: string; version: string; sha256: string };
 
 /** NOTIFY payloads are at most 8000 bytes; ours are a few hundred. */
 const MAX_PAYLOAD = 7000;
@@ -30,6 +32,8 @@ const PING_MS = 5000;
 const ID = /^[A-Za-z0-9._:-]{1,100}$/;
 const SESSION_ID = /^[0-9a-f-]{1,64}$/;
 const MESSAGE_TYPE = /^[a-z][a-z0-9_]{0,39}$/;
+const AGENT_VERSION = /^[0-9][A-Za-z0-9.+~-]{0,63}$/;
+const SHA256 = /^[0-9a-f]{64}$/;
 /** Devices named in one `config` event, at most (ids are at most 64 characters: the payload stays small). */
 export const CONFIG_EVENT_DEVICES = 80;
 
@@ -74,6 +78,9 @@ export function parseClusterEvent(payload: string | undefined): ClusterEvent | u
       if (!device || typeof m !== 'object' || m === null || Array.isArray(m) || typeof m.t !== 'string' || !MESSAGE_TYPE.test(m.t)) return undefined;
       return { e: 'deliver', broker, device, msg: m as { t: string } & Record<string, unknown> };
     }
+    case 'agent_release':
+      if (typeof msg.version !== 'string' || !AGENT_VERSION.test(msg.version) || typeof msg.sha256 !== 'string' || !SHA256.test(msg.sha256)) return undefined;
+      return { e: 'agent_release', broker, version: msg.version, sha256: msg.sha256 };
     default:
       return undefined;
   }

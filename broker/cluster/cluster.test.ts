@@ -33,6 +33,8 @@ describe('cluster events (NOTIFY payloads) are checked field by field', () => {
     expect(parseClusterEvent(JSON.stringify(config))).toEqual(config);
     const deliver = { e: 'deliver', broker: 'b', device: DEVICE, msg: { t: 'reload', id: 'x' } };
     expect(parseClusterEvent(JSON.stringify(deliver))).toEqual(deliver);
+    const release = { e: 'agent_release', broker: 'b', version: '1.2.3', sha256: 'a'.repeat(64) };
+    expect(parseClusterEvent(JSON.stringify({ ...release, file: '/etc/passwd' }))).toEqual(release);
   });
 
   it('drops anything else', () => {
@@ -60,6 +62,9 @@ describe('cluster events (NOTIFY payloads) are checked field by field', () => {
       JSON.stringify({ e: 'deliver', broker: 'b', device: DEVICE, msg: [] }),
       JSON.stringify({ e: 'deliver', broker: 'b', msg: { t: 'reload' } }),
       JSON.stringify({ e: 'invalidate', broker: 'b', pad: 'x'.repeat(8000) }),
+      JSON.stringify({ e: 'agent_release', broker: 'b', version: '../1', sha256: 'a'.repeat(64) }),
+      JSON.stringify({ e: 'agent_release', broker: 'b', version: '1.0.0', sha256: 'A'.repeat(64) }),
+      JSON.stringify({ e: 'agent_release', broker: 'b', version: '1.0.0' }),
     ]) {
       expect(parseClusterEvent(payload)).toBeUndefined();
     }

@@ -75,6 +75,8 @@ export class ClusterService {
   private brokersReload?: Promise<void>;
   /** Sends devices connected here their current configuration (the configuration service, bound late). */
   private configWanted?: (deviceIds: string[]) => void;
+  /** Looks at this broker's published agent again when another broker found a new build (bound late). */
+  private releaseHeard?: (from: string, version: string, sha256: string) => void;
   /** Presence writes of one device, in order (a disconnect never overtakes its connect). */
   private readonly writes = new Map<string, Promise<void>>();
 
@@ -391,6 +393,16 @@ export class ClusterService {
     this.configWanted = send;
   }
 
+  /** A new agent build was found here and announced to the agents here: the other brokers look at theirs now. */
+  announceRelease(version: string, sha256: string): void {
+    void this.publish({ e: 'agent_release', broker: this.me, version, sha256 });
+  }
+
+  /** What looks at this broker's published agent again when another broker announces a new build. */
+  onReleaseHeard(check: (from: string, version: string, sha256: string) => void): void {
+    this.releaseHeard = check;
+  }
+
   // ---- events of the other brokers -----------------------------------------------------------------
 
   private publish(event: ClusterEvent): Promise<void> {
@@ -446,6 +458,9 @@ export class ClusterService {
       case 'deliver':
         if (NOT_DELIVERED.has(event.msg.t) || !this.hub?.isConnected(event.device)) return;
         this.hub.send(event.device, event.msg as unknown as ControlMessage);
+        return;
+      case 'agent_release':
+        this.releaseHeard?.(event.broker, event.version, event.sha256);
         return;
     }
   }

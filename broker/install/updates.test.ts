@@ -17,7 +17,7 @@ afterEach(() => {
   for (const d of dirs.splice(0)) fs.rmSync(d, { recursive: true, force: true });
 });
 
-function setup(publish = true) {
+function setup(publish = true, onNewRelease?: (r: { version: string; sha256: string }) => void) {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'fleet-agent-updates-'));
   dirs.push(dir);
   const bundle = Buffer.from('#!/usr/bin/env node\nconsole.log(1);\n');
@@ -31,6 +31,7 @@ function setup(publish = true) {
   const updates = new AgentUpdates({
     dir,
     logger: pino({ level: 'silent' }),
+    ...(onNewRelease ? { onNewRelease } : {}),
     agents: {
       send: (deviceId, msg) => {
         sent.push({ deviceId, msg });
@@ -50,6 +51,10 @@ function setup(publish = true) {
   });
   return { dir, bundle, updates, sent, opened, holdOpen: (p: Promise<void>) => (hold = p) };
 }
+
+let bumps = 0;
+/** A new package.json (of a new size: the build is seen as new whatever the clock's resolution). */
+const republish = (dir: string, version: string) => fs.writeFileSync(path.join(dir, 'package.json'), JSON.stringify({ version, pad: 'x'.repeat(++bumps) }));
 
 const sha = (b: Buffer) => crypto.createHash('sha256').update(b).digest('hex');
 
@@ -73,6 +78,34 @@ describe('agent publication', () => {
     expect(s.sent.map((x) => [x.deviceId, (x.msg as { version: string }).version])).toEqual([
       ['dev-a', '1.2.4'],
       ['dev-b', '1.2.4'],
+    ]);
+  });
+
+  it('tells the other brokers of a build it found, not of one another broker told it of', async () => {
+    const told: string[] = [];
+    const s = setup(true, (r) => told.push(r.version));
+    await s.updates.checkPublished();
+    republish(s.dir, '1.2.4');
+    await s.updates.checkPublished();
+    expect(told).toEqual(['1.2.4']);
+    // Another broker found 1.2.5 in the shared directory: announced here at once, not told back.
+    republish(s.dir, '1.2.5');
+    await s.updates.checkPublished({ from: 'b', version: '1.2.5', sha256: sha(s.bundle) });
+    expect(told).toEqual(['1.2.4']);
+    expect(s.sent.map((x) => (x.msg as { version: string }).version)).toEqual(['1.2.4', '1.2.4', '1.2.5', '1.2.5']);
+  });
+
+  it('announces nothing of another broker’s build its own directory does not hold, and a build once', async () => {
+    const s = setup();
+    await s.updates.checkPublished();
+    await s.updates.checkPublished({ from: 'b', version: '9.9.9', sha256: 'f'.repeat(64) });
+    expect(s.sent).toEqual([]);
+    republish(s.dir, '1.3.0');
+    // Two checks at once (a poll and another broker's event): the build is announced once.
+    await Promise.all([s.updates.checkPublished(), s.updates.checkPublished({ from: 'b', version: '1.3.0', sha256: sha(s.bundle) })]);
+    expect(s.sent.map((x) => [x.deviceId, (x.msg as { version: string }).version])).toEqual([
+      ['dev-a', '1.3.0'],
+      ['dev-b', '1.3.0'],
     ]);
   });
 

@@ -6,6 +6,13 @@
  * (`agent_update_request`) and gets the bytes on a `file` channel under the mux's credit flow; the
  * agent checks size and sha256 against the announcement before installing anything. Nothing of this
  * is reachable without a device key: GET /install/{artifact} stays for first installs only.
+ *
+ * Several brokers: each announces and serves what its own artifacts directory holds. The broker that
+ * finds a new build first (its poll, every POLL_MS) tells the others (`agent_release`, a NOTIFY), which
+ * look at their directory at once and announce it to the agents they hold: with a shared directory,
+ * every agent hears of the build within about a second, and downloads it from the broker it is
+ * connected to. A broker whose directory does not hold that build says so in its log and keeps
+ * announcing its own.
  */
 import crypto from 'node:crypto';
 import fs from 'node:fs';
@@ -43,6 +50,15 @@ export interface AgentUpdatesDeps {
     open(deviceId: string, kind: ChannelKind, params: ChannelParams): Promise<{ channel: Channel }>;
     connectedDevices(): string[];
   };
+  /** A new build was found here and announced to the agents here (the cluster tells the other brokers). */
+  onNewRelease?: (release: AgentRelease) => void;
+}
+
+/** Another broker's new build, as it announced it. */
+export interface HeardRelease {
+  from: string;
+  version: string;
+  sha256: string;
 }
 
 export class AgentUpdates {
@@ -50,6 +66,7 @@ export class AgentUpdates {
   private announced?: string;
   private timer?: NodeJS.Timeout;
   private readonly sending = new Set<string>();
+  private mismatch?: string;
 
   constructor(private readonly deps: AgentUpdatesDeps) {}
 
@@ -96,15 +113,26 @@ export class AgentUpdates {
     this.timer.unref();
   }
 
-  /** A build different from the last one seen is announced to every agent connected here. */
-  async checkPublished(): Promise<void> {
+  /**
+   * A build different from the last one seen is announced to every agent connected here. `heard`:
+   * another broker announced a new build (this broker looks now rather than at its next poll).
+   */
+  async checkPublished(heard?: HeardRelease): Promise<void> {
     const r = await this.release();
     const id = r && `${r.version}:${r.sha256}`;
     if (this.announced !== undefined && id && id !== this.announced) {
       this.deps.logger.info({ version: r.version }, 'new agent published: announcing it to the connected agents');
       for (const deviceId of this.deps.agents.connectedDevices()) this.deps.agents.send(deviceId, this.announcement(r));
+      if (!heard) this.deps.onNewRelease?.(r);
     }
     this.announced = id ?? '';
+    if (heard && id !== `${heard.version}:${heard.sha256}` && this.mismatch !== `${heard.version}:${heard.sha256}`) {
+      this.mismatch = `${heard.version}:${heard.sha256}`;
+      this.deps.logger.warn(
+        { broker: heard.from, version: heard.version, published: r?.version ?? null },
+        'another broker publishes an agent build this broker does not hold (AGENT_ARTIFACTS_DIR is not shared): the agents connected here are not told of it',
+      );
+    }
   }
 
   stop(): void {

@@ -43,14 +43,14 @@ export interface BrokerProcess {
   url: string;
   child: ChildProcess;
   output: string[];
-  /** SIGKILL, and its data directory removed. */
+  /** SIGKILL, and its data directory removed (unless it was given: then it stays for a restart). */
   kill(): void;
 }
 
 /** A broker as its own process (node with the tsx loader: one process), resolved once it answers HTTP. */
-export async function spawnBroker(env: Record<string, string>, id: string): Promise<BrokerProcess> {
-  const port = await freePort();
-  const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'fleet-cluster-'));
+export async function spawnBroker(env: Record<string, string>, id: string, given?: { dataDir: string; port?: number }): Promise<BrokerProcess> {
+  const port = given?.port ?? (await freePort());
+  const dataDir = given?.dataDir ?? fs.mkdtempSync(path.join(os.tmpdir(), 'fleet-cluster-'));
   const output: string[] = [];
   const child = spawn(process.execPath, ['--import', 'tsx', path.join(ROOT, 'broker', 'main.ts')], {
     cwd: ROOT,
@@ -61,7 +61,7 @@ export async function spawnBroker(env: Record<string, string>, id: string): Prom
   child.stderr?.on('data', (d) => output.push(String(d)));
   const kill = () => {
     child.kill('SIGKILL');
-    fs.rmSync(dataDir, { recursive: true, force: true });
+    if (!given) fs.rmSync(dataDir, { recursive: true, force: true });
   };
   const url = `http://127.0.0.1:${port}`;
   try {
