@@ -64,10 +64,16 @@ export async function benchCli(log: (line: string) => void): Promise<void> {
     const node = await median(process.execPath, ['-e', '0'], env);
     const help = await median(fleet, ['--help'], env);
     const devices = await median(fleet, ['devices'], env);
+    // The floor for any Node.js client making that call: node itself, one http.get, nothing else.
+    const getScript = `require('node:http').get(process.env.FLEET_URL + '/api/v2/grouptree', { headers: { authorization: 'Bearer ' + process.env.FLEET_TOKEN } }, (r) => r.resume().on('end', () => process.exit(r.statusCode === 200 ? 0 : 1)))`;
+    const bareGet = await median(process.execPath, ['-e', getScript], env);
     log(`node -e 0: ${node.toFixed(0)} ms (median of ${RUNS})`);
     log(`fleet --help: ${help.toFixed(0)} ms = ${(help / node).toFixed(2)}× node (target ≤ 1.5×)`);
     log(`fleet devices: ${devices.toFixed(0)} ms = ${(devices / node).toFixed(2)}× node (target ≤ 1.5×; includes one API call)`);
     log(`GET /grouptree alone, from a running process: ${call.toFixed(1)} ms; fleet devices without it: ${((devices - call) / node).toFixed(2)}× node`);
+    log(
+      `node -e "http.get(/grouptree)": ${bareGet.toFixed(0)} ms = ${(bareGet / node).toFixed(2)}× node; fleet devices = ${(devices / bareGet).toFixed(2)}× that`,
+    );
   } finally {
     await t.close();
     fs.rmSync(work, { recursive: true, force: true });
