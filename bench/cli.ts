@@ -47,12 +47,33 @@ export async function benchCli(log: (line: string) => void): Promise<void> {
     const { FLEET_URL: _u, FLEET_TOKEN: _t, ...rest } = process.env;
     const env = { ...rest, XDG_CONFIG_HOME: path.join(work, 'config'), FLEET_URL: t.url, FLEET_TOKEN: await t.login(ADMIN.email, ADMIN.password) };
 
+    // The broker's own share of `fleet devices`: the same call made from here, without a process start.
+    const apiCall = async () => {
+      const started = process.hrtime.bigint();
+      const res = await fetch(`${t.url}/api/v2/grouptree`, { headers: { authorization: `Bearer ${env.FLEET_TOKEN}` } });
+      await res.text();
+      if (res.status !== 200) throw new Error(`GET /grouptree answered ${res.status}`);
+      return Number(process.hrtime.bigint() - started) / 1e6;
+    };
+    await apiCall();
+    const calls: number[] = [];
+    for (let i = 0; i < RUNS; i++) calls.push(await apiCall());
+    calls.sort((x, y) => x - y);
+    const call = calls[Math.floor(calls.length / 2)];
+
     const node = await median(process.execPath, ['-e', '0'], env);
     const help = await median(fleet, ['--help'], env);
     const devices = await median(fleet, ['devices'], env);
+    // The floor for any Node.js client making that call: node itself, one http.get, nothing else.
+    const getScript = `require('node:http').get(process.env.FLEET_URL + '/api/v2/grouptree', { headers: { authorization: 'Bearer ' + process.env.FLEET_TOKEN } }, (r) => r.resume().on('end', () => process.exit(r.statusCode === 200 ? 0 : 1)))`;
+    const bareGet = await median(process.execPath, ['-e', getScript], env);
     log(`node -e 0: ${node.toFixed(0)} ms (median of ${RUNS})`);
     log(`fleet --help: ${help.toFixed(0)} ms = ${(help / node).toFixed(2)}× node (target ≤ 1.5×)`);
     log(`fleet devices: ${devices.toFixed(0)} ms = ${(devices / node).toFixed(2)}× node (target ≤ 1.5×; includes one API call)`);
+    log(`GET /grouptree alone, from a running process: ${call.toFixed(1)} ms; fleet devices without it: ${((devices - call) / node).toFixed(2)}× node`);
+    log(
+      `node -e "http.get(/grouptree)": ${bareGet.toFixed(0)} ms = ${(bareGet / node).toFixed(2)}× node; fleet devices = ${(devices / bareGet).toFixed(2)}× that`,
+    );
   } finally {
     await t.close();
     fs.rmSync(work, { recursive: true, force: true });

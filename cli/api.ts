@@ -1,5 +1,4 @@
 import http from 'node:http';
-import https from 'node:https';
 import { writeCredentials, type Target } from './config.js';
 import { CliError } from './errors.js';
 
@@ -166,9 +165,10 @@ export async function request(url: string, init: RequestOptions = {}): Promise<A
   const target = new URL(url);
   const origin = target.origin;
   try {
+    // node:https (and with it TLS) is loaded only for an https broker.
+    const send = target.protocol === 'https:' ? (await import('node:https')).request : http.request;
     return await new Promise<Answer>((resolve, reject) => {
       const body = init.body !== undefined ? Buffer.from(init.body) : undefined;
-      const send = target.protocol === 'https:' ? https.request : http.request;
       const req = send(
         target,
         { method: init.method ?? 'GET', headers: { ...init.headers, ...(body ? { 'content-length': String(body.length) } : {}) } },

@@ -2,7 +2,8 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { extractTree, humanBytes, humanDuration, parseRemote } from './commands/cp.js';
+import { extractTree, humanBytes, parseRemote } from './commands/cp.js';
+import { humanDuration } from './devices.js';
 import { writeTar, type TarEntry } from '../shared/tar.js';
 
 describe('fleet cp', () => {

@@ -3,24 +3,28 @@
  * agent reloads through the broker. Errors are one line on stderr and a non-zero exit status.
  */
 import { Command, CommanderError } from 'commander';
-import { ApiClient } from './api.js';
-import { consoleCommand } from './commands/console.js';
-import { connectCommand } from './commands/connect.js';
-import { completionCommand } from './commands/completion.js';
-import { cpCommand } from './commands/cp.js';
-import { devicesCommand, reloadCommand } from './commands/devices.js';
-import { login, logout } from './commands/login.js';
-import { playCommand, type PlayOptions } from './commands/play.js';
-import { statusCommand, useCommand } from './commands/profiles.js';
-import { recordingsCommand } from './commands/recordings.js';
+import type { ApiClient } from './api.js';
+import type { PlayOptions } from './commands/play.js';
 import { resolveTarget } from './config.js';
 import { CliError } from './errors.js';
 import { escapeForTerminal } from '../shared/text.js';
 
-const client = () => new ApiClient(resolveTarget());
+// Each command's module (and what it needs: ws, cli-progress, the HTTP client) is loaded only when
+// that command runs, so `fleet --help` or `fleet devices` does not pay for the others' start.
+const client = async (): Promise<ApiClient> => {
+  const target = resolveTarget();
+  const { ApiClient } = await import('./api.js');
+  return new ApiClient(target);
+};
 
 /** How a device is named on the command line (see resolveDevice). */
 const DEVICE_ARG = 'device name, id, or a unique prefix of its id (4 or more characters)';
+
+/** A command's module and the API client, loaded side by side. */
+async function lazy<M>(module: Promise<M>, act: (m: M, c: ApiClient) => Promise<number | void>): Promise<number | void> {
+  const [m, c] = await Promise.all([module, client()]);
+  return act(m, c);
+}
 
 function collect(value: string, previous: string[]): string[] {
   return [...previous, value];
@@ -43,23 +47,23 @@ export function program(run: (work: Promise<number | void>) => void): Command {
     .option('--provider <provider>', 'second factor provider when asked: email or google')
     .option('--code <code>', 'second factor code (authenticator app) instead of prompting')
     .option('--name <profile>', 'name of the profile this sign-in is stored as (default: the broker host)')
-    .action((options) => run(login(options)));
+    .action((options) => run(import('./commands/login.js').then((m) => m.login(options))));
 
   cli
     .command('status')
     .description('Who you are signed in as, where, and when the session ends; the other profiles')
-    .action(() => run(statusCommand()));
+    .action(() => run(import('./commands/profiles.js').then((m) => m.statusCommand())));
 
   cli
     .command('use')
     .argument('<profile>', 'profile name (or broker URL) of an earlier fleet login')
     .description('Switch the broker later commands talk to')
-    .action((name: string) => run(useCommand(name)));
+    .action((name: string) => run(import('./commands/profiles.js').then((m) => m.useCommand(name))));
 
   cli
     .command('logout')
     .description('Revoke the stored sign-in and forget it')
-    .action(() => run(logout()));
+    .action(() => run(import('./commands/login.js').then((m) => m.logout())));
 
   cli
     .command('devices')
@@ -71,7 +75,7 @@ export function program(run: (work: Promise<number | void>) => void): Command {
     .option('--offline', 'only devices offline now')
     .option('-o, --output <format>', 'table (short ids), wide (full ids) or json', 'table')
     .option('--json', 'the same as -o json')
-    .action((options) => run(devicesCommand(client(), options)));
+    .action((options) => run(lazy(import('./commands/devices.js'), (m, c) => m.devicesCommand(c, options))));
 
   cli
     .command('console')
@@ -81,7 +85,9 @@ export function program(run: (work: Promise<number | void>) => void): Command {
       'Open a shell on the device, or run one command there; exits with its exit status. The output of a command to a file or pipe is plain text (no terminal escape codes); input from a file or pipe is not sent to it',
     )
     .option('-u, --user <user>', "the local user the shell runs as (a grant console(user=...) requires one of its users); default: the agent's own user")
-    .action((device: string, command: string[], options: { user?: string }) => run(consoleCommand(client(), device, options, command)));
+    .action((device: string, command: string[], options: { user?: string }) =>
+      run(lazy(import('./commands/console.js'), (m, c) => m.consoleCommand(c, device, options, command))),
+    );
 
   cli
     .command('connect')
@@ -89,7 +95,9 @@ export function program(run: (work: Promise<number | void>) => void): Command {
     .option('-t, --tunnel <spec>', 'forward [lhost:]lport:rhost:rport[/udp]; "stdio" as lport bridges stdin/stdout (SSH ProxyCommand); repeatable', collect, [])
     .option('--preset <name>', "forward the device's port preset of this name (to a free local port)")
     .description("Forward local ports to hosts reachable from the device; without -t, pick one of the device's port presets")
-    .action((device: string, options: { tunnel: string[]; preset?: string }) => run(connectCommand(client(), device, options.tunnel, options)));
+    .action((device: string, options: { tunnel: string[]; preset?: string }) =>
+      run(lazy(import('./commands/connect.js'), (m, c) => m.connectCommand(c, device, options.tunnel, options))),
+    );
 
   cli
     .command('cp')
@@ -97,13 +105,13 @@ export function program(run: (work: Promise<number | void>) => void): Command {
     .argument('<dst>', 'local path or <device>:/absolute/path')
     .description('Copy a file (SHA-256 checked, atomic on the device) or, with -r, a directory tree to or from a device; permissions kept')
     .option('-r, --recursive', "copy directories (as a gzip'd tar)")
-    .action((src: string, dst: string, options: { recursive?: boolean }) => run(cpCommand(client(), src, dst, options)));
+    .action((src: string, dst: string, options: { recursive?: boolean }) => run(lazy(import('./commands/cp.js'), (m, c) => m.cpCommand(c, src, dst, options))));
 
   cli
     .command('reload')
     .argument('<device>', DEVICE_ARG)
     .description("Reload the device agent's work loop")
-    .action((device: string) => run(reloadCommand(client(), device)));
+    .action((device: string) => run(lazy(import('./commands/devices.js'), (m, c) => m.reloadCommand(c, device))));
 
   cli
     .command('recordings')
@@ -111,7 +119,9 @@ export function program(run: (work: Promise<number | void>) => void): Command {
     .description('List the console recordings you may play (yours, and those where you hold remote-access:manage), newest first')
     .option('-o, --output <format>', 'table (short session ids), wide (full ids) or json', 'table')
     .option('--json', 'the same as -o json')
-    .action((device: string | undefined, options: { json?: boolean; output?: string }) => run(recordingsCommand(client(), device, options)));
+    .action((device: string | undefined, options: { json?: boolean; output?: string }) =>
+      run(lazy(import('./commands/recordings.js'), (m, c) => m.recordingsCommand(c, device, options))),
+    );
 
   cli
     .command('play')
@@ -125,13 +135,13 @@ export function program(run: (work: Promise<number | void>) => void): Command {
     .option('--speed <n>', 'playback speed, e.g. 2 (0.1 to 100)', '1')
     .option('--no-wait', 'write everything at once, without the recorded timing')
     .option('--raw', 'write the recorded bytes unescaped even when stdout is not a terminal')
-    .action((session: string, options: PlayOptions) => run(playCommand(client(), session, options)));
+    .action((session: string, options: PlayOptions) => run(lazy(import('./commands/play.js'), (m, c) => m.playCommand(c, session, options))));
 
   cli
     .command('completion')
     .argument('<shell>', 'bash, zsh or fish')
     .description('Print a completion script for the shell, e.g. source <(fleet completion bash)')
-    .action((shell: string) => run(Promise.resolve().then(() => completionCommand(cli, shell))));
+    .action((shell: string) => run(import('./commands/completion.js').then((m) => m.completionCommand(cli, shell))));
 
   return cli;
 }

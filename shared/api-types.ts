@@ -64,6 +64,8 @@ export interface RemoteCapabilities {
   /** present when every console grant names its users (`console(user=...)`): a console must run as one of these */
   console_users?: string[];
   tunnel: boolean;
+  /** present when asked about one tunnel (?port=&proto=&dst=): whether it is allowed */
+  tunnel_allowed?: boolean;
   copy: boolean;
   reload: boolean;
 }

@@ -86,6 +86,10 @@ const capabilities = z.object({
     .optional()
     .describe('Present when every console grant on the device names users (`console(user=...)`): the console must be opened with `user=` one of these.'),
   tunnel: z.boolean(),
+  tunnel_allowed: z
+    .boolean()
+    .optional()
+    .describe('Present when the query names a tunnel (`port`, with `proto` and `dst`): whether a tunnel to it is allowed, decided as opening it would be.'),
   copy: z.boolean(),
   reload: z.boolean(),
 }) satisfies z.ZodType<RemoteCapabilities>;
@@ -181,12 +185,22 @@ export const remoteRoutes: RouteSpec[] = [
     tag: 'remote',
     summary: 'What the caller may try on a device (console, tunnel, copy, reload)',
     description:
-      'For showing or hiding buttons: each flag says some `remote-access:connect` grant on this device allows that action, whatever its options (a tunnel grant may still be limited to some ports). `connected` says whether the device agent is online. The session itself is decided, with its options, when it is opened.',
+      'For showing or hiding buttons: each flag says some `remote-access:connect` grant on this device allows that action, whatever its options (a tunnel grant may still be limited to some ports). `connected` says whether the device agent is online. With `port` (and `proto`, `dst`), `tunnel_allowed` says whether a tunnel to that port and host is allowed, so a client can refuse before it listens (`fleet connect`). The session itself is decided, with its options, when it is opened.',
     access: 'device:read',
     device: ({ params }) => params.device_id,
     params: deviceParams,
+    query: z.object({
+      proto: proto.default('tcp').describe('With `port`: tcp (default) or udp.'),
+      port: port.optional().describe('Ask about a tunnel to this port (1-65535).'),
+      dst: host.default('localhost').describe('With `port`: the destination host as seen from the device (default localhost).'),
+    }),
     response: capabilities,
-    handler: async ({ params, principal, services }) => services.remote.capabilities(principal, params.device_id),
+    handler: async ({ params, query, principal, services }) =>
+      services.remote.capabilities(
+        principal,
+        params.device_id,
+        query.port === undefined ? undefined : { action: 'tunnel', proto: query.proto, port: query.port, dst: query.dst },
+      ),
   }),
   defineRoute({
     method: 'post',

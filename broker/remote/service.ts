@@ -2,7 +2,7 @@ import fs from 'node:fs';
 import type { Config } from '../config.js';
 import type { RemoteCapabilities } from '../../shared/api-types.js';
 import type { ReloadMode } from '../../shared/protocol.js';
-import { parseResource } from '../../shared/resources.js';
+import { parseResource, type RemoteRequest } from '../../shared/resources.js';
 import { refusalOf, type AccessService } from '../access/access.js';
 import type { Principal } from '../access/principal.js';
 import { presetApplies } from '../access/remote.js';
@@ -325,7 +325,7 @@ export class RemoteService {
    * remote-access:connect resource matching the device, whatever its options. The session itself
    * is still decided with its options when it is opened.
    */
-  async capabilities(principal: Principal, deviceId: string): Promise<RemoteCapabilities> {
+  async capabilities(principal: Principal, deviceId: string, tunnel?: RemoteRequest & { action: 'tunnel' }): Promise<RemoteCapabilities> {
     const answer: RemoteCapabilities = {
       device_id: deviceId,
       connected: this.deps.locator.isConnected(deviceId),
@@ -339,6 +339,8 @@ export class RemoteService {
       const users = await this.deps.access.consoleUsers(principal, deviceId);
       if (users) answer.console_users = users;
     }
+    // The decision opening this tunnel would get (its proto, port and host limits included).
+    if (tunnel) answer.tunnel_allowed = answer.tunnel && (await this.deps.access.decide(principal, 'remote-access:connect', deviceId, tunnel)).allowed;
     return answer;
   }
 

@@ -1,5 +1,6 @@
 import dgram from 'node:dgram';
 import net from 'node:net';
+import type { RemoteCapabilities } from '../../shared/api-types.js';
 import type { ApiClient } from '../api.js';
 import { resolveDevice } from '../devices.js';
 import { CliError } from '../errors.js';
@@ -200,11 +201,28 @@ async function presetForward(client: ApiClient, device: { id: string; name: stri
   return forward(chosen);
 }
 
-/** The device is online and some grant allows tunnels on it (a grant's port and host limits are decided per connection). */
-async function tunnelsPossible(client: ApiClient, device: { id: string; name: string }): Promise<void> {
-  const access = await client.call<{ connected: boolean; tunnel: boolean }>('GET', `/remote/access/${device.id}`);
-  if (!access.tunnel) throw new CliError(`Not allowed: no grant of remote-access:connect allows tunnels on ${device.name}.`);
-  if (!access.connected) throw new CliError(`${device.name} is not connected to the broker; try again when it is online.`);
+/** The grant a forward needs, as a resource of remote-access:connect names it. */
+function grantFor(f: ForwardSpec): string {
+  return `tunnel(proto=${f.proto};port=${f.remotePort};dst=${f.remoteHost})`;
+}
+
+/**
+ * Refused before any local port opens: no tunnel grant on the device, a forward no grant allows
+ * (its port, host or protocol outside every tunnel grant; the broker decides), or an offline device.
+ */
+async function tunnelsPossible(client: ApiClient, device: { id: string; name: string }, forwards: ForwardSpec[]): Promise<void> {
+  const name = device.name; // fail() escapes the message
+  for (const f of forwards) {
+    const query = new URLSearchParams({ proto: f.proto, port: String(f.remotePort), dst: f.remoteHost });
+    const access = await client.call<RemoteCapabilities>('GET', `/remote/access/${device.id}?${query}`);
+    if (!access.tunnel) throw new CliError(`Not allowed: no grant of remote-access:connect allows tunnels on ${name}.`);
+    // A broker that does not answer the question (older) leaves it to the session, as before.
+    if (access.tunnel_allowed === false)
+      throw new CliError(
+        `Not allowed: no grant of remote-access:connect on ${name} allows ${grantFor(f)}; ask an administrator for it, or forward a port and host your grants allow.`,
+      );
+    if (!access.connected) throw new CliError(`${name} is not connected to the broker; try again when it is online.`);
+  }
 }
 
 /**
@@ -219,8 +237,8 @@ export async function connectCommand(client: ApiClient, deviceArg: string, specs
   const forwards = given.length > 0 ? given : [await presetForward(client, device, options.preset)];
   const stdio = forwards.filter((f) => f.localPort === 'stdio');
   if (stdio.length > 0 && forwards.length > 1) throw new CliError('-t stdio:... cannot be combined with other forwards.');
-  // Refused before any local port opens: an offline device, or no tunnel grant there at all.
-  if (stdio.length === 0) await tunnelsPossible(client, device);
+  // Refused before any local port opens: an offline device, or no grant for one of the forwards.
+  if (stdio.length === 0) await tunnelsPossible(client, device, forwards);
 
   if (stdio.length === 1) {
     const session = await openTunnel(client, device.id, stdio[0]);

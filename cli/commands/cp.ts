@@ -5,7 +5,7 @@ import path from 'node:path';
 import zlib from 'node:zlib';
 import cliProgress from 'cli-progress';
 import type { ApiClient } from '../api.js';
-import { resolveDevice } from '../devices.js';
+import { humanDuration, resolveDevice } from '../devices.js';
 import { CliError } from '../errors.js';
 import { RemoteSession, SessionRefused, type ServerFrame } from '../remote.js';
 import { pathWithin } from '../../shared/resources.js';
@@ -56,15 +56,6 @@ export function humanBytes(n: number): string {
     unit++;
   }
   return unit === 0 ? `${value} B` : `${value.toFixed(value < 10 ? 1 : 0)} ${UNITS[unit]}`;
-}
-
-export function humanDuration(seconds: number): string {
-  if (!Number.isFinite(seconds)) return '--:--';
-  const s = Math.max(0, Math.round(seconds));
-  const h = Math.floor(s / 3600);
-  const m = Math.floor((s % 3600) / 60);
-  const mm = String(m).padStart(h ? 2 : 1, '0');
-  return `${h ? `${h}:` : ''}${mm}:${String(s % 60).padStart(2, '0')}`;
 }
 
 /** A progress bar on a terminal's stderr: bytes, speed and time left in human units. Nothing elsewhere. */

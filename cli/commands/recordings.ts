@@ -1,7 +1,6 @@
 import type { ApiClient } from '../api.js';
-import { formatTable, resolveDevice, shortIds } from '../devices.js';
+import { formatTable, humanDuration, resolveDevice, shortIds } from '../devices.js';
 import { CliError } from '../errors.js';
-import { humanDuration } from './cp.js';
 import { outputFormat } from './devices.js';
 
 export interface Recording {

@@ -2,10 +2,13 @@
  * `npm run build:cli [-- --out <dir>]`: the `fleet` command-line client as users install it, needing
  * only Node.js >= 20 (no tsx, no node_modules, nothing native):
  *
- *   <out>/fleet.mjs                    cli/main.ts and everything it imports, one ESM file (esbuild)
+ *   <out>/fleet.mjs                    cli/main.ts: the command line parser (esbuild, ESM)
+ *   <out>/chunks/*.mjs                 each command's code and its dependencies (ws, cli-progress),
+ *                                      loaded by fleet.mjs only when that command runs
  *   <out>/fleet.inputs.json            the source files it was built from (bin/fleet.js runs the build
  *                                      only while none of them is newer)
- *   <out>/fleet-cli-<version>.tar.gz   bin/fleet (the launcher) and lib/fleet-cli/fleet.mjs, for a prefix
+ *   <out>/fleet-cli-<version>.tar.gz   bin/fleet (the launcher) and lib/fleet-cli/ (fleet.mjs and
+ *                                      chunks/), for a prefix
  *   <out>/install-cli.sh               the installer the broker serves at GET /install-cli.sh
  */
 import { execFileSync } from 'node:child_process';
@@ -18,6 +21,8 @@ const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..', '.
 const HERE = path.join(ROOT, 'cli', 'packaging');
 export const CLI_BUNDLE = 'fleet.mjs';
 export const CLI_INPUTS = 'fleet.inputs.json';
+/** The directory of the bundle's chunks, beside it. */
+export const CLI_CHUNKS = 'chunks';
 export const CLI_INSTALLER = 'install-cli.sh';
 /** The tarball names GET /install/{artifact} serves for the CLI. */
 export const CLI_TARBALL = /^fleet-cli-[0-9][A-Za-z0-9.+~-]{0,63}\.tar\.gz$/;
@@ -62,15 +67,19 @@ export async function buildCli(outDir = path.join(ROOT, 'dist', 'cli'), options:
   try {
     const bundle = path.join(stage, CLI_BUNDLE);
     const result = await build({
-      entryPoints: [path.join(ROOT, 'cli', 'main.ts')],
-      outfile: bundle,
+      entryPoints: { fleet: path.join(ROOT, 'cli', 'main.ts') },
+      outdir: stage,
+      outExtension: { '.js': '.mjs' },
+      // Commands are import()ed by main.ts when they run: each becomes a chunk of its own.
+      splitting: true,
+      chunkNames: `${CLI_CHUNKS}/[name]-[hash]`,
       bundle: true,
       platform: 'node',
       target: 'node20',
       format: 'esm',
       // ws loads these optional native helpers inside try/catch; without them it uses plain JavaScript.
       external: ['bufferutil', 'utf-8-validate'],
-      // CommonJS dependencies (commander, ws) call require() for Node built-ins.
+      // CommonJS dependencies (commander, ws) call require() for Node built-ins (in every chunk).
       banner: {
         js: "#!/usr/bin/env node\nimport { createRequire as __fleetCreateRequire } from 'node:module';\nconst require = __fleetCreateRequire(import.meta.url);",
       },
@@ -84,6 +93,7 @@ export async function buildCli(outDir = path.join(ROOT, 'dist', 'cli'), options:
     const foreign = inputs.filter((input) => FORBIDDEN.test(input));
     if (foreign.length) throw new Error(`the CLI bundle pulled in code it must not carry: ${foreign.join(', ')}`);
     fs.chmodSync(bundle, 0o755);
+    const chunks = fs.readdirSync(path.join(stage, CLI_CHUNKS)).sort();
     const sources = inputs.filter((i) => !i.includes('node_modules/')).map((i) => path.relative(ROOT, path.resolve(ROOT, i)));
     fs.writeFileSync(path.join(stage, CLI_INPUTS), `${JSON.stringify(sources)}\n`);
 
@@ -94,6 +104,11 @@ export async function buildCli(outDir = path.join(ROOT, 'dist', 'cli'), options:
     fs.chmodSync(path.join(tree, 'bin', 'fleet'), 0o755);
     fs.copyFileSync(bundle, path.join(tree, 'lib', 'fleet-cli', CLI_BUNDLE));
     fs.chmodSync(path.join(tree, 'lib', 'fleet-cli', CLI_BUNDLE), 0o644);
+    fs.mkdirSync(path.join(tree, 'lib', 'fleet-cli', CLI_CHUNKS));
+    for (const chunk of chunks) {
+      fs.copyFileSync(path.join(stage, CLI_CHUNKS, chunk), path.join(tree, 'lib', 'fleet-cli', CLI_CHUNKS, chunk));
+      fs.chmodSync(path.join(tree, 'lib', 'fleet-cli', CLI_CHUNKS, chunk), 0o644);
+    }
     const tarName = `fleet-cli-${version}.tar.gz`;
     execFileSync('tar', ['--sort=name', '--owner=0', '--group=0', '--numeric-owner', '-czf', path.join(stage, tarName), '-C', tree, 'bin', 'lib']);
     fs.rmSync(tree, { recursive: true });
@@ -101,7 +116,13 @@ export async function buildCli(outDir = path.join(ROOT, 'dist', 'cli'), options:
 
     // Older tarballs go: the broker serves (and install-cli.sh names) the one of this build.
     for (const name of fs.readdirSync(outDir)) if (CLI_TARBALL.test(name) && name !== tarName) fs.rmSync(path.join(outDir, name), { force: true });
+    // The chunks (named by their content's hash) go in before the bundle that loads them, and the
+    // previous build's only after it: a run that started with the old bundle still finds its chunks.
+    fs.mkdirSync(path.join(outDir, CLI_CHUNKS), { recursive: true });
+    for (const chunk of chunks) fs.renameSync(path.join(stage, CLI_CHUNKS, chunk), path.join(outDir, CLI_CHUNKS, chunk));
     for (const name of [tarName, CLI_INSTALLER, CLI_INPUTS, CLI_BUNDLE]) fs.renameSync(path.join(stage, name), path.join(outDir, name));
+    for (const name of fs.readdirSync(path.join(outDir, CLI_CHUNKS)))
+      if (!chunks.includes(name)) fs.rmSync(path.join(outDir, CLI_CHUNKS, name), { recursive: true, force: true });
     return {
       version,
       outDir,

@@ -259,6 +259,25 @@ describe('remote access grants', () => {
     });
     const noRead = await t.userWith([{ permission: 'remote-access:connect' }]);
     expect((await t.api('GET', `/api/v2/remote/access/${device}`, { token: noRead.token })).status).toBe(403);
+
+    // One tunnel asked about: decided with its port, host and protocol, as opening it would be.
+    const ask = async (token: string, query: string) => (await t.api('GET', `/api/v2/remote/access/${device}?${query}`, { token })).body;
+    expect(await ask(user.token, 'port=22')).toMatchObject({ tunnel: true, tunnel_allowed: true });
+    expect(await ask(user.token, 'port=8080')).toMatchObject({ tunnel: true, tunnel_allowed: false });
+    expect(await ask(user.token, 'port=22&proto=tcp&dst=10.0.0.9')).toMatchObject({ tunnel_allowed: true });
+    const narrow = await t.userWith([
+      { permission: 'device:read' },
+      { permission: 'remote-access:connect', resources: ['*/tunnel(proto=tcp;port=22;dst=localhost)'] },
+    ]);
+    expect(await ask(narrow.token, 'port=22')).toMatchObject({ tunnel_allowed: true });
+    expect(await ask(narrow.token, 'port=22&dst=127.0.0.1')).toMatchObject({ tunnel_allowed: false });
+    expect(await ask(narrow.token, 'port=22&proto=udp')).toMatchObject({ tunnel_allowed: false });
+    expect(await ask(asUsers.token, 'port=22')).toMatchObject({ tunnel: false, tunnel_allowed: false });
+    expect(await ask(t.adminToken, 'port=65535&proto=udp&dst=example.com')).toMatchObject({ tunnel_allowed: true });
+    // Without port, nothing is asked; a bad one is a 400 that answers nothing.
+    expect(await ask(user.token, 'proto=udp')).not.toHaveProperty('tunnel_allowed');
+    for (const bad of ['port=0', 'port=70000', 'port=22&proto=sctp', 'port=22&dst=a;b', 'port=x'])
+      expect((await t.api('GET', `/api/v2/remote/access/${device}?${bad}`, { token: user.token })).status, bad).toBe(400);
     expect((await t.api('GET', '/api/v2/remote/access/xyz', { token: t.adminToken })).status).toBe(400);
   });
 });

@@ -75,9 +75,19 @@ describe('install-cli.sh', () => {
     expect(help.stdout).toMatch(/Usage: fleet/);
     expect(help.stdout).toMatch(/status/);
     // Nothing of the repository's node_modules is needed: the bundle names no package import.
-    const bundle = fs.readFileSync(path.join(prefix, 'lib', 'fleet-cli', 'fleet.mjs'), 'utf8');
-    expect(bundle).not.toMatch(/from\s*["'](?!node:)[a-z@][^"']*["']/);
-    expect(bundle).not.toContain('node-pty');
+    const lib = path.join(prefix, 'lib', 'fleet-cli');
+    const files = ['fleet.mjs', ...fs.readdirSync(path.join(lib, 'chunks')).map((c) => path.join('chunks', c))];
+    for (const file of files) {
+      const code = fs.readFileSync(path.join(lib, file), 'utf8');
+      expect(code, file).not.toMatch(/from\s*["'](?!node:)[a-z@][^"']*["']/);
+      expect(code, file).not.toContain('node-pty');
+    }
+    // What every command loads is the parser alone: ws and cli-progress come with the commands that use them.
+    const bundle = fs.readFileSync(path.join(lib, 'fleet.mjs'), 'utf8');
+    expect(bundle).not.toMatch(/node_modules\/(ws|cli-progress)\//);
+    expect(bundle).toMatch(/import\("\.\/chunks\/devices-[A-Z0-9]+\.mjs"\)/);
+    const devices = await fleet(['devices']);
+    expect(devices.stderr).toMatch(/fleet: .*(sign in|login)/i);
   });
 
   it('takes the prefix from PREFIX too', async () => {

@@ -245,6 +245,53 @@ describe('fleet connect with port presets', () => {
       echo.close();
     }
   });
+
+  it('refuses a forward its tunnel grant does not cover (port, host or protocol) before any local port opens, naming the grant', async () => {
+    const echo = net.createServer((s) => s.pipe(s));
+    await new Promise<void>((resolve) => echo.listen(0, '127.0.0.1', resolve));
+    const echoPort = (echo.address() as net.AddressInfo).port;
+    // A local port free now: the refused forward would listen there.
+    const probe = net.createServer();
+    await new Promise<void>((resolve) => probe.listen(0, '127.0.0.1', resolve));
+    const local = (probe.address() as net.AddressInfo).port;
+    await new Promise((resolve) => probe.close(resolve));
+    const listening = () =>
+      new Promise<boolean>((resolve) => {
+        const socket = net.connect(local, '127.0.0.1');
+        socket.on('connect', () => (socket.destroy(), resolve(true)));
+        socket.on('error', () => resolve(false));
+      });
+    try {
+      const sshOnly = await t.userWith([{ permission: 'device:read' }, { permission: 'remote-access:connect', resources: ['*/tunnel(proto=tcp;port=22)'] }]);
+      const denied = await untilForwarding(['connect', device, '-t', `${local}:localhost:8080`], { env: { FLEET_TOKEN: sshOnly.token } });
+      expect(denied.port).toBeUndefined();
+      expect(denied.code).toBe(1);
+      expect(denied.stderr).toMatch(
+        /^fleet: Not allowed: no grant of remote-access:connect on \S+ allows tunnel\(proto=tcp;port=8080;dst=localhost\); ask an administrator for it/,
+      );
+      expect(denied.stderr.trim().split('\n')).toHaveLength(1);
+      expect(await listening()).toBe(false);
+      // Among several forwards, one not covered refuses them all, before any listens.
+      const mixed = await untilForwarding(['connect', device, '-t', `0:localhost:22`, '-t', `${local}:localhost:22/udp`], {
+        env: { FLEET_TOKEN: sshOnly.token },
+      });
+      expect(mixed.port).toBeUndefined();
+      expect(mixed.stderr).toMatch(/allows tunnel\(proto=udp;port=22;dst=localhost\)/);
+
+      // The port the grant names is forwarded; another host than the grant's is refused.
+      const echoOnly = await t.userWith([
+        { permission: 'device:read' },
+        { permission: 'remote-access:connect', resources: [`*/tunnel(port=${echoPort};dst=127.0.0.1)`] },
+      ]);
+      const allowed = await untilForwarding(['connect', device, '-t', `0:127.0.0.1:${echoPort}`], { env: { FLEET_TOKEN: echoOnly.token } });
+      expect(allowed.stdout).toBe('through-the-preset');
+      const otherHost = await untilForwarding(['connect', device, '-t', `${local}:localhost:${echoPort}`], { env: { FLEET_TOKEN: echoOnly.token } });
+      expect(otherHost.port).toBeUndefined();
+      expect(otherHost.stderr).toContain(`allows tunnel(proto=tcp;port=${echoPort};dst=localhost)`);
+    } finally {
+      echo.close();
+    }
+  });
 });
 
 describe('fleet completion', () => {
