@@ -168,3 +168,16 @@ export interface AuditVerification {
   /** The checkpoint the walk started from, when the retention deleted older entries. */
   checkpoint?: { id: number; deleted_through: number };
 }
+
+/** One recorded console in `GET /remote/recordings` (its owner's, or any on a device the caller manages). */
+export interface RecordingListItem {
+  id: string;
+  audit_id: number;
+  session_id: string | null;
+  user: { id: string; email: string };
+  device: { id: string; name: string };
+  started_at: string;
+  ended_at: string | null;
+  duration_ms: number | null;
+  command?: string[];
+}

@@ -96,6 +96,10 @@ function sendError(res: Response, err: ApiError) {
   res.status(err.status).json(err.toJSON());
 }
 
+/** The answer when neither PUBLIC_URL nor the Host header gives a URL to write into a script. */
+const noBrokerUrl = () =>
+  new ApiError(400, 'invalid_request', 'The Host header is not a host name (or PUBLIC_URL has characters a URL does not): set PUBLIC_URL on the broker.');
+
 /** The broker URL devices are told to use: PUBLIC_URL, else the origin this request came to. */
 function brokerUrl(req: Request, publicUrl: string | undefined): string | undefined {
   // Only URL characters that need no quoting in the script (it also checks them itself).
@@ -130,15 +134,7 @@ export const installRoutes: RouteSpec[] = [
         const found = artifactFile(dir, 'install.sh');
         if (!found) return sendError(res, notBuilt('The agent installer'));
         const url = brokerUrl(res.req, services.config.publicUrl);
-        if (!url)
-          return sendError(
-            res,
-            new ApiError(
-              400,
-              'invalid_request',
-              'The Host header is not a host name (or PUBLIC_URL has characters a URL does not): set PUBLIC_URL on the broker.',
-            ),
-          );
+        if (!url) return sendError(res, noBrokerUrl());
         const script = (await fs.promises.readFile(found.file, 'utf8'))
           .replaceAll(BROKER_URL_TOKEN, url)
           .replaceAll(PACKAGE_SHA256S_TOKEN, await packageDigests(dir))
@@ -171,15 +167,7 @@ export const installRoutes: RouteSpec[] = [
         const found = await cliArtifacts(services.config.cliArtifactsDir, services.logger);
         if (!found) return sendError(res, cliNotBuilt());
         const url = brokerUrl(res.req, services.config.publicUrl);
-        if (!url)
-          return sendError(
-            res,
-            new ApiError(
-              400,
-              'invalid_request',
-              'The Host header is not a host name (or PUBLIC_URL has characters a URL does not): set PUBLIC_URL on the broker.',
-            ),
-          );
+        if (!url) return sendError(res, noBrokerUrl());
         let script: string;
         let sha256: string;
         try {

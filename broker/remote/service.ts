@@ -1,3 +1,4 @@
+import type { RecordingListItem } from '../../shared/api-types.js';
 import fs from 'node:fs';
 import type { Config } from '../config.js';
 import type { RemoteCapabilities } from '../../shared/api-types.js';
@@ -15,18 +16,6 @@ import { RemoteSessions, type LiveSessionView, type RemoteSessionsDeps, type Rem
 
 /** The newest recorded consoles a recordings listing looks at, at most. */
 const RECORDINGS_SCAN = 5000;
-
-export interface RecordingListItem {
-  id: string;
-  audit_id: number;
-  session_id: string | null;
-  user: { id: string; email: string };
-  device: { id: string; name: string };
-  started_at: string;
-  ended_at: string | null;
-  duration_ms: number | null;
-  command?: string[];
-}
 
 /** How often old recordings are looked for. */
 const RETENTION_SWEEP_MS = 86_400_000;

@@ -1,19 +1,8 @@
+import type { RecordingListItem as Recording } from '../../shared/api-types.js';
 import type { ApiClient } from '../api.js';
 import { formatTable, humanDuration, resolveDevice, shortIds } from '../devices.js';
 import { CliError } from '../errors.js';
 import { outputFormat } from './devices.js';
-
-export interface Recording {
-  id: string;
-  audit_id: number;
-  session_id: string | null;
-  user: { id: string; email: string };
-  device: { id: string; name: string };
-  started_at: string;
-  ended_at: string | null;
-  duration_ms: number | null;
-  command?: string[];
-}
 
 /** Every recording the caller may play (newest first), of one device or of all. */
 async function listRecordings(client: ApiClient, deviceId?: string): Promise<Recording[]> {
