@@ -29,12 +29,12 @@ describe('active sessions and recordings', () => {
     await s.output('recorded-42');
     s.ws.send(JSON.stringify({ type: 'resize', cols: 110, rows: 22 }));
 
-    // The owner sees their own session, without End: ending needs remote-access:manage.
+    // The owner sees their own session with End (ending someone else's needs remote-access:manage).
     const owner = await suite.open({ as: { email: connector.email, password: connector.password } });
     await owner.page.goto('/sessions');
     const ownRow = owner.page.locator('tbody tr', { hasText: connector.email });
     await ownRow.waitFor();
-    expect(await ownRow.getByRole('button', { name: 'End' }).count()).toBe(0);
+    expect(await ownRow.getByRole('button', { name: 'End' }).count()).toBe(1);
     await owner.expectNoErrorsAndClose();
 
     const { page, expectNoErrorsAndClose } = await suite.open();
