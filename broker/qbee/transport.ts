@@ -24,7 +24,7 @@ import type { UpgradeRouter } from '../http/upgrade.js';
 import type { ConsoleRecorder } from '../remote/recordings.js';
 import type { RemoteService } from '../remote/service.js';
 import type { Caller, RemoteSessions } from '../remote/sessions.js';
-import { isTunnelHost } from '../remote/schemas.js';
+import { consoleCommandProblem, isTunnelHost } from '../remote/schemas.js';
 import { StreamRelay } from './relay.js';
 
 const DEVICE_ID = /^[0-9a-f]{64}$/;
@@ -349,10 +349,6 @@ export class QbeeTransport {
   }
 }
 
-/** Bounds of a terminal's command: qbee-cli sends `command` and `command_args` as they were typed. */
-const MAX_COMMAND_ARGS = 256;
-const MAX_COMMAND_BYTES = 16 * 1024;
-
 /**
  * The command of a terminal request as argv (`command` then `command_args`); undefined without one,
  * a sentence when it is malformed.
@@ -369,13 +365,11 @@ function parseCommand(payload: Buffer): string[] | undefined | string {
     return Array.isArray(args) && args.length === 0 ? undefined : 'command_args without a command';
   }
   if (typeof asked.command !== 'string') return 'the command must be a string';
-  if (!Array.isArray(args) || args.length > MAX_COMMAND_ARGS || !args.every((a) => typeof a === 'string')) {
-    return `command_args must be at most ${MAX_COMMAND_ARGS} strings`;
-  }
-  const argv = [asked.command, ...(args as string[])];
-  if (argv.some((a) => a.includes('\0'))) return 'the command cannot contain NUL';
-  if (argv.reduce((n, a) => n + Buffer.byteLength(a), 0) > MAX_COMMAND_BYTES) return `the command may be at most ${MAX_COMMAND_BYTES} bytes`;
-  return argv;
+  if (!Array.isArray(args)) return 'command_args must be a list of strings';
+  // qbee-cli sends `command` and `command_args` as typed: the console's own rule decides the argv.
+  const argv: unknown[] = [asked.command, ...(args as unknown[])];
+  const problem = consoleCommandProblem(argv);
+  return problem ? `the command (with its arguments) ${problem}` : (argv as string[]);
 }
 
 function parseSize(payload: Buffer): { cols: number; rows: number } | undefined {

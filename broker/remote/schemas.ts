@@ -33,9 +33,18 @@ const ticket = z
   .describe('Single-use ticket from POST /api/v2/remote/ticket, for clients that cannot send the Authorization header.');
 const dimension = (fallback: number) => z.coerce.number().int().min(1).max(MAX_TERMINAL_DIMENSION).default(fallback);
 
-/** Bounds of a console's command (as the qbee transport's terminal command). */
+/** Bounds of a console's command, whichever way it comes in (this API, or qbee's terminal message). */
 const MAX_COMMAND_ARGS = 256;
 const MAX_COMMAND_BYTES = 16 * 1024;
+
+/** What is wrong with a console command given as argv (undefined when nothing is): one rule for every way in. */
+export function consoleCommandProblem(argv: unknown): string | undefined {
+  if (!Array.isArray(argv)) return 'must be a JSON array of strings, e.g. ["uptime"]';
+  if (argv.length === 0 || argv.length > MAX_COMMAND_ARGS || !argv.every((a) => typeof a === 'string')) return `must be 1 to ${MAX_COMMAND_ARGS} strings`;
+  if (argv[0] === '' || argv.some((a: string) => a.includes('\0'))) return 'must name a program and contain no NUL';
+  if (argv.reduce((n: number, a: string) => n + Buffer.byteLength(a), 0) > MAX_COMMAND_BYTES) return `may be at most ${MAX_COMMAND_BYTES} bytes`;
+  return undefined;
+}
 
 /** A command to run instead of the login shell: a JSON array of strings, its argv. */
 const consoleCommand = z
@@ -48,15 +57,7 @@ const consoleCommand = z
     } catch {
       argv = undefined;
     }
-    const problem = !Array.isArray(argv)
-      ? 'must be a JSON array of strings, e.g. ["uptime"]'
-      : argv.length === 0 || argv.length > MAX_COMMAND_ARGS || !argv.every((a) => typeof a === 'string')
-        ? `must be 1 to ${MAX_COMMAND_ARGS} strings`
-        : argv[0] === '' || argv.some((a: string) => a.includes('\0'))
-          ? 'must name a program and contain no NUL'
-          : argv.reduce((n: number, a: string) => n + Buffer.byteLength(a), 0) > MAX_COMMAND_BYTES
-            ? `may be at most ${MAX_COMMAND_BYTES} bytes`
-            : undefined;
+    const problem = consoleCommandProblem(argv);
     if (problem) {
       ctx.addIssue({ code: 'custom', message: problem });
       return z.NEVER;
