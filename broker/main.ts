@@ -16,7 +16,7 @@ import { createAdministrator, countUsers } from './users/bootstrap.js';
 const SHUTDOWN_HARD_MS = 5000;
 
 const USAGE = `Usage:
-  npm start                      run the broker (configuration from the environment; see README)
+  npm start                      run the broker (configuration from the environment; see docs/configuration.md)
   npm start -- --with-agent      run the broker and an agent for this machine, enrolled as a device
   npm start -- create-admin      create a user with the Administrator role (prompts for email and password)
   npm start -- audit-verify      check the audit chain; exits 1 naming the first entry that does not match

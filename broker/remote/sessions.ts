@@ -504,7 +504,7 @@ export class RemoteSessions {
         refusal(
           409,
           'session_on_other_broker',
-          `Console session ${id} is held by broker ${elsewhere.broker}: it can only be joined through that broker (the load balancer keeps a browser on one broker; see Several brokers in the README).`,
+          `Console session ${id} is held by broker ${elsewhere.broker}: it can only be joined through that broker (the load balancer keeps a browser on one broker; see docs/several-brokers.md).`,
           { broker: elsewhere.broker },
         ),
       );

@@ -5,7 +5,7 @@
  * the file name or path of its executable (`/proc/<pid>/exe`), or its `argv[0]` (file name or path),
  * and for a script started through its `#!` line, the script. Arguments do not count: a process
  * whose command line merely contains `name` (an editor on `name.conf`, `grep name`) is not `name`.
- * (qbee looks for `name` anywhere in the command lines; see the README's "Coming from qbee".)
+ * (qbee looks for `name` anywhere in the command lines; see docs/qbee.md.)
  * `Present` and not running, or `Absent` and running: the `command` (a shell command whose `$(key)`s
  * reach the shell as data) runs to start or stop it. A start command must put the program in the
  * background with its output redirected (`prog >/dev/null 2>&1 &`), since the agent waits for the
