@@ -7,6 +7,7 @@ import { benchApi } from './api.js';
 import { benchCli } from './cli.js';
 import { benchCluster } from './cluster.js';
 import { benchConfig } from './config.js';
+import { benchConsole } from './console.js';
 import { benchCve } from './cve.js';
 import { benchHostile } from './hostile.js';
 import { benchMetrics } from './metrics.js';
@@ -41,6 +42,7 @@ async function main(): Promise<void> {
     ['cve', benchCve],
     ['scale', benchScale],
     ['cli', benchCli],
+    ['console', benchConsole],
   ];
   for (const [name, run] of groups) {
     if (only && only !== name) continue;

@@ -82,6 +82,21 @@ function LazyConsole({ deviceId }: { deviceId: string }) {
   return <mod.ConsoleScreen deviceId={deviceId} />;
 }
 
+/**
+ * The console's chunk (xterm.js, the largest) is fetched once the first screen is drawn and the
+ * browser is idle, so opening a console waits for the device alone, not for a download and parse.
+ */
+let consolePrefetch: Promise<unknown> | undefined;
+function prefetchConsole(): void {
+  if (consolePrefetch) return;
+  const load = () => {
+    consolePrefetch = import('./screens/console.js').catch(() => (consolePrefetch = undefined));
+  };
+  consolePrefetch = Promise.resolve();
+  if ('requestIdleCallback' in window) requestIdleCallback(load, { timeout: 3000 });
+  else setTimeout(load, 1000);
+}
+
 /** Watching someone's console read-only: the same module. */
 function LazyWatch({ sessionId }: { sessionId: string }) {
   const [mod, setMod] = useState<ConsoleModule | null>(null);
@@ -159,6 +174,7 @@ function Frame({ path, children }: { path: string; children: ComponentChildren }
     if (first.current) first.current = false;
     else (document.querySelector('main h1') as HTMLElement | null)?.focus({ preventScroll: true });
   }, [path]);
+  useEffect(prefetchConsole, []);
   const name = [session.profile?.fname, session.profile?.lname].filter(Boolean).join(' ') || session.profile?.email || 'Profile';
   return (
     <div class="frame">

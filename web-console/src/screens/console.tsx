@@ -557,6 +557,8 @@ export function ConsoleScreen({ deviceId }: { deviceId: string }) {
     document.title = 'Console · Fleet console';
     let live = true;
     void (async () => {
+      // The device's name is asked beside the access check, not after it: one round trip less.
+      const attributes = api.get<AttributesRecord>(`/deviceattribute/${encodeURIComponent(deviceId)}`).catch(() => null);
       try {
         const access = await loadRemoteAccess(deviceId);
         if (!live) return;
@@ -568,7 +570,7 @@ export function ConsoleScreen({ deviceId }: { deviceId: string }) {
             return;
           }
         }
-        const attrs = await api.get<AttributesRecord>(`/deviceattribute/${encodeURIComponent(deviceId)}`).catch(() => null);
+        const attrs = await attributes;
         if (live) setState({ kind: 'ready', name: attrs?.device_name || deviceId.slice(0, 12), users: access?.console_users });
       } catch (err) {
         if (!live) return;
