@@ -43,6 +43,19 @@ function LazyMap() {
   if (!mod) return <Loading what="the map" />;
   return <mod.MapScreen />;
 }
+type HelpModule = typeof import('./screens/help.js');
+
+/** Help (the README and docs/, with the markdown renderer) loads on first use. */
+function LazyHelp({ page }: { page: string }) {
+  const [mod, setMod] = useState<HelpModule | null>(null);
+  const [error, setError] = useState<unknown>();
+  useEffect(() => {
+    import('./screens/help.js').then(setMod, setError);
+  }, []);
+  if (error) return <ErrorBox error={error} title="Help could not be loaded" />;
+  if (!mod) return <Loading what="help" />;
+  return <mod.HelpScreen page={page} />;
+}
 type PlayerModule = typeof import('./screens/player.js');
 type AnalysisModule = typeof import('./screens/analysis.js');
 
@@ -139,6 +152,8 @@ const SCREENS: Screen[] = [
   { pattern: '/sessions', area: 'remoteSessions', render: () => <SessionsScreen /> },
   { pattern: '/profile', render: () => <ProfileScreen /> },
   { pattern: '/cli-login', render: () => <CliLoginScreen /> },
+  { pattern: '/help', render: () => <LazyHelp page="" /> },
+  { pattern: '/help/:page', render: (p) => <LazyHelp page={p.page} /> },
 ];
 
 const NAV: { href: string; label: string; area: Area }[] = [
@@ -195,6 +210,9 @@ function Frame({ path, children }: { path: string; children: ComponentChildren }
             </Link>
           ))}
           <span class="spacer" />
+          <Link href="/help" aria-current={path === '/help' || path.startsWith('/help/') ? 'page' : undefined} class="help-link">
+            Help
+          </Link>
           <Link href="/profile" aria-current={path === '/profile' ? 'page' : undefined} class="profile-link">
             {name}
           </Link>
