@@ -190,7 +190,7 @@ describe('audit view', () => {
     await expect.poll(() => rows.count()).toBe(2);
     expect(await rows.allTextContents()).toEqual([expect.stringContaining('port not allowed'), expect.stringContaining('no matching resource')]);
 
-    await page.getByLabel('Device id').fill(deviceA);
+    await page.getByLabel('Device', { exact: true }).fill(deviceA);
     await page.getByRole('button', { name: 'Filter' }).click();
     await expect.poll(() => rows.count()).toBe(1);
     expect(await rows.first().textContent()).toContain('tunnel');

@@ -8,7 +8,8 @@ import { api, itemsOf } from '../api.js';
 import { allowed } from '../areas.js';
 import { can, getSession } from '../session.js';
 import { Link, navigate, useLocation, withQuery, QueryPager } from '../router.js';
-import { ErrorBox, FilterFold, formatBytes, formatTime, Loading, PageTitle, Table, useLoad } from '../ui.js';
+import { labelOf, nodeChoices, resolveNode } from '../node-names.js';
+import { ErrorBox, FilterFold, formatBytes, formatTime, Loading, NodeNameField, PageTitle, Table, useLoad } from '../ui.js';
 
 interface UserRow {
   user_id: string;
@@ -103,22 +104,28 @@ export function AuditScreen() {
       }),
     [key],
   );
-  const names = useLoad(
-    () =>
-      allowed('devices')
-        ? api
-            .get<GroupTree>('/grouptree', { _format: 'json' })
-            .then(deviceNames)
-            .catch(() => new Map<string, string>())
-        : Promise.resolve(new Map<string, string>()),
+  const tree = useLoad(
+    () => (allowed('devices') ? api.get<GroupTree>('/grouptree', { _format: 'json' }).catch(() => undefined) : Promise.resolve(undefined)),
     [],
   );
+  const names = { data: tree.data ? deviceNames(tree.data) : undefined };
+  const devices = nodeChoices(tree.data, ['device']);
+  /** The device filter as typed; null until edited (then the URL's device, by name once known). */
+  const [deviceText, setDeviceText] = useState<string | null>(null);
+  const [deviceProblem, setDeviceProblem] = useState<string | undefined>();
   const users = useLoad(() => (allowed('users') ? api.get('/userlist', { items_per_page: 1000 }).then((a) => itemsOf<UserRow>(a)) : Promise.resolve([])), []);
 
   const apply = (e: Event) => {
     e.preventDefault();
+    const device = deviceText === null ? { id: applied.device_id || undefined } : resolveNode(deviceText, devices, 'device');
+    if ('problem' in device) {
+      setDeviceProblem(device.problem);
+      return;
+    }
+    setDeviceProblem(undefined);
     setFiltersOpen(false); // on a phone, the entries come back into view
-    navigate(withQuery('/audit', { ...draft }));
+    navigate(withQuery('/audit', { ...draft, device_id: device.id ?? '' }));
+    setDeviceText(null); // the field shows the applied device by name
   };
   const set = (name: keyof Filters) => (e: Event) => setDraft({ ...draft, [name]: (e.currentTarget as HTMLInputElement).value });
 
@@ -146,10 +153,18 @@ export function AuditScreen() {
             <option value="remote">Remote access</option>
           </select>
         </div>
-        <div class="field fold">
-          <label for="a-device">Device id</label>
-          <input id="a-device" value={draft.device_id} onInput={set('device_id')} placeholder="64 hex characters" />
-        </div>
+        <NodeNameField
+          id="a-device"
+          class="fold"
+          label="Device"
+          value={deviceText ?? labelOf(applied.device_id, devices)}
+          choices={devices}
+          problem={deviceProblem}
+          onInput={(text) => {
+            setDeviceText(text);
+            setDeviceProblem(undefined);
+          }}
+        />
         <div class="field fold">
           <label for="a-user">User</label>
           {users.data && users.data.length > 0 ? (
@@ -201,6 +216,8 @@ export function AuditScreen() {
             type="button"
             onClick={() => {
               setDraft(Object.fromEntries(FILTERS.map((f) => [f, ''])) as Filters);
+              setDeviceText(null);
+              setDeviceProblem(undefined);
               navigate('/audit');
             }}
           >
