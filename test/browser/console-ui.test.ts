@@ -231,7 +231,7 @@ describe('audit view at a glance', () => {
     // Every word of every event name lies on one line (its rectangles share one top).
     const brokenWords = await page.evaluate(() => {
       const broken: string[] = [];
-      for (const cell of document.querySelectorAll('table.audit-table tbody tr td:nth-child(4)')) {
+      for (const cell of document.querySelectorAll('table.audit-table tbody tr td:nth-child(5)')) {
         const walker = document.createTreeWalker(cell, NodeFilter.SHOW_TEXT);
         for (let node = walker.nextNode(); node; node = walker.nextNode()) {
           for (const m of (node.textContent ?? '').matchAll(/[A-Za-z_]+/g)) {
