@@ -8,6 +8,7 @@
  */
 import { useState } from 'preact/hooks';
 import type { GroupTreeNode } from '../../../shared/api-types.js';
+import { holdsSentence, type GroupHolds } from '../../../shared/group-holds.js';
 import { api } from '../api.js';
 import { ConfirmButton, ErrorBox, useAction } from '../ui.js';
 
@@ -64,6 +65,15 @@ export function subtreeIds(node: GroupTreeNode): Set<string> {
   return ids;
 }
 
+/**
+ * What a group holds as this user sees it (its direct devices and sub-groups). The broker counts
+ * what the user cannot see too, and its refusal says so.
+ */
+export function groupHolds(node: GroupTreeNode): GroupHolds {
+  const children = node.nodes ?? [];
+  return { devices: children.filter((c) => c.type === 'device').length, groups: children.filter((c) => c.type === 'group').length };
+}
+
 /** Tags typed as "a, b c": split on commas and spaces, without duplicates. */
 export function parseTags(text: string): string[] {
   return [...new Set(text.split(/[\s,]+/).filter(Boolean))];
@@ -99,6 +109,7 @@ export function NodeManager({
   const [target, setTarget] = useState('');
   const [childTitle, setChildTitle] = useState('');
   const name = node.title || node.node_id;
+  const holds = groupHolds(node);
 
   const done = (notice: string) => () => onChanged(notice);
   return (
@@ -111,7 +122,8 @@ export function NodeManager({
           Close
         </button>
       </header>
-      <ErrorBox error={action.error} />
+      {/* A refusal reads as the broker's sentence under "Not changed", never "Something went wrong". */}
+      <ErrorBox error={action.error} title="Not changed" />
       {!fixed && (
         <form
           class="inline-form"
@@ -195,10 +207,15 @@ export function NodeManager({
           </button>
         </form>
       )}
-      {isGroup && !fixed && (
+      {isGroup && !fixed && holds.devices + holds.groups > 0 && (
+        <p class="hint" data-testid="group-holds">
+          This group {holdsSentence(holds)}: move or remove them to delete it.
+        </p>
+      )}
+      {isGroup && !fixed && holds.devices + holds.groups === 0 && (
         <ConfirmButton
           label="Delete group"
-          question={`Delete the group ${name}? Only an empty group can be deleted.`}
+          question={`Delete the group ${name}?`}
           disabled={action.busy}
           onConfirm={() => void action.run(() => changeTree({ action: 'delete', data: { node_id: node.node_id } }).then(done(`Group ${name} deleted.`)))}
         />
