@@ -70,6 +70,25 @@ export function AccessDenied({ message }: { message?: string }) {
   );
 }
 
+/** How long a success notice stays before it goes by itself. */
+export const NOTICE_MS = 8000;
+
+/**
+ * A success notice that does not outstay its news: `say(text)` shows it, and it goes after
+ * NOTICE_MS, or when `say('')` is called as the next action starts.
+ */
+export function useNotice(): [string, (text: string) => void] {
+  const [notice, setNotice] = useState('');
+  const timer = useRef<ReturnType<typeof setTimeout> | undefined>(undefined);
+  useEffect(() => () => clearTimeout(timer.current), []);
+  const say = useCallback((text: string) => {
+    clearTimeout(timer.current);
+    setNotice(text);
+    if (text) timer.current = setTimeout(() => setNotice(''), NOTICE_MS);
+  }, []);
+  return [notice, say];
+}
+
 export function Notice({ children }: { children: ComponentChildren }) {
   return (
     <p class="notice" role="status">

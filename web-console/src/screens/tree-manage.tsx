@@ -74,6 +74,16 @@ export function groupHolds(node: GroupTreeNode): GroupHolds {
   return { devices: children.filter((c) => c.type === 'device').length, groups: children.filter((c) => c.type === 'group').length };
 }
 
+/** The node with this id in the tree, if it is (still) there. */
+export function findNode(node: GroupTreeNode, id: string): GroupTreeNode | null {
+  if (node.node_id === id) return node;
+  for (const c of node.nodes ?? []) {
+    const found = findNode(c, id);
+    if (found) return found;
+  }
+  return null;
+}
+
 /** Tags typed as "a, b c": split on commas and spaces, without duplicates. */
 export function parseTags(text: string): string[] {
   return [...new Set(text.split(/[\s,]+/).filter(Boolean))];
@@ -88,6 +98,7 @@ export function NodeManager({
   groups,
   manageableTags = '*',
   onChanged,
+  onStart,
   onClose,
 }: {
   node: GroupTreeNode;
@@ -95,9 +106,18 @@ export function NodeManager({
   /** GET /grouptree's manageable_tags */
   manageableTags?: ManageableTags;
   onChanged: (notice: string) => void;
+  /** a change is being sent: the last one's notice is old news */
+  onStart?: () => void;
   onClose: () => void;
 }) {
-  const action = useAction();
+  const actions = useAction();
+  const action = {
+    ...actions,
+    run: <T,>(change: () => Promise<T>) => {
+      onStart?.();
+      return actions.run(change);
+    },
+  };
   const isGroup = node.type === 'group';
   const fixed = FIXED_GROUPS.has(node.node_id);
   const [title, setTitle] = useState(node.title);
@@ -148,7 +168,10 @@ export function NodeManager({
             e.preventDefault();
             const to = groups.find((g) => g.node_id === target);
             void action.run(() =>
-              changeTree({ action: 'move', data: { node_id: node.node_id, parent_id: target } }).then(done(`Moved ${name} to ${to?.label ?? target}.`)),
+              changeTree({ action: 'move', data: { node_id: node.node_id, parent_id: target } }).then(() => {
+                setTarget('');
+                onChanged(`Moved ${name} to ${to?.label ?? target}.`);
+              }),
             );
           }}
         >
@@ -197,7 +220,12 @@ export function NodeManager({
           onSubmit={(e) => {
             e.preventDefault();
             const t = childTitle.trim();
-            void action.run(() => changeTree({ action: 'create', data: { title: t, parent_id: node.node_id } }).then(done(`Group ${t} created.`)));
+            void action.run(() =>
+              changeTree({ action: 'create', data: { title: t, parent_id: node.node_id } }).then(() => {
+                setChildTitle('');
+                onChanged(`Group ${t} created.`);
+              }),
+            );
           }}
         >
           <label for="nm-child">New sub-group</label>
