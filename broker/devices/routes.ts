@@ -153,8 +153,8 @@ export const devicesRoutes: RouteSpec[] = [
       '`{"changes":[{"action":"create|rename|move|delete","data":{...}}]}`, applied in order in one transaction: all or none. ' +
       'create {node_id?, title, parent_id, tags?} makes a group (node_id generated when left out; 64-hex ids are reserved for devices; an existing id is 409 node_exists). ' +
       'rename {node_id, title} renames a group or a device (a device’s device_name follows). move {node_id, parent_id} moves a group or a device into a group; a move into itself or below itself is refused. ' +
-      `delete {node_id} deletes an empty group (409 group_not_empty otherwise; devices are removed with DELETE /removeapprovedhost/{node_id}). root and unassigned_group cannot be moved or deleted. The tree is at most 32 levels deep; at most ${MAX_CHANGES_PER_REQUEST} changes per call. ` +
-      'position, type and oldParentId (sent by some clients) are accepted and ignored. Errors name the change: {change: <index>, field: "changes.<index>.data.<field>"}. ' +
+      `delete {node_id} deletes an empty group (otherwise 409 group_not_empty, its message naming what the group holds, e.g. "Group \"Lab\" holds 3 devices and 1 group: …", and \`holds: {devices, groups}\` counting its direct children; devices are removed with DELETE /removeapprovedhost/{node_id}). root and unassigned_group cannot be moved or deleted. The tree is at most 32 levels deep; at most ${MAX_CHANGES_PER_REQUEST} changes per call. ` +
+      'position, type and oldParentId (sent by some clients) are accepted and ignored. Errors name the change: {change: <index>, field: "changes.<index>.data.<field>"}; the message starts "Change <index> (<action>): " when the call has several changes. ' +
       'A caller whose device:manage is restricted may only touch groups at or below one of their `node:` resources (tags do not grant group management) and devices their resources match, and may only give a new group tags named by their own `tag:` resources.',
     access: 'device:manage',
     body: treeChangesBody,

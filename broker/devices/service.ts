@@ -1,5 +1,6 @@
 import crypto from 'node:crypto';
 import type { AttributesRecord, DeviceAttributes, GroupTree, GroupTreeNode } from '../../shared/api-types.js';
+import { holdsSentence } from '../../shared/group-holds.js';
 import type { Permission } from '../../shared/permissions.js';
 import type { DeviceScope } from '../../shared/resources.js';
 import type { AccessService } from '../access/access.js';
@@ -472,7 +473,9 @@ export class DevicesService {
         } catch (err) {
           if (err instanceof ApiError) {
             const field = typeof err.details.field === 'string' ? `changes.${index}.data.${err.details.field}` : `changes.${index}`;
-            throw new ApiError(err.status, err.error, `Change ${index} (${change.action}): ${err.message} No change was applied.`, {
+            // One change needs no number: its message is the refusal itself.
+            const message = changes.length === 1 ? err.message : `Change ${index} (${change.action}): ${err.message} No change was applied.`;
+            throw new ApiError(err.status, err.error, message, {
               ...err.details,
               change: index,
               field,
@@ -574,8 +577,12 @@ export class DevicesService {
           throw badRequest(`"${data.node_id}" is a device; remove devices with DELETE /removeapprovedhost/{node_id}.`, { field: 'node_id' }, 'not_a_group');
         }
         if (!this.canManageGroup(principal, chain)) throw await refuse(chain, 'node_id', `deleting "${data.node_id}"`);
-        if (await this.store.hasChildren(trx, data.node_id)) {
-          throw conflict('group_not_empty', `Group "${data.node_id}" is not empty; move or remove what it holds first.`, { field: 'node_id' });
+        const holds = await this.store.childCounts(trx, data.node_id);
+        if (holds.devices + holds.groups > 0) {
+          throw conflict('group_not_empty', `Group "${chain[0].title || data.node_id}" ${holdsSentence(holds)}: move or remove them before deleting it.`, {
+            field: 'node_id',
+            holds,
+          });
         }
         await this.store.deleteNode(trx, data.node_id);
         return data.node_id;

@@ -106,9 +106,16 @@ export class DevicesStore {
     return db.selectFrom('nodes').select(['node_id', 'parent_id', 'type', 'title', 'tags']).where('node_id', '=', nodeId).executeTakeFirst();
   }
 
-  async hasChildren(db: Db, nodeId: string): Promise<boolean> {
-    const row = await db.selectFrom('nodes').select('node_id').where('parent_id', '=', nodeId).limit(1).executeTakeFirst();
-    return row !== undefined;
+  /** What a group holds directly: its devices and its sub-groups, counted. */
+  async childCounts(db: Db, nodeId: string): Promise<{ devices: number; groups: number }> {
+    const rows = await db
+      .selectFrom('nodes')
+      .select(['type', (eb) => eb.fn.countAll<number | string>().as('n')])
+      .where('parent_id', '=', nodeId)
+      .groupBy('type')
+      .execute();
+    const count = (type: string) => Number(rows.find((r) => r.type === type)?.n ?? 0);
+    return { devices: count('device'), groups: count('group') };
   }
 
   /** Levels below a node (0 for a leaf), bounded by `limit`. */

@@ -414,6 +414,35 @@ describe('PUT /grouptree', () => {
     expect((await t.api('GET', `/api/v2/node/${a}`, { token: t.adminToken })).status).toBe(404);
   });
 
+  it('says what a group that cannot be deleted holds: its devices and groups, counted', async () => {
+    const g = await t.addGroup({ id: unique('full'), title: 'Full lab' });
+    await t.addDevice({ parent: g });
+    await t.addDevice({ parent: g });
+    await t.addDevice({ parent: g });
+    const sub = await t.addGroup({ id: unique('sub'), parent: g });
+    await t.addDevice({ parent: sub });
+    const r = await changeTree([{ action: 'delete', data: { node_id: g } }]);
+    expect(r.status).toBe(409);
+    expect(r.body).toEqual({
+      code: 409,
+      error: 'group_not_empty',
+      message: 'Group "Full lab" holds 3 devices and 1 group: move or remove them before deleting it.',
+      holds: { devices: 3, groups: 1 },
+      change: 0,
+      field: 'changes.0.data.node_id',
+    });
+    // Among several changes, the message says which one; nothing was applied.
+    const two = await changeTree([
+      { action: 'rename', data: { node_id: sub, title: 'renamed' } },
+      { action: 'delete', data: { node_id: g } },
+    ]);
+    expect(two.status).toBe(409);
+    expect(two.body.message).toBe(
+      'Change 1 (delete): Group "Full lab" holds 3 devices and 1 group: move or remove them before deleting it. No change was applied.',
+    );
+    expect((await t.api('GET', `/api/v2/node/${sub}`, { token: t.adminToken })).body.title).not.toBe('renamed');
+  });
+
   it('refuses duplicate ids (409), deleting a non-empty group (409) and device-form group ids (400)', async () => {
     const g = await t.addGroup({ id: unique('dup') });
     await t.addDevice({ parent: g });
@@ -422,7 +451,9 @@ describe('PUT /grouptree', () => {
     expect(r.body).toMatchObject({ error: 'node_exists', change: 0 });
     r = await changeTree([{ action: 'delete', data: { node_id: g } }]);
     expect(r.status).toBe(409);
-    expect(r.body).toMatchObject({ error: 'group_not_empty', change: 0 });
+    expect(r.body).toMatchObject({ error: 'group_not_empty', change: 0, holds: { devices: 1, groups: 0 } });
+    // One change: the message is the refusal in plain words, naming what the group holds.
+    expect(r.body.message).toBe(`Group "${g}" holds 1 device: move or remove them before deleting it.`);
     r = await changeTree([{ action: 'create', data: { node_id: 'a'.repeat(64), title: 'looks like a device', parent_id: 'root' } }]);
     expect(r.status).toBe(400);
     expect(r.body.field).toBe('changes.0.data.node_id');

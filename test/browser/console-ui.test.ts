@@ -190,7 +190,7 @@ describe('audit view', () => {
     await expect.poll(() => rows.count()).toBe(2);
     expect(await rows.allTextContents()).toEqual([expect.stringContaining('port not allowed'), expect.stringContaining('no matching resource')]);
 
-    await page.getByLabel('Device id').fill(deviceA);
+    await page.getByLabel('Device', { exact: true }).fill(deviceA);
     await page.getByRole('button', { name: 'Filter' }).click();
     await expect.poll(() => rows.count()).toBe(1);
     expect(await rows.first().textContent()).toContain('tunnel');
@@ -231,7 +231,7 @@ describe('audit view at a glance', () => {
     // Every word of every event name lies on one line (its rectangles share one top).
     const brokenWords = await page.evaluate(() => {
       const broken: string[] = [];
-      for (const cell of document.querySelectorAll('table.audit-table tbody tr td:nth-child(4)')) {
+      for (const cell of document.querySelectorAll('table.audit-table tbody tr td:nth-child(5)')) {
         const walker = document.createTreeWalker(cell, NodeFilter.SHOW_TEXT);
         for (let node = walker.nextNode(); node; node = walker.nextNode()) {
           for (const m of (node.textContent ?? '').matchAll(/[A-Za-z_]+/g)) {

@@ -68,6 +68,9 @@ describe('devices as a table', () => {
     expect((await node(a)).tags).toEqual(['bulk']);
     expect((await node(c)).tags).toEqual(['bulk']);
     expect((await node(b)).tags).toEqual([]);
+    // The selection survives the action until it is cleared.
+    expect(await page.getByRole('group', { name: 'Actions on the selected devices' }).getByText('2 selected').count()).toBe(1);
+    await page.getByRole('button', { name: 'Clear selection' }).click();
 
     await page.getByLabel('Tag', { exact: true }).selectOption('');
     await table.getByLabel(`Select alpha ${c.slice(0, 8)}`).check();
@@ -76,6 +79,7 @@ describe('devices as a table', () => {
     await page.getByText('Moved 1 device.').waitFor();
     expect((await node(c)).parent_id).toBe('yard');
     expect((await node(a)).parent_id).toBe('depot');
+    await page.getByRole('button', { name: 'Clear selection' }).click();
 
     // Reload asks first; offline agents cannot reload, and the API's reason is shown.
     await table.getByLabel(`Select twin ${b.slice(0, 8)}`).check();

@@ -15,7 +15,7 @@ async function node(id: string): Promise<{ status: number; body: Node }> {
 }
 
 describe('managing groups and tags from the device list', () => {
-  it('as administrator: creates, renames and deletes groups, moves a device and sets tags; a refused delete shows the API message', async () => {
+  it('as administrator: creates, renames and deletes groups, moves a device and sets tags; a group that holds something says so instead of offering Delete', async () => {
     await suite.t.addGroup({ id: 'hamburg', title: 'Hamburg' });
     const device = await suite.t.addDevice({ parent: 'hamburg', name: 'harbour-gw' });
 
@@ -58,14 +58,11 @@ describe('managing groups and tags from the device list', () => {
     expect((await node(device)).body.tags).toEqual(['edge', 'prod']);
     await expect.poll(() => tree.locator('.device-row', { hasText: 'harbour-gw' }).locator('.tag').allTextContents()).toEqual(['edge', 'prod']);
 
-    // A group with a device in it cannot be deleted: the broker's message is shown, nothing changes.
+    // A group with a device in it is not offered for deletion: the panel says what it holds.
     await tree.getByRole('button', { name: 'Manage Altona-Nord' }).click();
     const groupManager = page.getByRole('region', { name: 'Manage Altona-Nord' });
-    await groupManager.getByRole('button', { name: 'Delete group' }).click();
-    await groupManager.getByRole('button', { name: 'Yes, delete group' }).click();
-    await groupManager.getByRole('alert').waitFor();
-    expect(await groupManager.getByRole('alert').textContent()).toMatch(/not empty|devices/i);
-    expect((await node(altonaId)).status).toBe(200);
+    expect(await groupManager.getByTestId('group-holds').textContent()).toBe('This group holds 1 device: move or remove them to delete it.');
+    expect(await groupManager.getByRole('button', { name: 'Delete group' }).count()).toBe(0);
     await screenshot(page, 'tree-manage-refused');
 
     // Moved back out, the group is empty and goes.
@@ -81,6 +78,29 @@ describe('managing groups and tags from the device list', () => {
     expect((await node(altonaId)).status).toBe(404);
     await expectNoErrorsAndClose();
   });
+
+  for (const viewport of [undefined, { width: 390, height: 844 }]) {
+    it(`says in plain words why a group that filled up meanwhile was not deleted${viewport ? ' (phone)' : ''}`, async () => {
+      const id = viewport ? 'lager-p' : 'lager-d';
+      await suite.t.addGroup({ id, title: `Lager ${id}` });
+      const { page, expectNoErrorsAndClose } = await suite.open({ viewport });
+      await page.goto('/devices');
+      const tree = page.locator('ul.tree');
+      await tree.getByRole('button', { name: `Manage Lager ${id}` }).click();
+      const manager = page.getByRole('region', { name: `Manage Lager ${id}` });
+      await manager.getByRole('button', { name: 'Delete group' }).click();
+      // Someone else puts a device and a group into it before the delete is confirmed.
+      await suite.t.addDevice({ parent: id, name: `late-${id}` });
+      await suite.t.addGroup({ id: `${id}-sub`, parent: id });
+      await manager.getByRole('button', { name: 'Yes, delete group' }).click();
+      const alert = manager.getByRole('alert');
+      await alert.waitFor();
+      expect(await alert.textContent()).toBe(`Not changedGroup "Lager ${id}" holds 1 device and 1 group: move or remove them before deleting it.`);
+      expect((await node(id)).status).toBe(200);
+      await screenshot(page, `tree-manage-not-empty${viewport ? '-phone' : ''}`);
+      await expectNoErrorsAndClose();
+    });
+  }
 
   it('as a user restricted to one group: acts inside it, and is offered no change outside it (tree, table and device page)', async () => {
     await suite.t.addGroup({ id: 'koeln', title: 'Koeln' });

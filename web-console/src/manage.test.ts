@@ -4,7 +4,7 @@ import type { GroupTreeNode } from '../../shared/api-types.js';
 import { installCommand, keysOf } from './screens/bootstrap-keys.js';
 import { columnFiltersOf, columnMatches, deviceRows, rowMatches, sortRows } from './screens/devices-table.js';
 import { agoText, applyLive } from './screens/devices.js';
-import { groupOptions, manageableTagsNote, mayManage, parseTags, subtreeIds, tagsOutside } from './screens/tree-manage.js';
+import { findNode, groupHolds, groupOptions, manageableTagsNote, mayManage, parseTags, subtreeIds, tagsOutside } from './screens/tree-manage.js';
 
 const device = (id: string, title: string, extra: Partial<GroupTreeNode> = {}): GroupTreeNode => ({
   id,
@@ -134,5 +134,20 @@ describe('bootstrap keys', () => {
     expect(keysOf({ k3y: { group_id: 'lab', auto_accept: true, devices: 2 } })).toEqual([
       { key: 'k3y', group_id: 'lab', auto_accept: true, created_at: undefined, devices: 2, label: '', expires_at: null, expired: false },
     ]);
+  });
+});
+
+describe('findNode and groupHolds', () => {
+  it('finds a node anywhere in the tree (the Manage panel follows it across reloads), and null once it is gone', () => {
+    const t = group('root', 'All', [group('a', 'A', [group('b', 'B', [device('d1', 'one')])]), device('d2', 'two')]);
+    expect(findNode(t, 'd1')?.title).toBe('one');
+    expect(findNode(t, 'b')?.title).toBe('B');
+    expect(findNode(t, 'gone')).toBeNull();
+  });
+
+  it('counts what a group holds directly, as the user sees it', () => {
+    const g = group('g', 'G', [device('d1', 'one'), device('d2', 'two'), group('s', 'S', [device('d3', 'three')])]);
+    expect(groupHolds(g)).toEqual({ devices: 2, groups: 1 });
+    expect(groupHolds(group('e', 'E', []))).toEqual({ devices: 0, groups: 0 });
   });
 });

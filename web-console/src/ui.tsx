@@ -2,6 +2,7 @@
 import type { ComponentChildren, LooseInputHTMLAttributes } from 'preact';
 import { useCallback, useEffect, useRef, useState } from 'preact/hooks';
 import { ApiFailure, messageOf } from './api.js';
+import type { NodeChoice } from './node-names.js';
 
 /** Loads data for a screen; `reload()` fetches again. Errors are kept for display, never thrown. */
 export function useLoad<T>(load: () => Promise<T>, deps: unknown[]): { data?: T; error?: unknown; loading: boolean; reload: () => void } {
@@ -67,6 +68,25 @@ export function AccessDenied({ message }: { message?: string }) {
       <p>{message ?? 'Your roles do not allow this. Ask an administrator if you need it.'}</p>
     </div>
   );
+}
+
+/** How long a success notice stays before it goes by itself. */
+export const NOTICE_MS = 8000;
+
+/**
+ * A success notice that does not outstay its news: `say(text)` shows it, and it goes after
+ * NOTICE_MS, or when `say('')` is called as the next action starts.
+ */
+export function useNotice(): [string, (text: string) => void] {
+  const [notice, setNotice] = useState('');
+  const timer = useRef<ReturnType<typeof setTimeout> | undefined>(undefined);
+  useEffect(() => () => clearTimeout(timer.current), []);
+  const say = useCallback((text: string) => {
+    clearTimeout(timer.current);
+    setNotice(text);
+    if (text) timer.current = setTimeout(() => setNotice(''), NOTICE_MS);
+  }, []);
+  return [notice, say];
 }
 
 export function Notice({ children }: { children: ComponentChildren }) {
@@ -327,4 +347,54 @@ export function ListTable<T>({
   if (!items) return loading ? <Loading what={what} /> : null;
   if (items.length === 0 && empty) return <p>{empty}</p>;
   return <Table columns={columns}>{items.map(row)}</Table>;
+}
+
+/**
+ * A filter field that takes a device (or group) by name, suggesting the names the caller may see
+ * (node-names.ts resolves what was typed); `problem` is why the typed text names nothing.
+ */
+export function NodeNameField({
+  id,
+  label,
+  value,
+  choices,
+  problem,
+  onInput,
+  class: className,
+}: {
+  id: string;
+  label: string;
+  value: string;
+  choices: readonly NodeChoice[];
+  problem?: string;
+  onInput: (text: string) => void;
+  class?: string;
+}) {
+  return (
+    <div class={`field${className ? ` ${className}` : ''}${problem ? ' has-error' : ''}`}>
+      <label for={id}>{label}</label>
+      <input
+        id={id}
+        list={`${id}-names`}
+        value={value}
+        autocomplete="off"
+        placeholder={choices.length > 0 ? 'name' : 'id'}
+        aria-invalid={problem ? 'true' : undefined}
+        aria-describedby={problem ? `${id}-error` : undefined}
+        onInput={(e) => onInput(e.currentTarget.value)}
+      />
+      <datalist id={`${id}-names`}>
+        {choices.map((c) => (
+          <option key={c.id} value={c.label}>
+            {c.type}
+          </option>
+        ))}
+      </datalist>
+      {problem && (
+        <small id={`${id}-error`} class="field-error" role="alert">
+          {problem}
+        </small>
+      )}
+    </div>
+  );
 }

@@ -1,14 +1,16 @@
 /**
  * The audit trail: remote-access attempts (allowed and denied) and changes made through the API,
- * newest first, filtered by device, user, action, result and time. Filters live in the URL.
+ * each read as a sentence (its JSON one click away), newest first, filtered by device, user, action, result and time. Filters live in the URL.
  */
 import { useState } from 'preact/hooks';
 import type { AuditEntry, AuditVerification, GroupTree, GroupTreeNode, ListPage } from '../../../shared/api-types.js';
+import { auditSentence } from '../../../shared/audit-sentences.js';
 import { api, itemsOf } from '../api.js';
 import { allowed } from '../areas.js';
 import { can, getSession } from '../session.js';
 import { Link, navigate, useLocation, withQuery, QueryPager } from '../router.js';
-import { ErrorBox, FilterFold, formatBytes, formatTime, Loading, PageTitle, Table, useLoad } from '../ui.js';
+import { labelOf, nodeChoices, resolveNode } from '../node-names.js';
+import { ErrorBox, FilterFold, formatBytes, formatTime, Loading, NodeNameField, PageTitle, Table, useLoad } from '../ui.js';
 
 interface UserRow {
   user_id: string;
@@ -35,11 +37,11 @@ function duration(ms: number | null): string {
   return s < 120 ? `${s} s` : `${Math.floor(s / 60)} min ${s % 60} s`;
 }
 
-/** Device id → name, from the group tree (devices the user may read; removed ones are absent). */
-function deviceNames(tree: GroupTree): Map<string, string> {
+/** Node id → name, from the group tree (devices and groups the user may read; removed ones are absent). */
+function nodeNames(tree: GroupTree): Map<string, string> {
   const names = new Map<string, string>();
   const walk = (node: GroupTreeNode) => {
-    if (node.type === 'device' && node.title) names.set(node.node_id, node.title);
+    if (node.title) names.set(node.node_id, node.title);
     node.nodes?.forEach(walk);
   };
   walk(tree.tree);
@@ -103,22 +105,29 @@ export function AuditScreen() {
       }),
     [key],
   );
-  const names = useLoad(
-    () =>
-      allowed('devices')
-        ? api
-            .get<GroupTree>('/grouptree', { _format: 'json' })
-            .then(deviceNames)
-            .catch(() => new Map<string, string>())
-        : Promise.resolve(new Map<string, string>()),
+  const tree = useLoad(
+    () => (allowed('devices') ? api.get<GroupTree>('/grouptree', { _format: 'json' }).catch(() => undefined) : Promise.resolve(undefined)),
     [],
   );
+  const names = { data: tree.data ? nodeNames(tree.data) : undefined };
+  const nameOf = (id: string) => names.data?.get(id);
+  const devices = nodeChoices(tree.data, ['device']);
+  /** The device filter as typed; null until edited (then the URL's device, by name once known). */
+  const [deviceText, setDeviceText] = useState<string | null>(null);
+  const [deviceProblem, setDeviceProblem] = useState<string | undefined>();
   const users = useLoad(() => (allowed('users') ? api.get('/userlist', { items_per_page: 1000 }).then((a) => itemsOf<UserRow>(a)) : Promise.resolve([])), []);
 
   const apply = (e: Event) => {
     e.preventDefault();
+    const device = deviceText === null ? { id: applied.device_id || undefined } : resolveNode(deviceText, devices, 'device');
+    if ('problem' in device) {
+      setDeviceProblem(device.problem);
+      return;
+    }
+    setDeviceProblem(undefined);
     setFiltersOpen(false); // on a phone, the entries come back into view
-    navigate(withQuery('/audit', { ...draft }));
+    navigate(withQuery('/audit', { ...draft, device_id: device.id ?? '' }));
+    setDeviceText(null); // the field shows the applied device by name
   };
   const set = (name: keyof Filters) => (e: Event) => setDraft({ ...draft, [name]: (e.currentTarget as HTMLInputElement).value });
 
@@ -146,10 +155,18 @@ export function AuditScreen() {
             <option value="remote">Remote access</option>
           </select>
         </div>
-        <div class="field fold">
-          <label for="a-device">Device id</label>
-          <input id="a-device" value={draft.device_id} onInput={set('device_id')} placeholder="64 hex characters" />
-        </div>
+        <NodeNameField
+          id="a-device"
+          class="fold"
+          label="Device"
+          value={deviceText ?? labelOf(applied.device_id, devices)}
+          choices={devices}
+          problem={deviceProblem}
+          onInput={(text) => {
+            setDeviceText(text);
+            setDeviceProblem(undefined);
+          }}
+        />
         <div class="field fold">
           <label for="a-user">User</label>
           {users.data && users.data.length > 0 ? (
@@ -201,6 +218,8 @@ export function AuditScreen() {
             type="button"
             onClick={() => {
               setDraft(Object.fromEntries(FILTERS.map((f) => [f, ''])) as Filters);
+              setDeviceText(null);
+              setDeviceProblem(undefined);
               navigate('/audit');
             }}
           >
@@ -226,7 +245,10 @@ export function AuditScreen() {
           <p class="muted" role="status">
             {total === 0 ? 'No entries match.' : `Entries ${offset + 1}–${Math.min(offset + PAGE, total)} of ${total}`}
           </p>
-          <Table class="audit-table" columns={['Time', 'User', 'Device', 'Event', 'Action', 'Result', 'Reason', 'Source', 'Duration', 'Bytes in / out']}>
+          <Table
+            class="audit-table"
+            columns={['Time', 'User', 'Device', 'What', 'Event', 'Action', 'Result', 'Reason', 'Source', 'Duration', 'Bytes in / out']}
+          >
             {items.map((e) => (
               <tr key={e.id} class={`result-${e.result}`}>
                 <td>{formatTime(e.ts)}</td>
@@ -237,6 +259,13 @@ export function AuditScreen() {
                       {names.data?.get(e.device_id) ?? <code>{e.device_id.slice(0, 12)}</code>}
                     </Link>
                   )}
+                </td>
+                <td class="audit-what">
+                  <span data-testid="audit-sentence">{auditSentence(e, nameOf)}</span>
+                  <details>
+                    <summary>JSON</summary>
+                    <pre>{JSON.stringify({ event: e.event, action: e.action, options: e.options }, null, 2)}</pre>
+                  </details>
                 </td>
                 <td>
                   <EventName event={e.event} />
@@ -258,12 +287,6 @@ export function AuditScreen() {
                         Play
                       </Link>
                     </>
-                  )}
-                  {e.options && JSON.stringify(e.options) !== '{}' && (
-                    <details>
-                      <summary>options</summary>
-                      <pre>{JSON.stringify(e.options, null, 2)}</pre>
-                    </details>
                   )}
                 </td>
                 <td>

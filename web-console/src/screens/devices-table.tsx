@@ -8,7 +8,7 @@ import type { GroupTreeNode } from '../../../shared/api-types.js';
 import { api, itemsOf } from '../api.js';
 import { allowed } from '../areas.js';
 import { Link } from '../router.js';
-import { ConfirmButton, ErrorBox, Notice, Tags, useAction, useLoad } from '../ui.js';
+import { ConfirmButton, ErrorBox, Notice, Tags, useAction, useLoad, useNotice } from '../ui.js';
 import { isOnline, LastContact, StatusDot } from './devices.js';
 import { manageableTagsNote, mayManage, parseTags, tagsOutside, type GroupOption, type ManageableTags } from './tree-manage.js';
 
@@ -209,7 +209,7 @@ export function DevicesTable({
   const [picked, setPicked] = useState<Set<string>>(new Set());
   const selected = sorted.filter((r) => picked.has(r.id));
   const action = useAction();
-  const [notice, setNotice] = useState('');
+  const [notice, setNotice] = useNotice();
   const [tag, setTag] = useState('');
   const [target, setTarget] = useState('');
   const manage = allowed('manageTree');
@@ -230,9 +230,9 @@ export function DevicesTable({
     else next.add(id);
     setPicked(next);
   };
+  // The selection stays after an action: the next one often concerns the same devices.
   const finish = (text: string) => {
     setNotice(text);
-    setPicked(new Set());
     onChanged();
   };
   const plural = (n: number) => `${n} device${n === 1 ? '' : 's'}`;
@@ -242,6 +242,9 @@ export function DevicesTable({
       {bulk && (
         <div class="bulk-actions" role="group" aria-label="Actions on the selected devices">
           <span>{selected.length} selected</span>
+          <button type="button" class="link-button" disabled={!selected.length} onClick={() => setPicked(new Set())}>
+            Clear selection
+          </button>
           {manage && (
             <>
               <input aria-label="Tags to add" placeholder="tag" value={tag} title={tagsNote ?? undefined} onInput={(e) => setTag(e.currentTarget.value)} />

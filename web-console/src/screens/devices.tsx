@@ -9,8 +9,8 @@ import { allowed } from '../areas.js';
 import { useDeviceEvents, type DeviceEvent } from '../events.js';
 import { Link, navigate, useLocation, withQuery } from '../router.js';
 import { columnFiltersOf, DevicesTable, deviceRows, SORT_KEYS, type SortKey } from './devices-table.js';
-import { ErrorBox, FilterFold, formatTime, Loading, Notice, PageTitle, Tags, useAction, useLoad } from '../ui.js';
-import { groupOptions, mayManage, NodeManager } from './tree-manage.js';
+import { ErrorBox, FilterFold, formatTime, Loading, Notice, PageTitle, Tags, useAction, useLoad, useNotice } from '../ui.js';
+import { findNode, groupOptions, mayManage, NodeManager } from './tree-manage.js';
 
 export function isOnline(node: { status?: string; connected?: boolean }): boolean {
   return node.connected === true || node.status === 'online' || node.status === 'connected';
@@ -281,10 +281,12 @@ export function DevicesScreen() {
     [liveTree, treeText, filter.tag, filter.status],
   );
   const active = Boolean(treeText || filter.tag || filter.status);
-  const [managing, setManaging] = useState<GroupTreeNode | null>(null);
+  /** The node whose Manage panel is open: it stays open between changes, showing the node as reloaded. */
+  const [managingId, setManagingId] = useState<string | null>(null);
+  const managing = useMemo(() => (managingId && tree.data?.tree ? findNode(tree.data.tree, managingId) : null), [managingId, tree.data]);
   /** Phones: tag and status fold away until asked for (search stays). */
   const [filtersOpen, setFiltersOpen] = useState(false);
-  const [notice, setNotice] = useState('');
+  const [notice, setNotice] = useNotice();
   const groups = useMemo(() => (tree.data?.tree ? groupOptions(tree.data.tree) : []), [tree.data]);
   const move = useAction();
   const onMove = allowed('manageTree')
@@ -299,7 +301,7 @@ export function DevicesScreen() {
   const onManage = allowed('manageTree')
     ? (node: GroupTreeNode) => {
         setNotice('');
-        setManaging(node);
+        setManagingId(node.node_id);
       }
     : undefined;
   const tagNames = (tags.data ?? []).map((t) => (typeof t === 'string' ? t : (t.tag ?? t.name ?? ''))).filter(Boolean);
@@ -367,9 +369,9 @@ export function DevicesScreen() {
           node={managing}
           groups={groups}
           manageableTags={tree.data?.manageable_tags}
-          onClose={() => setManaging(null)}
+          onClose={() => setManagingId(null)}
+          onStart={() => setNotice('')}
           onChanged={(text) => {
-            setManaging(null);
             setNotice(text);
             tree.reload();
             tags.reload();

@@ -4,11 +4,12 @@
  * needs reports:acknowledge (the spec's "Logs, Mark as read").
  */
 import { useState } from 'preact/hooks';
-import type { ListPage } from '../../../shared/api-types.js';
+import type { GroupTree, ListPage } from '../../../shared/api-types.js';
 import { api } from '../api.js';
 import { allowed } from '../areas.js';
 import { Link, navigate, useLocation, withQuery, QueryPager } from '../router.js';
-import { ErrorBox, formatTime, Loading, PageTitle, Table, useAction, useLoad } from '../ui.js';
+import { labelOf, nodeChoices, resolveNode } from '../node-names.js';
+import { ErrorBox, formatTime, Loading, NodeNameField, PageTitle, Table, useAction, useLoad } from '../ui.js';
 
 interface ReportItem {
   id: number;
@@ -60,9 +61,25 @@ export function LogsScreen() {
     [JSON.stringify([applied, offset])],
   );
 
+  const tree = useLoad(
+    () => (allowed('devices') ? api.get<GroupTree>('/grouptree', { _format: 'json' }).catch(() => undefined) : Promise.resolve(undefined)),
+    [],
+  );
+  const nodes = nodeChoices(tree.data, ['device', 'group']);
+  /** The device-or-group filter as typed; null until edited (then the URL's node, by name once known). */
+  const [nodeText, setNodeText] = useState<string | null>(null);
+  const [nodeProblem, setNodeProblem] = useState<string | undefined>();
+
   const apply = (e: Event) => {
     e.preventDefault();
-    navigate(withQuery('/logs', { ...draft }));
+    const node = nodeText === null ? { id: applied.node_id || undefined } : resolveNode(nodeText, nodes, 'device or group');
+    if ('problem' in node) {
+      setNodeProblem(node.problem);
+      return;
+    }
+    setNodeProblem(undefined);
+    navigate(withQuery('/logs', { ...draft, node_id: node.id ?? '' }));
+    setNodeText(null); // the field shows the applied node by name
   };
   const set = (name: keyof Filters) => (e: Event) => setDraft({ ...draft, [name]: (e.currentTarget as HTMLInputElement).value });
   const mark = async (body: Record<string, unknown>) => {
@@ -109,10 +126,17 @@ export function LogsScreen() {
             <option value="INFO">Info</option>
           </select>
         </div>
-        <div class="field">
-          <label for="l-node">Device or group id</label>
-          <input id="l-node" value={draft.node_id} onInput={set('node_id')} placeholder="node id" />
-        </div>
+        <NodeNameField
+          id="l-node"
+          label="Device or group"
+          value={nodeText ?? labelOf(applied.node_id, nodes)}
+          choices={nodes}
+          problem={nodeProblem}
+          onInput={(text) => {
+            setNodeText(text);
+            setNodeProblem(undefined);
+          }}
+        />
         <div class="field">
           <label for="l-search">Text</label>
           <input id="l-search" value={draft.search} onInput={set('search')} placeholder="text, bundle or label" />
@@ -133,6 +157,8 @@ export function LogsScreen() {
             type="button"
             onClick={() => {
               setDraft(Object.fromEntries(FILTERS.map((f) => [f, ''])) as Filters);
+              setNodeText(null);
+              setNodeProblem(undefined);
               navigate('/logs');
             }}
           >

@@ -8,6 +8,7 @@
  */
 import { useState } from 'preact/hooks';
 import type { GroupTreeNode } from '../../../shared/api-types.js';
+import { holdsSentence, type GroupHolds } from '../../../shared/group-holds.js';
 import { api } from '../api.js';
 import { ConfirmButton, ErrorBox, useAction } from '../ui.js';
 
@@ -64,6 +65,25 @@ export function subtreeIds(node: GroupTreeNode): Set<string> {
   return ids;
 }
 
+/**
+ * What a group holds as this user sees it (its direct devices and sub-groups). The broker counts
+ * what the user cannot see too, and its refusal says so.
+ */
+export function groupHolds(node: GroupTreeNode): GroupHolds {
+  const children = node.nodes ?? [];
+  return { devices: children.filter((c) => c.type === 'device').length, groups: children.filter((c) => c.type === 'group').length };
+}
+
+/** The node with this id in the tree, if it is (still) there. */
+export function findNode(node: GroupTreeNode, id: string): GroupTreeNode | null {
+  if (node.node_id === id) return node;
+  for (const c of node.nodes ?? []) {
+    const found = findNode(c, id);
+    if (found) return found;
+  }
+  return null;
+}
+
 /** Tags typed as "a, b c": split on commas and spaces, without duplicates. */
 export function parseTags(text: string): string[] {
   return [...new Set(text.split(/[\s,]+/).filter(Boolean))];
@@ -78,6 +98,7 @@ export function NodeManager({
   groups,
   manageableTags = '*',
   onChanged,
+  onStart,
   onClose,
 }: {
   node: GroupTreeNode;
@@ -85,9 +106,18 @@ export function NodeManager({
   /** GET /grouptree's manageable_tags */
   manageableTags?: ManageableTags;
   onChanged: (notice: string) => void;
+  /** a change is being sent: the last one's notice is old news */
+  onStart?: () => void;
   onClose: () => void;
 }) {
-  const action = useAction();
+  const actions = useAction();
+  const action = {
+    ...actions,
+    run: <T,>(change: () => Promise<T>) => {
+      onStart?.();
+      return actions.run(change);
+    },
+  };
   const isGroup = node.type === 'group';
   const fixed = FIXED_GROUPS.has(node.node_id);
   const [title, setTitle] = useState(node.title);
@@ -99,6 +129,7 @@ export function NodeManager({
   const [target, setTarget] = useState('');
   const [childTitle, setChildTitle] = useState('');
   const name = node.title || node.node_id;
+  const holds = groupHolds(node);
 
   const done = (notice: string) => () => onChanged(notice);
   return (
@@ -111,7 +142,8 @@ export function NodeManager({
           Close
         </button>
       </header>
-      <ErrorBox error={action.error} />
+      {/* A refusal reads as the broker's sentence under "Not changed", never "Something went wrong". */}
+      <ErrorBox error={action.error} title="Not changed" />
       {!fixed && (
         <form
           class="inline-form"
@@ -136,7 +168,10 @@ export function NodeManager({
             e.preventDefault();
             const to = groups.find((g) => g.node_id === target);
             void action.run(() =>
-              changeTree({ action: 'move', data: { node_id: node.node_id, parent_id: target } }).then(done(`Moved ${name} to ${to?.label ?? target}.`)),
+              changeTree({ action: 'move', data: { node_id: node.node_id, parent_id: target } }).then(() => {
+                setTarget('');
+                onChanged(`Moved ${name} to ${to?.label ?? target}.`);
+              }),
             );
           }}
         >
@@ -185,7 +220,12 @@ export function NodeManager({
           onSubmit={(e) => {
             e.preventDefault();
             const t = childTitle.trim();
-            void action.run(() => changeTree({ action: 'create', data: { title: t, parent_id: node.node_id } }).then(done(`Group ${t} created.`)));
+            void action.run(() =>
+              changeTree({ action: 'create', data: { title: t, parent_id: node.node_id } }).then(() => {
+                setChildTitle('');
+                onChanged(`Group ${t} created.`);
+              }),
+            );
           }}
         >
           <label for="nm-child">New sub-group</label>
@@ -195,10 +235,15 @@ export function NodeManager({
           </button>
         </form>
       )}
-      {isGroup && !fixed && (
+      {isGroup && !fixed && holds.devices + holds.groups > 0 && (
+        <p class="hint" data-testid="group-holds">
+          This group {holdsSentence(holds)}: move or remove them to delete it.
+        </p>
+      )}
+      {isGroup && !fixed && holds.devices + holds.groups === 0 && (
         <ConfirmButton
           label="Delete group"
-          question={`Delete the group ${name}? Only an empty group can be deleted.`}
+          question={`Delete the group ${name}?`}
           disabled={action.busy}
           onConfirm={() => void action.run(() => changeTree({ action: 'delete', data: { node_id: node.node_id } }).then(done(`Group ${name} deleted.`)))}
         />
