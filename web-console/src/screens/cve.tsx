@@ -55,7 +55,7 @@ export function feedAge(feed: FeedState): string {
  */
 export function NoFeed({ mayManage }: { mayManage: boolean }) {
   return (
-    <div class="notice warn" role="status" data-testid="cve-no-feed">
+    <p class="notice warn" role="status" data-testid="cve-no-feed">
       <strong>No vulnerability feed has been imported</strong>, so no CVE can be found on any device yet.{' '}
       {mayManage ? (
         <>
@@ -65,7 +65,7 @@ export function NoFeed({ mayManage }: { mayManage: boolean }) {
       ) : (
         <>Ask someone who may manage CVEs (the “CVE, Manage” permission) to import one.</>
       )}
-    </div>
+    </p>
   );
 }
 

@@ -18,6 +18,7 @@ import { can } from '../session.js';
 import { ErrorBox, formatTime, Loading, PageTitle } from '../ui.js';
 import { feedAge, NoFeed, type FeedState } from './cve.js';
 import { isOnline } from './devices.js';
+import { pendingLabel, usePendingCount } from './pending.js';
 
 export const SEVERITIES = ['CRIT', 'ERR', 'WARN', 'INFO'] as const;
 type Severity = (typeof SEVERITIES)[number];
@@ -109,6 +110,19 @@ function DevicesCard({ devices, live }: { devices: GroupTreeNode[] | undefined; 
         <strong>{devices.length}</strong> in all
       </span>
     </div>
+  );
+}
+
+/** Hosts waiting for approval, live (device:approve). */
+function PendingCard() {
+  const count = usePendingCount(true);
+  if (count === undefined) return <Loading what="pending hosts" />;
+  return (
+    <p>
+      <Link href="/pending" class="stat" data-testid="dashboard-pending-count">
+        <strong>{pendingLabel(count)}</strong> waiting for approval
+      </Link>
+    </p>
   );
 }
 
@@ -346,6 +360,11 @@ export function DashboardScreen() {
           <Card title="Devices" id="devices">
             <ErrorBox error={tree.error} />
             <DevicesCard devices={devices} live={live} />
+          </Card>
+        )}
+        {allowed('pendingHosts') && (
+          <Card title="Pending hosts" id="pending">
+            <PendingCard />
           </Card>
         )}
         {allowed('logs') && (
