@@ -168,7 +168,7 @@ export async function createServices(config: Config, logger: Logger, store: Stor
   });
   const local: AgentLocator = options.locator?.(agents) ?? agents;
   const locator: AgentLocator = cluster ? cluster.locator(agents, local) : local;
-  const enrol: EnrolService = new EnrolService(store.db, devices, locator, store);
+  const enrol: EnrolService = new EnrolService(store.db, devices, locator, store, store);
   const cve = new CveService({ db: store.db, logger, access, devices });
   // A device's packages or OS changed: its CVE findings are matched again (a failure is logged, the inventory kept).
   const inventory: InventoryService = new InventoryService(store.db, access, devices, locator, {
@@ -207,6 +207,7 @@ export async function createServices(config: Config, logger: Logger, store: Stor
   cluster?.sessions.bind(remote.sessions);
   const events = new DeviceEventStream({
     hub: agents,
+    pending: enrol.pendingChanges,
     access,
     logger,
     ...(cluster ? { elsewhere: cluster.presence, isConnected: (deviceId: string) => locator.isConnected(deviceId) } : {}),

@@ -145,6 +145,24 @@ export const cveRoutes: RouteSpec[] = [
   }),
   defineRoute({
     method: 'get',
+    path: '/cvefeed',
+    tag: TAG,
+    summary: 'The imported vulnerability feed: whether there is one, and its age',
+    description:
+      '`imported`: false until a feed was imported (POST /cve/import or `npm start -- cve-import`); until then no CVE can match, so an empty /cvelist ' +
+      'means "no feed", not "no vulnerability". `imported_at`: the last import; `feed_date`: the newest modification (else publication) date an ' +
+      "advisory of the feed gives, the feed's own age; `advisories`: how many it holds.",
+    access: 'cve:read',
+    response: z.object({
+      imported: z.boolean(),
+      advisories: z.number().int(),
+      imported_at: z.string().nullable(),
+      feed_date: z.string().nullable(),
+    }),
+    handler: async ({ services }) => services.cve.feed(),
+  }),
+  defineRoute({
+    method: 'get',
     path: '/cve_hosts_max_count',
     tag: TAG,
     summary: 'The most devices one CVE affects',

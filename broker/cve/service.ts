@@ -393,6 +393,12 @@ export class CveService {
     };
   }
 
+  /** GET /cvefeed: whether a feed was imported, and how old it is (the console says so before "no CVE affects your devices"). */
+  async feed(): Promise<{ imported: boolean; advisories: number; imported_at: string | null; feed_date: string | null }> {
+    const state = await store.feedState(this.deps.db);
+    return { imported: state.advisories > 0, ...state };
+  }
+
   /** GET /cvescorestats: CVEs affecting the caller's devices by severity (ignored ones counted apart). */
   async scoreStats(principal: Principal) {
     const all = (await this.summaries(principal)).filter((c) => c.hosts > 0);

@@ -73,6 +73,21 @@ export async function feedKey(db: Db): Promise<string> {
   return `${Number(row?.n ?? 0)}:${row?.last ?? ''}`;
 }
 
+/** What the imported feed holds: its advisory count, when it was last imported, and the newest date the feed itself gives. */
+export async function feedState(db: Db): Promise<{ advisories: number; imported_at: string | null; feed_date: string | null }> {
+  const row = await db
+    .selectFrom('cve_advisories')
+    .select([
+      (eb) => eb.fn.countAll<number | string>().as('n'),
+      (eb) => eb.fn.max('imported_at').as('imported_at'),
+      (eb) => eb.fn.max('modified').as('modified'),
+      (eb) => eb.fn.max('published').as('published'),
+    ])
+    .executeTakeFirst();
+  const advisories = Number(row?.n ?? 0);
+  return { advisories, imported_at: row?.imported_at ?? null, feed_date: row?.modified ?? row?.published ?? null };
+}
+
 export async function readAdvisories(db: Db): Promise<AdvisoryRow[]> {
   const rows = await db.selectFrom('cve_advisories').select(['advisory_id', 'cve_ids', 'summary', 'score', 'severity', 'published', 'modified']).execute();
   return rows.map((r) => ({ ...r, cve_ids: parseIds(r.cve_ids), score: r.score === null ? null : Number(r.score), severity: r.severity as SeverityLevel }));

@@ -1,8 +1,9 @@
 import crypto from 'node:crypto';
+import { EventEmitter } from 'node:events';
 import { deviceIdOf, keyFingerprint, parseDevicePublicKey, publicKeyPem } from '../../shared/device-key.js';
 import type { AgentLocator } from '../agents/locator.js';
 import { RateLimiter, type LimitStore } from '../auth/ratelimit.js';
-import type { Db } from '../db/database.js';
+import type { Db, Store } from '../db/database.js';
 import type { BootstrapKeysTable, DevicesTable } from '../db/schema.js';
 import { UNASSIGNED_NODE } from '../devices/scope.js';
 import type { DevicesService } from '../devices/service.js';
@@ -12,6 +13,17 @@ import { EnrolStore } from './store.js';
 /** Failed enrolments (unknown bootstrap key) allowed per address and window; successes do not count. */
 export const ENROL_FAILURES_PER_WINDOW = 20;
 export const ENROL_WINDOW_MS = 10 * 60_000;
+
+/** A pending host appeared (an agent enrolled with a manual key), was approved, or was rejected. */
+export type PendingHostChange = 'pending.added' | 'pending.approved' | 'pending.removed';
+
+export interface PendingHostEvent {
+  event: PendingHostChange;
+  device_id: string;
+  hostname: string;
+  /** ISO 8601: when the change was made */
+  at: string;
+}
 
 export interface BootstrapKeyRecord {
   key: string;
@@ -98,6 +110,8 @@ export class EnrolService {
   private readonly store: EnrolStore;
   /** Unknown bootstrap keys per address, counted in the database (shared by every broker on it). */
   private readonly limiter: RateLimiter;
+  /** Pending hosts appearing, approved and rejected through this broker, once committed (the console's live list: broker/events). */
+  readonly pendingChanges = new EventEmitter<{ change: [PendingHostEvent] }>();
 
   constructor(
     db: Db,
@@ -106,6 +120,8 @@ export class EnrolService {
     /** cuts off the agent of a rejected or removed device */
     private readonly agents: Pick<AgentLocator, 'disconnect'>,
     limits: LimitStore,
+    /** pending-host events go out once the change has committed */
+    private readonly transactions: Pick<Store, 'afterCommit'>,
   ) {
     this.store = new EnrolStore(db);
     this.limiter = new RateLimiter(limits, 'enrol-ip', ENROL_FAILURES_PER_WINDOW, ENROL_WINDOW_MS);
@@ -114,6 +130,11 @@ export class EnrolService {
   async init(): Promise<void> {}
 
   async close(): Promise<void> {}
+
+  private announce(event: PendingHostChange, deviceId: string, hostname: string): void {
+    const change: PendingHostEvent = { event, device_id: deviceId, hostname, at: new Date().toISOString() };
+    this.transactions.afterCommit(() => this.pendingChanges.emit('change', change));
+  }
 
   // ---- bootstrap keys ------------------------------------------------------------------------
 
@@ -253,6 +274,7 @@ export class EnrolService {
         await this.approve(deviceId);
         return { device_id: deviceId, state: 'approved' };
       }
+      if (created) this.announce('pending.added', deviceId, input.hostname);
       return { device_id: deviceId, state: 'pending' };
     }
     return { device_id: deviceId, state: 'approved' };
@@ -315,6 +337,7 @@ export class EnrolService {
       }
       return this.devices.placeDevice(nodeId, wanted, device.hostname || nodeId.slice(0, 12), trx);
     });
+    this.announce('pending.approved', nodeId, device.hostname);
     return { node_id: nodeId, hostname: device.hostname, state: 'approved', group_id: groupId, approved_at: at };
   }
 
@@ -327,6 +350,7 @@ export class EnrolService {
       }
       await this.store.revoke(trx, { device_id: nodeId, reason: 'rejected', hostname: device.hostname, revoked_at: new Date().toISOString() });
     });
+    this.announce('pending.removed', nodeId, device.hostname);
     this.agents.disconnect(nodeId, 'device rejected');
   }
 

@@ -9,7 +9,7 @@ import type { AuthService } from '../auth/service.js';
 import type { ExtraOperation } from '../http/openapi.js';
 import { ApiError, forbidden, unauthorized } from '../http/errors.js';
 import { API_PREFIX } from '../http/router.js';
-import { KEEPALIVE_MS, MAX_BUFFERED_BYTES, MAX_LISTENERS_PER_USER, type DeviceEventStream, type Listener } from './stream.js';
+import { KEEPALIVE_MS, MAX_BUFFERED_BYTES, MAX_LISTENERS_PER_USER, mayListen, type DeviceEventStream, type Listener } from './stream.js';
 
 export const EVENTS_PATH = '/events';
 
@@ -37,7 +37,9 @@ export function eventsHandler({ events, auth, redeemTicket }: EventsDeps): Reque
         token = m[1];
         principal = await auth.authenticate(token);
       }
-      if (!principal.has('device:read')) throw forbidden('Needs device:read: the stream tells about devices you may read.');
+      if (!mayListen(principal)) {
+        throw forbidden('Needs device:read (device events) or device:approve (pending hosts): the stream tells about nothing else.');
+      }
       const listener: Listener = {
         principal,
         sink: {
@@ -74,18 +76,20 @@ export const eventsDocs: ExtraOperation[] = [
       description:
         'A `text/event-stream` of `device.online` and `device.offline` events, each with data `{"event","device_id","at"}` (`at`: ISO 8601), ' +
         'for the devices the caller may read (device:read, decided per event). Only agents connected to this broker are reported. ' +
+        'To holders of device:approve (who may list GET /pendinghost): `pending.added`, `pending.approved` and `pending.removed` (rejected), each with data ' +
+        '`{"event","device_id","hostname","at"}`, as hosts enrol with a manual key and are approved or rejected through this broker (reload GET /pendinghost for the list). ' +
         `A comment line every ${KEEPALIVE_MS / 1000} s keeps the stream open; the session is re-checked then and a revoked one ends the stream. ` +
         `A client that leaves more than ${MAX_BUFFERED_BYTES / 1024} KiB unread is dropped (reconnect and reload the tree). At most ${MAX_LISTENERS_PER_USER} streams per user (429). ` +
         'Authenticate with `Authorization: Bearer` or, from a browser EventSource, a single-use `?ticket=` from POST /api/v2/remote/ticket.',
       tags: ['devices'],
-      'x-permission': 'device:read',
+      'x-permission': 'device:read or device:approve',
       parameters: [
         { name: 'ticket', in: 'query', required: false, description: 'Single-use ticket from POST /api/v2/remote/ticket.', schema: { type: 'string' } },
       ],
       responses: {
         '200': { description: 'The event stream.', content: { 'text/event-stream': { schema: { type: 'string' } } } },
         '401': { description: 'No or bad token, or a spent ticket.' },
-        '403': { description: 'No device:read.' },
+        '403': { description: 'Neither device:read nor device:approve.' },
         '429': { description: 'Too many open streams of this user.' },
       },
     },

@@ -1,7 +1,9 @@
 /**
- * Live device events for the web console: `device.online` and `device.offline` as agents connect
+ * Live events for the web console: `device.online` and `device.offline` as agents connect
  * to and leave this broker (and, with several brokers, the others: their presence NOTIFYs), sent to every listener who may read the device (device:read, decided
- * by the access service per event). A listener is a sink that tells how much it still holds
+ * by the access service per event); and `pending.added`, `pending.approved`, `pending.removed` as
+ * hosts enrol with a manual key and are approved or rejected through this broker, sent to
+ * listeners who may list pending hosts (device:approve, as GET /pendinghost). A listener is a sink that tells how much it still holds
  * unsent: one that does not read (its buffer past MAX_BUFFERED_BYTES) is dropped, so a stalled
  * browser costs at most that much memory.
  */
@@ -9,6 +11,7 @@ import type { EventEmitter } from 'node:events';
 import type { Logger } from 'pino';
 import type { AccessService } from '../access/access.js';
 import type { Principal } from '../access/principal.js';
+import type { PendingHostEvent } from '../enrol/service.js';
 
 /** Bytes a listener may leave unread before it is dropped (hundreds of events). */
 export const MAX_BUFFERED_BYTES = 64 * 1024;
@@ -42,9 +45,18 @@ export interface Listener {
 }
 
 type Hub = Pick<EventEmitter<{ connected: [string]; disconnected: [string] }>, 'on' | 'off'>;
+type PendingHub = Pick<EventEmitter<{ change: [PendingHostEvent] }>, 'on' | 'off'>;
+
+/** The permission that lists pending hosts (GET /pendinghost): the one their events need. */
+export const PENDING_PERMISSION = 'device:approve';
+
+/** Whether a principal may open the stream: it must be able to receive one kind of event or the other. */
+export function mayListen(principal: Pick<Principal, 'has'>): boolean {
+  return principal.has('device:read') || principal.has(PENDING_PERMISSION);
+}
 
 /** One event in the text/event-stream format. */
-export function formatEvent(e: DeviceEvent): string {
+export function formatEvent(e: DeviceEvent | PendingHostEvent): string {
   return `event: ${e.event}\ndata: ${JSON.stringify(e)}\n\n`;
 }
 
@@ -52,6 +64,7 @@ export class DeviceEventStream {
   private readonly listeners = new Set<Listener>();
   private readonly onConnected = (id: string) => void this.publish({ event: 'device.online', device_id: id, at: new Date().toISOString() });
   private readonly onDisconnected = (id: string) => void this.publish({ event: 'device.offline', device_id: id, at: new Date().toISOString() });
+  private readonly onPending = (e: PendingHostEvent) => void this.publishPending(e);
   private keepalive: ReturnType<typeof setInterval> | undefined;
   /** Events go out one after the other, so a device's online and offline never arrive swapped. */
   private queue: Promise<void> = Promise.resolve();
@@ -59,6 +72,8 @@ export class DeviceEventStream {
   constructor(
     private readonly deps: {
       hub: Hub;
+      /** Pending hosts appearing, approved, rejected (EnrolService.pendingChanges). */
+      pending?: PendingHub;
       access: Pick<AccessService, 'decide'>;
       logger: Logger;
       /** Several brokers: the agents of the other brokers connecting and leaving (ClusterService.presence). */
@@ -77,6 +92,7 @@ export class DeviceEventStream {
     this.deps.hub.on('disconnected', this.onDisconnected);
     this.deps.elsewhere?.on('connected', this.onConnected);
     this.deps.elsewhere?.on('disconnected', this.onDisconnected);
+    this.deps.pending?.on('change', this.onPending);
     this.keepalive = setInterval(() => void this.ping(), KEEPALIVE_MS);
     this.keepalive.unref();
   }
@@ -86,6 +102,7 @@ export class DeviceEventStream {
     this.deps.hub.off('disconnected', this.onDisconnected);
     this.deps.elsewhere?.off('connected', this.onConnected);
     this.deps.elsewhere?.off('disconnected', this.onDisconnected);
+    this.deps.pending?.off('change', this.onPending);
     clearInterval(this.keepalive);
     for (const l of this.listeners) l.sink.close();
     this.listeners.clear();
@@ -112,6 +129,15 @@ export class DeviceEventStream {
   /** Sends an event to every listener who may read the device, after the events before it. */
   publish(e: DeviceEvent): Promise<void> {
     this.queue = this.queue.then(() => this.deliver(e));
+    return this.queue;
+  }
+
+  /** Sends a pending-host event to every listener who may list pending hosts, in order with the device events. */
+  publishPending(e: PendingHostEvent): Promise<void> {
+    this.queue = this.queue.then(() => {
+      const chunk = formatEvent(e);
+      for (const l of [...this.listeners]) if (this.listeners.has(l) && l.principal.has(PENDING_PERMISSION)) this.send(l, chunk);
+    });
     return this.queue;
   }
 

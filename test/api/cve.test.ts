@@ -122,8 +122,20 @@ afterAll(async () => {
 });
 
 describe('CVE feed import and matching', () => {
+  it('says no feed is imported before the first import (to cve:read holders only), and its age after', async () => {
+    const before = await get('/cvefeed', cveOnly);
+    expect(before.status).toBe(200);
+    expect(before.body).toEqual({ imported: false, advisories: 0, imported_at: null, feed_date: null });
+    expect((await get('/cvefeed', noCve)).status).toBe(403);
+    expect((await t.api('GET', '/api/v2/cvefeed')).status).toBe(401);
+  });
+
   it('imports an OSV feed and lists the CVEs that affect devices, by CVE id', async () => {
+    const startedAt = new Date().toISOString();
     const r = await importFeed(JSON.stringify(feed()));
+    const state = await get('/cvefeed', cveOnly);
+    expect(state.body).toMatchObject({ imported: true, advisories: 6, feed_date: '2024-07-01T00:00:00Z' });
+    expect(state.body.imported_at >= startedAt).toBe(true);
     expect(r.status, JSON.stringify(r.body)).toBe(200);
     expect(r.body).toMatchObject({ files: 1, advisories: 6, skipped: 1, errors: [], devices_affected: 2 });
     const list = await get('/cvelist');

@@ -115,4 +115,44 @@ describe('GET /api/v2/events', () => {
     await stream.until(`"event":"device.offline","device_id":"${device.id}"`);
     stream.close();
   });
+
+  it('tells holders of device:approve, and only them, of pending hosts appearing, approved and rejected', async () => {
+    const created = await t.api<Record<string, unknown>>('POST', '/api/v2/bootstrapkey', { token: t.adminToken, body: { auto_accept: false } });
+    const key = Object.keys(created.body)[0];
+    const approver = await t.userWith([{ permission: 'device:approve' }]); // no device:read: may still listen, for pending hosts
+    const reader = await t.userWith([{ permission: 'device:read' }]); // may not list pending hosts: hears none of them
+    const approverStream = await openStream(`?ticket=${await ticketFor(approver.token)}`);
+    expect(approverStream.status).toBe(200);
+    const readerStream = await openStream('', reader.token);
+    await Promise.all([approverStream.until(': connected'), readerStream.until(': connected')]);
+
+    const first = await enrolDevice(t, key, undefined, 'pending-one');
+    const second = await enrolDevice(t, key, undefined, 'pending-two');
+    expect(first.answer.body).toMatchObject({ state: 'pending' });
+    await approverStream.until(`"event":"pending.added","device_id":"${second.device.id}","hostname":"pending-two"`);
+    expect(approverStream.text()).toContain(`event: pending.added\ndata: {"event":"pending.added","device_id":"${first.device.id}","hostname":"pending-one"`);
+    // Enrolling again with the same key is no new pending host.
+    await enrolDevice(t, key, first.device, 'pending-one');
+    expect((await t.api('POST', '/api/v2/pendinghost', { token: t.adminToken, body: { node_id: first.device.id } })).status).toBe(200);
+    expect((await t.api('DELETE', `/api/v2/pendinghost/${second.device.id}`, { token: t.adminToken })).status).toBe(204);
+    await approverStream.until(`"event":"pending.removed","device_id":"${second.device.id}"`);
+    expect(approverStream.text()).toContain(`"event":"pending.approved","device_id":"${first.device.id}"`);
+    expect(approverStream.text().split('pending.added').length - 1).toBe(4); // two events, each naming it twice
+    // An approval that fails (no longer pending) tells nobody anything.
+    expect((await t.api('POST', '/api/v2/pendinghost', { token: t.adminToken, body: { node_id: first.device.id } })).status).toBe(409);
+    // The device:read holder got a device event since, so the pending ones were not merely late.
+    t.broker.services.agents.emit('connected', first.device.id);
+    await readerStream.until(`"event":"device.online","device_id":"${first.device.id}"`);
+    expect(readerStream.text()).not.toContain('pending.');
+    expect(approverStream.text().split('pending.approved').length - 1).toBe(2);
+    approverStream.close();
+    readerStream.close();
+  });
+
+  it('still refuses a user with neither device:read nor device:approve', async () => {
+    const other = await t.userWith([{ permission: 'bootstrap-keys:read' }]);
+    const refused = await openStream('', other.token);
+    expect(refused.status).toBe(403);
+    refused.close();
+  });
 });

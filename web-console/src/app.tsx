@@ -17,7 +17,7 @@ import { FilesScreen } from './screens/files.js';
 import { LoginScreen } from './screens/login.js';
 import { LogsScreen } from './screens/logs.js';
 import { CveDetailScreen, CveScreen } from './screens/cve.js';
-import { PendingHostsScreen } from './screens/pending.js';
+import { pendingLabel, PendingHostsScreen, usePendingCount } from './screens/pending.js';
 import { ProfileScreen } from './screens/profile.js';
 import { RoleScreen, RolesScreen } from './screens/roles.js';
 import { SessionsScreen } from './screens/sessions.js';
@@ -191,6 +191,7 @@ function Frame({ path, children }: { path: string; children: ComponentChildren }
   }, [path]);
   useEffect(prefetchConsole, []);
   const name = [session.profile?.fname, session.profile?.lname].filter(Boolean).join(' ') || session.profile?.email || 'Profile';
+  const pending = usePendingCount(allowed('pendingHosts'));
   return (
     <div class="frame">
       <a class="skip-link" href="#main">
@@ -202,11 +203,21 @@ function Frame({ path, children }: { path: string; children: ComponentChildren }
         </Link>
         <button type="button" class="menu-toggle" aria-expanded={menuOpen} aria-controls="main-nav" onClick={() => setMenuOpen(!menuOpen)}>
           Menu
+          {pending !== undefined && pending > 0 && (
+            <span class="nav-count" data-testid="menu-pending-count" title={`${pending} host${pending === 1 ? '' : 's'} waiting for approval`}>
+              {pendingLabel(pending)}
+            </span>
+          )}
         </button>
         <nav id="main-nav" class={menuOpen ? 'open' : ''} aria-label="Main">
           {NAV.filter((n) => allowed(n.area)).map((n) => (
             <Link key={n.href} href={n.href} aria-current={path === n.href || path.startsWith(`${n.href}/`) ? 'page' : undefined}>
               {n.label}
+              {n.area === 'pendingHosts' && pending !== undefined && pending > 0 && (
+                <span class="nav-count" data-testid="nav-pending-count" title={`${pending} host${pending === 1 ? '' : 's'} waiting for approval`}>
+                  {pendingLabel(pending)}
+                </span>
+              )}
             </Link>
           ))}
           <span class="spacer" />

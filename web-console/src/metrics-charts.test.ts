@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import type { MetricSample } from '../../shared/metrics.js';
-import { deviceCharts, formatValue, GROUP_CHARTS, groupChart, joinSeries, latest } from './metrics-charts.js';
+import { deviceCharts, formatValue, GROUP_CHARTS, groupChart, joinSeries, latest, withSpan, xAxisRange } from './metrics-charts.js';
 
 describe('metrics charts', () => {
   it('joins series on the union of their times, with gaps as null', () => {
@@ -65,5 +65,35 @@ describe('metrics charts', () => {
     expect(formatValue(15_000, 'bytesPerSecond')).toBe('15.0 KB/s');
     expect(formatValue(null, 'load')).toBe('—');
     expect(latest([1, 2, null])).toBe(2);
+  });
+});
+
+describe('xAxisRange', () => {
+  const day = { from: 1_800_000_000 - 86400, to: 1_800_000_000 };
+
+  it('spans the chosen range with one sample in it (a dot at its time, not an axis stretched around it)', () => {
+    expect(xAxisRange([1_800_000_000 - 3600], day)).toEqual([day.from, day.to]);
+  });
+
+  it('spans the chosen range with no sample, and with samples inside it', () => {
+    expect(xAxisRange([], day)).toEqual([day.from, day.to]);
+    expect(xAxisRange([day.from + 10, day.from + 20, day.to - 5], day)).toEqual([day.from, day.to]);
+  });
+
+  it('widens to a sample outside the range (the hourly bucket that began before it)', () => {
+    const bucket = day.from - (day.from % 3600);
+    expect(xAxisRange([bucket, day.to - 60], day)).toEqual([bucket, day.to]);
+    expect(xAxisRange([day.to + 30], day)).toEqual([day.from, day.to + 30]);
+  });
+
+  it('never answers an empty axis', () => {
+    expect(xAxisRange([], { from: 100, to: 100 })).toEqual([100, 101]);
+    expect(xAxisRange([], { from: 100, to: 50 })).toEqual([100, 101]);
+  });
+
+  it('is what withSpan attaches to each chart', () => {
+    const [chart] = withSpan([{ key: 'cpu', title: 'CPU', unit: 'percent', xs: [day.to - 60], series: [] }], day.from, day.to);
+    expect(chart.span).toEqual(day);
+    expect(xAxisRange(chart.xs, chart.span!)).toEqual([day.from, day.to]);
   });
 });

@@ -21,6 +21,8 @@ export interface ChartData {
   /** Unix seconds, ascending */
   xs: number[];
   series: ChartSeries[];
+  /** The chosen time range (Unix seconds): the x axis spans it, not just the samples (see xAxisRange). */
+  span?: { from: number; to: number };
 }
 
 export type Resolution = 'raw' | 'hour';
@@ -36,6 +38,27 @@ export type RangeKey = (typeof RANGES)[number]['key'];
 
 export function rangeSeconds(key: string | null | undefined): number {
   return (RANGES.find((r) => r.key === key) ?? RANGES[1]).seconds;
+}
+
+/**
+ * The x axis of a chart over a chosen range: the whole range, so a single sample is a dot at its
+ * time within the last 24 hours (not alone in an axis a charting library stretched around it);
+ * widened to a sample outside it (the hourly bucket that began before `from`).
+ */
+export function xAxisRange(xs: readonly number[], span: { from: number; to: number }): [number, number] {
+  let min = span.from;
+  let max = span.to;
+  for (const x of xs) {
+    if (x < min) min = x;
+    if (x > max) max = x;
+  }
+  if (!(max > min)) max = min + 1;
+  return [min, max];
+}
+
+/** The charts with the range they were asked for. */
+export function withSpan(charts: ChartData[], from: number, to: number): ChartData[] {
+  return charts.map((c) => ({ ...c, span: { from, to } }));
 }
 
 /** Points (x, value) of named series joined on the union of their times. */

@@ -7,7 +7,7 @@ import { useEffect, useRef } from 'preact/hooks';
 import uPlot from 'uplot';
 import 'uplot/dist/uPlot.min.css';
 import './charts.css';
-import { formatValue, latest, type ChartData } from './metrics-charts.js';
+import { formatValue, latest, xAxisRange, type ChartData } from './metrics-charts.js';
 
 const COLORS = ['#2f6fde', '#c62f2f', '#1e8a4c', '#a8650b', '#7b3fc4', '#0f8a8a', '#d04a9a', '#5d6675'];
 
@@ -17,6 +17,7 @@ export function TimeChart({ chart, height = 200 }: { chart: ChartData; height?: 
     const el = box.current;
     if (!el || chart.xs.length === 0) return;
     const width = Math.max(200, el.clientWidth);
+    const span = chart.span && xAxisRange(chart.xs, chart.span);
     const plot = new uPlot(
       {
         width,
@@ -34,8 +35,22 @@ export function TimeChart({ chart, height = 200 }: { chart: ChartData; height?: 
           })),
         ],
         axes: [{}, { size: 86, values: (_u: uPlot, splits: number[]) => splits.map((v) => formatValue(v, chart.unit)) }],
-        scales: { y: chart.unit === 'percent' ? { range: [0, 100] } : {} },
+        scales: {
+          // The chosen range, not uPlot's padding around the samples (one sample spanned years).
+          x: span ? { time: true, range: () => span } : { time: true },
+          y: chart.unit === 'percent' ? { range: [0, 100] } : {},
+        },
         legend: { live: true },
+        hooks: {
+          // What the time axis shows (Unix seconds), for tests and for whoever inspects the page.
+          setScale: [
+            (u: uPlot, key: string) => {
+              if (key !== 'x') return;
+              el.dataset.xMin = String(u.scales.x.min);
+              el.dataset.xMax = String(u.scales.x.max);
+            },
+          ],
+        },
       },
       [chart.xs, ...chart.series.map((s) => s.values)] as uPlot.AlignedData,
       el,

@@ -16,6 +16,7 @@ import {
   formatValue,
   groupChart,
   rangeSeconds,
+  withSpan,
   type ChartData,
   type HourItem,
   type Resolution,
@@ -65,7 +66,7 @@ export function DeviceCharts({ deviceId, seconds, choice, height }: { deviceId: 
   const series = useLoad(() => loadDeviceSeries(deviceId, seconds, choice), [deviceId, seconds, choice]);
   if (series.error) return <ErrorBox error={series.error} title="The metrics could not be loaded" />;
   if (!series.data) return <Loading what="the metrics" />;
-  const charts = deviceCharts(series.data.items, series.data.resolution);
+  const charts = withSpan(deviceCharts(series.data.items, series.data.resolution), series.data.from, series.data.to);
   return (
     <div>
       <p class="muted small" data-testid="resolution">
@@ -89,8 +90,9 @@ function Charts({ charts, height }: { charts: ChartData[]; height?: number }) {
 /** The group charts: every series of GROUP_CHARTS as one hourly analysis over the node's devices. */
 function GroupCharts({ nodeId, seconds }: { nodeId: string; seconds: number }) {
   const loaded = useLoad(async () => {
-    const from = now() - seconds;
-    return Promise.all(
+    const to = now();
+    const from = to - seconds;
+    const charts = await Promise.all(
       GROUP_CHARTS.map(async (def) =>
         groupChart(
           def,
@@ -111,6 +113,11 @@ function GroupCharts({ nodeId, seconds }: { nodeId: string; seconds: number }) {
           ),
         ),
       ),
+    );
+    return withSpan(
+      charts.filter((c): c is ChartData => c !== null),
+      from,
+      to,
     );
   }, [nodeId, seconds]);
   if (loaded.error) return <ErrorBox error={loaded.error} title="The analysis could not be loaded" />;

@@ -10,7 +10,7 @@ import type { ListPage } from '../../../shared/api-types.js';
 import { api, uploadForm } from '../api.js';
 import { allowed } from '../areas.js';
 import { Link, navigate, useLocation, withQuery, QueryPager } from '../router.js';
-import { ConfirmButton, ErrorBox, Loading, Notice, PageTitle, Table, useAction, useLoad } from '../ui.js';
+import { ConfirmButton, ErrorBox, formatTime, Loading, Notice, PageTitle, Table, useAction, useLoad } from '../ui.js';
 
 type Severity = 'critical' | 'high' | 'medium' | 'low' | 'none' | 'unknown';
 type Status = 'open' | 'accepted' | 'ignored';
@@ -33,6 +33,41 @@ interface CveDetail extends CveItem {
 }
 
 type Stats = Record<Severity, number> & { total: number; accepted: number; ignored: number };
+
+/** GET /cvefeed: whether a feed was imported and how old it is. */
+export interface FeedState {
+  imported: boolean;
+  advisories: number;
+  imported_at: string | null;
+  feed_date: string | null;
+}
+
+/** The feed's age in a sentence: when it was imported, and the newest date its advisories give. */
+export function feedAge(feed: FeedState): string {
+  const parts = [`Feed of ${feed.advisories} advisor${feed.advisories === 1 ? 'y' : 'ies'}, imported ${formatTime(feed.imported_at)}`];
+  if (feed.feed_date) parts.push(`newest advisory dated ${formatTime(feed.feed_date)}`);
+  return `${parts.join('; ')}.`;
+}
+
+/**
+ * Before any feed is imported nothing can match, so "no CVE affects your devices" would be a false
+ * all-clear: say there is no feed, and how to get one (or whom to ask).
+ */
+export function NoFeed({ mayManage }: { mayManage: boolean }) {
+  return (
+    <p class="notice warn" role="status" data-testid="cve-no-feed">
+      <strong>No vulnerability feed has been imported</strong>, so no CVE can be found on any device yet.{' '}
+      {mayManage ? (
+        <>
+          Import one (OSV JSON, the advisories of your distributions as osv.dev exports them) with <em>Import feed</em> on the <Link href="/cve">CVE page</Link>
+          , or on the broker with <code>npm start -- cve-import &lt;file or folder&gt;</code>.
+        </>
+      ) : (
+        <>Ask someone who may manage CVEs (the “CVE, Manage” permission) to import one.</>
+      )}
+    </p>
+  );
+}
 
 const PAGE = 50;
 const FILTERS = ['severity', 'status', 'search'] as const;
@@ -105,12 +140,19 @@ export function CveScreen() {
     [key],
   );
   const stats = useLoad(() => api.get<Stats>('/cvescorestats'), [key]);
+  const feed = useLoad(() => api.get<FeedState>('/cvefeed'), [key]);
   const set = (name: keyof Filters) => (e: Event) => setDraft({ ...draft, [name]: (e.currentTarget as HTMLInputElement).value });
   const items = list.data?.items ?? [];
   const total = list.data?.total ?? 0;
   return (
     <section>
       <PageTitle>CVE</PageTitle>
+      {feed.data && !feed.data.imported && <NoFeed mayManage={mayManage} />}
+      {feed.data?.imported && (
+        <p class="muted small" data-testid="cve-feed-age">
+          {feedAge(feed.data)}
+        </p>
+      )}
       {stats.data && (
         <ul class="cve-stats" aria-label="CVEs by severity">
           {(['critical', 'high', 'medium', 'low', 'unknown'] as const).map((s) => (
@@ -128,6 +170,7 @@ export function CveScreen() {
           onDone={() => {
             list.reload();
             stats.reload();
+            feed.reload();
           }}
         />
       )}
@@ -183,7 +226,11 @@ export function CveScreen() {
       {list.data && (
         <>
           <p class="muted" role="status">
-            {total === 0 ? 'No CVE affects your devices (or none matches).' : `CVEs ${offset + 1}–${Math.min(offset + PAGE, total)} of ${total}`}
+            {total === 0
+              ? feed.data?.imported === false
+                ? 'No CVEs: there is no feed to match against.'
+                : 'No CVE affects your devices (or none matches).'
+              : `CVEs ${offset + 1}–${Math.min(offset + PAGE, total)} of ${total}`}
           </p>
           <Table class="cve-table" columns={['CVE', 'Severity', 'Summary', 'Packages', 'Hosts', 'Status']}>
             {items.map((c) => (

@@ -3,7 +3,7 @@
  * holding the permission that data needs: devices online/offline (device:read, live through
  * GET /events), unread reports by severity (reports:read, linking into the Logs), devices whose
  * configuration is behind or failing (device:read; its failures from the reports with
- * reports:read), the top CVEs (cve:read, GET /cvelist) and the hottest devices (analysis:read,
+ * reports:read), the top CVEs with the feed's age, or that no feed is imported (cve:read, GET /cvelist, /cvefeed) and the hottest devices (analysis:read,
  * GET /analysis). A call this broker does not have yet (501) shows "not available on this
  * broker", never made-up numbers.
  */
@@ -16,7 +16,9 @@ import { useDeviceEvents, type DeviceEvent } from '../events.js';
 import { Link, withQuery } from '../router.js';
 import { can } from '../session.js';
 import { ErrorBox, formatTime, Loading, PageTitle } from '../ui.js';
+import { feedAge, NoFeed, type FeedState } from './cve.js';
 import { isOnline } from './devices.js';
+import { pendingLabel, usePendingCount } from './pending.js';
 
 export const SEVERITIES = ['CRIT', 'ERR', 'WARN', 'INFO'] as const;
 type Severity = (typeof SEVERITIES)[number];
@@ -108,6 +110,19 @@ function DevicesCard({ devices, live }: { devices: GroupTreeNode[] | undefined; 
         <strong>{devices.length}</strong> in all
       </span>
     </div>
+  );
+}
+
+/** Hosts waiting for approval, live (device:approve). */
+function PendingCard() {
+  const count = usePendingCount(true);
+  if (count === undefined) return <Loading what="pending hosts" />;
+  return (
+    <p>
+      <Link href="/pending" class="stat" data-testid="dashboard-pending-count">
+        <strong>{pendingLabel(count)}</strong> waiting for approval
+      </Link>
+    </p>
   );
 }
 
@@ -237,9 +252,17 @@ const num = (...vs: unknown[]) => vs.find((v): v is number => typeof v === 'numb
 
 function CveCard() {
   const list = useLoadState(() => api.get<ListPage<CveItem>>('/cvelist'), true);
+  const feed = useLoadState(() => api.get<FeedState>('/cvefeed'), true);
   if (notBuilt(list.error)) return <NotAvailable what="Vulnerability (CVE) data" />;
   if (list.error) return <ErrorBox error={list.error} />;
-  if (!list.data) return <Loading what="CVEs" />;
+  if (feed.error && !notBuilt(feed.error)) return <ErrorBox error={feed.error} />;
+  if (!list.data || !feed.done) return <Loading what="CVEs" />;
+  if (feed.data && !feed.data.imported) return <NoFeed mayManage={can('cve:manage')} />;
+  const age = feed.data && (
+    <p class="muted small" data-testid="dashboard-feed-age">
+      {feedAge(feed.data)}
+    </p>
+  );
   const items = [...(list.data.items ?? [])]
     .map((c) => ({
       id: text(c.cve_id ?? c.id ?? c.cve),
@@ -249,21 +272,30 @@ function CveCard() {
     .filter((c) => c.id)
     .sort((a, b) => (b.score ?? 0) - (a.score ?? 0))
     .slice(0, 5);
-  if (items.length === 0) return <p>No vulnerabilities found on the devices you can see.</p>;
+  if (items.length === 0)
+    return (
+      <>
+        <p>No vulnerabilities of the imported feed found on the devices you can see.</p>
+        {age}
+      </>
+    );
   return (
-    <ul class="plain-list" data-testid="top-cves">
-      {items.map((c) => (
-        <li key={c.id}>
-          <strong>{c.id}</strong>
-          {c.score !== undefined && <span class="muted"> score {c.score}</span>}
-          {c.hosts !== undefined && (
-            <span class="muted">
-              , {c.hosts} device{c.hosts === 1 ? '' : 's'}
-            </span>
-          )}
-        </li>
-      ))}
-    </ul>
+    <>
+      <ul class="plain-list" data-testid="top-cves">
+        {items.map((c) => (
+          <li key={c.id}>
+            <strong>{c.id}</strong>
+            {c.score !== undefined && <span class="muted"> score {c.score}</span>}
+            {c.hosts !== undefined && (
+              <span class="muted">
+                , {c.hosts} device{c.hosts === 1 ? '' : 's'}
+              </span>
+            )}
+          </li>
+        ))}
+      </ul>
+      {age}
+    </>
   );
 }
 
@@ -328,6 +360,11 @@ export function DashboardScreen() {
           <Card title="Devices" id="devices">
             <ErrorBox error={tree.error} />
             <DevicesCard devices={devices} live={live} />
+          </Card>
+        )}
+        {allowed('pendingHosts') && (
+          <Card title="Pending hosts" id="pending">
+            <PendingCard />
           </Card>
         )}
         {allowed('logs') && (

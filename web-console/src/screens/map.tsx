@@ -12,7 +12,7 @@ import { useEffect, useMemo, useRef, useState } from 'preact/hooks';
 import { api, itemsOf } from '../api.js';
 import { allowed } from '../areas.js';
 import LAND from '../map/land-110m.json' with { type: 'json' };
-import { placeDevices, type MapDevice, type Placed } from '../map/places.js';
+import { FIT_MAX_ZOOM, MIN_VIEW_SPAN, placeDevices, viewBounds, type MapDevice, type Placed } from '../map/places.js';
 import { useDeviceEvents, type DeviceEvent } from '../events.js';
 import { Link, navigate } from '../router.js';
 import { ErrorBox, Loading, Notice, PageTitle } from '../ui.js';
@@ -114,6 +114,10 @@ function MapView({ placed, settings, live }: { placed: Placed[]; settings: Conso
           map.removeLayer(tiles);
           showOutline();
           setFallback('tiles-failed');
+          // A street-level view of the coarse outline is a featureless fill: widen it to the outline's least view.
+          if (placed.length > 0 && map.getZoom() > FIT_MAX_ZOOM.outline) {
+            map.fitBounds(viewBounds(placed, MIN_VIEW_SPAN.outline), { maxZoom: FIT_MAX_ZOOM.outline });
+          }
         }
       });
       tiles.addTo(map);
@@ -138,8 +142,12 @@ function MapView({ placed, settings, live }: { placed: Placed[]; settings: Conso
       byId.current.set(d.node_id, marker);
     }
     markers.addTo(map);
-    if (placed.length > 0) map.fitBounds(markers.getBounds().pad(0.3), { maxZoom: 8 });
+    // Zoom as it changes, for tests and for whoever inspects the page.
+    map.on('zoomend', () => el.current?.setAttribute('data-zoom', String(map.getZoom())));
+    const background = url ? 'tiles' : 'outline';
+    if (placed.length > 0) map.fitBounds(viewBounds(placed, MIN_VIEW_SPAN[background]), { maxZoom: FIT_MAX_ZOOM[background] });
     else map.setView([20, 0], 1);
+    el.current.setAttribute('data-zoom', String(map.getZoom()));
     // Leaflet draws each marker as an SVG path once the map has a view: name it for assistive technology and tests.
     markers.eachLayer((layer) => {
       const d = placedBy.get(layer);

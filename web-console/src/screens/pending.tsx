@@ -1,6 +1,11 @@
-/** Devices waiting for enrolment: approve or reject each one, or approve a selection at once. */
-import { useState } from 'preact/hooks';
+/**
+ * Devices waiting for enrolment: approve or reject each one, or approve a selection at once. The
+ * list and the count in the navigation and on the dashboard follow the event stream: a host that
+ * enrols appears without a reload, one approved or rejected elsewhere goes.
+ */
+import { useEffect, useState } from 'preact/hooks';
 import { api } from '../api.js';
+import { usePendingEvents } from '../events.js';
 import { ConfirmButton, ErrorBox, formatTime, ListTable, Notice, PageTitle, useAction, useLoad } from '../ui.js';
 
 interface PendingHost {
@@ -22,8 +27,44 @@ function idOf(host: PendingHost): string {
   return String(host.node_id ?? host.device_id ?? '');
 }
 
+/** The pending list holds at most this many (GET /pendinghost's page): a count at it reads "1000+". */
+const LIST_MAX = 1000;
+
+function loadPending(): Promise<PendingHost[]> {
+  return api.get<PendingHost[]>('/pendinghost', { items_per_page: LIST_MAX }).then((a) => (Array.isArray(a) ? a : []));
+}
+
+/** "3", or "1000+" when the list is full. */
+export function pendingLabel(count: number): string {
+  return count >= LIST_MAX ? `${LIST_MAX}+` : String(count);
+}
+
+/**
+ * How many hosts wait for approval, kept current by the event stream (undefined until known, and
+ * for users who may not list them: device:approve).
+ */
+export function usePendingCount(enabled: boolean): number | undefined {
+  const [count, setCount] = useState<number>();
+  const [round, setRound] = useState(0);
+  useEffect(() => {
+    if (!enabled) return;
+    let live = true;
+    loadPending().then(
+      (hosts) => live && setCount(hosts.length),
+      () => live && setCount(undefined),
+    );
+    return () => {
+      live = false;
+    };
+  }, [enabled, round]);
+  const reload = () => setRound((n) => n + 1);
+  usePendingEvents(enabled, reload, reload);
+  return enabled ? count : undefined;
+}
+
 export function PendingHostsScreen() {
-  const list = useLoad(() => api.get<PendingHost[]>('/pendinghost').then((a) => (Array.isArray(a) ? a : [])), []);
+  const list = useLoad(loadPending, []);
+  usePendingEvents(true, list.reload, list.reload);
   const action = useAction();
   const [notice, setNotice] = useState('');
   const [picked, setPicked] = useState<Set<string>>(new Set());
