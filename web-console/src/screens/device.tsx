@@ -17,6 +17,7 @@ import { DeviceCves } from './cve.js';
 import { Portmaps } from './portmaps.js';
 import { reattachPath } from './sessions.js';
 import { FileTransfer } from './transfer.js';
+import { FileBrowser } from './file-browser.js';
 
 interface DeviceStatus {
   uuid: string;
@@ -412,6 +413,13 @@ export function DeviceScreen({ deviceId }: { deviceId: string }) {
               {allowed('analysis') && <Link href={`/analysis?device=${encodeURIComponent(deviceId)}`}>Open in Analysis</Link>}
             </div>
             <LazyDeviceMetrics deviceId={deviceId} />
+          </section>
+        )}
+
+        {access.data?.copy && access.data.connected && !(access.data.copy_paths && access.data.copy_paths.length === 0) && (
+          <section class="panel wide" aria-labelledby="h-files">
+            <h2 id="h-files">Files on the device</h2>
+            <FileBrowser deviceId={deviceId} roots={access.data.copy_paths} />
           </section>
         )}
 
