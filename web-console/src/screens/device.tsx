@@ -18,6 +18,7 @@ import { Portmaps } from './portmaps.js';
 import { reattachPath } from './sessions.js';
 import { FileTransfer } from './transfer.js';
 import { FileBrowser } from './file-browser.js';
+import { WebAppLauncher } from './web-apps.js';
 
 interface DeviceStatus {
   uuid: string;
@@ -434,6 +435,8 @@ export function DeviceScreen({ deviceId }: { deviceId: string }) {
           <section class="panel" aria-labelledby="h-tunnels">
             <h2 id="h-tunnels">Tunnels</h2>
             <Portmaps deviceId={deviceId} />
+            <h3>Web UI in the browser</h3>
+            <WebAppLauncher deviceId={deviceId} />
           </section>
         )}
 
