@@ -57,6 +57,16 @@ describe('map tiles in the configuration', () => {
   });
 });
 
+describe('device web UIs in the configuration', () => {
+  it('has no apps host by default; takes a host name with an optional port, lower-cased; refuses anything else naming APPS_HOST', () => {
+    expect(loadConfig({}).appsHost).toBeUndefined();
+    expect(loadConfig({ APPS_HOST: 'Apps.Example.com' }).appsHost).toBe('apps.example.com');
+    expect(loadConfig({ APPS_HOST: 'localhost:8080' }).appsHost).toBe('localhost:8080');
+    for (const bad of ['*.apps.example.com', 'https://apps.example.com', 'apps.example.com/x'])
+      expect(() => loadConfig({ APPS_HOST: bad })).toThrow(/^APPS_HOST/);
+  });
+});
+
 describe('shutdown drain in the configuration', () => {
   it('closes at once by default; SHUTDOWN_DRAIN_MS keeps serving that long, bad values name the variable', () => {
     expect(loadConfig({}).shutdownDrainMs).toBe(0);

@@ -2,6 +2,7 @@ import crypto from 'node:crypto';
 import os from 'node:os';
 import path from 'node:path';
 import { DEFAULT_AGENT_ARTIFACTS_DIR, DEFAULT_CLI_ARTIFACTS_DIR } from './paths.js';
+import { APPS_HOST_PATTERN } from './apps/origin.js';
 
 /** Broker configuration, read once from the environment and validated at start. */
 export interface Config {
@@ -95,6 +96,11 @@ export interface Config {
   /** The credit the tile provider asks to be shown on the map. */
   mapTileAttribution: string;
   /**
+   * Device web UIs (APPS_HOST): the host whose subdomains `<device>-<port>.<APPS_HOST>` serve them,
+   * each its own origin, never the broker's; optionally with a port. Without it they are not offered.
+   */
+  appsHost?: string;
+  /**
    * On SIGTERM/SIGINT, how long the broker keeps serving while its health check answers 503
    * (SHUTDOWN_DRAIN_MS), so a load balancer stops sending before the connections close.
    */
@@ -168,6 +174,9 @@ export function loadConfig(env: Env = process.env): Config {
   }
   const mapTileUrl = env.MAP_TILE_URL || undefined;
   if (mapTileUrl && mapTileProblem(mapTileUrl)) throw new ConfigError('MAP_TILE_URL', mapTileProblem(mapTileUrl) as string);
+  const appsHost = env.APPS_HOST ? env.APPS_HOST.toLowerCase() : undefined;
+  if (appsHost && !APPS_HOST_PATTERN.test(appsHost))
+    throw new ConfigError('APPS_HOST', 'must be a host name, optionally with :port, e.g. apps.example.com (its subdomains must all reach the broker)');
   if ((env.MAP_TILE_ATTRIBUTION ?? '').length > 500) throw new ConfigError('MAP_TILE_ATTRIBUTION', 'must be at most 500 characters');
   if (!['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'].includes(logLevel)) throw new ConfigError('LOG_LEVEL', `unknown level "${logLevel}"`);
   const port = integer(env, 'PORT', 8080, 0, 65535);
@@ -234,6 +243,7 @@ export function loadConfig(env: Env = process.env): Config {
     clusterHeartbeatMs: integer(env, 'CLUSTER_HEARTBEAT_MS', 5000, 200, 600_000),
     mapTileUrl,
     mapTileAttribution: env.MAP_TILE_ATTRIBUTION ?? '',
+    ...(appsHost ? { appsHost } : {}),
     shutdownDrainMs: integer(env, 'SHUTDOWN_DRAIN_MS', 0, 0, 300_000),
   };
 }

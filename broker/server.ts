@@ -61,13 +61,23 @@ export async function startBroker(config: Config, logger: Logger = createLogger(
   const firstUser = await bootstrapFirstUser(store.db, config);
   const services = await createServices(config, logger, store, options);
   const app = createApp(services);
+  // A request to a device web UI's own origin (APPS_HOST) never reaches the broker's application, nor the reverse.
+  const serve = (req: http.IncomingMessage, res: http.ServerResponse) => {
+    const target = services.apps.target(req);
+    if (target) void services.apps.handle(req, res, target);
+    else app(req, res);
+  };
   const server = config.tlsCertFile
-    ? https.createServer({ ...serverTimeouts, cert: fs.readFileSync(config.tlsCertFile), key: fs.readFileSync(config.tlsKeyFile as string) }, app)
-    : http.createServer(serverTimeouts, app);
+    ? https.createServer({ ...serverTimeouts, cert: fs.readFileSync(config.tlsCertFile), key: fs.readFileSync(config.tlsKeyFile as string) }, serve)
+    : http.createServer(serverTimeouts, serve);
   // Without a certificate of its own the broker still answers TLS on its port (qbee-cli dials https to its edge).
   const closeWaiting = config.tlsCertFile ? () => {} : acceptTlsOnSamePort(server, () => edgeCertificate(config.dataDir), logger);
   capConnectionsPerAddress(server, config.maxConnectionsPerAddress);
-  server.on('upgrade', (req, socket, head) => services.upgrades.handle(req, socket, head));
+  server.on('upgrade', (req, socket, head) => {
+    const target = services.apps.target(req);
+    if (target) void services.apps.handleUpgrade(req, socket, head, target);
+    else services.upgrades.handle(req, socket, head);
+  });
   server.keepAliveTimeout = 65_000;
   await new Promise<void>((resolve, reject) => {
     server.once('error', reject);

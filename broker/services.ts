@@ -29,6 +29,7 @@ import { MetricsStore } from './metrics/store.js';
 import { QbeeTransport } from './qbee/transport.js';
 import { DeviceEventStream } from './events/stream.js';
 import { RemoteService } from './remote/service.js';
+import { AppsService } from './apps/service.js';
 import { ReportsService } from './reports/service.js';
 import { CompanyService } from './company/service.js';
 import { BillingService } from './billing/service.js';
@@ -79,6 +80,8 @@ export interface Services {
    */
   deliver(deviceId: string, msg: ControlMessage): boolean;
   remote: RemoteService;
+  /** Device web UIs on their own origins (APPS_HOST), proxied over tunnel channels. */
+  apps: AppsService;
   /** Live device.online/offline events for the web console (GET /api/v2/events). */
   events: DeviceEventStream;
   /** qbee's native remote-access transport (qbee-cli's connect, terminal, copy). */
@@ -205,6 +208,7 @@ export async function createServices(config: Config, logger: Logger, store: Stor
     ...(cluster ? { directory: cluster.sessions, brokerId: cluster.brokerId } : {}),
   });
   cluster?.sessions.bind(remote.sessions);
+  const apps = new AppsService({ config, logger, auth, access, audit, locator, tickets: remote.tickets });
   const events = new DeviceEventStream({
     hub: agents,
     pending: enrol.pendingChanges,
@@ -290,6 +294,7 @@ export async function createServices(config: Config, logger: Logger, store: Stor
     locator,
     deliver: (deviceId, msg) => (cluster ? cluster.deliver(deviceId, msg) : agents.send(deviceId, msg)),
     remote,
+    apps,
     events,
     qbee,
     upgrades,
@@ -328,6 +333,7 @@ export async function closeServices(services: Services): Promise<void> {
   await services.cve.close();
   await services.reports.close();
   await services.remote.close();
+  await services.apps.close();
   // Leaves the cluster before the agents go: one DELETE for their presence, not one per agent.
   await services.cluster?.close();
   for (const s of [services.agents, services.metrics, services.enrol, services.inventory, services.files, services.devices, services.roles, services.users]) {

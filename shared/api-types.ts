@@ -56,6 +56,9 @@ export interface Profile extends UserRecord {
 }
 
 /** GET /remote/access/{device_id}: what the caller may try on a device, for showing buttons. */
+/** GET /remote/files/{device_id}: a directory on the device, as its agent listed it. */
+export type { DirectoryEntry, DirectoryListing } from './protocol.js';
+
 export interface RemoteCapabilities {
   device_id: string;
   /** the device agent is connected now */
@@ -67,6 +70,8 @@ export interface RemoteCapabilities {
   /** present when asked about one tunnel (?port=&proto=&dst=): whether it is allowed */
   tunnel_allowed?: boolean;
   copy: boolean;
+  /** present when every grant reading files on the device names directories (`copy(path=...)`): where a file browser may look */
+  copy_paths?: string[];
   reload: boolean;
 }
 

@@ -47,6 +47,8 @@ export const AGENT_REFUSAL_CODES = [
   'invalid_request',
   /** the path names a directory where a file is needed, or not a regular file */
   'not_a_file',
+  /** a directory listing names something that is not a directory */
+  'not_a_directory',
   /** reading, writing or connecting failed on the device */
   'io_error',
   /** the session kind or option is not supported by this agent */

@@ -72,7 +72,12 @@ export interface TunnelParams {
   dst: string;
 }
 export interface CopyParams {
-  direction: 'upload' | 'download';
+  /**
+   * `list`: the entries of a directory (the web console's file browser), answered in the open's
+   * info as a DirectoryListing; decided by the broker as a download of that directory. An agent
+   * that predates it refuses with `unsupported`.
+   */
+  direction: 'upload' | 'download' | 'list';
   path: string;
   /** upload: expected size and checksum, checked by the agent before the rename */
   size?: number;
@@ -87,6 +92,30 @@ export interface CopyParams {
   /** upload of a `file`: the permissions (0 to 0o777) of a file it creates, set exactly whatever the umask */
   mode?: number;
 }
+/** A directory listing holds at most this many entries; more are left out and `truncated` says so. */
+export const MAX_LIST_ENTRIES = 1000;
+/** ...and at most this many bytes of JSON (it travels in one control message, across brokers too). */
+export const MAX_LIST_BYTES = 256 * 1024;
+
+/** One entry of a directory as the agent saw it with lstat: a symlink is never followed. */
+export interface DirectoryEntry {
+  name: string;
+  type: 'file' | 'dir' | 'symlink' | 'other';
+  /** bytes (regular files; 0 for the others) */
+  size: number;
+  /** last modification, ISO 8601 */
+  mtime: string;
+}
+
+/** The agent's answer to a `list` copy channel (its `opened` info). */
+export interface DirectoryListing {
+  /** the directory listed, as the kernel names it (symlinks resolved) */
+  path: string;
+  entries: DirectoryEntry[];
+  /** more entries than MAX_LIST_ENTRIES (or MAX_LIST_BYTES) were there: the rest are left out */
+  truncated: boolean;
+}
+
 /** A file of the broker's file store, answering the agent's `file_request` of the same id. */
 export interface FileParams {
   id: string;

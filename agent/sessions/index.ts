@@ -4,6 +4,7 @@ import type { ConsoleParams, CopyParams, TunnelParams } from '../../shared/proto
 import { openArchiveDownload, openArchiveUpload } from './archive.js';
 import { openConsole } from './console.js';
 import { openDownload, openUpload } from './copy.js';
+import { openList } from './list.js';
 import { openTcpTunnel, openUdpTunnel } from './tunnel.js';
 
 export { NOT_ALLOWED_PREFIX } from './paths.js';
@@ -33,13 +34,14 @@ export async function handleChannel(channel: Channel, ctx: SessionContext): Prom
     }
     case 'copy': {
       const params = channel.params as CopyParams;
+      if (params.direction === 'list') return openList(channel, params, ctx);
       if (params.format === 'tar.gz') {
         if (params.direction === 'upload') return openArchiveUpload(channel, params, ctx);
         if (params.direction === 'download') return openArchiveDownload(channel, params, ctx);
       }
       if (params.direction === 'upload') return openUpload(channel, params, ctx);
       if (params.direction === 'download') return openDownload(channel, params, ctx);
-      throw new AgentRefusal('unsupported', `Copy direction ${String(params.direction)} is not upload or download.`);
+      throw new AgentRefusal('unsupported', `Copy direction ${String(params.direction)} is not upload, download or list.`);
     }
     default:
       throw new AgentRefusal('unsupported', `${String(channel.kind)} sessions are not supported by this agent.`);

@@ -49,28 +49,39 @@ export async function resolveCopyTarget(requested: string, direction: 'upload' |
       );
     }
   }
-  if (allowed) {
-    const roots: string[] = [];
-    for (const root of allowed) {
-      const clean = normalizeDevicePath(root);
-      if (clean === null) continue;
-      try {
-        roots.push(await fs.realpath(clean));
-      } catch {
-        // an allowed directory that does not exist on this device allows nothing
-      }
-    }
-    if (!roots.some((root) => pathWithin(root, target))) {
-      // Within the grant as written but not once resolved: a symlink (of the path or of a root) leads elsewhere.
-      const asWritten = allowed.some((root) => {
-        const clean = normalizeDevicePath(root);
-        return clean !== null && pathWithin(clean, normalized);
-      });
-      throw new AgentRefusal(
-        asWritten ? 'symlink_escape' : 'path_outside_grant',
-        `${NOT_ALLOWED_PREFIX} ${normalized} resolves outside the directories your grant allows (${allowed.join(', ') || 'none'}).`,
-      );
+  if (allowed) await requireWithinGrant(normalized, target, allowed);
+  return { target, dir: path.posix.dirname(target), name: path.posix.basename(target) };
+}
+
+/** The allowed roots as the kernel sees them; a root that does not exist on this device allows nothing. */
+async function resolvedRoots(allowed: string[]): Promise<string[]> {
+  const roots: string[] = [];
+  for (const root of allowed) {
+    const clean = normalizeDevicePath(root);
+    if (clean === null) continue;
+    try {
+      roots.push(await fs.realpath(clean));
+    } catch {
+      // an allowed directory that does not exist on this device allows nothing
     }
   }
-  return { target, dir: path.posix.dirname(target), name: path.posix.basename(target) };
+  return roots;
+}
+
+/**
+ * Refuses a resolved path (`target`, symlinks resolved) outside every allowed root, themselves
+ * resolved. `normalized` is the path as asked, to tell a symlink escape from a path outside.
+ */
+export async function requireWithinGrant(normalized: string, target: string, allowed: string[]): Promise<void> {
+  const roots = await resolvedRoots(allowed);
+  if (roots.some((root) => pathWithin(root, target))) return;
+  // Within the grant as written but not once resolved: a symlink (of the path or of a root) leads elsewhere.
+  const asWritten = allowed.some((root) => {
+    const clean = normalizeDevicePath(root);
+    return clean !== null && pathWithin(clean, normalized);
+  });
+  throw new AgentRefusal(
+    asWritten ? 'symlink_escape' : 'path_outside_grant',
+    `${NOT_ALLOWED_PREFIX} ${normalized} resolves outside the directories your grant allows (${allowed.join(', ') || 'none'}).`,
+  );
 }

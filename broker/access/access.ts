@@ -14,7 +14,7 @@ import {
 import { ApiError, forbidden, notFound } from '../http/errors.js';
 import type { Principal } from './principal.js';
 import { consoleRecordingMode, type RecordingMode } from './recording.js';
-import { allowedCopyRoots, consoleUsers, grantedRemoteActions, maySeeRemoteSession, mayWatchRemoteSession } from './remote.js';
+import { allowedCopyRoots, consoleUsers, copyBrowseRoots, grantedRemoteActions, maySeeRemoteSession, mayWatchRemoteSession } from './remote.js';
 
 const PRESET_READERS: Permission[] = ['remote-access:connect', 'device:read', 'remote-access:manage'];
 
@@ -211,6 +211,13 @@ export class AccessService {
     if (decision.allowed || !decision.device) return undefined;
     const users = consoleUsers(principal.policies, decision.device);
     return users && users.length > 0 ? users : undefined;
+  }
+
+  /** Where the caller may read files on the device (see copyBrowseRoots); undefined also when no copy is granted. */
+  async copyBrowseRoots(principal: Principal, deviceId: string): Promise<string[] | undefined> {
+    const decision = await this.decide(principal, 'remote-access:connect', deviceId, { action: 'copy', direction: 'download', path: '/' });
+    if (!decision.device) return undefined;
+    return copyBrowseRoots(principal.policies, decision.device);
   }
 
   /**

@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { compilePolicies, type DeviceScope, type Policy } from '../../shared/resources.js';
 import { consoleRecordingMode, type RecordingMode } from './recording.js';
-import { allowedCopyRoots, grantedRemoteActions, maySeeRemoteSession, presetApplies } from './remote.js';
+import { allowedCopyRoots, copyBrowseRoots, grantedRemoteActions, maySeeRemoteSession, presetApplies } from './remote.js';
 
 const CONNECT = 'remote-access:connect';
 const device: DeviceScope = { deviceId: 'd1', nodeIds: ['d1', 'lab', 'root'], tags: ['lab-tag'] };
@@ -26,6 +26,23 @@ describe('allowedCopyRoots', () => {
       { permission: 'device:read', resources: ['*'] },
     ];
     expect(roots(policies, '/srv/x')).toEqual(['/srv']);
+  });
+});
+
+describe('copyBrowseRoots', () => {
+  const browse = (resources: string[]) => copyBrowseRoots(compilePolicies([{ permission: CONNECT, resources }]), device);
+
+  it('names the directories of the grants that read files on the device, in order, once each', () => {
+    expect(browse(['*/copy(direction=download;path=/var/log)', 'tag:lab-tag/copy(path=/srv,/var/log)', 'tag:other/copy(path=/tmp)'])).toEqual([
+      '/var/log',
+      '/srv',
+    ]);
+  });
+
+  it('is undefined when a grant reads anywhere, empty when none reads at all', () => {
+    expect(browse(['*/copy(path=/srv)', 'node:lab/copy(direction=download)'])).toBeUndefined();
+    expect(browse(['node:lab'])).toBeUndefined();
+    expect(browse(['*/copy(direction=upload;path=/srv)', '*/console'])).toEqual([]);
   });
 });
 

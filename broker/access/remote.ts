@@ -73,6 +73,27 @@ export function allowedCopyRoots(policies: CompiledPolicy[], device: DeviceScope
   return [...roots];
 }
 
+/**
+ * The directories the caller may read on the device (download grants' `path` roots), for a file
+ * browser to start in: undefined when some grant reads anywhere, [] when none reads at all.
+ */
+export function copyBrowseRoots(policies: CompiledPolicy[], device: DeviceScope): string[] | undefined {
+  const roots: string[] = [];
+  for (const policy of policies) {
+    if (policy.permission !== CONNECT) continue;
+    for (const resource of policy.resources) {
+      if (!entityMatches(resource.entity, device)) continue;
+      if (resource.action && resource.action.name !== 'copy') continue;
+      const direction = resource.action?.options.direction;
+      if (direction && !direction.includes('download')) continue;
+      const paths = resource.action?.options.path;
+      if (!paths) return undefined;
+      for (const p of paths) if (!roots.includes(p)) roots.push(p);
+    }
+  }
+  return roots;
+}
+
 /** Does a port preset's target (`*`, `tag:` or `node:`, as a resource without an action) cover the device? */
 export function presetApplies(target: string, device: DeviceScope): boolean {
   return entityMatches(parseResource(target).entity, device);

@@ -277,7 +277,7 @@ export function mountRoutes(router: Router, routes: RouteSpec[], services: Servi
         if (result === undefined) return void res.status(route.status ?? 204).end();
         res.status(route.status ?? 200).json(result);
       } catch (err) {
-        if (route.method !== 'get') await auditRefusal(services, route, req, principal, handlerStarted, err);
+        if (route.method !== 'get' || route.auditDenied) await auditRefusal(services, route, req, principal, handlerStarted, err);
         throw err;
       } finally {
         // Any call that may have changed something empties the hot-path caches (cache.ts).

@@ -6,7 +6,8 @@ import type { ExtraOperation } from '../http/openapi.js';
 import { listPage, pagingQuery } from '../http/paging.js';
 import { CONSOLE_UNACKED_MAX } from './relay.js';
 import { CONSOLE_HISTORY_BYTES, MAX_WATCHERS, WATCHER_MAX_UNREAD } from './console-relay.js';
-import { deviceId, host, port, proto } from './schemas.js';
+import { deviceId, devicePath, host, port, proto } from './schemas.js';
+import { MAX_LIST_BYTES, MAX_LIST_ENTRIES } from '../../shared/protocol.js';
 import { REMOTE_WS_PATHS } from './sessions.js';
 import { TICKET_TTL_SECONDS } from './tickets.js';
 import { singleLine } from '../../shared/text.js';
@@ -91,6 +92,12 @@ const capabilities = z.object({
     .optional()
     .describe('Present when the query names a tunnel (`port`, with `proto` and `dst`): whether a tunnel to it is allowed, decided as opening it would be.'),
   copy: z.boolean(),
+  copy_paths: z
+    .array(z.string())
+    .optional()
+    .describe(
+      'Present when every grant reading files on the device (`copy` with `direction=download` or no direction) names directories: where a file browser may look (GET /remote/files/{device_id}).',
+    ),
   reload: z.boolean(),
 }) satisfies z.ZodType<RemoteCapabilities>;
 
@@ -217,6 +224,36 @@ export const remoteRoutes: RouteSpec[] = [
     body: z.object({}),
     response: z.object({ ok: z.literal(true), device_id: z.string() }),
     handler: async ({ params, query, principal, services, ip }) => services.remote.reload(principal, params.device_id, ip, query.source),
+  }),
+  defineRoute({
+    method: 'get',
+    path: '/remote/files/{device_id}',
+    tag: 'remote',
+    summary: 'List a directory on a device (the file browser)',
+    description: `The entries of a directory on the device, through the copy channel: decided as a copy download of that directory (\`remote-access:connect\` with \`copy\`, its \`direction\` and \`path\` options), no new permission. ${AUDITED} The entry is \`remote.copy\` with \`op: "list"\`; its end records the answer's bytes. The device checks the directory again after resolving symlinks, within the grant's directories, and lists it without following any symlink in it: a symlink is an entry of type \`symlink\`, and opening it is a listing or a copy of its own, checked again (403 \`forbidden\` with \`refusal\` \`symlink_escape\` when it leads outside). \`{path, entries:[{name, type: file|dir|symlink|other, size, mtime}], truncated}\`: \`path\` is the directory as the device resolved it; folders first, then by name; at most ${MAX_LIST_ENTRIES} entries and ${MAX_LIST_BYTES / 1024} KiB, \`truncated\` true when more were left out. 404 \`device_not_connected\` when its agent is offline; 502 \`device_refused\` with \`refusal\` \`not_found\`, \`not_a_directory\` or \`unsupported\` (an agent too old to list).`,
+    access: 'remote-access:connect',
+    device: ({ params }) => params.device_id,
+    audit: false,
+    auditDenied: { event: 'remote.copy', action: 'copy' },
+    transaction: false,
+    params: deviceParams,
+    query: z.object({
+      path: devicePath.default('/').describe('Absolute path of the directory on the device (default `/`).'),
+      source: z.enum(['api', 'cli', 'web']).default('api').describe('Client kind, for the audit trail.'),
+    }),
+    response: z.object({
+      path: z.string(),
+      entries: z.array(
+        z.object({
+          name: z.string(),
+          type: z.enum(['file', 'dir', 'symlink', 'other']).describe('As lstat sees it: a symlink is never followed.'),
+          size: z.number().describe('Bytes (regular files; 0 for the others).'),
+          mtime: z.string().describe('Last modification (ISO 8601).'),
+        }),
+      ),
+      truncated: z.boolean().describe('More entries were in the directory than the answer holds.'),
+    }),
+    handler: async ({ params, query, principal, services, ip }) => services.remote.listDirectory(principal, params.device_id, query.path, ip, query.source),
   }),
   defineRoute({
     method: 'get',

@@ -93,16 +93,18 @@ export const tunnelQuery = z.object({
   ticket,
 });
 
+/** An absolute path on the device, as a copy or a listing names it. */
+export const devicePath = z
+  .string()
+  .min(1)
+  .max(4096)
+  .regex(/^\//, 'must be an absolute path')
+  .refine((p) => !p.includes('\0') && !p.includes('\\'), 'must not contain NUL or backslash');
+
 export const copyQuery = z.object({
   device_id: deviceId,
   direction: z.enum(['upload', 'download']).describe('upload: to the device; download: from it.'),
-  path: z
-    .string()
-    .min(1)
-    .max(4096)
-    .regex(/^\//, 'must be an absolute path')
-    .refine((p) => !p.includes('\0') && !p.includes('\\'), 'must not contain NUL or backslash')
-    .describe('Absolute path of the file on the device.'),
+  path: devicePath.describe('Absolute path of the file on the device.'),
   size: z.coerce.number().int().min(0).max(Number.MAX_SAFE_INTEGER).optional().describe('upload: the byte count the device must receive.'),
   sha256: z
     .string()

@@ -2,8 +2,11 @@ import type { RecordingListItem } from '../../shared/api-types.js';
 import fs from 'node:fs';
 import type { Config } from '../config.js';
 import type { RemoteCapabilities } from '../../shared/api-types.js';
-import type { ReloadMode } from '../../shared/protocol.js';
-import { parseResource, type RemoteRequest } from '../../shared/resources.js';
+import { z } from 'zod';
+import { isAccessRefusal, refusalCodeOf } from '../../shared/codes.js';
+import type { Channel } from '../../shared/mux.js';
+import { MAX_LIST_ENTRIES, type DirectoryListing, type ReloadMode } from '../../shared/protocol.js';
+import { normalizeDevicePath, parseResource, type RemoteRequest } from '../../shared/resources.js';
 import { refusalOf, type AccessService } from '../access/access.js';
 import type { Principal } from '../access/principal.js';
 import { presetApplies } from '../access/remote.js';
@@ -46,6 +49,22 @@ export interface RemoteSessionRecord {
 }
 import { TicketStore } from './tickets.js';
 
+/** What a device may answer to a listing: checked, never trusted (names bounded by the filesystem's 255 bytes). */
+const directoryListing = z.object({
+  path: z.string().min(1).max(4096),
+  entries: z
+    .array(
+      z.object({
+        name: z.string().min(1).max(1024),
+        type: z.enum(['file', 'dir', 'symlink', 'other']),
+        size: z.number().int().min(0),
+        mtime: z.string().max(40),
+      }),
+    )
+    .max(MAX_LIST_ENTRIES),
+  truncated: z.boolean(),
+}) satisfies z.ZodType<DirectoryListing>;
+
 /** What remote access uses: the sessions' collaborators, the access decisions it asks for, and its store. */
 export interface RemoteServiceDeps extends RemoteSessionsDeps {
   /** several brokers: this broker's BROKER_ID (listed sessions name their broker) */
@@ -64,6 +83,7 @@ export interface RemoteServiceDeps extends RemoteSessionsDeps {
     | 'mayWatchRemoteSession'
     | 'require'
     | 'consoleRecording'
+    | 'copyBrowseRoots'
   >;
   audit: Pick<AuditService, 'recordRemoteStart' | 'recordRemoteEnd' | 'recordRemoteJoin' | 'recordChange'>;
 }
@@ -324,6 +344,10 @@ export class RemoteService {
       reload: false,
     };
     for (const action of await this.deps.access.remoteActions(principal, deviceId)) answer[action] = true;
+    if (answer.copy) {
+      const roots = await this.deps.access.copyBrowseRoots(principal, deviceId);
+      if (roots) answer.copy_paths = roots;
+    }
     if (answer.console) {
       const users = await this.deps.access.consoleUsers(principal, deviceId);
       if (users) answer.console_users = users;
@@ -383,6 +407,72 @@ export class RemoteService {
     }
     await end('acknowledged by the agent');
     return { ok: true, device_id: deviceId };
+  }
+
+  /**
+   * Lists a directory on the device for the file browser, through a copy channel (`list`): decided
+   * as a download of that directory (the user's copy grant, its direction and paths), audited as a
+   * copy (`remote.copy.start|denied` with `op: "list"`, then its end with the bytes of the answer),
+   * and checked again on the device after resolving symlinks, as a copy is.
+   */
+  async listDirectory(principal: Principal, deviceId: string, dirPath: string, ip: string, source: RemoteSource): Promise<DirectoryListing> {
+    const path = normalizeDevicePath(dirPath) ?? dirPath;
+    const request: RemoteRequest = { action: 'copy', direction: 'download', path: dirPath };
+    const decision = await this.deps.access.decide(principal, 'remote-access:connect', deviceId, request);
+    let auditId: number;
+    try {
+      auditId = await this.deps.audit.recordRemoteStart({
+        event: 'remote.copy',
+        user: principal.user,
+        deviceId,
+        action: 'copy',
+        options: { direction: 'download', path: dirPath, op: 'list', ...(path !== dirPath ? { normalized_path: path } : {}) },
+        allowed: decision.allowed,
+        reason: decision.reason,
+        ip,
+        source,
+        sessionId: principal.sessionId,
+      });
+    } catch {
+      throw new ApiError(500, 'audit_failed', 'The attempt could not be written to the audit log, so it was refused. Try again shortly.');
+    }
+    if (!decision.allowed) throw refusalOf(decision, 'remote-access:connect', deviceId);
+    const started = Date.now();
+    const end = (reason: string, result: 'ended' | 'error' | 'denied', bytesOut = 0) =>
+      this.deps.audit.recordRemoteEnd(auditId, { durationMs: Date.now() - started, bytesIn: 0, bytesOut, reason, result }).catch((err) => {
+        this.deps.logger.error({ err, auditId }, 'end of directory listing not audited');
+      });
+    if (!this.deps.locator.isConnected(deviceId)) {
+      await end('device not connected', 'error');
+      throw new ApiError(404, 'device_not_connected', `Device ${deviceId} is not connected to the broker; try again when it is online.`, {
+        device_id: deviceId,
+      });
+    }
+    const allowed = decision.device ? this.deps.access.copyRoots(principal, decision.device, request) : undefined;
+    let opened: { channel: Channel; info: Record<string, unknown> };
+    try {
+      opened = await this.deps.locator.open(deviceId, 'copy', { direction: 'list', path, ...(allowed ? { allowed } : {}) });
+    } catch (err) {
+      const message = (err as Error).message;
+      const code = refusalCodeOf(err);
+      const denied = isAccessRefusal(code);
+      await end(`refused by the device: ${message}`, denied ? 'denied' : 'error');
+      if (denied) throw forbidden(message, { device_id: deviceId, refusal: code });
+      if ((err as { code?: string }).code === 'agent_not_connected')
+        throw new ApiError(404, 'device_not_connected', `Device ${deviceId} is not connected to the broker; try again when it is online.`, {
+          device_id: deviceId,
+        });
+      throw new ApiError(502, 'device_refused', message, { device_id: deviceId, ...(code ? { refusal: code } : {}) });
+    }
+    opened.channel.destroy();
+    const listing = directoryListing.safeParse(opened.info);
+    if (!listing.success) {
+      await end('the device answered a malformed listing', 'error');
+      throw new ApiError(502, 'device_refused', 'The device answered a malformed directory listing; update its agent.', { device_id: deviceId });
+    }
+    const { entries, truncated } = listing.data;
+    await end(`listed ${entries.length} entries${truncated ? `, cut at ${entries.length}` : ''}`, 'ended', Buffer.byteLength(JSON.stringify(listing.data)));
+    return listing.data;
   }
 
   // ---- port presets -------------------------------------------------------------------------------

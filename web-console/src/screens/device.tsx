@@ -17,6 +17,8 @@ import { DeviceCves } from './cve.js';
 import { Portmaps } from './portmaps.js';
 import { reattachPath } from './sessions.js';
 import { FileTransfer } from './transfer.js';
+import { FileBrowser } from './file-browser.js';
+import { WebAppLauncher } from './web-apps.js';
 
 interface DeviceStatus {
   uuid: string;
@@ -415,6 +417,13 @@ export function DeviceScreen({ deviceId }: { deviceId: string }) {
           </section>
         )}
 
+        {access.data?.copy && access.data.connected && !(access.data.copy_paths && access.data.copy_paths.length === 0) && (
+          <section class="panel wide" aria-labelledby="h-files">
+            <h2 id="h-files">Files on the device</h2>
+            <FileBrowser deviceId={deviceId} roots={access.data.copy_paths} />
+          </section>
+        )}
+
         {access.data?.copy && (
           <section class="panel" aria-labelledby="h-transfer">
             <h2 id="h-transfer">File transfer</h2>
@@ -426,6 +435,8 @@ export function DeviceScreen({ deviceId }: { deviceId: string }) {
           <section class="panel" aria-labelledby="h-tunnels">
             <h2 id="h-tunnels">Tunnels</h2>
             <Portmaps deviceId={deviceId} />
+            <h3>Web UI in the browser</h3>
+            <WebAppLauncher deviceId={deviceId} />
           </section>
         )}
 
