@@ -23,6 +23,12 @@ const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
 const CLIENT = path.join(ROOT, 'bench', 'remote-client.ts');
 const SECONDS = Number(process.env.BENCH_SECONDS ?? 5);
 const KEYSTROKES = Number(process.env.BENCH_KEYSTROKES ?? 1000);
+/**
+ * BENCH_CPU_PROF=<dir>: the agent and every load task write a V8 CPU profile under <dir>/agent and
+ * <dir>/client (run the bench itself with `node --cpu-prof --import tsx bench/run.ts` for the broker's).
+ */
+const PROFILE_DIR = process.env.BENCH_CPU_PROF;
+const profileFlags = (role: string): string[] => (PROFILE_DIR ? ['--cpu-prof', `--cpu-prof-dir=${path.resolve(PROFILE_DIR, role)}`] : []);
 /** `npm run bench -- remote latency` runs one part: throughput, latency (round trip and fairness) or opens. */
 const PARTS = ['throughput', 'latency', 'opens'] as const;
 type Part = (typeof PARTS)[number];
@@ -34,7 +40,10 @@ type Figures = Record<'mbps' | 'bytes' | 'seconds' | 'p50' | 'p99' | 'count' | '
 /** Runs one load task in a child process; resolves with its JSON answer. */
 function task<T = Figures>(spec: Record<string, unknown>): Promise<T> {
   return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, ['--import', 'tsx', CLIENT, JSON.stringify(spec)], { cwd: ROOT, stdio: ['ignore', 'pipe', 'pipe'] });
+    const child = spawn(process.execPath, [...profileFlags('client'), '--import', 'tsx', CLIENT, JSON.stringify(spec)], {
+      cwd: ROOT,
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
     let out = '';
     let err = '';
     child.stdout.on('data', (d) => (out += d));
@@ -49,7 +58,10 @@ function task<T = Figures>(spec: Record<string, unknown>): Promise<T> {
 /** A long-running child that prints `{"port"}` once listening (the sink). */
 function server(spec: Record<string, unknown>): Promise<{ port: number; child: ChildProcess }> {
   return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, ['--import', 'tsx', CLIENT, JSON.stringify(spec)], { cwd: ROOT, stdio: ['ignore', 'pipe', 'inherit'] });
+    const child = spawn(process.execPath, [...profileFlags('client'), '--import', 'tsx', CLIENT, JSON.stringify(spec)], {
+      cwd: ROOT,
+      stdio: ['ignore', 'pipe', 'inherit'],
+    });
     child.stdout?.once('data', (d) => resolve({ port: (JSON.parse(String(d)) as { port: number }).port, child }));
     child.once('exit', (code) => reject(new Error(`server exited ${code}`)));
   });
@@ -192,7 +204,7 @@ export async function benchRemote(log: Log, only?: string): Promise<void> {
   try {
     const key = await t.api('POST', '/api/v2/bootstrapkey', { token: t.adminToken, body: { auto_accept: true } });
     // Quiet agent: its per-session log lines would otherwise be parsed in this (the broker's) process.
-    agent = startAgent({ broker: t.url, bootstrapKey: Object.keys(key.body)[0], args: ['--log-level', 'warn'] });
+    agent = startAgent({ broker: t.url, bootstrapKey: Object.keys(key.body)[0], args: ['--log-level', 'warn'], nodeFlags: profileFlags('agent') });
     const keyFile = path.join(agent.stateDir, 'device-key.pem');
     await eventually(() => fs.existsSync(keyFile), 20_000, 'the agent key');
     const device = deviceIdOf(crypto.createPublicKey(fs.readFileSync(keyFile)));
