@@ -30,6 +30,11 @@ export const CHAIN_LOCK = {
 const ROWS_PER_INSERT = 100;
 /** Entries in one transaction at most: a burst is written in groups of this size. */
 const MAX_GROUP = 500;
+/**
+ * How long the first entry of a group waits for others (group commit's window): entries queued
+ * within it share one transaction and one lock. Groups that queue while one commits wait no longer.
+ */
+export const GROUP_WINDOW_MS = 1;
 
 interface Queued extends Append {
   queuedAt: string;
@@ -63,8 +68,8 @@ export class AuditWriter {
   submit(append: Append): Promise<number | undefined> {
     return new Promise((resolve, reject) => {
       this.queue.push({ ...append, queuedAt: new Date().toISOString(), resolve, reject });
-      // Started in the next turn: what else arrives in this one joins the group.
-      this.running ??= new Promise<void>((done) => setImmediate(() => void this.detached(() => this.drain()).finally(done)));
+      // Started after the group's window: what else arrives meanwhile joins the group.
+      this.running ??= new Promise<void>((done) => setTimeout(() => void this.detached(() => this.drain()).finally(done), GROUP_WINDOW_MS));
     });
   }
 
