@@ -103,13 +103,17 @@ const ms = (n: number) => `${n.toFixed(3)} ms`;
 /** `fleet connect` as a user runs it: a local listener in front of the tunnel. */
 async function viaFleetConnect(t: TestBroker, token: string, device: string, sinkPort: number): Promise<{ mbps: number }> {
   const port = await freePort();
-  const child = spawn(process.execPath, [path.join(ROOT, 'bin', 'fleet.js'), 'connect', device, '-t', `${port}:127.0.0.1:${sinkPort}`], {
+  const child = spawn(process.execPath, [...profileFlags('cli'), path.join(ROOT, 'bin', 'fleet.js'), 'connect', device, '-t', `${port}:127.0.0.1:${sinkPort}`], {
     cwd: ROOT,
     env: { ...process.env, FLEET_URL: t.url, FLEET_TOKEN: token },
-    stdio: ['ignore', 'ignore', 'ignore'],
+    stdio: ['ignore', 'ignore', 'pipe'],
   });
+  let said = '';
+  child.stderr?.on('data', (d) => (said = `${said}${String(d)}`.slice(-500)));
   try {
-    await waitForPort(port);
+    await waitForPort(port).catch((err: Error) => {
+      throw new Error(`${err.message}${said ? `; it said: ${said.trim()}` : ''}`);
+    });
     return await task({ mode: 'throughput', via: 'tcp', port, seconds: SECONDS, streams: 1 });
   } finally {
     child.kill('SIGINT');
@@ -226,6 +230,8 @@ export async function benchRemote(log: Log, only?: string): Promise<void> {
     // An operator whose grants have options, so every open runs the evaluator for real.
     const user = await t.userWith([
       { permission: 'remote-access:connect', resources: ['tag:none/console', '*/console', '*/tunnel(proto=tcp;dst=127.0.0.1,localhost)'] },
+      // `fleet connect` looks the device up before it listens.
+      { permission: 'device:read' },
     ]);
     const sinkServer = await server({ mode: 'sink' });
     sink = sinkServer.child;
