@@ -282,7 +282,8 @@ export class Agent {
             await engine.connectionFailed();
           }
       }
-      const wait = backoff.next();
+      // A broker that refused the handshake for load said when to come back: that guides the wait.
+      const wait = end.kind === 'closed' && end.retryAfterMs !== undefined ? backoff.after(end.retryAfterMs) : backoff.next();
       log.debug({ retryInMs: wait }, 'reconnecting after a pause');
       await sleep(wait, this.controller.signal);
     }

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { Backoff, sleep } from './backoff.js';
+import { Backoff, retryAfterMs, sleep } from './backoff.js';
 
 describe('reconnect backoff', () => {
   it('doubles its ceiling from the base up to the cap', () => {
@@ -40,5 +40,37 @@ describe('reconnect backoff', () => {
     controller.abort();
     await done;
     expect(Date.now() - started).toBeLessThan(5000);
+  });
+});
+
+describe("the broker's Retry-After", () => {
+  it('guides the wait: half to one and a half times its delay, however far the backoff had grown', () => {
+    const low = new Backoff(1000, 60_000, () => 0);
+    const high = new Backoff(1000, 60_000, () => 0.999999);
+    for (let i = 0; i < 8; i++) {
+      low.next();
+      high.next();
+    }
+    // The exponential ceiling is at its cap (60 s); the broker asked for 10 s.
+    expect(low.after(10_000)).toBe(5000);
+    expect(high.after(10_000)).toBe(14_999);
+    // It does not count as another failure: the ceiling is where it was.
+    expect(high.ceiling).toBe(60_000);
+  });
+
+  it('is bounded by the cap, and a hostile or broken header cannot make the agent wait longer', () => {
+    expect(new Backoff(1000, 60_000, () => 0.999999).after(86_400_000)).toBeLessThan(90_000);
+    expect(new Backoff(1000, 60_000, () => 0.5).after(-5)).toBe(0);
+  });
+
+  it('reads delay-seconds and HTTP dates, and nothing else', () => {
+    expect(retryAfterMs('10')).toBe(10_000);
+    expect(retryAfterMs(' 3 ')).toBe(3000);
+    expect(retryAfterMs(['7'])).toBe(7000);
+    expect(retryAfterMs('Thu, 26 Nov 2026 12:00:10 GMT', Date.parse('2026-11-26T12:00:00Z'))).toBe(10_000);
+    expect(retryAfterMs('Thu, 26 Nov 2026 11:00:00 GMT', Date.parse('2026-11-26T12:00:00Z'))).toBe(0);
+    expect(retryAfterMs(undefined)).toBeUndefined();
+    expect(retryAfterMs('soon')).toBeUndefined();
+    expect(retryAfterMs('1e9')).toBeUndefined();
   });
 });

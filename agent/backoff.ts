@@ -22,9 +22,29 @@ export class Backoff {
     return Math.floor(this.random() * ceiling);
   }
 
+  /**
+   * The wait when the broker said when to come back (`Retry-After` on a refused handshake): spread
+   * over half to one and a half times its delay, whatever the refusals so far. A fleet refused in a
+   * reconnect storm comes back when the broker expects to have room, not after a backoff grown to
+   * its cap; the attempt count is left as it was.
+   */
+  after(retryAfterMs: number): number {
+    const ms = Math.min(this.capMs, Math.max(0, retryAfterMs));
+    return Math.floor(ms / 2 + this.random() * ms);
+  }
+
   reset(): void {
     this.attempt = 0;
   }
+}
+
+/** `Retry-After` as milliseconds: delay-seconds or an HTTP date (RFC 9110 §10.2.3); undefined when absent or unreadable. */
+export function retryAfterMs(header: string | string[] | undefined, now = Date.now()): number | undefined {
+  const value = Array.isArray(header) ? header[0] : header;
+  if (!value) return undefined;
+  if (/^\d{1,9}$/.test(value.trim())) return Number(value.trim()) * 1000;
+  const at = Date.parse(value);
+  return Number.isNaN(at) ? undefined : Math.max(0, at - now);
 }
 
 /** Waits `ms`, or less when `signal` aborts. */

@@ -12,6 +12,7 @@ import { BROKER_SIGNED_TYPES, brokerKeyFingerprint, parseBrokerPublicKey, verify
 import { signChallenge } from '../shared/device-key.js';
 import { Mux } from '../shared/mux.js';
 import { PROTOCOL_VERSION, type ControlMessage } from '../shared/protocol.js';
+import { retryAfterMs } from './backoff.js';
 import type { BrokerEndpoint } from './broker-client.js';
 import type { ConfigEngine } from './config/engine.js';
 import type { Identity } from './identity.js';
@@ -35,6 +36,8 @@ export type ConnectionEnd =
       untrusted?: boolean;
       /** the broker proved with the pinned key that it does not know this device (enrolling again is safe) */
       unknownProven?: boolean;
+      /** the broker refused the upgrade and said when to come back (Retry-After) */
+      retryAfterMs?: number;
     }
   /** The broker asked for a reload; it was acknowledged and the connection closed. */
   | { kind: 'reload' }
@@ -74,6 +77,7 @@ export function runConnection(o: ConnectionOptions): Promise<ConnectionEnd> {
     let reloading = false;
     let stopping = false;
     let lastError: string | undefined;
+    let retryAfter: number | undefined;
     let untrusted = false;
     let unknownProven = false;
     // This connection's nonce: the broker signs it in the welcome and in every signed message.
@@ -299,6 +303,7 @@ export function runConnection(o: ConnectionOptions): Promise<ConnectionEnd> {
     ws.on('pong', heard);
     ws.on('unexpected-response', (_req, res) => {
       lastError = `the broker answered the upgrade with HTTP ${res.statusCode}`;
+      retryAfter = retryAfterMs(res.headers['retry-after']);
       res.resume();
       ws.terminate();
     });
@@ -325,6 +330,7 @@ export function runConnection(o: ConnectionOptions): Promise<ConnectionEnd> {
         ...(lastError ? { error: lastError } : {}),
         ...(untrusted ? { untrusted } : {}),
         ...(unknownProven ? { unknownProven } : {}),
+        ...(retryAfter !== undefined ? { retryAfterMs: retryAfter } : {}),
       });
     });
   });

@@ -4,12 +4,15 @@
  *
  *   sink        a TCP server that counts what it receives and answers the count (8 bytes) at the end
  *   throughput  streams for some seconds through: direct TCP, a broker tunnel, or a local forwarder
- *   rtt         keystroke round trips: a local pty, or a console through the broker
- *   opens       tunnel sessions opened and closed per second (authorization and audit included)
+ *   rtt         keystroke round trips: a local pty, a console through the broker, or OpenSSH (`ssh -tt`)
+ *   opens       tunnel sessions opened and closed per second (authorization and audit included), or
+ *               bare WebSocket connections opened and closed (the anchor: a `ws` server doing nothing)
  */
+import { spawn } from 'node:child_process';
 import crypto from 'node:crypto';
 import net from 'node:net';
 import { spawn as spawnPty } from 'node-pty';
+import WebSocket from 'ws';
 import { RemoteSession } from '../cli/remote.js';
 
 type Task =
@@ -18,7 +21,10 @@ type Task =
   | { mode: 'throughput'; via: 'tunnel'; url: string; token: string; device: string; port: number; seconds: number; streams: number }
   | { mode: 'rtt'; via: 'pty'; count: number }
   | { mode: 'rtt'; via: 'console'; url: string; token: string; device: string; count: number }
-  | { mode: 'opens'; url: string; token: string; device: string; port: number; seconds: number; concurrency: number };
+  /** `ssh <args>`: the args end with `-tt user@host`; `settleMs` waits before measuring (a flood starting meanwhile). */
+  | { mode: 'rtt'; via: 'ssh'; args: string[]; count: number; settleMs?: number }
+  | { mode: 'opens'; url: string; token: string; device: string; port: number; seconds: number; concurrency: number }
+  | { mode: 'opens'; bare: string; seconds: number; concurrency: number };
 
 const BLOCK = crypto.randomBytes(256 * 1024);
 
@@ -127,6 +133,20 @@ async function quiet(ms: number): Promise<void> {
 }
 
 async function rtt(task: Extract<Task, { mode: 'rtt' }>): Promise<Record<string, number>> {
+  if (task.via === 'ssh') {
+    // OpenSSH's own client and server: a tty on the far side, raw mode, cat.
+    const ssh = spawn('ssh', [...task.args, RAW_CAT], { stdio: ['pipe', 'pipe', 'ignore'] });
+    let listener: ((d: Buffer) => void) | undefined;
+    ssh.stdout.on('data', (d: Buffer) => listener?.(d));
+    await quiet(task.settleMs ?? 1500);
+    const result = await roundTrips(
+      (b) => void ssh.stdin.write(b),
+      (cb) => (listener = cb),
+      task.count,
+    );
+    ssh.kill('SIGTERM');
+    return result;
+  }
   if (task.via === 'pty') {
     const pty = spawnPty('/bin/bash', ['-c', RAW_CAT], { name: 'xterm-256color', cols: 80, rows: 24, encoding: null });
     await quiet(300);
@@ -159,6 +179,16 @@ async function rtt(task: Extract<Task, { mode: 'rtt' }>): Promise<Record<string,
   return result;
 }
 
+/** One bare WebSocket connection opened and closed (the handshake and close a session costs at least). */
+function bareOpen(url: string): Promise<void> {
+  return new Promise((resolve, reject) => {
+    const ws = new WebSocket(url, { perMessageDeflate: false });
+    ws.once('open', () => ws.close());
+    ws.once('error', reject);
+    ws.once('close', () => resolve());
+  });
+}
+
 async function opens(task: Extract<Task, { mode: 'opens' }>): Promise<Record<string, number>> {
   const stop = Date.now() + task.seconds * 1000;
   let opened = 0;
@@ -168,6 +198,11 @@ async function opens(task: Extract<Task, { mode: 'opens' }>): Promise<Record<str
     Array.from({ length: task.concurrency }, async () => {
       while (Date.now() < stop) {
         try {
+          if ('bare' in task) {
+            await bareOpen(task.bare);
+            opened += 1;
+            continue;
+          }
           const session = await openSession(task, 'tunnel', { device_id: task.device, port: task.port, dst: '127.0.0.1' });
           opened += 1;
           await new Promise<void>((resolve) => {

@@ -15,6 +15,7 @@ import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { WebSocketServer } from 'ws';
 import { deviceIdOf } from '../shared/device-key.js';
 import { eventually, startAgent, type TestAgent } from '../test/support/agent.js';
 import { startTestBroker, type TestBroker } from '../test/support/broker.js';
@@ -23,6 +24,12 @@ const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
 const CLIENT = path.join(ROOT, 'bench', 'remote-client.ts');
 const SECONDS = Number(process.env.BENCH_SECONDS ?? 5);
 const KEYSTROKES = Number(process.env.BENCH_KEYSTROKES ?? 1000);
+/**
+ * BENCH_CPU_PROF=<dir>: the agent and every load task write a V8 CPU profile under <dir>/agent and
+ * <dir>/client (run the bench itself with `node --cpu-prof --import tsx bench/run.ts` for the broker's).
+ */
+const PROFILE_DIR = process.env.BENCH_CPU_PROF;
+const profileFlags = (role: string): string[] => (PROFILE_DIR ? ['--cpu-prof', `--cpu-prof-dir=${path.resolve(PROFILE_DIR, role)}`] : []);
 /** `npm run bench -- remote latency` runs one part: throughput, latency (round trip and fairness) or opens. */
 const PARTS = ['throughput', 'latency', 'opens'] as const;
 type Part = (typeof PARTS)[number];
@@ -34,7 +41,10 @@ type Figures = Record<'mbps' | 'bytes' | 'seconds' | 'p50' | 'p99' | 'count' | '
 /** Runs one load task in a child process; resolves with its JSON answer. */
 function task<T = Figures>(spec: Record<string, unknown>): Promise<T> {
   return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, ['--import', 'tsx', CLIENT, JSON.stringify(spec)], { cwd: ROOT, stdio: ['ignore', 'pipe', 'pipe'] });
+    const child = spawn(process.execPath, [...profileFlags('client'), '--import', 'tsx', CLIENT, JSON.stringify(spec)], {
+      cwd: ROOT,
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
     let out = '';
     let err = '';
     child.stdout.on('data', (d) => (out += d));
@@ -49,7 +59,10 @@ function task<T = Figures>(spec: Record<string, unknown>): Promise<T> {
 /** A long-running child that prints `{"port"}` once listening (the sink). */
 function server(spec: Record<string, unknown>): Promise<{ port: number; child: ChildProcess }> {
   return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, ['--import', 'tsx', CLIENT, JSON.stringify(spec)], { cwd: ROOT, stdio: ['ignore', 'pipe', 'inherit'] });
+    const child = spawn(process.execPath, [...profileFlags('client'), '--import', 'tsx', CLIENT, JSON.stringify(spec)], {
+      cwd: ROOT,
+      stdio: ['ignore', 'pipe', 'inherit'],
+    });
     child.stdout?.once('data', (d) => resolve({ port: (JSON.parse(String(d)) as { port: number }).port, child }));
     child.once('exit', (code) => reject(new Error(`server exited ${code}`)));
   });
@@ -90,26 +103,41 @@ const ms = (n: number) => `${n.toFixed(3)} ms`;
 /** `fleet connect` as a user runs it: a local listener in front of the tunnel. */
 async function viaFleetConnect(t: TestBroker, token: string, device: string, sinkPort: number): Promise<{ mbps: number }> {
   const port = await freePort();
-  const child = spawn(process.execPath, [path.join(ROOT, 'bin', 'fleet.js'), 'connect', device, '-t', `${port}:127.0.0.1:${sinkPort}`], {
+  const child = spawn(process.execPath, [...profileFlags('cli'), path.join(ROOT, 'bin', 'fleet.js'), 'connect', device, '-t', `${port}:127.0.0.1:${sinkPort}`], {
     cwd: ROOT,
     env: { ...process.env, FLEET_URL: t.url, FLEET_TOKEN: token },
-    stdio: ['ignore', 'ignore', 'ignore'],
+    stdio: ['ignore', 'ignore', 'pipe'],
   });
+  let said = '';
+  child.stderr?.on('data', (d) => (said = `${said}${String(d)}`.slice(-500)));
   try {
-    await waitForPort(port);
+    await waitForPort(port).catch((err: Error) => {
+      throw new Error(`${err.message}${said ? `; it said: ${said.trim()}` : ''}`);
+    });
     return await task({ mode: 'throughput', via: 'tcp', port, seconds: SECONDS, streams: 1 });
   } finally {
     child.kill('SIGINT');
   }
 }
 
-/** A private sshd on a high port (generated host and user keys in a temp dir) and `ssh -L` in front of the sink. */
-async function viaSsh(sinkPort: number, log: Log): Promise<{ mbps: number } | undefined> {
+/** A private sshd on a high port (generated host and user keys in a temp dir): OpenSSH, the anchor of every row. */
+interface Sshd {
+  /** `ssh` arguments reaching it as this user, before the command's own (`-N -L …`, `-tt cmd`). */
+  args(extra: string[]): string[];
+  close(): void;
+}
+
+async function startSshd(log: Log): Promise<Sshd | undefined> {
   const sshd = '/usr/sbin/sshd';
   if (!fs.existsSync(sshd)) return undefined;
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'fleet-bench-ssh-'));
-  const children: ChildProcess[] = [];
   let madePrivsep = false;
+  let daemon: ChildProcess | undefined;
+  const close = () => {
+    daemon?.kill('SIGTERM');
+    fs.rmSync(dir, { recursive: true, force: true });
+    if (madePrivsep) fs.rmSync('/run/sshd', { recursive: true, force: true });
+  };
   try {
     const run = (cmd: string, args: string[]) =>
       new Promise<void>((resolve, reject) => {
@@ -135,6 +163,7 @@ async function viaSsh(sinkPort: number, log: Log): Promise<{ mbps: number } | un
         'StrictModes no',
         'AllowTcpForwarding yes',
         'PermitRootLogin prohibit-password',
+        'PermitTTY yes',
         '',
       ].join('\n'),
     );
@@ -143,42 +172,42 @@ async function viaSsh(sinkPort: number, log: Log): Promise<{ mbps: number } | un
       fs.mkdirSync('/run/sshd', { mode: 0o755 });
       madePrivsep = true;
     }
-    const daemon = spawn(sshd, ['-D', '-e', '-f', path.join(dir, 'sshd_config')], { stdio: ['ignore', 'ignore', 'pipe'] });
-    children.push(daemon);
+    daemon = spawn(sshd, ['-D', '-e', '-f', path.join(dir, 'sshd_config')], { stdio: ['ignore', 'ignore', 'pipe'] });
     await waitForPort(sshPort);
-    const localPort = await freePort();
-    const client = spawn(
-      'ssh',
-      [
-        '-N',
-        '-L',
-        `${localPort}:127.0.0.1:${sinkPort}`,
-        '-p',
-        String(sshPort),
-        '-i',
-        path.join(dir, 'user_key'),
-        '-o',
-        'StrictHostKeyChecking=no',
-        '-o',
-        'UserKnownHostsFile=/dev/null',
-        '-o',
-        'ExitOnForwardFailure=yes',
-        '-o',
-        'LogLevel=ERROR',
-        `${os.userInfo().username}@127.0.0.1`,
-      ],
-      { stdio: 'ignore' },
-    );
-    children.push(client);
+    const args = (extra: string[]) => [
+      '-p',
+      String(sshPort),
+      '-i',
+      path.join(dir, 'user_key'),
+      '-o',
+      'StrictHostKeyChecking=no',
+      '-o',
+      'UserKnownHostsFile=/dev/null',
+      '-o',
+      'LogLevel=ERROR',
+      ...extra,
+      `${os.userInfo().username}@127.0.0.1`,
+    ];
+    return { args, close };
+  } catch (err) {
+    log(`sshd: skipped (${(err as Error).message})`);
+    close();
+    return undefined;
+  }
+}
+
+/** `ssh -L` in front of the sink, through the bench's sshd. */
+async function viaSsh(sshd: Sshd, sinkPort: number, log: Log): Promise<{ mbps: number } | undefined> {
+  const localPort = await freePort();
+  const client = spawn('ssh', sshd.args(['-N', '-L', `${localPort}:127.0.0.1:${sinkPort}`, '-o', 'ExitOnForwardFailure=yes']), { stdio: 'ignore' });
+  try {
     await waitForPort(localPort);
     return await task({ mode: 'throughput', via: 'tcp', port: localPort, seconds: SECONDS, streams: 1 });
   } catch (err) {
     log(`ssh -L: skipped (${(err as Error).message})`);
     return undefined;
   } finally {
-    for (const c of children.reverse()) c.kill('SIGTERM');
-    fs.rmSync(dir, { recursive: true, force: true });
-    if (madePrivsep) fs.rmSync('/run/sshd', { recursive: true, force: true });
+    client.kill('SIGTERM');
   }
 }
 
@@ -189,10 +218,11 @@ export async function benchRemote(log: Log, only?: string): Promise<void> {
   const t = await startTestBroker({ database: 'sqlite' });
   let agent: TestAgent | undefined;
   let sink: ChildProcess | undefined;
+  let sshd: Sshd | undefined;
   try {
     const key = await t.api('POST', '/api/v2/bootstrapkey', { token: t.adminToken, body: { auto_accept: true } });
     // Quiet agent: its per-session log lines would otherwise be parsed in this (the broker's) process.
-    agent = startAgent({ broker: t.url, bootstrapKey: Object.keys(key.body)[0], args: ['--log-level', 'warn'] });
+    agent = startAgent({ broker: t.url, bootstrapKey: Object.keys(key.body)[0], args: ['--log-level', 'warn'], nodeFlags: profileFlags('agent') });
     const keyFile = path.join(agent.stateDir, 'device-key.pem');
     await eventually(() => fs.existsSync(keyFile), 20_000, 'the agent key');
     const device = deviceIdOf(crypto.createPublicKey(fs.readFileSync(keyFile)));
@@ -200,10 +230,15 @@ export async function benchRemote(log: Log, only?: string): Promise<void> {
     // An operator whose grants have options, so every open runs the evaluator for real.
     const user = await t.userWith([
       { permission: 'remote-access:connect', resources: ['tag:none/console', '*/console', '*/tunnel(proto=tcp;dst=127.0.0.1,localhost)'] },
+      // `fleet connect` looks the device up before it listens.
+      { permission: 'device:read' },
     ]);
     const sinkServer = await server({ mode: 'sink' });
     sink = sinkServer.child;
     const base = { url: t.url, token: user.token, device };
+
+    sshd = await startSshd(log);
+    if (!sshd) log('OpenSSH anchors: /usr/sbin/sshd not installed (apt-get install openssh-server), their rows skipped');
 
     if (runs('throughput')) {
       log(`throughput: direct loopback TCP, 1 stream, ${SECONDS} s`);
@@ -216,9 +251,9 @@ export async function benchRemote(log: Log, only?: string): Promise<void> {
         (err: Error) => (log(`  fleet connect: failed (${err.message})`), undefined),
       );
       if (cli) log(`  fleet connect (local port): ${mb(cli)} = ${ratio(cli, direct)} of direct`);
-      const ssh = await viaSsh(sinkServer.port, log);
+      const ssh = sshd ? await viaSsh(sshd, sinkServer.port, log) : undefined;
       if (ssh) log(`  ssh -L (OpenSSH, same machine): ${mb(ssh)} = ${ratio(ssh, direct)} of direct`);
-      else log('  ssh -L: sshd not installed, skipped');
+      if (cli && ssh) log(`  ROW tunnel: fleet connect / ssh -L = ${ratio(cli, ssh)} (target >= 1.25)`);
 
       log('throughput: 10 parallel tunnels');
       const directTen = await task({ mode: 'throughput', via: 'tcp', port: sinkServer.port, seconds: SECONDS, streams: 10 });
@@ -232,7 +267,16 @@ export async function benchRemote(log: Log, only?: string): Promise<void> {
       const viaBroker = await task({ mode: 'rtt', via: 'console', ...base, count: KEYSTROKES });
       log(`  local pty: p50 ${ms(localPty.p50)}, p99 ${ms(localPty.p99)}`);
       log(`  through the broker: p50 ${ms(viaBroker.p50)}, p99 ${ms(viaBroker.p99)}`);
-      log(`  added: p50 ${ms(viaBroker.p50 - localPty.p50)} (target <= 0.1 ms), p99 ${ms(viaBroker.p99 - localPty.p99)} (target <= 1 ms)`);
+      const added = { p50: viaBroker.p50 - localPty.p50, p99: viaBroker.p99 - localPty.p99 };
+      log(`  added: p50 ${ms(added.p50)}, p99 ${ms(added.p99)} (target p99 <= 1 ms)`);
+      if (sshd) {
+        const viaSshTty = await task({ mode: 'rtt', via: 'ssh', args: sshd.args(['-tt']), count: KEYSTROKES });
+        const sshAdded = { p50: viaSshTty.p50 - localPty.p50, p99: viaSshTty.p99 - localPty.p99 };
+        log(`  OpenSSH (ssh -tt … cat): p50 ${ms(viaSshTty.p50)}, p99 ${ms(viaSshTty.p99)}; added p50 ${ms(sshAdded.p50)}, p99 ${ms(sshAdded.p99)}`);
+        log(
+          `  ROW keystroke: added by us / added by OpenSSH = p50 ${(added.p50 / sshAdded.p50).toFixed(2)}, p99 ${(added.p99 / sshAdded.p99).toFixed(2)} (target <= 1, and p99 added <= 1 ms)`,
+        );
+      }
 
       log('fairness: console round trip while a tunnel saturates the same agent');
       const flood = task({ mode: 'throughput', via: 'tunnel', ...base, port: sinkServer.port, seconds: SECONDS * 2, streams: 1 });
@@ -240,14 +284,44 @@ export async function benchRemote(log: Log, only?: string): Promise<void> {
       const loaded = await task({ mode: 'rtt', via: 'console', ...base, count: KEYSTROKES });
       const floodResult = await flood;
       log(`  console under load: p50 ${ms(loaded.p50)}, p99 ${ms(loaded.p99)} (idle p99 ${ms(viaBroker.p99)}); the tunnel meanwhile moved ${mb(floodResult)}`);
+      if (sshd) {
+        // OpenSSH's analogue: the tty and an `ssh -L` forward over one connection, the forward saturated.
+        const forward = await freePort();
+        const console_ = task({
+          mode: 'rtt',
+          via: 'ssh',
+          args: sshd.args(['-tt', '-L', `${forward}:127.0.0.1:${sinkServer.port}`]),
+          count: KEYSTROKES,
+          settleMs: 3000,
+        });
+        await waitForPort(forward);
+        const sshFlood = task({ mode: 'throughput', via: 'tcp', port: forward, seconds: SECONDS * 2, streams: 1 });
+        const sshLoaded = await console_;
+        const sshFloodResult = await sshFlood;
+        log(
+          `  OpenSSH tty under a saturated -L on the same connection: p50 ${ms(sshLoaded.p50)}, p99 ${ms(sshLoaded.p99)}; the forward moved ${mb(sshFloodResult)}`,
+        );
+        log(`  ROW fairness: our p99 under load / OpenSSH's = ${(loaded.p99 / sshLoaded.p99).toFixed(2)} (target: ours <= 10 ms)`);
+      }
     }
 
     if (runs('opens')) {
       log(`session opens: tunnels opened and closed for ${SECONDS} s, 32 at a time`);
-      const opened = await task({ mode: 'opens', ...base, port: sinkServer.port, seconds: SECONDS, concurrency: 32 });
-      log(`  ${opened.perSecond.toFixed(0)} opens/s with authorization and audit (target >= 1000), ${opened.opened} opened, ${opened.failed} failed`);
+      const bare = new WebSocketServer({ port: 0, host: '127.0.0.1', perMessageDeflate: false });
+      await new Promise((r) => bare.once('listening', r));
+      const bareUrl = `ws://127.0.0.1:${(bare.address() as net.AddressInfo).port}/`;
+      try {
+        const anchor = await task({ mode: 'opens', bare: bareUrl, seconds: SECONDS, concurrency: 32 });
+        const opened = await task({ mode: 'opens', ...base, port: sinkServer.port, seconds: SECONDS, concurrency: 32 });
+        log(`  bare WebSocket open + close against a ws server in the broker's process: ${anchor.perSecond.toFixed(0)}/s`);
+        log(`  ${opened.perSecond.toFixed(0)} opens/s with authorization and audit (target >= 1000), ${opened.opened} opened, ${opened.failed} failed`);
+        log(`  ROW opens: sessions / bare WebSocket opens = ${(opened.perSecond / anchor.perSecond).toFixed(2)}`);
+      } finally {
+        await new Promise((r) => bare.close(r));
+      }
     }
   } finally {
+    sshd?.close();
     sink?.kill();
     await agent?.close();
     await t.close();

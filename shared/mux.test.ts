@@ -364,3 +364,26 @@ describe('mux credit grants', () => {
     expect(socket.wire.slice(before).map((f) => f.text)).toEqual([{ t: 'credit', ch: channel.id, n: 10 }]);
   });
 });
+
+describe('mux writes', () => {
+  it('frames sent in one turn leave in one write to the socket, and all arrive in order', async () => {
+    const p = await pair(async () => {});
+    cleanup = p.close;
+    const socket = (p.broker.ws as unknown as { _socket: { _writev: (...a: unknown[]) => unknown; _write: (...a: unknown[]) => unknown } })._socket;
+    let writes = 0;
+    for (const method of ['_writev', '_write'] as const) {
+      const original = socket[method].bind(socket);
+      socket[method] = (...a: unknown[]) => {
+        writes += 1;
+        return original(...a);
+      };
+    }
+    const received: unknown[] = [];
+    p.agent.on('control', (msg) => received.push(msg));
+    for (let i = 0; i < 50; i++) p.broker.send({ t: 'file_refused', id: String(i), error: 'test' });
+    await expect.poll(() => received.length, { timeout: 10_000 }).toBe(50);
+    // The code before wrote each frame on its own (50 writes).
+    expect(writes).toBe(1);
+    expect(received.map((m) => (m as { id: string }).id)).toEqual(Array.from({ length: 50 }, (_, i) => String(i)));
+  });
+});

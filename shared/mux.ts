@@ -335,6 +335,8 @@ export class Mux extends EventEmitter {
   private readonly oldFlows = new Set<Channel>();
   private inFlight = 0;
   private pumping = false;
+  /** The socket is corked until the end of this turn (see coalesce). */
+  private corked = false;
   /** Until when busy channels are held to HELD_BULK_WINDOW (see holdBulk). */
   private interactiveUntil = 0;
   private holdTimer?: NodeJS.Timeout;
@@ -375,7 +377,25 @@ export class Mux extends EventEmitter {
 
   send(msg: ControlMessage): void {
     if (!this.canSend()) return;
+    this.coalesce();
     this.ws.send(JSON.stringify(msg));
+  }
+
+  /**
+   * Frames sent in one turn of the event loop leave in one write: the socket is corked until the
+   * turn's callbacks and promise jobs are done (a group of sessions opened at once is one write
+   * to the agent, not one each; a lone keystroke leaves in the same turn, with no delay).
+   */
+  private coalesce(): void {
+    if (this.corked) return;
+    const socket = (this.ws as unknown as { _socket?: { cork(): void; uncork(): void } })._socket;
+    if (!socket) return;
+    this.corked = true;
+    socket.cork();
+    process.nextTick(() => {
+      this.corked = false;
+      socket.uncork();
+    });
   }
 
   /** @internal from the scheduler only: one data frame, counted in flight until the socket has it. */
@@ -383,6 +403,7 @@ export class Mux extends EventEmitter {
     if (!this.canSend()) return;
     const n = payload.length;
     this.inFlight += n;
+    this.coalesce();
     this.ws.send(encodeData(ch, payload), { binary: true }, () => {
       this.inFlight -= n;
       this.pump();

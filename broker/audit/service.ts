@@ -6,6 +6,7 @@ import { z } from 'zod';
 import { parseJsonSearch } from '../http/search.js';
 import { entrySha } from './chain.js';
 import { RefusalBudget, type RefusalSource, type RefusalSummary } from './refusals.js';
+import { AuditWriter, CHAIN_LOCK, type Append, type NewEntry } from './writer.js';
 
 export interface AuditActor {
   id: string;
@@ -74,9 +75,6 @@ export const commitSearch = z.object({
 /** A LIKE pattern matching `text` anywhere, its wildcards taken literally (escape '\\'). */
 const containing = (text: string) => `%${text.replace(/[\\%_]/g, (c) => `\\${c}`)}%`;
 
-type NewEntry = Omit<AuditTable, 'id' | 'sha' | 'ts' | 'ref_id' | 'ended_at' | 'duration_ms' | 'bytes_in' | 'bytes_out'> &
-  Partial<Pick<AuditTable, 'ref_id' | 'duration_ms' | 'bytes_in' | 'bytes_out'>>;
-
 /** Longest reason or address kept: what an entry records of a request is bounded. */
 const MAX_TEXT = 300;
 
@@ -139,17 +137,29 @@ interface CheckpointOptions {
   cutoff: string;
 }
 
-/**
- * Taken before the chain's head is read, so writers sharing a database append one at a time: on
- * PostgreSQL an advisory lock per schema; on SQLite a write that changes nothing takes the file's
- * write lock (a transaction that read first could not upgrade once another connection wrote).
- */
-const CHAIN_LOCK = {
-  postgres: sql`select pg_advisory_xact_lock(hashtext('fleet-audit-chain:' || current_schema()))`,
-  sqlite: sql`update audit set id = id where 0`,
-};
-
 const REMOTE_START = /^remote\.[a-z]+\.start$/;
+
+/** What a session's end entry repeats of its start. */
+type StartOfSession = Pick<AuditTable, 'event' | 'user_id' | 'user_email' | 'device_id' | 'action' | 'source_ip' | 'source' | 'session_id'>;
+/** Live sessions whose start is kept for their end (beyond, the start is read back). */
+const MAX_LIVE_STARTS = 100_000;
+
+/** A remote-access attempt's entry: `remote.<action>.start`, or `.denied`. */
+function startEntry(entry: RemoteAuditStart): NewEntry {
+  return {
+    event: `${entry.event}.${entry.allowed ? 'start' : 'denied'}`,
+    user_id: entry.user?.id ?? null,
+    user_email: entry.user?.email ?? null,
+    device_id: bounded(entry.deviceId, 100),
+    action: entry.action,
+    options: boundedOptions(entry.options),
+    result: entry.allowed ? 'allowed' : 'denied',
+    reason: entry.reason,
+    source_ip: bounded(entry.ip, 100),
+    source: entry.source,
+    session_id: entry.sessionId ?? null,
+  };
+}
 
 /**
  * The audit trail, an append-only chain: each entry carries `sha`, SHA-256 over the previous entry's
@@ -168,9 +178,17 @@ export class AuditService {
     private readonly owner: AuditOptions = { brokerId: 'local' },
   ) {
     this.refusals = owner.refusals ?? new RefusalBudget();
+    this.writer = new AuditWriter(db, dialect);
   }
 
   private readonly refusals: RefusalBudget;
+  /** Appends outside a transaction go through it, in groups (group commit). */
+  private readonly writer: AuditWriter;
+  /**
+   * What a live session's end repeats of its start, kept from the start this broker wrote: ending
+   * it then needs no read. A session started elsewhere (or forgotten past the bound) is read.
+   */
+  private readonly liveStarts = new Map<number, StartOfSession>();
   private timers: NodeJS.Timeout[] = [];
   private background = new Set<Promise<unknown>>();
 
@@ -205,6 +223,7 @@ export class AuditService {
     this.timers = [];
     await Promise.allSettled([...this.background]);
     await this.writeSummaries(this.refusals.drain()).catch((err) => this.owner.logger?.warn({ err }, 'audit summary failed'));
+    await this.writer.flushed();
   }
 
   /**
@@ -303,37 +322,27 @@ export class AuditService {
       .where((eb) => eb.not(eb.exists(eb.selectFrom('audit as e').select('e.id').whereRef('e.ref_id', '=', 's.id').where('e.event', 'like', 'remote.%.end'))));
     if (keep.length > 0) query = query.where((eb) => eb.or([eb('o.broker_id', 'is', null), eb('o.broker_id', 'not in', keep)]));
     const open = await query.orderBy('s.id').execute();
-    let closed = 0;
-    for (const start of open) {
-      if (!REMOTE_START.test(start.event)) continue;
-      // Another broker sweeping the same sessions, or the holder ending it: the first end written wins.
-      if (await this.appendEnd(start, { durationMs: null, bytesIn: null, bytesOut: null, reason })) closed += 1;
-    }
-    return closed;
+    // Queued together, written in groups. Another broker sweeping the same sessions, or the holder
+    // ending one: the first end written wins.
+    const written = await Promise.all(
+      open.filter((start) => REMOTE_START.test(start.event)).map((start) => this.appendEnd(start, { durationMs: null, bytesIn: null, bytesOut: null, reason })),
+    );
+    return written.filter(Boolean).length;
+  }
+
+  /**
+   * Appends through the group writer, or — inside a transaction (a change and its entry commit
+   * together) — in that transaction. Answers the id, or undefined for an end already written.
+   */
+  private write(append: Append): Promise<number | undefined> {
+    const entry = { ...append.entry, reason: append.entry.reason === null ? null : bounded(append.entry.reason) };
+    if (this.db.isTransaction) return this.writer.write([{ ...append, entry }]).then(([id]) => id);
+    return this.writer.submit({ ...append, entry });
   }
 
   /** Appends one entry to the chain; returns its id. Joins the caller's transaction if one is open. */
   async append(entry: NewEntry): Promise<number> {
-    return this.db.transaction().execute(async (trx) => {
-      await CHAIN_LOCK[this.dialect].execute(trx);
-      const head = await trx.selectFrom('audit').select(['id', 'sha']).orderBy('id', 'desc').limit(1).executeTakeFirst();
-      const row: Omit<AuditTable, 'sha'> = {
-        ref_id: null,
-        ended_at: null,
-        duration_ms: null,
-        bytes_in: null,
-        bytes_out: null,
-        ...entry,
-        reason: entry.reason === null ? null : bounded(entry.reason),
-        id: (head ? Number(head.id) : 0) + 1,
-        ts: new Date().toISOString(),
-      };
-      await trx
-        .insertInto('audit')
-        .values({ ...row, sha: entrySha(head?.sha ?? '', row) })
-        .execute();
-      return row.id;
-    });
+    return (await this.write({ entry })) as number;
   }
 
   async recordChange(entry: {
@@ -397,27 +406,14 @@ export class AuditService {
       return this.appendStart(entry);
     }
     // The start and its broker go in together: a sweep never sees a live start without its owner.
-    return this.db.transaction().execute(async (trx) => {
-      const id = await this.appendStart(entry);
-      await trx.insertInto('remote_session_owners').values({ audit_id: id, broker_id: this.owner.brokerId }).execute();
-      return id;
-    });
+    const start = startEntry(entry);
+    const id = (await this.write({ entry: start, owner: this.owner.brokerId })) as number;
+    if (this.liveStarts.size < MAX_LIVE_STARTS) this.liveStarts.set(id, start);
+    return id;
   }
 
   private async appendStart(entry: RemoteAuditStart): Promise<number> {
-    return this.append({
-      event: `${entry.event}.${entry.allowed ? 'start' : 'denied'}`,
-      user_id: entry.user?.id ?? null,
-      user_email: entry.user?.email ?? null,
-      device_id: bounded(entry.deviceId, 100),
-      action: entry.action,
-      options: boundedOptions(entry.options),
-      result: entry.allowed ? 'allowed' : 'denied',
-      reason: entry.reason,
-      source_ip: bounded(entry.ip, 100),
-      source: entry.source,
-      session_id: entry.sessionId ?? null,
-    });
+    return this.append(startEntry(entry));
   }
 
   /**
@@ -458,7 +454,9 @@ export class AuditService {
    * Nothing is written when its end already was (another broker took this one for gone and ended it).
    */
   async recordRemoteEnd(startId: number, end: RemoteAuditEnd): Promise<void> {
-    const start = await this.db.selectFrom('audit').selectAll().where('id', '=', startId).executeTakeFirstOrThrow();
+    const kept = this.liveStarts.get(startId);
+    this.liveStarts.delete(startId);
+    const start = kept ? { ...kept, id: startId } : await this.db.selectFrom('audit').selectAll().where('id', '=', startId).executeTakeFirstOrThrow();
     if (!(await this.appendEnd(start, end)))
       this.owner.logger?.warn({ startId }, 'session already ended in the audit by another broker: no second end written');
   }
@@ -468,35 +466,28 @@ export class AuditService {
    * trail takes), the end is written only when none is; with it, in the same transaction, the
    * session's broker is released (the sweep of gone brokers reads both). Answers whether it wrote.
    */
-  private async appendEnd(start: Selectable<AuditTable>, end: RemoteAuditEnd): Promise<boolean> {
-    return this.db.transaction().execute(async (trx) => {
-      await CHAIN_LOCK[this.dialect].execute(trx);
-      await trx.deleteFrom('remote_session_owners').where('audit_id', '=', Number(start.id)).execute();
-      const ended = await trx.selectFrom('audit').select('id').where('ref_id', '=', Number(start.id)).where('event', 'like', 'remote.%.end').executeTakeFirst();
-      if (ended) return false;
-      await this.appendEndEntry(start, end);
-      return true;
+  private async appendEnd(start: StartOfSession & { id: number | string }, end: RemoteAuditEnd): Promise<boolean> {
+    const id = await this.write({
+      endOf: Number(start.id),
+      entry: {
+        event: start.event.replace(/\.start$/, '.end'),
+        user_id: start.user_id,
+        user_email: start.user_email,
+        device_id: start.device_id,
+        action: start.action,
+        options: '{}',
+        result: end.result ?? 'ended',
+        reason: end.reason,
+        source_ip: start.source_ip,
+        source: start.source,
+        session_id: start.session_id,
+        ref_id: Number(start.id),
+        duration_ms: end.durationMs === null ? null : Math.round(end.durationMs),
+        bytes_in: end.bytesIn,
+        bytes_out: end.bytesOut,
+      },
     });
-  }
-
-  private async appendEndEntry(start: Selectable<AuditTable>, end: RemoteAuditEnd): Promise<void> {
-    await this.append({
-      event: start.event.replace(/\.start$/, '.end'),
-      user_id: start.user_id,
-      user_email: start.user_email,
-      device_id: start.device_id,
-      action: start.action,
-      options: '{}',
-      result: end.result ?? 'ended',
-      reason: end.reason,
-      source_ip: start.source_ip,
-      source: start.source,
-      session_id: start.session_id,
-      ref_id: Number(start.id),
-      duration_ms: end.durationMs === null ? null : Math.round(end.durationMs),
-      bytes_in: end.bytesIn,
-      bytes_out: end.bytesOut,
-    });
+    return id !== undefined;
   }
 
   /**

@@ -54,6 +54,8 @@ export interface AgentOptions {
   caFile?: string;
   /** Further command-line arguments. */
   args?: string[];
+  /** Node.js flags for the agent under tsx (`--cpu-prof …` when a bench profiles it). */
+  nodeFlags?: string[];
   env?: Record<string, string>;
   /**
    * Where configuration bundles write (FLEET_AGENT_CONFIG_ROOT): a fresh temporary directory by
@@ -84,7 +86,7 @@ export function startAgent(o: AgentOptions): TestAgent {
   const ownRoot = !o.configRoot;
   const configRoot = o.configRoot ?? fs.mkdtempSync(path.join(os.tmpdir(), 'fleet-agent-root-'));
   const args = [
-    ...(o.program ? [] : [path.join(ROOT, 'agent', 'main.ts')]),
+    ...(o.program ? [] : [...(o.nodeFlags ?? []), path.join(ROOT, 'agent', 'main.ts')]),
     ...(o.broker ? ['--broker', o.broker] : []),
     '--state-dir',
     stateDir,

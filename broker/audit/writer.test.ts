@@ -1,0 +1,124 @@
+import { spawnSync } from 'node:child_process';
+import crypto from 'node:crypto';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { sql } from 'kysely';
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { dropSchema, openStore, type Db, type Store } from '../db/database.js';
+import { AuditService, type RemoteAuditStart } from './service.js';
+
+/** The local PostgreSQL of the tests (as test/support/broker.ts). */
+const PG_URL = process.env.TEST_DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/test';
+
+const start = (i: number, reason = 'allowed'): RemoteAuditStart => ({
+  event: 'remote.tunnel',
+  user: { id: 'u1', email: 'op@example.com' },
+  deviceId: 'd'.repeat(64),
+  action: 'tunnel',
+  options: { i },
+  allowed: true,
+  reason,
+  ip: '192.0.2.1',
+  source: 'api',
+});
+
+/** The store's Db, counting the transactions opened through it. */
+function counting(db: Db): { db: Db; transactions: () => number } {
+  let n = 0;
+  const proxy = new Proxy(db, {
+    get(target, property) {
+      if (property === 'transaction') n += 1;
+      return Reflect.get(target, property, target) as unknown;
+    },
+  });
+  return { db: proxy, transactions: () => n };
+}
+
+describe.each(['sqlite', 'postgres'] as const)('audit group commit (%s)', (database) => {
+  let store: Store;
+  let schema = '';
+  let dir = '';
+  let url = '';
+
+  beforeEach(async () => {
+    dir = fs.mkdtempSync(path.join(os.tmpdir(), 'fleet-writer-'));
+    schema = database === 'postgres' ? `t_writer_${crypto.randomBytes(5).toString('hex')}` : '';
+    url = database === 'postgres' ? PG_URL : `sqlite:${path.join(dir, 'fleet.sqlite')}`;
+    store = await openStore(url, schema);
+  });
+  afterEach(async () => {
+    await store.close();
+    if (schema) await dropSchema(PG_URL, schema);
+    fs.rmSync(dir, { recursive: true, force: true });
+  });
+
+  it('entries queued together share one transaction, and the chain verifies', async () => {
+    const { db, transactions } = counting(store.db);
+    const audit = new AuditService(db, store.dialect, { brokerId: 'b1' });
+    const ids = await Promise.all(Array.from({ length: 200 }, (_, i) => audit.recordRemoteStart(start(i))));
+    // One group: one lock, one head read, one commit (the code before opened 200 transactions).
+    expect(transactions()).toBe(1);
+    expect(new Set(ids).size).toBe(200);
+    expect([...ids].sort((a, b) => a - b)).toEqual(ids);
+    const owners = await store.db.selectFrom('remote_session_owners').select('audit_id').execute();
+    expect(owners.map((o) => Number(o.audit_id)).sort((a, b) => a - b)).toEqual(ids);
+    expect(await audit.verify()).toMatchObject({ ok: true, entries: 200 });
+  });
+
+  it('concurrent appends from two writers (two brokers) and a transaction of a change keep one chain', async () => {
+    const a = new AuditService(store.db, store.dialect, { brokerId: 'a' });
+    const b = new AuditService(store.db, store.dialect, { brokerId: 'b' });
+    const work: Promise<unknown>[] = [];
+    for (let i = 0; i < 150; i++) {
+      work.push(a.recordRemoteStart(start(i)).then((id) => a.recordRemoteEnd(id, { durationMs: 1, bytesIn: 1, bytesOut: 1, reason: 'exit 0' })));
+      work.push(b.recordChange({ event: 'test.concurrent', action: `b ${i}`, options: { i }, ip: '127.0.0.1' }));
+      // A change and its entry commit together, beside the groups.
+      if (i % 25 === 0) work.push(store.transaction(() => a.recordChange({ event: 'test.in-transaction', action: `t ${i}`, options: {}, ip: '127.0.0.1' })));
+    }
+    await Promise.all(work);
+    const verified = await a.verify();
+    expect(verified).toMatchObject({ ok: true, entries: 150 * 3 + 6 });
+    const ends = await store.db.selectFrom('audit').select('ref_id').where('event', '=', 'remote.tunnel.end').execute();
+    expect(new Set(ends.map((e) => Number(e.ref_id))).size).toBe(150);
+    expect(await store.db.selectFrom('remote_session_owners').selectAll().execute()).toEqual([]);
+  });
+
+  it('an entry the database refuses fails alone: the rest of its group is written', async () => {
+    if (database === 'sqlite') {
+      await sql`create trigger refuse_boom before insert on audit when new.reason = 'boom' begin select raise(abort, 'refused'); end`.execute(store.db);
+    } else {
+      await sql`create function refuse_boom() returns trigger language plpgsql as $$ begin if new.reason = 'boom' then raise exception 'refused'; end if; return new; end $$`.execute(
+        store.db,
+      );
+      await sql`create trigger refuse_boom before insert on audit for each row execute function refuse_boom()`.execute(store.db);
+    }
+    const audit = new AuditService(store.db, store.dialect, { brokerId: 'b1' });
+    const outcomes = await Promise.allSettled(Array.from({ length: 20 }, (_, i) => audit.recordRemoteStart(start(i, i === 7 ? 'boom' : 'allowed'))));
+    expect(outcomes.filter((o) => o.status === 'rejected')).toHaveLength(1);
+    expect(outcomes[7].status).toBe('rejected');
+    expect(await audit.verify()).toMatchObject({ ok: true, entries: 19 });
+    // The refused start has no owner row either: nothing of it was written.
+    expect(await store.db.selectFrom('remote_session_owners').selectAll().execute()).toHaveLength(19);
+  });
+
+  it('a broker killed between queueing and committing never reported a start that is not in the database', async () => {
+    await store.close();
+    const child = spawnSync(process.execPath, ['--import', 'tsx', 'test/support/audit-crash.ts', url, schema, '50'], {
+      encoding: 'utf8',
+      timeout: 60_000,
+    });
+    expect(child.signal).toBe('SIGKILL');
+    const reported = [...child.stdout.matchAll(/^started (\d+)$/gm)].map((m) => Number(m[1]));
+    expect(reported.length).toBeGreaterThanOrEqual(50);
+    store = await openStore(url, schema);
+    const rows = await store.db.selectFrom('audit').select(['id', 'event']).where('id', 'in', reported).execute();
+    expect(rows).toHaveLength(reported.length);
+    expect(rows.every((r) => r.event === 'remote.tunnel.start')).toBe(true);
+    const audit = new AuditService(store.db, store.dialect, { brokerId: 'after' });
+    expect((await audit.verify()).ok).toBe(true);
+    // What was queued but not committed is simply absent: the restart closes what was written.
+    expect(await audit.closeOpenSessions('broker restarted')).toBeGreaterThanOrEqual(reported.length);
+    expect((await audit.verify()).ok).toBe(true);
+  });
+});

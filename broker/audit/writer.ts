@@ -1,0 +1,163 @@
+import { AsyncResource } from 'node:async_hooks';
+import { sql, type Db, type Dialect } from '../db/database.js';
+import type { AuditTable } from '../db/schema.js';
+import { entrySha } from './chain.js';
+
+/** An entry as a writer hands it in: the chain gives it its id, time and sha. */
+export type NewEntry = Omit<AuditTable, 'id' | 'sha' | 'ts' | 'ref_id' | 'ended_at' | 'duration_ms' | 'bytes_in' | 'bytes_out'> &
+  Partial<Pick<AuditTable, 'ref_id' | 'duration_ms' | 'bytes_in' | 'bytes_out'>>;
+
+/** One entry to append, with what rides in its transaction. */
+export interface Append {
+  entry: NewEntry;
+  /** A live session's start: the broker holding it is recorded with it (a sweep never sees a live start without its owner). */
+  owner?: string;
+  /** A session's end (the id of its start): written only when that session has no end yet; its broker is released. */
+  endOf?: number;
+}
+
+/**
+ * Taken before the chain's head is read, so writers sharing a database append one at a time: on
+ * PostgreSQL an advisory lock per schema; on SQLite a write that changes nothing takes the file's
+ * write lock (a transaction that read first could not upgrade once another connection wrote).
+ */
+export const CHAIN_LOCK = {
+  postgres: sql`select pg_advisory_xact_lock(hashtext('fleet-audit-chain:' || current_schema()))`,
+  sqlite: sql`update audit set id = id where 0`,
+};
+
+/** Rows per INSERT: 18 columns each stays far below SQLite's and PostgreSQL's bound on parameters. */
+const ROWS_PER_INSERT = 100;
+/** Entries in one transaction at most: a burst is written in groups of this size. */
+const MAX_GROUP = 500;
+/**
+ * How long the first entry of a group waits for others (group commit's window): entries queued
+ * within it share one transaction and one lock. Groups that queue while one commits wait no longer.
+ */
+export const GROUP_WINDOW_MS = 1;
+
+interface Queued extends Append {
+  queuedAt: string;
+  resolve(id: number | undefined): void;
+  reject(err: unknown): void;
+}
+
+/**
+ * The audit trail's one writer per broker: group commit. Entries are queued; whenever the writer is
+ * idle it takes everything queued so far (all that arrived while the previous group was committing,
+ * or in the same turn of the event loop) and appends it in one transaction: one chain lock, one read
+ * of the head, one INSERT per hundred rows, one commit. Each caller's promise settles once its group
+ * committed, so an entry reported written is durable (a start before the session's first byte). The
+ * chain is the one `verify` walks: each row's sha covers the previous row's, in id order.
+ *
+ * A group that fails (one entry the database refuses) is written again entry by entry, so only that
+ * entry's caller sees the failure.
+ */
+export class AuditWriter {
+  private queue: Queued[] = [];
+  private running?: Promise<void>;
+  /** Groups commit outside any transaction open where their entries were queued (see database.ts `ambient`). */
+  private readonly detached = AsyncResource.bind((work: () => Promise<void>) => work());
+
+  constructor(
+    private readonly db: Db,
+    private readonly dialect: Dialect,
+  ) {}
+
+  /** Queues an entry; resolves with its id once committed, or undefined when it was an end already written. */
+  submit(append: Append): Promise<number | undefined> {
+    return new Promise((resolve, reject) => {
+      this.queue.push({ ...append, queuedAt: new Date().toISOString(), resolve, reject });
+      // Started after the group's window: what else arrives meanwhile joins the group.
+      this.running ??= new Promise<void>((done) => setTimeout(() => void this.detached(() => this.drain()).finally(done), GROUP_WINDOW_MS));
+    });
+  }
+
+  /** Resolves once everything queued so far is committed (or failed). */
+  async flushed(): Promise<void> {
+    while (this.running) await this.running;
+  }
+
+  private async drain(): Promise<void> {
+    try {
+      while (this.queue.length > 0) {
+        const group = this.queue.splice(0, MAX_GROUP);
+        try {
+          const ids = await this.write(group);
+          group.forEach((q, i) => q.resolve(ids[i]));
+        } catch (err) {
+          if (group.length === 1) {
+            group[0].reject(err);
+            continue;
+          }
+          for (const q of group) {
+            try {
+              q.resolve((await this.write([q]))[0]);
+            } catch (one) {
+              q.reject(one);
+            }
+          }
+        }
+      }
+    } finally {
+      this.running = undefined;
+    }
+  }
+
+  /**
+   * Appends `group` in one transaction (joining the caller's when one is open); answers each entry's
+   * id, undefined for an end that was already written.
+   */
+  async write(group: Array<Append & { queuedAt?: string }>): Promise<Array<number | undefined>> {
+    return this.db.transaction().execute(async (trx) => {
+      await CHAIN_LOCK[this.dialect].execute(trx);
+      const ending = group.flatMap((q) => (q.endOf === undefined ? [] : [q.endOf]));
+      const ended = new Set<number>();
+      if (ending.length > 0) {
+        await trx.deleteFrom('remote_session_owners').where('audit_id', 'in', ending).execute();
+        const found = await trx.selectFrom('audit').select('ref_id').where('ref_id', 'in', ending).where('event', 'like', 'remote.%.end').execute();
+        for (const row of found) ended.add(Number(row.ref_id));
+      }
+      const head = await trx.selectFrom('audit').select(['id', 'sha']).orderBy('id', 'desc').limit(1).executeTakeFirst();
+      let id = head ? Number(head.id) : 0;
+      let previous = head?.sha ?? '';
+      const now = new Date().toISOString();
+      const rows: AuditTable[] = [];
+      const ids: Array<number | undefined> = [];
+      const owners: { audit_id: number; broker_id: string }[] = [];
+      for (const q of group) {
+        // One session, one end: whoever wrote first (another broker, or an earlier entry of this group).
+        if (q.endOf !== undefined) {
+          if (ended.has(q.endOf)) {
+            ids.push(undefined);
+            continue;
+          }
+          ended.add(q.endOf);
+        }
+        id += 1;
+        const row: Omit<AuditTable, 'sha'> = {
+          ref_id: null,
+          ended_at: null,
+          duration_ms: null,
+          bytes_in: null,
+          bytes_out: null,
+          ...q.entry,
+          id,
+          ts: q.queuedAt ?? now,
+        };
+        previous = entrySha(previous, row);
+        rows.push({ ...row, sha: previous });
+        ids.push(id);
+        if (q.owner) owners.push({ audit_id: id, broker_id: q.owner });
+      }
+      for (let i = 0; i < rows.length; i += ROWS_PER_INSERT) {
+        await trx
+          .insertInto('audit')
+          .values(rows.slice(i, i + ROWS_PER_INSERT))
+          .execute();
+      }
+      if (owners.length > 0) await trx.insertInto('remote_session_owners').values(owners).execute();
+      return ids;
+    });
+  }
+}
