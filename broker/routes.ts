@@ -14,6 +14,7 @@ import { installRoutes } from './install/routes.js';
 import { inventoryRoutes } from './inventory/routes.js';
 import { metricsRoutes } from './metrics/routes.js';
 import { remoteRoutes } from './remote/routes.js';
+import { sshRoutes } from './ssh/routes.js';
 import { rolesRoutes } from './roles/routes.js';
 import { usersRoutes } from './users/routes.js';
 import { reportsRoutes } from './reports/routes.js';
@@ -55,6 +56,7 @@ export function routeTable(): RouteSpec[] {
     ...inventoryRoutes,
     ...metricsRoutes,
     ...remoteRoutes,
+    ...sshRoutes,
     ...reportsRoutes,
     ...companyRoutes,
     ...billingRoutes,

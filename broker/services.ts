@@ -27,6 +27,9 @@ import { MetricsService } from './metrics/service.js';
 import { storedFleetFacts } from './metrics/orgstats.js';
 import { MetricsStore } from './metrics/store.js';
 import { QbeeTransport } from './qbee/transport.js';
+import { SshAuthority } from './ssh/authority.js';
+import { SshGateway } from './ssh/gateway.js';
+import { SshService } from './ssh/service.js';
 import { DeviceEventStream } from './events/stream.js';
 import { RemoteService } from './remote/service.js';
 import { ReportsService } from './reports/service.js';
@@ -83,6 +86,8 @@ export interface Services {
   events: DeviceEventStream;
   /** qbee's native remote-access transport (qbee-cli's connect, terminal, copy). */
   qbee: QbeeTransport;
+  /** The SSH gateway (SSH_PORT) and its certificate authority. */
+  ssh: SshService;
   upgrades: UpgradeRouter;
   /** Agent reports (the Logs): what agents send, read/unread per user, retention. */
   reports: ReportsService;
@@ -212,6 +217,24 @@ export async function createServices(config: Config, logger: Logger, store: Stor
     ...(cluster ? { elsewhere: cluster.presence, isConnected: (deviceId: string) => locator.isConnected(deviceId) } : {}),
   });
   const qbee = new QbeeTransport({ logger, upgrades, auth, audit, sessions: remote.sessions, remote });
+  const sshAuthority = await SshAuthority.load(settings);
+  const ssh = new SshService(
+    sshAuthority,
+    new SshGateway({
+      config,
+      logger,
+      authority: sshAuthority,
+      auth,
+      audit,
+      sessions: remote.sessions,
+      // `ssh root@<name>.<fleet host>`: a device the user may connect to, by its name (unique among those).
+      findDevice: async (principal, label) => {
+        const named = (await devices.listVisibleDevices(principal, 'remote-access:connect')).filter((d) => d.title.toLowerCase() === label.toLowerCase());
+        return named.length === 1 ? named[0].deviceId : undefined;
+      },
+    }),
+    auth,
+  );
   const reports = new ReportsService({ db: store.db, logger, config, access, devices });
   // Reports agents send outside a configuration run (watchers, agent events); the configuration
   // domain hands those of `config_applied` to reports.record itself.
@@ -291,6 +314,7 @@ export async function createServices(config: Config, logger: Logger, store: Stor
     remote,
     events,
     qbee,
+    ssh,
     upgrades,
     reports,
     company,
@@ -309,6 +333,7 @@ export async function createServices(config: Config, logger: Logger, store: Stor
   }
   audit.start();
   qbee.init();
+  await ssh.gateway.start();
   events.init();
   configuration.watch(epoch);
   services.expiry.start();
@@ -320,6 +345,7 @@ export async function closeServices(services: Services): Promise<void> {
   // Not ready from the first moment of a shutdown: a load balancer stops sending here.
   services.health.drain();
   services.qbee.close();
+  await services.ssh.gateway.close();
   services.events.close();
   services.agentUpdates.stop();
   await services.expiry.close();
