@@ -9,12 +9,15 @@ import fs from 'node:fs';
 import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
+import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ensureKeyPair, saveCertificate, sshConfigBlock, sshFiles, type IssuedCertificate } from '../../cli/ssh.js';
 import { openSshPrivateKey, publicKeyLine } from '../../shared/ssh-keys.js';
 import { SSH_MAX_CHANNELS } from '../../broker/ssh/gateway.js';
 import { echoServer, eventually, startEnrolledAgent, type TestAgent } from '../support/agent.js';
-import { startTestBroker, type TestBroker } from '../support/broker.js';
+import { ADMIN, startTestBroker, type TestBroker } from '../support/broker.js';
+
+const FLEET = path.join(path.dirname(fileURLToPath(import.meta.url)), '..', '..', 'bin', 'fleet.js');
 
 let t: TestBroker;
 let agent: TestAgent;
@@ -84,6 +87,36 @@ afterAll(async () => {
 });
 
 describe('SSH gateway with the OpenSSH client', () => {
+  it('fleet login writes the key and certificate, fleet ssh-config the block: ssh root@<device name>.<host> works as is', async () => {
+    const home = fs.mkdtempSync(path.join(work, 'cli-'));
+    const { FLEET_URL: _u, FLEET_TOKEN: _t, ...rest } = process.env;
+    const env: NodeJS.ProcessEnv = { ...rest, HOME: home, XDG_CONFIG_HOME: path.join(home, '.config') };
+    const fleet = (args: string[], input = '') =>
+      new Promise<Run>((resolve) => {
+        const child = spawn(process.execPath, [FLEET, ...args], { env });
+        let stdout = '';
+        let stderr = '';
+        child.stdout.on('data', (d) => (stdout += d));
+        child.stderr.on('data', (d) => (stderr += d));
+        child.stdin.end(input);
+        child.on('close', (code) => resolve({ code, stdout, stderr }));
+      });
+    const login = await fleet(['login', '--url', t.url, '--email', ADMIN.email, '--password-stdin'], `${ADMIN.password}\n`);
+    expect(login.code).toBe(0);
+    expect(login.stderr).toMatch(/SSH certificate valid until/);
+    const files = sshFiles('127.0.0.1', env);
+    // The private key never left this machine: readable by the user only, and not in what the broker keeps.
+    expect(fs.statSync(files.key).mode & 0o077).toBe(0);
+    const config = await fleet(['ssh-config']);
+    expect(config.code).toBe(0);
+    const file = path.join(home, 'ssh_config');
+    fs.writeFileSync(file, config.stdout);
+    const row = await t.broker.services.store.db.selectFrom('nodes').select('title').where('node_id', '=', device).executeTakeFirstOrThrow();
+    const run = await ssh({ env, config: file, token: '' }, [`root@${row.title}.127.0.0.1`, 'echo by-name']);
+    expect(run.stderr).not.toMatch(/Host key verification failed|authenticity/);
+    expect(run.stdout).toBe('by-name\n');
+  });
+
   it('runs a command on the device as a console: output, exit status, audit (source ssh) and recording', async () => {
     const run = await ssh(admin, [`root@${host()}`, 'echo hello-$((6*7)); exit 3']);
     expect(run.stdout).toBe('hello-42\n');
