@@ -1,5 +1,5 @@
 import { Duplex } from 'node:stream';
-import type { AddressInfo } from 'node:net';
+import net, { type AddressInfo } from 'node:net';
 import type { Logger } from 'pino';
 import { Server, type AuthContext, type Connection, type ServerChannel, type Session, type TcpipInfo } from 'ssh2';
 import type { RemoteRequest } from '../../shared/resources.js';
@@ -101,7 +101,9 @@ interface SshConnection {
  * connection of its own, bound to that device, so no sshd runs on the device.
  */
 export class SshGateway {
-  private server?: Server;
+  private server?: net.Server;
+  /** TCP connections handed to ssh2, until it tells of them: what ends their pre-auth count. */
+  private readonly waiting = new Map<string, () => void>();
   private readonly log: Logger;
   private preauth = 0;
   private readonly preauthPerAddress = new Map<string, number>();
@@ -116,13 +118,35 @@ export class SshGateway {
 
   async start(): Promise<void> {
     if (this.deps.config.sshPort === undefined) return;
-    const server = new Server({ hostKeys: [this.deps.authority.hostKeyFile], ident: 'fleet' });
-    server.on('connection', (client: Connection, info: { ip: string }) => this.accept(client, info.ip));
-    server.on('error', (err: Error) => this.log.warn({ err: err.message }, 'ssh server error'));
+    const ssh = new Server({ hostKeys: [this.deps.authority.hostKeyFile], ident: 'fleet' });
+    ssh.on('connection', (client: Connection, info: { ip: string; port: number }) => {
+      const key = `${info.ip}:${info.port}`;
+      const release = this.waiting.get(key);
+      this.waiting.delete(key);
+      if (release) this.accept(client, info.ip, release);
+      else client.end();
+    });
+    ssh.on('error', (err: Error) => this.log.warn({ err: err.message }, 'ssh server error'));
+    // TCP is accepted here, not by ssh2: a connection counts against the pre-auth bounds from its
+    // first byte (ssh2 tells of a connection only once the client sent its version line).
+    const server = net.createServer((socket) => {
+      socket.on('error', () => {});
+      const raw = socket.remoteAddress ?? '';
+      const release = this.admit(raw.replace(/^::ffff:/, ''), () => socket.destroy());
+      if (!release) return void socket.destroy();
+      const key = `${raw}:${socket.remotePort}`;
+      this.waiting.set(key, release);
+      socket.once('close', () => {
+        this.waiting.delete(key);
+        release();
+      });
+      ssh.injectSocket(socket);
+    });
     await new Promise<void>((resolve, reject) => {
       server.once('error', reject);
       server.listen(this.deps.config.sshPort as number, this.deps.config.host, () => resolve());
     });
+    server.on('error', (err: Error) => this.log.warn({ err: err.message }, 'ssh listener error'));
     this.server = server;
     this.port = (server.address() as AddressInfo).port;
     this.log.info({ port: this.port }, 'ssh gateway listening');
@@ -136,32 +160,37 @@ export class SshGateway {
     await new Promise<void>((resolve) => server.close(() => resolve()));
   }
 
-  private accept(client: Connection, rawIp: string, deviceId?: string): void {
-    const ip = (rawIp ?? '').replace(/^::ffff:/, '');
-    client.on('error', () => {});
+  /**
+   * Counts a connection that has not signed in yet against the bounds (in all, per address, failed
+   * sign-ins of the address) and closes it when it has not signed in in time. Returns what ends the
+   * count (idempotent), or undefined when it is refused.
+   */
+  private admit(ip: string, close: () => void): (() => void) | undefined {
     const held = this.preauthPerAddress.get(ip) ?? 0;
-    if (this.preauth >= SSH_PREAUTH_MAX || held >= SSH_PREAUTH_PER_ADDRESS || this.tooManyFailures(ip)) {
-      client.end();
-      return;
-    }
+    if (this.preauth >= SSH_PREAUTH_MAX || held >= SSH_PREAUTH_PER_ADDRESS || this.tooManyFailures(ip)) return undefined;
     this.preauth += 1;
     this.preauthPerAddress.set(ip, held + 1);
+    const timer = setTimeout(close, SSH_AUTH_TIMEOUT_MS);
+    timer.unref();
     let counted = true;
-    const leavePreauth = () => {
+    return () => {
       if (!counted) return;
       counted = false;
+      clearTimeout(timer);
       this.preauth -= 1;
       const left = (this.preauthPerAddress.get(ip) ?? 1) - 1;
       if (left > 0) this.preauthPerAddress.set(ip, left);
       else this.preauthPerAddress.delete(ip);
     };
-    const timer = setTimeout(() => client.end(), SSH_AUTH_TIMEOUT_MS);
-    timer.unref();
+  }
+
+  private accept(client: Connection, rawIp: string, leavePreauth: () => void, deviceId?: string): void {
+    const ip = (rawIp ?? '').replace(/^::ffff:/, '');
+    client.on('error', () => {});
     const conn: SshConnection = { ip, login: '', channels: 0, client, refusals: [], ...(deviceId ? { deviceId } : {}) };
     this.connections.add(client);
     client.on('authentication', (ctx) => void this.authenticate(conn, ctx));
     client.on('ready', () => {
-      clearTimeout(timer);
       leavePreauth();
       const user = conn.caller?.principal.user.id;
       if (!user) return void client.end();
@@ -180,7 +209,6 @@ export class SshGateway {
       });
     });
     client.on('close', () => {
-      clearTimeout(timer);
       leavePreauth();
       this.connections.delete(client);
       if (!conn.caller && conn.refusals.length > 0) void this.auditRefusedConnection(conn);
@@ -446,7 +474,10 @@ export class SshGateway {
         this.takeChannel(conn, channel);
         // The inner connection authenticates again (its own certificate check), bound to this device.
         const bound = deviceId;
-        const inner = new Server({ hostKeys: [this.deps.authority.hostKeyFile], ident: 'fleet' }, (client) => this.accept(client, conn.ip, bound));
+        const release = this.admit(conn.ip, () => channel.close());
+        if (!release) return void channel.close();
+        channel.once('close', release);
+        const inner = new Server({ hostKeys: [this.deps.authority.hostKeyFile], ident: 'fleet' }, (client) => this.accept(client, conn.ip, release, bound));
         inner.on('error', () => {});
         inner.injectSocket(new DeviceSocket(channel, conn.ip));
         return;

@@ -287,4 +287,97 @@ describe('SSH gateway with the OpenSSH client', () => {
       master.kill();
     }
   });
+
+  it('refuses an expired certificate of its own CA, audited as such', async () => {
+    const u = await t.userWith([{ permission: 'remote-access:connect' }, { permission: 'device:read' }]);
+    const user = await sshUser(u.token, 'expired');
+    const files = sshFiles('lab', user.env);
+    const { parsePublicKeyLine } = await import('../../shared/ssh-keys.js');
+    const key = parsePublicKeyLine(fs.readFileSync(files.pub, 'utf8'));
+    const sessionId = (JSON.parse(Buffer.from(u.token.split('.')[1], 'base64url').toString()) as { sid: string }).sid;
+    const hourAgo = Date.now() - 3600_000;
+    const stale = t.broker.services.ssh.authority.issue(key!, {
+      keyId: u.email,
+      principals: [u.email],
+      sessionId,
+      validBefore: Math.floor(hourAgo / 1000) + 60,
+      now: hourAgo,
+    });
+    fs.writeFileSync(files.cert, `${stale}\n`);
+    const r = await ssh(user, [`root@${host()}`, 'true']);
+    expect(r.code).toBe(255);
+    const entry = await eventually(async () => (await audit('event=remote.ssh.denied')).find((e) => /has expired/.test(e.reason)), 10_000, 'the denied entry');
+    expect(entry).toMatchObject({ result: 'denied', source: 'ssh' });
+  });
+
+  it('keeps a client that never reads at a bounded backlog: the device waits instead of the broker buffering', async () => {
+    const u = await t.userWith([{ permission: 'remote-access:connect' }, { permission: 'device:read' }]);
+    const user = await sshUser(u.token, 'stalled');
+    // stdout is never read: the pipe, then ssh's window, then the gateway's fill and the device's `yes` waits.
+    const child = spawn('ssh', ['-F', user.config, '-o', 'BatchMode=yes', `root@${host()}`, 'yes flood-flood-flood'], { env: user.env });
+    try {
+      const sessions = async () => ((await t.api('GET', '/api/v2/remote/sessions', { token: u.token })).body.items as any[]).find((s) => s.kind === 'console');
+      let last = -1;
+      const settled = await eventually(
+        async () => {
+          const s = await sessions();
+          if (!s || s.bytes_out === 0) return undefined;
+          const same = s.bytes_out === last;
+          last = s.bytes_out;
+          if (!same) await new Promise((r) => setTimeout(r, 1000));
+          return same ? s : undefined;
+        },
+        30_000,
+        'the output to stop growing',
+      );
+      expect(settled.bytes_out).toBeLessThan(32 * 1024 * 1024);
+    } finally {
+      child.kill('SIGKILL');
+    }
+  });
+
+  it('bounds connections that have not signed in from one address', async () => {
+    const { SSH_PREAUTH_PER_ADDRESS } = await import('../../broker/ssh/gateway.js');
+    const port = t.broker.services.ssh.gateway.port as number;
+    const idle: net.Socket[] = [];
+    try {
+      for (let i = 0; i < SSH_PREAUTH_PER_ADDRESS; i++) {
+        const s = net.connect(port, '127.0.0.1');
+        s.on('error', () => {});
+        await new Promise<void>((resolve) => s.once('data', () => resolve()));
+        idle.push(s);
+      }
+      // One more is closed at once, without a version line from the gateway.
+      const extra = net.connect(port, '127.0.0.1');
+      extra.on('error', () => {});
+      const got = await new Promise<string>((resolve) => {
+        let seen = '';
+        extra.on('data', (d) => (seen += d));
+        extra.on('close', () => resolve(seen));
+      });
+      expect(got).toBe('');
+    } finally {
+      for (const s of idle) s.destroy();
+    }
+    // Once they are gone, a client signs in again.
+    await eventually(async () => (await ssh(admin, [`root@${host()}`, 'echo back'])).stdout === 'back\n', 20_000, 'a sign-in after the idle connections left');
+  });
+
+  // Last: it leaves this test process's address locked out for the rest of the window.
+  it('limits failed sign-ins per address: past the limit even a good certificate is cut off', async () => {
+    const { SSH_AUTH_FAILURES_PER_ADDRESS } = await import('../../broker/ssh/gateway.js');
+    const stranger = await sshUser(t.adminToken, 'stranger');
+    const { privateKey, publicKey } = crypto.generateKeyPairSync('ed25519');
+    const files = sshFiles('lab', stranger.env);
+    fs.writeFileSync(files.key, openSshPrivateKey(privateKey), { mode: 0o600 });
+    fs.writeFileSync(files.pub, `${publicKeyLine(publicKey)}\n`);
+    fs.rmSync(files.cert);
+    for (let i = 0; i < SSH_AUTH_FAILURES_PER_ADDRESS; i++) {
+      const r = await ssh(stranger, [`root@${host()}`, 'true']);
+      expect(r.code).toBe(255);
+    }
+    const locked = await ssh(admin, [`root@${host()}`, 'echo still-in']);
+    expect(locked.code).toBe(255);
+    expect(locked.stdout).toBe('');
+  });
 });
