@@ -105,6 +105,8 @@ export interface Config {
    * (SHUTDOWN_DRAIN_MS), so a load balancer stops sending before the connections close.
    */
   shutdownDrainMs: number;
+  /** The SSH gateway's port (SSH_PORT; 0: any free port); undefined: no SSH gateway (the default). */
+  sshPort?: number;
 }
 
 export class ConfigError extends Error {
@@ -230,6 +232,7 @@ export function loadConfig(env: Env = process.env): Config {
     stripeApiBase: env.STRIPE_API_BASE || undefined,
     stripePriceId: env.STRIPE_PRICE_ID || undefined,
     consoleDetachGraceSeconds: integer(env, 'CONSOLE_DETACH_GRACE_SECONDS', 60, 0, 3600),
+    sshPort: env.SSH_PORT === undefined || env.SSH_PORT === '' ? undefined : integer(env, 'SSH_PORT', 0, 0, 65535),
     agentArtifactsDir: env.AGENT_ARTIFACTS_DIR ? path.resolve(env.AGENT_ARTIFACTS_DIR) : DEFAULT_AGENT_ARTIFACTS_DIR,
     cliArtifactsDir: env.CLI_ARTIFACTS_DIR ? path.resolve(env.CLI_ARTIFACTS_DIR) : DEFAULT_CLI_ARTIFACTS_DIR,
     metrics: {

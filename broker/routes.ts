@@ -15,6 +15,7 @@ import { inventoryRoutes } from './inventory/routes.js';
 import { metricsRoutes } from './metrics/routes.js';
 import { remoteRoutes } from './remote/routes.js';
 import { appsRoutes } from './apps/routes.js';
+import { sshRoutes } from './ssh/routes.js';
 import { rolesRoutes } from './roles/routes.js';
 import { usersRoutes } from './users/routes.js';
 import { reportsRoutes } from './reports/routes.js';
@@ -57,6 +58,7 @@ export function routeTable(): RouteSpec[] {
     ...metricsRoutes,
     ...remoteRoutes,
     ...appsRoutes,
+    ...sshRoutes,
     ...reportsRoutes,
     ...companyRoutes,
     ...billingRoutes,

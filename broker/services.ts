@@ -27,6 +27,9 @@ import { MetricsService } from './metrics/service.js';
 import { storedFleetFacts } from './metrics/orgstats.js';
 import { MetricsStore } from './metrics/store.js';
 import { QbeeTransport } from './qbee/transport.js';
+import { SshAuthority } from './ssh/authority.js';
+import { SshGateway } from './ssh/gateway.js';
+import { SshService } from './ssh/service.js';
 import { DeviceEventStream } from './events/stream.js';
 import { RemoteService } from './remote/service.js';
 import { AppsService } from './apps/service.js';
@@ -86,6 +89,8 @@ export interface Services {
   events: DeviceEventStream;
   /** qbee's native remote-access transport (qbee-cli's connect, terminal, copy). */
   qbee: QbeeTransport;
+  /** The SSH gateway (SSH_PORT) and its certificate authority. */
+  ssh: SshService;
   upgrades: UpgradeRouter;
   /** Agent reports (the Logs): what agents send, read/unread per user, retention. */
   reports: ReportsService;
@@ -217,6 +222,24 @@ export async function createServices(config: Config, logger: Logger, store: Stor
     ...(cluster ? { elsewhere: cluster.presence, isConnected: (deviceId: string) => locator.isConnected(deviceId) } : {}),
   });
   const qbee = new QbeeTransport({ logger, upgrades, auth, audit, sessions: remote.sessions, remote });
+  const sshAuthority = await SshAuthority.load(settings);
+  const ssh = new SshService(
+    sshAuthority,
+    new SshGateway({
+      config,
+      logger,
+      authority: sshAuthority,
+      auth,
+      audit,
+      sessions: remote.sessions,
+      // `ssh root@<name>.<fleet host>`: a device the user may connect to, by its name (unique among those).
+      findDevice: async (principal, label) => {
+        const named = (await devices.listVisibleDevices(principal, 'remote-access:connect')).filter((d) => d.title.toLowerCase() === label.toLowerCase());
+        return named.length === 1 ? named[0].deviceId : undefined;
+      },
+    }),
+    auth,
+  );
   const reports = new ReportsService({ db: store.db, logger, config, access, devices });
   // Reports agents send outside a configuration run (watchers, agent events); the configuration
   // domain hands those of `config_applied` to reports.record itself.
@@ -297,6 +320,7 @@ export async function createServices(config: Config, logger: Logger, store: Stor
     apps,
     events,
     qbee,
+    ssh,
     upgrades,
     reports,
     company,
@@ -315,6 +339,7 @@ export async function createServices(config: Config, logger: Logger, store: Stor
   }
   audit.start();
   qbee.init();
+  await ssh.gateway.start();
   events.init();
   configuration.watch(epoch);
   services.expiry.start();
@@ -326,6 +351,7 @@ export async function closeServices(services: Services): Promise<void> {
   // Not ready from the first moment of a shutdown: a load balancer stops sending here.
   services.health.drain();
   services.qbee.close();
+  await services.ssh.gateway.close();
   services.events.close();
   services.agentUpdates.stop();
   await services.expiry.close();

@@ -61,6 +61,13 @@ export function program(run: (work: Promise<number | void>) => void): Command {
     .action((name: string) => run(import('./commands/profiles.js').then((m) => m.useCommand(name))));
 
   cli
+    .command('ssh-config')
+    .description(
+      'Renew the SSH certificate of the profile in use and print its ~/.ssh/config block: then ssh, ssh -J and ssh -L reach <login>@<device>.<broker host> through the broker',
+    )
+    .action(() => run(lazy(import('./commands/ssh-config.js'), (m, c) => m.sshConfigCommand(c))));
+
+  cli
     .command('logout')
     .description('Revoke the stored sign-in and forget it')
     .action(() => run(import('./commands/login.js').then((m) => m.logout())));

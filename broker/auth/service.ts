@@ -120,6 +120,25 @@ export class AuthService {
     return principal;
   }
 
+  /**
+   * The caller behind an SSH certificate: the sign-in session it names, which must still be live
+   * and its user active (checked on every SSH connection, not only the certificate's expiry), and
+   * an access token of that session, so that live sessions are re-checked like every other.
+   */
+  async sessionCaller(sessionId: string): Promise<{ principal: Principal; token: string }> {
+    const row = await this.db.selectFrom('sessions').select('user_id').where('id', '=', sessionId).executeTakeFirst();
+    if (!row) throw new ApiError(401, 'token_revoked', 'The sign-in session behind this certificate has ended; sign in again.');
+    const principal = await this.loadPrincipal(row.user_id, sessionId);
+    return { principal, token: this.signer.sign(principal.user.id, sessionId) };
+  }
+
+  /** When a live sign-in session ends (ISO 8601). */
+  async sessionExpiry(sessionId: string): Promise<string> {
+    const row = await this.db.selectFrom('sessions').select(['expires_at', 'revoked_at']).where('id', '=', sessionId).executeTakeFirst();
+    if (!row || row.revoked_at) throw new ApiError(401, 'token_revoked', 'This sign-in session has ended; sign in again.');
+    return row.expires_at;
+  }
+
   /** The session's user and the union of their roles' policies, as stored now. */
   private async loadPrincipal(userId: string, sessionId: string): Promise<Principal> {
     const claims = { sub: userId, sid: sessionId };

@@ -2,6 +2,7 @@ import { answerOf, ApiFailure, refreshTokenFrom, request, type Answer, type Answ
 import { normalizeUrl, readCredentials, readProfiles, removeCredentials, writeCredentials } from '../config.js';
 import { CliError } from '../errors.js';
 import { prompt, readStdinLine } from '../prompt.js';
+import { certificateAfterLogin } from './ssh-config.js';
 
 export interface LoginOptions {
   url?: string;
@@ -77,6 +78,7 @@ export async function login(options: LoginOptions): Promise<void> {
   };
   const file = writeCredentials(saved);
   process.stderr.write(`Signed in to ${url} as ${email} (profile ${saved.name}; credentials in ${file}).\n`);
+  await certificateAfterLogin(saved);
 }
 
 const DEVICE_GRANT = 'urn:ietf:params:oauth:grant-type:device_code';
@@ -117,6 +119,7 @@ async function deviceLogin(url: string, name: string | undefined, sleep = (ms: n
     const saved = { url, token: tokens.access_token, refresh_token: tokens.refresh_token, email: profile.email, name };
     const file = writeCredentials(saved);
     process.stderr.write(`Signed in to ${url}${profile.email ? ` as ${profile.email}` : ''} (profile ${saved.name}; credentials in ${file}).\n`);
+    await certificateAfterLogin(saved);
     return;
   }
   throw new CliError('Sign-in failed: the code expired before it was approved; run fleet login again.');

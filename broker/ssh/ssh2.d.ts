@@ -1,0 +1,72 @@
+/** The part of ssh2's server API the gateway uses (the package ships no types of its own). */
+declare module 'ssh2' {
+  import type { EventEmitter } from 'node:events';
+  import type { AddressInfo } from 'node:net';
+  import type { Duplex, Writable } from 'node:stream';
+
+  /** A session's stream, or a direct-tcpip channel's (which has no stderr or exit status). */
+  export interface ServerChannel extends Duplex {
+    stderr: Writable;
+    exit(code: number): void;
+    close(): void;
+  }
+
+  export interface AuthContext extends EventEmitter {
+    username: string;
+    method: 'none' | 'password' | 'publickey' | 'keyboard-interactive' | 'hostbased';
+    key?: { algo: string; data: Buffer };
+    signature?: Buffer;
+    blob?: Buffer;
+    accept(): void;
+    reject(methodsLeft?: string[], isPartial?: boolean): void;
+  }
+
+  export type Accept<T = void> = () => T;
+  export type Reject = () => void;
+
+  export interface PtyInfo {
+    cols: number;
+    rows: number;
+    term: string;
+  }
+
+  export interface Session extends EventEmitter {
+    on(event: 'pty', listener: (accept: Accept | undefined, reject: Reject | undefined, info: PtyInfo) => void): this;
+    on(event: 'window-change', listener: (accept: Accept | undefined, reject: Reject | undefined, info: PtyInfo) => void): this;
+    on(event: 'shell', listener: (accept: Accept<ServerChannel>, reject: Reject) => void): this;
+    on(event: 'exec', listener: (accept: Accept<ServerChannel>, reject: Reject, info: { command: string }) => void): this;
+    on(event: 'subsystem', listener: (accept: Accept<ServerChannel>, reject: Reject, info: { name: string }) => void): this;
+    on(event: string, listener: (accept: Accept | undefined, reject: Reject | undefined, info: unknown) => void): this;
+  }
+
+  export interface TcpipInfo {
+    destIP: string;
+    destPort: number;
+    srcIP: string;
+    srcPort: number;
+  }
+
+  export interface Connection extends EventEmitter {
+    on(event: 'authentication', listener: (ctx: AuthContext) => void): this;
+    on(event: 'ready' | 'close' | 'end', listener: () => void): this;
+    on(event: 'error', listener: (err: Error) => void): this;
+    on(event: 'session', listener: (accept: Accept<Session>, reject: Reject) => void): this;
+    on(event: 'tcpip', listener: (accept: Accept<ServerChannel>, reject: Reject, info: TcpipInfo) => void): this;
+    on(event: 'request', listener: (accept: Accept | undefined, reject: Reject | undefined, name: string, info: unknown) => void): this;
+    end(): this;
+  }
+
+  export interface ClientInfo {
+    ip: string;
+    port: number;
+  }
+
+  export class Server extends EventEmitter {
+    constructor(config: { hostKeys: (string | Buffer)[]; ident?: string; banner?: string }, listener?: (client: Connection, info: ClientInfo) => void);
+    listen(port: number, host: string, callback?: () => void): this;
+    close(callback?: () => void): this;
+    address(): AddressInfo | string | null;
+    injectSocket(socket: Duplex): void;
+    maxConnections: number;
+  }
+}

@@ -1,0 +1,383 @@
+/**
+ * End to end: the SSH gateway with the real OpenSSH client (ssh, in BatchMode, with a temporary
+ * HOME and known_hosts) against a real broker and a real agent process. Certificates come from
+ * POST /ssh/certificate with a key made as `fleet login` makes it (cli/ssh.ts).
+ */
+import { spawn } from 'node:child_process';
+import crypto from 'node:crypto';
+import fs from 'node:fs';
+import net from 'node:net';
+import os from 'node:os';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { ensureKeyPair, saveCertificate, sshConfigBlock, sshFiles, type IssuedCertificate } from '../../cli/ssh.js';
+import { openSshPrivateKey, publicKeyLine } from '../../shared/ssh-keys.js';
+import { SSH_MAX_CHANNELS } from '../../broker/ssh/gateway.js';
+import { echoServer, eventually, startEnrolledAgent, type TestAgent } from '../support/agent.js';
+import { ADMIN, startTestBroker, type TestBroker } from '../support/broker.js';
+
+const FLEET = path.join(path.dirname(fileURLToPath(import.meta.url)), '..', '..', 'bin', 'fleet.js');
+
+let t: TestBroker;
+let agent: TestAgent;
+let device: string;
+let work: string;
+let echo: net.Server;
+let echoPort: number;
+
+interface Run {
+  code: number | null;
+  stdout: string;
+  stderr: string;
+}
+
+/** A user's client set-up: its own config dir (key, certificate, known_hosts) and ssh config file. */
+interface SshUser {
+  env: NodeJS.ProcessEnv;
+  config: string;
+  token: string;
+}
+
+async function sshUser(token: string, name: string): Promise<SshUser> {
+  const home = fs.mkdtempSync(path.join(work, `${name}-`));
+  const env = { ...process.env, HOME: home, XDG_CONFIG_HOME: path.join(home, '.config') };
+  const publicKey = ensureKeyPair('lab', env);
+  const r = await t.api<IssuedCertificate>('POST', '/api/v2/ssh/certificate', { token, body: { public_key: publicKey } });
+  expect(r.status).toBe(200);
+  saveCertificate('lab', t.url, r.body, env);
+  const config = path.join(home, 'ssh_config');
+  fs.writeFileSync(config, sshConfigBlock('lab', t.url, r.body.ssh_port, env));
+  return { env, config, token };
+}
+
+function ssh(user: SshUser, args: string[], input = ''): Promise<Run> {
+  const child = spawn('ssh', ['-F', user.config, '-o', 'BatchMode=yes', '-o', 'ConnectTimeout=20', ...args], { env: user.env });
+  let stdout = '';
+  let stderr = '';
+  child.stdout.on('data', (d) => (stdout += d));
+  child.stderr.on('data', (d) => (stderr += d));
+  child.stdin.end(input);
+  return new Promise((resolve) => child.on('close', (code) => resolve({ code, stdout, stderr })));
+}
+
+async function audit(query: string): Promise<any[]> {
+  const r = await t.api('GET', `/api/v2/commitlist?${query}`, { token: t.adminToken });
+  expect(r.status).toBe(200);
+  return r.body.items;
+}
+
+let admin: SshUser;
+const host = () => `${device}.127.0.0.1`;
+
+beforeAll(async () => {
+  t = await startTestBroker({ database: 'sqlite', env: { SSH_PORT: '0' } });
+  await t.addGroup({ id: 'lab', title: 'Lab', tags: ['x'] });
+  ({ agent, device } = await startEnrolledAgent(t, { group_id: 'lab' }, 20_000));
+  ({ server: echo, port: echoPort } = await echoServer());
+  work = fs.mkdtempSync(path.join(os.tmpdir(), 'fleet-ssh-e2e-'));
+  admin = await sshUser(t.adminToken, 'admin');
+});
+
+afterAll(async () => {
+  await agent?.close();
+  echo?.close();
+  await t?.close();
+  if (work) fs.rmSync(work, { recursive: true, force: true });
+});
+
+describe('SSH gateway with the OpenSSH client', () => {
+  it('fleet login writes the key and certificate, fleet ssh-config the block: ssh root@<device name>.<host> works as is', async () => {
+    const home = fs.mkdtempSync(path.join(work, 'cli-'));
+    const { FLEET_URL: _u, FLEET_TOKEN: _t, ...rest } = process.env;
+    const env: NodeJS.ProcessEnv = { ...rest, HOME: home, XDG_CONFIG_HOME: path.join(home, '.config') };
+    const fleet = (args: string[], input = '') =>
+      new Promise<Run>((resolve) => {
+        const child = spawn(process.execPath, [FLEET, ...args], { env });
+        let stdout = '';
+        let stderr = '';
+        child.stdout.on('data', (d) => (stdout += d));
+        child.stderr.on('data', (d) => (stderr += d));
+        child.stdin.end(input);
+        child.on('close', (code) => resolve({ code, stdout, stderr }));
+      });
+    const login = await fleet(['login', '--url', t.url, '--email', ADMIN.email, '--password-stdin'], `${ADMIN.password}\n`);
+    expect(login.code).toBe(0);
+    expect(login.stderr).toMatch(/SSH certificate valid until/);
+    const files = sshFiles('127.0.0.1', env);
+    // The private key never left this machine: readable by the user only, and not in what the broker keeps.
+    expect(fs.statSync(files.key).mode & 0o077).toBe(0);
+    const config = await fleet(['ssh-config']);
+    expect(config.code).toBe(0);
+    const file = path.join(home, 'ssh_config');
+    fs.writeFileSync(file, config.stdout);
+    const row = await t.broker.services.store.db.selectFrom('nodes').select('title').where('node_id', '=', device).executeTakeFirstOrThrow();
+    const run = await ssh({ env, config: file, token: '' }, [`root@${row.title}.127.0.0.1`, 'echo by-name']);
+    expect(run.stderr).not.toMatch(/Host key verification failed|authenticity/);
+    expect(run.stdout).toBe('by-name\n');
+  });
+
+  it('runs a command on the device as a console: output, exit status, audit (source ssh) and recording', async () => {
+    const run = await ssh(admin, [`root@${host()}`, 'echo hello-$((6*7)); exit 3']);
+    expect(run.stdout).toBe('hello-42\n');
+    expect(run.code).toBe(3);
+    const [entry] = await eventually(
+      async () => {
+        const items = await audit(`device_id=${device}&action=console&event=remote.console.start`);
+        return items[0]?.ended_at ? items : undefined;
+      },
+      15_000,
+      'the console end record',
+    );
+    expect(entry).toMatchObject({ result: 'allowed', source: 'ssh', user_id: expect.any(String) });
+    expect(JSON.stringify(entry)).toContain('echo hello');
+    const recording = JSON.stringify(entry).match(/"recording":"([0-9a-f-]{36})"/)?.[1];
+    expect(recording).toBeTruthy();
+    const cast = await t.api('GET', `/api/v2/remote/recordings/${recording}`, { token: t.adminToken });
+    expect(cast.status).toBe(200);
+    expect(String(cast.body)).toContain('hello-42');
+  });
+
+  it('passes binary input and output through a command without a terminal, 8-bit clean', async () => {
+    const payload = crypto.randomBytes(200_000).toString('base64');
+    const run = await ssh(admin, [`root@${host()}`, `head -c ${payload.length} | sha256sum`], payload);
+    expect(run.stdout.split(' ')[0]).toBe(crypto.createHash('sha256').update(payload).digest('hex'));
+    expect(run.code).toBe(0);
+  });
+
+  it('forwards a local port to the device (ssh -L): a tunnel decided and audited as one', async () => {
+    const local = await new Promise<number>((resolve) => {
+      const s = net.createServer();
+      s.listen(0, '127.0.0.1', () => {
+        const port = (s.address() as net.AddressInfo).port;
+        s.close(() => resolve(port));
+      });
+    });
+    const child = spawn(
+      'ssh',
+      ['-F', admin.config, '-o', 'BatchMode=yes', '-o', 'ExitOnForwardFailure=yes', '-N', '-L', `${local}:127.0.0.1:${echoPort}`, `root@${host()}`],
+      { env: admin.env },
+    );
+    try {
+      const echoed = await eventually(
+        () =>
+          new Promise<string | undefined>((resolve) => {
+            const socket = net.connect(local, '127.0.0.1');
+            let got = '';
+            socket.on('data', (d) => {
+              got += d;
+              if (got.includes('ping-through')) {
+                socket.end();
+                resolve(got);
+              }
+            });
+            socket.on('error', () => resolve(undefined));
+            socket.on('close', () => resolve(undefined));
+            socket.write('ping-through');
+          }),
+        20_000,
+        'the forwarded port',
+      );
+      expect(echoed).toContain('ping-through');
+    } finally {
+      child.kill();
+    }
+    const items = await eventually(async () => {
+      const found = await audit(`device_id=${device}&action=tunnel`);
+      return found.some((e) => e.source === 'ssh' && e.event === 'remote.tunnel.start') ? found : undefined;
+    });
+    expect(items.find((e) => e.source === 'ssh' && e.event === 'remote.tunnel.start')).toMatchObject({
+      result: 'allowed',
+      options: expect.objectContaining({ port: echoPort }),
+    });
+  });
+
+  it('refuses remote forwarding (ssh -R) and the sftp subsystem with a message', async () => {
+    const r = await ssh(admin, ['-o', 'ExitOnForwardFailure=yes', '-R', '0:127.0.0.1:1', `root@${host()}`, 'true']);
+    expect(r.code).not.toBe(0);
+    expect(r.stderr).toMatch(/remote port forwarding failed/i);
+    const sftp = await ssh(admin, ['-s', `root@${host()}`, 'sftp']);
+    expect(sftp.code).toBe(1);
+    expect(sftp.stderr).toContain('not supported by this gateway yet');
+  });
+
+  it('refuses a certificate the broker did not sign, a plain key, and a signature by another key', async () => {
+    // A CA of the attacker's own, issuing for the admin's email.
+    const mallory = await sshUser(t.adminToken, 'mallory');
+    const { dir } = sshFiles('lab', mallory.env);
+    const forged = crypto.generateKeyPairSync('ed25519');
+    const { SshAuthority } = await import('../../broker/ssh/authority.js');
+    const store = new Map<string, unknown>();
+    const rogue = await SshAuthority.load({
+      getOrCreate: async <T>(k: string, make: () => T) => (store.has(k) ? store.get(k) : (store.set(k, make()), store.get(k))) as T,
+    });
+    fs.writeFileSync(path.join(dir, 'lab'), openSshPrivateKey(forged.privateKey), { mode: 0o600 });
+    fs.writeFileSync(path.join(dir, 'lab.pub'), `${publicKeyLine(forged.publicKey)}\n`);
+    const sessionId = (JSON.parse(Buffer.from(t.adminToken.split('.')[1], 'base64url').toString()) as { sid: string }).sid;
+    fs.writeFileSync(
+      path.join(dir, 'lab-cert.pub'),
+      `${rogue.issue(forged.publicKey, { keyId: 'admin@example.com', principals: ['admin@example.com'], sessionId, validBefore: Math.floor(Date.now() / 1000) + 600 })}\n`,
+    );
+    const r = await ssh(mallory, [`root@${host()}`, 'true']);
+    expect(r.code).toBe(255);
+    expect(r.stderr).toMatch(/Permission denied/);
+    // The admin's certificate with another private key: the signature does not match.
+    fs.copyFileSync(sshFiles('lab', admin.env).cert, path.join(dir, 'lab-cert.pub'));
+    const wrongKey = await ssh(mallory, [`root@${host()}`, 'true']);
+    expect(wrongKey.code).toBe(255);
+    // Passwords are never asked for.
+    const password = await ssh(mallory, ['-o', 'PreferredAuthentications=password,keyboard-interactive', `root@${host()}`, 'true']);
+    expect(password.code).toBe(255);
+    const denied = await eventually(async () => {
+      const items = await audit('event=remote.ssh.denied');
+      return items.length >= 2 ? items : undefined;
+    });
+    expect(denied.every((e) => e.result === 'denied' && e.source === 'ssh')).toBe(true);
+  });
+
+  it("denies a login the user's grant does not allow, audited", async () => {
+    const u = await t.userWith([{ permission: 'remote-access:connect', resources: ['tag:x:console(user=nobody)'] }, { permission: 'device:read' }]);
+    const user = await sshUser(u.token, 'limited');
+    const r = await ssh(user, [`root@${host()}`, 'id -un']);
+    expect(r.code).toBe(1);
+    expect(r.stderr).toMatch(/Not allowed/);
+    const items = await audit(`device_id=${device}&action=console&user_id=${u.id}`);
+    expect(items[0]).toMatchObject({ result: 'denied', source: 'ssh' });
+  });
+
+  it('ends the certificate with its sign-in session: signed out, the next connection is refused', async () => {
+    const u = await t.userWith([{ permission: 'remote-access:connect' }, { permission: 'device:read' }]);
+    const user = await sshUser(u.token, 'leaver');
+    const ok = await ssh(user, [`root@${host()}`, 'echo in']);
+    expect(ok.stdout).toBe('in\n');
+    expect((await t.api('POST', '/api/v2/logout', { token: u.token })).status).toBeLessThan(300);
+    const after = await ssh(user, [`root@${host()}`, 'echo in']);
+    expect(after.code).toBe(255);
+    expect(after.stdout).toBe('');
+  });
+
+  it('ends a live shell within seconds once the grant is withdrawn', async () => {
+    const u = await t.userWith([{ permission: 'remote-access:connect' }, { permission: 'device:read' }]);
+    const user = await sshUser(u.token, 'withdrawn');
+    const child = spawn('ssh', ['-F', user.config, '-o', 'BatchMode=yes', `root@${host()}`, 'echo started; sleep 60'], { env: user.env });
+    let out = '';
+    let err = '';
+    child.stdout.on('data', (d) => (out += d));
+    child.stderr.on('data', (d) => (err += d));
+    const closed = new Promise<number | null>((resolve) => child.on('close', resolve));
+    await eventually(() => out.includes('started'), 20_000, 'the command to start');
+    await t.api('PUT', `/api/v2/role/${u.roleId}`, { token: t.adminToken, body: { name: `r-${u.roleId}`, policies: [{ permission: 'device:read' }] } });
+    expect(await closed).toBe(255);
+    expect(err).toMatch(/Access withdrawn/);
+  });
+
+  it('bounds the channels of one connection: sessions past the limit are refused, the others run', async () => {
+    const socket = path.join(work, 'master.sock');
+    const master = spawn('ssh', ['-F', admin.config, '-o', 'BatchMode=yes', '-M', '-S', socket, '-N', `root@${host()}`], { env: admin.env });
+    try {
+      await eventually(() => fs.existsSync(socket), 20_000, 'the master connection');
+      const runs = await Promise.all(Array.from({ length: SSH_MAX_CHANNELS + 3 }, () => ssh(admin, ['-S', socket, `root@${host()}`, 'sleep 4; echo done'])));
+      const done = runs.filter((r) => r.stdout === 'done\n').length;
+      // The ssh client falls back to a connection of its own for a session its master was refused.
+      const refused = runs.filter((r) => /open refused by peer/i.test(r.stderr));
+      expect(refused.length).toBeGreaterThan(0);
+      expect(refused.length).toBeLessThanOrEqual(3);
+      expect(done).toBe(runs.length);
+    } finally {
+      master.kill();
+    }
+  });
+
+  it('refuses an expired certificate of its own CA, audited as such', async () => {
+    const u = await t.userWith([{ permission: 'remote-access:connect' }, { permission: 'device:read' }]);
+    const user = await sshUser(u.token, 'expired');
+    const files = sshFiles('lab', user.env);
+    const { parsePublicKeyLine } = await import('../../shared/ssh-keys.js');
+    const key = parsePublicKeyLine(fs.readFileSync(files.pub, 'utf8'));
+    const sessionId = (JSON.parse(Buffer.from(u.token.split('.')[1], 'base64url').toString()) as { sid: string }).sid;
+    const hourAgo = Date.now() - 3600_000;
+    const stale = t.broker.services.ssh.authority.issue(key!, {
+      keyId: u.email,
+      principals: [u.email],
+      sessionId,
+      validBefore: Math.floor(hourAgo / 1000) + 60,
+      now: hourAgo,
+    });
+    fs.writeFileSync(files.cert, `${stale}\n`);
+    const r = await ssh(user, [`root@${host()}`, 'true']);
+    expect(r.code).toBe(255);
+    const entry = await eventually(async () => (await audit('event=remote.ssh.denied')).find((e) => /has expired/.test(e.reason)), 10_000, 'the denied entry');
+    expect(entry).toMatchObject({ result: 'denied', source: 'ssh' });
+  });
+
+  it('keeps a client that never reads at a bounded backlog: the device waits instead of the broker buffering', async () => {
+    const u = await t.userWith([{ permission: 'remote-access:connect' }, { permission: 'device:read' }]);
+    const user = await sshUser(u.token, 'stalled');
+    // stdout is never read: the pipe, then ssh's window, then the gateway's fill and the device's `yes` waits.
+    const child = spawn('ssh', ['-F', user.config, '-o', 'BatchMode=yes', `root@${host()}`, 'yes flood-flood-flood'], { env: user.env });
+    try {
+      const sessions = async () => ((await t.api('GET', '/api/v2/remote/sessions', { token: u.token })).body.items as any[]).find((s) => s.kind === 'console');
+      let last = -1;
+      const settled = await eventually(
+        async () => {
+          const s = await sessions();
+          if (!s || s.bytes_out === 0) return undefined;
+          const same = s.bytes_out === last;
+          last = s.bytes_out;
+          if (!same) await new Promise((r) => setTimeout(r, 1000));
+          return same ? s : undefined;
+        },
+        30_000,
+        'the output to stop growing',
+      );
+      expect(settled.bytes_out).toBeLessThan(32 * 1024 * 1024);
+    } finally {
+      child.kill('SIGKILL');
+    }
+  });
+
+  it('bounds connections that have not signed in from one address', async () => {
+    const { SSH_PREAUTH_PER_ADDRESS } = await import('../../broker/ssh/gateway.js');
+    const port = t.broker.services.ssh.gateway.port as number;
+    const idle: net.Socket[] = [];
+    try {
+      for (let i = 0; i < SSH_PREAUTH_PER_ADDRESS; i++) {
+        const s = net.connect(port, '127.0.0.1');
+        s.on('error', () => {});
+        await new Promise<void>((resolve) => s.once('data', () => resolve()));
+        idle.push(s);
+      }
+      // One more is closed at once, without a version line from the gateway.
+      const extra = net.connect(port, '127.0.0.1');
+      extra.on('error', () => {});
+      const got = await new Promise<string>((resolve) => {
+        let seen = '';
+        extra.on('data', (d) => (seen += d));
+        extra.on('close', () => resolve(seen));
+      });
+      expect(got).toBe('');
+    } finally {
+      for (const s of idle) s.destroy();
+    }
+    // Once they are gone, a client signs in again.
+    await eventually(async () => (await ssh(admin, [`root@${host()}`, 'echo back'])).stdout === 'back\n', 20_000, 'a sign-in after the idle connections left');
+  });
+
+  // Last: it leaves this test process's address locked out for the rest of the window.
+  it('limits failed sign-ins per address: past the limit even a good certificate is cut off', async () => {
+    const { SSH_AUTH_FAILURES_PER_ADDRESS } = await import('../../broker/ssh/gateway.js');
+    const stranger = await sshUser(t.adminToken, 'stranger');
+    const { privateKey, publicKey } = crypto.generateKeyPairSync('ed25519');
+    const files = sshFiles('lab', stranger.env);
+    fs.writeFileSync(files.key, openSshPrivateKey(privateKey), { mode: 0o600 });
+    fs.writeFileSync(files.pub, `${publicKeyLine(publicKey)}\n`);
+    fs.rmSync(files.cert);
+    for (let i = 0; i < SSH_AUTH_FAILURES_PER_ADDRESS; i++) {
+      const r = await ssh(stranger, [`root@${host()}`, 'true']);
+      expect(r.code).toBe(255);
+    }
+    const locked = await ssh(admin, [`root@${host()}`, 'echo still-in']);
+    expect(locked.code).toBe(255);
+    expect(locked.stdout).toBe('');
+  });
+});
