@@ -1,5 +1,6 @@
 import type { GroupTree, GroupTreeNode } from '../shared/api-types.js';
 import type { ApiClient } from './api.js';
+import { nameComparator } from './collate.js';
 import { CliError } from './errors.js';
 import { escapeForTerminal } from '../shared/text.js';
 
@@ -32,7 +33,8 @@ export async function listDevices(client: ApiClient): Promise<DeviceRow[]> {
     for (const child of node.nodes ?? []) walk(child, path);
   };
   if (tree?.tree) walk(tree.tree, []);
-  return rows.sort((a, b) => a.name.localeCompare(b.name) || a.id.localeCompare(b.id));
+  const compare = nameComparator();
+  return rows.sort((a, b) => compare(a.name, b.name) || compare(a.id, b.id));
 }
 
 /** The shortest prefix that tells each id apart from the others, at least `min` characters. */

@@ -53,6 +53,8 @@ export interface UserList extends ListPage<UserRecord> {
 export interface Profile extends UserRecord {
   /** every permission the user's roles grant (on at least some devices) */
   permissions: string[];
+  /** unused recovery codes of the authenticator app (0 without an app) */
+  recovery_codes_left: number;
 }
 
 /** GET /remote/access/{device_id}: what the caller may try on a device, for showing buttons. */

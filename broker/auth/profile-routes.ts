@@ -12,7 +12,17 @@ const lastName = singleLine(z.string().trim().max(100)).describe('Last name (may
 
 const profile = userRecord.extend({
   permissions: z.array(z.string()).describe("every permission the user's roles grant, on at least some devices"),
+  recovery_codes_left: z.number().int().min(0).describe('unused recovery codes of the authenticator app (0 without an app)'),
 }) satisfies z.ZodType<Profile>;
+
+const withRecoveryCodes = profile.extend({
+  recovery_codes: z.array(z.string()).describe('10 single-use recovery codes (xxxx-xxxx-xxxx-xxxx), shown this once: the broker keeps only their hashes'),
+});
+
+/** Exactly one of a current app code and the password. */
+const totpOrPassword = z
+  .object({ code: z.string().min(1).max(20).optional(), password: z.string().min(1).max(1024).optional() })
+  .refine((b) => (b.code === undefined) !== (b.password === undefined), { message: 'send either code or password', path: ['code'] });
 
 /** The signed-in user's own account; no permission needed beyond being signed in. */
 export const profileRoutes: RouteSpec[] = [
@@ -76,12 +86,13 @@ export const profileRoutes: RouteSpec[] = [
     tag: 'profile',
     summary: 'Confirm the authenticator app with one of its codes',
     description:
-      'From then on the user can choose `google` at challenge-get. Answers the profile. 400 `invalid_code` when the code does not match; 409 `totp_not_started` without a started setup.',
+      'From then on the user can choose `google` at challenge-get. Answers the profile and `recovery_codes`: 10 single-use codes that stand in for an app code at ' +
+      'challenge-verify, shown this once (the broker keeps only their sha256). 400 `invalid_code` when the code does not match; 409 `totp_not_started` without a started setup.',
     access: 'authenticated',
     audit: 'profile.totp.confirm',
     subject: ({ principal }, s) => subjectRecords.user(s.store.db, principal?.user.id),
     body: z.object({ code: z.string().min(1).max(20).describe('6 digits shown by the app') }),
-    response: profile,
+    response: withRecoveryCodes,
     handler: async ({ principal, services, body }) => services.auth.profile.confirmTotp(principal, body.code),
   }),
   defineRoute({
@@ -91,14 +102,28 @@ export const profileRoutes: RouteSpec[] = [
     summary: 'Remove your authenticator app',
     description:
       'Proven by a current code of the app (`code`) or by the password (`password`): exactly one of them. Answers the profile. ' +
-      '409 `totp_not_enabled` when none is set up. Mailed codes stay available as a second factor.',
+      'Its recovery codes go with it. 409 `totp_not_enabled` when none is set up. Mailed codes stay available as a second factor.',
     access: 'authenticated',
     audit: 'profile.totp.remove',
     subject: ({ principal }, s) => subjectRecords.user(s.store.db, principal?.user.id),
-    body: z
-      .object({ code: z.string().min(1).max(20).optional(), password: z.string().min(1).max(1024).optional() })
-      .refine((b) => (b.code === undefined) !== (b.password === undefined), { message: 'send either code or password', path: ['code'] }),
+    body: totpOrPassword,
     response: profile,
     handler: async ({ principal, services, body }) => services.auth.profile.removeTotp(principal, body),
+  }),
+  defineRoute({
+    method: 'post',
+    path: '/profile/totp/recovery-codes',
+    tag: 'profile',
+    summary: 'Replace your recovery codes',
+    description:
+      'Proven by a current code of the app (`code`) or by the password (`password`): exactly one of them (400 `invalid_code`, `code_already_used` or `wrong_password`; ' +
+      '10 wrong tries in 15 min answer 429). Every earlier recovery code stops working. Answers the profile and the 10 new `recovery_codes`, shown this once. ' +
+      '409 `totp_not_enabled` without an authenticator app.',
+    access: 'authenticated',
+    audit: 'profile.recovery_codes.regenerate',
+    subject: ({ principal }, s) => subjectRecords.user(s.store.db, principal?.user.id),
+    body: totpOrPassword,
+    response: withRecoveryCodes,
+    handler: async ({ principal, services, body }) => services.auth.profile.regenerateRecoveryCodes(principal, body),
   }),
 ];

@@ -36,6 +36,7 @@ export class ProfileService {
       created_at: row.created_at,
       last_login: row.last_login,
       permissions: principal.permissions,
+      recovery_codes_left: await this.auth.recoveryCodes.left(row.id),
     };
   }
 
@@ -78,9 +79,10 @@ export class ProfileService {
   /**
    * Confirms the app with one of its codes; from then on `google` is a provider of the user and
    * sign-in asks for a second factor (`two_factor` on for this user): enrolling an app and then
-   * signing in without it would leave the user believing the account is protected.
+   * signing in without it would leave the user believing the account is protected. Answers a new
+   * set of recovery codes with the profile, the only time they are shown.
    */
-  async confirmTotp(principal: Principal, code: string): Promise<Profile> {
+  async confirmTotp(principal: Principal, code: string): Promise<Profile & { recovery_codes: string[] }> {
     const row = await this.row(principal);
     if (!row.totp_pending) throw conflict('totp_not_started', 'No authenticator setup is in progress; start one with POST /api/v2/profile/totp.');
     await this.auth.reauth.hit(`user:${row.id}`);
@@ -88,29 +90,54 @@ export class ProfileService {
     if (step === null)
       throw badRequest('The code does not match; check the time of the device running the app and try the next code.', { field: 'code' }, 'invalid_code');
     await this.auth.reauth.reset(`user:${row.id}`);
-    await this.db
-      .updateTable('users')
-      .set({ totp_secret: row.totp_pending, totp_pending: null, totp_last_step: step, two_factor: 1 })
-      .where('id', '=', row.id)
-      .where('totp_pending', '=', row.totp_pending)
-      .execute();
-    return this.get(principal);
+    const pending = row.totp_pending;
+    const codes = await this.db.transaction().execute(async (trx) => {
+      const confirmed = await trx
+        .updateTable('users')
+        .set({ totp_secret: pending, totp_pending: null, totp_last_step: step, two_factor: 1 })
+        .where('id', '=', row.id)
+        .where('totp_pending', '=', pending)
+        .executeTakeFirst();
+      if (Number(confirmed.numUpdatedRows) !== 1) throw conflict('totp_not_started', 'The authenticator setup changed meanwhile; start again.');
+      return this.auth.recoveryCodes.issue(row.id, trx);
+    });
+    return { ...(await this.get(principal)), recovery_codes: codes };
   }
 
-  /** Removes the authenticator app, proven by one of its codes or by the password. */
-  async removeTotp(principal: Principal, proof: { code?: string; password?: string }): Promise<Profile> {
+  /**
+   * A new set of recovery codes, proven by a current code of the app or by the password (as removing
+   * the app is): every earlier code stops working. Answers the codes, the only time they are shown.
+   */
+  async regenerateRecoveryCodes(principal: Principal, proof: { code?: string; password?: string }): Promise<Profile & { recovery_codes: string[] }> {
     const row = await this.row(principal);
-    if (!row.totp_secret) throw conflict('totp_not_enabled', 'No authenticator app is set up.');
+    if (!row.totp_secret) throw conflict('totp_not_enabled', 'Recovery codes come with an authenticator app: set one up first.');
+    await this.proveTotpOrPassword(row, row.totp_secret, proof);
+    const codes = await this.db.transaction().execute((trx) => this.auth.recoveryCodes.issue(row.id, trx));
+    return { ...(await this.get(principal)), recovery_codes: codes };
+  }
+
+  /** A current app code or the password, under the re-authentication limit (10 wrong in 15 min). */
+  private async proveTotpOrPassword(row: UserRow, secret: string, proof: { code?: string; password?: string }): Promise<void> {
     await this.auth.reauth.hit(`user:${row.id}`);
     if (proof.code !== undefined) {
-      const check = await this.auth.acceptTotp(row.id, row.totp_secret, proof.code);
+      const check = await this.auth.acceptTotp(row.id, secret, proof.code);
       if (check === 'reused') throw badRequest('This code was already used; wait for the next one.', { field: 'code' }, 'code_already_used');
       if (check !== 'ok') throw badRequest('The code does not match.', { field: 'code' }, 'invalid_code');
     } else if (!(await verifyPassword(proof.password ?? '', row.password_hash))) {
       throw wrongPassword('password');
     }
     await this.auth.reauth.reset(`user:${row.id}`);
-    await this.db.updateTable('users').set({ totp_secret: null, totp_pending: null, totp_last_step: null }).where('id', '=', row.id).execute();
+  }
+
+  /** Removes the authenticator app and its recovery codes, proven by one of its codes or by the password. */
+  async removeTotp(principal: Principal, proof: { code?: string; password?: string }): Promise<Profile> {
+    const row = await this.row(principal);
+    if (!row.totp_secret) throw conflict('totp_not_enabled', 'No authenticator app is set up.');
+    await this.proveTotpOrPassword(row, row.totp_secret, proof);
+    await this.db.transaction().execute(async (trx) => {
+      await trx.updateTable('users').set({ totp_secret: null, totp_pending: null, totp_last_step: null }).where('id', '=', row.id).execute();
+      await this.auth.recoveryCodes.remove(row.id, trx);
+    });
     return this.get(principal);
   }
 }

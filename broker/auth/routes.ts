@@ -30,14 +30,24 @@ function issue(session: IssuedSession, setCookie: HandlerContext<unknown, unknow
 
 const verifyBody = z.object({
   challenge: z.string().min(1).max(200).describe('the challenge from challenge-get'),
-  code: z.string().min(1).max(20).describe('the 6-digit code from the mail or the authenticator app'),
+  code: z
+    .string()
+    .min(1)
+    .max(20)
+    .describe('the 6-digit code from the mail or the authenticator app; with the `google` provider, a recovery code (xxxx-xxxx-xxxx-xxxx) instead'),
+});
+const verifyResponse = tokenResponse.extend({
+  recovery_codes_left: z.number().int().min(0).optional().describe('present when a recovery code was used: how many unused ones remain'),
 });
 
 const VERIFY_DESCRIPTION =
   'Third step of a sign-in with a second factor: the challenge returned by challenge-get and the code (mailed, or shown by the authenticator app). ' +
   'Answers 200 {token} and sets the refresh cookie, like login. A wrong code answers 401 `invalid_code` with `attempts_left`; ' +
   'a challenge survives 5 wrong codes, then answers 429 `too_many_attempts`. Challenges expire after 5 minutes (401 `challenge_expired`) and work once (401 `challenge_used`). ' +
-  'An authenticator code is accepted once (401 `code_already_used`). Wrong codes are also limited per user across challenges (429 with Retry-After).';
+  'An authenticator code is accepted once (401 `code_already_used`). Wrong codes are also limited per user across challenges (429 with Retry-After). ' +
+  'With the `google` provider a recovery code of the user (issued by POST /api/v2/profile/totp/confirm or /profile/totp/recovery-codes) is accepted in place of an app code, once; ' +
+  'the answer then carries `recovery_codes_left`, and the `session.login` audit entry says `method: password+recovery_code` with `recovery_codes_left`. ' +
+  "A wrong, used or another user's recovery code answers like a wrong code and counts toward the same limits.";
 
 /** Served twice: under /api/v2 and, as the specification places it, at the root. */
 function verifyRoute(absolute: boolean): RouteSpec {
@@ -51,16 +61,18 @@ function verifyRoute(absolute: boolean): RouteSpec {
     access: 'public',
     audit: false,
     body: verifyBody,
-    response: tokenResponse,
+    response: verifyResponse,
     handler: async (ctx) => {
       const { body, services, ip, userAgent, setCookie } = ctx;
-      const answer = issue(await services.auth.verifyCode(body.challenge, body.code, ip, userAgent), setCookie);
+      const session = await services.auth.verifyCode(body.challenge, body.code, ip, userAgent);
+      const answer = issue(session, setCookie);
+      const left = session.recoveryCodesLeft;
       await auditIssued(ctx, answer.token, {
         event: 'session.login',
         action: `POST ${absolute ? '' : '/api/v2'}/challenge-verify`,
-        options: { method: 'password+second_factor' },
+        options: left === undefined ? { method: 'password+second_factor' } : { method: 'password+recovery_code', recovery_codes_left: left },
       });
-      return answer;
+      return left === undefined ? answer : { ...answer, recovery_codes_left: left };
     },
   });
 }

@@ -16,6 +16,7 @@ import { PasswordLinks } from './password-links.js';
 import { digest, randomToken, verifyPassword } from './passwords.js';
 import { ProfileService } from './profile.js';
 import { RateLimiter, type LimitStore } from './ratelimit.js';
+import { looksLikeRecoveryCode, RecoveryCodes } from './recovery-codes.js';
 import { SignInThrottle } from './sign-in-throttle.js';
 import { TokenSigner } from './tokens.js';
 import { totpStep } from './totp.js';
@@ -29,6 +30,11 @@ export interface IssuedSession {
 }
 
 export type UserRow = UsersTable;
+
+/** A session started by a second-factor code; `recoveryCodesLeft` when that code was a recovery code. */
+export interface VerifiedSession extends IssuedSession {
+  recoveryCodesLeft?: number;
+}
 
 const MINUTE = 60_000;
 
@@ -59,6 +65,7 @@ export class AuthService {
   readonly reauth: RateLimiter;
 
   readonly challenges: ChallengeStore;
+  readonly recoveryCodes: RecoveryCodes;
   readonly links: PasswordLinks;
   readonly profile: ProfileService;
   private signer!: TokenSigner;
@@ -83,6 +90,7 @@ export class AuthService {
     this.reauth = new RateLimiter(limits, 'reauth-user', 10, 15 * MINUTE);
     this.principals = new EpochCache(epoch);
     this.challenges = new ChallengeStore(db);
+    this.recoveryCodes = new RecoveryCodes(db);
     this.links = new PasswordLinks(db, (config.publicUrl ?? `http://localhost:${config.port}`).replace(/\/+$/, ''));
     this.profile = new ProfileService(db, this);
     this.signIn = new SignInThrottle(limits, (account) => this.lastSignInAddress(account));
@@ -252,8 +260,12 @@ export class AuthService {
     return this.challenges.renew(row, 'email', code);
   }
 
-  /** Last step: the code for a challenge from `requestCode`. Returns the session. */
-  async verifyCode(challenge: string, code: string, ip: string, userAgent: string): Promise<IssuedSession> {
+  /**
+   * Last step: the code for a challenge from `requestCode`. Returns the session. For the `google`
+   * provider a recovery code (recovery-codes.ts) stands in for an app code, under the same limits:
+   * a wrong one counts against the challenge and the user like a wrong app code.
+   */
+  async verifyCode(challenge: string, code: string, ip: string, userAgent: string): Promise<VerifiedSession> {
     await this.perAddress.hit(`ip:${ip}`);
     const row = await this.challenges.find(challenge);
     if (row.stage !== 'code') {
@@ -265,7 +277,12 @@ export class AuthService {
     if (!user) throw new ApiError(401, 'invalid_challenge', 'The challenge is unknown; sign in again to get a new one.');
     if (user.disabled) throw disabledUser();
     let check: TotpCheck;
-    if (row.provider === 'google') {
+    let recoveryCodesLeft: number | undefined;
+    if (row.provider === 'google' && looksLikeRecoveryCode(code)) {
+      const left = user.totp_secret ? await this.recoveryCodes.use(user.id, code) : null;
+      check = left === null ? 'invalid' : 'ok';
+      recoveryCodesLeft = left ?? undefined;
+    } else if (row.provider === 'google') {
       check = user.totp_secret ? await this.acceptTotp(user.id, user.totp_secret, code) : 'invalid';
     } else {
       check = codeMatches(row, code.trim()) ? 'ok' : 'invalid';
@@ -282,7 +299,8 @@ export class AuthService {
     await this.challenges.spend(row);
     await this.perUserCodes.reset(`user:${user.id}`);
     await this.perAddress.release(`ip:${ip}`);
-    return this.startSession(user.id, ip, userAgent);
+    const session = await this.startSession(user.id, ip, userAgent);
+    return recoveryCodesLeft === undefined ? session : { ...session, recoveryCodesLeft };
   }
 
   /**

@@ -56,6 +56,16 @@ export interface SessionsTable {
   user_agent: string | null;
 }
 
+/** A recovery code of a user's authenticator app; only its hash is kept (broker/auth/recovery-codes.ts). */
+export interface RecoveryCodesTable {
+  user_id: string;
+  /** sha256 hex of `recovery:<user id>:<normalized code>` */
+  code_hash: string;
+  created_at: string;
+  /** set when the code was used to sign in; a used code never works again */
+  used_at: string | null;
+}
+
 export interface ChallengesTable {
   /** sha256 of the opaque challenge handed to the client */
   id_hash: string;
@@ -252,6 +262,7 @@ export interface Database {
   user_roles: UserRolesTable;
   sessions: SessionsTable;
   challenges: ChallengesTable;
+  recovery_codes: RecoveryCodesTable;
   password_tokens: PasswordTokensTable;
   settings: SettingsTable;
   nodes: NodesTable;

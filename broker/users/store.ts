@@ -134,11 +134,12 @@ export async function setUserRoles(db: Executor, userId: string, roleIds: string
       .execute();
 }
 
-/** Removes a user and everything that hangs off them (sessions, challenges, links, role assignments). */
+/** Removes a user and everything that hangs off them (sessions, challenges, links, recovery codes, role assignments). */
 export async function deleteUser(db: Executor, id: string): Promise<void> {
   await db.deleteFrom('sessions').where('user_id', '=', id).execute();
   await db.deleteFrom('challenges').where('user_id', '=', id).execute();
   await db.deleteFrom('password_tokens').where('user_id', '=', id).execute();
+  await db.deleteFrom('recovery_codes').where('user_id', '=', id).execute();
   await db.deleteFrom('user_roles').where('user_id', '=', id).execute();
   await db.deleteFrom('users').where('id', '=', id).execute();
 }

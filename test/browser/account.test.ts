@@ -75,6 +75,46 @@ describe('two-factor sign-in', () => {
     await expectNoErrorsAndClose();
   });
 
+  it('shows ten recovery codes once at enrolment, and signs in with one, saying how many are left', async () => {
+    const user = await suite.t.userWith([{ permission: 'device:read' }]);
+    const { page, expectNoErrorsAndClose } = await suite.open({ as: user });
+    await page.goto('/profile');
+    await page.getByRole('button', { name: 'Set up an authenticator app' }).click();
+    const secret = ((await page.getByTestId('totp-secret').textContent()) ?? '').trim();
+    await page.getByLabel('Code').fill(totpCode(secret, Date.now()));
+    await page.getByRole('button', { name: 'Confirm' }).click();
+
+    const shown = page.getByTestId('recovery-codes').locator('li');
+    await expect.poll(() => shown.count()).toBe(10);
+    const codes = (await shown.allTextContents()).map((c) => c.trim());
+    for (const code of codes) expect(code).toMatch(/^[0-9a-z]{4}(-[0-9a-z]{4}){3}$/);
+    const region = page.getByRole('region', { name: 'Recovery codes' });
+    expect(await region.getByRole('button', { name: 'Copy codes' }).isVisible()).toBe(true);
+    const [download] = await Promise.all([page.waitForEvent('download'), region.getByRole('button', { name: 'Download' }).click()]);
+    expect(download.suggestedFilename()).toBe('fleet-recovery-codes.txt');
+    await screenshot(page, 'profile-recovery-codes');
+    await page.getByRole('button', { name: 'I have saved them' }).click();
+    // Shown once: gone from the page, and the profile counts them.
+    expect(await page.getByTestId('recovery-codes').count()).toBe(0);
+    await expect.poll(() => page.getByTestId('recovery-codes-left').textContent()).toBe('10');
+
+    await page.getByRole('button', { name: 'Sign out' }).click();
+    await page.getByLabel('Email').fill(user.email);
+    await page.getByLabel('Password').fill(user.password);
+    await page.getByRole('button', { name: 'Sign in' }).click();
+    await page.getByRole('button', { name: 'Authenticator app' }).click();
+    await page.getByRole('button', { name: 'Use a recovery code' }).click();
+    await page.getByLabel('Recovery code', { exact: true }).fill(codes[3]);
+    await page.getByRole('button', { name: 'Verify' }).click();
+    await expect.poll(() => page.getByTestId('recovery-codes-left').textContent()).toMatch(/^9 recovery codes left\./);
+    await screenshot(page, 'sign-in-recovery-code');
+    await page.getByRole('button', { name: 'Continue' }).click();
+    await page.getByRole('heading', { level: 1, name: 'Devices' }).waitFor();
+    const audit = await suite.t.api('GET', `/api/v2/commitlist?user_id=${user.id}&event=session.login`, { token: suite.t.adminToken });
+    expect(audit.body.items[0].options).toMatchObject({ method: 'password+recovery_code', recovery_codes_left: 9 });
+    await expectNoErrorsAndClose();
+  });
+
   it('signs in with a code mailed to the user', async () => {
     const user = await suite.t.userWith([{ permission: 'device:read' }]);
     expect((await suite.t.api('PATCH', `/api/v2/user/${user.id}`, { token: suite.t.adminToken, body: { two_factor: { enabled: true } } })).status).toBe(200);

@@ -146,6 +146,31 @@ describe('install-cli.sh', () => {
   });
 });
 
+describe('start of fleet devices', () => {
+  it('lists the devices without loading commander (child_process) or another command', async () => {
+    const name = `start-${crypto.randomBytes(3).toString('hex')}`;
+    await a.addDevice({ name });
+    // Node's own record of the built-in modules it loaded, written as the process exits.
+    const hook = path.join(work, 'loaded.cjs');
+    const out = path.join(work, 'loaded.txt');
+    fs.writeFileSync(hook, `process.on('exit', () => require('node:fs').writeFileSync(${JSON.stringify(out)}, process.moduleLoadList.join('\\n')));\n`);
+    const env = { FLEET_URL: a.url, FLEET_TOKEN: a.adminToken, NODE_OPTIONS: `--require ${hook}` };
+    const loaded = () => fs.readFileSync(out, 'utf8').split('\n');
+
+    const list = await fleet(['devices', '--name', name], { env });
+    expect(list.code, list.stderr).toBe(0);
+    expect(list.stdout).toMatch(new RegExp(`^[0-9a-f]{8}\\s+${name}\\s`, 'm'));
+    expect(loaded()).toContain('NativeModule http');
+    expect(loaded()).not.toContain('NativeModule child_process');
+
+    // Anything else goes through commander, which loads child_process: the check above means something.
+    const help = await fleet(['devices', '--help'], { env });
+    expect(help.code).toBe(0);
+    expect(help.stdout).toMatch(/Usage: fleet devices/);
+    expect(loaded()).toContain('NativeModule child_process');
+  });
+});
+
 describe('profiles', () => {
   it('signs in to two brokers, switches with use, and picks one per call with FLEET_URL', async () => {
     const inA = await fleet(['login', '--url', a.url, '--email', ADMIN.email, '--password-stdin'], { input: `${ADMIN.password}\n` });

@@ -11,7 +11,9 @@ type Step =
   | { kind: 'credentials' }
   | { kind: 'forgot'; sent?: string }
   | { kind: 'provider'; challenge: string; providers: string[] }
-  | { kind: 'code'; challenge: string; provider: string };
+  | { kind: 'code'; challenge: string; provider: string }
+  /** Signed in with a recovery code: how many are left is said before going on. */
+  | { kind: 'recovered'; token: string; left: number };
 
 const PROVIDER_LABELS: Record<string, { label: string; hint: string }> = {
   google: { label: 'Authenticator app', hint: 'Enter the 6-digit code your authenticator app shows for Fleet.' },
@@ -29,6 +31,8 @@ export function LoginScreen() {
   const [email, setEmail] = useState(() => new URLSearchParams(location.search).get('email') ?? '');
   const [password, setPassword] = useState('');
   const [code, setCode] = useState('');
+  /** The code step takes a recovery code instead of an app code. */
+  const [recovery, setRecovery] = useState(false);
   const [error, setError] = useState<unknown>();
   const [busy, setBusy] = useState(false);
 
@@ -57,6 +61,7 @@ export function LoginScreen() {
   async function chooseProvider(challenge: string, provider: string) {
     const answer = await request<{ challenge: string }>('POST', '/challenge-get', { anonymous: true, body: { challenge, preferProvider: provider } });
     setCode('');
+    setRecovery(false);
     setStep({ kind: 'code', challenge: answer.challenge, provider });
   }
 
@@ -83,8 +88,12 @@ export function LoginScreen() {
     e.preventDefault();
     if (step.kind !== 'code') return;
     void attempt(async () => {
-      const answer = await request<{ token: string }>('POST', '/challenge-verify', { anonymous: true, body: { challenge: step.challenge, code: code.trim() } });
-      await finish(answer.token);
+      const answer = await request<{ token: string; recovery_codes_left?: number }>('POST', '/challenge-verify', {
+        anonymous: true,
+        body: { challenge: step.challenge, code: code.trim() },
+      });
+      if (typeof answer.recovery_codes_left === 'number') setStep({ kind: 'recovered', token: answer.token, left: answer.recovery_codes_left });
+      else await finish(answer.token);
     });
   };
 
@@ -189,7 +198,7 @@ export function LoginScreen() {
           </form>
         )}
 
-        {step.kind === 'code' && (
+        {step.kind === 'code' && !recovery && (
           <form onSubmit={submitCode} aria-label="Verification">
             <h2>Enter your code</h2>
             <p>{PROVIDER_LABELS[step.provider]?.hint ?? 'Enter the code you received.'}</p>
@@ -206,10 +215,68 @@ export function LoginScreen() {
             <button type="submit" class="primary" disabled={busy || !code.trim()}>
               {busy ? 'Checking…' : 'Verify'}
             </button>
+            {step.provider === 'google' && (
+              <button
+                type="button"
+                class="link-button"
+                onClick={() => {
+                  setRecovery(true);
+                  setCode('');
+                  setError(undefined);
+                }}
+              >
+                Use a recovery code
+              </button>
+            )}
             <button type="button" class="link-button" onClick={restart}>
               Start again
             </button>
           </form>
+        )}
+
+        {step.kind === 'code' && recovery && (
+          <form onSubmit={submitCode} aria-label="Sign in with a recovery code">
+            <h2>Enter a recovery code</h2>
+            <p>One of the recovery codes you saved when you set up the authenticator app (xxxx-xxxx-xxxx-xxxx). Each works once.</p>
+            <Field
+              label="Recovery code"
+              name="recovery-code"
+              autocomplete="off"
+              spellcheck={false}
+              required
+              value={code}
+              onInput={(e) => setCode(e.currentTarget.value)}
+            />
+            <button type="submit" class="primary" disabled={busy || !code.trim()}>
+              {busy ? 'Checking…' : 'Verify'}
+            </button>
+            <button
+              type="button"
+              class="link-button"
+              onClick={() => {
+                setRecovery(false);
+                setCode('');
+                setError(undefined);
+              }}
+            >
+              Use a code of the app
+            </button>
+          </form>
+        )}
+
+        {step.kind === 'recovered' && (
+          <div role="region" aria-label="Recovery code used">
+            <h2>Signed in with a recovery code</h2>
+            <p data-testid="recovery-codes-left">
+              {step.left === 0 ? 'That was your last recovery code.' : `${step.left} recovery code${step.left === 1 ? '' : 's'} left.`}{' '}
+              {step.left <= 3
+                ? 'Replace them in your profile now, and set up your authenticator app again if you lost it.'
+                : 'The one you used no longer works.'}
+            </p>
+            <button type="button" class="primary" disabled={busy} onClick={() => void attempt(() => finish(step.token))}>
+              Continue
+            </button>
+          </div>
         )}
       </div>
     </div>

@@ -1,8 +1,8 @@
-/** The signed-in user's own details: name, password, and an authenticator app (TOTP) with its QR code. */
+/** The signed-in user's own details: name, password, and an authenticator app (TOTP) with its QR code and recovery codes. */
 import { useEffect, useState } from 'preact/hooks';
 import { api, ApiFailure } from '../api.js';
 import { loadProfile, useSession, type Profile } from '../session.js';
-import { ErrorBox, Field, Notice, PageTitle, useAction } from '../ui.js';
+import { CopyButton, ErrorBox, Field, Notice, PageTitle, useAction } from '../ui.js';
 
 interface TotpEnrolment {
   secret: string;
@@ -16,8 +16,11 @@ function totpEnabled(profile: Profile | null): boolean {
   return Array.isArray(providers) && providers.includes('google');
 }
 
-/** Removing the app is proven by one of its codes or by the password. */
-function RemoveTotp({ onRemoved }: { onRemoved: () => void }) {
+/**
+ * An action on the app proven by one of its codes or by the password: removing it, or replacing the
+ * recovery codes. `act` sends the proof (`{code}` or `{password}`).
+ */
+function ProofForm({ label, danger, act }: { label: string; danger?: boolean; act: (proof: Record<string, string>) => Promise<void> }) {
   const [open, setOpen] = useState(false);
   const [proof, setProof] = useState<'code' | 'password'>('code');
   const [value, setValue] = useState('');
@@ -25,35 +28,35 @@ function RemoveTotp({ onRemoved }: { onRemoved: () => void }) {
   const errors = action.error instanceof ApiFailure ? action.error.fieldErrors() : {};
   if (!open) {
     return (
-      <button type="button" class="danger" onClick={() => setOpen(true)}>
-        Remove authenticator
+      <button type="button" class={danger ? 'danger' : undefined} onClick={() => setOpen(true)}>
+        {label}
       </button>
     );
   }
   return (
     <form
-      aria-label="Remove authenticator"
+      aria-label={label}
       onSubmit={(e) => {
         e.preventDefault();
         void action.run(async () => {
-          await api.del('/profile/totp', undefined, { [proof]: proof === 'code' ? value.trim() : value });
+          await act({ [proof]: proof === 'code' ? value.trim() : value });
           setOpen(false);
-          onRemoved();
+          setValue('');
         });
       }}
     >
       <p>Confirm with a current code of the app, or with your password.</p>
       <div class="button-row" role="radiogroup" aria-label="Confirm with">
         <label class="check">
-          <input type="radio" name="totp-proof" checked={proof === 'code'} onChange={() => setProof('code')} /> a code of the app
+          <input type="radio" name={`${label}-proof`} checked={proof === 'code'} onChange={() => setProof('code')} /> a code of the app
         </label>
         <label class="check">
-          <input type="radio" name="totp-proof" checked={proof === 'password'} onChange={() => setProof('password')} /> my password
+          <input type="radio" name={`${label}-proof`} checked={proof === 'password'} onChange={() => setProof('password')} /> my password
         </label>
       </div>
       <Field
         label={proof === 'code' ? 'Code' : 'Password'}
-        name="totp-remove-proof"
+        name={danger ? 'totp-remove-proof' : 'recovery-proof'}
         type={proof === 'code' ? 'text' : 'password'}
         inputMode={proof === 'code' ? 'numeric' : undefined}
         autocomplete={proof === 'code' ? 'one-time-code' : 'current-password'}
@@ -62,16 +65,53 @@ function RemoveTotp({ onRemoved }: { onRemoved: () => void }) {
         onInput={(e) => setValue(e.currentTarget.value)}
         error={errors[proof]}
       />
-      <ErrorBox error={action.error} title="The authenticator was not removed" />
+      <ErrorBox error={action.error} title={`${label}: not done`} />
       <div class="button-row">
-        <button type="submit" class="danger" disabled={action.busy || !value}>
-          Remove authenticator
+        <button type="submit" class={danger ? 'danger' : 'primary'} disabled={action.busy || !value}>
+          {label}
         </button>
         <button type="button" onClick={() => setOpen(false)}>
           Cancel
         </button>
       </div>
     </form>
+  );
+}
+
+/** New recovery codes, shown this once: copy or download them before leaving. */
+function RecoveryCodesShown({ codes, onDone }: { codes: string[]; onDone: () => void }) {
+  const text = `Fleet recovery codes (each works once, in place of an authenticator code)\n\n${codes.join('\n')}\n`;
+  const download = () => {
+    const link = document.createElement('a');
+    link.href = URL.createObjectURL(new Blob([text], { type: 'text/plain' }));
+    link.download = 'fleet-recovery-codes.txt';
+    link.click();
+    setTimeout(() => URL.revokeObjectURL(link.href), 1000);
+  };
+  return (
+    <div class="recovery-codes" role="region" aria-label="Recovery codes">
+      <h3>Your recovery codes</h3>
+      <p>
+        Keep these somewhere safe. Each one signs you in once in place of an authenticator code, if you lose the app. They are shown only now: the broker keeps
+        only their hashes.
+      </p>
+      <ul class="code-list" data-testid="recovery-codes">
+        {codes.map((c) => (
+          <li key={c}>
+            <code>{c}</code>
+          </li>
+        ))}
+      </ul>
+      <div class="button-row">
+        <CopyButton text={text} label="Copy codes" />
+        <button type="button" onClick={download}>
+          Download
+        </button>
+        <button type="button" class="primary" onClick={onDone}>
+          I have saved them
+        </button>
+      </div>
+    </div>
   );
 }
 
@@ -183,8 +223,10 @@ function TotpPanel({ profile }: { profile: Profile | null }) {
   const [enrolment, setEnrolment] = useState<TotpEnrolment | null>(null);
   const [code, setCode] = useState('');
   const [notice, setNotice] = useState('');
+  const [codes, setCodes] = useState<string[] | null>(null);
   const action = useAction();
   const enabled = totpEnabled(profile);
+  const left = typeof profile?.recovery_codes_left === 'number' ? profile.recovery_codes_left : 0;
   const errors = action.error instanceof ApiFailure ? action.error.fieldErrors() : {};
 
   return (
@@ -196,15 +238,34 @@ function TotpPanel({ profile }: { profile: Profile | null }) {
         Sign-in asks for a second factor: <strong data-testid="two-factor-state">{profile?.two_factor?.enabled ? 'yes' : 'no'}</strong>
         {profile?.two_factor?.enabled ? '.' : ' (an administrator can turn it on for you or for everyone).'}
       </p>
-      {enabled && !enrolment && (
+      {codes && <RecoveryCodesShown codes={codes} onDone={() => setCodes(null)} />}
+      {enabled && !enrolment && !codes && (
         <>
           <p>An authenticator app is set up: you can use its codes when signing in.</p>
-          <RemoveTotp
-            onRemoved={() => {
-              void loadProfile();
-              setNotice('The authenticator app was removed.');
-            }}
-          />
+          <p>
+            Recovery codes left: <strong data-testid="recovery-codes-left">{left}</strong>
+            {left <= 3 ? ' — replace them before they run out.' : '.'}
+          </p>
+          <div class="button-row">
+            <ProofForm
+              label="Replace recovery codes"
+              act={async (proof) => {
+                const answer = await api.post<{ recovery_codes: string[] }>('/profile/totp/recovery-codes', proof);
+                setNotice('New recovery codes: the earlier ones no longer work.');
+                setCodes(answer.recovery_codes);
+                await loadProfile();
+              }}
+            />
+            <ProofForm
+              label="Remove authenticator"
+              danger
+              act={async (proof) => {
+                await api.del('/profile/totp', undefined, proof);
+                void loadProfile();
+                setNotice('The authenticator app was removed.');
+              }}
+            />
+          </div>
         </>
       )}
       {!enabled && !enrolment && (
@@ -231,9 +292,10 @@ function TotpPanel({ profile }: { profile: Profile | null }) {
           onSubmit={(e) => {
             e.preventDefault();
             void action.run(async () => {
-              await api.post('/profile/totp/confirm', { code: code.trim() });
+              const answer = await api.post<{ recovery_codes: string[] }>('/profile/totp/confirm', { code: code.trim() });
               setEnrolment(null);
               setCode('');
+              setCodes(answer.recovery_codes);
               await loadProfile();
               setNotice('The authenticator app is set up and the second factor is on: from your next sign-in, you are asked for its code.');
             });
