@@ -80,6 +80,25 @@ export interface AppsServiceDeps {
 const digest = (secret: string) => crypto.createHash('sha256').update(secret).digest('hex');
 const tunnelRequest = (port: number): RemoteRequest => ({ action: 'tunnel', proto: 'tcp', port, dst: APP_DESTINATION });
 
+const OTHER_SITE = 'Requests from other sites are not passed to a device web UI (only following a link to it is).';
+
+/**
+ * Is this request the app's own, or a plain navigation to it? Every device web UI shares its site
+ * (APPS_HOST's domain) with every other, so SameSite cookies alone would let one device's page
+ * send requests with another's cookie: what the browser marks as coming from another origin
+ * (`Sec-Fetch-Site`, or an `Origin` that is not the app's own) passes only as a top-level GET
+ * navigation, and never as a WebSocket. Clients that send neither header (not a browser) pass.
+ */
+function fromItself(req: IncomingMessage, upgrade: boolean): boolean {
+  const site = req.headers['sec-fetch-site'];
+  const origin = req.headers.origin;
+  const own = origin === undefined || (URL.canParse(origin) && new URL(origin).host.toLowerCase() === (req.headers.host ?? '').toLowerCase());
+  const foreign = site === 'cross-site' || site === 'same-site' || !own;
+  if (!foreign) return true;
+  if (upgrade) return false;
+  return req.headers['sec-fetch-mode'] === 'navigate' && (req.method === 'GET' || req.method === 'HEAD');
+}
+
 /** A plain page of the apps origin (never the device's): text, not cached, not sniffed. */
 function page(res: ServerResponse, status: number, text: string): void {
   if (res.headersSent) return void res.destroy();
@@ -179,6 +198,7 @@ export class AppsService {
     try {
       const url = new URL(req.url ?? '/', 'http://app.invalid');
       if (url.pathname === APP_ENTER_PATH) return await this.enter(req, res, target, url);
+      if (!fromItself(req, false)) return page(res, 403, OTHER_SITE);
       const session = await this.sessionFor(req, target);
       if (typeof session === 'string') return page(res, session === 'expired' ? 401 : 403, this.refusalText(session));
       await this.proxy(req, res, session);
@@ -421,6 +441,7 @@ export class AppsService {
     socket.on('error', () => {});
     if (this.closing) return void socket.destroy();
     try {
+      if (!fromItself(req, true)) return rawPage(socket, 403, 'Forbidden', OTHER_SITE);
       const session = await this.sessionFor(req, target);
       if (typeof session === 'string') return rawPage(socket, session === 'busy' ? 503 : 403, 'Forbidden', this.refusalText(session));
       let channel: Channel;

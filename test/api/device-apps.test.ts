@@ -209,6 +209,23 @@ describe('device web UIs', () => {
     expect((await get(url.host, '/api/v2/health', { cookie })).body).toBe('device page /api/v2/health');
   });
 
+  it("passes another site's requests only as a top-level GET navigation, and never its WebSockets", async () => {
+    const { cookie, url } = await enter(t.adminToken);
+    const sibling = `http://${appHost(other, appPort)}`;
+    const before = seen.length;
+    // Another device's page (the same site: every app origin shares APPS_HOST) posting with this app's cookie.
+    expect((await get(url.host, '/admin/reboot', { cookie, 'sec-fetch-site': 'same-site', 'sec-fetch-mode': 'no-cors', origin: sibling })).status).toBe(403);
+    expect((await get(url.host, '/data', { cookie, 'sec-fetch-site': 'cross-site', 'sec-fetch-mode': 'cors' })).status).toBe(403);
+    expect((await get(url.host, '/data', { cookie, origin: 'null' })).status).toBe(403);
+    expect(seen.length).toBe(before);
+    // Following a link to it is fine, and so is the app's own page.
+    expect((await get(url.host, '/linked', { cookie, 'sec-fetch-site': 'cross-site', 'sec-fetch-mode': 'navigate' })).status).toBe(200);
+    expect((await get(url.host, '/own', { cookie, 'sec-fetch-site': 'same-origin', origin: `http://${url.host}` })).status).toBe(200);
+    const hijack = new WebSocket(`ws://127.0.0.1:${brokerPort()}/live`, { headers: { host: url.host, cookie, origin: sibling } });
+    const status = await new Promise<number>((resolve) => hijack.on('unexpected-response', (_req, res) => resolve(res.statusCode ?? 0)));
+    expect(status).toBe(403);
+  });
+
   it('ends the session when access is withdrawn (signed out), audited with its bytes', async () => {
     const user = await t.userWith([{ permission: 'remote-access:connect', resources: [`tag:web/tunnel(proto=tcp;port=${appPort})`] }]);
     const { cookie, url } = await enter(user.token);
