@@ -120,6 +120,7 @@ export class AppsService {
   private readonly sessions = new Map<string, AppSession>();
   private readonly sweep: NodeJS.Timeout;
   private closing = false;
+  private rechecking = false;
 
   constructor(private readonly deps: AppsServiceDeps) {
     this.sweep = setInterval(() => void this.recheckOpen(), RECHECK_MS);
@@ -323,9 +324,17 @@ export class AppsService {
 
   /** Sessions with open connections (WebSockets, long responses) are re-checked every RECHECK_MS; expired ones end. */
   private async recheckOpen(): Promise<void> {
-    for (const [key, session] of [...this.sessions]) {
-      if (Date.now() >= session.expiresAt && session.open.size === 0) await this.end(key, 'app session expired');
-      else if (session.open.size > 0 && Date.now() - session.checkedAt >= RECHECK_MS) await this.recheck(key, session);
+    if (this.rechecking) return;
+    this.rechecking = true;
+    try {
+      for (const [key, session] of [...this.sessions]) {
+        if (Date.now() >= session.expiresAt && session.open.size === 0) await this.end(key, 'app session expired');
+        else if (session.open.size > 0 && Date.now() - session.checkedAt >= RECHECK_MS) await this.recheck(key, session);
+      }
+    } catch (err) {
+      this.deps.logger.error({ err }, 'device web UI sessions could not be re-checked');
+    } finally {
+      this.rechecking = false;
     }
   }
 

@@ -226,6 +226,21 @@ describe('device web UIs', () => {
     expect(status).toBe(403);
   });
 
+  it('cuts an open WebSocket of the session once access is withdrawn, with no request needed', async () => {
+    const user = await t.userWith([{ permission: 'remote-access:connect', resources: [`tag:web/tunnel(proto=tcp;port=${appPort})`] }]);
+    const { cookie, url } = await enter(user.token);
+    const ws = new WebSocket(`ws://127.0.0.1:${brokerPort()}/live`, { headers: { host: url.host, cookie } });
+    await new Promise<void>((resolve, reject) => {
+      ws.on('open', () => resolve());
+      ws.on('error', reject);
+    });
+    const closed = new Promise<void>((resolve) => ws.on('close', () => resolve()));
+    expect((await t.api('POST', '/api/v2/logout', { token: user.token, body: {} })).status).toBeLessThan(300);
+    await closed;
+    const end = await eventually(async () => (await audit(`device_id=${device}&user_id=${user.id}&event=remote.tunnel.end`))[0]);
+    expect(end.reason).toMatch(/^access withdrawn/);
+  });
+
   it('ends the session when access is withdrawn (signed out), audited with its bytes', async () => {
     const user = await t.userWith([{ permission: 'remote-access:connect', resources: [`tag:web/tunnel(proto=tcp;port=${appPort})`] }]);
     const { cookie, url } = await enter(user.token);
