@@ -22,6 +22,7 @@ import type { AgentLocator } from '../agents/locator.js';
 import type { AuditService } from '../audit/service.js';
 import type { AuthService } from '../auth/service.js';
 import type { Config } from '../config.js';
+import type { LiveSessionView } from '../remote/sessions.js';
 import { ApiError } from '../http/errors.js';
 import {
   APP_ENTER_PATH,
@@ -51,6 +52,9 @@ const RESPONSE_HEADERS_TIMEOUT_MS = 60_000;
 export const APP_DESTINATION = '127.0.0.1';
 
 interface AppSession {
+  /** listed in GET /remote/sessions (never the cookie's secret) */
+  id: string;
+  ip: string;
   deviceId: string;
   port: number;
   user: { id: string; email: string };
@@ -125,6 +129,30 @@ export class AppsService {
   constructor(private readonly deps: AppsServiceDeps) {
     this.sweep = setInterval(() => void this.recheckOpen(), RECHECK_MS);
     this.sweep.unref();
+  }
+
+  /** The live sessions, as the operator's list shows them (a tunnel, from the web). */
+  list(): LiveSessionView[] {
+    return [...this.sessions.values()].map((s) => ({
+      id: s.id,
+      user: s.user,
+      deviceId: s.deviceId,
+      kind: 'tunnel',
+      source: 'web',
+      ip: s.ip,
+      startedAt: s.startedAt,
+      bytesIn: s.bytesIn,
+      bytesOut: s.bytesOut,
+      request: tunnelRequest(s.port),
+    }));
+  }
+
+  /** Ends a session on an operator's word (authorized by the caller); its end entry names them. */
+  async endById(id: string, by: { id: string; email: string }): Promise<boolean> {
+    const key = [...this.sessions].find(([, s]) => s.id === id)?.[0];
+    if (!key) return false;
+    await this.end(key, `ended by ${by.email} (user ${by.id})`);
+    return true;
   }
 
   /** App sessions held now (tests, metrics). */
@@ -267,6 +295,8 @@ export class AppsService {
     for (const [key] of mine.slice(0, Math.max(0, mine.length - MAX_SESSIONS_PER_USER + 1))) await this.end(key, 'replaced by a newer session of the user');
     const secret = crypto.randomBytes(32).toString('base64url');
     this.sessions.set(digest(secret), {
+      id: crypto.randomUUID(),
+      ip,
       deviceId,
       port: target.port,
       user: { id: principal.user.id, email: principal.user.email },

@@ -226,6 +226,24 @@ describe('device web UIs', () => {
     expect(status).toBe(403);
   });
 
+  it('is listed with the live sessions, and ended from there by its owner or a manager, not by another user', async () => {
+    const user = await t.userWith([{ permission: 'remote-access:connect', resources: [`tag:web/tunnel(proto=tcp;port=${appPort})`] }]);
+    const { cookie, url } = await enter(user.token);
+    expect((await get(url.host, '/listed', { cookie })).status).toBe(200);
+    const mine = await t.api('GET', '/api/v2/remote/sessions', { token: user.token });
+    const listed = mine.body.items.find((s: { kind: string; device: { id: string } }) => s.kind === 'tunnel' && s.device.id === device);
+    expect(listed).toMatchObject({ user: { id: user.id }, source: 'web', can_end: true });
+    expect(listed.bytes_out).toBeGreaterThan(0);
+    const stranger = await t.userWith([{ permission: 'remote-access:connect', resources: ['tag:web/console'] }]);
+    expect((await t.api('GET', '/api/v2/remote/sessions', { token: stranger.token })).body.items.some((s: { id: string }) => s.id === listed.id)).toBe(false);
+    expect((await t.api('DELETE', `/api/v2/remote/sessions/${listed.id}`, { token: stranger.token })).status).toBe(403);
+    expect((await get(url.host, '/still', { cookie })).status).toBe(200);
+    expect((await t.api('DELETE', `/api/v2/remote/sessions/${listed.id}`, { token: t.adminToken })).status).toBe(204);
+    expect((await get(url.host, '/after', { cookie })).status).toBe(403);
+    const end = await eventually(async () => (await audit(`device_id=${device}&user_id=${user.id}&event=remote.tunnel.end`))[0]);
+    expect(end.reason).toMatch(/^ended by admin@example.com/);
+  });
+
   it('cuts an open WebSocket of the session once access is withdrawn, with no request needed', async () => {
     const user = await t.userWith([{ permission: 'remote-access:connect', resources: [`tag:web/tunnel(proto=tcp;port=${appPort})`] }]);
     const { cookie, url } = await enter(user.token);
