@@ -33,6 +33,7 @@ import { SshService } from './ssh/service.js';
 import { DeviceEventStream } from './events/stream.js';
 import { RemoteService } from './remote/service.js';
 import { AppsService } from './apps/service.js';
+import { TicketStore } from './remote/tickets.js';
 import { ReportsService } from './reports/service.js';
 import { CompanyService } from './company/service.js';
 import { BillingService } from './billing/service.js';
@@ -201,6 +202,8 @@ export async function createServices(config: Config, logger: Logger, store: Stor
     reports: (deviceIds) => reports.severityCounts(deviceIds),
   });
   agents.handle('metrics', (deviceId, msg) => metrics.ingest(deviceId, msg.samples).then(() => undefined));
+  // Device web UIs: their tickets are the remote tickets (one table); their sessions are listed with the others.
+  const apps = new AppsService({ config, logger, auth, access, audit, locator, tickets: new TicketStore(store.db) });
   const remote = new RemoteService({
     config,
     logger,
@@ -210,10 +213,10 @@ export async function createServices(config: Config, logger: Logger, store: Stor
     access,
     audit,
     locator,
+    others: { list: () => apps.list(), end: (id, by) => apps.endById(id, by) },
     ...(cluster ? { directory: cluster.sessions, brokerId: cluster.brokerId } : {}),
   });
   cluster?.sessions.bind(remote.sessions);
-  const apps = new AppsService({ config, logger, auth, access, audit, locator, tickets: remote.tickets });
   const events = new DeviceEventStream({
     hub: agents,
     pending: enrol.pendingChanges,

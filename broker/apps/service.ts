@@ -22,6 +22,7 @@ import type { AgentLocator } from '../agents/locator.js';
 import type { AuditService } from '../audit/service.js';
 import type { AuthService } from '../auth/service.js';
 import type { Config } from '../config.js';
+import type { LiveSessionView } from '../remote/sessions.js';
 import { ApiError } from '../http/errors.js';
 import {
   APP_ENTER_PATH,
@@ -51,6 +52,9 @@ const RESPONSE_HEADERS_TIMEOUT_MS = 60_000;
 export const APP_DESTINATION = '127.0.0.1';
 
 interface AppSession {
+  /** listed in GET /remote/sessions (never the cookie's secret) */
+  id: string;
+  ip: string;
   deviceId: string;
   port: number;
   user: { id: string; email: string };
@@ -80,6 +84,25 @@ export interface AppsServiceDeps {
 const digest = (secret: string) => crypto.createHash('sha256').update(secret).digest('hex');
 const tunnelRequest = (port: number): RemoteRequest => ({ action: 'tunnel', proto: 'tcp', port, dst: APP_DESTINATION });
 
+const OTHER_SITE = 'Requests from other sites are not passed to a device web UI (only following a link to it is).';
+
+/**
+ * Is this request the app's own, or a plain navigation to it? Every device web UI shares its site
+ * (APPS_HOST's domain) with every other, so SameSite cookies alone would let one device's page
+ * send requests with another's cookie: what the browser marks as coming from another origin
+ * (`Sec-Fetch-Site`, or an `Origin` that is not the app's own) passes only as a top-level GET
+ * navigation, and never as a WebSocket. Clients that send neither header (not a browser) pass.
+ */
+function fromItself(req: IncomingMessage, upgrade: boolean): boolean {
+  const site = req.headers['sec-fetch-site'];
+  const origin = req.headers.origin;
+  const own = origin === undefined || (URL.canParse(origin) && new URL(origin).host.toLowerCase() === (req.headers.host ?? '').toLowerCase());
+  const foreign = site === 'cross-site' || site === 'same-site' || !own;
+  if (!foreign) return true;
+  if (upgrade) return false;
+  return req.headers['sec-fetch-mode'] === 'navigate' && (req.method === 'GET' || req.method === 'HEAD');
+}
+
 /** A plain page of the apps origin (never the device's): text, not cached, not sniffed. */
 function page(res: ServerResponse, status: number, text: string): void {
   if (res.headersSent) return void res.destroy();
@@ -101,10 +124,35 @@ export class AppsService {
   private readonly sessions = new Map<string, AppSession>();
   private readonly sweep: NodeJS.Timeout;
   private closing = false;
+  private rechecking = false;
 
   constructor(private readonly deps: AppsServiceDeps) {
     this.sweep = setInterval(() => void this.recheckOpen(), RECHECK_MS);
     this.sweep.unref();
+  }
+
+  /** The live sessions, as the operator's list shows them (a tunnel, from the web). */
+  list(): LiveSessionView[] {
+    return [...this.sessions.values()].map((s) => ({
+      id: s.id,
+      user: s.user,
+      deviceId: s.deviceId,
+      kind: 'tunnel',
+      source: 'web',
+      ip: s.ip,
+      startedAt: s.startedAt,
+      bytesIn: s.bytesIn,
+      bytesOut: s.bytesOut,
+      request: tunnelRequest(s.port),
+    }));
+  }
+
+  /** Ends a session on an operator's word (authorized by the caller); its end entry names them. */
+  async endById(id: string, by: { id: string; email: string }): Promise<boolean> {
+    const key = [...this.sessions].find(([, s]) => s.id === id)?.[0];
+    if (!key) return false;
+    await this.end(key, `ended by ${by.email} (user ${by.id})`);
+    return true;
   }
 
   /** App sessions held now (tests, metrics). */
@@ -179,6 +227,7 @@ export class AppsService {
     try {
       const url = new URL(req.url ?? '/', 'http://app.invalid');
       if (url.pathname === APP_ENTER_PATH) return await this.enter(req, res, target, url);
+      if (!fromItself(req, false)) return page(res, 403, OTHER_SITE);
       const session = await this.sessionFor(req, target);
       if (typeof session === 'string') return page(res, session === 'expired' ? 401 : 403, this.refusalText(session));
       await this.proxy(req, res, session);
@@ -246,6 +295,8 @@ export class AppsService {
     for (const [key] of mine.slice(0, Math.max(0, mine.length - MAX_SESSIONS_PER_USER + 1))) await this.end(key, 'replaced by a newer session of the user');
     const secret = crypto.randomBytes(32).toString('base64url');
     this.sessions.set(digest(secret), {
+      id: crypto.randomUUID(),
+      ip,
       deviceId,
       port: target.port,
       user: { id: principal.user.id, email: principal.user.email },
@@ -303,9 +354,17 @@ export class AppsService {
 
   /** Sessions with open connections (WebSockets, long responses) are re-checked every RECHECK_MS; expired ones end. */
   private async recheckOpen(): Promise<void> {
-    for (const [key, session] of [...this.sessions]) {
-      if (Date.now() >= session.expiresAt && session.open.size === 0) await this.end(key, 'app session expired');
-      else if (session.open.size > 0 && Date.now() - session.checkedAt >= RECHECK_MS) await this.recheck(key, session);
+    if (this.rechecking) return;
+    this.rechecking = true;
+    try {
+      for (const [key, session] of [...this.sessions]) {
+        if (Date.now() >= session.expiresAt && session.open.size === 0) await this.end(key, 'app session expired');
+        else if (session.open.size > 0 && Date.now() - session.checkedAt >= RECHECK_MS) await this.recheck(key, session);
+      }
+    } catch (err) {
+      this.deps.logger.error({ err }, 'device web UI sessions could not be re-checked');
+    } finally {
+      this.rechecking = false;
     }
   }
 
@@ -421,6 +480,7 @@ export class AppsService {
     socket.on('error', () => {});
     if (this.closing) return void socket.destroy();
     try {
+      if (!fromItself(req, true)) return rawPage(socket, 403, 'Forbidden', OTHER_SITE);
       const session = await this.sessionFor(req, target);
       if (typeof session === 'string') return rawPage(socket, session === 'busy' ? 503 : 403, 'Forbidden', this.refusalText(session));
       let channel: Channel;

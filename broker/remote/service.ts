@@ -65,8 +65,17 @@ const directoryListing = z.object({
   truncated: z.boolean(),
 }) satisfies z.ZodType<DirectoryListing>;
 
+/** Live sessions held outside the WebSocket endpoints (device web UIs: broker/apps), listed and ended with the others. */
+export interface OtherLiveSessions {
+  list(): LiveSessionView[];
+  /** Ends one; false when it is not one of these. */
+  end(id: string, by: { id: string; email: string }): Promise<boolean>;
+}
+
 /** What remote access uses: the sessions' collaborators, the access decisions it asks for, and its store. */
 export interface RemoteServiceDeps extends RemoteSessionsDeps {
+  /** device web UI sessions (broker/apps) */
+  others?: OtherLiveSessions;
   /** several brokers: this broker's BROKER_ID (listed sessions name their broker) */
   brokerId?: string;
   config: Pick<Config, 'trustProxy' | 'dataDir' | 'recordingRetentionDays' | 'consoleDetachGraceSeconds'>;
@@ -265,7 +274,7 @@ export class RemoteService {
     const visible: (LiveSessionView & { broker?: string })[] = [];
     // Several brokers: the other brokers' sessions come from the database (their figures are at most one heartbeat old).
     const elsewhere = (await this.deps.directory?.elsewhere()) ?? [];
-    for (const s of [...this.sessions.list(), ...elsewhere]) {
+    for (const s of [...this.sessions.list(), ...(this.deps.others?.list() ?? []), ...elsewhere]) {
       if (await this.deps.access.maySeeRemoteSession(principal, { userId: s.user.id, deviceId: s.deviceId })) visible.push(s);
     }
     visible.sort((a, b) => b.startedAt - a.startedAt);
@@ -311,6 +320,12 @@ export class RemoteService {
 
   /** Ends a live session: the caller's own, or any with remote-access:manage on its device. */
   async endSession(principal: Principal, id: string): Promise<void> {
+    const other = this.deps.others?.list().find((s) => s.id === id);
+    if (other) {
+      if (other.user.id !== principal.user.id) await this.deps.access.require(principal, 'remote-access:manage', other.deviceId);
+      await this.deps.others?.end(id, { id: principal.user.id, email: principal.user.email });
+      return;
+    }
     const session = this.sessions.get(id);
     if (!session) {
       // Several brokers: the broker holding it ends it (asked through NOTIFY), and audits as always.

@@ -209,6 +209,56 @@ describe('device web UIs', () => {
     expect((await get(url.host, '/api/v2/health', { cookie })).body).toBe('device page /api/v2/health');
   });
 
+  it("passes another site's requests only as a top-level GET navigation, and never its WebSockets", async () => {
+    const { cookie, url } = await enter(t.adminToken);
+    const sibling = `http://${appHost(other, appPort)}`;
+    const before = seen.length;
+    // Another device's page (the same site: every app origin shares APPS_HOST) posting with this app's cookie.
+    expect((await get(url.host, '/admin/reboot', { cookie, 'sec-fetch-site': 'same-site', 'sec-fetch-mode': 'no-cors', origin: sibling })).status).toBe(403);
+    expect((await get(url.host, '/data', { cookie, 'sec-fetch-site': 'cross-site', 'sec-fetch-mode': 'cors' })).status).toBe(403);
+    expect((await get(url.host, '/data', { cookie, origin: 'null' })).status).toBe(403);
+    expect(seen.length).toBe(before);
+    // Following a link to it is fine, and so is the app's own page.
+    expect((await get(url.host, '/linked', { cookie, 'sec-fetch-site': 'cross-site', 'sec-fetch-mode': 'navigate' })).status).toBe(200);
+    expect((await get(url.host, '/own', { cookie, 'sec-fetch-site': 'same-origin', origin: `http://${url.host}` })).status).toBe(200);
+    const hijack = new WebSocket(`ws://127.0.0.1:${brokerPort()}/live`, { headers: { host: url.host, cookie, origin: sibling } });
+    const status = await new Promise<number>((resolve) => hijack.on('unexpected-response', (_req, res) => resolve(res.statusCode ?? 0)));
+    expect(status).toBe(403);
+  });
+
+  it('is listed with the live sessions, and ended from there by its owner or a manager, not by another user', async () => {
+    const user = await t.userWith([{ permission: 'remote-access:connect', resources: [`tag:web/tunnel(proto=tcp;port=${appPort})`] }]);
+    const { cookie, url } = await enter(user.token);
+    expect((await get(url.host, '/listed', { cookie })).status).toBe(200);
+    const mine = await t.api('GET', '/api/v2/remote/sessions', { token: user.token });
+    const listed = mine.body.items.find((s: { kind: string; device: { id: string } }) => s.kind === 'tunnel' && s.device.id === device);
+    expect(listed).toMatchObject({ user: { id: user.id }, source: 'web', can_end: true });
+    expect(listed.bytes_out).toBeGreaterThan(0);
+    const stranger = await t.userWith([{ permission: 'remote-access:connect', resources: ['tag:web/console'] }]);
+    expect((await t.api('GET', '/api/v2/remote/sessions', { token: stranger.token })).body.items.some((s: { id: string }) => s.id === listed.id)).toBe(false);
+    expect((await t.api('DELETE', `/api/v2/remote/sessions/${listed.id}`, { token: stranger.token })).status).toBe(403);
+    expect((await get(url.host, '/still', { cookie })).status).toBe(200);
+    expect((await t.api('DELETE', `/api/v2/remote/sessions/${listed.id}`, { token: t.adminToken })).status).toBe(204);
+    expect((await get(url.host, '/after', { cookie })).status).toBe(403);
+    const end = await eventually(async () => (await audit(`device_id=${device}&user_id=${user.id}&event=remote.tunnel.end`))[0]);
+    expect(end.reason).toMatch(/^ended by admin@example.com/);
+  });
+
+  it('cuts an open WebSocket of the session once access is withdrawn, with no request needed', async () => {
+    const user = await t.userWith([{ permission: 'remote-access:connect', resources: [`tag:web/tunnel(proto=tcp;port=${appPort})`] }]);
+    const { cookie, url } = await enter(user.token);
+    const ws = new WebSocket(`ws://127.0.0.1:${brokerPort()}/live`, { headers: { host: url.host, cookie } });
+    await new Promise<void>((resolve, reject) => {
+      ws.on('open', () => resolve());
+      ws.on('error', reject);
+    });
+    const closed = new Promise<void>((resolve) => ws.on('close', () => resolve()));
+    expect((await t.api('POST', '/api/v2/logout', { token: user.token, body: {} })).status).toBeLessThan(300);
+    await closed;
+    const end = await eventually(async () => (await audit(`device_id=${device}&user_id=${user.id}&event=remote.tunnel.end`))[0]);
+    expect(end.reason).toMatch(/^access withdrawn/);
+  });
+
   it('ends the session when access is withdrawn (signed out), audited with its bytes', async () => {
     const user = await t.userWith([{ permission: 'remote-access:connect', resources: [`tag:web/tunnel(proto=tcp;port=${appPort})`] }]);
     const { cookie, url } = await enter(user.token);

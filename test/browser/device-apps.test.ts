@@ -8,6 +8,7 @@ import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startEnrolledAgent, type TestAgent } from '../support/agent.js';
+import { startTestBroker } from '../support/broker.js';
 import { screenshot, useBrowserSuite } from '../support/browser.js';
 
 let agent: TestAgent;
@@ -76,5 +77,23 @@ describe('device web UI in the browser', () => {
     await page.getByRole('alert').filter({ hasText: 'Access denied' }).waitFor();
     expect((await opened).isClosed()).toBe(true);
     await expectNoErrorsAndClose();
+  });
+
+  it('says what to set when the broker has no APPS_HOST', async () => {
+    const plain = await startTestBroker();
+    try {
+      const id = await plain.addDevice({ name: 'no-apps-host' });
+      const { page, context, expectNoErrorsAndClose } = await suite.open({ broker: plain });
+      await page.goto(`/devices/${id}`);
+      const opened = context.waitForEvent('page');
+      await page.getByRole('button', { name: 'Open web UI' }).click();
+      const alert = page.getByRole('alert').filter({ hasText: 'APPS_HOST' });
+      await alert.waitFor();
+      expect(await alert.textContent()).toMatch(/set APPS_HOST/);
+      expect((await opened).isClosed()).toBe(true);
+      await expectNoErrorsAndClose();
+    } finally {
+      await plain.close();
+    }
   });
 });

@@ -6,6 +6,7 @@
  */
 import { useEffect, useRef, useState } from 'preact/hooks';
 import type { DirectoryEntry, DirectoryListing } from '../../../shared/api-types.js';
+import { normalizeDevicePath } from '../../../shared/resources.js';
 import { api, saveBlob } from '../api.js';
 import { copyFromDevice, copyToDevice } from '../remote.js';
 import { ErrorBox, formatBytes, formatTime, Loading, Notice, ProgressBar } from '../ui.js';
@@ -29,7 +30,7 @@ function crumbs(dir: string): { name: string; path: string }[] {
 const TYPE_LABEL: Record<DirectoryEntry['type'], string> = { dir: 'Folder', file: 'File', symlink: 'Link', other: 'Other' };
 
 export function FileBrowser({ deviceId, roots }: { deviceId: string; roots: string[] | undefined }) {
-  const [dir, setDir] = useState(roots?.[0] ?? '/');
+  const [dir, setDir] = useState(normalizeDevicePath(roots?.[0] ?? '/') ?? '/');
   const [typed, setTyped] = useState(dir);
   const [listing, setListing] = useState<DirectoryListing | null>(null);
   const [loading, setLoading] = useState(false);
@@ -43,6 +44,7 @@ export function FileBrowser({ deviceId, roots }: { deviceId: string; roots: stri
 
   useEffect(() => {
     let live = true;
+    setListing(null);
     setLoading(true);
     setError(undefined);
     api.get<DirectoryListing>(`/remote/files/${encodeURIComponent(deviceId)}`, { path: dir, source: 'web' }).then(
@@ -64,9 +66,11 @@ export function FileBrowser({ deviceId, roots }: { deviceId: string; roots: stri
   }, [deviceId, dir, round]);
 
   const open = (path: string) => {
+    const clean = normalizeDevicePath(path);
+    if (clean === null) return;
     setNotice('');
-    setTyped(path);
-    setDir(path);
+    setTyped(clean);
+    setDir(clean);
   };
 
   async function transfer(label: string, action: (signal: AbortSignal, report: (done: number, total: number) => void) => Promise<string>) {
@@ -90,7 +94,7 @@ export function FileBrowser({ deviceId, roots }: { deviceId: string; roots: stri
   }
 
   const download = (entry: DirectoryEntry) => {
-    const path = join(listing?.path ?? dir, entry.name);
+    const path = join(dir, entry.name);
     void transfer(`Downloading ${entry.name}`, async (signal, report) => {
       const { blob, result } = await copyFromDevice(deviceId, path, report, signal);
       saveBlob(blob, entry.name);
@@ -101,7 +105,7 @@ export function FileBrowser({ deviceId, roots }: { deviceId: string; roots: stri
   /** Uploads the files one after the other into the folder shown, then lists it again. */
   const upload = async (files: File[]) => {
     if (busy || files.length === 0) return;
-    const target = listing?.path ?? dir;
+    const target = dir;
     let sent = 0;
     for (const file of files) {
       const ok = await transfer(`Uploading ${file.name}`, async (signal, report) => {
@@ -144,7 +148,7 @@ export function FileBrowser({ deviceId, roots }: { deviceId: string; roots: stri
         <button type="submit" disabled={busy || !typed.trim().startsWith('/')}>
           Open
         </button>
-        <button type="button" onClick={() => open(parent(listing?.path ?? dir))} disabled={busy || (listing?.path ?? dir) === '/'}>
+        <button type="button" onClick={() => open(parent(dir))} disabled={busy || dir === '/'}>
           Up
         </button>
         <button type="button" onClick={() => setRound((n) => n + 1)} disabled={busy || loading}>
@@ -153,7 +157,7 @@ export function FileBrowser({ deviceId, roots }: { deviceId: string; roots: stri
       </form>
       {listing && (
         <nav class="crumbs" aria-label="Current folder">
-          {crumbs(listing.path).map((c, i, all) =>
+          {crumbs(dir).map((c, i, all) =>
             i === all.length - 1 ? (
               <strong key={c.path}>{c.name}</strong>
             ) : (
@@ -163,6 +167,11 @@ export function FileBrowser({ deviceId, roots }: { deviceId: string; roots: stri
             ),
           )}
         </nav>
+      )}
+      {listing && listing.path !== dir && (
+        <p class="muted hint" data-testid="resolved-path">
+          On the device this folder is {listing.path}.
+        </p>
       )}
 
       <div
@@ -179,14 +188,14 @@ export function FileBrowser({ deviceId, roots }: { deviceId: string; roots: stri
         onDragLeave={() => setDragging(false)}
         onDrop={onDrop}
       >
-        <span>Drop files here to upload them to {listing?.path ?? dir}, or</span>
+        <span>Drop files here to upload them to {dir}, or</span>
         <label class="button">
           choose files
           <input
             type="file"
             multiple
             class="visually-hidden"
-            aria-label={`Upload files to ${listing?.path ?? dir}`}
+            aria-label={`Upload files to ${dir}`}
             disabled={busy || !listing}
             onChange={(e) => {
               const files = Array.from(e.currentTarget.files ?? []);
@@ -212,7 +221,7 @@ export function FileBrowser({ deviceId, roots }: { deviceId: string; roots: stri
 
       {listing && (
         <div class="table-scroll">
-          <table class="files-table" aria-label={`Files in ${listing.path}`}>
+          <table class="files-table" aria-label={`Files in ${dir}`}>
             <thead>
               <tr>
                 <th>Name</th>
@@ -238,7 +247,7 @@ export function FileBrowser({ deviceId, roots }: { deviceId: string; roots: stri
                       <button
                         type="button"
                         class="link-button"
-                        onClick={() => open(join(listing.path, entry.name))}
+                        onClick={() => open(join(dir, entry.name))}
                         disabled={busy}
                         aria-label={`Open ${entry.name}`}
                         title={entry.type === 'symlink' ? 'A link: opened as a folder if it leads to one within your grant' : 'Open folder'}
