@@ -1,4 +1,5 @@
 import type { GroupTree, GroupTreeNode } from '../shared/api-types.js';
+import { deviceNameOf } from '../shared/device-names.js';
 import type { ApiClient } from './api.js';
 import { nameComparator } from './collate.js';
 import { CliError } from './errors.js';
@@ -22,7 +23,7 @@ export async function listDevices(client: ApiClient): Promise<DeviceRow[]> {
     if (node.type === 'device') {
       rows.push({
         id: node.node_id,
-        name: node.attributes?.device_name || node.title || node.node_id,
+        name: deviceNameOf(node),
         status: node.status ?? '',
         tags: node.tags ?? [],
         group: groups.join('/') || '/',

@@ -2,9 +2,11 @@
  * `npm run build:cli [-- --out <dir>]`: the `fleet` command-line client as users install it, needing
  * only Node.js >= 20 (no tsx, no node_modules, nothing native):
  *
- *   <out>/fleet.mjs                    cli/main.ts: the command line parser (esbuild, ESM)
- *   <out>/chunks/*.mjs                 each command's code and its dependencies (ws, cli-progress),
- *                                      loaded by fleet.mjs only when that command runs
+ *   <out>/fleet.mjs                    cli/main.ts: the entry (esbuild, ESM), which reads a plain
+ *                                      `fleet devices` line itself and loads commander for the rest
+ *   <out>/chunks/*.mjs                 the command line parser (cli/program.ts, commander), each
+ *                                      command's code and its dependencies (ws, cli-progress), loaded
+ *                                      by fleet.mjs only when needed
  *   <out>/fleet.inputs.json            the source files it was built from (bin/fleet.js runs the build
  *                                      only while none of them is newer)
  *   <out>/fleet-cli-<version>.tar.gz   bin/fleet (the launcher) and lib/fleet-cli/ (fleet.mjs and

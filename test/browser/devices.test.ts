@@ -1,4 +1,6 @@
 import { describe, expect, it } from 'vitest';
+import { ApiClient } from '../../cli/api.js';
+import { resolveDevice } from '../../cli/devices.js';
 import { enrolDevice } from '../support/agent.js';
 import { screenshot, useBrowserSuite } from '../support/browser.js';
 
@@ -317,11 +319,13 @@ describe('remote access buttons', () => {
     await expectNoErrorsAndClose();
   });
 
-  it('lists the port presets of a device with the exact fleet connect command', async () => {
+  it('lists the port presets of a device with the fleet connect command the CLI resolves: its name, a likely free local port', async () => {
     const device = await suite.t.addDevice({ name: 'camera-1', tags: ['cams'] });
     for (const body of [
       { target: 'tag:cams', name: 'RTSP', proto: 'tcp', port: 554, dst: 'localhost' },
       { target: '*', name: 'SSH', proto: 'tcp', port: 22, dst: 'localhost' },
+      { target: 'tag:cams', name: 'Web', proto: 'tcp', port: 8080, dst: 'localhost' },
+      { target: 'tag:cams', name: 'Node-RED', proto: 'tcp', port: 1880, dst: 'localhost' },
     ]) {
       expect((await suite.t.api('POST', '/api/v2/service-connect/portmap', { token: suite.t.adminToken, body })).status).toBe(201);
     }
@@ -329,11 +333,62 @@ describe('remote access buttons', () => {
     await page.goto(`/devices/${device}`);
     const ssh = page.locator('.portmap', { hasText: 'SSH' });
     await ssh.waitFor();
-    expect(await ssh.getByTestId('connect-command').textContent()).toBe(`fleet connect ${device} -t 10022:localhost:22`);
+    // Privileged (22, 554) and commonly taken (8080) ports move up by 10000; 1880 stays.
+    await expect.poll(() => ssh.getByTestId('connect-command').textContent()).toBe('fleet connect camera-1 -t 10022:localhost:22');
+    expect(await ssh.getByTestId('connect-then').textContent()).toBe('Then connect to localhost:10022.');
+    expect(await page.locator('.portmap', { hasText: 'Web' }).getByTestId('connect-command').textContent()).toBe(
+      'fleet connect camera-1 -t 18080:localhost:8080',
+    );
+    expect(await page.locator('.portmap', { hasText: 'Node-RED' }).getByTestId('connect-command').textContent()).toBe(
+      'fleet connect camera-1 -t 1880:localhost:1880',
+    );
     const rtsp = page.locator('.portmap', { hasText: 'RTSP' });
+    expect(await rtsp.getByTestId('connect-command').textContent()).toBe('fleet connect camera-1 -t 10554:localhost:554');
     await rtsp.getByLabel('Local port').fill('8554');
-    expect(await rtsp.getByTestId('connect-command').textContent()).toBe(`fleet connect ${device} -t 8554:localhost:554`);
+    expect(await rtsp.getByTestId('connect-command').textContent()).toBe('fleet connect camera-1 -t 8554:localhost:554');
+    expect(await page.getByTestId('connect-by-id').count()).toBe(0);
+    // The name shown is one the CLI resolves to this device (its own resolver, against this broker).
+    const client = new ApiClient({ url: suite.t.url, token: suite.t.adminToken });
+    expect((await resolveDevice(client, 'camera-1')).id).toBe(device);
+    // How to get the CLI: the one-line install from this broker, and the script itself.
+    const origin = new URL(page.url()).origin;
+    expect(await page.getByTestId('install-cli-command').textContent()).toBe(`curl -fsSL ${origin}/install-cli.sh | sh`);
+    expect(await page.getByTestId('install-cli-script').getAttribute('href')).toBe('/install-cli.sh');
     await screenshot(page, 'device-tunnels');
+    await expectNoErrorsAndClose();
+  });
+
+  it('names a device by its id when its name is shared, and fits the panel on a phone', async () => {
+    const twin = await suite.t.addDevice({ name: 'twin-cam', tags: ['twins'] });
+    const other = await suite.t.addDevice({ name: 'twin-cam', tags: ['twins'] });
+    expect(
+      (
+        await suite.t.api('POST', '/api/v2/service-connect/portmap', {
+          token: suite.t.adminToken,
+          body: { target: 'tag:twins', name: 'Twin shell', proto: 'tcp', port: 2222, dst: 'localhost' },
+        })
+      ).status,
+    ).toBe(201);
+    // The CLI refuses the shared name: the panel must not offer it.
+    const client = new ApiClient({ url: suite.t.url, token: suite.t.adminToken });
+    await expect(resolveDevice(client, 'twin-cam')).rejects.toThrow(/names 2 devices/);
+
+    const { page, expectNoErrorsAndClose } = await suite.open({ viewport: { width: 390, height: 844 } });
+    await page.goto(`/devices/${twin}`);
+    const ssh = page.locator('.portmap', { hasText: 'Twin shell' });
+    await ssh.waitFor();
+    await page.getByTestId('connect-by-id').waitFor();
+    expect(await ssh.getByTestId('connect-command').textContent()).toBe(`fleet connect ${twin} -t 2222:localhost:2222`);
+    expect(await page.getByTestId('connect-by-id').textContent()).toBe('The command names the device by its id: 2 devices you can see are named "twin-cam".');
+    expect(other).not.toBe(twin);
+    // At 390 px the command wraps inside the page: nothing scrolls sideways, the copy button is on screen.
+    await ssh.getByTestId('connect-command').scrollIntoViewIfNeeded();
+    expect(await page.evaluate(() => document.documentElement.scrollWidth)).toBeLessThanOrEqual(390);
+    const box = await ssh.getByRole('button', { name: 'Copy command' }).boundingBox();
+    expect(box && box.x + box.width).toBeLessThanOrEqual(390);
+    const installBox = await page.getByTestId('install-cli-command').boundingBox();
+    expect(installBox && installBox.x + installBox.width).toBeLessThanOrEqual(390);
+    await screenshot(page, 'device-tunnels-phone');
     await expectNoErrorsAndClose();
   });
 });

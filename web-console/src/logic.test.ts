@@ -7,7 +7,7 @@ import { LEGACY_FIELDS, legacyProblem, localProblems, patchBody, type LegacyFiel
 import { expiryFrom, keysOf } from './screens/bootstrap-keys.js';
 import { pruneTree } from './screens/devices.js';
 import { entriesOf } from './screens/files.js';
-import { connectCommand, defaultLocalPort, installCliCommand } from './screens/portmaps.js';
+import { connectCommand, suggestedLocalPort, installCliCommand } from './screens/portmaps.js';
 import { blankResourceProblems, toPolicies } from './screens/roles.js';
 import { createdMessage } from './screens/users.js';
 import { permissionNames } from './session.js';
@@ -86,8 +86,13 @@ describe('device tree filter', () => {
 
 describe('tunnel command', () => {
   it('is the exact fleet connect command, with a local port an unprivileged user can open', () => {
-    expect(defaultLocalPort(22)).toBe(10022);
-    expect(defaultLocalPort(8080)).toBe(8080);
+    expect(suggestedLocalPort(22)).toBe(10022);
+    expect(suggestedLocalPort(554)).toBe(10554);
+    expect(suggestedLocalPort(1880)).toBe(1880);
+    // Commonly taken on a workstation (web and database servers, AirPlay): shifted too.
+    expect(suggestedLocalPort(8080)).toBe(18080);
+    expect(suggestedLocalPort(5432)).toBe(15432);
+    expect(suggestedLocalPort(5000)).toBe(15000);
     expect(connectCommand('abc', { proto: 'tcp', port: 22, dst: 'localhost' }, 10022)).toBe('fleet connect abc -t 10022:localhost:22');
     expect(connectCommand('abc', { proto: 'udp', port: 53, dst: '10.0.0.1' }, 5353)).toBe('fleet connect abc -t 5353:10.0.0.1:53/udp');
     expect(connectCommand('abc', { proto: 'tcp', port: 80, dst: 'fd00::1' }, 8080)).toBe('fleet connect abc -t 8080:[fd00::1]:80');

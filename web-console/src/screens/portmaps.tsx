@@ -1,8 +1,12 @@
 /**
  * Tunnels: the port presets (portmaps) that apply to a device, each with the exact
- * `fleet connect` command to copy. Holders of remote-access:manage add and change presets.
+ * `fleet connect` command to copy — naming the device as the CLI resolves it, with a local port
+ * that is likely free — and how to install the CLI from this broker. Holders of
+ * remote-access:manage add and change presets.
  */
 import { useState } from 'preact/hooks';
+import type { GroupTree } from '../../../shared/api-types.js';
+import { cliDeviceArgument, namedDevices } from '../../../shared/device-names.js';
 import { api, ApiFailure, itemsOf } from '../api.js';
 import { allowed } from '../areas.js';
 import { CopyButton, ErrorBox, Field, Loading, useAction, useLoad } from '../ui.js';
@@ -16,15 +20,27 @@ export interface Portmap {
   dst: string;
 }
 
-/** A local port an unprivileged user can open: the device port when above 1023, else 10000 + port. */
-export function defaultLocalPort(port: number): number {
-  return port > 1023 ? port : 10000 + port;
+/**
+ * Ports a workstation often has in use already: its own SSH, web, databases (MySQL, PostgreSQL,
+ * Redis, MongoDB, Elasticsearch), brokers (MQTT, AMQP), VNC, RDP, development servers, and 5000/7000
+ * (AirPlay on macOS).
+ */
+const COMMONLY_TAKEN = new Set([
+  22, 80, 443, 1883, 3000, 3306, 3389, 5000, 5173, 5432, 5672, 5900, 6379, 7000, 8000, 8080, 8443, 8888, 9000, 9090, 9200, 27017,
+]);
+
+/**
+ * The local port to suggest for a device port: the same number when an unprivileged user can open it
+ * and it is not commonly taken, else 10000 + port (10022 for SSH, 18080 for 8080).
+ */
+export function suggestedLocalPort(port: number): number {
+  return port > 1023 && !COMMONLY_TAKEN.has(port) ? port : 10000 + port;
 }
 
-/** The CLI command that opens this tunnel (`/udp` marks a UDP target). */
-export function connectCommand(deviceId: string, pm: Pick<Portmap, 'proto' | 'port' | 'dst'>, localPort: number): string {
+/** The CLI command that opens this tunnel (`/udp` marks a UDP target); `device` as cliDeviceArgument gives it. */
+export function connectCommand(device: string, pm: Pick<Portmap, 'proto' | 'port' | 'dst'>, localPort: number): string {
   const host = pm.dst.includes(':') ? `[${pm.dst}]` : pm.dst; // IPv6 in brackets
-  return `fleet connect ${deviceId} -t ${localPort}:${host}:${pm.port}${pm.proto === 'udp' ? '/udp' : ''}`;
+  return `fleet connect ${device} -t ${localPort}:${host}:${pm.port}${pm.proto === 'udp' ? '/udp' : ''}`;
 }
 
 /** The one command that installs the `fleet` CLI from this broker (served at /install-cli.sh). */
@@ -35,19 +51,28 @@ export function installCliCommand(origin: string): string {
 function InstallCli() {
   const command = installCliCommand(window.location.origin);
   return (
-    <p class="command-row muted">
-      Install the CLI:{' '}
-      <code class="command" data-testid="install-cli-command">
-        {command}
-      </code>
-      <CopyButton text={command} label="Copy command" />
-    </p>
+    <div class="install-cli">
+      <p class="command-row muted">
+        Install the CLI:{' '}
+        <code class="command" data-testid="install-cli-command">
+          {command}
+        </code>
+        <CopyButton text={command} label="Copy command" />
+      </p>
+      <p class="muted">
+        It needs Node.js 20 or later, installs into ~/.local (add <code>| sh -s -- --prefix DIR</code> for another place) and checks what it downloads against
+        this broker. Then <code>fleet login --url {window.location.origin}</code>.{' '}
+        <a href="/install-cli.sh" target="_blank" rel="noopener" data-testid="install-cli-script">
+          Read the script
+        </a>
+      </p>
+    </div>
   );
 }
 
-function PortmapRow({ deviceId, pm, onEdit }: { deviceId: string; pm: Portmap; onEdit?: () => void }) {
-  const [localPort, setLocalPort] = useState(defaultLocalPort(pm.port));
-  const command = connectCommand(deviceId, pm, localPort);
+function PortmapRow({ device, pm, onEdit }: { device: string; pm: Portmap; onEdit?: () => void }) {
+  const [localPort, setLocalPort] = useState(suggestedLocalPort(pm.port));
+  const command = connectCommand(device, pm, localPort);
   return (
     <li class="portmap">
       <div class="portmap-head">
@@ -70,7 +95,7 @@ function PortmapRow({ deviceId, pm, onEdit }: { deviceId: string; pm: Portmap; o
             max={65535}
             value={localPort}
             class="narrow"
-            onInput={(e) => setLocalPort(Number(e.currentTarget.value) || defaultLocalPort(pm.port))}
+            onInput={(e) => setLocalPort(Number(e.currentTarget.value) || suggestedLocalPort(pm.port))}
           />
         </label>
         <code class="command" data-testid="connect-command">
@@ -78,6 +103,10 @@ function PortmapRow({ deviceId, pm, onEdit }: { deviceId: string; pm: Portmap; o
         </code>
         <CopyButton text={command} label="Copy command" />
       </div>
+      <p class="muted" data-testid="connect-then">
+        Then connect to localhost:{localPort}
+        {pm.proto === 'udp' ? ' (UDP)' : ''}.
+      </p>
     </li>
   );
 }
@@ -134,6 +163,9 @@ function PortmapForm({ initial, onDone, onCancel }: { initial: Draft; onDone: ()
 
 export function Portmaps({ deviceId }: { deviceId: string }) {
   const list = useLoad(() => api.get('/service-connect/portmap', { device_id: deviceId }).then((a) => itemsOf<Portmap>(a)), [deviceId]);
+  // The CLI resolves a name among the devices of the caller's group tree: the console asks the same.
+  const tree = useLoad(() => api.get<GroupTree>('/grouptree'), []);
+  const named = tree.data ? cliDeviceArgument(deviceId, namedDevices(tree.data)) : { arg: deviceId };
   const [editing, setEditing] = useState<Draft | null>(null);
   const manage = allowed('remoteManage');
   const done = () => {
@@ -148,9 +180,14 @@ export function Portmaps({ deviceId }: { deviceId: string }) {
       {list.data && list.data.length > 0 && (
         <ul class="portmaps">
           {list.data.map((pm) => (
-            <PortmapRow key={pm.id} deviceId={deviceId} pm={pm} onEdit={manage ? () => setEditing({ ...pm, port: String(pm.port) }) : undefined} />
+            <PortmapRow key={pm.id} device={named.arg} pm={pm} onEdit={manage ? () => setEditing({ ...pm, port: String(pm.port) }) : undefined} />
           ))}
         </ul>
+      )}
+      {list.data && list.data.length > 0 && named.reason && (
+        <p class="muted" data-testid="connect-by-id">
+          The command names the device by its id: {named.reason}.
+        </p>
       )}
       {manage && !editing && (
         <button type="button" onClick={() => setEditing({ target: `node:${deviceId}`, name: '', proto: 'tcp', port: '22', dst: 'localhost' })}>
