@@ -103,11 +103,15 @@ const ms = (n: number) => `${n.toFixed(3)} ms`;
 /** `fleet connect` as a user runs it: a local listener in front of the tunnel. */
 async function viaFleetConnect(t: TestBroker, token: string, device: string, sinkPort: number): Promise<{ mbps: number }> {
   const port = await freePort();
-  const child = spawn(process.execPath, [...profileFlags('cli'), path.join(ROOT, 'bin', 'fleet.js'), 'connect', device, '-t', `${port}:127.0.0.1:${sinkPort}`], {
-    cwd: ROOT,
-    env: { ...process.env, FLEET_URL: t.url, FLEET_TOKEN: token },
-    stdio: ['ignore', 'ignore', 'pipe'],
-  });
+  const child = spawn(
+    process.execPath,
+    [...profileFlags('cli'), path.join(ROOT, 'bin', 'fleet.js'), 'connect', device, '-t', `${port}:127.0.0.1:${sinkPort}`],
+    {
+      cwd: ROOT,
+      env: { ...process.env, FLEET_URL: t.url, FLEET_TOKEN: token },
+      stdio: ['ignore', 'ignore', 'pipe'],
+    },
+  );
   let said = '';
   child.stderr?.on('data', (d) => (said = `${said}${String(d)}`.slice(-500)));
   try {

@@ -97,3 +97,50 @@ describe('CLI remote session framing', () => {
     });
   }
 });
+
+describe('bytes handed over (sendOwned)', () => {
+  it('are masked in place with a fresh key and arrive intact and in order, between frames ws sends itself', async () => {
+    const { WebSocketServer } = await import('ws');
+    // ws as the server: it refuses a frame that is not masked, and unmasks what it gets.
+    const wss = new WebSocketServer({ port: 0, host: '127.0.0.1' });
+    await new Promise((r) => wss.once('listening', r));
+    const received: Buffer[] = [];
+    const texts: string[] = [];
+    let closedWith: number | undefined;
+    wss.on('connection', (ws) => {
+      ws.send('{"type":"ready"}');
+      ws.on('message', (data, binary) => (binary ? received.push(data as Buffer) : texts.push(String(data))));
+      ws.on('close', (code) => (closedWith = code));
+    });
+    try {
+      const url = `http://127.0.0.1:${(wss.address() as net.AddressInfo).port}`;
+      const session = await RemoteSession.open({ url, token: async () => 'token' }, 'tunnel', { device_id: 'd', port: 22 });
+      session.start();
+      const sizes = [1, 47, 48, 125, 126, 65_535, 65_536, 300_000];
+      const sent = sizes.map((n) => crypto.randomBytes(n));
+      const handed = sent.map((b) => Buffer.from(b));
+      handed.forEach((b, i) => {
+        session.sendOwned(b);
+        if (i % 3 === 0) session.control({ type: 'eof' });
+      });
+      // The caller's own buffer was masked where it lay (no copy made of it).
+      expect(handed.at(-1)?.equals(sent.at(-1) as Buffer)).toBe(false);
+      await expect.poll(() => received.length, { timeout: 10_000 }).toBe(sizes.length);
+      expect(received.map((b) => b.toString('hex'))).toEqual(sent.map((b) => b.toString('hex')));
+      expect(texts).toHaveLength(3);
+      // Two frames with the same payload get different keys: each key is fresh.
+      const twice = Buffer.alloc(64, 7);
+      const a = Buffer.from(twice);
+      const b = Buffer.from(twice);
+      session.sendOwned(a);
+      session.sendOwned(b);
+      expect(a.equals(b)).toBe(false);
+      await expect.poll(() => received.length, { timeout: 10_000 }).toBe(sizes.length + 2);
+      expect(received.slice(-2).every((r) => r.equals(twice))).toBe(true);
+      expect(closedWith).toBeUndefined();
+      session.close();
+    } finally {
+      wss.close();
+    }
+  });
+});

@@ -37,7 +37,6 @@ const MAX_GROUP = 500;
 export const GROUP_WINDOW_MS = 1;
 
 interface Queued extends Append {
-  queuedAt: string;
   resolve(id: number | undefined): void;
   reject(err: unknown): void;
 }
@@ -67,7 +66,7 @@ export class AuditWriter {
   /** Queues an entry; resolves with its id once committed, or undefined when it was an end already written. */
   submit(append: Append): Promise<number | undefined> {
     return new Promise((resolve, reject) => {
-      this.queue.push({ ...append, queuedAt: new Date().toISOString(), resolve, reject });
+      this.queue.push({ ...append, resolve, reject });
       // Started after the group's window: what else arrives meanwhile joins the group.
       this.running ??= new Promise<void>((done) => setTimeout(() => void this.detached(() => this.drain()).finally(done), GROUP_WINDOW_MS));
     });
@@ -108,7 +107,7 @@ export class AuditWriter {
    * Appends `group` in one transaction (joining the caller's when one is open); answers each entry's
    * id, undefined for an end that was already written.
    */
-  async write(group: Array<Append & { queuedAt?: string }>): Promise<Array<number | undefined>> {
+  async write(group: Append[]): Promise<Array<number | undefined>> {
     return this.db.transaction().execute(async (trx) => {
       await CHAIN_LOCK[this.dialect].execute(trx);
       const ending = group.flatMap((q) => (q.endOf === undefined ? [] : [q.endOf]));
@@ -121,6 +120,7 @@ export class AuditWriter {
       const head = await trx.selectFrom('audit').select(['id', 'sha']).orderBy('id', 'desc').limit(1).executeTakeFirst();
       let id = head ? Number(head.id) : 0;
       let previous = head?.sha ?? '';
+      // Read under the lock: times rise with ids across writers, as the retention's cut-off expects.
       const now = new Date().toISOString();
       const rows: AuditTable[] = [];
       const ids: Array<number | undefined> = [];
@@ -143,7 +143,7 @@ export class AuditWriter {
           bytes_out: null,
           ...q.entry,
           id,
-          ts: q.queuedAt ?? now,
+          ts: now,
         };
         previous = entrySha(previous, row);
         rows.push({ ...row, sha: previous });

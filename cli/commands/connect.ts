@@ -63,7 +63,8 @@ function bridge(
   let inputEnded = false;
   let remoteEnded = false;
   input.on('data', (data: Buffer) => {
-    if (!session.send(data)) {
+    // Each read is a fresh buffer, used once: masked in place, with no copy.
+    if (!session.sendOwned(data)) {
       input.pause();
       session.once('drain', () => input.resume());
     }
