@@ -159,7 +159,10 @@ function Frame({ path, children }: { path: string; children: ComponentChildren }
     if (first.current) first.current = false;
     else (document.querySelector('main h1') as HTMLElement | null)?.focus({ preventScroll: true });
   }, [path]);
-  const name = [session.profile?.fname, session.profile?.lname].filter(Boolean).join(' ') || session.profile?.email || 'Profile';
+  // The signed-in user's own page reads "Profile" with who they are: their name alone ("Admin" for
+  // the first administrator) would read like an administration area.
+  const name = [session.profile?.fname, session.profile?.lname].filter(Boolean).join(' ');
+  const email = session.profile?.email ?? '';
   return (
     <div class="frame">
       <a class="skip-link" href="#main">
@@ -179,8 +182,8 @@ function Frame({ path, children }: { path: string; children: ComponentChildren }
             </Link>
           ))}
           <span class="spacer" />
-          <Link href="/profile" aria-current={path === '/profile' ? 'page' : undefined} class="profile-link">
-            {name}
+          <Link href="/profile" aria-current={path === '/profile' ? 'page' : undefined} class="profile-link" title={[name, email].filter(Boolean).join(' · ')}>
+            Profile{email && <small class="profile-email"> {email}</small>}
           </Link>
           <button
             type="button"
