@@ -261,6 +261,7 @@ export async function createServices(config: Config, logger: Logger, store: Stor
   const configuration = new ConfigService({
     store,
     settings,
+    agentDefaults: () => company.agentDefaults(),
     access,
     audit,
     files,

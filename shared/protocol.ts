@@ -135,6 +135,15 @@ export interface CommittedConfig {
   bundle_data: Record<string, unknown>;
 }
 
+/**
+ * The account's defaults for what a device's configuration leaves unset (the company settings):
+ * `agent_interval`, minutes (1–1440), the run interval of an agent without an enabled `settings`
+ * bundle. An agent that does not know a field ignores it.
+ */
+export interface AgentDefaults {
+  agent_interval?: number;
+}
+
 /** Severity of an agent report, as qbee writes it. */
 export type ReportSeverity = 'INFO' | 'WARN' | 'ERR' | 'CRIT';
 
@@ -181,7 +190,7 @@ export type ControlMessage =
   | { t: 'reload'; id: string; mode?: ReloadMode }
   | { t: 'reload_ack'; id: string }
   /** broker → agent: the configuration to apply, and the device's attributes for templates */
-  | { t: 'config'; config: CommittedConfig; attributes: Record<string, string>; sig?: BrokerSignature }
+  | { t: 'config'; config: CommittedConfig; attributes: Record<string, string>; defaults?: AgentDefaults; sig?: BrokerSignature }
   /** agent → broker: a configuration run ended; `commit_id` is what it applied */
   | { t: 'config_applied'; commit_id: string; reports: AgentReport[] }
   /**

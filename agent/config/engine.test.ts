@@ -12,7 +12,7 @@ import type { Mux } from '../../shared/mux.js';
 import type { AgentReport, CommittedConfig, ControlMessage } from '../../shared/protocol.js';
 import { muxPair } from '../../test/support/mux-pair.js';
 import type { Bundle } from './bundle.js';
-import { ConfigEngine } from './engine.js';
+import { checkDefaults, ConfigEngine, DEFAULT_INTERVAL_MINUTES } from './engine.js';
 import { FileFetcher } from './files.js';
 import { AGENT_BUNDLES } from './registry.js';
 import { SYSTEM_PATH } from './system-test-context.js';
@@ -308,6 +308,54 @@ describe('configuration engine', () => {
     fs.writeFileSync(file, 'drifted\n');
     // no message from the broker: the interval alone brings the file back
     await expect.poll(() => fs.readFileSync(file, 'utf8'), { timeout: 5000 }).toContain('listen=8080');
+  });
+
+  it('adopts the account default interval the broker sends when no enabled settings bundle sets one, and keeps it across a restart', async () => {
+    const s = await setup({ store: { '/templates/app.conf': TEMPLATE } });
+    expect(s.engine.interval).toBe(DEFAULT_INTERVAL_MINUTES);
+    let applied = s.broker.next();
+    s.send({ t: 'config', config: appConfig('d0000001'), attributes: {}, defaults: { agent_interval: 17 } });
+    await applied;
+    expect(s.engine.interval).toBe(17);
+
+    // A settings bundle's own interval wins; disabled, the default holds again.
+    const withSettings = appConfig('d0000002');
+    withSettings.bundles.push('settings');
+    withSettings.bundle_data.settings = { enabled: true, agentinterval: 3 };
+    applied = s.broker.next();
+    s.send({ t: 'config', config: withSettings, attributes: {}, defaults: { agent_interval: 17 } });
+    await applied;
+    expect(s.engine.interval).toBe(3);
+    const disabled = appConfig('d0000003');
+    disabled.bundles.push('settings');
+    disabled.bundle_data.settings = { enabled: false, agentinterval: 3 };
+    applied = s.broker.next();
+    s.send({ t: 'config', config: disabled, attributes: {}, defaults: { agent_interval: 17 } });
+    await applied;
+    expect(s.engine.interval).toBe(17);
+
+    // A restarted agent runs on the default it kept until the broker says otherwise.
+    const restarted = new ConfigEngine({ stateDir: s.stateDir, root: s.root, bundles: AGENT_BUNDLES, env: { ...process.env, PATH: SYSTEM_PATH } });
+    cleanups.push(() => restarted.stop());
+    await restarted.start();
+    expect(restarted.interval).toBe(17);
+
+    // A default the broker changes is adopted with the next configuration; one out of range is not.
+    applied = s.broker.next();
+    s.send({ t: 'config', config: appConfig('d0000004'), attributes: {}, defaults: { agent_interval: 42 } });
+    await applied;
+    expect(s.engine.interval).toBe(42);
+    for (const bad of [0, 1441, 2.5, '7', null]) {
+      applied = s.broker.next();
+      s.send({ t: 'config', config: appConfig(`d00000${String(bad).replace(/\W/g, '')}9`), attributes: {}, defaults: { agent_interval: bad } as never });
+      await applied;
+      expect(s.engine.interval, String(bad)).toBe(DEFAULT_INTERVAL_MINUTES);
+    }
+  });
+
+  it('reads the defaults field by field: anything malformed is no default', () => {
+    expect(checkDefaults({ agent_interval: 10 })).toEqual({ agent_interval: 10 });
+    for (const bad of [undefined, null, 'x', [], { agent_interval: -1 }, { agent_interval: '10' }, { other: 1 }]) expect(checkDefaults(bad)).toEqual({});
   });
 
   it('turns metrics off with settings.metrics false, and back on when the settings bundle goes', async () => {

@@ -13,7 +13,7 @@ import crypto from 'node:crypto';
 import fs from 'node:fs/promises';
 import path from 'node:path';
 import type { Channel } from '../../shared/mux.js';
-import type { AgentReport, CommittedConfig, ControlMessage, ReportSeverity } from '../../shared/protocol.js';
+import type { AgentDefaults, AgentReport, CommittedConfig, ControlMessage, ReportSeverity } from '../../shared/protocol.js';
 import { DEFAULT_UPDATE_POLICY, type AgentSwitches, type Bundle, type BundleContext } from './bundle.js';
 import { hasExecutable, runCommand } from './command.js';
 import { FileFetcher } from './files.js';
@@ -70,6 +70,8 @@ export interface StoredConfig {
   attributes: Record<string, string>;
   /** keys of device attributes left out because their value holds a control character (not stored) */
   dropped?: string[];
+  /** the account's defaults that came with it (the run interval without a settings bundle) */
+  defaults: AgentDefaults;
 }
 
 export interface ConfigEngineOptions {
@@ -96,7 +98,14 @@ export interface ConfigEngineOptions {
 type Sink = (bundle: string, bundleCommitId: string, severity: ReportSeverity, text: string, log?: string) => void;
 
 /** Checks the shape of a `config` message from the broker; throws saying what is wrong. */
-export function checkConfig(config: unknown, attributes: unknown): StoredConfig {
+/** The account's defaults as the broker sent them: a field out of range is left out (the agent's own default holds). */
+export function checkDefaults(defaults: unknown): AgentDefaults {
+  if (!defaults || typeof defaults !== 'object' || Array.isArray(defaults)) return {};
+  const minutes = (defaults as { agent_interval?: unknown }).agent_interval;
+  return typeof minutes === 'number' && Number.isInteger(minutes) && minutes >= 1 && minutes <= MAX_INTERVAL_MINUTES ? { agent_interval: minutes } : {};
+}
+
+export function checkConfig(config: unknown, attributes: unknown, defaults?: unknown): StoredConfig {
   const c = object(config, 'config');
   if (typeof c.commit_id !== 'string' || c.commit_id.length > 128) throw new Error('config.commit_id must be a string of at most 128 characters');
   if (!Array.isArray(c.bundles) || c.bundles.length > MAX_BUNDLES || !c.bundles.every((b) => typeof b === 'string' && b.length > 0 && b.length <= 64))
@@ -118,6 +127,7 @@ export function checkConfig(config: unknown, attributes: unknown): StoredConfig 
     config: { commit_id: c.commit_id, bundles: [...new Set(c.bundles as string[])], bundle_data: data },
     attributes: attrs,
     ...(dropped.length > 0 ? { dropped } : {}),
+    defaults: checkDefaults(defaults),
   };
 }
 
@@ -175,8 +185,8 @@ export class ConfigEngine {
   async start(): Promise<void> {
     try {
       const text = await fs.readFile(path.join(this.o.stateDir, STATE_FILE), 'utf8');
-      const stored = JSON.parse(text) as { config?: unknown; attributes?: unknown };
-      this.current = checkConfig(stored.config, stored.attributes);
+      const stored = JSON.parse(text) as { config?: unknown; attributes?: unknown; defaults?: unknown };
+      this.current = checkConfig(stored.config, stored.attributes, stored.defaults);
       this.log('info', 'configuration loaded from the state directory', { commit_id: this.current.config.commit_id });
     } catch (err) {
       if ((err as NodeJS.ErrnoException).code !== 'ENOENT')
@@ -223,7 +233,7 @@ export class ConfigEngine {
   /** Device-level messages for configuration; returns false for the others. */
   handleControl(msg: ControlMessage): boolean {
     if (msg.t === 'config') {
-      void this.receive(msg.config, msg.attributes).catch((err: Error) => this.log('warn', 'configuration not accepted', { err: err.message }));
+      void this.receive(msg.config, msg.attributes, msg.defaults).catch((err: Error) => this.log('warn', 'configuration not accepted', { err: err.message }));
       return true;
     }
     if (msg.t === 'file_refused') {
@@ -239,18 +249,18 @@ export class ConfigEngine {
   }
 
   /** A configuration from the broker: kept, then applied. Configurations are taken in the order they came. */
-  receive(config: unknown, attributes: unknown): Promise<void> {
-    const next = this.receiving.then(() => this.take(config, attributes));
+  receive(config: unknown, attributes: unknown, defaults?: unknown): Promise<void> {
+    const next = this.receiving.then(() => this.take(config, attributes, defaults));
     this.receiving = next.catch(() => {});
     return next;
   }
 
   private receiving: Promise<void> = Promise.resolve();
 
-  private async take(config: unknown, attributes: unknown): Promise<void> {
+  private async take(config: unknown, attributes: unknown, defaults: unknown): Promise<void> {
     let stored: StoredConfig;
     try {
-      stored = checkConfig(config, attributes);
+      stored = checkConfig(config, attributes, defaults);
     } catch (err) {
       this.emit({ t: 'reports', reports: [this.internalReport('ERR', `Configuration refused: ${(err as Error).message}`)] });
       throw err;
@@ -285,7 +295,7 @@ export class ConfigEngine {
     const temp = `${target}.${crypto.randomBytes(6).toString('hex')}.tmp`;
     const handle = await fs.open(temp, 'wx', 0o600);
     try {
-      await handle.writeFile(JSON.stringify({ config: stored.config, attributes: stored.attributes }));
+      await handle.writeFile(JSON.stringify({ config: stored.config, attributes: stored.attributes, defaults: stored.defaults }));
       await handle.sync();
       await handle.close();
       await fs.rename(temp, target);
@@ -300,7 +310,11 @@ export class ConfigEngine {
     const settings = this.current?.config.bundles.includes('settings') ? this.current.config.bundle_data.settings : undefined;
     const meta = bundleMeta(settings);
     const value = settings && meta.enabled ? (settings as { agentinterval?: unknown }).agentinterval : undefined;
-    const minutes = typeof value === 'number' && Number.isInteger(value) && value >= 1 && value <= MAX_INTERVAL_MINUTES ? value : DEFAULT_INTERVAL_MINUTES;
+    // The settings bundle's interval, else the account's default the broker sent, else the agent's own.
+    const minutes =
+      typeof value === 'number' && Number.isInteger(value) && value >= 1 && value <= MAX_INTERVAL_MINUTES
+        ? value
+        : (this.current?.defaults.agent_interval ?? DEFAULT_INTERVAL_MINUTES);
     if (minutes !== this.intervalMinutes || !this.timer) {
       this.intervalMinutes = minutes;
       this.schedule();

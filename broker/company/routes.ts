@@ -23,7 +23,14 @@ const settings = z
       .describe(
         'The account-wide second-factor policy (as PUT /settings/two-factor): changing it also needs users:manage, and turning it off every permission of the users who follow it',
       ),
-    agent_interval: z.number().int().min(1).max(1440).describe('Default agent run interval, minutes (1-1440): stored and shown; agents do not read it yet'),
+    agent_interval: z
+      .number()
+      .int()
+      .min(1)
+      .max(1440)
+      .describe(
+        'Default agent run interval, minutes (1-1440): every agent without an enabled settings bundle (agentinterval) runs its configuration this often',
+      ),
   })
   .strict();
 
@@ -74,7 +81,7 @@ export const companyRoutes: RouteSpec[] = [
     summary: 'Read the company record',
     description:
       'The organisation: name, address (address, zip, city, country), VAT number, contact (name, email, phone) and `settings`: `two_factor_required` (the second-factor policy sign-in enforces) and ' +
-      '`agent_interval` (default agent run interval in minutes; stored only). One company per installation; unknown id: 404.',
+      '`agent_interval` (default agent run interval in minutes: sent to every agent with its configuration, in force where no enabled `settings` bundle sets `agentinterval`; a change reaches connected agents within seconds). One company per installation; unknown id: 404.',
     access: 'company:read',
     params,
     response: companyRecord,

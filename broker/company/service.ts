@@ -1,3 +1,4 @@
+import type { AgentDefaults } from '../../shared/protocol.js';
 import type { AccessService } from '../access/access.js';
 import type { Principal } from '../access/principal.js';
 import type { AuthService } from '../auth/service.js';
@@ -13,7 +14,10 @@ export type CompanyField = (typeof COMPANY_FIELDS)[number];
 export interface CompanySettings {
   /** The account-wide second-factor policy (the same as PUT /settings/two-factor). */
   two_factor_required: boolean;
-  /** Default agent run interval in minutes: stored and shown; agents do not read it yet. */
+  /**
+   * Default agent run interval in minutes: sent to every agent with its configuration, in force
+   * where no enabled `settings` bundle sets `agentinterval`.
+   */
   agent_interval: number;
 }
 
@@ -55,6 +59,13 @@ export class CompanyService {
 
   async get(companyId: string): Promise<CompanyRecord> {
     return this.present(await this.row(companyId));
+  }
+
+  /** The defaults every agent gets with its configuration (the installation's only company row). */
+  async agentDefaults(): Promise<AgentDefaults> {
+    const row = await this.deps.db.selectFrom('company').select('agent_interval').orderBy('created_at').executeTakeFirst();
+    const minutes = Number(row?.agent_interval);
+    return Number.isInteger(minutes) && minutes >= 1 && minutes <= 1440 ? { agent_interval: minutes } : {};
   }
 
   /** For the audit entry: the row with the policy it carries. */

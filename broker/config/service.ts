@@ -7,7 +7,7 @@
 import crypto from 'node:crypto';
 import { pipeline } from 'node:stream/promises';
 import type { Logger } from 'pino';
-import type { AgentReport, ChannelKind, ChannelParams, CommittedConfig, ControlMessage } from '../../shared/protocol.js';
+import type { AgentDefaults, AgentReport, ChannelKind, ChannelParams, CommittedConfig, ControlMessage } from '../../shared/protocol.js';
 import { TAG_PATTERN, TAG_RULE } from '../../shared/resources.js';
 import type { Channel } from '../../shared/mux.js';
 import type { AccessService } from '../access/access.js';
@@ -69,6 +69,8 @@ export interface ConfigDeps {
   agents: ConfigAgentLink;
   reports: ReportSink;
   logger: Logger;
+  /** The account's defaults sent with every configuration (the company's agent_interval); none when absent. */
+  agentDefaults?: () => Promise<AgentDefaults>;
 }
 
 export interface ChangeRequest {
@@ -617,7 +619,12 @@ export class ConfigService {
     const { nodes, tags } = await this.levelsFor({ type: 'node', id: deviceId }, chain);
     const row = await this.deps.store.db.selectFrom('devices').select('attributes').where('device_id', '=', deviceId).executeTakeFirst();
     const rendered = render({ type: 'node', id: deviceId }, nodes, tags);
-    return pushable(rendered, readAttributes(row?.attributes).custom ?? {}, digests ? await this.fileDigests(rendered, new Map()) : new Map());
+    return pushable(
+      rendered,
+      readAttributes(row?.attributes).custom ?? {},
+      digests ? await this.fileDigests(rendered, new Map()) : new Map(),
+      await this.agentDefaults(),
+    );
   }
 
   /**
@@ -711,6 +718,8 @@ export class ConfigService {
     let pushed = 0;
     const elsewhere: string[] = [];
     const fileDigests = new Map<string, Promise<string | undefined>>();
+    // Read once per run: a change of the defaults changes every digest, so every device gets them.
+    const defaults = await this.agentDefaults();
     // What a group passes down (its levels root → group, and the tags carried along) is worked out
     // once per group, not once per device: the per-device cost stays flat as the fleet grows.
     const groupParts = new Map<string, { nodes: Level[]; tags: (Level & { rank: number })[]; seen: Set<string> }>();
@@ -737,7 +746,7 @@ export class ConfigService {
         [...parts.nodes, level('node', row.node_id, row.title, bundles)],
         [...parts.tags, ...ownTags.map((tag) => ({ ...level('tag', tag, tag, bundles), rank: chain.length - 1 }))],
       );
-      const out = pushable(rendered, readAttributes(attributes.get(row.node_id)).custom ?? {}, await this.fileDigests(rendered, fileDigests));
+      const out = pushable(rendered, readAttributes(attributes.get(row.node_id)).custom ?? {}, await this.fileDigests(rendered, fileDigests), defaults);
       if (states.get(row.node_id) === out.digest && !only) continue;
       this.logDropped(row.node_id, out.dropped);
       await this.recordState(row.node_id, out.config.commit_id, out.digest);
@@ -774,6 +783,10 @@ export class ConfigService {
     return pushed;
   }
 
+  private async agentDefaults(): Promise<AgentDefaults> {
+    return (await this.deps.agentDefaults?.()) ?? {};
+  }
+
   private async recordState(deviceId: string, commitSha: string, digest: string): Promise<void> {
     await this.deps.store.db
       .insertInto('device_config')
@@ -800,12 +813,12 @@ export class ConfigService {
   }
 
   /** Sends a device its configuration; one larger than the agent takes in a message is not sent (logged). */
-  private push(deviceId: string, out: { config: CommittedConfig; attributes: Record<string, string>; size: number }): boolean {
+  private push(deviceId: string, out: { config: CommittedConfig; attributes: Record<string, string>; defaults: AgentDefaults; size: number }): boolean {
     if (out.size > MAX_PUSH_BYTES) {
       this.deps.logger.error({ deviceId, bytes: out.size }, 'configuration too large to send to the agent: not sent');
       return false;
     }
-    return this.deps.agents.send(deviceId, { t: 'config', config: out.config, attributes: out.attributes });
+    return this.deps.agents.send(deviceId, { t: 'config', config: out.config, attributes: out.attributes, defaults: out.defaults });
   }
 
   /**
@@ -963,7 +976,7 @@ export function parameterAttributes(custom: Record<string, string>): { attribute
  * files with their sha256 (a plain field of the configuration); its digest decides whether to push,
  * so a new upload of a distributed file reaches the devices that use it.
  */
-function pushable(rendered: RenderedConfig, custom: Record<string, string>, fileDigests: ReadonlyMap<string, string | undefined>) {
+function pushable(rendered: RenderedConfig, custom: Record<string, string>, fileDigests: ReadonlyMap<string, string | undefined>, defaults: AgentDefaults) {
   const { attributes, dropped } = parameterAttributes(custom);
   const bundle_data: Record<string, unknown> = {};
   const bundles: string[] = [];
@@ -975,9 +988,9 @@ function pushable(rendered: RenderedConfig, custom: Record<string, string>, file
     bundles.push(name);
   }
   const config: CommittedConfig = { commit_id: rendered.commit_id, bundles, bundle_data: withFileDigests(bundle_data, fileDigests) };
-  const text = JSON.stringify({ config, attributes });
+  const text = JSON.stringify({ config, attributes, defaults });
   const digest = crypto.createHash('sha256').update(text).digest('hex');
-  return { config, attributes, dropped, files: referencedFiles(bundle_data), digest, size: Buffer.byteLength(text) };
+  return { config, attributes, defaults, dropped, files: referencedFiles(bundle_data), digest, size: Buffer.byteLength(text) };
 }
 
 const SEVERITIES = new Set(['INFO', 'WARN', 'ERR', 'CRIT']);

@@ -406,6 +406,26 @@ describe('agents', () => {
     expect(await t.broker.services.configuration.propagate()).toBe(0);
   });
 
+  it("carries the account's default agent interval; a change of it reaches the agent without a commit, and only a company manager makes one", async () => {
+    const before = configs().at(-1) as unknown as { defaults?: { agent_interval?: number } };
+    expect(before.defaults).toEqual({ agent_interval: 5 });
+    const company = (await t.api('GET', '/api/v2/company', admin())).body as { id: string };
+    // A reader of the company record cannot change what every agent runs.
+    const reader = await t.userWith([{ permission: 'company:read' }]);
+    const refused = await t.api('PATCH', `/api/v2/company/${company.id}`, { token: reader.token, body: { settings: { agent_interval: 1 } } });
+    expect(refused.status).toBe(403);
+    expect((await t.api('PATCH', `/api/v2/company/${company.id}`, { ...admin(), body: { settings: { agent_interval: 0 } } })).status).toBe(400);
+    expect(await t.broker.services.configuration.propagate()).toBe(0);
+
+    const count = configs().length;
+    expect((await t.api('PATCH', `/api/v2/company/${company.id}`, { ...admin(), body: { settings: { agent_interval: 30 } } })).status).toBe(200);
+    // What the periodic look (watch) runs once the API changed something: every device gets it.
+    expect(await t.broker.services.configuration.propagate()).toBeGreaterThanOrEqual(1);
+    const latest = (await eventually(() => configs().length > count && configs().at(-1))) as unknown as { defaults?: { agent_interval?: number } };
+    expect(latest.defaults).toEqual({ agent_interval: 30 });
+    expect(await t.broker.services.configuration.propagate()).toBe(0);
+  });
+
   it('sends files its configuration names, on a file channel; refuses any other file', async () => {
     conn.send({ t: 'file_request', id: 'r1', path: '/motd.tpl' });
     const got = await eventually(() => opened.find((o) => o.params.id === 'r1'));

@@ -193,12 +193,13 @@ describe('profile', () => {
   it('changes the name and the password; a wrong current password is shown at its field', async () => {
     const user = await suite.t.userWith([{ permission: 'device:read' }]);
     const { page, expectNoErrorsAndClose } = await suite.open({ as: user });
-    await page.getByRole('link', { name: /Test User/ }).click();
+    await page.getByRole('link', { name: /^Profile/ }).click();
     await page.getByRole('heading', { level: 1, name: 'Profile' }).waitFor();
     await page.getByLabel('First name').fill('Grace');
     await page.getByLabel('Last name').fill('Hopper');
     await page.getByRole('form', { name: 'Your name' }).getByRole('button', { name: 'Save' }).click();
-    await page.getByRole('link', { name: 'Grace Hopper' }).waitFor();
+    // The Profile link carries the new name (its title).
+    await expect.poll(() => page.getByRole('link', { name: /^Profile/ }).getAttribute('title')).toBe(`Grace Hopper · ${user.email}`);
     expect((await suite.t.api('GET', '/api/v2/profile', { token: user.token })).body).toMatchObject({ fname: 'Grace', lname: 'Hopper' });
 
     await page.getByLabel('Current password').fill('not-the-password');

@@ -255,7 +255,7 @@ describe('files manager', () => {
     expect(await page.getByRole('button', { name: 'Create folder' }).count()).toBe(0);
     // Only Files is offered in the menu.
     const links = await page.getByRole('navigation', { name: 'Main' }).getByRole('link').allTextContents();
-    expect(links).toEqual(['Files', expect.stringMatching(/^Test User/)]);
+    expect(links).toEqual(['Files', expect.stringMatching(/^Profile/)]);
     await expectNoErrorsAndClose();
   });
 });

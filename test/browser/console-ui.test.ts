@@ -107,10 +107,7 @@ describe('navigation', () => {
       expect(((await page.locator('main').textContent()) ?? '').trim().length).toBeGreaterThan(label.length);
       await screenshot(page, shot);
     }
-    await page
-      .getByRole('link', { name: /admin@example\.com|Profile|Admin/ })
-      .first()
-      .click();
+    await page.getByRole('link', { name: 'Profile admin@example.com' }).click();
     await page.getByRole('heading', { level: 1, name: 'Profile' }).waitFor();
     await screenshot(page, 'profile');
 

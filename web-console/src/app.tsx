@@ -190,7 +190,10 @@ function Frame({ path, children }: { path: string; children: ComponentChildren }
     else (document.querySelector('main h1') as HTMLElement | null)?.focus({ preventScroll: true });
   }, [path]);
   useEffect(prefetchConsole, []);
-  const name = [session.profile?.fname, session.profile?.lname].filter(Boolean).join(' ') || session.profile?.email || 'Profile';
+  // The signed-in user's own page reads "Profile" with who they are: their name alone ("Admin" for
+  // the first administrator) would read like an administration area.
+  const name = [session.profile?.fname, session.profile?.lname].filter(Boolean).join(' ');
+  const email = session.profile?.email ?? '';
   const pending = usePendingCount(allowed('pendingHosts'));
   return (
     <div class="frame">
@@ -224,8 +227,8 @@ function Frame({ path, children }: { path: string; children: ComponentChildren }
           <Link href="/help" aria-current={path === '/help' || path.startsWith('/help/') ? 'page' : undefined} class="help-link">
             Help
           </Link>
-          <Link href="/profile" aria-current={path === '/profile' ? 'page' : undefined} class="profile-link">
-            {name}
+          <Link href="/profile" aria-current={path === '/profile' ? 'page' : undefined} class="profile-link" title={[name, email].filter(Boolean).join(' · ')}>
+            Profile{email && <small class="profile-email"> {email}</small>}
           </Link>
           <button
             type="button"

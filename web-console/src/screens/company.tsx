@@ -88,7 +88,7 @@ export function CompanyScreen() {
             value={String(draft.settings.agent_interval)}
             onInput={(e) => setDraft({ ...draft, settings: { ...draft.settings, agent_interval: Number(e.currentTarget.value) } })}
             error={errors['settings.agent_interval']}
-            hint="Stored for the organisation; agents do not read it yet."
+            hint="How often every agent applies its configuration again, unless a settings bundle sets its own interval."
           />
           <label class="check">
             <input

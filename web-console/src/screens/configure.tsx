@@ -252,16 +252,32 @@ function FieldEditor({
     </small>
   );
   switch (field.kind) {
-    case 'bool':
+    case 'bool': {
+      // Not set (absent: the agent's default or what is inherited) is neither on nor off: the box
+      // shows a dash and the word says so.
+      const state = value === true ? 'on' : value === false ? 'off' : 'not set';
       return (
-        <div class="field">
+        <div class="field bool-field">
           <label class="check">
-            <input id={id} type="checkbox" checked={value === true} disabled={disabled} onChange={(e) => onChange(e.currentTarget.checked)} />
-            {field.label}
+            <input
+              id={id}
+              type="checkbox"
+              checked={value === true}
+              ref={(el) => {
+                if (el) el.indeterminate = value !== true && value !== false;
+              }}
+              disabled={disabled}
+              onChange={(e) => onChange(e.currentTarget.checked)}
+            />
+            <span>{field.label}</span>
+            <span class={`bool-state ${state === 'not set' ? 'unset' : state}`} data-testid={`state-${path}`}>
+              {state}
+            </span>
           </label>
           {help}
         </div>
       );
+    }
     case 'select':
       return (
         <div class={`field${error ? ' has-error' : ''}`}>
@@ -515,11 +531,11 @@ function BundleEditor({
           <div class="button-row">
             <label class="check">
               <input type="checkbox" checked={enabled} onChange={(e) => setValue({ ...value, enabled: e.currentTarget.checked })} />
-              Enabled
+              <span>Enabled</span>
             </label>
             <label class="check" title="Merge with the inherited configuration instead of replacing it">
               <input type="checkbox" checked={extend} onChange={(e) => setExtend(e.currentTarget.checked)} />
-              Extend the inherited configuration
+              <span>Extend the inherited configuration</span>
             </label>
             {form && (
               <button

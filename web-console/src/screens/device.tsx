@@ -8,7 +8,8 @@ import type { AttributesRecord, RemoteCapabilities } from '../../../shared/api-t
 import { api, ApiFailure, itemsOf } from '../api.js';
 import { allowed } from '../areas.js';
 import { Link, navigate, withQuery } from '../router.js';
-import { ConfirmButton, ErrorBox, formatBytes, formatTime, Loading, Notice, PageTitle, Table, Tags, useAction, useLoad } from '../ui.js';
+import { bytesText, inventoryRows } from '../inventory-format.js';
+import { ConfirmButton, ErrorBox, formatTime, Loading, Notice, PageTitle, Table, Tags, useAction, useLoad } from '../ui.js';
 import { LEGACY_FIELDS } from './attributes.js';
 import { DeviceConfiguration } from './configure.js';
 import { LastContact, StatusDot } from './devices.js';
@@ -49,39 +50,6 @@ export async function loadRemoteAccess(deviceId: string): Promise<RemoteCapabili
   }
 }
 
-/** Inventory as the agent reported it: nested values shown as a definition list. */
-function InventoryView({ value, depth = 0 }: { value: unknown; depth?: number }) {
-  if (value === null || value === undefined) return <span class="muted">—</span>;
-  if (typeof value !== 'object') return <span>{String(value)}</span>;
-  if (Array.isArray(value)) {
-    if (value.length === 0) return <span class="muted">none</span>;
-    if (value.every((v) => typeof v !== 'object' || v === null)) return <span>{value.join(', ')}</span>;
-    return (
-      <ol class="inventory-list">
-        {value.slice(0, 200).map((v, i) => (
-          <li key={i}>
-            <InventoryView value={v} depth={depth + 1} />
-          </li>
-        ))}
-      </ol>
-    );
-  }
-  const entries = Object.entries(value as Record<string, unknown>);
-  if (depth > 4) return <code>{JSON.stringify(value)}</code>;
-  return (
-    <dl class="kv">
-      {entries.map(([k, v]) => (
-        <Fragment key={k}>
-          <dt>{k}</dt>
-          <dd>
-            <InventoryView value={v} depth={depth + 1} />
-          </dd>
-        </Fragment>
-      ))}
-    </dl>
-  );
-}
-
 interface InventoryReport {
   received_at?: string | null;
   hostname?: string;
@@ -97,29 +65,6 @@ interface InventoryReport {
   [key: string]: unknown;
 }
 
-const KNOWN_INVENTORY = new Set([
-  'device_id',
-  'received_at',
-  'hostname',
-  'os',
-  'kernel',
-  'arch',
-  'cpu',
-  'memory',
-  'disks',
-  'network',
-  'agent_version',
-  'uptime',
-]);
-
-function uptime(seconds: number | undefined): string {
-  if (seconds === undefined) return '';
-  const d = Math.floor(seconds / 86400);
-  const h = Math.floor((seconds % 86400) / 3600);
-  const m = Math.floor((seconds % 3600) / 60);
-  return d ? `${d} d ${h} h` : h ? `${h} h ${m} min` : `${m} min`;
-}
-
 function Inventory({ deviceId }: { deviceId: string }) {
   const inv = useLoad(() => api.get<InventoryReport>(`/inventory/${encodeURIComponent(deviceId)}`), [deviceId]);
   if (inv.loading && !inv.data) return <Loading what="inventory" />;
@@ -127,29 +72,17 @@ function Inventory({ deviceId }: { deviceId: string }) {
   if (inv.error) return <ErrorBox error={inv.error} />;
   const r = inv.data;
   if (!r) return null;
-  const rest = Object.fromEntries(Object.entries(r).filter(([k]) => !KNOWN_INVENTORY.has(k)));
-  const summary: [string, string | undefined][] = [
-    ['Host name', r.hostname],
-    ['Operating system', r.os?.pretty_name ?? [r.os?.name, r.os?.version].filter(Boolean).join(' ')],
-    ['Kernel', r.kernel],
-    ['Architecture', r.arch],
-    ['CPU', r.cpu ? `${r.cpu.model ?? ''}${r.cpu.cores ? ` (${r.cpu.cores} cores)` : ''}` : undefined],
-    ['Memory', r.memory?.total !== undefined ? `${formatBytes(r.memory.total)} (${formatBytes(r.memory.free ?? 0)} free)` : undefined],
-    ['Up for', uptime(r.uptime)],
-    ['Agent version', r.agent_version],
-    ['Reported', formatTime(r.received_at ?? undefined)],
-  ];
+  // Named rows with units and dates (inventory-format.ts), never raw keys and epoch numbers.
+  const rows = inventoryRows(r);
   return (
     <div class="inventory">
-      <dl class="kv">
-        {summary
-          .filter(([, v]) => v)
-          .map(([k, v]) => (
-            <Fragment key={k}>
-              <dt>{k}</dt>
-              <dd>{v}</dd>
-            </Fragment>
-          ))}
+      <dl class="kv" data-testid="inventory-summary">
+        {rows.map(([k, v]) => (
+          <Fragment key={k}>
+            <dt>{k}</dt>
+            <dd>{v}</dd>
+          </Fragment>
+        ))}
       </dl>
       {r.disks && r.disks.length > 0 && (
         <Table caption="Disks" columns={['Mount', 'Type', 'Size', 'Free']}>
@@ -157,8 +90,8 @@ function Inventory({ deviceId }: { deviceId: string }) {
             <tr key={d.mount}>
               <td>{d.mount}</td>
               <td>{d.fstype ?? ''}</td>
-              <td>{formatBytes(d.size)}</td>
-              <td>{formatBytes(d.free)}</td>
+              <td>{bytesText(d.size)}</td>
+              <td>{bytesText(d.free)}</td>
             </tr>
           ))}
         </Table>
@@ -176,7 +109,6 @@ function Inventory({ deviceId }: { deviceId: string }) {
           ))}
         </Table>
       )}
-      {Object.keys(rest).length > 0 && <InventoryView value={rest} />}
     </div>
   );
 }
