@@ -122,6 +122,7 @@ export function ConfirmButton({
   onConfirm,
   disabled,
   class: className,
+  extra,
 }: {
   label: string;
   question: string;
@@ -129,6 +130,8 @@ export function ConfirmButton({
   onConfirm: () => void | Promise<void>;
   disabled?: boolean;
   class?: string;
+  /** shown with the question (a reason field, say) */
+  extra?: ComponentChildren;
 }) {
   const [asking, setAsking] = useState(false);
   const yes = useRef<HTMLButtonElement>(null);
@@ -145,6 +148,7 @@ export function ConfirmButton({
   return (
     <span class="confirm" role="group" aria-label={question}>
       <span>{question}</span>
+      {extra}
       <button
         ref={yes}
         type="button"
