@@ -53,6 +53,8 @@ export interface UserList extends ListPage<UserRecord> {
 export interface Profile extends UserRecord {
   /** every permission the user's roles grant (on at least some devices) */
   permissions: string[];
+  /** the remote-access:connect resources that allow a console, with the logins each names (none: the agent's own account) */
+  console_grants: { resource: string; users: string[] }[];
 }
 
 /** GET /remote/access/{device_id}: what the caller may try on a device, for showing buttons. */

@@ -1,4 +1,5 @@
 import type { Profile } from '../../shared/api-types.js';
+import { consoleGrants } from '../../shared/resources.js';
 import type { Principal } from '../access/principal.js';
 import type { Db } from '../db/database.js';
 import { badRequest, conflict, notFound } from '../http/errors.js';
@@ -36,6 +37,7 @@ export class ProfileService {
       created_at: row.created_at,
       last_login: row.last_login,
       permissions: principal.permissions,
+      console_grants: consoleGrants(principal.policies),
     };
   }
 
