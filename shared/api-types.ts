@@ -55,6 +55,8 @@ export interface Profile extends UserRecord {
   permissions: string[];
   /** unused recovery codes of the authenticator app (0 without an app) */
   recovery_codes_left: number;
+  /** the remote-access:connect resources that allow a console, with the logins each names (none: the agent's own account) */
+  console_grants: { resource: string; users: string[] }[];
 }
 
 /** GET /remote/access/{device_id}: what the caller may try on a device, for showing buttons. */

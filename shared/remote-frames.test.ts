@@ -1,5 +1,14 @@
 import { describe, expect, it } from 'vitest';
-import { MAX_TERMINAL_DIMENSION, parseClientFrame, parseServerFrame, serverFrameOf } from './remote-frames.js';
+import {
+  endedMessage,
+  MAX_END_REASON,
+  MAX_ENDER_EMAIL,
+  MAX_ENDER_NAME,
+  MAX_TERMINAL_DIMENSION,
+  parseClientFrame,
+  parseServerFrame,
+  serverFrameOf,
+} from './remote-frames.js';
 
 describe('client frames (what the broker accepts)', () => {
   it('accepts resize, ack and eof, keeping only the fields of the contract', () => {
@@ -93,5 +102,39 @@ describe('server frames (what the CLI and the web console accept)', () => {
   it('ignores a frame of an unknown type', () => {
     expect(parseServerFrame('{"type":"progress","n":1}')).toEqual({ kind: 'unknown', type: 'progress' });
     expect(serverFrameOf('{"type":"progress","n":1}')).toBeUndefined();
+  });
+});
+
+describe('who ended a session', () => {
+  const ended = { type: 'error', code: 403, error: 'session_ended', message: 'm' };
+
+  it('reads ended_by and reason, and says who ended it and why', () => {
+    const parsed = parseServerFrame(JSON.stringify({ ...ended, ended_by: { email: 'alice@example.com', name: 'Alice Ops' }, reason: 'maintenance' }));
+    expect(parsed).toEqual({
+      kind: 'frame',
+      frame: { ...ended, ended_by: { email: 'alice@example.com', name: 'Alice Ops' }, reason: 'maintenance' },
+    });
+    if (parsed.kind !== 'frame' || parsed.frame.type !== 'error') throw new Error('not an error frame');
+    expect(endedMessage(parsed.frame)).toBe('Ended by Alice Ops <alice@example.com> (maintenance).');
+    expect(endedMessage({ ...ended, type: 'error', ended_by: { email: 'bob@example.com', name: '' } })).toBe('Ended by bob@example.com.');
+    expect(endedMessage({ type: 'error', code: 403, error: 'access_withdrawn', message: 'm', reason: 'no grant covers the device' })).toBe(
+      'Your access was withdrawn (no grant covers the device).',
+    );
+    expect(endedMessage({ type: 'error', code: 403, error: 'forbidden', message: 'm' })).toBeUndefined();
+  });
+
+  it('names the field when ended_by or reason is malformed or oversized', () => {
+    for (const [extra, field] of [
+      [{ ended_by: 'alice' }, 'ended_by'],
+      [{ ended_by: { email: 'a@b' } }, 'ended_by'],
+      [{ ended_by: { email: 'a'.repeat(MAX_ENDER_EMAIL + 1), name: '' } }, 'ended_by'],
+      [{ ended_by: { email: 'a@b', name: 'n'.repeat(MAX_ENDER_NAME + 1) } }, 'ended_by'],
+      [{ ended_by: ['a@b'] }, 'ended_by'],
+      [{ reason: 7 }, 'reason'],
+      [{ reason: 'r'.repeat(MAX_END_REASON + 1) }, 'reason'],
+    ] as const) {
+      const parsed = parseServerFrame(JSON.stringify({ ...ended, ...extra }));
+      expect(parsed).toMatchObject({ kind: 'invalid', field });
+    }
   });
 });

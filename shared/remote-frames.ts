@@ -53,12 +53,30 @@ export interface ResultFrame {
   bytes: number;
   sha256: string;
 }
-/** A refusal or failure, in the API's error shape; the socket then closes with 4000 + code. */
+/** Longest email, name and reason an ended session's frame carries (the broker checks the reason at its route). */
+export const MAX_ENDER_EMAIL = 320;
+export const MAX_ENDER_NAME = 200;
+export const MAX_END_REASON = 500;
+
+/** Who ended a session: the operator the session's user is told about. */
+export interface EndedBy {
+  email: string;
+  /** first and last name; '' when the user has none */
+  name: string;
+}
+
+/**
+ * A refusal or failure, in the API's error shape; the socket then closes with 4000 + code.
+ * `session_ended` carries `ended_by` (and `reason` when the operator gave one); `access_withdrawn`
+ * carries `reason`, the rule that no longer grants the session.
+ */
 export interface ErrorFrame {
   type: 'error';
   code: number;
   error: string;
   message: string;
+  ended_by?: EndedBy;
+  reason?: string;
   [detail: string]: unknown;
 }
 /** What the broker sends. */
@@ -93,6 +111,7 @@ type Json = Record<string, unknown>;
 
 const isCount = (v: unknown): v is number => typeof v === 'number' && Number.isSafeInteger(v) && v >= 0;
 const isStatus = (v: unknown): v is number | null => v === null || (typeof v === 'number' && Number.isSafeInteger(v));
+const isText = (v: unknown, max: number): v is string => typeof v === 'string' && v.length <= max;
 const isDimension = (v: unknown): v is number => typeof v === 'number' && Number.isInteger(v) && v >= 1 && v <= MAX_TERMINAL_DIMENSION;
 
 function parseObject(text: string): Json | { invalid: string } {
@@ -170,10 +189,37 @@ export function parseServerFrame(text: string): Parsed<ServerFrame> {
       if (!isStatus(o.code) || o.code === null) return invalid('error: code must be a whole number.', 'code');
       if (typeof o.error !== 'string') return invalid('error: error must be a string.', 'error');
       if (typeof o.message !== 'string') return invalid('error: message must be a string.', 'message');
-      return { kind: 'frame', frame: { ...o, type: 'error', code: o.code, error: o.error, message: o.message } };
+      {
+        const frame: ErrorFrame = { ...o, type: 'error', code: o.code, error: o.error, message: o.message };
+        delete frame.ended_by;
+        delete frame.reason;
+        if (o.ended_by !== undefined) {
+          const by = o.ended_by as Json | null;
+          if (!by || typeof by !== 'object' || Array.isArray(by) || !isText(by.email, MAX_ENDER_EMAIL) || !isText(by.name, MAX_ENDER_NAME))
+            return invalid(`error: ended_by must be {email, name}, at most ${MAX_ENDER_EMAIL} and ${MAX_ENDER_NAME} characters.`, 'ended_by');
+          frame.ended_by = { email: by.email, name: by.name };
+        }
+        if (o.reason !== undefined) {
+          if (!isText(o.reason, MAX_END_REASON)) return invalid(`error: reason must be a string of at most ${MAX_END_REASON} characters.`, 'reason');
+          frame.reason = o.reason;
+        }
+        return { kind: 'frame', frame };
+      }
     default:
       return { kind: 'unknown', type: o.type as string };
   }
+}
+
+/**
+ * What to tell the user whose session ended on someone else's word: "Ended by alice@example.com
+ * (maintenance window)", or "Your access was withdrawn (…)"; undefined for any other error.
+ */
+export function endedMessage(frame: ErrorFrame): string | undefined {
+  const why = frame.reason ? ` (${frame.reason})` : '';
+  if (frame.error === 'access_withdrawn') return `Your access was withdrawn${why}.`;
+  if (frame.error !== 'session_ended' || !frame.ended_by) return undefined;
+  const who = frame.ended_by.name ? `${frame.ended_by.name} <${frame.ended_by.email}>` : frame.ended_by.email;
+  return `Ended by ${who}${why}.`;
 }
 
 /** The frame, or undefined for anything a client should ignore (unknown or malformed). */

@@ -1,6 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import {
   compilePolicies,
+  consoleGrants,
   evaluate,
   MAX_RESOURCE_LENGTH,
   MAX_RESOURCES_PER_POLICY,
@@ -645,5 +646,27 @@ describe('validatePolicies', () => {
       message: expect.stringMatching(/at most 100 resources/),
     });
     expect(validatePolicies([{ permission: 'device:read', resources: resources.slice(1) }])).toEqual([]);
+  });
+});
+
+describe('console grants: which account a console opens', () => {
+  it('lists the connect resources that allow a console, with the logins each names (none: the agent’s own account)', () => {
+    const grants = consoleGrants(
+      compilePolicies([
+        { permission: 'device:read' },
+        {
+          permission: 'remote-access:connect',
+          resources: ['tag:lab', 'node:g1/console', 'tag:ops/console(user=ops,deploy)', 'tag:x/tunnel(port=22)', 'tag:y/reload', '*/copy(direction=download)'],
+        },
+      ]),
+    );
+    expect(grants).toEqual([
+      { resource: 'tag:lab', users: [] },
+      { resource: 'node:g1/console', users: [] },
+      { resource: 'tag:ops/console(user=ops,deploy)', users: ['ops', 'deploy'] },
+    ]);
+    // No resources is every device and every action: a console as the agent's own account.
+    expect(consoleGrants(compilePolicies([{ permission: 'remote-access:connect' }]))).toEqual([{ resource: '*', users: [] }]);
+    expect(consoleGrants(compilePolicies([{ permission: 'remote-access:manage' }]))).toEqual([]);
   });
 });

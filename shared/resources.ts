@@ -275,6 +275,29 @@ export function compilePolicies(policies: Policy[]): CompiledPolicy[] {
   }));
 }
 
+/**
+ * A remote-access:connect resource that allows a console, with the logins it names. Without
+ * `user=` (`*`, `tag:x`, `tag:x/console`) the console opens the agent's own account: root on a
+ * packaged install (the agent does not report which account it runs as).
+ */
+export interface ConsoleGrant {
+  resource: string;
+  /** the logins a console may run as; empty: the agent's own account */
+  users: string[];
+}
+
+/** What a console through a grant without `user=` opens, in words for people. */
+export const AGENT_ACCOUNT = 'the agent’s own account (root on a packaged install)';
+
+/** The console grants of compiled policies (see ConsoleGrant). */
+export function consoleGrants(policies: readonly CompiledPolicy[]): ConsoleGrant[] {
+  return policies
+    .filter((p) => p.permission === 'remote-access:connect')
+    .flatMap((p) => p.resources)
+    .filter((r) => r.action === undefined || r.action.name === 'console')
+    .map((r) => ({ resource: r.source, users: r.action?.options.user ?? [] }));
+}
+
 /** What the evaluator needs to know of a device. */
 export interface DeviceScope {
   deviceId: string;

@@ -13,6 +13,11 @@ const lastName = singleLine(z.string().trim().max(100)).describe('Last name (may
 const profile = userRecord.extend({
   permissions: z.array(z.string()).describe("every permission the user's roles grant, on at least some devices"),
   recovery_codes_left: z.number().int().min(0).describe('unused recovery codes of the authenticator app (0 without an app)'),
+  console_grants: z
+    .array(z.object({ resource: z.string(), users: z.array(z.string()) }))
+    .describe(
+      'The remote-access:connect resources that allow a console, with the logins each names (`user=`); `users` empty: the console opens the agent’s own account, root on a packaged install.',
+    ),
 }) satisfies z.ZodType<Profile>;
 
 const withRecoveryCodes = profile.extend({
@@ -31,7 +36,8 @@ export const profileRoutes: RouteSpec[] = [
     path: '/profile',
     tag: 'profile',
     summary: 'Your own user record and permissions',
-    description: 'The user record (as in GET /api/v2/user/{id}) of the signed-in user, plus `permissions`: what the web console may offer.',
+    description:
+      'The user record (as in GET /api/v2/user/{id}) of the signed-in user, plus `permissions`: what the web console may offer, and `console_grants`: which account each console grant opens.',
     access: 'authenticated',
     response: profile,
     handler: async ({ principal, services }) => services.auth.profile.get(principal),

@@ -1,4 +1,5 @@
 import type { Profile } from '../../shared/api-types.js';
+import { consoleGrants } from '../../shared/resources.js';
 import type { Principal } from '../access/principal.js';
 import type { Db } from '../db/database.js';
 import { badRequest, conflict, notFound } from '../http/errors.js';
@@ -37,6 +38,7 @@ export class ProfileService {
       last_login: row.last_login,
       permissions: principal.permissions,
       recovery_codes_left: await this.auth.recoveryCodes.left(row.id),
+      console_grants: consoleGrants(principal.policies),
     };
   }
 

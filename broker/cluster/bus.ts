@@ -4,6 +4,7 @@ import pg from 'pg';
 import type { Logger } from 'pino';
 import { PG_TIMEOUTS, sql, type Db } from '../db/database.js';
 import { DEVICE_ID_PATTERN } from '../devices/scope.js';
+import { MAX_END_REASON, MAX_ENDER_EMAIL, MAX_ENDER_NAME } from '../../shared/remote-frames.js';
 
 /** What one broker tells every broker of the cluster, through PostgreSQL NOTIFY. */
 export type ClusterEvent =
@@ -16,7 +17,7 @@ export type ClusterEvent =
   /** `broker` is shutting down: forget its agents now rather than at expiry */
   | { e: 'broker_down'; broker: string }
   /** an operator on `broker` ended a live remote session that broker `to` holds (DELETE /remote/sessions/{id}) */
-  | { e: 'end_session'; broker: string; to: string; session: string; by: { id: string; email: string } }
+  | { e: 'end_session'; broker: string; to: string; session: string; by: { id: string; email: string; name: string }; reason?: string }
   /** configuration changed through `broker` for these devices: whichever broker holds one of their agents sends it its configuration */
   | { e: 'config'; broker: string; devices: string[] }
   /** a device-level message for the agent of `device` (unsigned: the broker holding it signs it for its connection) */
@@ -64,8 +65,10 @@ export function parseClusterEvent(payload: string | undefined): ClusterEvent | u
       const by = msg.by as Record<string, unknown> | null | undefined;
       if (typeof msg.to !== 'string' || !ID.test(msg.to) || typeof msg.session !== 'string' || !SESSION_ID.test(msg.session)) return undefined;
       if (typeof by !== 'object' || by === null || typeof by.id !== 'string' || typeof by.email !== 'string') return undefined;
-      if (by.id.length < 1 || by.id.length > 100 || by.email.length > 320) return undefined;
-      return { e: 'end_session', broker, to: msg.to, session: msg.session, by: { id: by.id, email: by.email } };
+      if (by.id.length < 1 || by.id.length > 100 || by.email.length > MAX_ENDER_EMAIL) return undefined;
+      const name = typeof by.name === 'string' ? by.name.slice(0, MAX_ENDER_NAME) : '';
+      const reason = typeof msg.reason === 'string' && msg.reason.length <= MAX_END_REASON ? msg.reason : undefined;
+      return { e: 'end_session', broker, to: msg.to, session: msg.session, by: { id: by.id, email: by.email, name }, ...(reason ? { reason } : {}) };
     }
     case 'config': {
       const devices = msg.devices;

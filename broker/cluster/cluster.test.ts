@@ -27,8 +27,16 @@ describe('cluster events (NOTIFY payloads) are checked field by field', () => {
     expect(parseClusterEvent(JSON.stringify({ e: 'device_removed', broker: 'b', device: DEVICE, reason: 'x'.repeat(500) }))).toMatchObject({
       reason: 'x'.repeat(120),
     });
-    const end = { e: 'end_session', broker: 'b', to: 'a', session: '0f0e-1', by: { id: 'u1', email: 'op@example.com' } };
+    const end = { e: 'end_session', broker: 'b', to: 'a', session: '0f0e-1', by: { id: 'u1', email: 'op@example.com', name: 'Op' }, reason: 'maintenance' };
     expect(parseClusterEvent(JSON.stringify({ ...end, extra: 1 }))).toEqual(end);
+    // From a broker of the version before: no name, no reason.
+    const older = { e: 'end_session', broker: 'b', to: 'a', session: '0f0e-1', by: { id: 'u1', email: 'op@example.com' } };
+    expect(parseClusterEvent(JSON.stringify(older))).toEqual({ ...older, by: { ...older.by, name: '' } });
+    // An oversized reason is left out, an oversized name cut.
+    expect(parseClusterEvent(JSON.stringify({ ...end, reason: 'r'.repeat(501), by: { ...end.by, name: 'n'.repeat(300) } }))).toEqual({
+      ...older,
+      by: { ...older.by, name: 'n'.repeat(200) },
+    });
     const config = { e: 'config', broker: 'b', devices: [DEVICE, 'b'.repeat(64)] };
     expect(parseClusterEvent(JSON.stringify(config))).toEqual(config);
     const deliver = { e: 'deliver', broker: 'b', device: DEVICE, msg: { t: 'reload', id: 'x' } };

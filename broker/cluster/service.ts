@@ -99,7 +99,8 @@ export class ClusterService {
       logger: deps.logger,
       brokerId: this.me,
       liveBrokers: () => this.liveBrokers(),
-      requestEnd: (to, session, by) => this.bus.publish({ e: 'end_session', broker: this.me, to, session, by }),
+      requestEnd: (to, session, end) =>
+        this.bus.publish({ e: 'end_session', broker: this.me, to, session, by: end.by, ...(end.reason ? { reason: end.reason } : {}) }),
     });
   }
 
@@ -448,7 +449,10 @@ export class ClusterService {
         this.forgetBroker(event.broker, 'shut down');
         return;
       case 'end_session':
-        if (event.to === this.me) void this.sessions.endHere(event.session, event.by).catch((err) => this.log.warn({ err }, 'session not ended'));
+        if (event.to === this.me)
+          void this.sessions
+            .endHere(event.session, { by: event.by, ...(event.reason ? { reason: event.reason } : {}) })
+            .catch((err) => this.log.warn({ err }, 'session not ended'));
         return;
       case 'config': {
         const here = event.devices.filter((deviceId) => this.hub?.isConnected(deviceId));

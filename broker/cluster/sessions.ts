@@ -1,6 +1,6 @@
 import type { Logger } from 'pino';
 import type { Db } from '../db/database.js';
-import type { LiveSessionView, RemoteSource, SessionDirectory } from '../remote/sessions.js';
+import type { LiveSessionView, RemoteSource, SessionDirectory, SessionEnd } from '../remote/sessions.js';
 import type { RemoteRequest } from '../../shared/resources.js';
 
 /** How long an operator's DELETE waits for the holding broker to end the session. */
@@ -10,7 +10,7 @@ const END_POLL_MS = 50;
 /** What the live sessions of this broker offer the directory (RemoteSessions, bound late). */
 export interface LocalSessions {
   list(): LiveSessionView[];
-  end(id: string, by: { id: string; email: string }): Promise<boolean>;
+  end(id: string, end: SessionEnd): Promise<boolean>;
   /** Ends here those whose audit start is no longer open (ended by another broker); see refresh. */
   endEndedElsewhere?(stillOpen: (startIds: number[]) => Promise<Set<number>>): Promise<number>;
 }
@@ -22,7 +22,7 @@ export interface ClusterSessionsDeps {
   /** Other brokers taken for alive (their rows are listed; rows of the others are stale). */
   liveBrokers: () => string[];
   /** Asks the broker holding a session to end it (a NOTIFY: ClusterEvent end_session). */
-  requestEnd: (broker: string, sessionId: string, by: { id: string; email: string }) => Promise<void>;
+  requestEnd: (broker: string, sessionId: string, end: SessionEnd) => Promise<void>;
 }
 
 /** A session of another broker, as read from `live_sessions`. */
@@ -175,8 +175,8 @@ export class ClusterSessions implements SessionDirectory {
   }
 
   /** Asks the holding broker to end the session, and waits (a few seconds at most) for its row to go. */
-  async endElsewhere(session: RemoteLiveSession, by: { id: string; email: string }): Promise<void> {
-    await this.deps.requestEnd(session.broker, session.id, by);
+  async endElsewhere(session: RemoteLiveSession, end: SessionEnd): Promise<void> {
+    await this.deps.requestEnd(session.broker, session.id, end);
     const until = Date.now() + END_WAIT_MS;
     while (Date.now() < until) {
       const row = await this.deps.db.selectFrom('live_sessions').select('session_id').where('session_id', '=', session.id).executeTakeFirst();
@@ -186,8 +186,8 @@ export class ClusterSessions implements SessionDirectory {
   }
 
   /** A request of another broker to end one of this broker's sessions. */
-  async endHere(id: string, by: { id: string; email: string }): Promise<void> {
-    const ended = await this.local?.end(id, by);
+  async endHere(id: string, end: SessionEnd): Promise<void> {
+    const ended = await this.local?.end(id, end);
     if (!ended) this.log.info({ session: id }, 'end of a session asked for, but it is not live here');
   }
 }

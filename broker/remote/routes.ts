@@ -10,6 +10,7 @@ import { deviceId, devicePath, host, port, proto } from './schemas.js';
 import { MAX_LIST_BYTES, MAX_LIST_ENTRIES } from '../../shared/protocol.js';
 import { REMOTE_WS_PATHS } from './sessions.js';
 import { TICKET_TTL_SECONDS } from './tickets.js';
+import { MAX_END_REASON } from '../../shared/remote-frames.js';
 import { singleLine } from '../../shared/text.js';
 import { subjectRecords } from '../audit/subjects.js';
 
@@ -134,13 +135,22 @@ export const remoteRoutes: RouteSpec[] = [
     tag: 'remote',
     summary: 'End a live remote session',
     description:
-      "The caller's own session, or any session on a device their `remote-access:manage` covers (403 otherwise; 404 for an unknown or ended session). The client gets the error frame `session_ended` and close 4403; the session's end entry in the audit trail (`remote.<action>.end`) says who ended it. A session held by another broker is ended by that broker (asked through the database's NOTIFY), with the same frame and audit. Answers 204 once the session is over (or after 5 s of waiting for another broker).",
+      'The caller\'s own session, or any session on a device their `remote-access:manage` covers (403 otherwise; 404 for an unknown or ended session). Optional body `{"reason": "..."}` (one line, at most ' +
+      MAX_END_REASON +
+      ' characters). The client gets the error frame `session_ended` with `ended_by: {email, name}` and the `reason`, and close 4403 (the console shows "Ended by … (reason)"); the session\'s end entry in the audit trail (`remote.<action>.end`) says who ended it and why. A session held by another broker is ended by that broker (asked through the database\'s NOTIFY), with the same frame and audit. Answers 204 once the session is over (or after 5 s of waiting for another broker).',
     access: 'authenticated',
     audit: false,
     transaction: false,
     params: z.object({ id: z.string().min(1).max(64) }),
-    handler: async ({ params, principal, services }) => {
-      await services.remote.endSession(principal, params.id);
+    body: z
+      .object({
+        reason: singleLine(z.string().trim().max(MAX_END_REASON, `at most ${MAX_END_REASON} characters`))
+          .optional()
+          .describe('Why: shown to the session’s user and kept in the audit trail'),
+      })
+      .strict(),
+    handler: async ({ params, body, principal, services }) => {
+      await services.remote.endSession(principal, params.id, body.reason || undefined);
       return undefined;
     },
   }),

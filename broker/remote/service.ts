@@ -319,11 +319,13 @@ export class RemoteService {
   }
 
   /** Ends a live session: the caller's own, or any with remote-access:manage on its device. */
-  async endSession(principal: Principal, id: string): Promise<void> {
+  async endSession(principal: Principal, id: string, reason?: string): Promise<void> {
+    const { user } = principal;
+    const end = { by: { id: user.id, email: user.email, name: [user.fname, user.lname].filter(Boolean).join(' ') }, ...(reason ? { reason } : {}) };
     const other = this.deps.others?.list().find((s) => s.id === id);
     if (other) {
-      if (other.user.id !== principal.user.id) await this.deps.access.require(principal, 'remote-access:manage', other.deviceId);
-      await this.deps.others?.end(id, { id: principal.user.id, email: principal.user.email });
+      if (other.user.id !== user.id) await this.deps.access.require(principal, 'remote-access:manage', other.deviceId);
+      await this.deps.others?.end(id, { id: user.id, email: user.email });
       return;
     }
     const session = this.sessions.get(id);
@@ -332,11 +334,11 @@ export class RemoteService {
       const elsewhere = await this.deps.directory?.find(id);
       if (!elsewhere) throw notFound(`Remote session ${id}`);
       if (elsewhere.user.id !== principal.user.id) await this.deps.access.require(principal, 'remote-access:manage', elsewhere.deviceId);
-      await this.deps.directory?.endElsewhere(elsewhere, { id: principal.user.id, email: principal.user.email });
+      await this.deps.directory?.endElsewhere(elsewhere, end);
       return;
     }
     if (session.user.id !== principal.user.id) await this.deps.access.require(principal, 'remote-access:manage', session.deviceId);
-    await this.sessions.end(id, principal.user);
+    await this.sessions.end(id, end);
   }
 
   /** A single-use ticket for one WebSocket connection, bound to the caller's sign-in session. */

@@ -7,6 +7,7 @@ import type { ZodType } from 'zod';
 import type { Channel } from '../../shared/mux.js';
 import type { ChannelParams, RemoteKind } from '../../shared/protocol.js';
 import { isAccessRefusal, refusalCodeOf } from '../../shared/codes.js';
+import { MAX_END_REASON, MAX_ENDER_EMAIL, MAX_ENDER_NAME } from '../../shared/remote-frames.js';
 import { normalizeDevicePath, type RemoteRequest } from '../../shared/resources.js';
 import type { AccessDecision, AccessService } from '../access/access.js';
 import type { Principal } from '../access/principal.js';
@@ -59,7 +60,14 @@ export interface SessionDirectory {
   /** A live session held by another broker, with that broker's id. */
   find(id: string): Promise<(LiveSessionView & { broker: string }) | undefined>;
   elsewhere(): Promise<(LiveSessionView & { broker: string })[]>;
-  endElsewhere(session: LiveSessionView & { broker: string }, by: { id: string; email: string }): Promise<void>;
+  endElsewhere(session: LiveSessionView & { broker: string }, end: SessionEnd): Promise<void>;
+}
+
+/** An operator ending a session: who (told to the session's user by email and name) and why, if they said. */
+export interface SessionEnd {
+  by: { id: string; email: string; name: string };
+  /** at most MAX_END_REASON characters, one line (checked at the route) */
+  reason?: string;
 }
 
 /** Who is asking: the principal as of now, and the token to re-check them with later. */
@@ -362,16 +370,24 @@ export class RemoteSessions {
 
   /**
    * Ends a live session on an operator's word (authorized by the caller): the client gets an
-   * error frame `session_ended` and close 4403, and the end entry of the audit trail names who
-   * ended it. Resolves once the relay is done (the end entry follows), or after a few seconds.
+   * error frame `session_ended` naming who ended it and why (`ended_by`, `reason`) and close 4403,
+   * and the end entry of the audit trail says the same. Resolves once the relay is done (the end
+   * entry follows), or after a few seconds.
    */
-  async end(id: string, by: { id: string; email: string }): Promise<boolean> {
+  async end(id: string, { by, reason }: SessionEnd): Promise<boolean> {
     const session = this.live.get(id);
     if (!session) return false;
-    const reason = `ended by ${by.email} (user ${by.id})`;
+    const why = reason ? `: ${reason}` : '';
     this.log.info({ deviceId: session.deviceId, user: session.caller.principal.user.id, by: by.id }, 'remote session ended by an operator');
     session.withdrawn = true;
-    session.relay.abort(errorFrame(403, 'session_ended', `An operator (${by.email}) ended this session.`), SessionClose.forbidden, reason);
+    session.relay.abort(
+      errorFrame(403, 'session_ended', `${by.email} ended this session${why}.`, {
+        ended_by: { email: by.email.slice(0, MAX_ENDER_EMAIL), name: by.name.slice(0, MAX_ENDER_NAME) },
+        ...(reason ? { reason: reason.slice(0, MAX_END_REASON) } : {}),
+      }),
+      SessionClose.forbidden,
+      `ended by ${by.email} (user ${by.id})${why}`,
+    );
     await Promise.race([session.relay.done, new Promise((r) => setTimeout(r, 5000).unref())]);
     return true;
   }
@@ -839,6 +855,10 @@ export class RemoteSessions {
     session.withdrawn = true;
     const why = reason.replace(/\.$/, '');
     this.log.info({ deviceId: session.deviceId, user: session.caller.principal.user.id, reason: why }, 'remote session ended: access withdrawn');
-    session.relay.abort(errorFrame(403, 'access_withdrawn', `Access withdrawn: ${why}.`), SessionClose.forbidden, `access withdrawn: ${why}`);
+    session.relay.abort(
+      errorFrame(403, 'access_withdrawn', `Your access was withdrawn: ${why}.`, { reason: why.slice(0, MAX_END_REASON) }),
+      SessionClose.forbidden,
+      `access withdrawn: ${why}`,
+    );
   }
 }

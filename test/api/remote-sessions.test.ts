@@ -2,6 +2,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startTestBroker, type TestBroker } from '../support/broker.js';
 import { FakeAgents, type FakeAgent } from '../support/fake-agent.js';
 import { connectRemote } from '../support/remote-ws.js';
+import { endedMessage, serverFrameOf } from '../../shared/remote-frames.js';
 
 let t: TestBroker;
 const fakes = new FakeAgents();
@@ -102,11 +103,24 @@ describe('live remote sessions', () => {
     expect(refused.body).toMatchObject({ code: 403, error: 'forbidden' });
     expect((await list(t.adminToken)).map((x) => x.id)).toContain(session.id);
 
-    const ended = await t.api('DELETE', `/api/v2/remote/sessions/${session.id}`, { token: t.adminToken });
+    // A reason that is not one bounded line is refused, and the session runs on.
+    for (const reason of ['x'.repeat(501), 'two\nlines', 42]) {
+      const bad = await t.api('DELETE', `/api/v2/remote/sessions/${session.id}`, { token: t.adminToken, body: { reason } });
+      expect(bad.status).toBe(400);
+      expect(bad.body).toMatchObject({ code: 400, error: 'invalid_request' });
+    }
+    expect((await t.api('DELETE', `/api/v2/remote/sessions/${session.id}`, { token: t.adminToken, body: { why: 'x' } })).status).toBe(400);
+    expect((await list(t.adminToken)).map((x) => x.id)).toContain(session.id);
+
+    const ended = await t.api('DELETE', `/api/v2/remote/sessions/${session.id}`, { token: t.adminToken, body: { reason: 'maintenance window' } });
     expect(ended.status).toBe(204);
     const closed = await s.closed;
     expect(closed.code).toBe(4403);
-    expect(s.frames.find((f) => f.type === 'error')).toMatchObject({ code: 403, error: 'session_ended' });
+    // The frame names who ended it and why, and the shared parser reads it so.
+    const frame = s.frames.find((f) => f.type === 'error');
+    expect(frame).toMatchObject({ code: 403, error: 'session_ended', ended_by: { email: 'admin@example.com' }, reason: 'maintenance window' });
+    const parsed = serverFrameOf(JSON.stringify(frame));
+    expect(parsed?.type === 'error' && endedMessage(parsed)).toMatch(/^Ended by .*admin@example\.com.* \(maintenance window\)\.$/);
     expect((await list(t.adminToken)).map((x) => x.id)).not.toContain(session.id);
     expect((await t.api('DELETE', `/api/v2/remote/sessions/${session.id}`, { token: t.adminToken })).status).toBe(404);
 
@@ -116,7 +130,7 @@ describe('live remote sessions', () => {
         const r = await t.api('GET', `/api/v2/commitlist?device_id=${elsewhere}&action=console&result=allowed`, { token: t.adminToken });
         return (r.body.items as { message: string }[])[0]?.message ?? '';
       })
-      .toContain('ended by admin@example.com');
+      .toMatch(/ended by admin@example\.com .*: maintenance window/);
   });
 
   it('lets a user holding only remote-access:connect end their own session', async () => {

@@ -485,7 +485,7 @@ describe('live sessions', () => {
     const removed = await t.api('DELETE', `/api/v2/removeapprovedhost/${doomed}`, { token: t.adminToken });
     expect(removed.status).toBeLessThan(300);
     expect((await s.closed).code).toBe(4403);
-    expect(s.frames.at(-1)).toMatchObject({ error: 'access_withdrawn', message: 'Access withdrawn: no such device.' });
+    expect(s.frames.at(-1)).toMatchObject({ error: 'access_withdrawn', message: 'Your access was withdrawn: no such device.', reason: 'no such device' });
   });
 
   it('a role change that withdraws the grant ends a live tunnel', async () => {

@@ -362,3 +362,20 @@ describe('access to the role calls', () => {
     expect(r.body.created_by).toBe(manager.id);
   });
 });
+
+describe('GET /profile console_grants', () => {
+  it('tells each user which account their console grants open: the named logins, or the agent’s own (no user=)', async () => {
+    const named = await t.userWith([{ permission: 'remote-access:connect', resources: ['tag:ops/console(user=ops)'] }, { permission: 'device:read' }]);
+    const r = await t.api('GET', '/api/v2/profile', { token: named.token });
+    expect(r.status).toBe(200);
+    expect(r.body.console_grants).toEqual([{ resource: 'tag:ops/console(user=ops)', users: ['ops'] }]);
+
+    const unnamed = await t.userWith([{ permission: 'remote-access:connect', resources: ['*/console', 'tag:x/tunnel(port=22)'] }]);
+    expect((await t.api('GET', '/api/v2/profile', { token: unnamed.token })).body.console_grants).toEqual([{ resource: '*/console', users: [] }]);
+
+    const none = await t.userWith([{ permission: 'device:read' }]);
+    expect((await t.api('GET', '/api/v2/profile', { token: none.token })).body.console_grants).toEqual([]);
+    // The administrator's remote-access:connect on * opens consoles as the agent's own account.
+    expect((await t.api('GET', '/api/v2/profile', { token: t.adminToken })).body.console_grants).toEqual([{ resource: '*', users: [] }]);
+  });
+});

@@ -142,6 +142,7 @@ export function ConfirmButton({
   onConfirm,
   disabled,
   class: className,
+  extra,
 }: {
   label: string;
   question: string;
@@ -149,6 +150,8 @@ export function ConfirmButton({
   onConfirm: () => void | Promise<void>;
   disabled?: boolean;
   class?: string;
+  /** shown with the question (a reason field, say) */
+  extra?: ComponentChildren;
 }) {
   const [asking, setAsking] = useState(false);
   const yes = useRef<HTMLButtonElement>(null);
@@ -165,6 +168,7 @@ export function ConfirmButton({
   return (
     <span class="confirm" role="group" aria-label={question}>
       <span>{question}</span>
+      {extra}
       <button
         ref={yes}
         type="button"

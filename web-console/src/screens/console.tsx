@@ -8,7 +8,8 @@ import { Terminal } from '@xterm/xterm';
 import '@xterm/xterm/css/xterm.css';
 import { useEffect, useRef, useState } from 'preact/hooks';
 import type { AttributesRecord } from '../../../shared/api-types.js';
-import { encodeFrame, serverFrameOf, type ClientFrame } from '../../../shared/remote-frames.js';
+import { encodeFrame, endedMessage, serverFrameOf, type ClientFrame } from '../../../shared/remote-frames.js';
+import { escapeForTerminal } from '../../../shared/text.js';
 import { api, ApiFailure, messageOf, remoteSocketUrl } from '../api.js';
 import { Link, navigate } from '../router.js';
 import { addTab, attachTab, closeTab, loadTabs, MAX_TABS, saveTabs, setSession, showDevice, type ConsoleTabs } from '../console-tabs.js';
@@ -271,6 +272,14 @@ function TerminalView({ mode, deviceId, name, users, session, active, onSession,
         } else if (msg.type === 'error') {
           if (msg.error === 'session_not_found' && attachTo && !watching) {
             expired = true;
+            return;
+          }
+          // Ended by an operator, or a grant withdrawn: say who and why, not "Access denied".
+          const ended = endedMessage(msg);
+          if (ended) {
+            term.write(`\r\n\x1b[1;33m[${escapeForTerminal(ended)}]\x1b[0m\r\n`);
+            forget();
+            finish({ kind: 'ended', message: ended });
             return;
           }
           const message = msg.message || 'The console could not be opened.';

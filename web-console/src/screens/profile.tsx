@@ -3,6 +3,7 @@ import { useEffect, useState } from 'preact/hooks';
 import { api, ApiFailure } from '../api.js';
 import { loadProfile, useSession, type Profile } from '../session.js';
 import { CopyButton, ErrorBox, Field, Notice, PageTitle, useAction } from '../ui.js';
+import { ConsoleAccounts } from './roles.js';
 
 interface TotpEnrolment {
   secret: string;
@@ -11,6 +12,16 @@ interface TotpEnrolment {
 }
 
 /** Whether an authenticator app is set up: the profile then offers the `google` provider. */
+/** The profile's console grants (GET /profile `console_grants`), checked: an older broker sends none. */
+function consoleGrantsOf(profile: Profile | null): { resource: string; users: string[] }[] {
+  const raw = profile?.console_grants;
+  if (!Array.isArray(raw)) return [];
+  return raw.filter(
+    (g): g is { resource: string; users: string[] } =>
+      !!g && typeof g.resource === 'string' && Array.isArray(g.users) && g.users.every((u: unknown) => typeof u === 'string'),
+  );
+}
+
 function totpEnabled(profile: Profile | null): boolean {
   const providers = profile?.two_factor?.providers;
   return Array.isArray(providers) && providers.includes('google');
@@ -356,6 +367,12 @@ export function ProfileScreen() {
                 </li>
               ))}
             </ul>
+            {consoleGrantsOf(profile).length > 0 && (
+              <>
+                <h3>Consoles you may open</h3>
+                <ConsoleAccounts grants={consoleGrantsOf(profile)} />
+              </>
+            )}
           </section>
         )}
       </div>

@@ -5,7 +5,7 @@
  */
 import { useMemo, useState } from 'preact/hooks';
 import { NOT_BUILT_PERMISSIONS, PERMISSIONS, PERMISSION_NAMES, acceptsResources, type Permission } from '../../../shared/permissions.js';
-import { validatePolicies, type Policy, type PolicyProblem } from '../../../shared/resources.js';
+import { AGENT_ACCOUNT, compilePolicies, consoleGrants, validatePolicies, type Policy, type PolicyProblem } from '../../../shared/resources.js';
 import { api, ApiFailure, itemsOf } from '../api.js';
 import { allowed } from '../areas.js';
 import { Link, navigate } from '../router.js';
@@ -193,6 +193,29 @@ export function toPolicies(drafts: DraftPolicy[]): Policy[] {
   });
 }
 
+/**
+ * Which account each console grant opens. A grant without `user=` opens the agent's own account,
+ * root on a packaged install: warned, with how to name a login instead.
+ */
+export function ConsoleAccounts({ grants }: { grants: { resource: string; users: string[] }[] }) {
+  return (
+    <ul class="plain-list console-accounts" aria-label="Which account a console opens">
+      {grants.map((g) =>
+        g.users.length === 0 ? (
+          <li key={g.resource} class="notice warn" data-testid="console-account-warning">
+            ⚠ A console through <code>{g.resource}</code> opens {AGENT_ACCOUNT}. Name the login it may use with <code>user=</code>, e.g.{' '}
+            <code>{`${g.resource.split('/')[0]}/console(user=operator)`}</code>.
+          </li>
+        ) : (
+          <li key={g.resource} class="muted small" data-testid="console-account">
+            A console through <code>{g.resource}</code> runs as {g.users.join(', ')}.
+          </li>
+        ),
+      )}
+    </ul>
+  );
+}
+
 function PolicyEditor({
   policy,
   index,
@@ -216,6 +239,9 @@ function PolicyEditor({
   const general = problems.filter((p) => p.resource === undefined);
   const id = `p-${policy.uid}`;
   const resourceProblem = (r: string) => problems.find((p) => p.resource === r.trim())?.message;
+  const consoles = consoleGrants(
+    compilePolicies([{ permission: policy.permission, resources: policy.resources.map((r) => r.trim()).filter((r) => r && !resourceProblem(r)) }]),
+  );
   return (
     <li class={`policy${problems.length ? ' has-error' : ''}`} data-permission={policy.permission}>
       <div class="policy-head">
@@ -306,6 +332,7 @@ function PolicyEditor({
       ) : (
         <p class="muted small">Applies everywhere (this permission takes no resources).</p>
       )}
+      {consoles.length > 0 && <ConsoleAccounts grants={consoles} />}
     </li>
   );
 }

@@ -5,7 +5,8 @@
  * may watch read-only (`can_watch`) offer Watch; the caller's own consoles (`can_attach`) offer Re-attach,
  * from whichever tab or browser they are signed in on. On a phone the actions stay pinned at the row's right edge.
  */
-import { useEffect } from 'preact/hooks';
+import { useEffect, useState } from 'preact/hooks';
+import { MAX_END_REASON } from '../../../shared/remote-frames.js';
 import { api, itemsOf } from '../api.js';
 import { Link } from '../router.js';
 import { ConfirmButton, ErrorBox, formatBytes, formatTime, ListTable, PageTitle, useAction, useLoad } from '../ui.js';
@@ -37,6 +38,8 @@ const REFRESH_MS = 3000;
 export function SessionsScreen() {
   const sessions = useLoad(async () => itemsOf<LiveSession>(await api.get('/remote/sessions')), []);
   const ending = useAction();
+  /** The reason typed for ending each session, by session id. */
+  const [reasons, setReasons] = useState<Record<string, string>>({});
   useEffect(() => {
     document.title = 'Active sessions · Fleet console';
     const timer = setInterval(sessions.reload, REFRESH_MS);
@@ -99,8 +102,19 @@ export function SessionsScreen() {
                   question={`End ${s.user.email}'s ${s.kind} on ${s.device.name || 'this device'}?`}
                   confirmLabel="Yes, end it"
                   disabled={ending.busy}
+                  extra={
+                    <input
+                      class="end-reason"
+                      aria-label="Reason (shown to the user)"
+                      placeholder="Reason (shown to the user)"
+                      maxLength={MAX_END_REASON}
+                      value={reasons[s.id] ?? ''}
+                      onInput={(e) => setReasons({ ...reasons, [s.id]: e.currentTarget.value })}
+                    />
+                  }
                   onConfirm={async () => {
-                    await ending.run(() => api.del(`/remote/sessions/${encodeURIComponent(s.id)}`));
+                    const reason = (reasons[s.id] ?? '').trim();
+                    await ending.run(() => api.del(`/remote/sessions/${encodeURIComponent(s.id)}`, undefined, reason ? { reason } : {}));
                     sessions.reload();
                   }}
                 />
