@@ -1,7 +1,10 @@
 import { Duplex } from 'node:stream';
 import net, { type AddressInfo } from 'node:net';
 import type { Logger } from 'pino';
-import { Server, type AuthContext, type Connection, type ServerChannel, type Session, type TcpipInfo } from 'ssh2';
+import ssh2, { type AuthContext, type Connection, type ServerChannel, type Session, type TcpipInfo } from 'ssh2';
+
+// ssh2 is CommonJS: under Node's own ESM loader (tsx, the built broker) only its default export is there.
+const { Server } = ssh2;
 import type { RemoteRequest } from '../../shared/resources.js';
 import type { AuditService } from '../audit/service.js';
 import type { AuthService } from '../auth/service.js';

@@ -69,4 +69,8 @@ declare module 'ssh2' {
     injectSocket(socket: Duplex): void;
     maxConnections: number;
   }
+
+  /** ssh2 is CommonJS: Node's ESM loader offers it as the default export only. */
+  const ssh2: { Server: typeof Server };
+  export default ssh2;
 }
