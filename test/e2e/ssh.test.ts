@@ -145,6 +145,25 @@ describe('SSH gateway with the OpenSSH client', () => {
     expect(run.code).toBe(0);
   });
 
+  it('runs rsync over ssh (an exec of rsync is a console command without a terminal)', async () => {
+    const source = fs.mkdtempSync(path.join(work, 'rsync-src-'));
+    const target = fs.mkdtempSync(path.join(work, 'rsync-dst-'));
+    fs.writeFileSync(path.join(source, 'a.bin'), crypto.randomBytes(150_000));
+    fs.mkdirSync(path.join(source, 'sub'));
+    fs.writeFileSync(path.join(source, 'sub', 'b.txt'), 'nested\n');
+    const run = await new Promise<Run>((resolve) => {
+      const child = spawn('rsync', ['-a', '-e', `ssh -F ${admin.config} -o BatchMode=yes`, `${source}/`, `root@${host()}:${target}/`], { env: admin.env });
+      let stdout = '';
+      let stderr = '';
+      child.stdout.on('data', (d) => (stdout += d));
+      child.stderr.on('data', (d) => (stderr += d));
+      child.on('close', (code) => resolve({ code, stdout, stderr }));
+    });
+    expect(run.code, run.stderr).toBe(0);
+    expect(fs.readFileSync(path.join(target, 'a.bin')).equals(fs.readFileSync(path.join(source, 'a.bin')))).toBe(true);
+    expect(fs.readFileSync(path.join(target, 'sub', 'b.txt'), 'utf8')).toBe('nested\n');
+  });
+
   it('forwards a local port to the device (ssh -L): a tunnel decided and audited as one', async () => {
     const local = await new Promise<number>((resolve) => {
       const s = net.createServer();
