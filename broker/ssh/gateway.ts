@@ -451,7 +451,7 @@ export class SshGateway {
       await this.deps.sessions.finish(prepared.auditId, prepared.startedAt, { bytesIn: 0, bytesOut: 0, reason: 'client went away before the session started' });
       return undefined;
     }
-    const relay = new SshRelay(stream, prepared.channel, { kind: 'console', size, raw, recorder: prepared.recorder });
+    const relay = new SshRelay(stream, prepared.channel, { kind: 'console', size, raw, recorder: prepared.recorder, sessionId: prepared.sessionId });
     this.deps.sessions.adopt(prepared, relay);
     relay.start();
     return relay;

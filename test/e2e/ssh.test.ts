@@ -16,6 +16,7 @@ import { openSshPrivateKey, publicKeyLine } from '../../shared/ssh-keys.js';
 import { SSH_MAX_CHANNELS } from '../../broker/ssh/gateway.js';
 import { echoServer, eventually, startEnrolledAgent, type TestAgent } from '../support/agent.js';
 import { ADMIN, startTestBroker, type TestBroker } from '../support/broker.js';
+import { connectRemote } from '../support/remote-ws.js';
 
 const FLEET = path.join(path.dirname(fileURLToPath(import.meta.url)), '..', '..', 'bin', 'fleet.js');
 
@@ -328,6 +329,30 @@ describe('SSH gateway with the OpenSSH client', () => {
     const after = await ssh(user, [`root@${host()}`, 'echo in']);
     expect(after.code).toBe(255);
     expect(after.stdout).toBe('');
+  });
+
+  it('lists an SSH console among live sessions: an operator watches it read-only and ends it', async () => {
+    const u = await t.userWith([{ permission: 'remote-access:connect' }, { permission: 'device:read' }]);
+    const user = await sshUser(u.token, 'watched');
+    const child = spawn('ssh', ['-F', user.config, '-o', 'BatchMode=yes', `root@${host()}`, 'echo "watched-$((6*7))"; sleep 60'], { env: user.env });
+    let out = '';
+    let err = '';
+    child.stdout.on('data', (d) => (out += d));
+    child.stderr.on('data', (d) => (err += d));
+    const closed = new Promise<number | null>((resolve) => child.on('close', resolve));
+    await eventually(() => out.includes('watched-42'), 20_000, 'the command to start');
+    const listed = await eventually(async () => {
+      const items = (await t.api('GET', '/api/v2/remote/sessions', { token: t.adminToken })).body.items as any[];
+      return items.find((s) => s.user.id === u.id && s.kind === 'console');
+    });
+    expect(listed).toMatchObject({ source: 'ssh', can_watch: true, can_attach: false, device: { id: device } });
+    const w = connectRemote(t.url, 'console', { watch: listed.id, cols: 80, rows: 24 }, t.adminToken);
+    expect(await w.frame('ready')).toMatchObject({ type: 'ready', session: listed.id, mode: 'watch' });
+    await w.output('watched-42');
+    expect((await t.api('DELETE', `/api/v2/remote/sessions/${listed.id}`, { token: t.adminToken })).status).toBe(204);
+    expect(await closed).toBe(255);
+    expect(err).toMatch(/ended this session/);
+    expect((await w.closed).code).toBe(4403);
   });
 
   it('ends a live shell within seconds once the grant is withdrawn', async () => {
