@@ -311,7 +311,8 @@ export class RemoteService {
             watchers: (s.watchers ?? []).map((w) => ({ user: w.user, since: new Date(w.since).toISOString() })),
             can_watch: mayWatch.get(s.id) ?? false,
             // Its owner, from any tab or browser they are signed in on (the broker re-authorizes the re-attach).
-            can_attach: s.user.id === principal.user.id && !s.broker,
+            // An SSH console lives with its SSH connection: it is watched, never re-attached.
+            can_attach: s.user.id === principal.user.id && !s.broker && s.source !== 'ssh',
           }
         : {}),
     }));

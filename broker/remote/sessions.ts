@@ -87,6 +87,18 @@ export interface LiveRelay {
   readonly done: Promise<{ bytesIn: number; bytesOut: number; reason: string; failed?: boolean }>;
 }
 
+/** A console others may watch read-only: the WebSocket console (ConsoleRelay), or an SSH console. */
+export interface WatchableRelay extends LiveRelay {
+  readonly ending: boolean;
+  readonly watching: { user: { id: string; email: string }; since: number }[];
+  watch(ws: WebSocket, who: { id: string; email: string }): boolean;
+  dropWatcher(userId: string, frame: ErrorFrame, code: number): void;
+}
+
+export function isWatchable(relay: LiveRelay): relay is WatchableRelay {
+  return typeof (relay as Partial<WatchableRelay>).watch === 'function';
+}
+
 interface LiveSession {
   id: string;
   caller: Caller;
@@ -308,11 +320,11 @@ export class RemoteSessions {
       const relay = session?.relay;
       const who = prepared.caller.principal.user;
       let joined = false;
-      if (session && relay instanceof ConsoleRelay) {
-        if (prepared.mode === 'watch') {
-          joined = relay.watch(ws, who);
-          session.watchedBy = [...session.watchedBy.filter((c) => relay.watching.some((w) => w.user.id === c.principal.user.id)), prepared.caller];
-        } else if ((joined = relay.reattach(ws, who, prepared.size))) session.caller = prepared.caller;
+      if (session && relay && prepared.mode === 'watch' && isWatchable(relay)) {
+        joined = relay.watch(ws, who);
+        session.watchedBy = [...session.watchedBy.filter((c) => relay.watching.some((w) => w.user.id === c.principal.user.id)), prepared.caller];
+      } else if (session && relay instanceof ConsoleRelay && prepared.mode === 'attach') {
+        if ((joined = relay.reattach(ws, who, prepared.size))) session.caller = prepared.caller;
       }
       // It ended while the join was being decided.
       if (!joined)
@@ -432,7 +444,9 @@ export class RemoteSessions {
       bytesIn: s.relay.bytesIn,
       bytesOut: s.relay.bytesOut,
       request: s.request,
-      ...(s.relay instanceof ConsoleRelay ? { attached: s.relay.attached, watchers: s.relay.watching } : {}),
+      ...(s.request.action === 'console' && isWatchable(s.relay)
+        ? { attached: s.relay instanceof ConsoleRelay ? s.relay.attached : true, watchers: s.relay.watching }
+        : {}),
     };
   }
 
@@ -525,7 +539,9 @@ export class RemoteSessions {
         ),
       );
     }
-    if (!session || !(session.relay instanceof ConsoleRelay) || session.relay.ending || session.withdrawn) {
+    // Any console may be watched; only the WebSocket console outlives its connection to be re-attached.
+    const joinable = session?.request.action === 'console' && (mode === 'watch' ? isWatchable(session.relay) : session.relay instanceof ConsoleRelay);
+    if (!session || !joinable || (session.relay as WatchableRelay).ending || session.withdrawn) {
       return this.refuseJoin(
         event,
         id,
@@ -812,7 +828,7 @@ export class RemoteSessions {
         }
         const decision = await this.deps.access.decide(who, 'remote-access:connect', session.deviceId, session.request);
         if (!decision.allowed) this.withdraw(session, decision.reason);
-        else if (session.relay instanceof ConsoleRelay) await this.recheckWatchers(session, session.relay);
+        else if (isWatchable(session.relay)) await this.recheckWatchers(session, session.relay);
       }
     } catch (err) {
       this.log.error({ err }, 'live remote sessions could not be re-checked');
@@ -822,7 +838,7 @@ export class RemoteSessions {
   }
 
   /** Watchers are re-authorized with their session: one whose grant is gone is cut, the console runs on. */
-  private async recheckWatchers(session: LiveSession, relay: ConsoleRelay): Promise<void> {
+  private async recheckWatchers(session: LiveSession, relay: WatchableRelay): Promise<void> {
     session.watchedBy = session.watchedBy.filter((c) => relay.watching.some((w) => w.user.id === c.principal.user.id));
     for (const watcher of session.watchedBy) {
       let allowed: boolean;

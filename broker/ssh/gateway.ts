@@ -14,6 +14,7 @@ import { consoleCommandProblem, isTunnelHost } from '../remote/schemas.js';
 import { fingerprintOf } from '../../shared/ssh-keys.js';
 import { verifyUserSignature, type SshAuthority } from './authority.js';
 import { RAW_SCRIPT, SshRelay } from './relay.js';
+import { SftpBridge, type SftpStream } from './sftp.js';
 
 /** Connections that have not authenticated yet, at most: in all, and from one address. */
 export const SSH_PREAUTH_MAX = 64;
@@ -386,19 +387,30 @@ export class SshGateway {
         no,
       ),
     );
+    // ssh2 answers the sftp subsystem with its SFTP server: the bridge maps it onto copy sessions.
+    session.on('sftp', (ok: () => SftpStream, no: () => void) => {
+      if (started) return no();
+      started = true;
+      if (!conn.deviceId) {
+        no();
+        void this.refuseAttempt(conn, 'copy', { subsystem: 'sftp' }, 'no device named: connect through the gateway with ssh -J');
+        return;
+      }
+      new SftpBridge(ok(), conn.caller as Caller, conn.deviceId, this.deps.sessions).start();
+    });
     session.on('subsystem', (ok, no, info) =>
       once(
         async (stream) => {
-          const what = info.name === 'sftp' ? 'sftp (and scp, which uses it)' : `the subsystem ${String(info.name).slice(0, 64)}`;
-          await this.refuseAttempt(conn, 'copy', { subsystem: String(info.name).slice(0, 64) }, `${what} is not supported by this gateway yet`, conn.deviceId);
-          failStream(stream, `${what} is not supported by this gateway yet: copy with fleet cp.`);
+          const name = String(info.name).slice(0, 64);
+          await this.refuseAttempt(conn, 'copy', { subsystem: name }, `the subsystem ${name} is not supported by this gateway`, conn.deviceId);
+          failStream(stream, `the subsystem ${name} is not supported by this gateway.`);
         },
         ok,
         no,
       ),
     );
     // Agent and X11 forwarding, environment: not offered.
-    for (const name of ['auth-agent', 'x11', 'env']) session.on(name, (_ok, no) => no?.());
+    for (const name of ['auth-agent', 'x11', 'env']) session.on(name, (_ok: unknown, no: (() => void) | undefined) => no?.());
   }
 
   /** A shell, or `ssh host command`: a console on the device as the login user, decided as a console is. */
@@ -442,7 +454,7 @@ export class SshGateway {
       await this.deps.sessions.finish(prepared.auditId, prepared.startedAt, { bytesIn: 0, bytesOut: 0, reason: 'client went away before the session started' });
       return undefined;
     }
-    const relay = new SshRelay(stream, prepared.channel, { kind: 'console', size, raw, recorder: prepared.recorder });
+    const relay = new SshRelay(stream, prepared.channel, { kind: 'console', size, raw, recorder: prepared.recorder, sessionId: prepared.sessionId });
     this.deps.sessions.adopt(prepared, relay);
     relay.start();
     return relay;

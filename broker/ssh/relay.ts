@@ -1,8 +1,11 @@
 import type { ServerChannel } from 'ssh2';
 import type { Channel } from '../../shared/mux.js';
 import type { ChannelControl } from '../../shared/protocol.js';
-import type { ErrorFrame } from '../remote/relay.js';
-import type { LiveRelay } from '../remote/sessions.js';
+import type WebSocket from 'ws';
+import { encodeFrame } from '../../shared/remote-frames.js';
+import { CONSOLE_HISTORY_BYTES, MAX_WATCHERS, OutputHistory, WATCHER_MAX_UNREAD } from '../remote/console-relay.js';
+import { errorFrame, refuse, SessionClose, type ErrorFrame } from '../remote/relay.js';
+import type { WatchableRelay } from '../remote/sessions.js';
 
 /**
  * What a command without a terminal (`ssh host cmd`, rsync, scp -O) runs through: the agent's
@@ -23,6 +26,14 @@ export interface SshRelayOptions {
   raw?: boolean;
   /** console: where its output is recorded (never its input) */
   recorder?: { output(chunk: Buffer): void; resize?(cols: number, rows: number): void };
+  /** console: its live session id (what watchers join) */
+  sessionId?: string;
+}
+
+interface Watcher {
+  ws: WebSocket;
+  user: { id: string; email: string };
+  since: number;
 }
 
 /**
@@ -31,7 +42,7 @@ export interface SshRelayOptions {
  * other, so a client that floods or never reads holds at most a window's worth here. A console's
  * exit status goes to the client as SSH's `exit-status` before the channel closes.
  */
-export class SshRelay implements LiveRelay {
+export class SshRelay implements WatchableRelay {
   readonly done: Promise<{ bytesIn: number; bytesOut: number; reason: string }>;
   private resolveDone!: (end: { bytesIn: number; bytesOut: number; reason: string }) => void;
   private reason?: string;
@@ -42,6 +53,10 @@ export class SshRelay implements LiveRelay {
   private output = 0;
   /** raw console: output before the marker, while it is looked for */
   private pending: Buffer | undefined;
+  /** console: read-only watchers over the console WebSocket (`?watch=`), and what they get first */
+  private readonly watchers = new Set<Watcher>();
+  private readonly history = new OutputHistory(CONSOLE_HISTORY_BYTES);
+  private finished = false;
 
   constructor(
     private readonly stream: ServerChannel,
@@ -136,10 +151,63 @@ export class SshRelay implements LiveRelay {
     this.deliver(chunk);
   }
 
+  get ending(): boolean {
+    return this.finished || this.reason !== undefined;
+  }
+
+  get watching(): { user: { id: string; email: string }; since: number }[] {
+    return [...this.watchers].map((w) => ({ user: w.user, since: w.since }));
+  }
+
+  /**
+   * A read-only watcher of this console (decided and audited by RemoteSessions): the recent output,
+   * then live output; what it sends never reaches the device, and one that does not read is cut
+   * off at WATCHER_MAX_UNREAD rather than slowing the SSH client.
+   */
+  watch(ws: WebSocket, who: { id: string; email: string }): boolean {
+    if (this.ending || this.options.kind !== 'console') return false;
+    if (this.watchers.size >= MAX_WATCHERS) {
+      refuse(ws, errorFrame(429, 'too_many_watchers', `This console has ${MAX_WATCHERS} watchers already.`), 4429);
+      return true;
+    }
+    const watcher: Watcher = { ws, user: { id: who.id, email: who.email }, since: Date.now() };
+    this.watchers.add(watcher);
+    ws.on('error', () => {});
+    ws.on('close', () => this.watchers.delete(watcher));
+    ws.send(encodeFrame({ type: 'ready', session: this.options.sessionId ?? '', mode: 'watch', detach_grace: 0 }));
+    const replay = this.history.contents();
+    if (replay.length) ws.send(replay, { binary: true });
+    return true;
+  }
+
+  dropWatcher(userId: string, frame: ErrorFrame, code: number): void {
+    for (const w of this.watchers) {
+      if (w.user.id !== userId) continue;
+      this.watchers.delete(w);
+      refuse(w.ws, frame, code);
+    }
+  }
+
+  private toWatchers(chunk: Buffer): void {
+    for (const w of this.watchers) {
+      if (w.ws.readyState !== w.ws.OPEN) continue;
+      if (w.ws.bufferedAmount > WATCHER_MAX_UNREAD) {
+        this.watchers.delete(w);
+        w.ws.terminate();
+        continue;
+      }
+      w.ws.send(chunk, { binary: true });
+    }
+  }
+
   private deliver(chunk: Buffer): void {
     const { stream, channel } = this;
     this.output += chunk.length;
     this.options.recorder?.output(chunk);
+    if (this.options.kind === 'console') {
+      this.history.push(chunk);
+      this.toWatchers(chunk);
+    }
     if (stream.destroyed || stream.writableEnded) return;
     if (!stream.write(chunk) && !channel.isPaused()) {
       channel.pause();
@@ -147,8 +215,10 @@ export class SshRelay implements LiveRelay {
     }
   }
 
-  abort(frame: ErrorFrame, _code: number, reason: string): void {
+  abort(frame: ErrorFrame, code: number, reason: string): void {
     this.reason ??= reason;
+    for (const w of this.watchers) refuse(w.ws, frame, code);
+    this.watchers.clear();
     const { stream } = this;
     if (!stream.destroyed) {
       if (this.options.kind === 'console') {
@@ -162,6 +232,9 @@ export class SshRelay implements LiveRelay {
 
   private maybeDone(): void {
     if (!this.streamClosed || !this.channelClosed) return;
+    this.finished = true;
+    for (const w of this.watchers) if (w.ws.readyState === w.ws.OPEN) w.ws.close(SessionClose.normal, 'session ended');
+    this.watchers.clear();
     this.resolveDone({ bytesIn: this.input, bytesOut: this.output, reason: this.reason ?? 'ended' });
   }
 }

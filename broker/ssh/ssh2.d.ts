@@ -36,7 +36,7 @@ declare module 'ssh2' {
     on(event: 'shell', listener: (accept: Accept<ServerChannel>, reject: Reject) => void): this;
     on(event: 'exec', listener: (accept: Accept<ServerChannel>, reject: Reject, info: { command: string }) => void): this;
     on(event: 'subsystem', listener: (accept: Accept<ServerChannel>, reject: Reject, info: { name: string }) => void): this;
-    on(event: string, listener: (accept: Accept | undefined, reject: Reject | undefined, info: unknown) => void): this;
+    on(event: string, listener: (...args: never[]) => void): this;
   }
 
   export interface TcpipInfo {

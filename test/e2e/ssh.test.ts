@@ -16,6 +16,7 @@ import { openSshPrivateKey, publicKeyLine } from '../../shared/ssh-keys.js';
 import { SSH_MAX_CHANNELS } from '../../broker/ssh/gateway.js';
 import { echoServer, eventually, startEnrolledAgent, type TestAgent } from '../support/agent.js';
 import { ADMIN, startTestBroker, type TestBroker } from '../support/broker.js';
+import { connectRemote } from '../support/remote-ws.js';
 
 const FLEET = path.join(path.dirname(fileURLToPath(import.meta.url)), '..', '..', 'bin', 'fleet.js');
 
@@ -145,6 +146,25 @@ describe('SSH gateway with the OpenSSH client', () => {
     expect(run.code).toBe(0);
   });
 
+  it('runs rsync over ssh (an exec of rsync is a console command without a terminal)', async () => {
+    const source = fs.mkdtempSync(path.join(work, 'rsync-src-'));
+    const target = fs.mkdtempSync(path.join(work, 'rsync-dst-'));
+    fs.writeFileSync(path.join(source, 'a.bin'), crypto.randomBytes(150_000));
+    fs.mkdirSync(path.join(source, 'sub'));
+    fs.writeFileSync(path.join(source, 'sub', 'b.txt'), 'nested\n');
+    const run = await new Promise<Run>((resolve) => {
+      const child = spawn('rsync', ['-a', '-e', `ssh -F ${admin.config} -o BatchMode=yes`, `${source}/`, `root@${host()}:${target}/`], { env: admin.env });
+      let stdout = '';
+      let stderr = '';
+      child.stdout.on('data', (d) => (stdout += d));
+      child.stderr.on('data', (d) => (stderr += d));
+      child.on('close', (code) => resolve({ code, stdout, stderr }));
+    });
+    expect(run.code, run.stderr).toBe(0);
+    expect(fs.readFileSync(path.join(target, 'a.bin')).equals(fs.readFileSync(path.join(source, 'a.bin')))).toBe(true);
+    expect(fs.readFileSync(path.join(target, 'sub', 'b.txt'), 'utf8')).toBe('nested\n');
+  });
+
   it('forwards a local port to the device (ssh -L): a tunnel decided and audited as one', async () => {
     const local = await new Promise<number>((resolve) => {
       const s = net.createServer();
@@ -192,13 +212,68 @@ describe('SSH gateway with the OpenSSH client', () => {
     });
   });
 
-  it('refuses remote forwarding (ssh -R) and the sftp subsystem with a message', async () => {
+  it('refuses remote forwarding (ssh -R) with a message, audited', async () => {
     const r = await ssh(admin, ['-o', 'ExitOnForwardFailure=yes', '-R', '0:127.0.0.1:1', `root@${host()}`, 'true']);
     expect(r.code).not.toBe(0);
     expect(r.stderr).toMatch(/remote port forwarding failed/i);
-    const sftp = await ssh(admin, ['-s', `root@${host()}`, 'sftp']);
-    expect(sftp.code).toBe(1);
-    expect(sftp.stderr).toContain('not supported by this gateway yet');
+    const items = await eventually(async () => (await audit('action=tunnel')).find((e) => /ssh -R/.test(e.reason ?? '')), 10_000, 'the refused -R');
+    expect(items).toMatchObject({ result: 'denied', source: 'ssh' });
+  });
+
+  it('copies files with scp and sftp both ways through copy sessions, within the path grant', async () => {
+    const dir = fs.mkdtempSync(path.join(work, 'device-side-'));
+    const local = path.join(work, 'upload.bin');
+    // Not a multiple of sftp's 32 KiB reads: the last ones cross the end of the file.
+    const payload = crypto.randomBytes(300_000);
+    const small = crypto.randomBytes(40_000);
+    fs.writeFileSync(path.join(dir, 'small.bin'), small);
+    fs.writeFileSync(local, payload);
+    const scp = (u: SshUser, args: string[]) =>
+      new Promise<Run>((resolve) => {
+        const child = spawn('scp', ['-F', u.config, '-o', 'BatchMode=yes', ...args], { env: u.env });
+        let stdout = '';
+        let stderr = '';
+        child.stdout.on('data', (d) => (stdout += d));
+        child.stderr.on('data', (d) => (stderr += d));
+        child.on('close', (code) => resolve({ code, stdout, stderr }));
+      });
+    const up = await scp(admin, [local, `root@${host()}:${dir}/`]);
+    expect(up.stderr).toBe('');
+    expect(up.code).toBe(0);
+    expect(fs.readFileSync(path.join(dir, 'upload.bin')).equals(payload)).toBe(true);
+    const back = path.join(work, 'download.bin');
+    const down = await scp(admin, [`root@${host()}:${dir}/upload.bin`, back]);
+    expect(down.code, down.stderr).toBe(0);
+    expect(fs.readFileSync(back).equals(payload)).toBe(true);
+    const smallBack = await scp(admin, [`root@${host()}:${dir}/small.bin`, `${back}.small`]);
+    expect(smallBack.code, smallBack.stderr).toBe(0);
+    expect(fs.readFileSync(`${back}.small`).equals(small)).toBe(true);
+    // sftp in batch mode: a put and a get.
+    const batch = path.join(work, 'batch.txt');
+    fs.writeFileSync(batch, `put ${local} ${dir}/again.bin\nget ${dir}/again.bin ${back}.2\n`);
+    const sftp = await new Promise<Run>((resolve) => {
+      const child = spawn('sftp', ['-F', admin.config, '-o', 'BatchMode=yes', '-b', batch, `root@${host()}`], { env: admin.env });
+      let stdout = '';
+      let stderr = '';
+      child.stdout.on('data', (d) => (stdout += d));
+      child.stderr.on('data', (d) => (stderr += d));
+      child.on('close', (code) => resolve({ code, stdout, stderr }));
+    });
+    expect(sftp.code, sftp.stderr).toBe(0);
+    expect(fs.readFileSync(`${back}.2`).equals(payload)).toBe(true);
+    const copies = await audit(`device_id=${device}&action=copy&event=remote.copy.start`);
+    expect(copies.filter((e) => e.source === 'ssh').map((e) => e.options.direction)).toEqual(expect.arrayContaining(['upload', 'download']));
+    // A user whose grant downloads from another directory only: the upload is refused.
+    const u = await t.userWith([
+      { permission: 'remote-access:connect', resources: [`*/copy(direction=download;path=/nowhere)`] },
+      { permission: 'device:read' },
+    ]);
+    const limited = await sshUser(u.token, 'copier');
+    const refused = await scp(limited, [local, `root@${host()}:${dir}/not-allowed.bin`]);
+    expect(refused.code).not.toBe(0);
+    expect(fs.existsSync(path.join(dir, 'not-allowed.bin'))).toBe(false);
+    const denied = await audit(`device_id=${device}&action=copy&user_id=${u.id}`);
+    expect(denied.some((e) => e.result === 'denied' && e.options.direction === 'upload')).toBe(true);
   });
 
   it('refuses a certificate the broker did not sign, a plain key, and a signature by another key', async () => {
@@ -254,6 +329,30 @@ describe('SSH gateway with the OpenSSH client', () => {
     const after = await ssh(user, [`root@${host()}`, 'echo in']);
     expect(after.code).toBe(255);
     expect(after.stdout).toBe('');
+  });
+
+  it('lists an SSH console among live sessions: an operator watches it read-only and ends it', async () => {
+    const u = await t.userWith([{ permission: 'remote-access:connect' }, { permission: 'device:read' }]);
+    const user = await sshUser(u.token, 'watched');
+    const child = spawn('ssh', ['-F', user.config, '-o', 'BatchMode=yes', `root@${host()}`, 'echo "watched-$((6*7))"; sleep 60'], { env: user.env });
+    let out = '';
+    let err = '';
+    child.stdout.on('data', (d) => (out += d));
+    child.stderr.on('data', (d) => (err += d));
+    const closed = new Promise<number | null>((resolve) => child.on('close', resolve));
+    await eventually(() => out.includes('watched-42'), 20_000, 'the command to start');
+    const listed = await eventually(async () => {
+      const items = (await t.api('GET', '/api/v2/remote/sessions', { token: t.adminToken })).body.items as any[];
+      return items.find((s) => s.user.id === u.id && s.kind === 'console');
+    });
+    expect(listed).toMatchObject({ source: 'ssh', can_watch: true, can_attach: false, device: { id: device } });
+    const w = connectRemote(t.url, 'console', { watch: listed.id, cols: 80, rows: 24 }, t.adminToken);
+    expect(await w.frame('ready')).toMatchObject({ type: 'ready', session: listed.id, mode: 'watch' });
+    await w.output('watched-42');
+    expect((await t.api('DELETE', `/api/v2/remote/sessions/${listed.id}`, { token: t.adminToken })).status).toBe(204);
+    expect(await closed).toBe(255);
+    expect(err).toMatch(/ended this session/);
+    expect((await w.closed).code).toBe(4403);
   });
 
   it('ends a live shell within seconds once the grant is withdrawn', async () => {
