@@ -144,6 +144,12 @@ function remoteClause(c: Context): Clause | undefined {
 }
 
 /** The sentence of every event the broker writes, by its code. */
+/** How a sign-in was proven, as `session.login` records it. */
+const SIGN_IN_METHODS: Record<string, string> = {
+  password: 'with a password',
+  'password+recovery_code': 'with a password and a recovery code',
+};
+
 const SENTENCES: Record<string, (c: Context) => Clause | Clause[]> = {
   // Devices and the group tree
   'device.tree.change': treeClauses,
@@ -183,10 +189,12 @@ const SENTENCES: Record<string, (c: Context) => Clause | Clause[]> = {
   'profile.totp.start': () => clause('began', 'begin', 'setting up an authenticator app'),
   'profile.totp.confirm': () => clause('turned on', 'turn on', 'sign-in with an authenticator app'),
   'profile.totp.remove': () => clause('removed', 'remove', 'their authenticator app'),
+  'profile.recovery_codes.regenerate': () => clause('replaced', 'replace', 'the recovery codes of their authenticator app'),
+  'ssh.certificate': () => clause('got', 'get', 'an SSH certificate for the gateway'),
   'password.set': () => clause('set', 'set', 'a password from an emailed link'),
   'auth.device_code.approve': () => clause('approved', 'approve', 'a sign-in from the command line'),
   'auth.device_code.decline': () => clause('declined', 'decline', 'a sign-in from the command line'),
-  'session.login': (c) => clause('signed in', 'sign in', text(row(c.entry.options).method) === 'password' ? 'with a password' : ''),
+  'session.login': (c) => clause('signed in', 'sign in', SIGN_IN_METHODS[text(row(c.entry.options).method)] ?? ''),
   'session.refresh': () => clause('renewed', 'renew', 'their session'),
   'session.device_code': () => clause('signed in', 'sign in', 'from the command line'),
   // Billing
