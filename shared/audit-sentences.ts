@@ -194,7 +194,7 @@ const SENTENCES: Record<string, (c: Context) => Clause | Clause[]> = {
   'password.set': () => clause('set', 'set', 'a password from an emailed link'),
   'auth.device_code.approve': () => clause('approved', 'approve', 'a sign-in from the command line'),
   'auth.device_code.decline': () => clause('declined', 'decline', 'a sign-in from the command line'),
-  'session.login': (c) => clause('signed in', 'sign in', SIGN_IN_METHODS[text(row(c.entry.options).method)] ?? ''),
+  'session.login': (c) => clause('signed in', 'sign in', SIGN_IN_METHODS[text(row(c.entry.options).method) ?? ''] ?? ''),
   'session.refresh': () => clause('renewed', 'renew', 'their session'),
   'session.device_code': () => clause('signed in', 'sign in', 'from the command line'),
   // Billing
