@@ -214,7 +214,8 @@ function statusOf(prepared: Extract<Prepared, { ok: false }>): { code: number; m
  * with copy(direction;path), audited, re-checked and listed like any copy. A directory opened is a
  * copy channel's `list`, decided and audited as a download of it: the device lists it within the
  * grant's roots, symlinks shown as such and never followed, so `ls`, `get -r` and `scp -r` from the
- * device work. Directories cannot be made (the agent has no such operation): mkdir is unsupported.
+ * device work. A directory made is a copy channel's `mkdir`, decided and audited as an upload of it,
+ * so `mkdir`, `put -r` and `scp -r` to the device work too.
  */
 export class SftpBridge {
   private readonly files = new Map<string, SftpFile>();
@@ -261,13 +262,7 @@ export class SftpBridge {
     );
     sftp.on(
       'MKDIR',
-      guard((reqid) =>
-        sftp.status(
-          reqid,
-          SFTP_STATUS.opUnsupported,
-          'making directories is not supported through the fleet gateway (the device agent has no such operation): copy into an existing directory',
-        ),
-      ),
+      guard((reqid, path: string, attrs: Partial<Attrs>) => this.mkdir(reqid, path, attrs)),
     );
     sftp.on(
       'FSTAT',
@@ -441,6 +436,33 @@ export class SftpBridge {
         `${dir.path} holds more entries than one listing carries (${MAX_LIST_ENTRIES}); list or copy its parts instead`,
       );
     this.sftp.status(reqid, SFTP_STATUS.eof);
+  }
+
+  /**
+   * Makes a directory: a copy channel's `mkdir`, decided and audited as an upload of that path and
+   * checked again on the device (parent resolved, within the grant's roots, a planted symlink never
+   * followed). An agent that cannot make directories answers unsupported.
+   */
+  private async mkdir(reqid: number, rawPath: string, attrs: Partial<Attrs>): Promise<void> {
+    const path = absolute(rawPath);
+    const mode = typeof attrs?.mode === 'number' ? attrs.mode & 0o777 : undefined;
+    const request: RemoteRequest = { action: 'copy', direction: 'upload', path: path ?? rawPath };
+    const options = {
+      direction: 'upload',
+      path: rawPath.slice(0, 4096),
+      op: 'mkdir',
+      sftp: true,
+      ...(mode !== undefined ? { mode: `0${mode.toString(8)}` } : {}),
+    };
+    const params: CopyParams = { direction: 'mkdir', path: path ?? rawPath, ...(mode !== undefined ? { mode } : {}) };
+    const prepared = await this.sessions.authorizeAndOpen(this.caller, 'copy', this.deviceId, request, params, options);
+    if (!prepared.ok) {
+      const status = statusOf(prepared);
+      return this.sftp.status(reqid, status.code, status.message);
+    }
+    prepared.channel.destroy();
+    await this.sessions.finish(prepared.auditId, prepared.startedAt, { bytesIn: 0, bytesOut: 0, reason: 'directory made (sftp)' });
+    this.sftp.status(reqid, SFTP_STATUS.ok);
   }
 
   private async open(reqid: number, path: string, flags: number, attrs: Partial<Attrs>): Promise<void> {

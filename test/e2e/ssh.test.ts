@@ -385,11 +385,75 @@ describe('SSH gateway with the OpenSSH client', () => {
     const hugeGet = await batch([`get -r ${huge} ${dest}/huge`]);
     expect(hugeGet.code).not.toBe(0);
     expect(hugeGet.stderr).toMatch(/Couldn't read directory/);
+  });
 
-    // Directories are not made: mkdir answers unsupported, nothing is created.
-    const mkdir = await batch([`mkdir ${granted}/made`], admin);
-    expect(mkdir.code).not.toBe(0);
-    expect(fs.existsSync(path.join(granted, 'made'))).toBe(false);
+  it('makes directories with sftp mkdir and scp -r to the device, within the upload grant, never through a planted symlink', async () => {
+    const up = fs.mkdtempSync(path.join(work, 'upload-root-'));
+    const outside = fs.mkdtempSync(path.join(work, 'outside-up-'));
+    fs.symlinkSync(outside, path.join(up, 'escape'));
+    const src = fs.mkdtempSync(path.join(work, 'src-'));
+    fs.mkdirSync(path.join(src, 'sub', 'deeper'), { recursive: true });
+    fs.writeFileSync(path.join(src, 'a.bin'), crypto.randomBytes(50_000));
+    fs.writeFileSync(path.join(src, 'sub', 'b.txt'), 'bee\n');
+    fs.writeFileSync(path.join(src, 'sub', 'deeper', 'c.bin'), crypto.randomBytes(3000));
+    const digests = (root: string): Record<string, string> => {
+      const out: Record<string, string> = {};
+      const walk = (dir: string) => {
+        for (const name of fs.readdirSync(dir)) {
+          const full = path.join(dir, name);
+          if (fs.lstatSync(full).isDirectory()) walk(full);
+          else out[path.relative(root, full)] = crypto.createHash('sha256').update(fs.readFileSync(full)).digest('hex');
+        }
+      };
+      walk(root);
+      return out;
+    };
+    const run = (cmd: string, u: SshUser, args: string[]) =>
+      new Promise<Run>((resolve) => {
+        const child = spawn(cmd, ['-F', u.config, '-o', 'BatchMode=yes', ...args], { env: u.env });
+        let stdout = '';
+        let stderr = '';
+        child.stdout.on('data', (d) => (stdout += d));
+        child.stderr.on('data', (d) => (stderr += d));
+        child.on('close', (code) => resolve({ code, stdout, stderr }));
+      });
+    const batch = (u: SshUser, lines: string[]) => {
+      const file = path.join(work, `batch-${crypto.randomUUID()}.txt`);
+      fs.writeFileSync(file, `${lines.join('\n')}\n`);
+      return run('sftp', u, ['-b', file, `root@${host()}`]);
+    };
+    const writer = await t.userWith([{ permission: 'remote-access:connect', resources: [`*/copy(path=${up})`] }, { permission: 'device:read' }]);
+    const reader = await t.userWith([
+      { permission: 'remote-access:connect', resources: [`*/copy(direction=download;path=${up})`] },
+      { permission: 'device:read' },
+    ]);
+    const w = await sshUser(writer.token, 'writer');
+    const r = await sshUser(reader.token, 'reader');
+
+    const scp = await run('scp', w, ['-r', src, `root@${host()}:${up}/tree`]);
+    expect(scp.code, scp.stderr).toBe(0);
+    expect(digests(path.join(up, 'tree'))).toEqual(digests(src));
+    const made = await batch(w, [`mkdir ${up}/new`]);
+    expect(made.code, made.stderr).toBe(0);
+    expect(fs.statSync(path.join(up, 'new')).isDirectory()).toBe(true);
+    // Outside the grant, through a planted symlink, or with a download-only grant: refused, nothing made.
+    for (const [u, dir] of [
+      [w, `${outside}/x`],
+      [w, `${up}/escape/x`],
+      [r, `${up}/read-only`],
+    ] as const) {
+      const refused = await batch(u, [`mkdir ${dir}`]);
+      expect(refused.code, dir).not.toBe(0);
+    }
+    expect(fs.readdirSync(outside)).toEqual([]);
+    expect(fs.existsSync(path.join(up, 'read-only'))).toBe(false);
+    const entries = await audit(`device_id=${device}&action=copy&event=remote.copy.start`);
+    const mkdirs = entries.filter((e) => e.options.op === 'mkdir' && e.source === 'ssh');
+    expect(mkdirs.some((e) => e.result === 'allowed' && e.options.path === `${up}/new`)).toBe(true);
+    const readerEntries = await audit(`device_id=${device}&action=copy&user_id=${reader.id}`);
+    expect(readerEntries.some((e) => e.result === 'denied' && e.options.op === 'mkdir' && e.options.path === `${up}/read-only`)).toBe(true);
+    const writerEntries = await audit(`device_id=${device}&action=copy&user_id=${writer.id}`);
+    expect(writerEntries.some((e) => e.result === 'denied' && /escape\/x resolves outside/.test(e.reason))).toBe(true);
   });
 
   it('refuses a certificate the broker did not sign, a plain key, and a signature by another key', async () => {
