@@ -11,6 +11,7 @@ import { constants as C } from 'node:fs';
 import fs from 'node:fs/promises';
 import path from 'node:path';
 import { AgentRefusal } from '../../shared/codes.js';
+import { normalizeDevicePath } from '../../shared/resources.js';
 import type { Channel } from '../../shared/mux.js';
 import type { CopyParams } from '../../shared/protocol.js';
 import type { SessionContext } from './index.js';
@@ -31,7 +32,8 @@ export async function makeDirectory(requested: string, mode = 0o755, allowed?: s
   if (!Number.isInteger(mode) || mode < 0 || mode > 0o777)
     throw new AgentRefusal('invalid_request', 'The announced mode is not permissions from 0 to 0777 (set-id and sticky bits are not set).');
   const { dir, name } = await resolveCopyTarget(requested, 'upload', allowed);
-  const normalized = path.posix.join(dir, name);
+  // The path as asked (resolveCopyTarget refused it unless absolute), to tell a symlink escape from a path outside.
+  const normalized = normalizeDevicePath(requested) ?? requested;
   let parent: fs.FileHandle;
   try {
     parent = await fs.open(dir, DIR_FLAGS);
