@@ -49,6 +49,8 @@ export const AGENT_REFUSAL_CODES = [
   'not_a_file',
   /** a directory listing names something that is not a directory */
   'not_a_directory',
+  /** the directory to make already exists on the device (as whatever it is) */
+  'exists',
   /** reading, writing or connecting failed on the device */
   'io_error',
   /** the session kind or option is not supported by this agent */

@@ -75,9 +75,11 @@ export interface CopyParams {
   /**
    * `list`: the entries of a directory (the web console's file browser), answered in the open's
    * info as a DirectoryListing; decided by the broker as a download of that directory. An agent
-   * that predates it refuses with `unsupported`.
+   * that predates it refuses with `unsupported`. `mkdir`: makes one directory (its parent must
+   * exist) with `mode` (0755 without), answered `{path}` in the open's info; decided by the broker
+   * as an upload of that path. An agent that predates it refuses with `unsupported`.
    */
-  direction: 'upload' | 'download' | 'list';
+  direction: 'upload' | 'download' | 'list' | 'mkdir';
   path: string;
   /** upload: expected size and checksum, checked by the agent before the rename */
   size?: number;
@@ -89,7 +91,7 @@ export interface CopyParams {
    * (qbee's file transfer): a download archives the path, an upload extracts into it.
    */
   format?: 'file' | 'tar.gz';
-  /** upload of a `file`: the permissions (0 to 0o777) of a file it creates, set exactly whatever the umask */
+  /** upload of a `file`, mkdir: the permissions (0 to 0o777) of what it creates, set exactly whatever the umask */
   mode?: number;
 }
 /** A directory listing holds at most this many entries; more are left out and `truncated` says so. */

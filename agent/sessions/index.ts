@@ -5,6 +5,7 @@ import { openArchiveDownload, openArchiveUpload } from './archive.js';
 import { openConsole } from './console.js';
 import { openDownload, openUpload } from './copy.js';
 import { openList } from './list.js';
+import { openMkdir } from './mkdir.js';
 import { openTcpTunnel, openUdpTunnel } from './tunnel.js';
 
 export { NOT_ALLOWED_PREFIX } from './paths.js';
@@ -35,13 +36,14 @@ export async function handleChannel(channel: Channel, ctx: SessionContext): Prom
     case 'copy': {
       const params = channel.params as CopyParams;
       if (params.direction === 'list') return openList(channel, params, ctx);
+      if (params.direction === 'mkdir') return openMkdir(channel, params, ctx);
       if (params.format === 'tar.gz') {
         if (params.direction === 'upload') return openArchiveUpload(channel, params, ctx);
         if (params.direction === 'download') return openArchiveDownload(channel, params, ctx);
       }
       if (params.direction === 'upload') return openUpload(channel, params, ctx);
       if (params.direction === 'download') return openDownload(channel, params, ctx);
-      throw new AgentRefusal('unsupported', `Copy direction ${String(params.direction)} is not upload, download or list.`);
+      throw new AgentRefusal('unsupported', `Copy direction ${String(params.direction)} is not upload, download, list or mkdir.`);
     }
     default:
       throw new AgentRefusal('unsupported', `${String(channel.kind)} sessions are not supported by this agent.`);

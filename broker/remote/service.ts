@@ -50,7 +50,7 @@ export interface RemoteSessionRecord {
 import { TicketStore } from './tickets.js';
 
 /** What a device may answer to a listing: checked, never trusted (names bounded by the filesystem's 255 bytes). */
-const directoryListing = z.object({
+export const directoryListing = z.object({
   path: z.string().min(1).max(4096),
   entries: z
     .array(

@@ -14,6 +14,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ensureKeyPair, saveCertificate, sshConfigBlock, sshFiles, type IssuedCertificate } from '../../cli/ssh.js';
 import { openSshPrivateKey, publicKeyLine } from '../../shared/ssh-keys.js';
 import { SSH_MAX_CHANNELS } from '../../broker/ssh/gateway.js';
+import { MAX_LIST_ENTRIES } from '../../shared/protocol.js';
 import { echoServer, eventually, startEnrolledAgent, type TestAgent } from '../support/agent.js';
 import { ADMIN, startTestBroker, type TestBroker } from '../support/broker.js';
 import { connectRemote } from '../support/remote-ws.js';
@@ -274,6 +275,185 @@ describe('SSH gateway with the OpenSSH client', () => {
     expect(fs.existsSync(path.join(dir, 'not-allowed.bin'))).toBe(false);
     const denied = await audit(`device_id=${device}&action=copy&user_id=${u.id}`);
     expect(denied.some((e) => e.result === 'denied' && e.options.direction === 'upload')).toBe(true);
+  });
+
+  it('lists and downloads directories with sftp and scp -r through device listings, within the path grant, symlinks not followed', async () => {
+    const granted = fs.mkdtempSync(path.join(work, 'granted-'));
+    const outside = fs.mkdtempSync(path.join(work, 'outside-'));
+    const secret = `secret-${crypto.randomUUID()}`;
+    fs.writeFileSync(path.join(outside, 'secret.txt'), secret);
+    const clean = path.join(granted, 'clean');
+    fs.mkdirSync(path.join(clean, 'sub', 'deeper'), { recursive: true });
+    fs.writeFileSync(path.join(clean, 'a.bin'), crypto.randomBytes(70_000));
+    fs.writeFileSync(path.join(clean, 'empty.txt'), '');
+    fs.writeFileSync(path.join(clean, 'sub', 'b.txt'), 'bee\n');
+    fs.writeFileSync(path.join(clean, 'sub', 'deeper', 'c.bin'), crypto.randomBytes(5000));
+    // A tree where a local user planted symlinks pointing out of the grant.
+    const trap = path.join(granted, 'trap');
+    fs.mkdirSync(trap);
+    fs.writeFileSync(path.join(trap, 'ok.txt'), 'fine\n');
+    fs.symlinkSync(path.join(outside, 'secret.txt'), path.join(trap, 'leak.txt'));
+    fs.symlinkSync(outside, path.join(trap, 'leakdir'));
+    const hashes = (root: string): Record<string, string> => {
+      const out: Record<string, string> = {};
+      const walk = (dir: string) => {
+        for (const name of fs.readdirSync(dir)) {
+          const full = path.join(dir, name);
+          const st = fs.lstatSync(full);
+          if (st.isDirectory()) walk(full);
+          else out[path.relative(root, full)] = st.isFile() ? crypto.createHash('sha256').update(fs.readFileSync(full)).digest('hex') : 'not a file';
+        }
+      };
+      walk(root);
+      return out;
+    };
+    const run = (cmd: string, u: SshUser, args: string[]) =>
+      new Promise<Run>((resolve) => {
+        const child = spawn(cmd, ['-F', u.config, '-o', 'BatchMode=yes', ...args], { env: u.env });
+        let stdout = '';
+        let stderr = '';
+        child.stdout.on('data', (d) => (stdout += d));
+        child.stderr.on('data', (d) => (stderr += d));
+        child.on('close', (code) => resolve({ code, stdout, stderr }));
+      });
+    const u = await t.userWith([
+      { permission: 'remote-access:connect', resources: [`*/copy(direction=download;path=${granted})`] },
+      { permission: 'device:read' },
+    ]);
+    const lister = await sshUser(u.token, 'lister');
+    const batch = (lines: string[], as = lister) => {
+      const file = path.join(work, `batch-${crypto.randomUUID()}.txt`);
+      fs.writeFileSync(file, `${lines.join('\n')}\n`);
+      return run('sftp', as, ['-b', file, `root@${host()}`]);
+    };
+
+    // ls of a granted directory (OPENDIR/READDIR), ls -l showing a symlink as one.
+    const ls = await batch([`ls ${clean}`, `ls -l ${trap}`, `ls ${clean}/sub/deeper`]);
+    expect(ls.code, ls.stderr).toBe(0);
+    for (const name of ['a.bin', 'empty.txt', 'sub', 'c.bin']) expect(ls.stdout).toContain(name);
+    expect(ls.stdout).toMatch(/^l\S+ .* leak\.txt$/m);
+    expect(ls.stdout).toMatch(/^l\S+ .* leakdir$/m);
+    expect(ls.stdout).not.toContain(secret);
+    // ls outside the grant, and through a planted symlink to a directory outside it: refused.
+    for (const dir of [outside, path.dirname(granted), `${trap}/leakdir`]) {
+      const refused = await batch([`ls ${dir}`]);
+      expect(refused.code, dir).not.toBe(0);
+      expect(refused.stdout).not.toContain('secret.txt');
+    }
+    const listings = await audit(`device_id=${device}&action=copy&user_id=${u.id}`);
+    // Refused before the device is asked (the grant's paths), or by the device (a symlink resolving out of them).
+    expect(listings.some((e) => e.result === 'denied' && e.options.path === outside && e.source === 'ssh')).toBe(true);
+    expect(listings.some((e) => e.result === 'denied' && /trap\/leakdir resolves outside/.test(e.reason))).toBe(true);
+    const listed = listings.filter((e) => e.result === 'allowed' && e.options.op === 'list' && e.source === 'ssh');
+    expect(listed.map((e) => e.options.path.replace(/\/$/, ''))).toEqual(expect.arrayContaining([clean, trap]));
+
+    // get -r and scp -r of a tree: every file, byte for byte.
+    const dest = fs.mkdtempSync(path.join(work, 'dest-'));
+    const got = await batch([`get -r ${clean} ${dest}/by-sftp`]);
+    expect(got.code, got.stderr).toBe(0);
+    expect(hashes(path.join(dest, 'by-sftp'))).toEqual(hashes(clean));
+    const scp = await run('scp', lister, ['-r', `root@${host()}:${clean}`, `${dest}/by-scp`]);
+    expect(scp.code, scp.stderr).toBe(0);
+    expect(hashes(path.join(dest, 'by-scp'))).toEqual(hashes(clean));
+    expect(Object.keys(hashes(clean))).toHaveLength(4);
+
+    // The planted symlinks are not followed out of the grant: sftp skips them, scp (which follows
+    // links) is refused them by the device; the file inside is copied either way.
+    const trapSftp = await batch([`get -r ${trap} ${dest}/trap-sftp`]);
+    expect(trapSftp.code, trapSftp.stderr).toBe(0);
+    const trapScp = await run('scp', lister, ['-r', `root@${host()}:${trap}`, `${dest}/trap-scp`]);
+    expect(trapScp.code).not.toBe(0);
+    for (const copied of ['trap-sftp', 'trap-scp']) {
+      const found = hashes(path.join(dest, copied));
+      expect(found['ok.txt'], copied).toBe(crypto.createHash('sha256').update('fine\n').digest('hex'));
+      for (const [name, digest] of Object.entries(found)) {
+        expect(name).not.toMatch(/secret/);
+        if (digest !== 'not a file') expect(fs.readFileSync(path.join(dest, copied, name), 'utf8')).not.toContain(secret);
+      }
+    }
+
+    // A listing handed out in pieces; one past the device's bound fails instead of passing for complete.
+    const many = path.join(granted, 'many');
+    const huge = path.join(granted, 'huge');
+    fs.mkdirSync(many);
+    fs.mkdirSync(huge);
+    for (let i = 0; i < 250; i++) fs.writeFileSync(path.join(many, `f${i}`), '');
+    for (let i = 0; i < MAX_LIST_ENTRIES + 1; i++) fs.writeFileSync(path.join(huge, `f${i}`), '');
+    const manyLs = await batch([`ls -1 ${many}`]);
+    expect(manyLs.code, manyLs.stderr).toBe(0);
+    expect(manyLs.stdout.split('\n').filter((l) => /\/f\d+$|^f\d+$/.test(l.trim()))).toHaveLength(250);
+    const hugeGet = await batch([`get -r ${huge} ${dest}/huge`]);
+    expect(hugeGet.code).not.toBe(0);
+    expect(hugeGet.stderr).toMatch(/Couldn't read directory/);
+  });
+
+  it('makes directories with sftp mkdir and scp -r to the device, within the upload grant, never through a planted symlink', async () => {
+    const up = fs.mkdtempSync(path.join(work, 'upload-root-'));
+    const outside = fs.mkdtempSync(path.join(work, 'outside-up-'));
+    fs.symlinkSync(outside, path.join(up, 'escape'));
+    const src = fs.mkdtempSync(path.join(work, 'src-'));
+    fs.mkdirSync(path.join(src, 'sub', 'deeper'), { recursive: true });
+    fs.writeFileSync(path.join(src, 'a.bin'), crypto.randomBytes(50_000));
+    fs.writeFileSync(path.join(src, 'sub', 'b.txt'), 'bee\n');
+    fs.writeFileSync(path.join(src, 'sub', 'deeper', 'c.bin'), crypto.randomBytes(3000));
+    const digests = (root: string): Record<string, string> => {
+      const out: Record<string, string> = {};
+      const walk = (dir: string) => {
+        for (const name of fs.readdirSync(dir)) {
+          const full = path.join(dir, name);
+          if (fs.lstatSync(full).isDirectory()) walk(full);
+          else out[path.relative(root, full)] = crypto.createHash('sha256').update(fs.readFileSync(full)).digest('hex');
+        }
+      };
+      walk(root);
+      return out;
+    };
+    const run = (cmd: string, u: SshUser, args: string[]) =>
+      new Promise<Run>((resolve) => {
+        const child = spawn(cmd, ['-F', u.config, '-o', 'BatchMode=yes', ...args], { env: u.env });
+        let stdout = '';
+        let stderr = '';
+        child.stdout.on('data', (d) => (stdout += d));
+        child.stderr.on('data', (d) => (stderr += d));
+        child.on('close', (code) => resolve({ code, stdout, stderr }));
+      });
+    const batch = (u: SshUser, lines: string[]) => {
+      const file = path.join(work, `batch-${crypto.randomUUID()}.txt`);
+      fs.writeFileSync(file, `${lines.join('\n')}\n`);
+      return run('sftp', u, ['-b', file, `root@${host()}`]);
+    };
+    const writer = await t.userWith([{ permission: 'remote-access:connect', resources: [`*/copy(path=${up})`] }, { permission: 'device:read' }]);
+    const reader = await t.userWith([
+      { permission: 'remote-access:connect', resources: [`*/copy(direction=download;path=${up})`] },
+      { permission: 'device:read' },
+    ]);
+    const w = await sshUser(writer.token, 'writer');
+    const r = await sshUser(reader.token, 'reader');
+
+    const scp = await run('scp', w, ['-r', src, `root@${host()}:${up}/tree`]);
+    expect(scp.code, scp.stderr).toBe(0);
+    expect(digests(path.join(up, 'tree'))).toEqual(digests(src));
+    const made = await batch(w, [`mkdir ${up}/new`]);
+    expect(made.code, made.stderr).toBe(0);
+    expect(fs.statSync(path.join(up, 'new')).isDirectory()).toBe(true);
+    // Outside the grant, through a planted symlink, or with a download-only grant: refused, nothing made.
+    for (const [u, dir] of [
+      [w, `${outside}/x`],
+      [w, `${up}/escape/x`],
+      [r, `${up}/read-only`],
+    ] as const) {
+      const refused = await batch(u, [`mkdir ${dir}`]);
+      expect(refused.code, dir).not.toBe(0);
+    }
+    expect(fs.readdirSync(outside)).toEqual([]);
+    expect(fs.existsSync(path.join(up, 'read-only'))).toBe(false);
+    const entries = await audit(`device_id=${device}&action=copy&event=remote.copy.start`);
+    const mkdirs = entries.filter((e) => e.options.op === 'mkdir' && e.source === 'ssh');
+    expect(mkdirs.some((e) => e.result === 'allowed' && e.options.path === `${up}/new`)).toBe(true);
+    const readerEntries = await audit(`device_id=${device}&action=copy&user_id=${reader.id}`);
+    expect(readerEntries.some((e) => e.result === 'denied' && e.options.op === 'mkdir' && e.options.path === `${up}/read-only`)).toBe(true);
+    const writerEntries = await audit(`device_id=${device}&action=copy&user_id=${writer.id}`);
+    expect(writerEntries.some((e) => e.result === 'denied' && /escape\/x resolves outside/.test(e.reason))).toBe(true);
   });
 
   it('refuses a certificate the broker did not sign, a plain key, and a signature by another key', async () => {

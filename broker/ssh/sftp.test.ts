@@ -1,0 +1,115 @@
+import { EventEmitter } from 'node:events';
+import { describe, expect, it } from 'vitest';
+import type { Caller, Prepared } from '../remote/sessions.js';
+import { SFTP_MAX_HANDLES, SFTP_STATUS, SftpBridge, type SftpStream } from './sftp.js';
+
+/** ssh2's SFTP stream as the bridge sees it: requests are events, answers are recorded. */
+class FakeSftp extends EventEmitter {
+  readonly answers: { reqid: number; kind: string; value: unknown }[] = [];
+  handle(reqid: number, handle: Buffer) {
+    this.answers.push({ reqid, kind: 'handle', value: handle });
+  }
+  status(reqid: number, code: number, message?: string) {
+    this.answers.push({ reqid, kind: 'status', value: { code, message } });
+  }
+  data(reqid: number, data: Buffer) {
+    this.answers.push({ reqid, kind: 'data', value: data });
+  }
+  name(reqid: number, names: unknown[]) {
+    this.answers.push({ reqid, kind: 'name', value: names });
+  }
+  attrs(reqid: number, attrs: unknown) {
+    this.answers.push({ reqid, kind: 'attrs', value: attrs });
+  }
+  end() {}
+  destroy() {}
+  async answer(reqid: number) {
+    await expect.poll(() => this.answers.find((a) => a.reqid === reqid)).toBeTruthy();
+    return this.answers.find((a) => a.reqid === reqid)!;
+  }
+}
+
+function bridge(info: Record<string, unknown>) {
+  const sftp = new FakeSftp();
+  const opened: unknown[] = [];
+  const finished: { reason: string; result?: string }[] = [];
+  const sessions = {
+    authorizeAndOpen: async (_c: Caller, _k: string, _d: string, request: unknown, params: unknown): Promise<Prepared> => {
+      opened.push({ request, params });
+      return { ok: true, channel: { destroy() {} }, relayOptions: { kind: 'copy', info }, auditId: 1, startedAt: Date.now() } as unknown as Prepared;
+    },
+    adopt: () => {},
+    finish: async (_a: number, _s: number, end: { reason: string; result?: string }) => void finished.push(end),
+  };
+  new SftpBridge(sftp as unknown as SftpStream, {} as Caller, 'dev', sessions as never).start();
+  return { sftp, opened, finished };
+}
+
+const entry = (name: string, type = 'file', size = 1) => ({ name, type, size, mtime: '2026-01-02T03:04:05.000Z' });
+
+describe('SftpBridge directories', () => {
+  it('opens a directory as a list decided as a download of it, hands names out in pieces, then the end', async () => {
+    const entries = Array.from({ length: 230 }, (_, i) => entry(`f${i}`));
+    const { sftp, opened, finished } = bridge({ path: '/srv', entries, truncated: false });
+    sftp.emit('OPENDIR', 1, '/srv/');
+    const open = await sftp.answer(1);
+    expect(open.kind).toBe('handle');
+    expect(opened[0]).toEqual({ request: { action: 'copy', direction: 'download', path: '/srv' }, params: { direction: 'list', path: '/srv' } });
+    expect(finished[0]).toMatchObject({ reason: expect.stringMatching(/listed 230 entries/) });
+    let names = 0;
+    for (let reqid = 2; ; reqid++) {
+      sftp.emit('READDIR', reqid, open.value);
+      const got = await sftp.answer(reqid);
+      if (got.kind === 'status') {
+        expect(got.value).toMatchObject({ code: SFTP_STATUS.eof });
+        break;
+      }
+      names += (got.value as unknown[]).length;
+    }
+    expect(names).toBe(230);
+    // A stat of a listed entry answers from the listing: no further open.
+    sftp.emit('STAT', 50, '/srv/f7');
+    expect((await sftp.answer(50)).value).toMatchObject({ size: 1, mtime: Date.parse('2026-01-02T03:04:05Z') / 1000 });
+    expect(opened).toHaveLength(1);
+  });
+
+  it('ends a cut listing in a failure, and a symlink is a link to lstat but asks the device for stat', async () => {
+    const { sftp, opened } = bridge({ path: '/srv', entries: [entry('link', 'symlink', 0)], truncated: true });
+    sftp.emit('OPENDIR', 1, '/srv');
+    const open = await sftp.answer(1);
+    sftp.emit('READDIR', 2, open.value);
+    const [link] = (await sftp.answer(2)).value as { attrs: { mode: number }; longname: string }[];
+    expect(link.attrs.mode & 0o170000).toBe(0o120000);
+    expect(link.longname).toMatch(/^l/);
+    sftp.emit('READDIR', 3, open.value);
+    expect((await sftp.answer(3)).value).toMatchObject({ code: SFTP_STATUS.failure, message: expect.stringMatching(/more entries/) });
+    sftp.emit('LSTAT', 4, '/srv/link');
+    expect(((await sftp.answer(4)).value as { mode: number }).mode & 0o170000).toBe(0o120000);
+    sftp.emit('STAT', 5, '/srv/link');
+    await sftp.answer(5);
+    expect(opened).toHaveLength(2);
+  });
+
+  it('refuses a malformed listing from the device, audited as an error', async () => {
+    const { sftp, finished } = bridge({ path: '/srv', entries: [{ name: 'x/../../y', type: 'weird' }], truncated: false });
+    sftp.emit('OPENDIR', 1, '/srv');
+    expect((await sftp.answer(1)).value).toMatchObject({ code: SFTP_STATUS.failure, message: expect.stringMatching(/malformed/) });
+    expect(finished[0]).toMatchObject({ result: 'error' });
+  });
+
+  it('bounds open directories with open files, and makes a directory as an upload decision', async () => {
+    const { sftp, opened } = bridge({ path: '/srv', entries: [], truncated: false });
+    for (let i = 0; i < SFTP_MAX_HANDLES; i++) {
+      sftp.emit('OPENDIR', i + 1, '/srv');
+      expect((await sftp.answer(i + 1)).kind).toBe('handle');
+    }
+    sftp.emit('OPENDIR', 100, '/srv');
+    expect((await sftp.answer(100)).value).toMatchObject({ code: SFTP_STATUS.failure, message: expect.stringMatching(/at most/) });
+    sftp.emit('MKDIR', 101, '/srv/new', { mode: 0o40750 });
+    expect((await sftp.answer(101)).value).toMatchObject({ code: SFTP_STATUS.ok });
+    expect(opened.at(-1)).toEqual({
+      request: { action: 'copy', direction: 'upload', path: '/srv/new' },
+      params: { direction: 'mkdir', path: '/srv/new', mode: 0o750 },
+    });
+  });
+});
