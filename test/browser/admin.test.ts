@@ -253,9 +253,9 @@ describe('files manager', () => {
     await expect.poll(() => page.locator('.loading').count()).toBe(0);
     expect(await page.getByLabel(/Upload to/).count()).toBe(0);
     expect(await page.getByRole('button', { name: 'Create folder' }).count()).toBe(0);
-    // Only Files is offered in the menu.
+    // Only Files is offered in the menu, beside Help and the profile.
     const links = await page.getByRole('navigation', { name: 'Main' }).getByRole('link').allTextContents();
-    expect(links).toEqual(['Files', expect.stringMatching(/^Profile/)]);
+    expect(links).toEqual(['Files', 'Help', expect.stringMatching(/^Profile/)]);
     await expectNoErrorsAndClose();
   });
 });
