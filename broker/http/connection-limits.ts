@@ -87,25 +87,38 @@ export class AcceptRate {
   }
 }
 
+/** Node's listening handle (internal): the connection callback it calls with each accepted handle. */
+interface ListenHandle {
+  onconnection: (this: ListenHandle, err: number, client?: { getpeername(out: { address?: string }): number; close(): void }) => void;
+}
+
 /**
- * Closes at once a TCP connection from an address over its accept rate (see AcceptRate), before
- * any listener sees it: no HTTP parser, TLS sniffing or timer is set up for it. `perSecond` 0 means
- * no limit.
+ * Closes at once a TCP connection from an address over its accept rate (see AcceptRate), as it is
+ * accepted: no socket object is made for it, and no listener sees it (no HTTP parser, TLS sniffing
+ * or timer). It takes the place of the listening handle's connection callback, Node's own internal
+ * hook (a refused connection costs only the closed handle). `perSecond` 0 means no limit.
  */
 export function limitAcceptRate(server: Server, perSecond: number): AcceptRate | undefined {
   if (perSecond <= 0) return undefined;
   const rate = new AcceptRate(perSecond);
-  const emit = server.emit as (this: Server, event: string | symbol, ...args: unknown[]) => boolean;
-  server.emit = function (this: Server, event: string | symbol, ...args: unknown[]): boolean {
-    if (event === 'connection') {
-      const socket = args[0] as Socket;
-      if (!rate.admit(addressOf(socket))) {
-        socket.destroy();
-        return false;
+  const hook = () => {
+    const handle = (server as unknown as { _handle?: ListenHandle })._handle;
+    if (!handle) return;
+    const accept = handle.onconnection;
+    handle.onconnection = function (err, client) {
+      if (!err && client) {
+        const peer: { address?: string } = {};
+        client.getpeername(peer);
+        if (!rate.admit((peer.address ?? '').replace(/^::ffff:/, ''))) {
+          client.close();
+          return;
+        }
       }
-    }
-    return emit.call(this, event, ...args);
-  } as Server['emit'];
+      accept.call(this, err, client);
+    };
+  };
+  if (server.listening) hook();
+  else server.on('listening', hook);
   return rate;
 }
 
