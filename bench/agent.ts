@@ -7,7 +7,7 @@ import { spawn } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { buildAgent } from '../agent/packaging/build.js';
+import { AGENT_NODE_FLAGS, buildAgent } from '../agent/packaging/build.js';
 import { startAgent, type TestAgent } from '../test/support/agent.js';
 import { startTestBroker } from '../test/support/broker.js';
 
@@ -89,19 +89,28 @@ export async function benchAgent(log: (line: string) => void): Promise<void> {
     const quiet = ['--log-level', 'info'];
     // Both at once, so that they see the same machine load.
     const nodeOptions = process.env.BENCH_AGENT_NODE_OPTIONS;
-    agents.push(startAgent({ broker: t.url, program: build.bundle, bootstrapKey: key, args: quiet, env: nodeOptions ? { NODE_OPTIONS: nodeOptions } : {} }));
+    const env: Record<string, string> = nodeOptions ? { NODE_OPTIONS: nodeOptions } : {};
+    agents.push(startAgent({ broker: t.url, program: build.bundle, bootstrapKey: key, args: quiet, env }));
+    // The same bundle under Node's default flags (FLEET_AGENT_NODE_FLAGS empty), as it ran before AGENT_NODE_FLAGS.
+    agents.push(startAgent({ broker: t.url, program: build.bundle, bootstrapKey: key, args: quiet, env: { ...env, FLEET_AGENT_NODE_FLAGS: '' } }));
     agents.push(startAgent({ broker: t.url, bootstrapKey: key, args: quiet }));
     await Promise.all(agents.map((a) => a.waitConnected(t, 60_000)));
     log(`both agents connected; idle for ${SETTLE_MS / 1000} s, then measured over ${IDLE_MS / 1000} s`);
     // The floor: node itself doing nothing, on this machine, at the same time.
     const bare = spawn(process.execPath, ['-e', 'setInterval(() => {}, 60_000)'], { stdio: 'ignore' });
-    const [bundled, dev, floor] = await measureIdle([...agents.map((a) => a.process.pid as number), bare.pid as number]);
+    const [bundled, defaults, dev, floor] = await measureIdle([...agents.map((a) => a.process.pid as number), bare.pid as number]);
     bare.kill();
     const line = (name: string, m: Idle) =>
       `${name}: ${m.processes} process${m.processes === 1 ? '' : 'es'}, idle RSS ${mib(m.rss)} (private ${mib(m.anon)}, mapped files ${mib(m.file)}), idle CPU ${m.cpuPercent.toFixed(2)} %`;
-    log(line('bundled agent (node fleet-agent.mjs)', bundled));
+    log(line(`bundled agent (fleet-agent.mjs: node ${AGENT_NODE_FLAGS})`, bundled));
+    log(line("bundled agent, Node's default flags (FLEET_AGENT_NODE_FLAGS='')", defaults));
     log(line('development agent (tsx agent/main.ts)', dev));
     log(line(`bare node ${process.version} (the floor)`, floor));
+    const over = (m: Idle) => (m.rss - floor.rss) / 1024 / 1024;
+    log(
+      `the agent's own cost (RSS over bare node): ${over(bundled).toFixed(1)} MiB, with Node's default flags ${over(defaults).toFixed(1)} MiB; ` +
+        `target < 10 MiB: ${over(bundled) < 10 ? 'met' : 'missed'}`,
+    );
     log(
       `bundled / development: RSS ×${(bundled.rss / dev.rss).toFixed(2)}; target one process ≤ 40 MiB: ${bundled.processes === 1 && bundled.rss <= 40 * 1024 * 1024 ? 'met' : 'missed'}`,
     );

@@ -9,8 +9,9 @@
  *  - slow-header HTTP connections from one address, then a request from another.
  * "Another address" is 127.0.0.2 (Linux routes all of 127/8 to loopback).
  * BENCH_HOSTILE_SECONDS (default 15) sets how long each peer runs; BENCH_HOSTILE_SETTLE_MS
- * (default 5000) how long to wait after it left before the "after" figure. Figures are printed,
- * never asserted.
+ * (default 5000) how long to wait after it left before the "after" figure; ACCEPT_RATE_PER_ADDRESS,
+ * when set, is handed to the broker (0: no accept rate, to compare). Figures are printed, never
+ * asserted.
  */
 import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
 import fs from 'node:fs';
@@ -85,6 +86,8 @@ async function startBrokerProcess(): Promise<BrokerProcess> {
       ADMIN_EMAIL: ADMIN.email,
       ADMIN_PASSWORD: ADMIN.password,
       LOG_LEVEL: 'info',
+      // Set to compare limits in one run (e.g. ACCEPT_RATE_PER_ADDRESS=0: no accept rate).
+      ...(process.env.ACCEPT_RATE_PER_ADDRESS ? { ACCEPT_RATE_PER_ADDRESS: process.env.ACCEPT_RATE_PER_ADDRESS } : {}),
     },
     stdio: ['ignore', 'pipe', 'pipe'],
   });

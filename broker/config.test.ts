@@ -12,6 +12,14 @@ describe('connection limits in the configuration', () => {
     expect(loadConfig({ TRUST_PROXY: 'true', MAX_CONNECTIONS_PER_ADDRESS: '50' }).maxConnectionsPerAddress).toBe(50);
   });
 
+  it('accepts 64 new connections a second per address by default, none limited behind a proxy unless set', () => {
+    expect(loadConfig({}).acceptRatePerAddress).toBe(64);
+    expect(loadConfig({ ACCEPT_RATE_PER_ADDRESS: '0' }).acceptRatePerAddress).toBe(0);
+    expect(loadConfig({ TRUST_PROXY: 'true' }).acceptRatePerAddress).toBe(0);
+    expect(loadConfig({ TRUST_PROXY: 'true', ACCEPT_RATE_PER_ADDRESS: '20' }).acceptRatePerAddress).toBe(20);
+    expect(() => loadConfig({ ACCEPT_RATE_PER_ADDRESS: '-1' })).toThrow(/ACCEPT_RATE_PER_ADDRESS/);
+  });
+
   it('refuses a per-address handshake limit above the total, and bad numbers, naming the variable', () => {
     expect(() => loadConfig({ AGENT_HANDSHAKES_MAX: '8', AGENT_HANDSHAKES_PER_ADDRESS: '9' })).toThrow(ConfigError);
     expect(() => loadConfig({ AGENT_HANDSHAKES_PER_ADDRESS: '0' })).toThrow(/AGENT_HANDSHAKES_PER_ADDRESS/);

@@ -48,6 +48,8 @@ export interface Config {
   agentHandshakesPerAddress: number;
   /** Open TCP connections from one address (the socket's, not X-Forwarded-For); 0 for no cap. */
   maxConnectionsPerAddress: number;
+  /** New TCP connections per second per socket address (a bucket of 4 s worth); 0: no limit. */
+  acceptRatePerAddress: number;
   /** Console recordings older than this many days are removed (at start and daily). */
   recordingRetentionDays: number;
   /** Agent reports older than this many days are removed (hourly, and at start). */
@@ -168,6 +170,7 @@ export function loadConfig(env: Env = process.env): Config {
   }
   // Behind a reverse proxy every connection comes from the proxy: no cap unless one is asked for.
   const maxConnectionsPerAddress = integer(env, 'MAX_CONNECTIONS_PER_ADDRESS', trustProxy ? 0 : 256, 0, 1_000_000);
+  const acceptRatePerAddress = integer(env, 'ACCEPT_RATE_PER_ADDRESS', trustProxy ? 0 : 64, 0, 1_000_000);
   const logLevel = env.LOG_LEVEL || 'info';
   const fileStore = env.FILE_STORE || 'dir';
   if (fileStore !== 'dir' && fileStore !== 'db') throw new ConfigError('FILE_STORE', `must be dir or db, got "${fileStore}"`);
@@ -222,6 +225,7 @@ export function loadConfig(env: Env = process.env): Config {
     agentHandshakesMax,
     agentHandshakesPerAddress,
     maxConnectionsPerAddress,
+    acceptRatePerAddress,
     recordingRetentionDays: integer(env, 'RECORDING_RETENTION_DAYS', 90, 1, 36500),
     reportRetentionDays: integer(env, 'REPORT_RETENTION_DAYS', 30, 1, 3650),
     auditRetentionDays: integer(env, 'AUDIT_RETENTION_DAYS', 0, 0, 36500),

@@ -7,7 +7,7 @@ import { createApp } from './app.js';
 import { emptyUploadTmpDir, ensurePrivateDir } from './data-dir.js';
 import type { Config } from './config.js';
 import { isUnreachable, openStore, type Store } from './db/database.js';
-import { capConnectionsPerAddress, serverTimeouts } from './http/connection-limits.js';
+import { capConnectionsPerAddress, limitAcceptRate, serverTimeouts } from './http/connection-limits.js';
 import { ensureSystemNodes } from './devices/scope.js';
 import { createLogger } from './logger.js';
 import { acceptTlsOnSamePort, edgeCertificate } from './qbee/edge.js';
@@ -73,6 +73,7 @@ export async function startBroker(config: Config, logger: Logger = createLogger(
   // Without a certificate of its own the broker still answers TLS on its port (qbee-cli dials https to its edge).
   const closeWaiting = config.tlsCertFile ? () => {} : acceptTlsOnSamePort(server, () => edgeCertificate(config.dataDir), logger);
   capConnectionsPerAddress(server, config.maxConnectionsPerAddress);
+  limitAcceptRate(server, config.acceptRatePerAddress);
   server.on('upgrade', (req, socket, head) => {
     const target = services.apps.target(req);
     if (target) void services.apps.handleUpgrade(req, socket, head, target);

@@ -27,6 +27,22 @@ const HERE = path.join(ROOT, 'agent', 'packaging');
 
 /** What the bundle leaves outside: native code (node-pty) and ws, installed beside it. */
 export const RUNTIME_DEPENDENCIES = ['node-pty', 'ws'] as const;
+/**
+ * Node's flags for the installed agent: `--max-semi-space-size=1` keeps V8's young generation at
+ * 1 MiB (16 by default), which an idle agent does not need; measured in docs/benchmarks.md.
+ * FLEET_AGENT_NODE_FLAGS in the environment replaces them (empty: Node's defaults). Not
+ * `--lite-mode`: it would take the idle cost down further, but without JIT the JavaScript that
+ * masks every frame the agent sends (ws) runs about 15 times slower, so tunnels and copies would.
+ */
+export const AGENT_NODE_FLAGS = '--max-semi-space-size=1';
+
+/**
+ * The bundle's first two lines: a shell script that starts node on the bundle itself with
+ * AGENT_NODE_FLAGS (`exec`: one process), and, to JavaScript, a string and a comment. `#!/usr/bin/env
+ * node` could not pass flags everywhere (`env -S` is not in every env).
+ */
+export const LAUNCHER = `#!/bin/sh\n':' //; exec node \${FLEET_AGENT_NODE_FLAGS-${AGENT_NODE_FLAGS}} "$0" "$@"\n`;
+
 /** Packages of the broker and the web console: their presence in the bundle fails the build. */
 const FORBIDDEN =
   /(^|\/)(broker|web-console|cli)\/|node_modules\/(express|pg|pg-[a-z-]+|better-sqlite3|kysely|multer|nodemailer|stripe|preact|swagger-ui-dist|jsonwebtoken|ssh2)\//;
@@ -137,7 +153,7 @@ export async function buildAgent(outDir = path.join(ROOT, 'dist', 'agent'), opti
     define: { __FLEET_AGENT_VERSION__: JSON.stringify(version) },
     // CommonJS dependencies (commander, pino) call require() for Node built-ins.
     banner: {
-      js: "#!/usr/bin/env node\nimport { createRequire as __fleetCreateRequire } from 'node:module';\nconst require = __fleetCreateRequire(import.meta.url);",
+      js: `${LAUNCHER}import { createRequire as __fleetCreateRequire } from 'node:module';\nconst require = __fleetCreateRequire(import.meta.url);`,
     },
     minifyWhitespace: true,
     minifySyntax: true,

@@ -1,4 +1,4 @@
-import type { Server } from 'node:net';
+import type { Server, Socket } from 'node:net';
 
 /**
  * Slow clients hold a connection (and its parser) while sending their headers a byte at a time:
@@ -25,7 +25,7 @@ export function capConnectionsPerAddress(server: Server, max: number): void {
   if (max <= 0) return;
   const open = new Map<string, number>();
   server.on('connection', (socket) => {
-    const address = (socket.remoteAddress ?? '').replace(/^::ffff:/, '');
+    const address = addressOf(socket);
     const count = (open.get(address) ?? 0) + 1;
     if (count > max) {
       socket.destroy();
@@ -38,4 +38,90 @@ export function capConnectionsPerAddress(server: Server, max: number): void {
       else open.delete(address);
     });
   });
+}
+
+/** Addresses an AcceptRate remembers at most; past that the least recently seen is forgotten. */
+export const ACCEPT_RATE_ADDRESSES = 10_000;
+/** An address may open this many seconds' worth of connections at once (the bucket's size). */
+export const ACCEPT_BURST_SECONDS = 4;
+
+/**
+ * New connections per second per address, as a token bucket: each address may open `burst` at
+ * once, then `perSecond` a second. Churn (connections opened and closed as fast as the peer can)
+ * costs the broker memory even when the open ones are capped; this bounds it. The table holds at
+ * most `maxAddresses`: a new address beyond that forgets the one seen least recently (which then
+ * starts again with a full bucket).
+ */
+export class AcceptRate {
+  /** Kept in order of last use (a touched entry is moved to the end). */
+  private readonly buckets = new Map<string, { tokens: number; at: number }>();
+
+  constructor(
+    readonly perSecond: number,
+    readonly burst = perSecond * ACCEPT_BURST_SECONDS,
+    readonly maxAddresses = ACCEPT_RATE_ADDRESSES,
+    private readonly now: () => number = () => performance.now(),
+  ) {}
+
+  /** Takes a token for a new connection from `address`; false: refuse it. */
+  admit(address: string): boolean {
+    const at = this.now();
+    let bucket = this.buckets.get(address);
+    if (bucket) {
+      this.buckets.delete(address);
+      bucket.tokens = Math.min(this.burst, bucket.tokens + ((at - bucket.at) * this.perSecond) / 1000);
+      bucket.at = at;
+    } else {
+      if (this.buckets.size >= this.maxAddresses) this.buckets.delete(this.buckets.keys().next().value as string);
+      bucket = { tokens: this.burst, at };
+    }
+    this.buckets.set(address, bucket);
+    if (bucket.tokens < 1) return false;
+    bucket.tokens -= 1;
+    return true;
+  }
+
+  /** Addresses remembered. */
+  get size(): number {
+    return this.buckets.size;
+  }
+}
+
+/** Node's listening handle (internal): the connection callback it calls with each accepted handle. */
+interface ListenHandle {
+  onconnection: (this: ListenHandle, err: number, client?: { getpeername(out: { address?: string }): number; close(): void }) => void;
+}
+
+/**
+ * Closes at once a TCP connection from an address over its accept rate (see AcceptRate), as it is
+ * accepted: no socket object is made for it, and no listener sees it (no HTTP parser, TLS sniffing
+ * or timer). It takes the place of the listening handle's connection callback, Node's own internal
+ * hook (a refused connection costs only the closed handle). `perSecond` 0 means no limit.
+ */
+export function limitAcceptRate(server: Server, perSecond: number): AcceptRate | undefined {
+  if (perSecond <= 0) return undefined;
+  const rate = new AcceptRate(perSecond);
+  const hook = () => {
+    const handle = (server as unknown as { _handle?: ListenHandle })._handle;
+    if (!handle) return;
+    const accept = handle.onconnection;
+    handle.onconnection = function (err, client) {
+      if (!err && client) {
+        const peer: { address?: string } = {};
+        client.getpeername(peer);
+        if (!rate.admit((peer.address ?? '').replace(/^::ffff:/, ''))) {
+          client.close();
+          return;
+        }
+      }
+      accept.call(this, err, client);
+    };
+  };
+  if (server.listening) hook();
+  else server.on('listening', hook);
+  return rate;
+}
+
+function addressOf(socket: Socket): string {
+  return (socket.remoteAddress ?? '').replace(/^::ffff:/, '');
 }

@@ -12,6 +12,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { AGENT_NODE_FLAGS } from '../../agent/packaging/build.js';
 import { eventually, startAgent, type TestAgent } from '../support/agent.js';
 import { startTestBroker, type TestBroker } from '../support/broker.js';
 
@@ -103,7 +104,8 @@ describe('the agent build', () => {
     expect(fs.existsSync(path.join(out, 'node_modules', 'node-pty', 'build', 'Release', 'pty.node'))).toBe(true);
 
     const bundle = fs.readFileSync(path.join(out, 'fleet-agent.mjs'), 'utf8');
-    expect(bundle.startsWith('#!/usr/bin/env node\n')).toBe(true);
+    // Started as a program, it is a shell line that runs node on itself with the agent's flags.
+    expect(bundle.startsWith(`#!/bin/sh\n':' //; exec node \${FLEET_AGENT_NODE_FLAGS-${AGENT_NODE_FLAGS}} "$0" "$@"\n`)).toBe(true);
     expect(bundle).toContain(JSON.stringify(VERSION));
     // Nothing of the broker or the console: no imports of their packages, no broker sources.
     for (const foreign of ['express', 'better-sqlite3', 'kysely', 'pg', 'multer', 'preact', 'tsx']) {

@@ -93,6 +93,8 @@ export async function startTestBroker(
     ADMIN_EMAIL: ADMIN.email,
     ADMIN_PASSWORD: ADMIN.password,
     LOG_LEVEL: process.env.TEST_LOG_LEVEL ?? 'silent',
+    // Tests open many connections from 127.0.0.1 in a burst: no accept rate unless a test sets one.
+    ACCEPT_RATE_PER_ADDRESS: '0',
     ...(database === 'postgres' ? { DATABASE_URL: PG_URL, DATABASE_SCHEMA: schema } : {}),
     ...options.env,
   });

@@ -54,7 +54,8 @@ export async function spawnBroker(env: Record<string, string>, id: string, given
   const output: string[] = [];
   const child = spawn(process.execPath, ['--import', 'tsx', path.join(ROOT, 'broker', 'main.ts')], {
     cwd: ROOT,
-    env: { ...process.env, ...env, BROKER_ID: id, PORT: String(port), HOST: '127.0.0.1', DATA_DIR: dataDir, LOG_LEVEL: 'warn' },
+    // As in startTestBroker: tests burst from 127.0.0.1, no accept rate unless a test sets one.
+    env: { ...process.env, ACCEPT_RATE_PER_ADDRESS: '0', ...env, BROKER_ID: id, PORT: String(port), HOST: '127.0.0.1', DATA_DIR: dataDir, LOG_LEVEL: 'warn' },
     stdio: ['ignore', 'pipe', 'pipe'],
   });
   child.stdout?.on('data', (d) => output.push(String(d)));
