@@ -1,4 +1,8 @@
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { saveCertificate, sshConfigBlock as cliSshConfigBlock, sshFiles } from '../../cli/ssh.js';
 import { knownHostsLine, sshConfigBlock } from '../../shared/ssh-config.js';
 import { startTestBroker, type TestBroker } from '../support/broker.js';
 
@@ -32,6 +36,26 @@ describe('GET /api/v2/ssh/config', () => {
     expect(r.body.known_hosts).toBe(`[${host}]:${port},*.${host} ${on.broker.services.ssh.authority.hostPublicKey}`);
     expect(r.body.ssh_config).toContain(`Host *.${host} !${host}.fleet-gateway`);
     expect(JSON.stringify(r.body)).not.toMatch(/PRIVATE KEY|cert-v01/);
+  });
+
+  it('is, byte for byte, what fleet login and fleet ssh-config write for the default profile', async () => {
+    const r = await on.api('GET', '/api/v2/ssh/config', { token: on.adminToken });
+    const { url, profile, port, known_hosts: knownHosts, ssh_config: block } = r.body;
+    const home = fs.mkdtempSync(path.join(os.tmpdir(), 'fleet-ssh-config-'));
+    try {
+      const env = { XDG_CONFIG_HOME: path.join(home, '.config') };
+      expect(cliSshConfigBlock(profile, url, port, env).replaceAll(env.XDG_CONFIG_HOME, '~/.config')).toBe(block);
+      fs.mkdirSync(sshFiles(profile, env).dir, { recursive: true });
+      saveCertificate(
+        profile,
+        url,
+        { certificate: 'cert', key_id: 'k', valid_before: '', host_key: on.broker.services.ssh.authority.hostPublicKey, ssh_port: port },
+        env,
+      );
+      expect(fs.readFileSync(sshFiles(profile, env).knownHosts, 'utf8')).toBe(`${knownHosts}\n`);
+    } finally {
+      fs.rmSync(home, { recursive: true, force: true });
+    }
   });
 
   it('names PUBLIC_URL, not the Host header, when the operator set it', async () => {
