@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import type { SshClientSetup } from '../../shared/api-types.js';
 import { ApiError } from '../http/errors.js';
 import { defineRoute, type RouteSpec } from '../http/route.js';
 import { fleetHost, knownHostsLine, sshConfigBlock } from '../../shared/ssh-config.js';
@@ -35,7 +36,7 @@ const clientSetup = z.object({
   profile: z.string().optional().describe('The `fleet login` profile the block names (the host name, its default).'),
   known_hosts: z.string().optional().describe("The known_hosts line `fleet login` writes: the gateway's host key for `[<host>]:<port>` and `*.<host>`."),
   ssh_config: z.string().optional().describe('The ~/.ssh/config block `fleet ssh-config` prints for that profile (key files under ~/.config/fleet/ssh/).'),
-});
+}) satisfies z.ZodType<SshClientSetup>;
 
 export const sshRoutes: RouteSpec[] = [
   defineRoute({
