@@ -1,8 +1,11 @@
 import crypto from 'node:crypto';
 import fs from 'node:fs';
 import path from 'node:path';
+import { fleetHost, gatewayAlias, knownHostsLine, sshConfigBlock as buildSshConfigBlock } from '../shared/ssh-config.js';
 import { openSshPrivateKey, publicKeyLine } from '../shared/ssh-keys.js';
 import { configDir } from './config.js';
+
+export { fleetHost, gatewayAlias };
 
 /** What POST /api/v2/ssh/certificate answers. */
 export interface IssuedCertificate {
@@ -37,47 +40,14 @@ export function ensureKeyPair(profile: string, env: NodeJS.ProcessEnv = process.
   return line;
 }
 
-/** The host users name devices under (`<device>.<host>`): the broker URL's host name. */
-export function fleetHost(url: string): string {
-  return new URL(url).hostname.replace(/^\[|\]$/g, '');
-}
-
 /** Writes the certificate and the gateway's known_hosts line (no trust-on-first-use prompt). */
 export function saveCertificate(profile: string, url: string, issued: IssuedCertificate, env: NodeJS.ProcessEnv = process.env): void {
   const files = sshFiles(profile, env);
-  const host = fleetHost(url);
   fs.writeFileSync(files.cert, `${issued.certificate}\n`, { mode: 0o644 });
-  fs.writeFileSync(files.knownHosts, `[${host}]:${issued.ssh_port},*.${host} ${issued.host_key}\n`, { mode: 0o644 });
-}
-
-/** The gateway's alias in the config block: not a name DNS answers, and not under `*.<host>`. */
-export function gatewayAlias(url: string): string {
-  return `${fleetHost(url)}.fleet-gateway`;
+  fs.writeFileSync(files.knownHosts, `${knownHostsLine(url, issued.ssh_port, issued.host_key)}\n`, { mode: 0o644 });
 }
 
 /** The ~/.ssh/config block of a profile: `ssh <login>@<device>.<host>` goes through the gateway (-J). */
 export function sshConfigBlock(profile: string, url: string, port: number, env: NodeJS.ProcessEnv = process.env): string {
-  const files = sshFiles(profile, env);
-  const host = fleetHost(url);
-  const alias = gatewayAlias(url);
-  const q = (p: string) => (/\s/.test(p) ? `"${p}"` : p);
-  const common = [
-    `  IdentityFile ${q(files.key)}`,
-    `  CertificateFile ${q(files.cert)}`,
-    '  IdentitiesOnly yes',
-    `  UserKnownHostsFile ${q(files.knownHosts)}`,
-    '  StrictHostKeyChecking yes',
-  ];
-  return [
-    `# fleet: ${url} (profile ${profile}); renew with fleet login or fleet ssh-config`,
-    `Host ${alias}`,
-    `  HostName ${host}`,
-    `  Port ${port}`,
-    '  User fleet',
-    ...common,
-    `Host *.${host} !${alias}`,
-    `  ProxyJump ${alias}`,
-    ...common,
-    '',
-  ].join('\n');
+  return buildSshConfigBlock(profile, url, port, sshFiles(profile, env));
 }

@@ -190,3 +190,14 @@ export interface RecordingListItem {
   duration_ms: number | null;
   command?: string[];
 }
+
+/** GET /ssh/config: how to reach the SSH gateway with OpenSSH; only `enabled` when SSH_PORT is off. */
+export interface SshClientSetup {
+  enabled: boolean;
+  url?: string;
+  host?: string;
+  port?: number;
+  profile?: string;
+  known_hosts?: string;
+  ssh_config?: string;
+}

@@ -1,5 +1,8 @@
 import { z } from 'zod';
+import type { SshClientSetup } from '../../shared/api-types.js';
+import { ApiError } from '../http/errors.js';
 import { defineRoute, type RouteSpec } from '../http/route.js';
+import { fleetHost, knownHostsLine, sshConfigBlock } from '../../shared/ssh-config.js';
 import { MAX_CERT_SECONDS } from './authority.js';
 
 const issued = z.object({
@@ -16,6 +19,25 @@ const issued = z.object({
   ssh_port: z.number().describe('The port the gateway listens on (SSH_PORT).'),
 });
 
+const HOST = /^[A-Za-z0-9.-]{1,253}(:\d{1,5})?$|^\[[0-9A-Fa-f:.]{2,45}\](:\d{1,5})?$/;
+
+/** The broker URL users sign in to: PUBLIC_URL, else the origin the request came to. */
+function brokerUrl(publicUrl: string | undefined, tls: boolean, host: string): string {
+  if (publicUrl && URL.canParse(publicUrl)) return publicUrl.replace(/\/+$/, '');
+  if (!HOST.test(host)) throw new ApiError(400, 'invalid_request', 'The Host header is not a host name: set PUBLIC_URL on the broker.');
+  return `${tls ? 'https' : 'http'}://${host}`;
+}
+
+const clientSetup = z.object({
+  enabled: z.boolean().describe('Whether this broker runs the SSH gateway (SSH_PORT). When false, nothing else is answered.'),
+  url: z.string().optional().describe('The broker URL to sign in to (`fleet login --url <url>`): PUBLIC_URL, else the address of this request.'),
+  host: z.string().optional().describe('The host name devices are reached under: `ssh root@<device name>.<host>`.'),
+  port: z.number().optional().describe("The gateway's port (SSH_PORT)."),
+  profile: z.string().optional().describe('The `fleet login` profile the block names (the host name, its default).'),
+  known_hosts: z.string().optional().describe("The known_hosts line `fleet login` writes: the gateway's host key for `[<host>]:<port>` and `*.<host>`."),
+  ssh_config: z.string().optional().describe('The ~/.ssh/config block `fleet ssh-config` prints for that profile (key files under ~/.config/fleet/ssh/).'),
+}) satisfies z.ZodType<SshClientSetup>;
+
 export const sshRoutes: RouteSpec[] = [
   defineRoute({
     method: 'post',
@@ -28,5 +50,31 @@ export const sshRoutes: RouteSpec[] = [
     body: z.object({ public_key: z.string().min(1).max(1000).describe('`ssh-ed25519 AAAA… [comment]`') }),
     response: issued,
     handler: async ({ body, principal, services }) => services.ssh.issueCertificate(principal, body.public_key),
+  }),
+  defineRoute({
+    method: 'get',
+    path: '/ssh/config',
+    tag: 'ssh',
+    summary: "How to reach this broker's SSH gateway with OpenSSH (for the caller's set-up)",
+    description:
+      'For the web console\'s Profile page: whether the SSH gateway is on (SSH_PORT) and, when it is, the broker URL to sign in to, the host devices are reached under (`ssh root@<device name>.<host>`), the gateway\'s port, the known_hosts line `fleet login` writes and the ~/.ssh/config block `fleet ssh-config` prints (the same builder), for the default profile and key files (`~/.config/fleet/ssh/<profile>`). Public keys and names only: no certificate is issued here. When the gateway is off the answer is `{ "enabled": false }` and nothing else. See docs/ssh.md.',
+    access: 'authenticated',
+    response: clientSetup,
+    handler: async ({ services, host }) => {
+      const port = services.ssh.gateway.port;
+      if (port === undefined) return { enabled: false };
+      const url = brokerUrl(services.config.publicUrl, !!services.config.tlsCertFile, host);
+      const profile = fleetHost(url);
+      const key = `~/.config/fleet/ssh/${profile}`;
+      return {
+        enabled: true,
+        url,
+        host: profile,
+        port,
+        profile,
+        known_hosts: knownHostsLine(url, port, services.ssh.authority.hostPublicKey),
+        ssh_config: sshConfigBlock(profile, url, port, { key, cert: `${key}-cert.pub`, knownHosts: `${key}.known_hosts` }),
+      };
+    },
   }),
 ];

@@ -1,5 +1,6 @@
 /** The signed-in user's own details: name, password, and an authenticator app (TOTP) with its QR code and recovery codes. */
 import { useEffect, useState } from 'preact/hooks';
+import type { SshClientSetup } from '../../../shared/api-types.js';
 import { api, ApiFailure } from '../api.js';
 import { loadProfile, useSession, type Profile } from '../session.js';
 import { CopyButton, ErrorBox, Field, Notice, PageTitle, useAction } from '../ui.js';
@@ -346,6 +347,57 @@ function TotpPanel({ profile }: { profile: Profile | null }) {
   );
 }
 
+/** A copyable text: the text as shown, and a Copy button beside it. */
+function CopyBlock({ text, label, testId }: { text: string; label: string; testId: string }) {
+  return (
+    <div class="install-command">
+      <pre data-testid={testId}>{text}</pre>
+      <CopyButton text={text} label={label} />
+    </div>
+  );
+}
+
+/** How to use native ssh/scp through the broker's SSH gateway (GET /ssh/config), or that it is off. */
+function SshPanel() {
+  const [setup, setSetup] = useState<SshClientSetup | null>(null);
+  const [error, setError] = useState<unknown>(null);
+  useEffect(() => {
+    let live = true;
+    api.get<SshClientSetup>('/ssh/config').then(
+      (answer) => live && setSetup(answer),
+      (err: unknown) => live && setError(err),
+    );
+    return () => {
+      live = false;
+    };
+  }, []);
+  return (
+    <section class="boxed" aria-labelledby="h-ssh">
+      <h2 id="h-ssh">SSH access</h2>
+      <ErrorBox error={error} />
+      {setup && !setup.enabled && (
+        <p data-testid="ssh-off">The operator has not turned the SSH gateway on (SSH_PORT), so native ssh does not reach devices through this broker.</p>
+      )}
+      {setup?.enabled && setup.url && setup.ssh_config && setup.known_hosts && (
+        <>
+          <p>Use ssh, scp and ssh -L on your own machine: once, with the fleet CLI, sign in and add the gateway to your SSH config.</p>
+          <CopyBlock text={`fleet login --url ${setup.url}\nfleet ssh-config >> ~/.ssh/config`} label="Copy set-up commands" testId="ssh-commands" />
+          <p>Then reach a device by its name:</p>
+          <pre data-testid="ssh-example">ssh root@&lt;device name&gt;.{setup.host}</pre>
+          <h3>The ~/.ssh/config block</h3>
+          <p class="muted small">
+            What fleet ssh-config writes (profile {setup.profile}); its certificate comes from fleet login and lasts your sign-in session.
+          </p>
+          <CopyBlock text={setup.ssh_config} label="Copy SSH config" testId="ssh-config" />
+          <h3>known_hosts line</h3>
+          <p class="muted small">The gateway's host key, which fleet login writes for you.</p>
+          <CopyBlock text={setup.known_hosts} label="Copy known_hosts line" testId="ssh-known-hosts" />
+        </>
+      )}
+    </section>
+  );
+}
+
 export function ProfileScreen() {
   const session = useSession();
   const profile = session.profile;
@@ -357,6 +409,7 @@ export function ProfileScreen() {
         <NameForm profile={profile} />
         <PasswordForm />
         <TotpPanel profile={profile} />
+        <SshPanel />
         {permissions && (
           <section class="boxed" aria-labelledby="h-perms">
             <h2 id="h-perms">What your roles allow</h2>
