@@ -63,7 +63,7 @@ async function scpDown(target: Target, source: string, bytes: number, dir: strin
   return { mbps: bytes / 1e6 / seconds };
 }
 
-/** `ssh … true` run `concurrency` at a time for SECONDS: sessions per second (over `master`'s connection when given). */
+/** `ssh … true` run `concurrency` at a time for SECONDS: sessions per second (over a master connection when `extra` names its ControlPath). */
 async function opens(target: Target, extra: string[]): Promise<{ perSecond: number; opened: number; failed: number; lastError: string }> {
   const deadline = Date.now() + SECONDS * 1000;
   let opened = 0;
