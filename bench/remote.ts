@@ -39,7 +39,7 @@ type Log = (line: string) => void;
 type Figures = Record<'mbps' | 'bytes' | 'seconds' | 'p50' | 'p99' | 'count' | 'perSecond' | 'opened' | 'failed', number>;
 
 /** Runs one load task in a child process; resolves with its JSON answer. */
-function task<T = Figures>(spec: Record<string, unknown>): Promise<T> {
+export function task<T = Figures>(spec: Record<string, unknown>): Promise<T> {
   return new Promise((resolve, reject) => {
     const child = spawn(process.execPath, [...profileFlags('client'), '--import', 'tsx', CLIENT, JSON.stringify(spec)], {
       cwd: ROOT,
@@ -57,7 +57,7 @@ function task<T = Figures>(spec: Record<string, unknown>): Promise<T> {
 }
 
 /** A long-running child that prints `{"port"}` once listening (the sink). */
-function server(spec: Record<string, unknown>): Promise<{ port: number; child: ChildProcess }> {
+export function server(spec: Record<string, unknown>): Promise<{ port: number; child: ChildProcess }> {
   return new Promise((resolve, reject) => {
     const child = spawn(process.execPath, [...profileFlags('client'), '--import', 'tsx', CLIENT, JSON.stringify(spec)], {
       cwd: ROOT,
@@ -68,7 +68,7 @@ function server(spec: Record<string, unknown>): Promise<{ port: number; child: C
   });
 }
 
-function waitForPort(port: number, timeoutMs = 15_000): Promise<void> {
+export function waitForPort(port: number, timeoutMs = 15_000): Promise<void> {
   const deadline = Date.now() + timeoutMs;
   return new Promise((resolve, reject) => {
     const attempt = () => {
@@ -87,7 +87,7 @@ function waitForPort(port: number, timeoutMs = 15_000): Promise<void> {
   });
 }
 
-async function freePort(): Promise<number> {
+export async function freePort(): Promise<number> {
   return new Promise((resolve) => {
     const s = net.createServer().listen(0, '127.0.0.1', () => {
       const port = (s.address() as net.AddressInfo).port;
@@ -125,13 +125,16 @@ async function viaFleetConnect(t: TestBroker, token: string, device: string, sin
 }
 
 /** A private sshd on a high port (generated host and user keys in a temp dir): OpenSSH, the anchor of every row. */
-interface Sshd {
+export interface Sshd {
   /** `ssh` arguments reaching it as this user, before the command's own (`-N -L …`, `-tt cmd`). */
   args(extra: string[]): string[];
+  /** An ssh client config file with one Host, `destination` (for scp, whose port flag differs). */
+  config: string;
+  destination: string;
   close(): void;
 }
 
-async function startSshd(log: Log): Promise<Sshd | undefined> {
+export async function startSshd(log: Log): Promise<Sshd | undefined> {
   const sshd = '/usr/sbin/sshd';
   if (!fs.existsSync(sshd)) return undefined;
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'fleet-bench-ssh-'));
@@ -168,6 +171,8 @@ async function startSshd(log: Log): Promise<Sshd | undefined> {
         'AllowTcpForwarding yes',
         'PermitRootLogin prohibit-password',
         'PermitTTY yes',
+        // scp speaks SFTP by default since OpenSSH 9.
+        'Subsystem sftp internal-sftp',
         '',
       ].join('\n'),
     );
@@ -192,7 +197,23 @@ async function startSshd(log: Log): Promise<Sshd | undefined> {
       ...extra,
       `${os.userInfo().username}@127.0.0.1`,
     ];
-    return { args, close };
+    const config = path.join(dir, 'ssh_config');
+    fs.writeFileSync(
+      config,
+      [
+        'Host bench-sshd',
+        '  HostName 127.0.0.1',
+        `  Port ${sshPort}`,
+        `  User ${os.userInfo().username}`,
+        `  IdentityFile ${path.join(dir, 'user_key')}`,
+        '  IdentitiesOnly yes',
+        '  StrictHostKeyChecking no',
+        '  UserKnownHostsFile /dev/null',
+        '  LogLevel ERROR',
+        '',
+      ].join('\n'),
+    );
+    return { args, config, destination: 'bench-sshd', close };
   } catch (err) {
     log(`sshd: skipped (${(err as Error).message})`);
     close();
@@ -200,8 +221,8 @@ async function startSshd(log: Log): Promise<Sshd | undefined> {
   }
 }
 
-/** `ssh -L` in front of the sink, through the bench's sshd. */
-async function viaSsh(sshd: Sshd, sinkPort: number, log: Log): Promise<{ mbps: number } | undefined> {
+/** `ssh -L` in front of the sink, through the bench's sshd (or any server `args` reaches). */
+export async function viaSsh(sshd: Pick<Sshd, 'args'>, sinkPort: number, log: Log): Promise<{ mbps: number } | undefined> {
   const localPort = await freePort();
   const client = spawn('ssh', sshd.args(['-N', '-L', `${localPort}:127.0.0.1:${sinkPort}`, '-o', 'ExitOnForwardFailure=yes']), { stdio: 'ignore' });
   try {

@@ -1,6 +1,6 @@
 /**
  * `npm run bench`: every benchmark, each printing ratios against a baseline measured in the same run.
- * `npm run bench -- api` runs one group, `npm run bench -- remote latency` one part of it. Timings are printed, never asserted.
+ * `npm run bench -- api` runs one group, `npm run bench -- remote latency` (or `ssh scp`) one part of it. Timings are printed, never asserted.
  */
 import { benchAgent } from './agent.js';
 import { benchApi } from './api.js';
@@ -17,11 +17,11 @@ import { benchScale } from './scale.js';
 /** `part` narrows a group further (`npm run bench -- remote latency`). */
 type Bench = (log: (line: string) => void, part?: string) => Promise<void>;
 
-async function loadRemote(): Promise<Bench | undefined> {
+/** The groups that need node-pty and OpenSSH's pieces load lazily: missing, they print "not available". */
+async function load(specifier: string, name: string): Promise<Bench | undefined> {
   try {
-    const specifier = './remote.js';
-    const mod = (await import(specifier)) as { benchRemote?: Bench };
-    return mod.benchRemote;
+    const mod = (await import(specifier)) as Record<string, Bench | undefined>;
+    return mod[name];
   } catch {
     return undefined;
   }
@@ -32,7 +32,8 @@ async function main(): Promise<void> {
   const log = (line: string) => console.log(`[${new Date().toISOString().slice(11, 19)}] ${line}`);
   const groups: [string, Bench | undefined][] = [
     ['api', benchApi],
-    ['remote', await loadRemote()],
+    ['remote', await load('./remote.js', 'benchRemote')],
+    ['ssh', await load('./ssh.js', 'benchSsh')],
     ['hostile', benchHostile],
     ['agent', benchAgent],
     ['metrics', benchMetrics],

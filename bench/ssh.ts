@@ -1,0 +1,222 @@
+/**
+ * The SSH gateway against OpenSSH's sshd on the same machine, in the same run (the anchor of every row):
+ *  - scp of a file from the device's side (the agent runs here, so the device path is a temp file),
+ *  - `ssh -L` throughput to a local sink,
+ *  - session opens per second: `ssh … true` over one master connection and on fresh connections,
+ *  - the keystroke round trip (`ssh -tt … cat`) p50/p99, and what the gateway adds to sshd's.
+ * The broker runs here, the agent and the load generators in their own processes; without sshd the
+ * gateway's figures are printed alone. `npm run bench -- ssh opens` runs one part.
+ */
+import { spawn, type ChildProcess } from 'node:child_process';
+import crypto from 'node:crypto';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { ensureKeyPair, saveCertificate, sshConfigBlock, type IssuedCertificate } from '../cli/ssh.js';
+import { deviceIdOf } from '../shared/device-key.js';
+import { eventually, startAgent, type TestAgent } from '../test/support/agent.js';
+import { startTestBroker } from '../test/support/broker.js';
+import { server, startSshd, task, viaSsh, type Sshd } from './remote.js';
+
+const SECONDS = Number(process.env.BENCH_SECONDS ?? 5);
+const KEYSTROKES = Number(process.env.BENCH_KEYSTROKES ?? 1000);
+const SCP_MIB = Number(process.env.BENCH_SCP_MIB ?? 64);
+const OPENS_CONCURRENCY = 8;
+const PARTS = ['scp', 'forward', 'opens', 'latency'] as const;
+type Part = (typeof PARTS)[number];
+type Log = (line: string) => void;
+
+/** A server the OpenSSH client reaches: `args` for ssh, `scpArgs` for scp (no `-p`, a config file instead). */
+interface Target {
+  args(extra: string[]): string[];
+  scpArgs: string[];
+  destination: string;
+}
+
+const fromSshd = (sshd: Sshd): Target => ({ args: sshd.args, scpArgs: ['-F', sshd.config], destination: sshd.destination });
+
+/** `ratio` of a figure to its anchor, 2 decimals; `-` without an anchor. */
+export function ratioTo(value: number, anchor: number | undefined): string {
+  return anchor && Number.isFinite(anchor) && anchor > 0 ? (value / anchor).toFixed(2) : '-';
+}
+
+function run(cmd: string, args: string[]): Promise<{ code: number | null; stderr: string }> {
+  return new Promise((resolve) => {
+    const child = spawn(cmd, args, { stdio: ['ignore', 'ignore', 'pipe'] });
+    let stderr = '';
+    child.stderr.on('data', (d) => (stderr = `${stderr}${String(d)}`.slice(-500)));
+    child.on('error', (err) => resolve({ code: -1, stderr: err.message }));
+    child.on('close', (code) => resolve({ code, stderr }));
+  });
+}
+
+/** scp of `source` (a path on the far side) to a local file: MB/s over the whole run, connection set-up included. */
+async function scpDown(target: Target, source: string, bytes: number, dir: string): Promise<{ mbps: number }> {
+  const dest = path.join(dir, `copy-${crypto.randomUUID()}`);
+  const started = process.hrtime.bigint();
+  const r = await run('scp', [...target.scpArgs, '-q', '-o', 'BatchMode=yes', `${target.destination}:${source}`, dest]);
+  const seconds = Number(process.hrtime.bigint() - started) / 1e9;
+  const size = fs.existsSync(dest) ? fs.statSync(dest).size : 0;
+  fs.rmSync(dest, { force: true });
+  if (r.code !== 0 || size !== bytes) throw new Error(`scp exited ${r.code} with ${size} of ${bytes} bytes: ${r.stderr.trim()}`);
+  return { mbps: bytes / 1e6 / seconds };
+}
+
+/** `ssh … true` run `concurrency` at a time for SECONDS: sessions per second (over a master connection when `extra` names its ControlPath). */
+async function opens(target: Target, extra: string[]): Promise<{ perSecond: number; opened: number; failed: number; lastError: string }> {
+  const deadline = Date.now() + SECONDS * 1000;
+  let opened = 0;
+  let failed = 0;
+  let lastError = '';
+  const started = Date.now();
+  const worker = async () => {
+    while (Date.now() < deadline) {
+      const r = await run('ssh', target.args(['-o', 'BatchMode=yes', ...extra]).concat('true'));
+      if (r.code === 0) opened++;
+      else {
+        failed++;
+        lastError = r.stderr.trim();
+      }
+    }
+  };
+  await Promise.all(Array.from({ length: OPENS_CONCURRENCY }, worker));
+  return { perSecond: opened / ((Date.now() - started) / 1000), opened, failed, lastError };
+}
+
+/** A master connection (`ControlMaster`) that later `ssh` runs share; closed with `ssh -O exit`. */
+async function withMaster<T>(target: Target, dir: string, body: (extra: string[]) => Promise<T>): Promise<T> {
+  const socket = path.join(dir, `cm-${crypto.randomBytes(4).toString('hex')}`);
+  const master: ChildProcess = spawn('ssh', target.args(['-o', 'BatchMode=yes', '-o', 'ControlMaster=yes', '-o', `ControlPath=${socket}`, '-N']), {
+    stdio: 'ignore',
+  });
+  try {
+    const until = Date.now() + 20_000;
+    while (!fs.existsSync(socket)) {
+      if (Date.now() > until || master.exitCode !== null) throw new Error('the master connection did not come up');
+      await new Promise((r) => setTimeout(r, 50));
+    }
+    return await body(['-o', 'ControlMaster=no', '-o', `ControlPath=${socket}`]);
+  } finally {
+    master.kill('SIGTERM');
+  }
+}
+
+export async function benchSsh(log: Log, only?: string): Promise<void> {
+  if (only !== undefined && !PARTS.includes(only as Part)) throw new Error(`unknown part "${only}": one of ${PARTS.join(', ')}`);
+  const runs = (part: Part) => only === undefined || only === part;
+  log(`ssh: starting a broker (SQLite) with its SSH gateway and an agent process (load average ${os.loadavg()[0].toFixed(2)})`);
+  const t = await startTestBroker({ database: 'sqlite', env: { SSH_PORT: '0' } });
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'fleet-bench-sshgw-'));
+  let agent: TestAgent | undefined;
+  let sink: ChildProcess | undefined;
+  let sshd: Sshd | undefined;
+  try {
+    const key = await t.api('POST', '/api/v2/bootstrapkey', { token: t.adminToken, body: { auto_accept: true } });
+    agent = startAgent({ broker: t.url, bootstrapKey: Object.keys(key.body)[0], args: ['--log-level', 'warn'] });
+    // Quiet agent (its per-session log lines would be parsed in this, the broker's, process): wait on its key instead.
+    const keyFile = path.join(agent.stateDir, 'device-key.pem');
+    await eventually(() => fs.existsSync(keyFile), 30_000, 'the agent key');
+    const device = deviceIdOf(crypto.createPublicKey(fs.readFileSync(keyFile)));
+    await eventually(() => t.broker.services.agents.isConnected(device), 30_000, 'the agent to connect');
+
+    // The client as `fleet login` + `fleet ssh-config` leave it: key, certificate, known_hosts, config block.
+    const env = { ...process.env, HOME: dir, XDG_CONFIG_HOME: path.join(dir, '.config') };
+    const cert = await t.api<IssuedCertificate>('POST', '/api/v2/ssh/certificate', { token: t.adminToken, body: { public_key: ensureKeyPair('bench', env) } });
+    if (cert.status !== 200) throw new Error(`no certificate: ${cert.status} ${JSON.stringify(cert.body)}`);
+    saveCertificate('bench', t.url, cert.body, env);
+    const config = path.join(dir, 'ssh_config');
+    fs.writeFileSync(config, sshConfigBlock('bench', t.url, cert.body.ssh_port, env));
+    const gatewayDestination = `root@${device}.127.0.0.1`;
+    const gateway: Target = {
+      args: (extra) => ['-F', config, ...extra, gatewayDestination],
+      scpArgs: ['-F', config],
+      destination: gatewayDestination,
+    };
+
+    sshd = await startSshd(log);
+    if (!sshd) log('OpenSSH anchors: /usr/sbin/sshd not installed (apt-get install openssh-server), the gateway figures printed alone');
+    const anchor = sshd && fromSshd(sshd);
+
+    if (runs('scp')) {
+      const bytes = SCP_MIB * 1024 * 1024;
+      const file = path.join(dir, 'payload.bin');
+      const fd = fs.openSync(file, 'w');
+      for (let i = 0; i < SCP_MIB; i++) fs.writeSync(fd, crypto.randomBytes(1024 * 1024));
+      fs.closeSync(fd);
+      log(`scp: ${SCP_MIB} MiB from the device's side to a local file`);
+      const direct = anchor ? await scpDown(anchor, file, bytes, dir) : undefined;
+      if (direct) log(`  sshd: ${direct.mbps.toFixed(0)} MB/s`);
+      const through = await scpDown(gateway, file, bytes, dir);
+      log(`  gateway: ${through.mbps.toFixed(0)} MB/s`);
+      log(`  ROW scp: gateway / sshd = ${ratioTo(through.mbps, direct?.mbps)} (target >= 0.8)`);
+      fs.rmSync(file, { force: true });
+    }
+
+    if (runs('forward')) {
+      const sinkServer = await server({ mode: 'sink' });
+      sink = sinkServer.child;
+      log(`ssh -L: one stream into a local sink, ${SECONDS} s`);
+      const direct = sshd ? await viaSsh(sshd, sinkServer.port, log) : undefined;
+      if (direct) log(`  sshd: ${direct.mbps.toFixed(0)} MB/s`);
+      const through = await viaSsh({ args: (extra) => gateway.args(['-o', 'BatchMode=yes', ...extra]) }, sinkServer.port, log);
+      if (through) log(`  gateway: ${through.mbps.toFixed(0)} MB/s`);
+      if (through) log(`  ROW ssh -L: gateway / sshd = ${ratioTo(through.mbps, direct?.mbps)} (target >= 0.8)`);
+    }
+
+    if (runs('opens')) {
+      log(`session opens: \`ssh … true\`, ${OPENS_CONCURRENCY} at a time for ${SECONDS} s`);
+      const show = (name: string, r: Awaited<ReturnType<typeof opens>>) =>
+        log(`  ${name}: ${r.perSecond.toFixed(0)}/s (${r.opened} opened, ${r.failed} failed${r.failed ? `: ${r.lastError.slice(0, 120)}` : ''})`);
+      const viaMaster = (target: Target) => withMaster(target, dir, (extra) => opens(target, extra));
+      const directMux = anchor ? await viaMaster(anchor) : undefined;
+      if (directMux) show('sshd, sessions over one master connection', directMux);
+      const mux = await viaMaster(gateway);
+      show('gateway, sessions over one master connection', mux);
+      log(
+        `  ROW opens (one connection): gateway / sshd = ${ratioTo(mux.perSecond, directMux?.perSecond)}; gateway ${mux.perSecond.toFixed(0)}/s (target >= 300/s)`,
+      );
+      const directFresh = anchor ? await opens(anchor, []) : undefined;
+      if (directFresh) show('sshd, a connection per session', directFresh);
+      const fresh = await opens(gateway, []);
+      show('gateway, a connection per session (ProxyJump: two handshakes each)', fresh);
+      log(`  ROW opens (new connections): gateway / sshd = ${ratioTo(fresh.perSecond, directFresh?.perSecond)}`);
+    }
+
+    if (runs('latency')) {
+      log(`keystroke round trip (${KEYSTROKES} keystrokes, ssh -tt … raw-mode cat)`);
+      const direct = anchor ? await task({ mode: 'rtt', via: 'ssh', args: anchor.args(['-tt']), count: KEYSTROKES }) : undefined;
+      const through = await task({ mode: 'rtt', via: 'ssh', args: gateway.args(['-o', 'BatchMode=yes', '-tt']), count: KEYSTROKES, settleMs: 3000 });
+      const ms = (n: number) => `${n.toFixed(3)} ms`;
+      if (direct) log(`  sshd: p50 ${ms(direct.p50)}, p99 ${ms(direct.p99)}`);
+      log(`  gateway: p50 ${ms(through.p50)}, p99 ${ms(through.p99)}`);
+      if (direct) {
+        log(`  ROW keystroke: added by the gateway p50 ${ms(through.p50 - direct.p50)}, p99 ${ms(through.p99 - direct.p99)}`);
+        log(`  ROW keystroke: gateway / sshd = p50 ${ratioTo(through.p50, direct.p50)}, p99 ${ratioTo(through.p99, direct.p99)}`);
+      }
+    }
+    log(
+      `ssh: done (load average ${os
+        .loadavg()
+        .map((n) => n.toFixed(2))
+        .join(' ')})`,
+    );
+  } finally {
+    sshd?.close();
+    sink?.kill();
+    await agent?.close();
+    await t.close();
+    fs.rmSync(dir, { recursive: true, force: true });
+  }
+}
+
+// `tsx bench/ssh.ts` runs this group alone.
+if (process.argv[1] && path.resolve(process.argv[1]) === fileURLToPath(import.meta.url)) {
+  benchSsh((line) => console.log(`[${new Date().toISOString().slice(11, 19)}] ${line}`), process.argv[2]).then(
+    () => process.exit(0),
+    (err) => {
+      console.error(err);
+      process.exit(1);
+    },
+  );
+}
