@@ -56,7 +56,8 @@ beforeAll(async () => {
   await t.addGroup({ id: 'site-a', title: 'Site A' });
 });
 afterEach(async () => {
-  await Promise.all(agents.splice(0).map((a) => a.close()));
+  // A later agent may run in an earlier one's state directory: it stops before that owner removes it.
+  for (const a of agents.splice(0).reverse()) await a.close();
 });
 afterAll(async () => {
   await t?.close();
