@@ -388,23 +388,18 @@ export class RemoteService {
     mode: ReloadMode = 'restart',
   ): Promise<{ ok: true; device_id: string }> {
     const decision = await this.deps.access.decide(principal, 'remote-access:connect', deviceId, { action: 'reload' });
-    let auditId: number;
-    try {
-      auditId = await this.deps.audit.recordRemoteStart({
-        event: 'remote.reload',
-        user: principal.user,
-        deviceId,
-        action: 'reload',
-        options: mode === 'run' ? { mode } : {},
-        allowed: decision.allowed,
-        reason: decision.reason,
-        ip,
-        source,
-        sessionId: principal.sessionId,
-      });
-    } catch {
-      throw new ApiError(500, 'audit_failed', 'The attempt could not be written to the audit log, so it was refused. Try again shortly.');
-    }
+    const auditId = await this.auditedStart({
+      event: 'remote.reload',
+      user: principal.user,
+      deviceId,
+      action: 'reload',
+      options: mode === 'run' ? { mode } : {},
+      allowed: decision.allowed,
+      reason: decision.reason,
+      ip,
+      source,
+      sessionId: principal.sessionId,
+    });
     if (!decision.allowed) {
       throw refusalOf(decision, 'remote-access:connect', deviceId);
     }
@@ -427,6 +422,15 @@ export class RemoteService {
     return { ok: true, device_id: deviceId };
   }
 
+  /** Writes an attempt's start to the audit log before anything else happens, or refuses the attempt (500 `audit_failed`). */
+  private async auditedStart(entry: Parameters<AuditService['recordRemoteStart']>[0]): Promise<number> {
+    try {
+      return await this.deps.audit.recordRemoteStart(entry);
+    } catch {
+      throw new ApiError(500, 'audit_failed', 'The attempt could not be written to the audit log, so it was refused. Try again shortly.');
+    }
+  }
+
   /**
    * Lists a directory on the device for the file browser, through a copy channel (`list`): decided
    * as a download of that directory (the user's copy grant, its direction and paths), audited as a
@@ -437,23 +441,18 @@ export class RemoteService {
     const path = normalizeDevicePath(dirPath) ?? dirPath;
     const request: RemoteRequest = { action: 'copy', direction: 'download', path: dirPath };
     const decision = await this.deps.access.decide(principal, 'remote-access:connect', deviceId, request);
-    let auditId: number;
-    try {
-      auditId = await this.deps.audit.recordRemoteStart({
-        event: 'remote.copy',
-        user: principal.user,
-        deviceId,
-        action: 'copy',
-        options: { direction: 'download', path: dirPath, op: 'list', ...(path !== dirPath ? { normalized_path: path } : {}) },
-        allowed: decision.allowed,
-        reason: decision.reason,
-        ip,
-        source,
-        sessionId: principal.sessionId,
-      });
-    } catch {
-      throw new ApiError(500, 'audit_failed', 'The attempt could not be written to the audit log, so it was refused. Try again shortly.');
-    }
+    const auditId = await this.auditedStart({
+      event: 'remote.copy',
+      user: principal.user,
+      deviceId,
+      action: 'copy',
+      options: { direction: 'download', path: dirPath, op: 'list', ...(path !== dirPath ? { normalized_path: path } : {}) },
+      allowed: decision.allowed,
+      reason: decision.reason,
+      ip,
+      source,
+      sessionId: principal.sessionId,
+    });
     if (!decision.allowed) throw refusalOf(decision, 'remote-access:connect', deviceId);
     const started = Date.now();
     const end = (reason: string, result: 'ended' | 'error' | 'denied', bytesOut = 0) =>
