@@ -40,7 +40,7 @@ export const filesRoutes: RouteSpec[] = [
     tag: TAG,
     summary: 'Upload a file into a folder of the file store',
     description:
-      'multipart/form-data with `path` (the folder, ending in "/"), `file` (the content; its filename is the stored name) and optional ' +
+      'multipart/form-data with `path` (the folder, with or without its trailing "/"), `file` (the content; the last part of its filename is the stored name) and optional ' +
       '`replace` ("true" overwrites an existing file). Missing folders on the way are created, like `mkdir -p`. An existing file ' +
       'without replace=true → 409 `file_exists`; a file larger than FILE_MAX_BYTES → 413 `too_large`; an upload that would take the store past ' +
       'FILE_QUOTA_BYTES → 413 `quota_exceeded`. The upload is written to a hidden staging folder, synced to disk and renamed into place: ' +

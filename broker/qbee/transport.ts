@@ -218,8 +218,8 @@ export class QbeeTransport {
   }
 
   private async refuseUnsupported(connection: Connection, stream: SmuxStream, type: number): Promise<void> {
-    const name = type === QbeeMessage.command ? 'commands without a terminal' : `message type ${type}`;
-    await this.refuse(connection, stream, 'unsupported', { message_type: type }, `${name} are not supported by this broker`);
+    const what = type === QbeeMessage.command ? 'commands without a terminal are' : `message type 0x${type.toString(16).padStart(2, '0')} is`;
+    await this.refuse(connection, stream, 'unsupported', { message_type: type }, `${what} not supported by this broker`);
   }
 
   /** Decides, audits and opens through the broker's session machinery, then relays the stream. */

@@ -296,21 +296,27 @@ export const OAuth2TokenResponse: GoShape = { struct: { access_token: 'string', 
 
 const UserBaseInfo: GoShape = { struct: { user_id: 'string', fname: 'string', lname: 'string' } };
 
-/** node.go NodeInfo (Change.NodeInfo, omitempty). */
-const NodeInfo: GoShape = {
-  struct: {
-    node_id: 'string',
-    pub_key_digest: 'string',
-    type: 'string',
-    ancestors: { slice: 'string' },
-    title: 'string',
-    tags: optional({ slice: 'string' }),
-    nodes: optional({ slice: 'any' }),
-    uuid: optional('string'),
-    status: optional('string'),
-    device_commit_sha: optional('string'),
-  },
+/**
+ * node.go NodeInfo (Change.NodeInfo, omitempty). Its `nodes` (more NodeInfo), `settings` and
+ * `pushed_config` are added below, once those shapes are defined.
+ */
+const nodeInfoFields: Record<string, GoShape> = {
+  node_id: 'string',
+  pub_key_digest: 'string',
+  type: 'string',
+  ancestors: { slice: 'string' },
+  title: 'string',
+  tags: optional({ slice: 'string' }),
+  uuid: optional('string'),
+  status: optional('string'),
+  device_commit_sha: optional('string'),
+  attributes: optional(DeviceAttributes),
+  config_propagated: optional('bool'),
+  agentinterval: optional('int'),
+  last_reported: optional('int'),
+  system: optional(SystemInfo),
 };
+const NodeInfo: GoShape = { struct: nodeInfoFields };
 
 export const Change: GoShape = {
   struct: {
@@ -424,6 +430,8 @@ export const ConfigResponse: GoShape = {
 
 /** config/pushed.go Pushed. */
 export const Pushed: GoShape = { struct: { commit_id: 'string', bundles: { slice: 'string' }, bundle_data: BundleData } };
+
+Object.assign(nodeInfoFields, { nodes: optional({ slice: NodeInfo }), settings: optional(Settings), pushed_config: optional(Pushed) });
 
 /** inventory.go DeviceInventory. */
 export const DeviceInventory: GoShape = {

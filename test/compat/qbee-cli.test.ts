@@ -4,6 +4,7 @@
  * test names the Go function it mirrors. Request bodies are what json.Marshal makes of the Go
  * struct: fields without `omitempty` are sent with their zero values.
  */
+import crypto from 'node:crypto';
 import fs from 'node:fs';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -314,6 +315,46 @@ describe('files (files.go, filemanager.go)', () => {
     expect(fs.readFileSync(path.join(store(), 'dirx', 'c.txt'), 'utf8')).toBe('content of c.txt');
     expect(fs.readFileSync(path.join(store(), 'other', 'dir', 'd.txt'), 'utf8')).toBe('content of d.txt');
     expect(fs.existsSync(path.join(store(), 'dir.txt'))).toBe(true);
+  });
+
+  /**
+   * UploadFileReplace (files.go) as Go's mime/multipart writes it: the file part first, with the
+   * filename qbee-cli was given and an empty Content-Type, then `path` and `replace` as text fields.
+   */
+  function goUpload(folder: string, filename: string, content: string, replace: boolean) {
+    const boundary = crypto.randomBytes(30).toString('hex');
+    const body =
+      `--${boundary}\r\nContent-Disposition: form-data; name="file"; filename="${filename}"\r\nContent-Type: \r\n\r\n${content}` +
+      `\r\n--${boundary}\r\nContent-Disposition: form-data; name="path"\r\n\r\n${folder}` +
+      `\r\n--${boundary}\r\nContent-Disposition: form-data; name="replace"\r\n\r\n${replace}` +
+      `\r\n--${boundary}--\r\n`;
+    return t.api('POST', '/api/v2/file', { ...admin(), headers: { 'content-type': `multipart/form-data; boundary=${boundary}` }, body });
+  }
+
+  it('files upload -d /newdir and files sync into a folder: the request bytes qbee-cli sends, the folder without its trailing /', async () => {
+    // `files upload -s app.conf -d /newdir/`: path.Clean gives "/newdir"; FileManager.UploadFile names the part by the source path.
+    const up = await goUpload('/newdir', 'app.conf', 'first', false);
+    expect(up.status, JSON.stringify(up.body)).toBe(200);
+    expect(up.body).toEqual({ file: 'app.conf', path: '/newdir/' });
+    expect(fs.readFileSync(path.join(store(), 'newdir', 'app.conf'), 'utf8')).toBe('first');
+    // `-s build/tool.bin`: the stored name is the file's own, not the folders it came from.
+    const nested = await goUpload('/newdir', 'build/tool.bin', 'tool', false);
+    expect(nested.status, JSON.stringify(nested.body)).toBe(200);
+    expect(fs.readFileSync(path.join(store(), 'newdir', 'tool.bin'), 'utf8')).toBe('tool');
+    // Without --overwrite (replace=false) an existing file stays.
+    expect((await goUpload('/newdir', 'app.conf', 'second', false)).status).toBe(409);
+    // `files sync -s ./site -d /synced`: FileManager.upload sends filepath.Join(dest, dir of the file) with replace=true.
+    for (const [folder, name, content] of [
+      ['/synced', 'index.html', 'index'],
+      ['/synced/css', 'main.css', 'css'],
+      ['/synced/css', 'main.css', 'css, again'],
+      ['/', 'top.txt', 'top'],
+    ]) {
+      const r = await goUpload(folder, name, content, true);
+      expect(r.status, `${folder} ${name}: ${JSON.stringify(r.body)}`).toBe(200);
+    }
+    expect(fs.readFileSync(path.join(store(), 'synced', 'css', 'main.css'), 'utf8')).toBe('css, again');
+    expect(fs.readFileSync(path.join(store(), 'top.txt'), 'utf8')).toBe('top');
   });
 
   it('refuses a pattern it cannot apply exactly (400), and bounds its length', async () => {

@@ -308,7 +308,15 @@ describe('qbee native transport through a real broker and agent', () => {
       expect((refused as Error).message).toMatch(/Not allowed/);
       await expect(client.open(QbeeMessage.pty, JSON.stringify({ cols: 80, rows: 24 }))).rejects.toThrow(QbeeRemoteError);
       await expect(client.tcpTunnel('no-port-here')).rejects.toThrow(/host:port/);
-      await expect(client.open(QbeeMessage.command, '{}')).rejects.toThrow(/not supported/);
+      await expect(client.open(QbeeMessage.command, '{}')).rejects.toThrow(/^commands without a terminal are not supported/);
+      // Types qbee's transport has for the other direction (GoAway, edge to device) or does not have: ERROR, the connection kept.
+      await expect(client.open(QbeeMessage.goAway)).rejects.toThrow(/^message type 0x03 is not supported/);
+      await expect(client.open(0x7f, 'x')).rejects.toThrow(/^message type 0x7f is not supported/);
+      const still = await client.tcpTunnel(`127.0.0.1:${echoPort}`);
+      const pang = output(still, 'pang');
+      still.write('pang');
+      await pang;
+      still.end();
     } finally {
       client.close();
     }
