@@ -1,6 +1,6 @@
 import { spawnSync } from 'node:child_process';
 import path from 'node:path';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { MAX_OPTIONS_BYTES } from '../../broker/audit/service.js';
 import { REFUSALS_PER_WINDOW } from '../../broker/audit/refusals.js';
 import { startTestBroker, type TestBroker } from '../support/broker.js';
@@ -71,6 +71,28 @@ describe('an unauthenticated caller cannot grow the audit trail without bound', 
     // Other callers are not held back by one address's flood: a sign-in still works and is audited.
     const signIn = await t.api('POST', '/api/v2/login', { body: { email: 'admin@example.com', password: 'admin-password-1' } });
     expect(signIn.status).toBe(200);
+  });
+});
+
+describe('nothing else stops when the audit trail cannot grow', () => {
+  it('a refused call is still answered with its refusal, and a sign-in and its renewal still issue tokens', async () => {
+    const spy = vi.spyOn(t.broker.services.audit, 'recordChange').mockRejectedValue(new Error('disk full'));
+    try {
+      const refused = await t.api('POST', '/api/v2/role', { body: { name: 'x' } });
+      expect(refused.status).toBe(401);
+      expect(refused.body).toMatchObject({ code: 401 });
+      const bad = await t.api('POST', '/api/v2/login', { body: { email: 'x' } });
+      expect(bad.status).toBe(400);
+      const signIn = await t.api('POST', '/api/v2/login', { body: { email: 'admin@example.com', password: 'admin-password-1' } });
+      expect(signIn.status).toBe(200);
+      expect(signIn.body.token).toEqual(expect.any(String));
+      const renewed = await t.api('POST', '/api/v2/refresh-jwt', { token: signIn.body.token });
+      expect(renewed.status).toBe(200);
+      // the writes were attempted, and failed
+      expect(spy).toHaveBeenCalled();
+    } finally {
+      spy.mockRestore();
+    }
   });
 });
 
