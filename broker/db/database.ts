@@ -131,12 +131,17 @@ export const PG_TIMEOUTS = {
 
 /**
  * An idle connection that fails (the database restarted, the network went) is logged and dropped by
- * the pool rather than crashing the process; one whose reply timed out is closed so that it does
- * not go back to the pool still waiting for that reply.
+ * the pool rather than crashing the process; so is one lost while taken from the pool between two
+ * statements (a transaction), whose work then fails on its next statement (the pool drops it when it
+ * comes back). One whose reply timed out is closed so that it does not go back to the pool still
+ * waiting for that reply.
  */
 function watchPool(pool: pg.Pool, logger?: Pick<Logger, 'warn'>): void {
-  pool.on('error', (err) => logger?.warn({ error: err.message, errorCode: (err as { code?: string }).code }, 'idle database connection lost'));
+  // Logged by the connection's own listener below (the pool re-emits only the errors of idle ones).
+  pool.on('error', () => {});
   pool.on('connect', (client) => {
+    // The pool listens only while a connection is idle: without this, one lost while in use ends the process.
+    client.on('error', (err) => logger?.warn({ error: err.message, errorCode: (err as { code?: string }).code }, 'database connection lost'));
     const query = client.query.bind(client) as (...args: unknown[]) => unknown;
     (client as unknown as { query: (...args: unknown[]) => unknown }).query = (...args: unknown[]) => {
       const result = query(...args);

@@ -1,13 +1,16 @@
 /**
  * Several brokers on one PostgreSQL schema: what must reach an agent reaches it whichever broker
  * took the change. A real agent on broker A; a commit made through broker B is applied by the
- * agent (B records the digest and asks A, through NOTIFY, to send it); a reload through B reaches
- * it over the peer link; a device-level message B delivers is sent by A.
+ * agent (B records the digest and asks A, through NOTIFY, to send it); a configuration run
+ * (run-agent) and a reload through B reach it over the peer link; a device-level message B
+ * delivers is sent by A. The same the other way round: a second agent on B, the changes made
+ * through A. (Update announcements: cluster-updates.test.ts; sessions ended through another
+ * broker: cluster-sessions.test.ts.)
  *
  * Neither the configuration re-check of the brokers (stopped here) nor the agent's own run (every
  * 5 minutes, longer than this file's waits) can be what brings the commit.
  */
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { dropSchema } from '../../broker/db/database.js';
 import { eventually, startAgent, type TestAgent } from '../support/agent.js';
 import { PG_URL, startTestBroker, type TestBroker } from '../support/broker.js';
@@ -19,6 +22,8 @@ let a: TestBroker;
 let b: TestBroker;
 let agent: TestAgent;
 let device: string;
+let agentOnB: TestAgent;
+let deviceOnB: string;
 
 async function deviceCommit(t: TestBroker, deviceId: string): Promise<string | null | undefined> {
   const row = await t.broker.services.store.db.selectFrom('device_config').select(['device_commit_sha']).where('device_id', '=', deviceId).executeTakeFirst();
@@ -39,9 +44,29 @@ beforeAll(async () => {
     10_000,
     'broker B to see the agent on A',
   );
-}, 120_000);
+  agentOnB = startAgent({ broker: b.url, bootstrapKey: Object.keys(key.body)[0] });
+  deviceOnB = await agentOnB.waitConnected(b, 60_000);
+  await eventually(
+    () => a.broker.services.locator.isConnected(deviceOnB) && !a.broker.services.agents.isConnected(deviceOnB),
+    10_000,
+    'broker A to see the agent on B',
+  );
+}, 180_000);
+
+// What the agents said, when a test fails (an agent that left its broker says why).
+afterEach(({ task }) => {
+  if (task.result?.state !== 'fail') return;
+  for (const [name, t] of [
+    ['agent on A', agent],
+    ['agent on B', agentOnB],
+  ] as const) {
+    const lines = t?.logs.slice(-30).map((l) => JSON.stringify(l).slice(0, 400)) ?? [];
+    console.log(`${name}: exit code ${String(t?.process.exitCode)}\n${[...lines, ...(t?.output.slice(-10) ?? [])].join('\n')}`);
+  }
+});
 
 afterAll(async () => {
+  await agentOnB?.close();
   await agent?.close();
   await b?.close();
   await a?.close();
@@ -69,7 +94,7 @@ describe('a change made through the broker that does not hold the agent', () => 
   it('a reload through B reaches the agent on A', async () => {
     const from = agent.logs.length;
     const r = await b.api('POST', `/api/v2/remote/reload/${device}`, { token: b.adminToken, body: {} });
-    expect(r.status).toBeLessThan(300);
+    expect(r.status, JSON.stringify(r.body)).toBeLessThan(300);
     await agent.waitForLog((l) => l.msg.includes('reload'), 30_000, from);
   });
 
@@ -90,5 +115,54 @@ describe('a change made through the broker that does not hold the agent', () => 
     );
     // A device connected nowhere: nothing is sent.
     expect(b.broker.services.deliver('0'.repeat(64), { t: 'inventory', data: {} })).toBe(false);
+  });
+});
+
+/** A commit of one parameter for `deviceId` through `via`: answers its sha. */
+async function commitThrough(via: TestBroker, deviceId: string, value: string): Promise<string> {
+  const committed = await via.api('POST', '/api/v2/commit', {
+    token: via.adminToken,
+    body: {
+      action: 'commit',
+      message: `through ${value}`,
+      changes: [{ node_id: deviceId, formtype: 'parameters', extend: true, config: { parameters: [{ key: 'via', value }], secrets: [] } }],
+    },
+  });
+  expect(committed.status, JSON.stringify(committed.body)).toBe(200);
+  return committed.body.sha;
+}
+
+describe('the other way round: the agent on B, the change made through A', () => {
+  it('a commit through A reaches the agent on B at once', async () => {
+    const started = Date.now();
+    const sha = await commitThrough(a, deviceOnB, 'broker-a');
+    // The agent applied it and reported so (B records what the agent applied).
+    await eventually(async () => (await deviceCommit(b, deviceOnB)) === sha, 60_000, 'the agent on B to apply the commit made through A');
+    console.log(`cluster delivery: a commit through A applied by the agent on B ${Date.now() - started} ms after the call`);
+    expect(a.broker.services.agents.isConnected(deviceOnB)).toBe(false);
+  });
+
+  it("a configuration run through A (qbee's run-agent) reaches the agent on B, which stays connected", async () => {
+    const from = agentOnB.logs.length;
+    const r = await a.api('GET', `/api/v2/device/${deviceOnB}/run-agent`, { token: a.adminToken });
+    expect(r.status, JSON.stringify(r.body)).toBe(200);
+    await agentOnB.waitForLog((l) => l.msg === 'configuration run requested by the broker', 30_000, from);
+    expect(agentOnB.logs.slice(from).some((l) => l.msg.includes('reload'))).toBe(false);
+  });
+
+  it('a reload through A reaches the agent on B', async () => {
+    const from = agentOnB.logs.length;
+    const r = await a.api('POST', `/api/v2/remote/reload/${deviceOnB}`, { token: a.adminToken, body: {} });
+    expect(r.status, JSON.stringify(r.body)).toBe(200);
+    await agentOnB.waitForLog((l) => l.msg === 'reload requested by the broker', 30_000, from);
+  });
+
+  it('a device-level message delivered through A is sent by B (a request for a fresh inventory)', async () => {
+    const db = b.broker.services.store.db;
+    const inventoryAt = async () => (await db.selectFrom('inventory').select('updated_at').where('device_id', '=', deviceOnB).executeTakeFirst())?.updated_at;
+    const before = await eventually(inventoryAt, 60_000, 'the first inventory report');
+    await eventually(() => a.broker.services.locator.isConnected(deviceOnB) && b.broker.services.agents.isConnected(deviceOnB), 30_000, 'the agent back on B');
+    expect(a.broker.services.deliver(deviceOnB, { t: 'inventory', data: {} })).toBe(true);
+    await eventually(async () => ((await inventoryAt()) ?? '') > before, 30_000, 'a fresh inventory report');
   });
 });

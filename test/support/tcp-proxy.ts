@@ -2,7 +2,10 @@
  * A TCP proxy a test controls, put between a broker and PostgreSQL to make database faults:
  * `refuse()` cuts every connection and refuses new ones (the database is down or unreachable),
  * `hang()` stops moving bytes both ways while keeping connections open (a partition: packets are
- * lost, nothing says so), `heal()` moves them again (held bytes included) and accepts again.
+ * lost, nothing says so), `heal()` moves them again (held bytes included) and accepts again;
+ * `heal({ lose: true })` accepts again but leaves the connections of the partition silent for good
+ * (their state was lost on the way: what they send is dropped, nothing comes back, nothing closes
+ * them), so only a timeout of the client's own gets it out of them.
  */
 import net from 'node:net';
 
@@ -15,9 +18,11 @@ export interface TcpProxy {
   readonly mode: ProxyMode;
   /** Connections refused so far. */
   readonly refused: number;
+  /** Chunks sent by clients (queries, connection starts) held since the last `hang()`. */
+  readonly held: number;
   refuse(): void;
   hang(): void;
-  heal(): void;
+  heal(options?: { lose?: boolean }): void;
   close(): Promise<void>;
 }
 
@@ -27,11 +32,14 @@ interface Pair {
   /** bytes held while hanging, per direction */
   toUpstream: Buffer[];
   toClient: Buffer[];
+  /** lost in a partition: silent for good */
+  lost?: boolean;
 }
 
 export async function startTcpProxy(targetHost: string, targetPort: number): Promise<TcpProxy> {
   let mode: ProxyMode = 'open';
   let refused = 0;
+  let held = 0;
   const pairs = new Set<Pair>();
 
   const cut = (pair: Pair) => {
@@ -44,6 +52,7 @@ export async function startTcpProxy(targetHost: string, targetPort: number): Pro
     const upstream = net.connect(targetPort, targetHost);
     pair.upstream = upstream;
     upstream.on('data', (d: Buffer) => {
+      if (pair.lost) return;
       if (mode === 'hang') pair.toClient.push(d);
       else pair.client.write(d);
     });
@@ -60,8 +69,11 @@ export async function startTcpProxy(targetHost: string, targetPort: number): Pro
     const pair: Pair = { client, toUpstream: [], toClient: [] };
     pairs.add(pair);
     client.on('data', (d: Buffer) => {
-      if (mode === 'hang' || !pair.upstream) pair.toUpstream.push(d);
-      else pair.upstream.write(d);
+      if (pair.lost) return;
+      if (mode === 'hang' || !pair.upstream) {
+        pair.toUpstream.push(d);
+        if (mode === 'hang') held += 1;
+      } else pair.upstream.write(d);
     });
     client.on('error', () => cut(pair));
     client.on('close', () => cut(pair));
@@ -86,16 +98,32 @@ export async function startTcpProxy(targetHost: string, targetPort: number): Pro
     get refused() {
       return refused;
     },
+    get held() {
+      return held;
+    },
     refuse() {
       mode = 'refuse';
       for (const pair of [...pairs]) cut(pair);
     },
     hang() {
       mode = 'hang';
+      held = 0;
     },
-    heal() {
+    heal(options: { lose?: boolean } = {}) {
       mode = 'open';
       for (const pair of [...pairs]) {
+        if (options.lose || pair.lost) {
+          // The database side is gone (closed there); the client is never told.
+          pair.lost = true;
+          pair.toUpstream.length = 0;
+          pair.toClient.length = 0;
+          pair.upstream
+            ?.removeAllListeners('close')
+            .removeAllListeners('error')
+            .on('error', () => {});
+          pair.upstream?.destroy();
+          continue;
+        }
         if (!pair.upstream) connectUpstream(pair);
         else for (const d of pair.toUpstream.splice(0)) pair.upstream.write(d);
         for (const d of pair.toClient.splice(0)) pair.client.write(d);
