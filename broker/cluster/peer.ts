@@ -6,8 +6,9 @@ import WebSocket, { WebSocketServer, type RawData } from 'ws';
 import { Mux, type Channel, type OpenHandler } from '../../shared/mux.js';
 import type { ControlMessage } from '../../shared/protocol.js';
 
-/** Where brokers open their links to each other (never reached by users or agents: it needs CLUSTER_SECRET). */
-export const PEER_WS_PATH = '/api/v2/cluster/peer';
+import { PEER_WS_PATH } from '../http/api-paths.js';
+
+export { PEER_WS_PATH };
 const PEER_PROTOCOL = 'fleet-peer-v1';
 /** Both ends must have proven the shared secret within this time. */
 const HANDSHAKE_TIMEOUT_MS = 5000;

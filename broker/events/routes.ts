@@ -8,10 +8,8 @@ import type { RequestHandler } from 'express';
 import type { AuthService } from '../auth/service.js';
 import type { ExtraOperation } from '../http/openapi.js';
 import { ApiError, forbidden, unauthorized } from '../http/errors.js';
-import { API_PREFIX } from '../http/router.js';
+import { API_PREFIX, EVENTS_PATH } from '../http/api-paths.js';
 import { KEEPALIVE_MS, MAX_BUFFERED_BYTES, MAX_LISTENERS_PER_USER, mayListen, type DeviceEventStream, type Listener } from './stream.js';
-
-export const EVENTS_PATH = '/events';
 
 export interface EventsDeps {
   events: DeviceEventStream;

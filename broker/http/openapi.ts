@@ -1,6 +1,6 @@
 import { z, type ZodType } from 'zod';
 import { acceptsResources } from '../../shared/permissions.js';
-import { API_PREFIX } from './router.js';
+import { API_PREFIX } from './api-paths.js';
 import type { RouteSpec } from './route.js';
 
 const errorSchema = {

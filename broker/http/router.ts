@@ -8,14 +8,8 @@ import type { Services } from '../services.js';
 import { uploadTmpDir } from '../data-dir.js';
 import { changeSet } from '../audit/subjects.js';
 import { ApiError, badRequest, notImplemented, tooLarge, unauthorized } from './errors.js';
+import { API_PREFIX, expressPath } from './api-paths.js';
 import { Reply, type HandlerContext, type RouteSpec, type UploadedFile } from './route.js';
-
-export const API_PREFIX = '/api/v2';
-
-/** Express path for an OpenAPI-style path: `/a/{b}` → `/a/:b`. */
-export function expressPath(openapiPath: string): string {
-  return openapiPath.replace(/\{([^}]+)\}/g, ':$1');
-}
 
 /** Zod issues → a 400 that names the field. */
 function validationError(where: string, err: ZodError): ApiError {

@@ -18,7 +18,7 @@ import { z } from 'zod';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { acceptsResources } from '../../shared/permissions.js';
 import type { RouteSpec } from '../../broker/http/route.js';
-import { API_PREFIX } from '../../broker/http/router.js';
+import { API_PREFIX } from '../../broker/http/api-paths.js';
 import { routeKey, SPEC_CALLS } from '../../broker/http/spec-calls.js';
 import { routeTable } from '../../broker/routes.js';
 import { startTestBroker, type ApiAnswer, type TestBroker } from '../support/broker.js';
