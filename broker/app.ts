@@ -3,10 +3,10 @@ import type { IncomingMessage } from 'node:http';
 import path from 'node:path';
 import express, { type Express } from 'express';
 import { enrolDocs } from './enrol/routes.js';
-import { EVENTS_PATH, eventsDocs, eventsHandler } from './events/routes.js';
 import { ApiError } from './http/errors.js';
 import { buildOpenApi } from './http/openapi.js';
-import { API_PREFIX, errorHandler, mountRoutes } from './http/router.js';
+import { API_PREFIX } from './http/api-paths.js';
+import { errorHandler, mountRoutes } from './http/router.js';
 import { WEB_DIST, swaggerDist } from './paths.js';
 import { remoteDocs } from './remote/routes.js';
 import { routeTable } from './routes.js';
@@ -67,15 +67,13 @@ export function createApp(services: Services): Express {
     return type === undefined || /^application\/json\s*(;|$)/i.test(type);
   };
   const routes = routeTable();
-  const openapi = buildOpenApi(routes, [...enrolDocs, ...remoteDocs, ...eventsDocs]);
+  const openapi = buildOpenApi(routes, [...enrolDocs, ...remoteDocs]);
 
   const api = express.Router();
   api.use(express.json({ limit: '1mb', type: jsonOrUntyped }));
   api.get('/openapi.json', (_req, res) => {
     res.json(openapi);
   });
-  // A long-lived stream beside the route table (see events/routes.ts).
-  api.get(EVENTS_PATH, eventsHandler({ events: services.events, auth: services.auth, redeemTicket: (t) => services.remote.tickets.redeem(t) }));
   mountRoutes(
     api,
     routes.filter((r) => !r.absolute),

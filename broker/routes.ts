@@ -6,6 +6,7 @@ import { deviceAuthRoutes } from './auth/device-auth-routes.js';
 import { authRoutes } from './auth/routes.js';
 import { devicesRoutes } from './devices/routes.js';
 import { enrolRoutes } from './enrol/routes.js';
+import { eventsRoutes } from './events/routes.js';
 import { filesRoutes } from './files/routes.js';
 import { defineRoute, type RouteSpec } from './http/route.js';
 import { routeKey, SPEC_CALLS } from './http/spec-calls.js';
@@ -51,6 +52,7 @@ export function routeTable(): RouteSpec[] {
     ...usersRoutes,
     ...rolesRoutes,
     ...devicesRoutes,
+    ...eventsRoutes,
     ...filesRoutes,
     ...auditRoutes,
     ...enrolRoutes,

@@ -6,6 +6,7 @@ import { BrokerKey } from './agents/broker-key.js';
 import type { AgentLocator } from './agents/locator.js';
 import { AuditService } from './audit/service.js';
 import { DeviceAuthService, deviceCodeLookupLimit } from './auth/device-auth.js';
+import { Authenticator } from './auth/credentials.js';
 import { AuthService } from './auth/service.js';
 import { ChangeEpoch } from './cache.js';
 import { ConfigService } from './config/service.js';
@@ -58,6 +59,8 @@ export interface Services {
   /** Bumped by every change made through the API: empties the hot-path caches. */
   epoch: ChangeEpoch;
   auth: AuthService;
+  /** Every entry point's credential (bearer, ticket, qbee's bare token) → the caller: broker/auth/credentials.ts. */
+  authenticator: Authenticator;
   /** OAuth 2.0 device authorization (RFC 8628): CLI sign-in approved in the web console. */
   deviceAuth: DeviceAuthService;
   access: AccessService;
@@ -217,6 +220,7 @@ export async function createServices(config: Config, logger: Logger, store: Stor
     ...(cluster ? { directory: cluster.sessions, brokerId: cluster.brokerId } : {}),
   });
   cluster?.sessions.bind(remote.sessions);
+  const authenticator = new Authenticator({ auth, redeemTicket: (ticket) => remote.tickets.redeem(ticket) });
   const events = new DeviceEventStream({
     hub: agents,
     pending: enrol.pendingChanges,
@@ -305,6 +309,7 @@ export async function createServices(config: Config, logger: Logger, store: Stor
     brokerKey,
     epoch,
     auth,
+    authenticator,
     deviceAuth,
     access,
     audit,

@@ -5,7 +5,8 @@ import type { Duplex } from 'node:stream';
 import type { Logger } from 'pino';
 import WebSocket, { WebSocketServer, type RawData } from 'ws';
 import { AGENT_NONCE_PATTERN, BROKER_SIGNED_TYPES } from '../../shared/broker-signature.js';
-import { parseStoredDeviceKey, verifyChallenge } from '../../shared/device-key.js';
+import { parseStoredDeviceKey } from '../../shared/device-key.js';
+import { verifyAgentSignature } from '../auth/credentials.js';
 import { Mux, type Channel, type MuxProtocolError } from '../../shared/mux.js';
 import {
   AGENT_WS_PATH,
@@ -418,7 +419,7 @@ export class AgentHub extends EventEmitter<AgentHubEvents> implements AgentLocat
     }
     if (standing.kind === 'revoked') return refuse(AgentClose.removed, `device ${standing.reason}: this key may not come back`, { deviceId });
     const stored = parseStoredDeviceKey(standing.publicKeyPem);
-    if (stored.deviceId !== deviceId || !verifyChallenge(stored.key, nonce, msg.signature)) {
+    if (stored.deviceId !== deviceId || !verifyAgentSignature(stored.key, nonce, msg.signature)) {
       return refuse(AgentClose.unauthorized, 'bad signature', { deviceId });
     }
     const penaltyUntil = this.penalized.get(deviceId);

@@ -10,7 +10,8 @@ import type { AgentLocator } from '../agents/locator.js';
 import { loadConfig } from '../config.js';
 import { notifyChannel, parseClusterEvent } from './bus.js';
 import { ClusterLocator } from './locator.js';
-import { macMatches, peerMac, type PeerLink } from './peer.js';
+import { macMatches } from '../auth/credentials.js';
+import { peerMac, type PeerLink } from './peer.js';
 
 const DEVICE = 'a'.repeat(64);
 const sha = (b: Buffer) => crypto.createHash('sha256').update(b).digest('hex');

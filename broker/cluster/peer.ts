@@ -6,8 +6,10 @@ import WebSocket, { WebSocketServer, type RawData } from 'ws';
 import { Mux, type Channel, type OpenHandler } from '../../shared/mux.js';
 import type { ControlMessage } from '../../shared/protocol.js';
 
-/** Where brokers open their links to each other (never reached by users or agents: it needs CLUSTER_SECRET). */
-export const PEER_WS_PATH = '/api/v2/cluster/peer';
+import { macMatches, peerMac as clusterMac } from '../auth/credentials.js';
+import { PEER_WS_PATH } from '../http/api-paths.js';
+
+export { PEER_WS_PATH };
 const PEER_PROTOCOL = 'fleet-peer-v1';
 /** Both ends must have proven the shared secret within this time. */
 const HANDSHAKE_TIMEOUT_MS = 5000;
@@ -24,20 +26,9 @@ const BUSY_RESPONSE =
   'HTTP/1.1 503 Service Unavailable\r\nRetry-After: 5\r\nContent-Type: application/json\r\nConnection: close\r\n\r\n' +
   '{"code":503,"error":"busy","message":"Too many peer handshakes in progress; retry later."}';
 
-/**
- * The proof of the shared secret: an HMAC over the protocol, the role, the other end's nonce and
- * both broker ids, so a proof is good for one handshake, one direction and one pair only.
- */
+/** The proof of the shared secret for this protocol (broker/auth/credentials.ts: `peer-hmac`). */
 export function peerMac(secret: string, role: 'client' | 'server', nonce: string, from: string, to: string): string {
-  return crypto.createHmac('sha256', secret).update(`${PEER_PROTOCOL}|${role}|${nonce}|${from}|${to}`).digest('base64url');
-}
-
-/** Constant-time comparison of a proof with the expected one (lengths are not secret). */
-export function macMatches(given: unknown, expected: string): boolean {
-  if (typeof given !== 'string') return false;
-  const a = Buffer.from(given);
-  const b = Buffer.from(expected);
-  return a.length === b.length && crypto.timingSafeEqual(a, b);
+  return clusterMac(PEER_PROTOCOL, secret, role, nonce, from, to);
 }
 
 function parse(data: RawData, isBinary: boolean): Record<string, unknown> {

@@ -6,7 +6,7 @@ import type { ExtraOperation } from '../http/openapi.js';
 import { badRequest } from '../http/errors.js';
 import { pagingQuery } from '../http/paging.js';
 import { defineRoute, type RouteSpec } from '../http/route.js';
-import { API_PREFIX } from '../http/router.js';
+import { API_PREFIX } from '../http/api-paths.js';
 import type { BootstrapKeyRecord, PendingHost } from './service.js';
 import { singleLine } from '../../shared/text.js';
 import { subjectRecords } from '../audit/subjects.js';

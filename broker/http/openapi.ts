@@ -1,7 +1,7 @@
 import { z, type ZodType } from 'zod';
 import { acceptsResources } from '../../shared/permissions.js';
-import { API_PREFIX } from './router.js';
-import type { RouteSpec } from './route.js';
+import { API_PREFIX } from './api-paths.js';
+import { accessLabel, type RouteSpec } from './route.js';
 
 const errorSchema = {
   type: 'object',
@@ -52,18 +52,24 @@ export function buildOpenApi(routes: RouteSpec[], extra: ExtraOperation[] = [], 
         ? 'No token needed.'
         : route.access === 'authenticated'
           ? 'Any signed-in user.'
-          : `Needs permission \`${route.access}\`${acceptsResources(route.access) && route.device ? ' on the device concerned (resource filters apply)' : ''}.`;
+          : Array.isArray(route.access)
+            ? `Needs ${route.access.map((p) => `\`${p}\``).join(' or ')}.`
+            : `Needs permission \`${route.access}\`${acceptsResources(route.access as string) && route.device ? ' on the device concerned (resource filters apply)' : ''}.`;
     const op: Record<string, unknown> = {
       operationId: `${route.method}${full.replace(/[{}]/g, '').replace(/[^A-Za-z0-9]+(.)?/g, (_m, c: string | undefined) => (c ? c.toUpperCase() : ''))}`,
       summary: route.summary,
       description: [route.description, access, route.notImplemented ? 'Not built yet: answers 501.' : ''].filter(Boolean).join('\n\n'),
       tags: [route.tag],
-      'x-permission': route.access,
+      'x-permission': accessLabel(route.access),
       parameters: [...parameters(route.params, 'path'), ...parameters(route.query, 'query')],
       responses: {
         [String(route.status ?? 200)]: {
           description: 'Success',
-          ...(route.response ? { content: { 'application/json': { schema: jsonSchema(route.response, 'output') } } } : {}),
+          ...(route.stream
+            ? { content: { 'text/event-stream': { schema: { type: 'string' } } } }
+            : route.response
+              ? { content: { 'application/json': { schema: jsonSchema(route.response, 'output') } } }
+              : {}),
         },
         '400': { description: 'Invalid input', content: { 'application/json': { schema: { $ref: '#/components/schemas/Error' } } } },
         ...(route.access !== 'public'

@@ -2,6 +2,7 @@ import type { Request, Response } from 'express';
 import type { z, ZodType } from 'zod';
 import type { Permission } from '../../shared/permissions.js';
 import type { Principal } from '../access/principal.js';
+import type { HeaderCredential } from '../auth/credentials.js';
 import type { Services } from '../services.js';
 
 export type Method = 'get' | 'post' | 'put' | 'patch' | 'delete';
@@ -9,9 +10,15 @@ export type Method = 'get' | 'post' | 'put' | 'patch' | 'delete';
 /**
  * Who may call a route: anyone (`public`), any signed-in user (`authenticated`), or holders of a
  * permission. For permissions that accept resources, `device` names the device the call concerns
- * and the check is made against it.
+ * and the check is made against it. A list: any one of these permissions (a stream that tells of
+ * several kinds of things, each filtered by its own permission in the handler).
  */
-export type Access = 'public' | 'authenticated' | Permission;
+export type Access = 'public' | 'authenticated' | Permission | readonly Permission[];
+
+/** How `access` reads in the OpenAPI document and the role editor: `a or b` for a list. */
+export function accessLabel(access: Access): string {
+  return typeof access === 'string' ? access : access.join(' or ');
+}
 
 export interface UploadedFile {
   /** temporary file on disk, removed after the handler returns */
@@ -34,6 +41,8 @@ export interface HandlerContext<P, Q, B> {
   host: string;
   /** The bearer token as sent, if any (public routes may use it, e.g. token renewal). */
   bearer?: string;
+  /** The token the caller was authenticated with (a redeemed ticket's, for `bearer-or-ticket`): to re-check them later. */
+  token?: string;
   file?: UploadedFile;
   /** Response headers to add (e.g. Refreshed-Token). */
   setHeader(name: string, value: string): void;
@@ -66,6 +75,10 @@ export interface RouteSpec<P extends ZodType = ZodType, Q extends ZodType = ZodT
   description?: string;
   tag: string;
   access: Access;
+  /** How the caller proves who it is (broker/auth/credentials.ts); `bearer` unless said. */
+  credential?: Extract<HeaderCredential, 'bearer' | 'bearer-or-ticket'>;
+  /** A long-lived answer (server-sent events): it does not end while the client listens. */
+  stream?: boolean;
   /** The device this call concerns, for permissions that accept resources. */
   device?: (input: { params: z.infer<P>; query: z.infer<Q>; body: z.infer<B> }) => string | undefined;
   /**

@@ -7,15 +7,10 @@ import type { Principal } from '../access/principal.js';
 import type { Services } from '../services.js';
 import { uploadTmpDir } from '../data-dir.js';
 import { changeSet } from '../audit/subjects.js';
-import { ApiError, badRequest, notImplemented, tooLarge, unauthorized } from './errors.js';
+import { bearerToken } from '../auth/credentials.js';
+import { ApiError, badRequest, forbidden, notImplemented, tooLarge } from './errors.js';
+import { API_PREFIX, expressPath } from './api-paths.js';
 import { Reply, type HandlerContext, type RouteSpec, type UploadedFile } from './route.js';
-
-export const API_PREFIX = '/api/v2';
-
-/** Express path for an OpenAPI-style path: `/a/{b}` → `/a/:b`. */
-export function expressPath(openapiPath: string): string {
-  return openapiPath.replace(/\{([^}]+)\}/g, ':$1');
-}
 
 /** Zod issues → a 400 that names the field. */
 function validationError(where: string, err: ZodError): ApiError {
@@ -35,13 +30,6 @@ function parse<T>(schema: ZodType | undefined, value: unknown, where: string): T
 function strictBody(schema: ZodType | undefined): ZodType | undefined {
   if (schema instanceof z.ZodObject && schema.def.catchall === undefined) return schema.strict();
   return schema;
-}
-
-export function bearerToken(req: Request): string | undefined {
-  const header = req.headers.authorization;
-  if (!header) return undefined;
-  const m = /^Bearer\s+(\S+)$/i.exec(header);
-  return m ? m[1] : undefined;
 }
 
 export function clientIp(req: Request): string {
@@ -116,8 +104,8 @@ function receiveForm(req: Request, res: Response): Promise<void> {
 }
 
 async function authorize(services: Services, route: RouteSpec, principal: Principal, input: { params: unknown; query: unknown; body: unknown }) {
-  if (route.access === 'public' || route.access === 'authenticated') return;
-  const permission = route.access as Permission;
+  if (typeof route.access !== 'string' || route.access === 'public' || route.access === 'authenticated') return;
+  const permission = route.access;
   const deviceId = acceptsResources(permission) && route.device ? route.device(input) : undefined;
   await services.access.require(principal, permission, deviceId);
   if (acceptsResources(permission) && route.targets) {
@@ -189,7 +177,151 @@ async function auditRefusal(services: Services, route: RouteSpec, req: Request, 
   }
 }
 
-/** Mounts routes on a router: authentication, validation, authorization, the handler, the audit entry. */
+/** One call going through the pipeline: what its steps have learnt so far. */
+interface Call {
+  route: RouteSpec;
+  bodySchema: ZodType | undefined;
+  services: Services;
+  req: Request;
+  res: Response;
+  principal?: Principal;
+  /** the token the caller was authenticated with (a ticket's token for `bearer-or-ticket`) */
+  token?: string;
+  file?: UploadedFile;
+  input?: { params: unknown; query: unknown; body: unknown };
+  /** once true, a refusal is the handler's own (a remote-access call audits its outcome itself) */
+  handlerStarted: boolean;
+}
+
+/** Step 1: the credential the route declares (broker/auth/credentials.ts) → the caller. */
+async function authenticate(call: Call): Promise<void> {
+  const { route, req, services } = call;
+  if (route.access === 'public') return;
+  const ticket = typeof req.query.ticket === 'string' ? req.query.ticket : undefined;
+  const { principal, token } = await services.authenticator.authenticate(route.credential ?? 'bearer', req.headers, ticket);
+  call.principal = principal;
+  call.token = token;
+}
+
+/** Step 2: without the permission on any device the answer is 403 whatever the input: no validation hints, no upload read. */
+async function gate(call: Call): Promise<void> {
+  const { route, principal, services } = call;
+  if (!principal || route.access === 'authenticated' || route.access === 'public') return;
+  if (Array.isArray(route.access)) {
+    if (!route.access.some((p) => principal.has(p))) throw forbidden(`Needs ${route.access.join(' or ')}.`);
+    return;
+  }
+  const permission = route.access as Permission;
+  if (!principal.has(permission)) await services.access.require(principal, permission);
+}
+
+/** Step 3: a multipart file or a form, when the route takes one. */
+async function receive(call: Call): Promise<void> {
+  const { route, req, res, services } = call;
+  if (route.upload) {
+    if (!req.is('multipart/form-data')) throw badRequest('Send multipart/form-data for this call.', { field: route.upload.field });
+    call.file = await receiveUpload(services, route.upload.field, req, res);
+  } else if (route.form && req.is(['multipart/form-data', 'application/x-www-form-urlencoded'])) {
+    await receiveForm(req, res);
+  }
+}
+
+/** Step 4: params, query and body against the route's schemas (400 naming the field). */
+function validate(call: Call): void {
+  const { route, req, bodySchema } = call;
+  const params = parse<unknown>(route.params, req.params, 'params');
+  const query = parse<unknown>(route.query, req.query, 'query');
+  const rawBody = route.upload || (route.form && req.body) ? { ...req.body } : req.body;
+  const body = parse<unknown>(bodySchema, route.method === 'get' ? undefined : (rawBody ?? (bodySchema ? {} : undefined)), 'body');
+  call.input = { params, query, body };
+}
+
+/** Step 5: the permission on the device and the targets the call concerns. */
+async function authorizeCall(call: Call): Promise<void> {
+  const { route, principal, services, input } = call;
+  if (principal && input) await authorize(services, route, principal, input);
+  if (route.notImplemented) throw notImplemented(`${route.method.toUpperCase()} ${API_PREFIX}${route.path}`);
+}
+
+function contextOf(call: Call): HandlerContext<unknown, unknown, unknown> {
+  const { req, res, services } = call;
+  const input = call.input as { params: unknown; query: unknown; body: unknown };
+  return {
+    ...input,
+    principal: call.principal as Principal,
+    services,
+    ip: clientIp(req),
+    bearer: bearerToken(req.headers),
+    token: call.token,
+    userAgent: String(req.headers['user-agent'] ?? ''),
+    host: String(req.headers.host ?? ''),
+    file: call.file,
+    setHeader: (name, value) => res.setHeader(name, value),
+    setCookie: (name, value, o) => {
+      res.cookie(name, value, { maxAge: o.maxAgeSeconds * 1000, path: o.path, httpOnly: o.httpOnly ?? true, sameSite: 'strict', secure: req.secure });
+    },
+    cookie: (name) => readCookie(req, name),
+  };
+}
+
+/** Step 6: the handler, and for a change its audit entry: both commit or fail together. */
+async function runHandler(call: Call): Promise<unknown> {
+  const { route, services, principal } = call;
+  const ctx = contextOf(call);
+  call.handlerStarted = true;
+  const audited = route.method !== 'get' && route.audit !== false;
+  const input = { ...(call.input as { params: unknown; query: unknown; body: unknown }), principal };
+  const change = async () => {
+    const before = route.subject ? await route.subject(input, services) : undefined;
+    const answer = await route.handler(ctx);
+    if (!audited) return answer;
+    const after = route.subject ? await route.subject(input, services, answer) : undefined;
+    await services.audit.recordChange({
+      event: eventOf(route),
+      user: principal?.user,
+      action: actionOf(route),
+      deviceId: route.device ? route.device(input) : undefined,
+      options: route.subject ? { params: redact(ctx.params), ...changeSet(before, after) } : { params: redact(ctx.params), query: redact(ctx.query) },
+      ip: ctx.ip,
+    });
+    return answer;
+  };
+  return audited && route.transaction !== false ? await services.store.transaction(change) : await change();
+}
+
+/** Step 7: the answer — a Reply, JSON with the route's status, or no content. */
+async function answer(call: Call, result: unknown): Promise<void> {
+  const { route, res } = call;
+  if (result instanceof Reply) {
+    if (result.send) return await result.send(res);
+    if (result.body === undefined) return void res.status(result.status).end();
+    return void res.status(result.status).json(result.body);
+  }
+  if (result === undefined) return void res.status(route.status ?? 204).end();
+  res.status(route.status ?? 200).json(result);
+}
+
+/** The pipeline of every REST call: the steps above in order; a refusal is audited, the temporary file removed. */
+async function handleCall(call: Call): Promise<void> {
+  const { route, services, req } = call;
+  try {
+    await authenticate(call);
+    await gate(call);
+    await receive(call);
+    validate(call);
+    await authorizeCall(call);
+    await answer(call, await runHandler(call));
+  } catch (err) {
+    if (route.method !== 'get' || route.auditDenied) await auditRefusal(services, route, req, call.principal, call.handlerStarted, err);
+    throw err;
+  } finally {
+    // Any call that may have changed something empties the hot-path caches (cache.ts).
+    if (route.method !== 'get') services.epoch.bump();
+    if (call.file) fs.rm(call.file.path, { force: true }, () => {});
+  }
+}
+
+/** Mounts routes on a router: each request goes through handleCall. */
 export function mountRoutes(router: Router, routes: RouteSpec[], services: Services): void {
   // One sub-router per first path segment: a request is matched against its few siblings rather than
   // walking the whole table (express tries routes one by one).
@@ -208,83 +340,7 @@ export function mountRoutes(router: Router, routes: RouteSpec[], services: Servi
   const methodsByTarget = new Map<Router, { pattern: RegExp; method: string }[]>();
   for (const route of routes) {
     const bodySchema = strictBody(route.body);
-    const handler = async (req: Request, res: Response) => {
-      let file: UploadedFile | undefined;
-      let principal: Principal | undefined;
-      let handlerStarted = false;
-      try {
-        if (route.access !== 'public') {
-          const token = bearerToken(req);
-          if (!token) throw unauthorized();
-          principal = await services.auth.authenticate(token);
-          // Without the permission on any device the answer is 403 whatever the input: no validation hints, no upload read.
-          if (route.access !== 'authenticated' && !principal.has(route.access)) await services.access.require(principal, route.access as Permission);
-        }
-        if (route.upload) {
-          if (!req.is('multipart/form-data')) throw badRequest('Send multipart/form-data for this call.', { field: route.upload.field });
-          file = await receiveUpload(services, route.upload.field, req, res);
-        } else if (route.form && req.is(['multipart/form-data', 'application/x-www-form-urlencoded'])) {
-          await receiveForm(req, res);
-        }
-        const params = parse<unknown>(route.params, req.params, 'params');
-        const query = parse<unknown>(route.query, req.query, 'query');
-        const rawBody = route.upload || (route.form && req.body) ? { ...req.body } : req.body;
-        const body = parse<unknown>(bodySchema, route.method === 'get' ? undefined : (rawBody ?? (bodySchema ? {} : undefined)), 'body');
-        if (principal) await authorize(services, route, principal, { params, query, body });
-        if (route.notImplemented) throw notImplemented(`${route.method.toUpperCase()} ${API_PREFIX}${route.path}`);
-        const ctx: HandlerContext<unknown, unknown, unknown> = {
-          params,
-          query,
-          body,
-          principal: principal as Principal,
-          services,
-          ip: clientIp(req),
-          bearer: bearerToken(req),
-          userAgent: String(req.headers['user-agent'] ?? ''),
-          host: String(req.headers.host ?? ''),
-          file,
-          setHeader: (name, value) => res.setHeader(name, value),
-          setCookie: (name, value, o) => {
-            res.cookie(name, value, { maxAge: o.maxAgeSeconds * 1000, path: o.path, httpOnly: o.httpOnly ?? true, sameSite: 'strict', secure: req.secure });
-          },
-          cookie: (name) => readCookie(req, name),
-        };
-        handlerStarted = true;
-        const audited = route.method !== 'get' && route.audit !== false;
-        const input = { params, query, body, principal };
-        const change = async () => {
-          const before = route.subject ? await route.subject(input, services) : undefined;
-          const answer = await route.handler(ctx);
-          if (!audited) return answer;
-          const after = route.subject ? await route.subject(input, services, answer) : undefined;
-          await services.audit.recordChange({
-            event: eventOf(route),
-            user: principal?.user,
-            action: actionOf(route),
-            deviceId: route.device ? route.device(input) : undefined,
-            options: route.subject ? { params: redact(params), ...changeSet(before, after) } : { params: redact(params), query: redact(query) },
-            ip: ctx.ip,
-          });
-          return answer;
-        };
-        // The change and its audit entry commit or fail together.
-        const result = audited && route.transaction !== false ? await services.store.transaction(change) : await change();
-        if (result instanceof Reply) {
-          if (result.send) return await result.send(res);
-          if (result.body === undefined) return void res.status(result.status).end();
-          return void res.status(result.status).json(result.body);
-        }
-        if (result === undefined) return void res.status(route.status ?? 204).end();
-        res.status(route.status ?? 200).json(result);
-      } catch (err) {
-        if (route.method !== 'get' || route.auditDenied) await auditRefusal(services, route, req, principal, handlerStarted, err);
-        throw err;
-      } finally {
-        // Any call that may have changed something empties the hot-path caches (cache.ts).
-        if (route.method !== 'get') services.epoch.bump();
-        if (file) fs.rm(file.path, { force: true }, () => {});
-      }
-    };
+    const handler = (req: Request, res: Response) => handleCall({ route, bodySchema, services, req, res, handlerStarted: false });
     const { target, rest } = routerFor(route.path);
     target[route.method](expressPath(rest), handler);
     const known = methodsByTarget.get(target) ?? [];

@@ -8,7 +8,7 @@ import { CONSOLE_UNACKED_MAX } from './relay.js';
 import { CONSOLE_HISTORY_BYTES, MAX_WATCHERS, WATCHER_MAX_UNREAD } from './console-relay.js';
 import { deviceId, devicePath, host, port, proto } from './schemas.js';
 import { MAX_LIST_BYTES, MAX_LIST_ENTRIES } from '../../shared/protocol.js';
-import { REMOTE_WS_PATHS } from './sessions.js';
+import { REMOTE_WS_PATHS } from '../http/api-paths.js';
 import { TICKET_TTL_SECONDS } from './tickets.js';
 import { MAX_END_REASON } from '../../shared/remote-frames.js';
 import { singleLine } from '../../shared/text.js';

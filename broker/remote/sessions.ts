@@ -16,19 +16,13 @@ import type { AuditService } from '../audit/service.js';
 import type { AuthService } from '../auth/service.js';
 import type { Config } from '../config.js';
 import { ApiError } from '../http/errors.js';
-import { API_PREFIX } from '../http/router.js';
+import { REMOTE_WS_PATHS } from '../http/api-paths.js';
 import type { UpgradeRouter } from '../http/upgrade.js';
 import { bounded, type RemoteAuditEnd } from '../audit/service.js';
 import { errorFrame, refuse, Relay, SessionClose, type ErrorFrame, type RelayOptions } from './relay.js';
 import { ConsoleRecorder } from './recordings.js';
 import { consoleJoinQuery, consoleQuery, copyQuery, tunnelQuery, type ConsoleQuery, type CopyQuery, type TunnelQuery } from './schemas.js';
 import { ConsoleRelay } from './console-relay.js';
-
-export const REMOTE_WS_PATHS: Record<RemoteKind, string> = {
-  console: `${API_PREFIX}/remote/console`,
-  tunnel: `${API_PREFIX}/remote/tunnel`,
-  copy: `${API_PREFIX}/remote/copy`,
-};
 
 /** How often live sessions are re-authorized: a withdrawn grant ends them within this time. */
 export const RECHECK_INTERVAL_MS = 2000;

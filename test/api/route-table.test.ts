@@ -17,8 +17,8 @@ import crypto from 'node:crypto';
 import { z } from 'zod';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { acceptsResources } from '../../shared/permissions.js';
-import type { RouteSpec } from '../../broker/http/route.js';
-import { API_PREFIX } from '../../broker/http/router.js';
+import { accessLabel, type RouteSpec } from '../../broker/http/route.js';
+import { API_PREFIX } from '../../broker/http/api-paths.js';
 import { routeKey, SPEC_CALLS } from '../../broker/http/spec-calls.js';
 import { routeTable } from '../../broker/routes.js';
 import { startTestBroker, type ApiAnswer, type TestBroker } from '../support/broker.js';
@@ -144,7 +144,18 @@ function queryOf(route: RouteSpec, deviceId: string): string {
 async function call(route: RouteSpec, options: { token?: string; deviceId: string; sampled?: boolean }): Promise<ApiAnswer> {
   const path = fillPath(route, options.deviceId) + (options.sampled ? queryOf(route, options.deviceId) : '');
   const body = route.method === 'get' ? undefined : options.sampled ? (sampleOf(route.body, options.deviceId) ?? {}) : {};
+  if (route.stream) return openStream(path, options.token);
   return t.api(route.method.toUpperCase(), path, { token: options.token, body });
+}
+
+/** A long-lived answer (the event stream): its status and headers, an error's body, then the stream is dropped. */
+async function openStream(path: string, token?: string): Promise<ApiAnswer> {
+  const aborted = new AbortController();
+  const res = await fetch(`${t.url}${path}`, { headers: token ? { authorization: `Bearer ${token}` } : {}, signal: aborted.signal });
+  const json = (res.headers.get('content-type') ?? '').includes('json');
+  const body: unknown = json ? await res.json() : undefined;
+  aborted.abort();
+  return { status: res.status, body, headers: res.headers };
 }
 
 function expectContractError(r: ApiAnswer, label: string) {
@@ -177,7 +188,7 @@ describe('the route table', () => {
 
   /** A built route guarded by a permission that accepts resources: its device must be checked somewhere. */
   const builtUnderResourceFilter = (r: (typeof routes)[number]) =>
-    !r.notImplemented && r.access !== 'public' && r.access !== 'authenticated' && acceptsResources(r.access);
+    !r.notImplemented && typeof r.access === 'string' && r.access !== 'public' && r.access !== 'authenticated' && acceptsResources(r.access);
 
   it('has no two routes answering the same method and path', () => {
     const keys = routes.map((r) => `${r.absolute ? 'root' : 'api'} ${routeKey(r.method, r.path)}`);
@@ -277,13 +288,14 @@ describe('the route table', () => {
       const full = route.absolute ? route.path : `${API_PREFIX}${route.path}`;
       const op = r.body.paths?.[full]?.[route.method];
       expect(op, label(route)).toBeDefined();
-      expect(op['x-permission'], label(route)).toBe(route.access);
+      expect(op['x-permission'], label(route)).toBe(accessLabel(route.access));
     }
   });
 });
 
 describe.each(routes.filter((r) => r.access !== 'public').map((r) => [label(r), r] as const))('%s', (name, route) => {
-  const permission = route.access;
+  // A list of permissions (any one of them lets the caller in): walked with its first.
+  const permission = typeof route.access === 'string' ? route.access : route.access[0];
   const deviceScoped = permission !== 'authenticated' && acceptsResources(permission) && route.device !== undefined;
 
   it('answers 401 without a token', async () => {
