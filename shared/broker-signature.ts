@@ -11,7 +11,6 @@
  */
 import crypto, { type KeyObject } from 'node:crypto';
 import { canonicalJson } from './canonical-json.js';
-import type { ControlMessage } from './protocol.js';
 
 /** The broker messages an agent acts on only with a valid signature. */
 export const BROKER_SIGNED_TYPES: readonly string[] = ['config', 'agent_update'];
@@ -93,7 +92,7 @@ function messageBytes(body: unknown, fields: Omit<BrokerSignature, 'signature'>)
 }
 
 /** The message with its `sig` (broker side). */
-export function signBrokerMessage<M extends ControlMessage>(
+export function signBrokerMessage<M extends { t: string }>(
   privateKey: KeyObject,
   msg: M,
   fields: Omit<BrokerSignature, 'signature'>,

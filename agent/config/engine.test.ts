@@ -15,7 +15,7 @@ import type { Bundle } from './bundle.js';
 import { checkDefaults, ConfigEngine, DEFAULT_INTERVAL_MINUTES } from './engine.js';
 import { FileFetcher } from './files.js';
 import { AGENT_BUNDLES } from './registry.js';
-import { SYSTEM_PATH } from './system-test-context.js';
+import { SYSTEM_PATH } from './test-support/system-test-context.js';
 
 const sha = (b: Buffer | string) => crypto.createHash('sha256').update(b).digest('hex');
 type Applied = Extract<ControlMessage, { t: 'config_applied' }>;

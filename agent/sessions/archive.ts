@@ -13,7 +13,7 @@ import type { Channel } from '../../shared/mux.js';
 import type { CopyParams } from '../../shared/protocol.js';
 import { pathWithin } from '../../shared/resources.js';
 import { TarParser, tarEnd, tarHeader, tarPadding, type TarHeader } from '../../shared/tar.js';
-import type { SessionContext } from './index.js';
+import type { SessionContext } from './context.js';
 import { resolveCopyTarget } from './paths.js';
 
 function waitDrain(stream: NodeJS.WritableStream & { destroyed?: boolean }): Promise<void> {

@@ -2,7 +2,7 @@ import { spawn, type IPty } from 'node-pty';
 import { AgentRefusal } from '../../shared/codes.js';
 import type { Channel } from '../../shared/mux.js';
 import type { ConsoleParams } from '../../shared/protocol.js';
-import type { SessionContext } from './index.js';
+import type { SessionContext } from './context.js';
 import { planLogin } from './login-user.js';
 
 const MAX_DIMENSION = 1000;

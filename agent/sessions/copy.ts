@@ -4,7 +4,7 @@ import path from 'node:path';
 import { AgentRefusal } from '../../shared/codes.js';
 import type { Channel } from '../../shared/mux.js';
 import type { CopyParams } from '../../shared/protocol.js';
-import type { SessionContext } from './index.js';
+import type { SessionContext } from './context.js';
 import { resolveCopyTarget } from './paths.js';
 
 const SHA256_HEX = /^[0-9a-f]{64}$/;

@@ -6,15 +6,11 @@ import { openConsole } from './console.js';
 import { openDownload, openUpload } from './copy.js';
 import { openList } from './list.js';
 import { openMkdir } from './mkdir.js';
+import type { SessionContext } from './context.js';
 import { openTcpTunnel, openUdpTunnel } from './tunnel.js';
 
 export { NOT_ALLOWED_PREFIX } from './paths.js';
-
-export interface SessionContext {
-  /** Where the agent keeps its state (temp files for copies land next to their target instead). */
-  stateDir: string;
-  log: (msg: string, detail?: Record<string, unknown>) => void;
-}
+export type { SessionContext } from './context.js';
 
 /**
  * Serves a channel the broker opened: console, tunnel or copy. Resolves with optional info for the

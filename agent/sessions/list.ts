@@ -14,7 +14,7 @@ import { AgentRefusal } from '../../shared/codes.js';
 import type { Channel } from '../../shared/mux.js';
 import { MAX_LIST_BYTES, MAX_LIST_ENTRIES, type CopyParams, type DirectoryEntry, type DirectoryListing } from '../../shared/protocol.js';
 import { normalizeDevicePath } from '../../shared/resources.js';
-import type { SessionContext } from './index.js';
+import type { SessionContext } from './context.js';
 import { requireWithinGrant } from './paths.js';
 
 const DIR_FLAGS = C.O_RDONLY | C.O_DIRECTORY | C.O_NONBLOCK;

@@ -14,7 +14,7 @@ import { AgentRefusal } from '../../shared/codes.js';
 import { normalizeDevicePath } from '../../shared/resources.js';
 import type { Channel } from '../../shared/mux.js';
 import type { CopyParams } from '../../shared/protocol.js';
-import type { SessionContext } from './index.js';
+import type { SessionContext } from './context.js';
 import { requireWithinGrant, resolveCopyTarget } from './paths.js';
 
 const DIR_FLAGS = C.O_RDONLY | C.O_DIRECTORY | C.O_NONBLOCK;

@@ -4,7 +4,7 @@ import net from 'node:net';
 import { AgentRefusal } from '../../shared/codes.js';
 import type { Channel } from '../../shared/mux.js';
 import type { TunnelParams } from '../../shared/protocol.js';
-import type { SessionContext } from './index.js';
+import type { SessionContext } from './context.js';
 
 const CONNECT_TIMEOUT_MS = 10_000;
 /** Datagrams waiting for channel credit beyond this are dropped, as a congested UDP path would. */

@@ -5,7 +5,7 @@ import SqliteDatabase from 'better-sqlite3';
 import { Kysely, Migrator, SqliteDialect } from 'kysely';
 import { describe, expect, it } from 'vitest';
 import { openStore } from '../db/database.js';
-import { migrations } from '../db/migrations.js';
+import { migrations } from '../db/migrations/index.js';
 import { canonicalJson, entrySha } from './chain.js';
 import { AuditService } from './service.js';
 

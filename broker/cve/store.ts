@@ -1,5 +1,5 @@
 /**
- * The CVE tables (broker/db/migrations.ts 0013_cve): the imported feed, the matches against
+ * The CVE tables (broker/db/migrations/0013-cve.ts): the imported feed, the matches against
  * installed packages and the decisions per CVE. No HTTP and no access decisions here.
  */
 import type { Db } from '../db/database.js';

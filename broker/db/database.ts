@@ -7,9 +7,10 @@ import pg from 'pg';
 import type { Logger } from 'pino';
 import { ensurePrivateFile, PRIVATE_DIR_MODE, PRIVATE_FILE_MODE, tighten } from '../data-dir.js';
 import type { Database } from './schema.js';
-import { migrations } from './migrations.js';
+import type { Dialect } from './dialect.js';
+import { migrations } from './migrations/index.js';
 
-export type Dialect = 'sqlite' | 'postgres';
+export type { Dialect } from './dialect.js';
 export type Db = Kysely<Database>;
 
 export interface Store {

@@ -6,7 +6,7 @@ import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { openStore, type Store } from '../db/database.js';
 import { ApiError } from '../http/errors.js';
 import { CHUNK_BYTES, DbFilesService } from './db-store.js';
-import type { ListQuery } from './service.js';
+import type { ListQuery } from './store.js';
 
 let store: Store;
 let dir: string;

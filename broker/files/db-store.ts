@@ -7,21 +7,10 @@ import type { Store } from '../db/database.js';
 import type { FileNodesTable } from '../db/schema.js';
 import { conflict, notFound } from '../http/errors.js';
 import { formatPath, parseName, parseStorePath } from './paths.js';
-import { matchesPattern } from './search.js';
-import {
-  extensionOf,
-  mimeOf,
-  parseFileSearch,
-  checkTarget,
-  moveTarget,
-  pathError,
-  quotaExceeded,
-  type Download,
-  type FileEntry,
-  type FileStats,
-  type FileStore,
-  type ListQuery,
-} from './service.js';
+import { extensionOf, mimeOf } from './mime.js';
+import { checkTarget, moveTarget, pathError, quotaExceeded } from './rules.js';
+import { matchesPattern, parseFileSearch } from './search.js';
+import type { Download, FileEntry, FileStats, FileStore, ListQuery } from './store.js';
 
 /** Bytes per stored chunk: what an upload or a download holds in memory at a time. */
 export const CHUNK_BYTES = 256 * 1024;

@@ -89,3 +89,34 @@ function isEscaped(s: string, index: number): boolean {
   for (let i = index - 1; i >= 0 && s[i] === '\\'; i--) backslashes++;
   return backslashes % 2 === 1;
 }
+
+/** What GET /files keeps: entries whose name and whose path match (each when given). */
+interface FileSearch {
+  name?: PathPattern;
+  path?: PathPattern;
+}
+
+/**
+ * qbee's `{"name": "...", "path": "..."}` (patterns, see above; "" or absent: no filter), or a
+ * plain text: part of the name. Another JSON field is a filter this broker cannot apply: 400.
+ */
+export function parseFileSearch(raw: string | undefined): FileSearch {
+  if (raw === undefined || raw === '') return {};
+  if (!raw.startsWith('{')) return { name: { literal: raw, anchoredStart: false, anchoredEnd: false } };
+  let parsed: unknown;
+  try {
+    parsed = JSON.parse(raw);
+  } catch {
+    throw badRequest('search: send JSON like {"name":"part of a name","path":"^/folder/.*"} or plain text.', { field: 'search' });
+  }
+  if (!parsed || typeof parsed !== 'object' || Array.isArray(parsed)) throw badRequest('search: must be a JSON object.', { field: 'search' });
+  const out: FileSearch = {};
+  for (const [key, value] of Object.entries(parsed)) {
+    if (key !== 'name' && key !== 'path') {
+      throw badRequest(`search.${key}: is a filter this broker cannot apply; GET /files searches by name and path.`, { field: 'search', filter: key });
+    }
+    if (typeof value !== 'string') throw badRequest(`search.${key}: must be a string.`, { field: 'search', filter: key });
+    if (value !== '') out[key] = parsePathPattern(value, key);
+  }
+  return out;
+}

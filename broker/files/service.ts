@@ -2,79 +2,16 @@ import crypto from 'node:crypto';
 import fs from 'node:fs';
 import fsp from 'node:fs/promises';
 import path from 'node:path';
-import type { Readable } from 'node:stream';
 import type { Logger } from 'pino';
 import type { Config } from '../config.js';
 import { ensurePrivateDir, PRIVATE_DIR_MODE, PRIVATE_FILE_MODE, uploadTmpDir } from '../data-dir.js';
-import { ApiError, badRequest, conflict, notFound } from '../http/errors.js';
-import { formatPath, MAX_PATH_BYTES, parseName, parseStorePath, STAGING_DIR, type StorePath } from './paths.js';
-import { matchesPattern, parsePathPattern, type PathPattern } from './search.js';
-
-/** One entry of the store as the API shows it (qbee-compatible fields alongside ours). */
-export interface FileEntry {
-  name: string;
-  /** "/"-rooted virtual path of the entry itself (folders without a trailing "/"). */
-  path: string;
-  type: 'file' | 'dir';
-  is_dir: boolean;
-  /** Bytes; 0 for folders. */
-  size: number;
-  /** Last change, ISO 8601. */
-  mtime: string;
-  /** Creation time, Unix seconds (the change time where the filesystem keeps no birth time). */
-  created: number;
-  /** Lowercase, without the dot; "" for none and for folders. */
-  extension: string;
-  mime: string;
-  /** Hex SHA-256 of the content (files; see DIGEST_IN_LISTING_MAX_BYTES). */
-  sha256?: string;
-  /** The same value as `sha256`, under the name qbee clients read. */
-  digest?: string;
-}
-
-export interface FileStats {
-  files: number;
-  dirs: number;
-  bytes: number;
-  quota_bytes: number;
-  /** qbee-compatible: number of files, quota and usage in MiB. */
-  count_files: number;
-  quota: number;
-  used: number;
-}
-
-export interface ListQuery {
-  path?: string;
-  /** qbee clients send `{"name":"<part>"}` as JSON; a plain string is taken as the name part. */
-  search?: string;
-  sort_field: 'name' | 'size' | 'extension' | 'created' | 'mtime' | 'path';
-  sort_direction: 'asc' | 'desc';
-  offset: number;
-  items_per_page: number;
-}
-
-export interface Download {
-  name: string;
-  size: number;
-  stream: Readable;
-}
-
-/**
- * What the broker asks of a file store: the folder tree in DATA_DIR (FilesService, the default) or
- * the database (DbFilesService, FILE_STORE=db, for several brokers).
- */
-export interface FileStore {
-  init(): Promise<void>;
-  close(): Promise<void>;
-  stats(): FileStats | Promise<FileStats>;
-  upload(folderInput: string, file: { path: string; originalName: string; size: number }, replace: boolean): Promise<{ file: string; path: string }>;
-  download(input: string): Promise<Download>;
-  metadata(input: string): Promise<FileEntry>;
-  list(q: ListQuery): Promise<{ items: FileEntry[]; total: number }>;
-  createDir(parentInput: string, nameInput: string): Promise<{ created: boolean; entry: FileEntry }>;
-  move(input: string, change: { name?: string; newPath?: string }): Promise<FileEntry>;
-  remove(input: string, recursive: boolean): Promise<{ path: string }>;
-}
+import { conflict, notFound } from '../http/errors.js';
+import { DigestCache, digestOf } from './digests.js';
+import { extensionOf, mimeOf } from './mime.js';
+import { formatPath, parseName, parseStorePath, STAGING_DIR } from './paths.js';
+import { checkTarget, moveTarget, pathError, quotaExceeded } from './rules.js';
+import { matchesPattern, parseFileSearch } from './search.js';
+import type { Download, FileEntry, FileStats, FileStore, ListQuery } from './store.js';
 
 interface Usage {
   files: number;
@@ -88,111 +25,11 @@ interface Usage {
  * ones show their digest through GET /file/metadata, which always computes it.
  */
 const DIGEST_IN_LISTING_MAX_BYTES = 64 * 1024 * 1024;
-const DIGEST_CACHE_ENTRIES = 50_000;
 const MIB = 1024 * 1024;
-
-/** The MIME type shown for an extension (lowercase, without the dot). */
-export function mimeOf(extension: string): string {
-  return MIME[extension] ?? 'application/octet-stream';
-}
-
-const MIME: Record<string, string> = {
-  txt: 'text/plain',
-  log: 'text/plain',
-  conf: 'text/plain',
-  cfg: 'text/plain',
-  ini: 'text/plain',
-  md: 'text/markdown',
-  csv: 'text/csv',
-  html: 'text/html',
-  htm: 'text/html',
-  css: 'text/css',
-  js: 'text/javascript',
-  json: 'application/json',
-  xml: 'application/xml',
-  yaml: 'application/yaml',
-  yml: 'application/yaml',
-  toml: 'application/toml',
-  sh: 'application/x-sh',
-  py: 'text/x-python',
-  pdf: 'application/pdf',
-  png: 'image/png',
-  jpg: 'image/jpeg',
-  jpeg: 'image/jpeg',
-  gif: 'image/gif',
-  svg: 'image/svg+xml',
-  webp: 'image/webp',
-  zip: 'application/zip',
-  gz: 'application/gzip',
-  tgz: 'application/gzip',
-  tar: 'application/x-tar',
-  xz: 'application/x-xz',
-  bz2: 'application/x-bzip2',
-  deb: 'application/vnd.debian.binary-package',
-  rpm: 'application/x-rpm',
-  bin: 'application/octet-stream',
-  img: 'application/octet-stream',
-  iso: 'application/x-iso9660-image',
-  pem: 'application/x-pem-file',
-  crt: 'application/x-x509-ca-cert',
-  key: 'application/octet-stream',
-};
-
-export const pathError = (field: string, message: string, error = 'invalid_path') => badRequest(`${field}: ${message}`, { field }, error);
-
-/** A target path the store would write: within the length limit, and not the staging folder (reserved by the directory store, kept out of both). */
-export function checkTarget(segments: string[], field: string): void {
-  if (Buffer.byteLength(formatPath(segments), 'utf8') > MAX_PATH_BYTES)
-    throw pathError(field, `the resulting path would be longer than ${MAX_PATH_BYTES} bytes.`);
-  if (segments[0] === STAGING_DIR) throw pathError(field, `"${STAGING_DIR}" is reserved by the file store.`);
-}
-
-/**
- * What a rename (`name`) or move (`newPath`; ending in "/" keeps the name) asks for, checked the same
- * way by both stores: the source, the target, the field a refusal names, and whether nothing moves.
- */
-export function moveTarget(input: string, change: { name?: string; newPath?: string }): { source: StorePath; target: string[]; field: string; same: boolean } {
-  const source = parseStorePath(input, 'path');
-  if (source.segments.length === 0) throw pathError('path', 'the top of the file store cannot be renamed or moved.');
-  const hasName = change.name !== undefined && change.name !== '';
-  const hasNewPath = change.newPath !== undefined && change.newPath !== '';
-  if (hasName === hasNewPath) throw badRequest('Send either name (rename in place) or newPath (move), not both and not neither.', { field: 'name' });
-  let target: string[];
-  let field: string;
-  if (hasName) {
-    field = 'name';
-    target = [...source.segments.slice(0, -1), parseName(change.name, 'name')];
-  } else {
-    field = 'newPath';
-    const dest = parseStorePath(change.newPath, 'newPath');
-    target = dest.folder ? [...dest.segments, source.segments[source.segments.length - 1]] : dest.segments;
-    if (target.length === 0) throw pathError('newPath', 'the top of the file store is not a name to move to.');
-  }
-  checkTarget(target, field);
-  const same = target.length === source.segments.length && target.every((s, i) => s === source.segments[i]);
-  const inside = target.length > source.segments.length && source.segments.every((s, i) => s === target[i]);
-  if (inside) throw pathError(field, 'a folder cannot be moved into itself.');
-  return { source, target, field, same };
-}
-export const quotaExceeded = (quota: number, used: number, size: number) =>
-  new ApiError(
-    413,
-    'quota_exceeded',
-    `The file store quota of ${quota} bytes would be exceeded: ${used} bytes are in use and the file has ${size}. Delete files first.`,
-    {
-      quota_bytes: quota,
-      used_bytes: used,
-    },
-  );
 
 function isMissing(err: unknown): boolean {
   const code = (err as NodeJS.ErrnoException).code;
   return code === 'ENOENT' || code === 'ENOTDIR';
-}
-
-export function extensionOf(name: string): string {
-  const dot = name.lastIndexOf('.');
-  return dot > 0 ? name.slice(dot + 1).toLowerCase() : '';
 }
 
 /** fsync a folder so a rename in it survives a crash; filesystems that cannot are skipped. */
@@ -238,7 +75,7 @@ export class FilesService implements FileStore {
   private reserved = 0;
   private chain: Promise<unknown> = Promise.resolve();
   /** sha256 by `dev:ino:size:mtimeMs`: survives renames and moves, misses after any rewrite. */
-  private readonly digests = new Map<string, string>();
+  private readonly digests = new DigestCache();
 
   constructor(
     private readonly config: Pick<Config, 'dataDir' | 'fileQuotaBytes'>,
@@ -312,7 +149,7 @@ export class FilesService implements FileStore {
         this.usage.bytes += file.size - oldSize;
         if (!at.stat) this.usage.files += 1;
         const st = await fsp.lstat(at.real);
-        this.remember(st, sha256);
+        this.digests.remember(st, sha256);
         return { file: name, path: formatPath(folder.segments, true) };
       });
     } finally {
@@ -585,7 +422,7 @@ export class FilesService implements FileStore {
       mtime: stat.mtime.toISOString(),
       created: Math.floor(born / 1000),
       extension,
-      mime: isDir ? 'inode/directory' : (MIME[extension] ?? 'application/octet-stream'),
+      mime: isDir ? 'inode/directory' : mimeOf(extension),
     };
   }
 
@@ -594,77 +431,10 @@ export class FilesService implements FileStore {
     const stat = at.stat as fs.Stats;
     const shown = this.describe(segments, stat);
     if (stat.isFile()) {
-      let sha256 = this.digests.get(digestKey(stat));
-      if (!sha256 && stat.size <= hashUpTo) sha256 = await this.hash(at.real, stat);
+      let sha256 = this.digests.get(stat);
+      if (!sha256 && stat.size <= hashUpTo) sha256 = await this.digests.hash(at.real, stat);
       if (sha256) Object.assign(shown, { sha256, digest: sha256 });
     }
     return shown;
   }
-
-  private async hash(real: string, stat: fs.Stats): Promise<string | undefined> {
-    let handle: fsp.FileHandle | undefined;
-    try {
-      handle = await fsp.open(real, fs.constants.O_RDONLY | fs.constants.O_NOFOLLOW);
-      const sha256 = await digestOf(handle);
-      const now = await handle.stat();
-      if (digestKey(now) !== digestKey(stat)) return undefined; // changed while reading
-      this.remember(stat, sha256);
-      return sha256;
-    } catch (err) {
-      if (isMissing(err)) return undefined;
-      throw err;
-    } finally {
-      await handle?.close();
-    }
-  }
-
-  private remember(stat: fs.Stats, sha256: string): void {
-    if (this.digests.size >= DIGEST_CACHE_ENTRIES) {
-      const oldest = this.digests.keys().next().value;
-      if (oldest !== undefined) this.digests.delete(oldest);
-    }
-    this.digests.set(digestKey(stat), sha256);
-  }
-}
-
-/** Hex SHA-256 of an open file from its start; the handle stays open. */
-async function digestOf(handle: fsp.FileHandle): Promise<string> {
-  const hash = crypto.createHash('sha256');
-  for await (const chunk of handle.createReadStream({ autoClose: false, start: 0 })) hash.update(chunk as Buffer);
-  return hash.digest('hex');
-}
-
-function digestKey(stat: fs.Stats): string {
-  return `${stat.dev}:${stat.ino}:${stat.size}:${stat.mtimeMs}`;
-}
-
-/** What GET /files keeps: entries whose name and whose path match (each when given). */
-interface FileSearch {
-  name?: PathPattern;
-  path?: PathPattern;
-}
-
-/**
- * qbee's `{"name": "...", "path": "..."}` (patterns, see search.ts; "" or absent: no filter), or a
- * plain text: part of the name. Another JSON field is a filter this broker cannot apply: 400.
- */
-export function parseFileSearch(raw: string | undefined): FileSearch {
-  if (raw === undefined || raw === '') return {};
-  if (!raw.startsWith('{')) return { name: { literal: raw, anchoredStart: false, anchoredEnd: false } };
-  let parsed: unknown;
-  try {
-    parsed = JSON.parse(raw);
-  } catch {
-    throw badRequest('search: send JSON like {"name":"part of a name","path":"^/folder/.*"} or plain text.', { field: 'search' });
-  }
-  if (!parsed || typeof parsed !== 'object' || Array.isArray(parsed)) throw badRequest('search: must be a JSON object.', { field: 'search' });
-  const out: FileSearch = {};
-  for (const [key, value] of Object.entries(parsed)) {
-    if (key !== 'name' && key !== 'path') {
-      throw badRequest(`search.${key}: is a filter this broker cannot apply; GET /files searches by name and path.`, { field: 'search', filter: key });
-    }
-    if (typeof value !== 'string') throw badRequest(`search.${key}: must be a string.`, { field: 'search', filter: key });
-    if (value !== '') out[key] = parsePathPattern(value, key);
-  }
-  return out;
 }

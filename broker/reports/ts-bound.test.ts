@@ -5,7 +5,7 @@ import SqliteDatabase from 'better-sqlite3';
 import { Kysely, Migrator, SqliteDialect } from 'kysely';
 import { describe, expect, it } from 'vitest';
 import { openStore } from '../db/database.js';
-import { migrations } from '../db/migrations.js';
+import { migrations } from '../db/migrations/index.js';
 import { REPORT_FUTURE_SKEW_S } from './validate.js';
 
 describe('migration 0018', () => {

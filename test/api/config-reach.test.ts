@@ -5,7 +5,7 @@
  * comparing secret references to test guesses, and credentials other than parameters' secrets.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { migrations } from '../../broker/db/migrations.js';
+import { migrations } from '../../broker/db/migrations/index.js';
 import { startTestBroker, testDatabase, type TestBroker } from '../support/broker.js';
 
 let t: TestBroker;

@@ -2,7 +2,7 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
-import { applyBundle, emptyPath, fakeTools, testContext } from '../system-test-context.js';
+import { applyBundle, emptyPath, fakeTools, testContext } from '../test-support/system-test-context.js';
 import { connectivityWatchdogBundle } from './connectivity-watchdog.js';
 import { CHRONY_SOURCES, ntpBundle, TIMESYNCD_DROPIN } from './ntp.js';
 import { parametersBundle } from './parameters.js';

@@ -1,14 +1,14 @@
 /**
  * docker_containers up to the docker commands it runs: the test machine has no docker daemon, so a fake
- * `docker` (fake-container-runtime.ts) stands in and records every command.
+ * `docker` (test-support/fake-container-runtime.ts) stands in and records every command.
  */
 import { mkdtemp, rm, readFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { createSoftwareTestContext, type SoftwareTestContext } from '../test-context.js';
+import { createSoftwareTestContext, type SoftwareTestContext } from '../test-support/test-context.js';
 import { dockerContainersBundle } from './docker-containers.js';
-import { installFakeRuntime, type FakeRuntime } from './fake-container-runtime.js';
+import { installFakeRuntime, type FakeRuntime } from '../test-support/fake-container-runtime.js';
 
 let work: string;
 let fake: FakeRuntime;

@@ -2,7 +2,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { sha256 } from '../fsutil.js';
-import { applyBundle, emptyPath, testContext } from '../system-test-context.js';
+import { applyBundle, emptyPath, testContext } from '../test-support/system-test-context.js';
 import { fileDistributionBundle as bundle } from './file-distribution.js';
 
 let t: ReturnType<typeof testContext>;

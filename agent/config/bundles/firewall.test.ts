@@ -7,7 +7,7 @@ import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
-import { createSoftwareTestContext, runCommand, type SoftwareTestContext } from '../test-context.js';
+import { createSoftwareTestContext, runCommand, type SoftwareTestContext } from '../test-support/test-context.js';
 import { firewallBundle } from './firewall.js';
 
 let holder: ChildProcess;

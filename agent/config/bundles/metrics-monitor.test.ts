@@ -2,7 +2,7 @@ import { mkdtemp, rm, writeFile, statfs } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { createSoftwareTestContext, type SoftwareTestContext } from '../test-context.js';
+import { createSoftwareTestContext, type SoftwareTestContext } from '../test-support/test-context.js';
 import { createMetricsMonitorBundle, metricsMonitorBundle } from './metrics-monitor.js';
 
 let t: SoftwareTestContext;

@@ -2,8 +2,8 @@ import { mkdtemp, rm, readFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { createSoftwareTestContext, type SoftwareTestContext } from '../test-context.js';
-import { buildDeb, indexRepository, installedInRoot, prepareDebRoot } from './deb-fixture.js';
+import { createSoftwareTestContext, type SoftwareTestContext } from '../test-support/test-context.js';
+import { buildDeb, indexRepository, installedInRoot, prepareDebRoot } from '../test-support/deb-fixture.js';
 import { packageManagementBundle } from './package-management.js';
 
 let work: string;

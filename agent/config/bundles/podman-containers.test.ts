@@ -8,8 +8,8 @@ import { mkdtemp, rm, mkdir, copyFile, symlink, writeFile, access } from 'node:f
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { createSoftwareTestContext, runCommand, type SoftwareTestContext } from '../test-context.js';
-import { installFakeRuntime } from './fake-container-runtime.js';
+import { createSoftwareTestContext, runCommand, type SoftwareTestContext } from '../test-support/test-context.js';
+import { installFakeRuntime } from '../test-support/fake-container-runtime.js';
 import { podmanContainersBundle } from './podman-containers.js';
 
 async function apply(t: SoftwareTestContext, data: unknown): Promise<void> {

@@ -4,7 +4,7 @@ import crypto from 'node:crypto';
 import fs from 'node:fs';
 import path from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
-import { applyBundle, emptyPath, testContext } from '../system-test-context.js';
+import { applyBundle, emptyPath, testContext } from '../test-support/system-test-context.js';
 import { isNamed, procWatchBundle as bundle } from './proc-watch.js';
 
 let t: ReturnType<typeof testContext>;

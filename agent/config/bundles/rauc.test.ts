@@ -6,7 +6,7 @@ import { mkdtemp, rm, writeFile, readFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { createSoftwareTestContext, writeFakeTool, type SoftwareTestContext } from '../test-context.js';
+import { createSoftwareTestContext, writeFakeTool, type SoftwareTestContext } from '../test-support/test-context.js';
 import { raucBundle } from './rauc.js';
 
 const FAKE_RAUC = `#!/bin/sh

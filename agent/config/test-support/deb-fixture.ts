@@ -6,7 +6,7 @@
 import { createHash } from 'node:crypto';
 import { mkdir, readFile, writeFile, readdir, stat } from 'node:fs/promises';
 import path from 'node:path';
-import { runCommand } from '../test-context.js';
+import { runCommand } from './test-context.js';
 
 export interface DebSpec {
   name: string;

@@ -8,8 +8,8 @@ import { spawn } from 'node:child_process';
 import { mkdtemp, mkdir, rm, writeFile, access, constants } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
-import type { ReportSeverity } from '../../shared/protocol.js';
-import type { BundleContext, CommandResult } from './bundle.js';
+import type { ReportSeverity } from '../../../shared/protocol.js';
+import type { BundleContext, CommandResult } from '../bundle.js';
 
 export interface RecordedReport {
   severity: ReportSeverity;

@@ -7,7 +7,7 @@
  */
 import { mkdir, readFile, writeFile, readdir } from 'node:fs/promises';
 import path from 'node:path';
-import { writeFakeTool } from '../test-context.js';
+import { writeFakeTool } from './test-context.js';
 
 const SCRIPT = String.raw`#!/usr/bin/env node
 const fs = require('fs');

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { explicitConfigurationReach } from './config-reach.js';
+import { explicitConfigurationReach } from './0017-configuration-reach.js';
 
 describe('migration 0017: configuration reach made explicit', () => {
   const lab = { id: 'lab', policies: [{ permission: 'device:read', resources: ['tag:lab'] }, { permission: 'configuration:manage' }] };

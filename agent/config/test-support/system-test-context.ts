@@ -2,9 +2,9 @@
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import type { ReportSeverity } from '../../shared/protocol.js';
-import type { Bundle, BundleContext } from './bundle.js';
-import { hasExecutable, runCommand } from './command.js';
+import type { ReportSeverity } from '../../../shared/protocol.js';
+import type { Bundle, BundleContext } from '../bundle.js';
+import { hasExecutable, runCommand } from '../command.js';
 
 export const SYSTEM_PATH = '/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin';
 

@@ -1,5 +1,7 @@
+import { type Kysely, type Migration } from 'kysely';
+
 /**
- * Migration 0017's rule: configuration:read and configuration:manage used to reach what the holder's
+ * This migration's rule: configuration:read and configuration:manage used to reach what the holder's
  * device:read reached when they held device:read, and everything when they did not. They now reach
  * their own resources only. So that no one reaches more after the upgrade, each role's configuration
  * policies are narrowed to what every current holder reached before: the device:read resources all of
@@ -8,7 +10,11 @@
  * would have had. Where nothing is left, the configuration policy is dropped. Built-in roles (every
  * permission on `*`) are left as they are.
  */
-import type { Policy } from '../../shared/resources.js';
+/** A role's policy as stored then. */
+interface Policy {
+  permission: string;
+  resources?: string[];
+}
 
 const CONFIGURATION = new Set(['configuration:read', 'configuration:manage']);
 
@@ -54,3 +60,36 @@ export function explicitConfigurationReach(
   }
   return changed;
 }
+
+/**
+ * configuration:read and configuration:manage take resources of their own; they used to reach
+ * what the holder's device:read reached. Existing roles keep no more than their holders reached
+ * (see explicitConfigurationReach). A role's updated_at moves, so sign-in reads its policies afresh.
+ */
+export const migration: Migration = {
+  async up(db: Kysely<unknown>) {
+    const q = db as unknown as Kysely<{
+      roles: { id: string; policies: string; builtin: number; updated_at: string };
+      user_roles: { user_id: string; role_id: string };
+    }>;
+    const roles = await q.selectFrom('roles').select(['id', 'policies', 'builtin']).execute();
+    const holders = new Map<string, string[]>();
+    for (const row of await q.selectFrom('user_roles').select(['user_id', 'role_id']).execute())
+      holders.set(row.user_id, [...(holders.get(row.user_id) ?? []), row.role_id]);
+    const changed = explicitConfigurationReach(
+      roles.map((r) => ({
+        id: r.id,
+        builtin: Number(r.builtin) === 1,
+        policies: JSON.parse(r.policies) as Policy[],
+      })),
+      holders,
+    );
+    const now = new Date().toISOString();
+    for (const [id, policies] of changed)
+      await q
+        .updateTable('roles')
+        .set({ policies: JSON.stringify(policies), updated_at: now })
+        .where('id', '=', id)
+        .execute();
+  },
+};
