@@ -4,6 +4,7 @@
  * this file (and no zod). The broker's zod response schemas are checked against these types with
  * `satisfies z.ZodType<…>`, so a schema that drifts from its record does not compile.
  */
+import type { ReportSeverity } from './protocol.js';
 
 /** The answer of a list route: one page of `items` and how many there are in all. */
 export interface ListPage<T> {
@@ -200,4 +201,146 @@ export interface SshClientSetup {
   profile?: string;
   known_hosts?: string;
   ssh_config?: string;
+}
+
+/** A remote session's kind, and the kind of client that opened it. */
+export type RemoteSessionKind = 'console' | 'tunnel' | 'copy' | 'reload';
+export type RemoteSessionSource = 'api' | 'web' | 'cli' | 'ssh' | 'qbee';
+
+/** A live remote session in GET /remote/sessions. */
+export interface LiveSessionItem {
+  id: string;
+  user: { id: string; email: string };
+  device: { id: string; name: string };
+  kind: RemoteSessionKind;
+  source: RemoteSessionSource;
+  ip: string;
+  started_at: string;
+  /** client to device, so far */
+  bytes_in: number;
+  /** device to client, so far */
+  bytes_out: number;
+  /** the caller may end it */
+  can_end: boolean;
+  /** consoles only: false while the owner's connection is gone and it waits for a re-attach */
+  attached?: boolean;
+  /** consoles only: who watches it read-only, since when */
+  watchers?: { user: { id: string; email: string }; since: string }[];
+  /** consoles only: the caller may watch it */
+  can_watch?: boolean;
+  /** consoles only: the caller may re-attach to it (their own console) */
+  can_attach?: boolean;
+  /** several brokers: the BROKER_ID holding the session */
+  broker?: string;
+}
+
+/** The fields of the company record a caller sets. */
+export type CompanyField = 'name' | 'address' | 'zip' | 'city' | 'country' | 'vat_number' | 'contact_name' | 'contact_email' | 'contact_phone';
+
+/** The company record's settings. */
+export interface CompanySettings {
+  /** the account-wide second-factor policy (the same as PUT /settings/two-factor) */
+  two_factor_required: boolean;
+  /** default agent run interval, minutes */
+  agent_interval: number;
+}
+
+/** GET /company and GET /company/{company_id}: the installation's one company. */
+export type CompanyRecord = Record<CompanyField, string> & {
+  id: string;
+  company_id: string;
+  settings: CompanySettings;
+  created_at: string;
+  updated_at: string;
+};
+
+/** A CVE's severity: from its CVSS score, else the advisory's own word. */
+export type CveSeverity = 'critical' | 'high' | 'medium' | 'low' | 'none' | 'unknown';
+/** The decision taken on a CVE. */
+export type CveStatus = 'open' | 'accepted' | 'ignored';
+
+/** A CVE in GET /cvelist. */
+export interface CveItem {
+  cve_id: string;
+  /** CVSS base score; null when the feed gives none */
+  score: number | null;
+  severity: CveSeverity;
+  summary: string;
+  /** OSV ids of the advisories naming this CVE */
+  advisories: string[];
+  /** installed packages it affects on the counted devices */
+  packages: string[];
+  /** devices affected */
+  hosts: number;
+  status: CveStatus;
+  reason: string;
+  published: string | null;
+}
+
+/** GET /cve/{cve_id}: the CVE, its decision, and the devices it affects. */
+export interface CveDetail extends CveItem {
+  status_updated_at: string | null;
+  status_user_id: string | null;
+  devices: {
+    device_id: string;
+    node_id: string;
+    title: string;
+    package: string;
+    version: string;
+    /** null when the feed knows no fix */
+    fixed_version: string | null;
+    advisory_id: string;
+  }[];
+}
+
+/** GET /cvescorestats: CVEs affecting the devices by severity; ignored ones only in `ignored`. */
+export type CveScoreStats = Record<CveSeverity, number> & { total: number; accepted: number; ignored: number };
+
+/** GET /cvefeed: whether a vulnerability feed was imported, and how old it is. */
+export interface CveFeedState {
+  imported: boolean;
+  advisories: number;
+  imported_at: string | null;
+  feed_date: string | null;
+}
+
+/** A report's severity, as the agent sends it. */
+export type { ReportSeverity };
+
+/** An agent report in GET /reportlist. */
+export interface ReportItem {
+  /** report id (for PATCH /reportmarkread) */
+  id: number;
+  /** the device id */
+  node_id: string;
+  device_id: string;
+  /** the device's title in the group tree */
+  title: string;
+  /** the configuration bundle, a watcher, or `agent_internal` */
+  bundle: string;
+  bundle_commit_id: string;
+  /** the configuration commit the agent ran */
+  commit_id: string;
+  labels: string;
+  sev: ReportSeverity;
+  text: string;
+  /** base64 of the operation log's tail; "" when none */
+  log: string;
+  /** Unix seconds, as the agent stamped it */
+  ts: number;
+  /** Unix seconds, when the broker stored it */
+  received: number;
+  /** whether the caller has marked it read */
+  read: boolean;
+}
+
+/** GET /reportsummary/{device_id}: a device's reports counted. */
+export interface ReportCounts {
+  node_id: string;
+  total: number;
+  unread: number;
+  severity: Record<ReportSeverity, number>;
+  unread_severity: Record<ReportSeverity, number>;
+  /** Unix seconds of the newest report; 0 when none */
+  last_ts: number;
 }

@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import type { CompanyRecord } from '../../shared/api-types.js';
 import { singleLine } from '../../shared/text.js';
 import { defineRoute, type RouteSpec } from '../http/route.js';
 import { COMPANY_FIELDS, type CompanyField } from './service.js';
@@ -37,11 +38,11 @@ const settings = z
 const companyRecord = z.object({
   id: z.string().describe('The company id: made once per installation, never changes'),
   company_id: z.string().describe('The same id'),
-  ...Object.fromEntries(COMPANY_FIELDS.map((f) => [f, z.string()])),
+  ...(Object.fromEntries(COMPANY_FIELDS.map((f) => [f, z.string()])) as Record<CompanyField, z.ZodString>),
   settings: settings,
   created_at: z.string(),
   updated_at: z.string(),
-});
+}) satisfies z.ZodType<CompanyRecord>;
 
 const f = fieldSchemas;
 const patchBody = z.object({

@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import type { CveDetail, CveFeedState, CveItem, CveScoreStats } from '../../shared/api-types.js';
 import { deviceId } from '../devices/schema.js';
 import { listPage, pagingQuery } from '../http/paging.js';
 import { defineRoute, type RouteSpec } from '../http/route.js';
@@ -35,7 +36,7 @@ const summary = z.object({
   status: status.describe('`accepted` or `ignored` once decided (PATCH /cve/{cve_id}); else `open`'),
   reason: z.string(),
   published: z.string().nullable(),
-});
+}) satisfies z.ZodType<CveItem>;
 
 const statusRecord = z.object({
   cve_id: z.string(),
@@ -120,7 +121,7 @@ export const cveRoutes: RouteSpec[] = [
           advisory_id: z.string(),
         }),
       ),
-    }),
+    }) satisfies z.ZodType<CveDetail>,
     handler: async ({ params, principal, services }) => services.cve.get(principal, params.cve_id),
   }),
   defineRoute({
@@ -140,7 +141,7 @@ export const cveRoutes: RouteSpec[] = [
       total: z.number().int(),
       accepted: z.number().int(),
       ignored: z.number().int(),
-    }),
+    }) satisfies z.ZodType<CveScoreStats>,
     handler: async ({ principal, services }) => services.cve.scoreStats(principal),
   }),
   defineRoute({
@@ -158,7 +159,7 @@ export const cveRoutes: RouteSpec[] = [
       advisories: z.number().int(),
       imported_at: z.string().nullable(),
       feed_date: z.string().nullable(),
-    }),
+    }) satisfies z.ZodType<CveFeedState>,
     handler: async ({ services }) => services.cve.feed(),
   }),
   defineRoute({

@@ -1,5 +1,6 @@
 import { z } from 'zod';
-import type { RemoteCapabilities } from '../../shared/api-types.js';
+
+import type { LiveSessionItem, RemoteCapabilities } from '../../shared/api-types.js';
 import { pipeline } from 'node:stream/promises';
 import { defineRoute, Reply, type RouteSpec } from '../http/route.js';
 import type { ExtraOperation } from '../http/openapi.js';
@@ -62,7 +63,7 @@ const remoteSession = z.object({
     .describe(
       "Several brokers (CLUSTER_SECRET): the BROKER_ID holding the session. Sessions of other brokers are read from the database: their bytes and watchers are as of that broker's last heartbeat (CLUSTER_HEARTBEAT_MS).",
     ),
-});
+}) satisfies z.ZodType<LiveSessionItem>;
 
 const recordingRecord = z.object({
   id: z.string().describe('The session id: play it with GET /remote/recordings/{session_id}.'),

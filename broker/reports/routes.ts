@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import type { ReportCounts, ReportItem, ReportSeverity } from '../../shared/api-types.js';
 import { deviceId, deviceOfNode, nodeId, nodeParams } from '../devices/schema.js';
 import { listPage, pagingQuery } from '../http/paging.js';
 import { defineRoute, type RouteSpec } from '../http/route.js';
@@ -8,7 +9,7 @@ import { SEVERITIES } from './validate.js';
 /** Ids one mark-read call may name. */
 export const MAX_MARK_IDS = 1000;
 
-const severity = z.enum(SEVERITIES as [string, ...string[]]);
+const severity = z.enum(SEVERITIES as [ReportSeverity, ...ReportSeverity[]]);
 const severityCounts = z.object({ INFO: z.number(), WARN: z.number(), ERR: z.number(), CRIT: z.number() });
 const counts = z.object({
   total: z.number().describe('Reports kept'),
@@ -33,7 +34,7 @@ const reportItem = z.object({
   ts: z.number().describe('Unix seconds, as the agent stamped it'),
   received: z.number().describe('Unix seconds, when the broker stored it'),
   read: z.boolean().describe('Whether the caller has marked it read'),
-});
+}) satisfies z.ZodType<ReportItem>;
 
 const unixSeconds = z.coerce.number().int().min(0).max(1e11);
 
@@ -107,7 +108,7 @@ export const reportsRoutes: RouteSpec[] = [
     access: 'reports:read',
     device: ({ params }) => params.device_id,
     params: z.object({ device_id: deviceId }),
-    response: counts.extend({ node_id: z.string() }),
+    response: counts.extend({ node_id: z.string() }) satisfies z.ZodType<ReportCounts>,
     handler: async ({ params, principal, services }) => services.reports.deviceSummary(principal, params.device_id),
   }),
   defineRoute({

@@ -3,18 +3,11 @@
  * permissions; the UI offers only what they allow (see areas.ts), and the API stays the judge.
  */
 import { useEffect, useState } from 'preact/hooks';
+import type { Profile as ApiProfile } from '../../shared/api-types.js';
 import { api, ApiFailure, currentToken, hasSessionHint, onSignedOut, renew, setToken, signOut as apiSignOut } from './api.js';
 
-export interface Profile {
-  user_id?: string;
-  fname?: string;
-  lname?: string;
-  email?: string;
-  roles?: unknown[];
-  permissions?: unknown;
-  two_factor?: { enabled?: boolean; providers?: string[]; totp?: boolean } & Record<string, unknown>;
-  [key: string]: unknown;
-}
+/** GET /profile (shared/api-types.ts); partial while only the email of a fresh sign-in is known. */
+export type Profile = Partial<ApiProfile>;
 
 export interface SessionState {
   status: 'starting' | 'signed-out' | 'signed-in';

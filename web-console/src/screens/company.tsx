@@ -3,26 +3,12 @@
  * enforces, the default agent interval). Shown with company:read; editable with company:manage.
  */
 import { useEffect, useState } from 'preact/hooks';
+import type { CompanyField, CompanyRecord } from '../../../shared/api-types.js';
 import { api, ApiFailure } from '../api.js';
 import { allowed } from '../areas.js';
 import { ErrorBox, Field, Loading, Notice, PageTitle, useAction, useLoad } from '../ui.js';
 
-interface Company {
-  id: string;
-  name: string;
-  address: string;
-  zip: string;
-  city: string;
-  country: string;
-  vat_number: string;
-  contact_name: string;
-  contact_email: string;
-  contact_phone: string;
-  settings: { two_factor_required: boolean; agent_interval: number };
-  updated_at: string;
-}
-
-const TEXT_FIELDS: Array<[keyof Omit<Company, 'id' | 'settings' | 'updated_at'>, string]> = [
+const TEXT_FIELDS: Array<[CompanyField, string]> = [
   ['name', 'Company name'],
   ['address', 'Address'],
   ['zip', 'Postal code'],
@@ -35,8 +21,8 @@ const TEXT_FIELDS: Array<[keyof Omit<Company, 'id' | 'settings' | 'updated_at'>,
 ];
 
 export function CompanyScreen() {
-  const company = useLoad(() => api.get<Company>('/company'), []);
-  const [draft, setDraft] = useState<Company | undefined>();
+  const company = useLoad(() => api.get<CompanyRecord>('/company'), []);
+  const [draft, setDraft] = useState<CompanyRecord | undefined>();
   const [saved, setSaved] = useState(false);
   const action = useAction();
   const mayManage = allowed('companyManage');
@@ -49,7 +35,7 @@ export function CompanyScreen() {
   const save = (e: Event) => {
     e.preventDefault();
     setSaved(false);
-    const original = company.data as Company;
+    const original = company.data as CompanyRecord;
     const changed: Record<string, unknown> = {};
     for (const [f] of TEXT_FIELDS) if (draft[f] !== original[f]) changed[f] = draft[f];
     const settings: Record<string, unknown> = {};

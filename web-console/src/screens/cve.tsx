@@ -6,44 +6,14 @@
  * devices the broker lets the user see.
  */
 import { useRef, useState } from 'preact/hooks';
-import type { ListPage } from '../../../shared/api-types.js';
+import type { CveDetail, CveFeedState, CveItem, CveScoreStats, CveSeverity, CveStatus, ListPage } from '../../../shared/api-types.js';
 import { api, uploadForm } from '../api.js';
 import { allowed } from '../areas.js';
 import { Link, navigate, useLocation, withQuery, QueryPager } from '../router.js';
 import { ConfirmButton, ErrorBox, formatTime, Loading, Notice, PageTitle, Table, useAction, useLoad } from '../ui.js';
 
-type Severity = 'critical' | 'high' | 'medium' | 'low' | 'none' | 'unknown';
-type Status = 'open' | 'accepted' | 'ignored';
-
-interface CveItem {
-  cve_id: string;
-  score: number | null;
-  severity: Severity;
-  summary: string;
-  advisories: string[];
-  packages: string[];
-  hosts: number;
-  status: Status;
-  reason: string;
-}
-
-interface CveDetail extends CveItem {
-  status_updated_at: string | null;
-  devices: Array<{ device_id: string; title: string; package: string; version: string; fixed_version: string | null; advisory_id: string }>;
-}
-
-type Stats = Record<Severity, number> & { total: number; accepted: number; ignored: number };
-
-/** GET /cvefeed: whether a feed was imported and how old it is. */
-export interface FeedState {
-  imported: boolean;
-  advisories: number;
-  imported_at: string | null;
-  feed_date: string | null;
-}
-
 /** The feed's age in a sentence: when it was imported, and the newest date its advisories give. */
-export function feedAge(feed: FeedState): string {
+export function feedAge(feed: CveFeedState): string {
   const parts = [`Feed of ${feed.advisories} advisor${feed.advisories === 1 ? 'y' : 'ies'}, imported ${formatTime(feed.imported_at)}`];
   if (feed.feed_date) parts.push(`newest advisory dated ${formatTime(feed.feed_date)}`);
   return `${parts.join('; ')}.`;
@@ -73,7 +43,7 @@ const PAGE = 50;
 const FILTERS = ['severity', 'status', 'search'] as const;
 type Filters = Record<(typeof FILTERS)[number], string>;
 
-export function SeverityBadge({ severity, score }: { severity: Severity; score: number | null }) {
+export function SeverityBadge({ severity, score }: { severity: CveSeverity; score: number | null }) {
   return (
     <span class={`badge cve-${severity}`} title={score === null ? 'no CVSS score in the feed' : `CVSS ${score.toFixed(1)}`}>
       {severity}
@@ -82,7 +52,7 @@ export function SeverityBadge({ severity, score }: { severity: Severity; score: 
   );
 }
 
-function StatusBadge({ status, reason }: { status: Status; reason: string }) {
+function StatusBadge({ status, reason }: { status: CveStatus; reason: string }) {
   if (status === 'open') return <span class="muted">open</span>;
   return (
     <span class={`badge cve-status-${status}`} title={reason}>
@@ -139,8 +109,8 @@ export function CveScreen() {
       }),
     [key],
   );
-  const stats = useLoad(() => api.get<Stats>('/cvescorestats'), [key]);
-  const feed = useLoad(() => api.get<FeedState>('/cvefeed'), [key]);
+  const stats = useLoad(() => api.get<CveScoreStats>('/cvescorestats'), [key]);
+  const feed = useLoad(() => api.get<CveFeedState>('/cvefeed'), [key]);
   const set = (name: keyof Filters) => (e: Event) => setDraft({ ...draft, [name]: (e.currentTarget as HTMLInputElement).value });
   const items = list.data?.items ?? [];
   const total = list.data?.total ?? 0;
@@ -258,7 +228,7 @@ export function CveScreen() {
 }
 
 function Decision({ cve, onChange }: { cve: CveDetail; onChange: () => void }) {
-  const [status, setStatus] = useState<Status>(cve.status === 'open' ? 'accepted' : cve.status);
+  const [status, setStatus] = useState<CveStatus>(cve.status === 'open' ? 'accepted' : cve.status);
   const [reason, setReason] = useState(cve.reason);
   const action = useAction();
   const save = async (e: Event) => {
@@ -270,7 +240,7 @@ function Decision({ cve, onChange }: { cve: CveDetail; onChange: () => void }) {
     <form class="cve-decision" onSubmit={save} aria-label="CVE decision">
       <div class="field">
         <label for="d-status">Decision</label>
-        <select id="d-status" value={status} onChange={(e) => setStatus((e.currentTarget as HTMLSelectElement).value as Status)}>
+        <select id="d-status" value={status} onChange={(e) => setStatus((e.currentTarget as HTMLSelectElement).value as CveStatus)}>
           <option value="accepted">Accept</option>
           <option value="ignored">Ignore</option>
         </select>

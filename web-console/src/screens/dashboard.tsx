@@ -9,29 +9,18 @@
  */
 import type { ComponentChildren } from 'preact';
 import { useEffect, useMemo, useState } from 'preact/hooks';
-import type { GroupTree, GroupTreeNode, ListPage } from '../../../shared/api-types.js';
+import type { CveFeedState, CveItem, GroupTree, GroupTreeNode, ListPage, ReportItem, ReportSeverity } from '../../../shared/api-types.js';
 import { api, ApiFailure } from '../api.js';
 import { allowed } from '../areas.js';
 import { useDeviceEvents, type DeviceEvent } from '../events.js';
 import { Link, withQuery } from '../router.js';
 import { can } from '../session.js';
 import { ErrorBox, formatTime, Loading, PageTitle } from '../ui.js';
-import { feedAge, NoFeed, type FeedState } from './cve.js';
+import { feedAge, NoFeed } from './cve.js';
 import { isOnline } from './devices.js';
 import { pendingLabel, usePendingCount } from './pending.js';
 
-export const SEVERITIES = ['CRIT', 'ERR', 'WARN', 'INFO'] as const;
-type Severity = (typeof SEVERITIES)[number];
-
-interface ReportItem {
-  id: number;
-  node_id: string;
-  title: string;
-  bundle: string;
-  sev: Severity;
-  text: string;
-  ts: number;
-}
+export const SEVERITIES: readonly ReportSeverity[] = ['CRIT', 'ERR', 'WARN', 'INFO'];
 
 /** Whether the broker answered that it does not have this call (yet). */
 export function notBuilt(err: unknown): boolean {
@@ -192,7 +181,7 @@ interface Failing {
 }
 
 /** Devices whose agent applied an older commit than their configuration's, and those with unread configuration errors. */
-export function failingDevices(devices: GroupTreeNode[], errors: ReportItem[]): Failing[] {
+export function failingDevices(devices: GroupTreeNode[], errors: Pick<ReportItem, 'node_id' | 'title' | 'bundle'>[]): Failing[] {
   const byId = new Map<string, Failing>();
   for (const d of devices) {
     if (d.config_propagated === false && d.device_commit_sha) byId.set(d.node_id, { node_id: d.node_id, title: d.title || d.node_id, behind: true, errors: 0 });
@@ -243,16 +232,9 @@ function ConfigurationCard({ devices }: { devices: GroupTreeNode[] | undefined }
   );
 }
 
-interface CveItem {
-  [key: string]: unknown;
-}
-
-const text = (v: unknown) => (typeof v === 'string' || typeof v === 'number' ? String(v) : '');
-const num = (...vs: unknown[]) => vs.find((v): v is number => typeof v === 'number');
-
 function CveCard() {
   const list = useLoadState(() => api.get<ListPage<CveItem>>('/cvelist'), true);
-  const feed = useLoadState(() => api.get<FeedState>('/cvefeed'), true);
+  const feed = useLoadState(() => api.get<CveFeedState>('/cvefeed'), true);
   if (notBuilt(list.error)) return <NotAvailable what="Vulnerability (CVE) data" />;
   if (list.error) return <ErrorBox error={list.error} />;
   if (feed.error && !notBuilt(feed.error)) return <ErrorBox error={feed.error} />;
@@ -264,11 +246,7 @@ function CveCard() {
     </p>
   );
   const items = [...(list.data.items ?? [])]
-    .map((c) => ({
-      id: text(c.cve_id ?? c.id ?? c.cve),
-      score: num(c.cvss_score, c.score, c.base_score, c.cvss),
-      hosts: num(c.hosts, c.devices, c.device_count, c.hosts_count, c.affected_devices),
-    }))
+    .map((c) => ({ id: c.cve_id, score: c.score ?? undefined, hosts: c.hosts }))
     .filter((c) => c.id)
     .sort((a, b) => (b.score ?? 0) - (a.score ?? 0))
     .slice(0, 5);

@@ -4,7 +4,7 @@
  */
 import { Fragment } from 'preact';
 import { useEffect, useState } from 'preact/hooks';
-import type { AttributesRecord, RemoteCapabilities } from '../../../shared/api-types.js';
+import type { AttributesRecord, RemoteCapabilities, ReportCounts } from '../../../shared/api-types.js';
 import { api, ApiFailure, itemsOf } from '../api.js';
 import { allowed } from '../areas.js';
 import { Link, navigate, withQuery } from '../router.js';
@@ -111,13 +111,6 @@ function Inventory({ deviceId }: { deviceId: string }) {
       )}
     </div>
   );
-}
-
-interface ReportCounts {
-  total: number;
-  unread: number;
-  unread_severity: Record<'INFO' | 'WARN' | 'ERR' | 'CRIT', number>;
-  last_ts: number;
 }
 
 /** The device's unread reports by severity (reports:read), each linking into the Logs. */

@@ -4,12 +4,13 @@
  * download a file, upload by the file input or by dropping files, with progress. Every step is a
  * copy the broker decides and audits; nothing here grants anything.
  */
-import { useEffect, useRef, useState } from 'preact/hooks';
+import { useEffect, useState } from 'preact/hooks';
 import type { DirectoryEntry, DirectoryListing } from '../../../shared/api-types.js';
 import { normalizeDevicePath } from '../../../shared/resources.js';
 import { api, saveBlob } from '../api.js';
 import { copyFromDevice, copyToDevice } from '../remote.js';
-import { ErrorBox, formatBytes, formatTime, Loading, Notice, ProgressBar } from '../ui.js';
+import { ErrorBox, formatBytes, formatTime, Loading, Notice } from '../ui.js';
+import { TransferProgressBar, useTransfer } from '../use-transfer.js';
 
 function join(dir: string, name: string): string {
   return dir.endsWith('/') ? `${dir}${name}` : `${dir}/${name}`;
@@ -35,12 +36,10 @@ export function FileBrowser({ deviceId, roots }: { deviceId: string; roots: stri
   const [listing, setListing] = useState<DirectoryListing | null>(null);
   const [loading, setLoading] = useState(false);
   const [round, setRound] = useState(0);
-  const [error, setError] = useState<unknown>();
-  const [progress, setProgress] = useState<{ label: string; done: number; total: number } | null>(null);
-  const [notice, setNotice] = useState('');
   const [dragging, setDragging] = useState(false);
-  const abort = useRef<AbortController | null>(null);
-  const busy = progress !== null;
+  // The listing's error and the transfers' share one box.
+  const runner = useTransfer();
+  const { busy, error, setError, notice, setNotice, run: transfer } = runner;
 
   useEffect(() => {
     let live = true;
@@ -72,26 +71,6 @@ export function FileBrowser({ deviceId, roots }: { deviceId: string; roots: stri
     setTyped(clean);
     setDir(clean);
   };
-
-  async function transfer(label: string, action: (signal: AbortSignal, report: (done: number, total: number) => void) => Promise<string>) {
-    setError(undefined);
-    setNotice('');
-    setProgress({ label, done: 0, total: 0 });
-    let running = true;
-    const report = (done: number, total: number) => running && setProgress({ label, done, total });
-    abort.current = new AbortController();
-    try {
-      setNotice(await action(abort.current.signal, report));
-      return true;
-    } catch (err) {
-      setError(err);
-      return false;
-    } finally {
-      running = false;
-      setProgress(null);
-      abort.current = null;
-    }
-  }
 
   const download = (entry: DirectoryEntry) => {
     const path = join(dir, entry.name);
@@ -206,15 +185,7 @@ export function FileBrowser({ deviceId, roots }: { deviceId: string; roots: stri
         </label>
       </div>
 
-      {progress && (
-        <div class="transfer-progress" data-testid="browser-progress">
-          <span>{progress.label}</span>
-          <ProgressBar value={progress.done} total={progress.total} label={progress.label} />
-          <button type="button" onClick={() => abort.current?.abort()}>
-            Cancel
-          </button>
-        </div>
-      )}
+      <TransferProgressBar transfer={runner} testId="browser-progress" />
       <ErrorBox error={error} title="The device could not do that" />
       {notice && <Notice>{notice}</Notice>}
       {loading && !listing && <Loading what="the folder" />}

@@ -4,26 +4,12 @@
  * needs reports:acknowledge (the spec's "Logs, Mark as read").
  */
 import { useState } from 'preact/hooks';
-import type { GroupTree, ListPage } from '../../../shared/api-types.js';
+import type { GroupTree, ListPage, ReportItem } from '../../../shared/api-types.js';
 import { api } from '../api.js';
 import { allowed } from '../areas.js';
 import { Link, navigate, useLocation, withQuery, QueryPager } from '../router.js';
 import { labelOf, nodeChoices, resolveNode } from '../node-names.js';
 import { ErrorBox, formatTime, Loading, NodeNameField, PageTitle, Table, useAction, useLoad } from '../ui.js';
-
-interface ReportItem {
-  id: number;
-  node_id: string;
-  title: string;
-  bundle: string;
-  commit_id: string;
-  labels: string;
-  sev: 'INFO' | 'WARN' | 'ERR' | 'CRIT';
-  text: string;
-  log: string;
-  ts: number;
-  read: boolean;
-}
 
 const PAGE = 50;
 const FILTERS = ['severity', 'node_id', 'search', 'read', 'commit_id'] as const;

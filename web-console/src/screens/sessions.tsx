@@ -7,26 +7,10 @@
  */
 import { useEffect, useState } from 'preact/hooks';
 import { MAX_END_REASON } from '../../../shared/remote-frames.js';
+import type { LiveSessionItem } from '../../../shared/api-types.js';
 import { api, itemsOf } from '../api.js';
 import { Link } from '../router.js';
 import { ConfirmButton, ErrorBox, formatBytes, formatTime, ListTable, PageTitle, useAction, useLoad } from '../ui.js';
-
-interface LiveSession {
-  id: string;
-  user: { id: string; email: string };
-  device: { id: string; name: string };
-  kind: string;
-  source: string;
-  ip: string;
-  started_at: string;
-  bytes_in: number;
-  bytes_out: number;
-  can_end: boolean;
-  attached?: boolean;
-  watchers?: { user: { id: string; email: string }; since: string }[];
-  can_watch?: boolean;
-  can_attach?: boolean;
-}
 
 /** Where the owner re-attaches to their console: a console tab on its device bound to that session. */
 export function reattachPath(s: { id: string; device: { id: string } }): string {
@@ -36,7 +20,7 @@ export function reattachPath(s: { id: string; device: { id: string } }): string 
 const REFRESH_MS = 3000;
 
 export function SessionsScreen() {
-  const sessions = useLoad(async () => itemsOf<LiveSession>(await api.get('/remote/sessions')), []);
+  const sessions = useLoad(async () => itemsOf<LiveSessionItem>(await api.get('/remote/sessions')), []);
   const ending = useAction();
   /** The reason typed for ending each session, by session id. */
   const [reasons, setReasons] = useState<Record<string, string>>({});

@@ -1,8 +1,9 @@
 /** File transfer to and from one device (copy WebSocket), with progress. */
-import { useRef, useState } from 'preact/hooks';
+import { useState } from 'preact/hooks';
 import { saveBlob } from '../api.js';
 import { copyFromDevice, copyToDevice } from '../remote.js';
-import { ErrorBox, Field, Notice, ProgressBar } from '../ui.js';
+import { ErrorBox, Field, Notice } from '../ui.js';
+import { TransferProgressBar, useTransfer } from '../use-transfer.js';
 
 function basename(path: string): string {
   return path.split('/').filter(Boolean).pop() ?? 'download';
@@ -12,31 +13,10 @@ export function FileTransfer({ deviceId }: { deviceId: string }) {
   const [file, setFile] = useState<File | null>(null);
   const [uploadDir, setUploadDir] = useState('/tmp/');
   const [downloadPath, setDownloadPath] = useState('');
-  const [progress, setProgress] = useState<{ label: string; done: number; total: number } | null>(null);
-  const [error, setError] = useState<unknown>();
-  const [notice, setNotice] = useState('');
-  const abort = useRef<AbortController | null>(null);
-  const busy = progress !== null;
+  const transfer = useTransfer();
+  const { busy, run } = transfer;
 
   const target = file ? (uploadDir.endsWith('/') ? `${uploadDir}${file.name}` : uploadDir) : '';
-
-  async function run(label: string, action: (signal: AbortSignal, progress: (done: number, total: number) => void) => Promise<string>) {
-    setError(undefined);
-    setNotice('');
-    setProgress({ label, done: 0, total: 0 });
-    let running = true;
-    const progress = (done: number, total: number) => running && setProgress({ label, done, total });
-    abort.current = new AbortController();
-    try {
-      setNotice(await action(abort.current.signal, progress));
-    } catch (err) {
-      setError(err);
-    } finally {
-      running = false;
-      setProgress(null);
-      abort.current = null;
-    }
-  }
 
   const upload = (e: Event) => {
     e.preventDefault();
@@ -91,17 +71,9 @@ export function FileTransfer({ deviceId }: { deviceId: string }) {
           Download from device
         </button>
       </form>
-      {progress && (
-        <div class="transfer-progress">
-          <span>{progress.label}</span>
-          <ProgressBar value={progress.done} total={progress.total} label={progress.label} />
-          <button type="button" onClick={() => abort.current?.abort()}>
-            Cancel
-          </button>
-        </div>
-      )}
-      <ErrorBox error={error} title="Transfer failed" />
-      {notice && <Notice>{notice}</Notice>}
+      <TransferProgressBar transfer={transfer} />
+      <ErrorBox error={transfer.error} title="Transfer failed" />
+      {transfer.notice && <Notice>{transfer.notice}</Notice>}
     </div>
   );
 }
