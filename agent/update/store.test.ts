@@ -28,6 +28,12 @@ describe('compareVersions', () => {
     expect(compareVersions('1.0.0-rc2', '1.0.0-rc1')).toBe(1);
     expect(compareVersions('0.9.0', '1.0.0')).toBe(-1);
   });
+
+  it('follows semver precedence between pre-releases, build metadata aside', () => {
+    const ordered = ['1.0.0-alpha', '1.0.0-alpha.0', '1.0.0-alpha.1', '1.0.0-alpha.beta', '1.0.0-beta', '1.0.0-beta.2', '1.0.0-beta.11', '1.0.0-rc.1', '1.0.0'];
+    for (let i = 1; i < ordered.length; i++) expect([ordered[i - 1], compareVersions(ordered[i - 1], ordered[i])]).toEqual([ordered[i - 1], -1]);
+    expect(compareVersions('1.0.0+build.7', '1.0.0')).toBe(0);
+  });
 });
 
 describe('update store and launcher choice', () => {

@@ -11,6 +11,8 @@
  */
 import fs from 'node:fs';
 import path from 'node:path';
+import coerce from 'semver/functions/coerce.js';
+import semverCompare from 'semver/functions/compare.js';
 
 export interface UpdateState {
   /** the version run instead of the installed package; absent: the package runs */
@@ -34,36 +36,16 @@ export const MAX_ATTEMPTS = 2;
 const MAX_REFUSED = 10;
 const VERSION = /^[0-9][A-Za-z0-9.+~-]{0,63}$/;
 
-/** Orders versions part by part (numbers as numbers): <0, 0, >0. "1.10.0" > "1.9.2"; "1.0.0-rc1" < "1.0.0". */
+/**
+ * Orders agent versions (semver, as the package's own version is): <0, 0, >0. "1.10.0" > "1.9.2";
+ * "1.0.0-rc1" < "1.0.0". A shorter version is read with zeros added ("1.0" is "1.0.0").
+ */
 export function compareVersions(a: string, b: string): number {
-  const [coreA, preA] = splitPre(a);
-  const [coreB, preB] = splitPre(b);
-  const c = compareParts(coreA, coreB);
-  if (c !== 0) return c;
-  if (preA === preB) return 0;
-  if (preA === undefined) return 1;
-  if (preB === undefined) return -1;
-  return compareParts(preA, preB);
+  return semverCompare(asSemver(a), asSemver(b));
 }
 
-function splitPre(v: string): [string, string | undefined] {
-  const plain = v.split('+')[0] ?? v;
-  const i = plain.indexOf('-');
-  return i < 0 ? [plain, undefined] : [plain.slice(0, i), plain.slice(i + 1)];
-}
-
-function compareParts(a: string, b: string): number {
-  const pa = a.split(/[.~]/);
-  const pb = b.split(/[.~]/);
-  for (let i = 0; i < Math.max(pa.length, pb.length); i++) {
-    const x = pa[i] ?? '0';
-    const y = pb[i] ?? '0';
-    const nx = /^\d+$/.test(x) ? Number(x) : NaN;
-    const ny = /^\d+$/.test(y) ? Number(y) : NaN;
-    const c = !Number.isNaN(nx) && !Number.isNaN(ny) ? nx - ny : x < y ? -1 : x > y ? 1 : 0;
-    if (c !== 0) return c < 0 ? -1 : 1;
-  }
-  return 0;
+function asSemver(version: string): string {
+  return coerce(version, { includePrerelease: true })?.version ?? '0.0.0';
 }
 
 export class UpdateStore {

@@ -32,8 +32,8 @@ describe('device web UI origins', () => {
   });
 
   it('sets a host-only, HttpOnly, SameSite cookie, __Host- and Secure over https', () => {
-    expect(appSessionCookie('s3cret', false, 1800)).toBe('fleet_app=s3cret; Path=/; Max-Age=1800; HttpOnly; SameSite=Lax');
-    expect(appSessionCookie('s3cret', true, 1800)).toBe('__Host-fleet_app=s3cret; Path=/; Max-Age=1800; HttpOnly; SameSite=Lax; Secure');
+    expect(appSessionCookie('s3cret', false, 1800)).toBe('fleet_app=s3cret; Max-Age=1800; Path=/; HttpOnly; SameSite=Lax');
+    expect(appSessionCookie('s3cret', true, 1800)).toBe('__Host-fleet_app=s3cret; Max-Age=1800; Path=/; HttpOnly; Secure; SameSite=Lax');
     expect(appSessionOf('a=1; __Host-fleet_app=xyz; b=2')).toBe('xyz');
     expect(appSessionOf('a=1')).toBeUndefined();
   });

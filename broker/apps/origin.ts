@@ -3,6 +3,7 @@
  * one per device and port, so a device's page can read neither the operator's tokens nor another
  * device's cookies. These are the pure rules: the host name, the cookie, what is forwarded.
  */
+import { parseCookie, parseSetCookie, stringifySetCookie } from 'cookie';
 
 /** Device id characters in the host: a DNS label holds at most 63, a device id is 64 hex digits. */
 export const APP_LABEL_ID_CHARS = 32;
@@ -59,10 +60,13 @@ export function appOrigin(options: { scheme: 'http' | 'https'; appsHost: string;
 /** The Set-Cookie value of an app session: host-only (no Domain), HttpOnly, SameSite=Lax, short-lived. */
 export function appSessionCookie(value: string, secure: boolean, maxAgeSeconds: number): string {
   const name = secure ? APP_COOKIE_SECURE : APP_COOKIE;
-  return `${name}=${value}; Path=/; Max-Age=${maxAgeSeconds}; HttpOnly; SameSite=Lax${secure ? '; Secure' : ''}`;
+  return stringifySetCookie({ name, value, path: '/', maxAge: maxAgeSeconds, httpOnly: true, sameSite: 'lax', secure });
 }
 
-/** The cookies of a Cookie header, name and value, in order. */
+/**
+ * The cookies of a Cookie header, name and the pair as sent, in order: what a device gets is forwarded
+ * byte for byte, which a parser that decodes values (the cookie package) would not give back.
+ */
 function cookiePairs(header: string | undefined): { name: string; raw: string }[] {
   if (!header) return [];
   return header
@@ -74,8 +78,9 @@ function cookiePairs(header: string | undefined): { name: string; raw: string }[
 
 /** The app session's cookie value from a Cookie header (either name), if any. */
 export function appSessionOf(header: string | undefined): string | undefined {
-  const found = cookiePairs(header).find((c) => c.name === APP_COOKIE_SECURE || c.name === APP_COOKIE);
-  return found ? found.raw.slice(found.name.length + 1) : undefined;
+  if (!header) return undefined;
+  const cookies = parseCookie(header);
+  return cookies[APP_COOKIE_SECURE] ?? cookies[APP_COOKIE];
 }
 
 /** The Cookie header a device gets: the device's own cookies, the broker's taken out (undefined when none remain). */
@@ -86,7 +91,7 @@ export function deviceCookies(header: string | undefined): string | undefined {
 
 /** A Set-Cookie a device sends: refused when it would set one of the broker's cookies. */
 export function deviceMaySetCookie(setCookie: string): boolean {
-  return !BROKER_COOKIES.has(setCookie.split('=', 1)[0].trim());
+  return !BROKER_COOKIES.has(parseSetCookie(setCookie).name);
 }
 
 /** Where to go after entering: a path on the same origin (never `//host` or a backslash trick), `/` otherwise. */

@@ -1,3 +1,4 @@
+// Stays whole: the one place the database's shape is declared (Kysely's Database type, a row type per table), read together and changed with each migration.
 import type { Generated } from 'kysely';
 import type { AuditEntry } from '../../shared/api-types.js';
 

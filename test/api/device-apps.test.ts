@@ -102,7 +102,7 @@ describe('device web UIs', () => {
     const { cookie, setCookie, url } = await enter(t.adminToken);
     expect(url.hostname).toBe(`${device.slice(0, 32)}-${appPort}.${APPS}`);
     expect(url.port).toBe(brokerPort());
-    expect(setCookie).toMatch(/^fleet_app=[A-Za-z0-9_-]{43}; Path=\/; Max-Age=1800; HttpOnly; SameSite=Lax$/);
+    expect(setCookie).toMatch(/^fleet_app=[A-Za-z0-9_-]{43}; Max-Age=1800; Path=\/; HttpOnly; SameSite=Lax$/);
     expect(setCookie).not.toMatch(/Domain=/i);
 
     const r = await get(url.host, '/hello', { cookie: `theme=dark; ${cookie}; fleet_refresh=secret-refresh` });
