@@ -4,9 +4,25 @@ import type { Principal } from '../access/principal.js';
 import type { Db } from '../db/database.js';
 import { badRequest, conflict, notFound } from '../http/errors.js';
 import { hashPassword, verifyPassword } from './passwords.js';
-import type { AuthService, UserRow } from './service.js';
+import type { UsersTable } from '../db/schema.js';
+import type { PasswordLinks } from './password-links.js';
+import type { RateLimiter } from './ratelimit.js';
+import type { RecoveryCodes } from './recovery-codes.js';
 import { newTotpSecret, totpEnrolment, totpStep, type TotpEnrolment } from './totp.js';
 import { twoFactorState } from './two-factor.js';
+
+type UserRow = UsersTable;
+
+/** What the profile asks of sign-in (AuthService provides it): the user's row, the 2FA policy, limits, links, codes, sessions. */
+export interface ProfileAuth {
+  userRow(userId: string): Promise<UserRow | undefined>;
+  twoFactorPolicy(): Promise<boolean>;
+  acceptTotp(userId: string, secret: string, code: string): Promise<'ok' | 'invalid' | 'reused'>;
+  revokeUserSessions(userId: string, exceptSessionId?: string): Promise<void>;
+  readonly reauth: RateLimiter;
+  readonly recoveryCodes: RecoveryCodes;
+  readonly links: PasswordLinks;
+}
 
 const wrongPassword = (field: string) => badRequest('The password is wrong.', { field }, 'wrong_password');
 
@@ -14,7 +30,7 @@ const wrongPassword = (field: string) => badRequest('The password is wrong.', { 
 export class ProfileService {
   constructor(
     private readonly db: Db,
-    private readonly auth: AuthService,
+    private readonly auth: ProfileAuth,
   ) {}
 
   private async row(principal: Principal): Promise<UserRow> {
