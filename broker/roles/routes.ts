@@ -7,7 +7,7 @@ import { subjectRecords } from '../audit/subjects.js';
 import { RECORDING_MODES } from '../access/recording.js';
 
 const RECORDING_HELP =
-  'Console recording for sessions this role grants: `default` (recorded), `off` or `required` (a console that cannot be recorded is refused). A user with several roles: `required` wins; `off` only when every role granting them the console says `off`. Left out: `default` on create, unchanged on PUT.';
+  'Console recording for sessions this role grants: `default` (recorded), `off` or `required` (a console that cannot be recorded is refused). A user with several roles: `required` wins; `off` only when every role granting them the console says `off`. Turning it down needs outranking every holder, and is refused to a holder of the role (403 `privilege_escalation`). Left out: `default` on create, unchanged on PUT.';
 
 const roleId = z.string().min(1).max(128).describe('The role id');
 const params = z.object({ role_id: roleId });

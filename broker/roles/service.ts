@@ -5,7 +5,7 @@ import type { AccessService } from '../access/access.js';
 import { recordingModeOf, type RecordingMode } from '../access/recording.js';
 import type { Principal } from '../access/principal.js';
 import type { Store } from '../db/database.js';
-import { badRequest, conflict, notFound } from '../http/errors.js';
+import { ApiError, badRequest, conflict, notFound } from '../http/errors.js';
 import { policiesOfRoles, rolesOfUsers, writeIdentity, type Executor } from '../users/store.js';
 import { deleteRole, findRole, insertRole, listRoles, roleNameTaken, updateRole, usersOfRoles, type RoleRow, type RoleUser } from './store.js';
 
@@ -211,6 +211,7 @@ export class RolesService {
     if (removed.length === 0 && !lowered) return;
     const holders = (await usersOfRoles(trx, [role.id])).get(role.id) ?? [];
     if (holders.length === 0) return;
+    if (holders.some((h) => h.user_id === actor.user.id)) await this.requireOwnRecordingKept(trx, actor, role, removed, lowered ? recording : undefined);
     const held = await rolesOfUsers(
       trx,
       holders.map((h) => h.user_id),
@@ -226,6 +227,40 @@ export class RolesService {
       await policiesOfRoles(trx, roleIds),
       `You cannot change the role "${shown(role.name)}", held by ${holders.length} user(s), to ${what}`,
     );
+  }
+
+  /**
+   * Outranking oneself is trivial, so a role manager who holds the role changed could lower the
+   * recording of their own consoles: turn the role's recording down, or take a remote-access:connect
+   * grant out of it while another role of theirs grants remote-access:connect with a lower recording
+   * (the console then falls to that role's mode). Both are refused: another role manager must do it.
+   * (Adding grants never lowers a mode: the strictest role granting a console decides.)
+   */
+  private async requireOwnRecordingKept(
+    trx: Executor,
+    actor: Principal,
+    role: RoleRow,
+    removed: { permission: string; resource: string }[],
+    loweredTo: RecordingMode | undefined,
+  ): Promise<void> {
+    const before = recordingModeOf(role.recording);
+    const refuse = (what: string) =>
+      new ApiError(
+        403,
+        'privilege_escalation',
+        `You hold the role "${shown(role.name)}": ${what} would lower the recording of your own consoles; ask another user who may manage roles.`,
+      );
+    if (loweredTo !== undefined) throw refuse(`turning its console recording from ${before} to ${loweredTo}`);
+    if (!removed.some((m) => m.permission === 'remote-access:connect')) return;
+    const mine = ((await rolesOfUsers(trx, [actor.user.id])).get(actor.user.id) ?? []).filter((id) => id !== role.id);
+    if (mine.length === 0) return;
+    const others = await trx.selectFrom('roles').select(['recording', 'policies']).where('id', 'in', mine).execute();
+    const lower = others.some(
+      (r) =>
+        RECORDING_RANK[recordingModeOf(r.recording)] < RECORDING_RANK[before] &&
+        (JSON.parse(r.policies) as Policy[]).some((p) => p.permission === 'remote-access:connect'),
+    );
+    if (lower) throw refuse('taking remote-access:connect out of it while another role of yours grants it with a lower recording');
   }
 
   /** Deletes a role no user holds; otherwise 409 role_in_use with the users to reassign first. */

@@ -1,7 +1,7 @@
 /**
  * Configuration reach as an attacker tries it (docs/security.md, "Configuration reach is explicit,
  * and secrets stay masked"): dropping one's own device:read to reach more, a role manager taking
- * grants or recording away from someone stronger, distributing file-store files one may not read,
+ * grants or recording away from someone stronger or lowering their own recording, distributing file-store files one may not read,
  * comparing secret references to test guesses, and credentials other than parameters' secrets.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -152,6 +152,37 @@ describe('taking grants away from a role is checked like giving them', () => {
       body: { name: 'recorded again', policies: [{ permission: 'device:read', resources: ['tag:lab'] }], recording: 'required' },
     });
     expect(kept.status, JSON.stringify(kept.body)).toBe(200);
+  });
+});
+
+describe('a role manager cannot lower the recording of their own consoles', () => {
+  const connect = [{ permission: 'remote-access:connect', resources: ['tag:lab'] }];
+
+  it('turning down the recording of a role one holds (even alone) is refused', async () => {
+    const required = await role('my required', connect, 'required');
+    const manager = await t.userWith([{ permission: 'roles:manage' }, { permission: 'roles:read' }]);
+    await assign(manager.id, [manager.roleId, required]);
+    for (const recording of ['off', 'default']) {
+      const r = await t.api('PUT', `/api/v2/role/${required}`, { token: manager.token, body: { name: 'my required', policies: connect, recording } });
+      expect(r.status, recording).toBe(403);
+      expect(r.body.error).toBe('privilege_escalation');
+    }
+    expect((await t.api('GET', `/api/v2/role/${required}`, admin())).body.recording).toBe('required');
+    // Another role manager, who does not hold it and outranks its holder, may.
+    const other = await t.userWith([{ permission: 'roles:manage' }, { permission: 'roles:read' }, ...connect, { permission: 'users:read' }]);
+    const r = await t.api('PUT', `/api/v2/role/${required}`, { token: other.token, body: { name: 'my required', policies: connect, recording: 'default' } });
+    expect(r.status, JSON.stringify(r.body)).toBe(200);
+  });
+
+  it('taking remote-access:connect out of a required role one holds, leaving an off role of one’s own granting it, is refused', async () => {
+    const required = await role('required console', connect, 'required');
+    const unrecorded = await role('unrecorded console', connect, 'off');
+    const manager = await t.userWith([{ permission: 'roles:manage' }, { permission: 'roles:read' }]);
+    await assign(manager.id, [manager.roleId, required, unrecorded]);
+    const r = await t.api('PUT', `/api/v2/role/${required}`, { token: manager.token, body: { name: 'required console', policies: [], recording: 'required' } });
+    expect(r.status, JSON.stringify(r.body)).toBe(403);
+    expect(r.body.error).toBe('privilege_escalation');
+    expect((await t.api('GET', `/api/v2/role/${required}`, admin())).body.policies).toHaveLength(1);
   });
 });
 
