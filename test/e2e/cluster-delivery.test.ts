@@ -75,6 +75,9 @@ afterAll(async () => {
 
 describe('a change made through the broker that does not hold the agent', () => {
   it('a commit through B reaches the agent on A at once', async () => {
+    // The agent's first configuration, sent at its connection, is applied: its report can no longer be
+    // what brings the commit (a report of an older commit makes the holding broker send the current one).
+    await agent.waitForLog((l) => l.msg === 'configuration applied', 60_000);
     const committed = await b.api('POST', '/api/v2/commit', {
       token: b.adminToken,
       body: {
@@ -134,6 +137,7 @@ async function commitThrough(via: TestBroker, deviceId: string, value: string): 
 
 describe('the other way round: the agent on B, the change made through A', () => {
   it('a commit through A reaches the agent on B at once', async () => {
+    await agentOnB.waitForLog((l) => l.msg === 'configuration applied', 60_000);
     const started = Date.now();
     const sha = await commitThrough(a, deviceOnB, 'broker-a');
     // The agent applied it and reported so (B records what the agent applied).

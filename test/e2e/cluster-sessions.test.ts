@@ -35,6 +35,16 @@ async function agentOnA(): Promise<string> {
   return id;
 }
 
+/** Whether a process of this machine is still running. */
+function isAlive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch (err) {
+    return (err as NodeJS.ErrnoException).code === 'EPERM';
+  }
+}
+
 async function sessionsOn(t: TestBroker, token: string): Promise<any[]> {
   const r = await t.api('GET', '/api/v2/remote/sessions', { token });
   expect(r.status, JSON.stringify(r.body)).toBe(200);
@@ -133,11 +143,17 @@ describe('live sessions of every broker', () => {
     expect((await a.api('DELETE', `/api/v2/remote/sessions/${id}`, { token: otherDevices.token })).status).toBe(403);
     s.ws.send(Buffer.from('echo still-open\n'));
     await s.output('still-open');
+    // The console's shell on the device (the agent runs on this machine).
+    s.ws.send(Buffer.from('echo "shell-pid-$$-"\n'));
+    const shellPid = Number(/shell-pid-(\d+)-/.exec(await s.output(/shell-pid-\d+-/))?.[1]);
+    expect(isAlive(shellPid)).toBe(true);
 
     const ended = await a.api('DELETE', `/api/v2/remote/sessions/${id}`, { token: a.adminToken });
     expect(ended.status).toBe(204);
     expect((await s.closed).code).toBe(4403);
     expect(s.frames.at(-1)).toMatchObject({ error: 'session_ended' });
+    // The end reached the agent on A (through B, the session's broker): its shell is gone.
+    await eventually(() => !isAlive(shellPid), 10_000, 'the console’s shell to end on the device');
     const end = await eventually(
       async () => {
         const r = await b.api('GET', `/api/v2/commitlist?device_id=${device}&event=remote.console.end`, { token: b.adminToken });
