@@ -21,6 +21,7 @@ import { ConfigEngine } from './config/engine.js';
 import { AGENT_BUNDLES } from './config/registry.js';
 import { runConnection, type ConnectionEnd } from './connection.js';
 import { StateDir } from './identity.js';
+import { FROM_AGENT, type AgentMessage } from '../shared/wire.js';
 
 const cleanups: (() => void)[] = [];
 afterEach(() => {
@@ -64,11 +65,11 @@ interface Handshake {
  * A stand-in broker: challenge, the agent's auth, a welcome proven with `welcomeKey`, then `send`
  * sends what the test wants over the mux; it serves the template and collects what the agent sends.
  */
-async function standInBroker(welcomeKey: { privateKey: KeyObject; publicKey: KeyObject }, send: (mux: Mux, h: Handshake) => void) {
+async function standInBroker(welcomeKey: { privateKey: KeyObject; publicKey: KeyObject }, send: (mux: Mux<AgentMessage>, h: Handshake) => void) {
   const wss = new WebSocketServer({ port: 0, host: '127.0.0.1' });
   await new Promise((r) => wss.once('listening', r));
   cleanups.push(() => wss.close());
-  const received: ControlMessage[] = [];
+  const received: AgentMessage[] = [];
   const fileRequests: string[] = [];
   const connected = new Promise<WebSocket>((resolve) => {
     wss.on('connection', (ws) => {
@@ -76,8 +77,8 @@ async function standInBroker(welcomeKey: { privateKey: KeyObject; publicKey: Key
       ws.once('message', (data) => {
         const auth = JSON.parse(String(data)) as Extract<ControlMessage, { t: 'auth' }>;
         const h = { deviceId: auth.device_id, agentNonce: auth.nonce ?? '', challenge };
-        const mux = new Mux(ws);
-        mux.on('control', (msg: ControlMessage) => {
+        const mux = new Mux(ws, { receives: FROM_AGENT });
+        mux.on('control', (msg: AgentMessage) => {
           received.push(msg);
           if (msg.t === 'file_request') {
             fileRequests.push(msg.path);
@@ -143,9 +144,9 @@ it('applies a configuration signed by the pinned broker key for this device and 
   });
   const agent = await agentAgainst(broker.url, brokerKey.publicKey);
   target = agent.target;
-  const msg = (await until(() => broker.received.find((m) => m.t === 'config_applied'), 'config_applied')) as Extract<ControlMessage, { t: 'config_applied' }>;
+  const msg = (await until(() => broker.received.find((m) => m.t === 'config_applied'), 'config_applied')) as Extract<AgentMessage, { t: 'config_applied' }>;
   expect(msg.commit_id).toBe('abc123');
-  expect(msg.reports.map((r) => r.text)).toEqual([`Successfully rendered template file /device.tmpl to ${target}`]);
+  expect(msg.reports.valid.map((r) => r.text)).toEqual([`Successfully rendered template file /device.tmpl to ${target}`]);
   expect(fs.readFileSync(agent.file, 'utf8')).toBe('device=SN-0042\n');
   agent.controller.abort();
   expect(await agent.ended).toEqual({ kind: 'stopped' });
@@ -162,7 +163,7 @@ it('refuses a broker that cannot prove the pinned key: nothing it sends is appli
   const end = await agent.ended;
   expect(end).toMatchObject({ kind: 'closed', welcomed: false, untrusted: true, code: 1008 });
   expect(agent.engine.commitId).toBeUndefined();
-  expect(impostor.received.filter((m) => m.t !== 'auth')).toEqual([]);
+  expect(impostor.received).toEqual([]);
   expect(fs.existsSync(agent.file)).toBe(false);
   expect(agent.learnt).toEqual([]);
 });

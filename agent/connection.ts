@@ -12,6 +12,7 @@ import { BROKER_SIGNED_TYPES, brokerKeyFingerprint, parseBrokerPublicKey, verify
 import { signChallenge } from '../shared/device-key.js';
 import { Mux } from '../shared/mux.js';
 import { PROTOCOL_VERSION, type ControlMessage } from '../shared/protocol.js';
+import { FROM_BROKER, parseEnvelope, readChallenge, readUnknownDevice, readWelcome, type BrokerMessage } from '../shared/wire.js';
 import { retryAfterMs } from './backoff.js';
 import type { BrokerEndpoint } from './broker-client.js';
 import type { ConfigEngine } from './config/engine.js';
@@ -85,7 +86,7 @@ export function runConnection(o: ConnectionOptions): Promise<ConnectionEnd> {
     let challenge: string | undefined;
     let brokerKey: KeyObject | undefined;
     let lastSeq = 0;
-    let mux: Mux | undefined;
+    let mux: Mux<BrokerMessage> | undefined;
     let heartbeat: NodeJS.Timeout | undefined;
     let inventoryTimer: NodeJS.Timeout | undefined;
     let detachMetrics: (() => void) | undefined;
@@ -155,7 +156,7 @@ export function runConnection(o: ConnectionOptions): Promise<ConnectionEnd> {
       return inventoryRun;
     };
 
-    const onControl = (msg: ControlMessage) => {
+    const onControl = (msg: BrokerMessage) => {
       if (BROKER_SIGNED_TYPES.includes(msg.t)) {
         const checked = brokerKey
           ? verifyBrokerMessage(brokerKey, msg, { deviceId: o.identity.deviceId, nonce: agentNonce, afterSeq: lastSeq })
@@ -196,6 +197,7 @@ export function runConnection(o: ConnectionOptions): Promise<ConnectionEnd> {
       welcomed = true;
       clearTimeout(handshakeTimer);
       mux = new Mux(ws, {
+        receives: FROM_BROKER,
         onOpen: (channel) => {
           if (channel.kind === 'file' && o.updater?.owns(channel)) return o.updater.handleChannel(channel);
           return channel.kind === 'file' && o.config ? o.config.handleChannel(channel) : handleChannel(channel, o.sessions);
@@ -261,19 +263,15 @@ export function runConnection(o: ConnectionOptions): Promise<ConnectionEnd> {
       heard();
       if (welcomed) return; // the mux reads everything from here on
       if (untrusted) return; // closing: nothing an untrusted broker sends is read
-      let msg: ControlMessage | undefined;
-      try {
-        msg = isBinary ? undefined : (JSON.parse(String(data)) as ControlMessage);
-      } catch {
-        msg = undefined;
-      }
-      if (msg?.t === 'challenge' && typeof msg.nonce === 'string' && challenge === undefined) {
-        challenge = msg.nonce;
+      const envelope = isBinary ? undefined : parseEnvelope(String(data));
+      const challenged = envelope && readChallenge(envelope);
+      if (challenged && challenge === undefined) {
+        challenge = challenged.nonce;
         ws.send(
           JSON.stringify({
             t: 'auth',
             device_id: o.identity.deviceId,
-            signature: signChallenge(o.identity.privateKey, msg.nonce),
+            signature: signChallenge(o.identity.privateKey, challenged.nonce),
             version: o.version,
             protocol: PROTOCOL_VERSION,
             nonce: agentNonce,
@@ -281,19 +279,21 @@ export function runConnection(o: ConnectionOptions): Promise<ConnectionEnd> {
         );
         return;
       }
-      if (msg?.t === 'unknown_device' && challenge !== undefined) {
+      const unknown = envelope && readUnknownDevice(envelope);
+      if (unknown && challenge !== undefined) {
         const fields = { device_id: o.identity.deviceId, agent_nonce: agentNonce, challenge, outcome: 'unknown_device' as const };
-        unknownProven = o.brokerKey !== undefined && verifyWelcome(o.brokerKey, fields, msg.broker_signature);
+        unknownProven = o.brokerKey !== undefined && verifyWelcome(o.brokerKey, fields, unknown.broker_signature);
         return; // the broker closes with 4401 next
       }
-      if (msg?.t === 'welcome' && typeof msg.heartbeat_ms === 'number' && challenge !== undefined) {
-        brokerKey = trustedKey(msg, challenge);
+      const welcomeMsg = envelope && readWelcome(envelope);
+      if (welcomeMsg && challenge !== undefined) {
+        brokerKey = trustedKey(welcomeMsg, challenge);
         if (!brokerKey) {
           untrusted = true;
           ws.close(1008, 'broker not trusted');
           return;
         }
-        welcome(msg.heartbeat_ms);
+        welcome(welcomeMsg.heartbeat_ms);
         return;
       }
       lastError = 'unexpected message during the handshake';

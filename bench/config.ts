@@ -24,6 +24,7 @@ import { deviceIdOf, publicKeyPem } from '../shared/device-key.js';
 import { Mux, type Channel } from '../shared/mux.js';
 import { connectDevice, type FakeConnection } from '../test/support/agent.js';
 import { approvedDeviceRow, startTestBroker, type TestBroker } from '../test/support/broker.js';
+import { FROM_BROKER } from '../shared/wire.js';
 
 type Log = (line: string) => void;
 
@@ -93,6 +94,7 @@ async function simulate(
   const agent: SimAgent = { id: device.id, conn, applied: '' };
   const waiting = new Map<string, { resolve: (data: Buffer) => void; reject: (e: Error) => void }>();
   new Mux(conn.ws, {
+    receives: FROM_BROKER,
     onOpen: async (channel: Channel) => {
       const params = channel.params as { id?: string };
       const chunks: Buffer[] = [];

@@ -26,6 +26,7 @@ import { DEFAULT_WINDOW, Mux } from '../shared/mux.js';
 import { AGENT_ENROL_PATH, AGENT_WS_PATH, encodeData, MAX_CHANNEL_CREDIT } from '../shared/protocol.js';
 import { connectDevice, makeDevice, type FakeConnection, type FakeDevice } from '../test/support/agent.js';
 import { connectRemote, type RecordedSession } from '../test/support/remote-ws.js';
+import { FROM_BROKER } from '../shared/wire.js';
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
 const SECONDS = Number(process.env.BENCH_HOSTILE_SECONDS ?? 15);
@@ -290,7 +291,7 @@ async function invalidFramesUser(b: BrokerProcess, s: Setup, until: number): Pro
   const agent = await dialAgent(b.url, s.device);
   if (!agent) return 'the agent could not connect';
   const stateDir = fs.mkdtempSync(path.join(os.tmpdir(), 'fleet-bench-agent-'));
-  new Mux(agent.ws, { onOpen: (channel) => handleChannel(channel, { stateDir, log: () => {} }) });
+  new Mux(agent.ws, { receives: FROM_BROKER, onOpen: (channel) => handleChannel(channel, { stateDir, log: () => {} }) });
   const closes: (number | undefined)[] = [];
   try {
     while (Date.now() < until) {

@@ -252,7 +252,7 @@ export async function createServices(config: Config, logger: Logger, store: Stor
   // Reports agents send outside a configuration run (watchers, agent events); the configuration
   // domain hands those of `config_applied` to reports.record itself.
   agents.handle('reports', async (deviceId, msg) => {
-    await reports.record(deviceId, (msg as { reports?: unknown }).reports);
+    await reports.recordChecked(deviceId, msg.reports);
   });
   // The agent's own events, as qbee shows them: bundle agent_internal.
   agents.on('connected', (deviceId) => {

@@ -6,6 +6,7 @@ import type WebSocket from 'ws';
 import { muxPair } from '../test/support/mux-pair.js';
 import { HELD_BULK_WINDOW, MAX_FRAME, MAX_PROTOCOL_ERRORS, Mux, SEND_IN_FLIGHT_MAX, type Channel, type MuxProtocolError } from './mux.js';
 import { AgentClose, decodeData, encodeData, MAX_CHANNEL_CREDIT, MuxErrorCode, type ControlMessage } from './protocol.js';
+import { FROM_AGENT, type AgentMessage } from './wire.js';
 
 const pair = muxPair;
 
@@ -181,7 +182,7 @@ describe('mux enforcement of what the peer sends', () => {
   it('cuts a peer that leaves more than the bound unread instead of queueing to it', async () => {
     const p = await pair(async () => {}, 64 * 1024);
     cleanup = p.close;
-    const broker = new Mux(p.broker.ws, { maxUnreadBytes: 256 * 1024 });
+    const broker = new Mux(p.broker.ws, { maxUnreadBytes: 256 * 1024, receives: FROM_AGENT });
     const closed = new Promise<string>((r) => broker.once('close', r));
     p.agent.ws.pause(); // the agent stops reading
     for (let i = 0; i < 10_000 && broker.closeCode === undefined; i++) broker.send({ t: 'inventory', data: { filler: 'x'.repeat(4096) } });
@@ -234,8 +235,11 @@ class RecordingSocket extends EventEmitter {
   pause(): void {}
 }
 
-async function brokerMuxOn(socket: RecordingSocket, window: number): Promise<{ mux: Mux; open: (kind: 'console' | 'tunnel') => Promise<Channel> }> {
-  const mux = new Mux(socket as unknown as WebSocket, { window });
+async function brokerMuxOn(
+  socket: RecordingSocket,
+  window: number,
+): Promise<{ mux: Mux<AgentMessage>; open: (kind: 'console' | 'tunnel') => Promise<Channel> }> {
+  const mux = new Mux(socket as unknown as WebSocket, { window, receives: FROM_AGENT });
   const open = async (kind: 'console' | 'tunnel') => {
     const opening = mux.open(kind, kind === 'console' ? { cols: 80, rows: 24 } : { proto: 'tcp', port: 1, dst: 'x' });
     const sent = socket.wire.at(-1)!.text as { ch: number };

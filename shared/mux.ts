@@ -25,6 +25,7 @@ import {
   type ChannelParams,
   type ControlMessage,
 } from './protocol.js';
+import { CHANNEL_MESSAGES, parseEnvelope, readMessage, type MessageTable, type PeerMessage } from './wire.js';
 
 export const DEFAULT_WINDOW = 1024 * 1024;
 /** Largest data frame: what one channel may put ahead of another's frame in one turn. */
@@ -81,6 +82,14 @@ export interface ChannelStats {
   bytesOut: number;
 }
 
+/** What a channel asks of its mux. */
+interface ChannelHost {
+  send(msg: WireMessage): void;
+  sendData(ch: number, payload: Buffer): void;
+  schedule(channel: Channel): void;
+  forget(id: number): void;
+}
+
 export class Channel extends Duplex {
   private sendCredit: number;
   private readonly window: number;
@@ -98,7 +107,7 @@ export class Channel extends Duplex {
   readonly stats: ChannelStats = { bytesIn: 0, bytesOut: 0 };
 
   constructor(
-    private readonly mux: Mux,
+    private readonly mux: ChannelHost,
     readonly id: number,
     readonly kind: ChannelKind,
     readonly params: ChannelParams,
@@ -299,7 +308,23 @@ function first<T>(set: Set<T>): T | undefined {
 
 export type OpenHandler = (channel: Channel) => Promise<Record<string, unknown> | void>;
 
-export interface MuxOptions {
+/** What a mux sends: the agent protocol's messages, and on a link between brokers its own. */
+export type WireMessage = ControlMessage | PeerMessage;
+
+export interface MuxEvents<M> {
+  /** a device-level (or link-level) message, read with the mux's table */
+  control: [msg: M];
+  'protocol-error': [err: MuxProtocolError];
+  close: [reason: string];
+}
+
+export interface MuxOptions<M extends { t: string }> {
+  /**
+   * The device-level messages this end takes, one reader each (shared/wire.ts): FROM_AGENT on the
+   * broker, FROM_BROKER on the agent, FROM_PEER on a link between brokers. A message of one of these
+   * types that does not read is the peer's protocol error; other types are left alone.
+   */
+  receives: MessageTable<M>;
   /** Per channel and direction, both ends alike; at most MAX_CHANNEL_CREDIT. */
   window?: number;
   /** Unflushed bytes above which the peer counts as not reading (MAX_UNREAD_BYTES). */
@@ -314,15 +339,15 @@ export interface MuxOptions {
 }
 
 /**
- * One end of the agent connection. Emits `control` for device-level messages (inventory, reload…)
- * and `close` when the WebSocket is gone (every channel is then destroyed).
+ * One end of the agent connection. Emits `control` for device-level messages (inventory, reload…),
+ * read with `options.receives`, and `close` when the WebSocket is gone (every channel is then destroyed).
  *
  * What the peer sends is checked on receipt: data beyond the credit granted and grants above
- * MAX_CHANNEL_CREDIT close the connection at once, other unreadable messages after
- * MAX_PROTOCOL_ERRORS. `protocol-error` is emitted for the first one only (one log line per
+ * MAX_CHANNEL_CREDIT close the connection at once, other unreadable messages (not JSON, or a known
+ * type that does not read: shared/wire.ts) after MAX_PROTOCOL_ERRORS. `protocol-error` is emitted for the first one only (one log line per
  * connection); `protocolErrors` counts them all.
  */
-export class Mux extends EventEmitter {
+export class Mux<M extends { t: string }> extends EventEmitter<MuxEvents<M>> {
   private readonly channels = new Map<number, Channel>();
   private readonly opening = new Map<number, { resolve: (info: Record<string, unknown>) => void; reject: (e: Error) => void; timer: NodeJS.Timeout }>();
   private nextId: number;
@@ -346,7 +371,7 @@ export class Mux extends EventEmitter {
 
   constructor(
     readonly ws: WebSocket,
-    private readonly options: MuxOptions = {},
+    private readonly options: MuxOptions<M>,
   ) {
     super();
     this.window = options.window ?? DEFAULT_WINDOW;
@@ -375,7 +400,7 @@ export class Mux extends EventEmitter {
     return this.protocolErrorCount;
   }
 
-  send(msg: ControlMessage): void {
+  send(msg: WireMessage): void {
     if (!this.canSend()) return;
     this.coalesce();
     this.ws.send(JSON.stringify(msg));
@@ -549,10 +574,11 @@ export class Mux extends EventEmitter {
   }
 
   private onText(text: string): void {
-    const msg = JSON.parse(text) as ControlMessage;
-    if (typeof msg !== 'object' || msg === null || typeof msg.t !== 'string') {
-      throw new MuxProtocolError(MuxErrorCode.unreadable, 'text frame is not a control message');
-    }
+    const envelope = parseEnvelope(text);
+    if (!envelope) throw new MuxProtocolError(MuxErrorCode.unreadable, 'text frame is not a control message');
+    const msg = readMessage(CHANNEL_MESSAGES, envelope);
+    if (msg === 'unknown') return this.onDeviceMessage(envelope);
+    if (!msg) throw new MuxProtocolError(MuxErrorCode.unreadable, `${envelope.t.slice(0, 40)} message does not read`);
     switch (msg.t) {
       case 'open':
         void this.accept(msg.ch, msg.kind, msg.params);
@@ -587,17 +613,23 @@ export class Mux extends EventEmitter {
       case 'ctl':
         this.channels.get(msg.ch)?.onControl(msg.msg);
         return;
-      default:
-        this.emit('control', msg);
     }
+  }
+
+  /** A device-level message: read with this end's table; a type it does not take is left alone. */
+  private onDeviceMessage(envelope: { t: string } & Record<string, unknown>): void {
+    const msg = readMessage(this.options.receives, envelope);
+    if (msg === 'unknown') return;
+    if (!msg) throw new MuxProtocolError(MuxErrorCode.unreadable, `${envelope.t.slice(0, 40)} message does not read`);
+    this.emit('control', msg as M);
   }
 
   private async accept(id: number, kind: ChannelKind, params: ChannelParams): Promise<void> {
     const ours = this.options.channelIds !== undefined && (id % 2 === 1) === (this.options.channelIds === 'odd');
-    if (!this.options.onOpen || this.channels.has(id) || ours || !Number.isSafeInteger(id) || id <= 0) {
+    if (!this.options.onOpen || this.channels.has(id) || ours) {
       this.send({ t: 'close', ch: id, error: 'channels cannot be opened from this side' });
       // Every refusal is a reply: a peer repeating opens is a protocol error, not a reply queue.
-      this.onProtocolError(new MuxProtocolError(MuxErrorCode.unexpected, `open of channel ${String(id)} refused`));
+      this.onProtocolError(new MuxProtocolError(MuxErrorCode.unexpected, `open of channel ${id} refused`));
       return;
     }
     const channel = new Channel(this, id, kind, params, this.window, kind === 'tunnel' && (params as { proto?: string }).proto === 'udp');

@@ -16,6 +16,7 @@ import { checkDefaults, ConfigEngine, DEFAULT_INTERVAL_MINUTES } from './engine.
 import { FileFetcher } from './files.js';
 import { AGENT_BUNDLES } from './registry.js';
 import { SYSTEM_PATH } from './test-support/system-test-context.js';
+import type { AgentMessage, BrokerMessage } from '../../shared/wire.js';
 
 const sha = (b: Buffer | string) => crypto.createHash('sha256').update(b).digest('hex');
 type Applied = Extract<ControlMessage, { t: 'config_applied' }>;
@@ -32,12 +33,12 @@ function tempDir(): string {
 }
 
 /** A broker end with a file store; collects what the agent sends. */
-function fakeBroker(broker: Mux, store: Record<string, string>, opts: { lie?: boolean; oversize?: boolean; silent?: boolean } = {}) {
+function fakeBroker(broker: Mux<AgentMessage>, store: Record<string, string>, opts: { lie?: boolean; oversize?: boolean; silent?: boolean } = {}) {
   const applied: Applied[] = [];
-  const others: ControlMessage[] = [];
+  const others: AgentMessage[] = [];
   const requests: string[] = [];
   const waiting: ((m: Applied) => void)[] = [];
-  broker.on('control', (msg: ControlMessage) => {
+  broker.on('control', (msg: AgentMessage) => {
     if (msg.t === 'file_request') {
       requests.push(msg.path);
       const content = store[msg.path];
@@ -58,8 +59,10 @@ function fakeBroker(broker: Mux, store: Record<string, string>, opts: { lie?: bo
       return;
     }
     if (msg.t === 'config_applied') {
-      applied.push(msg);
-      waiting.shift()?.(msg);
+      // as the agent sent it: the broker reads the reports into CheckedReports
+      const sent: Applied = { t: 'config_applied', commit_id: msg.commit_id, reports: msg.reports.valid };
+      applied.push(sent);
+      waiting.shift()?.(sent);
       return;
     }
     others.push(msg);
@@ -105,7 +108,7 @@ async function setup(
   cleanups.push(() => engine.stop());
   const pair = await muxPair((channel) => engine.handleChannel(channel));
   cleanups.push(pair.close);
-  pair.agent.on('control', (msg: ControlMessage) => engine.handleControl(msg));
+  pair.agent.on('control', (msg: BrokerMessage) => engine.handleControl(msg));
   await engine.start();
   /** the types of what the engine sent, in order, as it sent them */
   const sent: string[] = [];
@@ -253,7 +256,7 @@ describe('configuration engine', () => {
     const msg = s.broker.others[0];
     expect(msg).toMatchObject({
       t: 'reports',
-      reports: [{ bundle: 'agent_internal', sev: 'ERR', text: expect.stringContaining('config.commit_id must be a string') }],
+      reports: { valid: [{ bundle: 'agent_internal', sev: 'ERR', text: expect.stringContaining('config.commit_id must be a string') }] },
     });
     expect(s.engine.commitId).toBeUndefined();
     expect(fs.existsSync(path.join(s.stateDir, 'config.json'))).toBe(false);
@@ -526,7 +529,7 @@ describe('device attributes are data, never code', () => {
       'file_distribution INFO [sudo] Successfully rendered template file /templates/sudoers to /etc/sudoers.d/deploy',
       'proc_watch INFO Restarting process no-such-process-inj using the defined command as it was not running: done',
     ]);
-    const reports = s.broker.others.flatMap((m) => (m.t === 'reports' ? m.reports : []));
+    const reports = s.broker.others.flatMap((m) => (m.t === 'reports' ? m.reports.valid : []));
     expect(reports.map((r) => `${r.bundle} ${r.sev} ${r.text}`)).toEqual([
       'agent_internal ERR Device attributes "svc", "nul" not used as parameters: a value holds a control character (a newline, NUL, …).',
     ]);

@@ -14,6 +14,7 @@ import fs from 'node:fs/promises';
 import path from 'node:path';
 import type { Channel } from '../../shared/mux.js';
 import type { AgentDefaults, AgentReport, CommittedConfig, ControlMessage, ReportSeverity } from '../../shared/protocol.js';
+import type { BrokerMessage } from '../../shared/wire.js';
 import { DEFAULT_UPDATE_POLICY, type AgentSwitches, type Bundle, type BundleContext } from './bundle.js';
 import { hasExecutable, runCommand } from './command.js';
 import { FileFetcher } from './files.js';
@@ -231,7 +232,7 @@ export class ConfigEngine {
   }
 
   /** Device-level messages for configuration; returns false for the others. */
-  handleControl(msg: ControlMessage): boolean {
+  handleControl(msg: BrokerMessage): boolean {
     if (msg.t === 'config') {
       void this.receive(msg.config, msg.attributes, msg.defaults).catch((err: Error) => this.log('warn', 'configuration not accepted', { err: err.message }));
       return true;

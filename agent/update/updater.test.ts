@@ -13,6 +13,7 @@ import type { ControlMessage } from '../../shared/protocol.js';
 import { muxPair } from '../../test/support/mux-pair.js';
 import { DEFAULT_UPDATE_POLICY } from '../config/bundle.js';
 import { decide, Updater } from './updater.js';
+import { FROM_BROKER, readMessage, type AgentMessage, type BrokerMessage } from '../../shared/wire.js';
 
 const sha = (b: Buffer | string) => crypto.createHash('sha256').update(b).digest('hex');
 const cleanups: (() => void)[] = [];
@@ -39,8 +40,8 @@ async function setup(mode: Mode, bundle = 'console.log("agent 2.0.0");\n') {
   const pair = await muxPair((channel) => updater.handleChannel(channel));
   cleanups.push(() => pair.close());
   const requests: ControlMessage[] = [];
-  const broker: Mux = pair.broker;
-  broker.on('control', (msg: ControlMessage) => {
+  const broker: Mux<AgentMessage> = pair.broker;
+  broker.on('control', (msg: AgentMessage) => {
     if (msg.t !== 'agent_update_request') return;
     requests.push(msg);
     if (mode === 'refuse') return void broker.send({ t: 'file_refused', id: msg.id, error: 'not published' });
@@ -54,7 +55,7 @@ async function setup(mode: Mode, bundle = 'console.log("agent 2.0.0");\n') {
       })
       .catch(() => {});
   });
-  pair.agent.on('control', (msg: ControlMessage) => updater.handleControl(msg));
+  pair.agent.on('control', (msg: BrokerMessage) => updater.handleControl(msg));
   updater.attach((msg) => pair.agent.send(msg));
   cleanups.push(() => updater.detach());
   const announce = (version: string, content = bundle, size = Buffer.byteLength(content)) =>
@@ -109,7 +110,12 @@ describe('agent updater', () => {
 
   it('ignores malformed and oversized announcements, and a downgrade or auto_update off', async () => {
     const s = await setup('honest');
-    const send = (msg: unknown) => s.updater.handleControl(msg as ControlMessage);
+    // as the agent reads them (shared/wire.ts): each of these reads, the updater judges its values
+    const send = (msg: { t: string } & Record<string, unknown>) => {
+      const read = readMessage(FROM_BROKER, msg);
+      expect(read).toMatchObject({ t: 'agent_update' });
+      if (read && read !== 'unknown') s.updater.handleControl(read);
+    };
     send({ t: 'agent_update', version: '../../etc', sha256: sha('x'), size: 1 });
     send({ t: 'agent_update', version: '2.0.0', sha256: 'nothex', size: 1 });
     send({ t: 'agent_update', version: '2.0.0', sha256: sha('x'), size: 1024 * 1024 * 1024 });

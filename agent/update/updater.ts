@@ -13,6 +13,7 @@ import fs from 'node:fs/promises';
 import path from 'node:path';
 import { type Channel } from '../../shared/mux.js';
 import type { AgentReport, ControlMessage } from '../../shared/protocol.js';
+import type { BrokerMessage } from '../../shared/wire.js';
 import { DEFAULT_UPDATE_POLICY, type UpdatePolicy } from '../config/bundle.js';
 import { FileFetcher } from '../config/files.js';
 import { compareVersions, UpdateStore } from './store.js';
@@ -135,18 +136,18 @@ export class Updater {
   }
 
   /** `agent_update` from the broker (true: handled). */
-  handleControl(msg: ControlMessage): boolean {
-    if (msg.t === 'file_refused' && typeof msg.id === 'string' && this.fetcher.owns({ id: msg.id })) {
+  handleControl(msg: BrokerMessage): boolean {
+    if (msg.t === 'file_refused' && this.fetcher.owns({ id: msg.id })) {
       this.fetcher.refused(msg.id, msg.error);
       return true;
     }
     if (msg.t !== 'agent_update') return false;
-    const m = msg as Partial<Offer>;
-    if (typeof m.version !== 'string' || !VERSION.test(m.version) || typeof m.sha256 !== 'string' || !SHA256.test(m.sha256)) {
+    const m = msg;
+    if (!VERSION.test(m.version) || !SHA256.test(m.sha256)) {
       this.o.log('warn', 'agent update announcement ignored: malformed');
       return true;
     }
-    if (typeof m.size !== 'number' || !Number.isSafeInteger(m.size) || m.size <= 0 || m.size > MAX_AGENT_BYTES) {
+    if (!Number.isSafeInteger(m.size) || m.size <= 0 || m.size > MAX_AGENT_BYTES) {
       this.o.log('warn', 'agent update announcement ignored: size out of bounds', { size: m.size });
       return true;
     }

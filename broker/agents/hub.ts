@@ -8,6 +8,7 @@ import { AGENT_NONCE_PATTERN, BROKER_SIGNED_TYPES } from '../../shared/broker-si
 import { parseStoredDeviceKey } from '../../shared/device-key.js';
 import { verifyAgentSignature } from '../auth/credentials.js';
 import { Mux, type Channel, type MuxProtocolError } from '../../shared/mux.js';
+import { FROM_AGENT, parseEnvelope, readAuth, type AgentMessage } from '../../shared/wire.js';
 import {
   AGENT_WS_PATH,
   AgentClose,
@@ -53,7 +54,7 @@ const CUT_OFF_MEMORY_MS = 60_000;
 interface AgentConnection {
   deviceId: string;
   ws: WebSocket;
-  mux: Mux;
+  mux: Mux<AgentMessage>;
   ip: string;
   version: string;
   protocol: number;
@@ -105,10 +106,6 @@ export interface AgentHubDeps {
   brokerKey: Pick<BrokerKey, 'publicKeyPem' | 'sign' | 'signWelcome'>;
 }
 
-function isObject(value: unknown): value is Record<string, unknown> {
-  return typeof value === 'object' && value !== null && !Array.isArray(value);
-}
-
 /**
  * The agents connected to this broker, one connection per device. It accepts the agent
  * WebSocket (challenge, signature check against the enrolled key, a welcome proving the broker's
@@ -132,7 +129,7 @@ export class AgentHub extends EventEmitter<AgentHubEvents> implements AgentLocat
   /** One timer for every connection's heartbeat and last contact (see sweep). */
   private sweeper?: NodeJS.Timeout;
   /** Device-level messages from agents that other domains take (configuration results, reports, …). */
-  private readonly handlers = new Map<string, (deviceId: string, msg: ControlMessage) => void | Promise<void>>();
+  private readonly handlers = new Map<string, (deviceId: string, msg: AgentMessage) => void | Promise<void>>();
 
   constructor(private readonly deps: AgentHubDeps) {
     super();
@@ -243,11 +240,11 @@ export class AgentHub extends EventEmitter<AgentHubEvents> implements AgentLocat
 
   /**
    * Lets a domain take one kind of device-level message from agents (one handler per kind). The
-   * handler gets messages as the agent sent them: it checks their shape; its failures are logged.
+   * handler gets messages as read on arrival (shared/wire.ts, FROM_AGENT); its failures are logged.
    */
-  handle<T extends ControlMessage['t']>(t: T, handler: (deviceId: string, msg: Extract<ControlMessage, { t: T }>) => void | Promise<void>): void {
+  handle<T extends AgentMessage['t']>(t: T, handler: (deviceId: string, msg: Extract<AgentMessage, { t: T }>) => void | Promise<void>): void {
     if (this.handlers.has(t)) throw new Error(`agent messages of type ${t} already have a handler`);
-    this.handlers.set(t, handler as (deviceId: string, msg: ControlMessage) => void | Promise<void>);
+    this.handlers.set(t, handler as (deviceId: string, msg: AgentMessage) => void | Promise<void>);
   }
 
   /**
@@ -391,15 +388,10 @@ export class AgentHub extends EventEmitter<AgentHubEvents> implements AgentLocat
       this.log.info({ ip, code, reason, ...detail }, 'agent refused');
       ws.close(code, reason);
     };
-    let parsed: unknown;
-    try {
-      parsed = isBinary ? undefined : JSON.parse(String(data));
-    } catch {
-      parsed = undefined;
-    }
-    const msg = isObject(parsed) ? parsed : {};
-    const deviceId = msg.device_id;
-    if (msg.t !== 'auth' || typeof deviceId !== 'string' || !DEVICE_ID_PATTERN.test(deviceId) || typeof msg.signature !== 'string') {
+    const envelope = isBinary ? undefined : parseEnvelope(String(data));
+    const msg = envelope && readAuth(envelope);
+    const deviceId = msg?.device_id;
+    if (!msg || deviceId === undefined || !DEVICE_ID_PATTERN.test(deviceId)) {
       return refuse(AgentClose.unauthorized, 'expected {t:"auth", device_id, signature, version, protocol}');
     }
     const version = typeof msg.version === 'string' ? msg.version.slice(0, 64) : '';
@@ -444,7 +436,7 @@ export class AgentHub extends EventEmitter<AgentHubEvents> implements AgentLocat
     this.endHandshake(ws);
     const heartbeatMs = this.deps.config.agentHeartbeatMs;
     const now = Date.now();
-    const mux = new Mux(ws);
+    const mux = new Mux(ws, { receives: FROM_AGENT });
     const conn: AgentConnection = {
       deviceId,
       ws,
@@ -472,7 +464,7 @@ export class AgentHub extends EventEmitter<AgentHubEvents> implements AgentLocat
     ws.on('message', heard);
     ws.on('ping', heard);
     ws.on('pong', heard);
-    mux.on('control', (msg: ControlMessage) => this.onControl(conn, msg));
+    mux.on('control', (msg) => this.onControl(conn, msg));
     // The mux reports only the first protocol error of a connection; the count goes with the disconnect line.
     mux.on('protocol-error', (err: MuxProtocolError) => this.log.warn({ deviceId, code: err.code, err: err.message }, 'agent broke the protocol'));
     mux.on('close', () => this.onClosed(conn));
@@ -489,14 +481,13 @@ export class AgentHub extends EventEmitter<AgentHubEvents> implements AgentLocat
     this.emit('connected', deviceId);
   }
 
-  private onControl(conn: AgentConnection, msg: ControlMessage): void {
+  private onControl(conn: AgentConnection, msg: AgentMessage): void {
     switch (msg.t) {
       case 'inventory':
-        if (!isObject(msg.data)) return;
         this.deps.inventory.record(conn.deviceId, msg.data).catch((err) => this.log.error({ err, deviceId: conn.deviceId }, 'inventory not stored'));
         return;
       case 'reload_ack': {
-        const waiter = typeof msg.id === 'string' ? conn.reloads?.get(msg.id) : undefined;
+        const waiter = conn.reloads?.get(msg.id);
         if (!waiter) return;
         clearTimeout(waiter.timer);
         conn.reloads?.delete(msg.id);
@@ -504,9 +495,9 @@ export class AgentHub extends EventEmitter<AgentHubEvents> implements AgentLocat
         return;
       }
       default: {
-        const handler = typeof msg.t === 'string' ? this.handlers.get(msg.t) : undefined;
+        const handler = this.handlers.get(msg.t);
         if (!handler) {
-          this.log.debug({ deviceId: conn.deviceId, t: (msg as { t?: unknown }).t }, 'agent message ignored');
+          this.log.debug({ deviceId: conn.deviceId, t: msg.t }, 'agent message ignored');
           return;
         }
         const deviceId = conn.deviceId;

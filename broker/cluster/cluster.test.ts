@@ -12,6 +12,7 @@ import { notifyChannel, parseClusterEvent } from './bus.js';
 import { ClusterLocator } from './locator.js';
 import { macMatches } from '../auth/credentials.js';
 import { peerMac, type PeerLink } from './peer.js';
+import { FROM_PEER, type PeerMessage } from '../../shared/wire.js';
 
 const DEVICE = 'a'.repeat(64);
 const sha = (b: Buffer) => crypto.createHash('sha256').update(b).digest('hex');
@@ -135,8 +136,8 @@ describe('one link used both ways (odd and even channel ids)', () => {
       channel.pipe(channel);
       return { id: channel.id };
     };
-    const dialling = new Mux(client, { channelIds: 'odd', onOpen: echo });
-    const answering = new Mux(await accepted, { channelIds: 'even', onOpen: echo });
+    const dialling = new Mux(client, { channelIds: 'odd', onOpen: echo, receives: FROM_PEER });
+    const answering = new Mux(await accepted, { channelIds: 'even', onOpen: echo, receives: FROM_PEER });
     try {
       const [one, two, three] = await Promise.all([
         dialling.open('tunnel', { proto: 'tcp', port: 1, dst: 'x' }),
@@ -200,7 +201,8 @@ describe('a channel relayed across two brokers (peer link, then agent link)', ()
     const peerLink = await muxPair((channel) => locatorA.serve(channel), 64 * 1024);
     closers.push(peerLink.close);
     const locatorA = new ClusterLocator(onA, { ownerOf: () => undefined, link: async () => Promise.reject(new Error('unused')), announceRemoved: () => {} });
-    const link: PeerLink = { peer: 'a', mux: peerLink.broker, outbound: true };
+    // the pair's broker end reads agent messages; this test sends no link-level ones
+    const link: PeerLink = { peer: 'a', mux: peerLink.broker as unknown as Mux<PeerMessage>, outbound: true };
     const locatorB = new ClusterLocator(nowhere, { ownerOf: () => ({ id: 'a', url: 'http://a' }), link: async () => link, announceRemoved: () => {} });
     return { locatorB };
   }

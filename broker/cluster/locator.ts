@@ -1,6 +1,7 @@
 import crypto from 'node:crypto';
 import type { Channel } from '../../shared/mux.js';
 import type { ChannelKind, ChannelParams, ReloadMode } from '../../shared/protocol.js';
+import type { PeerMessage } from '../../shared/wire.js';
 import { AgentNotConnectedError } from '../agents/hub.js';
 import type { AgentLocator } from '../agents/locator.js';
 import { DEVICE_ID_PATTERN } from '../devices/scope.js';
@@ -131,18 +132,17 @@ export class ClusterLocator implements AgentLocator {
   }
 
   /** Link-level messages from a peer: reloads asked of agents here, and their answers. */
-  onPeerControl(link: PeerLink, msg: Record<string, unknown>): void {
-    if (msg.t === 'peer_reload_done' && typeof msg.id === 'string') {
+  onPeerControl(link: PeerLink, msg: PeerMessage): void {
+    if (msg.t === 'peer_reload_done') {
       const waiter = this.reloads.get(msg.id);
       if (waiter?.link !== link) return;
-      this.settleReload(msg.id, typeof msg.error === 'string' ? msg.error.slice(0, 300) : undefined);
+      this.settleReload(msg.id, msg.error?.slice(0, 300));
       return;
     }
-    if (msg.t !== 'peer_reload' || typeof msg.id !== 'string' || msg.id.length > 100) return;
     const id = msg.id;
     const deviceId = msg.device;
     const answer = (error?: string) => sendPeer(link, { t: 'peer_reload_done', id, ...(error ? { error } : {}) });
-    if (typeof deviceId !== 'string' || !DEVICE_ID_PATTERN.test(deviceId)) return answer('a reload names its device');
+    if (!DEVICE_ID_PATTERN.test(deviceId)) return answer('a reload names its device');
     const served = this.reloadsServed.get(link) ?? 0;
     if (served >= MAX_RELOADS_PER_LINK) return answer('too many reloads in progress');
     if (!this.local.isConnected(deviceId)) return answer(`The agent of device ${deviceId} is not connected.`);

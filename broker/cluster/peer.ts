@@ -4,7 +4,7 @@ import type { Duplex } from 'node:stream';
 import type { Logger } from 'pino';
 import WebSocket, { WebSocketServer, type RawData } from 'ws';
 import { Mux, type Channel, type OpenHandler } from '../../shared/mux.js';
-import type { ControlMessage } from '../../shared/protocol.js';
+import { FROM_PEER, parseEnvelope, readPeerAuth, readPeerChallenge, readPeerWelcome, type Fields, type PeerMessage } from '../../shared/wire.js';
 
 import { macMatches, peerMac as clusterMac } from '../auth/credentials.js';
 import { PEER_WS_PATH } from '../http/api-paths.js';
@@ -31,27 +31,22 @@ export function peerMac(secret: string, role: 'client' | 'server', nonce: string
   return clusterMac(PEER_PROTOCOL, secret, role, nonce, from, to);
 }
 
-function parse(data: RawData, isBinary: boolean): Record<string, unknown> {
-  if (isBinary) return {};
-  try {
-    const parsed: unknown = JSON.parse(String(data));
-    return typeof parsed === 'object' && parsed !== null && !Array.isArray(parsed) ? (parsed as Record<string, unknown>) : {};
-  } catch {
-    return {};
-  }
+/** A handshake message: an object with a string `t`, or `{t: ''}` for anything else (which no reader takes). */
+function parse(data: RawData, isBinary: boolean): { t: string } & Fields {
+  return (isBinary ? undefined : parseEnvelope(String(data))) ?? { t: '' };
 }
 
-function nextMessage(ws: WebSocket, timeoutMs: number): Promise<Record<string, unknown>> {
+function nextMessage(ws: WebSocket, timeoutMs: number): Promise<{ t: string } & Fields> {
   return new Promise((resolve, reject) => {
     const timer = setTimeout(() => done(new Error('peer handshake timed out')), timeoutMs);
     const onMessage = (data: RawData, isBinary: boolean) => done(undefined, parse(data, isBinary));
     const onClose = () => done(new Error('peer closed the link during the handshake'));
-    const done = (err?: Error, msg?: Record<string, unknown>) => {
+    const done = (err?: Error, msg?: { t: string } & Fields) => {
       clearTimeout(timer);
       ws.off('message', onMessage);
       ws.off('close', onClose);
       if (err) reject(err);
-      else resolve(msg as Record<string, unknown>);
+      else if (msg) resolve(msg);
     };
     ws.on('message', onMessage);
     ws.on('close', onClose);
@@ -61,7 +56,7 @@ function nextMessage(ws: WebSocket, timeoutMs: number): Promise<Record<string, u
 /** One authenticated link to another broker: a Mux whose two ends both open channels. */
 export interface PeerLink {
   peer: string;
-  mux: Mux;
+  mux: Mux<PeerMessage>;
   /** this end dialled the other */
   outbound: boolean;
 }
@@ -75,7 +70,7 @@ export interface PeerLinksDeps {
   /** Serves a channel the other broker opens (to an agent connected here). */
   serve: OpenHandler;
   /** Link-level messages (reload) from the other broker. */
-  onControl: (link: PeerLink, msg: Record<string, unknown>) => void;
+  onControl: (link: PeerLink, msg: PeerMessage) => void;
   onClosed: (link: PeerLink) => void;
 }
 
@@ -143,8 +138,8 @@ export class PeerLinks {
         ws.once('error', reject);
         ws.once('unexpected-response', (_req, res) => reject(new Error(`peer answered ${res.statusCode}`)));
       });
-      const first = await challenge;
-      if (first.t !== 'peer_challenge' || typeof first.nonce !== 'string' || first.broker_id !== peer) {
+      const first = readPeerChallenge(await challenge);
+      if (!first || first.broker_id !== peer) {
         throw new Error(`the broker at ${url} is not ${peer}`);
       }
       const nonce = crypto.randomBytes(32).toString('base64url');
@@ -157,8 +152,8 @@ export class PeerLinks {
           mac: peerMac(this.deps.secret, 'client', first.nonce, this.deps.brokerId, peer),
         }),
       );
-      const answer = await welcome;
-      if (answer.t !== 'peer_welcome' || !macMatches(answer.mac, peerMac(this.deps.secret, 'server', nonce, peer, this.deps.brokerId))) {
+      const answer = readPeerWelcome(await welcome);
+      if (!answer || !macMatches(answer.mac, peerMac(this.deps.secret, 'server', nonce, peer, this.deps.brokerId))) {
         throw new Error(`the broker at ${url} did not prove the cluster secret`);
       }
     } catch (err) {
@@ -215,9 +210,9 @@ export class PeerLinks {
     const nonce = crypto.randomBytes(32).toString('base64url');
     const auth = nextMessage(ws, HANDSHAKE_TIMEOUT_MS);
     ws.send(JSON.stringify({ t: 'peer_challenge', broker_id: this.deps.brokerId, nonce }));
-    const msg = await auth;
-    const peer = msg.broker_id;
-    if (msg.t !== 'peer_auth' || typeof peer !== 'string' || !BROKER_ID.test(peer) || typeof msg.nonce !== 'string' || msg.nonce.length > 200) {
+    const msg = readPeerAuth(await auth);
+    const peer = msg?.broker_id;
+    if (!msg || peer === undefined || !BROKER_ID.test(peer)) {
       throw new Error('expected {t:"peer_auth", broker_id, nonce, mac}');
     }
     if (!macMatches(msg.mac, peerMac(this.deps.secret, 'client', nonce, peer, this.deps.brokerId))) throw new Error(`bad cluster proof from "${peer}"`);
@@ -232,7 +227,7 @@ export class PeerLinks {
   private established(ws: WebSocket, peer: string, outbound: boolean): PeerLink {
     // Registered before the mux's own listener: channels of a lost link end saying so.
     ws.once('close', () => mux.close(PeerClose.lost, `the link to broker ${peer} was lost`));
-    const mux = new Mux(ws, { channelIds: outbound ? 'odd' : 'even', onOpen: this.deps.serve });
+    const mux = new Mux(ws, { channelIds: outbound ? 'odd' : 'even', onOpen: this.deps.serve, receives: FROM_PEER });
     const link: PeerLink = { peer, mux, outbound };
     let set = this.links.get(peer);
     if (!set) this.links.set(peer, (set = new Set()));
@@ -253,7 +248,7 @@ export class PeerLinks {
       if (ws.readyState === WebSocket.OPEN) ws.ping();
     }, this.deps.heartbeatMs);
     heartbeat.unref();
-    mux.on('control', (msg: ControlMessage) => this.deps.onControl(link, msg as unknown as Record<string, unknown>));
+    mux.on('control', (msg) => this.deps.onControl(link, msg));
     mux.on('protocol-error', (err: Error) => this.log.warn({ peer, err: err.message }, 'peer broke the protocol'));
     mux.on('close', (reason: string) => {
       clearInterval(heartbeat);
@@ -268,8 +263,8 @@ export class PeerLinks {
 }
 
 /** Sends a link-level message (not one of the agent protocol's). */
-export function sendPeer(link: PeerLink, msg: Record<string, unknown>): void {
-  link.mux.send(msg as unknown as ControlMessage);
+export function sendPeer(link: PeerLink, msg: PeerMessage): void {
+  link.mux.send(msg);
 }
 
 /** Relays a channel of a peer link to a channel of an agent and back: bytes (with backpressure), channel control, eof, close. */

@@ -7,7 +7,7 @@
 import crypto from 'node:crypto';
 import { pipeline } from 'node:stream/promises';
 import type { Logger } from 'pino';
-import type { AgentDefaults, AgentReport, ChannelKind, ChannelParams, CommittedConfig, ControlMessage } from '../../shared/protocol.js';
+import type { AgentDefaults, ChannelKind, ChannelParams, CommittedConfig, ControlMessage } from '../../shared/protocol.js';
 import { TAG_PATTERN, TAG_RULE } from '../../shared/resources.js';
 import type { Channel } from '../../shared/mux.js';
 import type { AccessService } from '../access/access.js';
@@ -34,10 +34,12 @@ import {
 import { render, type EntityType, type Level, type OwnBundle, type RenderedConfig } from './render.js';
 import { ConfigStore, level, levelsOf, type ChangeRow } from './store.js';
 import { isSingleLine } from '../../shared/text.js';
+import type { CheckedReports } from '../../shared/reports.js';
+import type { AgentMessage } from '../../shared/wire.js';
 
 /** Where agents' configuration reports go (bound to the reports domain at merge). */
 export interface ReportSink {
-  record(deviceId: string, reports: AgentReport[]): Promise<unknown>;
+  recordChecked(deviceId: string, reports: CheckedReports): Promise<unknown>;
 }
 
 /** What the service needs of the agents: send a device-level message, open a channel. */
@@ -114,12 +116,9 @@ const MAX_FILES_QUEUED = 4096;
 const MAX_PUSH_BYTES = 8 * 1024 * 1024;
 /** A file transfer making no progress this long is cut. */
 const FILE_STALL_MS = 60_000;
-/** What the broker keeps of one agent message. */
-const MAX_REPORTS = 1000;
 /** How often changes to the tree and attributes are looked for (see watch). */
 export const WATCH_INTERVAL_MS = 15_000;
 const ID_PATTERN = /^[A-Za-z0-9_.:-]{1,64}$/;
-const COMMIT_ID_PATTERN = /^[A-Za-z0-9_-]{0,128}$/;
 
 const unixSeconds = (iso: string) => Math.floor(Date.parse(iso) / 1000);
 const SEARCH_FIELDS = new Set(['user_id', 'group_id', 'status', 'form_type', 'type']);
@@ -826,23 +825,19 @@ export class ConfigService {
    * config_propagated when it is the device's current commit) and the run's reports, checked and
    * bounded, to the report sink. An agent that applied an older commit gets the current one.
    */
-  async onApplied(deviceId: string, msg: unknown): Promise<void> {
-    const m = msg as { commit_id?: unknown; reports?: unknown };
-    if (typeof m.commit_id !== 'string' || !COMMIT_ID_PATTERN.test(m.commit_id)) {
-      this.deps.logger.debug({ deviceId }, 'config_applied without a valid commit_id: dropped');
-      return;
-    }
+  async onApplied(deviceId: string, m: Extract<AgentMessage, { t: 'config_applied' }>): Promise<void> {
     const now = new Date().toISOString();
     const db = this.deps.store.db;
     await db
       .insertInto('device_config')
       .values({ device_id: deviceId, commit_sha: null, digest: null, device_commit_sha: m.commit_id, applied_at: now })
-      .onConflict((oc) => oc.column('device_id').doUpdateSet({ device_commit_sha: m.commit_id as string, applied_at: now }))
+      .onConflict((oc) => oc.column('device_id').doUpdateSet({ device_commit_sha: m.commit_id, applied_at: now }))
       .execute();
-    const reports = sanitizeReports(m.reports);
-    if (reports.length > 0) {
-      const rendered = await this.deviceRendered(deviceId);
-      await this.deps.reports.record(deviceId, scrubReports(reports, rendered ? credentialValues(rendered.config.bundle_data) : []));
+    const { valid, refused } = m.reports;
+    if (valid.length > 0 || Object.keys(refused).length > 0) {
+      const rendered = valid.length > 0 ? await this.deviceRendered(deviceId) : undefined;
+      const scrubbed = scrubReports(valid, rendered ? credentialValues(rendered.config.bundle_data) : []);
+      await this.deps.reports.recordChecked(deviceId, { valid: scrubbed, refused });
     }
     const state = await db.selectFrom('device_config').select('commit_sha').where('device_id', '=', deviceId).executeTakeFirst();
     if (state && state.commit_sha !== null && state.commit_sha !== m.commit_id) await this.onConnected(deviceId);
@@ -852,12 +847,11 @@ export class ConfigService {
    * `file_request`: a file of the store that the device's configuration names is sent on a `file`
    * channel (bytes under the channel's credit flow, then eof); anything else is `file_refused`.
    */
-  async onFileRequest(deviceId: string, msg: unknown): Promise<void> {
-    const m = msg as { id?: unknown; path?: unknown };
-    if (typeof m.id !== 'string' || !ID_PATTERN.test(m.id)) return;
+  async onFileRequest(deviceId: string, m: Extract<AgentMessage, { t: 'file_request' }>): Promise<void> {
+    if (!ID_PATTERN.test(m.id)) return;
     const id = m.id;
     const refuse = (error: string) => void this.deps.agents.send(deviceId, { t: 'file_refused', id, error });
-    if (typeof m.path !== 'string' || m.path === '' || m.path.length > 1024) return refuse('invalid path');
+    if (m.path === '' || m.path.length > 1024) return refuse('invalid path');
     // Counted from here: a peer asking faster than files go out is refused, whatever it asks for.
     // A device's requests count whether sent or waiting; past the slots, requests wait in a bounded queue.
     const active = this.sending.get(deviceId) ?? 0;
@@ -991,41 +985,4 @@ function pushable(rendered: RenderedConfig, custom: Record<string, string>, file
   const text = JSON.stringify({ config, attributes, defaults });
   const digest = crypto.createHash('sha256').update(text).digest('hex');
   return { config, attributes, defaults, dropped, files: referencedFiles(bundle_data), digest, size: Buffer.byteLength(text) };
-}
-
-const SEVERITIES = new Set(['INFO', 'WARN', 'ERR', 'CRIT']);
-
-function str(v: unknown, max: number): string | undefined {
-  return typeof v === 'string' && v.length <= max ? v : undefined;
-}
-
-/** Reports as an agent sent them, checked field by field: malformed ones dropped, unknown fields dropped, at most MAX_REPORTS. */
-export function sanitizeReports(raw: unknown): AgentReport[] {
-  if (!Array.isArray(raw)) return [];
-  const out: AgentReport[] = [];
-  for (const r of raw.slice(0, MAX_REPORTS)) {
-    if (!r || typeof r !== 'object') continue;
-    const o = r as Record<string, unknown>;
-    const bundle = str(o.bundle, 64);
-    const bundleCommit = str(o.bundle_commit_id ?? '', 128);
-    const commit = str(o.commit_id ?? '', 128);
-    const labels = str(o.labels ?? '', 256);
-    const text = str(o.text, 4096);
-    const log = o.log === undefined ? undefined : str(o.log, 64 * 1024);
-    const sev = typeof o.sev === 'string' && SEVERITIES.has(o.sev) ? (o.sev as AgentReport['sev']) : undefined;
-    const ts = typeof o.ts === 'number' && Number.isInteger(o.ts) && o.ts >= 0 ? o.ts : undefined;
-    if (
-      bundle === undefined ||
-      bundleCommit === undefined ||
-      commit === undefined ||
-      labels === undefined ||
-      text === undefined ||
-      sev === undefined ||
-      ts === undefined
-    )
-      continue;
-    if (o.log !== undefined && (log === undefined || !/^[A-Za-z0-9+/=]*$/.test(log))) continue;
-    out.push({ bundle, bundle_commit_id: bundleCommit, commit_id: commit, labels, sev, text, ts, ...(log !== undefined ? { log } : {}) });
-  }
-  return out;
 }

@@ -7,7 +7,7 @@ import type { Config } from '../config.js';
 import type { Db } from '../db/database.js';
 import type { Database } from '../db/schema.js';
 import type { DevicesService } from '../devices/service.js';
-import { checkReports, clampReportTs, SEVERITIES, type ReportRefusal } from './validate.js';
+import { checkReports, clampReportTs, SEVERITIES, trimReport, type CheckedReports, type ReportRefusal } from './validate.js';
 
 /** Retention runs this often (and once at start). */
 const SWEEP_EVERY_MS = 60 * 60 * 1000;
@@ -127,14 +127,19 @@ export class ReportsService {
 
   // ---- from agents ----------------------------------------------------------------------------
 
-  /**
-   * Stores reports an agent sent (a `reports` message, or those of `config_applied`). Checks every
-   * report (checkReports), keeps at most REPORT_RATE_PER_DEVICE per device and minute, and trims the
-   * device's reports to REPORT_MAX_PER_DEVICE. Reports of a device that is not approved are dropped.
-   * A `ts` more than REPORT_FUTURE_SKEW_S ahead of the broker's clock is stored as that bound.
-   */
+  /** Stores reports handed over in this process (the agent's own events, tests): checked first, as on arrival. */
   async record(deviceId: string, reports: AgentReport[] | unknown, now = new Date()): Promise<RecordOutcome> {
-    const checked = checkReports(reports);
+    return this.recordChecked(deviceId, checkReports(reports), now);
+  }
+
+  /**
+   * Stores reports an agent sent (a `reports` message, or those of `config_applied`), as checked
+   * where the message arrived (shared/wire.ts): logs the refused ones, keeps at most
+   * REPORT_RATE_PER_DEVICE per device and minute (each trimmed: trimReport), and trims the device's
+   * reports to REPORT_MAX_PER_DEVICE. Reports of a device that is not approved are dropped. A `ts`
+   * more than REPORT_FUTURE_SKEW_S ahead of the broker's clock is stored as that bound.
+   */
+  async recordChecked(deviceId: string, checked: CheckedReports, now = new Date()): Promise<RecordOutcome> {
     const outcome: RecordOutcome = { stored: 0, refused: { ...checked.refused } };
     if (Object.keys(checked.refused).length > 0) this.log.warn({ deviceId, refused: checked.refused }, 'agent reports refused');
     if (checked.valid.length === 0) return outcome;
@@ -147,7 +152,8 @@ export class ReportsService {
     if (allowed < checked.valid.length) outcome.refused.rate_limited = checked.valid.length - allowed;
     const nowS = Math.floor(now.getTime() / 1000);
     let future = 0;
-    const rows = checked.valid.slice(0, allowed).map((r) => {
+    const rows = checked.valid.slice(0, allowed).map((report) => {
+      const r = trimReport(report);
       const ts = clampReportTs(r.ts, nowS);
       if (ts !== r.ts) future++;
       return { ...r, ts, device_id: deviceId, received_at: now.toISOString() };

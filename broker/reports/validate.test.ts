@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { checkReports, REPORT_LIMITS, severityLevel } from './validate.js';
+import { checkAndTrim as checkReports, REPORT_LIMITS, severityLevel } from './validate.js';
 
 const good = { bundle: 'users', bundle_commit_id: 'abc', commit_id: 'def', labels: 'users', sev: 'ERR', text: 'User bob not created', log: '', ts: 1700000000 };
 

@@ -10,6 +10,7 @@ import { deviceIdOf, publicKeyPem } from '../../shared/device-key.js';
 import { Mux, type Channel } from '../../shared/mux.js';
 import { connectDevice, eventually, type FakeConnection } from '../support/agent.js';
 import { approvedDeviceRow, startTestBroker, type TestBroker } from '../support/broker.js';
+import { FROM_BROKER } from '../../shared/wire.js';
 
 let t: TestBroker;
 const DEVICES = 17; // 17 × 4 = 68 requests: 64 slots and 4 waiting
@@ -55,6 +56,7 @@ beforeAll(async () => {
     const conn = await connectDevice(t.url, { id, privateKey, publicKeyPem: publicKeyPem(publicKey) });
     const sim: Sim = { id, conn, channels: [], received: new Map() };
     new Mux(conn.ws, {
+      receives: FROM_BROKER,
       // opened but not read: the broker's transfer stops at the window and keeps its slot
       onOpen: async (channel: Channel) => {
         sim.channels.push(channel);

@@ -9,6 +9,7 @@ import { Mux, type Channel } from '../../shared/mux.js';
 import type { FileParams } from '../../shared/protocol.js';
 import { connectDevice, enrolDevice, eventually, type FakeConnection } from '../support/agent.js';
 import { startTestBroker, type TestBroker } from '../support/broker.js';
+import { FROM_BROKER } from '../../shared/wire.js';
 
 let t: TestBroker;
 let devA: string; // in group ga (tag fleet), own tag edge
@@ -324,6 +325,7 @@ describe('agents', () => {
     conn = await connectDevice(t.url, device);
     // The agent side of the channels: what the broker sends on `file` channels.
     new Mux(conn.ws, {
+      receives: FROM_BROKER,
       onOpen: async (channel: Channel) => {
         const chunks: Buffer[] = [];
         channel.on('data', (c: Buffer) => chunks.push(c));

@@ -10,11 +10,12 @@ import { handleChannel } from '../../agent/sessions/index.js';
 import type { AgentLocator } from '../../broker/agents/locator.js';
 import { Mux, type Channel, type OpenHandler } from '../../shared/mux.js';
 import type { ChannelKind, ChannelParams, ReloadMode } from '../../shared/protocol.js';
+import { FROM_AGENT, FROM_BROKER, type AgentMessage } from '../../shared/wire.js';
 
 export interface FakeAgent {
   deviceId: string;
   /** The broker-side end of the connection. */
-  mux: Mux;
+  mux: Mux<AgentMessage>;
   reloads: number;
   /** of those, the ones asked to run the configuration (qbee's run-agent), connection kept */
   runs: number;
@@ -86,8 +87,8 @@ export class FakeAgents implements AgentLocator {
     const serverSide = new Promise<WebSocket>((resolve) => wss.once('connection', resolve));
     const client = new WebSocket(`ws://127.0.0.1:${(wss.address() as AddressInfo).port}`);
     await new Promise((r) => client.once('open', r));
-    const mux = new Mux(await serverSide);
-    new Mux(client, { onOpen: (channel) => (serve ? serve(channel) : handleChannel(channel, { stateDir, log: () => {} })) });
+    const mux = new Mux(await serverSide, { receives: FROM_AGENT });
+    new Mux(client, { receives: FROM_BROKER, onOpen: (channel) => (serve ? serve(channel) : handleChannel(channel, { stateDir, log: () => {} })) });
     const agent: FakeAgent = {
       deviceId,
       mux,

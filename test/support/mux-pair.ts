@@ -1,6 +1,7 @@
 import type { AddressInfo } from 'node:net';
 import WebSocket, { WebSocketServer } from 'ws';
 import { Mux, type OpenHandler } from '../../shared/mux.js';
+import { FROM_AGENT, FROM_BROKER } from '../../shared/wire.js';
 
 /** A broker-side and an agent-side Mux over a real WebSocket on loopback. */
 export async function muxPair(onOpen: OpenHandler, window = 64 * 1024) {
@@ -9,8 +10,8 @@ export async function muxPair(onOpen: OpenHandler, window = 64 * 1024) {
   const serverSide = new Promise<WebSocket>((resolve) => wss.once('connection', resolve));
   const client = new WebSocket(`ws://127.0.0.1:${(wss.address() as AddressInfo).port}`);
   await new Promise((r) => client.once('open', r));
-  const broker = new Mux(await serverSide, { window });
-  const agent = new Mux(client, { window, onOpen });
+  const broker = new Mux(await serverSide, { window, receives: FROM_AGENT });
+  const agent = new Mux(client, { window, onOpen, receives: FROM_BROKER });
   return {
     broker,
     agent,
