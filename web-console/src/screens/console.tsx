@@ -3,46 +3,16 @@
  * Output is acknowledged once xterm has rendered it (the broker keeps at most 1 MiB un-acked),
  * so a flood of output cannot freeze the tab; the terminal follows the window's size.
  */
-import { FitAddon } from '@xterm/addon-fit';
-import { Terminal } from '@xterm/xterm';
 import '@xterm/xterm/css/xterm.css';
 import { useEffect, useRef, useState } from 'preact/hooks';
 import type { AttributesRecord } from '../../../shared/api-types.js';
-import { encodeFrame, endedMessage, serverFrameOf, type ClientFrame } from '../../../shared/remote-frames.js';
-import { escapeForTerminal } from '../../../shared/text.js';
 import { api, ApiFailure, messageOf, remoteSocketUrl } from '../api.js';
 import { Link, navigate } from '../router.js';
 import { addTab, attachTab, closeTab, loadTabs, MAX_TABS, saveTabs, setSession, showDevice, type ConsoleTabs } from '../console-tabs.js';
 import { AccessDenied, ErrorBox, Loading } from '../ui.js';
 import { BAR_KEYS, isTouchScreen, withCtrl } from '../keybar.js';
-import { ReplayGuard } from '../replay-guard.js';
 import { loadRemoteAccess } from './device.js';
-
-type Status =
-  | { kind: 'connecting' }
-  | { kind: 'open' }
-  | { kind: 'reconnecting'; message: string }
-  | { kind: 'ended'; message: string }
-  | { kind: 'closed'; message: string }
-  | { kind: 'denied'; message: string }
-  | { kind: 'failed'; message: string };
-
-/** Acks are sent per 64 KiB rendered, or 20 ms after the last render, whichever comes first. */
-const ACK_EVERY = 64 * 1024;
-const ACK_DELAY_MS = 20;
-/** A dropped connection is re-attached this many times, a little later each time, before giving up. */
-const MAX_REATTACHES = 8;
-
-function exitMessage(msg: { code?: number | null; signal?: number | string | null }): string {
-  const parts = [`exit code ${msg.code ?? 'unknown'}`];
-  if (msg.signal !== null && msg.signal !== undefined) parts.push(`signal ${msg.signal}`);
-  return `Session ended (${parts.join(', ')}).`;
-}
-
-/** A close that says the connection dropped (network, reload of the broker's proxy), not that the session is over. */
-function droppedConnection(code: number): boolean {
-  return code === 1001 || code === 1006 || code === 1011 || code === 1012 || code === 1013;
-}
+import { bindTerminalInput, openConsoleLink, openTerminal, type Status } from './console-link.js';
 
 interface TerminalProps {
   /** control: the user's own console (typing, resizing); watch: someone's console, read-only */
@@ -93,237 +63,40 @@ function TerminalView({ mode, deviceId, name, users, session, active, onSession,
       sessionRef.current = undefined;
       sessionUser.current = user;
     }
-    const term = new Terminal({
-      cursorBlink: !watching,
-      disableStdin: watching,
-      scrollback: 5000,
-      fontSize: 14,
-      // Rows are cut to their cell (overflow hidden) and DejaVu Sans Mono, Debian's monospace,
-      // draws "_" at the very bottom of its descent: at line height 1 a row of underscores is
-      // blank and `container_info.json` reads `container info.json`. Slightly taller rows keep it.
-      lineHeight: 1.2,
-      fontFamily: 'ui-monospace, "DejaVu Sans Mono", Menlo, Consolas, monospace',
-      theme: { background: '#111418' },
-    });
-    const fit = new FitAddon();
-    term.loadAddon(fit);
-    term.open(element);
-    const refit = () => {
-      try {
-        fit.fit();
-      } catch {
-        // Not laid out yet (hidden); the next resize fits it.
-      }
-    };
-    refit();
-    term.focus();
+    const { term, refit } = openTerminal(element, watching);
     showRef.current = () => {
       refit();
       term.focus();
     };
-
-    let ws: WebSocket | null = null;
-    let disposed = false;
-    let finished = false;
-    let unacked = 0;
-    let ackTimer: ReturnType<typeof setTimeout> | undefined;
-    let retryTimer: ReturnType<typeof setTimeout> | undefined;
-    let reattaches = 0;
-    let readyOnce = false;
-    // The first output after a re-attach's (or a watch's) ready frame is the kept output, replayed:
-    // what the terminal answers to the queries in it must not reach the device (replay-guard.ts).
-    let replayNext = false;
-    const guard = new ReplayGuard();
-    const encoder = new TextEncoder();
-
-    const sendJson = (msg: ClientFrame) => {
-      if (ws?.readyState === WebSocket.OPEN) ws.send(encodeFrame(msg));
-    };
-    const flushAck = () => {
-      ackTimer = undefined;
-      if (unacked > 0) sendJson({ type: 'ack', bytes: unacked });
-      unacked = 0;
-    };
-    const rendered = (bytes: number) => {
-      if (watching) return; // a watcher's pace never holds the console
-      unacked += bytes;
-      if (unacked >= ACK_EVERY) {
-        clearTimeout(ackTimer);
-        flushAck();
-      } else {
-        ackTimer ??= setTimeout(flushAck, ACK_DELAY_MS);
-      }
-    };
-    const forget = () => {
-      sessionRef.current = undefined;
-      if (!watching) onSessionRef.current?.(undefined);
-    };
-    const finish = (next: Status) => {
-      if (finished) return;
-      finished = true;
-      term.options.disableStdin = true;
-      term.options.cursorBlink = false;
-      setStatus(next);
-    };
-
-    const sendInput = (data: string) => {
-      if (ws?.readyState === WebSocket.OPEN && !finished && !watching) ws.send(encoder.encode(data));
-    };
+    const link = openConsoleLink({
+      term,
+      watching,
+      deviceId,
+      user,
+      watched: session,
+      sessionRef,
+      onSession: (id) => onSessionRef.current?.(id),
+      onStatus: setStatus,
+      onWatchers: setWatchers,
+    });
     // The key bar's sticky Ctrl applies to the next key typed on the on-screen keyboard too.
     const typed = (data: string) => {
       if (ctrlRef.current) {
         setSticky(false);
-        sendInput(withCtrl(data));
-      } else sendInput(data);
+        link.sendInput(withCtrl(data));
+      } else link.sendInput(data);
     };
     sendRef.current = typed;
     cursorModeRef.current = () => term.modes.applicationCursorKeysMode;
-    const inputs = [
-      term.onData(guard.filter(typed)),
-      term.onBinary((data) => {
-        if (guard.replaying) return;
-        if (ws?.readyState === WebSocket.OPEN && !finished && !watching) ws.send(Uint8Array.from(data, (c) => c.charCodeAt(0) & 0xff));
-      }),
-      term.onResize(({ cols, rows }) => {
-        if (!watching) sendJson({ type: 'resize', cols, rows });
-      }),
-    ];
-
-    // Copy with Ctrl+Shift+C (plain Ctrl+C is the terminal's interrupt). Paste with Ctrl+V or
-    // Ctrl+Shift+V: the key is left to the browser, whose paste event xterm turns into input, so
-    // the text arrives once, and no ^V reaches the device (the tty would then take the next Enter
-    // as a literal ^M).
-    term.attachCustomKeyEventHandler((e) => {
-      if (!e.ctrlKey || e.altKey || e.metaKey) return true;
-      if (e.code === 'KeyV') return false;
-      if (e.code === 'KeyC' && e.shiftKey) {
-        if (e.type === 'keydown') {
-          const selection = term.getSelection();
-          if (selection) void navigator.clipboard?.writeText(selection).catch(() => undefined);
-        }
-        return false;
-      }
-      return true;
-    });
-
+    const inputs = bindTerminalInput(term, link, typed);
     const observer = new ResizeObserver(refit);
     observer.observe(element);
-
-    const connect = async (): Promise<void> => {
-      const size = { cols: term.cols, rows: term.rows };
-      const attachTo = sessionRef.current;
-      let url: string;
-      try {
-        const query = watching
-          ? { watch: session, ...size }
-          : attachTo
-            ? { attach: attachTo, ...size }
-            : { device_id: deviceId, ...size, ...(user ? { user } : {}) };
-        url = await remoteSocketUrl('console', query);
-      } catch (err) {
-        if (disposed) return;
-        const denied = err instanceof ApiFailure && err.status === 403;
-        if (!denied && attachTo && reattaches > 0 && reattaches < MAX_REATTACHES) return retry();
-        finish(denied ? { kind: 'denied', message: messageOf(err) } : { kind: 'failed', message: messageOf(err) });
-        return;
-      }
-      if (disposed) return;
-      let expired = false;
-      const socket = new WebSocket(url);
-      ws = socket;
-      socket.binaryType = 'arraybuffer';
-      socket.onopen = () => {
-        if (!watching) sendJson({ type: 'resize', cols: term.cols, rows: term.rows });
-      };
-      socket.onmessage = (e) => {
-        if (e.data instanceof ArrayBuffer) {
-          const bytes = new Uint8Array(e.data);
-          if (replayNext) {
-            replayNext = false;
-            guard.replay(
-              (data: Uint8Array, parsed) => term.write(data, parsed),
-              bytes,
-              () => rendered(bytes.byteLength),
-            );
-          } else term.write(bytes, () => rendered(bytes.byteLength));
-          return;
-        }
-        const msg = serverFrameOf(String(e.data));
-        if (!msg) return; // unknown to this version, or malformed
-        if (msg.type === 'ready') {
-          // A re-attach replays the console's recent output: it replaces what is shown.
-          if (msg.reattached || (watching && readyOnce)) term.reset();
-          replayNext = !!msg.reattached || watching;
-          readyOnce = true;
-          reattaches = 0;
-          if (!watching && msg.session) {
-            sessionRef.current = msg.session;
-            onSessionRef.current?.(msg.session);
-          }
-          setStatus({ kind: 'open' });
-          term.focus();
-        } else if (msg.type === 'watchers') {
-          setWatchers(msg.watchers);
-        } else if (msg.type === 'exit') {
-          const message = exitMessage(msg);
-          term.write(`\r\n\x1b[1;33m[${message}]\x1b[0m\r\n`);
-          forget();
-          finish({ kind: 'ended', message });
-        } else if (msg.type === 'error') {
-          if (msg.error === 'session_not_found' && attachTo && !watching) {
-            expired = true;
-            return;
-          }
-          // Ended by an operator, or a grant withdrawn: say who and why, not "Access denied".
-          const ended = endedMessage(msg);
-          if (ended) {
-            term.write(`\r\n\x1b[1;33m[${escapeForTerminal(ended)}]\x1b[0m\r\n`);
-            forget();
-            finish({ kind: 'ended', message: ended });
-            return;
-          }
-          const message = msg.message || 'The console could not be opened.';
-          forget();
-          finish(msg.code === 403 ? { kind: 'denied', message } : { kind: 'failed', message });
-        }
-      };
-      socket.onerror = () => undefined; // the close event says why
-      socket.onclose = (e) => {
-        flushAck();
-        if (disposed || finished || ws !== socket) return;
-        setWatchers([]);
-        if (expired) {
-          forget();
-          if (!readyOnce) {
-            // Reopened (a reload) after its session had ended: a new console takes its place.
-            term.write('\x1b[1;33m[The previous session had ended; a new one is opened.]\x1b[0m\r\n');
-            void connect();
-          } else {
-            finish({ kind: 'closed', message: 'The session ended while the connection was down (it was not re-attached in time).' });
-          }
-          return;
-        }
-        if (!watching && sessionRef.current && droppedConnection(e.code) && reattaches < MAX_REATTACHES) return retry();
-        if (e.code === 4409) finish({ kind: 'closed', message: 'This console was re-attached from another window.' });
-        else if (e.code === 4403) finish({ kind: 'denied', message: e.reason || 'Your roles do not allow a console on this device.' });
-        else finish({ kind: 'closed', message: `The connection closed${e.reason ? `: ${e.reason}` : ''} (code ${e.code}).` });
-      };
-    };
-    const retry = () => {
-      reattaches += 1;
-      setStatus({ kind: 'reconnecting', message: 'Connection lost: re-attaching…' });
-      retryTimer = setTimeout(() => void connect(), Math.min(500 * reattaches, 5000));
-    };
-    void connect();
+    link.start();
 
     return () => {
-      disposed = true;
-      clearTimeout(ackTimer);
-      clearTimeout(retryTimer);
+      link.dispose();
       observer.disconnect();
       inputs.forEach((d) => d.dispose());
-      // Closing the tab or leaving the console ends the session (a reload does not come here).
-      ws?.close(1000, 'closed by the user');
       term.dispose();
     };
   }, [deviceId, round, user, session && watching ? session : undefined]);
