@@ -235,7 +235,7 @@ export async function benchSsh(log: Log, only?: string): Promise<void> {
     if (runs('opens')) {
       log(`session opens: \`ssh … true\`, ${OPENS_CONCURRENCY} at a time for ${SECONDS} s`);
       const show = (name: string, r: Awaited<ReturnType<typeof opens>>) =>
-        log(`  ${name}: ${r.perSecond.toFixed(0)}/s (${r.opened} opened, ${r.failed} failed${r.failed ? `: ${r.lastError.slice(0, 120)}` : ''})`);
+        log(`  ${name}: ${r.perSecond.toFixed(1)}/s (${r.opened} opened, ${r.failed} failed${r.failed ? `: ${r.lastError.slice(0, 120)}` : ''})`);
       const viaMaster = (target: Target) => withMaster(target, dir, (extra) => opens(target, extra));
       const directMux = anchor ? await viaMaster(anchor) : undefined;
       if (directMux) show('sshd, sessions over one master connection', directMux);
@@ -256,7 +256,7 @@ export async function benchSsh(log: Log, only?: string): Promise<void> {
         `session opens, library client (ssh2): \`exec true\` over ${CLIENT_CONNECTIONS} signed-in connection(s), ${CLIENT_SESSIONS_EACH} in flight on each, ${SECONDS} s`,
       );
       const show = (name: string, r: Awaited<ReturnType<typeof clientOpens>>) =>
-        log(`  ${name}: ${r.perSecond.toFixed(0)}/s (${r.opened} opened, ${r.failed} failed${r.failed ? `: ${r.lastError.slice(0, 120)}` : ''})`);
+        log(`  ${name}: ${r.perSecond.toFixed(1)}/s (${r.opened} opened, ${r.failed} failed${r.failed ? `: ${r.lastError.slice(0, 120)}` : ''})`);
       let direct: Awaited<ReturnType<typeof clientOpens>> | undefined;
       if (sshd) {
         const key = signInKey(sshd.key);
