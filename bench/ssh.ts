@@ -283,7 +283,7 @@ export async function benchSsh(log: Log, only?: string): Promise<void> {
         const through = await clientOpens(hops.map((h) => h.inner));
         show("gateway (through -J's inner connection)", through);
         log(
-          `  ROW opens (library client): gateway / sshd = ${ratioTo(through.perSecond, direct?.perSecond)}; gateway ${through.perSecond.toFixed(0)}/s (target >= 300/s)`,
+          `  ROW opens (library client): gateway / sshd = ${ratioTo(through.perSecond, direct?.perSecond)}; gateway ${through.perSecond.toFixed(1)}/s (target >= 300/s)`,
         );
       } finally {
         for (const h of hops) {
