@@ -131,6 +131,10 @@ export interface Sshd {
   /** An ssh client config file with one Host, `destination` (for scp, whose port flag differs). */
   config: string;
   destination: string;
+  /** For a client library: where it listens, as whom, with which private key (a file). */
+  port: number;
+  user: string;
+  key: string;
   close(): void;
 }
 
@@ -213,7 +217,7 @@ export async function startSshd(log: Log): Promise<Sshd | undefined> {
         '',
       ].join('\n'),
     );
-    return { args, config, destination: 'bench-sshd', close };
+    return { args, config, destination: 'bench-sshd', port: sshPort, user: os.userInfo().username, key: path.join(dir, 'user_key'), close };
   } catch (err) {
     log(`sshd: skipped (${(err as Error).message})`);
     close();

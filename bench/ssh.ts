@@ -13,7 +13,8 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { ensureKeyPair, saveCertificate, sshConfigBlock, type IssuedCertificate } from '../cli/ssh.js';
+import ssh2, { type Client as SshClient, type ParsedKey } from 'ssh2';
+import { ensureKeyPair, saveCertificate, sshConfigBlock, sshFiles, type IssuedCertificate } from '../cli/ssh.js';
 import { deviceIdOf } from '../shared/device-key.js';
 import { eventually, startAgent, type TestAgent } from '../test/support/agent.js';
 import { startTestBroker } from '../test/support/broker.js';
@@ -23,7 +24,10 @@ const SECONDS = Number(process.env.BENCH_SECONDS ?? 5);
 const KEYSTROKES = Number(process.env.BENCH_KEYSTROKES ?? 1000);
 const SCP_MIB = Number(process.env.BENCH_SCP_MIB ?? 64);
 const OPENS_CONCURRENCY = 8;
-const PARTS = ['scp', 'forward', 'opens', 'latency'] as const;
+/** Library client: connections, and sessions in flight on each (below the gateway's 10 channels a connection). */
+const CLIENT_CONNECTIONS = Number(process.env.BENCH_SSH_CONNECTIONS ?? 2);
+const CLIENT_SESSIONS_EACH = 8;
+const PARTS = ['scp', 'forward', 'opens', 'client', 'latency'] as const;
 type Part = (typeof PARTS)[number];
 type Log = (line: string) => void;
 
@@ -102,6 +106,70 @@ async function withMaster<T>(target: Target, dir: string, body: (extra: string[]
   }
 }
 
+/** A client library's sign-in: a key, and for the gateway the certificate that goes with it. */
+function signInKey(keyFile: string, certFile?: string): ParsedKey {
+  const key = ssh2.utils.parseKey(fs.readFileSync(keyFile));
+  if (key instanceof Error) throw key;
+  if (!certFile) return key;
+  // ssh2's client knows no certificates: the same key, offered as its certificate (the signature is the key's).
+  const [type, blob] = fs.readFileSync(certFile, 'utf8').trim().split(/\s+/);
+  const cert = Buffer.from(blob, 'base64');
+  return Object.assign(Object.create(key) as ParsedKey, { type, getPublicSSH: () => cert });
+}
+
+/** An ssh2 client connection, signed in (over `sock`, a channel of another connection, for the gateway's inner hop). */
+function connectClient(options: { host?: string; port?: number; sock?: NodeJS.ReadWriteStream; user: string; key: ParsedKey }): Promise<SshClient> {
+  return new Promise((resolve, reject) => {
+    const client = new ssh2.Client();
+    client.once('ready', () => resolve(client));
+    client.once('error', reject);
+    client.connect({
+      ...(options.sock ? { sock: options.sock as never } : { host: options.host, port: options.port }),
+      username: options.user,
+      authHandler: [{ type: 'publickey', username: options.user, key: options.key }],
+      hostVerifier: () => true,
+      readyTimeout: 30_000,
+    });
+  });
+}
+
+/** `exec true` to its end (exit status 0) on one connection. */
+function execTrue(client: SshClient): Promise<void> {
+  return new Promise((resolve, reject) => {
+    client.exec('true', (err, channel) => {
+      if (err) return reject(err);
+      let code: number | null = null;
+      channel.on('exit', (c: number | null) => (code = c));
+      channel.on('close', () => (code === 0 ? resolve() : reject(new Error(`exit status ${code}`))));
+      channel.resume();
+      channel.stderr.resume();
+      channel.end();
+    });
+  });
+}
+
+/** Sessions (`exec true`) opened for SECONDS over `clients`, CLIENT_SESSIONS_EACH in flight on each. */
+async function clientOpens(clients: SshClient[]): Promise<{ perSecond: number; opened: number; failed: number; lastError: string }> {
+  const deadline = Date.now() + SECONDS * 1000;
+  let opened = 0;
+  let failed = 0;
+  let lastError = '';
+  const started = Date.now();
+  const worker = async (client: SshClient) => {
+    while (Date.now() < deadline) {
+      try {
+        await execTrue(client);
+        opened++;
+      } catch (err) {
+        failed++;
+        lastError = (err as Error).message;
+      }
+    }
+  };
+  await Promise.all(clients.flatMap((client) => Array.from({ length: CLIENT_SESSIONS_EACH }, () => worker(client))));
+  return { perSecond: opened / ((Date.now() - started) / 1000), opened, failed, lastError };
+}
+
 export async function benchSsh(log: Log, only?: string): Promise<void> {
   if (only !== undefined && !PARTS.includes(only as Part)) throw new Error(`unknown part "${only}": one of ${PARTS.join(', ')}`);
   const runs = (part: Part) => only === undefined || only === part;
@@ -167,7 +235,7 @@ export async function benchSsh(log: Log, only?: string): Promise<void> {
     if (runs('opens')) {
       log(`session opens: \`ssh … true\`, ${OPENS_CONCURRENCY} at a time for ${SECONDS} s`);
       const show = (name: string, r: Awaited<ReturnType<typeof opens>>) =>
-        log(`  ${name}: ${r.perSecond.toFixed(0)}/s (${r.opened} opened, ${r.failed} failed${r.failed ? `: ${r.lastError.slice(0, 120)}` : ''})`);
+        log(`  ${name}: ${r.perSecond.toFixed(1)}/s (${r.opened} opened, ${r.failed} failed${r.failed ? `: ${r.lastError.slice(0, 120)}` : ''})`);
       const viaMaster = (target: Target) => withMaster(target, dir, (extra) => opens(target, extra));
       const directMux = anchor ? await viaMaster(anchor) : undefined;
       if (directMux) show('sshd, sessions over one master connection', directMux);
@@ -181,6 +249,48 @@ export async function benchSsh(log: Log, only?: string): Promise<void> {
       const fresh = await opens(gateway, []);
       show('gateway, a connection per session (ProxyJump: two handshakes each)', fresh);
       log(`  ROW opens (new connections): gateway / sshd = ${ratioTo(fresh.perSecond, directFresh?.perSecond)}`);
+    }
+
+    if (runs('client')) {
+      log(
+        `session opens, library client (ssh2): \`exec true\` over ${CLIENT_CONNECTIONS} signed-in connection(s), ${CLIENT_SESSIONS_EACH} in flight on each, ${SECONDS} s`,
+      );
+      const show = (name: string, r: Awaited<ReturnType<typeof clientOpens>>) =>
+        log(`  ${name}: ${r.perSecond.toFixed(1)}/s (${r.opened} opened, ${r.failed} failed${r.failed ? `: ${r.lastError.slice(0, 120)}` : ''})`);
+      let direct: Awaited<ReturnType<typeof clientOpens>> | undefined;
+      if (sshd) {
+        const key = signInKey(sshd.key);
+        const { port, user } = sshd;
+        const clients = await Promise.all(Array.from({ length: CLIENT_CONNECTIONS }, () => connectClient({ host: '127.0.0.1', port, user, key })));
+        try {
+          direct = await clientOpens(clients);
+        } finally {
+          for (const c of clients) c.end();
+        }
+        show('sshd', direct);
+      }
+      const files = sshFiles('bench', env);
+      const key = signInKey(files.key, files.cert);
+      const hop = async () => {
+        const outer = await connectClient({ host: '127.0.0.1', port: cert.body.ssh_port, user: 'fleet', key });
+        const sock = await new Promise<NodeJS.ReadWriteStream>((resolve, reject) =>
+          outer.forwardOut('127.0.0.1', 0, `${device}.127.0.0.1`, 22, (err, channel) => (err ? reject(err) : resolve(channel))),
+        );
+        return { outer, inner: await connectClient({ sock, user: 'root', key }) };
+      };
+      const hops = await Promise.all(Array.from({ length: CLIENT_CONNECTIONS }, hop));
+      try {
+        const through = await clientOpens(hops.map((h) => h.inner));
+        show("gateway (through -J's inner connection)", through);
+        log(
+          `  ROW opens (library client): gateway / sshd = ${ratioTo(through.perSecond, direct?.perSecond)}; gateway ${through.perSecond.toFixed(1)}/s (target >= 300/s)`,
+        );
+      } finally {
+        for (const h of hops) {
+          h.inner.end();
+          h.outer.end();
+        }
+      }
     }
 
     if (runs('latency')) {

@@ -70,7 +70,36 @@ declare module 'ssh2' {
     maxConnections: number;
   }
 
+  /** A key ssh2 parsed (`utils.parseKey`): what a client signs in with. */
+  export interface ParsedKey {
+    type: string;
+    getPublicSSH(): Buffer;
+  }
+
+  /** A client channel: `exec`'s stream, or a `forwardOut` one. */
+  export interface ClientChannel extends Duplex {
+    stderr: Duplex;
+    close(): void;
+  }
+
+  /** The part of ssh2's client the benchmarks use. */
+  export class Client extends EventEmitter {
+    connect(config: {
+      host?: string;
+      port?: number;
+      sock?: Duplex;
+      username: string;
+      privateKey?: string | Buffer;
+      authHandler?: { type: 'publickey'; username: string; key: ParsedKey }[];
+      hostVerifier?: () => boolean;
+      readyTimeout?: number;
+    }): this;
+    exec(command: string, callback: (err: Error | undefined, channel: ClientChannel) => void): boolean;
+    forwardOut(srcIP: string, srcPort: number, dstIP: string, dstPort: number, callback: (err: Error | undefined, channel: ClientChannel) => void): boolean;
+    end(): this;
+  }
+
   /** ssh2 is CommonJS: Node's ESM loader offers it as the default export only. */
-  const ssh2: { Server: typeof Server };
+  const ssh2: { Server: typeof Server; Client: typeof Client; utils: { parseKey(data: string | Buffer): ParsedKey | Error } };
   export default ssh2;
 }

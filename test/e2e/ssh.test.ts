@@ -213,6 +213,84 @@ describe('SSH gateway with the OpenSSH client', () => {
     });
   });
 
+  it('forwards dynamically (ssh -D): each SOCKS destination is a tunnel decided on its own, port and host', async () => {
+    const u = await t.userWith([
+      { permission: 'device:read' },
+      { permission: 'remote-access:connect', resources: [`*/tunnel(proto=tcp;port=${echoPort};dst=127.0.0.1)`] },
+    ]);
+    const user = await sshUser(u.token, 'socks');
+    const local = await new Promise<number>((resolve) => {
+      const s = net.createServer();
+      s.listen(0, '127.0.0.1', () => {
+        const port = (s.address() as net.AddressInfo).port;
+        s.close(() => resolve(port));
+      });
+    });
+    const child = spawn(
+      'ssh',
+      ['-F', user.config, '-o', 'BatchMode=yes', '-o', 'ExitOnForwardFailure=yes', '-N', '-D', `127.0.0.1:${local}`, `root@${host()}`],
+      {
+        env: user.env,
+      },
+    );
+    // A SOCKS5 CONNECT (no authentication) to host:port; resolves with the reply code and, on success, the echo of `probe`.
+    const socks = (dst: { ip?: string; name?: string }, port: number, probe: string) =>
+      new Promise<{ reply: number; echoed: string } | undefined>((resolve) => {
+        const socket = net.connect(local, '127.0.0.1');
+        let buffer = Buffer.alloc(0);
+        let stage: 'method' | 'reply' | 'data' = 'method';
+        let reply = -1;
+        const done = (value: { reply: number; echoed: string } | undefined) => {
+          socket.destroy();
+          resolve(value);
+        };
+        socket.on('connect', () => socket.write(Buffer.from([5, 1, 0])));
+        socket.on('data', (d) => {
+          buffer = Buffer.concat([buffer, d]);
+          if (stage === 'method' && buffer.length >= 2) {
+            buffer = buffer.subarray(2);
+            stage = 'reply';
+            const port16 = Buffer.from([port >> 8, port & 0xff]);
+            const address = dst.ip
+              ? Buffer.from([1, ...dst.ip.split('.').map(Number)])
+              : Buffer.concat([Buffer.from([3, Buffer.byteLength(dst.name as string)]), Buffer.from(dst.name as string)]);
+            socket.write(Buffer.concat([Buffer.from([5, 1, 0]), address, port16]));
+          }
+          if (stage === 'reply' && buffer.length >= 10) {
+            reply = buffer[1];
+            buffer = buffer.subarray(10);
+            if (reply !== 0) return done({ reply, echoed: '' });
+            stage = 'data';
+            socket.write(probe);
+          }
+          if (stage === 'data' && buffer.toString().includes(probe)) done({ reply, echoed: buffer.toString() });
+        });
+        socket.on('error', () => done(reply >= 0 ? { reply, echoed: '' } : undefined));
+        socket.on('close', () => done(reply >= 0 ? { reply, echoed: '' } : undefined));
+      });
+    try {
+      const allowed = await eventually(() => socks({ ip: '127.0.0.1' }, echoPort, 'via-socks'), 20_000, 'the SOCKS port');
+      expect(allowed).toEqual({ reply: 0, echoed: 'via-socks' });
+      // Another port, and the same port under another host name: refused per destination, the connection stays up.
+      const otherPort = await socks({ ip: '127.0.0.1' }, echoPort === 65535 ? 1 : echoPort + 1, 'x');
+      expect(otherPort?.reply).not.toBe(0);
+      const otherHost = await socks({ name: 'localhost' }, echoPort, 'y');
+      expect(otherHost?.reply).not.toBe(0);
+      expect(await socks({ ip: '127.0.0.1' }, echoPort, 'again')).toEqual({ reply: 0, echoed: 'again' });
+    } finally {
+      child.kill();
+    }
+    const items = await eventually(async () => {
+      const found = await audit(`device_id=${device}&action=tunnel&user_id=${u.id}`);
+      return found.filter((e) => e.source === 'ssh').length >= 4 ? found : undefined;
+    });
+    const mine = items.filter((e) => e.source === 'ssh');
+    expect(mine.filter((e) => e.result === 'allowed' && e.event === 'remote.tunnel.start')).toHaveLength(2);
+    expect(mine.filter((e) => e.result === 'denied').map((e) => `${e.options.dst}:${e.options.port}`)).toEqual(
+      expect.arrayContaining([`127.0.0.1:${echoPort === 65535 ? 1 : echoPort + 1}`, `localhost:${echoPort}`]),
+    );
+  });
+
   it('refuses remote forwarding (ssh -R) with a message, audited', async () => {
     const r = await ssh(admin, ['-o', 'ExitOnForwardFailure=yes', '-R', '0:127.0.0.1:1', `root@${host()}`, 'true']);
     expect(r.code).not.toBe(0);
