@@ -4,6 +4,8 @@ import https from 'node:https';
 import type { AddressInfo } from 'node:net';
 import type { Logger } from 'pino';
 import { createApp } from './app.js';
+import { UpgradeRouter } from './http/upgrade.js';
+import { upgradeTable } from './upgrades.js';
 import { emptyUploadTmpDir, ensurePrivateDir } from './data-dir.js';
 import type { Config } from './config.js';
 import { isUnreachable, openStore, type Store } from './db/database.js';
@@ -61,6 +63,7 @@ export async function startBroker(config: Config, logger: Logger = createLogger(
   const firstUser = await bootstrapFirstUser(store.db, config);
   const services = await createServices(config, logger, store, options);
   const app = createApp(services);
+  const upgrades = new UpgradeRouter(upgradeTable(), services, services.authenticator, logger);
   // A request to a device web UI's own origin (APPS_HOST) never reaches the broker's application, nor the reverse.
   const serve = (req: http.IncomingMessage, res: http.ServerResponse) => {
     const target = services.apps.target(req);
@@ -77,7 +80,7 @@ export async function startBroker(config: Config, logger: Logger = createLogger(
   server.on('upgrade', (req, socket, head) => {
     const target = services.apps.target(req);
     if (target) void services.apps.handleUpgrade(req, socket, head, target);
-    else services.upgrades.handle(req, socket, head);
+    else upgrades.handle(req, socket, head);
   });
   server.keepAliveTimeout = 65_000;
   await new Promise<void>((resolve, reject) => {

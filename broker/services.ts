@@ -22,7 +22,6 @@ import { DbFilesService } from './files/db-store.js';
 import { FilesService } from './files/service.js';
 import type { FileStore } from './files/store.js';
 import { HealthService } from './health/service.js';
-import { UpgradeRouter } from './http/upgrade.js';
 import { InventoryService } from './inventory/service.js';
 import { MailService } from './mail/service.js';
 import { MetricsService } from './metrics/service.js';
@@ -96,7 +95,6 @@ export interface Services {
   qbee: QbeeTransport;
   /** The SSH gateway (SSH_PORT) and its certificate authority. */
   ssh: SshService;
-  upgrades: UpgradeRouter;
   /** Agent reports (the Logs): what agents send, read/unread per user, retention. */
   reports: ReportsService;
   /** The installation's company record. */
@@ -131,7 +129,6 @@ export interface ServiceOptions {
 export async function createServices(config: Config, logger: Logger, store: Store, options: ServiceOptions = {}): Promise<Services> {
   const settings = new SettingsStore(store.db);
   const brokerKey = await BrokerKey.load(settings);
-  const upgrades = new UpgradeRouter(logger);
   const epoch = new ChangeEpoch();
   const mail = new MailService(config, logger, store);
   const auth = new AuthService(store.db, config, settings, mail, epoch, store);
@@ -152,7 +149,6 @@ export async function createServices(config: Config, logger: Logger, store: Stor
         config,
         logger,
         db: store.db,
-        upgrades,
         epoch,
         sessions: { closeOpenSessions: (reason, keep) => audit.closeOpenSessions(reason, keep) },
       })
@@ -174,7 +170,6 @@ export async function createServices(config: Config, logger: Logger, store: Stor
     config,
     logger,
     db: store.db,
-    upgrades,
     standings: { standing: (deviceId) => enrol.standing(deviceId) },
     inventory: { record: (deviceId, data) => inventory.record(deviceId, data) },
     brokerKey,
@@ -212,7 +207,6 @@ export async function createServices(config: Config, logger: Logger, store: Stor
     config,
     logger,
     db: store.db,
-    upgrades,
     auth,
     access,
     audit,
@@ -229,7 +223,7 @@ export async function createServices(config: Config, logger: Logger, store: Stor
     logger,
     ...(cluster ? { elsewhere: cluster.presence, isConnected: (deviceId: string) => locator.isConnected(deviceId) } : {}),
   });
-  const qbee = new QbeeTransport({ logger, upgrades, auth, audit, sessions: remote.sessions, remote });
+  const qbee = new QbeeTransport({ logger, audit, sessions: remote.sessions, remote });
   const sshAuthority = await SshAuthority.load(settings);
   const ssh = new SshService(
     sshAuthority,
@@ -331,7 +325,6 @@ export async function createServices(config: Config, logger: Logger, store: Stor
     events,
     qbee,
     ssh,
-    upgrades,
     reports,
     company,
     billing,
@@ -348,7 +341,6 @@ export async function createServices(config: Config, logger: Logger, store: Stor
     await s.init();
   }
   audit.start();
-  qbee.init();
   await ssh.gateway.start();
   events.init();
   configuration.watch(epoch);

@@ -9,20 +9,11 @@ import { parseStoredDeviceKey } from '../../shared/device-key.js';
 import { verifyAgentSignature } from '../auth/credentials.js';
 import { Mux, type Channel, type MuxProtocolError } from '../../shared/mux.js';
 import { FROM_AGENT, parseEnvelope, readAuth, type AgentMessage } from '../../shared/wire.js';
-import {
-  AGENT_WS_PATH,
-  AgentClose,
-  PROTOCOL_VERSION,
-  type ChannelKind,
-  type ChannelParams,
-  type ControlMessage,
-  type ReloadMode,
-} from '../../shared/protocol.js';
+import { AgentClose, PROTOCOL_VERSION, type ChannelKind, type ChannelParams, type ControlMessage, type ReloadMode } from '../../shared/protocol.js';
 import type { Config } from '../config.js';
 import type { Db } from '../db/database.js';
 import { DEVICE_ID_PATTERN } from '../devices/scope.js';
 import type { AgentStanding } from '../enrol/service.js';
-import type { UpgradeRouter } from '../http/upgrade.js';
 import type { BrokerKey } from './broker-key.js';
 import type { AgentLocator } from './locator.js';
 
@@ -97,7 +88,6 @@ export interface AgentHubDeps {
   logger: Logger;
   /** last contact of devices */
   db: Db;
-  upgrades: Pick<UpgradeRouter, 'register'>;
   /** Who a device is (unknown, revoked, pending, approved): asked at every handshake. */
   standings: { standing(deviceId: string): Promise<AgentStanding> };
   /** Where the agents' inventory reports go. */
@@ -136,9 +126,7 @@ export class AgentHub extends EventEmitter<AgentHubEvents> implements AgentLocat
     this.log = deps.logger.child({ module: 'agents' });
   }
 
-  async init(): Promise<void> {
-    this.deps.upgrades.register(AGENT_WS_PATH, (req, socket, head) => this.upgrade(req, socket, head));
-  }
+  async init(): Promise<void> {}
 
   async close(): Promise<void> {
     this.closing = true;
@@ -319,7 +307,7 @@ export class AgentHub extends EventEmitter<AgentHubEvents> implements AgentLocat
    * Handshakes are bounded in total and per source address, so one address cannot hold every slot
    * and lock enrolled agents out; a refused one is answered 503 with Retry-After.
    */
-  private upgrade(req: IncomingMessage, socket: Duplex, head: Buffer): void {
+  upgrade(req: IncomingMessage, socket: Duplex, head: Buffer): void {
     if (this.closing) return void socket.destroy();
     const ip = this.clientIp(req);
     const { agentHandshakesMax, agentHandshakesPerAddress } = this.deps.config;

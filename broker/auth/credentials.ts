@@ -16,7 +16,7 @@ import crypto from 'node:crypto';
 import type { IncomingHttpHeaders } from 'node:http';
 import { verifyChallenge } from '../../shared/device-key.js';
 import type { Principal } from '../access/principal.js';
-import { ApiError, unauthorized } from '../http/errors.js';
+import { unauthorized } from '../http/errors.js';
 import type { AuthService } from './service.js';
 
 export type Credential = 'bearer' | 'bearer-or-ticket' | 'token' | 'agent-key' | 'peer-hmac';
@@ -76,10 +76,6 @@ export class Authenticator {
     if (!token) throw unauthorized(MISSING[credential]);
     return { principal: await this.deps.auth.authenticate(token), token, viaTicket: false };
   }
-}
-
-export function isAuthRefusal(err: unknown): err is ApiError {
-  return err instanceof ApiError && err.status === 401;
 }
 
 /** An agent's proof of its enrolled key: its signature over the broker's challenge. */

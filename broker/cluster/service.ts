@@ -5,11 +5,12 @@ import type { AgentLocator } from '../agents/locator.js';
 import type { ChangeEpoch } from '../cache.js';
 import type { Config } from '../config.js';
 import type { Db } from '../db/database.js';
-import type { UpgradeRouter } from '../http/upgrade.js';
+import type { IncomingMessage } from 'node:http';
+import type { Duplex } from 'node:stream';
 import type { ControlMessage } from '../../shared/protocol.js';
 import { CONFIG_EVENT_DEVICES, ClusterBus, type ClusterEvent } from './bus.js';
 import { ClusterLocator } from './locator.js';
-import { PEER_WS_PATH, PeerLinks, type PeerLink } from './peer.js';
+import { PeerLinks, type PeerLink } from './peer.js';
 import { ClusterSessions } from './sessions.js';
 
 /** A broker (or an agent's presence) is gone once silent for this many heartbeats. */
@@ -31,7 +32,6 @@ export interface ClusterDeps {
   config: Pick<Config, 'brokerId' | 'brokerPeerUrl' | 'clusterSecret' | 'clusterHeartbeatMs' | 'databaseUrl' | 'databaseSchema'>;
   logger: Logger;
   db: Db;
-  upgrades: Pick<UpgradeRouter, 'register'>;
   /** Local changes are announced to the other brokers; theirs empty the caches here. */
   epoch: ChangeEpoch;
   /** Ends the audit of open remote sessions, except those of the brokers in `keep` (bound late: audit is built after). */
@@ -132,9 +132,13 @@ export class ClusterService {
     return this.locatorInstance;
   }
 
-  /** Takes the peer path and starts hearing the other brokers (before the broker listens). */
+  /** The upgrade of PEER_WS_PATH (broker/upgrades.ts): another broker's link, proven in band. */
+  acceptPeer(req: IncomingMessage, socket: Duplex, head: Buffer): void {
+    this.links.accept(req, socket, head);
+  }
+
+  /** Starts hearing the other brokers (before the broker listens). */
   async init(): Promise<void> {
-    this.deps.upgrades.register(PEER_WS_PATH, (req, socket, head) => this.links.accept(req, socket, head));
     this.bus.on('event', (event) => this.onEvent(event));
     // After a lost notification connection, presence is read again rather than trusted.
     this.bus.on('listening', () => {

@@ -1,5 +1,4 @@
 import crypto from 'node:crypto';
-import type { IncomingMessage } from 'node:http';
 import type { Duplex } from 'node:stream';
 import type { Logger } from 'pino';
 import type { Channel } from '../../shared/mux.js';
@@ -18,9 +17,9 @@ import {
 import { normalizeDevicePath, type RemoteRequest } from '../../shared/resources.js';
 import { SmuxSession, type SmuxStream } from '../../shared/smux.js';
 import type { AuditService } from '../audit/service.js';
-import type { AuthService } from '../auth/service.js';
+import type { Authenticated } from '../auth/credentials.js';
 import { ApiError } from '../http/errors.js';
-import type { UpgradeRouter } from '../http/upgrade.js';
+import type { UpgradeAttempt } from '../http/upgrade.js';
 import type { ConsoleRecorder } from '../remote/recordings.js';
 import type { RemoteService } from '../remote/service.js';
 import type { Caller, RemoteSessions } from '../remote/sessions.js';
@@ -38,8 +37,6 @@ export const QBEE_MAX_CONNECTIONS_PER_USER = 16;
 
 export interface QbeeTransportDeps {
   logger: Logger;
-  upgrades: Pick<UpgradeRouter, 'registerPrefix'>;
-  auth: Pick<AuthService, 'authenticate'>;
   audit: Pick<AuditService, 'recordRemoteStart'>;
   sessions: Pick<RemoteSessions, 'authorizeAndOpen' | 'adopt' | 'finish' | 'clientIp'>;
   remote: Pick<RemoteService, 'reload'>;
@@ -49,13 +46,6 @@ function httpRefusal(socket: Duplex, status: number, error: string, message: str
   const body = JSON.stringify({ code: status, error, message });
   const text = { 400: 'Bad Request', 401: 'Unauthorized', 404: 'Not Found', 426: 'Upgrade Required' }[status] ?? 'Error';
   socket.end(`HTTP/1.1 ${status} ${text}\r\nContent-Type: application/json\r\nContent-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`);
-}
-
-/** qbee clients send the token bare; a `Bearer ` prefix is accepted too. */
-function tokenOf(req: IncomingMessage): string | undefined {
-  const value = (req.headers.authorization ?? '').trim();
-  const m = /^(?:Bearer\s+)?(\S+)$/i.exec(value);
-  return m ? m[1] : undefined;
 }
 
 function writeError(stream: SmuxStream, message: string): void {
@@ -86,69 +76,79 @@ export class QbeeTransport {
     this.log = deps.logger.child({ module: 'qbee' });
   }
 
-  init(): void {
-    this.deps.upgrades.registerPrefix(QBEE_DEVICE_PATH_PREFIX, (req, socket, head, url) => void this.upgrade(req, socket, head, url));
-  }
-
   close(): void {
     for (const session of [...this.connections]) session.close('broker shut down');
   }
 
-  private async upgrade(req: IncomingMessage, socket: Duplex, head: Buffer, url: URL): Promise<void> {
+  private deviceOf(url: URL): string {
+    try {
+      return decodeURIComponent(url.pathname.slice(QBEE_DEVICE_PATH_PREFIX.length)).replace(/\/$/, '');
+    } catch {
+      return url.pathname.slice(QBEE_DEVICE_PATH_PREFIX.length);
+    }
+  }
+
+  /** A refused upgrade is an attempt too, audited as denied like the broker's own endpoints' (never the token). */
+  private async refuseUpgrade(attempt: UpgradeAttempt, status: number, error: string, message: string, user?: Caller['principal']): Promise<void> {
+    await this.deps.audit
+      .recordRemoteStart({
+        event: 'remote.qbee',
+        user: user?.user,
+        deviceId: this.deviceOf(attempt.url),
+        action: 'connect',
+        options: {},
+        allowed: false,
+        reason: `${error}: ${message}`,
+        ip: this.deps.sessions.clientIp(attempt.req),
+        source: 'qbee',
+        sessionId: user?.sessionId,
+      })
+      .catch((err: unknown) => this.log.error({ err }, 'refused qbee upgrade not audited'));
+    httpRefusal(attempt.socket, status, error, message);
+  }
+
+  /** First step of the upgrade (broker/upgrades.ts): a qbee-v1 handshake to a device path, before the token is read. */
+  admit(attempt: UpgradeAttempt): boolean {
+    const { req, socket, url } = attempt;
     socket.on('error', () => {});
     const protocols = String(req.headers['sec-websocket-protocol'] ?? '')
       .split(',')
       .map((p) => p.trim());
     if (req.headers.upgrade?.toLowerCase() !== 'websocket' || !protocols.includes(QBEE_PROTOCOL)) {
-      return httpRefusal(socket, 426, 'upgrade_required', `Upgrade with Sec-WebSocket-Protocol: ${QBEE_PROTOCOL}.`);
+      httpRefusal(socket, 426, 'upgrade_required', `Upgrade with Sec-WebSocket-Protocol: ${QBEE_PROTOCOL}.`);
+      return false;
     }
-    let deviceId: string;
-    try {
-      deviceId = decodeURIComponent(url.pathname.slice(QBEE_DEVICE_PATH_PREFIX.length)).replace(/\/$/, '');
-    } catch {
-      deviceId = url.pathname.slice(QBEE_DEVICE_PATH_PREFIX.length);
+    if (!DEVICE_ID.test(this.deviceOf(url))) {
+      void this.refuseUpgrade(attempt, 404, 'not_found', 'No device at this path: /device/<device id>.');
+      return false;
     }
-    const ip = this.deps.sessions.clientIp(req);
-    // A refused upgrade is an attempt too, audited as denied like the broker's own endpoints' (never the token).
-    const refuse = async (status: number, error: string, message: string, user?: Caller['principal']) => {
-      await this.deps.audit
-        .recordRemoteStart({
-          event: 'remote.qbee',
-          user: user?.user,
-          deviceId,
-          action: 'connect',
-          options: {},
-          allowed: false,
-          reason: `${error}: ${message}`,
-          ip,
-          source: 'qbee',
-          sessionId: user?.sessionId,
-        })
-        .catch((err: unknown) => this.log.error({ err }, 'refused qbee upgrade not audited'));
-      httpRefusal(socket, status, error, message);
-    };
-    if (!DEVICE_ID.test(deviceId)) return refuse(404, 'not_found', 'No device at this path: /device/<device id>.');
-    const token = tokenOf(req);
-    if (!token) return refuse(401, 'unauthorized', 'Sign in first: send your token as the Authorization header.');
-    let caller: Caller;
-    try {
-      const principal = await this.deps.auth.authenticate(token);
-      caller = { principal, token, source: 'qbee', ip };
-    } catch (err) {
-      if (err instanceof ApiError) return refuse(401, err.error, err.message);
-      this.log.error({ err }, 'qbee upgrade failed');
-      return void socket.destroy();
-    }
+    return true;
+  }
+
+  /** The token was missing or bad (audited, 401), or could not be checked (logged, cut). */
+  async refused(attempt: UpgradeAttempt, err: unknown): Promise<void> {
+    if (err instanceof ApiError) return this.refuseUpgrade(attempt, 401, err.error, err.message);
+    this.log.error({ err }, 'qbee upgrade failed');
+    attempt.socket.destroy();
+  }
+
+  /** The caller is known: one smux session over the upgraded socket, each stream decided and audited on its own. */
+  connect(attempt: UpgradeAttempt, authenticated: Authenticated): void {
+    const { socket, head } = attempt;
     if (socket.destroyed) return;
+    const deviceId = this.deviceOf(attempt.url);
+    const caller: Caller = { principal: authenticated.principal, token: authenticated.token, source: 'qbee', ip: this.deps.sessions.clientIp(attempt.req) };
     const userId = caller.principal.user.id;
     const held = this.perUser.get(userId) ?? 0;
     if (held >= QBEE_MAX_CONNECTIONS_PER_USER) {
-      return refuse(
+      void this.refuseUpgrade(
+        attempt,
         429,
         'too_many_connections',
         `At most ${QBEE_MAX_CONNECTIONS_PER_USER} remote-access connections per user at once; close one first.`,
         caller.principal,
       );
+      return;
     }
     this.perUser.set(userId, held + 1);
     socket.write(`HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\nUpgrade: websocket\r\nSec-WebSocket-Protocol: ${QBEE_PROTOCOL}\r\n\r\n`);

@@ -36,7 +36,6 @@ function build(agent: { connected: boolean; reload?: () => Promise<void> }) {
     config: { trustProxy: false, dataDir: '', recordingRetentionDays: 90, consoleDetachGraceSeconds: 60 }, // no console is opened here
     logger: createLogger('silent'),
     db: {} as Db, // the port presets are not used here
-    upgrades: { register: () => {} },
     auth: {
       authenticate: async () => {
         throw new Error('not used here');

@@ -110,7 +110,7 @@ export class RemoteService {
 
   constructor(private readonly deps: RemoteServiceDeps) {
     this.tickets = new TicketStore(deps.db);
-    this.sessions = new RemoteSessions(deps, (ticket) => this.tickets.redeem(ticket));
+    this.sessions = new RemoteSessions(deps);
     this.portmaps = new PortmapStore(deps.db);
   }
 

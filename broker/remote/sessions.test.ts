@@ -33,14 +33,13 @@ describe('a live console with a required recording', () => {
     const deps = {
       config: { trustProxy: false, dataDir: dir },
       logger: createLogger('silent'),
-      upgrades: { register: () => {} },
       auth: { authenticate: async () => principal },
       access: {},
       audit: { recordRemoteStart: async () => 1, recordRemoteEnd: async (_id: number, end: { reason: string }) => void ends.push(end.reason) },
       locator: {} as AgentLocator,
     } as unknown as RemoteSessionsDeps;
     const principal = new Principal({ id: 'u1', email: 'u@example.com', fname: 'U', lname: 'One' }, 's1', []);
-    const sessions = new RemoteSessions(deps, async () => undefined);
+    const sessions = new RemoteSessions(deps);
     const sessionId = '44444444-4444-4444-8444-444444444444';
     const recorder = ConsoleRecorder.open(dir, sessionId, { cols: 80, rows: 24 }, {}, createLogger('silent'), true);
     const relay = new FakeRelay();

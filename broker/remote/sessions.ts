@@ -16,8 +16,8 @@ import type { AuditService } from '../audit/service.js';
 import type { AuthService } from '../auth/service.js';
 import type { Config } from '../config.js';
 import { ApiError } from '../http/errors.js';
-import { REMOTE_WS_PATHS } from '../http/api-paths.js';
-import type { UpgradeRouter } from '../http/upgrade.js';
+import type { Authenticated } from '../auth/credentials.js';
+import type { UpgradeAttempt } from '../http/upgrade.js';
 import { bounded, type RemoteAuditEnd } from '../audit/service.js';
 import { errorFrame, refuse, Relay, SessionClose, type ErrorFrame, type RelayOptions } from './relay.js';
 import { ConsoleRecorder } from './recordings.js';
@@ -38,7 +38,6 @@ export type RemoteSource = 'api' | 'web' | 'cli' | 'ssh' | 'qbee';
 export interface RemoteSessionsDeps {
   config: Pick<Config, 'trustProxy' | 'dataDir' | 'consoleDetachGraceSeconds'>;
   logger: Logger;
-  upgrades: Pick<UpgradeRouter, 'register'>;
   auth: Pick<AuthService, 'authenticate'>;
   access: Pick<AccessService, 'decide' | 'copyRoots' | 'consoleRecording' | 'mayWatchRemoteSession'>;
   audit: Pick<AuditService, 'recordRemoteStart' | 'recordRemoteEnd' | 'recordRemoteJoin'>;
@@ -157,11 +156,6 @@ function fromApiError(err: ApiError): Refusal {
   return refusal(err.status, error, message, details);
 }
 
-function bearerOf(req: IncomingMessage): string | undefined {
-  const m = /^Bearer\s+(\S+)$/i.exec(req.headers.authorization ?? '');
-  return m ? m[1] : undefined;
-}
-
 /** What the audit entry records of a request. */
 function auditOptions(request: RemoteRequest, extra: Record<string, unknown> = {}): Record<string, unknown> {
   const { action: _a, ...options } = request as RemoteRequest & Record<string, unknown>;
@@ -182,10 +176,7 @@ export class RemoteSessions {
   private rechecking = false;
   private closing = false;
 
-  constructor(
-    private readonly deps: RemoteSessionsDeps,
-    private readonly redeemTicket: (ticket: string) => Promise<string | undefined>,
-  ) {
+  constructor(private readonly deps: RemoteSessionsDeps) {
     this.log = deps.logger.child({ module: 'remote' });
   }
 
@@ -194,9 +185,6 @@ export class RemoteSessions {
   }
 
   init(): void {
-    for (const kind of Object.keys(REMOTE_WS_PATHS) as RemoteKind[]) {
-      this.deps.upgrades.register(REMOTE_WS_PATHS[kind], (req, socket, head, url) => this.upgrade(kind, req, socket, head, url));
-    }
     this.recheckTimer = setInterval(() => void this.recheck(), RECHECK_INTERVAL_MS);
     this.recheckTimer.unref();
   }
@@ -224,33 +212,61 @@ export class RemoteSessions {
     return (req.socket.remoteAddress ?? '').replace(/^::ffff:/, '');
   }
 
-  /** Turns a bearer token or a ticket into the caller, as of now. Throws ApiError 401. */
-  async identify(req: IncomingMessage, url: URL): Promise<Caller> {
-    const ip = this.clientIp(req);
-    const ticket = url.searchParams.get('ticket');
-    if (ticket) {
-      const token = await this.redeemTicket(ticket);
-      if (!token) throw new ApiError(401, 'invalid_ticket', 'The ticket is unknown, used or expired; get a new one with POST /api/v2/remote/ticket.');
-      // The ticket was issued with a valid token a minute ago at most: its sign-in session is what counts.
-      return { principal: await this.deps.auth.authenticate(token, { allowExpired: true }), token, source: 'web', ip };
-    }
-    const bearer = bearerOf(req);
-    if (!bearer) throw new ApiError(401, 'unauthorized', 'Sign in first: send Authorization: Bearer <token>, or ?ticket= from POST /api/v2/remote/ticket.');
-    const asked = url.searchParams.get('source');
-    const source: RemoteSource = asked === 'cli' || asked === 'web' ? asked : 'api';
-    return { principal: await this.deps.auth.authenticate(bearer), token: bearer, source, ip };
+  /** The caller of an upgrade the pipeline authenticated (broker/auth/credentials.ts, `bearer-or-ticket`). */
+  private callerOf(attempt: UpgradeAttempt, authenticated: Authenticated): Caller {
+    const asked = attempt.url.searchParams.get('source');
+    const source: RemoteSource = authenticated.viaTicket ? 'web' : asked === 'cli' || asked === 'web' ? asked : 'api';
+    return { principal: authenticated.principal, token: authenticated.token, source, ip: this.clientIp(attempt.req) };
   }
 
-  private upgrade(kind: RemoteKind, req: IncomingMessage, socket: Duplex, head: Buffer, url: URL): void {
+  /** A console's `?attach=` or `?watch=`: joining a live console rather than opening one. */
+  private joiningOf(kind: RemoteKind, url: URL): 'attach' | 'watch' | undefined {
+    return kind === 'console' ? (url.searchParams.has('attach') ? 'attach' : url.searchParams.has('watch') ? 'watch' : undefined) : undefined;
+  }
+
+  /** First step of the upgrade (broker/upgrades.ts): not a WebSocket handshake (or shutting down) is answered by ws before any work. */
+  admit(attempt: UpgradeAttempt): boolean {
+    const { req, socket, head } = attempt;
     if (this.closing || req.headers.upgrade?.toLowerCase() !== 'websocket' || !req.headers['sec-websocket-key']) {
-      // Not a WebSocket handshake (or shutting down): let ws answer it, before any work is done.
-      if (this.closing) return void socket.destroy();
-      return this.wss.handleUpgrade(req, socket, head, (ws) => ws.close(SessionClose.badRequest));
+      if (this.closing) socket.destroy();
+      else this.wss.handleUpgrade(req, socket, head, (ws) => ws.close(SessionClose.badRequest));
+      return false;
     }
     socket.on('error', () => {});
-    const joining = kind === 'console' ? (url.searchParams.has('attach') ? 'attach' : url.searchParams.has('watch') ? 'watch' : undefined) : undefined;
+    return true;
+  }
+
+  /** No or bad token, a spent ticket (ApiError 401): audited as a denied attempt and told on the socket. */
+  async refused(kind: RemoteKind, attempt: UpgradeAttempt, err: unknown): Promise<void> {
+    const { req, socket, head, url } = attempt;
+    const ip = this.clientIp(req);
+    const joining = this.joiningOf(kind, url);
     if (joining) {
-      void this.prepareJoin(joining, req, url)
+      let prepared: JoinPrepared;
+      if (err instanceof ApiError)
+        prepared = await this.refuseJoin(`remote.console.${joining}`, url.searchParams.get(joining) ?? '', ip, undefined, fromApiError(err));
+      else {
+        this.log.error({ err }, 'console join failed');
+        prepared = refusal(500, 'internal_error', 'The broker failed to join the console; the error is logged.');
+      }
+      return this.completeJoin(prepared, req, socket, head);
+    }
+    let prepared: Prepared;
+    if (err instanceof ApiError) prepared = await this.refuseEarly(kind, url, ip, undefined, fromApiError(err));
+    else {
+      this.log.error({ err, kind }, 'remote session set-up failed');
+      prepared = refusal(500, 'internal_error', 'The broker failed to set up the session; the error is logged.');
+    }
+    this.complete(prepared, req, socket, head);
+  }
+
+  /** The caller is known: parse, decide, audit, open, relay (or join a live console). */
+  connect(kind: RemoteKind, attempt: UpgradeAttempt, authenticated: Authenticated): void {
+    const { req, socket, head, url } = attempt;
+    const caller = this.callerOf(attempt, authenticated);
+    const joining = this.joiningOf(kind, url);
+    if (joining) {
+      void this.prepareJoin(joining, caller, url)
         .catch((err): JoinPrepared => {
           this.log.error({ err }, 'console join failed');
           return refusal(500, 'internal_error', 'The broker failed to join the console; the error is logged.');
@@ -258,7 +274,7 @@ export class RemoteSessions {
         .then((prepared) => this.completeJoin(prepared, req, socket, head));
       return;
     }
-    void this.prepare(kind, req, url)
+    void this.prepare(kind, caller, url)
       .catch((err): Prepared => {
         this.log.error({ err, kind }, 'remote session set-up failed');
         return refusal(500, 'internal_error', 'The broker failed to set up the session; the error is logged.');
@@ -463,14 +479,7 @@ export class RemoteSessions {
     }
   }
 
-  private async prepare(kind: RemoteKind, req: IncomingMessage, url: URL): Promise<Prepared> {
-    let caller: Caller;
-    try {
-      caller = await this.identify(req, url);
-    } catch (err) {
-      if (err instanceof ApiError) return this.refuseEarly(kind, url, this.clientIp(req), undefined, fromApiError(err));
-      throw err;
-    }
+  private async prepare(kind: RemoteKind, caller: Caller, url: URL): Promise<Prepared> {
     const schema: ZodType = kind === 'console' ? consoleQuery : kind === 'tunnel' ? tunnelQuery : copyQuery;
     const parsed = schema.safeParse(Object.fromEntries(url.searchParams));
     if (!parsed.success) {
@@ -489,16 +498,9 @@ export class RemoteSessions {
    * AccessService.mayWatchRemoteSession), and audits it (`remote.console.attach|watch`, pointing
    * at the session's start entry) before anything is joined. Refusals are audited too.
    */
-  private async prepareJoin(mode: 'attach' | 'watch', req: IncomingMessage, url: URL): Promise<JoinPrepared> {
+  private async prepareJoin(mode: 'attach' | 'watch', caller: Caller, url: URL): Promise<JoinPrepared> {
     const event = `remote.console.${mode}`;
     const id = url.searchParams.get(mode) ?? '';
-    let caller: Caller;
-    try {
-      caller = await this.identify(req, url);
-    } catch (err) {
-      if (err instanceof ApiError) return this.refuseJoin(event, id, this.clientIp(req), undefined, fromApiError(err));
-      throw err;
-    }
     const parsed = consoleJoinQuery.safeParse(Object.fromEntries(url.searchParams));
     if (!parsed.success) {
       const issue = parsed.error.issues[0];
