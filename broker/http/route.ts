@@ -1,24 +1,13 @@
 import type { Request, Response } from 'express';
 import type { z, ZodType } from 'zod';
-import type { Permission } from '../../shared/permissions.js';
+import type { Access } from './access.js';
 import type { Principal } from '../access/principal.js';
 import type { HeaderCredential } from '../auth/credentials.js';
 import type { Services } from '../services.js';
 
 export type Method = 'get' | 'post' | 'put' | 'patch' | 'delete';
 
-/**
- * Who may call a route: anyone (`public`), any signed-in user (`authenticated`), or holders of a
- * permission. For permissions that accept resources, `device` names the device the call concerns
- * and the check is made against it. A list: any one of these permissions (a stream that tells of
- * several kinds of things, each filtered by its own permission in the handler).
- */
-export type Access = 'public' | 'authenticated' | Permission | readonly Permission[];
-
-/** How `access` reads in the OpenAPI document and the role editor: `a or b` for a list. */
-export function accessLabel(access: Access): string {
-  return typeof access === 'string' ? access : access.join(' or ');
-}
+export { accessLabel, type Access } from './access.js';
 
 export interface UploadedFile {
   /** temporary file on disk, removed after the handler returns */

@@ -2,7 +2,7 @@ import type { IncomingMessage } from 'node:http';
 import type { Duplex } from 'node:stream';
 import type { Logger } from 'pino';
 import { isHeaderCredential, type Authenticated, type Authenticator, type Credential } from '../auth/credentials.js';
-import type { Access } from './route.js';
+import type { Access } from './access.js';
 
 /** One WebSocket upgrade request, as each step of the pipeline sees it. */
 export interface UpgradeAttempt {

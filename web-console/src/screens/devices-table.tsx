@@ -10,7 +10,7 @@ import { api, itemsOf } from '../api.js';
 import { allowed } from '../areas.js';
 import { Link } from '../router.js';
 import { ConfirmButton, ErrorBox, Notice, Tags, useAction, useLoad, useNotice } from '../ui.js';
-import { isOnline, LastContact, StatusDot } from './devices.js';
+import { isOnline, LastContact, StatusDot } from './device-status.js';
 import { manageableTagsNote, mayManage, parseTags, tagsOutside, type GroupOption, type ManageableTags } from './tree-manage.js';
 
 export interface DeviceRow {
