@@ -8,7 +8,8 @@ import type { AuthService } from '../auth/service.js';
 import { twoFactorState } from '../auth/two-factor.js';
 import type { Config } from '../config.js';
 import type { Store } from '../db/database.js';
-import { badRequest, conflict, notFound } from '../http/errors.js';
+import { ApiError, badRequest, conflict, notFound } from '../http/errors.js';
+import { recordingModeOf, type RecordingMode } from '../access/recording.js';
 import {
   builtinRoleIds,
   countActiveHolders,
@@ -16,6 +17,7 @@ import {
   deleteUser,
   emailTaken,
   existingRoleIds,
+  consoleRolesOf,
   policiesOfRoles,
   findUser,
   insertUser,
@@ -221,6 +223,7 @@ export class UsersService {
         ...(changes.disabled !== undefined ? { disabled: changes.disabled ? 1 : 0 } : {}),
         ...(changes.two_factor !== undefined ? { two_factor: changes.two_factor.enabled === null ? null : changes.two_factor.enabled ? 1 : 0 } : {}),
       });
+      if (roles && userId === actor.user.id) await requireOwnRecordingKept(trx, currentRoles, roles);
       if (roles) await setUserRoles(trx, userId, roles);
       endSessions = !willBeActive;
     });
@@ -339,4 +342,29 @@ function passwordNotSettable() {
 
 function duplicateEmail(email: string) {
   return conflict('duplicate_email', `A user with the email address ${email} exists already.`, { field: 'email' });
+}
+
+const RECORDING_RANK: Record<RecordingMode, number> = { off: 0, default: 1, required: 2 };
+
+/**
+ * Outranking oneself is trivial, so a user manager could lower the recording of their own consoles by
+ * taking from themselves a role that grants remote-access:connect with a stricter recording than
+ * another role they keep (the console then falls to the kept role's mode). Refused: another user
+ * manager must do it. Decided role by role, as for a change to the role itself (roles/service.ts),
+ * since which grants cover which console user is not known here.
+ */
+async function requireOwnRecordingKept(trx: Executor, before: string[], after: string[]): Promise<void> {
+  const removed = before.filter((r) => !after.includes(r));
+  if (removed.length === 0) return;
+  const consoleRoles = await consoleRolesOf(trx, [...new Set([...before, ...after])]);
+  const rank = (id: string) => RECORDING_RANK[recordingModeOf(consoleRoles.find((r) => r.id === id)?.recording)];
+  const granting = new Set(consoleRoles.map((r) => r.id));
+  const kept = after.filter((r) => granting.has(r));
+  const lowered = removed.filter((r) => granting.has(r)).find((r) => kept.some((k) => rank(k) < rank(r)));
+  if (lowered === undefined) return;
+  throw new ApiError(
+    403,
+    'privilege_escalation',
+    `Taking the role ${lowered} from yourself would lower the recording of your own consoles (another role of yours grants them with less); ask another user who may manage users.`,
+  );
 }

@@ -151,6 +151,15 @@ export async function usersFollowingTwoFactorPolicy(db: Executor): Promise<strin
   return rows.map((r) => r.id);
 }
 
+/** Of the given roles, those granting remote-access:connect, with their console recording as stored. */
+export async function consoleRolesOf(db: Executor, ids: string[]): Promise<{ id: string; recording: string | null | undefined }[]> {
+  if (ids.length === 0) return [];
+  const rows = await db.selectFrom('roles').select(['id', 'recording', 'policies']).where('id', 'in', ids).execute();
+  return rows
+    .filter((r) => (JSON.parse(r.policies) as Policy[]).some((p) => p.permission === 'remote-access:connect'))
+    .map((r) => ({ id: r.id, recording: r.recording }));
+}
+
 export async function policiesOfRoles(db: Executor, ids: string[]): Promise<Policy[]> {
   if (ids.length === 0) return [];
   const rows = await db.selectFrom('roles').select('policies').where('id', 'in', ids).execute();

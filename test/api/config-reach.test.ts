@@ -184,6 +184,24 @@ describe('a role manager cannot lower the recording of their own consoles', () =
     expect(r.body.error).toBe('privilege_escalation');
     expect((await t.api('GET', `/api/v2/role/${required}`, admin())).body.policies).toHaveLength(1);
   });
+
+  it('a user manager cannot take a required role from themselves while keeping an off role granting the console', async () => {
+    const required = await role('required for me', connect, 'required');
+    const unrecorded = await role('off for me', connect, 'off');
+    const manager = await t.userWith([{ permission: 'users:manage' }, { permission: 'users:read' }]);
+    await assign(manager.id, [manager.roleId, required, unrecorded]);
+    const r = await t.api('PATCH', `/api/v2/user/${manager.id}`, { token: manager.token, body: { roles: [manager.roleId, unrecorded] } });
+    expect(r.status, JSON.stringify(r.body)).toBe(403);
+    expect(r.body.error).toBe('privilege_escalation');
+    expect((await t.api('GET', `/api/v2/user/${manager.id}`, admin())).body.roles).toContain(required);
+    // Dropping both console roles leaves no unrecorded console: allowed.
+    const both = await t.api('PATCH', `/api/v2/user/${manager.id}`, { token: manager.token, body: { roles: [manager.roleId] } });
+    expect(both.status, JSON.stringify(both.body)).toBe(200);
+    // Another user manager may take the required role away from them.
+    await assign(manager.id, [manager.roleId, required, unrecorded]);
+    const byAdmin = await t.api('PATCH', `/api/v2/user/${manager.id}`, { ...admin(), body: { roles: [manager.roleId, unrecorded] } });
+    expect(byAdmin.status, JSON.stringify(byAdmin.body)).toBe(200);
+  });
 });
 
 describe('files named by a configuration need files:read', () => {
