@@ -1,3 +1,4 @@
+import type { CompanyField, CompanyRecord, CompanySettings } from '../../shared/api-types.js';
 import type { AgentDefaults } from '../../shared/protocol.js';
 import type { AccessService } from '../access/access.js';
 import type { Principal } from '../access/principal.js';
@@ -9,25 +10,9 @@ import type { UsersService } from '../users/service.js';
 
 /** The fields of the company record a caller sets (PUT replaces them, PATCH changes the given ones). */
 export const COMPANY_FIELDS = ['name', 'address', 'zip', 'city', 'country', 'vat_number', 'contact_name', 'contact_email', 'contact_phone'] as const;
-export type CompanyField = (typeof COMPANY_FIELDS)[number];
-
-export interface CompanySettings {
-  /** The account-wide second-factor policy (the same as PUT /settings/two-factor). */
-  two_factor_required: boolean;
-  /**
-   * Default agent run interval in minutes: sent to every agent with its configuration, in force
-   * where no enabled `settings` bundle sets `agentinterval`.
-   */
-  agent_interval: number;
-}
-
-export type CompanyRecord = Record<CompanyField, string> & {
-  id: string;
-  company_id: string;
-  settings: CompanySettings;
-  created_at: string;
-  updated_at: string;
-};
+export type { CompanyField, CompanyRecord, CompanySettings };
+// The list and the shared type name the same fields.
+COMPANY_FIELDS satisfies readonly CompanyField[];
 
 export type CompanyChange = Partial<Record<CompanyField, string>> & { settings?: Partial<CompanySettings> };
 

@@ -10,6 +10,7 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import type { Logger } from 'pino';
+import type { CveItem, CveStatus } from '../../shared/api-types.js';
 import type { AccessService } from '../access/access.js';
 import type { Principal } from '../access/principal.js';
 import type { Db } from '../db/database.js';
@@ -31,7 +32,7 @@ const AGGREGATE_TTL_MS = 5_000;
 /** Devices whose packages are read per query while matching the whole fleet. */
 const MATCH_BATCH = 100;
 
-export type CveStatus = 'open' | 'accepted' | 'ignored';
+export type { CveStatus };
 
 export interface CveListQuery {
   search?: string;
@@ -45,18 +46,8 @@ export interface CveListQuery {
   items_per_page: number;
 }
 
-export interface CveSummary {
-  cve_id: string;
-  score: number | null;
-  severity: SeverityLevel;
-  summary: string;
-  advisories: string[];
-  packages: string[];
-  hosts: number;
-  status: CveStatus;
-  reason: string;
-  published: string | null;
-}
+/** A CVE as GET /cvelist answers it (shared with the web console). */
+export type CveSummary = CveItem;
 
 export interface ImportResult {
   files: number;

@@ -1,5 +1,6 @@
 import { sql, type SelectQueryBuilder } from 'kysely';
 import type { Logger } from 'pino';
+import type { ReportItem } from '../../shared/api-types.js';
 import type { AgentReport, ReportSeverity } from '../../shared/protocol.js';
 import type { AccessService } from '../access/access.js';
 import type { Principal } from '../access/principal.js';
@@ -20,22 +21,8 @@ const ID_BATCH = 500;
 /** The bundle name of the agent's own events (qbee's). */
 export const AGENT_INTERNAL_BUNDLE = 'agent_internal';
 
-export interface ReportItem {
-  id: number;
-  node_id: string;
-  device_id: string;
-  title: string;
-  bundle: string;
-  bundle_commit_id: string;
-  commit_id: string;
-  labels: string;
-  sev: ReportSeverity;
-  text: string;
-  log: string;
-  ts: number;
-  received: number;
-  read: boolean;
-}
+/** A report as GET /reportlist answers it (shared with the web console). */
+export type { ReportItem };
 
 export interface ReportListQuery {
   offset: number;
