@@ -8,9 +8,8 @@
  * again by HAProxy by itself. Afterwards the audit chain verifies and no session has two ends.
  * (The third server line of the config points at an address where nothing listens: down throughout.)
  */
-import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
+import type { ChildProcess } from 'node:child_process';
 import fs from 'node:fs';
-import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import pg from 'pg';
@@ -19,7 +18,7 @@ import { dropSchema } from '../../broker/db/database.js';
 import { eventually, startAgent, type TestAgent } from '../support/agent.js';
 import { ADMIN, PG_URL } from '../support/broker.js';
 import { auditProblems, clusterEnv, spawnBroker, type BrokerProcess } from '../support/cluster.js';
-import { HAPROXY_BIN, renderHaproxyConfig } from '../support/haproxy.js';
+import { startHaproxy } from '../support/haproxy.js';
 import { connectRemote } from '../support/remote-ws.js';
 import { startTcpProxy, type TcpProxy } from '../support/tcp-proxy.js';
 
@@ -31,21 +30,13 @@ const pgUrl = new URL(PG_URL);
 
 const brokers = new Map<string, { process: BrokerProcess; proxy: TcpProxy; server: string }>();
 let haproxy: ChildProcess | undefined;
-const haproxyLog: string[] = [];
+let haproxyLog: string[] = [];
 let lb: string;
 let token: string;
 let db: pg.Client;
 let work: string;
 let agent: TestAgent;
 let device: string;
-
-async function freePort(): Promise<number> {
-  const server = net.createServer();
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  const port = (server.address() as net.AddressInfo).port;
-  await new Promise((resolve) => server.close(resolve));
-  return port;
-}
 
 /** A call through `base`; a connection that fails before an answer gives `undefined` (the caller polls). */
 async function call(base: string, method: string, p: string, body?: unknown): Promise<{ status: number; body: any } | undefined> {
@@ -75,26 +66,9 @@ beforeAll(async () => {
     const proc = await spawnBroker({ ...env, DATABASE_URL: proxy.url(PG_URL) }, id, { listenTimeoutMs: 180_000 });
     brokers.set(id, { process: proc, proxy, server: `broker${i + 1}` });
   }
-  const port = await freePort();
-  lb = `http://127.0.0.1:${port}`;
   const hostPort = (id: string) => new URL((brokers.get(id) as { process: BrokerProcess }).process.url).host;
-  const cfg = path.join(work, 'haproxy.cfg');
-  fs.writeFileSync(
-    cfg,
-    renderHaproxyConfig({
-      FLEET_BIND: `127.0.0.1:${port}`,
-      FLEET_BROKER1: hostPort(IDS[0]),
-      FLEET_BROKER2: hostPort(IDS[1]),
-      FLEET_BROKER3: `127.0.0.1:${await freePort()}`,
-      FLEET_CHECK_INTER: '300ms',
-      FLEET_MAXCONN: '2000',
-    }),
-  );
-  const checked = spawnSync(HAPROXY_BIN, ['-c', '-f', cfg], { encoding: 'utf8' });
-  expect(checked.status, checked.stderr + checked.stdout).toBe(0);
-  haproxy = spawn(HAPROXY_BIN, ['-db', '-f', cfg], { stdio: ['ignore', 'pipe', 'pipe'] });
-  haproxy.stdout?.on('data', (d) => haproxyLog.push(String(d)));
-  haproxy.stderr?.on('data', (d) => haproxyLog.push(String(d)));
+  const balancer = await startHaproxy(work, [hostPort(IDS[0]), hostPort(IDS[1])]);
+  ({ url: lb, process: haproxy, log: haproxyLog } = balancer);
   const seen = new Set<string>();
   await eventually(
     async () => {

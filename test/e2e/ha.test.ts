@@ -12,7 +12,7 @@
  * JWT_SECRET); a remote-access ticket is only redeemable on the broker that issued it until the
  * tickets move into the database.
  */
-import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
+import type { ChildProcess } from 'node:child_process';
 import crypto from 'node:crypto';
 import fs from 'node:fs';
 import net from 'node:net';
@@ -25,7 +25,7 @@ import { dropSchema } from '../../broker/db/database.js';
 import { echoServer, eventually, startAgent, type TestAgent } from '../support/agent.js';
 import { ADMIN, PG_URL } from '../support/broker.js';
 import { clusterEnv, spawnBroker, type BrokerProcess } from '../support/cluster.js';
-import { HAPROXY_BIN, renderHaproxyConfig } from '../support/haproxy.js';
+import { startHaproxy } from '../support/haproxy.js';
 import { connectRemote, remoteUrl } from '../support/remote-ws.js';
 
 const HEARTBEAT_MS = 300;
@@ -36,7 +36,7 @@ const IDS = ['ha-1', 'ha-2', 'ha-3'];
 
 const brokers = new Map<string, BrokerProcess>();
 let haproxy: ChildProcess | undefined;
-const haproxyLog: string[] = [];
+let haproxyLog: string[] = [];
 let lb: string;
 let token: string;
 let db: pg.Client;
@@ -90,14 +90,6 @@ async function presence(): Promise<Map<string, string>> {
   return new Map(r.rows.map((row) => [row.device_id, row.broker_id]));
 }
 
-async function freePort(): Promise<number> {
-  const server = net.createServer();
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  const port = (server.address() as net.AddressInfo).port;
-  await new Promise((resolve) => server.close(resolve));
-  return port;
-}
-
 async function audit(base: string, query: string): Promise<any[]> {
   const r = await api(base, 'GET', `/api/v2/commitlist?${query}`);
   expect(r.status).toBe(200);
@@ -133,26 +125,9 @@ beforeAll(async () => {
   const rest = await Promise.all(IDS.slice(1).map((id) => spawnBroker(env, id)));
   rest.forEach((b, i) => brokers.set(IDS[i + 1], b));
 
-  const port = await freePort();
-  lb = `http://127.0.0.1:${port}`;
   const hostPort = (id: string) => new URL((brokers.get(id) as BrokerProcess).url).host;
-  const cfg = path.join(work, 'haproxy.cfg');
-  fs.writeFileSync(
-    cfg,
-    renderHaproxyConfig({
-      FLEET_BIND: `127.0.0.1:${port}`,
-      FLEET_BROKER1: hostPort(IDS[0]),
-      FLEET_BROKER2: hostPort(IDS[1]),
-      FLEET_BROKER3: hostPort(IDS[2]),
-      FLEET_CHECK_INTER: '300ms',
-      FLEET_MAXCONN: '2000',
-    }),
-  );
-  const checked = spawnSync(HAPROXY_BIN, ['-c', '-f', cfg], { encoding: 'utf8' });
-  expect(checked.status, checked.stderr + checked.stdout).toBe(0);
-  haproxy = spawn(HAPROXY_BIN, ['-db', '-f', cfg], { stdio: ['ignore', 'pipe', 'pipe'] });
-  haproxy.stdout?.on('data', (d) => haproxyLog.push(String(d)));
-  haproxy.stderr?.on('data', (d) => haproxyLog.push(String(d)));
+  const balancer = await startHaproxy(work, IDS.map(hostPort));
+  ({ url: lb, process: haproxy, log: haproxyLog } = balancer);
 
   // Through HAProxy the health route answers from every broker in turn (leastconn, all idle).
   const seen = new Set<string>();

@@ -4,7 +4,7 @@
  * (GET) is sent again to another broker and answered; a POST, which that broker may have carried
  * out, is never sent twice (the client gets the failure and decides).
  */
-import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
+import type { ChildProcess } from 'node:child_process';
 import fs from 'node:fs';
 import http from 'node:http';
 import net from 'node:net';
@@ -12,10 +12,10 @@ import os from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { eventually } from '../support/agent.js';
-import { HAPROXY_BIN, renderHaproxyConfig } from '../support/haproxy.js';
+import { startHaproxy } from '../support/haproxy.js';
 
 let haproxy: ChildProcess | undefined;
-const log: string[] = [];
+let log: string[] = [];
 let lb: string;
 let work: string;
 const servers: http.Server[] = [];
@@ -26,14 +26,6 @@ async function listen(server: http.Server): Promise<number> {
   servers.push(server);
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
   return (server.address() as net.AddressInfo).port;
-}
-
-async function freePort(): Promise<number> {
-  const server = net.createServer();
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  const port = (server.address() as net.AddressInfo).port;
-  await new Promise((resolve) => server.close(resolve));
-  return port;
 }
 
 beforeAll(async () => {
@@ -59,25 +51,9 @@ beforeAll(async () => {
       req.socket.destroy();
     }),
   );
-  const port = await freePort();
-  lb = `http://127.0.0.1:${port}`;
-  const cfg = path.join(work, 'haproxy.cfg');
-  fs.writeFileSync(
-    cfg,
-    renderHaproxyConfig({
-      FLEET_BIND: `127.0.0.1:${port}`,
-      FLEET_BROKER1: `127.0.0.1:${dying}`,
-      FLEET_BROKER2: `127.0.0.1:${healthy}`,
-      FLEET_BROKER3: `127.0.0.1:${dying}`,
-      FLEET_CHECK_INTER: '300ms',
-      FLEET_MAXCONN: '200',
-    }),
-  );
-  const checked = spawnSync(HAPROXY_BIN, ['-c', '-f', cfg], { encoding: 'utf8' });
-  expect(checked.status, checked.stderr + checked.stdout).toBe(0);
-  haproxy = spawn(HAPROXY_BIN, ['-db', '-f', cfg], { stdio: ['ignore', 'pipe', 'pipe'] });
-  haproxy.stdout?.on('data', (d) => log.push(String(d)));
-  haproxy.stderr?.on('data', (d) => log.push(String(d)));
+  const balancer = await startHaproxy(work, [`127.0.0.1:${dying}`, `127.0.0.1:${healthy}`, `127.0.0.1:${dying}`], { FLEET_MAXCONN: '200' });
+  ({ url: lb, process: haproxy } = balancer);
+  log = balancer.log;
   // HAProxy answers (every server passes its health check, the dying ones too).
   await eventually(
     () =>
