@@ -11,7 +11,7 @@ import { brokerKeyFingerprint, parseBrokerPublicKey } from '../shared/broker-sig
 import { AgentClose } from '../shared/protocol.js';
 import { Backoff, sleep } from './backoff.js';
 import { BrokerEndpoint, EnrolError } from './broker-client.js';
-import type { AgentConfig } from './config.js';
+import type { AgentConfig } from './options.js';
 import { ConfigEngine } from './config/engine.js';
 import { AGENT_BUNDLES } from './config/registry.js';
 import { runConnection } from './connection.js';

@@ -11,7 +11,7 @@ import { fileURLToPath } from 'node:url';
 import { Command, Option } from 'commander';
 import pino from 'pino';
 import { Agent, EXIT_CONFIG } from './agent.js';
-import { AgentConfigError, DEFAULTS, loadAgentConfig, type AgentFlags } from './config.js';
+import { AgentConfigError, DEFAULTS, loadAgentConfig, type AgentFlags } from './options.js';
 import { launchedBy, launchInstalled } from './update/launcher.js';
 import type { UpdaterOptions } from './update/updater.js';
 

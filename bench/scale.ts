@@ -26,7 +26,7 @@ import { fileURLToPath } from 'node:url';
 import { build } from 'esbuild';
 import type { Insertable } from 'kysely';
 import { buildBroker } from '../broker/packaging/build.js';
-import { loadConfig } from '../broker/config.js';
+import { loadConfig } from '../broker/environment.js';
 import { openStore } from '../broker/db/database.js';
 import type { DevicesTable } from '../broker/db/schema.js';
 import { deviceIdOf, publicKeyPem } from '../shared/device-key.js';

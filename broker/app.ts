@@ -11,7 +11,7 @@ import { WEB_DIST, swaggerDist } from './paths.js';
 import { remoteDocs } from './remote/routes.js';
 import { routeTable } from './routes.js';
 import type { Services } from './services.js';
-import { mapTileOrigins } from './config.js';
+import { mapTileOrigins } from './environment.js';
 
 const SWAGGER_DIST = swaggerDist();
 

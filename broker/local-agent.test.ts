@@ -2,7 +2,7 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { BOOTSTRAP_KEY_ENV } from '../agent/config.js';
+import { BOOTSTRAP_KEY_ENV } from '../agent/options.js';
 import { localAgentCommand } from './local-agent.js';
 
 describe('the local agent (--with-agent)', () => {

@@ -5,7 +5,7 @@ import type { Logger } from 'pino';
 import { ensurePrivateDir } from './data-dir.js';
 import { BUNDLED, SOURCE_ROOT } from './paths.js';
 import { isLoopback } from '../agent/broker-client.js';
-import { BOOTSTRAP_KEY_ENV } from '../agent/config.js';
+import { BOOTSTRAP_KEY_ENV } from '../agent/options.js';
 import type { Services } from './services.js';
 
 const LOCAL_KEY_SETTING = 'local_agent_bootstrap_key_id';

@@ -5,7 +5,7 @@ import { ChangeEpoch } from './cache.js';
 import { CveService } from './cve/service.js';
 import { DevicesService } from './devices/service.js';
 import { DeviceScopes } from './devices/scope.js';
-import { ConfigError, loadConfig, type Config } from './config.js';
+import { ConfigError, loadConfig, type Config } from './environment.js';
 import { openStore } from './db/database.js';
 import { createLogger } from './logger.js';
 import { startLocalAgent } from './local-agent.js';

@@ -7,7 +7,7 @@ import { createApp } from './app.js';
 import { UpgradeRouter } from './http/upgrade.js';
 import { upgradeTable } from './upgrades.js';
 import { emptyUploadTmpDir, ensurePrivateDir } from './data-dir.js';
-import type { Config } from './config.js';
+import type { Config } from './environment.js';
 import { isUnreachable, openStore, type Store } from './db/database.js';
 import { capConnectionsPerAddress, limitAcceptRate, serverTimeouts } from './http/connection-limits.js';
 import { ensureSystemNodes } from './devices/scope.js';

@@ -12,7 +12,7 @@ import { ChangeEpoch } from './cache.js';
 import { ConfigService } from './config/service.js';
 import { ClusterService } from './cluster/service.js';
 import { CveService } from './cve/service.js';
-import type { Config } from './config.js';
+import type { Config } from './environment.js';
 import type { Store } from './db/database.js';
 import { ExpirySweep } from './db/expiry.js';
 import { DevicesService } from './devices/service.js';

@@ -10,7 +10,7 @@ import { verifyAgentSignature } from '../auth/credentials.js';
 import { Mux, type Channel, type MuxProtocolError } from '../../shared/mux.js';
 import { FROM_AGENT, parseEnvelope, readAuth, type AgentMessage } from '../../shared/wire.js';
 import { AgentClose, PROTOCOL_VERSION, type ChannelKind, type ChannelParams, type ControlMessage, type ReloadMode } from '../../shared/protocol.js';
-import type { Config } from '../config.js';
+import type { Config } from '../environment.js';
 import type { Db } from '../db/database.js';
 import { DEVICE_ID_PATTERN } from '../devices/scope.js';
 import type { AgentStanding } from '../enrol/service.js';

@@ -21,7 +21,7 @@ import type { Principal } from '../access/principal.js';
 import type { AgentLocator } from '../agents/locator.js';
 import type { AuditService } from '../audit/service.js';
 import type { AuthService } from '../auth/service.js';
-import type { Config } from '../config.js';
+import type { Config } from '../environment.js';
 import type { LiveSessionView } from '../remote/sessions.js';
 import { ApiError } from '../http/errors.js';
 import {

@@ -3,7 +3,7 @@ import { recordingModeOf } from '../access/recording.js';
 import type { SecondFactorProvider, TwoFactorState } from '../../shared/api-types.js';
 import { compilePolicies, type CompiledPolicy, type Policy } from '../../shared/resources.js';
 import { Principal } from '../access/principal.js';
-import type { Config } from '../config.js';
+import type { Config } from '../environment.js';
 import type { Db } from '../db/database.js';
 import type { UsersTable } from '../db/schema.js';
 import { ApiError, badRequest } from '../http/errors.js';

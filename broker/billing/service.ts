@@ -1,7 +1,7 @@
 import Stripe from 'stripe';
 import type { Logger } from 'pino';
 import type { CompanyService } from '../company/service.js';
-import type { Config } from '../config.js';
+import type { Config } from '../environment.js';
 import type { Db } from '../db/database.js';
 import { ApiError, badRequest, conflict, notFound } from '../http/errors.js';
 import type { SettingsStore } from '../settings.js';

@@ -7,7 +7,7 @@ import { Mux, type Channel } from '../../shared/mux.js';
 import { muxPair } from '../../test/support/mux-pair.js';
 import { AgentNotConnectedError } from '../agents/hub.js';
 import type { AgentLocator } from '../agents/locator.js';
-import { loadConfig } from '../config.js';
+import { loadConfig } from '../environment.js';
 import { notifyChannel, parseClusterEvent } from './bus.js';
 import { ClusterLocator } from './locator.js';
 import { macMatches } from '../auth/credentials.js';

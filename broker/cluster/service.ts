@@ -3,7 +3,7 @@ import type { Logger } from 'pino';
 import type { AgentHub } from '../agents/hub.js';
 import type { AgentLocator } from '../agents/locator.js';
 import type { ChangeEpoch } from '../cache.js';
-import type { Config } from '../config.js';
+import type { Config } from '../environment.js';
 import type { Db } from '../db/database.js';
 import type { IncomingMessage } from 'node:http';
 import type { Duplex } from 'node:stream';

@@ -5,7 +5,7 @@ import type { Permission } from '../../shared/permissions.js';
 import type { DeviceScope } from '../../shared/resources.js';
 import type { AccessService } from '../access/access.js';
 import type { Principal } from '../access/principal.js';
-import type { Config } from '../config.js';
+import type { Config } from '../environment.js';
 import type { ChangeEpoch } from '../cache.js';
 import type { Db, Store } from '../db/database.js';
 import { ApiError, badRequest, conflict, forbidden, notFound } from '../http/errors.js';

@@ -2,7 +2,7 @@ import crypto from 'node:crypto';
 import fs from 'node:fs';
 import { Readable } from 'node:stream';
 import { sql, type Selectable } from 'kysely';
-import type { Config } from '../config.js';
+import type { Config } from '../environment.js';
 import type { Store } from '../db/database.js';
 import type { FileNodesTable } from '../db/schema.js';
 import { conflict, notFound } from '../http/errors.js';

@@ -3,7 +3,7 @@ import fs from 'node:fs';
 import fsp from 'node:fs/promises';
 import path from 'node:path';
 import type { Logger } from 'pino';
-import type { Config } from '../config.js';
+import type { Config } from '../environment.js';
 import { ensurePrivateDir, PRIVATE_DIR_MODE, PRIVATE_FILE_MODE, uploadTmpDir } from '../data-dir.js';
 import { conflict, notFound } from '../http/errors.js';
 import { DigestCache, digestOf } from './digests.js';

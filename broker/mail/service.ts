@@ -2,7 +2,7 @@ import fs from 'node:fs/promises';
 import path from 'node:path';
 import nodemailer, { type Transporter } from 'nodemailer';
 import type { Logger } from 'pino';
-import type { Config } from '../config.js';
+import type { Config } from '../environment.js';
 import type { Store } from '../db/database.js';
 
 export interface Mail {

@@ -1,6 +1,6 @@
 import type { RecordingListItem } from '../../shared/api-types.js';
 import fs from 'node:fs';
-import type { Config } from '../config.js';
+import type { Config } from '../environment.js';
 import type { RemoteCapabilities } from '../../shared/api-types.js';
 import { z } from 'zod';
 import { isAccessRefusal, refusalCodeOf } from '../../shared/codes.js';

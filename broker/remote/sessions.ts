@@ -14,7 +14,7 @@ import type { Principal } from '../access/principal.js';
 import type { AgentLocator } from '../agents/locator.js';
 import type { AuditService } from '../audit/service.js';
 import type { AuthService } from '../auth/service.js';
-import type { Config } from '../config.js';
+import type { Config } from '../environment.js';
 import { ApiError } from '../http/errors.js';
 import type { Authenticated } from '../auth/credentials.js';
 import type { UpgradeAttempt } from '../http/upgrade.js';

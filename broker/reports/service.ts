@@ -4,7 +4,7 @@ import type { ReportItem } from '../../shared/api-types.js';
 import type { AgentReport, ReportSeverity } from '../../shared/protocol.js';
 import type { AccessService } from '../access/access.js';
 import type { Principal } from '../access/principal.js';
-import type { Config } from '../config.js';
+import type { Config } from '../environment.js';
 import type { Db } from '../db/database.js';
 import type { Database } from '../db/schema.js';
 import type { DevicesService } from '../devices/service.js';

@@ -1,6 +1,6 @@
 import crypto from 'node:crypto';
 import { PERMISSION_NAMES } from '../../shared/permissions.js';
-import type { Config } from '../config.js';
+import type { Config } from '../environment.js';
 import type { Db } from '../db/database.js';
 import { hashPassword } from '../auth/passwords.js';
 

@@ -6,7 +6,7 @@ import type { Principal } from '../access/principal.js';
 import { hashPassword } from '../auth/passwords.js';
 import type { AuthService } from '../auth/service.js';
 import { twoFactorState } from '../auth/two-factor.js';
-import type { Config } from '../config.js';
+import type { Config } from '../environment.js';
 import type { Store } from '../db/database.js';
 import { ApiError, badRequest, conflict, notFound } from '../http/errors.js';
 import { recordingModeOf, type RecordingMode } from '../access/recording.js';

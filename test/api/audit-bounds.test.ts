@@ -141,7 +141,7 @@ describe('retention: old entries go behind a checkpoint that verification starts
 
   it('is off by default and read from AUDIT_RETENTION_DAYS', async () => {
     expect(t.broker.services.config.auditRetentionDays).toBe(0);
-    const { loadConfig } = await import('../../broker/config.js');
+    const { loadConfig } = await import('../../broker/environment.js');
     expect(loadConfig({ AUDIT_RETENTION_DAYS: '400' }).auditRetentionDays).toBe(400);
     expect(() => loadConfig({ AUDIT_RETENTION_DAYS: 'forever' })).toThrow(/AUDIT_RETENTION_DAYS/);
   });

@@ -11,7 +11,7 @@ import path from 'node:path';
 import { Secret, TOTP } from 'otpauth';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { BrokerKey } from '../../broker/agents/broker-key.js';
-import { loadConfig } from '../../broker/config.js';
+import { loadConfig } from '../../broker/environment.js';
 import { dropSchema, openStore } from '../../broker/db/database.js';
 import { SettingsStore } from '../../broker/settings.js';
 import { bootstrapFirstUser } from '../../broker/users/bootstrap.js';

@@ -10,7 +10,7 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
-import { loadConfig } from '../../broker/config.js';
+import { loadConfig } from '../../broker/environment.js';
 import { createLogger } from '../../broker/logger.js';
 import { startBroker } from '../../broker/server.js';
 import { publicKeyPem } from '../../shared/device-key.js';

@@ -6,7 +6,7 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { loadConfig } from '../../broker/config.js';
+import { loadConfig } from '../../broker/environment.js';
 import { createLogger } from '../../broker/logger.js';
 import { startBroker, type RunningBroker } from '../../broker/server.js';
 import { startAgent, type TestAgent } from '../support/agent.js';

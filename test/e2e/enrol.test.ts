@@ -6,7 +6,7 @@ import crypto from 'node:crypto';
 import fs from 'node:fs';
 import path from 'node:path';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { loadConfig } from '../../broker/config.js';
+import { loadConfig } from '../../broker/environment.js';
 import { createLogger } from '../../broker/logger.js';
 import { startBroker } from '../../broker/server.js';
 import { AgentClose } from '../../shared/protocol.js';

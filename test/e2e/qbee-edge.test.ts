@@ -13,7 +13,7 @@ import path from 'node:path';
 import tls from 'node:tls';
 import zlib from 'node:zlib';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { loadConfig } from '../../broker/config.js';
+import { loadConfig } from '../../broker/environment.js';
 import { createLogger } from '../../broker/logger.js';
 import { startBroker, type RunningBroker } from '../../broker/server.js';
 import { QbeeMessage } from '../../shared/qbee.js';

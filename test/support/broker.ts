@@ -7,7 +7,7 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import type { Insertable } from 'kysely';
-import { loadConfig } from '../../broker/config.js';
+import { loadConfig } from '../../broker/environment.js';
 import type { DevicesTable } from '../../broker/db/schema.js';
 import { dropSchema } from '../../broker/db/database.js';
 import { hashPassword } from '../../broker/auth/passwords.js';

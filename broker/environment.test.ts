@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { ConfigError, loadConfig, mapTileOrigins } from './config.js';
+import { ConfigError, loadConfig, mapTileOrigins } from './environment.js';
 
 describe('connection limits in the configuration', () => {
   it('defaults: 1024 agent handshakes, 32 per address, 256 connections per address', () => {

@@ -2,7 +2,7 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
-import { AgentConfigError, BOOTSTRAP_KEY_ENV, CONFIG_ROOT_ENV, INSECURE_HTTP_ENV, loadAgentConfig } from './config.js';
+import { AgentConfigError, BOOTSTRAP_KEY_ENV, CONFIG_ROOT_ENV, INSECURE_HTTP_ENV, loadAgentConfig } from './options.js';
 
 const dirs: string[] = [];
 function tmp(): string {
