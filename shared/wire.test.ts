@@ -3,7 +3,17 @@ import { muxPair } from '../test/support/mux-pair.js';
 import { MAX_PROTOCOL_ERRORS, Mux } from './mux.js';
 import { AgentClose, MuxErrorCode } from './protocol.js';
 import { REPORT_LIMITS } from './reports.js';
-import { FROM_AGENT, FROM_BROKER, FROM_PEER, parseEnvelope, readMessage, type AgentMessage, type BrokerMessage, type PeerMessage } from './wire.js';
+import {
+  CHANNEL_MESSAGES,
+  FROM_AGENT,
+  FROM_BROKER,
+  FROM_PEER,
+  parseEnvelope,
+  readMessage,
+  type AgentMessage,
+  type BrokerMessage,
+  type PeerMessage,
+} from './wire.js';
 
 const closers: (() => void)[] = [];
 afterEach(() => {
@@ -23,6 +33,16 @@ describe('wire readers', () => {
   it('read only objects with a string type', () => {
     expect(parseEnvelope('{"t":"reload","id":"a"}')).toEqual({ t: 'reload', id: 'a' });
     for (const text of ['not json', '"a string"', '[{"t":"x"}]', '{"t":5}', 'null']) expect(parseEnvelope(text)).toBeUndefined();
+  });
+
+  it('a close always reads (a dropped close would leave its channel open): an overlong sentence cut, an unknown code left out', () => {
+    expect(read(CHANNEL_MESSAGES, { t: 'close', ch: 3, error: 'x'.repeat(5000), code: 'something_newer' })).toEqual({
+      t: 'close',
+      ch: 3,
+      error: 'x'.repeat(1000),
+    });
+    expect(read(CHANNEL_MESSAGES, { t: 'close', ch: 3, code: 'path_outside_grant' })).toEqual({ t: 'close', ch: 3, code: 'path_outside_grant' });
+    expect(read(CHANNEL_MESSAGES, { t: 'close', ch: 'three' })).toBeUndefined();
   });
 
   it('agent → broker: a known type of the wrong shape does not read; an unknown one is left alone', () => {

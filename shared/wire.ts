@@ -110,7 +110,13 @@ export const CHANNEL_MESSAGES: MessageTable<ChannelMessage> = {
   opened: (m) => checked(m, channelId(m.ch) && (m.info === undefined || isFields(m.info))),
   credit: (m) => checked(m, channelId(m.ch)),
   eof: (m) => checked(m, channelId(m.ch)),
-  close: (m) => checked(m, channelId(m.ch) && optionalText(m.error, MAX_ERROR_TEXT) && (m.code === undefined || isAgentRefusalCode(m.code))),
+  // A close is never dropped (a channel left open holds its relay and credit): an overlong sentence is
+  // cut and a code this end does not know is left out, rather than the close refused.
+  close: (m) => {
+    if (!channelId(m.ch)) return undefined;
+    const error = typeof m.error === 'string' ? m.error.slice(0, MAX_ERROR_TEXT) : undefined;
+    return { t: 'close', ch: m.ch, ...(error !== undefined ? { error } : {}), ...(isAgentRefusalCode(m.code) ? { code: m.code } : {}) };
+  },
   ctl: (m) => checked(m, channelId(m.ch) && readChannelControl(m.msg) !== undefined),
 };
 
