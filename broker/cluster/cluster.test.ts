@@ -11,7 +11,7 @@ import { loadConfig } from '../environment.js';
 import { notifyChannel, parseClusterEvent } from './bus.js';
 import { ClusterLocator } from './locator.js';
 import { macMatches } from '../auth/credentials.js';
-import { peerMac, type PeerLink } from './peer.js';
+import { linkSilent, peerMac, type PeerLink } from './peer.js';
 import { FROM_PEER, type PeerMessage } from '../../shared/wire.js';
 
 const DEVICE = 'a'.repeat(64);
@@ -122,6 +122,17 @@ describe('configuration of several brokers', () => {
     expect(() => loadConfig({ CLUSTER_SECRET: 'x'.repeat(32) })).toThrow(/CLUSTER_SECRET.*PostgreSQL/);
     expect(() => loadConfig({ BROKER_ID: 'a b' })).toThrow(/BROKER_ID/);
     expect(() => loadConfig({ BROKER_PEER_URL: 'http://h/path' })).toThrow(/BROKER_PEER_URL/);
+  });
+});
+
+describe('peer link keep-alive', () => {
+  it('cuts a link silent for 3 heartbeats, but not on a tick that came late because this process stalled', () => {
+    const hb = 300;
+    // on time (the last tick one heartbeat ago): silence past 3 heartbeats cuts, less does not
+    expect(linkSilent(10_000, 10_000 - 3 * hb - 1, 10_000 - hb, hb)).toBe(true);
+    expect(linkSilent(10_000, 10_000 - 3 * hb + 1, 10_000 - hb, hb)).toBe(false);
+    // this process was stalled for 5 heartbeats: what the peer sent may wait unread; not cut on this tick
+    expect(linkSilent(10_000, 10_000 - 5 * hb, 10_000 - 5 * hb, hb)).toBe(false);
   });
 });
 

@@ -75,6 +75,17 @@ export interface PeerLinksDeps {
 }
 
 /**
+ * Whether a link last heard from at `lastHeard` has been silent for 3 heartbeats at `now`. Silence
+ * counts only while this process ran: a heartbeat tick that comes late (`lastTick` more than two
+ * heartbeats ago) means this process itself was stalled (a long GC, a loaded machine), and what the
+ * peer sent meanwhile may still wait unread in the socket; the next tick, on time, decides.
+ */
+export function linkSilent(now: number, lastHeard: number, lastTick: number, heartbeatMs: number): boolean {
+  if (now - lastTick > 2 * heartbeatMs) return false;
+  return now - lastHeard > 3 * heartbeatMs;
+}
+
+/**
  * Links between the brokers of a cluster: one per pair of brokers, dialled by whichever needs it
  * first and then used both ways (channel ids odd on the dialling end, even on the other). Each end
  * proves CLUSTER_SECRET with an HMAC over the other's nonce; a peer that does not is refused (4401)
@@ -239,8 +250,12 @@ export class PeerLinks {
     ws.on('message', heard);
     ws.on('pong', heard);
     ws.on('ping', heard);
+    let lastTick = Date.now();
     const heartbeat = setInterval(() => {
-      if (Date.now() - lastHeard > 3 * this.deps.heartbeatMs) {
+      const now = Date.now();
+      const silent = linkSilent(now, lastHeard, lastTick, this.deps.heartbeatMs);
+      lastTick = now;
+      if (silent) {
         this.log.warn({ peer }, 'peer link silent for 3 heartbeats: cut');
         ws.terminate();
         return;
