@@ -11,6 +11,9 @@ import { evaluate, type CompiledPolicy, type DeviceScope, type RemoteRequest } f
 export const RECORDING_MODES = ['default', 'off', 'required'] as const;
 export type RecordingMode = (typeof RECORDING_MODES)[number];
 
+/** How strict a mode is: a change to a lower rank lowers the recording. */
+export const RECORDING_RANK: Readonly<Record<RecordingMode, number>> = { off: 0, default: 1, required: 2 };
+
 /** A stored value as a mode; anything unknown (an older row) is `default`. */
 export function recordingModeOf(value: string | null | undefined): RecordingMode {
   return (RECORDING_MODES as readonly string[]).includes(value ?? '') ? (value as RecordingMode) : 'default';

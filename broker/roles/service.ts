@@ -2,7 +2,7 @@ import crypto from 'node:crypto';
 import { PERMISSION_NAMES, PERMISSIONS, type Permission } from '../../shared/permissions.js';
 import { compilePolicies, uncoveredGrants, validatePolicies, type Policy, type PolicyProblem } from '../../shared/resources.js';
 import type { AccessService } from '../access/access.js';
-import { recordingModeOf, type RecordingMode } from '../access/recording.js';
+import { RECORDING_RANK, recordingModeOf, type RecordingMode } from '../access/recording.js';
 import type { Principal } from '../access/principal.js';
 import type { Store } from '../db/database.js';
 import { ApiError, badRequest, conflict, notFound } from '../http/errors.js';
@@ -74,9 +74,6 @@ function nextUpdatedAt(previous: string): string {
   const prev = Date.parse(previous);
   return (Number.isFinite(prev) && now.getTime() <= prev ? new Date(prev + 1) : now).toISOString();
 }
-
-/** Console recording from weakest to strongest: lowering it is taking something away. */
-const RECORDING_RANK: Record<RecordingMode, number> = { off: 0, default: 1, required: 2 };
 
 const builtinRole = () => conflict('builtin_role', 'The built-in Administrator role cannot be changed or deleted; create a role of your own instead.');
 

@@ -9,7 +9,7 @@ import { twoFactorState } from '../auth/two-factor.js';
 import type { Config } from '../environment.js';
 import type { Store } from '../db/database.js';
 import { ApiError, badRequest, conflict, notFound } from '../http/errors.js';
-import { recordingModeOf, type RecordingMode } from '../access/recording.js';
+import { RECORDING_RANK, recordingModeOf } from '../access/recording.js';
 import {
   builtinRoleIds,
   countActiveHolders,
@@ -343,8 +343,6 @@ function passwordNotSettable() {
 function duplicateEmail(email: string) {
   return conflict('duplicate_email', `A user with the email address ${email} exists already.`, { field: 'email' });
 }
-
-const RECORDING_RANK: Record<RecordingMode, number> = { off: 0, default: 1, required: 2 };
 
 /**
  * Outranking oneself is trivial, so a user manager could lower the recording of their own consoles by
