@@ -8,7 +8,7 @@
  * Plain code, no schema library: the agent loads this module at start and its memory matters. Each
  * reader checks what its handler relies on and returns the message itself (not a copy: a signed
  * message is verified over what the broker sent), except where the reading builds a value
- * (`reports`). Limits live beside the types they bound (REPORT_LIMITS, MAX_CHANNEL_CREDIT…).
+ * (`reports`, and `close`, which is cut rather than refused). Limits live beside the types they bound (REPORT_LIMITS, MAX_CHANNEL_CREDIT…).
  */
 import type { BrokerSignature } from './broker-signature.js';
 import { isAgentRefusalCode } from './codes.js';
