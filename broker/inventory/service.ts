@@ -137,12 +137,13 @@ export class InventoryService {
     const scope = (await this.devices.listVisibleDevices(principal, this.scopingPermission(principal))).find((d) => d.deviceId === deviceId);
     const [device] = await this.describe(scope ? [scope] : [{ deviceId, nodeIds: [deviceId], tags: [], title: deviceId.slice(0, 12) }], true);
     const applied = await this.db.selectFrom('device_config').select(['commit_sha', 'device_commit_sha']).where('device_id', '=', deviceId).executeTakeFirst();
+    // One read of the applied commit answers all three fields: the agent may report it between two reads.
     return {
       ...withoutQbeeKeys(parseReport(row.data)),
       device_id: deviceId,
       received_at: row.updated_at,
       pub_key_digest: deviceId,
-      system: systemInfo(device),
+      system: systemInfo({ ...device, deviceCommitSha: applied?.device_commit_sha ?? '' }),
       // The commit the agent last applied; propagated when it is the commit the device should run.
       device_commit_sha: applied?.device_commit_sha ?? '',
       config_propagated: !!applied && applied.device_commit_sha !== null && applied.device_commit_sha === (applied.commit_sha ?? ''),

@@ -819,7 +819,9 @@ export class RemoteSessions {
         }
         const who = await principal;
         if (who instanceof Error) {
-          this.withdraw(session, who.message);
+          // Only a refusal withdraws access: a database that cannot answer for now ends no session.
+          if (isRefusal(who)) this.withdraw(session, who.message);
+          else this.log.warn({ err: who, deviceId: session.deviceId }, 'remote session not re-checked: its user could not be loaded');
           continue;
         }
         const decision = await this.deps.access.decide(who, 'remote-access:connect', session.deviceId, session.request);
@@ -849,8 +851,12 @@ export class RemoteSessions {
         allowed = decision.allowed;
         reason = decision.reason;
       } catch (err) {
+        if (!isRefusal(err)) {
+          this.log.warn({ err, deviceId: session.deviceId }, 'session watcher not re-checked: its user could not be loaded');
+          continue;
+        }
         allowed = false;
-        reason = (err as Error).message;
+        reason = err.message;
       }
       if (!allowed)
         relay.dropWatcher(
@@ -873,4 +879,9 @@ export class RemoteSessions {
       `access withdrawn: ${why}`,
     );
   }
+}
+
+/** An authentication that failed because the caller is no longer allowed, not because the database could not answer. */
+function isRefusal(err: unknown): err is ApiError {
+  return err instanceof ApiError && err.status >= 400 && err.status < 500;
 }

@@ -2,7 +2,8 @@ import crypto from 'node:crypto';
 import fs from 'node:fs';
 import net from 'node:net';
 import path from 'node:path';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
+import { ApiError } from '../../broker/http/errors.js';
 import { CONSOLE_UNACKED_MAX } from '../../broker/remote/relay.js';
 import { AgentRefusal } from '../../shared/codes.js';
 import { startTestBroker, type TestBroker } from '../support/broker.js';
@@ -484,6 +485,29 @@ describe('live sessions', () => {
     expect(closed.code).toBe(4403);
     expect(s.frames.at(-1)).toMatchObject({ type: 'error', error: 'access_withdrawn' });
     await expect.poll(async () => (await audit(`user_id=${user.id}&action=console`))[0].reason).toMatch(/access withdrawn/);
+  });
+
+  it('a re-check the database cannot answer ends no session; a refusal still does', async () => {
+    const user = await t.userWith([{ permission: 'remote-access:connect', resources: ['tag:x/console'] }]);
+    const s = connectRemote(t.url, 'console', { device_id: device }, user.token);
+    await s.ready;
+    const { sessions } = t.broker.services.remote;
+    const live = () => sessions.list().filter((v) => v.user.id === user.id);
+    const auth = vi.spyOn(t.broker.services.auth, 'authenticate').mockRejectedValue(new Error('connect ECONNREFUSED 127.0.0.1:5432'));
+    try {
+      await sessions.recheck();
+      // The console still answers after the failed re-check, and was told nothing.
+      s.ws.send(Buffer.from('echo "kept-$((6*7))"\n'));
+      await s.output('kept-42');
+      expect(live()).toHaveLength(1);
+      expect(s.frames.some((f) => f.type === 'error')).toBe(false);
+      auth.mockRejectedValue(new ApiError(401, 'user_disabled', 'This user is disabled.'));
+      await sessions.recheck();
+      expect((await s.closed).code).toBe(4403);
+      expect(s.frames.at(-1)).toMatchObject({ error: 'access_withdrawn', reason: 'This user is disabled' });
+    } finally {
+      auth.mockRestore();
+    }
   });
 
   it('deleting the device ends its live sessions', async () => {
