@@ -3,7 +3,7 @@
  * only, even from a row stored before the API refused others (or edited by hand).
  */
 import { describe, expect, it } from 'vitest';
-import { parameterAttributes } from './service.js';
+import { parameterAttributes } from './rendering.js';
 
 describe('custom attributes sent as parameters', () => {
   it('leaves out a value or key holding a newline, a control or a bidi character, and names it', () => {

@@ -3,7 +3,7 @@ import { NODE_ID_PATTERN } from '../../shared/resources.js';
 import { DEVICE_ID_PATTERN } from '../devices/scope.js';
 import { defineRoute, type RouteSpec } from '../http/route.js';
 import { auditableChangeBody, BUNDLES } from './bundles.js';
-import { MAX_INLINE_CHANGES } from './service.js';
+import { MAX_INLINE_CHANGES } from './deps.js';
 import { singleLine } from '../../shared/text.js';
 
 const sha = z
