@@ -53,12 +53,6 @@ const NOT_YET_MOVED = new Set<string>([
   'audit/subjects.ts: nodes (owned by devices)',
   'audit/subjects.ts: user_roles (owned by users)',
   'audit/writer.ts: remote_session_owners (owned by cluster)',
-  'auth/password-links.ts: users (owned by users)',
-  'auth/profile.ts: user_roles (owned by users)',
-  'auth/profile.ts: users (owned by users)',
-  'auth/service.ts: roles (owned by roles)',
-  'auth/service.ts: user_roles (owned by users)',
-  'auth/service.ts: users (owned by users)',
   'billing/service.ts: devices (owned by devices)',
   'config/service.ts: devices (owned by devices)',
   'config/service.ts: nodes (owned by devices)',
@@ -84,15 +78,6 @@ const NOT_YET_MOVED = new Set<string>([
   'remote/service.ts: nodes (owned by devices)',
   'reports/service.ts: devices (owned by devices)',
   'reports/service.ts: nodes (owned by devices)',
-  'roles/store.ts: user_roles (owned by users)',
-  'roles/store.ts: users (owned by users)',
-  'services.ts: users (owned by users)',
-  'users/bootstrap.ts: roles (owned by roles)',
-  'users/store.ts: challenges (owned by auth)',
-  'users/store.ts: password_tokens (owned by auth)',
-  'users/store.ts: recovery_codes (owned by auth)',
-  'users/store.ts: roles (owned by roles)',
-  'users/store.ts: sessions (owned by auth)',
 ]);
 
 describe('table owners', () => {
