@@ -53,7 +53,6 @@ const NOT_YET_MOVED = new Set<string>([
   'audit/subjects.ts: nodes (owned by devices)',
   'audit/subjects.ts: user_roles (owned by users)',
   'audit/writer.ts: remote_session_owners (owned by cluster)',
-  'billing/service.ts: devices (owned by devices)',
   'config/service.ts: devices (owned by devices)',
   'config/service.ts: nodes (owned by devices)',
   'config/service.ts: users (owned by users)',
@@ -67,8 +66,6 @@ const NOT_YET_MOVED = new Set<string>([
   'devices/store.ts: inventory_packages (owned by inventory)',
   'devices/store.ts: metric_rollups (owned by metrics)',
   'devices/store.ts: metric_samples (owned by metrics)',
-  'enrol/store.ts: devices (owned by devices)',
-  'enrol/store.ts: nodes (owned by devices)',
   'inventory/service.ts: device_config (owned by config)',
   'inventory/service.ts: devices (owned by devices)',
   'inventory/service.ts: nodes (owned by devices)',
@@ -76,8 +73,6 @@ const NOT_YET_MOVED = new Set<string>([
   'metrics/orgstats.ts: inventory (owned by inventory)',
   'remote/service.ts: audit (owned by audit)',
   'remote/service.ts: nodes (owned by devices)',
-  'reports/service.ts: devices (owned by devices)',
-  'reports/service.ts: nodes (owned by devices)',
 ]);
 
 describe('table owners', () => {
