@@ -11,15 +11,6 @@ import { EpochCache, type ChangeEpoch } from '../cache.js';
 import type { MailService } from '../mail/service.js';
 import { passwordResetMail, signInCodeMail, welcomeMail } from '../mail/templates.js';
 import type { SettingsStore } from '../settings.js';
-import { ChallengeStore, codeMatches } from './challenges.js';
-import { PasswordLinks } from './password-links.js';
-import { digest, randomToken, verifyPassword } from './passwords.js';
-import { ProfileService } from './profile.js';
-import { RateLimiter, type LimitStore } from './ratelimit.js';
-import { looksLikeRecoveryCode, RecoveryCodes } from './recovery-codes.js';
-import { SignInThrottle } from './sign-in-throttle.js';
-import { TokenSigner } from './tokens.js';
-import { totpStep } from './totp.js';
 import { rolesForSignIn } from '../roles/store.js';
 import {
   activeUserIds,
@@ -31,6 +22,15 @@ import {
   signedInUser,
   userIdsWithEmail,
 } from '../users/directory.js';
+import { ChallengeStore, codeMatches } from './challenges.js';
+import { PasswordLinks } from './password-links.js';
+import { digest, randomToken, verifyPassword } from './passwords.js';
+import { ProfileService } from './profile.js';
+import { RateLimiter, type LimitStore } from './ratelimit.js';
+import { looksLikeRecoveryCode, RecoveryCodes } from './recovery-codes.js';
+import { SignInThrottle } from './sign-in-throttle.js';
+import { TokenSigner } from './tokens.js';
+import { totpStep } from './totp.js';
 import { providersOf, secondFactorApplies, twoFactorState, TWO_FACTOR_POLICY_KEY, type TwoFactorPolicy } from './two-factor.js';
 
 export interface IssuedSession {
