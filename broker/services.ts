@@ -40,6 +40,7 @@ import { CompanyService } from './company/service.js';
 import { BillingService } from './billing/service.js';
 import { RolesService } from './roles/service.js';
 import { SettingsStore } from './settings.js';
+import { isActiveUser, rolesOfUsers, usersOfRoles } from './users/directory.js';
 import { UsersService } from './users/service.js';
 import { AgentUpdates } from './install/updates.js';
 
@@ -136,7 +137,7 @@ export async function createServices(config: Config, logger: Logger, store: Stor
     store.db,
     {
       startSession: (userId, ip, userAgent) => auth.startSession(userId, ip, userAgent),
-      isActiveUser: async (userId) => (await store.db.selectFrom('users').select('disabled').where('id', '=', userId).executeTakeFirst())?.disabled === 0,
+      isActiveUser: (userId) => isActiveUser(store.db, userId),
     },
     config,
     Date.now,
@@ -160,7 +161,8 @@ export async function createServices(config: Config, logger: Logger, store: Stor
     ...(cluster ? { otherLiveBrokers: () => cluster.otherLiveBrokers() } : {}),
   });
   const users = new UsersService(store, config, logger, auth, access);
-  const roles = new RolesService(store, access);
+  // Roles ask users who holds them, while users ask roles which exist: the users' side is handed in.
+  const roles = new RolesService(store, access, { usersOfRoles, rolesOfUsers });
   const devices = new DevicesService(store, config, access, epoch);
   const files: FileStore = config.fileStore === 'db' ? new DbFilesService(store, config) : new FilesService(config, logger);
 

@@ -1,5 +1,6 @@
 import type { Db } from '../db/database.js';
 import { badRequest } from '../http/errors.js';
+import { setPasswordHash } from '../users/directory.js';
 import { digest, hashPassword, randomToken } from './passwords.js';
 
 export type PasswordLinkPurpose = 'welcome' | 'reset';
@@ -9,6 +10,8 @@ export const PASSWORD_LINK_TTL_MS: Record<PasswordLinkPurpose, number> = {
   welcome: 72 * 3_600_000,
   reset: 3_600_000,
 };
+
+const invalidLink = () => badRequest('This password link is not valid; ask for a new one with "Forgot password".', { field: 'token' }, 'invalid_link');
 
 /**
  * Single-use links to set a password: `<base>/set-password?token=<t>`. Only the token's sha256 is
@@ -46,17 +49,16 @@ export class PasswordLinks {
   async redeem(token: string, password: string, now = new Date()): Promise<{ userId: string; email: string }> {
     const row = await this.db
       .selectFrom('password_tokens')
-      .innerJoin('users', 'users.id', 'password_tokens.user_id')
-      .select(['password_tokens.token_hash', 'password_tokens.user_id', 'password_tokens.expires_at', 'password_tokens.used_at', 'users.email'])
-      .where('password_tokens.token_hash', '=', digest(token))
+      .select(['token_hash', 'user_id', 'expires_at', 'used_at'])
+      .where('token_hash', '=', digest(token))
       .executeTakeFirst();
-    if (!row) throw badRequest('This password link is not valid; ask for a new one with "Forgot password".', { field: 'token' }, 'invalid_link');
+    if (!row) throw invalidLink();
     if (row.used_at) throw badRequest('This password link was already used; ask for a new one with "Forgot password".', { field: 'token' }, 'link_used');
     if (row.expires_at <= now.toISOString()) {
       throw badRequest('This password link has expired; ask for a new one with "Forgot password".', { field: 'token' }, 'link_expired');
     }
     const passwordHash = await hashPassword(password);
-    await this.db.transaction().execute(async (trx) => {
+    const email = await this.db.transaction().execute(async (trx) => {
       const spent = await trx
         .updateTable('password_tokens')
         .set({ used_at: now.toISOString() })
@@ -66,10 +68,13 @@ export class PasswordLinks {
       if (Number(spent.numUpdatedRows) !== 1) {
         throw badRequest('This password link was already used; ask for a new one with "Forgot password".', { field: 'token' }, 'link_used');
       }
-      await trx.updateTable('users').set({ password_hash: passwordHash }).where('id', '=', row.user_id).execute();
+      // A link outlives no user (their links go with them), so a user not found is a link not valid.
+      const email = await setPasswordHash(trx, row.user_id, passwordHash);
+      if (email === undefined) throw invalidLink();
       await this.spendAll(row.user_id, now, trx);
+      return email;
     });
-    return { userId: row.user_id, email: row.email };
+    return { userId: row.user_id, email };
   }
 
   /** Spends every open link of a user (their password was set or changed another way). */

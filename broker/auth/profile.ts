@@ -10,6 +10,7 @@ import type { RateLimiter } from './ratelimit.js';
 import type { RecoveryCodes } from './recovery-codes.js';
 import { newTotpSecret, totpEnrolment, totpStep, type TotpEnrolment } from './totp.js';
 import { twoFactorState } from './two-factor.js';
+import { confirmPendingTotp, rolesOfUsers, setOwnAccountFields, setPasswordHash } from '../users/directory.js';
 
 type UserRow = UsersTable;
 
@@ -41,13 +42,13 @@ export class ProfileService {
 
   async get(principal: Principal): Promise<Profile> {
     const row = await this.row(principal);
-    const roles = await this.db.selectFrom('user_roles').select('role_id').where('user_id', '=', row.id).orderBy('role_id').execute();
+    const roles = (await rolesOfUsers(this.db, [row.id])).get(row.id) ?? [];
     return {
       user_id: row.id,
       fname: row.fname,
       lname: row.lname,
       email: row.email,
-      roles: roles.map((r) => r.role_id),
+      roles,
       disabled: row.disabled === 1,
       two_factor: twoFactorState(row, await this.auth.twoFactorPolicy()),
       created_at: row.created_at,
@@ -62,7 +63,7 @@ export class ProfileService {
     const set: { fname?: string; lname?: string } = {};
     if (change.fname !== undefined) set.fname = change.fname;
     if (change.lname !== undefined) set.lname = change.lname;
-    if (Object.keys(set).length) await this.db.updateTable('users').set(set).where('id', '=', principal.user.id).execute();
+    await setOwnAccountFields(this.db, principal.user.id, set);
     return this.get(principal);
   }
 
@@ -74,7 +75,7 @@ export class ProfileService {
     await this.auth.reauth.reset(`user:${row.id}`);
     const passwordHash = await hashPassword(newPassword);
     await this.db.transaction().execute(async (trx) => {
-      await trx.updateTable('users').set({ password_hash: passwordHash }).where('id', '=', row.id).execute();
+      await setPasswordHash(trx, row.id, passwordHash);
       await this.auth.links.spendAll(row.id, new Date(), trx);
     });
     await this.auth.revokeUserSessions(row.id, principal.sessionId);
@@ -90,7 +91,7 @@ export class ProfileService {
       throw conflict('totp_already_enabled', 'An authenticator app is already set up; remove it first (DELETE /api/v2/profile/totp).');
     }
     const secret = newTotpSecret();
-    await this.db.updateTable('users').set({ totp_pending: secret }).where('id', '=', row.id).execute();
+    await setOwnAccountFields(this.db, row.id, { totp_pending: secret });
     return totpEnrolment(secret, row.email);
   }
 
@@ -110,13 +111,8 @@ export class ProfileService {
     await this.auth.reauth.reset(`user:${row.id}`);
     const pending = row.totp_pending;
     const codes = await this.db.transaction().execute(async (trx) => {
-      const confirmed = await trx
-        .updateTable('users')
-        .set({ totp_secret: pending, totp_pending: null, totp_last_step: step, two_factor: 1 })
-        .where('id', '=', row.id)
-        .where('totp_pending', '=', pending)
-        .executeTakeFirst();
-      if (Number(confirmed.numUpdatedRows) !== 1) throw conflict('totp_not_started', 'The authenticator setup changed meanwhile; start again.');
+      if (!(await confirmPendingTotp(trx, row.id, pending, step)))
+        throw conflict('totp_not_started', 'The authenticator setup changed meanwhile; start again.');
       return this.auth.recoveryCodes.issue(row.id, trx);
     });
     return { ...(await this.get(principal)), recovery_codes: codes };
@@ -153,7 +149,7 @@ export class ProfileService {
     if (!row.totp_secret) throw conflict('totp_not_enabled', 'No authenticator app is set up.');
     await this.proveTotpOrPassword(row, row.totp_secret, proof);
     await this.db.transaction().execute(async (trx) => {
-      await trx.updateTable('users').set({ totp_secret: null, totp_pending: null, totp_last_step: null }).where('id', '=', row.id).execute();
+      await setOwnAccountFields(trx, row.id, { totp_secret: null, totp_pending: null, totp_last_step: null });
       await this.auth.recoveryCodes.remove(row.id, trx);
     });
     return this.get(principal);

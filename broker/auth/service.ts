@@ -11,6 +11,17 @@ import { EpochCache, type ChangeEpoch } from '../cache.js';
 import type { MailService } from '../mail/service.js';
 import { passwordResetMail, signInCodeMail, welcomeMail } from '../mail/templates.js';
 import type { SettingsStore } from '../settings.js';
+import { rolesForSignIn } from '../roles/store.js';
+import {
+  activeUserIds,
+  findUser,
+  findUserByEmail,
+  recordTotpStep,
+  roleIdsOfUser,
+  setOwnAccountFields,
+  signedInUser,
+  userIdsWithEmail,
+} from '../users/directory.js';
 import { ChallengeStore, codeMatches } from './challenges.js';
 import { PasswordLinks } from './password-links.js';
 import { digest, randomToken, verifyPassword } from './passwords.js';
@@ -150,29 +161,26 @@ export class AuthService {
   /** The session's user and the union of their roles' policies, as stored now. */
   private async loadPrincipal(userId: string, sessionId: string): Promise<Principal> {
     const claims = { sub: userId, sid: sessionId };
-    const row = await this.db
+    // The user of the session while it is live: one query, the session's part a subquery of ours.
+    const liveSession = this.db
       .selectFrom('sessions')
-      .innerJoin('users', 'users.id', 'sessions.user_id')
-      .select(['sessions.revoked_at', 'sessions.expires_at', 'users.id', 'users.email', 'users.fname', 'users.lname', 'users.disabled'])
-      .where('sessions.id', '=', claims.sid)
-      .executeTakeFirst();
-    if (!row || row.id !== claims.sub || row.revoked_at || row.expires_at < new Date().toISOString()) {
+      .select('user_id')
+      .where('id', '=', claims.sid)
+      .where('revoked_at', 'is', null)
+      .where('expires_at', '>=', new Date().toISOString());
+    const row = await signedInUser(this.db, liveSession);
+    if (!row || row.id !== claims.sub) {
       throw new ApiError(401, 'token_revoked', 'This token was revoked (signed out, password changed or user removed); sign in again.');
     }
     if (row.disabled) throw new ApiError(401, 'user_disabled', 'This user is disabled.');
-    const roles = await this.db
-      .selectFrom('user_roles')
-      .innerJoin('roles', 'roles.id', 'user_roles.role_id')
-      .select(['roles.id', 'roles.policies', 'roles.updated_at', 'roles.recording'])
-      .where('user_roles.user_id', '=', row.id)
-      .execute();
+    const roles = await rolesForSignIn(this.db, roleIdsOfUser(this.db, row.id));
     const perRole = roles.map((r) => ({ recording: recordingModeOf(r.recording), policies: this.policiesOf(r.id, r.updated_at, r.policies) }));
     const policies = perRole.flatMap((r) => r.policies);
     return new Principal({ id: row.id, email: row.email, fname: row.fname, lname: row.lname }, claims.sid, policies, perRole);
   }
 
   async userRow(userId: string): Promise<UserRow | undefined> {
-    return this.db.selectFrom('users').selectAll().where('id', '=', userId).executeTakeFirst();
+    return findUser(this.db, userId);
   }
 
   /**
@@ -185,7 +193,7 @@ export class AuthService {
     const normalized = email.trim().toLowerCase();
     await this.perAddress.hit(`ip:${ip}`);
     await this.signIn.admit(normalized, ip);
-    const user = await this.db.selectFrom('users').select(['id', 'password_hash', 'disabled']).where('email', '=', normalized).executeTakeFirst();
+    const user = await findUserByEmail(this.db, normalized);
     const ok = await verifyPassword(password, user?.password_hash ?? null);
     if (!user || !ok) throw loginFailed();
     if (user.disabled) throw disabledUser();
@@ -198,10 +206,9 @@ export class AuthService {
   private async lastSignInAddress(email: string): Promise<string | undefined> {
     const row = await this.db
       .selectFrom('sessions')
-      .innerJoin('users', 'users.id', 'sessions.user_id')
-      .select('sessions.ip')
-      .where('users.email', '=', email)
-      .orderBy('sessions.created_at', 'desc')
+      .select('ip')
+      .where('user_id', 'in', userIdsWithEmail(this.db, email))
+      .orderBy('created_at', 'desc')
       .limit(1)
       .executeTakeFirst();
     return row?.ip ?? undefined;
@@ -310,13 +317,7 @@ export class AuthService {
   async acceptTotp(userId: string, secret: string, code: string): Promise<TotpCheck> {
     const step = totpStep(secret, code.trim());
     if (step === null) return 'invalid';
-    const recorded = await this.db
-      .updateTable('users')
-      .set({ totp_last_step: step })
-      .where('id', '=', userId)
-      .where((eb) => eb.or([eb('totp_last_step', 'is', null), eb('totp_last_step', '<', step)]))
-      .executeTakeFirst();
-    return Number(recorded.numUpdatedRows) === 1 ? 'ok' : 'reused';
+    return (await recordTotpStep(this.db, userId, step)) ? 'ok' : 'reused';
   }
 
   /** Opens a login session for a user whose credentials (and second factor) were checked. */
@@ -338,7 +339,7 @@ export class AuthService {
           user_agent: userAgent.slice(0, 300),
         })
         .execute();
-      await trx.updateTable('users').set({ last_login: now.toISOString() }).where('id', '=', userId).execute();
+      await setOwnAccountFields(trx, userId, { last_login: now.toISOString() });
     });
     return { token: this.signer.sign(userId, sessionId), refreshToken, sessionId, refreshMaxAgeSeconds: this.config.sessionTtlSeconds };
   }
@@ -350,13 +351,14 @@ export class AuthService {
       return this.signer.sign(principal.user.id, principal.sessionId);
     }
     if (input.refreshToken) {
+      // A session of a disabled or removed user is no session: its user is not among the active ones.
       const row = await this.db
         .selectFrom('sessions')
-        .innerJoin('users', 'users.id', 'sessions.user_id')
-        .select(['sessions.id', 'sessions.user_id', 'sessions.revoked_at', 'sessions.expires_at', 'users.disabled'])
-        .where('sessions.refresh_hash', '=', digest(input.refreshToken))
+        .select(['id', 'user_id', 'revoked_at', 'expires_at'])
+        .where('refresh_hash', '=', digest(input.refreshToken))
+        .where('user_id', 'in', activeUserIds(this.db))
         .executeTakeFirst();
-      if (!row || row.revoked_at || row.expires_at < new Date().toISOString() || row.disabled) {
+      if (!row || row.revoked_at || row.expires_at < new Date().toISOString()) {
         throw new ApiError(401, 'token_revoked', 'The session has ended; sign in again.');
       }
       return this.signer.sign(row.user_id, row.id);
@@ -398,7 +400,7 @@ export class AuthService {
     const normalized = email.trim().toLowerCase();
     await this.forgotPerAddress.hit(`ip:${ip}`);
     await this.forgotPerAccount.hit(`account:${normalized}`);
-    const user = await this.db.selectFrom('users').select(['id', 'email', 'fname', 'disabled']).where('email', '=', normalized).executeTakeFirst();
+    const user = await findUserByEmail(this.db, normalized);
     if (!user || user.disabled) return;
     const link = await this.links.issue(user.id, 'reset');
     this.mail.sendInBackground(passwordResetMail(user, link.url));

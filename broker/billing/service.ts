@@ -3,6 +3,7 @@ import type { Logger } from 'pino';
 import type { CompanyService } from '../company/service.js';
 import type { Config } from '../environment.js';
 import type { Db } from '../db/database.js';
+import { countApprovedDevices } from '../devices/directory.js';
 import { ApiError, badRequest, conflict, notFound } from '../http/errors.js';
 import type { SettingsStore } from '../settings.js';
 import type { UsersService } from '../users/service.js';
@@ -114,15 +115,11 @@ export class BillingService {
   /** `GET /stripe/subscriptions`. */
   async subscriptions(): Promise<SubscriptionsAnswer> {
     const seats = await this.deps.users.seats();
-    const devices = await this.deps.db
-      .selectFrom('devices')
-      .select((eb) => eb.fn.countAll<string | number>().as('n'))
-      .where('state', '=', 'approved')
-      .executeTakeFirst();
+    const devices = await countApprovedDevices(this.deps.db);
     const answer: SubscriptionsAnswer = {
       seats: this.deps.config.seats,
       seats_used: seats.used,
-      usage: { users: seats.used, devices: Number(devices?.n ?? 0) },
+      usage: { users: seats.used, devices },
       billing_configured: this.configured,
       subscriptions: [],
     };

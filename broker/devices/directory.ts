@@ -5,6 +5,7 @@
 import type { Db } from '../db/database.js';
 import { sql } from '../db/database.js';
 import { TreeShape } from './tree.js';
+import type { DevicesTable } from '../db/schema.js';
 
 export type { Db };
 
@@ -29,4 +30,109 @@ export async function deviceAttributes(db: Db, ids?: readonly string[]): Promise
       .execute())
       out.set(r.device_id, r.attributes);
   return out;
+}
+
+/** Approved devices: what the subscription's usage counts. */
+export async function countApprovedDevices(db: Db): Promise<number> {
+  const row = await db
+    .selectFrom('devices')
+    .select((eb) => eb.fn.countAll<string | number>().as('n'))
+    .where('state', '=', 'approved')
+    .executeTakeFirst();
+  return Number(row?.n ?? 0);
+}
+
+/** A device's record (pending or approved), or undefined; on the caller's executor. */
+export async function deviceRecord(db: Db, deviceId: string): Promise<DevicesTable | undefined> {
+  return db.selectFrom('devices').selectAll().where('device_id', '=', deviceId).executeTakeFirst();
+}
+
+/** A device's state (pending or approved), or undefined when there is no such device. */
+export async function deviceState(db: Db, deviceId: string): Promise<DevicesTable['state'] | undefined> {
+  return (await db.selectFrom('devices').select('state').where('device_id', '=', deviceId).executeTakeFirst())?.state;
+}
+
+/** Whether a node of the tree is a group. */
+export async function isGroupNode(db: Db, nodeId: string): Promise<boolean> {
+  const row = await db.selectFrom('nodes').select('type').where('node_id', '=', nodeId).executeTakeFirst();
+  return row?.type === 'group';
+}
+
+/** Devices (pending and approved) enrolled with each of these bootstrap keys, by key_id. */
+export async function deviceCountsByKey(db: Db, keyIds: string[]): Promise<Map<string, number>> {
+  if (keyIds.length === 0) return new Map();
+  const rows = await db
+    .selectFrom('devices')
+    .select(['bootstrap_key', (eb) => eb.fn.countAll<number>().as('n')])
+    .where('bootstrap_key', 'in', keyIds)
+    .groupBy('bootstrap_key')
+    .execute();
+  return new Map(rows.map((r) => [r.bootstrap_key as string, Number(r.n)]));
+}
+
+/** Inserts an enrolling device; false when one with this id was there already (a parallel enrolment: nothing changed). */
+export async function insertEnrollingDevice(db: Db, row: DevicesTable): Promise<boolean> {
+  const inserted = await db
+    .insertInto('devices')
+    .values(row)
+    .onConflict((oc) => oc.column('device_id').doNothing())
+    .returning('device_id')
+    .executeTakeFirst();
+  return inserted !== undefined;
+}
+
+/** Records what an enrolling device said of itself (hostname, address, when, agent version). */
+export async function touchDevice(
+  db: Db,
+  deviceId: string,
+  patch: Partial<Pick<DevicesTable, 'hostname' | 'last_ip' | 'last_seen' | 'agent_version'>>,
+): Promise<void> {
+  if (Object.keys(patch).length === 0) return;
+  await db.updateTable('devices').set(patch).where('device_id', '=', deviceId).execute();
+}
+
+/** pending → approved, on the caller's transaction (which places the device's node); false when it was not pending. */
+export async function markDeviceApproved(db: Db, deviceId: string, at: string): Promise<boolean> {
+  const r = await db
+    .updateTable('devices')
+    .set({ state: 'approved', approved_at: at })
+    .where('device_id', '=', deviceId)
+    .where('state', '=', 'pending')
+    .executeTakeFirst();
+  return Number(r.numUpdatedRows) === 1;
+}
+
+/** Deletes a pending device, on the caller's transaction; false when it was not pending (decided meanwhile). */
+export async function deletePendingDevice(db: Db, deviceId: string): Promise<boolean> {
+  const r = await db.deleteFrom('devices').where('device_id', '=', deviceId).where('state', '=', 'pending').executeTakeFirst();
+  return Number(r.numDeletedRows) === 1;
+}
+
+/** One page of the pending devices, oldest first, and how many there are. */
+export async function listPendingDevices(db: Db, offset: number, limit: number): Promise<{ rows: DevicesTable[]; total: number }> {
+  const rows = await db
+    .selectFrom('devices')
+    .selectAll()
+    .where('state', '=', 'pending')
+    .orderBy('created_at')
+    .orderBy('device_id')
+    .offset(offset)
+    .limit(limit)
+    .execute();
+  const { total } = await db
+    .selectFrom('devices')
+    .select((eb) => eb.fn.countAll<number>().as('total'))
+    .where('state', '=', 'pending')
+    .executeTakeFirstOrThrow();
+  return { rows, total: Number(total) };
+}
+
+/** The ids of every enrolled device (pending or approved), as a subquery for another owner's `in` (not run by itself). */
+export function enrolledDeviceIds(db: Db) {
+  return db.selectFrom('devices').select('device_id');
+}
+
+/** The node ids of every device in the tree, as a subquery for another owner's `in` (not run by itself). */
+export function deviceNodeIds(db: Db) {
+  return db.selectFrom('nodes').select('node_id').where('type', '=', 'device');
 }

@@ -5,6 +5,16 @@ import type { AgentLocator } from '../agents/locator.js';
 import { RateLimiter, type LimitStore } from '../auth/ratelimit.js';
 import type { Db, Store } from '../db/database.js';
 import type { BootstrapKeysTable, DevicesTable } from '../db/schema.js';
+import {
+  deletePendingDevice,
+  deviceCountsByKey,
+  deviceRecord,
+  insertEnrollingDevice,
+  isGroupNode,
+  listPendingDevices,
+  markDeviceApproved,
+  touchDevice,
+} from '../devices/directory.js';
 import { UNASSIGNED_NODE } from '../devices/scope.js';
 import type { DevicesService } from '../devices/service.js';
 import { ApiError, badRequest, conflict, notFound } from '../http/errors.js';
@@ -139,7 +149,7 @@ export class EnrolService {
   // ---- bootstrap keys ------------------------------------------------------------------------
 
   private async requireGroup(groupId: string): Promise<void> {
-    if (!(await this.store.isGroup(this.store.db, groupId))) {
+    if (!(await isGroupNode(this.store.db, groupId))) {
       throw badRequest(`There is no group "${groupId}"; give the node id of an existing group (GET /grouptree).`, { field: 'group_id' }, 'unknown_group');
     }
   }
@@ -175,7 +185,10 @@ export class EnrolService {
 
   async listKeys(query: { offset: number; items_per_page: number }): Promise<{ items: BootstrapKeyRecord[]; total: number }> {
     const { rows, total } = await this.store.listKeys(query.offset, query.items_per_page);
-    const counts = await this.store.deviceCounts(rows.map((r) => r.key_id));
+    const counts = await deviceCountsByKey(
+      this.store.db,
+      rows.map((r) => r.key_id),
+    );
     return { items: rows.map((r) => ({ ...keyRecord(r), devices: counts.get(r.key_id) ?? 0 })), total };
   }
 
@@ -251,7 +264,7 @@ export class EnrolService {
       );
     }
     const now = new Date().toISOString();
-    const created = await this.store.insertDevice(this.store.db, {
+    const created = await insertEnrollingDevice(this.store.db, {
       device_id: deviceId,
       public_key: publicKeyPem(publicKey),
       state: 'pending',
@@ -264,9 +277,9 @@ export class EnrolService {
       last_ip: ip,
       agent_version: null,
     });
-    const device = (await this.store.device(this.store.db, deviceId)) as DevicesTable;
+    const device = (await deviceRecord(this.store.db, deviceId)) as DevicesTable;
     if (device.state === 'pending') {
-      await this.store.touchDevice(this.store.db, deviceId, { hostname: input.hostname, last_ip: ip, last_seen: now });
+      await touchDevice(this.store.db, deviceId, { hostname: input.hostname, last_ip: ip, last_seen: now });
       // Auto-accept approves on the enrolment that creates the device only. A device already waiting
       // for an operator stays pending: presenting another (auto-accept) key must not approve it, nor
       // must switching its own manual key to auto-accept (the hosts that waited were never accepted).
@@ -282,7 +295,7 @@ export class EnrolService {
 
   /** What the agent channel needs to know of a device id at connection time. */
   async standing(deviceId: string): Promise<AgentStanding> {
-    const device = await this.store.device(this.store.db, deviceId);
+    const device = await deviceRecord(this.store.db, deviceId);
     if (device && (device.state === 'pending' || device.state === 'approved')) {
       return { kind: device.state, publicKeyPem: device.public_key, hostname: device.hostname };
     }
@@ -294,7 +307,7 @@ export class EnrolService {
   // ---- pending hosts -------------------------------------------------------------------------
 
   async pendingHosts(query: { offset: number; items_per_page: number }): Promise<{ items: PendingHost[]; total: number }> {
-    const { rows, total } = await this.store.listPending(query.offset, query.items_per_page);
+    const { rows, total } = await listPendingDevices(this.store.db, query.offset, query.items_per_page);
     const groups = new Map<string, string>();
     const items: PendingHost[] = [];
     for (const row of rows) {
@@ -318,7 +331,7 @@ export class EnrolService {
   }
 
   private async pendingDevice(nodeId: string): Promise<DevicesTable> {
-    const device = await this.store.device(this.store.db, nodeId);
+    const device = await deviceRecord(this.store.db, nodeId);
     if (!device) throw notFound(`Pending host ${nodeId}`);
     if (device.state !== 'pending')
       throw conflict('not_pending', `Device ${nodeId} is approved already; remove it with DELETE /removeapprovedhost/{node_id}.`, { node_id: nodeId });
@@ -332,7 +345,7 @@ export class EnrolService {
     const wanted = key?.group_id ?? UNASSIGNED_NODE;
     const at = new Date().toISOString();
     const groupId = await this.store.transaction(async (trx: Db) => {
-      if (!(await this.store.markApproved(trx, nodeId, at))) {
+      if (!(await markDeviceApproved(trx, nodeId, at))) {
         throw conflict('not_pending', `Device ${nodeId} is no longer pending (approved or rejected meanwhile).`, { node_id: nodeId });
       }
       return this.devices.placeDevice(nodeId, wanted, device.hostname || nodeId.slice(0, 12), trx);
@@ -345,7 +358,7 @@ export class EnrolService {
   async reject(nodeId: string): Promise<void> {
     const device = await this.pendingDevice(nodeId);
     await this.store.transaction(async (trx: Db) => {
-      if (!(await this.store.deletePending(trx, nodeId))) {
+      if (!(await deletePendingDevice(trx, nodeId))) {
         throw conflict('not_pending', `Device ${nodeId} is no longer pending (approved or rejected meanwhile).`, { node_id: nodeId });
       }
       await this.store.revoke(trx, { device_id: nodeId, reason: 'rejected', hostname: device.hostname, revoked_at: new Date().toISOString() });
@@ -356,7 +369,7 @@ export class EnrolService {
 
   /** Removes an approved device: node, record and inventory go, its key is revoked, its agent is cut off. */
   async removeApproved(nodeId: string): Promise<void> {
-    const device = await this.store.device(this.store.db, nodeId);
+    const device = await deviceRecord(this.store.db, nodeId);
     if (!device) throw notFound(`Device ${nodeId}`);
     if (device.state !== 'approved') {
       throw conflict('not_approved', `Device ${nodeId} is pending; reject it with DELETE /pendinghost/{node_id}.`, { node_id: nodeId });

@@ -7,6 +7,7 @@ import type { Principal } from '../access/principal.js';
 import type { Config } from '../environment.js';
 import type { Db } from '../db/database.js';
 import type { Database } from '../db/schema.js';
+import { deviceNodeIds, deviceState, enrolledDeviceIds } from '../devices/directory.js';
 import type { DevicesService } from '../devices/service.js';
 import { checkReports, clampReportTs, SEVERITIES, trimReport, type CheckedReports, type ReportRefusal } from './validate.js';
 
@@ -130,8 +131,7 @@ export class ReportsService {
     const outcome: RecordOutcome = { stored: 0, refused: { ...checked.refused } };
     if (Object.keys(checked.refused).length > 0) this.log.warn({ deviceId, refused: checked.refused }, 'agent reports refused');
     if (checked.valid.length === 0) return outcome;
-    const device = await this.deps.db.selectFrom('devices').select('state').where('device_id', '=', deviceId).executeTakeFirst();
-    if (device?.state !== 'approved') {
+    if ((await deviceState(this.deps.db, deviceId)) !== 'approved') {
       outcome.refused.unknown_device = checked.valid.length;
       return outcome;
     }
@@ -208,10 +208,7 @@ export class ReportsService {
     const db = this.deps.db;
     const cutoff = new Date(now.getTime() - this.deps.config.reportRetentionDays * 86_400_000).toISOString();
     await db.deleteFrom('reports').where('received_at', '<', cutoff).execute();
-    await db
-      .deleteFrom('reports')
-      .where('device_id', 'not in', (q) => q.selectFrom('devices').select('device_id'))
-      .execute();
+    await db.deleteFrom('reports').where('device_id', 'not in', enrolledDeviceIds(db)).execute();
     const edge = await db.selectFrom('reports').select('id').orderBy('id', 'desc').offset(this.deps.config.reportMaxTotal).limit(1).executeTakeFirst();
     if (edge) await db.deleteFrom('reports').where('id', '<=', Number(edge.id)).execute();
     for (const [deviceId, window] of this.rate) if (now.getTime() - window.start >= RATE_WINDOW_MS) this.rate.delete(deviceId);
@@ -231,7 +228,7 @@ export class ReportsService {
     // A grant on every device needs no list of ids: every device in the tree.
     const query =
       !nodeId && this.deps.access.reachesEveryDevice(principal, permission)
-        ? base.where('r.device_id', 'in', (q) => q.selectFrom('nodes').select('node_id').where('type', '=', 'device'))
+        ? base.where('r.device_id', 'in', deviceNodeIds(this.deps.db))
         : base.where(
             'r.device_id',
             'in',

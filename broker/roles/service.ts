@@ -6,8 +6,9 @@ import { RECORDING_RANK, recordingModeOf, type RecordingMode } from '../access/r
 import type { Principal } from '../access/principal.js';
 import type { Store } from '../db/database.js';
 import { ApiError, badRequest, conflict, notFound } from '../http/errors.js';
-import { policiesOfRoles, rolesOfUsers, writeIdentity, type Executor } from '../users/store.js';
-import { deleteRole, findRole, insertRole, listRoles, roleNameTaken, updateRole, usersOfRoles, type RoleRow, type RoleUser } from './store.js';
+import type { RoleUser, rolesOfUsers, usersOfRoles } from '../users/directory.js';
+import { writeIdentity, type Executor } from './identity.js';
+import { deleteRole, findRole, insertRole, listRoles, policiesOfRoles, roleNameTaken, updateRole, type RoleRow } from './store.js';
 
 export interface RolePolicy {
   permission: string;
@@ -27,6 +28,12 @@ export interface RoleRecord {
   updated_at: number;
   updated_by: string | null;
   used_by: RoleUser[];
+}
+
+/** Who holds which roles: the users domain answers (users/directory.ts), handed in at composition. */
+export interface RoleHolders {
+  usersOfRoles: typeof usersOfRoles;
+  rolesOfUsers: typeof rolesOfUsers;
 }
 
 export interface RoleInput {
@@ -86,6 +93,7 @@ export class RolesService {
   constructor(
     private readonly store: Pick<Store, 'db' | 'dialect'>,
     private readonly access: Pick<AccessService, 'requireGrantable' | 'requireOutranks'>,
+    private readonly holders: RoleHolders,
   ) {}
 
   /** The built-in Administrator role holds every permission, including ones added since it was made. */
@@ -131,13 +139,13 @@ export class RolesService {
   async get(roleId: string): Promise<RoleRecord> {
     const row = await findRole(this.db, roleId);
     if (!row) throw notFound(`Role ${roleId}`);
-    const users = await usersOfRoles(this.db, [row.id]);
+    const users = await this.holders.usersOfRoles(this.db, [row.id]);
     return this.toRecord(row, users.get(row.id) ?? []);
   }
 
   async list(q: { offset: number; items_per_page: number; search?: string }): Promise<{ items: RoleRecord[]; total: number }> {
     const { total, rows } = await listRoles(this.db, { offset: q.offset, limit: q.items_per_page, search: q.search?.trim() || undefined });
-    const users = await usersOfRoles(
+    const users = await this.holders.usersOfRoles(
       this.db,
       rows.map((r) => r.id),
     );
@@ -206,10 +214,10 @@ export class RolesService {
     const before = recordingModeOf(role.recording);
     const lowered = recording !== undefined && RECORDING_RANK[recording] < RECORDING_RANK[before];
     if (removed.length === 0 && !lowered) return;
-    const holders = (await usersOfRoles(trx, [role.id])).get(role.id) ?? [];
+    const holders = (await this.holders.usersOfRoles(trx, [role.id])).get(role.id) ?? [];
     if (holders.length === 0) return;
     if (holders.some((h) => h.user_id === actor.user.id)) await this.requireOwnRecordingKept(trx, actor, role, removed, lowered ? recording : undefined);
-    const held = await rolesOfUsers(
+    const held = await this.holders.rolesOfUsers(
       trx,
       holders.map((h) => h.user_id),
     );
@@ -249,7 +257,7 @@ export class RolesService {
       );
     if (loweredTo !== undefined) throw refuse(`turning its console recording from ${before} to ${loweredTo}`);
     if (!removed.some((m) => m.permission === 'remote-access:connect')) return;
-    const mine = ((await rolesOfUsers(trx, [actor.user.id])).get(actor.user.id) ?? []).filter((id) => id !== role.id);
+    const mine = ((await this.holders.rolesOfUsers(trx, [actor.user.id])).get(actor.user.id) ?? []).filter((id) => id !== role.id);
     if (mine.length === 0) return;
     const others = await trx.selectFrom('roles').select(['recording', 'policies']).where('id', 'in', mine).execute();
     const lower = others.some(
@@ -266,7 +274,7 @@ export class RolesService {
       const role = await findRole(trx, roleId);
       if (!role) throw notFound(`Role ${roleId}`);
       if (role.builtin) throw builtinRole();
-      const usedBy = (await usersOfRoles(trx, [roleId])).get(roleId) ?? [];
+      const usedBy = (await this.holders.usersOfRoles(trx, [roleId])).get(roleId) ?? [];
       if (usedBy.length > 0) {
         throw conflict('role_in_use', `The role "${role.name}" is assigned to ${usedBy.length} user(s); give them another role first.`, { used_by: usedBy });
       }

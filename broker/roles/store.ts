@@ -1,14 +1,17 @@
-import { sql, type SqlBool } from 'kysely';
-import type { RolesTable } from '../db/schema.js';
-import { likePattern, type Executor } from '../users/store.js';
+/**
+ * The roles table: the roles service's reads and writes, and what other domains ask of roles (which
+ * exist, their policies, the built-in Administrator role) — the roles domain owns the table.
+ */
+import crypto from 'node:crypto';
+import { sql, type SelectQueryBuilder, type SqlBool } from 'kysely';
+import { PERMISSION_NAMES } from '../../shared/permissions.js';
+import type { Policy } from '../../shared/resources.js';
+import type { Database, RolesTable } from '../db/schema.js';
+import { likePattern, type Executor } from './identity.js';
 
 export type RoleRow = RolesTable;
 
-export interface RoleUser {
-  user_id: string;
-  fname: string;
-  lname: string;
-}
+export const ADMIN_ROLE_NAME = 'Administrator';
 
 export async function findRole(db: Executor, id: string): Promise<RoleRow | undefined> {
   return db.selectFrom('roles').selectAll().where('id', '=', id).executeTakeFirst();
@@ -32,23 +35,6 @@ export async function listRoles(db: Executor, q: { offset: number; limit: number
   return { total: Number(total), rows };
 }
 
-/** Users holding each role, by name. */
-export async function usersOfRoles(db: Executor, roleIds: string[]): Promise<Map<string, RoleUser[]>> {
-  const out = new Map<string, RoleUser[]>(roleIds.map((id) => [id, []]));
-  if (roleIds.length === 0) return out;
-  const rows = await db
-    .selectFrom('user_roles')
-    .innerJoin('users', 'users.id', 'user_roles.user_id')
-    .select(['user_roles.role_id', 'users.id', 'users.fname', 'users.lname'])
-    .where('user_roles.role_id', 'in', roleIds)
-    .orderBy('users.fname')
-    .orderBy('users.lname')
-    .orderBy('users.id')
-    .execute();
-  for (const r of rows) out.get(r.role_id)?.push({ user_id: r.id, fname: r.fname, lname: r.lname });
-  return out;
-}
-
 export async function insertRole(db: Executor, role: RoleRow): Promise<void> {
   await db.insertInto('roles').values(role).execute();
 }
@@ -59,4 +45,69 @@ export async function updateRole(db: Executor, id: string, changes: Partial<Omit
 
 export async function deleteRole(db: Executor, id: string): Promise<void> {
   await db.deleteFrom('roles').where('id', '=', id).execute();
+}
+
+/** Of the given ids, those naming a role. */
+export async function existingRoleIds(db: Executor, ids: string[]): Promise<Set<string>> {
+  if (ids.length === 0) return new Set();
+  const rows = await db.selectFrom('roles').select('id').where('id', 'in', ids).execute();
+  return new Set(rows.map((r) => r.id));
+}
+
+/** Ids of the built-in roles (the Administrator role). */
+export async function builtinRoleIds(db: Executor): Promise<string[]> {
+  const rows = await db.selectFrom('roles').select('id').where('builtin', '=', 1).execute();
+  return rows.map((r) => r.id);
+}
+
+/** Of the given roles, those granting remote-access:connect, with their console recording as stored. */
+export async function consoleRolesOf(db: Executor, ids: string[]): Promise<{ id: string; recording: string | null | undefined }[]> {
+  if (ids.length === 0) return [];
+  const rows = await db.selectFrom('roles').select(['id', 'recording', 'policies']).where('id', 'in', ids).execute();
+  return rows
+    .filter((r) => (JSON.parse(r.policies) as Policy[]).some((p) => p.permission === 'remote-access:connect'))
+    .map((r) => ({ id: r.id, recording: r.recording }));
+}
+
+/** The policies of the given roles (for the no-escalation check when assigning them). */
+export async function policiesOfRoles(db: Executor, ids: string[]): Promise<Policy[]> {
+  if (ids.length === 0) return [];
+  const rows = await db.selectFrom('roles').select('policies').where('id', 'in', ids).execute();
+  return rows.flatMap((r) => JSON.parse(r.policies) as Policy[]);
+}
+
+/**
+ * What sign-in needs of the roles whose ids a subquery names (a user's, from the users domain):
+ * their policies, version and console recording, read in the one query.
+ */
+export async function rolesForSignIn(
+  db: Executor,
+  ids: SelectQueryBuilder<Database, keyof Database, { role_id: string }>,
+): Promise<Pick<RoleRow, 'id' | 'policies' | 'updated_at' | 'recording'>[]> {
+  return db.selectFrom('roles').select(['id', 'policies', 'updated_at', 'recording']).where('id', 'in', ids).execute();
+}
+
+/** The built-in role of the account's first user: every permission on every device. */
+export async function ensureAdministratorRole(db: Executor): Promise<string> {
+  const existing = await db.selectFrom('roles').select('id').where('builtin', '=', 1).where('name', '=', ADMIN_ROLE_NAME).executeTakeFirst();
+  if (existing) return existing.id;
+  const now = new Date().toISOString();
+  const id = crypto.randomUUID();
+  await db
+    .insertInto('roles')
+    .values({
+      id,
+      name: ADMIN_ROLE_NAME,
+      description: 'Built-in: full access to all areas and devices.',
+      policies: JSON.stringify(PERMISSION_NAMES.map((permission) => ({ permission, resources: ['*'] }))),
+      builtin: 1,
+      created_at: now,
+      created_by: null,
+      updated_at: now,
+      updated_by: null,
+    })
+    .onConflict((oc) => oc.column('name').doNothing())
+    .execute();
+  const row = await db.selectFrom('roles').select('id').where('name', '=', ADMIN_ROLE_NAME).executeTakeFirstOrThrow();
+  return row.id;
 }

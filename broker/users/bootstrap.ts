@@ -1,35 +1,8 @@
 import crypto from 'node:crypto';
-import { PERMISSION_NAMES } from '../../shared/permissions.js';
 import type { Config } from '../environment.js';
 import type { Db } from '../db/database.js';
 import { hashPassword } from '../auth/passwords.js';
-
-export const ADMIN_ROLE_NAME = 'Administrator';
-
-/** The built-in role of the account's first user: every permission on every device. */
-export async function ensureAdministratorRole(db: Db): Promise<string> {
-  const existing = await db.selectFrom('roles').select('id').where('builtin', '=', 1).where('name', '=', ADMIN_ROLE_NAME).executeTakeFirst();
-  if (existing) return existing.id;
-  const now = new Date().toISOString();
-  const id = crypto.randomUUID();
-  await db
-    .insertInto('roles')
-    .values({
-      id,
-      name: ADMIN_ROLE_NAME,
-      description: 'Built-in: full access to all areas and devices.',
-      policies: JSON.stringify(PERMISSION_NAMES.map((permission) => ({ permission, resources: ['*'] }))),
-      builtin: 1,
-      created_at: now,
-      created_by: null,
-      updated_at: now,
-      updated_by: null,
-    })
-    .onConflict((oc) => oc.column('name').doNothing())
-    .execute();
-  const row = await db.selectFrom('roles').select('id').where('name', '=', ADMIN_ROLE_NAME).executeTakeFirstOrThrow();
-  return row.id;
-}
+import { ensureAdministratorRole } from '../roles/store.js';
 
 export async function countUsers(db: Db): Promise<number> {
   const row = await db

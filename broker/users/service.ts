@@ -10,23 +10,20 @@ import type { Config } from '../environment.js';
 import type { Store } from '../db/database.js';
 import { ApiError, badRequest, conflict, notFound } from '../http/errors.js';
 import { RECORDING_RANK, recordingModeOf } from '../access/recording.js';
+import { removeSignInRows } from '../auth/user-rows.js';
+import { builtinRoleIds, consoleRolesOf, existingRoleIds, policiesOfRoles } from '../roles/store.js';
+import { findUser, rolesOfUsers } from './directory.js';
+import { writeIdentity } from '../roles/identity.js';
 import {
-  builtinRoleIds,
   countActiveHolders,
   countActiveUsers,
   deleteUser,
   emailTaken,
-  existingRoleIds,
-  consoleRolesOf,
-  policiesOfRoles,
-  findUser,
   insertUser,
   listUsers,
-  rolesOfUsers,
   setUserRoles,
   updateUser,
   usersFollowingTwoFactorPolicy,
-  writeIdentity,
   type Executor,
   type UserRow,
 } from './store.js';
@@ -240,6 +237,7 @@ export class UsersService {
       const roles = (await rolesOfUsers(trx, [userId])).get(userId) ?? [];
       this.access.requireOutranks(actor, await policiesOfRoles(trx, roles), `You cannot delete ${user.email}`);
       await this.requireAdministratorLeft(trx, userId, { active: user.disabled === 0, roles }, { active: false, roles: [] });
+      await removeSignInRows(trx, userId);
       await deleteUser(trx, userId);
     });
   }
