@@ -46,13 +46,6 @@ export function tablesIn(text: string): { tables: Set<string>; dynamic: number }
  */
 const NOT_YET_MOVED = new Set<string>([
   'agents/hub.ts: devices (owned by devices)',
-  'audit/service.ts: config_changes (owned by config)',
-  'audit/service.ts: remote_session_owners (owned by cluster)',
-  'audit/service.ts: users (owned by users)',
-  'audit/subjects.ts: a table named by a variable',
-  'audit/subjects.ts: nodes (owned by devices)',
-  'audit/subjects.ts: user_roles (owned by users)',
-  'audit/writer.ts: remote_session_owners (owned by cluster)',
   'auth/password-links.ts: users (owned by users)',
   'auth/profile.ts: user_roles (owned by users)',
   'auth/profile.ts: users (owned by users)',
