@@ -1,12 +1,22 @@
-import type { Selectable } from 'kysely';
+/**
+ * Writing the audit trail: the service the broker holds, with its lifecycle (sessions left open by a
+ * stopped broker, refusal summaries, the retention), the entries of changes, configuration commits,
+ * refused calls and remote sessions (a start, people joining, one end), all through the chain's
+ * writer. Reading lives in list.ts, the chain's integrity and retention in checkpoints.ts.
+ */
 import type { AuditEntry, AuditVerification, ListPage } from '../../shared/api-types.js';
-import { sql, type Db, type Dialect } from '../db/database.js';
+import { sessionsHeldBy } from '../cluster/audit-queries.js';
+import type { Db, Dialect } from '../db/database.js';
 import type { AuditTable } from '../db/schema.js';
-import { z } from 'zod';
-import { parseJsonSearch } from '../http/search.js';
-import { entrySha } from './chain.js';
+import { pruneChain, verifyChain } from './checkpoints.js';
+import { bounded, boundedOptions, MAX_CHANGE_OPTIONS_BYTES, MAX_OPTIONS_BYTES, REFUSALS_EVENT, REMOTE_START } from './entries.js';
+import { listEntries, type AuditQuery } from './list.js';
 import { RefusalBudget, type RefusalSource, type RefusalSummary } from './refusals.js';
-import { AuditWriter, CHAIN_LOCK, type Append, type NewEntry } from './writer.js';
+import { AuditWriter, type Append, type NewEntry } from './writer.js';
+
+// Names other modules import from here, kept where they were.
+export { bounded, boundedOptions, CHECKPOINT_EVENT, MAX_CHANGE_OPTIONS_BYTES, MAX_OPTIONS_BYTES, REFUSALS_EVENT } from './entries.js';
+export { commitSearch, describe, type AuditQuery } from './list.js';
 
 export interface AuditActor {
   id: string;
@@ -36,86 +46,6 @@ export interface RemoteAuditEnd {
   result?: 'ended' | 'denied' | 'error';
 }
 
-export interface AuditQuery {
-  device_id?: string;
-  user_id?: string;
-  action?: string;
-  result?: string;
-  event?: string;
-  from?: string;
-  to?: string;
-  /** qbee's CommitListSearch as JSON (commitSearch); its filters narrow the trail. */
-  search?: string;
-  sort_field?: 'created' | 'user_id' | 'type';
-  sort_direction?: 'asc' | 'desc';
-  offset: number;
-  items_per_page: number;
-}
-
-/** qbee's `YYYY-MM-DD hh:ii:ss` (UTC). */
-const DATE_TIME = /^(\d{4}-\d{2}-\d{2}) (\d{2}:\d{2}:\d{2})$/;
-const dateTime = z
-  .string()
-  .regex(DATE_TIME, 'must be "YYYY-MM-DD hh:mm:ss" (UTC)')
-  .refine((v) => !Number.isNaN(Date.parse(v.replace(' ', 'T') + 'Z')), 'is not a date');
-
-/** qbee's CommitListSearch (qbee-cli commit.go): what GET /commitlist's `search` may hold. */
-export const commitSearch = z.object({
-  commit_sha: z.string().max(64).optional().describe('Part of the entry’s sha (case-insensitive)'),
-  message: z.string().max(1000).optional().describe('Part of a configuration commit’s message (case-insensitive): configuration commits only'),
-  user_id: z.string().max(64).optional().describe('Exactly this user'),
-  committer: z.string().max(200).optional().describe('Part of the first or last name of the user'),
-  change_sha: z.string().max(64).optional().describe('Part of the sha of one of a configuration commit’s changes'),
-  labels_include: z.array(z.string().max(100)).max(100).optional().describe('Labels every entry must carry (no entry carries labels here)'),
-  labels_exclude: z.array(z.string().max(100)).max(100).optional().describe('Labels no entry may carry'),
-  start_date: dateTime.optional().describe('From, inclusive'),
-  end_date: dateTime.optional().describe('Until, inclusive'),
-});
-
-/** A LIKE pattern matching `text` anywhere, its wildcards taken literally (escape '\\'). */
-const containing = (text: string) => `%${text.replace(/[\\%_]/g, (c) => `\\${c}`)}%`;
-
-/** Longest reason or address kept: what an entry records of a request is bounded. */
-const MAX_TEXT = 300;
-
-export function bounded(text: string, max = MAX_TEXT): string {
-  return text.length > max ? `${text.slice(0, max)}…` : text;
-}
-
-/**
- * Bytes of an entry's options (JSON) kept at most; longer ones are cut and marked. Refusals and
- * remote-access attempts — what a caller who is not let in can make — get a few KiB; a change that
- * succeeded (an authorized caller, fields bounded by the redaction) keeps more of its before and after.
- */
-export const MAX_OPTIONS_BYTES = 4096;
-export const MAX_CHANGE_OPTIONS_BYTES = 64 * 1024;
-
-/**
- * Options as stored: their JSON, or — past `max` bytes — `{cut: true, bytes, start}`: the start of
- * that JSON as text (three quarters of `max`, less when escaping grows it) and its full size, so a
- * huge request body never makes a huge entry and a reader sees that something was left out.
- */
-export function boundedOptions(options: unknown, max = MAX_OPTIONS_BYTES): string {
-  const json = JSON.stringify(options ?? {});
-  const bytes = Buffer.byteLength(json);
-  if (bytes <= max) return json;
-  const raw = Buffer.from(json);
-  for (let keep = Math.floor((max * 3) / 4); ; keep = Math.floor(keep / 2)) {
-    // A character cut in two at the end is dropped.
-    const start = raw
-      .subarray(0, keep)
-      .toString('utf8')
-      .replace(/\uFFFD+$/, '');
-    const cut = JSON.stringify({ cut: true, bytes, start });
-    if (Buffer.byteLength(cut) <= max || keep === 0) return cut;
-  }
-}
-
-/** Event of a checkpoint: entries older than the retention were deleted up to `deleted_through`. */
-export const CHECKPOINT_EVENT = 'audit.checkpoint';
-/** Event of a summary: refusals from one source past the rate, counted instead of written. */
-export const REFUSALS_EVENT = 'audit.refusals';
-
 const DAY_MS = 86_400_000;
 /** How often the retention runs (and at start). */
 const RETENTION_EVERY_MS = 3_600_000;
@@ -129,15 +59,6 @@ export interface AuditOptions {
   refusals?: RefusalBudget;
   logger?: { warn(obj: object, msg: string): void };
 }
-
-interface CheckpointOptions {
-  deleted_through: number;
-  deleted_through_sha: string;
-  deleted: number;
-  cutoff: string;
-}
-
-const REMOTE_START = /^remote\.[a-z]+\.start$/;
 
 /** What a session's end entry repeats of its start. */
 type StartOfSession = Pick<AuditTable, 'event' | 'user_id' | 'user_email' | 'device_id' | 'action' | 'source_ip' | 'source' | 'session_id'>;
@@ -255,48 +176,11 @@ export class AuditService {
   }
 
   /**
-   * Retention: deletes the entries older than `cutoff`, behind a checkpoint entry appended first
-   * (event audit.checkpoint) that records the id and sha of the last entry deleted, so `verify`
-   * starts from it. One transaction under the chain's lock: appends wait, and a verify sees the
-   * chain before or after, never between. Answers how many entries went.
+   * Retention: deletes the entries older than `cutoff` behind a checkpoint entry (see checkpoints.ts).
+   * Answers how many entries went.
    */
   async prune(cutoff: Date): Promise<{ deleted: number; checkpoint?: number }> {
-    return this.db.transaction().execute(async (trx) => {
-      await CHAIN_LOCK[this.dialect].execute(trx);
-      const last = await trx
-        .selectFrom('audit')
-        .select(['id', 'sha'])
-        .where('ts', '<', cutoff.toISOString())
-        .where('event', '!=', CHECKPOINT_EVENT)
-        .orderBy('id', 'desc')
-        .limit(1)
-        .executeTakeFirst();
-      if (!last) return { deleted: 0 };
-      const through = Number(last.id);
-      const { n } = await trx
-        .selectFrom('audit')
-        .select((eb) => eb.fn.countAll<number | string>().as('n'))
-        .where('id', '<=', through)
-        .executeTakeFirstOrThrow();
-      // The sha of the last entry deleted is the checkpoint's: the chain goes on from it.
-      const options: CheckpointOptions = { deleted_through: through, deleted_through_sha: last.sha, deleted: Number(n), cutoff: cutoff.toISOString() };
-      const checkpoint = await this.append({
-        event: CHECKPOINT_EVENT,
-        user_id: null,
-        user_email: null,
-        device_id: null,
-        action: 'retention',
-        options: JSON.stringify(options),
-        result: 'ok',
-        reason: `${Number(n)} entries older than ${cutoff.toISOString()} deleted (AUDIT_RETENTION_DAYS)`,
-        source_ip: null,
-        source: 'broker',
-        session_id: null,
-      });
-      await trx.deleteFrom('remote_session_owners').where('audit_id', '<=', through).execute();
-      await trx.deleteFrom('audit').where('id', '<=', through).execute();
-      return { deleted: Number(n), checkpoint };
-    });
+    return pruneChain(this.db, this.dialect, cutoff, (entry) => this.append(entry));
   }
 
   /**
@@ -315,12 +199,12 @@ export class AuditService {
   async closeOpenSessions(reason: string, keep: string[] = []): Promise<number> {
     let query = this.db
       .selectFrom('audit as s')
-      .leftJoin('remote_session_owners as o', 'o.audit_id', 's.id')
       .selectAll('s')
       .where('s.event', 'like', 'remote.%.start')
       .where('s.ended_at', 'is', null)
       .where((eb) => eb.not(eb.exists(eb.selectFrom('audit as e').select('e.id').whereRef('e.ref_id', '=', 's.id').where('e.event', 'like', 'remote.%.end'))));
-    if (keep.length > 0) query = query.where((eb) => eb.or([eb('o.broker_id', 'is', null), eb('o.broker_id', 'not in', keep)]));
+    // Held by a broker in `keep`: left to it (a session's holder is recorded with its start).
+    if (keep.length > 0) query = query.where('s.id', 'not in', sessionsHeldBy(this.db, keep));
     const open = await query.orderBy('s.id').execute();
     // Queued together, written in groups. Another broker sweeping the same sessions, or the holder
     // ending one: the first end written wins.
@@ -490,182 +374,13 @@ export class AuditService {
     return id !== undefined;
   }
 
-  /**
-   * Walks the chain from its first entry; names the first entry whose sha does not match. When the
-   * retention deleted the oldest entries, the walk starts from the newest checkpoint: the first entry
-   * kept must chain to the sha of the last entry deleted that the checkpoint records (the checkpoint
-   * itself is an entry of the chain, checked in turn). Entries deleted at the start without a
-   * checkpoint, or beyond the one it names, break the chain at the first entry kept.
-   */
+  /** Walks the chain (see checkpoints.ts): names the first entry whose sha does not match. */
   async verify(): Promise<AuditVerification> {
-    let previous = '';
-    let after = -1;
-    let entries = 0;
-    let from: AuditVerification['checkpoint'];
-    const checkpoint = await this.db
-      .selectFrom('audit')
-      .select(['id', 'options'])
-      .where('event', '=', CHECKPOINT_EVENT)
-      .orderBy('id', 'desc')
-      .limit(1)
-      .executeTakeFirst();
-    if (checkpoint) {
-      const o = parseCheckpoint(checkpoint.options);
-      if (o) {
-        previous = o.deleted_through_sha;
-        from = { id: Number(checkpoint.id), deleted_through: o.deleted_through };
-      }
-    }
-    for (;;) {
-      // From the first entry there is: one at or before the checkpoint's last deleted one (left over, put back) does not chain to it.
-      const rows = await this.db.selectFrom('audit').selectAll().where('id', '>', after).orderBy('id').limit(1000).execute();
-      if (rows.length === 0) return { ok: true, entries, ...(from ? { checkpoint: from } : {}) };
-      for (const row of rows) {
-        const expected = entrySha(previous, row);
-        if (row.sha !== expected)
-          return { ok: false, entries, ...(from ? { checkpoint: from } : {}), first_bad: { id: Number(row.id), sha: row.sha ?? '', expected } };
-        entries += 1;
-        previous = row.sha;
-        after = Number(row.id);
-      }
-    }
+    return verifyChain(this.db);
   }
 
+  /** A page of the trail as GET /commitlist asks it (see list.ts). */
   async list(q: AuditQuery): Promise<ListPage<AuditEntry>> {
-    let query = this.db.selectFrom('audit');
-    if (q.device_id) query = query.where('device_id', '=', q.device_id);
-    if (q.user_id) query = query.where('user_id', '=', q.user_id);
-    if (q.action) query = query.where('action', '=', q.action);
-    if (q.result) query = query.where('result', '=', q.result);
-    if (q.event) {
-      // A prefix, matched literally: `_` and `%` in event codes are not wildcards.
-      const prefix = `${q.event.replace(/[\\%_]/g, (c) => `\\${c}`)}%`;
-      query = query.where(sql<boolean>`event like ${prefix} escape '\\'`);
-    }
-    if (q.from) query = query.where('ts', '>=', q.from);
-    if (q.to) query = query.where('ts', '<=', q.to);
-    const s = parseJsonSearch(q.search, commitSearch);
-    if (s.commit_sha) query = query.where(sql<boolean>`lower(sha) like ${containing(s.commit_sha.toLowerCase())} escape '\\'`);
-    if (s.message) {
-      // A commit's options are JSON written by recordCommit, its message first: the message's JSON
-      // text is matched, up to the key that follows it (which an escaped message cannot contain).
-      const text = JSON.stringify(s.message).slice(1, -1).toLowerCase();
-      const pattern = `{"message":"${containing(text)}","changes":%`;
-      query = query.where('event', '=', 'config.commit').where(sql<boolean>`lower(options) like ${pattern} escape '\\'`);
-    }
-    if (s.user_id) query = query.where('user_id', '=', s.user_id);
-    if (s.committer) {
-      const name = containing(s.committer.toLowerCase());
-      query = query.where('user_id', 'in', (eb) =>
-        eb
-          .selectFrom('users')
-          .select('users.id')
-          .where((w) => w.or([w(sql`lower(users.fname)`, 'like', name), w(sql`lower(users.lname)`, 'like', name)])),
-      );
-    }
-    if (s.change_sha) {
-      const change = containing(s.change_sha.toLowerCase());
-      query = query.where('event', '=', 'config.commit').where('sha', 'in', (eb) =>
-        eb
-          .selectFrom('config_changes')
-          .select('config_changes.commit_sha')
-          .where(sql<boolean>`config_changes.sha like ${change} escape '\\'`),
-      );
-    }
-    // No entry carries labels: requiring one finds nothing, excluding them excludes nothing.
-    if (s.labels_include && s.labels_include.length > 0) query = query.where(sql<boolean>`1 = 0`);
-    if (s.start_date) query = query.where('ts', '>=', new Date(`${s.start_date.replace(' ', 'T')}Z`).toISOString());
-    if (s.end_date) query = query.where('ts', '<', new Date(Date.parse(`${s.end_date.replace(' ', 'T')}Z`) + 1000).toISOString());
-    const { total } = await query.select((eb) => eb.fn.countAll<number>().as('total')).executeTakeFirstOrThrow();
-    const direction = q.sort_direction ?? 'desc';
-    const ordered =
-      q.sort_field === 'user_id'
-        ? query.selectAll().orderBy('user_id', direction).orderBy('id', direction)
-        : q.sort_field === 'type'
-          ? query.selectAll().orderBy('event', direction).orderBy('id', direction)
-          : query.selectAll().orderBy('id', direction);
-    const rows = await ordered.offset(q.offset).limit(q.items_per_page).execute();
-    // A session's start is shown with its end joined, as readers expect one line per session.
-    const starts = rows.filter((r) => REMOTE_START.test(r.event)).map((r) => Number(r.id));
-    const ends = new Map<number, Selectable<AuditTable>>();
-    if (starts.length > 0) {
-      // Only end entries: a console's attach and watch entries point at its start too.
-      const found = await this.db.selectFrom('audit').selectAll().where('ref_id', 'in', starts).where('event', 'like', 'remote.%.end').execute();
-      for (const end of found) ends.set(Number(end.ref_id), end);
-    }
-    return { total: Number(total), items: rows.map((r) => present(r, ends.get(Number(r.id)))) };
+    return listEntries(this.db, q);
   }
-}
-
-function parseCheckpoint(options: string): CheckpointOptions | undefined {
-  try {
-    const o = JSON.parse(options) as Partial<CheckpointOptions>;
-    if (typeof o.deleted_through === 'number' && typeof o.deleted_through_sha === 'string') return o as CheckpointOptions;
-  } catch {
-    // not a checkpoint's options: verified from the start
-  }
-  return undefined;
-}
-
-function present(row: Selectable<AuditTable>, end?: Selectable<AuditTable>): AuditEntry {
-  const entry: AuditEntry = {
-    ...row,
-    id: Number(row.id),
-    ref_id: row.ref_id === null ? null : Number(row.ref_id),
-    options: JSON.parse(row.options) as unknown,
-    message: '',
-    type: row.event.split('.')[0],
-    created: Math.floor(Date.parse(row.ts) / 1000),
-  };
-  const count = (v: number | null) => (v === null ? null : Number(v));
-  if (end) {
-    entry.ended_at = end.ts;
-    entry.end_result = end.result;
-    entry.end_reason = end.reason;
-    entry.duration_ms = end.duration_ms;
-    entry.bytes_in = end.bytes_in;
-    entry.bytes_out = end.bytes_out;
-  }
-  // bigint columns may come back as text from PostgreSQL.
-  entry.duration_ms = count(entry.duration_ms);
-  entry.bytes_in = count(entry.bytes_in);
-  entry.bytes_out = count(entry.bytes_out);
-  entry.message = describe(entry, end);
-  // A configuration commit reads as qbee's Commit: its message, the shas of its changes, its labels.
-  if (row.event === 'config.commit' && entry.options && typeof entry.options === 'object') {
-    const o = entry.options as { message?: unknown; changes?: unknown; labels?: unknown };
-    if (typeof o.message === 'string') entry.message = o.message;
-    entry.changes = Array.isArray(o.changes) ? (o.changes as string[]) : [];
-    entry.labels = Array.isArray(o.labels) ? (o.labels as string[]) : [];
-  }
-  return entry;
-}
-
-const ARTICLE: Record<string, string> = {
-  console: 'a console',
-  tunnel: 'a tunnel',
-  copy: 'a copy',
-  reload: 'an agent reload',
-  connect: 'a qbee-v1 connection',
-};
-
-/** The commit message: who did what, and how it went. */
-export function describe(
-  entry: Pick<AuditEntry, 'event' | 'user_email' | 'source_ip' | 'action' | 'device_id' | 'result' | 'reason'>,
-  end?: { reason: string | null },
-): string {
-  if (entry.event === CHECKPOINT_EVENT) return `Retention: ${entry.reason ?? 'old entries deleted'}`;
-  const who = entry.user_email ?? `an unidentified caller from ${entry.source_ip ?? 'an unknown address'}`;
-  if (entry.event === REFUSALS_EVENT) return `${entry.user_email ?? 'an unidentified caller'}: ${entry.reason ?? 'refused calls summarised'}`;
-  const outcome = entry.reason && entry.result !== 'ok' ? `${entry.result}: ${entry.reason}` : entry.result;
-  if (entry.event.startsWith('remote.')) {
-    const what = ARTICLE[entry.action] ?? entry.action;
-    const on = entry.device_id ? ` on ${entry.device_id}` : '';
-    if (entry.event.endsWith('.end')) return `${who} ended ${what}${on} (${outcome})`;
-    if (entry.event.endsWith('.attach')) return `${who} re-attached to ${what}${on} (${outcome})`;
-    if (entry.event.endsWith('.watch')) return `${who} watched ${what}${on}, read-only (${outcome})`;
-    const ended = end ? `, ended: ${end.reason ?? 'ended'}` : '';
-    return `${who} opened ${what}${on} (${outcome}${ended})`;
-  }
-  return `${who}: ${entry.event} ${entry.action} (${outcome})`;
 }

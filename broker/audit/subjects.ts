@@ -1,6 +1,11 @@
 import crypto from 'node:crypto';
 import type { Db } from '../db/database.js';
-import type { Database } from '../db/schema.js';
+import { deviceRow, nodeRow, nodeRows } from '../devices/directory.js';
+import { EnrolStore } from '../enrol/store.js';
+import { PortmapStore } from '../remote/portmaps.js';
+import { roleRow } from '../roles/directory.js';
+import { SettingsStore } from '../settings.js';
+import { userWithRoles } from '../users/directory.js';
 import { canonicalJson } from './chain.js';
 
 /**
@@ -64,50 +69,52 @@ export function changeSet(before: object | undefined, after: object | undefined)
   return { before: redacted(was), after: redacted(now) };
 }
 
-async function rowOf<T extends keyof Database>(db: Db, table: T, column: string, value: unknown): Promise<Row | undefined> {
-  if (typeof value !== 'string' || value === '') return undefined;
-  // The table and column names come from this module only, never from a request.
-  return (await db
-    .selectFrom(table as keyof Database)
-    .selectAll()
-    .where(column as never, '=', value as never)
-    .executeTakeFirst()) as Row | undefined;
-}
+/** The key of a record as a route hands it: a non-empty string, or nothing to load. */
+const keyOf = (value: unknown): string | undefined => (typeof value === 'string' && value !== '' ? value : undefined);
 
-/** Loaders of the records changes concern, by their key. */
+/** Loaders of the records changes concern, by their key: each asks the domain that owns the record. */
 export const subjectRecords = {
   async user(db: Db, id: unknown): Promise<Row | undefined> {
-    const user = await rowOf(db, 'users', 'id', id);
-    if (!user) return undefined;
-    const roles = await db
-      .selectFrom('user_roles')
-      .select('role_id')
-      .where('user_id', '=', id as string)
-      .orderBy('role_id')
-      .execute();
-    return { ...user, roles: roles.map((r) => r.role_id) };
+    const key = keyOf(id);
+    return key === undefined ? undefined : userWithRoles(db, key);
   },
-  role: (db: Db, id: unknown) => rowOf(db, 'roles', 'id', id),
+  async role(db: Db, id: unknown): Promise<Row | undefined> {
+    const key = keyOf(id);
+    return key === undefined ? undefined : roleRow(db, key);
+  },
   async device(db: Db, id: unknown): Promise<Row | undefined> {
-    const device = await rowOf(db, 'devices', 'device_id', id);
-    const node = await rowOf(db, 'nodes', 'node_id', id);
+    const key = keyOf(id);
+    if (key === undefined) return undefined;
+    const device = await deviceRow(db, key);
+    const node = await nodeRow(db, key);
     if (!device && !node) return undefined;
     return { ...device, ...(node ? { parent_id: node.parent_id, title: node.title, tags: node.tags } : {}) };
   },
-  node: (db: Db, id: unknown) => rowOf(db, 'nodes', 'node_id', id),
+  async node(db: Db, id: unknown): Promise<Row | undefined> {
+    const key = keyOf(id);
+    return key === undefined ? undefined : nodeRow(db, key);
+  },
   async nodes(db: Db, ids: unknown[]): Promise<Row> {
     const wanted = [...new Set(ids.filter((id): id is string => typeof id === 'string'))].slice(0, 100).sort();
-    const rows = wanted.length ? await db.selectFrom('nodes').selectAll().where('node_id', 'in', wanted).orderBy('node_id').execute() : [];
+    const rows = await nodeRows(db, wanted);
     return Object.fromEntries(rows.map((r) => [r.node_id, { parent_id: r.parent_id, title: r.title, tags: JSON.parse(r.tags) as unknown }]));
   },
   async bootstrapKey(db: Db, ref: unknown): Promise<Row | undefined> {
     // Named by its public id or by the key itself (whose hash is stored).
     if (typeof ref !== 'string') return undefined;
-    return (
-      (await rowOf(db, 'bootstrap_keys', 'key_id', ref)) ??
-      (await rowOf(db, 'bootstrap_keys', 'key_hash', crypto.createHash('sha256').update(ref, 'utf8').digest('hex')))
-    );
+    const keys = new EnrolStore(db);
+    const key = (ref !== '' ? await keys.keyById(ref) : undefined) ?? (await keys.keyByHash(crypto.createHash('sha256').update(ref, 'utf8').digest('hex')));
+    return key && { ...key };
   },
-  portmap: (db: Db, id: unknown) => rowOf(db, 'portmaps', 'id', id),
-  setting: (db: Db, key: string) => rowOf(db, 'settings', 'key', key),
+  async portmap(db: Db, id: unknown): Promise<Row | undefined> {
+    const key = keyOf(id);
+    const preset = key === undefined ? undefined : await new PortmapStore(db).find(key);
+    return preset && { ...preset };
+  },
+  /** A setting as stored: its key and its value's JSON. */
+  async setting(db: Db, key: string): Promise<Row | undefined> {
+    if (key === '') return undefined;
+    const value = await new SettingsStore(db).get<unknown>(key);
+    return value === undefined ? undefined : { key, value: JSON.stringify(value) };
+  },
 };

@@ -1,4 +1,5 @@
 import { AsyncResource } from 'node:async_hooks';
+import { recordSessionHolders, releaseSessions } from '../cluster/audit-queries.js';
 import { sql, type Db, type Dialect } from '../db/database.js';
 import type { AuditTable } from '../db/schema.js';
 import { entrySha } from './chain.js';
@@ -113,7 +114,7 @@ export class AuditWriter {
       const ending = group.flatMap((q) => (q.endOf === undefined ? [] : [q.endOf]));
       const ended = new Set<number>();
       if (ending.length > 0) {
-        await trx.deleteFrom('remote_session_owners').where('audit_id', 'in', ending).execute();
+        await releaseSessions(trx, ending);
         const found = await trx.selectFrom('audit').select('ref_id').where('ref_id', 'in', ending).where('event', 'like', 'remote.%.end').execute();
         for (const row of found) ended.add(Number(row.ref_id));
       }
@@ -156,7 +157,7 @@ export class AuditWriter {
           .values(rows.slice(i, i + ROWS_PER_INSERT))
           .execute();
       }
-      if (owners.length > 0) await trx.insertInto('remote_session_owners').values(owners).execute();
+      await recordSessionHolders(trx, owners);
       return ids;
     });
   }

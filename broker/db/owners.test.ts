@@ -45,14 +45,6 @@ export function tablesIn(text: string): { tables: Set<string>; dynamic: number }
  * goes when its file asks the owner instead. Nothing may be added here.
  */
 const NOT_YET_MOVED = new Set<string>([
-  'agents/hub.ts: devices (owned by devices)',
-  'audit/service.ts: config_changes (owned by config)',
-  'audit/service.ts: remote_session_owners (owned by cluster)',
-  'audit/service.ts: users (owned by users)',
-  'audit/subjects.ts: a table named by a variable',
-  'audit/subjects.ts: nodes (owned by devices)',
-  'audit/subjects.ts: user_roles (owned by users)',
-  'audit/writer.ts: remote_session_owners (owned by cluster)',
   'cve/service.ts: inventory (owned by inventory)',
   'cve/service.ts: inventory_packages (owned by inventory)',
   'cve/service.ts: users (owned by users)',

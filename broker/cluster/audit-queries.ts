@@ -1,0 +1,27 @@
+/**
+ * What the audit trail asks of the brokers holding remote sessions (`remote_session_owners`, owned by
+ * the cluster domain: broker/db/owners.ts). The audit writes a live session's start and its holder
+ * together, and its end with the holder's release: these take the audit's transaction.
+ */
+import type { Db } from '../db/database.js';
+
+/** Records which broker holds each live session (by the id of its start entry), in the caller's transaction. */
+export async function recordSessionHolders(trx: Db, holders: { audit_id: number; broker_id: string }[]): Promise<void> {
+  if (holders.length > 0) await trx.insertInto('remote_session_owners').values(holders).execute();
+}
+
+/** Releases the sessions of these start entries (their end is being written), in the caller's transaction. */
+export async function releaseSessions(trx: Db, auditIds: number[]): Promise<void> {
+  await trx.deleteFrom('remote_session_owners').where('audit_id', 'in', auditIds).execute();
+}
+
+/** Releases every session whose start entry is at or before `auditId` (the retention deleted them), in the caller's transaction. */
+export async function releaseSessionsThrough(trx: Db, auditId: number): Promise<void> {
+  await trx.deleteFrom('remote_session_owners').where('audit_id', '<=', auditId).execute();
+}
+
+/** The start-entry ids of the sessions held by these brokers, as a subquery (one query with the caller's). */
+export function sessionsHeldBy(db: Db, brokerIds: string[]) {
+  // Typed as the audit's ids it is compared with (stored as the same integer).
+  return db.selectFrom('remote_session_owners').select('remote_session_owners.audit_id').where('broker_id', 'in', brokerIds).$castTo<{ audit_id: number }>();
+}
