@@ -80,8 +80,6 @@ const NOT_YET_MOVED = new Set<string>([
   'inventory/service.ts: nodes (owned by devices)',
   'metrics/orgstats.ts: devices (owned by devices)',
   'metrics/orgstats.ts: inventory (owned by inventory)',
-  'remote/service.ts: audit (owned by audit)',
-  'remote/service.ts: nodes (owned by devices)',
   'reports/service.ts: devices (owned by devices)',
   'reports/service.ts: nodes (owned by devices)',
   'roles/store.ts: user_roles (owned by users)',
