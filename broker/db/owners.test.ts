@@ -60,8 +60,6 @@ const NOT_YET_MOVED = new Set<string>([
   'inventory/service.ts: nodes (owned by devices)',
   'metrics/orgstats.ts: devices (owned by devices)',
   'metrics/orgstats.ts: inventory (owned by inventory)',
-  'remote/service.ts: audit (owned by audit)',
-  'remote/service.ts: nodes (owned by devices)',
 ]);
 
 describe('table owners', () => {

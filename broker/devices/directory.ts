@@ -167,3 +167,16 @@ export async function recordContact(db: Db, deviceId: string, patch: { last_seen
 export async function recordLastSeen(db: Db, deviceIds: string[], lastSeen: string): Promise<void> {
   await db.updateTable('devices').set({ last_seen: lastSeen }).where('device_id', 'in', deviceIds).execute();
 }
+
+/** The titles of the given nodes by id, in one query (none when there are no ids); unknown ids are left out. */
+export async function nodeTitles(db: Db, ids: readonly string[]): Promise<Map<string, string>> {
+  const titles = new Map<string, string>();
+  if (ids.length === 0) return titles;
+  for (const row of await db
+    .selectFrom('nodes')
+    .select(['node_id', 'title'])
+    .where('node_id', 'in', [...ids])
+    .execute())
+    titles.set(row.node_id, row.title);
+  return titles;
+}

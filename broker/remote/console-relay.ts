@@ -1,3 +1,7 @@
+/**
+ * The WebSocket console: a console that outlives its owner's dropped connection to be re-attached,
+ * and may be watched read-only (ConsoleRelay below says how). Its output ring is output-history.ts.
+ */
 import type WebSocket from 'ws';
 import type { Channel } from '../../shared/mux.js';
 import type { ChannelControl } from '../../shared/protocol.js';
@@ -13,6 +17,9 @@ import {
   type RelayEnd,
   type RelayOptions,
 } from './relay.js';
+import { OutputHistory } from './output-history.js';
+
+export { OutputHistory };
 
 /**
  * The console's recent output, kept for a re-attach or a watcher joining (their screen is drawn
@@ -26,8 +33,6 @@ export const WATCHER_MAX_UNREAD = 256 * 1024;
 export const MAX_WATCHERS = 10;
 const SOCKET_LOW_WATER = 128 * 1024;
 const PING_INTERVAL_MS = 30_000;
-/** A replay starts after the first line break within this many bytes: no half escape sequence. */
-const REPLAY_ALIGN = 4096;
 
 /** Close codes a client uses to say "I am done" (ends the console); any other drop detaches it. */
 const DELIBERATE_CLOSE = new Set([1000, 1005]);
@@ -35,46 +40,6 @@ const DELIBERATE_CLOSE = new Set([1000, 1005]);
 export interface Person {
   id: string;
   email: string;
-}
-
-/** A fixed-size ring of the latest output bytes. */
-export class OutputHistory {
-  private readonly buf: Buffer;
-  private start = 0;
-  private length = 0;
-
-  constructor(readonly capacity: number) {
-    this.buf = Buffer.alloc(capacity);
-  }
-
-  get size(): number {
-    return this.length;
-  }
-
-  push(chunk: Buffer): void {
-    const cap = this.capacity;
-    const data = chunk.length > cap ? chunk.subarray(chunk.length - cap) : chunk;
-    let at = (this.start + this.length) % cap;
-    for (let offset = 0; offset < data.length;) {
-      const n = Math.min(cap - at, data.length - offset);
-      data.copy(this.buf, at, offset, offset + n);
-      offset += n;
-      at = (at + n) % cap;
-    }
-    const total = this.length + data.length;
-    if (total > cap) this.start = (this.start + total - cap) % cap;
-    this.length = Math.min(total, cap);
-  }
-
-  /** The kept bytes, oldest first, starting at a line break when the ring has wrapped. */
-  contents(): Buffer {
-    const head = this.buf.subarray(this.start, Math.min(this.capacity, this.start + this.length));
-    const tail = this.buf.subarray(0, this.length - head.length);
-    const all = Buffer.concat([head, tail]);
-    if (this.length < this.capacity) return all;
-    const nl = all.subarray(0, REPLAY_ALIGN).indexOf(0x0a);
-    return nl >= 0 ? all.subarray(nl + 1) : all;
-  }
 }
 
 /** One socket on the console: its owner's (in control) or a watcher's (read-only). */

@@ -1,24 +1,28 @@
-import type { RecordingListItem } from '../../shared/api-types.js';
+/**
+ * Remote access as the HTTP routes see it: the live sessions listed and ended, tickets for
+ * browsers, and the port presets; the WebSocket sessions are sessions.ts's, reading recordings
+ * back recording-reads.ts's, the agent's reload and directory listings device-actions.ts's.
+ */
 import fs from 'node:fs';
-import type { Config } from '../environment.js';
-import type { RemoteCapabilities } from '../../shared/api-types.js';
-import { z } from 'zod';
-import { isAccessRefusal, refusalCodeOf } from '../../shared/codes.js';
-import type { Channel } from '../../shared/mux.js';
-import { MAX_LIST_ENTRIES, type DirectoryListing, type ReloadMode } from '../../shared/protocol.js';
-import { normalizeDevicePath, parseResource, type RemoteRequest } from '../../shared/resources.js';
-import { refusalOf, type AccessService } from '../access/access.js';
+import type { RecordingListItem, RemoteCapabilities } from '../../shared/api-types.js';
+import type { DirectoryListing, ReloadMode } from '../../shared/protocol.js';
+import { parseResource, type RemoteRequest } from '../../shared/resources.js';
+import type { AccessService } from '../access/access.js';
 import type { Principal } from '../access/principal.js';
 import { presetApplies } from '../access/remote.js';
 import type { AuditService } from '../audit/service.js';
 import type { Db } from '../db/database.js';
-import { ApiError, badRequest, forbidden, notFound } from '../http/errors.js';
-import { recordingPath, removeOldRecordings } from './recordings.js';
+import { nodeTitles } from '../devices/directory.js';
+import type { Config } from '../environment.js';
+import { badRequest, notFound } from '../http/errors.js';
+import { listDirectory, reloadAgent } from './device-actions.js';
 import { PortmapStore, type Portmap, type PortmapInput } from './portmaps.js';
+import { listRecordings, readRecording } from './recording-reads.js';
+import { removeOldRecordings } from './recordings.js';
 import { RemoteSessions, type LiveSessionView, type RemoteSessionsDeps, type RemoteSource } from './sessions.js';
+import { TicketStore } from './tickets.js';
 
-/** The newest recorded consoles a recordings listing looks at, at most. */
-const RECORDINGS_SCAN = 5000;
+export { directoryListing } from './device-actions.js';
 
 /** How often old recordings are looked for. */
 const RETENTION_SWEEP_MS = 86_400_000;
@@ -47,23 +51,6 @@ export interface RemoteSessionRecord {
   /** several brokers: the broker holding it */
   broker?: string;
 }
-import { TicketStore } from './tickets.js';
-
-/** What a device may answer to a listing: checked, never trusted (names bounded by the filesystem's 255 bytes). */
-export const directoryListing = z.object({
-  path: z.string().min(1).max(4096),
-  entries: z
-    .array(
-      z.object({
-        name: z.string().min(1).max(1024),
-        type: z.enum(['file', 'dir', 'symlink', 'other']),
-        size: z.number().int().min(0),
-        mtime: z.string().max(40),
-      }),
-    )
-    .max(MAX_LIST_ENTRIES),
-  truncated: z.boolean(),
-}) satisfies z.ZodType<DirectoryListing>;
 
 /** Live sessions held outside the WebSocket endpoints (device web UIs: broker/apps), listed and ended with the others. */
 export interface OtherLiveSessions {
@@ -133,137 +120,17 @@ export class RemoteService {
     return removed;
   }
 
-  /**
-   * A console's recording (asciicast v2) by its session id, 404 when there is none; for its owner or whoever may manage remote access on its device
-   * (`remote-access:manage` there, as for the live session): the console's start entry, whose
-   * `recording` option names it, says whose and where. A recording whose start entry is gone
-   * (audit retention) is served to a `*` grant of remote-access:manage only. Every read, and every
-   * refused one, is an audit entry (`recording.read`); a read that cannot be audited is refused.
-   */
-  async recording(principal: Principal, sessionId: string, ip: string): Promise<{ stream: fs.ReadStream; size: number }> {
-    const file = recordingPath(this.deps.config.dataDir, sessionId);
-    const missing = notFound(`Recording of session ${sessionId}`);
-    if (!file) throw missing;
-    let handle: fs.promises.FileHandle;
-    try {
-      handle = await fs.promises.open(file, fs.constants.O_RDONLY | fs.constants.O_NOFOLLOW);
-    } catch {
-      throw missing;
-    }
-    try {
-      // The session id is a UUID (recordingPath checked it): nothing in it is a LIKE wildcard.
-      const start = await this.deps.db
-        .selectFrom('audit')
-        .select(['user_id', 'device_id'])
-        .where('event', '=', 'remote.console.start')
-        .where('options', 'like', `%"recording":"${sessionId}"%`)
-        .orderBy('id')
-        .limit(1)
-        .executeTakeFirst();
-      const owner = start?.user_id ?? '';
-      const deviceId = start?.device_id ?? '';
-      const allowed = owner === principal.user.id || (await this.deps.access.maySeeRemoteSession(principal, { userId: owner, deviceId }));
-      const entry = {
-        event: 'recording.read',
-        user: principal.user,
-        action: 'GET /api/v2/remote/recordings/{session_id}',
-        ...(deviceId ? { deviceId } : {}),
-        options: { session_id: sessionId, owner: owner || null },
-        ip,
-        sessionId: principal.sessionId,
-      };
-      if (!allowed) {
-        const reason = "a console's recording is for its owner and for remote-access:manage on its device";
-        await this.deps.audit.recordChange({ ...entry, result: 'denied', reason: `forbidden: ${reason}` }).catch((err) => {
-          this.deps.logger.error({ err }, 'refused recording read not audited');
-        });
-        throw forbidden(`Not allowed: ${reason}.`, { permission: 'remote-access:manage', ...(deviceId ? { device_id: deviceId } : {}) });
-      }
-      await this.deps.audit.recordChange(entry);
-      const { size } = await handle.stat();
-      return { stream: handle.createReadStream(), size };
-    } catch (err) {
-      await handle.close();
-      throw err;
-    }
+  /** A console's recording for whoever may read it, every read audited (see recording-reads.ts). */
+  recording(principal: Principal, sessionId: string, ip: string): Promise<{ stream: fs.ReadStream; size: number }> {
+    return readRecording(this.deps, principal, sessionId, ip);
   }
 
-  /**
-   * The console recordings the caller may play (their own, and those on devices their
-   * remote-access:manage covers, as for reading one), newest first, from the consoles' audit
-   * entries: at most the RECORDINGS_SCAN newest recorded consoles are looked at.
-   */
-  async listRecordings(
+  /** The console recordings the caller may play, newest first (see recording-reads.ts). */
+  listRecordings(
     principal: Principal,
     query: { device_id?: string; offset: number; items_per_page: number },
   ): Promise<{ items: RecordingListItem[]; total: number }> {
-    let q = this.deps.db
-      .selectFrom('audit')
-      .select(['id', 'ts', 'user_id', 'user_email', 'device_id', 'options', 'session_id'])
-      .where('event', '=', 'remote.console.start')
-      .where('options', 'like', '%"recording":"%');
-    if (query.device_id) q = q.where('device_id', '=', query.device_id);
-    const rows = await q.orderBy('id', 'desc').limit(RECORDINGS_SCAN).execute();
-    const allowed = new Map<string, boolean>();
-    const visible: (typeof rows)[number][] = [];
-    const recordingOf = new Map<number, string>();
-    for (const row of rows) {
-      let recording: unknown;
-      try {
-        recording = (JSON.parse(row.options) as { recording?: unknown }).recording;
-      } catch {
-        continue;
-      }
-      const file = typeof recording === 'string' ? recordingPath(this.deps.config.dataDir, recording) : undefined;
-      if (
-        !file ||
-        !(await fs.promises.access(file).then(
-          () => true,
-          () => false,
-        ))
-      )
-        continue; // removed after RECORDING_RETENTION_DAYS, or never written
-      const owner = row.user_id ?? '';
-      const deviceId = row.device_id ?? '';
-      const key = `${owner} ${deviceId}`;
-      if (!allowed.has(key))
-        allowed.set(key, owner === principal.user.id || (await this.deps.access.maySeeRemoteSession(principal, { userId: owner, deviceId })));
-      if (!allowed.get(key)) continue;
-      visible.push(row);
-      recordingOf.set(Number(row.id), recording as string);
-    }
-    const page = visible.slice(query.offset, query.offset + query.items_per_page);
-    const starts = page.map((r) => Number(r.id));
-    const ends = new Map<number, { ts: string; duration_ms: number | null }>();
-    const names = new Map<string, string>();
-    if (starts.length) {
-      const found = await this.deps.db
-        .selectFrom('audit')
-        .select(['ref_id', 'ts', 'duration_ms'])
-        .where('ref_id', 'in', starts)
-        .where('event', '=', 'remote.console.end')
-        .execute();
-      for (const end of found) ends.set(Number(end.ref_id), { ts: end.ts, duration_ms: end.duration_ms === null ? null : Number(end.duration_ms) });
-      const ids = [...new Set(page.map((r) => r.device_id ?? ''))];
-      for (const row of await this.deps.db.selectFrom('nodes').select(['node_id', 'title']).where('node_id', 'in', ids).execute())
-        names.set(row.node_id, row.title);
-    }
-    const items = page.map((r) => {
-      const end = ends.get(Number(r.id));
-      const command = (JSON.parse(r.options) as { command?: unknown }).command;
-      return {
-        id: recordingOf.get(Number(r.id)) as string,
-        audit_id: Number(r.id),
-        session_id: r.session_id,
-        user: { id: r.user_id ?? '', email: r.user_email ?? '' },
-        device: { id: r.device_id ?? '', name: names.get(r.device_id ?? '') ?? '' },
-        started_at: r.ts,
-        ended_at: end?.ts ?? null,
-        duration_ms: end?.duration_ms ?? null,
-        ...(Array.isArray(command) ? { command: command.map(String) } : {}),
-      };
-    });
-    return { items, total: visible.length };
+    return listRecordings(this.deps, principal, query);
   }
 
   /**
@@ -279,11 +146,7 @@ export class RemoteService {
     }
     visible.sort((a, b) => b.startedAt - a.startedAt);
     const ids = [...new Set(visible.map((s) => s.deviceId))];
-    const names = new Map<string, string>();
-    if (ids.length) {
-      const rows = await this.deps.db.selectFrom('nodes').select(['node_id', 'title']).where('node_id', 'in', ids).execute();
-      for (const row of rows) names.set(row.node_id, row.title);
-    }
+    const names = await nodeTitles(this.deps.db, ids);
     const mayEnd = new Map<string, boolean>();
     for (const id of ids) mayEnd.set(id, (await this.deps.access.decide(principal, 'remote-access:manage', id)).allowed);
     const mayWatch = new Map<string, boolean>();
@@ -375,121 +238,14 @@ export class RemoteService {
     return answer;
   }
 
-  /**
-   * Restarts the agent's work loop, or with `run` has it run its configuration now without closing
-   * its connection or any session (qbee's run-agent): decided as the `reload` action, audited (a run
-   * with `options.mode: "run"`), then asked of the agent.
-   */
-  async reload(
-    principal: Principal,
-    deviceId: string,
-    ip: string,
-    source: RemoteSource,
-    mode: ReloadMode = 'restart',
-  ): Promise<{ ok: true; device_id: string }> {
-    const decision = await this.deps.access.decide(principal, 'remote-access:connect', deviceId, { action: 'reload' });
-    const auditId = await this.auditedStart({
-      event: 'remote.reload',
-      user: principal.user,
-      deviceId,
-      action: 'reload',
-      options: mode === 'run' ? { mode } : {},
-      allowed: decision.allowed,
-      reason: decision.reason,
-      ip,
-      source,
-      sessionId: principal.sessionId,
-    });
-    if (!decision.allowed) {
-      throw refusalOf(decision, 'remote-access:connect', deviceId);
-    }
-    const started = Date.now();
-    const end = (reason: string, result: 'ended' | 'error' = 'ended') =>
-      this.deps.audit.recordRemoteEnd(auditId, { durationMs: Date.now() - started, bytesIn: 0, bytesOut: 0, reason, result }).catch(() => {});
-    if (!this.deps.locator.isConnected(deviceId)) {
-      await end('device not connected', 'error');
-      throw new ApiError(404, 'device_not_connected', `Device ${deviceId} is not connected to the broker; try again when it is online.`, {
-        device_id: deviceId,
-      });
-    }
-    try {
-      await this.deps.locator.reload(deviceId, mode);
-    } catch (err) {
-      await end(`reload failed: ${(err as Error).message}`, 'error');
-      throw new ApiError(502, 'reload_failed', (err as Error).message, { device_id: deviceId });
-    }
-    await end('acknowledged by the agent');
-    return { ok: true, device_id: deviceId };
+  /** Restarts the agent's work loop, or has it run its configuration now: decided and audited (see device-actions.ts). */
+  reload(principal: Principal, deviceId: string, ip: string, source: RemoteSource, mode: ReloadMode = 'restart'): Promise<{ ok: true; device_id: string }> {
+    return reloadAgent(this.deps, principal, deviceId, ip, source, mode);
   }
 
-  /** Writes an attempt's start to the audit log before anything else happens, or refuses the attempt (500 `audit_failed`). */
-  private async auditedStart(entry: Parameters<AuditService['recordRemoteStart']>[0]): Promise<number> {
-    try {
-      return await this.deps.audit.recordRemoteStart(entry);
-    } catch {
-      throw new ApiError(500, 'audit_failed', 'The attempt could not be written to the audit log, so it was refused. Try again shortly.');
-    }
-  }
-
-  /**
-   * Lists a directory on the device for the file browser, through a copy channel (`list`): decided
-   * as a download of that directory (the user's copy grant, its direction and paths), audited as a
-   * copy (`remote.copy.start|denied` with `op: "list"`, then its end with the bytes of the answer),
-   * and checked again on the device after resolving symlinks, as a copy is.
-   */
-  async listDirectory(principal: Principal, deviceId: string, dirPath: string, ip: string, source: RemoteSource): Promise<DirectoryListing> {
-    const path = normalizeDevicePath(dirPath) ?? dirPath;
-    const request: RemoteRequest = { action: 'copy', direction: 'download', path: dirPath };
-    const decision = await this.deps.access.decide(principal, 'remote-access:connect', deviceId, request);
-    const auditId = await this.auditedStart({
-      event: 'remote.copy',
-      user: principal.user,
-      deviceId,
-      action: 'copy',
-      options: { direction: 'download', path: dirPath, op: 'list', ...(path !== dirPath ? { normalized_path: path } : {}) },
-      allowed: decision.allowed,
-      reason: decision.reason,
-      ip,
-      source,
-      sessionId: principal.sessionId,
-    });
-    if (!decision.allowed) throw refusalOf(decision, 'remote-access:connect', deviceId);
-    const started = Date.now();
-    const end = (reason: string, result: 'ended' | 'error' | 'denied', bytesOut = 0) =>
-      this.deps.audit.recordRemoteEnd(auditId, { durationMs: Date.now() - started, bytesIn: 0, bytesOut, reason, result }).catch((err) => {
-        this.deps.logger.error({ err, auditId }, 'end of directory listing not audited');
-      });
-    if (!this.deps.locator.isConnected(deviceId)) {
-      await end('device not connected', 'error');
-      throw new ApiError(404, 'device_not_connected', `Device ${deviceId} is not connected to the broker; try again when it is online.`, {
-        device_id: deviceId,
-      });
-    }
-    const allowed = decision.device ? this.deps.access.copyRoots(principal, decision.device, request) : undefined;
-    let opened: { channel: Channel; info: Record<string, unknown> };
-    try {
-      opened = await this.deps.locator.open(deviceId, 'copy', { direction: 'list', path, ...(allowed ? { allowed } : {}) });
-    } catch (err) {
-      const message = (err as Error).message;
-      const code = refusalCodeOf(err);
-      const denied = isAccessRefusal(code);
-      await end(`refused by the device: ${message}`, denied ? 'denied' : 'error');
-      if (denied) throw forbidden(message, { device_id: deviceId, refusal: code });
-      if ((err as { code?: string }).code === 'agent_not_connected')
-        throw new ApiError(404, 'device_not_connected', `Device ${deviceId} is not connected to the broker; try again when it is online.`, {
-          device_id: deviceId,
-        });
-      throw new ApiError(502, 'device_refused', message, { device_id: deviceId, ...(code ? { refusal: code } : {}) });
-    }
-    opened.channel.destroy();
-    const listing = directoryListing.safeParse(opened.info);
-    if (!listing.success) {
-      await end('the device answered a malformed listing', 'error');
-      throw new ApiError(502, 'device_refused', 'The device answered a malformed directory listing; update its agent.', { device_id: deviceId });
-    }
-    const { entries, truncated } = listing.data;
-    await end(`listed ${entries.length} entries${truncated ? `, cut at ${entries.length}` : ''}`, 'ended', Buffer.byteLength(JSON.stringify(listing.data)));
-    return listing.data;
+  /** Lists a directory on the device for the file browser, decided and audited as a copy (see device-actions.ts). */
+  listDirectory(principal: Principal, deviceId: string, dirPath: string, ip: string, source: RemoteSource): Promise<DirectoryListing> {
+    return listDirectory(this.deps, principal, deviceId, dirPath, ip, source);
   }
 
   // ---- port presets -------------------------------------------------------------------------------

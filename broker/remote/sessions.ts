@@ -1,38 +1,48 @@
-import crypto from 'node:crypto';
+/**
+ * Remote-access sessions over WebSocket: every attempt is authenticated, validated, decided by
+ * the access service against the caller's roles at that moment, audited before anything starts,
+ * and only then relayed to the device's agent. This file is the WebSocket side (the handshake, the
+ * relay, the live session taken under watch) and the one object other transports (broker/ssh,
+ * broker/qbee) hand theirs to; the jobs behind it have their own files: attempt.ts (decide, audit,
+ * open), joins.ts (re-attach and watch), live-sessions.ts (the registry), recheck.ts (the live re-check).
+ */
 import type { IncomingMessage } from 'node:http';
 import type { Duplex } from 'node:stream';
 import type { Logger } from 'pino';
 import WebSocket, { WebSocketServer } from 'ws';
-import type { ZodType } from 'zod';
-import type { Channel } from '../../shared/mux.js';
 import type { ChannelParams, RemoteKind } from '../../shared/protocol.js';
-import { isAccessRefusal, refusalCodeOf } from '../../shared/codes.js';
-import { MAX_END_REASON, MAX_ENDER_EMAIL, MAX_ENDER_NAME } from '../../shared/remote-frames.js';
-import { normalizeDevicePath, type RemoteRequest } from '../../shared/resources.js';
-import type { AccessDecision, AccessService } from '../access/access.js';
-import type { Principal } from '../access/principal.js';
+import type { RemoteRequest } from '../../shared/resources.js';
+import type { AccessService } from '../access/access.js';
 import type { AgentLocator } from '../agents/locator.js';
 import type { AuditService } from '../audit/service.js';
 import type { AuthService } from '../auth/service.js';
+import type { Authenticated } from '../auth/credentials.js';
 import type { Config } from '../environment.js';
 import { ApiError } from '../http/errors.js';
-import type { Authenticated } from '../auth/credentials.js';
 import type { UpgradeAttempt } from '../http/upgrade.js';
-import { bounded, type RemoteAuditEnd } from '../audit/service.js';
-import { errorFrame, refuse, Relay, SessionClose, type ErrorFrame, type RelayOptions } from './relay.js';
-import { ConsoleRecorder } from './recordings.js';
-import { consoleJoinQuery, consoleQuery, copyQuery, tunnelQuery, type ConsoleQuery, type CopyQuery, type TunnelQuery } from './schemas.js';
+import { errorFrame, refuse, Relay, SessionClose } from './relay.js';
 import { ConsoleRelay } from './console-relay.js';
+import { Attempts, fromApiError, refusal, type Prepared, type SessionOutcome } from './attempt.js';
+import { ConsoleJoins, type JoinPrepared } from './joins.js';
+import {
+  isWatchable,
+  LiveSessions,
+  type Caller,
+  type LiveRelay,
+  type LiveSessionView,
+  type RemoteSource,
+  type SessionDirectory,
+  type SessionEnd,
+} from './live-sessions.js';
+import { LiveRecheck, RECHECK_INTERVAL_MS } from './recheck.js';
 
-/** How often live sessions are re-authorized: a withdrawn grant ends them within this time. */
-export const RECHECK_INTERVAL_MS = 2000;
+export type { Prepared, Refusal } from './attempt.js';
+export type { Caller, LiveRelay, LiveSessionView, RemoteSource, SessionDirectory, SessionEnd, WatchableRelay } from './live-sessions.js';
+export { isWatchable } from './live-sessions.js';
+export { RECHECK_INTERVAL_MS } from './recheck.js';
+
 /** Largest frame a client may send (clients chunk their uploads well below this). */
 const MAX_CLIENT_FRAME = 4 * 1024 * 1024;
-/** Query parameters that carry credentials: never written to the audit trail. */
-const CREDENTIAL_PARAMS = new Set(['ticket', 'token', 'access_token', 'authorization']);
-
-/** Who connected: `qbee` is qbee's own clients (qbee-cli) over the native transport (broker/qbee). */
-export type RemoteSource = 'api' | 'web' | 'cli' | 'ssh' | 'qbee';
 
 /** What remote sessions use: agents are reached only through the AgentLocator. */
 export interface RemoteSessionsDeps {
@@ -46,142 +56,23 @@ export interface RemoteSessionsDeps {
   directory?: SessionDirectory;
 }
 
-/** The live sessions of every broker of a cluster: this broker tells it of its own. */
-export interface SessionDirectory {
-  added(view: LiveSessionView): void;
-  removed(id: string): void;
-  /** A live session held by another broker, with that broker's id. */
-  find(id: string): Promise<(LiveSessionView & { broker: string }) | undefined>;
-  elsewhere(): Promise<(LiveSessionView & { broker: string })[]>;
-  endElsewhere(session: LiveSessionView & { broker: string }, end: SessionEnd): Promise<void>;
-}
-
-/** An operator ending a session: who (told to the session's user by email and name) and why, if they said. */
-export interface SessionEnd {
-  by: { id: string; email: string; name: string };
-  /** at most MAX_END_REASON characters, one line (checked at the route) */
-  reason?: string;
-}
-
-/** Who is asking: the principal as of now, and the token to re-check them with later. */
-export interface Caller {
-  principal: Principal;
-  token: string;
-  source: RemoteSource;
-  ip: string;
-}
-
-/** What a live session must offer to be ended from here: the WebSocket Relay, or a qbee stream relay. */
-export interface LiveRelay {
-  abort(frame: ErrorFrame, code: number, reason: string): void;
-  /** Bytes so far, client to device and device to client (the operator's list shows them). */
-  readonly bytesIn: number;
-  readonly bytesOut: number;
-  readonly done: Promise<{ bytesIn: number; bytesOut: number; reason: string; failed?: boolean }>;
-}
-
-/** A console others may watch read-only: the WebSocket console (ConsoleRelay), or an SSH console. */
-export interface WatchableRelay extends LiveRelay {
-  readonly ending: boolean;
-  readonly watching: { user: { id: string; email: string }; since: number }[];
-  watch(ws: WebSocket, who: { id: string; email: string }): boolean;
-  dropWatcher(userId: string, frame: ErrorFrame, code: number): void;
-}
-
-export function isWatchable(relay: LiveRelay): relay is WatchableRelay {
-  return typeof (relay as Partial<WatchableRelay>).watch === 'function';
-}
-
-interface LiveSession {
-  id: string;
-  caller: Caller;
-  deviceId: string;
-  request: RemoteRequest;
-  relay: LiveRelay;
-  startedAt: number;
-  /** the start entry of its audit trail (attach and watch entries point at it) */
-  auditId: number;
-  /** console only: the callers who joined as watchers (re-authorized with the session) */
-  watchedBy: Caller[];
-  /** set once access was withdrawn: the relay is ending */
-  withdrawn?: boolean;
-}
-
-/** A live session as the operator's list shows it (GET /remote/sessions). */
-export interface LiveSessionView {
-  id: string;
-  user: { id: string; email: string };
-  deviceId: string;
-  kind: RemoteRequest['action'];
-  source: RemoteSource;
-  ip: string;
-  startedAt: number;
-  bytesIn: number;
-  bytesOut: number;
-  /** console only: false while its owner's connection is gone (it waits for a re-attach) */
-  attached?: boolean;
-  /** console only: who watches it read-only */
-  watchers?: { user: { id: string; email: string }; since: number }[];
-  /** the request it was opened with (for deciding who may watch it) */
-  request: RemoteRequest;
-}
-
-/** A re-attach or a watcher joining a live console, decided and audited. */
-type JoinPrepared = Refusal | { ok: true; mode: 'attach' | 'watch'; sessionId: string; caller: Caller; size: { cols: number; rows: number } };
-
-export type Refusal = { ok: false; frame: ErrorFrame; code: number };
-export type Prepared =
-  | Refusal
-  | {
-      ok: true;
-      caller: Caller;
-      deviceId: string;
-      request: RemoteRequest;
-      channel: Channel;
-      relayOptions: RelayOptions;
-      auditId: number;
-      startedAt: number;
-      /** The live session's id (and its recording's name). */
-      sessionId: string;
-      /** console: where it is recorded, unless its roles turn recording off */
-      recorder?: ConsoleRecorder;
-    };
-
-function refusal(status: number, error: string, message: string, details: Record<string, unknown> = {}): Refusal {
-  return { ok: false, frame: errorFrame(status, error, message, details), code: 4000 + status };
-}
-
-function fromApiError(err: ApiError): Refusal {
-  const { code: _c, error, message, ...details } = err.toJSON() as { code: number; error: string; message: string };
-  return refusal(err.status, error, message, details);
-}
-
-/** What the audit entry records of a request. */
-function auditOptions(request: RemoteRequest, extra: Record<string, unknown> = {}): Record<string, unknown> {
-  const { action: _a, ...options } = request as RemoteRequest & Record<string, unknown>;
-  return { ...options, ...extra };
-}
-
-/**
- * Remote-access sessions over WebSocket: every attempt is authenticated, validated, decided by
- * the access service against the caller's roles at that moment, audited before anything starts,
- * and only then relayed to the device's agent, which is reached through the AgentLocator seam.
- * Live sessions are re-authorized every RECHECK_INTERVAL_MS and ended when the grant is gone.
- */
+/** The WebSocket endpoints of remote access, and the live sessions of every transport (see the file's header). */
 export class RemoteSessions {
   private readonly wss = new WebSocketServer({ noServer: true, maxPayload: MAX_CLIENT_FRAME, perMessageDeflate: false });
-  private readonly live = new Map<string, LiveSession>();
+  private readonly live: LiveSessions;
+  private readonly attempts: Attempts;
+  private readonly joins: ConsoleJoins;
+  private readonly rechecks: LiveRecheck;
   private readonly log: Logger;
   private recheckTimer?: NodeJS.Timeout;
-  private rechecking = false;
   private closing = false;
 
   constructor(private readonly deps: RemoteSessionsDeps) {
     this.log = deps.logger.child({ module: 'remote' });
-  }
-
-  private get locator(): AgentLocator {
-    return this.deps.locator;
+    this.live = new LiveSessions(this.log, deps.directory);
+    this.attempts = new Attempts(deps, this.log);
+    this.joins = new ConsoleJoins(deps, this.live, this.log);
+    this.rechecks = new LiveRecheck(deps, this.live, this.log);
   }
 
   init(): void {
@@ -192,7 +83,7 @@ export class RemoteSessions {
   async close(): Promise<void> {
     this.closing = true;
     clearInterval(this.recheckTimer);
-    const ending = [...this.live.values()].map((session) => {
+    const ending = this.live.all().map((session) => {
       session.relay.abort(errorFrame(503, 'shutting_down', 'The broker is shutting down; reconnect shortly.'), SessionClose.goingAway, 'broker shut down');
       return session.relay.done;
     });
@@ -244,7 +135,7 @@ export class RemoteSessions {
     if (joining) {
       let prepared: JoinPrepared;
       if (err instanceof ApiError)
-        prepared = await this.refuseJoin(`remote.console.${joining}`, url.searchParams.get(joining) ?? '', ip, undefined, fromApiError(err));
+        prepared = await this.joins.refuse(`remote.console.${joining}`, url.searchParams.get(joining) ?? '', ip, undefined, fromApiError(err));
       else {
         this.log.error({ err }, 'console join failed');
         prepared = refusal(500, 'internal_error', 'The broker failed to join the console; the error is logged.');
@@ -252,7 +143,7 @@ export class RemoteSessions {
       return this.completeJoin(prepared, req, socket, head);
     }
     let prepared: Prepared;
-    if (err instanceof ApiError) prepared = await this.refuseEarly(kind, url, ip, undefined, fromApiError(err));
+    if (err instanceof ApiError) prepared = await this.attempts.refuseEarly(kind, url, ip, undefined, fromApiError(err));
     else {
       this.log.error({ err, kind }, 'remote session set-up failed');
       prepared = refusal(500, 'internal_error', 'The broker failed to set up the session; the error is logged.');
@@ -266,7 +157,8 @@ export class RemoteSessions {
     const caller = this.callerOf(attempt, authenticated);
     const joining = this.joiningOf(kind, url);
     if (joining) {
-      void this.prepareJoin(joining, caller, url)
+      void this.joins
+        .prepare(joining, caller, url)
         .catch((err): JoinPrepared => {
           this.log.error({ err }, 'console join failed');
           return refusal(500, 'internal_error', 'The broker failed to join the console; the error is logged.');
@@ -274,7 +166,8 @@ export class RemoteSessions {
         .then((prepared) => this.completeJoin(prepared, req, socket, head));
       return;
     }
-    void this.prepare(kind, caller, url)
+    void this.attempts
+      .prepare(kind, caller, url)
       .catch((err): Prepared => {
         this.log.error({ err, kind }, 'remote session set-up failed');
         return refusal(500, 'internal_error', 'The broker failed to set up the session; the error is logged.');
@@ -326,7 +219,7 @@ export class RemoteSessions {
     if (this.closing) return void socket.destroy();
     this.wss.handleUpgrade(req, socket, head, (ws) => {
       if (!prepared.ok) return refuse(ws, prepared.frame, prepared.code);
-      const session = this.live.get(prepared.sessionId);
+      const session = this.live.session(prepared.sessionId);
       const relay = session?.relay;
       const who = prepared.caller.principal.user;
       let joined = false;
@@ -348,7 +241,7 @@ export class RemoteSessions {
    */
   adopt(prepared: Extract<Prepared, { ok: true }>, relay: LiveRelay): string {
     const id = prepared.sessionId;
-    this.live.set(id, {
+    this.live.add({
       id,
       caller: prepared.caller,
       deviceId: prepared.deviceId,
@@ -358,8 +251,6 @@ export class RemoteSessions {
       auditId: prepared.auditId,
       watchedBy: [],
     });
-    const added = this.live.get(id);
-    if (added) this.deps.directory?.added(this.view(added));
     const { recorder } = prepared;
     if (recorder) {
       // A required recording that cannot keep up (or be written) ends the session rather than let it run unrecorded.
@@ -371,8 +262,7 @@ export class RemoteSessions {
         );
     }
     void relay.done.then(async (end) => {
-      this.live.delete(id);
-      this.deps.directory?.removed(id);
+      this.live.remove(id);
       await recorder?.close();
       await this.finish(prepared.auditId, prepared.startedAt, { ...end, result: end.failed ? 'error' : 'ended' });
     });
@@ -381,311 +271,34 @@ export class RemoteSessions {
 
   /** Every live session on this broker; who may see which is decided by the caller (broker/access). */
   list(): LiveSessionView[] {
-    return [...this.live.values()].map((s) => this.view(s));
+    return this.live.list();
   }
 
   /** One live session, or undefined when it is unknown or has ended. */
   get(id: string): LiveSessionView | undefined {
-    const session = this.live.get(id);
-    return session && this.view(session);
+    return this.live.get(id);
   }
 
-  /**
-   * Ends a live session on an operator's word (authorized by the caller): the client gets an
-   * error frame `session_ended` naming who ended it and why (`ended_by`, `reason`) and close 4403,
-   * and the end entry of the audit trail says the same. Resolves once the relay is done (the end
-   * entry follows), or after a few seconds.
-   */
-  async end(id: string, { by, reason }: SessionEnd): Promise<boolean> {
-    const session = this.live.get(id);
-    if (!session) return false;
-    const why = reason ? `: ${reason}` : '';
-    this.log.info({ deviceId: session.deviceId, user: session.caller.principal.user.id, by: by.id }, 'remote session ended by an operator');
-    session.withdrawn = true;
-    session.relay.abort(
-      errorFrame(403, 'session_ended', `${by.email} ended this session${why}.`, {
-        ended_by: { email: by.email.slice(0, MAX_ENDER_EMAIL), name: by.name.slice(0, MAX_ENDER_NAME) },
-        ...(reason ? { reason: reason.slice(0, MAX_END_REASON) } : {}),
-      }),
-      SessionClose.forbidden,
-      `ended by ${by.email} (user ${by.id})${why}`,
-    );
-    await Promise.race([session.relay.done, new Promise((r) => setTimeout(r, 5000).unref())]);
-    return true;
+  /** Ends a live session on an operator's word (see LiveSessions.end). */
+  end(id: string, end: SessionEnd): Promise<boolean> {
+    return this.live.end(id, end);
   }
 
-  /**
-   * Several brokers: the sessions here whose audit another broker ended (it took this one for gone
-   * while it was cut off from the database) end here too, their end not written again (the audit
-   * writes one end per session). `stillOpen` answers which start entries are still open.
-   */
-  async endEndedElsewhere(stillOpen: (startIds: number[]) => Promise<Set<number>>): Promise<number> {
-    const live = [...this.live.values()].filter((s) => !s.withdrawn);
-    if (live.length === 0) return 0;
-    const open = await stillOpen(live.map((s) => s.auditId));
-    let ended = 0;
-    for (const session of live) {
-      if (open.has(session.auditId) || !this.live.has(session.id)) continue;
-      this.log.warn(
-        { deviceId: session.deviceId, session: session.id },
-        'remote session ended by the other brokers while this one was cut off from the database: ended here',
-      );
-      session.withdrawn = true;
-      session.relay.abort(
-        errorFrame(503, 'session_ended', 'This session was ended while its broker was cut off from the database; open a new one.'),
-        SessionClose.goingAway,
-        'ended by the cluster while its broker was cut off from the database',
-      );
-      ended += 1;
-    }
-    return ended;
-  }
-
-  private view(s: LiveSession): LiveSessionView {
-    const { user } = s.caller.principal;
-    return {
-      id: s.id,
-      user: { id: user.id, email: user.email },
-      deviceId: s.deviceId,
-      kind: s.request.action,
-      source: s.caller.source,
-      ip: s.caller.ip,
-      startedAt: s.startedAt,
-      bytesIn: s.relay.bytesIn,
-      bytesOut: s.relay.bytesOut,
-      request: s.request,
-      ...(s.request.action === 'console' && isWatchable(s.relay)
-        ? { attached: s.relay instanceof ConsoleRelay ? s.relay.attached : true, watchers: s.relay.watching }
-        : {}),
-    };
+  /** Several brokers: ends here the sessions the cluster ended elsewhere (see LiveSessions.endEndedElsewhere). */
+  endEndedElsewhere(stillOpen: (startIds: number[]) => Promise<Set<number>>): Promise<number> {
+    return this.live.endEndedElsewhere(stillOpen);
   }
 
   /** Audits the end of a session that was audited as started. */
-  async finish(
-    auditId: number,
-    startedAt: number,
-    end: { bytesIn: number; bytesOut: number; reason: string; result?: RemoteAuditEnd['result'] },
-  ): Promise<void> {
-    try {
-      await this.deps.audit.recordRemoteEnd(auditId, {
-        durationMs: Date.now() - startedAt,
-        bytesIn: end.bytesIn,
-        bytesOut: end.bytesOut,
-        reason: end.reason,
-        result: end.result,
-      });
-    } catch (err) {
-      this.log.error({ err, auditId }, 'end of remote session not audited');
-    }
-  }
-
-  private async prepare(kind: RemoteKind, caller: Caller, url: URL): Promise<Prepared> {
-    const schema: ZodType = kind === 'console' ? consoleQuery : kind === 'tunnel' ? tunnelQuery : copyQuery;
-    const parsed = schema.safeParse(Object.fromEntries(url.searchParams));
-    if (!parsed.success) {
-      const issue = parsed.error.issues[0];
-      const field = issue.path.map(String).join('.') || 'query';
-      return this.refuseEarly(kind, url, caller.ip, caller, refusal(400, 'invalid_request', `query.${field}: ${issue.message}`, { field }));
-    }
-    const { request, params, options } = this.describe(kind, parsed.data);
-    const deviceId = (parsed.data as { device_id: string }).device_id;
-    return this.authorizeAndOpen(caller, kind, deviceId, request, params, options);
-  }
-
-  /**
-   * Decides a re-attach (`?attach=<session id>`: the same user as the console's owner, with a
-   * fresh authentication, allowed by their roles now) or a watcher (`?watch=<session id>`: see
-   * AccessService.mayWatchRemoteSession), and audits it (`remote.console.attach|watch`, pointing
-   * at the session's start entry) before anything is joined. Refusals are audited too.
-   */
-  private async prepareJoin(mode: 'attach' | 'watch', caller: Caller, url: URL): Promise<JoinPrepared> {
-    const event = `remote.console.${mode}`;
-    const id = url.searchParams.get(mode) ?? '';
-    const parsed = consoleJoinQuery.safeParse(Object.fromEntries(url.searchParams));
-    if (!parsed.success) {
-      const issue = parsed.error.issues[0];
-      const field = issue.path.map(String).join('.') || 'query';
-      return this.refuseJoin(event, id, caller.ip, caller, refusal(400, 'invalid_request', `query.${field}: ${issue.message}`, { field }));
-    }
-    const session = this.live.get(id);
-    const elsewhere = session ? undefined : await this.deps.directory?.find(id).catch(() => undefined);
-    // Told only to whom the session concerns (its owner, or who may watch it); others get the 404 below.
-    const concerned =
-      elsewhere &&
-      (elsewhere.user.id === caller.principal.user.id ||
-        (
-          await this.deps.access.mayWatchRemoteSession(caller.principal, {
-            userId: elsewhere.user.id,
-            deviceId: elsewhere.deviceId,
-            request: elsewhere.request,
-          })
-        ).allowed);
-    if (elsewhere && concerned) {
-      // A detached console lives in the broker that holds it: its relay (and PTY channel) is there.
-      return this.refuseJoin(
-        event,
-        id,
-        caller.ip,
-        caller,
-        refusal(
-          409,
-          'session_on_other_broker',
-          `Console session ${id} is held by broker ${elsewhere.broker}: it can only be joined through that broker (the load balancer keeps a browser on one broker; see docs/several-brokers.md).`,
-          { broker: elsewhere.broker },
-        ),
-      );
-    }
-    // Any console may be watched; only the WebSocket console outlives its connection to be re-attached.
-    const joinable = session?.request.action === 'console' && (mode === 'watch' ? isWatchable(session.relay) : session.relay instanceof ConsoleRelay);
-    if (!session || !joinable || (session.relay as WatchableRelay).ending || session.withdrawn) {
-      return this.refuseJoin(
-        event,
-        id,
-        caller.ip,
-        caller,
-        refusal(404, 'session_not_found', `Console session ${id} is not running (it ended, or was not re-attached in time); open a new console.`),
-      );
-    }
-    const { principal } = caller;
-    const owner = session.caller.principal.user;
-    if (mode === 'attach') {
-      if (owner.id !== principal.user.id) {
-        return this.refuseJoin(
-          event,
-          id,
-          caller.ip,
-          caller,
-          refusal(
-            403,
-            'not_your_session',
-            'This console belongs to another user: only its owner may re-attach to it (others may watch it, if their roles allow).',
-          ),
-        );
-      }
-      const decision = await this.deps.access.decide(principal, 'remote-access:connect', session.deviceId, session.request);
-      if (!decision.allowed)
-        return this.refuseJoin(event, id, caller.ip, caller, refusal(403, 'forbidden', `Not allowed: ${decision.reason}.`, { device_id: session.deviceId }));
-    } else {
-      const decision = await this.deps.access.mayWatchRemoteSession(principal, { userId: owner.id, deviceId: session.deviceId, request: session.request });
-      if (!decision.allowed)
-        return this.refuseJoin(event, id, caller.ip, caller, refusal(403, 'forbidden', `Not allowed: ${decision.reason}.`, { device_id: session.deviceId }));
-    }
-    try {
-      await this.deps.audit.recordRemoteJoin({
-        event,
-        startId: session.auditId,
-        user: principal.user,
-        deviceId: session.deviceId,
-        options: { session: id, owner: owner.email },
-        allowed: true,
-        reason: mode === 'attach' ? 're-attached by its owner' : `watching ${owner.email}'s console, read-only`,
-        ip: caller.ip,
-        source: caller.source,
-        sessionId: principal.sessionId,
-      });
-    } catch (err) {
-      this.log.error({ err, session: id }, 'console join not audited: refused');
-      return refusal(500, 'audit_failed', 'The attempt could not be written to the audit log, so it was refused. Try again shortly.');
-    }
-    return { ok: true, mode, sessionId: id, caller, size: { cols: parsed.data.cols, rows: parsed.data.rows } };
-  }
-
-  /** A refused re-attach or watch, audited as denied (pointing at the session when there is one). */
-  private async refuseJoin(event: string, id: string, ip: string, caller: Caller | undefined, answer: Refusal): Promise<Refusal> {
-    const session = this.live.get(id);
-    try {
-      await this.deps.audit.recordRemoteJoin({
-        event,
-        startId: session?.auditId,
-        user: caller?.principal.user,
-        deviceId: session?.deviceId ?? '',
-        options: { session: bounded(id, 64) },
-        allowed: false,
-        reason: `${answer.frame.error}: ${answer.frame.message}`,
-        ip,
-        source: caller?.source ?? 'web',
-        sessionId: caller?.principal.sessionId,
-      });
-    } catch (err) {
-      this.log.error({ err }, 'refused console join not audited');
-    }
-    return answer;
-  }
-
-  /**
-   * An attempt refused before it could be decided (no or bad token, spent ticket, bad query) is an
-   * attempt too: audited as denied with what can be told of it, bounded, and never the credentials.
-   */
-  private async refuseEarly(kind: RemoteKind, url: URL, ip: string, caller: Caller | undefined, answer: Refusal): Promise<Refusal> {
-    const options: Record<string, string> = {};
-    for (const [name, value] of [...url.searchParams].slice(0, 10)) {
-      if (!CREDENTIAL_PARAMS.has(name.toLowerCase())) options[bounded(name, 40)] = bounded(value, 200);
-    }
-    try {
-      await this.deps.audit.recordRemoteStart({
-        event: `remote.${kind}`,
-        user: caller?.principal.user,
-        deviceId: url.searchParams.get('device_id') ?? '',
-        action: kind,
-        options,
-        allowed: false,
-        reason: `${answer.frame.error}: ${answer.frame.message}`,
-        ip,
-        source: caller?.source ?? (url.searchParams.has('ticket') ? 'web' : 'api'),
-        sessionId: caller?.principal.sessionId,
-      });
-    } catch (err) {
-      this.log.error({ err, kind }, 'refused remote-access attempt not audited');
-    }
-    return answer;
-  }
-
-  private describe(kind: RemoteKind, query: unknown): { request: RemoteRequest; params: ChannelParams; options: Record<string, unknown> } {
-    if (kind === 'console') {
-      const q = query as ConsoleQuery;
-      const user = q.user === undefined ? {} : { user: q.user };
-      const command = q.command === undefined ? {} : { command: q.command };
-      return {
-        request: { action: 'console', ...user },
-        params: { cols: q.cols, rows: q.rows, ...user, ...command },
-        options: { cols: q.cols, rows: q.rows, ...user, ...command },
-      };
-    }
-    if (kind === 'tunnel') {
-      const q = query as TunnelQuery;
-      const request: RemoteRequest = { action: 'tunnel', proto: q.proto, port: q.port, dst: q.dst };
-      return { request, params: { proto: q.proto, port: q.port, dst: q.dst }, options: auditOptions(request) };
-    }
-    const q = query as CopyQuery;
-    const path = normalizeDevicePath(q.path) ?? q.path;
-    const request: RemoteRequest = { action: 'copy', direction: q.direction, path: q.path };
-    const archive = q.format === 'tar.gz';
-    const mode = q.mode !== undefined && !archive && q.direction === 'upload' ? { mode: q.mode } : {};
-    return {
-      request,
-      params: {
-        direction: q.direction,
-        path,
-        ...(!archive && q.size !== undefined ? { size: q.size } : {}),
-        ...(!archive && q.sha256 ? { sha256: q.sha256 } : {}),
-        ...(archive ? { format: 'tar.gz' as const } : {}),
-        ...mode,
-      },
-      options: auditOptions(request, {
-        ...(path !== q.path ? { normalized_path: path } : {}),
-        ...(!archive && q.size !== undefined ? { size: q.size } : {}),
-        ...(!archive && q.sha256 ? { sha256: q.sha256 } : {}),
-        ...(archive ? { format: 'tar.gz' } : {}),
-        ...(mode.mode !== undefined ? { mode: `0${mode.mode.toString(8).padStart(3, '0')}` } : {}),
-      }),
-    };
+  finish(auditId: number, startedAt: number, end: SessionOutcome): Promise<void> {
+    return this.attempts.finish(auditId, startedAt, end);
   }
 
   /**
    * The heart of every attempt: decide, audit (allowed or denied) before anything starts, then
-   * open the channel. A failed audit write refuses the session.
+   * open the channel. A failed audit write refuses the session (see attempt.ts).
    */
-  async authorizeAndOpen(
+  authorizeAndOpen(
     caller: Caller,
     kind: RemoteKind,
     deviceId: string,
@@ -693,195 +306,11 @@ export class RemoteSessions {
     params: ChannelParams,
     options: Record<string, unknown>,
   ): Promise<Prepared> {
-    const { principal } = caller;
-    const decision = await this.deps.access.decide(principal, 'remote-access:connect', deviceId, request);
-    const sessionId = crypto.randomUUID();
-    let recorder: ConsoleRecorder | undefined;
-    let recordingFailure: string | undefined;
-    if (kind === 'console' && request.action === 'console' && decision.allowed && decision.device) {
-      const mode = this.deps.access.consoleRecording(principal, decision.device, request);
-      if (mode !== 'off') {
-        const size = params as { cols: number; rows: number };
-        try {
-          recorder = ConsoleRecorder.open(this.deps.config.dataDir, sessionId, size, { title: `console on ${deviceId}` }, this.log, mode === 'required');
-          options = { ...options, recording: sessionId };
-        } catch (err) {
-          this.log.error({ err, deviceId }, 'console recording could not be started');
-          // Fail closed: a console whose recording is required does not run unrecorded.
-          if (mode === 'required') recordingFailure = `its recording is required and could not be written (${(err as NodeJS.ErrnoException).code ?? 'error'})`;
-        }
-      }
-    }
-    let auditId: number;
-    try {
-      auditId = await this.deps.audit.recordRemoteStart({
-        event: `remote.${request.action}`,
-        user: principal.user,
-        deviceId,
-        action: request.action,
-        options,
-        allowed: decision.allowed && !recordingFailure,
-        reason: recordingFailure ?? decision.reason,
-        ip: caller.ip,
-        source: caller.source,
-        sessionId: principal.sessionId,
-      });
-    } catch (err) {
-      void recorder?.close();
-      this.log.error({ err, deviceId }, 'remote-access attempt not audited: refused');
-      return refusal(500, 'audit_failed', 'The attempt could not be written to the audit log, so the session was refused. Try again shortly.');
-    }
-    const startedAt = Date.now();
-    if (recordingFailure) {
-      return refusal(503, 'recording_unavailable', `The console was refused: ${recordingFailure}. Ask an administrator to check the broker's disk.`, {
-        device_id: deviceId,
-      });
-    }
-    // From here every refusal ends the recording that was started.
-    const result = await this.open(caller, kind, deviceId, request, params, decision, auditId, startedAt, sessionId, recorder);
-    if (!result.ok) void recorder?.close();
-    return result;
+    return this.attempts.authorizeAndOpen(caller, kind, deviceId, request, params, options);
   }
 
-  private async open(
-    caller: Caller,
-    kind: RemoteKind,
-    deviceId: string,
-    request: RemoteRequest,
-    params: ChannelParams,
-    decision: AccessDecision,
-    auditId: number,
-    startedAt: number,
-    sessionId: string,
-    recorder: ConsoleRecorder | undefined,
-  ): Promise<Prepared> {
-    const { principal } = caller;
-    if (!decision.allowed) {
-      if (decision.code === 'no_such_device') return refusal(404, 'not_found', `Device ${deviceId} was not found.`);
-      return refusal(403, 'forbidden', `Not allowed: ${decision.reason}.`, { permission: 'remote-access:connect', device_id: deviceId });
-    }
-    if (!this.locator.isConnected(deviceId)) {
-      await this.finish(auditId, startedAt, { bytesIn: 0, bytesOut: 0, reason: 'device not connected', result: 'error' });
-      return refusal(404, 'device_not_connected', `Device ${deviceId} is not connected to the broker; try again when it is online.`, { device_id: deviceId });
-    }
-    if (kind === 'copy' && decision.device) {
-      const allowed = this.deps.access.copyRoots(principal, decision.device, request);
-      if (allowed) (params as { allowed?: string[] }).allowed = allowed;
-    }
-    let opened: { channel: Channel; info: Record<string, unknown> };
-    try {
-      opened = await this.locator.open(deviceId, kind, params);
-    } catch (err) {
-      const message = (err as Error).message;
-      // The agent's refusal code (shared/codes.ts) says what happened; its sentence goes to the user.
-      // A device's own access refusal (a copy path escaping its roots through a symlink) is a denial.
-      const code = refusalCodeOf(err);
-      const denied = isAccessRefusal(code);
-      await this.finish(auditId, startedAt, { bytesIn: 0, bytesOut: 0, reason: `refused by the device: ${message}`, result: denied ? 'denied' : 'error' });
-      if (denied) return refusal(403, 'forbidden', message, { device_id: deviceId, refusal: code });
-      if ((err as { code?: string }).code === 'agent_not_connected') {
-        return refusal(404, 'device_not_connected', `Device ${deviceId} is not connected to the broker; try again when it is online.`, { device_id: deviceId });
-      }
-      return refusal(502, 'device_refused', message, { device_id: deviceId, ...(code ? { refusal: code } : {}) });
-    }
-    if (kind === 'console' && (params as { command?: string[] }).command && opened.info.command !== true) {
-      // An older agent would open a shell in place of the command: never that.
-      opened.channel.destroy();
-      const message = 'The agent on this device cannot run a command in a console; update it, or open a console without a command.';
-      await this.finish(auditId, startedAt, { bytesIn: 0, bytesOut: 0, reason: `refused by the device: ${message}`, result: 'error' });
-      return refusal(502, 'device_refused', message, { device_id: deviceId });
-    }
-    const relayOptions: RelayOptions = {
-      kind,
-      info: opened.info,
-      ...(kind === 'console' ? { size: params as { cols: number; rows: number } } : {}),
-      ...(kind === 'copy' ? { direction: (params as { direction: 'upload' | 'download' }).direction } : {}),
-      ...(recorder ? { recorder } : {}),
-    };
-    return { ok: true, caller, deviceId, request, channel: opened.channel, relayOptions, auditId, startedAt, sessionId, recorder };
+  /** Re-authorizes every live session and its watchers now (see recheck.ts); one pass at a time. */
+  recheck(): Promise<void> {
+    return this.rechecks.run();
   }
-
-  /**
-   * Re-authorizes every live session: the user still active and signed in, the device still
-   * there, a grant still allowing the request. Sessions of one token share one authentication.
-   */
-  async recheck(): Promise<void> {
-    if (this.rechecking || this.live.size === 0) return;
-    this.rechecking = true;
-    try {
-      const principals = new Map<string, Promise<Principal | Error>>();
-      for (const session of [...this.live.values()]) {
-        if (session.withdrawn) continue;
-        let principal = principals.get(session.caller.token);
-        if (!principal) {
-          principal = this.deps.auth.authenticate(session.caller.token, { allowExpired: true }).catch((err: Error) => err);
-          principals.set(session.caller.token, principal);
-        }
-        const who = await principal;
-        if (who instanceof Error) {
-          // Only a refusal withdraws access: a database that cannot answer for now ends no session.
-          if (isRefusal(who)) this.withdraw(session, who.message);
-          else this.log.warn({ err: who, deviceId: session.deviceId }, 'remote session not re-checked: its user could not be loaded');
-          continue;
-        }
-        const decision = await this.deps.access.decide(who, 'remote-access:connect', session.deviceId, session.request);
-        if (!decision.allowed) this.withdraw(session, decision.reason);
-        else if (isWatchable(session.relay)) await this.recheckWatchers(session, session.relay);
-      }
-    } catch (err) {
-      this.log.error({ err }, 'live remote sessions could not be re-checked');
-    } finally {
-      this.rechecking = false;
-    }
-  }
-
-  /** Watchers are re-authorized with their session: one whose grant is gone is cut, the console runs on. */
-  private async recheckWatchers(session: LiveSession, relay: WatchableRelay): Promise<void> {
-    session.watchedBy = session.watchedBy.filter((c) => relay.watching.some((w) => w.user.id === c.principal.user.id));
-    for (const watcher of session.watchedBy) {
-      let allowed: boolean;
-      let reason = 'signed out';
-      try {
-        const who = await this.deps.auth.authenticate(watcher.token, { allowExpired: true });
-        const decision = await this.deps.access.mayWatchRemoteSession(who, {
-          userId: session.caller.principal.user.id,
-          deviceId: session.deviceId,
-          request: session.request,
-        });
-        allowed = decision.allowed;
-        reason = decision.reason;
-      } catch (err) {
-        if (!isRefusal(err)) {
-          this.log.warn({ err, deviceId: session.deviceId }, 'session watcher not re-checked: its user could not be loaded');
-          continue;
-        }
-        allowed = false;
-        reason = err.message;
-      }
-      if (!allowed)
-        relay.dropWatcher(
-          watcher.principal.user.id,
-          errorFrame(403, 'access_withdrawn', `Access withdrawn: ${reason.replace(/\.$/, '')}.`),
-          SessionClose.forbidden,
-        );
-    }
-  }
-
-  private withdraw(session: LiveSession, reason: string): void {
-    if (session.withdrawn) return;
-    // The relay's end removes the session and writes the end record with this reason.
-    session.withdrawn = true;
-    const why = reason.replace(/\.$/, '');
-    this.log.info({ deviceId: session.deviceId, user: session.caller.principal.user.id, reason: why }, 'remote session ended: access withdrawn');
-    session.relay.abort(
-      errorFrame(403, 'access_withdrawn', `Your access was withdrawn: ${why}.`, { reason: why.slice(0, MAX_END_REASON) }),
-      SessionClose.forbidden,
-      `access withdrawn: ${why}`,
-    );
-  }
-}
-
-/** An authentication that failed because the caller is no longer allowed, not because the database could not answer. */
-function isRefusal(err: unknown): err is ApiError {
-  return err instanceof ApiError && err.status >= 400 && err.status < 500;
 }
