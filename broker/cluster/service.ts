@@ -37,6 +37,8 @@ export interface ClusterDeps {
  * invalidation), and reaches their agents through peer links (peer.ts) via the ClusterLocator.
  * A broker silent for EXPIRY_HEARTBEATS heartbeats is gone: its agents count as disconnected, its
  * presence rows and registration are removed and its open remote sessions get their audit end.
+ * Here: joining, the heartbeat, the events of the others and delivery; who is alive and who holds
+ * which agent is membership.ts's.
  */
 export class ClusterService {
   readonly bus: ClusterBus;
