@@ -1,53 +1,22 @@
 /**
- * Channels over one agent WebSocket, both ends (broker and agent). Each channel is a Duplex stream
- * with credit-based flow control in each direction (see protocol.ts): `write` waits for credit, and
- * credit is returned only as the reader consumes, so buffers stay bounded by the window.
- *
- * Sending is scheduled across channels so that a keystroke never waits behind a bulk transfer:
- * each channel keeps its own backlog, the mux hands the socket one frame at a time in round robin
- * (channels that were idle first), and never more than SEND_IN_FLIGHT_MAX un-flushed data bytes sit
- * in the WebSocket's buffer. Control frames (credit, eof, close, resize…) go out at once. While
- * someone types (a small frame from a quiet channel), busy channels are held to a small window for
- * a second, so that little of theirs sits in kernel buffers in front of the next keystroke.
+ * Channels over one agent WebSocket, both ends (broker and agent): the connection's side. The mux
+ * opens and accepts channels (mux-channel.ts: each a Duplex stream with credit-based flow control),
+ * reads what arrives — data frames for a channel, the channel messages, and device-level messages
+ * read with this end's table (shared/wire.ts) — and cuts a peer that breaks the protocol or stops
+ * reading. Sending is scheduled across channels so that a keystroke never waits behind a bulk
+ * transfer (mux-scheduler.ts). Control frames (credit, eof, close, resize…) go out at once.
  */
 import { EventEmitter } from 'node:events';
-import { Duplex } from 'node:stream';
 import type WebSocket from 'ws';
-import { AgentRefusal, isAgentRefusalCode, refusalCodeOf } from './codes.js';
-import {
-  AgentClose,
-  decodeData,
-  encodeData,
-  MAX_CHANNEL_CREDIT,
-  MuxErrorCode,
-  type ChannelControl,
-  type ChannelKind,
-  type ChannelParams,
-  type ControlMessage,
-} from './protocol.js';
-import { CHANNEL_MESSAGES, parseEnvelope, readMessage, type MessageTable, type PeerMessage } from './wire.js';
+import { AgentRefusal, isAgentRefusalCode } from './codes.js';
+import { Channel, DEFAULT_WINDOW, MuxProtocolError, type WireMessage } from './mux-channel.js';
+import { SendScheduler } from './mux-scheduler.js';
+import { AgentClose, decodeData, encodeData, MAX_CHANNEL_CREDIT, MuxErrorCode, type ChannelKind, type ChannelParams } from './protocol.js';
+import { CHANNEL_MESSAGES, parseEnvelope, readMessage, type MessageTable } from './wire.js';
 
-export const DEFAULT_WINDOW = 1024 * 1024;
-/** Largest data frame: what one channel may put ahead of another's frame in one turn. */
-export const MAX_FRAME = 32 * 1024;
-/**
- * Data bytes handed to the WebSocket and not yet flushed to the socket, at most. Whatever sits
- * there is in front of the next keystroke; the rest of each channel's backlog waits in the mux,
- * where the scheduler can still put an interactive frame first.
- */
-export const SEND_IN_FLIGHT_MAX = 128 * 1024;
-/** A frame at most this big from a quiet channel is interactive (keystrokes, an echo, a prompt). */
-export const INTERACTIVE_FRAME_MAX = 1024;
-/** A channel that sent at most this much within INTERACTIVE_HOLD_MS is quiet: its small frames are interactive. */
-const QUIET_BYTES = 64 * 1024;
-/** How long after an interactive frame the busy channels are held to HELD_BULK_WINDOW. */
-export const INTERACTIVE_HOLD_MS = 1000;
-/**
- * While someone types, a busy channel may have at most this many bytes sent and not yet credited
- * (instead of its whole window): those bytes sit in the kernel's socket buffers and the peer's, in
- * front of the next keystroke, where no scheduling can reach them any more.
- */
-export const HELD_BULK_WINDOW = 128 * 1024;
+export { Channel, DEFAULT_WINDOW, INTERACTIVE_HOLD_MS, MAX_FRAME, MuxProtocolError, type ChannelStats, type WireMessage } from './mux-channel.js';
+export { HELD_BULK_WINDOW, INTERACTIVE_FRAME_MAX, SEND_IN_FLIGHT_MAX } from './mux-scheduler.js';
+
 const OPEN_TIMEOUT_MS = 15_000;
 /** Unreadable messages tolerated on one connection; the next one closes it. */
 export const MAX_PROTOCOL_ERRORS = 8;
@@ -60,256 +29,7 @@ export const MAX_UNREAD_BYTES = 64 * 1024 * 1024;
 /** A peer closed for a protocol error gets this long to see the close frame before its socket is cut. */
 const PROTOCOL_ERROR_CLOSE_GRACE_MS = 2000;
 
-/** What the peer did wrong; `fatal` ones close the connection at once. */
-export class MuxProtocolError extends Error {
-  constructor(
-    readonly code: MuxErrorCode,
-    message: string,
-    readonly fatal = false,
-  ) {
-    super(message);
-  }
-}
-
-interface PendingWrite {
-  chunk: Buffer;
-  offset: number;
-  callback: (error?: Error | null) => void;
-}
-
-export interface ChannelStats {
-  bytesIn: number;
-  bytesOut: number;
-}
-
-/** What a channel asks of its mux. */
-interface ChannelHost {
-  send(msg: WireMessage): void;
-  sendData(ch: number, payload: Buffer): void;
-  schedule(channel: Channel): void;
-  forget(id: number): void;
-}
-
-export class Channel extends Duplex {
-  private sendCredit: number;
-  private readonly window: number;
-  /** Bytes sent since recentSince (a window of INTERACTIVE_HOLD_MS): how busy the channel is. */
-  private recentBytes = 0;
-  private recentSince = 0;
-  private pending?: PendingWrite;
-  private pushed = 0;
-  private granted = 0;
-  /** What the peer may still send us: the window, less what arrived, plus what we granted back. */
-  private receiveCredit: number;
-  private grantQueued = false;
-  private peerClosed = false;
-  private readonly grantBatch: number;
-  readonly stats: ChannelStats = { bytesIn: 0, bytesOut: 0 };
-
-  constructor(
-    private readonly mux: ChannelHost,
-    readonly id: number,
-    readonly kind: ChannelKind,
-    readonly params: ChannelParams,
-    window: number,
-    /** Datagram channels never split a write across frames. */
-    private readonly messageMode = false,
-  ) {
-    super({ readableHighWaterMark: window, writableHighWaterMark: 256 * 1024, allowHalfOpen: true });
-    this.sendCredit = window;
-    this.receiveCredit = window;
-    this.window = window;
-    this.grantBatch = Math.max(1, Math.floor(window / 8));
-    // A channel's failure is reported through 'close' and `errored`; it must never crash the process.
-    this.on('error', () => {});
-    // Control messages that arrive before anyone listens (right after `opened`) wait for the first listener.
-    this.on('newListener', (event: string) => {
-      if (event !== 'control' || this.heldControl.length === 0) return;
-      queueMicrotask(() => {
-        const held = this.heldControl.splice(0);
-        for (const msg of held) this.emit('control', msg);
-      });
-    });
-  }
-
-  private readonly heldControl: ChannelControl[] = [];
-
-  /** @internal from the mux */
-  onControl(msg: ChannelControl): void {
-    if (this.listenerCount('control') === 0) this.heldControl.push(msg);
-    else this.emit('control', msg);
-  }
-
-  /** Sends a channel-level control message (resize, exit, meta, result). */
-  control(msg: ChannelControl): void {
-    if (!this.peerClosed) this.mux.send({ t: 'ctl', ch: this.id, msg });
-  }
-
-  override _write(chunk: Buffer, _encoding: BufferEncoding, callback: (error?: Error | null) => void): void {
-    if (this.peerClosed) return callback(new Error('channel closed by peer'));
-    this.pending = { chunk, offset: 0, callback };
-    this.mux.schedule(this);
-  }
-
-  override _final(callback: (error?: Error | null) => void): void {
-    if (!this.peerClosed) this.mux.send({ t: 'eof', ch: this.id });
-    callback();
-  }
-
-  override _read(): void {
-    this.grant();
-  }
-
-  // Every consumption, flowing or paused, goes through read(): the place to return credit.
-  override read(size?: number): Buffer | string | null {
-    const chunk = super.read(size);
-    if (chunk !== null) this.grant();
-    return chunk;
-  }
-
-  override _destroy(error: Error | null, callback: (error?: Error | null) => void): void {
-    if (!this.peerClosed) {
-      this.peerClosed = true;
-      const code = refusalCodeOf(error);
-      this.mux.send({ t: 'close', ch: this.id, ...(error ? { error: error.message } : {}), ...(code ? { code } : {}) });
-    }
-    this.mux.forget(this.id);
-    const p = this.pending;
-    this.pending = undefined;
-    p?.callback(error ?? new Error('channel closed'));
-    callback(error);
-  }
-
-  /** @internal whether the scheduler can take a frame now: data waiting, and credit for it. */
-  get sendable(): boolean {
-    const p = this.pending;
-    if (!p || this.destroyed) return false;
-    const left = p.chunk.length - p.offset;
-    // A datagram waits for room for the whole of it.
-    return this.messageMode ? this.sendCredit >= left : this.sendCredit > 0;
-  }
-
-  /**
-   * @internal from the scheduler: sends the next frame of the backlog (one datagram, or at most
-   * MAX_FRAME bytes) and reports the write done once its last byte is handed to the socket.
-   */
-  sendFrame(): number {
-    const p = this.pending;
-    if (!p || !this.sendable) return 0;
-    const left = p.chunk.length - p.offset;
-    const n = this.messageMode ? left : Math.min(MAX_FRAME, this.sendCredit, left);
-    this.mux.sendData(this.id, p.chunk.subarray(p.offset, p.offset + n));
-    const now = Date.now();
-    if (now - this.recentSince > INTERACTIVE_HOLD_MS) {
-      this.recentSince = now;
-      this.recentBytes = 0;
-    }
-    this.recentBytes += n;
-    p.offset += n;
-    this.sendCredit -= n;
-    this.stats.bytesOut += n;
-    if (p.offset >= p.chunk.length) {
-      this.pending = undefined;
-      p.callback();
-    }
-    return n;
-  }
-
-  /** @internal whether the channel sent little lately: its small frames are someone typing, not the tail of a transfer. */
-  get quiet(): boolean {
-    return this.recentBytes <= QUIET_BYTES;
-  }
-
-  /** @internal bytes sent and not yet credited back by the peer: in buffers between us and its reader. */
-  get uncredited(): number {
-    return Math.max(0, this.window - this.sendCredit);
-  }
-
-  /**
-   * Returns credit to the peer for bytes our reader has consumed: at once for a batch; for a
-   * little read with nothing left to read (a keystroke, an echo), once this turn of the event loop
-   * is over, so the credit frame neither delays those bytes on their way nor goes out per tiny frame.
-   */
-  private grant(): void {
-    if (this.peerClosed) return;
-    const n = this.pushed - this.readableLength - this.granted;
-    if (n >= this.grantBatch) return this.sendGrant(n);
-    if (n > 0 && this.readableLength === 0 && !this.grantQueued) {
-      this.grantQueued = true;
-      setImmediate(() => {
-        this.grantQueued = false;
-        const due = this.pushed - this.readableLength - this.granted;
-        if (due > 0 && !this.peerClosed) this.sendGrant(due);
-      });
-    }
-  }
-
-  private sendGrant(n: number): void {
-    this.granted += n;
-    this.receiveCredit += n;
-    this.mux.send({ t: 'credit', ch: this.id, n });
-  }
-
-  /** @internal from the mux; throws MuxProtocolError when the peer sends beyond the credit it holds. */
-  onData(payload: Buffer): void {
-    if (payload.length > this.receiveCredit) {
-      throw new MuxProtocolError(
-        MuxErrorCode.creditExceeded,
-        `channel ${this.id}: ${payload.length} bytes arrived with ${this.receiveCredit} bytes of credit left`,
-        true,
-      );
-    }
-    this.receiveCredit -= payload.length;
-    if (this.destroyed || this.readableEnded) return;
-    this.pushed += payload.length;
-    this.stats.bytesIn += payload.length;
-    this.push(payload);
-    this.grant();
-  }
-
-  /** @internal throws MuxProtocolError for a grant that is not a positive whole number or exceeds the bound. */
-  onCredit(n: unknown): void {
-    if (typeof n !== 'number' || !Number.isSafeInteger(n) || n <= 0 || this.sendCredit + n > MAX_CHANNEL_CREDIT) {
-      throw new MuxProtocolError(
-        MuxErrorCode.creditOverflow,
-        `channel ${this.id}: grant of ${String(n)} refused (credit is bounded by ${MAX_CHANNEL_CREDIT})`,
-        true,
-      );
-    }
-    this.sendCredit += n;
-    if (this.pending) this.mux.schedule(this);
-  }
-
-  /** @internal */
-  onEof(): void {
-    if (!this.readableEnded) this.push(null);
-  }
-
-  /** @internal the peer closed the channel: end both ways, or fail with its error. */
-  onClose(error?: string): void {
-    this.peerClosed = true;
-    if (error) {
-      this.destroy(new Error(error));
-      return;
-    }
-    this.push(null);
-    const p = this.pending;
-    this.pending = undefined;
-    p?.callback(new Error('channel closed by peer'));
-    if (!this.writableEnded) this.end();
-    // Data already buffered for our reader is still delivered; the stream then closes itself.
-    if (this.readableLength === 0) this.destroy();
-  }
-}
-
-function first<T>(set: Set<T>): T | undefined {
-  return set.values().next().value;
-}
-
 export type OpenHandler = (channel: Channel) => Promise<Record<string, unknown> | void>;
-
-/** What a mux sends: the agent protocol's messages, and on a link between brokers its own. */
-export type WireMessage = ControlMessage | PeerMessage;
 
 export interface MuxEvents<M> {
   /** a device-level (or link-level) message, read with the mux's table */
@@ -355,16 +75,10 @@ export class Mux<M extends { t: string }> extends EventEmitter<MuxEvents<M>> {
   private closed = false;
   private protocolErrorCount = 0;
   private readonly maxUnreadBytes: number;
-  /** Send scheduling (see the top of this file): channels with a backlog, in the order they are served. */
-  private readonly newFlows = new Set<Channel>();
-  private readonly oldFlows = new Set<Channel>();
-  private inFlight = 0;
-  private pumping = false;
+  /** Which channel's frame goes next (mux-scheduler.ts). */
+  private readonly scheduler = new SendScheduler({ isClosed: () => this.closed, channels: () => this.channels.values() });
   /** The socket is corked until the end of this turn (see coalesce). */
   private corked = false;
-  /** Until when busy channels are held to HELD_BULK_WINDOW (see holdBulk). */
-  private interactiveUntil = 0;
-  private holdTimer?: NodeJS.Timeout;
   readonly window: number;
   /** The close code, when this end closed the connection (a protocol error, a peer not reading). */
   closeCode?: number;
@@ -427,70 +141,14 @@ export class Mux<M extends { t: string }> extends EventEmitter<MuxEvents<M>> {
   sendData(ch: number, payload: Buffer): void {
     if (!this.canSend()) return;
     const n = payload.length;
-    this.inFlight += n;
+    this.scheduler.sent(n);
     this.coalesce();
-    this.ws.send(encodeData(ch, payload), { binary: true }, () => {
-      this.inFlight -= n;
-      this.pump();
-    });
+    this.ws.send(encodeData(ch, payload), { binary: true }, () => this.scheduler.flushed(n));
   }
 
   /** @internal a channel has data to send (a write, or new credit for its backlog). */
   schedule(channel: Channel): void {
-    if (this.newFlows.has(channel) || this.oldFlows.has(channel)) return;
-    // A channel that was idle (a keystroke, a resize's redraw) is served before the busy ones.
-    this.newFlows.add(channel);
-    this.pump();
-  }
-
-  /**
-   * Hands frames to the socket while it has room: one frame per turn per channel, idle-then-busy
-   * channels first, then the busy ones in round robin. A channel with nothing it may send (no
-   * data, or no credit) leaves the rotation until it schedules itself again.
-   */
-  private pump(): void {
-    if (this.pumping) return;
-    this.pumping = true;
-    try {
-      while (!this.closed && this.inFlight < SEND_IN_FLIGHT_MAX) {
-        const channel = first(this.newFlows) ?? first(this.oldFlows);
-        if (!channel) return;
-        this.newFlows.delete(channel);
-        this.oldFlows.delete(channel);
-        if (!channel.sendable) continue;
-        if (channel.uncredited >= HELD_BULK_WINDOW && this.holdingBulk()) continue; // its credit, or the hold's end, brings it back
-        const sent = channel.sendFrame();
-        if (sent <= INTERACTIVE_FRAME_MAX && channel.quiet) this.holdBulk();
-        // The write callback may have queued the channel's next chunk, which scheduled it anew.
-        this.newFlows.delete(channel);
-        if (channel.sendable) this.oldFlows.add(channel);
-      }
-    } finally {
-      this.pumping = false;
-    }
-  }
-
-  /** Someone types: busy channels are held to HELD_BULK_WINDOW until INTERACTIVE_HOLD_MS after the last keystroke. */
-  private holdBulk(): void {
-    this.interactiveUntil = Date.now() + INTERACTIVE_HOLD_MS;
-    if (this.holdTimer) return;
-    const release = () => {
-      const left = this.interactiveUntil - Date.now();
-      if (left > 0 && !this.closed) {
-        this.holdTimer = setTimeout(release, left);
-        this.holdTimer.unref?.();
-        return;
-      }
-      this.holdTimer = undefined;
-      // Channels held back wait for no credit: give them their turn again.
-      for (const channel of this.channels.values()) if (channel.sendable) this.schedule(channel);
-    };
-    this.holdTimer = setTimeout(release, INTERACTIVE_HOLD_MS);
-    this.holdTimer.unref?.();
-  }
-
-  private holdingBulk(): boolean {
-    return this.interactiveUntil > Date.now();
+    this.scheduler.schedule(channel);
   }
 
   /** Checked before every send: a peer that leaves too much unread is cut, never queued to without bound. */
@@ -516,10 +174,7 @@ export class Mux<M extends { t: string }> extends EventEmitter<MuxEvents<M>> {
   /** @internal */
   forget(id: number): void {
     const channel = this.channels.get(id);
-    if (channel) {
-      this.newFlows.delete(channel);
-      this.oldFlows.delete(channel);
-    }
+    if (channel) this.scheduler.forget(channel);
     this.channels.delete(id);
   }
 
@@ -559,9 +214,7 @@ export class Mux<M extends { t: string }> extends EventEmitter<MuxEvents<M>> {
       pending.reject(new Error(reason));
     }
     this.opening.clear();
-    this.newFlows.clear();
-    this.oldFlows.clear();
-    clearTimeout(this.holdTimer);
+    this.scheduler.stop();
     for (const channel of [...this.channels.values()]) channel.onClose(reason);
     this.channels.clear();
     this.emit('close', reason);

@@ -1,8 +1,9 @@
 import { z } from 'zod';
 import { defineRoute, type RouteSpec } from '../http/route.js';
 import { deviceId, port } from '../remote/schemas.js';
-import { APP_SESSION_SECONDS, APP_DESTINATION } from './service.js';
 import { APP_LABEL_ID_CHARS } from './origin.js';
+import { APP_DESTINATION } from './proxy.js';
+import { APP_SESSION_SECONDS } from './service.js';
 
 export const appsRoutes: RouteSpec[] = [
   defineRoute({

@@ -9,9 +9,10 @@
  * leaves the broker's origin. Entering is audited like a tunnel (`remote.tunnel.start|denied`,
  * `via: "web_app"`), its end with the bytes of every request; the session is re-authorized at
  * most every RECHECK_MS while used, and its open connections are cut once access is withdrawn.
+ * Here, the sessions; moving each request to the device and back is proxy.ts's.
  */
 import crypto from 'node:crypto';
-import http, { type IncomingHttpHeaders, type IncomingMessage, type ServerResponse } from 'node:http';
+import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Duplex } from 'node:stream';
 import type { Logger } from 'pino';
 import type { Channel } from '../../shared/mux.js';
@@ -24,18 +25,8 @@ import type { AuthService } from '../auth/service.js';
 import type { Config } from '../environment.js';
 import type { LiveSessionView } from '../remote/sessions.js';
 import { ApiError } from '../http/errors.js';
-import {
-  APP_ENTER_PATH,
-  appOrigin,
-  appSessionCookie,
-  appSessionOf,
-  deviceCookies,
-  deviceMaySetCookie,
-  HOP_BY_HOP,
-  parseAppHost,
-  samePath,
-  type AppTarget,
-} from './origin.js';
+import { APP_ENTER_PATH, appOrigin, appSessionCookie, appSessionOf, parseAppHost, samePath, type AppTarget } from './origin.js';
+import { APP_DESTINATION, fromItself, OTHER_SITE, page, proxyRequest, rawPage, relayUpgrade } from './proxy.js';
 
 /** How long an app session (its cookie) lasts; the console opens a new one after. */
 export const APP_SESSION_SECONDS = 1800;
@@ -46,10 +37,6 @@ const MAX_SESSIONS_PER_USER = 32;
 const MAX_SESSIONS = 10_000;
 /** Requests and WebSockets of one session open at once: each is a tunnel channel. */
 const MAX_OPEN_PER_SESSION = 64;
-/** A device that has not answered a request's headers in this long gets a 504. */
-const RESPONSE_HEADERS_TIMEOUT_MS = 60_000;
-/** Where on the device, always: its own loopback. A grant naming `dst` must name this address. */
-export const APP_DESTINATION = '127.0.0.1';
 
 interface AppSession {
   /** listed in GET /remote/sessions (never the cookie's secret) */
@@ -83,41 +70,6 @@ export interface AppsServiceDeps {
 
 const digest = (secret: string) => crypto.createHash('sha256').update(secret).digest('hex');
 const tunnelRequest = (port: number): RemoteRequest => ({ action: 'tunnel', proto: 'tcp', port, dst: APP_DESTINATION });
-
-const OTHER_SITE = 'Requests from other sites are not passed to a device web UI (only following a link to it is).';
-
-/**
- * Is this request the app's own, or a plain navigation to it? Every device web UI shares its site
- * (APPS_HOST's domain) with every other, so SameSite cookies alone would let one device's page
- * send requests with another's cookie: what the browser marks as coming from another origin
- * (`Sec-Fetch-Site`, or an `Origin` that is not the app's own) passes only as a top-level GET
- * navigation, and never as a WebSocket. Clients that send neither header (not a browser) pass.
- */
-function fromItself(req: IncomingMessage, upgrade: boolean): boolean {
-  const site = req.headers['sec-fetch-site'];
-  const origin = req.headers.origin;
-  const own = origin === undefined || (URL.canParse(origin) && new URL(origin).host.toLowerCase() === (req.headers.host ?? '').toLowerCase());
-  const foreign = site === 'cross-site' || site === 'same-site' || !own;
-  if (!foreign) return true;
-  if (upgrade) return false;
-  return req.headers['sec-fetch-mode'] === 'navigate' && (req.method === 'GET' || req.method === 'HEAD');
-}
-
-/** A plain page of the apps origin (never the device's): text, not cached, not sniffed. */
-function page(res: ServerResponse, status: number, text: string): void {
-  if (res.headersSent) return void res.destroy();
-  res.writeHead(status, {
-    'Content-Type': 'text/plain; charset=utf-8',
-    'Cache-Control': 'no-store',
-    'X-Content-Type-Options': 'nosniff',
-    'Referrer-Policy': 'no-referrer',
-  });
-  res.end(`${text}\n`);
-}
-
-function rawPage(socket: Duplex, status: number, reason: string, text: string): void {
-  socket.end(`HTTP/1.1 ${status} ${reason}\r\nContent-Type: text/plain; charset=utf-8\r\nCache-Control: no-store\r\nConnection: close\r\n\r\n${text}\n`);
-}
 
 export class AppsService {
   /** by the sha256 of the cookie's secret */
@@ -368,6 +320,17 @@ export class AppsService {
     }
   }
 
+  /** One request, one tunnel channel (proxy.ts). */
+  private async proxy(req: IncomingMessage, res: ServerResponse, session: AppSession): Promise<void> {
+    let channel: Channel;
+    try {
+      channel = await this.openChannel(session);
+    } catch (err) {
+      return page(res, 502, `The device did not accept the connection to port ${session.port}: ${(err as Error).message}`);
+    }
+    proxyRequest(req, res, channel, { port: session.port, scheme: this.scheme });
+  }
+
   /** Ends a session: its connections cut, its end audited with the bytes of all its requests. */
   private async end(key: string, reason: string): Promise<void> {
     const session = this.sessions.get(key);
@@ -385,50 +348,6 @@ export class AppsService {
       .catch((err) => this.deps.logger.error({ err }, 'end of device web UI session not audited'));
   }
 
-  /** The request headers the device gets: its own host and origin, the broker's cookies out, no hop-by-hop headers. */
-  private forwardHeaders(headers: IncomingHttpHeaders, port: number, upgrade: boolean): Record<string, string | string[]> {
-    const out: Record<string, string | string[]> = {};
-    const own = `${this.scheme}://${headers.host ?? ''}`;
-    for (const [name, value] of Object.entries(headers)) {
-      if (value === undefined || HOP_BY_HOP.has(name) || name === 'host' || name === 'cookie') continue;
-      out[name] = value;
-    }
-    out.host = `${APP_DESTINATION}:${port}`;
-    // The app's own pages (same origin) speak to it as from itself; another site's Origin is kept for it to judge.
-    if (headers.origin === own) out.origin = `http://${APP_DESTINATION}:${port}`;
-    const cookies = deviceCookies(headers.cookie);
-    if (cookies) out.cookie = cookies;
-    out['x-forwarded-proto'] = this.scheme;
-    out['x-forwarded-host'] = headers.host ?? '';
-    if (upgrade) {
-      out.connection = 'Upgrade';
-      out.upgrade = String(headers.upgrade ?? 'websocket');
-    } else out.connection = 'close';
-    return out;
-  }
-
-  /** Response headers for the browser: the device's, without hop-by-hop ones or cookies of the broker, redirects to itself made relative. */
-  private backHeaders(up: IncomingMessage, port: number): Record<string, string | string[]> {
-    const out: Record<string, string | string[]> = {};
-    for (const [name, value] of Object.entries(up.headers)) {
-      if (value === undefined || HOP_BY_HOP.has(name)) continue;
-      if (name === 'set-cookie') {
-        const kept = (value as string[]).filter(deviceMaySetCookie);
-        if (kept.length) out[name] = kept;
-        continue;
-      }
-      if (name === 'location' && typeof value === 'string') {
-        const m = /^https?:\/\/(?:127\.0\.0\.1|localhost)(?::(\d+))?(\/.*)?$/i.exec(value);
-        if (m && Number(m[1] ?? 80) === port) {
-          out[name] = m[2] ?? '/';
-          continue;
-        }
-      }
-      out[name] = value;
-    }
-    return out;
-  }
-
   private async openChannel(session: AppSession): Promise<Channel> {
     const { channel } = await this.deps.locator.open(session.deviceId, 'tunnel', { proto: 'tcp', port: session.port, dst: APP_DESTINATION });
     session.open.add(channel);
@@ -438,41 +357,6 @@ export class AppsService {
       session.bytesOut += channel.stats.bytesIn;
     });
     return channel;
-  }
-
-  /** One request, one tunnel channel: HTTP/1.1 to the device with `Connection: close`, the answer streamed back. */
-  private async proxy(req: IncomingMessage, res: ServerResponse, session: AppSession): Promise<void> {
-    let channel: Channel;
-    try {
-      channel = await this.openChannel(session);
-    } catch (err) {
-      return page(res, 502, `The device did not accept the connection to port ${session.port}: ${(err as Error).message}`);
-    }
-    const upstream = http.request({
-      method: req.method,
-      path: req.url,
-      headers: this.forwardHeaders(req.headers, session.port, false),
-      createConnection: () => channel as unknown as import('node:net').Socket,
-    });
-    const timer = setTimeout(() => upstream.destroy(new Error('the device sent no answer in time')), RESPONSE_HEADERS_TIMEOUT_MS);
-    timer.unref();
-    upstream.on('response', (up) => {
-      clearTimeout(timer);
-      res.writeHead(up.statusCode ?? 502, this.backHeaders(up, session.port));
-      up.pipe(res);
-      up.on('error', () => res.destroy());
-    });
-    upstream.on('error', (err) => {
-      clearTimeout(timer);
-      if (!res.headersSent) page(res, 502, `The device's web UI on port ${session.port} did not answer: ${err.message}`);
-      else res.destroy();
-      channel.destroy();
-    });
-    res.on('close', () => {
-      clearTimeout(timer);
-      channel.destroy();
-    });
-    req.pipe(upstream);
   }
 
   /** A WebSocket (or other upgrade) on the apps host: the request goes to the device as it came (rewritten), then bytes both ways. */
@@ -489,16 +373,7 @@ export class AppsService {
       } catch (err) {
         return rawPage(socket, 502, 'Bad Gateway', `The device did not accept the connection: ${(err as Error).message}`);
       }
-      const headers = this.forwardHeaders(req.headers, session.port, true);
-      const lines = [`${req.method ?? 'GET'} ${req.url ?? '/'} HTTP/1.1`];
-      for (const [name, value] of Object.entries(headers))
-        for (const v of Array.isArray(value) ? value : [value]) lines.push(`${name}: ${v.replace(/[\r\n]/g, ' ')}`);
-      channel.write(`${lines.join('\r\n')}\r\n\r\n`);
-      if (head.length) channel.write(head);
-      socket.pipe(channel);
-      channel.pipe(socket);
-      socket.on('close', () => channel.destroy());
-      channel.on('close', () => socket.destroy());
+      relayUpgrade(req, socket, head, channel, { port: session.port, scheme: this.scheme });
     } catch (err) {
       this.deps.logger.error({ err }, 'device web UI upgrade failed');
       socket.destroy();

@@ -5,6 +5,14 @@ import type { Logger } from 'pino';
 import { PG_TIMEOUTS, sql, type Db } from '../db/database.js';
 import { DEVICE_ID_PATTERN } from '../devices/scope.js';
 import { MAX_END_REASON, MAX_ENDER_EMAIL, MAX_ENDER_NAME } from '../../shared/remote-frames.js';
+import { FROM_BROKER, isFields, readMessage, type BrokerMessage } from '../../shared/wire.js';
+
+/**
+ * A device-level message one broker asks another to send the agent it holds: one an agent takes
+ * from its broker (FROM_BROKER), a configuration excepted (it goes as a `config` event: the broker
+ * holding the agent sends, and signs, its own). Never a message of the connection's handshake.
+ */
+export type DeliveredMessage = Exclude<BrokerMessage, { t: 'config' }>;
 
 /** What one broker tells every broker of the cluster, through PostgreSQL NOTIFY. */
 export type ClusterEvent =
@@ -21,7 +29,7 @@ export type ClusterEvent =
   /** configuration changed through `broker` for these devices: whichever broker holds one of their agents sends it its configuration */
   | { e: 'config'; broker: string; devices: string[] }
   /** a device-level message for the agent of `device` (unsigned: the broker holding it signs it for its connection) */
-  | { e: 'deliver'; broker: string; device: string; msg: { t: string } & Record<string, unknown> }
+  | { e: 'deliver'; broker: string; device: string; msg: DeliveredMessage }
   /** `broker` found a new agent build in its artifacts directory: the others look at theirs now (broker/install/updates.ts) */
   | { e: 'agent_release'; broker: string; version: string; sha256: string };
 
@@ -37,6 +45,13 @@ const AGENT_VERSION = /^[0-9][A-Za-z0-9.+~-]{0,63}$/;
 const SHA256 = /^[0-9a-f]{64}$/;
 /** Devices named in one `config` event, at most (ids are at most 64 characters: the payload stays small). */
 export const CONFIG_EVENT_DEVICES = 80;
+
+/** Reads a message to deliver with the agent's own readers (shared/wire.ts); undefined for any other. */
+export function readDelivered(m: unknown): DeliveredMessage | undefined {
+  if (!isFields(m) || typeof m.t !== 'string' || !MESSAGE_TYPE.test(m.t)) return undefined;
+  const msg = readMessage(FROM_BROKER, { ...m, t: m.t });
+  return msg === undefined || msg === 'unknown' || msg.t === 'config' ? undefined : msg;
+}
 
 /** Reads one notification; anything not exactly an event of ours is dropped. */
 export function parseClusterEvent(payload: string | undefined): ClusterEvent | undefined {
@@ -77,9 +92,8 @@ export function parseClusterEvent(payload: string | undefined): ClusterEvent | u
       return { e: 'config', broker, devices: devices as string[] };
     }
     case 'deliver': {
-      const m = msg.msg as Record<string, unknown> | null | undefined;
-      if (!device || typeof m !== 'object' || m === null || Array.isArray(m) || typeof m.t !== 'string' || !MESSAGE_TYPE.test(m.t)) return undefined;
-      return { e: 'deliver', broker, device, msg: m as { t: string } & Record<string, unknown> };
+      const delivered = readDelivered(msg.msg);
+      return device && delivered ? { e: 'deliver', broker, device, msg: delivered } : undefined;
     }
     case 'agent_release':
       if (typeof msg.version !== 'string' || !AGENT_VERSION.test(msg.version) || typeof msg.sha256 !== 'string' || !SHA256.test(msg.sha256)) return undefined;

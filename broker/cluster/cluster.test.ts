@@ -9,7 +9,7 @@ import { AgentNotConnectedError } from '../agents/hub.js';
 import type { AgentLocator } from '../agents/locator.js';
 import { loadConfig } from '../environment.js';
 import { notifyChannel, parseClusterEvent } from './bus.js';
-import { ClusterLocator } from './locator.js';
+import { ClusterLocator, readRelayedParams } from './locator.js';
 import { macMatches } from '../auth/credentials.js';
 import { linkSilent, peerMac, type PeerLink } from './peer.js';
 import { FROM_PEER, type PeerMessage } from '../../shared/wire.js';
@@ -78,6 +78,26 @@ describe('cluster events (NOTIFY payloads) are checked field by field', () => {
     ]) {
       expect(parseClusterEvent(payload)).toBeUndefined();
     }
+  });
+
+  it('delivers only what an agent takes from its broker: no handshake message, no configuration, none that does not read', () => {
+    for (const msg of [
+      { t: 'welcome', device_id: DEVICE, heartbeat_ms: 1000 },
+      { t: 'unknown_device', broker_signature: 'x' },
+      { t: 'auth', device_id: DEVICE, signature: 's' },
+      // configurations go as `config` events: the broker holding the agent signs its own
+      { t: 'config', config: {} },
+      // known types that do not read
+      { t: 'reload' },
+      { t: 'reload', id: 'x', mode: 'wipe' },
+      { t: 'file_refused', id: 'x' },
+      // a type agents do not know
+      { t: 'shell', command: 'rm -rf /' },
+    ]) {
+      expect(parseClusterEvent(JSON.stringify({ e: 'deliver', broker: 'b', device: DEVICE, msg }))).toBeUndefined();
+    }
+    const inventory = { e: 'deliver', broker: 'b', device: DEVICE, msg: { t: 'inventory', data: {} } };
+    expect(parseClusterEvent(JSON.stringify(inventory))).toEqual(inventory);
   });
 
   it('listens on a channel of its own per schema', () => {
@@ -178,6 +198,16 @@ describe('one link used both ways (odd and even channel ids)', () => {
     } finally {
       client.terminate();
       wss.close();
+    }
+  });
+});
+
+describe('the params of a channel a peer opens', () => {
+  it('name the device it goes to, which its agent does not see; a channel naming none or a bad one is refused', () => {
+    const params = { cols: 80, rows: 24 };
+    expect(readRelayedParams({ ...params, peer_device: DEVICE } as never)).toEqual({ deviceId: DEVICE, params });
+    for (const peer_device of [undefined, '', 'not-a-device', 7, { id: DEVICE }, DEVICE.toUpperCase()]) {
+      expect(readRelayedParams({ ...params, ...(peer_device !== undefined ? { peer_device } : {}) } as never)).toBeUndefined();
     }
   });
 });

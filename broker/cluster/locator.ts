@@ -15,6 +15,17 @@ const MAX_RELOADS_PER_LINK = 1000;
 /** The kinds a peer may open through this broker: remote-access sessions, never the file channel. */
 const RELAYED_KINDS: ReadonlySet<string> = new Set(['console', 'tunnel', 'copy']);
 
+/** The params of a channel opened through a peer link: the agent's own, and the device it goes to. */
+export type RelayedParams = ChannelParams & { peer_device: string };
+
+/** The device a relayed channel goes to, and the params its agent gets (without the device). */
+export function readRelayedParams(params: ChannelParams): { deviceId: string; params: ChannelParams } | undefined {
+  if (!('peer_device' in params)) return undefined;
+  const { peer_device: deviceId, ...rest } = params;
+  if (typeof deviceId !== 'string' || !DEVICE_ID_PATTERN.test(deviceId)) return undefined;
+  return { deviceId, params: rest };
+}
+
 /** What the locator asks of the cluster: who holds a device elsewhere, the link to it, and the bus. */
 export interface ClusterView {
   /** The live broker (not this one) holding the device's agent, if any. */
@@ -49,9 +60,10 @@ export class ClusterLocator implements AgentLocator {
     if (this.local.isConnected(deviceId)) return this.local.open(deviceId, kind, params);
     const link = await this.linkFor(deviceId);
     try {
-      return await link.mux.open(kind, { ...params, peer_device: deviceId } as unknown as ChannelParams);
+      const relayed: RelayedParams = { ...params, peer_device: deviceId };
+      return await link.mux.open(kind, relayed);
     } catch (err) {
-      if ((err as Error).message.startsWith(NOT_CONNECTED_HERE)) throw new AgentNotConnectedError(deviceId);
+      if (err instanceof Error && err.message.startsWith(NOT_CONNECTED_HERE)) throw new AgentNotConnectedError(deviceId);
       throw err;
     }
   }
@@ -104,16 +116,17 @@ export class ClusterLocator implements AgentLocator {
 
   /** Serves a channel a peer opens: to the named device's agent, if it is connected here. */
   async serve(channel: Channel): Promise<Record<string, unknown>> {
-    const { peer_device: deviceId, ...params } = channel.params as unknown as Record<string, unknown>;
-    if (typeof deviceId !== 'string' || !DEVICE_ID_PATTERN.test(deviceId)) throw new Error('a relayed channel names its device (peer_device)');
+    const relayed = readRelayedParams(channel.params);
+    if (!relayed) throw new Error('a relayed channel names its device (peer_device)');
+    const { deviceId, params } = relayed;
     if (!RELAYED_KINDS.has(channel.kind)) throw new Error(`channels of kind ${String(channel.kind)} are not relayed`);
     const notHere = () => new Error(`${NOT_CONNECTED_HERE} the agent of device ${deviceId} is not connected to this broker`);
     if (!this.local.isConnected(deviceId)) throw notHere();
     let opened: { channel: Channel; info: Record<string, unknown> };
     try {
-      opened = await this.local.open(deviceId, channel.kind, params as unknown as ChannelParams);
+      opened = await this.local.open(deviceId, channel.kind, params);
     } catch (err) {
-      if ((err as { code?: string }).code === 'agent_not_connected') throw notHere();
+      if (err instanceof AgentNotConnectedError) throw notHere();
       throw err;
     }
     if (channel.destroyed) {

@@ -8,8 +8,9 @@ import type { Db } from '../db/database.js';
 import type { IncomingMessage } from 'node:http';
 import type { Duplex } from 'node:stream';
 import type { ControlMessage } from '../../shared/protocol.js';
-import { CONFIG_EVENT_DEVICES, ClusterBus, type ClusterEvent } from './bus.js';
+import { CONFIG_EVENT_DEVICES, ClusterBus, readDelivered, type ClusterEvent } from './bus.js';
 import { ClusterLocator } from './locator.js';
+import { Membership } from './membership.js';
 import { PeerLinks, type PeerLink } from './peer.js';
 import { ClusterSessions } from './sessions.js';
 
@@ -17,16 +18,6 @@ import { ClusterSessions } from './sessions.js';
 export const EXPIRY_HEARTBEATS = 3;
 /** A local agent connection at least this old gives way when its device shows up on another broker. */
 const TAKEOVER_GRACE_MS = 2000;
-/** Messages of the agent's handshake: never delivered on another broker's word. */
-const NOT_DELIVERED: ReadonlySet<string> = new Set(['auth', 'welcome', 'unknown_device']);
-
-interface KnownBroker {
-  url: string;
-  /** its heartbeat_at as last read */
-  heartbeat: number;
-  /** when (on this broker's clock) that value was first read: liveness never compares two machines' clocks */
-  changedAt: number;
-}
 
 export interface ClusterDeps {
   config: Pick<Config, 'brokerId' | 'brokerPeerUrl' | 'clusterSecret' | 'clusterHeartbeatMs' | 'databaseUrl' | 'databaseSchema'>;
@@ -46,6 +37,8 @@ export interface ClusterDeps {
  * invalidation), and reaches their agents through peer links (peer.ts) via the ClusterLocator.
  * A broker silent for EXPIRY_HEARTBEATS heartbeats is gone: its agents count as disconnected, its
  * presence rows and registration are removed and its open remote sessions get their audit end.
+ * Here: joining, the heartbeat, the events of the others and delivery; who is alive and who holds
+ * which agent is membership.ts's.
  */
 export class ClusterService {
   readonly bus: ClusterBus;
@@ -57,33 +50,38 @@ export class ClusterService {
    * broker is taken for gone): the device event stream reports them as it reports this broker's.
    */
   readonly presence = new EventEmitter<{ connected: [string]; disconnected: [string] }>();
-  private readonly brokers = new Map<string, KnownBroker>();
-  /** Devices whose agent another broker holds, by device id. */
-  private readonly owners = new Map<string, string>();
+  /** Which brokers are alive and which agents each holds (membership.ts). */
+  private readonly members: Membership;
   private readonly log: Logger;
   private readonly me: string;
   private readonly expiryMs: number;
   private readonly bornAt = Date.now();
   private locatorInstance?: ClusterLocator;
   private hub?: AgentHub;
-  private peerUrl = '';
   private timer?: NodeJS.Timeout;
   private ticking = false;
   private closing = false;
   private started = false;
   private invalidatePending = false;
-  private brokersReload?: Promise<void>;
   /** Sends devices connected here their current configuration (the configuration service, bound late). */
   private configWanted?: (deviceIds: string[]) => void;
   /** Looks at this broker's published agent again when another broker found a new build (bound late). */
   private releaseHeard?: (from: string, version: string, sha256: string) => void;
-  /** Presence writes of one device, in order (a disconnect never overtakes its connect). */
-  private readonly writes = new Map<string, Promise<void>>();
 
   constructor(private readonly deps: ClusterDeps) {
     this.me = deps.config.brokerId;
     this.expiryMs = EXPIRY_HEARTBEATS * deps.config.clusterHeartbeatMs;
     this.log = deps.logger.child({ module: 'cluster', broker: this.me });
+    this.members = new Membership({
+      db: deps.db,
+      log: this.log,
+      me: this.me,
+      expiryMs: this.expiryMs,
+      isClosing: () => this.closing,
+      presence: this.presence,
+      publish: (event) => this.publish(event),
+      dropLink: (peer, why) => this.links.drop(peer, why),
+    });
     this.bus = new ClusterBus({ databaseUrl: deps.config.databaseUrl, schema: deps.config.databaseSchema, db: deps.db, logger: deps.logger });
     this.links = new PeerLinks({
       brokerId: this.me,
@@ -122,8 +120,8 @@ export class ClusterService {
       announceRemoved: (deviceId, reason) => void this.publish({ e: 'device_removed', broker: this.me, device: deviceId, reason: reason.slice(0, 120) }),
     });
     hub.setElsewhere((deviceId) => this.ownerOf(deviceId) !== undefined);
-    hub.on('connected', (deviceId) => this.queueWrite(deviceId, () => this.agentConnected(deviceId)));
-    hub.on('disconnected', (deviceId) => this.queueWrite(deviceId, () => this.agentDisconnected(deviceId)));
+    hub.on('connected', (deviceId) => this.members.queueWrite(deviceId, true));
+    hub.on('disconnected', (deviceId) => this.members.queueWrite(deviceId, false));
     return this.locatorInstance;
   }
 
@@ -142,7 +140,7 @@ export class ClusterService {
     this.bus.on('event', (event) => this.onEvent(event));
     // After a lost notification connection, presence is read again rather than trusted.
     this.bus.on('listening', () => {
-      if (this.started) void this.loadPresence().catch((err) => this.log.warn({ err }, 'presence not reloaded'));
+      if (this.started) void this.members.loadPresence().catch((err) => this.log.warn({ err }, 'presence not reloaded'));
     });
     this.deps.epoch.onBump(() => this.announceChange());
     await this.bus.start();
@@ -150,20 +148,20 @@ export class ClusterService {
 
   /** Joins the cluster once the broker listens: `listenUrl` is where peers reach it unless BROKER_PEER_URL says otherwise. */
   async start(listenUrl: string): Promise<void> {
-    this.peerUrl = this.deps.config.brokerPeerUrl ?? listenUrl;
+    const peerUrl = this.deps.config.brokerPeerUrl ?? listenUrl;
     if (!this.deps.config.brokerPeerUrl && /\/\/(127\.|localhost|\[::1\])/.test(listenUrl)) {
       this.log.warn({ peerUrl: listenUrl }, 'BROKER_PEER_URL is not set: only brokers on this machine can reach this one');
     }
     // What a previous run under the same BROKER_ID left behind is not true any more: the others forget it too.
-    await this.deps.db.deleteFrom('agent_presence').where('broker_id', '=', this.me).execute();
+    await this.members.forgetPreviousRun();
     // Sessions of this run (started since the process began) stay; a previous run's go.
     await this.sessions.forgetBroker(this.me, this.bornAt);
     await this.publish({ e: 'broker_down', broker: this.me });
-    await this.register();
-    await this.loadBrokers();
-    await this.loadPresence();
+    await this.members.register(peerUrl);
+    await this.members.loadBrokers();
+    await this.members.loadPresence();
     this.started = true;
-    this.log.info({ peerUrl: this.peerUrl, brokers: this.brokers.size }, 'joined the cluster');
+    this.log.info({ peerUrl, brokers: this.members.size }, 'joined the cluster');
     this.timer = setInterval(() => void this.tick(), this.deps.config.clusterHeartbeatMs);
     this.timer.unref();
   }
@@ -174,8 +172,7 @@ export class ClusterService {
     clearInterval(this.timer);
     if (this.started) {
       try {
-        await this.deps.db.deleteFrom('agent_presence').where('broker_id', '=', this.me).execute();
-        await this.deps.db.deleteFrom('cluster_brokers').where('broker_id', '=', this.me).execute();
+        await this.members.leave();
         await this.bus.publish({ e: 'broker_down', broker: this.me });
       } catch (err) {
         this.log.warn({ err }, 'cluster left without saying so: the others notice at expiry');
@@ -186,96 +183,38 @@ export class ClusterService {
   }
 
   /** Other brokers with a fresh heartbeat, read from the database (audit's restart uses it before start). */
-  async otherLiveBrokers(): Promise<string[]> {
-    const rows = await this.deps.db
-      .selectFrom('cluster_brokers')
-      .select('broker_id')
-      .where('heartbeat_at', '>', Date.now() - this.expiryMs)
-      .where('broker_id', '!=', this.me)
-      .execute();
-    return rows.map((r) => r.broker_id);
+  otherLiveBrokers(): Promise<string[]> {
+    return this.members.otherLiveBrokers();
   }
 
   /** The live broker other than this one holding the device's agent. */
   ownerOf(deviceId: string): { id: string; url: string } | undefined {
-    const id = this.owners.get(deviceId);
-    if (!id || id === this.me) return undefined;
-    const broker = this.brokers.get(id);
-    if (!broker || !this.alive(broker)) return undefined;
-    return { id, url: broker.url };
+    return this.members.ownerOf(deviceId);
   }
 
   /** Brokers known here and alive, this one included (for tests and metrics). */
   liveBrokers(): string[] {
-    return [this.me, ...[...this.brokers].filter(([id, b]) => id !== this.me && this.alive(b)).map(([id]) => id)];
+    return this.members.liveBrokers();
   }
 
-  private alive(broker: KnownBroker): boolean {
-    return Date.now() - broker.changedAt < this.expiryMs;
-  }
-
-  // ---- presence ------------------------------------------------------------------------------------
-
-  private async register(): Promise<void> {
-    const now = Date.now();
-    await this.deps.db
-      .insertInto('cluster_brokers')
-      .values({ broker_id: this.me, peer_url: this.peerUrl, started_at: new Date(now).toISOString(), heartbeat_at: now })
-      .onConflict((oc) => oc.column('broker_id').doUpdateSet({ peer_url: this.peerUrl, started_at: new Date(now).toISOString(), heartbeat_at: now }))
-      .execute();
-  }
-
-  private queueWrite(deviceId: string, write: () => Promise<void>): void {
-    const previous = this.writes.get(deviceId) ?? Promise.resolve();
-    const next = previous
-      .then(write)
-      .catch((err) => this.log.warn({ err, deviceId }, 'agent presence not recorded'))
-      .finally(() => {
-        if (this.writes.get(deviceId) === next) this.writes.delete(deviceId);
-      });
-    this.writes.set(deviceId, next);
-  }
-
-  private async agentConnected(deviceId: string): Promise<void> {
-    if (this.closing) return;
-    this.owners.delete(deviceId);
-    const now = Date.now();
-    const at = new Date(now).toISOString();
-    await this.deps.db
-      .insertInto('agent_presence')
-      .values({ device_id: deviceId, broker_id: this.me, connected_at: at, seen_at: now })
-      .onConflict((oc) => oc.column('device_id').doUpdateSet({ broker_id: this.me, connected_at: at, seen_at: now }))
-      .execute();
-    await this.publish({ e: 'presence', broker: this.me, device: deviceId, on: true });
-  }
-
-  private async agentDisconnected(deviceId: string): Promise<void> {
-    if (this.closing) return;
-    // Only if still ours: a device that reconnected elsewhere meanwhile keeps its new row.
-    const deleted = await this.deps.db.deleteFrom('agent_presence').where('device_id', '=', deviceId).where('broker_id', '=', this.me).executeTakeFirst();
-    if (Number(deleted.numDeletedRows) > 0) await this.publish({ e: 'presence', broker: this.me, device: deviceId, on: false });
-  }
+  // ---- heartbeat -----------------------------------------------------------------------------------
 
   /** Every heartbeat: this broker's heartbeat, its agents' presence (one UPDATE for all), then who else is alive. */
   private async tick(): Promise<void> {
     if (this.ticking || this.closing) return;
     this.ticking = true;
     try {
-      const now = Date.now();
-      const mine = await this.deps.db.updateTable('cluster_brokers').set({ heartbeat_at: now }).where('broker_id', '=', this.me).executeTakeFirst();
-      if (Number(mine.numUpdatedRows) === 0) {
+      if (!(await this.members.beat())) {
         // Taken for gone by the others (a long pause): register again and say which agents are here.
         this.log.warn('this broker was taken for gone by the others: joining again');
-        await this.register();
-        for (const deviceId of this.hub?.connectedDevices() ?? []) this.queueWrite(deviceId, () => this.agentConnected(deviceId));
+        await this.members.register();
+        for (const deviceId of this.hub?.connectedDevices() ?? []) this.members.queueWrite(deviceId, true);
       }
-      const seen = await this.deps.db.updateTable('agent_presence').set({ seen_at: now }).where('broker_id', '=', this.me).executeTakeFirst();
-      const here = this.hub?.connectedDevices() ?? [];
-      if (Number(seen.numUpdatedRows) < here.length) await this.restorePresence(here);
+      await this.members.refreshPresence(this.hub?.connectedDevices() ?? []);
       const ended = await this.sessions.reconcile();
       if (ended > 0) this.log.warn({ ended }, 'sessions ended by the other brokers while this one was cut off: ended here');
       await this.sessions.refresh();
-      await this.loadBrokers();
+      await this.members.loadBrokers();
       await this.sweep();
     } catch (err) {
       this.log.warn({ err }, 'cluster heartbeat failed');
@@ -284,86 +223,18 @@ export class ClusterService {
     }
   }
 
-  /**
-   * Agents here without their presence row: the others removed it while this broker could not reach
-   * the database (a partition longer than the expiry). Written again, so they find these agents.
-   */
-  private async restorePresence(here: string[]): Promise<void> {
-    const rows = await this.deps.db.selectFrom('agent_presence').select('device_id').where('broker_id', '=', this.me).execute();
-    const known = new Set(rows.map((r) => r.device_id));
-    const missing = here.filter((d) => !known.has(d) && !this.writes.has(d));
-    if (missing.length === 0) return;
-    this.log.warn({ agents: missing.length }, 'presence of agents here was removed by the other brokers: written again');
-    for (const deviceId of missing) this.queueWrite(deviceId, () => this.agentConnected(deviceId));
-  }
-
-  private loadBrokersSoon(): void {
-    this.brokersReload ??= this.loadBrokers()
-      .catch((err) => this.log.warn({ err }, 'brokers not read'))
-      .finally(() => {
-        this.brokersReload = undefined;
-      });
-  }
-
-  private async loadBrokers(): Promise<void> {
-    const rows = await this.deps.db.selectFrom('cluster_brokers').selectAll().execute();
-    const now = Date.now();
-    const present = new Set<string>();
-    for (const row of rows) {
-      present.add(row.broker_id);
-      const heartbeat = Number(row.heartbeat_at);
-      const known = this.brokers.get(row.broker_id);
-      if (!known) {
-        // First sight: its own clock says how fresh it is (clocks are assumed roughly in sync, as for TLS).
-        this.brokers.set(row.broker_id, { url: row.peer_url, heartbeat, changedAt: Math.min(now, heartbeat) });
-      } else if (known.heartbeat !== heartbeat) {
-        known.heartbeat = heartbeat;
-        known.changedAt = now;
-        known.url = row.peer_url;
-      }
-    }
-    for (const id of [...this.brokers.keys()]) if (!present.has(id)) this.forgetBroker(id, 'left the cluster');
-  }
-
-  private async loadPresence(): Promise<void> {
-    const rows = await this.deps.db
-      .selectFrom('agent_presence')
-      .select(['device_id', 'broker_id'])
-      .where('broker_id', '!=', this.me)
-      .where('seen_at', '>', Date.now() - this.expiryMs)
-      .execute();
-    this.owners.clear();
-    for (const row of rows) this.owners.set(row.device_id, row.broker_id);
-  }
-
   /** Brokers silent for the expiry: their agents are forgotten, their sessions' audit closed, their rows removed. */
   private async sweep(): Promise<void> {
-    for (const [id, broker] of [...this.brokers]) {
-      if (id === this.me || this.alive(broker)) continue;
+    for (const { id, heartbeat } of this.members.silent()) {
       this.log.warn({ peer: id }, 'broker silent for the expiry: taken for gone');
-      this.forgetBroker(id, 'stopped answering');
-      const keep = [this.me, ...(await this.otherLiveBrokers())];
+      this.members.forgetBroker(id, 'stopped answering');
+      const keep = [this.me, ...(await this.members.otherLiveBrokers())];
       const closed = await this.deps.sessions.closeOpenSessions(`broker ${id} stopped (no heartbeat)`, keep);
       if (closed > 0) this.log.info({ peer: id, closed }, 'open sessions of a gone broker closed in the audit');
-      await this.deps.db
-        .deleteFrom('agent_presence')
-        .where('broker_id', '=', id)
-        .where('seen_at', '<=', Date.now() - this.expiryMs)
-        .execute();
+      await this.members.removePresenceOf(id);
       await this.sessions.forgetBroker(id);
-      await this.deps.db.deleteFrom('cluster_brokers').where('broker_id', '=', id).where('heartbeat_at', '=', broker.heartbeat).execute();
+      await this.members.removeRegistration(id, heartbeat);
     }
-  }
-
-  private forgetBroker(id: string, why: string): void {
-    if (id === this.me) return;
-    this.brokers.delete(id);
-    for (const [deviceId, owner] of [...this.owners]) {
-      if (owner !== id) continue;
-      this.owners.delete(deviceId);
-      this.presence.emit('disconnected', deviceId);
-    }
-    this.links.drop(id, `broker ${id} ${why}`);
   }
 
   // ---- delivery to agents wherever they are connected ---------------------------------------------
@@ -377,7 +248,12 @@ export class ClusterService {
   deliver(deviceId: string, msg: ControlMessage): boolean {
     if (this.hub?.isConnected(deviceId)) return this.hub.send(deviceId, msg);
     if (this.ownerOf(deviceId) === undefined) return false;
-    const event: ClusterEvent = { e: 'deliver', broker: this.me, device: deviceId, msg: msg as { t: string } & Record<string, unknown> };
+    const delivered = readDelivered(msg);
+    if (!delivered) {
+      this.log.warn({ deviceId, t: msg.t }, 'not a message another broker delivers to its agent: not delivered');
+      return false;
+    }
+    const event: ClusterEvent = { e: 'deliver', broker: this.me, device: deviceId, msg: delivered };
     if (JSON.stringify(event).length > 7000) {
       this.log.warn({ deviceId, t: msg.t }, 'message too large for another broker: not delivered');
       return false;
@@ -428,16 +304,8 @@ export class ClusterService {
     if (event.broker === this.me) return;
     switch (event.e) {
       case 'presence': {
-        if (!event.on) {
-          if (this.owners.get(event.device) === event.broker) {
-            this.owners.delete(event.device);
-            this.presence.emit('disconnected', event.device);
-          }
-          return;
-        }
-        this.owners.set(event.device, event.broker);
-        this.presence.emit('connected', event.device);
-        if (!this.brokers.has(event.broker)) this.loadBrokersSoon();
+        this.members.heard(event);
+        if (!event.on) return;
         // The agent keeps one connection: one here that is not brand new is stale (half-open).
         const since = this.hub?.connectionInfo(event.device)?.connected_at;
         if (since && Date.now() - Date.parse(since) > TAKEOVER_GRACE_MS) this.hub?.release(event.device, `the device connected to broker ${event.broker}`);
@@ -450,7 +318,7 @@ export class ClusterService {
         this.deps.epoch.invalidate();
         return;
       case 'broker_down':
-        this.forgetBroker(event.broker, 'shut down');
+        this.members.forgetBroker(event.broker, 'shut down');
         return;
       case 'end_session':
         if (event.to === this.me)
@@ -464,8 +332,8 @@ export class ClusterService {
         return;
       }
       case 'deliver':
-        if (NOT_DELIVERED.has(event.msg.t) || !this.hub?.isConnected(event.device)) return;
-        this.hub.send(event.device, event.msg as unknown as ControlMessage);
+        // Only what an agent takes from its broker was read (bus.ts): never a handshake message.
+        if (this.hub?.isConnected(event.device)) this.hub.send(event.device, event.msg);
         return;
       case 'agent_release':
         this.releaseHeard?.(event.broker, event.version, event.sha256);

@@ -1,0 +1,264 @@
+/**
+ * One channel of a mux (mux.ts): a Duplex stream with credit-based flow control in each direction
+ * (see protocol.ts). `write` waits for credit, and credit is returned only as the reader consumes,
+ * so buffers stay bounded by the window. The channel cuts its backlog into frames when the send
+ * scheduler (mux-scheduler.ts) gives it a turn, and checks what the peer sends it against the
+ * credit it granted.
+ */
+import { Duplex } from 'node:stream';
+import { refusalCodeOf } from './codes.js';
+import { MAX_CHANNEL_CREDIT, MuxErrorCode, type ChannelControl, type ChannelKind, type ChannelParams, type ControlMessage } from './protocol.js';
+import type { PeerMessage } from './wire.js';
+
+export const DEFAULT_WINDOW = 1024 * 1024;
+/** Largest data frame: what one channel may put ahead of another's frame in one turn. */
+export const MAX_FRAME = 32 * 1024;
+/** A channel that sent at most this much within INTERACTIVE_HOLD_MS is quiet: its small frames are interactive. */
+const QUIET_BYTES = 64 * 1024;
+/** How long after an interactive frame the busy channels are held to HELD_BULK_WINDOW. */
+export const INTERACTIVE_HOLD_MS = 1000;
+
+/** What a mux sends: the agent protocol's messages, and on a link between brokers its own. */
+export type WireMessage = ControlMessage | PeerMessage;
+
+/** What the peer did wrong; `fatal` ones close the connection at once. */
+export class MuxProtocolError extends Error {
+  constructor(
+    readonly code: MuxErrorCode,
+    message: string,
+    readonly fatal = false,
+  ) {
+    super(message);
+  }
+}
+
+interface PendingWrite {
+  chunk: Buffer;
+  offset: number;
+  callback: (error?: Error | null) => void;
+}
+
+export interface ChannelStats {
+  bytesIn: number;
+  bytesOut: number;
+}
+
+/** What a channel asks of its mux. */
+export interface ChannelHost {
+  send(msg: WireMessage): void;
+  sendData(ch: number, payload: Buffer): void;
+  schedule(channel: Channel): void;
+  forget(id: number): void;
+}
+
+export class Channel extends Duplex {
+  private sendCredit: number;
+  private readonly window: number;
+  /** Bytes sent since recentSince (a window of INTERACTIVE_HOLD_MS): how busy the channel is. */
+  private recentBytes = 0;
+  private recentSince = 0;
+  private pending?: PendingWrite;
+  private pushed = 0;
+  private granted = 0;
+  /** What the peer may still send us: the window, less what arrived, plus what we granted back. */
+  private receiveCredit: number;
+  private grantQueued = false;
+  private peerClosed = false;
+  private readonly grantBatch: number;
+  readonly stats: ChannelStats = { bytesIn: 0, bytesOut: 0 };
+
+  constructor(
+    private readonly mux: ChannelHost,
+    readonly id: number,
+    readonly kind: ChannelKind,
+    readonly params: ChannelParams,
+    window: number,
+    /** Datagram channels never split a write across frames. */
+    private readonly messageMode = false,
+  ) {
+    super({ readableHighWaterMark: window, writableHighWaterMark: 256 * 1024, allowHalfOpen: true });
+    this.sendCredit = window;
+    this.receiveCredit = window;
+    this.window = window;
+    this.grantBatch = Math.max(1, Math.floor(window / 8));
+    // A channel's failure is reported through 'close' and `errored`; it must never crash the process.
+    this.on('error', () => {});
+    // Control messages that arrive before anyone listens (right after `opened`) wait for the first listener.
+    this.on('newListener', (event: string) => {
+      if (event !== 'control' || this.heldControl.length === 0) return;
+      queueMicrotask(() => {
+        const held = this.heldControl.splice(0);
+        for (const msg of held) this.emit('control', msg);
+      });
+    });
+  }
+
+  private readonly heldControl: ChannelControl[] = [];
+
+  /** @internal from the mux */
+  onControl(msg: ChannelControl): void {
+    if (this.listenerCount('control') === 0) this.heldControl.push(msg);
+    else this.emit('control', msg);
+  }
+
+  /** Sends a channel-level control message (resize, exit, meta, result). */
+  control(msg: ChannelControl): void {
+    if (!this.peerClosed) this.mux.send({ t: 'ctl', ch: this.id, msg });
+  }
+
+  override _write(chunk: Buffer, _encoding: BufferEncoding, callback: (error?: Error | null) => void): void {
+    if (this.peerClosed) return callback(new Error('channel closed by peer'));
+    this.pending = { chunk, offset: 0, callback };
+    this.mux.schedule(this);
+  }
+
+  override _final(callback: (error?: Error | null) => void): void {
+    if (!this.peerClosed) this.mux.send({ t: 'eof', ch: this.id });
+    callback();
+  }
+
+  override _read(): void {
+    this.grant();
+  }
+
+  // Every consumption, flowing or paused, goes through read(): the place to return credit.
+  override read(size?: number): Buffer | string | null {
+    const chunk = super.read(size);
+    if (chunk !== null) this.grant();
+    return chunk;
+  }
+
+  override _destroy(error: Error | null, callback: (error?: Error | null) => void): void {
+    if (!this.peerClosed) {
+      this.peerClosed = true;
+      const code = refusalCodeOf(error);
+      this.mux.send({ t: 'close', ch: this.id, ...(error ? { error: error.message } : {}), ...(code ? { code } : {}) });
+    }
+    this.mux.forget(this.id);
+    const p = this.pending;
+    this.pending = undefined;
+    p?.callback(error ?? new Error('channel closed'));
+    callback(error);
+  }
+
+  /** @internal whether the scheduler can take a frame now: data waiting, and credit for it. */
+  get sendable(): boolean {
+    const p = this.pending;
+    if (!p || this.destroyed) return false;
+    const left = p.chunk.length - p.offset;
+    // A datagram waits for room for the whole of it.
+    return this.messageMode ? this.sendCredit >= left : this.sendCredit > 0;
+  }
+
+  /**
+   * @internal from the scheduler: sends the next frame of the backlog (one datagram, or at most
+   * MAX_FRAME bytes) and reports the write done once its last byte is handed to the socket.
+   */
+  sendFrame(): number {
+    const p = this.pending;
+    if (!p || !this.sendable) return 0;
+    const left = p.chunk.length - p.offset;
+    const n = this.messageMode ? left : Math.min(MAX_FRAME, this.sendCredit, left);
+    this.mux.sendData(this.id, p.chunk.subarray(p.offset, p.offset + n));
+    const now = Date.now();
+    if (now - this.recentSince > INTERACTIVE_HOLD_MS) {
+      this.recentSince = now;
+      this.recentBytes = 0;
+    }
+    this.recentBytes += n;
+    p.offset += n;
+    this.sendCredit -= n;
+    this.stats.bytesOut += n;
+    if (p.offset >= p.chunk.length) {
+      this.pending = undefined;
+      p.callback();
+    }
+    return n;
+  }
+
+  /** @internal whether the channel sent little lately: its small frames are someone typing, not the tail of a transfer. */
+  get quiet(): boolean {
+    return this.recentBytes <= QUIET_BYTES;
+  }
+
+  /** @internal bytes sent and not yet credited back by the peer: in buffers between us and its reader. */
+  get uncredited(): number {
+    return Math.max(0, this.window - this.sendCredit);
+  }
+
+  /**
+   * Returns credit to the peer for bytes our reader has consumed: at once for a batch; for a
+   * little read with nothing left to read (a keystroke, an echo), once this turn of the event loop
+   * is over, so the credit frame neither delays those bytes on their way nor goes out per tiny frame.
+   */
+  private grant(): void {
+    if (this.peerClosed) return;
+    const n = this.pushed - this.readableLength - this.granted;
+    if (n >= this.grantBatch) return this.sendGrant(n);
+    if (n > 0 && this.readableLength === 0 && !this.grantQueued) {
+      this.grantQueued = true;
+      setImmediate(() => {
+        this.grantQueued = false;
+        const due = this.pushed - this.readableLength - this.granted;
+        if (due > 0 && !this.peerClosed) this.sendGrant(due);
+      });
+    }
+  }
+
+  private sendGrant(n: number): void {
+    this.granted += n;
+    this.receiveCredit += n;
+    this.mux.send({ t: 'credit', ch: this.id, n });
+  }
+
+  /** @internal from the mux; throws MuxProtocolError when the peer sends beyond the credit it holds. */
+  onData(payload: Buffer): void {
+    if (payload.length > this.receiveCredit) {
+      throw new MuxProtocolError(
+        MuxErrorCode.creditExceeded,
+        `channel ${this.id}: ${payload.length} bytes arrived with ${this.receiveCredit} bytes of credit left`,
+        true,
+      );
+    }
+    this.receiveCredit -= payload.length;
+    if (this.destroyed || this.readableEnded) return;
+    this.pushed += payload.length;
+    this.stats.bytesIn += payload.length;
+    this.push(payload);
+    this.grant();
+  }
+
+  /** @internal throws MuxProtocolError for a grant that is not a positive whole number or exceeds the bound. */
+  onCredit(n: unknown): void {
+    if (typeof n !== 'number' || !Number.isSafeInteger(n) || n <= 0 || this.sendCredit + n > MAX_CHANNEL_CREDIT) {
+      throw new MuxProtocolError(
+        MuxErrorCode.creditOverflow,
+        `channel ${this.id}: grant of ${String(n)} refused (credit is bounded by ${MAX_CHANNEL_CREDIT})`,
+        true,
+      );
+    }
+    this.sendCredit += n;
+    if (this.pending) this.mux.schedule(this);
+  }
+
+  /** @internal */
+  onEof(): void {
+    if (!this.readableEnded) this.push(null);
+  }
+
+  /** @internal the peer closed the channel: end both ways, or fail with its error. */
+  onClose(error?: string): void {
+    this.peerClosed = true;
+    if (error) {
+      this.destroy(new Error(error));
+      return;
+    }
+    this.push(null);
+    const p = this.pending;
+    this.pending = undefined;
+    p?.callback(new Error('channel closed by peer'));
+    if (!this.writableEnded) this.end();
+    // Data already buffered for our reader is still delivered; the stream then closes itself.
+    if (this.readableLength === 0) this.destroy();
+  }
+}
