@@ -11,7 +11,7 @@ import type { Db, Store } from '../db/database.js';
 import { ApiError, badRequest, conflict, forbidden, notFound } from '../http/errors.js';
 import { applyPatch, AttributeLimitError, readAttributes, storedForm, type AttributesPatch } from './attributes.js';
 import { DEVICE_ID_PATTERN, MAX_TREE_DEPTH, ROOT_NODE, scopeOfChain, SYSTEM_NODES, UNASSIGNED_NODE, type ChainRow } from './scope.js';
-import { DevicesStore } from './store.js';
+import { DevicesStore, type DeviceRowsRemoval } from './store.js';
 import { TreeShape, TreeSnapshot, unixSeconds, type OnlineCheck } from './tree.js';
 
 /** A device counts as online when it was heard from within this window (until live state is plugged in). */
@@ -111,8 +111,10 @@ export class DevicesService {
     private readonly access: Pick<AccessService, 'canSee' | 'seer' | 'mayManageGroup' | 'mayManageTag' | 'treeManager' | 'manageableTags'>,
     /** Bumped by every change through the API: the kept tree shape is current only within one epoch. */
     private readonly epoch: Pick<ChangeEpoch, 'value'>,
+    /** What other domains remove with a device, in the same transaction (broker/services.ts names them). */
+    removals: readonly DeviceRowsRemoval[] = [],
   ) {
-    this.store = new DevicesStore(database.db, database.dialect);
+    this.store = new DevicesStore(database.db, database.dialect, removals);
   }
 
   async init(): Promise<void> {}

@@ -5,3 +5,17 @@
 import type { Db } from '../db/database.js';
 
 export type { Db };
+
+/** The email of each of these users (a user no longer there is missing from the map): one query per 500 ids. */
+export async function userEmails(db: Db, userIds: string[]): Promise<Map<string, string>> {
+  const ids = [...new Set(userIds)];
+  const out = new Map<string, string>();
+  for (let i = 0; i < ids.length; i += 500)
+    for (const u of await db
+      .selectFrom('users')
+      .select(['id', 'email'])
+      .where('id', 'in', ids.slice(i, i + 500))
+      .execute())
+      out.set(u.id, u.email);
+  return out;
+}
