@@ -1,7 +1,7 @@
 /**
- * CVE findings: an OSV feed the operator imports (file or folder; `npm start -- cve-import`, or
- * POST /cve/import), matched against the packages devices report with their package manager's
- * ordering (dpkg, rpm, apk), listed per CVE with host counts, and the operator's decisions
+ * CVE findings: an OSV feed the operator imports (file or folder read by feed-files.ts:
+ * `npm start -- cve-import`, or POST /cve/import), matched against the packages devices report
+ * with their package manager's ordering (dpkg, rpm, apk), listed per CVE with host counts, and the operator's decisions
  * (accept / ignore with a reason). Matches are computed when the feed changes (every device) and
  * when a device's packages or OS change (that device), and stored, so listing is a grouped query.
  * A caller sees the devices their device:read reaches in host lists and counts, none without it
