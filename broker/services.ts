@@ -10,8 +10,10 @@ import { Authenticator } from './auth/credentials.js';
 import { AuthService } from './auth/service.js';
 import { ChangeEpoch } from './cache.js';
 import { ConfigService } from './config/service.js';
+import { deleteDeviceConfigStates } from './config/device-rows.js';
 import { ClusterService } from './cluster/service.js';
 import { CveService } from './cve/service.js';
+import { deleteDeviceCveMatches } from './cve/store.js';
 import type { Config } from './environment.js';
 import type { Store } from './db/database.js';
 import { ExpirySweep } from './db/expiry.js';
@@ -23,10 +25,11 @@ import { FilesService } from './files/service.js';
 import type { FileStore } from './files/store.js';
 import { HealthService } from './health/service.js';
 import { InventoryService } from './inventory/service.js';
+import { deleteDeviceInventory } from './inventory/store.js';
 import { MailService } from './mail/service.js';
 import { MetricsService } from './metrics/service.js';
 import { storedFleetFacts } from './metrics/orgstats.js';
-import { MetricsStore } from './metrics/store.js';
+import { deleteDeviceMetrics, MetricsStore } from './metrics/store.js';
 import { QbeeTransport } from './qbee/transport.js';
 import { SshAuthority } from './ssh/authority.js';
 import { SshGateway } from './ssh/gateway.js';
@@ -163,7 +166,13 @@ export async function createServices(config: Config, logger: Logger, store: Stor
   const users = new UsersService(store, config, logger, auth, access);
   // Roles ask users who holds them, while users ask roles which exist: the users' side is handed in.
   const roles = new RolesService(store, access, { usersOfRoles, rolesOfUsers });
-  const devices = new DevicesService(store, config, access, epoch);
+  // A removed device takes along what inventory, metrics, CVE findings and configuration hold of it.
+  const devices = new DevicesService(store, config, access, epoch, [
+    deleteDeviceInventory,
+    deleteDeviceMetrics,
+    deleteDeviceCveMatches,
+    deleteDeviceConfigStates,
+  ]);
   const files: FileStore = config.fileStore === 'db' ? new DbFilesService(store, config) : new FilesService(config, logger);
 
   // The hub asks enrolment who a device is and hands inventory reports on, while both reach agents

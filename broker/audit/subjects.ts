@@ -1,6 +1,6 @@
 import crypto from 'node:crypto';
 import type { Db } from '../db/database.js';
-import { deviceRow, nodeRow, nodeRows } from '../devices/directory.js';
+import { deviceRecord, nodeRow, nodeRows } from '../devices/directory.js';
 import { EnrolStore } from '../enrol/store.js';
 import { PortmapStore } from '../remote/portmaps.js';
 import { roleRow } from '../roles/directory.js';
@@ -85,7 +85,7 @@ export const subjectRecords = {
   async device(db: Db, id: unknown): Promise<Row | undefined> {
     const key = keyOf(id);
     if (key === undefined) return undefined;
-    const device = await deviceRow(db, key);
+    const device = await deviceRecord(db, key);
     const node = await nodeRow(db, key);
     if (!device && !node) return undefined;
     return { ...device, ...(node ? { parent_id: node.parent_id, title: node.title, tags: node.tags } : {}) };

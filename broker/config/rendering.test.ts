@@ -3,7 +3,8 @@ import type { AccessService } from '../access/access.js';
 import { openStore, type Store } from '../db/database.js';
 import { readTreeShape } from '../devices/directory.js';
 import { ensureSystemNodes } from '../devices/scope.js';
-import { commitsWithChangeLike, deviceConfigStates } from './directory.js';
+import { commitShasWithChangeLike } from './audit-queries.js';
+import { deviceConfigStates } from './device-rows.js';
 import { EntityAccess } from './entities.js';
 import { Rendering, type Pushable } from './rendering.js';
 import { ConfigStore } from './store.js';
@@ -118,8 +119,8 @@ describe('what the configuration domain answers other domains', () => {
     await q.recordApplied(dev(1), 'c0', '2026-01-01T00:00:00.000Z');
     await q.recordApplied(dev(2), 'c1', '2026-01-02T00:00:00.000Z');
     const some = await deviceConfigStates(store.db, [dev(1), dev(3)]);
-    expect([...some]).toEqual([[dev(1), { commit_sha: 'c1', device_commit_sha: 'c0', applied_at: '2026-01-01T00:00:00.000Z' }]]);
-    expect([...(await deviceConfigStates(store.db)).keys()].sort()).toEqual([dev(1), dev(2)]);
+    expect(some).toEqual([{ device_id: dev(1), commit_sha: 'c1', device_commit_sha: 'c0', applied_at: '2026-01-01T00:00:00.000Z' }]);
+    expect((await deviceConfigStates(store.db)).map((s) => s.device_id).sort()).toEqual([dev(1), dev(2)]);
   });
 
   it('finds commits by a pattern of their changes’ shas, as a subquery', async () => {
@@ -143,9 +144,9 @@ describe('what the configuration domain answers other domains', () => {
     await change('1', 'abc123', 'k1');
     await change('2', 'abd456', 'k2');
     await change('3', 'abc789', null);
-    const rows = await commitsWithChangeLike(store.db, '%bc%').execute();
+    const rows = await commitShasWithChangeLike(store.db, '%bc%').execute();
     expect(rows.map((r) => r.commit_sha).sort()).toEqual(['k1', null]);
-    const found = await store.db.selectFrom('config_commits').select('sha').where('sha', 'in', commitsWithChangeLike(store.db, 'abd%')).execute();
+    const found = await store.db.selectFrom('config_commits').select('sha').where('sha', 'in', commitShasWithChangeLike(store.db, 'abd%')).execute();
     expect(found).toEqual([]);
   });
 });

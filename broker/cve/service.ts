@@ -1,14 +1,13 @@
 /**
- * CVE findings: an OSV feed the operator imports (file or folder; `npm start -- cve-import`, or
- * POST /cve/import), matched against the packages devices report with their package manager's
- * ordering (dpkg, rpm, apk), listed per CVE with host counts, and the operator's decisions
+ * CVE findings: an OSV feed the operator imports (file or folder read by feed-files.ts:
+ * `npm start -- cve-import`, or POST /cve/import), matched against the packages devices report
+ * with their package manager's ordering (dpkg, rpm, apk), listed per CVE with host counts, and the operator's decisions
  * (accept / ignore with a reason). Matches are computed when the feed changes (every device) and
  * when a device's packages or OS change (that device), and stored, so listing is a grouped query.
  * A caller sees the devices their device:read reaches in host lists and counts, none without it
  * (AccessService.cveScope).
  */
 import fs from 'node:fs';
-import path from 'node:path';
 import type { Logger } from 'pino';
 import type { CveItem, CveStatus } from '../../shared/api-types.js';
 import type { AccessService } from '../access/access.js';
@@ -16,17 +15,16 @@ import type { Principal } from '../access/principal.js';
 import type { Db } from '../db/database.js';
 import type { DevicesService } from '../devices/service.js';
 import { ApiError, badRequest, notFound, tooLarge } from '../http/errors.js';
+import { devicesWithPackages, installedPackages, readReports } from '../inventory/store.js';
+import { userEmails } from '../users/directory.js';
 import { SEVERITY_LEVELS, type SeverityLevel } from './cvss.js';
+import { readFeedFiles, readFeedPath } from './feed-files.js';
 import { MatchIndex, type DeviceFacts, type InstalledPackage, type Match } from './match.js';
 import { parseDocument, severityRank, type Advisory } from './osv.js';
 import * as store from './store.js';
 
-/** The largest feed file read (one upload, or one file of a folder). */
-export const MAX_FEED_FILE_BYTES = 256 * 1024 * 1024;
 /** The largest upload POST /cve/import takes. */
 export const MAX_IMPORT_UPLOAD_BYTES = 64 * 1024 * 1024;
-/** Files one folder import reads at most. */
-export const MAX_FEED_FILES = 500_000;
 /** How long fleet-wide host counts are reused at most (see CveService.fleetAggregates). */
 const AGGREGATE_TTL_MS = 5_000;
 /** Devices whose packages are read per query while matching the whole fleet. */
@@ -117,45 +115,10 @@ export class CveService {
   // ---- import ------------------------------------------------------------------------------------
 
   /** Parses feed files (each an advisory or an array); a malformed file is reported in `errors` and skipped. */
-  static readFiles(files: Array<{ name: string; json: string }>): { advisories: Advisory[]; skipped: number; errors: ImportResult['errors'] } {
-    const advisories: Advisory[] = [];
-    const errors: ImportResult['errors'] = [];
-    let skipped = 0;
-    for (const f of files) {
-      const r = parseDocument(f.json);
-      if (!r.ok) errors.push({ file: f.name, error: r.error });
-      else {
-        advisories.push(...r.advisories);
-        skipped += r.skipped;
-      }
-    }
-    return { advisories, skipped, errors };
-  }
+  static readFiles = readFeedFiles;
 
   /** Reads a feed file or a folder of `.json` files (below it too) from disk, bounded. */
-  static readPath(target: string): Array<{ name: string; json: string }> {
-    const stat = fs.statSync(target);
-    const files: string[] = [];
-    if (stat.isDirectory()) {
-      const walk = (dir: string) => {
-        for (const entry of fs.readdirSync(dir, { withFileTypes: true })) {
-          const full = path.join(dir, entry.name);
-          if (entry.isDirectory()) walk(full);
-          else if (entry.isFile() && entry.name.toLowerCase().endsWith('.json')) {
-            if (files.length >= MAX_FEED_FILES) throw new Error(`more than ${MAX_FEED_FILES} .json files below ${target}`);
-            files.push(full);
-          }
-        }
-      };
-      walk(target);
-      files.sort();
-    } else files.push(target);
-    return files.map((f) => {
-      const size = fs.statSync(f).size;
-      if (size > MAX_FEED_FILE_BYTES) throw new Error(`${f} is ${size} bytes, over the ${MAX_FEED_FILE_BYTES} a feed file may be`);
-      return { name: stat.isDirectory() ? path.relative(target, f) : path.basename(f), json: fs.readFileSync(f, 'utf8') };
-    });
-  }
+  static readPath = readFeedPath;
 
   /** Adds (or replaces, by OSV id) advisories and re-matches every device. */
   async importAdvisories(advisories: Advisory[]): Promise<{ advisories: number; cves: number; matches: number; devices_affected: number }> {
@@ -201,23 +164,16 @@ export class CveService {
   /** os-release ID and VERSION_ID of devices, from their system inventory. */
   private async facts(deviceIds: string[]): Promise<Map<string, DeviceFacts>> {
     const out = new Map<string, DeviceFacts>(deviceIds.map((id) => [id, { deviceId: id }]));
-    for (let i = 0; i < deviceIds.length; i += store.ID_BATCH) {
-      const rows = await this.deps.db
-        .selectFrom('inventory')
-        .select(['device_id', 'data'])
-        .where('device_id', 'in', deviceIds.slice(i, i + store.ID_BATCH))
-        .execute();
-      for (const row of rows) {
-        try {
-          const os = (JSON.parse(row.data) as { os?: { id?: unknown; version?: unknown } }).os;
-          out.set(row.device_id, {
-            deviceId: row.device_id,
-            osId: typeof os?.id === 'string' ? os.id : undefined,
-            osVersion: typeof os?.version === 'string' ? os.version : undefined,
-          });
-        } catch {
-          // An unreadable report: the device's OS is unknown.
-        }
+    for (const row of await readReports(this.deps.db, deviceIds)) {
+      try {
+        const os = (JSON.parse(row.data) as { os?: { id?: unknown; version?: unknown } }).os;
+        out.set(row.device_id, {
+          deviceId: row.device_id,
+          osId: typeof os?.id === 'string' ? os.id : undefined,
+          osVersion: typeof os?.version === 'string' ? os.version : undefined,
+        });
+      } catch {
+        // An unreadable report: the device's OS is unknown.
       }
     }
     return out;
@@ -226,12 +182,7 @@ export class CveService {
   private async matchDevices(index: MatchIndex, deviceIds: string[]): Promise<Match[]> {
     const facts = await this.facts(deviceIds);
     const packages = new Map<string, InstalledPackage[]>();
-    const rows = await this.deps.db
-      .selectFrom('inventory_packages')
-      .select(['device_id', 'name', 'version', 'pkg_manager', 'source'])
-      .where('device_id', 'in', deviceIds)
-      .execute();
-    for (const row of rows) {
+    for (const row of await installedPackages(this.deps.db, deviceIds)) {
       if (!index.concerns(row)) continue;
       const list = packages.get(row.device_id);
       if (list) list.push(row);
@@ -245,7 +196,7 @@ export class CveService {
   /** Re-matches every device that reported packages against the feed. */
   async rematchAll(): Promise<{ matches: number; devices: number }> {
     const index = await this.matchIndex();
-    const ids = (await this.deps.db.selectFrom('inventory_packages').select('device_id').distinct().execute()).map((r) => r.device_id).sort();
+    const ids = await devicesWithPackages(this.deps.db);
     this.fleetAggregates = undefined;
     await store.replaceMatches(this.deps.db, undefined, []);
     let matches = 0;
@@ -435,8 +386,12 @@ export class CveService {
   async statuses(q: { status?: 'accepted' | 'ignored'; offset: number; items_per_page: number }) {
     const db = this.deps.db;
     const cves = byCve(await store.readAdvisories(db));
-    const users = new Map((await db.selectFrom('users').select(['id', 'email']).execute()).map((u) => [u.id, u.email]));
-    const rows = [...(await store.readStatuses(db)).values()]
+    const decided = [...(await store.readStatuses(db)).values()];
+    const users = await userEmails(
+      db,
+      decided.map((s) => s.user_id),
+    );
+    const rows = decided
       .filter((s) => !q.status || s.status === q.status)
       .sort((a, b) => (a.updated_at < b.updated_at ? 1 : a.updated_at > b.updated_at ? -1 : 0))
       .map((s) => {

@@ -126,6 +126,15 @@ export async function replaceMatches(db: Db, deviceIds: string[] | undefined, ma
   await insertMatches(db, matches);
 }
 
+/** Removes the findings of these devices (a device being removed), in the caller's transaction. */
+export async function deleteDeviceCveMatches(trx: Db, deviceIds: string[]): Promise<void> {
+  for (let i = 0; i < deviceIds.length; i += ID_BATCH)
+    await trx
+      .deleteFrom('cve_matches')
+      .where('device_id', 'in', deviceIds.slice(i, i + ID_BATCH))
+      .execute();
+}
+
 export async function insertMatches(db: Db, matches: Match[]): Promise<void> {
   for (let i = 0; i < matches.length; i += INSERT_BATCH)
     await db

@@ -137,11 +137,6 @@ export function deviceNodeIds(db: Db) {
   return db.selectFrom('nodes').select('node_id').where('type', '=', 'device');
 }
 
-/** A device's stored row by its id, as it is (the audit compares it before and after a change). */
-export async function deviceRow(db: Db, deviceId: string) {
-  return db.selectFrom('devices').selectAll().where('device_id', '=', deviceId).executeTakeFirst();
-}
-
 /** A node's stored row (group or device) by its id, as it is. */
 export async function nodeRow(db: Db, nodeId: string) {
   return db.selectFrom('nodes').selectAll().where('node_id', '=', nodeId).executeTakeFirst();
@@ -179,4 +174,29 @@ export async function nodeTitles(db: Db, ids: readonly string[]): Promise<Map<st
     .execute())
     titles.set(row.node_id, row.title);
   return titles;
+}
+
+/** Ids per `IN (...)` query: well under SQLite's and PostgreSQL's parameter limits. */
+const DIRECTORY_ID_BATCH = 500;
+
+/** What a device's record says of its host (name, address, last contact, agent, attributes JSON), for these devices: one query per 500 ids. */
+export async function deviceHostRows(
+  db: Db,
+  deviceIds: string[],
+): Promise<Array<{ device_id: string; hostname: string; last_ip: string | null; last_seen: string | null; agent_version: string | null; attributes: string }>> {
+  const out = [];
+  for (let i = 0; i < deviceIds.length; i += DIRECTORY_ID_BATCH)
+    out.push(
+      ...(await db
+        .selectFrom('devices')
+        .select(['device_id', 'hostname', 'last_ip', 'last_seen', 'agent_version', 'attributes'])
+        .where('device_id', 'in', deviceIds.slice(i, i + DIRECTORY_ID_BATCH))
+        .execute()),
+    );
+  return out;
+}
+
+/** Whether a node (group or device) with this id is in the tree. */
+export async function nodeExists(db: Db, nodeId: string): Promise<boolean> {
+  return (await db.selectFrom('nodes').select('node_id').where('node_id', '=', nodeId).executeTakeFirst()) !== undefined;
 }

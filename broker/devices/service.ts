@@ -1,6 +1,9 @@
-import crypto from 'node:crypto';
+/**
+ * The devices domain's service: device records for other domains (placing and removing a device),
+ * device attributes, and the group tree as each caller may see it (listing, nodes, tags). Changes
+ * to the tree's shape are applied by tree-changes.ts; the shapes it answers with are in types.ts.
+ */
 import type { AttributesRecord, DeviceAttributes, GroupTree, GroupTreeNode } from '../../shared/api-types.js';
-import { holdsSentence } from '../../shared/group-holds.js';
 import type { Permission } from '../../shared/permissions.js';
 import type { DeviceScope } from '../../shared/resources.js';
 import type { AccessService } from '../access/access.js';
@@ -8,84 +11,20 @@ import type { Principal } from '../access/principal.js';
 import type { Config } from '../environment.js';
 import type { ChangeEpoch } from '../cache.js';
 import type { Db, Store } from '../db/database.js';
-import { ApiError, badRequest, conflict, forbidden, notFound } from '../http/errors.js';
+import { badRequest, forbidden, notFound } from '../http/errors.js';
 import { applyPatch, AttributeLimitError, readAttributes, storedForm, type AttributesPatch } from './attributes.js';
-import { DEVICE_ID_PATTERN, MAX_TREE_DEPTH, ROOT_NODE, scopeOfChain, SYSTEM_NODES, UNASSIGNED_NODE, type ChainRow } from './scope.js';
-import { DevicesStore } from './store.js';
+import { DEVICE_ID_PATTERN, ROOT_NODE, scopeOfChain, UNASSIGNED_NODE, type ChainRow } from './scope.js';
+import { DevicesStore, type DeviceRowsRemoval } from './store.js';
 import { TreeShape, TreeSnapshot, unixSeconds, type OnlineCheck } from './tree.js';
+import { applyTreeChanges, type TreeEditor } from './tree-changes.js';
+import type { DeviceRecord, GroupListItem, HeardSource, NodeView, OnlineSource, TreeChange, TreeChangeResult } from './types.js';
+
+export type { DeviceRecord, GroupListItem, HeardSource, NodeView, OnlineSource, TreeChange, TreeChangeResult };
 
 /** A device counts as online when it was heard from within this window (until live state is plugged in). */
 export const ONLINE_WINDOW_MS = 2 * 60_000;
 /** How long a kept tree shape may be used without a change on this broker (another broker's changes show within this). */
 const TREE_SHAPE_TTL_MS = 1000;
-
-export interface DeviceRecord {
-  device_id: string;
-  state: string;
-  hostname: string;
-  public_key: string;
-  bootstrap_key: string | null;
-  attributes: DeviceAttributes;
-  created_at: string;
-  approved_at: string | null;
-  last_seen: string | null;
-  last_ip: string | null;
-  agent_version: string | null;
-  /** Where the device sits in the tree; null while pending. */
-  node: { parent_id: string | null; title: string; tags: string[] } | null;
-}
-
-export interface NodeView {
-  id: string;
-  node_id: string;
-  title: string;
-  type: 'group' | 'device';
-  parent_id: string | null;
-  tags: string[];
-  /** Own tags and those of every group above. */
-  effective_tags: string[];
-  /** Node ids from root down to this node. */
-  ancestors: string[];
-  path: { node_id: string; title: string }[];
-  status?: 'online' | 'offline';
-  last_reported?: number | null;
-  attributes?: DeviceAttributes;
-  /** GET /node/{node_id}, for a holder of device:manage: whether they may manage this node. */
-  can_manage?: boolean;
-}
-
-/** A group as qbee's GET /groups lists it. */
-export interface GroupListItem {
-  node_id: string;
-  /** "" for root */
-  parent_id: string;
-  tags: string[];
-  type: 'group';
-  title: string;
-  /** Node ids from root down to the group itself. */
-  ancestors: string[];
-  /** Unix seconds of the last change; 0: not tracked here. */
-  updated: number;
-}
-
-export type TreeChange =
-  | { action: 'create'; data: { node_id?: string; title: string; parent_id: string; tags?: string[] } }
-  | { action: 'rename'; data: { node_id: string; title: string } }
-  | { action: 'move'; data: { node_id: string; parent_id: string } }
-  | { action: 'delete'; data: { node_id: string } }
-  /** qbee's action for setting a node's own tags (as PATCH /grouptree/{node_id}). */
-  | { action: 'update'; data: { node_id: string; tags: string[] } };
-
-export interface TreeChangeResult {
-  applied: number;
-  results: { action: TreeChange['action']; node_id: string }[];
-}
-
-/** Says whether a device is connected right now; undefined when the source does not know. */
-export type OnlineSource = (deviceId: string) => boolean | undefined;
-
-/** When a connected device was last heard from (ISO 8601); undefined when it is not connected here. */
-export type HeardSource = (deviceId: string) => string | undefined;
 
 function parseTags(json: string): string[] {
   try {
@@ -111,8 +50,10 @@ export class DevicesService {
     private readonly access: Pick<AccessService, 'canSee' | 'seer' | 'mayManageGroup' | 'mayManageTag' | 'treeManager' | 'manageableTags'>,
     /** Bumped by every change through the API: the kept tree shape is current only within one epoch. */
     private readonly epoch: Pick<ChangeEpoch, 'value'>,
+    /** What other domains remove with a device, in the same transaction (broker/services.ts names them). */
+    removals: readonly DeviceRowsRemoval[] = [],
   ) {
-    this.store = new DevicesStore(database.db, database.dialect);
+    this.store = new DevicesStore(database.db, database.dialect, removals);
   }
 
   async init(): Promise<void> {}
@@ -462,132 +403,25 @@ export class DevicesService {
     return this.access.mayManageTag(principal, tag);
   }
 
-  /** Applies tree changes in order, in one transaction: all of them or none. */
+  /** Applies tree changes in order, in one transaction: all of them or none (tree-changes.ts). */
   async changeTree(principal: Principal, changes: TreeChange[]): Promise<TreeChangeResult> {
     return this.store.transaction(async (trx) => {
       await this.store.lockTree(trx);
-      const results: TreeChangeResult['results'] = [];
-      for (const [index, change] of changes.entries()) {
-        try {
-          results.push({ action: change.action, node_id: await this.applyChange(trx, principal, change) });
-        } catch (err) {
-          if (err instanceof ApiError) {
-            const field = typeof err.details.field === 'string' ? `changes.${index}.data.${err.details.field}` : `changes.${index}`;
-            // One change needs no number: its message is the refusal itself.
-            const message = changes.length === 1 ? err.message : `Change ${index} (${change.action}): ${err.message} No change was applied.`;
-            throw new ApiError(err.status, err.error, message, {
-              ...err.details,
-              change: index,
-              field,
-            });
-          }
-          throw err;
-        }
-      }
-      return { applied: results.length, results };
+      return applyTreeChanges(this.editor(trx, principal), changes);
     });
   }
 
-  private async applyChange(trx: Db, principal: Principal, change: TreeChange): Promise<string> {
-    const denied = (what: string) =>
-      forbidden(`Not allowed: ${what} needs device:manage on "*" or on a node: resource at or above it (devices may also be matched by tag:).`, {
-        permission: 'device:manage',
-      });
-    const unknown = (nodeId: string, field: string) => badRequest(`There is no node "${nodeId}".`, { field }, 'unknown_node');
-    const existing = async (nodeId: string, field: string) => {
-      const chain = await this.store.chain(trx, nodeId);
-      if (chain.length === 0) throw unknown(nodeId, field);
-      return chain;
+  /** What applying tree changes asks of this service, for one caller inside one transaction. */
+  private editor(trx: Db, principal: Principal): TreeEditor {
+    return {
+      trx,
+      store: this.store,
+      knows: (chain) => this.visible(principal, chain, trx, true),
+      canManageGroup: (chain) => this.canManageGroup(principal, chain),
+      canManageNode: (chain) => this.canManageNode(principal, chain),
+      canManageTag: (tag) => this.canManageTag(principal, tag),
+      writeTags: (chain, wanted) => this.writeTags(trx, principal, chain, wanted),
     };
-    // A refusal on a node the caller may not even see answers as for a node that does not exist.
-    const refuse = async (chain: ChainRow[], field: string, what: string) =>
-      (await this.visible(principal, chain, trx, true)) ? denied(what) : unknown(chain[0].node_id, field);
-    const group = async (nodeId: string, field: string) => {
-      const chain = await existing(nodeId, field);
-      if (chain[0].type !== 'group') {
-        if (!(await this.visible(principal, chain, trx, true))) throw unknown(nodeId, field);
-        throw badRequest(`Node "${nodeId}" is a device, not a group.`, { field }, 'not_a_group');
-      }
-      return chain;
-    };
-    const notSystem = (nodeId: string, verb: string) => {
-      if (SYSTEM_NODES.includes(nodeId)) throw badRequest(`The system group "${nodeId}" cannot be ${verb}.`, { field: 'node_id' }, 'system_node');
-    };
-
-    switch (change.action) {
-      case 'create': {
-        const { data } = change;
-        const nodeId = data.node_id || `group-${crypto.randomBytes(6).toString('hex')}`;
-        if (DEVICE_ID_PATTERN.test(nodeId)) {
-          throw badRequest('Ids of 64 hexadecimal characters are reserved for devices; choose another group id.', { field: 'node_id' });
-        }
-        if (await this.store.node(trx, nodeId)) throw conflict('node_exists', `A node with id "${nodeId}" exists already.`, { field: 'node_id' });
-        const parent = await group(data.parent_id, 'parent_id');
-        if (!this.canManageGroup(principal, parent)) throw await refuse(parent, 'parent_id', `creating a group in "${data.parent_id}"`);
-        if (parent.length + 1 > MAX_TREE_DEPTH) throw badRequest(`The tree may be at most ${MAX_TREE_DEPTH} levels deep.`, { field: 'parent_id' });
-        const tags = [...new Set(data.tags ?? [])];
-        const refused = tags.find((tag) => !this.canManageTag(principal, tag));
-        if (refused !== undefined) throw forbidden(`Not allowed: tag "${refused}" is outside your device:manage resources.`, { field: 'tags', tag: refused });
-        await this.store.insertNode(trx, { node_id: nodeId, parent_id: data.parent_id, type: 'group', title: data.title, tags: JSON.stringify(tags) });
-        return nodeId;
-      }
-      case 'rename': {
-        const { data } = change;
-        const chain = await existing(data.node_id, 'node_id');
-        if (!this.canManageNode(principal, chain)) throw await refuse(chain, 'node_id', `renaming "${data.node_id}"`);
-        if (chain[0].type === 'device') {
-          // The device's name and its title in the tree are one value. The device row is locked
-          // before its node, in the same order as an attribute change, so the two cannot deadlock.
-          const row = await this.store.device(trx, data.node_id, { lock: true });
-          if (row) {
-            const attributes = { ...readAttributes(row.attributes), device_name: data.title };
-            await this.store.setAttributes(trx, data.node_id, JSON.stringify(storedForm(attributes)));
-          }
-        }
-        await this.store.updateNode(trx, data.node_id, { title: data.title });
-        return data.node_id;
-      }
-      case 'move': {
-        const { data } = change;
-        notSystem(data.node_id, 'moved');
-        const chain = await existing(data.node_id, 'node_id');
-        const parent = await group(data.parent_id, 'parent_id');
-        if (!this.canManageNode(principal, chain)) throw await refuse(chain, 'node_id', `moving "${data.node_id}"`);
-        if (!this.canManageGroup(principal, parent)) throw await refuse(parent, 'parent_id', `moving a node into "${data.parent_id}"`);
-        if (parent.some((r) => r.node_id === data.node_id)) {
-          throw badRequest(`Moving "${data.node_id}" into "${data.parent_id}" would put it inside itself.`, { field: 'parent_id' }, 'tree_cycle');
-        }
-        const height = chain[0].type === 'group' ? await this.store.subtreeHeight(trx, data.node_id, MAX_TREE_DEPTH) : 0;
-        if (parent.length + 1 + height > MAX_TREE_DEPTH) throw badRequest(`The tree may be at most ${MAX_TREE_DEPTH} levels deep.`, { field: 'parent_id' });
-        await this.store.updateNode(trx, data.node_id, { parent_id: data.parent_id });
-        return data.node_id;
-      }
-      case 'update': {
-        const { data } = change;
-        const chain = await existing(data.node_id, 'node_id');
-        if (!this.canManageNode(principal, chain)) throw denied(`changing the tags of "${data.node_id}"`);
-        await this.writeTags(trx, principal, chain, [...new Set(data.tags)]);
-        return data.node_id;
-      }
-      case 'delete': {
-        const { data } = change;
-        notSystem(data.node_id, 'deleted');
-        const chain = await existing(data.node_id, 'node_id');
-        if (chain[0].type !== 'group') {
-          throw badRequest(`"${data.node_id}" is a device; remove devices with DELETE /removeapprovedhost/{node_id}.`, { field: 'node_id' }, 'not_a_group');
-        }
-        if (!this.canManageGroup(principal, chain)) throw await refuse(chain, 'node_id', `deleting "${data.node_id}"`);
-        const holds = await this.store.childCounts(trx, data.node_id);
-        if (holds.devices + holds.groups > 0) {
-          throw conflict('group_not_empty', `Group "${chain[0].title || data.node_id}" ${holdsSentence(holds)}: move or remove them before deleting it.`, {
-            field: 'node_id',
-            holds,
-          });
-        }
-        await this.store.deleteNode(trx, data.node_id);
-        return data.node_id;
-      }
-    }
   }
 }
 

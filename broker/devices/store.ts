@@ -1,4 +1,5 @@
 import { sql } from 'kysely';
+import { deviceConfigStates, type DeviceConfigState } from '../config/device-rows.js';
 import type { Db, Dialect } from '../db/database.js';
 import type { DevicesTable } from '../db/schema.js';
 import { nodeChain, ROOT_NODE, type ChainRow } from './scope.js';
@@ -12,12 +13,21 @@ export interface NodeRecord {
   tags: string;
 }
 
+/**
+ * Removes what another domain holds of these devices, in the transaction that removes them: each
+ * owner of such rows exports one (inventory, metrics, CVE findings, configuration state), and the
+ * composition (broker/services.ts) hands them in, so that this domain imports none of them.
+ */
+export type DeviceRowsRemoval = (trx: Db, deviceIds: string[]) => Promise<void>;
+
 /** Persistence of the group tree (`nodes`) and of device records (`devices`). Methods take the
  * connection to use, so a caller can run several in one transaction. */
 export class DevicesStore {
   constructor(
     readonly db: Db,
     private readonly dialect: Dialect,
+    /** What other domains remove with a device (see DeviceRowsRemoval). */
+    private readonly removals: readonly DeviceRowsRemoval[] = [],
   ) {}
 
   transaction<T>(work: (trx: Db) => Promise<T>): Promise<T> {
@@ -55,46 +65,35 @@ export class DevicesStore {
     return Number(row.n);
   }
 
-  /** Sets attributes and last contact on device rows: all devices in one query, or a few by id. */
+  /**
+   * Sets attributes, last contact and configuration commits on device rows: for all devices, or a few
+   * by id; the records and the configuration states (the config domain's) one query each.
+   */
   async fillDeviceDetails(rows: NodeRow[], totalNodes: number, db: Db = this.db): Promise<void> {
     if (rows.length === 0) return;
     const byId = new Map(rows.map((r) => [r.node_id, r]));
-    const apply = (
-      found: { device_id: string; attributes: string; last_seen: string | null; device_commit_sha: string | null; config_commit_sha: string | null }[],
-    ) => {
+    // With the configuration state of each device (what it should run, what its agent last applied).
+    const apply = (found: { device_id: string; attributes: string; last_seen: string | null }[], states: DeviceConfigState[]) => {
+      const stateOf = new Map(states.map((c) => [c.device_id, c]));
       for (const d of found) {
         const row = byId.get(d.device_id);
         if (row) {
           row.attributes = d.attributes;
           row.last_seen = d.last_seen;
-          row.device_commit_sha = d.device_commit_sha;
-          row.config_commit_sha = d.config_commit_sha;
+          row.device_commit_sha = stateOf.get(d.device_id)?.device_commit_sha ?? null;
+          row.config_commit_sha = stateOf.get(d.device_id)?.commit_sha ?? null;
         }
       }
     };
-    // With the configuration state of each device (what it should run, what its agent last applied).
-    const details = () =>
-      db
-        .selectFrom('devices')
-        .leftJoin('device_config', 'device_config.device_id', 'devices.device_id')
-        .select([
-          'devices.device_id',
-          'devices.attributes',
-          'devices.last_seen',
-          'device_config.device_commit_sha',
-          'device_config.commit_sha as config_commit_sha',
-        ]);
+    const details = () => db.selectFrom('devices').select(['device_id', 'attributes', 'last_seen']);
     if (rows.length * 4 > totalNodes) {
-      apply(await details().execute());
+      apply(await details().execute(), await deviceConfigStates(db));
       return;
     }
     const ids = [...byId.keys()];
     for (let i = 0; i < ids.length; i += 500) {
-      apply(
-        await details()
-          .where('devices.device_id', 'in', ids.slice(i, i + 500))
-          .execute(),
-      );
+      const batch = ids.slice(i, i + 500);
+      apply(await details().where('device_id', 'in', batch).execute(), await deviceConfigStates(db, batch));
     }
   }
 
@@ -160,17 +159,13 @@ export class DevicesStore {
   }
 
   /**
-   * Removes a device's record, inventory, metrics and node. True when any existed. The device row goes
-   * first: an attribute change locks it before the node, and the same order cannot deadlock.
+   * Removes a device's record, what other domains hold of it (inventory, metrics, findings, …) and
+   * its node. True when any existed. The device row goes first: an attribute change locks it before
+   * the node, and the same order cannot deadlock.
    */
   async deleteDevice(db: Db, deviceId: string): Promise<boolean> {
     const device = await db.deleteFrom('devices').where('device_id', '=', deviceId).executeTakeFirst();
-    await db.deleteFrom('inventory').where('device_id', '=', deviceId).execute();
-    await db.deleteFrom('inventory_items').where('device_id', '=', deviceId).execute();
-    await db.deleteFrom('inventory_packages').where('device_id', '=', deviceId).execute();
-    await db.deleteFrom('metric_samples').where('device_id', '=', deviceId).execute();
-    await db.deleteFrom('metric_rollups').where('device_id', '=', deviceId).execute();
-    await db.deleteFrom('cve_matches').where('device_id', '=', deviceId).execute();
+    for (const remove of this.removals) await remove(db, [deviceId]);
     const node = await db.deleteFrom('nodes').where('node_id', '=', deviceId).where('type', '=', 'device').executeTakeFirst();
     return Number(node.numDeletedRows) + Number(device.numDeletedRows) > 0;
   }

@@ -1,7 +1,7 @@
 /**
  * The typed inventory an agent reports (shared/inventory.ts): checking a payload from a hostile
- * peer, storing it per device and type (packages also one row each), and the keys a fleet summary
- * groups items by. No HTTP and no access decisions here: the service decides who sees what.
+ * peer, storing it per device and type (packages also one row each), and how a fleet summary
+ * groups items (its keys, its counts). No HTTP and no access decisions here: the service decides who sees what.
  */
 import type { Db } from '../db/database.js';
 import { INVENTORY_PAYLOADS, isInventoryItemType, type InventoryItemType } from '../../shared/inventory.js';
@@ -195,6 +195,34 @@ export async function reportedDevices(db: Db, deviceIds: string[], type: Invento
     for (const row of rows) out.add(row.device_id);
   }
   return out;
+}
+
+/** The text a group's key fields make, for ordering and telling groups apart. */
+export const keyText = (g: Record<string, unknown>) =>
+  Object.entries(g)
+    .filter(([k]) => k !== 'devices')
+    .map(([, v]) => String(v))
+    .join('\u0000');
+
+/** Per device a list of keys (duplicates counted once per device) → each key with its device count; `needle` matches the first field. */
+export function countGroups(
+  perDevice: Array<Array<Record<string, string | number>>>,
+  needle?: string,
+): Array<Record<string, string | number> & { devices: number }> {
+  const counts = new Map<string, Record<string, string | number> & { devices: number }>();
+  for (const keys of perDevice) {
+    const seen = new Set<string>();
+    for (const key of keys) {
+      const text = keyText(key);
+      if (seen.has(text)) continue;
+      seen.add(text);
+      if (needle && !String(Object.values(key)[0]).toLowerCase().includes(needle)) continue;
+      const entry = counts.get(text) ?? { ...key, devices: 0 };
+      entry.devices += 1;
+      counts.set(text, entry);
+    }
+  }
+  return [...counts.values()];
 }
 
 /**

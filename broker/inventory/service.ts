@@ -6,14 +6,18 @@ import type { DevicesService } from '../devices/service.js';
 import { ApiError, badRequest, notFound } from '../http/errors.js';
 import type { DeviceScope } from '../../shared/resources.js';
 import { readAttributes } from '../devices/attributes.js';
+import { deviceHostRows, deviceState, nodeExists } from '../devices/directory.js';
+import { deviceConfigStates } from '../config/device-rows.js';
 import { unixSeconds } from '../devices/tree.js';
 import { parseJsonSearch } from '../http/search.js';
 import { parseVersionConstraint, satisfies } from '../../shared/dpkg-version.js';
 import { isInventoryItemType, type InventoryReportType } from '../../shared/inventory.js';
 import {
   checkItem,
+  countGroups,
   forgetOtherTypes,
   ItemRate,
+  keyText,
   packageCounts,
   packagesNamed,
   readItem,
@@ -24,6 +28,7 @@ import {
   type PackageRow,
   type StoredItem,
 } from './items.js';
+import { readReport, readReports, saveReport } from './store.js';
 import { inventorySearch, matchesSearch, QBEE_INVENTORY_KEYS, searchNeedsReport, systemInfo, type InventoryDevice, type InventorySearch } from './qbee.js';
 
 /** The largest inventory report stored (JSON text); a bigger one is refused and logged. */
@@ -51,9 +56,6 @@ export interface InventoryListQuery {
 }
 
 type DescribedDevice = InventoryDevice & { receivedAt: string | null };
-
-/** Ids per `IN (...)` query: well under SQLite's and PostgreSQL's parameter limits. */
-const ID_BATCH = 500;
 
 /** A report without the keys qbee's records type strictly: those are the broker's to fill. */
 function withoutQbeeKeys(report: Record<string, unknown>): Record<string, unknown> {
@@ -105,13 +107,8 @@ export class InventoryService {
     const now = new Date().toISOString();
     const db = this.db;
     // Only approved devices in the tree keep an inventory (a removed device's late report is dropped).
-    const device = await db.selectFrom('devices').select('state').where('device_id', '=', deviceId).executeTakeFirst();
-    if (device?.state !== 'approved') return;
-    await db
-      .insertInto('inventory')
-      .values({ device_id: deviceId, data: json, updated_at: now })
-      .onConflict((oc) => oc.column('device_id').doUpdateSet({ data: json, updated_at: now }))
-      .execute();
+    if ((await deviceState(db, deviceId)) !== 'approved') return;
+    await saveReport(db, deviceId, json, now);
     // `inventory_types`: the item types the agent found this time; those it no longer finds go.
     if (Array.isArray(data.inventory_types)) await forgetOtherTypes(db, deviceId, data.inventory_types.filter(isInventoryItemType));
     // The OS release (or a package manager gone) decides which advisories apply.
@@ -132,11 +129,11 @@ export class InventoryService {
   /** One device's last report, with qbee's DeviceInventory fields. 404 when the device is unknown or has not reported yet. */
   async get(principal: Principal, deviceId: string): Promise<InventoryItem> {
     await this.reach(principal, deviceId);
-    const row = await this.db.selectFrom('inventory').selectAll().where('device_id', '=', deviceId).executeTakeFirst();
+    const row = await readReport(this.db, deviceId);
     if (!row) throw new ApiError(404, 'no_inventory', `Device ${deviceId} has not reported its inventory yet (its agent reports when it connects).`);
     const scope = (await this.devices.listVisibleDevices(principal, this.scopingPermission(principal))).find((d) => d.deviceId === deviceId);
     const [device] = await this.describe(scope ? [scope] : [{ deviceId, nodeIds: [deviceId], tags: [], title: deviceId.slice(0, 12) }], true);
-    const applied = await this.db.selectFrom('device_config').select(['commit_sha', 'device_commit_sha']).where('device_id', '=', deviceId).executeTakeFirst();
+    const [applied] = await deviceConfigStates(this.db, [deviceId]);
     // One read of the applied commit answers all three fields: the agent may report it between two reads.
     return {
       ...withoutQbeeKeys(parseReport(row.data)),
@@ -224,20 +221,9 @@ export class InventoryService {
 
   /** The devices' rows (and, with `reports`, their last reports) in the shape the qbee mapping reads. */
   private async describe(scopes: Array<DeviceScope & { title: string }>, reports: boolean): Promise<DescribedDevice[]> {
-    const db = this.db;
-    const rows = new Map<string, { hostname: string; last_ip: string | null; last_seen: string | null; agent_version: string | null; attributes: string }>();
-    const applied = new Map<string, { device_commit_sha: string | null; applied_at: string | null }>();
-    for (let i = 0; i < scopes.length; i += ID_BATCH) {
-      const ids = scopes.slice(i, i + ID_BATCH).map((d) => d.deviceId);
-      for (const row of await db.selectFrom('device_config').select(['device_id', 'device_commit_sha', 'applied_at']).where('device_id', 'in', ids).execute())
-        applied.set(row.device_id, row);
-      const found = await db
-        .selectFrom('devices')
-        .select(['device_id', 'hostname', 'last_ip', 'last_seen', 'agent_version', 'attributes'])
-        .where('device_id', 'in', ids)
-        .execute();
-      for (const row of found) rows.set(row.device_id, row);
-    }
+    const ids = scopes.map((d) => d.deviceId);
+    const applied = new Map((await deviceConfigStates(this.db, ids)).map((r) => [r.device_id, r]));
+    const rows = new Map((await deviceHostRows(this.db, ids)).map((r) => [r.device_id, r]));
     const out = scopes.map((d): DescribedDevice => {
       const row = rows.get(d.deviceId);
       return {
@@ -261,14 +247,10 @@ export class InventoryService {
   }
 
   private async readReports(devices: DescribedDevice[]): Promise<void> {
-    const db = this.db;
     const byId = new Map(devices.map((d) => [d.deviceId, d]));
-    for (let i = 0; i < devices.length; i += ID_BATCH) {
-      const ids = devices.slice(i, i + ID_BATCH).map((d) => d.deviceId);
-      for (const row of await db.selectFrom('inventory').selectAll().where('device_id', 'in', ids).execute()) {
-        const d = byId.get(row.device_id);
-        if (d) Object.assign(d, { report: parseReport(row.data), receivedAt: row.updated_at });
-      }
+    for (const row of await readReports(this.db, [...byId.keys()])) {
+      const d = byId.get(row.device_id);
+      if (d) Object.assign(d, { report: parseReport(row.data), receivedAt: row.updated_at });
     }
   }
 
@@ -292,8 +274,7 @@ export class InventoryService {
       if (item.reason === 'unknown item type') return;
       throw new Error(`inventory item refused: ${item.reason}`);
     }
-    const device = await this.db.selectFrom('devices').select('state').where('device_id', '=', deviceId).executeTakeFirst();
-    if (device?.state !== 'approved') return;
+    if ((await deviceState(this.db, deviceId)) !== 'approved') return;
     await saveItem(this.db, deviceId, item, new Date().toISOString());
     if (item.type === 'software') await this.notifyPackages(deviceId);
   }
@@ -346,8 +327,7 @@ export class InventoryService {
     const permission = this.scopingPermission(principal);
     const below = (await this.devices.listVisibleDevices(principal, permission)).filter((d) => d.nodeIds.includes(nodeId));
     if (below.length === 0 && nodeId !== 'root') {
-      const exists = await this.db.selectFrom('nodes').select('node_id').where('node_id', '=', nodeId).executeTakeFirst();
-      if (!exists || !(await this.access.coversTarget(principal, permission, `node:${nodeId}`))) throw notFound(`Node ${nodeId}`);
+      if (!(await nodeExists(this.db, nodeId)) || !(await this.access.coversTarget(principal, permission, `node:${nodeId}`))) throw notFound(`Node ${nodeId}`);
     }
     const ids = below.map((d) => d.deviceId);
     const needle = q.search?.toLowerCase();
@@ -430,28 +410,4 @@ export interface ReportQuery {
   search?: string;
   offset: number;
   items_per_page: number;
-}
-
-const keyText = (g: Record<string, unknown>) =>
-  Object.entries(g)
-    .filter(([k]) => k !== 'devices')
-    .map(([, v]) => String(v))
-    .join('\u0000');
-
-/** Per device a list of keys (duplicates counted once per device) → each key with its device count; `needle` matches the first field. */
-function countGroups(perDevice: Array<Array<Record<string, string | number>>>, needle?: string): Array<Record<string, string | number> & { devices: number }> {
-  const counts = new Map<string, Record<string, string | number> & { devices: number }>();
-  for (const keys of perDevice) {
-    const seen = new Set<string>();
-    for (const key of keys) {
-      const text = keyText(key);
-      if (seen.has(text)) continue;
-      seen.add(text);
-      if (needle && !String(Object.values(key)[0]).toLowerCase().includes(needle)) continue;
-      const entry = counts.get(text) ?? { ...key, devices: 0 };
-      entry.devices += 1;
-      counts.set(text, entry);
-    }
-  }
-  return [...counts.values()];
 }

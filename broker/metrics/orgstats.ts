@@ -4,6 +4,8 @@
  * reports domain provides them (`ReportCounts`); without one the answer says they are not available.
  */
 import type { Db } from '../db/database.js';
+import { deviceHostRows } from '../devices/directory.js';
+import { readReports } from '../inventory/store.js';
 
 /** What orgstats needs to know of devices. */
 export interface FleetFacts {
@@ -69,16 +71,14 @@ export function storedFleetFacts(db: Db, isOnline: (deviceId: string) => boolean
       const out = new Map<string, { os: string; arch: string; agentVersion: string }>();
       for (let i = 0; i < deviceIds.length; i += ID_BATCH) {
         const ids = deviceIds.slice(i, i + ID_BATCH);
-        const rows = await db
-          .selectFrom('devices')
-          .leftJoin('inventory', 'inventory.device_id', 'devices.device_id')
-          .select(['devices.device_id', 'devices.agent_version', 'inventory.data'])
-          .where('devices.device_id', 'in', ids)
-          .execute();
+        // The device records and their reports come from their owners, one query each per batch.
+        const [rows, reports] = await Promise.all([deviceHostRows(db, ids), readReports(db, ids)]);
+        const data = new Map(reports.map((r) => [r.device_id, r.data]));
         for (const row of rows) {
           let report: Record<string, unknown> = {};
           try {
-            const parsed: unknown = row.data ? JSON.parse(row.data) : {};
+            const json = data.get(row.device_id);
+            const parsed: unknown = json ? JSON.parse(json) : {};
             if (parsed && typeof parsed === 'object' && !Array.isArray(parsed)) report = parsed as Record<string, unknown>;
           } catch {
             report = {};

@@ -36,6 +36,18 @@ export interface ValueSelector {
   to: number;
 }
 
+/** Ids per `IN (...)` query. */
+const ID_BATCH = 500;
+
+/** Removes the samples and roll-ups of these devices (a device being removed), in the caller's transaction. */
+export async function deleteDeviceMetrics(trx: Db, deviceIds: string[]): Promise<void> {
+  for (let i = 0; i < deviceIds.length; i += ID_BATCH) {
+    const ids = deviceIds.slice(i, i + ID_BATCH);
+    await trx.deleteFrom('metric_samples').where('device_id', 'in', ids).execute();
+    await trx.deleteFrom('metric_rollups').where('device_id', 'in', ids).execute();
+  }
+}
+
 /**
  * A raw row's samples as compact JSON — `[[label, id, [values in METRIC_FIELDS order]], …]` — about
  * half the size of the Metric objects: raw rows are most of what metrics cost on disk.

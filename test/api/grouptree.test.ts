@@ -693,6 +693,7 @@ describe('the service seams other domains use', () => {
       .values(approvedDeviceRow(id, 'svc-host', '{}', now))
       .execute();
     await db.insertInto('inventory').values({ device_id: id, data: '{}', updated_at: now }).execute();
+    await db.insertInto('device_config').values({ device_id: id, commit_sha: 'c1', digest: 'd1', device_commit_sha: 'c1', applied_at: now }).execute();
     expect((await devices.getDevice(id))?.node).toBeNull();
     expect(await devices.placeDevice(id, g, 'svc-host')).toBe(g);
     expect(await devices.getDevice(id)).toMatchObject({ device_id: id, hostname: 'svc-host', node: { parent_id: g, title: 'svc-host' } });
@@ -710,6 +711,8 @@ describe('the service seams other domains use', () => {
     expect(await devices.getDevice(id)).toBeUndefined();
     expect(await db.selectFrom('nodes').select('node_id').where('node_id', '=', id).executeTakeFirst()).toBeUndefined();
     expect(await db.selectFrom('inventory').select('device_id').where('device_id', '=', id).executeTakeFirst()).toBeUndefined();
+    // Its configuration state goes with it, in the same transaction (a device enrolled later under the id starts without one).
+    expect(await db.selectFrom('device_config').select('device_id').where('device_id', '=', id).executeTakeFirst()).toBeUndefined();
     expect(await devices.removeDevice(id)).toBe(false);
   });
 });
