@@ -108,7 +108,7 @@ export const subjectRecords = {
   },
   async portmap(db: Db, id: unknown): Promise<Row | undefined> {
     const key = keyOf(id);
-    const preset = key === undefined ? undefined : await new PortmapStore(db).find(key);
+    const preset = key === undefined ? undefined : await new PortmapStore(db).storedRow(key);
     return preset && { ...preset };
   },
   /** A setting as stored: its key and its value's JSON. */

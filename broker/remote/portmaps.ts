@@ -33,8 +33,13 @@ export class PortmapStore {
   }
 
   async find(id: string): Promise<Portmap | undefined> {
-    const row = await this.db.selectFrom('portmaps').selectAll().where('id', '=', id).executeTakeFirst();
+    const row = await this.storedRow(id);
     return row && record(row);
+  }
+
+  /** The preset's row as stored, with who created it and when (what the audit compares before and after a change). */
+  async storedRow(id: string): Promise<PortmapsTable | undefined> {
+    return this.db.selectFrom('portmaps').selectAll().where('id', '=', id).executeTakeFirst();
   }
 
   async insert(input: PortmapInput, userId: string): Promise<Portmap> {

@@ -186,6 +186,10 @@ describe('a change and its entry commit together', () => {
     const [portmap] = await entries('event=portmap.update');
     expect(portmap.options).toMatchObject({ before: { port: 22 }, after: { port: 2222 } });
     expect(Object.keys(portmap.options.after)).toEqual(['port']);
+    // A record created is audited whole, as stored: who made it and when included.
+    const [presetCreated] = await entries('event=portmap.create');
+    expect(presetCreated.options.before).toBeNull();
+    expect(presetCreated.options.after).toMatchObject({ name: 'ssh-audit', port: 22, created_by: expect.any(String), created_at: expect.any(String) });
 
     expect((await t.api('PUT', '/api/v2/settings/two-factor', { token, body: { enabled: true } })).status).toBe(200);
     expect((await t.api('PUT', '/api/v2/settings/two-factor', { token, body: { enabled: false } })).status).toBe(200);
