@@ -236,6 +236,7 @@ export async function createServices(config: Config, logger: Logger, store: Stor
       auth,
       audit,
       sessions: remote.sessions,
+      access,
       keys: sshKeys,
       // `ssh root@<name>.<fleet host>`: a device the user may connect to, by its name (unique among those).
       findDevice: async (principal, label) => {

@@ -10,6 +10,7 @@ import { Duplex } from 'node:stream';
 import ssh2, { type Connection, type ServerChannel, type Session, type TcpipInfo } from 'ssh2';
 import type { Logger } from 'pino';
 import type { RemoteRequest } from '../../shared/resources.js';
+import type { AccessService } from '../access/access.js';
 import type { AuditService } from '../audit/service.js';
 import type { Principal } from '../access/principal.js';
 import type { Caller, RemoteSessions } from '../remote/sessions.js';
@@ -35,6 +36,8 @@ export interface SshChannelDeps {
   authority: Pick<SshAuthority, 'hostKeyFile'>;
   audit: Pick<AuditService, 'recordRemoteStart'>;
   sessions: Pick<RemoteSessions, 'authorizeAndOpen' | 'adopt' | 'finish'>;
+  /** decides a second path of an sftp rename, beyond the one its copy session is opened for */
+  access: Pick<AccessService, 'decide'>;
   /** The device a host name's first label names (its id, or the name of a device the user may reach). */
   findDevice(principal: Principal, label: string): Promise<string | undefined>;
 }
@@ -188,7 +191,12 @@ export class SshChannels {
         void this.refuseAttempt(conn, 'copy', { subsystem: 'sftp' }, 'no device named: connect through the gateway with ssh -J');
         return;
       }
-      new SftpBridge(ok(), conn.caller as Caller, conn.deviceId, this.deps.sessions).start();
+      const caller = conn.caller as Caller;
+      const deviceId = conn.deviceId;
+      new SftpBridge(ok(), caller, deviceId, this.deps.sessions, {
+        decide: (request) => this.deps.access.decide(caller.principal, 'remote-access:connect', deviceId, request),
+        refuse: (options, reason) => this.refuseAttempt(conn, 'copy', options, reason, deviceId),
+      }).start();
     });
     session.on('subsystem', (ok, no, info) =>
       once(

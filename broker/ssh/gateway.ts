@@ -6,6 +6,7 @@
 import net, { type AddressInfo } from 'node:net';
 import type { Logger } from 'pino';
 import ssh2, { type Connection } from 'ssh2';
+import type { AccessService } from '../access/access.js';
 import type { AuditService } from '../audit/service.js';
 import type { AuthService } from '../auth/service.js';
 import type { Principal } from '../access/principal.js';
@@ -37,6 +38,7 @@ export interface SshGatewayDeps {
   auth: Pick<AuthService, 'sessionCaller' | 'startSession' | 'revokeSession' | 'userRow'>;
   audit: Pick<AuditService, 'recordRemoteStart'>;
   sessions: Pick<RemoteSessions, 'authorizeAndOpen' | 'adopt' | 'finish'>;
+  access: Pick<AccessService, 'decide'>;
   keys: Pick<SshKeys, 'byFingerprint' | 'existing'>;
   /** The device a host name's first label names (its id, or the name of a device the user may reach). */
   findDevice(principal: Principal, label: string): Promise<string | undefined>;

@@ -146,4 +146,26 @@ describe('SftpBridge rm, rmdir and rename', () => {
     sftp.emit('SYMLINK', 2, '/srv/a/l', '/etc/shadow');
     expect((await sftp.answer(2)).value).toMatchObject({ code: SFTP_STATUS.opUnsupported });
   });
+
+  it("decides a rename's target at the broker too: refused and audited there, the device never asked", async () => {
+    const sftp = new FakeSftp();
+    const opened: unknown[] = [];
+    const refused: { options: Record<string, unknown>; reason: string }[] = [];
+    const decided: unknown[] = [];
+    const sessions = {
+      authorizeAndOpen: async (...args: unknown[]) => void opened.push(args),
+      adopt: () => {},
+      finish: async () => {},
+    };
+    new SftpBridge(sftp as unknown as SftpStream, {} as Caller, 'dev', sessions as never, {
+      decide: async (request) => (decided.push(request), { allowed: false, reason: 'no grant allows copy (upload) /srv/b/x' }),
+      refuse: async (options, reason) => void refused.push({ options, reason }),
+    }).start();
+    sftp.emit('RENAME', 1, '/srv/a/x', '/srv/b/x');
+    expect((await sftp.answer(1)).value).toMatchObject({ code: SFTP_STATUS.permissionDenied });
+    expect(decided).toEqual([{ action: 'copy', direction: 'upload', path: '/srv/b/x' }]);
+    expect(refused[0].options).toMatchObject({ op: 'rename', path: '/srv/a/x', to: '/srv/b/x' });
+    expect(refused[0].reason).toMatch(/target/);
+    expect(opened).toEqual([]);
+  });
 });

@@ -50,6 +50,12 @@ interface SftpDir {
   truncated: boolean;
 }
 
+/** How a rename's target is decided at the broker (its source is the copy session's own request), and a refusal audited. */
+export interface TargetCheck {
+  decide(request: RemoteRequest): Promise<{ allowed: boolean; reason: string }>;
+  refuse(options: Record<string, unknown>, reason: string): Promise<void>;
+}
+
 /**
  * The sftp subsystem (sftp, and scp in OpenSSH ≥ 9) on a device's connection, mapped onto copy
  * sessions: a file opened for reading is a download, one opened for writing an upload, each decided
@@ -72,6 +78,7 @@ export class SftpBridge {
     private readonly caller: Caller,
     private readonly deviceId: string,
     private readonly sessions: Pick<RemoteSessions, 'authorizeAndOpen' | 'adopt' | 'finish'>,
+    private readonly target?: TargetCheck,
   ) {}
 
   start(): void {
@@ -321,7 +328,7 @@ export class SftpBridge {
   /**
    * Removes a file, an empty directory, or renames: a copy channel's `remove`, `rmdir` or `rename`,
    * decided and audited as an upload of the path (a rename as an upload of its source, naming its
-   * target), and checked again on the device: each path's parent resolved and within the roots of
+   * target, which is decided as an upload first: refused, that is audited), and checked again on the device: each path's parent resolved and within the roots of
    * the grants that allow it (a rename's target within those of its source), the final component
    * never followed.
    */
@@ -337,6 +344,15 @@ export class SftpBridge {
       ...(rawTo !== undefined ? { to: rawTo.slice(0, 4096) } : {}),
     };
     const params: CopyParams = { direction: op, path: path ?? rawPath, ...(rawTo !== undefined ? { to: to ?? rawTo } : {}) };
+    if (op === 'rename' && this.target) {
+      // Both paths decided here: the target as an upload of it too, refused and audited before the device is asked.
+      const decision = await this.target.decide({ action: 'copy', direction: 'upload', path: to ?? rawTo ?? '' });
+      if (!decision.allowed) {
+        const reason = `Not allowed: the rename's target: ${decision.reason}.`;
+        await this.target.refuse(options, reason);
+        return this.sftp.status(reqid, SFTP_STATUS.permissionDenied, reason);
+      }
+    }
     const prepared = await this.sessions.authorizeAndOpen(this.caller, 'copy', this.deviceId, request, params, options);
     if (!prepared.ok) {
       const status = statusOf(prepared);

@@ -594,8 +594,9 @@ describe('SSH gateway with the OpenSSH client', () => {
     const entries = await audit(`device_id=${device}&action=copy&user_id=${writer.id}`);
     expect(entries.some((e) => e.result === 'allowed' && e.options.op === 'rename' && e.options.to === `${a}/new.txt`)).toBe(true);
     expect(entries.some((e) => e.result === 'allowed' && e.options.op === 'rmdir' && e.options.path === `${a}/empty`)).toBe(true);
-    // The target outside: refused by the device, which checks both paths against the roots of the grants allowing the source.
-    expect(entries.some((e) => e.end_result === 'denied' && e.options.op === 'rename' && e.options.to === `${b}/stay.txt`)).toBe(true);
+    // The target outside: refused by the broker before the device is asked; through a planted symlink: by the device.
+    expect(entries.some((e) => e.result === 'denied' && e.options.op === 'rename' && e.options.to === `${b}/stay.txt`)).toBe(true);
+    expect(entries.some((e) => e.end_result === 'denied' && e.options.op === 'rename' && e.options.to === `${a}/escape/stay.txt`)).toBe(true);
     expect(entries.some((e) => e.result === 'denied' && e.options.op === 'rename' && e.options.path === `${b}/precious`)).toBe(true);
     expect(entries.some((e) => e.result === 'denied' && e.options.op === 'remove' && e.options.path === `${b}/precious`)).toBe(true);
     const readerEntries = await audit(`device_id=${device}&action=copy&user_id=${reader.id}`);
