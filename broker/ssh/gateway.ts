@@ -35,7 +35,7 @@ export interface SshGatewayDeps {
   config: { sshPort?: number; host: string; sshUserKeys?: boolean };
   logger: Logger;
   authority: Pick<SshAuthority, 'verify' | 'hostKeyFile'>;
-  auth: Pick<AuthService, 'sessionCaller' | 'startSession' | 'revokeSession' | 'userRow'>;
+  auth: Pick<AuthService, 'sessionCaller' | 'startSession' | 'revokeSession' | 'userRow' | 'authenticate'>;
   audit: Pick<AuditService, 'recordRemoteStart'>;
   sessions: Pick<RemoteSessions, 'authorizeAndOpen' | 'adopt' | 'finish'>;
   access: Pick<AccessService, 'decide'>;

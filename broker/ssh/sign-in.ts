@@ -3,8 +3,9 @@
  * sign-in session gives the principal), or, when the operator turns on SSH_USER_KEYS, a public key
  * the user registered (broker/ssh/keys.ts), which opens a sign-in session of its own for the
  * connection so its channels are re-checked like every other (a disabled user, a password change
- * end it), revoked when the connection closes or the key is removed. Refusals are counted per
- * address and audited once per connection.
+ * end it), revoked when the connection closes or the key is removed. Every signed-in connection is
+ * re-checked every RECHECK_INTERVAL_MS and ends once its sign-in session or user does. Refusals are
+ * counted per address and audited once per connection.
  */
 import type { Logger } from 'pino';
 import type { AuthContext } from 'ssh2';
@@ -14,6 +15,7 @@ import type { AuthService } from '../auth/service.js';
 import type { Caller } from '../remote/sessions.js';
 import { RECHECK_INTERVAL_MS } from '../remote/sessions.js';
 import { fingerprintOf } from '../../shared/ssh-keys.js';
+import { ApiError } from '../http/errors.js';
 import { verifyUserSignature, type SshAuthority } from './authority.js';
 import { parsedKey, type SshKeys } from './keys.js';
 
@@ -40,15 +42,19 @@ export interface SshSignInDeps {
   config: { sshUserKeys?: boolean };
   logger: Logger;
   authority: Pick<SshAuthority, 'verify'>;
-  auth: Pick<AuthService, 'sessionCaller' | 'startSession' | 'revokeSession' | 'userRow'>;
+  auth: Pick<AuthService, 'sessionCaller' | 'startSession' | 'revokeSession' | 'userRow' | 'authenticate'>;
   audit: Pick<AuditService, 'recordRemoteStart'>;
   keys: Pick<SshKeys, 'byFingerprint' | 'existing'>;
 }
 
 export class SshSignIn {
   private readonly failures = new Map<string, { count: number; since: number }>();
-  /** Connections signed in with a registered key, checked every RECHECK_INTERVAL_MS for their key. */
-  private readonly keyed = new Set<SshConnection>();
+  /**
+   * Signed-in connections, re-checked every RECHECK_INTERVAL_MS: their user still active and their
+   * sign-in session live (else the connection ends), their principal refreshed for the channels
+   * they open next, and for a key login its key still registered.
+   */
+  private readonly live = new Set<SshConnection>();
   private timer?: NodeJS.Timeout;
 
   constructor(
@@ -119,6 +125,7 @@ export class SshSignIn {
       return this.refuse(conn, ctx, `the certificate names ${cert.keyId}, not the user of its session`, caller.principal);
     }
     conn.caller = { principal: caller.principal, token: caller.token, source: 'ssh', ip: conn.ip };
+    this.watch(conn);
     ctx.accept();
   }
 
@@ -155,33 +162,53 @@ export class SshSignIn {
     }
     conn.caller = { principal: caller.principal, token: caller.token, source: 'ssh', ip: conn.ip };
     conn.keyLogin = { keyId: registered.key_id, sessionId: session.sessionId };
-    this.keyed.add(conn);
-    this.timer ??= setInterval(() => void this.recheckKeys(), RECHECK_INTERVAL_MS);
-    this.timer.unref();
+    this.watch(conn);
     ctx.accept();
   }
 
+  private watch(conn: SshConnection): void {
+    this.live.add(conn);
+    if (this.timer) return;
+    this.timer = setInterval(() => void this.recheck(), RECHECK_INTERVAL_MS);
+    this.timer.unref();
+  }
+
   /**
-   * Connections whose registered key was removed: their sign-in session is revoked (the remote
-   * sessions' re-check then withdraws their channels) and the connection closed.
+   * Every signed-in connection: a key login whose key was removed has its sign-in session revoked
+   * (the remote sessions' re-check then withdraws its channels) and ends; a connection whose user
+   * was disabled or whose sign-in session ended ends; the others get their principal as of now.
    */
-  async recheckKeys(): Promise<void> {
-    if (this.keyed.size === 0) {
+  async recheck(): Promise<void> {
+    if (this.live.size === 0) {
       clearInterval(this.timer);
       this.timer = undefined;
       return;
     }
-    const conns = [...this.keyed];
+    const conns = [...this.live];
+    const keyIds = [...new Set(conns.flatMap((c) => (c.keyLogin ? [c.keyLogin.keyId] : [])))];
     let present: Set<string>;
     try {
-      present = await this.deps.keys.existing([...new Set(conns.map((c) => (c.keyLogin as { keyId: string }).keyId))]);
+      present = await this.deps.keys.existing(keyIds);
     } catch (err) {
       // A database that cannot answer for now ends no connection.
-      return void this.log.warn({ err }, 'ssh key logins not re-checked');
+      return void this.log.warn({ err }, 'ssh connections not re-checked');
     }
     for (const conn of conns) {
-      if (present.has((conn.keyLogin as { keyId: string }).keyId)) continue;
-      this.log.info({ user: conn.caller?.principal.user.id }, 'ssh connection ended: its registered key was removed');
+      const caller = conn.caller;
+      if (!caller || !this.live.has(conn)) continue;
+      let why: string | undefined;
+      if (conn.keyLogin && !present.has(conn.keyLogin.keyId)) why = 'its registered key was removed';
+      else {
+        try {
+          caller.principal = await this.deps.auth.authenticate(caller.token, { allowExpired: true });
+        } catch (err) {
+          // Only a refusal ends a connection: a database that cannot answer for now ends none.
+          if (err instanceof ApiError && err.status >= 400 && err.status < 500) why = err.message;
+          else this.log.warn({ err }, 'ssh connection not re-checked');
+        }
+      }
+      if (!why) continue;
+      this.log.info({ user: caller.principal.user.id, reason: why }, 'ssh connection ended');
       await this.closed(conn);
       conn.client.end();
     }
@@ -189,7 +216,7 @@ export class SshSignIn {
 
   /** The connection closed: a key login's sign-in session ends with it. */
   async closed(conn: SshConnection): Promise<void> {
-    if (!this.keyed.delete(conn) || !conn.keyLogin) return;
+    if (!this.live.delete(conn) || !conn.keyLogin) return;
     await this.deps.auth.revokeSession(conn.keyLogin.sessionId).catch((err: unknown) => this.log.warn({ err }, 'ssh key login session not revoked'));
   }
 

@@ -658,6 +658,20 @@ describe('SSH gateway with the OpenSSH client', () => {
     expect(after.stdout).toBe('');
   });
 
+  it('ends a live connection, even one without channels, once its sign-in session ends (signed out)', async () => {
+    const u = await t.userWith([{ permission: 'remote-access:connect' }, { permission: 'device:read' }]);
+    const user = await sshUser(u.token, 'idle');
+    const child = spawn('ssh', ['-F', user.config, '-o', 'BatchMode=yes', '-N', '127.0.0.1.fleet-gateway'], { env: user.env });
+    let stderr = '';
+    child.stderr.on('data', (d) => (stderr += d));
+    const closed = new Promise<number | null>((resolve) => child.on('close', (code) => resolve(code)));
+    // Signed in: the gateway's audit has nothing to refuse, and the connection is held open.
+    await eventually(async () => (t.broker.services.ssh.gateway['perUser'].get(u.id) ? true : undefined), 20_000, 'the connection to sign in');
+    expect((await t.api('POST', '/api/v2/logout', { token: u.token })).status).toBeLessThan(300);
+    await closed;
+    expect(stderr).not.toMatch(/Permission denied/);
+  });
+
   it('lists an SSH console among live sessions: an operator watches it read-only and ends it', async () => {
     const u = await t.userWith([{ permission: 'remote-access:connect' }, { permission: 'device:read' }]);
     const user = await sshUser(u.token, 'watched');
