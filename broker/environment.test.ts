@@ -83,3 +83,12 @@ describe('shutdown drain in the configuration', () => {
     expect(() => loadConfig({ SHUTDOWN_DRAIN_MS: '300001' })).toThrow(/SHUTDOWN_DRAIN_MS/);
   });
 });
+
+describe('registered SSH keys at the gateway in the configuration', () => {
+  it('are off unless SSH_USER_KEYS turns them on; a value that is not true or false is refused, naming it', () => {
+    expect(loadConfig({}).sshUserKeys).toBe(false);
+    expect(loadConfig({ SSH_USER_KEYS: 'true' }).sshUserKeys).toBe(true);
+    expect(loadConfig({ SSH_USER_KEYS: 'off' }).sshUserKeys).toBe(false);
+    expect(() => loadConfig({ SSH_USER_KEYS: 'maybe' })).toThrow(/SSH_USER_KEYS/);
+  });
+});

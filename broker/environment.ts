@@ -109,6 +109,8 @@ export interface Config {
   shutdownDrainMs: number;
   /** The SSH gateway's port (SSH_PORT; 0: any free port); undefined: no SSH gateway (the default). */
   sshPort?: number;
+  /** Registered public keys sign in to the SSH gateway too, not only certificates (SSH_USER_KEYS; off by default). */
+  sshUserKeys: boolean;
 }
 
 export class ConfigError extends Error {
@@ -237,6 +239,7 @@ export function loadConfig(env: Env = process.env): Config {
     stripePriceId: env.STRIPE_PRICE_ID || undefined,
     consoleDetachGraceSeconds: integer(env, 'CONSOLE_DETACH_GRACE_SECONDS', 60, 0, 3600),
     sshPort: env.SSH_PORT === undefined || env.SSH_PORT === '' ? undefined : integer(env, 'SSH_PORT', 0, 0, 65535),
+    sshUserKeys: boolean(env, 'SSH_USER_KEYS', false),
     agentArtifactsDir: env.AGENT_ARTIFACTS_DIR ? path.resolve(env.AGENT_ARTIFACTS_DIR) : DEFAULT_AGENT_ARTIFACTS_DIR,
     cliArtifactsDir: env.CLI_ARTIFACTS_DIR ? path.resolve(env.CLI_ARTIFACTS_DIR) : DEFAULT_CLI_ARTIFACTS_DIR,
     metrics: {

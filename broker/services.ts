@@ -33,6 +33,7 @@ import { deleteDeviceMetrics, MetricsStore } from './metrics/store.js';
 import { QbeeTransport } from './qbee/transport.js';
 import { SshAuthority } from './ssh/authority.js';
 import { SshGateway } from './ssh/gateway.js';
+import { SshKeys } from './ssh/keys.js';
 import { SshService } from './ssh/service.js';
 import { DeviceEventStream } from './events/stream.js';
 import { RemoteService } from './remote/service.js';
@@ -236,6 +237,7 @@ export async function createServices(config: Config, logger: Logger, store: Stor
   });
   const qbee = new QbeeTransport({ logger, audit, sessions: remote.sessions, remote });
   const sshAuthority = await SshAuthority.load(settings);
+  const sshKeys = new SshKeys(store.db);
   const ssh = new SshService(
     sshAuthority,
     new SshGateway({
@@ -245,6 +247,8 @@ export async function createServices(config: Config, logger: Logger, store: Stor
       auth,
       audit,
       sessions: remote.sessions,
+      access,
+      keys: sshKeys,
       // `ssh root@<name>.<fleet host>`: a device the user may connect to, by its name (unique among those).
       findDevice: async (principal, label) => {
         const named = (await devices.listVisibleDevices(principal, 'remote-access:connect')).filter((d) => d.title.toLowerCase() === label.toLowerCase());
@@ -252,6 +256,7 @@ export async function createServices(config: Config, logger: Logger, store: Stor
       },
     }),
     auth,
+    sshKeys,
   );
   const reports = new ReportsService({ db: store.db, logger, config, access, devices });
   // Reports agents send outside a configuration run (watchers, agent events); the configuration

@@ -191,6 +191,8 @@ const SENTENCES: Record<string, (c: Context) => Clause | Clause[]> = {
   'profile.totp.remove': () => clause('removed', 'remove', 'their authenticator app'),
   'profile.recovery_codes.regenerate': () => clause('replaced', 'replace', 'the recovery codes of their authenticator app'),
   'ssh.certificate': () => clause('got', 'get', 'an SSH certificate for the gateway'),
+  'ssh.key.add': (c) => clause('registered', 'register', `the SSH key ${text(row(row(c.entry.options).after).fingerprint) ?? ''}`.trimEnd()),
+  'ssh.key.remove': (c) => clause('removed', 'remove', `the SSH key ${text(row(row(c.entry.options).before).fingerprint) ?? ''}`.trimEnd()),
   'password.set': () => clause('set', 'set', 'a password from an emailed link'),
   'auth.device_code.approve': () => clause('approved', 'approve', 'a sign-in from the command line'),
   'auth.device_code.decline': () => clause('declined', 'decline', 'a sign-in from the command line'),

@@ -77,10 +77,14 @@ export interface CopyParams {
    * info as a DirectoryListing; decided by the broker as a download of that directory. An agent
    * that predates it refuses with `unsupported`. `mkdir`: makes one directory (its parent must
    * exist) with `mode` (0755 without), answered `{path}` in the open's info; decided by the broker
-   * as an upload of that path. An agent that predates it refuses with `unsupported`.
+   * as an upload of that path. An agent that predates it refuses with `unsupported`. `remove`
+   * (a file or symlink), `rmdir` (an empty directory) and `rename` (to `to`, which must not exist):
+   * answered `{path}`, decided as uploads of each path named; the final component is never followed.
    */
-  direction: 'upload' | 'download' | 'list' | 'mkdir';
+  direction: 'upload' | 'download' | 'list' | 'mkdir' | 'remove' | 'rmdir' | 'rename';
   path: string;
+  /** rename: the new path */
+  to?: string;
   /** upload: expected size and checksum, checked by the agent before the rename */
   size?: number;
   sha256?: string;

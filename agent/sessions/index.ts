@@ -6,6 +6,7 @@ import { openConsole } from './console.js';
 import { openDownload, openUpload } from './copy.js';
 import { openList } from './list.js';
 import { openMkdir } from './mkdir.js';
+import { openRemoveRename } from './remove-rename.js';
 import type { SessionContext } from './context.js';
 import { openTcpTunnel, openUdpTunnel } from './tunnel.js';
 
@@ -33,13 +34,14 @@ export async function handleChannel(channel: Channel, ctx: SessionContext): Prom
       const params = channel.params as CopyParams;
       if (params.direction === 'list') return openList(channel, params, ctx);
       if (params.direction === 'mkdir') return openMkdir(channel, params, ctx);
+      if (params.direction === 'remove' || params.direction === 'rmdir' || params.direction === 'rename') return openRemoveRename(channel, params, ctx);
       if (params.format === 'tar.gz') {
         if (params.direction === 'upload') return openArchiveUpload(channel, params, ctx);
         if (params.direction === 'download') return openArchiveDownload(channel, params, ctx);
       }
       if (params.direction === 'upload') return openUpload(channel, params, ctx);
       if (params.direction === 'download') return openDownload(channel, params, ctx);
-      throw new AgentRefusal('unsupported', `Copy direction ${String(params.direction)} is not upload, download, list or mkdir.`);
+      throw new AgentRefusal('unsupported', `Copy direction ${String(params.direction)} is not upload, download, list, mkdir, remove, rmdir or rename.`);
     }
     default:
       throw new AgentRefusal('unsupported', `${String(channel.kind)} sessions are not supported by this agent.`);

@@ -46,4 +46,5 @@ export const TABLE_OWNERS: Record<keyof Database, string> = {
   live_sessions: 'cluster',
   file_nodes: 'files',
   file_chunks: 'files',
+  ssh_keys: 'ssh',
 };

@@ -67,6 +67,18 @@ export interface RecoveryCodesTable {
   used_at: string | null;
 }
 
+/** An SSH public key a user registered for the SSH gateway (broker/ssh/keys.ts). */
+export interface SshKeysTable {
+  id: string;
+  user_id: string;
+  /** `<type> <base64 blob>`, the OpenSSH public key line without its comment */
+  public_key: string;
+  /** `SHA256:…` as ssh-keygen -l prints it; unique */
+  fingerprint: string;
+  comment: string;
+  created_at: string;
+}
+
 export interface ChallengesTable {
   /** sha256 of the opaque challenge handed to the client */
   id_hash: string;
@@ -264,6 +276,7 @@ export interface Database {
   sessions: SessionsTable;
   challenges: ChallengesTable;
   recovery_codes: RecoveryCodesTable;
+  ssh_keys: SshKeysTable;
   password_tokens: PasswordTokensTable;
   settings: SettingsTable;
   nodes: NodesTable;

@@ -4,6 +4,7 @@ import { ApiError } from '../http/errors.js';
 import { defineRoute, type RouteSpec } from '../http/route.js';
 import { fleetHost, knownHostsLine, sshConfigBlock } from '../../shared/ssh-config.js';
 import { MAX_CERT_SECONDS } from './authority.js';
+import { sshKeyRoutes } from './keys-routes.js';
 
 const issued = z.object({
   certificate: z.string().describe('`ssh-ed25519-cert-v01@openssh.com AAAA… <key id>`: write it beside the private key as `<key>-cert.pub`.'),
@@ -77,4 +78,5 @@ export const sshRoutes: RouteSpec[] = [
       };
     },
   }),
+  ...sshKeyRoutes,
 ];

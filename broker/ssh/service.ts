@@ -4,6 +4,7 @@ import { ApiError, badRequest } from '../http/errors.js';
 import { parsePublicKeyLine } from '../../shared/ssh-keys.js';
 import { MAX_CERT_SECONDS, type SshAuthority } from './authority.js';
 import type { SshGateway } from './gateway.js';
+import type { SshKeys } from './keys.js';
 
 /** What `fleet login` writes: the certificate, and what the client needs to trust the gateway. */
 export interface IssuedCertificate {
@@ -26,6 +27,8 @@ export class SshService {
     readonly authority: SshAuthority,
     readonly gateway: SshGateway,
     private readonly auth: Pick<AuthService, 'sessionExpiry'>,
+    /** the users' registered public keys (keys.ts) */
+    readonly keys: SshKeys,
   ) {}
 
   async issueCertificate(principal: Principal, publicKey: string, now = Date.now()): Promise<IssuedCertificate> {

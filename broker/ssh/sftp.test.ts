@@ -113,3 +113,59 @@ describe('SftpBridge directories', () => {
     });
   });
 });
+
+describe('SftpBridge rm, rmdir and rename', () => {
+  it('maps each onto its copy direction, decided as an upload of the path (a rename of its source, the target passed on), answered ok', async () => {
+    const { sftp, opened, finished } = bridge({ path: '/srv/a/x' });
+    sftp.emit('REMOVE', 1, '/srv/a/x');
+    sftp.emit('RMDIR', 2, '/srv/a/d/');
+    sftp.emit('RENAME', 3, '/srv/a/old', 'rel/new');
+    for (const reqid of [1, 2, 3]) expect((await sftp.answer(reqid)).value).toMatchObject({ code: SFTP_STATUS.ok });
+    expect(opened).toEqual([
+      { request: { action: 'copy', direction: 'upload', path: '/srv/a/x' }, params: { direction: 'remove', path: '/srv/a/x' } },
+      { request: { action: 'copy', direction: 'upload', path: '/srv/a/d' }, params: { direction: 'rmdir', path: '/srv/a/d' } },
+      { request: { action: 'copy', direction: 'upload', path: '/srv/a/old' }, params: { direction: 'rename', path: '/srv/a/old', to: '/rel/new' } },
+    ]);
+    expect(finished.map((f) => f.reason)).toEqual(['removed (sftp)', 'directory removed (sftp)', 'renamed to /rel/new (sftp)']);
+  });
+
+  it('answers a refusal as permission denied, and still refuses readlink and symlink', async () => {
+    const sftp = new FakeSftp();
+    const sessions = {
+      authorizeAndOpen: async (): Promise<Prepared> =>
+        ({
+          ok: false,
+          frame: { type: 'error', code: 403, error: 'forbidden', message: 'Not allowed: outside', refusal: 'path_outside_grant' },
+        }) as unknown as Prepared,
+      adopt: () => {},
+      finish: async () => {},
+    };
+    new SftpBridge(sftp as unknown as SftpStream, {} as Caller, 'dev', sessions as never).start();
+    sftp.emit('RENAME', 1, '/srv/a/x', '/srv/b/x');
+    expect((await sftp.answer(1)).value).toMatchObject({ code: SFTP_STATUS.permissionDenied });
+    sftp.emit('SYMLINK', 2, '/srv/a/l', '/etc/shadow');
+    expect((await sftp.answer(2)).value).toMatchObject({ code: SFTP_STATUS.opUnsupported });
+  });
+
+  it("decides a rename's target at the broker too: refused and audited there, the device never asked", async () => {
+    const sftp = new FakeSftp();
+    const opened: unknown[] = [];
+    const refused: { options: Record<string, unknown>; reason: string }[] = [];
+    const decided: unknown[] = [];
+    const sessions = {
+      authorizeAndOpen: async (...args: unknown[]) => void opened.push(args),
+      adopt: () => {},
+      finish: async () => {},
+    };
+    new SftpBridge(sftp as unknown as SftpStream, {} as Caller, 'dev', sessions as never, {
+      decide: async (request) => (decided.push(request), { allowed: false, reason: 'no grant allows copy (upload) /srv/b/x' }),
+      refuse: async (options, reason) => void refused.push({ options, reason }),
+    }).start();
+    sftp.emit('RENAME', 1, '/srv/a/x', '/srv/b/x');
+    expect((await sftp.answer(1)).value).toMatchObject({ code: SFTP_STATUS.permissionDenied });
+    expect(decided).toEqual([{ action: 'copy', direction: 'upload', path: '/srv/b/x' }]);
+    expect(refused[0].options).toMatchObject({ op: 'rename', path: '/srv/a/x', to: '/srv/b/x' });
+    expect(refused[0].reason).toMatch(/target/);
+    expect(opened).toEqual([]);
+  });
+});

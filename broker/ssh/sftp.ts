@@ -1,24 +1,28 @@
-import type { Channel } from '../../shared/mux.js';
-import { MAX_LIST_ENTRIES, type ChannelControl, type CopyParams, type DirectoryEntry } from '../../shared/protocol.js';
+import { MAX_LIST_ENTRIES, type CopyParams } from '../../shared/protocol.js';
 import { normalizeDevicePath, type RemoteRequest } from '../../shared/resources.js';
-import type { ErrorFrame } from '../remote/relay.js';
 import { directoryListing } from '../remote/service.js';
-import type { Caller, LiveRelay, Prepared, RemoteSessions } from '../remote/sessions.js';
+import type { Caller, Prepared, RemoteSessions } from '../remote/sessions.js';
+import {
+  absolute,
+  directoryAttrs,
+  entryAttrs,
+  fileAttrs,
+  longName,
+  S_IFLNK,
+  S_IFMT,
+  SFTP_STATUS,
+  statusOf,
+  type Attrs,
+  type SftpStream,
+} from './sftp-answers.js';
+import { SftpFile } from './sftp-file.js';
 
-/** SFTP status codes (draft-ietf-secsh-filexfer-02, as OpenSSH speaks it). */
-export const SFTP_STATUS = { ok: 0, eof: 1, noSuchFile: 2, permissionDenied: 3, failure: 4, opUnsupported: 8 } as const;
+export { SFTP_STATUS, type SftpStream } from './sftp-answers.js';
+
 const OPEN_WRITE = 0x2;
 const OPEN_APPEND = 0x4;
-const S_IFREG = 0o100000;
-const S_IFDIR = 0o040000;
-const S_IFLNK = 0o120000;
-const S_IFMT = 0o170000;
 /** Open files and directories of one sftp session at once. */
 export const SFTP_MAX_HANDLES = 4;
-/** Bytes read ahead from the device for one open file, at most; the device waits beyond. */
-const READ_AHEAD = 1024 * 1024;
-/** Largest answer to one READ (OpenSSH asks for 32 KiB). */
-const MAX_READ = 64 * 1024;
 /** Answers ssh2 may hold for a client that asks and never reads them; past this the session is cut. */
 const MAX_UNSENT_ANSWERS = 256;
 /** Names in one answer to READDIR (a listing of up to 1000 is handed out in pieces). */
@@ -30,155 +34,6 @@ const NAMES_PER_READDIR = 100;
 const LISTED_FRESH_MS = 10_000;
 /** Entries remembered from listings, at most; past this the memory starts afresh. */
 const MAX_LISTED = 5000;
-
-interface Attrs {
-  mode: number;
-  size: number;
-  uid: number;
-  gid: number;
-  atime: number;
-  mtime: number;
-}
-
-/** The part of ssh2's server SFTP stream used here. */
-export interface SftpStream {
-  on(event: string, listener: (...args: never[]) => void): unknown;
-  handle(reqid: number, handle: Buffer): void;
-  status(reqid: number, code: number, message?: string): void;
-  data(reqid: number, data: Buffer): void;
-  name(reqid: number, names: { filename: string; longname: string; attrs: Partial<Attrs> }[]): void;
-  attrs(reqid: number, attrs: Partial<Attrs>): void;
-  end(): void;
-  destroy(): void;
-}
-
-/**
- * One open file: a copy session (download for reading, upload for writing) of the broker's
- * machinery, adopted so it is listed, re-checked and endable like any other. Reads and writes
- * must be sequential (as scp and sftp's get and put make them); the copy channel has no seek.
- */
-class SftpFile implements LiveRelay {
-  readonly done: Promise<{ bytesIn: number; bytesOut: number; reason: string; failed?: boolean }>;
-  private resolveDone!: (end: { bytesIn: number; bytesOut: number; reason: string; failed?: boolean }) => void;
-  bytesIn = 0;
-  bytesOut = 0;
-  position = 0;
-  private held: Buffer[] = [];
-  private heldBytes = 0;
-  private ended = false;
-  failure?: string;
-  private result?: { ok: boolean; error?: string };
-  private readonly waiting: { reqid: number; length: number }[] = [];
-  private onResult?: () => void;
-  private reason?: string;
-
-  constructor(
-    readonly writing: boolean,
-    readonly channel: Channel,
-    readonly attrs: Attrs,
-    private readonly sftp: SftpStream,
-  ) {
-    this.done = new Promise((resolve) => (this.resolveDone = resolve));
-    channel.on('control', (msg: ChannelControl) => {
-      if (msg.type !== 'result') return;
-      this.result = { ok: msg.ok, ...(msg.error ? { error: msg.error } : {}) };
-      this.reason ??= msg.ok ? `copied ${msg.bytes} bytes` : `copy failed: ${msg.error ?? 'unknown error'}`;
-      this.onResult?.();
-    });
-    channel.on('close', () => {
-      if (channel.errored) this.failure ??= channel.errored.message;
-      this.ended = true;
-      this.serve();
-      this.onResult?.();
-      this.resolveDone({ bytesIn: this.bytesIn, bytesOut: this.bytesOut, reason: this.reason ?? 'closed', failed: !!this.failure });
-    });
-    // An upload's channel carries nothing back but its result; read it so its end is seen.
-    if (writing) channel.resume();
-    if (!writing) {
-      channel.on('data', (chunk: Buffer) => {
-        this.held.push(chunk);
-        this.heldBytes += chunk.length;
-        if (this.heldBytes >= READ_AHEAD) channel.pause();
-        this.serve();
-      });
-      channel.on('end', () => {
-        this.ended = true;
-        this.serve();
-      });
-      // Our end of a download is the agent's signal to start sending.
-      channel.end();
-    }
-  }
-
-  read(reqid: number, offset: number, length: number): void {
-    // Past the end (a client reads ahead of the size it was told): end of file.
-    if (offset >= this.attrs.size && this.waiting.length === 0 && this.heldBytes === 0) return this.sftp.status(reqid, SFTP_STATUS.eof);
-    if (offset !== this.position + this.queued()) return this.sftp.status(reqid, SFTP_STATUS.failure, 'only sequential reads are supported');
-    this.waiting.push({ reqid, length: Math.max(0, Math.min(length, MAX_READ)) });
-    this.serve();
-  }
-
-  private queued(): number {
-    return this.waiting.reduce((n, w) => n + w.length, 0);
-  }
-
-  private serve(): void {
-    while (this.waiting.length > 0) {
-      const next = this.waiting[0];
-      if (this.failure || (this.result && !this.result.ok)) {
-        this.waiting.shift();
-        this.sftp.status(next.reqid, SFTP_STATUS.failure, this.failure ?? this.result?.error ?? 'copy failed');
-        continue;
-      }
-      if (this.heldBytes < next.length && !this.ended) return;
-      this.waiting.shift();
-      if (this.heldBytes === 0) {
-        this.sftp.status(next.reqid, SFTP_STATUS.eof);
-        continue;
-      }
-      const all = Buffer.concat(this.held);
-      const out = all.subarray(0, next.length);
-      const rest = all.subarray(next.length);
-      this.held = rest.length ? [rest] : [];
-      this.heldBytes = rest.length;
-      this.position += out.length;
-      this.bytesOut += out.length;
-      this.sftp.data(next.reqid, out);
-      // Short only at the end of the file: what was asked beyond it is the end of file.
-      if (out.length < next.length) for (const w of this.waiting.splice(0)) this.sftp.status(w.reqid, SFTP_STATUS.eof);
-    }
-    if (this.heldBytes < READ_AHEAD && this.channel.isPaused() && !this.channel.destroyed) this.channel.resume();
-  }
-
-  write(reqid: number, offset: number, data: Buffer): void {
-    if (offset !== this.position) return this.sftp.status(reqid, SFTP_STATUS.failure, 'only sequential writes are supported');
-    if (this.failure || this.channel.destroyed) return this.sftp.status(reqid, SFTP_STATUS.failure, this.failure ?? 'the copy has ended');
-    this.position += data.length;
-    this.bytesIn += data.length;
-    this.attrs.size = this.position;
-    // The answer waits for the device's channel to take it: the client's pipeline is the bound.
-    if (this.channel.write(data)) this.sftp.status(reqid, SFTP_STATUS.ok);
-    else this.channel.once('drain', () => this.sftp.status(reqid, SFTP_STATUS.ok));
-  }
-
-  /** Closing a written file waits for the device to check and rename it. */
-  async close(): Promise<{ ok: boolean; error?: string }> {
-    if (!this.writing) {
-      if (!this.channel.destroyed) this.channel.destroy();
-      return { ok: true };
-    }
-    if (!this.channel.destroyed && !this.channel.writableEnded) this.channel.end();
-    if (!this.result && !this.ended) await new Promise<void>((resolve) => (this.onResult = resolve));
-    if (!this.channel.destroyed) this.channel.destroy();
-    return this.result ?? { ok: false, error: this.failure ?? 'the copy ended without a result' };
-  }
-
-  abort(frame: ErrorFrame, _code: number, reason: string): void {
-    this.reason ??= reason;
-    this.failure ??= frame.message;
-    if (!this.channel.destroyed) this.channel.destroy();
-  }
-}
 
 /** One name of a READDIR answer. */
 interface SftpName {
@@ -195,17 +50,10 @@ interface SftpDir {
   truncated: boolean;
 }
 
-/** What sftp's answers are made of, from a refusal of the session machinery. */
-function statusOf(prepared: Extract<Prepared, { ok: false }>): { code: number; message: string; notAFile: boolean } {
-  const frame = prepared.frame as ErrorFrame & { refusal?: string };
-  const message = frame.message;
-  const refusal = frame.refusal;
-  if (refusal === 'not_a_file') return { code: SFTP_STATUS.failure, message, notAFile: true };
-  if (frame.code === 403) return { code: SFTP_STATUS.permissionDenied, message, notAFile: false };
-  if (refusal === 'not_found') return { code: SFTP_STATUS.noSuchFile, message, notAFile: false };
-  if (refusal === 'unsupported') return { code: SFTP_STATUS.opUnsupported, message, notAFile: false };
-  if (/ENOENT|no such file/i.test(message)) return { code: SFTP_STATUS.noSuchFile, message, notAFile: false };
-  return { code: SFTP_STATUS.failure, message, notAFile: false };
+/** How a rename's target is decided at the broker (its source is the copy session's own request), and a refusal audited. */
+export interface TargetCheck {
+  decide(request: RemoteRequest): Promise<{ allowed: boolean; reason: string }>;
+  refuse(options: Record<string, unknown>, reason: string): Promise<void>;
 }
 
 /**
@@ -215,7 +63,8 @@ function statusOf(prepared: Extract<Prepared, { ok: false }>): { code: number; m
  * copy channel's `list`, decided and audited as a download of it: the device lists it within the
  * grant's roots, symlinks shown as such and never followed, so `ls`, `get -r` and `scp -r` from the
  * device work. A directory made is a copy channel's `mkdir`, decided and audited as an upload of it,
- * so `mkdir`, `put -r` and `scp -r` to the device work too.
+ * so `mkdir`, `put -r` and `scp -r` to the device work too; `rm`, `rmdir` and `rename` likewise
+ * (see change).
  */
 export class SftpBridge {
   private readonly files = new Map<string, SftpFile>();
@@ -229,6 +78,7 @@ export class SftpBridge {
     private readonly caller: Caller,
     private readonly deviceId: string,
     private readonly sessions: Pick<RemoteSessions, 'authorizeAndOpen' | 'adopt' | 'finish'>,
+    private readonly target?: TargetCheck,
   ) {}
 
   start(): void {
@@ -293,12 +143,22 @@ export class SftpBridge {
       'FSETSTAT',
       guard((reqid) => sftp.status(reqid, SFTP_STATUS.ok)),
     );
-    for (const op of ['REMOVE', 'RMDIR', 'RENAME', 'READLINK', 'SYMLINK', 'EXTENDED']) {
+    sftp.on(
+      'REMOVE',
+      guard((reqid, path: string) => this.change(reqid, 'remove', path)),
+    );
+    sftp.on(
+      'RMDIR',
+      guard((reqid, path: string) => this.change(reqid, 'rmdir', path)),
+    );
+    sftp.on(
+      'RENAME',
+      guard((reqid, from: string, to: string) => this.change(reqid, 'rename', from, to)),
+    );
+    for (const op of ['READLINK', 'SYMLINK', 'EXTENDED']) {
       sftp.on(
         op,
-        guard((reqid) =>
-          sftp.status(reqid, SFTP_STATUS.opUnsupported, `${op.toLowerCase()} is not supported through the fleet gateway: files are copied one by one`),
-        ),
+        guard((reqid) => sftp.status(reqid, SFTP_STATUS.opUnsupported, `${op.toLowerCase()} is not supported through the fleet gateway`)),
       );
     }
     // The client is done (its end of the channel): close ours, which ends the session.
@@ -465,6 +325,46 @@ export class SftpBridge {
     this.sftp.status(reqid, SFTP_STATUS.ok);
   }
 
+  /**
+   * Removes a file, an empty directory, or renames: a copy channel's `remove`, `rmdir` or `rename`,
+   * decided and audited as an upload of the path (a rename as an upload of its source, naming its
+   * target, which is decided as an upload first: refused, that is audited), and checked again on the device: each path's parent resolved and within the roots of
+   * the grants that allow it (a rename's target within those of its source), the final component
+   * never followed.
+   */
+  private async change(reqid: number, op: 'remove' | 'rmdir' | 'rename', rawPath: string, rawTo?: string): Promise<void> {
+    const path = absolute(rawPath);
+    const to = rawTo === undefined ? undefined : absolute(rawTo);
+    const request: RemoteRequest = { action: 'copy', direction: 'upload', path: path ?? rawPath };
+    const options = {
+      direction: 'upload',
+      path: rawPath.slice(0, 4096),
+      op,
+      sftp: true,
+      ...(rawTo !== undefined ? { to: rawTo.slice(0, 4096) } : {}),
+    };
+    const params: CopyParams = { direction: op, path: path ?? rawPath, ...(rawTo !== undefined ? { to: to ?? rawTo } : {}) };
+    if (op === 'rename' && this.target) {
+      // Both paths decided here: the target as an upload of it too, refused and audited before the device is asked.
+      const decision = await this.target.decide({ action: 'copy', direction: 'upload', path: to ?? rawTo ?? '' });
+      if (!decision.allowed) {
+        const reason = `Not allowed: the rename's target: ${decision.reason}.`;
+        await this.target.refuse(options, reason);
+        return this.sftp.status(reqid, SFTP_STATUS.permissionDenied, reason);
+      }
+    }
+    const prepared = await this.sessions.authorizeAndOpen(this.caller, 'copy', this.deviceId, request, params, options);
+    if (!prepared.ok) {
+      const status = statusOf(prepared);
+      return this.sftp.status(reqid, status.code, status.message);
+    }
+    prepared.channel.destroy();
+    for (const named of [path, to]) if (named) this.listed.delete(named);
+    const done = { remove: 'removed', rmdir: 'directory removed', rename: `renamed to ${to ?? rawTo}` }[op];
+    await this.sessions.finish(prepared.auditId, prepared.startedAt, { bytesIn: 0, bytesOut: 0, reason: `${done} (sftp)` });
+    this.sftp.status(reqid, SFTP_STATUS.ok);
+  }
+
   private async open(reqid: number, path: string, flags: number, attrs: Partial<Attrs>): Promise<void> {
     if (this.files.size + this.dirs.size >= SFTP_MAX_HANDLES)
       return this.sftp.status(reqid, SFTP_STATUS.failure, `at most ${SFTP_MAX_HANDLES} open files at once`);
@@ -494,41 +394,4 @@ export class SftpBridge {
     const result = await file.close();
     this.sftp.status(reqid, result.ok ? SFTP_STATUS.ok : SFTP_STATUS.failure, result.ok ? undefined : result.error);
   }
-}
-
-/** A path as the device names it: relative names are from `/` (a copy has no working directory). */
-function absolute(rawPath: string): string | null {
-  return normalizeDevicePath(rawPath.startsWith('/') ? rawPath : `/${rawPath}`);
-}
-
-/** An entry's attributes: its type, size and time as listed (the listing carries no permissions or owner). */
-function entryAttrs(entry: DirectoryEntry): Attrs {
-  const parsed = Date.parse(entry.mtime);
-  const mtime = Number.isNaN(parsed) ? 0 : Math.floor(parsed / 1000);
-  const mode = { file: S_IFREG | 0o644, dir: S_IFDIR | 0o755, symlink: S_IFLNK | 0o777, other: 0o644 }[entry.type];
-  return { mode, size: entry.type === 'file' ? entry.size : 0, uid: 0, gid: 0, atime: mtime, mtime };
-}
-
-const MONTHS = ['Jan', 'Feb', 'Mar', 'Apr', 'May', 'Jun', 'Jul', 'Aug', 'Sep', 'Oct', 'Nov', 'Dec'];
-
-/** An `ls -l` line for the entry, as sftp's `ls -l` shows it. */
-function longName(entry: DirectoryEntry, attrs: Attrs): string {
-  const kind = { file: '-', dir: 'd', symlink: 'l', other: '?' }[entry.type];
-  let perms = '';
-  for (let bit = 8; bit >= 0; bit--) perms += attrs.mode & (1 << bit) ? 'rwx'[(8 - bit) % 3] : '-';
-  const when = new Date(attrs.mtime * 1000);
-  const date = `${MONTHS[when.getUTCMonth()]} ${String(when.getUTCDate()).padStart(2)} ${String(when.getUTCFullYear()).padStart(5)}`;
-  return `${kind}${perms}    1 root     root     ${String(attrs.size).padStart(8)} ${date} ${entry.name}`;
-}
-
-function fileAttrs(info: Record<string, unknown> | undefined): Attrs {
-  const now = Math.floor(Date.now() / 1000);
-  const size = typeof info?.size === 'number' ? info.size : 0;
-  const mode = typeof info?.mode === 'number' ? info.mode & 0o7777 : 0o644;
-  return { mode: S_IFREG | mode, size, uid: 0, gid: 0, atime: now, mtime: now };
-}
-
-function directoryAttrs(): Attrs {
-  const now = Math.floor(Date.now() / 1000);
-  return { mode: S_IFDIR | 0o755, size: 0, uid: 0, gid: 0, atime: now, mtime: now };
 }

@@ -17,6 +17,8 @@ declare module 'ssh2' {
     key?: { algo: string; data: Buffer };
     signature?: Buffer;
     blob?: Buffer;
+    /** the hash of an RSA signature (rsa-sha2-256: sha256) */
+    hashAlgo?: string;
     accept(): void;
     reject(methodsLeft?: string[], isPartial?: boolean): void;
   }
@@ -73,7 +75,11 @@ declare module 'ssh2' {
   /** A key ssh2 parsed (`utils.parseKey`): what a client signs in with. */
   export interface ParsedKey {
     type: string;
+    comment: string;
     getPublicSSH(): Buffer;
+    getPublicPEM(): string;
+    /** true when the signature is the key's over data; false or an Error otherwise */
+    verify(data: Buffer, signature: Buffer, hashAlgo?: string): boolean | Error;
   }
 
   /** A client channel: `exec`'s stream, or a `forwardOut` one. */

@@ -534,6 +534,75 @@ describe('SSH gateway with the OpenSSH client', () => {
     expect(writerEntries.some((e) => e.result === 'denied' && /escape\/x resolves outside/.test(e.reason))).toBe(true);
   });
 
+  it('removes files and directories and renames with sftp rm, rmdir and rename, both paths within the grant, never through a symlink', async () => {
+    const a = fs.mkdtempSync(path.join(work, 'grant-a-'));
+    const b = fs.mkdtempSync(path.join(work, 'grant-b-'));
+    fs.writeFileSync(path.join(a, 'old.txt'), 'old\n');
+    fs.writeFileSync(path.join(a, 'gone.txt'), 'gone\n');
+    fs.writeFileSync(path.join(a, 'stay.txt'), 'stay\n');
+    fs.mkdirSync(path.join(a, 'empty'));
+    fs.writeFileSync(path.join(b, 'precious'), 'precious\n');
+    fs.symlinkSync(path.join(b, 'precious'), path.join(a, 'link'));
+    fs.symlinkSync(b, path.join(a, 'escape'));
+    const batch = (u: SshUser, lines: string[]) =>
+      new Promise<Run>((resolve) => {
+        const file = path.join(work, `batch-${crypto.randomUUID()}.txt`);
+        fs.writeFileSync(file, `${lines.join('\n')}\n`);
+        const child = spawn('sftp', ['-F', u.config, '-o', 'BatchMode=yes', '-b', file, `root@${host()}`], { env: u.env });
+        let stdout = '';
+        let stderr = '';
+        child.stdout.on('data', (d) => (stdout += d));
+        child.stderr.on('data', (d) => (stderr += d));
+        child.on('close', (code) => resolve({ code, stdout, stderr }));
+      });
+    const writer = await t.userWith([
+      { permission: 'remote-access:connect', resources: [`*/copy(direction=upload;path=${a})`] },
+      { permission: 'device:read' },
+    ]);
+    const reader = await t.userWith([
+      { permission: 'remote-access:connect', resources: [`*/copy(direction=download;path=${a})`] },
+      { permission: 'device:read' },
+    ]);
+    const w = await sshUser(writer.token, 'changer');
+    const r = await sshUser(reader.token, 'looker');
+
+    const ok = await batch(w, [`rename ${a}/old.txt ${a}/new.txt`, `rm ${a}/gone.txt`, `rmdir ${a}/empty`, `rm ${a}/link`]);
+    expect(ok.code, ok.stderr).toBe(0);
+    expect(fs.readFileSync(path.join(a, 'new.txt'), 'utf8')).toBe('old\n');
+    expect(fs.existsSync(path.join(a, 'old.txt'))).toBe(false);
+    expect(fs.existsSync(path.join(a, 'gone.txt'))).toBe(false);
+    expect(fs.existsSync(path.join(a, 'empty'))).toBe(false);
+    // The symlink went, not what it pointed to.
+    expect(fs.existsSync(path.join(a, 'link'))).toBe(false);
+    expect(fs.readFileSync(path.join(b, 'precious'), 'utf8')).toBe('precious\n');
+    // Out of the grant (either path of a rename), through a planted symlink, or with a download-only grant: refused.
+    for (const [u, line] of [
+      [w, `rename ${a}/stay.txt ${b}/stay.txt`],
+      [w, `rename ${b}/precious ${a}/stolen`],
+      [w, `rename ${a}/stay.txt ${a}/escape/stay.txt`],
+      [w, `rm ${a}/escape/precious`],
+      [w, `rm ${b}/precious`],
+      [r, `rm ${a}/stay.txt`],
+      [r, `rename ${a}/stay.txt ${a}/moved.txt`],
+    ] as const) {
+      const refused = await batch(u, [line]);
+      expect(refused.code, line).not.toBe(0);
+    }
+    expect(fs.readFileSync(path.join(a, 'stay.txt'), 'utf8')).toBe('stay\n');
+    expect(fs.readdirSync(b).sort()).toEqual(['precious']);
+    expect(fs.existsSync(path.join(a, 'stolen'))).toBe(false);
+    const entries = await audit(`device_id=${device}&action=copy&user_id=${writer.id}`);
+    expect(entries.some((e) => e.result === 'allowed' && e.options.op === 'rename' && e.options.to === `${a}/new.txt`)).toBe(true);
+    expect(entries.some((e) => e.result === 'allowed' && e.options.op === 'rmdir' && e.options.path === `${a}/empty`)).toBe(true);
+    // The target outside: refused by the broker before the device is asked; through a planted symlink: by the device.
+    expect(entries.some((e) => e.result === 'denied' && e.options.op === 'rename' && e.options.to === `${b}/stay.txt`)).toBe(true);
+    expect(entries.some((e) => e.end_result === 'denied' && e.options.op === 'rename' && e.options.to === `${a}/escape/stay.txt`)).toBe(true);
+    expect(entries.some((e) => e.result === 'denied' && e.options.op === 'rename' && e.options.path === `${b}/precious`)).toBe(true);
+    expect(entries.some((e) => e.result === 'denied' && e.options.op === 'remove' && e.options.path === `${b}/precious`)).toBe(true);
+    const readerEntries = await audit(`device_id=${device}&action=copy&user_id=${reader.id}`);
+    expect(readerEntries.some((e) => e.result === 'denied' && e.options.op === 'remove')).toBe(true);
+  });
+
   it('refuses a certificate the broker did not sign, a plain key, and a signature by another key', async () => {
     // A CA of the attacker's own, issuing for the admin's email.
     const mallory = await sshUser(t.adminToken, 'mallory');
@@ -587,6 +656,20 @@ describe('SSH gateway with the OpenSSH client', () => {
     const after = await ssh(user, [`root@${host()}`, 'echo in']);
     expect(after.code).toBe(255);
     expect(after.stdout).toBe('');
+  });
+
+  it('ends a live connection, even one without channels, once its sign-in session ends (signed out)', async () => {
+    const u = await t.userWith([{ permission: 'remote-access:connect' }, { permission: 'device:read' }]);
+    const user = await sshUser(u.token, 'idle');
+    const child = spawn('ssh', ['-F', user.config, '-o', 'BatchMode=yes', '-N', '127.0.0.1.fleet-gateway'], { env: user.env });
+    let stderr = '';
+    child.stderr.on('data', (d) => (stderr += d));
+    const closed = new Promise<number | null>((resolve) => child.on('close', (code) => resolve(code)));
+    // Signed in: the gateway's audit has nothing to refuse, and the connection is held open.
+    await eventually(async () => (t.broker.services.ssh.gateway['perUser'].get(u.id) ? true : undefined), 20_000, 'the connection to sign in');
+    expect((await t.api('POST', '/api/v2/logout', { token: u.token })).status).toBeLessThan(300);
+    await closed;
+    expect(stderr).not.toMatch(/Permission denied/);
   });
 
   it('lists an SSH console among live sessions: an operator watches it read-only and ends it', async () => {

@@ -18,6 +18,7 @@ import { migration as m0017 } from './0017-configuration-reach.js';
 import { migration as m0018 } from './0018-report-ts-bound.js';
 import { migration as m0019 } from './0019-device-code-claims.js';
 import { migration as m0020 } from './0020-recovery-codes.js';
+import { migration as m0021 } from './0021-ssh-keys.js';
 
 /**
  * Migrations, in order, one file each (NNNN-name.ts; the key below is the name recorded in the
@@ -50,5 +51,6 @@ export function migrations(dialect: Dialect): Record<string, Migration> {
     '0018_report_ts_bound': m0018,
     '0019_device_code_claims': m0019,
     '0020_recovery_codes': m0020,
+    '0021_ssh_keys': m0021,
   };
 }

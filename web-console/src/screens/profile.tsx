@@ -5,6 +5,7 @@ import { api, ApiFailure } from '../api.js';
 import { loadProfile, useSession, type Profile } from '../session.js';
 import { CopyButton, ErrorBox, Field, Notice, PageTitle, useAction } from '../ui.js';
 import { ConsoleAccounts } from './roles.js';
+import { SshKeysPanel } from './profile-ssh-keys.js';
 
 interface TotpEnrolment {
   secret: string;
@@ -410,6 +411,7 @@ export function ProfileScreen() {
         <PasswordForm />
         <TotpPanel profile={profile} />
         <SshPanel />
+        <SshKeysPanel />
         {permissions && (
           <section class="boxed" aria-labelledby="h-perms">
             <h2 id="h-perms">What your roles allow</h2>

@@ -1,0 +1,139 @@
+/**
+ * Removing a file, removing an empty directory, and renaming (sftp's rm, rmdir and rename): copy
+ * channels with direction `remove`, `rmdir` and `rename` (to `to`), answered in the open's info. As
+ * for mkdir, the agent runs as root and a local user may have planted symlinks: each path's parent
+ * is resolved and opened, checked against the grant's roots as the kernel names the directory
+ * actually opened, and the operation made through that open descriptor, so the final component is
+ * never followed (a symlink is removed or renamed itself, never what it points to).
+ */
+import { constants as C } from 'node:fs';
+import fs from 'node:fs/promises';
+import path from 'node:path';
+import { AgentRefusal } from '../../shared/codes.js';
+import { normalizeDevicePath } from '../../shared/resources.js';
+import type { Channel } from '../../shared/mux.js';
+import type { CopyParams } from '../../shared/protocol.js';
+import type { SessionContext } from './context.js';
+import { requireWithinGrant, resolveCopyTarget } from './paths.js';
+
+const DIR_FLAGS = C.O_RDONLY | C.O_DIRECTORY | C.O_NONBLOCK;
+
+/** A path's parent directory held open, and the name within it. */
+interface HeldEntry {
+  /** `/proc/self/fd/<n>/<name>`: the entry through the open parent */
+  entry: string;
+  /** the entry as the kernel names the opened parent */
+  real: string;
+  close(): Promise<void>;
+}
+
+function reason(err: unknown): string {
+  return (err as NodeJS.ErrnoException).code ?? (err as Error).message;
+}
+
+/** Opens the parent of `requested` and checks the entry within the `allowed` roots (anywhere when absent). */
+async function holdEntry(requested: string, allowed?: string[]): Promise<HeldEntry> {
+  const { dir, name } = await resolveCopyTarget(requested, 'upload', allowed);
+  const normalized = normalizeDevicePath(requested) ?? requested;
+  let parent: fs.FileHandle;
+  try {
+    parent = await fs.open(dir, DIR_FLAGS);
+  } catch (err) {
+    throw new AgentRefusal('io_error', `Cannot open ${path.posix.dirname(normalized)} on the device: ${reason(err)}.`);
+  }
+  const close = () => parent.close().catch(() => {});
+  try {
+    const held = `/proc/self/fd/${parent.fd}`;
+    const opened = await fs.readlink(held).catch(() => {
+      throw new AgentRefusal('unsupported', 'Files can only be removed or renamed on a device with /proc (Linux).');
+    });
+    const real = path.posix.join(opened, name);
+    if (allowed) await requireWithinGrant(normalized, real, allowed);
+    return { entry: path.posix.join(held, name), real, close };
+  } catch (err) {
+    await close();
+    throw err;
+  }
+}
+
+function failure(err: unknown, what: string): AgentRefusal {
+  const code = (err as NodeJS.ErrnoException).code;
+  if (code === 'ENOENT') return new AgentRefusal('not_found', `No ${what} on the device.`);
+  if (code === 'EISDIR' || code === 'EPERM' || code === 'ENOTDIR') return new AgentRefusal('not_a_file', `Cannot remove ${what}: ${reason(err)}.`);
+  return new AgentRefusal('io_error', `Cannot change ${what} on the device: ${reason(err)}.`);
+}
+
+/** Removes one file (or symlink, never what it points to) within the grant; a directory is refused. */
+export async function removeFile(requested: string, allowed?: string[]): Promise<string> {
+  const held = await holdEntry(requested, allowed);
+  try {
+    const stat = await fs.lstat(held.entry).catch((err: unknown) => {
+      throw failure(err, requested);
+    });
+    if (stat.isDirectory()) throw new AgentRefusal('not_a_file', `${requested} is a directory: remove it with rmdir.`);
+    await fs.unlink(held.entry).catch((err: unknown) => {
+      throw failure(err, requested);
+    });
+    return held.real;
+  } finally {
+    await held.close();
+  }
+}
+
+/** Removes one empty directory within the grant; a symlink to one is refused (never followed). */
+export async function removeDirectory(requested: string, allowed?: string[]): Promise<string> {
+  const held = await holdEntry(requested, allowed);
+  try {
+    const stat = await fs.lstat(held.entry).catch((err: unknown) => {
+      throw failure(err, requested);
+    });
+    if (!stat.isDirectory()) throw new AgentRefusal('not_a_directory', `${requested} is not a directory.`);
+    await fs.rmdir(held.entry).catch((err: unknown) => {
+      if ((err as NodeJS.ErrnoException).code === 'ENOTEMPTY') throw new AgentRefusal('io_error', `${requested} is not empty.`);
+      throw failure(err, requested);
+    });
+    return held.real;
+  } finally {
+    await held.close();
+  }
+}
+
+/** Renames `from` to `to`, both within the grant; an existing `to` is refused, never replaced. */
+export async function renameEntry(from: string, to: string, allowed?: string[]): Promise<string> {
+  const source = await holdEntry(from, allowed);
+  try {
+    const target = await holdEntry(to, allowed);
+    try {
+      await fs.lstat(source.entry).catch((err: unknown) => {
+        throw failure(err, from);
+      });
+      const exists = await fs.lstat(target.entry).then(
+        () => true,
+        () => false,
+      );
+      if (exists) throw new AgentRefusal('exists', `${to} already exists on the device.`);
+      await fs.rename(source.entry, target.entry).catch((err: unknown) => {
+        throw failure(err, from);
+      });
+      return target.real;
+    } finally {
+      await target.close();
+    }
+  } finally {
+    await source.close();
+  }
+}
+
+/** Serves a `remove`, `rmdir` or `rename` channel: the result goes in the open's answer; the channel then only waits for the broker's end. */
+export async function openRemoveRename(channel: Channel, params: CopyParams, ctx: SessionContext): Promise<Record<string, unknown>> {
+  let done: string;
+  if (params.direction === 'rename') {
+    if (typeof params.to !== 'string') throw new AgentRefusal('invalid_request', 'A rename needs the path to rename to.');
+    done = await renameEntry(params.path, params.to, params.allowed);
+  } else if (params.direction === 'rmdir') done = await removeDirectory(params.path, params.allowed);
+  else done = await removeFile(params.path, params.allowed);
+  ctx.log(`${params.direction} done`, { ch: channel.id, path: done });
+  channel.once('end', () => channel.end());
+  channel.resume();
+  return { path: done };
+}

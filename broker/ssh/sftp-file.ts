@@ -1,0 +1,142 @@
+/**
+ * One file an sftp client opened: a copy session of the broker's machinery (a download for
+ * reading, an upload for writing), read or written sequentially.
+ */
+import type { Channel } from '../../shared/mux.js';
+import type { ChannelControl } from '../../shared/protocol.js';
+import type { ErrorFrame } from '../remote/relay.js';
+import type { LiveRelay } from '../remote/sessions.js';
+import { SFTP_STATUS, type Attrs, type SftpStream } from './sftp-answers.js';
+
+/** Bytes read ahead from the device for one open file, at most; the device waits beyond. */
+const READ_AHEAD = 1024 * 1024;
+/** Largest answer to one READ (OpenSSH asks for 32 KiB). */
+const MAX_READ = 64 * 1024;
+
+/**
+ * One open file: a copy session (download for reading, upload for writing) of the broker's
+ * machinery, adopted so it is listed, re-checked and endable like any other. Reads and writes
+ * must be sequential (as scp and sftp's get and put make them); the copy channel has no seek.
+ */
+export class SftpFile implements LiveRelay {
+  readonly done: Promise<{ bytesIn: number; bytesOut: number; reason: string; failed?: boolean }>;
+  private resolveDone!: (end: { bytesIn: number; bytesOut: number; reason: string; failed?: boolean }) => void;
+  bytesIn = 0;
+  bytesOut = 0;
+  position = 0;
+  private held: Buffer[] = [];
+  private heldBytes = 0;
+  private ended = false;
+  failure?: string;
+  private result?: { ok: boolean; error?: string };
+  private readonly waiting: { reqid: number; length: number }[] = [];
+  private onResult?: () => void;
+  private reason?: string;
+
+  constructor(
+    readonly writing: boolean,
+    readonly channel: Channel,
+    readonly attrs: Attrs,
+    private readonly sftp: SftpStream,
+  ) {
+    this.done = new Promise((resolve) => (this.resolveDone = resolve));
+    channel.on('control', (msg: ChannelControl) => {
+      if (msg.type !== 'result') return;
+      this.result = { ok: msg.ok, ...(msg.error ? { error: msg.error } : {}) };
+      this.reason ??= msg.ok ? `copied ${msg.bytes} bytes` : `copy failed: ${msg.error ?? 'unknown error'}`;
+      this.onResult?.();
+    });
+    channel.on('close', () => {
+      if (channel.errored) this.failure ??= channel.errored.message;
+      this.ended = true;
+      this.serve();
+      this.onResult?.();
+      this.resolveDone({ bytesIn: this.bytesIn, bytesOut: this.bytesOut, reason: this.reason ?? 'closed', failed: !!this.failure });
+    });
+    // An upload's channel carries nothing back but its result; read it so its end is seen.
+    if (writing) channel.resume();
+    if (!writing) {
+      channel.on('data', (chunk: Buffer) => {
+        this.held.push(chunk);
+        this.heldBytes += chunk.length;
+        if (this.heldBytes >= READ_AHEAD) channel.pause();
+        this.serve();
+      });
+      channel.on('end', () => {
+        this.ended = true;
+        this.serve();
+      });
+      // Our end of a download is the agent's signal to start sending.
+      channel.end();
+    }
+  }
+
+  read(reqid: number, offset: number, length: number): void {
+    // Past the end (a client reads ahead of the size it was told): end of file.
+    if (offset >= this.attrs.size && this.waiting.length === 0 && this.heldBytes === 0) return this.sftp.status(reqid, SFTP_STATUS.eof);
+    if (offset !== this.position + this.queued()) return this.sftp.status(reqid, SFTP_STATUS.failure, 'only sequential reads are supported');
+    this.waiting.push({ reqid, length: Math.max(0, Math.min(length, MAX_READ)) });
+    this.serve();
+  }
+
+  private queued(): number {
+    return this.waiting.reduce((n, w) => n + w.length, 0);
+  }
+
+  private serve(): void {
+    while (this.waiting.length > 0) {
+      const next = this.waiting[0];
+      if (this.failure || (this.result && !this.result.ok)) {
+        this.waiting.shift();
+        this.sftp.status(next.reqid, SFTP_STATUS.failure, this.failure ?? this.result?.error ?? 'copy failed');
+        continue;
+      }
+      if (this.heldBytes < next.length && !this.ended) return;
+      this.waiting.shift();
+      if (this.heldBytes === 0) {
+        this.sftp.status(next.reqid, SFTP_STATUS.eof);
+        continue;
+      }
+      const all = Buffer.concat(this.held);
+      const out = all.subarray(0, next.length);
+      const rest = all.subarray(next.length);
+      this.held = rest.length ? [rest] : [];
+      this.heldBytes = rest.length;
+      this.position += out.length;
+      this.bytesOut += out.length;
+      this.sftp.data(next.reqid, out);
+      // Short only at the end of the file: what was asked beyond it is the end of file.
+      if (out.length < next.length) for (const w of this.waiting.splice(0)) this.sftp.status(w.reqid, SFTP_STATUS.eof);
+    }
+    if (this.heldBytes < READ_AHEAD && this.channel.isPaused() && !this.channel.destroyed) this.channel.resume();
+  }
+
+  write(reqid: number, offset: number, data: Buffer): void {
+    if (offset !== this.position) return this.sftp.status(reqid, SFTP_STATUS.failure, 'only sequential writes are supported');
+    if (this.failure || this.channel.destroyed) return this.sftp.status(reqid, SFTP_STATUS.failure, this.failure ?? 'the copy has ended');
+    this.position += data.length;
+    this.bytesIn += data.length;
+    this.attrs.size = this.position;
+    // The answer waits for the device's channel to take it: the client's pipeline is the bound.
+    if (this.channel.write(data)) this.sftp.status(reqid, SFTP_STATUS.ok);
+    else this.channel.once('drain', () => this.sftp.status(reqid, SFTP_STATUS.ok));
+  }
+
+  /** Closing a written file waits for the device to check and rename it. */
+  async close(): Promise<{ ok: boolean; error?: string }> {
+    if (!this.writing) {
+      if (!this.channel.destroyed) this.channel.destroy();
+      return { ok: true };
+    }
+    if (!this.channel.destroyed && !this.channel.writableEnded) this.channel.end();
+    if (!this.result && !this.ended) await new Promise<void>((resolve) => (this.onResult = resolve));
+    if (!this.channel.destroyed) this.channel.destroy();
+    return this.result ?? { ok: false, error: this.failure ?? 'the copy ended without a result' };
+  }
+
+  abort(frame: ErrorFrame, _code: number, reason: string): void {
+    this.reason ??= reason;
+    this.failure ??= frame.message;
+    if (!this.channel.destroyed) this.channel.destroy();
+  }
+}
