@@ -80,7 +80,11 @@ export interface ConfigEngineOptions {
   stateDir: string;
   /** filesystem root bundles write under: `/` on a device */
   root?: string;
-  bundles: readonly Bundle[];
+  /**
+   * the bundles it applies: a list, or what loads the bundle of a name when a configuration first
+   * names it (agent/config/registry.ts); undefined is a bundle this agent does not apply
+   */
+  bundles: readonly Bundle[] | BundleLoader;
   log?: (level: 'info' | 'warn' | 'debug', msg: string, detail?: Record<string, unknown>) => void;
   /** environment of the commands bundles run (PATH decides which tools exist) */
   env?: NodeJS.ProcessEnv;
@@ -94,6 +98,9 @@ export interface ConfigEngineOptions {
   /** longest one bundle may take in a run; past it the bundle is stopped and the run goes on */
   bundleTimeoutMs?: number;
 }
+
+/** Loads the bundle of a name (once: later calls hand back the same bundle); undefined when there is none. */
+export type BundleLoader = (name: string) => Promise<Bundle | undefined>;
 
 /** Where a bundle reports; the engine stamps the commit ids and redacts secrets. */
 type Sink = (bundle: string, bundleCommitId: string, severity: ReportSeverity, text: string, log?: string) => void;
@@ -169,7 +176,7 @@ export class ConfigEngine {
   private failedConnections = 0;
   private readonly root: string;
   private readonly log: NonNullable<ConfigEngineOptions['log']>;
-  private readonly byName: Map<string, Bundle>;
+  private readonly bundleOf: BundleLoader;
   /** Resolves when the next run finishes (tests, and whoever wants to wait for one). */
   private waiters: (() => void)[] = [];
   /** Bundles stopped for taking too long whose apply has not returned yet: not started again meanwhile. */
@@ -178,7 +185,11 @@ export class ConfigEngine {
   constructor(private readonly o: ConfigEngineOptions) {
     this.root = o.root ?? '/';
     this.log = o.log ?? (() => {});
-    this.byName = new Map(o.bundles.map((b) => [b.name, b]));
+    if (typeof o.bundles === 'function') this.bundleOf = o.bundles;
+    else {
+      const byName = new Map(o.bundles.map((b) => [b.name, b]));
+      this.bundleOf = (name) => Promise.resolve(byName.get(name));
+    }
     this.files = new FileFetcher(path.join(o.stateDir, 'config', 'downloads'), o.fetchTimeoutMs);
   }
 
@@ -417,16 +428,17 @@ export class ConfigEngine {
   }
 
   /** The parameters templates and `$(key)` see: device attributes, then the parameters bundle (secrets included). */
-  private parametersOf(stored: StoredConfig): Record<string, string> {
+  private async parametersOf(stored: StoredConfig): Promise<Record<string, string>> {
     const params: Record<string, string> = { ...stored.attributes };
-    const bundle = this.byName.get('parameters');
     const raw = stored.config.bundle_data.parameters;
-    if (!bundle || !stored.config.bundles.includes('parameters') || !bundleMeta(raw).enabled) return params;
+    if (!stored.config.bundles.includes('parameters') || !bundleMeta(raw).enabled) return params;
     try {
+      const bundle = await this.bundleOf('parameters');
+      if (!bundle) return params;
       const parsed = bundle.parse(raw) as { parameters: { key: string; value: string }[]; secrets: { key: string; value: string }[] };
       for (const p of [...parsed.parameters, ...parsed.secrets]) params[p.key] = p.value;
     } catch {
-      // reported when the parameters bundle runs
+      // reported when the parameters bundle runs (an unloadable or invalid one)
     }
     return params;
   }
@@ -436,7 +448,7 @@ export class ConfigEngine {
     if (!stored) return;
     const { config } = stored;
     const secrets = secretsOf(config);
-    const parameters = this.parametersOf(stored);
+    const parameters = await this.parametersOf(stored);
     const reports: AgentReport[] = [];
     const signal = this.controller.signal;
     const env = this.o.env ?? process.env;
@@ -469,7 +481,13 @@ export class ConfigEngine {
       if (signal.aborted) break;
       const raw = config.bundle_data[name];
       const meta = bundleMeta(raw);
-      const bundle = this.byName.get(name);
+      let bundle: Bundle | undefined;
+      try {
+        bundle = await this.bundleOf(name);
+      } catch (err) {
+        sink(name, meta.commitId, 'ERR', `${name} could not be loaded: ${(err as Error).message}. Nothing applied.`);
+        continue;
+      }
       if (!bundle) {
         sink(name, meta.commitId, 'WARN', `This agent does not support the ${name} bundle: nothing applied.`);
         continue;
