@@ -13,11 +13,10 @@ import { Backoff, sleep } from './backoff.js';
 import { BrokerEndpoint, EnrolError } from './broker-client.js';
 import type { AgentConfig } from './options.js';
 import { ConfigEngine } from './config/engine.js';
-import { AGENT_BUNDLES } from './config/registry.js';
+import { loadAgentBundle } from './config/registry.js';
 import { runConnection } from './connection.js';
 import { StateDir, type EnrolmentState } from './identity.js';
 import { collectInventory } from './inventory.js';
-import { collectInventoryItems } from './inventory-items.js';
 import { MetricsCollector } from './metrics/collector.js';
 import { Updater, type UpdaterOptions } from './update/updater.js';
 
@@ -108,7 +107,7 @@ export class Agent {
     const engine = new ConfigEngine({
       stateDir: stateDir.dir,
       root: config.configRoot,
-      bundles: AGENT_BUNDLES,
+      bundles: loadAgentBundle,
       log: (level, msg, detail) => log[level](detail ?? {}, msg),
       agent: { setMetricsEnabled: (enabled) => metrics.setEnabled(enabled), setUpdatePolicy: (policy) => updater.setPolicy(policy) },
     });
@@ -232,7 +231,9 @@ export class Agent {
         log,
         sessions: { stateDir: stateDir.dir, log: (msg, detail) => log.info(detail ?? {}, msg) },
         inventory: () => collectInventory(this.version, this.startedAt),
-        inventoryItems: () => collectInventoryItems((type, err) => log.warn({ type, err: err.message }, 'inventory type not collected')),
+        // The collectors load with the first inventory taken (after the welcome).
+        inventoryItems: async () =>
+          (await import('./inventory-items.js')).collectInventoryItems((type, err) => log.warn({ type, err: err.message }, 'inventory type not collected')),
         inventoryIntervalMs: config.inventoryIntervalMs,
         config: engine,
         metrics,

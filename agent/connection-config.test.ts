@@ -18,7 +18,7 @@ import { Mux } from '../shared/mux.js';
 import type { ControlMessage } from '../shared/protocol.js';
 import { BrokerEndpoint } from './broker-client.js';
 import { ConfigEngine } from './config/engine.js';
-import { AGENT_BUNDLES } from './config/registry.js';
+import { loadAgentBundle } from './config/registry.js';
 import { runConnection, type ConnectionEnd } from './connection.js';
 import { StateDir } from './identity.js';
 import { FROM_AGENT, type AgentMessage } from '../shared/wire.js';
@@ -113,7 +113,7 @@ async function agentAgainst(url: string, pinned: KeyObject | undefined) {
   cleanups.push(() => fs.rmSync(dir, { recursive: true, force: true }));
   const stateDir = path.join(dir, 'state');
   // bundles write under the test's own tree (the agent refuses to write below a world-writable /tmp)
-  const engine = new ConfigEngine({ stateDir, bundles: AGENT_BUNDLES, root: dir });
+  const engine = new ConfigEngine({ stateDir, bundles: loadAgentBundle, root: dir });
   cleanups.push(() => engine.stop());
   await engine.start();
   const controller = new AbortController();

@@ -18,7 +18,7 @@ import type { BrokerEndpoint } from './broker-client.js';
 import type { ConfigEngine } from './config/engine.js';
 import type { Identity } from './identity.js';
 import type { Updater } from './update/updater.js';
-import { inventoryDigest } from './inventory-items.js';
+import { inventoryDigest } from './inventory-digest.js';
 import { handleChannel, type SessionContext } from './sessions/index.js';
 
 /** The handshake (TCP, TLS, upgrade, challenge, welcome) must finish within this time. */

@@ -3,23 +3,10 @@ import fs from 'node:fs';
 import net from 'node:net';
 import { describe, expect, it } from 'vitest';
 import { INVENTORY_PAYLOADS } from '../shared/inventory.js';
-import {
-  collectInventoryItems,
-  collectPorts,
-  collectProcesses,
-  collectSoftware,
-  DPKG_STATUS,
-  inventoryDigest,
-  parseContainers,
-  parseDpkgStatus,
-  parseGroups,
-  parseImages,
-  parsePasswd,
-  parseProcNet,
-  parseProcStat,
-  parseRpmList,
-  procNetAddress,
-} from './inventory-items.js';
+import { parseGroups, parsePasswd } from './inventory-accounts.js';
+import { inventoryDigest } from './inventory-digest.js';
+import { collectInventoryItems, collectSoftware, DPKG_STATUS, parseContainers, parseDpkgStatus, parseImages, parseRpmList } from './inventory-items.js';
+import { collectPorts, collectProcesses, parseProcNet, parseProcStat, procNetAddress } from './inventory-proc.js';
 
 describe('software', () => {
   it('reads the installed packages of a dpkg status file', () => {

@@ -5,6 +5,7 @@
  * (every string and list bounded) and drops what does not fit.
  */
 import { z } from 'zod';
+import { INVENTORY_LIMITS } from './inventory-limits.js';
 
 /** Item types besides `system` (which is the agent's `inventory` report). */
 export const INVENTORY_ITEM_TYPES = [
@@ -28,20 +29,7 @@ export function isInventoryItemType(t: unknown): t is InventoryItemType {
   return typeof t === 'string' && (INVENTORY_ITEM_TYPES as readonly string[]).includes(t);
 }
 
-/** Bounds of one payload: the agent trims to them, the broker refuses what exceeds them. */
-export const INVENTORY_LIMITS = {
-  packages: 20_000,
-  containers: 1_000,
-  images: 1_000,
-  users: 5_000,
-  groups: 5_000,
-  ports: 5_000,
-  processes: 100,
-  /** names, versions, ids, users */
-  short: 256,
-  /** commands, GECOS, paths, port lists */
-  long: 2_048,
-} as const;
+export { INVENTORY_LIMITS };
 
 const short = z.string().max(INVENTORY_LIMITS.short);
 const long = z.string().max(INVENTORY_LIMITS.long);

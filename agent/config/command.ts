@@ -98,6 +98,16 @@ export function runCommand(argv: string[], baseEnv: NodeJS.ProcessEnv, signal: A
   });
 }
 
+/** True when `file` may be executed by this process (X_OK; a directory counts too, as for access(2)). */
+export async function isExecutable(file: string): Promise<boolean> {
+  try {
+    await fs.access(file, fs.constants.X_OK);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
 /** True when `executable` (a name looked up on `pathVar`, or an absolute path) is an executable file. */
 export async function hasExecutable(executable: string, pathVar: string | undefined): Promise<boolean> {
   const candidates = executable.includes('/')

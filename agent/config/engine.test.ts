@@ -12,9 +12,10 @@ import type { Mux } from '../../shared/mux.js';
 import type { AgentReport, CommittedConfig, ControlMessage } from '../../shared/protocol.js';
 import { muxPair } from '../../test/support/mux-pair.js';
 import type { Bundle } from './bundle.js';
-import { checkDefaults, ConfigEngine, DEFAULT_INTERVAL_MINUTES } from './engine.js';
+import { ConfigEngine, type BundleLoader } from './engine.js';
+import { checkDefaults, DEFAULT_INTERVAL_MINUTES } from './received.js';
 import { FileFetcher } from './files.js';
-import { AGENT_BUNDLES } from './registry.js';
+import { loadAgentBundle } from './registry.js';
 import { SYSTEM_PATH } from './test-support/system-test-context.js';
 import type { AgentMessage, BrokerMessage } from '../../shared/wire.js';
 
@@ -78,7 +79,7 @@ function fakeBroker(broker: Mux<AgentMessage>, store: Record<string, string>, op
 
 async function setup(
   opts: {
-    bundles?: readonly Bundle[];
+    bundles?: readonly Bundle[] | BundleLoader;
     minuteMs?: number;
     lie?: boolean;
     oversize?: boolean;
@@ -97,7 +98,7 @@ async function setup(
   const engine = new ConfigEngine({
     stateDir,
     root,
-    bundles: opts.bundles ?? AGENT_BUNDLES,
+    bundles: opts.bundles ?? loadAgentBundle,
     env: { ...process.env, PATH: SYSTEM_PATH },
     minuteMs: opts.minuteMs,
     fetchTimeoutMs: opts.fetchTimeoutMs,
@@ -182,7 +183,7 @@ describe('configuration engine', () => {
     // kept atomically, private, and read back by a new engine (a restarted agent)
     const kept = path.join(s.stateDir, 'config.json');
     expect(fs.statSync(kept).mode & 0o777).toBe(0o600);
-    const again = new ConfigEngine({ stateDir: s.stateDir, bundles: AGENT_BUNDLES });
+    const again = new ConfigEngine({ stateDir: s.stateDir, bundles: loadAgentBundle });
     await again.start();
     expect(again.commitId).toBe('c0ffee01');
     again.stop();
@@ -194,6 +195,36 @@ describe('configuration engine', () => {
     const rerun = await second;
     expect(rerun.commit_id).toBe('c0ffee01');
     expect(texts(rerun.reports)).toEqual([]);
+  });
+
+  it('loads a bundle when a configuration first names it, reports one that cannot be loaded, and goes on', async () => {
+    const loaded: string[] = [];
+    const applied: string[] = [];
+    const loader: BundleLoader = async (name) => {
+      loaded.push(name);
+      if (name === 'users') throw new Error('Cannot find module');
+      if (name === 'rauc_v9') return undefined;
+      return { name, parse: (data) => data, apply: async () => void applied.push(name) };
+    };
+    const s = await setup({ bundles: loader });
+    expect(loaded).toEqual([]);
+    const answer = s.broker.next();
+    s.send({
+      t: 'config',
+      config: {
+        commit_id: 'l1',
+        bundles: ['rauc_v9', 'users', 'sshkeys', 'ntp'],
+        bundle_data: { rauc_v9: {}, users: {}, sshkeys: {}, ntp: { enabled: false } },
+      },
+      attributes: {},
+    });
+    expect(texts((await answer).reports)).toEqual([
+      'users ERR users could not be loaded: Cannot find module. Nothing applied.',
+      'rauc_v9 WARN This agent does not support the rauc_v9 bundle: nothing applied.',
+    ]);
+    expect(applied).toEqual(['sshkeys']);
+    // the configuration's bundles only (settings, parameters and the others it does not name are never loaded)
+    expect(new Set(loaded)).toEqual(new Set(['users', 'sshkeys', 'ntp', 'rauc_v9']));
   });
 
   it('reports a file the broker refuses, a file whose checksum does not match, unknown, empty and invalid bundles', async () => {
@@ -338,7 +369,7 @@ describe('configuration engine', () => {
     expect(s.engine.interval).toBe(17);
 
     // A restarted agent runs on the default it kept until the broker says otherwise.
-    const restarted = new ConfigEngine({ stateDir: s.stateDir, root: s.root, bundles: AGENT_BUNDLES, env: { ...process.env, PATH: SYSTEM_PATH } });
+    const restarted = new ConfigEngine({ stateDir: s.stateDir, root: s.root, bundles: loadAgentBundle, env: { ...process.env, PATH: SYSTEM_PATH } });
     cleanups.push(() => restarted.stop());
     await restarted.start();
     expect(restarted.interval).toBe(17);

@@ -7,19 +7,21 @@
  * A run executes the bundles in qbee's order, each with a BundleContext; each bundle's outcome
  * becomes reports (a bundle that changed nothing reports nothing), with the values of secret
  * parameters redacted, and the run ends with `config_applied`. Results of runs made while
- * disconnected wait (bounded) and go out on the next connection.
+ * disconnected wait (bounded) and go out on the next connection. The checks of what the broker
+ * sends are in received.ts, one bundle's application and the run's reports in apply-bundle.ts.
  */
 import crypto from 'node:crypto';
 import fs from 'node:fs/promises';
 import path from 'node:path';
 import type { Channel } from '../../shared/mux.js';
-import type { AgentDefaults, AgentReport, CommittedConfig, ControlMessage, ReportSeverity } from '../../shared/protocol.js';
+import type { AgentReport, ControlMessage, ReportSeverity } from '../../shared/protocol.js';
 import type { BrokerMessage } from '../../shared/wire.js';
-import { DEFAULT_UPDATE_POLICY, type AgentSwitches, type Bundle, type BundleContext } from './bundle.js';
-import { hasExecutable, runCommand } from './command.js';
+import { DEFAULT_UPDATE_POLICY, type AgentSwitches, type Bundle } from './bundle.js';
+import { applyBundle, reportSink } from './apply-bundle.js';
+import { runCommand } from './command.js';
 import { FileFetcher } from './files.js';
-import { object } from './parse.js';
 import { CONTROL_CHARACTERS } from '../../shared/text.js';
+import { bundleMeta, checkConfig, DEFAULT_INTERVAL_MINUTES, MAX_INTERVAL_MINUTES, secretsOf, type StoredConfig } from './received.js';
 
 /**
  * qbee's bundle order (its agent's list of bundles): settings and parameters first (they shape
@@ -45,42 +47,27 @@ export const BUNDLE_ORDER = [
   'docker_compose',
 ] as const;
 
-/** qbee's default agent interval, minutes. */
-export const DEFAULT_INTERVAL_MINUTES = 5;
-const MAX_INTERVAL_MINUTES = 24 * 60;
 /** Bounds of what one run reports. */
-const MAX_REPORTS_PER_BUNDLE = 100;
-const MAX_REPORTS_PER_RUN = 1000;
-const MAX_REPORT_TEXT = 2000;
-const MAX_LOG_BYTES = 16 * 1024;
 /** Results of runs kept while disconnected. */
 const MAX_OUTBOX = 20;
-const MAX_BUNDLES = 64;
-const MAX_ATTRIBUTES = 1000;
 const STATE_FILE = 'config.json';
 /**
  * Longest one bundle may take in a run (a bundle fetching many large files over a slow link is
  * the long one); past it, its signal is aborted, it is reported and the run goes on without it.
  */
 export const DEFAULT_BUNDLE_TIMEOUT_MS = 60 * 60_000;
-const REDACTED = '********';
 const CONTROL_CHARACTERS_ALL = new RegExp(CONTROL_CHARACTERS.source, 'g');
-
-export interface StoredConfig {
-  config: CommittedConfig;
-  attributes: Record<string, string>;
-  /** keys of device attributes left out because their value holds a control character (not stored) */
-  dropped?: string[];
-  /** the account's defaults that came with it (the run interval without a settings bundle) */
-  defaults: AgentDefaults;
-}
 
 export interface ConfigEngineOptions {
   /** the agent's state directory: the configuration, bundle state and downloads live under it */
   stateDir: string;
   /** filesystem root bundles write under: `/` on a device */
   root?: string;
-  bundles: readonly Bundle[];
+  /**
+   * the bundles it applies: a list, or what loads the bundle of a name when a configuration first
+   * names it (agent/config/registry.ts); undefined is a bundle this agent does not apply
+   */
+  bundles: readonly Bundle[] | BundleLoader;
   log?: (level: 'info' | 'warn' | 'debug', msg: string, detail?: Record<string, unknown>) => void;
   /** environment of the commands bundles run (PATH decides which tools exist) */
   env?: NodeJS.ProcessEnv;
@@ -95,66 +82,8 @@ export interface ConfigEngineOptions {
   bundleTimeoutMs?: number;
 }
 
-/** Where a bundle reports; the engine stamps the commit ids and redacts secrets. */
-type Sink = (bundle: string, bundleCommitId: string, severity: ReportSeverity, text: string, log?: string) => void;
-
-/** Checks the shape of a `config` message from the broker; throws saying what is wrong. */
-/** The account's defaults as the broker sent them: a field out of range is left out (the agent's own default holds). */
-export function checkDefaults(defaults: unknown): AgentDefaults {
-  if (!defaults || typeof defaults !== 'object' || Array.isArray(defaults)) return {};
-  const minutes = (defaults as { agent_interval?: unknown }).agent_interval;
-  return typeof minutes === 'number' && Number.isInteger(minutes) && minutes >= 1 && minutes <= MAX_INTERVAL_MINUTES ? { agent_interval: minutes } : {};
-}
-
-export function checkConfig(config: unknown, attributes: unknown, defaults?: unknown): StoredConfig {
-  const c = object(config, 'config');
-  if (typeof c.commit_id !== 'string' || c.commit_id.length > 128) throw new Error('config.commit_id must be a string of at most 128 characters');
-  if (!Array.isArray(c.bundles) || c.bundles.length > MAX_BUNDLES || !c.bundles.every((b) => typeof b === 'string' && b.length > 0 && b.length <= 64))
-    throw new Error(`config.bundles must be a list of at most ${MAX_BUNDLES} bundle names`);
-  const data = c.bundle_data === undefined || c.bundle_data === null ? {} : object(c.bundle_data, 'config.bundle_data');
-  const attrs: Record<string, string> = {};
-  const dropped: string[] = [];
-  if (attributes !== undefined && attributes !== null) {
-    const a = object(attributes, 'attributes');
-    for (const [key, value] of Object.entries(a).slice(0, MAX_ATTRIBUTES)) {
-      if (typeof value !== 'string' || key.length > 256 || value.length > 65536) continue;
-      // Device attributes are one line of text (anyone with device:manage writes them): a newline
-      // would start another line of a template or a command, so such a value is never a parameter.
-      if (CONTROL_CHARACTERS.test(value) || CONTROL_CHARACTERS.test(key)) dropped.push(key);
-      else attrs[key] = value;
-    }
-  }
-  return {
-    config: { commit_id: c.commit_id, bundles: [...new Set(c.bundles as string[])], bundle_data: data },
-    attributes: attrs,
-    ...(dropped.length > 0 ? { dropped } : {}),
-    defaults: checkDefaults(defaults),
-  };
-}
-
-function bundleMeta(raw: unknown): { enabled: boolean; commitId: string } {
-  if (raw === null || typeof raw !== 'object' || Array.isArray(raw)) return { enabled: true, commitId: '' };
-  const r = raw as Record<string, unknown>;
-  return { enabled: r.enabled !== false, commitId: typeof r.bundle_commit_id === 'string' ? r.bundle_commit_id.slice(0, 128) : '' };
-}
-
-/** The values to hide from reports: secrets, longest first so that a secret containing another is hidden whole. */
-export function secretsOf(config: CommittedConfig): string[] {
-  const params = config.bundle_data.parameters;
-  if (!config.bundles.includes('parameters') || params === null || typeof params !== 'object') return [];
-  const secrets = (params as { secrets?: unknown }).secrets;
-  if (!Array.isArray(secrets)) return [];
-  return secrets
-    .map((s) => (s && typeof s === 'object' ? (s as { value?: unknown }).value : undefined))
-    .filter((v): v is string => typeof v === 'string' && v.length > 0)
-    .sort((a, b) => b.length - a.length);
-}
-
-export function redact(value: string, secrets: readonly string[]): string {
-  let out = value;
-  for (const secret of secrets) out = out.split(secret).join(REDACTED);
-  return out;
-}
+/** Loads the bundle of a name (once: later calls hand back the same bundle); undefined when there is none. */
+export type BundleLoader = (name: string) => Promise<Bundle | undefined>;
 
 export class ConfigEngine {
   readonly files: FileFetcher;
@@ -169,7 +98,7 @@ export class ConfigEngine {
   private failedConnections = 0;
   private readonly root: string;
   private readonly log: NonNullable<ConfigEngineOptions['log']>;
-  private readonly byName: Map<string, Bundle>;
+  private readonly bundleOf: BundleLoader;
   /** Resolves when the next run finishes (tests, and whoever wants to wait for one). */
   private waiters: (() => void)[] = [];
   /** Bundles stopped for taking too long whose apply has not returned yet: not started again meanwhile. */
@@ -178,7 +107,11 @@ export class ConfigEngine {
   constructor(private readonly o: ConfigEngineOptions) {
     this.root = o.root ?? '/';
     this.log = o.log ?? (() => {});
-    this.byName = new Map(o.bundles.map((b) => [b.name, b]));
+    if (typeof o.bundles === 'function') this.bundleOf = o.bundles;
+    else {
+      const byName = new Map(o.bundles.map((b) => [b.name, b]));
+      this.bundleOf = (name) => Promise.resolve(byName.get(name));
+    }
     this.files = new FileFetcher(path.join(o.stateDir, 'config', 'downloads'), o.fetchTimeoutMs);
   }
 
@@ -417,16 +350,17 @@ export class ConfigEngine {
   }
 
   /** The parameters templates and `$(key)` see: device attributes, then the parameters bundle (secrets included). */
-  private parametersOf(stored: StoredConfig): Record<string, string> {
+  private async parametersOf(stored: StoredConfig): Promise<Record<string, string>> {
     const params: Record<string, string> = { ...stored.attributes };
-    const bundle = this.byName.get('parameters');
     const raw = stored.config.bundle_data.parameters;
-    if (!bundle || !stored.config.bundles.includes('parameters') || !bundleMeta(raw).enabled) return params;
+    if (!stored.config.bundles.includes('parameters') || !bundleMeta(raw).enabled) return params;
     try {
+      const bundle = await this.bundleOf('parameters');
+      if (!bundle) return params;
       const parsed = bundle.parse(raw) as { parameters: { key: string; value: string }[]; secrets: { key: string; value: string }[] };
       for (const p of [...parsed.parameters, ...parsed.secrets]) params[p.key] = p.value;
     } catch {
-      // reported when the parameters bundle runs
+      // reported when the parameters bundle runs (an unloadable or invalid one)
     }
     return params;
   }
@@ -436,28 +370,14 @@ export class ConfigEngine {
     if (!stored) return;
     const { config } = stored;
     const secrets = secretsOf(config);
-    const parameters = this.parametersOf(stored);
+    const parameters = await this.parametersOf(stored);
     const reports: AgentReport[] = [];
     const signal = this.controller.signal;
     const env = this.o.env ?? process.env;
     const bundleState = path.join(this.o.stateDir, 'config', 'bundles');
     await fs.mkdir(bundleState, { recursive: true, mode: 0o700 });
 
-    const sink: Sink = (bundle, bundleCommitId, sev, text, log) => {
-      if (reports.length >= MAX_REPORTS_PER_RUN) return;
-      let logText = log ? redact(log, secrets) : '';
-      if (Buffer.byteLength(logText) > MAX_LOG_BYTES) logText = '[…]' + Buffer.from(logText).subarray(-MAX_LOG_BYTES).toString('utf8');
-      reports.push({
-        bundle,
-        bundle_commit_id: bundleCommitId,
-        commit_id: config.commit_id,
-        labels: bundle,
-        sev,
-        text: redact(text, secrets).slice(0, MAX_REPORT_TEXT),
-        ...(logText ? { log: Buffer.from(logText).toString('base64') } : {}),
-        ts: Math.floor(Date.now() / 1000),
-      });
-    };
+    const sink = reportSink(reports, config.commit_id, secrets);
 
     const order = (name: string) => {
       const i = (BUNDLE_ORDER as readonly string[]).indexOf(name);
@@ -469,7 +389,13 @@ export class ConfigEngine {
       if (signal.aborted) break;
       const raw = config.bundle_data[name];
       const meta = bundleMeta(raw);
-      const bundle = this.byName.get(name);
+      let bundle: Bundle | undefined;
+      try {
+        bundle = await this.bundleOf(name);
+      } catch (err) {
+        sink(name, meta.commitId, 'ERR', `${name} could not be loaded: ${(err as Error).message}. Nothing applied.`);
+        continue;
+      }
       if (!bundle) {
         sink(name, meta.commitId, 'WARN', `This agent does not support the ${name} bundle: nothing applied.`);
         continue;
@@ -490,66 +416,20 @@ export class ConfigEngine {
         sink(name, meta.commitId, 'ERR', `${name} has not stopped since an earlier run ran out of time: not applied in this run.`);
         continue;
       }
-      // Each bundle gets its own signal: the engine stopping aborts it, and so does running past
-      // the time bound. A bundle that ignores its signal is left behind; the run goes on.
-      const bundleRun = new AbortController();
-      const stop = () => bundleRun.abort();
-      signal.addEventListener('abort', stop, { once: true });
-      let finished = false;
-      let count = 0;
-      const ctx: BundleContext = {
+      await applyBundle(name, bundle, data, meta.commitId, {
         commitId: config.commit_id,
         parameters,
         root: this.root,
         stateDir: bundleState,
-        run: (argv, options) => runCommand(argv, env, bundleRun.signal, options),
-        has: (executable) => hasExecutable(executable, env.PATH),
-        fetchFile: (file) => this.files.fetch(file, bundleRun.signal),
-        fetchFileInto: (file, into) => this.files.fetchInto(file, into, bundleRun.signal),
-        report: (severity, text, log) => {
-          if (finished || ++count > MAX_REPORTS_PER_BUNDLE) return;
-          sink(name, meta.commitId, severity, text, log);
-        },
-        signal: bundleRun.signal,
+        env,
+        files: this.files,
         ...(this.o.agent ? { agent: this.o.agent } : {}),
-        requestReboot: (why) => {
-          if (finished) return;
-          count++;
-          if (rebootFor.length === 0) sink(name, meta.commitId, 'WARN', `Scheduling system reboot: ${why}`);
-          rebootFor.push(why);
-        },
-      };
-      const timeoutMs = this.o.bundleTimeoutMs ?? DEFAULT_BUNDLE_TIMEOUT_MS;
-      let timer: NodeJS.Timeout | undefined;
-      const outOfTime = new Promise<'timeout'>((resolve) => {
-        timer = setTimeout(() => resolve('timeout'), timeoutMs);
+        signal,
+        timeoutMs: this.o.bundleTimeoutMs ?? DEFAULT_BUNDLE_TIMEOUT_MS,
+        sink,
+        rebootFor,
+        stuck: this.stuck,
       });
-      // qbee reports what a bundle did and its errors only: an unchanged bundle is silent, so
-      // the interval runs that repair drift do not flood the Logs
-      const applying = bundle.apply(data, ctx).then(
-        () => 'done' as const,
-        (err: unknown) => ({ err }),
-      );
-      try {
-        const outcome = await Promise.race([applying, outOfTime]);
-        if (outcome === 'timeout') {
-          bundleRun.abort();
-          sink(
-            name,
-            meta.commitId,
-            'ERR',
-            `${name} did not finish within ${timeoutMs >= 1000 ? `${Math.round(timeoutMs / 1000)} s` : `${timeoutMs} ms`}: stopped, the other bundles go on.`,
-          );
-          this.stuck.add(name);
-          void applying.finally(() => this.stuck.delete(name));
-        } else if (outcome !== 'done') {
-          sink(name, meta.commitId, 'ERR', `${name} failed: ${outcome.err instanceof Error ? outcome.err.message : String(outcome.err)}`);
-        }
-      } finally {
-        finished = true;
-        clearTimeout(timer);
-        signal.removeEventListener('abort', stop);
-      }
     }
     this.log('info', 'configuration applied', { commit_id: config.commit_id, reports: reports.length });
     // qbee's settings.reports off: the run is still acknowledged, without its reports

@@ -3,7 +3,7 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
-import { makeDirectories, readDeviceFile, writeFileAtomic } from './fsutil.js';
+import { makeDirectories, readDeviceFile, writeFileAtomic } from './device-files.js';
 
 let root: string;
 afterEach(() => fs.rmSync(path.dirname(root), { recursive: true, force: true }));

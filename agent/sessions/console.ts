@@ -1,4 +1,4 @@
-import { spawn, type IPty } from 'node-pty';
+import type { IPty } from 'node-pty';
 import { AgentRefusal } from '../../shared/codes.js';
 import type { Channel } from '../../shared/mux.js';
 import type { ConsoleParams } from '../../shared/protocol.js';
@@ -23,12 +23,21 @@ function commandOf(value: unknown): string[] | undefined {
   return value as string[];
 }
 
+/** node-pty (native code), loaded with the first console: an agent that never opens one does not load it. */
+async function loadPty(): Promise<typeof import('node-pty')> {
+  try {
+    return await import('node-pty');
+  } catch (err) {
+    throw new AgentRefusal('unsupported', `Consoles are not available on this device: node-pty could not be loaded (${(err as Error).message}).`);
+  }
+}
+
 /**
  * A login shell in a pty, sized by the client. Output respects the channel's credit: when the
  * channel pushes back the pty is paused, so a `yes` flood waits for the reader instead of filling
  * memory, and other channels of the same agent keep moving.
  */
-export function openConsole(channel: Channel, params: ConsoleParams, ctx: SessionContext): Record<string, unknown> {
+export async function openConsole(channel: Channel, params: ConsoleParams, ctx: SessionContext): Promise<Record<string, unknown>> {
   // As the grant's login user when the request names one (refused here when the agent cannot switch).
   const plan = planLogin(typeof params.user === 'string' ? params.user : undefined);
   const { shell } = plan;
@@ -40,6 +49,7 @@ export function openConsole(channel: Channel, params: ConsoleParams, ctx: Sessio
   // plan: `<shell> -l` as the agent's user, or `setpriv … -- <shell> -l` as another.
   const file = run && plan.file === shell ? runner : plan.file;
   const args = !run ? plan.args : plan.file === shell ? run.slice(1) : [...plan.args.slice(0, -2), ...run];
+  const { spawn } = await loadPty();
   let pty: IPty;
   try {
     pty = spawn(file, args, {

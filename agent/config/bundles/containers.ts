@@ -12,7 +12,7 @@ import { mkdir, readFile, rm, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { z } from 'zod';
 import type { Bundle, BundleContext } from '../bundle.js';
-import { readDeviceFile } from '../fsutil.js';
+import { readDeviceFile } from '../device-files.js';
 import { ParameterError } from '../template.js';
 import { outputTail, parseBundleData, preConditionHolds, resolveParameters, resolveTemplateValue, splitWords } from './software-support.js';
 

@@ -8,7 +8,8 @@
  */
 import path from 'node:path';
 import type { Bundle, BundleContext } from '../bundle.js';
-import { makeDirectories, removeDeviceFile, sha256, sha256OfFile, writeFileAtomic } from '../fsutil.js';
+import { makeDirectories, removeDeviceFile, sha256OfFile, writeFileAtomic } from '../device-files.js';
+import { sha256 } from '../fsutil.js';
 import { reportCommand } from '../helpers.js';
 import { list, object } from '../parse.js';
 

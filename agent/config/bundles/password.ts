@@ -4,7 +4,7 @@
  * alone; a user missing from the shadow file is reported. The hash never appears in a report.
  */
 import type { Bundle } from '../bundle.js';
-import { readDeviceFile, writeFileAtomic } from '../fsutil.js';
+import { readDeviceFile, writeFileAtomic } from '../device-files.js';
 import { list, object, text, USERNAME } from '../parse.js';
 import { ParameterError, resolveParameters } from '../template.js';
 

@@ -4,11 +4,13 @@
  * from templates of the file store with the item's parameters, and a restart of the service when the
  * package or a configuration file changed.
  */
-import { open, rm, access, constants } from 'node:fs/promises';
+import { constants, open, rm } from 'node:fs/promises';
 import path from 'node:path';
 import { z } from 'zod';
 import type { Bundle, BundleContext } from '../bundle.js';
-import { openParent, readCapped, replaceable, sha256, sha256In, writeAtomicIn } from '../fsutil.js';
+import { isExecutable } from '../command.js';
+import { readCapped, sha256In, writeAtomicIn } from '../device-files.js';
+import { openParent, replaceable, sha256 } from '../fsutil.js';
 import { detectPackageManager, type InstalledPackage, type PackageManager } from './package-managers.js';
 import { PACKAGE_TOKEN } from './package-management.js';
 import {
@@ -219,15 +221,6 @@ async function readTemplate(local: string): Promise<Buffer> {
     return await readCapped(handle, MAX_TEMPLATE_BYTES, 'the template');
   } finally {
     await handle.close();
-  }
-}
-
-async function isExecutable(file: string): Promise<boolean> {
-  try {
-    await access(file, constants.X_OK);
-    return true;
-  } catch {
-    return false;
   }
 }
 

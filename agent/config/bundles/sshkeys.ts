@@ -4,7 +4,8 @@
  * reported and skipped; a file already right is left alone.
  */
 import type { Bundle } from '../bundle.js';
-import { openDirectory, openSubdirectory, readPasswd, replaceable, sha256, sha256In, writeAtomicIn, type CheckedDir, type PasswdEntry } from '../fsutil.js';
+import { readPasswd, sha256In, writeAtomicIn, type PasswdEntry } from '../device-files.js';
+import { openDirectory, openSubdirectory, replaceable, sha256, type CheckedDir } from '../fsutil.js';
 import { list, object, text, USERNAME } from '../parse.js';
 import { ParameterError, resolveParameters } from '../template.js';
 

@@ -6,7 +6,8 @@
  */
 import fs from 'node:fs/promises';
 import type { Bundle, BundleContext } from '../bundle.js';
-import { readPasswd, underRoot } from '../fsutil.js';
+import { readPasswd } from '../device-files.js';
+import { underRoot } from '../fsutil.js';
 import { reportCommand, requireTools } from '../helpers.js';
 import { list, object, text, USERNAME } from '../parse.js';
 import { ParameterError, resolveParameters } from '../template.js';

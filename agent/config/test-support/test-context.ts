@@ -5,11 +5,12 @@
  * environment, or run every command inside a network namespace the test made.
  */
 import { spawn } from 'node:child_process';
-import { mkdtemp, mkdir, rm, writeFile, access, constants } from 'node:fs/promises';
+import { mkdtemp, mkdir, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import type { ReportSeverity } from '../../../shared/protocol.js';
 import type { BundleContext, CommandResult } from '../bundle.js';
+import { isExecutable } from '../command.js';
 
 export interface RecordedReport {
   severity: ReportSeverity;
@@ -80,15 +81,6 @@ export function runCommand(
     child.stdin.on('error', () => undefined);
     child.stdin.end(options.input ?? '');
   });
-}
-
-async function isExecutable(file: string): Promise<boolean> {
-  try {
-    await access(file, constants.X_OK);
-    return true;
-  } catch {
-    return false;
-  }
 }
 
 export async function createSoftwareTestContext(options: SoftwareTestContextOptions = {}): Promise<SoftwareTestContext> {
