@@ -82,6 +82,19 @@ export interface RemoteCapabilities {
   reload: boolean;
 }
 
+/** GET /device/{device_id}/status: whether its agent is connected and remote sessions can open now (qbee's DeviceStatus). */
+export interface DeviceStatus {
+  uuid: string;
+  remote_access: boolean;
+  connected: boolean;
+  /** ISO 8601 of the last contact, null if never */
+  last_seen: string | null;
+  /** while remote_access: host[:port] where qbee-cli dials this broker */
+  edge?: string;
+  /** 1 while remote_access */
+  edge_version?: 1;
+}
+
 /** The legacy device attributes: always present, as strings ("" when unset). */
 export type LegacyAttribute = 'device_name' | 'description' | 'latitude' | 'longitude' | 'country' | 'city' | 'zip' | 'address';
 

@@ -4,7 +4,7 @@
  */
 import { Fragment } from 'preact';
 import { useEffect, useState } from 'preact/hooks';
-import type { AttributesRecord, LiveSessionItem, RemoteCapabilities, ReportCounts } from '../../../shared/api-types.js';
+import type { AttributesRecord, DeviceStatus, LiveSessionItem, RemoteCapabilities, ReportCounts } from '../../../shared/api-types.js';
 import { api, ApiFailure, itemsOf } from '../api.js';
 import { allowed } from '../areas.js';
 import { Link, navigate, withQuery } from '../router.js';
@@ -20,13 +20,6 @@ import { reattachPath } from './sessions.js';
 import { FileTransfer } from './transfer.js';
 import { FileBrowser } from './file-browser.js';
 import { WebAppLauncher } from './web-apps.js';
-
-interface DeviceStatus {
-  uuid: string;
-  remote_access: boolean;
-  connected: boolean;
-  last_seen: string | null;
-}
 
 interface NodeInfo {
   node_id: string;
