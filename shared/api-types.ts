@@ -4,6 +4,8 @@
  * this file (and no zod). The broker's zod response schemas are checked against these types with
  * `satisfies z.ZodType<…>`, so a schema that drifts from its record does not compile.
  */
+import type { MetricSample } from './metrics.js';
+import type { Permission } from './permissions.js';
 import type { ReportSeverity } from './protocol.js';
 
 /** The answer of a list route: one page of `items` and how many there are in all. */
@@ -78,6 +80,19 @@ export interface RemoteCapabilities {
   /** present when every grant reading files on the device names directories (`copy(path=...)`): where a file browser may look */
   copy_paths?: string[];
   reload: boolean;
+}
+
+/** GET /device/{device_id}/status: whether its agent is connected and remote sessions can open now (qbee's DeviceStatus). */
+export interface DeviceStatus {
+  uuid: string;
+  remote_access: boolean;
+  connected: boolean;
+  /** ISO 8601 of the last contact, null if never */
+  last_seen: string | null;
+  /** while remote_access: host[:port] where qbee-cli dials this broker */
+  edge?: string;
+  /** 1 while remote_access */
+  edge_version?: 1;
 }
 
 /** The legacy device attributes: always present, as strings ("" when unset). */
@@ -343,4 +358,90 @@ export interface ReportCounts {
   unread_severity: Record<ReportSeverity, number>;
   /** Unix seconds of the newest report; 0 when none */
   last_ts: number;
+}
+
+/** Console recording for the sessions a role grants: `default` (recorded), `off`, or `required`. */
+export type RoleRecordingMode = 'default' | 'off' | 'required';
+
+/** A user holding a role, as a role's `used_by` (and a refused delete's `role_in_use`) names them. */
+export interface RoleUser {
+  user_id: string;
+  fname: string;
+  lname: string;
+}
+
+/** A permission a role grants, on the devices its resources name (`*`: every device). */
+export interface RolePolicy {
+  permission: string;
+  resources: string[];
+}
+
+/** A role as GET /role/{role_id} and GET /roleslist show it. Times are Unix seconds, as the qbee API clients read them. */
+export interface RoleRecord {
+  id: string;
+  name: string;
+  description: string;
+  policies: RolePolicy[];
+  recording: RoleRecordingMode;
+  /** the built-in Administrator role: cannot be changed or deleted */
+  builtin: boolean;
+  created_at: number;
+  created_by: string | null;
+  updated_at: number;
+  updated_by: string | null;
+  used_by: RoleUser[];
+}
+
+/** A permission in GET /permissionslist. */
+export interface PermissionInfo {
+  permission: Permission;
+  description: string;
+  /** whether its policies take resources other than `*` */
+  accepts_resources: boolean;
+}
+
+/** Whether a metrics answer holds raw samples or hourly averages. */
+export type MetricsResolution = 'raw' | 'hour';
+
+/** GET /device/{device_id}/metrics: a device's samples with `from <= ts < to` (Unix seconds). */
+export interface SeriesAnswer {
+  items: MetricSample[];
+  total: number;
+  resolution: MetricsResolution;
+  from: number;
+  to: number;
+}
+
+/** GET /device/{device_id}/metrics/latest: qbee's MetricsSummary (qbee-cli metrics.go). */
+export interface MetricsSummary {
+  filesystem: { reported: number; mounts: { path: string; used: number; available: number }[] };
+  cpu: { reported: number; user: number; system: number; io: number };
+  load: { reported: number; '1min': number; '5min': number; '15min': number };
+  memory: { reported: number; used: number; swap_used: number; available: number };
+}
+
+/** How /analysis folds a metric's values. */
+export type MetricsAggregate = 'avg' | 'min' | 'max';
+
+/** One group of an /analysis answer: a device (`device_id`, `title`) or an hour (`ts`, `devices`). */
+export interface AnalysisItem {
+  device_id?: string;
+  title?: string;
+  ts?: number;
+  value: number;
+  samples: number;
+  devices?: number;
+}
+
+/** GET and POST /analysis: one metric aggregated over the caller's devices, by device or by hour. */
+export interface AnalysisAnswer {
+  metric: string;
+  aggregate: MetricsAggregate;
+  group_by: 'device' | 'hour';
+  from: number;
+  to: number;
+  /** group_by device: one per device with data; group_by hour: one per hour with data */
+  items: AnalysisItem[];
+  /** how many groups had data (before `limit`) */
+  total: number;
 }

@@ -10,6 +10,7 @@ import type { IncomingMessage } from 'node:http';
 import type { Duplex } from 'node:stream';
 import type { Logger } from 'pino';
 import WebSocket from 'ws';
+import type { DeviceStatus } from '../../shared/api-types.js';
 import { BROKER_SIGNED_TYPES } from '../../shared/broker-signature.js';
 import { Mux, type Channel, type MuxProtocolError } from '../../shared/mux.js';
 import { FROM_AGENT, type AgentMessage } from '../../shared/wire.js';
@@ -40,12 +41,8 @@ interface AgentConnection extends Liveness {
   reloads?: Map<string, { resolve: () => void; reject: (err: Error) => void; timer: NodeJS.Timeout }>;
 }
 
-export interface DeviceStatus {
-  uuid: string;
-  remote_access: boolean;
-  connected: boolean;
-  last_seen: string | null;
-}
+/** GET /device/{device_id}/status's record: declared once for the broker and the console. */
+export type { DeviceStatus } from '../../shared/api-types.js';
 
 export interface AgentHubEvents {
   connected: [deviceId: string];

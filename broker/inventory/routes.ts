@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import type { DeviceStatus } from '../../shared/api-types.js';
 import { DEVICE_ID_PATTERN } from '../devices/scope.js';
 import { listPage, pagingQuery } from '../http/paging.js';
 import { deviceAttributesOut } from '../devices/schema.js';
@@ -325,7 +326,7 @@ export const inventoryRoutes: RouteSpec[] = [
       last_seen: z.string().nullable(),
       edge: z.string().optional().describe("host[:port] of this broker (PUBLIC_URL, else the request's host), while remote_access is true"),
       edge_version: z.literal(1).optional().describe('1 while remote_access is true'),
-    }),
+    }) satisfies z.ZodType<DeviceStatus>,
     handler: async ({ params, services, host }) => {
       const stored = await services.agents.status(params.device_id);
       // A connected agent's last heartbeat (kept in memory); the stored last contact otherwise.

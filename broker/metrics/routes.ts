@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import type { AnalysisAnswer, MetricsSummary, SeriesAnswer } from '../../shared/api-types.js';
 import { MAX_METRIC_ID_LENGTH, METRIC_LABELS, METRIC_NAMES } from '../../shared/metrics.js';
 import { DEVICE_ID_PATTERN } from '../devices/scope.js';
 import { defineRoute, type RouteSpec } from '../http/route.js';
@@ -34,7 +35,7 @@ const summary = z
       available: z.number().int().describe('memory available, KiB'),
     }),
   })
-  .describe("qbee's MetricsSummary");
+  .describe("qbee's MetricsSummary") satisfies z.ZodType<MetricsSummary>;
 
 /** The analysis query: a GET's query string or a POST's body (the same fields). */
 function analysisQuery(coerce: boolean) {
@@ -75,7 +76,7 @@ const analysisAnswer = z.object({
     }),
   ),
   total: z.number().int().describe('Groups with data, before limit'),
-});
+}) satisfies z.ZodType<AnalysisAnswer>;
 
 const ANALYSIS_DESCRIPTION =
   'One metric value aggregated over the devices you reach and a time range, from the hourly roll-ups (an hour counts when it starts in [from - from mod 3600, to)). ' +
@@ -110,7 +111,7 @@ export const metricsRoutes: RouteSpec[] = [
       resolution: z.enum(['raw', 'hour']),
       from: z.number().int(),
       to: z.number().int(),
-    }),
+    }) satisfies z.ZodType<SeriesAnswer>,
     handler: async ({ params, query, services, principal }) => services.metrics.series(principal, params.device_id, query),
   }),
   defineRoute({

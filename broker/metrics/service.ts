@@ -1,4 +1,5 @@
 import type { Logger } from 'pino';
+import type { AnalysisAnswer, MetricsAggregate, MetricsResolution, MetricsSummary, SeriesAnswer } from '../../shared/api-types.js';
 import { METRIC_FIELDS, METRIC_LABELS, type MetricLabel, type MetricSample } from '../../shared/metrics.js';
 import type { AccessService } from '../access/access.js';
 import type { Principal } from '../access/principal.js';
@@ -25,7 +26,9 @@ const LATEST_ROWS = 400;
 /** How often retention runs. */
 const PRUNE_EVERY_MS = 10 * 60_000;
 
-export type Resolution = 'raw' | 'hour';
+/** The metrics answers as the API shows them: declared once for the broker and the console. */
+export type { AnalysisAnswer, MetricsSummary, SeriesAnswer } from '../../shared/api-types.js';
+export type Resolution = MetricsResolution;
 
 export interface SeriesQuery {
   from?: number;
@@ -35,23 +38,7 @@ export interface SeriesQuery {
   resolution?: 'auto' | Resolution;
 }
 
-export interface SeriesAnswer {
-  items: MetricSample[];
-  total: number;
-  resolution: Resolution;
-  from: number;
-  to: number;
-}
-
-/** qbee's MetricsSummary (qbee-cli metrics.go). */
-export interface MetricsSummary {
-  filesystem: { reported: number; mounts: Array<{ path: string; used: number; available: number }> };
-  cpu: { reported: number; user: number; system: number; io: number };
-  load: { reported: number; '1min': number; '5min': number; '15min': number };
-  memory: { reported: number; used: number; swap_used: number; available: number };
-}
-
-export type Aggregate = 'avg' | 'min' | 'max';
+export type Aggregate = MetricsAggregate;
 
 export interface AnalysisQuery {
   metric: string;
@@ -63,18 +50,6 @@ export interface AnalysisQuery {
   group_by: 'device' | 'hour';
   order: 'asc' | 'desc';
   limit: number;
-}
-
-export interface AnalysisAnswer {
-  metric: string;
-  aggregate: Aggregate;
-  group_by: 'device' | 'hour';
-  from: number;
-  to: number;
-  /** group_by device: one per device with data; group_by hour: one per hour with data */
-  items: Array<{ device_id?: string; title?: string; ts?: number; value: number; samples: number; devices?: number }>;
-  /** how many groups had data (before `limit`) */
-  total: number;
 }
 
 export interface MetricsDeps {

@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import type { RoleRecord, RoleUser } from '../../shared/api-types.js';
 import { badRequest } from '../http/errors.js';
 import { listPage, pagingQuery } from '../http/paging.js';
 import { defineRoute, type RouteSpec } from '../http/route.js';
@@ -35,7 +36,7 @@ const roleBody = z.object({
   builtin: z.unknown().optional().describe('Read-only; ignored.'),
 });
 
-const roleUser = z.object({ user_id: z.string(), fname: z.string(), lname: z.string() });
+const roleUser = z.object({ user_id: z.string(), fname: z.string(), lname: z.string() }) satisfies z.ZodType<RoleUser>;
 const roleRecord = z.object({
   id: z.string(),
   name: z.string(),
@@ -48,7 +49,7 @@ const roleRecord = z.object({
   updated_at: z.number().describe('Unix time, seconds'),
   updated_by: z.string().nullable().describe('user_id of the last editor'),
   used_by: z.array(roleUser).describe('Users holding the role'),
-});
+}) satisfies z.ZodType<RoleRecord>;
 
 const VALIDATION =
   'Policies are checked: an unknown permission, a resource on a permission that does not accept resources, an action suffix on anything but remote-access:connect, options on console/reload, an unknown option or a malformed value answer 400 `invalid_policy` with a message naming the policy and the resource and a `problems` array `[{policy, permission, resource, message}]`. A name in use answers 409 `duplicate_role_name`.';

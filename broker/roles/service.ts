@@ -1,5 +1,6 @@
 import crypto from 'node:crypto';
-import { PERMISSION_NAMES, PERMISSIONS, type Permission } from '../../shared/permissions.js';
+import type { PermissionInfo, RolePolicy, RoleRecord } from '../../shared/api-types.js';
+import { PERMISSION_NAMES, PERMISSIONS } from '../../shared/permissions.js';
 import { compilePolicies, uncoveredGrants, validatePolicies, type Policy, type PolicyProblem } from '../../shared/resources.js';
 import type { AccessService } from '../access/access.js';
 import { RECORDING_RANK, recordingModeOf, type RecordingMode } from '../access/recording.js';
@@ -10,25 +11,8 @@ import type { RoleUser, rolesOfUsers, usersOfRoles } from '../users/directory.js
 import { writeIdentity, type Executor } from './identity.js';
 import { deleteRole, findRole, insertRole, listRoles, policiesOfRoles, roleNameTaken, updateRole, type RoleRow } from './store.js';
 
-export interface RolePolicy {
-  permission: string;
-  resources: string[];
-}
-
-/** A role as the API shows it. Times are Unix seconds, as the qbee API clients read them. */
-export interface RoleRecord {
-  id: string;
-  name: string;
-  description: string;
-  policies: RolePolicy[];
-  recording: RecordingMode;
-  builtin: boolean;
-  created_at: number;
-  created_by: string | null;
-  updated_at: number;
-  updated_by: string | null;
-  used_by: RoleUser[];
-}
+/** A role and a permission as the API shows them: declared once for the broker and the console. */
+export type { PermissionInfo, RolePolicy, RoleRecord } from '../../shared/api-types.js';
 
 /** Who holds which roles: the users domain answers (users/directory.ts), handed in at composition. */
 export interface RoleHolders {
@@ -42,12 +26,6 @@ export interface RoleInput {
   policies: Policy[];
   /** Left out: `default` on create, unchanged on replace. */
   recording?: RecordingMode;
-}
-
-export interface PermissionInfo {
-  permission: Permission;
-  description: string;
-  accepts_resources: boolean;
 }
 
 /** Omitted or empty resources mean every device ("*"); repeated resources are listed once. */

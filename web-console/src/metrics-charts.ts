@@ -3,6 +3,7 @@
  * (GET /device/{id}/metrics) into one chart per label, and hourly analysis answers
  * (POST /analysis, group_by hour) into charts over a group. No drawing here (see time-chart.tsx).
  */
+import type { AnalysisItem, MetricsResolution } from '../../shared/api-types.js';
 import type { MetricLabel, MetricSample } from '../../shared/metrics.js';
 
 export type Unit = 'percent' | 'bytesPerSecond' | 'bytesPerSample' | 'load' | 'celsius';
@@ -25,7 +26,7 @@ export interface ChartData {
   span?: { from: number; to: number };
 }
 
-export type Resolution = 'raw' | 'hour';
+export type Resolution = MetricsResolution;
 
 /** The ranges the screens offer, seconds. */
 export const RANGES = [
@@ -168,12 +169,7 @@ export function deviceCharts(items: MetricSample[], resolution: Resolution): Cha
 }
 
 /** One hourly value of an analysis answer (group_by hour). */
-export interface HourItem {
-  ts?: number;
-  value: number;
-  samples: number;
-  devices?: number;
-}
+export type HourItem = AnalysisItem;
 
 /** What the group view asks POST /analysis for: per chart, the series (metric and aggregate over devices). */
 export const GROUP_CHARTS: { key: string; title: string; unit: Unit; series: { name: string; metric: string; aggregate: 'avg' | 'max' }[] }[] = [

@@ -6,39 +6,12 @@
  * This module and uPlot load on first use.
  */
 import { Fragment } from 'preact';
-import type { GroupTree, GroupTreeNode } from '../../../shared/api-types.js';
-import type { MetricSample } from '../../../shared/metrics.js';
+import type { AnalysisAnswer, AnalysisItem, GroupTree, GroupTreeNode, MetricsSummary, SeriesAnswer } from '../../../shared/api-types.js';
 import { api, ApiFailure } from '../api.js';
-import {
-  GROUP_CHARTS,
-  RANGES,
-  deviceCharts,
-  formatValue,
-  groupChart,
-  rangeSeconds,
-  withSpan,
-  type ChartData,
-  type HourItem,
-  type Resolution,
-} from '../metrics-charts.js';
+import { GROUP_CHARTS, RANGES, deviceCharts, formatValue, groupChart, rangeSeconds, withSpan, type ChartData, type Resolution } from '../metrics-charts.js';
 import { Link, navigate, useLocation, withQuery } from '../router.js';
 import { TimeChart } from '../time-chart.js';
 import { ErrorBox, formatBytes, formatTime, Loading, PageTitle, Table, useLoad } from '../ui.js';
-
-interface SeriesAnswer {
-  items: MetricSample[];
-  total: number;
-  resolution: Resolution;
-  from: number;
-  to: number;
-}
-
-interface DeviceItem {
-  device_id?: string;
-  title?: string;
-  value: number;
-  samples: number;
-}
 
 export type ResolutionChoice = 'auto' | 'raw' | 'hour';
 
@@ -99,7 +72,7 @@ function GroupCharts({ nodeId, seconds }: { nodeId: string; seconds: number }) {
           await Promise.all(
             def.series.map((s) =>
               api
-                .post<{ items: HourItem[] }>('/analysis', {
+                .post<AnalysisAnswer>('/analysis', {
                   metric: s.metric,
                   aggregate: s.aggregate,
                   node_id: nodeId || undefined,
@@ -140,7 +113,7 @@ function TopDevices({ nodeId, link }: { nodeId: string; link: (deviceId: string)
       Promise.all(
         TOP.map((t) =>
           api
-            .post<{ items: DeviceItem[]; total: number }>('/analysis', {
+            .post<AnalysisAnswer>('/analysis', {
               metric: t.metric,
               aggregate: t.aggregate ?? 'avg',
               node_id: nodeId || undefined,
@@ -156,7 +129,7 @@ function TopDevices({ nodeId, link }: { nodeId: string; link: (deviceId: string)
   if (!top.data) return <Loading what="the top devices" />;
   const rows = Array.from({ length: Math.max(0, ...top.data.map((l) => l.length)) }, (_, i) => i);
   if (rows.length === 0) return <p class="muted">No device here sent metrics in the last 24 hours.</p>;
-  const cell = (items: DeviceItem[], i: number, unit: 'percent') => {
+  const cell = (items: AnalysisItem[], i: number, unit: 'percent') => {
     const item = items[i];
     if (!item?.device_id) return <td />;
     return (
@@ -313,13 +286,6 @@ export function AnalysisScreen() {
         ))}
     </section>
   );
-}
-
-interface MetricsSummary {
-  filesystem: { reported: number; mounts: { path: string; used: number; available: number }[] };
-  cpu: { reported: number; user: number; system: number; io: number };
-  load: { reported: number; '1min': number; '5min': number; '15min': number };
-  memory: { reported: number; used: number; swap_used: number; available: number };
 }
 
 /** The device page's Metrics panel (metrics:read): the newest values and the last 24 hours. */

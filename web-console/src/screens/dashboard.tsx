@@ -9,7 +9,7 @@
  */
 import type { ComponentChildren } from 'preact';
 import { useEffect, useMemo, useState } from 'preact/hooks';
-import type { CveFeedState, CveItem, GroupTree, GroupTreeNode, ListPage, ReportItem, ReportSeverity } from '../../../shared/api-types.js';
+import type { AnalysisAnswer, CveFeedState, CveItem, GroupTree, GroupTreeNode, ListPage, ReportItem, ReportSeverity } from '../../../shared/api-types.js';
 import { api, ApiFailure } from '../api.js';
 import { allowed } from '../areas.js';
 import { useDeviceEvents, type DeviceEvent } from '../events.js';
@@ -275,11 +275,6 @@ function CveCard() {
       {age}
     </>
   );
-}
-
-interface AnalysisAnswer {
-  metric?: string;
-  items?: { device_id?: string; title?: string; value: number }[];
 }
 
 function HottestCard() {

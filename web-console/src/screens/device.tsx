@@ -4,7 +4,7 @@
  */
 import { Fragment } from 'preact';
 import { useEffect, useState } from 'preact/hooks';
-import type { AttributesRecord, RemoteCapabilities, ReportCounts } from '../../../shared/api-types.js';
+import type { AttributesRecord, DeviceStatus, LiveSessionItem, RemoteCapabilities, ReportCounts } from '../../../shared/api-types.js';
 import { api, ApiFailure, itemsOf } from '../api.js';
 import { allowed } from '../areas.js';
 import { Link, navigate, withQuery } from '../router.js';
@@ -20,13 +20,6 @@ import { reattachPath } from './sessions.js';
 import { FileTransfer } from './transfer.js';
 import { FileBrowser } from './file-browser.js';
 import { WebAppLauncher } from './web-apps.js';
-
-interface DeviceStatus {
-  uuid: string;
-  remote_access: boolean;
-  connected: boolean;
-  last_seen: string | null;
-}
 
 interface NodeInfo {
   node_id: string;
@@ -184,18 +177,9 @@ function RemoteActions({ deviceId, access }: { deviceId: string; access: RemoteC
   );
 }
 
-interface OwnConsole {
-  id: string;
-  kind: string;
-  device: { id: string };
-  started_at: string;
-  attached?: boolean;
-  can_attach?: boolean;
-}
-
 /** The user's own consoles running on this device (opened in any tab or browser), to re-attach to. */
 function OwnConsoles({ deviceId }: { deviceId: string }) {
-  const sessions = useLoad(async () => itemsOf<OwnConsole>(await api.get('/remote/sessions')), [deviceId]);
+  const sessions = useLoad(async () => itemsOf<LiveSessionItem>(await api.get('/remote/sessions')), [deviceId]);
   const mine = (sessions.data ?? []).filter((s) => s.kind === 'console' && s.can_attach && s.device.id === deviceId);
   if (mine.length === 0) return null;
   return (

@@ -7,38 +7,11 @@
 import { useMemo, useState } from 'preact/hooks';
 import { NOT_BUILT_PERMISSIONS, PERMISSIONS, PERMISSION_NAMES, acceptsResources, type Permission } from '../../../shared/permissions.js';
 import { AGENT_ACCOUNT, compilePolicies, consoleGrants, validatePolicies, type Policy, type PolicyProblem } from '../../../shared/resources.js';
+import type { PermissionInfo, RoleRecord, RoleRecordingMode, RoleUser } from '../../../shared/api-types.js';
 import { api, ApiFailure, itemsOf } from '../api.js';
 import { allowed } from '../areas.js';
 import { Link, navigate } from '../router.js';
 import { ConfirmButton, ErrorBox, Field, formatTime, ListTable, Loading, Notice, PageTitle, useAction, useLoad } from '../ui.js';
-
-interface UsedBy {
-  user_id: string;
-  fname?: string;
-  lname?: string;
-  email?: string;
-}
-
-type RecordingMode = 'default' | 'off' | 'required';
-
-export interface Role {
-  id: string;
-  name: string;
-  description?: string;
-  policies: Policy[];
-  /** Console recording for sessions this role grants (the broker's default: recorded). */
-  recording?: 'default' | 'off' | 'required';
-  builtin?: boolean;
-  created_at?: string;
-  updated_at?: string;
-  used_by?: UsedBy[];
-}
-
-interface PermissionInfo {
-  permission: string;
-  description: string;
-  accepts_resources: boolean;
-}
 
 /** A permission none of whose calls is built yet: granting it does nothing today. */
 function notBuilt(permission: string): boolean {
@@ -51,14 +24,14 @@ const DEFAULT_PERMISSION: Permission = 'device:read';
 /** Said after a save, on the list the editor returns to. */
 let savedNotice = '';
 
-function whoUses(users: UsedBy[]): string {
-  return users.map((u) => [u.fname, u.lname].filter(Boolean).join(' ') || u.email || u.user_id).join(', ');
+function whoUses(users: RoleUser[]): string {
+  return users.map((u) => [u.fname, u.lname].filter(Boolean).join(' ') || u.user_id).join(', ');
 }
 
 /** The refusal of a delete, naming who uses the role. */
 function DeleteRefusal({ error }: { error: unknown }) {
   if (error instanceof ApiFailure && error.error === 'role_in_use' && Array.isArray(error.body.used_by)) {
-    const users = error.body.used_by as UsedBy[];
+    const users = error.body.used_by as RoleUser[];
     return (
       <div class="error-box" role="alert">
         <strong>The role is in use</strong>
@@ -72,7 +45,7 @@ function DeleteRefusal({ error }: { error: unknown }) {
   return <ErrorBox error={error} title="The role was not deleted" />;
 }
 
-function DeleteRole({ role, onDeleted }: { role: Role; onDeleted: () => void }) {
+function DeleteRole({ role, onDeleted }: { role: RoleRecord; onDeleted: () => void }) {
   const action = useAction();
   return (
     <>
@@ -90,7 +63,7 @@ function DeleteRole({ role, onDeleted }: { role: Role; onDeleted: () => void }) 
 }
 
 export function RolesScreen() {
-  const roles = useLoad(() => api.get('/roleslist', { items_per_page: 1000 }).then((a) => itemsOf<Role>(a)), []);
+  const roles = useLoad(() => api.get('/roleslist', { items_per_page: 1000 }).then((a) => itemsOf<RoleRecord>(a)), []);
   const manage = allowed('rolesManage');
   const [notice, setNotice] = useState(() => {
     const said = savedNotice;
@@ -339,7 +312,7 @@ function PolicyEditor({
 }
 
 export function RoleScreen({ roleId }: { roleId?: string }) {
-  const loaded = useLoad(() => (roleId ? api.get<Role>(`/role/${encodeURIComponent(roleId)}`) : Promise.resolve(null)), [roleId]);
+  const loaded = useLoad(() => (roleId ? api.get<RoleRecord>(`/role/${encodeURIComponent(roleId)}`) : Promise.resolve(null)), [roleId]);
   const permissionList = useLoad(
     () =>
       api
@@ -349,7 +322,7 @@ export function RoleScreen({ roleId }: { roleId?: string }) {
     [],
   );
   const role = loaded.data ?? undefined;
-  const [draft, setDraft] = useState<{ name: string; description: string; recording: RecordingMode; policies: DraftPolicy[] } | null>(null);
+  const [draft, setDraft] = useState<{ name: string; description: string; recording: RoleRecordingMode; policies: DraftPolicy[] } | null>(null);
   const action = useAction();
   const manage = allowed('rolesManage') && !role?.builtin;
 
@@ -365,7 +338,7 @@ export function RoleScreen({ roleId }: { roleId?: string }) {
     draft ??
     (role
       ? { name: role.name, description: role.description ?? '', recording: role.recording ?? 'default', policies: toDraft(role.policies) }
-      : { name: '', description: '', recording: 'default' as RecordingMode, policies: [] });
+      : { name: '', description: '', recording: 'default' as RoleRecordingMode, policies: [] });
   const policies = useMemo(() => toPolicies(current.policies), [current.policies]);
   const problems = useMemo(() => [...validatePolicies(policies), ...blankResourceProblems(current.policies)], [policies, current.policies]);
   const apiErrors = action.error instanceof ApiFailure ? action.error.fieldErrors() : {};
@@ -427,7 +400,7 @@ export function RoleScreen({ roleId }: { roleId?: string }) {
             id="role-recording"
             disabled={!manage}
             value={current.recording}
-            onChange={(e) => update({ recording: e.currentTarget.value as RecordingMode })}
+            onChange={(e) => update({ recording: e.currentTarget.value as RoleRecordingMode })}
           >
             <option value="default">Recorded (default)</option>
             <option value="off">Off</option>

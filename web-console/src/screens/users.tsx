@@ -1,15 +1,10 @@
 /** Users: create, edit, disable and enable, reset passwords (single-use links), delete. */
 import { useState } from 'preact/hooks';
-import type { UserList, UserRecord, WelcomeMailDelivery } from '../../../shared/api-types.js';
+import type { RoleRecord, UserList, UserRecord, WelcomeMailDelivery } from '../../../shared/api-types.js';
 import { api, ApiFailure, itemsOf } from '../api.js';
 import { allowed } from '../areas.js';
 import { getSession } from '../session.js';
 import { ConfirmButton, CopyButton, ErrorBox, Field, formatTime, ListTable, Notice, PageTitle, useAction, useLoad } from '../ui.js';
-
-export interface RoleSummary {
-  id: string;
-  name: string;
-}
 
 interface Draft {
   fname: string;
@@ -23,7 +18,7 @@ interface Draft {
 
 const TWO_FACTOR: Record<Exclude<Draft['twoFactor'], 'keep'>, boolean | null> = { policy: null, on: true, off: false };
 
-function UserForm({ user, roles, onDone, onCancel }: { user?: UserRecord; roles: RoleSummary[]; onDone: (message: string) => void; onCancel: () => void }) {
+function UserForm({ user, roles, onDone, onCancel }: { user?: UserRecord; roles: RoleRecord[]; onDone: (message: string) => void; onCancel: () => void }) {
   const [draft, setDraft] = useState<Draft>({
     fname: user?.fname ?? '',
     lname: user?.lname ?? '',
@@ -165,7 +160,7 @@ export function createdMessage(email: string, withPassword: boolean, delivery: W
 export function UsersScreen() {
   const users = useLoad(() => api.get<UserList>('/userlist', { items_per_page: 1000 }), []);
   const roles = useLoad(
-    () => (allowed('roles') ? api.get('/roleslist', { items_per_page: 1000 }).then((a) => itemsOf<RoleSummary>(a)) : Promise.resolve([])),
+    () => (allowed('roles') ? api.get('/roleslist', { items_per_page: 1000 }).then((a) => itemsOf<RoleRecord>(a)) : Promise.resolve([])),
     [],
   );
   const manage = allowed('usersManage');
