@@ -7,6 +7,9 @@ import crypto from 'node:crypto';
 import { constants as C } from 'node:fs';
 import fs from 'node:fs/promises';
 import { errorCode, openDirectory, openParent, openRegular, plain, replaceable, type CheckedDir, type Owner } from './fsutil.js';
+import { parsePasswdLine, type PasswdEntry } from '../passwd.js';
+
+export type { PasswdEntry };
 
 const CREATE_FLAGS = C.O_WRONLY | C.O_CREAT | C.O_EXCL | C.O_NOFOLLOW;
 /** Default cap of a read of a device file. */
@@ -180,14 +183,6 @@ async function removeDeviceFileImpl(root: string, devicePath: string): Promise<b
   }
 }
 
-export interface PasswdEntry {
-  name: string;
-  uid: number;
-  gid: number;
-  home: string;
-  shell: string;
-}
-
 /** The users of `<root>/etc/passwd`. */
 export async function readPasswd(root: string): Promise<PasswdEntry[]> {
   const data = await readDeviceFile(root, '/etc/passwd', 16 * 1024 * 1024);
@@ -195,9 +190,8 @@ export async function readPasswd(root: string): Promise<PasswdEntry[]> {
   return data
     .toString('utf8')
     .split('\n')
-    .map((line) => line.split(':'))
-    .filter((f) => f.length >= 7 && f[0])
-    .map((f) => ({ name: f[0], uid: Number(f[2]), gid: Number(f[3]), home: f[5], shell: f[6] }));
+    .map(parsePasswdLine)
+    .filter((e): e is PasswdEntry => e !== null);
 }
 
 // The public helpers name device paths in their errors.

@@ -3,24 +3,9 @@ import { existsSync, readFileSync } from 'node:fs';
 import os from 'node:os';
 import { AgentRefusal } from '../../shared/codes.js';
 import { LOGIN_USER_PATTERN } from '../../shared/resources.js';
+import { parsePasswdLine, type PasswdEntry } from '../passwd.js';
 
-export interface PasswdEntry {
-  name: string;
-  uid: number;
-  gid: number;
-  home: string;
-  shell: string;
-}
-
-/** Parses one line of passwd(5); null when it is not a well-formed entry. */
-export function parsePasswdLine(line: string): PasswdEntry | null {
-  const fields = line.split(':');
-  if (fields.length < 7) return null;
-  const uid = Number(fields[2]);
-  const gid = Number(fields[3]);
-  if (!Number.isInteger(uid) || !Number.isInteger(gid) || fields[2] === '' || fields[3] === '') return null;
-  return { name: fields[0], uid, gid, home: fields[5], shell: fields[6] };
-}
+export { parsePasswdLine, type PasswdEntry };
 
 /**
  * The system's entry for `name`: getent first (it asks NSS, so LDAP or systemd users count too),

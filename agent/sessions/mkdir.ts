@@ -9,19 +9,11 @@
  */
 import { constants as C } from 'node:fs';
 import fs from 'node:fs/promises';
-import path from 'node:path';
 import { AgentRefusal } from '../../shared/codes.js';
-import { normalizeDevicePath } from '../../shared/resources.js';
 import type { Channel } from '../../shared/mux.js';
 import type { CopyParams } from '../../shared/protocol.js';
 import type { SessionContext } from './context.js';
-import { requireWithinGrant, resolveCopyTarget } from './paths.js';
-
-const DIR_FLAGS = C.O_RDONLY | C.O_DIRECTORY | C.O_NONBLOCK;
-
-function reason(err: unknown): string {
-  return (err as NodeJS.ErrnoException).code ?? (err as Error).message;
-}
+import { DIR_FLAGS, holdEntry, reason } from './held-entry.js';
 
 /**
  * Makes the directory `requested` (its parent must exist) within the `allowed` roots (anywhere when
@@ -31,23 +23,9 @@ function reason(err: unknown): string {
 export async function makeDirectory(requested: string, mode = 0o755, allowed?: string[]): Promise<string> {
   if (!Number.isInteger(mode) || mode < 0 || mode > 0o777)
     throw new AgentRefusal('invalid_request', 'The announced mode is not permissions from 0 to 0777 (set-id and sticky bits are not set).');
-  const { dir, name } = await resolveCopyTarget(requested, 'upload', allowed);
-  // The path as asked (resolveCopyTarget refused it unless absolute), to tell a symlink escape from a path outside.
-  const normalized = normalizeDevicePath(requested) ?? requested;
-  let parent: fs.FileHandle;
+  const parent = await holdEntry(requested, allowed, 'Directories can only be made');
   try {
-    parent = await fs.open(dir, DIR_FLAGS);
-  } catch (err) {
-    throw new AgentRefusal('io_error', `Cannot open ${path.posix.dirname(requested)} on the device: ${reason(err)}.`);
-  }
-  try {
-    // The parent actually opened, as the kernel names it (Linux only: without it a swap cannot be ruled out).
-    const held = `/proc/self/fd/${parent.fd}`;
-    const opened = await fs.readlink(held).catch(() => {
-      throw new AgentRefusal('unsupported', 'Directories can only be made on a device with /proc (Linux).');
-    });
-    if (allowed) await requireWithinGrant(normalized, path.posix.join(opened, name), allowed);
-    const made = path.posix.join(held, name);
+    const made = parent.entry;
     try {
       await fs.mkdir(made, 0o700);
     } catch (err) {
@@ -63,9 +41,9 @@ export async function makeDirectory(requested: string, mode = 0o755, allowed?: s
     } finally {
       await handle?.close().catch(() => {});
     }
-    return path.posix.join(opened, name);
+    return parent.real;
   } finally {
-    await parent.close().catch(() => {});
+    await parent.close();
   }
 }
 

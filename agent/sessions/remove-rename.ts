@@ -6,55 +6,12 @@
  * actually opened, and the operation made through that open descriptor, so the final component is
  * never followed (a symlink is removed or renamed itself, never what it points to).
  */
-import { constants as C } from 'node:fs';
 import fs from 'node:fs/promises';
-import path from 'node:path';
 import { AgentRefusal } from '../../shared/codes.js';
-import { normalizeDevicePath } from '../../shared/resources.js';
 import type { Channel } from '../../shared/mux.js';
 import type { CopyParams } from '../../shared/protocol.js';
 import type { SessionContext } from './context.js';
-import { requireWithinGrant, resolveCopyTarget } from './paths.js';
-
-const DIR_FLAGS = C.O_RDONLY | C.O_DIRECTORY | C.O_NONBLOCK;
-
-/** A path's parent directory held open, and the name within it. */
-interface HeldEntry {
-  /** `/proc/self/fd/<n>/<name>`: the entry through the open parent */
-  entry: string;
-  /** the entry as the kernel names the opened parent */
-  real: string;
-  close(): Promise<void>;
-}
-
-function reason(err: unknown): string {
-  return (err as NodeJS.ErrnoException).code ?? (err as Error).message;
-}
-
-/** Opens the parent of `requested` and checks the entry within the `allowed` roots (anywhere when absent). */
-async function holdEntry(requested: string, allowed?: string[]): Promise<HeldEntry> {
-  const { dir, name } = await resolveCopyTarget(requested, 'upload', allowed);
-  const normalized = normalizeDevicePath(requested) ?? requested;
-  let parent: fs.FileHandle;
-  try {
-    parent = await fs.open(dir, DIR_FLAGS);
-  } catch (err) {
-    throw new AgentRefusal('io_error', `Cannot open ${path.posix.dirname(normalized)} on the device: ${reason(err)}.`);
-  }
-  const close = () => parent.close().catch(() => {});
-  try {
-    const held = `/proc/self/fd/${parent.fd}`;
-    const opened = await fs.readlink(held).catch(() => {
-      throw new AgentRefusal('unsupported', 'Files can only be removed or renamed on a device with /proc (Linux).');
-    });
-    const real = path.posix.join(opened, name);
-    if (allowed) await requireWithinGrant(normalized, real, allowed);
-    return { entry: path.posix.join(held, name), real, close };
-  } catch (err) {
-    await close();
-    throw err;
-  }
-}
+import { holdEntry, reason } from './held-entry.js';
 
 function failure(err: unknown, what: string): AgentRefusal {
   const code = (err as NodeJS.ErrnoException).code;
@@ -65,7 +22,7 @@ function failure(err: unknown, what: string): AgentRefusal {
 
 /** Removes one file (or symlink, never what it points to) within the grant; a directory is refused. */
 export async function removeFile(requested: string, allowed?: string[]): Promise<string> {
-  const held = await holdEntry(requested, allowed);
+  const held = await holdEntry(requested, allowed, 'Files can only be removed or renamed');
   try {
     const stat = await fs.lstat(held.entry).catch((err: unknown) => {
       throw failure(err, requested);
@@ -82,7 +39,7 @@ export async function removeFile(requested: string, allowed?: string[]): Promise
 
 /** Removes one empty directory within the grant; a symlink to one is refused (never followed). */
 export async function removeDirectory(requested: string, allowed?: string[]): Promise<string> {
-  const held = await holdEntry(requested, allowed);
+  const held = await holdEntry(requested, allowed, 'Files can only be removed or renamed');
   try {
     const stat = await fs.lstat(held.entry).catch((err: unknown) => {
       throw failure(err, requested);
@@ -100,9 +57,9 @@ export async function removeDirectory(requested: string, allowed?: string[]): Pr
 
 /** Renames `from` to `to`, both within the grant; an existing `to` is refused, never replaced. */
 export async function renameEntry(from: string, to: string, allowed?: string[]): Promise<string> {
-  const source = await holdEntry(from, allowed);
+  const source = await holdEntry(from, allowed, 'Files can only be removed or renamed');
   try {
-    const target = await holdEntry(to, allowed);
+    const target = await holdEntry(to, allowed, 'Files can only be removed or renamed');
     try {
       await fs.lstat(source.entry).catch((err: unknown) => {
         throw failure(err, from);
