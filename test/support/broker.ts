@@ -82,9 +82,9 @@ export async function startTestBroker(
      */
     shareWith?: TestBroker;
     /**
-     * Test-only: every 2xx JSON answer of a route that declares `response` is parsed with it, a
-     * mismatch answering 500 `response_mismatch` (broker/http/response-check.ts). On for the files
-     * known to run clean with it; FLEET_CHECK_RESPONSES=1 in the environment turns it on for all.
+     * Test-only, on unless `false`: every 2xx JSON answer of a route that declares `response` is
+     * parsed with it, a mismatch answering 500 `response_mismatch` and logged
+     * (broker/http/response-check.ts), so the test that made the call fails.
      */
     checkResponses?: boolean;
   } = {},
@@ -107,7 +107,7 @@ export async function startTestBroker(
   });
   // The switch is read when the routes are mounted, during startBroker: set for that time only.
   const checkBefore = process.env[CHECK_RESPONSES_ENV];
-  if (options.checkResponses) process.env[CHECK_RESPONSES_ENV] = '1';
+  process.env[CHECK_RESPONSES_ENV] = options.checkResponses === false ? '0' : '1';
   let broker: RunningBroker;
   try {
     broker = await startBroker(config, createLogger(config.logLevel), { locator: options.locator });
