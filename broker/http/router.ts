@@ -11,6 +11,7 @@ import { bearerToken } from '../auth/credentials.js';
 import { ApiError, badRequest, forbidden, notImplemented, tooLarge } from './errors.js';
 import { API_PREFIX, expressPath } from './api-paths.js';
 import { Reply, type HandlerContext, type RouteSpec, type UploadedFile } from './route.js';
+import { checkResponse, checkResponsesFromEnv } from './response-check.js';
 
 /** Zod issues → a 400 that names the field. */
 function validationError(where: string, err: ZodError): ApiError {
@@ -191,6 +192,8 @@ interface Call {
   input?: { params: unknown; query: unknown; body: unknown };
   /** once true, a refusal is the handler's own (a remote-access call audits its outcome itself) */
   handlerStarted: boolean;
+  /** test-only: 2xx JSON answers are parsed with the route's declared `response` (response-check.ts) */
+  checkResponses?: boolean;
 }
 
 /** Step 1: the credential the route declares (broker/auth/credentials.ts) → the caller. */
@@ -289,16 +292,20 @@ async function runHandler(call: Call): Promise<unknown> {
   return audited && route.transaction !== false ? await services.store.transaction(change) : await change();
 }
 
-/** Step 7: the answer — a Reply, JSON with the route's status, or no content. */
+/** Step 7: the answer — a Reply, JSON with the route's status, or no content; in tests, JSON checked against the declared schema. */
 async function answer(call: Call, result: unknown): Promise<void> {
-  const { route, res } = call;
+  const { route, res, services } = call;
+  const json = (status: number, body: unknown) => {
+    if (call.checkResponses) checkResponse(route, status, body, services.logger);
+    res.status(status).json(body);
+  };
   if (result instanceof Reply) {
     if (result.send) return await result.send(res);
     if (result.body === undefined) return void res.status(result.status).end();
-    return void res.status(result.status).json(result.body);
+    return json(result.status, result.body);
   }
   if (result === undefined) return void res.status(route.status ?? 204).end();
-  res.status(route.status ?? 200).json(result);
+  json(route.status ?? 200, result);
 }
 
 /** The pipeline of every REST call: the steps above in order; a refusal is audited, the temporary file removed. */
@@ -321,8 +328,12 @@ async function handleCall(call: Call): Promise<void> {
   }
 }
 
-/** Mounts routes on a router: each request goes through handleCall. */
-export function mountRoutes(router: Router, routes: RouteSpec[], services: Services): void {
+/**
+ * Mounts routes on a router: each request goes through handleCall. `checkResponses` is for tests
+ * only (response-check.ts); it follows FLEET_CHECK_RESPONSES unless given.
+ */
+export function mountRoutes(router: Router, routes: RouteSpec[], services: Services, options: { checkResponses?: boolean } = {}): void {
+  const checkResponses = options.checkResponses ?? checkResponsesFromEnv();
   // One sub-router per first path segment: a request is matched against its few siblings rather than
   // walking the whole table (express tries routes one by one).
   const groups = new Map<string, Router>();
@@ -340,7 +351,7 @@ export function mountRoutes(router: Router, routes: RouteSpec[], services: Servi
   const methodsByTarget = new Map<Router, { pattern: RegExp; method: string }[]>();
   for (const route of routes) {
     const bodySchema = strictBody(route.body);
-    const handler = (req: Request, res: Response) => handleCall({ route, bodySchema, services, req, res, handlerStarted: false });
+    const handler = (req: Request, res: Response) => handleCall({ route, bodySchema, services, req, res, handlerStarted: false, checkResponses });
     const { target, rest } = routerFor(route.path);
     target[route.method](expressPath(rest), handler);
     const known = methodsByTarget.get(target) ?? [];

@@ -9,7 +9,8 @@
  *   route under a resource-filtered permission names its device or is a listed exception; the same
  *   for a target in a stored record (a port preset) the call addresses;
  * - holding the permission on `*` → neither 401 nor 403;
- * - every error answers the contract shape {code, error, message};
+ * - every error answers the contract shape {code, error, message}; every 2xx JSON answer matches
+ *   the route's declared `response` schema (the broker checks it: `checkResponses`);
  * - every call of the specification is in the table with its permission, and every route is in
  *   the OpenAPI document with the same permission.
  */
@@ -30,7 +31,7 @@ let fenced: string;
 let nobody: string;
 
 beforeAll(async () => {
-  t = await startTestBroker();
+  t = await startTestBroker({ checkResponses: true });
   fenced = await t.addDevice({ tags: ['here'] });
   nobody = await t.tokenWith([]);
 });
@@ -145,7 +146,10 @@ async function call(route: RouteSpec, options: { token?: string; deviceId: strin
   const path = fillPath(route, options.deviceId) + (options.sampled ? queryOf(route, options.deviceId) : '');
   const body = route.method === 'get' ? undefined : options.sampled ? (sampleOf(route.body, options.deviceId) ?? {}) : {};
   if (route.stream) return openStream(path, options.token);
-  return t.api(route.method.toUpperCase(), path, { token: options.token, body });
+  const r = await t.api(route.method.toUpperCase(), path, { token: options.token, body });
+  // The broker checks each 2xx JSON answer against the route's declared `response` (checkResponses).
+  expect(r.body?.error, `${label(route)}: ${r.body?.message}`).not.toBe('response_mismatch');
+  return r;
 }
 
 /** A long-lived answer (the event stream): its status and headers, an error's body, then the stream is dropped. */

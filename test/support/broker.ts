@@ -12,6 +12,7 @@ import type { DevicesTable } from '../../broker/db/schema.js';
 import { dropSchema } from '../../broker/db/database.js';
 import { hashPassword } from '../../broker/auth/passwords.js';
 import { createLogger } from '../../broker/logger.js';
+import { CHECK_RESPONSES_ENV } from '../../broker/http/response-check.js';
 import { startBroker, type RunningBroker } from '../../broker/server.js';
 import type { ServiceOptions } from '../../broker/services.js';
 import type { Policy } from '../../shared/resources.js';
@@ -80,6 +81,12 @@ export async function startTestBroker(
      * the schema of `shareWith` and leaves dropping it to that broker's close. Its DATA_DIR is its own.
      */
     shareWith?: TestBroker;
+    /**
+     * Test-only, on unless `false`: every 2xx JSON answer of a route that declares `response` is
+     * parsed with it, a mismatch answering 500 `response_mismatch` and logged
+     * (broker/http/response-check.ts), so the test that made the call fails.
+     */
+    checkResponses?: boolean;
   } = {},
 ): Promise<TestBroker> {
   const database = options.shareWith?.database ?? options.database ?? testDatabase();
@@ -98,7 +105,16 @@ export async function startTestBroker(
     ...(database === 'postgres' ? { DATABASE_URL: PG_URL, DATABASE_SCHEMA: schema } : {}),
     ...options.env,
   });
-  const broker = await startBroker(config, createLogger(config.logLevel), { locator: options.locator });
+  // The switch is read when the routes are mounted, during startBroker: set for that time only.
+  const checkBefore = process.env[CHECK_RESPONSES_ENV];
+  process.env[CHECK_RESPONSES_ENV] = options.checkResponses === false ? '0' : '1';
+  let broker: RunningBroker;
+  try {
+    broker = await startBroker(config, createLogger(config.logLevel), { locator: options.locator });
+  } finally {
+    if (checkBefore === undefined) delete process.env[CHECK_RESPONSES_ENV];
+    else process.env[CHECK_RESPONSES_ENV] = checkBefore;
+  }
   const db = broker.services.store.db;
 
   async function api<T>(method: string, p: string, o: { token?: string; body?: unknown; headers?: Record<string, string> } = {}): Promise<ApiAnswer<T>> {
