@@ -117,3 +117,27 @@ export type CompanyRecord = Record<CompanyField, string> & {
   created_at: string;
   updated_at: string;
 };
+
+/** A Stripe subscription of the installation's customer, as GET /stripe/subscriptions lists it. */
+export interface SubscriptionView {
+  id: string;
+  status: string;
+  quantity: number;
+  price_id: string | null;
+  /** Unix seconds */
+  current_period_end: number | null;
+  cancel_at_period_end: boolean;
+}
+
+/** GET /stripe/subscriptions: the seats in force and taken, and the Stripe subscriptions. */
+export interface SubscriptionsAnswer {
+  /** Seats in force: the SEATS setting. */
+  seats: number;
+  /** What occupies seats: active users (disabled users do not count). */
+  seats_used: number;
+  usage: { users: number; devices: number };
+  /** STRIPE_SECRET_KEY is set */
+  billing_configured: boolean;
+  /** The Stripe subscriptions of this installation's customer (empty without billing or customer). */
+  subscriptions: SubscriptionView[];
+}
