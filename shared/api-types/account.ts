@@ -141,3 +141,12 @@ export interface SubscriptionsAnswer {
   /** The Stripe subscriptions of this installation's customer (empty without billing or customer). */
   subscriptions: SubscriptionView[];
 }
+
+/** GET /oauth2/device-auth/{user_code}: a pending CLI sign-in, for the user to check before approving it. */
+export interface PendingSignIn {
+  user_code: string;
+  client_ip: string;
+  user_agent: string;
+  /** seconds left */
+  expires_in: number;
+}
