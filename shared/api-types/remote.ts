@@ -77,3 +77,15 @@ export interface LiveSessionItem {
   /** several brokers: the BROKER_ID holding the session */
   broker?: string;
 }
+
+/** A port preset (a named tunnel target) in GET /service-connect/portmap. */
+export interface Portmap {
+  id: string;
+  /** the devices it applies to: `*`, `tag:<tag>` or `node:<node id>` (a group or a device) */
+  target: string;
+  name: string;
+  proto: 'tcp' | 'udp';
+  port: number;
+  /** destination host as seen from the device */
+  dst: string;
+}
