@@ -107,3 +107,35 @@ export interface AnalysisAnswer {
   /** how many groups had data (before `limit`) */
   total: number;
 }
+
+/** A device that enrolled and waits for approval, in this broker's words. */
+export interface PendingHost {
+  /** the device id: SHA-256 of its public key */
+  node_id: string;
+  hostname: string;
+  /** first enrolment, ISO 8601 */
+  created_at: string;
+  last_ip: string | null;
+  /** last enrolment or connection attempt, ISO 8601 */
+  last_seen: string | null;
+  /** `SHA256:<base64>` of the public key, to compare with the agent log before approving */
+  public_key_fingerprint: string;
+  /** The group the device goes to when approved (its bootstrap key's group). */
+  group_id: string;
+  bootstrap_key_id: string | null;
+}
+
+/** An entry of GET /pendinghost: the pending host plus the fields of qbee's PendingDevice. */
+export interface PendingHostItem extends PendingHost {
+  /** same as `node_id` */
+  pub_key_digest: string;
+  /** always false here */
+  approved: boolean;
+  /** address of the last enrolment, "" if unknown */
+  remoteaddress: string;
+  /** first enrolment, Unix seconds */
+  timestamp: number;
+  host: string;
+  fqhost: string;
+  uqhost: string;
+}
