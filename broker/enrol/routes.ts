@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import type { PendingHostItem } from '../../shared/api-types.js';
+import type { BootstrapKeyEntry, PendingHostItem } from '../../shared/api-types.js';
 import { AGENT_ENROL_PATH, AGENT_WS_PATH, AgentClose, AUTH_SIGNING_PREFIX, PROTOCOL_VERSION } from '../../shared/protocol.js';
 import { NODE_ID_PATTERN } from '../../shared/resources.js';
 import { DEVICE_ID_PATTERN } from '../devices/scope.js';
@@ -63,7 +63,7 @@ const keyMap = z.record(
       .int()
       .optional()
       .describe('GET /bootstrapkeylist only: devices enrolled with the key, pending and approved (an extra field qbee clients ignore)'),
-  }),
+  }) satisfies z.ZodType<BootstrapKeyEntry>,
 );
 
 const KEY_SECRET_RULE =

@@ -139,3 +139,26 @@ export interface PendingHostItem extends PendingHost {
   fqhost: string;
   uqhost: string;
 }
+
+/**
+ * An entry of GET /bootstrapkeylist and GET /bootstrapkey/{bootstrapkey_id}, which answer a map keyed
+ * by the key itself (for bootstrap-keys:manage holders) or by `key_id` (the secret left out).
+ */
+export interface BootstrapKeyEntry {
+  group_id: string;
+  auto_accept: boolean;
+  /** a public name of the key (the start of its SHA-256) */
+  key_id: string;
+  /** ISO 8601 */
+  created_at: string;
+  /** what people call the key ("" for none) */
+  label: string;
+  /** ISO 8601 expiry; null: never expires */
+  expires_at: string | null;
+  /** `expires_at` has passed (by the broker clock): the key enrols nothing */
+  expired: boolean;
+  /** the key itself: for bootstrap-keys:manage holders only */
+  key?: string;
+  /** GET /bootstrapkeylist only: devices enrolled with the key, pending and approved */
+  devices?: number;
+}
