@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import type { PendingSignIn } from '../../shared/api-types.js';
 import { defineRoute, type RouteSpec } from '../http/route.js';
 import { DEVICE_CODE_INTERVAL_SECONDS, DEVICE_CODE_TTL_SECONDS } from './device-auth.js';
 import { auditIssued } from './session-audit.js';
@@ -80,7 +81,12 @@ export const deviceAuthRoutes: RouteSpec[] = [
       'Look-ups, approvals and declines are limited to 20 per user and 60 per address in 15 minutes (429 with Retry-After).',
     access: 'authenticated',
     params: z.object({ user_code: userCode }),
-    response: z.object({ user_code: z.string(), client_ip: z.string(), user_agent: z.string(), expires_in: z.number().int() }),
+    response: z.object({
+      user_code: z.string(),
+      client_ip: z.string(),
+      user_agent: z.string(),
+      expires_in: z.number().int(),
+    }) satisfies z.ZodType<PendingSignIn>,
     handler: async ({ params, services, principal, ip }) => services.deviceAuth.describe(params.user_code, { userId: principal.user.id, ip }),
   }),
   defineRoute({

@@ -1,5 +1,6 @@
 import crypto from 'node:crypto';
 import type { ExpressionBuilder } from 'kysely';
+import type { PendingSignIn } from '../../shared/api-types.js';
 import type { Db } from '../db/database.js';
 import type { Database, DeviceCodesTable } from '../db/schema.js';
 import { ApiError, notFound } from '../http/errors.js';
@@ -162,10 +163,7 @@ export class DeviceAuthService {
    * signed-in user to enter a pending code claims it: from then on it is theirs alone to look up,
    * approve or decline; to anyone else it answers 404 like a code that does not exist.
    */
-  async describe(
-    userCode: string,
-    caller: { userId: string; ip: string },
-  ): Promise<{ user_code: string; client_ip: string; user_agent: string; expires_in: number }> {
+  async describe(userCode: string, caller: { userId: string; ip: string }): Promise<PendingSignIn> {
     const entry = await this.find(userCode, caller);
     return {
       user_code: entry.user_code,

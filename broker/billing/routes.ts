@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import type { SubscriptionsAnswer, SubscriptionView } from '../../shared/api-types.js';
 import { defineRoute, type RouteSpec } from '../http/route.js';
 
 const httpUrl = z
@@ -16,7 +17,7 @@ const subscription = z.object({
   price_id: z.string().nullable(),
   current_period_end: z.number().nullable().describe('Unix seconds'),
   cancel_at_period_end: z.boolean(),
-});
+}) satisfies z.ZodType<SubscriptionView>;
 
 export const billingRoutes: RouteSpec[] = [
   defineRoute({
@@ -34,7 +35,7 @@ export const billingRoutes: RouteSpec[] = [
       usage: z.object({ users: z.number(), devices: z.number() }),
       billing_configured: z.boolean(),
       subscriptions: z.array(subscription),
-    }),
+    }) satisfies z.ZodType<SubscriptionsAnswer>,
     handler: async ({ services }) => services.billing.subscriptions(),
   }),
   defineRoute({

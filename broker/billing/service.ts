@@ -1,4 +1,5 @@
 import Stripe from 'stripe';
+import type { SubscriptionsAnswer } from '../../shared/api-types.js';
 import type { Logger } from 'pino';
 import type { CompanyService } from '../company/service.js';
 import type { Config } from '../environment.js';
@@ -13,25 +14,8 @@ export const STRIPE_CUSTOMER_KEY = 'billing.stripe_customer';
 /** Stripe answers within this time or the call fails with 502. */
 const STRIPE_TIMEOUT_MS = 15_000;
 
-export interface SubscriptionView {
-  id: string;
-  status: string;
-  quantity: number;
-  price_id: string | null;
-  current_period_end: number | null;
-  cancel_at_period_end: boolean;
-}
-
-export interface SubscriptionsAnswer {
-  /** Seats in force: the SEATS setting. */
-  seats: number;
-  /** What occupies seats: active users (disabled users do not count). */
-  seats_used: number;
-  usage: { users: number; devices: number };
-  billing_configured: boolean;
-  /** The Stripe subscriptions of this installation's customer (empty without billing or customer). */
-  subscriptions: SubscriptionView[];
-}
+/** The answer of GET /stripe/subscriptions: declared once for the broker and the console. */
+export type { SubscriptionView, SubscriptionsAnswer } from '../../shared/api-types.js';
 
 export interface BillingDeps {
   db: Db;

@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import type { BootstrapKeyEntry, PendingHostItem } from '../../shared/api-types.js';
 import { AGENT_ENROL_PATH, AGENT_WS_PATH, AgentClose, AUTH_SIGNING_PREFIX, PROTOCOL_VERSION } from '../../shared/protocol.js';
 import { NODE_ID_PATTERN } from '../../shared/resources.js';
 import { DEVICE_ID_PATTERN } from '../devices/scope.js';
@@ -62,7 +63,7 @@ const keyMap = z.record(
       .int()
       .optional()
       .describe('GET /bootstrapkeylist only: devices enrolled with the key, pending and approved (an extra field qbee clients ignore)'),
-  }),
+  }) satisfies z.ZodType<BootstrapKeyEntry>,
 );
 
 const KEY_SECRET_RULE =
@@ -103,10 +104,10 @@ const pendingHost = z.object({
   host: z.string(),
   fqhost: z.string(),
   uqhost: z.string(),
-});
+}) satisfies z.ZodType<PendingHostItem>;
 
 /** A pending host in both vocabularies: this broker's fields and those of qbee's PendingDevice. */
-function qbeePendingHost(h: PendingHost): z.infer<typeof pendingHost> {
+function qbeePendingHost(h: PendingHost): PendingHostItem {
   const uqhost = h.hostname.split('.')[0];
   return {
     ...h,

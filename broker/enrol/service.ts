@@ -1,5 +1,6 @@
 import crypto from 'node:crypto';
 import { EventEmitter } from 'node:events';
+import type { PendingHost } from '../../shared/api-types.js';
 import { deviceIdOf, keyFingerprint, parseDevicePublicKey, publicKeyPem } from '../../shared/device-key.js';
 import type { AgentLocator } from '../agents/locator.js';
 import { RateLimiter, type LimitStore } from '../auth/ratelimit.js';
@@ -51,17 +52,8 @@ export interface BootstrapKeyRecord {
   devices?: number;
 }
 
-export interface PendingHost {
-  node_id: string;
-  hostname: string;
-  created_at: string;
-  last_ip: string | null;
-  last_seen: string | null;
-  public_key_fingerprint: string;
-  /** The group the device goes to when approved (its bootstrap key's group). */
-  group_id: string;
-  bootstrap_key_id: string | null;
-}
+/** A pending host as the API shows it: declared once for the broker and the console. */
+export type { PendingHost } from '../../shared/api-types.js';
 
 export type AgentStanding =
   { kind: 'unknown' } | { kind: 'revoked'; reason: string } | { kind: 'pending' | 'approved'; publicKeyPem: string; hostname: string };

@@ -1,15 +1,10 @@
 import crypto from 'node:crypto';
+import type { Portmap } from '../../shared/api-types.js';
 import type { Db } from '../db/database.js';
 import type { PortmapsTable } from '../db/schema.js';
 
-export interface Portmap {
-  id: string;
-  target: string;
-  name: string;
-  proto: 'tcp' | 'udp';
-  port: number;
-  dst: string;
-}
+/** A port preset as the API shows it: declared once for the broker and the console. */
+export type { Portmap } from '../../shared/api-types.js';
 
 export interface PortmapInput {
   target: string;

@@ -1,6 +1,6 @@
 import { z } from 'zod';
 
-import type { LiveSessionItem, RemoteCapabilities } from '../../shared/api-types.js';
+import type { LiveSessionItem, Portmap, RemoteCapabilities } from '../../shared/api-types.js';
 import { pipeline } from 'node:stream/promises';
 import { defineRoute, Reply, type RouteSpec } from '../http/route.js';
 import type { ExtraOperation } from '../http/openapi.js';
@@ -24,7 +24,7 @@ const portmapRecord = z.object({
   proto: proto,
   port: z.number(),
   dst: z.string().describe('Destination host as seen from the device.'),
-});
+}) satisfies z.ZodType<Portmap>;
 
 const remoteSession = z.object({
   id: z.string(),

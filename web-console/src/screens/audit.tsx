@@ -3,7 +3,7 @@
  * each read as a sentence (its JSON one click away), newest first, filtered by device, user, action, result and time. Filters live in the URL.
  */
 import { useState } from 'preact/hooks';
-import type { AuditEntry, AuditVerification, GroupTree, GroupTreeNode, ListPage } from '../../../shared/api-types.js';
+import type { AuditEntry, AuditVerification, GroupTree, GroupTreeNode, ListPage, UserRecord } from '../../../shared/api-types.js';
 import { auditSentence } from '../../../shared/audit-sentences.js';
 import { api, itemsOf } from '../api.js';
 import { allowed } from '../areas.js';
@@ -11,13 +11,6 @@ import { can, getSession } from '../session.js';
 import { Link, navigate, useLocation, withQuery, QueryPager } from '../router.js';
 import { labelOf, nodeChoices, resolveNode } from '../node-names.js';
 import { ErrorBox, FilterFold, formatBytes, formatTime, Loading, NodeNameField, PageTitle, Table, useLoad } from '../ui.js';
-
-interface UserRow {
-  user_id: string;
-  email: string;
-  fname?: string;
-  lname?: string;
-}
 
 const PAGE = 50;
 const FILTERS = ['kind', 'device_id', 'user_id', 'action', 'result', 'from', 'to'] as const;
@@ -115,7 +108,10 @@ export function AuditScreen() {
   /** The device filter as typed; null until edited (then the URL's device, by name once known). */
   const [deviceText, setDeviceText] = useState<string | null>(null);
   const [deviceProblem, setDeviceProblem] = useState<string | undefined>();
-  const users = useLoad(() => (allowed('users') ? api.get('/userlist', { items_per_page: 1000 }).then((a) => itemsOf<UserRow>(a)) : Promise.resolve([])), []);
+  const users = useLoad(
+    () => (allowed('users') ? api.get('/userlist', { items_per_page: 1000 }).then((a) => itemsOf<UserRecord>(a)) : Promise.resolve([])),
+    [],
+  );
 
   const apply = (e: Event) => {
     e.preventDefault();

@@ -1,6 +1,6 @@
 /** Bootstrap keys: what a device presents to enrol, the group it lands in, and whether it is accepted at once. */
 import { useState } from 'preact/hooks';
-import type { GroupTree, GroupTreeNode } from '../../../shared/api-types.js';
+import type { BootstrapKeyEntry, GroupTree, GroupTreeNode } from '../../../shared/api-types.js';
 import { api } from '../api.js';
 import { allowed } from '../areas.js';
 import { ConfirmButton, CopyButton, ErrorBox, formatTime, ListTable, Notice, PageTitle, useAction, useLoad } from '../ui.js';
@@ -45,12 +45,8 @@ function InstallCommand({ bootstrapKey }: { bootstrapKey: string }) {
  */
 export function keysOf(answer: unknown): BootstrapKey[] {
   if (!answer || typeof answer !== 'object' || Array.isArray(answer)) return [];
-  return Object.entries(
-    answer as Record<
-      string,
-      { group_id?: string; auto_accept?: boolean; created_at?: string; devices?: number; label?: string; expires_at?: string | null; expired?: boolean }
-    >,
-  )
+  // POST /bootstrapkey answers a shorter entry (no key_id, created_at, devices): every field may be missing.
+  return Object.entries(answer as Record<string, Partial<BootstrapKeyEntry>>)
     .filter(([, v]) => v && typeof v === 'object')
     .map(([key, v]) => ({
       key,

@@ -4,16 +4,10 @@
  * approves (the terminal gets a session of theirs) or declines.
  */
 import { useState } from 'preact/hooks';
+import type { PendingSignIn } from '../../../shared/api-types.js';
 import { api } from '../api.js';
 import { useLocation } from '../router.js';
 import { ErrorBox, Notice, PageTitle, useAction } from '../ui.js';
-
-interface PendingSignIn {
-  user_code: string;
-  client_ip: string;
-  user_agent: string;
-  expires_in: number;
-}
 
 export function CliLoginScreen() {
   const { query } = useLocation();

@@ -4,27 +4,13 @@
  * enrols appears without a reload, one approved or rejected elsewhere goes.
  */
 import { useEffect, useState } from 'preact/hooks';
+import type { PendingHost } from '../../../shared/api-types.js';
 import { api } from '../api.js';
 import { usePendingEvents } from '../events.js';
 import { ConfirmButton, ErrorBox, formatTime, ListTable, Notice, PageTitle, useAction, useLoad } from '../ui.js';
 
-interface PendingHost {
-  node_id?: string;
-  device_id?: string;
-  hostname?: string;
-  title?: string;
-  created_at?: string;
-  last_seen?: string | null;
-  last_ip?: string | null;
-  ip?: string | null;
-  bootstrap_key_id?: string | null;
-  public_key_fingerprint?: string;
-  group_id?: string;
-  [key: string]: unknown;
-}
-
 function idOf(host: PendingHost): string {
-  return String(host.node_id ?? host.device_id ?? '');
+  return host.node_id;
 }
 
 /** The pending list holds at most this many (GET /pendinghost's page): a count at it reads "1000+". */
@@ -152,7 +138,7 @@ export function PendingHostsScreen() {
                 onChange={() => toggle(idOf(host))}
               />
             </td>
-            <td>{host.hostname ?? host.title ?? ''}</td>
+            <td>{host.hostname}</td>
             <td>
               <code title={idOf(host)}>{idOf(host).slice(0, 16)}…</code>
             </td>
@@ -162,7 +148,7 @@ export function PendingHostsScreen() {
             <td>
               <code>{host.group_id ?? ''}</code>
             </td>
-            <td>{host.last_ip ?? host.ip ?? ''}</td>
+            <td>{host.last_ip ?? ''}</td>
             <td>{formatTime(host.created_at ?? host.last_seen ?? undefined)}</td>
             <td class="actions-cell">
               <button type="button" class="primary" disabled={action.busy} onClick={() => act('approve', host)}>

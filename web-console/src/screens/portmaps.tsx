@@ -5,20 +5,11 @@
  * remote-access:manage add and change presets.
  */
 import { useState } from 'preact/hooks';
-import type { GroupTree } from '../../../shared/api-types.js';
+import type { GroupTree, Portmap } from '../../../shared/api-types.js';
 import { cliDeviceArgument, namedDevices } from '../../../shared/device-names.js';
 import { api, ApiFailure, itemsOf } from '../api.js';
 import { allowed } from '../areas.js';
 import { CopyButton, ErrorBox, Field, Loading, useAction, useLoad } from '../ui.js';
-
-export interface Portmap {
-  id: string;
-  target: string;
-  name: string;
-  proto: 'tcp' | 'udp' | string;
-  port: number;
-  dst: string;
-}
 
 /**
  * Ports a workstation often has in use already: its own SSH, web, databases (MySQL, PostgreSQL,

@@ -4,26 +4,10 @@
  * subscriptions. With billing:manage: checkout (to Stripe's page), the customer portal and cancelling
  * a subscription (asked first). Without a key the screen says so and offers no Stripe action.
  */
+import type { SubscriptionsAnswer } from '../../../shared/api-types.js';
 import { api } from '../api.js';
 import { allowed } from '../areas.js';
 import { ConfirmButton, ErrorBox, Loading, Notice, PageTitle, Table, formatTime, useAction, useLoad } from '../ui.js';
-
-interface Subscription {
-  id: string;
-  status: string;
-  quantity: number;
-  price_id: string | null;
-  current_period_end: number | null;
-  cancel_at_period_end: boolean;
-}
-
-interface Billing {
-  seats: number;
-  seats_used: number;
-  usage: { users: number; devices: number };
-  billing_configured: boolean;
-  subscriptions: Subscription[];
-}
 
 /** Where Stripe sends the browser back to: this screen. */
 function here(): string {
@@ -31,7 +15,7 @@ function here(): string {
 }
 
 export function SubscriptionScreen() {
-  const billing = useLoad(() => api.get<Billing>('/stripe/subscriptions'), []);
+  const billing = useLoad(() => api.get<SubscriptionsAnswer>('/stripe/subscriptions'), []);
   const action = useAction();
   const mayManage = allowed('subscriptionManage');
   const data = billing.data;
