@@ -34,7 +34,14 @@ export default defineConfig({
       // Two browser files at a time, after the other projects (their own group: a project's worker count is its group's).
       {
         extends: true,
-        test: { name: 'browser', include: ['test/browser/**/*.test.ts'], testTimeout: 120_000, hookTimeout: 180_000, maxWorkers: 2, sequence: { groupOrder: 1 } },
+        test: {
+          name: 'browser',
+          include: ['test/browser/**/*.test.ts'],
+          testTimeout: 120_000,
+          hookTimeout: 180_000,
+          maxWorkers: 2,
+          sequence: { groupOrder: 1 },
+        },
       },
     ],
   },
