@@ -34,7 +34,14 @@ function screenText(page: Page): Promise<string> {
 }
 
 async function typeCommand(page: Page, command: string): Promise<void> {
-  await page.locator('.xterm-helper-textarea').focus();
+  // Typed only once the terminal holds the focus: keys that reach the login-user select instead pick
+  // an option by typeahead (the "d" of `id` chose "daemon") and switch the console's user.
+  await expect
+    .poll(async () => {
+      await page.locator('.xterm-helper-textarea').focus();
+      return page.evaluate(() => document.activeElement?.classList.contains('xterm-helper-textarea') ?? false);
+    })
+    .toBe(true);
   await page.keyboard.type(command);
   await page.keyboard.press('Enter');
 }
