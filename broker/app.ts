@@ -3,7 +3,7 @@ import type { IncomingMessage } from 'node:http';
 import path from 'node:path';
 import express, { type Express } from 'express';
 import { enrolDocs } from './enrol/routes.js';
-import { ApiError } from './http/errors.js';
+import { DomainError } from './errors.js';
 import { buildOpenApi } from './http/openapi.js';
 import { API_PREFIX } from './http/api-paths.js';
 import { errorHandler, mountRoutes } from './http/router.js';
@@ -79,7 +79,7 @@ export function createApp(services: Services): Express {
     routes.filter((r) => !r.absolute),
     services,
   );
-  api.use((req, _res, next) => next(new ApiError(404, 'unknown_call', `No call ${req.method} ${API_PREFIX}${req.path}.`)));
+  api.use((req, _res, next) => next(new DomainError('not_found', 'unknown_call', `No call ${req.method} ${API_PREFIX}${req.path}.`)));
   app.use(API_PREFIX, api);
   // The spec also places challenge-verify at the root.
   const rootRoutes = routes.filter((r) => r.absolute);
@@ -98,7 +98,7 @@ export function createApp(services: Services): Express {
     res.type('application/javascript').send(SANDBOX_INIT);
   });
   app.use('/api/sandbox/assets', express.static(SWAGGER_DIST, { index: false }));
-  app.use('/api', (req, _res, next) => next(new ApiError(404, 'unknown_call', `No call ${req.method} /api${req.path}.`)));
+  app.use('/api', (req, _res, next) => next(new DomainError('not_found', 'unknown_call', `No call ${req.method} /api${req.path}.`)));
 
   if (fs.existsSync(path.join(WEB_DIST, 'index.html'))) {
     // Map tiles are the one thing the console may load from elsewhere, and only when MAP_TILE_URL names a source.

@@ -7,7 +7,7 @@ import { UpgradeRouter, type UpgradeSpec } from './http/upgrade.js';
 import { createLogger } from './logger.js';
 import { routeTable } from './routes.js';
 import { upgradeTable } from './upgrades.js';
-import { ApiError } from './http/errors.js';
+import { DomainError, unauthenticated } from './errors.js';
 
 describe('route table', () => {
   it('lists as not built exactly the permissions none of whose calls is built (the role editor marks them)', () => {
@@ -48,12 +48,12 @@ describe('upgrade table', () => {
       credential: 'bearer-or-ticket',
       access: 'remote-access:connect',
       audit: 'remote.x',
-      refused: (_d, _a, err) => void steps.push(`refused ${(err as ApiError).error}`),
+      refused: (_d, _a, err) => void steps.push(`refused ${(err as DomainError).code}`),
       open: () => void steps.push('open'),
     };
     const authenticator = {
       authenticate: async (_c: unknown, headers: { authorization?: string }) => {
-        if (!headers.authorization) throw new ApiError(401, 'unauthorized', 'no');
+        if (!headers.authorization) throw unauthenticated('no');
         return { principal: {} as never, token: 't', viaTicket: false };
       },
     };

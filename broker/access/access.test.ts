@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { compilePolicies, type DeviceScope, type Policy } from '../../shared/resources.js';
-import { ApiError } from '../http/errors.js';
+import { DomainError } from '../errors.js';
 import { AccessService, refusalOf } from './access.js';
 import { Principal } from './principal.js';
 
@@ -33,11 +33,11 @@ describe('AccessService.decide codes', () => {
   });
 
   it('require answers 404 for an unknown device once the permission is held, 403 otherwise', async () => {
-    await expect(access.require(principal([{ permission: 'device:read' }]), 'device:read', 'unknown')).rejects.toMatchObject({ status: 404 });
-    await expect(access.require(principal([]), 'device:read', 'unknown')).rejects.toMatchObject({ status: 403 });
+    await expect(access.require(principal([{ permission: 'device:read' }]), 'device:read', 'unknown')).rejects.toMatchObject({ kind: 'not_found' });
+    await expect(access.require(principal([]), 'device:read', 'unknown')).rejects.toMatchObject({ kind: 'forbidden' });
     await expect(access.require(principal([{ permission: 'device:read', resources: ['tag:other'] }]), 'device:read', 'd1')).rejects.toMatchObject({
-      status: 403,
-      error: 'forbidden',
+      kind: 'forbidden',
+      code: 'forbidden',
     });
   });
 });
@@ -45,13 +45,13 @@ describe('AccessService.decide codes', () => {
 describe('refusalOf compares codes, not sentences', () => {
   it('a decision with another sentence but code no_such_device is still a 404', () => {
     const err = refusalOf({ allowed: false, code: 'no_such_device', reason: 'this device has left the building' }, 'device:read', 'd9');
-    expect(err).toBeInstanceOf(ApiError);
-    expect(err.status).toBe(404);
+    expect(err).toBeInstanceOf(DomainError);
+    expect(err.kind).toBe('not_found');
   });
 
   it('the old sentence without the code is not taken for an unknown device', () => {
     const err = refusalOf({ allowed: false, code: 'outside_resources', reason: 'no such device' }, 'device:read', 'd9');
-    expect(err.status).toBe(403);
+    expect(err.kind).toBe('forbidden');
     expect(err.message).toBe('Not allowed: no such device.');
   });
 });
@@ -121,12 +121,12 @@ describe('port presets and inventory reach', () => {
   it('presets of a device: to who may connect to it or read it; 404 for an unknown device, 403 otherwise', async () => {
     expect(await access.requirePresetReader(principal([{ permission: CONNECT, resources: ['tag:lab-tag/console'] }]), 'd1')).toEqual(lab);
     expect(await access.requirePresetReader(principal([{ permission: 'device:read', resources: ['node:lab'] }]), 'd1')).toEqual(lab);
-    await expect(access.requirePresetReader(principal([{ permission: 'device:read' }]), 'unknown')).rejects.toMatchObject({ status: 404 });
+    await expect(access.requirePresetReader(principal([{ permission: 'device:read' }]), 'unknown')).rejects.toMatchObject({ kind: 'not_found' });
     await expect(access.requirePresetReader(principal([{ permission: 'device:read', resources: ['tag:other'] }]), 'd1')).rejects.toMatchObject({
-      status: 403,
+      kind: 'forbidden',
       details: { permission: 'remote-access:connect' },
     });
-    await expect(access.requirePresetReader(principal([{ permission: 'remote-access:manage' }]), 'd1')).rejects.toMatchObject({ status: 403 });
+    await expect(access.requirePresetReader(principal([{ permission: 'remote-access:manage' }]), 'd1')).rejects.toMatchObject({ kind: 'forbidden' });
   });
 
   it('presets for every device: to holders of remote-access:connect, device:read or remote-access:manage', async () => {
@@ -205,7 +205,7 @@ describe('configuration decisions (mayConfigure)', () => {
       await access.mayConfigure(principal([read, { permission: 'device:read', resources: ['node:lab'] }]), 'configuration:read', { type: 'node', id: 'root' }),
     ).toBe(true);
     expect(await access.mayConfigure(principal([read]), 'configuration:manage', { type: 'node', id: 'root' })).toBe(false);
-    await expect(access.requireConfigEntity(principal([read]), 'configuration:manage', { type: 'tag', id: 'x' })).rejects.toMatchObject({ status: 403 });
+    await expect(access.requireConfigEntity(principal([read]), 'configuration:manage', { type: 'tag', id: 'x' })).rejects.toMatchObject({ kind: 'forbidden' });
   });
 });
 

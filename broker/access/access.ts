@@ -11,7 +11,7 @@ import {
   type RemoteActionName,
   type RemoteRequest,
 } from '../../shared/resources.js';
-import { ApiError, forbidden, notFound } from '../http/errors.js';
+import { DomainError, forbidden, notFound } from '../errors.js';
 import type { Principal } from './principal.js';
 import { consoleRecordingMode, type RecordingMode } from './recording.js';
 import { allowedCopyRoots, consoleUsers, copyBrowseRoots, grantedRemoteActions, maySeeRemoteSession, mayWatchRemoteSession } from './remote.js';
@@ -60,9 +60,14 @@ export class AccessService {
       .slice(0, 5)
       .map((m) => `${m.permission} on ${m.resource}`)
       .join(', ');
-    throw new ApiError(403, 'privilege_escalation', `You can only grant what you hold yourself; you do not hold ${shown}${missing.length > 5 ? ', …' : ''}.`, {
-      missing,
-    });
+    throw new DomainError(
+      'forbidden',
+      'privilege_escalation',
+      `You can only grant what you hold yourself; you do not hold ${shown}${missing.length > 5 ? ', …' : ''}.`,
+      {
+        missing,
+      },
+    );
   }
 
   /**
@@ -79,8 +84,8 @@ export class AccessService {
       .slice(0, 5)
       .map((m) => `${m.permission} on ${m.resource}`)
       .join(', ');
-    throw new ApiError(
-      403,
+    throw new DomainError(
+      'forbidden',
       'privilege_escalation',
       `${refusal}: that needs every permission held there, and you do not hold ${shown}${missing.length > 5 ? ', …' : ''}; ask someone who does.`,
       { missing },
@@ -341,7 +346,7 @@ export class AccessService {
 }
 
 /** The API error for a refused decision: 404 for an unknown device, else 403 with the reason. */
-export function refusalOf(decision: Decision, permission: Permission, deviceId?: string): ApiError {
+export function refusalOf(decision: Decision, permission: Permission, deviceId?: string): DomainError {
   if (decision.code === 'no_such_device') return notFound(`Device ${deviceId}`);
   return forbidden(`Not allowed: ${decision.reason}.`, { permission, ...(deviceId ? { device_id: deviceId } : {}) });
 }

@@ -24,7 +24,7 @@ import type { AuditService } from '../audit/service.js';
 import type { AuthService } from '../auth/service.js';
 import type { Config } from '../environment.js';
 import type { LiveSessionView } from '../remote/sessions.js';
-import { ApiError } from '../http/errors.js';
+import { conflict, forbidden, notFound } from '../errors.js';
 import { APP_ENTER_PATH, appOrigin, appSessionCookie, appSessionOf, parseAppHost, samePath, type AppTarget } from './origin.js';
 import { APP_DESTINATION, fromItself, OTHER_SITE, page, proxyRequest, rawPage, relayUpgrade } from './proxy.js';
 
@@ -142,16 +142,15 @@ export class AppsService {
   ): Promise<{ url: string; expires_in: number }> {
     const appsHost = this.deps.config.appsHost;
     if (!appsHost)
-      throw new ApiError(
-        409,
+      throw conflict(
         'apps_host_not_configured',
         "Device web UIs need their own origin: set APPS_HOST on the broker to a host whose subdomains all reach it (a wildcard DNS name such as apps.example.com, with a certificate for *.apps.example.com; in development, APPS_HOST=localhost), then restart it. See the broker's documentation on device web UIs.",
       );
     const decision = await this.deps.access.decide(principal, 'remote-access:connect', deviceId, tunnelRequest(port));
     if (!decision.allowed) {
       await this.auditStart(principal, deviceId, port, ip, false, decision.reason).catch(() => 0);
-      if (decision.code === 'no_such_device') throw new ApiError(404, 'not_found', `Device ${deviceId} was not found.`);
-      throw new ApiError(403, 'forbidden', `Not allowed: ${decision.reason}.`, { permission: 'remote-access:connect', device_id: deviceId });
+      if (decision.code === 'no_such_device') throw notFound(`Device ${deviceId}`);
+      throw forbidden(`Not allowed: ${decision.reason}.`, { permission: 'remote-access:connect', device_id: deviceId });
     }
     const { ticket, expires_in } = await this.deps.tickets.issue(bearer, principal.user.id);
     const origin = appOrigin({ scheme: this.scheme, appsHost, brokerHost, deviceId, port });

@@ -2,7 +2,7 @@ import crypto from 'node:crypto';
 import type { SecondFactorProvider } from '../../shared/api-types.js';
 import type { Db } from '../db/database.js';
 import type { ChallengesTable } from '../db/schema.js';
-import { ApiError } from '../http/errors.js';
+import { DomainError, rateLimited } from '../errors.js';
 import { digest, randomToken } from './passwords.js';
 
 /** A challenge lives five minutes from its issue. */
@@ -12,10 +12,10 @@ export const MAX_CODE_ATTEMPTS = 5;
 
 export type Challenge = ChallengesTable;
 
-const unknownChallenge = () => new ApiError(401, 'invalid_challenge', 'The challenge is unknown; sign in again to get a new one.');
-const usedChallenge = () => new ApiError(401, 'challenge_used', 'The challenge was already used; sign in again to get a new one.');
+const unknownChallenge = () => new DomainError('unauthenticated', 'invalid_challenge', 'The challenge is unknown; sign in again to get a new one.');
+const usedChallenge = () => new DomainError('unauthenticated', 'challenge_used', 'The challenge was already used; sign in again to get a new one.');
 const burnedChallenge = () =>
-  new ApiError(429, 'too_many_attempts', `Too many wrong codes (${MAX_CODE_ATTEMPTS}) for this challenge; sign in again to get a new one.`);
+  rateLimited('too_many_attempts', `Too many wrong codes (${MAX_CODE_ATTEMPTS}) for this challenge; sign in again to get a new one.`);
 
 /**
  * Second-factor challenges. The client holds an opaque random string; the store keeps only its
@@ -55,7 +55,8 @@ export class ChallengeStore {
     if (!row) throw unknownChallenge();
     if (row.used_at) throw usedChallenge();
     if (row.attempts >= MAX_CODE_ATTEMPTS) throw burnedChallenge();
-    if (row.expires_at <= now.toISOString()) throw new ApiError(401, 'challenge_expired', 'The challenge has expired (they last 5 minutes); sign in again.');
+    if (row.expires_at <= now.toISOString())
+      throw new DomainError('unauthenticated', 'challenge_expired', 'The challenge has expired (they last 5 minutes); sign in again.');
     return row;
   }
 

@@ -16,7 +16,7 @@ import crypto from 'node:crypto';
 import type { IncomingHttpHeaders } from 'node:http';
 import { verifyChallenge } from '../../shared/device-key.js';
 import type { Principal } from '../access/principal.js';
-import { unauthorized } from '../http/errors.js';
+import { unauthenticated } from '../errors.js';
 import type { AuthService } from './service.js';
 
 export type Credential = 'bearer' | 'bearer-or-ticket' | 'token' | 'agent-key' | 'peer-hmac';
@@ -60,7 +60,7 @@ export interface AuthenticatorDeps {
   redeemTicket: (ticket: string) => Promise<string | undefined>;
 }
 
-/** Turns a request's credential into the caller; every refusal is an ApiError 401. */
+/** Turns a request's credential into the caller; every refusal is a DomainError of kind unauthenticated (401). */
 export class Authenticator {
   constructor(private readonly deps: AuthenticatorDeps) {}
 
@@ -68,12 +68,12 @@ export class Authenticator {
   async authenticate(credential: HeaderCredential, headers: IncomingHttpHeaders, ticket?: string): Promise<Authenticated> {
     if (credential === 'bearer-or-ticket' && ticket) {
       const token = await this.deps.redeemTicket(ticket);
-      if (!token) throw unauthorized('The ticket is unknown, used or expired; get a new one with POST /api/v2/remote/ticket.', 'invalid_ticket');
+      if (!token) throw unauthenticated('The ticket is unknown, used or expired; get a new one with POST /api/v2/remote/ticket.', 'invalid_ticket');
       // The ticket was issued with a valid token a minute ago at most: its sign-in session is what counts.
       return { principal: await this.deps.auth.authenticate(token, { allowExpired: true }), token, viaTicket: true };
     }
     const token = credential === 'token' ? bareOrBearerToken(headers) : bearerToken(headers);
-    if (!token) throw unauthorized(MISSING[credential]);
+    if (!token) throw unauthenticated(MISSING[credential]);
     return { principal: await this.deps.auth.authenticate(token), token, viaTicket: false };
   }
 }

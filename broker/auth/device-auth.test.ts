@@ -1,6 +1,6 @@
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { openStore, type Store } from '../db/database.js';
-import { ApiError } from '../http/errors.js';
+import { DomainError } from '../errors.js';
 import { DEVICE_CODE_TTL_SECONDS, DeviceAuthService, MAX_PENDING_PER_ADDRESS, normalizeUserCode } from './device-auth.js';
 
 let store: Store;
@@ -29,11 +29,11 @@ function service() {
   return { s, started, advance: (seconds: number) => (now += seconds * 1000) };
 }
 
-async function errorOf(p: Promise<unknown> | (() => unknown)): Promise<ApiError> {
+async function errorOf(p: Promise<unknown> | (() => unknown)): Promise<DomainError> {
   try {
     await (typeof p === 'function' ? p() : p);
   } catch (err) {
-    return err as ApiError;
+    return err as DomainError;
   }
   throw new Error('expected a refusal');
 }
@@ -51,22 +51,22 @@ describe('device authorization codes', () => {
     const auth = await s.start('10.0.0.1', 'cli');
     expect(auth.verification_uri).toBe('https://fleet.example.com/cli-login');
     advance(DEVICE_CODE_TTL_SECONDS + 1);
-    expect((await errorOf(() => s.decide(auth.user_code, { userId: 'u', ip: '10.0.0.2' }, 'approved'))).status).toBe(404);
-    expect((await errorOf(s.token(auth.device_code, '10.0.0.1', 'cli'))).error).toBe('expired_token');
+    expect((await errorOf(() => s.decide(auth.user_code, { userId: 'u', ip: '10.0.0.2' }, 'approved'))).kind).toBe('not_found');
+    expect((await errorOf(s.token(auth.device_code, '10.0.0.1', 'cli'))).code).toBe('expired_token');
   });
 
   it('issues no session for a user disabled between approval and collection', async () => {
     const { s, started } = service();
     const auth = await s.start('10.0.0.1', 'cli');
     await s.decide(auth.user_code, { userId: 'disabled-user', ip: '10.0.0.2' }, 'approved');
-    expect((await errorOf(s.token(auth.device_code, '10.0.0.1', 'cli'))).error).toBe('authorization_declined');
+    expect((await errorOf(s.token(auth.device_code, '10.0.0.1', 'cli'))).code).toBe('authorization_declined');
     expect(started).toEqual([]);
   });
 
   it('bounds the requests waiting per address', async () => {
     const { s, advance } = service();
     for (let i = 0; i < MAX_PENDING_PER_ADDRESS; i++) await s.start('10.0.0.9', 'cli');
-    expect((await errorOf(() => s.start('10.0.0.9', 'cli'))).status).toBe(429);
+    expect((await errorOf(() => s.start('10.0.0.9', 'cli'))).kind).toBe('rate_limited');
     expect((await s.start('10.0.0.10', 'cli')).user_code).toMatch(/^[A-Z]{4}-[A-Z]{4}$/);
     advance(DEVICE_CODE_TTL_SECONDS + 1);
     expect((await s.start('10.0.0.9', 'cli')).interval).toBe(5);
@@ -75,13 +75,13 @@ describe('device authorization codes', () => {
   it('hands the session out once: of two polls at once, one wins; a decision is final', async () => {
     const { s, started } = service();
     const auth = await s.start('10.0.0.1', 'cli');
-    expect((await errorOf(s.token(auth.device_code, '10.0.0.1', 'cli'))).error).toBe('authorization_pending');
+    expect((await errorOf(s.token(auth.device_code, '10.0.0.1', 'cli'))).code).toBe('authorization_pending');
     await s.decide(auth.user_code.toLowerCase(), { userId: 'u1', ip: '10.0.0.2' }, 'approved');
-    expect((await errorOf(() => s.decide(auth.user_code, { userId: 'u1', ip: '10.0.0.2' }, 'declined'))).status).toBe(409);
+    expect((await errorOf(() => s.decide(auth.user_code, { userId: 'u1', ip: '10.0.0.2' }, 'declined'))).kind).toBe('conflict');
     const polls = await Promise.allSettled([s.token(auth.device_code, '10.0.0.1', 'cli'), s.token(auth.device_code, '10.0.0.1', 'cli')]);
     expect(polls.filter((p) => p.status === 'fulfilled')).toHaveLength(1);
     const lost = polls.find((p) => p.status === 'rejected') as PromiseRejectedResult;
-    expect((lost.reason as ApiError).error).toBe('bad_verification_code');
+    expect((lost.reason as DomainError).code).toBe('bad_verification_code');
     expect(started).toEqual(['u1']);
     expect(await store.db.selectFrom('device_codes').selectAll().execute()).toHaveLength(0);
   });
@@ -98,10 +98,10 @@ describe('device authorization codes', () => {
       () => s.decide(auth.user_code, other, 'approved'),
     ]) {
       const refused = await errorOf(attempt);
-      expect(refused.status).toBe(404);
+      expect(refused.kind).toBe('not_found');
       expect(refused.message).toBe((await errorOf(() => s.describe('BCDF-GHJK', other))).message);
     }
-    expect((await errorOf(s.token(auth.device_code, '10.0.0.1', 'cli'))).error).toBe('authorization_pending');
+    expect((await errorOf(s.token(auth.device_code, '10.0.0.1', 'cli'))).code).toBe('authorization_pending');
     await s.decide(auth.user_code, owner, 'approved');
     expect((await s.token(auth.device_code, '10.0.0.1', 'cli')).access_token).toBe('token-of-owner');
     expect(started).toEqual(['owner']);

@@ -3,7 +3,7 @@ import type { ExpressionBuilder } from 'kysely';
 import type { PendingSignIn } from '../../shared/api-types.js';
 import type { Db } from '../db/database.js';
 import type { Database, DeviceCodesTable } from '../db/schema.js';
-import { ApiError, notFound } from '../http/errors.js';
+import { conflict, DomainError, notFound, rateLimited, unavailable } from '../errors.js';
 import { RateLimiter, type LimitStore } from './ratelimit.js';
 import type { IssuedSession } from './service.js';
 
@@ -46,7 +46,7 @@ export interface DeviceCodeTokens {
 }
 
 /** The errors RFC 8628 §3.5 names, with the `error` codes qbee-cli branches on. */
-const tokenError = (error: string, message: string) => new ApiError(400, error, message);
+const tokenError = (error: string, message: string) => new DomainError('invalid', error, message);
 
 const digest = (v: string) => crypto.createHash('sha256').update(v).digest('hex');
 
@@ -91,10 +91,10 @@ export class DeviceAuthService {
       ])
       .executeTakeFirstOrThrow();
     if (Number(counts.all) >= MAX_PENDING_DEVICE_CODES) {
-      throw new ApiError(429, 'too_many_requests', 'Too many sign-ins wait for approval; try again in a few minutes.');
+      throw rateLimited('too_many_requests', 'Too many sign-ins wait for approval; try again in a few minutes.');
     }
     if (Number(counts.mine ?? 0) >= MAX_PENDING_PER_ADDRESS) {
-      throw new ApiError(429, 'too_many_requests', 'Too many sign-ins from this address wait for approval; finish or let them expire first.');
+      throw rateLimited('too_many_requests', 'Too many sign-ins from this address wait for approval; finish or let them expire first.');
     }
     const deviceCode = crypto.randomBytes(32).toString('base64url');
     const agent = userAgent.slice(0, 300);
@@ -119,7 +119,7 @@ export class DeviceAuthService {
         .returning('user_code')
         .executeTakeFirst();
       if (inserted) break;
-      if (attempt >= 5) throw new ApiError(503, 'try_again', 'No free sign-in code was found; try again.');
+      if (attempt >= 5) throw unavailable('try_again', 'No free sign-in code was found; try again.');
     }
     const verification = `${this.settings.publicUrl?.replace(/\/$/, '') ?? ''}/cli-login`;
     return {
@@ -186,7 +186,7 @@ export class DeviceAuthService {
       .where('claimed_by', '=', caller.userId)
       .where('decision', 'is', null)
       .executeTakeFirst();
-    if (Number(decided.numUpdatedRows) !== 1) throw new ApiError(409, 'already_decided', 'This code was approved or declined already.');
+    if (Number(decided.numUpdatedRows) !== 1) throw conflict('already_decided', 'This code was approved or declined already.');
     return { user_code: entry.user_code };
   }
 

@@ -1,5 +1,5 @@
 import type { Db } from '../db/database.js';
-import { badRequest } from '../http/errors.js';
+import { invalid } from '../errors.js';
 import { setPasswordHash } from '../users/directory.js';
 import { digest, hashPassword, randomToken } from './passwords.js';
 
@@ -11,7 +11,7 @@ export const PASSWORD_LINK_TTL_MS: Record<PasswordLinkPurpose, number> = {
   reset: 3_600_000,
 };
 
-const invalidLink = () => badRequest('This password link is not valid; ask for a new one with "Forgot password".', { field: 'token' }, 'invalid_link');
+const invalidLink = () => invalid('This password link is not valid; ask for a new one with "Forgot password".', { field: 'token' }, 'invalid_link');
 
 /**
  * Single-use links to set a password: `<base>/set-password?token=<t>`. Only the token's sha256 is
@@ -53,9 +53,9 @@ export class PasswordLinks {
       .where('token_hash', '=', digest(token))
       .executeTakeFirst();
     if (!row) throw invalidLink();
-    if (row.used_at) throw badRequest('This password link was already used; ask for a new one with "Forgot password".', { field: 'token' }, 'link_used');
+    if (row.used_at) throw invalid('This password link was already used; ask for a new one with "Forgot password".', { field: 'token' }, 'link_used');
     if (row.expires_at <= now.toISOString()) {
-      throw badRequest('This password link has expired; ask for a new one with "Forgot password".', { field: 'token' }, 'link_expired');
+      throw invalid('This password link has expired; ask for a new one with "Forgot password".', { field: 'token' }, 'link_expired');
     }
     const passwordHash = await hashPassword(password);
     const email = await this.db.transaction().execute(async (trx) => {
@@ -66,7 +66,7 @@ export class PasswordLinks {
         .where('used_at', 'is', null)
         .executeTakeFirst();
       if (Number(spent.numUpdatedRows) !== 1) {
-        throw badRequest('This password link was already used; ask for a new one with "Forgot password".', { field: 'token' }, 'link_used');
+        throw invalid('This password link was already used; ask for a new one with "Forgot password".', { field: 'token' }, 'link_used');
       }
       // A link outlives no user (their links go with them), so a user not found is a link not valid.
       const email = await setPasswordHash(trx, row.user_id, passwordHash);

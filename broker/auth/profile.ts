@@ -2,7 +2,7 @@ import type { Profile } from '../../shared/api-types.js';
 import { consoleGrants } from '../../shared/resources.js';
 import type { Principal } from '../access/principal.js';
 import type { Db } from '../db/database.js';
-import { badRequest, conflict, notFound } from '../http/errors.js';
+import { conflict, invalid, notFound } from '../errors.js';
 import { hashPassword, verifyPassword } from './passwords.js';
 import type { UsersTable } from '../db/schema.js';
 import type { PasswordLinks } from './password-links.js';
@@ -25,7 +25,7 @@ export interface ProfileAuth {
   readonly links: PasswordLinks;
 }
 
-const wrongPassword = (field: string) => badRequest('The password is wrong.', { field }, 'wrong_password');
+const wrongPassword = (field: string) => invalid('The password is wrong.', { field }, 'wrong_password');
 
 /** What any signed-in user may do to their own account: name, password, authenticator app. */
 export class ProfileService {
@@ -107,7 +107,7 @@ export class ProfileService {
     await this.auth.reauth.hit(`user:${row.id}`);
     const step = totpStep(row.totp_pending, code.trim());
     if (step === null)
-      throw badRequest('The code does not match; check the time of the device running the app and try the next code.', { field: 'code' }, 'invalid_code');
+      throw invalid('The code does not match; check the time of the device running the app and try the next code.', { field: 'code' }, 'invalid_code');
     await this.auth.reauth.reset(`user:${row.id}`);
     const pending = row.totp_pending;
     const codes = await this.db.transaction().execute(async (trx) => {
@@ -135,8 +135,8 @@ export class ProfileService {
     await this.auth.reauth.hit(`user:${row.id}`);
     if (proof.code !== undefined) {
       const check = await this.auth.acceptTotp(row.id, secret, proof.code);
-      if (check === 'reused') throw badRequest('This code was already used; wait for the next one.', { field: 'code' }, 'code_already_used');
-      if (check !== 'ok') throw badRequest('The code does not match.', { field: 'code' }, 'invalid_code');
+      if (check === 'reused') throw invalid('This code was already used; wait for the next one.', { field: 'code' }, 'code_already_used');
+      if (check !== 'ok') throw invalid('The code does not match.', { field: 'code' }, 'invalid_code');
     } else if (!(await verifyPassword(proof.password ?? '', row.password_hash))) {
       throw wrongPassword('password');
     }

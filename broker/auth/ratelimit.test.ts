@@ -1,13 +1,13 @@
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { openStore, type Store } from '../db/database.js';
-import { ApiError } from '../http/errors.js';
+import { DomainError } from '../errors.js';
 import { RateLimiter } from './ratelimit.js';
 
-async function refusal(attempt: Promise<unknown>): Promise<ApiError | undefined> {
+async function refusal(attempt: Promise<unknown>): Promise<DomainError | undefined> {
   try {
     await attempt;
   } catch (err) {
-    return err as ApiError;
+    return err as DomainError;
   }
   return undefined;
 }
@@ -25,9 +25,9 @@ describe('RateLimiter', () => {
     const limiter = new RateLimiter(store, 't', 3, 60_000);
     for (let i = 0; i < 3; i++) await limiter.hit('k', 1000);
     const err = await refusal(limiter.hit('k', 11_000));
-    expect(err?.status).toBe(429);
-    expect(err?.error).toBe('rate_limited');
-    expect(err?.headers['Retry-After']).toBe('50');
+    expect(err?.kind).toBe('rate_limited');
+    expect(err?.code).toBe('rate_limited');
+    expect(err?.extras.retryAfterSeconds).toBe(50);
     expect(await refusal(limiter.hit('other', 11_000))).toBeUndefined();
     expect(await refusal(limiter.hit('k', 61_000))).toBeUndefined();
   });
@@ -38,11 +38,11 @@ describe('RateLimiter', () => {
     await limiter.hit('k', 0);
     await limiter.release('k', 0);
     expect(await refusal(limiter.hit('k', 0))).toBeUndefined();
-    expect((await refusal(limiter.hit('k', 0)))?.status).toBe(429);
+    expect((await refusal(limiter.hit('k', 0)))?.kind).toBe('rate_limited');
     await limiter.release('k', 70_000); // window over: nothing to give back
     await limiter.hit('k', 70_000);
     await limiter.hit('k', 70_000);
-    expect((await refusal(limiter.hit('k', 70_000)))?.status).toBe(429);
+    expect((await refusal(limiter.hit('k', 70_000)))?.kind).toBe('rate_limited');
   });
 
   it('tells people the wait in whole minutes, and machines in seconds', async () => {
@@ -50,7 +50,7 @@ describe('RateLimiter', () => {
     await limiter.hit('k', 0);
     const long = await refusal(limiter.hit('k', 3_000));
     expect(long?.message).toBe('Too many attempts; try again in 15 minutes.');
-    expect(long?.headers['Retry-After']).toBe('897');
+    expect(long?.extras.retryAfterSeconds).toBe(897);
     expect(long?.details.retry_after).toBe(897);
     const short = await refusal(limiter.hit('k', 15 * 60_000 - 30_000));
     expect(short?.message).toBe('Too many attempts; try again in 1 minute.');
@@ -63,7 +63,7 @@ describe('RateLimiter', () => {
     expect(await refusal(other.hit('k', 0))).toBeUndefined();
     await limiter.reset('k');
     expect(await refusal(limiter.hit('k', 0))).toBeUndefined();
-    expect((await refusal(other.hit('k', 0)))?.status).toBe(429);
+    expect((await refusal(other.hit('k', 0)))?.kind).toBe('rate_limited');
   });
 
   it('an attempt counted in a transaction that rolls back still counts', async () => {
@@ -72,14 +72,14 @@ describe('RateLimiter', () => {
       const failed = await refusal(
         store.transaction(async () => {
           await limiter.hit('k', 0);
-          throw new ApiError(401, 'invalid_credentials', 'wrong');
+          throw new DomainError('unauthenticated', 'invalid_credentials', 'wrong');
         }),
       );
-      expect(failed?.status).toBe(401);
+      expect(failed?.kind).toBe('unauthenticated');
     }
     // The replay runs right after the rollback; let it land.
     await new Promise((resolve) => setImmediate(resolve));
-    expect((await refusal(limiter.hit('k', 1)))?.status).toBe(429);
+    expect((await refusal(limiter.hit('k', 1)))?.kind).toBe('rate_limited');
   });
 
   it('keeps one row per key and window, and counts atomically with many attempts at once', async () => {

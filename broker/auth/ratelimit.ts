@@ -1,6 +1,6 @@
 import { sql } from 'kysely';
 import type { Store } from '../db/database.js';
-import { ApiError } from '../http/errors.js';
+import { rateLimited, type DomainError } from '../errors.js';
 
 /** What a limiter needs of the store: queries, and a word when the open transaction rolls back. */
 export type LimitStore = Pick<Store, 'db' | 'afterRollback'>;
@@ -27,10 +27,10 @@ export class RateLimiter {
     private readonly windowMs: number,
   ) {}
 
-  /** Counts one attempt; throws 429 with Retry-After once the key is over its limit. */
+  /** Counts one attempt; throws rate_limited (429 with Retry-After) once the key is over its limit. */
   async hit(key: string, now = Date.now()): Promise<void> {
     const retry = await this.count(key, now);
-    if (retry > 0) throw rateLimited(retry);
+    if (retry > 0) throw tooManyAttempts(retry);
   }
 
   /** Counts one attempt; answers the seconds until the window ends once the key is over its limit, else 0. */
@@ -82,14 +82,10 @@ export class RateLimiter {
   }
 }
 
-/** 429 with Retry-After in seconds (header and `retry_after`) and the wait in minutes for people. */
-export function rateLimited(retryAfterSeconds: number): ApiError {
+/** rate_limited: the wait in seconds (`retry_after`, and the Retry-After header) and in minutes for people. */
+export function tooManyAttempts(retryAfterSeconds: number): DomainError {
   const minutes = Math.max(1, Math.ceil(retryAfterSeconds / 60));
-  return new ApiError(
-    429,
-    'rate_limited',
-    `Too many attempts; try again in ${minutes} minute${minutes === 1 ? '' : 's'}.`,
-    { retry_after: retryAfterSeconds },
-    { 'Retry-After': String(retryAfterSeconds) },
-  );
+  return rateLimited('rate_limited', `Too many attempts; try again in ${minutes} minute${minutes === 1 ? '' : 's'}.`, retryAfterSeconds, {
+    retry_after: retryAfterSeconds,
+  });
 }

@@ -6,7 +6,7 @@ import { Principal } from '../access/principal.js';
 import type { Config } from '../environment.js';
 import type { Db } from '../db/database.js';
 import type { UsersTable } from '../db/schema.js';
-import { ApiError, badRequest } from '../http/errors.js';
+import { DomainError, invalid, unavailable } from '../errors.js';
 import { EpochCache, type ChangeEpoch } from '../cache.js';
 import type { MailService } from '../mail/service.js';
 import { passwordResetMail, signInCodeMail, welcomeMail } from '../mail/templates.js';
@@ -49,8 +49,8 @@ export interface VerifiedSession extends IssuedSession {
 
 const MINUTE = 60_000;
 
-const loginFailed = () => new ApiError(401, 'invalid_credentials', 'The email or password is wrong.');
-const disabledUser = () => new ApiError(401, 'user_disabled', 'This user is disabled; ask an administrator to enable it.');
+const loginFailed = () => new DomainError('unauthenticated', 'invalid_credentials', 'The email or password is wrong.');
+const disabledUser = () => new DomainError('unauthenticated', 'user_disabled', 'This user is disabled; ask an administrator to enable it.');
 
 /** Result of checking an authenticator-app code. */
 export type TotpCheck = 'ok' | 'invalid' | 'reused';
@@ -146,7 +146,7 @@ export class AuthService {
    */
   async sessionCaller(sessionId: string): Promise<{ principal: Principal; token: string }> {
     const row = await this.db.selectFrom('sessions').select('user_id').where('id', '=', sessionId).executeTakeFirst();
-    if (!row) throw new ApiError(401, 'token_revoked', 'The sign-in session behind this certificate has ended; sign in again.');
+    if (!row) throw new DomainError('unauthenticated', 'token_revoked', 'The sign-in session behind this certificate has ended; sign in again.');
     const principal = await this.loadPrincipal(row.user_id, sessionId);
     return { principal, token: this.signer.sign(principal.user.id, sessionId) };
   }
@@ -154,7 +154,7 @@ export class AuthService {
   /** When a live sign-in session ends (ISO 8601). */
   async sessionExpiry(sessionId: string): Promise<string> {
     const row = await this.db.selectFrom('sessions').select(['expires_at', 'revoked_at']).where('id', '=', sessionId).executeTakeFirst();
-    if (!row || row.revoked_at) throw new ApiError(401, 'token_revoked', 'This sign-in session has ended; sign in again.');
+    if (!row || row.revoked_at) throw new DomainError('unauthenticated', 'token_revoked', 'This sign-in session has ended; sign in again.');
     return row.expires_at;
   }
 
@@ -170,9 +170,9 @@ export class AuthService {
       .where('expires_at', '>=', new Date().toISOString());
     const row = await signedInUser(this.db, liveSession);
     if (!row || row.id !== claims.sub) {
-      throw new ApiError(401, 'token_revoked', 'This token was revoked (signed out, password changed or user removed); sign in again.');
+      throw new DomainError('unauthenticated', 'token_revoked', 'This token was revoked (signed out, password changed or user removed); sign in again.');
     }
-    if (row.disabled) throw new ApiError(401, 'user_disabled', 'This user is disabled.');
+    if (row.disabled) throw new DomainError('unauthenticated', 'user_disabled', 'This user is disabled.');
     const roles = await rolesForSignIn(this.db, roleIdsOfUser(this.db, row.id));
     const perRole = roles.map((r) => ({ recording: recordingModeOf(r.recording), policies: this.policiesOf(r.id, r.updated_at, r.policies) }));
     const policies = perRole.flatMap((r) => r.policies);
@@ -224,8 +224,8 @@ export class AuthService {
     if (!user) throw loginFailed();
     if (secondFactorApplies(user.two_factor, await this.twoFactorPolicy())) {
       const challenge = await this.challenges.open(userId);
-      throw new ApiError(
-        401,
+      throw new DomainError(
+        'unauthenticated',
         '2fa_required',
         'A second factor is required: send the challenge and a provider to POST /api/v2/challenge-get, then the code to POST /api/v2/challenge-verify.',
         { challenge, providers: providersOf(user) },
@@ -242,11 +242,11 @@ export class AuthService {
     await this.perAddress.hit(`ip:${ip}`);
     const row = await this.challenges.find(challenge);
     const user = await this.userRow(row.user_id);
-    if (!user) throw new ApiError(401, 'invalid_challenge', 'The challenge is unknown; sign in again to get a new one.');
+    if (!user) throw new DomainError('unauthenticated', 'invalid_challenge', 'The challenge is unknown; sign in again to get a new one.');
     if (user.disabled) throw disabledUser();
     if (provider === 'google') {
       if (!user.totp_secret) {
-        throw badRequest(
+        throw invalid(
           'This user has no authenticator app set up; use the email provider.',
           { field: 'preferProvider', providers: providersOf(user) },
           'provider_unavailable',
@@ -261,7 +261,7 @@ export class AuthService {
     try {
       await this.mail.send(signInCodeMail(user, code));
     } catch {
-      throw new ApiError(503, 'mail_failed', 'The sign-in code could not be mailed; try again shortly or use another provider.');
+      throw unavailable('mail_failed', 'The sign-in code could not be mailed; try again shortly or use another provider.');
     }
     await this.perAddress.release(`ip:${ip}`);
     return this.challenges.renew(row, 'email', code);
@@ -276,12 +276,12 @@ export class AuthService {
     await this.perAddress.hit(`ip:${ip}`);
     const row = await this.challenges.find(challenge);
     if (row.stage !== 'code') {
-      throw badRequest('Choose a provider first: send this challenge to POST /api/v2/challenge-get.', { field: 'challenge' }, 'provider_not_chosen');
+      throw invalid('Choose a provider first: send this challenge to POST /api/v2/challenge-get.', { field: 'challenge' }, 'provider_not_chosen');
     }
     await this.perUserCodes.hit(`user:${row.user_id}`);
     const attemptsLeft = await this.challenges.countAttempt(row);
     const user = await this.userRow(row.user_id);
-    if (!user) throw new ApiError(401, 'invalid_challenge', 'The challenge is unknown; sign in again to get a new one.');
+    if (!user) throw new DomainError('unauthenticated', 'invalid_challenge', 'The challenge is unknown; sign in again to get a new one.');
     if (user.disabled) throw disabledUser();
     let check: TotpCheck;
     let recoveryCodesLeft: number | undefined;
@@ -297,11 +297,11 @@ export class AuthService {
     if (check !== 'ok') {
       const after = attemptsLeft > 0 ? `${attemptsLeft} attempt${attemptsLeft === 1 ? '' : 's'} left.` : 'No attempts left: sign in again.';
       if (check === 'reused') {
-        throw new ApiError(401, 'code_already_used', `This code was already used; wait for the next one of your authenticator app. ${after}`, {
+        throw new DomainError('unauthenticated', 'code_already_used', `This code was already used; wait for the next one of your authenticator app. ${after}`, {
           attempts_left: attemptsLeft,
         });
       }
-      throw new ApiError(401, 'invalid_code', `The code is wrong. ${after}`, { attempts_left: attemptsLeft });
+      throw new DomainError('unauthenticated', 'invalid_code', `The code is wrong. ${after}`, { attempts_left: attemptsLeft });
     }
     await this.challenges.spend(row);
     await this.perUserCodes.reset(`user:${user.id}`);
@@ -359,11 +359,11 @@ export class AuthService {
         .where('user_id', 'in', activeUserIds(this.db))
         .executeTakeFirst();
       if (!row || row.revoked_at || row.expires_at < new Date().toISOString()) {
-        throw new ApiError(401, 'token_revoked', 'The session has ended; sign in again.');
+        throw new DomainError('unauthenticated', 'token_revoked', 'The session has ended; sign in again.');
       }
       return this.signer.sign(row.user_id, row.id);
     }
-    throw new ApiError(401, 'unauthorized', 'Send the refresh cookie or a still-valid bearer token.');
+    throw new DomainError('unauthenticated', 'unauthorized', 'Send the refresh cookie or a still-valid bearer token.');
   }
 
   /** The account-wide second-factor policy (off unless turned on). */
@@ -419,7 +419,7 @@ export class AuthService {
         await this.mail.send(passwordResetMail(user, link.url, 'administrator'));
       } catch {
         // The link's token was in the mail only (the store keeps its hash): nobody holds it.
-        throw new ApiError(503, 'mail_failed', 'The reset mail could not be sent; try again shortly, or create a link to hand over instead.');
+        throw unavailable('mail_failed', 'The reset mail could not be sent; try again shortly, or create a link to hand over instead.');
       }
     }
     return link;

@@ -1,13 +1,13 @@
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { openStore, type Store } from '../db/database.js';
-import { ApiError } from '../http/errors.js';
+import { DomainError } from '../errors.js';
 import { SignInThrottle } from './sign-in-throttle.js';
 
-async function refusal(attempt: Promise<void>): Promise<ApiError | undefined> {
+async function refusal(attempt: Promise<void>): Promise<DomainError | undefined> {
   try {
     await attempt;
   } catch (err) {
-    return err as ApiError;
+    return err as DomainError;
   }
   return undefined;
 }
@@ -27,8 +27,8 @@ describe('SignInThrottle', () => {
     const throttle = new SignInThrottle(store, async () => undefined);
     for (let i = 0; i < 10; i++) await throttle.admit('a@example.com', '203.0.113.7', 0);
     const err = await refusal(throttle.admit('a@example.com', '203.0.113.7', 1000));
-    expect(err?.status).toBe(429);
-    expect(err?.headers['Retry-After']).toBe('899');
+    expect(err?.kind).toBe('rate_limited');
+    expect(err?.extras.retryAfterSeconds).toBe(899);
     expect(err?.message).toBe('Too many attempts; try again in 15 minutes.');
     expect(await refusal(throttle.admit('a@example.com', '198.51.100.1', 1000))).toBeUndefined();
     expect(await refusal(throttle.admit('b@example.com', '203.0.113.7', 1000))).toBeUndefined();
@@ -51,10 +51,10 @@ describe('SignInThrottle', () => {
     // 100 wrong passwords from ten addresses, each within its own pair limit.
     for (let a = 0; a < 10; a++) for (let i = 0; i < 10; i++) await throttle.admit('a@example.com', `203.0.113.${a}`, 0);
     expect(looked).toEqual([]);
-    expect((await refusal(throttle.admit('a@example.com', '203.0.113.200', 0)))?.status).toBe(429);
+    expect((await refusal(throttle.admit('a@example.com', '203.0.113.200', 0)))?.kind).toBe('rate_limited');
     expect(looked).toEqual(['a@example.com']);
     for (let i = 0; i < 10; i++) expect(await refusal(throttle.admit('a@example.com', '198.51.100.1', 0))).toBeUndefined();
-    expect((await refusal(throttle.admit('a@example.com', '198.51.100.1', 0)))?.status).toBe(429);
+    expect((await refusal(throttle.admit('a@example.com', '198.51.100.1', 0)))?.kind).toBe('rate_limited');
     // Other accounts are untouched, and the window ends.
     expect(await refusal(throttle.admit('b@example.com', '203.0.113.200', 0))).toBeUndefined();
     expect(await refusal(throttle.admit('a@example.com', '203.0.113.200', WINDOW))).toBeUndefined();
@@ -63,7 +63,7 @@ describe('SignInThrottle', () => {
   it('an account that never signed in is closed to everyone past the account-wide limit, until a reset link is used', async () => {
     const throttle = new SignInThrottle(store, async () => undefined);
     for (let a = 0; a < 10; a++) for (let i = 0; i < 10; i++) await throttle.admit('new@example.com', `203.0.113.${a}`, 0);
-    expect((await refusal(throttle.admit('new@example.com', '198.51.100.1', 0)))?.status).toBe(429);
+    expect((await refusal(throttle.admit('new@example.com', '198.51.100.1', 0)))?.kind).toBe('rate_limited');
     await throttle.cleared('new@example.com', '198.51.100.1');
     expect(await refusal(throttle.admit('new@example.com', '198.51.100.1', 0))).toBeUndefined();
   });

@@ -1,4 +1,4 @@
-import { rateLimited, RateLimiter, type LimitStore } from './ratelimit.js';
+import { tooManyAttempts, RateLimiter, type LimitStore } from './ratelimit.js';
 
 const MINUTE = 60_000;
 
@@ -31,9 +31,9 @@ export class SignInThrottle {
   /** Counts an attempt on `account` (normalised email) from `address`; throws 429 when refused. */
   async admit(account: string, address: string, now = Date.now()): Promise<void> {
     const pairRetry = await this.perAccountAddress.count(pairKey(account, address), now);
-    if (pairRetry > 0) throw rateLimited(pairRetry);
+    if (pairRetry > 0) throw tooManyAttempts(pairRetry);
     const accountRetry = await this.perAccount.count(accountKey(account), now);
-    if (accountRetry > 0 && address !== (await this.usualAddress(account))) throw rateLimited(accountRetry);
+    if (accountRetry > 0 && address !== (await this.usualAddress(account))) throw tooManyAttempts(accountRetry);
   }
 
   /** A correct password: the pair starts afresh, and the attempt does not count against the account. */

@@ -1,6 +1,6 @@
 import crypto from 'node:crypto';
 import jwt from 'jsonwebtoken';
-import { ApiError } from '../http/errors.js';
+import { DomainError } from '../errors.js';
 
 export interface AccessClaims {
   sub: string; // user id
@@ -42,8 +42,8 @@ export class TokenSigner {
       return claims as unknown as AccessClaims;
     } catch (err) {
       if (err instanceof jwt.TokenExpiredError)
-        throw new ApiError(401, 'token_expired', 'The token has expired; renew it with POST /api/v2/refresh-jwt or sign in again.');
-      throw new ApiError(401, 'invalid_token', 'The token is not valid; sign in again.');
+        throw new DomainError('unauthenticated', 'token_expired', 'The token has expired; renew it with POST /api/v2/refresh-jwt or sign in again.');
+      throw new DomainError('unauthenticated', 'invalid_token', 'The token is not valid; sign in again.');
     }
   }
 }

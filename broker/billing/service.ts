@@ -5,7 +5,7 @@ import type { CompanyService } from '../company/service.js';
 import type { Config } from '../environment.js';
 import type { Db } from '../db/database.js';
 import { countApprovedDevices } from '../devices/directory.js';
-import { ApiError, badRequest, conflict, notFound } from '../http/errors.js';
+import { conflict, DomainError, invalid, notFound, upstreamFailed } from '../errors.js';
 import type { SettingsStore } from '../settings.js';
 import type { UsersService } from '../users/service.js';
 
@@ -26,7 +26,7 @@ export interface BillingDeps {
   company: Pick<CompanyService, 'id' | 'get'>;
 }
 
-function notConfigured(): ApiError {
+function notConfigured(): DomainError {
   return conflict('billing_not_configured', 'Billing is not configured on this installation: set STRIPE_SECRET_KEY to use Stripe.');
 }
 
@@ -70,14 +70,14 @@ export class BillingService {
     try {
       return await work();
     } catch (err) {
-      if (err instanceof ApiError) throw err;
+      if (err instanceof DomainError) throw err;
       const e = err as { statusCode?: number; code?: string; message?: string; type?: string };
       if (e.statusCode === 404) throw notFound(`The Stripe object (${what})`);
       if (e.statusCode === 400 || e.statusCode === 402) {
-        throw new ApiError(400, 'stripe_refused', `Stripe refused ${what}: ${e.message ?? 'invalid request'}`, { stripe_code: e.code ?? null });
+        throw new DomainError('invalid', 'stripe_refused', `Stripe refused ${what}: ${e.message ?? 'invalid request'}`, { stripe_code: e.code ?? null });
       }
       this.log.warn({ err: { type: e.type, status: e.statusCode, message: e.message } }, `stripe ${what} failed`);
-      throw new ApiError(502, 'billing_unavailable', `Stripe could not be reached for ${what}; try again later.`);
+      throw upstreamFailed('billing_unavailable', `Stripe could not be reached for ${what}; try again later.`);
     }
   }
 
@@ -129,7 +129,7 @@ export class BillingService {
 
   private returnUrl(given: string | undefined, field: string): string {
     const url = given ?? this.deps.config.publicUrl;
-    if (!url) throw badRequest(`Give ${field}: this installation has no PUBLIC_URL to send people back to.`, { field });
+    if (!url) throw invalid(`Give ${field}: this installation has no PUBLIC_URL to send people back to.`, { field });
     return url;
   }
 
@@ -146,7 +146,7 @@ export class BillingService {
   async checkout(body: { price_id?: string; quantity?: number; success_url?: string; cancel_url?: string }): Promise<{ url: string | null; id: string }> {
     this.client();
     const price = body.price_id ?? this.deps.config.stripePriceId;
-    if (!price) throw badRequest('Give price_id: STRIPE_PRICE_ID is not set on this installation.', { field: 'price_id' });
+    if (!price) throw invalid('Give price_id: STRIPE_PRICE_ID is not set on this installation.', { field: 'price_id' });
     const successUrl = this.returnUrl(body.success_url, 'success_url');
     const cancelUrl = this.returnUrl(body.cancel_url, 'cancel_url');
     const customer = (await this.customerId(true)) as string;

@@ -5,7 +5,7 @@ import type { Principal } from '../access/principal.js';
 import type { AuthService } from '../auth/service.js';
 import type { Db } from '../db/database.js';
 import type { CompanyTable } from '../db/schema.js';
-import { notFound } from '../http/errors.js';
+import { notFound } from '../errors.js';
 import type { UsersService } from '../users/service.js';
 
 /** The fields of the company record a caller sets (PUT replaces them, PATCH changes the given ones). */

@@ -5,7 +5,7 @@
  */
 import crypto from 'node:crypto';
 import { BUNDLES, fieldsAt, FILE_FIELDS, SECRET_FIELDS, type BundleName, type FoundField } from '../../shared/config-bundles.js';
-import { badRequest } from '../http/errors.js';
+import { invalid } from '../errors.js';
 
 export { BUNDLES, type BundleName } from '../../shared/config-bundles.js';
 
@@ -54,40 +54,39 @@ type Json = null | boolean | number | string | Json[] | { [k: string]: Json };
 export type BundleData = Record<string, Json>;
 
 function checkJson(value: unknown, at: string, depth: number): void {
-  if (depth > MAX_BUNDLE_DEPTH) throw badRequest(`${at}: nested deeper than ${MAX_BUNDLE_DEPTH} levels.`, { field: at });
+  if (depth > MAX_BUNDLE_DEPTH) throw invalid(`${at}: nested deeper than ${MAX_BUNDLE_DEPTH} levels.`, { field: at });
   if (value === null || typeof value === 'boolean') return;
   if (typeof value === 'number') {
-    if (!Number.isFinite(value)) throw badRequest(`${at}: not a finite number.`, { field: at });
+    if (!Number.isFinite(value)) throw invalid(`${at}: not a finite number.`, { field: at });
     return;
   }
   if (typeof value === 'string') {
-    if (value.length > MAX_STRING) throw badRequest(`${at}: longer than ${MAX_STRING} characters.`, { field: at });
+    if (value.length > MAX_STRING) throw invalid(`${at}: longer than ${MAX_STRING} characters.`, { field: at });
     return;
   }
   if (Array.isArray(value)) {
-    if (value.length > MAX_ITEMS) throw badRequest(`${at}: more than ${MAX_ITEMS} entries.`, { field: at });
+    if (value.length > MAX_ITEMS) throw invalid(`${at}: more than ${MAX_ITEMS} entries.`, { field: at });
     value.forEach((v, i) => checkJson(v, `${at}[${i}]`, depth + 1));
     return;
   }
   if (typeof value === 'object') {
     const keys = Object.keys(value);
-    if (keys.length > MAX_ITEMS) throw badRequest(`${at}: more than ${MAX_ITEMS} fields.`, { field: at });
+    if (keys.length > MAX_ITEMS) throw invalid(`${at}: more than ${MAX_ITEMS} fields.`, { field: at });
     for (const k of keys) {
-      if (k.length > 256) throw badRequest(`${at}: a field name is longer than 256 characters.`, { field: at });
+      if (k.length > 256) throw invalid(`${at}: a field name is longer than 256 characters.`, { field: at });
       checkJson((value as Record<string, unknown>)[k], `${at}.${k}`, depth + 1);
     }
     return;
   }
-  throw badRequest(`${at}: not JSON.`, { field: at });
+  throw invalid(`${at}: not JSON.`, { field: at });
 }
 
 function requireList(data: Record<string, unknown>, field: string, at: string): Record<string, unknown>[] {
   const v = data[field];
   if (v === undefined || v === null) return [];
-  if (!Array.isArray(v)) throw badRequest(`${at}.${field} must be a list.`, { field: `${at}.${field}` });
+  if (!Array.isArray(v)) throw invalid(`${at}.${field} must be a list.`, { field: `${at}.${field}` });
   return v.map((item, i) => {
-    if (!item || typeof item !== 'object' || Array.isArray(item))
-      throw badRequest(`${at}.${field}[${i}] must be an object.`, { field: `${at}.${field}[${i}]` });
+    if (!item || typeof item !== 'object' || Array.isArray(item)) throw invalid(`${at}.${field}[${i}] must be an object.`, { field: `${at}.${field}[${i}]` });
     return item as Record<string, unknown>;
   });
 }
@@ -95,7 +94,7 @@ function requireList(data: Record<string, unknown>, field: string, at: string): 
 function requireStrings(item: Record<string, unknown>, fields: string[], at: string): void {
   for (const f of fields) {
     const v = item[f];
-    if (v !== undefined && v !== null && typeof v !== 'string') throw badRequest(`${at}.${f} must be a string.`, { field: `${at}.${f}` });
+    if (v !== undefined && v !== null && typeof v !== 'string') throw invalid(`${at}.${f} must be a string.`, { field: `${at}.${f}` });
   }
 }
 
@@ -106,11 +105,10 @@ function requireStrings(item: Record<string, unknown>, fields: string[], at: str
  */
 export function validateBundle(bundle: string, config: unknown): BundleData {
   if (!isBundle(bundle))
-    throw badRequest(`formtype: "${bundle.slice(0, 64)}" is not a configuration bundle; one of ${BUNDLES.join(', ')}.`, { field: 'formtype' });
-  if (!config || typeof config !== 'object' || Array.isArray(config))
-    throw badRequest('config must be an object: the bundle configuration.', { field: 'config' });
+    throw invalid(`formtype: "${bundle.slice(0, 64)}" is not a configuration bundle; one of ${BUNDLES.join(', ')}.`, { field: 'formtype' });
+  if (!config || typeof config !== 'object' || Array.isArray(config)) throw invalid('config must be an object: the bundle configuration.', { field: 'config' });
   const size = Buffer.byteLength(JSON.stringify(config));
-  if (size > MAX_BUNDLE_BYTES) throw badRequest(`config is ${size} bytes as JSON; at most ${MAX_BUNDLE_BYTES}.`, { field: 'config' }, 'too_large');
+  if (size > MAX_BUNDLE_BYTES) throw invalid(`config is ${size} bytes as JSON; at most ${MAX_BUNDLE_BYTES}.`, { field: 'config' }, 'too_large');
   checkJson(config, 'config', 0);
   const data = structuredClone(config) as BundleData;
   const fields = FIELDS[bundle];
@@ -118,15 +116,15 @@ export function validateBundle(bundle: string, config: unknown): BundleData {
     const allowed = new Set<string>([...METADATA_FIELDS, ...fields]);
     for (const key of Object.keys(data)) {
       if (!allowed.has(key))
-        throw badRequest(`config.${key.slice(0, 64)} is not a field of ${bundle}; fields: ${fields.join(', ')}.`, { field: `config.${key.slice(0, 64)}` });
+        throw invalid(`config.${key.slice(0, 64)} is not a field of ${bundle}; fields: ${fields.join(', ')}.`, { field: `config.${key.slice(0, 64)}` });
     }
   }
   for (const f of ['enabled', 'extend', 'reset_to_group', 'inherited'] as const) {
     if (data[f] !== undefined && data[f] !== null && typeof data[f] !== 'boolean')
-      throw badRequest(`config.${f} must be true or false.`, { field: `config.${f}` });
+      throw invalid(`config.${f} must be true or false.`, { field: `config.${f}` });
   }
   if (data.version !== undefined && data.version !== null && typeof data.version !== 'string')
-    throw badRequest('config.version must be a string.', { field: 'config.version' });
+    throw invalid('config.version must be a string.', { field: 'config.version' });
   // Broker-set fields are not taken from clients.
   delete data.bundle_commit_id;
   delete data.inherited;
@@ -136,7 +134,7 @@ export function validateBundle(bundle: string, config: unknown): BundleData {
       requireList(data, list, 'config').forEach((p, i) => {
         requireStrings(p, ['key', 'value'], `config.${list}[${i}]`);
         if (typeof p.key !== 'string' || p.key === '')
-          throw badRequest(`config.${list}[${i}].key must be a non-empty string.`, { field: `config.${list}[${i}].key` });
+          throw invalid(`config.${list}[${i}].key must be a non-empty string.`, { field: `config.${list}[${i}].key` });
       });
     }
   }
@@ -147,7 +145,7 @@ export function validateBundle(bundle: string, config: unknown): BundleData {
       requireList(set, 'templates', at).forEach((file, j) => {
         requireStrings(file, ['source', 'destination'], `${at}.templates[${j}]`);
         if (file.is_template !== undefined && typeof file.is_template !== 'boolean')
-          throw badRequest(`${at}.templates[${j}].is_template must be true or false.`, { field: `${at}.templates[${j}].is_template` });
+          throw invalid(`${at}.templates[${j}].is_template must be true or false.`, { field: `${at}.templates[${j}].is_template` });
       });
       requireList(set, 'parameters', at).forEach((p, j) => requireStrings(p, ['key', 'value'], `${at}.parameters[${j}]`));
     });
@@ -314,7 +312,7 @@ export function restoreSecrets(bundle: string, data: BundleData, known: { data: 
     if (!(f.value as string).startsWith(SECRET_REF_PREFIX)) continue;
     const value = byRef.get(`${f.at}\n${f.value as string}`);
     if (value === undefined)
-      throw badRequest(`config${f.at}: a secret reference this entity does not hold there; send the value itself.`, { field: `config${f.at}` });
+      throw invalid(`config${f.at}: a secret reference this entity does not hold there; send the value itself.`, { field: `config${f.at}` });
     f.set(value);
   }
   return copy;

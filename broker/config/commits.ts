@@ -7,7 +7,7 @@
 import type { Principal } from '../access/principal.js';
 import type { AuditService } from '../audit/service.js';
 import type { Store } from '../db/database.js';
-import { ApiError, badRequest, notFound } from '../http/errors.js';
+import { DomainError, invalid, notFound } from '../errors.js';
 import { userNames } from '../users/directory.js';
 import type { BundleData } from './bundles.js';
 import { unixSeconds, type ChangeRequest } from './deps.js';
@@ -43,17 +43,15 @@ export class Commits {
       for (const [i, change] of (body.changes ?? []).entries()) carried.push(await this.staging.stage(principal, change, `changes[${i}]`, true));
       // An empty `changes` is what qbee's clients leave out (omitempty): the staged changes are committed.
       const staged = carried.length > 0 ? carried : await this.q.staged(principal.user.id);
-      if (staged.length === 0) throw badRequest('Nothing to commit: stage changes first (POST /change), or send them in `changes`.', {}, 'nothing_to_commit');
+      if (staged.length === 0) throw invalid('Nothing to commit: stage changes first (POST /change), or send them in `changes`.', {}, 'nothing_to_commit');
       // Roles may have changed since staging: every entity, and the files each change names, are checked again.
       for (const c of staged) {
         try {
           await this.entities.requireEntity(principal, 'configuration:manage', { type: c.entity_type as EntityType, id: c.entity_id });
           await this.entities.requireFiles(principal, c.bundle, JSON.parse(c.content) as BundleData);
         } catch (err) {
-          if (!(err instanceof ApiError)) throw err;
-          throw new ApiError(
-            err.status,
-            err.error,
+          if (!(err instanceof DomainError)) throw err;
+          throw err.rephrased(
             `Staged change ${c.sha} (${c.entity_type} ${c.entity_id}, ${c.bundle}): ${err.message} Discard it (DELETE /change/${c.sha}) to commit the others.`,
             {
               ...err.details,
@@ -121,7 +119,7 @@ export class Commits {
     if (commitShas.length === 0) return out;
     // A page of commits answers their changes whole: bounded, or refused with what to ask instead.
     if ((await this.q.changeBytes(commitShas)) > MAX_LISTED_CHANGE_BYTES)
-      throw badRequest(
+      throw invalid(
         `The changes of these ${commitShas.length} commits exceed ${MAX_LISTED_CHANGE_BYTES / (1024 * 1024)} MiB: ask for fewer (items_per_page), or one at a time (GET /commit/{sha}).`,
         { field: 'items_per_page' },
         'too_large',

@@ -8,7 +8,7 @@ import type { AccessService } from '../access/access.js';
 import type { Principal } from '../access/principal.js';
 import type { Db } from '../db/database.js';
 import { nodeChain, ROOT_NODE, type ChainRow } from '../devices/scope.js';
-import { ApiError, badRequest, notFound } from '../http/errors.js';
+import { DomainError, invalid, notFound } from '../errors.js';
 import { bundleFiles, type BundleData } from './bundles.js';
 import type { Entity } from './deps.js';
 
@@ -29,9 +29,9 @@ export class EntityAccess {
   entityOf(req: { node_id?: string; tag?: string }): Entity {
     const hasNode = typeof req.node_id === 'string' && req.node_id !== '';
     const hasTag = typeof req.tag === 'string' && req.tag !== '';
-    if (hasNode === hasTag) throw badRequest('Name exactly one of node_id and tag: the entity the change configures.', { field: 'node_id' });
+    if (hasNode === hasTag) throw invalid('Name exactly one of node_id and tag: the entity the change configures.', { field: 'node_id' });
     if (hasTag) {
-      if (!TAG_PATTERN.test(req.tag!)) throw badRequest(`tag must be a tag: ${TAG_RULE}.`, { field: 'tag' });
+      if (!TAG_PATTERN.test(req.tag!)) throw invalid(`tag must be a tag: ${TAG_RULE}.`, { field: 'tag' });
       return { type: 'tag', id: req.tag! };
     }
     return { type: 'node', id: req.node_id! };
@@ -59,8 +59,8 @@ export class EntityAccess {
     if (files.length === 0) return;
     if ((await this.access.decide(principal, 'files:read')).allowed) return;
     const shown = files.slice(0, 3).map((f) => `"${f.slice(0, 200)}"`);
-    throw new ApiError(
-      403,
+    throw new DomainError(
+      'forbidden',
       'files_not_readable',
       `Not allowed: ${bundle} names ${shown.join(', ')}${files.length > 3 ? ', …' : ''} of the file store, which devices are sent and you would read through them; that needs files:read.`,
       { permission: 'files:read', files: files.slice(0, 20).map((f) => f.slice(0, 1024)) },

@@ -7,7 +7,7 @@ import { pipeline } from 'node:stream/promises';
 import type { Logger } from 'pino';
 import type { Channel } from '../../shared/mux.js';
 import type { AgentMessage } from '../../shared/wire.js';
-import { ApiError } from '../http/errors.js';
+import { DomainError } from '../errors.js';
 import { normalizeSource } from './bundles.js';
 import type { ConfigAgentLink, ConfigFiles } from './deps.js';
 import type { Rendering } from './rendering.js';
@@ -77,7 +77,7 @@ export class FileSending {
       meta = await this.files.metadata(`/${path}`);
       download = await this.files.download(`/${path}`);
     } catch (err) {
-      return refuse(err instanceof ApiError && err.status === 404 ? 'no such file in the file store' : 'the file cannot be read');
+      return refuse(err instanceof DomainError && err.kind === 'not_found' ? 'no such file in the file store' : 'the file cannot be read');
     }
     let channel: Channel;
     try {

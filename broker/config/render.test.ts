@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { ApiError } from '../http/errors.js';
+import { DomainError } from '../errors.js';
 import {
   auditableChangeBody,
   credentialValues,
@@ -94,23 +94,23 @@ describe('bundles', () => {
       try {
         validateBundle(bundle, config);
       } catch (err) {
-        expect(err).toBeInstanceOf(ApiError);
-        return (err as ApiError).status;
+        expect(err).toBeInstanceOf(DomainError);
+        return (err as DomainError).kind;
       }
-      return 200;
+      return 'accepted';
     };
-    expect(bad('nope', {})).toBe(400);
-    expect(bad('settings', [])).toBe(400);
-    expect(bad('settings', { agentintervall: 5 })).toBe(400);
-    expect(bad('parameters', { parameters: [{ key: 1, value: 'x' }] })).toBe(400);
-    expect(bad('file_distribution', { files: [{ templates: [{ source: 5 }] }] })).toBe(400);
-    expect(bad('ntp', { servers: ['x'.repeat(70_000)] })).toBe(400);
-    expect(bad('ntp', { servers: Array.from({ length: 1001 }, () => 'x') })).toBe(400);
+    expect(bad('nope', {})).toBe('invalid');
+    expect(bad('settings', [])).toBe('invalid');
+    expect(bad('settings', { agentintervall: 5 })).toBe('invalid');
+    expect(bad('parameters', { parameters: [{ key: 1, value: 'x' }] })).toBe('invalid');
+    expect(bad('file_distribution', { files: [{ templates: [{ source: 5 }] }] })).toBe('invalid');
+    expect(bad('ntp', { servers: ['x'.repeat(70_000)] })).toBe('invalid');
+    expect(bad('ntp', { servers: Array.from({ length: 1001 }, () => 'x') })).toBe('invalid');
     let deep: unknown = 'x';
     for (let i = 0; i < 20; i++) deep = { d: deep };
-    expect(bad('ntp', { servers: deep })).toBe(400);
-    expect(bad('users', { items: Array.from({ length: 900 }, () => ({ username: 'u'.repeat(400) })) })).toBe(400);
-    expect(bad('settings', { enabled: true, agentinterval: 5, version: 'v1' })).toBe(200);
+    expect(bad('ntp', { servers: deep })).toBe('invalid');
+    expect(bad('users', { items: Array.from({ length: 900 }, () => ({ username: 'u'.repeat(400) })) })).toBe('invalid');
+    expect(bad('settings', { enabled: true, agentinterval: 5, version: 'v1' })).toBe('accepted');
     // Broker-set metadata is not taken from clients.
     expect(validateBundle('ntp', { servers: [], inherited: true, bundle_commit_id: 'x' })).toEqual({ servers: [] });
   });
@@ -126,9 +126,9 @@ describe('bundles', () => {
     // another item, another entity or another stored version: the reference does not fit
     expect(() =>
       restoreSecrets('parameters', { secrets: [{ key: 'other', value: (masked.secrets as { value: string }[])[0].value }] }, [{ data: stored, home }], key),
-    ).toThrow(ApiError);
-    expect(() => restoreSecrets('parameters', masked, [{ data: stored, home: { ...home, entity: 'node:g' } }], key)).toThrow(ApiError);
-    expect(() => restoreSecrets('parameters', masked, [{ data: stored, home: { ...home, version: 'c2' } }], key)).toThrow(ApiError);
+    ).toThrow(DomainError);
+    expect(() => restoreSecrets('parameters', masked, [{ data: stored, home: { ...home, entity: 'node:g' } }], key)).toThrow(DomainError);
+    expect(() => restoreSecrets('parameters', masked, [{ data: stored, home: { ...home, version: 'c2' } }], key)).toThrow(DomainError);
     // the same value stored elsewhere (a guess staged beside it) has an unrelated reference
     expect(maskSecrets('parameters', stored, key, { ...home, version: 'change-2' })).not.toEqual(masked);
     // registry passwords and password hashes are credentials too

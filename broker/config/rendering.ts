@@ -13,7 +13,7 @@ import { readAttributes } from '../devices/attributes.js';
 import { deviceAttributes } from '../devices/directory.js';
 import { nodeChain, ROOT_NODE, scopeOfChain, type ChainRow } from '../devices/scope.js';
 import type { TreeShape } from '../devices/tree.js';
-import { badRequest, notFound } from '../http/errors.js';
+import { invalid, notFound } from '../errors.js';
 import { distributedFiles, maskSecrets, referencedFiles, withFileDigests, type BundleData } from './bundles.js';
 import type { ConfigFiles, Entity, SecretKey } from './deps.js';
 import type { EntityAccess } from './entities.js';
@@ -52,7 +52,7 @@ export class Rendering {
   /** GET /config and /configpreview of a node or tag: `own` its own bundles, `all` rendered with what it inherits. */
   async entityConfig(principal: Principal, type: EntityType, id: string, scope: 'all' | 'own', preview: boolean): Promise<object> {
     const entity: Entity = { type, id };
-    if (type === 'tag' && !TAG_PATTERN.test(id)) throw badRequest(`item_id must be a tag: ${TAG_RULE}.`, { field: 'item_id' });
+    if (type === 'tag' && !TAG_PATTERN.test(id)) throw invalid(`item_id must be a tag: ${TAG_RULE}.`, { field: 'item_id' });
     await this.entities.requireEntity(principal, 'configuration:read', entity);
     const chain = type === 'node' ? await this.entities.chainOf(id) : undefined;
     const { nodes, tags } = this.maskedLevels(await this.levelsFor(entity, chain, preview ? principal.user.id : undefined));

@@ -6,7 +6,7 @@
  */
 import crypto from 'node:crypto';
 import type { Principal } from '../access/principal.js';
-import { ApiError, badRequest, conflict, notFound } from '../http/errors.js';
+import { conflict, DomainError, invalid, notFound } from '../errors.js';
 import { maskSecrets, restoreSecrets, validateBundle, type BundleData } from './bundles.js';
 import { MAX_STAGED, unixSeconds, type ChangeListQuery, type ChangeRequest, type SecretKey } from './deps.js';
 import type { EntityAccess } from './entities.js';
@@ -42,7 +42,7 @@ export class Staging {
     try {
       data = validateBundle(req.formtype, req.config);
     } catch (err) {
-      if (field && err instanceof ApiError) throw new ApiError(err.status, err.error, `${field}: ${err.message}`, err.details);
+      if (field && err instanceof DomainError) throw err.rephrased(`${field}: ${err.message}`);
       throw err;
     }
     await this.entities.requireEntity(principal, 'configuration:manage', entity);
@@ -118,13 +118,13 @@ export class Staging {
       try {
         search = JSON.parse(query.search) as Record<string, unknown>;
       } catch {
-        throw badRequest('search must be JSON: {"status":"new","form_type":"settings",...}.', { field: 'search' });
+        throw invalid('search must be JSON: {"status":"new","form_type":"settings",...}.', { field: 'search' });
       }
-      if (!search || typeof search !== 'object' || Array.isArray(search)) throw badRequest('search must be a JSON object.', { field: 'search' });
+      if (!search || typeof search !== 'object' || Array.isArray(search)) throw invalid('search must be a JSON object.', { field: 'search' });
       for (const [k, v] of Object.entries(search)) {
         if (!SEARCH_FIELDS.has(k))
-          throw badRequest(`search.${k.slice(0, 64)} is not a search field; fields: ${[...SEARCH_FIELDS].join(', ')}.`, { field: 'search' });
-        if (typeof v !== 'string') throw badRequest(`search.${k} must be a string.`, { field: 'search' });
+          throw invalid(`search.${k.slice(0, 64)} is not a search field; fields: ${[...SEARCH_FIELDS].join(', ')}.`, { field: 'search' });
+        if (typeof v !== 'string') throw invalid(`search.${k} must be a string.`, { field: 'search' });
       }
     }
     // Other users' changes are invisible: a search for them finds nothing.
@@ -139,7 +139,7 @@ export class Staging {
       if (v === undefined || v === '') continue;
       const m = DATE_TIME.exec(v);
       const iso = m ? new Date(`${m[1]}T${m[2]}Z`) : undefined;
-      if (!iso || Number.isNaN(iso.getTime())) throw badRequest(`${field} must be "YYYY-MM-DD hh:mm:ss" (UTC).`, { field });
+      if (!iso || Number.isNaN(iso.getTime())) throw invalid(`${field} must be "YYYY-MM-DD hh:mm:ss" (UTC).`, { field });
       created[key] = iso.toISOString();
     }
     const rows = await this.q.listChanges({

@@ -14,7 +14,7 @@ import type { AccessService } from '../access/access.js';
 import type { Principal } from '../access/principal.js';
 import type { Db } from '../db/database.js';
 import type { DevicesService } from '../devices/service.js';
-import { ApiError, badRequest, notFound, tooLarge } from '../http/errors.js';
+import { DomainError, invalid, notFound, tooLarge } from '../errors.js';
 import { devicesWithPackages, installedPackages, readReports } from '../inventory/store.js';
 import { userEmails } from '../users/directory.js';
 import { SEVERITY_LEVELS, type SeverityLevel } from './cvss.js';
@@ -132,13 +132,13 @@ export class CveService {
 
   /** POST /cve/import: one uploaded file, all or nothing (a malformed advisory changes nothing). */
   async importUpload(file: { path: string; size: number; originalName: string } | undefined): Promise<ImportResult> {
-    if (!file) throw badRequest('file: send the feed as a multipart part named "file".', { field: 'file' });
+    if (!file) throw invalid('file: send the feed as a multipart part named "file".', { field: 'file' });
     try {
       if (file.size > MAX_IMPORT_UPLOAD_BYTES)
         throw tooLarge(`The feed file is larger than ${MAX_IMPORT_UPLOAD_BYTES} bytes; import it with \`npm start -- cve-import\`.`);
       const json = await fs.promises.readFile(file.path, 'utf8');
       const r = parseDocument(json);
-      if (!r.ok) throw new ApiError(400, 'invalid_feed', `The feed is not OSV JSON: ${r.error}`, { field: 'file', file: file.originalName });
+      if (!r.ok) throw new DomainError('invalid', 'invalid_feed', `The feed is not OSV JSON: ${r.error}`, { field: 'file', file: file.originalName });
       const done = await this.importAdvisories(r.advisories);
       return { files: 1, skipped: r.skipped, errors: [], ...done };
     } finally {
@@ -369,7 +369,7 @@ export class CveService {
     const known = (await store.readAdvisories(this.deps.db)).some((a) => a.cve_ids.includes(cveId));
     if (!known) throw notFound(`CVE ${cveId}`);
     const reason = body.reason?.trim() ?? '';
-    if (body.status !== 'open' && !reason) throw badRequest('reason: say why the CVE is accepted or ignored.', { field: 'reason' });
+    if (body.status !== 'open' && !reason) throw invalid('reason: say why the CVE is accepted or ignored.', { field: 'reason' });
     if (body.status === 'open') await store.writeStatus(this.deps.db, { cve_id: cveId, status: 'open' });
     else
       await store.writeStatus(this.deps.db, { cve_id: cveId, status: body.status, reason, user_id: principal.user.id, updated_at: new Date().toISOString() });

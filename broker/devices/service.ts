@@ -11,7 +11,7 @@ import type { Principal } from '../access/principal.js';
 import type { Config } from '../environment.js';
 import type { ChangeEpoch } from '../cache.js';
 import type { Db, Store } from '../db/database.js';
-import { badRequest, forbidden, notFound } from '../http/errors.js';
+import { forbidden, invalid, notFound } from '../errors.js';
 import { applyPatch, AttributeLimitError, readAttributes, storedForm, type AttributesPatch } from './attributes.js';
 import { DEVICE_ID_PATTERN, ROOT_NODE, scopeOfChain, UNASSIGNED_NODE, type ChainRow } from './scope.js';
 import { DevicesStore, type DeviceRowsRemoval } from './store.js';
@@ -173,7 +173,7 @@ export class DevicesService {
       try {
         updated = applyPatch(readAttributes(row.attributes), patch, max);
       } catch (err) {
-        if (err instanceof AttributeLimitError) throw badRequest(err.message, { field: err.field }, 'too_many_custom_attributes');
+        if (err instanceof AttributeLimitError) throw invalid(err.message, { field: err.field }, 'too_many_custom_attributes');
         throw err;
       }
       await this.store.setAttributes(trx, deviceId, JSON.stringify(storedForm(updated)));

@@ -8,7 +8,7 @@
 import crypto from 'node:crypto';
 import { holdsSentence } from '../../shared/group-holds.js';
 import type { Db } from '../db/database.js';
-import { ApiError, badRequest, conflict, forbidden } from '../http/errors.js';
+import { conflict, DomainError, forbidden, invalid } from '../errors.js';
 import { readAttributes, storedForm } from './attributes.js';
 import { DEVICE_ID_PATTERN, MAX_TREE_DEPTH, SYSTEM_NODES, type ChainRow } from './scope.js';
 import type { DevicesStore } from './store.js';
@@ -35,11 +35,11 @@ export async function applyTreeChanges(ed: TreeEditor, changes: TreeChange[]): P
     try {
       results.push({ action: change.action, node_id: await applyChange(ed, change) });
     } catch (err) {
-      if (err instanceof ApiError) {
+      if (err instanceof DomainError) {
         const field = typeof err.details.field === 'string' ? `changes.${index}.data.${err.details.field}` : `changes.${index}`;
         // One change needs no number: its message is the refusal itself.
         const message = changes.length === 1 ? err.message : `Change ${index} (${change.action}): ${err.message} No change was applied.`;
-        throw new ApiError(err.status, err.error, message, {
+        throw err.rephrased(message, {
           ...err.details,
           change: index,
           field,
@@ -51,14 +51,14 @@ export async function applyTreeChanges(ed: TreeEditor, changes: TreeChange[]): P
   return { applied: results.length, results };
 }
 
-/** One change: the node it made or changed, or an ApiError saying why not. */
+/** One change: the node it made or changed, or a DomainError saying why not. */
 async function applyChange(ed: TreeEditor, change: TreeChange): Promise<string> {
   const { trx, store } = ed;
   const denied = (what: string) =>
     forbidden(`Not allowed: ${what} needs device:manage on "*" or on a node: resource at or above it (devices may also be matched by tag:).`, {
       permission: 'device:manage',
     });
-  const unknown = (nodeId: string, field: string) => badRequest(`There is no node "${nodeId}".`, { field }, 'unknown_node');
+  const unknown = (nodeId: string, field: string) => invalid(`There is no node "${nodeId}".`, { field }, 'unknown_node');
   const existing = async (nodeId: string, field: string) => {
     const chain = await store.chain(trx, nodeId);
     if (chain.length === 0) throw unknown(nodeId, field);
@@ -70,12 +70,12 @@ async function applyChange(ed: TreeEditor, change: TreeChange): Promise<string> 
     const chain = await existing(nodeId, field);
     if (chain[0].type !== 'group') {
       if (!(await ed.knows(chain))) throw unknown(nodeId, field);
-      throw badRequest(`Node "${nodeId}" is a device, not a group.`, { field }, 'not_a_group');
+      throw invalid(`Node "${nodeId}" is a device, not a group.`, { field }, 'not_a_group');
     }
     return chain;
   };
   const notSystem = (nodeId: string, verb: string) => {
-    if (SYSTEM_NODES.includes(nodeId)) throw badRequest(`The system group "${nodeId}" cannot be ${verb}.`, { field: 'node_id' }, 'system_node');
+    if (SYSTEM_NODES.includes(nodeId)) throw invalid(`The system group "${nodeId}" cannot be ${verb}.`, { field: 'node_id' }, 'system_node');
   };
 
   switch (change.action) {
@@ -83,12 +83,12 @@ async function applyChange(ed: TreeEditor, change: TreeChange): Promise<string> 
       const { data } = change;
       const nodeId = data.node_id || `group-${crypto.randomBytes(6).toString('hex')}`;
       if (DEVICE_ID_PATTERN.test(nodeId)) {
-        throw badRequest('Ids of 64 hexadecimal characters are reserved for devices; choose another group id.', { field: 'node_id' });
+        throw invalid('Ids of 64 hexadecimal characters are reserved for devices; choose another group id.', { field: 'node_id' });
       }
       if (await store.node(trx, nodeId)) throw conflict('node_exists', `A node with id "${nodeId}" exists already.`, { field: 'node_id' });
       const parent = await group(data.parent_id, 'parent_id');
       if (!ed.canManageGroup(parent)) throw await refuse(parent, 'parent_id', `creating a group in "${data.parent_id}"`);
-      if (parent.length + 1 > MAX_TREE_DEPTH) throw badRequest(`The tree may be at most ${MAX_TREE_DEPTH} levels deep.`, { field: 'parent_id' });
+      if (parent.length + 1 > MAX_TREE_DEPTH) throw invalid(`The tree may be at most ${MAX_TREE_DEPTH} levels deep.`, { field: 'parent_id' });
       const tags = [...new Set(data.tags ?? [])];
       const refused = tags.find((tag) => !ed.canManageTag(tag));
       if (refused !== undefined) throw forbidden(`Not allowed: tag "${refused}" is outside your device:manage resources.`, { field: 'tags', tag: refused });
@@ -119,10 +119,10 @@ async function applyChange(ed: TreeEditor, change: TreeChange): Promise<string> 
       if (!ed.canManageNode(chain)) throw await refuse(chain, 'node_id', `moving "${data.node_id}"`);
       if (!ed.canManageGroup(parent)) throw await refuse(parent, 'parent_id', `moving a node into "${data.parent_id}"`);
       if (parent.some((r) => r.node_id === data.node_id)) {
-        throw badRequest(`Moving "${data.node_id}" into "${data.parent_id}" would put it inside itself.`, { field: 'parent_id' }, 'tree_cycle');
+        throw invalid(`Moving "${data.node_id}" into "${data.parent_id}" would put it inside itself.`, { field: 'parent_id' }, 'tree_cycle');
       }
       const height = chain[0].type === 'group' ? await store.subtreeHeight(trx, data.node_id, MAX_TREE_DEPTH) : 0;
-      if (parent.length + 1 + height > MAX_TREE_DEPTH) throw badRequest(`The tree may be at most ${MAX_TREE_DEPTH} levels deep.`, { field: 'parent_id' });
+      if (parent.length + 1 + height > MAX_TREE_DEPTH) throw invalid(`The tree may be at most ${MAX_TREE_DEPTH} levels deep.`, { field: 'parent_id' });
       await store.updateNode(trx, data.node_id, { parent_id: data.parent_id });
       return data.node_id;
     }
@@ -138,7 +138,7 @@ async function applyChange(ed: TreeEditor, change: TreeChange): Promise<string> 
       notSystem(data.node_id, 'deleted');
       const chain = await existing(data.node_id, 'node_id');
       if (chain[0].type !== 'group') {
-        throw badRequest(`"${data.node_id}" is a device; remove devices with DELETE /removeapprovedhost/{node_id}.`, { field: 'node_id' }, 'not_a_group');
+        throw invalid(`"${data.node_id}" is a device; remove devices with DELETE /removeapprovedhost/{node_id}.`, { field: 'node_id' }, 'not_a_group');
       }
       if (!ed.canManageGroup(chain)) throw await refuse(chain, 'node_id', `deleting "${data.node_id}"`);
       const holds = await store.childCounts(trx, data.node_id);

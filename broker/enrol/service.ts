@@ -18,7 +18,7 @@ import {
 } from '../devices/directory.js';
 import { UNASSIGNED_NODE } from '../devices/scope.js';
 import type { DevicesService } from '../devices/service.js';
-import { ApiError, badRequest, conflict, notFound } from '../http/errors.js';
+import { conflict, DomainError, invalid, notFound } from '../errors.js';
 import { EnrolStore } from './store.js';
 
 /** Failed enrolments (unknown bootstrap key) allowed per address and window; successes do not count. */
@@ -82,7 +82,7 @@ function keyRecord(row: BootstrapKeysTable): BootstrapKeyRecord {
 /** An expiry as stored (ISO 8601, UTC); it must lie ahead: an expired key is deleted, not made. */
 function futureExpiry(expiresAt: string): string {
   const at = Date.parse(expiresAt);
-  if (!(at > Date.now())) throw badRequest('expires_at: lies in the past; give a time ahead, or null for a key that never expires.', { field: 'expires_at' });
+  if (!(at > Date.now())) throw invalid('expires_at: lies in the past; give a time ahead, or null for a key that never expires.', { field: 'expires_at' });
   return new Date(at).toISOString();
 }
 
@@ -142,7 +142,7 @@ export class EnrolService {
 
   private async requireGroup(groupId: string): Promise<void> {
     if (!(await isGroupNode(this.store.db, groupId))) {
-      throw badRequest(`There is no group "${groupId}"; give the node id of an existing group (GET /grouptree).`, { field: 'group_id' }, 'unknown_group');
+      throw invalid(`There is no group "${groupId}"; give the node id of an existing group (GET /grouptree).`, { field: 'group_id' }, 'unknown_group');
     }
   }
 
@@ -223,8 +223,8 @@ export class EnrolService {
     await this.limiter.hit(limitKey);
     const keyRow = await this.store.keyByHash(hashKey(input.bootstrap_key)); // by the secret only, never by its public id
     if (!keyRow) {
-      throw new ApiError(
-        403,
+      throw new DomainError(
+        'forbidden',
         'unknown_bootstrap_key',
         'The bootstrap key is not known to this broker (wrong key, or it was deleted). Create one with POST /api/v2/bootstrapkey.',
       );
@@ -232,8 +232,8 @@ export class EnrolService {
     await this.limiter.release(limitKey);
     if (isExpired(keyRow)) {
       // A real key (no guessing to slow down), but past its time: nothing enrols with it, not even a device that did before.
-      throw new ApiError(
-        403,
+      throw new DomainError(
+        'forbidden',
         'bootstrap_key_expired',
         `The bootstrap key expired at ${keyRow.expires_at}. Ask an operator for a new key, or to extend this one (PUT /api/v2/bootstrapkey/{key} with expires_at).`,
         { expires_at: keyRow.expires_at },
@@ -243,13 +243,13 @@ export class EnrolService {
     try {
       publicKey = parseDevicePublicKey(input.public_key);
     } catch (err) {
-      throw badRequest(`public_key: ${(err as Error).message}.`, { field: 'public_key' });
+      throw invalid(`public_key: ${(err as Error).message}.`, { field: 'public_key' });
     }
     const deviceId = deviceIdOf(publicKey);
     const revoked = await this.store.revoked(deviceId);
     if (revoked) {
-      throw new ApiError(
-        403,
+      throw new DomainError(
+        'forbidden',
         'device_revoked',
         `This device key was ${revoked.reason} by an operator and cannot enrol again; the agent must make a new key pair to enrol as a new device.`,
         { device_id: deviceId, reason: revoked.reason },

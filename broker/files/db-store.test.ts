@@ -4,7 +4,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { openStore, type Store } from '../db/database.js';
-import { ApiError } from '../http/errors.js';
+import { DomainError } from '../errors.js';
 import { CHUNK_BYTES, DbFilesService } from './db-store.js';
 import type { ListQuery } from './store.js';
 
@@ -38,11 +38,11 @@ async function read(p: string): Promise<Buffer> {
 const listing = (p: string, extra: Partial<ListQuery> = {}) =>
   files.list({ path: p, sort_field: 'name', sort_direction: 'asc', offset: 0, items_per_page: 100, ...extra });
 
-async function refusal(p: Promise<unknown>): Promise<ApiError> {
+async function refusal(p: Promise<unknown>): Promise<DomainError> {
   try {
     await p;
   } catch (err) {
-    return err as ApiError;
+    return err as DomainError;
   }
   throw new Error('expected a refusal');
 }
@@ -55,7 +55,7 @@ describe('DbFilesService', () => {
     expect((await read('/moved/a2/deep/x.txt')).toString()).toBe('x');
     expect((await read('/ab/y.txt')).toString()).toBe('y');
     expect((await listing('/moved/a2/')).items.map((e) => e.path)).toEqual(['/moved/a2/deep']);
-    expect((await refusal(files.download('/a/deep/x.txt'))).status).toBe(404);
+    expect((await refusal(files.download('/a/deep/x.txt'))).kind).toBe('not_found');
     const rows = await store.db.selectFrom('file_nodes').select(['path', 'parent']).orderBy('path').execute();
     expect(rows).toEqual([
       { path: '/ab', parent: '/' },
@@ -70,7 +70,7 @@ describe('DbFilesService', () => {
   it('deletes a folder recursively with its chunks, and nothing of a sibling sharing its prefix', async () => {
     await put('/a/', 'big.bin', crypto.randomBytes(CHUNK_BYTES + 1));
     await put('/ab/', 'keep.bin', crypto.randomBytes(10));
-    expect((await refusal(files.remove('/a', false))).status).toBe(409);
+    expect((await refusal(files.remove('/a', false))).kind).toBe('conflict');
     await files.remove('/a', true);
     expect(await store.db.selectFrom('file_chunks').select('seq').execute()).toHaveLength(1);
     expect((await read('/ab/keep.bin')).length).toBe(10);
@@ -80,8 +80,8 @@ describe('DbFilesService', () => {
   it('counts the quota over everything stored, and a replacement only by its growth', async () => {
     await put('/q/', 'one.bin', crypto.randomBytes(3 * CHUNK_BYTES));
     const over = await refusal(put('/q/', 'two.bin', crypto.randomBytes(CHUNK_BYTES + 1)));
-    expect(over.status).toBe(413);
-    expect(over.error).toBe('quota_exceeded');
+    expect(over.kind).toBe('too_large');
+    expect(over.code).toBe('quota_exceeded');
     await put('/q/', 'one.bin', crypto.randomBytes(4 * CHUNK_BYTES), true);
     expect(await store.db.selectFrom('file_chunks').select('seq').execute()).toHaveLength(4);
     expect((await files.stats()).bytes).toBe(4 * CHUNK_BYTES);
@@ -98,9 +98,9 @@ describe('DbFilesService', () => {
 
   it('a file in the way of a folder is refused, and nothing is written', async () => {
     await put('/f/', 'plain', 'x');
-    expect((await refusal(put('/f/plain/', 'y.txt', 'y'))).error).toBe('not_a_folder');
-    expect((await refusal(files.createDir('/f/plain', 'sub'))).error).toBe('not_a_folder');
-    expect((await refusal(files.move('/f/plain', { newPath: '/f/plain/inside' }))).status).toBe(400);
+    expect((await refusal(put('/f/plain/', 'y.txt', 'y'))).code).toBe('not_a_folder');
+    expect((await refusal(files.createDir('/f/plain', 'sub'))).code).toBe('not_a_folder');
+    expect((await refusal(files.move('/f/plain', { newPath: '/f/plain/inside' }))).kind).toBe('invalid');
     expect(await store.db.selectFrom('file_nodes').select('path').orderBy('path').execute()).toEqual([{ path: '/f' }, { path: '/f/plain' }]);
   });
 });

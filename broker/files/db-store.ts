@@ -5,7 +5,7 @@ import { sql, type Selectable } from 'kysely';
 import type { Config } from '../environment.js';
 import type { Store } from '../db/database.js';
 import type { FileNodesTable } from '../db/schema.js';
-import { conflict, notFound } from '../http/errors.js';
+import { conflict, notFound } from '../errors.js';
 import { formatPath, parseName, parseStorePath } from './paths.js';
 import { extensionOf, mimeOf } from './mime.js';
 import { checkTarget, moveTarget, pathError, quotaExceeded } from './rules.js';

@@ -1,12 +1,12 @@
 import { describe, expect, it } from 'vitest';
-import { ApiError } from '../http/errors.js';
+import { DomainError } from '../errors.js';
 import { formatPath, parseName, parseStorePath, STAGING_DIR } from './paths.js';
 
-function refusal(fn: () => unknown): ApiError {
+function refusal(fn: () => unknown): DomainError {
   try {
     fn();
   } catch (err) {
-    if (err instanceof ApiError) return err;
+    if (err instanceof DomainError) return err;
     throw err;
   }
   throw new Error('expected a refusal');
@@ -47,13 +47,13 @@ describe('store paths', () => {
     ['staging folder', `/${STAGING_DIR}/x`],
   ])('refuses a %s path with 400 naming the field', (_what, input) => {
     const err = refusal(() => parseStorePath(input, 'newPath'));
-    expect(err.status).toBe(400);
+    expect(err.kind).toBe('invalid');
     expect(err.details.field).toBe('newPath');
   });
 
   it('refuses non-strings', () => {
-    expect(refusal(() => parseStorePath(undefined)).status).toBe(400);
-    expect(refusal(() => parseName(42)).status).toBe(400);
+    expect(refusal(() => parseStorePath(undefined)).kind).toBe('invalid');
+    expect(refusal(() => parseName(42)).kind).toBe('invalid');
   });
 
   it('normalises names to NFC', () => {

@@ -1,4 +1,4 @@
-import { badRequest, type ApiError } from '../http/errors.js';
+import { DomainError } from '../errors.js';
 import { BIDI_CHARACTERS, CONTROL_CHARACTERS } from '../../shared/text.js';
 
 /**
@@ -27,7 +27,7 @@ export function formatPath(segments: readonly string[], folder = false): string 
   return `/${segments.join('/')}${folder ? '/' : ''}`;
 }
 
-const invalid = (field: string, message: string): ApiError => badRequest(`${field}: ${message}`, { field }, 'invalid_path');
+const invalid = (field: string, message: string): DomainError => new DomainError('invalid', 'invalid_path', `${field}: ${message}`, { field });
 
 // C0 and C1 control characters and DEL: never part of a name an operator means to type.
 const CONTROL = CONTROL_CHARACTERS;

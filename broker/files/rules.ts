@@ -1,8 +1,8 @@
 /** Checks both file stores (the folder tree and the database) apply the same way, with the same refusals. */
-import { ApiError, badRequest } from '../http/errors.js';
+import { DomainError, invalid } from '../errors.js';
 import { formatPath, MAX_PATH_BYTES, parseName, parseStorePath, STAGING_DIR, type StorePath } from './paths.js';
 
-export const pathError = (field: string, message: string, error = 'invalid_path') => badRequest(`${field}: ${message}`, { field }, error);
+export const pathError = (field: string, message: string, error = 'invalid_path') => invalid(`${field}: ${message}`, { field }, error);
 
 /** A target path the store would write: within the length limit, and not the staging folder (reserved by the directory store, kept out of both). */
 export function checkTarget(segments: string[], field: string): void {
@@ -20,7 +20,7 @@ export function moveTarget(input: string, change: { name?: string; newPath?: str
   if (source.segments.length === 0) throw pathError('path', 'the top of the file store cannot be renamed or moved.');
   const hasName = change.name !== undefined && change.name !== '';
   const hasNewPath = change.newPath !== undefined && change.newPath !== '';
-  if (hasName === hasNewPath) throw badRequest('Send either name (rename in place) or newPath (move), not both and not neither.', { field: 'name' });
+  if (hasName === hasNewPath) throw invalid('Send either name (rename in place) or newPath (move), not both and not neither.', { field: 'name' });
   let target: string[];
   let field: string;
   if (hasName) {
@@ -39,8 +39,8 @@ export function moveTarget(input: string, change: { name?: string; newPath?: str
   return { source, target, field, same };
 }
 export const quotaExceeded = (quota: number, used: number, size: number) =>
-  new ApiError(
-    413,
+  new DomainError(
+    'too_large',
     'quota_exceeded',
     `The file store quota of ${quota} bytes would be exceeded: ${used} bytes are in use and the file has ${size}. Delete files first.`,
     {

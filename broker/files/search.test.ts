@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { ApiError } from '../http/errors.js';
+import { DomainError } from '../errors.js';
 import { matchesPattern, parsePathPattern } from './search.js';
 
 const matcher = (pattern: string) => {
@@ -49,13 +49,13 @@ describe('file search patterns', () => {
     } catch (e) {
       err = e;
     }
-    expect(err).toBeInstanceOf(ApiError);
-    expect((err as ApiError).status).toBe(400);
-    expect((err as ApiError).details).toMatchObject({ field: 'search', filter: 'path' });
+    expect(err).toBeInstanceOf(DomainError);
+    expect((err as DomainError).kind).toBe('invalid');
+    expect((err as DomainError).details).toMatchObject({ field: 'search', filter: 'path' });
   });
 
   it('bounds the pattern length', () => {
-    expect(() => parsePathPattern(`^/${'a'.repeat(9000)}`, 'path')).toThrow(ApiError);
+    expect(() => parsePathPattern(`^/${'a'.repeat(9000)}`, 'path')).toThrow(DomainError);
     // A long but legal pattern is plain string work.
     expect(matcher(`^/${'a'.repeat(4000)}/.*`)(`/${'a'.repeat(4000)}/x`)).toBe(true);
   });

@@ -20,7 +20,7 @@
  * Anything else (other quantifiers, classes, groups, alternation, `\d`...) answers 400: a search
  * this broker cannot apply exactly is refused, never widened.
  */
-import { badRequest } from '../http/errors.js';
+import { invalid } from '../errors.js';
 
 /** Longest pattern: a store path (4096 bytes) with its anchors and escapes. */
 export const MAX_PATTERN_LENGTH = 8192;
@@ -35,7 +35,7 @@ export interface PathPattern {
 const META = new Set(['*', '+', '?', '(', ')', '[', ']', '{', '}', '|', '^', '$']);
 
 const refuse = (field: string, why: string) =>
-  badRequest(
+  invalid(
     `search.${field}: ${why} Supported: an optional "^", literal characters ("\\" escapes a metacharacter; "." matches a dot), an optional trailing ".*", an optional "$".`,
     { field: 'search', filter: field },
   );
@@ -107,15 +107,15 @@ export function parseFileSearch(raw: string | undefined): FileSearch {
   try {
     parsed = JSON.parse(raw);
   } catch {
-    throw badRequest('search: send JSON like {"name":"part of a name","path":"^/folder/.*"} or plain text.', { field: 'search' });
+    throw invalid('search: send JSON like {"name":"part of a name","path":"^/folder/.*"} or plain text.', { field: 'search' });
   }
-  if (!parsed || typeof parsed !== 'object' || Array.isArray(parsed)) throw badRequest('search: must be a JSON object.', { field: 'search' });
+  if (!parsed || typeof parsed !== 'object' || Array.isArray(parsed)) throw invalid('search: must be a JSON object.', { field: 'search' });
   const out: FileSearch = {};
   for (const [key, value] of Object.entries(parsed)) {
     if (key !== 'name' && key !== 'path') {
-      throw badRequest(`search.${key}: is a filter this broker cannot apply; GET /files searches by name and path.`, { field: 'search', filter: key });
+      throw invalid(`search.${key}: is a filter this broker cannot apply; GET /files searches by name and path.`, { field: 'search', filter: key });
     }
-    if (typeof value !== 'string') throw badRequest(`search.${key}: must be a string.`, { field: 'search', filter: key });
+    if (typeof value !== 'string') throw invalid(`search.${key}: must be a string.`, { field: 'search', filter: key });
     if (value !== '') out[key] = parsePathPattern(value, key);
   }
   return out;

@@ -64,7 +64,7 @@ describe('FilesService start', () => {
       fs.writeFileSync(received, Buffer.alloc(900));
       return files.upload('/q/', { path: received, originalName: `f${i}`, size: 900 }, false).then(
         () => 'ok',
-        (err: { error?: string }) => err.error,
+        (err: { code?: string }) => err.code,
       );
     });
     const results = await Promise.all(uploads);

@@ -5,7 +5,7 @@ import path from 'node:path';
 import type { Logger } from 'pino';
 import type { Config } from '../environment.js';
 import { ensurePrivateDir, PRIVATE_DIR_MODE, PRIVATE_FILE_MODE, uploadTmpDir } from '../data-dir.js';
-import { conflict, notFound } from '../http/errors.js';
+import { conflict, notFound } from '../errors.js';
 import { DigestCache, digestOf } from './digests.js';
 import { extensionOf, mimeOf } from './mime.js';
 import { formatPath, parseName, parseStorePath, STAGING_DIR } from './paths.js';

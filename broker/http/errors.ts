@@ -1,4 +1,12 @@
-/** An error the API answers with: `{code, error, message, ...details}` (CONTRACT.md). */
+import { DomainError } from '../errors.js';
+import { errorAnswer } from './statuses.js';
+
+/**
+ * An answer of the API that is HTTP's own rather than a service's (405 with Allow, a route's
+ * answer about its request): `{code, error, message, ...details}` (CONTRACT.md). Services throw
+ * DomainError (broker/errors.ts) instead, and only broker/http/ and route files import this module
+ * (broker/errors.test.ts checks it).
+ */
 export class ApiError extends Error {
   constructor(
     readonly status: number,
@@ -15,11 +23,18 @@ export class ApiError extends Error {
   }
 }
 
-export const badRequest = (message: string, details: Record<string, unknown> = {}, error = 'invalid_request') => new ApiError(400, error, message, details);
-export const unauthorized = (message = 'Sign in first: send Authorization: Bearer <token>.', error = 'unauthorized') => new ApiError(401, error, message);
-export const forbidden = (message: string, details: Record<string, unknown> = {}) => new ApiError(403, 'forbidden', message, details);
-export const notFound = (what: string) => new ApiError(404, 'not_found', `${what} was not found.`);
-export const conflict = (error: string, message: string, details: Record<string, unknown> = {}) => new ApiError(409, error, message, details);
-export const tooLarge = (message: string) => new ApiError(413, 'too_large', message);
-export const notImplemented = (call: string) =>
-  new ApiError(501, 'not_implemented', `${call} is part of the specification but not built yet in this broker.`, { call });
+/** A domain error as the API answers it: the status of its kind, Retry-After from `retryAfterSeconds`. */
+export function apiErrorOf(err: DomainError): ApiError {
+  const { status, headers } = errorAnswer(err);
+  return new ApiError(status, err.code, err.message, err.details, headers);
+}
+
+/** What the API answers for an error, when it is one that says so (an ApiError or a domain error). */
+export function answerOf(err: unknown): ApiError | undefined {
+  if (err instanceof ApiError) return err;
+  if (err instanceof DomainError) return apiErrorOf(err);
+  return undefined;
+}
+
+// The names route files throw with: domain errors, answered through the table in statuses.ts.
+export { invalid as badRequest, unauthenticated as unauthorized, forbidden, notFound, conflict, tooLarge, notImplemented } from '../errors.js';

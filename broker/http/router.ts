@@ -8,13 +8,14 @@ import type { Services } from '../services.js';
 import { uploadTmpDir } from '../data-dir.js';
 import { changeSet } from '../audit/subjects.js';
 import { bearerToken } from '../auth/credentials.js';
-import { ApiError, badRequest, forbidden, notImplemented, tooLarge } from './errors.js';
+import type { DomainError } from '../errors.js';
+import { ApiError, answerOf, apiErrorOf, badRequest, forbidden, notImplemented, tooLarge } from './errors.js';
 import { API_PREFIX, expressPath } from './api-paths.js';
 import { Reply, type HandlerContext, type RouteSpec, type UploadedFile } from './route.js';
 import { checkResponse, checkResponsesFromEnv } from './response-check.js';
 
 /** Zod issues → a 400 that names the field. */
-function validationError(where: string, err: ZodError): ApiError {
+function validationError(where: string, err: ZodError): DomainError {
   const issues = err.issues.map((i) => ({ field: [where, ...i.path.map(String)].join('.'), message: i.message }));
   const first = issues[0];
   return badRequest(`${first.field}: ${first.message}`, { field: first.field.split('.').slice(1).join('.') || where, issues });
@@ -142,7 +143,7 @@ const NOT_REFUSALS = new Set(['2fa_required']);
  * runs, the remote service audits the outcome itself.
  */
 async function auditRefusal(services: Services, route: RouteSpec, req: Request, principal: Principal | undefined, handlerStarted: boolean, err: unknown) {
-  const apiError = err instanceof ApiError ? err : undefined;
+  const apiError = answerOf(err);
   if (apiError && NOT_REFUSALS.has(apiError.error)) return;
   if (route.auditDenied && handlerStarted) return;
   const status = apiError?.status ?? (err as { status?: number }).status ?? 500;
@@ -389,18 +390,21 @@ function pathPattern(openapiPath: string): RegExp {
   return new RegExp(`^${source}/?$`);
 }
 
+/** An error a library threw (zod, express's body parsers, http-errors) as the API answers it; undefined for a failure. */
+function libraryAnswer(err: unknown): ApiError | undefined {
+  if (err instanceof ZodError) return apiErrorOf(validationError('body', err));
+  const e = err as { type?: string; status?: number; message: string };
+  if (e.type === 'entity.parse.failed') return apiErrorOf(badRequest('The body is not valid JSON.', {}, 'invalid_json'));
+  if (e.type === 'entity.too.large') return apiErrorOf(tooLarge('The request body is too large.'));
+  if (e.status && e.status < 500) return new ApiError(e.status, 'invalid_request', e.message);
+  return undefined;
+}
+
 /** The error handler of the whole app: every failure answers the CONTRACT.md shape. */
 export function errorHandler(services: Pick<Services, 'logger'>) {
   return (err: unknown, req: Request, res: Response, _next: NextFunction) => {
-    let apiError: ApiError;
-    if (err instanceof ApiError) apiError = err;
-    else if (err instanceof ZodError) apiError = validationError('body', err);
-    else if ((err as { type?: string }).type === 'entity.parse.failed') apiError = badRequest('The body is not valid JSON.', {}, 'invalid_json');
-    else if ((err as { type?: string }).type === 'entity.too.large') apiError = tooLarge('The request body is too large.');
-    else if ((err as { status?: number }).status && (err as { status: number }).status < 500) {
-      const e = err as { status: number; message: string };
-      apiError = new ApiError(e.status, 'invalid_request', e.message);
-    } else {
+    let apiError = answerOf(err) ?? libraryAnswer(err);
+    if (!apiError) {
       services.logger.error({ err, method: req.method, url: req.originalUrl }, 'request failed');
       apiError = new ApiError(500, 'internal_error', 'The broker failed to answer this request; the error is logged.');
     }

@@ -5,7 +5,7 @@
  * more than it asked for.
  */
 import { z, type ZodObject } from 'zod';
-import { badRequest } from './errors.js';
+import { invalid } from '../errors.js';
 
 /** Longest `search` accepted, in characters. */
 export const MAX_SEARCH_LENGTH = 4096;
@@ -16,10 +16,10 @@ export function parseJsonSearch<S extends ZodObject>(raw: string | undefined, sc
   try {
     parsed = JSON.parse(raw);
   } catch {
-    throw badRequest('search: must be a JSON object, e.g. {"title":"part of a title"}.', { field: 'search' });
+    throw invalid('search: must be a JSON object, e.g. {"title":"part of a title"}.', { field: 'search' });
   }
   if (!parsed || typeof parsed !== 'object' || Array.isArray(parsed)) {
-    throw badRequest('search: must be a JSON object, e.g. {"title":"part of a title"}.', { field: 'search' });
+    throw invalid('search: must be a JSON object, e.g. {"title":"part of a title"}.', { field: 'search' });
   }
   const result = schema.strict().safeParse(parsed);
   if (!result.success) {
@@ -27,7 +27,7 @@ export function parseJsonSearch<S extends ZodObject>(raw: string | undefined, sc
     const keys = issue.code === 'unrecognized_keys' ? issue.keys : [];
     const where = keys.length ? keys.join(', ') : issue.path.join('.') || 'search';
     const why = keys.length ? 'is a filter this broker cannot apply; leave it out.' : issue.message;
-    throw badRequest(`search.${where}: ${why}`, { field: 'search', filter: keys[0] ?? issue.path.join('.') });
+    throw invalid(`search.${where}: ${why}`, { field: 'search', filter: keys[0] ?? issue.path.join('.') });
   }
   return result.data as z.infer<S>;
 }

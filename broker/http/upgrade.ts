@@ -39,7 +39,7 @@ export interface UpgradeSpec<D = unknown> {
   enabled?: (deps: D) => boolean;
   /** First step: false when the handler already answered the socket. */
   admit?: (deps: D, attempt: UpgradeAttempt) => boolean;
-  /** A header credential that was missing or bad (an ApiError 401), or a failure while checking it. */
+  /** A header credential that was missing or bad (a DomainError of kind unauthenticated), or a failure while checking it. */
   refused?: (deps: D, attempt: UpgradeAttempt, err: unknown) => void | Promise<void>;
   open: (deps: D, attempt: UpgradeAttempt, caller: Authenticated | undefined) => void | Promise<void>;
 }

@@ -3,7 +3,7 @@ import type { Principal } from '../access/principal.js';
 import type { AgentLocator } from '../agents/locator.js';
 import type { Db } from '../db/database.js';
 import type { DevicesService } from '../devices/service.js';
-import { ApiError, badRequest, notFound } from '../http/errors.js';
+import { DomainError, invalid, notFound } from '../errors.js';
 import type { DeviceScope } from '../../shared/resources.js';
 import { readAttributes } from '../devices/attributes.js';
 import { deviceHostRows, deviceState, nodeExists } from '../devices/directory.js';
@@ -130,7 +130,7 @@ export class InventoryService {
   async get(principal: Principal, deviceId: string): Promise<InventoryItem> {
     await this.reach(principal, deviceId);
     const row = await readReport(this.db, deviceId);
-    if (!row) throw new ApiError(404, 'no_inventory', `Device ${deviceId} has not reported its inventory yet (its agent reports when it connects).`);
+    if (!row) throw new DomainError('not_found', 'no_inventory', `Device ${deviceId} has not reported its inventory yet (its agent reports when it connects).`);
     const scope = (await this.devices.listVisibleDevices(principal, this.scopingPermission(principal))).find((d) => d.deviceId === deviceId);
     const [device] = await this.describe(scope ? [scope] : [{ deviceId, nodeIds: [deviceId], tags: [], title: deviceId.slice(0, 12) }], true);
     const [applied] = await deviceConfigStates(this.db, [deviceId]);
@@ -288,8 +288,8 @@ export class InventoryService {
     }
     const stored = await readItem(this.db, deviceId, q.item_type);
     if (!stored)
-      throw new ApiError(
-        404,
+      throw new DomainError(
+        'not_found',
         'no_inventory',
         `Device ${deviceId} has not reported its ${q.item_type} inventory (its agent reports what it finds when it connects).`,
       );
@@ -370,11 +370,11 @@ export class InventoryService {
   /** For `package` searches: device → its packages of that name passing `package_version`; undefined without `package`. */
   private async packageFilter(search: InventorySearch, visible: DeviceScope[]): Promise<Map<string, PackageRow[]> | undefined> {
     if (search.package_version !== undefined && !search.package)
-      throw badRequest('`package_version` needs `package`: the name of the package to compare.', { field: 'search' });
+      throw invalid('`package_version` needs `package`: the name of the package to compare.', { field: 'search' });
     if (!search.package) return undefined;
     const constraint = search.package_version !== undefined ? parseVersionConstraint(search.package_version) : undefined;
     if (search.package_version !== undefined && !constraint)
-      throw badRequest(`\`package_version\` "${search.package_version}" is not a version constraint: write e.g. "<3.0.13", ">=1:2.0-1" or "1.0-1".`, {
+      throw invalid(`\`package_version\` "${search.package_version}" is not a version constraint: write e.g. "<3.0.13", ">=1:2.0-1" or "1.0-1".`, {
         field: 'search',
       });
     const out = new Map<string, PackageRow[]>();

@@ -4,7 +4,7 @@ import { METRIC_FIELDS, METRIC_LABELS, type MetricLabel, type MetricSample } fro
 import type { AccessService } from '../access/access.js';
 import type { Principal } from '../access/principal.js';
 import type { DevicesService } from '../devices/service.js';
-import { ApiError, badRequest, notFound } from '../http/errors.js';
+import { DomainError, invalid, notFound } from '../errors.js';
 import { fleetCounts, type FleetFacts, type OrgStats, type ReportCounts } from './orgstats.js';
 import { ROLLUP_SECONDS, rollUp } from './rollup.js';
 import type { MetricsStore } from './store.js';
@@ -172,9 +172,9 @@ export class MetricsService {
     const now = this.now();
     const to = q.to ?? now + 1;
     const from = q.from ?? to - 3600;
-    if (from >= to) throw badRequest('from must be before to.', { field: 'from' });
+    if (from >= to) throw invalid('from must be before to.', { field: 'from' });
     if (to - from > this.deps.limits.rollupRetentionDays * 86400 + 86400) {
-      throw badRequest(`The range may span at most METRICS_ROLLUP_RETENTION_DAYS (${this.deps.limits.rollupRetentionDays}) days.`, { field: 'from' });
+      throw invalid(`The range may span at most METRICS_ROLLUP_RETENTION_DAYS (${this.deps.limits.rollupRetentionDays}) days.`, { field: 'from' });
     }
     const keep = (s: { label: string; id?: string }) => (!q.label || s.label === q.label) && (q.id === undefined || (s.id ?? '') === q.id);
     const rawCovers = from >= now - this.deps.limits.rawRetentionHours * 3600;
@@ -185,8 +185,8 @@ export class MetricsService {
         for (const s of row.samples) if (keep(s)) items.push({ label: s.label, ts: row.ts, ...(s.id ? { id: s.id } : {}), values: s.values });
       if (rows.length <= MAX_SERIES_POINTS && items.length <= MAX_SERIES_POINTS) return { items, total: items.length, resolution: 'raw', from, to };
       if (q.resolution === 'raw') {
-        throw new ApiError(
-          400,
+        throw new DomainError(
+          'invalid',
           'too_many_points',
           `More than ${MAX_SERIES_POINTS} raw samples in this range: narrow it, name a label, or ask resolution=hour.`,
           {
@@ -249,12 +249,12 @@ export class MetricsService {
   async analyse(principal: Principal, q: AnalysisQuery): Promise<AnalysisAnswer> {
     const [label, field] = q.metric.split('.') as [string, string];
     if (!METRIC_LABELS.includes(label as MetricLabel) || !(field in METRIC_FIELDS[label as MetricLabel])) {
-      throw badRequest(`Unknown metric "${q.metric}".`, { field: 'metric' });
+      throw invalid(`Unknown metric "${q.metric}".`, { field: 'metric' });
     }
     const now = this.now();
     const to = q.to ?? now + 1;
     const from = q.from ?? to - 86400;
-    if (from >= to) throw badRequest('from must be before to.', { field: 'from' });
+    if (from >= to) throw invalid('from must be before to.', { field: 'from' });
     const visible = await this.deps.devices.listVisibleDevices(principal, this.deps.access.fleetScope(principal, 'analysis:read'));
     const reach = new Map(visible.filter((d) => !q.node_id || d.nodeIds.includes(q.node_id)).map((d) => [d.deviceId, d.title]));
     const selector = { label, field, ...(q.id !== undefined ? { mid: q.id } : {}), from: from - (from % ROLLUP_SECONDS), to };

@@ -18,7 +18,7 @@ import { normalizeDevicePath, type RemoteRequest } from '../../shared/resources.
 import { SmuxSession, type SmuxStream } from '../../shared/smux.js';
 import type { AuditService } from '../audit/service.js';
 import type { Authenticated } from '../auth/credentials.js';
-import { ApiError } from '../http/errors.js';
+import { DomainError } from '../errors.js';
 import type { UpgradeAttempt } from '../http/upgrade.js';
 import type { ConsoleRecorder } from '../remote/recordings.js';
 import type { RemoteService } from '../remote/service.js';
@@ -125,9 +125,9 @@ export class QbeeTransport {
     return true;
   }
 
-  /** The token was missing or bad (audited, 401), or could not be checked (logged, cut). */
+  /** The token was missing or bad (unauthenticated: audited, 401), or could not be checked (logged, cut). */
   async refused(attempt: UpgradeAttempt, err: unknown): Promise<void> {
-    if (err instanceof ApiError) return this.refuseUpgrade(attempt, 401, err.error, err.message);
+    if (err instanceof DomainError && err.kind === 'unauthenticated') return this.refuseUpgrade(attempt, 401, err.code, err.message);
     this.log.error({ err }, 'qbee upgrade failed');
     attempt.socket.destroy();
   }
@@ -321,7 +321,7 @@ export class QbeeTransport {
       // qbee's MessageTypeReload: a configuration run, not a restart that would cut this connection's sessions.
       await this.deps.remote.reload(caller.principal, deviceId, caller.ip, caller.source, 'run');
     } catch (err) {
-      if (err instanceof ApiError) return writeError(stream, err.message);
+      if (err instanceof DomainError) return writeError(stream, err.message);
       throw err;
     }
     stream.end(encodeQbeeMessage(QbeeMessage.ok));

@@ -16,7 +16,8 @@ import type { AgentLocator } from '../agents/locator.js';
 import type { AuditService, RemoteAuditEnd } from '../audit/service.js';
 import { bounded } from '../audit/service.js';
 import type { Config } from '../environment.js';
-import type { ApiError } from '../http/errors.js';
+import type { DomainError } from '../errors.js';
+import { errorAnswer } from '../http/statuses.js';
 import { errorFrame, type ErrorFrame, type RelayOptions } from './relay.js';
 import { ConsoleRecorder } from './recordings.js';
 import { consoleQuery, copyQuery, tunnelQuery, type ConsoleQuery, type CopyQuery, type TunnelQuery } from './schemas.js';
@@ -74,9 +75,11 @@ export function refusal(status: number, error: string, message: string, details:
   return { ok: false, frame: errorFrame(status, error, message, details), code: 4000 + status };
 }
 
-export function fromApiError(err: ApiError): Refusal {
-  const { code: _c, error, message, ...details } = err.toJSON() as { code: number; error: string; message: string };
-  return refusal(err.status, error, message, details);
+/** A domain error as a session's refusal: the status of its kind in the frame, and 4000 + it as the close code. */
+export function fromDomainError(err: DomainError): Refusal {
+  const { status, body } = errorAnswer(err);
+  const { code: _c, error, message, ...details } = body as { code: number; error: string; message: string };
+  return refusal(status, error, message, details);
 }
 
 /** The 400 of a query that does not parse, naming its first wrong field. */

@@ -13,7 +13,7 @@ import { refusalOf, type AccessService } from '../access/access.js';
 import type { Principal } from '../access/principal.js';
 import type { AgentLocator } from '../agents/locator.js';
 import type { AuditService } from '../audit/service.js';
-import { ApiError, forbidden } from '../http/errors.js';
+import { DomainError, forbidden, internal, upstreamFailed } from '../errors.js';
 import type { RemoteSource } from './live-sessions.js';
 
 /** What a device may answer to a listing: checked, never trusted (names bounded by the filesystem's 255 bytes). */
@@ -40,8 +40,8 @@ export interface DeviceActionsDeps {
   audit: Pick<AuditService, 'recordRemoteStart' | 'recordRemoteEnd'>;
 }
 
-function notConnected(deviceId: string): ApiError {
-  return new ApiError(404, 'device_not_connected', `Device ${deviceId} is not connected to the broker; try again when it is online.`, {
+function notConnected(deviceId: string): DomainError {
+  return new DomainError('not_found', 'device_not_connected', `Device ${deviceId} is not connected to the broker; try again when it is online.`, {
     device_id: deviceId,
   });
 }
@@ -51,7 +51,7 @@ async function auditedStart(deps: DeviceActionsDeps, entry: Parameters<AuditServ
   try {
     return await deps.audit.recordRemoteStart(entry);
   } catch {
-    throw new ApiError(500, 'audit_failed', 'The attempt could not be written to the audit log, so it was refused. Try again shortly.');
+    throw internal('audit_failed', 'The attempt could not be written to the audit log, so it was refused. Try again shortly.');
   }
 }
 
@@ -95,7 +95,7 @@ export async function reloadAgent(
     await deps.locator.reload(deviceId, mode);
   } catch (err) {
     await end(`reload failed: ${(err as Error).message}`, 'error');
-    throw new ApiError(502, 'reload_failed', (err as Error).message, { device_id: deviceId });
+    throw upstreamFailed('reload_failed', (err as Error).message, { device_id: deviceId });
   }
   await end('acknowledged by the agent');
   return { ok: true, device_id: deviceId };
@@ -151,13 +151,13 @@ export async function listDirectory(
     await end(`refused by the device: ${message}`, denied ? 'denied' : 'error');
     if (denied) throw forbidden(message, { device_id: deviceId, refusal: code });
     if ((err as { code?: string }).code === 'agent_not_connected') throw notConnected(deviceId);
-    throw new ApiError(502, 'device_refused', message, { device_id: deviceId, ...(code ? { refusal: code } : {}) });
+    throw upstreamFailed('device_refused', message, { device_id: deviceId, ...(code ? { refusal: code } : {}) });
   }
   opened.channel.destroy();
   const listing = directoryListing.safeParse(opened.info);
   if (!listing.success) {
     await end('the device answered a malformed listing', 'error');
-    throw new ApiError(502, 'device_refused', 'The device answered a malformed directory listing; update its agent.', { device_id: deviceId });
+    throw upstreamFailed('device_refused', 'The device answered a malformed directory listing; update its agent.', { device_id: deviceId });
   }
   const { entries, truncated } = listing.data;
   await end(`listed ${entries.length} entries${truncated ? `, cut at ${entries.length}` : ''}`, 'ended', Buffer.byteLength(JSON.stringify(listing.data)));

@@ -1,15 +1,15 @@
 /**
  * The live re-check: every live session re-authorized every RECHECK_INTERVAL_MS (the user still
  * active and signed in, the device still there, a grant still allowing the request), its watchers
- * with it, and access withdrawn where the answer is no. Only a refusal (an ApiError 4xx) withdraws
- * access: a database that cannot answer for now ends no session.
+ * with it, and access withdrawn where the answer is no. Only a refusal (isRefusal in broker/errors.ts)
+ * withdraws access: a database that cannot answer for now ends no session.
  */
 import type { Logger } from 'pino';
 import { MAX_END_REASON } from '../../shared/remote-frames.js';
 import type { AccessService } from '../access/access.js';
 import type { Principal } from '../access/principal.js';
 import type { AuthService } from '../auth/service.js';
-import { ApiError } from '../http/errors.js';
+import { isRefusal } from '../errors.js';
 import { isWatchable, type LiveSession, type LiveSessions, type WatchableRelay } from './live-sessions.js';
 import { errorFrame, SessionClose } from './relay.js';
 
@@ -107,9 +107,4 @@ export class LiveRecheck {
       `access withdrawn: ${why}`,
     );
   }
-}
-
-/** An authentication that failed because the caller is no longer allowed, not because the database could not answer. */
-function isRefusal(err: unknown): err is ApiError {
-  return err instanceof ApiError && err.status >= 400 && err.status < 500;
 }

@@ -13,7 +13,7 @@ import type { AuditService } from '../audit/service.js';
 import type { Db } from '../db/database.js';
 import { nodeTitles } from '../devices/directory.js';
 import type { Config } from '../environment.js';
-import { forbidden, notFound } from '../http/errors.js';
+import { forbidden, notFound } from '../errors.js';
 import { recordingPath } from './recordings.js';
 
 /** The newest recorded consoles a recordings listing looks at, at most. */

@@ -76,8 +76,8 @@ describe('RemoteService with fake collaborators', () => {
   it('reload refused: 404 for an unknown device, 403 without the action, audited and never sent', async () => {
     const { service, audited, reloads } = build({ connected: true });
     const consoleOnly = principal([{ permission: 'remote-access:connect', resources: ['*/console'] }]);
-    await expect(service.reload(consoleOnly, 'b'.repeat(64), '127.0.0.1', 'api')).rejects.toMatchObject({ status: 404 });
-    await expect(service.reload(consoleOnly, DEVICE, '127.0.0.1', 'api')).rejects.toMatchObject({ status: 403, error: 'forbidden' });
+    await expect(service.reload(consoleOnly, 'b'.repeat(64), '127.0.0.1', 'api')).rejects.toMatchObject({ kind: 'not_found' });
+    await expect(service.reload(consoleOnly, DEVICE, '127.0.0.1', 'api')).rejects.toMatchObject({ kind: 'forbidden', code: 'forbidden' });
     expect(reloads).toEqual([]);
     expect(audited.map((a) => a.start.allowed)).toEqual([false, false]);
   });
@@ -85,11 +85,11 @@ describe('RemoteService with fake collaborators', () => {
   it('reload of an offline device or one that fails: 404 device_not_connected, 502 reload_failed', async () => {
     const admin = principal([{ permission: 'remote-access:connect' }]);
     await expect(build({ connected: false }).service.reload(admin, DEVICE, '127.0.0.1', 'api')).rejects.toMatchObject({
-      status: 404,
-      error: 'device_not_connected',
+      kind: 'not_found',
+      code: 'device_not_connected',
     });
     const failing = build({ connected: true, reload: async () => Promise.reject(new Error('no answer')) });
-    await expect(failing.service.reload(admin, DEVICE, '127.0.0.1', 'api')).rejects.toMatchObject({ status: 502, error: 'reload_failed' });
+    await expect(failing.service.reload(admin, DEVICE, '127.0.0.1', 'api')).rejects.toMatchObject({ kind: 'upstream_failed', code: 'reload_failed' });
     expect(failing.audited[0].end).toBe('reload failed: no answer');
   });
 });

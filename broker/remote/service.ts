@@ -14,7 +14,7 @@ import type { AuditService } from '../audit/service.js';
 import type { Db } from '../db/database.js';
 import { nodeTitles } from '../devices/directory.js';
 import type { Config } from '../environment.js';
-import { badRequest, notFound } from '../http/errors.js';
+import { invalid, notFound } from '../errors.js';
 import { listDirectory, reloadAgent } from './device-actions.js';
 import { PortmapStore, type Portmap, type PortmapInput } from './portmaps.js';
 import { listRecordings, readRecording } from './recording-reads.js';
@@ -307,8 +307,8 @@ function checkedTarget<T extends { target?: string }>(input: T): T {
   try {
     parsed = parseResource(input.target);
   } catch (err) {
-    throw badRequest(`body.target: ${(err as Error).message}`, { field: 'target' });
+    throw invalid(`body.target: ${(err as Error).message}`, { field: 'target' });
   }
-  if (parsed.action) throw badRequest('body.target: a preset targets devices ("*", "tag:<tag>" or "node:<id>"), without an action.', { field: 'target' });
+  if (parsed.action) throw invalid('body.target: a preset targets devices ("*", "tag:<tag>" or "node:<id>"), without an action.', { field: 'target' });
   return input;
 }

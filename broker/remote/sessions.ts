@@ -18,11 +18,11 @@ import type { AuditService } from '../audit/service.js';
 import type { AuthService } from '../auth/service.js';
 import type { Authenticated } from '../auth/credentials.js';
 import type { Config } from '../environment.js';
-import { ApiError } from '../http/errors.js';
+import { DomainError } from '../errors.js';
 import type { UpgradeAttempt } from '../http/upgrade.js';
 import { errorFrame, refuse, Relay, SessionClose } from './relay.js';
 import { ConsoleRelay } from './console-relay.js';
-import { Attempts, fromApiError, refusal, type Prepared, type SessionOutcome } from './attempt.js';
+import { Attempts, fromDomainError, refusal, type Prepared, type SessionOutcome } from './attempt.js';
 import { ConsoleJoins, type JoinPrepared } from './joins.js';
 import {
   isWatchable,
@@ -127,15 +127,15 @@ export class RemoteSessions {
     return true;
   }
 
-  /** No or bad token, a spent ticket (ApiError 401): audited as a denied attempt and told on the socket. */
+  /** No or bad token, a spent ticket (unauthenticated): audited as a denied attempt and told on the socket. */
   async refused(kind: RemoteKind, attempt: UpgradeAttempt, err: unknown): Promise<void> {
     const { req, socket, head, url } = attempt;
     const ip = this.clientIp(req);
     const joining = this.joiningOf(kind, url);
     if (joining) {
       let prepared: JoinPrepared;
-      if (err instanceof ApiError)
-        prepared = await this.joins.refuse(`remote.console.${joining}`, url.searchParams.get(joining) ?? '', ip, undefined, fromApiError(err));
+      if (err instanceof DomainError)
+        prepared = await this.joins.refuse(`remote.console.${joining}`, url.searchParams.get(joining) ?? '', ip, undefined, fromDomainError(err));
       else {
         this.log.error({ err }, 'console join failed');
         prepared = refusal(500, 'internal_error', 'The broker failed to join the console; the error is logged.');
@@ -143,7 +143,7 @@ export class RemoteSessions {
       return this.completeJoin(prepared, req, socket, head);
     }
     let prepared: Prepared;
-    if (err instanceof ApiError) prepared = await this.attempts.refuseEarly(kind, url, ip, undefined, fromApiError(err));
+    if (err instanceof DomainError) prepared = await this.attempts.refuseEarly(kind, url, ip, undefined, fromDomainError(err));
     else {
       this.log.error({ err, kind }, 'remote session set-up failed');
       prepared = refusal(500, 'internal_error', 'The broker failed to set up the session; the error is logged.');

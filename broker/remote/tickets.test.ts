@@ -1,7 +1,7 @@
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { openStore, type Store } from '../db/database.js';
 import { ExpirySweep } from '../db/expiry.js';
-import { ApiError } from '../http/errors.js';
+import { DomainError } from '../errors.js';
 import { MAX_OPEN_TICKETS_PER_USER, TICKET_TTL_SECONDS, TicketStore } from './tickets.js';
 
 let store: Store;
@@ -63,8 +63,8 @@ describe('TicketStore', () => {
     const open: string[] = [];
     for (const user of ['a', 'b']) for (let i = 0; i < 2; i++) open.push((await tickets.issue(user, user, 0)).ticket);
     const refused = await tickets.issue('c', 'carol', 0).catch((err: unknown) => err);
-    expect(refused).toBeInstanceOf(ApiError);
-    expect((refused as ApiError).status).toBe(429);
+    expect(refused).toBeInstanceOf(DomainError);
+    expect((refused as DomainError).kind).toBe('rate_limited');
     expect(await tickets.size(0)).toBe(4);
     for (const ticket of open) expect(await tickets.redeem(ticket, 1)).toBeDefined();
     // Expired tickets make room again, and the sweep deletes them.

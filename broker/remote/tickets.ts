@@ -1,6 +1,6 @@
 import crypto from 'node:crypto';
 import type { Db } from '../db/database.js';
-import { ApiError } from '../http/errors.js';
+import { rateLimited } from '../errors.js';
 
 export const TICKET_TTL_SECONDS = 60;
 /** Open tickets of one user: issuing more drops that user's oldest (a browser needs one per socket). */
@@ -57,13 +57,7 @@ export class TicketStore {
       all -= Number(dropped.numDeletedRows);
     }
     if (all >= this.total) {
-      throw new ApiError(
-        429,
-        'too_many_tickets',
-        `The brokers hold ${this.total} unused remote-access tickets; try again in a minute.`,
-        {},
-        { 'Retry-After': String(TICKET_TTL_SECONDS) },
-      );
+      throw rateLimited('too_many_tickets', `The brokers hold ${this.total} unused remote-access tickets; try again in a minute.`, TICKET_TTL_SECONDS);
     }
     const ticket = crypto.randomBytes(24).toString('base64url');
     await this.db

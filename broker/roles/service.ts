@@ -6,7 +6,7 @@ import type { AccessService } from '../access/access.js';
 import { RECORDING_RANK, recordingModeOf, type RecordingMode } from '../access/recording.js';
 import type { Principal } from '../access/principal.js';
 import type { Store } from '../db/database.js';
-import { ApiError, badRequest, conflict, notFound } from '../http/errors.js';
+import { conflict, DomainError, invalid, notFound } from '../errors.js';
 import type { RoleUser, rolesOfUsers, usersOfRoles } from '../users/directory.js';
 import { writeIdentity, type Executor } from './identity.js';
 import { deleteRole, findRole, insertRole, listRoles, policiesOfRoles, roleNameTaken, updateRole, type RoleRow } from './store.js';
@@ -228,8 +228,8 @@ export class RolesService {
   ): Promise<void> {
     const before = recordingModeOf(role.recording);
     const refuse = (what: string) =>
-      new ApiError(
-        403,
+      new DomainError(
+        'forbidden',
         'privilege_escalation',
         `You hold the role "${shown(role.name)}": ${what} would lower the recording of your own consoles; ask another user who may manage roles.`,
       );
@@ -265,7 +265,7 @@ export class RolesService {
     const normalized = normalizePolicies(policies);
     const problems = validatePolicies(normalized);
     if (problems.length > 0) {
-      throw badRequest(`Invalid policies: ${problems.slice(0, 10).map(describeProblem).join('; ')}.`, { field: 'policies', problems }, 'invalid_policy');
+      throw invalid(`Invalid policies: ${problems.slice(0, 10).map(describeProblem).join('; ')}.`, { field: 'policies', problems }, 'invalid_policy');
     }
     return normalized;
   }

@@ -7,7 +7,7 @@
 import crypto from 'node:crypto';
 import ssh2, { type ParsedKey } from 'ssh2';
 import type { Db } from '../db/database.js';
-import { badRequest, conflict, notFound } from '../http/errors.js';
+import { conflict, invalid, notFound } from '../errors.js';
 import { fingerprintOf } from '../../shared/ssh-keys.js';
 
 /** Keys one user may register. */
@@ -52,7 +52,7 @@ export function parsedKey(line: string): ParsedKey | undefined {
  * blob naming the same type, an RSA modulus of at least MIN_RSA_BITS. Throws 400 otherwise.
  */
 export function checkKeyLine(raw: string, comment?: string): CheckedKey {
-  const refuse = (why: string) => badRequest(`body.public_key: ${why}`, { field: 'public_key' });
+  const refuse = (why: string) => invalid(`body.public_key: ${why}`, { field: 'public_key' });
   if (raw.length > MAX_SSH_KEY_LINE) throw refuse(`at most ${MAX_SSH_KEY_LINE} characters`);
   const m = LINE.exec(raw.trim());
   if (!m) throw refuse('an OpenSSH public key line is expected: ssh-ed25519, ecdsa-sha2-nistp256/384/521 or ssh-rsa, then the key in base64');
@@ -71,7 +71,7 @@ export function checkKeyLine(raw: string, comment?: string): CheckedKey {
   }
   const text = (comment ?? lineComment ?? '').trim();
   if (text.length > MAX_SSH_KEY_COMMENT || /[\u0000-\u001f\u007f]/.test(text))
-    throw badRequest(`comment: at most ${MAX_SSH_KEY_COMMENT} characters, no control characters`, { field: 'comment' });
+    throw invalid(`comment: at most ${MAX_SSH_KEY_COMMENT} characters, no control characters`, { field: 'comment' });
   return { type, line: `${type} ${blob.toString('base64')}`, blob, fingerprint: fingerprintOf(blob), comment: text };
 }
 

@@ -1,6 +1,6 @@
 import type { Principal } from '../access/principal.js';
 import type { AuthService } from '../auth/service.js';
-import { ApiError, badRequest } from '../http/errors.js';
+import { conflict, invalid } from '../errors.js';
 import { parsePublicKeyLine } from '../../shared/ssh-keys.js';
 import { MAX_CERT_SECONDS, type SshAuthority } from './authority.js';
 import type { SshGateway } from './gateway.js';
@@ -33,9 +33,9 @@ export class SshService {
 
   async issueCertificate(principal: Principal, publicKey: string, now = Date.now()): Promise<IssuedCertificate> {
     const port = this.gateway.port;
-    if (port === undefined) throw new ApiError(409, 'ssh_not_enabled', 'The SSH gateway is off on this broker (set SSH_PORT to turn it on).');
+    if (port === undefined) throw conflict('ssh_not_enabled', 'The SSH gateway is off on this broker (set SSH_PORT to turn it on).');
     const key = parsePublicKeyLine(publicKey);
-    if (!key) throw badRequest('body.public_key: an Ed25519 public key line (ssh-ed25519 AAAA…) is expected', { field: 'public_key' });
+    if (!key) throw invalid('body.public_key: an Ed25519 public key line (ssh-ed25519 AAAA…) is expected', { field: 'public_key' });
     const sessionEnd = Math.floor(Date.parse(await this.auth.sessionExpiry(principal.sessionId)) / 1000);
     const validBefore = Math.min(sessionEnd, Math.floor(now / 1000) + MAX_CERT_SECONDS);
     const email = principal.user.email;

@@ -15,7 +15,7 @@ import type { AuthService } from '../auth/service.js';
 import type { Caller } from '../remote/sessions.js';
 import { RECHECK_INTERVAL_MS } from '../remote/sessions.js';
 import { fingerprintOf } from '../../shared/ssh-keys.js';
-import { ApiError } from '../http/errors.js';
+import { isRefusal } from '../errors.js';
 import { verifyUserSignature, type SshAuthority } from './authority.js';
 import { parsedKey, type SshKeys } from './keys.js';
 
@@ -203,7 +203,7 @@ export class SshSignIn {
           caller.principal = await this.deps.auth.authenticate(caller.token, { allowExpired: true });
         } catch (err) {
           // Only a refusal ends a connection: a database that cannot answer for now ends none.
-          if (err instanceof ApiError && err.status >= 400 && err.status < 500) why = err.message;
+          if (isRefusal(err)) why = err.message;
           else this.log.warn({ err }, 'ssh connection not re-checked');
         }
       }

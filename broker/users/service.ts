@@ -8,7 +8,7 @@ import type { AuthService } from '../auth/service.js';
 import { twoFactorState } from '../auth/two-factor.js';
 import type { Config } from '../environment.js';
 import type { Store } from '../db/database.js';
-import { ApiError, badRequest, conflict, notFound } from '../http/errors.js';
+import { conflict, DomainError, invalid, notFound } from '../errors.js';
 import { RECORDING_RANK, recordingModeOf } from '../access/recording.js';
 import { removeSignInRows } from '../auth/user-rows.js';
 import { builtinRoleIds, consoleRolesOf, existingRoleIds, policiesOfRoles } from '../roles/store.js';
@@ -281,7 +281,7 @@ export class UsersService {
     const found = await existingRoleIds(trx, roles);
     const missing = roles.filter((r) => !found.has(r));
     if (missing.length > 0) {
-      throw badRequest(`roles: no role with id ${missing.map((m) => `"${m}"`).join(', ')}; see GET /api/v2/roleslist.`, {
+      throw invalid(`roles: no role with id ${missing.map((m) => `"${m}"`).join(', ')}; see GET /api/v2/roleslist.`, {
         field: 'roles',
         unknown_roles: missing,
       });
@@ -331,7 +331,7 @@ function guardedChanges(user: UserRow, currentRoles: string[], changes: UserChan
 }
 
 function passwordNotSettable() {
-  return badRequest(
+  return invalid(
     'password: cannot be set on a user. Change your own with POST /api/v2/profile/password; for someone else, send a reset link with POST /api/v2/user/{user_id}/password-reset.',
     { field: 'password' },
     'password_not_settable',
@@ -358,8 +358,8 @@ async function requireOwnRecordingKept(trx: Executor, before: string[], after: s
   const kept = after.filter((r) => granting.has(r));
   const lowered = removed.filter((r) => granting.has(r)).find((r) => kept.some((k) => rank(k) < rank(r)));
   if (lowered === undefined) return;
-  throw new ApiError(
-    403,
+  throw new DomainError(
+    'forbidden',
     'privilege_escalation',
     `Taking the role ${lowered} from yourself would lower the recording of your own consoles (another role of yours grants them with less); ask another user who may manage users.`,
   );

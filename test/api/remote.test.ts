@@ -3,7 +3,7 @@ import fs from 'node:fs';
 import net from 'node:net';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
-import { ApiError } from '../../broker/http/errors.js';
+import { unauthenticated } from '../../broker/errors.js';
 import { CONSOLE_UNACKED_MAX } from '../../broker/remote/relay.js';
 import { AgentRefusal } from '../../shared/codes.js';
 import { startTestBroker, type TestBroker } from '../support/broker.js';
@@ -501,7 +501,7 @@ describe('live sessions', () => {
       await s.output('kept-42');
       expect(live()).toHaveLength(1);
       expect(s.frames.some((f) => f.type === 'error')).toBe(false);
-      auth.mockRejectedValue(new ApiError(401, 'user_disabled', 'This user is disabled.'));
+      auth.mockRejectedValue(unauthenticated('This user is disabled.', 'user_disabled'));
       await sessions.recheck();
       expect((await s.closed).code).toBe(4403);
       expect(s.frames.at(-1)).toMatchObject({ error: 'access_withdrawn', reason: 'This user is disabled' });
