@@ -14,6 +14,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import ssh2, { type Client as SshClient, type ParsedKey } from 'ssh2';
+import { cpuLine, cpuPer, cpuPerMb } from './cpu.js';
 import { ensureKeyPair, saveCertificate, sshConfigBlock, sshFiles, type IssuedCertificate } from '../cli/ssh.js';
 import { deviceIdOf } from '../shared/device-key.js';
 import { eventually, startAgent, type TestAgent } from '../test/support/agent.js';
@@ -28,6 +29,8 @@ const OPENS_CONCURRENCY = 8;
 const CLIENT_CONNECTIONS = Number(process.env.BENCH_SSH_CONNECTIONS ?? 2);
 const CLIENT_SESSIONS_EACH = 8;
 const PARTS = ['scp', 'forward', 'opens', 'client', 'latency'] as const;
+/** BENCH_CPU_PROF=<dir>: the agent writes a V8 CPU profile under <dir>/agent (run the bench with `node --cpu-prof` for the broker's). */
+const PROFILE_DIR = process.env.BENCH_CPU_PROF;
 type Part = (typeof PARTS)[number];
 type Log = (line: string) => void;
 
@@ -38,7 +41,15 @@ interface Target {
   destination: string;
 }
 
-const fromSshd = (sshd: Sshd): Target => ({ args: sshd.args, scpArgs: ['-F', sshd.config], destination: sshd.destination });
+/** BENCH_SSH_CIPHERS: the client's cipher preference (`Ciphers`) towards both servers; OpenSSH's default (chacha20-poly1305 first) when unset. */
+const CIPHERS = process.env.BENCH_SSH_CIPHERS;
+const cipherArgs = CIPHERS ? ['-o', `Ciphers=${CIPHERS}`] : [];
+
+const fromSshd = (sshd: Sshd): Target => ({
+  args: (extra) => sshd.args([...cipherArgs, ...extra]),
+  scpArgs: ['-F', sshd.config, ...cipherArgs],
+  destination: sshd.destination,
+});
 
 /** `ratio` of a figure to its anchor, 2 decimals; `-` without an anchor. */
 export function ratioTo(value: number, anchor: number | undefined): string {
@@ -148,8 +159,34 @@ function execTrue(client: SshClient): Promise<void> {
   });
 }
 
-/** Sessions (`exec true`) opened for SECONDS over `clients`, CLIENT_SESSIONS_EACH in flight on each. */
-async function clientOpens(clients: SshClient[]): Promise<{ perSecond: number; opened: number; failed: number; lastError: string }> {
+/** A forwarding (direct-tcpip, as `ssh -L` opens one) to `port` on the far side, to its end: the greeter's byte, then its close. */
+function forwardOnce(client: SshClient, port: number): Promise<void> {
+  return new Promise((resolve, reject) => {
+    client.forwardOut('127.0.0.1', 0, '127.0.0.1', port, (err, channel) => {
+      if (err) return reject(err);
+      let got = 0;
+      channel.on('data', (d: Buffer) => (got += d.length));
+      channel.on('close', () => (got > 0 ? resolve() : reject(new Error('closed before the greeting'))));
+      channel.end();
+    });
+  });
+}
+
+/** A server (its own process) that greets each connection with one byte and ends it. */
+function greeter(): Promise<{ port: number; child: ChildProcess }> {
+  const code = `const s=require('net').createServer(c=>{c.on('error',()=>{});c.end('x')});s.listen(0,'127.0.0.1',()=>console.log(s.address().port))`;
+  return new Promise((resolve, reject) => {
+    const child = spawn(process.execPath, ['-e', code], { stdio: ['ignore', 'pipe', 'inherit'] });
+    child.stdout?.once('data', (d) => resolve({ port: Number(String(d).trim()), child }));
+    child.once('exit', (c) => reject(new Error(`greeter exited ${c}`)));
+  });
+}
+
+/** `open` run for SECONDS over `clients`, CLIENT_SESSIONS_EACH in flight on each. */
+async function clientOpens(
+  clients: SshClient[],
+  open: (client: SshClient) => Promise<void>,
+): Promise<{ perSecond: number; opened: number; failed: number; lastError: string }> {
   const deadline = Date.now() + SECONDS * 1000;
   let opened = 0;
   let failed = 0;
@@ -158,7 +195,7 @@ async function clientOpens(clients: SshClient[]): Promise<{ perSecond: number; o
   const worker = async (client: SshClient) => {
     while (Date.now() < deadline) {
       try {
-        await execTrue(client);
+        await open(client);
         opened++;
       } catch (err) {
         failed++;
@@ -168,6 +205,73 @@ async function clientOpens(clients: SshClient[]): Promise<{ perSecond: number; o
   };
   await Promise.all(clients.flatMap((client) => Array.from({ length: CLIENT_SESSIONS_EACH }, () => worker(client))));
   return { perSecond: opened / ((Date.now() - started) / 1000), opened, failed, lastError };
+}
+
+/**
+ * Opens from ssh2's `Client`, signed in once per connection (to the gateway with the certificate,
+ * through -J's inner connection; to sshd with its key), so no `ssh` process or handshake is in the
+ * loop: sessions (`exec true`, a process on the far side each) and forwardings (direct-tcpip to a
+ * greeter, no process). The CPU figures are this process's (the library client, and for the gateway
+ * the broker too) and the agent's, per open.
+ */
+async function benchClientOpens(
+  log: Log,
+  o: { sshd?: Sshd; greeterPort: number; gatewayPort: number; device: string; files: { key: string; cert: string } },
+): Promise<void> {
+  type Opens = Awaited<ReturnType<typeof cpuPer<Awaited<ReturnType<typeof clientOpens>>>>>;
+  const show = (name: string, r: Opens) =>
+    log(
+      `  ${name}: ${r.perSecond.toFixed(1)}/s (${r.opened} opened, ${r.failed} failed${r.failed ? `: ${r.lastError.slice(0, 120)}` : ''}; CPU per open: this process ${r.selfMs.toFixed(2)} ms, agent ${r.agentMs.toFixed(2)} ms)`,
+    );
+  const kinds: [string, (c: SshClient) => Promise<void>][] = [
+    ['`exec true`', execTrue],
+    ['forwardings (direct-tcpip to a greeter)', (c) => forwardOnce(c, o.greeterPort)],
+  ];
+  const measure = (clients: SshClient[], open: (c: SshClient) => Promise<void>) =>
+    cpuPer(
+      () => clientOpens(clients, open),
+      (r) => r.opened,
+    );
+  const direct = new Map<string, Opens>();
+  if (o.sshd) {
+    const key = signInKey(o.sshd.key);
+    const { port, user } = o.sshd;
+    const clients = await Promise.all(Array.from({ length: CLIENT_CONNECTIONS }, () => connectClient({ host: '127.0.0.1', port, user, key })));
+    try {
+      for (const [name, open] of kinds) direct.set(name, await measure(clients, open));
+    } finally {
+      for (const c of clients) c.end();
+    }
+  }
+  const key = signInKey(o.files.key, o.files.cert);
+  const hop = async () => {
+    const outer = await connectClient({ host: '127.0.0.1', port: o.gatewayPort, user: 'fleet', key });
+    const sock = await new Promise<NodeJS.ReadWriteStream>((resolve, reject) =>
+      outer.forwardOut('127.0.0.1', 0, `${o.device}.127.0.0.1`, 22, (err, channel) => (err ? reject(err) : resolve(channel))),
+    );
+    return { outer, inner: await connectClient({ sock, user: 'root', key }) };
+  };
+  const hops = await Promise.all(Array.from({ length: CLIENT_CONNECTIONS }, hop));
+  try {
+    for (const [name, open] of kinds) {
+      log(`opens, library client (ssh2): ${name} over ${CLIENT_CONNECTIONS} signed-in connection(s), ${CLIENT_SESSIONS_EACH} in flight on each, ${SECONDS} s`);
+      const anchor = direct.get(name);
+      if (anchor) show('sshd', anchor);
+      const through = await measure(
+        hops.map((h) => h.inner),
+        open,
+      );
+      show("gateway (through -J's inner connection)", through);
+      log(
+        `  ROW opens (library client, ${name}): gateway / sshd = ${ratioTo(through.perSecond, anchor?.perSecond)}; gateway ${through.perSecond.toFixed(1)}/s (target >= 300/s; load average ${os.loadavg()[0].toFixed(2)})`,
+      );
+    }
+  } finally {
+    for (const h of hops) {
+      h.inner.end();
+      h.outer.end();
+    }
+  }
 }
 
 export async function benchSsh(log: Log, only?: string): Promise<void> {
@@ -181,7 +285,12 @@ export async function benchSsh(log: Log, only?: string): Promise<void> {
   let sshd: Sshd | undefined;
   try {
     const key = await t.api('POST', '/api/v2/bootstrapkey', { token: t.adminToken, body: { auto_accept: true } });
-    agent = startAgent({ broker: t.url, bootstrapKey: Object.keys(key.body)[0], args: ['--log-level', 'warn'] });
+    agent = startAgent({
+      broker: t.url,
+      bootstrapKey: Object.keys(key.body)[0],
+      args: ['--log-level', 'warn'],
+      nodeFlags: PROFILE_DIR ? ['--cpu-prof', `--cpu-prof-dir=${path.resolve(PROFILE_DIR, 'agent')}`] : [],
+    });
     // Quiet agent (its per-session log lines would be parsed in this, the broker's, process): wait on its key instead.
     const keyFile = path.join(agent.stateDir, 'device-key.pem');
     await eventually(() => fs.existsSync(keyFile), 30_000, 'the agent key');
@@ -194,7 +303,8 @@ export async function benchSsh(log: Log, only?: string): Promise<void> {
     if (cert.status !== 200) throw new Error(`no certificate: ${cert.status} ${JSON.stringify(cert.body)}`);
     saveCertificate('bench', t.url, cert.body, env);
     const config = path.join(dir, 'ssh_config');
-    fs.writeFileSync(config, sshConfigBlock('bench', t.url, cert.body.ssh_port, env));
+    // A `Ciphers` line before the block holds for both hops (the ProxyJump reads the same file).
+    fs.writeFileSync(config, `${CIPHERS ? `Ciphers ${CIPHERS}\n` : ''}${sshConfigBlock('bench', t.url, cert.body.ssh_port, env)}`);
     const gatewayDestination = `root@${device}.127.0.0.1`;
     const gateway: Target = {
       args: (extra) => ['-F', config, ...extra, gatewayDestination],
@@ -215,8 +325,11 @@ export async function benchSsh(log: Log, only?: string): Promise<void> {
       log(`scp: ${SCP_MIB} MiB from the device's side to a local file`);
       const direct = anchor ? await scpDown(anchor, file, bytes, dir) : undefined;
       if (direct) log(`  sshd: ${direct.mbps.toFixed(0)} MB/s`);
-      const through = await scpDown(gateway, file, bytes, dir);
-      log(`  gateway: ${through.mbps.toFixed(0)} MB/s`);
+      const through = (await cpuPerMb(
+        () => scpDown(gateway, file, bytes, dir),
+        () => bytes,
+      ))!;
+      log(`  gateway: ${through.mbps.toFixed(0)} MB/s (${cpuLine(through)}; load average ${os.loadavg()[0].toFixed(2)})`);
       log(`  ROW scp: gateway / sshd = ${ratioTo(through.mbps, direct?.mbps)} (target >= 0.8)`);
       fs.rmSync(file, { force: true });
     }
@@ -225,10 +338,13 @@ export async function benchSsh(log: Log, only?: string): Promise<void> {
       const sinkServer = await server({ mode: 'sink' });
       sink = sinkServer.child;
       log(`ssh -L: one stream into a local sink, ${SECONDS} s`);
-      const direct = sshd ? await viaSsh(sshd, sinkServer.port, log) : undefined;
+      const direct = anchor ? await viaSsh(anchor, sinkServer.port, log) : undefined;
       if (direct) log(`  sshd: ${direct.mbps.toFixed(0)} MB/s`);
-      const through = await viaSsh({ args: (extra) => gateway.args(['-o', 'BatchMode=yes', ...extra]) }, sinkServer.port, log);
-      if (through) log(`  gateway: ${through.mbps.toFixed(0)} MB/s`);
+      const through = await cpuPerMb(
+        () => viaSsh({ args: (extra) => gateway.args(['-o', 'BatchMode=yes', ...extra]) }, sinkServer.port, log),
+        (r) => r.mbps * 1e6 * SECONDS,
+      );
+      if (through) log(`  gateway: ${through.mbps.toFixed(0)} MB/s (${cpuLine(through)}; load average ${os.loadavg()[0].toFixed(2)})`);
       if (through) log(`  ROW ssh -L: gateway / sshd = ${ratioTo(through.mbps, direct?.mbps)} (target >= 0.8)`);
     }
 
@@ -252,44 +368,11 @@ export async function benchSsh(log: Log, only?: string): Promise<void> {
     }
 
     if (runs('client')) {
-      log(
-        `session opens, library client (ssh2): \`exec true\` over ${CLIENT_CONNECTIONS} signed-in connection(s), ${CLIENT_SESSIONS_EACH} in flight on each, ${SECONDS} s`,
-      );
-      const show = (name: string, r: Awaited<ReturnType<typeof clientOpens>>) =>
-        log(`  ${name}: ${r.perSecond.toFixed(1)}/s (${r.opened} opened, ${r.failed} failed${r.failed ? `: ${r.lastError.slice(0, 120)}` : ''})`);
-      let direct: Awaited<ReturnType<typeof clientOpens>> | undefined;
-      if (sshd) {
-        const key = signInKey(sshd.key);
-        const { port, user } = sshd;
-        const clients = await Promise.all(Array.from({ length: CLIENT_CONNECTIONS }, () => connectClient({ host: '127.0.0.1', port, user, key })));
-        try {
-          direct = await clientOpens(clients);
-        } finally {
-          for (const c of clients) c.end();
-        }
-        show('sshd', direct);
-      }
-      const files = sshFiles('bench', env);
-      const key = signInKey(files.key, files.cert);
-      const hop = async () => {
-        const outer = await connectClient({ host: '127.0.0.1', port: cert.body.ssh_port, user: 'fleet', key });
-        const sock = await new Promise<NodeJS.ReadWriteStream>((resolve, reject) =>
-          outer.forwardOut('127.0.0.1', 0, `${device}.127.0.0.1`, 22, (err, channel) => (err ? reject(err) : resolve(channel))),
-        );
-        return { outer, inner: await connectClient({ sock, user: 'root', key }) };
-      };
-      const hops = await Promise.all(Array.from({ length: CLIENT_CONNECTIONS }, hop));
+      const greet = await greeter();
       try {
-        const through = await clientOpens(hops.map((h) => h.inner));
-        show("gateway (through -J's inner connection)", through);
-        log(
-          `  ROW opens (library client): gateway / sshd = ${ratioTo(through.perSecond, direct?.perSecond)}; gateway ${through.perSecond.toFixed(1)}/s (target >= 300/s)`,
-        );
+        await benchClientOpens(log, { sshd, greeterPort: greet.port, gatewayPort: cert.body.ssh_port, device, files: sshFiles('bench', env) });
       } finally {
-        for (const h of hops) {
-          h.inner.end();
-          h.outer.end();
-        }
+        greet.child.kill();
       }
     }
 

@@ -6,7 +6,6 @@
  * inner SSH connection bound to that device. Each is decided, audited (source `ssh`), recorded and
  * re-checked like any other; what is refused before a device is asked is audited here.
  */
-import { Duplex } from 'node:stream';
 import ssh2, { type Connection, type ServerChannel, type Session, type TcpipInfo } from 'ssh2';
 import type { Logger } from 'pino';
 import type { RemoteRequest } from '../../shared/resources.js';
@@ -16,6 +15,7 @@ import type { Principal } from '../access/principal.js';
 import type { Caller, RemoteSessions } from '../remote/sessions.js';
 import { consoleCommandProblem, isTunnelHost } from '../remote/schemas.js';
 import type { SshAuthority } from './authority.js';
+import { DeviceSocket } from './device-socket.js';
 import { RAW_SCRIPT, SshRelay } from './relay.js';
 import { SftpBridge, type SftpStream } from './sftp.js';
 import type { SshConnection } from './sign-in.js';
@@ -46,43 +46,6 @@ export interface SshChannelDeps {
 export interface InnerConnections {
   admit(ip: string, close: () => void): (() => void) | undefined;
   accept(client: Connection, ip: string, leavePreauth: () => void, deviceId: string): void;
-}
-
-/** An inner connection's socket: a forwarded channel of the gateway (ssh -J's hop to a device). */
-class DeviceSocket extends Duplex {
-  readonly remotePort = 0;
-
-  constructor(
-    private readonly channel: ServerChannel,
-    readonly remoteAddress: string,
-  ) {
-    super();
-    channel.on('data', (chunk: Buffer) => {
-      if (!this.push(chunk)) channel.pause();
-    });
-    channel.on('end', () => this.push(null));
-    channel.on('close', () => this.destroy());
-    channel.on('error', () => this.destroy());
-  }
-
-  override _read(): void {
-    this.channel.resume();
-  }
-
-  override _write(chunk: Buffer, _enc: BufferEncoding, done: (err?: Error | null) => void): void {
-    if (this.channel.write(chunk)) done();
-    else this.channel.once('drain', () => done());
-  }
-
-  override _final(done: () => void): void {
-    this.channel.end();
-    done();
-  }
-
-  override _destroy(err: Error | null, done: (err: Error | null) => void): void {
-    if (!this.channel.destroyed) this.channel.close();
-    done(err);
-  }
 }
 
 /** The channels of signed-in connections (one for the gateway). */

@@ -97,11 +97,7 @@ export class SftpFile implements LiveRelay {
         this.sftp.status(next.reqid, SFTP_STATUS.eof);
         continue;
       }
-      const all = Buffer.concat(this.held);
-      const out = all.subarray(0, next.length);
-      const rest = all.subarray(next.length);
-      this.held = rest.length ? [rest] : [];
-      this.heldBytes = rest.length;
+      const out = this.take(next.length);
       this.position += out.length;
       this.bytesOut += out.length;
       this.sftp.data(next.reqid, out);
@@ -109,6 +105,33 @@ export class SftpFile implements LiveRelay {
       if (out.length < next.length) for (const w of this.waiting.splice(0)) this.sftp.status(w.reqid, SFTP_STATUS.eof);
     }
     if (this.heldBytes < READ_AHEAD && this.channel.isPaused() && !this.channel.destroyed) this.channel.resume();
+  }
+
+  /**
+   * Up to `length` bytes from the front of what is held: a view of the first chunk when it holds
+   * them all (the usual case: the device sends more than a READ asks), else a copy of just those.
+   */
+  private take(length: number): Buffer {
+    const first = this.held[0];
+    let out: Buffer;
+    if (first.length >= length) {
+      out = first.subarray(0, length);
+      if (first.length === length) this.held.shift();
+      else this.held[0] = first.subarray(length);
+    } else {
+      const parts: Buffer[] = [];
+      let n = 0;
+      while (n < length && this.held.length > 0) {
+        const chunk = this.held[0];
+        const part = chunk.length <= length - n ? (this.held.shift() as Buffer) : chunk.subarray(0, length - n);
+        if (part !== chunk) this.held[0] = chunk.subarray(part.length);
+        parts.push(part);
+        n += part.length;
+      }
+      out = Buffer.concat(parts, n);
+    }
+    this.heldBytes -= out.length;
+    return out;
   }
 
   write(reqid: number, offset: number, data: Buffer): void {
