@@ -32,12 +32,15 @@ export const RUNTIME_DEPENDENCIES = ['node-pty', 'ws'] as const;
  * - `--max-semi-space-size=1` keeps V8's young generation at 1 MiB (16 by default), which an idle
  *   agent does not need;
  * - `--expose-gc` lets the agent collect once after each inventory (agent/memory.ts): an idle agent
- *   allocates too little for V8 to collect by itself, so what a burst left would stay committed.
+ *   allocates too little for V8 to collect by itself, so what a burst left would stay committed;
+ * - `--compact-on-every-full-gc` makes that collection (and any full one) move the survivors
+ *   together, so that the pages they were scattered over go back to the system (about 2 MiB at
+ *   idle); the agent's heap is small (under 10 MiB), so the move costs milliseconds.
  * FLEET_AGENT_NODE_FLAGS in the environment replaces them (empty: Node's defaults). Not
  * `--lite-mode`: it would take the idle cost down further, but without JIT the JavaScript that
  * masks every frame the agent sends (ws) runs about 15 times slower, so tunnels and copies would.
  */
-export const AGENT_NODE_FLAGS = '--max-semi-space-size=1 --expose-gc';
+export const AGENT_NODE_FLAGS = '--max-semi-space-size=1 --expose-gc --compact-on-every-full-gc';
 
 /**
  * glibc's malloc gives each thread that allocates an arena of its own (up to 8 per core) and keeps
