@@ -35,12 +35,15 @@ export const RUNTIME_DEPENDENCIES = ['node-pty', 'ws'] as const;
  *   allocates too little for V8 to collect by itself, so what a burst left would stay committed;
  * - `--compact-on-every-full-gc` makes that collection (and any full one) move the survivors
  *   together, so that the pages they were scattered over go back to the system (about 2 MiB at
- *   idle); the agent's heap is small (under 10 MiB), so the move costs milliseconds.
+ *   idle); the agent's heap is small (under 10 MiB), so the move costs milliseconds;
+ * - `--no-short-builtin-calls`: V8 copies its built-in functions next to the code it compiles when the
+ *   machine has 4 GiB of memory or more, for slightly shorter calls; on a device with less it does
+ *   not, and neither does the agent anywhere now: 1 MiB less of the node binary's pages in RSS.
  * FLEET_AGENT_NODE_FLAGS in the environment replaces them (empty: Node's defaults). Not
  * `--lite-mode`: it would take the idle cost down further, but without JIT the JavaScript that
  * masks every frame the agent sends (ws) runs about 15 times slower, so tunnels and copies would.
  */
-export const AGENT_NODE_FLAGS = '--max-semi-space-size=1 --expose-gc --compact-on-every-full-gc';
+export const AGENT_NODE_FLAGS = '--max-semi-space-size=1 --expose-gc --compact-on-every-full-gc --no-short-builtin-calls';
 
 /**
  * glibc's malloc gives each thread that allocates an arena of its own (up to 8 per core) and keeps
