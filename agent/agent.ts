@@ -17,6 +17,7 @@ import { loadAgentBundle } from './config/registry.js';
 import { runConnection } from './connection.js';
 import { StateDir, type EnrolmentState } from './identity.js';
 import { collectInventory } from './inventory.js';
+import { releaseMemory } from './memory.js';
 import { MetricsCollector } from './metrics/collector.js';
 import { Updater, type UpdaterOptions } from './update/updater.js';
 
@@ -235,6 +236,7 @@ export class Agent {
         inventoryItems: async () =>
           (await import('./inventory-items.js')).collectInventoryItems((type, err) => log.warn({ type, err: err.message }, 'inventory type not collected')),
         inventoryIntervalMs: config.inventoryIntervalMs,
+        afterInventory: releaseMemory,
         config: engine,
         metrics,
         updater,

@@ -19,7 +19,7 @@ import type { ControlMessage } from '../shared/protocol.js';
 import { BrokerEndpoint } from './broker-client.js';
 import { ConfigEngine } from './config/engine.js';
 import { loadAgentBundle } from './config/registry.js';
-import { runConnection, type ConnectionEnd } from './connection.js';
+import { runConnection, type ConnectionEnd, type ConnectionOptions } from './connection.js';
 import { StateDir } from './identity.js';
 import { FROM_AGENT, type AgentMessage } from '../shared/wire.js';
 
@@ -108,7 +108,7 @@ async function standInBroker(welcomeKey: { privateKey: KeyObject; publicKey: Key
   return { url: `http://127.0.0.1:${(wss.address() as AddressInfo).port}`, received, fileRequests, connected };
 }
 
-async function agentAgainst(url: string, pinned: KeyObject | undefined) {
+async function agentAgainst(url: string, pinned: KeyObject | undefined, more: Partial<ConnectionOptions> = {}) {
   const dir = fs.realpathSync(fs.mkdtempSync(path.join(os.tmpdir(), 'fleet-conn-config-')));
   cleanups.push(() => fs.rmSync(dir, { recursive: true, force: true }));
   const stateDir = path.join(dir, 'state');
@@ -133,6 +133,7 @@ async function agentAgainst(url: string, pinned: KeyObject | undefined) {
     signal: controller.signal,
     ...(pinned ? { brokerKey: pinned } : {}),
     onBrokerKey: (key) => learnt.push(key),
+    ...more,
   });
   return { dir, target: '/out/device.conf', file: path.join(dir, 'out', 'device.conf'), engine, controller, ended, learnt, logs };
 }
@@ -237,4 +238,17 @@ it('says whether a refusal as "unknown device" was proven with the pinned key (o
     expect(end).toMatchObject({ kind: 'closed', code: 4401, welcomed: false });
     expect(end.kind === 'closed' && end.unknownProven === true).toBe(proven);
   }
+});
+
+it('gives memory back after each inventory: the first, and one the broker asks for', async () => {
+  let ask: (() => void) | undefined;
+  const broker = await standInBroker(brokerKey, (mux) => {
+    ask = () => mux.send({ t: 'inventory', data: {} });
+  });
+  let released = 0;
+  await agentAgainst(broker.url, brokerKey.publicKey, { inventory: async () => ({ hostname: 'device' }), afterInventory: () => void released++ });
+  await until(() => released === 1 && broker.received.some((m) => m.t === 'inventory'), 'the first report and the release after it');
+  ask?.();
+  await until(() => released === 2, 'the release after the inventory the broker asked for');
+  await until(() => broker.received.filter((m) => m.t === 'inventory').length === 2, 'the second report');
 });

@@ -55,6 +55,8 @@ export interface ConnectionOptions {
   /** The typed inventory (software, containers, users, ports, …), by item type. */
   inventoryItems?: () => Promise<Record<string, unknown>>;
   inventoryIntervalMs: number;
+  /** Called after each inventory collection, once its reports were handed to the socket (agent/memory.ts). */
+  afterInventory?: () => void;
   /** applies the configuration the broker sends (and fetches its files over `file` channels) */
   config?: ConfigEngine;
   /** Where metrics samples wait: handed a sender while the connection is up (agent/metrics). */
@@ -152,7 +154,7 @@ export function runConnection(o: ConnectionOptions): Promise<ConnectionEnd> {
     // One collection at a time: a request while one runs waits for it.
     let inventoryRun: Promise<void> = Promise.resolve();
     const sendInventory = (force = false) => {
-      inventoryRun = inventoryRun.then(() => collectAndSend(force));
+      inventoryRun = inventoryRun.then(() => collectAndSend(force)).then(() => o.afterInventory?.());
       return inventoryRun;
     };
 

@@ -11,6 +11,7 @@ import { fileURLToPath } from 'node:url';
 import { Command, Option } from 'commander';
 import pino from 'pino';
 import { Agent, EXIT_CONFIG } from './agent.js';
+import { forgetLauncherEnvironment } from './memory.js';
 import { AgentConfigError, DEFAULTS, loadAgentConfig, type AgentFlags } from './options.js';
 import { launchedBy, launchInstalled } from './update/launcher.js';
 import type { UpdaterOptions } from './update/updater.js';
@@ -61,6 +62,7 @@ function parseFlags(argv: string[]): AgentFlags {
 }
 
 async function main(): Promise<void> {
+  forgetLauncherEnvironment();
   const flags = parseFlags(process.argv);
   const read = () => loadAgentConfig(flags);
   let first;

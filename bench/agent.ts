@@ -7,7 +7,7 @@ import { spawn } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { AGENT_NODE_FLAGS, buildAgent } from '../agent/packaging/build.js';
+import { AGENT_MALLOC_ARENA_MAX, AGENT_NODE_FLAGS, buildAgent } from '../agent/packaging/build.js';
 import { startAgent, type TestAgent } from '../test/support/agent.js';
 import { startTestBroker } from '../test/support/broker.js';
 
@@ -91,8 +91,11 @@ export async function benchAgent(log: (line: string) => void): Promise<void> {
     const nodeOptions = process.env.BENCH_AGENT_NODE_OPTIONS;
     const env: Record<string, string> = nodeOptions ? { NODE_OPTIONS: nodeOptions } : {};
     agents.push(startAgent({ broker: t.url, program: build.bundle, bootstrapKey: key, args: quiet, env }));
-    // The same bundle under Node's default flags (FLEET_AGENT_NODE_FLAGS empty), as it ran before AGENT_NODE_FLAGS.
-    agents.push(startAgent({ broker: t.url, program: build.bundle, bootstrapKey: key, args: quiet, env: { ...env, FLEET_AGENT_NODE_FLAGS: '' } }));
+    // The same bundle under Node's default flags and glibc's default arenas (FLEET_AGENT_NODE_FLAGS empty,
+    // MALLOC_ARENA_MAX=0: glibc's default), as it ran before AGENT_NODE_FLAGS.
+    agents.push(
+      startAgent({ broker: t.url, program: build.bundle, bootstrapKey: key, args: quiet, env: { ...env, FLEET_AGENT_NODE_FLAGS: '', MALLOC_ARENA_MAX: '0' } }),
+    );
     agents.push(startAgent({ broker: t.url, bootstrapKey: key, args: quiet }));
     await Promise.all(agents.map((a) => a.waitConnected(t, 60_000)));
     log(`both agents connected; idle for ${SETTLE_MS / 1000} s, then measured over ${IDLE_MS / 1000} s`);
@@ -102,8 +105,8 @@ export async function benchAgent(log: (line: string) => void): Promise<void> {
     bare.kill();
     const line = (name: string, m: Idle) =>
       `${name}: ${m.processes} process${m.processes === 1 ? '' : 'es'}, idle RSS ${mib(m.rss)} (private ${mib(m.anon)}, mapped files ${mib(m.file)}), idle CPU ${m.cpuPercent.toFixed(2)} %`;
-    log(line(`bundled agent (fleet-agent.mjs: node ${AGENT_NODE_FLAGS})`, bundled));
-    log(line("bundled agent, Node's default flags (FLEET_AGENT_NODE_FLAGS='')", defaults));
+    log(line(`bundled agent (fleet-agent.mjs: MALLOC_ARENA_MAX=${AGENT_MALLOC_ARENA_MAX} node ${AGENT_NODE_FLAGS})`, bundled));
+    log(line("bundled agent, Node's default flags and arenas (FLEET_AGENT_NODE_FLAGS='' MALLOC_ARENA_MAX=0)", defaults));
     log(line('development agent (tsx agent/main.ts)', dev));
     log(line(`bare node ${process.version} (the floor)`, floor));
     const over = (m: Idle) => (m.rss - floor.rss) / 1024 / 1024;

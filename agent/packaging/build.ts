@@ -20,7 +20,7 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { build } from 'esbuild';
+import { build, type Plugin } from 'esbuild';
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..', '..');
 const HERE = path.join(ROOT, 'agent', 'packaging');
@@ -28,20 +28,65 @@ const HERE = path.join(ROOT, 'agent', 'packaging');
 /** What the bundle leaves outside: native code (node-pty) and ws, installed beside it. */
 export const RUNTIME_DEPENDENCIES = ['node-pty', 'ws'] as const;
 /**
- * Node's flags for the installed agent: `--max-semi-space-size=1` keeps V8's young generation at
- * 1 MiB (16 by default), which an idle agent does not need; measured in docs/benchmarks.md.
+ * Node's flags for the installed agent (measured in docs/performance.md, "The agent idle: memory"):
+ * - `--max-semi-space-size=1` keeps V8's young generation at 1 MiB (16 by default), which an idle
+ *   agent does not need;
+ * - `--expose-gc` lets the agent collect once after each inventory (agent/memory.ts): an idle agent
+ *   allocates too little for V8 to collect by itself, so what a burst left would stay committed;
+ * - `--compact-on-every-full-gc` makes that collection (and any full one) move the survivors
+ *   together, so that the pages they were scattered over go back to the system (about 2 MiB at
+ *   idle); the agent's heap is small (under 10 MiB), so the move costs milliseconds;
+ * - `--no-short-builtin-calls`: V8 copies its built-in functions next to the code it compiles when the
+ *   machine has 4 GiB of memory or more, for slightly shorter calls; on a device with less it does
+ *   not, and neither does the agent anywhere now: 1 MiB less of the node binary's pages in RSS.
  * FLEET_AGENT_NODE_FLAGS in the environment replaces them (empty: Node's defaults). Not
  * `--lite-mode`: it would take the idle cost down further, but without JIT the JavaScript that
  * masks every frame the agent sends (ws) runs about 15 times slower, so tunnels and copies would.
  */
-export const AGENT_NODE_FLAGS = '--max-semi-space-size=1';
+export const AGENT_NODE_FLAGS = '--max-semi-space-size=1 --expose-gc --compact-on-every-full-gc --no-short-builtin-calls';
+
+/**
+ * glibc's malloc gives each thread that allocates an arena of its own (up to 8 per core) and keeps
+ * what was freed in each: the libuv pool and V8's helper threads left 2-3 MiB so at idle. One arena
+ * is plenty for an agent whose work is on one thread. Set by the launcher unless MALLOC_ARENA_MAX is
+ * already in the environment, with FLEET_AGENT_MALLOC_ARENA_MAX=launcher beside it so that the agent
+ * removes both from its environment at start (agent/memory.ts): consoles and commands it starts get
+ * the environment it was given.
+ */
+export const AGENT_MALLOC_ARENA_MAX = 1;
 
 /**
  * The bundle's first two lines: a shell script that starts node on the bundle itself with
- * AGENT_NODE_FLAGS (`exec`: one process), and, to JavaScript, a string and a comment. `#!/usr/bin/env
- * node` could not pass flags everywhere (`env -S` is not in every env).
+ * AGENT_NODE_FLAGS and AGENT_MALLOC_ARENA_MAX (`exec`: one process), and, to JavaScript, a string and
+ * a comment. `#!/usr/bin/env node` could not pass flags everywhere (`env -S` is not in every env).
  */
-export const LAUNCHER = `#!/bin/sh\n':' //; exec node \${FLEET_AGENT_NODE_FLAGS-${AGENT_NODE_FLAGS}} "$0" "$@"\n`;
+export const LAUNCHER =
+  `#!/bin/sh\n':' //; [ "\${MALLOC_ARENA_MAX+set}" ] || export MALLOC_ARENA_MAX=${AGENT_MALLOC_ARENA_MAX} FLEET_AGENT_MALLOC_ARENA_MAX=launcher; ` +
+  `exec node \${FLEET_AGENT_NODE_FLAGS-${AGENT_NODE_FLAGS}} "$0" "$@"\n`;
+
+/**
+ * The runtime dependencies are CommonJS: the bundle loads them with require() (the banner's
+ * createRequire) instead of `import`. Node imports a CommonJS module into ESM by lexing its source
+ * for export names (cjs-module-lexer), which cost the idle agent 2-5 MiB of RSS that it kept
+ * (docs/performance.md, "The agent idle: memory"); require() does not lex. The source keeps its
+ * `import WebSocket from 'ws'`: each import of one of them resolves to a small CommonJS module of
+ * the bundle, `module.exports = require('<name>')`, and esbuild gives ESM importers its exports as
+ * Node would (the default export is module.exports). A dynamic `import('node-pty')` still loads it
+ * on first use only.
+ */
+const requireRuntimeDependencies: Plugin = {
+  name: 'require-runtime-dependencies',
+  setup(b) {
+    const names = new RegExp(`^(${RUNTIME_DEPENDENCIES.join('|')})$`);
+    b.onResolve({ filter: names }, (args) =>
+      args.namespace === 'runtime-dependency' ? { path: args.path, external: true } : { path: args.path, namespace: 'runtime-dependency' },
+    );
+    b.onLoad({ filter: /.*/, namespace: 'runtime-dependency' }, (args) => ({
+      contents: `module.exports = require(${JSON.stringify(args.path)});`,
+      loader: 'js',
+    }));
+  },
+};
 
 /** Packages of the broker and the web console: their presence in the bundle fails the build. */
 const FORBIDDEN =
@@ -150,6 +195,7 @@ export async function buildAgent(outDir = path.join(ROOT, 'dist', 'agent'), opti
     target: 'node20',
     format: 'esm',
     external: [...RUNTIME_DEPENDENCIES],
+    plugins: [requireRuntimeDependencies],
     define: { __FLEET_AGENT_VERSION__: JSON.stringify(version) },
     // CommonJS dependencies (commander, pino) call require() for Node built-ins.
     banner: {

@@ -12,7 +12,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { AGENT_NODE_FLAGS } from '../../agent/packaging/build.js';
+import { AGENT_NODE_FLAGS, LAUNCHER } from '../../agent/packaging/build.js';
 import { eventually, startAgent, type TestAgent } from '../support/agent.js';
 import { startTestBroker, type TestBroker } from '../support/broker.js';
 
@@ -104,8 +104,13 @@ describe('the agent build', () => {
     expect(fs.existsSync(path.join(out, 'node_modules', 'node-pty', 'build', 'Release', 'pty.node'))).toBe(true);
 
     const bundle = fs.readFileSync(path.join(out, 'fleet-agent.mjs'), 'utf8');
-    // Started as a program, it is a shell line that runs node on itself with the agent's flags.
-    expect(bundle.startsWith(`#!/bin/sh\n':' //; exec node \${FLEET_AGENT_NODE_FLAGS-${AGENT_NODE_FLAGS}} "$0" "$@"\n`)).toBe(true);
+    // Started as a program, it is a shell line that runs node on itself with the agent's flags (agent/packaging/launcher.test.ts).
+    expect(bundle.startsWith(LAUNCHER)).toBe(true);
+    expect(LAUNCHER).toContain(AGENT_NODE_FLAGS);
+    // Its CommonJS dependencies are required, not imported (an import lexes their source: idle memory).
+    expect(bundle).toMatch(/require\("ws"\)/);
+    expect(bundle).toMatch(/require\("node-pty"\)/);
+    expect(bundle).not.toMatch(/(from|import\()\s*["'](ws|node-pty)["']/);
     expect(bundle).toContain(JSON.stringify(VERSION));
     // Nothing of the broker or the console: no imports of their packages, no broker sources.
     for (const foreign of ['express', 'better-sqlite3', 'kysely', 'pg', 'multer', 'preact', 'tsx']) {
