@@ -6,10 +6,10 @@ import { enrolDocs } from './enrol/routes.js';
 import { DomainError } from './errors.js';
 import { buildOpenApi } from './http/openapi.js';
 import { API_PREFIX } from './http/api-paths.js';
-import { errorHandler, mountRoutes } from './http/router.js';
+import { errorHandler, mountRoutes, type PipelineDeps } from './http/router.js';
 import { WEB_DIST, swaggerDist } from './paths.js';
 import { remoteDocs } from './remote/routes.js';
-import { routeTable } from './routes.js';
+import { mountedRouteTable } from './routes.js';
 import type { Services } from './services.js';
 import { mapTileOrigins } from './environment.js';
 
@@ -46,6 +46,12 @@ export function webSocketOrigins(host: string | undefined, secure: boolean, publ
   return [...new Set(origins)];
 }
 
+/** What the request pipeline itself uses (http/router.ts); each route's handler gets its own domain's deps (routes.ts). */
+function pipelineDeps(services: Services): PipelineDeps {
+  const { authenticator, access, audit, store, epoch, logger, config } = services;
+  return { authenticator, access, audit, store, epoch, logger, config };
+}
+
 /** The HTTP application: the API, its OpenAPI document and sandbox, and the web console. */
 export function createApp(services: Services): Express {
   const app = express();
@@ -66,8 +72,12 @@ export function createApp(services: Services): Express {
     const type = req.headers['content-type'];
     return type === undefined || /^application\/json\s*(;|$)/i.test(type);
   };
-  const routes = routeTable();
-  const openapi = buildOpenApi(routes, [...enrolDocs, ...remoteDocs]);
+  const routes = mountedRouteTable(services);
+  const openapi = buildOpenApi(
+    routes.map((m) => m.route),
+    [...enrolDocs, ...remoteDocs],
+  );
+  const pipeline = pipelineDeps(services);
 
   const api = express.Router();
   api.use(express.json({ limit: '1mb', type: jsonOrUntyped }));
@@ -76,17 +86,17 @@ export function createApp(services: Services): Express {
   });
   mountRoutes(
     api,
-    routes.filter((r) => !r.absolute),
-    services,
+    routes.filter((m) => !m.route.absolute),
+    pipeline,
   );
   api.use((req, _res, next) => next(new DomainError('not_found', 'unknown_call', `No call ${req.method} ${API_PREFIX}${req.path}.`)));
   app.use(API_PREFIX, api);
   // The spec also places challenge-verify at the root.
-  const rootRoutes = routes.filter((r) => r.absolute);
+  const rootRoutes = routes.filter((m) => m.route.absolute);
   if (rootRoutes.length) {
     const root = express.Router();
     root.use(express.json({ limit: '1mb', type: jsonOrUntyped }));
-    mountRoutes(root, rootRoutes, services);
+    mountRoutes(root, rootRoutes, pipeline);
     app.use(root);
   }
 

@@ -5,7 +5,8 @@ import { NOT_BUILT_PERMISSIONS, PERMISSION_NAMES } from '../shared/permissions.j
 import { isHeaderCredential } from './auth/credentials.js';
 import { UpgradeRouter, type UpgradeSpec } from './http/upgrade.js';
 import { createLogger } from './logger.js';
-import { routeTable } from './routes.js';
+import { mountedRouteTable, routeTable } from './routes.js';
+import type { Services } from './services.js';
 import { upgradeTable } from './upgrades.js';
 import { DomainError, unauthenticated } from './errors.js';
 
@@ -18,6 +19,24 @@ describe('route table', () => {
   it('holds the event stream as a call: a credential a browser can send, and the permissions it tells of', () => {
     const events = routeTable().find((r) => r.path === '/events');
     expect(events).toMatchObject({ method: 'get', credential: 'bearer-or-ticket', stream: true, access: ['device:read', 'device:approve'] });
+  });
+});
+
+describe('mounted route table', () => {
+  // Each service stands for itself by name; the store's database likewise.
+  const services = new Proxy({} as Services, { get: (_t, name) => (name === 'store' ? { db: 'store.db' } : `service ${String(name)}`) });
+  const mounted = mountedRouteTable(services);
+
+  it('serves the calls the route table lists, in its order', () => {
+    expect(mounted.map((m) => `${m.route.method} ${m.route.path}`)).toEqual(routeTable().map((r) => `${r.method} ${r.path}`));
+  });
+
+  it("hands each route its domain's deps, never the services", () => {
+    for (const { route, deps } of mounted) expect(deps, route.path).not.toBe(services);
+    const users = mounted.find((m) => m.route.path === '/userlist');
+    expect(users?.deps).toEqual({ users: 'service users', db: 'store.db' });
+    const health = mounted.find((m) => m.route.path === '/health');
+    expect(health?.deps).toEqual({ health: 'service health' });
   });
 });
 

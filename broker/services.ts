@@ -49,8 +49,9 @@ import { UsersService } from './users/service.js';
 import { AgentUpdates } from './install/updates.js';
 
 /**
- * Everything a handler may call: the bag the router hands to HTTP handlers. Services themselves
- * never receive it; each is given the few collaborators it uses, in createServices.
+ * Everything the broker is made of, as createServices builds it. No one receives the whole bag:
+ * each service is given the few collaborators it uses (createServices), each domain's routes the
+ * deps they declare (broker/routes.ts), the request pipeline its PipelineDeps (broker/app.ts).
  */
 export interface Services {
   config: Config;

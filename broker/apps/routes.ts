@@ -3,9 +3,14 @@ import { defineRoute, type RouteSpec } from '../http/route.js';
 import { deviceId, port } from '../remote/schemas.js';
 import { APP_LABEL_ID_CHARS } from './origin.js';
 import { APP_DESTINATION } from './proxy.js';
-import { APP_SESSION_SECONDS } from './service.js';
+import { APP_SESSION_SECONDS, type AppsService } from './service.js';
 
-export const appsRoutes: RouteSpec[] = [
+/** What the device web UI routes use. */
+export interface AppsRouteDeps {
+  apps: Pick<AppsService, 'issue'>;
+}
+
+export const appsRoutes: RouteSpec<AppsRouteDeps>[] = [
   defineRoute({
     method: 'post',
     path: '/remote/apps/{device_id}',
@@ -26,7 +31,7 @@ export const appsRoutes: RouteSpec[] = [
       url: z.string().describe('Open it in a new browser tab (a top-level navigation): it sets the app session cookie and redirects to `path`.'),
       expires_in: z.number().describe('seconds the link stays valid'),
     }),
-    handler: async ({ params, body, principal, bearer, services, host, ip }) =>
-      services.apps.issue(principal, bearer as string, params.device_id, body.port, body.path, host, ip),
+    handler: async ({ params, body, principal, bearer, deps, host, ip }) =>
+      deps.apps.issue(principal, bearer as string, params.device_id, body.port, body.path, host, ip),
   }),
 ];

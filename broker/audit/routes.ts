@@ -2,6 +2,8 @@ import { z } from 'zod';
 import { listPage, pagingQuery } from '../http/paging.js';
 import { defineRoute, type RouteSpec } from '../http/route.js';
 import { MAX_SEARCH_LENGTH } from '../http/search.js';
+import type { ConfigService } from '../config/service.js';
+import type { AuditService } from './service.js';
 
 export const auditQuery = z.object({
   device_id: z.string().max(64).optional(),
@@ -60,7 +62,13 @@ const auditEntry = z
   })
   .loose();
 
-export const auditRoutes: RouteSpec[] = [
+/** What the audit routes use: the trail, and the configuration's commit history it shows. */
+export interface AuditRouteDeps {
+  audit: AuditService;
+  configuration: Pick<ConfigService, 'commitChanges'>;
+}
+
+export const auditRoutes: RouteSpec<AuditRouteDeps>[] = [
   defineRoute({
     method: 'get',
     path: '/commitlist',
@@ -77,10 +85,10 @@ export const auditRoutes: RouteSpec[] = [
     access: 'audit:read',
     query: auditQuery,
     response: listPage(auditEntry),
-    handler: async ({ query, services, principal }) => {
-      const page = await services.audit.list(query);
+    handler: async ({ query, deps, principal }) => {
+      const page = await deps.audit.list(query);
       const commits = page.items.filter((e) => e.event === 'config.commit').map((e) => e.sha);
-      const changes = await services.configuration.commitChanges(principal, commits);
+      const changes = await deps.configuration.commitChanges(principal, commits);
       return {
         ...page,
         items: page.items.map((e) => ({
@@ -107,6 +115,6 @@ export const auditRoutes: RouteSpec[] = [
       first_bad: z.object({ id: z.number().int(), sha: z.string(), expected: z.string() }).optional(),
       checkpoint: z.object({ id: z.number().int(), deleted_through: z.number().int() }).optional(),
     }),
-    handler: async ({ services }) => services.audit.verify(),
+    handler: async ({ deps }) => deps.audit.verify(),
   }),
 ];

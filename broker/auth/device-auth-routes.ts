@@ -1,8 +1,8 @@
 import { z } from 'zod';
 import type { PendingSignIn } from '../../shared/api-types.js';
 import { defineRoute, type RouteSpec } from '../http/route.js';
-import { DEVICE_CODE_INTERVAL_SECONDS, DEVICE_CODE_TTL_SECONDS } from './device-auth.js';
-import { auditIssued } from './session-audit.js';
+import { DEVICE_CODE_INTERVAL_SECONDS, DEVICE_CODE_TTL_SECONDS, type DeviceAuthService } from './device-auth.js';
+import { auditIssued, type IssuedTokenAudit } from './session-audit.js';
 
 const TAG = 'session';
 const GRANT = 'urn:ietf:params:oauth:grant-type:device_code';
@@ -12,7 +12,12 @@ const userCode = z.string().min(1).max(16).describe('The code the client shows, 
  * RFC 8628 for command-line clients (qbee-cli `login` without a user name, `fleet login` without
  * --email). The two OAuth endpoints sit outside /api/v2 where qbee's clients call them.
  */
-export const deviceAuthRoutes: RouteSpec[] = [
+/** What the device authorization routes use: the service, and what audits an issued token. */
+export interface DeviceAuthRouteDeps extends IssuedTokenAudit {
+  deviceAuth: DeviceAuthService;
+}
+
+export const deviceAuthRoutes: RouteSpec<DeviceAuthRouteDeps>[] = [
   defineRoute({
     method: 'post',
     path: '/oauth2/devicecode',
@@ -40,7 +45,7 @@ export const deviceAuthRoutes: RouteSpec[] = [
       client_ip: z.string(),
       user_agent: z.string(),
     }),
-    handler: async ({ services, ip, userAgent }) => services.deviceAuth.start(ip, userAgent),
+    handler: async ({ deps, ip, userAgent }) => deps.deviceAuth.start(ip, userAgent),
   }),
   defineRoute({
     method: 'post',
@@ -63,8 +68,8 @@ export const deviceAuthRoutes: RouteSpec[] = [
     }),
     response: z.object({ access_token: z.string(), token_type: z.literal('Bearer'), expires_in: z.number().int(), refresh_token: z.string() }),
     handler: async (ctx) => {
-      const { body, services, ip, userAgent } = ctx;
-      const tokens = await services.deviceAuth.token(body.device_code, ip, userAgent);
+      const { body, deps, ip, userAgent } = ctx;
+      const tokens = await deps.deviceAuth.token(body.device_code, ip, userAgent);
       // A new session of the approving user: an entry of theirs (the approval is one too, auth.device_code.approve).
       await auditIssued(ctx, tokens.access_token, { event: 'session.device_code', action: 'POST /oauth2/token', options: { method: 'device_code' } });
       return tokens;
@@ -87,7 +92,7 @@ export const deviceAuthRoutes: RouteSpec[] = [
       user_agent: z.string(),
       expires_in: z.number().int(),
     }) satisfies z.ZodType<PendingSignIn>,
-    handler: async ({ params, services, principal, ip }) => services.deviceAuth.describe(params.user_code, { userId: principal.user.id, ip }),
+    handler: async ({ params, deps, principal, ip }) => deps.deviceAuth.describe(params.user_code, { userId: principal.user.id, ip }),
   }),
   defineRoute({
     method: 'post',
@@ -102,7 +107,7 @@ export const deviceAuthRoutes: RouteSpec[] = [
     params: z.object({ user_code: userCode }),
     body: z.object({}),
     response: z.object({ user_code: z.string() }),
-    handler: async ({ params, services, principal, ip }) => services.deviceAuth.decide(params.user_code, { userId: principal.user.id, ip }, 'approved'),
+    handler: async ({ params, deps, principal, ip }) => deps.deviceAuth.decide(params.user_code, { userId: principal.user.id, ip }, 'approved'),
   }),
   defineRoute({
     method: 'delete',
@@ -115,6 +120,6 @@ export const deviceAuthRoutes: RouteSpec[] = [
     audit: 'auth.device_code.decline',
     params: z.object({ user_code: userCode }),
     response: z.object({ user_code: z.string() }),
-    handler: async ({ params, services, principal, ip }) => services.deviceAuth.decide(params.user_code, { userId: principal.user.id, ip }, 'declined'),
+    handler: async ({ params, deps, principal, ip }) => deps.deviceAuth.decide(params.user_code, { userId: principal.user.id, ip }, 'declined'),
   }),
 ];

@@ -1,11 +1,17 @@
 import { z } from 'zod';
 import { defineRoute, Reply, type RouteSpec } from '../http/route.js';
 import { MIN_PASSWORD_LENGTH } from './passwords.js';
+import type { AuthService } from './service.js';
 
 export const newPassword = z.string().min(MIN_PASSWORD_LENGTH, `at least ${MIN_PASSWORD_LENGTH} characters`).max(1024);
 
 /** Password links: set a first password (welcome mail) or a new one (forgot password). */
-export const passwordRoutes: RouteSpec[] = [
+/** What the password routes use. */
+export interface PasswordRouteDeps {
+  auth: Pick<AuthService, 'setPasswordWithLink' | 'forgotPassword'>;
+}
+
+export const passwordRoutes: RouteSpec<PasswordRouteDeps>[] = [
   defineRoute({
     method: 'post',
     path: '/password/set',
@@ -19,7 +25,7 @@ export const passwordRoutes: RouteSpec[] = [
     audit: 'password.set',
     body: z.object({ token: z.string().min(1).max(200).describe('from the link'), password: newPassword }),
     response: z.object({ email: z.string() }),
-    handler: async ({ body, services, ip }) => services.auth.setPasswordWithLink(body.token, body.password, ip),
+    handler: async ({ body, deps, ip }) => deps.auth.setPasswordWithLink(body.token, body.password, ip),
   }),
   defineRoute({
     method: 'post',
@@ -35,8 +41,8 @@ export const passwordRoutes: RouteSpec[] = [
     status: 202,
     body: z.object({ email: z.string().min(3).max(254) }),
     response: z.object({ message: z.string() }),
-    handler: async ({ body, services, ip }) => {
-      await services.auth.forgotPassword(body.email, ip);
+    handler: async ({ body, deps, ip }) => {
+      await deps.auth.forgotPassword(body.email, ip);
       return Reply.json(202, { message: 'If the address belongs to an active user, a mail with a reset link is on its way.' });
     },
   }),

@@ -5,6 +5,8 @@ import { userRecord } from '../users/routes.js';
 import { newPassword } from './password-routes.js';
 import { singleLine } from '../../shared/text.js';
 import { subjectRecords } from '../audit/subjects.js';
+import type { Db } from '../db/database.js';
+import type { AuthService } from './service.js';
 
 const name = singleLine(z.string().trim().min(1).max(100));
 /** As on user records: the first administrator is created without one. */
@@ -30,7 +32,13 @@ const totpOrPassword = z
   .refine((b) => (b.code === undefined) !== (b.password === undefined), { message: 'send either code or password', path: ['code'] });
 
 /** The signed-in user's own account; no permission needed beyond being signed in. */
-export const profileRoutes: RouteSpec[] = [
+/** What the profile routes use; `db` is read by the audit subject (the user record before and after). */
+export interface ProfileRouteDeps {
+  auth: Pick<AuthService, 'profile'>;
+  db: Db;
+}
+
+export const profileRoutes: RouteSpec<ProfileRouteDeps>[] = [
   defineRoute({
     method: 'get',
     path: '/profile',
@@ -40,7 +48,7 @@ export const profileRoutes: RouteSpec[] = [
       'The user record (as in GET /api/v2/user/{id}) of the signed-in user, plus `permissions`: what the web console may offer, and `console_grants`: which account each console grant opens.',
     access: 'authenticated',
     response: profile,
-    handler: async ({ principal, services }) => services.auth.profile.get(principal),
+    handler: async ({ principal, deps }) => deps.auth.profile.get(principal),
   }),
   defineRoute({
     method: 'patch',
@@ -50,10 +58,10 @@ export const profileRoutes: RouteSpec[] = [
     description: 'Only the given fields change. Answers the profile after the change. The email address is changed by an administrator.',
     access: 'authenticated',
     audit: 'profile.update',
-    subject: ({ principal }, s) => subjectRecords.user(s.store.db, principal?.user.id),
+    subject: ({ principal }, s) => subjectRecords.user(s.db, principal?.user.id),
     body: z.object({ fname: name.optional(), lname: lastName.optional() }),
     response: profile,
-    handler: async ({ principal, services, body }) => services.auth.profile.update(principal, body),
+    handler: async ({ principal, deps, body }) => deps.auth.profile.update(principal, body),
   }),
   defineRoute({
     method: 'post',
@@ -65,10 +73,10 @@ export const profileRoutes: RouteSpec[] = [
       'Every other session of the user ends at once; the calling token keeps working. Answers 204.',
     access: 'authenticated',
     audit: 'profile.password',
-    subject: ({ principal }, s) => subjectRecords.user(s.store.db, principal?.user.id),
+    subject: ({ principal }, s) => subjectRecords.user(s.db, principal?.user.id),
     body: z.object({ current_password: z.string().min(1).max(1024), new_password: newPassword }),
-    handler: async ({ principal, services, body }) => {
-      await services.auth.profile.changePassword(principal, body.current_password, body.new_password);
+    handler: async ({ principal, deps, body }) => {
+      await deps.auth.profile.changePassword(principal, body.current_password, body.new_password);
       return undefined;
     },
   }),
@@ -82,9 +90,9 @@ export const profileRoutes: RouteSpec[] = [
       'Starting again replaces an unconfirmed secret. 409 `totp_already_enabled` when an app is set up: remove it first.',
     access: 'authenticated',
     audit: 'profile.totp.start',
-    subject: ({ principal }, s) => subjectRecords.user(s.store.db, principal?.user.id),
+    subject: ({ principal }, s) => subjectRecords.user(s.db, principal?.user.id),
     response: z.object({ secret: z.string().describe('base32'), otpauth_url: z.string(), qr_data_url: z.string().describe('data:image/png;base64,...') }),
-    handler: async ({ principal, services }) => services.auth.profile.startTotp(principal),
+    handler: async ({ principal, deps }) => deps.auth.profile.startTotp(principal),
   }),
   defineRoute({
     method: 'post',
@@ -96,10 +104,10 @@ export const profileRoutes: RouteSpec[] = [
       'challenge-verify, shown this once (the broker keeps only their sha256). 400 `invalid_code` when the code does not match; 409 `totp_not_started` without a started setup.',
     access: 'authenticated',
     audit: 'profile.totp.confirm',
-    subject: ({ principal }, s) => subjectRecords.user(s.store.db, principal?.user.id),
+    subject: ({ principal }, s) => subjectRecords.user(s.db, principal?.user.id),
     body: z.object({ code: z.string().min(1).max(20).describe('6 digits shown by the app') }),
     response: withRecoveryCodes,
-    handler: async ({ principal, services, body }) => services.auth.profile.confirmTotp(principal, body.code),
+    handler: async ({ principal, deps, body }) => deps.auth.profile.confirmTotp(principal, body.code),
   }),
   defineRoute({
     method: 'delete',
@@ -111,10 +119,10 @@ export const profileRoutes: RouteSpec[] = [
       'Its recovery codes go with it. 409 `totp_not_enabled` when none is set up. Mailed codes stay available as a second factor.',
     access: 'authenticated',
     audit: 'profile.totp.remove',
-    subject: ({ principal }, s) => subjectRecords.user(s.store.db, principal?.user.id),
+    subject: ({ principal }, s) => subjectRecords.user(s.db, principal?.user.id),
     body: totpOrPassword,
     response: profile,
-    handler: async ({ principal, services, body }) => services.auth.profile.removeTotp(principal, body),
+    handler: async ({ principal, deps, body }) => deps.auth.profile.removeTotp(principal, body),
   }),
   defineRoute({
     method: 'post',
@@ -127,9 +135,9 @@ export const profileRoutes: RouteSpec[] = [
       '409 `totp_not_enabled` without an authenticator app.',
     access: 'authenticated',
     audit: 'profile.recovery_codes.regenerate',
-    subject: ({ principal }, s) => subjectRecords.user(s.store.db, principal?.user.id),
+    subject: ({ principal }, s) => subjectRecords.user(s.db, principal?.user.id),
     body: totpOrPassword,
     response: withRecoveryCodes,
-    handler: async ({ principal, services, body }) => services.auth.profile.regenerateRecoveryCodes(principal, body),
+    handler: async ({ principal, deps, body }) => deps.auth.profile.regenerateRecoveryCodes(principal, body),
   }),
 ];

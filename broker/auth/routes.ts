@@ -1,11 +1,13 @@
 import { z } from 'zod';
 import { defineRoute, type HandlerContext, type RouteSpec } from '../http/route.js';
-import { passwordRoutes } from './password-routes.js';
-import { profileRoutes } from './profile-routes.js';
-import type { IssuedSession } from './service.js';
+import { passwordRoutes, type PasswordRouteDeps } from './password-routes.js';
+import { profileRoutes, type ProfileRouteDeps } from './profile-routes.js';
+import type { IssuedSession, AuthService } from './service.js';
 import { subjectRecords } from '../audit/subjects.js';
 import { TWO_FACTOR_POLICY_KEY } from './two-factor.js';
-import { auditIssued } from './session-audit.js';
+import { auditIssued, type IssuedTokenAudit } from './session-audit.js';
+import type { Db } from '../db/database.js';
+import type { UsersService } from '../users/service.js';
 
 export const REFRESH_COOKIE = 'fleet_refresh';
 /**
@@ -21,7 +23,7 @@ const challengeResponse = z.object({ challenge: z.string().describe('opaque; sen
 const provider = z.enum(['email', 'google']);
 
 /** Answers a started session: the token in the body, the refresh token in an HttpOnly cookie. */
-function issue(session: IssuedSession, setCookie: HandlerContext<unknown, unknown, unknown>['setCookie']) {
+function issue(session: IssuedSession, setCookie: HandlerContext<unknown, unknown, unknown, unknown>['setCookie']) {
   for (const name of [REFRESH_COOKIE, QBEE_REFRESH_COOKIE]) {
     setCookie(name, session.refreshToken, { maxAgeSeconds: session.refreshMaxAgeSeconds, path: REFRESH_COOKIE_PATH });
   }
@@ -50,7 +52,7 @@ const VERIFY_DESCRIPTION =
   "A wrong, used or another user's recovery code answers like a wrong code and counts toward the same limits.";
 
 /** Served twice: under /api/v2 and, as the specification places it, at the root. */
-function verifyRoute(absolute: boolean): RouteSpec {
+function verifyRoute(absolute: boolean): RouteSpec<SessionRouteDeps> {
   return defineRoute({
     method: 'post',
     path: '/challenge-verify',
@@ -63,8 +65,8 @@ function verifyRoute(absolute: boolean): RouteSpec {
     body: verifyBody,
     response: verifyResponse,
     handler: async (ctx) => {
-      const { body, services, ip, userAgent, setCookie } = ctx;
-      const session = await services.auth.verifyCode(body.challenge, body.code, ip, userAgent);
+      const { body, deps, ip, userAgent, setCookie } = ctx;
+      const session = await deps.auth.verifyCode(body.challenge, body.code, ip, userAgent);
       const answer = issue(session, setCookie);
       const left = session.recoveryCodesLeft;
       await auditIssued(ctx, answer.token, {
@@ -79,7 +81,17 @@ function verifyRoute(absolute: boolean): RouteSpec {
 
 const twoFactorPolicy = z.object({ enabled: z.boolean().describe('whether sign-in asks every user without an override for a second factor') });
 
-export const sessionRoutes: RouteSpec[] = [
+/**
+ * What the session routes use: authentication, the account's second-factor policy (set through the
+ * users service), what audits an issued token, and `db` for the policy's audit subject.
+ */
+export interface SessionRouteDeps extends IssuedTokenAudit {
+  auth: AuthService;
+  users: Pick<UsersService, 'setTwoFactorPolicy'>;
+  db: Db;
+}
+
+export const sessionRoutes: RouteSpec<SessionRouteDeps>[] = [
   defineRoute({
     method: 'post',
     path: '/login',
@@ -96,8 +108,8 @@ export const sessionRoutes: RouteSpec[] = [
     body: z.object({ email: z.string().min(3).max(254), password: z.string().min(1).max(1024) }),
     response: tokenResponse,
     handler: async (ctx) => {
-      const { body, services, ip, userAgent, setCookie } = ctx;
-      const answer = issue(await services.auth.login(body.email, body.password, ip, userAgent), setCookie);
+      const { body, deps, ip, userAgent, setCookie } = ctx;
+      const answer = issue(await deps.auth.login(body.email, body.password, ip, userAgent), setCookie);
       await auditIssued(ctx, answer.token, { event: 'session.login', action: 'POST /api/v2/login', options: { method: 'password' } });
       return answer;
     },
@@ -119,7 +131,7 @@ export const sessionRoutes: RouteSpec[] = [
       preferProvider: provider.describe('email: a code is mailed; google: authenticator app'),
     }),
     response: challengeResponse,
-    handler: async ({ body, services, ip }) => ({ challenge: await services.auth.requestCode(body.challenge, body.preferProvider, ip) }),
+    handler: async ({ body, deps, ip }) => ({ challenge: await deps.auth.requestCode(body.challenge, body.preferProvider, ip) }),
   }),
   verifyRoute(false),
   verifyRoute(true),
@@ -136,8 +148,8 @@ export const sessionRoutes: RouteSpec[] = [
     audit: false,
     response: tokenResponse,
     handler: async (ctx) => {
-      const { services, cookie, setHeader, bearer } = ctx;
-      const token = await services.auth.refresh({ refreshToken: cookie(REFRESH_COOKIE) ?? cookie(QBEE_REFRESH_COOKIE), bearer });
+      const { deps, cookie, setHeader, bearer } = ctx;
+      const token = await deps.auth.refresh({ refreshToken: cookie(REFRESH_COOKIE) ?? cookie(QBEE_REFRESH_COOKIE), bearer });
       await auditIssued(ctx, token, { event: 'session.refresh', action: 'POST /api/v2/refresh-jwt', options: { with: bearer ? 'bearer' : 'refresh_cookie' } });
       setHeader('Refreshed-Token', token);
       return { token };
@@ -151,8 +163,8 @@ export const sessionRoutes: RouteSpec[] = [
     description: 'Every token of this session, and its refresh cookie, stop working at once. Answers 204.',
     access: 'authenticated',
     audit: false,
-    handler: async ({ principal, services, setCookie }) => {
-      await services.auth.revokeSession(principal.sessionId);
+    handler: async ({ principal, deps, setCookie }) => {
+      await deps.auth.revokeSession(principal.sessionId);
       for (const name of [REFRESH_COOKIE, QBEE_REFRESH_COOKIE]) setCookie(name, '', { maxAgeSeconds: 0, path: REFRESH_COOKIE_PATH });
       return undefined;
     },
@@ -165,7 +177,7 @@ export const sessionRoutes: RouteSpec[] = [
     description: "Off by default. A user's own `two_factor` setting overrides the policy for that user (recommended off for API users of scripts).",
     access: 'users:read',
     response: twoFactorPolicy,
-    handler: async ({ services }) => ({ enabled: await services.auth.twoFactorPolicy() }),
+    handler: async ({ deps }) => ({ enabled: await deps.auth.twoFactorPolicy() }),
   }),
   defineRoute({
     method: 'put',
@@ -177,11 +189,14 @@ export const sessionRoutes: RouteSpec[] = [
       'Existing sessions are not affected. Turning it off needs every permission held by the users who follow it (403 `privilege_escalation` otherwise), as changing their own `two_factor` does.',
     access: 'users:manage',
     audit: 'settings.two_factor',
-    subject: (_input, s) => subjectRecords.setting(s.store.db, TWO_FACTOR_POLICY_KEY),
+    subject: (_input, s) => subjectRecords.setting(s.db, TWO_FACTOR_POLICY_KEY),
     body: twoFactorPolicy,
     response: twoFactorPolicy,
-    handler: async ({ body, principal, services }) => ({ enabled: await services.users.setTwoFactorPolicy(principal, body.enabled) }),
+    handler: async ({ body, principal, deps }) => ({ enabled: await deps.users.setTwoFactorPolicy(principal, body.enabled) }),
   }),
 ];
 
-export const authRoutes: RouteSpec[] = [...sessionRoutes, ...passwordRoutes, ...profileRoutes];
+/** What every sign-in, password and profile route uses. */
+export type AuthRouteDeps = SessionRouteDeps & PasswordRouteDeps & ProfileRouteDeps;
+
+export const authRoutes: RouteSpec<AuthRouteDeps>[] = [...sessionRoutes, ...passwordRoutes, ...profileRoutes];

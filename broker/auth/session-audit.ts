@@ -1,5 +1,13 @@
-import { bounded } from '../audit/service.js';
-import type { Services } from '../services.js';
+import { bounded, type AuditService } from '../audit/service.js';
+import type { Logger } from 'pino';
+import type { AuthService } from './service.js';
+
+/** What auditing an issued token uses: reading the token back, the trail, and the log for a failure. */
+export interface IssuedTokenAudit {
+  auth: Pick<AuthService, 'authenticate'>;
+  audit: Pick<AuditService, 'recordChange'>;
+  logger: Pick<Logger, 'error'>;
+}
 
 /**
  * A session started or a token issued is an audit entry (`session.login`, `session.refresh`,
@@ -9,13 +17,13 @@ import type { Services } from '../services.js';
  * sign-in goes on (the audit trail not growing stops nothing else).
  */
 export async function auditIssued(
-  ctx: { services: Pick<Services, 'auth' | 'audit' | 'logger'>; ip: string; userAgent: string },
+  ctx: { deps: IssuedTokenAudit; ip: string; userAgent: string },
   token: string,
   entry: { event: string; action: string; options: Record<string, unknown> },
 ): Promise<void> {
   try {
-    const principal = await ctx.services.auth.authenticate(token);
-    await ctx.services.audit.recordChange({
+    const principal = await ctx.deps.auth.authenticate(token);
+    await ctx.deps.audit.recordChange({
       event: entry.event,
       user: principal.user,
       action: entry.action,
@@ -24,6 +32,6 @@ export async function auditIssued(
       sessionId: principal.sessionId,
     });
   } catch (err) {
-    ctx.services.logger.error({ err, event: entry.event }, 'issued token not audited');
+    ctx.deps.logger.error({ err, event: entry.event }, 'issued token not audited');
   }
 }

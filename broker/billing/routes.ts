@@ -1,6 +1,7 @@
 import { z } from 'zod';
 import type { SubscriptionsAnswer, SubscriptionView } from '../../shared/api-types.js';
 import { defineRoute, type RouteSpec } from '../http/route.js';
+import type { BillingService } from './service.js';
 
 const httpUrl = z
   .string()
@@ -19,7 +20,12 @@ const subscription = z.object({
   cancel_at_period_end: z.boolean(),
 }) satisfies z.ZodType<SubscriptionView>;
 
-export const billingRoutes: RouteSpec[] = [
+/** What the billing routes use. */
+export interface BillingRouteDeps {
+  billing: BillingService;
+}
+
+export const billingRoutes: RouteSpec<BillingRouteDeps>[] = [
   defineRoute({
     method: 'get',
     path: '/stripe/subscriptions',
@@ -36,7 +42,7 @@ export const billingRoutes: RouteSpec[] = [
       billing_configured: z.boolean(),
       subscriptions: z.array(subscription),
     }) satisfies z.ZodType<SubscriptionsAnswer>,
-    handler: async ({ services }) => services.billing.subscriptions(),
+    handler: async ({ deps }) => deps.billing.subscriptions(),
   }),
   defineRoute({
     method: 'post',
@@ -51,7 +57,7 @@ export const billingRoutes: RouteSpec[] = [
     response: z.object({ url: z.string(), id: z.string() }),
     transaction: false,
     audit: 'billing.portal',
-    handler: async ({ body, services }) => services.billing.customerPortal(body),
+    handler: async ({ body, deps }) => deps.billing.customerPortal(body),
   }),
   defineRoute({
     method: 'post',
@@ -71,7 +77,7 @@ export const billingRoutes: RouteSpec[] = [
     response: z.object({ url: z.string().nullable(), id: z.string() }),
     transaction: false,
     audit: 'billing.checkout',
-    handler: async ({ body, services }) => services.billing.checkout(body),
+    handler: async ({ body, deps }) => deps.billing.checkout(body),
   }),
   defineRoute({
     method: 'delete',
@@ -85,6 +91,6 @@ export const billingRoutes: RouteSpec[] = [
     response: z.object({ id: z.string(), status: z.string() }),
     transaction: false,
     audit: 'billing.cancel',
-    handler: async ({ params, services }) => services.billing.cancel(params.uuid),
+    handler: async ({ params, deps }) => deps.billing.cancel(params.uuid),
   }),
 ];

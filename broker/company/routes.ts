@@ -2,7 +2,7 @@ import { z } from 'zod';
 import type { CompanyRecord } from '../../shared/api-types.js';
 import { singleLine } from '../../shared/text.js';
 import { defineRoute, type RouteSpec } from '../http/route.js';
-import { COMPANY_FIELDS, type CompanyField } from './service.js';
+import { COMPANY_FIELDS, type CompanyField, type CompanyService } from './service.js';
 
 const field = (max: number) => singleLine(z.string().max(max, `at most ${max} characters`));
 const fieldSchemas: Record<CompanyField, z.ZodType<string>> = {
@@ -64,7 +64,12 @@ const params = z.object({ company_id: z.string().max(64).describe('The company i
 const CHANGE_NOTE =
   'Answers the whole record after the change; unknown company id: 404; an unknown field: 400. Audited (`company.update`) with the fields before and after.';
 
-export const companyRoutes: RouteSpec[] = [
+/** What the company routes use. */
+export interface CompanyRouteDeps {
+  company: CompanyService;
+}
+
+export const companyRoutes: RouteSpec<CompanyRouteDeps>[] = [
   defineRoute({
     method: 'get',
     path: '/company',
@@ -73,7 +78,7 @@ export const companyRoutes: RouteSpec[] = [
     description: 'The one company record of the installation (as GET /company/{company_id}), for clients that do not know its id yet.',
     access: 'company:read',
     response: companyRecord,
-    handler: async ({ services }) => services.company.get(await services.company.id()),
+    handler: async ({ deps }) => deps.company.get(await deps.company.id()),
   }),
   defineRoute({
     method: 'get',
@@ -86,7 +91,7 @@ export const companyRoutes: RouteSpec[] = [
     access: 'company:read',
     params,
     response: companyRecord,
-    handler: async ({ params, services }) => services.company.get(params.company_id),
+    handler: async ({ params, deps }) => deps.company.get(params.company_id),
   }),
   defineRoute({
     method: 'put',
@@ -100,7 +105,7 @@ export const companyRoutes: RouteSpec[] = [
     response: companyRecord,
     audit: 'company.update',
     subject: ({ params }, s) => s.company.subject(params.company_id),
-    handler: async ({ params, body, principal, services }) => services.company.change(principal, params.company_id, body, true),
+    handler: async ({ params, body, principal, deps }) => deps.company.change(principal, params.company_id, body, true),
   }),
   defineRoute({
     method: 'patch',
@@ -114,6 +119,6 @@ export const companyRoutes: RouteSpec[] = [
     response: companyRecord,
     audit: 'company.update',
     subject: ({ params }, s) => s.company.subject(params.company_id),
-    handler: async ({ params, body, principal, services }) => services.company.change(principal, params.company_id, body, false),
+    handler: async ({ params, body, principal, deps }) => deps.company.change(principal, params.company_id, body, false),
   }),
 ];

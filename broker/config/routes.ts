@@ -5,6 +5,7 @@ import { defineRoute, type RouteSpec } from '../http/route.js';
 import { auditableChangeBody, BUNDLES } from './bundles.js';
 import { MAX_INLINE_CHANGES } from './deps.js';
 import { singleLine } from '../../shared/text.js';
+import type { ConfigService } from './service.js';
 
 const sha = z
   .string()
@@ -94,7 +95,12 @@ const scopeQuery = z.object({
   scope: z.enum(['all', 'own']).optional().describe('all (default): rendered with what it inherits; own: the entity’s own bundles only'),
 });
 
-export const configRoutes: RouteSpec[] = [
+/** What the configuration routes use. */
+export interface ConfigRouteDeps {
+  configuration: ConfigService;
+}
+
+export const configRoutes: RouteSpec<ConfigRouteDeps>[] = [
   defineRoute({
     method: 'post',
     path: '/change',
@@ -110,7 +116,7 @@ export const configRoutes: RouteSpec[] = [
     response: change,
     audit: 'config.change',
     auditBody: auditableChangeBody,
-    handler: async ({ body, services, principal }) => services.configuration.createChange(principal, body),
+    handler: async ({ body, deps, principal }) => deps.configuration.createChange(principal, body),
   }),
   defineRoute({
     method: 'get',
@@ -121,7 +127,7 @@ export const configRoutes: RouteSpec[] = [
     access: 'configuration:read',
     params: z.object({ sha }),
     response: change,
-    handler: async ({ params, services, principal }) => services.configuration.getChange(principal, params.sha),
+    handler: async ({ params, deps, principal }) => deps.configuration.getChange(principal, params.sha),
   }),
   defineRoute({
     method: 'delete',
@@ -132,7 +138,7 @@ export const configRoutes: RouteSpec[] = [
     access: 'configuration:manage',
     params: z.object({ sha }),
     audit: 'config.discard',
-    handler: async ({ params, services, principal }) => services.configuration.deleteChange(principal, params.sha),
+    handler: async ({ params, deps, principal }) => deps.configuration.deleteChange(principal, params.sha),
   }),
   defineRoute({
     method: 'delete',
@@ -142,7 +148,7 @@ export const configRoutes: RouteSpec[] = [
     description: 'Discards every change the caller staged; other users’ staged changes stay.',
     access: 'configuration:manage',
     audit: 'config.discard',
-    handler: async ({ services, principal }) => services.configuration.deleteChanges(principal),
+    handler: async ({ deps, principal }) => deps.configuration.deleteChanges(principal),
   }),
   defineRoute({
     method: 'get',
@@ -164,7 +170,7 @@ export const configRoutes: RouteSpec[] = [
       offset: z.coerce.number().int().min(0).default(0),
     }),
     response: z.array(change),
-    handler: async ({ query, services, principal }) => services.configuration.listChanges(principal, query),
+    handler: async ({ query, deps, principal }) => deps.configuration.listChanges(principal, query),
   }),
   defineRoute({
     method: 'post',
@@ -191,7 +197,7 @@ export const configRoutes: RouteSpec[] = [
     // The commit writes its own audit entry (whose sha it takes) in its own transaction; refusals are audited by the router.
     audit: false,
     auditBody: auditableChangeBody,
-    handler: async ({ body, services, principal, ip }) => services.configuration.commit(principal, body, ip),
+    handler: async ({ body, deps, principal, ip }) => deps.configuration.commit(principal, body, ip),
   }),
   defineRoute({
     method: 'get',
@@ -202,9 +208,9 @@ export const configRoutes: RouteSpec[] = [
     access: 'configuration:read',
     params: z.object({ sha }),
     response: commit,
-    handler: async ({ params, services, principal }) => services.configuration.getCommit(principal, params.sha),
+    handler: async ({ params, deps, principal }) => deps.configuration.getCommit(principal, params.sha),
   }),
-  ...(['config', 'configpreview'] as const).map((base) =>
+  ...(['config', 'configpreview'] as const).map((base): RouteSpec<ConfigRouteDeps> =>
     defineRoute({
       method: 'get',
       path: `/${base}/{type}/{item_id}`,
@@ -219,8 +225,8 @@ export const configRoutes: RouteSpec[] = [
       params: z.object({ type: z.enum(['node', 'tag']), item_id: z.string().min(1).max(64) }),
       query: scopeQuery,
       response: configResponse,
-      handler: async ({ params, query, services, principal }) =>
-        services.configuration.entityConfig(principal, params.type, params.item_id, query.scope ?? 'all', base === 'configpreview'),
+      handler: async ({ params, query, deps, principal }) =>
+        deps.configuration.entityConfig(principal, params.type, params.item_id, query.scope ?? 'all', base === 'configpreview'),
     }),
   ),
   defineRoute({
@@ -233,7 +239,7 @@ export const configRoutes: RouteSpec[] = [
     device: ({ params }) => params.device_id,
     params: z.object({ device_id: z.string().regex(DEVICE_ID_PATTERN, 'must be a device id: 64 lowercase hexadecimal characters') }),
     response: configResponse,
-    handler: async ({ params, services, principal }) => services.configuration.nodeConfig(principal, params.device_id, false, true),
+    handler: async ({ params, deps, principal }) => deps.configuration.nodeConfig(principal, params.device_id, false, true),
   }),
   defineRoute({
     method: 'get',
@@ -244,6 +250,6 @@ export const configRoutes: RouteSpec[] = [
     access: 'configuration:read',
     params: z.object({ node_id: nodeId }),
     response: configResponse,
-    handler: async ({ params, services, principal }) => services.configuration.nodeConfig(principal, params.node_id, true, false),
+    handler: async ({ params, deps, principal }) => deps.configuration.nodeConfig(principal, params.node_id, true, false),
   }),
 ];

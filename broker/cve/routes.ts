@@ -6,7 +6,7 @@ import { defineRoute, type RouteSpec } from '../http/route.js';
 import { MAX_SEARCH_LENGTH } from '../http/search.js';
 import { multiLine } from '../../shared/text.js';
 import { SEVERITY_LEVELS } from './cvss.js';
-import { MAX_IMPORT_UPLOAD_BYTES } from './service.js';
+import { MAX_IMPORT_UPLOAD_BYTES, type CveService } from './service.js';
 
 const TAG = 'cve';
 
@@ -56,7 +56,12 @@ const importResult = z.object({
   devices_affected: z.number().int(),
 });
 
-export const cveRoutes: RouteSpec[] = [
+/** What the CVE routes use. */
+export interface CveRouteDeps {
+  cve: CveService;
+}
+
+export const cveRoutes: RouteSpec<CveRouteDeps>[] = [
   defineRoute({
     method: 'get',
     path: '/cvelist',
@@ -97,7 +102,7 @@ export const cveRoutes: RouteSpec[] = [
       })
       .strict(),
     response: listPage(summary),
-    handler: async ({ query, principal, services }) => services.cve.list(principal, query),
+    handler: async ({ query, principal, deps }) => deps.cve.list(principal, query),
   }),
   defineRoute({
     method: 'get',
@@ -122,7 +127,7 @@ export const cveRoutes: RouteSpec[] = [
         }),
       ),
     }) satisfies z.ZodType<CveDetail>,
-    handler: async ({ params, principal, services }) => services.cve.get(principal, params.cve_id),
+    handler: async ({ params, principal, deps }) => deps.cve.get(principal, params.cve_id),
   }),
   defineRoute({
     method: 'get',
@@ -142,7 +147,7 @@ export const cveRoutes: RouteSpec[] = [
       accepted: z.number().int(),
       ignored: z.number().int(),
     }) satisfies z.ZodType<CveScoreStats>,
-    handler: async ({ principal, services }) => services.cve.scoreStats(principal),
+    handler: async ({ principal, deps }) => deps.cve.scoreStats(principal),
   }),
   defineRoute({
     method: 'get',
@@ -160,7 +165,7 @@ export const cveRoutes: RouteSpec[] = [
       imported_at: z.string().nullable(),
       feed_date: z.string().nullable(),
     }) satisfies z.ZodType<CveFeedState>,
-    handler: async ({ services }) => services.cve.feed(),
+    handler: async ({ deps }) => deps.cve.feed(),
   }),
   defineRoute({
     method: 'get',
@@ -170,7 +175,7 @@ export const cveRoutes: RouteSpec[] = [
     description: `\`count\`: the highest host count of any CVE (for scaling a host-count filter), with that CVE's id (null when none affects a device). ${SCOPE}`,
     access: 'cve:read',
     response: z.object({ count: z.number().int(), cve_id: z.string().nullable() }),
-    handler: async ({ principal, services }) => services.cve.hostsMaxCount(principal),
+    handler: async ({ principal, deps }) => deps.cve.hostsMaxCount(principal),
   }),
   defineRoute({
     method: 'patch',
@@ -188,8 +193,8 @@ export const cveRoutes: RouteSpec[] = [
     }),
     response: statusRecord,
     audit: 'cve.status',
-    subject: async ({ params }, services) => services.cve.statusOf(params.cve_id),
-    handler: async ({ params, body, principal, services }) => services.cve.setStatus(principal, params.cve_id, body),
+    subject: async ({ params }, deps) => deps.cve.statusOf(params.cve_id),
+    handler: async ({ params, body, principal, deps }) => deps.cve.setStatus(principal, params.cve_id, body),
   }),
   defineRoute({
     method: 'delete',
@@ -202,8 +207,8 @@ export const cveRoutes: RouteSpec[] = [
     access: 'cve:manage',
     params: cveParams,
     audit: 'cve.delete',
-    handler: async ({ params, services }) => {
-      await services.cve.remove(params.cve_id);
+    handler: async ({ params, deps }) => {
+      await deps.cve.remove(params.cve_id);
       return undefined;
     },
   }),
@@ -227,7 +232,7 @@ export const cveRoutes: RouteSpec[] = [
         summary: z.string(),
       }),
     ),
-    handler: async ({ query, services }) => services.cve.statuses(query),
+    handler: async ({ query, deps }) => deps.cve.statuses(query),
   }),
   defineRoute({
     method: 'post',
@@ -244,6 +249,6 @@ export const cveRoutes: RouteSpec[] = [
     body: z.object({}).passthrough(),
     response: importResult,
     audit: 'cve.import',
-    handler: async ({ file, services }) => services.cve.importUpload(file),
+    handler: async ({ file, deps }) => deps.cve.importUpload(file),
   }),
 ];

@@ -1,7 +1,7 @@
 import { z } from 'zod';
 import { defineRoute, type RouteSpec } from '../http/route.js';
 import { MAX_SEARCH_LENGTH, parseJsonSearch } from '../http/search.js';
-import type { TreeChange } from './service.js';
+import type { TreeChange, DevicesService } from './service.js';
 import { subjectRecords } from '../audit/subjects.js';
 import { TAG_RULE } from '../../shared/resources.js';
 import {
@@ -21,6 +21,7 @@ import {
   treeChangesBody,
   treeChangesResponse,
 } from './schema.js';
+import type { Db } from '../db/database.js';
 
 /** The nodes a tree change names (moved, renamed, deleted, and the groups it moves into). */
 function treeChangeNodes(changes: Array<{ data?: unknown }>): unknown[] {
@@ -41,7 +42,13 @@ const VISIBILITY =
   'A group appears when such a resource covers it (`*`, a `node:` resource at or above it, a `tag:` resource matching its own or inherited tags) or when something below it appears; ' +
   'so a caller holding `*` sees every group, empty ones included.';
 
-export const devicesRoutes: RouteSpec[] = [
+/** What the device routes use; `db` is read by the audit subjects. */
+export interface DevicesRouteDeps {
+  devices: DevicesService;
+  db: Db;
+}
+
+export const devicesRoutes: RouteSpec<DevicesRouteDeps>[] = [
   defineRoute({
     method: 'get',
     path: '/deviceattribute/{device_id}',
@@ -53,7 +60,7 @@ export const devicesRoutes: RouteSpec[] = [
     device: ({ params }) => params.device_id,
     params: deviceParams,
     response: attributesRecord,
-    handler: async ({ params, services }) => services.devices.getAttributes(params.device_id),
+    handler: async ({ params, deps }) => deps.devices.getAttributes(params.device_id),
   }),
   defineRoute({
     method: 'patch',
@@ -72,8 +79,8 @@ export const devicesRoutes: RouteSpec[] = [
     body: attributesPatch,
     response: attributesRecord,
     audit: 'device.attributes.update',
-    subject: ({ params }, s) => subjectRecords.device(s.store.db, params.device_id),
-    handler: async ({ params, body, services }) => services.devices.patchAttributes(params.device_id, body),
+    subject: ({ params }, s) => subjectRecords.device(s.db, params.device_id),
+    handler: async ({ params, body, deps }) => deps.devices.patchAttributes(params.device_id, body),
   }),
   defineRoute({
     method: 'get',
@@ -96,11 +103,11 @@ export const devicesRoutes: RouteSpec[] = [
         ),
     }),
     response: groupTreeResponse,
-    handler: async ({ principal, services, query }) => {
+    handler: async ({ principal, deps, query }) => {
       const options = { manageHints: query.manage_hints === 'true' || query.manage_hints === '1' };
       return query.skip_unassigned === 'true' || query.skip_unassigned === '1'
-        ? services.devices.treeWithoutUnassigned(principal, options)
-        : services.devices.tree(principal, options);
+        ? deps.devices.treeWithoutUnassigned(principal, options)
+        : deps.devices.tree(principal, options);
     },
   }),
   defineRoute({
@@ -126,7 +133,7 @@ export const devicesRoutes: RouteSpec[] = [
         updated: z.number().int(),
       }),
     ),
-    handler: async ({ principal, services, query }) => services.devices.groups(principal, parseJsonSearch(query.search, groupsSearch)),
+    handler: async ({ principal, deps, query }) => deps.devices.groups(principal, parseJsonSearch(query.search, groupsSearch)),
   }),
   defineRoute({
     method: 'get',
@@ -142,7 +149,7 @@ export const devicesRoutes: RouteSpec[] = [
     params: nodeParams,
     query: z.object({ _format: z.enum(['json']).optional() }),
     response: subtreeResponse,
-    handler: async ({ params, principal, services }) => services.devices.subtree(principal, params.node_id),
+    handler: async ({ params, principal, deps }) => deps.devices.subtree(principal, params.node_id),
   }),
   defineRoute({
     method: 'put',
@@ -160,8 +167,8 @@ export const devicesRoutes: RouteSpec[] = [
     body: treeChangesBody,
     response: treeChangesResponse,
     audit: 'device.tree.change',
-    subject: ({ body }, s) => subjectRecords.nodes(s.store.db, treeChangeNodes(body.changes)),
-    handler: async ({ body, principal, services }) => services.devices.changeTree(principal, body.changes as TreeChange[]),
+    subject: ({ body }, s) => subjectRecords.nodes(s.db, treeChangeNodes(body.changes)),
+    handler: async ({ body, principal, deps }) => deps.devices.changeTree(principal, body.changes as TreeChange[]),
   }),
   defineRoute({
     method: 'patch',
@@ -178,8 +185,8 @@ export const devicesRoutes: RouteSpec[] = [
     body: z.object({ tags: tagList }),
     response: nodeView,
     audit: 'device.tags.update',
-    subject: ({ params }, s) => subjectRecords.node(s.store.db, params.node_id),
-    handler: async ({ params, body, principal, services }) => services.devices.setTags(principal, params.node_id, body.tags),
+    subject: ({ params }, s) => subjectRecords.node(s.db, params.node_id),
+    handler: async ({ params, body, principal, deps }) => deps.devices.setTags(principal, params.node_id, body.tags),
   }),
   defineRoute({
     method: 'get',
@@ -193,7 +200,7 @@ export const devicesRoutes: RouteSpec[] = [
     device: deviceOfNode,
     params: nodeParams,
     response: nodeView,
-    handler: async ({ params, principal, services }) => services.devices.node(principal, params.node_id),
+    handler: async ({ params, principal, deps }) => deps.devices.node(principal, params.node_id),
   }),
   defineRoute({
     method: 'get',
@@ -205,6 +212,6 @@ export const devicesRoutes: RouteSpec[] = [
     access: 'device:read',
     query: tagsQuery,
     response: tagsResponse,
-    handler: async ({ query, principal, services }) => services.devices.tagsList(principal, query),
+    handler: async ({ query, principal, deps }) => deps.devices.tagsList(principal, query),
   }),
 ];

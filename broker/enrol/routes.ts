@@ -8,9 +8,12 @@ import { badRequest } from '../http/errors.js';
 import { pagingQuery } from '../http/paging.js';
 import { defineRoute, type RouteSpec } from '../http/route.js';
 import { API_PREFIX } from '../http/api-paths.js';
-import type { BootstrapKeyRecord, PendingHost } from './service.js';
+import type { BootstrapKeyRecord, PendingHost, EnrolService } from './service.js';
 import { singleLine } from '../../shared/text.js';
 import { subjectRecords } from '../audit/subjects.js';
+import type { BrokerKey } from '../agents/broker-key.js';
+import type { AccessService } from '../access/access.js';
+import type { Db } from '../db/database.js';
 
 const keyRef = z
   .string()
@@ -124,7 +127,18 @@ function qbeePendingHost(h: PendingHost): PendingHostItem {
 const TAG_KEYS = 'bootstrap-keys';
 const TAG_ENROL = 'enrolment';
 
-export const enrolRoutes: RouteSpec[] = [
+/**
+ * What the enrolment routes use: the service, the broker key an enrolling agent pins, who may read
+ * bootstrap secrets, and `db` for the audit subjects.
+ */
+export interface EnrolRouteDeps {
+  enrol: EnrolService;
+  brokerKey: Pick<BrokerKey, 'publicKeyPem'>;
+  access: Pick<AccessService, 'canReadBootstrapSecrets'>;
+  db: Db;
+}
+
+export const enrolRoutes: RouteSpec<EnrolRouteDeps>[] = [
   // ---- the agent's enrolment -------------------------------------------------------------------
   defineRoute({
     method: 'post',
@@ -152,7 +166,7 @@ export const enrolRoutes: RouteSpec[] = [
       state: z.enum(['pending', 'approved']),
       broker_key: z.string().describe("The broker's public signing key (PEM SPKI, Ed25519), the same from every broker of the database."),
     }),
-    handler: async ({ body, services, ip }) => ({ ...(await services.enrol.enrol(body, ip)), broker_key: services.brokerKey.publicKeyPem }),
+    handler: async ({ body, deps, ip }) => ({ ...(await deps.enrol.enrol(body, ip)), broker_key: deps.brokerKey.publicKeyPem }),
   }),
 
   // ---- bootstrap keys ---------------------------------------------------------------------------
@@ -167,11 +181,11 @@ export const enrolRoutes: RouteSpec[] = [
       'left out or null it never expires.',
     access: 'bootstrap-keys:manage',
     audit: 'bootstrapkey.create',
-    subject: async (_input, s, answer) => (answer ? subjectRecords.bootstrapKey(s.store.db, Object.keys(answer)[0]) : undefined),
+    subject: async (_input, s, answer) => (answer ? subjectRecords.bootstrapKey(s.db, Object.keys(answer)[0]) : undefined),
     body: z.object({ group_id: groupId.optional(), auto_accept: autoAccept.optional(), label: label.optional(), expires_at: expiresAt.optional() }),
     response: z.record(z.string(), z.object({ group_id: z.string(), auto_accept: z.boolean(), ...keyExtras })),
-    handler: async ({ body, services, principal }) => {
-      const k = await services.enrol.createKey(body, principal.user.id);
+    handler: async ({ body, deps, principal }) => {
+      const k = await deps.enrol.createKey(body, principal.user.id);
       return { [k.key]: { group_id: k.group_id, auto_accept: k.auto_accept, label: k.label, expires_at: k.expires_at, expired: k.expired } };
     },
   }),
@@ -188,8 +202,7 @@ export const enrolRoutes: RouteSpec[] = [
     access: 'bootstrap-keys:read',
     query: z.object({ ...pagingQuery.shape, items_per_page: z.coerce.number().int().min(1).max(1000).default(1000) }),
     response: keyMap,
-    handler: async ({ query, services, principal }) =>
-      keysAsMap((await services.enrol.listKeys(query)).items, await services.access.canReadBootstrapSecrets(principal)),
+    handler: async ({ query, deps, principal }) => keysAsMap((await deps.enrol.listKeys(query)).items, await deps.access.canReadBootstrapSecrets(principal)),
   }),
   defineRoute({
     method: 'get',
@@ -200,8 +213,8 @@ export const enrolRoutes: RouteSpec[] = [
     access: 'bootstrap-keys:read',
     params: z.object({ bootstrapkey_id: keyRef }),
     response: keyMap,
-    handler: async ({ params, services, principal }) =>
-      keysAsMap([await services.enrol.getKey(params.bootstrapkey_id)], await services.access.canReadBootstrapSecrets(principal)),
+    handler: async ({ params, deps, principal }) =>
+      keysAsMap([await deps.enrol.getKey(params.bootstrapkey_id)], await deps.access.canReadBootstrapSecrets(principal)),
   }),
   defineRoute({
     method: 'put',
@@ -215,7 +228,7 @@ export const enrolRoutes: RouteSpec[] = [
       'is accepted when it names the key of the path; an empty `group_id`/`group` counts as absent.',
     access: 'bootstrap-keys:manage',
     audit: 'bootstrapkey.update',
-    subject: ({ params }, s) => subjectRecords.bootstrapKey(s.store.db, params.bootstrap_key),
+    subject: ({ params }, s) => subjectRecords.bootstrapKey(s.db, params.bootstrap_key),
     params: z.object({ bootstrap_key: keyRef }),
     body: z.object({
       group_id: z.union([groupId, z.literal('')]).optional(),
@@ -230,7 +243,7 @@ export const enrolRoutes: RouteSpec[] = [
       id: z.string().max(128).optional().describe('Same as `ID`.'),
     }),
     response: keyRecord,
-    handler: async ({ params, body, services }) => {
+    handler: async ({ params, body, deps }) => {
       for (const field of ['ID', 'id'] as const) {
         const v = body[field];
         if (v !== undefined && v !== '' && v !== params.bootstrap_key) throw badRequest(`${field}: names another key than the path.`, { field });
@@ -238,7 +251,7 @@ export const enrolRoutes: RouteSpec[] = [
       const fromId = body.group_id || undefined;
       const fromGroup = body.group || undefined;
       if (fromId && fromGroup && fromId !== fromGroup) throw badRequest('group: differs from group_id; send one of them.', { field: 'group' });
-      return services.enrol.updateKey(params.bootstrap_key, {
+      return deps.enrol.updateKey(params.bootstrap_key, {
         group_id: fromId ?? fromGroup,
         auto_accept: body.auto_accept,
         label: body.label,
@@ -254,10 +267,10 @@ export const enrolRoutes: RouteSpec[] = [
     description: 'No device can enrol with it any more; devices enrolled with it stay. Answers 204.',
     access: 'bootstrap-keys:manage',
     audit: 'bootstrapkey.delete',
-    subject: ({ params }, s) => subjectRecords.bootstrapKey(s.store.db, params.bootstrap_key),
+    subject: ({ params }, s) => subjectRecords.bootstrapKey(s.db, params.bootstrap_key),
     params: z.object({ bootstrap_key: keyRef }),
-    handler: async ({ params, services }) => {
-      await services.enrol.deleteKey(params.bootstrap_key);
+    handler: async ({ params, deps }) => {
+      await deps.enrol.deleteKey(params.bootstrap_key);
     },
   }),
 
@@ -279,7 +292,7 @@ export const enrolRoutes: RouteSpec[] = [
       items_per_page: z.coerce.number().int().min(1).max(1000).default(1000),
     }),
     response: z.array(pendingHost),
-    handler: async ({ query, services }) => (await services.enrol.pendingHosts(query)).items.map(qbeePendingHost),
+    handler: async ({ query, deps }) => (await deps.enrol.pendingHosts(query)).items.map(qbeePendingHost),
   }),
   defineRoute({
     method: 'post',
@@ -291,11 +304,11 @@ export const enrolRoutes: RouteSpec[] = [
       'An unknown device answers 404, one that is not pending 409 `not_pending`.',
     access: 'device:approve',
     audit: 'device.approve',
-    subject: ({ body }, s) => subjectRecords.device(s.store.db, body.node_id),
+    subject: ({ body }, s) => subjectRecords.device(s.db, body.node_id),
     device: ({ body }) => body.node_id,
     body: z.object({ node_id: nodeId }),
     response: z.object({ node_id: z.string(), hostname: z.string(), state: z.literal('approved'), group_id: z.string(), approved_at: z.string() }),
-    handler: async ({ body, services }) => services.enrol.approve(body.node_id),
+    handler: async ({ body, deps }) => deps.enrol.approve(body.node_id),
   }),
   defineRoute({
     method: 'delete',
@@ -305,11 +318,11 @@ export const enrolRoutes: RouteSpec[] = [
     description: 'Forgets the device and refuses its key from now on (the agent is told so and stops). Answers 204.',
     access: 'device:approve',
     audit: 'device.reject',
-    subject: ({ params }, s) => subjectRecords.device(s.store.db, params.node_id),
+    subject: ({ params }, s) => subjectRecords.device(s.db, params.node_id),
     device: ({ params }) => params.node_id,
     params: z.object({ node_id: nodeId }),
-    handler: async ({ params, services }) => {
-      await services.enrol.reject(params.node_id);
+    handler: async ({ params, deps }) => {
+      await deps.enrol.reject(params.node_id);
     },
   }),
   defineRoute({
@@ -322,11 +335,11 @@ export const enrolRoutes: RouteSpec[] = [
       'the agent cannot reconnect with it. Answers 204; 409 `not_approved` for a pending host.',
     access: 'device:approve',
     audit: 'device.remove',
-    subject: ({ params }, s) => subjectRecords.device(s.store.db, params.node_id),
+    subject: ({ params }, s) => subjectRecords.device(s.db, params.node_id),
     device: ({ params }) => params.node_id,
     params: z.object({ node_id: nodeId }),
-    handler: async ({ params, services }) => {
-      await services.enrol.removeApproved(params.node_id);
+    handler: async ({ params, deps }) => {
+      await deps.enrol.removeApproved(params.node_id);
     },
   }),
 ];

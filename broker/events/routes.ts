@@ -7,10 +7,17 @@
 import { z } from 'zod';
 import { ApiError } from '../http/errors.js';
 import { EVENTS_PATH } from '../http/api-paths.js';
-import { defineRoute, Reply } from '../http/route.js';
-import { KEEPALIVE_MS, PENDING_PERMISSION, MAX_BUFFERED_BYTES, MAX_LISTENERS_PER_USER, type Listener } from './stream.js';
+import { defineRoute, Reply, type RouteSpec } from '../http/route.js';
+import { KEEPALIVE_MS, PENDING_PERMISSION, MAX_BUFFERED_BYTES, MAX_LISTENERS_PER_USER, type Listener, type DeviceEventStream } from './stream.js';
+import type { AuthService } from '../auth/service.js';
 
-export const eventsRoutes = [
+/** What the event stream uses: the stream, and the authentication that re-checks a listener's token. */
+export interface EventsRouteDeps {
+  events: Pick<DeviceEventStream, 'add' | 'remove'>;
+  auth: Pick<AuthService, 'authenticate'>;
+}
+
+export const eventsRoutes: RouteSpec<EventsRouteDeps>[] = [
   defineRoute({
     method: 'get',
     path: EVENTS_PATH,
@@ -34,8 +41,8 @@ export const eventsRoutes = [
         .optional()
         .describe('Single-use ticket from POST /api/v2/remote/ticket.'),
     }),
-    handler: async ({ principal, token, services }) => {
-      const { auth, events } = services;
+    handler: async ({ principal, token, deps }) => {
+      const { auth, events } = deps;
       return Reply.raw((res) => {
         const listener: Listener = {
           principal,

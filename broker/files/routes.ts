@@ -3,6 +3,7 @@ import { z } from 'zod';
 import { badRequest } from '../http/errors.js';
 import { pagingQuery } from '../http/paging.js';
 import { defineRoute, Reply, type RouteSpec } from '../http/route.js';
+import type { FileStore } from './store.js';
 
 const TAG = 'files';
 
@@ -33,7 +34,12 @@ const removeFields = {
   recursive: z.union([z.boolean(), boolText]).optional().describe('delete a folder with everything in it (default false: only empty folders)'),
 };
 
-export const filesRoutes: RouteSpec[] = [
+/** What the file routes use. */
+export interface FilesRouteDeps {
+  files: FileStore;
+}
+
+export const filesRoutes: RouteSpec<FilesRouteDeps>[] = [
   defineRoute({
     method: 'post',
     path: '/file',
@@ -53,9 +59,9 @@ export const filesRoutes: RouteSpec[] = [
     }),
     response: z.object({ file: z.string().describe('stored file name'), path: z.string().describe('folder it is in') }),
     audit: 'files.upload',
-    handler: async ({ body, file, services }) => {
+    handler: async ({ body, file, deps }) => {
       if (!file) throw badRequest('file: send the content as a multipart part named "file".', { field: 'file' });
-      return services.files.upload(body.path, file, truthy(body.replace));
+      return deps.files.upload(body.path, file, truthy(body.replace));
     },
   }),
   defineRoute({
@@ -66,8 +72,8 @@ export const filesRoutes: RouteSpec[] = [
     description: `Streams the content as application/octet-stream with Content-Disposition: attachment and Content-Length. ${PATH_RULES}`,
     access: 'files:read',
     query: z.object({ path: z.string().describe('the file, e.g. "/configs/app.conf"') }),
-    handler: async ({ query, services }) => {
-      const download = await services.files.download(query.path);
+    handler: async ({ query, deps }) => {
+      const download = await deps.files.download(query.path);
       return Reply.raw(async (res) => {
         res.status(200);
         res.setHeader('Content-Type', 'application/octet-stream');
@@ -92,7 +98,7 @@ export const filesRoutes: RouteSpec[] = [
     access: 'files:read',
     query: z.object({ path: z.string().describe('the file or folder') }),
     response: fileEntry,
-    handler: async ({ query, services }) => services.files.metadata(query.path),
+    handler: async ({ query, deps }) => deps.files.metadata(query.path),
   }),
   defineRoute({
     method: 'get',
@@ -116,7 +122,7 @@ export const filesRoutes: RouteSpec[] = [
       ...pagingQuery.shape,
     }),
     response: z.object({ items: z.array(fileEntry), total: z.number().int() }),
-    handler: async ({ query, services }) => services.files.list(query),
+    handler: async ({ query, deps }) => deps.files.list(query),
   }),
   defineRoute({
     method: 'get',
@@ -135,7 +141,7 @@ export const filesRoutes: RouteSpec[] = [
       quota: z.number().int(),
       used: z.number(),
     }),
-    handler: async ({ services }) => services.files.stats(),
+    handler: async ({ deps }) => deps.files.stats(),
   }),
   defineRoute({
     method: 'post',
@@ -153,8 +159,8 @@ export const filesRoutes: RouteSpec[] = [
     response: fileEntry,
     status: 201,
     audit: 'files.createdir',
-    handler: async ({ body, services }) => {
-      const { created, entry } = await services.files.createDir(body.path, body.name);
+    handler: async ({ body, deps }) => {
+      const { created, entry } = await deps.files.createDir(body.path, body.name);
       return Reply.json(created ? 201 : 200, entry);
     },
   }),
@@ -175,7 +181,7 @@ export const filesRoutes: RouteSpec[] = [
     }),
     response: fileEntry,
     audit: 'files.move',
-    handler: async ({ body, services }) => services.files.move(body.path, { name: body.name, newPath: body.newPath }),
+    handler: async ({ body, deps }) => deps.files.move(body.path, { name: body.name, newPath: body.newPath }),
   }),
   defineRoute({
     method: 'delete',
@@ -192,7 +198,7 @@ export const filesRoutes: RouteSpec[] = [
     body: z.object(removeFields),
     response: z.object({ path: z.string() }),
     audit: 'files.delete',
-    handler: async ({ query, body, services }) => {
+    handler: async ({ query, body, deps }) => {
       if (query.path !== undefined && body.path !== undefined && query.path !== body.path) {
         throw badRequest('path: given twice (query and body) with different values; send it once.', { field: 'path' });
       }
@@ -200,7 +206,7 @@ export const filesRoutes: RouteSpec[] = [
       if (target === undefined) throw badRequest('path: name the file or folder to delete (query, form field or JSON body).', { field: 'path' });
       // qbee-agent's client names files without the leading "/": they are at the top of the store.
       const rooted = target.startsWith('/') ? target : `/${target}`;
-      return services.files.remove(rooted, truthy(body.recursive ?? query.recursive));
+      return deps.files.remove(rooted, truthy(body.recursive ?? query.recursive));
     },
   }),
 ];

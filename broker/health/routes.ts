@@ -1,9 +1,15 @@
 import { z } from 'zod';
 import { defineRoute, Reply, type RouteSpec } from '../http/route.js';
+import type { HealthService } from './service.js';
 
 const checks = z.object({ database: z.enum(['ok', 'failed']), cluster: z.enum(['ok', 'failed', 'off']) });
 
-export const healthRoutes: RouteSpec[] = [
+/** What the health route uses. */
+export interface HealthRouteDeps {
+  health: HealthService;
+}
+
+export const healthRoutes: RouteSpec<HealthRouteDeps>[] = [
   defineRoute({
     method: 'get',
     path: '/health',
@@ -17,9 +23,9 @@ export const healthRoutes: RouteSpec[] = [
     access: 'public',
     audit: false,
     response: z.object({ ok: z.literal(true), broker_id: z.string().nullable(), reasons: z.array(z.string()), checks }),
-    handler: async ({ services, setHeader }) => {
+    handler: async ({ deps, setHeader }) => {
       setHeader('Cache-Control', 'no-store');
-      const report = await services.health.check();
+      const report = await deps.health.check();
       if (report.ok) return report;
       setHeader('Retry-After', '5');
       return Reply.json(503, {

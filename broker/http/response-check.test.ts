@@ -5,11 +5,11 @@ import { z } from 'zod';
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import type { Services } from '../services.js';
 import { checkResponsesFromEnv } from './response-check.js';
-import { defineRoute, Reply, type RouteSpec } from './route.js';
-import { errorHandler, mountRoutes } from './router.js';
+import { defineRoute, mountRoute, Reply, type RouteSpec } from './route.js';
+import { errorHandler, mountRoutes, type PipelineDeps } from './router.js';
 
 /** A small route table whose declared answers the handlers keep or break. */
-const routes: RouteSpec[] = [
+const routes: RouteSpec<undefined>[] = [
   defineRoute({
     method: 'get',
     path: '/kept',
@@ -57,9 +57,15 @@ afterEach(() => {
 async function serve(checkResponses: boolean | undefined) {
   const logger = { error: vi.fn(), warn: vi.fn(), info: vi.fn(), debug: vi.fn() };
   const services = { logger } as unknown as Services;
+  const pipeline = { logger } as unknown as PipelineDeps;
   const app = express();
   const router = express.Router();
-  mountRoutes(router, routes, services, checkResponses === undefined ? {} : { checkResponses });
+  mountRoutes(
+    router,
+    routes.map((r) => mountRoute(r, undefined)),
+    pipeline,
+    checkResponses === undefined ? {} : { checkResponses },
+  );
   app.use(router);
   app.use(errorHandler(services));
   server = app.listen(0, '127.0.0.1');

@@ -3,7 +3,6 @@ import type { z, ZodType } from 'zod';
 import type { Access } from './access.js';
 import type { Principal } from '../access/principal.js';
 import type { HeaderCredential } from '../auth/credentials.js';
-import type { Services } from '../services.js';
 
 export type Method = 'get' | 'post' | 'put' | 'patch' | 'delete';
 
@@ -17,13 +16,18 @@ export interface UploadedFile {
   mimeType: string;
 }
 
-export interface HandlerContext<P, Q, B> {
+/**
+ * What a handler is given. `deps` are its domain's dependencies, as the domain's routes module
+ * declares them (a named interface or a Pick of the services) and broker/routes.ts draws them from
+ * the services: a handler reaches nothing else.
+ */
+export interface HandlerContext<D, P, Q, B> {
   params: P;
   query: Q;
   body: B;
   /** Present on every route but `public` ones. */
   principal: Principal;
-  services: Services;
+  deps: D;
   ip: string;
   userAgent: string;
   /** The Host header as sent ('' without one); only for what names this broker back to its caller. */
@@ -54,7 +58,12 @@ export class Reply {
   }
 }
 
-export interface RouteSpec<P extends ZodType = ZodType, Q extends ZodType = ZodType, B extends ZodType = ZodType> {
+/**
+ * One call of the API. `D` is what its handler, `targets` and `subject` may use. A table of routes
+ * of different domains is `RouteSpec[]` (D = never): it can be listed, documented and tested, but
+ * its handlers run only through a MountedRoute, which pairs each with the deps it was declared for.
+ */
+export interface RouteSpec<D = never, P extends ZodType = ZodType, Q extends ZodType = ZodType, B extends ZodType = ZodType> {
   method: Method;
   /** OpenAPI style, relative to /api/v2: `/deviceattribute/{device_id}` */
   path: string;
@@ -75,7 +84,7 @@ export interface RouteSpec<P extends ZodType = ZodType, Q extends ZodType = ZodT
    * body or in a stored record (a port preset): each must be covered by the caller's grant of the
    * permission (AccessService.requireTarget), or the call is refused with 403 before the handler.
    */
-  targets?: (input: { params: z.infer<P>; query: z.infer<Q>; body: z.infer<B> }, services: Services) => Promise<string[]>;
+  targets?: (input: { params: z.infer<P>; query: z.infer<Q>; body: z.infer<B> }, deps: D) => Promise<string[]>;
   params?: P;
   query?: Q;
   body?: B;
@@ -96,7 +105,7 @@ export interface RouteSpec<P extends ZodType = ZodType, Q extends ZodType = ZodT
    */
   subject?: (
     input: { params: z.infer<P>; query: z.infer<Q>; body: z.infer<B>; principal?: Principal },
-    services: Services,
+    deps: D,
     result?: unknown,
   ) => Promise<object | undefined>;
   /**
@@ -110,12 +119,27 @@ export interface RouteSpec<P extends ZodType = ZodType, Q extends ZodType = ZodT
   auditDenied?: { event: string; action: string };
   /** Listed in the specification but not built yet: answers 501. */
   notImplemented?: boolean;
-  handler: (ctx: HandlerContext<z.infer<P>, z.infer<Q>, z.infer<B>>) => Promise<unknown>;
+  handler: (ctx: HandlerContext<D, z.infer<P>, z.infer<Q>, z.infer<B>>) => Promise<unknown>;
 }
 
-/** Keeps the types of a route's schemas flowing into its handler. */
-export function defineRoute<P extends ZodType, Q extends ZodType, B extends ZodType>(spec: RouteSpec<P, Q, B>): RouteSpec {
-  return spec as unknown as RouteSpec;
+/**
+ * Keeps the types of a route's schemas flowing into its handler. `D` comes from where the route is
+ * put: in a domain's `RouteSpec<XRouteDeps>[]` its handler sees `deps: XRouteDeps`; with nothing
+ * to say it, `deps` is `unknown` and offers nothing.
+ */
+export function defineRoute<D, P extends ZodType, Q extends ZodType, B extends ZodType>(spec: RouteSpec<D, P, Q, B>): RouteSpec<D> {
+  return spec as unknown as RouteSpec<D>;
+}
+
+/** A route with the dependencies it was declared for: what the pipeline mounts (broker/routes.ts makes them). */
+export interface MountedRoute {
+  route: RouteSpec;
+  deps: unknown;
+}
+
+/** The one way to pair a route with its deps: their types must agree. */
+export function mountRoute<D>(route: RouteSpec<D>, deps: D): MountedRoute {
+  return { route, deps };
 }
 
 export type RawRequest = Request;

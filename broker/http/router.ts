@@ -3,16 +3,37 @@ import express, { type NextFunction, type Request, type Response, type Router } 
 import multer from 'multer';
 import { z, ZodError, type ZodType } from 'zod';
 import { acceptsResources, type Permission } from '../../shared/permissions.js';
+import type { Logger } from 'pino';
+import type { AccessService } from '../access/access.js';
 import type { Principal } from '../access/principal.js';
+import type { AuditService } from '../audit/service.js';
+import type { ChangeEpoch } from '../cache.js';
+import type { Store } from '../db/database.js';
+import type { Config } from '../environment.js';
 import type { Services } from '../services.js';
 import { uploadTmpDir } from '../data-dir.js';
 import { changeSet } from '../audit/subjects.js';
-import { bearerToken } from '../auth/credentials.js';
+import { bearerToken, type Authenticator } from '../auth/credentials.js';
 import type { DomainError } from '../errors.js';
 import { ApiError, answerOf, apiErrorOf, badRequest, forbidden, notImplemented, tooLarge } from './errors.js';
 import { API_PREFIX, expressPath } from './api-paths.js';
-import { Reply, type HandlerContext, type RouteSpec, type UploadedFile } from './route.js';
+import { Reply, type HandlerContext, type MountedRoute, type RouteSpec, type UploadedFile } from './route.js';
 import { checkResponse, checkResponsesFromEnv } from './response-check.js';
+
+/**
+ * What the pipeline itself uses, whatever the route: the credential check, the access check, the
+ * audit trail, the transaction a change runs in, the epoch a change bumps, the log, and where an
+ * upload goes and how large it may be. A handler gets its own domain's deps (MountedRoute), never these.
+ */
+export interface PipelineDeps {
+  authenticator: Pick<Authenticator, 'authenticate'>;
+  access: Pick<AccessService, 'require' | 'requireTarget'>;
+  audit: Pick<AuditService, 'recordChange' | 'recordRemoteStart'>;
+  store: Pick<Store, 'transaction'>;
+  epoch: Pick<ChangeEpoch, 'bump'>;
+  logger: Pick<Logger, 'error'>;
+  config: Pick<Config, 'dataDir' | 'fileMaxBytes'>;
+}
 
 /** Zod issues → a 400 that names the field. */
 function validationError(where: string, err: ZodError): DomainError {
@@ -66,12 +87,12 @@ export function redact(value: unknown, depth = 0): unknown {
 }
 
 /** Runs multer for one file part into the broker's temporary folder. */
-function receiveUpload(services: Services, field: string, req: Request, res: Response): Promise<UploadedFile | undefined> {
-  const tmp = uploadTmpDir(services.config.dataDir);
+function receiveUpload(config: PipelineDeps['config'], field: string, req: Request, res: Response): Promise<UploadedFile | undefined> {
+  const tmp = uploadTmpDir(config.dataDir);
   fs.mkdirSync(tmp, { recursive: true, mode: 0o700 });
   const upload = multer({
     dest: tmp,
-    limits: { fileSize: services.config.fileMaxBytes, files: 1, fields: 20, fieldSize: 64 * 1024 },
+    limits: { fileSize: config.fileMaxBytes, files: 1, fields: 20, fieldSize: 64 * 1024 },
     // Clients send file names as raw UTF-8 (browsers, Go, curl); multer's default reads them as Latin-1.
     defParamCharset: 'utf8',
   }).single(field);
@@ -79,7 +100,7 @@ function receiveUpload(services: Services, field: string, req: Request, res: Res
     upload(req, res, (err: unknown) => {
       if (err) {
         if (err instanceof multer.MulterError) {
-          if (err.code === 'LIMIT_FILE_SIZE') return reject(tooLarge(`The file is larger than ${services.config.fileMaxBytes} bytes.`));
+          if (err.code === 'LIMIT_FILE_SIZE') return reject(tooLarge(`The file is larger than ${config.fileMaxBytes} bytes.`));
           return reject(badRequest(`Multipart upload refused: ${err.message}${err.field ? ` (${err.field})` : ''}.`, { field: err.field ?? field }));
         }
         return reject(badRequest(`Multipart body could not be read: ${(err as Error).message}`));
@@ -105,13 +126,18 @@ function receiveForm(req: Request, res: Response): Promise<void> {
   });
 }
 
-async function authorize(services: Services, route: RouteSpec, principal: Principal, input: { params: unknown; query: unknown; body: unknown }) {
+async function authorize(
+  access: PipelineDeps['access'],
+  { route, deps }: MountedRoute,
+  principal: Principal,
+  input: { params: unknown; query: unknown; body: unknown },
+) {
   if (typeof route.access !== 'string' || route.access === 'public' || route.access === 'authenticated') return;
   const permission = route.access;
   const deviceId = acceptsResources(permission) && route.device ? route.device(input) : undefined;
-  await services.access.require(principal, permission, deviceId);
+  await access.require(principal, permission, deviceId);
   if (acceptsResources(permission) && route.targets) {
-    for (const target of await route.targets(input, services)) await services.access.requireTarget(principal, permission, target);
+    for (const target of await route.targets(input, deps as never)) await access.requireTarget(principal, permission, target);
   }
 }
 
@@ -142,7 +168,7 @@ const NOT_REFUSALS = new Set(['2fa_required']);
  * (`auditDenied`) refused before its handler is a denied attempt of that action; once its handler
  * runs, the remote service audits the outcome itself.
  */
-async function auditRefusal(services: Services, route: RouteSpec, req: Request, principal: Principal | undefined, handlerStarted: boolean, err: unknown) {
+async function auditRefusal(pipeline: PipelineDeps, route: RouteSpec, req: Request, principal: Principal | undefined, handlerStarted: boolean, err: unknown) {
   const apiError = answerOf(err);
   if (apiError && NOT_REFUSALS.has(apiError.error)) return;
   if (route.auditDenied && handlerStarted) return;
@@ -150,7 +176,7 @@ async function auditRefusal(services: Services, route: RouteSpec, req: Request, 
   const reason = apiError ? `${apiError.error}: ${apiError.message}` : status < 500 ? `invalid_request: ${(err as Error).message}` : 'internal_error';
   try {
     if (route.auditDenied) {
-      await services.audit.recordRemoteStart({
+      await pipeline.audit.recordRemoteStart({
         event: route.auditDenied.event,
         user: principal?.user,
         deviceId: deviceOf(route, req) ?? '',
@@ -164,7 +190,7 @@ async function auditRefusal(services: Services, route: RouteSpec, req: Request, 
       });
       return;
     }
-    await services.audit.recordChange({
+    await pipeline.audit.recordChange({
       event: eventOf(route),
       user: principal?.user,
       action: actionOf(route),
@@ -175,15 +201,17 @@ async function auditRefusal(services: Services, route: RouteSpec, req: Request, 
       reason,
     });
   } catch (auditErr) {
-    services.logger.error({ err: auditErr, route: actionOf(route) }, 'refused call not audited');
+    pipeline.logger.error({ err: auditErr, route: actionOf(route) }, 'refused call not audited');
   }
 }
 
 /** One call going through the pipeline: what its steps have learnt so far. */
 interface Call {
   route: RouteSpec;
+  /** the route's own dependencies, handed to its handler, `targets` and `subject` (MountedRoute) */
+  deps: unknown;
   bodySchema: ZodType | undefined;
-  services: Services;
+  pipeline: PipelineDeps;
   req: Request;
   res: Response;
   principal?: Principal;
@@ -199,32 +227,32 @@ interface Call {
 
 /** Step 1: the credential the route declares (broker/auth/credentials.ts) → the caller. */
 async function authenticate(call: Call): Promise<void> {
-  const { route, req, services } = call;
+  const { route, req, pipeline } = call;
   if (route.access === 'public') return;
   const ticket = typeof req.query.ticket === 'string' ? req.query.ticket : undefined;
-  const { principal, token } = await services.authenticator.authenticate(route.credential ?? 'bearer', req.headers, ticket);
+  const { principal, token } = await pipeline.authenticator.authenticate(route.credential ?? 'bearer', req.headers, ticket);
   call.principal = principal;
   call.token = token;
 }
 
 /** Step 2: without the permission on any device the answer is 403 whatever the input: no validation hints, no upload read. */
 async function gate(call: Call): Promise<void> {
-  const { route, principal, services } = call;
+  const { route, principal, pipeline } = call;
   if (!principal || route.access === 'authenticated' || route.access === 'public') return;
   if (Array.isArray(route.access)) {
     if (!route.access.some((p) => principal.has(p))) throw forbidden(`Needs ${route.access.join(' or ')}.`);
     return;
   }
   const permission = route.access as Permission;
-  if (!principal.has(permission)) await services.access.require(principal, permission);
+  if (!principal.has(permission)) await pipeline.access.require(principal, permission);
 }
 
 /** Step 3: a multipart file or a form, when the route takes one. */
 async function receive(call: Call): Promise<void> {
-  const { route, req, res, services } = call;
+  const { route, req, res, pipeline } = call;
   if (route.upload) {
     if (!req.is('multipart/form-data')) throw badRequest('Send multipart/form-data for this call.', { field: route.upload.field });
-    call.file = await receiveUpload(services, route.upload.field, req, res);
+    call.file = await receiveUpload(pipeline.config, route.upload.field, req, res);
   } else if (route.form && req.is(['multipart/form-data', 'application/x-www-form-urlencoded'])) {
     await receiveForm(req, res);
   }
@@ -242,18 +270,19 @@ function validate(call: Call): void {
 
 /** Step 5: the permission on the device and the targets the call concerns. */
 async function authorizeCall(call: Call): Promise<void> {
-  const { route, principal, services, input } = call;
-  if (principal && input) await authorize(services, route, principal, input);
+  const { route, deps, principal, pipeline, input } = call;
+  if (principal && input) await authorize(pipeline.access, { route, deps }, principal, input);
   if (route.notImplemented) throw notImplemented(`${route.method.toUpperCase()} ${API_PREFIX}${route.path}`);
 }
 
-function contextOf(call: Call): HandlerContext<unknown, unknown, unknown> {
-  const { req, res, services } = call;
+function contextOf(call: Call): HandlerContext<never, unknown, unknown, unknown> {
+  const { req, res, deps } = call;
   const input = call.input as { params: unknown; query: unknown; body: unknown };
   return {
     ...input,
     principal: call.principal as Principal,
-    services,
+    // The route was mounted with the deps it was declared for (mountRoute), which the table's type no longer says.
+    deps: deps as never,
     ip: clientIp(req),
     bearer: bearerToken(req.headers),
     token: call.token,
@@ -270,17 +299,17 @@ function contextOf(call: Call): HandlerContext<unknown, unknown, unknown> {
 
 /** Step 6: the handler, and for a change its audit entry: both commit or fail together. */
 async function runHandler(call: Call): Promise<unknown> {
-  const { route, services, principal } = call;
+  const { route, deps, pipeline, principal } = call;
   const ctx = contextOf(call);
   call.handlerStarted = true;
   const audited = route.method !== 'get' && route.audit !== false;
   const input = { ...(call.input as { params: unknown; query: unknown; body: unknown }), principal };
   const change = async () => {
-    const before = route.subject ? await route.subject(input, services) : undefined;
+    const before = route.subject ? await route.subject(input, deps as never) : undefined;
     const answer = await route.handler(ctx);
     if (!audited) return answer;
-    const after = route.subject ? await route.subject(input, services, answer) : undefined;
-    await services.audit.recordChange({
+    const after = route.subject ? await route.subject(input, deps as never, answer) : undefined;
+    await pipeline.audit.recordChange({
       event: eventOf(route),
       user: principal?.user,
       action: actionOf(route),
@@ -290,14 +319,14 @@ async function runHandler(call: Call): Promise<unknown> {
     });
     return answer;
   };
-  return audited && route.transaction !== false ? await services.store.transaction(change) : await change();
+  return audited && route.transaction !== false ? await pipeline.store.transaction(change) : await change();
 }
 
 /** Step 7: the answer — a Reply, JSON with the route's status, or no content; in tests, JSON checked against the declared schema. */
 async function answer(call: Call, result: unknown): Promise<void> {
-  const { route, res, services } = call;
+  const { route, res, pipeline } = call;
   const json = (status: number, body: unknown) => {
-    if (call.checkResponses) checkResponse(route, status, body, services.logger);
+    if (call.checkResponses) checkResponse(route, status, body, pipeline.logger);
     res.status(status).json(body);
   };
   if (result instanceof Reply) {
@@ -311,7 +340,7 @@ async function answer(call: Call, result: unknown): Promise<void> {
 
 /** The pipeline of every REST call: the steps above in order; a refusal is audited, the temporary file removed. */
 async function handleCall(call: Call): Promise<void> {
-  const { route, services, req } = call;
+  const { route, pipeline, req } = call;
   try {
     await authenticate(call);
     await gate(call);
@@ -320,20 +349,21 @@ async function handleCall(call: Call): Promise<void> {
     await authorizeCall(call);
     await answer(call, await runHandler(call));
   } catch (err) {
-    if (route.method !== 'get' || route.auditDenied) await auditRefusal(services, route, req, call.principal, call.handlerStarted, err);
+    if (route.method !== 'get' || route.auditDenied) await auditRefusal(pipeline, route, req, call.principal, call.handlerStarted, err);
     throw err;
   } finally {
     // Any call that may have changed something empties the hot-path caches (cache.ts).
-    if (route.method !== 'get') services.epoch.bump();
+    if (route.method !== 'get') pipeline.epoch.bump();
     if (call.file) fs.rm(call.file.path, { force: true }, () => {});
   }
 }
 
 /**
- * Mounts routes on a router: each request goes through handleCall. `checkResponses` is for tests
- * only (response-check.ts); it follows FLEET_CHECK_RESPONSES unless given.
+ * Mounts routes, each with its own deps, on a router: each request goes through handleCall with the
+ * pipeline's deps. `checkResponses` is for tests only (response-check.ts); it follows
+ * FLEET_CHECK_RESPONSES unless given.
  */
-export function mountRoutes(router: Router, routes: RouteSpec[], services: Services, options: { checkResponses?: boolean } = {}): void {
+export function mountRoutes(router: Router, routes: MountedRoute[], pipeline: PipelineDeps, options: { checkResponses?: boolean } = {}): void {
   const checkResponses = options.checkResponses ?? checkResponsesFromEnv();
   // One sub-router per first path segment: a request is matched against its few siblings rather than
   // walking the whole table (express tries routes one by one).
@@ -350,9 +380,9 @@ export function mountRoutes(router: Router, routes: RouteSpec[], services: Servi
     return { target: group, rest: m[2] ?? '/' };
   };
   const methodsByTarget = new Map<Router, { pattern: RegExp; method: string }[]>();
-  for (const route of routes) {
+  for (const { route, deps } of routes) {
     const bodySchema = strictBody(route.body);
-    const handler = (req: Request, res: Response) => handleCall({ route, bodySchema, services, req, res, handlerStarted: false, checkResponses });
+    const handler = (req: Request, res: Response) => handleCall({ route, deps, bodySchema, pipeline, req, res, handlerStarted: false, checkResponses });
     const { target, rest } = routerFor(route.path);
     target[route.method](expressPath(rest), handler);
     const known = methodsByTarget.get(target) ?? [];

@@ -7,6 +7,9 @@ import { z } from 'zod';
 import { ApiError } from '../http/errors.js';
 import { defineRoute, Reply, type RouteSpec } from '../http/route.js';
 import { CLI_TARBALL, cliArtifacts } from './cli.js';
+import type { Logger } from 'pino';
+import type { BrokerKey } from '../agents/broker-key.js';
+import type { Config } from '../environment.js';
 
 const TAG = 'agent-install';
 /** The token install.sh carries where the broker writes its own URL. */
@@ -108,7 +111,14 @@ function brokerUrl(req: Request, publicUrl: string | undefined): string | undefi
   return HOST.test(host) ? `${req.protocol}://${host}` : undefined;
 }
 
-export const installRoutes: RouteSpec[] = [
+/** What the install routes use: where the artifacts are, the broker's key and address for the install script. */
+export interface InstallRouteDeps {
+  brokerKey: Pick<BrokerKey, 'publicKeyPem'>;
+  config: Pick<Config, 'agentArtifactsDir' | 'cliArtifactsDir' | 'publicUrl'>;
+  logger: Logger;
+}
+
+export const installRoutes: RouteSpec<InstallRouteDeps>[] = [
   defineRoute({
     method: 'get',
     path: '/install.sh',
@@ -128,17 +138,17 @@ export const installRoutes: RouteSpec[] = [
     access: 'public',
     audit: false,
     transaction: false,
-    handler: async ({ services }) => {
-      const dir = services.config.agentArtifactsDir;
+    handler: async ({ deps }) => {
+      const dir = deps.config.agentArtifactsDir;
       return Reply.raw(async (res) => {
         const found = artifactFile(dir, 'install.sh');
         if (!found) return sendError(res, notBuilt('The agent installer'));
-        const url = brokerUrl(res.req, services.config.publicUrl);
+        const url = brokerUrl(res.req, deps.config.publicUrl);
         if (!url) return sendError(res, noBrokerUrl());
         const script = (await fs.promises.readFile(found.file, 'utf8'))
           .replaceAll(BROKER_URL_TOKEN, url)
           .replaceAll(PACKAGE_SHA256S_TOKEN, await packageDigests(dir))
-          .replaceAll(BROKER_KEY_TOKEN, services.brokerKey.publicKeyPem.trim());
+          .replaceAll(BROKER_KEY_TOKEN, deps.brokerKey.publicKeyPem.trim());
         res.status(200);
         res.setHeader('Content-Type', 'text/x-shellscript; charset=utf-8');
         res.setHeader('Cache-Control', 'no-store');
@@ -162,11 +172,11 @@ export const installRoutes: RouteSpec[] = [
     access: 'public',
     audit: false,
     transaction: false,
-    handler: async ({ services }) => {
+    handler: async ({ deps }) => {
       return Reply.raw(async (res) => {
-        const found = await cliArtifacts(services.config.cliArtifactsDir, services.logger);
+        const found = await cliArtifacts(deps.config.cliArtifactsDir, deps.logger);
         if (!found) return sendError(res, cliNotBuilt());
-        const url = brokerUrl(res.req, services.config.publicUrl);
+        const url = brokerUrl(res.req, deps.config.publicUrl);
         if (!url) return sendError(res, noBrokerUrl());
         let script: string;
         let sha256: string;
@@ -205,10 +215,10 @@ export const installRoutes: RouteSpec[] = [
         .regex(ANY_ARTIFACT, 'a package name: fleet-agent_<version>_<arch>.deb, fleet-agent-<version>-linux-<arch>.tar.gz or fleet-cli-<version>.tar.gz')
         .describe('package file name'),
     }),
-    handler: async ({ params, services }) => {
+    handler: async ({ params, deps }) => {
       const cli = CLI_TARBALL.test(params.artifact);
-      if (cli) await cliArtifacts(services.config.cliArtifactsDir, services.logger);
-      const found = artifactFile(cli ? services.config.cliArtifactsDir : services.config.agentArtifactsDir, params.artifact);
+      if (cli) await cliArtifacts(deps.config.cliArtifactsDir, deps.logger);
+      const found = artifactFile(cli ? deps.config.cliArtifactsDir : deps.config.agentArtifactsDir, params.artifact);
       if (!found) throw cli ? cliNotBuilt() : notBuilt(`The agent package ${params.artifact}`);
       return Reply.raw(async (res) => {
         const stream = fs.createReadStream(found.file);

@@ -9,6 +9,12 @@ import { MAX_SEARCH_LENGTH } from '../http/search.js';
 import { nodeParams } from '../devices/schema.js';
 import { INVENTORY_REPORT_TYPES } from '../../shared/inventory.js';
 import { edgeHost } from '../qbee/edge.js';
+import type { AgentHub } from '../agents/hub.js';
+import type { ConfigService } from '../config/service.js';
+import type { Db } from '../db/database.js';
+import type { EnrolService } from '../enrol/service.js';
+import type { Config } from '../environment.js';
+import type { InventoryService } from './service.js';
 
 const deviceId = z.string().regex(DEVICE_ID_PATTERN, 'must be a device id: 64 lowercase hexadecimal characters').describe('The device id.');
 const listQuery = z.object({
@@ -155,7 +161,20 @@ const LIST_DESCRIPTION =
   '`{"container_image":"nginx"}` the devices running or holding such an image. ' +
   SCOPE;
 
-export const inventoryRoutes: RouteSpec[] = [
+/**
+ * What the inventory routes use: the inventory, the agent's connection facts and pushed configuration
+ * for a device's status, enrolment for removing a device, and `db` for the audit subject.
+ */
+export interface InventoryRouteDeps {
+  inventory: InventoryService;
+  agents: Pick<AgentHub, 'status' | 'lastHeard'>;
+  configuration: Pick<ConfigService, 'pushedConfig'>;
+  enrol: Pick<EnrolService, 'removeApproved'>;
+  config: Pick<Config, 'agentHeartbeatMs' | 'publicUrl'>;
+  db: Db;
+}
+
+export const inventoryRoutes: RouteSpec<InventoryRouteDeps>[] = [
   defineRoute({
     method: 'get',
     path: '/inventory/{device_id}',
@@ -170,10 +189,10 @@ export const inventoryRoutes: RouteSpec[] = [
     access: 'inventory:read',
     params: z.object({ device_id: deviceId }),
     response: oneReport,
-    handler: async ({ params, services, principal }) => {
-      const inventory = await services.inventory.get(principal, params.device_id);
-      const pushed = await services.configuration.pushedConfig(principal, params.device_id);
-      const heartbeat = Math.ceil(services.config.agentHeartbeatMs / 1000);
+    handler: async ({ params, deps, principal }) => {
+      const inventory = await deps.inventory.get(principal, params.device_id);
+      const pushed = await deps.configuration.pushedConfig(principal, params.device_id);
+      const heartbeat = Math.ceil(deps.config.agentHeartbeatMs / 1000);
       const last = Number(inventory.last_reported) || 0;
       return {
         ...inventory,
@@ -185,7 +204,7 @@ export const inventoryRoutes: RouteSpec[] = [
     },
   }),
   // The same list under two paths: /inventorylist, and /inventory as an alias of it.
-  ...(['/inventorylist', '/inventory'] as const).map((path) =>
+  ...(['/inventorylist', '/inventory'] as const).map((path): RouteSpec<InventoryRouteDeps> =>
     defineRoute({
       method: 'get',
       path,
@@ -195,7 +214,7 @@ export const inventoryRoutes: RouteSpec[] = [
       access: 'inventory:read',
       query: listQuery,
       response: listPage(listItem),
-      handler: async ({ query, services, principal }) => services.inventory.list(principal, query),
+      handler: async ({ query, deps, principal }) => deps.inventory.list(principal, query),
     }),
   ),
   defineRoute({
@@ -206,7 +225,7 @@ export const inventoryRoutes: RouteSpec[] = [
     description: `Among the devices whose inventory you reach: \`online\` (agent connected now), \`offline\`, \`total\`. ${SCOPE}`,
     access: 'inventory:read',
     response: z.object({ online: z.number(), offline: z.number(), total: z.number() }),
-    handler: async ({ services, principal }) => services.inventory.onlineStats(principal),
+    handler: async ({ deps, principal }) => deps.inventory.onlineStats(principal),
   }),
   defineRoute({
     method: 'get',
@@ -239,7 +258,7 @@ export const inventoryRoutes: RouteSpec[] = [
         total: z.number().optional(),
       })
       .describe('One item type of a device inventory'),
-    handler: async ({ params, query, services, principal }) => services.inventory.report(principal, params.device_id, query),
+    handler: async ({ params, query, deps, principal }) => deps.inventory.report(principal, params.device_id, query),
   }),
   defineRoute({
     method: 'get',
@@ -260,7 +279,7 @@ export const inventoryRoutes: RouteSpec[] = [
         ]),
       ),
     }),
-    handler: async ({ params, services, principal }) => services.inventory.containersReport(principal, params.device_id),
+    handler: async ({ params, deps, principal }) => deps.inventory.containersReport(principal, params.device_id),
   }),
   defineRoute({
     method: 'get',
@@ -289,7 +308,7 @@ export const inventoryRoutes: RouteSpec[] = [
       items: z.array(z.record(z.string(), z.union([z.string(), z.number()]))).describe('The group’s fields and `devices`'),
       total: z.number(),
     }),
-    handler: async ({ params, query, services, principal }) => services.inventory.summaryByType(principal, params.node_id, query),
+    handler: async ({ params, query, deps, principal }) => deps.inventory.summaryByType(principal, params.node_id, query),
   }),
   defineRoute({
     method: 'delete',
@@ -301,10 +320,10 @@ export const inventoryRoutes: RouteSpec[] = [
     access: 'device:manage',
     device: ({ params }) => params.device_id,
     audit: 'device.remove',
-    subject: ({ params }, s) => subjectRecords.device(s.store.db, params.device_id),
+    subject: ({ params }, s) => subjectRecords.device(s.db, params.device_id),
     params: z.object({ device_id: deviceId }),
-    handler: async ({ params, services }) => {
-      await services.enrol.removeApproved(params.device_id);
+    handler: async ({ params, deps }) => {
+      await deps.enrol.removeApproved(params.device_id);
     },
   }),
   defineRoute({
@@ -327,12 +346,12 @@ export const inventoryRoutes: RouteSpec[] = [
       edge: z.string().optional().describe("host[:port] of this broker (PUBLIC_URL, else the request's host), while remote_access is true"),
       edge_version: z.literal(1).optional().describe('1 while remote_access is true'),
     }) satisfies z.ZodType<DeviceStatus>,
-    handler: async ({ params, services, host }) => {
-      const stored = await services.agents.status(params.device_id);
+    handler: async ({ params, deps, host }) => {
+      const stored = await deps.agents.status(params.device_id);
       // A connected agent's last heartbeat (kept in memory); the stored last contact otherwise.
-      const heard = services.agents.lastHeard(params.device_id);
+      const heard = deps.agents.lastHeard(params.device_id);
       const status = heard ? { ...stored, last_seen: heard } : stored;
-      const edge = edgeHost(services.config.publicUrl, host);
+      const edge = edgeHost(deps.config.publicUrl, host);
       return status.remote_access && edge ? { ...status, edge, edge_version: 1 as const } : status;
     },
   }),

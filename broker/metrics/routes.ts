@@ -3,7 +3,7 @@ import type { AnalysisAnswer, MetricsSummary, SeriesAnswer } from '../../shared/
 import { MAX_METRIC_ID_LENGTH, METRIC_LABELS, METRIC_NAMES } from '../../shared/metrics.js';
 import { DEVICE_ID_PATTERN } from '../devices/scope.js';
 import { defineRoute, type RouteSpec } from '../http/route.js';
-import { MAX_SERIES_POINTS } from './service.js';
+import { MAX_SERIES_POINTS, type MetricsService } from './service.js';
 
 const deviceId = z.string().regex(DEVICE_ID_PATTERN, 'must be a device id: 64 lowercase hexadecimal characters').describe('The device id.');
 const unixSeconds = z.coerce.number().int().min(0).max(4_102_444_800);
@@ -84,7 +84,12 @@ const ANALYSIS_DESCRIPTION =
   '`group_by: "hour"` one item per hour `{ts, value, samples, devices}`. `node_id` keeps devices at or below a node; a node you do not reach answers no items. ' +
   SCOPE;
 
-export const metricsRoutes: RouteSpec[] = [
+/** What the metrics routes use. */
+export interface MetricsRouteDeps {
+  metrics: MetricsService;
+}
+
+export const metricsRoutes: RouteSpec<MetricsRouteDeps>[] = [
   defineRoute({
     method: 'get',
     path: '/device/{device_id}/metrics',
@@ -112,7 +117,7 @@ export const metricsRoutes: RouteSpec[] = [
       from: z.number().int(),
       to: z.number().int(),
     }) satisfies z.ZodType<SeriesAnswer>,
-    handler: async ({ params, query, services, principal }) => services.metrics.series(principal, params.device_id, query),
+    handler: async ({ params, query, deps, principal }) => deps.metrics.series(principal, params.device_id, query),
   }),
   defineRoute({
     method: 'get',
@@ -126,7 +131,7 @@ export const metricsRoutes: RouteSpec[] = [
     access: 'metrics:read',
     params: z.object({ device_id: deviceId }),
     response: summary,
-    handler: async ({ params, services, principal }) => services.metrics.latest(principal, params.device_id),
+    handler: async ({ params, deps, principal }) => deps.metrics.latest(principal, params.device_id),
   }),
   defineRoute({
     method: 'get',
@@ -137,7 +142,7 @@ export const metricsRoutes: RouteSpec[] = [
     access: 'analysis:read',
     query: analysisQuery(true),
     response: analysisAnswer,
-    handler: async ({ query, services, principal }) => services.metrics.analyse(principal, query),
+    handler: async ({ query, deps, principal }) => deps.metrics.analyse(principal, query),
   }),
   defineRoute({
     method: 'post',
@@ -150,7 +155,7 @@ export const metricsRoutes: RouteSpec[] = [
     audit: false,
     status: 200,
     response: analysisAnswer,
-    handler: async ({ body, services, principal }) => services.metrics.analyse(principal, body),
+    handler: async ({ body, deps, principal }) => deps.metrics.analyse(principal, body),
   }),
   defineRoute({
     method: 'get',
@@ -174,6 +179,6 @@ export const metricsRoutes: RouteSpec[] = [
         z.object({ available: z.literal(false), by_severity: z.null() }),
       ]),
     }),
-    handler: async ({ services, principal }) => services.metrics.orgstats(principal),
+    handler: async ({ deps, principal }) => deps.metrics.orgstats(principal),
   }),
 ];

@@ -14,6 +14,8 @@ import { TICKET_TTL_SECONDS } from './tickets.js';
 import { MAX_END_REASON } from '../../shared/remote-frames.js';
 import { singleLine } from '../../shared/text.js';
 import { subjectRecords } from '../audit/subjects.js';
+import type { Db } from '../db/database.js';
+import type { RemoteService } from './service.js';
 
 const deviceParams = z.object({ device_id: deviceId });
 
@@ -106,7 +108,13 @@ const capabilities = z.object({
 const AUDITED =
   'Every attempt, allowed or denied, is written to the audit trail (GET /commitlist, event `remote.<action>.start|denied`) before anything starts; if that write fails the attempt is refused (500 `audit_failed`).';
 
-export const remoteRoutes: RouteSpec[] = [
+/** What the remote-access routes use; `db` is read by the port presets' audit subjects. */
+export interface RemoteRouteDeps {
+  remote: RemoteService;
+  db: Db;
+}
+
+export const remoteRoutes: RouteSpec<RemoteRouteDeps>[] = [
   defineRoute({
     method: 'post',
     path: '/remote/ticket',
@@ -117,7 +125,7 @@ export const remoteRoutes: RouteSpec[] = [
     audit: false,
     body: z.object({}),
     response: z.object({ ticket: z.string(), expires_in: z.number().describe('seconds') }),
-    handler: async ({ principal, bearer, services }) => services.remote.issueTicket(principal, bearer as string),
+    handler: async ({ principal, bearer, deps }) => deps.remote.issueTicket(principal, bearer as string),
   }),
   defineRoute({
     method: 'get',
@@ -128,7 +136,7 @@ export const remoteRoutes: RouteSpec[] = [
       "The sessions running now on this broker and, with several brokers, on every live broker of the cluster (`broker` names the one holding each), newest first: the caller's own, and those on devices their `remote-access:manage` covers (a `*` grant, as the Administrator's, covers every device); others are left out. `bytes_in` is client to device, `bytes_out` device to client, so far. `source` is the client kind (api, web, cli, ssh, qbee). Consoles also carry `attached` (false while their owner's connection is gone and they wait to be re-attached), `watchers` (who watches them read-only, since when), `can_watch` (the caller may watch: see the console WebSocket's `watch`) and `can_attach` (the caller's own console: they may re-attach to it from any sign-in session). `{items:[{id,user:{id,email},device:{id,name},kind,source,ip,started_at,bytes_in,bytes_out,can_end,attached?,watchers?,can_watch?,can_attach?}], total}`.",
     access: 'authenticated',
     response: listPage(remoteSession),
-    handler: async ({ principal, services }) => services.remote.listSessions(principal),
+    handler: async ({ principal, deps }) => deps.remote.listSessions(principal),
   }),
   defineRoute({
     method: 'delete',
@@ -150,8 +158,8 @@ export const remoteRoutes: RouteSpec[] = [
           .describe('Why: shown to the session’s user and kept in the audit trail'),
       })
       .strict(),
-    handler: async ({ params, body, principal, services }) => {
-      await services.remote.endSession(principal, params.id, body.reason || undefined);
+    handler: async ({ params, body, principal, deps }) => {
+      await deps.remote.endSession(principal, params.id, body.reason || undefined);
       return undefined;
     },
   }),
@@ -168,7 +176,7 @@ export const remoteRoutes: RouteSpec[] = [
       ...pagingQuery.shape,
     }),
     response: listPage(recordingRecord),
-    handler: async ({ query, principal, services }) => services.remote.listRecordings(principal, query),
+    handler: async ({ query, principal, deps }) => deps.remote.listRecordings(principal, query),
   }),
   defineRoute({
     method: 'get',
@@ -181,8 +189,8 @@ export const remoteRoutes: RouteSpec[] = [
     access: 'authenticated',
     transaction: false,
     params: z.object({ session_id: z.string().min(1).max(64) }),
-    handler: async ({ params, principal, services, ip }) => {
-      const cast = await services.remote.recording(principal, params.session_id, ip);
+    handler: async ({ params, principal, deps, ip }) => {
+      const cast = await deps.remote.recording(principal, params.session_id, ip);
       return Reply.raw(async (res) => {
         res.status(200);
         res.setHeader('Content-Type', 'application/x-asciicast');
@@ -213,8 +221,8 @@ export const remoteRoutes: RouteSpec[] = [
       dst: host.default('localhost').describe('With `port`: the destination host as seen from the device (default localhost).'),
     }),
     response: capabilities,
-    handler: async ({ params, query, principal, services }) =>
-      services.remote.capabilities(
+    handler: async ({ params, query, principal, deps }) =>
+      deps.remote.capabilities(
         principal,
         params.device_id,
         query.port === undefined ? undefined : { action: 'tunnel', proto: query.proto, port: query.port, dst: query.dst },
@@ -234,7 +242,7 @@ export const remoteRoutes: RouteSpec[] = [
     query: z.object({ source: z.enum(['api', 'cli', 'web']).default('api').describe('Client kind, for the audit trail.') }),
     body: z.object({}),
     response: z.object({ ok: z.literal(true), device_id: z.string() }),
-    handler: async ({ params, query, principal, services, ip }) => services.remote.reload(principal, params.device_id, ip, query.source),
+    handler: async ({ params, query, principal, deps, ip }) => deps.remote.reload(principal, params.device_id, ip, query.source),
   }),
   defineRoute({
     method: 'get',
@@ -264,7 +272,7 @@ export const remoteRoutes: RouteSpec[] = [
       ),
       truncated: z.boolean().describe('More entries were in the directory than the answer holds.'),
     }),
-    handler: async ({ params, query, principal, services, ip }) => services.remote.listDirectory(principal, params.device_id, query.path, ip, query.source),
+    handler: async ({ params, query, principal, deps, ip }) => deps.remote.listDirectory(principal, params.device_id, query.path, ip, query.source),
   }),
   defineRoute({
     method: 'get',
@@ -278,7 +286,7 @@ export const remoteRoutes: RouteSpec[] = [
     auditDenied: { event: 'remote.reload', action: 'reload' },
     params: deviceParams,
     response: z.object({ ok: z.literal(true), device_id: z.string() }),
-    handler: async ({ params, principal, services, ip }) => services.remote.reload(principal, params.device_id, ip, 'api', 'run'),
+    handler: async ({ params, principal, deps, ip }) => deps.remote.reload(principal, params.device_id, ip, 'api', 'run'),
   }),
   defineRoute({
     method: 'get',
@@ -293,7 +301,7 @@ export const remoteRoutes: RouteSpec[] = [
       ...pagingQuery.shape,
     }),
     response: listPage(portmapRecord),
-    handler: async ({ query, principal, services }) => services.remote.listPortmaps(principal, query),
+    handler: async ({ query, principal, deps }) => deps.remote.listPortmaps(principal, query),
   }),
   defineRoute({
     method: 'post',
@@ -304,12 +312,12 @@ export const remoteRoutes: RouteSpec[] = [
       "A named tunnel target (e.g. SSH, tcp 22 to localhost) offered by the CLI and the web console as a one-step connect on the devices `target` names. A preset grants nothing: connecting is still decided by `remote-access:connect`. The caller's `remote-access:manage` resources must cover the target (403 otherwise): `*` only by `*`; `tag:x` by `*` or `tag:x`; `node:n` by `*`, a `node:` at or above n, or a tag n carries or inherits. Answers 201 with the record.",
     access: 'remote-access:manage',
     audit: 'portmap.create',
-    subject: (_input, s, answer) => subjectRecords.portmap(s.store.db, (answer as { id?: string } | undefined)?.id),
+    subject: (_input, s, answer) => subjectRecords.portmap(s.db, (answer as { id?: string } | undefined)?.id),
     status: 201,
-    targets: async ({ body }, services) => services.remote.portmapTargets({ target: body.target }),
+    targets: async ({ body }, deps) => deps.remote.portmapTargets({ target: body.target }),
     body: z.object({ target, name: presetName, proto: proto.default('tcp'), port, dst: host.default('localhost') }),
     response: portmapRecord,
-    handler: async ({ body, principal, services }) => services.remote.createPortmap(principal, body),
+    handler: async ({ body, principal, deps }) => deps.remote.createPortmap(principal, body),
   }),
   defineRoute({
     method: 'patch',
@@ -320,8 +328,8 @@ export const remoteRoutes: RouteSpec[] = [
       "Changes the given fields of the preset named by `id` (the path has no id, as in the specification). The caller's `remote-access:manage` resources must cover both its current and its new target (403 otherwise). Answers 200 with the record; 404 for an unknown id.",
     access: 'remote-access:manage',
     audit: 'portmap.update',
-    targets: async ({ body }, services) => services.remote.portmapTargets({ id: body.id, target: body.target }),
-    subject: ({ body }, s) => subjectRecords.portmap(s.store.db, body.id),
+    targets: async ({ body }, deps) => deps.remote.portmapTargets({ id: body.id, target: body.target }),
+    subject: ({ body }, s) => subjectRecords.portmap(s.db, body.id),
     body: z
       .object({
         id: z.string().min(1).max(64),
@@ -335,9 +343,9 @@ export const remoteRoutes: RouteSpec[] = [
         message: 'send at least one field to change',
       }),
     response: portmapRecord,
-    handler: async ({ body, services }) => {
+    handler: async ({ body, deps }) => {
       const { id, ...patch } = body;
-      return services.remote.updatePortmap(id, Object.fromEntries(Object.entries(patch).filter(([, v]) => v !== undefined)));
+      return deps.remote.updatePortmap(id, Object.fromEntries(Object.entries(patch).filter(([, v]) => v !== undefined)));
     },
   }),
   defineRoute({
@@ -348,11 +356,11 @@ export const remoteRoutes: RouteSpec[] = [
     description: "The caller's `remote-access:manage` resources must cover the preset's target (403 otherwise). Answers 204; 404 for an unknown id.",
     access: 'remote-access:manage',
     audit: 'portmap.delete',
-    targets: async ({ params }, services) => services.remote.portmapTargets({ id: params.id }),
-    subject: ({ params }, s) => subjectRecords.portmap(s.store.db, params.id),
+    targets: async ({ params }, deps) => deps.remote.portmapTargets({ id: params.id }),
+    subject: ({ params }, s) => subjectRecords.portmap(s.db, params.id),
     params: z.object({ id: z.string().min(1).max(64) }),
-    handler: async ({ params, services }) => {
-      await services.remote.deletePortmap(params.id);
+    handler: async ({ params, deps }) => {
+      await deps.remote.deletePortmap(params.id);
       return undefined;
     },
   }),

@@ -5,6 +5,7 @@ import { listPage, pagingQuery } from '../http/paging.js';
 import { defineRoute, type RouteSpec } from '../http/route.js';
 import { MAX_SEARCH_LENGTH } from '../http/search.js';
 import { SEVERITIES } from './validate.js';
+import type { ReportsService } from './service.js';
 
 /** Ids one mark-read call may name. */
 export const MAX_MARK_IDS = 1000;
@@ -81,7 +82,12 @@ const markBody = z.object({
 const SCOPE_READ =
   'Only reports of devices the caller’s reports:read resources match (`*`, `tag:`, `node:`) appear; a device outside them is 403 where named by id.';
 
-export const reportsRoutes: RouteSpec[] = [
+/** What the report routes use. */
+export interface ReportsRouteDeps {
+  reports: ReportsService;
+}
+
+export const reportsRoutes: RouteSpec<ReportsRouteDeps>[] = [
   defineRoute({
     method: 'get',
     path: '/reportlist',
@@ -95,7 +101,7 @@ export const reportsRoutes: RouteSpec[] = [
     access: 'reports:read',
     query: listQuery,
     response: listPage(reportItem),
-    handler: async ({ query, principal, services }) => services.reports.list(principal, query),
+    handler: async ({ query, principal, deps }) => deps.reports.list(principal, query),
   }),
   defineRoute({
     method: 'get',
@@ -109,7 +115,7 @@ export const reportsRoutes: RouteSpec[] = [
     device: ({ params }) => params.device_id,
     params: z.object({ device_id: deviceId }),
     response: counts.extend({ node_id: z.string() }) satisfies z.ZodType<ReportCounts>,
-    handler: async ({ params, principal, services }) => services.reports.deviceSummary(principal, params.device_id),
+    handler: async ({ params, principal, deps }) => deps.reports.deviceSummary(principal, params.device_id),
   }),
   defineRoute({
     method: 'get',
@@ -127,7 +133,7 @@ export const reportsRoutes: RouteSpec[] = [
       devices: z.number(),
       items: z.array(counts.extend({ node_id: z.string(), title: z.string() })),
     }),
-    handler: async ({ params, principal, services }) => services.reports.groupSummary(principal, params.group_id),
+    handler: async ({ params, principal, deps }) => deps.reports.groupSummary(principal, params.group_id),
   }),
   defineRoute({
     method: 'patch',
@@ -145,7 +151,7 @@ export const reportsRoutes: RouteSpec[] = [
     }),
     response: z.object({ changed: z.number() }),
     audit: false,
-    handler: async ({ body, principal, services }) => services.reports.markRead(principal, body),
+    handler: async ({ body, principal, deps }) => deps.reports.markRead(principal, body),
   }),
   defineRoute({
     method: 'patch',
@@ -161,6 +167,6 @@ export const reportsRoutes: RouteSpec[] = [
     body: markBody.pick({ ids: true, read: true }).strict(),
     response: z.object({ changed: z.number() }),
     audit: false,
-    handler: async ({ params, body, principal, services }) => services.reports.markRead(principal, body, params.device_id),
+    handler: async ({ params, body, principal, deps }) => deps.reports.markRead(principal, body, params.device_id),
   }),
 ];

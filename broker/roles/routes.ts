@@ -6,6 +6,8 @@ import { defineRoute, type RouteSpec } from '../http/route.js';
 import { multiLine, singleLine } from '../../shared/text.js';
 import { subjectRecords } from '../audit/subjects.js';
 import { RECORDING_MODES } from '../access/recording.js';
+import type { Db } from '../db/database.js';
+import type { RolesService } from './service.js';
 
 const RECORDING_HELP =
   'Console recording for sessions this role grants: `default` (recorded), `off` or `required` (a console that cannot be recorded is refused). A user with several roles: `required` wins; `off` only when every role granting them the console says `off`. Turning it down needs outranking every holder, and is refused to a holder of the role (403 `privilege_escalation`). Left out: `default` on create, unchanged on PUT.';
@@ -58,7 +60,13 @@ function fields(body: z.infer<typeof roleBody>) {
   return { name: body.name, description: body.description, policies: body.policies, recording: body.recording };
 }
 
-export const rolesRoutes: RouteSpec[] = [
+/** What the role routes use; `db` is read by the audit subjects. */
+export interface RolesRouteDeps {
+  roles: RolesService;
+  db: Db;
+}
+
+export const rolesRoutes: RouteSpec<RolesRouteDeps>[] = [
   defineRoute({
     method: 'get',
     path: '/roleslist',
@@ -71,7 +79,7 @@ export const rolesRoutes: RouteSpec[] = [
       ...pagingQuery.shape,
     }),
     response: listPage(roleRecord),
-    handler: async ({ query, services }) => services.roles.list(query),
+    handler: async ({ query, deps }) => deps.roles.list(query),
   }),
   defineRoute({
     method: 'get',
@@ -81,7 +89,7 @@ export const rolesRoutes: RouteSpec[] = [
     access: 'roles:read',
     params,
     response: roleRecord,
-    handler: async ({ params: p, services }) => services.roles.get(p.role_id),
+    handler: async ({ params: p, deps }) => deps.roles.get(p.role_id),
   }),
   defineRoute({
     method: 'get',
@@ -94,7 +102,7 @@ export const rolesRoutes: RouteSpec[] = [
       items: z.array(z.object({ permission: z.string(), description: z.string(), accepts_resources: z.boolean() })),
       total: z.number(),
     }),
-    handler: async ({ services }) => services.roles.permissions(),
+    handler: async ({ deps }) => deps.roles.permissions(),
   }),
   defineRoute({
     method: 'post',
@@ -105,10 +113,10 @@ export const rolesRoutes: RouteSpec[] = [
     access: 'roles:manage',
     status: 201,
     audit: 'role.create',
-    subject: (_input, s, answer) => subjectRecords.role(s.store.db, (answer as { id?: string } | undefined)?.id),
+    subject: (_input, s, answer) => subjectRecords.role(s.db, (answer as { id?: string } | undefined)?.id),
     body: roleBody,
     response: roleRecord,
-    handler: async ({ body, principal, services }) => services.roles.create(principal, fields(body)),
+    handler: async ({ body, principal, deps }) => deps.roles.create(principal, fields(body)),
   }),
   defineRoute({
     method: 'put',
@@ -118,13 +126,13 @@ export const rolesRoutes: RouteSpec[] = [
     description: `Replaces name, description (empty when left out) and policies. Users holding the role get the new permissions on their next call. The built-in Administrator role answers 409 \`builtin_role\`. ${VALIDATION}`,
     access: 'roles:manage',
     audit: 'role.replace',
-    subject: ({ params: p }, s) => subjectRecords.role(s.store.db, p.role_id),
+    subject: ({ params: p }, s) => subjectRecords.role(s.db, p.role_id),
     params,
     body: roleBody,
     response: roleRecord,
-    handler: async ({ params: p, body, principal, services }) => {
+    handler: async ({ params: p, body, principal, deps }) => {
       if (body.id !== undefined && body.id !== '' && body.id !== p.role_id) throw badRequest('body.id: does not match the role in the path.', { field: 'id' });
-      return services.roles.replace(principal, p.role_id, fields(body));
+      return deps.roles.replace(principal, p.role_id, fields(body));
     },
   }),
   defineRoute({
@@ -136,11 +144,11 @@ export const rolesRoutes: RouteSpec[] = [
       'Answers 204. A role assigned to users answers 409 `{"error":"role_in_use","used_by":[{user_id,fname,lname}]}`: give those users another role first. The built-in Administrator role answers 409 `builtin_role`.',
     access: 'roles:manage',
     audit: 'role.delete',
-    subject: ({ params: p }, s) => subjectRecords.role(s.store.db, p.role_id),
+    subject: ({ params: p }, s) => subjectRecords.role(s.db, p.role_id),
     status: 204,
     params,
-    handler: async ({ params: p, services }) => {
-      await services.roles.remove(p.role_id);
+    handler: async ({ params: p, deps }) => {
+      await deps.roles.remove(p.role_id);
       return undefined;
     },
   }),

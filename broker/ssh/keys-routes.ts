@@ -6,6 +6,7 @@
 import { z } from 'zod';
 import { defineRoute, type RouteSpec } from '../http/route.js';
 import { MAX_SSH_KEY_COMMENT, MAX_SSH_KEY_LINE, MAX_SSH_KEYS_PER_USER, MIN_RSA_BITS, type SshKeyRecord } from './keys.js';
+import type { SshService } from './service.js';
 
 const keyRecord = z.object({
   key_id: z.string(),
@@ -29,7 +30,12 @@ function audited(key: SshKeyRecord | undefined): object | undefined {
 
 const GATEWAY = `The gateway accepts registered keys only when the operator turns on SSH_USER_KEYS (off by default; docs/ssh.md); otherwise only certificates from \`fleet login\` sign in.`;
 
-export const sshKeyRoutes: RouteSpec[] = [
+/** What the SSH key routes use. */
+export interface SshKeyRouteDeps {
+  ssh: Pick<SshService, 'keys'>;
+}
+
+export const sshKeyRoutes: RouteSpec<SshKeyRouteDeps>[] = [
   defineRoute({
     method: 'get',
     path: '/ssh/keys',
@@ -38,7 +44,7 @@ export const sshKeyRoutes: RouteSpec[] = [
     description: `Keys the caller registered for the SSH gateway, oldest first. ${GATEWAY}`,
     access: 'authenticated',
     response: keyList,
-    handler: async ({ principal, services }) => ({ items: await services.ssh.keys.list(principal.user.id) }),
+    handler: async ({ principal, deps }) => ({ items: await deps.ssh.keys.list(principal.user.id) }),
   }),
   defineRoute({
     method: 'post',
@@ -55,7 +61,7 @@ export const sshKeyRoutes: RouteSpec[] = [
       comment: z.string().max(MAX_SSH_KEY_COMMENT).optional(),
     }),
     response: keyRecord,
-    handler: async ({ body, principal, services }) => services.ssh.keys.add(principal.user.id, body.public_key, body.comment),
+    handler: async ({ body, principal, deps }) => deps.ssh.keys.add(principal.user.id, body.public_key, body.comment),
   }),
   defineRoute({
     method: 'delete',
@@ -68,7 +74,7 @@ export const sshKeyRoutes: RouteSpec[] = [
     audit: 'ssh.key.remove',
     params: z.object({ key_id: keyId }),
     subject: async ({ params, principal }, s) => audited(principal ? await s.ssh.keys.find(principal.user.id, params.key_id) : undefined),
-    handler: async ({ params, principal, services }) => services.ssh.keys.remove(principal.user.id, params.key_id),
+    handler: async ({ params, principal, deps }) => deps.ssh.keys.remove(principal.user.id, params.key_id),
   }),
   defineRoute({
     method: 'get',
@@ -79,7 +85,7 @@ export const sshKeyRoutes: RouteSpec[] = [
     access: 'users:manage',
     params: z.object({ user_id: userId }),
     response: keyList,
-    handler: async ({ params, services }) => ({ items: await services.ssh.keys.list(params.user_id) }),
+    handler: async ({ params, deps }) => ({ items: await deps.ssh.keys.list(params.user_id) }),
   }),
   defineRoute({
     method: 'delete',
@@ -92,6 +98,6 @@ export const sshKeyRoutes: RouteSpec[] = [
     audit: 'ssh.key.remove',
     params: z.object({ user_id: userId, key_id: keyId }),
     subject: async ({ params }, s) => audited(await s.ssh.keys.find(params.user_id, params.key_id)),
-    handler: async ({ params, services }) => services.ssh.keys.remove(params.user_id, params.key_id),
+    handler: async ({ params, deps }) => deps.ssh.keys.remove(params.user_id, params.key_id),
   }),
 ];

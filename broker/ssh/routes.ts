@@ -5,6 +5,8 @@ import { defineRoute, type RouteSpec } from '../http/route.js';
 import { fleetHost, knownHostsLine, sshConfigBlock } from '../../shared/ssh-config.js';
 import { MAX_CERT_SECONDS } from './authority.js';
 import { sshKeyRoutes } from './keys-routes.js';
+import type { Config } from '../environment.js';
+import type { SshService } from './service.js';
 
 const issued = z.object({
   certificate: z.string().describe('`ssh-ed25519-cert-v01@openssh.com AAAA… <key id>`: write it beside the private key as `<key>-cert.pub`.'),
@@ -39,7 +41,13 @@ const clientSetup = z.object({
   ssh_config: z.string().optional().describe('The ~/.ssh/config block `fleet ssh-config` prints for that profile (key files under ~/.config/fleet/ssh/).'),
 }) satisfies z.ZodType<SshClientSetup>;
 
-export const sshRoutes: RouteSpec[] = [
+/** What the SSH routes use: the SSH service, and how this broker is reached (for a client's setup). */
+export interface SshRouteDeps {
+  ssh: SshService;
+  config: Pick<Config, 'publicUrl' | 'tlsCertFile'>;
+}
+
+export const sshRoutes: RouteSpec<SshRouteDeps>[] = [
   defineRoute({
     method: 'post',
     path: '/ssh/certificate',
@@ -50,7 +58,7 @@ export const sshRoutes: RouteSpec[] = [
     audit: 'ssh.certificate',
     body: z.object({ public_key: z.string().min(1).max(1000).describe('`ssh-ed25519 AAAA… [comment]`') }),
     response: issued,
-    handler: async ({ body, principal, services }) => services.ssh.issueCertificate(principal, body.public_key),
+    handler: async ({ body, principal, deps }) => deps.ssh.issueCertificate(principal, body.public_key),
   }),
   defineRoute({
     method: 'get',
@@ -61,10 +69,10 @@ export const sshRoutes: RouteSpec[] = [
       'For the web console\'s Profile page: whether the SSH gateway is on (SSH_PORT) and, when it is, the broker URL to sign in to, the host devices are reached under (`ssh root@<device name>.<host>`), the gateway\'s port, the known_hosts line `fleet login` writes and the ~/.ssh/config block `fleet ssh-config` prints (the same builder), for the default profile and key files (`~/.config/fleet/ssh/<profile>`). Public keys and names only: no certificate is issued here. When the gateway is off the answer is `{ "enabled": false }` and nothing else. See docs/ssh.md.',
     access: 'authenticated',
     response: clientSetup,
-    handler: async ({ services, host }) => {
-      const port = services.ssh.gateway.port;
+    handler: async ({ deps, host }) => {
+      const port = deps.ssh.gateway.port;
       if (port === undefined) return { enabled: false };
-      const url = brokerUrl(services.config.publicUrl, !!services.config.tlsCertFile, host);
+      const url = brokerUrl(deps.config.publicUrl, !!deps.config.tlsCertFile, host);
       const profile = fleetHost(url);
       const key = `~/.config/fleet/ssh/${profile}`;
       return {
@@ -73,7 +81,7 @@ export const sshRoutes: RouteSpec[] = [
         host: profile,
         port,
         profile,
-        known_hosts: knownHostsLine(url, port, services.ssh.authority.hostPublicKey),
+        known_hosts: knownHostsLine(url, port, deps.ssh.authority.hostPublicKey),
         ssh_config: sshConfigBlock(profile, url, port, { key, cert: `${key}-cert.pub`, knownHosts: `${key}.known_hosts` }),
       };
     },

@@ -6,6 +6,8 @@ import { listPage, pagingQuery } from '../http/paging.js';
 import { defineRoute, Reply, type RouteSpec } from '../http/route.js';
 import { singleLine } from '../../shared/text.js';
 import { subjectRecords } from '../audit/subjects.js';
+import type { Db } from '../db/database.js';
+import type { UsersService } from './service.js';
 
 const userId = z.string().min(1).max(128).describe('The user id (user_id of the record).');
 const params = z.object({ user_id: userId });
@@ -67,7 +69,13 @@ const CHECKS =
   ESCALATION +
   'Answers 409 `duplicate_email` for an email in use, `seats_exhausted` when activating a user would exceed the subscription seats, `self_lockout` when you disable or delete yourself and `last_administrator` when the last active holder of the built-in Administrator role would lose it. A role id that does not exist answers 400 naming `roles`.';
 
-export const usersRoutes: RouteSpec[] = [
+/** What the user routes use; `db` is read by the audit subjects. */
+export interface UsersRouteDeps {
+  users: UsersService;
+  db: Db;
+}
+
+export const usersRoutes: RouteSpec<UsersRouteDeps>[] = [
   defineRoute({
     method: 'get',
     path: '/userlist',
@@ -81,7 +89,7 @@ export const usersRoutes: RouteSpec[] = [
       ...pagingQuery.shape,
     }),
     response: userList,
-    handler: async ({ query, services }) => services.users.list(query),
+    handler: async ({ query, deps }) => deps.users.list(query),
   }),
   defineRoute({
     method: 'get',
@@ -91,7 +99,7 @@ export const usersRoutes: RouteSpec[] = [
     access: 'users:read',
     params,
     response: userRecord,
-    handler: async ({ params: p, services }) => services.users.get(p.user_id),
+    handler: async ({ params: p, deps }) => deps.users.get(p.user_id),
   }),
   defineRoute({
     method: 'post',
@@ -102,7 +110,7 @@ export const usersRoutes: RouteSpec[] = [
     access: 'users:manage',
     status: 201,
     audit: 'user.create',
-    subject: (_input, s, answer) => subjectRecords.user(s.store.db, (answer as { user_id?: string } | undefined)?.user_id),
+    subject: (_input, s, answer) => subjectRecords.user(s.db, (answer as { user_id?: string } | undefined)?.user_id),
     body: z.object({
       fname,
       lname,
@@ -118,7 +126,7 @@ export const usersRoutes: RouteSpec[] = [
           "Where the welcome mail went: `sent` to the SMTP relay, `outbox` (no SMTP_URL: a file in the broker's outbox folder, not delivered), `failed`.",
         ),
     }),
-    handler: async ({ body, principal, services }) => services.users.create(principal, body),
+    handler: async ({ body, principal, deps }) => deps.users.create(principal, body),
   }),
   defineRoute({
     method: 'put',
@@ -128,7 +136,7 @@ export const usersRoutes: RouteSpec[] = [
     description: `Replaces name, email and roles. \`disabled\` and \`two_factor\` change only when given (\`disabled: true\` revokes the user's tokens at once). The read-only fields of the record (\`user_id\`, \`created_at\`, \`last_login\`) may be sent back and are ignored; a different \`user_id\` is refused. ${CHECKS}`,
     access: 'users:manage',
     audit: 'user.replace',
-    subject: ({ params: p }, s) => subjectRecords.user(s.store.db, p.user_id),
+    subject: ({ params: p }, s) => subjectRecords.user(s.db, p.user_id),
     params,
     body: z.object({
       fname,
@@ -143,11 +151,11 @@ export const usersRoutes: RouteSpec[] = [
       last_login: z.unknown().optional().describe('Read-only; ignored.'),
     }),
     response: userRecord,
-    handler: async ({ params: p, body, principal, services }) => {
+    handler: async ({ params: p, body, principal, deps }) => {
       if (body.user_id !== undefined && body.user_id !== p.user_id)
         throw badRequest('body.user_id: does not match the user in the path.', { field: 'user_id' });
       const { user_id: _id, created_at: _c, last_login: _l, ...fields } = body;
-      return services.users.replace(principal, p.user_id, fields);
+      return deps.users.replace(principal, p.user_id, fields);
     },
   }),
   defineRoute({
@@ -158,7 +166,7 @@ export const usersRoutes: RouteSpec[] = [
     description: `Changes only the fields given. \`disabled: true\` disables the user and revokes their tokens at once (they cannot sign in and free their seat); \`disabled: false\` re-enables them (needs a free seat). Passwords are not set here: see POST /api/v2/user/{user_id}/password-reset. \`two_factor: {enabled: null}\` makes the user follow the account policy again. ${CHECKS}`,
     access: 'users:manage',
     audit: 'user.update',
-    subject: ({ params: p }, s) => subjectRecords.user(s.store.db, p.user_id),
+    subject: ({ params: p }, s) => subjectRecords.user(s.db, p.user_id),
     params,
     body: z
       .object({
@@ -172,7 +180,7 @@ export const usersRoutes: RouteSpec[] = [
       })
       .refine((b) => Object.values(b).some((v) => v !== undefined), { message: 'send at least one field to change' }),
     response: userRecord,
-    handler: async ({ params: p, body, principal, services }) => services.users.update(principal, p.user_id, body),
+    handler: async ({ params: p, body, principal, deps }) => deps.users.update(principal, p.user_id, body),
   }),
   defineRoute({
     method: 'delete',
@@ -183,11 +191,11 @@ export const usersRoutes: RouteSpec[] = [
       'Removes the user at once and for good, with their sessions: their tokens stop working on the next call. Answers 204. You cannot delete yourself (409 `self_lockout`), nor the last active holder of the built-in Administrator role (409 `last_administrator`), nor a user holding a permission you do not hold (403 `privilege_escalation`).',
     access: 'users:manage',
     audit: 'user.delete',
-    subject: ({ params: p }, s) => subjectRecords.user(s.store.db, p.user_id),
+    subject: ({ params: p }, s) => subjectRecords.user(s.db, p.user_id),
     status: 204,
     params,
-    handler: async ({ params: p, principal, services }) => {
-      await services.users.remove(principal, p.user_id);
+    handler: async ({ params: p, principal, deps }) => {
+      await deps.users.remove(principal, p.user_id);
       return undefined;
     },
   }),
@@ -209,8 +217,8 @@ export const usersRoutes: RouteSpec[] = [
       z.object({ link: z.string().describe('`<base>/set-password?token=…`; shown once'), expires_at: z.string().describe('ISO 8601') }),
       z.object({ message: z.string() }),
     ]),
-    handler: async ({ params: p, body, principal, services }) => {
-      const reset = await services.users.resetPassword(principal, p.user_id, body.send_email);
+    handler: async ({ params: p, body, principal, deps }) => {
+      const reset = await deps.users.resetPassword(principal, p.user_id, body.send_email);
       if (body.send_email) return Reply.json(202, { message: 'A mail with a reset link is on its way to the address on record.' });
       return reset;
     },

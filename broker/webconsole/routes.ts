@@ -1,5 +1,6 @@
 import { z } from 'zod';
 import { defineRoute, type RouteSpec } from '../http/route.js';
+import type { Config } from '../environment.js';
 
 const settings = z.object({
   map: z.object({
@@ -12,7 +13,12 @@ const settings = z.object({
 });
 
 /** What the web console needs to know of this broker's settings; nothing secret. */
-export const webConsoleRoutes: RouteSpec[] = [
+/** What the web console's settings route uses: the map settings. */
+export interface WebConsoleRouteDeps {
+  config: Pick<Config, 'mapTileUrl' | 'mapTileAttribution'>;
+}
+
+export const webConsoleRoutes: RouteSpec<WebConsoleRouteDeps>[] = [
   defineRoute({
     method: 'get',
     path: '/webconsole/settings',
@@ -23,6 +29,6 @@ export const webConsoleRoutes: RouteSpec[] = [
       '`map.attribution`: the credit shown on the map. Any signed-in user may read it.',
     access: 'authenticated',
     response: settings,
-    handler: async ({ services }) => ({ map: { tile_url: services.config.mapTileUrl ?? null, attribution: services.config.mapTileAttribution } }),
+    handler: async ({ deps }) => ({ map: { tile_url: deps.config.mapTileUrl ?? null, attribution: deps.config.mapTileAttribution } }),
   }),
 ];
