@@ -10,7 +10,6 @@ import type { AuditService } from '../audit/service.js';
 import type { ChangeEpoch } from '../cache.js';
 import type { Store } from '../db/database.js';
 import type { Config } from '../environment.js';
-import type { Services } from '../services.js';
 import { uploadTmpDir } from '../data-dir.js';
 import { changeSet } from '../audit/subjects.js';
 import { bearerToken, type Authenticator } from '../auth/credentials.js';
@@ -431,11 +430,11 @@ function libraryAnswer(err: unknown): ApiError | undefined {
 }
 
 /** The error handler of the whole app: every failure answers the CONTRACT.md shape. */
-export function errorHandler(services: Pick<Services, 'logger'>) {
+export function errorHandler(deps: Pick<PipelineDeps, 'logger'>) {
   return (err: unknown, req: Request, res: Response, _next: NextFunction) => {
     let apiError = answerOf(err) ?? libraryAnswer(err);
     if (!apiError) {
-      services.logger.error({ err, method: req.method, url: req.originalUrl }, 'request failed');
+      deps.logger.error({ err, method: req.method, url: req.originalUrl }, 'request failed');
       apiError = new ApiError(500, 'internal_error', 'The broker failed to answer this request; the error is logged.');
     }
     if (res.headersSent) return void res.end();
