@@ -46,7 +46,8 @@ export interface ChannelStats {
 /** What a channel asks of its mux. */
 export interface ChannelHost {
   send(msg: WireMessage): void;
-  sendData(ch: number, payload: Buffer): void;
+  /** `flushed` runs once the socket has the payload (which is not copied: it is the socket's until then). */
+  sendData(ch: number, payload: Buffer, flushed?: () => void): void;
   schedule(channel: Channel): void;
   forget(id: number): void;
 }
@@ -152,14 +153,17 @@ export class Channel extends Duplex {
 
   /**
    * @internal from the scheduler: sends the next frame of the backlog (one datagram, or at most
-   * MAX_FRAME bytes) and reports the write done once its last byte is handed to the socket.
+   * `maxFrame` bytes) and reports the write done once the socket has flushed its last byte (the
+   * frames are the written buffer itself, not copies: it is not the writer's again before).
    */
-  sendFrame(): number {
+  sendFrame(maxFrame = MAX_FRAME): number {
     const p = this.pending;
     if (!p || !this.sendable) return 0;
     const left = p.chunk.length - p.offset;
-    const n = this.messageMode ? left : Math.min(MAX_FRAME, this.sendCredit, left);
-    this.mux.sendData(this.id, p.chunk.subarray(p.offset, p.offset + n));
+    const n = this.messageMode ? left : Math.min(maxFrame, this.sendCredit, left);
+    const last = p.offset + n >= p.chunk.length;
+    if (last) this.pending = undefined;
+    this.mux.sendData(this.id, p.chunk.subarray(p.offset, p.offset + n), last ? () => p.callback() : undefined);
     const now = Date.now();
     if (now - this.recentSince > INTERACTIVE_HOLD_MS) {
       this.recentSince = now;
@@ -169,10 +173,6 @@ export class Channel extends Duplex {
     p.offset += n;
     this.sendCredit -= n;
     this.stats.bytesOut += n;
-    if (p.offset >= p.chunk.length) {
-      this.pending = undefined;
-      p.callback();
-    }
     return n;
   }
 
