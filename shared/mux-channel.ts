@@ -13,6 +13,12 @@ import type { PeerMessage } from './wire.js';
 export const DEFAULT_WINDOW = 1024 * 1024;
 /** Largest data frame: what one channel may put ahead of another's frame in one turn. */
 export const MAX_FRAME = 32 * 1024;
+/**
+ * A write's last frame up to this size is copied and the write reported done at once: a channel's
+ * next keystroke or screenful then never waits for the socket to flush the previous one (behind a
+ * busy channel's frames). Larger frames are the written buffer itself, reported done once flushed.
+ */
+export const COPIED_FRAME_MAX = 16 * 1024;
 /** A channel that sent at most this much within INTERACTIVE_HOLD_MS is quiet: its small frames are interactive. */
 const QUIET_BYTES = 64 * 1024;
 /** How long after an interactive frame the busy channels are held to HELD_BULK_WINDOW. */
@@ -154,16 +160,23 @@ export class Channel extends Duplex {
   /**
    * @internal from the scheduler: sends the next frame of the backlog (one datagram, or at most
    * `maxFrame` bytes) and reports the write done once the socket has flushed its last byte (the
-   * frames are the written buffer itself, not copies: it is not the writer's again before).
+   * frames are the written buffer itself, not copies: it is not the writer's again before), or at
+   * once for a small last frame, which is copied (COPIED_FRAME_MAX).
    */
   sendFrame(maxFrame = MAX_FRAME): number {
     const p = this.pending;
     if (!p || !this.sendable) return 0;
     const left = p.chunk.length - p.offset;
     const n = this.messageMode ? left : Math.min(maxFrame, this.sendCredit, left);
+    const frame = p.chunk.subarray(p.offset, p.offset + n);
     const last = p.offset + n >= p.chunk.length;
     if (last) this.pending = undefined;
-    this.mux.sendData(this.id, p.chunk.subarray(p.offset, p.offset + n), last ? () => p.callback() : undefined);
+    if (!last) this.mux.sendData(this.id, frame);
+    else if (n > COPIED_FRAME_MAX) this.mux.sendData(this.id, frame, () => p.callback());
+    else {
+      this.mux.sendData(this.id, Buffer.from(frame));
+      p.callback();
+    }
     const now = Date.now();
     if (now - this.recentSince > INTERACTIVE_HOLD_MS) {
       this.recentSince = now;

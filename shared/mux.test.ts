@@ -4,7 +4,17 @@ import { Writable } from 'node:stream';
 import { afterEach, describe, expect, it } from 'vitest';
 import type WebSocket from 'ws';
 import { muxPair } from '../test/support/mux-pair.js';
-import { BULK_FRAME, HELD_BULK_WINDOW, MAX_FRAME, MAX_PROTOCOL_ERRORS, Mux, SEND_IN_FLIGHT_MAX, type Channel, type MuxProtocolError } from './mux.js';
+import {
+  BULK_FRAME,
+  COPIED_FRAME_MAX,
+  HELD_BULK_WINDOW,
+  MAX_FRAME,
+  MAX_PROTOCOL_ERRORS,
+  Mux,
+  SEND_IN_FLIGHT_MAX,
+  type Channel,
+  type MuxProtocolError,
+} from './mux.js';
 import { AgentClose, decodeData, encodeData, MAX_CHANNEL_CREDIT, MuxErrorCode, type ControlMessage } from './protocol.js';
 import { FROM_AGENT, type AgentMessage } from './wire.js';
 
@@ -323,13 +333,25 @@ describe('mux send scheduling', () => {
     const { open } = await brokerMuxOn(socket, 8 * 1024 * 1024);
     const channel = await open('tunnel');
     let done = false;
-    channel.write(Buffer.alloc(10, 1), () => (done = true));
+    channel.write(Buffer.alloc(COPIED_FRAME_MAX + 1, 1), () => (done = true));
     await new Promise((r) => setImmediate(r));
     expect(socket.pendingCallbacks).toBe(1);
     expect(done).toBe(false);
     socket.flushOne();
     await new Promise((r) => setImmediate(r));
     expect(done).toBe(true);
+  });
+
+  it('sends keystrokes one after another while the socket has not flushed the first: small frames are copied', async () => {
+    const socket = new RecordingSocket();
+    const { open } = await brokerMuxOn(socket, 8 * 1024 * 1024);
+    const console_ = await open('console');
+    const typed = Buffer.from('ab');
+    console_.write(typed.subarray(0, 1));
+    console_.write(typed.subarray(1, 2));
+    await new Promise((r) => setImmediate(r));
+    // Neither frame flushed: both are on their way all the same.
+    expect(socket.wire.filter((f) => !f.text && f.ch === console_.id).map((f) => f.bytes)).toEqual([1, 1]);
   });
 
   it('sends a busy channel in BULK_FRAME frames while nobody types, and in MAX_FRAME frames while someone does', async () => {

@@ -15,7 +15,16 @@ import { SendScheduler } from './mux-scheduler.js';
 import { AgentClose, decodeData, encodeData, MAX_CHANNEL_CREDIT, MuxErrorCode, type ChannelKind, type ChannelParams } from './protocol.js';
 import { CHANNEL_MESSAGES, parseEnvelope, readMessage, type MessageTable } from './wire.js';
 
-export { Channel, DEFAULT_WINDOW, INTERACTIVE_HOLD_MS, MAX_FRAME, MuxProtocolError, type ChannelStats, type WireMessage } from './mux-channel.js';
+export {
+  Channel,
+  COPIED_FRAME_MAX,
+  DEFAULT_WINDOW,
+  INTERACTIVE_HOLD_MS,
+  MAX_FRAME,
+  MuxProtocolError,
+  type ChannelStats,
+  type WireMessage,
+} from './mux-channel.js';
 export { BULK_FRAME, HELD_BULK_WINDOW, INTERACTIVE_FRAME_MAX, SEND_IN_FLIGHT_MAX } from './mux-scheduler.js';
 
 const OPEN_TIMEOUT_MS = 15_000;
