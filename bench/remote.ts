@@ -109,6 +109,42 @@ export async function freePort(): Promise<number> {
   });
 }
 
+/**
+ * CPU time so far (ms) of this process (the broker) and of the agent's: the work per byte or per
+ * open, steadier than rates on a shared machine, where the rates follow the load of others.
+ */
+function cpuTimes(agentPid: number | undefined): { broker: number; agent: number } {
+  const own = process.cpuUsage();
+  // The agent runs under tsx's launcher: its process and the launcher's children, read from /proc.
+  const treeMs = (pid: number): number => {
+    const stat = fs.readFileSync(`/proc/${pid}/stat`, 'utf8');
+    const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+    const ms = ((Number(fields[11]) + Number(fields[12])) * 1000) / 100; // utime + stime, in clock ticks of 10 ms
+    const children = fs.readFileSync(`/proc/${pid}/task/${pid}/children`, 'utf8').trim();
+    return ms + (children ? children.split(' ').reduce((sum, child) => sum + treeMs(Number(child)), 0) : 0);
+  };
+  let agent = Number.NaN;
+  try {
+    if (agentPid !== undefined) agent = treeMs(agentPid);
+  } catch {
+    // not Linux: the agent's share is left out
+  }
+  return { broker: (own.user + own.system) / 1000, agent };
+}
+
+/** What `run` cost the broker and the agent, per `unit` of what it answers (`per(result)` units). */
+async function costOf<T>(
+  agentPid: number | undefined,
+  run: () => Promise<T>,
+  per: (result: T) => number,
+): Promise<{ result: T; broker: number; agent: number }> {
+  const before = cpuTimes(agentPid);
+  const result = await run();
+  const after = cpuTimes(agentPid);
+  const units = per(result);
+  return { result, broker: (after.broker - before.broker) / units, agent: (after.agent - before.agent) / units };
+}
+
 const mb = (r: { mbps: number }) => `${r.mbps.toFixed(0)} MB/s`;
 const ratio = (a: { mbps: number }, b: { mbps: number }) => (a.mbps / b.mbps).toFixed(2);
 const ms = (n: number) => `${n.toFixed(3)} ms`;
@@ -295,8 +331,13 @@ export async function benchRemote(log: Log, only?: string): Promise<void> {
       const direct = await task({ mode: 'throughput', via: 'tcp', port: sinkServer.port, seconds: SECONDS, streams: 1 });
       log(`  direct loopback TCP: ${mb(direct)}`);
       log('throughput: one tunnel through the broker');
-      const single = await task({ mode: 'throughput', via: 'tunnel', ...base, port: sinkServer.port, seconds: SECONDS, streams: 1 });
+      const { result: single, ...perGb } = await costOf(
+        agent.process.pid,
+        () => task({ mode: 'throughput', via: 'tunnel', ...base, port: sinkServer.port, seconds: SECONDS, streams: 1 }),
+        (r) => r.bytes / 1e9,
+      );
       log(`  tunnel (WebSocket client): ${mb(single)} = ${ratio(single, direct)} of direct (target >= 0.5)`);
+      log(`  CPU per GB through the tunnel: broker ${(perGb.broker / 1000).toFixed(2)} s, agent ${(perGb.agent / 1000).toFixed(2)} s`);
       const cli = await viaFleetConnect(t, user.token, device, sinkServer.port).catch(
         (err: Error) => (log(`  fleet connect: failed (${err.message})`), undefined),
       );
@@ -369,10 +410,15 @@ export async function benchRemote(log: Log, only?: string): Promise<void> {
       const bareUrl = `ws://127.0.0.1:${(bare.address() as net.AddressInfo).port}/`;
       try {
         const anchor = await task({ mode: 'opens', bare: bareUrl, seconds: SECONDS, concurrency: 32 });
-        const opened = await task({ mode: 'opens', ...base, port: sinkServer.port, seconds: SECONDS, concurrency: 32 });
+        const { result: opened, ...perOpen } = await costOf(
+          agent.process.pid,
+          () => task({ mode: 'opens', ...base, port: sinkServer.port, seconds: SECONDS, concurrency: 32 }),
+          (r) => Math.max(1, r.opened),
+        );
         log(`  bare WebSocket open + close against a ws server in the broker's process: ${anchor.perSecond.toFixed(0)}/s`);
         log(`  ${opened.perSecond.toFixed(0)} opens/s with authorization and audit (target >= 1000), ${opened.opened} opened, ${opened.failed} failed`);
         log(`  ROW opens: sessions / bare WebSocket opens = ${(opened.perSecond / anchor.perSecond).toFixed(2)}`);
+        log(`  CPU per session opened and closed: broker ${perOpen.broker.toFixed(2)} ms, agent ${perOpen.agent.toFixed(2)} ms`);
       } finally {
         await new Promise((r) => bare.close(r));
       }
