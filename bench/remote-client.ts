@@ -21,8 +21,11 @@ type Task =
   | { mode: 'throughput'; via: 'tunnel'; url: string; token: string; device: string; port: number; seconds: number; streams: number }
   | { mode: 'rtt'; via: 'pty'; count: number }
   | { mode: 'rtt'; via: 'console'; url: string; token: string; device: string; count: number }
-  /** `ssh <args>`: the args end with `-tt user@host`; `settleMs` waits before measuring (a flood starting meanwhile). */
-  | { mode: 'rtt'; via: 'ssh'; args: string[]; count: number; settleMs?: number }
+  /**
+   * `ssh <args>`: the args end with `-tt user@host`; `settleMs` waits before measuring (a flood starting
+   * meanwhile); `hold` keeps the connection (and the forwards it carries) until stdin ends.
+   */
+  | { mode: 'rtt'; via: 'ssh'; args: string[]; count: number; settleMs?: number; hold?: boolean }
   | { mode: 'opens'; url: string; token: string; device: string; port: number; seconds: number; concurrency: number }
   | { mode: 'opens'; bare: string; seconds: number; concurrency: number };
 
@@ -144,6 +147,7 @@ async function rtt(task: Extract<Task, { mode: 'rtt' }>): Promise<Record<string,
       (cb) => (listener = cb),
       task.count,
     );
+    if (task.hold) await new Promise((resolve) => process.stdin.on('end', resolve).on('error', resolve).resume());
     ssh.kill('SIGTERM');
     return result;
   }

@@ -38,20 +38,33 @@ type Log = (line: string) => void;
 /** What the load tasks answer (each task fills its own figures). */
 type Figures = Record<'mbps' | 'bytes' | 'seconds' | 'p50' | 'p99' | 'count' | 'perSecond' | 'opened' | 'failed', number>;
 
-/** Runs one load task in a child process; resolves with its JSON answer. */
-export function task<T = Figures>(spec: Record<string, unknown>): Promise<T> {
+/**
+ * Runs one load task in a child process; resolves with its JSON answer. With `release`, the task's
+ * stdin stays open until `release` settles: a task given `hold: true` keeps what it started (an ssh
+ * connection carrying another task's forward) until then.
+ */
+export function task<T = Figures>(spec: Record<string, unknown>, release?: Promise<unknown>): Promise<T> {
   return new Promise((resolve, reject) => {
     const child = spawn(process.execPath, [...profileFlags('client'), '--import', 'tsx', CLIENT, JSON.stringify(spec)], {
       cwd: ROOT,
-      stdio: ['ignore', 'pipe', 'pipe'],
+      stdio: [release ? 'pipe' : 'ignore', 'pipe', 'pipe'] as ('pipe' | 'ignore')[],
     });
+    if (release) {
+      child.stdin?.on('error', () => {});
+      void release.finally(() => child.stdin?.end());
+    }
     let out = '';
     let err = '';
-    child.stdout.on('data', (d) => (out += d));
-    child.stderr.on('data', (d) => (err += d));
-    child.on('close', (code) => {
-      if (code !== 0) return reject(new Error(`${String(spec.mode)} failed: ${err.trim() || `exit ${code}`}`));
-      resolve(JSON.parse(out.trim().split('\n').at(-1) as string) as T);
+    child.stdout?.on('data', (d) => (out += d));
+    child.stderr?.on('data', (d) => (err += d));
+    child.on('close', (code, signal) => {
+      if (code !== 0) return reject(new Error(`${String(spec.mode)} failed: ${err.trim() || `exit ${code ?? signal}`}`));
+      // A task that answers nothing rejects (a throw here would end the bench without its cleanup).
+      try {
+        resolve(JSON.parse(out.trim().split('\n').at(-1) as string) as T);
+      } catch {
+        reject(new Error(`${String(spec.mode)} answered no figures (stdout ${JSON.stringify(out.slice(-200))}, stderr ${JSON.stringify(err.slice(-200))})`));
+      }
     });
   });
 }
@@ -96,9 +109,53 @@ export async function freePort(): Promise<number> {
   });
 }
 
+/**
+ * CPU time so far (ms) of this process (the broker) and of the agent's: the work per byte or per
+ * open, steadier than rates on a shared machine, where the rates follow the load of others.
+ */
+function cpuTimes(agentPid: number | undefined): { broker: number; agent: number } {
+  const own = process.cpuUsage();
+  // The agent runs under tsx's launcher: its process and the launcher's children, read from /proc.
+  const treeMs = (pid: number): number => {
+    const stat = fs.readFileSync(`/proc/${pid}/stat`, 'utf8');
+    const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+    const ms = ((Number(fields[11]) + Number(fields[12])) * 1000) / 100; // utime + stime, in clock ticks of 10 ms
+    const children = fs.readFileSync(`/proc/${pid}/task/${pid}/children`, 'utf8').trim();
+    return ms + (children ? children.split(' ').reduce((sum, child) => sum + treeMs(Number(child)), 0) : 0);
+  };
+  let agent = Number.NaN;
+  try {
+    if (agentPid !== undefined) agent = treeMs(agentPid);
+  } catch {
+    // not Linux: the agent's share is left out
+  }
+  return { broker: (own.user + own.system) / 1000, agent };
+}
+
+/** What `run` cost the broker and the agent, per `unit` of what it answers (`per(result)` units). */
+async function costOf<T>(
+  agentPid: number | undefined,
+  run: () => Promise<T>,
+  per: (result: T) => number,
+): Promise<{ result: T; broker: number; agent: number }> {
+  const before = cpuTimes(agentPid);
+  const result = await run();
+  const after = cpuTimes(agentPid);
+  const units = per(result);
+  return { result, broker: (after.broker - before.broker) / units, agent: (after.agent - before.agent) / units };
+}
+
 const mb = (r: { mbps: number }) => `${r.mbps.toFixed(0)} MB/s`;
 const ratio = (a: { mbps: number }, b: { mbps: number }) => (a.mbps / b.mbps).toFixed(2);
 const ms = (n: number) => `${n.toFixed(3)} ms`;
+/**
+ * Time added by us over time added by OpenSSH. OpenSSH's can be about 0 or below it (its p99 under the
+ * local pty's): a ratio would then be meaningless (it printed -45544), so both are printed as they are.
+ */
+function addedRatio(ours: number, anchor: number): string {
+  if (anchor < 0.005) return `anchor ≈ 0 (OpenSSH added ${ms(anchor)}, we added ${ms(ours)})`;
+  return (ours / anchor).toFixed(2);
+}
 
 /** `fleet connect` as a user runs it: a local listener in front of the tunnel. */
 async function viaFleetConnect(t: TestBroker, token: string, device: string, sinkPort: number): Promise<{ mbps: number }> {
@@ -274,8 +331,13 @@ export async function benchRemote(log: Log, only?: string): Promise<void> {
       const direct = await task({ mode: 'throughput', via: 'tcp', port: sinkServer.port, seconds: SECONDS, streams: 1 });
       log(`  direct loopback TCP: ${mb(direct)}`);
       log('throughput: one tunnel through the broker');
-      const single = await task({ mode: 'throughput', via: 'tunnel', ...base, port: sinkServer.port, seconds: SECONDS, streams: 1 });
+      const { result: single, ...perGb } = await costOf(
+        agent.process.pid,
+        () => task({ mode: 'throughput', via: 'tunnel', ...base, port: sinkServer.port, seconds: SECONDS, streams: 1 }),
+        (r) => r.bytes / 1e9,
+      );
       log(`  tunnel (WebSocket client): ${mb(single)} = ${ratio(single, direct)} of direct (target >= 0.5)`);
+      log(`  CPU per GB through the tunnel: broker ${(perGb.broker / 1000).toFixed(2)} s, agent ${(perGb.agent / 1000).toFixed(2)} s`);
       const cli = await viaFleetConnect(t, user.token, device, sinkServer.port).catch(
         (err: Error) => (log(`  fleet connect: failed (${err.message})`), undefined),
       );
@@ -303,7 +365,7 @@ export async function benchRemote(log: Log, only?: string): Promise<void> {
         const sshAdded = { p50: viaSshTty.p50 - localPty.p50, p99: viaSshTty.p99 - localPty.p99 };
         log(`  OpenSSH (ssh -tt … cat): p50 ${ms(viaSshTty.p50)}, p99 ${ms(viaSshTty.p99)}; added p50 ${ms(sshAdded.p50)}, p99 ${ms(sshAdded.p99)}`);
         log(
-          `  ROW keystroke: added by us / added by OpenSSH = p50 ${(added.p50 / sshAdded.p50).toFixed(2)}, p99 ${(added.p99 / sshAdded.p99).toFixed(2)} (target <= 1, and p99 added <= 1 ms)`,
+          `  ROW keystroke: added by us / added by OpenSSH = p50 ${addedRatio(added.p50, sshAdded.p50)}, p99 ${addedRatio(added.p99, sshAdded.p99)} (target <= 1, and p99 added <= 1 ms)`,
         );
       }
 
@@ -315,18 +377,25 @@ export async function benchRemote(log: Log, only?: string): Promise<void> {
       log(`  console under load: p50 ${ms(loaded.p50)}, p99 ${ms(loaded.p99)} (idle p99 ${ms(viaBroker.p99)}); the tunnel meanwhile moved ${mb(floodResult)}`);
       if (sshd) {
         // OpenSSH's analogue: the tty and an `ssh -L` forward over one connection, the forward saturated.
+        // The tty's task holds its ssh connection until the flood is done: its keystrokes usually end
+        // first, and closing the connection then reset the forwarded stream (the flood's ECONNRESET).
         const forward = await freePort();
-        const console_ = task({
-          mode: 'rtt',
-          via: 'ssh',
-          args: sshd.args(['-tt', '-L', `${forward}:127.0.0.1:${sinkServer.port}`]),
-          count: KEYSTROKES,
-          settleMs: 3000,
-        });
-        await waitForPort(forward);
-        const sshFlood = task({ mode: 'throughput', via: 'tcp', port: forward, seconds: SECONDS * 2, streams: 1 });
-        const sshLoaded = await console_;
-        const sshFloodResult = await sshFlood;
+        let floodDone = () => {};
+        const released = new Promise<void>((resolve) => (floodDone = resolve));
+        const console_ = task(
+          {
+            mode: 'rtt',
+            via: 'ssh',
+            args: sshd.args(['-tt', '-L', `${forward}:127.0.0.1:${sinkServer.port}`]),
+            count: KEYSTROKES,
+            settleMs: 3000,
+            hold: true,
+          },
+          released,
+        );
+        await waitForPort(forward).catch((err: unknown) => (floodDone(), Promise.reject(err)));
+        const sshFlood = task({ mode: 'throughput', via: 'tcp', port: forward, seconds: SECONDS * 2, streams: 1 }).finally(floodDone);
+        const [sshLoaded, sshFloodResult] = await Promise.all([console_, sshFlood]);
         log(
           `  OpenSSH tty under a saturated -L on the same connection: p50 ${ms(sshLoaded.p50)}, p99 ${ms(sshLoaded.p99)}; the forward moved ${mb(sshFloodResult)}`,
         );
@@ -341,10 +410,15 @@ export async function benchRemote(log: Log, only?: string): Promise<void> {
       const bareUrl = `ws://127.0.0.1:${(bare.address() as net.AddressInfo).port}/`;
       try {
         const anchor = await task({ mode: 'opens', bare: bareUrl, seconds: SECONDS, concurrency: 32 });
-        const opened = await task({ mode: 'opens', ...base, port: sinkServer.port, seconds: SECONDS, concurrency: 32 });
+        const { result: opened, ...perOpen } = await costOf(
+          agent.process.pid,
+          () => task({ mode: 'opens', ...base, port: sinkServer.port, seconds: SECONDS, concurrency: 32 }),
+          (r) => Math.max(1, r.opened),
+        );
         log(`  bare WebSocket open + close against a ws server in the broker's process: ${anchor.perSecond.toFixed(0)}/s`);
         log(`  ${opened.perSecond.toFixed(0)} opens/s with authorization and audit (target >= 1000), ${opened.opened} opened, ${opened.failed} failed`);
         log(`  ROW opens: sessions / bare WebSocket opens = ${(opened.perSecond / anchor.perSecond).toFixed(2)}`);
+        log(`  CPU per session opened and closed: broker ${perOpen.broker.toFixed(2)} ms, agent ${perOpen.agent.toFixed(2)} ms`);
       } finally {
         await new Promise((r) => bare.close(r));
       }

@@ -13,6 +13,12 @@ import type { PeerMessage } from './wire.js';
 export const DEFAULT_WINDOW = 1024 * 1024;
 /** Largest data frame: what one channel may put ahead of another's frame in one turn. */
 export const MAX_FRAME = 32 * 1024;
+/**
+ * A write's last frame up to this size is copied and the write reported done at once: a channel's
+ * next keystroke or screenful then never waits for the socket to flush the previous one (behind a
+ * busy channel's frames). Larger frames are the written buffer itself, reported done once flushed.
+ */
+export const COPIED_FRAME_MAX = 16 * 1024;
 /** A channel that sent at most this much within INTERACTIVE_HOLD_MS is quiet: its small frames are interactive. */
 const QUIET_BYTES = 64 * 1024;
 /** How long after an interactive frame the busy channels are held to HELD_BULK_WINDOW. */
@@ -46,7 +52,8 @@ export interface ChannelStats {
 /** What a channel asks of its mux. */
 export interface ChannelHost {
   send(msg: WireMessage): void;
-  sendData(ch: number, payload: Buffer): void;
+  /** `flushed` runs once the socket has the payload (which is not copied: it is the socket's until then). */
+  sendData(ch: number, payload: Buffer, flushed?: () => void): void;
   schedule(channel: Channel): void;
   forget(id: number): void;
 }
@@ -152,14 +159,24 @@ export class Channel extends Duplex {
 
   /**
    * @internal from the scheduler: sends the next frame of the backlog (one datagram, or at most
-   * MAX_FRAME bytes) and reports the write done once its last byte is handed to the socket.
+   * `maxFrame` bytes) and reports the write done once the socket has flushed its last byte (the
+   * frames are the written buffer itself, not copies: it is not the writer's again before), or at
+   * once for a small last frame, which is copied (COPIED_FRAME_MAX).
    */
-  sendFrame(): number {
+  sendFrame(maxFrame = MAX_FRAME): number {
     const p = this.pending;
     if (!p || !this.sendable) return 0;
     const left = p.chunk.length - p.offset;
-    const n = this.messageMode ? left : Math.min(MAX_FRAME, this.sendCredit, left);
-    this.mux.sendData(this.id, p.chunk.subarray(p.offset, p.offset + n));
+    const n = this.messageMode ? left : Math.min(maxFrame, this.sendCredit, left);
+    const frame = p.chunk.subarray(p.offset, p.offset + n);
+    const last = p.offset + n >= p.chunk.length;
+    if (last) this.pending = undefined;
+    if (!last) this.mux.sendData(this.id, frame);
+    else if (n > COPIED_FRAME_MAX) this.mux.sendData(this.id, frame, () => p.callback());
+    else {
+      this.mux.sendData(this.id, Buffer.from(frame));
+      p.callback();
+    }
     const now = Date.now();
     if (now - this.recentSince > INTERACTIVE_HOLD_MS) {
       this.recentSince = now;
@@ -169,10 +186,6 @@ export class Channel extends Duplex {
     p.offset += n;
     this.sendCredit -= n;
     this.stats.bytesOut += n;
-    if (p.offset >= p.chunk.length) {
-      this.pending = undefined;
-      p.callback();
-    }
     return n;
   }
 

@@ -6,7 +6,7 @@
  * channels are held to a small window for a second, so that little of theirs sits in kernel
  * buffers in front of the next keystroke.
  */
-import { INTERACTIVE_HOLD_MS, type Channel } from './mux-channel.js';
+import { INTERACTIVE_HOLD_MS, MAX_FRAME, type Channel } from './mux-channel.js';
 
 /**
  * Data bytes handed to the WebSocket and not yet flushed to the socket, at most. Whatever sits
@@ -22,6 +22,12 @@ export const INTERACTIVE_FRAME_MAX = 1024;
  * front of the next keystroke, where no scheduling can reach them any more.
  */
 export const HELD_BULK_WINDOW = 128 * 1024;
+/**
+ * Largest data frame of a busy channel while nobody types: fewer, larger frames mean fewer system
+ * calls at both ends (the agent writes each frame it reads to its target). A quiet channel's frames,
+ * and every frame while someone types, stay at MAX_FRAME.
+ */
+export const BULK_FRAME = 128 * 1024;
 
 function first<T>(set: Set<T>): T | undefined {
   return set.values().next().value;
@@ -61,8 +67,9 @@ export class SendScheduler {
   /** A channel has data to send (a write, or new credit for its backlog). */
   schedule(channel: Channel): void {
     if (this.newFlows.has(channel) || this.oldFlows.has(channel)) return;
-    // A channel that was idle (a keystroke, a resize's redraw) is served before the busy ones.
-    this.newFlows.add(channel);
+    // A channel that was idle (a keystroke, a resize's redraw) is served before the busy ones; a
+    // busy one whose next write arrives (its last one flushed) takes its turn among them.
+    (channel.quiet ? this.newFlows : this.oldFlows).add(channel);
     this.pump();
   }
 
@@ -95,7 +102,7 @@ export class SendScheduler {
         this.oldFlows.delete(channel);
         if (!channel.sendable) continue;
         if (channel.uncredited >= HELD_BULK_WINDOW && this.holdingBulk()) continue; // its credit, or the hold's end, brings it back
-        const sent = channel.sendFrame();
+        const sent = channel.sendFrame(channel.quiet || this.holdingBulk() ? MAX_FRAME : BULK_FRAME);
         if (sent <= INTERACTIVE_FRAME_MAX && channel.quiet) this.holdBulk();
         // The write callback may have queued the channel's next chunk, which scheduled it anew.
         this.newFlows.delete(channel);

@@ -4,7 +4,17 @@ import { Writable } from 'node:stream';
 import { afterEach, describe, expect, it } from 'vitest';
 import type WebSocket from 'ws';
 import { muxPair } from '../test/support/mux-pair.js';
-import { HELD_BULK_WINDOW, MAX_FRAME, MAX_PROTOCOL_ERRORS, Mux, SEND_IN_FLIGHT_MAX, type Channel, type MuxProtocolError } from './mux.js';
+import {
+  BULK_FRAME,
+  COPIED_FRAME_MAX,
+  HELD_BULK_WINDOW,
+  MAX_FRAME,
+  MAX_PROTOCOL_ERRORS,
+  Mux,
+  SEND_IN_FLIGHT_MAX,
+  type Channel,
+  type MuxProtocolError,
+} from './mux.js';
 import { AgentClose, decodeData, encodeData, MAX_CHANNEL_CREDIT, MuxErrorCode, type ControlMessage } from './protocol.js';
 import { FROM_AGENT, type AgentMessage } from './wire.js';
 
@@ -305,7 +315,7 @@ describe('mux send scheduling', () => {
     ).toBe(4 * 1024 * 1024);
   });
 
-  it('keeps at most SEND_IN_FLIGHT_MAX data bytes un-flushed in the socket, however much is written', async () => {
+  it('keeps at most SEND_IN_FLIGHT_MAX data bytes (and the frame that crossed it) un-flushed in the socket, however much is written', async () => {
     const socket = new RecordingSocket();
     const { open } = await brokerMuxOn(socket, 8 * 1024 * 1024);
     const bulk = await open('tunnel');
@@ -313,8 +323,53 @@ describe('mux send scheduling', () => {
     bulk.write(Buffer.alloc(4 * 1024 * 1024, 1));
     const handed = socket.wire.slice(before).reduce((a, f) => a + f.bytes, 0);
     expect(handed).toBeGreaterThan(0);
-    expect(handed).toBeLessThanOrEqual(SEND_IN_FLIGHT_MAX + MAX_FRAME);
+    // Nobody types: the busy channel's frames grow to BULK_FRAME.
+    expect(handed).toBeLessThanOrEqual(SEND_IN_FLIGHT_MAX + BULK_FRAME);
     expect(socket.pendingCallbacks).toBeLessThanOrEqual(Math.ceil(SEND_IN_FLIGHT_MAX / MAX_FRAME) + 1);
+  });
+
+  it('reports a write done only once the socket has flushed its last frame: the frames are the written buffer, not copies', async () => {
+    const socket = new RecordingSocket();
+    const { open } = await brokerMuxOn(socket, 8 * 1024 * 1024);
+    const channel = await open('tunnel');
+    let done = false;
+    channel.write(Buffer.alloc(COPIED_FRAME_MAX + 1, 1), () => (done = true));
+    await new Promise((r) => setImmediate(r));
+    expect(socket.pendingCallbacks).toBe(1);
+    expect(done).toBe(false);
+    socket.flushOne();
+    await new Promise((r) => setImmediate(r));
+    expect(done).toBe(true);
+  });
+
+  it('sends keystrokes one after another while the socket has not flushed the first: small frames are copied', async () => {
+    const socket = new RecordingSocket();
+    const { open } = await brokerMuxOn(socket, 8 * 1024 * 1024);
+    const console_ = await open('console');
+    const typed = Buffer.from('ab');
+    console_.write(typed.subarray(0, 1));
+    console_.write(typed.subarray(1, 2));
+    await new Promise((r) => setImmediate(r));
+    // Neither frame flushed: both are on their way all the same.
+    expect(socket.wire.filter((f) => !f.text && f.ch === console_.id).map((f) => f.bytes)).toEqual([1, 1]);
+  });
+
+  it('sends a busy channel in BULK_FRAME frames while nobody types, and in MAX_FRAME frames while someone does', async () => {
+    const socket = new RecordingSocket();
+    const { open } = await brokerMuxOn(socket, 8 * 1024 * 1024);
+    const bulk = await open('tunnel');
+    const console_ = await open('console');
+    const bulkFrames = () => socket.wire.filter((f) => !f.text && f.ch === bulk.id).map((f) => f.bytes);
+    bulk.write(Buffer.alloc(8 * 1024 * 1024, 1));
+    for (let i = 0; i < 8; i++) socket.flushOne();
+    const idle = bulkFrames();
+    expect(Math.max(...idle)).toBe(BULK_FRAME);
+    console_.write(Buffer.from('x'));
+    socket.emit('message', Buffer.from(JSON.stringify({ t: 'credit', ch: bulk.id, n: idle.reduce((a, b) => a + b, 0) })), false);
+    while (socket.flushOne());
+    const typing = bulkFrames().slice(idle.length);
+    expect(typing.length).toBeGreaterThan(0);
+    expect(Math.max(...typing)).toBeLessThanOrEqual(MAX_FRAME);
   });
 
   it('shares the socket between two bulk channels in turns', async () => {
@@ -323,8 +378,8 @@ describe('mux send scheduling', () => {
     const a = await open('tunnel');
     const b = await open('tunnel');
     const before = socket.wire.length;
-    a.write(Buffer.alloc(1024 * 1024, 1));
-    b.write(Buffer.alloc(1024 * 1024, 2));
+    a.write(Buffer.alloc(4 * 1024 * 1024, 1));
+    b.write(Buffer.alloc(4 * 1024 * 1024, 2));
     while (socket.flushOne());
     const order = socket.wire
       .slice(before)

@@ -10,12 +10,22 @@ import { EventEmitter } from 'node:events';
 import type WebSocket from 'ws';
 import { AgentRefusal, isAgentRefusalCode } from './codes.js';
 import { Channel, DEFAULT_WINDOW, MuxProtocolError, type WireMessage } from './mux-channel.js';
+import { writeDataFrame } from './mux-frame.js';
 import { SendScheduler } from './mux-scheduler.js';
 import { AgentClose, decodeData, encodeData, MAX_CHANNEL_CREDIT, MuxErrorCode, type ChannelKind, type ChannelParams } from './protocol.js';
 import { CHANNEL_MESSAGES, parseEnvelope, readMessage, type MessageTable } from './wire.js';
 
-export { Channel, DEFAULT_WINDOW, INTERACTIVE_HOLD_MS, MAX_FRAME, MuxProtocolError, type ChannelStats, type WireMessage } from './mux-channel.js';
-export { HELD_BULK_WINDOW, INTERACTIVE_FRAME_MAX, SEND_IN_FLIGHT_MAX } from './mux-scheduler.js';
+export {
+  Channel,
+  COPIED_FRAME_MAX,
+  DEFAULT_WINDOW,
+  INTERACTIVE_HOLD_MS,
+  MAX_FRAME,
+  MuxProtocolError,
+  type ChannelStats,
+  type WireMessage,
+} from './mux-channel.js';
+export { BULK_FRAME, HELD_BULK_WINDOW, INTERACTIVE_FRAME_MAX, SEND_IN_FLIGHT_MAX } from './mux-scheduler.js';
 
 const OPEN_TIMEOUT_MS = 15_000;
 /** Unreadable messages tolerated on one connection; the next one closes it. */
@@ -137,13 +147,21 @@ export class Mux<M extends { t: string }> extends EventEmitter<MuxEvents<M>> {
     });
   }
 
-  /** @internal from the scheduler only: one data frame, counted in flight until the socket has it. */
-  sendData(ch: number, payload: Buffer): void {
-    if (!this.canSend()) return;
+  /**
+   * @internal from the scheduler only: one data frame, counted in flight until the socket has it.
+   * The payload is framed where it lies (mux-frame.ts), not copied: it is the socket's until
+   * `flushed` runs (at once when nothing is sent).
+   */
+  sendData(ch: number, payload: Buffer, flushed?: () => void): void {
+    if (!this.canSend()) return flushed?.();
     const n = payload.length;
     this.scheduler.sent(n);
     this.coalesce();
-    this.ws.send(encodeData(ch, payload), { binary: true }, () => this.scheduler.flushed(n));
+    const done = () => {
+      this.scheduler.flushed(n);
+      flushed?.();
+    };
+    if (!writeDataFrame(this.ws, ch, payload, done)) this.ws.send(encodeData(ch, payload), { binary: true }, done);
   }
 
   /** @internal a channel has data to send (a write, or new credit for its backlog). */
