@@ -4,7 +4,7 @@
  */
 import { Fragment } from 'preact';
 import { useEffect, useState } from 'preact/hooks';
-import type { AttributesRecord, DeviceStatus, LiveSessionItem, RemoteCapabilities, ReportCounts } from '../../../shared/api-types.js';
+import type { AttributesRecord, DeviceStatus, LiveSessionItem, NodeView, RemoteCapabilities, ReportCounts } from '../../../shared/api-types.js';
 import { api, ApiFailure, itemsOf } from '../api.js';
 import { allowed } from '../areas.js';
 import { Link, navigate, withQuery } from '../router.js';
@@ -20,17 +20,6 @@ import { reattachPath } from './sessions.js';
 import { FileTransfer } from './transfer.js';
 import { FileBrowser } from './file-browser.js';
 import { WebAppLauncher } from './web-apps.js';
-
-interface NodeInfo {
-  node_id: string;
-  title?: string;
-  tags?: string[];
-  effective_tags?: string[];
-  parent_id?: string | null;
-  path?: { node_id: string; title: string }[];
-  /** for holders of device:manage: whether it reaches this device */
-  can_manage?: boolean;
-}
 
 /** Remote-access rights, or null when the broker does not offer remote access (yet). */
 export async function loadRemoteAccess(deviceId: string): Promise<RemoteCapabilities | null> {
@@ -202,7 +191,7 @@ const STATUS_REFRESH_MS = 15_000;
 
 export function DeviceScreen({ deviceId }: { deviceId: string }) {
   const attrs = useLoad(() => api.get<AttributesRecord>(`/deviceattribute/${encodeURIComponent(deviceId)}`), [deviceId]);
-  const node = useLoad(() => api.get<NodeInfo>(`/node/${encodeURIComponent(deviceId)}`).catch(() => null), [deviceId]);
+  const node = useLoad(() => api.get<NodeView>(`/node/${encodeURIComponent(deviceId)}`).catch(() => null), [deviceId]);
   const status = useLoad(() => api.get<DeviceStatus>(`/device/${encodeURIComponent(deviceId)}/status`).catch(() => null), [deviceId]);
   const access = useLoad(() => loadRemoteAccess(deviceId), [deviceId]);
   const remove = useAction();
