@@ -12,6 +12,7 @@ export type * from './api-types/account.js';
 export type * from './api-types/config.js';
 export type * from './api-types/devices.js';
 export type * from './api-types/files.js';
+export type * from './api-types/inventory.js';
 export type * from './api-types/nodes.js';
 export type * from './api-types/remote.js';
 export type * from './api-types/security.js';
