@@ -10,6 +10,7 @@
  */
 export type * from './api-types/account.js';
 export type * from './api-types/config.js';
+export type * from './api-types/console-settings.js';
 export type * from './api-types/devices.js';
 export type * from './api-types/files.js';
 export type * from './api-types/inventory.js';

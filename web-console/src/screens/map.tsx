@@ -8,7 +8,7 @@
  */
 import 'leaflet/dist/leaflet.css';
 import L from 'leaflet';
-import type { InventoryListItem, ListPage } from '../../../shared/api-types.js';
+import type { ConsoleSettings, InventoryListItem, ListPage } from '../../../shared/api-types.js';
 import { useEffect, useMemo, useRef, useState } from 'preact/hooks';
 import { api, itemsOf } from '../api.js';
 import { allowed } from '../areas.js';
@@ -17,10 +17,6 @@ import { FIT_MAX_ZOOM, MIN_VIEW_SPAN, placeDevices, viewBounds, type MapDevice, 
 import { useDeviceEvents, type DeviceEvent } from '../events.js';
 import { Link, navigate } from '../router.js';
 import { ErrorBox, Loading, Notice, PageTitle } from '../ui.js';
-
-interface ConsoleSettings {
-  map: { tile_url: string | null; attribution: string };
-}
 
 const PAGE = 1000;
 /** At most this many devices are read for the map (pages of 1000). */
