@@ -2,7 +2,7 @@ import { z } from 'zod';
 import type { DeviceStatus } from '../../shared/api-types.js';
 import { DEVICE_ID_PATTERN } from '../devices/scope.js';
 import { listPage, pagingQuery } from '../http/paging.js';
-import { inventoryListItem as listItem, inventoryRecord as oneReport, systemInfo } from '../../shared/api-types/inventory.js';
+import { inventoryItemReport, inventoryListItem as listItem, inventoryRecord as oneReport } from '../../shared/api-types/inventory.js';
 import { defineRoute, type RouteSpec } from '../http/route.js';
 import { subjectRecords } from '../audit/subjects.js';
 import { MAX_SEARCH_LENGTH } from '../http/search.js';
@@ -128,17 +128,7 @@ export const inventoryRoutes: RouteSpec[] = [
       search: z.string().max(256).optional().describe('Part of any field of an item (case-insensitive)'),
       ...pagingQuery.shape,
     }),
-    response: z
-      .object({
-        node_id: z.string(),
-        item_type: z.enum(INVENTORY_REPORT_TYPES),
-        received_at: z.string().nullable(),
-        system: systemInfo.optional().describe('item_type system'),
-        pkg_manager: z.string().optional().describe('item_type software: dpkg, rpm or opkg'),
-        items: z.array(z.record(z.string(), z.unknown())).optional().describe('Every other item_type'),
-        total: z.number().optional(),
-      })
-      .describe('One item type of a device inventory'),
+    response: inventoryItemReport,
     handler: async ({ params, query, services, principal }) => services.inventory.report(principal, params.device_id, query),
   }),
   defineRoute({

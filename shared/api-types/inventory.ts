@@ -4,6 +4,7 @@
  * imports types only (`import type`), so no zod reaches the browser bundle.
  */
 import { z } from 'zod';
+import { INVENTORY_REPORT_TYPES } from '../inventory.js';
 import { deviceAttributes } from './nodes.js';
 
 /** qbee's SystemInfo: every value a string but the interface maps (and tpm_enabled). */
@@ -108,5 +109,19 @@ export const inventoryListItem = report.extend({
   ancestors: z.array(z.string()).describe('Node ids from root down to the device itself'),
 });
 
+/** GET /inventoryreport/{device_id}: one item type of a device inventory. */
+export const inventoryItemReport = z
+  .object({
+    node_id: z.string(),
+    item_type: z.enum(INVENTORY_REPORT_TYPES),
+    received_at: z.string().nullable(),
+    system: systemInfo.optional().describe('item_type system'),
+    pkg_manager: z.string().optional().describe('item_type software: dpkg, rpm or opkg'),
+    items: z.array(z.record(z.string(), z.unknown())).optional().describe('Every other item_type'),
+    total: z.number().optional(),
+  })
+  .describe('One item type of a device inventory');
+
 export type InventoryRecord = z.infer<typeof inventoryRecord>;
+export type InventoryItemReport = z.infer<typeof inventoryItemReport>;
 export type InventoryListItem = z.infer<typeof inventoryListItem>;
