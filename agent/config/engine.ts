@@ -8,9 +8,9 @@
  * becomes reports (a bundle that changed nothing reports nothing), with the values of secret
  * parameters redacted, and the run ends with `config_applied`. Results of runs made while
  * disconnected wait (bounded) and go out on the next connection. The checks of what the broker
- * sends are in received.ts, one bundle's application and the run's reports in apply-bundle.ts.
+ * sends are in received.ts, one bundle's application and the run's reports in apply-bundle.ts, the
+ * configuration kept on disk in kept.ts.
  */
-import crypto from 'node:crypto';
 import fs from 'node:fs/promises';
 import path from 'node:path';
 import type { Channel } from '../../shared/mux.js';
@@ -21,6 +21,7 @@ import { applyBundle, reportSink } from './apply-bundle.js';
 import { runCommand } from './command.js';
 import { FileFetcher } from './files.js';
 import { CONTROL_CHARACTERS } from '../../shared/text.js';
+import { discardKeptConfig, keepConfig, loadKeptConfig } from './kept.js';
 import { bundleMeta, checkConfig, DEFAULT_INTERVAL_MINUTES, MAX_INTERVAL_MINUTES, secretsOf, type StoredConfig } from './received.js';
 
 /**
@@ -47,10 +48,8 @@ export const BUNDLE_ORDER = [
   'docker_compose',
 ] as const;
 
-/** Bounds of what one run reports. */
 /** Results of runs kept while disconnected. */
 const MAX_OUTBOX = 20;
-const STATE_FILE = 'config.json';
 /**
  * Longest one bundle may take in a run (a bundle fetching many large files over a slow link is
  * the long one); past it, its signal is aborted, it is reported and the run goes on without it.
@@ -118,20 +117,17 @@ export class ConfigEngine {
   /** Loads the configuration kept from before (if any) and starts the interval. */
   async start(): Promise<void> {
     try {
-      const text = await fs.readFile(path.join(this.o.stateDir, STATE_FILE), 'utf8');
-      const stored = JSON.parse(text) as { config?: unknown; attributes?: unknown; defaults?: unknown };
-      this.current = checkConfig(stored.config, stored.attributes, stored.defaults);
-      this.log('info', 'configuration loaded from the state directory', { commit_id: this.current.config.commit_id });
+      this.current = await loadKeptConfig(this.o.stateDir);
+      if (this.current) this.log('info', 'configuration loaded from the state directory', { commit_id: this.current.config.commit_id });
     } catch (err) {
-      if ((err as NodeJS.ErrnoException).code !== 'ENOENT')
-        this.log('warn', 'the stored configuration is unreadable: waiting for the broker', { err: (err as Error).message });
+      this.log('warn', 'the stored configuration is unreadable: waiting for the broker', { err: (err as Error).message });
     }
     this.updateInterval();
   }
 
   /** Forgets the configuration kept in `stateDir` (a new device identity must not apply the old one's). */
-  static async discard(stateDir: string): Promise<void> {
-    await fs.rm(path.join(stateDir, STATE_FILE), { force: true });
+  static discard(stateDir: string): Promise<void> {
+    return discardKeptConfig(stateDir);
   }
 
   stop(): void {
@@ -212,7 +208,7 @@ export class ConfigEngine {
       });
     }
     try {
-      await this.persist(stored);
+      await keepConfig(this.o.stateDir, stored);
     } catch (err) {
       // still applied now; only a restart before the next configuration would lose it
       this.emit({ t: 'reports', reports: [this.internalReport('WARN', `The configuration could not be kept on disk: ${(err as Error).message}`)] });
@@ -221,23 +217,6 @@ export class ConfigEngine {
     this.updateInterval();
     this.log('info', 'configuration received', { commit_id: stored.config.commit_id });
     this.trigger();
-  }
-
-  private async persist(stored: StoredConfig): Promise<void> {
-    await fs.mkdir(this.o.stateDir, { recursive: true, mode: 0o700 });
-    const target = path.join(this.o.stateDir, STATE_FILE);
-    const temp = `${target}.${crypto.randomBytes(6).toString('hex')}.tmp`;
-    const handle = await fs.open(temp, 'wx', 0o600);
-    try {
-      await handle.writeFile(JSON.stringify({ config: stored.config, attributes: stored.attributes, defaults: stored.defaults }));
-      await handle.sync();
-      await handle.close();
-      await fs.rename(temp, target);
-    } catch (err) {
-      await handle.close().catch(() => {});
-      await fs.rm(temp, { force: true });
-      throw err;
-    }
   }
 
   private updateInterval(): void {

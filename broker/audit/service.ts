@@ -37,6 +37,24 @@ export interface RemoteAuditStart {
   sessionId?: string;
 }
 
+/**
+ * A remote-access attempt refused before any session could start: a request the entry point cannot
+ * serve, no device named, a bad token, a refused sign-in. Its entry is `<event>.denied`.
+ */
+export interface RefusedAttempt {
+  /** `remote.<action>` unless named (a refused qbee upgrade is `remote.qbee`, an SSH sign-in `remote.ssh`) */
+  event?: string;
+  /** who made it; absent when the caller could not be identified (the source address stands for them) */
+  principal?: { user: AuditActor; sessionId?: string };
+  /** the device it named, '' when none */
+  deviceId: string;
+  action: string;
+  options: Record<string, unknown>;
+  reason: string;
+  ip: string;
+  source: RemoteAuditStart['source'];
+}
+
 export interface RemoteAuditEnd {
   durationMs: number | null;
   bytesIn: number | null;
@@ -57,7 +75,7 @@ export interface AuditOptions {
   retentionDays?: number;
   /** Refused entries per source a window (see refusals.ts). */
   refusals?: RefusalBudget;
-  logger?: { warn(obj: object, msg: string): void };
+  logger?: { warn(obj: object, msg: string): void; error(obj: object, msg: string): void };
 }
 
 /** What a session's end entry repeats of its start. */
@@ -294,6 +312,31 @@ export class AuditService {
     const id = (await this.write({ entry: start, owner: this.owner.brokerId })) as number;
     if (this.liveStarts.size < MAX_LIVE_STARTS) this.liveStarts.set(id, start);
     return id;
+  }
+
+  /**
+   * Writes a remote-access attempt refused before any session could start, as every entry point
+   * (WebSocket, qbee, SSH) audits one: denied, counted against its source's refusal rate. Never
+   * throws: the refusal stands whether or not its entry is written, and a failed write is logged.
+   */
+  async recordRefusedAttempt(attempt: RefusedAttempt): Promise<void> {
+    const event = attempt.event ?? `remote.${attempt.action}`;
+    try {
+      await this.recordRemoteStart({
+        event,
+        user: attempt.principal?.user,
+        deviceId: attempt.deviceId,
+        action: attempt.action,
+        options: attempt.options,
+        allowed: false,
+        reason: attempt.reason,
+        ip: attempt.ip,
+        source: attempt.source,
+        sessionId: attempt.principal?.sessionId,
+      });
+    } catch (err) {
+      this.owner.logger?.error({ err, event, source: attempt.source, deviceId: attempt.deviceId }, 'refused remote-access attempt not audited');
+    }
   }
 
   private async appendStart(entry: RemoteAuditStart): Promise<number> {

@@ -1,5 +1,6 @@
 import { z } from 'zod';
 import type { Profile } from '../../shared/api-types.js';
+import { totpEnrolment } from '../../shared/api-types/totp.js';
 import { defineRoute, type RouteSpec } from '../http/route.js';
 import { userRecord } from '../users/routes.js';
 import { newPassword } from './password-routes.js';
@@ -91,7 +92,7 @@ export const profileRoutes: RouteSpec<ProfileRouteDeps>[] = [
     access: 'authenticated',
     audit: 'profile.totp.start',
     subject: ({ principal }, s) => subjectRecords.user(s.db, principal?.user.id),
-    response: z.object({ secret: z.string().describe('base32'), otpauth_url: z.string(), qr_data_url: z.string().describe('data:image/png;base64,...') }),
+    response: totpEnrolment,
     handler: async ({ principal, deps }) => deps.auth.profile.startTotp(principal),
   }),
   defineRoute({

@@ -6,6 +6,7 @@ import { auditableChangeBody, BUNDLES } from './bundles.js';
 import { MAX_INLINE_CHANGES } from './deps.js';
 import { singleLine } from '../../shared/text.js';
 import type { ConfigService } from './service.js';
+import { configChange as change, configCommit as commit, entityConfig as configResponse } from '../../shared/api-types/config.js';
 
 const sha = z
   .string()
@@ -40,50 +41,6 @@ const changeRequest = z
       ),
   })
   .strict();
-
-const userBase = z.object({ user_id: z.string(), fname: z.string(), lname: z.string() });
-
-const change = z
-  .object({
-    id: z.string(),
-    sha: z.string(),
-    status: z.enum(['new', 'committed']),
-    type: z.literal('config'),
-    content: z.object({ node_id: z.string().optional(), tag: z.string().optional(), formtype: z.string(), extend: z.boolean(), config: z.unknown() }),
-    created: z.number().int().describe('Unix seconds'),
-    updated: z.number().int().describe('Unix seconds'),
-    user_id: z.string(),
-    user_name: z.string(),
-    user: userBase,
-    commit_sha: z.string().optional(),
-  })
-  .describe(
-    "qbee's Change: credential fields (parameters' secrets, container registry passwords, password hashes) are answered as references (`secret-ref:…`), never in clear; a reference is bound to its entity, field and stored version, so equal values give unrelated references",
-  );
-
-const commit = z.object({
-  sha: z.string().describe('The sha of the commit: the sha of its entry in the audit trail (GET /commitlist)'),
-  message: z.string(),
-  type: z.literal('config'),
-  labels: z.array(z.string()),
-  changes: z.array(z.unknown()).describe('POST: the shas of the changes; GET: the changes'),
-  user_id: z.string(),
-  user: userBase,
-  created: z.number().int(),
-  updated: z.number().int(),
-});
-
-const configResponse = z.object({
-  status: z.literal('success'),
-  config: z.object({
-    id: z.string(),
-    type: z.enum(['node', 'tag']),
-    commit_id: z.string().describe('The most recent commit that shaped this configuration'),
-    commit_created: z.number().describe('Nanoseconds since the epoch'),
-    bundles: z.array(z.string()),
-    bundle_data: z.record(z.string(), z.unknown()),
-  }),
-});
 
 const RENDER =
   'A node’s configuration is rendered per bundle along root → groups → the node, with the configuration of each of its tags (own and inherited from groups; ordered by commit time) ' +

@@ -1,11 +1,12 @@
 /** Request and response schemas of the device routes: validation, types and the OpenAPI document. */
 import { z } from 'zod';
-import type { AttributesRecord, DeviceAttributes, GroupTreeNode } from '../../shared/api-types.js';
+import type { AttributesRecord, GroupTreeNode } from '../../shared/api-types.js';
 import { NODE_ID_PATTERN, TAG_PATTERN, TAG_RULE } from '../../shared/resources.js';
 import { pagingQuery } from '../http/paging.js';
 import { coordinateProblem, CUSTOM_VALUE_MAX_LENGTH, customKeyProblem, LEGACY_FIELDS, LEGACY_MAX_LENGTH, legacyNameProblem } from './attributes.js';
 import { DEVICE_ID_PATTERN } from './scope.js';
 import { isSingleLine, multiLine, singleLine } from '../../shared/text.js';
+import { deviceAttributes } from '../../shared/api-types/nodes.js';
 
 export const MAX_TAGS_PER_NODE = 50;
 export const MAX_CHANGES_PER_REQUEST = 1000;
@@ -97,7 +98,8 @@ export const attributesRecord = z.object({
   custom_max: z.number().int().describe('How many custom attributes a device may hold (MAX_CUSTOM_ATTRIBUTES)'),
 }) satisfies z.ZodType<AttributesRecord>;
 
-export const deviceAttributesOut = z.object({ ...legacyOut, custom: z.record(z.string(), z.string()) }) satisfies z.ZodType<DeviceAttributes>;
+/** A device's attributes as answered: declared once (shared/api-types/nodes.ts) for the broker and the console. */
+export const deviceAttributesOut = deviceAttributes;
 
 // Not recursive on purpose: a self-referencing schema would need $defs that the OpenAPI document cannot place
 // (so `nodes` is checked against the record only as a list of objects).
@@ -146,29 +148,8 @@ export const subtreeResponse = z.object({
   total_devices: z.number().int(),
 });
 
-export const nodeView = z.object({
-  id: z.string(),
-  node_id: z.string(),
-  title: z.string(),
-  type: z.enum(['group', 'device']),
-  parent_id: z.string().nullable(),
-  tags: z.array(z.string()),
-  effective_tags: z.array(z.string()).describe('Own tags and those of every group above'),
-  ancestors: z.array(z.string()).describe('Node ids from root down to this node'),
-  path: z.array(z.object({ node_id: z.string(), title: z.string() })),
-  status: z.enum(['online', 'offline']).optional(),
-  last_reported: z
-    .number()
-    .int()
-    .nullable()
-    .optional()
-    .describe('Devices only: last contact, Unix seconds, null if never; for a device connected to this broker, its last heartbeat'),
-  attributes: deviceAttributesOut.optional(),
-  can_manage: z
-    .boolean()
-    .optional()
-    .describe('GET /node/{node_id}, for a holder of device:manage only: whether they may manage this node (rename, move, tag; a device: its attributes)'),
-});
+// GET /node/{node_id}'s record, declared once for the broker and the console.
+export { nodeView } from '../../shared/api-types/nodes.js';
 
 // Fields the qbee clients send along with every change (zero values included): accepted, ignored.
 const ignored = (schema: z.ZodType) => schema.optional().describe('Accepted and ignored');

@@ -1,6 +1,6 @@
 import crypto from 'node:crypto';
 import { EventEmitter } from 'node:events';
-import type { PendingHost } from '../../shared/api-types.js';
+import type { PendingHost, PendingHostEvent } from '../../shared/api-types.js';
 import { deviceIdOf, keyFingerprint, parseDevicePublicKey, publicKeyPem } from '../../shared/device-key.js';
 import type { AgentLocator } from '../agents/locator.js';
 import { RateLimiter, type LimitStore } from '../auth/ratelimit.js';
@@ -25,16 +25,9 @@ import { EnrolStore } from './store.js';
 export const ENROL_FAILURES_PER_WINDOW = 20;
 export const ENROL_WINDOW_MS = 10 * 60_000;
 
-/** A pending host appeared (an agent enrolled with a manual key), was approved, or was rejected. */
-export type PendingHostChange = 'pending.added' | 'pending.approved' | 'pending.removed';
-
-export interface PendingHostEvent {
-  event: PendingHostChange;
-  device_id: string;
-  hostname: string;
-  /** ISO 8601: when the change was made */
-  at: string;
-}
+/** A pending host appeared (an agent enrolled with a manual key), was approved, or was rejected: declared once for the broker and the console. */
+export type { PendingHostEvent } from '../../shared/api-types.js';
+export type PendingHostChange = PendingHostEvent['event'];
 
 export interface BootstrapKeyRecord {
   key: string;

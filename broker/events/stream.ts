@@ -12,6 +12,7 @@ import type { Logger } from 'pino';
 import type { AccessService } from '../access/access.js';
 import type { Principal } from '../access/principal.js';
 import type { PendingHostEvent } from '../enrol/service.js';
+import type { DeviceEvent } from '../../shared/api-types.js';
 
 /** Bytes a listener may leave unread before it is dropped (hundreds of events). */
 export const MAX_BUFFERED_BYTES = 64 * 1024;
@@ -20,14 +21,9 @@ export const KEEPALIVE_MS = 25_000;
 /** Listeners per user: a tab leaking EventSources cannot hold the broker's sockets. */
 export const MAX_LISTENERS_PER_USER = 16;
 
-export type DeviceEventName = 'device.online' | 'device.offline';
-
-export interface DeviceEvent {
-  event: DeviceEventName;
-  device_id: string;
-  /** ISO 8601: when the broker saw the change (for offline, the device's last contact) */
-  at: string;
-}
+/** An agent connected or left: declared once for the broker and the console. */
+export type { DeviceEvent } from '../../shared/api-types.js';
+export type DeviceEventName = DeviceEvent['event'];
 
 /** Where a listener's events go: an HTTP response in production, a fake in tests. */
 export interface EventSink {

@@ -1,5 +1,6 @@
 import { pipeline } from 'node:stream/promises';
 import { z } from 'zod';
+import { fileEntry } from '../../shared/api-types/files.js';
 import { badRequest } from '../http/errors.js';
 import { pagingQuery } from '../http/paging.js';
 import { defineRoute, Reply, type RouteSpec } from '../http/route.js';
@@ -11,20 +12,6 @@ const PATH_RULES =
   'Paths are "/"-rooted inside the file store ("/configs/app.conf"). Refused with 400 naming the field: "." and ".." segments, ' +
   'backslashes, NUL and control characters, names over 255 bytes, paths over 4096 bytes, and any path that goes through a ' +
   'symbolic link. Names are stored NFC-normalised; nothing is percent-decoded beyond the query string itself, so "%2e%2e" is an ordinary name.';
-
-const fileEntry = z.object({
-  name: z.string(),
-  path: z.string().describe('"/"-rooted path of the entry (folders without a trailing "/")'),
-  type: z.enum(['file', 'dir']),
-  is_dir: z.boolean(),
-  size: z.number().int().describe('bytes; 0 for folders'),
-  mtime: z.string().describe('last change, ISO 8601'),
-  created: z.number().int().describe('creation time, Unix seconds'),
-  extension: z.string(),
-  mime: z.string(),
-  sha256: z.string().optional().describe('hex SHA-256 of the content (files)'),
-  digest: z.string().optional().describe('same as sha256 (the name qbee clients read)'),
-});
 
 const boolText = z.enum(['true', 'false']);
 const truthy = (v: boolean | 'true' | 'false' | undefined) => v === true || v === 'true';

@@ -37,7 +37,7 @@ export const QBEE_MAX_CONNECTIONS_PER_USER = 16;
 
 export interface QbeeTransportDeps {
   logger: Logger;
-  audit: Pick<AuditService, 'recordRemoteStart'>;
+  audit: Pick<AuditService, 'recordRefusedAttempt'>;
   sessions: Pick<RemoteSessions, 'authorizeAndOpen' | 'adopt' | 'finish' | 'clientIp'>;
   remote: Pick<RemoteService, 'reload'>;
 }
@@ -90,20 +90,16 @@ export class QbeeTransport {
 
   /** A refused upgrade is an attempt too, audited as denied like the broker's own endpoints' (never the token). */
   private async refuseUpgrade(attempt: UpgradeAttempt, status: number, error: string, message: string, user?: Caller['principal']): Promise<void> {
-    await this.deps.audit
-      .recordRemoteStart({
-        event: 'remote.qbee',
-        user: user?.user,
-        deviceId: this.deviceOf(attempt.url),
-        action: 'connect',
-        options: {},
-        allowed: false,
-        reason: `${error}: ${message}`,
-        ip: this.deps.sessions.clientIp(attempt.req),
-        source: 'qbee',
-        sessionId: user?.sessionId,
-      })
-      .catch((err: unknown) => this.log.error({ err }, 'refused qbee upgrade not audited'));
+    await this.deps.audit.recordRefusedAttempt({
+      event: 'remote.qbee',
+      principal: user,
+      deviceId: this.deviceOf(attempt.url),
+      action: 'connect',
+      options: {},
+      reason: `${error}: ${message}`,
+      ip: this.deps.sessions.clientIp(attempt.req),
+      source: 'qbee',
+    });
     httpRefusal(attempt.socket, status, error, message);
   }
 
@@ -200,20 +196,7 @@ export class QbeeTransport {
   /** A stream the broker cannot serve is refused, and audited like every refused attempt. */
   private async refuse(connection: Connection, stream: SmuxStream, action: string, options: Record<string, unknown>, reason: string): Promise<void> {
     const { caller, deviceId } = connection;
-    await this.deps.audit
-      .recordRemoteStart({
-        event: `remote.${action}`,
-        user: caller.principal.user,
-        deviceId,
-        action,
-        options,
-        allowed: false,
-        reason,
-        ip: caller.ip,
-        source: caller.source,
-        sessionId: caller.principal.sessionId,
-      })
-      .catch((err: unknown) => this.log.error({ err, deviceId }, 'refused qbee request not audited'));
+    await this.deps.audit.recordRefusedAttempt({ principal: caller.principal, deviceId, action, options, reason, ip: caller.ip, source: caller.source });
     writeError(stream, reason);
   }
 

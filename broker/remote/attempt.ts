@@ -51,7 +51,7 @@ export type SessionOutcome = { bytesIn: number; bytesOut: number; reason: string
 export interface AttemptDeps {
   config: Pick<Config, 'dataDir'>;
   access: Pick<AccessService, 'decide' | 'copyRoots' | 'consoleRecording'>;
-  audit: Pick<AuditService, 'recordRemoteStart' | 'recordRemoteEnd'>;
+  audit: Pick<AuditService, 'recordRemoteStart' | 'recordRemoteEnd' | 'recordRefusedAttempt'>;
   locator: AgentLocator;
 }
 
@@ -273,22 +273,15 @@ export class Attempts {
     for (const [name, value] of [...url.searchParams].slice(0, 10)) {
       if (!CREDENTIAL_PARAMS.has(name.toLowerCase())) options[bounded(name, 40)] = bounded(value, 200);
     }
-    try {
-      await this.deps.audit.recordRemoteStart({
-        event: `remote.${kind}`,
-        user: caller?.principal.user,
-        deviceId: url.searchParams.get('device_id') ?? '',
-        action: kind,
-        options,
-        allowed: false,
-        reason: `${answer.frame.error}: ${answer.frame.message}`,
-        ip,
-        source: caller?.source ?? (url.searchParams.has('ticket') ? 'web' : 'api'),
-        sessionId: caller?.principal.sessionId,
-      });
-    } catch (err) {
-      this.log.error({ err, kind }, 'refused remote-access attempt not audited');
-    }
+    await this.deps.audit.recordRefusedAttempt({
+      principal: caller?.principal,
+      deviceId: url.searchParams.get('device_id') ?? '',
+      action: kind,
+      options,
+      reason: `${answer.frame.error}: ${answer.frame.message}`,
+      ip,
+      source: caller?.source ?? (url.searchParams.has('ticket') ? 'web' : 'api'),
+    });
     return answer;
   }
 

@@ -49,6 +49,7 @@ function build(agent: { connected: boolean; reload?: () => Promise<void> }) {
       recordRemoteStart: async (start) => audited.push({ start }),
       recordRemoteEnd: async (id, end) => void (audited[id - 1].end = end.reason),
       recordRemoteJoin: async () => 0, // no console is joined here
+      recordRefusedAttempt: async () => {}, // no attempt is refused before its decision here
       recordChange: async () => {}, // no recording is read here
     },
     locator,

@@ -81,7 +81,7 @@ export interface RemoteServiceDeps extends RemoteSessionsDeps {
     | 'consoleRecording'
     | 'copyBrowseRoots'
   >;
-  audit: Pick<AuditService, 'recordRemoteStart' | 'recordRemoteEnd' | 'recordRemoteJoin' | 'recordChange'>;
+  audit: Pick<AuditService, 'recordRemoteStart' | 'recordRemoteEnd' | 'recordRemoteJoin' | 'recordRefusedAttempt' | 'recordChange'>;
 }
 
 /**

@@ -50,7 +50,7 @@ export interface RemoteSessionsDeps {
   logger: Logger;
   auth: Pick<AuthService, 'authenticate'>;
   access: Pick<AccessService, 'decide' | 'copyRoots' | 'consoleRecording' | 'mayWatchRemoteSession'>;
-  audit: Pick<AuditService, 'recordRemoteStart' | 'recordRemoteEnd' | 'recordRemoteJoin'>;
+  audit: Pick<AuditService, 'recordRemoteStart' | 'recordRemoteEnd' | 'recordRemoteJoin' | 'recordRefusedAttempt'>;
   locator: AgentLocator;
   /** Several brokers: where the sessions of every broker are listed (broker/cluster/sessions.ts). */
   directory?: SessionDirectory;

@@ -34,7 +34,7 @@ const MAX_DIMENSION = 1000;
 export interface SshChannelDeps {
   logger: Logger;
   authority: Pick<SshAuthority, 'hostKeyFile'>;
-  audit: Pick<AuditService, 'recordRemoteStart'>;
+  audit: Pick<AuditService, 'recordRefusedAttempt'>;
   sessions: Pick<RemoteSessions, 'authorizeAndOpen' | 'adopt' | 'finish'>;
   /** decides a second path of an sftp rename, beyond the one its copy session is opened for */
   access: Pick<AccessService, 'decide'>;
@@ -68,22 +68,9 @@ export class SshChannels {
   }
 
   /** An attempt the gateway refuses before any device is asked, audited as denied. */
-  private async refuseAttempt(conn: SshConnection, action: string, options: Record<string, unknown>, reason: string, deviceId = ''): Promise<void> {
-    const caller = conn.caller as Caller;
-    await this.deps.audit
-      .recordRemoteStart({
-        event: `remote.${action}`,
-        user: caller.principal.user,
-        deviceId,
-        action,
-        options,
-        allowed: false,
-        reason,
-        ip: conn.ip,
-        source: 'ssh',
-        sessionId: caller.principal.sessionId,
-      })
-      .catch((err: unknown) => this.log.error({ err }, 'refused ssh request not audited'));
+  private refuseAttempt(conn: SshConnection, action: string, options: Record<string, unknown>, reason: string, deviceId = ''): Promise<void> {
+    const { principal } = conn.caller as Caller;
+    return this.deps.audit.recordRefusedAttempt({ principal, deviceId, action, options, reason, ip: conn.ip, source: 'ssh' });
   }
 
   private async refuseRemoteForward(conn: SshConnection, name: string): Promise<void> {

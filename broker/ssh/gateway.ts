@@ -36,7 +36,7 @@ export interface SshGatewayDeps {
   logger: Logger;
   authority: Pick<SshAuthority, 'verify' | 'hostKeyFile'>;
   auth: Pick<AuthService, 'sessionCaller' | 'startSession' | 'revokeSession' | 'userRow' | 'authenticate'>;
-  audit: Pick<AuditService, 'recordRemoteStart'>;
+  audit: Pick<AuditService, 'recordRefusedAttempt'>;
   sessions: Pick<RemoteSessions, 'authorizeAndOpen' | 'adopt' | 'finish'>;
   access: Pick<AccessService, 'decide'>;
   keys: Pick<SshKeys, 'byFingerprint' | 'existing'>;

@@ -4,19 +4,11 @@
  * is audited with the key's fingerprint.
  */
 import { z } from 'zod';
+import { sshKeyRecord as keyRecord } from '../../shared/api-types/ssh-keys.js';
 import { defineRoute, type RouteSpec } from '../http/route.js';
 import { MAX_SSH_KEY_COMMENT, MAX_SSH_KEY_LINE, MAX_SSH_KEYS_PER_USER, MIN_RSA_BITS, type SshKeyRecord } from './keys.js';
 import type { SshService } from './service.js';
 
-const keyRecord = z.object({
-  key_id: z.string(),
-  user_id: z.string(),
-  public_key: z.string().describe('`<type> <base64>`: the OpenSSH public key line, without its comment.'),
-  type: z.string().describe('`ssh-ed25519`, `ecdsa-sha2-nistp256` (384, 521) or `ssh-rsa`.'),
-  fingerprint: z.string().describe('`SHA256:…`, as `ssh-keygen -l` prints it.'),
-  comment: z.string(),
-  created_at: z.string(),
-});
 const keyList = z.object({ items: z.array(keyRecord) });
 const keyId = z.string().min(1).max(64).describe('The key id (key_id of the record).');
 const userId = z.string().min(1).max(128).describe('The user id.');

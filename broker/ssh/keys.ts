@@ -21,16 +21,9 @@ export const MIN_RSA_BITS = 2048;
 const MAX_RSA_BITS = 16384;
 const LINE = /^(ssh-ed25519|ecdsa-sha2-nistp256|ecdsa-sha2-nistp384|ecdsa-sha2-nistp521|ssh-rsa) ([A-Za-z0-9+/]+={0,2})(?:[ \t]+([^\r\n]*))?$/;
 
-/** A registered key as the API answers it. */
-export interface SshKeyRecord {
-  key_id: string;
-  user_id: string;
-  public_key: string;
-  type: string;
-  fingerprint: string;
-  comment: string;
-  created_at: string;
-}
+// A registered key as the API answers it: declared once, with its schema, for the broker and the console.
+import type { SshKeyRecord } from '../../shared/api-types/ssh-keys.js';
+export type { SshKeyRecord };
 
 /** A key line checked: its canonical form (type and blob, no comment), blob, fingerprint and comment. */
 export interface CheckedKey {

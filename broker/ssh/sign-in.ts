@@ -43,7 +43,7 @@ export interface SshSignInDeps {
   logger: Logger;
   authority: Pick<SshAuthority, 'verify'>;
   auth: Pick<AuthService, 'sessionCaller' | 'startSession' | 'revokeSession' | 'userRow' | 'authenticate'>;
-  audit: Pick<AuditService, 'recordRemoteStart'>;
+  audit: Pick<AuditService, 'recordRefusedAttempt'>;
   keys: Pick<SshKeys, 'byFingerprint' | 'existing'>;
 }
 
@@ -227,20 +227,15 @@ export class SshSignIn {
 
   /** A connection that never signed in is an attempt too: audited as denied, with why. */
   async auditRefusedConnection(conn: SshConnection): Promise<void> {
-    const principal = conn.refusedAs;
-    await this.deps.audit
-      .recordRemoteStart({
-        event: 'remote.ssh',
-        user: principal?.user,
-        deviceId: conn.deviceId ?? '',
-        action: 'connect',
-        options: { login: conn.login.slice(0, 64) },
-        allowed: false,
-        reason: `sign-in refused: ${conn.refusals.join('; ')}`,
-        ip: conn.ip,
-        source: 'ssh',
-        sessionId: principal?.sessionId,
-      })
-      .catch((err: unknown) => this.log.error({ err }, 'refused ssh sign-in not audited'));
+    await this.deps.audit.recordRefusedAttempt({
+      event: 'remote.ssh',
+      principal: conn.refusedAs,
+      deviceId: conn.deviceId ?? '',
+      action: 'connect',
+      options: { login: conn.login.slice(0, 64) },
+      reason: `sign-in refused: ${conn.refusals.join('; ')}`,
+      ip: conn.ip,
+      source: 'ssh',
+    });
   }
 }

@@ -2,6 +2,7 @@
  * What other domains ask of users and their roles: the users domain owns those tables
  * (broker/db/owners.ts), and this is its answer to everyone else, so that no other domain writes SQL on them.
  */
+import type { RoleUser } from '../../shared/api-types.js';
 import type { Db } from '../db/database.js';
 import type { SelectQueryBuilder } from 'kysely';
 import type { Database, UsersTable } from '../db/schema.js';
@@ -46,12 +47,8 @@ export async function rolesOfUsers(db: Db, userIds: string[]): Promise<Map<strin
   return out;
 }
 
-/** A user holding a role, as the role's record lists them. */
-export interface RoleUser {
-  user_id: string;
-  fname: string;
-  lname: string;
-}
+/** A user holding a role, as the role's record lists them: declared once for the broker and the console. */
+export type { RoleUser } from '../../shared/api-types.js';
 
 /** Users holding each role, by name. */
 export async function usersOfRoles(db: Db, roleIds: string[]): Promise<Map<string, RoleUser[]>> {

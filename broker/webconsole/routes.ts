@@ -1,16 +1,6 @@
-import { z } from 'zod';
+import { consoleSettings as settings } from '../../shared/api-types/console-settings.js';
 import { defineRoute, type RouteSpec } from '../http/route.js';
 import type { Config } from '../environment.js';
-
-const settings = z.object({
-  map: z.object({
-    tile_url: z
-      .string()
-      .nullable()
-      .describe('URL template of the map tiles (`{z}`, `{x}`, `{y}`, maybe `{s}`), from MAP_TILE_URL; null: the console draws its bundled world outline'),
-    attribution: z.string().describe('Credit the tile provider asks to be shown (MAP_TILE_ATTRIBUTION); "" when none'),
-  }),
-});
 
 /** What the web console needs to know of this broker's settings; nothing secret. */
 /** What the web console's settings route uses: the map settings. */

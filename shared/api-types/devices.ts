@@ -162,3 +162,20 @@ export interface BootstrapKeyEntry {
   /** GET /bootstrapkeylist only: devices enrolled with the key, pending and approved */
   devices?: number;
 }
+
+/** GET /events: an agent connected to a broker (`device.online`) or left (`device.offline`). */
+export interface DeviceEvent {
+  event: 'device.online' | 'device.offline';
+  device_id: string;
+  /** ISO 8601: when the broker saw the change (for offline, the device's last contact) */
+  at: string;
+}
+
+/** GET /events: a pending host appeared (an agent enrolled with a manual key), was approved, or was rejected. */
+export interface PendingHostEvent {
+  event: 'pending.added' | 'pending.approved' | 'pending.removed';
+  device_id: string;
+  hostname: string;
+  /** ISO 8601: when the change was made */
+  at: string;
+}

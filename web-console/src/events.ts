@@ -8,20 +8,11 @@
  * to reload what they may have missed while disconnected.
  */
 import { useEffect, useRef } from 'preact/hooks';
+import type { DeviceEvent, PendingHostEvent } from '../../shared/api-types.js';
 import { api, apiUrl, ensureFreshToken } from './api.js';
 
-export interface DeviceEvent {
-  event: 'device.online' | 'device.offline';
-  device_id: string;
-  at: string;
-}
-
-export interface PendingHostEvent {
-  event: 'pending.added' | 'pending.approved' | 'pending.removed';
-  device_id: string;
-  hostname: string;
-  at: string;
-}
+/** The stream's events (GET /events), declared once for the broker and the console. */
+export type { DeviceEvent, PendingHostEvent };
 
 type ConsoleEvent = DeviceEvent | PendingHostEvent;
 

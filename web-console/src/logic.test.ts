@@ -139,15 +139,12 @@ describe('answers of the API', () => {
     // One shape per call: a list page is not a key map.
     expect(keysOf([{ key: 'k3' }])).toEqual([]);
     expect(
-      entriesOf(
-        {
-          items: [
-            { name: 'b.txt', path: '/x/b.txt', type: 'file', size: 3, mtime: 't' },
-            { name: 'sub', path: '/x/sub', type: 'dir', size: 0 },
-          ],
-        },
-        '/x/',
-      ).map((e) => [e.path, e.dir]),
+      entriesOf({
+        items: [
+          { name: 'b.txt', path: '/x/b.txt', type: 'file', is_dir: false, size: 3, mtime: 't' },
+          { name: 'sub', path: '/x/sub', type: 'dir', is_dir: true, size: 0, mtime: 't' },
+        ],
+      }).map((e) => [e.path, e.dir]),
     ).toEqual([
       ['/x/sub/', true],
       ['/x/b.txt', false],

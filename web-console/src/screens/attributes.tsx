@@ -5,7 +5,7 @@
  * the API's answer are shown at the field they name.
  */
 import { useEffect, useState } from 'preact/hooks';
-import type { AttributesRecord, DeviceAttributes, LegacyAttribute } from '../../../shared/api-types.js';
+import type { AttributesRecord, DeviceAttributes, LegacyAttribute, NodeView } from '../../../shared/api-types.js';
 import { api, ApiFailure } from '../api.js';
 import { allowed } from '../areas.js';
 import { guardLeaving, Link } from '../router.js';
@@ -116,7 +116,7 @@ function legacyProblems(legacy: Record<LegacyField, string>): Partial<Record<Leg
 export function AttributesScreen({ deviceId }: { deviceId: string }) {
   const loaded = useLoad(() => api.get<AttributesRecord>(`/deviceattribute/${encodeURIComponent(deviceId)}`), [deviceId]);
   // The broker's hint (GET /node): a manager restricted to other groups gets no editor for this device.
-  const node = useLoad(() => api.get<{ can_manage?: boolean }>(`/node/${encodeURIComponent(deviceId)}`).catch(() => null), [deviceId]);
+  const node = useLoad(() => api.get<NodeView>(`/node/${encodeURIComponent(deviceId)}`).catch(() => null), [deviceId]);
   const [original, setOriginal] = useState<AttributesRecord | null>(null);
   const [legacy, setLegacy] = useState<Record<LegacyField, string>>({} as Record<LegacyField, string>);
   const [rows, setRows] = useState<Row[]>([]);

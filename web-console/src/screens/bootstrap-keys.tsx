@@ -5,18 +5,12 @@ import { api } from '../api.js';
 import { allowed } from '../areas.js';
 import { ConfirmButton, CopyButton, ErrorBox, formatTime, ListTable, Notice, PageTitle, useAction, useLoad } from '../ui.js';
 
-interface BootstrapKey {
-  key: string;
-  group_id: string;
-  auto_accept: boolean;
-  created_at?: string;
-  label: string;
-  expires_at: string | null;
-  /** past its expiry by the broker's clock: enrols nothing */
-  expired: boolean;
-  /** devices enrolled with the key (GET /bootstrapkeylist) */
-  devices?: number;
-}
+/**
+ * A key as the screen shows it: the shared list entry under its key (the map's own key), with
+ * `created_at` and `devices` left out of POST /bootstrapkey's shorter answer.
+ */
+type BootstrapKey = Pick<BootstrapKeyEntry, 'group_id' | 'auto_accept' | 'label' | 'expires_at' | 'expired' | 'devices'> &
+  Partial<Pick<BootstrapKeyEntry, 'created_at'>> & { key: string };
 
 /**
  * The one line that installs an edge agent on a device and enrols it with this key against this

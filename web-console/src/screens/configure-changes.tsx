@@ -1,5 +1,6 @@
 /** The staged configuration changes: each with its diff, discarded, or committed with a message. */
 import { useState } from 'preact/hooks';
+import type { ConfigCommit } from '../../../shared/api-types.js';
 import { api } from '../api.js';
 import { allowed } from '../areas.js';
 import { editable, lineDiff, pretty } from '../config-forms.js';
@@ -47,7 +48,7 @@ export function StagedChanges({ changes, names, onChanged }: { changes: Change[]
     }
     setMessageError('');
     void action.run(async () => {
-      const r = await api.post<{ sha: string }>('/commit', { action: 'commit', message: message.trim() });
+      const r = await api.post<ConfigCommit>('/commit', { action: 'commit', message: message.trim() });
       setMessage('');
       onChanged(`Committed ${changes.length} change${changes.length === 1 ? '' : 's'} (${r.sha.slice(0, 12)}): connected devices apply it now.`);
     });

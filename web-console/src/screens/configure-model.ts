@@ -1,5 +1,5 @@
 /** The Configure area's records and links: entities, rendered bundles, staged changes. */
-import type { GroupTreeNode } from '../../../shared/api-types.js';
+import type { ConfigChange, ConfigSource, EntityConfig, GroupTreeNode } from '../../../shared/api-types.js';
 import { BUNDLES } from '../../../shared/config-bundles.js';
 import { api } from '../api.js';
 import { type JsonObject } from '../config-forms.js';
@@ -10,32 +10,17 @@ export const BUNDLE_NAMES: readonly string[] = BUNDLES;
 
 export type EntityType = 'node' | 'tag';
 
-export interface Source {
-  type: string;
-  id: string;
-  title: string;
-}
+export type Source = ConfigSource;
 
-export interface RenderedConfig {
-  status: string;
-  config: {
-    id: string;
-    type: EntityType;
-    commit_id: string;
-    commit_created: number;
-    bundles: string[];
-    bundle_data: Record<string, JsonObject & { inherited_from?: Source[]; extend?: boolean }>;
-  };
-}
-
-export interface Change {
-  id: string;
-  sha: string;
-  status: 'new' | 'committed';
-  content: { node_id?: string; tag?: string; formtype: string; extend: boolean; config: JsonObject };
-  created: number;
-  user_name: string;
-}
+/**
+ * The broker's records (shared/api-types/config.ts), with the bundle configurations they leave open
+ * read as the JSON objects the broker keeps: a rendered bundle also carries where it comes from.
+ */
+export type RenderedBundle = JsonObject & { inherited_from?: Source[]; extend?: boolean };
+export type RenderedConfig = Omit<EntityConfig, 'config'> & {
+  config: Omit<EntityConfig['config'], 'bundle_data'> & { bundle_data: Record<string, RenderedBundle> };
+};
+export type Change = Omit<ConfigChange, 'content'> & { content: Omit<ConfigChange['content'], 'config'> & { config: JsonObject } };
 
 export const configPath = (base: 'config' | 'configpreview', type: EntityType, id: string) => `/${base}/${type}/${encodeURIComponent(id)}`;
 

@@ -132,10 +132,8 @@ export function ConfigureScreen() {
 
 // ---- the device page's "Show configuration" ----
 
-interface DeviceState {
-  device_commit_sha?: string;
-  config_propagated?: boolean;
-}
+/** What the device page reads of a device's node in the group tree: the commit its agent applied and whether it is current. */
+type DeviceState = Pick<GroupTreeNode, 'device_commit_sha' | 'config_propagated'>;
 
 function findNode(node: GroupTreeNode | undefined, id: string): GroupTreeNode | undefined {
   if (!node) return undefined;
@@ -166,8 +164,8 @@ function DeviceConfigurationView({ deviceId }: { deviceId: string }) {
     () =>
       api
         .get<GroupTree>('/grouptree', { _format: 'json' })
-        .then((t) => (findNode(t.tree, deviceId) ?? {}) as DeviceState)
-        .catch(() => ({}) as DeviceState),
+        .then((t): DeviceState => findNode(t.tree, deviceId) ?? {})
+        .catch((): DeviceState => ({})),
     [deviceId],
   );
   if (config.error) return <ErrorBox error={config.error} />;

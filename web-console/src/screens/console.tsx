@@ -5,7 +5,7 @@
  */
 import '@xterm/xterm/css/xterm.css';
 import { useEffect, useRef, useState } from 'preact/hooks';
-import type { AttributesRecord } from '../../../shared/api-types.js';
+import type { AttributesRecord, ListPage, LiveSessionItem } from '../../../shared/api-types.js';
 import { api, ApiFailure, messageOf, remoteSocketUrl } from '../api.js';
 import { Link, navigate } from '../router.js';
 import { addTab, attachTab, closeTab, loadTabs, MAX_TABS, saveTabs, setSession, showDevice, type ConsoleTabs } from '../console-tabs.js';
@@ -378,25 +378,19 @@ export function ConsoleScreen({ deviceId }: { deviceId: string }) {
   );
 }
 
-interface WatchedSession {
-  id: string;
-  user: { email: string };
-  device: { id: string; name: string };
-}
-
 /**
  * Watching someone's live console, read-only (GET /remote/sessions offers it as `can_watch`):
  * the broker sends its recent output, then live output; nothing typed here reaches the device.
  */
 export function WatchScreen({ sessionId }: { sessionId: string }) {
-  const [state, setState] = useState<{ kind: 'checking' } | { kind: 'ready'; session?: WatchedSession } | { kind: 'error'; error: unknown }>({
+  const [state, setState] = useState<{ kind: 'checking' } | { kind: 'ready'; session?: LiveSessionItem } | { kind: 'error'; error: unknown }>({
     kind: 'checking',
   });
   useEffect(() => {
     document.title = 'Watching a console · Fleet console';
     let live = true;
     api
-      .get<{ items: WatchedSession[] }>('/remote/sessions')
+      .get<ListPage<LiveSessionItem>>('/remote/sessions')
       .then((r) => live && setState({ kind: 'ready', session: r.items.find((s) => s.id === sessionId) }))
       .catch((error: unknown) => live && setState({ kind: 'error', error }));
     return () => {

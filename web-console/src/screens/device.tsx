@@ -4,7 +4,15 @@
  */
 import { Fragment } from 'preact';
 import { useEffect, useState } from 'preact/hooks';
-import type { AttributesRecord, DeviceStatus, LiveSessionItem, RemoteCapabilities, ReportCounts } from '../../../shared/api-types.js';
+import type {
+  AttributesRecord,
+  DeviceStatus,
+  InventoryRecord,
+  LiveSessionItem,
+  NodeView,
+  RemoteCapabilities,
+  ReportCounts,
+} from '../../../shared/api-types.js';
 import { api, ApiFailure, itemsOf } from '../api.js';
 import { allowed } from '../areas.js';
 import { Link, navigate, withQuery } from '../router.js';
@@ -21,17 +29,6 @@ import { FileTransfer } from './transfer.js';
 import { FileBrowser } from './file-browser.js';
 import { WebAppLauncher } from './web-apps.js';
 
-interface NodeInfo {
-  node_id: string;
-  title?: string;
-  tags?: string[];
-  effective_tags?: string[];
-  parent_id?: string | null;
-  path?: { node_id: string; title: string }[];
-  /** for holders of device:manage: whether it reaches this device */
-  can_manage?: boolean;
-}
-
 /** Remote-access rights, or null when the broker does not offer remote access (yet). */
 export async function loadRemoteAccess(deviceId: string): Promise<RemoteCapabilities | null> {
   try {
@@ -43,23 +40,8 @@ export async function loadRemoteAccess(deviceId: string): Promise<RemoteCapabili
   }
 }
 
-interface InventoryReport {
-  received_at?: string | null;
-  hostname?: string;
-  os?: { name?: string; version?: string; pretty_name?: string };
-  kernel?: string;
-  arch?: string;
-  cpu?: { model?: string; cores?: number };
-  memory?: { total?: number; free?: number };
-  disks?: { mount: string; fstype?: string; size: number; free: number }[];
-  network?: { name: string; mac: string; addresses: { address: string; family: string; cidr?: string | null }[] }[];
-  agent_version?: string;
-  uptime?: number;
-  [key: string]: unknown;
-}
-
 function Inventory({ deviceId }: { deviceId: string }) {
-  const inv = useLoad(() => api.get<InventoryReport>(`/inventory/${encodeURIComponent(deviceId)}`), [deviceId]);
+  const inv = useLoad(() => api.get<InventoryRecord>(`/inventory/${encodeURIComponent(deviceId)}`), [deviceId]);
   if (inv.loading && !inv.data) return <Loading what="inventory" />;
   if (inv.error instanceof ApiFailure && inv.error.status === 404) return <p class="muted">{inv.error.message}</p>;
   if (inv.error) return <ErrorBox error={inv.error} />;
@@ -202,7 +184,7 @@ const STATUS_REFRESH_MS = 15_000;
 
 export function DeviceScreen({ deviceId }: { deviceId: string }) {
   const attrs = useLoad(() => api.get<AttributesRecord>(`/deviceattribute/${encodeURIComponent(deviceId)}`), [deviceId]);
-  const node = useLoad(() => api.get<NodeInfo>(`/node/${encodeURIComponent(deviceId)}`).catch(() => null), [deviceId]);
+  const node = useLoad(() => api.get<NodeView>(`/node/${encodeURIComponent(deviceId)}`).catch(() => null), [deviceId]);
   const status = useLoad(() => api.get<DeviceStatus>(`/device/${encodeURIComponent(deviceId)}/status`).catch(() => null), [deviceId]);
   const access = useLoad(() => loadRemoteAccess(deviceId), [deviceId]);
   const remove = useAction();

@@ -1,11 +1,11 @@
-// Kept whole (455 lines): one table, its rows, text and column filters and sorting; the pure helpers are tested beside it (manage.test.ts).
+// Kept whole, near ~450 lines: one table, its rows, text and column filters and sorting; the pure helpers are tested beside it (manage.test.ts).
 /**
  * The devices as a table: one row per device with its group, status, OS, address, agent version,
  * tags and last contact (from GET /grouptree, and GET /inventory when the user may read it),
  * sortable by any column, and bulk actions on the rows picked: tag, move, reload.
  */
 import { useMemo, useState } from 'preact/hooks';
-import type { GroupTreeNode } from '../../../shared/api-types.js';
+import type { GroupTreeNode, InventoryListItem } from '../../../shared/api-types.js';
 import { api, itemsOf } from '../api.js';
 import { allowed } from '../areas.js';
 import { Link } from '../router.js';
@@ -145,13 +145,6 @@ export function sortRows(rows: DeviceRow[], key: SortKey, descending: boolean): 
   });
 }
 
-interface InventoryItem {
-  node_id?: string;
-  agent_version?: string;
-  os?: { pretty_name?: string; name?: string; version?: string };
-  system?: { ipv4_first?: string; remoteaddr?: string };
-}
-
 const LABELS: Record<SortKey, string> = { name: 'Name', status: 'Status', os: 'OS', ip: 'IP', agent: 'Agent', tags: 'Tags', seen: 'Last seen' };
 
 export function DevicesTable({
@@ -181,7 +174,7 @@ export function DevicesTable({
   onChanged: () => void;
 }) {
   const inventory = useLoad(
-    () => (allowed('inventory') ? api.get('/inventory', { items_per_page: 1000 }).then((a) => itemsOf<InventoryItem>(a)) : Promise.resolve([])),
+    () => (allowed('inventory') ? api.get('/inventory', { items_per_page: 1000 }).then((a) => itemsOf<InventoryListItem>(a)) : Promise.resolve([])),
     [],
   );
   const byId = useMemo(() => new Map((inventory.data ?? []).map((i) => [i.node_id ?? '', i])), [inventory.data]);

@@ -1,22 +1,10 @@
 /** The file store: browse folders, upload with progress, download, delete, new folder. */
 import { useRef, useState } from 'preact/hooks';
+import type { FileEntry, ListPage } from '../../../shared/api-types.js';
 import { api, ApiFailure, downloadFile, itemsOf, uploadForm } from '../api.js';
 import { allowed } from '../areas.js';
 import { Link, navigate, useLocation, withQuery } from '../router.js';
 import { ConfirmButton, ErrorBox, formatBytes, formatTime, Loading, Notice, PageTitle, ProgressBar, Table, useAction, useLoad } from '../ui.js';
-
-interface RawEntry {
-  name?: string;
-  path?: string;
-  type?: string;
-  is_dir?: boolean;
-  size?: number;
-  modified?: string;
-  mtime?: string;
-  updated_at?: string;
-  created?: string;
-  created_at?: string;
-}
 
 const PAGE = 1000;
 
@@ -34,19 +22,13 @@ function folder(path: string): string {
   return p.endsWith('/') ? p : `${p}/`;
 }
 
-export function entriesOf(answer: unknown, cwd: string): Entry[] {
-  return itemsOf<RawEntry>(answer)
+/** GET /files's entries as the screen lists them: folders first, each by name. */
+export function entriesOf(answer: unknown): Entry[] {
+  return itemsOf<FileEntry>(answer)
     .map((e) => {
-      const dir = e.is_dir === true || e.type === 'dir' || e.type === 'directory' || e.type === 'folder';
-      const name = e.name ?? (e.path ?? '').split('/').filter(Boolean).pop() ?? '';
-      const path = e.path ? (e.path.startsWith('/') ? e.path : `/${e.path}`) : `${cwd}${name}`;
-      return {
-        name,
-        path: dir ? folder(path) : path.replace(/\/$/, ''),
-        dir,
-        size: e.size,
-        time: e.modified ?? e.mtime ?? e.updated_at ?? e.created ?? e.created_at,
-      };
+      const dir = e.is_dir || e.type === 'dir';
+      const path = e.path.startsWith('/') ? e.path : `/${e.path}`;
+      return { name: e.name, path: dir ? folder(path) : path.replace(/\/$/, ''), dir, size: e.size, time: e.mtime };
     })
     .sort((a, b) => Number(b.dir) - Number(a.dir) || a.name.localeCompare(b.name));
 }
@@ -82,10 +64,7 @@ export function FilesScreen() {
   const { query } = useLocation();
   const cwd = folder(query.get('path') ?? '/');
   const list = useLoad(
-    () =>
-      api
-        .get<{ items: RawEntry[]; total: number }>('/files', { path: cwd, items_per_page: PAGE })
-        .then((a) => ({ entries: entriesOf(a, cwd), total: a.total ?? 0 })),
+    () => api.get<ListPage<FileEntry>>('/files', { path: cwd, items_per_page: PAGE }).then((a) => ({ entries: entriesOf(a), total: a.total ?? 0 })),
     [cwd],
   );
   const stats = useLoad(() => api.get<Record<string, unknown>>('/file/stats').catch(() => null), []);

@@ -3,18 +3,11 @@
  * each a searchable, paged table. A type the agent never reported says so instead of a table.
  */
 import { useState } from 'preact/hooks';
+import type { InventoryItemReport as ItemReport } from '../../../shared/api-types.js';
 import { api, ApiFailure } from '../api.js';
 import { ErrorBox, formatTime, Loading, Table, useLoad } from '../ui.js';
 
 type Row = Record<string, unknown>;
-
-interface ItemReport {
-  item_type: string;
-  received_at: string | null;
-  pkg_manager?: string;
-  items?: Row[];
-  total?: number;
-}
 
 interface Tab {
   id: string;

@@ -8,6 +8,7 @@
  */
 import 'leaflet/dist/leaflet.css';
 import L from 'leaflet';
+import type { ConsoleSettings, InventoryListItem, ListPage } from '../../../shared/api-types.js';
 import { useEffect, useMemo, useRef, useState } from 'preact/hooks';
 import { api, itemsOf } from '../api.js';
 import { allowed } from '../areas.js';
@@ -17,18 +18,6 @@ import { useDeviceEvents, type DeviceEvent } from '../events.js';
 import { Link, navigate } from '../router.js';
 import { ErrorBox, Loading, Notice, PageTitle } from '../ui.js';
 
-interface ConsoleSettings {
-  map: { tile_url: string | null; attribution: string };
-}
-
-interface InventoryItem {
-  node_id: string;
-  title: string;
-  connected?: boolean;
-  status?: string;
-  attributes?: { latitude?: string; longitude?: string };
-}
-
 const PAGE = 1000;
 /** At most this many devices are read for the map (pages of 1000). */
 const MAX_DEVICES = 20_000;
@@ -36,8 +25,8 @@ const MAX_DEVICES = 20_000;
 async function loadDevices(): Promise<MapDevice[]> {
   const out: MapDevice[] = [];
   for (let offset = 0; offset < MAX_DEVICES; offset += PAGE) {
-    const page = await api.get<{ items: InventoryItem[]; total: number }>('/inventory', { items_per_page: PAGE, offset });
-    for (const d of itemsOf<InventoryItem>(page)) {
+    const page = await api.get<ListPage<InventoryListItem>>('/inventory', { items_per_page: PAGE, offset });
+    for (const d of itemsOf<InventoryListItem>(page)) {
       out.push({
         node_id: d.node_id,
         title: d.title || d.node_id.slice(0, 12),

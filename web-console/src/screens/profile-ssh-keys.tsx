@@ -3,19 +3,12 @@
  * which the SSH gateway accepts only when the operator turned SSH_USER_KEYS on.
  */
 import { useEffect, useState } from 'preact/hooks';
+import type { SshKeyRecord } from '../../../shared/api-types.js';
 import { api, ApiFailure } from '../api.js';
 import { ErrorBox, Field, useAction } from '../ui.js';
 
-interface SshKey {
-  key_id: string;
-  type: string;
-  fingerprint: string;
-  comment: string;
-  created_at: string;
-}
-
 export function SshKeysPanel() {
-  const [keys, setKeys] = useState<SshKey[] | null>(null);
+  const [keys, setKeys] = useState<SshKeyRecord[] | null>(null);
   const [line, setLine] = useState('');
   const [comment, setComment] = useState('');
   const [loadError, setLoadError] = useState<unknown>(null);
@@ -23,7 +16,7 @@ export function SshKeysPanel() {
   const remove = useAction();
   const errors = add.error instanceof ApiFailure ? add.error.fieldErrors() : {};
   const reload = () =>
-    api.get<{ items: SshKey[] }>('/ssh/keys').then(
+    api.get<{ items: SshKeyRecord[] }>('/ssh/keys').then(
       (answer) => setKeys(answer.items),
       (err: unknown) => setLoadError(err),
     );

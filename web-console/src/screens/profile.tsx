@@ -1,17 +1,11 @@
 /** The signed-in user's own details: name, password, and an authenticator app (TOTP) with its QR code and recovery codes. */
 import { useEffect, useState } from 'preact/hooks';
-import type { SshClientSetup } from '../../../shared/api-types.js';
+import type { SshClientSetup, TotpEnrolment } from '../../../shared/api-types.js';
 import { api, ApiFailure } from '../api.js';
 import { loadProfile, useSession, type Profile } from '../session.js';
 import { CopyButton, ErrorBox, Field, Notice, PageTitle, useAction } from '../ui.js';
 import { ConsoleAccounts } from './roles.js';
 import { SshKeysPanel } from './profile-ssh-keys.js';
-
-interface TotpEnrolment {
-  secret: string;
-  otpauth_url: string;
-  qr_data_url: string;
-}
 
 /** Whether an authenticator app is set up: the profile then offers the `google` provider. */
 /** The profile's console grants (GET /profile `console_grants`), checked: an older broker sends none. */

@@ -1,4 +1,4 @@
-// Kept whole (486 lines): the roles list, the role screen and its policy editor share the draft-policy model and its checks; split apart each would import most of the others.
+// Kept whole, past ~450 lines: the roles list, the role screen and its policy editor share the draft-policy model and its checks; split apart each would import most of the others.
 /**
  * Roles and their policy editor. Each resource string is checked as it is typed with the same
  * parser the broker uses (shared/resources.ts); a role in use cannot be deleted and the refusal
