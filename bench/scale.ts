@@ -141,7 +141,7 @@ class Load {
       const to = Math.floor((count * (w + 1)) / workers);
       const child = nodeWithFdLimit([this.program], { cwd: this.cwd, ipc: true });
       const slot = this.stats.length;
-      this.stats.push({ t: 'stats', connected: 0, inFlight: 0, attempts: 0, busy: 0, refused: 0, closedBeforeWelcome: {}, errors: 0, errorKinds: {}, lost: 0 });
+      this.stats.push(noStats());
       child.on('message', (m: LoadStats) => (this.stats[slot] = m));
       child.send({
         t: 'start',
@@ -157,18 +157,7 @@ class Load {
   }
 
   total(): LoadStats {
-    const sum: LoadStats = {
-      t: 'stats',
-      connected: 0,
-      inFlight: 0,
-      attempts: 0,
-      busy: 0,
-      refused: 0,
-      closedBeforeWelcome: {},
-      errors: 0,
-      errorKinds: {},
-      lost: 0,
-    };
+    const sum = noStats();
     for (const s of this.stats) {
       sum.connected += s.connected;
       sum.inFlight += s.inFlight;
@@ -211,6 +200,10 @@ class Load {
     }
     return undefined;
   }
+}
+
+function noStats(): LoadStats {
+  return { t: 'stats', connected: 0, inFlight: 0, attempts: 0, busy: 0, refused: 0, closedBeforeWelcome: {}, errors: 0, errorKinds: {}, lost: 0 };
 }
 
 function failedHandshakes(s: LoadStats): number {
