@@ -206,6 +206,11 @@ function noStats(): LoadStats {
   return { t: 'stats', connected: 0, inFlight: 0, attempts: 0, busy: 0, refused: 0, closedBeforeWelcome: {}, errors: 0, errorKinds: {}, lost: 0 };
 }
 
+/** The counts of `after` above those of `before`. */
+function grown(after: Record<string, number>, before: Record<string, number>): Record<string, number> {
+  return Object.fromEntries(Object.entries(after).flatMap(([k, n]) => (n > (before[k] ?? 0) ? [[k, n - (before[k] ?? 0)]] : [])));
+}
+
 function failedHandshakes(s: LoadStats): number {
   return Object.values(s.closedBeforeWelcome).reduce((a, b) => a + b, 0);
 }
@@ -432,16 +437,8 @@ export async function benchScale(log: Log, part?: string): Promise<void> {
         busy: after.busy - before.busy,
         refused: after.refused - before.refused,
         errors: after.errors - before.errors,
-        errorKinds: Object.fromEntries(
-          Object.entries(after.errorKinds)
-            .map(([k, n]) => [k, n - (before.errorKinds[k] ?? 0)])
-            .filter(([, n]) => (n as number) > 0),
-        ),
-        closedBeforeWelcome: Object.fromEntries(
-          Object.entries(after.closedBeforeWelcome)
-            .map(([c, n]) => [c, n - (before.closedBeforeWelcome[c] ?? 0)])
-            .filter(([, n]) => (n as number) > 0),
-        ),
+        errorKinds: grown(after.errorKinds, before.errorKinds),
+        closedBeforeWelcome: grown(after.closedBeforeWelcome, before.closedBeforeWelcome),
       };
       if (back === undefined) log(`storm: not all agents came back: ${after.connected}/${count}`);
       else
