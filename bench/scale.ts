@@ -420,13 +420,24 @@ export async function benchScale(log: Log, part?: string): Promise<void> {
       );
       const loadBefore = loadAverage();
       const since = Date.now();
+      // The broker's CPU time during the stop, sampled until it exits (a stop starved of CPU on a loaded machine shows here).
+      const ticksAtStop = cpuTicks(pid);
+      let stopTicks = 0;
+      const sampler = setInterval(() => {
+        try {
+          stopTicks = Math.max(stopTicks, cpuTicks(pid) - ticksAtStop);
+        } catch {
+          // exited
+        }
+      }, 20);
       await stop(broker.child);
+      clearInterval(sampler);
       const down = (Date.now() - since) / 1000;
       broker = await startBroker(work, dataDir, port);
       children.push(broker.child);
       const listening = (Date.now() - since) / 1000;
       log(
-        `  broker stopped in ${down.toFixed(1)} s (SIGTERM to exit, ${count} agents connected) and listening again ${listening.toFixed(1)} s after the restart began (load average ${loadBefore} → ${loadAverage()})`,
+        `  broker stopped in ${down.toFixed(1)} s (SIGTERM to exit, ${count} agents connected; at least ${(stopTicks / TICKS).toFixed(2)} s of CPU) and listening again ${listening.toFixed(1)} s after the restart began (load average ${loadBefore} → ${loadAverage()})`,
       );
       // Wait until every agent has noticed (the stop closes each connection) before counting them back.
       const back = await load.waitConnected(count, log, 'storm', since);
