@@ -28,7 +28,8 @@ import type { Insertable } from 'kysely';
 import { buildBroker } from '../broker/packaging/build.js';
 import { loadConfig } from '../broker/environment.js';
 import { openStore } from '../broker/db/database.js';
-import type { DevicesTable } from '../broker/db/schema.js';
+import type { DevicesTable, NodesTable } from '../broker/db/schema.js';
+import { ensureSystemNodes } from '../broker/devices/scope.js';
 import { deviceIdOf, publicKeyPem } from '../shared/device-key.js';
 import { AGENT_WS_PATH } from '../shared/protocol.js';
 import { approvedDeviceRow } from '../test/support/broker.js';
@@ -140,7 +141,7 @@ class Load {
       const to = Math.floor((count * (w + 1)) / workers);
       const child = nodeWithFdLimit([this.program], { cwd: this.cwd, ipc: true });
       const slot = this.stats.length;
-      this.stats.push({ t: 'stats', connected: 0, inFlight: 0, attempts: 0, busy: 0, refused: 0, closedBeforeWelcome: {}, errors: 0, errorKinds: {}, lost: 0 });
+      this.stats.push(noStats());
       child.on('message', (m: LoadStats) => (this.stats[slot] = m));
       child.send({
         t: 'start',
@@ -156,18 +157,7 @@ class Load {
   }
 
   total(): LoadStats {
-    const sum: LoadStats = {
-      t: 'stats',
-      connected: 0,
-      inFlight: 0,
-      attempts: 0,
-      busy: 0,
-      refused: 0,
-      closedBeforeWelcome: {},
-      errors: 0,
-      errorKinds: {},
-      lost: 0,
-    };
+    const sum = noStats();
     for (const s of this.stats) {
       sum.connected += s.connected;
       sum.inFlight += s.inFlight;
@@ -212,6 +202,15 @@ class Load {
   }
 }
 
+function noStats(): LoadStats {
+  return { t: 'stats', connected: 0, inFlight: 0, attempts: 0, busy: 0, refused: 0, closedBeforeWelcome: {}, errors: 0, errorKinds: {}, lost: 0 };
+}
+
+/** The counts of `after` above those of `before`. */
+function grown(after: Record<string, number>, before: Record<string, number>): Record<string, number> {
+  return Object.fromEntries(Object.entries(after).flatMap(([k, n]) => (n > (before[k] ?? 0) ? [[k, n - (before[k] ?? 0)]] : [])));
+}
+
 function failedHandshakes(s: LoadStats): number {
   return Object.values(s.closedBeforeWelcome).reduce((a, b) => a + b, 0);
 }
@@ -227,27 +226,38 @@ function describeFailures(s: LoadStats): string {
   return `${s.attempts} attempts; ${s.refused} refused (no broker listening), ${s.busy} busy (503 from the handshake caps), ${failedHandshakes(s)} failed handshakes${codes ? ` (${codes})` : ''}, ${s.errors} other errors${kinds ? ` (${kinds})` : ''}`;
 }
 
-/** Enrolled device keys, written through the broker's own store (approved, as an auto-accept key would). */
+/**
+ * Enrolled device keys, written through the broker's own store (approved, as an auto-accept key
+ * would) and placed in the device tree, so each agent is sent its configuration on connect as a
+ * fleet's agents are.
+ */
 async function enrolDevices(dataDir: string, count: number, log: Log): Promise<{ key: string; id: string }[]> {
   const started = Date.now();
   const keys: { key: string; id: string }[] = [];
   const store = await openStore(loadConfig({ DATA_DIR: dataDir }).databaseUrl);
   try {
+    await ensureSystemNodes(store.db);
+    const now = new Date().toISOString();
     const batch = 500;
     for (let from = 0; from < count; from += batch) {
       const rows: Insertable<DevicesTable>[] = [];
+      const nodes: Insertable<NodesTable>[] = [];
       for (let i = from; i < Math.min(count, from + batch); i++) {
         const { privateKey, publicKey } = crypto.generateKeyPairSync('ec', { namedCurve: 'prime256v1' });
         const id = deviceIdOf(publicKey);
         keys.push({ key: privateKey.export({ type: 'pkcs8', format: 'der' }).toString('base64'), id });
         rows.push({ ...approvedDeviceRow(id, `bench-${i}`), public_key: publicKeyPem(publicKey) });
+        nodes.push({ node_id: id, parent_id: 'unassigned_group', type: 'device', title: `bench-${i}`, tags: '[]', created_at: now });
       }
-      await store.db.transaction().execute((trx) => trx.insertInto('devices').values(rows).execute());
+      await store.db.transaction().execute(async (trx) => {
+        await trx.insertInto('devices').values(rows).execute();
+        await trx.insertInto('nodes').values(nodes).execute();
+      });
     }
   } finally {
     await store.close();
   }
-  log(`enrolled ${count} device keys (EC P-256, approved) through the store in ${((Date.now() - started) / 1000).toFixed(1)} s`);
+  log(`enrolled ${count} device keys (EC P-256, approved, in the device tree) through the store in ${((Date.now() - started) / 1000).toFixed(1)} s`);
   return keys;
 }
 
@@ -408,13 +418,27 @@ export async function benchScale(log: Log, part?: string): Promise<void> {
       log(
         `reconnect storm: the broker restarted (SIGTERM, then started again on the same port and data); agents come back on their own backoff with full jitter`,
       );
+      const loadBefore = loadAverage();
       const since = Date.now();
+      // The broker's CPU time during the stop, sampled until it exits (a stop starved of CPU on a loaded machine shows here).
+      const ticksAtStop = cpuTicks(pid);
+      let stopTicks = 0;
+      const sampler = setInterval(() => {
+        try {
+          stopTicks = Math.max(stopTicks, cpuTicks(pid) - ticksAtStop);
+        } catch {
+          // exited
+        }
+      }, 20);
       await stop(broker.child);
+      clearInterval(sampler);
       const down = (Date.now() - since) / 1000;
       broker = await startBroker(work, dataDir, port);
       children.push(broker.child);
       const listening = (Date.now() - since) / 1000;
-      log(`  broker stopped in ${down.toFixed(1)} s and listening again ${listening.toFixed(1)} s after the restart began`);
+      log(
+        `  broker stopped in ${down.toFixed(1)} s (SIGTERM to exit, ${count} agents connected; at least ${(stopTicks / TICKS).toFixed(2)} s of CPU) and listening again ${listening.toFixed(1)} s after the restart began (load average ${loadBefore} → ${loadAverage()})`,
+      );
       // Wait until every agent has noticed (the stop closes each connection) before counting them back.
       const back = await load.waitConnected(count, log, 'storm', since);
       const after = load.total();
@@ -424,21 +448,13 @@ export async function benchScale(log: Log, part?: string): Promise<void> {
         busy: after.busy - before.busy,
         refused: after.refused - before.refused,
         errors: after.errors - before.errors,
-        errorKinds: Object.fromEntries(
-          Object.entries(after.errorKinds)
-            .map(([k, n]) => [k, n - (before.errorKinds[k] ?? 0)])
-            .filter(([, n]) => (n as number) > 0),
-        ),
-        closedBeforeWelcome: Object.fromEntries(
-          Object.entries(after.closedBeforeWelcome)
-            .map(([c, n]) => [c, n - (before.closedBeforeWelcome[c] ?? 0)])
-            .filter(([, n]) => (n as number) > 0),
-        ),
+        errorKinds: grown(after.errorKinds, before.errorKinds),
+        closedBeforeWelcome: grown(after.closedBeforeWelcome, before.closedBeforeWelcome),
       };
       if (back === undefined) log(`storm: not all agents came back: ${after.connected}/${count}`);
       else
         log(
-          `storm: all ${count} agents back ${back.toFixed(1)} s after the restart began (${(back - listening).toFixed(1)} s after it listened again); ${describeFailures(delta)}`,
+          `storm: all ${count} agents back ${back.toFixed(1)} s after the restart began (${(back - listening).toFixed(1)} s after it listened again, load average ${loadAverage()}); ${describeFailures(delta)}`,
         );
       log(
         `target: storm ≤ ${TARGET_STORM_S} s for ${TARGET_AGENTS}: ${back !== undefined && back <= TARGET_STORM_S ? (count >= TARGET_AGENTS ? 'met' : `met at ${count} agents`) : 'missed'}`,

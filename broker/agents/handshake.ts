@@ -62,8 +62,8 @@ export interface HandshakeDeps {
   touch(deviceId: string, patch: { last_seen: string; last_ip: string }): Promise<void>;
   /** Whether the broker is shutting down: no connection is let in then. */
   closing(): boolean;
-  /** Takes an authenticated connection on (out of the handshake's count). */
-  accepted(ws: WebSocket, hello: AgentHello): void;
+  /** Takes an authenticated connection on (out of the handshake's count), with the socket under it. */
+  accepted(ws: WebSocket, hello: AgentHello, socket: Duplex): void;
 }
 
 /** The agents' WebSocket endpoint up to authentication; the hub owns what follows. */
@@ -131,7 +131,7 @@ export class AgentHandshakes {
     socket.on('data', countPreAuth);
     this.wss.handleUpgrade(req, socket, head, (upgraded) => {
       ws = upgraded;
-      this.accept(upgraded, ip, () => socket.off('data', countPreAuth));
+      this.accept(upgraded, ip, socket, () => socket.off('data', countPreAuth));
       if (received > PRE_AUTH_MAX_BYTES) this.tooMuchBeforeAuth(upgraded, socket, ip);
     });
   }
@@ -154,7 +154,7 @@ export class AgentHandshakes {
     else this.handshakesByAddress.delete(ip);
   }
 
-  private accept(ws: WebSocket, ip: string, authenticated: () => void): void {
+  private accept(ws: WebSocket, ip: string, socket: Duplex, authenticated: () => void): void {
     this.handshakes.set(ws, ip);
     this.handshakesByAddress.set(ip, (this.handshakesByAddress.get(ip) ?? 0) + 1);
     const nonce = crypto.randomBytes(32).toString('base64url');
@@ -168,7 +168,7 @@ export class AgentHandshakes {
     ws.once('message', (data, isBinary) => {
       clearTimeout(timer);
       timer = undefined;
-      this.authenticate(ws, data, isBinary, nonce, ip, authenticated).catch((err) => {
+      this.authenticate(ws, socket, data, isBinary, nonce, ip, authenticated).catch((err) => {
         this.deps.log.error({ err, ip }, 'agent authentication failed');
         if (ws.readyState === WebSocket.OPEN) ws.close(1011, 'internal error');
       });
@@ -176,7 +176,15 @@ export class AgentHandshakes {
     ws.send(JSON.stringify({ t: 'challenge', nonce } satisfies ControlMessage));
   }
 
-  private async authenticate(ws: WebSocket, data: RawData, isBinary: boolean, nonce: string, ip: string, authenticated: () => void): Promise<void> {
+  private async authenticate(
+    ws: WebSocket,
+    socket: Duplex,
+    data: RawData,
+    isBinary: boolean,
+    nonce: string,
+    ip: string,
+    authenticated: () => void,
+  ): Promise<void> {
     const { log } = this.deps;
     const refuse = (code: number, reason: string, detail: Record<string, unknown> = {}) => {
       log.info({ ip, code, reason, ...detail }, 'agent refused');
@@ -224,6 +232,6 @@ export class AgentHandshakes {
     if (protocol !== PROTOCOL_VERSION) log.warn({ deviceId, protocol, expected: PROTOCOL_VERSION }, 'agent speaks another protocol version');
     authenticated();
     this.endHandshake(ws);
-    this.deps.accepted(ws, { deviceId, ip, version, protocol, agentNonce, challenge: nonce });
+    this.deps.accepted(ws, { deviceId, ip, version, protocol, agentNonce, challenge: nonce }, socket);
   }
 }

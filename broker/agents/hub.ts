@@ -24,7 +24,12 @@ import type { AgentLocator } from './locator.js';
 import { AgentPresence, type Liveness } from './presence.js';
 
 const RELOAD_TIMEOUT_MS = 15_000;
-const SHUTDOWN_GRACE_MS = 1000;
+/**
+ * How long a welcome may wait, unsent, for the device's configuration to leave with it in one socket
+ * write (the configuration is rendered from the database after the welcome is made). A device whose
+ * configuration takes longer, or that has none, gets its welcome after this time.
+ */
+export const WELCOME_HOLD_MS = 100;
 
 interface AgentConnection extends Liveness {
   mux: Mux<AgentMessage>;
@@ -39,6 +44,8 @@ interface AgentConnection extends Liveness {
   connectedAt: number;
   /** Reloads waiting for their acknowledgement; made on the first one. */
   reloads?: Map<string, { resolve: () => void; reject: (err: Error) => void; timer: NodeJS.Timeout }>;
+  /** The socket under the connection while its welcome is held (corked: see WELCOME_HOLD_MS). */
+  held?: Duplex;
 }
 
 /** GET /device/{device_id}/status's record: declared once for the broker and the console. */
@@ -85,6 +92,9 @@ export class AgentHub extends EventEmitter<AgentHubEvents> implements AgentLocat
   private readonly presence: AgentPresence;
   private readonly log: Logger;
   private closing = false;
+  /** Connections whose welcome is held, by when it was made (performance.now(), in that order); one timer releases them. */
+  private readonly holding = new Map<AgentConnection, number>();
+  private holdTimer?: NodeJS.Timeout;
   /** Whether a device's agent is connected to another broker sharing the database (broker/cluster). */
   private elsewhere: (deviceId: string) => boolean = () => false;
   /** Device-level messages from agents that other domains take (configuration results, reports, …). */
@@ -101,37 +111,32 @@ export class AgentHub extends EventEmitter<AgentHubEvents> implements AgentLocat
       brokerKey: deps.brokerKey,
       touch: (deviceId, patch) => this.presence.touch(deviceId, patch),
       closing: () => this.closing,
-      accepted: (ws, hello) => this.register(ws, hello),
+      accepted: (ws, hello, socket) => this.register(ws, hello, socket),
     });
   }
 
   async init(): Promise<void> {}
 
+  /**
+   * Closes every agent connection without waiting for the agents to answer: each is sent the close
+   * (1001, shutdown) and its socket is destroyed at once. With thousands connected, waiting for each
+   * close handshake (or a grace period for those that never answer) made the stop take seconds to
+   * tens of seconds while the fleet was already reconnecting.
+   */
   async close(): Promise<void> {
     this.closing = true;
     this.presence.stop();
     this.handshakes.abort();
+    clearTimeout(this.holdTimer);
+    this.holdTimer = undefined;
     const connected = [...this.agents.values()];
-    const sockets = connected.map((c) => c.ws);
-    for (const conn of connected) conn.mux.close(AgentClose.shutdown, 'broker shutting down');
+    for (const conn of connected) {
+      this.releaseWelcome(conn);
+      conn.mux.close(AgentClose.shutdown, 'broker shutting down');
+      // The close frame is written (or, to an agent that does not read, dropped); its answer is not awaited.
+      conn.ws.terminate();
+    }
     await this.presence.recordShutdown(connected.map((c) => c.deviceId));
-    // A close handshake normally completes at once; an agent that does not answer is cut.
-    await Promise.all(
-      sockets.map(
-        (ws) =>
-          new Promise<void>((resolve) => {
-            if (ws.readyState === WebSocket.CLOSED) return resolve();
-            const timer = setTimeout(() => {
-              ws.terminate();
-              resolve();
-            }, SHUTDOWN_GRACE_MS);
-            ws.once('close', () => {
-              clearTimeout(timer);
-              resolve();
-            });
-          }),
-      ),
-    );
     await this.handshakes.close();
   }
 
@@ -167,6 +172,7 @@ export class AgentHub extends EventEmitter<AgentHubEvents> implements AgentLocat
     const conn = this.agents.get(deviceId);
     if (!conn) return;
     this.log.info({ deviceId, reason }, 'agent cut off');
+    this.releaseWelcome(conn);
     conn.mux.close(AgentClose.removed, reason.slice(0, 120));
   }
 
@@ -178,6 +184,7 @@ export class AgentHub extends EventEmitter<AgentHubEvents> implements AgentLocat
     const conn = this.agents.get(deviceId);
     if (!conn) return;
     this.log.info({ deviceId, reason }, 'agent connection released');
+    this.releaseWelcome(conn);
     conn.mux.close(AgentClose.replaced, reason.slice(0, 120));
   }
 
@@ -207,10 +214,12 @@ export class AgentHub extends EventEmitter<AgentHubEvents> implements AgentLocat
     if (!conn) return false;
     if (!BROKER_SIGNED_TYPES.includes(msg.t)) {
       conn.mux.send(msg);
-      return true;
+    } else {
+      conn.seq += 1;
+      conn.mux.send(this.deps.brokerKey.sign(msg, { device_id: deviceId, nonce: conn.agentNonce, seq: conn.seq, ts: Date.now() }));
     }
-    conn.seq += 1;
-    conn.mux.send(this.deps.brokerKey.sign(msg, { device_id: deviceId, nonce: conn.agentNonce, seq: conn.seq, ts: Date.now() }));
+    // The configuration leaves in the same write as the welcome held for it (and what was sent meanwhile).
+    if (msg.t === 'config') this.releaseWelcome(conn);
     return true;
   }
 
@@ -265,7 +274,7 @@ export class AgentHub extends EventEmitter<AgentHubEvents> implements AgentLocat
   }
 
   /** An authenticated agent: its connection (replacing an older one of the device), the welcome, and its messages. */
-  private register(ws: WebSocket, { deviceId, ip, version, protocol, agentNonce, challenge }: AgentHello): void {
+  private register(ws: WebSocket, { deviceId, ip, version, protocol, agentNonce, challenge }: AgentHello, socket: Duplex): void {
     const heartbeatMs = this.deps.config.agentHeartbeatMs;
     const now = Date.now();
     const mux = new Mux(ws, { receives: FROM_AGENT });
@@ -288,6 +297,7 @@ export class AgentHub extends EventEmitter<AgentHubEvents> implements AgentLocat
     this.agents.set(deviceId, conn);
     if (previous) {
       this.log.info({ deviceId }, 'a newer connection replaces the agent connection');
+      this.releaseWelcome(previous);
       previous.mux.close(AgentClose.replaced, 'replaced by a newer connection');
     }
     const heard = () => {
@@ -300,6 +310,7 @@ export class AgentHub extends EventEmitter<AgentHubEvents> implements AgentLocat
     // The mux reports only the first protocol error of a connection; the count goes with the disconnect line.
     mux.on('protocol-error', (err: MuxProtocolError) => this.log.warn({ deviceId, code: err.code, err: err.message }, 'agent broke the protocol'));
     mux.on('close', () => this.onClosed(conn));
+    this.holdWelcome(conn, socket);
     const { brokerKey } = this.deps;
     mux.send({
       t: 'welcome',
@@ -311,6 +322,39 @@ export class AgentHub extends EventEmitter<AgentHubEvents> implements AgentLocat
     this.log.info({ deviceId, ip, version }, 'agent connected');
     void this.presence.touch(deviceId, { last_seen: new Date(now).toISOString(), last_ip: ip, agent_version: version || null });
     this.emit('connected', deviceId);
+  }
+
+  /**
+   * Corks the socket before the welcome: the welcome, and what is sent to the agent until its
+   * configuration (included) or for WELCOME_HOLD_MS, leave in one write instead of one each.
+   */
+  private holdWelcome(conn: AgentConnection, socket: Duplex): void {
+    socket.cork();
+    conn.held = socket;
+    this.holding.set(conn, performance.now());
+    this.holdTimer ??= setTimeout(() => this.releaseDue(), WELCOME_HOLD_MS);
+  }
+
+  /** Sends what a connection's held welcome kept back. */
+  private releaseWelcome(conn: AgentConnection): void {
+    const socket = conn.held;
+    if (!socket) return;
+    conn.held = undefined;
+    this.holding.delete(conn);
+    socket.uncork();
+  }
+
+  /** The timer of the held welcomes: releases those held WELCOME_HOLD_MS, and runs again for the next. */
+  private releaseDue(): void {
+    this.holdTimer = undefined;
+    const due = performance.now() - WELCOME_HOLD_MS;
+    for (const [conn, since] of this.holding) {
+      if (since > due) {
+        this.holdTimer = setTimeout(() => this.releaseDue(), since - due);
+        return;
+      }
+      this.releaseWelcome(conn);
+    }
   }
 
   private onControl(conn: AgentConnection, msg: AgentMessage): void {
@@ -341,6 +385,7 @@ export class AgentHub extends EventEmitter<AgentHubEvents> implements AgentLocat
   }
 
   private onClosed(conn: AgentConnection): void {
+    this.releaseWelcome(conn);
     if (conn.mux.closeCode === AgentClose.protocolError) this.handshakes.penalize(conn.deviceId);
     for (const [, waiter] of conn.reloads ?? []) {
       clearTimeout(waiter.timer);

@@ -91,14 +91,12 @@ export class AgentPresence {
     }
   }
 
-  /** Records the last contact of the agents connected at shutdown, in one statement; a failure is logged. */
+  /**
+   * Records the last contact of the agents connected at shutdown, a statement per LAST_SEEN_BATCH
+   * (one statement for all could pass the database's limit of bound values); a failure is logged.
+   */
   async recordShutdown(deviceIds: string[]): Promise<void> {
-    if (deviceIds.length === 0) return;
-    try {
-      await recordLastSeen(this.db, deviceIds, new Date().toISOString());
-    } catch (err) {
-      this.log.warn({ err }, 'last contact of agents not recorded at shutdown');
-    }
+    await this.touchMany(deviceIds, new Date().toISOString());
   }
 
   /** A device's last contact as stored (null when never, or no such device). */
