@@ -1,11 +1,10 @@
-import crypto from 'node:crypto';
 import { EventEmitter } from 'node:events';
-import { createRequire } from 'node:module';
 import type { Socket } from 'node:net';
 import WebSocket, { type ClientOptions } from 'ws';
 import { encodeFrame, REMOTE_PATH, serverFrameOf, type ClientFrame, type ErrorFrame, type RemoteKind, type ServerFrame } from '../shared/remote-frames.js';
 import type { ApiClient } from './api.js';
 import { CliError } from './errors.js';
+import { binaryHeaderLength, maskInPlace, writeBinaryHeader } from '../shared/ws-frame.js';
 
 export type { ErrorFrame, ServerFrame };
 export type SessionKind = RemoteKind;
@@ -26,53 +25,6 @@ export type SessionAuth = Pick<ApiClient, 'url' | 'token'>;
 /** Above this many un-sent bytes a sender should wait for 'drain'. */
 const SEND_HIGH_WATER = 1024 * 1024;
 const SEND_LOW_WATER = 256 * 1024;
-
-type MaskFn = (source: Buffer, mask: Buffer, output: Buffer, offset: number, length: number) => void;
-/** The native masking ws itself uses (bufferutil), when it is installed; else the same in JavaScript. */
-const nativeMask: MaskFn | undefined = (() => {
-  try {
-    return (createRequire(import.meta.url)('bufferutil') as { mask: MaskFn }).mask;
-  } catch {
-    return undefined;
-  }
-})();
-/** Below this size the JavaScript loop is as fast as a call into native code (ws's own threshold). */
-const NATIVE_MASK_MIN = 48;
-
-function maskInPlace(data: Buffer, mask: Buffer): void {
-  if (nativeMask && data.length >= NATIVE_MASK_MIN) return nativeMask(data, mask, data, 0, data.length);
-  for (let i = 0; i < data.length; i++) data[i] ^= mask[i & 3];
-}
-
-/** Random bytes for masking keys, drawn in bulk (as ws does). */
-const maskPool = Buffer.alloc(8 * 1024);
-let maskPoolAt = maskPool.length;
-
-/**
- * The header of one final binary frame from a client (RFC 6455 §5.2): FIN, opcode 2, MASK with a
- * fresh random key, the length in 7, 16 or 64 bits. Answers the header and the key.
- */
-function clientFrameHeader(length: number): { header: Buffer; mask: Buffer } {
-  const lengthBytes = length < 126 ? 0 : length < 65536 ? 2 : 8;
-  const header = Buffer.allocUnsafe(2 + lengthBytes + 4);
-  header[0] = 0x82;
-  if (lengthBytes === 0) header[1] = 0x80 | length;
-  else if (lengthBytes === 2) {
-    header[1] = 0x80 | 126;
-    header.writeUInt16BE(length, 2);
-  } else {
-    header[1] = 0x80 | 127;
-    header.writeBigUInt64BE(BigInt(length), 2);
-  }
-  if (maskPoolAt + 4 > maskPool.length) {
-    crypto.randomFillSync(maskPool);
-    maskPoolAt = 0;
-  }
-  const mask = header.subarray(header.length - 4);
-  maskPool.copy(mask, 0, maskPoolAt, maskPoolAt + 4);
-  maskPoolAt += 4;
-  return { header, mask };
-}
 
 export function wsUrl(httpUrl: string, kind: SessionKind, query: Record<string, string | number | undefined>): string {
   const url = new URL(`${httpUrl.replace(/^http/, 'ws')}${REMOTE_PATH}/${kind}`);
@@ -178,8 +130,8 @@ export class RemoteSession extends EventEmitter {
     const sender = internals._sender;
     // ws writes its frames at once while it has nothing queued (no compression here): then ours keep their order.
     if (!socket || !sender || sender._state !== 0 || (sender._queue?.length ?? 0) > 0 || data.length === 0) return this.send(data);
-    const { header, mask } = clientFrameHeader(data.length);
-    maskInPlace(data, mask);
+    const header = Buffer.allocUnsafe(binaryHeaderLength(data.length, true));
+    maskInPlace(data, writeBinaryHeader(header, data.length, true)!);
     socket.cork();
     socket.write(header);
     socket.write(data, () => this.checkDrain());

@@ -11,38 +11,15 @@
  * (no compression, no frame of its own waiting), so frames keep their order; otherwise the caller
  * sends through ws.
  */
-import crypto from 'node:crypto';
-import { createRequire } from 'node:module';
 import type { Socket } from 'node:net';
 import type WebSocket from 'ws';
-
-type MaskFn = (source: Buffer, mask: Buffer, output: Buffer, offset: number, length: number) => void;
-/** The native masking ws itself uses (bufferutil), when it is installed; else the same in JavaScript. */
-const nativeMask: MaskFn | undefined = (() => {
-  try {
-    return (createRequire(import.meta.url)('bufferutil') as { mask: MaskFn }).mask;
-  } catch {
-    return undefined;
-  }
-})();
-/** Below this size the JavaScript loop is as fast as a call into native code (ws's own threshold). */
-const NATIVE_MASK_MIN = 48;
-
-/** Random bytes for masking keys, drawn in bulk (as ws does). */
-const maskPool = Buffer.alloc(8 * 1024);
-let maskPoolAt = maskPool.length;
+import { binaryHeaderLength, maskInto, writeBinaryHeader } from './ws-frame.js';
 
 /** What of ws this reads: its socket, whether its sender is idle, and which end it is. */
 interface WsInternals {
   _socket?: Socket;
   _sender?: { _state?: number; _queue?: unknown[] };
   _isServer?: boolean;
-}
-
-/** Masks `source` into `output` at `offset`; the key's phase starts at `phase` (a byte index of the masked payload). */
-function maskInto(source: Buffer, mask: Buffer, output: Buffer, offset: number, phase: number): void {
-  if (nativeMask && phase % 4 === 0 && source.length >= NATIVE_MASK_MIN) return nativeMask(source, mask, output, offset, source.length);
-  for (let i = 0; i < source.length; i++) output[offset + i] = source[i] ^ mask[(phase + i) & 3];
 }
 
 /**
@@ -55,19 +32,10 @@ export function writeDataFrame(ws: WebSocket, ch: number, payload: Buffer, done:
   const { _socket: socket, _sender: sender, _isServer: isServer } = ws as unknown as WsInternals;
   if (!socket || !sender || sender._state !== 0 || (sender._queue?.length ?? 0) > 0 || isServer === undefined) return false;
   const length = 4 + payload.length;
-  const lengthBytes = length < 126 ? 0 : length < 65536 ? 2 : 8;
-  const headerLength = 2 + lengthBytes + (isServer ? 0 : 4);
+  const headerLength = binaryHeaderLength(length, !isServer);
   // From a server the payload follows its own header; from a client it is masked into the frame.
   const frame = Buffer.allocUnsafe(headerLength + 4 + (isServer ? 0 : payload.length));
-  frame[0] = 0x82; // FIN, binary
-  if (lengthBytes === 0) frame[1] = length;
-  else if (lengthBytes === 2) {
-    frame[1] = 126;
-    frame.writeUInt16BE(length, 2);
-  } else {
-    frame[1] = 127;
-    frame.writeBigUInt64BE(BigInt(length), 2);
-  }
+  const mask = writeBinaryHeader(frame, length, !isServer);
   frame.writeUInt32BE(ch, headerLength);
   socket.cork();
   if (isServer) {
@@ -76,15 +44,7 @@ export function writeDataFrame(ws: WebSocket, ch: number, payload: Buffer, done:
       socket.write(frame);
       socket.write(payload, done);
     }
-  } else {
-    frame[1] |= 0x80;
-    if (maskPoolAt + 4 > maskPool.length) {
-      crypto.randomFillSync(maskPool);
-      maskPoolAt = 0;
-    }
-    const mask = frame.subarray(headerLength - 4, headerLength);
-    maskPool.copy(mask, 0, maskPoolAt, maskPoolAt + 4);
-    maskPoolAt += 4;
+  } else if (mask) {
     // The channel id is the first 4 bytes of the payload: the key's phase is the same after it.
     for (let i = 0; i < 4; i++) frame[headerLength + i] ^= mask[i];
     maskInto(payload, mask, frame, headerLength + 4, 4);
