@@ -6,7 +6,7 @@ import { pagingQuery } from '../http/paging.js';
 import { coordinateProblem, CUSTOM_VALUE_MAX_LENGTH, customKeyProblem, LEGACY_FIELDS, LEGACY_MAX_LENGTH, legacyNameProblem } from './attributes.js';
 import { DEVICE_ID_PATTERN } from './scope.js';
 import { isSingleLine, multiLine, singleLine } from '../../shared/text.js';
-import { deviceAttributes } from '../../shared/api-types/nodes.js';
+import { deviceAttributes, lastReported } from '../../shared/api-types/nodes.js';
 
 export const MAX_TAGS_PER_NODE = 50;
 export const MAX_CHANGES_PER_REQUEST = 1000;
@@ -111,12 +111,7 @@ export const treeNode = z.object({
   tags: z.array(z.string()).describe('The node’s own tags (a device also carries the tags of every group above it)'),
   nodes: z.array(z.looseObject({})).describe('Child nodes, of this same shape (empty for a device)'),
   status: z.enum(['online', 'offline']).optional().describe('Devices only'),
-  last_reported: z
-    .number()
-    .int()
-    .nullable()
-    .optional()
-    .describe('Devices only: last contact, Unix seconds, null if never; for a device connected to this broker, its last heartbeat'),
+  last_reported: lastReported,
   attributes: deviceAttributesOut.optional().describe('Devices only'),
   device_commit_sha: z.string().optional().describe('Devices only: the configuration commit its agent last applied (empty before the first)'),
   config_propagated: z.boolean().optional().describe('Devices only: whether its agent applied the commit of its current configuration'),

@@ -20,6 +20,14 @@ export const deviceAttributes = z.object({
 }) satisfies z.ZodType<DeviceAttributes>;
 
 /** GET /node/{node_id} (and a node's answer after a change): the node with its path and effective tags. */
+/** A device's last contact, as every node record gives it. */
+export const lastReported = z
+  .number()
+  .int()
+  .nullable()
+  .optional()
+  .describe('Devices only: last contact, Unix seconds, null if never; for a device connected to this broker, its last heartbeat');
+
 export const nodeView = z.object({
   id: z.string(),
   node_id: z.string(),
@@ -31,12 +39,7 @@ export const nodeView = z.object({
   ancestors: z.array(z.string()).describe('Node ids from root down to this node'),
   path: z.array(z.object({ node_id: z.string(), title: z.string() })),
   status: z.enum(['online', 'offline']).optional(),
-  last_reported: z
-    .number()
-    .int()
-    .nullable()
-    .optional()
-    .describe('Devices only: last contact, Unix seconds, null if never; for a device connected to this broker, its last heartbeat'),
+  last_reported: lastReported,
   attributes: deviceAttributes.optional(),
   can_manage: z
     .boolean()
