@@ -1,3 +1,4 @@
+// Kept whole (about 450 lines): every REST call of remote access (tickets, live sessions, recordings, access, reload, files, port presets) in one table, read with its permissions together.
 import { z } from 'zod';
 
 import type { LiveSessionItem, Portmap, RemoteCapabilities } from '../../shared/api-types.js';
