@@ -2,7 +2,7 @@
  * Security records as GET routes answer them: the audit trail and its verification, CVEs and the
  * feed state, and agent reports. Types only (see ../api-types.ts).
  */
-import type { ReportSeverity } from '../protocol.js';
+import type { AgentReport, ReportSeverity } from '../protocol.js';
 
 /** An entry of the audit trail (GET /commitlist). */
 export interface AuditEntry {
@@ -112,7 +112,7 @@ export interface CveFeedState {
 export type { ReportSeverity };
 
 /** An agent report in GET /reportlist. */
-export interface ReportItem {
+export interface ReportItem extends AgentReport {
   /** report id (for PATCH /reportmarkread) */
   id: number;
   /** the device id */
@@ -120,18 +120,8 @@ export interface ReportItem {
   device_id: string;
   /** the device's title in the group tree */
   title: string;
-  /** the configuration bundle, a watcher, or `agent_internal` */
-  bundle: string;
-  bundle_commit_id: string;
-  /** the configuration commit the agent ran */
-  commit_id: string;
-  labels: string;
-  sev: ReportSeverity;
-  text: string;
   /** base64 of the operation log's tail; "" when none */
   log: string;
-  /** Unix seconds, as the agent stamped it */
-  ts: number;
   /** Unix seconds, when the broker stored it */
   received: number;
   /** whether the caller has marked it read */
