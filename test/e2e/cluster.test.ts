@@ -17,7 +17,7 @@ import { dropSchema } from '../../broker/db/database.js';
 import { connectDevice, echoServer, enrolDevice, eventually, startAgent, type TestAgent } from '../support/agent.js';
 import { PG_URL, startTestBroker, type TestBroker } from '../support/broker.js';
 import { clusterEnv, spawnBroker } from '../support/cluster.js';
-import { connectRemote } from '../support/remote-ws.js';
+import { connectRemote, sendThroughTunnel } from '../support/remote-ws.js';
 
 const HEARTBEAT_MS = 300;
 const { schema, secret: SECRET, env: common } = clusterEnv(HEARTBEAT_MS);
@@ -101,19 +101,11 @@ describe('a user on broker B, the agent on broker A', () => {
     const s = connectRemote(b.url, 'tunnel', { device_id: device, port: echoPort, dst: '127.0.0.1' }, b.adminToken);
     await s.ready;
     const total = 20 * 1024 * 1024;
-    const sent = crypto.createHash('sha256');
-    const chunk = crypto.randomBytes(64 * 1024);
-    for (let offset = 0; offset < total; offset += chunk.length) {
-      chunk.writeUInt32BE(offset, 0);
-      sent.update(chunk);
-      s.ws.send(Buffer.from(chunk));
-      while (s.ws.bufferedAmount > 4 * 1024 * 1024) await new Promise((r) => setTimeout(r, 5));
-    }
-    s.ws.send(JSON.stringify({ type: 'eof' }));
+    const sent = await sendThroughTunnel(s, total);
     await s.frame('eof');
     expect((await s.closed).code).toBe(1000);
     expect(s.bytes().length).toBe(total);
-    expect(sha(s.bytes())).toBe(sent.digest('hex'));
+    expect(sha(s.bytes())).toBe(sent);
 
     const content = crypto.randomBytes(2 * 1024 * 1024 + 7);
     const target = path.join(work, 'across.bin');

@@ -2,6 +2,7 @@
  * A raw client for the remote-access WebSocket endpoints, recording every frame, for tests that
  * check the wire format itself (remote-api.md).
  */
+import crypto from 'node:crypto';
 import WebSocket from 'ws';
 
 export interface RecordedSession {
@@ -75,4 +76,22 @@ export function connectRemote(
       }),
     ready,
   };
+}
+
+/**
+ * Sends `total` bytes through a ready tunnel session, in 64 KiB chunks that each differ, waiting
+ * while more than 4 MiB are unsent, then `eof`. Answers the sha256 of what it sent, for the test
+ * to compare with what came back.
+ */
+export async function sendThroughTunnel(s: RecordedSession, total: number): Promise<string> {
+  const sent = crypto.createHash('sha256');
+  const chunk = crypto.randomBytes(64 * 1024);
+  for (let offset = 0; offset < total; offset += chunk.length) {
+    chunk.writeUInt32BE(offset, 0); // every chunk differs
+    sent.update(chunk);
+    s.ws.send(Buffer.from(chunk));
+    while (s.ws.bufferedAmount > 4 * 1024 * 1024) await new Promise((r) => setTimeout(r, 5));
+  }
+  s.ws.send(JSON.stringify({ type: 'eof' }));
+  return sent.digest('hex');
 }
