@@ -131,8 +131,7 @@ export class AgentHub extends EventEmitter<AgentHubEvents> implements AgentLocat
     this.holdTimer = undefined;
     const connected = [...this.agents.values()];
     for (const conn of connected) {
-      this.releaseWelcome(conn);
-      conn.mux.close(AgentClose.shutdown, 'broker shutting down');
+      this.closeConnection(conn, AgentClose.shutdown, 'broker shutting down');
       // The close frame is written (or, to an agent that does not read, dropped); its answer is not awaited.
       conn.ws.terminate();
     }
@@ -172,8 +171,7 @@ export class AgentHub extends EventEmitter<AgentHubEvents> implements AgentLocat
     const conn = this.agents.get(deviceId);
     if (!conn) return;
     this.log.info({ deviceId, reason }, 'agent cut off');
-    this.releaseWelcome(conn);
-    conn.mux.close(AgentClose.removed, reason.slice(0, 120));
+    this.closeConnection(conn, AgentClose.removed, reason.slice(0, 120));
   }
 
   /**
@@ -184,8 +182,7 @@ export class AgentHub extends EventEmitter<AgentHubEvents> implements AgentLocat
     const conn = this.agents.get(deviceId);
     if (!conn) return;
     this.log.info({ deviceId, reason }, 'agent connection released');
-    this.releaseWelcome(conn);
-    conn.mux.close(AgentClose.replaced, reason.slice(0, 120));
+    this.closeConnection(conn, AgentClose.replaced, reason.slice(0, 120));
   }
 
   // ---- for other domains ----------------------------------------------------------------------
@@ -297,8 +294,7 @@ export class AgentHub extends EventEmitter<AgentHubEvents> implements AgentLocat
     this.agents.set(deviceId, conn);
     if (previous) {
       this.log.info({ deviceId }, 'a newer connection replaces the agent connection');
-      this.releaseWelcome(previous);
-      previous.mux.close(AgentClose.replaced, 'replaced by a newer connection');
+      this.closeConnection(previous, AgentClose.replaced, 'replaced by a newer connection');
     }
     const heard = () => {
       conn.lastHeard = Date.now();
@@ -333,6 +329,12 @@ export class AgentHub extends EventEmitter<AgentHubEvents> implements AgentLocat
     conn.held = socket;
     this.holding.set(conn, performance.now());
     this.holdTimer ??= setTimeout(() => this.releaseDue(), WELCOME_HOLD_MS);
+  }
+
+  /** Closes a connection with its code, after what its held welcome kept back (the close frame must not wait behind the cork). */
+  private closeConnection(conn: AgentConnection, code: number, reason: string): void {
+    this.releaseWelcome(conn);
+    conn.mux.close(code, reason);
   }
 
   /** Sends what a connection's held welcome kept back. */
