@@ -14,9 +14,10 @@ export const DEFAULT_WINDOW = 1024 * 1024;
 /** Largest data frame: what one channel may put ahead of another's frame in one turn. */
 export const MAX_FRAME = 32 * 1024;
 /**
- * A write's last frame up to this size is copied and the write reported done at once: a channel's
+ * A write that fits in one frame of up to this size is copied and reported done at once: a channel's
  * next keystroke or screenful then never waits for the socket to flush the previous one (behind a
- * busy channel's frames). Larger frames are the written buffer itself, reported done once flushed.
+ * busy channel's frames). Other frames are the written buffer itself, and the write is reported done
+ * once its last frame is flushed (the socket flushes them in order).
  */
 export const COPIED_FRAME_MAX = 16 * 1024;
 /** A channel that sent at most this much within INTERACTIVE_HOLD_MS is quiet: its small frames are interactive. */
@@ -161,7 +162,7 @@ export class Channel extends Duplex {
    * @internal from the scheduler: sends the next frame of the backlog (one datagram, or at most
    * `maxFrame` bytes) and reports the write done once the socket has flushed its last byte (the
    * frames are the written buffer itself, not copies: it is not the writer's again before), or at
-   * once for a small last frame, which is copied (COPIED_FRAME_MAX).
+   * once for a write of one small frame, which is copied (COPIED_FRAME_MAX).
    */
   sendFrame(maxFrame = MAX_FRAME): number {
     const p = this.pending;
@@ -172,7 +173,8 @@ export class Channel extends Duplex {
     const last = p.offset + n >= p.chunk.length;
     if (last) this.pending = undefined;
     if (!last) this.mux.sendData(this.id, frame);
-    else if (n > COPIED_FRAME_MAX) this.mux.sendData(this.id, frame, () => p.callback());
+    // A write of one small frame is copied and done at once; a longer write's frames before this one are its buffer, flushed in order before this one.
+    else if (n > COPIED_FRAME_MAX || p.offset > 0) this.mux.sendData(this.id, frame, () => p.callback());
     else {
       this.mux.sendData(this.id, Buffer.from(frame));
       p.callback();

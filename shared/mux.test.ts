@@ -342,6 +342,20 @@ describe('mux send scheduling', () => {
     expect(done).toBe(true);
   });
 
+  it('reports a write of several frames done only once all are flushed, though its last frame is small', async () => {
+    const socket = new RecordingSocket();
+    const { open } = await brokerMuxOn(socket, 8 * 1024 * 1024);
+    const channel = await open('tunnel');
+    let done = false;
+    // The frames before the last are the written buffer itself: the writer may not have it back before they are flushed.
+    channel.write(Buffer.alloc(MAX_FRAME + 10, 1), () => (done = true));
+    await new Promise((r) => setImmediate(r));
+    expect(socket.pendingCallbacks).toBeGreaterThan(0);
+    expect(done).toBe(false);
+    while (socket.flushOne()) await new Promise((r) => setImmediate(r));
+    expect(done).toBe(true);
+  });
+
   it('sends keystrokes one after another while the socket has not flushed the first: small frames are copied', async () => {
     const socket = new RecordingSocket();
     const { open } = await brokerMuxOn(socket, 8 * 1024 * 1024);
