@@ -37,6 +37,18 @@ describe('DeviceSocket', () => {
     expect(channel.writes.map(String).at(-1)).toBe('later');
   });
 
+  it('sends what was written in the turn the inner connection is destroyed in, before closing the channel', async () => {
+    const channel = new FakeChannel();
+    const socket = new DeviceSocket(channel as unknown as ServerChannel, '127.0.0.1');
+    // The last packets of a command (its output, exit status, close), then the connection's end, all in one turn.
+    socket.write(Buffer.from('via-rsa\n'));
+    socket.write(Buffer.from('exit-status'));
+    socket.destroy();
+    await turn();
+    expect(Buffer.concat(channel.writes).toString()).toBe('via-rsa\nexit-status');
+    expect(channel.destroyed).toBe(true);
+  });
+
   it('waits for the channel to drain when the client does not read: nothing more reaches the channel meanwhile', async () => {
     const channel = new FakeChannel();
     const socket = new DeviceSocket(channel as unknown as ServerChannel, '127.0.0.1');

@@ -43,6 +43,15 @@ export class DeviceSocket extends Duplex {
     return super.write(chunk, encoding as BufferEncoding, cb as (error: Error | null | undefined) => void);
   }
 
+  /** What this turn wrote is still held when the inner connection is destroyed in it: it leaves first, as it would have without the hold. */
+  override destroy(error?: Error): this {
+    if (this.corked && !this.destroyed && !this.channel.destroyed) {
+      this.corked = false;
+      this.uncork();
+    }
+    return super.destroy(error);
+  }
+
   override _read(): void {
     this.channel.resume();
   }
