@@ -8,15 +8,13 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { Command, Option } from 'commander';
-import pino from 'pino';
 import { Agent, EXIT_CONFIG } from './agent.js';
 import { forgetLauncherEnvironment } from './memory.js';
-import { AgentConfigError, DEFAULTS, loadAgentConfig, type AgentFlags } from './options.js';
+import { EXIT_USAGE, parseCommandLine } from './flags.js';
+import { createLog } from './log.js';
+import { AgentConfigError, loadAgentConfig, type AgentFlags } from './options.js';
 import { launchedBy, launchInstalled } from './update/launcher.js';
 import type { UpdaterOptions } from './update/updater.js';
-
-const EXIT_USAGE = 2;
 
 /** Set by the agent build (agent/packaging/build.ts) to the package version; absent when run from source. */
 declare const __FLEET_AGENT_VERSION__: string | undefined;
@@ -31,39 +29,18 @@ function agentVersion(): string {
   }
 }
 
-function parseFlags(argv: string[]): AgentFlags {
-  const program = new Command('fleet-agent')
-    .description('Fleet edge agent: enrols this device with a broker and serves remote access over one outbound WebSocket.')
-    .option('--broker <url>', 'broker base URL, e.g. https://broker.example.com')
-    .option('--bootstrap-key <key>', 'bootstrap key to enrol with (from POST /api/v2/bootstrapkey); needed until the device is enrolled')
-    .option('--bootstrap-key-file <file>', 'read the bootstrap key from this file (or set FLEET_BOOTSTRAP_KEY), so it does not show in the process list')
-    .option('--state-dir <dir>', `where the device key and enrolment state live (default ${DEFAULTS.stateDir})`)
-    .option('--ca-file <pem>', 'trust only the CA certificate(s) in this PEM file for the broker (https)')
-    .option('--insecure-http', 'allow a plain http:// broker URL to another machine (or FLEET_INSECURE_HTTP=1); warned about at every start')
-    .option('--config <file.json>', 'JSON config file: broker, bootstrap_key, state_dir, ca_file, exit_on_reload, log_level, … (command-line options win)')
-    .option('--exit-on-reload', 'exit with code 0 on a reload request, for a service manager to restart the agent')
-    .option('--log-level <level>', 'fatal, error, warn, info, debug, trace or silent (default info)')
-    .addOption(new Option('--retry-min-ms <ms>', 'first reconnect backoff ceiling (default 1000)').hideHelp())
-    .addOption(new Option('--retry-max-ms <ms>', 'reconnect backoff cap (default 60000)').hideHelp())
-    .addOption(new Option('--inventory-interval-ms <ms>', 'inventory report interval (default 600000)').hideHelp())
-    .option('--metrics-interval-ms <ms>', 'how often metrics are sampled (default 60000)')
-    .option('--metrics-flush-ms <ms>', 'how often queued metrics are sent to the broker (default 300000)')
-    .addOption(new Option('--update-deadline-ms <ms>', 'an updated agent not welcomed by the broker in this time is rolled back (default 300000)').hideHelp())
-    .option('--metrics-queue-max <n>', 'samples kept while the broker is out of reach; the oldest go first (default 20000)')
-    .exitOverride()
-    .configureOutput({ writeErr: (s) => process.stderr.write(s) });
-  try {
-    program.parse(argv, { from: 'node' });
-  } catch (err) {
-    const code = (err as { exitCode?: number }).exitCode ?? EXIT_USAGE;
-    process.exit(code === 0 ? 0 : EXIT_USAGE);
-  }
-  return program.opts<AgentFlags>();
+/** The flags, or the process ends here: help printed (0), or a usage error (2). */
+function parseFlags(args: string[]): AgentFlags {
+  const parsed = parseCommandLine(args);
+  if ('flags' in parsed) return parsed.flags;
+  if (parsed.stdout) fs.writeSync(1, parsed.stdout);
+  if (parsed.stderr) fs.writeSync(2, parsed.stderr);
+  process.exit(parsed.exit);
 }
 
 async function main(): Promise<void> {
   forgetLauncherEnvironment();
-  const flags = parseFlags(process.argv);
+  const flags = parseFlags(process.argv.slice(2));
   const read = () => loadAgentConfig(flags);
   let first;
   try {
@@ -75,15 +52,8 @@ async function main(): Promise<void> {
     }
     throw err;
   }
-  // Structured logs on stderr; the bootstrap key never reaches them.
-  const log = pino(
-    {
-      name: 'fleet-agent',
-      level: first.logLevel,
-      redact: { paths: ['bootstrapKey', '*.bootstrapKey', 'bootstrap_key', '*.bootstrap_key'], censor: '[redacted]' },
-    },
-    pino.destination(2),
-  );
+  // Structured logs on stderr (pino's format); the bootstrap key never reaches them.
+  const log = createLog({ name: 'fleet-agent', level: first.logLevel });
   const version = agentVersion();
   // Agent updates: only a bundled build updates itself. The installed package's agent is the launcher:
   // it runs an installed update instead of itself; the version it runs knows the package through launchedBy().

@@ -197,7 +197,7 @@ export async function buildAgent(outDir = path.join(ROOT, 'dist', 'agent'), opti
     external: [...RUNTIME_DEPENDENCIES],
     plugins: [requireRuntimeDependencies],
     define: { __FLEET_AGENT_VERSION__: JSON.stringify(version) },
-    // CommonJS dependencies (commander, pino) call require() for Node built-ins.
+    // ws and node-pty are required (see requireRuntimeDependencies), as are built-ins by bundled CommonJS code.
     banner: {
       js: `${LAUNCHER}import { createRequire as __fleetCreateRequire } from 'node:module';\nconst require = __fleetCreateRequire(import.meta.url);`,
     },
