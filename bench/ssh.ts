@@ -78,6 +78,17 @@ async function scpDown(target: Target, source: string, bytes: number, dir: strin
   return { mbps: bytes / 1e6 / seconds };
 }
 
+/** scp of a local file `source` to `dest` on the far side: MB/s over the whole run, connection set-up included. */
+async function scpUp(target: Target, source: string, dest: string, bytes: number): Promise<{ mbps: number }> {
+  const started = process.hrtime.bigint();
+  const r = await run('scp', [...target.scpArgs, '-q', '-o', 'BatchMode=yes', source, `${target.destination}:${dest}`]);
+  const seconds = Number(process.hrtime.bigint() - started) / 1e9;
+  const size = fs.existsSync(dest) ? fs.statSync(dest).size : 0;
+  fs.rmSync(dest, { force: true });
+  if (r.code !== 0 || size !== bytes) throw new Error(`scp exited ${r.code} with ${size} of ${bytes} bytes: ${r.stderr.trim()}`);
+  return { mbps: bytes / 1e6 / seconds };
+}
+
 /** `ssh … true` run `concurrency` at a time for SECONDS: sessions per second (over a master connection when `extra` names its ControlPath). */
 async function opens(target: Target, extra: string[]): Promise<{ perSecond: number; opened: number; failed: number; lastError: string }> {
   const deadline = Date.now() + SECONDS * 1000;
@@ -331,6 +342,16 @@ export async function benchSsh(log: Log, only?: string): Promise<void> {
       ))!;
       log(`  gateway: ${through.mbps.toFixed(0)} MB/s (${cpuLine(through)}; load average ${os.loadavg()[0].toFixed(2)})`);
       log(`  ROW scp: gateway / sshd = ${ratioTo(through.mbps, direct?.mbps)} (target >= 0.8)`);
+      log(`scp: ${SCP_MIB} MiB from a local file to the device's side`);
+      const up = path.join(dir, 'uploaded.bin');
+      const directUp = anchor ? await scpUp(anchor, file, up, bytes) : undefined;
+      if (directUp) log(`  sshd: ${directUp.mbps.toFixed(0)} MB/s`);
+      const throughUp = (await cpuPerMb(
+        () => scpUp(gateway, file, up, bytes),
+        () => bytes,
+      ))!;
+      log(`  gateway: ${throughUp.mbps.toFixed(0)} MB/s (${cpuLine(throughUp)}; load average ${os.loadavg()[0].toFixed(2)})`);
+      log(`  ROW scp up: gateway / sshd = ${ratioTo(throughUp.mbps, directUp?.mbps)}`);
       fs.rmSync(file, { force: true });
     }
 

@@ -8,6 +8,12 @@ import type { SessionContext } from './context.js';
 import { resolveCopyTarget } from './paths.js';
 
 const SHA256_HEX = /^[0-9a-f]{64}$/;
+/**
+ * A download reads its file in pieces of this size: a read of 1 MiB costs about half the CPU per MB
+ * of 64 KiB reads (fewer calls through the thread pool, fewer chunks through the stream); the
+ * channel's window still bounds what waits to be sent.
+ */
+export const DOWNLOAD_READ = 1024 * 1024;
 
 function reason(err: unknown): string {
   const e = err as NodeJS.ErrnoException;
@@ -145,7 +151,7 @@ async function send(channel: Channel, file: fs.FileHandle, target: string, ctx: 
   const hash = crypto.createHash('sha256');
   let bytes = 0;
   try {
-    const stream = file.createReadStream({ highWaterMark: 64 * 1024, autoClose: false });
+    const stream = file.createReadStream({ highWaterMark: DOWNLOAD_READ, autoClose: false });
     for await (const chunk of stream as AsyncIterable<Buffer>) {
       if (channel.destroyed) return;
       hash.update(chunk);

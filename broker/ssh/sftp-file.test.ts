@@ -3,11 +3,19 @@ import { EventEmitter } from 'node:events';
 import { describe, expect, it } from 'vitest';
 import type { Channel } from '../../shared/mux.js';
 import { SFTP_STATUS, type Attrs, type SftpStream } from './sftp-answers.js';
-import { SftpFile } from './sftp-file.js';
+import { MAX_WAITING_READS, READ_AHEAD, SftpFile, type FileFlow } from './sftp-file.js';
+import { SFTP_READ_MAX } from './sftp-flow.js';
 
 /** A download's agent channel as SftpFile uses it: data and end come from the test. */
 class FakeChannel extends EventEmitter {
   destroyed = false;
+  /** upload: what write() answers (false: the device's channel is full), and what was written */
+  full = false;
+  written: Buffer[] = [];
+  write(data: Buffer) {
+    this.written.push(data);
+    return !this.full;
+  }
   errored: Error | null = null;
   writableEnded = false;
   paused = false;
@@ -28,17 +36,32 @@ class FakeChannel extends EventEmitter {
   }
 }
 
-function download(size: number) {
+/** The SSH channel's flow as a test sets it: `backlogged` while the client's window is spent; holds recorded. */
+class FakeFlow implements FileFlow {
+  backlogged = false;
+  readonly holders = new Set<object>();
+  hold(holder: object) {
+    this.holders.add(holder);
+  }
+  release(holder: object) {
+    this.holders.delete(holder);
+  }
+}
+
+function open(writing: boolean, size: number) {
   const answers: { reqid: number; data?: Buffer; status?: number }[] = [];
   const sftp = {
     data: (reqid: number, data: Buffer) => answers.push({ reqid, data: Buffer.from(data) }),
     status: (reqid: number, status: number) => answers.push({ reqid, status }),
   } as unknown as SftpStream;
   const channel = new FakeChannel();
+  const flow = new FakeFlow();
   const attrs: Attrs = { mode: 0o100644, size, uid: 0, gid: 0, atime: 0, mtime: 0 };
-  const file = new SftpFile(false, channel as unknown as Channel, attrs, sftp);
-  return { file, channel, answers };
+  const file = new SftpFile(writing, channel as unknown as Channel, attrs, sftp, flow);
+  return { file, channel, answers, flow };
 }
+
+const download = (size: number) => open(false, size);
 
 /** Reads `content` as OpenSSH's sftp does (READs of `readSize`, `inFlight` ahead) while the device sends it in `chunkSize` pieces. */
 function copy(content: Buffer, chunkSize: number, readSize: number, inFlight: number): Buffer {
@@ -80,5 +103,98 @@ describe('SftpFile reads', () => {
     expect(channel.paused).toBe(true);
     for (let i = 0; i < 16; i++) file.read(i + 1, i * 32_768, 32_768);
     expect(channel.paused).toBe(false);
+  });
+});
+
+describe('SftpFile reads, bounded', () => {
+  it('answers no READ while the client has no window for it: the data stays at the read-ahead, then goes out in order', () => {
+    const content = crypto.randomBytes(4 * READ_AHEAD);
+    const { file, channel, answers, flow } = download(content.length);
+    flow.backlogged = true;
+    for (let i = 0; i < 64; i++) file.read(i + 1, i * SFTP_READ_MAX, SFTP_READ_MAX);
+    let sent = 0;
+    while (!channel.paused && sent < content.length) {
+      channel.emit('data', content.subarray(sent, sent + 128 * 1024));
+      sent += 128 * 1024;
+    }
+    expect(answers).toHaveLength(0);
+    expect(channel.paused).toBe(true);
+    expect(sent).toBeLessThanOrEqual(READ_AHEAD + 128 * 1024);
+    flow.backlogged = false;
+    file.resume();
+    expect(answers.map((a) => a.reqid)).toEqual(answers.map((_, i) => i + 1));
+    expect(Buffer.concat(answers.map((a) => a.data!)).equals(content.subarray(0, answers.length * SFTP_READ_MAX))).toBe(true);
+    expect(channel.paused).toBe(false);
+  });
+
+  it('answers a READ of any length with at most the size the client was told, the rest read next', () => {
+    const content = crypto.randomBytes(SFTP_READ_MAX + 1000);
+    const { file, channel, answers } = download(content.length);
+    file.read(1, 0, 0xffffffff);
+    channel.emit('data', content);
+    expect(answers[0].data).toHaveLength(SFTP_READ_MAX);
+    file.read(2, SFTP_READ_MAX, 0xffffffff);
+    channel.emit('end');
+    expect(answers[1].data!.equals(content.subarray(SFTP_READ_MAX))).toBe(true);
+    file.read(3, content.length, 32_768);
+    expect(answers[2].status).toBe(SFTP_STATUS.eof);
+  });
+
+  it('fails READs past the number that may wait, and still answers those that wait', () => {
+    const content = crypto.randomBytes(64 * 1024);
+    const { file, channel, answers } = download(10 * 1024 * 1024);
+    for (let i = 0; i < MAX_WAITING_READS + 50; i++) file.read(i + 1, i * 512, 512);
+    const refused = answers.filter((a) => a.status === SFTP_STATUS.failure);
+    expect(refused).toHaveLength(50);
+    expect(refused[0].reqid).toBe(MAX_WAITING_READS + 1);
+    channel.emit('data', content);
+    channel.emit('end');
+    const data = answers.filter((a) => a.data);
+    expect(Buffer.concat(data.map((a) => a.data!)).equals(content.subarray(0, MAX_WAITING_READS * 512))).toBe(true);
+  });
+
+  it('a file shorter than one READ: its bytes, then the end for the READs beyond it', () => {
+    const content = crypto.randomBytes(1234);
+    const { file, channel, answers } = download(content.length);
+    for (let i = 0; i < 4; i++) file.read(i + 1, i * SFTP_READ_MAX, SFTP_READ_MAX);
+    channel.emit('data', content.subarray(0, 1000));
+    expect(answers).toHaveLength(0);
+    channel.emit('data', content.subarray(1000));
+    channel.emit('end');
+    expect(answers[0]).toMatchObject({ reqid: 1 });
+    expect(answers[0].data!.equals(content)).toBe(true);
+    expect(answers.slice(1).map((a) => a.status)).toEqual([SFTP_STATUS.eof, SFTP_STATUS.eof, SFTP_STATUS.eof]);
+  });
+});
+
+describe('SftpFile writes, bounded', () => {
+  it("holds the client's window while the device's channel is full, and answers the WRITEs in order once it drains", () => {
+    const { file, channel, answers, flow } = open(true, 0);
+    file.write(1, 0, Buffer.alloc(1000));
+    expect(answers).toEqual([{ reqid: 1, status: SFTP_STATUS.ok }]);
+    channel.full = true;
+    for (let i = 1; i < 20; i++) file.write(i + 1, i * 1000, Buffer.alloc(1000));
+    expect(answers).toHaveLength(1);
+    expect(flow.holders.size).toBe(1);
+    expect(channel.listenerCount('drain')).toBe(1);
+    channel.full = false;
+    channel.emit('drain');
+    expect(answers.map((a) => a.reqid)).toEqual(Array.from({ length: 20 }, (_, i) => i + 1));
+    expect(answers.every((a) => a.status === SFTP_STATUS.ok)).toBe(true);
+    expect(flow.holders.size).toBe(0);
+    expect(Buffer.concat(channel.written)).toHaveLength(20_000);
+  });
+
+  it('a device channel that closes while WRITEs wait fails them and lets go of the window', () => {
+    const { file, channel, answers, flow } = open(true, 0);
+    channel.full = true;
+    file.write(1, 0, Buffer.alloc(10));
+    file.write(2, 10, Buffer.alloc(10));
+    channel.destroyed = true;
+    channel.emit('close');
+    expect(answers.map((a) => a.status)).toEqual([SFTP_STATUS.failure, SFTP_STATUS.failure]);
+    expect(flow.holders.size).toBe(0);
+    file.write(3, 20, Buffer.alloc(10));
+    expect(answers[2]).toMatchObject({ reqid: 3, status: SFTP_STATUS.failure });
   });
 });

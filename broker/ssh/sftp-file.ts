@@ -7,11 +7,26 @@ import type { ChannelControl } from '../../shared/protocol.js';
 import type { ErrorFrame } from '../remote/relay.js';
 import type { LiveRelay } from '../remote/sessions.js';
 import { SFTP_STATUS, type Attrs, type SftpStream } from './sftp-answers.js';
+import { SFTP_READ_MAX } from './sftp-flow.js';
 
 /** Bytes read ahead from the device for one open file, at most; the device waits beyond. */
-const READ_AHEAD = 1024 * 1024;
-/** Largest answer to one READ (OpenSSH asks for 32 KiB). */
-const MAX_READ = 64 * 1024;
+export const READ_AHEAD = 1024 * 1024;
+/** Largest answer to one READ: what the client is told it may ask (a larger ask is answered short). */
+const MAX_READ = SFTP_READ_MAX;
+/** READs of one file waiting for data at once (OpenSSH keeps 64 in flight); past this a READ fails. */
+export const MAX_WAITING_READS = 128;
+
+/**
+ * The SSH channel's flow as an open file sees it (SftpFlow): whether ssh2 holds answers the client's
+ * window has no room for, and holding the client's window while the device's channel is full.
+ */
+export interface FileFlow {
+  readonly backlogged: boolean;
+  hold(holder: object): void;
+  release(holder: object): void;
+}
+
+const NO_FLOW: FileFlow = { backlogged: false, hold() {}, release() {} };
 
 /**
  * One open file: a copy session (download for reading, upload for writing) of the broker's
@@ -30,6 +45,10 @@ export class SftpFile implements LiveRelay {
   failure?: string;
   private result?: { ok: boolean; error?: string };
   private readonly waiting: { reqid: number; length: number }[] = [];
+  /** Bytes the waiting READs ask for. */
+  private waitingBytes = 0;
+  /** WRITEs taken while the device's channel was full: answered when it drains. */
+  private unanswered: number[] = [];
   private onResult?: () => void;
   private reason?: string;
 
@@ -38,6 +57,7 @@ export class SftpFile implements LiveRelay {
     readonly channel: Channel,
     readonly attrs: Attrs,
     private readonly sftp: SftpStream,
+    private readonly flow: FileFlow = NO_FLOW,
   ) {
     this.done = new Promise((resolve) => (this.resolveDone = resolve));
     channel.on('control', (msg: ChannelControl) => {
@@ -50,6 +70,7 @@ export class SftpFile implements LiveRelay {
       if (channel.errored) this.failure ??= channel.errored.message;
       this.ended = true;
       this.serve();
+      this.answerWrites(SFTP_STATUS.failure, this.failure ?? 'the copy has ended');
       this.onResult?.();
       this.resolveDone({ bytesIn: this.bytesIn, bytesOut: this.bytesOut, reason: this.reason ?? 'closed', failed: !!this.failure });
     });
@@ -74,25 +95,37 @@ export class SftpFile implements LiveRelay {
   read(reqid: number, offset: number, length: number): void {
     // Past the end (a client reads ahead of the size it was told): end of file.
     if (offset >= this.attrs.size && this.waiting.length === 0 && this.heldBytes === 0) return this.sftp.status(reqid, SFTP_STATUS.eof);
-    if (offset !== this.position + this.queued()) return this.sftp.status(reqid, SFTP_STATUS.failure, 'only sequential reads are supported');
-    this.waiting.push({ reqid, length: Math.max(0, Math.min(length, MAX_READ)) });
+    if (offset !== this.position + this.waitingBytes) return this.sftp.status(reqid, SFTP_STATUS.failure, 'only sequential reads are supported');
+    if (this.waiting.length >= MAX_WAITING_READS)
+      return this.sftp.status(reqid, SFTP_STATUS.failure, `at most ${MAX_WAITING_READS} reads of one file in flight`);
+    const asked = Math.max(0, Math.min(length, MAX_READ));
+    this.waiting.push({ reqid, length: asked });
+    this.waitingBytes += asked;
     this.serve();
   }
 
-  private queued(): number {
-    return this.waiting.reduce((n, w) => n + w.length, 0);
+  /** The client's window opened: READs held back for it are answered. */
+  resume(): void {
+    if (!this.writing) this.serve();
   }
 
+  /**
+   * Answers the waiting READs in order from what the device sent. While ssh2 holds answers the
+   * client's window has no room for, no more are given to it: the data stays here (at most
+   * READ_AHEAD, the device's channel paused beyond), so a client that asks and never reads holds at
+   * most its window, one answer and the read-ahead.
+   */
   private serve(): void {
     while (this.waiting.length > 0) {
       const next = this.waiting[0];
       if (this.failure || (this.result && !this.result.ok)) {
-        this.waiting.shift();
+        this.shiftWaiting();
         this.sftp.status(next.reqid, SFTP_STATUS.failure, this.failure ?? this.result?.error ?? 'copy failed');
         continue;
       }
-      if (this.heldBytes < next.length && !this.ended) return;
-      this.waiting.shift();
+      if (this.heldBytes < next.length && !this.ended) break;
+      if (this.flow.backlogged) break;
+      this.shiftWaiting();
       if (this.heldBytes === 0) {
         this.sftp.status(next.reqid, SFTP_STATUS.eof);
         continue;
@@ -102,9 +135,17 @@ export class SftpFile implements LiveRelay {
       this.bytesOut += out.length;
       this.sftp.data(next.reqid, out);
       // Short only at the end of the file: what was asked beyond it is the end of file.
-      if (out.length < next.length) for (const w of this.waiting.splice(0)) this.sftp.status(w.reqid, SFTP_STATUS.eof);
+      if (out.length < next.length) {
+        this.waitingBytes = 0;
+        for (const w of this.waiting.splice(0)) this.sftp.status(w.reqid, SFTP_STATUS.eof);
+      }
     }
     if (this.heldBytes < READ_AHEAD && this.channel.isPaused() && !this.channel.destroyed) this.channel.resume();
+  }
+
+  private shiftWaiting(): void {
+    const w = this.waiting.shift();
+    if (w) this.waitingBytes -= w.length;
   }
 
   /**
@@ -140,9 +181,21 @@ export class SftpFile implements LiveRelay {
     this.position += data.length;
     this.bytesIn += data.length;
     this.attrs.size = this.position;
-    // The answer waits for the device's channel to take it: the client's pipeline is the bound.
-    if (this.channel.write(data)) this.sftp.status(reqid, SFTP_STATUS.ok);
-    else this.channel.once('drain', () => this.sftp.status(reqid, SFTP_STATUS.ok));
+    // While the device's channel is full the answers wait for it to drain, and the client's SSH
+    // window is held: a client that sends without waiting for answers stops once its window is spent.
+    const taken = this.channel.write(data);
+    if (taken && this.unanswered.length === 0) return this.sftp.status(reqid, SFTP_STATUS.ok);
+    this.unanswered.push(reqid);
+    if (this.unanswered.length > 1) return;
+    this.flow.hold(this);
+    this.channel.once('drain', () => this.answerWrites(SFTP_STATUS.ok));
+  }
+
+  /** Answers the WRITEs that waited for the device's channel, and lets the client's window open again. */
+  private answerWrites(code: number, message?: string): void {
+    if (this.unanswered.length === 0) return;
+    for (const reqid of this.unanswered.splice(0)) this.sftp.status(reqid, code, message);
+    this.flow.release(this);
   }
 
   /** Closing a written file waits for the device to check and rename it. */

@@ -1,6 +1,8 @@
 import { EventEmitter } from 'node:events';
 import { describe, expect, it } from 'vitest';
 import type { Caller, Prepared } from '../remote/sessions.js';
+import { MAX_WAITING_READS } from './sftp-file.js';
+import { SFTP_READ_MAX } from './sftp-flow.js';
 import { SFTP_MAX_HANDLES, SFTP_STATUS, SftpBridge, type SftpStream } from './sftp.js';
 
 /** ssh2's SFTP stream as the bridge sees it: requests are events, answers are recorded. */
@@ -167,5 +169,48 @@ describe('SftpBridge rm, rmdir and rename', () => {
     expect(refused[0].options).toMatchObject({ op: 'rename', path: '/srv/a/x', to: '/srv/b/x' });
     expect(refused[0].reason).toMatch(/target/);
     expect(opened).toEqual([]);
+  });
+});
+
+describe('SftpBridge, a client that floods', () => {
+  it('answers READs of an open file at most 255 KiB long, fails those past the waiting bound, and refuses unknown extended requests', async () => {
+    const sftp = new FakeSftp();
+    const channel = Object.assign(new EventEmitter(), {
+      destroyed: false,
+      paused: false,
+      end() {},
+      pause() {
+        this.paused = true;
+      },
+      resume() {
+        this.paused = false;
+      },
+      isPaused() {
+        return this.paused;
+      },
+      destroy() {
+        this.destroyed = true;
+      },
+    });
+    const sessions = {
+      authorizeAndOpen: async (): Promise<Prepared> =>
+        ({ ok: true, channel, relayOptions: { kind: 'copy', info: { size: 1 << 30, mode: 0o644 } }, auditId: 1, startedAt: Date.now() }) as unknown as Prepared,
+      adopt: () => {},
+      finish: async () => {},
+    };
+    new SftpBridge(sftp as unknown as SftpStream, {} as Caller, 'dev', sessions as never).start();
+    sftp.emit('OPEN', 1, '/srv/big', 0x1, {});
+    const handle = (await sftp.answer(1)).value as Buffer;
+    const reads = MAX_WAITING_READS + 100;
+    for (let i = 0; i < reads; i++) sftp.emit('READ', 10 + i, handle, i * SFTP_READ_MAX, 0xffffffff);
+    const failed = sftp.answers.filter((a) => a.kind === 'status' && (a.value as { code: number }).code === SFTP_STATUS.failure);
+    expect(failed.map((a) => a.reqid)).toEqual(Array.from({ length: 100 }, (_, i) => 10 + MAX_WAITING_READS + i));
+    channel.emit('data', Buffer.alloc(SFTP_READ_MAX + 10, 7));
+    const data = sftp.answers.filter((a) => a.kind === 'data');
+    expect(data.map((a) => (a.value as Buffer).length)).toEqual([SFTP_READ_MAX]);
+    // Not ssh2's stream, so no limits were announced: the extension is refused like any other.
+    sftp.emit('EXTENDED', 2, 'limits@openssh.com');
+    sftp.emit('EXTENDED', 3, 'copy-data');
+    for (const reqid of [2, 3]) expect((await sftp.answer(reqid)).value).toMatchObject({ code: SFTP_STATUS.opUnsupported });
   });
 });

@@ -16,6 +16,7 @@ import {
   type SftpStream,
 } from './sftp-answers.js';
 import { SftpFile } from './sftp-file.js';
+import { SftpFlow } from './sftp-flow.js';
 
 export { SFTP_STATUS, type SftpStream } from './sftp-answers.js';
 
@@ -72,6 +73,7 @@ export class SftpBridge {
   /** Entries of recent listings by full path, answering a stat of one of them (see LISTED_FRESH_MS). */
   private readonly listed = new Map<string, { attrs: Attrs; at: number }>();
   private nextHandle = 0;
+  private readonly flow: SftpFlow;
 
   constructor(
     private readonly sftp: SftpStream,
@@ -79,10 +81,16 @@ export class SftpBridge {
     private readonly deviceId: string,
     private readonly sessions: Pick<RemoteSessions, 'authorizeAndOpen' | 'adopt' | 'finish'>,
     private readonly target?: TargetCheck,
-  ) {}
+  ) {
+    this.flow = new SftpFlow(sftp);
+  }
 
   start(): void {
-    const { sftp } = this;
+    const { sftp, flow } = this;
+    flow.start();
+    flow.onWindow(() => {
+      for (const file of this.files.values()) file.resume();
+    });
     const guard =
       <A extends unknown[]>(fn: (reqid: number, ...args: A) => Promise<void> | void) =>
       (reqid: number, ...args: A) => {
@@ -155,7 +163,15 @@ export class SftpBridge {
       'RENAME',
       guard((reqid, from: string, to: string) => this.change(reqid, 'rename', from, to)),
     );
-    for (const op of ['READLINK', 'SYMLINK', 'EXTENDED']) {
+    // limits@openssh.com (announced in our VERSION): the read and write sizes OpenSSH then uses.
+    sftp.on(
+      'EXTENDED',
+      guard((reqid, name: string) => {
+        if (name === 'limits@openssh.com' && flow.answerLimits(reqid)) return;
+        sftp.status(reqid, SFTP_STATUS.opUnsupported, `${String(name).slice(0, 64)} is not supported through the fleet gateway`);
+      }),
+    );
+    for (const op of ['READLINK', 'SYMLINK']) {
       sftp.on(
         op,
         guard((reqid) => sftp.status(reqid, SFTP_STATUS.opUnsupported, `${op.toLowerCase()} is not supported through the fleet gateway`)),
@@ -378,7 +394,7 @@ export class SftpBridge {
       return this.sftp.status(reqid, status.code, status.message);
     }
     const info = writing ? { size: 0, mode: mode ?? 0o644 } : prepared.relayOptions.info;
-    const file = new SftpFile(writing, prepared.channel, fileAttrs(info), this.sftp);
+    const file = new SftpFile(writing, prepared.channel, fileAttrs(info), this.sftp, this.flow);
     this.sessions.adopt(prepared, file);
     const handle = this.newHandle();
     this.files.set(handle.toString('hex'), file);

@@ -1,0 +1,176 @@
+/**
+ * What the sftp bridge needs of ssh2's SFTP server beyond its public methods, kept in this one
+ * place (ssh2 1.x): the `limits@openssh.com` extension (the VERSION that announces it and its
+ * answer), and the SSH channel's flow both ways (is ssh2 holding answers the client's window has no
+ * room for, and when does the window open again; holding the client's window while an upload's
+ * device channel is full).
+ */
+import type { SftpStream } from './sftp-answers.js';
+
+/**
+ * Largest READ answered whole and largest WRITE taken, told to the client by `limits@openssh.com`
+ * (OpenSSH's sftp-server tells the same): OpenSSH's sftp and scp then read and write in pieces of
+ * this size instead of 32 KiB, eight times fewer requests, answers and status round trips per MB.
+ */
+export const SFTP_READ_MAX = 255 * 1024;
+export const SFTP_WRITE_MAX = 255 * 1024;
+/** Largest SFTP packet taken (ssh2's own bound on what it parses). */
+const SFTP_PACKET_MAX = 256 * 1024;
+/** ssh2's window for what the client sends on a channel, and the point below which it is topped up. */
+const CHANNEL_WINDOW = 2 * 1024 * 1024;
+
+const FXP_VERSION = 2;
+const FXP_EXTENDED_REPLY = 201;
+const LIMITS = 'limits@openssh.com';
+
+/** The internals of ssh2's SFTP stream (and of its connection) used here. */
+interface Ssh2Sftp {
+  outgoing: { id: number; state: string; window: number; packetSize: number };
+  incoming: { window: number };
+  _buffer: Buffer[];
+  _chunkcb?: () => void;
+  _protocol: { channelData(id: number, data: Buffer): void; channelWindowAdjust(id: number, amount: number): void };
+  push(data: Buffer | null): unknown;
+}
+
+const ssh2 = (sftp: SftpStream) => sftp as unknown as Ssh2Sftp;
+
+/** SSH string: uint32 length, then the bytes. */
+function sshString(text: string): Buffer {
+  const bytes = Buffer.from(text);
+  const out = Buffer.alloc(4 + bytes.length);
+  out.writeUInt32BE(bytes.length);
+  bytes.copy(out, 4);
+  return out;
+}
+
+/** VERSION 3 announcing `limits@openssh.com` (ssh2's own announces no extension). */
+export function versionPacket(): Buffer {
+  const body = Buffer.concat([Buffer.from([FXP_VERSION, 0, 0, 0, 3]), sshString(LIMITS), sshString('1')]);
+  const out = Buffer.alloc(4 + body.length);
+  out.writeUInt32BE(body.length);
+  body.copy(out, 4);
+  return out;
+}
+
+/** EXTENDED_REPLY to `limits@openssh.com`: packet, read and write lengths, open handles (0: not told). */
+export function limitsPacket(reqid: number): Buffer {
+  const out = Buffer.alloc(4 + 1 + 4 + 4 * 8);
+  out.writeUInt32BE(out.length - 4);
+  out[4] = FXP_EXTENDED_REPLY;
+  out.writeUInt32BE(reqid >>> 0, 5);
+  out.writeBigUInt64BE(BigInt(SFTP_PACKET_MAX), 9);
+  out.writeBigUInt64BE(BigInt(SFTP_READ_MAX), 17);
+  out.writeBigUInt64BE(BigInt(SFTP_WRITE_MAX), 25);
+  // The open-file limit is not told: OpenSSH would take it as its number of requests in flight.
+  out.writeBigUInt64BE(0n, 33);
+  return out;
+}
+
+/**
+ * The flow of one sftp session's SSH channel. `backlogged`: ssh2 holds answers the client's window
+ * has no room for (a READ is then not answered: its data stays at the device, see SftpFile);
+ * `onWindow` hears the window open. `hold`/`release`: while any holder holds, the client's window
+ * is not topped up, so a client that sends WRITEs faster than the device takes them is stopped by
+ * SSH itself once its window is spent.
+ */
+export class SftpFlow {
+  private readonly holders = new Set<object>();
+  private readonly listeners: (() => void)[] = [];
+  private limitsAnnounced = false;
+
+  constructor(private readonly sftp: SftpStream) {}
+
+  /** Installs the hooks; call before the client's INIT can arrive (right after the subsystem is accepted). */
+  start(): void {
+    const raw = ssh2(this.sftp);
+    if (!raw._protocol || !raw.outgoing || !Array.isArray(raw._buffer)) return; // not ssh2's stream (tests): flow as plain events
+    this.announceLimits(raw);
+    // ssh2 calls the stream's _chunkcb (its drain of held answers) when the client's window opens after it ran out.
+    let chunkcb: (() => void) | undefined;
+    const opened = () => this.windowOpened();
+    Object.defineProperty(raw, '_chunkcb', {
+      configurable: true,
+      get: () =>
+        chunkcb &&
+        function (this: unknown) {
+          chunkcb?.call(this);
+          opened();
+        },
+      set: (fn: (() => void) | undefined) => (chunkcb = fn),
+    });
+    // While held, ssh2 is told the stream is full: it then stops topping up the client's window.
+    const push = raw.push.bind(raw);
+    raw.push = (data) => {
+      const taken = push(data);
+      return this.holders.size > 0 && data !== null ? false : taken;
+    };
+  }
+
+  get backlogged(): boolean {
+    const raw = ssh2(this.sftp);
+    return Array.isArray(raw._buffer) && raw._buffer.length > 0;
+  }
+
+  onWindow(listener: () => void): void {
+    this.listeners.push(listener);
+  }
+
+  /** Called by the tests' fake stream, and by the hook on ssh2's. */
+  windowOpened(): void {
+    for (const listener of this.listeners) listener();
+  }
+
+  hold(holder: object): void {
+    this.holders.add(holder);
+  }
+
+  /** The last holder gone: the client's window is topped up again (as ssh2 would have on its next packet). */
+  release(holder: object): void {
+    if (!this.holders.delete(holder) || this.holders.size > 0) return;
+    const raw = ssh2(this.sftp);
+    if (!raw._protocol || !raw.incoming || raw.outgoing?.state !== 'open') return;
+    const amount = CHANNEL_WINDOW - raw.incoming.window;
+    if (raw.incoming.window > CHANNEL_WINDOW / 2 || amount <= 0) return;
+    raw.incoming.window += amount;
+    raw._protocol.channelWindowAdjust(raw.outgoing.id, amount);
+  }
+
+  /** Answers `limits@openssh.com` (ssh2 has no method for an EXTENDED_REPLY); false when it cannot (then the caller refuses it). */
+  answerLimits(reqid: number): boolean {
+    const raw = ssh2(this.sftp);
+    if (!this.limitsAnnounced || raw.outgoing?.state !== 'open') return false;
+    const packet = limitsPacket(reqid);
+    // Sent as ssh2 would: only with the window's room and nothing of ssh2's waiting before it.
+    if (raw._buffer.length > 0 || raw.outgoing.window < packet.length || packet.length > raw.outgoing.packetSize) return false;
+    raw.outgoing.window -= packet.length;
+    raw._protocol.channelData(raw.outgoing.id, packet);
+    return true;
+  }
+
+  /**
+   * ssh2 answers INIT with a VERSION of its own, announcing nothing: the first packet it sends is
+   * swapped for one announcing `limits@openssh.com` (its window accounted for), then ssh2's
+   * connection is written to directly again.
+   */
+  private announceLimits(raw: Ssh2Sftp): void {
+    const protocol = raw._protocol;
+    const ours = versionPacket();
+    raw._protocol = new Proxy(protocol, {
+      get: (target, key) => {
+        if (key === 'channelData')
+          return (id: number, data: Buffer) => {
+            raw._protocol = protocol;
+            if (data.length === 9 && data[4] === FXP_VERSION && raw.outgoing.window >= ours.length - data.length) {
+              raw.outgoing.window -= ours.length - data.length;
+              this.limitsAnnounced = true;
+              return protocol.channelData(id, ours);
+            }
+            return protocol.channelData(id, data);
+          };
+        const value: unknown = Reflect.get(target, key);
+        return typeof value === 'function' ? (value as (...a: unknown[]) => unknown).bind(target) : value;
+      },
+    });
+  }
+}
