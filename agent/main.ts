@@ -11,8 +11,8 @@ import { fileURLToPath } from 'node:url';
 import { Agent, EXIT_CONFIG } from './agent.js';
 import { forgetLauncherEnvironment } from './memory.js';
 import { EXIT_USAGE, parseCommandLine } from './flags.js';
-import { createLog } from './log.js';
 import { AgentConfigError, loadAgentConfig, type AgentFlags } from './options.js';
+import pino from 'pino';
 import { launchedBy, launchInstalled } from './update/launcher.js';
 import type { UpdaterOptions } from './update/updater.js';
 
@@ -52,8 +52,15 @@ async function main(): Promise<void> {
     }
     throw err;
   }
-  // Structured logs on stderr (pino's format); the bootstrap key never reaches them.
-  const log = createLog({ name: 'fleet-agent', level: first.logLevel });
+  // Structured logs on stderr; the bootstrap key never reaches them.
+  const log = pino(
+    {
+      name: 'fleet-agent',
+      level: first.logLevel,
+      redact: { paths: ['bootstrapKey', '*.bootstrapKey', 'bootstrap_key', '*.bootstrap_key'], censor: '[redacted]' },
+    },
+    pino.destination(2),
+  );
   const version = agentVersion();
   // Agent updates: only a bundled build updates itself. The installed package's agent is the launcher:
   // it runs an installed update instead of itself; the version it runs knows the package through launchedBy().
