@@ -95,9 +95,9 @@ export class Mux<M extends { t: string }> extends EventEmitter<MuxEvents<M>> {
   readonly window: number;
   /** The close code, when this end closed the connection (a protocol error, a peer not reading). */
   closeCode?: number;
-  /** The channel id of the data frame being read piece by piece (readPiece), and its bytes so far. */
+  /** The channel id of the data frame being read piece by piece (readPiece), and its pieces so far. */
   private readonly pieceHead = Buffer.alloc(4);
-  private pieceChannel?: Channel;
+  private pieces: Buffer[] = [];
 
   constructor(
     readonly ws: WebSocket,
@@ -266,7 +266,7 @@ export class Mux<M extends { t: string }> extends EventEmitter<MuxEvents<M>> {
   private readPiece(piece: Buffer, at: number, length: number): void {
     if (at === 0) {
       this.options.onDataFrame?.();
-      this.pieceChannel = undefined;
+      this.pieces = [];
     }
     if (length < 4) {
       if (at + piece.length === length) throw new MuxProtocolError(MuxErrorCode.unreadable, 'binary frame shorter than its channel id');
@@ -277,11 +277,16 @@ export class Mux<M extends { t: string }> extends EventEmitter<MuxEvents<M>> {
       const n = Math.min(4 - at, piece.length);
       piece.copy(this.pieceHead, at, 0, n);
       bytes = piece.subarray(n);
-      if (at + n < 4) return;
-      this.pieceChannel = this.channels.get(this.pieceHead.readUInt32BE(0));
-      if (length === 4) this.pieceChannel?.onData(bytes);
     }
-    if (bytes.length > 0) this.pieceChannel?.onData(bytes);
+    if (bytes.length > 0) this.pieces.push(bytes);
+    if (at + piece.length < length) return;
+    // The frame is whole: its pieces (views, not copies) go to the channel together, so that its
+    // reader can write them out in one system call (a 128 KiB frame comes in two or three reads).
+    const channel = this.channels.get(this.pieceHead.readUInt32BE(0));
+    const pieces = this.pieces;
+    this.pieces = [];
+    if (length === 4) channel?.onData(piece.subarray(piece.length));
+    for (const p of pieces) channel?.onData(p);
   }
 
   private onText(text: string): void {
