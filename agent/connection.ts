@@ -200,6 +200,8 @@ export function runConnection(o: ConnectionOptions): Promise<ConnectionEnd> {
       clearTimeout(handshakeTimer);
       mux = new Mux(ws, {
         receives: FROM_BROKER,
+        // Channel data is read past ws's 'message' (shared/ws-tap.ts): it is heard all the same.
+        onDataFrame: heard,
         onOpen: (channel) => {
           if (channel.kind === 'file' && o.updater?.owns(channel)) return o.updater.handleChannel(channel);
           return channel.kind === 'file' && o.config ? o.config.handleChannel(channel) : handleChannel(channel, o.sessions);

@@ -14,6 +14,7 @@ import { writeDataFrame } from './mux-frame.js';
 import { SendScheduler } from './mux-scheduler.js';
 import { AgentClose, decodeData, encodeData, MAX_CHANNEL_CREDIT, MuxErrorCode, type ChannelKind, type ChannelParams } from './protocol.js';
 import { CHANNEL_MESSAGES, parseEnvelope, readMessage, type MessageTable } from './wire.js';
+import { tapBinaryFrames } from './ws-tap.js';
 
 export {
   Channel,
@@ -66,6 +67,8 @@ export interface MuxOptions<M extends { t: string }> {
    * channels, odd or even, so the two ends never pick the same one. Default: 1, 2, 3… (agent link).
    */
   channelIds?: 'odd' | 'even';
+  /** Called at each data frame from the peer (they are read past ws's 'message': a liveness sign). */
+  onDataFrame?: () => void;
 }
 
 /**
@@ -92,6 +95,9 @@ export class Mux<M extends { t: string }> extends EventEmitter<MuxEvents<M>> {
   readonly window: number;
   /** The close code, when this end closed the connection (a protocol error, a peer not reading). */
   closeCode?: number;
+  /** The channel id of the data frame being read piece by piece (readPiece), and its pieces so far. */
+  private readonly pieceHead = Buffer.alloc(4);
+  private pieces: Buffer[] = [];
 
   constructor(
     readonly ws: WebSocket,
@@ -113,6 +119,15 @@ export class Mux<M extends { t: string }> extends EventEmitter<MuxEvents<M>> {
       }
     });
     ws.on('close', () => this.shutdown('connection closed'));
+    // Data frames are read as the socket's reads bring them, never re-assembled (ws-tap.ts).
+    tapBinaryFrames(ws, (piece, at, length) => {
+      if (this.closed) return;
+      try {
+        this.readPiece(piece, at, length);
+      } catch (err) {
+        this.onProtocolError(err instanceof MuxProtocolError ? err : new MuxProtocolError(MuxErrorCode.unreadable, (err as Error).message));
+      }
+    });
   }
 
   get openChannels(): number {
@@ -242,6 +257,36 @@ export class Mux<M extends { t: string }> extends EventEmitter<MuxEvents<M>> {
     const decoded = decodeData(frame);
     if (!decoded) throw new MuxProtocolError(MuxErrorCode.unreadable, 'binary frame shorter than its channel id');
     this.channels.get(decoded.ch)?.onData(decoded.payload);
+  }
+
+  /**
+   * Bytes `at`… of a data frame of `length` bytes (`[channel id][bytes]`), as they arrive: the
+   * channel's bytes go to it piece by piece, each checked against its credit.
+   */
+  private readPiece(piece: Buffer, at: number, length: number): void {
+    if (at === 0) {
+      this.options.onDataFrame?.();
+      this.pieces = [];
+    }
+    if (length < 4) {
+      if (at + piece.length === length) throw new MuxProtocolError(MuxErrorCode.unreadable, 'binary frame shorter than its channel id');
+      return;
+    }
+    let bytes = piece;
+    if (at < 4) {
+      const n = Math.min(4 - at, piece.length);
+      piece.copy(this.pieceHead, at, 0, n);
+      bytes = piece.subarray(n);
+    }
+    if (bytes.length > 0) this.pieces.push(bytes);
+    if (at + piece.length < length) return;
+    // The frame is whole: its pieces (views, not copies) go to the channel together, so that its
+    // reader can write them out in one system call (a 128 KiB frame comes in two or three reads).
+    const channel = this.channels.get(this.pieceHead.readUInt32BE(0));
+    const pieces = this.pieces;
+    this.pieces = [];
+    if (length === 4) channel?.onData(piece.subarray(piece.length));
+    for (const p of pieces) channel?.onData(p);
   }
 
   private onText(text: string): void {

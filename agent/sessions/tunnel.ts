@@ -52,6 +52,17 @@ export async function openTcpTunnel(channel: Channel, params: TunnelParams, ctx:
 
   socket.on('error', (err) => channel.destroy(err));
   socket.pipe(channel);
+  // What arrives in one turn (the pieces of one frame, several small frames) leaves in one write.
+  let corked = false;
+  channel.on('data', () => {
+    if (corked) return;
+    corked = true;
+    socket.cork();
+    process.nextTick(() => {
+      corked = false;
+      socket.uncork();
+    });
+  });
   channel.pipe(socket);
   channel.on('close', () => {
     // A normal end of both directions lets the socket finish writing; an abort cuts it.
