@@ -10,6 +10,7 @@
  */
 import { spawn } from 'node:child_process';
 import crypto from 'node:crypto';
+import fs from 'node:fs';
 import net from 'node:net';
 import { spawn as spawnPty } from 'node-pty';
 import WebSocket from 'ws';
@@ -156,8 +157,10 @@ async function rtt(task: Extract<Task, { mode: 'rtt' }>): Promise<Record<string,
     await quiet(300);
     let listener: ((d: Buffer) => void) | undefined;
     pty.onData((d) => listener?.(d as unknown as Buffer));
+    // Written to the pty's master side at once, as the agent does (agent/sessions/pty-input.ts), not
+    // through node-pty's thread-pool write: the anchor is the fastest local round trip.
     const result = await roundTrips(
-      (b) => pty.write(b),
+      (b) => void fs.writeSync((pty as unknown as { fd: number }).fd, b),
       (cb) => (listener = cb),
       task.count,
     );

@@ -355,9 +355,16 @@ export async function benchRemote(log: Log, only?: string): Promise<void> {
     if (runs('latency')) {
       log(`console keystroke round trip (${KEYSTROKES} keystrokes, raw-mode cat)`);
       const localPty = await task({ mode: 'rtt', via: 'pty', count: KEYSTROKES });
-      const viaBroker = await task({ mode: 'rtt', via: 'console', ...base, count: KEYSTROKES });
+      const { result: viaBroker, ...perKey } = await costOf(
+        agent.process.pid,
+        () => task({ mode: 'rtt', via: 'console', ...base, count: KEYSTROKES }),
+        (r) => r.count,
+      );
       log(`  local pty: p50 ${ms(localPty.p50)}, p99 ${ms(localPty.p99)}`);
       log(`  through the broker: p50 ${ms(viaBroker.p50)}, p99 ${ms(viaBroker.p99)}`);
+      // Steadier than the times on a shared machine: the work each keystroke's round trip costs (the
+      // session's open and its warm-up keystrokes included).
+      log(`  CPU per keystroke: broker ${(perKey.broker * 1000).toFixed(0)} µs, agent ${(perKey.agent * 1000).toFixed(0)} µs`);
       const added = { p50: viaBroker.p50 - localPty.p50, p99: viaBroker.p99 - localPty.p99 };
       log(`  added: p50 ${ms(added.p50)}, p99 ${ms(added.p99)} (target p99 <= 1 ms)`);
       if (sshd) {

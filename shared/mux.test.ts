@@ -279,6 +279,63 @@ describe('mux send scheduling', () => {
     expect(bulkSent).toBeLessThan(4 * 1024 * 1024);
   });
 
+  it('sends a keystroke written behind a bulk backlog ahead of every bulk frame not yet handed to the socket', async () => {
+    const socket = new RecordingSocket();
+    const { open } = await brokerMuxOn(socket, 8 * 1024 * 1024);
+    const bulk = await open('tunnel');
+    const console_ = await open('console');
+    const dataFrames = () => socket.wire.filter((f) => !f.text);
+    bulk.write(Buffer.alloc(4 * 1024 * 1024, 1));
+    for (let i = 0; i < 3; i++) socket.flushOne(); // the transfer is under way, the socket full
+    const handedBefore = dataFrames().length;
+    console_.write(Buffer.from('x'));
+    socket.flushOne(); // room for one frame: the keystroke's, not the next bulk frame
+    while (socket.flushOne());
+    const frames = dataFrames();
+    expect(frames[handedBefore]).toEqual({ ch: console_.id, bytes: 1 });
+    expect(frames.slice(handedBefore + 1).every((f) => f.ch === bulk.id)).toBe(true);
+  });
+
+  it('hands a keystroke to an idle socket in the call that writes it', async () => {
+    const socket = new RecordingSocket();
+    const { open } = await brokerMuxOn(socket, 1024 * 1024);
+    const console_ = await open('console');
+    const before = socket.wire.length;
+    console_.write(Buffer.from('x'));
+    // No tick, no timer: the frame is on the socket before write() returns.
+    expect(socket.wire.slice(before)).toEqual([{ ch: console_.id, bytes: 1 }]);
+  });
+
+  it('does not starve a tunnel behind a console that floods small frames, nor the console behind the tunnel', async () => {
+    const socket = new RecordingSocket();
+    const { open } = await brokerMuxOn(socket, 8 * 1024 * 1024);
+    const bulk = await open('tunnel');
+    const console_ = await open('console');
+    const chunk = Buffer.alloc(512, 0x79); // `yes` output, in reads of 512 bytes
+    let flooding = true;
+    const flood = () => {
+      while (flooding && console_.write(chunk));
+      if (flooding) console_.once('drain', flood);
+    };
+    flood();
+    bulk.write(Buffer.alloc(2 * 1024 * 1024, 1));
+    const sent = (ch: number) => socket.wire.filter((f) => !f.text && f.ch === ch).reduce((a, f) => a + f.bytes, 0);
+    // The peer reads as fast as the socket flushes: what each channel sent is credited back.
+    const credited = new Map<number, number>();
+    for (let i = 0; i < 4000 && socket.flushOne(); i++) {
+      for (const ch of [bulk.id, console_.id]) {
+        const due = sent(ch) - (credited.get(ch) ?? 0);
+        if (due > 0) socket.emit('message', Buffer.from(JSON.stringify({ t: 'credit', ch, n: due })), false);
+        credited.set(ch, sent(ch));
+      }
+      await new Promise((r) => setImmediate(r));
+    }
+    flooding = false;
+    // Both moved: the console's frames did not keep the tunnel's out, nor the other way round.
+    expect(sent(bulk.id)).toBeGreaterThan(256 * 1024);
+    expect(sent(console_.id)).toBeGreaterThan(256 * 1024);
+  });
+
   it('holds a busy channel to a small window while someone types, and lets it go on as credit returns', async () => {
     const socket = new RecordingSocket();
     const { open } = await brokerMuxOn(socket, 8 * 1024 * 1024);

@@ -4,6 +4,7 @@ import type { Channel } from '../../shared/mux.js';
 import type { ConsoleParams } from '../../shared/protocol.js';
 import type { SessionContext } from './context.js';
 import { planLogin } from './login-user.js';
+import { PtyInput } from './pty-input.js';
 
 const MAX_DIMENSION = 1000;
 
@@ -94,6 +95,7 @@ export async function openConsole(channel: Channel, params: ConsoleParams, ctx: 
   pty.onExit(({ exitCode, signal }) => {
     exited = true;
     gone = true;
+    input?.close();
     ctx.log('console exited', { ch: channel.id, code: exitCode, signal });
     const report = () => {
       onBrokerListening = undefined;
@@ -107,9 +109,19 @@ export async function openConsole(channel: Channel, params: ConsoleParams, ctx: 
     setTimeout(() => onBrokerListening?.(), 2000).unref();
   });
 
-  channel.on('data', (input: Buffer) => {
+  // Keystrokes go to the pty's master side at once (pty-input.ts), not through node-pty's thread-pool
+  // write; where node-pty has no descriptor to write to (not a Unix pty), through node-pty.
+  const fd = (pty as unknown as { fd?: unknown }).fd;
+  const input = typeof fd === 'number' && process.platform !== 'win32' ? new PtyInput(fd) : undefined;
+  input?.on('error', () => {}); // the pty is closing: its exit follows
+  input?.on('drain', () => channel.resume());
+  channel.on('data', (data: Buffer) => {
     brokerHeard();
-    if (!exited) pty.write(input);
+    if (exited) return;
+    if (!input) return pty.write(data);
+    // Input the pty does not take waits in the writer; past its bound the channel stops being read,
+    // so the broker's credit for this console runs out instead of memory here.
+    if (!input.write(data)) channel.pause();
   });
   channel.on('control', (msg) => {
     brokerHeard();
@@ -124,6 +136,7 @@ export async function openConsole(channel: Channel, params: ConsoleParams, ctx: 
   // The broker ended the session (user gone, access withdrawn): hang up the shell.
   channel.on('close', () => {
     channel.off('drain', resume);
+    input?.close();
     if (!exited) {
       exited = true;
       try {

@@ -86,6 +86,23 @@ describe('console sessions', () => {
     flood.destroy();
   });
 
+  it('bounds a paste into a program that does not read its input: the client runs out of credit, the agent holds little', async () => {
+    const window = 64 * 1024;
+    const p = await pair(window);
+    cleanup = p.close;
+    const { channel } = await p.broker.open('console', { cols: 80, rows: 24, command: ['sleep', '30'] });
+    channel.resume(); // the echo is read
+    const line = Buffer.from(`${'p'.repeat(63)}\n`);
+    const paste = Buffer.concat(Array.from({ length: (4 * 1024 * 1024) / line.length }, () => line));
+    channel.write(paste);
+    // node-pty's own write queue took every byte the broker sent, without bound; now the agent
+    // stops reading the channel once its input queue is full, so the broker's credit runs out.
+    await expect.poll(() => p.agentChannels[0].isPaused(), { timeout: 15_000 }).toBe(true);
+    await new Promise((r) => setTimeout(r, 300));
+    expect(channel.stats.bytesOut).toBeLessThan(1024 * 1024);
+    channel.destroy();
+  });
+
   it('runs a command as argv through the login shell, says so in its answer, and ends with it', async () => {
     const p = await pair();
     cleanup = p.close;

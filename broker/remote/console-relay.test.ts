@@ -2,7 +2,7 @@ import { EventEmitter } from 'node:events';
 import { describe, expect, it } from 'vitest';
 import type WebSocket from 'ws';
 import type { Channel } from '../../shared/mux.js';
-import { CONSOLE_HISTORY_BYTES, ConsoleRelay, OutputHistory, WATCHER_MAX_UNREAD } from './console-relay.js';
+import { CONSOLE_HISTORY_BYTES, ConsoleRelay, OutputHistory, RECORD_BATCH_MS, WATCHER_MAX_UNREAD } from './console-relay.js';
 import { MAX_INVALID_FRAMES } from './relay.js';
 
 describe('OutputHistory', () => {
@@ -124,6 +124,33 @@ describe('ConsoleRelay', () => {
     expect(back.bytes().endsWith('b\n')).toBe(true); // what came while away
     expect(channel.paused).toBe(false);
     expect(channel.controls.at(-1)).toEqual({ type: 'resize', cols: 100, rows: 30 });
+  });
+
+  it('sends an echo to its owner before recording it, and records every byte in order in batches, resizes in their place', async () => {
+    const channel = new FakeChannel();
+    const events: string[] = [];
+    const owner = new FakeSocket();
+    const recorder = {
+      output: (chunk: Buffer) => events.push(`o:${chunk.toString()}:${owner.bytes().length}`),
+      resize: (cols: number, rows: number) => events.push(`r:${cols}x${rows}`),
+    };
+    const relay = new ConsoleRelay(channel as unknown as Channel, { sessionId: 's1', graceMs: 0, size: { cols: 80, rows: 24 }, recorder });
+    relay.start(owner as unknown as WebSocket, who);
+    channel.emit('data', Buffer.from('a'));
+    // The echo is on the owner's socket; the recording has not been touched on its way.
+    expect(owner.bytes()).toBe('a');
+    expect(events).toEqual([]);
+    channel.emit('data', Buffer.from('b'));
+    owner.emit('message', Buffer.from(JSON.stringify({ type: 'resize', cols: 90, rows: 30 })), false);
+    channel.emit('data', Buffer.from('c'));
+    expect(events).toEqual(['o:ab:2', 'r:90x30']);
+    await new Promise((r) => setTimeout(r, RECORD_BATCH_MS * 2));
+    expect(events).toEqual(['o:ab:2', 'r:90x30', 'o:c:3']);
+    // What waits when the console ends is recorded before the relay is done (the recording is closed then).
+    channel.emit('data', Buffer.from('d'));
+    owner.emit('close', 1000);
+    await relay.done;
+    expect(events.at(-1)).toBe('o:d:4');
   });
 
   it('ends at once on a deliberate close, and at the end of the grace period otherwise', async () => {
