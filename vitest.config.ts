@@ -31,8 +31,24 @@ export default defineConfig({
       { extends: true, test: { name: 'api-sqlite', include: api, env: { FLEET_TEST_DB: 'sqlite' }, testTimeout: 30_000, hookTimeout: 60_000 } },
       { extends: true, test: { name: 'api-postgres', include: api, env: { FLEET_TEST_DB: 'postgres' }, testTimeout: 30_000, hookTimeout: 60_000 } },
       { extends: true, test: { name: 'e2e', include: ['test/e2e/**/*.test.ts'], testTimeout: 120_000, hookTimeout: 120_000 } },
-      // One browser file at a time, after the other projects: two at a time lost keystrokes in the console tests on two loaded cores.
-      { extends: true, test: { name: 'browser', include: ['test/browser/**/*.test.ts'], testTimeout: 120_000, hookTimeout: 180_000, fileParallelism: false } },
+      // One browser file at a time, after the other projects: two at a time lost keystrokes in the
+      // console tests on two loaded cores (keys typed while a console connected were dropped; the
+      // console now holds them, but running the files beside the others is not yet shown stable).
+      // The console is built once, before any browser file.
+      {
+        extends: true,
+        test: {
+          name: 'browser',
+          include: ['test/browser/**/*.test.ts'],
+          globalSetup: ['test/support/browser-build.ts'],
+          // A page waits up to 15 s for what it is told to find (support/browser.ts); expect.poll's
+          // own default, 1 s, is shorter than a loaded machine takes to draw a screen.
+          expect: { poll: { timeout: 15_000 } },
+          testTimeout: 120_000,
+          hookTimeout: 180_000,
+          fileParallelism: false,
+        },
+      },
     ],
   },
 });

@@ -2,8 +2,9 @@
  * Browser tests: Debian's Chromium driven by playwright-core against a real broker serving the
  * built web console. Screenshots go to test/artifacts/ (kept by CI as artifacts).
  *
- * A browser test file calls `useBrowserSuite()` once: it builds the console if needed, starts a
- * test broker and Chromium before the file's tests and closes both after them. Each test then
+ * A browser test file calls `useBrowserSuite()` once: it starts a test broker and Chromium before
+ * the file's tests and closes both after them (the console is built once, before any browser file,
+ * by the project's global set-up, browser-build.ts). Each test then
  * opens its own page with `suite.open()` (signed in as the administrator unless told otherwise)
  * and ends with `expectNoErrorsAndClose()`.
  */
@@ -12,7 +13,7 @@ import path from 'node:path';
 import type { Browser, BrowserContext, Page } from 'playwright-core';
 import { afterAll, beforeAll, expect } from 'vitest';
 import { ADMIN, startTestBroker, type TestBroker } from './broker.js';
-import { ARTIFACTS, ensureBuilt, launchBrowser } from './chromium.js';
+import { ARTIFACTS, launchBrowser } from './chromium.js';
 
 export { ARTIFACTS, CHROMIUM, ensureBuilt, launchBrowser } from './chromium.js';
 
@@ -95,7 +96,7 @@ export function useBrowserSuite(options: { env?: Record<string, string> | (() =>
   let browser: Browser | undefined;
 
   beforeAll(async () => {
-    ensureBuilt();
+    // The console is built by the project's global set-up (test/support/browser-build.ts).
     t = await startTestBroker({ env: typeof options.env === 'function' ? options.env() : options.env });
     browser = await launchBrowser();
   });

@@ -6,7 +6,8 @@
  * them), and xterm.js answers each through `onData`, exactly like keystrokes. Those answers were
  * given long ago; sent again they land at the prompt (`2RR0;276;0c…rgb:ffff/ffff/ffff`) or as
  * commands inside vi. So while replayed bytes are parsed — from `write` until its callback says
- * they are — whatever the terminal emits is dropped; only what the person types reaches the device.
+ * they are — what the terminal emits by itself is dropped; what the person types passes (the
+ * console link holds it until the replay is written, then sends it).
  */
 export class ReplayGuard {
   private pending = 0;
@@ -31,10 +32,13 @@ export class ReplayGuard {
     });
   }
 
-  /** Passes what the terminal emits to `send`, unless replayed output is being parsed. */
-  filter(send: (data: string) => void): (data: string) => void {
+  /**
+   * Passes what the terminal emits to `send`, unless replayed output is being parsed and it is
+   * not the person's (`typed` says whether the data at hand was typed, pasted or keyed in).
+   */
+  filter(send: (data: string) => void, typed: () => boolean = () => false): (data: string) => void {
     return (data) => {
-      if (!this.replaying) send(data);
+      if (!this.replaying || typed()) send(data);
     };
   }
 

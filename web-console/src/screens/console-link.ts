@@ -25,6 +25,12 @@ const ACK_EVERY = 64 * 1024;
 const ACK_DELAY_MS = 20;
 /** A dropped connection is re-attached this many times, a little later each time, before giving up. */
 const MAX_REATTACHES = 8;
+/**
+ * What is typed while the link is not ready for it (connecting, re-attaching, a replay being
+ * written) is held and sent, in order, once it is; past this many bytes the rest is refused, and
+ * the terminal says how much was not sent.
+ */
+export const HELD_INPUT_LIMIT = 64 * 1024;
 
 function exitMessage(msg: { code?: number | null; signal?: number | string | null }): string {
   const parts = [`exit code ${msg.code ?? 'unknown'}`];
@@ -108,6 +114,7 @@ export interface ConsoleLink {
   /** the terminal's answers to a replay's queries never reach the device */
   guard: ReplayGuard;
   start: () => void;
+  /** Sends what was typed, or holds it until the link is ready (see HELD_INPUT_LIMIT). */
   sendInput: (data: string) => void;
   sendBinary: (data: string) => void;
   resize: (cols: number, rows: number) => void;
@@ -131,6 +138,39 @@ export function openConsoleLink(o: ConsoleLinkOptions): ConsoleLink {
   let replayNext = false;
   const guard = new ReplayGuard();
   const encoder = new TextEncoder();
+  // Input typed before the broker's ready frame, during a re-attach, or while a replay is being
+  // written waits here; `holding` is true until then (and again from each connect).
+  let holding = true;
+  let held: Uint8Array[] = [];
+  let heldBytes = 0;
+  let refusedBytes = 0;
+
+  const notice = (text: string) => term.write(`\r\n\x1b[1;33m[${text}]\x1b[0m\r\n`);
+  const sendOrHold = (bytes: Uint8Array) => {
+    if (watching || finished || disposed) return;
+    if (!holding && ws?.readyState === WebSocket.OPEN) {
+      ws.send(bytes);
+      return;
+    }
+    if (heldBytes + bytes.byteLength > HELD_INPUT_LIMIT) {
+      refusedBytes += bytes.byteLength;
+      return;
+    }
+    held.push(bytes);
+    heldBytes += bytes.byteLength;
+  };
+  /** The link is ready for input: what was held goes first, and what was refused is said. */
+  const release = () => {
+    if (!holding || finished || ws?.readyState !== WebSocket.OPEN) return;
+    holding = false;
+    for (const bytes of held) ws.send(bytes);
+    held = [];
+    heldBytes = 0;
+    if (refusedBytes > 0) {
+      notice(`${refusedBytes} bytes typed while connecting were not sent: at most ${HELD_INPUT_LIMIT / 1024} KiB is held.`);
+      refusedBytes = 0;
+    }
+  };
 
   const sendJson = (msg: ClientFrame) => {
     if (ws?.readyState === WebSocket.OPEN) ws.send(encodeFrame(msg));
@@ -157,13 +197,17 @@ export function openConsoleLink(o: ConsoleLinkOptions): ConsoleLink {
   const finish = (next: Status) => {
     if (finished) return;
     finished = true;
+    const unsent = heldBytes + refusedBytes;
+    held = [];
+    heldBytes = refusedBytes = 0;
+    if (unsent > 0 && !disposed) notice(`${unsent} bytes typed while connecting were not sent.`);
     term.options.disableStdin = true;
     term.options.cursorBlink = false;
     o.onStatus(next);
   };
-  const writable = () => ws?.readyState === WebSocket.OPEN && !finished && !watching;
 
   const connect = async (): Promise<void> => {
+    holding = true;
     const size = { cols: term.cols, rows: term.rows };
     const attachTo = sessionRef.current;
     let url: string;
@@ -197,7 +241,10 @@ export function openConsoleLink(o: ConsoleLinkOptions): ConsoleLink {
           guard.replay(
             (data: Uint8Array, parsed) => term.write(data, parsed),
             bytes,
-            () => rendered(bytes.byteLength),
+            () => {
+              rendered(bytes.byteLength);
+              if (ws === socket) release();
+            },
           );
         } else term.write(bytes, () => rendered(bytes.byteLength));
         return;
@@ -216,7 +263,14 @@ export function openConsoleLink(o: ConsoleLinkOptions): ConsoleLink {
         }
         o.onStatus({ kind: 'open' });
         term.focus();
+        // A re-attach's replay (if it kept any output) follows at once: input waits for it to be written.
+        if (!replayNext) release();
       } else if (msg.type === 'watchers') {
+        // The broker sends the watchers after the replay: none came, so there was nothing kept.
+        if (!watching && readyOnce && replayNext) {
+          replayNext = false;
+          if (!guard.replaying) release();
+        }
         o.onWatchers(msg.watchers);
       } else if (msg.type === 'exit') {
         const message = exitMessage(msg);
@@ -245,6 +299,7 @@ export function openConsoleLink(o: ConsoleLinkOptions): ConsoleLink {
     socket.onclose = (e) => {
       flushAck();
       if (disposed || finished || ws !== socket) return;
+      holding = true;
       o.onWatchers([]);
       if (expired) {
         forget();
@@ -272,12 +327,8 @@ export function openConsoleLink(o: ConsoleLinkOptions): ConsoleLink {
   return {
     guard,
     start: () => void connect(),
-    sendInput: (data) => {
-      if (writable()) ws?.send(encoder.encode(data));
-    },
-    sendBinary: (data) => {
-      if (writable()) ws?.send(Uint8Array.from(data, (c) => c.charCodeAt(0) & 0xff));
-    },
+    sendInput: (data) => sendOrHold(encoder.encode(data)),
+    sendBinary: (data) => sendOrHold(Uint8Array.from(data, (c) => c.charCodeAt(0) & 0xff)),
     resize: (cols, rows) => {
       if (!watching) sendJson({ type: 'resize', cols, rows });
     },
@@ -290,12 +341,28 @@ export function openConsoleLink(o: ConsoleLinkOptions): ConsoleLink {
   };
 }
 
-/** The terminal's keystrokes, pastes and size, to the console (none of it while a replay is written). */
+/** The events through which a person gives the terminal input: keys, typing, pastes, IME, the mouse. */
+const PERSON_EVENT = /^(key|input|beforeinput|paste|composition|mouse|pointer|wheel|touch)/;
+
+/**
+ * Whether the terminal's data at hand comes from the person: xterm.js turns keys, input, pastes
+ * and mouse reports into data while it handles their DOM event; it answers queries while it
+ * parses output, in a timer or in the socket's message event (never one of those).
+ */
+export function typedByPerson(): boolean {
+  const event = (globalThis as { event?: Event }).event;
+  return event !== undefined && PERSON_EVENT.test(event.type);
+}
+
+/**
+ * The terminal's keystrokes, pastes and size, to the console. While a replay is written the
+ * terminal's own answers are dropped, and what the person types is held by the link until then.
+ */
 export function bindTerminalInput(term: Terminal, link: ConsoleLink, typed: (data: string) => void): IDisposable[] {
   return [
-    term.onData(link.guard.filter(typed)),
+    term.onData(link.guard.filter(typed, typedByPerson)),
     term.onBinary((data) => {
-      if (link.guard.replaying) return;
+      if (link.guard.replaying && !typedByPerson()) return;
       link.sendBinary(data);
     }),
     term.onResize(({ cols, rows }) => link.resize(cols, rows)),
