@@ -22,6 +22,8 @@ export const MAX_FRAME = 32 * 1024;
 export const COPIED_FRAME_MAX = 16 * 1024;
 /** A channel that sent at most this much within INTERACTIVE_HOLD_MS is quiet: its small frames are interactive. */
 const QUIET_BYTES = 64 * 1024;
+/** How long the credit for little reads (keystrokes, echoes) waits to share one frame; far below any window's worth of them. */
+export const SMALL_GRANT_DELAY_MS = 5;
 /** How long after an interactive frame the busy channels are held to HELD_BULK_WINDOW. */
 export const INTERACTIVE_HOLD_MS = 1000;
 
@@ -203,8 +205,9 @@ export class Channel extends Duplex {
 
   /**
    * Returns credit to the peer for bytes our reader has consumed: at once for a batch; for a
-   * little read with nothing left to read (a keystroke, an echo), once this turn of the event loop
-   * is over, so the credit frame neither delays those bytes on their way nor goes out per tiny frame.
+   * little read with nothing left to read (a keystroke, an echo), SMALL_GRANT_DELAY_MS later, so the
+   * credit frame is neither a write of its own in a keystroke's round trip (waking the peer while the
+   * echo is on its way) nor one frame per keystroke: the little reads of that time share one.
    */
   private grant(): void {
     if (this.peerClosed) return;
@@ -212,11 +215,11 @@ export class Channel extends Duplex {
     if (n >= this.grantBatch) return this.sendGrant(n);
     if (n > 0 && this.readableLength === 0 && !this.grantQueued) {
       this.grantQueued = true;
-      setImmediate(() => {
+      setTimeout(() => {
         this.grantQueued = false;
         const due = this.pushed - this.readableLength - this.granted;
         if (due > 0 && !this.peerClosed) this.sendGrant(due);
-      });
+      }, SMALL_GRANT_DELAY_MS);
     }
   }
 

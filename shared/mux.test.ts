@@ -12,6 +12,7 @@ import {
   MAX_PROTOCOL_ERRORS,
   Mux,
   SEND_IN_FLIGHT_MAX,
+  SMALL_GRANT_DELAY_MS,
   type Channel,
   type MuxProtocolError,
 } from './mux.js';
@@ -479,7 +480,7 @@ describe('mux send scheduling', () => {
 });
 
 describe('mux credit grants', () => {
-  it('returns credit for small reads once per turn of the event loop, after the bytes were delivered', async () => {
+  it('returns credit for small reads in one frame SMALL_GRANT_DELAY_MS later, not within the turn after their delivery', async () => {
     const socket = new RecordingSocket();
     const { open } = await brokerMuxOn(socket, 1024 * 1024);
     const channel = await open('console');
@@ -491,7 +492,10 @@ describe('mux credit grants', () => {
     expect(delivered).toHaveLength(10);
     expect(socket.wire.slice(before)).toEqual([]); // nothing on the wire ahead of the delivery
     await new Promise((r) => setImmediate(r));
-    expect(socket.wire.slice(before).map((f) => f.text)).toEqual([{ t: 'credit', ch: channel.id, n: 10 }]);
+    expect(socket.wire.slice(before)).toEqual([]); // not a write of its own right behind a keystroke
+    socket.emit('message', encodeData(channel.id, Buffer.from('k')), true);
+    await new Promise((r) => setTimeout(r, SMALL_GRANT_DELAY_MS + 20));
+    expect(socket.wire.slice(before).map((f) => f.text)).toEqual([{ t: 'credit', ch: channel.id, n: 11 }]);
   });
 });
 

@@ -23,6 +23,7 @@ export {
   INTERACTIVE_HOLD_MS,
   MAX_FRAME,
   MuxProtocolError,
+  SMALL_GRANT_DELAY_MS,
   type ChannelStats,
   type WireMessage,
 } from './mux-channel.js';
