@@ -7,6 +7,7 @@ import { DomainError } from './errors.js';
 import { buildOpenApi } from './http/openapi.js';
 import { API_PREFIX } from './http/api-paths.js';
 import { errorHandler, mountRoutes, type PipelineDeps } from './http/router.js';
+import { refuseLoneSurrogates } from './http/unicode.js';
 import { WEB_DIST, swaggerDist } from './paths.js';
 import { remoteDocs } from './remote/routes.js';
 import { mountedRouteTable } from './routes.js';
@@ -80,7 +81,7 @@ export function createApp(services: Services): Express {
   const pipeline = pipelineDeps(services);
 
   const api = express.Router();
-  api.use(express.json({ limit: '1mb', type: jsonOrUntyped }));
+  api.use(express.json({ limit: '1mb', type: jsonOrUntyped }), refuseLoneSurrogates);
   api.get('/openapi.json', (_req, res) => {
     res.json(openapi);
   });
@@ -95,7 +96,7 @@ export function createApp(services: Services): Express {
   const rootRoutes = routes.filter((m) => m.route.absolute);
   if (rootRoutes.length) {
     const root = express.Router();
-    root.use(express.json({ limit: '1mb', type: jsonOrUntyped }));
+    root.use(express.json({ limit: '1mb', type: jsonOrUntyped }), refuseLoneSurrogates);
     mountRoutes(root, rootRoutes, pipeline);
     app.use(root);
   }

@@ -30,12 +30,23 @@ export const HASHED_COLUMNS = [
 
 export type HashedEntry = { [K in (typeof HASHED_COLUMNS)[number]]: unknown };
 
-/** Numbers as stored: bigint columns come back as numbers or numeric strings depending on the driver. */
+/**
+ * Text as both databases store it: UTF-8, where a lone UTF-16 surrogate becomes U+FFFD. Hashing the
+ * stored form makes the sha computed when an entry is written the one `verify` computes from the row.
+ */
+export function asStored(text: string): string {
+  return text.replace(/\p{Cs}/gu, '\ufffd');
+}
+
+/**
+ * Numbers as stored: bigint columns come back as numbers or numeric strings depending on the driver;
+ * text as stored (`asStored`).
+ */
 function normalized(row: Record<string, unknown>): Record<string, unknown> {
   const out: Record<string, unknown> = {};
   for (const column of HASHED_COLUMNS) {
     const v = row[column];
-    out[column] = typeof v === 'bigint' ? Number(v) : v === undefined ? null : v;
+    out[column] = typeof v === 'bigint' ? Number(v) : typeof v === 'string' ? asStored(v) : v === undefined ? null : v;
   }
   for (const column of ['id', 'ref_id', 'duration_ms', 'bytes_in', 'bytes_out'] as const) {
     if (out[column] !== null) out[column] = Number(out[column]);

@@ -2,7 +2,7 @@ import { AsyncResource } from 'node:async_hooks';
 import { recordSessionHolders, releaseSessions } from '../cluster/audit-queries.js';
 import { sql, type Db, type Dialect } from '../db/database.js';
 import type { AuditTable } from '../db/schema.js';
-import { entrySha } from './chain.js';
+import { asStored, entrySha } from './chain.js';
 
 /** An entry as a writer hands it in: the chain gives it its id, time and sha. */
 export type NewEntry = Omit<AuditTable, 'id' | 'sha' | 'ts' | 'ref_id' | 'ended_at' | 'duration_ms' | 'bytes_in' | 'bytes_out'> &
@@ -36,6 +36,17 @@ const MAX_GROUP = 500;
  * within it share one transaction and one lock. Groups that queue while one commits wait no longer.
  */
 export const GROUP_WINDOW_MS = 1;
+
+/**
+ * An entry's text as both databases can keep it: NUL (which PostgreSQL's text refuses) and lone
+ * surrogates (which UTF-8 cannot hold) become U+FFFD, so the row written, its sha and the row
+ * `verify` reads back are one text. Options are JSON, whose escapes already keep both.
+ */
+function storable(entry: NewEntry): NewEntry {
+  const out: Record<string, unknown> = { ...entry };
+  for (const [key, value] of Object.entries(out)) if (typeof value === 'string') out[key] = asStored(value).replaceAll('\u0000', '\ufffd');
+  return out as NewEntry;
+}
 
 interface Queued extends Append {
   resolve(id: number | undefined): void;
@@ -142,7 +153,7 @@ export class AuditWriter {
           duration_ms: null,
           bytes_in: null,
           bytes_out: null,
-          ...q.entry,
+          ...storable(q.entry),
           id,
           ts: now,
         };

@@ -26,6 +26,12 @@ export class AgentLink {
   private readonly wanted = new Set<string>();
   private wantedQueued = false;
   private watchTimer?: NodeJS.Timeout;
+  /**
+   * The digest last sent to each agent connected here (dropped when a send finds it gone). Several
+   * brokers: what another broker recorded since, while this one missed its NOTIFY, is sent by catchUp.
+   */
+  private readonly sent = new Map<string, string>();
+  private catchingUp = false;
 
   constructor(
     private readonly db: Db,
@@ -45,16 +51,43 @@ export class AgentLink {
    * Moves in the tree, tag changes and device attributes (which templates use) change what a device
    * should run without a commit: every `intervalMs`, when something was changed through the API since
    * the last look (the change epoch moved), devices are rendered again and those whose configuration
-   * changed get it (propagate compares digests, so nothing else is sent).
+   * changed get it (propagate compares digests, so nothing else is sent). Several brokers: every
+   * `intervalMs` too, agents here whose configuration another broker recorded get it (catchUp).
    */
   watch(epoch: { value: number }, intervalMs = WATCH_INTERVAL_MS): void {
     let seen = epoch.value;
     this.watchTimer = setInterval(() => {
+      if (this.agents.pushElsewhere) void this.catchUp().catch((err) => this.logger.error({ err }, 'configuration re-check failed'));
       if (epoch.value === seen) return;
       seen = epoch.value;
       this.schedulePropagation();
     }, intervalMs);
     this.watchTimer.unref();
+  }
+
+  /**
+   * Several brokers: the agents here whose recorded configuration is not the one last sent to them
+   * get it now. Another broker records a change and asks by NOTIFY (`config`) for it to be sent; a
+   * broker that missed that NOTIFY (its listening connection was down) finds it here. Answers how
+   * many were behind.
+   */
+  async catchUp(): Promise<number> {
+    if (this.catchingUp || this.sent.size === 0) return 0;
+    this.catchingUp = true;
+    try {
+      const recorded = await this.q.digestsOf([...this.sent.keys()]);
+      const behind = [...this.sent].flatMap(([id, digest]) => {
+        const now = recorded.get(id);
+        return now != null && now !== digest ? [id] : [];
+      });
+      if (behind.length > 0) {
+        this.logger.info({ devices: behind.length }, 'configuration recorded by another broker and not yet sent here: sending it');
+        this.pushCurrent(behind);
+      }
+      return behind.length;
+    } finally {
+      this.catchingUp = false;
+    }
   }
 
   schedulePropagation(): void {
@@ -152,12 +185,19 @@ export class AgentLink {
   }
 
   /** Sends a device its configuration; one larger than the agent takes in a message is not sent (logged). */
-  private push(deviceId: string, out: { config: CommittedConfig; attributes: Record<string, string>; defaults: AgentDefaults; size: number }): boolean {
+  private push(
+    deviceId: string,
+    out: { config: CommittedConfig; attributes: Record<string, string>; defaults: AgentDefaults; size: number; digest: string },
+  ): boolean {
     if (out.size > MAX_PUSH_BYTES) {
       this.logger.error({ deviceId, bytes: out.size }, 'configuration too large to send to the agent: not sent');
+      this.sent.delete(deviceId);
       return false;
     }
-    return this.agents.send(deviceId, { t: 'config', config: out.config, attributes: out.attributes, defaults: out.defaults });
+    const sent = this.agents.send(deviceId, { t: 'config', config: out.config, attributes: out.attributes, defaults: out.defaults });
+    if (sent) this.sent.set(deviceId, out.digest);
+    else this.sent.delete(deviceId);
+    return sent;
   }
 
   /**

@@ -196,6 +196,20 @@ export class ConfigStore {
     return new Map((await this.db.selectFrom('device_config').select(['device_id', 'digest']).execute()).map((r) => [r.device_id, r.digest]));
   }
 
+  /** The recorded digests of these devices (those without a row are left out). */
+  async digestsOf(deviceIds: string[]): Promise<Map<string, string | null>> {
+    const out = new Map<string, string | null>();
+    for (let i = 0; i < deviceIds.length; i += 1000) {
+      const rows = await this.db
+        .selectFrom('device_config')
+        .select(['device_id', 'digest'])
+        .where('device_id', 'in', deviceIds.slice(i, i + 1000))
+        .execute();
+      for (const r of rows) out.set(r.device_id, r.digest);
+    }
+    return out;
+  }
+
   async deviceStates(): Promise<DeviceConfigRow[]> {
     return this.db.selectFrom('device_config').selectAll().execute();
   }

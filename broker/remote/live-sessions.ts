@@ -98,6 +98,8 @@ export interface LiveSessionView {
 /** The live sessions of this broker, by id; several brokers: each one added and removed is told to the directory. */
 export class LiveSessions {
   private readonly live = new Map<string, LiveSession>();
+  /** Who waits for a session to leave the list (`end`): resolved by `remove`. */
+  private readonly leaving = new Map<string, Array<() => void>>();
 
   constructor(
     private readonly log: Logger,
@@ -123,9 +125,18 @@ export class LiveSessions {
     this.directory?.added(viewOf(session));
   }
 
+  /** Once its end entry is committed (sessions.ts): a poller of the list and then of the audit sees one or the other. */
   remove(id: string): void {
     this.live.delete(id);
     this.directory?.removed(id);
+    for (const resolve of this.leaving.get(id) ?? []) resolve();
+    this.leaving.delete(id);
+  }
+
+  /** Resolves once the session has left the list (at once when it is not listed). */
+  private left(id: string): Promise<void> {
+    if (!this.live.has(id)) return Promise.resolve();
+    return new Promise((resolve) => this.leaving.set(id, [...(this.leaving.get(id) ?? []), resolve]));
   }
 
   /** Every live session on this broker; who may see which is decided by the caller (broker/access). */
@@ -142,8 +153,8 @@ export class LiveSessions {
   /**
    * Ends a live session on an operator's word (authorized by the caller): the client gets an
    * error frame `session_ended` naming who ended it and why (`ended_by`, `reason`) and close 4403,
-   * and the end entry of the audit trail says the same. Resolves once the relay is done (the end
-   * entry follows), or after a few seconds.
+   * and the end entry of the audit trail says the same. Resolves once the session has left the list,
+   * its end entry committed, or after a few seconds.
    */
   async end(id: string, { by, reason }: SessionEnd): Promise<boolean> {
     const session = this.live.get(id);
@@ -159,7 +170,7 @@ export class LiveSessions {
       SessionClose.forbidden,
       `ended by ${by.email} (user ${by.id})${why}`,
     );
-    await Promise.race([session.relay.done, new Promise((r) => setTimeout(r, 5000).unref())]);
+    await Promise.race([this.left(id), new Promise((r) => setTimeout(r, 5000).unref())]);
     return true;
   }
 

@@ -67,3 +67,81 @@ describe('a live console with a required recording', () => {
     expect(sessions.size).toBe(0);
   });
 });
+
+describe('a session that ends', () => {
+  /** A session adopted with an audit whose end entries commit only when the test says. */
+  function adopted(recordRemoteEnd: (id: number, end: { reason: string }) => Promise<void>) {
+    dir = fs.mkdtempSync(path.join(os.tmpdir(), 'sessions-'));
+    const deps = {
+      config: { trustProxy: false, dataDir: dir },
+      logger: createLogger('silent'),
+      auth: { authenticate: async () => principal },
+      access: {},
+      audit: { recordRemoteStart: async () => 1, recordRemoteEnd },
+      locator: {} as AgentLocator,
+    } as unknown as RemoteSessionsDeps;
+    const principal = new Principal({ id: 'u1', email: 'u@example.com', fname: 'U', lname: 'One' }, 's1', []);
+    const sessions = new RemoteSessions(deps);
+    const sessionId = '55555555-5555-4555-8555-555555555555';
+    const relay = new FakeRelay();
+    sessions.adopt(
+      {
+        ok: true,
+        caller: { principal, token: 't', source: 'api', ip: '127.0.0.1' },
+        deviceId: 'd'.repeat(64),
+        request: { action: 'console' },
+        channel: {} as Channel,
+        relayOptions: { kind: 'console', info: {} },
+        auditId: 1,
+        startedAt: Date.now(),
+        sessionId,
+      },
+      relay,
+    );
+    return { sessions, relay, sessionId };
+  }
+
+  it('stays in the live list until its end entry is committed: a poller sees the session or its end, never neither', async () => {
+    let commit!: () => void;
+    const ends: string[] = [];
+    const { sessions, relay, sessionId } = adopted(
+      (_id, end) =>
+        new Promise<void>((resolve) => {
+          ends.push(end.reason);
+          commit = resolve;
+        }),
+    );
+    relay.abort({ type: 'error', code: 500, error: 'x', message: 'x' } as unknown as ErrorFrame, 4500, 'gone');
+    await expect.poll(() => ends).toEqual(['gone']);
+    // The end entry is being written, not committed: the session is still listed.
+    await new Promise((r) => setImmediate(r));
+    expect(sessions.list().map((s) => s.id)).toEqual([sessionId]);
+    commit();
+    await expect.poll(() => sessions.size).toBe(0);
+  });
+
+  it("an operator's end answers once the session has left the list, its end entry committed", async () => {
+    let commit!: () => void;
+    const { sessions, sessionId } = adopted(() => new Promise<void>((resolve) => (commit = resolve)));
+    let answered = false;
+    const ending = sessions.end(sessionId, { by: { id: 'u2', email: 'op@example.com', name: 'Op' } }).then((found) => {
+      answered = true;
+      return found;
+    });
+    await expect.poll(() => commit).toBeDefined();
+    await new Promise((r) => setImmediate(r));
+    expect(answered).toBe(false);
+    expect(sessions.list().map((s) => s.id)).toEqual([sessionId]);
+    commit();
+    expect(await ending).toBe(true);
+    expect(sessions.list()).toEqual([]);
+  });
+
+  it('leaves the list even when its end entry cannot be written', async () => {
+    const { sessions, relay } = adopted(async () => {
+      throw new Error('database down');
+    });
+    relay.abort({ type: 'error', code: 500, error: 'x', message: 'x' } as unknown as ErrorFrame, 4500, 'gone');
+    await expect.poll(() => sessions.size).toBe(0);
+  });
+});

@@ -261,10 +261,14 @@ export class RemoteSessions {
           'required recording could not be written',
         );
     }
+    // Listed until its end entry is committed: whoever reads the list and then the audit trail sees the session or its end.
     void relay.done.then(async (end) => {
-      this.live.remove(id);
-      await recorder?.close();
-      await this.finish(prepared.auditId, prepared.startedAt, { ...end, result: end.failed ? 'error' : 'ended' });
+      try {
+        await recorder?.close();
+        await this.finish(prepared.auditId, prepared.startedAt, { ...end, result: end.failed ? 'error' : 'ended' });
+      } finally {
+        this.live.remove(id);
+      }
     });
     return id;
   }

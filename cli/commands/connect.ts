@@ -1,6 +1,6 @@
 import dgram from 'node:dgram';
 import net from 'node:net';
-import type { RemoteCapabilities } from '../../shared/api-types.js';
+import type { ListPage, Portmap, RemoteCapabilities } from '../../shared/api-types.js';
 import type { ApiClient } from '../api.js';
 import { resolveDevice } from '../devices.js';
 import { CliError } from '../errors.js';
@@ -175,16 +175,12 @@ function listenUdp(client: ApiClient, deviceId: string, deviceName: string, f: F
   });
 }
 
-interface Preset {
-  name: string;
-  proto: 'tcp' | 'udp';
-  port: number;
-  dst: string;
-}
+/** What a port preset is picked and forwarded by (the API's Portmap: a change of its shape breaks this). */
+type Preset = Pick<Portmap, 'name' | 'proto' | 'port' | 'dst'>;
 
 /** The device's port presets: picked by --preset NAME, or by number from a list (a line of stdin when it is not a terminal). */
 async function presetForward(client: ApiClient, device: { id: string; name: string }, wanted?: string): Promise<ForwardSpec> {
-  const { items } = await client.call<{ items: Preset[] }>('GET', `/service-connect/portmap?device_id=${device.id}&items_per_page=1000`);
+  const { items } = await client.call<ListPage<Portmap>>('GET', `/service-connect/portmap?device_id=${device.id}&items_per_page=1000`);
   const show = (p: Preset) => `${escapeForTerminal(p.name)} (${p.dst}:${p.port}${p.proto === 'udp' ? '/udp' : ''})`;
   const forward = (p: Preset): ForwardSpec => ({ localHost: '127.0.0.1', localPort: 0, remoteHost: p.dst, remotePort: p.port, proto: p.proto });
   if (wanted !== undefined) {

@@ -1,3 +1,4 @@
+import type { Profile } from '../../shared/api-types.js';
 import { answerOf, ApiFailure, refreshTokenFrom, request, type Answer, type AnswerHeaders } from '../api.js';
 import { normalizeUrl, readCredentials, readProfiles, removeCredentials, writeCredentials } from '../config.js';
 import { CliError } from '../errors.js';
@@ -113,8 +114,8 @@ async function deviceLogin(url: string, name: string | undefined, sleep = (ms: n
     const tokens = await answerOf<{ access_token: string; refresh_token: string }>(res).catch((err) => {
       throw new CliError(`Sign-in failed: ${(err as Error).message}`);
     });
-    const profile: { email?: string } = await request(`${url}/api/v2/profile`, { headers: { authorization: `Bearer ${tokens.access_token}` } })
-      .then((r) => (r.ok ? (r.json() as Promise<{ email?: string }>) : {}))
+    const profile: Partial<Pick<Profile, 'email'>> = await request(`${url}/api/v2/profile`, { headers: { authorization: `Bearer ${tokens.access_token}` } })
+      .then((r) => (r.ok ? (r.json() as Promise<Pick<Profile, 'email'>>) : {}))
       .catch(() => ({}));
     const saved = { url, token: tokens.access_token, refresh_token: tokens.refresh_token, email: profile.email, name };
     const file = writeCredentials(saved);

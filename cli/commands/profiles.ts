@@ -1,3 +1,4 @@
+import type { Profile } from '../../shared/api-types.js';
 import { ApiClient } from '../api.js';
 import { readProfiles, resolveTarget, useProfile, type Credentials } from '../config.js';
 import { CliError } from '../errors.js';
@@ -33,7 +34,7 @@ export async function statusCommand(): Promise<void> {
   let email = target.stored?.email;
   let live = '';
   try {
-    const me = await new ApiClient(target).call<{ email?: string }>('GET', '/profile');
+    const me = await new ApiClient(target).call<Pick<Profile, 'email'>>('GET', '/profile');
     email = me.email ?? email;
     live = 'signed in';
   } catch (err) {

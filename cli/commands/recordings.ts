@@ -1,4 +1,4 @@
-import type { RecordingListItem as Recording } from '../../shared/api-types.js';
+import type { ListPage, RecordingListItem as Recording } from '../../shared/api-types.js';
 import type { ApiClient } from '../api.js';
 import { formatTable, humanDuration, resolveDevice, shortIds } from '../devices.js';
 import { CliError } from '../errors.js';
@@ -9,7 +9,7 @@ async function listRecordings(client: ApiClient, deviceId?: string): Promise<Rec
   const all: Recording[] = [];
   for (let offset = 0; ; offset += 1000) {
     const query = new URLSearchParams({ offset: String(offset), items_per_page: '1000', ...(deviceId ? { device_id: deviceId } : {}) });
-    const page = await client.call<{ items: Recording[]; total: number }>('GET', `/remote/recordings?${query}`);
+    const page = await client.call<ListPage<Recording>>('GET', `/remote/recordings?${query}`);
     all.push(...page.items);
     if (page.items.length === 0 || all.length >= page.total) return all;
   }

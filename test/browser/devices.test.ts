@@ -306,6 +306,24 @@ describe('remote access buttons', () => {
     await expectNoErrorsAndClose();
   });
 
+  it('shows a copy-only user what they may do (file transfer) and what not, rather than an empty panel', async () => {
+    const device = await suite.t.addDevice({ name: 'router-copy', tags: ['lab'] });
+    const copier = await suite.t.userWith([{ permission: 'device:read' }, { permission: 'remote-access:connect', resources: ['tag:lab/copy'] }]);
+    const { page, expectNoErrorsAndClose } = await suite.open({ as: copier });
+    await page.goto(`/devices/${device}`);
+    const may = page.getByTestId('remote-may');
+    await may.waitFor();
+    expect(await may.textContent()).toContain('Copy files to and from the device');
+    expect(await may.getByRole('link', { name: 'Copy files to and from the device' }).getAttribute('href')).toBe('#h-transfer');
+    expect(await page.getByTestId('remote-may-not').textContent()).toBe('Your roles do not allow a console, tunnels or an agent reload on this device.');
+    // Offline: what waits is the file browser, not a console this user may not open.
+    expect(await page.getByTestId('offline-hint').textContent()).toBe('The device is offline: the file browser is available once it connects.');
+    expect(await page.getByTestId('open-console').count()).toBe(0);
+    expect(await page.getByRole('heading', { name: 'File transfer' }).count()).toBe(1);
+    await screenshot(page, 'device-copy-only');
+    await expectNoErrorsAndClose();
+  });
+
   it('offers no console or reload while the device is offline, and says why', async () => {
     const device = await suite.t.addDevice({ name: 'router-6' });
     const { page, expectNoErrorsAndClose } = await suite.open();

@@ -24,6 +24,7 @@ import { LastContact, StatusDot } from './devices.js';
 import { InventoryTabs } from './inventory-tabs.js';
 import { DeviceCves } from './cve.js';
 import { Portmaps } from './portmaps.js';
+import { remoteSummary } from './remote-summary.js';
 import { reattachPath } from './sessions.js';
 import { FileTransfer } from './transfer.js';
 import { FileBrowser } from './file-browser.js';
@@ -115,16 +116,25 @@ function DeviceReports({ deviceId }: { deviceId: string }) {
 function RemoteActions({ deviceId, access }: { deviceId: string; access: RemoteCapabilities }) {
   const reload = useAction();
   const [notice, setNotice] = useState('');
-  const any = access.console || access.reload || access.copy || access.tunnel;
-  if (!any) return <p class="muted">Your roles allow no remote access to this device.</p>;
+  const summary = remoteSummary(access, allowed('remoteConsole'));
+  if (!summary) return <p class="muted">Your roles allow no remote access to this device.</p>;
   return (
     <div>
-      {!access.connected && (
+      {summary.offline && (
         <p class="muted" data-testid="offline-hint">
-          The device is offline: the console and reload are available once it connects.
+          {summary.offline}
         </p>
       )}
-      <div class="button-row">
+      {summary.may.length > 0 && (
+        <ul class="plain" data-testid="remote-may">
+          {summary.may.map((m) => (
+            <li key={m.href}>
+              <a href={m.href}>{m.text}</a>
+            </li>
+          ))}
+        </ul>
+      )}
+      <div class="button-row" hidden={!access.console && !access.reload}>
         {access.console &&
           (access.connected ? (
             <Link href={`/console/${deviceId}`} class="button primary" data-testid="open-console">
@@ -153,6 +163,11 @@ function RemoteActions({ deviceId, access }: { deviceId: string; access: RemoteC
         )}
       </div>
       {access.console && <OwnConsoles deviceId={deviceId} />}
+      {summary.mayNot && (
+        <p class="muted small" data-testid="remote-may-not">
+          {summary.mayNot}
+        </p>
+      )}
       <ErrorBox error={reload.error} title="Reload failed" />
       {notice && <Notice>{notice}</Notice>}
     </div>
