@@ -166,7 +166,10 @@ export class AgentHandshakes {
     this.handshakesByAddress.set(ip, (this.handshakesByAddress.get(ip) ?? 0) + 1);
     const nonce = crypto.randomBytes(32).toString('base64url');
     // Let go once cleared: the close listener below lives as long as the connection.
-    let timer: NodeJS.Timeout | undefined = setTimeout(() => ws.close(AgentClose.unauthorized, 'no authentication in time'), AUTH_TIMEOUT_MS);
+    // Closed as "retry later", not 4401: on a loaded broker (a reconnect storm) the answer may be in
+    // the socket unread when this timer fires, and 4401 tells an agent its key is not accepted (one
+    // without a pinned broker key enrols again).
+    let timer: NodeJS.Timeout | undefined = setTimeout(() => ws.close(AgentClose.retryLater, 'no authentication in time: retry later'), AUTH_TIMEOUT_MS);
     ws.on('error', (err) => this.deps.log.debug({ err, ip }, 'agent socket error'));
     ws.once('close', () => {
       clearTimeout(timer);

@@ -75,6 +75,15 @@ describe('agent handshakes', () => {
     expect(await closed).toBe(AgentClose.tooBig);
   });
 
+  it('closes an agent that does not answer the challenge in time as "retry later", not as a refused key', async () => {
+    const ws = new WebSocket(`${t.url.replace(/^http/, 'ws')}${AGENT_WS_PATH}`, { headers: { 'x-forwarded-for': '10.0.9.2' } });
+    ws.on('error', () => {});
+    const closed = new Promise<number>((resolve) => ws.once('close', (code) => resolve(code)));
+    await new Promise((resolve) => ws.once('message', resolve));
+    // Never answered: the broker gives up after AUTH_TIMEOUT_MS (a loaded broker may not have read an answer by then).
+    expect(await closed).toBe(AgentClose.retryLater);
+  });
+
   it('holds at most a few handshakes per address, leaving room for an enrolled agent from another', async () => {
     const key = await t.api('POST', '/api/v2/bootstrapkey', { token: t.adminToken, body: { auto_accept: true } });
     expect(key.status).toBeLessThan(300);
