@@ -10,7 +10,7 @@
  */
 import crypto, { type KeyObject } from 'node:crypto';
 import WebSocket from 'ws';
-import { Backoff } from '../agent/backoff.js';
+import { Backoff, retryAfterMs } from '../agent/backoff.js';
 import { signChallenge } from '../shared/device-key.js';
 import { AgentClose, PROTOCOL_VERSION } from '../shared/protocol.js';
 
@@ -85,9 +85,10 @@ function pump(): void {
   while (ramping && rampQueue.length > 0 && stats.inFlight < start.rampConcurrency) connect(rampQueue.shift() as Agent);
 }
 
-function retry(agent: Agent): void {
+/** As the agent (agent/agent.ts): a broker that refused for load and said when to come back guides the wait. */
+function retry(agent: Agent, retryAfter?: number): void {
   if (stopping) return;
-  setTimeout(() => connect(agent), agent.backoff.next());
+  setTimeout(() => connect(agent), retryAfter !== undefined ? agent.backoff.after(retryAfter) : agent.backoff.next());
 }
 
 function connect(agent: Agent): void {
@@ -111,8 +112,10 @@ function connect(agent: Agent): void {
   agent.welcomed = false;
   let failure: 'busy' | 'refused' | 'error' | undefined;
   let errorKind = 'closed without a close frame';
+  let retryAfter: number | undefined;
   ws.on('unexpected-response', (_req, res) => {
     failure = res.statusCode === 503 ? 'busy' : 'error';
+    retryAfter = retryAfterMs(res.headers['retry-after']);
     res.resume();
     ws.terminate();
   });
@@ -167,7 +170,7 @@ function connect(agent: Agent): void {
       stats.errorKinds[errorKind] = (stats.errorKinds[errorKind] ?? 0) + 1;
     }
     if (code === AgentClose.removed) return; // as the agent: never back with this key
-    retry(agent);
+    retry(agent, retryAfter);
   });
 }
 

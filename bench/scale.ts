@@ -433,14 +433,20 @@ export async function benchScale(log: Log, part?: string): Promise<void> {
       await stop(broker.child);
       clearInterval(sampler);
       const down = (Date.now() - since) / 1000;
+      const startedAt = Date.now();
       broker = await startBroker(work, dataDir, port);
       children.push(broker.child);
       const listening = (Date.now() - since) / 1000;
+      // The new broker's CPU time: its start (until it answers HTTP), then the storm (until all are back).
+      const newPid = broker.child.pid as number;
+      const startTicks = cpuTicks(newPid);
+      const startWall = (Date.now() - startedAt) / 1000;
       log(
         `  broker stopped in ${down.toFixed(1)} s (SIGTERM to exit, ${count} agents connected; at least ${(stopTicks / TICKS).toFixed(2)} s of CPU) and listening again ${listening.toFixed(1)} s after the restart began (load average ${loadBefore} → ${loadAverage()})`,
       );
       // Wait until every agent has noticed (the stop closes each connection) before counting them back.
       const back = await load.waitConnected(count, log, 'storm', since);
+      const stormTicks = cpuTicks(newPid) - startTicks;
       const after = load.total();
       const delta: LoadStats = {
         ...after,
@@ -456,6 +462,10 @@ export async function benchScale(log: Log, part?: string): Promise<void> {
         log(
           `storm: all ${count} agents back ${back.toFixed(1)} s after the restart began (${(back - listening).toFixed(1)} s after it listened again, load average ${loadAverage()}); ${describeFailures(delta)}`,
         );
+      log(
+        `  broker CPU: its start ${(startTicks / TICKS).toFixed(2)} s (in ${startWall.toFixed(1)} s of wall time), then ${(stormTicks / TICKS).toFixed(2)} s until all were back ` +
+          `(${((stormTicks / TICKS / count) * 1000).toFixed(2)} ms per agent, with the heartbeats of those already back)`,
+      );
       log(
         `target: storm ≤ ${TARGET_STORM_S} s for ${TARGET_AGENTS}: ${back !== undefined && back <= TARGET_STORM_S ? (count >= TARGET_AGENTS ? 'met' : `met at ${count} agents`) : 'missed'}`,
       );

@@ -41,4 +41,15 @@ describe('device keys', () => {
     const p384 = crypto.generateKeyPairSync('ec', { namedCurve: 'secp384r1' });
     expect(() => parseStoredDeviceKey(publicKeyPem(p384.publicKey))).toThrow(/P-256/);
   });
+
+  it('refuses a stored P-256 key whose point is not on the curve', () => {
+    const der = publicKey.export({ type: 'spki', format: 'der' });
+    const pemOf = (bytes: Buffer) => `-----BEGIN PUBLIC KEY-----\n${bytes.toString('base64').replace(/.{64}/g, '$&\n')}\n-----END PUBLIC KEY-----\n`;
+    const offCurve = Buffer.from(der);
+    offCurve[offCurve.length - 1] ^= 1;
+    expect(() => parseStoredDeviceKey(pemOf(offCurve))).toThrow(/PEM/);
+    // Another key's signature does not pass with this one.
+    const other = crypto.generateKeyPairSync('ec', { namedCurve: 'prime256v1' });
+    expect(verifyChallenge(parseStoredDeviceKey(pemOf(der)).key, 'n', signChallenge(other.privateKey, 'n'))).toBe(false);
+  });
 });

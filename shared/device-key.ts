@@ -26,15 +26,43 @@ export function parseDevicePublicKey(pem: string): KeyObject {
 const PEM_PUBLIC_KEY = /^-----BEGIN PUBLIC KEY-----\r?\n([A-Za-z0-9+/=\r\n]+)-----END PUBLIC KEY-----\r?\n?$/;
 
 /**
+ * The first 27 bytes of every DER SPKI of an EC P-256 key with its point uncompressed (91 bytes in
+ * all): SEQUENCE, the algorithm (id-ecPublicKey, prime256v1), the BIT STRING, the 0x04 of the point.
+ */
+const P256_SPKI_PREFIX = Buffer.from('3059301306072a8648ce3d020106082a8648ce3d03010703420004', 'hex');
+const P256_SPKI_BYTES = 91;
+
+/** A P-256 public key from its DER SPKI, or undefined when the DER is not the uncompressed P-256 form. */
+function p256FromSpki(der: Buffer): KeyObject | undefined {
+  if (der.length !== P256_SPKI_BYTES || !der.subarray(0, P256_SPKI_PREFIX.length).equals(P256_SPKI_PREFIX)) return undefined;
+  const x = der.subarray(P256_SPKI_PREFIX.length, P256_SPKI_PREFIX.length + 32).toString('base64url');
+  const y = der.subarray(P256_SPKI_PREFIX.length + 32).toString('base64url');
+  try {
+    // OpenSSL checks the point is on the curve; a point that is not is refused as a bad key.
+    return crypto.createPublicKey({ key: { kty: 'EC', crv: 'P-256', x, y }, format: 'jwk' });
+  } catch {
+    throw new Error('is not a PEM public key');
+  }
+}
+
+/**
  * A key as the broker stores it (publicKeyPem: canonical PEM of the DER SPKI), parsed from its DER
  * bytes, with the device id hashed over those same bytes: what a handshake needs, without the PEM
  * parse and the re-encoding deviceIdOf does (half the cost). A key stored in any other form gives
  * another id, so it is refused rather than let in. Throws like parseDevicePublicKey.
+ *
+ * The usual form (P-256, point uncompressed) is recognised by its fixed DER prefix and its point
+ * imported as such: a third of the cost of OpenSSL's generic decoder and the curve's lookup, paid at
+ * every agent's handshake (a reconnect storm runs one per device). Any other DER takes the generic
+ * path, with the same outcome as before.
  */
 export function parseStoredDeviceKey(pem: string): { key: KeyObject; deviceId: string } {
   const body = PEM_PUBLIC_KEY.exec(pem)?.[1];
   if (!body) throw new Error('is not a PEM public key');
   const der = Buffer.from(body, 'base64');
+  const deviceId = crypto.createHash('sha256').update(der).digest('hex');
+  const fast = p256FromSpki(der);
+  if (fast) return { key: fast, deviceId };
   let key: KeyObject;
   try {
     key = crypto.createPublicKey({ key: der, format: 'der', type: 'spki' });
@@ -44,7 +72,7 @@ export function parseStoredDeviceKey(pem: string): { key: KeyObject; deviceId: s
   if (key.asymmetricKeyType !== 'ec' || key.asymmetricKeyDetails?.namedCurve !== DEVICE_KEY_CURVE) {
     throw new Error('must be an EC P-256 (prime256v1) public key');
   }
-  return { key, deviceId: crypto.createHash('sha256').update(der).digest('hex') };
+  return { key, deviceId };
 }
 
 /** The device id of a public key: sha256 of its DER SPKI, 64 lowercase hex. */

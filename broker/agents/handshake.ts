@@ -18,6 +18,7 @@ import { DEVICE_ID_PATTERN } from '../devices/scope.js';
 import type { AgentStanding } from '../enrol/service.js';
 import type { Config } from '../environment.js';
 import type { BrokerKey } from './broker-key.js';
+import { ReturnSchedule } from './returns.js';
 
 /** An agent must answer the challenge within this time. */
 const AUTH_TIMEOUT_MS = 10_000;
@@ -33,10 +34,13 @@ export const PRE_AUTH_MAX_BYTES = 64 * 1024;
  * signature is checked), so a reconnect loop costs a handshake, not a session and its log lines.
  */
 export const PROTOCOL_ERROR_PENALTY_MS = 10_000;
-/** What a refused handshake is told: try again later. */
-const BUSY_RESPONSE =
-  'HTTP/1.1 503 Service Unavailable\r\nRetry-After: 10\r\nContent-Type: application/json\r\nConnection: close\r\n\r\n' +
-  '{"code":503,"error":"busy","message":"Too many agent handshakes in progress; retry later."}';
+/** What a refused handshake is told: try again in this many seconds (its slot: see returns.ts). */
+function busyResponse(retryAfterS: number): string {
+  return (
+    `HTTP/1.1 503 Service Unavailable\r\nRetry-After: ${retryAfterS}\r\nContent-Type: application/json\r\nConnection: close\r\n\r\n` +
+    '{"code":503,"error":"busy","message":"Too many agent handshakes in progress; retry later."}'
+  );
+}
 /** How long a cut-off is remembered to refuse a handshake that was already past its database check. */
 const CUT_OFF_MEMORY_MS = 60_000;
 
@@ -75,6 +79,8 @@ export class AgentHandshakes {
   private readonly cutOffs = new Map<string, number>();
   /** Device id → until when it is refused after a protocol error (one entry per enrolled device at most). */
   private readonly penalized = new Map<string, number>();
+  /** When refused agents are told to come back. */
+  private readonly returns = new ReturnSchedule();
 
   constructor(private readonly deps: HandshakeDeps) {}
 
@@ -110,7 +116,7 @@ export class AgentHandshakes {
 
   /**
    * Handshakes are bounded in total and per source address, so one address cannot hold every slot
-   * and lock enrolled agents out; a refused one is answered 503 with Retry-After.
+   * and lock enrolled agents out; a refused one is answered 503 with Retry-After, its own slot.
    */
   upgrade(req: IncomingMessage, socket: Duplex, head: Buffer): void {
     if (this.deps.closing()) return void socket.destroy();
@@ -118,7 +124,7 @@ export class AgentHandshakes {
     const { agentHandshakesMax, agentHandshakesPerAddress } = this.deps.config;
     if (this.handshakes.size >= agentHandshakesMax || (this.handshakesByAddress.get(ip) ?? 0) >= agentHandshakesPerAddress) {
       socket.on('error', () => {});
-      socket.end(BUSY_RESPONSE);
+      socket.end(busyResponse(this.returns.retryAfterSeconds()));
       return;
     }
     // Counted from the first byte after the upgrade request, before ws assembles any frame.
@@ -149,6 +155,7 @@ export class AgentHandshakes {
     const ip = this.handshakes.get(ws);
     if (ip === undefined) return;
     this.handshakes.delete(ws);
+    this.returns.finished();
     const left = (this.handshakesByAddress.get(ip) ?? 1) - 1;
     if (left > 0) this.handshakesByAddress.set(ip, left);
     else this.handshakesByAddress.delete(ip);
@@ -159,7 +166,10 @@ export class AgentHandshakes {
     this.handshakesByAddress.set(ip, (this.handshakesByAddress.get(ip) ?? 0) + 1);
     const nonce = crypto.randomBytes(32).toString('base64url');
     // Let go once cleared: the close listener below lives as long as the connection.
-    let timer: NodeJS.Timeout | undefined = setTimeout(() => ws.close(AgentClose.unauthorized, 'no authentication in time'), AUTH_TIMEOUT_MS);
+    // Closed as "retry later", not 4401: on a loaded broker (a reconnect storm) the answer may be in
+    // the socket unread when this timer fires, and 4401 tells an agent its key is not accepted (one
+    // without a pinned broker key enrols again).
+    let timer: NodeJS.Timeout | undefined = setTimeout(() => ws.close(AgentClose.retryLater, 'no authentication in time: retry later'), AUTH_TIMEOUT_MS);
     ws.on('error', (err) => this.deps.log.debug({ err, ip }, 'agent socket error'));
     ws.once('close', () => {
       clearTimeout(timer);

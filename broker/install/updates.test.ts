@@ -8,7 +8,7 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import pino from 'pino';
-import { afterEach, describe, expect, it } from 'vitest';
+import { afterEach, describe, expect, it, vi } from 'vitest';
 import type { ChannelKind, ChannelParams, ControlMessage } from '../../shared/protocol.js';
 import { AgentUpdates } from './updates.js';
 
@@ -79,6 +79,40 @@ describe('agent publication', () => {
       ['dev-a', '1.2.4'],
       ['dev-b', '1.2.4'],
     ]);
+  });
+
+  it('looks at the directory once for many agents connecting at once (a reconnect storm), not twice per agent', async () => {
+    const s = setup();
+    const stat = vi.spyOn(fs.promises, 'stat');
+    try {
+      const devices = Array.from({ length: 50 }, (_, i) => `dev-${i}`);
+      await Promise.all(devices.map((d) => s.updates.onConnected(d)));
+      expect(stat.mock.calls.length).toBeLessThanOrEqual(2);
+    } finally {
+      stat.mockRestore();
+    }
+    expect(s.sent).toHaveLength(50);
+    expect(new Set(s.sent.map((x) => (x.msg as { version: string }).version))).toEqual(new Set(['1.2.3']));
+  });
+
+  it('leaves no agent on an older build: one connecting just after a new build hears of it at the next poll at the latest', async () => {
+    const s = setup();
+    await s.updates.checkPublished(); // at start
+    await s.updates.onConnected('dev-a');
+    republish(s.dir, '1.2.4');
+    // Within the shared look: told what that look found (the older build, or the new one).
+    await s.updates.onConnected('dev-b');
+    await s.updates.checkPublished(); // the poll
+    const last = new Map(s.sent.map((x) => [x.deviceId, (x.msg as { version: string }).version]));
+    expect(last).toEqual(
+      new Map([
+        ['dev-a', '1.2.4'],
+        ['dev-b', '1.2.4'],
+      ]),
+    );
+    // A look after the new build is never answered from the older one.
+    await s.updates.onConnected('dev-c');
+    expect(s.sent.at(-1)).toMatchObject({ deviceId: 'dev-c', msg: { version: '1.2.4' } });
   });
 
   it('tells the other brokers of a build it found, not of one another broker told it of', async () => {

@@ -34,6 +34,12 @@ const MAX_TRANSFERS = 8;
 const STALL_MS = 60_000;
 /** How often the artifacts directory is looked at for a new build. */
 export const POLL_MS = 30_000;
+/**
+ * The agents connecting within this long of a look at the artifacts directory are told what that look
+ * found: a reconnect storm (thousands a second) looks once a second, not twice per agent. A build
+ * published meanwhile reaches them at the next poll, as it reaches every connected agent.
+ */
+export const CONNECT_LOOK_MS = 1000;
 
 export interface AgentRelease {
   version: string;
@@ -67,11 +73,19 @@ export class AgentUpdates {
   private timer?: NodeJS.Timeout;
   private readonly sending = new Set<string>();
   private mismatch?: string;
+  /** The last look at the directory (release()), shared by the agents connecting soon after it. */
+  private lastLook?: { at: number; release: Promise<AgentRelease | undefined> };
 
   constructor(private readonly deps: AgentUpdatesDeps) {}
 
   /** The published agent, or undefined when none is built (or it is unreadable). Hashed once per build. */
-  async release(): Promise<AgentRelease | undefined> {
+  release(): Promise<AgentRelease | undefined> {
+    const look = this.look();
+    this.lastLook = { at: performance.now(), release: look };
+    return look;
+  }
+
+  private async look(): Promise<AgentRelease | undefined> {
     const file = path.join(this.deps.dir, BUNDLE);
     const manifest = path.join(this.deps.dir, 'package.json');
     let key: string;
@@ -102,7 +116,8 @@ export class AgentUpdates {
 
   /** A device connected: it learns the published agent. */
   async onConnected(deviceId: string): Promise<void> {
-    const r = await this.release();
+    const recent = this.lastLook && performance.now() - this.lastLook.at < CONNECT_LOOK_MS ? this.lastLook.release : undefined;
+    const r = await (recent ?? this.release());
     if (r) this.deps.agents.send(deviceId, this.announcement(r));
   }
 

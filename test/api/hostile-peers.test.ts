@@ -35,6 +35,23 @@ function holdHandshake(url: string, address: string): Promise<{ ws: WebSocket; r
   });
 }
 
+/** The Retry-After (seconds) of an agent handshake refused with 503; undefined when it was not refused. */
+function busyRetryAfter(url: string, address: string): Promise<number | undefined> {
+  const ws = new WebSocket(`${url.replace(/^http/, 'ws')}${AGENT_WS_PATH}`, { headers: { 'x-forwarded-for': address } });
+  ws.on('error', () => {});
+  return new Promise((resolve) => {
+    ws.once('message', () => {
+      ws.terminate();
+      resolve(undefined);
+    });
+    ws.once('unexpected-response', (_req, res) => {
+      res.resume();
+      ws.terminate();
+      resolve(res.statusCode === 503 ? Number(res.headers['retry-after']) : undefined);
+    });
+  });
+}
+
 describe('agent handshakes', () => {
   let t: TestBroker;
   const held: WebSocket[] = [];
@@ -56,6 +73,15 @@ describe('agent handshakes', () => {
     await new Promise((resolve) => ws.once('message', resolve));
     ws.send(Buffer.alloc(1024 * 1024, 7));
     expect(await closed).toBe(AgentClose.tooBig);
+  });
+
+  it('closes an agent that does not answer the challenge in time as "retry later", not as a refused key', async () => {
+    const ws = new WebSocket(`${t.url.replace(/^http/, 'ws')}${AGENT_WS_PATH}`, { headers: { 'x-forwarded-for': '10.0.9.2' } });
+    ws.on('error', () => {});
+    const closed = new Promise<number>((resolve) => ws.once('close', (code) => resolve(code)));
+    await new Promise((resolve) => ws.once('message', resolve));
+    // Never answered: the broker gives up after AUTH_TIMEOUT_MS (a loaded broker may not have read an answer by then).
+    expect(await closed).toBe(AgentClose.retryLater);
   });
 
   it('holds at most a few handshakes per address, leaving room for an enrolled agent from another', async () => {
@@ -122,6 +148,12 @@ describe('agent handshakes', () => {
       expect(h.refused).toBeUndefined();
     }
     expect((await holdHandshake(t.url, '10.0.2.1')).refused).toBe(503);
+    // Few refused: each is told to come back within a second or two (its slot; a wave refused at once
+    // is told later and later slots: broker/agents/returns.test.ts), not a fixed 10 s.
+    const told: (number | undefined)[] = [];
+    for (let i = 0; i < 5; i++) told.push(await busyRetryAfter(t.url, `10.0.5.${i}`));
+    for (const v of told) expect(v).toBeGreaterThanOrEqual(1);
+    for (const v of told) expect(v).toBeLessThanOrEqual(2);
     // A slot freed is a slot available again.
     const gone = held.shift() as WebSocket;
     const closed = new Promise((r) => gone.once('close', r));
