@@ -16,6 +16,14 @@ import { acceptTlsOnSamePort, edgeCertificate } from './qbee/edge.js';
 import { closeServices, createServices, type ServiceOptions, type Services } from './services.js';
 import { bootstrapFirstUser } from './users/bootstrap.js';
 
+/**
+ * Connections the kernel may hold completed but not yet accepted (it caps this at net.core.somaxconn).
+ * Node's default, 511, overflows when thousands of agents come back at once after a restart: the
+ * kernel then drops their SYNs, and each waits out TCP's retransmission (1 s, 3 s, 7 s…) and its
+ * handshake timeout instead of being accepted a moment later.
+ */
+export const LISTEN_BACKLOG = 4096;
+
 export interface RunningBroker {
   url: string;
   port: number;
@@ -85,7 +93,7 @@ export async function startBroker(config: Config, logger: Logger = createLogger(
   server.keepAliveTimeout = 65_000;
   await new Promise<void>((resolve, reject) => {
     server.once('error', reject);
-    server.listen(config.port, config.host, () => resolve());
+    server.listen({ port: config.port, host: config.host, backlog: LISTEN_BACKLOG }, () => resolve());
   });
   const port = (server.address() as AddressInfo).port;
   const host = config.host === '0.0.0.0' || config.host === '::' ? '127.0.0.1' : config.host;
