@@ -5,11 +5,16 @@
  *  - session opens per second: `ssh … true` over one master connection and on fresh connections,
  *  - the keystroke round trip (`ssh -tt … cat`) p50/p99, and what the gateway adds to sshd's.
  * The broker runs here, the agent and the load generators in their own processes; without sshd the
- * gateway's figures are printed alone. `npm run bench -- ssh opens` runs one part.
+ * gateway's figures are printed alone. The gateway's rows measure the path `fleet ssh-config` sets up
+ * (one connection, through `fleet ssh-proxy`: the CLI is built first with `npm run build:cli` for a
+ * quick start, else each connection waits for tsx); a second line gives `ssh -J` (two SSH layers).
+ * `npm run bench -- ssh opens` runs one part. (Over 450 lines: one bench group whose parts share one
+ * set-up of broker, agent, sshd and client files.)
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import crypto from 'node:crypto';
 import fs from 'node:fs';
+import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -20,6 +25,8 @@ import { deviceIdOf } from '../shared/device-key.js';
 import { eventually, startAgent, type TestAgent } from '../test/support/agent.js';
 import { startTestBroker } from '../test/support/broker.js';
 import { server, startSshd, task, viaSsh, type Sshd } from './remote.js';
+import { withFleetOnPath } from '../test/support/fleet-path.js';
+import { gatewayAlias, sshPreamble } from '../shared/ssh-config.js';
 
 const SECONDS = Number(process.env.BENCH_SECONDS ?? 5);
 const KEYSTROKES = Number(process.env.BENCH_KEYSTROKES ?? 1000);
@@ -255,6 +262,12 @@ async function benchClientOpens(
     }
   }
   const key = signInKey(o.files.key, o.files.cert);
+  // What fleet ssh-proxy does: the preamble, then one SSH connection bound to the device.
+  const direct1 = async () => {
+    const sock = net.connect(o.gatewayPort, '127.0.0.1');
+    sock.write(sshPreamble(`${o.device}.127.0.0.1`) as string);
+    return { outer: undefined, inner: await connectClient({ sock, user: 'root', key }) };
+  };
   const hop = async () => {
     const outer = await connectClient({ host: '127.0.0.1', port: o.gatewayPort, user: 'fleet', key });
     const sock = await new Promise<NodeJS.ReadWriteStream>((resolve, reject) =>
@@ -262,25 +275,31 @@ async function benchClientOpens(
     );
     return { outer, inner: await connectClient({ sock, user: 'root', key }) };
   };
-  const hops = await Promise.all(Array.from({ length: CLIENT_CONNECTIONS }, hop));
+  const ones: { outer?: SshClient; inner: SshClient }[] = await Promise.all(Array.from({ length: CLIENT_CONNECTIONS }, direct1));
+  const hops: { outer?: SshClient; inner: SshClient }[] = await Promise.all(Array.from({ length: CLIENT_CONNECTIONS }, hop));
   try {
     for (const [name, open] of kinds) {
       log(`opens, library client (ssh2): ${name} over ${CLIENT_CONNECTIONS} signed-in connection(s), ${CLIENT_SESSIONS_EACH} in flight on each, ${SECONDS} s`);
       const anchor = direct.get(name);
       if (anchor) show('sshd', anchor);
       const through = await measure(
+        ones.map((h) => h.inner),
+        open,
+      );
+      show('gateway (one connection, preamble as fleet ssh-proxy sends it)', through);
+      const jumped = await measure(
         hops.map((h) => h.inner),
         open,
       );
-      show("gateway (through -J's inner connection)", through);
+      show("gateway (through -J's inner connection)", jumped);
       log(
         `  ROW opens (library client, ${name}): gateway / sshd = ${ratioTo(through.perSecond, anchor?.perSecond)}; gateway ${through.perSecond.toFixed(1)}/s (target >= 300/s; load average ${os.loadavg()[0].toFixed(2)})`,
       );
     }
   } finally {
-    for (const h of hops) {
+    for (const h of [...ones, ...hops]) {
       h.inner.end();
-      h.outer.end();
+      h.outer?.end();
     }
   }
 }
@@ -310,16 +329,25 @@ export async function benchSsh(log: Log, only?: string): Promise<void> {
 
     // The client as `fleet login` + `fleet ssh-config` leave it: key, certificate, known_hosts, config block.
     const env = { ...process.env, HOME: dir, XDG_CONFIG_HOME: path.join(dir, '.config') };
+    // The block's ProxyCommand runs `fleet`: this checkout's, for every ssh and scp run below.
+    process.env.PATH = (await withFleetOnPath(process.env)).PATH;
     const cert = await t.api<IssuedCertificate>('POST', '/api/v2/ssh/certificate', { token: t.adminToken, body: { public_key: ensureKeyPair('bench', env) } });
     if (cert.status !== 200) throw new Error(`no certificate: ${cert.status} ${JSON.stringify(cert.body)}`);
     saveCertificate('bench', t.url, cert.body, env);
     const config = path.join(dir, 'ssh_config');
-    // A `Ciphers` line before the block holds for both hops (the ProxyJump reads the same file).
+    // A `Ciphers` line before the block holds for every connection (ssh -J's jump reads the same file).
     fs.writeFileSync(config, `${CIPHERS ? `Ciphers ${CIPHERS}\n` : ''}${sshConfigBlock('bench', t.url, cert.body.ssh_port, env)}`);
     const gatewayDestination = `root@${device}.127.0.0.1`;
     const gateway: Target = {
       args: (extra) => ['-F', config, ...extra, gatewayDestination],
       scpArgs: ['-F', config],
+      destination: gatewayDestination,
+    };
+    // The same through `ssh -J` (the gateway's own connection, and an inner one to the device).
+    const jump = ['-J', gatewayAlias(t.url)];
+    const jumped: Target = {
+      args: (extra) => ['-F', config, ...jump, ...extra, gatewayDestination],
+      scpArgs: ['-F', config, ...jump],
       destination: gatewayDestination,
     };
 
@@ -341,7 +369,12 @@ export async function benchSsh(log: Log, only?: string): Promise<void> {
         () => bytes,
       ))!;
       log(`  gateway: ${through.mbps.toFixed(0)} MB/s (${cpuLine(through)}; load average ${os.loadavg()[0].toFixed(2)})`);
-      log(`  ROW scp: gateway / sshd = ${ratioTo(through.mbps, direct?.mbps)} (target >= 0.8)`);
+      const viaJ = (await cpuPerMb(
+        () => scpDown(jumped, file, bytes, dir),
+        () => bytes,
+      ))!;
+      log(`  gateway, ssh -J: ${viaJ.mbps.toFixed(0)} MB/s (${cpuLine(viaJ)}; load average ${os.loadavg()[0].toFixed(2)})`);
+      log(`  ROW scp: gateway / sshd = ${ratioTo(through.mbps, direct?.mbps)} (target >= 0.8); ssh -J / sshd = ${ratioTo(viaJ.mbps, direct?.mbps)}`);
       log(`scp: ${SCP_MIB} MiB from a local file to the device's side`);
       const up = path.join(dir, 'uploaded.bin');
       const directUp = anchor ? await scpUp(anchor, file, up, bytes) : undefined;
@@ -361,12 +394,23 @@ export async function benchSsh(log: Log, only?: string): Promise<void> {
       log(`ssh -L: one stream into a local sink, ${SECONDS} s`);
       const direct = anchor ? await viaSsh(anchor, sinkServer.port, log) : undefined;
       if (direct) log(`  sshd: ${direct.mbps.toFixed(0)} MB/s`);
-      const through = await cpuPerMb(
-        () => viaSsh({ args: (extra) => gateway.args(['-o', 'BatchMode=yes', ...extra]) }, sinkServer.port, log),
-        (r) => r.mbps * 1e6 * SECONDS,
+      const pass = (target: Target) =>
+        cpuPerMb(
+          () => viaSsh({ args: (extra) => target.args(['-o', 'BatchMode=yes', ...extra]) }, sinkServer.port, log),
+          (r) => r.mbps * 1e6 * SECONDS,
+        );
+      // Alternated, twice each: the first pass in a broker process pays for its warm-up (the rows use the second).
+      let through: Awaited<ReturnType<typeof pass>>;
+      let viaJ: Awaited<ReturnType<typeof pass>>;
+      for (const round of [1, 2]) {
+        through = await pass(gateway);
+        if (through) log(`  gateway (pass ${round}): ${through.mbps.toFixed(0)} MB/s (${cpuLine(through)}; load average ${os.loadavg()[0].toFixed(2)})`);
+        viaJ = await pass(jumped);
+        if (viaJ) log(`  gateway, ssh -J (pass ${round}): ${viaJ.mbps.toFixed(0)} MB/s (${cpuLine(viaJ)}; load average ${os.loadavg()[0].toFixed(2)})`);
+      }
+      log(
+        `  ROW ssh -L: gateway / sshd = ${ratioTo(through?.mbps ?? 0, direct?.mbps)} (target >= 0.8); ssh -J / sshd = ${ratioTo(viaJ?.mbps ?? 0, direct?.mbps)}`,
       );
-      if (through) log(`  gateway: ${through.mbps.toFixed(0)} MB/s (${cpuLine(through)}; load average ${os.loadavg()[0].toFixed(2)})`);
-      if (through) log(`  ROW ssh -L: gateway / sshd = ${ratioTo(through.mbps, direct?.mbps)} (target >= 0.8)`);
     }
 
     if (runs('opens')) {
@@ -384,8 +428,12 @@ export async function benchSsh(log: Log, only?: string): Promise<void> {
       const directFresh = anchor ? await opens(anchor, []) : undefined;
       if (directFresh) show('sshd, a connection per session', directFresh);
       const fresh = await opens(gateway, []);
-      show('gateway, a connection per session (ProxyJump: two handshakes each)', fresh);
-      log(`  ROW opens (new connections): gateway / sshd = ${ratioTo(fresh.perSecond, directFresh?.perSecond)}`);
+      show('gateway, a connection per session (fleet ssh-proxy: a process and one handshake each)', fresh);
+      const freshJ = await opens(jumped, []);
+      show('gateway, a connection per session (ssh -J: two handshakes each)', freshJ);
+      log(
+        `  ROW opens (new connections): gateway / sshd = ${ratioTo(fresh.perSecond, directFresh?.perSecond)}; ssh -J / sshd = ${ratioTo(freshJ.perSecond, directFresh?.perSecond)}`,
+      );
     }
 
     if (runs('client')) {

@@ -50,6 +50,14 @@ export function program(run: (work: Promise<number | void>) => void): Command {
     .action(() => run(withClient(import('./commands/ssh-config.js'), (m, c) => m.sshConfigCommand(c))));
 
   cli
+    .command('ssh-proxy')
+    .argument('<gateway-host>')
+    .argument('<gateway-port>')
+    .argument('<host>', '<device>.<broker host>, as ssh names it (%h)')
+    .description("The ProxyCommand of fleet ssh-config's block: one connection to the SSH gateway, bound to the device <host> names")
+    .action((gw: string, port: string, host: string) => run(import('./commands/ssh-proxy.js').then((m) => m.sshProxyCommand(gw, port, host))));
+
+  cli
     .command('logout')
     .description('Revoke the stored sign-in and forget it')
     .action(() => run(import('./commands/login.js').then((m) => m.logout())));

@@ -3,7 +3,8 @@
  * machinery (RemoteSessions.authorizeAndOpen, then adopt) as the WebSocket and qbee entry points
  * do: a shell or a command is a console as the login user, the sftp subsystem a set of copy
  * sessions (sftp.ts), a forwarding a tunnel, and `ssh -J`'s hop to `<device>.<fleet host>:22` an
- * inner SSH connection bound to that device. Each is decided, audited (source `ssh`), recorded and
+ * inner SSH connection bound to that device. A connection whose preamble named a device host is
+ * bound to that device here (bind), as the inner connection is. Each is decided, audited (source `ssh`), recorded and
  * re-checked like any other; what is refused before a device is asked is audited here.
  */
 import ssh2, { type Connection, type ServerChannel, type Session, type TcpipInfo } from 'ssh2';
@@ -56,8 +57,31 @@ export class SshChannels {
     private readonly inner: InnerConnections,
   ) {}
 
+  /**
+   * A signed-in connection whose preamble named a host: bound to the device its first label names,
+   * found as -J's hop finds it (the same lookup among the devices the user may reach); else refused
+   * and audited as -J's hop is, and the connection opens nothing (not even as the gateway's own).
+   */
+  async bind(conn: SshConnection): Promise<void> {
+    const host = conn.target;
+    if (host === undefined || conn.deviceId) return;
+    const label = host.split('.')[0];
+    const deviceId = await this.device((conn.caller as Caller).principal, label);
+    if (deviceId) conn.deviceId = deviceId;
+    else {
+      conn.unreachable = `no device named ${label} that you may reach`;
+      await this.refuseAttempt(conn, 'tunnel', { host: host.slice(0, 300), port: 22 }, conn.unreachable);
+    }
+  }
+
+  /** The device a host's first label names: its id, or the name of one device the user may reach. */
+  private device(principal: Principal, label: string): Promise<string | undefined> {
+    return DEVICE_ID.test(label) ? Promise.resolve(label) : this.deps.findDevice(principal, label);
+  }
+
   /** Answers the connection's channel requests: sessions, forwardings, and refuses -R. */
   serve(conn: SshConnection, client: Connection): void {
+    if (conn.target !== undefined && !conn.deviceId) return this.serveNothing(conn, client, conn.unreachable ?? 'no device named');
     client.on('session', (accept, reject) => this.session(conn, accept, reject));
     client.on('tcpip', (accept, reject, info) => void this.forward(conn, accept, reject, info));
     client.on('request', (_accept, reject, name) => {
@@ -65,6 +89,20 @@ export class SshChannels {
       reject?.();
       if (name === 'tcpip-forward' || name === 'streamlocal-forward@openssh.com') void this.refuseRemoteForward(conn, name);
     });
+  }
+
+  /** A connection bound to no device (its refusal audited at bind): each session says why, nothing else opens. */
+  private serveNothing(conn: SshConnection, client: Connection, why: string): void {
+    client.on('session', (accept, reject) => {
+      if (conn.channels >= SSH_MAX_CHANNELS) return reject();
+      const session = accept();
+      this.takeChannel(conn, session as unknown as { once(event: 'close', fn: () => void): unknown });
+      for (const name of ['pty', 'window-change']) session.on(name, (ok: (() => void) | undefined) => ok?.());
+      for (const name of ['shell', 'exec', 'subsystem']) session.on(name, (ok: () => ServerChannel) => failStream(ok(), why));
+      for (const name of ['sftp', 'auth-agent', 'x11', 'env']) session.on(name, (_ok: unknown, no: (() => void) | undefined) => no?.());
+    });
+    client.on('tcpip', (_accept, reject) => reject());
+    client.on('request', (_accept, reject) => reject?.());
   }
 
   /** An attempt the gateway refuses before any device is asked, audited as denied. */
@@ -138,7 +176,7 @@ export class SshChannels {
       started = true;
       if (!conn.deviceId) {
         no();
-        void this.refuseAttempt(conn, 'copy', { subsystem: 'sftp' }, 'no device named: connect through the gateway with ssh -J');
+        void this.refuseAttempt(conn, 'copy', { subsystem: 'sftp' }, 'no device named: connect to <device>.<fleet host> (fleet ssh-config)');
         return;
       }
       const caller = conn.caller as Caller;
@@ -172,10 +210,10 @@ export class SshChannels {
   ): Promise<SshRelay | undefined> {
     const caller = conn.caller as Caller;
     if (!conn.deviceId) {
-      await this.refuseAttempt(conn, 'console', { login: conn.login.slice(0, 64) }, 'no device named: connect through the gateway with ssh -J');
+      await this.refuseAttempt(conn, 'console', { login: conn.login.slice(0, 64) }, 'no device named: connect to <device>.<fleet host> (fleet ssh-config)');
       failStream(
         stream,
-        'This is the fleet SSH gateway: reach a device with ssh -J <gateway> <login>@<device>.<fleet host> (fleet ssh-config writes this for you).',
+        'This is the fleet SSH gateway: reach a device with ssh <login>@<device>.<fleet host> (fleet ssh-config writes the set-up), or ssh -J <gateway> <login>@<device>.<fleet host>.',
       );
       return undefined;
     }
@@ -229,7 +267,7 @@ export class SshChannels {
     let dst = host;
     if (!deviceId) {
       const label = host.split('.')[0];
-      deviceId = DEVICE_ID.test(label) ? label : await this.deps.findDevice(caller.principal, label);
+      deviceId = await this.device(caller.principal, label);
       if (!deviceId) {
         await this.refuseAttempt(conn, 'tunnel', target, `no device named ${label} that you may reach`);
         return reject();

@@ -1,7 +1,7 @@
 /**
  * The SSH gateway's listener (SSH_PORT): TCP connections counted against the pre-auth bounds from
- * their first byte, handed to ssh2, signed in (sign-in.ts), bounded per user, and their channels
- * served (channels.ts).
+ * their first byte, their preamble read (`fleet ssh-proxy`'s device name, shared/ssh-config.ts),
+ * handed to ssh2, signed in (sign-in.ts), bounded per user, and their channels served (channels.ts).
  */
 import net, { type AddressInfo } from 'node:net';
 import type { Logger } from 'pino';
@@ -14,6 +14,7 @@ import type { RemoteSessions } from '../remote/sessions.js';
 import type { SshAuthority } from './authority.js';
 import { SshChannels } from './channels.js';
 import type { SshKeys } from './keys.js';
+import { readSshPreamble } from '../../shared/ssh-config.js';
 import { SshSignIn, type SshConnection } from './sign-in.js';
 
 // ssh2 is CommonJS: under Node's own ESM loader (tsx, the built broker) only its default export is there.
@@ -49,14 +50,16 @@ export interface SshGatewayDeps {
  * `fleet login` (or a registered key, when SSH_USER_KEYS is on), then each channel maps onto the broker's remote-access machinery exactly as the
  * WebSocket and qbee entry points do (RemoteSessions.authorizeAndOpen, then adopt): a shell or a
  * command is a console as the login user, a forwarding is a tunnel, each decided, audited (source
- * `ssh`), recorded and re-checked like any other. The device is named by the host of `ssh -J`'s
- * forwarding (`<device>.<fleet host>:22`): the gateway answers that forwarding with an inner SSH
- * connection of its own, bound to that device, so no sshd runs on the device.
+ * `ssh`), recorded and re-checked like any other. The device is named by the preamble `fleet
+ * ssh-proxy` sends before the SSH version line: the connection is bound to that device once signed
+ * in. Without one, the connection is the gateway's own, and the host of `ssh -J`'s forwarding
+ * (`<device>.<fleet host>:22`) names the device: the gateway answers that forwarding with an inner
+ * SSH connection of its own, bound to that device. No sshd runs on the device.
  */
 export class SshGateway {
   private server?: net.Server;
-  /** TCP connections handed to ssh2, until it tells of them: what ends their pre-auth count. */
-  private readonly waiting = new Map<string, () => void>();
+  /** TCP connections handed to ssh2, until it tells of them: what ends their pre-auth count, and the host their preamble named. */
+  private readonly waiting = new Map<string, { release: () => void; host?: string }>();
   private readonly log: Logger;
   private preauth = 0;
   private readonly preauthPerAddress = new Map<string, number>();
@@ -68,7 +71,7 @@ export class SshGateway {
 
   constructor(private readonly deps: SshGatewayDeps) {
     this.log = deps.logger.child({ module: 'ssh' });
-    this.signIn = new SshSignIn(deps, this.log);
+    this.signIn = new SshSignIn(deps, this.log, (conn) => this.channels.bind(conn));
     this.channels = new SshChannels(deps, this.log, {
       admit: (ip, close) => this.admit(ip, close),
       accept: (client, ip, release, deviceId) => this.accept(client, ip, release, deviceId),
@@ -80,9 +83,9 @@ export class SshGateway {
     const ssh = new Server({ hostKeys: [this.deps.authority.hostKeyFile], ident: 'fleet' });
     ssh.on('connection', (client: Connection, info: { ip: string; port: number }) => {
       const key = `${info.ip}:${info.port}`;
-      const release = this.waiting.get(key);
+      const waiting = this.waiting.get(key);
       this.waiting.delete(key);
-      if (release) this.accept(client, info.ip, release);
+      if (waiting) this.accept(client, info.ip, waiting.release, undefined, waiting.host);
       else client.end();
     });
     ssh.on('error', (err: Error) => this.log.warn({ err: err.message }, 'ssh server error'));
@@ -94,12 +97,16 @@ export class SshGateway {
       const release = this.admit(raw.replace(/^::ffff:/, ''), () => socket.destroy());
       if (!release) return void socket.destroy();
       const key = `${raw}:${socket.remotePort}`;
-      this.waiting.set(key, release);
+      const waiting: { release: () => void; host?: string } = { release };
+      this.waiting.set(key, waiting);
       socket.once('close', () => {
         this.waiting.delete(key);
         release();
       });
-      ssh.injectSocket(socket);
+      this.preamble(socket, (host) => {
+        if (host) waiting.host = host;
+        ssh.injectSocket(socket);
+      });
     });
     await new Promise<void>((resolve, reject) => {
       server.once('error', reject);
@@ -118,6 +125,31 @@ export class SshGateway {
     this.signIn.stop();
     for (const client of this.connections) client.end();
     await new Promise<void>((resolve) => server.close(() => resolve()));
+  }
+
+  /**
+   * Reads what a connection sends first, before ssh2 sees it: an SSH version line goes to ssh2 as
+   * is (ssh -J, any plain client), a preamble names the device host, anything else closes the
+   * connection. What is held meanwhile is at most SSH_PREAMBLE_MAX bytes and one read; the time it
+   * takes counts against the pre-auth bounds (the connection was admitted at accept).
+   */
+  private preamble(socket: net.Socket, done: (host: string | undefined) => void): void {
+    let head: Buffer = Buffer.alloc(0);
+    const onData = (chunk: Buffer) => {
+      head = head.length === 0 ? chunk : Buffer.concat([head, chunk]);
+      const read = readSshPreamble(head);
+      if (read.kind === 'more') return;
+      socket.off('data', onData);
+      socket.pause();
+      if (read.kind === 'refused') {
+        this.log.debug({ ip: socket.remoteAddress, reason: read.reason }, 'ssh connection closed before its version line');
+        return void socket.destroy();
+      }
+      const rest = read.kind === 'plain' ? head : read.rest;
+      if (rest.length > 0) socket.unshift(rest);
+      done(read.kind === 'preamble' ? read.host : undefined);
+    };
+    socket.on('data', onData);
   }
 
   /**
@@ -144,10 +176,10 @@ export class SshGateway {
     };
   }
 
-  private accept(client: Connection, rawIp: string, leavePreauth: () => void, deviceId?: string): void {
+  private accept(client: Connection, rawIp: string, leavePreauth: () => void, deviceId?: string, target?: string): void {
     const ip = (rawIp ?? '').replace(/^::ffff:/, '');
     client.on('error', () => {});
-    const conn: SshConnection = { ip, login: '', channels: 0, client, refusals: [], ...(deviceId ? { deviceId } : {}) };
+    const conn: SshConnection = { ip, login: '', channels: 0, client, refusals: [], ...(deviceId ? { deviceId } : {}), ...(target ? { target } : {}) };
     this.connections.add(client);
     client.on('authentication', (ctx) => {
       this.signIn.authenticate(conn, ctx).catch((err: unknown) => {

@@ -23,11 +23,17 @@ import { parsedKey, type SshKeys } from './keys.js';
 export const SSH_AUTH_FAILURES_PER_ADDRESS = 20;
 const SSH_AUTH_WINDOW_MS = 10 * 60_000;
 
-/** One SSH connection: who signed in, and for inner connections (through -J) the device. */
+/**
+ * One SSH connection: who signed in, and the device it is bound to: an inner connection's (through
+ * -J), or the one its preamble's host names (`target`) once signed in; `unreachable` says why that
+ * host names no device the user may reach (the connection then opens nothing).
+ */
 export interface SshConnection {
   ip: string;
   login: string;
   deviceId?: string;
+  target?: string;
+  unreachable?: string;
   caller?: Caller;
   /** a sign-in with a registered key: that key, and the sign-in session opened for the connection */
   keyLogin?: { keyId: string; sessionId: string };
@@ -57,9 +63,11 @@ export class SshSignIn {
   private readonly live = new Set<SshConnection>();
   private timer?: NodeJS.Timeout;
 
+  /** `bind` runs once a connection has signed in, before it is told so: it binds the connection to its preamble's device. */
   constructor(
     private readonly deps: SshSignInDeps,
     private readonly log: Logger,
+    private readonly bind: (conn: SshConnection) => Promise<void> = async () => {},
   ) {}
 
   tooManyFailures(ip: string): boolean {
@@ -126,6 +134,7 @@ export class SshSignIn {
     }
     conn.caller = { principal: caller.principal, token: caller.token, source: 'ssh', ip: conn.ip };
     this.watch(conn);
+    await this.bind(conn);
     ctx.accept();
   }
 
@@ -163,6 +172,7 @@ export class SshSignIn {
     conn.caller = { principal: caller.principal, token: caller.token, source: 'ssh', ip: conn.ip };
     conn.keyLogin = { keyId: registered.key_id, sessionId: session.sessionId };
     this.watch(conn);
+    await this.bind(conn);
     ctx.accept();
   }
 
@@ -232,7 +242,7 @@ export class SshSignIn {
       principal: conn.refusedAs,
       deviceId: conn.deviceId ?? '',
       action: 'connect',
-      options: { login: conn.login.slice(0, 64) },
+      options: { login: conn.login.slice(0, 64), ...(conn.target ? { host: conn.target } : {}) },
       reason: `sign-in refused: ${conn.refusals.join('; ')}`,
       ip: conn.ip,
       source: 'ssh',

@@ -9,6 +9,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { dropSchema } from '../../broker/db/database.js';
+import { withFleetOnPath } from '../support/fleet-path.js';
 import { ensureKeyPair, saveCertificate, sshConfigBlock, sshFiles, type IssuedCertificate } from '../../cli/ssh.js';
 import { eventually, startAgent, type TestAgent } from '../support/agent.js';
 import { PG_URL, startTestBroker, type TestBroker } from '../support/broker.js';
@@ -42,7 +43,7 @@ afterAll(async () => {
 
 describe('SSH gateway across brokers', () => {
   it("a certificate from broker A opens a console through broker B's gateway on the device connected to A", async () => {
-    const env = { ...process.env, HOME: work, XDG_CONFIG_HOME: path.join(work, '.config') };
+    const env = await withFleetOnPath({ ...process.env, HOME: work, XDG_CONFIG_HOME: path.join(work, '.config') });
     const issued = await a.api<IssuedCertificate>('POST', '/api/v2/ssh/certificate', { token: a.adminToken, body: { public_key: ensureKeyPair('lab', env) } });
     expect(issued.status).toBe(200);
     const portB = b.broker.services.ssh.gateway.port as number;
@@ -62,7 +63,7 @@ describe('SSH gateway across brokers', () => {
       child.on('close', (code) => resolve({ code, stdout, stderr }));
     });
     expect(run.stderr).not.toMatch(/Host key verification failed/);
-    expect(run.stdout).toBe('across-42\n');
+    expect(run.stdout, run.stderr).toBe('across-42\n');
     expect(run.code).toBe(0);
     const audit = await a.api('GET', `/api/v2/commitlist?device_id=${device}&event=remote.console.start`, { token: a.adminToken });
     expect(audit.body.items[0]).toMatchObject({ source: 'ssh', result: 'allowed' });

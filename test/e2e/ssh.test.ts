@@ -18,6 +18,7 @@ import { MAX_LIST_ENTRIES } from '../../shared/protocol.js';
 import { echoServer, eventually, startEnrolledAgent, type TestAgent } from '../support/agent.js';
 import { ADMIN, startTestBroker, type TestBroker } from '../support/broker.js';
 import { connectRemote } from '../support/remote-ws.js';
+import { withFleetOnPath } from '../support/fleet-path.js';
 
 const FLEET = path.join(path.dirname(fileURLToPath(import.meta.url)), '..', '..', 'bin', 'fleet.js');
 
@@ -43,7 +44,7 @@ interface SshUser {
 
 async function sshUser(token: string, name: string): Promise<SshUser> {
   const home = fs.mkdtempSync(path.join(work, `${name}-`));
-  const env = { ...process.env, HOME: home, XDG_CONFIG_HOME: path.join(home, '.config') };
+  const env = await withFleetOnPath({ ...process.env, HOME: home, XDG_CONFIG_HOME: path.join(home, '.config') });
   const publicKey = ensureKeyPair('lab', env);
   const r = await t.api<IssuedCertificate>('POST', '/api/v2/ssh/certificate', { token, body: { public_key: publicKey } });
   expect(r.status).toBe(200);
@@ -92,7 +93,7 @@ describe('SSH gateway with the OpenSSH client', () => {
   it('fleet login writes the key and certificate, fleet ssh-config the block: ssh root@<device name>.<host> works as is', async () => {
     const home = fs.mkdtempSync(path.join(work, 'cli-'));
     const { FLEET_URL: _u, FLEET_TOKEN: _t, ...rest } = process.env;
-    const env: NodeJS.ProcessEnv = { ...rest, HOME: home, XDG_CONFIG_HOME: path.join(home, '.config') };
+    const env: NodeJS.ProcessEnv = await withFleetOnPath({ ...rest, HOME: home, XDG_CONFIG_HOME: path.join(home, '.config') });
     const fleet = (args: string[], input = '') =>
       new Promise<Run>((resolve) => {
         const child = spawn(process.execPath, [FLEET, ...args], { env });
@@ -784,6 +785,8 @@ describe('SSH gateway with the OpenSSH client', () => {
       for (let i = 0; i < SSH_PREAUTH_PER_ADDRESS; i++) {
         const s = net.connect(port, '127.0.0.1');
         s.on('error', () => {});
+        // The gateway reads a client's first bytes (a version line or a preamble) before it answers.
+        s.write('SSH-2.0-idle\r\n');
         await new Promise<void>((resolve) => s.once('data', () => resolve()));
         idle.push(s);
       }
