@@ -121,7 +121,15 @@ function cpuTimes(agentPid: number | undefined): { broker: number; agent: number
     const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
     const ms = ((Number(fields[11]) + Number(fields[12])) * 1000) / 100; // utime + stime, in clock ticks of 10 ms
     const children = fs.readFileSync(`/proc/${pid}/task/${pid}/children`, 'utf8').trim();
-    return ms + (children ? children.split(' ').reduce((sum, child) => sum + treeMs(Number(child)), 0) : 0);
+    return ms + (children ? children.split(' ').reduce((sum, child) => sum + childMs(Number(child)), 0) : 0);
+  };
+  // A child may end between the listing and the read (a console's shell): it is left out, not NaN.
+  const childMs = (pid: number): number => {
+    try {
+      return treeMs(pid);
+    } catch {
+      return 0;
+    }
   };
   let agent = Number.NaN;
   try {

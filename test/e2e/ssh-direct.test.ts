@@ -14,7 +14,7 @@ import { SSH_PREAUTH_PER_ADDRESS } from '../../broker/ssh/gateway.js';
 import { SSH_PREAMBLE_MAX, SSH_PREAMBLE_WORD, gatewayAlias } from '../../shared/ssh-config.js';
 import { echoServer, eventually, startEnrolledAgent, type TestAgent } from '../support/agent.js';
 import { startTestBroker, type TestBroker } from '../support/broker.js';
-import { runSsh, sshUser, type SshUser } from '../support/ssh-client.js';
+import { echoThroughForward, runSsh, sshUser, type SshUser } from '../support/ssh-client.js';
 
 let t: TestBroker;
 let agent: TestAgent;
@@ -116,25 +116,7 @@ describe('one SSH connection to the device through fleet ssh-proxy', () => {
       { env: admin.env },
     );
     try {
-      const echoed = await eventually(
-        () =>
-          new Promise<string | undefined>((resolve) => {
-            const socket = net.connect(local, '127.0.0.1');
-            let got = '';
-            socket.on('data', (d) => {
-              got += d;
-              if (got.includes('ping-direct')) {
-                socket.end();
-                resolve(got);
-              }
-            });
-            socket.on('error', () => resolve(undefined));
-            socket.on('close', () => resolve(undefined));
-            socket.write('ping-direct');
-          }),
-        30_000,
-        'the forwarded port',
-      );
+      const echoed = await eventually(() => echoThroughForward(local, 'ping-direct'), 30_000, 'the forwarded port');
       expect(echoed).toBe('ping-direct');
     } finally {
       child.kill();

@@ -11,7 +11,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { ensureKeyPair, saveCertificate, sshConfigBlock, sshFiles, type IssuedCertificate } from '../../cli/ssh.js';
+import { sshFiles } from '../../cli/ssh.js';
 import { openSshPrivateKey, publicKeyLine } from '../../shared/ssh-keys.js';
 import { SSH_MAX_CHANNELS } from '../../broker/ssh/gateway.js';
 import { MAX_LIST_ENTRIES } from '../../shared/protocol.js';
@@ -19,6 +19,7 @@ import { echoServer, eventually, startEnrolledAgent, type TestAgent } from '../s
 import { ADMIN, startTestBroker, type TestBroker } from '../support/broker.js';
 import { connectRemote } from '../support/remote-ws.js';
 import { withFleetOnPath } from '../support/fleet-path.js';
+import { echoThroughForward, runSsh, sshUser as makeSshUser, type Run, type SshUser as ClientUser } from '../support/ssh-client.js';
 
 const FLEET = path.join(path.dirname(fileURLToPath(import.meta.url)), '..', '..', 'bin', 'fleet.js');
 
@@ -29,40 +30,14 @@ let work: string;
 let echo: net.Server;
 let echoPort: number;
 
-interface Run {
-  code: number | null;
-  stdout: string;
-  stderr: string;
-}
-
-/** A user's client set-up: its own config dir (key, certificate, known_hosts) and ssh config file. */
-interface SshUser {
-  env: NodeJS.ProcessEnv;
-  config: string;
-  token: string;
-}
+/** A user's client set-up (the support's), and the token it was made with. */
+type SshUser = ClientUser & { token: string };
 
 async function sshUser(token: string, name: string): Promise<SshUser> {
-  const home = fs.mkdtempSync(path.join(work, `${name}-`));
-  const env = await withFleetOnPath({ ...process.env, HOME: home, XDG_CONFIG_HOME: path.join(home, '.config') });
-  const publicKey = ensureKeyPair('lab', env);
-  const r = await t.api<IssuedCertificate>('POST', '/api/v2/ssh/certificate', { token, body: { public_key: publicKey } });
-  expect(r.status).toBe(200);
-  saveCertificate('lab', t.url, r.body, env);
-  const config = path.join(home, 'ssh_config');
-  fs.writeFileSync(config, sshConfigBlock('lab', t.url, r.body.ssh_port, env));
-  return { env, config, token };
+  return { ...(await makeSshUser(t, work, token, name)), token };
 }
 
-function ssh(user: SshUser, args: string[], input = ''): Promise<Run> {
-  const child = spawn('ssh', ['-F', user.config, '-o', 'BatchMode=yes', '-o', 'ConnectTimeout=20', ...args], { env: user.env });
-  let stdout = '';
-  let stderr = '';
-  child.stdout.on('data', (d) => (stdout += d));
-  child.stderr.on('data', (d) => (stderr += d));
-  child.stdin.end(input);
-  return new Promise((resolve) => child.on('close', (code) => resolve({ code, stdout, stderr })));
-}
+const ssh = (user: Pick<SshUser, 'env' | 'config'>, args: string[], input = ''): Promise<Run> => runSsh('ssh', user, args, input);
 
 async function audit(query: string): Promise<any[]> {
   const r = await t.api('GET', `/api/v2/commitlist?${query}`, { token: t.adminToken });
@@ -115,7 +90,7 @@ describe('SSH gateway with the OpenSSH client', () => {
     const file = path.join(home, 'ssh_config');
     fs.writeFileSync(file, config.stdout);
     const row = await t.broker.services.store.db.selectFrom('nodes').select('title').where('node_id', '=', device).executeTakeFirstOrThrow();
-    const run = await ssh({ env, config: file, token: '' }, [`root@${row.title}.127.0.0.1`, 'echo by-name']);
+    const run = await ssh({ env, config: file }, [`root@${row.title}.127.0.0.1`, 'echo by-name']);
     expect(run.stderr).not.toMatch(/Host key verification failed|authenticity/);
     expect(run.stdout).toBe('by-name\n');
   });
@@ -181,25 +156,7 @@ describe('SSH gateway with the OpenSSH client', () => {
       { env: admin.env },
     );
     try {
-      const echoed = await eventually(
-        () =>
-          new Promise<string | undefined>((resolve) => {
-            const socket = net.connect(local, '127.0.0.1');
-            let got = '';
-            socket.on('data', (d) => {
-              got += d;
-              if (got.includes('ping-through')) {
-                socket.end();
-                resolve(got);
-              }
-            });
-            socket.on('error', () => resolve(undefined));
-            socket.on('close', () => resolve(undefined));
-            socket.write('ping-through');
-          }),
-        20_000,
-        'the forwarded port',
-      );
+      const echoed = await eventually(() => echoThroughForward(local, 'ping-through'), 20_000, 'the forwarded port');
       expect(echoed).toContain('ping-through');
     } finally {
       child.kill();

@@ -5,6 +5,7 @@
  */
 import { spawn } from 'node:child_process';
 import fs from 'node:fs';
+import net from 'node:net';
 import path from 'node:path';
 import { ensureKeyPair, saveCertificate, sshConfigBlock, type IssuedCertificate } from '../../cli/ssh.js';
 import { withFleetOnPath } from './fleet-path.js';
@@ -36,7 +37,7 @@ export async function sshUser(t: TestBroker, work: string, token: string, name: 
 }
 
 /** `command` (ssh, scp, sftp) with the user's config, in batch mode, to its end. */
-export function runSsh(command: 'ssh' | 'scp' | 'sftp', user: SshUser, args: string[], input: string | Buffer = ''): Promise<Run> {
+export function runSsh(command: 'ssh' | 'scp' | 'sftp', user: Pick<SshUser, 'env' | 'config'>, args: string[], input: string | Buffer = ''): Promise<Run> {
   const child = spawn(command, ['-F', user.config, '-o', 'BatchMode=yes', '-o', 'ConnectTimeout=30', ...args], { env: user.env });
   let stdout = '';
   let stderr = '';
@@ -44,4 +45,26 @@ export function runSsh(command: 'ssh' | 'scp' | 'sftp', user: SshUser, args: str
   child.stderr.on('data', (d) => (stderr += d));
   child.stdin.end(input);
   return new Promise((resolve) => child.on('close', (code) => resolve({ code, stdout, stderr })));
+}
+
+/**
+ * Sends `word` to the local end of a forwarding (`ssh -L <local>:…` to an echo server) once it
+ * listens; resolves with what came back (or undefined while the forwarding is not up yet), for
+ * `eventually` to retry.
+ */
+export function echoThroughForward(local: number, word: string): Promise<string | undefined> {
+  return new Promise<string | undefined>((resolve) => {
+    const socket = net.connect(local, '127.0.0.1');
+    let got = '';
+    socket.on('data', (d) => {
+      got += d;
+      if (got.includes(word)) {
+        socket.end();
+        resolve(got);
+      }
+    });
+    socket.on('error', () => resolve(undefined));
+    socket.on('close', () => resolve(undefined));
+    socket.write(word);
+  });
 }
