@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { z } from 'zod';
-import { escapeForTerminal, multiLine, singleLine } from './text.js';
+import { escapeForTerminal, hasLoneSurrogate, multiLine, replaceLoneSurrogates, singleLine } from './text.js';
 
 describe('shared text rules', () => {
   it('refuses C0, DEL and C1 control characters in one-line names', () => {
@@ -37,5 +37,18 @@ describe('shared text rules', () => {
     expect(escapeForTerminal('evil\u202egnp.exe')).toBe('evil\\u202egnp.exe');
     expect(escapeForTerminal('alm\u061c')).toBe('alm\\u061c');
     expect(escapeForTerminal('Gerät Ünïcode ✓')).toBe('Gerät Ünïcode ✓');
+  });
+
+  it('finds and replaces lone UTF-16 surrogates, leaving pairs whole, the same on every call', () => {
+    for (const lone of ['\ud800', 'a\udfffb', '\udc00\ud83d']) {
+      // Twice: a pattern's state from one call never changes the next answer.
+      expect(hasLoneSurrogate(lone), JSON.stringify(lone)).toBe(true);
+      expect(hasLoneSurrogate(lone), JSON.stringify(lone)).toBe(true);
+    }
+    expect(hasLoneSurrogate('emoji 😀 Gerät')).toBe(false);
+    expect(replaceLoneSurrogates('a\ud800b\udc00c')).toBe('a\ufffdb\ufffdc');
+    expect(replaceLoneSurrogates('\udc00\ud83d😀')).toBe('\ufffd\ufffd😀');
+    expect(replaceLoneSurrogates('😀 ok')).toBe('😀 ok');
+    expect(Buffer.from(replaceLoneSurrogates('x\ud800')).toString()).toBe('x\ufffd'); // what UTF-8 keeps
   });
 });

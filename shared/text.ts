@@ -40,6 +40,23 @@ export function multiLine(schema: z.ZodString = z.string()): z.ZodString {
   return schema.refine(isMultiLine, NO_CONTROL_MULTILINE_MESSAGE);
 }
 
+/** A UTF-16 surrogate that is not half of a pair (with the `u` flag a pair is one code point, which this does not match). */
+const LONE_SURROGATE = /\p{Cs}/u;
+const LONE_SURROGATES = new RegExp(LONE_SURROGATE.source, 'gu');
+
+/**
+ * True when `text` holds a lone UTF-16 surrogate (JSON's `\ud800` escape makes one): UTF-8 cannot
+ * hold it, so it is not text that can be stored or sent as it is.
+ */
+export function hasLoneSurrogate(text: string): boolean {
+  return LONE_SURROGATE.test(text);
+}
+
+/** `text` as UTF-8 keeps it: every lone UTF-16 surrogate becomes U+FFFD, pairs stay. */
+export function replaceLoneSurrogates(text: string): string {
+  return text.replace(LONE_SURROGATES, '\ufffd');
+}
+
 // Control characters, and the bidirectional overrides and isolates that reorder what a terminal shows.
 const UNSAFE_ON_TERMINAL = /[\u0000-\u001f\u007f-\u009f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]/g;
 

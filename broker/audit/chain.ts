@@ -1,5 +1,6 @@
 import crypto from 'node:crypto';
 import { canonicalJson } from '../../shared/canonical-json.js';
+import { replaceLoneSurrogates } from '../../shared/text.js';
 
 export { canonicalJson };
 
@@ -35,7 +36,7 @@ export type HashedEntry = { [K in (typeof HASHED_COLUMNS)[number]]: unknown };
  * stored form makes the sha computed when an entry is written the one `verify` computes from the row.
  */
 export function asStored(text: string): string {
-  return text.replace(/\p{Cs}/gu, '\ufffd');
+  return replaceLoneSurrogates(text);
 }
 
 /**

@@ -1,8 +1,6 @@
 import type { NextFunction, Request, Response } from 'express';
+import { hasLoneSurrogate, replaceLoneSurrogates } from '../../shared/text.js';
 import { badRequest } from './errors.js';
-
-/** A surrogate that is not half of a pair (with the `u` flag a pair is one code point, which this does not match). */
-export const LONE_SURROGATE = /\p{Cs}/u;
 
 /** Depth walked at most: express.json's 1 MB bound keeps bodies small, this keeps the walk's stack so too. */
 const MAX_DEPTH = 64;
@@ -13,10 +11,10 @@ const MAX_DEPTH = 64;
  * databases would store U+FFFD in its place and what was checked or hashed would not be what is kept.
  */
 export function loneSurrogateAt(value: unknown, path: string[] = []): string | undefined {
-  if (typeof value === 'string') return LONE_SURROGATE.test(value) ? path.join('.') || 'body' : undefined;
+  if (typeof value === 'string') return hasLoneSurrogate(value) ? path.join('.') || 'body' : undefined;
   if (value === null || typeof value !== 'object' || path.length >= MAX_DEPTH) return undefined;
   for (const [key, child] of Object.entries(value)) {
-    if (LONE_SURROGATE.test(key)) return [...path, key.replace(/\p{Cs}/gu, '\ufffd')].join('.');
+    if (hasLoneSurrogate(key)) return [...path, replaceLoneSurrogates(key)].join('.');
     const found = loneSurrogateAt(child, [...path, key]);
     if (found !== undefined) return found;
   }

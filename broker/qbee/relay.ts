@@ -60,8 +60,6 @@ export class StreamRelay implements LiveRelay {
         }
       }
     });
-    const { recorder } = options;
-    if (recorder) channel.on('data', (chunk: Buffer) => recorder.output(chunk));
     const acceptsInput = !(options.kind === 'copy' && options.direction === 'download');
     if (options.datagramPort !== undefined) this.relayDatagrams(options.datagramPort);
     else if (acceptsInput) {
@@ -73,6 +71,9 @@ export class StreamRelay implements LiveRelay {
       stream.resume();
       channel.end();
     }
+    // Listened to after the pipe: an echo is written to the stream before the recording takes it.
+    const { recorder } = options;
+    if (recorder) channel.on('data', (chunk: Buffer) => recorder.output(chunk));
     stream.on('end', () => {
       this.reason ??= 'closed by the client';
       // An upload's end is the end of the archive: the agent answers, and the channel ends itself.

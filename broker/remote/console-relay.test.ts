@@ -1,9 +1,13 @@
 import { EventEmitter } from 'node:events';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
 import { describe, expect, it } from 'vitest';
 import type WebSocket from 'ws';
 import type { Channel } from '../../shared/mux.js';
-import { CONSOLE_HISTORY_BYTES, ConsoleRelay, OutputHistory, RECORD_BATCH_MS, WATCHER_MAX_UNREAD } from './console-relay.js';
-import { MAX_INVALID_FRAMES } from './relay.js';
+import { CONSOLE_HISTORY_BYTES, ConsoleRelay, OutputHistory, WATCHER_MAX_UNREAD } from './console-relay.js';
+import { ConsoleRecorder, recordingPath } from './recordings.js';
+import { errorFrame, MAX_INVALID_FRAMES, Relay, SessionClose } from './relay.js';
 
 describe('OutputHistory', () => {
   it('keeps everything until full, in order', () => {
@@ -126,7 +130,7 @@ describe('ConsoleRelay', () => {
     expect(channel.controls.at(-1)).toEqual({ type: 'resize', cols: 100, rows: 30 });
   });
 
-  it('sends an echo to its owner before recording it, and records every byte in order in batches, resizes in their place', async () => {
+  it('sends an echo to its owner before recording it, and a resize to the recording in its place', () => {
     const channel = new FakeChannel();
     const events: string[] = [];
     const owner = new FakeSocket();
@@ -137,20 +141,34 @@ describe('ConsoleRelay', () => {
     const relay = new ConsoleRelay(channel as unknown as Channel, { sessionId: 's1', graceMs: 0, size: { cols: 80, rows: 24 }, recorder });
     relay.start(owner as unknown as WebSocket, who);
     channel.emit('data', Buffer.from('a'));
-    // The echo is on the owner's socket; the recording has not been touched on its way.
-    expect(owner.bytes()).toBe('a');
-    expect(events).toEqual([]);
-    channel.emit('data', Buffer.from('b'));
     owner.emit('message', Buffer.from(JSON.stringify({ type: 'resize', cols: 90, rows: 30 })), false);
-    channel.emit('data', Buffer.from('c'));
-    expect(events).toEqual(['o:ab:2', 'r:90x30']);
-    await new Promise((r) => setTimeout(r, RECORD_BATCH_MS * 2));
-    expect(events).toEqual(['o:ab:2', 'r:90x30', 'o:c:3']);
-    // What waits when the console ends is recorded before the relay is done (the recording is closed then).
-    channel.emit('data', Buffer.from('d'));
-    owner.emit('close', 1000);
-    await relay.done;
-    expect(events.at(-1)).toBe('o:d:4');
+    channel.emit('data', Buffer.from('b'));
+    // Each chunk was on the owner's socket when the recording got it.
+    expect(events).toEqual(['o:a:1', 'r:90x30', 'o:b:2']);
+  });
+
+  it('leaves in the recording what was held when the console was aborted', async () => {
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'console-relay-'));
+    try {
+      const sessionId = '55555555-5555-4555-8555-555555555555';
+      const recorder = ConsoleRecorder.open(dir, sessionId, { cols: 80, rows: 24 }, {}, { warn: () => {} });
+      const channel = new FakeChannel();
+      const relay = new ConsoleRelay(channel as unknown as Channel, { sessionId, graceMs: 60_000, size: { cols: 80, rows: 24 }, recorder });
+      relay.start(new FakeSocket() as unknown as WebSocket, who);
+      channel.emit('data', Buffer.from('last output'));
+      relay.abort(errorFrame(503, 'shutting_down', 'bye'), SessionClose.goingAway, 'broker shut down');
+      await relay.done;
+      await recorder.close(); // as RemoteSessions does once the relay is done
+      const events = fs
+        .readFileSync(recordingPath(dir, sessionId)!, 'utf8')
+        .trim()
+        .split('\n')
+        .slice(1)
+        .map((l) => JSON.parse(l));
+      expect(events.map((e) => e[2]).join('')).toBe('last output');
+    } finally {
+      fs.rmSync(dir, { recursive: true, force: true });
+    }
   });
 
   it('ends at once on a deliberate close, and at the end of the grace period otherwise', async () => {
@@ -203,5 +221,22 @@ describe('ConsoleRelay', () => {
     expect(relay.watching).toEqual([]);
     expect(channel.destroyed).toBe(false);
     expect(relay.ending).toBe(false);
+  });
+});
+
+describe('Relay', () => {
+  it("sends a console's output to the user before recording it, even when the socket cannot take it", () => {
+    const channel = new FakeChannel();
+    const ws = new FakeSocket();
+    const events: string[] = [];
+    const recorder = { output: (chunk: Buffer) => events.push(`o:${chunk.toString()}:${ws.bytes().length}`), resize: () => {} };
+    const relay = new Relay(ws as unknown as WebSocket, channel as unknown as Channel, { kind: 'console', info: {}, size: { cols: 80, rows: 24 }, recorder });
+    relay.start();
+    channel.emit('data', Buffer.from('a'));
+    channel.emit('data', Buffer.from('b'));
+    expect(events).toEqual(['o:a:1', 'o:b:2']);
+    ws.readyState = 2; // closing: nothing more is sent, all is still recorded
+    channel.emit('data', Buffer.from('c'));
+    expect(events).toEqual(['o:a:1', 'o:b:2', 'o:c:2']);
   });
 });

@@ -17,9 +17,9 @@ import {
   type RelayEnd,
   type RelayOptions,
 } from './relay.js';
-import { BatchedRecording, OutputHistory } from './output-history.js';
+import { OutputHistory } from './output-history.js';
 
-export { OutputHistory, RECORD_BATCH_MS } from './output-history.js';
+export { OutputHistory } from './output-history.js';
 
 /**
  * The console's recent output, kept for a re-attach or a watcher joining (their screen is drawn
@@ -91,15 +91,12 @@ export class ConsoleRelay {
   private channelClosed = false;
   private graceTimer?: NodeJS.Timeout;
   private ping?: NodeJS.Timeout;
-  /** The session's recording, if any: output reaches it in batches, off a keystroke's path. */
-  private readonly recording?: BatchedRecording;
 
   constructor(
     private readonly channel: Channel,
     private readonly options: ConsoleRelayOptions,
   ) {
     this.done = new Promise((resolve) => (this.resolveDone = resolve));
-    if (options.recorder) this.recording = new BatchedRecording(options.recorder);
   }
 
   /** Whether the owner's socket is connected (false while detached). */
@@ -155,7 +152,7 @@ export class ConsoleRelay {
     this.graceTimer = undefined;
     this.attachOwner(ws, who, true);
     this.channel.control({ type: 'resize', cols: size.cols, rows: size.rows });
-    this.recording?.resize(size.cols, size.rows);
+    this.options.recorder?.resize(size.cols, size.rows);
     return true;
   }
 
@@ -298,7 +295,7 @@ export class ConsoleRelay {
     const msg = parsed.frame;
     if (msg.type === 'resize') {
       this.channel.control({ type: 'resize', cols: msg.cols, rows: msg.rows });
-      this.recording?.resize(msg.cols, msg.rows);
+      this.options.recorder?.resize(msg.cols, msg.rows);
     } else if (msg.type === 'ack') {
       link.unacked = Math.max(0, link.unacked - msg.bytes);
       this.updateFlow();
@@ -327,7 +324,7 @@ export class ConsoleRelay {
     const owner = this.owner;
     if (owner) this.sendBytes(owner, chunk);
     else this.unseen += chunk.length;
-    this.recording?.output(chunk);
+    this.options.recorder?.output(chunk);
     this.history.push(chunk);
     for (const w of this.watchers) this.sendBytes(w, chunk);
     this.updateFlow();
@@ -429,7 +426,6 @@ export class ConsoleRelay {
     if (this.owner && !this.owner.closed) return;
     clearInterval(this.ping);
     clearTimeout(this.graceTimer);
-    this.recording?.flush(); // the recording is closed once the relay is done
     this.resolveDone({ bytesIn: this.bytesIn, bytesOut: this.bytesOut, reason: this.reason ?? 'ended', failed: this.failed });
   }
 }

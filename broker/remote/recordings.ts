@@ -13,6 +13,13 @@ import { ensurePrivateDir, PRIVATE_FILE_MODE } from '../data-dir.js';
 
 /** Bytes of events waiting for the disk, at most; beyond this output is dropped (a gap) or the session ends. */
 export const RECORDING_BUFFER_MAX = 1024 * 1024;
+/**
+ * Output is held at most this long (or until RECORD_BATCH_BYTES wait) and recorded as one event,
+ * stamped with the time its first byte came: a keystroke's echo then costs no line of JSON and no
+ * disk write of its own (a write on the thread pool, whose completion woke the broker once more).
+ */
+export const RECORD_BATCH_MS = 20;
+export const RECORD_BATCH_BYTES = 16 * 1024;
 const DAY_MS = 86_400_000;
 const SESSION_ID = /^[0-9a-f-]{36}$/;
 
@@ -26,7 +33,9 @@ export function recordingPath(dataDir: string, sessionId: string): string | unde
 }
 
 /**
- * Writes one session's events behind the session, with at most RECORDING_BUFFER_MAX bytes waiting:
+ * Writes one session's events behind the session, output in batches of RECORD_BATCH_MS or
+ * RECORD_BATCH_BYTES (a resize and `close` record what is held first, so the order is kept), with at
+ * most RECORDING_BUFFER_MAX bytes waiting:
  * a flood faster than the disk never grows memory. When the cap is hit the output is dropped and a
  * marker `[t, "m", "gap: n bytes not recorded"]` says so once the writer caught up, or — when the
  * recording is required — `overflow` is called (the session ends instead of going unrecorded), as
@@ -34,9 +43,16 @@ export function recordingPath(dataDir: string, sessionId: string): string | unde
  */
 export class ConsoleRecorder {
   private readonly stream: fs.WriteStream;
-  private readonly start = Date.now();
+  /** A monotonic clock: a change of the wall clock never makes the events' times go backwards. */
+  private readonly start = performance.now();
   /** Carries a character split across two chunks over to the next one. */
   private readonly decoder = new StringDecoder('utf8');
+  /** Output held for the next event, already decoded: a copy, so the caller may reuse its buffer. */
+  private held: string[] = [];
+  private heldBytes = 0;
+  /** When the first byte held came (seconds into the recording). */
+  private heldSince = 0;
+  private batchTimer?: NodeJS.Timeout;
   private waiting = 0;
   private dropped = 0;
   private closed = false;
@@ -88,21 +104,47 @@ export class ConsoleRecorder {
   }
 
   private get elapsed(): number {
-    return Math.round(Date.now() - this.start) / 1000;
+    return Math.round(performance.now() - this.start) / 1000;
   }
 
-  /** What the device's terminal printed. */
+  /**
+   * What the device's terminal printed. Call it after the output went to the user: nothing here is
+   * on an echo's way, it is held (copied) for the next event.
+   */
   output(chunk: Buffer): void {
-    this.event('o', this.decoder.write(chunk), chunk.length);
+    if (this.closed || this.failed || chunk.length === 0) return;
+    this.hold(this.decoder.write(chunk), chunk.length);
+    if (this.heldBytes >= RECORD_BATCH_BYTES) return this.flush();
+    // Not unref'd: a broker on its way out records what it holds before it exits.
+    this.batchTimer ??= setTimeout(() => this.flush(), RECORD_BATCH_MS);
+  }
+
+  private hold(text: string, bytes: number): void {
+    if (this.heldBytes === 0) this.heldSince = this.elapsed;
+    this.held.push(text);
+    this.heldBytes += bytes;
   }
 
   resize(cols: number, rows: number): void {
-    this.event('r', `${cols}x${rows}`, 0);
+    this.flush();
+    this.event('r', `${cols}x${rows}`, 0, this.elapsed);
   }
 
-  private event(type: 'o' | 'r', data: string, size: number): void {
+  /** Records what is held as one event, at the time its first byte came. */
+  private flush(): void {
+    clearTimeout(this.batchTimer);
+    this.batchTimer = undefined;
+    if (this.heldBytes === 0) return;
+    const data = this.held.length === 1 ? this.held[0] : this.held.join('');
+    const size = this.heldBytes;
+    this.held = [];
+    this.heldBytes = 0;
+    this.event('o', data, size, this.heldSince);
+  }
+
+  private event(type: 'o' | 'r', data: string, size: number, at: number): void {
     if (this.closed || this.failed) return;
-    const line = `${JSON.stringify([this.elapsed, type, data])}\n`;
+    const line = `${JSON.stringify([at, type, data])}\n`;
     if (this.waiting + line.length > RECORDING_BUFFER_MAX) {
       this.dropped += size;
       if (this.required) {
@@ -113,7 +155,8 @@ export class ConsoleRecorder {
       return;
     }
     if (this.dropped > 0) {
-      const gap = `${JSON.stringify([this.elapsed, 'm', `gap: ${this.dropped} bytes not recorded`])}\n`;
+      // Stamped as the event it comes before: the times never go backwards.
+      const gap = `${JSON.stringify([at, 'm', `gap: ${this.dropped} bytes not recorded`])}\n`;
       this.dropped = 0;
       this.write(gap);
     }
@@ -126,8 +169,15 @@ export class ConsoleRecorder {
     this.stream.write(line, () => (this.waiting -= n));
   }
 
-  /** Ends the file once what waits is written. */
+  /** Records what is held, then ends the file once what waits is written. */
   close(): Promise<void> {
+    if (!this.closed && !this.failed) {
+      // A character cut off at the very end is recorded as U+FFFD, as a terminal would show it.
+      const rest = this.decoder.end();
+      if (rest) this.hold(rest, 1);
+      this.flush(); // may end a required recording that overflows
+    }
+    clearTimeout(this.batchTimer);
     if (!this.closed) {
       this.closed = true;
       if (this.dropped > 0) this.stream.write(`${JSON.stringify([this.elapsed, 'm', `gap: ${this.dropped} bytes not recorded`])}\n`);

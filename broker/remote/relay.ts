@@ -254,15 +254,17 @@ export class Relay {
   private toUser(chunk: Buffer): void {
     const n = chunk.length;
     this.bytesOut += n;
-    this.options.recorder?.output(chunk);
-    if (!canSend(this.ws)) return;
-    this.unflushed += n;
-    if (this.isConsole) this.unacked += n;
-    this.ws.send(chunk, { binary: true }, () => {
-      this.unflushed -= n;
+    if (canSend(this.ws)) {
+      this.unflushed += n;
+      if (this.isConsole) this.unacked += n;
+      this.ws.send(chunk, { binary: true }, () => {
+        this.unflushed -= n;
+        this.updateFlow();
+      });
       this.updateFlow();
-    });
-    this.updateFlow();
+    }
+    // After the send: an echo is on its way before the recording takes it.
+    this.options.recorder?.output(chunk);
   }
 
   private updateFlow(): void {

@@ -203,16 +203,16 @@ export class SshRelay implements WatchableRelay {
   private deliver(chunk: Buffer): void {
     const { stream, channel } = this;
     this.output += chunk.length;
-    this.options.recorder?.output(chunk);
     if (this.options.kind === 'console') {
       this.history.push(chunk);
       this.toWatchers(chunk);
     }
-    if (stream.destroyed || stream.writableEnded) return;
-    if (!stream.write(chunk) && !channel.isPaused()) {
+    if (!stream.destroyed && !stream.writableEnded && !stream.write(chunk) && !channel.isPaused()) {
       channel.pause();
       stream.once('drain', () => channel.resume());
     }
+    // After the write: an echo is on its way to the client before the recording takes it.
+    this.options.recorder?.output(chunk);
   }
 
   abort(frame: ErrorFrame, code: number, reason: string): void {
