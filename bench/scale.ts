@@ -16,7 +16,7 @@
  *
  * Timings are printed, never asserted. Targets: ≥ 19,000 agents, ≤ 12 KiB each, storm ≤ 60 s.
  */
-import { spawn, type ChildProcess } from 'node:child_process';
+import { execFile, spawn, type ChildProcess } from 'node:child_process';
 import crypto from 'node:crypto';
 import fs from 'node:fs';
 import net from 'node:net';
@@ -71,6 +71,27 @@ function cpuTicks(pid: number): number {
 
 function openFilesLimit(pid: number): string {
   return /Max open files\s+(\d+|unlimited)\s+(\d+|unlimited)/.exec(fs.readFileSync(`/proc/${pid}/limits`, 'utf8'))?.[1] ?? '?';
+}
+
+/**
+ * The broker's accept queue: connections the kernel completed and the broker has not accepted yet
+ * (`ss`'s Recv-Q of the listening socket), sampled every second; `peak()` the largest seen. Undefined
+ * where `ss` is not installed. A connection waiting there is one no cap of the broker sees.
+ */
+function acceptQueueSampler(port: number): { peak(): number | undefined; stop(): void } {
+  let peak: number | undefined;
+  let busy = false;
+  const timer = setInterval(() => {
+    if (busy) return;
+    busy = true;
+    execFile('ss', ['-Hltn', `sport = :${port}`], (err, out) => {
+      busy = false;
+      if (err) return;
+      const queued = Number(out.trim().split(/\s+/)[1]);
+      if (Number.isInteger(queued)) peak = Math.max(peak ?? 0, queued);
+    });
+  }, 1000);
+  return { peak: () => peak, stop: () => clearInterval(timer) };
 }
 
 /** Machine load, to print beside the figures: the machine may be shared. */
@@ -363,7 +384,7 @@ export async function benchScale(log: Log, part?: string): Promise<void> {
     await sleep(2000);
     const rssBefore = rssBytes(pid);
     log(
-      `broker: pid ${pid}, one node process (${fs
+      `broker: pid ${pid}, port ${port}, one node process (${fs
         .readFileSync(`/proc/${pid}/cmdline`, 'utf8')
         .split('\0')
         .filter(Boolean)
@@ -445,7 +466,9 @@ export async function benchScale(log: Log, part?: string): Promise<void> {
         `  broker stopped in ${down.toFixed(1)} s (SIGTERM to exit, ${count} agents connected; at least ${(stopTicks / TICKS).toFixed(2)} s of CPU) and listening again ${listening.toFixed(1)} s after the restart began (load average ${loadBefore} → ${loadAverage()})`,
       );
       // Wait until every agent has noticed (the stop closes each connection) before counting them back.
+      const acceptQueue = acceptQueueSampler(port);
       const back = await load.waitConnected(count, log, 'storm', since);
+      acceptQueue.stop();
       const stormTicks = cpuTicks(newPid) - startTicks;
       const after = load.total();
       const delta: LoadStats = {
@@ -464,7 +487,8 @@ export async function benchScale(log: Log, part?: string): Promise<void> {
         );
       log(
         `  broker CPU: its start ${(startTicks / TICKS).toFixed(2)} s (in ${startWall.toFixed(1)} s of wall time), then ${(stormTicks / TICKS).toFixed(2)} s until all were back ` +
-          `(${((stormTicks / TICKS / count) * 1000).toFixed(2)} ms per agent, with the heartbeats of those already back)`,
+          `(${((stormTicks / TICKS / count) * 1000).toFixed(2)} ms per agent, with the heartbeats of those already back); ` +
+          `the broker's accept queue held at most ${acceptQueue.peak() ?? '? (no ss)'} connections not yet accepted (sampled each second)`,
       );
       log(
         `target: storm ≤ ${TARGET_STORM_S} s for ${TARGET_AGENTS}: ${back !== undefined && back <= TARGET_STORM_S ? (count >= TARGET_AGENTS ? 'met' : `met at ${count} agents`) : 'missed'}`,

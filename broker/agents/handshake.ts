@@ -135,11 +135,17 @@ export class AgentHandshakes {
       if (received > PRE_AUTH_MAX_BYTES && ws) this.tooMuchBeforeAuth(ws, socket, ip);
     };
     socket.on('data', countPreAuth);
-    this.wss.handleUpgrade(req, socket, head, (upgraded) => {
-      ws = upgraded;
-      this.accept(upgraded, ip, socket, () => socket.off('data', countPreAuth));
-      if (received > PRE_AUTH_MAX_BYTES) this.tooMuchBeforeAuth(upgraded, socket, ip);
-    });
+    // The 101 and the challenge (sent in the callback, which ws calls at once) leave in one write.
+    socket.cork();
+    try {
+      this.wss.handleUpgrade(req, socket, head, (upgraded) => {
+        ws = upgraded;
+        this.accept(upgraded, ip, socket, () => socket.off('data', countPreAuth));
+        if (received > PRE_AUTH_MAX_BYTES) this.tooMuchBeforeAuth(upgraded, socket, ip);
+      });
+    } finally {
+      socket.uncork();
+    }
   }
 
   /** Stops reading what an unauthenticated peer still sends (discarded unparsed) and closes with 1009. */
