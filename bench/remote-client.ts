@@ -3,7 +3,9 @@
  * event loop: `node --import tsx bench/remote-client.ts '<json task>'` prints one JSON line.
  *
  *   sink        a TCP server that counts what it receives and answers the count (8 bytes) at the end
- *   throughput  streams for some seconds through: direct TCP, a broker tunnel, or a local forwarder
+ *   source      a TCP server that sends to each connection until the connection's end, then ends
+ *   throughput  streams for some seconds through: direct TCP, a broker tunnel, or a local forwarder;
+ *               upload (to a sink) or, over TCP, download (from a source)
  *   rtt         keystroke round trips: a local pty, a console through the broker, or OpenSSH (`ssh -tt`)
  *   opens       tunnel sessions opened and closed per second (authorization and audit included), or
  *               bare WebSocket connections opened and closed (the anchor: a `ws` server doing nothing)
@@ -18,7 +20,8 @@ import { RemoteSession } from '../cli/remote.js';
 
 type Task =
   | { mode: 'sink' }
-  | { mode: 'throughput'; via: 'tcp'; port: number; seconds: number; streams: number }
+  | { mode: 'source' }
+  | { mode: 'throughput'; via: 'tcp'; port: number; seconds: number; streams: number; direction?: 'upload' | 'download' }
   | { mode: 'throughput'; via: 'tunnel'; url: string; token: string; device: string; port: number; seconds: number; streams: number }
   | { mode: 'rtt'; via: 'pty'; count: number }
   | { mode: 'rtt'; via: 'console'; url: string; token: string; device: string; count: number }
@@ -49,6 +52,39 @@ function sink(): void {
     socket.on('error', () => {});
   });
   server.listen(0, '127.0.0.1', () => console.log(JSON.stringify({ port: (server.address() as net.AddressInfo).port })));
+}
+
+/** Sends BLOCK to each connection until it half-closes, then ends it: the far end of a download. */
+function source(): void {
+  const server = net.createServer({ allowHalfOpen: true }, (socket) => {
+    let ended = false;
+    const pump = () => {
+      while (!ended) if (!socket.write(BLOCK)) return void socket.once('drain', pump);
+    };
+    socket.on('end', () => {
+      ended = true;
+      socket.end();
+    });
+    socket.on('error', () => socket.destroy());
+    socket.resume();
+    pump();
+  });
+  server.listen(0, '127.0.0.1', () => console.log(JSON.stringify({ port: (server.address() as net.AddressInfo).port })));
+}
+
+/** One TCP stream from a source: read for `seconds`, half-close, count what arrived until the source ends. */
+function tcpDownload(port: number, seconds: number): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const socket = net.connect({ port, host: '127.0.0.1', allowHalfOpen: true });
+    let count = 0;
+    socket.on('error', reject);
+    socket.on('data', (d: Buffer) => (count += d.length));
+    socket.on('end', () => {
+      socket.end();
+      resolve(count);
+    });
+    socket.on('connect', () => setTimeout(() => socket.end(), seconds * 1000));
+  });
 }
 
 /** One TCP stream: write for `seconds`, half-close, read the sink's count. */
@@ -94,7 +130,8 @@ async function tunnelStream(task: Extract<Task, { via: 'tunnel' }>): Promise<num
 
 async function throughput(task: Extract<Task, { mode: 'throughput' }>): Promise<Record<string, number>> {
   const started = process.hrtime.bigint();
-  const one = () => (task.via === 'tcp' ? tcpStream(task.port, task.seconds) : tunnelStream(task));
+  const one = () =>
+    task.via === 'tunnel' ? tunnelStream(task) : task.direction === 'download' ? tcpDownload(task.port, task.seconds) : tcpStream(task.port, task.seconds);
   const counts = await Promise.all(Array.from({ length: task.streams }, one));
   const seconds = Number(process.hrtime.bigint() - started) / 1e9;
   const bytes = counts.reduce((a, b) => a + b, 0);
@@ -229,6 +266,7 @@ async function opens(task: Extract<Task, { mode: 'opens' }>): Promise<Record<str
 async function main(): Promise<void> {
   const task = JSON.parse(process.argv[2] ?? '{}') as Task;
   if (task.mode === 'sink') return sink();
+  if (task.mode === 'source') return source();
   const result = task.mode === 'throughput' ? await throughput(task) : task.mode === 'rtt' ? await rtt(task) : await opens(task);
   console.log(JSON.stringify(result));
   process.exit(0);

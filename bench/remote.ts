@@ -30,8 +30,13 @@ const KEYSTROKES = Number(process.env.BENCH_KEYSTROKES ?? 1000);
  */
 const PROFILE_DIR = process.env.BENCH_CPU_PROF;
 const profileFlags = (role: string): string[] => (PROFILE_DIR ? ['--cpu-prof', `--cpu-prof-dir=${path.resolve(PROFILE_DIR, role)}`] : []);
-/** `npm run bench -- remote latency` runs one part: throughput, latency (round trip and fairness) or opens. */
-const PARTS = ['throughput', 'latency', 'opens'] as const;
+/**
+ * `npm run bench -- remote latency` runs one part: throughput, tunnel (the `ROW tunnel` figures alone,
+ * both directions, BENCH_ROUNDS times), latency (round trip and fairness) or opens.
+ */
+const PARTS = ['throughput', 'tunnel', 'latency', 'opens'] as const;
+const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 1);
+type Direction = 'upload' | 'download';
 type Part = (typeof PARTS)[number];
 
 type Log = (line: string) => void;
@@ -165,8 +170,8 @@ function addedRatio(ours: number, anchor: number): string {
   return (ours / anchor).toFixed(2);
 }
 
-/** `fleet connect` as a user runs it: a local listener in front of the tunnel. */
-async function viaFleetConnect(t: TestBroker, token: string, device: string, sinkPort: number): Promise<{ mbps: number }> {
+/** `fleet connect` as a user runs it: a local listener in front of the tunnel (to a sink, or from a source for a download). */
+async function viaFleetConnect(t: TestBroker, token: string, device: string, sinkPort: number, direction: Direction = 'upload'): Promise<Figures> {
   const port = await freePort();
   const child = spawn(
     process.execPath,
@@ -183,7 +188,7 @@ async function viaFleetConnect(t: TestBroker, token: string, device: string, sin
     await waitForPort(port).catch((err: Error) => {
       throw new Error(`${err.message}${said ? `; it said: ${said.trim()}` : ''}`);
     });
-    return await task({ mode: 'throughput', via: 'tcp', port, seconds: SECONDS, streams: 1 });
+    return await task({ mode: 'throughput', via: 'tcp', port, seconds: SECONDS, streams: 1, direction });
   } finally {
     child.kill('SIGINT');
   }
@@ -291,12 +296,12 @@ export async function startSshd(log: Log): Promise<Sshd | undefined> {
 }
 
 /** `ssh -L` in front of the sink, through the bench's sshd (or any server `args` reaches). */
-export async function viaSsh(sshd: Pick<Sshd, 'args'>, sinkPort: number, log: Log): Promise<{ mbps: number } | undefined> {
+export async function viaSsh(sshd: Pick<Sshd, 'args'>, sinkPort: number, log: Log, direction: Direction = 'upload'): Promise<{ mbps: number } | undefined> {
   const localPort = await freePort();
   const client = spawn('ssh', sshd.args(['-N', '-L', `${localPort}:127.0.0.1:${sinkPort}`, '-o', 'ExitOnForwardFailure=yes']), { stdio: 'ignore' });
   try {
     await waitForPort(localPort);
-    return await task({ mode: 'throughput', via: 'tcp', port: localPort, seconds: SECONDS, streams: 1 });
+    return await task({ mode: 'throughput', via: 'tcp', port: localPort, seconds: SECONDS, streams: 1, direction });
   } catch (err) {
     log(`ssh -L: skipped (${(err as Error).message})`);
     return undefined;
@@ -312,6 +317,7 @@ export async function benchRemote(log: Log, only?: string): Promise<void> {
   const t = await startTestBroker({ database: 'sqlite' });
   let agent: TestAgent | undefined;
   let sink: ChildProcess | undefined;
+  let source: ChildProcess | undefined;
   let sshd: Sshd | undefined;
   try {
     const key = await t.api('POST', '/api/v2/bootstrapkey', { token: t.adminToken, body: { auto_accept: true } });
@@ -329,10 +335,38 @@ export async function benchRemote(log: Log, only?: string): Promise<void> {
     ]);
     const sinkServer = await server({ mode: 'sink' });
     sink = sinkServer.child;
+    const sourceServer = await server({ mode: 'source' });
+    source = sourceServer.child;
     const base = { url: t.url, token: user.token, device };
 
     sshd = await startSshd(log);
     if (!sshd) log('OpenSSH anchors: /usr/sbin/sshd not installed (apt-get install openssh-server), their rows skipped');
+
+    /** `fleet connect` then `ssh -L`, one direction: the `ROW tunnel` line (upload: to the sink; download: from the source). */
+    const tunnelRow = async (direction: Direction, direct?: { mbps: number }): Promise<void> => {
+      const port = direction === 'upload' ? sinkServer.port : sourceServer.port;
+      const ofDirect = (r: { mbps: number }) => (direct ? ` = ${ratio(r, direct)} of direct` : '');
+      const { result: cli, ...perGb } = await costOf(
+        agent?.process.pid,
+        () => viaFleetConnect(t, user.token, device, port, direction).catch((err: Error) => (log(`  fleet connect: failed (${err.message})`), undefined)),
+        (r) => (r?.bytes ?? 0) / 1e9,
+      );
+      if (cli)
+        log(
+          `  fleet connect (local port), ${direction}: ${mb(cli)}${ofDirect(cli)}; CPU per GB: broker ${(perGb.broker / 1000).toFixed(2)} s, agent ${(perGb.agent / 1000).toFixed(2)} s`,
+        );
+      const ssh = sshd ? await viaSsh(sshd, port, log, direction) : undefined;
+      if (ssh) log(`  ssh -L (OpenSSH, same machine), ${direction}: ${mb(ssh)}${ofDirect(ssh)}`);
+      if (cli && ssh) log(`  ROW tunnel ${direction}: fleet connect / ssh -L = ${ratio(cli, ssh)} (target >= 1.25)`);
+    };
+
+    if (runs('tunnel')) {
+      for (let round = 1; round <= ROUNDS; round++) {
+        log(`tunnel: fleet connect and ssh -L, ${SECONDS} s each way (round ${round} of ${ROUNDS}, load average ${os.loadavg()[0].toFixed(1)})`);
+        await tunnelRow('upload');
+        await tunnelRow('download');
+      }
+    }
 
     if (runs('throughput')) {
       log(`throughput: direct loopback TCP, 1 stream, ${SECONDS} s`);
@@ -346,13 +380,9 @@ export async function benchRemote(log: Log, only?: string): Promise<void> {
       );
       log(`  tunnel (WebSocket client): ${mb(single)} = ${ratio(single, direct)} of direct (target >= 0.5)`);
       log(`  CPU per GB through the tunnel: broker ${(perGb.broker / 1000).toFixed(2)} s, agent ${(perGb.agent / 1000).toFixed(2)} s`);
-      const cli = await viaFleetConnect(t, user.token, device, sinkServer.port).catch(
-        (err: Error) => (log(`  fleet connect: failed (${err.message})`), undefined),
-      );
-      if (cli) log(`  fleet connect (local port): ${mb(cli)} = ${ratio(cli, direct)} of direct`);
-      const ssh = sshd ? await viaSsh(sshd, sinkServer.port, log) : undefined;
-      if (ssh) log(`  ssh -L (OpenSSH, same machine): ${mb(ssh)} = ${ratio(ssh, direct)} of direct`);
-      if (cli && ssh) log(`  ROW tunnel: fleet connect / ssh -L = ${ratio(cli, ssh)} (target >= 1.25)`);
+      await tunnelRow('upload', direct);
+
+      await tunnelRow('download');
 
       log('throughput: 10 parallel tunnels');
       const directTen = await task({ mode: 'throughput', via: 'tcp', port: sinkServer.port, seconds: SECONDS, streams: 10 });
@@ -441,6 +471,7 @@ export async function benchRemote(log: Log, only?: string): Promise<void> {
   } finally {
     sshd?.close();
     sink?.kill();
+    source?.kill();
     await agent?.close();
     await t.close();
   }

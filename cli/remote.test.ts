@@ -4,7 +4,7 @@ import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import tls from 'node:tls';
-import { afterAll, afterEach, describe, expect, it } from 'vitest';
+import { afterAll, afterEach, describe, expect, it, vi } from 'vitest';
 import { selfSignedCertificate } from '../test/support/tls.js';
 import { RemoteSession } from './remote.js';
 
@@ -141,6 +141,77 @@ describe('bytes handed over (sendOwned)', () => {
       session.close();
     } finally {
       wss.close();
+    }
+  });
+});
+
+/** A ws server that sends `ready` and hands the test the raw socket of its one connection, to write frames on. */
+async function frameServer(): Promise<{ url: string; socket: Promise<net.Socket>; close: () => void }> {
+  const { WebSocketServer } = await import('ws');
+  const wss = new WebSocketServer({ port: 0, host: '127.0.0.1', perMessageDeflate: false });
+  await new Promise((resolve) => wss.once('listening', resolve));
+  const socket = new Promise<net.Socket>((resolve) =>
+    wss.once('connection', (ws) => {
+      ws.send(JSON.stringify({ type: 'ready' }));
+      resolve((ws as unknown as { _socket: net.Socket })._socket);
+    }),
+  );
+  return { url: `http://127.0.0.1:${(wss.address() as net.AddressInfo).port}`, socket, close: () => wss.close() };
+}
+
+/** A final binary frame's header from a server (unmasked), 64-bit length. */
+function serverHeader(length: number, masked = false): Buffer {
+  const header = Buffer.alloc(10);
+  header[0] = 0x82;
+  header[1] = (masked ? 0x80 : 0) | 127;
+  header.writeBigUInt64BE(BigInt(length), 2);
+  return header;
+}
+
+async function openTunnel(url: string): Promise<RemoteSession> {
+  const session = await RemoteSession.open({ url, token: async () => 'token' }, 'tunnel', { device_id: 'x' });
+  cleanup.push(() => session.ws.terminate());
+  return session;
+}
+
+describe('bytes read as they arrive (readPieces)', () => {
+  it('hands on the first part of a frame before the rest of it has arrived', async () => {
+    const server = await frameServer();
+    cleanup.push(server.close);
+    const session = await openTunnel(server.url);
+    const received: Buffer[] = [];
+    let first!: () => void;
+    const firstArrived = new Promise<void>((resolve) => (first = resolve));
+    session.on('data', (d: Buffer) => (received.push(Buffer.from(d)), first()));
+    session.readPieces().start();
+    const payload = crypto.randomBytes(200 * 1024);
+    const socket = await server.socket;
+    socket.write(Buffer.concat([serverHeader(payload.length), payload.subarray(0, 1000)]));
+    // ws would hold these bytes until the whole frame is there.
+    await firstArrived;
+    expect(Buffer.concat(received).equals(payload.subarray(0, 1000))).toBe(true);
+    socket.write(payload.subarray(1000));
+    await vi.waitFor(() => expect(Buffer.concat(received).length).toBe(payload.length));
+    expect(Buffer.concat(received).equals(payload)).toBe(true);
+  });
+
+  it('still refuses a masked frame from the server and a frame above maxPayload, as ws does', async () => {
+    for (const [frame, code] of [
+      [Buffer.concat([serverHeader(8, true), Buffer.alloc(4), Buffer.alloc(8)]), 'WS_ERR_UNEXPECTED_MASK'],
+      [serverHeader(200 * 1024 * 1024), 'WS_ERR_UNSUPPORTED_MESSAGE_LENGTH'],
+    ] as const) {
+      const server = await frameServer();
+      cleanup.push(server.close);
+      const session = await openTunnel(server.url);
+      const data: Buffer[] = [];
+      session.on('data', (d: Buffer) => data.push(d));
+      const refused = new Promise<string | undefined>((resolve) => session.ws.on('error', (e: NodeJS.ErrnoException) => resolve(e.code)));
+      const closed = new Promise<void>((resolve) => session.on('close', () => resolve()));
+      session.readPieces().start();
+      (await server.socket).write(frame);
+      expect(await refused).toBe(code);
+      await closed;
+      expect(data).toEqual([]);
     }
   });
 });

@@ -5,6 +5,7 @@ import { encodeFrame, REMOTE_PATH, serverFrameOf, type ClientFrame, type ErrorFr
 import type { ApiClient } from './api.js';
 import { CliError } from './errors.js';
 import { binaryHeaderLength, maskInPlace, writeBinaryHeader } from '../shared/ws-frame.js';
+import { tapBinaryFrames } from '../shared/ws-tap.js';
 
 export type { ErrorFrame, ServerFrame };
 export type SessionKind = RemoteKind;
@@ -84,6 +85,19 @@ export class RemoteSession extends EventEmitter {
       });
     });
     return session;
+  }
+
+  /**
+   * Emits 'data' for the bytes of the broker's binary frames as the socket's reads bring them, each a
+   * view of the read, instead of once per frame (ws copies a frame that spans several reads into a
+   * new buffer: most frames of a transfer do). For a stream of bytes (a tunnel), not for callers that
+   * count frames. Frames the tap does not take (text, control, malformed, oversized) are ws's as before.
+   */
+  readPieces(): this {
+    tapBinaryFrames(this.ws, (piece) => {
+      if (piece.length > 0) this.deliver('data', piece);
+    });
+    return this;
   }
 
   /** Events are held until the caller has attached its handlers and calls start(). */

@@ -90,7 +90,8 @@ function bridge(
     if (code !== 1000 && !(inputEnded && remoteEnded)) return onDone(reason || `tunnel closed (${code})`);
     onDone();
   });
-  session.start();
+  // The device's bytes are handed on as they arrive, not re-assembled per frame.
+  session.readPieces().start();
 }
 
 async function openTunnel(client: ApiClient, deviceId: string, f: ForwardSpec): Promise<RemoteSession> {

@@ -1,0 +1,97 @@
+import crypto from 'node:crypto';
+import net from 'node:net';
+import { afterEach, describe, expect, it, vi } from 'vitest';
+import { Channel, DEFAULT_WINDOW, type ChannelHost } from '../../shared/mux-channel.js';
+import type { TunnelParams } from '../../shared/protocol.js';
+import { openTcpTunnel, TARGET_READ_SIZE } from './tunnel.js';
+
+/** A channel whose mux is this test: frames are recorded, flushed at once, and sent only when `pump` is called. */
+function testChannel(): { channel: Channel; frames: Buffer[]; pump: () => void } {
+  const frames: Buffer[] = [];
+  let waiting: Channel | undefined;
+  const host: ChannelHost = {
+    send: () => {},
+    sendData: (_ch, payload, flushed) => {
+      frames.push(Buffer.from(payload));
+      flushed?.();
+    },
+    schedule: (c) => (waiting = c),
+    forget: () => {},
+  };
+  const params: TunnelParams = { proto: 'tcp', port: 1, dst: '127.0.0.1' };
+  const channel = new Channel(host, 1, 'tunnel', params, DEFAULT_WINDOW);
+  // Frames as large as the channel has: what the target's reads were is what the frames show.
+  const pump = () => {
+    while (waiting && waiting.sendFrame(Number.MAX_SAFE_INTEGER) > 0);
+  };
+  return { channel, frames, pump };
+}
+
+/** A target that sends `send` to its one connection (and counts what it could hand its socket). */
+async function target(send: (socket: net.Socket) => void): Promise<{ port: number; close: () => void }> {
+  const server = net.createServer((socket) => {
+    socket.on('error', () => {});
+    send(socket);
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  return { port: (server.address() as net.AddressInfo).port, close: () => server.close() };
+}
+
+const cleanup: (() => void)[] = [];
+afterEach(() => {
+  for (const c of cleanup.splice(0)) c();
+});
+
+const ctx = { stateDir: '/nonexistent', log: () => {} };
+
+describe('TCP tunnel, from the target', () => {
+  it('reads the target in reads larger than Node’s 64 KiB and delivers every byte in order, then the end', async () => {
+    const payload = crypto.randomBytes(4 * 1024 * 1024);
+    const t = await target((socket) => socket.end(payload));
+    cleanup.push(t.close);
+    const { channel, frames, pump } = testChannel();
+    cleanup.push(() => channel.destroy());
+    const ended = new Promise<void>((resolve) => channel.once('finish', resolve));
+    await openTcpTunnel(channel, { proto: 'tcp', port: t.port, dst: '127.0.0.1' }, ctx);
+    // The peer takes every frame at once: what it was sent is credited back, and the next frames go.
+    let granted = 0;
+    const timer = setInterval(() => {
+      pump();
+      const sent = frames.reduce((n, f) => n + f.length, 0);
+      if (sent > granted) channel.onCredit(sent - granted);
+      granted = sent;
+    }, 1);
+    cleanup.push(() => clearInterval(timer));
+    await ended;
+    await vi.waitFor(() => expect(frames.reduce((n, f) => n + f.length, 0)).toBe(payload.length));
+    expect(Buffer.concat(frames).equals(payload)).toBe(true);
+    expect(Math.max(...frames.map((f) => f.length))).toBeGreaterThan(64 * 1024);
+    expect(Math.max(...frames.map((f) => f.length))).toBeLessThanOrEqual(TARGET_READ_SIZE);
+  });
+
+  it('stops reading a target whose bytes the peer never takes: what the agent holds stays bounded', async () => {
+    let blocked = false;
+    const t = await target((socket) => {
+      const block = Buffer.alloc(1024 * 1024);
+      const pump = () => {
+        for (;;) if (!socket.write(block)) return void ((blocked = true), socket.once('drain', pump));
+      };
+      pump();
+    });
+    cleanup.push(t.close);
+    const { channel, frames, pump } = testChannel();
+    cleanup.push(() => channel.destroy());
+    await openTcpTunnel(channel, { proto: 'tcp', port: t.port, dst: '127.0.0.1' }, ctx);
+    const timer = setInterval(pump, 1);
+    cleanup.push(() => clearInterval(timer));
+    // The peer grants no credit: once the window is spent, the channel fills and the socket pauses,
+    // and the target's writes back up into the kernel and then its own buffer.
+    await vi.waitFor(() => expect(frames.reduce((n, f) => n + f.length, 0)).toBe(DEFAULT_WINDOW), { timeout: 20_000 });
+    // The channel fills to its high-water mark, the socket pauses, and the target's writes stop.
+    await vi.waitFor(() => expect(blocked && channel.writableLength >= channel.writableHighWaterMark).toBe(true), { timeout: 20_000 });
+    await new Promise((resolve) => setTimeout(resolve, 200));
+    // Past the window: at most the channel's high-water mark and the read that crossed it.
+    expect(channel.writableLength).toBeLessThanOrEqual(channel.writableHighWaterMark + TARGET_READ_SIZE);
+    expect(frames.reduce((n, f) => n + f.length, 0)).toBe(DEFAULT_WINDOW);
+  });
+});
