@@ -35,6 +35,8 @@ const OPENS_CONCURRENCY = 8;
 /** Library client: connections, and sessions in flight on each (below the gateway's 10 channels a connection). */
 const CLIENT_CONNECTIONS = Number(process.env.BENCH_SSH_CONNECTIONS ?? 2);
 const CLIENT_SESSIONS_EACH = 8;
+/** Opens through the gateway run this long unmeasured before the measured ones (BENCH_OPENS_WARMUP_SECONDS). */
+const OPENS_WARMUP_SECONDS = Number(process.env.BENCH_OPENS_WARMUP_SECONDS ?? 2);
 const PARTS = ['scp', 'forward', 'opens', 'client', 'latency'] as const;
 /** BENCH_CPU_PROF=<dir>: the agent writes a V8 CPU profile under <dir>/agent (run the bench with `node --cpu-prof` for the broker's). */
 const PROFILE_DIR = process.env.BENCH_CPU_PROF;
@@ -200,12 +202,13 @@ function greeter(): Promise<{ port: number; child: ChildProcess }> {
   });
 }
 
-/** `open` run for SECONDS over `clients`, CLIENT_SESSIONS_EACH in flight on each. */
+/** `open` run for `seconds` (SECONDS) over `clients`, CLIENT_SESSIONS_EACH in flight on each. */
 async function clientOpens(
   clients: SshClient[],
   open: (client: SshClient) => Promise<void>,
+  seconds = SECONDS,
 ): Promise<{ perSecond: number; opened: number; failed: number; lastError: string }> {
-  const deadline = Date.now() + SECONDS * 1000;
+  const deadline = Date.now() + seconds * 1000;
   let opened = 0;
   let failed = 0;
   let lastError = '';
@@ -230,7 +233,8 @@ async function clientOpens(
  * through -J's inner connection; to sshd with its key), so no `ssh` process or handshake is in the
  * loop: sessions (`exec true`, a process on the far side each) and forwardings (direct-tcpip to a
  * greeter, no process). The CPU figures are this process's (the library client, and for the gateway
- * the broker too) and the agent's, per open.
+ * the broker too) and the agent's, per open. Each kind runs unmeasured on each path first
+ * (OPENS_WARMUP_SECONDS), so no row pays for a process's warm-up.
  */
 async function benchClientOpens(
   log: Log,
@@ -256,7 +260,10 @@ async function benchClientOpens(
     const { port, user } = o.sshd;
     const clients = await Promise.all(Array.from({ length: CLIENT_CONNECTIONS }, () => connectClient({ host: '127.0.0.1', port, user, key })));
     try {
-      for (const [name, open] of kinds) direct.set(name, await measure(clients, open));
+      for (const [name, open] of kinds) {
+        await clientOpens(clients, open, OPENS_WARMUP_SECONDS);
+        direct.set(name, await measure(clients, open));
+      }
     } finally {
       for (const c of clients) c.end();
     }
@@ -278,6 +285,10 @@ async function benchClientOpens(
   const ones: { outer?: SshClient; inner: SshClient }[] = await Promise.all(Array.from({ length: CLIENT_CONNECTIONS }, direct1));
   const hops: { outer?: SshClient; inner: SshClient }[] = await Promise.all(Array.from({ length: CLIENT_CONNECTIONS }, hop));
   try {
+    // Unmeasured first: each kind of open on each path, so no row pays for the broker's and agent's warm-up (JIT, first sessions).
+    for (const [, open] of kinds) {
+      for (const clients of [ones.map((h) => h.inner), hops.map((h) => h.inner)]) await clientOpens(clients, open, OPENS_WARMUP_SECONDS);
+    }
     for (const [name, open] of kinds) {
       log(`opens, library client (ssh2): ${name} over ${CLIENT_CONNECTIONS} signed-in connection(s), ${CLIENT_SESSIONS_EACH} in flight on each, ${SECONDS} s`);
       const anchor = direct.get(name);

@@ -13,6 +13,7 @@ import type { Principal } from '../access/principal.js';
 import type { RemoteSessions } from '../remote/sessions.js';
 import type { SshAuthority } from './authority.js';
 import { SshChannels } from './channels.js';
+import { coalesceWrites } from './coalesce.js';
 import type { SshKeys } from './keys.js';
 import { readSshPreamble } from '../../shared/ssh-config.js';
 import { SshSignIn, type SshConnection } from './sign-in.js';
@@ -105,7 +106,8 @@ export class SshGateway {
       });
       this.preamble(socket, (host) => {
         if (host) waiting.host = host;
-        ssh.injectSocket(socket);
+        // ssh2 writes packet by packet: those of one turn leave in one write (coalesce.ts).
+        ssh.injectSocket(coalesceWrites(socket));
       });
     });
     await new Promise<void>((resolve, reject) => {
