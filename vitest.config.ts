@@ -47,11 +47,6 @@ export default defineConfig({
           testTimeout: 120_000,
           hookTimeout: 180_000,
           fileParallelism: false,
-          // The files run one after another in one worker: each importing the broker, playwright and
-          // the support modules afresh cost seconds per file (tens of seconds on a loaded machine), all
-          // on the serial tail. Sharing the imports keeps what a file starts its own: each file still
-          // starts its own broker (own data directory or schema) and its own browser contexts.
-          isolate: false,
         },
       },
     ],
