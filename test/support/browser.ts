@@ -2,18 +2,18 @@
  * Browser tests: Debian's Chromium driven by playwright-core against a real broker serving the
  * built web console. Screenshots go to test/artifacts/ (kept by CI as artifacts).
  *
- * A browser test file calls `useBrowserSuite()` once: it starts a test broker and connects to the
- * project's Chromium before the file's tests and closes both after them (the console is built, and
- * Chromium started, once, before any browser file, by the project's global set-up, browser-build.ts). Each test then
+ * A browser test file calls `useBrowserSuite()` once: it starts a test broker and Chromium before
+ * the file's tests and closes both after them (the console is built once, before any browser file,
+ * by the project's global set-up, browser-build.ts). Each test then
  * opens its own page with `suite.open()` (signed in as the administrator unless told otherwise)
  * and ends with `expectNoErrorsAndClose()`.
  */
 import fs from 'node:fs';
 import path from 'node:path';
 import type { Browser, BrowserContext, Page } from 'playwright-core';
-import { afterAll, beforeAll, expect, inject } from 'vitest';
+import { afterAll, beforeAll, expect } from 'vitest';
 import { ADMIN, startTestBroker, type TestBroker } from './broker.js';
-import { ARTIFACTS, connectBrowser } from './chromium.js';
+import { ARTIFACTS, launchBrowser } from './chromium.js';
 
 export { ARTIFACTS, CHROMIUM, ensureBuilt, launchBrowser } from './chromium.js';
 
@@ -87,10 +87,9 @@ export interface BrowserSuite {
 }
 
 /**
- * Registers the file's set-up and tear-down: starts a broker (with `env`, which may be a function
- * when it depends on something an earlier hook started) and connects to the project's Chromium
- * (started once by browser-build.ts; launching one per file cost seconds of the serial browser
- * run); closes the broker and the connection, with any context a test left open, after the file's tests.
+ * Registers the file's set-up and tear-down: builds the console, starts a broker (with `env`,
+ * which may be a function when it depends on something an earlier hook started) and Chromium;
+ * closes them after the file's tests.
  */
 export function useBrowserSuite(options: { env?: Record<string, string> | (() => Record<string, string>) } = {}): BrowserSuite {
   let t: TestBroker | undefined;
@@ -99,7 +98,7 @@ export function useBrowserSuite(options: { env?: Record<string, string> | (() =>
   beforeAll(async () => {
     // The console is built by the project's global set-up (test/support/browser-build.ts).
     t = await startTestBroker({ env: typeof options.env === 'function' ? options.env() : options.env });
-    browser = await connectBrowser(inject('chromiumEndpoint'));
+    browser = await launchBrowser();
   });
 
   afterAll(async () => {

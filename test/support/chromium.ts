@@ -6,7 +6,7 @@ import { execFileSync } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { chromium, type Browser, type BrowserServer } from 'playwright-core';
+import { chromium, type Browser } from 'playwright-core';
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
 const WEB = path.join(ROOT, 'web-console');
@@ -37,30 +37,18 @@ export function ensureBuilt(): void {
   execFileSync('npm', ['run', 'build'], { cwd: ROOT, stdio: 'pipe' });
 }
 
-const CHROMIUM_ARGS = [
-  '--headless',
-  '--no-sandbox',
-  '--disable-gpu',
-  '--disable-background-networking',
-  '--disable-component-update',
-  '--disable-sync',
-  '--no-first-run',
-  '--disable-quic',
-];
-
 export function launchBrowser(): Promise<Browser> {
-  return chromium.launch({ executablePath: CHROMIUM, args: CHROMIUM_ARGS });
-}
-
-/**
- * The same Chromium, served for `connectBrowser` from other processes (the browser tests' workers):
- * on the loopback address only, at a path with a random name.
- */
-export function launchBrowserServer(): Promise<BrowserServer> {
-  return chromium.launchServer({ executablePath: CHROMIUM, args: CHROMIUM_ARGS, host: '127.0.0.1' });
-}
-
-/** A connection to a Chromium started by `launchBrowserServer`; closing it closes its contexts, not the browser. */
-export function connectBrowser(endpoint: string): Promise<Browser> {
-  return chromium.connect(endpoint);
+  return chromium.launch({
+    executablePath: CHROMIUM,
+    args: [
+      '--headless',
+      '--no-sandbox',
+      '--disable-gpu',
+      '--disable-background-networking',
+      '--disable-component-update',
+      '--disable-sync',
+      '--no-first-run',
+      '--disable-quic',
+    ],
+  });
 }
