@@ -12,6 +12,7 @@ import { AgentRefusal, isAgentRefusalCode } from './codes.js';
 import { Channel, DEFAULT_WINDOW, MuxProtocolError, type WireMessage } from './mux-channel.js';
 import { writeDataFrame } from './mux-frame.js';
 import { SendScheduler } from './mux-scheduler.js';
+import { corkForTurn, type Corkable } from './turn-cork.js';
 import { AgentClose, decodeData, encodeData, MAX_CHANNEL_CREDIT, MuxErrorCode, type ChannelKind, type ChannelParams } from './protocol.js';
 import { CHANNEL_MESSAGES, parseEnvelope, readMessage, type MessageTable } from './wire.js';
 import { tapBinaryFrames } from './ws-tap.js';
@@ -91,8 +92,8 @@ export class Mux<M extends { t: string }> extends EventEmitter<MuxEvents<M>> {
   private readonly maxUnreadBytes: number;
   /** Which channel's frame goes next (mux-scheduler.ts). */
   private readonly scheduler = new SendScheduler({ isClosed: () => this.closed, channels: () => this.channels.values() });
-  /** The socket is corked until the end of this turn (see coalesce). */
-  private corked = false;
+  /** Corks the socket until the end of this turn (see coalesce), once it has one. */
+  private holdTurn?: () => void;
   readonly window: number;
   /** The close code, when this end closed the connection (a protocol error, a peer not reading). */
   closeCode?: number;
@@ -152,15 +153,12 @@ export class Mux<M extends { t: string }> extends EventEmitter<MuxEvents<M>> {
    * to the agent, not one each; a lone keystroke leaves in the same turn, with no delay).
    */
   private coalesce(): void {
-    if (this.corked) return;
-    const socket = (this.ws as unknown as { _socket?: { cork(): void; uncork(): void } })._socket;
-    if (!socket) return;
-    this.corked = true;
-    socket.cork();
-    process.nextTick(() => {
-      this.corked = false;
-      socket.uncork();
-    });
+    if (!this.holdTurn) {
+      const socket = (this.ws as unknown as { _socket?: Corkable })._socket;
+      if (!socket) return;
+      this.holdTurn = corkForTurn(socket);
+    }
+    this.holdTurn();
   }
 
   /**

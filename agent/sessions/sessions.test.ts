@@ -59,6 +59,17 @@ describe('console sessions', () => {
     expect(text).toContain('sum-42');
   });
 
+  it('keeps what is typed before the shell is ready: keys sent one by one as the console opens all reach it', async () => {
+    const p = await pair();
+    cleanup = p.close;
+    const { channel } = await p.broker.open('console', { cols: 80, rows: 24 });
+    const out = collect(channel);
+    // As the web console releases the keys it held while connecting: each on its own, before any prompt.
+    for (const key of 'echo "typed-$((6*7))"; exit\n') channel.write(key);
+    await out.ended;
+    expect(out.bytes().toString()).toContain('typed-42');
+  });
+
   it('pauses a flooding program when the reader stops, without stalling another session', async () => {
     const window = 64 * 1024;
     const p = await pair(window);

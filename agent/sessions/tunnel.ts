@@ -4,6 +4,7 @@ import net from 'node:net';
 import { AgentRefusal } from '../../shared/codes.js';
 import type { Channel } from '../../shared/mux.js';
 import type { TunnelParams } from '../../shared/protocol.js';
+import { corkForTurn } from '../../shared/turn-cork.js';
 import type { SessionContext } from './context.js';
 
 const CONNECT_TIMEOUT_MS = 10_000;
@@ -91,16 +92,7 @@ export async function openTcpTunnel(channel: Channel, params: TunnelParams, ctx:
     if (!channel.destroyed) channel.end();
   });
   // What arrives in one turn (the pieces of one frame, several small frames) leaves in one write.
-  let corked = false;
-  channel.on('data', () => {
-    if (corked) return;
-    corked = true;
-    socket.cork();
-    process.nextTick(() => {
-      corked = false;
-      socket.uncork();
-    });
-  });
+  channel.on('data', corkForTurn(socket));
   channel.pipe(socket);
   channel.on('close', () => {
     // A normal end of both directions lets the socket finish writing; an abort cuts it.

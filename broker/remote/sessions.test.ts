@@ -1,14 +1,14 @@
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { afterEach, describe, expect, it } from 'vitest';
+import { afterEach, describe, expect, it, vi } from 'vitest';
 import type { Channel } from '../../shared/mux.js';
 import { Principal } from '../access/principal.js';
 import type { AgentLocator } from '../agents/locator.js';
 import { createLogger } from '../logger.js';
 import { ConsoleRecorder } from './recordings.js';
 import type { ErrorFrame } from './relay.js';
-import { RemoteSessions, type LiveRelay, type RemoteSessionsDeps } from './sessions.js';
+import { RemoteSessions, SHUTDOWN_RECORDINGS_MS, SHUTDOWN_RELAYS_MS, type LiveRelay, type RemoteSessionsDeps } from './sessions.js';
 
 let dir: string;
 afterEach(() => fs.rmSync(dir, { recursive: true, force: true }));
@@ -143,5 +143,92 @@ describe('a session that ends', () => {
     });
     relay.abort({ type: 'error', code: 500, error: 'x', message: 'x' } as unknown as ErrorFrame, 4500, 'gone');
     await expect.poll(() => sessions.size).toBe(0);
+  });
+});
+
+describe('shutdown', () => {
+  /** A relay that does not end when told to (a peer or a device that does not answer). */
+  class StuckRelay implements LiveRelay {
+    bytesIn = 0;
+    bytesOut = 0;
+    aborted = false;
+    readonly done = new Promise<{ bytesIn: number; bytesOut: number; reason: string }>(() => undefined);
+    abort(): void {
+      this.aborted = true;
+    }
+  }
+
+  function sessionsWith(recorder: ConsoleRecorder, sessionId: string) {
+    const principal = new Principal({ id: 'u1', email: 'u@example.com', fname: 'U', lname: 'One' }, 's1', []);
+    const deps = {
+      config: { trustProxy: false, dataDir: dir },
+      logger: createLogger('silent'),
+      auth: { authenticate: async () => principal },
+      access: {},
+      audit: { recordRemoteStart: async () => 1, recordRemoteEnd: async () => undefined },
+      locator: {} as AgentLocator,
+    } as unknown as RemoteSessionsDeps;
+    const sessions = new RemoteSessions(deps);
+    const relay = new StuckRelay();
+    sessions.adopt(
+      {
+        ok: true,
+        caller: { principal, token: 't', source: 'api', ip: '127.0.0.1' },
+        deviceId: 'd'.repeat(64),
+        request: { action: 'console' },
+        channel: {} as Channel,
+        relayOptions: { kind: 'console', info: {}, recorder },
+        auditId: 1,
+        startedAt: Date.now(),
+        sessionId,
+        recorder,
+      },
+      relay,
+    );
+    return { sessions, relay };
+  }
+
+  afterEach(() => vi.useRealTimers());
+
+  it('writes what a recording holds when its relay does not end in time, and closes the file', async () => {
+    dir = fs.mkdtempSync(path.join(os.tmpdir(), 'sessions-'));
+    const sessionId = '66666666-6666-4666-8666-666666666666';
+    vi.useFakeTimers({ toFake: ['setTimeout', 'clearTimeout'] });
+    const recorder = ConsoleRecorder.open(dir, sessionId, { cols: 80, rows: 24 }, {}, createLogger('silent'));
+    let closed = false;
+    void recorder.finished.then(() => (closed = true));
+    const { sessions, relay } = sessionsWith(recorder, sessionId);
+    recorder.output(Buffer.from('before\r\n'));
+    const closing = sessions.close();
+    expect(relay.aborted).toBe(true);
+    // The stuck relay still relays output while shutdown waits for it: the last of it is held in a
+    // batch (RECORD_BATCH_MS) when the wait for the relays ends.
+    await vi.advanceTimersByTimeAsync(SHUTDOWN_RELAYS_MS - 1);
+    recorder.output(Buffer.from('held at shutdown\r\n'));
+    await vi.advanceTimersByTimeAsync(1);
+    await closing;
+    const events = fs
+      .readFileSync(recorder.file, 'utf8')
+      .trimEnd()
+      .split('\n')
+      .slice(1)
+      .map((line) => JSON.parse(line) as [number, string, string]);
+    expect(events.map(([, type, data]) => [type, data])).toEqual([
+      ['o', 'before\r\n'],
+      ['o', 'held at shutdown\r\n'],
+    ]);
+    expect(closed).toBe(true);
+  });
+
+  it('does not wait without bound for a recording that cannot be written (a stuck disk)', async () => {
+    dir = fs.mkdtempSync(path.join(os.tmpdir(), 'sessions-'));
+    vi.useFakeTimers({ toFake: ['setTimeout', 'clearTimeout'] });
+    const never = new Promise<void>(() => undefined);
+    const stuck = { close: () => never, finished: never } as unknown as ConsoleRecorder;
+    const { sessions } = sessionsWith(stuck, '77777777-7777-4777-8777-777777777777');
+    let closed = false;
+    void sessions.close().then(() => (closed = true));
+    await vi.advanceTimersByTimeAsync(SHUTDOWN_RELAYS_MS + SHUTDOWN_RECORDINGS_MS);
+    expect(closed).toBe(true);
   });
 });

@@ -35,6 +35,7 @@ import {
   type SessionEnd,
 } from './live-sessions.js';
 import { LiveRecheck, RECHECK_INTERVAL_MS } from './recheck.js';
+import type { ConsoleRecorder } from './recordings.js';
 
 export type { Prepared, Refusal } from './attempt.js';
 export type { Caller, LiveRelay, LiveSessionView, RemoteSource, SessionDirectory, SessionEnd, WatchableRelay } from './live-sessions.js';
@@ -43,6 +44,16 @@ export { RECHECK_INTERVAL_MS } from './recheck.js';
 
 /** Largest frame a client may send (clients chunk their uploads well below this). */
 const MAX_CLIENT_FRAME = 4 * 1024 * 1024;
+/** On shutdown, how long the live sessions' relays have to end. */
+export const SHUTDOWN_RELAYS_MS = 2000;
+/** Then how long their recordings have to write what they hold (a stuck disk does not hold the shutdown). */
+export const SHUTDOWN_RECORDINGS_MS = 2000;
+
+/** Waits for `work`, at most `ms`. */
+function atMost(work: Promise<unknown>, ms: number): Promise<unknown> {
+  let timer: NodeJS.Timeout | undefined;
+  return Promise.race([work, new Promise((resolve) => (timer = setTimeout(resolve, ms)))]).finally(() => clearTimeout(timer));
+}
 
 /** What remote sessions use: agents are reached only through the AgentLocator. */
 export interface RemoteSessionsDeps {
@@ -66,6 +77,8 @@ export class RemoteSessions {
   private readonly log: Logger;
   private recheckTimer?: NodeJS.Timeout;
   private closing = false;
+  /** The recordings of adopted sessions, until closed: shutdown closes those whose relay did not end in time. */
+  private readonly recorders = new Set<ConsoleRecorder>();
 
   constructor(private readonly deps: RemoteSessionsDeps) {
     this.log = deps.logger.child({ module: 'remote' });
@@ -87,7 +100,11 @@ export class RemoteSessions {
       session.relay.abort(errorFrame(503, 'shutting_down', 'The broker is shutting down; reconnect shortly.'), SessionClose.goingAway, 'broker shut down');
       return session.relay.done;
     });
-    await Promise.race([Promise.all(ending), new Promise((r) => setTimeout(r, 2000).unref())]);
+    await atMost(Promise.all(ending), SHUTDOWN_RELAYS_MS);
+    // A relay that did not end in time never closes its recording: what the recording holds (a batch
+    // of output, writes queued to the file) is written here, and the recordings of the relays that
+    // ended are waited for too, before the process may exit.
+    await atMost(Promise.all([...this.recorders].map((recorder) => recorder.close())), SHUTDOWN_RECORDINGS_MS);
     for (const ws of this.wss.clients) ws.terminate();
     await new Promise<void>((resolve) => this.wss.close(() => resolve()));
   }
@@ -253,6 +270,8 @@ export class RemoteSessions {
     });
     const { recorder } = prepared;
     if (recorder) {
+      this.recorders.add(recorder);
+      void recorder.finished.then(() => this.recorders.delete(recorder));
       // A required recording that cannot keep up (or be written) ends the session rather than let it run unrecorded.
       recorder.overflow = () =>
         relay.abort(

@@ -4,6 +4,7 @@
  */
 import { Duplex } from 'node:stream';
 import type { ServerChannel } from 'ssh2';
+import { corkForTurn } from '../../shared/turn-cork.js';
 
 /**
  * An inner connection's socket over a forwarded channel of the gateway. What the inner connection
@@ -15,7 +16,8 @@ import type { ServerChannel } from 'ssh2';
  */
 export class DeviceSocket extends Duplex {
   readonly remotePort = 0;
-  private corked = false;
+  /** Holds what is written in this turn, to leave together once the turn's work is done. */
+  private readonly holdTurn = corkForTurn(this);
 
   constructor(
     private readonly channel: ServerChannel,
@@ -30,25 +32,14 @@ export class DeviceSocket extends Duplex {
     channel.on('error', () => this.destroy());
   }
 
-  /** Holds what is written in this turn, to leave together once the turn's work is done. */
   override write(chunk: unknown, encoding?: unknown, cb?: unknown): boolean {
-    if (!this.corked && !this.destroyed) {
-      this.corked = true;
-      this.cork();
-      process.nextTick(() => {
-        this.corked = false;
-        this.uncork();
-      });
-    }
+    this.holdTurn();
     return super.write(chunk, encoding as BufferEncoding, cb as (error: Error | null | undefined) => void);
   }
 
   /** What this turn wrote is still held when the inner connection is destroyed in it: it leaves first, as it would have without the hold. */
   override destroy(error?: Error): this {
-    if (this.corked && !this.destroyed && !this.channel.destroyed) {
-      this.corked = false;
-      this.uncork();
-    }
+    if (this.writableCorked > 0 && !this.destroyed && !this.channel.destroyed) this.uncork();
     return super.destroy(error);
   }
 

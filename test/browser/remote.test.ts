@@ -159,10 +159,14 @@ describe('console to a real agent', () => {
     expect(await page.getByTestId('console-user').inputValue()).toBe('daemon');
     await typeCommand(page, 'echo "as-$(id -un)"');
     await expect.poll(() => screenText(page), { timeout: 15_000 }).toContain('as-daemon');
+    const previous = await page.locator('.xterm-helper-textarea').elementHandle();
     await page.getByTestId('console-user').selectOption('nobody');
-    // A new terminal and session. Typed at once, while it still connects: the console holds the
-    // keys and sends them when the session is ready (it used to drop them, and the command's
-    // start with them).
+    // A new terminal and session, after the next frame: until then the old terminal is still there,
+    // and keys given its focus would go to the old session (the first ones of the command were lost
+    // so). Typed as soon as the new one is there, while it still connects: the console holds the
+    // keys and sends them when the session is ready (it used to drop them, and the command's start
+    // with them).
+    await page.waitForFunction((element) => !element?.isConnected, previous);
     await typeCommand(page, 'echo "as-$(id -un)"');
     await expect.poll(() => screenText(page), { timeout: 15_000 }).toContain('as-nobody');
     expect(await page.getByTestId('console-status').textContent()).toBe('Connected');
