@@ -9,7 +9,8 @@
  *    again to mask it. The frame is a buffer of a small pool, taken back once the socket has
  *    flushed it (FramePool): a download's frames were a fresh 128 KiB buffer each, and their
  *    allocation and the major garbage collections it set off were most of the agent's CPU per GB.
- *    The caller's payload is only read, never masked where it lies: the caller may still hold it.
+ *    The caller's payload is only read, unless it was handed over (mux-channel.ts handOver: a
+ *    tunnel's read buffer, reused only once its write is done): that one is masked where it lies.
  * The receiving end sees the same frame as before. ws is bypassed only while it has nothing queued
  * (no compression, no frame of its own waiting), so frames keep their order; otherwise the caller
  * sends through ws.
@@ -65,14 +66,28 @@ export const framePool = new FramePool();
 /**
  * Writes `[ch][payload]` as one binary frame on the WebSocket's socket. `done` runs once the socket
  * has flushed it (with the error, if the socket failed first); until then `payload` is the socket's
- * (from the broker it is written as it is). Answers false, having written nothing, when ws cannot
+ * (from the broker it is written as it is). From a client, an `owned` payload (the caller never
+ * reads it again: mux-channel.ts handOver) is masked in place; any other is masked into a pooled frame. Answers false, having written nothing, when ws cannot
  * be bypassed now: the caller then sends through ws.
  */
-export function writeDataFrame(ws: WebSocket, ch: number, payload: Buffer, done: (err?: Error | null) => void): boolean {
+export function writeDataFrame(ws: WebSocket, ch: number, payload: Buffer, done: (err?: Error | null) => void, owned = false): boolean {
   const { _socket: socket, _sender: sender, _isServer: isServer } = ws as unknown as WsInternals;
   if (!socket || !sender || sender._state !== 0 || (sender._queue?.length ?? 0) > 0 || isServer === undefined) return false;
   const length = 4 + payload.length;
   const headerLength = binaryHeaderLength(length, !isServer);
+  if (!isServer && owned && payload.length > 0) {
+    // Handed over: masked where it lies, after a header of its own (no frame buffer at all).
+    const header = Buffer.allocUnsafe(headerLength + 4);
+    const key = writeBinaryHeader(header, length, true) as Buffer;
+    header.writeUInt32BE(ch, headerLength);
+    for (let i = 0; i < 4; i++) header[headerLength + i] ^= key[i];
+    maskInto(payload, key, payload, 0, 4);
+    socket.cork();
+    socket.write(header);
+    socket.write(payload, done);
+    socket.uncork();
+    return true;
+  }
   // From a server the payload follows its own header; from a client it is masked into the frame.
   const frameLength = headerLength + 4 + (isServer ? 0 : payload.length);
   const pooled = frameLength >= POOLED_FRAME_MIN && frameLength <= FRAME_BUFFER_SIZE;
