@@ -67,8 +67,9 @@ export const framePool = new FramePool();
  * Writes `[ch][payload]` as one binary frame on the WebSocket's socket. `done` runs once the socket
  * has flushed it (with the error, if the socket failed first); until then `payload` is the socket's
  * (from the broker it is written as it is). From a client, an `owned` payload (the caller never
- * reads it again: mux-channel.ts handOver) is masked in place; any other is masked into a pooled frame. Answers false, having written nothing, when ws cannot
- * be bypassed now: the caller then sends through ws.
+ * reads it again: mux-channel.ts handOver) is masked in place; any other is masked into a pooled
+ * frame. Answers false, having written nothing, when ws cannot be bypassed now: the caller then
+ * sends through ws.
  */
 export function writeDataFrame(ws: WebSocket, ch: number, payload: Buffer, done: (err?: Error | null) => void, owned = false): boolean {
   const { _socket: socket, _sender: sender, _isServer: isServer } = ws as unknown as WsInternals;
