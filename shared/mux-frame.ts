@@ -29,8 +29,11 @@ interface WsInternals {
 
 /** The longest header (a 64-bit length and a masking key) and the channel id: a bulk frame fits a pooled buffer. */
 export const FRAME_BUFFER_SIZE = 14 + 4 + BULK_FRAME;
-/** Frames shorter than this come from Node's own slab (Buffer.allocUnsafe), cheap already. */
-const POOLED_FRAME_MIN = 4096;
+/**
+ * Shorter frames are allocated as before: a pooled buffer holds one frame, and a small frame in it
+ * would leave most of it idle (up to SEND_IN_FLIGHT_MAX / 4 KiB small frames may be in flight at once).
+ */
+const POOLED_FRAME_MIN = FRAME_BUFFER_SIZE / 2;
 /** Buffers kept for reuse: the frames in flight (SEND_IN_FLIGHT_MAX is one bulk frame) and some to spare. */
 const FRAME_POOL_SIZE = 4;
 
