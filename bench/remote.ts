@@ -120,7 +120,14 @@ export async function freePort(): Promise<number> {
  */
 function cpuTimes(agentPid: number | undefined): { broker: number; agent: number } {
   const own = process.cpuUsage();
-  // The agent runs under tsx's launcher: its process and the launcher's children, read from /proc.
+  return { broker: (own.user + own.system) / 1000, agent: agentPid === undefined ? Number.NaN : processTreeMs(agentPid) };
+}
+
+/**
+ * CPU time so far (ms) of a process and its children, read from /proc (the agent runs under tsx's
+ * launcher); NaN where that cannot be read (not Linux, or the process is gone).
+ */
+function processTreeMs(pid: number): number {
   const treeMs = (pid: number): number => {
     const stat = fs.readFileSync(`/proc/${pid}/stat`, 'utf8');
     const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
@@ -136,13 +143,11 @@ function cpuTimes(agentPid: number | undefined): { broker: number; agent: number
       return 0;
     }
   };
-  let agent = Number.NaN;
   try {
-    if (agentPid !== undefined) agent = treeMs(agentPid);
+    return treeMs(pid);
   } catch {
-    // not Linux: the agent's share is left out
+    return Number.NaN;
   }
-  return { broker: (own.user + own.system) / 1000, agent };
 }
 
 /** What `run` cost the broker and the agent, per `unit` of what it answers (`per(result)` units). */
@@ -171,7 +176,13 @@ function addedRatio(ours: number, anchor: number): string {
 }
 
 /** `fleet connect` as a user runs it: a local listener in front of the tunnel (to a sink, or from a source for a download). */
-async function viaFleetConnect(t: TestBroker, token: string, device: string, sinkPort: number, direction: Direction = 'upload'): Promise<Figures> {
+async function viaFleetConnect(
+  t: TestBroker,
+  token: string,
+  device: string,
+  sinkPort: number,
+  direction: Direction = 'upload',
+): Promise<Figures & { cliMs: number }> {
   const port = await freePort();
   const child = spawn(
     process.execPath,
@@ -188,7 +199,10 @@ async function viaFleetConnect(t: TestBroker, token: string, device: string, sin
     await waitForPort(port).catch((err: Error) => {
       throw new Error(`${err.message}${said ? `; it said: ${said.trim()}` : ''}`);
     });
-    return await task({ mode: 'throughput', via: 'tcp', port, seconds: SECONDS, streams: 1, direction });
+    // Its CPU time over the transfer alone (the session's open included, its start-up not).
+    const before = child.pid === undefined ? Number.NaN : processTreeMs(child.pid);
+    const figures = await task({ mode: 'throughput', via: 'tcp', port, seconds: SECONDS, streams: 1, direction });
+    return { ...figures, cliMs: child.pid === undefined ? Number.NaN : processTreeMs(child.pid) - before };
   } finally {
     child.kill('SIGINT');
   }
@@ -353,7 +367,7 @@ export async function benchRemote(log: Log, only?: string): Promise<void> {
       );
       if (cli)
         log(
-          `  fleet connect (local port), ${direction}: ${mb(cli)}${ofDirect(cli)}; CPU per GB: broker ${(perGb.broker / 1000).toFixed(2)} s, agent ${(perGb.agent / 1000).toFixed(2)} s`,
+          `  fleet connect (local port), ${direction}: ${mb(cli)}${ofDirect(cli)}; CPU per GB: agent ${(perGb.agent / 1000).toFixed(2)} s, broker ${(perGb.broker / 1000).toFixed(2)} s, fleet connect ${(cli.cliMs / 1000 / (cli.bytes / 1e9)).toFixed(2)} s`,
         );
       const ssh = sshd ? await viaSsh(sshd, port, log, direction) : undefined;
       if (ssh) log(`  ssh -L (OpenSSH, same machine), ${direction}: ${mb(ssh)}${ofDirect(ssh)}`);

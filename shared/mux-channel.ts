@@ -45,6 +45,22 @@ interface PendingWrite {
   chunk: Buffer;
   offset: number;
   callback: (error?: Error | null) => void;
+  /** The writer handed the chunk over (handOver): its frames may be masked where they lie. */
+  owned: boolean;
+}
+
+/** Chunks whose writers gave them up, until the channel's `_write` takes them (see handOver). */
+const handedOver = new WeakSet<Buffer>();
+
+/**
+ * Marks `chunk`, about to be written to a channel, as handed over: its writer neither reads nor
+ * changes it again before that write's callback (a read buffer reused only after it). A client end
+ * may then mask its frames where they lie (RFC 6455 §5.3) instead of into a copy: after the write the
+ * chunk's bytes are no longer what was written. Every other chunk is only read.
+ */
+export function handOver(chunk: Buffer): Buffer {
+  handedOver.add(chunk);
+  return chunk;
 }
 
 export interface ChannelStats {
@@ -55,8 +71,11 @@ export interface ChannelStats {
 /** What a channel asks of its mux. */
 export interface ChannelHost {
   send(msg: WireMessage): void;
-  /** `flushed` runs once the socket has the payload (which is not copied: it is the socket's until then). */
-  sendData(ch: number, payload: Buffer, flushed?: () => void): void;
+  /**
+   * `flushed` runs once the socket has the payload (which is not copied: it is the socket's until
+   * then). `owned`: the payload is the mux's for good (handed over, or a copy): it may be masked in place.
+   */
+  sendData(ch: number, payload: Buffer, flushed?: () => void, owned?: boolean): void;
   schedule(channel: Channel): void;
   forget(id: number): void;
 }
@@ -118,7 +137,7 @@ export class Channel extends Duplex {
 
   override _write(chunk: Buffer, _encoding: BufferEncoding, callback: (error?: Error | null) => void): void {
     if (this.peerClosed) return callback(new Error('channel closed by peer'));
-    this.pending = { chunk, offset: 0, callback };
+    this.pending = { chunk, offset: 0, callback, owned: handedOver.delete(chunk) };
     this.mux.schedule(this);
   }
 
@@ -174,11 +193,11 @@ export class Channel extends Duplex {
     const frame = p.chunk.subarray(p.offset, p.offset + n);
     const last = p.offset + n >= p.chunk.length;
     if (last) this.pending = undefined;
-    if (!last) this.mux.sendData(this.id, frame);
+    if (!last) this.mux.sendData(this.id, frame, undefined, p.owned);
     // A write of one small frame is copied and done at once; a longer write's frames before this one are its buffer, flushed in order before this one.
-    else if (n > COPIED_FRAME_MAX || p.offset > 0) this.mux.sendData(this.id, frame, () => p.callback());
+    else if (n > COPIED_FRAME_MAX || p.offset > 0) this.mux.sendData(this.id, frame, () => p.callback(), p.owned);
     else {
-      this.mux.sendData(this.id, Buffer.from(frame));
+      this.mux.sendData(this.id, Buffer.from(frame), undefined, true);
       p.callback();
     }
     const now = Date.now();

@@ -2,7 +2,7 @@ import crypto from 'node:crypto';
 import type { AddressInfo } from 'node:net';
 import { afterEach, describe, expect, it } from 'vitest';
 import WebSocket, { WebSocketServer } from 'ws';
-import { writeDataFrame } from './mux-frame.js';
+import { FRAME_BUFFER_SIZE, framePool, writeDataFrame } from './mux-frame.js';
 import { decodeData, encodeData } from './protocol.js';
 
 /** A server and a client WebSocket on loopback, each recording the messages it receives. */
@@ -84,5 +84,50 @@ describe('data frames written to the socket', () => {
       sender._state = 0;
     }
     expect(writeDataFrame(p.server, 1, Buffer.from('x'), () => {})).toBe(true);
+  });
+
+  it('from the client, bulk frames are built in reused buffers, each reused only once the socket has flushed it', async () => {
+    const p = await wsPair();
+    cleanup = p.close;
+    const size = FRAME_BUFFER_SIZE - 18; // a bulk frame: the largest that fits a pooled buffer
+    const before = { ...framePool.stats };
+    // One frame at a time, each written once the previous one is flushed (as the mux's scheduler does).
+    const sent: Buffer[] = [];
+    for (let i = 0; i < 12; i++) {
+      const payload = crypto.randomBytes(size);
+      const copy = Buffer.from(payload);
+      await new Promise<void>((resolve, reject) => {
+        expect(writeDataFrame(p.client, i, payload, (err) => (err ? reject(err) : resolve()))).toBe(true);
+      });
+      // Masked into the pooled frame, never where it lies: the caller's bytes are untouched.
+      expect(payload.equals(copy)).toBe(true);
+      sent.push(encodeData(i, copy));
+    }
+    await until(() => p.toServer.length === sent.length);
+    for (const [i, frame] of sent.entries()) expect(p.toServer[i].data.equals(frame)).toBe(true);
+    expect(framePool.stats.allocated - before.allocated).toBeLessThanOrEqual(1);
+    expect(framePool.stats.reused - before.reused).toBeGreaterThanOrEqual(11);
+  });
+
+  it('from the client, frames still queued on a socket that does not drain are not overwritten by later ones', async () => {
+    const p = await wsPair();
+    cleanup = p.close;
+    // The server stops reading: the kernel's buffers fill, and the client's frames queue in its socket.
+    p.server.pause();
+    const size = FRAME_BUFFER_SIZE - 18;
+    const sent: Buffer[] = [];
+    let flushed = 0;
+    for (let i = 0; i < 64; i++) {
+      const payload = crypto.randomBytes(i % 2 ? size : 5000 + i);
+      sent.push(encodeData(i, payload));
+      expect(writeDataFrame(p.client, i, payload, (err) => (expect(err).toBeFalsy(), (flushed += 1)))).toBe(true);
+      // Some flushed and went back to the pool meanwhile: their buffers serve the next frames.
+      if (i % 8 === 7) await new Promise((r) => setImmediate(r));
+    }
+    expect((p.client as unknown as { _socket: { writableLength: number } })._socket.writableLength).toBeGreaterThan(0);
+    p.server.resume();
+    await until(() => p.toServer.length === sent.length);
+    for (const [i, frame] of sent.entries()) expect(p.toServer[i].data.equals(frame)).toBe(true);
+    await until(() => flushed === sent.length);
   });
 });

@@ -7,6 +7,7 @@ import { muxPair } from '../test/support/mux-pair.js';
 import {
   BULK_FRAME,
   COPIED_FRAME_MAX,
+  handOver,
   HELD_BULK_WINDOW,
   MAX_FRAME,
   MAX_PROTOCOL_ERRORS,
@@ -110,6 +111,36 @@ describe('mux channels', () => {
     const exit = new Promise<any>((r) => channel.once('control', r));
     channel.control({ type: 'resize', cols: 120, rows: 40 });
     expect(await exit).toEqual({ type: 'exit', code: 120, signal: null });
+  });
+});
+
+describe('mux data from the client end (masked frames)', () => {
+  it('masks a written chunk into frames of its own, never where it lies, unless the writer handed it over', async () => {
+    let agentChannel: Channel | undefined;
+    const p = await pair(async (ch) => {
+      agentChannel = ch;
+    });
+    cleanup = p.close;
+    const { channel } = await p.broker.open('tunnel', { proto: 'tcp', port: 1, dst: 'x' });
+    const received: Buffer[] = [];
+    channel.on('data', (d: Buffer) => received.push(Buffer.from(d)));
+    const ch = agentChannel as Channel;
+    // Sizes: a copied small write, one bulk frame, and a write of several frames.
+    const kept = [100, COPIED_FRAME_MAX + 1, BULK_FRAME + 5000].map((n) => crypto.randomBytes(n));
+    const given = [100, COPIED_FRAME_MAX + 1, BULK_FRAME + 5000].map((n) => crypto.randomBytes(n));
+    const expected = Buffer.concat([...kept, ...given]);
+    const givenCopies = given.map((b) => Buffer.from(b));
+    const keptCopies = kept.map((b) => Buffer.from(b));
+    const written = (chunk: Buffer) => new Promise<void>((resolve, reject) => ch.write(chunk, (err) => (err ? reject(err) : resolve())));
+    for (const chunk of kept) await written(chunk);
+    // The writer still holds these: after the write is done they are as they were.
+    for (const [i, chunk] of kept.entries()) expect(chunk.equals(keptCopies[i])).toBe(true);
+    for (const chunk of given) await written(handOver(chunk));
+    await eventuallyTrue(() => received.reduce((a, b) => a + b.length, 0) === expected.length);
+    expect(Buffer.concat(received).equals(expected)).toBe(true);
+    // Handed over, the larger ones were masked in place (no copy): their bytes are no longer the writer's.
+    expect(given[1].equals(givenCopies[1])).toBe(false);
+    expect(given[2].equals(givenCopies[2])).toBe(false);
   });
 });
 
@@ -521,3 +552,7 @@ describe('mux writes', () => {
     expect(received.map((m) => (m as { id: string }).id)).toEqual(Array.from({ length: 50 }, (_, i) => String(i)));
   });
 });
+
+async function eventuallyTrue(check: () => boolean): Promise<void> {
+  while (!check()) await new Promise((r) => setTimeout(r, 5));
+}

@@ -21,6 +21,7 @@ export {
   Channel,
   COPIED_FRAME_MAX,
   DEFAULT_WINDOW,
+  handOver,
   INTERACTIVE_HOLD_MS,
   MAX_FRAME,
   MuxProtocolError,
@@ -164,9 +165,10 @@ export class Mux<M extends { t: string }> extends EventEmitter<MuxEvents<M>> {
   /**
    * @internal from the scheduler only: one data frame, counted in flight until the socket has it.
    * The payload is framed where it lies (mux-frame.ts), not copied: it is the socket's until
-   * `flushed` runs (at once when nothing is sent).
+   * `flushed` runs (at once when nothing is sent). An `owned` payload (mux-channel.ts handOver) is
+   * masked in place from a client end; any other is only read.
    */
-  sendData(ch: number, payload: Buffer, flushed?: () => void): void {
+  sendData(ch: number, payload: Buffer, flushed?: () => void, owned = false): void {
     if (!this.canSend()) return flushed?.();
     const n = payload.length;
     this.scheduler.sent(n);
@@ -175,7 +177,7 @@ export class Mux<M extends { t: string }> extends EventEmitter<MuxEvents<M>> {
       this.scheduler.flushed(n);
       flushed?.();
     };
-    if (!writeDataFrame(this.ws, ch, payload, done)) this.ws.send(encodeData(ch, payload), { binary: true }, done);
+    if (!writeDataFrame(this.ws, ch, payload, done, owned)) this.ws.send(encodeData(ch, payload), { binary: true }, done);
   }
 
   /** @internal a channel has data to send (a write, or new credit for its backlog). */

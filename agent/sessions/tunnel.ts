@@ -2,7 +2,7 @@ import dgram from 'node:dgram';
 import dns from 'node:dns/promises';
 import net from 'node:net';
 import { AgentRefusal } from '../../shared/codes.js';
-import type { Channel } from '../../shared/mux.js';
+import { handOver, type Channel } from '../../shared/mux.js';
 import type { TunnelParams } from '../../shared/protocol.js';
 import { corkForTurn } from '../../shared/turn-cork.js';
 import type { SessionContext } from './context.js';
@@ -57,7 +57,8 @@ export async function openTcpTunnel(channel: Channel, params: TunnelParams, ctx:
   const buffers = new ReadBuffers();
   const fromTarget = (n: number, buf: Buffer): boolean => {
     if (channel.destroyed || channel.writableEnded) return false;
-    if (channel.write(buf.subarray(0, n), () => buffers.give(buf))) return true;
+    // Handed over: the frames may be masked in the buffer itself, which is read into again only once the write is done.
+    if (channel.write(handOver(buf.subarray(0, n)), () => buffers.give(buf))) return true;
     channel.once('drain', () => socket.resume());
     return false; // pauses the socket
   };
