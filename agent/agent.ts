@@ -20,6 +20,7 @@ import { collectInventory } from './inventory.js';
 import { releaseMemory } from './memory.js';
 import { MetricsCollector } from './metrics/collector.js';
 import { Updater, type UpdaterOptions } from './update/updater.js';
+import { isoTime } from './iso-time.js';
 
 /** Exit codes: 0 stopped or reloading under a service manager; 78 (EX_CONFIG) nothing to retry with. */
 export const EXIT_OK = 0;
@@ -167,7 +168,7 @@ export class Agent {
     };
     let pendingLogged = false;
     const revoked = (reason: string): Outcome => {
-      save({ ...state, revoked: { reason, at: new Date().toISOString() } });
+      save({ ...state, revoked: { reason, at: isoTime() } });
       return this.fatal(
         `The broker refuses this device key (${reason}): it was removed or rejected by an operator. Not retrying with it; start the agent with a bootstrap key to enrol again as a new device.`,
       );

@@ -9,6 +9,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { brokerKeyPem, parseBrokerPublicKey } from '../shared/broker-signature.js';
 import { deviceIdOf, keyFingerprint, publicKeyPem } from '../shared/device-key.js';
+import { isoTime } from './iso-time.js';
 
 export const KEY_FILE = 'device-key.pem';
 export const STATE_FILE = 'agent-state.json';
@@ -133,7 +134,7 @@ export class StateDir {
   /** Sets a revoked key aside (kept for inspection) so the next start makes a new key pair. */
   retireKey(): void {
     if (!fs.existsSync(this.keyFile)) return;
-    const stamp = new Date().toISOString().replace(/[:.]/g, '-');
+    const stamp = isoTime().replace(/[:.]/g, '-');
     fs.renameSync(this.keyFile, path.join(this.dir, `${KEY_FILE}.revoked-${stamp}`));
     fs.rmSync(this.stateFile, { force: true });
   }

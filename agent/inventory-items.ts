@@ -11,6 +11,7 @@ import type { DockerContainer, DockerImage, InventoryItemType, SoftwareInventory
 import { parseGroups, parsePasswd } from './inventory-accounts.js';
 import { collectPorts, collectProcesses } from './inventory-proc.js';
 import { asRecord, clean, onPath, readText, run } from './inventory-read.js';
+import { isoTime } from './iso-time.js';
 
 // ---- software ---------------------------------------------------------------------------------
 
@@ -86,7 +87,7 @@ export function parseContainers(text: string): DockerContainer[] {
           )
           .join(', ')
       : r.Ports;
-    const created = typeof r.CreatedAt === 'string' ? r.CreatedAt : typeof r.Created === 'number' ? new Date(r.Created * 1000).toISOString() : '';
+    const created = typeof r.CreatedAt === 'string' ? r.CreatedAt : typeof r.Created === 'number' ? isoTime(r.Created * 1000) : '';
     return {
       id: clean(r.ID ?? r.Id),
       names: clean(r.Names, INVENTORY_LIMITS.long),
@@ -107,7 +108,7 @@ export function parseImages(text: string): DockerImage[] {
   const out: DockerImage[] = [];
   for (const r of parseJsonRecords(text)) {
     const id = clean(r.ID ?? r.Id);
-    const created = typeof r.CreatedAt === 'string' ? r.CreatedAt : typeof r.Created === 'number' ? new Date(r.Created * 1000).toISOString() : '';
+    const created = typeof r.CreatedAt === 'string' ? r.CreatedAt : typeof r.Created === 'number' ? isoTime(r.Created * 1000) : '';
     const size = clean(r.Size);
     // podman: one record per image, with its names as repository:tag
     const names = Array.isArray(r.Names) ? r.Names.filter((n): n is string => typeof n === 'string') : undefined;

@@ -1,4 +1,4 @@
-import { describe, expect, it } from 'vitest';
+import { describe, expect, it, vi } from 'vitest';
 import { collectInventory, parseMounts, parseOsRelease } from './inventory.js';
 
 describe('inventory', () => {
@@ -20,6 +20,17 @@ describe('inventory', () => {
     );
     expect(mounts.map((m) => m.mount)).toEqual(['/', '/mnt/my disk', '/var/lib/docker/overlay2/x/merged']);
     expect(mounts[0]).toEqual({ device: '/dev/sda1', mount: '/', fstype: 'ext4' });
+  });
+
+  it("stamps its report without Date's toISOString, which loads ICU's time zones into the agent for good", async () => {
+    const toISOString = vi.spyOn(Date.prototype, 'toISOString');
+    try {
+      const r = await collectInventory('1.2.3', Date.now() - 5000);
+      expect(r.collected_at).toMatch(/^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$/);
+      expect(toISOString).not.toHaveBeenCalled();
+    } finally {
+      toISOString.mockRestore();
+    }
   });
 
   it('collects a report of this machine', async () => {

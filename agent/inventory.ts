@@ -5,6 +5,7 @@
  */
 import fs from 'node:fs';
 import os from 'node:os';
+import { isoTime } from './iso-time.js';
 
 export interface InventoryReport {
   hostname: string;
@@ -154,6 +155,6 @@ export async function collectInventory(agentVersion: string, agentStartedAt: num
     agent_version: agentVersion,
     uptime: Math.round(os.uptime()),
     agent_uptime: Math.round((Date.now() - agentStartedAt) / 1000),
-    collected_at: new Date().toISOString(),
+    collected_at: isoTime(),
   };
 }

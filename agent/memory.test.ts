@@ -19,10 +19,28 @@ it('collects when node exposes its collector (the packaged agent), and does noth
   expect(calls).toBe(2);
 });
 
-it("removes the launcher's malloc setting from the environment that consoles and commands inherit", () => {
+it("removes the launcher's malloc settings from the environment that consoles and commands inherit", () => {
   const env: NodeJS.ProcessEnv = { PATH: '/usr/bin', MALLOC_ARENA_MAX: '1', FLEET_AGENT_MALLOC_ARENA_MAX: 'launcher' };
   forgetLauncherEnvironment(env);
   expect(env).toEqual({ PATH: '/usr/bin' });
+  const both: NodeJS.ProcessEnv = {
+    PATH: '/usr/bin',
+    MALLOC_ARENA_MAX: '1',
+    FLEET_AGENT_MALLOC_ARENA_MAX: 'launcher',
+    MALLOC_TRIM_THRESHOLD_: '262144',
+    FLEET_AGENT_MALLOC_TRIM_THRESHOLD_: 'launcher',
+  };
+  forgetLauncherEnvironment(both);
+  expect(both).toEqual({ PATH: '/usr/bin' });
+});
+
+it('keeps a MALLOC_TRIM_THRESHOLD_ that whoever started the agent set, removing only what the launcher marked', () => {
+  const env: NodeJS.ProcessEnv = { MALLOC_ARENA_MAX: '1', FLEET_AGENT_MALLOC_ARENA_MAX: 'launcher', MALLOC_TRIM_THRESHOLD_: '1000' };
+  forgetLauncherEnvironment(env);
+  expect(env).toEqual({ MALLOC_TRIM_THRESHOLD_: '1000' });
+  const forged: NodeJS.ProcessEnv = { MALLOC_TRIM_THRESHOLD_: '1000', FLEET_AGENT_MALLOC_TRIM_THRESHOLD_: 'yes' };
+  forgetLauncherEnvironment(forged);
+  expect(forged).toEqual({ MALLOC_TRIM_THRESHOLD_: '1000', FLEET_AGENT_MALLOC_TRIM_THRESHOLD_: 'yes' });
 });
 
 it('keeps a MALLOC_ARENA_MAX that whoever started the agent set', () => {

@@ -15,13 +15,15 @@ export function releaseMemory(): void {
 }
 
 /**
- * Removes what the launcher put in the environment for this process only (MALLOC_ARENA_MAX, read by
- * glibc when the process started): the consoles, commands and tools the agent starts inherit its
- * environment, and get the one it was given. A MALLOC_ARENA_MAX set by whoever started the agent
- * stays.
+ * Removes what the launcher put in the environment for this process only (MALLOC_ARENA_MAX and
+ * MALLOC_TRIM_THRESHOLD_, read by glibc when the process started), each marked by the launcher: the
+ * consoles, commands and tools the agent starts inherit its environment, and get the one it was
+ * given. A setting made by whoever started the agent stays.
  */
 export function forgetLauncherEnvironment(env: NodeJS.ProcessEnv = process.env): void {
-  if (env.FLEET_AGENT_MALLOC_ARENA_MAX !== 'launcher') return;
-  delete env.MALLOC_ARENA_MAX;
-  delete env.FLEET_AGENT_MALLOC_ARENA_MAX;
+  for (const name of ['MALLOC_ARENA_MAX', 'MALLOC_TRIM_THRESHOLD_']) {
+    if (env[`FLEET_AGENT_${name}`] !== 'launcher') continue;
+    delete env[name];
+    delete env[`FLEET_AGENT_${name}`];
+  }
 }

@@ -7,7 +7,7 @@ import { spawn } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { AGENT_MALLOC_ARENA_MAX, AGENT_NODE_FLAGS, buildAgent } from '../agent/packaging/build.js';
+import { AGENT_MALLOC_ARENA_MAX, AGENT_MALLOC_TRIM_THRESHOLD, AGENT_NODE_FLAGS, buildAgent } from '../agent/packaging/build.js';
 import { startAgent, type TestAgent } from '../test/support/agent.js';
 import { startTestBroker } from '../test/support/broker.js';
 
@@ -92,7 +92,8 @@ export async function benchAgent(log: (line: string) => void): Promise<void> {
     const env: Record<string, string> = nodeOptions ? { NODE_OPTIONS: nodeOptions } : {};
     agents.push(startAgent({ broker: t.url, program: build.bundle, bootstrapKey: key, args: quiet, env }));
     // The same bundle under Node's default flags and glibc's default arenas (FLEET_AGENT_NODE_FLAGS empty,
-    // MALLOC_ARENA_MAX=0: glibc's default), as it ran before AGENT_NODE_FLAGS.
+    // MALLOC_ARENA_MAX=0: glibc's default), as it ran before AGENT_NODE_FLAGS. Its launcher still fixes
+    // MALLOC_TRIM_THRESHOLD_ (glibc has no value that means "its default").
     agents.push(
       startAgent({ broker: t.url, program: build.bundle, bootstrapKey: key, args: quiet, env: { ...env, FLEET_AGENT_NODE_FLAGS: '', MALLOC_ARENA_MAX: '0' } }),
     );
@@ -105,7 +106,12 @@ export async function benchAgent(log: (line: string) => void): Promise<void> {
     bare.kill();
     const line = (name: string, m: Idle) =>
       `${name}: ${m.processes} process${m.processes === 1 ? '' : 'es'}, idle RSS ${mib(m.rss)} (private ${mib(m.anon)}, mapped files ${mib(m.file)}), idle CPU ${m.cpuPercent.toFixed(2)} %`;
-    log(line(`bundled agent (fleet-agent.mjs: MALLOC_ARENA_MAX=${AGENT_MALLOC_ARENA_MAX} node ${AGENT_NODE_FLAGS})`, bundled));
+    log(
+      line(
+        `bundled agent (fleet-agent.mjs: MALLOC_ARENA_MAX=${AGENT_MALLOC_ARENA_MAX} MALLOC_TRIM_THRESHOLD_=${AGENT_MALLOC_TRIM_THRESHOLD} node ${AGENT_NODE_FLAGS})`,
+        bundled,
+      ),
+    );
     log(line("bundled agent, Node's default flags and arenas (FLEET_AGENT_NODE_FLAGS='' MALLOC_ARENA_MAX=0)", defaults));
     log(line('development agent (tsx agent/main.ts)', dev));
     log(line(`bare node ${process.version} (the floor)`, floor));

@@ -39,11 +39,27 @@ export const RUNTIME_DEPENDENCIES = ['node-pty', 'ws'] as const;
  * - `--no-short-builtin-calls`: V8 copies its built-in functions next to the code it compiles when the
  *   machine has 4 GiB of memory or more, for slightly shorter calls; on a device with less it does
  *   not, and neither does the agent anywhere now: 1 MiB less of the node binary's pages in RSS.
+ * - `--interrupt-budget=2162688 --max-bytecode-size-for-early-opt=0`: V8 hands a function to its
+ *   optimising compiler (TurboFan) after 32 times more work than by default (66 KiB of bytecode run),
+ *   and no longer a small one on its first tick. The start and each inventory (the dpkg status
+ *   parsed, the report masked by ws) are one-off bursts that tiered up a handful of functions, and
+ *   the compiler's own code then stayed in RSS (3.5 MiB of the node binary's pages); sustained work
+ *   (a tunnel, a copy) still reaches TurboFan within its first megabytes;
+ * - `--optimize-for-size`: V8 prefers smaller heaps and code over speed (2 MiB less private memory
+ *   at idle);
+ * - `--no-sparkplug`: no baseline compiler between the interpreter and TurboFan (0.4 MiB of code);
+ * - `--bytecode-old-age=1`: the bytecode of a function that did not run between two full collections
+ *   is dropped (compiled again if it runs again): what only the start ran goes at the collection
+ *   after the first inventory (0.4 MiB).
+ * Together the last four cost sustained work about 5-8 % more CPU per GB (a ws round trip in one
+ * process; docs/performance.md, "The agent idle: fourth round").
  * FLEET_AGENT_NODE_FLAGS in the environment replaces them (empty: Node's defaults). Not
  * `--lite-mode`: it would take the idle cost down further, but without JIT the JavaScript that
  * masks every frame the agent sends (ws) runs about 15 times slower, so tunnels and copies would.
  */
-export const AGENT_NODE_FLAGS = '--max-semi-space-size=1 --expose-gc --compact-on-every-full-gc --no-short-builtin-calls';
+export const AGENT_NODE_FLAGS =
+  '--max-semi-space-size=1 --expose-gc --compact-on-every-full-gc --no-short-builtin-calls ' +
+  '--interrupt-budget=2162688 --max-bytecode-size-for-early-opt=0 --optimize-for-size --no-sparkplug --bytecode-old-age=1';
 
 /**
  * glibc's malloc gives each thread that allocates an arena of its own (up to 8 per core) and keeps
@@ -56,12 +72,22 @@ export const AGENT_NODE_FLAGS = '--max-semi-space-size=1 --expose-gc --compact-o
 export const AGENT_MALLOC_ARENA_MAX = 1;
 
 /**
+ * glibc gives memory freed at the top of its heap back to the system once more than this is free
+ * there. Its default (128 KiB) grows by itself, up to 32 MiB, each time a large block is freed, and
+ * the agent's start frees several: about 0.8 MiB stayed in the idle agent's heap. Set, the threshold
+ * stays where it is. Set by the launcher like MALLOC_ARENA_MAX (FLEET_AGENT_MALLOC_TRIM_THRESHOLD_=
+ * launcher beside it, removed by the agent at start), unless already in the environment.
+ */
+export const AGENT_MALLOC_TRIM_THRESHOLD = 262_144;
+
+/**
  * The bundle's first two lines: a shell script that starts node on the bundle itself with
- * AGENT_NODE_FLAGS and AGENT_MALLOC_ARENA_MAX (`exec`: one process), and, to JavaScript, a string and
- * a comment. `#!/usr/bin/env node` could not pass flags everywhere (`env -S` is not in every env).
+ * AGENT_NODE_FLAGS, AGENT_MALLOC_ARENA_MAX and AGENT_MALLOC_TRIM_THRESHOLD (`exec`: one process), and,
+ * to JavaScript, a string and a comment. `#!/usr/bin/env node` could not pass flags everywhere (`env -S` is not in every env).
  */
 export const LAUNCHER =
   `#!/bin/sh\n':' //; [ "\${MALLOC_ARENA_MAX+set}" ] || export MALLOC_ARENA_MAX=${AGENT_MALLOC_ARENA_MAX} FLEET_AGENT_MALLOC_ARENA_MAX=launcher; ` +
+  `[ "\${MALLOC_TRIM_THRESHOLD_+set}" ] || export MALLOC_TRIM_THRESHOLD_=${AGENT_MALLOC_TRIM_THRESHOLD} FLEET_AGENT_MALLOC_TRIM_THRESHOLD_=launcher; ` +
   `exec node \${FLEET_AGENT_NODE_FLAGS-${AGENT_NODE_FLAGS}} "$0" "$@"\n`;
 
 /**

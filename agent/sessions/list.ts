@@ -16,6 +16,7 @@ import { MAX_LIST_BYTES, MAX_LIST_ENTRIES, type CopyParams, type DirectoryEntry,
 import { normalizeDevicePath } from '../../shared/resources.js';
 import type { SessionContext } from './context.js';
 import { requireWithinGrant } from './paths.js';
+import { isoTime } from '../iso-time.js';
 
 const DIR_FLAGS = C.O_RDONLY | C.O_DIRECTORY | C.O_NONBLOCK;
 
@@ -34,9 +35,8 @@ function typeOf(st: { isFile(): boolean; isDirectory(): boolean; isSymbolicLink(
 }
 
 /** An mtime as ISO 8601; a time out of Date's range (a planted file can carry any) reads as the epoch. */
-function isoTime(ms: number): string {
-  const date = new Date(ms);
-  return Number.isNaN(date.getTime()) ? new Date(0).toISOString() : date.toISOString();
+function mtimeIso(ms: number): string {
+  return Number.isNaN(new Date(ms).getTime()) ? isoTime(0) : isoTime(ms);
 }
 
 /**
@@ -83,7 +83,7 @@ export async function listDirectory(requested: string, allowed?: string[]): Prom
         continue; // gone meanwhile, or a name that is not UTF-8 (not reachable by this name)
       }
       const type = typeOf(st);
-      const entry: DirectoryEntry = { name: dirent.name, type, size: type === 'file' ? st.size : 0, mtime: isoTime(st.mtimeMs) };
+      const entry: DirectoryEntry = { name: dirent.name, type, size: type === 'file' ? st.size : 0, mtime: mtimeIso(st.mtimeMs) };
       const size = Buffer.byteLength(JSON.stringify(entry)) + 1;
       if (bytes + size > MAX_LIST_BYTES) {
         truncated = true;

@@ -13,6 +13,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import coerce from 'semver/functions/coerce.js';
 import semverCompare from 'semver/functions/compare.js';
+import { isoTime } from '../iso-time.js';
 
 export interface UpdateState {
   /** the version run instead of the installed package; absent: the package runs */
@@ -121,7 +122,7 @@ export class UpdateStore {
       if (running !== undefined && running !== version) s.previous = running;
       else delete s.previous;
       s.package_version = packageVersion;
-      s.pending = { version, attempts: 0, since: new Date().toISOString() };
+      s.pending = { version, attempts: 0, since: isoTime() };
     });
     this.prune();
   }
@@ -148,7 +149,7 @@ export class UpdateStore {
       else delete s.current;
       delete s.previous;
       delete s.pending;
-      s.failed = { version, reason: reason.slice(0, 500), at: new Date().toISOString(), rolled_back_to: back ?? 'package' };
+      s.failed = { version, reason: reason.slice(0, 500), at: isoTime(), rolled_back_to: back ?? 'package' };
       s.refused = [...(s.refused ?? []).filter((v) => v !== version), version].slice(-MAX_REFUSED);
     });
     this.prune();

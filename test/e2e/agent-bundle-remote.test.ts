@@ -10,7 +10,7 @@ import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { AGENT_MALLOC_ARENA_MAX, AGENT_NODE_FLAGS, buildAgent } from '../../agent/packaging/build.js';
+import { AGENT_MALLOC_ARENA_MAX, AGENT_MALLOC_TRIM_THRESHOLD, AGENT_NODE_FLAGS, buildAgent } from '../../agent/packaging/build.js';
 import { echoServer, startAgent, type TestAgent } from '../support/agent.js';
 import { startTestBroker, type TestBroker } from '../support/broker.js';
 import { connectRemote, sendThroughTunnel } from '../support/remote-ws.js';
@@ -43,20 +43,26 @@ afterAll(async () => {
 });
 
 describe('the bundled agent, started by its launcher', () => {
-  it("runs node with the agent's flags and one malloc arena", () => {
+  it("runs node with the agent's flags, one malloc arena and a fixed trim threshold", () => {
     const pid = agent.process.pid as number;
     const argv = fs.readFileSync(`/proc/${pid}/cmdline`, 'utf8').split('\0');
     expect(argv.slice(1, 1 + AGENT_NODE_FLAGS.split(' ').length)).toEqual(AGENT_NODE_FLAGS.split(' '));
     // The environment node started with (the agent removes it from its own afterwards).
     const environ = fs.readFileSync(`/proc/${pid}/environ`, 'utf8').split('\0');
     expect(environ).toContain(`MALLOC_ARENA_MAX=${process.env.MALLOC_ARENA_MAX ?? AGENT_MALLOC_ARENA_MAX}`);
+    expect(environ).toContain(`MALLOC_TRIM_THRESHOLD_=${process.env.MALLOC_TRIM_THRESHOLD_ ?? AGENT_MALLOC_TRIM_THRESHOLD}`);
   });
 
   it("opens a console whose environment has nothing of the launcher's", async () => {
     const s = connectRemote(t.url, 'console', { device_id: device, cols: 120, rows: 40 }, t.adminToken);
     await s.ready;
-    s.ws.send(Buffer.from('echo "arena=${MALLOC_ARENA_MAX-none} marker=${FLEET_AGENT_MALLOC_ARENA_MAX-none} n=$((20+22))"\n'));
-    await s.output(`arena=${process.env.MALLOC_ARENA_MAX ?? 'none'} marker=none n=42`);
+    s.ws.send(
+      Buffer.from(
+        'echo "arena=${MALLOC_ARENA_MAX-none} marker=${FLEET_AGENT_MALLOC_ARENA_MAX-none} ' +
+          'trim=${MALLOC_TRIM_THRESHOLD_-none} marker=${FLEET_AGENT_MALLOC_TRIM_THRESHOLD_-none} n=$((20+22))"\n',
+      ),
+    );
+    await s.output(`arena=${process.env.MALLOC_ARENA_MAX ?? 'none'} marker=none trim=${process.env.MALLOC_TRIM_THRESHOLD_ ?? 'none'} marker=none n=42`);
     s.ws.send(JSON.stringify({ type: 'ack', bytes: s.bytes().length }));
     s.ws.send(Buffer.from('exit 0\n'));
     expect(await s.frame('exit')).toEqual({ type: 'exit', code: 0, signal: null });
