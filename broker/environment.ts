@@ -42,6 +42,8 @@ export interface Config {
   trustProxy: boolean;
   /** Keep-alive ping interval of agent connections (ms); an agent silent for 3 intervals is cut off. */
   agentHeartbeatMs: number;
+  /** How long an agent connection may take to answer the challenge (AGENT_AUTH_TIMEOUT_MS) before it is closed as "retry later". */
+  agentAuthTimeoutMs: number;
   /** Agent connections still in their handshake (not authenticated), at most, in total… */
   agentHandshakesMax: number;
   /** …and from one address, so one source cannot hold every slot. */
@@ -111,6 +113,8 @@ export interface Config {
   sshPort?: number;
   /** Registered public keys sign in to the SSH gateway too, not only certificates (SSH_USER_KEYS; off by default). */
   sshUserKeys: boolean;
+  /** How long an SSH gateway connection may take to sign in (SSH_AUTH_TIMEOUT_MS) before it is closed. */
+  sshAuthTimeoutMs: number;
 }
 
 export class ConfigError extends Error {
@@ -224,6 +228,7 @@ export function loadConfig(env: Env = process.env): Config {
     logLevel,
     trustProxy,
     agentHeartbeatMs: integer(env, 'AGENT_HEARTBEAT_MS', 30_000, 1000, 600_000),
+    agentAuthTimeoutMs: integer(env, 'AGENT_AUTH_TIMEOUT_MS', 10_000, 1000, 120_000),
     agentHandshakesMax,
     agentHandshakesPerAddress,
     maxConnectionsPerAddress,
@@ -240,6 +245,7 @@ export function loadConfig(env: Env = process.env): Config {
     consoleDetachGraceSeconds: integer(env, 'CONSOLE_DETACH_GRACE_SECONDS', 60, 0, 3600),
     sshPort: env.SSH_PORT === undefined || env.SSH_PORT === '' ? undefined : integer(env, 'SSH_PORT', 0, 0, 65535),
     sshUserKeys: boolean(env, 'SSH_USER_KEYS', false),
+    sshAuthTimeoutMs: integer(env, 'SSH_AUTH_TIMEOUT_MS', 20_000, 1000, 600_000),
     agentArtifactsDir: env.AGENT_ARTIFACTS_DIR ? path.resolve(env.AGENT_ARTIFACTS_DIR) : DEFAULT_AGENT_ARTIFACTS_DIR,
     cliArtifactsDir: env.CLI_ARTIFACTS_DIR ? path.resolve(env.CLI_ARTIFACTS_DIR) : DEFAULT_CLI_ARTIFACTS_DIR,
     metrics: {
