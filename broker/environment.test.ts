@@ -32,6 +32,12 @@ describe('connection limits in the configuration', () => {
     for (const bad of ['999', '0', '600001', '-5', '2s']) expect(() => loadConfig({ SSH_AUTH_TIMEOUT_MS: bad })).toThrow(/SSH_AUTH_TIMEOUT_MS/);
   });
 
+  it('waits 65 s for a PostgreSQL reply by default; DATABASE_QUERY_TIMEOUT_MS sets 10 s to 1 h, and refuses others', () => {
+    expect(loadConfig({}).databaseQueryTimeoutMs).toBe(65_000);
+    expect(loadConfig({ DATABASE_QUERY_TIMEOUT_MS: '20000' }).databaseQueryTimeoutMs).toBe(20_000);
+    for (const bad of ['9999', '0', '3600001', '-5', '20s']) expect(() => loadConfig({ DATABASE_QUERY_TIMEOUT_MS: bad })).toThrow(/DATABASE_QUERY_TIMEOUT_MS/);
+  });
+
   it('refuses a per-address handshake limit above the total, and bad numbers, naming the variable', () => {
     expect(() => loadConfig({ AGENT_HANDSHAKES_MAX: '8', AGENT_HANDSHAKES_PER_ADDRESS: '9' })).toThrow(ConfigError);
     expect(() => loadConfig({ AGENT_HANDSHAKES_PER_ADDRESS: '0' })).toThrow(/AGENT_HANDSHAKES_PER_ADDRESS/);

@@ -13,6 +13,12 @@ export interface Config {
   databaseUrl: string;
   /** PostgreSQL schema to use (tests isolate themselves with it); empty for the default. */
   databaseSchema: string;
+  /**
+   * PostgreSQL: how long the broker waits for a reply before it drops the connection
+   * (DATABASE_QUERY_TIMEOUT_MS; the server's statement timeout is 5 s under it). A partition that
+   * loses connections for good costs up to this.
+   */
+  databaseQueryTimeoutMs: number;
   adminEmail?: string;
   adminPassword?: string;
   /** Without it, mail is written to `<dataDir>/outbox` as .eml files. */
@@ -210,6 +216,7 @@ export function loadConfig(env: Env = process.env): Config {
     dataDir,
     databaseUrl,
     databaseSchema,
+    databaseQueryTimeoutMs: integer(env, 'DATABASE_QUERY_TIMEOUT_MS', 65_000, 10_000, 3_600_000),
     adminEmail,
     adminPassword,
     smtpUrl: env.SMTP_URL || undefined,
