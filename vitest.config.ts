@@ -47,6 +47,13 @@ export default defineConfig({
           testTimeout: 120_000,
           hookTimeout: 180_000,
           fileParallelism: false,
+          // The files run one after another in one worker: each importing the broker, playwright and
+          // the support modules afresh, and launching its own Chromium, cost seconds per file (tens
+          // of seconds on a loaded machine), all on the serial tail. Sharing the worker's imports
+          // lets its files share one Chromium too (support/browser.ts); what a test touches stays its
+          // own: each file starts its own broker (own data directory or schema), each test opens
+          // its own browser context (own cookies, storage and cache).
+          isolate: false,
         },
       },
     ],

@@ -20,6 +20,24 @@ describe('connection limits in the configuration', () => {
     expect(() => loadConfig({ ACCEPT_RATE_PER_ADDRESS: '-1' })).toThrow(/ACCEPT_RATE_PER_ADDRESS/);
   });
 
+  it('gives an agent 10 s to answer the challenge by default; AGENT_AUTH_TIMEOUT_MS sets 1 s to 120 s, and refuses others', () => {
+    expect(loadConfig({}).agentAuthTimeoutMs).toBe(10_000);
+    expect(loadConfig({ AGENT_AUTH_TIMEOUT_MS: '1000' }).agentAuthTimeoutMs).toBe(1000);
+    for (const bad of ['999', '0', '120001', '-5', '2s']) expect(() => loadConfig({ AGENT_AUTH_TIMEOUT_MS: bad })).toThrow(/AGENT_AUTH_TIMEOUT_MS/);
+  });
+
+  it('closes an SSH connection not signed in after 20 s by default; SSH_AUTH_TIMEOUT_MS sets 1 s to 10 min, and refuses others', () => {
+    expect(loadConfig({}).sshAuthTimeoutMs).toBe(20_000);
+    expect(loadConfig({ SSH_AUTH_TIMEOUT_MS: '2000' }).sshAuthTimeoutMs).toBe(2000);
+    for (const bad of ['999', '0', '600001', '-5', '2s']) expect(() => loadConfig({ SSH_AUTH_TIMEOUT_MS: bad })).toThrow(/SSH_AUTH_TIMEOUT_MS/);
+  });
+
+  it('waits 65 s for a PostgreSQL reply by default; DATABASE_QUERY_TIMEOUT_MS sets 10 s to 1 h, and refuses others', () => {
+    expect(loadConfig({}).databaseQueryTimeoutMs).toBe(65_000);
+    expect(loadConfig({ DATABASE_QUERY_TIMEOUT_MS: '20000' }).databaseQueryTimeoutMs).toBe(20_000);
+    for (const bad of ['9999', '0', '3600001', '-5', '20s']) expect(() => loadConfig({ DATABASE_QUERY_TIMEOUT_MS: bad })).toThrow(/DATABASE_QUERY_TIMEOUT_MS/);
+  });
+
   it('refuses a per-address handshake limit above the total, and bad numbers, naming the variable', () => {
     expect(() => loadConfig({ AGENT_HANDSHAKES_MAX: '8', AGENT_HANDSHAKES_PER_ADDRESS: '9' })).toThrow(ConfigError);
     expect(() => loadConfig({ AGENT_HANDSHAKES_PER_ADDRESS: '0' })).toThrow(/AGENT_HANDSHAKES_PER_ADDRESS/);

@@ -13,6 +13,12 @@ export interface Config {
   databaseUrl: string;
   /** PostgreSQL schema to use (tests isolate themselves with it); empty for the default. */
   databaseSchema: string;
+  /**
+   * PostgreSQL: how long the broker waits for a reply before it drops the connection
+   * (DATABASE_QUERY_TIMEOUT_MS; the server's statement timeout is 5 s under it). A partition that
+   * loses connections for good costs up to this.
+   */
+  databaseQueryTimeoutMs: number;
   adminEmail?: string;
   adminPassword?: string;
   /** Without it, mail is written to `<dataDir>/outbox` as .eml files. */
@@ -42,6 +48,8 @@ export interface Config {
   trustProxy: boolean;
   /** Keep-alive ping interval of agent connections (ms); an agent silent for 3 intervals is cut off. */
   agentHeartbeatMs: number;
+  /** How long an agent connection may take to answer the challenge (AGENT_AUTH_TIMEOUT_MS) before it is closed as "retry later". */
+  agentAuthTimeoutMs: number;
   /** Agent connections still in their handshake (not authenticated), at most, in total… */
   agentHandshakesMax: number;
   /** …and from one address, so one source cannot hold every slot. */
@@ -111,6 +119,8 @@ export interface Config {
   sshPort?: number;
   /** Registered public keys sign in to the SSH gateway too, not only certificates (SSH_USER_KEYS; off by default). */
   sshUserKeys: boolean;
+  /** How long an SSH gateway connection may take to sign in (SSH_AUTH_TIMEOUT_MS) before it is closed. */
+  sshAuthTimeoutMs: number;
 }
 
 export class ConfigError extends Error {
@@ -206,6 +216,7 @@ export function loadConfig(env: Env = process.env): Config {
     dataDir,
     databaseUrl,
     databaseSchema,
+    databaseQueryTimeoutMs: integer(env, 'DATABASE_QUERY_TIMEOUT_MS', 65_000, 10_000, 3_600_000),
     adminEmail,
     adminPassword,
     smtpUrl: env.SMTP_URL || undefined,
@@ -224,6 +235,7 @@ export function loadConfig(env: Env = process.env): Config {
     logLevel,
     trustProxy,
     agentHeartbeatMs: integer(env, 'AGENT_HEARTBEAT_MS', 30_000, 1000, 600_000),
+    agentAuthTimeoutMs: integer(env, 'AGENT_AUTH_TIMEOUT_MS', 10_000, 1000, 120_000),
     agentHandshakesMax,
     agentHandshakesPerAddress,
     maxConnectionsPerAddress,
@@ -240,6 +252,7 @@ export function loadConfig(env: Env = process.env): Config {
     consoleDetachGraceSeconds: integer(env, 'CONSOLE_DETACH_GRACE_SECONDS', 60, 0, 3600),
     sshPort: env.SSH_PORT === undefined || env.SSH_PORT === '' ? undefined : integer(env, 'SSH_PORT', 0, 0, 65535),
     sshUserKeys: boolean(env, 'SSH_USER_KEYS', false),
+    sshAuthTimeoutMs: integer(env, 'SSH_AUTH_TIMEOUT_MS', 20_000, 1000, 600_000),
     agentArtifactsDir: env.AGENT_ARTIFACTS_DIR ? path.resolve(env.AGENT_ARTIFACTS_DIR) : DEFAULT_AGENT_ARTIFACTS_DIR,
     cliArtifactsDir: env.CLI_ARTIFACTS_DIR ? path.resolve(env.CLI_ARTIFACTS_DIR) : DEFAULT_CLI_ARTIFACTS_DIR,
     metrics: {

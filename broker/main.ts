@@ -33,7 +33,7 @@ async function cveImportCommand(config: Config, target: string | undefined): Pro
   const parsed = CveService.readFiles(files);
   for (const e of parsed.errors.slice(0, 20)) console.error(`${e.file}: ${e.error}`);
   if (parsed.errors.length > 20) console.error(`… and ${parsed.errors.length - 20} more files not imported`);
-  const store = await openStore(config.databaseUrl, config.databaseSchema);
+  const store = await openStore(config.databaseUrl, config.databaseSchema, undefined, config.databaseQueryTimeoutMs);
   try {
     const epoch = new ChangeEpoch();
     const access = new AccessService(new DeviceScopes(store.db, epoch));
@@ -59,7 +59,7 @@ async function cveImportCommand(config: Config, target: string | undefined): Pro
 }
 
 async function auditVerifyCommand(config: Config): Promise<void> {
-  const store = await openStore(config.databaseUrl, config.databaseSchema);
+  const store = await openStore(config.databaseUrl, config.databaseSchema, undefined, config.databaseQueryTimeoutMs);
   try {
     const result = await new AuditService(store.db, store.dialect).verify();
     const from = result.checkpoint
@@ -80,7 +80,7 @@ async function auditVerifyCommand(config: Config): Promise<void> {
 }
 
 async function createAdminCommand(config: Config): Promise<void> {
-  const store = await openStore(config.databaseUrl, config.databaseSchema);
+  const store = await openStore(config.databaseUrl, config.databaseSchema, undefined, config.databaseQueryTimeoutMs);
   try {
     const rl = readline.createInterface({ input: process.stdin, output: process.stdout, terminal: process.stdin.isTTY });
     const email = config.adminEmail ?? (await rl.question('Email: ')).trim();

@@ -46,7 +46,7 @@ async function openStoreRetrying(config: Config, logger: Logger): Promise<Store>
   let delay = DB_RETRY_FIRST_MS;
   for (let attempt = 1; ; attempt++) {
     try {
-      const store = await openStore(config.databaseUrl, config.databaseSchema, logger);
+      const store = await openStore(config.databaseUrl, config.databaseSchema, logger, config.databaseQueryTimeoutMs);
       if (attempt > 1) logger.info({ attempt }, 'database reached');
       return store;
     } catch (err) {

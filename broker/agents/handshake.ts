@@ -20,8 +20,6 @@ import type { Config } from '../environment.js';
 import type { BrokerKey } from './broker-key.js';
 import { ReturnSchedule } from './returns.js';
 
-/** An agent must answer the challenge within this time. */
-const AUTH_TIMEOUT_MS = 10_000;
 /** Channel frames are at most 64 KiB; control messages are small; an inventory report stays well below. */
 const MAX_MESSAGE_BYTES = 4 * 1024 * 1024;
 /**
@@ -57,7 +55,7 @@ export interface AgentHello {
 }
 
 export interface HandshakeDeps {
-  config: Pick<Config, 'trustProxy' | 'agentHandshakesMax' | 'agentHandshakesPerAddress'>;
+  config: Pick<Config, 'trustProxy' | 'agentHandshakesMax' | 'agentHandshakesPerAddress' | 'agentAuthTimeoutMs'>;
   log: Logger;
   /** Who a device is (unknown, revoked, pending, approved): asked at every handshake. */
   standings: { standing(deviceId: string): Promise<AgentStanding> };
@@ -175,7 +173,10 @@ export class AgentHandshakes {
     // Closed as "retry later", not 4401: on a loaded broker (a reconnect storm) the answer may be in
     // the socket unread when this timer fires, and 4401 tells an agent its key is not accepted (one
     // without a pinned broker key enrols again).
-    let timer: NodeJS.Timeout | undefined = setTimeout(() => ws.close(AgentClose.retryLater, 'no authentication in time: retry later'), AUTH_TIMEOUT_MS);
+    let timer: NodeJS.Timeout | undefined = setTimeout(
+      () => ws.close(AgentClose.retryLater, 'no authentication in time: retry later'),
+      this.deps.config.agentAuthTimeoutMs,
+    );
     ws.on('error', (err) => this.deps.log.debug({ err, ip }, 'agent socket error'));
     ws.once('close', () => {
       clearTimeout(timer);

@@ -66,7 +66,7 @@ export class AgentNotConnectedError extends Error {
 
 /** What the hub uses. Enrolment and inventory also reach agents through the hub: the composition root binds them late. */
 export interface AgentHubDeps {
-  config: Pick<Config, 'trustProxy' | 'agentHeartbeatMs' | 'agentHandshakesMax' | 'agentHandshakesPerAddress'>;
+  config: Pick<Config, 'trustProxy' | 'agentHeartbeatMs' | 'agentHandshakesMax' | 'agentHandshakesPerAddress' | 'agentAuthTimeoutMs'>;
   logger: Logger;
   /** last contact of devices */
   db: Db;

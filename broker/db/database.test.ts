@@ -2,7 +2,7 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
-import { openStore, type Store } from './database.js';
+import { openStore, PG_TIMEOUTS, pgTimeouts, type Store } from './database.js';
 
 let store: Store | undefined;
 let dir: string | undefined;
@@ -92,5 +92,12 @@ describe('the ambient transaction', () => {
       .catch(() => undefined);
     expect(ran).toEqual(['committed']);
     expect(s.inTransaction()).toBe(false);
+  });
+});
+
+describe('the PostgreSQL timeouts', () => {
+  it('keep PG_TIMEOUTS by default; another reply timeout moves the statement timeout with it, 5 s under', () => {
+    expect(pgTimeouts()).toEqual(PG_TIMEOUTS);
+    expect(pgTimeouts(20_000)).toEqual({ ...PG_TIMEOUTS, query_timeout: 20_000, statement_timeout: 15_000 });
   });
 });

@@ -130,6 +130,18 @@ export const PG_TIMEOUTS = {
   keepAliveInitialDelayMillis: 10_000,
 } as const;
 
+/** How much sooner than the client's reply timeout the server gives up on a statement. */
+const STATEMENT_BEFORE_REPLY_MS = 5000;
+
+/**
+ * PG_TIMEOUTS with another reply timeout (DATABASE_QUERY_TIMEOUT_MS): the statement timeout stays
+ * 5 s under it, so the server normally ends a slow statement (an error, the connection kept) before
+ * the client gives up on the reply (the connection dropped).
+ */
+export function pgTimeouts(queryTimeoutMs: number = PG_TIMEOUTS.query_timeout) {
+  return { ...PG_TIMEOUTS, query_timeout: queryTimeoutMs, statement_timeout: queryTimeoutMs - STATEMENT_BEFORE_REPLY_MS };
+}
+
 /**
  * An idle connection that fails (the database restarted, the network went) is logged and dropped by
  * the pool rather than crashing the process; so is one lost while taken from the pool between two
@@ -169,7 +181,7 @@ export function isUnreachable(err: unknown): boolean {
 }
 
 /** Opens the store named by `url` (sqlite:<file> or postgres://...) and brings its schema up to date. */
-export async function openStore(url: string, schema = '', logger?: Pick<Logger, 'warn'>): Promise<Store> {
+export async function openStore(url: string, schema = '', logger?: Pick<Logger, 'warn'>, queryTimeoutMs?: number): Promise<Store> {
   let db: Db;
   let dialect: Dialect;
   let migrationDb: Db | undefined;
@@ -189,7 +201,8 @@ export async function openStore(url: string, schema = '', logger?: Pick<Logger, 
     db = new Kysely<Database>({ dialect: new SqliteDialect({ database: withStatementCache(sqlite) }) });
     dialect = 'sqlite';
   } else {
-    const pool = new pg.Pool({ connectionString: url, max: 10, ...PG_TIMEOUTS, ...(schema ? { options: `-c search_path=${schema}` } : {}) });
+    const timeouts = pgTimeouts(queryTimeoutMs);
+    const pool = new pg.Pool({ connectionString: url, max: 10, ...timeouts, ...(schema ? { options: `-c search_path=${schema}` } : {}) });
     watchPool(pool, logger);
     try {
       const client = await pool.connect();
@@ -206,7 +219,7 @@ export async function openStore(url: string, schema = '', logger?: Pick<Logger, 
     db = new Kysely<Database>({ dialect: new PostgresDialect({ pool }) });
     dialect = 'postgres';
     // Migrations may rewrite large tables: they run without the statement timeouts of the pool.
-    const { statement_timeout: _s, query_timeout: _q, idle_in_transaction_session_timeout: _i, ...patient } = PG_TIMEOUTS;
+    const { statement_timeout: _s, query_timeout: _q, idle_in_transaction_session_timeout: _i, ...patient } = timeouts;
     const migrationPool = new pg.Pool({ connectionString: url, max: 2, ...patient, ...(schema ? { options: `-c search_path=${schema}` } : {}) });
     watchPool(migrationPool, logger);
     migrationDb = new Kysely<Database>({ dialect: new PostgresDialect({ pool: migrationPool }) });

@@ -27,14 +27,15 @@ export { SSH_AUTH_FAILURES_PER_ADDRESS } from './sign-in.js';
 /** Connections that have not authenticated yet, at most: in all, and from one address. */
 export const SSH_PREAUTH_MAX = 64;
 export const SSH_PREAUTH_PER_ADDRESS = 8;
-/** A connection that has not authenticated by then is closed. */
-export const SSH_AUTH_TIMEOUT_MS = 20_000;
 /** Connections one user may hold at once (each inner connection through -J counts too). */
 export const SSH_MAX_CONNECTIONS_PER_USER = 16;
 
 export interface SshGatewayDeps {
-  /** sshUserKeys (SSH_USER_KEYS): registered public keys sign in too, not only certificates */
-  config: { sshPort?: number; host: string; sshUserKeys?: boolean };
+  /**
+   * sshUserKeys (SSH_USER_KEYS): registered public keys sign in too, not only certificates;
+   * sshAuthTimeoutMs (SSH_AUTH_TIMEOUT_MS): a connection that has not signed in by then is closed.
+   */
+  config: { sshPort?: number; host: string; sshUserKeys?: boolean; sshAuthTimeoutMs: number };
   logger: Logger;
   authority: Pick<SshAuthority, 'verify' | 'hostKeyFile'>;
   auth: Pick<AuthService, 'sessionCaller' | 'startSession' | 'revokeSession' | 'userRow' | 'authenticate'>;
@@ -164,7 +165,7 @@ export class SshGateway {
     if (this.preauth >= SSH_PREAUTH_MAX || held >= SSH_PREAUTH_PER_ADDRESS || this.signIn.tooManyFailures(ip)) return undefined;
     this.preauth += 1;
     this.preauthPerAddress.set(ip, held + 1);
-    const timer = setTimeout(close, SSH_AUTH_TIMEOUT_MS);
+    const timer = setTimeout(close, this.deps.config.sshAuthTimeoutMs);
     timer.unref();
     let counted = true;
     return () => {

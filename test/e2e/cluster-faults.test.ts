@@ -20,6 +20,7 @@ import { connectRemote } from '../support/remote-ws.js';
 import { startTcpProxy, type TcpProxy } from '../support/tcp-proxy.js';
 
 const HEARTBEAT_MS = 300;
+const QUERY_TIMEOUT_MS = 20_000;
 const { schema, env: common } = clusterEnv(HEARTBEAT_MS);
 const pgUrl = new URL(PG_URL);
 
@@ -42,7 +43,13 @@ async function consoleEntries(t: TestBroker): Promise<any[]> {
 beforeAll(async () => {
   proxy = await startTcpProxy(pgUrl.hostname, Number(pgUrl.port || 5432));
   other = await startTestBroker({ database: 'postgres', env: { ...common, BROKER_ID: 'broker-other' } });
-  cut = await startTestBroker({ database: 'postgres', env: { ...common, BROKER_ID: 'broker-cut', DATABASE_URL: proxy.url(PG_URL) } });
+  // The cut-off broker gives up on a reply after 20 s (DATABASE_QUERY_TIMEOUT_MS) rather than the
+  // default 65 s: a lost partition's connections are freed only by that timeout, so it is what the
+  // lost partition waits for.
+  cut = await startTestBroker({
+    database: 'postgres',
+    env: { ...common, BROKER_ID: 'broker-cut', DATABASE_URL: proxy.url(PG_URL), DATABASE_QUERY_TIMEOUT_MS: String(QUERY_TIMEOUT_MS) },
+  });
   const key = await cut.api('POST', '/api/v2/bootstrapkey', { token: cut.adminToken, body: { auto_accept: true } });
   agent = startAgent({ broker: cut.url, bootstrapKey: Object.keys(key.body)[0] });
   device = await agent.waitConnected(cut, 60_000);

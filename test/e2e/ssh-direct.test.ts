@@ -45,8 +45,8 @@ function freePort(): Promise<number> {
 }
 
 /** A raw connection to the gateway: what it wrote back, and whether (and when) it closed. */
-function raw(): { socket: net.Socket; got: () => string; closed: Promise<string> } {
-  const socket = net.connect(gatewayPort(), '127.0.0.1');
+function raw(port = gatewayPort()): { socket: net.Socket; got: () => string; closed: Promise<string> } {
+  const socket = net.connect(port, '127.0.0.1');
   socket.on('error', () => {});
   let seen = '';
   socket.on('data', (d) => (seen += d.toString('latin1')));
@@ -263,9 +263,22 @@ describe('the preamble, from a hostile client', () => {
     // Once they are gone, a client reaches the device again.
     await eventually(async () => (await runSsh('ssh', admin, [`root@${host()}`, 'echo back'])).stdout === 'back\n', 30_000, 'a sign-in after they left');
   });
+});
 
-  it('closes a preamble trickled byte by byte that never ends, at the sign-in timeout', async () => {
-    const c = raw();
+describe('the sign-in timeout', () => {
+  let short: TestBroker;
+
+  // A broker of its own with a short SSH_AUTH_TIMEOUT_MS (the default is 20 s): the file's broker
+  // keeps the default, so the connections its other tests hold open or sign in slowly are not cut.
+  beforeAll(async () => {
+    short = await startTestBroker({ database: 'sqlite', env: { SSH_PORT: '0', SSH_AUTH_TIMEOUT_MS: '2000' } });
+  });
+  afterAll(async () => {
+    await short?.close();
+  });
+
+  it('closes a preamble trickled byte by byte that never ends, at SSH_AUTH_TIMEOUT_MS', async () => {
+    const c = raw(short.broker.services.ssh.gateway.port as number);
     const bytes = Buffer.from(`${SSH_PREAMBLE_WORD}${'z'.repeat(100)}`);
     let i = 0;
     const timer = setInterval(() => {

@@ -2,11 +2,13 @@
  * Browser tests: Debian's Chromium driven by playwright-core against a real broker serving the
  * built web console. Screenshots go to test/artifacts/ (kept by CI as artifacts).
  *
- * A browser test file calls `useBrowserSuite()` once: it starts a test broker and Chromium before
- * the file's tests and closes both after them (the console is built once, before any browser file,
- * by the project's global set-up, browser-build.ts). Each test then
- * opens its own page with `suite.open()` (signed in as the administrator unless told otherwise)
- * and ends with `expectNoErrorsAndClose()`.
+ * A browser test file calls `useBrowserSuite()` once: it starts a test broker before the file's
+ * tests and closes it after them, with every browser context still open (the console is built once,
+ * before any browser file, by the project's global set-up, browser-build.ts). Chromium is launched
+ * once per test worker and kept for the files that worker runs after (the browser project shares
+ * one worker between its files: `isolate: false` in vitest.config.ts). Each test then opens its own
+ * context and page with `suite.open()` (own cookies, storage and cache; signed in as the
+ * administrator unless told otherwise) and ends with `expectNoErrorsAndClose()`.
  */
 import fs from 'node:fs';
 import path from 'node:path';
@@ -86,10 +88,24 @@ export interface BrowserSuite {
   open(options?: OpenOptions): Promise<WatchedPage>;
 }
 
+let workerBrowser: Promise<Browser> | undefined;
+
 /**
- * Registers the file's set-up and tear-down: builds the console, starts a broker (with `env`,
- * which may be a function when it depends on something an earlier hook started) and Chromium;
- * closes them after the file's tests.
+ * The worker's Chromium, launched by the first browser file it runs and kept for the next ones
+ * (a launch per file cost seconds of the serial browser run); launched again if it went away.
+ * Playwright closes it when the worker exits.
+ */
+async function sharedBrowser(): Promise<Browser> {
+  const current = workerBrowser && (await workerBrowser.catch(() => undefined));
+  if (current?.isConnected()) return current;
+  workerBrowser = launchBrowser();
+  return workerBrowser;
+}
+
+/**
+ * Registers the file's set-up and tear-down: starts a broker (with `env`, which may be a function
+ * when it depends on something an earlier hook started) and takes the worker's Chromium; after the
+ * file's tests, closes every context left open (a test that failed before closing its own) and the broker.
  */
 export function useBrowserSuite(options: { env?: Record<string, string> | (() => Record<string, string>) } = {}): BrowserSuite {
   let t: TestBroker | undefined;
@@ -98,11 +114,12 @@ export function useBrowserSuite(options: { env?: Record<string, string> | (() =>
   beforeAll(async () => {
     // The console is built by the project's global set-up (test/support/browser-build.ts).
     t = await startTestBroker({ env: typeof options.env === 'function' ? options.env() : options.env });
-    browser = await launchBrowser();
+    browser = await sharedBrowser();
   });
 
   afterAll(async () => {
-    await browser?.close();
+    // Files run one at a time in a worker, so every open context is this file's.
+    for (const context of browser?.contexts() ?? []) await context.close();
     await t?.close();
   });
 
