@@ -39,6 +39,8 @@ export type ConnectionEnd =
       unknownProven?: boolean;
       /** the broker refused the upgrade and said when to come back (Retry-After) */
       retryAfterMs?: number;
+      /** nothing listened: the connection was refused, or a proxy answered that the broker behind it is away (backoff.ts: Reconnect) */
+      down?: boolean;
     }
   /** The broker asked for a reload; it was acknowledged and the connection closed. */
   | { kind: 'reload' }
@@ -72,6 +74,14 @@ export interface ConnectionOptions {
   onWelcome?: (info: { heartbeatMs: number }) => void;
 }
 
+/**
+ * An upgrade answer of a proxy whose broker is away (restarting): 502, 504, or 503 without
+ * Retry-After. The broker's own 503 (its handshakes are full) says when to come back.
+ */
+function isAwayAnswer(status: number | undefined, retryAfter: number | undefined): boolean {
+  return status === 502 || status === 504 || (status === 503 && retryAfter === undefined);
+}
+
 export function runConnection(o: ConnectionOptions): Promise<ConnectionEnd> {
   if (o.signal.aborted) return Promise.resolve({ kind: 'stopped' });
   return new Promise((resolve) => {
@@ -81,6 +91,7 @@ export function runConnection(o: ConnectionOptions): Promise<ConnectionEnd> {
     let stopping = false;
     let lastError: string | undefined;
     let retryAfter: number | undefined;
+    let down = false;
     let untrusted = false;
     let unknownProven = false;
     // This connection's nonce: the broker signs it in the welcome and in every signed message.
@@ -308,11 +319,13 @@ export function runConnection(o: ConnectionOptions): Promise<ConnectionEnd> {
     ws.on('unexpected-response', (_req, res) => {
       lastError = `the broker answered the upgrade with HTTP ${res.statusCode}`;
       retryAfter = retryAfterMs(res.headers['retry-after']);
+      down = isAwayAnswer(res.statusCode, retryAfter);
       res.resume();
       ws.terminate();
     });
-    ws.on('error', (err) => {
+    ws.on('error', (err: NodeJS.ErrnoException) => {
       lastError = err.message;
+      if (err.code === 'ECONNREFUSED') down = true;
     });
     ws.on('close', (code, reasonBuffer) => {
       clearTimeout(handshakeTimer);
@@ -335,6 +348,7 @@ export function runConnection(o: ConnectionOptions): Promise<ConnectionEnd> {
         ...(untrusted ? { untrusted } : {}),
         ...(unknownProven ? { unknownProven } : {}),
         ...(retryAfter !== undefined ? { retryAfterMs: retryAfter } : {}),
+        ...(down ? { down } : {}),
       });
     });
   });

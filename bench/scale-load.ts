@@ -10,7 +10,7 @@
  */
 import crypto, { type KeyObject } from 'node:crypto';
 import WebSocket from 'ws';
-import { Backoff, retryAfterMs } from '../agent/backoff.js';
+import { Reconnect, retryAfterMs } from '../agent/backoff.js';
 import { signChallenge } from '../shared/device-key.js';
 import { AgentClose, PROTOCOL_VERSION } from '../shared/protocol.js';
 
@@ -68,7 +68,7 @@ interface Agent {
   index: number;
   id: string;
   key?: KeyObject;
-  backoff: Backoff;
+  backoff: Reconnect;
   ws?: WebSocket;
   welcomed: boolean;
   lastHeard: number;
@@ -85,10 +85,13 @@ function pump(): void {
   while (ramping && rampQueue.length > 0 && stats.inFlight < start.rampConcurrency) connect(rampQueue.shift() as Agent);
 }
 
-/** As the agent (agent/agent.ts): a broker that refused for load and said when to come back guides the wait. */
-function retry(agent: Agent, retryAfter?: number): void {
+/**
+ * As the agent (agent/agent.ts): nothing listening is tried again with the smaller cap; a broker that
+ * refused for load and said when to come back guides the wait.
+ */
+function retry(agent: Agent, down: boolean, retryAfter?: number): void {
   if (stopping) return;
-  setTimeout(() => connect(agent), retryAfter !== undefined ? agent.backoff.after(retryAfter) : agent.backoff.next());
+  setTimeout(() => connect(agent), down ? agent.backoff.afterDown() : agent.backoff.afterFailure(retryAfter));
 }
 
 function connect(agent: Agent): void {
@@ -149,7 +152,7 @@ function connect(agent: Agent): void {
       } else if (msg?.t === 'welcome') {
         if (typeof msg.heartbeat_ms === 'number') heartbeatMs = Math.max(1000, msg.heartbeat_ms);
         agent.welcomed = true;
-        agent.backoff.reset();
+        agent.backoff.connected();
         stats.connected++;
         done();
       } else ws.close(1002, 'protocol error');
@@ -170,7 +173,7 @@ function connect(agent: Agent): void {
       stats.errorKinds[errorKind] = (stats.errorKinds[errorKind] ?? 0) + 1;
     }
     if (code === AgentClose.removed) return; // as the agent: never back with this key
-    retry(agent, retryAfter);
+    retry(agent, failure === 'refused', retryAfter);
   });
 }
 
@@ -199,7 +202,7 @@ process.on('message', (msg: LoadStart | { t: 'storm' } | { t: 'stop' }) => {
         index: i,
         id: spec?.id ?? '',
         key: spec ? crypto.createPrivateKey({ key: Buffer.from(spec.key, 'base64'), format: 'der', type: 'pkcs8' }) : undefined,
-        backoff: new Backoff(BASE_RETRY_MS, MAX_RETRY_MS),
+        backoff: new Reconnect(BASE_RETRY_MS, MAX_RETRY_MS),
         welcomed: false,
         lastHeard: Date.now(),
       });
