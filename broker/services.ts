@@ -180,7 +180,7 @@ export async function createServices(config: Config, logger: Logger, store: Stor
 
   // The hub asks enrolment who a device is and hands inventory reports on, while both reach agents
   // through the hub: the hub's side is bound late (these run only once agents connect).
-  // The writes of each agent's connect (its contact, its "Agent connected" event), committed together
+  // The writes of each agent's connect (its contact, its "Agent connected" event, its configuration state), committed together
   // with those of the other agents connecting in the same turn: a reconnect storm's thousands.
   const connectWrites = new WriteBatch(store);
   const agents: AgentHub = new AgentHub({
@@ -294,6 +294,7 @@ export async function createServices(config: Config, logger: Logger, store: Stor
     },
     reports,
     logger,
+    connectWrites,
   });
   agents.handle('config_applied', (deviceId, msg) => configuration.onApplied(deviceId, msg));
   agents.handle('file_request', (deviceId, msg) => configuration.onFileRequest(deviceId, msg));
