@@ -2,7 +2,8 @@
  * How a connection attempt that never reached the welcome ends, as the reconnect loop reads it
  * (backoff.ts: Reconnect): nothing listening (refused, or a proxy whose broker is away) is `down`
  * and tried again within seconds; a broker that answered, refused for load or dropped the
- * connection is not, and its Retry-After is kept.
+ * connection is not, and its Retry-After is kept. And how long it waits: reaching the broker is
+ * bounded apart from the handshake, and a broker that took the connection is waited for longer.
  */
 import fs from 'node:fs';
 import http from 'node:http';
@@ -20,7 +21,7 @@ afterEach(() => {
   for (const c of cleanups.splice(0).reverse()) c();
 });
 
-function attempt(url: string): Promise<ConnectionEnd> {
+function attempt(url: string, timeouts?: { connectMs: number; handshakeMs: number }): Promise<ConnectionEnd> {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'fleet-conn-end-'));
   cleanups.push(() => fs.rmSync(dir, { recursive: true, force: true }));
   const controller = new AbortController();
@@ -34,6 +35,7 @@ function attempt(url: string): Promise<ConnectionEnd> {
     inventory: async () => ({}),
     inventoryIntervalMs: 3_600_000,
     signal: controller.signal,
+    ...(timeouts ? { timeouts } : {}),
   });
 }
 
@@ -85,4 +87,27 @@ it('is not down when something listened and dropped the connection, or refused t
   expect(dropped).toMatchObject({ kind: 'closed', welcomed: false });
   expect(dropped).not.toHaveProperty('down');
   for (const status of [400, 403, 500]) expect(await attempt(await answering(status)), `HTTP ${status}`).not.toHaveProperty('down');
+});
+
+it('waits past the connect bound for a broker that took the connection and answers late (its accept queue in a storm)', async () => {
+  const server = http.createServer();
+  server.on('upgrade', (_req, socket) => {
+    // Answered well after the bound on reaching the broker (the agent would have given up before).
+    setTimeout(() => socket.end('HTTP/1.1 503 Service Unavailable\r\nRetry-After: 3\r\nContent-Length: 0\r\nConnection: close\r\n\r\n'), 1000);
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  cleanups.push(() => server.close());
+  const end = await attempt(`http://127.0.0.1:${(server.address() as AddressInfo).port}`, { connectMs: 100, handshakeMs: 30_000 });
+  expect(end).toMatchObject({ kind: 'closed', retryAfterMs: 3000 });
+  expect(end).not.toHaveProperty('error', 'the broker could not be reached in time');
+});
+
+it('still gives up on a broker that took the connection and never answers, at the handshake bound', async () => {
+  const server = net.createServer(() => {});
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  cleanups.push(() => server.close());
+  const end = await attempt(`http://127.0.0.1:${(server.address() as AddressInfo).port}`, { connectMs: 100, handshakeMs: 500 });
+  expect(end).toMatchObject({ kind: 'closed', welcomed: false });
+  expect(end).not.toHaveProperty('down');
+  expect((end as { error?: string }).error).toMatch(/in time|timed out/);
 });

@@ -11,6 +11,7 @@
 import crypto, { type KeyObject } from 'node:crypto';
 import WebSocket from 'ws';
 import { Reconnect, retryAfterMs } from '../agent/backoff.js';
+import { CONNECT_TIMEOUT_MS, dialer, HANDSHAKE_TIMEOUT_MS } from '../agent/dial.js';
 import { signChallenge } from '../shared/device-key.js';
 import { AgentClose, PROTOCOL_VERSION } from '../shared/protocol.js';
 
@@ -47,7 +48,6 @@ export interface LoadStats {
   lost: number;
 }
 
-const HANDSHAKE_TIMEOUT_MS = 20_000;
 const BASE_RETRY_MS = 1000;
 const MAX_RETRY_MS = 60_000;
 
@@ -106,9 +106,12 @@ function connect(agent: Agent): void {
       if (ramping) pump();
     }
   };
+  // As the agent (agent/dial.ts): reaching the broker is bounded apart from the handshake.
+  const connectTimer = setTimeout(() => ws.terminate(), CONNECT_TIMEOUT_MS);
   const ws = new WebSocket(start.url, {
     perMessageDeflate: false,
     handshakeTimeout: HANDSHAKE_TIMEOUT_MS,
+    createConnection: dialer(false, () => clearTimeout(connectTimer)),
     localAddress: start.localAddresses[agent.index % start.localAddresses.length],
   });
   agent.ws = ws;
@@ -159,6 +162,7 @@ function connect(agent: Agent): void {
     });
   }
   ws.on('close', (code) => {
+    clearTimeout(connectTimer);
     done();
     agent.ws = undefined;
     if (agent.welcomed) {
