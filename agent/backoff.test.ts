@@ -117,9 +117,11 @@ describe('reconnecting: nothing listening and failed attempts kept apart', () =>
     expect(r.afterFailure()).toBe(999);
   });
 
-  it('keeps the down cap within a smaller overall cap set by the operator', () => {
+  it("keeps the down cap within the operator's bounds: below a smaller cap, not below a larger first ceiling", () => {
     const r = new Reconnect(100, 2000, DOWN_CAP_MS, top);
     const waits = Array.from({ length: 6 }, () => r.afterDown());
     expect(Math.max(...waits)).toBe(1999);
+    const slow = new Reconnect(30_000, 600_000, DOWN_CAP_MS, top);
+    expect([slow.afterDown(), slow.afterDown()]).toEqual([29_999, 29_999]);
   });
 });

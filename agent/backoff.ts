@@ -58,7 +58,8 @@ export class Reconnect {
   private readonly failed: Backoff;
 
   constructor(baseMs = 1000, capMs = 60_000, downCapMs = DOWN_CAP_MS, random: () => number = Math.random) {
-    this.down = new Backoff(baseMs, Math.min(capMs, downCapMs), random);
+    // Never below the first ceiling an operator chose, nor above the cap.
+    this.down = new Backoff(baseMs, Math.min(capMs, Math.max(baseMs, downCapMs)), random);
     this.failed = new Backoff(baseMs, capMs, random);
   }
 
