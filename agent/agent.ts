@@ -9,7 +9,7 @@ import type { KeyObject } from 'node:crypto';
 import type { Logger } from 'pino';
 import { brokerKeyFingerprint, parseBrokerPublicKey } from '../shared/broker-signature.js';
 import { AgentClose } from '../shared/protocol.js';
-import { Backoff, sleep } from './backoff.js';
+import { Reconnect, sleep } from './backoff.js';
 import { BrokerEndpoint, EnrolError } from './broker-client.js';
 import type { AgentConfig } from './options.js';
 import { ConfigEngine } from './config/engine.js';
@@ -161,7 +161,7 @@ export class Agent {
     // The configuration kept from before applies on the interval even while the broker is away.
     await engine.start();
 
-    const backoff = new Backoff(config.retryMinMs, config.retryMaxMs);
+    const backoff = new Reconnect(config.retryMinMs, config.retryMaxMs);
     const save = (next: EnrolmentState) => {
       state = next;
       stateDir.writeState(next);
@@ -196,7 +196,7 @@ export class Agent {
             }
             if (brokerKey && !brokerKey.equals(offered)) {
               // Another server at this address, or a broker whose database (and key) was replaced.
-              const wait = backoff.next();
+              const wait = backoff.afterFailure();
               log.error(
                 { pinned: brokerKeyFingerprint(brokerKey), offered: brokerKeyFingerprint(offered), retryInMs: wait },
                 `the broker presents another signing key than the one pinned at enrolment: not trusting it (remove ${stateDir.brokerKeyFile} only if the broker was really replaced)`,
@@ -219,7 +219,7 @@ export class Agent {
           if (!(err instanceof EnrolError)) throw err;
           if (err.error === 'device_revoked') return revoked(String(err.details.reason ?? 'revoked'));
           if (!err.retryable) return this.fatal(`Enrolment refused (${err.status} ${err.error}): ${err.message}`);
-          const wait = backoff.next();
+          const wait = backoff.afterFailure();
           log.warn({ status: err.status, error: err.message, retryInMs: wait }, 'enrolment failed: retrying');
           await sleep(wait, this.controller.signal);
           continue;
@@ -253,7 +253,7 @@ export class Agent {
         onWelcome: () => {
           log.info('connected to the broker');
           pendingLogged = false;
-          backoff.reset();
+          backoff.connected();
           if (state.enrolled !== 'approved') save({ ...state, enrolled: 'approved' });
         },
       });
@@ -286,8 +286,9 @@ export class Agent {
             await engine.connectionFailed();
           }
       }
-      // A broker that refused the handshake for load said when to come back: that guides the wait.
-      const wait = end.kind === 'closed' && end.retryAfterMs !== undefined ? backoff.after(end.retryAfterMs) : backoff.next();
+      // Nothing listening (a restarting broker) is tried again within seconds; a broker that refused
+      // the handshake for load said when to come back: that guides the wait.
+      const wait = end.down ? backoff.afterDown() : backoff.afterFailure(end.retryAfterMs);
       log.debug({ retryInMs: wait }, 'reconnecting after a pause');
       await sleep(wait, this.controller.signal);
     }

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { Backoff, retryAfterMs, sleep } from './backoff.js';
+import { Backoff, DOWN_CAP_MS, Reconnect, retryAfterMs, sleep } from './backoff.js';
 
 describe('reconnect backoff', () => {
   it('doubles its ceiling from the base up to the cap', () => {
@@ -72,5 +72,56 @@ describe("the broker's Retry-After", () => {
     expect(retryAfterMs(undefined)).toBeUndefined();
     expect(retryAfterMs('soon')).toBeUndefined();
     expect(retryAfterMs('1e9')).toBeUndefined();
+  });
+});
+
+describe('reconnecting: nothing listening and failed attempts kept apart', () => {
+  const top = () => 0.999999;
+
+  it('waits for a broker that is not listening with a smaller cap, full jitter below it', () => {
+    const r = new Reconnect(1000, 60_000, DOWN_CAP_MS, top);
+    const waits = Array.from({ length: 8 }, () => r.afterDown());
+    expect(waits).toEqual([999, 1999, 3999, 7999, 9999, 9999, 9999, 9999]);
+    expect(new Reconnect(1000, 60_000, DOWN_CAP_MS, () => 0).afterDown()).toBe(0);
+  });
+
+  it('does not make the first failed handshake after a long downtime wait out the full cap', () => {
+    const r = new Reconnect(1000, 60_000, DOWN_CAP_MS, top);
+    r.afterFailure(); // the connection was lost: the broker stops
+    for (let i = 0; i < 30; i++) r.afterDown(); // minutes of refusals
+    // The broker listens again; the handshake times out: the failed count goes on from where it was.
+    expect(r.afterFailure()).toBe(1999);
+    expect(r.afterFailure()).toBe(3999);
+  });
+
+  it('still grows failed attempts up to the full cap (a broker that answers and fails)', () => {
+    const r = new Reconnect(1000, 60_000, DOWN_CAP_MS, top);
+    const waits = Array.from({ length: 8 }, () => r.afterFailure());
+    expect(waits).toEqual([999, 1999, 3999, 7999, 15999, 31999, 59999, 59999]);
+  });
+
+  it('starts the down count over once the broker answered, and both over at a welcome', () => {
+    const r = new Reconnect(1000, 60_000, DOWN_CAP_MS, top);
+    for (let i = 0; i < 5; i++) r.afterDown();
+    r.afterFailure();
+    expect(r.afterDown()).toBe(999);
+    r.afterFailure();
+    r.connected();
+    expect(r.afterFailure()).toBe(999);
+    expect(r.afterDown()).toBe(999);
+  });
+
+  it("follows the broker's Retry-After without counting it as a failure", () => {
+    const r = new Reconnect(1000, 60_000, DOWN_CAP_MS, top);
+    expect(r.afterFailure(10_000)).toBe(14_999);
+    expect(r.afterFailure()).toBe(999);
+  });
+
+  it("keeps the down cap within the operator's bounds: below a smaller cap, not below a larger first ceiling", () => {
+    const r = new Reconnect(100, 2000, DOWN_CAP_MS, top);
+    const waits = Array.from({ length: 6 }, () => r.afterDown());
+    expect(Math.max(...waits)).toBe(1999);
+    const slow = new Reconnect(30_000, 600_000, DOWN_CAP_MS, top);
+    expect([slow.afterDown(), slow.afterDown()]).toEqual([29_999, 29_999]);
   });
 });

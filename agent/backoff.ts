@@ -38,6 +38,49 @@ export class Backoff {
   }
 }
 
+/** The cap of the waits while nothing listens at the broker's address (see Reconnect). */
+export const DOWN_CAP_MS = 10_000;
+
+/**
+ * The waits of an agent's reconnect loop: two backoffs with full jitter, kept apart.
+ * - **Down**: nothing listened (connection refused, or a proxy saying the broker behind it is away:
+ *   502, 504, a 503 without Retry-After). Such an attempt costs the broker nothing, and a broker that
+ *   is restarting listens again within seconds: these waits are capped at DOWN_CAP_MS, so an agent
+ *   finds a restarted broker within seconds, and the fleet comes back spread over that cap, not in one wave.
+ * - **Failed**: the broker answered and the attempt failed anyway (a lost connection, a timed-out or
+ *   reset handshake, a refusal): these grow up to the full cap, and the broker's Retry-After guides them.
+ * Neither counts the other's attempts: minutes of refusals while the broker was down do not make the
+ * first timed-out handshake after it is back wait a minute. The broker answering again starts the
+ * down count over; a welcome starts both over.
+ */
+export class Reconnect {
+  private readonly down: Backoff;
+  private readonly failed: Backoff;
+
+  constructor(baseMs = 1000, capMs = 60_000, downCapMs = DOWN_CAP_MS, random: () => number = Math.random) {
+    // Never below the first ceiling an operator chose, nor above the cap.
+    this.down = new Backoff(baseMs, Math.min(capMs, Math.max(baseMs, downCapMs)), random);
+    this.failed = new Backoff(baseMs, capMs, random);
+  }
+
+  /** The wait after an attempt that found nothing listening. */
+  afterDown(): number {
+    return this.down.next();
+  }
+
+  /** The wait after any other failure; `retryAfterMs` when the broker said when to come back. */
+  afterFailure(retryAfterMs?: number): number {
+    this.down.reset();
+    return retryAfterMs !== undefined ? this.failed.after(retryAfterMs) : this.failed.next();
+  }
+
+  /** The broker let the agent in. */
+  connected(): void {
+    this.down.reset();
+    this.failed.reset();
+  }
+}
+
 /** `Retry-After` as milliseconds: delay-seconds or an HTTP date (RFC 9110 §10.2.3); undefined when absent or unreadable. */
 export function retryAfterMs(header: string | string[] | undefined, now = Date.now()): number | undefined {
   const value = Array.isArray(header) ? header[0] : header;

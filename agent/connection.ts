@@ -14,6 +14,7 @@ import { Mux } from '../shared/mux.js';
 import { PROTOCOL_VERSION, type ControlMessage } from '../shared/protocol.js';
 import { FROM_BROKER, parseEnvelope, readChallenge, readUnknownDevice, readWelcome, type BrokerMessage } from '../shared/wire.js';
 import { retryAfterMs } from './backoff.js';
+import { CONNECT_TIMEOUT_MS, dialer, HANDSHAKE_TIMEOUT_MS } from './dial.js';
 import type { BrokerEndpoint } from './broker-client.js';
 import type { ConfigEngine } from './config/engine.js';
 import type { Identity } from './identity.js';
@@ -21,8 +22,6 @@ import type { Updater } from './update/updater.js';
 import { inventoryDigest } from './inventory-digest.js';
 import { handleChannel, type SessionContext } from './sessions/index.js';
 
-/** The handshake (TCP, TLS, upgrade, challenge, welcome) must finish within this time. */
-const HANDSHAKE_TIMEOUT_MS = 20_000;
 const MAX_MESSAGE_BYTES = 16 * 1024 * 1024;
 
 export type ConnectionEnd =
@@ -39,6 +38,8 @@ export type ConnectionEnd =
       unknownProven?: boolean;
       /** the broker refused the upgrade and said when to come back (Retry-After) */
       retryAfterMs?: number;
+      /** nothing listened: the connection was refused, or a proxy answered that the broker behind it is away (backoff.ts: Reconnect) */
+      down?: boolean;
     }
   /** The broker asked for a reload; it was acknowledged and the connection closed. */
   | { kind: 'reload' }
@@ -70,6 +71,16 @@ export interface ConnectionOptions {
   onBrokerKey?: (key: KeyObject) => void;
   /** Called once the broker has welcomed the agent. */
   onWelcome?: (info: { heartbeatMs: number }) => void;
+  /** Reaching the broker, and the whole handshake (dial.ts); tests shorten them. */
+  timeouts?: { connectMs: number; handshakeMs: number };
+}
+
+/**
+ * An upgrade answer of a proxy whose broker is away (restarting): 502, 504, or 503 without
+ * Retry-After. The broker's own 503 (its handshakes are full) says when to come back.
+ */
+function isAwayAnswer(status: number | undefined, retryAfter: number | undefined): boolean {
+  return status === 502 || status === 504 || (status === 503 && retryAfter === undefined);
 }
 
 export function runConnection(o: ConnectionOptions): Promise<ConnectionEnd> {
@@ -80,7 +91,10 @@ export function runConnection(o: ConnectionOptions): Promise<ConnectionEnd> {
     let reloading = false;
     let stopping = false;
     let lastError: string | undefined;
+    /** Why the agent gave up waiting (a bound below), over the error ws reports for the abort. */
+    let gaveUp: string | undefined;
     let retryAfter: number | undefined;
+    let down = false;
     let untrusted = false;
     let unknownProven = false;
     // This connection's nonce: the broker signs it in the welcome and in every signed message.
@@ -94,17 +108,23 @@ export function runConnection(o: ConnectionOptions): Promise<ConnectionEnd> {
     let detachMetrics: (() => void) | undefined;
     let lastHeard = Date.now();
 
+    const connectTimer = setTimeout(() => {
+      gaveUp = 'the broker could not be reached in time';
+      ws.terminate();
+    }, o.timeouts?.connectMs ?? CONNECT_TIMEOUT_MS);
     const ws = new WebSocket(o.endpoint.wsUrl, {
       ...(o.endpoint.secure ? o.endpoint.tls : {}),
-      handshakeTimeout: HANDSHAKE_TIMEOUT_MS,
+      handshakeTimeout: o.timeouts?.handshakeMs ?? HANDSHAKE_TIMEOUT_MS,
+      // Reaching the broker has its own, shorter bound (dial.ts).
+      createConnection: dialer(o.endpoint.secure, () => clearTimeout(connectTimer)),
       maxPayload: MAX_MESSAGE_BYTES,
       perMessageDeflate: false,
       headers: { 'user-agent': `fleet-agent/${o.version}` },
     });
     const handshakeTimer = setTimeout(() => {
-      lastError = 'the broker did not complete the handshake in time';
+      gaveUp = 'the broker did not complete the handshake in time';
       ws.terminate();
-    }, HANDSHAKE_TIMEOUT_MS);
+    }, o.timeouts?.handshakeMs ?? HANDSHAKE_TIMEOUT_MS);
 
     const stop = () => {
       stopping = true;
@@ -308,13 +328,16 @@ export function runConnection(o: ConnectionOptions): Promise<ConnectionEnd> {
     ws.on('unexpected-response', (_req, res) => {
       lastError = `the broker answered the upgrade with HTTP ${res.statusCode}`;
       retryAfter = retryAfterMs(res.headers['retry-after']);
+      down = isAwayAnswer(res.statusCode, retryAfter);
       res.resume();
       ws.terminate();
     });
-    ws.on('error', (err) => {
+    ws.on('error', (err: NodeJS.ErrnoException) => {
       lastError = err.message;
+      if (err.code === 'ECONNREFUSED') down = true;
     });
     ws.on('close', (code, reasonBuffer) => {
+      clearTimeout(connectTimer);
       clearTimeout(handshakeTimer);
       clearInterval(heartbeat);
       clearInterval(inventoryTimer);
@@ -331,10 +354,11 @@ export function runConnection(o: ConnectionOptions): Promise<ConnectionEnd> {
         code,
         reason: reasonBuffer.toString('utf8'),
         welcomed,
-        ...(lastError ? { error: lastError } : {}),
+        ...((gaveUp ?? lastError) ? { error: gaveUp ?? lastError } : {}),
         ...(untrusted ? { untrusted } : {}),
         ...(unknownProven ? { unknownProven } : {}),
         ...(retryAfter !== undefined ? { retryAfterMs: retryAfter } : {}),
+        ...(down ? { down } : {}),
       });
     });
   });

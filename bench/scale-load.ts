@@ -10,7 +10,8 @@
  */
 import crypto, { type KeyObject } from 'node:crypto';
 import WebSocket from 'ws';
-import { Backoff, retryAfterMs } from '../agent/backoff.js';
+import { Reconnect, retryAfterMs } from '../agent/backoff.js';
+import { CONNECT_TIMEOUT_MS, dialer, HANDSHAKE_TIMEOUT_MS } from '../agent/dial.js';
 import { signChallenge } from '../shared/device-key.js';
 import { AgentClose, PROTOCOL_VERSION } from '../shared/protocol.js';
 
@@ -47,7 +48,6 @@ export interface LoadStats {
   lost: number;
 }
 
-const HANDSHAKE_TIMEOUT_MS = 20_000;
 const BASE_RETRY_MS = 1000;
 const MAX_RETRY_MS = 60_000;
 
@@ -68,7 +68,7 @@ interface Agent {
   index: number;
   id: string;
   key?: KeyObject;
-  backoff: Backoff;
+  backoff: Reconnect;
   ws?: WebSocket;
   welcomed: boolean;
   lastHeard: number;
@@ -85,10 +85,13 @@ function pump(): void {
   while (ramping && rampQueue.length > 0 && stats.inFlight < start.rampConcurrency) connect(rampQueue.shift() as Agent);
 }
 
-/** As the agent (agent/agent.ts): a broker that refused for load and said when to come back guides the wait. */
-function retry(agent: Agent, retryAfter?: number): void {
+/**
+ * As the agent (agent/agent.ts): nothing listening is tried again with the smaller cap; a broker that
+ * refused for load and said when to come back guides the wait.
+ */
+function retry(agent: Agent, down: boolean, retryAfter?: number): void {
   if (stopping) return;
-  setTimeout(() => connect(agent), retryAfter !== undefined ? agent.backoff.after(retryAfter) : agent.backoff.next());
+  setTimeout(() => connect(agent), down ? agent.backoff.afterDown() : agent.backoff.afterFailure(retryAfter));
 }
 
 function connect(agent: Agent): void {
@@ -103,9 +106,12 @@ function connect(agent: Agent): void {
       if (ramping) pump();
     }
   };
+  // As the agent (agent/dial.ts): reaching the broker is bounded apart from the handshake.
+  const connectTimer = setTimeout(() => ws.terminate(), CONNECT_TIMEOUT_MS);
   const ws = new WebSocket(start.url, {
     perMessageDeflate: false,
     handshakeTimeout: HANDSHAKE_TIMEOUT_MS,
+    createConnection: dialer(false, () => clearTimeout(connectTimer)),
     localAddress: start.localAddresses[agent.index % start.localAddresses.length],
   });
   agent.ws = ws;
@@ -149,13 +155,14 @@ function connect(agent: Agent): void {
       } else if (msg?.t === 'welcome') {
         if (typeof msg.heartbeat_ms === 'number') heartbeatMs = Math.max(1000, msg.heartbeat_ms);
         agent.welcomed = true;
-        agent.backoff.reset();
+        agent.backoff.connected();
         stats.connected++;
         done();
       } else ws.close(1002, 'protocol error');
     });
   }
   ws.on('close', (code) => {
+    clearTimeout(connectTimer);
     done();
     agent.ws = undefined;
     if (agent.welcomed) {
@@ -170,7 +177,7 @@ function connect(agent: Agent): void {
       stats.errorKinds[errorKind] = (stats.errorKinds[errorKind] ?? 0) + 1;
     }
     if (code === AgentClose.removed) return; // as the agent: never back with this key
-    retry(agent, retryAfter);
+    retry(agent, failure === 'refused', retryAfter);
   });
 }
 
@@ -199,7 +206,7 @@ process.on('message', (msg: LoadStart | { t: 'storm' } | { t: 'stop' }) => {
         index: i,
         id: spec?.id ?? '',
         key: spec ? crypto.createPrivateKey({ key: Buffer.from(spec.key, 'base64'), format: 'der', type: 'pkcs8' }) : undefined,
-        backoff: new Backoff(BASE_RETRY_MS, MAX_RETRY_MS),
+        backoff: new Reconnect(BASE_RETRY_MS, MAX_RETRY_MS),
         welcomed: false,
         lastHeard: Date.now(),
       });

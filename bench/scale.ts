@@ -402,9 +402,11 @@ export async function benchScale(log: Log, part?: string): Promise<void> {
     const filled = await load.waitConnected(count, log, 'agents');
     if (filled === undefined) log(`not all agents connected: ${load.total().connected}/${count}`);
     else {
-      const fillCpu = ((cpuTicks(pid) - fillTicks) / TICKS / ((Date.now() - fillStarted) / 1000)) * 100;
+      const fillSeconds = (cpuTicks(pid) - fillTicks) / TICKS;
+      const fillCpu = (fillSeconds / ((Date.now() - fillStarted) / 1000)) * 100;
       log(
-        `${count} agents connected in ${filled.toFixed(1)} s (${(count / filled).toFixed(0)}/s, at most ${Math.max(16, Math.floor(512 / workers)) * workers} handshakes at once, broker CPU ${fillCpu.toFixed(0)} % of one core); ${describeFailures(load.total())}`,
+        `${count} agents connected in ${filled.toFixed(1)} s (${(count / filled).toFixed(0)}/s, at most ${Math.max(16, Math.floor(512 / workers)) * workers} handshakes at once, broker CPU ${fillCpu.toFixed(0)} % of one core, ` +
+          `${((fillSeconds / count) * 1000).toFixed(2)} ms per handshake); ${describeFailures(load.total())}`,
       );
     }
     await settle(log, settleMs);

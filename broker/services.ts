@@ -15,6 +15,7 @@ import { ClusterService } from './cluster/service.js';
 import { CveService } from './cve/service.js';
 import { deleteDeviceCveMatches } from './cve/store.js';
 import type { Config } from './environment.js';
+import { WriteBatch } from './db/batch.js';
 import type { Store } from './db/database.js';
 import { ExpirySweep } from './db/expiry.js';
 import { DevicesService } from './devices/service.js';
@@ -179,10 +180,14 @@ export async function createServices(config: Config, logger: Logger, store: Stor
 
   // The hub asks enrolment who a device is and hands inventory reports on, while both reach agents
   // through the hub: the hub's side is bound late (these run only once agents connect).
+  // The writes of each agent's connect (its contact, its "Agent connected" event, its configuration state), committed together
+  // with those of the other agents connecting in the same turn: a reconnect storm's thousands.
+  const connectWrites = new WriteBatch(store);
   const agents: AgentHub = new AgentHub({
     config,
     logger,
     db: store.db,
+    writes: connectWrites,
     standings: { standing: (deviceId) => enrol.standing(deviceId) },
     inventory: { record: (deviceId, data) => inventory.record(deviceId, data) },
     brokerKey,
@@ -268,8 +273,8 @@ export async function createServices(config: Config, logger: Logger, store: Stor
   // The agent's own events, as qbee shows them: bundle agent_internal.
   agents.on('connected', (deviceId) => {
     const version = agents.connectionInfo(deviceId)?.version;
-    reports
-      .agentEvent(deviceId, 'INFO', `Agent connected${version ? ` (version ${version})` : ''}`)
+    connectWrites
+      .run(() => reports.agentEvent(deviceId, 'INFO', `Agent connected${version ? ` (version ${version})` : ''}`))
       .catch((err) => logger.warn({ err, deviceId }, 'agent event not recorded'));
   });
   const company = new CompanyService({ db: store.db, auth, users, access });
@@ -289,6 +294,7 @@ export async function createServices(config: Config, logger: Logger, store: Stor
     },
     reports,
     logger,
+    connectWrites,
   });
   agents.handle('config_applied', (deviceId, msg) => configuration.onApplied(deviceId, msg));
   agents.handle('file_request', (deviceId, msg) => configuration.onFileRequest(deviceId, msg));

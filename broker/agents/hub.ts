@@ -16,6 +16,7 @@ import { Mux, type Channel, type MuxProtocolError } from '../../shared/mux.js';
 import { FROM_AGENT, type AgentMessage } from '../../shared/wire.js';
 import { AgentClose, type ChannelKind, type ChannelParams, type ControlMessage, type ReloadMode } from '../../shared/protocol.js';
 import type { Config } from '../environment.js';
+import type { WriteQueue } from '../db/batch.js';
 import type { Db } from '../db/database.js';
 import type { AgentStanding } from '../enrol/service.js';
 import type { BrokerKey } from './broker-key.js';
@@ -70,6 +71,8 @@ export interface AgentHubDeps {
   logger: Logger;
   /** last contact of devices */
   db: Db;
+  /** Where the contact written at each connect goes: committed with the other writes of the same turn. */
+  writes?: WriteQueue;
   /** Who a device is (unknown, revoked, pending, approved): asked at every handshake. */
   standings: { standing(deviceId: string): Promise<AgentStanding> };
   /** Where the agents' inventory reports go. */
@@ -103,7 +106,7 @@ export class AgentHub extends EventEmitter<AgentHubEvents> implements AgentLocat
   constructor(private readonly deps: AgentHubDeps) {
     super();
     this.log = deps.logger.child({ module: 'agents' });
-    this.presence = new AgentPresence(deps.db, this.log, () => this.agents.values());
+    this.presence = new AgentPresence(deps.db, this.log, () => this.agents.values(), deps.writes);
     this.handshakes = new AgentHandshakes({
       config: deps.config,
       log: this.log,

@@ -5,6 +5,7 @@
  */
 import type { Logger } from 'pino';
 import WebSocket from 'ws';
+import type { WriteQueue } from '../db/batch.js';
 import type { Db } from '../db/database.js';
 import { lastSeenOf, recordContact, recordLastSeen } from '../devices/directory.js';
 
@@ -31,6 +32,8 @@ export class AgentPresence {
     private readonly log: Logger,
     /** The connections of this broker, read at each tick. */
     private readonly connections: () => Iterable<Liveness>,
+    /** Where a device's contact is written: with the other writes of the same turn (a storm's connects in one commit). */
+    private readonly writes: WriteQueue = { run: (write) => write() },
   ) {}
 
   /**
@@ -82,10 +85,13 @@ export class AgentPresence {
     }
   }
 
-  /** Records a device's contact (connect, disconnect, a pending agent's handshake); a failure is logged. */
+  /**
+   * Records a device's contact (connect, disconnect, a pending agent's handshake) with the other
+   * writes of this turn (see the write queue); a failure is logged.
+   */
   async touch(deviceId: string, patch: { last_seen?: string; last_ip?: string; agent_version?: string | null }): Promise<void> {
     try {
-      await recordContact(this.db, deviceId, patch);
+      await this.writes.run(() => recordContact(this.db, deviceId, patch));
     } catch (err) {
       this.log.warn({ err, deviceId }, 'device contact not recorded');
     }

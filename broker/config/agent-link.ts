@@ -7,6 +7,7 @@
 import type { Logger } from 'pino';
 import type { AgentDefaults, CommittedConfig } from '../../shared/protocol.js';
 import type { AgentMessage } from '../../shared/wire.js';
+import type { WriteQueue } from '../db/batch.js';
 import type { Db } from '../db/database.js';
 import { readTreeShape } from '../devices/directory.js';
 import { credentialValues, scrubReports } from './bundles.js';
@@ -40,6 +41,8 @@ export class AgentLink {
     private readonly agents: ConfigAgentLink,
     private readonly reports: ReportSink,
     private readonly logger: Logger,
+    /** Where a connecting agent's configuration state is written: with the other connects of the same turn. */
+    private readonly connectWrites: WriteQueue = { run: (write) => write() },
   ) {}
 
   async close(): Promise<void> {
@@ -172,7 +175,7 @@ export class AgentLink {
     const out = await this.rendering.deviceRendered(deviceId);
     if (!out) return;
     this.logDropped(deviceId, out.dropped);
-    await this.q.recordState(deviceId, out.config.commit_id, out.digest);
+    await this.connectWrites.run(() => this.q.recordState(deviceId, out.config.commit_id, out.digest));
     this.push(deviceId, out);
   }
 

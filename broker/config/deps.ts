@@ -9,6 +9,7 @@ import type { Channel } from '../../shared/mux.js';
 import type { CheckedReports } from '../../shared/reports.js';
 import type { AccessService } from '../access/access.js';
 import type { AuditService } from '../audit/service.js';
+import type { WriteQueue } from '../db/batch.js';
 import type { Store } from '../db/database.js';
 import type { SettingsStore } from '../settings.js';
 import type { EntityType } from './render.js';
@@ -49,6 +50,8 @@ export interface ConfigDeps {
   logger: Logger;
   /** The account's defaults sent with every configuration (the company's agent_interval); none when absent. */
   agentDefaults?: () => Promise<AgentDefaults>;
+  /** Where the state of a connecting agent's configuration is written: with the other connects of the same turn. */
+  connectWrites?: WriteQueue;
 }
 
 /**

@@ -34,7 +34,7 @@ export class ConfigService {
     const defaults = async () => (await deps.agentDefaults?.()) ?? {};
     this.staging = new Staging(q, entities, this.secrets);
     this.rendering = new Rendering(db, q, entities, deps.files, this.secrets, defaults);
-    this.link = new AgentLink(db, q, this.rendering, deps.agents, deps.reports, deps.logger);
+    this.link = new AgentLink(db, q, this.rendering, deps.agents, deps.reports, deps.logger, deps.connectWrites);
     this.commits = new Commits(deps.store, q, deps.audit, entities, this.staging, () => this.link.schedulePropagation());
     this.fileSending = new FileSending(this.rendering, deps.files, deps.agents, deps.logger);
   }
