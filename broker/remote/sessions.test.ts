@@ -26,38 +26,52 @@ class FakeRelay implements LiveRelay {
   }
 }
 
+/**
+ * A `RemoteSessions` holding one adopted console: `relay` as its relay, `recorder` (if any) as its
+ * recording; `recordRemoteEnd` is the audit's end entry.
+ */
+function adoptOne(
+  relay: LiveRelay,
+  sessionId: string,
+  recorder?: ConsoleRecorder,
+  recordRemoteEnd: (id: number, end: { reason: string }) => Promise<void> = async () => undefined,
+) {
+  const principal = new Principal({ id: 'u1', email: 'u@example.com', fname: 'U', lname: 'One' }, 's1', []);
+  const deps = {
+    config: { trustProxy: false, dataDir: dir },
+    logger: createLogger('silent'),
+    auth: { authenticate: async () => principal },
+    access: {},
+    audit: { recordRemoteStart: async () => 1, recordRemoteEnd },
+    locator: {} as AgentLocator,
+  } as unknown as RemoteSessionsDeps;
+  const sessions = new RemoteSessions(deps);
+  sessions.adopt(
+    {
+      ok: true,
+      caller: { principal, token: 't', source: 'api', ip: '127.0.0.1' },
+      deviceId: 'd'.repeat(64),
+      request: { action: 'console' },
+      channel: {} as Channel,
+      relayOptions: { kind: 'console', info: {}, ...(recorder ? { recorder } : {}) },
+      auditId: 1,
+      startedAt: Date.now(),
+      sessionId,
+      ...(recorder ? { recorder } : {}),
+    },
+    relay,
+  );
+  return sessions;
+}
+
 describe('a live console with a required recording', () => {
   it('is ended when its recording cannot keep up, rather than run unrecorded', async () => {
     dir = fs.mkdtempSync(path.join(os.tmpdir(), 'sessions-'));
     const ends: string[] = [];
-    const deps = {
-      config: { trustProxy: false, dataDir: dir },
-      logger: createLogger('silent'),
-      auth: { authenticate: async () => principal },
-      access: {},
-      audit: { recordRemoteStart: async () => 1, recordRemoteEnd: async (_id: number, end: { reason: string }) => void ends.push(end.reason) },
-      locator: {} as AgentLocator,
-    } as unknown as RemoteSessionsDeps;
-    const principal = new Principal({ id: 'u1', email: 'u@example.com', fname: 'U', lname: 'One' }, 's1', []);
-    const sessions = new RemoteSessions(deps);
     const sessionId = '44444444-4444-4444-8444-444444444444';
     const recorder = ConsoleRecorder.open(dir, sessionId, { cols: 80, rows: 24 }, {}, createLogger('silent'), true);
     const relay = new FakeRelay();
-    sessions.adopt(
-      {
-        ok: true,
-        caller: { principal, token: 't', source: 'api', ip: '127.0.0.1' },
-        deviceId: 'd'.repeat(64),
-        request: { action: 'console' },
-        channel: {} as Channel,
-        relayOptions: { kind: 'console', info: {}, recorder },
-        auditId: 1,
-        startedAt: Date.now(),
-        sessionId,
-        recorder,
-      },
-      relay,
-    );
+    const sessions = adoptOne(relay, sessionId, recorder, async (_id, end) => void ends.push(end.reason));
     expect(sessions.list().map((s) => s.id)).toEqual([sessionId]);
     // A flood faster than the disk: more than the write-behind cap at once.
     const chunk = Buffer.alloc(64 * 1024, 'y');
@@ -72,33 +86,9 @@ describe('a session that ends', () => {
   /** A session adopted with an audit whose end entries commit only when the test says. */
   function adopted(recordRemoteEnd: (id: number, end: { reason: string }) => Promise<void>) {
     dir = fs.mkdtempSync(path.join(os.tmpdir(), 'sessions-'));
-    const deps = {
-      config: { trustProxy: false, dataDir: dir },
-      logger: createLogger('silent'),
-      auth: { authenticate: async () => principal },
-      access: {},
-      audit: { recordRemoteStart: async () => 1, recordRemoteEnd },
-      locator: {} as AgentLocator,
-    } as unknown as RemoteSessionsDeps;
-    const principal = new Principal({ id: 'u1', email: 'u@example.com', fname: 'U', lname: 'One' }, 's1', []);
-    const sessions = new RemoteSessions(deps);
     const sessionId = '55555555-5555-4555-8555-555555555555';
     const relay = new FakeRelay();
-    sessions.adopt(
-      {
-        ok: true,
-        caller: { principal, token: 't', source: 'api', ip: '127.0.0.1' },
-        deviceId: 'd'.repeat(64),
-        request: { action: 'console' },
-        channel: {} as Channel,
-        relayOptions: { kind: 'console', info: {} },
-        auditId: 1,
-        startedAt: Date.now(),
-        sessionId,
-      },
-      relay,
-    );
-    return { sessions, relay, sessionId };
+    return { sessions: adoptOne(relay, sessionId, undefined, recordRemoteEnd), relay, sessionId };
   }
 
   it('stays in the live list until its end entry is committed: a poller sees the session or its end, never neither', async () => {
@@ -159,33 +149,8 @@ describe('shutdown', () => {
   }
 
   function sessionsWith(recorder: ConsoleRecorder, sessionId: string) {
-    const principal = new Principal({ id: 'u1', email: 'u@example.com', fname: 'U', lname: 'One' }, 's1', []);
-    const deps = {
-      config: { trustProxy: false, dataDir: dir },
-      logger: createLogger('silent'),
-      auth: { authenticate: async () => principal },
-      access: {},
-      audit: { recordRemoteStart: async () => 1, recordRemoteEnd: async () => undefined },
-      locator: {} as AgentLocator,
-    } as unknown as RemoteSessionsDeps;
-    const sessions = new RemoteSessions(deps);
     const relay = new StuckRelay();
-    sessions.adopt(
-      {
-        ok: true,
-        caller: { principal, token: 't', source: 'api', ip: '127.0.0.1' },
-        deviceId: 'd'.repeat(64),
-        request: { action: 'console' },
-        channel: {} as Channel,
-        relayOptions: { kind: 'console', info: {}, recorder },
-        auditId: 1,
-        startedAt: Date.now(),
-        sessionId,
-        recorder,
-      },
-      relay,
-    );
-    return { sessions, relay };
+    return { sessions: adoptOne(relay, sessionId, recorder), relay };
   }
 
   afterEach(() => vi.useRealTimers());

@@ -1,40 +1,15 @@
-import net from 'node:net';
 import { afterEach, describe, expect, it } from 'vitest';
+import { tcpPair } from '../../test/support/tcp-pair.js';
 import { coalesceWrites } from './coalesce.js';
 
 const turn = () => new Promise((resolve) => setImmediate(resolve));
-
-/** A connected TCP pair: what `client` writes is read at `server`; the socket's write calls are counted. */
-async function pair() {
-  const listener = net.createServer();
-  await new Promise<void>((resolve) => listener.listen(0, '127.0.0.1', resolve));
-  const accepted = new Promise<net.Socket>((resolve) => listener.once('connection', resolve));
-  const client = net.connect((listener.address() as net.AddressInfo).port, '127.0.0.1');
-  await new Promise((resolve) => client.once('connect', resolve));
-  const server = await accepted;
-  const received: Buffer[] = [];
-  server.on('data', (d: Buffer) => received.push(d));
-  // What leaves the socket: one entry per write handed to the kernel (single, or gathered).
-  const calls: number[] = [];
-  const raw = client as unknown as { _write: (...a: unknown[]) => void; _writev: (chunks: unknown[], cb: unknown) => void };
-  const write = raw._write.bind(client);
-  const writev = raw._writev.bind(client);
-  raw._write = (...a: unknown[]) => (calls.push(1), write(...a));
-  raw._writev = (chunks: unknown[], cb: unknown) => (calls.push(chunks.length), writev(chunks, cb));
-  const close = () => {
-    client.destroy();
-    server.destroy();
-    listener.close();
-  };
-  return { client, received, calls, close };
-}
 
 describe('coalesceWrites', () => {
   let close: (() => void) | undefined;
   afterEach(() => close?.());
 
   it('sends the packets written in one turn in one write, in order', async () => {
-    const p = await pair();
+    const p = await tcpPair();
     close = p.close;
     coalesceWrites(p.client);
     // As ssh2 sends a 128 KiB frame from the device: four 32 KiB packets, each written on its own.
@@ -48,7 +23,7 @@ describe('coalesceWrites', () => {
   });
 
   it("does not hold a lone write past its turn (a keystroke leaves at once), and each turn's writes leave on their own", async () => {
-    const p = await pair();
+    const p = await tcpPair();
     close = p.close;
     coalesceWrites(p.client);
     p.client.write(Buffer.from('a'));
@@ -63,7 +38,7 @@ describe('coalesceWrites', () => {
   });
 
   it('an uncoalesced socket (ssh2 as it was) makes a write per packet', async () => {
-    const p = await pair();
+    const p = await tcpPair();
     close = p.close;
     for (const n of [1, 2, 3, 4]) p.client.write(Buffer.alloc(32 * 1024, n));
     await turn();
@@ -71,7 +46,7 @@ describe('coalesceWrites', () => {
   });
 
   it('a socket destroyed mid-turn is not corked again and throws nothing', async () => {
-    const p = await pair();
+    const p = await tcpPair();
     close = p.close;
     coalesceWrites(p.client);
     p.client.write(Buffer.from('x'));
