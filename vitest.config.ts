@@ -54,6 +54,9 @@ export default defineConfig({
           // own: each file starts its own broker (own data directory or schema), each test opens
           // its own browser context (own cookies, storage and cache).
           isolate: false,
+          // Its own group after the others (vitest groups a project with `isolate: false` by groupOrder,
+          // and projects sharing one must share one maxWorkers).
+          sequence: { groupOrder: 1 },
         },
       },
     ],
