@@ -5,7 +5,7 @@
  */
 import type { Logger } from 'pino';
 import WebSocket from 'ws';
-import type { WriteQueue } from '../db/batch.js';
+import { immediateWrites, type WriteQueue } from '../db/batch.js';
 import type { Db } from '../db/database.js';
 import { lastSeenOf, recordContact, recordLastSeen } from '../devices/directory.js';
 
@@ -33,7 +33,7 @@ export class AgentPresence {
     /** The connections of this broker, read at each tick. */
     private readonly connections: () => Iterable<Liveness>,
     /** Where a device's contact is written: with the other writes of the same turn (a storm's connects in one commit). */
-    private readonly writes: WriteQueue = { run: (write) => write() },
+    private readonly writes: WriteQueue = immediateWrites,
   ) {}
 
   /**

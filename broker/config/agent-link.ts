@@ -7,7 +7,7 @@
 import type { Logger } from 'pino';
 import type { AgentDefaults, CommittedConfig } from '../../shared/protocol.js';
 import type { AgentMessage } from '../../shared/wire.js';
-import type { WriteQueue } from '../db/batch.js';
+import { immediateWrites, type WriteQueue } from '../db/batch.js';
 import type { Db } from '../db/database.js';
 import { readTreeShape } from '../devices/directory.js';
 import { credentialValues, scrubReports } from './bundles.js';
@@ -42,7 +42,7 @@ export class AgentLink {
     private readonly reports: ReportSink,
     private readonly logger: Logger,
     /** Where a connecting agent's configuration state is written: with the other connects of the same turn. */
-    private readonly connectWrites: WriteQueue = { run: (write) => write() },
+    private readonly connectWrites: WriteQueue = immediateWrites,
   ) {}
 
   async close(): Promise<void> {

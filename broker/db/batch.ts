@@ -21,6 +21,9 @@ export interface WriteQueue {
   run<T>(write: () => Promise<T>): Promise<T>;
 }
 
+/** Each write at once, on its own: for a domain given no batch. */
+export const immediateWrites: WriteQueue = { run: (write) => write() };
+
 interface Queued {
   write: () => Promise<unknown>;
   resolve: (value: unknown) => void;
