@@ -46,6 +46,13 @@ class FakeFlow implements FileFlow {
   release(holder: object) {
     this.holders.delete(holder);
   }
+  /** answers taken straight into SSH packets (SftpFlow.answerData): none unless `direct` */
+  direct = false;
+  readonly sentDirect: { reqid: number; parts: readonly Buffer[]; length: number }[] = [];
+  answerData(reqid: number, parts: readonly Buffer[], length: number) {
+    if (this.direct) this.sentDirect.push({ reqid, parts, length });
+    return this.direct;
+  }
 }
 
 function open(writing: boolean, size: number) {
@@ -103,6 +110,29 @@ describe('SftpFile reads', () => {
     expect(channel.paused).toBe(true);
     for (let i = 0; i < 16; i++) file.read(i + 1, i * 32_768, 32_768);
     expect(channel.paused).toBe(false);
+  });
+});
+
+describe('SftpFile reads, one copy', () => {
+  it("hands a READ spanning two of the device's frames to the SSH channel as views of those frames, never joined into a copy", () => {
+    const frames = [crypto.randomBytes(128 * 1024), crypto.randomBytes(128 * 1024), crypto.randomBytes(128 * 1024)];
+    const { file, channel, answers, flow } = download(3 * 128 * 1024);
+    flow.direct = true;
+    file.read(1, 0, SFTP_READ_MAX);
+    file.read(2, SFTP_READ_MAX, SFTP_READ_MAX);
+    for (const frame of frames) channel.emit('data', frame);
+    channel.emit('end');
+    expect(answers).toEqual([]);
+    expect(flow.sentDirect.map((a) => [a.reqid, a.length])).toEqual([
+      [1, SFTP_READ_MAX],
+      [2, 3 * 128 * 1024 - SFTP_READ_MAX],
+    ]);
+    // The first READ: all of the first frame and the head of the second, each the frame's own memory.
+    const [a, b] = flow.sentDirect[0].parts;
+    expect(a.buffer).toBe(frames[0].buffer);
+    expect(a.byteOffset).toBe(frames[0].byteOffset);
+    expect(b.buffer).toBe(frames[1].buffer);
+    expect(Buffer.concat(flow.sentDirect.flatMap((d) => d.parts)).equals(Buffer.concat(frames))).toBe(true);
   });
 });
 

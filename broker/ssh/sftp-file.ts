@@ -24,9 +24,11 @@ export interface FileFlow {
   readonly backlogged: boolean;
   hold(holder: object): void;
   release(holder: object): void;
+  /** Sends a READ's answer made of `parts` straight into SSH packets (SftpFlow.answerData); false: not now, answer through ssh2. */
+  answerData(reqid: number, parts: readonly Buffer[], length: number): boolean;
 }
 
-const NO_FLOW: FileFlow = { backlogged: false, hold() {}, release() {} };
+const NO_FLOW: FileFlow = { backlogged: false, hold() {}, release() {}, answerData: () => false };
 
 /**
  * One open file: a copy session (download for reading, upload for writing) of the broker's
@@ -130,12 +132,12 @@ export class SftpFile implements LiveRelay {
         this.sftp.status(next.reqid, SFTP_STATUS.eof);
         continue;
       }
-      const out = this.take(next.length);
-      this.position += out.length;
-      this.bytesOut += out.length;
-      this.sftp.data(next.reqid, out);
+      const { parts, length } = this.take(next.length);
+      this.position += length;
+      this.bytesOut += length;
+      if (!this.flow.answerData(next.reqid, parts, length)) this.sftp.data(next.reqid, parts.length === 1 ? parts[0] : Buffer.concat(parts, length));
       // Short only at the end of the file: what was asked beyond it is the end of file.
-      if (out.length < next.length) {
+      if (length < next.length) {
         this.waitingBytes = 0;
         for (const w of this.waiting.splice(0)) this.sftp.status(w.reqid, SFTP_STATUS.eof);
       }
@@ -149,30 +151,21 @@ export class SftpFile implements LiveRelay {
   }
 
   /**
-   * Up to `length` bytes from the front of what is held: a view of the first chunk when it holds
-   * them all (the usual case: the device sends more than a READ asks), else a copy of just those.
+   * Up to `length` bytes from the front of what is held, as views of the chunks the device sent
+   * (a READ of 255 KiB spans two of its 128 KiB frames): nothing is copied here.
    */
-  private take(length: number): Buffer {
-    const first = this.held[0];
-    let out: Buffer;
-    if (first.length >= length) {
-      out = first.subarray(0, length);
-      if (first.length === length) this.held.shift();
-      else this.held[0] = first.subarray(length);
-    } else {
-      const parts: Buffer[] = [];
-      let n = 0;
-      while (n < length && this.held.length > 0) {
-        const chunk = this.held[0];
-        const part = chunk.length <= length - n ? (this.held.shift() as Buffer) : chunk.subarray(0, length - n);
-        if (part !== chunk) this.held[0] = chunk.subarray(part.length);
-        parts.push(part);
-        n += part.length;
-      }
-      out = Buffer.concat(parts, n);
+  private take(length: number): { parts: Buffer[]; length: number } {
+    const parts: Buffer[] = [];
+    let n = 0;
+    while (n < length && this.held.length > 0) {
+      const chunk = this.held[0];
+      const part = chunk.length <= length - n ? (this.held.shift() as Buffer) : chunk.subarray(0, length - n);
+      if (part !== chunk) this.held[0] = chunk.subarray(part.length);
+      parts.push(part);
+      n += part.length;
     }
-    this.heldBytes -= out.length;
-    return out;
+    this.heldBytes -= n;
+    return { parts, length: n };
   }
 
   write(reqid: number, offset: number, data: Buffer): void {
