@@ -39,6 +39,9 @@ class FakeChannel extends EventEmitter {
 /** The SSH channel's flow as a test sets it: `backlogged` while the client's window is spent; holds recorded. */
 class FakeFlow implements FileFlow {
   backlogged = false;
+  canAnswer() {
+    return !this.backlogged;
+  }
   readonly holders = new Set<object>();
   hold(holder: object) {
     this.holders.add(holder);

@@ -17,18 +17,20 @@ const MAX_READ = SFTP_READ_MAX;
 export const MAX_WAITING_READS = 128;
 
 /**
- * The SSH channel's flow as an open file sees it (SftpFlow): whether ssh2 holds answers the client's
- * window has no room for, and holding the client's window while the device's channel is full.
+ * The SSH channel's flow as an open file sees it (SftpFlow): whether the client's window has room for
+ * an answer (and ssh2 holds none it had no room for), answers sent straight into SSH packets, and
+ * holding the client's window while the device's channel is full.
  */
 export interface FileFlow {
-  readonly backlogged: boolean;
+  /** Whether a READ's answer of `length` bytes may go out now (else the flow calls resume once it may: SftpFlow.canAnswer). */
+  canAnswer(length: number): boolean;
   hold(holder: object): void;
   release(holder: object): void;
   /** Sends a READ's answer made of `parts` straight into SSH packets (SftpFlow.answerData); false: not now, answer through ssh2. */
   answerData(reqid: number, parts: readonly Buffer[], length: number): boolean;
 }
 
-const NO_FLOW: FileFlow = { backlogged: false, hold() {}, release() {}, answerData: () => false };
+const NO_FLOW: FileFlow = { canAnswer: () => true, hold() {}, release() {}, answerData: () => false };
 
 /**
  * One open file: a copy session (download for reading, upload for writing) of the broker's
@@ -112,10 +114,10 @@ export class SftpFile implements LiveRelay {
   }
 
   /**
-   * Answers the waiting READs in order from what the device sent. While ssh2 holds answers the
-   * client's window has no room for, no more are given to it: the data stays here (at most
-   * READ_AHEAD, the device's channel paused beyond), so a client that asks and never reads holds at
-   * most its window, one answer and the read-ahead.
+   * Answers the waiting READs in order from what the device sent. While the client's window has no
+   * room for the next answer (or ssh2 holds answers it had no room for), none is given: the data
+   * stays here (at most READ_AHEAD, the device's channel paused beyond), so a client that asks and
+   * never reads holds at most its window, one answer and the read-ahead.
    */
   private serve(): void {
     while (this.waiting.length > 0) {
@@ -126,7 +128,7 @@ export class SftpFile implements LiveRelay {
         continue;
       }
       if (this.heldBytes < next.length && !this.ended) break;
-      if (this.flow.backlogged) break;
+      if (!this.flow.canAnswer(Math.min(next.length, this.heldBytes))) break;
       this.shiftWaiting();
       if (this.heldBytes === 0) {
         this.sftp.status(next.reqid, SFTP_STATUS.eof);

@@ -166,4 +166,33 @@ describe('SftpFlow', () => {
     expect(declined.length).toBeGreaterThan(0);
     expect(declined).toEqual(Array.from({ length: declined.length }, (_, i) => 12 - declined.length + i));
   });
+
+  it("waits for the client's window rather than answering in pieces: every READ answered whole, none through ssh2, in order", async () => {
+    // 24 READs of 255 KiB (6 MiB) against the client's 2 MiB window: most wait for it to open.
+    const file = content(24 * SFTP_READ_MAX);
+    let viaSsh2 = 0;
+    let waited = 0;
+    const sftp = await pair((stream, flow) => {
+      stream.data = () => void (viaSsh2 += 1);
+      const queue: { reqid: number; offset: number; length: number }[] = [];
+      const serve = () => {
+        while (queue.length > 0 && flow.canAnswer(queue[0].length)) {
+          const { reqid, offset, length } = queue.shift()!;
+          expect(flow.answerData(reqid, [file.subarray(offset, offset + length)], length)).toBe(true);
+        }
+        if (queue.length > 0) waited += 1;
+      };
+      flow.onWindow(serve);
+      stream.on('OPEN', (reqid: number) => stream.handle(reqid, Buffer.from([1])));
+      stream.on('READ', (reqid: number, _handle: Buffer, offset: number, length: number) => {
+        queue.push({ reqid, offset, length });
+        serve();
+      });
+    });
+    const handle = await new Promise<Buffer>((resolve, reject) => sftp.open('/f', 'r', (err, h) => (err ? reject(err) : resolve(h))));
+    const got = await readAll(sftp, handle, 24, SFTP_READ_MAX);
+    expect(Buffer.concat(got).equals(file)).toBe(true);
+    expect(viaSsh2).toBe(0);
+    expect(waited).toBeGreaterThan(0);
+  });
 });

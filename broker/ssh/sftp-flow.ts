@@ -95,9 +95,10 @@ export function limitsPacket(reqid: number): Buffer {
 }
 
 /**
- * The flow of one sftp session's SSH channel. `backlogged`: ssh2 holds answers the client's window
- * has no room for (a READ is then not answered: its data stays at the device, see SftpFile);
- * `onWindow` hears the window open. `hold`/`release`: while any holder holds, the client's window
+ * The flow of one sftp session's SSH channel. `canAnswer`: the client's window has room for a READ's
+ * whole answer and ssh2 holds none it had no room for (`backlogged`); else the READ is not answered
+ * yet (its data stays at the device, see SftpFile) and `onWindow` hears the window open.
+ * `answerData`: the answer, copied once into SSH packets. `hold`/`release`: while any holder holds, the client's window
  * is not topped up, so a client that sends WRITEs faster than the device takes them is stopped by
  * SSH itself once its window is spent.
  */
@@ -105,6 +106,10 @@ export class SftpFlow {
   private readonly holders = new Set<object>();
   private readonly listeners: (() => void)[] = [];
   private limitsAnnounced = false;
+  /** The window the client opened the channel with: an answer larger than it is never waited for. */
+  private initialWindow = 0;
+  /** An answer waits for the client's window (canAnswer): its opening is to be heard. */
+  private awaitingWindow = false;
 
   constructor(private readonly sftp: SftpStream) {}
 
@@ -112,14 +117,17 @@ export class SftpFlow {
   start(): void {
     const raw = ssh2(this.sftp);
     if (!raw._protocol || !raw.outgoing || !Array.isArray(raw._buffer)) return; // not ssh2's stream (tests): flow as plain events
+    this.initialWindow = raw.outgoing.window;
     this.announceLimits(raw);
-    // ssh2 calls the stream's _chunkcb (its drain of held answers) when the client's window opens after it ran out.
+    // ssh2 calls the stream's _chunkcb when the client's window opens while _waitWindow is set: it
+    // sets both when it runs out of window with answers left (its drain of them), and this sets
+    // _waitWindow when an answer waits for more window than there is (canAnswer).
     let chunkcb: (() => void) | undefined;
     const opened = () => this.windowOpened();
     Object.defineProperty(raw, '_chunkcb', {
       configurable: true,
       get: () =>
-        chunkcb &&
+        (chunkcb || this.awaitingWindow) &&
         function (this: unknown) {
           chunkcb?.call(this);
           opened();
@@ -145,7 +153,26 @@ export class SftpFlow {
 
   /** Called by the tests' fake stream, and by the hook on ssh2's. */
   windowOpened(): void {
+    this.awaitingWindow = false;
     for (const listener of this.listeners) listener();
+  }
+
+  /**
+   * Whether a READ's answer of `length` bytes goes out now. Not while ssh2 holds answers (backlogged);
+   * not while the client's window has no room for all of it: it then waits for the window to open
+   * (heard through ssh2's WINDOW_ADJUST handling), to leave whole through answerData, where ssh2
+   * would send what fits and buffer the rest, and every later answer behind it, in copies of its
+   * own. An answer larger than the window the client opened with could never fit: it goes now, through ssh2.
+   */
+  canAnswer(length: number): boolean {
+    if (this.backlogged) return false;
+    const raw = ssh2(this.sftp);
+    if (!raw.outgoing || !raw._protocol) return true;
+    const total = DATA_HEAD + length;
+    if (raw.outgoing.window >= total || total > this.initialWindow) return true;
+    this.awaitingWindow = true;
+    (raw as unknown as { _waitWindow: boolean })._waitWindow = true;
+    return false;
   }
 
   hold(holder: object): void {
