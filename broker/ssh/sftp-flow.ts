@@ -1,9 +1,10 @@
 /**
  * What the sftp bridge needs of ssh2's SFTP server beyond its public methods, kept in this one
  * place (ssh2 1.x): the `limits@openssh.com` extension (the VERSION that announces it and its
- * answer), and the SSH channel's flow both ways (is ssh2 holding answers the client's window has no
- * room for, and when does the window open again; holding the client's window while an upload's
- * device channel is full).
+ * answer), the SSH channel's flow both ways (does the client's window hold an answer, is ssh2
+ * holding answers it had no room for, and when does the window open again; holding the client's
+ * window while an upload's device channel is full), and a READ's answer written straight into
+ * ssh2's SSH packets.
  */
 import { createRequire } from 'node:module';
 import type { SftpStream } from './sftp-answers.js';
@@ -98,9 +99,9 @@ export function limitsPacket(reqid: number): Buffer {
  * The flow of one sftp session's SSH channel. `canAnswer`: the client's window has room for a READ's
  * whole answer and ssh2 holds none it had no room for (`backlogged`); else the READ is not answered
  * yet (its data stays at the device, see SftpFile) and `onWindow` hears the window open.
- * `answerData`: the answer, copied once into SSH packets. `hold`/`release`: while any holder holds, the client's window
- * is not topped up, so a client that sends WRITEs faster than the device takes them is stopped by
- * SSH itself once its window is spent.
+ * `answerData`: the answer, copied once into SSH packets. `hold`/`release`: while any holder holds,
+ * the client's window is not topped up, so a client that sends WRITEs faster than the device takes
+ * them is stopped by SSH itself once its window is spent.
  */
 export class SftpFlow {
   private readonly holders = new Set<object>();
@@ -162,7 +163,8 @@ export class SftpFlow {
    * not while the client's window has no room for all of it: it then waits for the window to open
    * (heard through ssh2's WINDOW_ADJUST handling), to leave whole through answerData, where ssh2
    * would send what fits and buffer the rest, and every later answer behind it, in copies of its
-   * own. An answer larger than the window the client opened with could never fit: it goes now, through ssh2.
+   * own. An answer larger than the window the client opened with could never fit: it goes now,
+   * through ssh2.
    */
   canAnswer(length: number): boolean {
     if (this.backlogged) return false;
