@@ -1,6 +1,7 @@
 /**
  * The SSH gateway against OpenSSH's sshd on the same machine, in the same run (the anchor of every row):
- *  - scp of a file from the device's side (the agent runs here, so the device path is a temp file),
+ *  - scp of a file from the device's side and to it (the agent runs here, so the device path is a temp
+ *    file), each path twice, alternated with sshd's, the rows from the second pass,
  *  - `ssh -L` throughput to a local sink,
  *  - session opens per second: `ssh … true` over one master connection and on fresh connections,
  *  - the keystroke round trip (`ssh -tt … cat`) p50/p99, and what the gateway adds to sshd's.
@@ -75,27 +76,24 @@ function run(cmd: string, args: string[]): Promise<{ code: number | null; stderr
   });
 }
 
-/** scp of `source` (a path on the far side) to a local file: MB/s over the whole run, connection set-up included. */
-async function scpDown(target: Target, source: string, bytes: number, dir: string): Promise<{ mbps: number }> {
-  const dest = path.join(dir, `copy-${crypto.randomUUID()}`);
+/**
+ * One scp (`from` to `to`, one of them `host:path`) of `bytes`: MB/s over the whole run, connection
+ * set-up included. The copy `made` is checked and removed after the CPU figures are taken (removing
+ * a large file is the kernel's work on this process's account, not the broker's).
+ */
+async function scp(target: Target, from: string, to: string, made: string, bytes: number): Promise<{ mbps: number; made: string }> {
   const started = process.hrtime.bigint();
-  const r = await run('scp', [...target.scpArgs, '-q', '-o', 'BatchMode=yes', `${target.destination}:${source}`, dest]);
+  const r = await run('scp', [...target.scpArgs, '-q', '-o', 'BatchMode=yes', from, to]);
   const seconds = Number(process.hrtime.bigint() - started) / 1e9;
-  const size = fs.existsSync(dest) ? fs.statSync(dest).size : 0;
-  fs.rmSync(dest, { force: true });
-  if (r.code !== 0 || size !== bytes) throw new Error(`scp exited ${r.code} with ${size} of ${bytes} bytes: ${r.stderr.trim()}`);
-  return { mbps: bytes / 1e6 / seconds };
+  if (r.code !== 0) throw new Error(`scp exited ${r.code}: ${r.stderr.trim()}`);
+  return { mbps: bytes / 1e6 / seconds, made };
 }
 
-/** scp of a local file `source` to `dest` on the far side: MB/s over the whole run, connection set-up included. */
-async function scpUp(target: Target, source: string, dest: string, bytes: number): Promise<{ mbps: number }> {
-  const started = process.hrtime.bigint();
-  const r = await run('scp', [...target.scpArgs, '-q', '-o', 'BatchMode=yes', source, `${target.destination}:${dest}`]);
-  const seconds = Number(process.hrtime.bigint() - started) / 1e9;
-  const size = fs.existsSync(dest) ? fs.statSync(dest).size : 0;
-  fs.rmSync(dest, { force: true });
-  if (r.code !== 0 || size !== bytes) throw new Error(`scp exited ${r.code} with ${size} of ${bytes} bytes: ${r.stderr.trim()}`);
-  return { mbps: bytes / 1e6 / seconds };
+/** Checks and removes what an scp made. */
+function checkCopy(made: string, bytes: number): void {
+  const size = fs.existsSync(made) ? fs.statSync(made).size : 0;
+  fs.rmSync(made, { force: true });
+  if (size !== bytes) throw new Error(`scp made ${size} of ${bytes} bytes`);
 }
 
 /** `ssh … true` run `concurrency` at a time for SECONDS: sessions per second (over a master connection when `extra` names its ControlPath). */
@@ -372,30 +370,61 @@ export async function benchSsh(log: Log, only?: string): Promise<void> {
       const fd = fs.openSync(file, 'w');
       for (let i = 0; i < SCP_MIB; i++) fs.writeSync(fd, crypto.randomBytes(1024 * 1024));
       fs.closeSync(fd);
-      log(`scp: ${SCP_MIB} MiB from the device's side to a local file`);
-      const direct = anchor ? await scpDown(anchor, file, bytes, dir) : undefined;
-      if (direct) log(`  sshd: ${direct.mbps.toFixed(0)} MB/s`);
-      const through = (await cpuPerMb(
-        () => scpDown(gateway, file, bytes, dir),
-        () => bytes,
-      ))!;
-      log(`  gateway: ${through.mbps.toFixed(0)} MB/s (${cpuLine(through)}; load average ${os.loadavg()[0].toFixed(2)})`);
-      const viaJ = (await cpuPerMb(
-        () => scpDown(jumped, file, bytes, dir),
-        () => bytes,
-      ))!;
-      log(`  gateway, ssh -J: ${viaJ.mbps.toFixed(0)} MB/s (${cpuLine(viaJ)}; load average ${os.loadavg()[0].toFixed(2)})`);
-      log(`  ROW scp: gateway / sshd = ${ratioTo(through.mbps, direct?.mbps)} (target >= 0.8); ssh -J / sshd = ${ratioTo(viaJ.mbps, direct?.mbps)}`);
-      log(`scp: ${SCP_MIB} MiB from a local file to the device's side`);
-      const up = path.join(dir, 'uploaded.bin');
-      const directUp = anchor ? await scpUp(anchor, file, up, bytes) : undefined;
-      if (directUp) log(`  sshd: ${directUp.mbps.toFixed(0)} MB/s`);
-      const throughUp = (await cpuPerMb(
-        () => scpUp(gateway, file, up, bytes),
-        () => bytes,
-      ))!;
-      log(`  gateway: ${throughUp.mbps.toFixed(0)} MB/s (${cpuLine(throughUp)}; load average ${os.loadavg()[0].toFixed(2)})`);
-      log(`  ROW scp up: gateway / sshd = ${ratioTo(throughUp.mbps, directUp?.mbps)}`);
+      const down = (target: Target) => {
+        const made = path.join(dir, `copy-${crypto.randomUUID()}`);
+        return scp(target, `${target.destination}:${file}`, made, made, bytes);
+      };
+      const up = (target: Target) => scp(target, file, `${target.destination}:${path.join(dir, 'uploaded.bin')}`, path.join(dir, 'uploaded.bin'), bytes);
+      // Alternated, twice each, as `ssh -L` is (sshd too): the first pass in a broker process pays
+      // for its warm-up (JIT, first sessions); the rows use the second.
+      const directions: { title: string; row: string; copy: typeof down; paths: [string, Target | undefined][] }[] = [
+        {
+          title: `${SCP_MIB} MiB from the device's side to a local file`,
+          row: 'scp',
+          copy: down,
+          paths: [
+            ['sshd', anchor],
+            ['gateway', gateway],
+            ['gateway, ssh -J', jumped],
+          ],
+        },
+        {
+          title: `${SCP_MIB} MiB from a local file to the device's side`,
+          row: 'scp up',
+          copy: up,
+          paths: [
+            ['sshd', anchor],
+            ['gateway', gateway],
+          ],
+        },
+      ];
+      for (const d of directions) {
+        log(`scp: ${d.title}`);
+        const last = new Map<string, number>();
+        for (const round of [1, 2]) {
+          for (const [name, target] of d.paths) {
+            if (!target) continue;
+            if (name === 'sshd') {
+              const r = await d.copy(target);
+              checkCopy(r.made, bytes);
+              last.set(name, r.mbps);
+              log(`  sshd (pass ${round}): ${r.mbps.toFixed(0)} MB/s`);
+              continue;
+            }
+            const r = (await cpuPerMb(
+              () => d.copy(target),
+              () => bytes,
+            ))!;
+            checkCopy(r.made, bytes);
+            last.set(name, r.mbps);
+            log(`  ${name} (pass ${round}): ${r.mbps.toFixed(0)} MB/s (${cpuLine(r)}; load average ${os.loadavg()[0].toFixed(2)})`);
+          }
+        }
+        const ratio = (name: string) => ratioTo(last.get(name) ?? 0, last.get('sshd'));
+        log(
+          `  ROW ${d.row}: gateway / sshd = ${ratio('gateway')} (target >= 0.8)${d.paths.some(([n]) => n === 'gateway, ssh -J') ? `; ssh -J / sshd = ${ratio('gateway, ssh -J')}` : ''}`,
+        );
+      }
       fs.rmSync(file, { force: true });
     }
 
@@ -403,17 +432,18 @@ export async function benchSsh(log: Log, only?: string): Promise<void> {
       const sinkServer = await server({ mode: 'sink' });
       sink = sinkServer.child;
       log(`ssh -L: one stream into a local sink, ${SECONDS} s`);
-      const direct = anchor ? await viaSsh(anchor, sinkServer.port, log) : undefined;
-      if (direct) log(`  sshd: ${direct.mbps.toFixed(0)} MB/s`);
       const pass = (target: Target) =>
         cpuPerMb(
           () => viaSsh({ args: (extra) => target.args(['-o', 'BatchMode=yes', ...extra]) }, sinkServer.port, log),
           (r) => r.mbps * 1e6 * SECONDS,
         );
-      // Alternated, twice each: the first pass in a broker process pays for its warm-up (the rows use the second).
+      // Alternated, twice each, sshd too: the first pass in a broker process pays for its warm-up (the rows use the second).
+      let direct: { mbps: number } | undefined;
       let through: Awaited<ReturnType<typeof pass>>;
       let viaJ: Awaited<ReturnType<typeof pass>>;
       for (const round of [1, 2]) {
+        direct = anchor ? await viaSsh(anchor, sinkServer.port, log) : undefined;
+        if (direct) log(`  sshd (pass ${round}): ${direct.mbps.toFixed(0)} MB/s`);
         through = await pass(gateway);
         if (through) log(`  gateway (pass ${round}): ${through.mbps.toFixed(0)} MB/s (${cpuLine(through)}; load average ${os.loadavg()[0].toFixed(2)})`);
         viaJ = await pass(jumped);

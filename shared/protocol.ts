@@ -88,6 +88,12 @@ export interface CopyParams {
   /** upload: expected size and checksum, checked by the agent before the rename */
   size?: number;
   sha256?: string;
+  /**
+   * upload or download of a `file`: false when the opener never reads the result's checksum (the
+   * SSH gateway's sftp): the agent then hashes nothing (unless an upload's `sha256` is to be
+   * checked) and its result's `sha256` is ''. An agent that predates it hashes anyway.
+   */
+  checksum?: boolean;
   /** the directories the user's grant allows (already normalised); the agent re-checks with realpath */
   allowed?: string[];
   /**

@@ -66,7 +66,9 @@ export async function openUpload(channel: Channel, params: CopyParams, ctx: Sess
     throw new AgentRefusal('io_error', `Cannot write in ${dir} on the device: ${reason(err)}`);
   }
   ctx.log('upload started', { ch: channel.id, target });
-  void receive(channel, file, temp, target, dir, params.size, expectedSha, ctx);
+  // Hashed when a checksum is to be checked, or answered (unless the opener never reads it: CopyParams.checksum).
+  const hashing = expectedSha !== undefined || params.checksum !== false;
+  void receive(channel, file, temp, target, dir, params.size, expectedSha, hashing, ctx);
   return { path: target };
 }
 
@@ -78,9 +80,10 @@ async function receive(
   dir: string,
   size: number | undefined,
   expectedSha: string | undefined,
+  hashing: boolean,
   ctx: SessionContext,
 ): Promise<void> {
-  const hash = crypto.createHash('sha256');
+  const hash = hashing ? crypto.createHash('sha256') : undefined;
   let bytes = 0;
   let open = true;
   try {
@@ -88,13 +91,13 @@ async function receive(
     for await (const chunk of channel.iterator({ destroyOnReturn: false }) as AsyncIterable<Buffer>) {
       bytes += chunk.length;
       if (size !== undefined && bytes > size) throw new Error(`More bytes arrived than the announced size of ${size}.`);
-      hash.update(chunk);
+      hash?.update(chunk);
       await file.write(chunk);
     }
     // The broker half-closes after the last byte; a session torn down instead (the user went
     // away, access withdrawn) also ends the stream, but closes our side too. Never commit that.
     if (channel.writableEnded || channel.destroyed) throw new Error('The upload was interrupted.');
-    const sha256 = hash.digest('hex');
+    const sha256 = hash?.digest('hex') ?? '';
     if (size !== undefined && bytes !== size) throw new Error(`Received ${bytes} bytes, ${size} were announced.`);
     if (expectedSha !== undefined && sha256 !== expectedSha)
       throw new Error(`Checksum mismatch: received data has sha256 ${sha256}, ${expectedSha} was announced.`);
@@ -137,7 +140,7 @@ export async function openDownload(channel: Channel, params: CopyParams, ctx: Se
     throw new AgentRefusal('not_a_file', `${params.path} is not a regular file on the device.`);
   }
   ctx.log('download started', { ch: channel.id, target, size: stat.size });
-  const start = () => void send(channel, file, target, ctx);
+  const start = () => void send(channel, file, target, params.checksum !== false, ctx);
   channel.once('end', start);
   channel.resume(); // nothing is expected from the broker but its end
   channel.once('close', () => {
@@ -147,14 +150,15 @@ export async function openDownload(channel: Channel, params: CopyParams, ctx: Se
   return { size: stat.size, mode: stat.mode & 0o7777 };
 }
 
-async function send(channel: Channel, file: fs.FileHandle, target: string, ctx: SessionContext): Promise<void> {
-  const hash = crypto.createHash('sha256');
+/** Sends the file's bytes, then the result: their count, and their SHA-256 when `hashing` (else ''). */
+async function send(channel: Channel, file: fs.FileHandle, target: string, hashing: boolean, ctx: SessionContext): Promise<void> {
+  const hash = hashing ? crypto.createHash('sha256') : undefined;
   let bytes = 0;
   try {
     const stream = file.createReadStream({ highWaterMark: DOWNLOAD_READ, autoClose: false });
     for await (const chunk of stream as AsyncIterable<Buffer>) {
       if (channel.destroyed) return;
-      hash.update(chunk);
+      hash?.update(chunk);
       bytes += chunk.length;
       if (!channel.write(chunk))
         await new Promise<void>((resolve) => {
@@ -169,7 +173,7 @@ async function send(channel: Channel, file: fs.FileHandle, target: string, ctx: 
     }
     if (channel.destroyed) return;
     ctx.log('download done', { ch: channel.id, target, bytes });
-    channel.control({ type: 'result', ok: true, bytes, sha256: hash.digest('hex') });
+    channel.control({ type: 'result', ok: true, bytes, sha256: hash?.digest('hex') ?? '' });
     channel.end();
   } catch (err) {
     if (!channel.destroyed) {

@@ -270,6 +270,42 @@ describe('copy sessions', () => {
     expect(sha(out.bytes())).toBe(sha(content));
   });
 
+  it('hashes nothing when the opener never reads the checksum (checksum: false, as sftp opens): the same bytes, an empty sha256', async () => {
+    const p = await pair();
+    cleanup = p.close;
+    const source = path.join(dir, 'nohash.bin');
+    const content = crypto.randomBytes(300_001);
+    fs.writeFileSync(source, content);
+    const down = await p.broker.open('copy', { direction: 'download', path: source, checksum: false });
+    const downResult = new Promise<any>((r) => down.channel.on('control', (m) => m.type === 'result' && r(m)));
+    const out = collect(down.channel);
+    down.channel.end();
+    await out.ended;
+    expect(await downResult).toEqual({ type: 'result', ok: true, bytes: content.length, sha256: '' });
+    expect(out.bytes().equals(content)).toBe(true);
+
+    const target = path.join(dir, 'nohash-up.bin');
+    const up = await p.broker.open('copy', { direction: 'upload', path: target, checksum: false });
+    const upResult = new Promise<any>((r) => up.channel.on('control', (m) => m.type === 'result' && r(m)));
+    up.channel.resume();
+    up.channel.end(content);
+    expect(await upResult).toEqual({ type: 'result', ok: true, bytes: content.length, sha256: '' });
+    expect(fs.readFileSync(target).equals(content)).toBe(true);
+  });
+
+  it('still checks an announced sha256 of an upload opened with checksum: false', async () => {
+    const p = await pair();
+    cleanup = p.close;
+    const target = path.join(dir, 'checked.bin');
+    const content = crypto.randomBytes(10_000);
+    const { channel } = await p.broker.open('copy', { direction: 'upload', path: target, checksum: false, sha256: sha(Buffer.from('other')) });
+    const result = new Promise<any>((r) => channel.on('control', (m) => m.type === 'result' && r(m)));
+    channel.resume();
+    channel.end(content);
+    expect(await result).toMatchObject({ type: 'result', ok: false, error: expect.stringMatching(/Checksum mismatch/) });
+    expect(fs.existsSync(target)).toBe(false);
+  });
+
   it('refuses a missing file, a directory and a path outside the allowed roots', async () => {
     const p = await pair();
     cleanup = p.close;

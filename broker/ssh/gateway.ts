@@ -14,6 +14,7 @@ import type { RemoteSessions } from '../remote/sessions.js';
 import type { SshAuthority } from './authority.js';
 import { SshChannels } from './channels.js';
 import { coalesceWrites } from './coalesce.js';
+import { poolPacketPadding } from './packet-padding.js';
 import type { SshKeys } from './keys.js';
 import { readSshPreamble } from '../../shared/ssh-config.js';
 import { SshSignIn, type SshConnection } from './sign-in.js';
@@ -82,6 +83,8 @@ export class SshGateway {
 
   async start(): Promise<void> {
     if (this.deps.config.sshPort === undefined) return;
+    // ssh2 drew fresh random bytes for each packet's padding: drawn in 64 KiB instead (packet-padding.ts).
+    poolPacketPadding();
     const ssh = new Server({ hostKeys: [this.deps.authority.hostKeyFile], ident: 'fleet' });
     ssh.on('connection', (client: Connection, info: { ip: string; port: number }) => {
       const key = `${info.ip}:${info.port}`;

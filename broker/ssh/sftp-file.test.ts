@@ -4,7 +4,7 @@ import { describe, expect, it } from 'vitest';
 import type { Channel } from '../../shared/mux.js';
 import { SFTP_STATUS, type Attrs, type SftpStream } from './sftp-answers.js';
 import { MAX_WAITING_READS, READ_AHEAD, SftpFile, type FileFlow } from './sftp-file.js';
-import { SFTP_READ_MAX } from './sftp-flow.js';
+import { SFTP_READ_MAX, SftpFlow } from './sftp-flow.js';
 
 /** A download's agent channel as SftpFile uses it: data and end come from the test. */
 class FakeChannel extends EventEmitter {
@@ -39,12 +39,22 @@ class FakeChannel extends EventEmitter {
 /** The SSH channel's flow as a test sets it: `backlogged` while the client's window is spent; holds recorded. */
 class FakeFlow implements FileFlow {
   backlogged = false;
+  canAnswer() {
+    return !this.backlogged;
+  }
   readonly holders = new Set<object>();
   hold(holder: object) {
     this.holders.add(holder);
   }
   release(holder: object) {
     this.holders.delete(holder);
+  }
+  /** answers taken straight into SSH packets (SftpFlow.answerData): none unless `direct` */
+  direct = false;
+  readonly sentDirect: { reqid: number; parts: readonly Buffer[]; length: number }[] = [];
+  answerData(reqid: number, parts: readonly Buffer[], length: number) {
+    if (this.direct) this.sentDirect.push({ reqid, parts, length });
+    return this.direct;
   }
 }
 
@@ -103,6 +113,29 @@ describe('SftpFile reads', () => {
     expect(channel.paused).toBe(true);
     for (let i = 0; i < 16; i++) file.read(i + 1, i * 32_768, 32_768);
     expect(channel.paused).toBe(false);
+  });
+});
+
+describe('SftpFile reads, one copy', () => {
+  it("hands a READ spanning two of the device's frames to the SSH channel as views of those frames, never joined into a copy", () => {
+    const frames = [crypto.randomBytes(128 * 1024), crypto.randomBytes(128 * 1024), crypto.randomBytes(128 * 1024)];
+    const { file, channel, answers, flow } = download(3 * 128 * 1024);
+    flow.direct = true;
+    file.read(1, 0, SFTP_READ_MAX);
+    file.read(2, SFTP_READ_MAX, SFTP_READ_MAX);
+    for (const frame of frames) channel.emit('data', frame);
+    channel.emit('end');
+    expect(answers).toEqual([]);
+    expect(flow.sentDirect.map((a) => [a.reqid, a.length])).toEqual([
+      [1, SFTP_READ_MAX],
+      [2, 3 * 128 * 1024 - SFTP_READ_MAX],
+    ]);
+    // The first READ: all of the first frame and the head of the second, each the frame's own memory.
+    const [a, b] = flow.sentDirect[0].parts;
+    expect(a.buffer).toBe(frames[0].buffer);
+    expect(a.byteOffset).toBe(frames[0].byteOffset);
+    expect(b.buffer).toBe(frames[1].buffer);
+    expect(Buffer.concat(flow.sentDirect.flatMap((d) => d.parts)).equals(Buffer.concat(frames))).toBe(true);
   });
 });
 
@@ -196,5 +229,78 @@ describe('SftpFile writes, bounded', () => {
     expect(flow.holders.size).toBe(0);
     file.write(3, 20, Buffer.alloc(10));
     expect(answers[2]).toMatchObject({ reqid: 3, status: SFTP_STATUS.failure });
+  });
+});
+
+describe('SftpFile reads through SftpFlow, a client that stops opening its window', () => {
+  /** What SftpFlow reads of ssh2's SFTP stream, its connection's packets captured (a fake, no encryption). */
+  function ssh2Stream(window: number) {
+    const packets: Buffer[] = [];
+    const viaSsh2: number[] = [];
+    const raw = {
+      outgoing: { id: 7, state: 'open', window, packetSize: 32 * 1024 },
+      incoming: { window: 2 * 1024 * 1024 },
+      _buffer: [] as Buffer[],
+      _waitWindow: false,
+      _chunkcb: undefined as (() => void) | undefined,
+      _protocol: {
+        _kexinit: undefined,
+        _cipher: { encrypt: (packet: Buffer) => void packets.push(packet) },
+        _packetRW: { write: { allocStart: 5, alloc: (n: number) => Buffer.alloc(5 + n), finalize: (p: Buffer) => p } },
+        channelData() {},
+        channelWindowAdjust() {},
+      },
+      push: () => true,
+      data: (reqid: number) => void viaSsh2.push(reqid),
+      status: () => {},
+    };
+    /** As ssh2's CHANNEL_WINDOW_ADJUST handler does. */
+    const adjust = (amount: number) => {
+      raw.outgoing.window += amount;
+      if (!raw._waitWindow) return;
+      raw._waitWindow = false;
+      raw._chunkcb?.call(raw);
+    };
+    return { raw, packets, viaSsh2, adjust };
+  }
+
+  it('answers nothing and holds at most the read-ahead while the window is spent, then answers whole once it opens', () => {
+    const { raw, packets, viaSsh2, adjust } = ssh2Stream(2 * 1024 * 1024);
+    const flow = new SftpFlow(raw as unknown as SftpStream);
+    flow.start();
+    const channel = new FakeChannel();
+    const content = crypto.randomBytes(4 * READ_AHEAD);
+    const file = new SftpFile(
+      false,
+      channel as unknown as Channel,
+      { mode: 0o100644, size: content.length, uid: 0, gid: 0, atime: 0, mtime: 0 },
+      raw as unknown as SftpStream,
+      flow,
+    );
+    flow.onWindow(() => file.resume());
+    // The client spent its window and asks for more than the device may send ahead.
+    raw.outgoing.window = 100;
+    for (let i = 0; i < 16; i++) file.read(i + 1, i * SFTP_READ_MAX, SFTP_READ_MAX);
+    let sent = 0;
+    while (!channel.paused && sent < content.length) {
+      channel.emit('data', content.subarray(sent, sent + 128 * 1024));
+      sent += 128 * 1024;
+    }
+    expect(packets).toEqual([]);
+    expect(viaSsh2).toEqual([]);
+    expect(channel.paused).toBe(true);
+    expect(sent).toBeLessThanOrEqual(READ_AHEAD + 128 * 1024);
+    // The window opens by 1 MiB: the answers that fit whole go, in SSH packets of at most 32 KiB.
+    adjust(1024 * 1024);
+    expect(viaSsh2).toEqual([]);
+    const answered = Math.floor((1024 * 1024 + 100) / (SFTP_READ_MAX + 13));
+    const payload = Buffer.concat(packets.map((p) => p.subarray(5 + 9, 5 + 9 + p.readUInt32BE(5 + 5))));
+    expect(payload.length).toBe(answered * (SFTP_READ_MAX + 13));
+    expect(packets.every((p) => p[5] === 94 && p.readUInt32BE(6) === 7 && p.readUInt32BE(10) <= 32 * 1024)).toBe(true);
+    for (let i = 0; i < answered; i++) {
+      const answer = payload.subarray(i * (SFTP_READ_MAX + 13), (i + 1) * (SFTP_READ_MAX + 13));
+      expect([answer[4], answer.readUInt32BE(5), answer.readUInt32BE(9)]).toEqual([103, i + 1, SFTP_READ_MAX]);
+      expect(answer.subarray(13).equals(content.subarray(i * SFTP_READ_MAX, (i + 1) * SFTP_READ_MAX))).toBe(true);
+    }
   });
 });

@@ -17,16 +17,20 @@ const MAX_READ = SFTP_READ_MAX;
 export const MAX_WAITING_READS = 128;
 
 /**
- * The SSH channel's flow as an open file sees it (SftpFlow): whether ssh2 holds answers the client's
- * window has no room for, and holding the client's window while the device's channel is full.
+ * The SSH channel's flow as an open file sees it (SftpFlow): whether the client's window has room for
+ * an answer (and ssh2 holds none it had no room for), answers sent straight into SSH packets, and
+ * holding the client's window while the device's channel is full.
  */
 export interface FileFlow {
-  readonly backlogged: boolean;
+  /** Whether a READ's answer of `length` bytes may go out now (else the flow calls resume once it may: SftpFlow.canAnswer). */
+  canAnswer(length: number): boolean;
   hold(holder: object): void;
   release(holder: object): void;
+  /** Sends a READ's answer made of `parts` straight into SSH packets (SftpFlow.answerData); false: not now, answer through ssh2. */
+  answerData(reqid: number, parts: readonly Buffer[], length: number): boolean;
 }
 
-const NO_FLOW: FileFlow = { backlogged: false, hold() {}, release() {} };
+const NO_FLOW: FileFlow = { canAnswer: () => true, hold() {}, release() {}, answerData: () => false };
 
 /**
  * One open file: a copy session (download for reading, upload for writing) of the broker's
@@ -110,10 +114,10 @@ export class SftpFile implements LiveRelay {
   }
 
   /**
-   * Answers the waiting READs in order from what the device sent. While ssh2 holds answers the
-   * client's window has no room for, no more are given to it: the data stays here (at most
-   * READ_AHEAD, the device's channel paused beyond), so a client that asks and never reads holds at
-   * most its window, one answer and the read-ahead.
+   * Answers the waiting READs in order from what the device sent. While the client's window has no
+   * room for the next answer (or ssh2 holds answers it had no room for), none is given: the data
+   * stays here (at most READ_AHEAD, the device's channel paused beyond), so a client that asks and
+   * never reads holds at most its window, one answer and the read-ahead.
    */
   private serve(): void {
     while (this.waiting.length > 0) {
@@ -124,18 +128,18 @@ export class SftpFile implements LiveRelay {
         continue;
       }
       if (this.heldBytes < next.length && !this.ended) break;
-      if (this.flow.backlogged) break;
+      if (!this.flow.canAnswer(Math.min(next.length, this.heldBytes))) break;
       this.shiftWaiting();
       if (this.heldBytes === 0) {
         this.sftp.status(next.reqid, SFTP_STATUS.eof);
         continue;
       }
-      const out = this.take(next.length);
-      this.position += out.length;
-      this.bytesOut += out.length;
-      this.sftp.data(next.reqid, out);
+      const { parts, length } = this.take(next.length);
+      this.position += length;
+      this.bytesOut += length;
+      if (!this.flow.answerData(next.reqid, parts, length)) this.sftp.data(next.reqid, parts.length === 1 ? parts[0] : Buffer.concat(parts, length));
       // Short only at the end of the file: what was asked beyond it is the end of file.
-      if (out.length < next.length) {
+      if (length < next.length) {
         this.waitingBytes = 0;
         for (const w of this.waiting.splice(0)) this.sftp.status(w.reqid, SFTP_STATUS.eof);
       }
@@ -149,30 +153,21 @@ export class SftpFile implements LiveRelay {
   }
 
   /**
-   * Up to `length` bytes from the front of what is held: a view of the first chunk when it holds
-   * them all (the usual case: the device sends more than a READ asks), else a copy of just those.
+   * Up to `length` bytes from the front of what is held, as views of the chunks the device sent
+   * (a READ of 255 KiB spans two of its 128 KiB frames): nothing is copied here.
    */
-  private take(length: number): Buffer {
-    const first = this.held[0];
-    let out: Buffer;
-    if (first.length >= length) {
-      out = first.subarray(0, length);
-      if (first.length === length) this.held.shift();
-      else this.held[0] = first.subarray(length);
-    } else {
-      const parts: Buffer[] = [];
-      let n = 0;
-      while (n < length && this.held.length > 0) {
-        const chunk = this.held[0];
-        const part = chunk.length <= length - n ? (this.held.shift() as Buffer) : chunk.subarray(0, length - n);
-        if (part !== chunk) this.held[0] = chunk.subarray(part.length);
-        parts.push(part);
-        n += part.length;
-      }
-      out = Buffer.concat(parts, n);
+  private take(length: number): { parts: Buffer[]; length: number } {
+    const parts: Buffer[] = [];
+    let n = 0;
+    while (n < length && this.held.length > 0) {
+      const chunk = this.held[0];
+      const part = chunk.length <= length - n ? (this.held.shift() as Buffer) : chunk.subarray(0, length - n);
+      if (part !== chunk) this.held[0] = chunk.subarray(part.length);
+      parts.push(part);
+      n += part.length;
     }
-    this.heldBytes -= out.length;
-    return out;
+    this.heldBytes -= n;
+    return { parts, length: n };
   }
 
   write(reqid: number, offset: number, data: Buffer): void {

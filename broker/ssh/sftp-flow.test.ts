@@ -13,6 +13,7 @@ interface ClientSftp {
   maxOpenHandles: number;
   open(path: string, flags: string, cb: Done<Buffer>): void;
   write(handle: Buffer, data: Buffer, offset: number, length: number, position: number, cb: (err?: Error) => void): void;
+  read(handle: Buffer, buffer: Buffer, offset: number, length: number, position: number, cb: (err: Error | undefined, bytesRead: number) => void): void;
 }
 interface TestClient extends EventEmitter {
   connect(config: Record<string, unknown>): void;
@@ -60,6 +61,27 @@ afterEach(() => {
   for (const close of closers.splice(0)) close();
 });
 
+/** A file's bytes, not a repeating pattern a misplaced piece could pass for. */
+function content(length: number): Buffer {
+  const out = Buffer.alloc(length);
+  for (let i = 0; i < length; i++) out[i] = (i * 131 + (i >> 9) * 7) & 0xff;
+  return out;
+}
+
+/** `count` READs of `size` bytes from offset 0 on, all in flight, their answers in the order they came. */
+function readAll(sftp: ClientSftp, handle: Buffer, count: number, size: number): Promise<Buffer[]> {
+  return Promise.all(
+    Array.from(
+      { length: count },
+      (_, i) =>
+        new Promise<Buffer>((resolve, reject) => {
+          const into = Buffer.alloc(size);
+          sftp.read(handle, into, 0, size, i * size, (err, n) => (err ? reject(err) : resolve(into.subarray(0, n))));
+        }),
+    ),
+  );
+}
+
 describe('SftpFlow', () => {
   it('encodes VERSION 3 with limits@openssh.com, and its answer: 256 KiB packets, 255 KiB reads and writes, handles not told', () => {
     const version = versionPacket();
@@ -100,5 +122,77 @@ describe('SftpFlow', () => {
     expect(received).toBeLessThanOrEqual(2 * 1024 * 1024);
     flow.release(holder);
     await expect.poll(() => received, { timeout: 10_000 }).toBe(32 * chunk.length);
+  });
+
+  it("answers a READ from the device's pieces without ssh2's data() (which copied the answer whole first): the client reads them byte for byte", async () => {
+    const file = content(SFTP_READ_MAX);
+    const viaSsh2: number[] = [];
+    const sftp = await pair((stream, flow) => {
+      const data = stream.data.bind(stream);
+      stream.data = (reqid: number, d: Buffer) => {
+        viaSsh2.push(reqid);
+        data(reqid, d);
+      };
+      stream.on('OPEN', (reqid: number) => stream.handle(reqid, Buffer.from([1])));
+      // Three pieces of odd sizes (as frames from the device fall), a piece ending inside an SSH packet.
+      stream.on('READ', (reqid: number) => {
+        const parts = [file.subarray(0, 1000), file.subarray(1000, 131_072 + 17), file.subarray(131_072 + 17)];
+        expect(flow.answerData(reqid, parts, file.length)).toBe(true);
+      });
+    });
+    const handle = await new Promise<Buffer>((resolve, reject) => sftp.open('/f', 'r', (err, h) => (err ? reject(err) : resolve(h))));
+    const [got] = await readAll(sftp, handle, 1, SFTP_READ_MAX);
+    expect(got.equals(file)).toBe(true);
+    expect(viaSsh2).toEqual([]);
+  });
+
+  it("declines a READ's answer the client's window has no room for, sending nothing: answered through ssh2 instead, every answer arrives in order", async () => {
+    // 12 READs of 255 KiB: the first eight fit the client's 2 MiB window, the rest wait in ssh2.
+    const file = content(12 * SFTP_READ_MAX);
+    const declined: number[] = [];
+    const sftp = await pair((stream, flow) => {
+      stream.on('OPEN', (reqid: number) => stream.handle(reqid, Buffer.from([1])));
+      stream.on('READ', (reqid: number, _handle: Buffer, offset: number, length: number) => {
+        const part = file.subarray(offset, offset + length);
+        if (flow.answerData(reqid, [part], part.length)) return;
+        declined.push(offset / SFTP_READ_MAX);
+        stream.data(reqid, part);
+      });
+    });
+    const handle = await new Promise<Buffer>((resolve, reject) => sftp.open('/f', 'r', (err, h) => (err ? reject(err) : resolve(h))));
+    const got = await readAll(sftp, handle, 12, SFTP_READ_MAX);
+    expect(Buffer.concat(got).equals(file)).toBe(true);
+    // Once one is declined (window spent, or ssh2 holding answers), every later one is too: none jumps the queue.
+    expect(declined.length).toBeGreaterThan(0);
+    expect(declined).toEqual(Array.from({ length: declined.length }, (_, i) => 12 - declined.length + i));
+  });
+
+  it("waits for the client's window rather than answering in pieces: every READ answered whole, none through ssh2, in order", async () => {
+    // 24 READs of 255 KiB (6 MiB) against the client's 2 MiB window: most wait for it to open.
+    const file = content(24 * SFTP_READ_MAX);
+    let viaSsh2 = 0;
+    let waited = 0;
+    const sftp = await pair((stream, flow) => {
+      stream.data = () => void (viaSsh2 += 1);
+      const queue: { reqid: number; offset: number; length: number }[] = [];
+      const serve = () => {
+        while (queue.length > 0 && flow.canAnswer(queue[0].length)) {
+          const { reqid, offset, length } = queue.shift()!;
+          expect(flow.answerData(reqid, [file.subarray(offset, offset + length)], length)).toBe(true);
+        }
+        if (queue.length > 0) waited += 1;
+      };
+      flow.onWindow(serve);
+      stream.on('OPEN', (reqid: number) => stream.handle(reqid, Buffer.from([1])));
+      stream.on('READ', (reqid: number, _handle: Buffer, offset: number, length: number) => {
+        queue.push({ reqid, offset, length });
+        serve();
+      });
+    });
+    const handle = await new Promise<Buffer>((resolve, reject) => sftp.open('/f', 'r', (err, h) => (err ? reject(err) : resolve(h))));
+    const got = await readAll(sftp, handle, 24, SFTP_READ_MAX);
+    expect(Buffer.concat(got).equals(file)).toBe(true);
+    expect(viaSsh2).toBe(0);
+    expect(waited).toBeGreaterThan(0);
   });
 });

@@ -1,10 +1,12 @@
 /**
  * What the sftp bridge needs of ssh2's SFTP server beyond its public methods, kept in this one
  * place (ssh2 1.x): the `limits@openssh.com` extension (the VERSION that announces it and its
- * answer), and the SSH channel's flow both ways (is ssh2 holding answers the client's window has no
- * room for, and when does the window open again; holding the client's window while an upload's
- * device channel is full).
+ * answer), the SSH channel's flow both ways (does the client's window hold an answer, is ssh2
+ * holding answers it had no room for, and when does the window open again; holding the client's
+ * window while an upload's device channel is full), and a READ's answer written straight into
+ * ssh2's SSH packets.
  */
+import { createRequire } from 'node:module';
 import type { SftpStream } from './sftp-answers.js';
 
 /**
@@ -20,8 +22,20 @@ const SFTP_PACKET_MAX = 256 * 1024;
 const CHANNEL_WINDOW = 2 * 1024 * 1024;
 
 const FXP_VERSION = 2;
+const FXP_DATA = 103;
 const FXP_EXTENDED_REPLY = 201;
+/** SSH_MSG_CHANNEL_DATA (RFC 4254). */
+const MSG_CHANNEL_DATA = 94;
+/** SFTP DATA's head: length, type, request id, data length. */
+const DATA_HEAD = 4 + 1 + 4 + 4;
 const LIMITS = 'limits@openssh.com';
+
+/** ssh2's packet writer of a connection: a packet's buffer with room for its head, and the packet made whole (compressed, when that was agreed). */
+interface Ssh2PacketWriter {
+  allocStart: number;
+  alloc(payloadLength: number): Buffer;
+  finalize(packet: Buffer): Buffer;
+}
 
 /** The internals of ssh2's SFTP stream (and of its connection) used here. */
 interface Ssh2Sftp {
@@ -29,11 +43,25 @@ interface Ssh2Sftp {
   incoming: { window: number };
   _buffer: Buffer[];
   _chunkcb?: () => void;
-  _protocol: { channelData(id: number, data: Buffer): void; channelWindowAdjust(id: number, amount: number): void };
+  _protocol: {
+    channelData(id: number, data: Buffer): void;
+    channelWindowAdjust(id: number, amount: number): void;
+    _packetRW?: { write?: Ssh2PacketWriter };
+  };
   push(data: Buffer | null): unknown;
 }
 
 const ssh2 = (sftp: SftpStream) => sftp as unknown as Ssh2Sftp;
+
+/** ssh2's own packet sender (encrypts, or queues while keys are being exchanged), as its channelData uses it. */
+const sendPacket = (() => {
+  try {
+    const utils = createRequire(import.meta.url)('ssh2/lib/protocol/utils.js') as { sendPacket?: (protocol: unknown, packet: Buffer) => void };
+    return typeof utils.sendPacket === 'function' ? utils.sendPacket : undefined;
+  } catch {
+    return undefined;
+  }
+})();
 
 /** SSH string: uint32 length, then the bytes. */
 function sshString(text: string): Buffer {
@@ -68,16 +96,21 @@ export function limitsPacket(reqid: number): Buffer {
 }
 
 /**
- * The flow of one sftp session's SSH channel. `backlogged`: ssh2 holds answers the client's window
- * has no room for (a READ is then not answered: its data stays at the device, see SftpFile);
- * `onWindow` hears the window open. `hold`/`release`: while any holder holds, the client's window
- * is not topped up, so a client that sends WRITEs faster than the device takes them is stopped by
- * SSH itself once its window is spent.
+ * The flow of one sftp session's SSH channel. `canAnswer`: the client's window has room for a READ's
+ * whole answer and ssh2 holds none it had no room for (`backlogged`); else the READ is not answered
+ * yet (its data stays at the device, see SftpFile) and `onWindow` hears the window open.
+ * `answerData`: the answer, copied once into SSH packets. `hold`/`release`: while any holder holds,
+ * the client's window is not topped up, so a client that sends WRITEs faster than the device takes
+ * them is stopped by SSH itself once its window is spent.
  */
 export class SftpFlow {
   private readonly holders = new Set<object>();
   private readonly listeners: (() => void)[] = [];
   private limitsAnnounced = false;
+  /** The window the client opened the channel with: an answer larger than it is never waited for. */
+  private initialWindow = 0;
+  /** An answer waits for the client's window (canAnswer): its opening is to be heard. */
+  private awaitingWindow = false;
 
   constructor(private readonly sftp: SftpStream) {}
 
@@ -85,14 +118,17 @@ export class SftpFlow {
   start(): void {
     const raw = ssh2(this.sftp);
     if (!raw._protocol || !raw.outgoing || !Array.isArray(raw._buffer)) return; // not ssh2's stream (tests): flow as plain events
+    this.initialWindow = raw.outgoing.window;
     this.announceLimits(raw);
-    // ssh2 calls the stream's _chunkcb (its drain of held answers) when the client's window opens after it ran out.
+    // ssh2 calls the stream's _chunkcb when the client's window opens while _waitWindow is set: it
+    // sets both when it runs out of window with answers left (its drain of them), and this sets
+    // _waitWindow when an answer waits for more window than there is (canAnswer).
     let chunkcb: (() => void) | undefined;
     const opened = () => this.windowOpened();
     Object.defineProperty(raw, '_chunkcb', {
       configurable: true,
       get: () =>
-        chunkcb &&
+        (chunkcb || this.awaitingWindow) &&
         function (this: unknown) {
           chunkcb?.call(this);
           opened();
@@ -118,7 +154,27 @@ export class SftpFlow {
 
   /** Called by the tests' fake stream, and by the hook on ssh2's. */
   windowOpened(): void {
+    this.awaitingWindow = false;
     for (const listener of this.listeners) listener();
+  }
+
+  /**
+   * Whether a READ's answer of `length` bytes goes out now. Not while ssh2 holds answers (backlogged);
+   * not while the client's window has no room for all of it: it then waits for the window to open
+   * (heard through ssh2's WINDOW_ADJUST handling), to leave whole through answerData, where ssh2
+   * would send what fits and buffer the rest, and every later answer behind it, in copies of its
+   * own. An answer larger than the window the client opened with could never fit: it goes now,
+   * through ssh2.
+   */
+  canAnswer(length: number): boolean {
+    if (this.backlogged) return false;
+    const raw = ssh2(this.sftp);
+    if (!raw.outgoing || !raw._protocol) return true;
+    const total = DATA_HEAD + length;
+    if (raw.outgoing.window >= total || total > this.initialWindow) return true;
+    this.awaitingWindow = true;
+    (raw as unknown as { _waitWindow: boolean })._waitWindow = true;
+    return false;
   }
 
   hold(holder: object): void {
@@ -134,6 +190,56 @@ export class SftpFlow {
     if (raw.incoming.window > CHANNEL_WINDOW / 2 || amount <= 0) return;
     raw.incoming.window += amount;
     raw._protocol.channelWindowAdjust(raw.outgoing.id, amount);
+  }
+
+  /**
+   * Answers a READ with `parts` (`length` bytes in all, read only) as SFTP DATA, its bytes copied
+   * once, straight into the SSH packets: ssh2's `data()` copies the answer whole into a buffer of
+   * its own first, and the SSH packets copy it again (with a 255 KiB READ answered from two of the
+   * device's 128 KiB frames, a third copy joined them). Only when the client's window has room for
+   * the whole answer and ssh2 holds nothing unsent (answers stay in order); false otherwise, having
+   * sent nothing (the caller then answers through ssh2).
+   */
+  answerData(reqid: number, parts: readonly Buffer[], length: number): boolean {
+    const raw = ssh2(this.sftp);
+    const writer = raw._protocol?._packetRW?.write;
+    const total = DATA_HEAD + length;
+    if (!sendPacket || !writer || raw.outgoing?.state !== 'open' || !Array.isArray(raw._buffer) || raw._buffer.length > 0) return false;
+    if (raw.outgoing.window < total || !(raw.outgoing.packetSize > DATA_HEAD)) return false;
+    if (parts.reduce((n, part) => n + part.length, 0) !== length) return false;
+    const head = Buffer.allocUnsafe(DATA_HEAD);
+    head.writeUInt32BE(total - 4, 0);
+    head[4] = FXP_DATA;
+    head.writeUInt32BE(reqid >>> 0, 5);
+    head.writeUInt32BE(length, 9);
+    raw.outgoing.window -= total;
+    const pieces = [head, ...parts];
+    let piece = 0;
+    let at = 0;
+    for (let left = total; left > 0;) {
+      const n = Math.min(left, raw.outgoing.packetSize);
+      // CHANNEL_DATA: message, recipient channel, data length, data (as ssh2's channelData lays it out).
+      let p = writer.allocStart;
+      const packet = writer.alloc(1 + 4 + 4 + n);
+      packet[p] = MSG_CHANNEL_DATA;
+      packet.writeUInt32BE(raw.outgoing.id, p + 1);
+      packet.writeUInt32BE(n, p + 5);
+      p += 9;
+      for (let want = n; want > 0;) {
+        const from = pieces[piece];
+        const copied = from.copy(packet, p, at, Math.min(from.length, at + want));
+        p += copied;
+        want -= copied;
+        at += copied;
+        if (at === from.length) {
+          piece += 1;
+          at = 0;
+        }
+      }
+      sendPacket(raw._protocol, writer.finalize(packet));
+      left -= n;
+    }
+    return true;
   }
 
   /** Answers `limits@openssh.com` (ssh2 has no method for an EXTENDED_REPLY); false when it cannot (then the caller refuses it). */

@@ -149,6 +149,16 @@ describe('SftpBridge rm, rmdir and rename', () => {
     expect((await sftp.answer(2)).value).toMatchObject({ code: SFTP_STATUS.opUnsupported });
   });
 
+  it('opens its copies without a checksum (sftp never reads one, so the device hashes nothing)', async () => {
+    const { sftp, opened } = bridge({ size: 5, mode: 0o644 });
+    sftp.emit('STAT', 1, '/srv/file');
+    expect((await sftp.answer(1)).kind).toBe('attrs');
+    expect(opened[0]).toEqual({
+      request: { action: 'copy', direction: 'download', path: '/srv/file' },
+      params: { direction: 'download', path: '/srv/file', checksum: false },
+    });
+  });
+
   it("decides a rename's target at the broker too: refused and audited there, the device never asked", async () => {
     const sftp = new FakeSftp();
     const opened: unknown[] = [];

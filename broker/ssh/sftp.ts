@@ -213,7 +213,8 @@ export class SftpBridge {
       sftp: true,
       ...(mode !== undefined ? { mode: `0${mode.toString(8)}` } : {}),
     };
-    const params = { direction, path: path ?? rawPath, ...(mode !== undefined ? { mode } : {}) };
+    // sftp never reads a copy's checksum: the device spends no CPU on one (CopyParams.checksum).
+    const params: CopyParams = { direction, path: path ?? rawPath, checksum: false, ...(mode !== undefined ? { mode } : {}) };
     return this.sessions.authorizeAndOpen(this.caller, 'copy', this.deviceId, request, params, options);
   }
 
