@@ -216,7 +216,12 @@ function descendants(pid: number): number[] {
 function perKeystroke(counts: Record<string, number>, keystrokes: number): string {
   const sum = (names: string[]) => names.reduce((a, n) => a + (counts[n] ?? 0), 0);
   const per = (n: number) => (n / keystrokes).toFixed(2);
-  return `writes ${per(sum(['write', 'writev', 'sendmsg', 'sendto', 'pwrite64']))}, reads ${per(sum(['read', 'readv', 'recvfrom', 'recvmsg']))}, epoll_wait ${per(sum(['epoll_wait', 'epoll_pwait']))}, futex ${per(sum(['futex']))}, all ${per(counts.total ?? 0)}`;
+  const each = Object.entries(counts)
+    .filter(([name, n]) => name !== 'total' && n / keystrokes >= 0.05)
+    .sort((a, b) => b[1] - a[1])
+    .map(([name, n]) => `${name} ${per(n)}`)
+    .join(' ');
+  return `${each}; writes ${per(sum(['write', 'writev', 'sendmsg', 'sendto', 'pwrite64']))}, reads ${per(sum(['read', 'readv', 'recvfrom', 'recvmsg']))}, epoll_wait ${per(sum(['epoll_wait', 'epoll_pwait']))}, futex ${per(sum(['futex']))}, all ${per(counts.total ?? 0)}`;
 }
 
 const mb = (r: { mbps: number }) => `${r.mbps.toFixed(0)} MB/s`;
