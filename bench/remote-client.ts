@@ -17,6 +17,7 @@ import net from 'node:net';
 import { spawn as spawnPty } from 'node-pty';
 import WebSocket from 'ws';
 import { RemoteSession } from '../cli/remote.js';
+import { ConsoleAcks } from '../shared/console-acks.js';
 
 type Task =
   | { mode: 'sink' }
@@ -206,10 +207,14 @@ async function rtt(task: Extract<Task, { mode: 'rtt' }>): Promise<Record<string,
   }
   const session = await openSession(task, 'console', { device_id: task.device, cols: 80, rows: 24 });
   let listener: ((d: Buffer) => void) | undefined;
+  // Acknowledged once shown, as `fleet console` does (cli/commands/console.ts showOutput): one ack
+  // frame per CONSOLE_ACK_EVERY bytes, none for a lone echo. BENCH_ACK_EACH=1 acknowledges each echo
+  // in the turn after it, as both clients did before, to measure the difference in one sitting.
+  const acks = process.env.BENCH_ACK_EACH === '1' ? undefined : new ConsoleAcks((bytes) => session.control({ type: 'ack', bytes }));
   session.on('data', (data: Buffer) => {
     listener?.(data);
-    // Acknowledged once shown, as `fleet console` does when its write to the terminal completes.
-    setImmediate(() => session.control({ type: 'ack', bytes: data.length }));
+    if (acks) setImmediate(() => acks.shown(data.length));
+    else setImmediate(() => session.control({ type: 'ack', bytes: data.length }));
   });
   session.start();
   session.send(Buffer.from(`${RAW_CAT}\n`));

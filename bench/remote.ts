@@ -163,6 +163,67 @@ async function costOf<T>(
   return { result, broker: (after.broker - before.broker) / units, agent: (after.agent - before.agent) / units };
 }
 
+/**
+ * BENCH_SYSCALLS=1: the system calls the broker (this process) and the agent make during `run`, counted
+ * by `strace -c -f` attached to each (strace slows them: the times of that run are not comparable, only
+ * the counts). Resolves with `run`'s result and, per process, the calls of each name.
+ */
+async function syscallsOf<T>(
+  agentPid: number | undefined,
+  run: () => Promise<T>,
+): Promise<{ result: T; counts?: Record<'broker' | 'agent', Record<string, number>> }> {
+  if (process.env.BENCH_SYSCALLS !== '1' || agentPid === undefined) return { result: await run() };
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'bench-strace-'));
+  const roles = { broker: process.pid, agent: agentPid };
+  const tracers = Object.entries(roles).map(([role, pid]) => {
+    const out = path.join(dir, role);
+    // The agent runs under tsx's launcher: its node process is a child of that one.
+    const pids = [pid, ...(role === 'agent' ? descendants(pid) : [])].flatMap((p) => ['-p', String(p)]);
+    const child = spawn('strace', ['-c', '-f', '-o', out, ...pids], { stdio: ['ignore', 'ignore', 'pipe'] });
+    const attached = new Promise<void>((resolve) => child.stderr.on('data', (d: Buffer) => String(d).includes('attached') && resolve()));
+    const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
+    return { role, out, child, attached, exited };
+  });
+  try {
+    await Promise.all(tracers.map((t) => t.attached));
+    const result = await run();
+    for (const t of tracers) t.child.kill('SIGINT');
+    await Promise.all(tracers.map((t) => t.exited));
+    const counts = { broker: {}, agent: {} } as Record<'broker' | 'agent', Record<string, number>>;
+    for (const t of tracers) {
+      // strace -c: "% time seconds usecs/call calls [errors] syscall" per line.
+      for (const line of fs.readFileSync(t.out, 'utf8').split('\n')) {
+        const cols = line.trim().split(/\s+/);
+        const name = cols.at(-1) ?? '';
+        const calls = Number(cols[3]);
+        if (/^[a-z_0-9]+$/.test(name) && Number.isFinite(calls)) counts[t.role as 'broker' | 'agent'][name] = calls;
+      }
+    }
+    return { result, counts };
+  } finally {
+    for (const t of tracers) t.child.kill('SIGKILL');
+    fs.rmSync(dir, { recursive: true, force: true });
+  }
+}
+
+/** The processes below `pid` (read from /proc). */
+function descendants(pid: number): number[] {
+  const children = fs.readFileSync(`/proc/${pid}/task/${pid}/children`, 'utf8').trim().split(/\s+/).filter(Boolean).map(Number);
+  return children.flatMap((c) => [c, ...descendants(c)]);
+}
+
+/** The calls per keystroke that wake or feed another process (writes), wait (epoll_wait) and read, and all of them. */
+function perKeystroke(counts: Record<string, number>, keystrokes: number): string {
+  const sum = (names: string[]) => names.reduce((a, n) => a + (counts[n] ?? 0), 0);
+  const per = (n: number) => (n / keystrokes).toFixed(2);
+  const each = Object.entries(counts)
+    .filter(([name, n]) => name !== 'total' && n / keystrokes >= 0.05)
+    .sort((a, b) => b[1] - a[1])
+    .map(([name, n]) => `${name} ${per(n)}`)
+    .join(' ');
+  return `${each}; writes ${per(sum(['write', 'writev', 'sendmsg', 'sendto', 'pwrite64']))}, reads ${per(sum(['read', 'readv', 'recvfrom', 'recvmsg']))}, epoll_wait ${per(sum(['epoll_wait', 'epoll_pwait']))}, futex ${per(sum(['futex']))}, all ${per(counts.total ?? 0)}`;
+}
+
 const mb = (r: { mbps: number }) => `${r.mbps.toFixed(0)} MB/s`;
 const ratio = (a: { mbps: number }, b: { mbps: number }) => (a.mbps / b.mbps).toFixed(2);
 const ms = (n: number) => `${n.toFixed(3)} ms`;
@@ -412,6 +473,15 @@ export async function benchRemote(log: Log, only?: string): Promise<void> {
         () => task({ mode: 'rtt', via: 'console', ...base, count: KEYSTROKES }),
         (r) => r.count,
       );
+      if (process.env.BENCH_SYSCALLS === '1') {
+        const { result, counts } = await syscallsOf(agent.process.pid, () => task({ mode: 'rtt', via: 'console', ...base, count: KEYSTROKES }));
+        if (counts) {
+          // The session's open and its 50 warm-up keystrokes are in the counts too.
+          const n = result.count + 50;
+          log(`  system calls per keystroke (strace -c -f, ${n} keystrokes): broker ${perKeystroke(counts.broker, n)}`);
+          log(`  system calls per keystroke: agent ${perKeystroke(counts.agent, n)}`);
+        }
+      }
       log(`  local pty: p50 ${ms(localPty.p50)}, p99 ${ms(localPty.p99)}`);
       log(`  through the broker: p50 ${ms(viaBroker.p50)}, p99 ${ms(viaBroker.p99)}`);
       // Steadier than the times on a shared machine: the work each keystroke's round trip costs (the

@@ -22,8 +22,13 @@ export const MAX_FRAME = 32 * 1024;
 export const COPIED_FRAME_MAX = 16 * 1024;
 /** A channel that sent at most this much within INTERACTIVE_HOLD_MS is quiet: its small frames are interactive. */
 const QUIET_BYTES = 64 * 1024;
-/** How long the credit for little reads (keystrokes, echoes) waits to share one frame; far below any window's worth of them. */
-export const SMALL_GRANT_DELAY_MS = 5;
+/**
+ * How long the credit for little reads (keystrokes, echoes) waits, at most, for a data frame of the
+ * channel to ride with (an echo carries its keystroke's credit, the next keystroke its echo's) before
+ * it is sent in a frame of its own. Owed credit stays below an eighth of the window, so the peer never
+ * waits for it: this only returns it in the end to a channel that sends nothing back.
+ */
+export const SMALL_GRANT_DELAY_MS = 250;
 /** How long after an interactive frame the busy channels are held to HELD_BULK_WINDOW. */
 export const INTERACTIVE_HOLD_MS = 1000;
 
@@ -91,7 +96,8 @@ export class Channel extends Duplex {
   private granted = 0;
   /** What the peer may still send us: the window, less what arrived, plus what we granted back. */
   private receiveCredit: number;
-  private grantQueued = false;
+  /** Credit owed for little reads goes out by then unless a data frame of ours takes it first (grant). */
+  private grantTimer?: NodeJS.Timeout;
   private peerClosed = false;
   private readonly grantBatch: number;
   readonly stats: ChannelStats = { bytesIn: 0, bytesOut: 0 };
@@ -158,6 +164,7 @@ export class Channel extends Duplex {
   }
 
   override _destroy(error: Error | null, callback: (error?: Error | null) => void): void {
+    clearTimeout(this.grantTimer);
     if (!this.peerClosed) {
       this.peerClosed = true;
       const code = refusalCodeOf(error);
@@ -200,6 +207,8 @@ export class Channel extends Duplex {
       this.mux.sendData(this.id, Buffer.from(frame), undefined, true);
       p.callback();
     }
+    // Credit owed for little reads goes in the same write as this frame (grant).
+    if (this.grantTimer) this.grantOwed();
     const now = Date.now();
     if (now - this.recentSince > INTERACTIVE_HOLD_MS) {
       this.recentSince = now;
@@ -224,25 +233,32 @@ export class Channel extends Duplex {
 
   /**
    * Returns credit to the peer for bytes our reader has consumed: at once for a batch; for a
-   * little read with nothing left to read (a keystroke, an echo), SMALL_GRANT_DELAY_MS later, so the
-   * credit frame is neither a write of its own in a keystroke's round trip (waking the peer while the
-   * echo is on its way) nor one frame per keystroke: the little reads of that time share one.
+   * little read with nothing left to read (a keystroke, an echo), with this channel's next data
+   * frame (sendFrame: the same write, so no wake-up of the peer of its own) or SMALL_GRANT_DELAY_MS
+   * later, whichever comes first. A keystroke's credit then rides with its echo, the echo's with the
+   * next keystroke, and a round trip writes no credit frame at all.
    */
   private grant(): void {
     if (this.peerClosed) return;
     const n = this.pushed - this.readableLength - this.granted;
     if (n >= this.grantBatch) return this.sendGrant(n);
-    if (n > 0 && this.readableLength === 0 && !this.grantQueued) {
-      this.grantQueued = true;
-      setTimeout(() => {
-        this.grantQueued = false;
-        const due = this.pushed - this.readableLength - this.granted;
-        if (due > 0 && !this.peerClosed) this.sendGrant(due);
-      }, SMALL_GRANT_DELAY_MS);
+    if (n > 0 && this.readableLength === 0 && !this.grantTimer) {
+      this.grantTimer = setTimeout(() => this.grantOwed(), SMALL_GRANT_DELAY_MS);
+      this.grantTimer.unref?.();
     }
   }
 
+  /** Sends the credit owed for little reads, if any (their timer's end, or a data frame going out). */
+  private grantOwed(): void {
+    clearTimeout(this.grantTimer);
+    this.grantTimer = undefined;
+    const due = this.pushed - this.readableLength - this.granted;
+    if (due > 0 && !this.peerClosed) this.sendGrant(due);
+  }
+
   private sendGrant(n: number): void {
+    clearTimeout(this.grantTimer);
+    this.grantTimer = undefined;
     this.granted += n;
     this.receiveCredit += n;
     this.mux.send({ t: 'credit', ch: this.id, n });

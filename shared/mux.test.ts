@@ -530,6 +530,60 @@ describe('mux credit grants', () => {
   });
 });
 
+describe('mux credit rides with data', () => {
+  it("sends a keystroke's credit with its echo, in the same turn, and no credit frame of its own afterwards", async () => {
+    const socket = new RecordingSocket();
+    const { open } = await brokerMuxOn(socket, 1024 * 1024);
+    const channel = await open('console');
+    channel.on('data', () => undefined);
+    await new Promise((r) => setImmediate(r)); // flowing from here on
+    for (let i = 0; i < 3; i++) {
+      const before = socket.wire.length;
+      socket.emit('message', encodeData(channel.id, Buffer.from('k')), true); // a keystroke (or an echo) arrives
+      await new Promise((r) => setImmediate(r));
+      expect(socket.wire.slice(before)).toEqual([]);
+      channel.write(Buffer.from('e')); // the answer to it
+      // The code before sent the data frame alone here, and the credit SMALL_GRANT_DELAY_MS later in a write of its own.
+      expect(socket.wire.slice(before)).toEqual([
+        { ch: channel.id, bytes: 1 },
+        { ch: channel.id, bytes: 0, text: { t: 'credit', ch: channel.id, n: 1 } },
+      ]);
+      while (socket.flushOne());
+    }
+    const after = socket.wire.length;
+    await new Promise((r) => setTimeout(r, SMALL_GRANT_DELAY_MS + 20));
+    expect(socket.wire.slice(after)).toEqual([]);
+  });
+
+  it('credits a flood of small frames in batches as it is read: the sender never waits for the fallback, nor exceeds the window', async () => {
+    const socket = new RecordingSocket();
+    const window = 1024 * 1024;
+    const { open } = await brokerMuxOn(socket, window);
+    const channel = await open('console');
+    let received = 0;
+    channel.on('data', (d: Buffer) => (received += d.length));
+    await new Promise((r) => setImmediate(r));
+    // The peer sends 512-byte frames while it holds credit, for three windows' worth, and never waits on a timer.
+    let credit = window;
+    let sent = 0;
+    let seen = socket.wire.length;
+    while (sent < 3 * window) {
+      while (credit >= 512 && sent < 3 * window) {
+        socket.emit('message', encodeData(channel.id, Buffer.alloc(512, 1)), true);
+        credit -= 512;
+        sent += 512;
+      }
+      await new Promise((r) => setImmediate(r));
+      const grants = socket.wire.slice(seen).filter((f) => f.text?.t === 'credit');
+      seen = socket.wire.length;
+      expect(grants.length).toBeGreaterThan(0); // a batch's worth was read: credited at once
+      for (const g of grants) credit += (g.text as { n: number }).n;
+      expect(credit).toBeLessThanOrEqual(window);
+    }
+    expect(received).toBe(3 * window);
+  });
+});
+
 describe('mux writes', () => {
   it('frames sent in one turn leave in one write to the socket, and all arrive in order', async () => {
     const p = await pair(async () => {});

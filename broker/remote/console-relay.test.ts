@@ -4,10 +4,11 @@ import os from 'node:os';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
 import type WebSocket from 'ws';
+import { ConsoleAcks } from '../../shared/console-acks.js';
 import type { Channel } from '../../shared/mux.js';
 import { CONSOLE_HISTORY_BYTES, ConsoleRelay, OutputHistory, WATCHER_MAX_UNREAD } from './console-relay.js';
 import { ConsoleRecorder, recordingPath } from './recordings.js';
-import { errorFrame, MAX_INVALID_FRAMES, Relay, SessionClose } from './relay.js';
+import { CONSOLE_UNACKED_MAX, errorFrame, MAX_INVALID_FRAMES, Relay, SessionClose } from './relay.js';
 
 describe('OutputHistory', () => {
   it('keeps everything until full, in order', () => {
@@ -203,6 +204,32 @@ describe('ConsoleRelay', () => {
     expect(watcher.closedWith).toBe(1006);
     expect(relay.watching).toEqual([]);
     expect(owner.frames().at(-1)).toEqual({ type: 'watchers', watchers: [] });
+    expect(channel.paused).toBe(false);
+  });
+
+  it('never pauses an owner acknowledging per CONSOLE_ACK_EVERY, and holds one that stops acknowledging at CONSOLE_UNACKED_MAX', () => {
+    const { channel, owner } = started();
+    // The client's rule (shared/console-acks.ts): one ack per 64 KiB shown, none for the echoes in between.
+    const acks = new ConsoleAcks((bytes) => owner.emit('message', Buffer.from(JSON.stringify({ type: 'ack', bytes })), false));
+    for (let i = 0; i < 10_000; i += 1) {
+      channel.emit('data', Buffer.from('a'));
+      acks.shown(1);
+      expect(channel.paused).toBe(false);
+    }
+    const screen = Buffer.alloc(4096, 'x');
+    for (let i = 0; i < (8 * CONSOLE_UNACKED_MAX) / screen.length; i += 1) {
+      channel.emit('data', screen);
+      acks.shown(screen.length);
+      expect(channel.paused).toBe(false);
+    }
+    // The client stops showing output (and so acknowledging it): the console is held within the bound.
+    let held = 0;
+    while (!channel.paused) {
+      channel.emit('data', screen);
+      held += screen.length;
+      expect(held).toBeLessThanOrEqual(CONSOLE_UNACKED_MAX);
+    }
+    acks.shown(held);
     expect(channel.paused).toBe(false);
   });
 

@@ -2,7 +2,7 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { afterEach, describe, expect, it, vi } from 'vitest';
-import { ConsoleRecorder, RECORD_BATCH_BYTES, RECORD_BATCH_MS, RECORDING_BUFFER_MAX, recordingPath } from './recordings.js';
+import { ConsoleRecorder, RECORD_BATCH_BYTES, RECORD_BATCH_MS, RECORD_WRITE_MS, RECORDING_BUFFER_MAX, recordingPath } from './recordings.js';
 
 const silent = { warn: () => {} };
 let dir: string;
@@ -77,6 +77,32 @@ describe('ConsoleRecorder', () => {
       [0.13, 'o', 'x'.repeat(RECORD_BATCH_BYTES)],
       [0.133, 'o', 'd'],
     ]);
+  });
+
+  it('writes typed echoes to the file once a second, each still its own event at its own time', async () => {
+    fakeClock();
+    const recorder = ConsoleRecorder.open(fresh(), id, { cols: 80, rows: 24 }, {}, silent);
+    // Each write handed to the file stream is a write on the thread pool.
+    const writes = [vi.spyOn(fs.WriteStream.prototype, 'write')];
+    const written = () => writes.reduce((n, spy) => n + spy.mock.calls.length, 0);
+    try {
+      // 30 keystrokes' echoes, one every 100 ms (someone typing), for 3 s.
+      for (let i = 0; i < 30; i += 1) {
+        vi.advanceTimersByTime(100);
+        recorder.output(Buffer.from(String.fromCharCode(97 + (i % 26))));
+      }
+      vi.advanceTimersByTime(RECORD_WRITE_MS);
+      // The code before wrote each echo on its own, RECORD_BATCH_MS after it: 30 writes.
+      expect(written()).toBeGreaterThan(0);
+      expect(written()).toBeLessThanOrEqual(4);
+      await recorder.close();
+    } finally {
+      for (const spy of writes) spy.mockRestore();
+    }
+    const events = lines(recordingPath(dir, id)!).slice(1);
+    expect(events).toHaveLength(30);
+    expect(events[0]).toEqual([0.1, 'o', 'a']);
+    expect(events[29]).toEqual([3, 'o', 'd']);
   });
 
   it('copies what it holds: a buffer the caller reuses after output() leaves the recording as it was', async () => {

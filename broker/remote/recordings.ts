@@ -14,12 +14,18 @@ import { ensurePrivateDir, PRIVATE_FILE_MODE } from '../data-dir.js';
 /** Bytes of events waiting for the disk, at most; beyond this output is dropped (a gap) or the session ends. */
 export const RECORDING_BUFFER_MAX = 1024 * 1024;
 /**
- * Output is held at most this long (or until RECORD_BATCH_BYTES wait) and recorded as one event,
- * stamped with the time its first byte came: a keystroke's echo then costs no line of JSON and no
- * disk write of its own (a write on the thread pool, whose completion woke the broker once more).
+ * Output that comes within this long of an event's first byte (and until RECORD_BATCH_BYTES of it)
+ * joins that event, stamped with the time its first byte came: a keystroke's echo then costs no line
+ * of JSON of its own. The event is closed when later output comes, or when the events are written.
  */
 export const RECORD_BATCH_MS = 20;
 export const RECORD_BATCH_BYTES = 16 * 1024;
+/**
+ * Events wait this long (or until RECORD_BATCH_BYTES of them) and are written together: typing costs
+ * one disk write (a write on the thread pool, whose completion wakes the broker once more) and one
+ * timer a second, not one per echo. A broker killed outright loses at most this much of a recording.
+ */
+export const RECORD_WRITE_MS = 1000;
 const DAY_MS = 86_400_000;
 const SESSION_ID = /^[0-9a-f-]{36}$/;
 
@@ -33,9 +39,10 @@ export function recordingPath(dataDir: string, sessionId: string): string | unde
 }
 
 /**
- * Writes one session's events behind the session, output in batches of RECORD_BATCH_MS or
- * RECORD_BATCH_BYTES (a resize and `close` record what is held first, so the order is kept), with at
- * most RECORDING_BUFFER_MAX bytes waiting:
+ * Writes one session's events behind the session, output in events of RECORD_BATCH_MS or
+ * RECORD_BATCH_BYTES (a resize and `close` record what is held first, so the order is kept), the
+ * events written together every RECORD_WRITE_MS or RECORD_BATCH_BYTES, with at most
+ * RECORDING_BUFFER_MAX bytes waiting:
  * a flood faster than the disk never grows memory. When the cap is hit the output is dropped and a
  * marker `[t, "m", "gap: n bytes not recorded"]` says so once the writer caught up, or — when the
  * recording is required — `overflow` is called (the session ends instead of going unrecorded), as
@@ -52,7 +59,10 @@ export class ConsoleRecorder {
   private heldBytes = 0;
   /** When the first byte held came (seconds into the recording). */
   private heldSince = 0;
-  private batchTimer?: NodeJS.Timeout;
+  /** Events closed and not yet handed to the file (see RECORD_WRITE_MS), and their length. */
+  private lines: string[] = [];
+  private linesLength = 0;
+  private writeTimer?: NodeJS.Timeout;
   private waiting = 0;
   private dropped = 0;
   private closed = false;
@@ -113,10 +123,22 @@ export class ConsoleRecorder {
    */
   output(chunk: Buffer): void {
     if (this.closed || this.failed || chunk.length === 0) return;
+    // The event held since RECORD_BATCH_MS ago or more is closed: this output starts the next one.
+    if (this.heldBytes > 0 && (this.elapsed - this.heldSince) * 1000 >= RECORD_BATCH_MS) this.flush();
     this.hold(this.decoder.write(chunk), chunk.length);
-    if (this.heldBytes >= RECORD_BATCH_BYTES) return this.flush();
+    if (this.heldBytes >= RECORD_BATCH_BYTES) this.flush();
+    this.writeSoon();
+  }
+
+  /** The events are written once RECORD_BATCH_BYTES of them wait, or RECORD_WRITE_MS from now. */
+  private writeSoon(): void {
+    if (this.closed || this.failed) return;
+    if (this.linesLength >= RECORD_BATCH_BYTES) return this.writeLines();
     // Not unref'd: a broker on its way out records what it holds before it exits.
-    this.batchTimer ??= setTimeout(() => this.flush(), RECORD_BATCH_MS);
+    this.writeTimer ??= setTimeout(() => {
+      this.flush();
+      this.writeLines();
+    }, RECORD_WRITE_MS);
   }
 
   private hold(text: string, bytes: number): void {
@@ -128,12 +150,11 @@ export class ConsoleRecorder {
   resize(cols: number, rows: number): void {
     this.flush();
     this.event('r', `${cols}x${rows}`, 0, this.elapsed);
+    this.writeSoon();
   }
 
-  /** Records what is held as one event, at the time its first byte came. */
+  /** Closes what is held as one event, at the time its first byte came (written with the next lines). */
   private flush(): void {
-    clearTimeout(this.batchTimer);
-    this.batchTimer = undefined;
     if (this.heldBytes === 0) return;
     const data = this.held.length === 1 ? this.held[0] : this.held.join('');
     const size = this.heldBytes;
@@ -145,9 +166,10 @@ export class ConsoleRecorder {
   private event(type: 'o' | 'r', data: string, size: number, at: number): void {
     if (this.closed || this.failed) return;
     const line = `${JSON.stringify([at, type, data])}\n`;
-    if (this.waiting + line.length > RECORDING_BUFFER_MAX) {
+    if (this.waiting + this.linesLength + line.length > RECORDING_BUFFER_MAX) {
       this.dropped += size;
       if (this.required) {
+        this.writeLines(); // what was recorded until now stays in the file
         this.closed = true;
         this.stream.end();
         this.overflow?.();
@@ -164,9 +186,21 @@ export class ConsoleRecorder {
   }
 
   private write(line: string): void {
-    const n = line.length;
+    this.lines.push(line);
+    this.linesLength += line.length;
+  }
+
+  /** Hands the closed events to the file in one write. */
+  private writeLines(): void {
+    clearTimeout(this.writeTimer);
+    this.writeTimer = undefined;
+    if (this.linesLength === 0 || this.closed || this.failed) return;
+    const text = this.lines.length === 1 ? this.lines[0] : this.lines.join('');
+    const n = this.linesLength;
+    this.lines = [];
+    this.linesLength = 0;
     this.waiting += n;
-    this.stream.write(line, () => (this.waiting -= n));
+    this.stream.write(text, () => (this.waiting -= n));
   }
 
   /** Records what is held, then ends the file once what waits is written. */
@@ -176,8 +210,9 @@ export class ConsoleRecorder {
       const rest = this.decoder.end();
       if (rest) this.hold(rest, 1);
       this.flush(); // may end a required recording that overflows
+      this.writeLines();
     }
-    clearTimeout(this.batchTimer);
+    clearTimeout(this.writeTimer);
     if (!this.closed) {
       this.closed = true;
       if (this.dropped > 0) this.stream.write(`${JSON.stringify([this.elapsed, 'm', `gap: ${this.dropped} bytes not recorded`])}\n`);

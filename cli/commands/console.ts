@@ -1,3 +1,5 @@
+import type { Writable } from 'node:stream';
+import { ConsoleAcks } from '../../shared/console-acks.js';
 import type { ApiClient } from '../api.js';
 import { resolveDevice } from '../devices.js';
 import { CliError } from '../errors.js';
@@ -6,7 +8,7 @@ import { RemoteSession, type ServerFrame } from '../remote.js';
 /**
  * `fleet console <device>`: a shell on the device in this terminal (raw mode), resized with the
  * window, ending with the remote exit status. Output is acknowledged once written to stdout, so
- * a flood on the device waits for this terminal instead of filling the broker.
+ * a flood on the device waits for this terminal instead of filling the broker (showOutput).
  */
 export async function consoleCommand(client: ApiClient, deviceArg: string, options: { user?: string } = {}, command: string[] = []): Promise<number> {
   const device = await resolveDevice(client, deviceArg);
@@ -34,9 +36,7 @@ export async function consoleCommand(client: ApiClient, deviceArg: string, optio
 
   return new Promise<number>((resolve, reject) => {
     let exit: { code: number | null; signal: number | null } | undefined;
-    session.on('data', (data: Buffer) => {
-      stdout.write(plain ? plain.push(data) : data, () => session.control({ type: 'ack', bytes: data.length }));
-    });
+    showOutput(session, stdout, plain);
     session.on('frame', (frame: ServerFrame) => {
       if (frame.type === 'exit') exit = { code: frame.code, signal: frame.signal };
     });
@@ -72,6 +72,17 @@ export async function consoleCommand(client: ApiClient, deviceArg: string, optio
     stdin.resume();
     process.on('SIGWINCH', onResize);
     session.start();
+  });
+}
+
+/**
+ * The session's output, written to `out` and acknowledged once written, in one `ack` frame per
+ * CONSOLE_ACK_EVERY bytes (shared/console-acks.ts): a keystroke's echo sends nothing back.
+ */
+export function showOutput(session: RemoteSession, out: Writable, plain?: PlainText): void {
+  const acks = new ConsoleAcks((bytes) => session.control({ type: 'ack', bytes }));
+  session.on('data', (data: Buffer) => {
+    out.write(plain ? plain.push(data) : data, () => acks.shown(data.length));
   });
 }
 

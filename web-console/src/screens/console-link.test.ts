@@ -8,6 +8,7 @@ vi.mock('../api.js', () => ({
 }));
 
 const { HELD_INPUT_LIMIT, bindTerminalInput, openConsoleLink } = await import('./console-link.js');
+const { CONSOLE_ACK_EVERY } = await import('../../../shared/console-acks.js');
 
 /** A browser WebSocket as the link uses it: the test opens it, delivers frames and closes it. */
 class FakeSocket {
@@ -20,6 +21,8 @@ class FakeSocket {
   binaryType = 'blob';
   /** what the link sent as bytes (input), decoded */
   input: string[] = [];
+  /** what the link sent as text (its JSON frames: resize, ack) */
+  text: string[] = [];
   onopen: (() => void) | null = null;
   onmessage: ((e: { data: unknown }) => void) | null = null;
   onerror: (() => void) | null = null;
@@ -30,6 +33,7 @@ class FakeSocket {
   send(data: string | Uint8Array): void {
     if (this.readyState !== FakeSocket.OPEN) throw new Error('sent on a socket that is not open');
     if (typeof data !== 'string') this.input.push(new TextDecoder().decode(data));
+    else this.text.push(data);
   }
   close(code = 1000, reason = ''): void {
     this.drop(code, reason);
@@ -214,5 +218,42 @@ describe('the console link: input typed before it is ready', () => {
     c.parse();
     expect(c.shown.join('')).toContain('3 bytes typed while connecting were not sent.');
     expect(ws.input).toEqual([]);
+  });
+});
+
+describe('the console link: acknowledgements', () => {
+  beforeEach(() => {
+    FakeSocket.all = [];
+    vi.stubGlobal('WebSocket', FakeSocket);
+  });
+  afterEach(() => {
+    vi.useRealTimers();
+    vi.unstubAllGlobals();
+  });
+
+  it('sends nothing back for echoes, however long after, and one ack per CONSOLE_ACK_EVERY rendered', async () => {
+    const c = setUp();
+    const ws = await nextSocket(0);
+    ws.open();
+    ws.frame({ type: 'ready', session: 's1', mode: 'control' });
+    vi.useFakeTimers();
+    const acks = () => ws.text.map((t) => JSON.parse(t) as { type: string; bytes?: number }).filter((f) => f.type === 'ack');
+    for (let i = 0; i < 200; i += 1) {
+      c.type('a');
+      ws.bytes('a'); // the echo
+      c.parse();
+      vi.advanceTimersByTime(100);
+    }
+    // 200 keystrokes echoed and rendered: no frame but the keystrokes went back (the code before sent an ack 20 ms after each).
+    expect(acks()).toEqual([]);
+    expect(ws.input.length).toBe(200);
+    // A flood is acknowledged as it is rendered, well before the broker's 1 MiB bound.
+    const screen = 'x'.repeat(16 * 1024);
+    for (let i = 0; i < 8; i += 1) ws.bytes(screen);
+    c.parse();
+    const sent = acks();
+    expect(sent.length).toBe(2);
+    expect(sent.reduce((sum, f) => sum + (f.bytes ?? 0), 0)).toBeGreaterThanOrEqual(2 * CONSOLE_ACK_EVERY - 200);
+    expect(sent.every((f) => (f.bytes ?? 0) >= CONSOLE_ACK_EVERY)).toBe(true);
   });
 });

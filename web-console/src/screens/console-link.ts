@@ -1,11 +1,13 @@
 /**
  * The console's terminal and its WebSocket, apart from the screen that shows them: the xterm.js
- * terminal with its copy/paste keys (`openTerminal`), the connection with its acknowledgements,
+ * terminal with its copy/paste keys (`openTerminal`), the connection with its acknowledgements
+ * (one per 64 KiB rendered, shared/console-acks.ts),
  * replay on re-attach and re-attaching after a dropped connection (`openConsoleLink`), and the
  * terminal's input wired to that connection (`bindTerminalInput`).
  */
 import { FitAddon } from '@xterm/addon-fit';
 import { Terminal, type IDisposable } from '@xterm/xterm';
+import { ConsoleAcks } from '../../../shared/console-acks.js';
 import { encodeFrame, endedMessage, serverFrameOf, type ClientFrame } from '../../../shared/remote-frames.js';
 import { escapeForTerminal } from '../../../shared/text.js';
 import { ApiFailure, messageOf, remoteSocketUrl } from '../api.js';
@@ -20,9 +22,6 @@ export type Status =
   | { kind: 'denied'; message: string }
   | { kind: 'failed'; message: string };
 
-/** Acks are sent per 64 KiB rendered, or 20 ms after the last render, whichever comes first. */
-const ACK_EVERY = 64 * 1024;
-const ACK_DELAY_MS = 20;
 /** A dropped connection is re-attached this many times, a little later each time, before giving up. */
 const MAX_REATTACHES = 8;
 /**
@@ -128,8 +127,6 @@ export function openConsoleLink(o: ConsoleLinkOptions): ConsoleLink {
   let ws: WebSocket | null = null;
   let disposed = false;
   let finished = false;
-  let unacked = 0;
-  let ackTimer: ReturnType<typeof setTimeout> | undefined;
   let retryTimer: ReturnType<typeof setTimeout> | undefined;
   let reattaches = 0;
   let readyOnce = false;
@@ -175,20 +172,10 @@ export function openConsoleLink(o: ConsoleLinkOptions): ConsoleLink {
   const sendJson = (msg: ClientFrame) => {
     if (ws?.readyState === WebSocket.OPEN) ws.send(encodeFrame(msg));
   };
-  const flushAck = () => {
-    ackTimer = undefined;
-    if (unacked > 0) sendJson({ type: 'ack', bytes: unacked });
-    unacked = 0;
-  };
+  // One ack per 64 KiB rendered (shared/console-acks.ts): an echo costs no frame back and no timer.
+  const acks = new ConsoleAcks((bytes) => sendJson({ type: 'ack', bytes }));
   const rendered = (bytes: number) => {
-    if (watching) return; // a watcher's pace never holds the console
-    unacked += bytes;
-    if (unacked >= ACK_EVERY) {
-      clearTimeout(ackTimer);
-      flushAck();
-    } else {
-      ackTimer ??= setTimeout(flushAck, ACK_DELAY_MS);
-    }
+    if (!watching) acks.shown(bytes); // a watcher's pace never holds the console
   };
   const forget = () => {
     sessionRef.current = undefined;
@@ -229,6 +216,7 @@ export function openConsoleLink(o: ConsoleLinkOptions): ConsoleLink {
     let expired = false;
     const socket = new WebSocket(url);
     ws = socket;
+    acks.reset(); // the broker counts a new connection's output afresh
     socket.binaryType = 'arraybuffer';
     socket.onopen = () => {
       if (!watching) sendJson({ type: 'resize', cols: term.cols, rows: term.rows });
@@ -297,7 +285,6 @@ export function openConsoleLink(o: ConsoleLinkOptions): ConsoleLink {
     };
     socket.onerror = () => undefined; // the close event says why
     socket.onclose = (e) => {
-      flushAck();
       if (disposed || finished || ws !== socket) return;
       holding = true;
       o.onWatchers([]);
@@ -334,7 +321,6 @@ export function openConsoleLink(o: ConsoleLinkOptions): ConsoleLink {
     },
     dispose: () => {
       disposed = true;
-      clearTimeout(ackTimer);
       clearTimeout(retryTimer);
       ws?.close(1000, 'closed by the user');
     },
