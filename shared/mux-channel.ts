@@ -27,6 +27,9 @@ export const SMALL_GRANT_DELAY_MS = 5;
 /** How long after an interactive frame the busy channels are held to HELD_BULK_WINDOW. */
 export const INTERACTIVE_HOLD_MS = 1000;
 
+/** A data frame's payload: one buffer, or several framed as one (a channel's writes gathered by `_writev`). */
+export type FramePayload = Buffer | readonly Buffer[];
+
 /** What a mux sends: the agent protocol's messages, and on a link between brokers its own. */
 export type WireMessage = ControlMessage | PeerMessage;
 
@@ -41,11 +44,18 @@ export class MuxProtocolError extends Error {
   }
 }
 
+/** A write being sent: one chunk (`_write`), or the chunks of several writes gathered (`_writev`). */
 interface PendingWrite {
-  chunk: Buffer;
+  chunks: Buffer[];
+  /** The chunk the next frame starts in, and where in it. */
+  index: number;
   offset: number;
+  /** Bytes of all the chunks not yet framed. */
+  left: number;
+  /** Whether a frame of this write went out already. */
+  started: boolean;
   callback: (error?: Error | null) => void;
-  /** The writer handed the chunk over (handOver): its frames may be masked where they lie. */
+  /** The writer handed every chunk over (handOver): their frames may be masked where they lie. */
   owned: boolean;
 }
 
@@ -75,7 +85,7 @@ export interface ChannelHost {
    * `flushed` runs once the socket has the payload (which is not copied: it is the socket's until
    * then). `owned`: the payload is the mux's for good (handed over, or a copy): it may be masked in place.
    */
-  sendData(ch: number, payload: Buffer, flushed?: () => void, owned?: boolean): void;
+  sendData(ch: number, payload: FramePayload, flushed?: () => void, owned?: boolean): void;
   schedule(channel: Channel): void;
   forget(id: number): void;
 }
@@ -105,7 +115,18 @@ export class Channel extends Duplex {
     /** Datagram channels never split a write across frames. */
     private readonly messageMode = false,
   ) {
-    super({ readableHighWaterMark: window, writableHighWaterMark: 256 * 1024, allowHalfOpen: true });
+    super({
+      readableHighWaterMark: window,
+      writableHighWaterMark: 256 * 1024,
+      allowHalfOpen: true,
+      // Writes queued behind the one being sent go out together, in frames that span them (a tunnel's
+      // pieces of one frame from the user, several reads from a target); a datagram is a frame of its own.
+      writev: messageMode
+        ? undefined
+        : function (this: Duplex, chunks: { chunk: Buffer }[], callback: (error?: Error | null) => void) {
+            (this as Channel).writeMany(chunks, callback);
+          },
+    });
     this.sendCredit = window;
     this.receiveCredit = window;
     this.window = window;
@@ -137,7 +158,22 @@ export class Channel extends Duplex {
 
   override _write(chunk: Buffer, _encoding: BufferEncoding, callback: (error?: Error | null) => void): void {
     if (this.peerClosed) return callback(new Error('channel closed by peer'));
-    this.pending = { chunk, offset: 0, callback, owned: handedOver.delete(chunk) };
+    this.pending = { chunks: [chunk], index: 0, offset: 0, left: chunk.length, started: false, callback, owned: handedOver.delete(chunk) };
+    this.mux.schedule(this);
+  }
+
+  private writeMany(entries: { chunk: Buffer }[], callback: (error?: Error | null) => void): void {
+    if (this.peerClosed) return callback(new Error('channel closed by peer'));
+    const chunks: Buffer[] = [];
+    let left = 0;
+    let owned = true;
+    for (const { chunk } of entries) {
+      // Every chunk leaves the set, owned or not.
+      if (!handedOver.delete(chunk)) owned = false;
+      chunks.push(chunk);
+      left += chunk.length;
+    }
+    this.pending = { chunks, index: 0, offset: 0, left, started: false, callback, owned };
     this.mux.schedule(this);
   }
 
@@ -174,9 +210,8 @@ export class Channel extends Duplex {
   get sendable(): boolean {
     const p = this.pending;
     if (!p || this.destroyed) return false;
-    const left = p.chunk.length - p.offset;
     // A datagram waits for room for the whole of it.
-    return this.messageMode ? this.sendCredit >= left : this.sendCredit > 0;
+    return this.messageMode ? this.sendCredit >= p.left : this.sendCredit > 0;
   }
 
   /**
@@ -188,16 +223,16 @@ export class Channel extends Duplex {
   sendFrame(maxFrame = MAX_FRAME): number {
     const p = this.pending;
     if (!p || !this.sendable) return 0;
-    const left = p.chunk.length - p.offset;
-    const n = this.messageMode ? left : Math.min(maxFrame, this.sendCredit, left);
-    const frame = p.chunk.subarray(p.offset, p.offset + n);
-    const last = p.offset + n >= p.chunk.length;
+    const n = this.messageMode ? p.left : Math.min(maxFrame, this.sendCredit, p.left);
+    const started = p.started;
+    const frame = takeFrame(p, n);
+    const last = p.left === 0;
     if (last) this.pending = undefined;
     if (!last) this.mux.sendData(this.id, frame, undefined, p.owned);
-    // A write of one small frame is copied and done at once; a longer write's frames before this one are its buffer, flushed in order before this one.
-    else if (n > COPIED_FRAME_MAX || p.offset > 0) this.mux.sendData(this.id, frame, () => p.callback(), p.owned);
+    // A write of one small frame is copied and done at once; a longer write's frames before this one are its buffers, flushed in order before this one.
+    else if (n > COPIED_FRAME_MAX || started) this.mux.sendData(this.id, frame, () => p.callback(), p.owned);
     else {
-      this.mux.sendData(this.id, Buffer.from(frame), undefined, true);
+      this.mux.sendData(this.id, Buffer.isBuffer(frame) ? Buffer.from(frame) : Buffer.concat(frame, n), undefined, true);
       p.callback();
     }
     const now = Date.now();
@@ -206,7 +241,6 @@ export class Channel extends Duplex {
       this.recentBytes = 0;
     }
     this.recentBytes += n;
-    p.offset += n;
     this.sendCredit -= n;
     this.stats.bytesOut += n;
     return n;
@@ -298,4 +332,27 @@ export class Channel extends Duplex {
     // Data already buffered for our reader is still delivered; the stream then closes itself.
     if (this.readableLength === 0) this.destroy();
   }
+}
+
+/**
+ * The next `n` bytes of a write (n at most what is left of it), as views of its chunks: one buffer
+ * while they lie in one chunk, else the pieces of each chunk they span, framed as one.
+ */
+function takeFrame(p: PendingWrite, n: number): FramePayload {
+  p.started = true;
+  p.left -= n;
+  const parts: Buffer[] = [];
+  let need = n;
+  do {
+    const chunk = p.chunks[p.index];
+    const take = Math.min(need, chunk.length - p.offset);
+    if (take > 0 || parts.length === 0) parts.push(chunk.subarray(p.offset, p.offset + take));
+    need -= take;
+    p.offset += take;
+    if (p.offset === chunk.length && p.index < p.chunks.length - 1) {
+      p.index += 1;
+      p.offset = 0;
+    }
+  } while (need > 0);
+  return parts.length === 1 ? parts[0] : parts;
 }
