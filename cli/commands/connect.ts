@@ -1,11 +1,13 @@
 import dgram from 'node:dgram';
 import net from 'node:net';
+import type { Writable } from 'node:stream';
 import type { ListPage, Portmap, RemoteCapabilities } from '../../shared/api-types.js';
 import type { ApiClient } from '../api.js';
 import { resolveDevice } from '../devices.js';
 import { CliError } from '../errors.js';
 import { RemoteSession, type ServerFrame } from '../remote.js';
 import { escapeForTerminal } from '../../shared/text.js';
+import { corkForTurn } from '../../shared/turn-cork.js';
 import { prompt } from '../prompt.js';
 
 export interface ForwardSpec {
@@ -53,13 +55,18 @@ export function parseForward(spec: string): ForwardSpec {
   };
 }
 
-/** Both directions of one TCP stream between a local socket-like pair and a tunnel session. */
-function bridge(
-  session: RemoteSession,
+/** What of a session a bridge uses. */
+export type BridgedSession = Pick<RemoteSession, 'sendOwned' | 'control' | 'on' | 'once' | 'pause' | 'resume' | 'readPieces'>;
+
+/** @internal exported for its tests: both directions of one TCP stream between a local socket-like pair and a tunnel session. */
+export function bridge(
+  session: BridgedSession,
   input: NodeJS.ReadableStream & { pause(): void; resume(): void },
-  output: NodeJS.WritableStream,
+  output: Writable,
   onDone: (error?: string) => void,
 ): void {
+  // The pieces that one read from the broker brings (the ends and starts of frames) leave in one write.
+  const holdTurn = corkForTurn(output);
   let inputEnded = false;
   let remoteEnded = false;
   input.on('data', (data: Buffer) => {
@@ -74,6 +81,7 @@ function bridge(
     session.control({ type: 'eof' });
   });
   session.on('data', (data: Buffer) => {
+    holdTurn();
     if (!output.write(data)) {
       session.pause();
       output.once('drain', () => session.resume());
