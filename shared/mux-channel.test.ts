@@ -19,6 +19,7 @@ function testChannel(messageMode = false) {
   };
   const params: TunnelParams = { proto: messageMode ? 'udp' : 'tcp', port: 1, dst: '127.0.0.1' };
   const channel = new Channel(host, 1, 'tunnel', params, DEFAULT_WINDOW, messageMode);
+  channel.gatherWrites();
   const pump = (maxFrame = BULK_FRAME) => {
     while (waiting && waiting.sendFrame(maxFrame) > 0);
   };
@@ -83,5 +84,35 @@ describe('a channel sending writes queued together', () => {
     channel.uncork();
     pump();
     expect(frames.map(bytes)).toEqual(datagrams);
+  });
+
+  it('takes queued writes one by one unless asked to gather them, each reported done at its own flush', () => {
+    const frames: FramePayload[] = [];
+    const flushes: (() => void)[] = [];
+    let waiting: Channel | undefined;
+    const host: ChannelHost = {
+      send: () => {},
+      sendData: (_ch, payload, flushed) => {
+        frames.push(payload);
+        if (flushed) flushes.push(flushed);
+      },
+      schedule: (c) => (waiting = c),
+      forget: () => {},
+    };
+    const channel = new Channel(host, 1, 'tunnel', { proto: 'tcp', port: 1, dst: '127.0.0.1' }, DEFAULT_WINDOW);
+    const done: number[] = [];
+    for (let i = 0; i < 3; i++) channel.write(crypto.randomBytes(40_000), () => done.push(i));
+    let rounds = 0;
+    while (rounds++ < 10) {
+      while (waiting && waiting.sendFrame(BULK_FRAME) > 0);
+      flushes.shift()?.();
+    }
+    expect(frames.every((f) => Buffer.isBuffer(f) && f.length === 40_000)).toBe(true);
+    return new Promise<void>((resolve) =>
+      setImmediate(() => {
+        expect(done).toEqual([0, 1, 2]);
+        resolve();
+      }),
+    );
   });
 });

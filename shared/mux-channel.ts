@@ -115,18 +115,7 @@ export class Channel extends Duplex {
     /** Datagram channels never split a write across frames. */
     private readonly messageMode = false,
   ) {
-    super({
-      readableHighWaterMark: window,
-      writableHighWaterMark: 256 * 1024,
-      allowHalfOpen: true,
-      // Writes queued behind the one being sent go out together, in frames that span them (a tunnel's
-      // pieces of one frame from the user, several reads from a target); a datagram is a frame of its own.
-      writev: messageMode
-        ? undefined
-        : function (this: Duplex, chunks: { chunk: Buffer }[], callback: (error?: Error | null) => void) {
-            (this as Channel).writeMany(chunks, callback);
-          },
-    });
+    super({ readableHighWaterMark: window, writableHighWaterMark: 256 * 1024, allowHalfOpen: true });
     this.sendCredit = window;
     this.receiveCredit = window;
     this.window = window;
@@ -160,6 +149,17 @@ export class Channel extends Duplex {
     if (this.peerClosed) return callback(new Error('channel closed by peer'));
     this.pending = { chunks: [chunk], index: 0, offset: 0, left: chunk.length, started: false, callback, owned: handedOver.delete(chunk) };
     this.mux.schedule(this);
+  }
+
+  /**
+   * From now on, writes queued behind the one being sent are taken together (`_writev`) and cut into
+   * frames that span them: for a writer whose writes are pieces of larger ones (the broker's relay
+   * writes the pieces of each of the user's frames, relay.ts). Their callbacks then all run once the
+   * last of them is flushed, so a writer that reuses its buffers at each write's callback (the agent's
+   * tunnel reads) is better served without. A datagram channel keeps one frame per write.
+   */
+  gatherWrites(): void {
+    if (!this.messageMode) this._writev = (chunks: { chunk: Buffer }[], callback: (error?: Error | null) => void) => this.writeMany(chunks, callback);
   }
 
   private writeMany(entries: { chunk: Buffer }[], callback: (error?: Error | null) => void): void {

@@ -133,7 +133,8 @@ export class Relay {
     ws.on('message', (data, isBinary) => (isBinary ? this.fromUserBytes(data as Buffer) : this.fromUserText(String(data))));
     // The user's binary frames are read piece by piece as the socket's reads bring them (ws-tap.ts),
     // not re-assembled into a copy of each; every other frame still comes through 'message'.
-    tapBinaryFrames(ws, (piece, at, length) => this.fromUserPiece(piece, at, length));
+    // The pieces of a frame, written corked, are then framed to the device together.
+    if (tapBinaryFrames(ws, (piece, at, length) => this.fromUserPiece(piece, at, length))) channel.gatherWrites();
     ws.on('pong', () => (this.alive = true));
     ws.on('error', () => {});
     ws.on('close', (code) => {
