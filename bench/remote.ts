@@ -287,12 +287,10 @@ export async function startSshd(log: Log): Promise<Sshd | undefined> {
   const sshd = '/usr/sbin/sshd';
   if (!fs.existsSync(sshd)) return undefined;
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'fleet-bench-ssh-'));
-  let madePrivsep = false;
   let daemon: ChildProcess | undefined;
   const close = () => {
     daemon?.kill('SIGTERM');
     fs.rmSync(dir, { recursive: true, force: true });
-    if (madePrivsep) fs.rmSync('/run/sshd', { recursive: true, force: true });
   };
   try {
     const run = (cmd: string, args: string[]) =>
@@ -325,11 +323,9 @@ export async function startSshd(log: Log): Promise<Sshd | undefined> {
         '',
       ].join('\n'),
     );
-    // As root, sshd insists on its privilege-separation directory.
-    if (process.getuid?.() === 0 && !fs.existsSync('/run/sshd')) {
-      fs.mkdirSync('/run/sshd', { mode: 0o755 });
-      madePrivsep = true;
-    }
+    // As root, sshd insists on its privilege-separation directory. It is left in place: another
+    // sshd on the machine (another bench run) checks it on every connection it accepts.
+    if (process.getuid?.() === 0) fs.mkdirSync('/run/sshd', { mode: 0o755, recursive: true });
     daemon = spawn(sshd, ['-D', '-e', '-f', path.join(dir, 'sshd_config')], { stdio: ['ignore', 'ignore', 'pipe'] });
     await waitForPort(sshPort);
     const args = (extra: string[]) => [

@@ -121,9 +121,12 @@ export class RemoteSession extends EventEmitter {
   }
 
   /** Sends bytes; false when the caller should wait for 'drain' before sending more. */
-  send(data: Buffer): boolean {
+  send(data: Buffer, done?: () => void): boolean {
     if (this.ws.readyState !== WebSocket.OPEN) return false;
-    this.ws.send(data, { binary: true }, () => this.checkDrain());
+    this.ws.send(data, { binary: true }, () => {
+      done?.();
+      this.checkDrain();
+    });
     if (this.ws.bufferedAmount > SEND_HIGH_WATER) {
       this.draining = true;
       return false;
@@ -135,20 +138,24 @@ export class RemoteSession extends EventEmitter {
    * Sends bytes the caller hands over and never touches again (a fresh read from a local socket):
    * masked in place with a fresh random key, the native way on all but tiny frames, and written
    * after a header of its own, with no copy of the payload (ws masks a copy, as it cannot know the
-   * buffer is not used again). Falls back to `send` whenever ws itself has frames waiting.
+   * buffer is not used again). Falls back to `send` whenever ws itself has frames waiting. `done`
+   * runs once the socket is done with `data` (flushed, or copied by ws): it may be reused then.
    */
-  sendOwned(data: Buffer): boolean {
+  sendOwned(data: Buffer, done?: () => void): boolean {
     if (this.ws.readyState !== WebSocket.OPEN) return false;
     const internals = this.ws as unknown as { _socket?: Socket; _sender?: { _state?: number; _queue?: unknown[] } };
     const socket = internals._socket;
     const sender = internals._sender;
     // ws writes its frames at once while it has nothing queued (no compression here): then ours keep their order.
-    if (!socket || !sender || sender._state !== 0 || (sender._queue?.length ?? 0) > 0 || data.length === 0) return this.send(data);
+    if (!socket || !sender || sender._state !== 0 || (sender._queue?.length ?? 0) > 0 || data.length === 0) return this.send(data, done);
     const header = Buffer.allocUnsafe(binaryHeaderLength(data.length, true));
     maskInPlace(data, writeBinaryHeader(header, data.length, true)!);
     socket.cork();
     socket.write(header);
-    socket.write(data, () => this.checkDrain());
+    socket.write(data, () => {
+      done?.();
+      this.checkDrain();
+    });
     socket.uncork();
     if (this.ws.bufferedAmount > SEND_HIGH_WATER) {
       this.draining = true;

@@ -32,6 +32,9 @@ export const SMALL_GRANT_DELAY_MS = 250;
 /** How long after an interactive frame the busy channels are held to HELD_BULK_WINDOW. */
 export const INTERACTIVE_HOLD_MS = 1000;
 
+/** A data frame's payload: one buffer, or several framed as one (a channel's writes gathered by `_writev`). */
+export type FramePayload = Buffer | readonly Buffer[];
+
 /** What a mux sends: the agent protocol's messages, and on a link between brokers its own. */
 export type WireMessage = ControlMessage | PeerMessage;
 
@@ -46,11 +49,18 @@ export class MuxProtocolError extends Error {
   }
 }
 
+/** A write being sent: one chunk (`_write`), or the chunks of several writes gathered (`_writev`). */
 interface PendingWrite {
-  chunk: Buffer;
+  chunks: Buffer[];
+  /** The chunk the next frame starts in, and where in it. */
+  index: number;
   offset: number;
+  /** Bytes of all the chunks not yet framed. */
+  left: number;
+  /** Whether a frame of this write went out already. */
+  started: boolean;
   callback: (error?: Error | null) => void;
-  /** The writer handed the chunk over (handOver): its frames may be masked where they lie. */
+  /** The writer handed every chunk over (handOver): their frames may be masked where they lie. */
   owned: boolean;
 }
 
@@ -80,7 +90,7 @@ export interface ChannelHost {
    * `flushed` runs once the socket has the payload (which is not copied: it is the socket's until
    * then). `owned`: the payload is the mux's for good (handed over, or a copy): it may be masked in place.
    */
-  sendData(ch: number, payload: Buffer, flushed?: () => void, owned?: boolean): void;
+  sendData(ch: number, payload: FramePayload, flushed?: () => void, owned?: boolean): void;
   schedule(channel: Channel): void;
   forget(id: number): void;
 }
@@ -143,7 +153,33 @@ export class Channel extends Duplex {
 
   override _write(chunk: Buffer, _encoding: BufferEncoding, callback: (error?: Error | null) => void): void {
     if (this.peerClosed) return callback(new Error('channel closed by peer'));
-    this.pending = { chunk, offset: 0, callback, owned: handedOver.delete(chunk) };
+    this.pending = { chunks: [chunk], index: 0, offset: 0, left: chunk.length, started: false, callback, owned: handedOver.delete(chunk) };
+    this.mux.schedule(this);
+  }
+
+  /**
+   * From now on, writes queued behind the one being sent are taken together (`_writev`) and cut into
+   * frames that span them: for a writer whose writes are pieces of larger ones (the broker's relay
+   * writes the pieces of each of the user's frames, relay.ts). Their callbacks then all run once the
+   * last of them is flushed, so a writer that reuses its buffers at each write's callback (the agent's
+   * tunnel reads) is better served without. A datagram channel keeps one frame per write.
+   */
+  gatherWrites(): void {
+    if (!this.messageMode) this._writev = (chunks: { chunk: Buffer }[], callback: (error?: Error | null) => void) => this.writeMany(chunks, callback);
+  }
+
+  private writeMany(entries: { chunk: Buffer }[], callback: (error?: Error | null) => void): void {
+    if (this.peerClosed) return callback(new Error('channel closed by peer'));
+    const chunks: Buffer[] = [];
+    let left = 0;
+    let owned = true;
+    for (const { chunk } of entries) {
+      // Every chunk leaves the set, owned or not.
+      if (!handedOver.delete(chunk)) owned = false;
+      chunks.push(chunk);
+      left += chunk.length;
+    }
+    this.pending = { chunks, index: 0, offset: 0, left, started: false, callback, owned };
     this.mux.schedule(this);
   }
 
@@ -181,9 +217,8 @@ export class Channel extends Duplex {
   get sendable(): boolean {
     const p = this.pending;
     if (!p || this.destroyed) return false;
-    const left = p.chunk.length - p.offset;
     // A datagram waits for room for the whole of it.
-    return this.messageMode ? this.sendCredit >= left : this.sendCredit > 0;
+    return this.messageMode ? this.sendCredit >= p.left : this.sendCredit > 0;
   }
 
   /**
@@ -195,16 +230,16 @@ export class Channel extends Duplex {
   sendFrame(maxFrame = MAX_FRAME): number {
     const p = this.pending;
     if (!p || !this.sendable) return 0;
-    const left = p.chunk.length - p.offset;
-    const n = this.messageMode ? left : Math.min(maxFrame, this.sendCredit, left);
-    const frame = p.chunk.subarray(p.offset, p.offset + n);
-    const last = p.offset + n >= p.chunk.length;
+    const n = this.messageMode ? p.left : Math.min(maxFrame, this.sendCredit, p.left);
+    const started = p.started;
+    const frame = takeFrame(p, n);
+    const last = p.left === 0;
     if (last) this.pending = undefined;
     if (!last) this.mux.sendData(this.id, frame, undefined, p.owned);
-    // A write of one small frame is copied and done at once; a longer write's frames before this one are its buffer, flushed in order before this one.
-    else if (n > COPIED_FRAME_MAX || p.offset > 0) this.mux.sendData(this.id, frame, () => p.callback(), p.owned);
+    // A write of one small frame is copied and done at once; a longer write's frames before this one are its buffers, flushed in order before this one.
+    else if (n > COPIED_FRAME_MAX || started) this.mux.sendData(this.id, frame, () => p.callback(), p.owned);
     else {
-      this.mux.sendData(this.id, Buffer.from(frame), undefined, true);
+      this.mux.sendData(this.id, Buffer.isBuffer(frame) ? Buffer.from(frame) : Buffer.concat(frame, n), undefined, true);
       p.callback();
     }
     // Credit owed for little reads goes in the same write as this frame (grant).
@@ -215,7 +250,6 @@ export class Channel extends Duplex {
       this.recentBytes = 0;
     }
     this.recentBytes += n;
-    p.offset += n;
     this.sendCredit -= n;
     this.stats.bytesOut += n;
     return n;
@@ -314,4 +348,27 @@ export class Channel extends Duplex {
     // Data already buffered for our reader is still delivered; the stream then closes itself.
     if (this.readableLength === 0) this.destroy();
   }
+}
+
+/**
+ * The next `n` bytes of a write (n at most what is left of it), as views of its chunks: one buffer
+ * while they lie in one chunk, else the pieces of each chunk they span, framed as one.
+ */
+function takeFrame(p: PendingWrite, n: number): FramePayload {
+  p.started = true;
+  p.left -= n;
+  const parts: Buffer[] = [];
+  let need = n;
+  do {
+    const chunk = p.chunks[p.index];
+    const take = Math.min(need, chunk.length - p.offset);
+    if (take > 0 || parts.length === 0) parts.push(chunk.subarray(p.offset, p.offset + take));
+    need -= take;
+    p.offset += take;
+    if (p.offset === chunk.length && p.index < p.chunks.length - 1) {
+      p.index += 1;
+      p.offset = 0;
+    }
+  } while (need > 0);
+  return parts.length === 1 ? parts[0] : parts;
 }

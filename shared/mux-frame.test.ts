@@ -89,7 +89,7 @@ describe('data frames written to the socket', () => {
   it('from the client, bulk frames are built in reused buffers, each reused only once the socket has flushed it', async () => {
     const p = await wsPair();
     cleanup = p.close;
-    const size = FRAME_BUFFER_SIZE - 18; // a bulk frame: the largest that fits a pooled buffer
+    const size = FRAME_BUFFER_SIZE; // a bulk frame: the largest that fits a pooled buffer
     const before = { ...framePool.stats };
     // One frame at a time, each written once the previous one is flushed (as the mux's scheduler does).
     const sent: Buffer[] = [];
@@ -114,7 +114,7 @@ describe('data frames written to the socket', () => {
     cleanup = p.close;
     // The server stops reading: the kernel's buffers fill, and the client's frames queue in its socket.
     p.server.pause();
-    const size = FRAME_BUFFER_SIZE - 18;
+    const size = FRAME_BUFFER_SIZE;
     const sent: Buffer[] = [];
     let flushed = 0;
     for (let i = 0; i < 64; i++) {
@@ -130,4 +130,30 @@ describe('data frames written to the socket', () => {
     for (const [i, frame] of sent.entries()) expect(p.toServer[i].data.equals(frame)).toBe(true);
     await until(() => flushed === sent.length);
   });
+
+  for (const end of ['server', 'client'] as const) {
+    for (const owned of [false, true]) {
+      it(`from the ${end}${owned ? ', handed over' : ''}: a payload in several buffers is one frame, split anywhere`, async () => {
+        const p = await wsPair();
+        cleanup = p.close;
+        const from = end === 'server' ? p.server : p.client;
+        const got = end === 'server' ? p.toClient : p.toServer;
+        // Splits off the key's phase (1, 2, 3 bytes), empty parts, and parts around the native-masking threshold.
+        const splits = [[1, 2, 3, 70_000], [0, 65_531, 0, 5], [47, 1, 131_072 - 48], [3], [0]];
+        const expected: Buffer[] = [];
+        let flushed = 0;
+        for (const [i, sizes] of splits.entries()) {
+          const parts = sizes.map((n) => crypto.randomBytes(n));
+          const whole = Buffer.concat(parts);
+          expect(writeDataFrame(from, i, parts, (err) => (expect(err).toBeFalsy(), (flushed += 1)), owned)).toBe(true);
+          // Only a payload handed over from a client is masked where it lies.
+          expect(Buffer.concat(parts).equals(whole)).toBe(!(owned && end === 'client') || whole.length === 0);
+          expected.push(encodeData(i, whole));
+        }
+        await until(() => got.length === splits.length);
+        for (const [i, frame] of expected.entries()) expect(got[i].data.equals(frame)).toBe(true);
+        await until(() => flushed === splits.length);
+      });
+    }
+  }
 });

@@ -9,8 +9,8 @@
 import { EventEmitter } from 'node:events';
 import type WebSocket from 'ws';
 import { AgentRefusal, isAgentRefusalCode } from './codes.js';
-import { Channel, DEFAULT_WINDOW, MuxProtocolError, type WireMessage } from './mux-channel.js';
-import { writeDataFrame } from './mux-frame.js';
+import { Channel, DEFAULT_WINDOW, MuxProtocolError, type FramePayload, type WireMessage } from './mux-channel.js';
+import { payloadLength, writeDataFrame } from './mux-frame.js';
 import { SendScheduler } from './mux-scheduler.js';
 import { corkForTurn, type Corkable } from './turn-cork.js';
 import { AgentClose, decodeData, encodeData, MAX_CHANNEL_CREDIT, MuxErrorCode, type ChannelKind, type ChannelParams } from './protocol.js';
@@ -168,16 +168,17 @@ export class Mux<M extends { t: string }> extends EventEmitter<MuxEvents<M>> {
    * `flushed` runs (at once when nothing is sent). An `owned` payload (mux-channel.ts handOver) is
    * masked in place from a client end; any other is only read.
    */
-  sendData(ch: number, payload: Buffer, flushed?: () => void, owned = false): void {
+  sendData(ch: number, payload: FramePayload, flushed?: () => void, owned = false): void {
     if (!this.canSend()) return flushed?.();
-    const n = payload.length;
+    const n = payloadLength(payload);
     this.scheduler.sent(n);
     this.coalesce();
     const done = () => {
       this.scheduler.flushed(n);
       flushed?.();
     };
-    if (!writeDataFrame(this.ws, ch, payload, done, owned)) this.ws.send(encodeData(ch, payload), { binary: true }, done);
+    if (!writeDataFrame(this.ws, ch, payload, done, owned))
+      this.ws.send(encodeData(ch, Buffer.isBuffer(payload) ? payload : Buffer.concat(payload, n)), { binary: true }, done);
   }
 
   /** @internal a channel has data to send (a write, or new credit for its backlog). */

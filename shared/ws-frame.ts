@@ -55,9 +55,16 @@ export function writeBinaryHeader(frame: Buffer, length: number, masked: boolean
   return mask;
 }
 
+/** The key turned to a phase, for the native routine (which starts every key at its first byte). */
+const phasedKey = Buffer.alloc(4);
+
 /** Masks `source` into `output` at `offset`; the key's phase starts at `phase` (a byte index of the masked payload). */
 export function maskInto(source: Buffer, mask: Buffer, output: Buffer, offset: number, phase: number): void {
-  if (nativeMask && phase % 4 === 0 && source.length >= NATIVE_MASK_MIN) return nativeMask(source, mask, output, offset, source.length);
+  if (nativeMask && source.length >= NATIVE_MASK_MIN) {
+    if ((phase & 3) === 0) return nativeMask(source, mask, output, offset, source.length);
+    for (let k = 0; k < 4; k++) phasedKey[k] = mask[(phase + k) & 3];
+    return nativeMask(source, phasedKey, output, offset, source.length);
+  }
   for (let i = 0; i < source.length; i++) output[offset + i] = source[i] ^ mask[(phase + i) & 3];
 }
 

@@ -12,7 +12,7 @@ function testChannel(): { channel: Channel; frames: Buffer[]; pump: () => void }
   const host: ChannelHost = {
     send: () => {},
     sendData: (_ch, payload, flushed) => {
-      frames.push(Buffer.from(payload));
+      frames.push(Buffer.isBuffer(payload) ? Buffer.from(payload) : Buffer.concat(payload));
       flushed?.();
     },
     schedule: (c) => (waiting = c),

@@ -2,6 +2,7 @@ import type WebSocket from 'ws';
 import type { Channel } from '../../shared/mux.js';
 import type { ChannelControl, ChannelKind } from '../../shared/protocol.js';
 import { encodeFrame, errorFrame, parseClientFrame, type ErrorFrame, type ServerFrame } from '../../shared/remote-frames.js';
+import { tapBinaryFrames } from '../../shared/ws-tap.js';
 
 export { errorFrame, type ErrorFrame };
 
@@ -108,6 +109,8 @@ export class Relay {
   private alive = true;
   private ping?: NodeJS.Timeout;
   private invalidFrames = 0;
+  /** The channel is corked while a binary frame from the user arrives piece by piece (fromUserPiece). */
+  private frameCorked = false;
 
   constructor(
     private readonly ws: WebSocket,
@@ -128,6 +131,10 @@ export class Relay {
   start(): void {
     const { ws, channel } = this;
     ws.on('message', (data, isBinary) => (isBinary ? this.fromUserBytes(data as Buffer) : this.fromUserText(String(data))));
+    // The user's binary frames are read piece by piece as the socket's reads bring them (ws-tap.ts),
+    // not re-assembled into a copy of each; every other frame still comes through 'message'.
+    // The pieces of a frame, written corked, are then framed to the device together.
+    if (tapBinaryFrames(ws, (piece, at, length) => this.fromUserPiece(piece, at, length))) channel.gatherWrites();
     ws.on('pong', () => (this.alive = true));
     ws.on('error', () => {});
     ws.on('close', (code) => {
@@ -197,6 +204,39 @@ export class Relay {
     // The channel says "enough" at its own high-water mark; reading on up to CHANNEL_BACKLOG
     // keeps the pipe full without pausing the socket for every frame. Still bounded.
     if (!this.channel.write(data) && this.channel.writableLength >= CHANNEL_BACKLOG && !this.inputPaused) {
+      this.inputPaused = true;
+      this.ws.pause();
+      this.channel.once('drain', () => this.resumeInput());
+    }
+  }
+
+  /**
+   * Bytes `at`… of a binary frame of `length` bytes from the user (a view of the socket's read). The
+   * pieces of one frame are written to the channel corked, so that it sends them on together in
+   * frames that span them (Channel `_writev`), as large as the frame was, rather than one smaller
+   * frame to the device per read. The backlog is checked once the frame is whole: the socket is not
+   * paused in the middle of one, which would leave its pieces corked. Held at most: one frame
+   * (the server's maxPayload, as ws held it whole before) and the rest of one read beyond CHANNEL_BACKLOG.
+   */
+  private fromUserPiece(piece: Buffer, at: number, length: number): void {
+    const last = at + piece.length >= length;
+    const open = this.acceptsInput && !this.inputEnded && !this.channel.destroyed && !this.channel.writableEnded;
+    if (open && piece.length > 0) {
+      // Not once the socket is paused: the rest of the read that paused it is still handed on, and
+      // a frame begun in it would stay corked, its end unread, with no drain to resume reading.
+      if (!last && !this.frameCorked && !this.inputPaused) {
+        this.frameCorked = true;
+        this.channel.cork();
+      }
+      this.bytesIn += piece.length;
+      this.channel.write(piece);
+    }
+    if (!last) return;
+    if (this.frameCorked) {
+      this.frameCorked = false;
+      this.channel.uncork();
+    }
+    if (open && this.channel.writableLength >= CHANNEL_BACKLOG && !this.inputPaused) {
       this.inputPaused = true;
       this.ws.pause();
       this.channel.once('drain', () => this.resumeInput());

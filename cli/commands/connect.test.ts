@@ -1,0 +1,115 @@
+import crypto from 'node:crypto';
+import { EventEmitter } from 'node:events';
+import net, { type AddressInfo } from 'node:net';
+import { PassThrough } from 'node:stream';
+import { afterEach, describe, expect, it } from 'vitest';
+import WebSocket, { WebSocketServer } from 'ws';
+import { tcpPair } from '../../test/support/tcp-pair.js';
+import { bridge, LOCAL_READ_SIZE, listenTcp, type BridgedSession } from './connect.js';
+
+/** A tunnel session as the bridge sees it: the test emits the broker's bytes. */
+class FakeSession extends EventEmitter {
+  sendOwned = () => true;
+  control = () => {};
+  pause = () => {};
+  resume = () => {};
+  readPieces = () => ({ start: () => this });
+}
+
+let cleanup: (() => void) | undefined;
+afterEach(() => cleanup?.());
+
+describe('fleet connect bridging a tunnel to a local socket', () => {
+  it('writes the pieces that arrive in one turn (one read from the broker) in one system call', async () => {
+    const p = await tcpPair();
+    cleanup = p.close;
+    const session = new FakeSession();
+    bridge(session as unknown as BridgedSession, new PassThrough(), p.client, () => {});
+    // The end of one frame and two whole ones, as one 64 KiB read from the broker brings them.
+    const pieces = [Buffer.alloc(1000, 1), Buffer.alloc(30_000, 2), Buffer.alloc(20_000, 3)];
+    for (const piece of pieces) session.emit('data', piece);
+    await p.receivedBytes(51_000);
+    expect(p.calls).toEqual([3]);
+    expect(Buffer.concat(p.received).equals(Buffer.concat(pieces))).toBe(true);
+  });
+});
+
+/** A broker as `fleet connect` sees one: each tunnel session is answered ready, its binary frames recorded. */
+async function fakeBroker() {
+  const wss = new WebSocketServer({ port: 0, host: '127.0.0.1', perMessageDeflate: false });
+  await new Promise((r) => wss.once('listening', r));
+  const frames: Buffer[] = [];
+  const session = new Promise<WebSocket>((resolve) =>
+    wss.once('connection', (ws) => {
+      ws.on('message', (data, binary) => binary && frames.push(data as Buffer));
+      ws.send(JSON.stringify({ type: 'ready' }));
+      resolve(ws);
+    }),
+  );
+  const client = { url: `http://127.0.0.1:${(wss.address() as AddressInfo).port}`, token: async () => 't' };
+  return { wss, frames, session, client };
+}
+
+async function until(check: () => boolean): Promise<void> {
+  while (!check()) await new Promise((r) => setTimeout(r, 5));
+}
+
+describe('fleet connect reading a local connection', () => {
+  it('reads in reused buffers larger than 64 KiB, and the bytes arrive intact', async () => {
+    const broker = await fakeBroker();
+    const listener = await listenTcp(broker.client, 'd1', 'd1', {
+      localHost: '127.0.0.1',
+      localPort: 0,
+      remoteHost: '127.0.0.1',
+      remotePort: 80,
+      proto: 'tcp',
+    });
+    const local = net.connect((listener.address() as AddressInfo).port, '127.0.0.1');
+    cleanup = () => {
+      local.destroy();
+      listener.close();
+      broker.wss.close();
+    };
+    await broker.session;
+    const data = crypto.randomBytes(8 * 1024 * 1024);
+    local.end(data);
+    await until(() => broker.frames.reduce((n, f) => n + f.length, 0) >= data.length);
+    expect(Buffer.concat(broker.frames).equals(data)).toBe(true);
+    // Node's own reads are 64 KiB at most: a larger frame is one of ours.
+    expect(Math.max(...broker.frames.map((f) => f.length))).toBeGreaterThan(64 * 1024);
+    expect(Math.max(...broker.frames.map((f) => f.length))).toBeLessThanOrEqual(LOCAL_READ_SIZE);
+  });
+
+  it('stops reading the local connection while the broker does not read, and loses nothing', async () => {
+    const broker = await fakeBroker();
+    const listener = await listenTcp(broker.client, 'd1', 'd1', {
+      localHost: '127.0.0.1',
+      localPort: 0,
+      remoteHost: '127.0.0.1',
+      remotePort: 80,
+      proto: 'tcp',
+    });
+    const local = net.connect((listener.address() as AddressInfo).port, '127.0.0.1');
+    cleanup = () => {
+      local.destroy();
+      listener.close();
+      broker.wss.close();
+    };
+    const ws = await broker.session;
+    ws.pause();
+    const data = crypto.randomBytes(48 * 1024 * 1024);
+    local.write(data);
+    // Until the kernel's buffers and fleet connect's bounded backlog are full: then nothing moves.
+    let last = -1;
+    let still = 0;
+    while (still < 20) {
+      await new Promise((r) => setTimeout(r, 10));
+      still = local.writableLength === last ? still + 1 : 0;
+      last = local.writableLength;
+    }
+    expect(local.writableLength).toBeGreaterThan(0);
+    ws.resume();
+    await until(() => broker.frames.reduce((n, f) => n + f.length, 0) >= data.length);
+    expect(Buffer.concat(broker.frames).equals(data)).toBe(true);
+  });
+});
