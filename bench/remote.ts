@@ -469,6 +469,7 @@ export async function benchRemote(log: Log, only?: string): Promise<void> {
       const bareUrl = `ws://127.0.0.1:${(bare.address() as net.AddressInfo).port}/`;
       try {
         const anchor = await task({ mode: 'opens', bare: bareUrl, seconds: SECONDS, concurrency: 32 });
+        const statementsBefore = t.broker.services.store.statements();
         const { result: opened, ...perOpen } = await costOf(
           agent.process.pid,
           () => task({ mode: 'opens', ...base, port: sinkServer.port, seconds: SECONDS, concurrency: 32 }),
@@ -478,6 +479,7 @@ export async function benchRemote(log: Log, only?: string): Promise<void> {
         log(`  ${opened.perSecond.toFixed(0)} opens/s with authorization and audit (target >= 1000), ${opened.opened} opened, ${opened.failed} failed`);
         log(`  ROW opens: sessions / bare WebSocket opens = ${(opened.perSecond / anchor.perSecond).toFixed(2)}`);
         log(`  CPU per session opened and closed: broker ${perOpen.broker.toFixed(2)} ms, agent ${perOpen.agent.toFixed(2)} ms`);
+        log(`  statements per session: ${((t.broker.services.store.statements() - statementsBefore) / Math.max(1, opened.opened)).toFixed(2)}`);
       } finally {
         await new Promise((r) => bare.close(r));
       }

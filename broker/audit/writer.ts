@@ -20,7 +20,9 @@ export interface Append {
 /**
  * Taken before the chain's head is read, so writers sharing a database append one at a time: on
  * PostgreSQL an advisory lock per schema; on SQLite a write that changes nothing takes the file's
- * write lock (a transaction that read first could not upgrade once another connection wrote).
+ * write lock (a transaction that read first could not upgrade once another connection wrote). A
+ * group of the writer's own on SQLite takes that lock as it begins instead (`begin immediate`): one
+ * statement fewer per group; this statement is for entries joining a transaction already open.
  */
 export const CHAIN_LOCK = {
   postgres: sql`select pg_advisory_xact_lock(hashtext('fleet-audit-chain:' || current_schema()))`,
@@ -120,56 +122,83 @@ export class AuditWriter {
    * id, undefined for an end that was already written.
    */
   async write(group: Append[]): Promise<Array<number | undefined>> {
+    if (this.dialect === 'sqlite' && !this.db.isTransaction) return this.immediate((trx) => this.append(trx, group));
     return this.db.transaction().execute(async (trx) => {
       await CHAIN_LOCK[this.dialect].execute(trx);
-      const ending = group.flatMap((q) => (q.endOf === undefined ? [] : [q.endOf]));
-      const ended = new Set<number>();
-      if (ending.length > 0) {
-        await releaseSessions(trx, ending);
-        const found = await trx.selectFrom('audit').select('ref_id').where('ref_id', 'in', ending).where('event', 'like', 'remote.%.end').execute();
-        for (const row of found) ended.add(Number(row.ref_id));
-      }
-      const head = await trx.selectFrom('audit').select(['id', 'sha']).orderBy('id', 'desc').limit(1).executeTakeFirst();
-      let id = head ? Number(head.id) : 0;
-      let previous = head?.sha ?? '';
-      // Read under the lock: times rise with ids across writers, as the retention's cut-off expects.
-      const now = new Date().toISOString();
-      const rows: AuditTable[] = [];
-      const ids: Array<number | undefined> = [];
-      const owners: { audit_id: number; broker_id: string }[] = [];
-      for (const q of group) {
-        // One session, one end: whoever wrote first (another broker, or an earlier entry of this group).
-        if (q.endOf !== undefined) {
-          if (ended.has(q.endOf)) {
-            ids.push(undefined);
-            continue;
-          }
-          ended.add(q.endOf);
-        }
-        id += 1;
-        const row: Omit<AuditTable, 'sha'> = {
-          ref_id: null,
-          ended_at: null,
-          duration_ms: null,
-          bytes_in: null,
-          bytes_out: null,
-          ...storable(q.entry),
-          id,
-          ts: now,
-        };
-        previous = entrySha(previous, row);
-        rows.push({ ...row, sha: previous });
-        ids.push(id);
-        if (q.owner) owners.push({ audit_id: id, broker_id: q.owner });
-      }
-      for (let i = 0; i < rows.length; i += ROWS_PER_INSERT) {
-        await trx
-          .insertInto('audit')
-          .values(rows.slice(i, i + ROWS_PER_INSERT))
-          .execute();
-      }
-      await recordSessionHolders(trx, owners);
-      return ids;
+      return this.append(trx, group);
     });
+  }
+
+  /**
+   * SQLite: `work` in a transaction that holds the write lock from its first statement, as the
+   * chain lock would take it (readers go on; another writer, of this process or another, waits
+   * up to the busy timeout), without a statement of its own.
+   */
+  private immediate<T>(work: (trx: Db) => Promise<T>): Promise<T> {
+    return this.db.connection().execute(async (connection) => {
+      await sql`begin immediate`.execute(connection);
+      let result: T;
+      try {
+        result = await work(connection);
+        await sql`commit`.execute(connection);
+      } catch (err) {
+        // Nothing to roll back when SQLite already did (a failed commit may have): the error is the caller's.
+        await sql`rollback`.execute(connection).catch(() => {});
+        throw err;
+      }
+      return result;
+    });
+  }
+
+  /** The group's rows after the chain's head, under its lock (see write). */
+  private async append(trx: Db, group: Append[]): Promise<Array<number | undefined>> {
+    const ending = group.flatMap((q) => (q.endOf === undefined ? [] : [q.endOf]));
+    const ended = new Set<number>();
+    if (ending.length > 0) {
+      await releaseSessions(trx, ending);
+      const found = await trx.selectFrom('audit').select('ref_id').where('ref_id', 'in', ending).where('event', 'like', 'remote.%.end').execute();
+      for (const row of found) ended.add(Number(row.ref_id));
+    }
+    const head = await trx.selectFrom('audit').select(['id', 'sha']).orderBy('id', 'desc').limit(1).executeTakeFirst();
+    let id = head ? Number(head.id) : 0;
+    let previous = head?.sha ?? '';
+    // Read under the lock: times rise with ids across writers, as the retention's cut-off expects.
+    const now = new Date().toISOString();
+    const rows: AuditTable[] = [];
+    const ids: Array<number | undefined> = [];
+    const owners: { audit_id: number; broker_id: string }[] = [];
+    for (const q of group) {
+      // One session, one end: whoever wrote first (another broker, or an earlier entry of this group).
+      if (q.endOf !== undefined) {
+        if (ended.has(q.endOf)) {
+          ids.push(undefined);
+          continue;
+        }
+        ended.add(q.endOf);
+      }
+      id += 1;
+      const row: Omit<AuditTable, 'sha'> = {
+        ref_id: null,
+        ended_at: null,
+        duration_ms: null,
+        bytes_in: null,
+        bytes_out: null,
+        ...storable(q.entry),
+        id,
+        ts: now,
+      };
+      previous = entrySha(previous, row);
+      rows.push({ ...row, sha: previous });
+      ids.push(id);
+      if (q.owner) owners.push({ audit_id: id, broker_id: q.owner });
+    }
+    for (let i = 0; i < rows.length; i += ROWS_PER_INSERT) {
+      await trx
+        .insertInto('audit')
+        .values(rows.slice(i, i + ROWS_PER_INSERT))
+        .execute();
+    }
+    await recordSessionHolders(trx, owners);
+    return ids;
   }
 }
