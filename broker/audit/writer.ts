@@ -20,13 +20,24 @@ export interface Append {
 /**
  * Taken before the chain's head is read, so writers sharing a database append one at a time: on
  * PostgreSQL an advisory lock per schema; on SQLite a write that changes nothing takes the file's
- * write lock (a transaction that read first could not upgrade once another connection wrote). A
- * group of the writer's own on SQLite takes that lock as it begins instead (`begin immediate`): one
- * statement fewer per group; this statement is for entries joining a transaction already open.
+ * write lock (a transaction that read first could not upgrade once another connection wrote).
+ * These statements are for entries joining a transaction already open; a group of the writer's own
+ * takes the lock as it begins (BEGIN_LOCKED).
  */
 export const CHAIN_LOCK = {
   postgres: sql`select pg_advisory_xact_lock(hashtext('fleet-audit-chain:' || current_schema()))`,
   sqlite: sql`update audit set id = id where 0`,
+};
+
+/**
+ * A group's transaction begun with the chain's lock held, in one round trip: on SQLite `begin
+ * immediate` (the write lock from the start, as the no-op UPDATE took it); on PostgreSQL `begin` and
+ * the advisory lock sent together (no parameters: one simple-protocol message, two statements run in
+ * turn, so the head is still read by a later statement, from a snapshot taken after the lock).
+ */
+const BEGIN_LOCKED = {
+  postgres: sql.raw(`begin; select pg_advisory_xact_lock(hashtext('fleet-audit-chain:' || current_schema()))`),
+  sqlite: sql`begin immediate`,
 };
 
 /** Rows per INSERT: 18 columns each stays far below SQLite's and PostgreSQL's bound on parameters. */
@@ -122,7 +133,7 @@ export class AuditWriter {
    * id, undefined for an end that was already written.
    */
   async write(group: Append[]): Promise<Array<number | undefined>> {
-    if (this.dialect === 'sqlite' && !this.db.isTransaction) return this.immediate((trx) => this.append(trx, group));
+    if (!this.db.isTransaction) return this.locked((trx) => this.append(trx, group));
     return this.db.transaction().execute(async (trx) => {
       await CHAIN_LOCK[this.dialect].execute(trx);
       return this.append(trx, group);
@@ -130,19 +141,18 @@ export class AuditWriter {
   }
 
   /**
-   * SQLite: `work` in a transaction that holds the write lock from its first statement, as the
-   * chain lock would take it (readers go on; another writer, of this process or another, waits
-   * up to the busy timeout), without a statement of its own.
+   * `work` in a transaction that holds the chain's lock from its first round trip (BEGIN_LOCKED):
+   * readers go on; another writer, of this process or another, waits for the commit.
    */
-  private immediate<T>(work: (trx: Db) => Promise<T>): Promise<T> {
+  private locked<T>(work: (trx: Db) => Promise<T>): Promise<T> {
     return this.db.connection().execute(async (connection) => {
-      await sql`begin immediate`.execute(connection);
+      await BEGIN_LOCKED[this.dialect].execute(connection);
       let result: T;
       try {
         result = await work(connection);
         await sql`commit`.execute(connection);
       } catch (err) {
-        // Nothing to roll back when SQLite already did (a failed commit may have): the error is the caller's.
+        // Nothing to roll back when the database already did (a failed commit may have): the error is the caller's.
         await sql`rollback`.execute(connection).catch(() => {});
         throw err;
       }
