@@ -4,6 +4,7 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { sql } from 'kysely';
+import pg from 'pg';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { dropSchema, openStore, type Store } from '../db/database.js';
 import { AuditService, type RemoteAuditStart } from './service.js';
@@ -90,6 +91,26 @@ describe.each(['sqlite', 'postgres'] as const)('audit group commit (%s)', (datab
     expect(await audit.verify()).toMatchObject({ ok: true, entries: 19 });
     // The refused start has no owner row either: nothing of it was written.
     expect(await store.db.selectFrom('remote_session_owners').selectAll().execute()).toHaveLength(19);
+  });
+
+  it.runIf(database === 'postgres')('a group whose lock times out leaves its connection outside any transaction: the next groups are written', async () => {
+    await store.close();
+    // Statements time out after 300 ms (the reply 5 s after).
+    store = await openStore(url, schema, undefined, 5300);
+    const holder = new pg.Client({ connectionString: PG_URL, options: `-c search_path=${schema}` });
+    await holder.connect();
+    try {
+      // The chain's lock held by another session, as a stuck broker's group would hold it.
+      await holder.query(`select pg_advisory_lock(hashtext('fleet-audit-chain:' || current_schema()))`);
+      const audit = new AuditService(store.db, store.dialect, { brokerId: 'b1' });
+      await expect(audit.recordRemoteStart(start(0))).rejects.toThrow(/statement timeout/);
+      await holder.query(`select pg_advisory_unlock(hashtext('fleet-audit-chain:' || current_schema()))`);
+      // The pool hands out the connection released last: the one whose begin went through and whose lock did not.
+      for (let i = 1; i <= 3; i++) await audit.recordRemoteStart(start(i));
+      expect(await audit.verify()).toMatchObject({ ok: true, entries: 3 });
+    } finally {
+      await holder.end();
+    }
   });
 
   it('a broker killed between queueing and committing never reported a start that is not in the database', async () => {

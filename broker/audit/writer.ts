@@ -146,13 +146,15 @@ export class AuditWriter {
    */
   private locked<T>(work: (trx: Db) => Promise<T>): Promise<T> {
     return this.db.connection().execute(async (connection) => {
-      await BEGIN_LOCKED[this.dialect].execute(connection);
       let result: T;
       try {
+        await BEGIN_LOCKED[this.dialect].execute(connection);
         result = await work(connection);
         await sql`commit`.execute(connection);
       } catch (err) {
-        // Nothing to roll back when the database already did (a failed commit may have): the error is the caller's.
+        // Also when the begin half failed (PostgreSQL's lock timed out after its `begin`): a pooled
+        // connection never goes back inside an aborted transaction. Nothing to roll back when the
+        // database already did (or never began): the error is the caller's.
         await sql`rollback`.execute(connection).catch(() => {});
         throw err;
       }
