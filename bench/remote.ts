@@ -24,6 +24,8 @@ const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
 const CLIENT = path.join(ROOT, 'bench', 'remote-client.ts');
 const SECONDS = Number(process.env.BENCH_SECONDS ?? 5);
 const KEYSTROKES = Number(process.env.BENCH_KEYSTROKES ?? 1000);
+/** The opens part: rounds of the anchor then ours, BENCH_SECONDS split among them. */
+const OPENS_ROUNDS = Math.max(1, Number(process.env.BENCH_OPENS_ROUNDS ?? 5));
 /**
  * BENCH_CPU_PROF=<dir>: the agent and every load task write a V8 CPU profile under <dir>/agent and
  * <dir>/client (run the bench itself with `node --cpu-prof --import tsx bench/run.ts` for the broker's).
@@ -529,21 +531,44 @@ export async function benchRemote(log: Log, only?: string): Promise<void> {
     }
 
     if (runs('opens')) {
-      log(`session opens: tunnels opened and closed for ${SECONDS} s, 32 at a time`);
+      log(`session opens: tunnels opened and closed for ${SECONDS} s, 32 at a time, in ${OPENS_ROUNDS} rounds each alternating with the anchor's`);
       const bare = new WebSocketServer({ port: 0, host: '127.0.0.1', perMessageDeflate: false });
       await new Promise((r) => bare.once('listening', r));
       const bareUrl = `ws://127.0.0.1:${(bare.address() as net.AddressInfo).port}/`;
       try {
-        const anchor = await task({ mode: 'opens', bare: bareUrl, seconds: SECONDS, concurrency: 32 });
-        const { result: opened, ...perOpen } = await costOf(
-          agent.process.pid,
-          () => task({ mode: 'opens', ...base, port: sinkServer.port, seconds: SECONDS, concurrency: 32 }),
-          (r) => Math.max(1, r.opened),
-        );
-        log(`  bare WebSocket open + close against a ws server in the broker's process: ${anchor.perSecond.toFixed(0)}/s`);
-        log(`  ${opened.perSecond.toFixed(0)} opens/s with authorization and audit (target >= 1000), ${opened.opened} opened, ${opened.failed} failed`);
-        log(`  ROW opens: sessions / bare WebSocket opens = ${(opened.perSecond / anchor.perSecond).toFixed(2)}`);
-        log(`  CPU per session opened and closed: broker ${perOpen.broker.toFixed(2)} ms, agent ${perOpen.agent.toFixed(2)} ms`);
+        // The anchor and ours take turns, so that both see the same load from the machine's other
+        // work: run one after the other, each once, their ratio swung several-fold with it.
+        const slice = SECONDS / OPENS_ROUNDS;
+        const anchor = { opened: 0, seconds: 0 };
+        const ours = { opened: 0, failed: 0, seconds: 0, broker: 0, agent: 0, statements: 0 };
+        const ratios: number[] = [];
+        for (let round = 0; round < OPENS_ROUNDS; round++) {
+          const a = await task({ mode: 'opens', bare: bareUrl, seconds: slice, concurrency: 32 });
+          const statementsBefore = t.broker.services.store.statements();
+          const { result: o, ...cpu } = await costOf(
+            agent.process.pid,
+            () => task({ mode: 'opens', ...base, port: sinkServer.port, seconds: slice, concurrency: 32 }),
+            () => 1,
+          );
+          ours.statements += t.broker.services.store.statements() - statementsBefore;
+          anchor.opened += a.opened;
+          anchor.seconds += a.seconds;
+          ours.opened += o.opened;
+          ours.failed += o.failed;
+          ours.seconds += o.seconds;
+          ours.broker += cpu.broker;
+          ours.agent += cpu.agent;
+          ratios.push(o.perSecond / a.perSecond);
+        }
+        const anchorRate = anchor.opened / anchor.seconds;
+        const rate = ours.opened / ours.seconds;
+        const opened = Math.max(1, ours.opened);
+        const spread = `${Math.min(...ratios).toFixed(2)}-${Math.max(...ratios).toFixed(2)}`;
+        log(`  bare WebSocket open + close against a ws server in the broker's process: ${anchorRate.toFixed(0)}/s`);
+        log(`  ${rate.toFixed(0)} opens/s with authorization and audit (target >= 1000), ${ours.opened} opened, ${ours.failed} failed`);
+        log(`  ROW opens: sessions / bare WebSocket opens = ${(rate / anchorRate).toFixed(2)} (rounds ${spread})`);
+        log(`  CPU per session opened and closed: broker ${(ours.broker / opened).toFixed(2)} ms, agent ${(ours.agent / opened).toFixed(2)} ms`);
+        log(`  statements per session: ${(ours.statements / opened).toFixed(2)}`);
       } finally {
         await new Promise((r) => bare.close(r));
       }

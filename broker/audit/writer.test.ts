@@ -4,8 +4,9 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { sql } from 'kysely';
+import pg from 'pg';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { dropSchema, openStore, type Db, type Store } from '../db/database.js';
+import { dropSchema, openStore, type Store } from '../db/database.js';
 import { AuditService, type RemoteAuditStart } from './service.js';
 
 /** The local PostgreSQL of the tests (as test/support/broker.ts). */
@@ -22,18 +23,6 @@ const start = (i: number, reason = 'allowed'): RemoteAuditStart => ({
   ip: '192.0.2.1',
   source: 'api',
 });
-
-/** The store's Db, counting the transactions opened through it. */
-function counting(db: Db): { db: Db; transactions: () => number } {
-  let n = 0;
-  const proxy = new Proxy(db, {
-    get(target, property) {
-      if (property === 'transaction') n += 1;
-      return Reflect.get(target, property, target) as unknown;
-    },
-  });
-  return { db: proxy, transactions: () => n };
-}
 
 describe.each(['sqlite', 'postgres'] as const)('audit group commit (%s)', (database) => {
   let store: Store;
@@ -54,11 +43,13 @@ describe.each(['sqlite', 'postgres'] as const)('audit group commit (%s)', (datab
   });
 
   it('entries queued together share one transaction, and the chain verifies', async () => {
-    const { db, transactions } = counting(store.db);
-    const audit = new AuditService(db, store.dialect, { brokerId: 'b1' });
+    const audit = new AuditService(store.db, store.dialect, { brokerId: 'b1' });
+    const before = store.statements();
     const ids = await Promise.all(Array.from({ length: 200 }, (_, i) => audit.recordRemoteStart(start(i))));
-    // One group: one lock, one head read, one commit (the code before opened 200 transactions).
-    expect(transactions()).toBe(1);
+    // One group: begin with the chain's lock, one head read, an INSERT per 100 rows, the owners, one
+    // commit (the code before group commit opened 200 transactions; the code before this count sent
+    // the lock as a statement of its own: 7).
+    expect(store.statements() - before).toBe(6);
     expect(new Set(ids).size).toBe(200);
     expect([...ids].sort((a, b) => a - b)).toEqual(ids);
     const owners = await store.db.selectFrom('remote_session_owners').select('audit_id').execute();
@@ -100,6 +91,26 @@ describe.each(['sqlite', 'postgres'] as const)('audit group commit (%s)', (datab
     expect(await audit.verify()).toMatchObject({ ok: true, entries: 19 });
     // The refused start has no owner row either: nothing of it was written.
     expect(await store.db.selectFrom('remote_session_owners').selectAll().execute()).toHaveLength(19);
+  });
+
+  it.runIf(database === 'postgres')('a group whose lock times out leaves its connection outside any transaction: the next groups are written', async () => {
+    await store.close();
+    // Statements time out after 300 ms (the reply 5 s after).
+    store = await openStore(url, schema, undefined, 5300);
+    const holder = new pg.Client({ connectionString: PG_URL, options: `-c search_path=${schema}` });
+    await holder.connect();
+    try {
+      // The chain's lock held by another session, as a stuck broker's group would hold it.
+      await holder.query(`select pg_advisory_lock(hashtext('fleet-audit-chain:' || current_schema()))`);
+      const audit = new AuditService(store.db, store.dialect, { brokerId: 'b1' });
+      await expect(audit.recordRemoteStart(start(0))).rejects.toThrow(/statement timeout/);
+      await holder.query(`select pg_advisory_unlock(hashtext('fleet-audit-chain:' || current_schema()))`);
+      // The pool hands out the connection released last: the one whose begin went through and whose lock did not.
+      for (let i = 1; i <= 3; i++) await audit.recordRemoteStart(start(i));
+      expect(await audit.verify()).toMatchObject({ ok: true, entries: 3 });
+    } finally {
+      await holder.end();
+    }
   });
 
   it('a broker killed between queueing and committing never reported a start that is not in the database', async () => {

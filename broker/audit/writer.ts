@@ -21,10 +21,23 @@ export interface Append {
  * Taken before the chain's head is read, so writers sharing a database append one at a time: on
  * PostgreSQL an advisory lock per schema; on SQLite a write that changes nothing takes the file's
  * write lock (a transaction that read first could not upgrade once another connection wrote).
+ * These statements are for entries joining a transaction already open; a group of the writer's own
+ * takes the lock as it begins (BEGIN_LOCKED).
  */
 export const CHAIN_LOCK = {
   postgres: sql`select pg_advisory_xact_lock(hashtext('fleet-audit-chain:' || current_schema()))`,
   sqlite: sql`update audit set id = id where 0`,
+};
+
+/**
+ * A group's transaction begun with the chain's lock held, in one round trip: on SQLite `begin
+ * immediate` (the write lock from the start, as the no-op UPDATE took it); on PostgreSQL `begin` and
+ * the advisory lock sent together (no parameters: one simple-protocol message, two statements run in
+ * turn, so the head is still read by a later statement, from a snapshot taken after the lock).
+ */
+const BEGIN_LOCKED = {
+  postgres: sql.raw(`begin; select pg_advisory_xact_lock(hashtext('fleet-audit-chain:' || current_schema()))`),
+  sqlite: sql`begin immediate`,
 };
 
 /** Rows per INSERT: 18 columns each stays far below SQLite's and PostgreSQL's bound on parameters. */
@@ -120,56 +133,84 @@ export class AuditWriter {
    * id, undefined for an end that was already written.
    */
   async write(group: Append[]): Promise<Array<number | undefined>> {
+    if (!this.db.isTransaction) return this.locked((trx) => this.append(trx, group));
     return this.db.transaction().execute(async (trx) => {
       await CHAIN_LOCK[this.dialect].execute(trx);
-      const ending = group.flatMap((q) => (q.endOf === undefined ? [] : [q.endOf]));
-      const ended = new Set<number>();
-      if (ending.length > 0) {
-        await releaseSessions(trx, ending);
-        const found = await trx.selectFrom('audit').select('ref_id').where('ref_id', 'in', ending).where('event', 'like', 'remote.%.end').execute();
-        for (const row of found) ended.add(Number(row.ref_id));
-      }
-      const head = await trx.selectFrom('audit').select(['id', 'sha']).orderBy('id', 'desc').limit(1).executeTakeFirst();
-      let id = head ? Number(head.id) : 0;
-      let previous = head?.sha ?? '';
-      // Read under the lock: times rise with ids across writers, as the retention's cut-off expects.
-      const now = new Date().toISOString();
-      const rows: AuditTable[] = [];
-      const ids: Array<number | undefined> = [];
-      const owners: { audit_id: number; broker_id: string }[] = [];
-      for (const q of group) {
-        // One session, one end: whoever wrote first (another broker, or an earlier entry of this group).
-        if (q.endOf !== undefined) {
-          if (ended.has(q.endOf)) {
-            ids.push(undefined);
-            continue;
-          }
-          ended.add(q.endOf);
-        }
-        id += 1;
-        const row: Omit<AuditTable, 'sha'> = {
-          ref_id: null,
-          ended_at: null,
-          duration_ms: null,
-          bytes_in: null,
-          bytes_out: null,
-          ...storable(q.entry),
-          id,
-          ts: now,
-        };
-        previous = entrySha(previous, row);
-        rows.push({ ...row, sha: previous });
-        ids.push(id);
-        if (q.owner) owners.push({ audit_id: id, broker_id: q.owner });
-      }
-      for (let i = 0; i < rows.length; i += ROWS_PER_INSERT) {
-        await trx
-          .insertInto('audit')
-          .values(rows.slice(i, i + ROWS_PER_INSERT))
-          .execute();
-      }
-      await recordSessionHolders(trx, owners);
-      return ids;
+      return this.append(trx, group);
     });
+  }
+
+  /**
+   * `work` in a transaction that holds the chain's lock from its first round trip (BEGIN_LOCKED):
+   * readers go on; another writer, of this process or another, waits for the commit.
+   */
+  private locked<T>(work: (trx: Db) => Promise<T>): Promise<T> {
+    return this.db.connection().execute(async (connection) => {
+      let result: T;
+      try {
+        await BEGIN_LOCKED[this.dialect].execute(connection);
+        result = await work(connection);
+        await sql`commit`.execute(connection);
+      } catch (err) {
+        // Also when the begin half failed (PostgreSQL's lock timed out after its `begin`): a pooled
+        // connection never goes back inside an aborted transaction. Nothing to roll back when the
+        // database already did (or never began): the error is the caller's.
+        await sql`rollback`.execute(connection).catch(() => {});
+        throw err;
+      }
+      return result;
+    });
+  }
+
+  /** The group's rows after the chain's head, under its lock (see write). */
+  private async append(trx: Db, group: Append[]): Promise<Array<number | undefined>> {
+    const ending = group.flatMap((q) => (q.endOf === undefined ? [] : [q.endOf]));
+    const ended = new Set<number>();
+    if (ending.length > 0) {
+      await releaseSessions(trx, ending);
+      const found = await trx.selectFrom('audit').select('ref_id').where('ref_id', 'in', ending).where('event', 'like', 'remote.%.end').execute();
+      for (const row of found) ended.add(Number(row.ref_id));
+    }
+    const head = await trx.selectFrom('audit').select(['id', 'sha']).orderBy('id', 'desc').limit(1).executeTakeFirst();
+    let id = head ? Number(head.id) : 0;
+    let previous = head?.sha ?? '';
+    // Read under the lock: times rise with ids across writers, as the retention's cut-off expects.
+    const now = new Date().toISOString();
+    const rows: AuditTable[] = [];
+    const ids: Array<number | undefined> = [];
+    const owners: { audit_id: number; broker_id: string }[] = [];
+    for (const q of group) {
+      // One session, one end: whoever wrote first (another broker, or an earlier entry of this group).
+      if (q.endOf !== undefined) {
+        if (ended.has(q.endOf)) {
+          ids.push(undefined);
+          continue;
+        }
+        ended.add(q.endOf);
+      }
+      id += 1;
+      const row: Omit<AuditTable, 'sha'> = {
+        ref_id: null,
+        ended_at: null,
+        duration_ms: null,
+        bytes_in: null,
+        bytes_out: null,
+        ...storable(q.entry),
+        id,
+        ts: now,
+      };
+      previous = entrySha(previous, row);
+      rows.push({ ...row, sha: previous });
+      ids.push(id);
+      if (q.owner) owners.push({ audit_id: id, broker_id: q.owner });
+    }
+    for (let i = 0; i < rows.length; i += ROWS_PER_INSERT) {
+      await trx
+        .insertInto('audit')
+        .values(rows.slice(i, i + ROWS_PER_INSERT))
+        .execute();
+    }
+    await recordSessionHolders(trx, owners);
+    return ids;
   }
 }

@@ -31,6 +31,11 @@ export interface Store {
   afterRollback(task: () => void): void;
   /** Whether a transaction is open in the current async context. */
   inTransaction(): boolean;
+  /**
+   * Statements sent to the database so far (transaction control included, migrations too): the
+   * work per request or per session counted, steadier than timings on a shared machine.
+   */
+  statements(): number;
   close(): Promise<void>;
 }
 
@@ -185,6 +190,9 @@ export async function openStore(url: string, schema = '', logger?: Pick<Logger, 
   let db: Db;
   let dialect: Dialect;
   let migrationDb: Db | undefined;
+  let statements = 0;
+  // Kysely calls it after each statement it sent, `begin` and `commit` included.
+  const count = () => void (statements += 1);
   if (url.startsWith('sqlite:')) {
     const file = url.slice('sqlite:'.length);
     if (file !== ':memory:') {
@@ -198,7 +206,7 @@ export async function openStore(url: string, schema = '', logger?: Pick<Logger, 
     sqlite.pragma('synchronous = NORMAL');
     sqlite.pragma('foreign_keys = ON');
     sqlite.pragma('busy_timeout = 5000');
-    db = new Kysely<Database>({ dialect: new SqliteDialect({ database: withStatementCache(sqlite) }) });
+    db = new Kysely<Database>({ dialect: new SqliteDialect({ database: withStatementCache(sqlite) }), log: count });
     dialect = 'sqlite';
   } else {
     const timeouts = pgTimeouts(queryTimeoutMs);
@@ -216,7 +224,7 @@ export async function openStore(url: string, schema = '', logger?: Pick<Logger, 
       await pool.end().catch(() => {});
       throw err;
     }
-    db = new Kysely<Database>({ dialect: new PostgresDialect({ pool }) });
+    db = new Kysely<Database>({ dialect: new PostgresDialect({ pool }), log: count });
     dialect = 'postgres';
     // Migrations may rewrite large tables: they run without the statement timeouts of the pool.
     const { statement_timeout: _s, query_timeout: _q, idle_in_transaction_session_timeout: _i, ...patient } = timeouts;
@@ -261,6 +269,7 @@ export async function openStore(url: string, schema = '', logger?: Pick<Logger, 
       if (open?.open) open.afterRollback.push(task);
     },
     inTransaction: () => current.getStore()?.open === true,
+    statements: () => statements,
     close: () => root.destroy(),
   };
 }

@@ -198,11 +198,18 @@ export class RemoteSessions {
     if (this.closing) {
       socket.destroy();
     } else {
-      this.wss.handleUpgrade(req, socket, head, (ws) => {
-        upgraded = true;
-        if (!prepared.ok) return refuse(ws, prepared.frame, prepared.code);
-        this.relay(ws, prepared);
-      });
+      // The handshake's answer and the first frame (`ready`, or the refusal and its close) leave in
+      // one write: ws writes the 101 and then each frame, one system call each, waking the client twice.
+      socket.cork();
+      try {
+        this.wss.handleUpgrade(req, socket, head, (ws) => {
+          upgraded = true;
+          if (!prepared.ok) return refuse(ws, prepared.frame, prepared.code);
+          this.relay(ws, prepared);
+        });
+      } finally {
+        if (!socket.destroyed) socket.uncork();
+      }
     }
     // The client left while we were deciding and opening (or the broker is closing): nothing to relay to.
     if (!upgraded && prepared.ok) {
