@@ -13,7 +13,7 @@
  */
 import fs from 'node:fs';
 import path from 'node:path';
-import type { Browser, BrowserContext, Page } from 'playwright-core';
+import type { Browser, BrowserContext, Download, Page } from 'playwright-core';
 import { afterAll, beforeAll, expect, inject } from 'vitest';
 import { ADMIN, startTestBroker, type TestBroker } from './broker.js';
 import { ARTIFACTS, connectBrowser, launchBrowser } from './chromium.js';
@@ -60,6 +60,17 @@ export async function openPage(browser: Browser, baseURL: string, viewport: View
 export async function screenshot(page: Page, name: string): Promise<void> {
   fs.mkdirSync(ARTIFACTS, { recursive: true });
   await page.screenshot({ path: path.join(ARTIFACTS, `${name}.png`), fullPage: true });
+}
+
+/**
+ * A finished download's bytes. Read through playwright's stream rather than `download.path()`: the
+ * Chromium is another process's (connected to, not launched here), and a connected browser's
+ * downloads have no local path.
+ */
+export async function downloaded(download: Download): Promise<Buffer> {
+  const chunks: Buffer[] = [];
+  for await (const chunk of await download.createReadStream()) chunks.push(chunk as Buffer);
+  return Buffer.concat(chunks);
 }
 
 /** Signs in through the form and waits for the console's frame. */
