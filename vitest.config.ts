@@ -27,7 +27,14 @@ export default defineConfig({
         extends: true,
         test: {
           name: 'unit',
-          include: ['shared/**/*.test.ts', 'cli/**/*.test.ts', 'broker/**/*.test.ts', 'agent/**/*.test.ts', 'web-console/src/**/*.test.ts'],
+          include: [
+            'shared/**/*.test.ts',
+            'cli/**/*.test.ts',
+            'broker/**/*.test.ts',
+            'agent/**/*.test.ts',
+            'web-console/src/**/*.test.ts',
+            'test/support/**/*.test.ts',
+          ],
         },
       },
       { extends: true, test: { name: 'api-sqlite', include: api, env: { FLEET_TEST_DB: 'sqlite' }, testTimeout: 30_000, hookTimeout: 60_000 } },
