@@ -2,6 +2,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { defineConfig } from 'vitest/config';
+import SpreadSequencer from './test/support/sequencer.js';
 
 // Consoles the tests open run login shells: give them an empty home, so the machine's own profile
 // (version managers, slow rehashes, locks a killed shell leaves behind) neither slows nor hangs them.
@@ -19,21 +20,28 @@ export default defineConfig({
     // Most tests wait on processes, sockets and databases rather than compute: three files at a time
     // (vitest's default on two cores is one) keeps the whole suite within its ten minutes.
     maxWorkers: 3,
+    sequence: { sequencer: SpreadSequencer },
     env: { HOME: testHome },
     projects: [
       {
         extends: true,
         test: {
           name: 'unit',
-          include: ['shared/**/*.test.ts', 'cli/**/*.test.ts', 'broker/**/*.test.ts', 'agent/**/*.test.ts', 'web-console/src/**/*.test.ts'],
+          include: [
+            'shared/**/*.test.ts',
+            'cli/**/*.test.ts',
+            'broker/**/*.test.ts',
+            'agent/**/*.test.ts',
+            'web-console/src/**/*.test.ts',
+            'test/support/**/*.test.ts',
+          ],
         },
       },
       { extends: true, test: { name: 'api-sqlite', include: api, env: { FLEET_TEST_DB: 'sqlite' }, testTimeout: 30_000, hookTimeout: 60_000 } },
       { extends: true, test: { name: 'api-postgres', include: api, env: { FLEET_TEST_DB: 'postgres' }, testTimeout: 30_000, hookTimeout: 60_000 } },
       { extends: true, test: { name: 'e2e', include: ['test/e2e/**/*.test.ts'], testTimeout: 120_000, hookTimeout: 120_000 } },
-      // One browser file at a time, after the other projects: two at a time lost keystrokes in the
-      // console tests on two loaded cores (keys typed while a console connected were dropped; the
-      // console now holds them, but running the files beside the others is not yet shown stable).
+      // The browser files run beside the others, in the same three workers (the order the files are
+      // handed out, test/support/sequencer.ts, spreads them over the run, about one at a time).
       // The console is built once, before any browser file.
       {
         extends: true,
@@ -46,17 +54,12 @@ export default defineConfig({
           expect: { poll: { timeout: 15_000 } },
           testTimeout: 120_000,
           hookTimeout: 180_000,
-          fileParallelism: false,
-          // The files run one after another in one worker: each importing the broker, playwright and
-          // the support modules afresh, and launching its own Chromium, cost seconds per file (tens
-          // of seconds on a loaded machine), all on the serial tail. Sharing the worker's imports
-          // lets its files share one Chromium too (support/browser.ts); what a test touches stays its
-          // own: each file starts its own broker (own data directory or schema), each test opens
-          // its own browser context (own cookies, storage and cache).
+          // A worker that runs browser files one after another keeps its imports between them, and
+          // so its Chromium (support/browser.ts); what a test touches stays its own: each file
+          // starts its own broker (own data directory or schema), each test opens its own browser
+          // context (own cookies, storage and cache). vitest runs a project with `isolate: false`
+          // beside others only when they share one maxWorkers (all take the root's three here).
           isolate: false,
-          // Its own group after the others (vitest groups a project with `isolate: false` by groupOrder,
-          // and projects sharing one must share one maxWorkers).
-          sequence: { groupOrder: 1 },
         },
       },
     ],

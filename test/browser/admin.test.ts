@@ -1,6 +1,5 @@
-import fs from 'node:fs';
 import { describe, expect, it } from 'vitest';
-import { screenshot, useBrowserSuite } from '../support/browser.js';
+import { downloaded, screenshot, useBrowserSuite } from '../support/browser.js';
 
 const suite = useBrowserSuite();
 
@@ -213,8 +212,7 @@ describe('files manager', () => {
 
     const [download] = await Promise.all([page.waitForEvent('download'), row.getByRole('button', { name: 'Download' }).click()]);
     expect(download.suggestedFilename()).toBe('app.conf');
-    const saved = await download.path();
-    expect(fs.readFileSync(saved).equals(content)).toBe(true);
+    expect((await downloaded(download)).equals(content)).toBe(true);
 
     // Uploading the same name again asks before replacing.
     await page.getByLabel('Upload to /configs/').setInputFiles({ name: 'app.conf', mimeType: 'text/plain', buffer: Buffer.from('v2') });

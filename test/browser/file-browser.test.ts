@@ -10,7 +10,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startEnrolledAgent, type TestAgent } from '../support/agent.js';
-import { screenshot, useBrowserSuite } from '../support/browser.js';
+import { downloaded, screenshot, useBrowserSuite } from '../support/browser.js';
 
 let agent: TestAgent;
 let device: string;
@@ -60,7 +60,7 @@ describe('file browser on the device page', () => {
     await logs.waitFor();
     const [download] = await Promise.all([page.waitForEvent('download'), logs.getByRole('button', { name: 'Download app.log' }).click()]);
     expect(download.suggestedFilename()).toBe('app.log');
-    expect(fs.readFileSync(await download.path(), 'utf8')).toBe('line one\nline two\n');
+    expect((await downloaded(download)).toString('utf8')).toBe('line one\nline two\n');
     await page.getByText('Downloaded app.log').waitFor();
 
     // Upload through the file input, with progress shown; the folder is listed again with it.

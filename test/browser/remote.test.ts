@@ -9,7 +9,7 @@ import path from 'node:path';
 import type { Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { eventually, startEnrolledAgent, type TestAgent } from '../support/agent.js';
-import { screenshot, useBrowserSuite } from '../support/browser.js';
+import { downloaded, screenshot, useBrowserSuite } from '../support/browser.js';
 
 let agent: TestAgent;
 let device: string;
@@ -249,7 +249,7 @@ describe('file transfer with a real agent', () => {
       page.getByRole('button', { name: 'Download from device' }).click(),
     ]);
     expect(download.suggestedFilename()).toBe('firmware.bin');
-    expect(fs.readFileSync(await download.path()).equals(content)).toBe(true);
+    expect((await downloaded(download)).equals(content)).toBe(true);
     await page.getByText(`Downloaded ${content.length} bytes`).waitFor();
 
     // A path that does not exist: the device's refusal is shown, not a blank page.
@@ -288,7 +288,7 @@ describe('file transfer with a real agent', () => {
       page.getByRole('button', { name: 'Download from device' }).click(),
     ]);
     expect(download.suggestedFilename()).toBe('hostname');
-    expect(fs.readFileSync(await download.path(), 'utf8')).toBe('gateway-01\n');
+    expect((await downloaded(download)).toString('utf8')).toBe('gateway-01\n');
     await expectNoErrorsAndClose();
   });
 

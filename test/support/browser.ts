@@ -4,18 +4,19 @@
  *
  * A browser test file calls `useBrowserSuite()` once: it starts a test broker before the file's
  * tests and closes it after them, with every browser context still open (the console is built once,
- * before any browser file, by the project's global set-up, browser-build.ts). Chromium is launched
- * once per test worker and kept for the files that worker runs after (the browser project shares
- * one worker between its files: `isolate: false` in vitest.config.ts). Each test then opens its own
- * context and page with `suite.open()` (own cookies, storage and cache; signed in as the
- * administrator unless told otherwise) and ends with `expectNoErrorsAndClose()`.
+ * before any browser file, by the project's global set-up, browser-build.ts, which also starts the
+ * run's one Chromium). Each test worker connects to that Chromium once and keeps the connection for
+ * the browser files it runs after (`isolate: false` in vitest.config.ts); what a connection opens
+ * is its own. Each test then opens its own context and page with `suite.open()` (own cookies,
+ * storage and cache; signed in as the administrator unless told otherwise) and ends with
+ * `expectNoErrorsAndClose()`.
  */
 import fs from 'node:fs';
 import path from 'node:path';
-import type { Browser, BrowserContext, Page } from 'playwright-core';
-import { afterAll, beforeAll, expect } from 'vitest';
+import type { Browser, BrowserContext, Download, Page } from 'playwright-core';
+import { afterAll, beforeAll, expect, inject } from 'vitest';
 import { ADMIN, startTestBroker, type TestBroker } from './broker.js';
-import { ARTIFACTS, launchBrowser } from './chromium.js';
+import { ARTIFACTS, connectBrowser, launchBrowser } from './chromium.js';
 
 export { ARTIFACTS, CHROMIUM, ensureBuilt, launchBrowser } from './chromium.js';
 
@@ -61,6 +62,17 @@ export async function screenshot(page: Page, name: string): Promise<void> {
   await page.screenshot({ path: path.join(ARTIFACTS, `${name}.png`), fullPage: true });
 }
 
+/**
+ * A finished download's bytes. Read through playwright's stream rather than `download.path()`: the
+ * Chromium is another process's (connected to, not launched here), and a connected browser's
+ * downloads have no local path.
+ */
+export async function downloaded(download: Download): Promise<Buffer> {
+  const chunks: Buffer[] = [];
+  for await (const chunk of await download.createReadStream()) chunks.push(chunk as Buffer);
+  return Buffer.concat(chunks);
+}
+
 /** Signs in through the form and waits for the console's frame. */
 export async function signIn(page: Page, email = ADMIN.email, password = ADMIN.password): Promise<void> {
   await page.goto('/login');
@@ -91,14 +103,16 @@ export interface BrowserSuite {
 let workerBrowser: Promise<Browser> | undefined;
 
 /**
- * The worker's Chromium, launched by the first browser file it runs and kept for the next ones
- * (a launch per file cost seconds of the serial browser run); launched again if it went away.
- * Playwright closes it when the worker exits.
+ * The worker's connection to the run's Chromium (started by the project's global set-up), made by
+ * the first browser file the worker runs and kept for the next ones; made again if it went away,
+ * and a Chromium of the worker's own when there is none to connect to. Playwright closes it when
+ * the worker exits.
  */
 async function sharedBrowser(): Promise<Browser> {
   const current = workerBrowser && (await workerBrowser.catch(() => undefined));
   if (current?.isConnected()) return current;
-  workerBrowser = launchBrowser();
+  const endpoint = inject('chromiumEndpoint');
+  workerBrowser = endpoint ? connectBrowser(endpoint).catch(() => launchBrowser()) : launchBrowser();
   return workerBrowser;
 }
 
@@ -118,7 +132,8 @@ export function useBrowserSuite(options: { env?: Record<string, string> | (() =>
   });
 
   afterAll(async () => {
-    // Files run one at a time in a worker, so every open context is this file's.
+    // Files run one at a time in a worker, and a connection sees only the contexts it opened, so
+    // every open context is this file's.
     for (const context of browser?.contexts() ?? []) await context.close();
     await t?.close();
   });

@@ -1,0 +1,52 @@
+import type { TestSpecification, Vitest } from 'vitest/node';
+import { describe, expect, it } from 'vitest';
+import SpreadSequencer from './sequencer.js';
+
+/** A file of `project` as the sequencer sees it: no timings or sizes from an earlier run. */
+function spec(project: string, file: string): TestSpecification {
+  return {
+    project: { name: project, config: { sequence: { groupOrder: 0 }, isolate: project !== 'browser' } },
+    moduleId: `/repo/${file}`,
+  } as unknown as TestSpecification;
+}
+
+const ctx = {
+  config: { root: '/repo', shard: undefined },
+  cache: { getFileTestResults: () => undefined, getFileStats: () => undefined },
+} as unknown as Vitest;
+
+const order = async (specs: TestSpecification[]) => (await new SpreadSequencer(ctx).sort(specs)).map((s) => `${s.project.name}:${s.moduleId.slice(6)}`);
+
+describe('the suite sequencer', () => {
+  it('spreads each project over the run instead of running project after project, the unit files last', async () => {
+    const specs = [
+      spec('unit', 'u1'),
+      spec('unit', 'u2'),
+      ...['a1', 'a2', 'a3', 'a4'].map((f) => spec('api-sqlite', f)),
+      ...['b1', 'b2'].map((f) => spec('browser', f)),
+      ...['e1', 'e2'].map((f) => spec('e2e', f)),
+    ];
+    expect(await order(specs)).toEqual([
+      'api-sqlite:a1',
+      'browser:b1',
+      'e2e:e1',
+      'api-sqlite:a2',
+      'api-sqlite:a3',
+      'browser:b2',
+      'e2e:e2',
+      'api-sqlite:a4',
+      'unit:u1',
+      'unit:u2',
+    ]);
+  });
+
+  it('keeps every file once, each project in its own order', async () => {
+    const specs = Array.from({ length: 40 }, (_, i) => spec(['unit', 'api-postgres', 'browser', 'e2e'][i % 4], `f${String(i).padStart(2, '0')}`));
+    const sorted = await order(specs);
+    expect([...sorted].sort()).toEqual(specs.map((s) => `${s.project.name}:${s.moduleId.slice(6)}`).sort());
+    for (const project of ['unit', 'api-postgres', 'browser', 'e2e']) {
+      const mine = sorted.filter((s) => s.startsWith(`${project}:`));
+      expect(mine).toEqual([...mine].sort());
+    }
+  });
+});
