@@ -3,7 +3,7 @@ import net from 'node:net';
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import { Channel, DEFAULT_WINDOW, type ChannelHost } from '../../shared/mux-channel.js';
 import type { TunnelParams } from '../../shared/protocol.js';
-import { openTcpTunnel, TARGET_READ_SIZE } from './tunnel.js';
+import { FIRST_READ_SIZE, openTcpTunnel, ReadBuffers, TARGET_READ_SIZE } from './tunnel.js';
 
 /** A channel whose mux is this test: frames are recorded, flushed at once, and sent only when `pump` is called. */
 function testChannel(): { channel: Channel; frames: Buffer[]; pump: () => void } {
@@ -93,5 +93,44 @@ describe('TCP tunnel, from the target', () => {
     // Past the window: at most the channel's high-water mark and the read that crossed it.
     expect(channel.writableLength).toBeLessThanOrEqual(channel.writableHighWaterMark + TARGET_READ_SIZE);
     expect(frames.reduce((n, f) => n + f.length, 0)).toBe(DEFAULT_WINDOW);
+  });
+});
+
+describe('TCP tunnel read buffers', () => {
+  it('start small, and move to full-size reads at the first read that fills one', () => {
+    const buffers = new ReadBuffers();
+    const first = buffers.next();
+    expect(first.length).toBe(FIRST_READ_SIZE);
+    // A short read: the tunnel stays on small buffers, and reuses them.
+    buffers.read(100, first);
+    buffers.give(first);
+    expect(buffers.next()).toBe(first);
+    // A read that filled its buffer: full size from now on, and the small buffer is not kept.
+    buffers.read(FIRST_READ_SIZE, first);
+    buffers.give(first);
+    const bulk = buffers.next();
+    expect(bulk.length).toBe(TARGET_READ_SIZE);
+    expect(bulk).not.toBe(first);
+    buffers.give(bulk);
+    expect(buffers.next()).toBe(bulk);
+  });
+
+  it('a tunnel that carries little reads it into small buffers only', async () => {
+    const t = await target((socket) => socket.end('HTTP/1.1 204 No Content\r\n\r\n'));
+    cleanup.push(t.close);
+    const { channel, frames, pump } = testChannel();
+    cleanup.push(() => channel.destroy());
+    const allocated: number[] = [];
+    const allocUnsafeSlow = Buffer.allocUnsafeSlow;
+    const spy = vi.spyOn(Buffer, 'allocUnsafeSlow').mockImplementation((n: number) => (allocated.push(n), allocUnsafeSlow(n)));
+    cleanup.push(() => spy.mockRestore());
+    const ended = new Promise<void>((resolve) => channel.once('finish', resolve));
+    await openTcpTunnel(channel, { proto: 'tcp', port: t.port, dst: '127.0.0.1' }, ctx);
+    const timer = setInterval(pump, 1);
+    cleanup.push(() => clearInterval(timer));
+    await ended;
+    expect(Buffer.concat(frames).toString()).toBe('HTTP/1.1 204 No Content\r\n\r\n');
+    expect(allocated.length).toBeGreaterThan(0);
+    expect(Math.max(...allocated)).toBe(FIRST_READ_SIZE);
   });
 });

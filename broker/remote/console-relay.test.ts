@@ -36,6 +36,36 @@ describe('OutputHistory', () => {
     h.push(Buffer.from('i'));
     expect(h.contents().toString()).toBe('fghi');
   });
+
+  it('holds memory for what was printed, not for its capacity', () => {
+    const h = new OutputHistory(CONSOLE_HISTORY_BYTES);
+    expect(h.allocated).toBe(0);
+    h.push(Buffer.from('$ '));
+    expect(h.allocated).toBeLessThanOrEqual(1024);
+    for (let i = 0; i < 100; i += 1) h.push(Buffer.alloc(1000, 0x61));
+    expect(h.allocated).toBeLessThanOrEqual(2 * 100_002);
+    for (let i = 0; i < 1000; i += 1) h.push(Buffer.alloc(1000, 0x62));
+    expect(h.allocated).toBe(CONSOLE_HISTORY_BYTES);
+  });
+
+  it('keeps the same bytes as a plain tail of the output, however the chunks fall while it grows and wraps', () => {
+    let seed = 7;
+    const random = (n: number) => ((seed = (seed * 1103515245 + 12345) % 2 ** 31), seed % n);
+    for (const capacity of [5, 64, 1000, 5000]) {
+      const h = new OutputHistory(capacity);
+      let all = '';
+      for (let i = 0; i < 300; i += 1) {
+        const chunk = 'x'.repeat(random(capacity * 2)) + String(i % 10);
+        h.push(Buffer.from(chunk));
+        all += chunk;
+        const kept = all.slice(-capacity);
+        expect(h.size).toBe(kept.length);
+        // Before it wraps the contents are everything; after, a tail of it.
+        if (all.length <= capacity) expect(h.contents().toString()).toBe(all);
+        else expect(kept.endsWith(h.contents().toString())).toBe(true);
+      }
+    }
+  });
 });
 
 /** A channel as the relay uses it: data and control from the device, pause/resume as its credit. */
