@@ -9,7 +9,9 @@
  *  - slow-header HTTP connections from one address, then a request from another.
  * "Another address" is 127.0.0.2 (Linux routes all of 127/8 to loopback).
  * BENCH_HOSTILE_SECONDS (default 15) sets how long each peer runs; BENCH_HOSTILE_SETTLE_MS
- * (default 5000) how long to wait after it left before the "after" figure; ACCEPT_RATE_PER_ADDRESS,
+ * (default 5000) how long to wait after it left before the "after" figure. The broker is its production
+ * build (`node dist/broker/main.js`, built once into a temporary directory, as `npm run start:prod` runs it);
+ * BENCH_HOSTILE_SOURCE=1 runs it from source through tsx instead. ACCEPT_RATE_PER_ADDRESS,
  * when set, is handed to the broker (0: no accept rate, to compare). Figures are printed, never
  * asserted.
  */
@@ -22,6 +24,7 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import WebSocket from 'ws';
 import { handleChannel } from '../agent/sessions/index.js';
+import { buildBroker } from '../broker/packaging/build.js';
 import { DEFAULT_WINDOW, Mux } from '../shared/mux.js';
 import { AGENT_ENROL_PATH, AGENT_WS_PATH, encodeData, MAX_CHANNEL_CREDIT } from '../shared/protocol.js';
 import { connectDevice, makeDevice, type FakeConnection, type FakeDevice } from '../test/support/agent.js';
@@ -72,10 +75,10 @@ function rssOf(pid: number): number {
   }
 }
 
-async function startBrokerProcess(): Promise<BrokerProcess> {
+async function startBrokerProcess(main: string | undefined): Promise<BrokerProcess> {
   const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'fleet-bench-hostile-'));
   const port = await freePort();
-  const child = spawn(process.execPath, ['--import', 'tsx', path.join(ROOT, 'broker', 'main.ts')], {
+  const child = spawn(process.execPath, main ? ['--enable-source-maps', main] : ['--import', 'tsx', path.join(ROOT, 'broker', 'main.ts')], {
     cwd: ROOT,
     env: {
       PATH: process.env.PATH,
@@ -293,6 +296,7 @@ async function invalidFramesUser(b: BrokerProcess, s: Setup, until: number): Pro
   const stateDir = fs.mkdtempSync(path.join(os.tmpdir(), 'fleet-bench-agent-'));
   new Mux(agent.ws, { receives: FROM_BROKER, onOpen: (channel) => handleChannel(channel, { stateDir, log: () => {} }) });
   const closes: (number | undefined)[] = [];
+  let refused = 0;
   try {
     while (Date.now() < until) {
       const session = connectRemote(b.url, 'console', { device_id: s.device.id, cols: 80, rows: 24 }, s.token);
@@ -301,7 +305,9 @@ async function invalidFramesUser(b: BrokerProcess, s: Setup, until: number): Pro
       try {
         await session.ready;
       } catch {
-        closes.push(undefined);
+        // Refused (the accept rate per address, once sessions come faster than it): dial again later, as the other flooding peers do.
+        refused += 1;
+        await sleep(REDIAL_MS);
         continue;
       }
       session.ws.pause();
@@ -313,7 +319,7 @@ async function invalidFramesUser(b: BrokerProcess, s: Setup, until: number): Pro
     agent.ws.terminate();
     fs.rmSync(stateDir, { recursive: true, force: true });
   }
-  return `${closes.length} sessions; closes: ${codes(closes)}`;
+  return `${closes.length} sessions; closes: ${codes(closes)}; ${refused} refused before ready`;
 }
 
 async function handshakeFlood(b: BrokerProcess, s: Setup, until: number): Promise<string> {
@@ -400,10 +406,22 @@ const PEERS: [string, Peer][] = [
 
 export async function benchHostile(log: Log): Promise<void> {
   const only = process.env.BENCH_HOSTILE_ONLY;
-  log(`each peer runs ${SECONDS} s against a fresh broker process; RSS growth over the broker's baseline`);
+  const work = fs.mkdtempSync(path.join(os.tmpdir(), 'fleet-bench-hostile-build-'));
+  try {
+    // The build imports its packages from the node_modules above it, as in a checkout.
+    fs.symlinkSync(path.join(ROOT, 'node_modules'), path.join(work, 'node_modules'));
+    const main = process.env.BENCH_HOSTILE_SOURCE ? undefined : (await buildBroker(path.join(work, 'dist', 'broker'))).main;
+    log(`each peer runs ${SECONDS} s against a fresh broker process (${main ? 'production build' : 'from source'}); RSS growth over the broker's baseline`);
+    await runPeers(log, only, main);
+  } finally {
+    fs.rmSync(work, { recursive: true, force: true });
+  }
+}
+
+async function runPeers(log: Log, only: string | undefined, main: string | undefined): Promise<void> {
   for (const [name, peer] of PEERS) {
     if (only && !name.includes(only)) continue;
-    const b = await startBrokerProcess();
+    const b = await startBrokerProcess(main);
     try {
       const s = await setUp(b.url);
       await sleep(1000);

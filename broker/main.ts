@@ -7,6 +7,7 @@ import { DevicesService } from './devices/service.js';
 import { DeviceScopes } from './devices/scope.js';
 import { ConfigError, loadConfig, type Config } from './environment.js';
 import { openStore } from './db/database.js';
+import { applyHeapSettings } from './heap.js';
 import { createLogger } from './logger.js';
 import { startLocalAgent } from './local-agent.js';
 import { startBroker } from './server.js';
@@ -118,6 +119,7 @@ async function main(): Promise<void> {
     process.exit(2);
   }
   const logger = createLogger(config.logLevel);
+  applyHeapSettings();
   // A stop asked for while the broker starts (it may be waiting for its database) ends it at once.
   const stopEarly = () => process.exit(0);
   process.once('SIGINT', stopEarly);

@@ -2,7 +2,7 @@ import { EventEmitter } from 'node:events';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { describe, expect, it } from 'vitest';
+import { describe, expect, it, vi } from 'vitest';
 import type WebSocket from 'ws';
 import { ConsoleAcks } from '../../shared/console-acks.js';
 import type { Channel } from '../../shared/mux.js';
@@ -295,5 +295,21 @@ describe('Relay', () => {
     ws.readyState = 2; // closing: nothing more is sent, all is still recorded
     channel.emit('data', Buffer.from('c'));
     expect(events).toEqual(['o:a:1', 'o:b:2', 'o:c:2']);
+  });
+
+  it('parses nothing more from a client it has closed for invalid frames (the rest of its flood is dropped unread)', () => {
+    const channel = new FakeChannel();
+    const ws = new FakeSocket();
+    const relay = new Relay(ws as unknown as WebSocket, channel as unknown as Channel, { kind: 'console', info: {}, size: { cols: 80, rows: 24 } });
+    relay.start();
+    const parse = vi.spyOn(JSON, 'parse');
+    try {
+      // One socket read can hold thousands of small frames, all handed on after the session is closed.
+      for (let i = 0; i < 5000; i += 1) ws.emit('message', Buffer.from('not json'), false);
+      expect(ws.closedWith).toBe(SessionClose.badRequest);
+      expect(parse.mock.calls.length).toBe(MAX_INVALID_FRAMES + 1);
+    } finally {
+      parse.mockRestore();
+    }
   });
 });

@@ -250,6 +250,8 @@ export class Relay {
   }
 
   private fromUserText(text: string): void {
+    // Ending (a flood of invalid frames among them): the rest of what the socket had read is dropped unparsed.
+    if (this.reason !== undefined) return;
     const parsed = parseClientFrame(text);
     if (parsed.kind === 'unknown') return; // newer clients may send more
     if (parsed.kind === 'invalid') {
