@@ -155,8 +155,14 @@ describe('qbee native transport through a real broker and agent', () => {
       await expect(client.resize('no-such-terminal', 80, 24)).rejects.toThrow(QbeeRemoteError);
       stream.write('exit\n');
       await new Promise((r) => stream.once('end', r));
-      // Recorded as any console: its output and the resize, linked from its start entry.
-      const start = (await audit(`device_id=${device}&action=console&result=allowed`)).find((e: any) => e.source === 'qbee');
+      stream.end(); // the client's side too: the session ends when both have
+      // Recorded as any console: its output and the resize, linked from its start entry. The recording
+      // is whole once the session's end is in the audit (the broker closes it before writing the end).
+      const start = await eventually(
+        async () => (await audit(`device_id=${device}&action=console&result=allowed`)).find((e: any) => e.source === 'qbee' && e.ended_at),
+        10_000,
+        'the console end record',
+      );
       const recording = await t.api('GET', `/api/v2/remote/recordings/${start.options.recording}`, { token: t.adminToken });
       expect(recording.status).toBe(200);
       const cast = recording.body as string;
