@@ -1,31 +1,10 @@
 import crypto from 'node:crypto';
 import { describe, expect, it } from 'vitest';
-import { BULK_FRAME } from './mux-scheduler.js';
+import { recordingChannel } from '../test/support/recording-channel.js';
 import { Channel, COPIED_FRAME_MAX, DEFAULT_WINDOW, type ChannelHost, type FramePayload } from './mux-channel.js';
-import type { TunnelParams } from './protocol.js';
+import { BULK_FRAME } from './mux-scheduler.js';
 
-/** A channel whose mux is this test: frames are recorded (as the buffers they came in) and flushed at once. */
-function testChannel(messageMode = false) {
-  const frames: FramePayload[] = [];
-  let waiting: Channel | undefined;
-  const host: ChannelHost = {
-    send: () => {},
-    sendData: (_ch, payload, flushed) => {
-      frames.push(payload);
-      flushed?.();
-    },
-    schedule: (c) => (waiting = c),
-    forget: () => {},
-  };
-  const params: TunnelParams = { proto: messageMode ? 'udp' : 'tcp', port: 1, dst: '127.0.0.1' };
-  const channel = new Channel(host, 1, 'tunnel', params, DEFAULT_WINDOW, messageMode);
-  channel.gatherWrites();
-  const pump = (maxFrame = BULK_FRAME) => {
-    while (waiting && waiting.sendFrame(maxFrame) > 0);
-  };
-  const bytes = (f: FramePayload) => (Buffer.isBuffer(f) ? f : Buffer.concat(f));
-  return { channel, frames, pump, bytes };
-}
+const testChannel = (messageMode = false) => recordingChannel({ messageMode, gather: true });
 
 describe('a channel sending writes queued together', () => {
   it('frames the pieces of writes queued behind each other across their boundaries, not one frame (or more) each', () => {

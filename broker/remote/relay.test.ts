@@ -2,37 +2,16 @@ import crypto from 'node:crypto';
 import type { AddressInfo, Socket } from 'node:net';
 import { afterEach, describe, expect, it } from 'vitest';
 import WebSocket, { WebSocketServer } from 'ws';
-import { Channel, DEFAULT_WINDOW, type ChannelHost, type FramePayload } from '../../shared/mux-channel.js';
+import type { FramePayload } from '../../shared/mux-channel.js';
 import { BULK_FRAME } from '../../shared/mux-scheduler.js';
-import type { TunnelParams } from '../../shared/protocol.js';
+import { recordingChannel } from '../../test/support/recording-channel.js';
 import { CHANNEL_BACKLOG, Relay } from './relay.js';
-
-/** A tunnel's channel whose mux is this test: its frames are recorded and sent only when `pump` is called. */
-function tunnelChannel() {
-  const frames: FramePayload[] = [];
-  let waiting: Channel | undefined;
-  const host: ChannelHost = {
-    send: () => {},
-    sendData: (_ch, payload, flushed) => {
-      frames.push(payload);
-      flushed?.();
-    },
-    schedule: (c) => (waiting = c),
-    forget: () => {},
-  };
-  const params: TunnelParams = { proto: 'tcp', port: 1, dst: '127.0.0.1' };
-  const channel = new Channel(host, 1, 'tunnel', params, DEFAULT_WINDOW);
-  const pump = () => {
-    while (waiting && waiting.sendFrame(BULK_FRAME) > 0);
-  };
-  return { channel, frames, pump };
-}
 
 /** A user's WebSocket to a relay of a tunnel; the server's socket reads are recorded as they come. */
 async function tunnelRelay(maxPayload = 4 * 1024 * 1024) {
   const wss = new WebSocketServer({ port: 0, host: '127.0.0.1', maxPayload, perMessageDeflate: false });
   await new Promise((r) => wss.once('listening', r));
-  const { channel, frames, pump } = tunnelChannel();
+  const { channel, frames, pump } = recordingChannel();
   const reads: Buffer[] = [];
   const started = new Promise<{ relay: Relay; server: WebSocket }>((resolve) =>
     wss.once('connection', (server) => {
