@@ -54,22 +54,28 @@ async function until(check: () => boolean): Promise<void> {
   while (!check()) await new Promise((r) => setTimeout(r, 5));
 }
 
+/** `fleet connect` listening on a free local port in front of `broker`, and a local connection to it (closed after the test). */
+async function connectThrough(broker: Awaited<ReturnType<typeof fakeBroker>>): Promise<net.Socket> {
+  const listener = await listenTcp(broker.client, 'd1', 'd1', {
+    localHost: '127.0.0.1',
+    localPort: 0,
+    remoteHost: '127.0.0.1',
+    remotePort: 80,
+    proto: 'tcp',
+  });
+  const local = net.connect((listener.address() as AddressInfo).port, '127.0.0.1');
+  cleanup = () => {
+    local.destroy();
+    listener.close();
+    broker.wss.close();
+  };
+  return local;
+}
+
 describe('fleet connect reading a local connection', () => {
   it('reads in reused buffers larger than 64 KiB, and the bytes arrive intact', async () => {
     const broker = await fakeBroker();
-    const listener = await listenTcp(broker.client, 'd1', 'd1', {
-      localHost: '127.0.0.1',
-      localPort: 0,
-      remoteHost: '127.0.0.1',
-      remotePort: 80,
-      proto: 'tcp',
-    });
-    const local = net.connect((listener.address() as AddressInfo).port, '127.0.0.1');
-    cleanup = () => {
-      local.destroy();
-      listener.close();
-      broker.wss.close();
-    };
+    const local = await connectThrough(broker);
     await broker.session;
     const data = crypto.randomBytes(8 * 1024 * 1024);
     local.end(data);
@@ -82,19 +88,7 @@ describe('fleet connect reading a local connection', () => {
 
   it('stops reading the local connection while the broker does not read, and loses nothing', async () => {
     const broker = await fakeBroker();
-    const listener = await listenTcp(broker.client, 'd1', 'd1', {
-      localHost: '127.0.0.1',
-      localPort: 0,
-      remoteHost: '127.0.0.1',
-      remotePort: 80,
-      proto: 'tcp',
-    });
-    const local = net.connect((listener.address() as AddressInfo).port, '127.0.0.1');
-    cleanup = () => {
-      local.destroy();
-      listener.close();
-      broker.wss.close();
-    };
+    const local = await connectThrough(broker);
     const ws = await broker.session;
     ws.pause();
     const data = crypto.randomBytes(48 * 1024 * 1024);
