@@ -93,7 +93,7 @@ describe('registered SSH keys at the gateway (SSH_USER_KEYS on)', () => {
       await register(t, u.token, user);
       const run = await ssh(user, [`root@${host()}`, `echo via-${type}`]);
       expect(run.stderr).not.toMatch(/Permission denied/);
-      expect(run.stdout).toBe(`via-${type}\n`);
+      expect(run.stdout, `ssh exited ${String(run.code)}: ${run.stderr}`).toBe(`via-${type}\n`);
     }
     const r = await t.api('GET', `/api/v2/commitlist?device_id=${device}&action=console&user_id=${u.id}`, { token: t.adminToken });
     // One start per login (each session's end entry may land before or after this read).
