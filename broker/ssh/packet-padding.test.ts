@@ -1,8 +1,10 @@
+import { generateKeyPairSync } from 'node:crypto';
 import { once, type EventEmitter } from 'node:events';
 import { createRequire } from 'node:module';
 import type { AddressInfo, Server as NetServer } from 'node:net';
 import ssh2, { type Connection, type ServerChannel } from 'ssh2';
 import { afterEach, describe, expect, it } from 'vitest';
+import { openSshPrivateKey } from '../../shared/ssh-keys.js';
 import { paddingStats, poolPacketPadding, PADDING_POOL_BYTES } from './packet-padding.js';
 
 interface TestClient extends EventEmitter {
@@ -10,10 +12,9 @@ interface TestClient extends EventEmitter {
   exec(command: string, cb: (err: Error | undefined, channel: ServerChannel) => void): void;
   end(): void;
 }
-const { Server, Client, utils } = ssh2 as unknown as {
+const { Server, Client } = ssh2 as unknown as {
   Server: new (config: { hostKeys: string[]; algorithms?: Record<string, string[]> }, listener: (conn: Connection) => void) => NetServer;
   Client: new () => TestClient;
-  utils: { generateKeyPairSync(type: string): { private: string } };
 };
 const crypto = createRequire(import.meta.url)('ssh2/lib/protocol/crypto.js') as {
   CIPHER_INFO: Record<string, { keyLen: number; ivLen: number }>;
@@ -28,7 +29,7 @@ afterEach(() => {
 /** An ssh2 server echoing what an exec channel sends, and an ssh2 client, agreeing on `cipher` (and `mac`, an hmac name, unless the cipher is an AEAD). */
 async function echoPair(cipher: string, mac: string): Promise<TestClient> {
   const algorithms = { cipher: [cipher], ...(mac.startsWith('hmac') ? { hmac: [mac] } : {}) };
-  const server = new Server({ hostKeys: [utils.generateKeyPairSync('ed25519').private], algorithms }, (conn: Connection) => {
+  const server = new Server({ hostKeys: [openSshPrivateKey(generateKeyPairSync('ed25519').privateKey)], algorithms }, (conn: Connection) => {
     conn.on('authentication', (ctx) => ctx.accept());
     conn.on('session', (accept) =>
       accept().on('exec', (ok: () => ServerChannel) => {

@@ -1,11 +1,13 @@
+import crypto from 'node:crypto';
 import { once, type EventEmitter } from 'node:events';
 import type { AddressInfo, Server as NetServer } from 'node:net';
 import ssh2, { type Connection } from 'ssh2';
 import { afterEach, describe, expect, it } from 'vitest';
+import { openSshPrivateKey } from '../../shared/ssh-keys.js';
 import type { SftpStream } from './sftp-answers.js';
 import { limitsPacket, SFTP_READ_MAX, SFTP_WRITE_MAX, SftpFlow, versionPacket } from './sftp-flow.js';
 
-/** The parts of ssh2 this test uses beyond the project's declarations (its client's sftp, key generation). */
+/** The parts of ssh2 this test uses beyond the project's declarations (its client's sftp). */
 type Done<T> = (err: Error | undefined, value: T) => void;
 interface ClientSftp {
   _maxReadLen: number;
@@ -20,15 +22,14 @@ interface TestClient extends EventEmitter {
   sftp(cb: Done<ClientSftp>): void;
   end(): void;
 }
-const { Server, Client, utils } = ssh2 as unknown as {
+const { Server, Client } = ssh2 as unknown as {
   Server: new (config: { hostKeys: string[] }, listener: (conn: Connection) => void) => NetServer;
   Client: new () => TestClient;
-  utils: { generateKeyPairSync(type: string): { private: string } };
 };
 
 /** An ssh2 server whose sftp subsystem is ours to drive, and an ssh2 client signed in to it. */
 async function pair(onSftp: (stream: SftpStream, flow: SftpFlow) => void) {
-  const hostKey = utils.generateKeyPairSync('ed25519').private;
+  const hostKey = openSshPrivateKey(crypto.generateKeyPairSync('ed25519').privateKey);
   const server = new Server({ hostKeys: [hostKey] }, (conn: Connection) => {
     conn.on('authentication', (ctx) => ctx.accept());
     conn.on('session', (accept) =>
