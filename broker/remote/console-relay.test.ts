@@ -263,6 +263,40 @@ describe('ConsoleRelay', () => {
     expect(channel.paused).toBe(false);
   });
 
+  it('parses nothing more from an owner it has closed for invalid frames (the rest of its flood is dropped unread)', () => {
+    const { channel, owner, relay } = started();
+    const parse = vi.spyOn(JSON, 'parse');
+    try {
+      // One socket read can hold thousands of small frames, all handed on after the console is aborted.
+      for (let i = 0; i < 5000; i += 1) owner.emit('message', Buffer.from('not json'), false);
+      expect(owner.closedWith).toBeDefined();
+      expect(relay.ending).toBe(true);
+      expect(channel.destroyed).toBe(true);
+      expect(parse.mock.calls.length).toBe(MAX_INVALID_FRAMES + 1);
+    } finally {
+      parse.mockRestore();
+    }
+  });
+
+  it('parses nothing more from a watcher it has cut for invalid frames, and tells the others once', () => {
+    const { channel, owner, relay } = started();
+    const watcher = new FakeSocket();
+    relay.watch(watcher as unknown as WebSocket, { id: 'u2', email: 'w@example.com' });
+    const watcherLists = () => owner.frames().filter((f) => f.type === 'watchers').length;
+    const before = watcherLists();
+    const parse = vi.spyOn(JSON, 'parse');
+    try {
+      for (let i = 0; i < 5000; i += 1) watcher.emit('message', Buffer.from('not json'), false);
+      expect(parse.mock.calls.length).toBe(MAX_INVALID_FRAMES + 1);
+    } finally {
+      parse.mockRestore();
+    }
+    expect(relay.watching).toEqual([]);
+    expect(watcherLists()).toBe(before + 1);
+    expect(watcher.frames().filter((f) => f.error === 'too_many_invalid_frames')).toHaveLength(1);
+    expect(channel.destroyed).toBe(false);
+  });
+
   it('cuts a watcher sending invalid frames, and the console runs on', () => {
     const { channel, relay } = started();
     const watcher = new FakeSocket();
