@@ -14,16 +14,23 @@ export interface StreamRelayOptions {
   datagramPort?: number;
   /** console: where its output is recorded (never its input) */
   recorder?: { output(chunk: Buffer): void };
+  /** How long a client that stopped reading may hold the stream's last output once the device ended (default 30 s). */
+  endGraceMs?: number;
 }
 
 /** Largest UDP frame body, and so the most held while one arrives. */
 const MAX_DATAGRAM = 0xffff;
+/** A client that does not take the last output of an ended session in this long is cut. */
+const END_GRACE_MS = 30_000;
 
 /**
  * Moves one qbee stream's bytes to and from its agent channel. Both are flow-controlled streams
  * (smux windows one side, channel credit the other), so `pipe` keeps memory bounded: a slow
  * reader on either end stops the reads on the other. A qbee peer's FIN means it neither reads nor
  * writes any more: the channel is ended, then torn down once the agent had its chance to answer.
+ * The same holds the other way: when the device ends (a shell exits), the stream gets its last
+ * bytes and our FIN, and is then closed on our side without waiting for the client's FIN, as
+ * qbee's device side closes its stream: the session ends, is recorded and audited as ended.
  */
 export class StreamRelay implements LiveRelay {
   readonly done: Promise<{ bytesIn: number; bytesOut: number; reason: string }>;
@@ -31,6 +38,7 @@ export class StreamRelay implements LiveRelay {
   private reason?: string;
   private streamClosed = false;
   private channelClosed = false;
+  private ending = false;
   /** The stream's count when this relay took it over (the handshake came before). */
   private bytesBefore = 0;
 
@@ -71,6 +79,9 @@ export class StreamRelay implements LiveRelay {
       stream.resume();
       channel.end();
     }
+    // The device's last byte (a shell exited, a download sent, a tunnel's far end closed): as on
+    // qbee's device side, that ends the stream both ways, after the pipe wrote what came before.
+    channel.once('end', () => this.endStream());
     // Listened to after the pipe: an echo is written to the stream before the recording takes it.
     const { recorder } = options;
     if (recorder) channel.on('data', (chunk: Buffer) => recorder.output(chunk));
@@ -96,11 +107,33 @@ export class StreamRelay implements LiveRelay {
         stream.destroy();
       } else {
         this.reason ??= 'ended by the device';
-        if (!stream.writableEnded) stream.end();
+        this.endStream();
       }
       this.maybeDone(bytesBefore);
     });
     if (options.size) channel.control({ type: 'resize', ...options.size });
+  }
+
+  /**
+   * The device is done: the client gets what is left then FIN (smux: we neither read nor write any
+   * more), and the stream is closed here without waiting for the client's FIN. A client that
+   * stopped reading cannot hold it open: past the grace period it is cut.
+   */
+  private endStream(): void {
+    const { stream } = this;
+    if (stream.destroyed || this.ending) return;
+    this.ending = true;
+    this.reason ??= 'ended by the device';
+    const grace = setTimeout(() => stream.destroy(), this.options.endGraceMs ?? END_GRACE_MS);
+    grace.unref();
+    const close = () => {
+      clearTimeout(grace);
+      if (!stream.destroyed) stream.destroy();
+    };
+    stream.once('close', () => clearTimeout(grace));
+    if (stream.writableFinished) return close();
+    stream.once('finish', close);
+    if (!stream.writableEnded) stream.end();
   }
 
   /**

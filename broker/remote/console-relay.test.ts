@@ -8,7 +8,7 @@ import { ConsoleAcks } from '../../shared/console-acks.js';
 import type { Channel } from '../../shared/mux.js';
 import { CONSOLE_HISTORY_BYTES, ConsoleRelay, OutputHistory, WATCHER_MAX_UNREAD } from './console-relay.js';
 import { ConsoleRecorder, recordingPath } from './recordings.js';
-import { CONSOLE_UNACKED_MAX, errorFrame, MAX_INVALID_FRAMES, Relay, SessionClose } from './relay.js';
+import { CONSOLE_UNACKED_MAX, errorFrame, MAX_INVALID_FRAMES, Relay, SessionClose, SOCKET_HIGH_WATER } from './relay.js';
 
 describe('OutputHistory', () => {
   it('keeps everything until full, in order', () => {
@@ -261,6 +261,60 @@ describe('ConsoleRelay', () => {
     }
     acks.shown(held);
     expect(channel.paused).toBe(false);
+  });
+
+  it('holds an owner that acknowledges output it never read (acks ahead, socket not reading) at the socket bound', () => {
+    const { channel, owner } = started();
+    owner.stalled = true;
+    const ack = (bytes: number) => owner.emit('message', Buffer.from(JSON.stringify({ type: 'ack', bytes })), false);
+    ack(Number.MAX_SAFE_INTEGER); // far more than was ever sent: the count stays at 0, never below
+    const screen = Buffer.alloc(4096, 'x');
+    let held = 0;
+    while (!channel.paused) {
+      channel.emit('data', screen);
+      held += screen.length;
+      ack(screen.length * 4);
+      expect(held).toBeLessThanOrEqual(SOCKET_HIGH_WATER + screen.length);
+    }
+    expect(owner.bufferedAmount).toBe(held);
+    expect(held).toBeLessThan(CONSOLE_UNACKED_MAX);
+    // Still held after more forged acks: it is the unsent bytes that hold it.
+    ack(Number.MAX_SAFE_INTEGER);
+    expect(channel.paused).toBe(true);
+  });
+
+  it('parses nothing more from an owner it has closed for invalid frames (the rest of its flood is dropped unread)', () => {
+    const { channel, owner, relay } = started();
+    const parse = vi.spyOn(JSON, 'parse');
+    try {
+      // One socket read can hold thousands of small frames, all handed on after the console is aborted.
+      for (let i = 0; i < 5000; i += 1) owner.emit('message', Buffer.from('not json'), false);
+      expect(owner.closedWith).toBeDefined();
+      expect(relay.ending).toBe(true);
+      expect(channel.destroyed).toBe(true);
+      expect(parse.mock.calls.length).toBe(MAX_INVALID_FRAMES + 1);
+    } finally {
+      parse.mockRestore();
+    }
+  });
+
+  it('parses nothing more from a watcher it has cut for invalid frames, and tells the others once', () => {
+    const { channel, owner, relay } = started();
+    const watcher = new FakeSocket();
+    relay.watch(watcher as unknown as WebSocket, { id: 'u2', email: 'w@example.com' });
+    const watcherLists = () => owner.frames().filter((f) => f.type === 'watchers').length;
+    const before = watcherLists();
+    const parse = vi.spyOn(JSON, 'parse');
+    try {
+      for (let i = 0; i < 5000; i += 1) watcher.emit('message', Buffer.from('not json'), false);
+      expect(parse.mock.calls.length).toBe(MAX_INVALID_FRAMES + 1);
+    } finally {
+      parse.mockRestore();
+    }
+    expect(relay.watching).toEqual([]);
+    expect(watcherLists()).toBe(before + 1);
+    expect(watcher.frames().filter((f) => f.error === 'too_many_invalid_frames')).toHaveLength(1);
+    expect(channel.destroyed).toBe(false);
   });
 
   it('cuts a watcher sending invalid frames, and the console runs on', () => {

@@ -166,8 +166,9 @@ export class ConsoleRelay {
     const link = this.link(ws, who);
     this.watchers.add(link);
     ws.on('message', (data, isBinary) => {
-      // Nothing a watcher sends reaches the device: keystrokes and resizes are dropped.
-      if (isBinary) return;
+      // Nothing a watcher sends reaches the device: keystrokes and resizes are dropped. Once it is
+      // cut (or dropped), the rest of what its socket had read is not even parsed.
+      if (isBinary || !this.watchers.has(link)) return;
       const parsed = parseClientFrame(String(data));
       if (parsed.kind === 'invalid') this.invalidFrame(link, errorFrame(400, 'invalid_request', parsed.message));
     });
@@ -226,7 +227,8 @@ export class ConsoleRelay {
     const link = this.link(ws, who);
     this.owner = link;
     ws.on('message', (data, isBinary) => {
-      if (this.owner !== link) return;
+      // Ending (a flood of invalid frames among them): the rest of what the socket had read is dropped unparsed.
+      if (this.owner !== link || this.ending) return;
       if (isBinary) this.input(link, data as Buffer);
       else this.ownerText(link, String(data));
     });

@@ -82,6 +82,31 @@ describe('poolPacketPadding', () => {
     for (let i = 1; i < paddings.length; i++) expect(paddings[i].equals(paddings[i - 1])).toBe(false);
   });
 
+  it('never hands the same pool bytes out twice, across fills: no 8-byte run of the paddings repeats anywhere', () => {
+    poolPacketPadding();
+    const info = crypto.CIPHER_INFO['aes128-gcm@openssh.com'];
+    const cipher = crypto.createCipher({
+      outbound: { onWrite: () => {}, cipherInfo: info, cipherKey: Buffer.alloc(info.keyLen), cipherIV: Buffer.alloc(info.ivLen), seqno: 0 },
+    });
+    const before = paddingStats.fills;
+    const paddings: Buffer[] = [];
+    // Small packets of every length mod 16: paddings of 4 to 19 bytes, 3 pool fills and more.
+    for (let i = 0; paddingStats.fills - before < 4; i++) {
+      const payload = 20 + (i % 16);
+      const packet = cipher.allocPacket(payload);
+      paddings.push(Buffer.from(packet.subarray(5 + payload, 5 + payload + packet[4])));
+    }
+    const drawn = Buffer.concat(paddings);
+    expect(drawn.length).toBeGreaterThan(3 * PADDING_POOL_BYTES - 20 * 3);
+    // Random bytes handed out once: a repeated 8-byte run (p ≈ n²/2^65, under 1e-9 here) means reuse.
+    const seen = new Set<bigint>();
+    for (let at = 0; at + 8 <= drawn.length; at++) seen.add(drawn.readBigUInt64LE(at));
+    expect(seen.size).toBe(drawn.length - 7);
+    // Nor a byte or a few at the seam of two paddings: one's last byte is the next one's first 1 time in 256, not always.
+    const seams = paddings.slice(1).filter((p, i) => p[0] === paddings[i].at(-1)).length;
+    expect(seams).toBeLessThan(paddings.length / 20);
+  });
+
   it.each([
     ['chacha20-poly1305@openssh.com', 'its tag'],
     ['aes128-gcm@openssh.com', 'its tag'],

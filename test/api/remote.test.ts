@@ -401,6 +401,26 @@ describe('remote copy', () => {
     expect(end).toMatchObject({ result: 'error' });
   });
 
+  it("keeps checking an announced sha256 when a user asks to skip checksums (checksum=false is the broker's own sftp option, never a client's)", async () => {
+    const target = path.join(share, 'keep-checked.txt');
+    fs.writeFileSync(target, 'original');
+    const user = await t.userWith([{ permission: 'remote-access:connect', resources: [`*/copy(direction=upload;path=${share})`] }]);
+    for (const checksum of ['false', '0', '']) {
+      const query = { device_id: device, direction: 'upload', path: target, sha256: sha('something else'), checksum };
+      const up = connectRemote(t.url, 'copy', query, user.token);
+      await up.ready;
+      up.ws.send(Buffer.from('replacement'));
+      up.ws.send(JSON.stringify({ type: 'eof' }));
+      const error = await up.frame('error');
+      expect(error, checksum).toMatchObject({ code: 502, error: 'copy_failed' });
+      expect(error.message).toMatch(/Checksum mismatch/);
+      expect(fs.readFileSync(target, 'utf8')).toBe('original');
+    }
+    const starts = await audit(`user_id=${user.id}&event=remote.copy.start`);
+    expect(starts).toHaveLength(3);
+    for (const entry of starts) expect(entry.options).not.toHaveProperty('checksum');
+  });
+
   it('a path grant refuses ../ escapes and symlinks leading out, and allows files inside', async () => {
     const inside = path.join(share, 'granted');
     fs.mkdirSync(inside, { recursive: true });

@@ -155,7 +155,7 @@ describe('qbee native transport through a real broker and agent', () => {
       await expect(client.resize('no-such-terminal', 80, 24)).rejects.toThrow(QbeeRemoteError);
       stream.write('exit\n');
       await new Promise((r) => stream.once('end', r));
-      stream.end(); // the client's side too: the session ends when both have
+      stream.end(); // as qbee-cli's deferred Close, which the broker no longer waits for (next test)
       // Recorded as any console: its output and the resize, linked from its start entry. The recording
       // is whole once the session's end is in the audit (the broker closes it before writing the end).
       const start = await eventually(
@@ -168,6 +168,35 @@ describe('qbee native transport through a real broker and agent', () => {
       const cast = recording.body as string;
       expect(cast).toContain('hi-qbee');
       expect(cast).toContain('"r","132x43"');
+    } finally {
+      client.close();
+    }
+  });
+
+  it('the shell exiting ends the session for the client without its own close: FIN, the end entry, the recording', async () => {
+    const qbeeConsoles = async () => (await audit(`device_id=${device}&action=console&result=allowed`)).filter((e: any) => e.source === 'qbee');
+    const earlier = new Set((await qbeeConsoles()).map((e: any) => e.id));
+    const client = await connectQbee(t.url, device, t.adminToken);
+    try {
+      const { stream } = await client.terminal(80, 24);
+      const id = crypto.randomUUID();
+      stream.write(`printf '%s-%s\\n' bye ${id}; exit\n`);
+      // Its output, then the broker's FIN; the client never ends its side of the stream.
+      const seen = (await collect(stream)).toString();
+      expect(seen).toContain(`bye-${id}`);
+      expect(stream.writableEnded).toBe(false);
+      const entry = await eventually(async () => (await qbeeConsoles()).find((e: any) => !earlier.has(e.id) && e.ended_at), 10_000, 'the console end record');
+      expect(entry.end_reason).toBe('exit 0');
+      const recording = await t.api('GET', `/api/v2/remote/recordings/${entry.options.recording}`, { token: t.adminToken });
+      expect(recording.status).toBe(200);
+      expect(recording.body as string).toContain(`bye-${id}`);
+      // What the client still sends on the closed stream is dropped; the connection stays usable.
+      stream.write('late keystrokes\n');
+      const again = await client.tcpTunnel(`127.0.0.1:${echoPort}`);
+      const echoed = output(again, 'still-here');
+      again.write('still-here');
+      await echoed;
+      again.destroy();
     } finally {
       client.close();
     }

@@ -125,16 +125,17 @@ async function nextSocket(index: number): Promise<FakeSocket> {
   return FakeSocket.all[index]!;
 }
 
-describe('the console link: input typed before it is ready', () => {
-  beforeEach(() => {
-    FakeSocket.all = [];
-    vi.stubGlobal('WebSocket', FakeSocket);
-  });
-  afterEach(() => {
-    vi.useRealTimers();
-    vi.unstubAllGlobals();
-  });
+beforeEach(() => {
+  FakeSocket.all = [];
+  vi.stubGlobal('WebSocket', FakeSocket);
+});
 
+afterEach(() => {
+  vi.useRealTimers();
+  vi.unstubAllGlobals();
+});
+
+describe('the console link: input typed before it is ready', () => {
   it('holds keys typed while the console connects and sends them, in order, once it is ready', async () => {
     const c = setUp();
     c.type('ec'); // before the socket exists
@@ -222,15 +223,6 @@ describe('the console link: input typed before it is ready', () => {
 });
 
 describe('the console link: acknowledgements', () => {
-  beforeEach(() => {
-    FakeSocket.all = [];
-    vi.stubGlobal('WebSocket', FakeSocket);
-  });
-  afterEach(() => {
-    vi.useRealTimers();
-    vi.unstubAllGlobals();
-  });
-
   it('sends nothing back for echoes, however long after, and one ack per CONSOLE_ACK_EVERY rendered', async () => {
     const c = setUp();
     const ws = await nextSocket(0);
