@@ -1,6 +1,8 @@
 import crypto from 'node:crypto';
 import { EventEmitter } from 'node:events';
+import fs from 'node:fs';
 import { Writable } from 'node:stream';
+import { transformSync } from 'esbuild';
 import { afterEach, describe, expect, it } from 'vitest';
 import type WebSocket from 'ws';
 import { muxPair } from '../test/support/mux-pair.js';
@@ -590,6 +592,19 @@ describe('mux credit rides with data', () => {
       expect(credit).toBeLessThanOrEqual(window);
     }
     expect(received).toBe(3 * window);
+  });
+});
+
+describe('mux data path under tsx', () => {
+  it('names no closure per data frame when compiled as tsx compiles it (esbuild keepNames)', () => {
+    // tsx (the development broker and agent, and the bench) compiles with keepNames: a closure held in
+    // a named const is wrapped in __name(), which defines its `name` property, at every call. The code
+    // before did that once per data frame (sendData's `done`), so once per keystroke on each hop.
+    const code = transformSync(fs.readFileSync(new URL('./mux.ts', import.meta.url), 'utf8'), { loader: 'ts', keepNames: true }).code;
+    const start = code.indexOf('  sendData(');
+    const end = code.indexOf('\n  }\n', start);
+    expect(start).toBeGreaterThan(0);
+    expect(code.slice(start, end)).not.toContain('__name(');
   });
 });
 
