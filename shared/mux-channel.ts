@@ -23,10 +23,11 @@ export const COPIED_FRAME_MAX = 16 * 1024;
 /** A channel that sent at most this much within INTERACTIVE_HOLD_MS is quiet: its small frames are interactive. */
 const QUIET_BYTES = 64 * 1024;
 /**
- * How long the credit for little reads (keystrokes, echoes) waits, at most, for a data frame of the
- * channel to ride with (an echo carries its keystroke's credit, the next keystroke its echo's) before
- * it is sent in a frame of its own. Owed credit stays below an eighth of the window, so the peer never
- * waits for it: this only returns it in the end to a channel that sends nothing back.
+ * Credit for little reads (keystrokes, echoes) is held this long, then rides with the channel's next
+ * data frame (the same write), or goes in a frame of its own once this long again passed with nothing
+ * sent. Owed credit stays below an eighth of the window (a batch's worth is granted at once), so the
+ * peer never waits for it: a round trip of typing carries no credit at all, and a stream of them one
+ * grant per SMALL_GRANT_DELAY_MS at most, instead of one per keystroke each way.
  */
 export const SMALL_GRANT_DELAY_MS = 250;
 /** How long after an interactive frame the busy channels are held to HELD_BULK_WINDOW. */
@@ -106,8 +107,13 @@ export class Channel extends Duplex {
   private granted = 0;
   /** What the peer may still send us: the window, less what arrived, plus what we granted back. */
   private receiveCredit: number;
-  /** Credit owed for little reads goes out by then unless a data frame of ours takes it first (grant). */
+  /**
+   * Credit owed for little reads (grant): held SMALL_GRANT_DELAY_MS, then `ripe` (the next data frame
+   * of ours takes it), then sent alone SMALL_GRANT_DELAY_MS later if no frame took it. One timer for
+   * a whole run of keystrokes, not one armed and cleared per keystroke.
+   */
   private grantTimer?: NodeJS.Timeout;
+  private grantRipe = false;
   private peerClosed = false;
   private readonly grantBatch: number;
   readonly stats: ChannelStats = { bytesIn: 0, bytesOut: 0 };
@@ -200,7 +206,7 @@ export class Channel extends Duplex {
   }
 
   override _destroy(error: Error | null, callback: (error?: Error | null) => void): void {
-    clearTimeout(this.grantTimer);
+    this.stopGrantTimer();
     if (!this.peerClosed) {
       this.peerClosed = true;
       const code = refusalCodeOf(error);
@@ -242,8 +248,8 @@ export class Channel extends Duplex {
       this.mux.sendData(this.id, Buffer.isBuffer(frame) ? Buffer.from(frame) : Buffer.concat(frame, n), undefined, true);
       p.callback();
     }
-    // Credit owed for little reads goes in the same write as this frame (grant).
-    if (this.grantTimer) this.grantOwed();
+    // Credit owed for little reads, held long enough, goes in the same write as this frame (grant).
+    if (this.grantRipe) this.grantOwed();
     const now = Date.now();
     if (now - this.recentSince > INTERACTIVE_HOLD_MS) {
       this.recentSince = now;
@@ -266,33 +272,46 @@ export class Channel extends Duplex {
   }
 
   /**
-   * Returns credit to the peer for bytes our reader has consumed: at once for a batch; for a
-   * little read with nothing left to read (a keystroke, an echo), with this channel's next data
-   * frame (sendFrame: the same write, so no wake-up of the peer of its own) or SMALL_GRANT_DELAY_MS
-   * later, whichever comes first. A keystroke's credit then rides with its echo, the echo's with the
-   * next keystroke, and a round trip writes no credit frame at all.
+   * Returns credit to the peer for bytes our reader has consumed: at once for a batch; for little
+   * reads with nothing left to read (keystrokes, echoes), held SMALL_GRANT_DELAY_MS, then with this
+   * channel's next data frame (sendFrame: the same write, no wake-up of the peer of its own), or
+   * alone SMALL_GRANT_DELAY_MS later still if nothing was sent. A run of typing then carries one
+   * credit per SMALL_GRANT_DELAY_MS at most each way, riding on a keystroke or an echo, where each
+   * keystroke and each echo carried one (a JSON frame built, sent and parsed per keystroke, and a
+   * timer armed and cleared).
    */
   private grant(): void {
     if (this.peerClosed) return;
     const n = this.pushed - this.readableLength - this.granted;
     if (n >= this.grantBatch) return this.sendGrant(n);
     if (n > 0 && this.readableLength === 0 && !this.grantTimer) {
-      this.grantTimer = setTimeout(() => this.grantOwed(), SMALL_GRANT_DELAY_MS);
+      this.grantTimer = setTimeout(() => this.ripen(), SMALL_GRANT_DELAY_MS);
       this.grantTimer.unref?.();
     }
   }
 
-  /** Sends the credit owed for little reads, if any (their timer's end, or a data frame going out). */
+  /** The owed credit was held long enough: the next data frame takes it, or it goes alone later. */
+  private ripen(): void {
+    this.grantRipe = true;
+    this.grantTimer = setTimeout(() => this.grantOwed(), SMALL_GRANT_DELAY_MS);
+    this.grantTimer.unref?.();
+  }
+
+  /** Sends the credit owed for little reads, if any (their timers' end, or a data frame going out). */
   private grantOwed(): void {
-    clearTimeout(this.grantTimer);
-    this.grantTimer = undefined;
     const due = this.pushed - this.readableLength - this.granted;
     if (due > 0 && !this.peerClosed) this.sendGrant(due);
+    else this.stopGrantTimer();
+  }
+
+  private stopGrantTimer(): void {
+    clearTimeout(this.grantTimer);
+    this.grantTimer = undefined;
+    this.grantRipe = false;
   }
 
   private sendGrant(n: number): void {
-    clearTimeout(this.grantTimer);
-    this.grantTimer = undefined;
+    this.stopGrantTimer();
     this.granted += n;
     this.receiveCredit += n;
     this.mux.send({ t: 'credit', ch: this.id, n });

@@ -1,6 +1,8 @@
 import crypto from 'node:crypto';
 import { EventEmitter } from 'node:events';
+import fs from 'node:fs';
 import { Writable } from 'node:stream';
+import { transformSync } from 'esbuild';
 import { afterEach, describe, expect, it } from 'vitest';
 import type WebSocket from 'ws';
 import { muxPair } from '../test/support/mux-pair.js';
@@ -511,7 +513,7 @@ describe('mux send scheduling', () => {
 });
 
 describe('mux credit grants', () => {
-  it('returns credit for small reads in one frame SMALL_GRANT_DELAY_MS later, not within the turn after their delivery', async () => {
+  it('returns credit for small reads in one frame of its own once nothing was sent for twice SMALL_GRANT_DELAY_MS, not within the turn after their delivery', async () => {
     const socket = new RecordingSocket();
     const { open } = await brokerMuxOn(socket, 1024 * 1024);
     const channel = await open('console');
@@ -526,32 +528,41 @@ describe('mux credit grants', () => {
     expect(socket.wire.slice(before)).toEqual([]); // not a write of its own right behind a keystroke
     socket.emit('message', encodeData(channel.id, Buffer.from('k')), true);
     await new Promise((r) => setTimeout(r, SMALL_GRANT_DELAY_MS + 20));
+    expect(socket.wire.slice(before)).toEqual([]); // held, for a data frame of ours to take
+    await new Promise((r) => setTimeout(r, SMALL_GRANT_DELAY_MS + 20));
     expect(socket.wire.slice(before).map((f) => f.text)).toEqual([{ t: 'credit', ch: channel.id, n: 11 }]);
   });
 });
 
 describe('mux credit rides with data', () => {
-  it("sends a keystroke's credit with its echo, in the same turn, and no credit frame of its own afterwards", async () => {
+  it('sends no credit with the round trips of typing; once SMALL_GRANT_DELAY_MS passed, the next data frame carries all of it, in the same write', async () => {
     const socket = new RecordingSocket();
     const { open } = await brokerMuxOn(socket, 1024 * 1024);
     const channel = await open('console');
     channel.on('data', () => undefined);
     await new Promise((r) => setImmediate(r)); // flowing from here on
-    for (let i = 0; i < 3; i++) {
+    const roundTrip = async () => {
       const before = socket.wire.length;
       socket.emit('message', encodeData(channel.id, Buffer.from('k')), true); // a keystroke (or an echo) arrives
       await new Promise((r) => setImmediate(r));
       expect(socket.wire.slice(before)).toEqual([]);
       channel.write(Buffer.from('e')); // the answer to it
-      // The code before sent the data frame alone here, and the credit SMALL_GRANT_DELAY_MS later in a write of its own.
-      expect(socket.wire.slice(before)).toEqual([
-        { ch: channel.id, bytes: 1 },
-        { ch: channel.id, bytes: 0, text: { t: 'credit', ch: channel.id, n: 1 } },
-      ]);
+      const sent = socket.wire.slice(before);
       while (socket.flushOne());
+      return sent;
+    };
+    for (let i = 0; i < 20; i++) {
+      // The code before sent a credit frame with each echo ({ t: 'credit', n: 1 } behind the data frame): 20 here.
+      expect(await roundTrip()).toEqual([{ ch: channel.id, bytes: 1 }]);
     }
-    const after = socket.wire.length;
     await new Promise((r) => setTimeout(r, SMALL_GRANT_DELAY_MS + 20));
+    expect(await roundTrip()).toEqual([
+      { ch: channel.id, bytes: 1 },
+      { ch: channel.id, bytes: 0, text: { t: 'credit', ch: channel.id, n: 21 } },
+    ]);
+    // Taken by that frame: nothing is owed, and no frame of its own follows.
+    const after = socket.wire.length;
+    await new Promise((r) => setTimeout(r, 2 * SMALL_GRANT_DELAY_MS + 40));
     expect(socket.wire.slice(after)).toEqual([]);
   });
 
@@ -581,6 +592,19 @@ describe('mux credit rides with data', () => {
       expect(credit).toBeLessThanOrEqual(window);
     }
     expect(received).toBe(3 * window);
+  });
+});
+
+describe('mux data path under tsx', () => {
+  it('names no closure per data frame when compiled as tsx compiles it (esbuild keepNames)', () => {
+    // tsx (the development broker and agent, and the bench) compiles with keepNames: a closure held in
+    // a named const is wrapped in __name(), which defines its `name` property, at every call. The code
+    // before did that once per data frame (sendData's `done`), so once per keystroke on each hop.
+    const code = transformSync(fs.readFileSync(new URL('./mux.ts', import.meta.url), 'utf8'), { loader: 'ts', keepNames: true }).code;
+    const start = code.indexOf('  sendData(');
+    const end = code.indexOf('\n  }\n', start);
+    expect(start).toBeGreaterThan(0);
+    expect(code.slice(start, end)).not.toContain('__name(');
   });
 });
 

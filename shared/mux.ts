@@ -173,12 +173,17 @@ export class Mux<M extends { t: string }> extends EventEmitter<MuxEvents<M>> {
     const n = payloadLength(payload);
     this.scheduler.sent(n);
     this.coalesce();
-    const done = () => {
-      this.scheduler.flushed(n);
-      flushed?.();
-    };
-    if (!writeDataFrame(this.ws, ch, payload, done, owned))
-      this.ws.send(encodeData(ch, Buffer.isBuffer(payload) ? payload : Buffer.concat(payload, n)), { binary: true }, done);
+    // The callbacks are written inline, not held in a named const: run through tsx (esbuild's
+    // keepNames, as the development broker and agent and the bench run), a closure given a name is
+    // wrapped in a call that defines its `name` property, once per frame, per keystroke.
+    if (!writeDataFrame(this.ws, ch, payload, () => this.frameFlushed(n, flushed), owned))
+      this.ws.send(encodeData(ch, Buffer.isBuffer(payload) ? payload : Buffer.concat(payload, n)), { binary: true }, () => this.frameFlushed(n, flushed));
+  }
+
+  /** A data frame of `n` bytes left the socket: room in the scheduler, and its sender's callback. */
+  private frameFlushed(n: number, flushed?: () => void): void {
+    this.scheduler.flushed(n);
+    flushed?.();
   }
 
   /** @internal a channel has data to send (a write, or new credit for its backlog). */
