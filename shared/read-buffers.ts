@@ -1,3 +1,5 @@
+import type { Socket } from 'node:net';
+
 /**
  * Reused read buffers for one socket read with `onread` (the agent's tunnel target, `fleet connect`'s
  * local connection). Node's own reads are a fresh 64 KiB buffer each, whose garbage collection was a
@@ -37,5 +39,69 @@ export class ReadBuffers {
   /** `buf` may be read into again (a small buffer after the move to bulk reads is dropped). */
   give(buf: Buffer): void {
     if (buf.length === this.size && this.free.length < READ_POOL) this.free.push(buf);
+  }
+}
+
+/** A net.Socket's `onread` state, which Node keeps under symbols of its own (set in every socket's constructor). */
+interface OnreadSlots {
+  buffer: symbol;
+  callback: symbol;
+  generator: symbol;
+}
+
+function onreadSlots(socket: object): OnreadSlots | undefined {
+  const symbols = Object.getOwnPropertySymbols(socket);
+  const find = (name: string) => symbols.find((s) => s.description === name);
+  const [buffer, callback, generator] = [find('kBuffer'), find('kBufferCb'), find('kBufferGen')];
+  return buffer && callback && generator ? { buffer, callback, generator } : undefined;
+}
+
+/**
+ * Moves a socket already open (a WebSocket's, which ws's client opens through `http.request`, where
+ * `onread` cannot be given) to reads into `buffers`, as the `onread` option would have from the
+ * start: each read goes to `onRead` (return false to stop reading until the socket is resumed), no
+ * longer to 'data'; 'end' and the rest are as before. Answers false, changing nothing, when the
+ * socket is not as this expects (not a TCP handle, or already reading into a buffer of its own).
+ */
+export function moveReadsIntoBuffers(socket: Socket, buffers: ReadBuffers, onRead: (n: number, buf: Buffer) => boolean): boolean {
+  const handle = (socket as unknown as { _handle?: { useUserBuffer?: (buf: Buffer) => void } | null })._handle;
+  const slots = onreadSlots(socket);
+  if (!handle || typeof handle.useUserBuffer !== 'function' || !slots) return false;
+  const state = socket as unknown as Record<symbol, unknown>;
+  if (state[slots.buffer] !== null) return false;
+  const first = buffers.next();
+  state[slots.buffer] = first;
+  state[slots.callback] = onRead;
+  state[slots.generator] = buffers.next;
+  handle.useUserBuffer(first);
+  return true;
+}
+
+/**
+ * One read's buffer while views of it are out: it goes back to its pool once the read is done
+ * with and every view handed on was released (its write flushed), never before.
+ */
+export class ReadLease {
+  private refs = 1;
+
+  constructor(
+    private readonly buf: Buffer,
+    private readonly buffers: ReadBuffers,
+  ) {}
+
+  /** A release for one view handed on; calling it again does nothing. */
+  hold(): () => void {
+    this.refs++;
+    let released = false;
+    return () => {
+      if (released) return;
+      released = true;
+      this.release();
+    };
+  }
+
+  /** The read itself is done with the buffer (called once, after the read was handed on). */
+  release(): void {
+    if (--this.refs === 0) this.buffers.give(this.buf);
   }
 }

@@ -106,9 +106,10 @@ export function bridge(
     inputEnded = true;
     session.control({ type: 'eof' });
   });
-  session.on('data', (data: Buffer) => {
+  // `done` (a view of a reused read buffer): the buffer may be read into again once this write is flushed.
+  session.on('data', (data: Buffer, done?: () => void) => {
     holdTurn();
-    if (!output.write(data)) {
+    if (!output.write(data, done)) {
       session.pause();
       output.once('drain', () => session.resume());
     }
