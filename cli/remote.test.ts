@@ -146,17 +146,24 @@ describe('bytes handed over (sendOwned)', () => {
 });
 
 /** A ws server that sends `ready` and hands the test the raw socket of its one connection, to write frames on. */
-async function frameServer(): Promise<{ url: string; socket: Promise<net.Socket>; close: () => void }> {
+async function frameServer(secure = false): Promise<{ url: string; socket: Promise<net.Socket>; close: () => void }> {
   const { WebSocketServer } = await import('ws');
-  const wss = new WebSocketServer({ port: 0, host: '127.0.0.1', perMessageDeflate: false });
-  await new Promise((resolve) => wss.once('listening', resolve));
+  const https = await import('node:https');
+  const tlsServer = secure ? https.createServer(selfSignedCert()) : undefined;
+  if (tlsServer) await new Promise<void>((resolve) => tlsServer.listen(0, '127.0.0.1', resolve));
+  const wss = tlsServer
+    ? new WebSocketServer({ server: tlsServer, perMessageDeflate: false })
+    : new WebSocketServer({ port: 0, host: '127.0.0.1', perMessageDeflate: false });
+  if (!tlsServer) await new Promise((resolve) => wss.once('listening', resolve));
   const socket = new Promise<net.Socket>((resolve) =>
     wss.once('connection', (ws) => {
       ws.send(JSON.stringify({ type: 'ready' }));
       resolve((ws as unknown as { _socket: net.Socket })._socket);
     }),
   );
-  return { url: `http://127.0.0.1:${(wss.address() as net.AddressInfo).port}`, socket, close: () => wss.close() };
+  const port = ((tlsServer ?? wss).address() as net.AddressInfo).port;
+  const close = () => (wss.close(), tlsServer?.close());
+  return { url: `${secure ? 'https' : 'http'}://127.0.0.1:${port}`, socket, close };
 }
 
 /** A final binary frame's header from a server (unmasked), 64-bit length. */
@@ -243,6 +250,28 @@ describe('bytes read as they arrive (readPieces)', () => {
     // Node's own reads are a fresh buffer each: 8 MiB would be at least 128 of them.
     if (later === process.nextTick) expect(buffers.size).toBeLessThanOrEqual(8);
     else expect(buffers.size).toBeLessThan(64);
+  });
+
+  it('over TLS reads as before (the socket decrypts its own reads), and the bytes arrive intact', async () => {
+    const server = await frameServer(true);
+    cleanup.push(server.close);
+    const previous = process.env.NODE_TLS_REJECT_UNAUTHORIZED;
+    process.env.NODE_TLS_REJECT_UNAUTHORIZED = '0';
+    let session: RemoteSession;
+    try {
+      session = await openTunnel(server.url);
+    } finally {
+      if (previous === undefined) delete process.env.NODE_TLS_REJECT_UNAUTHORIZED;
+      else process.env.NODE_TLS_REJECT_UNAUTHORIZED = previous;
+    }
+    const received: Buffer[] = [];
+    session.on('data', (d: Buffer, done?: () => void) => (received.push(Buffer.from(d)), done?.()));
+    session.readPieces().start();
+    const socket = await server.socket;
+    const data = crypto.randomBytes(4 * 1024 * 1024);
+    for (let at = 0; at < data.length; at += 128 * 1024) socket.write(Buffer.concat([serverHeader(128 * 1024), data.subarray(at, at + 128 * 1024)]));
+    await vi.waitFor(() => expect(Buffer.concat(received).length).toBe(data.length), { timeout: 20_000 });
+    expect(Buffer.concat(received).equals(data)).toBe(true);
   });
 
   it('stops reading the broker while the reader holds every buffer, and loses nothing', async () => {

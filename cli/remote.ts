@@ -102,6 +102,8 @@ export class RemoteSession extends EventEmitter {
    */
   readPieces(): this {
     const socket = (this.ws as unknown as { _socket?: Socket })._socket;
+    // Over TLS the socket's reads are its own (ciphertext to decrypt): they stay Node's.
+    const plain = socket !== undefined && !(socket as { encrypted?: boolean }).encrypted;
     const buffers = new ReadBuffers();
     let lease: ReadLease | undefined;
     const onRead = (n: number, buf: Buffer): boolean => {
@@ -118,9 +120,9 @@ export class RemoteSession extends EventEmitter {
       (piece) => {
         if (piece.length > 0) this.deliver('data', piece, lease?.hold());
       },
-      socket !== undefined,
+      plain,
     );
-    if (tapped && socket) moveReadsIntoBuffers(socket, buffers, onRead);
+    if (tapped && plain) moveReadsIntoBuffers(socket, buffers, onRead);
     return this;
   }
 

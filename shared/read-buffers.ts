@@ -61,12 +61,13 @@ function onreadSlots(socket: object): OnreadSlots | undefined {
  * `onread` cannot be given) to reads into `buffers`, as the `onread` option would have from the
  * start: each read goes to `onRead` (return false to stop reading until the socket is resumed), no
  * longer to 'data'; 'end' and the rest are as before. Answers false, changing nothing, when the
- * socket is not as this expects (not a TCP handle, or already reading into a buffer of its own).
+ * socket is not as this expects (TLS, no handle, or already reading into a buffer of its own).
  */
 export function moveReadsIntoBuffers(socket: Socket, buffers: ReadBuffers, onRead: (n: number, buf: Buffer) => boolean): boolean {
   const handle = (socket as unknown as { _handle?: { useUserBuffer?: (buf: Buffer) => void } | null })._handle;
   const slots = onreadSlots(socket);
-  if (!handle || typeof handle.useUserBuffer !== 'function' || !slots) return false;
+  // A TLS socket's handle reads ciphertext for its own decryption: only a plain TCP socket is moved.
+  if ((socket as { encrypted?: boolean }).encrypted || !handle || typeof handle.useUserBuffer !== 'function' || !slots) return false;
   const state = socket as unknown as Record<symbol, unknown>;
   if (state[slots.buffer] !== null) return false;
   const first = buffers.next();
