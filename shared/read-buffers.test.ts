@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { BULK_READ_SIZE, FIRST_READ_SIZE, ReadBuffers } from './read-buffers.js';
+import { BULK_READ_SIZE, FIRST_READ_SIZE, ReadBuffers, ReadLease } from './read-buffers.js';
 
 describe('ReadBuffers', () => {
   it('start small, and move to bulk-size reads at the first read that fills one', () => {
@@ -35,5 +35,25 @@ describe('ReadBuffers', () => {
     buffers.read(FIRST_READ_SIZE, small);
     buffers.give(other);
     expect(buffers.next().length).toBe(BULK_READ_SIZE);
+  });
+
+  it('a lease gives its buffer back once the read and every view are done, and never after a failed write', () => {
+    const buffers = new ReadBuffers();
+    const buf = buffers.next();
+    const lease = new ReadLease(buf, buffers);
+    const first = lease.hold();
+    const second = lease.hold();
+    lease.release();
+    first();
+    first(); // a second call counts once
+    expect(buffers.next()).not.toBe(buf);
+    second();
+    expect(buffers.next()).toBe(buf);
+
+    const failed = new ReadLease(buf, buffers);
+    const view = failed.hold();
+    failed.release();
+    view(new Error('write EPIPE'));
+    expect(buffers.next()).not.toBe(buf);
   });
 });

@@ -90,14 +90,18 @@ export class ReadLease {
     private readonly buffers: ReadBuffers,
   ) {}
 
-  /** A release for one view handed on; calling it again does nothing. */
-  hold(): () => void {
+  /**
+   * A release for one view handed on, to call as its write's callback; calling it again does nothing.
+   * Called with an error (the write failed: the socket may still hold the view), the buffer is never
+   * read into again: it is left to the garbage collector.
+   */
+  hold(): (error?: unknown) => void {
     this.refs++;
     let released = false;
-    return () => {
+    return (error?: unknown) => {
       if (released) return;
       released = true;
-      this.release();
+      if (!error) this.release();
     };
   }
 
