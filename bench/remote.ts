@@ -282,6 +282,8 @@ export interface Sshd {
   port: number;
   user: string;
   key: string;
+  /** The daemon's process id: its tree holds each connection's sshd while the connection lives. */
+  pid?: number;
   close(): void;
 }
 
@@ -360,7 +362,7 @@ export async function startSshd(log: Log): Promise<Sshd | undefined> {
         '',
       ].join('\n'),
     );
-    return { args, config, destination: 'bench-sshd', port: sshPort, user: os.userInfo().username, key: path.join(dir, 'user_key'), close };
+    return { args, config, destination: 'bench-sshd', port: sshPort, user: os.userInfo().username, key: path.join(dir, 'user_key'), pid: daemon.pid, close };
   } catch (err) {
     log(`sshd: skipped (${(err as Error).message})`);
     close();
@@ -368,13 +370,29 @@ export async function startSshd(log: Log): Promise<Sshd | undefined> {
   }
 }
 
-/** `ssh -L` in front of the sink, through the bench's sshd (or any server `args` reaches). */
-export async function viaSsh(sshd: Pick<Sshd, 'args'>, sinkPort: number, log: Log, direction: Direction = 'upload'): Promise<{ mbps: number } | undefined> {
+/**
+ * `ssh -L` in front of the sink, through the bench's sshd (or any server `args` reaches). With the
+ * daemon's `pid`, also the CPU time (ms) over the transfer of the ssh client and of sshd's process
+ * tree (the connection's sshd), read from /proc as for `fleet connect`: OpenSSH's work per GB.
+ */
+export async function viaSsh(
+  sshd: Pick<Sshd, 'args' | 'pid'>,
+  sinkPort: number,
+  log: Log,
+  direction: Direction = 'upload',
+): Promise<(Figures & { sshMs: number; sshdMs: number }) | undefined> {
   const localPort = await freePort();
   const client = spawn('ssh', sshd.args(['-N', '-L', `${localPort}:127.0.0.1:${sinkPort}`, '-o', 'ExitOnForwardFailure=yes']), { stdio: 'ignore' });
+  const cpu = () => ({
+    ssh: client.pid === undefined ? Number.NaN : processTreeMs(client.pid),
+    sshd: sshd.pid === undefined ? Number.NaN : processTreeMs(sshd.pid),
+  });
   try {
     await waitForPort(localPort);
-    return await task({ mode: 'throughput', via: 'tcp', port: localPort, seconds: SECONDS, streams: 1, direction });
+    const before = cpu();
+    const figures = await task({ mode: 'throughput', via: 'tcp', port: localPort, seconds: SECONDS, streams: 1, direction });
+    const after = cpu();
+    return { ...figures, sshMs: after.ssh - before.ssh, sshdMs: after.sshd - before.sshd };
   } catch (err) {
     log(`ssh -L: skipped (${(err as Error).message})`);
     return undefined;
@@ -429,7 +447,17 @@ export async function benchRemote(log: Log, only?: string): Promise<void> {
           `  fleet connect (local port), ${direction}: ${mb(cli)}${ofDirect(cli)}; CPU per GB: agent ${(perGb.agent / 1000).toFixed(2)} s, broker ${(perGb.broker / 1000).toFixed(2)} s, fleet connect ${(cli.cliMs / 1000 / (cli.bytes / 1e9)).toFixed(2)} s`,
         );
       const ssh = sshd ? await viaSsh(sshd, port, log, direction) : undefined;
-      if (ssh) log(`  ssh -L (OpenSSH, same machine), ${direction}: ${mb(ssh)}${ofDirect(ssh)}`);
+      if (ssh) {
+        const gb = ssh.bytes / 1e9;
+        const cost = Number.isFinite(ssh.sshdMs)
+          ? `; CPU per GB: ssh ${(ssh.sshMs / 1000 / gb).toFixed(2)} s, sshd ${(ssh.sshdMs / 1000 / gb).toFixed(2)} s`
+          : '';
+        log(`  ssh -L (OpenSSH, same machine), ${direction}: ${mb(ssh)}${ofDirect(ssh)}${cost}`);
+        if (cli && cost) {
+          const ours = perGb.agent + perGb.broker + cli.cliMs / (cli.bytes / 1e9);
+          log(`  CPU per GB, ours (agent + broker + fleet connect) / OpenSSH's (ssh + sshd) = ${(ours / ((ssh.sshMs + ssh.sshdMs) / gb)).toFixed(2)}`);
+        }
+      }
       if (cli && ssh) log(`  ROW tunnel ${direction}: fleet connect / ssh -L = ${ratio(cli, ssh)} (target >= 1.25)`);
     };
 

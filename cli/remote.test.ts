@@ -146,17 +146,24 @@ describe('bytes handed over (sendOwned)', () => {
 });
 
 /** A ws server that sends `ready` and hands the test the raw socket of its one connection, to write frames on. */
-async function frameServer(): Promise<{ url: string; socket: Promise<net.Socket>; close: () => void }> {
+async function frameServer(secure = false): Promise<{ url: string; socket: Promise<net.Socket>; close: () => void }> {
   const { WebSocketServer } = await import('ws');
-  const wss = new WebSocketServer({ port: 0, host: '127.0.0.1', perMessageDeflate: false });
-  await new Promise((resolve) => wss.once('listening', resolve));
+  const https = await import('node:https');
+  const tlsServer = secure ? https.createServer(selfSignedCert()) : undefined;
+  if (tlsServer) await new Promise<void>((resolve) => tlsServer.listen(0, '127.0.0.1', resolve));
+  const wss = tlsServer
+    ? new WebSocketServer({ server: tlsServer, perMessageDeflate: false })
+    : new WebSocketServer({ port: 0, host: '127.0.0.1', perMessageDeflate: false });
+  if (!tlsServer) await new Promise((resolve) => wss.once('listening', resolve));
   const socket = new Promise<net.Socket>((resolve) =>
     wss.once('connection', (ws) => {
       ws.send(JSON.stringify({ type: 'ready' }));
       resolve((ws as unknown as { _socket: net.Socket })._socket);
     }),
   );
-  return { url: `http://127.0.0.1:${(wss.address() as net.AddressInfo).port}`, socket, close: () => wss.close() };
+  const port = ((tlsServer ?? wss).address() as net.AddressInfo).port;
+  const close = () => (wss.close(), tlsServer?.close());
+  return { url: `${secure ? 'https' : 'http'}://127.0.0.1:${port}`, socket, close };
 }
 
 /** A final binary frame's header from a server (unmasked), 64-bit length. */
@@ -193,6 +200,116 @@ describe('bytes read as they arrive (readPieces)', () => {
     socket.write(payload.subarray(1000));
     await vi.waitFor(() => expect(Buffer.concat(received).length).toBe(payload.length));
     expect(Buffer.concat(received).equals(payload)).toBe(true);
+  });
+
+  it.each([
+    ['in the turn of its read, as a local socket that takes it at once', process.nextTick],
+    ['later, as a slow local socket', setImmediate],
+  ] as const)('reads into reused buffers, each read into again only once every view of it is done (released %s)', async (_, later) => {
+    const server = await frameServer();
+    cleanup.push(server.close);
+    const session = await openTunnel(server.url);
+    const received: Buffer[] = [];
+    const buffers = new Set<ArrayBufferLike>();
+    let withDone = 0;
+    let overwritten = 0;
+    session.on('data', (d: Buffer, done?: () => void) => {
+      const copy = Buffer.from(d);
+      received.push(copy);
+      if (!done) return; // ws's own message (the fragmented one): a buffer of its own
+      withDone++;
+      buffers.add(d.buffer);
+      // Released once written: the view must still hold its bytes then.
+      later(() => {
+        if (!d.equals(copy)) overwritten++;
+        done();
+      });
+    });
+    session.readPieces().start();
+    const socket = await server.socket;
+    const bulk = crypto.randomBytes(8 * 1024 * 1024);
+    const fragments = [crypto.randomBytes(100 * 1024), crypto.randomBytes(100 * 1024)];
+    const fragmentHeader = (opcode: number, fin: boolean, length: number) => {
+      const header = serverHeader(length);
+      header[0] = (fin ? 0x80 : 0) | opcode;
+      return header;
+    };
+    const half = bulk.length / 2;
+    for (let at = 0; at < half; at += 128 * 1024) socket.write(Buffer.concat([serverHeader(128 * 1024), bulk.subarray(at, at + 128 * 1024)]));
+    await vi.waitFor(() => expect(Buffer.concat(received).length).toBe(half), { timeout: 20_000 });
+    // A fragmented message is ws's to put together: its first part, alone in a read, must survive the read after it.
+    socket.write(Buffer.concat([fragmentHeader(2, false, fragments[0].length), fragments[0]]));
+    await new Promise((resolve) => setTimeout(resolve, 20));
+    socket.write(Buffer.concat([fragmentHeader(0, true, fragments[1].length), fragments[1]]));
+    for (let at = half; at < bulk.length; at += 128 * 1024) socket.write(Buffer.concat([serverHeader(128 * 1024), bulk.subarray(at, at + 128 * 1024)]));
+    const expected = Buffer.concat([bulk.subarray(0, half), ...fragments, bulk.subarray(half)]);
+    await vi.waitFor(() => expect(Buffer.concat(received).length).toBe(expected.length), { timeout: 20_000 });
+    expect(Buffer.concat(received).equals(expected)).toBe(true);
+    expect(overwritten).toBe(0);
+    expect(withDone).toBeGreaterThan(0);
+    // Node's own reads are a fresh buffer each: 8 MiB would be at least 128 of them.
+    if (later === process.nextTick) expect(buffers.size).toBeLessThanOrEqual(8);
+    else expect(buffers.size).toBeLessThan(64);
+  });
+
+  it('over TLS reads as before (the socket decrypts its own reads), and the bytes arrive intact', async () => {
+    const server = await frameServer(true);
+    cleanup.push(server.close);
+    const previous = process.env.NODE_TLS_REJECT_UNAUTHORIZED;
+    process.env.NODE_TLS_REJECT_UNAUTHORIZED = '0';
+    let session: RemoteSession;
+    try {
+      session = await openTunnel(server.url);
+    } finally {
+      if (previous === undefined) delete process.env.NODE_TLS_REJECT_UNAUTHORIZED;
+      else process.env.NODE_TLS_REJECT_UNAUTHORIZED = previous;
+    }
+    const received: Buffer[] = [];
+    session.on('data', (d: Buffer, done?: () => void) => (received.push(Buffer.from(d)), done?.()));
+    session.readPieces().start();
+    const socket = await server.socket;
+    const data = crypto.randomBytes(4 * 1024 * 1024);
+    for (let at = 0; at < data.length; at += 128 * 1024) socket.write(Buffer.concat([serverHeader(128 * 1024), data.subarray(at, at + 128 * 1024)]));
+    await vi.waitFor(() => expect(Buffer.concat(received).length).toBe(data.length), { timeout: 20_000 });
+    expect(Buffer.concat(received).equals(data)).toBe(true);
+  });
+
+  it('stops reading the broker while the reader holds every buffer, and loses nothing', async () => {
+    const server = await frameServer();
+    cleanup.push(server.close);
+    const session = await openTunnel(server.url);
+    const received: Buffer[] = [];
+    const held: (() => void)[] = [];
+    let reading = false;
+    // A local side that does not read: the bridge pauses the session at the first write it refuses.
+    session.on('data', (d: Buffer, done?: () => void) => {
+      received.push(Buffer.from(d));
+      if (reading) return done?.();
+      if (done) held.push(done);
+      session.pause();
+    });
+    session.readPieces().start();
+    const socket = await server.socket;
+    const data = crypto.randomBytes(32 * 1024 * 1024);
+    for (let at = 0; at < data.length; at += 128 * 1024) socket.write(Buffer.concat([serverHeader(128 * 1024), data.subarray(at, at + 128 * 1024)]));
+    await vi.waitFor(() => expect(received.length).toBeGreaterThan(0));
+    let last = -1;
+    let still = 0;
+    while (still < 20) {
+      await new Promise((r) => setTimeout(r, 10));
+      still = socket.writableLength === last ? still + 1 : 0;
+      last = socket.writableLength;
+    }
+    // Paused: what was read is at most a read or two, the rest waits in the kernel and the server.
+    const bytesRead = (session.ws as unknown as { _socket: net.Socket })._socket.bytesRead;
+    expect(bytesRead).toBeLessThan(2 * 1024 * 1024);
+    expect(socket.writableLength).toBeGreaterThan(0);
+    reading = true;
+    for (const done of held.splice(0)) done();
+    session.resume();
+
+    await vi.waitFor(() => expect(Buffer.concat(received).length).toBe(data.length), { timeout: 20_000 });
+    expect(Buffer.concat(received).equals(data)).toBe(true);
   });
 
   it('still refuses a masked frame from the server and a frame above maxPayload, as ws does', async () => {

@@ -40,12 +40,15 @@ const MAX_HIGH_WORD = 2 ** 21 - 1;
  * Hands the payloads of the binary frames the WebSocket receives to `onPiece` instead of ws's
  * 'message' (see above); `onPiece` must not throw. Answers false, changing nothing, when ws's
  * receiver is not the one this was written against: the caller then reads 'message' as before.
+ * With `reusedReads` (the socket's reads land in buffers that are read into again), what goes to
+ * ws is copied first, as ws keeps the bytes of a frame until it is whole.
  */
-export function tapBinaryFrames(ws: WebSocket, onPiece: PieceHandler): boolean {
+export function tapBinaryFrames(ws: WebSocket, onPiece: PieceHandler, reusedReads = false): boolean {
   const receiver = (ws as unknown as { _receiver?: ReceiverInternals })._receiver;
   if (!receiver || typeof receiver.write !== 'function' || typeof receiver._isServer !== 'boolean') return false;
   if (typeof receiver._state !== 'number' || typeof receiver._bufferedBytes !== 'number') return false;
-  const wsWrite = receiver.write.bind(receiver);
+  const write = receiver.write.bind(receiver);
+  const wsWrite = reusedReads ? (chunk: Buffer) => write(Buffer.from(chunk)) : write;
   const reader = new FrameTap(receiver._isServer, receiver._maxPayload ?? 0, onPiece, wsWrite, () => atBoundary(receiver));
   receiver.write = (chunk: Buffer) => reader.write(chunk);
   return true;

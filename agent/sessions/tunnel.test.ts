@@ -3,7 +3,8 @@ import net from 'node:net';
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import { Channel, DEFAULT_WINDOW, type ChannelHost } from '../../shared/mux-channel.js';
 import type { TunnelParams } from '../../shared/protocol.js';
-import { FIRST_READ_SIZE, openTcpTunnel, ReadBuffers, TARGET_READ_SIZE } from './tunnel.js';
+import { BULK_READ_SIZE, FIRST_READ_SIZE } from '../../shared/read-buffers.js';
+import { openTcpTunnel } from './tunnel.js';
 
 /** A channel whose mux is this test: frames are recorded, flushed at once, and sent only when `pump` is called. */
 function testChannel(): { channel: Channel; frames: Buffer[]; pump: () => void } {
@@ -66,7 +67,7 @@ describe('TCP tunnel, from the target', () => {
     await vi.waitFor(() => expect(frames.reduce((n, f) => n + f.length, 0)).toBe(payload.length));
     expect(Buffer.concat(frames).equals(payload)).toBe(true);
     expect(Math.max(...frames.map((f) => f.length))).toBeGreaterThan(64 * 1024);
-    expect(Math.max(...frames.map((f) => f.length))).toBeLessThanOrEqual(TARGET_READ_SIZE);
+    expect(Math.max(...frames.map((f) => f.length))).toBeLessThanOrEqual(BULK_READ_SIZE);
   });
 
   it('stops reading a target whose bytes the peer never takes: what the agent holds stays bounded', async () => {
@@ -91,30 +92,12 @@ describe('TCP tunnel, from the target', () => {
     await vi.waitFor(() => expect(blocked && channel.writableLength >= channel.writableHighWaterMark).toBe(true), { timeout: 20_000 });
     await new Promise((resolve) => setTimeout(resolve, 200));
     // Past the window: at most the channel's high-water mark and the read that crossed it.
-    expect(channel.writableLength).toBeLessThanOrEqual(channel.writableHighWaterMark + TARGET_READ_SIZE);
+    expect(channel.writableLength).toBeLessThanOrEqual(channel.writableHighWaterMark + BULK_READ_SIZE);
     expect(frames.reduce((n, f) => n + f.length, 0)).toBe(DEFAULT_WINDOW);
   });
 });
 
 describe('TCP tunnel read buffers', () => {
-  it('start small, and move to full-size reads at the first read that fills one', () => {
-    const buffers = new ReadBuffers();
-    const first = buffers.next();
-    expect(first.length).toBe(FIRST_READ_SIZE);
-    // A short read: the tunnel stays on small buffers, and reuses them.
-    buffers.read(100, first);
-    buffers.give(first);
-    expect(buffers.next()).toBe(first);
-    // A read that filled its buffer: full size from now on, and the small buffer is not kept.
-    buffers.read(FIRST_READ_SIZE, first);
-    buffers.give(first);
-    const bulk = buffers.next();
-    expect(bulk.length).toBe(TARGET_READ_SIZE);
-    expect(bulk).not.toBe(first);
-    buffers.give(bulk);
-    expect(buffers.next()).toBe(bulk);
-  });
-
   it('a tunnel that carries little reads it into small buffers only', async () => {
     const t = await target((socket) => socket.end('HTTP/1.1 204 No Content\r\n\r\n'));
     cleanup.push(t.close);

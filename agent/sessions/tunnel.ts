@@ -4,47 +4,11 @@ import net from 'node:net';
 import { AgentRefusal } from '../../shared/codes.js';
 import { handOver, type Channel } from '../../shared/mux.js';
 import type { TunnelParams } from '../../shared/protocol.js';
+import { ReadBuffers } from '../../shared/read-buffers.js';
 import { corkForTurn } from '../../shared/turn-cork.js';
 import type { SessionContext } from './context.js';
 
 const CONNECT_TIMEOUT_MS = 10_000;
-/**
- * Reads from the target land in buffers of this size (Node's own reads are a fresh 64 KiB buffer
- * each): a fast target is read in a quarter of the system calls, and the buffers are reused.
- */
-export const TARGET_READ_SIZE = 256 * 1024;
-/** Read buffers a tunnel keeps for reuse once the channel has sent what they held. */
-const TARGET_READ_POOL = 4;
-/**
- * A tunnel's first reads are this size. Most tunnels carry little each way (a request, a handshake,
- * an answer): a 256 KiB buffer allocated for each at connect was a third of the agent's time in
- * garbage collection when sessions were opened and closed in a loop. The first read that fills
- * its buffer shows a bulk stream, read in TARGET_READ_SIZE from then on.
- */
-export const FIRST_READ_SIZE = 16 * 1024;
-
-/**
- * The read buffers of one tunnel's target socket. A buffer is the channel's from the read that
- * fills it until the channel reports that write done (its bytes are framed and flushed, or copied),
- * then it is reused; reading pauses while the channel is full, so few are ever out at once.
- */
-export class ReadBuffers {
-  private readonly free: Buffer[] = [];
-  private size = FIRST_READ_SIZE;
-
-  readonly next = (): Buffer => this.free.pop() ?? Buffer.allocUnsafeSlow(this.size);
-
-  /** A read of `n` bytes into `buf`: one that filled it moves the tunnel to full-size reads. */
-  read(n: number, buf: Buffer): void {
-    if (n < buf.length || this.size === TARGET_READ_SIZE) return;
-    this.size = TARGET_READ_SIZE;
-    this.free.length = 0;
-  }
-
-  give(buf: Buffer): void {
-    if (buf.length === this.size && this.free.length < TARGET_READ_POOL) this.free.push(buf);
-  }
-}
 /** Datagrams waiting for channel credit beyond this are dropped, as a congested UDP path would. */
 const UDP_BACKLOG_BYTES = 1024 * 1024;
 

@@ -2,10 +2,11 @@ import crypto from 'node:crypto';
 import { EventEmitter } from 'node:events';
 import net, { type AddressInfo } from 'node:net';
 import { PassThrough } from 'node:stream';
-import { afterEach, describe, expect, it } from 'vitest';
+import { afterEach, describe, expect, it, vi } from 'vitest';
 import WebSocket, { WebSocketServer } from 'ws';
 import { tcpPair } from '../../test/support/tcp-pair.js';
-import { bridge, LOCAL_READ_SIZE, listenTcp, type BridgedSession } from './connect.js';
+import { BULK_READ_SIZE, FIRST_READ_SIZE } from '../../shared/read-buffers.js';
+import { bridge, listenTcp, type BridgedSession } from './connect.js';
 
 /** A tunnel session as the bridge sees it: the test emits the broker's bytes. */
 class FakeSession extends EventEmitter {
@@ -83,7 +84,25 @@ describe('fleet connect reading a local connection', () => {
     expect(Buffer.concat(broker.frames).equals(data)).toBe(true);
     // Node's own reads are 64 KiB at most: a larger frame is one of ours.
     expect(Math.max(...broker.frames.map((f) => f.length))).toBeGreaterThan(64 * 1024);
-    expect(Math.max(...broker.frames.map((f) => f.length))).toBeLessThanOrEqual(LOCAL_READ_SIZE);
+    expect(Math.max(...broker.frames.map((f) => f.length))).toBeLessThanOrEqual(BULK_READ_SIZE);
+  });
+
+  it('reads a connection that carries little into small buffers only', async () => {
+    const broker = await fakeBroker();
+    const allocated: number[] = [];
+    const allocUnsafeSlow = Buffer.allocUnsafeSlow;
+    const spy = vi.spyOn(Buffer, 'allocUnsafeSlow').mockImplementation((n: number) => (allocated.push(n), allocUnsafeSlow(n)));
+    try {
+      const local = await connectThrough(broker);
+      await broker.session;
+      local.end('GET / HTTP/1.1\r\nHost: d1\r\n\r\n');
+      await until(() => broker.frames.length > 0);
+    } finally {
+      spy.mockRestore();
+    }
+    expect(Buffer.concat(broker.frames).toString()).toBe('GET / HTTP/1.1\r\nHost: d1\r\n\r\n');
+    expect(allocated).toContain(FIRST_READ_SIZE);
+    expect(allocated).not.toContain(BULK_READ_SIZE);
   });
 
   it('stops reading the local connection while the broker does not read, and loses nothing', async () => {

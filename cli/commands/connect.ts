@@ -7,6 +7,7 @@ import { resolveDevice } from '../devices.js';
 import { CliError } from '../errors.js';
 import { RemoteSession, type ServerFrame } from '../remote.js';
 import { escapeForTerminal } from '../../shared/text.js';
+import { ReadBuffers } from '../../shared/read-buffers.js';
 import { corkForTurn } from '../../shared/turn-cork.js';
 import { prompt } from '../prompt.js';
 
@@ -20,30 +21,6 @@ export interface ForwardSpec {
 }
 
 const UDP_IDLE_MS = 60_000;
-/**
- * Reads from a local TCP connection land in buffers of this size, reused (Node's own reads are a
- * fresh 64 KiB buffer each, and their garbage collection was a quarter of `fleet connect`'s CPU on
- * uploads): a fast writer is read in a quarter of the system calls, and sent in a quarter of the frames.
- */
-export const LOCAL_READ_SIZE = 256 * 1024;
-/** Read buffers a connection keeps for reuse once the broker's socket is done with what they held. */
-const LOCAL_READ_POOL = 4;
-
-/**
- * The read buffers of one local connection. A buffer is the session's from the read that fills it
- * (masked where it lies and sent) until the WebSocket's socket is done with it, then it is reused;
- * reading pauses while the session has more than its high-water mark unsent, so few are out at once.
- */
-class ReadBuffers {
-  private readonly free: Buffer[] = [];
-
-  readonly next = (): Buffer => this.free.pop() ?? Buffer.allocUnsafeSlow(LOCAL_READ_SIZE);
-
-  give(buf: Buffer): void {
-    if (this.free.length < LOCAL_READ_POOL) this.free.push(buf);
-  }
-}
-
 /**
  * The accepted connection in a socket that reads into reused buffers (`onread`), which `net.Server`
  * does not offer: the connection's handle moves to a new socket before anything was read (the
@@ -129,9 +106,10 @@ export function bridge(
     inputEnded = true;
     session.control({ type: 'eof' });
   });
-  session.on('data', (data: Buffer) => {
+  // `done` (a view of a reused read buffer): the buffer may be read into again once this write is flushed.
+  session.on('data', (data: Buffer, done?: () => void) => {
     holdTurn();
-    if (!output.write(data)) {
+    if (!output.write(data, done)) {
       session.pause();
       output.once('drain', () => session.resume());
     }
@@ -167,6 +145,7 @@ export function listenTcp(client: Pick<ApiClient, 'url' | 'token'>, deviceId: st
     // Each read is masked where it lies and sent; its buffer is read into again once the socket is done with it.
     const fromLocal = (n: number, buf: Buffer): boolean => {
       if (!session) return false;
+      buffers.read(n, buf);
       if (session.sendOwned(buf.subarray(0, n), () => buffers.give(buf))) return true;
       session.once('drain', () => socket.resume());
       return false; // pauses the socket

@@ -1,0 +1,59 @@
+import { describe, expect, it } from 'vitest';
+import { BULK_READ_SIZE, FIRST_READ_SIZE, ReadBuffers, ReadLease } from './read-buffers.js';
+
+describe('ReadBuffers', () => {
+  it('start small, and move to bulk-size reads at the first read that fills one', () => {
+    const buffers = new ReadBuffers();
+    const first = buffers.next();
+    expect(first.length).toBe(FIRST_READ_SIZE);
+    // A short read: the socket stays on small buffers, and reuses them.
+    buffers.read(100, first);
+    buffers.give(first);
+    expect(buffers.next()).toBe(first);
+    // A read that filled its buffer: bulk size from now on, and the small buffer is not kept.
+    buffers.read(FIRST_READ_SIZE, first);
+    buffers.give(first);
+    const bulk = buffers.next();
+    expect(bulk.length).toBe(BULK_READ_SIZE);
+    expect(bulk).not.toBe(first);
+    buffers.give(bulk);
+    expect(buffers.next()).toBe(bulk);
+  });
+
+  it('keeps at most four buffers for reuse, however many are given back', () => {
+    const buffers = new ReadBuffers();
+    const out = Array.from({ length: 10 }, () => buffers.next());
+    for (const buf of out) buffers.give(buf);
+    const reused = Array.from({ length: 10 }, () => buffers.next()).filter((buf) => out.includes(buf));
+    expect(reused.length).toBe(4);
+  });
+
+  it('a small buffer given back while bulk reads are out is dropped, not handed out again', () => {
+    const buffers = new ReadBuffers();
+    const small = buffers.next();
+    const other = buffers.next();
+    buffers.read(FIRST_READ_SIZE, small);
+    buffers.give(other);
+    expect(buffers.next().length).toBe(BULK_READ_SIZE);
+  });
+
+  it('a lease gives its buffer back once the read and every view are done, and never after a failed write', () => {
+    const buffers = new ReadBuffers();
+    const buf = buffers.next();
+    const lease = new ReadLease(buf, buffers);
+    const first = lease.hold();
+    const second = lease.hold();
+    lease.release();
+    first();
+    first(); // a second call counts once
+    expect(buffers.next()).not.toBe(buf);
+    second();
+    expect(buffers.next()).toBe(buf);
+
+    const failed = new ReadLease(buf, buffers);
+    const view = failed.hold();
+    failed.release();
+    view(new Error('write EPIPE'));
+    expect(buffers.next()).not.toBe(buf);
+  });
+});

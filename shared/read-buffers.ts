@@ -1,0 +1,112 @@
+import type { Socket } from 'node:net';
+
+/**
+ * Reused read buffers for one socket read with `onread` (the agent's tunnel target, `fleet connect`'s
+ * local connection). Node's own reads are a fresh 64 KiB buffer each, whose garbage collection was a
+ * large share of both processes' CPU on a bulk stream. A buffer is its reader's from the read that
+ * fills it until the reader's consumer is done with it (its bytes framed and flushed, or copied), then
+ * it is reused; the reader pauses while its consumer is full, so few are ever out at once.
+ */
+
+/**
+ * The first reads of a socket are this size. Most tunnels carry little each way (a request, a
+ * handshake, an answer): a 256 KiB buffer allocated for each at connect was a third of the agent's
+ * time in garbage collection when sessions were opened and closed in a loop.
+ */
+export const FIRST_READ_SIZE = 16 * 1024;
+/**
+ * The first read that fills its buffer shows a bulk stream, read in buffers of this size from then
+ * on: a fast peer is read in a quarter of Node's system calls, and sent in a quarter of the frames.
+ */
+export const BULK_READ_SIZE = 256 * 1024;
+/** Buffers kept for reuse once their consumer is done with them. */
+const READ_POOL = 4;
+
+export class ReadBuffers {
+  private readonly free: Buffer[] = [];
+  private size = FIRST_READ_SIZE;
+
+  /** The buffer of the next read (the `onread` option's `buffer`). */
+  readonly next = (): Buffer => this.free.pop() ?? Buffer.allocUnsafeSlow(this.size);
+
+  /** A read of `n` bytes into `buf`: one that filled it moves the socket to bulk-size reads. */
+  read(n: number, buf: Buffer): void {
+    if (n < buf.length || this.size === BULK_READ_SIZE) return;
+    this.size = BULK_READ_SIZE;
+    this.free.length = 0;
+  }
+
+  /** `buf` may be read into again (a small buffer after the move to bulk reads is dropped). */
+  give(buf: Buffer): void {
+    if (buf.length === this.size && this.free.length < READ_POOL) this.free.push(buf);
+  }
+}
+
+/** A net.Socket's `onread` state, which Node keeps under symbols of its own (set in every socket's constructor). */
+interface OnreadSlots {
+  buffer: symbol;
+  callback: symbol;
+  generator: symbol;
+}
+
+function onreadSlots(socket: object): OnreadSlots | undefined {
+  const symbols = Object.getOwnPropertySymbols(socket);
+  const find = (name: string) => symbols.find((s) => s.description === name);
+  const [buffer, callback, generator] = [find('kBuffer'), find('kBufferCb'), find('kBufferGen')];
+  return buffer && callback && generator ? { buffer, callback, generator } : undefined;
+}
+
+/**
+ * Moves a socket already open (a WebSocket's, which ws's client opens through `http.request`, where
+ * `onread` cannot be given) to reads into `buffers`, as the `onread` option would have from the
+ * start: each read goes to `onRead` (return false to stop reading until the socket is resumed), no
+ * longer to 'data'; 'end' and the rest are as before. Answers false, changing nothing, when the
+ * socket is not as this expects (TLS, no handle, or already reading into a buffer of its own).
+ */
+export function moveReadsIntoBuffers(socket: Socket, buffers: ReadBuffers, onRead: (n: number, buf: Buffer) => boolean): boolean {
+  const handle = (socket as unknown as { _handle?: { useUserBuffer?: (buf: Buffer) => void } | null })._handle;
+  const slots = onreadSlots(socket);
+  // A TLS socket's handle reads ciphertext for its own decryption: only a plain TCP socket is moved.
+  if ((socket as { encrypted?: boolean }).encrypted || !handle || typeof handle.useUserBuffer !== 'function' || !slots) return false;
+  const state = socket as unknown as Record<symbol, unknown>;
+  if (state[slots.buffer] !== null) return false;
+  const first = buffers.next();
+  state[slots.buffer] = first;
+  state[slots.callback] = onRead;
+  state[slots.generator] = buffers.next;
+  handle.useUserBuffer(first);
+  return true;
+}
+
+/**
+ * One read's buffer while views of it are out: it goes back to its pool once the read is done
+ * with and every view handed on was released (its write flushed), never before.
+ */
+export class ReadLease {
+  private refs = 1;
+
+  constructor(
+    private readonly buf: Buffer,
+    private readonly buffers: ReadBuffers,
+  ) {}
+
+  /**
+   * A release for one view handed on, to call as its write's callback; calling it again does nothing.
+   * Called with an error (the write failed: the socket may still hold the view), the buffer is never
+   * read into again: it is left to the garbage collector.
+   */
+  hold(): (error?: unknown) => void {
+    this.refs++;
+    let released = false;
+    return (error?: unknown) => {
+      if (released) return;
+      released = true;
+      if (!error) this.release();
+    };
+  }
+
+  /** The read itself is done with the buffer (called once, after the read was handed on). */
+  release(): void {
+    if (--this.refs === 0) this.buffers.give(this.buf);
+  }
+}
