@@ -144,6 +144,39 @@ describe('console sessions', () => {
     }
   });
 
+  it("keeps a command's last output when it ends while the console is paused by the channel's credit", async () => {
+    const window = 64 * 1024;
+    const p = await pair(window);
+    cleanup = p.close;
+    const go = path.join(dir, `go-${crypto.randomUUID()}`);
+    // Just past what pauses the console (the credit in flight and the channel's 256 KiB buffer), so
+    // the command gets all of it out; then, once the console is paused, its last word and its end.
+    const bulk = window + 256 * 1024 + 2048;
+    const script = `head -c ${bulk} /dev/zero | tr '\\0' x; while [ ! -e '${go}' ]; do sleep 0.02; done; printf END`;
+    const { channel, info } = await p.broker.open('console', { cols: 80, rows: 24, command: ['sh', '-c', script] });
+    channel.pause(); // the broker reads nothing until the command is over
+    const agentSide = p.agentChannels[0];
+    await expect.poll(() => agentSide.writableNeedDrain, { timeout: 15_000 }).toBe(true);
+    fs.writeFileSync(go, '');
+    const pid = info.pid as number;
+    const gone = () => {
+      try {
+        process.kill(pid, 0);
+        return false;
+      } catch {
+        return true;
+      }
+    };
+    // The command ended and the agent ended its side of the channel (after node-pty's exit).
+    await expect.poll(() => gone() && agentSide.writableEnded, { timeout: 15_000 }).toBe(true);
+    const out = collect(channel);
+    channel.resume();
+    await out.ended;
+    const text = out.bytes().toString('latin1');
+    expect(text.length).toBe(bulk + 'END'.length);
+    expect(text.endsWith('xEND')).toBe(true);
+  });
+
   it('refuses a malformed command instead of opening a shell', async () => {
     const p = await pair();
     cleanup = p.close;
