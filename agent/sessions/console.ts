@@ -4,6 +4,7 @@ import type { Channel } from '../../shared/mux.js';
 import type { ConsoleParams } from '../../shared/protocol.js';
 import type { SessionContext } from './context.js';
 import { planLogin } from './login-user.js';
+import { openPiped } from './piped.js';
 import { PtyInput } from './pty-input.js';
 
 const MAX_DIMENSION = 1000;
@@ -63,6 +64,8 @@ export async function openConsole(channel: Channel, params: ConsoleParams, ctx: 
   // plan: `<shell> -l` as the agent's user, or `setpriv … -- <shell> -l` as another.
   const file = run && plan.file === shell ? runner : plan.file;
   const args = !run ? plan.args : plan.file === shell ? run.slice(1) : [...plan.args.slice(0, -2), ...run];
+  // Without a terminal (the broker's `ssh host cmd`): pipes, as sshd gives such a command.
+  if (run && params.pipes === true) return openPiped(channel, { file, args, cwd: plan.cwd, env: plan.env }, ctx, { shell, user: plan.user });
   const { spawn } = await loadPty();
   let pty: IPty;
   try {

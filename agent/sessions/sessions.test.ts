@@ -177,6 +177,93 @@ describe('console sessions', () => {
     expect(text.endsWith('xEND')).toBe(true);
   });
 
+  it('runs a command with pipes when asked: no terminal, stdout and stderr, its input ended, its exit status', async () => {
+    const p = await pair();
+    cleanup = p.close;
+    const script = '[ -t 0 ] || echo "no-tty TERM=${TERM:-unset}"; echo to-stderr >&2; wc -c; exit 5';
+    const { channel, info } = await p.broker.open('console', { cols: 80, rows: 24, command: ['sh', '-c', script], pipes: true });
+    expect(info.command).toBe(true);
+    const out = collect(channel);
+    const exit = new Promise<any>((r) => channel.on('control', (m) => m.type === 'exit' && r(m)));
+    channel.end('12345\n');
+    expect(await exit).toEqual({ type: 'exit', code: 5, signal: null });
+    await out.ended;
+    const text = out.bytes().toString();
+    expect(text).toContain('no-tty TERM=unset\n');
+    expect(text).toContain('to-stderr\n');
+    expect(text).toMatch(/^\s*6$/m);
+  });
+
+  it("keeps every command's last output with pipes, ended while the reader did not read (many times)", async () => {
+    const window = 64 * 1024;
+    const p = await pair(window);
+    cleanup = p.close;
+    const bulk = window + 256 * 1024 + 2048;
+    for (let i = 0; i < 5; i++) {
+      const { channel, info } = await p.broker.open('console', {
+        cols: 80,
+        rows: 24,
+        command: ['sh', '-c', `head -c ${bulk} /dev/zero | tr '\\0' x; printf END`],
+        pipes: true,
+      });
+      channel.control({ type: 'resize', cols: 80, rows: 24 }); // as the broker's relay does: it listens
+      channel.pause();
+      // The broker reads nothing until the command is gone (its last word written, the agent paused or not).
+      const pid = info.pid as number;
+      await expect
+        .poll(
+          () => {
+            try {
+              process.kill(pid, 0);
+              return false;
+            } catch {
+              return true;
+            }
+          },
+          { timeout: 15_000 },
+        )
+        .toBe(true);
+      const out = collect(channel);
+      channel.resume();
+      await out.ended;
+      const text = out.bytes().toString('latin1');
+      expect(text.length).toBe(bulk + 'END'.length);
+      expect(text.endsWith('xEND')).toBe(true);
+    }
+  });
+
+  it('holds a flood with pipes at a bounded backlog when the reader stops, and a closed channel ends the whole command', async () => {
+    const window = 64 * 1024;
+    const p = await pair(window);
+    cleanup = p.close;
+    const { channel, info } = await p.broker.open('console', { cols: 80, rows: 24, command: ['sh', '-c', 'yes flood | cat'], pipes: true });
+    channel.pause();
+    const agentSide = p.agentChannels[0];
+    await expect.poll(() => agentSide.writableNeedDrain, { timeout: 15_000 }).toBe(true);
+    const held = agentSide.writableLength;
+    await new Promise((r) => setTimeout(r, 500));
+    // Stopped: the pipes are not read, so `yes` waits; what the agent holds stays near its buffer.
+    expect(agentSide.writableLength).toBe(held);
+    expect(held).toBeLessThanOrEqual(256 * 1024 + 64 * 1024);
+    expect(channel.stats.bytesIn).toBeLessThanOrEqual(window);
+    const pid = info.pid as number;
+    channel.destroy();
+    // The command runs in its own process group: the hang-up reaches `yes` and `cat` too.
+    await expect
+      .poll(
+        () => {
+          try {
+            process.kill(-pid, 0);
+            return true;
+          } catch {
+            return false;
+          }
+        },
+        { timeout: 15_000 },
+      )
+      .toBe(false);
+  });
+
   it('refuses a malformed command instead of opening a shell', async () => {
     const p = await pair();
     cleanup = p.close;

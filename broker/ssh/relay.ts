@@ -101,9 +101,12 @@ export class SshRelay implements WatchableRelay {
     });
     stream.on('end', () => {
       this.reason ??= 'closed by the client';
-      // A terminal hears the end of its input as ^D; a tunnel passes it on; a raw console cannot tell it.
-      if (options.kind === 'tunnel') channel.end();
-      else if (!options.raw && !channel.destroyed && !channel.writableEnded) channel.write(Buffer.from([4]));
+      // A terminal hears the end of its input as ^D; a tunnel passes it on, and so does a command
+      // without a terminal (its agent closes the command's input when it runs it with pipes; an
+      // agent that runs it in a raw pty cannot tell it and ignores it).
+      if (options.kind === 'tunnel' || options.raw) {
+        if (!channel.destroyed && !channel.writableEnded) channel.end();
+      } else if (!channel.destroyed && !channel.writableEnded) channel.write(Buffer.from([4]));
     });
     stream.on('close', () => {
       this.streamClosed = true;
