@@ -9,6 +9,7 @@ import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { AgentRefusal, refusalCodeOf } from '../../shared/codes.js';
 import type { Channel } from '../../shared/mux.js';
 import type { CopyParams } from '../../shared/protocol.js';
+import { RAW_MARKER, RAW_SCRIPT } from '../../broker/ssh/relay.js';
 import { muxPair } from '../../test/support/mux-pair.js';
 import { handleChannel } from './index.js';
 import { resolveCopyTarget } from './paths.js';
@@ -262,6 +263,27 @@ describe('console sessions', () => {
         { timeout: 15_000 },
       )
       .toBe(false);
+  });
+
+  it("runs the gateway's script for a command without a terminal: a raw pty where it gets one, no stty with pipes", async () => {
+    const p = await pair();
+    cleanup = p.close;
+    const run = async (pipes: boolean) => {
+      const command = ['/bin/sh', '-c', RAW_SCRIPT, 'sh', 'stty -a 2>&1 || echo no-terminal'];
+      const { channel } = await p.broker.open('console', { cols: 80, rows: 24, command, ...(pipes ? { pipes: true } : {}) });
+      channel.control({ type: 'resize', cols: 80, rows: 24 });
+      const out = collect(channel);
+      await out.ended;
+      const text = out.bytes().toString();
+      expect(text).toContain(RAW_MARKER);
+      return text.slice(text.indexOf(RAW_MARKER) + RAW_MARKER.length);
+    };
+    // An agent without pipes (as before): the pty is made raw before the command runs.
+    const inPty = await run(false);
+    expect(inPty).toMatch(/(^|\s)-icanon(\s|$)/);
+    expect(inPty).toMatch(/(^|\s)-echo(\s|$)/);
+    const piped = await run(true);
+    expect(piped).toContain('no-terminal');
   });
 
   it('refuses a malformed command instead of opening a shell', async () => {
