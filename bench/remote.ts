@@ -324,6 +324,9 @@ export async function startSshd(log: Log): Promise<Sshd | undefined> {
         'AllowTcpForwarding yes',
         'PermitRootLogin prohibit-password',
         'PermitTTY yes',
+        // The library-client rows keep 8 sessions in flight on a connection: at sshd's default of 10,
+        // a session still closing refused the next open (300-500 failed per 5 s), which understated sshd.
+        'MaxSessions 64',
         // scp speaks SFTP by default since OpenSSH 9.
         'Subsystem sftp internal-sftp',
         `SetEnv HOME=${path.join(dir, 'home')}`,
