@@ -265,6 +265,19 @@ describe('console sessions', () => {
       .toBe(false);
   });
 
+  it('bounds input to a command with pipes that does not read it: the client runs out of credit, the agent holds little', async () => {
+    const window = 64 * 1024;
+    const p = await pair(window);
+    cleanup = p.close;
+    const { channel } = await p.broker.open('console', { cols: 80, rows: 24, command: ['sleep', '30'], pipes: true });
+    channel.write(Buffer.alloc(4 * 1024 * 1024, 0x61));
+    await expect.poll(() => p.agentChannels[0].isPaused(), { timeout: 15_000 }).toBe(true);
+    await new Promise((r) => setTimeout(r, 300));
+    // The pipe's buffer and the stdin stream's, then the credit: well under what was sent.
+    expect(channel.stats.bytesOut).toBeLessThan(1024 * 1024);
+    channel.destroy();
+  });
+
   it("runs the gateway's script for a command without a terminal: a raw pty where it gets one, no stty with pipes", async () => {
     const p = await pair();
     cleanup = p.close;
