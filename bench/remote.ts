@@ -306,6 +306,10 @@ export async function startSshd(log: Log): Promise<Sshd | undefined> {
     await run('ssh-keygen', ['-q', '-t', 'ed25519', '-N', '', '-f', path.join(dir, 'host_key')]);
     await run('ssh-keygen', ['-q', '-t', 'ed25519', '-N', '', '-f', path.join(dir, 'user_key')]);
     fs.copyFileSync(path.join(dir, 'user_key.pub'), path.join(dir, 'authorized_keys'));
+    // Sessions start in an empty home: bash, run by sshd, reads the user's ~/.bashrc even for
+    // `ssh host true`, and what a developer's rc file does (a version manager's rehash under a lock
+    // that waits up to 60 s, say) is not sshd's speed.
+    fs.mkdirSync(path.join(dir, 'home'));
     const sshPort = await freePort();
     fs.writeFileSync(
       path.join(dir, 'sshd_config'),
@@ -322,8 +326,12 @@ export async function startSshd(log: Log): Promise<Sshd | undefined> {
         'AllowTcpForwarding yes',
         'PermitRootLogin prohibit-password',
         'PermitTTY yes',
+        // The library-client rows keep 8 sessions in flight on a connection: at sshd's default of 10,
+        // a session still closing refused the next open (300-500 failed per 5 s), which understated sshd.
+        'MaxSessions 64',
         // scp speaks SFTP by default since OpenSSH 9.
         'Subsystem sftp internal-sftp',
+        `SetEnv HOME=${path.join(dir, 'home')}`,
         '',
       ].join('\n'),
     );

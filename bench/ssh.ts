@@ -324,10 +324,15 @@ export async function benchSsh(log: Log, only?: string): Promise<void> {
   let sshd: Sshd | undefined;
   try {
     const key = await t.api('POST', '/api/v2/bootstrapkey', { token: t.adminToken, body: { auto_accept: true } });
+    // The device's login shells start in an empty home, as the anchor sshd's do (bench/remote.ts): a
+    // login shell reads ~/.profile (and through it, on Debian, ~/.bashrc), whose cost is the machine's.
+    const deviceHome = path.join(dir, 'device-home');
+    fs.mkdirSync(deviceHome);
     agent = startAgent({
       broker: t.url,
       bootstrapKey: Object.keys(key.body)[0],
       args: ['--log-level', 'warn'],
+      env: { HOME: deviceHome },
       nodeFlags: PROFILE_DIR ? ['--cpu-prof', `--cpu-prof-dir=${path.resolve(PROFILE_DIR, 'agent')}`] : [],
     });
     // Quiet agent (its per-session log lines would be parsed in this, the broker's, process): wait on its key instead.

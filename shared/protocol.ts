@@ -65,6 +65,12 @@ export interface ConsoleParams {
    * shell text. The agent confirms with `command: true` in its `opened` info.
    */
   command?: string[];
+  /**
+   * with `command`: run it with pipes instead of a pty (stdout and stderr both to the channel, the
+   * end once both are read to their end), as sshd runs a command without a terminal. An agent
+   * without this runs the command in a pty as before, so the command must work there too.
+   */
+  pipes?: boolean;
 }
 export interface TunnelParams {
   proto: 'tcp' | 'udp';

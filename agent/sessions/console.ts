@@ -4,12 +4,26 @@ import type { Channel } from '../../shared/mux.js';
 import type { ConsoleParams } from '../../shared/protocol.js';
 import type { SessionContext } from './context.js';
 import { planLogin } from './login-user.js';
+import { openPiped } from './piped.js';
 import { PtyInput } from './pty-input.js';
 
 const MAX_DIMENSION = 1000;
 
 function dimension(value: unknown, fallback: number): number {
   return Number.isInteger(value) && (value as number) >= 1 && (value as number) <= MAX_DIMENSION ? (value as number) : fallback;
+}
+
+/** How often a console paused by its channel's credit looks whether its process has ended (below node-pty's 200 ms). */
+const END_WATCH_MS = 50;
+
+/** Whether process `pid` is gone (reaped: node-pty waits for its child at once). */
+function processGone(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return false;
+  } catch (err) {
+    return (err as NodeJS.ErrnoException).code === 'ESRCH';
+  }
 }
 
 /** Shells that take `-c 'exec "$@"' $0 args…` as POSIX sh does. */
@@ -50,6 +64,8 @@ export async function openConsole(channel: Channel, params: ConsoleParams, ctx: 
   // plan: `<shell> -l` as the agent's user, or `setpriv … -- <shell> -l` as another.
   const file = run && plan.file === shell ? runner : plan.file;
   const args = !run ? plan.args : plan.file === shell ? run.slice(1) : [...plan.args.slice(0, -2), ...run];
+  // Without a terminal (the broker's `ssh host cmd`): pipes, as sshd gives such a command.
+  if (run && params.pipes === true) return openPiped(channel, { file, args, cwd: plan.cwd, env: plan.env }, ctx, { shell, user: plan.user });
   const { spawn } = await loadPty();
   let pty: IPty;
   try {
@@ -69,17 +85,39 @@ export async function openConsole(channel: Channel, params: ConsoleParams, ctx: 
   let exited = false; // no more output wanted
   let gone = false; // the shell process has ended
   let paused = false;
+  // node-pty reports the end of the process once the pty is read to its end, but gives up after
+  // 200 ms and drops what is left unread (its guard for a pty that never closes). A console paused by
+  // the channel's credit reads nothing, so the last output of a command that ended meanwhile (up to
+  // the kernel's pty buffer) was lost. While paused, the process is looked for every
+  // END_WATCH_MS; once it is gone the pty is read to its end, past the credit: what is left is
+  // bounded by the kernel's buffer.
+  let draining = false;
+  let endWatch: NodeJS.Timeout | undefined;
+  const stopEndWatch = () => {
+    if (endWatch) clearInterval(endWatch);
+    endWatch = undefined;
+  };
+  const watchEnd = () => {
+    endWatch ??= setInterval(() => {
+      if (!processGone(pty.pid)) return;
+      stopEndWatch();
+      draining = true;
+      pty.resume();
+    }, END_WATCH_MS).unref();
+  };
   const resume = () => {
     paused = false;
+    stopEndWatch();
     if (!exited) pty.resume();
   };
 
   pty.onData((data) => {
     if (channel.destroyed || channel.writableEnded) return;
-    if (!channel.write(data as unknown as Buffer) && !paused) {
+    if (!channel.write(data as unknown as Buffer) && !paused && !draining) {
       paused = true;
       pty.pause();
       channel.once('drain', resume);
+      watchEnd();
     }
   });
 
@@ -95,6 +133,7 @@ export async function openConsole(channel: Channel, params: ConsoleParams, ctx: 
   pty.onExit(({ exitCode, signal }) => {
     exited = true;
     gone = true;
+    stopEndWatch();
     input?.close();
     ctx.log('console exited', { ch: channel.id, code: exitCode, signal });
     const report = () => {
@@ -136,6 +175,7 @@ export async function openConsole(channel: Channel, params: ConsoleParams, ctx: 
   // The broker ended the session (user gone, access withdrawn): hang up the shell.
   channel.on('close', () => {
     channel.off('drain', resume);
+    stopEndWatch();
     input?.close();
     if (!exited) {
       exited = true;

@@ -9,6 +9,7 @@ import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { AgentRefusal, refusalCodeOf } from '../../shared/codes.js';
 import type { Channel } from '../../shared/mux.js';
 import type { CopyParams } from '../../shared/protocol.js';
+import { RAW_MARKER, RAW_SCRIPT } from '../../broker/ssh/relay.js';
 import { muxPair } from '../../test/support/mux-pair.js';
 import { handleChannel } from './index.js';
 import { resolveCopyTarget } from './paths.js';
@@ -142,6 +143,160 @@ describe('console sessions', () => {
       if (shell === undefined) delete process.env.SHELL;
       else process.env.SHELL = shell;
     }
+  });
+
+  it("keeps a command's last output when it ends while the console is paused by the channel's credit", async () => {
+    const window = 64 * 1024;
+    const p = await pair(window);
+    cleanup = p.close;
+    const go = path.join(dir, `go-${crypto.randomUUID()}`);
+    // Just past what pauses the console (the credit in flight and the channel's 256 KiB buffer), so
+    // the command gets all of it out; then, once the console is paused, its last word and its end.
+    const bulk = window + 256 * 1024 + 2048;
+    const script = `head -c ${bulk} /dev/zero | tr '\\0' x; while [ ! -e '${go}' ]; do sleep 0.02; done; printf END`;
+    const { channel, info } = await p.broker.open('console', { cols: 80, rows: 24, command: ['sh', '-c', script] });
+    channel.pause(); // the broker reads nothing until the command is over
+    const agentSide = p.agentChannels[0];
+    await expect.poll(() => agentSide.writableNeedDrain, { timeout: 15_000 }).toBe(true);
+    fs.writeFileSync(go, '');
+    const pid = info.pid as number;
+    const gone = () => {
+      try {
+        process.kill(pid, 0);
+        return false;
+      } catch {
+        return true;
+      }
+    };
+    // The command ended and the agent ended its side of the channel (after node-pty's exit).
+    await expect.poll(() => gone() && agentSide.writableEnded, { timeout: 15_000 }).toBe(true);
+    const out = collect(channel);
+    channel.resume();
+    await out.ended;
+    const text = out.bytes().toString('latin1');
+    expect(text.length).toBe(bulk + 'END'.length);
+    expect(text.endsWith('xEND')).toBe(true);
+  });
+
+  it('runs a command with pipes when asked: no terminal, stdout and stderr, its input ended, its exit status', async () => {
+    const p = await pair();
+    cleanup = p.close;
+    const script = '[ -t 0 ] || echo "no-tty TERM=${TERM:-unset}"; echo to-stderr >&2; wc -c; exit 5';
+    const { channel, info } = await p.broker.open('console', { cols: 80, rows: 24, command: ['sh', '-c', script], pipes: true });
+    expect(info.command).toBe(true);
+    const out = collect(channel);
+    const exit = new Promise<any>((r) => channel.on('control', (m) => m.type === 'exit' && r(m)));
+    channel.end('12345\n');
+    expect(await exit).toEqual({ type: 'exit', code: 5, signal: null });
+    await out.ended;
+    const text = out.bytes().toString();
+    expect(text).toContain('no-tty TERM=unset\n');
+    expect(text).toContain('to-stderr\n');
+    expect(text).toMatch(/^\s*6$/m);
+  });
+
+  it("keeps every command's last output with pipes, ended while the reader did not read (many times)", async () => {
+    const window = 64 * 1024;
+    const p = await pair(window);
+    cleanup = p.close;
+    const bulk = window + 256 * 1024 + 2048;
+    for (let i = 0; i < 5; i++) {
+      const { channel, info } = await p.broker.open('console', {
+        cols: 80,
+        rows: 24,
+        command: ['sh', '-c', `head -c ${bulk} /dev/zero | tr '\\0' x; printf END`],
+        pipes: true,
+      });
+      channel.control({ type: 'resize', cols: 80, rows: 24 }); // as the broker's relay does: it listens
+      channel.pause();
+      // The broker reads nothing until the command is gone (its last word written, the agent paused or not).
+      const pid = info.pid as number;
+      await expect
+        .poll(
+          () => {
+            try {
+              process.kill(pid, 0);
+              return false;
+            } catch {
+              return true;
+            }
+          },
+          { timeout: 15_000 },
+        )
+        .toBe(true);
+      const out = collect(channel);
+      channel.resume();
+      await out.ended;
+      const text = out.bytes().toString('latin1');
+      expect(text.length).toBe(bulk + 'END'.length);
+      expect(text.endsWith('xEND')).toBe(true);
+    }
+  });
+
+  it('holds a flood with pipes at a bounded backlog when the reader stops, and a closed channel ends the whole command', async () => {
+    const window = 64 * 1024;
+    const p = await pair(window);
+    cleanup = p.close;
+    const { channel, info } = await p.broker.open('console', { cols: 80, rows: 24, command: ['sh', '-c', 'yes flood | cat'], pipes: true });
+    channel.pause();
+    const agentSide = p.agentChannels[0];
+    await expect.poll(() => agentSide.writableNeedDrain, { timeout: 15_000 }).toBe(true);
+    const held = agentSide.writableLength;
+    await new Promise((r) => setTimeout(r, 500));
+    // Stopped: the pipes are not read, so `yes` waits; what the agent holds stays near its buffer.
+    expect(agentSide.writableLength).toBe(held);
+    expect(held).toBeLessThanOrEqual(256 * 1024 + 64 * 1024);
+    expect(channel.stats.bytesIn).toBeLessThanOrEqual(window);
+    const pid = info.pid as number;
+    channel.destroy();
+    // The command runs in its own process group: the hang-up reaches `yes` and `cat` too.
+    await expect
+      .poll(
+        () => {
+          try {
+            process.kill(-pid, 0);
+            return true;
+          } catch {
+            return false;
+          }
+        },
+        { timeout: 15_000 },
+      )
+      .toBe(false);
+  });
+
+  it('bounds input to a command with pipes that does not read it: the client runs out of credit, the agent holds little', async () => {
+    const window = 64 * 1024;
+    const p = await pair(window);
+    cleanup = p.close;
+    const { channel } = await p.broker.open('console', { cols: 80, rows: 24, command: ['sleep', '30'], pipes: true });
+    channel.write(Buffer.alloc(4 * 1024 * 1024, 0x61));
+    await expect.poll(() => p.agentChannels[0].isPaused(), { timeout: 15_000 }).toBe(true);
+    await new Promise((r) => setTimeout(r, 300));
+    // The pipe's buffer and the stdin stream's, then the credit: well under what was sent.
+    expect(channel.stats.bytesOut).toBeLessThan(1024 * 1024);
+    channel.destroy();
+  });
+
+  it("runs the gateway's script for a command without a terminal: a raw pty where it gets one, no stty with pipes", async () => {
+    const p = await pair();
+    cleanup = p.close;
+    const run = async (pipes: boolean) => {
+      const command = ['/bin/sh', '-c', RAW_SCRIPT, 'sh', 'stty -a 2>&1 || echo no-terminal'];
+      const { channel } = await p.broker.open('console', { cols: 80, rows: 24, command, ...(pipes ? { pipes: true } : {}) });
+      channel.control({ type: 'resize', cols: 80, rows: 24 });
+      const out = collect(channel);
+      await out.ended;
+      const text = out.bytes().toString();
+      expect(text).toContain(RAW_MARKER);
+      return text.slice(text.indexOf(RAW_MARKER) + RAW_MARKER.length);
+    };
+    // An agent without pipes (as before): the pty is made raw before the command runs.
+    const inPty = await run(false);
+    expect(inPty).toMatch(/(^|\s)-icanon(\s|$)/);
+    expect(inPty).toMatch(/(^|\s)-echo(\s|$)/);
+    const piped = await run(true);
+    expect(piped).toContain('no-terminal');
   });
 
   it('refuses a malformed command instead of opening a shell', async () => {

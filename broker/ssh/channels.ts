@@ -230,7 +230,9 @@ export class SshChannels {
       failStream(stream, reason);
       return undefined;
     }
-    const params = { ...size, user: login, ...(argv ? { command: argv } : {}) };
+    // A command without a terminal runs with pipes where the agent can (ConsoleParams.pipes), else
+    // in its pty, made raw by RAW_SCRIPT: the same argv serves both.
+    const params = { ...size, user: login, ...(argv ? { command: argv } : {}), ...(raw ? { pipes: true } : {}) };
     const prepared = await this.deps.sessions.authorizeAndOpen(caller, 'console', conn.deviceId, request, params, options);
     if (!prepared.ok) {
       failStream(stream, prepared.frame.message);

@@ -14,7 +14,8 @@ import type { WatchableRelay } from '../remote/sessions.js';
  * until the marker came, so none is echoed or translated, and drops the marker from the output.
  */
 export const RAW_MARKER = '\u0001fleet-raw\u0002';
-export const RAW_SCRIPT = `stty raw -echo 2>/dev/null; printf '\\001fleet-raw\\002'; exec /bin/sh -c "$1"`;
+// `[ -t 0 ]`: with pipes (an agent with ConsoleParams.pipes) there is no terminal to make raw, and no `stty` to start.
+export const RAW_SCRIPT = `[ -t 0 ] && stty raw -echo 2>/dev/null; printf '\\001fleet-raw\\002'; exec /bin/sh -c "$1"`;
 /** Output looked through for the marker at most; past it the output goes on as it is. */
 const RAW_MARKER_WINDOW = 64 * 1024;
 
@@ -101,9 +102,12 @@ export class SshRelay implements WatchableRelay {
     });
     stream.on('end', () => {
       this.reason ??= 'closed by the client';
-      // A terminal hears the end of its input as ^D; a tunnel passes it on; a raw console cannot tell it.
-      if (options.kind === 'tunnel') channel.end();
-      else if (!options.raw && !channel.destroyed && !channel.writableEnded) channel.write(Buffer.from([4]));
+      // A terminal hears the end of its input as ^D; a tunnel passes it on, and so does a command
+      // without a terminal (its agent closes the command's input when it runs it with pipes; an
+      // agent that runs it in a raw pty cannot tell it and ignores it).
+      if (options.kind === 'tunnel' || options.raw) {
+        if (!channel.destroyed && !channel.writableEnded) channel.end();
+      } else if (!channel.destroyed && !channel.writableEnded) channel.write(Buffer.from([4]));
     });
     stream.on('close', () => {
       this.streamClosed = true;

@@ -37,7 +37,7 @@ async function sshUser(token: string, name: string): Promise<SshUser> {
   return { ...(await makeSshUser(t, work, token, name)), token };
 }
 
-const ssh = (user: Pick<SshUser, 'env' | 'config'>, args: string[], input = ''): Promise<Run> => runSsh('ssh', user, args, input);
+const ssh = (user: Pick<SshUser, 'env' | 'config'>, args: string[], input: string | Buffer = ''): Promise<Run> => runSsh('ssh', user, args, input);
 
 async function audit(query: string): Promise<any[]> {
   const r = await t.api('GET', `/api/v2/commitlist?${query}`, { token: t.adminToken });
@@ -732,6 +732,62 @@ describe('SSH gateway with the OpenSSH client', () => {
     } finally {
       child.kill('SIGKILL');
     }
+  });
+
+  it("delivers a command's whole output, its last bytes included, when the client reads only after the command ended", async () => {
+    // More than ssh's 2 MiB window: the command ends while the rest waits in the gateway and on the
+    // device. In a pty its last bytes could be lost when it ended (CI once got no output at all from
+    // `echo`); a command without a terminal now runs with pipes, whose end comes after their last byte.
+    const bytes = 3 * 1024 * 1024;
+    for (let round = 0; round < 2; round++) {
+      const done = path.join(work, `ended-${crypto.randomUUID()}`);
+      const child = spawn(
+        'ssh',
+        ['-F', admin.config, '-o', 'BatchMode=yes', `root@${host()}`, `head -c ${bytes} /dev/zero | tr '\\0' x; echo END; touch ${done}`],
+        {
+          env: admin.env,
+        },
+      );
+      child.stdout.pause();
+      let got = 0;
+      let tail = '';
+      const exited = new Promise<number | null>((resolve) => child.on('close', resolve));
+      try {
+        await eventually(() => fs.existsSync(done), 30_000, 'the command to end');
+        // What the device sent settles before the client starts reading.
+        let last = -1;
+        await eventually(
+          async () => {
+            const s = ((await t.api('GET', '/api/v2/remote/sessions', { token: t.adminToken })).body.items as any[]).find((x) => x.kind === 'console');
+            const out = s?.bytes_out ?? -2;
+            const same = out === last;
+            last = out;
+            if (!same) await new Promise((r) => setTimeout(r, 500));
+            return same || undefined;
+          },
+          30_000,
+          'the output to settle',
+        );
+        child.stdout.on('data', (d: Buffer) => {
+          got += d.length;
+          tail = (tail + d.toString('latin1')).slice(-16);
+        });
+        child.stdout.resume();
+        expect(await exited).toBe(0);
+        expect(got).toBe(bytes + 'END\n'.length);
+        expect(tail.endsWith('xEND\n')).toBe(true);
+      } finally {
+        child.kill('SIGKILL');
+        fs.rmSync(done, { force: true });
+      }
+    }
+  });
+
+  it('runs a command without a terminal as sshd does: no tty, and the end of its input reaches it', async () => {
+    const input = crypto.randomBytes(100_000);
+    const run = await ssh(admin, [`root@${host()}`, 'tty; wc -c'], input);
+    expect(run.code, run.stderr).toBe(0);
+    expect(run.stdout).toMatch(/^not a tty\n\s*100000\n$/);
   });
 
   it('bounds connections that have not signed in from one address', async () => {
