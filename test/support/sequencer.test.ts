@@ -67,6 +67,13 @@ describe('the suite sequencer', () => {
     ]);
   });
 
+  it('hands out the browser files one at a time though they share imports', async () => {
+    const shared = Array.from({ length: 2 * RUN }, (_, i) => spec('api-sqlite', `a${String(i).padStart(2, '0')}`, false));
+    const names = shared.map((s) => `api-sqlite:${s.moduleId.slice(6)}`);
+    const browser = ['b1', 'b2', 'b3'].map((f) => spec('browser', f, false));
+    expect(await order([...shared, ...browser])).toEqual(['browser:b1', ...names.slice(0, RUN), 'browser:b2', ...names.slice(RUN), 'browser:b3']);
+  });
+
   it('keeps every file once, each project in its own order', async () => {
     const specs = Array.from({ length: 40 }, (_, i) => spec(['unit', 'api-postgres', 'browser', 'e2e'][i % 4], `f${String(i).padStart(2, '0')}`, i % 2 === 0));
     const sorted = await order(specs);

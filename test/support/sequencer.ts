@@ -12,12 +12,20 @@
  * A project with `isolate: false` goes out in runs of RUN files: vitest keeps a worker (and the
  * imports in it) for the next file only when the next file handed out is of the same project; one
  * file of each project in turn would start nearly every file in a fresh worker, importing the broker
- * afresh. A file of an isolated project starts a fresh worker anyway: those go out one at a time.
+ * afresh. A file of an isolated project starts a fresh worker anyway: those go out one at a time,
+ * as do the browser files (ONE_AT_A_TIME).
  */
 import { BaseSequencer, type TestSpecification } from 'vitest/node';
 
 /** Projects whose files are short enough to be the run's last, filling the gaps. */
 const LAST = new Set(['unit', 'unit-isolated']);
+
+/**
+ * Projects whose files go out one at a time even though they share imports: a browser file draws
+ * pages in the run's one Chromium, the heaviest on CPU of all the files, and runs best beside files
+ * that wait (a run of them would have three at once; the page waits are 15 s).
+ */
+const ONE_AT_A_TIME = new Set(['browser']);
 
 /**
  * Files of a shared (`isolate: false`) project handed out one after another: with three workers a
@@ -38,7 +46,7 @@ export default class SpreadSequencer extends BaseSequencer {
     const spread = (projects: TestSpecification[][]): TestSpecification[] =>
       projects
         .flatMap((list) => {
-          const size = list[0].project.config.isolate === false ? RUN : 1;
+          const size = list[0].project.config.isolate === false && !ONE_AT_A_TIME.has(list[0].project.name) ? RUN : 1;
           const runs = Math.ceil(list.length / size);
           return Array.from({ length: runs }, (_, index) => ({ specs: list.slice(index * size, (index + 1) * size), at: (index + 0.5) / runs }));
         })
