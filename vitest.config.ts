@@ -1,7 +1,7 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { defineConfig } from 'vitest/config';
+import { configDefaults, defineConfig } from 'vitest/config';
 import SpreadSequencer from './test/support/sequencer.js';
 
 // Consoles the tests open run login shells: give them an empty home, so the machine's own profile
@@ -10,6 +10,22 @@ const testHome = path.join(path.dirname(fileURLToPath(import.meta.url)), 'test',
 fs.mkdirSync(testHome, { recursive: true });
 
 const api = ['test/api/**/*.test.ts', 'test/compat/**/*.test.ts'];
+
+// Files that change what the whole process sees — module mocks (vi.mock), stubbed globals or
+// environment, fake timers — run isolated: a process of their own, as vitest does by default. The
+// others share their worker's imports (`isolate: false` below): a worker runs file after file and
+// imports the broker, express, kysely, ssh2, pino and the rest once, not once per file (about 1 s
+// of CPU each). What a test touches stays its own there too: each file starts its own broker (own
+// data directory or PostgreSQL schema), closes what it opened, and restores what it spies on
+// (vitest restores every spy after each file). A new file that mocks, stubs or fakes the clock
+// belongs in this list.
+const isolatedUnit = [
+  'agent/sessions/console-unavailable.test.ts',
+  'broker/remote/recordings.test.ts',
+  'broker/remote/sessions.test.ts',
+  'web-console/src/screens/console-link.test.ts',
+];
+const isolatedApi = ['test/api/agent-connections.test.ts', 'test/api/token-expiry.test.ts'];
 
 export default defineConfig({
   test: {
@@ -23,6 +39,8 @@ export default defineConfig({
     sequence: { sequencer: SpreadSequencer },
     env: { HOME: testHome },
     projects: [
+      // The projects whose name ends in "-isolated" hold the files of isolatedUnit and isolatedApi;
+      // `--project 'unit*'` runs both halves of the unit files.
       {
         extends: true,
         test: {
@@ -35,11 +53,20 @@ export default defineConfig({
             'web-console/src/**/*.test.ts',
             'test/support/**/*.test.ts',
           ],
+          exclude: [...configDefaults.exclude, ...isolatedUnit],
+          isolate: false,
         },
       },
-      { extends: true, test: { name: 'api-sqlite', include: api, env: { FLEET_TEST_DB: 'sqlite' }, testTimeout: 30_000, hookTimeout: 60_000 } },
-      { extends: true, test: { name: 'api-postgres', include: api, env: { FLEET_TEST_DB: 'postgres' }, testTimeout: 30_000, hookTimeout: 60_000 } },
-      { extends: true, test: { name: 'e2e', include: ['test/e2e/**/*.test.ts'], testTimeout: 120_000, hookTimeout: 120_000 } },
+      { extends: true, test: { name: 'unit-isolated', include: isolatedUnit } },
+      ...(['sqlite', 'postgres'] as const).flatMap((db) => [
+        {
+          extends: true as const,
+          test: { name: `api-${db}`, include: api, exclude: [...configDefaults.exclude, ...isolatedApi], env: { FLEET_TEST_DB: db }, isolate: false },
+        },
+        { extends: true as const, test: { name: `api-${db}-isolated`, include: isolatedApi, env: { FLEET_TEST_DB: db } } },
+      ]),
+      // Brokers in the test process, agents and the CLI in processes of their own: shared as the API files.
+      { extends: true, test: { name: 'e2e', include: ['test/e2e/**/*.test.ts'], testTimeout: 120_000, hookTimeout: 120_000, isolate: false } },
       // The browser files run beside the others, in the same three workers (the order the files are
       // handed out, test/support/sequencer.ts, spreads them over the run, about one at a time).
       // The console is built once, before any browser file.

@@ -24,85 +24,112 @@ const start = (i: number, reason = 'allowed'): RemoteAuditStart => ({
   source: 'api',
 });
 
-describe.each(['sqlite', 'postgres'] as const)('audit group commit (%s)', (database) => {
-  let store: Store;
-  let schema = '';
-  let dir = '';
-  let url = '';
-
+/** A store of its own for each test (a fresh SQLite file or PostgreSQL schema), closed and dropped after it. */
+function freshStore(database: 'sqlite' | 'postgres') {
+  const t = { store: undefined as unknown as Store, schema: '', dir: '', url: '' };
   beforeEach(async () => {
-    dir = fs.mkdtempSync(path.join(os.tmpdir(), 'fleet-writer-'));
-    schema = database === 'postgres' ? `t_writer_${crypto.randomBytes(5).toString('hex')}` : '';
-    url = database === 'postgres' ? PG_URL : `sqlite:${path.join(dir, 'fleet.sqlite')}`;
-    store = await openStore(url, schema);
+    t.dir = fs.mkdtempSync(path.join(os.tmpdir(), 'fleet-writer-'));
+    t.schema = database === 'postgres' ? `t_writer_${crypto.randomBytes(5).toString('hex')}` : '';
+    t.url = database === 'postgres' ? PG_URL : `sqlite:${path.join(t.dir, 'fleet.sqlite')}`;
+    t.store = await openStore(t.url, t.schema);
   });
   afterEach(async () => {
-    await store.close();
-    if (schema) await dropSchema(PG_URL, schema);
-    fs.rmSync(dir, { recursive: true, force: true });
+    await t.store.close();
+    if (t.schema) await dropSchema(PG_URL, t.schema);
+    fs.rmSync(t.dir, { recursive: true, force: true });
   });
+  return t;
+}
+
+describe.each(['sqlite', 'postgres'] as const)('audit group commit (%s)', (database) => {
+  const t = freshStore(database);
 
   it('entries queued together share one transaction, and the chain verifies', async () => {
-    const audit = new AuditService(store.db, store.dialect, { brokerId: 'b1' });
-    const before = store.statements();
+    const audit = new AuditService(t.store.db, t.store.dialect, { brokerId: 'b1' });
+    const before = t.store.statements();
     const ids = await Promise.all(Array.from({ length: 200 }, (_, i) => audit.recordRemoteStart(start(i))));
     // One group: begin with the chain's lock, one head read, an INSERT per 100 rows, the owners, one
     // commit (the code before group commit opened 200 transactions; the code before this count sent
     // the lock as a statement of its own: 7).
-    expect(store.statements() - before).toBe(6);
+    expect(t.store.statements() - before).toBe(6);
     expect(new Set(ids).size).toBe(200);
     expect([...ids].sort((a, b) => a - b)).toEqual(ids);
-    const owners = await store.db.selectFrom('remote_session_owners').select('audit_id').execute();
+    const owners = await t.store.db.selectFrom('remote_session_owners').select('audit_id').execute();
     expect(owners.map((o) => Number(o.audit_id)).sort((a, b) => a - b)).toEqual(ids);
     expect(await audit.verify()).toMatchObject({ ok: true, entries: 200 });
   });
 
   it('concurrent appends from two writers (two brokers) and a transaction of a change keep one chain', async () => {
-    const a = new AuditService(store.db, store.dialect, { brokerId: 'a' });
-    const b = new AuditService(store.db, store.dialect, { brokerId: 'b' });
+    const a = new AuditService(t.store.db, t.store.dialect, { brokerId: 'a' });
+    const b = new AuditService(t.store.db, t.store.dialect, { brokerId: 'b' });
     const work: Promise<unknown>[] = [];
     for (let i = 0; i < 150; i++) {
       work.push(a.recordRemoteStart(start(i)).then((id) => a.recordRemoteEnd(id, { durationMs: 1, bytesIn: 1, bytesOut: 1, reason: 'exit 0' })));
       work.push(b.recordChange({ event: 'test.concurrent', action: `b ${i}`, options: { i }, ip: '127.0.0.1' }));
       // A change and its entry commit together, beside the groups.
-      if (i % 25 === 0) work.push(store.transaction(() => a.recordChange({ event: 'test.in-transaction', action: `t ${i}`, options: {}, ip: '127.0.0.1' })));
+      if (i % 25 === 0) work.push(t.store.transaction(() => a.recordChange({ event: 'test.in-transaction', action: `t ${i}`, options: {}, ip: '127.0.0.1' })));
     }
     await Promise.all(work);
     const verified = await a.verify();
     expect(verified).toMatchObject({ ok: true, entries: 150 * 3 + 6 });
-    const ends = await store.db.selectFrom('audit').select('ref_id').where('event', '=', 'remote.tunnel.end').execute();
+    const ends = await t.store.db.selectFrom('audit').select('ref_id').where('event', '=', 'remote.tunnel.end').execute();
     expect(new Set(ends.map((e) => Number(e.ref_id))).size).toBe(150);
-    expect(await store.db.selectFrom('remote_session_owners').selectAll().execute()).toEqual([]);
+    expect(await t.store.db.selectFrom('remote_session_owners').selectAll().execute()).toEqual([]);
   });
 
   it('an entry the database refuses fails alone: the rest of its group is written', async () => {
     if (database === 'sqlite') {
-      await sql`create trigger refuse_boom before insert on audit when new.reason = 'boom' begin select raise(abort, 'refused'); end`.execute(store.db);
+      await sql`create trigger refuse_boom before insert on audit when new.reason = 'boom' begin select raise(abort, 'refused'); end`.execute(t.store.db);
     } else {
       await sql`create function refuse_boom() returns trigger language plpgsql as $$ begin if new.reason = 'boom' then raise exception 'refused'; end if; return new; end $$`.execute(
-        store.db,
+        t.store.db,
       );
-      await sql`create trigger refuse_boom before insert on audit for each row execute function refuse_boom()`.execute(store.db);
+      await sql`create trigger refuse_boom before insert on audit for each row execute function refuse_boom()`.execute(t.store.db);
     }
-    const audit = new AuditService(store.db, store.dialect, { brokerId: 'b1' });
+    const audit = new AuditService(t.store.db, t.store.dialect, { brokerId: 'b1' });
     const outcomes = await Promise.allSettled(Array.from({ length: 20 }, (_, i) => audit.recordRemoteStart(start(i, i === 7 ? 'boom' : 'allowed'))));
     expect(outcomes.filter((o) => o.status === 'rejected')).toHaveLength(1);
     expect(outcomes[7].status).toBe('rejected');
     expect(await audit.verify()).toMatchObject({ ok: true, entries: 19 });
     // The refused start has no owner row either: nothing of it was written.
-    expect(await store.db.selectFrom('remote_session_owners').selectAll().execute()).toHaveLength(19);
+    expect(await t.store.db.selectFrom('remote_session_owners').selectAll().execute()).toHaveLength(19);
   });
 
-  it.runIf(database === 'postgres')('a group whose lock times out leaves its connection outside any transaction: the next groups are written', async () => {
-    await store.close();
+  it('a broker killed between queueing and committing never reported a start that is not in the database', async () => {
+    await t.store.close();
+    const child = spawnSync(process.execPath, ['--import', 'tsx', 'test/support/audit-crash.ts', t.url, t.schema, '50'], {
+      encoding: 'utf8',
+      timeout: 60_000,
+    });
+    expect(child.signal).toBe('SIGKILL');
+    const reported = [...child.stdout.matchAll(/^started (\d+)$/gm)].map((m) => Number(m[1]));
+    expect(reported.length).toBeGreaterThanOrEqual(50);
+    t.store = await openStore(t.url, t.schema);
+    const rows = await t.store.db.selectFrom('audit').select(['id', 'event']).where('id', 'in', reported).execute();
+    expect(rows).toHaveLength(reported.length);
+    expect(rows.every((r) => r.event === 'remote.tunnel.start')).toBe(true);
+    const audit = new AuditService(t.store.db, t.store.dialect, { brokerId: 'after' });
+    expect((await audit.verify()).ok).toBe(true);
+    // What was queued but not committed is simply absent: the restart closes what was written.
+    expect(await audit.closeOpenSessions('broker restarted')).toBeGreaterThanOrEqual(reported.length);
+    expect((await audit.verify()).ok).toBe(true);
+  });
+});
+
+// PostgreSQL's statement timeout: SQLite has no chain lock another session could hold.
+describe('audit group commit (postgres), lock timeout', () => {
+  const t = freshStore('postgres');
+
+  it('a group whose lock times out leaves its connection outside any transaction: the next groups are written', async () => {
+    await t.store.close();
     // Statements time out after 300 ms (the reply 5 s after).
-    store = await openStore(url, schema, undefined, 5300);
-    const holder = new pg.Client({ connectionString: PG_URL, options: `-c search_path=${schema}` });
+    t.store = await openStore(t.url, t.schema, undefined, 5300);
+    const holder = new pg.Client({ connectionString: PG_URL, options: `-c search_path=${t.schema}` });
     await holder.connect();
     try {
       // The chain's lock held by another session, as a stuck broker's group would hold it.
       await holder.query(`select pg_advisory_lock(hashtext('fleet-audit-chain:' || current_schema()))`);
-      const audit = new AuditService(store.db, store.dialect, { brokerId: 'b1' });
+      const audit = new AuditService(t.store.db, t.store.dialect, { brokerId: 'b1' });
       await expect(audit.recordRemoteStart(start(0))).rejects.toThrow(/statement timeout/);
       await holder.query(`select pg_advisory_unlock(hashtext('fleet-audit-chain:' || current_schema()))`);
       // The pool hands out the connection released last: the one whose begin went through and whose lock did not.
@@ -111,25 +138,5 @@ describe.each(['sqlite', 'postgres'] as const)('audit group commit (%s)', (datab
     } finally {
       await holder.end();
     }
-  });
-
-  it('a broker killed between queueing and committing never reported a start that is not in the database', async () => {
-    await store.close();
-    const child = spawnSync(process.execPath, ['--import', 'tsx', 'test/support/audit-crash.ts', url, schema, '50'], {
-      encoding: 'utf8',
-      timeout: 60_000,
-    });
-    expect(child.signal).toBe('SIGKILL');
-    const reported = [...child.stdout.matchAll(/^started (\d+)$/gm)].map((m) => Number(m[1]));
-    expect(reported.length).toBeGreaterThanOrEqual(50);
-    store = await openStore(url, schema);
-    const rows = await store.db.selectFrom('audit').select(['id', 'event']).where('id', 'in', reported).execute();
-    expect(rows).toHaveLength(reported.length);
-    expect(rows.every((r) => r.event === 'remote.tunnel.start')).toBe(true);
-    const audit = new AuditService(store.db, store.dialect, { brokerId: 'after' });
-    expect((await audit.verify()).ok).toBe(true);
-    // What was queued but not committed is simply absent: the restart closes what was written.
-    expect(await audit.closeOpenSessions('broker restarted')).toBeGreaterThanOrEqual(reported.length);
-    expect((await audit.verify()).ok).toBe(true);
   });
 });

@@ -26,7 +26,9 @@ beforeAll(async () => {
   labDevice = await t.addDevice({ parent: 'lab', name: 'lab-1' });
   rootDevice = await t.addDevice({ name: 'root-1' });
   now = Math.floor(Date.now() / 1000);
-  base = Math.floor(now / H) * H - 2 * H;
+  // Two whole hours that end at least a minute before now: the newest samples (now - 30) stay out of
+  // the window even in the first half-minute of a clock hour (they fell into its last hour then).
+  base = Math.floor((now - 60) / H) * H - 2 * H;
   const metrics = t.broker.services.metrics;
   await metrics.ingest(labDevice, [
     cpu(base + 60, 10),

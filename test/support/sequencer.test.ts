@@ -1,11 +1,11 @@
 import type { TestSpecification, Vitest } from 'vitest/node';
 import { describe, expect, it } from 'vitest';
-import SpreadSequencer from './sequencer.js';
+import SpreadSequencer, { RUN } from './sequencer.js';
 
 /** A file of `project` as the sequencer sees it: no timings or sizes from an earlier run. */
-function spec(project: string, file: string): TestSpecification {
+function spec(project: string, file: string, isolate = true): TestSpecification {
   return {
-    project: { name: project, config: { sequence: { groupOrder: 0 }, isolate: project !== 'browser' } },
+    project: { name: project, config: { sequence: { groupOrder: 0 }, isolate } },
     moduleId: `/repo/${file}`,
   } as unknown as TestSpecification;
 }
@@ -40,8 +40,42 @@ describe('the suite sequencer', () => {
     ]);
   });
 
+  it("hands out a shared project's files in runs, so that a worker keeps its imports for the next file", async () => {
+    const shared = Array.from({ length: 2 * RUN + 4 }, (_, i) => spec('api-sqlite', `a${String(i).padStart(2, '0')}`, false));
+    const specs = [
+      ...shared,
+      spec('e2e', 'e1'),
+      spec('e2e', 'e2'),
+      spec('unit', 'u1', false),
+      spec('unit', 'u2', false),
+      spec('unit-isolated', 'i1'),
+      spec('unit-isolated', 'i2'),
+    ];
+    const names = shared.map((s) => `api-sqlite:${s.moduleId.slice(6)}`);
+    // Three runs of the shared project at 1/6, 3/6 and 5/6 of the run, the isolated files one by one
+    // at 1/4 and 3/4; the unit files last, spread the same way.
+    expect(await order(specs)).toEqual([
+      ...names.slice(0, RUN),
+      'e2e:e1',
+      ...names.slice(RUN, 2 * RUN),
+      'e2e:e2',
+      ...names.slice(2 * RUN),
+      'unit-isolated:i1',
+      'unit:u1',
+      'unit:u2',
+      'unit-isolated:i2',
+    ]);
+  });
+
+  it('hands out the browser files one at a time though they share imports', async () => {
+    const shared = Array.from({ length: 2 * RUN }, (_, i) => spec('api-sqlite', `a${String(i).padStart(2, '0')}`, false));
+    const names = shared.map((s) => `api-sqlite:${s.moduleId.slice(6)}`);
+    const browser = ['b1', 'b2', 'b3'].map((f) => spec('browser', f, false));
+    expect(await order([...shared, ...browser])).toEqual(['browser:b1', ...names.slice(0, RUN), 'browser:b2', ...names.slice(RUN), 'browser:b3']);
+  });
+
   it('keeps every file once, each project in its own order', async () => {
-    const specs = Array.from({ length: 40 }, (_, i) => spec(['unit', 'api-postgres', 'browser', 'e2e'][i % 4], `f${String(i).padStart(2, '0')}`));
+    const specs = Array.from({ length: 40 }, (_, i) => spec(['unit', 'api-postgres', 'browser', 'e2e'][i % 4], `f${String(i).padStart(2, '0')}`, i % 2 === 0));
     const sorted = await order(specs);
     expect([...sorted].sort()).toEqual(specs.map((s) => `${s.project.name}:${s.moduleId.slice(6)}`).sort());
     for (const project of ['unit', 'api-postgres', 'browser', 'e2e']) {

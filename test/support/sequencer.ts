@@ -6,13 +6,33 @@
  * worker, and the long end-to-end files would start late and end the run alone. This keeps vitest's
  * order within each project (failed first, then longest first when it has timings from an earlier
  * run, the files' order otherwise) and spreads each project's files evenly over the run instead:
- * the browser files run beside the API and end-to-end files, about one at a time, and the unit
- * files, many and short, come last to fill the workers as the longer files end.
+ * the browser files run beside the API and end-to-end files, and the unit files, many and short,
+ * come last to fill the workers as the longer files end.
+ *
+ * A project with `isolate: false` goes out in runs of RUN files: vitest keeps a worker (and the
+ * imports in it) for the next file only when the next file handed out is of the same project; one
+ * file of each project in turn would start nearly every file in a fresh worker, importing the broker
+ * afresh. A file of an isolated project starts a fresh worker anyway: those go out one at a time,
+ * as do the browser files (ONE_AT_A_TIME).
  */
 import { BaseSequencer, type TestSpecification } from 'vitest/node';
 
 /** Projects whose files are short enough to be the run's last, filling the gaps. */
-const LAST = new Set(['unit']);
+const LAST = new Set(['unit', 'unit-isolated']);
+
+/**
+ * Projects whose files go out one at a time even though they share imports: a browser file draws
+ * pages in the run's one Chromium, the heaviest on CPU of all the files, and runs best beside files
+ * that wait (a run of them would have three at once; the page waits are 15 s).
+ */
+const ONE_AT_A_TIME = new Set(['browser']);
+
+/**
+ * Files of a shared (`isolate: false`) project handed out one after another: with three workers a
+ * run starts about three fresh workers, so runs of 8 start about one file in three afresh, and
+ * still put every project beside the others through the run.
+ */
+export const RUN = 8;
 
 export default class SpreadSequencer extends BaseSequencer {
   override async sort(files: TestSpecification[]): Promise<TestSpecification[]> {
@@ -25,9 +45,13 @@ export default class SpreadSequencer extends BaseSequencer {
     }
     const spread = (projects: TestSpecification[][]): TestSpecification[] =>
       projects
-        .flatMap((list) => list.map((spec, index) => ({ spec, at: (index + 0.5) / list.length })))
+        .flatMap((list) => {
+          const size = list[0].project.config.isolate === false && !ONE_AT_A_TIME.has(list[0].project.name) ? RUN : 1;
+          const runs = Math.ceil(list.length / size);
+          return Array.from({ length: runs }, (_, index) => ({ specs: list.slice(index * size, (index + 1) * size), at: (index + 0.5) / runs }));
+        })
         .sort((a, b) => a.at - b.at)
-        .map(({ spec }) => spec);
+        .flatMap(({ specs }) => specs);
     const lists = [...byProject.entries()];
     return [
       ...spread(lists.filter(([name]) => !LAST.has(name)).map(([, list]) => list)),
