@@ -287,7 +287,15 @@ describe('enrolment and pending hosts', () => {
     await eventually(() => t.broker.services.agents.isConnected(device.id));
     const status = await t.api('GET', `/api/v2/device/${device.id}/status`, { token: t.adminToken });
     expect(status.body).toMatchObject({ uuid: device.id, connected: true, remote_access: true });
-    const row = await t.broker.services.store.db.selectFrom('devices').selectAll().where('device_id', '=', device.id).executeTakeFirstOrThrow();
+    // The contact is written with the broker's other writes of that turn, after the agent counts as connected.
+    const row = await eventually(
+      async () => {
+        const found = await t.broker.services.store.db.selectFrom('devices').selectAll().where('device_id', '=', device.id).executeTakeFirstOrThrow();
+        return found.agent_version !== null && found;
+      },
+      20_000,
+      'the agent version recorded',
+    );
     expect(row.agent_version).toBe('9.9.9-test');
     expect(row.last_ip).toBe('127.0.0.1');
     conn.ws.close();
