@@ -24,6 +24,16 @@ async function pair(window = 256 * 1024) {
   return { broker, agentChannels, close };
 }
 
+/** Whether a process (or, given a negative pid, a process group) still exists. */
+function exists(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
 const sha = (b: Buffer | string) => crypto.createHash('sha256').update(b).digest('hex');
 
 function collect(channel: Channel): { bytes: () => Buffer; ended: Promise<void> } {
@@ -160,16 +170,8 @@ describe('console sessions', () => {
     await expect.poll(() => agentSide.writableNeedDrain, { timeout: 15_000 }).toBe(true);
     fs.writeFileSync(go, '');
     const pid = info.pid as number;
-    const gone = () => {
-      try {
-        process.kill(pid, 0);
-        return false;
-      } catch {
-        return true;
-      }
-    };
     // The command ended and the agent ended its side of the channel (after node-pty's exit).
-    await expect.poll(() => gone() && agentSide.writableEnded, { timeout: 15_000 }).toBe(true);
+    await expect.poll(() => !exists(pid) && agentSide.writableEnded, { timeout: 15_000 }).toBe(true);
     const out = collect(channel);
     channel.resume();
     await out.ended;
@@ -211,19 +213,7 @@ describe('console sessions', () => {
       channel.pause();
       // The broker reads nothing until the command is gone (its last word written, the agent paused or not).
       const pid = info.pid as number;
-      await expect
-        .poll(
-          () => {
-            try {
-              process.kill(pid, 0);
-              return false;
-            } catch {
-              return true;
-            }
-          },
-          { timeout: 15_000 },
-        )
-        .toBe(true);
+      await expect.poll(() => exists(pid), { timeout: 15_000 }).toBe(false);
       const out = collect(channel);
       channel.resume();
       await out.ended;
@@ -250,19 +240,7 @@ describe('console sessions', () => {
     const pid = info.pid as number;
     channel.destroy();
     // The command runs in its own process group: the hang-up reaches `yes` and `cat` too.
-    await expect
-      .poll(
-        () => {
-          try {
-            process.kill(-pid, 0);
-            return true;
-          } catch {
-            return false;
-          }
-        },
-        { timeout: 15_000 },
-      )
-      .toBe(false);
+    await expect.poll(() => exists(-pid), { timeout: 15_000 }).toBe(false);
   });
 
   it('bounds input to a command with pipes that does not read it: the client runs out of credit, the agent holds little', async () => {
@@ -315,19 +293,7 @@ describe('console sessions', () => {
     expect(pid).toBeGreaterThan(0);
     channel.destroy();
     // node-pty hangs up at once; a loaded machine may take a while to reap the shell.
-    await expect
-      .poll(
-        () => {
-          try {
-            process.kill(pid, 0);
-            return true;
-          } catch {
-            return false;
-          }
-        },
-        { timeout: 15_000 },
-      )
-      .toBe(false);
+    await expect.poll(() => exists(pid), { timeout: 15_000 }).toBe(false);
   });
 });
 
