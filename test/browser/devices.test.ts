@@ -417,6 +417,8 @@ describe('enrolment', () => {
     const { page, expectNoErrorsAndClose } = await suite.open();
     await page.goto('/bootstrap-keys');
     await page.getByRole('heading', { level: 1, name: 'Bootstrap keys' }).waitFor();
+    // Until the group tree has loaded the field is a plain input (a group's id typed in); then a list.
+    await page.locator('select#bk-group').waitFor();
     await page.getByLabel('Group').selectOption('hamburg');
     await page.getByRole('button', { name: 'Create key' }).click();
     const created = page.locator('.notice code');
