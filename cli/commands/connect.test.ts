@@ -33,6 +33,21 @@ describe('fleet connect bridging a tunnel to a local socket', () => {
     expect(p.calls).toEqual([3]);
     expect(Buffer.concat(p.received).equals(Buffer.concat(pieces))).toBe(true);
   });
+
+  it('waits once for a full output, however many pieces one read from the broker brings after it filled', async () => {
+    const session = new FakeSession();
+    let resumed = 0;
+    session.resume = () => void resumed++;
+    const output = new PassThrough({ highWaterMark: 1024 });
+    bridge(session as unknown as BridgedSession, new PassThrough(), output, () => {});
+    // Twenty pieces past the output's mark, as one 256 KiB read from the broker may bring them.
+    for (let i = 0; i < 20; i++) session.emit('data', Buffer.alloc(2048, i));
+    expect(output.listenerCount('drain')).toBe(1);
+    output.resume();
+    await new Promise((r) => setImmediate(r));
+    expect(resumed).toBe(1);
+    expect(output.listenerCount('drain')).toBe(0);
+  });
 });
 
 /** A broker as `fleet connect` sees one: each tunnel session is answered ready, its binary frames recorded. */

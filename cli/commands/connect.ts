@@ -107,11 +107,17 @@ export function bridge(
     session.control({ type: 'eof' });
   });
   // `done` (a view of a reused read buffer): the buffer may be read into again once this write is flushed.
+  // One read from the broker may bring many pieces after the output said it is full: one wait for 'drain'.
+  let outputFull = false;
   session.on('data', (data: Buffer, done?: () => void) => {
     holdTurn();
-    if (!output.write(data, done)) {
+    if (!output.write(data, done) && !outputFull) {
+      outputFull = true;
       session.pause();
-      output.once('drain', () => session.resume());
+      output.once('drain', () => {
+        outputFull = false;
+        session.resume();
+      });
     }
   });
   session.on('frame', (frame: ServerFrame) => {
