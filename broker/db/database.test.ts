@@ -1,7 +1,8 @@
+import { AsyncLocalStorage } from 'node:async_hooks';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { afterEach, describe, expect, it } from 'vitest';
+import { afterEach, describe, expect, it, vi } from 'vitest';
 import { openStore, PG_TIMEOUTS, pgTimeouts, type Store } from './database.js';
 
 let store: Store | undefined;
@@ -91,6 +92,71 @@ describe('the ambient transaction', () => {
       })
       .catch(() => undefined);
     expect(ran).toEqual(['committed']);
+    expect(s.inTransaction()).toBe(false);
+  });
+});
+
+describe('the ambient transaction outside transactions', () => {
+  // Node 20's AsyncLocalStorage carries a store to each new async resource in an async hook's init,
+  // through its `_propagate`; later versions carry it without hooks and have no `_propagate`.
+  type Propagating = { _propagate?: (...args: unknown[]) => void };
+  const proto = AsyncLocalStorage.prototype as unknown as Propagating;
+
+  it('leaves no async hook running once no transaction runs: a tick, a timer or a promise outside one pays none', async () => {
+    const s = await sqliteStore();
+    const runs = vi.spyOn(AsyncLocalStorage.prototype, 'run');
+    await s.transaction(async () => {
+      await setting(s, 'a');
+      await new Promise((resolve) => setTimeout(resolve, 1));
+      expect(s.inTransaction()).toBe(true);
+    });
+    await s.transaction(async (trx) => trx.insertInto('settings').values({ key: 'b', value: '1' }).execute());
+    const ours = new Set(runs.mock.contexts);
+    expect(ours.size).toBe(1);
+    // Node turns its promise hook off a microtask after the async hook.
+    await new Promise((resolve) => setImmediate(resolve));
+    let propagated = 0;
+    if (typeof proto._propagate === 'function') {
+      const propagate = vi.spyOn(proto as Required<Propagating>, '_propagate');
+      for (let i = 0; i < 100; i++) {
+        await new Promise((resolve) => setImmediate(resolve));
+        await new Promise<void>((resolve) => process.nextTick(resolve));
+        await setting(s, 'b');
+      }
+      propagated = propagate.mock.contexts.filter((storage) => ours.has(storage)).length;
+    }
+    expect(propagated).toBe(0);
+    expect(s.inTransaction()).toBe(false);
+    // And the next transaction still carries its own across awaits, timers and nested calls.
+    await s.transaction(async () => {
+      await new Promise((resolve) => setTimeout(resolve, 1));
+      await s.transaction(async () => s.db.insertInto('settings').values({ key: 'c', value: '1' }).execute());
+      expect(s.inTransaction()).toBe(true);
+    });
+    expect(await setting(s, 'c')).toEqual({ value: '1' });
+  });
+
+  it('keeps a transaction that waited for another its own context once that one ends', async () => {
+    const s = await sqliteStore();
+    const seen: string[] = [];
+    // SQLite has one connection: the second waits for the first to commit before it begins.
+    const first = s.transaction(async () => {
+      await new Promise((resolve) => setTimeout(resolve, 1));
+      await s.db.insertInto('settings').values({ key: 'first', value: '1' }).execute();
+      seen.push(`first ${s.inTransaction()}`);
+    });
+    const second = s.transaction(async () => {
+      await new Promise((resolve) => setTimeout(resolve, 1));
+      await s.transaction(async () => s.db.insertInto('settings').values({ key: 'second', value: '1' }).execute());
+      seen.push(`second ${s.inTransaction()}`);
+      throw new Error('refused');
+    });
+    await first;
+    await expect(second).rejects.toThrow('refused');
+    expect(seen).toEqual(['first true', 'second true']);
+    expect(await setting(s, 'first')).toEqual({ value: '1' });
+    // The nested insert joined the second transaction and went with its rollback.
+    expect(await setting(s, 'second')).toBeUndefined();
     expect(s.inTransaction()).toBe(false);
   });
 });

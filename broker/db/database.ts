@@ -58,12 +58,15 @@ function ambient(root: Db, current: AsyncLocalStorage<Frame>): Db {
     const frame = current.getStore();
     return frame?.open ? frame : undefined;
   };
+  /** Transactions begun and not yet committed or rolled back (nested ones join theirs, uncounted). */
+  let running = 0;
   const run = async <T>(work: (trx: Transaction<Database>) => Promise<T>): Promise<T> => {
     const open = openFrame();
     // A nested transaction joins the open one (Kysely refuses transaction() on a Transaction).
     if (open) return work(open.trx);
     const frames: Frame[] = [];
     let committed = false;
+    running += 1;
     try {
       const result = await root.transaction().execute((trx) => {
         const frame: Frame = { trx, afterCommit: [], afterRollback: [], open: true };
@@ -81,6 +84,12 @@ function ambient(root: Db, current: AsyncLocalStorage<Frame>): Db {
         frame.open = false;
         if (!committed) for (const task of frame.afterRollback) task();
       }
+      // On Node 20 an entered AsyncLocalStorage keeps an async hook and V8 promise hooks on for the
+      // whole process: every promise, tick, timer and socket write, a console's keystrokes included,
+      // ran its init hook. Off again once no transaction runs (the next `current.run` turns it
+      // on); frames left on resources made meanwhile are closed, so they join nothing.
+      running -= 1;
+      if (running === 0) current.disable();
     }
   };
   return new Proxy(root, {
