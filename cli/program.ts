@@ -54,8 +54,11 @@ export function program(run: (work: Promise<number | void>) => void): Command {
     .argument('<gateway-host>')
     .argument('<gateway-port>')
     .argument('<host>', '<device>.<broker host>, as ssh names it (%h)')
+    .option('--fdpass', "hand the connection to ssh and exit (ssh's ProxyUseFdpass yes) instead of passing its bytes")
     .description("The ProxyCommand of fleet ssh-config's block: one connection to the SSH gateway, bound to the device <host> names")
-    .action((gw: string, port: string, host: string) => run(import('./commands/ssh-proxy.js').then((m) => m.sshProxyCommand(gw, port, host))));
+    .action((gw: string, port: string, host: string, options: { fdpass?: boolean }) =>
+      run(import('./commands/ssh-proxy.js').then((m) => m.sshProxyCommand(gw, port, host, options))),
+    );
 
   cli
     .command('logout')

@@ -40,9 +40,11 @@ describe('the ssh-proxy preamble', () => {
 });
 
 describe('the ssh config block', () => {
-  it('reaches *.<host> through fleet ssh-proxy to the gateway, and keeps the gateway alias for ssh -J', () => {
+  it('reaches *.<host> through fleet ssh-proxy to the gateway, which hands ssh the connection, and keeps the gateway alias for ssh -J', () => {
     const block = sshConfigBlock('p', 'https://fleet.example.com', 2222, { key: '/k', cert: '/k-cert.pub', knownHosts: '/k.known_hosts' });
-    expect(block).toContain('Host *.fleet.example.com !fleet.example.com.fleet-gateway\n  ProxyCommand fleet ssh-proxy fleet.example.com 2222 %h\n');
+    expect(block).toContain(
+      'Host *.fleet.example.com !fleet.example.com.fleet-gateway\n  ProxyCommand fleet ssh-proxy --fdpass fleet.example.com 2222 %h\n  ProxyUseFdpass yes\n',
+    );
     expect(block).toContain('Host fleet.example.com.fleet-gateway\n  HostName fleet.example.com\n  Port 2222\n');
     expect(block).not.toContain('ProxyJump');
   });

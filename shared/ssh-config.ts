@@ -70,8 +70,8 @@ export function readSshPreamble(head: Buffer): PreambleRead {
 
 /**
  * The ~/.ssh/config block of a profile: `ssh <login>@<device>.<host>` reaches the gateway through
- * `fleet ssh-proxy` (one SSH connection, bound to the device by the preamble); the gateway's own
- * alias stays for `ssh -J <alias>`.
+ * `fleet ssh-proxy` (one SSH connection, bound to the device by the preamble), which hands ssh the
+ * connection and exits (`ProxyUseFdpass`); the gateway's own alias stays for `ssh -J <alias>`.
  */
 export function sshConfigBlock(profile: string, url: string, port: number, files: SshClientFiles): string {
   const host = fleetHost(url);
@@ -92,7 +92,9 @@ export function sshConfigBlock(profile: string, url: string, port: number, files
     '  User fleet',
     ...common,
     `Host *.${host} !${alias}`,
-    `  ProxyCommand fleet ssh-proxy ${host} ${port} %h`,
+    `  ProxyCommand fleet ssh-proxy --fdpass ${host} ${port} %h`,
+    // ssh takes the connection from fleet ssh-proxy and talks to the gateway itself: no process between them.
+    '  ProxyUseFdpass yes',
     ...common,
     '',
   ].join('\n');

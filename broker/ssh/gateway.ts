@@ -14,6 +14,7 @@ import type { RemoteSessions } from '../remote/sessions.js';
 import type { SshAuthority } from './authority.js';
 import { SshChannels } from './channels.js';
 import { coalesceWrites } from './coalesce.js';
+import { readInLargePieces } from './large-reads.js';
 import { poolPacketPadding } from './packet-padding.js';
 import type { SshKeys } from './keys.js';
 import { readSshPreamble } from '../../shared/ssh-config.js';
@@ -110,6 +111,8 @@ export class SshGateway {
       });
       this.preamble(socket, (host) => {
         if (host) waiting.host = host;
+        // Read in up to 256 KiB at a time, not Node's 64 KiB (large-reads.ts).
+        readInLargePieces(socket);
         // ssh2 writes packet by packet: those of one turn leave in one write (coalesce.ts).
         ssh.injectSocket(coalesceWrites(socket));
       });

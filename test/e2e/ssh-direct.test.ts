@@ -4,6 +4,7 @@
  * one SSH connection to the gateway, bound to that device once signed in. The real OpenSSH client
  * where it is the user's path, raw sockets for the preamble; `ssh -J` keeps working beside it.
  */
+import { spawn } from 'node:child_process';
 import crypto from 'node:crypto';
 import fs from 'node:fs';
 import net from 'node:net';
@@ -44,6 +45,32 @@ function freePort(): Promise<number> {
   });
 }
 
+/** The command lines of a process's live descendants (Linux /proc). */
+function descendants(root: number): string[] {
+  const procs = fs
+    .readdirSync('/proc')
+    .filter((d) => /^\d+$/.test(d))
+    .flatMap((d) => {
+      try {
+        const stat = fs.readFileSync(`/proc/${d}/stat`, 'utf8');
+        const ppid = Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1]);
+        return [{ pid: Number(d), ppid, cmd: fs.readFileSync(`/proc/${d}/cmdline`, 'utf8').replaceAll('\0', ' ') }];
+      } catch {
+        return [];
+      }
+    });
+  const ours = new Set([root]);
+  for (let grew = true; grew;) {
+    grew = false;
+    for (const p of procs) {
+      if (ours.has(p.pid) || !ours.has(p.ppid)) continue;
+      ours.add(p.pid);
+      grew = true;
+    }
+  }
+  return procs.filter((p) => p.pid !== root && ours.has(p.pid)).map((p) => p.cmd);
+}
+
 /** A raw connection to the gateway: what it wrote back, and whether (and when) it closed. */
 function raw(port = gatewayPort()): { socket: net.Socket; got: () => string; closed: Promise<string> } {
   const socket = net.connect(port, '127.0.0.1');
@@ -74,12 +101,13 @@ afterAll(async () => {
 describe('one SSH connection to the device through fleet ssh-proxy', () => {
   it('the block runs fleet ssh-proxy, not a jump: ssh root@<name>.<host> runs a command, audited and recorded as ssh', async () => {
     const block = fs.readFileSync(admin.config, 'utf8');
-    expect(block).toContain(`ProxyCommand fleet ssh-proxy 127.0.0.1 ${gatewayPort()} %h`);
+    expect(block).toContain(`ProxyCommand fleet ssh-proxy --fdpass 127.0.0.1 ${gatewayPort()} %h\n  ProxyUseFdpass yes\n`);
     expect(block).not.toMatch(/ProxyJump/);
     const run = await runSsh('ssh', admin, ['-v', `root@${name}.127.0.0.1`, 'echo direct-$((6*7)); exit 4']);
     expect(run.stdout).toBe('direct-42\n');
     expect(run.code).toBe(4);
-    expect(run.stderr).toMatch(/Executing proxy command: exec fleet ssh-proxy/);
+    // ssh's dialer: fleet ssh-proxy hands ssh the connection (ssh fails without one) instead of passing its bytes.
+    expect(run.stderr).toMatch(/Executing proxy dialer command: exec fleet ssh-proxy --fdpass/);
     const [entry] = await eventually(
       async () => {
         const items = await audit(`device_id=${device}&action=console&event=remote.console.start`);
@@ -91,6 +119,37 @@ describe('one SSH connection to the device through fleet ssh-proxy', () => {
     );
     expect(entry).toMatchObject({ result: 'allowed', source: 'ssh' });
     expect(JSON.stringify(entry)).toMatch(/"recording":"[0-9a-f-]{36}"/);
+  });
+
+  it('leaves no process between ssh and the gateway: fleet ssh-proxy has exited while the session runs', async () => {
+    const child = spawn('ssh', ['-F', admin.config, '-o', 'BatchMode=yes', `root@${host()}`, 'echo started; read line; echo "got $line"'], { env: admin.env });
+    let out = '';
+    child.stdout.on('data', (d) => (out += d));
+    child.stderr.resume();
+    const closed = new Promise<number | null>((resolve) => child.on('close', resolve));
+    await eventually(() => out.includes('started'), 30_000, 'the session to start');
+    // The session is up and waits for our line: ssh's descendants are what carries it now.
+    expect(descendants(child.pid as number).filter((cmd) => cmd.includes('ssh-proxy'))).toEqual([]);
+    child.stdin.end('over-the-socket\n');
+    expect(await closed).toBe(0);
+    expect(out).toBe('started\ngot over-the-socket\n');
+  });
+
+  it('fleet ssh-proxy --fdpass refuses a standard output that is a pipe (ssh without ProxyUseFdpass), exit 255', async () => {
+    // A shell's pipe, as ssh makes for a ProxyCommand without ProxyUseFdpass (Node.js would give a socket pair).
+    const cmd = `fleet ssh-proxy --fdpass 127.0.0.1 ${gatewayPort()} ${host()} | od -c; exit \${PIPESTATUS[0]}`;
+    const run = await new Promise<{ code: number | null; stdout: string; stderr: string }>((resolve) => {
+      const child = spawn('bash', ['-c', cmd], { env: admin.env, stdio: ['ignore', 'pipe', 'pipe'] });
+      let stdout = '';
+      let stderr = '';
+      child.stdout.on('data', (d) => (stdout += d));
+      child.stderr.on('data', (d) => (stderr += d));
+      child.on('close', (code) => resolve({ code, stdout, stderr }));
+    });
+    expect(run.code).toBe(255);
+    expect(run.stderr).toMatch(/ProxyUseFdpass/);
+    // Nothing was written to the pipe (od prints only its end offset).
+    expect(run.stdout.trim()).toBe('0000000');
   });
 
   it('copies with scp up and down, byte for byte', async () => {
@@ -109,7 +168,6 @@ describe('one SSH connection to the device through fleet ssh-proxy', () => {
 
   it('forwards a local port (ssh -L) as a tunnel on the device, decided and audited', async () => {
     const local = await freePort();
-    const { spawn } = await import('node:child_process');
     const child = spawn(
       'ssh',
       ['-F', admin.config, '-o', 'BatchMode=yes', '-o', 'ExitOnForwardFailure=yes', '-N', '-L', `${local}:127.0.0.1:${echoPort}`, `root@${host()}`],
