@@ -4,8 +4,11 @@
  */
 import fs from 'node:fs';
 
-/** CPU seconds (user + system) of this process's live descendants whose command line has `match` (Linux; 0 elsewhere). */
-export function descendantsCpu(match: string): number {
+/**
+ * CPU seconds (user + system) of this process's live descendants whose command line has `match`
+ * (Linux; 0 elsewhere); with `reaped`, of the children they have waited for instead (an agent's commands).
+ */
+export function descendantsCpu(match: string, reaped = false): number {
   const tick = 100; // USER_HZ on Linux
   let procs: { pid: number; ppid: number; cpu: number }[];
   try {
@@ -16,7 +19,7 @@ export function descendantsCpu(match: string): number {
         try {
           const stat = fs.readFileSync(`/proc/${d}/stat`, 'utf8');
           const f = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
-          return [{ pid: Number(d), ppid: Number(f[1]), cpu: (Number(f[11]) + Number(f[12])) / tick }];
+          return [{ pid: Number(d), ppid: Number(f[1]), cpu: (reaped ? Number(f[13]) + Number(f[14]) : Number(f[11]) + Number(f[12])) / tick }];
         } catch {
           return [];
         }
@@ -56,12 +59,21 @@ export async function cpuPerMb<T extends { mbps: number; bytes?: number }>(body:
 export const cpuLine = (r: { brokerMsPerMb: number; agentMsPerMb: number }) =>
   `CPU per MB: broker ${r.brokerMsPerMb.toFixed(2)} ms, agent ${r.agentMsPerMb.toFixed(2)} ms`;
 
-/** CPU milliseconds of this process and of the agent per unit of `count` while `body` ran. */
-export async function cpuPer<T>(body: () => Promise<T>, count: (r: T) => number): Promise<T & { selfMs: number; agentMs: number }> {
+/**
+ * CPU milliseconds of this process, of the agent, and of the agent's commands it reaped meanwhile
+ * (`commandsMs`: the shells of console sessions) per unit of `count` while `body` ran.
+ */
+export async function cpuPer<T>(body: () => Promise<T>, count: (r: T) => number): Promise<T & { selfMs: number; agentMs: number; commandsMs: number }> {
   const self = process.cpuUsage();
   const agent = descendantsCpu('agent/main.ts');
+  const commands = descendantsCpu('agent/main.ts', true);
   const r = await body();
   const { user, system } = process.cpuUsage(self);
   const n = Math.max(1, count(r));
-  return { ...r, selfMs: (user + system) / 1000 / n, agentMs: ((descendantsCpu('agent/main.ts') - agent) * 1000) / n };
+  return {
+    ...r,
+    selfMs: (user + system) / 1000 / n,
+    agentMs: ((descendantsCpu('agent/main.ts') - agent) * 1000) / n,
+    commandsMs: ((descendantsCpu('agent/main.ts', true) - commands) * 1000) / n,
+  };
 }

@@ -35,7 +35,7 @@ const SCP_MIB = Number(process.env.BENCH_SCP_MIB ?? 64);
 const OPENS_CONCURRENCY = 8;
 /** Library client: connections, and sessions in flight on each (below the gateway's 10 channels a connection). */
 const CLIENT_CONNECTIONS = Number(process.env.BENCH_SSH_CONNECTIONS ?? 2);
-const CLIENT_SESSIONS_EACH = 8;
+const CLIENT_SESSIONS_EACH = Number(process.env.BENCH_SSH_SESSIONS_EACH ?? 8);
 /** Opens through the gateway run this long unmeasured before the measured ones (BENCH_OPENS_WARMUP_SECONDS). */
 const OPENS_WARMUP_SECONDS = Number(process.env.BENCH_OPENS_WARMUP_SECONDS ?? 2);
 const PARTS = ['scp', 'forward', 'opens', 'client', 'latency'] as const;
@@ -205,16 +205,19 @@ async function clientOpens(
   clients: SshClient[],
   open: (client: SshClient) => Promise<void>,
   seconds = SECONDS,
-): Promise<{ perSecond: number; opened: number; failed: number; lastError: string }> {
+): Promise<{ perSecond: number; opened: number; failed: number; lastError: string; p50: number; p99: number }> {
   const deadline = Date.now() + seconds * 1000;
   let opened = 0;
   let failed = 0;
   let lastError = '';
+  const took: number[] = [];
   const started = Date.now();
   const worker = async (client: SshClient) => {
     while (Date.now() < deadline) {
       try {
+        const t0 = performance.now();
         await open(client);
+        took.push(performance.now() - t0);
         opened++;
       } catch (err) {
         failed++;
@@ -223,7 +226,9 @@ async function clientOpens(
     }
   };
   await Promise.all(clients.flatMap((client) => Array.from({ length: CLIENT_SESSIONS_EACH }, () => worker(client))));
-  return { perSecond: opened / ((Date.now() - started) / 1000), opened, failed, lastError };
+  took.sort((a, b) => a - b);
+  const at = (q: number) => took[Math.min(took.length - 1, Math.floor(q * took.length))] ?? 0;
+  return { perSecond: opened / ((Date.now() - started) / 1000), opened, failed, lastError, p50: at(0.5), p99: at(0.99) };
 }
 
 /**
@@ -241,7 +246,7 @@ async function benchClientOpens(
   type Opens = Awaited<ReturnType<typeof cpuPer<Awaited<ReturnType<typeof clientOpens>>>>>;
   const show = (name: string, r: Opens) =>
     log(
-      `  ${name}: ${r.perSecond.toFixed(1)}/s (${r.opened} opened, ${r.failed} failed${r.failed ? `: ${r.lastError.slice(0, 120)}` : ''}; CPU per open: this process ${r.selfMs.toFixed(2)} ms, agent ${r.agentMs.toFixed(2)} ms)`,
+      `  ${name}: ${r.perSecond.toFixed(1)}/s (${r.opened} opened, ${r.failed} failed${r.failed ? `: ${r.lastError.slice(0, 120)}` : ''}; each open to its close p50 ${r.p50.toFixed(1)} ms, p99 ${r.p99.toFixed(1)} ms; CPU per open: this process ${r.selfMs.toFixed(2)} ms, agent ${r.agentMs.toFixed(2)} ms, its commands ${r.commandsMs.toFixed(2)} ms)`,
     );
   const kinds: [string, (c: SshClient) => Promise<void>][] = [
     ['`exec true`', execTrue],

@@ -71,6 +71,12 @@ export interface ConsoleParams {
    * without this runs the command in a pty as before, so the command must work there too.
    */
   pipes?: boolean;
+  /**
+   * with `pipes`: the command as one line of shell text, run as sshd runs a command without a
+   * terminal (`<the user's shell> -c <line>`, no login profile) in place of `command`. An agent that
+   * does answers `commandLine: true` in its `opened` info; an older one runs `command` as before.
+   */
+  commandLine?: string;
 }
 export interface TunnelParams {
   proto: 'tcp' | 'udp';

@@ -3,7 +3,7 @@ import { AgentRefusal } from '../../shared/codes.js';
 import type { Channel } from '../../shared/mux.js';
 import type { ConsoleParams } from '../../shared/protocol.js';
 import type { SessionContext } from './context.js';
-import { planLogin } from './login-user.js';
+import { planCommandLine, planLogin } from './login-user.js';
 import { openPiped } from './piped.js';
 import { PtyInput } from './pty-input.js';
 
@@ -38,6 +38,18 @@ function commandOf(value: unknown): string[] | undefined {
   return value as string[];
 }
 
+/** A command line's most bytes (the broker's own bound on a command is 16 KiB). */
+const MAX_COMMAND_LINE_BYTES = 256 * 1024;
+
+/** The shell text of a command without a terminal (`commandLine`); refused when malformed rather than ignored. */
+function commandLineOf(value: unknown): string | undefined {
+  if (value === undefined) return undefined;
+  if (typeof value !== 'string' || value.includes('\0') || Buffer.byteLength(value) > MAX_COMMAND_LINE_BYTES) {
+    throw new AgentRefusal('invalid_request', 'The command line to run is malformed.');
+  }
+  return value;
+}
+
 /** node-pty (native code), loaded with the first console: an agent that never opens one does not load it. */
 async function loadPty(): Promise<typeof import('node-pty')> {
   try {
@@ -64,8 +76,13 @@ export async function openConsole(channel: Channel, params: ConsoleParams, ctx: 
   // plan: `<shell> -l` as the agent's user, or `setpriv … -- <shell> -l` as another.
   const file = run && plan.file === shell ? runner : plan.file;
   const args = !run ? plan.args : plan.file === shell ? run.slice(1) : [...plan.args.slice(0, -2), ...run];
-  // Without a terminal (the broker's `ssh host cmd`): pipes, as sshd gives such a command.
-  if (run && params.pipes === true) return openPiped(channel, { file, args, cwd: plan.cwd, env: plan.env }, ctx, { shell, user: plan.user });
+  // Without a terminal (the broker's `ssh host cmd`): pipes, as sshd gives such a command, and
+  // where the broker sends its line, started as sshd starts it (no login shell, no script around it).
+  if (run && params.pipes === true) {
+    const line = commandLineOf(params.commandLine);
+    if (line !== undefined) return openPiped(channel, planCommandLine(plan, line), ctx, { shell, user: plan.user, commandLine: true });
+    return openPiped(channel, { file, args, cwd: plan.cwd, env: plan.env }, ctx, { shell, user: plan.user });
+  }
   const { spawn } = await loadPty();
   let pty: IPty;
   try {

@@ -1,6 +1,6 @@
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import { AgentRefusal } from '../../shared/codes.js';
-import { lookupUser, parsePasswdLine, planLogin } from './login-user.js';
+import { environmentFilePath, lookupUser, parsePasswdLine, planCommandLine, planLogin } from './login-user.js';
 
 afterEach(() => vi.restoreAllMocks());
 
@@ -66,5 +66,31 @@ describe('the console login user on the agent', () => {
     } finally {
       delete process.env.FLEET_SECRET_FOR_TEST;
     }
+  });
+
+  it("a command line as another user: setpriv, that user's shell with -c (no -l), sshd's variables, no TERM", () => {
+    vi.spyOn(process, 'getuid').mockReturnValue(0); // only the plan is made here, nothing runs
+    const plan = planLogin('daemon');
+    const daemon = lookupUser('daemon');
+    const run = planCommandLine(plan, 'id -u; echo "$HOME"', '');
+    expect(run.file).toBe(plan.file);
+    expect(run.args).toEqual([`--reuid=${daemon?.uid}`, `--regid=${daemon?.gid}`, '--init-groups', '--', '/bin/sh', '-c', 'id -u; echo "$HOME"']);
+    expect(run.env).toMatchObject({ USER: 'daemon', LOGNAME: 'daemon', SHELL: '/bin/sh', PATH: '/usr/local/bin:/usr/bin:/bin:/usr/local/games:/usr/games' });
+    expect(run.env.TERM).toBeUndefined();
+    expect(run.cwd).toBe(plan.cwd);
+  });
+
+  it("a command line as the agent's user: its shell with -c, root's PATH for root, /etc/environment's PATH where it sets one", () => {
+    const plan = { ...planLogin(undefined), uid: 0 };
+    const run = planCommandLine(plan, 'true', '# comment\nLANG=C\n');
+    expect(run.file).toBe(plan.shell);
+    expect(run.args).toEqual(['-c', 'true']);
+    expect(run.env.PATH).toBe('/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin');
+    const ubuntu = 'PATH="/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin:/usr/games:/usr/local/games:/snap/bin"\n';
+    expect(planCommandLine(plan, 'true', ubuntu).env.PATH).toBe(
+      '/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin:/usr/games:/usr/local/games:/snap/bin',
+    );
+    expect(environmentFilePath("export PATH='/a:/b'\n")).toBe('/a:/b');
+    expect(environmentFilePath('PATH=\nXPATH=/x\n')).toBeUndefined();
   });
 });

@@ -43,6 +43,8 @@ export interface LoginPlan {
   env: NodeJS.ProcessEnv;
   /** the user the shell runs as */
   user: string;
+  /** that user's id (the agent's own where the plan keeps the agent's user) */
+  uid: number;
   shell: string;
 }
 
@@ -73,6 +75,7 @@ export function planLogin(user: string | undefined): LoginPlan {
       cwd: home,
       env: { ...process.env, TERM: 'xterm-256color', HOME: home },
       user: own ?? String(process.getuid?.()),
+      uid: process.getuid?.() ?? -1,
       shell,
     };
   }
@@ -103,6 +106,63 @@ export function planLogin(user: string | undefined): LoginPlan {
       ...(process.env.LANG ? { LANG: process.env.LANG } : {}),
     },
     user: entry.name,
+    uid: entry.uid,
     shell,
   };
+}
+
+/** The PATH sshd gives a session: its compiled default (root's with the sbin directories), as /etc/profile sets it on Debian. */
+const ROOT_PATH = '/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin';
+const USER_PATH = '/usr/local/bin:/usr/bin:/bin:/usr/local/games:/usr/games';
+/** /etc/environment is read at most this far (pam_env's file of `NAME=value` lines). */
+const ENVIRONMENT_FILE_MAX = 64 * 1024;
+
+/**
+ * The PATH /etc/environment sets (pam_env gives it to sshd's sessions on Debian and Ubuntu, where
+ * it is the only place Ubuntu sets /snap/bin), or undefined. Only PATH is taken from it.
+ */
+export function environmentFilePath(text: string): string | undefined {
+  let path: string | undefined;
+  for (const line of text.slice(0, ENVIRONMENT_FILE_MAX).split('\n')) {
+    const m = /^\s*(?:export\s+)?PATH=(.*?)\s*$/.exec(line);
+    if (!m) continue;
+    const value = m[1].length >= 2 && (m[1][0] === '"' || m[1][0] === "'") && m[1].endsWith(m[1][0]) ? m[1].slice(1, -1) : m[1];
+    if (value !== '' && !value.includes('\0')) path = value;
+  }
+  return path;
+}
+
+function readEnvironmentFile(): string {
+  try {
+    return readFileSync('/etc/environment', 'utf8');
+  } catch {
+    return '';
+  }
+}
+
+/**
+ * A command without a terminal as sshd starts one (`ConsoleParams.commandLine`): `<shell> -c <line>`
+ * as the plan's user (through setpriv as planned), not a login shell, so no /etc/profile and no
+ * ~/.profile; bash still reads ~/.bashrc as it does under sshd (its input is a socket). The
+ * environment is the console's without TERM, with the variables sshd sets (USER, LOGNAME, HOME,
+ * SHELL) and PATH as a login shell had it from /etc/profile: /etc/environment's where it sets one
+ * (as pam_env gives sshd), else sshd's default for the user (root's with the sbin directories).
+ */
+export function planCommandLine(
+  plan: LoginPlan,
+  line: string,
+  environmentFile = readEnvironmentFile(),
+): { file: string; args: string[]; cwd: string; env: NodeJS.ProcessEnv } {
+  const { TERM: _term, ...base } = plan.env;
+  const env: NodeJS.ProcessEnv = {
+    ...base,
+    USER: plan.user,
+    LOGNAME: plan.user,
+    SHELL: plan.shell,
+    PATH: environmentFilePath(environmentFile) ?? (plan.uid === 0 ? ROOT_PATH : USER_PATH),
+  };
+  // plan: `<shell> -l` as the agent's user, or `setpriv … -- <shell> -l` as another.
+  const own = plan.file === plan.shell;
+  const args = own ? ['-c', line] : [...plan.args.slice(0, -2), plan.shell, '-c', line];
+  return { file: plan.file, args, cwd: plan.cwd, env };
 }

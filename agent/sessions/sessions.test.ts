@@ -12,6 +12,7 @@ import type { CopyParams } from '../../shared/protocol.js';
 import { RAW_MARKER, RAW_SCRIPT } from '../../broker/ssh/relay.js';
 import { muxPair } from '../../test/support/mux-pair.js';
 import { handleChannel } from './index.js';
+import { environmentFilePath } from './login-user.js';
 import { resolveCopyTarget } from './paths.js';
 
 /** The broker end of a Mux pair whose agent end serves channels with handleChannel. */
@@ -275,6 +276,58 @@ describe('console sessions', () => {
     expect(inPty).toMatch(/(^|\s)-echo(\s|$)/);
     const piped = await run(true);
     expect(piped).toContain('no-terminal');
+  });
+
+  it('runs a command line as sshd does: its shell with -c, no login profile, no script around it, PATH as a login shell had it', async () => {
+    const p = await pair();
+    cleanup = p.close;
+    // A home whose profile would say so if a login shell read it (the agent's own user: HOME is this process's).
+    const home = fs.mkdtempSync(path.join(dir, 'home-'));
+    fs.writeFileSync(path.join(home, '.profile'), 'echo profile-read\n');
+    fs.writeFileSync(path.join(home, '.bash_profile'), 'echo profile-read\n');
+    const saved = { HOME: process.env.HOME, PATH: process.env.PATH, SHELL: process.env.SHELL };
+    process.env.HOME = home;
+    process.env.SHELL = '/bin/sh';
+    process.env.PATH = `/agent-only-path:${saved.PATH}`;
+    try {
+      const line = 'echo "zero=$0 path=$PATH user=$USER shell=$SHELL term=${TERM:-unset}"; [ -t 0 ] || echo no-tty; wc -c; exit 3';
+      // What the gateway sends: the script for an older agent, and the line for this one.
+      const command = ['/bin/sh', '-c', RAW_SCRIPT, 'sh', line];
+      const { channel, info } = await p.broker.open('console', { cols: 80, rows: 24, command, pipes: true, commandLine: line });
+      expect(info).toMatchObject({ command: true, commandLine: true });
+      channel.control({ type: 'resize', cols: 80, rows: 24 });
+      const out = collect(channel);
+      const exit = new Promise<any>((r) => channel.on('control', (m) => m.type === 'exit' && r(m)));
+      channel.end('1234\n');
+      expect(await exit).toEqual({ type: 'exit', code: 3, signal: null });
+      await out.ended;
+      const text = out.bytes().toString();
+      expect(text).not.toContain('profile-read');
+      expect(text).not.toContain(RAW_MARKER);
+      const user = os.userInfo();
+      const path = environmentFilePath(fs.existsSync('/etc/environment') ? fs.readFileSync('/etc/environment', 'utf8') : '');
+      const expected =
+        path ?? (user.uid === 0 ? '/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin' : '/usr/local/bin:/usr/bin:/bin:/usr/local/games:/usr/games');
+      expect(text).toContain(`zero=/bin/sh path=${expected} user=${user.username} shell=/bin/sh term=unset\n`);
+      expect(text).toContain('no-tty\n');
+      expect(text).toMatch(/^\s*5$/m);
+    } finally {
+      for (const [k, v] of Object.entries(saved)) {
+        if (v === undefined) delete process.env[k];
+        else process.env[k] = v;
+      }
+    }
+  });
+
+  it('refuses a malformed command line instead of running anything', async () => {
+    const p = await pair();
+    cleanup = p.close;
+    const command = ['/bin/sh', '-c', 'echo ran'];
+    for (const commandLine of ['a\0b', 5, ['ls'], 'x'.repeat(256 * 1024 + 1)]) {
+      await expect(p.broker.open('console', { cols: 80, rows: 24, command, pipes: true, commandLine } as never), typeof commandLine).rejects.toThrow(
+        /malformed/,
+      );
+    }
   });
 
   it('refuses a malformed command instead of opening a shell', async () => {

@@ -231,8 +231,9 @@ export class SshChannels {
       return undefined;
     }
     // A command without a terminal runs with pipes where the agent can (ConsoleParams.pipes), else
-    // in its pty, made raw by RAW_SCRIPT: the same argv serves both.
-    const params = { ...size, user: login, ...(argv ? { command: argv } : {}), ...(raw ? { pipes: true } : {}) };
+    // in its pty, made raw by RAW_SCRIPT: the same argv serves both. An agent that knows
+    // `commandLine` runs the line as sshd would instead (`<shell> -c <line>`), with no script around it.
+    const params = { ...size, user: login, ...(argv ? { command: argv } : {}), ...(raw ? { pipes: true, commandLine: command } : {}) };
     const prepared = await this.deps.sessions.authorizeAndOpen(caller, 'console', conn.deviceId, request, params, options);
     if (!prepared.ok) {
       failStream(stream, prepared.frame.message);
@@ -244,7 +245,9 @@ export class SshChannels {
       await this.deps.sessions.finish(prepared.auditId, prepared.startedAt, { bytesIn: 0, bytesOut: 0, reason: 'client went away before the session started' });
       return undefined;
     }
-    const relay = new SshRelay(stream, prepared.channel, { kind: 'console', size, raw, recorder: prepared.recorder, sessionId: prepared.sessionId });
+    // Only RAW_SCRIPT writes RAW_MARKER: an agent that ran the line itself sends none to wait for.
+    const marker = raw && prepared.relayOptions.info.commandLine !== true;
+    const relay = new SshRelay(stream, prepared.channel, { kind: 'console', size, raw, marker, recorder: prepared.recorder, sessionId: prepared.sessionId });
     this.deps.sessions.adopt(prepared, relay);
     relay.start();
     return relay;

@@ -64,4 +64,32 @@ describe('SshRelay', () => {
     channel.emit('data', Buffer.from('c'));
     expect(events).toEqual(['o:a:1', 'o:b:2', 'o:c:2']);
   });
+
+  it("passes a command's input and output at once when no RAW_MARKER is to come (the agent ran the line itself), and waits for it otherwise", () => {
+    const run = (marker: boolean | undefined) => {
+      const channel = new FakeChannel();
+      const stream = new FakeStream();
+      let paused = false;
+      stream.pause = () => void (paused = true);
+      stream.resume = () => void (paused = false);
+      stream.isPaused = () => paused;
+      const relay = new SshRelay(stream as unknown as ServerChannel, channel as unknown as Channel, {
+        kind: 'console',
+        raw: true,
+        ...(marker === undefined ? {} : { marker }),
+      });
+      relay.start();
+      channel.emit('data', Buffer.from('out-1'));
+      return { stream, paused: () => paused };
+    };
+    const direct = run(false);
+    expect(direct.paused()).toBe(false);
+    expect(direct.stream.text()).toBe('out-1');
+    // RAW_SCRIPT's marker still awaited where the agent runs the script (an older agent): output held, input paused.
+    for (const marker of [true, undefined]) {
+      const scripted = run(marker);
+      expect(scripted.paused()).toBe(true);
+      expect(scripted.stream.text()).toBe('');
+    }
+  });
 });

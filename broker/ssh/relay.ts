@@ -23,8 +23,10 @@ export interface SshRelayOptions {
   kind: 'console' | 'tunnel';
   /** console: the size told to the agent (which then knows the broker listens) */
   size?: { cols: number; rows: number };
-  /** console of a command without a terminal: wait for RAW_MARKER before sending input */
+  /** console of a command without a terminal: the end of the client's input is passed on */
   raw?: boolean;
+  /** with raw: wait for RAW_MARKER before sending input (RAW_SCRIPT runs); raw's value when absent */
+  marker?: boolean;
   /** console: where its output is recorded (never its input) */
   recorder?: { output(chunk: Buffer): void; resize?(cols: number, rows: number): void };
   /** console: its live session id (what watchers join) */
@@ -65,7 +67,7 @@ export class SshRelay implements WatchableRelay {
     private readonly options: SshRelayOptions,
   ) {
     this.done = new Promise((resolve) => (this.resolveDone = resolve));
-    if (options.raw) this.pending = Buffer.alloc(0);
+    if (options.marker ?? options.raw) this.pending = Buffer.alloc(0);
   }
 
   get bytesIn(): number {

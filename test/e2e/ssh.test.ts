@@ -790,6 +790,16 @@ describe('SSH gateway with the OpenSSH client', () => {
     expect(run.stdout).toMatch(/^not a tty\n\s*100000\n$/);
   });
 
+  it("starts a command without a terminal as sshd does: the login user's shell with -c, not a login shell, no script around it", async () => {
+    // `$0` is the shell that runs the line: the agent's user's (its SHELL, else /bin/bash), not the /bin/sh of the script an older agent runs.
+    const run = await ssh(admin, [
+      `root@${host()}`,
+      'echo "$0"; case "$0" in *bash) shopt -q login_shell && echo login || echo not-login;; *) echo not-login;; esac',
+    ]);
+    expect(run.code, run.stderr).toBe(0);
+    expect(run.stdout).toBe(`${process.env.SHELL || '/bin/bash'}\nnot-login\n`);
+  });
+
   it('bounds connections that have not signed in from one address', async () => {
     const { SSH_PREAUTH_PER_ADDRESS } = await import('../../broker/ssh/gateway.js');
     const port = t.broker.services.ssh.gateway.port as number;
