@@ -4,6 +4,7 @@ import { afterEach, describe, expect, it } from 'vitest';
 import WebSocket, { WebSocketServer } from 'ws';
 import type { FramePayload } from '../../shared/mux-channel.js';
 import { BULK_FRAME } from '../../shared/mux-scheduler.js';
+import { BULK_READ_SIZE } from '../../shared/read-buffers.js';
 import { recordingChannel } from '../../test/support/recording-channel.js';
 import { CHANNEL_BACKLOG, Relay } from './relay.js';
 
@@ -81,9 +82,10 @@ describe('a tunnel relay reading the user', () => {
     }
     const inputPaused = () => (relay as unknown as { inputPaused: boolean }).inputPaused;
     await until(inputPaused);
-    // Further reads already under way still land; nothing beyond them.
+    // Further reads already under way still land; nothing beyond them: the backlog, one frame and the
+    // rest of one read (up to BULK_READ_SIZE, the socket's reads being into reused buffers).
     await new Promise((r) => setTimeout(r, 50));
-    expect(channel.writableLength).toBeLessThanOrEqual(CHANNEL_BACKLOG + 2 * 64 * 1024 + 1024);
+    expect(channel.writableLength).toBeLessThanOrEqual(CHANNEL_BACKLOG + 64 * 1024 + BULK_READ_SIZE + 1024);
     // Credit again: everything arrives, in order.
     const whole = Buffer.concat(sent);
     let credited = 0;
@@ -147,7 +149,7 @@ describe('a tunnel relay reading the user', () => {
     pump();
     expect(unflushed()).toBeGreaterThan(0);
     // What the broker holds: the channel's unfinished writes (the held frames among them), bounded as before.
-    expect(channel.writableLength).toBeLessThanOrEqual(CHANNEL_BACKLOG + 2 * 64 * 1024 + 256 * 1024);
+    expect(channel.writableLength).toBeLessThanOrEqual(CHANNEL_BACKLOG + 64 * 1024 + BULK_READ_SIZE + 1024);
     expect(total(reads)).toBeLessThan(whole.length / 4);
     // The socket drains again: everything arrives, in order, and no buffer was read into while its frames were out.
     while (credited < whole.length) {
@@ -160,5 +162,31 @@ describe('a tunnel relay reading the user', () => {
     }
     expect(Buffer.concat(sent).equals(whole)).toBe(true);
     expect(overwritten()).toBe(0);
+  });
+});
+
+describe('a tunnel relay writing to the user', () => {
+  it('sends the pieces the device brings in one turn in one write to the socket, not one write each', async () => {
+    const { client, server, channel } = await tunnelRelay();
+    const socket = (server as unknown as { _socket: Socket & { _write: unknown; _writev: unknown } })._socket;
+    const received: Buffer[] = [];
+    client.on('message', (data, isBinary) => {
+      if (isBinary) received.push(data as Buffer);
+    });
+    await until(() => socket.writableLength === 0);
+    let writes = 0;
+    for (const method of ['_write', '_writev'] as const) {
+      const original = socket[method] as (...args: unknown[]) => void;
+      socket[method] = (...args: unknown[]) => {
+        writes++;
+        return original.apply(socket, args);
+      };
+    }
+    // The three pieces of a 128 KiB frame from the agent, handed on together by the mux.
+    const pieces = [60_000, 65_536, 5_536].map((n) => crypto.randomBytes(n));
+    for (const piece of pieces) channel.onData(piece);
+    await until(() => total(received) >= 131_072);
+    expect(Buffer.concat(received).equals(Buffer.concat(pieces))).toBe(true);
+    expect(writes).toBe(1);
   });
 });

@@ -4,6 +4,7 @@ import type { Channel } from '../../shared/mux.js';
 import type { ChannelControl, ChannelKind } from '../../shared/protocol.js';
 import { encodeFrame, errorFrame, parseClientFrame, type ErrorFrame, type ServerFrame } from '../../shared/remote-frames.js';
 import { LeasedReads } from '../../shared/read-buffers.js';
+import { corkForTurn } from '../../shared/turn-cork.js';
 import { tapBinaryFrames } from '../../shared/ws-tap.js';
 
 export { errorFrame, type ErrorFrame };
@@ -115,6 +116,8 @@ export class Relay {
   private frameCorked = false;
   /** The user's socket read into reused buffers (plain TCP only). */
   private reads?: LeasedReads;
+  /** Corks the user's socket for the turn of a send (see toUser). */
+  private holdTurn?: () => void;
 
   constructor(
     private readonly ws: WebSocket,
@@ -142,6 +145,7 @@ export class Relay {
     // collection was a tenth of the broker's CPU on uploads): each piece's buffer is read into again
     // once the channel's write of it is done (framed and flushed to the device, or copied).
     const socket = (ws as unknown as { _socket?: Socket })._socket;
+    this.holdTurn = socket ? corkForTurn(socket) : undefined;
     this.reads = LeasedReads.movable(socket) ? new LeasedReads(socket) : undefined;
     if (tapBinaryFrames(ws, (piece, at, length) => this.fromUserPiece(piece, at, length), this.reads !== undefined)) {
       channel.gatherWrites();
@@ -228,7 +232,8 @@ export class Relay {
    * frames that span them (Channel `_writev`), as large as the frame was, rather than one smaller
    * frame to the device per read. The backlog is checked once the frame is whole: the socket is not
    * paused in the middle of one, which would leave its pieces corked. Held at most: one frame
-   * (the server's maxPayload, as ws held it whole before) and the rest of one read beyond CHANNEL_BACKLOG.
+   * (the server's maxPayload, as ws held it whole before) and the rest of one read (up to BULK_READ_SIZE,
+   * 256 KiB) beyond CHANNEL_BACKLOG.
    */
   private fromUserPiece(piece: Buffer, at: number, length: number): void {
     const last = at + piece.length >= length;
@@ -312,6 +317,9 @@ export class Relay {
     if (canSend(this.ws)) {
       this.unflushed += n;
       if (this.isConsole) this.unacked += n;
+      // The pieces of the device's frames that one read from the agent brings (the mux hands them on
+      // together) go out in one writev, where each send was a write of its own (header and piece).
+      this.holdTurn?.();
       this.ws.send(chunk, { binary: true }, () => {
         this.unflushed -= n;
         this.updateFlow();
