@@ -141,9 +141,9 @@ export class Relay {
     // The user's binary frames are read piece by piece as the socket's reads bring them (ws-tap.ts),
     // not re-assembled into a copy of each; every other frame still comes through 'message'.
     // The pieces of a frame, written corked, are then framed to the device together. The socket's
-    // reads land in reused buffers (Node's own are a fresh 64 KiB buffer each, whose garbage
-    // collection was a tenth of the broker's CPU on uploads): each piece's buffer is read into again
-    // once the channel's write of it is done (framed and flushed to the device, or copied).
+    // reads land in reused buffers of up to 256 KiB (Node's own are a fresh 64 KiB buffer each, all
+    // to be collected): each piece's buffer is read into again once the channel's write of it is
+    // done (framed and flushed to the device, or copied).
     const socket = (ws as unknown as { _socket?: Socket })._socket;
     this.holdTurn = socket ? corkForTurn(socket) : undefined;
     this.reads = LeasedReads.movable(socket) ? new LeasedReads(socket) : undefined;
