@@ -11,6 +11,7 @@ import { benchConsole } from './console.js';
 import { benchCve } from './cve.js';
 import { benchHostile } from './hostile.js';
 import { benchMetrics } from './metrics.js';
+import { benchRelay } from './relay.js';
 import { benchShared } from './shared.js';
 import { benchScale } from './scale.js';
 
@@ -33,6 +34,7 @@ async function main(): Promise<void> {
   const groups: [string, Bench | undefined][] = [
     ['api', benchApi],
     ['remote', await load('./remote.js', 'benchRemote')],
+    ['relay', benchRelay],
     ['ssh', await load('./ssh.js', 'benchSsh')],
     ['hostile', benchHostile],
     ['agent', benchAgent],

@@ -5,7 +5,7 @@ import { encodeFrame, REMOTE_PATH, serverFrameOf, type ClientFrame, type ErrorFr
 import type { ApiClient } from './api.js';
 import { CliError } from './errors.js';
 import { binaryHeaderLength, maskInPlace, writeBinaryHeader } from '../shared/ws-frame.js';
-import { moveReadsIntoBuffers, ReadBuffers, ReadLease } from '../shared/read-buffers.js';
+import { LeasedReads } from '../shared/read-buffers.js';
 import { tapBinaryFrames } from '../shared/ws-tap.js';
 
 export type { ErrorFrame, ServerFrame };
@@ -103,26 +103,15 @@ export class RemoteSession extends EventEmitter {
   readPieces(): this {
     const socket = (this.ws as unknown as { _socket?: Socket })._socket;
     // Over TLS the socket's reads are its own (ciphertext to decrypt): they stay Node's.
-    const plain = socket !== undefined && !(socket as { encrypted?: boolean }).encrypted;
-    const buffers = new ReadBuffers();
-    let lease: ReadLease | undefined;
-    const onRead = (n: number, buf: Buffer): boolean => {
-      buffers.read(n, buf);
-      const read = (lease = new ReadLease(buf, buffers));
-      // To ws's 'data' listener as Node's own read would go (the tap, then ws's pause if its receiver is full).
-      socket?.emit('data', buf.subarray(0, n));
-      lease = undefined;
-      read.release();
-      return socket?.readableFlowing !== false;
-    };
+    const reads = LeasedReads.movable(socket) ? new LeasedReads(socket) : undefined;
     const tapped = tapBinaryFrames(
       this.ws,
       (piece) => {
-        if (piece.length > 0) this.deliver('data', piece, lease?.hold());
+        if (piece.length > 0) this.deliver('data', piece, reads?.hold());
       },
-      plain,
+      reads !== undefined,
     );
-    if (tapped && plain) moveReadsIntoBuffers(socket, buffers, onRead);
+    if (tapped) reads?.start();
     return this;
   }
 

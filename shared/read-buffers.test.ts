@@ -1,5 +1,5 @@
-import { describe, expect, it } from 'vitest';
-import { BULK_READ_SIZE, FIRST_READ_SIZE, ReadBuffers, ReadLease } from './read-buffers.js';
+import { afterEach, describe, expect, it, vi } from 'vitest';
+import { BULK_READ_SIZE, FIRST_READ_SIZE, IDLE_TRIM_MS, ReadBuffers, ReadLease } from './read-buffers.js';
 
 describe('ReadBuffers', () => {
   it('start small, and move to bulk-size reads at the first read that fills one', () => {
@@ -55,5 +55,35 @@ describe('ReadBuffers', () => {
     failed.release();
     view(new Error('write EPIPE'));
     expect(buffers.next()).not.toBe(buf);
+  });
+
+  describe('after a burst', () => {
+    afterEach(() => vi.useRealTimers());
+
+    it('keeps one spare once the socket has read nothing for a while, and all four while it reads', () => {
+      vi.useFakeTimers();
+      const buffers = new ReadBuffers();
+      const bulk = () => {
+        const buf = buffers.next();
+        buffers.read(buf.length, buf);
+        return buf;
+      };
+      bulk(); // the first full read moves to bulk reads
+      // A burst: four bulk buffers out at once, then all given back.
+      const out = [bulk(), bulk(), bulk(), bulk()];
+      for (const buf of out) buffers.give(buf);
+      expect(buffers.spares).toBe(4);
+      // Reads go on: nothing is dropped.
+      for (let i = 0; i < 3; i++) {
+        vi.advanceTimersByTime(IDLE_TRIM_MS / 2);
+        buffers.give(bulk());
+      }
+      expect(buffers.spares).toBe(4);
+      // Idle: one spare is kept, and it is reused.
+      vi.advanceTimersByTime(IDLE_TRIM_MS * 2);
+      expect(buffers.spares).toBe(1);
+      expect(out).toContain(buffers.next());
+      expect(vi.getTimerCount()).toBe(0);
+    });
   });
 });

@@ -21,13 +21,30 @@ export const FIRST_READ_SIZE = 16 * 1024;
 export const BULK_READ_SIZE = 256 * 1024;
 /** Buffers kept for reuse once their consumer is done with them. */
 const READ_POOL = 4;
+/**
+ * Spares kept once the socket has had no read for this long: one (besides the buffer the socket
+ * holds for its next read). A burst fills the pool (four 256 KiB buffers), which an idle connection
+ * then held for its whole life; a connection that reads again rebuilds it from its first reads.
+ */
+export const IDLE_TRIM_MS = 2000;
 
 export class ReadBuffers {
   private readonly free: Buffer[] = [];
   private size = FIRST_READ_SIZE;
+  /** Buffers handed out so far: a read calls `next` for the buffer of the one after it. */
+  private handedOut = 0;
+  private trimTimer?: NodeJS.Timeout;
 
   /** The buffer of the next read (the `onread` option's `buffer`). */
-  readonly next = (): Buffer => this.free.pop() ?? Buffer.allocUnsafeSlow(this.size);
+  readonly next = (): Buffer => {
+    this.handedOut++;
+    return this.free.pop() ?? Buffer.allocUnsafeSlow(this.size);
+  };
+
+  /** Buffers kept for reuse now (for the tests). */
+  get spares(): number {
+    return this.free.length;
+  }
 
   /** A read of `n` bytes into `buf`: one that filled it moves the socket to bulk-size reads. */
   read(n: number, buf: Buffer): void {
@@ -39,6 +56,19 @@ export class ReadBuffers {
   /** `buf` may be read into again (a small buffer after the move to bulk reads is dropped). */
   give(buf: Buffer): void {
     if (buf.length === this.size && this.free.length < READ_POOL) this.free.push(buf);
+    if (this.free.length > 1) this.trimWhenIdle();
+  }
+
+  /** Once no read came for IDLE_TRIM_MS, drops the spares but one (one timer at a time, not holding the process). */
+  private trimWhenIdle(): void {
+    if (this.trimTimer) return;
+    const seen = this.handedOut;
+    this.trimTimer = setTimeout(() => {
+      this.trimTimer = undefined;
+      if (this.handedOut === seen) this.free.length = Math.min(this.free.length, 1);
+      else if (this.free.length > 1) this.trimWhenIdle();
+    }, IDLE_TRIM_MS);
+    this.trimTimer.unref();
   }
 }
 
@@ -76,6 +106,44 @@ export function moveReadsIntoBuffers(socket: Socket, buffers: ReadBuffers, onRea
   state[slots.generator] = buffers.next;
   handle.useUserBuffer(first);
   return true;
+}
+
+/**
+ * A plain TCP socket's reads into reused buffers, each still emitted as 'data' (so a WebSocket's
+ * reader, its frame tap and its pause when full work as before). A listener that hands a view of the
+ * read on takes `hold()` in that turn and calls what it answers once the view is no longer used (its
+ * write flushed); the buffer is read into again only when every view of it is done. What goes to ws
+ * itself must be copied first (ws-tap.ts `reusedReads`), as ws keeps the parts of a message.
+ */
+export class LeasedReads {
+  readonly buffers = new ReadBuffers();
+  private lease?: ReadLease;
+
+  constructor(private readonly socket: Socket) {}
+
+  /** Whether the socket's reads could be moved: TLS sockets keep Node's (their reads are ciphertext to decrypt). */
+  static movable(socket: Socket | undefined): socket is Socket {
+    return socket !== undefined && !(socket as { encrypted?: boolean }).encrypted;
+  }
+
+  /** Moves the socket's reads into the buffers (see moveReadsIntoBuffers); false if it could not. */
+  start(): boolean {
+    return moveReadsIntoBuffers(this.socket, this.buffers, this.onRead);
+  }
+
+  /** Within a 'data' listener: a release for a view of this read (undefined for Node's own reads). */
+  hold(): ((error?: unknown) => void) | undefined {
+    return this.lease?.hold();
+  }
+
+  private readonly onRead = (n: number, buf: Buffer): boolean => {
+    this.buffers.read(n, buf);
+    const read = (this.lease = new ReadLease(buf, this.buffers));
+    this.socket.emit('data', buf.subarray(0, n));
+    this.lease = undefined;
+    read.release();
+    return this.socket.readableFlowing !== false;
+  };
 }
 
 /**

@@ -1,7 +1,10 @@
+import type { Socket } from 'node:net';
 import type WebSocket from 'ws';
 import type { Channel } from '../../shared/mux.js';
 import type { ChannelControl, ChannelKind } from '../../shared/protocol.js';
 import { encodeFrame, errorFrame, parseClientFrame, type ErrorFrame, type ServerFrame } from '../../shared/remote-frames.js';
+import { LeasedReads } from '../../shared/read-buffers.js';
+import { corkForTurn } from '../../shared/turn-cork.js';
 import { tapBinaryFrames } from '../../shared/ws-tap.js';
 
 export { errorFrame, type ErrorFrame };
@@ -111,6 +114,10 @@ export class Relay {
   private invalidFrames = 0;
   /** The channel is corked while a binary frame from the user arrives piece by piece (fromUserPiece). */
   private frameCorked = false;
+  /** The user's socket read into reused buffers (plain TCP only). */
+  private reads?: LeasedReads;
+  /** Corks the user's socket for the turn of a send (see toUser). */
+  private holdTurn?: () => void;
 
   constructor(
     private readonly ws: WebSocket,
@@ -133,8 +140,17 @@ export class Relay {
     ws.on('message', (data, isBinary) => (isBinary ? this.fromUserBytes(data as Buffer) : this.fromUserText(String(data))));
     // The user's binary frames are read piece by piece as the socket's reads bring them (ws-tap.ts),
     // not re-assembled into a copy of each; every other frame still comes through 'message'.
-    // The pieces of a frame, written corked, are then framed to the device together.
-    if (tapBinaryFrames(ws, (piece, at, length) => this.fromUserPiece(piece, at, length))) channel.gatherWrites();
+    // The pieces of a frame, written corked, are then framed to the device together. The socket's
+    // reads land in reused buffers of up to 256 KiB (Node's own are a fresh 64 KiB buffer each, all
+    // to be collected): each piece's buffer is read into again once the channel's write of it is
+    // done (framed and flushed to the device, or copied).
+    const socket = (ws as unknown as { _socket?: Socket })._socket;
+    this.holdTurn = socket ? corkForTurn(socket) : undefined;
+    this.reads = LeasedReads.movable(socket) ? new LeasedReads(socket) : undefined;
+    if (tapBinaryFrames(ws, (piece, at, length) => this.fromUserPiece(piece, at, length), this.reads !== undefined)) {
+      channel.gatherWrites();
+      this.reads?.start();
+    }
     ws.on('pong', () => (this.alive = true));
     ws.on('error', () => {});
     ws.on('close', (code) => {
@@ -216,7 +232,8 @@ export class Relay {
    * frames that span them (Channel `_writev`), as large as the frame was, rather than one smaller
    * frame to the device per read. The backlog is checked once the frame is whole: the socket is not
    * paused in the middle of one, which would leave its pieces corked. Held at most: one frame
-   * (the server's maxPayload, as ws held it whole before) and the rest of one read beyond CHANNEL_BACKLOG.
+   * (the server's maxPayload, as ws held it whole before) and the rest of one read (up to BULK_READ_SIZE,
+   * 256 KiB) beyond CHANNEL_BACKLOG.
    */
   private fromUserPiece(piece: Buffer, at: number, length: number): void {
     const last = at + piece.length >= length;
@@ -229,7 +246,8 @@ export class Relay {
         this.channel.cork();
       }
       this.bytesIn += piece.length;
-      this.channel.write(piece);
+      // The write's callback gives the read's buffer back: the channel frames the piece itself (or a copy) until then.
+      this.channel.write(piece, this.reads?.hold());
     }
     if (!last) return;
     if (this.frameCorked) {
@@ -299,6 +317,9 @@ export class Relay {
     if (canSend(this.ws)) {
       this.unflushed += n;
       if (this.isConsole) this.unacked += n;
+      // The pieces of the device's frames that one read from the agent brings (the mux hands them on
+      // together) go out in one writev, where each send was a write of its own (header and piece).
+      this.holdTurn?.();
       this.ws.send(chunk, { binary: true }, () => {
         this.unflushed -= n;
         this.updateFlow();
