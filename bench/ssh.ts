@@ -4,7 +4,11 @@
  *    file), each path twice, alternated with sshd's, the rows from the second pass,
  *  - `ssh -L` throughput to a local sink,
  *  - session opens per second: `ssh … true` over one master connection and on fresh connections,
- *  - the keystroke round trip (`ssh -tt … cat`) p50/p99, and what the gateway adds to sshd's.
+ *  - the keystroke round trip (`ssh -tt … cat`) p50/p99, and what the gateway adds to sshd's,
+ *  - `longlived` (not in the default run): BENCH_LONGLIVED_TRANSFERS uploads of SCP_MIB in one broker
+ *    process, each with the broker's CPU per MB, its garbage collections by kind, and (under
+ *    `node --expose-gc`) its heap used after a full collection, so a per-session retention or a
+ *    process growing dearer with age shows as a trend between the first and the last rows.
  * The broker runs here, the agent and the load generators in their own processes; without sshd the
  * gateway's figures are printed alone. The gateway's rows measure the path `fleet ssh-config` sets up
  * (one connection, through `fleet ssh-proxy`: the CLI is built first with `npm run build:cli` for a
@@ -18,6 +22,8 @@ import fs from 'node:fs';
 import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
+import { PerformanceObserver, constants as perfConstants } from 'node:perf_hooks';
+import v8 from 'node:v8';
 import { fileURLToPath } from 'node:url';
 import ssh2, { type Client as SshClient, type ParsedKey } from 'ssh2';
 import { cpuLine, cpuPer, cpuPerMb } from './cpu.js';
@@ -38,7 +44,11 @@ const CLIENT_CONNECTIONS = Number(process.env.BENCH_SSH_CONNECTIONS ?? 2);
 const CLIENT_SESSIONS_EACH = Number(process.env.BENCH_SSH_SESSIONS_EACH ?? 8);
 /** Opens through the gateway run this long unmeasured before the measured ones (BENCH_OPENS_WARMUP_SECONDS). */
 const OPENS_WARMUP_SECONDS = Number(process.env.BENCH_OPENS_WARMUP_SECONDS ?? 2);
-const PARTS = ['scp', 'forward', 'opens', 'client', 'latency'] as const;
+const PARTS = ['scp', 'forward', 'opens', 'client', 'latency', 'longlived'] as const;
+/** Parts run only when named (`npm run bench -- ssh longlived`). */
+const NAMED_ONLY: readonly string[] = ['longlived'];
+/** Transfers of the `longlived` part, all in one broker process. */
+const LONGLIVED_TRANSFERS = Number(process.env.BENCH_LONGLIVED_TRANSFERS ?? 10);
 /** BENCH_CPU_PROF=<dir>: the agent writes a V8 CPU profile under <dir>/agent (run the bench with `node --cpu-prof` for the broker's). */
 const PROFILE_DIR = process.env.BENCH_CPU_PROF;
 type Part = (typeof PARTS)[number];
@@ -318,9 +328,71 @@ async function benchClientOpens(
   }
 }
 
+/**
+ * LONGLIVED_TRANSFERS uploads (`ssh … 'cat > /dev/null'` fed SCP_MIB from a file) through the gateway,
+ * one after another in this broker process: per transfer the broker's CPU per MB (this process: the
+ * agent and ssh run in their own), its garbage collections by kind (scavenges, and the incremental
+ * marking of full collections) with their summed pause, and, when `global.gc` is exposed, its heap
+ * used after a full collection between transfers.
+ */
+async function benchLongLived(log: Log, target: Target, dir: string): Promise<void> {
+  const bytes = SCP_MIB * 1024 * 1024;
+  const file = path.join(dir, 'longlived.bin');
+  const fd = fs.openSync(file, 'w');
+  for (let i = 0; i < SCP_MIB; i++) fs.writeSync(fd, crypto.randomBytes(1024 * 1024));
+  fs.closeSync(fd);
+  const gcKinds: Record<number, string> = {
+    [perfConstants.NODE_PERFORMANCE_GC_MINOR]: 'scavenge',
+    [perfConstants.NODE_PERFORMANCE_GC_MAJOR]: 'full',
+    [perfConstants.NODE_PERFORMANCE_GC_INCREMENTAL]: 'incremental marking',
+    [perfConstants.NODE_PERFORMANCE_GC_WEAKCB]: 'weak callbacks',
+  };
+  let counts = new Map<string, number>();
+  let pauseMs = 0;
+  const observer = new PerformanceObserver((list) => {
+    for (const entry of list.getEntries()) {
+      const detail = (entry as PerformanceEntry & { detail?: { kind?: number } }).detail;
+      const kind = gcKinds[detail?.kind ?? -1] ?? 'other';
+      counts.set(kind, (counts.get(kind) ?? 0) + 1);
+      pauseMs += entry.duration;
+    }
+  });
+  observer.observe({ entryTypes: ['gc'] });
+  const gc = (globalThis as { gc?: () => void }).gc;
+  const heapMiB = () => (v8.getHeapStatistics().used_heap_size / 1048576).toFixed(1);
+  log(
+    `long-lived broker: ${LONGLIVED_TRANSFERS} uploads of ${SCP_MIB} MiB in one broker process${gc ? '' : ' (run node with --expose-gc for the heap after a full collection)'}`,
+  );
+  try {
+    if (gc) {
+      gc();
+      log(`  heap used after a full collection, before the first: ${heapMiB()} MiB`);
+    }
+    for (let i = 1; i <= LONGLIVED_TRANSFERS; i++) {
+      counts = new Map();
+      pauseMs = 0;
+      const before = process.cpuUsage();
+      const r = await run('sh', ['-c', `exec ssh "$@" 'cat > /dev/null' < "${file}"`, 'ssh', ...target.args(['-o', 'BatchMode=yes'])]);
+      const cpu = process.cpuUsage(before);
+      if (r.code !== 0) throw new Error(`ssh exited ${r.code}: ${r.stderr.trim()}`);
+      // The observer's entries arrive after the collection: one turn of the loop before reading them.
+      await new Promise((resolve) => setImmediate(resolve));
+      const gcs = [...counts].map(([kind, n]) => `${n} ${kind}`).join(', ') || 'none';
+      const msPerMb = (cpu.user + cpu.system) / 1000 / (bytes / 1e6);
+      if (gc) gc();
+      log(
+        `  transfer ${i}: broker ${msPerMb.toFixed(2)} ms CPU per MB; collections: ${gcs} (${pauseMs.toFixed(0)} ms)${gc ? `; heap after a full collection ${heapMiB()} MiB` : ''} (load average ${os.loadavg()[0].toFixed(2)})`,
+      );
+    }
+  } finally {
+    observer.disconnect();
+    fs.rmSync(file, { force: true });
+  }
+}
+
 export async function benchSsh(log: Log, only?: string): Promise<void> {
   if (only !== undefined && !PARTS.includes(only as Part)) throw new Error(`unknown part "${only}": one of ${PARTS.join(', ')}`);
-  const runs = (part: Part) => only === undefined || only === part;
+  const runs = (part: Part) => (only === undefined && !NAMED_ONLY.includes(part)) || only === part;
   log(`ssh: starting a broker (SQLite) with its SSH gateway and an agent process (load average ${os.loadavg()[0].toFixed(2)})`);
   const t = await startTestBroker({ database: 'sqlite', env: { SSH_PORT: '0' } });
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'fleet-bench-sshgw-'));
@@ -495,6 +567,8 @@ export async function benchSsh(log: Log, only?: string): Promise<void> {
         greet.child.kill();
       }
     }
+
+    if (runs('longlived')) await benchLongLived(log, gateway, dir);
 
     if (runs('latency')) {
       log(`keystroke round trip (${KEYSTROKES} keystrokes, ssh -tt … raw-mode cat)`);
