@@ -26,6 +26,12 @@ describe('connection limits in the configuration', () => {
     for (const bad of ['999', '0', '120001', '-5', '2s']) expect(() => loadConfig({ AGENT_AUTH_TIMEOUT_MS: bad })).toThrow(/AGENT_AUTH_TIMEOUT_MS/);
   });
 
+  it('re-authorizes live remote sessions every 2 s by default; REMOTE_RECHECK_MS sets 100 ms to 60 s, and refuses others', () => {
+    expect(loadConfig({}).remoteRecheckMs).toBe(2000);
+    expect(loadConfig({ REMOTE_RECHECK_MS: '250' }).remoteRecheckMs).toBe(250);
+    for (const bad of ['99', '0', '60001', '-5', '2s']) expect(() => loadConfig({ REMOTE_RECHECK_MS: bad })).toThrow(/REMOTE_RECHECK_MS/);
+  });
+
   it('closes an SSH connection not signed in after 20 s by default; SSH_AUTH_TIMEOUT_MS sets 1 s to 10 min, and refuses others', () => {
     expect(loadConfig({}).sshAuthTimeoutMs).toBe(20_000);
     expect(loadConfig({ SSH_AUTH_TIMEOUT_MS: '2000' }).sshAuthTimeoutMs).toBe(2000);

@@ -81,6 +81,11 @@ export interface Config {
   stripePriceId?: string;
   /** A console whose user's connection dropped is kept this long for its owner to re-attach (0: ended at once). */
   consoleDetachGraceSeconds: number;
+  /**
+   * How often live remote sessions, signed-in SSH connections and device web UI sessions are
+   * re-authorized (REMOTE_RECHECK_MS): a withdrawn grant or disabled user ends them within this time.
+   */
+  remoteRecheckMs: number;
   /** Where GET /install.sh and GET /install/{artifact} take the agent build from (`npm run build:agent`). */
   agentArtifactsDir: string;
   /** Where GET /install-cli.sh and the CLI tarball come from (`npm run build:cli`; from source, built there on demand). */
@@ -250,6 +255,7 @@ export function loadConfig(env: Env = process.env): Config {
     stripeApiBase: env.STRIPE_API_BASE || undefined,
     stripePriceId: env.STRIPE_PRICE_ID || undefined,
     consoleDetachGraceSeconds: integer(env, 'CONSOLE_DETACH_GRACE_SECONDS', 60, 0, 3600),
+    remoteRecheckMs: integer(env, 'REMOTE_RECHECK_MS', 2000, 100, 60_000),
     sshPort: env.SSH_PORT === undefined || env.SSH_PORT === '' ? undefined : integer(env, 'SSH_PORT', 0, 0, 65535),
     sshUserKeys: boolean(env, 'SSH_USER_KEYS', false),
     sshAuthTimeoutMs: integer(env, 'SSH_AUTH_TIMEOUT_MS', 20_000, 1000, 600_000),

@@ -5,6 +5,7 @@ import type { ConsoleParams } from '../../shared/protocol.js';
 import type { SessionContext } from './context.js';
 import { planCommandLine, planLogin } from './login-user.js';
 import { openPiped } from './piped.js';
+import { processGone } from './process.js';
 import { PtyInput } from './pty-input.js';
 
 const MAX_DIMENSION = 1000;
@@ -15,16 +16,6 @@ function dimension(value: unknown, fallback: number): number {
 
 /** How often a console paused by its channel's credit looks whether its process has ended (below node-pty's 200 ms). */
 const END_WATCH_MS = 50;
-
-/** Whether process `pid` is gone (reaped: node-pty waits for its child at once). */
-function processGone(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return false;
-  } catch (err) {
-    return (err as NodeJS.ErrnoException).code === 'ESRCH';
-  }
-}
 
 /** Shells that take `-c 'exec "$@"' $0 args…` as POSIX sh does. */
 const POSIX_SHELL = /(?:^|\/)(?:sh|bash|dash|ash|zsh|ksh|mksh|yash|busybox)$/;

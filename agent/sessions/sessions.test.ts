@@ -14,6 +14,7 @@ import { muxPair } from '../../test/support/mux-pair.js';
 import { handleChannel } from './index.js';
 import { environmentFilePath } from './login-user.js';
 import { resolveCopyTarget } from './paths.js';
+import { processGone } from './process.js';
 
 /** The broker end of a Mux pair whose agent end serves channels with handleChannel. */
 async function pair(window = 256 * 1024) {
@@ -23,16 +24,6 @@ async function pair(window = 256 * 1024) {
     return handleChannel(ch, { stateDir: os.tmpdir(), log: () => {} });
   }, window);
   return { broker, agentChannels, close };
-}
-
-/** Whether a process (or, given a negative pid, a process group) still exists. */
-function exists(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch {
-    return false;
-  }
 }
 
 const sha = (b: Buffer | string) => crypto.createHash('sha256').update(b).digest('hex');
@@ -109,17 +100,20 @@ describe('console sessions', () => {
     flood.destroy();
   });
 
-  it('bounds a paste into a program that does not read its input: the client runs out of credit, the agent holds little', async () => {
+  // node-pty's own write queue took every byte the broker sent, without bound; now the agent stops
+  // reading the channel once its input queue is full (with pipes: the pipe's buffer and the stdin
+  // stream's), so the broker's credit runs out: well under what was sent.
+  it.each([
+    ['a paste into a program in a terminal', false],
+    ['input to a command with pipes', true],
+  ])('bounds %s that does not read it: the client runs out of credit, the agent holds little', async (_what, pipes) => {
     const window = 64 * 1024;
     const p = await pair(window);
     cleanup = p.close;
-    const { channel } = await p.broker.open('console', { cols: 80, rows: 24, command: ['sleep', '30'] });
-    channel.resume(); // the echo is read
+    const { channel } = await p.broker.open('console', { cols: 80, rows: 24, command: ['sleep', '30'], ...(pipes ? { pipes: true } : {}) });
+    channel.resume(); // the echo, if any, is read
     const line = Buffer.from(`${'p'.repeat(63)}\n`);
-    const paste = Buffer.concat(Array.from({ length: (4 * 1024 * 1024) / line.length }, () => line));
-    channel.write(paste);
-    // node-pty's own write queue took every byte the broker sent, without bound; now the agent
-    // stops reading the channel once its input queue is full, so the broker's credit runs out.
+    channel.write(Buffer.concat(Array.from({ length: (4 * 1024 * 1024) / line.length }, () => line)));
     await expect.poll(() => p.agentChannels[0].isPaused(), { timeout: 15_000 }).toBe(true);
     await new Promise((r) => setTimeout(r, 300));
     expect(channel.stats.bytesOut).toBeLessThan(1024 * 1024);
@@ -131,6 +125,7 @@ describe('console sessions', () => {
     cleanup = p.close;
     const { channel, info } = await p.broker.open('console', { cols: 80, rows: 24, command: ['printf', '[%s]', 'a b', '$HOME', '; id'] });
     expect(info.command).toBe(true);
+    channel.control({ type: 'resize', cols: 80, rows: 24 }); // as the broker's relay does once it listens: the exit status waits for that
     const out = collect(channel);
     const exit = new Promise<any>((r) => channel.on('control', (m) => m.type === 'exit' && r(m)));
     expect(await exit).toEqual({ type: 'exit', code: 0, signal: null });
@@ -146,6 +141,7 @@ describe('console sessions', () => {
       const p = await pair();
       cleanup = p.close;
       const { channel } = await p.broker.open('console', { cols: 80, rows: 24, command: ['echo', 'via-sh'] });
+      channel.control({ type: 'resize', cols: 80, rows: 24 }); // as the broker's relay does once it listens: the exit status waits for that
       const out = collect(channel);
       await out.ended;
       expect(out.bytes().toString()).toContain('via-sh');
@@ -166,13 +162,14 @@ describe('console sessions', () => {
     const bulk = window + 256 * 1024 + 2048;
     const script = `head -c ${bulk} /dev/zero | tr '\\0' x; while [ ! -e '${go}' ]; do sleep 0.02; done; printf END`;
     const { channel, info } = await p.broker.open('console', { cols: 80, rows: 24, command: ['sh', '-c', script] });
+    channel.control({ type: 'resize', cols: 80, rows: 24 }); // as the broker's relay does once it listens: the exit status waits for that
     channel.pause(); // the broker reads nothing until the command is over
     const agentSide = p.agentChannels[0];
     await expect.poll(() => agentSide.writableNeedDrain, { timeout: 15_000 }).toBe(true);
     fs.writeFileSync(go, '');
     const pid = info.pid as number;
     // The command ended and the agent ended its side of the channel (after node-pty's exit).
-    await expect.poll(() => !exists(pid) && agentSide.writableEnded, { timeout: 15_000 }).toBe(true);
+    await expect.poll(() => processGone(pid) && agentSide.writableEnded, { timeout: 15_000 }).toBe(true);
     const out = collect(channel);
     channel.resume();
     await out.ended;
@@ -214,7 +211,7 @@ describe('console sessions', () => {
       channel.pause();
       // The broker reads nothing until the command is gone (its last word written, the agent paused or not).
       const pid = info.pid as number;
-      await expect.poll(() => exists(pid), { timeout: 15_000 }).toBe(false);
+      await expect.poll(() => processGone(pid), { timeout: 15_000 }).toBe(true);
       const out = collect(channel);
       channel.resume();
       await out.ended;
@@ -241,20 +238,7 @@ describe('console sessions', () => {
     const pid = info.pid as number;
     channel.destroy();
     // The command runs in its own process group: the hang-up reaches `yes` and `cat` too.
-    await expect.poll(() => exists(-pid), { timeout: 15_000 }).toBe(false);
-  });
-
-  it('bounds input to a command with pipes that does not read it: the client runs out of credit, the agent holds little', async () => {
-    const window = 64 * 1024;
-    const p = await pair(window);
-    cleanup = p.close;
-    const { channel } = await p.broker.open('console', { cols: 80, rows: 24, command: ['sleep', '30'], pipes: true });
-    channel.write(Buffer.alloc(4 * 1024 * 1024, 0x61));
-    await expect.poll(() => p.agentChannels[0].isPaused(), { timeout: 15_000 }).toBe(true);
-    await new Promise((r) => setTimeout(r, 300));
-    // The pipe's buffer and the stdin stream's, then the credit: well under what was sent.
-    expect(channel.stats.bytesOut).toBeLessThan(1024 * 1024);
-    channel.destroy();
+    await expect.poll(() => processGone(-pid), { timeout: 15_000 }).toBe(true);
   });
 
   it("runs the gateway's script for a command without a terminal: a raw pty where it gets one, no stty with pipes", async () => {
@@ -346,7 +330,7 @@ describe('console sessions', () => {
     expect(pid).toBeGreaterThan(0);
     channel.destroy();
     // node-pty hangs up at once; a loaded machine may take a while to reap the shell.
-    await expect.poll(() => exists(pid), { timeout: 15_000 }).toBe(false);
+    await expect.poll(() => processGone(pid), { timeout: 15_000 }).toBe(true);
   });
 });
 

@@ -13,7 +13,7 @@ import { isRefusal } from '../errors.js';
 import { isWatchable, type LiveSession, type LiveSessions, type WatchableRelay } from './live-sessions.js';
 import { errorFrame, SessionClose } from './relay.js';
 
-/** How often live sessions are re-authorized: a withdrawn grant ends them within this time. */
+/** How often live sessions are re-authorized by default (REMOTE_RECHECK_MS): a withdrawn grant ends them within this time. */
 export const RECHECK_INTERVAL_MS = 2000;
 
 /** What the re-check uses. */

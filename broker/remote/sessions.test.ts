@@ -35,6 +35,8 @@ function adoptOne(
   sessionId: string,
   recorder?: ConsoleRecorder,
   recordRemoteEnd: (id: number, end: { reason: string }) => Promise<void> = async () => undefined,
+  /** Other dependencies than these defaults. */
+  other: Partial<Record<keyof RemoteSessionsDeps, unknown>> = {},
 ) {
   const principal = new Principal({ id: 'u1', email: 'u@example.com', fname: 'U', lname: 'One' }, 's1', []);
   const deps = {
@@ -44,6 +46,7 @@ function adoptOne(
     access: {},
     audit: { recordRemoteStart: async () => 1, recordRemoteEnd },
     locator: {} as AgentLocator,
+    ...other,
   } as unknown as RemoteSessionsDeps;
   const sessions = new RemoteSessions(deps);
   sessions.adopt(
@@ -195,5 +198,38 @@ describe('shutdown', () => {
     void sessions.close().then(() => (closed = true));
     await vi.advanceTimersByTimeAsync(SHUTDOWN_RELAYS_MS + SHUTDOWN_RECORDINGS_MS);
     expect(closed).toBe(true);
+  });
+});
+
+describe('the live re-check', () => {
+  afterEach(() => vi.useRealTimers());
+
+  /** A live console whose user is authenticated again at every re-check pass: the passes counted. */
+  function counted(config: Record<string, unknown>) {
+    const principal = new Principal({ id: 'u1', email: 'u@example.com', fname: 'U', lname: 'One' }, 's1', []);
+    let passes = 0;
+    const sessions = adoptOne(new FakeRelay(), '88888888-8888-4888-8888-888888888888', undefined, undefined, {
+      config: { trustProxy: false, dataDir: dir, ...config },
+      auth: { authenticate: async () => (passes++, principal) },
+      access: { decide: async () => ({ allowed: true }) },
+    });
+    return { sessions, passes: () => passes };
+  }
+
+  it('re-authorizes live sessions every 2 s by default, and every REMOTE_RECHECK_MS when set', async () => {
+    dir = fs.mkdtempSync(path.join(os.tmpdir(), 'sessions-'));
+    vi.useFakeTimers({ toFake: ['setInterval', 'clearInterval'] });
+    const byDefault = counted({});
+    const every250 = counted({ remoteRecheckMs: 250 });
+    byDefault.sessions.init();
+    every250.sessions.init();
+    try {
+      await vi.advanceTimersByTimeAsync(2000);
+      expect(byDefault.passes()).toBe(1);
+      expect(every250.passes()).toBe(8);
+    } finally {
+      await byDefault.sessions.close();
+      await every250.sessions.close();
+    }
   });
 });

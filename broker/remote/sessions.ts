@@ -57,7 +57,7 @@ function atMost(work: Promise<unknown>, ms: number): Promise<unknown> {
 
 /** What remote sessions use: agents are reached only through the AgentLocator. */
 export interface RemoteSessionsDeps {
-  config: Pick<Config, 'trustProxy' | 'dataDir' | 'consoleDetachGraceSeconds'>;
+  config: Pick<Config, 'trustProxy' | 'dataDir' | 'consoleDetachGraceSeconds'> & Partial<Pick<Config, 'remoteRecheckMs'>>;
   logger: Logger;
   auth: Pick<AuthService, 'authenticate'>;
   access: Pick<AccessService, 'decide' | 'copyRoots' | 'consoleRecording' | 'mayWatchRemoteSession'>;
@@ -89,7 +89,7 @@ export class RemoteSessions {
   }
 
   init(): void {
-    this.recheckTimer = setInterval(() => void this.recheck(), RECHECK_INTERVAL_MS);
+    this.recheckTimer = setInterval(() => void this.recheck(), this.deps.config.remoteRecheckMs ?? RECHECK_INTERVAL_MS);
     this.recheckTimer.unref();
   }
 

@@ -45,7 +45,7 @@ export interface SshConnection {
 }
 
 export interface SshSignInDeps {
-  config: { sshUserKeys?: boolean };
+  config: { sshUserKeys?: boolean; remoteRecheckMs?: number };
   logger: Logger;
   authority: Pick<SshAuthority, 'verify'>;
   auth: Pick<AuthService, 'sessionCaller' | 'startSession' | 'revokeSession' | 'userRow' | 'authenticate'>;
@@ -179,7 +179,7 @@ export class SshSignIn {
   private watch(conn: SshConnection): void {
     this.live.add(conn);
     if (this.timer) return;
-    this.timer = setInterval(() => void this.recheck(), RECHECK_INTERVAL_MS);
+    this.timer = setInterval(() => void this.recheck(), this.deps.config.remoteRecheckMs ?? RECHECK_INTERVAL_MS);
     this.timer.unref();
   }
 

@@ -81,6 +81,24 @@ export function parseForward(spec: string): ForwardSpec {
 /** What of a session a bridge uses. */
 export type BridgedSession = Pick<RemoteSession, 'sendOwned' | 'control' | 'on' | 'once' | 'pause' | 'resume' | 'readPieces'>;
 
+/**
+ * What pauses `source` until `sink` says 'drain', once however many writes find `sink` full
+ * meanwhile: one read from the broker may bring many pieces after the output said it is full, and
+ * each would otherwise add its own 'drain' listener.
+ */
+function pauseUntilDrain(source: { pause(): unknown; resume(): unknown }, sink: { once(event: 'drain', listener: () => void): unknown }): () => void {
+  let waiting = false;
+  return () => {
+    if (waiting) return;
+    waiting = true;
+    source.pause();
+    sink.once('drain', () => {
+      waiting = false;
+      source.resume();
+    });
+  };
+}
+
 /** @internal exported for its tests: both directions of one TCP stream between a local socket-like pair and a tunnel session. */
 export function bridge(
   session: BridgedSession,
@@ -94,31 +112,21 @@ export function bridge(
   const holdTurn = corkForTurn(output);
   let inputEnded = false;
   let remoteEnded = false;
+  const holdInput = pauseUntilDrain(input, session);
+  const holdSession = pauseUntilDrain(session, output);
   if (!readsItself)
     input.on('data', (data: Buffer) => {
       // Each read is a fresh buffer, used once: masked in place, with no copy.
-      if (!session.sendOwned(data)) {
-        input.pause();
-        session.once('drain', () => input.resume());
-      }
+      if (!session.sendOwned(data)) holdInput();
     });
   input.on('end', () => {
     inputEnded = true;
     session.control({ type: 'eof' });
   });
   // `done` (a view of a reused read buffer): the buffer may be read into again once this write is flushed.
-  // One read from the broker may bring many pieces after the output said it is full: one wait for 'drain'.
-  let outputFull = false;
   session.on('data', (data: Buffer, done?: () => void) => {
     holdTurn();
-    if (!output.write(data, done) && !outputFull) {
-      outputFull = true;
-      session.pause();
-      output.once('drain', () => {
-        outputFull = false;
-        session.resume();
-      });
-    }
+    if (!output.write(data, done)) holdSession();
   });
   session.on('frame', (frame: ServerFrame) => {
     if (frame.type === 'eof') {

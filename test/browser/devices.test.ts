@@ -415,11 +415,22 @@ describe('enrolment', () => {
   it('creates a bootstrap key, approves one pending host and rejects another', async () => {
     await suite.t.addGroup({ id: 'hamburg', title: 'Hamburg' });
     const { page, expectNoErrorsAndClose } = await suite.open();
+    // The group tree's answer held back: until it comes the field says it is loading, then lists the groups.
+    let releaseTree!: () => void;
+    const treeHeld = new Promise<void>((resolve) => (releaseTree = resolve));
+    await page.route('**/api/v2/grouptree', async (route) => {
+      await treeHeld;
+      await route.continue();
+    });
     await page.goto('/bootstrap-keys');
     await page.getByRole('heading', { level: 1, name: 'Bootstrap keys' }).waitFor();
-    // Until the group tree has loaded the field is a plain input (a group's id typed in); then a list.
-    await page.locator('select#bk-group').waitFor();
-    await page.getByLabel('Group').selectOption('hamburg');
+    const group = page.getByLabel('Group');
+    await expect
+      .poll(() => group.evaluate((el) => [el.tagName, (el as HTMLSelectElement).disabled, el.textContent]))
+      .toEqual(['SELECT', true, 'Loading groups…']);
+    releaseTree();
+    await page.locator('select#bk-group:enabled').waitFor();
+    await group.selectOption('hamburg');
     await page.getByRole('button', { name: 'Create key' }).click();
     const created = page.locator('.notice code');
     await created.waitFor();

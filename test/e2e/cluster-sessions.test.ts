@@ -7,6 +7,7 @@
  */
 import http from 'node:http';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { processGone } from '../../agent/sessions/process.js';
 import { dropSchema } from '../../broker/db/database.js';
 import { connectDevice, enrolDevice, eventually, startAgent, type TestAgent } from '../support/agent.js';
 import { PG_URL, startTestBroker, type TestBroker } from '../support/broker.js';
@@ -33,16 +34,6 @@ async function agentOnA(): Promise<string> {
   const id = await agent.waitConnected(a, 60_000);
   await eventually(() => b.broker.services.locator.isConnected(id), 10_000, 'broker B to see the agent on A');
   return id;
-}
-
-/** Whether a process of this machine is still running. */
-function isAlive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch (err) {
-    return (err as NodeJS.ErrnoException).code === 'EPERM';
-  }
 }
 
 async function sessionsOn(t: TestBroker, token: string): Promise<any[]> {
@@ -146,14 +137,14 @@ describe('live sessions of every broker', () => {
     // The console's shell on the device (the agent runs on this machine).
     s.ws.send(Buffer.from('echo "shell-pid-$$-"\n'));
     const shellPid = Number(/shell-pid-(\d+)-/.exec(await s.output(/shell-pid-\d+-/))?.[1]);
-    expect(isAlive(shellPid)).toBe(true);
+    expect(processGone(shellPid)).toBe(false);
 
     const ended = await a.api('DELETE', `/api/v2/remote/sessions/${id}`, { token: a.adminToken });
     expect(ended.status).toBe(204);
     expect((await s.closed).code).toBe(4403);
     expect(s.frames.at(-1)).toMatchObject({ error: 'session_ended' });
     // The end reached the agent on A (through B, the session's broker): its shell is gone.
-    await eventually(() => !isAlive(shellPid), 10_000, 'the console’s shell to end on the device');
+    await eventually(() => processGone(shellPid), 10_000, 'the console’s shell to end on the device');
     const end = await eventually(
       async () => {
         const r = await b.api('GET', `/api/v2/commitlist?device_id=${device}&event=remote.console.end`, { token: b.adminToken });

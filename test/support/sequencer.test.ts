@@ -27,12 +27,12 @@ describe('the suite sequencer', () => {
       ...['e1', 'e2'].map((f) => spec('e2e', f)),
     ];
     expect(await order(specs)).toEqual([
-      'api-sqlite:a1',
       'browser:b1',
+      'api-sqlite:a1',
       'e2e:e1',
       'api-sqlite:a2',
-      'api-sqlite:a3',
       'browser:b2',
+      'api-sqlite:a3',
       'e2e:e2',
       'api-sqlite:a4',
       'unit:u1',
@@ -52,19 +52,31 @@ describe('the suite sequencer', () => {
       spec('unit-isolated', 'i2'),
     ];
     const names = shared.map((s) => `api-sqlite:${s.moduleId.slice(6)}`);
-    // Three runs of the shared project at 1/6, 3/6 and 5/6 of the run, the isolated files one by one
-    // at 1/4 and 3/4; the unit files last, spread the same way.
+    // Three runs of the shared project at 0, 1/3 and 2/3 of the run, the isolated files one by one
+    // at 0 and 1/2; the unit files last, spread the same way.
     expect(await order(specs)).toEqual([
       ...names.slice(0, RUN),
       'e2e:e1',
       ...names.slice(RUN, 2 * RUN),
       'e2e:e2',
       ...names.slice(2 * RUN),
-      'unit-isolated:i1',
       'unit:u1',
       'unit:u2',
+      'unit-isolated:i1',
       'unit-isolated:i2',
     ]);
+  });
+
+  it('starts the run with one browser file beside the first runs of the other projects, not browser files only', async () => {
+    // As in the suite: many browser files (the smallest steps), fewer runs of the shared projects.
+    const api = Array.from({ length: 2 * RUN }, (_, i) => spec('api-sqlite', `a${String(i).padStart(2, '0')}`, false));
+    const e2e = Array.from({ length: RUN }, (_, i) => spec('e2e', `e${i}`, false));
+    const browser = Array.from({ length: 10 }, (_, i) => spec('browser', `b${i}`, false));
+    const sorted = await order([...api, ...e2e, ...browser]);
+    expect(sorted[0]).toBe('browser:b0');
+    // The next browser file only after the first run of each shared project.
+    expect(sorted.slice(0, 2 * RUN + 1).filter((s) => s.startsWith('browser:'))).toEqual(['browser:b0']);
+    expect(sorted.slice(1, 2 * RUN + 1).sort()).toEqual([...api.slice(0, RUN), ...e2e].map((s) => `${s.project.name}:${s.moduleId.slice(6)}`).sort());
   });
 
   it('hands out the browser files one at a time though they share imports', async () => {

@@ -14,6 +14,12 @@
  * file of each project in turn would start nearly every file in a fresh worker, importing the broker
  * afresh. A file of an isolated project starts a fresh worker anyway: those go out one at a time,
  * as do the browser files (ONE_AT_A_TIME).
+ *
+ * Each project's files (or runs) are placed from the start of the run at even steps, a browser file
+ * first where they tie: the run starts with one browser file (the longest, when vitest has timings)
+ * beside the first runs of the other projects. Placed from the middles of their steps, the browser
+ * files, having the smallest steps, came first: the three longest ran together as the run's only
+ * files for its first 97 s (2026-11-27), pages waiting with a core idle.
  */
 import { BaseSequencer, type TestSpecification } from 'vitest/node';
 
@@ -48,9 +54,10 @@ export default class SpreadSequencer extends BaseSequencer {
         .flatMap((list) => {
           const size = list[0].project.config.isolate === false && !ONE_AT_A_TIME.has(list[0].project.name) ? RUN : 1;
           const runs = Math.ceil(list.length / size);
-          return Array.from({ length: runs }, (_, index) => ({ specs: list.slice(index * size, (index + 1) * size), at: (index + 0.5) / runs }));
+          const first = ONE_AT_A_TIME.has(list[0].project.name) ? 0 : 1;
+          return Array.from({ length: runs }, (_, index) => ({ specs: list.slice(index * size, (index + 1) * size), at: index / runs, first }));
         })
-        .sort((a, b) => a.at - b.at)
+        .sort((a, b) => a.at - b.at || a.first - b.first)
         .flatMap(({ specs }) => specs);
     const lists = [...byProject.entries()];
     return [

@@ -88,17 +88,29 @@ export function groupsOf(node: GroupTreeNode | undefined, depth = 0): { node_id:
   ];
 }
 
+/**
+ * A key's group: a list of the tree's groups once it has loaded, a disabled list saying so while it
+ * loads, and a field for a group's id where the tree could not be read.
+ */
 function GroupSelect({
   id,
   value,
   groups,
+  loading,
   onChange,
 }: {
   id: string;
   value: string;
   groups: { node_id: string; label: string }[];
+  loading: boolean;
   onChange: (v: string) => void;
 }) {
+  if (loading)
+    return (
+      <select id={id} disabled aria-busy="true">
+        <option>Loading groups…</option>
+      </select>
+    );
   if (!groups.length) return <input id={id} value={value} onInput={(e) => onChange(e.currentTarget.value)} placeholder="group node id" />;
   return (
     <select id={id} value={value} onChange={(e) => onChange(e.currentTarget.value)}>
@@ -203,7 +215,13 @@ export function BootstrapKeysScreen() {
           </div>
           <div class="field">
             <label for="bk-group">Group</label>
-            <GroupSelect id="bk-group" value={draft.group_id} groups={groups} onChange={(group_id) => setDraft({ ...draft, group_id })} />
+            <GroupSelect
+              id="bk-group"
+              value={draft.group_id}
+              groups={groups}
+              loading={tree.loading}
+              onChange={(group_id) => setDraft({ ...draft, group_id })}
+            />
           </div>
           <label class="check">
             <input type="checkbox" checked={draft.auto_accept} onChange={(e) => setDraft({ ...draft, auto_accept: e.currentTarget.checked })} /> Accept devices
@@ -250,7 +268,7 @@ export function BootstrapKeysScreen() {
             </td>
             <td>
               {manage ? (
-                <GroupSelect id={`bk-g-${k.key}`} value={k.group_id} groups={groups} onChange={(group_id) => update(k, { group_id })} />
+                <GroupSelect id={`bk-g-${k.key}`} value={k.group_id} groups={groups} loading={tree.loading} onChange={(group_id) => update(k, { group_id })} />
               ) : (
                 <code>{k.group_id}</code>
               )}
