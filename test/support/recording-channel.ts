@@ -6,7 +6,7 @@ import type { TunnelParams } from '../../shared/protocol.js';
  * A tunnel channel whose mux is the test: each frame's payload is recorded as the buffers it came in
  * (views, not copies) and reported flushed at once; frames are sent only when `pump` is called.
  */
-export function recordingChannel(options: { messageMode?: boolean; gather?: boolean } = {}) {
+export function recordingChannel(options: { messageMode?: boolean } = {}) {
   const frames: FramePayload[] = [];
   let waiting: Channel | undefined;
   const host: ChannelHost = {
@@ -20,7 +20,6 @@ export function recordingChannel(options: { messageMode?: boolean; gather?: bool
   };
   const params: TunnelParams = { proto: options.messageMode ? 'udp' : 'tcp', port: 1, dst: '127.0.0.1' };
   const channel = new Channel(host, 1, 'tunnel', params, DEFAULT_WINDOW, options.messageMode ?? false);
-  if (options.gather) channel.gatherWrites();
   const pump = (maxFrame = BULK_FRAME) => {
     while (waiting && waiting.sendFrame(maxFrame) > 0);
   };
