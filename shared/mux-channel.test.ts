@@ -4,7 +4,8 @@ import { recordingChannel } from '../test/support/recording-channel.js';
 import { Channel, COPIED_FRAME_MAX, DEFAULT_WINDOW, type ChannelHost, type FramePayload } from './mux-channel.js';
 import { BULK_FRAME } from './mux-scheduler.js';
 
-const testChannel = (messageMode = false) => recordingChannel({ messageMode, gather: true });
+const testChannel = (messageMode = false) => recordingChannel({ messageMode });
+const bytesOf = (f: FramePayload) => (Buffer.isBuffer(f) ? f : Buffer.concat(f));
 
 describe('a channel sending writes queued together', () => {
   it('frames the pieces of writes queued behind each other across their boundaries, not one frame (or more) each', () => {
@@ -65,7 +66,7 @@ describe('a channel sending writes queued together', () => {
     expect(frames.map(bytes)).toEqual(datagrams);
   });
 
-  it('takes queued writes one by one unless asked to gather them, each reported done at its own flush', () => {
+  it('gathers the writes queued behind one being sent into frames that span them, unasked; all are done once the last is flushed', async () => {
     const frames: FramePayload[] = [];
     const flushes: (() => void)[] = [];
     let waiting: Channel | undefined;
@@ -80,18 +81,21 @@ describe('a channel sending writes queued together', () => {
     };
     const channel = new Channel(host, 1, 'tunnel', { proto: 'tcp', port: 1, dst: '127.0.0.1' }, DEFAULT_WINDOW);
     const done: number[] = [];
-    for (let i = 0; i < 3; i++) channel.write(crypto.randomBytes(40_000), () => done.push(i));
-    let rounds = 0;
-    while (rounds++ < 10) {
-      while (waiting && waiting.sendFrame(BULK_FRAME) > 0);
-      flushes.shift()?.();
-    }
-    expect(frames.every((f) => Buffer.isBuffer(f) && f.length === 40_000)).toBe(true);
-    return new Promise<void>((resolve) =>
-      setImmediate(() => {
-        expect(done).toEqual([0, 1, 2]);
-        resolve();
-      }),
-    );
+    const writes = [0, 1, 2].map(() => crypto.randomBytes(40_000));
+    for (const [i, chunk] of writes.entries()) channel.write(chunk, () => done.push(i));
+    while (waiting && waiting.sendFrame(BULK_FRAME) > 0);
+    // The first write is on its way; the two queued behind it wait for its flush.
+    expect(frames.length).toBe(1);
+    flushes.shift()!();
+    await new Promise((r) => setImmediate(r));
+    expect(done).toEqual([0]);
+    while (waiting && waiting.sendFrame(BULK_FRAME) > 0);
+    // The code before took them one by one: a frame (and a write to the socket) each.
+    expect(frames.length).toBe(2);
+    expect(Array.isArray(frames[1])).toBe(true);
+    expect(bytesOf(frames[1]).equals(Buffer.concat(writes.slice(1)))).toBe(true);
+    flushes.shift()!();
+    await new Promise((r) => setImmediate(r));
+    expect(done).toEqual([0, 1, 2]);
   });
 });

@@ -127,7 +127,18 @@ export class Channel extends Duplex {
     /** Datagram channels never split a write across frames. */
     private readonly messageMode = false,
   ) {
-    super({ readableHighWaterMark: window, writableHighWaterMark: 256 * 1024, allowHalfOpen: true });
+    super({
+      readableHighWaterMark: window,
+      writableHighWaterMark: 256 * 1024,
+      allowHalfOpen: true,
+      // Writes queued behind the one being sent (or held for the turn, see write) go out together, in
+      // frames that span them; a datagram is a frame of its own.
+      writev: messageMode
+        ? undefined
+        : function (this: Duplex, chunks: { chunk: Buffer }[], callback: (error?: Error | null) => void) {
+            (this as Channel).writeMany(chunks, callback);
+          },
+    });
     this.sendCredit = window;
     this.receiveCredit = window;
     this.window = window;
@@ -145,6 +156,8 @@ export class Channel extends Duplex {
   }
 
   private readonly heldControl: ChannelControl[] = [];
+  /** Whether this turn's writes are held (corked) until the turn is done (write). */
+  private turnHeld = false;
 
   /** @internal from the mux */
   onControl(msg: ChannelControl): void {
@@ -164,14 +177,38 @@ export class Channel extends Duplex {
   }
 
   /**
-   * From now on, writes queued behind the one being sent are taken together (`_writev`) and cut into
-   * frames that span them: for a writer whose writes are pieces of larger ones (the broker's relay
-   * writes the pieces of each of the user's frames, relay.ts). Their callbacks then all run once the
-   * last of them is flushed, so a writer that reuses its buffers at each write's callback (the agent's
-   * tunnel reads) is better served without. A datagram channel keeps one frame per write.
+   * A busy channel's writes of one turn are held until the turn's callbacks and promise jobs are done
+   * (shared/turn-cork.ts), then taken together (`_writev`) and cut into frames that span them: ssh2
+   * writes a 32 KiB packet at a time, eight of them from one 256 KiB read, and each was a frame and
+   * a write(2) of its own to the peer, as the next write is taken only once the previous one's frames
+   * are flushed. A quiet channel's write (a keystroke, an echo) is not held: its frame is on the
+   * socket before write() returns. Writes queued behind one being sent are gathered the same way, at
+   * any pace. Their callbacks all run once the last of them is flushed (a writer that reuses a buffer
+   * at its write's callback gets it back a little later: at most the high-water mark's worth, as
+   * write() says "wait" beyond it). A datagram channel keeps one frame per write.
    */
-  gatherWrites(): void {
-    if (!this.messageMode) this._writev = (chunks: { chunk: Buffer }[], callback: (error?: Error | null) => void) => this.writeMany(chunks, callback);
+  override write(chunk: unknown, callback?: (error: Error | null | undefined) => void): boolean;
+  override write(chunk: unknown, encoding: BufferEncoding, callback?: (error: Error | null | undefined) => void): boolean;
+  override write(chunk: unknown, encoding?: unknown, cb?: unknown): boolean {
+    if (!this.turnHeld && !this.messageMode && !this.quiet) {
+      this.turnHeld = true;
+      this.cork();
+      process.nextTick(releaseTurn, this);
+    }
+    return super.write(chunk, encoding as BufferEncoding, cb as (error: Error | null | undefined) => void);
+  }
+
+  /** @internal the turn that held this channel's writes is done (write): they go to the scheduler. */
+  releaseTurn(): void {
+    if (!this.turnHeld) return;
+    this.turnHeld = false;
+    if (!this.destroyed) this.uncork();
+  }
+
+  /** Writes held for this turn leave before the channel is destroyed in it, as they would have unheld. */
+  override destroy(error?: Error): this {
+    if (!this.destroyed) this.releaseTurn();
+    return super.destroy(error);
   }
 
   private writeMany(entries: { chunk: Buffer }[], callback: (error?: Error | null) => void): void {
@@ -367,6 +404,10 @@ export class Channel extends Duplex {
     // Data already buffered for our reader is still delivered; the stream then closes itself.
     if (this.readableLength === 0) this.destroy();
   }
+}
+
+function releaseTurn(channel: Channel): void {
+  channel.releaseTurn();
 }
 
 /**

@@ -631,6 +631,133 @@ describe('mux writes', () => {
   });
 });
 
+/** Counts the writes (write(2)/writev(2) calls through Node) made on a WebSocket's socket from now on. */
+function countSocketWrites(ws: WebSocket): { readonly writes: number } {
+  const socket = (ws as unknown as { _socket: { _writev: (...a: unknown[]) => unknown; _write: (...a: unknown[]) => unknown } })._socket;
+  const counter = { writes: 0 };
+  for (const method of ['_writev', '_write'] as const) {
+    const original = socket[method].bind(socket);
+    socket[method] = (...a: unknown[]) => {
+      counter.writes += 1;
+      return original(...a);
+    };
+  }
+  return counter;
+}
+
+/** Resolves once `channel` has received `n` bytes in all. */
+function received(channel: Channel, n: number): Promise<Buffer> {
+  const parts: Buffer[] = [];
+  let got = 0;
+  return new Promise((resolve) => {
+    const onData = (d: Buffer) => {
+      parts.push(Buffer.from(d));
+      got += d.length;
+      if (got < n) return;
+      channel.off('data', onData);
+      resolve(Buffer.concat(parts));
+    };
+    channel.on('data', onData);
+  });
+}
+
+describe('mux writes of a busy channel', () => {
+  it("frames a busy channel's writes of one turn together: one write to the socket, not one per write", async () => {
+    let agentChannel: Channel | undefined;
+    const p = await pair(
+      async (ch) => {
+        agentChannel = ch;
+      },
+      4 * 1024 * 1024,
+    );
+    cleanup = p.close;
+    const { channel } = await p.broker.open('tunnel', { proto: 'tcp', port: 1, dst: 'x' });
+    await eventuallyTrue(() => agentChannel !== undefined);
+    // The channel is busy (more than 64 KiB sent lately): a bulk transfer under way.
+    const warm = received(agentChannel!, 256 * 1024);
+    channel.write(Buffer.alloc(256 * 1024, 1));
+    await warm;
+    await new Promise((r) => setImmediate(r));
+    const counter = countSocketWrites(p.broker.ws);
+    // Four 32 KiB packets in one turn, as ssh2 hands over the packets of one read.
+    const packets = [1, 2, 3, 4].map(() => crypto.randomBytes(MAX_FRAME));
+    const arrived = received(agentChannel!, 4 * MAX_FRAME);
+    for (const packet of packets) channel.write(packet);
+    expect((await arrived).equals(Buffer.concat(packets))).toBe(true);
+    // The code before took one write at a time, each once the previous one's frame was flushed: 4 writes.
+    expect(counter.writes).toBe(1);
+  });
+
+  it("sends a keystroke written in the same turn as a busy channel's writes ahead of them, in the call that writes it", async () => {
+    const socket = new RecordingSocket();
+    const { open } = await brokerMuxOn(socket, 8 * 1024 * 1024);
+    const bulk = await open('tunnel');
+    const console_ = await open('console');
+    bulk.write(Buffer.alloc(256 * 1024, 1));
+    while (socket.flushOne()) await new Promise((r) => setImmediate(r));
+    socket.emit('message', Buffer.from(JSON.stringify({ t: 'credit', ch: bulk.id, n: 256 * 1024 })), false);
+    const before = socket.wire.length;
+    bulk.write(Buffer.alloc(MAX_FRAME, 2));
+    bulk.write(Buffer.alloc(MAX_FRAME, 3));
+    console_.write(Buffer.from('x'));
+    // No tick, no timer: the keystroke is on the socket before write() returns, the busy channel's
+    // writes held until the turn's end (the code before handed the first of them over first).
+    expect(socket.wire.slice(before)).toEqual([{ ch: console_.id, bytes: 1 }]);
+    // Within the same turn (before the loop's next phase), the held writes follow (in frames of
+    // MAX_FRAME while someone types).
+    await new Promise((r) => setImmediate(r));
+    const after = socket.wire.slice(before);
+    expect(after[0]).toEqual({ ch: console_.id, bytes: 1 });
+    expect(after.slice(1).every((f) => f.ch === bulk.id)).toBe(true);
+    expect(after.slice(1).reduce((a, f) => a + f.bytes, 0)).toBe(2 * MAX_FRAME);
+  });
+
+  it('keeps a busy channel bounded towards a peer that never reads: its window sent, its high-water mark queued, one bulk write in flight', async () => {
+    const window = 16 * 1024 * 1024;
+    let agentChannel: Channel | undefined;
+    const p = await pair(async (ch) => {
+      agentChannel = ch;
+    }, window);
+    cleanup = p.close;
+    const { channel } = await p.broker.open('tunnel', { proto: 'tcp', port: 1, dst: 'x' });
+    await eventuallyTrue(() => agentChannel !== undefined);
+    // The agent's end stops reading its socket altogether.
+    (p.agent.ws as unknown as { _socket: { pause(): void } })._socket.pause();
+    const packet = Buffer.alloc(MAX_FRAME, 7);
+    let written = 0;
+    let blocked = false;
+    const flood = () => {
+      while (written < 64 * 1024 * 1024) {
+        written += packet.length;
+        if (!channel.write(packet)) {
+          blocked = true;
+          channel.once('drain', () => {
+            blocked = false;
+            setImmediate(flood);
+          });
+          return;
+        }
+      }
+    };
+    flood();
+    // Wait until the writer has been held for a while (counted in turns of the loop, not in time).
+    let still = 0;
+    let last = -1;
+    for (let i = 0; i < 20_000 && still < 200; i++) {
+      await new Promise((r) => setImmediate(r));
+      const sent = channel.stats.bytesOut;
+      still = blocked && sent === last ? still + 1 : 0;
+      last = sent;
+    }
+    expect(blocked).toBe(true);
+    expect(channel.stats.bytesOut).toBeLessThanOrEqual(window);
+    // Queued in the channel: its high-water mark and one write; unflushed on the socket: one bulk write.
+    expect(channel.writableLength).toBeLessThanOrEqual(256 * 1024 + packet.length);
+    expect(p.broker.ws.bufferedAmount).toBeLessThanOrEqual(SEND_IN_FLIGHT_MAX + BULK_FRAME + 1024);
+    expect(written).toBeLessThan(window + 2 * 1024 * 1024);
+  });
+});
+
 async function eventuallyTrue(check: () => boolean): Promise<void> {
   while (!check()) await new Promise((r) => setTimeout(r, 5));
 }

@@ -6,14 +6,18 @@ import type { TunnelParams } from '../../shared/protocol.js';
 import { BULK_READ_SIZE, FIRST_READ_SIZE } from '../../shared/read-buffers.js';
 import { openTcpTunnel } from './tunnel.js';
 
-/** A channel whose mux is this test: frames are recorded, flushed at once, and sent only when `pump` is called. */
+/**
+ * A channel whose mux is this test: frames are recorded, flushed at once, and sent only when `pump` is
+ * called. A frame spanning several writes (the channel gathers those queued together) is recorded as
+ * its parts, one per write: what the target's reads were is what `frames` shows.
+ */
 function testChannel(): { channel: Channel; frames: Buffer[]; pump: () => void } {
   const frames: Buffer[] = [];
   let waiting: Channel | undefined;
   const host: ChannelHost = {
     send: () => {},
     sendData: (_ch, payload, flushed) => {
-      frames.push(Buffer.isBuffer(payload) ? Buffer.from(payload) : Buffer.concat(payload));
+      for (const part of Buffer.isBuffer(payload) ? [payload] : payload) frames.push(Buffer.from(part));
       flushed?.();
     },
     schedule: (c) => (waiting = c),
@@ -21,7 +25,7 @@ function testChannel(): { channel: Channel; frames: Buffer[]; pump: () => void }
   };
   const params: TunnelParams = { proto: 'tcp', port: 1, dst: '127.0.0.1' };
   const channel = new Channel(host, 1, 'tunnel', params, DEFAULT_WINDOW);
-  // Frames as large as the channel has: what the target's reads were is what the frames show.
+  // Frames as large as the channel has: each write whole.
   const pump = () => {
     while (waiting && waiting.sendFrame(Number.MAX_SAFE_INTEGER) > 0);
   };

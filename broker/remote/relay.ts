@@ -147,10 +147,7 @@ export class Relay {
     const socket = (ws as unknown as { _socket?: Socket })._socket;
     this.holdTurn = socket ? corkForTurn(socket) : undefined;
     this.reads = LeasedReads.movable(socket) ? new LeasedReads(socket) : undefined;
-    if (tapBinaryFrames(ws, (piece, at, length) => this.fromUserPiece(piece, at, length), this.reads !== undefined)) {
-      channel.gatherWrites();
-      this.reads?.start();
-    }
+    if (tapBinaryFrames(ws, (piece, at, length) => this.fromUserPiece(piece, at, length), this.reads !== undefined)) this.reads?.start();
     ws.on('pong', () => (this.alive = true));
     ws.on('error', () => {});
     ws.on('close', (code) => {

@@ -13,7 +13,7 @@ const bytesOf = (f: FramePayload) => (Buffer.isBuffer(f) ? f : Buffer.concat(f))
  * point its views must still hold the bytes that were sent, else `overwritten` counts it (a writer
  * that reused a buffer before its write was done).
  */
-export function recordingChannel(options: { messageMode?: boolean; gather?: boolean; holdFlushes?: boolean } = {}) {
+export function recordingChannel(options: { messageMode?: boolean; holdFlushes?: boolean } = {}) {
   const frames: FramePayload[] = [];
   const sent: Buffer[] = [];
   const held: (() => void)[] = [];
@@ -37,7 +37,6 @@ export function recordingChannel(options: { messageMode?: boolean; gather?: bool
   };
   const params: TunnelParams = { proto: options.messageMode ? 'udp' : 'tcp', port: 1, dst: '127.0.0.1' };
   const channel = new Channel(host, 1, 'tunnel', params, DEFAULT_WINDOW, options.messageMode ?? false);
-  if (options.gather) channel.gatherWrites();
   const pump = (maxFrame = BULK_FRAME) => {
     while (waiting && waiting.sendFrame(maxFrame) > 0);
   };
