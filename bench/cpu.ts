@@ -2,7 +2,7 @@
  * CPU spent while a bench part runs, a figure that holds on a loaded machine where throughput and
  * rates do not: this process's (the broker's, in the ssh bench) and its child agent's.
  */
-import fs from 'node:fs';
+import { commandLine, descendantPids, processTable, type ProcessEntry } from '../test/support/proc.js';
 
 /**
  * CPU seconds (user + system) of this process's live descendants whose command line has `match`
@@ -10,37 +10,18 @@ import fs from 'node:fs';
  */
 export function descendantsCpu(match: string, reaped = false): number {
   const tick = 100; // USER_HZ on Linux
-  let procs: { pid: number; ppid: number; cpu: number }[];
+  let procs: ProcessEntry[];
   try {
-    procs = fs
-      .readdirSync('/proc')
-      .filter((d) => /^\d+$/.test(d))
-      .flatMap((d) => {
-        try {
-          const stat = fs.readFileSync(`/proc/${d}/stat`, 'utf8');
-          const f = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
-          return [{ pid: Number(d), ppid: Number(f[1]), cpu: (reaped ? Number(f[13]) + Number(f[14]) : Number(f[11]) + Number(f[12])) / tick }];
-        } catch {
-          return [];
-        }
-      });
+    procs = processTable();
   } catch {
     return 0;
   }
-  const ours = new Set([process.pid]);
-  for (let grew = true; grew;) {
-    grew = false;
-    for (const p of procs) {
-      if (ours.has(p.pid) || !ours.has(p.ppid)) continue;
-      ours.add(p.pid);
-      grew = true;
-    }
-  }
+  const ours = descendantPids(procs, process.pid);
   let total = 0;
   for (const p of procs) {
-    if (p.pid === process.pid || !ours.has(p.pid)) continue;
-    const cmd = fs.existsSync(`/proc/${p.pid}/cmdline`) ? fs.readFileSync(`/proc/${p.pid}/cmdline`, 'utf8') : '';
-    if (cmd.includes(match)) total += p.cpu;
+    if (!ours.has(p.pid) || !commandLine(p.pid).includes(match)) continue;
+    // utime, stime ([11], [12]); with `reaped`, cutime, cstime ([13], [14]): what its waited-for children spent
+    total += (reaped ? Number(p.stat[13]) + Number(p.stat[14]) : Number(p.stat[11]) + Number(p.stat[12])) / tick;
   }
   return total;
 }

@@ -41,6 +41,24 @@ async function until(check: () => boolean): Promise<void> {
 }
 
 const total = (buffers: Buffer[]) => buffers.reduce((n, b) => n + b.length, 0);
+
+/**
+ * The device's side of a recording relay, a turn at a time: each turn sends what the channel has,
+ * grants credit for what it got, and (unless `flushing` is false) reports its socket flushed.
+ */
+function deviceSide({ pump, sent, channel, flush }: Pick<Awaited<ReturnType<typeof tunnelRelay>>, 'pump' | 'sent' | 'channel' | 'flush'>) {
+  let credited = 0;
+  return async (done: () => boolean, flushing = true) => {
+    while (!done()) {
+      pump();
+      const n = total(sent);
+      if (n > credited) channel.onCredit(n - credited);
+      credited = n;
+      if (flushing) flush();
+      await new Promise((r) => setImmediate(r));
+    }
+  };
+}
 const partsOf = (frames: FramePayload[]) => frames.flatMap((f) => (Buffer.isBuffer(f) ? [f] : [...f]));
 
 describe('a tunnel relay reading the user', () => {
@@ -109,20 +127,13 @@ describe('a tunnel relay reading the user', () => {
   });
 
   it("reads the user's socket into a few reused buffers, each read into again only once its frames to the device are flushed", async () => {
-    const { client, channel, sent, pump, flush, overwritten, reads } = await tunnelRelay(4 * 1024 * 1024, true);
+    const relay = await tunnelRelay(4 * 1024 * 1024, true);
+    const { client, sent, overwritten, reads } = relay;
     const chunks = Array.from({ length: 128 }, () => crypto.randomBytes(64 * 1024));
     for (const chunk of chunks) client.send(chunk);
     const whole = Buffer.concat(chunks);
     // The device grants credit and its socket flushes each turn.
-    let credited = 0;
-    while (credited < whole.length) {
-      pump();
-      const n = total(sent);
-      if (n > credited) channel.onCredit(n - credited);
-      credited = n;
-      flush();
-      await new Promise((r) => setImmediate(r));
-    }
+    await deviceSide(relay)(() => total(sent) >= whole.length);
     expect(Buffer.concat(sent).equals(whole)).toBe(true);
     expect(overwritten()).toBe(0);
     // 8 MiB in a few buffers: the small first ones, and as many bulk ones as are out at once behind
@@ -131,20 +142,15 @@ describe('a tunnel relay reading the user', () => {
   });
 
   it('keeps reading bounded and loses nothing while the socket to the device flushes nothing (every read buffer held)', async () => {
-    const { client, relay, channel, sent, pump, flush, overwritten, unflushed, reads } = await tunnelRelay(4 * 1024 * 1024, true);
+    const fixture = await tunnelRelay(4 * 1024 * 1024, true);
+    const { client, relay, channel, sent, pump, overwritten, unflushed, reads } = fixture;
+    const device = deviceSide(fixture);
     const chunks = Array.from({ length: 256 }, () => crypto.randomBytes(64 * 1024));
     for (const chunk of chunks) client.send(chunk);
     const whole = Buffer.concat(chunks);
     // Credit comes, frames go out, but none is reported flushed: no read buffer comes back.
     const inputPaused = () => (relay as unknown as { inputPaused: boolean }).inputPaused;
-    let credited = 0;
-    while (!inputPaused()) {
-      pump();
-      const n = total(sent);
-      if (n > credited) channel.onCredit(n - credited);
-      credited = n;
-      await new Promise((r) => setImmediate(r));
-    }
+    await device(inputPaused, false);
     await new Promise((r) => setTimeout(r, 50));
     pump();
     expect(unflushed()).toBeGreaterThan(0);
@@ -152,14 +158,7 @@ describe('a tunnel relay reading the user', () => {
     expect(channel.writableLength).toBeLessThanOrEqual(CHANNEL_BACKLOG + 64 * 1024 + BULK_READ_SIZE + 1024);
     expect(total(reads)).toBeLessThan(whole.length / 4);
     // The socket drains again: everything arrives, in order, and no buffer was read into while its frames were out.
-    while (credited < whole.length) {
-      pump();
-      const n = total(sent);
-      if (n > credited) channel.onCredit(n - credited);
-      credited = n;
-      flush();
-      await new Promise((r) => setImmediate(r));
-    }
+    await device(() => total(sent) >= whole.length);
     expect(Buffer.concat(sent).equals(whole)).toBe(true);
     expect(overwritten()).toBe(0);
   });

@@ -15,6 +15,7 @@ import { SSH_PREAUTH_PER_ADDRESS } from '../../broker/ssh/gateway.js';
 import { SSH_PREAMBLE_MAX, SSH_PREAMBLE_WORD, gatewayAlias } from '../../shared/ssh-config.js';
 import { echoServer, eventually, startEnrolledAgent, type TestAgent } from '../support/agent.js';
 import { startTestBroker, type TestBroker } from '../support/broker.js';
+import { commandLine, descendantPids, processTable } from '../support/proc.js';
 import { echoThroughForward, runSsh, sshUser, type SshUser } from '../support/ssh-client.js';
 
 let t: TestBroker;
@@ -47,28 +48,7 @@ function freePort(): Promise<number> {
 
 /** The command lines of a process's live descendants (Linux /proc). */
 function descendants(root: number): string[] {
-  const procs = fs
-    .readdirSync('/proc')
-    .filter((d) => /^\d+$/.test(d))
-    .flatMap((d) => {
-      try {
-        const stat = fs.readFileSync(`/proc/${d}/stat`, 'utf8');
-        const ppid = Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1]);
-        return [{ pid: Number(d), ppid, cmd: fs.readFileSync(`/proc/${d}/cmdline`, 'utf8').replaceAll('\0', ' ') }];
-      } catch {
-        return [];
-      }
-    });
-  const ours = new Set([root]);
-  for (let grew = true; grew;) {
-    grew = false;
-    for (const p of procs) {
-      if (ours.has(p.pid) || !ours.has(p.ppid)) continue;
-      ours.add(p.pid);
-      grew = true;
-    }
-  }
-  return procs.filter((p) => p.pid !== root && ours.has(p.pid)).map((p) => p.cmd);
+  return [...descendantPids(processTable(), root)].map(commandLine);
 }
 
 /** A raw connection to the gateway: what it wrote back, and whether (and when) it closed. */
