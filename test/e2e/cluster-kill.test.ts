@@ -184,9 +184,16 @@ describe('a broker killed with SIGKILL mid-work, then started again', () => {
     );
     // The body is on the victim's disk in full: its handler now writes chunks in a transaction.
     await eventually(() => tmpBytes() >= size, 60_000, 'the upload received');
+    // Between two chunk inserts the victim's connection is idle in its transaction: that counts too
+    // (polled for 'active' alone, a fast run of inserts could pass between two polls, and the upload
+    // then committed before the kill).
     await eventually(
       async () =>
-        (await db.query(`select 1 from pg_stat_activity where state = 'active' and query ilike '%file_chunks%' and pid <> pg_backend_pid()`)).rows.length > 0,
+        (
+          await db.query(
+            `select 1 from pg_stat_activity where state in ('active', 'idle in transaction') and query ilike '%file_chunks%' and pid <> pg_backend_pid()`,
+          )
+        ).rows.length > 0,
       30_000,
       'the chunks being written',
     );
