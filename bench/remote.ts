@@ -493,7 +493,7 @@ export async function benchRemote(log: Log, only?: string): Promise<void> {
       const port = direction === 'upload' ? sinkServer.port : sourceServer.port;
       const ofDirect = (r: { mbps: number }) => (direct ? ` = ${ratio(r, direct)} of direct` : '');
       const agentPid = agent?.process.pid ?? -1;
-      const callsBefore = { agent: processTreeCalls(agentPid), broker: processTreeCalls(process.pid, false) };
+      const callsBefore = { agent: processTreeCalls(agentPid), broker: processTreeCalls(process.pid, true) };
       const { result: cli, ...perGb } = await costOf(
         agent?.process.pid,
         () => viaFleetConnect(t, user.token, device, port, direction).catch((err: Error) => (log(`  fleet connect: failed (${err.message})`), undefined)),
@@ -501,7 +501,7 @@ export async function benchRemote(log: Log, only?: string): Promise<void> {
       );
       const calls = {
         agent: callsSince(callsBefore.agent, processTreeCalls(agentPid)),
-        broker: callsSince(callsBefore.broker, processTreeCalls(process.pid, false)),
+        broker: callsSince(callsBefore.broker, processTreeCalls(process.pid, true)),
       };
       if (cli) {
         log(
