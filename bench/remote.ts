@@ -130,23 +130,59 @@ function cpuTimes(agentPid: number | undefined): { broker: number; agent: number
  * launcher); NaN where that cannot be read (not Linux, or the process is gone).
  */
 function processTreeMs(pid: number): number {
-  const treeMs = (pid: number): number => {
-    const stat = fs.readFileSync(`/proc/${pid}/stat`, 'utf8');
+  return processTreeSum(pid, (p) => {
+    const stat = fs.readFileSync(`/proc/${p}/stat`, 'utf8');
     const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
-    const ms = ((Number(fields[11]) + Number(fields[12])) * 1000) / 100; // utime + stime, in clock ticks of 10 ms
-    const children = fs.readFileSync(`/proc/${pid}/task/${pid}/children`, 'utf8').trim();
-    return ms + (children ? children.split(' ').reduce((sum, child) => sum + childMs(Number(child)), 0) : 0);
+    return ((Number(fields[11]) + Number(fields[12])) * 1000) / 100; // utime + stime, in clock ticks of 10 ms
+  });
+}
+
+/**
+ * Read and write system calls so far of a process and its children (/proc's `syscr` and `syscw`:
+ * read(2), readv(2), write(2), writev(2) on sockets, pipes and files alike), NaN where unreadable.
+ * Counted by the kernel, they cost the process nothing, unlike strace (BENCH_SYSCALLS). With
+ * `threadsOnly`, the process's live threads alone: a process's own count also takes in the
+ * children it has reaped (this one's load tasks and `fleet connect`).
+ */
+function processTreeCalls(pid: number, threadsOnly = false): Calls {
+  const field = (file: string, name: string): number => {
+    const line = fs
+      .readFileSync(file, 'utf8')
+      .split('\n')
+      .find((l) => l.startsWith(`${name}: `));
+    return line === undefined ? Number.NaN : Number(line.slice(name.length + 2));
   };
-  // A child may end between the listing and the read (a console's shell): it is left out, not NaN.
-  const childMs = (pid: number): number => {
+  const threads = (name: string) => {
     try {
-      return treeMs(pid);
+      return fs.readdirSync(`/proc/${pid}/task`).reduce((sum, tid) => sum + field(`/proc/${pid}/task/${tid}/io`, name), 0);
+    } catch {
+      return Number.NaN;
+    }
+  };
+  const sum = (name: string) => (threadsOnly ? threads(name) : processTreeSum(pid, (p) => field(`/proc/${p}/io`, name)));
+  return { reads: sum('syscr'), writes: sum('syscw') };
+}
+
+type Calls = { reads: number; writes: number };
+const callsSince = (before: Calls, after: Calls): Calls => ({ reads: after.reads - before.reads, writes: after.writes - before.writes });
+/** Reads and writes per MB moved, as "reads/writes". */
+const callsPerMb = (c: Calls, bytes: number) => `${((c.reads * 1e6) / bytes).toFixed(1)}/${((c.writes * 1e6) / bytes).toFixed(1)}`;
+
+/** `own(pid)` summed over a process and its descendants (a child that ends between the listing and the read is left out). */
+function processTreeSum(pid: number, own: (pid: number) => number): number {
+  const tree = (p: number): number => {
+    const children = fs.readFileSync(`/proc/${p}/task/${p}/children`, 'utf8').trim();
+    return own(p) + (children ? children.split(' ').reduce((sum, child) => sum + childOf(Number(child)), 0) : 0);
+  };
+  const childOf = (p: number): number => {
+    try {
+      return tree(p);
     } catch {
       return 0;
     }
   };
   try {
-    return treeMs(pid);
+    return tree(pid);
   } catch {
     return Number.NaN;
   }
@@ -245,7 +281,7 @@ async function viaFleetConnect(
   device: string,
   sinkPort: number,
   direction: Direction = 'upload',
-): Promise<Figures & { cliMs: number }> {
+): Promise<Figures & { cliMs: number; cliCalls: { reads: number; writes: number } }> {
   const port = await freePort();
   const child = spawn(
     process.execPath,
@@ -263,9 +299,11 @@ async function viaFleetConnect(
       throw new Error(`${err.message}${said ? `; it said: ${said.trim()}` : ''}`);
     });
     // Its CPU time over the transfer alone (the session's open included, its start-up not).
-    const before = child.pid === undefined ? Number.NaN : processTreeMs(child.pid);
+    const pid = child.pid ?? -1;
+    const before = processTreeMs(pid);
+    const callsBefore = processTreeCalls(pid);
     const figures = await task({ mode: 'throughput', via: 'tcp', port, seconds: SECONDS, streams: 1, direction });
-    return { ...figures, cliMs: child.pid === undefined ? Number.NaN : processTreeMs(child.pid) - before };
+    return { ...figures, cliMs: processTreeMs(pid) - before, cliCalls: callsSince(callsBefore, processTreeCalls(pid)) };
   } finally {
     child.kill('SIGINT');
   }
@@ -388,7 +426,7 @@ export async function viaSsh(
   sinkPort: number,
   log: Log,
   direction: Direction = 'upload',
-): Promise<(Figures & { sshMs: number; sshdMs: number }) | undefined> {
+): Promise<(Figures & { sshMs: number; sshdMs: number; sshCalls: Calls; sshdCalls: Calls }) | undefined> {
   const localPort = await freePort();
   const client = spawn('ssh', sshd.args(['-N', '-L', `${localPort}:127.0.0.1:${sinkPort}`, '-o', 'ExitOnForwardFailure=yes']), { stdio: 'ignore' });
   const cpu = () => ({
@@ -397,10 +435,19 @@ export async function viaSsh(
   });
   try {
     await waitForPort(localPort);
+    const calls = () => ({ ssh: processTreeCalls(client.pid ?? -1), sshd: processTreeCalls(sshd.pid ?? -1) });
     const before = cpu();
+    const callsBefore = calls();
     const figures = await task({ mode: 'throughput', via: 'tcp', port: localPort, seconds: SECONDS, streams: 1, direction });
     const after = cpu();
-    return { ...figures, sshMs: after.ssh - before.ssh, sshdMs: after.sshd - before.sshd };
+    const callsAfter = calls();
+    return {
+      ...figures,
+      sshMs: after.ssh - before.ssh,
+      sshdMs: after.sshd - before.sshd,
+      sshCalls: callsSince(callsBefore.ssh, callsAfter.ssh),
+      sshdCalls: callsSince(callsBefore.sshd, callsAfter.sshd),
+    };
   } catch (err) {
     log(`ssh -L: skipped (${(err as Error).message})`);
     return undefined;
@@ -445,15 +492,25 @@ export async function benchRemote(log: Log, only?: string): Promise<void> {
     const tunnelRow = async (direction: Direction, direct?: { mbps: number }): Promise<void> => {
       const port = direction === 'upload' ? sinkServer.port : sourceServer.port;
       const ofDirect = (r: { mbps: number }) => (direct ? ` = ${ratio(r, direct)} of direct` : '');
+      const agentPid = agent?.process.pid ?? -1;
+      const callsBefore = { agent: processTreeCalls(agentPid), broker: processTreeCalls(process.pid, true) };
       const { result: cli, ...perGb } = await costOf(
         agent?.process.pid,
         () => viaFleetConnect(t, user.token, device, port, direction).catch((err: Error) => (log(`  fleet connect: failed (${err.message})`), undefined)),
         (r) => (r?.bytes ?? 0) / 1e9,
       );
-      if (cli)
+      const calls = {
+        agent: callsSince(callsBefore.agent, processTreeCalls(agentPid)),
+        broker: callsSince(callsBefore.broker, processTreeCalls(process.pid, true)),
+      };
+      if (cli) {
         log(
           `  fleet connect (local port), ${direction}: ${mb(cli)}${ofDirect(cli)}; CPU per GB: agent ${(perGb.agent / 1000).toFixed(2)} s, broker ${(perGb.broker / 1000).toFixed(2)} s, fleet connect ${(cli.cliMs / 1000 / (cli.bytes / 1e9)).toFixed(2)} s`,
         );
+        log(
+          `    reads/writes per MB: agent ${callsPerMb(calls.agent, cli.bytes)}, broker ${callsPerMb(calls.broker, cli.bytes)}, fleet connect ${callsPerMb(cli.cliCalls, cli.bytes)}`,
+        );
+      }
       const ssh = sshd ? await viaSsh(sshd, port, log, direction) : undefined;
       if (ssh) {
         const gb = ssh.bytes / 1e9;
@@ -461,6 +518,7 @@ export async function benchRemote(log: Log, only?: string): Promise<void> {
           ? `; CPU per GB: ssh ${(ssh.sshMs / 1000 / gb).toFixed(2)} s, sshd ${(ssh.sshdMs / 1000 / gb).toFixed(2)} s`
           : '';
         log(`  ssh -L (OpenSSH, same machine), ${direction}: ${mb(ssh)}${ofDirect(ssh)}${cost}`);
+        log(`    reads/writes per MB: ssh ${callsPerMb(ssh.sshCalls, ssh.bytes)}, sshd ${callsPerMb(ssh.sshdCalls, ssh.bytes)}`);
         if (cli && cost) {
           const ours = perGb.agent + perGb.broker + cli.cliMs / (cli.bytes / 1e9);
           log(`  CPU per GB, ours (agent + broker + fleet connect) / OpenSSH's (ssh + sshd) = ${(ours / ((ssh.sshMs + ssh.sshdMs) / gb)).toFixed(2)}`);

@@ -20,7 +20,7 @@ export const MAX_FRAME = 32 * 1024;
  * once its last frame is flushed (the socket flushes them in order).
  */
 export const COPIED_FRAME_MAX = 16 * 1024;
-/** A channel that sent at most this much within INTERACTIVE_HOLD_MS is quiet: its small frames are interactive. */
+/** A channel that sent at most this much within the last one or two INTERACTIVE_HOLD_MS is quiet: its small frames are interactive. */
 const QUIET_BYTES = 64 * 1024;
 /**
  * Credit for little reads (keystrokes, echoes) is held this long, then rides with the channel's next
@@ -102,6 +102,8 @@ export class Channel extends Duplex {
   /** Bytes sent since recentSince (a window of INTERACTIVE_HOLD_MS): how busy the channel is. */
   private recentBytes = 0;
   private recentSince = 0;
+  /** Bytes sent in the window before recentSince's, when that one ended right where this one began (see quiet). */
+  private earlierBytes = 0;
   private pending?: PendingWrite;
   private pushed = 0;
   private granted = 0;
@@ -289,6 +291,8 @@ export class Channel extends Duplex {
     if (this.grantRipe) this.grantOwed();
     const now = Date.now();
     if (now - this.recentSince > INTERACTIVE_HOLD_MS) {
+      // The window that ended is kept as the one before, if it ended less than a window ago.
+      this.earlierBytes = now - this.recentSince <= 2 * INTERACTIVE_HOLD_MS ? this.recentBytes : 0;
       this.recentSince = now;
       this.recentBytes = 0;
     }
@@ -298,9 +302,18 @@ export class Channel extends Duplex {
     return n;
   }
 
-  /** @internal whether the channel sent little lately: its small frames are someone typing, not the tail of a transfer. */
+  /**
+   * @internal whether the channel sent little lately: its small frames are someone typing, not the
+   * tail of a transfer. Lately is the current window of INTERACTIVE_HOLD_MS and the one before it:
+   * counted over the current window alone, a transfer was quiet for the first frames of every new
+   * window, and a small frame among them (the end of a read, a piece of a frame) held every busy
+   * channel of the connection, itself included, to HELD_BULK_WINDOW for a second, as a keystroke does.
+   */
   get quiet(): boolean {
-    return this.recentBytes <= QUIET_BYTES;
+    const since = Date.now() - this.recentSince;
+    if (since > 2 * INTERACTIVE_HOLD_MS) return true;
+    if (since > INTERACTIVE_HOLD_MS) return this.recentBytes <= QUIET_BYTES;
+    return this.recentBytes + this.earlierBytes <= QUIET_BYTES;
   }
 
   /** @internal bytes sent and not yet credited back by the peer: in buffers between us and its reader. */

@@ -3,7 +3,7 @@ import { EventEmitter } from 'node:events';
 import fs from 'node:fs';
 import { Writable } from 'node:stream';
 import { transformSync } from 'esbuild';
-import { afterEach, describe, expect, it } from 'vitest';
+import { afterEach, describe, expect, it, vi } from 'vitest';
 import type WebSocket from 'ws';
 import { muxPair } from '../test/support/mux-pair.js';
 import {
@@ -11,6 +11,7 @@ import {
   COPIED_FRAME_MAX,
   handOver,
   HELD_BULK_WINDOW,
+  INTERACTIVE_HOLD_MS,
   MAX_FRAME,
   MAX_PROTOCOL_ERRORS,
   Mux,
@@ -475,6 +476,44 @@ describe('mux send scheduling', () => {
     const typing = bulkFrames().slice(idle.length);
     expect(typing.length).toBeGreaterThan(0);
     expect(Math.max(...typing)).toBeLessThanOrEqual(MAX_FRAME);
+  });
+
+  it("takes a busy channel's small frame at the start of a new second for the end of a read, not for someone typing: it goes on in BULK_FRAME frames over its whole window", async () => {
+    vi.useFakeTimers({ toFake: ['Date'] });
+    try {
+      const socket = new RecordingSocket();
+      const { open } = await brokerMuxOn(socket, 8 * 1024 * 1024);
+      const bulk = await open('tunnel');
+      const flushAll = async () => {
+        do await new Promise((r) => setImmediate(r));
+        while (socket.flushOne());
+      };
+      const bulkFrames = () => socket.wire.filter((f) => !f.text && f.ch === bulk.id).map((f) => f.bytes);
+      bulk.write(Buffer.alloc(2 * 1024 * 1024, 1));
+      await flushAll();
+      const before = bulkFrames().length;
+      // A second later the transfer goes on, and its first frame of the new second is small (a read's tail).
+      vi.setSystemTime(Date.now() + INTERACTIVE_HOLD_MS + 1);
+      bulk.write(Buffer.alloc(100, 1));
+      await flushAll();
+      bulk.write(Buffer.alloc(2 * 1024 * 1024, 1));
+      await flushAll();
+      const after = bulkFrames().slice(before);
+      expect(after[0]).toBe(100);
+      // Not held: all of it sent (nothing was credited back, 4 MiB is within the window), in bulk frames.
+      expect(after.reduce((a, b) => a + b, 0)).toBe(2 * 1024 * 1024 + 100);
+      expect(Math.max(...after.slice(1))).toBe(BULK_FRAME);
+      // Two seconds with nothing sent: the channel is quiet again, and a small frame of its own is someone typing.
+      vi.setSystemTime(Date.now() + 2 * INTERACTIVE_HOLD_MS + 1);
+      bulk.write(Buffer.alloc(1, 1));
+      await flushAll();
+      bulk.write(Buffer.alloc(64 * 1024, 1));
+      await flushAll();
+      // More than HELD_BULK_WINDOW uncredited: the channel is held while someone types.
+      expect(bulkFrames().slice(before + after.length)).toEqual([1]);
+    } finally {
+      vi.useRealTimers();
+    }
   });
 
   it('shares the socket between two bulk channels in turns', async () => {
