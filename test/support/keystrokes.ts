@@ -44,10 +44,7 @@ export function addedOver<K extends string>(figures: Record<K, Percentiles>, anc
   return out;
 }
 
-/**
- * The order of the paths in round `round`: `names` rotated by `round`, so each path is first, second,
- * … equally often and follows each other path equally often (for up to three paths).
- */
+/** The order of the paths in round `round`: `names` rotated by `round`, so each path takes each place equally often. */
 export function roundOrder<K>(names: readonly K[], round: number): K[] {
   const k = round % names.length;
   return [...names.slice(k), ...names.slice(0, k)];
