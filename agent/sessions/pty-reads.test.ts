@@ -1,7 +1,9 @@
 import fs from 'node:fs';
+import { Writable } from 'node:stream';
 import { spawn, type IPty } from 'node-pty';
 import { afterEach, expect, it } from 'vitest';
-import { readPtyIntoBuffers } from './pty-reads.js';
+import { FIRST_READ_SIZE } from '../../shared/read-buffers.js';
+import { readPtyIntoBuffers, writePtyRead } from './pty-reads.js';
 
 let pty: IPty | undefined;
 afterEach(() => {
@@ -108,4 +110,19 @@ it('reads nothing while paused, everything once resumed, and the end of the proc
   await expect.poll(() => seen.length, { timeout: 10_000 }).toBe(typed);
   pty.kill('SIGTERM');
   await exited;
+});
+
+it('copies what waits behind other writes to a peer that gives no credit: one read buffer held, not one per read', async () => {
+  pty = await rawCat();
+  const reads = readPtyIntoBuffers(pty)!;
+  // A channel whose peer never credits: its first write never completes, every later one queues.
+  const held: Buffer[] = [];
+  const stalled = new Writable({ highWaterMark: 1024 * 1024, write: () => {} });
+  const write = stalled.write.bind(stalled) as (chunk: Buffer, callback?: () => void) => boolean;
+  stalled.write = ((chunk: Buffer, callback?: () => void) => (held.push(chunk), write(chunk, callback))) as typeof stalled.write;
+  pty.onData((d) => writePtyRead(stalled, d as unknown as Buffer, reads));
+  for (let i = 0; i < 300; i++) await roundTrip(pty, String.fromCharCode(97 + (i % 26)));
+  expect(Buffer.concat(held).toString()).toBe(Array.from({ length: 300 }, (_, i) => String.fromCharCode(97 + (i % 26))).join(''));
+  // Views of a read buffer (FIRST_READ_SIZE each) among what the channel holds: the first write's alone.
+  expect(held.filter((b) => b.buffer.byteLength === FIRST_READ_SIZE)).toHaveLength(1);
 });

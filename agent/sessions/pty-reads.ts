@@ -9,6 +9,7 @@
  * frame at once) holds the buffer until that write's callback.
  */
 import type { Socket } from 'node:net';
+import type { Writable } from 'node:stream';
 import type { IPty } from 'node-pty';
 import { LeasedReads } from '../../shared/read-buffers.js';
 
@@ -22,4 +23,17 @@ export function readPtyIntoBuffers(pty: IPty): LeasedReads | undefined {
   if (!LeasedReads.movable(socket)) return undefined;
   const reads = new LeasedReads(socket);
   return reads.start() ? reads : undefined;
+}
+
+/**
+ * Writes one read of the pty (`data`, from 'data') to `out`: the view itself, holding its buffer until
+ * the write's callback, while nothing waits in `out` before it (the channel frames it at once, or
+ * keeps this one write); else a copy. A view queued behind other writes would hold a whole read
+ * buffer for what may be a few bytes, once per read, for as long as the peer gives no credit.
+ * Answers what `out.write` answers.
+ */
+export function writePtyRead(out: Writable, data: Buffer, reads: LeasedReads | undefined): boolean {
+  if (!reads) return out.write(data);
+  if (out.writableLength > 0) return out.write(Buffer.from(data));
+  return out.write(data, reads.hold());
 }
