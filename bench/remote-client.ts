@@ -6,7 +6,8 @@
  *   source      a TCP server that sends to each connection until the connection's end, then ends
  *   throughput  streams for some seconds through: direct TCP, a broker tunnel, or a local forwarder;
  *               upload (to a sink) or, over TCP, download (from a source)
- *   rtt         keystroke round trips: a local pty, a console through the broker, or OpenSSH (`ssh -tt`)
+ *   rtt         keystroke round trips: a local pty, a console through the broker, or OpenSSH (`ssh -tt`),
+ *               or all three side by side, their keystrokes taken in turn
  *   opens       tunnel sessions opened and closed per second (authorization and audit included), or
  *               bare WebSocket connections opened and closed (the anchor: a `ws` server doing nothing)
  */
@@ -18,6 +19,7 @@ import { spawn as spawnPty } from 'node-pty';
 import WebSocket from 'ws';
 import { RemoteSession } from '../cli/remote.js';
 import { ConsoleAcks } from '../shared/console-acks.js';
+import { interleavedRoundTrips, percentilesOf, type KeystrokePath } from '../test/support/keystrokes.js';
 
 type Task =
   | { mode: 'sink' }
@@ -26,6 +28,11 @@ type Task =
   | { mode: 'throughput'; via: 'tunnel'; url: string; token: string; device: string; port: number; seconds: number; streams: number }
   | { mode: 'rtt'; via: 'pty'; count: number }
   | { mode: 'rtt'; via: 'console'; url: string; token: string; device: string; count: number }
+  /**
+   * The local pty, the console and (with `sshArgs`, ending with `-tt user@host`) OpenSSH, all open at
+   * once, keystrokes taken in turn: each series' p50/p99 under the same conditions.
+   */
+  | { mode: 'rtt'; via: 'side-by-side'; url: string; token: string; device: string; sshArgs?: string[]; count: number }
   /**
    * `ssh <args>`: the args end with `-tt user@host`; `settleMs` waits before measuring (a flood starting
    * meanwhile); `hold` keeps the connection (and the forwards it carries) until stdin ends.
@@ -139,72 +146,36 @@ async function throughput(task: Extract<Task, { mode: 'throughput' }>): Promise<
   return { bytes, seconds, mbps: bytes / seconds / 1e6 };
 }
 
-function percentile(sorted: number[], p: number): number {
-  return sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))];
-}
-
-/** Sends one byte at a time and waits for it to come back (`cat` in raw mode, no tty echo). */
-async function roundTrips(send: (b: Buffer) => void, onData: (cb: (d: Buffer) => void) => void, count: number): Promise<Record<string, number>> {
-  let expect = '';
-  let received = '';
-  let wake: (() => void) | undefined;
-  onData((d) => {
-    received += d.toString('latin1');
-    if (wake && received.includes(expect)) wake();
-  });
-  const times: number[] = [];
-  for (let i = 0; i < count + 50; i++) {
-    expect = String.fromCharCode(97 + (i % 26));
-    received = '';
-    const started = process.hrtime.bigint();
-    await new Promise<void>((resolve) => {
-      wake = resolve;
-      send(Buffer.from(expect));
-    });
-    wake = undefined;
-    if (i >= 50) times.push(Number(process.hrtime.bigint() - started) / 1e6); // 50 warm-up keystrokes
-  }
-  times.sort((a, b) => a - b);
-  return { p50: percentile(times, 50), p99: percentile(times, 99), count: times.length };
-}
-
 const RAW_CAT = 'stty raw -echo; exec cat';
 
 async function quiet(ms: number): Promise<void> {
   await new Promise((r) => setTimeout(r, ms));
 }
 
-async function rtt(task: Extract<Task, { mode: 'rtt' }>): Promise<Record<string, number>> {
-  if (task.via === 'ssh') {
-    // OpenSSH's own client and server: a tty on the far side, raw mode, cat.
-    const ssh = spawn('ssh', [...task.args, RAW_CAT], { stdio: ['pipe', 'pipe', 'ignore'] });
-    let listener: ((d: Buffer) => void) | undefined;
-    ssh.stdout.on('data', (d: Buffer) => listener?.(d));
-    await quiet(task.settleMs ?? 1500);
-    const result = await roundTrips(
-      (b) => void ssh.stdin.write(b),
-      (cb) => (listener = cb),
-      task.count,
-    );
-    if (task.hold) await new Promise((resolve) => process.stdin.on('end', resolve).on('error', resolve).resume());
-    ssh.kill('SIGTERM');
-    return result;
-  }
-  if (task.via === 'pty') {
-    const pty = spawnPty('/bin/bash', ['-c', RAW_CAT], { name: 'xterm-256color', cols: 80, rows: 24, encoding: null });
-    await quiet(300);
-    let listener: ((d: Buffer) => void) | undefined;
-    pty.onData((d) => listener?.(d as unknown as Buffer));
-    // Written to the pty's master side at once, as the agent does (agent/sessions/pty-input.ts), not
-    // through node-pty's thread-pool write: the anchor is the fastest local round trip.
-    const result = await roundTrips(
-      (b) => void fs.writeSync((pty as unknown as { fd: number }).fd, b),
-      (cb) => (listener = cb),
-      task.count,
-    );
-    pty.kill();
-    return result;
-  }
+/** A path open and ready for keystrokes: `cat` in raw mode (no tty echo) at its far end. */
+type OpenPath = KeystrokePath & { close(): void };
+
+/** OpenSSH's own client and server: a tty on the far side, raw mode, cat. */
+function sshPath(args: string[]): OpenPath {
+  const ssh = spawn('ssh', [...args, RAW_CAT], { stdio: ['pipe', 'pipe', 'ignore'] });
+  let listener: ((d: Buffer) => void) | undefined;
+  ssh.stdout.on('data', (d: Buffer) => listener?.(d));
+  return { send: (b) => void ssh.stdin.write(b), onData: (cb) => (listener = cb), close: () => ssh.kill('SIGTERM') };
+}
+
+/** A local pty running cat: the anchor, with no broker, agent or network in its path. */
+function ptyPath(): OpenPath {
+  const pty = spawnPty('/bin/bash', ['-c', RAW_CAT], { name: 'xterm-256color', cols: 80, rows: 24, encoding: null });
+  let listener: ((d: Buffer) => void) | undefined;
+  pty.onData((d) => listener?.(d as unknown as Buffer));
+  // Written to the pty's master side at once, as the agent does (agent/sessions/pty-input.ts), not
+  // through node-pty's thread-pool write: the anchor is the fastest local round trip.
+  const fd = (pty as unknown as { fd: number }).fd;
+  return { send: (b) => void fs.writeSync(fd, b), onData: (cb) => (listener = cb), close: () => pty.kill() };
+}
+
+/** A console through the broker, as `fleet console` opens it, running cat. */
+async function consolePath(task: { url: string; token: string; device: string }): Promise<OpenPath> {
   const session = await openSession(task, 'console', { device_id: task.device, cols: 80, rows: 24 });
   let listener: ((d: Buffer) => void) | undefined;
   // Acknowledged once shown, as `fleet console` does (cli/commands/console.ts showOutput): one ack
@@ -218,14 +189,27 @@ async function rtt(task: Extract<Task, { mode: 'rtt' }>): Promise<Record<string,
   });
   session.start();
   session.send(Buffer.from(`${RAW_CAT}\n`));
-  await quiet(1000);
-  const result = await roundTrips(
-    (b) => void session.send(b),
-    (cb) => (listener = cb),
-    task.count,
-  );
-  session.close();
-  return result;
+  return { send: (b) => void session.send(b), onData: (cb) => (listener = cb), close: () => session.close() };
+}
+
+async function rtt(task: Extract<Task, { mode: 'rtt' }>): Promise<Record<string, unknown>> {
+  if (task.via === 'side-by-side') {
+    // All paths open at once, their keystrokes taken in turn (test/support/keystrokes.ts).
+    const paths: Record<string, OpenPath> = { pty: ptyPath(), console: await consolePath(task) };
+    if (task.sshArgs) paths.ssh = sshPath(task.sshArgs);
+    await quiet(1500);
+    try {
+      return percentilesOf(await interleavedRoundTrips(paths, task.count));
+    } finally {
+      for (const p of Object.values(paths)) p.close();
+    }
+  }
+  const path = task.via === 'ssh' ? sshPath(task.args) : task.via === 'pty' ? ptyPath() : await consolePath(task);
+  await quiet(task.via === 'ssh' ? (task.settleMs ?? 1500) : task.via === 'pty' ? 300 : 1000);
+  const { one } = percentilesOf(await interleavedRoundTrips({ one: path }, task.count));
+  if (task.via === 'ssh' && task.hold) await new Promise((resolve) => process.stdin.on('end', resolve).on('error', resolve).resume());
+  path.close();
+  return { ...one };
 }
 
 /** One bare WebSocket connection opened and closed (the handshake and close a session costs at least). */

@@ -7,6 +7,7 @@ import { planCommandLine, planLogin } from './login-user.js';
 import { openPiped } from './piped.js';
 import { processGone } from './process.js';
 import { PtyInput } from './pty-input.js';
+import { readPtyIntoBuffers, writePtyRead } from './pty-reads.js';
 
 const MAX_DIMENSION = 1000;
 
@@ -119,9 +120,11 @@ export async function openConsole(channel: Channel, params: ConsoleParams, ctx: 
     if (!exited) pty.resume();
   };
 
+  // The pty's reads land in reused buffers (pty-reads.ts); a view written on holds its buffer until the write's callback, one queued behind others is a copy.
+  const reads = readPtyIntoBuffers(pty);
   pty.onData((data) => {
     if (channel.destroyed || channel.writableEnded) return;
-    if (!channel.write(data as unknown as Buffer) && !paused && !draining) {
+    if (!writePtyRead(channel, data as unknown as Buffer, reads) && !paused && !draining) {
       paused = true;
       pty.pause();
       channel.once('drain', resume);
