@@ -68,7 +68,7 @@ export default defineConfig({
       // Brokers in the test process, agents and the CLI in processes of their own: shared as the API files.
       { extends: true, test: { name: 'e2e', include: ['test/e2e/**/*.test.ts'], testTimeout: 120_000, hookTimeout: 120_000, isolate: false } },
       // The browser files run beside the others, in the same three workers (the order the files are
-      // handed out, test/support/sequencer.ts, spreads them over the run, about one at a time).
+      // handed out, test/support/sequencer.ts, spreads them over the run, one or two at a time).
       // The console is built once, before any browser file.
       {
         extends: true,

@@ -74,15 +74,18 @@ export function createApp(services: Services): Express {
     return type === undefined || /^application\/json\s*(;|$)/i.test(type);
   };
   const routes = mountedRouteTable(services);
-  const openapi = buildOpenApi(
-    routes.map((m) => m.route),
-    [...enrolDocs, ...remoteDocs],
-  );
+  // Built at its first request, not at start: the document is about a fifth of a second of CPU (every
+  // route's schema converted), which a broker that never serves it (each test broker) need not pay.
+  let openapi: Record<string, unknown> | undefined;
   const pipeline = pipelineDeps(services);
 
   const api = express.Router();
   api.use(express.json({ limit: '1mb', type: jsonOrUntyped }), refuseLoneSurrogates);
   api.get('/openapi.json', (_req, res) => {
+    openapi ??= buildOpenApi(
+      routes.map((m) => m.route),
+      [...enrolDocs, ...remoteDocs],
+    );
     res.json(openapi);
   });
   mountRoutes(

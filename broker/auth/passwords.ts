@@ -12,11 +12,15 @@ const MAXMEM = 64 * 1024 * 1024;
 
 export const MIN_PASSWORD_LENGTH = 8;
 
-/** `scrypt$N$r$p$salt$hash`, base64url parts. */
-export async function hashPassword(password: string): Promise<string> {
+/**
+ * `scrypt$N$r$p$salt$hash`, base64url parts. The broker always hashes at `N` (2^15); `cost` is for the
+ * test suite's throwaway users only (test/support/broker.ts), whose thousands of sign-ins would
+ * otherwise spend minutes of CPU on it. A stored hash carries its own N, which verifyPassword reads.
+ */
+export async function hashPassword(password: string, cost: number = N): Promise<string> {
   const salt = crypto.randomBytes(16);
-  const hash = await scrypt(password.normalize('NFKC'), salt, KEYLEN, { N, r: R, p: P, maxmem: MAXMEM });
-  return `scrypt$${N}$${R}$${P}$${salt.toString('base64url')}$${hash.toString('base64url')}`;
+  const hash = await scrypt(password.normalize('NFKC'), salt, KEYLEN, { N: cost, r: R, p: P, maxmem: MAXMEM });
+  return `scrypt$${cost}$${R}$${P}$${salt.toString('base64url')}$${hash.toString('base64url')}`;
 }
 
 export async function verifyPassword(password: string, stored: string | null): Promise<boolean> {

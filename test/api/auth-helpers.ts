@@ -1,8 +1,7 @@
 /** Shared by the auth*.test.ts files: error-shape checks, cookies, users straight in the store. */
 import crypto from 'node:crypto';
 import { expect } from 'vitest';
-import { hashPassword } from '../../broker/auth/passwords.js';
-import type { ApiAnswer, TestBroker } from '../support/broker.js';
+import { testPasswordHash, type ApiAnswer, type TestBroker } from '../support/broker.js';
 
 /** Every failure answers `{code, error, message}` with `code` equal to the HTTP status. */
 export function expectError(r: ApiAnswer, status: number, error: string): void {
@@ -38,7 +37,7 @@ export async function insertUser(
       email,
       fname: o.fname ?? 'Ada',
       lname: 'Tester',
-      password_hash: password === null ? null : await hashPassword(password),
+      password_hash: password === null ? null : await testPasswordHash(password),
       disabled: 0,
       two_factor: o.twoFactor ?? null,
       totp_secret: null,

@@ -1,9 +1,12 @@
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it, vi, type MockInstance } from 'vitest';
+import * as openapi from '../../broker/http/openapi.js';
 import { routeTable } from '../../broker/routes.js';
 import { startTestBroker, type TestBroker } from '../support/broker.js';
 
 let t: TestBroker;
+let buildOpenApi: MockInstance<typeof openapi.buildOpenApi>;
 beforeAll(async () => {
+  buildOpenApi = vi.spyOn(openapi, 'buildOpenApi');
   t = await startTestBroker();
 });
 afterAll(async () => {
@@ -18,6 +21,13 @@ describe('broker basics', () => {
     expect(bad.body).toMatchObject({ code: 401, error: 'invalid_credentials' });
   });
 
+  it("writes the tests' own users with the cheaper test hash, with which they sign in", async () => {
+    const user = await t.userWith([{ permission: 'device:read' }]);
+    const stored = await t.broker.services.store.db.selectFrom('users').select('password_hash').where('id', '=', user.id).executeTakeFirstOrThrow();
+    expect(stored.password_hash).toMatch(/^scrypt\$1024\$8\$1\$/);
+    expect(await t.login(user.email, user.password)).toMatch(/^ey/);
+  });
+
   it('answers 401 in the contract shape without a token', async () => {
     const r = await t.api('GET', '/api/v2/commitlist');
     expect(r.status).toBe(401);
@@ -30,11 +40,14 @@ describe('broker basics', () => {
     expect(r.body.error).toBe('invalid_request');
   });
 
-  it('serves the OpenAPI document', async () => {
+  it('serves the OpenAPI document, built at its first request (not at start) and once', async () => {
+    expect(buildOpenApi).not.toHaveBeenCalled();
     const r = await t.api('GET', '/api/v2/openapi.json');
     expect(r.status).toBe(200);
     expect(r.body.openapi).toBe('3.1.0');
     expect(r.body.paths['/api/v2/login'].post).toBeDefined();
+    expect((await t.api('GET', '/api/v2/openapi.json')).body).toEqual(r.body);
+    expect(buildOpenApi).toHaveBeenCalledTimes(1);
   });
 
   it('logout revokes the token', async () => {

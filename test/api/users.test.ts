@@ -80,6 +80,9 @@ describe('POST /user', () => {
     const user = await createUser({ password: 'script-password-1' });
     expect(mail.mock.calls[0][1]).toEqual({ hasPassword: true });
     const token = await t.login(user.email, 'script-password-1');
+    // Hashed at the broker's own cost (the tests' throwaway users carry a cheaper one, test/support/broker.ts).
+    const stored = await t.broker.services.store.db.selectFrom('users').select('password_hash').where('id', '=', user.user_id).executeTakeFirstOrThrow();
+    expect(stored.password_hash).toMatch(/^scrypt\$32768\$8\$1\$/);
     expect((await t.api('GET', '/api/v2/userlist', { token })).status).toBe(200);
     expect((await t.api('POST', '/api/v2/user', { token, body: newUser() })).status).toBe(403);
     const me = await t.api('GET', `/api/v2/user/${user.user_id}`, { token: t.adminToken });

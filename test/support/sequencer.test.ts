@@ -17,6 +17,13 @@ const ctx = {
 
 const order = async (specs: TestSpecification[]) => (await new SpreadSequencer(ctx).sort(specs)).map((s) => `${s.project.name}:${s.moduleId.slice(6)}`);
 
+/** As on a fresh clone: no timings, each file's size (`sizes`, by "project:file"). */
+const withSizes = (sizes: Record<string, number>) =>
+  ({
+    config: { root: '/repo', shard: undefined },
+    cache: { getFileTestResults: () => undefined, getFileStats: (key: string) => (key in sizes ? { size: sizes[key] } : undefined) },
+  }) as unknown as Vitest;
+
 describe('the suite sequencer', () => {
   it('spreads each project over the run instead of running project after project, the unit files last', async () => {
     const specs = [
@@ -84,6 +91,52 @@ describe('the suite sequencer', () => {
     const names = shared.map((s) => `api-sqlite:${s.moduleId.slice(6)}`);
     const browser = ['b1', 'b2', 'b3'].map((f) => spec('browser', f, false));
     expect(await order([...shared, ...browser])).toEqual(['browser:b1', ...names.slice(0, RUN), 'browser:b2', ...names.slice(RUN), 'browser:b3']);
+  });
+
+  it("hands out at most two browser files in a row, between the other projects' runs, in the suite's shape", async () => {
+    // The suite's counts: 41 browser files, 49 shared API files on each database, 35 end-to-end
+    // files, two isolated API files on each, the unit files; sizes falling as on a fresh clone.
+    const sizes: Record<string, number> = {};
+    const project = (name: string, count: number, isolate: boolean) =>
+      Array.from({ length: count }, (_, i) => {
+        const file = `${name}-${String(i).padStart(2, '0')}`;
+        sizes[`${name}:${file}`] = 30_000 - 500 * i;
+        return spec(name, file, isolate);
+      });
+    const specs = [
+      ...project('api-postgres', 49, false),
+      ...project('api-postgres-isolated', 2, true),
+      ...project('api-sqlite', 49, false),
+      ...project('api-sqlite-isolated', 2, true),
+      ...project('browser', 41, false),
+      ...project('e2e', 35, false),
+      ...project('unit', 160, false),
+      ...project('unit-isolated', 4, true),
+    ];
+    const sorted = (await new SpreadSequencer(withSizes(sizes)).sort(specs)).map((s) => s.project.name);
+    expect(sorted).toHaveLength(specs.length);
+    const streaks: number[] = [];
+    let streak = 0;
+    for (const name of [...sorted, 'end']) {
+      if (name === 'browser') {
+        streak += 1;
+      } else if (streak) {
+        streaks.push(streak);
+        streak = 0;
+      }
+    }
+    // Before, the browser files went out in bursts of three to five (their steps being the smallest,
+    // 1/41 against a run's 1/7), three running at once while the API runs waited behind them.
+    expect(Math.max(...streaks)).toBe(2);
+    // Spread through the run: the browser files are not left to its end.
+    expect(sorted.slice(0, Math.floor(sorted.length / 2)).filter((name) => name === 'browser').length).toBeGreaterThanOrEqual(15);
+  });
+
+  it("places each project's files by their share of its size (a fresh clone has no timings), not by their count", async () => {
+    const sizes = { 'x:x1': 900, 'x:x2': 50, 'x:x3': 50, 'y:y1': 100, 'y:y2': 100, 'y:y3': 100, 'y:y4': 100 };
+    const specs = [spec('x', 'x1'), spec('x', 'x2'), spec('x', 'x3'), ...['y1', 'y2', 'y3', 'y4'].map((f) => spec('y', f))];
+    // x1 is 90% of x: x's next file goes out when y is 90% through, not a third of the way.
+    expect((await new SpreadSequencer(withSizes(sizes)).sort(specs)).map((s) => s.moduleId.slice(6))).toEqual(['x1', 'y1', 'y2', 'y3', 'y4', 'x2', 'x3']);
   });
 
   it('keeps every file once, each project in its own order', async () => {

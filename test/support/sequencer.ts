@@ -15,12 +15,16 @@
  * afresh. A file of an isolated project starts a fresh worker anyway: those go out one at a time,
  * as do the browser files (ONE_AT_A_TIME).
  *
- * Each project's files (or runs) are placed from the start of the run at even steps, a browser file
- * first where they tie: the run starts with one browser file (the longest, when vitest has timings)
- * beside the first runs of the other projects. Placed from the middles of their steps, the browser
- * files, having the smallest steps, came first: the three longest ran together as the run's only
- * files for its first 97 s (2026-11-27), pages waiting with a core idle.
+ * Each project's files (or runs) are placed from the start of the run by their share of the
+ * project's expected time (durations from an earlier run when vitest has them; on a fresh clone, as
+ * in CI, the files' sizes), a browser file first where they tie: the run starts with one browser
+ * file (the largest or longest) beside the first runs of the other projects. The browser files are
+ * then merged between the other projects' runs, at most BROWSER_IN_A_ROW at a time, those left at
+ * the end between the unit files' runs. Placed by count at even steps, the browser files (41, the
+ * smallest steps) went out in bursts of three to five between pairs of API runs: three browser
+ * files at once on two cores for a while, then none (2026-11-27, ninth round).
  */
+import { relative } from 'node:path';
 import { BaseSequencer, type TestSpecification } from 'vitest/node';
 
 /** Projects whose files are short enough to be the run's last, filling the gaps. */
@@ -29,9 +33,18 @@ const LAST = new Set(['unit', 'unit-isolated']);
 /**
  * Projects whose files go out one at a time even though they share imports: a browser file draws
  * pages in the run's one Chromium, the heaviest on CPU of all the files, and runs best beside files
- * that wait (a run of them would have three at once; the page waits are 15 s).
+ * that wait. They are merged between the other projects' runs by their share of their project's
+ * time, at most BROWSER_IN_A_ROW of them in a row: about one or two browser files running at once,
+ * never three.
  */
 const ONE_AT_A_TIME = new Set(['browser']);
+
+/**
+ * Browser files handed out one after another at most: two, so that a worker that ends one keeps its
+ * imports for the next (vitest keeps a worker when the next file handed out is of its project), and
+ * the third worker is on another project's files.
+ */
+export const BROWSER_IN_A_ROW = 2;
 
 /**
  * Files of a shared (`isolate: false`) project handed out one after another: with three workers a
@@ -40,7 +53,41 @@ const ONE_AT_A_TIME = new Set(['browser']);
  */
 export const RUN = 8;
 
+interface Item {
+  specs: TestSpecification[];
+  /** Where the item starts within its project: the share of the project's weight before it, 0 to 1. */
+  at: number;
+  first: number;
+}
+
 export default class SpreadSequencer extends BaseSequencer {
+  /**
+   * What a file is expected to take, relative to the other files of its project: its duration in an
+   * earlier run when vitest has one for every file of the project, else its size in bytes (a fresh
+   * clone, as in CI, has no timings; a larger file has more tests).
+   */
+  private weights(list: TestSpecification[]): number[] {
+    const key = (spec: TestSpecification) => `${spec.project.name}:${relative(this.ctx.config.root, spec.moduleId)}`;
+    const durations = list.map((spec) => this.ctx.cache.getFileTestResults(key(spec))?.duration);
+    if (durations.every((d) => d !== undefined && d > 0)) return durations as number[];
+    return list.map((spec) => Math.max(1, this.ctx.cache.getFileStats(key(spec))?.size ?? 1));
+  }
+
+  /** A project's files as items (one file, or a run of RUN for a shared project), each placed at its share of the project's weight. */
+  private items(list: TestSpecification[]): Item[] {
+    const name = list[0].project.name;
+    const size = list[0].project.config.isolate === false && !ONE_AT_A_TIME.has(name) ? RUN : 1;
+    const weights = this.weights(list);
+    const total = weights.reduce((a, b) => a + b, 0);
+    const items: Item[] = [];
+    let before = 0;
+    for (let index = 0; index < list.length; index += size) {
+      items.push({ specs: list.slice(index, index + size), at: before / total, first: ONE_AT_A_TIME.has(name) ? 0 : 1 });
+      before += weights.slice(index, index + size).reduce((a, b) => a + b, 0);
+    }
+    return items;
+  }
+
   override async sort(files: TestSpecification[]): Promise<TestSpecification[]> {
     const sorted = await super.sort(files);
     const byProject = new Map<string, TestSpecification[]>();
@@ -49,20 +96,32 @@ export default class SpreadSequencer extends BaseSequencer {
       list.push(spec);
       byProject.set(spec.project.name, list);
     }
-    const spread = (projects: TestSpecification[][]): TestSpecification[] =>
-      projects
-        .flatMap((list) => {
-          const size = list[0].project.config.isolate === false && !ONE_AT_A_TIME.has(list[0].project.name) ? RUN : 1;
-          const runs = Math.ceil(list.length / size);
-          const first = ONE_AT_A_TIME.has(list[0].project.name) ? 0 : 1;
-          return Array.from({ length: runs }, (_, index) => ({ specs: list.slice(index * size, (index + 1) * size), at: index / runs, first }));
-        })
-        .sort((a, b) => a.at - b.at || a.first - b.first)
-        .flatMap(({ specs }) => specs);
-    const lists = [...byProject.entries()];
-    return [
-      ...spread(lists.filter(([name]) => !LAST.has(name)).map(([, list]) => list)),
-      ...spread(lists.filter(([name]) => LAST.has(name)).map(([, list]) => list)),
-    ];
+    const byShare = (a: Item, b: Item) => a.at - b.at || a.first - b.first;
+    // The other projects' items by their share; before each, the one-at-a-time files whose share has
+    // come, at most BROWSER_IN_A_ROW of them. Those whose share is still to come after the last item
+    // go on between the items of the next part (the unit files), all due at once.
+    const spread = (projects: TestSpecification[][], carried: Item[]): { out: TestSpecification[]; left: Item[] } => {
+      const others = projects.filter((list) => !ONE_AT_A_TIME.has(list[0].project.name)).flatMap((list) => this.items(list));
+      const single = projects.filter((list) => ONE_AT_A_TIME.has(list[0].project.name)).flatMap((list) => this.items(list));
+      others.sort(byShare);
+      single.sort(byShare);
+      single.unshift(...carried.map((item) => ({ ...item, at: 0 })));
+      const out: TestSpecification[] = [];
+      for (const item of others) {
+        for (let n = 0; n < BROWSER_IN_A_ROW && single.length && single[0].at <= item.at; n++) out.push(...single.shift()!.specs);
+        out.push(...item.specs);
+      }
+      return { out, left: single };
+    };
+    const lists = [...byProject.values()];
+    const before = spread(
+      lists.filter((list) => !LAST.has(list[0].project.name)),
+      [],
+    );
+    const last = spread(
+      lists.filter((list) => LAST.has(list[0].project.name)),
+      before.left,
+    );
+    return [...before.out, ...last.out, ...last.left.flatMap((item) => item.specs)];
   }
 }
