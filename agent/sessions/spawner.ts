@@ -60,6 +60,9 @@ process.on('message', (m) => {
 send({ t: 'ready' });
 `;
 
+/** The helper's name on its command line (after the source: its process.argv[1]), for ps and the benches. */
+export const SPAWNER_NAME = 'fleet-agent-command-helper';
+
 export interface SpawnRequest {
   file: string;
   args: string[];
@@ -208,7 +211,7 @@ export class Spawner {
     const { NODE_OPTIONS: _o, ...env } = process.env;
     let child: ChildProcess;
     try {
-      child = spawn(this.o.execPath, ['--max-old-space-size=16', '-e', SPAWNER_SOURCE], {
+      child = spawn(this.o.execPath, ['--max-old-space-size=16', '-e', SPAWNER_SOURCE, SPAWNER_NAME], {
         stdio: ['ignore', 'ignore', 'inherit', 'ipc'],
         env,
         serialization: 'json',
