@@ -1,4 +1,6 @@
+import fs from 'node:fs';
 import os from 'node:os';
+import path from 'node:path';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import type { Channel } from '../../shared/mux.js';
 import { muxPair } from '../../test/support/mux-pair.js';
@@ -150,6 +152,23 @@ describe('the command helper (spawner)', () => {
     await expect.poll(() => s.pid === undefined && (s.available() || true) && s.givenUp, { timeout: 15_000 }).toBe(true);
     expect(s.available()).toBe(false);
     expect(s.started).toBeLessThanOrEqual(2);
+    // A program that starts but never answers (not a Node.js that runs the helper) is ended and given up too.
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'fleet-spawner-'));
+    const program = path.join(dir, 'silent');
+    fs.writeFileSync(program, '#!/bin/sh\nexec sleep 30\n', { mode: 0o755 });
+    try {
+      const silent = new Spawner({ execPath: program, requestTimeoutMs: 200, maxDeaths: 2 });
+      spawners.push(silent);
+      expect(silent.available()).toBe(false);
+      const first = silent.pid as number;
+      expect(first).toBeGreaterThan(0);
+      await expect.poll(() => (silent.available() || true) && silent.givenUp, { timeout: 15_000 }).toBe(true);
+      expect(silent.started).toBe(2);
+      expect(silent.pid).toBeUndefined();
+      await expect.poll(() => processGone(first), { timeout: 15_000 }).toBe(true);
+    } finally {
+      fs.rmSync(dir, { recursive: true, force: true });
+    }
   });
 });
 

@@ -228,6 +228,10 @@ export class Spawner {
     child.on('message', (m: Record<string, unknown>, handle?: unknown) => this.message(child, m, handle));
     child.unref();
     child.channel?.unref();
+    // A helper that never says it is ready (a Node.js that cannot run it) is ended, and counts as a death.
+    setTimeout(() => {
+      if (this.child === child && !this.ready) child.kill('SIGKILL');
+    }, this.o.requestTimeoutMs).unref();
   }
 
   private message(child: ChildProcess, m: Record<string, unknown>, handle: unknown): void {
