@@ -112,7 +112,7 @@ describe('the command helper (spawner)', () => {
   });
 
   it('times out a request the helper does not answer, kills that helper, and starts another', async () => {
-    const s = await readySpawner({ requestTimeoutMs: 300 });
+    const s = await readySpawner({ requestTimeoutMs: 3000 }); // long enough for a loaded machine's answers to the next helper
     spawners.push(s);
     const stuck = s.pid as number;
     process.kill(stuck, 'SIGSTOP');
@@ -157,7 +157,7 @@ describe('the command helper (spawner)', () => {
     const program = path.join(dir, 'silent');
     fs.writeFileSync(program, '#!/bin/sh\nexec sleep 30\n', { mode: 0o755 });
     try {
-      const silent = new Spawner({ execPath: program, requestTimeoutMs: 200, maxDeaths: 2 });
+      const silent = new Spawner({ execPath: program, startTimeoutMs: 200, maxDeaths: 2 });
       spawners.push(silent);
       expect(silent.available()).toBe(false);
       const first = silent.pid as number;

@@ -134,6 +134,8 @@ export interface SpawnerOptions {
   execPath?: string;
   /** a request not answered (pid and pipes) in this long fails, and the helper is replaced */
   requestTimeoutMs?: number;
+  /** a helper not ready in this long is ended (and counts as a death) */
+  startTimeoutMs?: number;
   /** requests waiting for the helper's answer at most; past it a command is refused */
   maxPending?: number;
   /** the helper exits when idle this long (its memory back to the device) */
@@ -159,7 +161,7 @@ export class Spawner {
   started = 0;
 
   constructor(options: SpawnerOptions = {}) {
-    this.o = { execPath: process.execPath, requestTimeoutMs: 10_000, maxPending: 64, idleMs: 5 * 60_000, maxDeaths: 3, ...options };
+    this.o = { execPath: process.execPath, requestTimeoutMs: 10_000, startTimeoutMs: 30_000, maxPending: 64, idleMs: 5 * 60_000, maxDeaths: 3, ...options };
   }
 
   /** Whether a request would go to a running helper now; false starts one (when allowed) for the next. */
@@ -231,7 +233,7 @@ export class Spawner {
     // A helper that never says it is ready (a Node.js that cannot run it) is ended, and counts as a death.
     setTimeout(() => {
       if (this.child === child && !this.ready) child.kill('SIGKILL');
-    }, this.o.requestTimeoutMs).unref();
+    }, this.o.startTimeoutMs).unref();
   }
 
   private message(child: ChildProcess, m: Record<string, unknown>, handle: unknown): void {
