@@ -40,14 +40,23 @@ export async function cpuPerMb<T extends { mbps: number; bytes?: number }>(body:
 export const cpuLine = (r: { brokerMsPerMb: number; agentMsPerMb: number }) =>
   `CPU per MB: broker ${r.brokerMsPerMb.toFixed(2)} ms, agent ${r.agentMsPerMb.toFixed(2)} ms`;
 
+/** The agent's command helper's name on its command line (agent/sessions/spawner.ts SPAWNER_NAME). */
+const HELPER = 'fleet-agent-command-helper';
+
 /**
- * CPU milliseconds of this process, of the agent, and of the agent's commands it reaped meanwhile
- * (`commandsMs`: the shells of console sessions) per unit of `count` while `body` ran.
+ * CPU milliseconds of this process, of the agent, of its command helper (`helperMs`: the process
+ * that starts commands without a terminal, where it runs) and of the commands either reaped
+ * meanwhile (`commandsMs`: the shells of console sessions) per unit of `count` while `body` ran.
+ * A helper that exits while `body` runs takes its figures with it.
  */
-export async function cpuPer<T>(body: () => Promise<T>, count: (r: T) => number): Promise<T & { selfMs: number; agentMs: number; commandsMs: number }> {
+export async function cpuPer<T>(
+  body: () => Promise<T>,
+  count: (r: T) => number,
+): Promise<T & { selfMs: number; agentMs: number; helperMs: number; commandsMs: number }> {
   const self = process.cpuUsage();
   const agent = descendantsCpu('agent/main.ts');
-  const commands = descendantsCpu('agent/main.ts', true);
+  const helper = descendantsCpu(HELPER);
+  const commands = descendantsCpu('agent/main.ts', true) + descendantsCpu(HELPER, true);
   const r = await body();
   const { user, system } = process.cpuUsage(self);
   const n = Math.max(1, count(r));
@@ -55,6 +64,7 @@ export async function cpuPer<T>(body: () => Promise<T>, count: (r: T) => number)
     ...r,
     selfMs: (user + system) / 1000 / n,
     agentMs: ((descendantsCpu('agent/main.ts') - agent) * 1000) / n,
-    commandsMs: ((descendantsCpu('agent/main.ts', true) - commands) * 1000) / n,
+    helperMs: ((descendantsCpu(HELPER) - helper) * 1000) / n,
+    commandsMs: ((descendantsCpu('agent/main.ts', true) + descendantsCpu(HELPER, true) - commands) * 1000) / n,
   };
 }

@@ -256,7 +256,7 @@ async function benchClientOpens(
   type Opens = Awaited<ReturnType<typeof cpuPer<Awaited<ReturnType<typeof clientOpens>>>>>;
   const show = (name: string, r: Opens) =>
     log(
-      `  ${name}: ${r.perSecond.toFixed(1)}/s (${r.opened} opened, ${r.failed} failed${r.failed ? `: ${r.lastError.slice(0, 120)}` : ''}; each open to its close p50 ${r.p50.toFixed(1)} ms, p99 ${r.p99.toFixed(1)} ms; CPU per open: this process ${r.selfMs.toFixed(2)} ms, agent ${r.agentMs.toFixed(2)} ms, its commands ${r.commandsMs.toFixed(2)} ms)`,
+      `  ${name}: ${r.perSecond.toFixed(1)}/s (${r.opened} opened, ${r.failed} failed${r.failed ? `: ${r.lastError.slice(0, 120)}` : ''}; each open to its close p50 ${r.p50.toFixed(1)} ms, p99 ${r.p99.toFixed(1)} ms; CPU per open: this process ${r.selfMs.toFixed(2)} ms, agent ${r.agentMs.toFixed(2)} ms, its command helper ${r.helperMs.toFixed(2)} ms, its commands ${r.commandsMs.toFixed(2)} ms)`,
     );
   const kinds: [string, (c: SshClient) => Promise<void>][] = [
     ['`exec true`', execTrue],

@@ -1,6 +1,11 @@
+import { execFileSync } from 'node:child_process';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import { AgentRefusal } from '../../shared/codes.js';
-import { environmentFilePath, lookupUser, parsePasswdLine, planCommandLine, planLogin } from './login-user.js';
+import * as loginUser from './login-user.js';
+import { environmentFilePath, lookupUser, parsePasswdLine, planCommandLine, planLogin, readEnvironmentFile } from './login-user.js';
 
 afterEach(() => vi.restoreAllMocks());
 
@@ -92,5 +97,36 @@ describe('the console login user on the agent', () => {
     );
     expect(environmentFilePath("export PATH='/a:/b'\n")).toBe('/a:/b');
     expect(environmentFilePath('PATH=\nXPATH=/x\n')).toBeUndefined();
+  });
+
+  it('reads the environment file once while it is unchanged, and again once it is edited or replaced', () => {
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'fleet-env-'));
+    try {
+      const file = path.join(dir, 'environment');
+      fs.writeFileSync(file, 'PATH="/a:/b"\n');
+      const reads = () => loginUser.environmentFileReads;
+      const before = reads();
+      for (let i = 0; i < 50; i++) expect(readEnvironmentFile(file)).toBe('PATH="/a:/b"\n');
+      expect(reads() - before).toBe(1); // 50 commands, one read
+      // Edited in place (another size), then replaced by a rename (another inode, same size and text length).
+      fs.appendFileSync(file, 'PATH=/c\n');
+      expect(environmentFilePath(readEnvironmentFile(file))).toBe('/c');
+      fs.writeFileSync(path.join(dir, 'next'), 'PATH="/x:/y"\nPATH=/d\n');
+      fs.renameSync(path.join(dir, 'next'), file);
+      expect(environmentFilePath(readEnvironmentFile(file))).toBe('/d');
+      expect(reads() - before).toBe(3);
+      // Gone, or not a regular file (a FIFO would hold a blocking read): nothing, and the agent is not held.
+      fs.rmSync(file);
+      expect(readEnvironmentFile(file)).toBe('');
+      fs.mkdirSync(file);
+      expect(readEnvironmentFile(file)).toBe('');
+      fs.rmdirSync(file);
+      if (process.platform === 'linux') {
+        execFileSync('mkfifo', [file]);
+        expect(readEnvironmentFile(file)).toBe('');
+      }
+    } finally {
+      fs.rmSync(dir, { recursive: true, force: true });
+    }
   });
 });

@@ -1,5 +1,5 @@
 import { execFileSync } from 'node:child_process';
-import { existsSync, readFileSync } from 'node:fs';
+import fs, { existsSync, readFileSync } from 'node:fs';
 import os from 'node:os';
 import { AgentRefusal } from '../../shared/codes.js';
 import { LOGIN_USER_PATTERN } from '../../shared/resources.js';
@@ -132,11 +132,44 @@ export function environmentFilePath(text: string): string | undefined {
   return path;
 }
 
-function readEnvironmentFile(): string {
+/** The last read of an environment file, and the identity (device, inode, size, times) it was read at. */
+let environmentCache: { file: string; key: string; text: string } | undefined;
+/** How many times an environment file was read (not answered from the cache); for tests. */
+export let environmentFileReads = 0;
+
+/**
+ * `file`'s text (/etc/environment), '' where it cannot be read. Read again only when its device,
+ * inode, size, modification or change time differ from the last read (a local user may edit it,
+ * or replace it by a rename): one stat per command instead of a read. Opened as before (following
+ * a symlink as the read did); the identity is taken from the descriptor read, and only a regular
+ * file is read.
+ */
+export function readEnvironmentFile(file = '/etc/environment'): string {
+  let st: fs.Stats;
   try {
-    return readFileSync('/etc/environment', 'utf8');
+    st = fs.statSync(file);
   } catch {
+    environmentCache = undefined;
     return '';
+  }
+  const keyOf = (s: fs.Stats) => `${s.dev}:${s.ino}:${s.size}:${s.mtimeMs}:${s.ctimeMs}`;
+  if (environmentCache?.file === file && environmentCache.key === keyOf(st)) return environmentCache.text;
+  let fd: number | undefined;
+  try {
+    // Non-blocking: a FIFO or a device put in its place does not hold the agent (it is not read).
+    fd = fs.openSync(file, fs.constants.O_RDONLY | fs.constants.O_NONBLOCK | fs.constants.O_NOCTTY);
+    const at = fs.fstatSync(fd);
+    const bytes = Buffer.alloc(Math.min(at.size, ENVIRONMENT_FILE_MAX));
+    const n = at.isFile() ? fs.readSync(fd, bytes, 0, bytes.length, 0) : 0;
+    environmentFileReads++;
+    const text = bytes.subarray(0, n).toString('utf8');
+    environmentCache = { file, key: keyOf(at), text };
+    return text;
+  } catch {
+    environmentCache = undefined;
+    return '';
+  } finally {
+    if (fd !== undefined) fs.closeSync(fd);
   }
 }
 

@@ -1,11 +1,57 @@
 import { spawn } from 'node:child_process';
 import os from 'node:os';
+import type { Readable, Writable } from 'node:stream';
 import { AgentRefusal } from '../../shared/codes.js';
 import type { Channel } from '../../shared/mux.js';
 import type { SessionContext } from './context.js';
+import { Spawner, SpawnerBusy, type SpawnRequest } from './spawner.js';
 
 /** How long a command that ignores the hang-up may outlive its closed session. */
 const KILL_AFTER_MS = 5000;
+
+/** A started command as openPiped uses it: a ChildProcess, or what the command helper passed back (spawner.ts). */
+interface StartedCommand {
+  pid: number;
+  stdin: Writable;
+  stdout: Readable;
+  stderr: Readable;
+  on(event: 'close', listener: (code: number | null, signal: NodeJS.Signals | null) => void): unknown;
+}
+
+/**
+ * The agent's command helper (spawner.ts): on unless FLEET_AGENT_SPAWNER=0. Replaceable for tests
+ * (`setCommandSpawner`).
+ */
+let spawner: Spawner | undefined = process.env.FLEET_AGENT_SPAWNER === '0' ? undefined : new Spawner();
+
+/** Tests: the helper openPiped uses (undefined: the agent spawns each command itself). Returns the one before. */
+export function setCommandSpawner(next: Spawner | undefined): Spawner | undefined {
+  const before = spawner;
+  spawner = next;
+  return before;
+}
+
+/**
+ * Starts a command with pipes: through the helper where it runs, else (not started yet, given up,
+ * too many requests waiting) here, as before. A failure of the helper is not retried here: the
+ * command may have started.
+ */
+async function startCommand(req: SpawnRequest): Promise<StartedCommand> {
+  if (spawner?.available()) {
+    try {
+      return await spawner.spawn(req);
+    } catch (err) {
+      if (!(err instanceof SpawnerBusy)) throw err;
+    }
+  }
+  const child = spawn(req.file, req.args, { cwd: req.cwd, env: req.env, stdio: 'pipe', detached: true });
+  await new Promise<void>((resolve, reject) => {
+    child.once('spawn', resolve);
+    child.once('error', reject);
+  });
+  child.on('error', () => {}); // a signal to a process already gone
+  return child as StartedCommand;
+}
 
 /** What to run and how: the console's login-shell argv, prepared by openConsole. */
 export interface PipedCommand {
@@ -26,17 +72,13 @@ export interface PipedCommand {
 export async function openPiped(channel: Channel, run: PipedCommand, ctx: SessionContext, info: Record<string, unknown>): Promise<Record<string, unknown>> {
   // No terminal: no TERM either (as sshd without a pty).
   const { TERM: _term, ...env } = run.env;
-  const child = spawn(run.file, run.args, { cwd: run.cwd, env, stdio: 'pipe', detached: true });
+  let child: StartedCommand;
   try {
-    await new Promise<void>((resolve, reject) => {
-      child.once('spawn', resolve);
-      child.once('error', reject);
-    });
+    child = await startCommand({ file: run.file, args: run.args, cwd: run.cwd, env });
   } catch (err) {
     throw new AgentRefusal('io_error', `The command could not be started on the device: ${(err as Error).message}`);
   }
-  const pid = child.pid as number;
-  child.on('error', () => {}); // a signal to a process already gone
+  const pid = child.pid;
   ctx.log('console opened', { ch: channel.id, pid, ...info, pipes: true });
 
   const outputs = [child.stdout, child.stderr];
