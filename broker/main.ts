@@ -9,8 +9,6 @@ import { ConfigError, loadConfig, type Config } from './environment.js';
 import { openStore } from './db/database.js';
 import { applyHeapSettings } from './heap.js';
 import { createLogger } from './logger.js';
-import { startLocalAgent } from './local-agent.js';
-import { startBroker } from './server.js';
 import { createAdministrator, countUsers } from './users/bootstrap.js';
 
 /** After SIGTERM and SHUTDOWN_DRAIN_MS, how long closing may take before the process exits anyway. */
@@ -124,10 +122,12 @@ async function main(): Promise<void> {
   const stopEarly = () => process.exit(0);
   process.once('SIGINT', stopEarly);
   process.once('SIGTERM', stopEarly);
+  // The server (and the agent beside it) are loaded only to serve: the commands above open the database alone.
+  const { startBroker } = await import('./server.js');
   const broker = await startBroker(config, logger);
   process.off('SIGINT', stopEarly);
   process.off('SIGTERM', stopEarly);
-  const agent = withAgent ? await startLocalAgent(broker.services, broker.url, logger) : undefined;
+  const agent = withAgent ? await (await import('./local-agent.js')).startLocalAgent(broker.services, broker.url, logger) : undefined;
   logger.info({ url: broker.url, database: broker.services.store.dialect, dataDir: config.dataDir }, 'broker listening');
   const store = broker.services.store;
   const users = await countUsers(store.db);

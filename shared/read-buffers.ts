@@ -88,12 +88,13 @@ function onreadSlots(socket: object): OnreadSlots | undefined {
 
 /**
  * Moves a socket already open (a WebSocket's, which ws's client opens through `http.request`, where
- * `onread` cannot be given) to reads into `buffers`, as the `onread` option would have from the
- * start: each read goes to `onRead` (return false to stop reading until the socket is resumed), no
- * longer to 'data'; 'end' and the rest are as before. Answers false, changing nothing, when the
- * socket is not as this expects (TLS, no handle, or already reading into a buffer of its own).
+ * `onread` cannot be given) to reads into the buffers `buffers.next` hands out (a ReadBuffers' reused
+ * ones, or fresh ones), as the `onread` option would have from the start: each read goes to `onRead`
+ * (return false to stop reading until the socket is resumed), no longer to 'data'; 'end' and the rest
+ * are as before. Answers false, changing nothing, when the socket is not as this expects (TLS, no
+ * handle, or already reading into a buffer of its own).
  */
-export function moveReadsIntoBuffers(socket: Socket, buffers: ReadBuffers, onRead: (n: number, buf: Buffer) => boolean): boolean {
+export function moveReadsIntoBuffers(socket: Socket, buffers: Pick<ReadBuffers, 'next'>, onRead: (n: number, buf: Buffer) => boolean): boolean {
   const handle = (socket as unknown as { _handle?: { useUserBuffer?: (buf: Buffer) => void } | null })._handle;
   const slots = onreadSlots(socket);
   // A TLS socket's handle reads ciphertext for its own decryption: only a plain TCP socket is moved.

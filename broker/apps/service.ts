@@ -8,7 +8,7 @@
  * cookie, good for that device and port only, for APP_SESSION_SECONDS. The bearer token never
  * leaves the broker's origin. Entering is audited like a tunnel (`remote.tunnel.start|denied`,
  * `via: "web_app"`), its end with the bytes of every request; the session is re-authorized at
- * most every RECHECK_MS (REMOTE_RECHECK_MS) while used, and its open connections are cut once access is withdrawn.
+ * most every REMOTE_RECHECK_MS while used, and its open connections are cut once access is withdrawn.
  * Here, the sessions; moving each request to the device and back is proxy.ts's.
  */
 import crypto from 'node:crypto';
@@ -30,9 +30,6 @@ import { APP_DESTINATION, fromItself, OTHER_SITE, page, proxyRequest, rawPage, r
 
 /** How long an app session (its cookie) lasts; the console opens a new one after. */
 export const APP_SESSION_SECONDS = 1800;
-/** A used session is re-authorized at most this often; open connections are re-checked this often. */
-/** How often a session is re-authorized by default (REMOTE_RECHECK_MS). */
-const RECHECK_MS = 2000;
 /** App sessions of one user (entering more ends their oldest) and of everyone (more are refused). */
 const MAX_SESSIONS_PER_USER = 32;
 const MAX_SESSIONS = 10_000;
@@ -60,7 +57,8 @@ interface AppSession {
 }
 
 export interface AppsServiceDeps {
-  config: Pick<Config, 'appsHost' | 'publicUrl' | 'tlsCertFile' | 'trustProxy'> & Partial<Pick<Config, 'remoteRecheckMs'>>;
+  /** remoteRecheckMs (REMOTE_RECHECK_MS): a used session is re-authorized at most this often, open connections re-checked this often. */
+  config: Pick<Config, 'appsHost' | 'publicUrl' | 'tlsCertFile' | 'trustProxy' | 'remoteRecheckMs'>;
   logger: Logger;
   auth: Pick<AuthService, 'authenticate'>;
   access: Pick<AccessService, 'decide'>;
@@ -78,12 +76,9 @@ export class AppsService {
   private readonly sweep: NodeJS.Timeout;
   private closing = false;
   private rechecking = false;
-  /** How often a session is re-authorized (REMOTE_RECHECK_MS). */
-  private readonly recheckMs: number;
 
   constructor(private readonly deps: AppsServiceDeps) {
-    this.recheckMs = deps.config.remoteRecheckMs ?? RECHECK_MS;
-    this.sweep = setInterval(() => void this.recheckOpen(), this.recheckMs);
+    this.sweep = setInterval(() => void this.recheckOpen(), deps.config.remoteRecheckMs);
     this.sweep.unref();
   }
 
@@ -286,7 +281,7 @@ export class AppsService {
       await this.end(key, 'app session expired');
       return 'expired';
     }
-    if (Date.now() - session.checkedAt >= this.recheckMs && !(await this.recheck(key, session))) return 'withdrawn';
+    if (Date.now() - session.checkedAt >= this.deps.config.remoteRecheckMs && !(await this.recheck(key, session))) return 'withdrawn';
     if (session.open.size >= MAX_OPEN_PER_SESSION) return 'busy';
     return session;
   }
@@ -307,14 +302,14 @@ export class AppsService {
     return false;
   }
 
-  /** Sessions with open connections (WebSockets, long responses) are re-checked every recheckMs; expired ones end. */
+  /** Sessions with open connections (WebSockets, long responses) are re-checked every REMOTE_RECHECK_MS; expired ones end. */
   private async recheckOpen(): Promise<void> {
     if (this.rechecking) return;
     this.rechecking = true;
     try {
       for (const [key, session] of [...this.sessions]) {
         if (Date.now() >= session.expiresAt && session.open.size === 0) await this.end(key, 'app session expired');
-        else if (session.open.size > 0 && Date.now() - session.checkedAt >= this.recheckMs) await this.recheck(key, session);
+        else if (session.open.size > 0 && Date.now() - session.checkedAt >= this.deps.config.remoteRecheckMs) await this.recheck(key, session);
       }
     } catch (err) {
       this.deps.logger.error({ err }, 'device web UI sessions could not be re-checked');

@@ -1,5 +1,5 @@
 /**
- * The live re-check: every live session re-authorized every RECHECK_INTERVAL_MS (the user still
+ * The live re-check: every live session re-authorized every REMOTE_RECHECK_MS (the user still
  * active and signed in, the device still there, a grant still allowing the request), its watchers
  * with it, and access withdrawn where the answer is no. Only a refusal (isRefusal in broker/errors.ts)
  * withdraws access: a database that cannot answer for now ends no session.
@@ -12,9 +12,6 @@ import type { AuthService } from '../auth/service.js';
 import { isRefusal } from '../errors.js';
 import { isWatchable, type LiveSession, type LiveSessions, type WatchableRelay } from './live-sessions.js';
 import { errorFrame, SessionClose } from './relay.js';
-
-/** How often live sessions are re-authorized by default (REMOTE_RECHECK_MS): a withdrawn grant ends them within this time. */
-export const RECHECK_INTERVAL_MS = 2000;
 
 /** What the re-check uses. */
 export interface RecheckDeps {

@@ -33,7 +33,7 @@ function build(agent: { connected: boolean; reload?: () => Promise<void> }) {
     disconnect: () => {},
   };
   const service = new RemoteService({
-    config: { trustProxy: false, dataDir: '', recordingRetentionDays: 90, consoleDetachGraceSeconds: 60 }, // no console is opened here
+    config: { trustProxy: false, dataDir: '', recordingRetentionDays: 90, consoleDetachGraceSeconds: 60, remoteRecheckMs: 2000 }, // no console is opened here
     logger: createLogger('silent'),
     db: {} as Db, // the port presets are not used here
     auth: {

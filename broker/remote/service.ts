@@ -65,7 +65,7 @@ export interface RemoteServiceDeps extends RemoteSessionsDeps {
   others?: OtherLiveSessions;
   /** several brokers: this broker's BROKER_ID (listed sessions name their broker) */
   brokerId?: string;
-  config: Pick<Config, 'trustProxy' | 'dataDir' | 'recordingRetentionDays' | 'consoleDetachGraceSeconds'> & Partial<Pick<Config, 'remoteRecheckMs'>>;
+  config: Pick<Config, 'trustProxy' | 'dataDir' | 'recordingRetentionDays' | 'consoleDetachGraceSeconds' | 'remoteRecheckMs'>;
   db: Db;
   access: Pick<
     AccessService,

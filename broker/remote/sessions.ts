@@ -34,13 +34,12 @@ import {
   type SessionDirectory,
   type SessionEnd,
 } from './live-sessions.js';
-import { LiveRecheck, RECHECK_INTERVAL_MS } from './recheck.js';
+import { LiveRecheck } from './recheck.js';
 import type { ConsoleRecorder } from './recordings.js';
 
 export type { Prepared, Refusal } from './attempt.js';
 export type { Caller, LiveRelay, LiveSessionView, RemoteSource, SessionDirectory, SessionEnd, WatchableRelay } from './live-sessions.js';
 export { isWatchable } from './live-sessions.js';
-export { RECHECK_INTERVAL_MS } from './recheck.js';
 
 /** Largest frame a client may send (clients chunk their uploads well below this). */
 const MAX_CLIENT_FRAME = 4 * 1024 * 1024;
@@ -57,7 +56,7 @@ function atMost(work: Promise<unknown>, ms: number): Promise<unknown> {
 
 /** What remote sessions use: agents are reached only through the AgentLocator. */
 export interface RemoteSessionsDeps {
-  config: Pick<Config, 'trustProxy' | 'dataDir' | 'consoleDetachGraceSeconds'> & Partial<Pick<Config, 'remoteRecheckMs'>>;
+  config: Pick<Config, 'trustProxy' | 'dataDir' | 'consoleDetachGraceSeconds' | 'remoteRecheckMs'>;
   logger: Logger;
   auth: Pick<AuthService, 'authenticate'>;
   access: Pick<AccessService, 'decide' | 'copyRoots' | 'consoleRecording' | 'mayWatchRemoteSession'>;
@@ -89,7 +88,7 @@ export class RemoteSessions {
   }
 
   init(): void {
-    this.recheckTimer = setInterval(() => void this.recheck(), this.deps.config.remoteRecheckMs ?? RECHECK_INTERVAL_MS);
+    this.recheckTimer = setInterval(() => void this.recheck(), this.deps.config.remoteRecheckMs);
     this.recheckTimer.unref();
   }
 

@@ -35,9 +35,10 @@ export const SSH_MAX_CONNECTIONS_PER_USER = 16;
 export interface SshGatewayDeps {
   /**
    * sshUserKeys (SSH_USER_KEYS): registered public keys sign in too, not only certificates;
-   * sshAuthTimeoutMs (SSH_AUTH_TIMEOUT_MS): a connection that has not signed in by then is closed.
+   * sshAuthTimeoutMs (SSH_AUTH_TIMEOUT_MS): a connection that has not signed in by then is closed;
+   * remoteRecheckMs (REMOTE_RECHECK_MS): how often signed-in connections are re-checked.
    */
-  config: { sshPort?: number; host: string; sshUserKeys?: boolean; sshAuthTimeoutMs: number };
+  config: { sshPort?: number; host: string; sshUserKeys?: boolean; sshAuthTimeoutMs: number; remoteRecheckMs: number };
   logger: Logger;
   authority: Pick<SshAuthority, 'verify' | 'hostKeyFile'>;
   auth: Pick<AuthService, 'sessionCaller' | 'startSession' | 'revokeSession' | 'userRow' | 'authenticate'>;

@@ -1,6 +1,6 @@
 import net from 'node:net';
-import { afterEach, describe, expect, it } from 'vitest';
-import { BULK_READ_SIZE } from '../../shared/read-buffers.js';
+import { afterEach, describe, expect, it, vi } from 'vitest';
+import { BULK_READ_SIZE, FIRST_READ_SIZE } from '../../shared/read-buffers.js';
 import { readInLargePieces } from './large-reads.js';
 
 /** A connected pair: `server` is the gateway's end (accepted), `client` the peer's. */
@@ -49,6 +49,30 @@ describe('the gateway reads its connections in large pieces', () => {
     expect(Math.max(...sizes)).toBeGreaterThan(64 * 1024);
     expect(Math.max(...sizes)).toBeLessThanOrEqual(BULK_READ_SIZE);
     expect(sizes.length).toBeLessThan(payload.length / (64 * 1024));
+  });
+
+  it('reads a connection that carries little (a sign-in, keystrokes) into small fresh buffers only', async () => {
+    const { server, client, close } = await pair();
+    cleanup = close;
+    const allocated: number[] = [];
+    const allocUnsafeSlow = Buffer.allocUnsafeSlow;
+    const spy = vi.spyOn(Buffer, 'allocUnsafeSlow').mockImplementation((n: number) => (allocated.push(n), allocUnsafeSlow(n)));
+    const got: Buffer[] = [];
+    try {
+      expect(readInLargePieces(server)).toBe(true);
+      server.on('data', (chunk: Buffer) => got.push(chunk));
+      for (const keystroke of ['l', 's', '\r']) {
+        const before = got.length;
+        client.write(keystroke);
+        while (got.length === before) await new Promise((resolve) => setImmediate(resolve));
+      }
+    } finally {
+      spy.mockRestore();
+    }
+    expect(Buffer.concat(got).toString()).toBe('ls\r');
+    // One buffer for each read and one for the read after: none read into twice, none of bulk size.
+    expect(allocated).toEqual(new Array(got.length + 1).fill(FIRST_READ_SIZE));
+    expect(new Set(got.map((chunk) => chunk.buffer)).size).toBe(got.length);
   });
 
   it('keeps bytes put back before the move (a preamble read) first, then the reads after it', async () => {

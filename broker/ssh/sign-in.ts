@@ -4,7 +4,7 @@
  * the user registered (broker/ssh/keys.ts), which opens a sign-in session of its own for the
  * connection so its channels are re-checked like every other (a disabled user, a password change
  * end it), revoked when the connection closes or the key is removed. Every signed-in connection is
- * re-checked every RECHECK_INTERVAL_MS and ends once its sign-in session or user does. Refusals are
+ * re-checked every REMOTE_RECHECK_MS and ends once its sign-in session or user does. Refusals are
  * counted per address and audited once per connection.
  */
 import type { Logger } from 'pino';
@@ -13,7 +13,6 @@ import type { Principal } from '../access/principal.js';
 import type { AuditService } from '../audit/service.js';
 import type { AuthService } from '../auth/service.js';
 import type { Caller } from '../remote/sessions.js';
-import { RECHECK_INTERVAL_MS } from '../remote/sessions.js';
 import { fingerprintOf } from '../../shared/ssh-keys.js';
 import { isRefusal } from '../errors.js';
 import { verifyUserSignature, type SshAuthority } from './authority.js';
@@ -45,7 +44,8 @@ export interface SshConnection {
 }
 
 export interface SshSignInDeps {
-  config: { sshUserKeys?: boolean; remoteRecheckMs?: number };
+  /** remoteRecheckMs (REMOTE_RECHECK_MS): how often signed-in connections are re-checked. */
+  config: { sshUserKeys?: boolean; remoteRecheckMs: number };
   logger: Logger;
   authority: Pick<SshAuthority, 'verify'>;
   auth: Pick<AuthService, 'sessionCaller' | 'startSession' | 'revokeSession' | 'userRow' | 'authenticate'>;
@@ -56,7 +56,7 @@ export interface SshSignInDeps {
 export class SshSignIn {
   private readonly failures = new Map<string, { count: number; since: number }>();
   /**
-   * Signed-in connections, re-checked every RECHECK_INTERVAL_MS: their user still active and their
+   * Signed-in connections, re-checked every REMOTE_RECHECK_MS: their user still active and their
    * sign-in session live (else the connection ends), their principal refreshed for the channels
    * they open next, and for a key login its key still registered.
    */
@@ -179,7 +179,7 @@ export class SshSignIn {
   private watch(conn: SshConnection): void {
     this.live.add(conn);
     if (this.timer) return;
-    this.timer = setInterval(() => void this.recheck(), this.deps.config.remoteRecheckMs ?? RECHECK_INTERVAL_MS);
+    this.timer = setInterval(() => void this.recheck(), this.deps.config.remoteRecheckMs);
     this.timer.unref();
   }
 

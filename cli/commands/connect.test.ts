@@ -6,6 +6,7 @@ import { afterEach, describe, expect, it, vi } from 'vitest';
 import WebSocket, { WebSocketServer } from 'ws';
 import { tcpPair } from '../../test/support/tcp-pair.js';
 import { BULK_READ_SIZE, FIRST_READ_SIZE } from '../../shared/read-buffers.js';
+import { RemoteSession } from '../remote.js';
 import { bridge, listenTcp, type BridgedSession } from './connect.js';
 
 /** A tunnel session as the bridge sees it: the test emits the broker's bytes. */
@@ -70,6 +71,17 @@ async function until(check: () => boolean): Promise<void> {
   while (!check()) await new Promise((r) => setTimeout(r, 5));
 }
 
+/** Until `measure` has not changed over twenty looks in a row (nothing moves any more). */
+async function untilStill(measure: () => number): Promise<void> {
+  let last = -1;
+  let still = 0;
+  while (still < 20) {
+    await new Promise((r) => setTimeout(r, 10));
+    still = measure() === last ? still + 1 : 0;
+    last = measure();
+  }
+}
+
 /** `fleet connect` listening on a free local port in front of `broker`, and a local connection to it (closed after the test). */
 async function connectThrough(broker: Awaited<ReturnType<typeof fakeBroker>>): Promise<net.Socket> {
   const listener = await listenTcp(broker.client, 'd1', 'd1', {
@@ -128,16 +140,49 @@ describe('fleet connect reading a local connection', () => {
     const data = crypto.randomBytes(48 * 1024 * 1024);
     local.write(data);
     // Until the kernel's buffers and fleet connect's bounded backlog are full: then nothing moves.
-    let last = -1;
-    let still = 0;
-    while (still < 20) {
-      await new Promise((r) => setTimeout(r, 10));
-      still = local.writableLength === last ? still + 1 : 0;
-      last = local.writableLength;
-    }
+    await untilStill(() => local.writableLength);
     expect(local.writableLength).toBeGreaterThan(0);
     ws.resume();
     await until(() => broker.frames.reduce((n, f) => n + f.length, 0) >= data.length);
     expect(Buffer.concat(broker.frames).equals(data)).toBe(true);
+  });
+
+  it('holds a local connection that floods while the broker never reads: nothing more is sent once the session is full, until it drains', async () => {
+    const broker = await fakeBroker();
+    // What fleet connect asks of its session, in order: each send ('sent' or 'full'), and each 'drain'.
+    const seen: string[] = [];
+    let session: RemoteSession | undefined;
+    const open = RemoteSession.open.bind(RemoteSession);
+    const opens = vi.spyOn(RemoteSession, 'open').mockImplementation(async (...args) => {
+      session = await open(...args);
+      session.on('drain', () => seen.push('drain'));
+      return session;
+    });
+    const sendOwned = RemoteSession.prototype.sendOwned;
+    const sends = vi.spyOn(RemoteSession.prototype, 'sendOwned').mockImplementation(function (this: RemoteSession, data: Buffer, done?: () => void) {
+      const ok = sendOwned.call(this, data, done);
+      seen.push(ok ? 'sent' : 'full');
+      return ok;
+    });
+    try {
+      const local = await connectThrough(broker);
+      (await broker.session).pause();
+      // A local client that writes far more than the kernel's buffers and the session may hold.
+      const chunk = crypto.randomBytes(1024 * 1024);
+      for (let i = 0; i < 64; i++) local.write(chunk);
+      await until(() => seen.includes('full'));
+      // Until the kernel's buffers and the session's backlog are full: then nothing moves.
+      await untilStill(() => seen.length);
+      // Each time the session said full, the local connection was held: no send came before a 'drain'.
+      for (let i = 0; i < seen.length - 1; i++) if (seen[i] === 'full') expect(seen[i + 1]).toBe('drain');
+      expect(seen.at(-1)).toBe('full');
+      // One hold at a time: the bridge's 'drain' listener and this test's.
+      expect(session!.listenerCount('drain')).toBe(2);
+      // What waits in fleet connect is bounded by the session's high-water mark and one read.
+      expect(session!.ws.bufferedAmount).toBeLessThanOrEqual(1024 * 1024 + BULK_READ_SIZE);
+    } finally {
+      opens.mockRestore();
+      sends.mockRestore();
+    }
   });
 });

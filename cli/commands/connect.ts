@@ -99,7 +99,14 @@ function pauseUntilDrain(source: { pause(): unknown; resume(): unknown }, sink: 
   };
 }
 
-/** @internal exported for its tests: both directions of one TCP stream between a local socket-like pair and a tunnel session. */
+/** Sends one read of the input; false when the session is full (the input is then held until it drains). */
+export type SendInput = (data: Buffer, done?: () => void) => boolean;
+
+/**
+ * @internal exported for its tests: both directions of one TCP stream between a local socket-like
+ * pair and a tunnel session. Answers what sends the input's reads: an input that `readsItself`
+ * calls it from its `onread`, the others' 'data' are sent through it here.
+ */
 export function bridge(
   session: BridgedSession,
   input: NodeJS.ReadableStream & { pause(): void; resume(): void },
@@ -107,18 +114,20 @@ export function bridge(
   onDone: (error?: string) => void,
   /** The input's reads are sent by its own `onread` (readIntoBuffers), not through 'data'. */
   readsItself = false,
-): void {
+): SendInput {
   // The pieces that one read from the broker brings (the ends and starts of frames) leave in one write.
   const holdTurn = corkForTurn(output);
   let inputEnded = false;
   let remoteEnded = false;
   const holdInput = pauseUntilDrain(input, session);
   const holdSession = pauseUntilDrain(session, output);
-  if (!readsItself)
-    input.on('data', (data: Buffer) => {
-      // Each read is a fresh buffer, used once: masked in place, with no copy.
-      if (!session.sendOwned(data)) holdInput();
-    });
+  // Each read is a buffer used once (fresh, or reused only once `done`): masked in place, with no copy.
+  const send: SendInput = (data, done) => {
+    if (session.sendOwned(data, done)) return true;
+    holdInput();
+    return false;
+  };
+  if (!readsItself) input.on('data', (data: Buffer) => void send(data));
   input.on('end', () => {
     inputEnded = true;
     session.control({ type: 'eof' });
@@ -141,6 +150,7 @@ export function bridge(
   });
   // The device's bytes are handed on as they arrive, not re-assembled per frame.
   session.readPieces().start();
+  return send;
 }
 
 async function openTunnel(client: Pick<ApiClient, 'url' | 'token'>, deviceId: string, f: ForwardSpec): Promise<RemoteSession> {
@@ -155,14 +165,13 @@ function describe(f: ForwardSpec): string {
 export function listenTcp(client: Pick<ApiClient, 'url' | 'token'>, deviceId: string, deviceName: string, f: ForwardSpec): Promise<net.Server> {
   const server = net.createServer({ allowHalfOpen: true, pauseOnConnect: true }, (accepted) => {
     const buffers = new ReadBuffers();
-    let session: RemoteSession | undefined;
+    let send: SendInput | undefined;
     // Each read is masked where it lies and sent; its buffer is read into again once the socket is done with it.
+    // A full session pauses the socket until it drains (the bridge's hold), and false stops this read loop.
     const fromLocal = (n: number, buf: Buffer): boolean => {
-      if (!session) return false;
+      if (!send) return false;
       buffers.read(n, buf);
-      if (session.sendOwned(buf.subarray(0, n), () => buffers.give(buf))) return true;
-      session.once('drain', () => socket.resume());
-      return false; // pauses the socket
+      return send(buf.subarray(0, n), () => buffers.give(buf));
     };
     const reading = readIntoBuffers(accepted, buffers, fromLocal);
     const socket = reading ?? accepted;
@@ -170,8 +179,7 @@ export function listenTcp(client: Pick<ApiClient, 'url' | 'token'>, deviceId: st
     socket.on('error', () => {});
     openTunnel(client, deviceId, f).then(
       (opened) => {
-        session = opened;
-        bridge(
+        send = bridge(
           opened,
           socket,
           socket,
