@@ -170,15 +170,19 @@ export class SftpFile implements LiveRelay {
     return { parts, length: n };
   }
 
-  write(reqid: number, offset: number, data: Buffer): void {
+  /** A WRITE's data, whole or as the views it arrived in (each written as it is: the device's channel gathers them into frames). */
+  write(reqid: number, offset: number, data: Buffer | readonly Buffer[]): void {
     if (offset !== this.position) return this.sftp.status(reqid, SFTP_STATUS.failure, 'only sequential writes are supported');
     if (this.failure || this.channel.destroyed) return this.sftp.status(reqid, SFTP_STATUS.failure, this.failure ?? 'the copy has ended');
-    this.position += data.length;
-    this.bytesIn += data.length;
+    const parts = Buffer.isBuffer(data) ? [data] : data;
+    const length = parts.reduce((n, part) => n + part.length, 0);
+    this.position += length;
+    this.bytesIn += length;
     this.attrs.size = this.position;
     // While the device's channel is full the answers wait for it to drain, and the client's SSH
     // window is held: a client that sends without waiting for answers stops once its window is spent.
-    const taken = this.channel.write(data);
+    let taken = true;
+    for (const part of parts) if (part.length > 0) taken = this.channel.write(part);
     if (taken && this.unanswered.length === 0) return this.sftp.status(reqid, SFTP_STATUS.ok);
     this.unanswered.push(reqid);
     if (this.unanswered.length > 1) return;
