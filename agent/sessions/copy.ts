@@ -24,8 +24,8 @@ export const UPLOAD_WRITE_MAX = 1024 * 1024;
 
 /**
  * The channel's data as runs of its chunks, each chunk as received (no join): a run is what arrived
- * while the caller handled the one before (the channel is paused meanwhile, so that waits in it,
- * within its credit), at most `max` bytes and the chunk that crossed it.
+ * while the caller handled the one before, at most `max` bytes and the chunk that crossed it (the
+ * channel is paused there, so what more the peer sends waits in the channel, within its credit).
  * Ends with the channel's end; throws when the channel fails or is torn down before its end.
  */
 export async function* chunkRuns(channel: Channel, max = UPLOAD_WRITE_MAX): AsyncGenerator<Buffer[]> {
@@ -59,12 +59,8 @@ export async function* chunkRuns(channel: Channel, max = UPLOAD_WRITE_MAX): Asyn
         const taken = run;
         run = [];
         bytes = 0;
-        // What arrives while the caller writes waits in the channel, neither taken nor credited (as
-        // with the channel's own iterator): the sender gets credit back in one grant per run, not
-        // a grant per eighth of the window as pieces trickle in.
-        channel.pause();
-        yield taken;
         channel.resume();
+        yield taken;
         continue;
       }
       if (ended) return;
