@@ -14,67 +14,6 @@ const SHA256_HEX = /^[0-9a-f]{64}$/;
  * channel's window still bounds what waits to be sent.
  */
 export const DOWNLOAD_READ = 1024 * 1024;
-/**
- * An upload's received pieces are written to the file as they arrived, all those that came while the
- * previous write ran in one `writev`, up to this many bytes (the channel is paused beyond, its
- * window then holds the sender). Before, the stream joined them into one fresh buffer per write:
- * a copy of every byte and a large allocation per write, much of the agent's garbage.
- */
-export const UPLOAD_WRITE_MAX = 1024 * 1024;
-
-/**
- * The channel's data as runs of its chunks, each chunk as received (no join): a run is what arrived
- * while the caller handled the one before, at most `max` bytes and the chunk that crossed it (the
- * channel is paused there, so what more the peer sends waits in the channel, within its credit).
- * Ends with the channel's end; throws when the channel fails or is torn down before its end.
- */
-export async function* chunkRuns(channel: Channel, max = UPLOAD_WRITE_MAX): AsyncGenerator<Buffer[]> {
-  let run: Buffer[] = [];
-  let bytes = 0;
-  let ended = false;
-  let failure: Error | undefined;
-  let wake: (() => void) | undefined;
-  const onData = (chunk: Buffer) => {
-    run.push(chunk);
-    bytes += chunk.length;
-    if (bytes >= max) channel.pause();
-    wake?.();
-  };
-  const onEnd = () => {
-    ended = true;
-    wake?.();
-  };
-  const onError = (err: Error) => {
-    failure ??= err;
-    wake?.();
-  };
-  const onClose = () => onError(new Error('The upload was interrupted.'));
-  channel.on('data', onData);
-  channel.once('end', onEnd);
-  channel.on('error', onError);
-  channel.once('close', onClose);
-  try {
-    for (;;) {
-      if (run.length > 0) {
-        const taken = run;
-        run = [];
-        bytes = 0;
-        channel.resume();
-        yield taken;
-        continue;
-      }
-      if (ended) return;
-      if (failure) throw failure;
-      await new Promise<void>((resolve) => (wake = resolve));
-      wake = undefined;
-    }
-  } finally {
-    channel.off('data', onData);
-    channel.off('end', onEnd);
-    channel.off('error', onError);
-    channel.off('close', onClose);
-  }
-}
 
 function reason(err: unknown): string {
   const e = err as NodeJS.ErrnoException;
@@ -133,29 +72,6 @@ export async function openUpload(channel: Channel, params: CopyParams, ctx: Sess
   return { path: target };
 }
 
-/** Writes `chunks` at the file's position, all of them (a short `writev` is carried on). */
-async function writeAll(file: fs.FileHandle, chunks: Buffer[]): Promise<void> {
-  let left = chunks.reduce((n, c) => n + c.length, 0);
-  let rest = chunks;
-  while (left > 0) {
-    const { bytesWritten } = await file.writev(rest);
-    left -= bytesWritten;
-    if (left === 0) return;
-    if (bytesWritten === 0) throw new Error('The device wrote nothing.');
-    // Drop what was written: whole chunks, then the written part of the next.
-    let skip = bytesWritten;
-    const next: Buffer[] = [];
-    for (const c of rest) {
-      if (skip >= c.length) skip -= c.length;
-      else {
-        next.push(skip > 0 ? c.subarray(skip) : c);
-        skip = 0;
-      }
-    }
-    rest = next;
-  }
-}
-
 async function receive(
   channel: Channel,
   file: fs.FileHandle,
@@ -171,15 +87,12 @@ async function receive(
   let bytes = 0;
   let open = true;
   try {
-    // Not the channel's own iterator: that destroys the channel at the end of input, before our
-    // answer, and joins the pieces that waited into one buffer per read.
-    for await (const run of chunkRuns(channel)) {
-      for (const chunk of run) {
-        bytes += chunk.length;
-        if (size !== undefined && bytes > size) throw new Error(`More bytes arrived than the announced size of ${size}.`);
-        hash?.update(chunk);
-      }
-      await writeAll(file, run);
+    // Not a plain for-await: that destroys the channel at the end of input, before our answer.
+    for await (const chunk of channel.iterator({ destroyOnReturn: false }) as AsyncIterable<Buffer>) {
+      bytes += chunk.length;
+      if (size !== undefined && bytes > size) throw new Error(`More bytes arrived than the announced size of ${size}.`);
+      hash?.update(chunk);
+      await file.write(chunk);
     }
     // The broker half-closes after the last byte; a session torn down instead (the user went
     // away, access withdrawn) also ends the stream, but closes our side too. Never commit that.

@@ -5,13 +5,12 @@ import type { AddressInfo } from 'node:net';
 import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
-import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from 'vitest';
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { AgentRefusal, refusalCodeOf } from '../../shared/codes.js';
 import type { Channel } from '../../shared/mux.js';
 import type { CopyParams } from '../../shared/protocol.js';
 import { RAW_MARKER, RAW_SCRIPT } from '../../broker/ssh/relay.js';
 import { muxPair } from '../../test/support/mux-pair.js';
-import { UPLOAD_WRITE_MAX } from './copy.js';
 import { handleChannel } from './index.js';
 import { environmentFilePath } from './login-user.js';
 import { resolveCopyTarget } from './paths.js';
@@ -399,90 +398,6 @@ describe('copy sessions', () => {
     expect(sha(fs.readFileSync(target))).toBe(sha(content));
     expect(fs.statSync(target).mode & 0o777).toBe(0o640);
     expect(fs.readdirSync(dir).filter((f) => f.endsWith('.fleet-upload'))).toEqual([]);
-  });
-
-  /** The prototype of fs.promises' FileHandle, whose write and writev the next tests watch. */
-  async function fileHandlePrototype(): Promise<{ write: (...a: unknown[]) => Promise<unknown>; writev: (...a: unknown[]) => Promise<unknown> }> {
-    const handle = await fs.promises.open(path.join(dir, 'probe'), 'w');
-    await handle.close();
-    return Object.getPrototypeOf(handle) as never;
-  }
-
-  it("writes an upload's pieces as they arrived, those that waited during a write in one writev: no joined copy", async () => {
-    const p = await pair();
-    cleanup = p.close;
-    const proto = await fileHandlePrototype();
-    // Each file write waits a little, so pieces arrive while it runs (the old code joined them).
-    const written: Buffer[][] = [];
-    const slow = (original: (...a: unknown[]) => Promise<unknown>, asList: boolean) =>
-      async function (this: unknown, ...args: unknown[]) {
-        written.push(asList ? (args[0] as Buffer[]) : [args[0] as Buffer]);
-        await new Promise((r) => setTimeout(r, 5));
-        return original.apply(this, args);
-      };
-    const [originalWrite, originalWritev] = [proto.write, proto.writev];
-    const write = vi.spyOn(proto, 'write').mockImplementation(slow(originalWrite, false));
-    const writev = vi.spyOn(proto, 'writev').mockImplementation(slow(originalWritev, true));
-    try {
-      const target = path.join(dir, 'pieces.bin');
-      const content = crypto.randomBytes(2 * 1024 * 1024);
-      const { channel } = await p.broker.open('copy', { direction: 'upload', path: target, size: content.length, checksum: false });
-      // Every piece the agent's channel was handed, by its memory.
-      const agentChannel = p.agentChannels.at(-1)!;
-      const received = new Set<string>();
-      const where = (b: Buffer) => `${b.byteOffset}:${b.length}`;
-      const buffersOf = new Map<ArrayBufferLike, Set<string>>();
-      const push = agentChannel.push.bind(agentChannel);
-      agentChannel.push = (chunk: Buffer | null) => {
-        if (chunk) (buffersOf.get(chunk.buffer) ?? buffersOf.set(chunk.buffer, new Set()).get(chunk.buffer)!).add(where(chunk));
-        if (chunk) received.add(where(chunk));
-        return push(chunk);
-      };
-      const result = new Promise<any>((r) => channel.on('control', (m) => m.type === 'result' && r(m)));
-      channel.resume();
-      for (let at = 0; at < content.length; at += 32 * 1024) channel.write(content.subarray(at, at + 32 * 1024));
-      channel.end();
-      expect(await result).toMatchObject({ type: 'result', ok: true, bytes: content.length });
-      expect(fs.readFileSync(target).equals(content)).toBe(true);
-      const pieces = written.flat().filter((b) => b.length > 0);
-      // Every buffer written is one the channel was handed (the same memory), none a join of several.
-      expect(pieces.filter((b) => !buffersOf.get(b.buffer)?.has(where(b))).length).toBe(0);
-      expect(pieces.reduce((n, b) => n + b.length, 0)).toBe(content.length);
-      // Pieces that waited went together: fewer writes than pieces, none beyond the bound and a piece.
-      expect(written.length).toBeLessThan(received.size);
-      for (const run of written) expect(run.reduce((n, b) => n + b.length, 0)).toBeLessThanOrEqual(UPLOAD_WRITE_MAX + 128 * 1024);
-    } finally {
-      write.mockRestore();
-      writev.mockRestore();
-    }
-  });
-
-  it('holds an upload whose file writes never finish at the write bound and the window, however fast the sender', async () => {
-    const window = 256 * 1024;
-    const p = await pair(window);
-    cleanup = p.close;
-    const proto = await fileHandlePrototype();
-    const stalled: (() => void)[] = [];
-    const never = () => new Promise((r) => stalled.push(() => r({ bytesWritten: 0 })));
-    const write = vi.spyOn(proto, 'write').mockImplementation(never);
-    const writev = vi.spyOn(proto, 'writev').mockImplementation(never);
-    try {
-      const target = path.join(dir, 'stalled.bin');
-      const { channel } = await p.broker.open('copy', { direction: 'upload', path: target, checksum: false });
-      const agentChannel = p.agentChannels.at(-1)!;
-      // 8 MiB written without waiting: what the agent takes is bounded by credit, not by the sender.
-      const flood = crypto.randomBytes(8 * 1024 * 1024);
-      for (let at = 0; at < flood.length; at += 64 * 1024) channel.write(flood.subarray(at, at + 64 * 1024));
-      // The sender stops once the agent grants no more: all its credit spent, none coming back.
-      await expect.poll(() => (channel as unknown as { uncredited: number }).uncredited, { timeout: 20_000 }).toBe(window);
-      expect(stalled.length).toBe(1);
-      expect(agentChannel.stats.bytesIn).toBeLessThanOrEqual(UPLOAD_WRITE_MAX + 2 * window);
-      expect(channel.writableLength).toBeGreaterThan(0);
-    } finally {
-      write.mockRestore();
-      writev.mockRestore();
-      for (const release of stalled) release();
-    }
   });
 
   it('discards an upload torn down before its end', async () => {
