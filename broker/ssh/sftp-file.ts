@@ -170,19 +170,15 @@ export class SftpFile implements LiveRelay {
     return { parts, length: n };
   }
 
-  /** A WRITE's data, whole or as the views it arrived in (each written as it is: the device's channel gathers them into frames). */
-  write(reqid: number, offset: number, data: Buffer | readonly Buffer[]): void {
+  write(reqid: number, offset: number, data: Buffer): void {
     if (offset !== this.position) return this.sftp.status(reqid, SFTP_STATUS.failure, 'only sequential writes are supported');
     if (this.failure || this.channel.destroyed) return this.sftp.status(reqid, SFTP_STATUS.failure, this.failure ?? 'the copy has ended');
-    const parts = Buffer.isBuffer(data) ? [data] : data;
-    const length = parts.reduce((n, part) => n + part.length, 0);
-    this.position += length;
-    this.bytesIn += length;
+    this.position += data.length;
+    this.bytesIn += data.length;
     this.attrs.size = this.position;
     // While the device's channel is full the answers wait for it to drain, and the client's SSH
     // window is held: a client that sends without waiting for answers stops once its window is spent.
-    let taken = true;
-    for (const part of parts) if (part.length > 0) taken = this.channel.write(part);
+    const taken = this.channel.write(data);
     if (taken && this.unanswered.length === 0) return this.sftp.status(reqid, SFTP_STATUS.ok);
     this.unanswered.push(reqid);
     if (this.unanswered.length > 1) return;

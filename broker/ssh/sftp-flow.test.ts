@@ -2,10 +2,10 @@ import crypto from 'node:crypto';
 import { once, type EventEmitter } from 'node:events';
 import type { AddressInfo, Server as NetServer } from 'node:net';
 import ssh2, { type Connection } from 'ssh2';
-import { afterEach, describe, expect, it, vi } from 'vitest';
+import { afterEach, describe, expect, it } from 'vitest';
 import { openSshPrivateKey } from '../../shared/ssh-keys.js';
 import type { SftpStream } from './sftp-answers.js';
-import { limitsPacket, SFTP_READ_MAX, SFTP_WRITE_MAX, SftpFlow, versionPacket, WriteSplitter } from './sftp-flow.js';
+import { limitsPacket, SFTP_READ_MAX, SFTP_WRITE_MAX, SftpFlow, versionPacket } from './sftp-flow.js';
 
 /** The parts of ssh2 this test uses beyond the project's declarations (its client's sftp). */
 type Done<T> = (err: Error | undefined, value: T) => void;
@@ -58,63 +58,6 @@ async function pair(onSftp: (stream: SftpStream, flow: SftpFlow) => void) {
 }
 
 const closers: (() => void)[] = [];
-
-/** A WRITE's data: whole (ssh2's) or as views (taken before ssh2's parser). */
-const lengthOf = (data: Buffer | readonly Buffer[]) => (Buffer.isBuffer(data) ? data.length : data.reduce((n, b) => n + b.length, 0));
-
-/** An SFTP packet: length, type, request id, then `body`. */
-function sftpPacket(type: number, reqid: number, body: Buffer): Buffer {
-  const head = Buffer.alloc(9);
-  head.writeUInt32BE(5 + body.length);
-  head[4] = type;
-  head.writeUInt32BE(reqid, 5);
-  return Buffer.concat([head, body]);
-}
-
-/** A WRITE's body: handle, offset, data. */
-function writeBody(handle: Buffer, offset: number, data: Buffer): Buffer {
-  const out = Buffer.alloc(4 + handle.length + 8 + 4);
-  out.writeUInt32BE(handle.length);
-  handle.copy(out, 4);
-  out.writeBigUInt64BE(BigInt(offset), 4 + handle.length);
-  out.writeUInt32BE(data.length, 12 + handle.length);
-  return Buffer.concat([out, data]);
-}
-
-/** ssh2's SFTP parser's state machine, as its push keeps it (length bytes, length, position), recording each packet it completes. */
-function referenceParser() {
-  const raw = {
-    _pktLenBytes: 0,
-    _pktLen: 0,
-    _pktPos: 0,
-    _maxInPktLen: 256 * 1024,
-    _version: 3,
-    server: true,
-    pkt: [] as number[],
-    events: [] as { type: number; reqid: number; bytes: Buffer; parts?: number }[],
-    emit(_event: string, reqid: number, handle: Buffer, offset: number, parts: Buffer[]) {
-      raw.events.push({ type: 6, reqid, bytes: writeBody(handle, offset, Buffer.concat(parts)), parts: parts.length });
-      return true;
-    },
-  };
-  const parse = (data: Buffer) => {
-    for (const byte of data) {
-      if (raw._pktLenBytes < 4) {
-        raw._pktLen = (raw._pktLen << 8) + byte;
-        raw._pktLenBytes += 1;
-        continue;
-      }
-      raw.pkt.push(byte);
-      raw._pktPos += 1;
-      if (raw._pktPos === raw._pktLen) {
-        const pkt = Buffer.from(raw.pkt);
-        raw.events.push({ type: pkt[0], reqid: pkt.readUInt32BE(1), bytes: pkt.subarray(5) });
-        Object.assign(raw, { _pktLenBytes: 0, _pktLen: 0, _pktPos: 0, pkt: [] });
-      }
-    }
-  };
-  return { raw, parse };
-}
 afterEach(() => {
   for (const close of closers.splice(0)) close();
 });
@@ -160,64 +103,6 @@ describe('SftpFlow', () => {
     expect(sftp.maxOpenHandles).toBe(Infinity);
   });
 
-  it("takes a client's WRITEs before ssh2's parser: their data reaches the handler as views of the SSH packets, with no 255 KiB buffer made per WRITE", async () => {
-    const writes: { offset: number; parts: Buffer[] }[] = [];
-    const sftp = await pair((stream) => {
-      stream.on('OPEN', (reqid: number) => stream.handle(reqid, Buffer.from([1])));
-      stream.on('WRITE', (reqid: number, _handle: Buffer, offset: number, data: Buffer | Buffer[]) => {
-        writes.push({ offset, parts: Buffer.isBuffer(data) ? [data] : data });
-        stream.status(reqid, 0);
-      });
-    });
-    const handle = await new Promise<Buffer>((resolve, reject) => sftp.open('/f', 'w', (err, h) => (err ? reject(err) : resolve(h))));
-    const file = content(16 * SFTP_WRITE_MAX + 1000);
-    // ssh2's parser joined each WRITE spanning SSH packets into a Buffer.allocUnsafe of its length.
-    const allocUnsafe = vi.spyOn(Buffer, 'allocUnsafe');
-    try {
-      await Promise.all(
-        Array.from({ length: Math.ceil(file.length / SFTP_WRITE_MAX) }, (_, i) => {
-          const n = Math.min(SFTP_WRITE_MAX, file.length - i * SFTP_WRITE_MAX);
-          return new Promise<void>((resolve, reject) =>
-            sftp.write(handle, file, i * SFTP_WRITE_MAX, n, i * SFTP_WRITE_MAX, (err) => (err ? reject(err) : resolve())),
-          );
-        }),
-      );
-      // The server's join is the packet without its length (the client's own packet, made in this process too, has it).
-      const packetLength = 1 + 4 + 4 + handle.length + 8 + 4 + SFTP_WRITE_MAX;
-      const joins = allocUnsafe.mock.calls.filter(([size]) => size === packetLength).length;
-      expect(joins).toBe(0);
-    } finally {
-      allocUnsafe.mockRestore();
-    }
-    expect(writes).toHaveLength(17);
-    expect(Buffer.concat(writes.flatMap((w) => w.parts)).equals(file)).toBe(true);
-    // A 255 KiB WRITE came in eight SSH packets of 32 KiB: eight or nine views, not one joined buffer.
-    expect(writes[0].parts.length).toBeGreaterThanOrEqual(8);
-  });
-
-  it("keeps ssh2's parser in step however the packets are cut: WRITEs taken, the rest (a head cut across reads, a handle ssh2 refuses) parsed by ssh2, in order", () => {
-    const handle = Buffer.from('h1');
-    const packets = [
-      sftpPacket(6, 1, writeBody(handle, 0, content(100_000))),
-      sftpPacket(7, 2, Buffer.from([0, 0, 0, 1, 0x2f])),
-      sftpPacket(6, 3, writeBody(handle, 100_000, Buffer.alloc(0))),
-      sftpPacket(6, 4, writeBody(Buffer.alloc(300, 1), 0, content(10))),
-      sftpPacket(6, 5, writeBody(handle, 100_000, content(1))),
-      sftpPacket(6, 6, writeBody(handle, 100_001, content(70_000))),
-    ];
-    const stream = Buffer.concat(packets);
-    for (const cut of [1, 3, 7, 13, 40, 4096, 32_768, stream.length]) {
-      const { raw, parse } = referenceParser();
-      const splitter = new WriteSplitter(raw, parse);
-      for (let at = 0; at < stream.length; at += cut) splitter.push(stream.subarray(at, at + cut));
-      expect(raw.events.map((e) => e.reqid)).toEqual([1, 2, 3, 4, 5, 6]);
-      for (const [i, e] of raw.events.entries()) expect(e.bytes.equals(packets[i].subarray(9))).toBe(true);
-      // The handle over ssh2's bound (256 bytes) is left to ssh2, whose handler refuses it.
-      expect(raw.events[3].parts).toBeUndefined();
-      if (cut >= 4096) expect(splitter.taken).toBe(4);
-    }
-  });
-
   it("stops topping up the client's window while held: a client sending WRITEs without answers is stopped by SSH, then goes on once released", async () => {
     let received = 0;
     let flow!: SftpFlow;
@@ -226,7 +111,7 @@ describe('SftpFlow', () => {
       flow = f;
       flow.hold(holder);
       stream.on('OPEN', (reqid: number) => stream.handle(reqid, Buffer.from([1])));
-      stream.on('WRITE', (_reqid: number, _handle: Buffer, _offset: number, data: Buffer | Buffer[]) => (received += lengthOf(data)));
+      stream.on('WRITE', (_reqid: number, _handle: Buffer, _offset: number, data: Buffer) => (received += data.length));
     });
     const handle = await new Promise<Buffer>((resolve, reject) => sftp.open('/f', 'w', (err, h) => (err ? reject(err) : resolve(h))));
     const chunk = Buffer.alloc(SFTP_WRITE_MAX);

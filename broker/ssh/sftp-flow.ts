@@ -22,7 +22,6 @@ const SFTP_PACKET_MAX = 256 * 1024;
 const CHANNEL_WINDOW = 2 * 1024 * 1024;
 
 const FXP_VERSION = 2;
-const FXP_WRITE = 6;
 const FXP_DATA = 103;
 const FXP_EXTENDED_REPLY = 201;
 /** SSH_MSG_CHANNEL_DATA (RFC 4254). */
@@ -50,14 +49,6 @@ interface Ssh2Sftp {
     _packetRW?: { write?: Ssh2PacketWriter };
   };
   push(data: Buffer | null): unknown;
-  /** ssh2's parser of incoming SFTP packets: bytes of the length read, the length, bytes of the packet read. */
-  _pktLenBytes?: number;
-  _pktLen?: number;
-  _pktPos?: number;
-  _maxInPktLen?: number;
-  _version?: number;
-  server?: boolean;
-  emit(event: string, ...args: unknown[]): boolean;
 }
 
 const ssh2 = (sftp: SftpStream) => sftp as unknown as Ssh2Sftp;
@@ -145,11 +136,9 @@ export class SftpFlow {
       set: (fn: (() => void) | undefined) => (chunkcb = fn),
     });
     // While held, ssh2 is told the stream is full: it then stops topping up the client's window.
-    // WRITEs are taken out of what the client sends before ssh2 parses it (WriteSplitter).
     const push = raw.push.bind(raw);
-    const splitter = new WriteSplitter(raw, push);
     raw.push = (data) => {
-      const taken = data === null ? push(data) : splitter.push(data);
+      const taken = push(data);
       return this.holders.size > 0 && data !== null ? false : taken;
     };
   }
@@ -289,103 +278,5 @@ export class SftpFlow {
         return typeof value === 'function' ? (value as (...a: unknown[]) => unknown).bind(target) : value;
       },
     });
-  }
-}
-
-/** A WRITE's head: length, type, request id, handle's length (the handle, offset and data length follow). */
-const WRITE_HEAD_MIN = 4 + 1 + 4 + 4;
-/** ssh2's bound on a handle's length in a WRITE (longer is its fatal "Malformed WRITE packet"). */
-const HANDLE_MAX = 256;
-
-/**
- * SFTP WRITEs taken out of the client's channel data before ssh2's parser sees them, their data as
- * views of the decrypted SSH packets that carried it. ssh2 joins each SFTP packet into a fresh buffer
- * of its own when it spans SSH packets, as every WRITE of OpenSSH's 255 KiB does (eight 32 KiB
- * packets): a copy of every uploaded byte and a 255 KiB allocation per WRITE. Here the WRITE is
- * emitted as ssh2 would (`'WRITE'`, request id, handle, offset, data), its data a list of views
- * (`Buffer[]`); every other packet, and any WRITE this does not take (its head split across SSH
- * packets, a handle ssh2 would refuse, a length over ssh2's bound, before INIT), goes to ssh2's own
- * parser, which is fed packet by packet so it stays in step. Views are safe to keep: ssh2 decrypts
- * each SSH packet into a buffer of its own.
- */
-export class WriteSplitter {
-  /** The WRITE being taken: what of its data is still to come, and the views so far. */
-  private taking?: { reqid: number; handle: Buffer; offset: number; left: number; parts: Buffer[] };
-
-  constructor(
-    private readonly raw: Pick<Ssh2Sftp, '_pktLenBytes' | '_pktLen' | '_pktPos' | '_maxInPktLen' | '_version' | 'server' | 'emit'> & {
-      status?(reqid: number, code: number): void;
-    },
-    private readonly parse: (data: Buffer) => unknown,
-  ) {}
-
-  /** WRITEs taken so far (for tests and counts). */
-  taken = 0;
-
-  push(data: Buffer): unknown {
-    const raw = this.raw;
-    let p = 0;
-    let result: unknown;
-    while (p < data.length) {
-      const taking = this.taking;
-      if (taking) {
-        const n = Math.min(taking.left, data.length - p);
-        taking.parts.push(data.subarray(p, p + n));
-        taking.left -= n;
-        p += n;
-        if (taking.left === 0) this.finish();
-        continue;
-      }
-      const lenBytes = raw._pktLenBytes ?? 0;
-      if (lenBytes > 0 || (raw._pktPos ?? 0) > 0) {
-        // ssh2 is within a packet: it gets the rest of that packet (or of its length) and no more.
-        const rest = lenBytes < 4 ? 4 - lenBytes : (raw._pktLen ?? 0) - (raw._pktPos ?? 0);
-        if (!(rest > 0)) return this.parse(p === 0 ? data : data.subarray(p));
-        const end = Math.min(data.length, p + rest);
-        result = this.parse(p === 0 && end === data.length ? data : data.subarray(p, end));
-        p = end;
-        continue;
-      }
-      // At a packet's start.
-      const head = this.writeHead(data, p);
-      if (head === undefined) {
-        // Not a WRITE taken here: ssh2 parses this packet (all of it that this data holds).
-        if (data.length - p < 4) return this.parse(p === 0 ? data : data.subarray(p));
-        const end = Math.min(data.length, p + 4 + data.readUInt32BE(p));
-        result = this.parse(p === 0 && end === data.length ? data : data.subarray(p, end));
-        p = end;
-        continue;
-      }
-      p += head.size;
-      this.taking = { reqid: head.reqid, handle: head.handle, offset: head.offset, left: head.length, parts: [] };
-      if (head.length === 0) this.finish();
-    }
-    return result;
-  }
-
-  /** A WRITE's head at `p`, whole in `data` and as ssh2 would take it; undefined for anything else. */
-  private writeHead(data: Buffer, p: number): { reqid: number; handle: Buffer; offset: number; length: number; size: number } | undefined {
-    const raw = this.raw;
-    if (raw._version === -1 || raw.server !== true || raw._pktLenBytes === undefined) return undefined;
-    if (data.length - p < WRITE_HEAD_MIN || data[p + 4] !== FXP_WRITE) return undefined;
-    const packetLength = data.readUInt32BE(p);
-    const handleLength = data.readUInt32BE(p + 9);
-    if (handleLength > HANDLE_MAX) return undefined;
-    const size = WRITE_HEAD_MIN + handleLength + 8 + 4;
-    if (data.length - p < size) return undefined;
-    const offset = Number(data.readBigUInt64BE(p + 13 + handleLength));
-    const length = data.readUInt32BE(p + 13 + handleLength + 8);
-    // The packet holds the head and the data exactly, within ssh2's bound; else ssh2 says what is wrong.
-    if (packetLength !== size - 4 + length || packetLength > (raw._maxInPktLen ?? SFTP_PACKET_MAX)) return undefined;
-    if (!Number.isSafeInteger(offset)) return undefined;
-    return { reqid: data.readUInt32BE(p + 5), handle: Buffer.from(data.subarray(p + 13, p + 13 + handleLength)), offset, length, size };
-  }
-
-  private finish(): void {
-    const { reqid, handle, offset, parts } = this.taking!;
-    this.taking = undefined;
-    this.taken += 1;
-    // As ssh2 does for a request nobody handles: OP_UNSUPPORTED.
-    if (!this.raw.emit('WRITE', reqid, handle, offset, parts)) this.raw.status?.(reqid, 8);
   }
 }

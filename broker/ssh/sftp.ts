@@ -136,8 +136,7 @@ export class SftpBridge {
     );
     sftp.on(
       'WRITE',
-      // `data` is a list of views where the WRITE was taken before ssh2's parser (sftp-flow.ts WriteSplitter).
-      guard((reqid, handle: Buffer, offset: number, data: Buffer | readonly Buffer[]) => this.withFile(reqid, handle, (f) => f.write(reqid, offset, data))),
+      guard((reqid, handle: Buffer, offset: number, data: Buffer) => this.withFile(reqid, handle, (f) => f.write(reqid, offset, data))),
     );
     sftp.on(
       'CLOSE',
