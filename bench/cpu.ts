@@ -2,6 +2,7 @@
  * CPU spent while a bench part runs, a figure that holds on a loaded machine where throughput and
  * rates do not: this process's (the broker's, in the ssh bench) and its child agent's.
  */
+import fs from 'node:fs';
 import { commandLine, descendantPids, processTable, type ProcessEntry } from '../test/support/proc.js';
 
 /**
@@ -24,6 +25,20 @@ export function descendantsCpu(match: string, reaped = false): number {
     total += (reaped ? Number(p.stat[13]) + Number(p.stat[14]) : Number(p.stat[11]) + Number(p.stat[12])) / tick;
   }
   return total;
+}
+
+/**
+ * CPU milliseconds of the children `pid` has waited for (cutime + cstime; Linux, NaN elsewhere): this
+ * process's for the scp and ssh it ran, sshd's listener's for the sessions it reaped.
+ */
+export function reapedMs(pid: number): number {
+  try {
+    const text = fs.readFileSync(`/proc/${pid}/stat`, 'utf8');
+    const stat = text.slice(text.lastIndexOf(')') + 2).split(' ');
+    return ((Number(stat[13]) + Number(stat[14])) * 1000) / 100; // clock ticks of 10 ms
+  } catch {
+    return Number.NaN;
+  }
 }
 
 /** CPU the broker (this process) and the agent spent while `body` ran, in ms per MB moved. */

@@ -26,7 +26,7 @@ import { PerformanceObserver, constants as perfConstants } from 'node:perf_hooks
 import v8 from 'node:v8';
 import { fileURLToPath } from 'node:url';
 import ssh2, { type Client as SshClient, type ParsedKey } from 'ssh2';
-import { cpuLine, cpuPer, cpuPerMb } from './cpu.js';
+import { cpuLine, cpuPer, cpuPerMb, reapedMs } from './cpu.js';
 import { ensureKeyPair, saveCertificate, sshConfigBlock, sshFiles, type IssuedCertificate } from '../cli/ssh.js';
 import { deviceIdOf } from '../shared/device-key.js';
 import { eventually, startAgent, type TestAgent } from '../test/support/agent.js';
@@ -51,6 +51,8 @@ const NAMED_ONLY: readonly string[] = ['longlived'];
 const LONGLIVED_TRANSFERS = Number(process.env.BENCH_LONGLIVED_TRANSFERS ?? 10);
 /** BENCH_CPU_PROF=<dir>: the agent writes a V8 CPU profile under <dir>/agent (run the bench with `node --cpu-prof` for the broker's). */
 const PROFILE_DIR = process.env.BENCH_CPU_PROF;
+/** BENCH_SCP_DIRECTIONS: the scp rows to run (`down`, `up`, comma-separated; both when unset), so a profile holds one path. */
+const SCP_DIRECTIONS = (process.env.BENCH_SCP_DIRECTIONS ?? 'down,up').split(',').map((d) => d.trim());
 type Part = (typeof PARTS)[number];
 type Log = (line: string) => void;
 
@@ -59,6 +61,8 @@ interface Target {
   args(extra: string[]): string[];
   scpArgs: string[];
   destination: string;
+  /** sshd's listener, for its CPU (the anchor only). */
+  pid?: number;
 }
 
 /** BENCH_SSH_CIPHERS: the client's cipher preference (`Ciphers`) towards both servers; OpenSSH's default (chacha20-poly1305 first) when unset. */
@@ -69,6 +73,7 @@ const fromSshd = (sshd: Sshd): Target => ({
   args: (extra) => sshd.args([...cipherArgs, ...extra]),
   scpArgs: ['-F', sshd.config, ...cipherArgs],
   destination: sshd.destination,
+  pid: sshd.pid,
 });
 
 /** `ratio` of a figure to its anchor, 2 decimals; `-` without an anchor. */
@@ -97,6 +102,17 @@ async function scp(target: Target, from: string, to: string, made: string, bytes
   const seconds = Number(process.hrtime.bigint() - started) / 1e9;
   if (r.code !== 0) throw new Error(`scp exited ${r.code}: ${r.stderr.trim()}`);
   return { mbps: bytes / 1e6 / seconds, made };
+}
+
+/** Waits (up to 2 s) until `read` gives the same figure twice 50 ms apart: sshd's listener reaps a session a moment after scp ends. */
+async function settle(read: () => number): Promise<void> {
+  let last = read();
+  for (let i = 0; i < 40; i++) {
+    await new Promise((r) => setTimeout(r, 50));
+    const now = read();
+    if (now === last) return;
+    last = now;
+  }
 }
 
 /** Checks and removes what an scp made. */
@@ -459,10 +475,11 @@ export async function benchSsh(log: Log, only?: string): Promise<void> {
       const up = (target: Target) => scp(target, file, `${target.destination}:${path.join(dir, 'uploaded.bin')}`, path.join(dir, 'uploaded.bin'), bytes);
       // Alternated, twice each, as `ssh -L` is (sshd too): the first pass in a broker process pays
       // for its warm-up (JIT, first sessions); the rows use the second.
-      const directions: { title: string; row: string; copy: typeof down; paths: [string, Target | undefined][] }[] = [
+      const directions: { title: string; row: string; direction: string; copy: typeof down; paths: [string, Target | undefined][] }[] = [
         {
           title: `${SCP_MIB} MiB from the device's side to a local file`,
           row: 'scp',
+          direction: 'down',
           copy: down,
           paths: [
             ['sshd', anchor],
@@ -473,6 +490,7 @@ export async function benchSsh(log: Log, only?: string): Promise<void> {
         {
           title: `${SCP_MIB} MiB from a local file to the device's side`,
           row: 'scp up',
+          direction: 'up',
           copy: up,
           paths: [
             ['sshd', anchor],
@@ -480,26 +498,39 @@ export async function benchSsh(log: Log, only?: string): Promise<void> {
           ],
         },
       ];
-      for (const d of directions) {
+      for (const d of directions.filter((x) => SCP_DIRECTIONS.includes(x.direction))) {
         log(`scp: ${d.title}`);
         const last = new Map<string, number>();
         for (const round of [1, 2]) {
           for (const [name, target] of d.paths) {
             if (!target) continue;
+            // The whole path's CPU: the client's (scp and its ssh, reaped by this process) and, for
+            // sshd, its sessions' (reaped by its listener), beside the broker's and the agent's.
+            const clientBefore = reapedMs(process.pid);
+            const sshdBefore = sshd?.pid === undefined ? Number.NaN : reapedMs(sshd.pid);
+            const mb = bytes / 1e6;
             if (name === 'sshd') {
               const r = await d.copy(target);
+              await settle(() => reapedMs(sshd!.pid!));
+              const clientMs = (reapedMs(process.pid) - clientBefore) / mb;
+              const sshdMs = (reapedMs(sshd!.pid!) - sshdBefore) / mb;
               checkCopy(r.made, bytes);
               last.set(name, r.mbps);
-              log(`  sshd (pass ${round}): ${r.mbps.toFixed(0)} MB/s`);
+              log(
+                `  sshd (pass ${round}): ${r.mbps.toFixed(0)} MB/s (CPU per MB: client ${clientMs.toFixed(2)} ms, sshd ${sshdMs.toFixed(2)} ms, path ${(clientMs + sshdMs).toFixed(2)} ms)`,
+              );
               continue;
             }
             const r = (await cpuPerMb(
               () => d.copy(target),
               () => bytes,
             ))!;
+            const clientMs = (reapedMs(process.pid) - clientBefore) / mb;
             checkCopy(r.made, bytes);
             last.set(name, r.mbps);
-            log(`  ${name} (pass ${round}): ${r.mbps.toFixed(0)} MB/s (${cpuLine(r)}; load average ${os.loadavg()[0].toFixed(2)})`);
+            log(
+              `  ${name} (pass ${round}): ${r.mbps.toFixed(0)} MB/s (${cpuLine(r)}, client ${clientMs.toFixed(2)} ms, path ${(clientMs + r.brokerMsPerMb + r.agentMsPerMb).toFixed(2)} ms; load average ${os.loadavg()[0].toFixed(2)})`,
+            );
           }
         }
         const ratio = (name: string) => ratioTo(last.get(name) ?? 0, last.get('sshd'));
@@ -520,16 +551,23 @@ export async function benchSsh(log: Log, only?: string): Promise<void> {
           (r) => r.mbps * 1e6 * SECONDS,
         );
       // Alternated, twice each, sshd too: the first pass in a broker process pays for its warm-up (the rows use the second).
-      let direct: { mbps: number } | undefined;
+      let direct: { mbps: number; sshMs: number; sshdMs: number } | undefined;
       let through: Awaited<ReturnType<typeof pass>>;
       let viaJ: Awaited<ReturnType<typeof pass>>;
       for (const round of [1, 2]) {
         direct = anchor ? await viaSsh(anchor, sinkServer.port, log) : undefined;
-        if (direct) log(`  sshd (pass ${round}): ${direct.mbps.toFixed(0)} MB/s`);
+        // The whole path's CPU per MB: ssh's (the client) and sshd's, or ssh's, the broker's and the agent's (the sink's is the same on both).
+        const perMb = (r: { mbps: number }, ms: number) => (ms / (r.mbps * SECONDS)).toFixed(2);
+        if (direct)
+          log(
+            `  sshd (pass ${round}): ${direct.mbps.toFixed(0)} MB/s (CPU per MB: ssh ${perMb(direct, direct.sshMs)} ms, sshd ${perMb(direct, direct.sshdMs)} ms, path ${perMb(direct, direct.sshMs + direct.sshdMs)} ms)`,
+          );
+        const gatewayLine = (r: NonNullable<typeof through>) =>
+          `${r.mbps.toFixed(0)} MB/s (${cpuLine(r)}, ssh ${perMb(r, r.sshMs)} ms, path ${(Number(perMb(r, r.sshMs)) + r.brokerMsPerMb + r.agentMsPerMb).toFixed(2)} ms; load average ${os.loadavg()[0].toFixed(2)})`;
         through = await pass(gateway);
-        if (through) log(`  gateway (pass ${round}): ${through.mbps.toFixed(0)} MB/s (${cpuLine(through)}; load average ${os.loadavg()[0].toFixed(2)})`);
+        if (through) log(`  gateway (pass ${round}): ${gatewayLine(through)}`);
         viaJ = await pass(jumped);
-        if (viaJ) log(`  gateway, ssh -J (pass ${round}): ${viaJ.mbps.toFixed(0)} MB/s (${cpuLine(viaJ)}; load average ${os.loadavg()[0].toFixed(2)})`);
+        if (viaJ) log(`  gateway, ssh -J (pass ${round}): ${gatewayLine(viaJ)}`);
       }
       log(
         `  ROW ssh -L: gateway / sshd = ${ratioTo(through?.mbps ?? 0, direct?.mbps)} (target >= 0.8); ssh -J / sshd = ${ratioTo(viaJ?.mbps ?? 0, direct?.mbps)}`,
