@@ -227,6 +227,7 @@ async function opens(task: Extract<Task, { mode: 'opens' }>): Promise<Record<str
   let opened = 0;
   let failed = 0;
   const started = process.hrtime.bigint();
+  const cpu = process.cpuUsage();
   await Promise.all(
     Array.from({ length: task.concurrency }, async () => {
       while (Date.now() < stop) {
@@ -249,7 +250,9 @@ async function opens(task: Extract<Task, { mode: 'opens' }>): Promise<Record<str
     }),
   );
   const seconds = Number(process.hrtime.bigint() - started) / 1e9;
-  return { opened, failed, seconds, perSecond: opened / seconds };
+  const used = process.cpuUsage(cpu);
+  // The load task's own CPU over the opens (its start-up left out): the client's share of a session.
+  return { opened, failed, seconds, perSecond: opened / seconds, cpuMs: (used.user + used.system) / 1000 };
 }
 
 async function main(): Promise<void> {

@@ -44,7 +44,7 @@ type Part = (typeof PARTS)[number];
 
 type Log = (line: string) => void;
 /** What the load tasks answer (each task fills its own figures). */
-type Figures = Record<'mbps' | 'bytes' | 'seconds' | 'p50' | 'p99' | 'count' | 'perSecond' | 'opened' | 'failed', number>;
+type Figures = Record<'mbps' | 'bytes' | 'seconds' | 'p50' | 'p99' | 'count' | 'perSecond' | 'opened' | 'failed' | 'cpuMs', number>;
 
 /**
  * Runs one load task in a child process; resolves with its JSON answer. With `release`, the task's
@@ -210,6 +210,7 @@ async function costOf<T>(
 async function syscallsOf<T>(
   agentPid: number | undefined,
   run: () => Promise<T>,
+  options: { ownThreadsOnly?: boolean } = {},
 ): Promise<{ result: T; counts?: Record<'broker' | 'agent', Record<string, number>> }> {
   if (process.env.BENCH_SYSCALLS !== '1' || agentPid === undefined) return { result: await run() };
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'bench-strace-'));
@@ -217,8 +218,11 @@ async function syscallsOf<T>(
   const tracers = Object.entries(roles).map(([role, pid]) => {
     const out = path.join(dir, role);
     // The agent runs under tsx's launcher: its node process is a child of that one.
-    const pids = [pid, ...(role === 'agent' ? descendants(pid) : [])].flatMap((p) => ['-p', String(p)]);
-    const child = spawn('strace', ['-c', '-f', '-o', out, ...pids], { stdio: ['ignore', 'ignore', 'pipe'] });
+    const processes = [pid, ...(role === 'agent' ? descendants(pid) : [])];
+    // ownThreadsOnly: each process's threads, not what it starts meanwhile (the broker's load tasks are
+    // its children: -f would count their calls as the broker's).
+    const pids = (options.ownThreadsOnly ? processes.flatMap(threadsOf) : processes).flatMap((p) => ['-p', String(p)]);
+    const child = spawn('strace', ['-c', ...(options.ownThreadsOnly ? [] : ['-f']), '-o', out, ...pids], { stdio: ['ignore', 'ignore', 'pipe'] });
     const attached = new Promise<void>((resolve) => child.stderr.on('data', (d: Buffer) => String(d).includes('attached') && resolve()));
     const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
     return { role, out, child, attached, exited };
@@ -245,6 +249,11 @@ async function syscallsOf<T>(
   }
 }
 
+/** The threads of `pid` (read from /proc). */
+function threadsOf(pid: number): number[] {
+  return fs.readdirSync(`/proc/${pid}/task`).map(Number);
+}
+
 /** The processes below `pid` (read from /proc). */
 function descendants(pid: number): number[] {
   const children = fs.readFileSync(`/proc/${pid}/task/${pid}/children`, 'utf8').trim().split(/\s+/).filter(Boolean).map(Number);
@@ -252,7 +261,7 @@ function descendants(pid: number): number[] {
 }
 
 /** The calls per keystroke that wake or feed another process (writes), wait (epoll_wait) and read, and all of them. */
-function perKeystroke(counts: Record<string, number>, keystrokes: number): string {
+function callsPer(counts: Record<string, number>, keystrokes: number): string {
   const sum = (names: string[]) => names.reduce((a, n) => a + (counts[n] ?? 0), 0);
   const per = (n: number) => (n / keystrokes).toFixed(2);
   const each = Object.entries(counts)
@@ -578,8 +587,8 @@ export async function benchRemote(log: Log, only?: string): Promise<void> {
         if (counts) {
           // The session's open and its 50 warm-up keystrokes are in the counts too.
           const n = result.count + 50;
-          log(`  system calls per keystroke (strace -c -f, ${n} keystrokes): broker ${perKeystroke(counts.broker, n)}`);
-          log(`  system calls per keystroke: agent ${perKeystroke(counts.agent, n)}`);
+          log(`  system calls per keystroke (strace -c -f, ${n} keystrokes): broker ${callsPer(counts.broker, n)}`);
+          log(`  system calls per keystroke: agent ${callsPer(counts.agent, n)}`);
         }
       }
       log(`  local pty: p50 ${ms(localPty.p50)}, p99 ${ms(localPty.p99)}`);
@@ -643,7 +652,7 @@ export async function benchRemote(log: Log, only?: string): Promise<void> {
         // work: run one after the other, each once, their ratio swung several-fold with it.
         const slice = SECONDS / OPENS_ROUNDS;
         const anchor = { opened: 0, seconds: 0 };
-        const ours = { opened: 0, failed: 0, seconds: 0, broker: 0, agent: 0, statements: 0 };
+        const ours = { opened: 0, failed: 0, seconds: 0, broker: 0, agent: 0, client: 0, statements: 0 };
         const ratios: number[] = [];
         for (let round = 0; round < OPENS_ROUNDS; round++) {
           const a = await task({ mode: 'opens', bare: bareUrl, seconds: slice, concurrency: 32 });
@@ -661,6 +670,7 @@ export async function benchRemote(log: Log, only?: string): Promise<void> {
           ours.seconds += o.seconds;
           ours.broker += cpu.broker;
           ours.agent += cpu.agent;
+          ours.client += o.cpuMs;
           ratios.push(o.perSecond / a.perSecond);
         }
         const anchorRate = anchor.opened / anchor.seconds;
@@ -670,8 +680,22 @@ export async function benchRemote(log: Log, only?: string): Promise<void> {
         log(`  bare WebSocket open + close against a ws server in the broker's process: ${anchorRate.toFixed(0)}/s`);
         log(`  ${rate.toFixed(0)} opens/s with authorization and audit (target >= 1000), ${ours.opened} opened, ${ours.failed} failed`);
         log(`  ROW opens: sessions / bare WebSocket opens = ${(rate / anchorRate).toFixed(2)} (rounds ${spread})`);
-        log(`  CPU per session opened and closed: broker ${(ours.broker / opened).toFixed(2)} ms, agent ${(ours.agent / opened).toFixed(2)} ms`);
+        log(
+          `  CPU per session opened and closed: broker ${(ours.broker / opened).toFixed(2)} ms, agent ${(ours.agent / opened).toFixed(2)} ms, load task ${(ours.client / opened).toFixed(2)} ms`,
+        );
         log(`  statements per session: ${(ours.statements / opened).toFixed(2)}`);
+        if (process.env.BENCH_SYSCALLS === '1') {
+          // A round of its own under strace (its rate is not comparable, only the counts).
+          const { result, counts } = await syscallsOf(
+            agent.process.pid,
+            () => task({ mode: 'opens', ...base, port: sinkServer.port, seconds: slice, concurrency: 32 }),
+            { ownThreadsOnly: true },
+          );
+          if (counts) {
+            log(`  system calls per session (strace -c on its threads, ${result.opened} sessions): broker ${callsPer(counts.broker, result.opened)}`);
+            log(`  system calls per session: agent ${callsPer(counts.agent, result.opened)}`);
+          }
+        }
       } finally {
         await new Promise((r) => bare.close(r));
       }

@@ -7,6 +7,7 @@ import { CliError } from './errors.js';
 import { binaryHeaderLength, maskInPlace, writeBinaryHeader } from '../shared/ws-frame.js';
 import { LeasedReads } from '../shared/read-buffers.js';
 import { tapBinaryFrames } from '../shared/ws-tap.js';
+import { quietRepeatedEnds } from '../shared/ws-ends.js';
 
 export type { ErrorFrame, ServerFrame };
 export type SessionKind = RemoteKind;
@@ -61,6 +62,7 @@ export class RemoteSession extends EventEmitter {
   ): Promise<RemoteSession> {
     const ws = new WebSocket(wsUrl(client.url, kind, { ...query, source }), RemoteSession.socketOptions(await client.token()));
     const session = new RemoteSession(ws);
+    ws.once('open', () => quietRepeatedEnds(ws));
     await new Promise<void>((resolve, reject) => {
       let ready = false;
       ws.on('message', (data, isBinary) => {

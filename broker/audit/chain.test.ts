@@ -1,12 +1,13 @@
+import crypto from 'node:crypto';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import SqliteDatabase from 'better-sqlite3';
 import { Kysely, Migrator, SqliteDialect } from 'kysely';
-import { describe, expect, it } from 'vitest';
+import { describe, expect, it, vi } from 'vitest';
 import { openStore } from '../db/database.js';
 import { migrations } from '../db/migrations/index.js';
-import { canonicalJson, entrySha } from './chain.js';
+import { asStored, canonicalJson, canonicalRow, entrySha, HASHED_COLUMNS } from './chain.js';
 import { AuditService } from './service.js';
 
 describe('canonical JSON', () => {
@@ -26,6 +27,47 @@ describe('entry sha', () => {
   });
   it('reads numbers the same whether the driver gives numbers or numeric text', () => {
     expect(entrySha('', { ...row, bytes_in: '42' })).toBe(entrySha('', { ...row, bytes_in: 42 }));
+  });
+});
+
+describe('entry sha, without sorting each row (ninth round)', () => {
+  /** The definition before the fast path: a Hash over the sha, a newline and canonicalJson of the normalized row. */
+  function normalizedAsBefore(row: Record<string, unknown>): Record<string, unknown> {
+    const out: Record<string, unknown> = {};
+    for (const column of HASHED_COLUMNS) {
+      const v = row[column];
+      out[column] = typeof v === 'bigint' ? Number(v) : typeof v === 'string' ? asStored(v) : v === undefined ? null : v;
+    }
+    for (const column of ['id', 'ref_id', 'duration_ms', 'bytes_in', 'bytes_out']) if (out[column] !== null) out[column] = Number(out[column]);
+    return out;
+  }
+  function reference(previous: string, row: Record<string, unknown>): string {
+    const out = normalizedAsBefore(row);
+    return crypto.createHash('sha256').update(previous).update('\n').update(canonicalJson(out)).digest('hex');
+  }
+  const rows: Record<string, unknown>[] = [
+    { id: 1, ts: '2026-01-01T00:00:00.000Z', event: 'remote.tunnel.start', action: 'tunnel', options: '{"port":22}', result: 'allowed' },
+    { id: 2n, ref_id: '1', bytes_in: '42', bytes_out: 7n, duration_ms: 1.5, ended_at: '2026-01-01T00:00:01.000Z', extra: 'not hashed' },
+    { id: 3, user_email: 'lone \ud800 surrogate \udc00', reason: 'NUL \u0000 and "quotes" \\ and \u2028', device_id: '\u{1F600} pair' },
+    { id: 4, options: { nested: { b: 1, a: [2, { d: 1, c: undefined }] } }, session_id: undefined, bytes_in: Number.NaN, source: true },
+  ];
+  it('hashes the text canonicalJson gives, for every kind of value a row may hold', () => {
+    let previous = '';
+    for (const row of rows) {
+      const out = normalizedAsBefore(row);
+      expect(canonicalRow(out)).toBe(canonicalJson(out));
+      expect(entrySha(previous, row)).toBe(reference(previous, row));
+      previous = entrySha(previous, row);
+    }
+  });
+  it('makes no Hash object per entry (one call hashes the text)', () => {
+    const createHash = vi.spyOn(crypto, 'createHash');
+    try {
+      for (let i = 0; i < 100; i++) entrySha('x', { ...rows[0], id: i });
+      expect(createHash).toHaveBeenCalledTimes(0);
+    } finally {
+      createHash.mockRestore();
+    }
   });
 });
 

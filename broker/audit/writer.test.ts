@@ -8,6 +8,7 @@ import pg from 'pg';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { dropSchema, openStore, type Store } from '../db/database.js';
 import { AuditService, type RemoteAuditStart } from './service.js';
+import { GroupStatements } from './writer.js';
 
 /** The local PostgreSQL of the tests (as test/support/broker.ts). */
 const PG_URL = process.env.TEST_DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/test';
@@ -57,6 +58,42 @@ describe.each(['sqlite', 'postgres'] as const)('audit group commit (%s)', (datab
     const owners = await t.store.db.selectFrom('remote_session_owners').select('audit_id').execute();
     expect(owners.map((o) => Number(o.audit_id)).sort((a, b) => a - b)).toEqual(ids);
     expect(await audit.verify()).toMatchObject({ ok: true, entries: 200 });
+  });
+
+  it("a group's statements are compiled once (per count of ids) and sent again with each group's ids (ninth round)", async () => {
+    const statements = new GroupStatements();
+    const db = t.store.db;
+    await db
+      .insertInto('remote_session_owners')
+      .values([1, 2, 3, 4, 5].map((audit_id) => ({ audit_id, broker_id: 'b1' })))
+      .execute();
+    for (let i = 0; i < 3; i++) expect((await db.executeQuery(statements.head(db))).rows).toEqual([]);
+    const first = statements.release(db, [1, 2]);
+    const second = statements.release(db, [3, 4]);
+    expect(second.sql).toBe(first.sql);
+    expect(second.parameters).toEqual([3, 4]);
+    await db.executeQuery(second);
+    const left = await db.selectFrom('remote_session_owners').select('audit_id').orderBy('audit_id').execute();
+    expect(left.map((o) => Number(o.audit_id))).toEqual([1, 2, 5]);
+    expect(statements.ended(db, [7, 8, 9]).parameters).toEqual([7, 8, 9, 'remote.%.end']);
+    expect(statements.ended(db, [10, 11, 12]).parameters).toEqual([10, 11, 12, 'remote.%.end']);
+    // head once, release for 2 ids once, ended for 3 ids once (the code before built and compiled each every group).
+    expect(statements.compiled).toBe(3);
+  });
+
+  it('sessions started and ended in many groups: every end written once and the chain verifies, with the compiled statements', async () => {
+    const audit = new AuditService(t.store.db, t.store.dialect, { brokerId: 'b1' });
+    const starts = [];
+    for (let g = 0; g < 5; g++) starts.push(...(await Promise.all(Array.from({ length: 3 }, (_, i) => audit.recordRemoteStart(start(g * 3 + i))))));
+    for (let g = 0; g < 5; g++) {
+      const ids = starts.slice(g * 3, g * 3 + 3);
+      // Each end twice in one group: the second is found already written.
+      await Promise.all(ids.flatMap((id) => [0, 1].map(() => audit.recordRemoteEnd(id, { durationMs: 1, bytesIn: 0, bytesOut: 0, reason: 'closed' }))));
+    }
+    const ends = await t.store.db.selectFrom('audit').select('ref_id').where('event', 'like', 'remote.%.end').execute();
+    expect(ends.map((e) => Number(e.ref_id)).sort((a, b) => a - b)).toEqual([...starts].sort((a, b) => a - b));
+    expect(await t.store.db.selectFrom('remote_session_owners').select('audit_id').execute()).toEqual([]);
+    expect(await audit.verify()).toMatchObject({ ok: true, entries: 30 });
   });
 
   it('concurrent appends from two writers (two brokers) and a transaction of a change keep one chain', async () => {

@@ -1,5 +1,6 @@
 import { AsyncResource } from 'node:async_hooks';
-import { recordSessionHolders, releaseSessions } from '../cluster/audit-queries.js';
+import type { CompiledQuery } from 'kysely';
+import { recordSessionHolders, releaseSessionsQuery } from '../cluster/audit-queries.js';
 import { sql, type Db, type Dialect } from '../db/database.js';
 import type { AuditTable } from '../db/schema.js';
 import { asStored, entrySha } from './chain.js';
@@ -61,6 +62,58 @@ function storable(entry: NewEntry): NewEntry {
   return out as NewEntry;
 }
 
+/**
+ * The statements every group sends but its INSERTs, compiled once (those naming ids, once per count of
+ * ids) and sent again with the group's parameters: building and compiling them with Kysely's query
+ * builder at every group was as much of the broker's work as SQLite running them. The same text, the
+ * same parameters: a compiled statement is kept only when its parameters are the ones asked for, in
+ * the order this fills them in (checked on its first compile; otherwise it is compiled every time).
+ */
+export class GroupStatements {
+  private headQuery?: CompiledQuery<{ id: number | string; sha: string }>;
+  private readonly releases = new Map<number, CompiledQuery | null>();
+  private readonly endeds = new Map<number, CompiledQuery<{ ref_id: number | string | null }> | null>();
+  /** Statements compiled (for tests: a group's are compiled once). */
+  compiled = 0;
+
+  /** The chain's head: the last entry's id and sha. */
+  head(trx: Db): CompiledQuery<{ id: number | string; sha: string }> {
+    if (!this.headQuery) {
+      this.compiled += 1;
+      this.headQuery = trx.selectFrom('audit').select(['id', 'sha']).orderBy('id', 'desc').limit(1).compile();
+    }
+    return this.headQuery;
+  }
+
+  /** Releases the sessions ending (cluster/audit-queries.ts releaseSessions). */
+  release(trx: Db, ids: number[]): CompiledQuery {
+    return this.reused(this.releases, ids, ids, () => releaseSessionsQuery(trx, ids).compile());
+  }
+
+  /** Which of these sessions already have an end entry. */
+  ended(trx: Db, ids: number[]): CompiledQuery<{ ref_id: number | string | null }> {
+    return this.reused(this.endeds, ids, [...ids, END_EVENTS], () =>
+      trx.selectFrom('audit').select('ref_id').where('ref_id', 'in', ids).where('event', 'like', END_EVENTS).compile(),
+    );
+  }
+
+  private reused<R>(kept: Map<number, CompiledQuery<R> | null>, ids: number[], parameters: unknown[], compile: () => CompiledQuery<R>): CompiledQuery<R> {
+    const known = kept.get(ids.length);
+    if (known) return { ...known, parameters };
+    this.compiled += 1;
+    const fresh = compile();
+    // Kept up to MAX_GROUP ids (a group's ends): a few hundred texts at most.
+    if (known === undefined && kept.size < MAX_GROUP) {
+      const same = fresh.parameters.length === parameters.length && fresh.parameters.every((p, i) => p === parameters[i]);
+      kept.set(ids.length, same ? fresh : null);
+    }
+    return fresh;
+  }
+}
+
+/** What a session's end entry is named like. */
+const END_EVENTS = 'remote.%.end';
+
 interface Queued extends Append {
   resolve(id: number | undefined): void;
   reject(err: unknown): void;
@@ -79,6 +132,7 @@ interface Queued extends Append {
  */
 export class AuditWriter {
   private queue: Queued[] = [];
+  private readonly statements = new GroupStatements();
   private running?: Promise<void>;
   /** Groups commit outside any transaction open where their entries were queued (see database.ts `ambient`). */
   private readonly detached = AsyncResource.bind((work: () => Promise<void>) => work());
@@ -167,11 +221,11 @@ export class AuditWriter {
     const ending = group.flatMap((q) => (q.endOf === undefined ? [] : [q.endOf]));
     const ended = new Set<number>();
     if (ending.length > 0) {
-      await releaseSessions(trx, ending);
-      const found = await trx.selectFrom('audit').select('ref_id').where('ref_id', 'in', ending).where('event', 'like', 'remote.%.end').execute();
-      for (const row of found) ended.add(Number(row.ref_id));
+      await trx.executeQuery(this.statements.release(trx, ending));
+      const found = await trx.executeQuery(this.statements.ended(trx, ending));
+      for (const row of found.rows) ended.add(Number(row.ref_id));
     }
-    const head = await trx.selectFrom('audit').select(['id', 'sha']).orderBy('id', 'desc').limit(1).executeTakeFirst();
+    const head = (await trx.executeQuery(this.statements.head(trx))).rows[0];
     let id = head ? Number(head.id) : 0;
     let previous = head?.sha ?? '';
     // Read under the lock: times rise with ids across writers, as the retention's cut-off expects.

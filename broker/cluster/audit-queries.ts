@@ -12,7 +12,12 @@ export async function recordSessionHolders(trx: Db, holders: { audit_id: number;
 
 /** Releases the sessions of these start entries (their end is being written), in the caller's transaction. */
 export async function releaseSessions(trx: Db, auditIds: number[]): Promise<void> {
-  await trx.deleteFrom('remote_session_owners').where('audit_id', 'in', auditIds).execute();
+  await releaseSessionsQuery(trx, auditIds).execute();
+}
+
+/** The statement of releaseSessions (for a caller that compiles it once: its parameters are the ids, in order). */
+export function releaseSessionsQuery(trx: Db, auditIds: number[]) {
+  return trx.deleteFrom('remote_session_owners').where('audit_id', 'in', auditIds);
 }
 
 /** Releases every session whose start entry is at or before `auditId` (the retention deleted them), in the caller's transaction. */

@@ -137,8 +137,61 @@ function describe(kind: RemoteKind, query: unknown): { request: RemoteRequest; p
   };
 }
 
+/** A query's parse: its data (frozen when kept), or what is wrong with it. */
+type ParsedQuery = { success: true; data: unknown } | { success: false; error: { issues: readonly { path: readonly PropertyKey[]; message: string }[] } };
+
+/** How many parsed queries are kept, and the longest query kept. */
+export const PARSED_QUERIES_KEPT = 256;
+export const PARSED_QUERY_MAX_LENGTH = 512;
+
+/**
+ * The queries of recent attempts, parsed once: a client opening sessions one after another sends the
+ * same query each time (a tunnel's device, port and destination), and zod's parse of it was 3-4 % of
+ * the broker's work per session. A parse depends on the query's text alone, so a query seen again is
+ * answered with the data parsed the first time (frozen, so that no attempt can change another's).
+ * Only queries that parse are kept, none carrying a ticket (each is used once) and none longer than
+ * PARSED_QUERY_MAX_LENGTH; at most PARSED_QUERIES_KEPT, the oldest dropped first.
+ */
+export class ParsedQueries {
+  private readonly kept = new Map<string, unknown>();
+  /** Parses run (for tests: a query seen again is not parsed again). */
+  parses = 0;
+
+  /** Queries kept. */
+  get size(): number {
+    return this.kept.size;
+  }
+
+  parse(kind: RemoteKind, url: URL): ParsedQuery {
+    const key = url.search.length <= PARSED_QUERY_MAX_LENGTH && !url.searchParams.has('ticket') ? `${kind}${url.search}` : undefined;
+    if (key !== undefined) {
+      const data = this.kept.get(key);
+      if (data !== undefined) return { success: true, data };
+    }
+    const schema: ZodType = kind === 'console' ? consoleQuery : kind === 'tunnel' ? tunnelQuery : copyQuery;
+    this.parses += 1;
+    const parsed = schema.safeParse(Object.fromEntries(url.searchParams));
+    if (!parsed.success || key === undefined) return parsed;
+    const data = deepFreeze(parsed.data);
+    if (this.kept.size >= PARSED_QUERIES_KEPT) this.kept.delete(this.kept.keys().next().value as string);
+    this.kept.set(key, data);
+    return { success: true, data };
+  }
+}
+
+function deepFreeze<T>(value: T): T {
+  if (value !== null && typeof value === 'object' && !Object.isFrozen(value)) {
+    for (const inner of Object.values(value)) deepFreeze(inner);
+    Object.freeze(value);
+  }
+  return value;
+}
+
 /** Remote-access attempts: each one decided, audited, then opened (see the file's header). */
 export class Attempts {
+  /** The queries parsed lately (see ParsedQueries). */
+  private readonly queries = new ParsedQueries();
+
   constructor(
     private readonly deps: AttemptDeps,
     private readonly log: Logger,
@@ -146,8 +199,7 @@ export class Attempts {
 
   /** An attempt over WebSocket, from its query: a query that does not parse is refused (and audited) before anything is decided. */
   async prepare(kind: RemoteKind, caller: Caller, url: URL): Promise<Prepared> {
-    const schema: ZodType = kind === 'console' ? consoleQuery : kind === 'tunnel' ? tunnelQuery : copyQuery;
-    const parsed = schema.safeParse(Object.fromEntries(url.searchParams));
+    const parsed = this.queries.parse(kind, url);
     if (!parsed.success) return this.refuseEarly(kind, url, caller.ip, caller, invalidQuery(parsed.error.issues));
     const { request, params, options } = describe(kind, parsed.data);
     const deviceId = (parsed.data as { device_id: string }).device_id;

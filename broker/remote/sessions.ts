@@ -36,6 +36,7 @@ import {
 } from './live-sessions.js';
 import { LiveRecheck } from './recheck.js';
 import type { ConsoleRecorder } from './recordings.js';
+import { quietRepeatedEnds } from '../../shared/ws-ends.js';
 
 export type { Prepared, Refusal } from './attempt.js';
 export type { Caller, LiveRelay, LiveSessionView, RemoteSource, SessionDirectory, SessionEnd, WatchableRelay } from './live-sessions.js';
@@ -203,6 +204,7 @@ export class RemoteSessions {
       try {
         this.wss.handleUpgrade(req, socket, head, (ws) => {
           upgraded = true;
+          quietRepeatedEnds(ws);
           if (!prepared.ok) return refuse(ws, prepared.frame, prepared.code);
           this.relay(ws, prepared);
         });
@@ -241,6 +243,7 @@ export class RemoteSessions {
   private completeJoin(prepared: JoinPrepared, req: IncomingMessage, socket: Duplex, head: Buffer): void {
     if (this.closing) return void socket.destroy();
     this.wss.handleUpgrade(req, socket, head, (ws) => {
+      quietRepeatedEnds(ws);
       if (!prepared.ok) return refuse(ws, prepared.frame, prepared.code);
       const session = this.live.session(prepared.sessionId);
       const relay = session?.relay;

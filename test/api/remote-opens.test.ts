@@ -4,7 +4,7 @@
  * end each (on SQLite and on PostgreSQL, with the api-sqlite and api-postgres projects).
  */
 import net from 'node:net';
-import type { Duplex } from 'node:stream';
+import { Duplex, Writable } from 'node:stream';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { eventually } from '../support/agent.js';
 import { startTestBroker, type TestBroker } from '../support/broker.js';
@@ -109,6 +109,35 @@ describe('a session open', () => {
     // Start: begin with the chain's lock, head, insert, owner, commit; end: begin with the lock, release,
     // ended?, head, insert, commit. The code before sent the lock as a statement of its own: 13.
     expect(Math.min(...counts)).toBe(11);
+  });
+
+  it('closed by its client, ends none of its streams again once finished (ws did three times a session, each building an error)', async () => {
+    // The broker's upgraded sockets and its ws parsers (the test's client's are left out: not the broker's work).
+    const sockets = new Set<unknown>();
+    const listener = (_req: unknown, socket: Duplex) => void sockets.add(socket);
+    t.broker.server.prependListener('upgrade', listener);
+    let wasted = 0;
+    const originals = [Writable.prototype.end, Duplex.prototype.end] as const;
+    const wrap = (end: (...args: unknown[]) => unknown) =>
+      function (this: Writable & { _isServer?: boolean }, ...args: unknown[]) {
+        if ((sockets.has(this) || this._isServer === true) && (this.writableFinished || this.destroyed)) wasted += 1;
+        return end.apply(this, args);
+      };
+    Writable.prototype.end = wrap(originals[0] as never) as never;
+    Duplex.prototype.end = wrap(originals[1] as never) as never;
+    try {
+      for (let i = 0; i < 5; i++) {
+        const s = await readyTunnel();
+        await closed(s);
+      }
+      await allEnded();
+      expect(sockets.size).toBe(5);
+      expect(wasted).toBe(0);
+    } finally {
+      Writable.prototype.end = originals[0];
+      Duplex.prototype.end = originals[1];
+      t.broker.server.off('upgrade', listener);
+    }
   });
 
   it('a burst of concurrent opens: each session one start and one end, in groups, and the chain verifies', async () => {
