@@ -10,21 +10,10 @@ import { AgentRefusal, refusalCodeOf } from '../../shared/codes.js';
 import type { Channel } from '../../shared/mux.js';
 import type { CopyParams } from '../../shared/protocol.js';
 import { RAW_MARKER, RAW_SCRIPT } from '../../broker/ssh/relay.js';
-import { muxPair } from '../../test/support/mux-pair.js';
-import { handleChannel } from './index.js';
+import { expectBoundedPipedFlood, sessionPair } from '../../test/support/session-pair.js';
 import { environmentFilePath } from './login-user.js';
 import { resolveCopyTarget } from './paths.js';
 import { processGone } from './process.js';
-
-/** The broker end of a Mux pair whose agent end serves channels with handleChannel. */
-async function pair(window = 256 * 1024) {
-  const agentChannels: Channel[] = [];
-  const { broker, close } = await muxPair((ch) => {
-    agentChannels.push(ch);
-    return handleChannel(ch, { stateDir: os.tmpdir(), log: () => {} });
-  }, window);
-  return { broker, agentChannels, close };
-}
 
 const sha = (b: Buffer | string) => crypto.createHash('sha256').update(b).digest('hex');
 
@@ -48,7 +37,7 @@ afterAll(() => fs.rmSync(dir, { recursive: true, force: true }));
 
 describe('console sessions', () => {
   it('runs a shell sized by the client and reports the exit status before the end', async () => {
-    const p = await pair();
+    const p = await sessionPair();
     cleanup = p.close;
     const { channel } = await p.broker.open('console', { cols: 77, rows: 21 });
     const out = collect(channel);
@@ -63,7 +52,7 @@ describe('console sessions', () => {
   });
 
   it('keeps what is typed before the shell is ready: keys sent one by one as the console opens all reach it', async () => {
-    const p = await pair();
+    const p = await sessionPair();
     cleanup = p.close;
     const { channel } = await p.broker.open('console', { cols: 80, rows: 24 });
     const out = collect(channel);
@@ -75,7 +64,7 @@ describe('console sessions', () => {
 
   it('pauses a flooding program when the reader stops, without stalling another session', async () => {
     const window = 64 * 1024;
-    const p = await pair(window);
+    const p = await sessionPair(window);
     cleanup = p.close;
     const { channel: flood } = await p.broker.open('console', { cols: 80, rows: 24 });
     flood.write('yes flood\n');
@@ -108,7 +97,7 @@ describe('console sessions', () => {
     ['input to a command with pipes', true],
   ])('bounds %s that does not read it: the client runs out of credit, the agent holds little', async (_what, pipes) => {
     const window = 64 * 1024;
-    const p = await pair(window);
+    const p = await sessionPair(window);
     cleanup = p.close;
     const { channel } = await p.broker.open('console', { cols: 80, rows: 24, command: ['sleep', '30'], ...(pipes ? { pipes: true } : {}) });
     channel.resume(); // the echo, if any, is read
@@ -121,7 +110,7 @@ describe('console sessions', () => {
   });
 
   it('runs a command as argv through the login shell, says so in its answer, and ends with it', async () => {
-    const p = await pair();
+    const p = await sessionPair();
     cleanup = p.close;
     const { channel, info } = await p.broker.open('console', { cols: 80, rows: 24, command: ['printf', '[%s]', 'a b', '$HOME', '; id'] });
     expect(info.command).toBe(true);
@@ -138,7 +127,7 @@ describe('console sessions', () => {
     process.env.SHELL = path.join(dir, 'fish');
     fs.writeFileSync(process.env.SHELL, '#!/bin/sh\necho not-a-posix-shell\n', { mode: 0o755 });
     try {
-      const p = await pair();
+      const p = await sessionPair();
       cleanup = p.close;
       const { channel } = await p.broker.open('console', { cols: 80, rows: 24, command: ['echo', 'via-sh'] });
       channel.control({ type: 'resize', cols: 80, rows: 24 }); // as the broker's relay does once it listens: the exit status waits for that
@@ -154,7 +143,7 @@ describe('console sessions', () => {
 
   it("keeps a command's last output when it ends while the console is paused by the channel's credit", async () => {
     const window = 64 * 1024;
-    const p = await pair(window);
+    const p = await sessionPair(window);
     cleanup = p.close;
     const go = path.join(dir, `go-${crypto.randomUUID()}`);
     // Just past what pauses the console (the credit in flight and the channel's 256 KiB buffer), so
@@ -179,7 +168,7 @@ describe('console sessions', () => {
   });
 
   it('runs a command with pipes when asked: no terminal, stdout and stderr, its input ended, its exit status', async () => {
-    const p = await pair();
+    const p = await sessionPair();
     cleanup = p.close;
     const script = '[ -t 0 ] || echo "no-tty TERM=${TERM:-unset}"; echo to-stderr >&2; wc -c; exit 5';
     const { channel, info } = await p.broker.open('console', { cols: 80, rows: 24, command: ['sh', '-c', script], pipes: true });
@@ -197,7 +186,7 @@ describe('console sessions', () => {
 
   it("keeps every command's last output with pipes, ended while the reader did not read (many times)", async () => {
     const window = 64 * 1024;
-    const p = await pair(window);
+    const p = await sessionPair(window);
     cleanup = p.close;
     const bulk = window + 256 * 1024 + 2048;
     for (let i = 0; i < 5; i++) {
@@ -223,26 +212,13 @@ describe('console sessions', () => {
 
   it('holds a flood with pipes at a bounded backlog when the reader stops, and a closed channel ends the whole command', async () => {
     const window = 64 * 1024;
-    const p = await pair(window);
+    const p = await sessionPair(window);
     cleanup = p.close;
-    const { channel, info } = await p.broker.open('console', { cols: 80, rows: 24, command: ['sh', '-c', 'yes flood | cat'], pipes: true });
-    channel.pause();
-    const agentSide = p.agentChannels[0];
-    await expect.poll(() => agentSide.writableNeedDrain, { timeout: 15_000 }).toBe(true);
-    const held = agentSide.writableLength;
-    await new Promise((r) => setTimeout(r, 500));
-    // Stopped: the pipes are not read, so `yes` waits; what the agent holds stays near its buffer.
-    expect(agentSide.writableLength).toBe(held);
-    expect(held).toBeLessThanOrEqual(256 * 1024 + 64 * 1024);
-    expect(channel.stats.bytesIn).toBeLessThanOrEqual(window);
-    const pid = info.pid as number;
-    channel.destroy();
-    // The command runs in its own process group: the hang-up reaches `yes` and `cat` too.
-    await expect.poll(() => processGone(-pid), { timeout: 15_000 }).toBe(true);
+    await expectBoundedPipedFlood(p, { cols: 80, rows: 24, command: ['sh', '-c', 'yes flood | cat'], pipes: true }, window);
   });
 
   it("runs the gateway's script for a command without a terminal: a raw pty where it gets one, no stty with pipes", async () => {
-    const p = await pair();
+    const p = await sessionPair();
     cleanup = p.close;
     const run = async (pipes: boolean) => {
       const command = ['/bin/sh', '-c', RAW_SCRIPT, 'sh', 'stty -a 2>&1 || echo no-terminal'];
@@ -263,7 +239,7 @@ describe('console sessions', () => {
   });
 
   it('runs a command line as sshd does: its shell with -c, no login profile, no script around it, PATH as a login shell had it', async () => {
-    const p = await pair();
+    const p = await sessionPair();
     cleanup = p.close;
     // A home whose profile would say so if a login shell read it (the agent's own user: HOME is this process's).
     const home = fs.mkdtempSync(path.join(dir, 'home-'));
@@ -304,7 +280,7 @@ describe('console sessions', () => {
   });
 
   it('refuses a malformed command line instead of running anything', async () => {
-    const p = await pair();
+    const p = await sessionPair();
     cleanup = p.close;
     const command = ['/bin/sh', '-c', 'echo ran'];
     for (const commandLine of ['a\0b', 5, ['ls'], 'x'.repeat(256 * 1024 + 1)]) {
@@ -315,7 +291,7 @@ describe('console sessions', () => {
   });
 
   it('refuses a malformed command instead of opening a shell', async () => {
-    const p = await pair();
+    const p = await sessionPair();
     cleanup = p.close;
     for (const command of [[], [''], ['a\0b'], 'ls', [5]]) {
       await expect(p.broker.open('console', { cols: 80, rows: 24, command } as never), JSON.stringify(command)).rejects.toThrow(/malformed/);
@@ -323,7 +299,7 @@ describe('console sessions', () => {
   });
 
   it('hangs up the shell when the broker closes the channel', async () => {
-    const p = await pair();
+    const p = await sessionPair();
     cleanup = p.close;
     const { channel, info } = await p.broker.open('console', { cols: 80, rows: 24 });
     const pid = info.pid as number;
@@ -342,7 +318,7 @@ describe('tunnel sessions', () => {
       s.on('end', () => s.end(sha(Buffer.concat(parts))));
     });
     await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
-    const p = await pair();
+    const p = await sessionPair();
     cleanup = () => (p.close(), server.close());
     const { channel } = await p.broker.open('tunnel', { proto: 'tcp', port: (server.address() as AddressInfo).port, dst: '127.0.0.1' });
     const out = collect(channel);
@@ -353,7 +329,7 @@ describe('tunnel sessions', () => {
   });
 
   it('refuses a destination that does not answer', async () => {
-    const p = await pair();
+    const p = await sessionPair();
     cleanup = p.close;
     const closed = await new Promise<number>((resolve) => {
       const srv = net.createServer().listen(0, '127.0.0.1', () => {
@@ -370,7 +346,7 @@ describe('tunnel sessions', () => {
     const server = dgram.createSocket('udp4');
     server.on('message', (msg, rinfo) => server.send(Buffer.concat([Buffer.from('re:'), msg]), rinfo.port, rinfo.address));
     await new Promise<void>((r) => server.bind(0, '127.0.0.1', r));
-    const p = await pair();
+    const p = await sessionPair();
     cleanup = () => (p.close(), server.close());
     const { channel } = await p.broker.open('tunnel', { proto: 'udp', port: server.address().port, dst: '127.0.0.1' });
     const replies: string[] = [];
@@ -384,7 +360,7 @@ describe('tunnel sessions', () => {
 
 describe('copy sessions', () => {
   it('uploads to a temp file, checks size and sha256, then renames over the target', async () => {
-    const p = await pair();
+    const p = await sessionPair();
     cleanup = p.close;
     const target = path.join(dir, 'up.bin');
     fs.writeFileSync(target, 'old');
@@ -401,7 +377,7 @@ describe('copy sessions', () => {
   });
 
   it('discards an upload torn down before its end', async () => {
-    const p = await pair();
+    const p = await sessionPair();
     cleanup = p.close;
     const target = path.join(dir, 'torn.bin');
     const { channel } = await p.broker.open('copy', { direction: 'upload', path: target });
@@ -413,7 +389,7 @@ describe('copy sessions', () => {
   });
 
   it('downloads after the broker half-closes, with the size and mode in the open answer', async () => {
-    const p = await pair();
+    const p = await sessionPair();
     cleanup = p.close;
     const source = path.join(dir, 'down.bin');
     const content = crypto.randomBytes(200_001);
@@ -429,7 +405,7 @@ describe('copy sessions', () => {
   });
 
   it('hashes nothing when the opener never reads the checksum (checksum: false, as sftp opens): the same bytes, an empty sha256', async () => {
-    const p = await pair();
+    const p = await sessionPair();
     cleanup = p.close;
     const source = path.join(dir, 'nohash.bin');
     const content = crypto.randomBytes(300_001);
@@ -452,7 +428,7 @@ describe('copy sessions', () => {
   });
 
   it('still checks an announced sha256 of an upload opened with checksum: false', async () => {
-    const p = await pair();
+    const p = await sessionPair();
     cleanup = p.close;
     const target = path.join(dir, 'checked.bin');
     const content = crypto.randomBytes(10_000);
@@ -465,7 +441,7 @@ describe('copy sessions', () => {
   });
 
   it('refuses a missing file, a directory and a path outside the allowed roots', async () => {
-    const p = await pair();
+    const p = await sessionPair();
     cleanup = p.close;
     await expect(p.broker.open('copy', { direction: 'download', path: path.join(dir, 'missing') })).rejects.toThrow(/No file/);
     await expect(p.broker.open('copy', { direction: 'download', path: dir })).rejects.toThrow(/not a regular file/);
@@ -474,7 +450,7 @@ describe('copy sessions', () => {
   });
 
   it('a refusal reaches the broker with its code (shared/codes.ts), not only its sentence', async () => {
-    const p = await pair();
+    const p = await sessionPair();
     cleanup = p.close;
     const refused = (params: CopyParams) => p.broker.open('copy', params).catch((err: unknown) => err);
     const outside = await refused({ direction: 'upload', path: '/etc/x', allowed: [dir] });

@@ -2,9 +2,7 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import type { Channel } from '../../shared/mux.js';
-import { muxPair } from '../../test/support/mux-pair.js';
-import { handleChannel } from './index.js';
+import { expectBoundedPipedFlood, sessionPair } from '../../test/support/session-pair.js';
 import { setCommandSpawner } from './piped.js';
 import { processGone } from './process.js';
 import { Spawner, SpawnerBusy, type SpawnedCommand, type SpawnRequest } from './spawner.js';
@@ -172,16 +170,6 @@ describe('the command helper (spawner)', () => {
   });
 });
 
-/** The broker end of a Mux pair whose agent end serves channels with handleChannel. */
-async function pair(window = 256 * 1024) {
-  const agentChannels: Channel[] = [];
-  const { broker, close } = await muxPair((ch) => {
-    agentChannels.push(ch);
-    return handleChannel(ch, { stateDir: os.tmpdir(), log: () => {} });
-  }, window);
-  return { broker, agentChannels, close };
-}
-
 describe('commands without a terminal through the helper', () => {
   let helper: Spawner;
   let before: Spawner | undefined;
@@ -200,7 +188,7 @@ describe('commands without a terminal through the helper', () => {
   });
 
   it('runs the command line from the helper with the exit status, signal number and output as before', async () => {
-    const p = await pair();
+    const p = await sessionPair();
     cleanup = p.close;
     for (const [line, exit] of [
       ['echo "parent=$PPID"; echo to-stderr >&2; exit 5', { code: 5, signal: null }],
@@ -220,7 +208,7 @@ describe('commands without a terminal through the helper', () => {
   });
 
   it('hangs up a command that never ends, and all of its process group, when the channel closes', async () => {
-    const p = await pair();
+    const p = await sessionPair();
     cleanup = p.close;
     const { channel, info } = await p.broker.open('console', {
       cols: 80,
@@ -238,24 +226,13 @@ describe('commands without a terminal through the helper', () => {
 
   it('holds a flood whose output is never read at a bounded backlog, nothing kept in the helper', async () => {
     const window = 64 * 1024;
-    const p = await pair(window);
+    const p = await sessionPair(window);
     cleanup = p.close;
-    const { channel, info } = await p.broker.open('console', { cols: 80, rows: 24, command: ['sh'], pipes: true, commandLine: 'yes flood | cat' });
-    channel.pause();
-    const agentSide = p.agentChannels[0];
-    await expect.poll(() => agentSide.writableNeedDrain, { timeout: 15_000 }).toBe(true);
-    const held = agentSide.writableLength;
-    await new Promise((r) => setTimeout(r, 500));
-    expect(agentSide.writableLength).toBe(held);
-    expect(held).toBeLessThanOrEqual(256 * 1024 + 64 * 1024);
-    expect(channel.stats.bytesIn).toBeLessThanOrEqual(window);
-    const pid = info.pid as number;
-    channel.destroy();
-    await expect.poll(() => processGone(-pid), { timeout: 15_000 }).toBe(true);
+    await expectBoundedPipedFlood(p, { cols: 80, rows: 24, command: ['sh'], pipes: true, commandLine: 'yes flood | cat' }, window);
   });
 
   it('many commands at once all end with their output and status', async () => {
-    const p = await pair();
+    const p = await sessionPair();
     cleanup = p.close;
     const runs = await Promise.all(
       Array.from({ length: 30 }, async (_, i) => {
