@@ -4,7 +4,7 @@ import type { Readable, Writable } from 'node:stream';
 import { AgentRefusal } from '../../shared/codes.js';
 import type { Channel } from '../../shared/mux.js';
 import type { SessionContext } from './context.js';
-import { Spawner, SpawnerBusy, type SpawnRequest } from './spawner.js';
+import { SpawnerBusy, SpawnerPool, type CommandSpawner, type SpawnRequest } from './spawner.js';
 
 /** How long a command that ignores the hang-up may outlive its closed session. */
 const KILL_AFTER_MS = 5000;
@@ -19,13 +19,13 @@ interface StartedCommand {
 }
 
 /**
- * The agent's command helper (spawner.ts): on unless FLEET_AGENT_SPAWNER=0. Replaceable for tests
- * (`setCommandSpawner`).
+ * The agent's command helpers (spawner.ts; two at most, the second only while commands start side by
+ * side): on unless FLEET_AGENT_SPAWNER=0. Replaceable for tests (`setCommandSpawner`).
  */
-let spawner: Spawner | undefined = process.env.FLEET_AGENT_SPAWNER === '0' ? undefined : new Spawner();
+let spawner: CommandSpawner | undefined = process.env.FLEET_AGENT_SPAWNER === '0' ? undefined : new SpawnerPool(2);
 
 /** Tests: the helper openPiped uses (undefined: the agent spawns each command itself). Returns the one before. */
-export function setCommandSpawner(next: Spawner | undefined): Spawner | undefined {
+export function setCommandSpawner(next: CommandSpawner | undefined): CommandSpawner | undefined {
   const before = spawner;
   spawner = next;
   return before;

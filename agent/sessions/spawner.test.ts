@@ -5,7 +5,7 @@ import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { expectBoundedPipedFlood, sessionPair } from '../../test/support/session-pair.js';
 import { setCommandSpawner } from './piped.js';
 import { processGone } from './process.js';
-import { Spawner, SpawnerBusy, type SpawnedCommand, type SpawnRequest } from './spawner.js';
+import { Spawner, SpawnerBusy, SpawnerPool, type CommandSpawner, type SpawnedCommand, type SpawnRequest } from './spawner.js';
 
 const ENV = { PATH: process.env.PATH ?? '/usr/bin:/bin' };
 const sh = (script: string, extra: Partial<SpawnRequest> = {}): SpawnRequest => ({ file: 'sh', args: ['-c', script], cwd: os.tmpdir(), env: ENV, ...extra });
@@ -170,9 +170,69 @@ describe('the command helper (spawner)', () => {
   });
 });
 
+describe('several command helpers (SpawnerPool)', () => {
+  const pools: SpawnerPool[] = [];
+  afterEach(() => {
+    for (const p of pools.splice(0)) p.stop();
+  });
+  const ready = async (pool: SpawnerPool, n: number) => {
+    for (let i = 0; i < 1500 && pool.helpers.filter((h) => h.live && h.available()).length < n; i++) await new Promise((r) => setTimeout(r, 10));
+  };
+
+  it('keeps one helper while commands start one at a time', async () => {
+    const pool = new SpawnerPool(2);
+    pools.push(pool);
+    pool.available();
+    await ready(pool, 1);
+    for (let i = 0; i < 5; i++) {
+      expect(pool.available()).toBe(true);
+      expect((await finish(await pool.spawn(sh(`exit ${i}`)))).code).toBe(i);
+    }
+    expect(pool.helpers.map((h) => h.started)).toEqual([1, 0]);
+  });
+
+  it('starts a second helper when commands start side by side, and shares the starts between both', async () => {
+    const pool = new SpawnerPool(2);
+    pools.push(pool);
+    pool.available();
+    await ready(pool, 1);
+    // A command starting in the first helper: the next available() starts the second one.
+    const first = pool.spawn(sh('echo one'));
+    expect(pool.available()).toBe(true);
+    await ready(pool, 2);
+    expect(pool.helpers.map((h) => h.started)).toEqual([1, 1]);
+    const runs = await Promise.all(
+      Array.from({ length: 12 }, async (_, i) => {
+        expect(pool.available()).toBe(true);
+        return finish(await pool.spawn(sh(`echo "$PPID"; exit ${i % 5}`)));
+      }),
+    );
+    expect((await finish(await first)).out).toBe('one\n');
+    runs.forEach((r, i) => expect(r.code).toBe(i % 5));
+    // Both helpers forked some of them: the commands' parents are the two helpers.
+    const parents = new Set(runs.map((r) => Number(r.out.trim())));
+    expect(parents).toEqual(new Set(pool.helpers.map((h) => h.pid)));
+  });
+
+  it('goes on with the other helper when one dies', async () => {
+    const pool = new SpawnerPool(2);
+    pools.push(pool);
+    pool.available();
+    await ready(pool, 1);
+    const first = pool.spawn(sh('sleep 0.2; echo a'));
+    pool.available();
+    await ready(pool, 2);
+    await finish(await first);
+    pool.helpers[0].stop();
+    expect(pool.available()).toBe(true);
+    const r = await finish(await pool.spawn(sh('echo "$PPID"')));
+    expect(Number(r.out.trim())).toBe(pool.helpers[1].pid);
+  });
+});
+
 describe('commands without a terminal through the helper', () => {
   let helper: Spawner;
-  let before: Spawner | undefined;
+  let before: CommandSpawner | undefined;
   let cleanup: (() => void) | undefined;
   beforeAll(async () => {
     helper = await readySpawner();

@@ -176,6 +176,16 @@ export class Spawner {
     return this.deaths >= this.o.maxDeaths;
   }
 
+  /** Requests sent and not yet answered (pid and pipes). */
+  get load(): number {
+    return this.pending.size;
+  }
+
+  /** Whether a helper runs or is starting. */
+  get live(): boolean {
+    return this.child !== undefined;
+  }
+
   /** The helper's pid, while one runs. */
   get pid(): number | undefined {
     return this.child?.pid;
@@ -341,6 +351,50 @@ export class Spawner {
       this.idleExit = true;
       child.disconnect();
     }, this.o.idleMs).unref();
+  }
+}
+
+/** What starts commands for openPiped: one helper, or several (SpawnerPool). */
+export interface CommandSpawner {
+  available(): boolean;
+  spawn(req: SpawnRequest): Promise<SpawnedCommand>;
+  stop(): void;
+}
+
+/**
+ * Several helpers, for commands started side by side. A helper starts one command at a time, and
+ * each start waits in the helper for the forked child to exec (the child's turn for a core, on a
+ * busy device): with one helper that wait capped `ssh host true` at what one process can fork in
+ * turn. The first helper starts with the first command; another starts only when a command comes
+ * while every running helper has one starting, so a device that runs one command at a time keeps
+ * one helper. Each request goes to the ready helper with the fewest starting; each helper keeps its
+ * own restarts, time-outs, cap and idle exit.
+ */
+export class SpawnerPool implements CommandSpawner {
+  readonly helpers: Spawner[];
+  constructor(size = 2, options: SpawnerOptions = {}) {
+    this.helpers = Array.from({ length: Math.max(1, size) }, () => new Spawner(options));
+  }
+
+  available(): boolean {
+    const [first, ...more] = this.helpers;
+    if (!first.available()) return more.some((h) => h.live && h.available());
+    // All running helpers busy starting a command: one more is started for the next commands.
+    if (this.helpers.every((h) => !h.live || h.load > 0)) {
+      const idle = more.find((h) => !h.live && !h.givenUp);
+      idle?.available();
+    }
+    return true;
+  }
+
+  spawn(req: SpawnRequest): Promise<SpawnedCommand> {
+    let best: Spawner | undefined;
+    for (const h of this.helpers) if (h.live && h.available() && (!best || h.load < best.load)) best = h;
+    return best ? best.spawn(req) : Promise.reject(new Error('The command helper is not running.'));
+  }
+
+  stop(): void {
+    for (const h of this.helpers) h.stop();
   }
 }
 
