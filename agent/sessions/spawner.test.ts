@@ -179,11 +179,17 @@ describe('several command helpers (SpawnerPool)', () => {
     for (let i = 0; i < 1500 && pool.helpers.filter((h) => h.live && h.available()).length < n; i++) await new Promise((r) => setTimeout(r, 10));
   };
 
-  it('keeps one helper while commands start one at a time', async () => {
+  /** A pool of two whose first helper is ready. */
+  const startedPool = async () => {
     const pool = new SpawnerPool(2);
     pools.push(pool);
     pool.available();
     await ready(pool, 1);
+    return pool;
+  };
+
+  it('keeps one helper while commands start one at a time', async () => {
+    const pool = await startedPool();
     for (let i = 0; i < 5; i++) {
       expect(pool.available()).toBe(true);
       expect((await finish(await pool.spawn(sh(`exit ${i}`)))).code).toBe(i);
@@ -192,10 +198,7 @@ describe('several command helpers (SpawnerPool)', () => {
   });
 
   it('starts a second helper when commands start side by side, and shares the starts between both', async () => {
-    const pool = new SpawnerPool(2);
-    pools.push(pool);
-    pool.available();
-    await ready(pool, 1);
+    const pool = await startedPool();
     // A command starting in the first helper: the next available() starts the second one.
     const first = pool.spawn(sh('echo one'));
     expect(pool.available()).toBe(true);
@@ -215,10 +218,7 @@ describe('several command helpers (SpawnerPool)', () => {
   });
 
   it('goes on with the other helper when one dies', async () => {
-    const pool = new SpawnerPool(2);
-    pools.push(pool);
-    pool.available();
-    await ready(pool, 1);
+    const pool = await startedPool();
     const first = pool.spawn(sh('sleep 0.2; echo a'));
     pool.available();
     await ready(pool, 2);
