@@ -45,3 +45,5 @@ export const CHECKPOINT_EVENT = 'audit.checkpoint';
 export const REFUSALS_EVENT = 'audit.refusals';
 /** Event of a remote session's start (`remote.<action>.start`). */
 export const REMOTE_START = /^remote\.[a-z]+\.start$/;
+/** A SQL LIKE pattern of a remote session's end events (`remote.<action>.end`). */
+export const REMOTE_END_LIKE = 'remote.%.end';

@@ -11,7 +11,7 @@ import { sql, type Db } from '../db/database.js';
 import type { AuditTable } from '../db/schema.js';
 import { parseJsonSearch } from '../http/search.js';
 import { userIdsNamedLike } from '../users/directory.js';
-import { CHECKPOINT_EVENT, REFUSALS_EVENT, REMOTE_START } from './entries.js';
+import { CHECKPOINT_EVENT, REFUSALS_EVENT, REMOTE_END_LIKE, REMOTE_START } from './entries.js';
 
 export interface AuditQuery {
   device_id?: string;
@@ -102,7 +102,7 @@ export async function listEntries(db: Db, q: AuditQuery): Promise<ListPage<Audit
   const ends = new Map<number, Selectable<AuditTable>>();
   if (starts.length > 0) {
     // Only end entries: a console's attach and watch entries point at its start too.
-    const found = await db.selectFrom('audit').selectAll().where('ref_id', 'in', starts).where('event', 'like', 'remote.%.end').execute();
+    const found = await db.selectFrom('audit').selectAll().where('ref_id', 'in', starts).where('event', 'like', REMOTE_END_LIKE).execute();
     for (const end of found) ends.set(Number(end.ref_id), end);
   }
   return { total: Number(total), items: rows.map((r) => present(r, ends.get(Number(r.id)))) };

@@ -9,7 +9,7 @@ import { sessionsHeldBy } from '../cluster/audit-queries.js';
 import type { Db, Dialect } from '../db/database.js';
 import type { AuditTable } from '../db/schema.js';
 import { pruneChain, verifyChain } from './checkpoints.js';
-import { bounded, boundedOptions, MAX_CHANGE_OPTIONS_BYTES, MAX_OPTIONS_BYTES, REFUSALS_EVENT, REMOTE_START } from './entries.js';
+import { bounded, boundedOptions, MAX_CHANGE_OPTIONS_BYTES, MAX_OPTIONS_BYTES, REFUSALS_EVENT, REMOTE_END_LIKE, REMOTE_START } from './entries.js';
 import { listEntries, type AuditQuery } from './list.js';
 import { RefusalBudget, type RefusalSource, type RefusalSummary } from './refusals.js';
 import { AuditWriter, type Append, type NewEntry } from './writer.js';
@@ -220,7 +220,7 @@ export class AuditService {
       .selectAll('s')
       .where('s.event', 'like', 'remote.%.start')
       .where('s.ended_at', 'is', null)
-      .where((eb) => eb.not(eb.exists(eb.selectFrom('audit as e').select('e.id').whereRef('e.ref_id', '=', 's.id').where('e.event', 'like', 'remote.%.end'))));
+      .where((eb) => eb.not(eb.exists(eb.selectFrom('audit as e').select('e.id').whereRef('e.ref_id', '=', 's.id').where('e.event', 'like', REMOTE_END_LIKE))));
     // Held by a broker in `keep`: left to it (a session's holder is recorded with its start).
     if (keep.length > 0) query = query.where('s.id', 'not in', sessionsHeldBy(this.db, keep));
     const open = await query.orderBy('s.id').execute();

@@ -4,6 +4,7 @@ import { recordSessionHolders, releaseSessionsQuery } from '../cluster/audit-que
 import { sql, type Db, type Dialect } from '../db/database.js';
 import type { AuditTable } from '../db/schema.js';
 import { asStored, entrySha } from './chain.js';
+import { REMOTE_END_LIKE } from './entries.js';
 
 /** An entry as a writer hands it in: the chain gives it its id, time and sha. */
 export type NewEntry = Omit<AuditTable, 'id' | 'sha' | 'ts' | 'ref_id' | 'ended_at' | 'duration_ms' | 'bytes_in' | 'bytes_out'> &
@@ -85,15 +86,15 @@ export class GroupStatements {
     return this.headQuery;
   }
 
-  /** Releases the sessions ending (cluster/audit-queries.ts releaseSessions). */
+  /** Releases the sessions ending (cluster/audit-queries.ts releaseSessionsQuery). */
   release(trx: Db, ids: number[]): CompiledQuery {
     return this.reused(this.releases, ids, ids, () => releaseSessionsQuery(trx, ids).compile());
   }
 
   /** Which of these sessions already have an end entry. */
   ended(trx: Db, ids: number[]): CompiledQuery<{ ref_id: number | string | null }> {
-    return this.reused(this.endeds, ids, [...ids, END_EVENTS], () =>
-      trx.selectFrom('audit').select('ref_id').where('ref_id', 'in', ids).where('event', 'like', END_EVENTS).compile(),
+    return this.reused(this.endeds, ids, [...ids, REMOTE_END_LIKE], () =>
+      trx.selectFrom('audit').select('ref_id').where('ref_id', 'in', ids).where('event', 'like', REMOTE_END_LIKE).compile(),
     );
   }
 
@@ -110,9 +111,6 @@ export class GroupStatements {
     return fresh;
   }
 }
-
-/** What a session's end entry is named like. */
-const END_EVENTS = 'remote.%.end';
 
 interface Queued extends Append {
   resolve(id: number | undefined): void;

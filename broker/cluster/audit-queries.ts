@@ -10,12 +10,10 @@ export async function recordSessionHolders(trx: Db, holders: { audit_id: number;
   if (holders.length > 0) await trx.insertInto('remote_session_owners').values(holders).execute();
 }
 
-/** Releases the sessions of these start entries (their end is being written), in the caller's transaction. */
-export async function releaseSessions(trx: Db, auditIds: number[]): Promise<void> {
-  await releaseSessionsQuery(trx, auditIds).execute();
-}
-
-/** The statement of releaseSessions (for a caller that compiles it once: its parameters are the ids, in order). */
+/**
+ * The statement releasing the sessions of these start entries (their end is being written), to run in
+ * the caller's transaction; the audit writer compiles it once (its parameters are the ids, in order).
+ */
 export function releaseSessionsQuery(trx: Db, auditIds: number[]) {
   return trx.deleteFrom('remote_session_owners').where('audit_id', 'in', auditIds);
 }
