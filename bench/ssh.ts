@@ -30,6 +30,7 @@ import { cpuLine, cpuPer, cpuPerMb, reapedMs } from './cpu.js';
 import { ensureKeyPair, saveCertificate, sshConfigBlock, sshFiles, type IssuedCertificate } from '../cli/ssh.js';
 import { deviceIdOf } from '../shared/device-key.js';
 import { eventually, startAgent, type TestAgent } from '../test/support/agent.js';
+import { percentile } from '../test/support/keystrokes.js';
 import { startTestBroker } from '../test/support/broker.js';
 import { server, startSshd, task, viaSsh, type Sshd } from './remote.js';
 import { withFleetOnPath } from '../test/support/fleet-path.js';
@@ -253,8 +254,7 @@ async function clientOpens(
   };
   await Promise.all(clients.flatMap((client) => Array.from({ length: CLIENT_SESSIONS_EACH }, () => worker(client))));
   took.sort((a, b) => a - b);
-  const at = (q: number) => took[Math.min(took.length - 1, Math.floor(q * took.length))] ?? 0;
-  return { perSecond: opened / ((Date.now() - started) / 1000), opened, failed, lastError, p50: at(0.5), p99: at(0.99) };
+  return { perSecond: opened / ((Date.now() - started) / 1000), opened, failed, lastError, p50: percentile(took, 50), p99: percentile(took, 99) };
 }
 
 /**
