@@ -3,9 +3,9 @@ import crypto from 'node:crypto';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { sql } from 'kysely';
+import { DefaultQueryCompiler, sql } from 'kysely';
 import pg from 'pg';
-import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
 import { dropSchema, openStore, type Store } from '../db/database.js';
 import { AuditService, type RemoteAuditStart } from './service.js';
 import { GroupStatements } from './writer.js';
@@ -79,6 +79,95 @@ describe.each(['sqlite', 'postgres'] as const)('audit group commit (%s)', (datab
     expect(statements.ended(db, [10, 11, 12]).parameters).toEqual([10, 11, 12, 'remote.%.end']);
     // head once, release for 2 ids once, ended for 3 ids once (the code before built and compiled each every group).
     expect(statements.compiled).toBe(3);
+  });
+
+  it('a group of a size written before compiles nothing: its INSERT, its owners, the lock and the commit are sent again (tenth round)', async () => {
+    const audit = new AuditService(t.store.db, t.store.dialect, { brokerId: 'b1' });
+    const group = (from: number) => Promise.all(Array.from({ length: 3 }, (_, i) => audit.recordRemoteStart(start(from + i))));
+    const end = (ids: number[]) => Promise.all(ids.map((id) => audit.recordRemoteEnd(id, { durationMs: 5, bytesIn: 7, bytesOut: 9, reason: 'closed' })));
+    // The first group of each kind compiles its statements.
+    const starts = await group(0);
+    await end(starts);
+    const compiles = vi.spyOn(DefaultQueryCompiler.prototype, 'compileQuery');
+    try {
+      for (let g = 1; g < 5; g++) {
+        const ids = await group(g * 3);
+        starts.push(...ids);
+        if (g % 2 === 0) await end(ids);
+      }
+      // The code before built and compiled each group's INSERT, owners, begin and commit: 4 a group.
+      expect(compiles).toHaveBeenCalledTimes(0);
+    } finally {
+      compiles.mockRestore();
+    }
+    expect(new Set(starts).size).toBe(15);
+    const owners = await t.store.db.selectFrom('remote_session_owners').select('audit_id').execute();
+    expect(owners.map((o) => Number(o.audit_id)).sort((a, b) => a - b)).toEqual([...starts.slice(3, 6), ...starts.slice(9, 12)]);
+    const rows = await t.store.db.selectFrom('audit').selectAll().where('id', 'in', starts).orderBy('id').execute();
+    expect(rows.map((r) => JSON.parse(r.options).i)).toEqual(starts.map((_, i) => i));
+    expect(rows.every((r) => r.device_id === 'd'.repeat(64) && r.user_email === 'op@example.com' && r.ref_id === null && r.bytes_in === null)).toBe(true);
+    const ends = await t.store.db.selectFrom('audit').selectAll().where('event', 'like', 'remote.%.end').orderBy('id').execute();
+    expect(ends.map((e) => [Number(e.ref_id), Number(e.duration_ms), Number(e.bytes_in), Number(e.bytes_out)])).toEqual(
+      [...starts.slice(0, 3), ...starts.slice(6, 9), ...starts.slice(12, 15)].map((id) => [id, 5, 7, 9]),
+    );
+    expect(await audit.verify()).toMatchObject({ ok: true, entries: 24 });
+  });
+
+  it("the writer's INSERT is Kysely's text for a row naming every column, sent with each group's rows; a flood of group sizes keeps its texts bounded", async () => {
+    const statements = new GroupStatements();
+    const db = t.store.db;
+    const row = (id: number, sha: string) => ({
+      id,
+      ts: '2026-11-28T00:00:00.000Z',
+      event: 'test.insert',
+      user_id: null,
+      user_email: null,
+      device_id: null,
+      action: `a${id}`,
+      options: '{}',
+      result: 'ok',
+      reason: null,
+      source_ip: null,
+      source: null,
+      session_id: null,
+      ref_id: null,
+      ended_at: null,
+      duration_ms: null,
+      bytes_in: null,
+      bytes_out: null,
+      sha,
+    });
+    const first = statements.insert(db, [row(1, 'x1'), row(2, 'x2')]);
+    expect(first.sql).toBe(
+      db
+        .insertInto('audit')
+        .values([row(1, 'x1'), row(2, 'x2')])
+        .compile().sql,
+    );
+    const second = statements.insert(db, [row(3, 'x3'), row(4, 'x4')]);
+    expect(second.sql).toBe(first.sql);
+    await db.executeQuery(second);
+    const written = await db.selectFrom('audit').select(['id', 'action', 'sha']).orderBy('id').execute();
+    expect(written.map((w) => [Number(w.id), w.action, w.sha])).toEqual([
+      [3, 'a3', 'x3'],
+      [4, 'a4', 'x4'],
+    ]);
+    expect(statements.compiled).toBe(1);
+    // Hostile: groups of every size, many times over, and holders of every count: one text per count.
+    for (let round = 0; round < 3; round++) {
+      for (let n = 1; n <= 100; n++)
+        statements.insert(
+          db,
+          Array.from({ length: n }, (_, i) => row(i + 10, `s${i}`)),
+        );
+      for (let n = 1; n <= 600; n += 7)
+        statements.holdersOf(
+          db,
+          Array.from({ length: n }, (_, i) => ({ audit_id: i, broker_id: 'b' })),
+        );
+    }
+    expect(statements.kept()).toBeLessThanOrEqual(100 + 500);
+    expect(statements.compiled).toBe(100 + Math.ceil(600 / 7));
   });
 
   it('sessions started and ended in many groups: every end written once and the chain verifies, with the compiled statements', async () => {

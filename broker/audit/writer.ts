@@ -1,9 +1,9 @@
 import { AsyncResource } from 'node:async_hooks';
-import type { CompiledQuery } from 'kysely';
-import { recordSessionHolders, releaseSessionsQuery } from '../cluster/audit-queries.js';
+import type { CompiledQuery, RawBuilder } from 'kysely';
+import { recordSessionHoldersQuery, releaseSessionsQuery } from '../cluster/audit-queries.js';
 import { sql, type Db, type Dialect } from '../db/database.js';
 import type { AuditTable } from '../db/schema.js';
-import { asStored, entrySha } from './chain.js';
+import { asStored, entrySha, HASHED_COLUMNS } from './chain.js';
 import { REMOTE_END_LIKE } from './entries.js';
 
 /** An entry as a writer hands it in: the chain gives it its id, time and sha. */
@@ -42,8 +42,13 @@ const BEGIN_LOCKED = {
   sqlite: sql`begin immediate`,
 };
 
-/** Rows per INSERT: 18 columns each stays far below SQLite's and PostgreSQL's bound on parameters. */
+const COMMIT = sql`commit`;
+const ROLLBACK = sql`rollback`;
+
+/** Rows per INSERT: 19 columns each stays far below SQLite's and PostgreSQL's bound on parameters. */
 const ROWS_PER_INSERT = 100;
+/** The columns an INSERT of the writer names, in this order: every column of the table, the sha last. */
+const INSERTED_COLUMNS = [...HASHED_COLUMNS, 'sha'] as const satisfies ReadonlyArray<keyof AuditTable>;
 /** Entries in one transaction at most: a burst is written in groups of this size. */
 const MAX_GROUP = 500;
 /**
@@ -64,18 +69,33 @@ function storable(entry: NewEntry): NewEntry {
 }
 
 /**
- * The statements every group sends but its INSERTs, compiled once (those naming ids, once per count of
- * ids) and sent again with the group's parameters: building and compiling them with Kysely's query
- * builder at every group was as much of the broker's work as SQLite running them. The same text, the
- * same parameters: a compiled statement is kept only when its parameters are the ones asked for, in
- * the order this fills them in (checked on its first compile; otherwise it is compiled every time).
+ * The statements every group sends, compiled once (those naming ids or rows, once per count of them)
+ * and sent again with the group's parameters: building and compiling them with Kysely's query builder
+ * at every group was as much of the broker's work as SQLite running them. The same text, the same
+ * parameters: a compiled statement is kept only when its parameters are the ones asked for, in the
+ * order this fills them in (checked on its first compile; otherwise it is compiled every time). Kept
+ * texts are bounded by the counts: ids up to MAX_GROUP, rows up to ROWS_PER_INSERT.
  */
 export class GroupStatements {
   private headQuery?: CompiledQuery<{ id: number | string; sha: string }>;
   private readonly releases = new Map<number, CompiledQuery | null>();
   private readonly endeds = new Map<number, CompiledQuery<{ ref_id: number | string | null }> | null>();
+  private readonly inserts = new Map<number, CompiledQuery | null>();
+  private readonly holders = new Map<number, CompiledQuery | null>();
+  private readonly controls = new Map<RawBuilder<unknown>, CompiledQuery>();
   /** Statements compiled (for tests: a group's are compiled once). */
   compiled = 0;
+
+  /** A transaction's control (BEGIN_LOCKED, commit, rollback): one of a few constant texts without parameters. */
+  control(trx: Db, statement: RawBuilder<unknown>): CompiledQuery {
+    let compiled = this.controls.get(statement);
+    if (!compiled) {
+      this.compiled += 1;
+      compiled = statement.compile(trx);
+      this.controls.set(statement, compiled);
+    }
+    return compiled;
+  }
 
   /** The chain's head: the last entry's id and sha. */
   head(trx: Db): CompiledQuery<{ id: number | string; sha: string }> {
@@ -88,25 +108,49 @@ export class GroupStatements {
 
   /** Releases the sessions ending (cluster/audit-queries.ts releaseSessionsQuery). */
   release(trx: Db, ids: number[]): CompiledQuery {
-    return this.reused(this.releases, ids, ids, () => releaseSessionsQuery(trx, ids).compile());
+    return this.reused(this.releases, ids.length, ids, () => releaseSessionsQuery(trx, ids).compile());
   }
 
   /** Which of these sessions already have an end entry. */
   ended(trx: Db, ids: number[]): CompiledQuery<{ ref_id: number | string | null }> {
-    return this.reused(this.endeds, ids, [...ids, REMOTE_END_LIKE], () =>
+    return this.reused(this.endeds, ids.length, [...ids, REMOTE_END_LIKE], () =>
       trx.selectFrom('audit').select('ref_id').where('ref_id', 'in', ids).where('event', 'like', REMOTE_END_LIKE).compile(),
     );
   }
 
-  private reused<R>(kept: Map<number, CompiledQuery<R> | null>, ids: number[], parameters: unknown[], compile: () => CompiledQuery<R>): CompiledQuery<R> {
-    const known = kept.get(ids.length);
+  /**
+   * Appends these rows (at most ROWS_PER_INSERT). Every row names every column, in INSERTED_COLUMNS'
+   * order: a value the entry left undefined is sent as null, which the chain hashed it as.
+   */
+  insert(trx: Db, rows: AuditTable[]): CompiledQuery {
+    const parameters: unknown[] = [];
+    for (const row of rows) for (const column of INSERTED_COLUMNS) parameters.push(row[column] ?? null);
+    return this.reused(this.inserts, rows.length, parameters, () => {
+      const named = rows.map((row) => Object.fromEntries(INSERTED_COLUMNS.map((column) => [column, row[column] ?? null])) as unknown as AuditTable);
+      return trx.insertInto('audit').values(named).compile();
+    });
+  }
+
+  /** Records the brokers holding the sessions starting (cluster/audit-queries.ts recordSessionHoldersQuery). */
+  holdersOf(trx: Db, owners: { audit_id: number; broker_id: string }[]): CompiledQuery {
+    const parameters = owners.flatMap((o) => [o.audit_id, o.broker_id]);
+    return this.reused(this.holders, owners.length, parameters, () => recordSessionHoldersQuery(trx, owners).compile());
+  }
+
+  /** Compiled statements kept (for tests: bounded whatever the groups' sizes). */
+  kept(): number {
+    return this.releases.size + this.endeds.size + this.inserts.size + this.holders.size + this.controls.size + (this.headQuery ? 1 : 0);
+  }
+
+  private reused<R>(kept: Map<number, CompiledQuery<R> | null>, count: number, parameters: unknown[], compile: () => CompiledQuery<R>): CompiledQuery<R> {
+    const known = kept.get(count);
     if (known) return { ...known, parameters };
     this.compiled += 1;
     const fresh = compile();
-    // Kept up to MAX_GROUP ids (a group's ends): a few hundred texts at most.
+    // Kept up to MAX_GROUP ids (a group's ends) or ROWS_PER_INSERT rows: a few hundred texts at most.
     if (known === undefined && kept.size < MAX_GROUP) {
       const same = fresh.parameters.length === parameters.length && fresh.parameters.every((p, i) => p === parameters[i]);
-      kept.set(ids.length, same ? fresh : null);
+      kept.set(count, same ? fresh : null);
     }
     return fresh;
   }
@@ -200,14 +244,14 @@ export class AuditWriter {
     return this.db.connection().execute(async (connection) => {
       let result: T;
       try {
-        await BEGIN_LOCKED[this.dialect].execute(connection);
+        await connection.executeQuery(this.statements.control(connection, BEGIN_LOCKED[this.dialect]));
         result = await work(connection);
-        await sql`commit`.execute(connection);
+        await connection.executeQuery(this.statements.control(connection, COMMIT));
       } catch (err) {
         // Also when the begin half failed (PostgreSQL's lock timed out after its `begin`): a pooled
         // connection never goes back inside an aborted transaction. Nothing to roll back when the
         // database already did (or never began): the error is the caller's.
-        await sql`rollback`.execute(connection).catch(() => {});
+        await connection.executeQuery(this.statements.control(connection, ROLLBACK)).catch(() => {});
         throw err;
       }
       return result;
@@ -256,13 +300,8 @@ export class AuditWriter {
       ids.push(id);
       if (q.owner) owners.push({ audit_id: id, broker_id: q.owner });
     }
-    for (let i = 0; i < rows.length; i += ROWS_PER_INSERT) {
-      await trx
-        .insertInto('audit')
-        .values(rows.slice(i, i + ROWS_PER_INSERT))
-        .execute();
-    }
-    await recordSessionHolders(trx, owners);
+    for (let i = 0; i < rows.length; i += ROWS_PER_INSERT) await trx.executeQuery(this.statements.insert(trx, rows.slice(i, i + ROWS_PER_INSERT)));
+    if (owners.length > 0) await trx.executeQuery(this.statements.holdersOf(trx, owners));
     return ids;
   }
 }

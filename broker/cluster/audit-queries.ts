@@ -5,9 +5,13 @@
  */
 import type { Db } from '../db/database.js';
 
-/** Records which broker holds each live session (by the id of its start entry), in the caller's transaction. */
-export async function recordSessionHolders(trx: Db, holders: { audit_id: number; broker_id: string }[]): Promise<void> {
-  if (holders.length > 0) await trx.insertInto('remote_session_owners').values(holders).execute();
+/**
+ * The statement recording which broker holds each live session (by the id of its start entry), to run
+ * in the caller's transaction; the audit writer compiles it once per count of holders (its parameters
+ * are each holder's id and broker, in order).
+ */
+export function recordSessionHoldersQuery(trx: Db, holders: { audit_id: number; broker_id: string }[]) {
+  return trx.insertInto('remote_session_owners').values(holders.map(({ audit_id, broker_id }) => ({ audit_id, broker_id })));
 }
 
 /**

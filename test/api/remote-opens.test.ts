@@ -5,7 +5,8 @@
  */
 import net from 'node:net';
 import { Duplex, Writable } from 'node:stream';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { DefaultQueryCompiler } from 'kysely';
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { eventually } from '../support/agent.js';
 import { startTestBroker, type TestBroker } from '../support/broker.js';
 import { FakeAgents, type FakeAgent } from '../support/fake-agent.js';
@@ -109,6 +110,26 @@ describe('a session open', () => {
     // Start: begin with the chain's lock, head, insert, owner, commit; end: begin with the lock, release,
     // ended?, head, insert, commit. The code before sent the lock as a statement of its own: 13.
     expect(Math.min(...counts)).toBe(11);
+  });
+
+  it('opened and closed alone, after one before it, compiles no statement: its audit statements are sent again compiled', async () => {
+    await closed(await readyTunnel());
+    await allEnded();
+    const compiles = vi.spyOn(DefaultQueryCompiler.prototype, 'compileQuery');
+    const counts: number[] = [];
+    try {
+      for (let i = 0; i < 5; i++) {
+        const before = compiles.mock.calls.length;
+        await closed(await readyTunnel());
+        await allEnded();
+        counts.push(compiles.mock.calls.length - before);
+      }
+    } finally {
+      compiles.mockRestore();
+    }
+    // The fewest is the session's (as above). The code before built and compiled 7: the start's begin,
+    // INSERT, owner and commit, the end's begin, INSERT and commit.
+    expect(Math.min(...counts)).toBe(0);
   });
 
   it('closed by its client, ends none of its streams again once finished (ws did three times a session, each building an error)', async () => {
