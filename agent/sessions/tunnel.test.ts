@@ -121,3 +121,89 @@ describe('TCP tunnel read buffers', () => {
     expect(Math.max(...allocated)).toBe(FIRST_READ_SIZE);
   });
 });
+
+/** The socket writes (one system call each, or a queued write) the agent makes to sockets connected to `port`. */
+function countWritesTo(port: number): { writes: () => number } {
+  let writes = 0;
+  const proto = net.Socket.prototype as unknown as { _writeGeneric: (this: net.Socket, ...args: unknown[]) => unknown };
+  const writeGeneric = proto._writeGeneric;
+  const spy = vi.spyOn(proto, '_writeGeneric').mockImplementation(function (this: net.Socket, ...args: unknown[]) {
+    if (this.remotePort === port) writes++;
+    return writeGeneric.apply(this, args);
+  });
+  cleanup.push(() => spy.mockRestore());
+  return { writes: () => writes };
+}
+
+describe('TCP tunnel, to the target', () => {
+  it('writes the pieces of one frame (views of the link reads it spans) in one write', async () => {
+    const frames = 8;
+    // A 128 KiB frame read off the link in 64 KiB reads: its pieces as the mux hands them over together.
+    const pieces = [65522, 65536, 14];
+    const perFrame = pieces.reduce((a, b) => a + b, 0);
+    let received = 0;
+    let done!: () => void;
+    const all = new Promise<void>((resolve) => (done = resolve));
+    const t = await target((socket) =>
+      socket.on('data', (d: Buffer) => {
+        received += d.length;
+        if (received === frames * perFrame) done();
+      }),
+    );
+    cleanup.push(t.close);
+    const { channel } = testChannel();
+    cleanup.push(() => channel.destroy());
+    await openTcpTunnel(channel, { proto: 'tcp', port: t.port, dst: '127.0.0.1' }, ctx);
+    const counter = countWritesTo(t.port);
+    for (let i = 0; i < frames; i++) {
+      for (const n of pieces) channel.onData(crypto.randomBytes(n));
+      await new Promise((resolve) => setImmediate(resolve));
+    }
+    await all;
+    // One write per frame at most (fewer when writes queue behind one the kernel had not taken);
+    // a write per piece before, as the socket's 16 KiB high-water mark paused the channel after each.
+    expect(counter.writes()).toBeGreaterThan(0);
+    expect(counter.writes()).toBeLessThanOrEqual(frames);
+  });
+
+  it('a target that never reads holds the peer at the window: what the agent holds stays bounded', async () => {
+    const t = await target((socket) => socket.pause());
+    cleanup.push(t.close);
+    let credit = DEFAULT_WINDOW;
+    const host: ChannelHost = {
+      send: (msg) => {
+        if (msg.t === 'credit') credit += msg.n;
+      },
+      sendData: (_ch, _payload, flushed) => flushed?.(),
+      schedule: () => {},
+      forget: () => {},
+    };
+    const channel = new Channel(host, 1, 'tunnel', { proto: 'tcp', port: t.port, dst: '127.0.0.1' }, DEFAULT_WINDOW);
+    cleanup.push(() => channel.destroy());
+    let agentSocket: net.Socket | undefined;
+    const connect = net.connect;
+    const spy = vi
+      .spyOn(net, 'connect')
+      .mockImplementation(((...args: Parameters<typeof net.connect>) => (agentSocket = connect(...args))) as typeof net.connect);
+    cleanup.push(() => spy.mockRestore());
+    await openTcpTunnel(channel, { proto: 'tcp', port: t.port, dst: '127.0.0.1' }, ctx);
+    const frame = Buffer.alloc(128 * 1024);
+    // The broker sends while it holds credit; the kernel's buffers fill, then the agent's, then credit stops.
+    let sent = 0;
+    let idleTurns = 0;
+    for (let turns = 0; turns < 20_000 && idleTurns < 200; turns++) {
+      if (credit >= frame.length) {
+        channel.onData(frame);
+        credit -= frame.length;
+        sent += frame.length;
+        idleTurns = 0;
+      } else idleTurns++;
+      await new Promise((resolve) => setImmediate(resolve));
+    }
+    expect(idleTurns).toBe(200);
+    expect(sent).toBeLessThan(256 * 1024 * 1024);
+    // Held by the agent: the channel's window unread, and the socket's high-water mark and a frame.
+    expect(channel.readableLength).toBeLessThanOrEqual(DEFAULT_WINDOW);
+    expect(agentSocket?.writableLength).toBeLessThanOrEqual(256 * 1024 + frame.length);
+  });
+});
