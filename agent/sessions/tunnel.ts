@@ -11,15 +11,6 @@ import type { SessionContext } from './context.js';
 const CONNECT_TIMEOUT_MS = 10_000;
 /** Datagrams waiting for channel credit beyond this are dropped, as a congested UDP path would. */
 const UDP_BACKLOG_BYTES = 1024 * 1024;
-/**
- * What the target's socket takes before its writer (the channel's pipe) pauses: more than a bulk data
- * frame (BULK_FRAME, 128 KiB). A frame read off the link in 64 KiB reads reaches the channel as two or
- * three pieces in one turn, written corked; at Node's 16 KiB mark the first piece paused the pipe and
- * each piece left in a write(2) of its own (three per frame, the last often a few bytes), where now
- * the frame leaves in one writev. What a target that does not read leaves the agent holding grows by
- * this much at most: the channel stops taking, and the peer stops at its credit.
- */
-const TARGET_WRITE_MARK = 256 * 1024;
 
 function validTarget(params: TunnelParams): void {
   if (!Number.isInteger(params.port) || params.port < 1 || params.port > 65535)
@@ -51,16 +42,13 @@ export async function openTcpTunnel(channel: Channel, params: TunnelParams, ctx:
     channel.once('drain', () => socket.resume());
     return false; // pauses the socket
   };
-  // The socket hands its options to its Duplex, which takes the write mark (not in @types/node's NetConnectOpts).
-  const options: net.NetConnectOpts & { writableHighWaterMark: number } = {
+  const socket = net.connect({
     host,
     port: params.port,
     allowHalfOpen: true,
     noDelay: true,
-    writableHighWaterMark: TARGET_WRITE_MARK,
     onread: { buffer: buffers.next, callback: fromTarget },
-  };
-  const socket = net.connect(options);
+  });
   try {
     await new Promise<void>((resolve, reject) => {
       const timer = setTimeout(() => reject(new Error('timed out')), CONNECT_TIMEOUT_MS);
