@@ -3,6 +3,7 @@
  * `npm run bench -- api` runs one group, `npm run bench -- remote latency` (or `ssh scp`) one part of it. Timings are printed, never asserted.
  */
 import { benchAgent } from './agent.js';
+import { benchAgentTunnel } from './agent-tunnel.js';
 import { benchApi } from './api.js';
 import { benchCli } from './cli.js';
 import { benchCluster } from './cluster.js';
@@ -38,6 +39,7 @@ async function main(): Promise<void> {
     ['ssh', await load('./ssh.js', 'benchSsh')],
     ['hostile', benchHostile],
     ['agent', benchAgent],
+    ['agent-tunnel', benchAgentTunnel],
     ['metrics', benchMetrics],
     ['cluster', benchCluster],
     ['config', benchConfig],

@@ -121,3 +121,46 @@ describe('TCP tunnel read buffers', () => {
     expect(Math.max(...allocated)).toBe(FIRST_READ_SIZE);
   });
 });
+
+describe('TCP tunnel, to the target', () => {
+  it('a target that never reads holds the peer at the window: what the agent holds stays bounded', async () => {
+    const t = await target((socket) => socket.pause());
+    cleanup.push(t.close);
+    let credit = DEFAULT_WINDOW;
+    const host: ChannelHost = {
+      send: (msg) => {
+        if (msg.t === 'credit') credit += msg.n;
+      },
+      sendData: (_ch, _payload, flushed) => flushed?.(),
+      schedule: () => {},
+      forget: () => {},
+    };
+    const channel = new Channel(host, 1, 'tunnel', { proto: 'tcp', port: t.port, dst: '127.0.0.1' }, DEFAULT_WINDOW);
+    cleanup.push(() => channel.destroy());
+    let agentSocket: net.Socket | undefined;
+    const connect = net.connect;
+    const spy = vi
+      .spyOn(net, 'connect')
+      .mockImplementation(((...args: Parameters<typeof net.connect>) => (agentSocket = connect(...args))) as typeof net.connect);
+    cleanup.push(() => spy.mockRestore());
+    await openTcpTunnel(channel, { proto: 'tcp', port: t.port, dst: '127.0.0.1' }, ctx);
+    const frame = Buffer.alloc(128 * 1024);
+    // The broker sends while it holds credit; the kernel's buffers fill, then the agent's, then credit stops.
+    let sent = 0;
+    let idleTurns = 0;
+    for (let turns = 0; turns < 20_000 && idleTurns < 200; turns++) {
+      if (credit >= frame.length) {
+        channel.onData(frame);
+        credit -= frame.length;
+        sent += frame.length;
+        idleTurns = 0;
+      } else idleTurns++;
+      await new Promise((resolve) => setImmediate(resolve));
+    }
+    expect(idleTurns).toBe(200);
+    expect(sent).toBeLessThan(256 * 1024 * 1024);
+    // Held by the agent: the channel's window unread, and the socket's high-water mark and the frame that crossed it.
+    expect(channel.readableLength).toBeLessThanOrEqual(DEFAULT_WINDOW);
+    expect(agentSocket?.writableLength).toBeLessThanOrEqual((agentSocket?.writableHighWaterMark ?? 0) + frame.length);
+  });
+});
