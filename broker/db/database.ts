@@ -5,6 +5,7 @@ import { Kysely, Migrator, PostgresDialect, SqliteDialect, sql, type MigrationPr
 import SqliteDatabase from 'better-sqlite3';
 import pg from 'pg';
 import type { Logger } from 'pino';
+import { BoundedMap } from '../../shared/bounded-map.js';
 import { ensurePrivateFile, PRIVATE_DIR_MODE, PRIVATE_FILE_MODE, tighten } from '../data-dir.js';
 import type { Database } from './schema.js';
 import type { Dialect } from './dialect.js';
@@ -108,12 +109,11 @@ function ambient(root: Db, current: AsyncLocalStorage<Frame>): Db {
  * a bounded set of query shapes, so prepared statements are kept by their SQL text.
  */
 function withStatementCache(sqlite: SqliteDatabase.Database, max = 500): SqliteDatabase.Database {
-  const cache = new Map<string, SqliteDatabase.Statement>();
+  const cache = new BoundedMap<string, SqliteDatabase.Statement>(max);
   const prepare = (source: string) => {
     let statement = cache.get(source);
     if (!statement) {
       statement = sqlite.prepare(source);
-      if (cache.size >= max) cache.delete(cache.keys().next().value as string);
       cache.set(source, statement);
     }
     return statement;

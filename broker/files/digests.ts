@@ -1,12 +1,13 @@
 import crypto from 'node:crypto';
 import fs from 'node:fs';
 import fsp from 'node:fs/promises';
+import { BoundedMap } from '../../shared/bounded-map.js';
 
 const DIGEST_CACHE_ENTRIES = 50_000;
 
 /** sha256 of the folder store's files by `dev:ino:size:mtimeMs`: survives renames and moves, misses after any rewrite. */
 export class DigestCache {
-  private readonly digests = new Map<string, string>();
+  private readonly digests = new BoundedMap<string, string>(DIGEST_CACHE_ENTRIES);
 
   get(stat: fs.Stats): string | undefined {
     return this.digests.get(digestKey(stat));
@@ -32,10 +33,6 @@ export class DigestCache {
   }
 
   remember(stat: fs.Stats, sha256: string): void {
-    if (this.digests.size >= DIGEST_CACHE_ENTRIES) {
-      const oldest = this.digests.keys().next().value;
-      if (oldest !== undefined) this.digests.delete(oldest);
-    }
     this.digests.set(digestKey(stat), sha256);
   }
 }

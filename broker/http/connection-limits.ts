@@ -1,4 +1,5 @@
 import type { Server, Socket } from 'node:net';
+import { BoundedMap } from '../../shared/bounded-map.js';
 
 /**
  * Slow clients hold a connection (and its parser) while sending their headers a byte at a time:
@@ -54,28 +55,28 @@ export const ACCEPT_BURST_SECONDS = 4;
  */
 export class AcceptRate {
   /** Kept in order of last use (a touched entry is moved to the end). */
-  private readonly buckets = new Map<string, { tokens: number; at: number }>();
+  private readonly buckets: BoundedMap<string, { tokens: number; at: number }>;
 
   constructor(
     readonly perSecond: number,
     readonly burst = perSecond * ACCEPT_BURST_SECONDS,
     readonly maxAddresses = ACCEPT_RATE_ADDRESSES,
     private readonly now: () => number = () => performance.now(),
-  ) {}
+  ) {
+    this.buckets = new BoundedMap(maxAddresses);
+  }
 
   /** Takes a token for a new connection from `address`; false: refuse it. */
   admit(address: string): boolean {
     const at = this.now();
-    let bucket = this.buckets.get(address);
+    let bucket = this.buckets.touch(address);
     if (bucket) {
-      this.buckets.delete(address);
       bucket.tokens = Math.min(this.burst, bucket.tokens + ((at - bucket.at) * this.perSecond) / 1000);
       bucket.at = at;
     } else {
-      if (this.buckets.size >= this.maxAddresses) this.buckets.delete(this.buckets.keys().next().value as string);
       bucket = { tokens: this.burst, at };
+      this.buckets.set(address, bucket);
     }
-    this.buckets.set(address, bucket);
     if (bucket.tokens < 1) return false;
     bucket.tokens -= 1;
     return true;

@@ -7,6 +7,7 @@
 import crypto from 'node:crypto';
 import type { Logger } from 'pino';
 import type { ZodType } from 'zod';
+import { BoundedMap } from '../../shared/bounded-map.js';
 import type { Channel } from '../../shared/mux.js';
 import type { ChannelParams, RemoteKind } from '../../shared/protocol.js';
 import { isAccessRefusal, refusalCodeOf } from '../../shared/codes.js';
@@ -153,7 +154,7 @@ export const PARSED_QUERY_MAX_LENGTH = 512;
  * PARSED_QUERY_MAX_LENGTH; at most PARSED_QUERIES_KEPT, the oldest dropped first.
  */
 export class ParsedQueries {
-  private readonly kept = new Map<string, unknown>();
+  private readonly kept = new BoundedMap<string, unknown>(PARSED_QUERIES_KEPT);
   /** Parses run (for tests: a query seen again is not parsed again). */
   parses = 0;
 
@@ -173,7 +174,6 @@ export class ParsedQueries {
     const parsed = schema.safeParse(Object.fromEntries(url.searchParams));
     if (!parsed.success || key === undefined) return parsed;
     const data = deepFreeze(parsed.data);
-    if (this.kept.size >= PARSED_QUERIES_KEPT) this.kept.delete(this.kept.keys().next().value as string);
     this.kept.set(key, data);
     return { success: true, data };
   }
