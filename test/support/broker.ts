@@ -106,7 +106,8 @@ export async function startTestBroker(
     /**
      * On unless `false`: the broker starts on a copy of the run's template store (migrated, the
      * administrator made; support/db-template.ts) rather than on an empty one. Off, or when `env`
-     * names the database or the administrator, or with `shareWith`, it migrates and bootstraps itself.
+     * names the data directory, the database or the administrator, or with `shareWith`, it migrates
+     * and bootstraps itself.
      */
     template?: boolean;
   } = {},
@@ -117,7 +118,9 @@ export async function startTestBroker(
   const schema = database === 'postgres' ? (options.shareWith?.schema ?? `t_${crypto.randomBytes(6).toString('hex')}`) : '';
   const env = options.env ?? {};
   const seeded =
-    options.template !== false && !options.shareWith && !['DATABASE_URL', 'DATABASE_SCHEMA', 'ADMIN_EMAIL', 'ADMIN_PASSWORD'].some((name) => name in env);
+    options.template !== false &&
+    !options.shareWith &&
+    !['DATA_DIR', 'DATABASE_URL', 'DATABASE_SCHEMA', 'ADMIN_EMAIL', 'ADMIN_PASSWORD'].some((name) => name in env);
   if (seeded) {
     const template = { admin: ADMIN, adminCost: TEST_SCRYPT_COST, pgUrl: PG_URL };
     if (database === 'postgres') await copyPgTemplate(schema, template);
