@@ -14,6 +14,7 @@ import { hashPassword } from '../../broker/auth/passwords.js';
 import { createLogger } from '../../broker/logger.js';
 import { CHECK_RESPONSES_ENV } from '../../broker/http/response-check.js';
 import { startBroker, type RunningBroker } from '../../broker/server.js';
+import { copyPgTemplate, copySqliteTemplate } from './db-template.js';
 import type { ServiceOptions } from '../../broker/services.js';
 import type { Policy } from '../../shared/resources.js';
 
@@ -102,12 +103,29 @@ export async function startTestBroker(
      * (broker/http/response-check.ts), so the test that made the call fails.
      */
     checkResponses?: boolean;
+    /**
+     * On unless `false`: the broker starts on a copy of the run's template store (migrated, the
+     * administrator made; support/db-template.ts) rather than on an empty one. Off, or when `env`
+     * names the data directory, the database or the administrator, or with `shareWith`, it migrates
+     * and bootstraps itself.
+     */
+    template?: boolean;
   } = {},
 ): Promise<TestBroker> {
   const database = options.shareWith?.database ?? options.database ?? testDatabase();
   if (options.shareWith && database !== 'postgres') throw new Error('brokers share a database on PostgreSQL only (SQLite is the single-broker store)');
   const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'fleet-test-'));
   const schema = database === 'postgres' ? (options.shareWith?.schema ?? `t_${crypto.randomBytes(6).toString('hex')}`) : '';
+  const env = options.env ?? {};
+  const seeded =
+    options.template !== false &&
+    !options.shareWith &&
+    !['DATA_DIR', 'DATABASE_URL', 'DATABASE_SCHEMA', 'ADMIN_EMAIL', 'ADMIN_PASSWORD'].some((name) => name in env);
+  if (seeded) {
+    const template = { admin: ADMIN, adminCost: TEST_SCRYPT_COST, pgUrl: PG_URL };
+    if (database === 'postgres') await copyPgTemplate(schema, template);
+    else await copySqliteTemplate(path.join(dataDir, 'fleet.sqlite'), template);
+  }
   const config = loadConfig({
     DATA_DIR: dataDir,
     PORT: '0',
@@ -243,10 +261,12 @@ export async function startTestBroker(
     return id;
   }
 
-  // The first sign-in checks the administrator the broker created, at the broker's own cost; the
-  // later ones (every browser test signs in through the form) check a cheaper hash of the same password.
+  // On an empty store, the first sign-in checks the administrator the broker created, at the
+  // broker's own cost; the later ones (every browser test signs in through the form) check a cheaper
+  // hash of the same password. A template's administrator was checked so when the template was made,
+  // and carries the cheaper hash already.
   const adminToken = await login(ADMIN.email, ADMIN.password);
-  if (TEST_SCRYPT_COST !== undefined) {
+  if (TEST_SCRYPT_COST !== undefined && !seeded) {
     await db
       .updateTable('users')
       .set({ password_hash: await testPasswordHash(ADMIN.password) })
