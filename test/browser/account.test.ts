@@ -22,8 +22,7 @@ const suite = useBrowserSuite({ env: () => ({ SMTP_URL: smtp.url }) });
 describe('two-factor sign-in', () => {
   it('enrols an authenticator app from the profile (QR code) and then signs in with its code', async () => {
     const user = await suite.t.userWith([{ permission: 'device:read' }]);
-    const { page, expectNoErrorsAndClose } = await suite.open({ as: user });
-    await page.goto('/profile');
+    const { page, expectNoErrorsAndClose } = await suite.open({ as: user, at: '/profile' });
     await page.getByRole('button', { name: 'Set up an authenticator app' }).click();
     const qr = page.getByTestId('totp-qr');
     await qr.waitFor();
@@ -77,8 +76,7 @@ describe('two-factor sign-in', () => {
 
   it('shows ten recovery codes once at enrolment, and signs in with one, saying how many are left', async () => {
     const user = await suite.t.userWith([{ permission: 'device:read' }]);
-    const { page, expectNoErrorsAndClose } = await suite.open({ as: user });
-    await page.goto('/profile');
+    const { page, expectNoErrorsAndClose } = await suite.open({ as: user, at: '/profile' });
     await page.getByRole('button', { name: 'Set up an authenticator app' }).click();
     const secret = ((await page.getByTestId('totp-secret').textContent()) ?? '').trim();
     await page.getByLabel('Code').fill(totpCode(secret, Date.now()));
@@ -118,8 +116,7 @@ describe('two-factor sign-in', () => {
   it('signs in with a code mailed to the user', async () => {
     const user = await suite.t.userWith([{ permission: 'device:read' }]);
     expect((await suite.t.api('PATCH', `/api/v2/user/${user.id}`, { token: suite.t.adminToken, body: { two_factor: { enabled: true } } })).status).toBe(200);
-    const { page, expectNoErrorsAndClose } = await suite.open({ as: null });
-    await page.goto('/login');
+    const { page, expectNoErrorsAndClose } = await suite.open({ as: null, at: '/login' });
     await page.getByLabel('Email').fill(user.email);
     await page.getByLabel('Password').fill(user.password);
     await page.getByRole('button', { name: 'Sign in' }).click();
@@ -151,8 +148,7 @@ describe('password links', () => {
 
     const mail = await smtp.next('wendy@example.com');
     const link = new URL(/https?:\/\/\S+set-password\?token=\S+/.exec(mail.text)?.[0] as string);
-    const { page, expectNoErrorsAndClose } = await suite.open({ as: null });
-    await page.goto(link.pathname + link.search);
+    const { page, expectNoErrorsAndClose } = await suite.open({ as: null, at: link.pathname + link.search });
     await page.getByRole('heading', { name: 'Set your password' }).waitFor();
     await screenshot(page, 'set-password');
     await page.getByLabel('New password', { exact: true }).fill('wendys-password-1');
@@ -177,8 +173,7 @@ describe('password links', () => {
 
   it('mails a reset link from the sign-in page', async () => {
     const user = await suite.t.userWith([{ permission: 'device:read' }]);
-    const { page, expectNoErrorsAndClose } = await suite.open({ as: null });
-    await page.goto('/login');
+    const { page, expectNoErrorsAndClose } = await suite.open({ as: null, at: '/login' });
     await page.getByRole('button', { name: 'Forgot your password?' }).click();
     await page.getByLabel('Email').fill(user.email);
     await page.getByRole('button', { name: 'Send the link' }).click();

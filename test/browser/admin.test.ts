@@ -5,8 +5,7 @@ const suite = useBrowserSuite();
 
 describe('roles', () => {
   it('validates each resource live with the shared parser, saves the role, and refuses to delete it while in use, naming who uses it', async () => {
-    const { page, expectNoErrorsAndClose } = await suite.open();
-    await page.goto('/roles');
+    const { page, expectNoErrorsAndClose } = await suite.open({ at: '/roles' });
     await page.getByRole('link', { name: 'New role' }).click();
     await page.getByRole('heading', { level: 1, name: 'New role' }).waitFor();
     await page.getByLabel('Name').fill('Lab operators');
@@ -104,8 +103,7 @@ describe('roles', () => {
 
   it('shows a role read-only to a user without roles:manage', async () => {
     const reader = await suite.t.userWith([{ permission: 'roles:read' }]);
-    const { page, expectNoErrorsAndClose } = await suite.open({ as: reader });
-    await page.goto('/roles');
+    const { page, expectNoErrorsAndClose } = await suite.open({ as: reader, at: '/roles' });
     await page.getByRole('link', { name: 'Administrator' }).click();
     await page.getByRole('heading', { level: 2, name: 'Permissions' }).waitFor();
     expect(await page.getByRole('link', { name: 'New role' }).count()).toBe(0);
@@ -116,8 +114,7 @@ describe('roles', () => {
 
 describe('users', () => {
   it('creates, edits, disables, enables, resets the password of and deletes a user', async () => {
-    const { page, expectNoErrorsAndClose } = await suite.open();
-    await page.goto('/users');
+    const { page, expectNoErrorsAndClose } = await suite.open({ at: '/users' });
     await page.getByRole('button', { name: 'New user' }).click();
     const form = page.getByRole('form', { name: 'New user' });
     await form.getByLabel('First name').fill('Ada');
@@ -184,8 +181,7 @@ describe('users', () => {
 
 describe('files manager', () => {
   it('creates a folder, uploads with progress, downloads the same bytes and deletes', async () => {
-    const { page, expectNoErrorsAndClose } = await suite.open();
-    await page.goto('/files');
+    const { page, expectNoErrorsAndClose } = await suite.open({ at: '/files' });
     await page.getByRole('heading', { level: 1, name: 'Files' }).waitFor();
     await page.getByLabel('New folder').fill('configs');
     await page.getByRole('button', { name: 'Create folder' }).click();
@@ -245,8 +241,7 @@ describe('files manager', () => {
 
   it('offers no write actions without files:manage', async () => {
     const reader = await suite.t.userWith([{ permission: 'files:read' }]);
-    const { page, expectNoErrorsAndClose } = await suite.open({ as: reader });
-    await page.goto('/files');
+    const { page, expectNoErrorsAndClose } = await suite.open({ as: reader, at: '/files' });
     await page.getByRole('heading', { level: 1, name: 'Files' }).waitFor();
     await expect.poll(() => page.locator('.loading').count()).toBe(0);
     expect(await page.getByLabel(/Upload to/).count()).toBe(0);

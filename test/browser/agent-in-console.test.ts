@@ -54,8 +54,7 @@ describe('a real agent in the web console', () => {
       "the agent's metrics",
     );
 
-    const { page, expectNoErrorsAndClose } = await suite.open();
-    await page.goto(`/devices/${device}`);
+    const { page, expectNoErrorsAndClose } = await suite.open({ at: `/devices/${device}` });
     // Software: the machine's own dpkg, with its installed version.
     const tabs = page.locator('.inventory-tabs');
     await tabs.locator('[data-type="software"]').waitFor();

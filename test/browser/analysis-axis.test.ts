@@ -37,8 +37,7 @@ function expectSpan([min, max]: [number, number], seconds: number): void {
 
 describe('Analysis time axis', () => {
   it('spans the chosen range for the fleet charts with one sample: 24 hours, then 7 days', async () => {
-    const { page, expectNoErrorsAndClose } = await suite.open();
-    await page.goto('/analysis');
+    const { page, expectNoErrorsAndClose } = await suite.open({ at: '/analysis' });
     expectSpan(await axis(page, 'cpu'), 86400);
     await screenshot(page, 'analysis-one-sample-24h');
     await page.getByLabel('Time range').selectOption('7d');
@@ -48,8 +47,7 @@ describe('Analysis time axis', () => {
   });
 
   it('spans the chosen range for one device’s charts, at phone width too', async () => {
-    const { page, expectNoErrorsAndClose } = await suite.open({ viewport: { width: 390, height: 844 }, touch: true });
-    await page.goto(`/analysis?device=${device}`);
+    const { page, expectNoErrorsAndClose } = await suite.open({ viewport: { width: 390, height: 844 }, touch: true, at: `/analysis?device=${device}` });
     expectSpan(await axis(page, 'cpu'), 86400);
     expect(await page.evaluate(() => document.documentElement.scrollWidth - window.innerWidth)).toBeLessThanOrEqual(0);
     await screenshot(page, 'phone-analysis-one-sample');

@@ -160,8 +160,11 @@ describe('Analysis', () => {
   });
 
   it('is usable at phone width: controls stacked, charts within the screen', async () => {
-    const { page, expectNoErrorsAndClose } = await suite.open({ viewport: { width: 390, height: 844 }, touch: true });
-    await page.goto(`/analysis?node=plant&device=${press1}`);
+    const { page, expectNoErrorsAndClose } = await suite.open({
+      viewport: { width: 390, height: 844 },
+      touch: true,
+      at: `/analysis?node=plant&device=${press1}`,
+    });
     await page.getByTestId('chart-cpu').locator('canvas').waitFor();
     const widths = await page.evaluate(() => ({
       page: document.documentElement.scrollWidth,
@@ -187,8 +190,7 @@ describe('Device page: Metrics', () => {
       60_000,
       "the agent's metrics",
     );
-    const { page, expectNoErrorsAndClose } = await suite.open();
-    await page.goto(`/devices/${agentDevice}`);
+    const { page, expectNoErrorsAndClose } = await suite.open({ at: `/devices/${agentDevice}` });
     const latest = page.getByTestId('latest-metrics');
     await latest.waitFor();
     const text = await latest.innerText();
@@ -209,8 +211,7 @@ describe('Device page: Metrics', () => {
 
   it('has no Metrics panel without metrics:read, and the API refuses the calls', async () => {
     const user = await suite.t.userWith([{ permission: 'device:read' }]);
-    const { page, expectNoErrorsAndClose } = await suite.open({ as: user });
-    await page.goto(`/devices/${press1}`);
+    const { page, expectNoErrorsAndClose } = await suite.open({ as: user, at: `/devices/${press1}` });
     await page.getByRole('heading', { name: 'Attributes' }).waitFor();
     expect(await page.getByRole('heading', { name: 'Metrics' }).count()).toBe(0);
     expect((await suite.t.api('GET', `/api/v2/device/${press1}/metrics/latest`, { token: user.token })).status).toBe(403);

@@ -19,8 +19,7 @@ for (const viewport of [undefined, { width: 390, height: 844 }]) {
       expect((await tree([{ action: 'move', data: { node_id: `lab${suffix}`, parent_id: `site-2${suffix}` } }])).status).toBeLessThan(300);
       expect((await tree([{ action: 'rename', data: { node_id: device, title: `y${suffix}` } }])).status).toBeLessThan(300);
 
-      const { page, expectNoErrorsAndClose } = await suite.open({ viewport });
-      await page.goto(`/audit?action=${encodeURIComponent('PUT /api/v2/grouptree')}`);
+      const { page, expectNoErrorsAndClose } = await suite.open({ viewport, at: `/audit?action=${encodeURIComponent('PUT /api/v2/grouptree')}` });
       const sentences = page.getByTestId('audit-sentence');
       await expect
         .poll(() => sentences.allTextContents())

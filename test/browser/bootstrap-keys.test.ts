@@ -9,8 +9,7 @@ const keys = async () => (await suite.t.api<KeyMap>('GET', '/api/v2/bootstrapkey
 
 describe('bootstrap keys screen', () => {
   it('asks before an auto-accepting key, shows the install command and counts enrolled devices', async () => {
-    const { page, expectNoErrorsAndClose } = await suite.open();
-    await page.goto('/bootstrap-keys');
+    const { page, expectNoErrorsAndClose } = await suite.open({ at: '/bootstrap-keys' });
     await page.getByRole('heading', { level: 1, name: 'Bootstrap keys' }).waitFor();
 
     await page.getByLabel('Accept devices automatically').check();
@@ -58,8 +57,7 @@ describe('bootstrap keys screen', () => {
 
 describe('bootstrap key label and expiry', () => {
   it('creates a labelled key that expires, relabels it, shows an expired key as such and clears the expiry', async () => {
-    const { page, expectNoErrorsAndClose } = await suite.open();
-    await page.goto('/bootstrap-keys');
+    const { page, expectNoErrorsAndClose } = await suite.open({ at: '/bootstrap-keys' });
     await page.getByLabel('Label', { exact: true }).fill('Rack 4 batch');
     await page.getByLabel('Expires').selectOption({ label: 'In 7 days' });
     const before = Date.now();
@@ -111,8 +109,7 @@ describe('pending hosts', () => {
     const [key] = Object.keys((await suite.t.api<KeyMap>('POST', '/api/v2/bootstrapkey', { token: suite.t.adminToken, body: {} })).body);
     const hosts = [];
     for (const name of ['bulk-one', 'bulk-two', 'bulk-three']) hosts.push(await enrolDevice(suite.t, key, undefined, name));
-    const { page, expectNoErrorsAndClose } = await suite.open();
-    await page.goto('/pending');
+    const { page, expectNoErrorsAndClose } = await suite.open({ at: '/pending' });
     const rows = page.locator('tbody tr');
     await expect.poll(() => rows.count()).toBe(3);
     await page.getByLabel('Select bulk-one').check();

@@ -10,8 +10,7 @@ describe('command-line sign-in page', () => {
     const started = await suite.t.api('POST', '/oauth2/devicecode', { headers: FORM });
     expect(started.status).toBe(200);
     const user = await suite.t.userWith([{ permission: 'files:read' }]);
-    const { page, expectNoErrorsAndClose } = await suite.open({ as: user });
-    await page.goto(`/cli-login?code=${started.body.user_code}`);
+    const { page, expectNoErrorsAndClose } = await suite.open({ as: user, at: `/cli-login?code=${started.body.user_code}` });
     await page.getByRole('heading', { level: 1, name: 'Command-line sign-in' }).waitFor();
     expect(await page.getByLabel('Code').inputValue()).toBe(started.body.user_code);
     await page.getByRole('button', { name: 'Look up' }).click();
@@ -32,8 +31,7 @@ describe('command-line sign-in page', () => {
 
   it('declines a code, and says so for an unknown one', async () => {
     const started = await suite.t.api('POST', '/oauth2/devicecode', { headers: FORM });
-    const { page, expectNoErrorsAndClose } = await suite.open();
-    await page.goto('/cli-login');
+    const { page, expectNoErrorsAndClose } = await suite.open({ at: '/cli-login' });
     await page.getByLabel('Code').fill('BCDF-GHJK');
     await page.getByRole('button', { name: 'Look up' }).click();
     await page.getByText(/not found/i).waitFor();

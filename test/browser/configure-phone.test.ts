@@ -27,8 +27,7 @@ function checkboxLayout(page: Page) {
 for (const viewport of [undefined, { width: 390, height: 844 }]) {
   describe(`Configure ${viewport ? 'on a phone' : 'on a desktop'}`, () => {
     it('aligns checkboxes with their labels, tells "not set" from "off", and fits without sideways scrolling', async () => {
-      const { page, expectNoErrorsAndClose } = await suite.open({ viewport });
-      await page.goto('/configure');
+      const { page, expectNoErrorsAndClose } = await suite.open({ viewport, at: '/configure' });
       if (viewport) await page.getByRole('navigation', { name: 'Entities' }).waitFor();
       await page.getByRole('navigation', { name: 'Entities' }).getByRole('link', { name: 'north-01' }).click();
       await page.getByRole('tab', { name: /^settings/ }).click();

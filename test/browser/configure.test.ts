@@ -133,8 +133,7 @@ describe('Configure', () => {
   });
 
   it('the device page shows the rendered configuration with inheritance and its commit/propagation state', async () => {
-    const { page, expectNoErrorsAndClose } = await suite.open();
-    await page.goto(`/devices/${east}`);
+    const { page, expectNoErrorsAndClose } = await suite.open({ at: `/devices/${east}` });
     await page.getByRole('button', { name: 'Show configuration' }).click();
     const view = page.getByTestId('device-config');
     await view.waitFor();

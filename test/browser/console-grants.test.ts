@@ -10,8 +10,7 @@ const suite = useBrowserSuite();
 
 describe('console grants in the role editor', () => {
   it('warns about a console grant without user= as it is typed, and names the login of one with it', async () => {
-    const { page, expectNoErrorsAndClose } = await suite.open();
-    await page.goto('/roles');
+    const { page, expectNoErrorsAndClose } = await suite.open({ at: '/roles' });
     await page.getByRole('link', { name: 'New role' }).click();
     await page.getByRole('heading', { level: 1, name: 'New role' }).waitFor();
     await page.getByLabel('Name').fill('Console only');
@@ -47,8 +46,11 @@ describe('console grants in the user’s own view', () => {
       { permission: 'device:read' },
     ]);
     for (const phone of [false, true]) {
-      const { page, expectNoErrorsAndClose } = await suite.open({ as: user, ...(phone ? { viewport: { width: 390, height: 844 }, touch: true } : {}) });
-      await page.goto('/profile');
+      const { page, expectNoErrorsAndClose } = await suite.open({
+        as: user,
+        ...(phone ? { viewport: { width: 390, height: 844 }, touch: true } : {}),
+        at: '/profile',
+      });
       const warning = page.getByTestId('console-account-warning');
       await warning.waitFor();
       expect(await warning.textContent()).toContain('*/console');
@@ -64,8 +66,7 @@ describe('console grants in the user’s own view', () => {
 
   it('shows nothing of the kind to a user without a console grant', async () => {
     const user = await suite.t.userWith([{ permission: 'remote-access:connect', resources: ['*/tunnel(port=22)'] }]);
-    const { page, expectNoErrorsAndClose } = await suite.open({ as: user });
-    await page.goto('/profile');
+    const { page, expectNoErrorsAndClose } = await suite.open({ as: user, at: '/profile' });
     await page.getByRole('heading', { name: 'What your roles allow' }).waitFor();
     expect(await page.getByTestId('console-account-warning').count()).toBe(0);
     expect(await page.getByRole('heading', { name: 'Consoles you may open' }).count()).toBe(0);

@@ -71,8 +71,7 @@ describe('re-attaching to a console', () => {
     const file = path.join(work, 'notes.txt');
     fs.writeFileSync(file, 'original line one\nsecond line\n');
     const user = await suite.t.userWith([{ permission: 'remote-access:connect' }, { permission: 'device:read' }]);
-    const { page, expectNoErrorsAndClose } = await suite.open({ as: { email: user.email, password: user.password } });
-    await page.goto(`/console/${device}`);
+    const { page, expectNoErrorsAndClose } = await suite.open({ as: { email: user.email, password: user.password }, at: `/console/${device}` });
     await connected(shown(page));
     // vim as vi with its defaults (nocompatible) asks the terminal for its version, colours and
     // cursor position at start: those queries stay in the kept output. HOME and the viminfo stay in

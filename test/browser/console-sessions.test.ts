@@ -50,8 +50,7 @@ async function liveConsoles(email: string): Promise<Live[]> {
 describe('console sessions in the web console', () => {
   it('re-attaches to the same session after a reload, with its recent output', async () => {
     const user = await suite.t.userWith([{ permission: 'remote-access:connect' }, { permission: 'device:read' }]);
-    const { page, expectNoErrorsAndClose } = await suite.open({ as: { email: user.email, password: user.password } });
-    await page.goto(`/console/${device}`);
+    const { page, expectNoErrorsAndClose } = await suite.open({ as: { email: user.email, password: user.password }, at: `/console/${device}` });
     await connected(shown(page));
     await typeCommand(page, shown(page), 'echo before-$((2*3))');
     await expect.poll(() => screenText(shown(page)), { timeout: 15_000 }).toContain('before-6');
@@ -102,8 +101,7 @@ describe('console sessions in the web console', () => {
 
   it('opens several consoles as tabs and switches between them without losing either', async () => {
     const user = await suite.t.userWith([{ permission: 'remote-access:connect' }, { permission: 'device:read' }]);
-    const { page, expectNoErrorsAndClose } = await suite.open({ as: { email: user.email, password: user.password } });
-    await page.goto(`/console/${device}`);
+    const { page, expectNoErrorsAndClose } = await suite.open({ as: { email: user.email, password: user.password }, at: `/console/${device}` });
     await connected(shown(page));
     await typeCommand(page, shown(page), 'echo tab-one-$((1+1))');
     await expect.poll(() => screenText(shown(page)), { timeout: 15_000 }).toContain('tab-one-2');

@@ -6,8 +6,7 @@ const suite = useBrowserSuite();
 
 describe('sign-in and sign-out', () => {
   it('shows the API message for a wrong password, then signs in with the keyboard alone', async () => {
-    const { page, expectNoErrorsAndClose } = await suite.open({ as: null });
-    await page.goto('/');
+    const { page, expectNoErrorsAndClose } = await suite.open({ as: null, at: '/' });
     await expect.poll(() => page.url()).toMatch(/\/login$/);
     await screenshot(page, 'sign-in');
 
@@ -35,8 +34,7 @@ describe('sign-in and sign-out', () => {
       const r = await suite.t.api('POST', '/api/v2/login', { body: { email: user.email, password: `wrong-${i}` } });
       expect(r.status).toBe(401);
     }
-    const { page, expectNoErrorsAndClose } = await suite.open({ as: null });
-    await page.goto('/login');
+    const { page, expectNoErrorsAndClose } = await suite.open({ as: null, at: '/login' });
     await page.getByLabel('Email').fill(user.email);
     await page.getByLabel('Password').fill(user.password);
     await page.getByRole('button', { name: 'Sign in' }).click();
@@ -67,9 +65,26 @@ describe('sign-in and sign-out', () => {
     await expectNoErrorsAndClose();
   });
 
+  it('gives each page opened as the same user a session of its own: signing out of one leaves the other signed in', async () => {
+    const first = await suite.open({ at: '/audit' });
+    const second = await suite.open({ at: '/audit' });
+    const tokens = await Promise.all([first, second].map(({ page }) => page.evaluate(() => sessionStorage.getItem('fleet.token'))));
+    expect(tokens[0]).toMatch(/^ey/);
+    expect(tokens[1]).toMatch(/^ey/);
+
+    await first.page.getByRole('button', { name: 'Sign out' }).click();
+    await first.page.getByRole('button', { name: 'Sign in' }).waitFor();
+    expect((await suite.t.api('GET', '/api/v2/commitlist', { token: tokens[0] as string })).status).toBe(401);
+
+    expect((await suite.t.api('GET', '/api/v2/commitlist', { token: tokens[1] as string })).status).toBe(200);
+    await second.page.reload();
+    await second.page.getByRole('heading', { name: 'Audit' }).waitFor();
+    await first.expectNoErrorsAndClose();
+    await second.expectNoErrorsAndClose();
+  });
+
   it('keeps the session across a reload and returns to the page asked for after sign-in', async () => {
-    const { page, expectNoErrorsAndClose } = await suite.open({ as: null });
-    await page.goto('/audit?result=denied');
+    const { page, expectNoErrorsAndClose } = await suite.open({ as: null, at: '/audit?result=denied' });
     await page.getByRole('button', { name: 'Sign in' }).waitFor();
     await page.getByLabel('Email').fill(ADMIN.email);
     await page.getByLabel('Password').fill(ADMIN.password);
@@ -137,8 +152,7 @@ describe('navigation', () => {
 describe('access denied', () => {
   it('shows "Access denied" with the reason when the user may not use an area', async () => {
     const user = await suite.t.userWith([{ permission: 'device:read' }]);
-    const { page, expectNoErrorsAndClose } = await suite.open({ as: user });
-    await page.goto('/audit');
+    const { page, expectNoErrorsAndClose } = await suite.open({ as: user, at: '/audit' });
     const alert = page.getByRole('alert');
     await alert.waitFor();
     expect(await alert.textContent()).toContain('Access denied');
@@ -172,8 +186,7 @@ describe('audit view', () => {
       reason: 'port not allowed',
     });
 
-    const { page, expectNoErrorsAndClose } = await suite.open();
-    await page.goto('/audit');
+    const { page, expectNoErrorsAndClose } = await suite.open({ at: '/audit' });
     const rows = page.locator('table.audit-table tbody tr');
     await rows.first().waitFor();
     expect(await rows.count()).toBeGreaterThanOrEqual(3);
@@ -217,8 +230,7 @@ describe('audit view at a glance', () => {
       allowed: false,
       reason: 'no matching resource',
     });
-    const { page, expectNoErrorsAndClose } = await suite.open({ viewport: { width: 390, height: 844 } });
-    await page.goto(`/audit?device_id=${device}`);
+    const { page, expectNoErrorsAndClose } = await suite.open({ viewport: { width: 390, height: 844 }, at: `/audit?device_id=${device}` });
     const row = page.locator('table.audit-table tbody tr').first();
     await row.waitFor();
     const link = row.getByRole('link', { name: 'audit-gateway' });

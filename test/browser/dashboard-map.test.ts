@@ -220,8 +220,7 @@ describe('Map', () => {
     it('loads the tiles from there (the console is told through GET /webconsole/settings and its policy allows that origin)', async () => {
       const settings = await withTiles.api('GET', '/api/v2/webconsole/settings', { token: withTiles.adminToken });
       expect(settings.body.map).toMatchObject({ attribution: 'Test tiles <b>bold</b>' });
-      const { page, expectNoErrorsAndClose } = await suite.open({ broker: withTiles });
-      await page.goto('/map');
+      const { page, expectNoErrorsAndClose } = await suite.open({ broker: withTiles, at: '/map' });
       const map = page.getByTestId('map');
       await expect.poll(() => map.locator('img.leaflet-tile-loaded').count()).toBeGreaterThan(0);
       expect(await map.getAttribute('data-fallback')).toBe('none');
@@ -235,8 +234,7 @@ describe('Map', () => {
     });
 
     it('falls back to the outline when the tiles do not load', async () => {
-      const { page, expectNoErrorsAndClose } = await suite.open({ broker: badTiles });
-      await page.goto('/map');
+      const { page, expectNoErrorsAndClose } = await suite.open({ broker: badTiles, at: '/map' });
       const map = page.getByTestId('map');
       await expect.poll(() => map.getAttribute('data-fallback')).toBe('tiles-failed');
       await page.getByText('The map tiles could not be loaded').waitFor();
@@ -269,8 +267,7 @@ describe('Devices area rows of the UI permission table', () => {
     await a.expectNoErrorsAndClose();
 
     const reader = await suite.t.userWith([{ permission: 'device:read' }]);
-    const { page, expectNoErrorsAndClose } = await suite.open({ as: reader });
-    await page.goto('/devices');
+    const { page, expectNoErrorsAndClose } = await suite.open({ as: reader, at: '/devices' });
     await page.locator('ul.tree').getByText('oslo-gw').waitFor();
     expect(await page.getByRole('link', { name: 'Pending hosts' }).count()).toBe(0);
     await page.goto('/pending');
@@ -288,8 +285,7 @@ describe('Devices area rows of the UI permission table', () => {
     await m.expectNoErrorsAndClose();
 
     const approver = await suite.t.userWith([{ permission: 'device:read' }, { permission: 'device:approve' }]);
-    const { page, expectNoErrorsAndClose } = await suite.open({ as: approver });
-    await page.goto(`/devices/${shed}`);
+    const { page, expectNoErrorsAndClose } = await suite.open({ as: approver, at: `/devices/${shed}` });
     await page.getByRole('heading', { level: 2, name: 'Attributes' }).waitFor();
     expect(await page.getByRole('button', { name: 'Remove device' }).count()).toBe(0);
     expect(await page.getByRole('link', { name: 'Edit attributes' }).count()).toBe(0);
@@ -312,8 +308,7 @@ describe('Devices area rows of the UI permission table', () => {
     await c.expectNoErrorsAndClose();
 
     const reader = await suite.t.userWith([{ permission: 'device:read' }]);
-    const { page, expectNoErrorsAndClose } = await suite.open({ as: reader });
-    await page.goto(`/devices/${oslo}`);
+    const { page, expectNoErrorsAndClose } = await suite.open({ as: reader, at: `/devices/${oslo}` });
     await page.getByRole('heading', { level: 2, name: 'Attributes' }).waitFor();
     expect(await page.getByRole('heading', { name: 'Configuration' }).count()).toBe(0);
     expect(await page.getByRole('button', { name: 'Show configuration' }).count()).toBe(0);
@@ -333,8 +328,7 @@ describe('Devices area rows of the UI permission table', () => {
     await r.expectNoErrorsAndClose();
 
     const reader = await suite.t.userWith([{ permission: 'device:read' }]);
-    const { page, expectNoErrorsAndClose } = await suite.open({ as: reader });
-    await page.goto(`/devices/${oslo}`);
+    const { page, expectNoErrorsAndClose } = await suite.open({ as: reader, at: `/devices/${oslo}` });
     await page.getByRole('heading', { level: 2, name: 'Attributes' }).waitFor();
     expect(await page.getByRole('heading', { name: 'Reports' }).count()).toBe(0);
     expect((await suite.t.api('GET', `/api/v2/reportsummary/${oslo}`, { token: reader.token })).status).toBe(403);

@@ -39,8 +39,7 @@ afterAll(async () => {
 
 describe('device web UI in the browser', () => {
   it('opens from the device page in a new tab on the device-and-port origin, through the agent', async () => {
-    const { page, context, expectNoErrorsAndClose } = await suite.open();
-    await page.goto(`/devices/${device}`);
+    const { page, context, expectNoErrorsAndClose } = await suite.open({ at: `/devices/${device}` });
     await page.getByRole('heading', { name: 'Web UI in the browser' }).waitFor();
     await page.getByLabel('Web UI port').fill(String(appPort));
     const [tab] = await Promise.all([context.waitForEvent('page'), page.getByRole('button', { name: 'Open web UI' }).click()]);
@@ -69,8 +68,7 @@ describe('device web UI in the browser', () => {
       { permission: 'device:read', resources: ['*'] },
       { permission: 'inventory:read', resources: ['*'] },
     ]);
-    const { page, context, expectNoErrorsAndClose } = await suite.open({ as: user });
-    await page.goto(`/devices/${device}`);
+    const { page, context, expectNoErrorsAndClose } = await suite.open({ as: user, at: `/devices/${device}` });
     await page.getByLabel('Web UI port').fill(String(appPort));
     const opened = context.waitForEvent('page');
     await page.getByRole('button', { name: 'Open web UI' }).click();
@@ -83,8 +81,7 @@ describe('device web UI in the browser', () => {
     const plain = await startTestBroker();
     try {
       const id = await plain.addDevice({ name: 'no-apps-host' });
-      const { page, context, expectNoErrorsAndClose } = await suite.open({ broker: plain });
-      await page.goto(`/devices/${id}`);
+      const { page, context, expectNoErrorsAndClose } = await suite.open({ broker: plain, at: `/devices/${id}` });
       const opened = context.waitForEvent('page');
       await page.getByRole('button', { name: 'Open web UI' }).click();
       const alert = page.getByRole('alert').filter({ hasText: 'APPS_HOST' });

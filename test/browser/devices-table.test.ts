@@ -21,8 +21,7 @@ describe('devices as a table', () => {
       agent_version: '7.7.7',
     });
 
-    const { page, expectNoErrorsAndClose } = await suite.open();
-    await page.goto('/devices');
+    const { page, expectNoErrorsAndClose } = await suite.open({ at: '/devices' });
     await page.locator('ul.tree').getByText('alpha').waitFor();
     await page.getByRole('button', { name: 'Show as table' }).click();
     const table = page.locator('table.devices');
@@ -117,8 +116,7 @@ describe('devices as a table', () => {
       .where('device_id', '=', old)
       .execute();
 
-    const { page, expectNoErrorsAndClose } = await suite.open();
-    await page.goto('/devices?view=table&tag=cols');
+    const { page, expectNoErrorsAndClose } = await suite.open({ at: '/devices?view=table&tag=cols' });
     const table = page.locator('table.devices');
     const names = () => table.locator('tbody tr td:nth-child(2) a').allTextContents();
     await expect.poll(names).toEqual(['col-debian', 'col-old', 'col-ubuntu']);

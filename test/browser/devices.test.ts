@@ -13,8 +13,7 @@ describe('device tree', () => {
     const gateway = await suite.t.addDevice({ parent: 'berlin', name: 'gateway-01', tags: ['edge'] });
     await suite.t.addDevice({ parent: 'lab', name: 'bench-pi' });
 
-    const { page, expectNoErrorsAndClose } = await suite.open();
-    await page.goto('/devices');
+    const { page, expectNoErrorsAndClose } = await suite.open({ at: '/devices' });
     const tree = page.locator('ul.tree');
     await tree.getByText('gateway-01').waitFor();
     // Node ids are shown next to group names.
@@ -61,8 +60,7 @@ describe('attribute editor', () => {
     const before = seeded.body;
     const max = before.custom_max as number;
 
-    const { page, expectNoErrorsAndClose } = await suite.open();
-    await page.goto(`/devices/${device}`);
+    const { page, expectNoErrorsAndClose } = await suite.open({ at: `/devices/${device}` });
     await page.getByRole('link', { name: 'Edit attributes' }).click();
     await page.getByRole('heading', { level: 1, name: 'Edit attributes' }).waitFor();
     const counter = page.getByTestId('custom-counter');
@@ -106,8 +104,7 @@ describe('attribute editor', () => {
   it('shows the API errors at the field (coordinates out of range, key too long) and stores nothing', async () => {
     const device = await suite.t.addDevice({ name: 'sensor-8' });
     const before = (await suite.t.api('GET', `/api/v2/deviceattribute/${device}`, { token: suite.t.adminToken })).body;
-    const { page, expectNoErrorsAndClose } = await suite.open();
-    await page.goto(`/devices/${device}/attributes`);
+    const { page, expectNoErrorsAndClose } = await suite.open({ at: `/devices/${device}/attributes` });
     await page.getByLabel('Latitude').fill('95');
     await page.getByRole('button', { name: 'Save', exact: true }).click();
     const latitude = page.locator('.field', { has: page.getByLabel('Latitude') });
@@ -227,8 +224,7 @@ describe('attribute editor', () => {
   it('is not offered without device:manage', async () => {
     const device = await suite.t.addDevice({ name: 'sensor-9' });
     const reader = await suite.t.userWith([{ permission: 'device:read' }]);
-    const { page, expectNoErrorsAndClose } = await suite.open({ as: reader });
-    await page.goto(`/devices/${device}`);
+    const { page, expectNoErrorsAndClose } = await suite.open({ as: reader, at: `/devices/${device}` });
     await page.getByRole('heading', { level: 2, name: 'Attributes' }).waitFor();
     expect(await page.getByRole('link', { name: 'Edit attributes' }).count()).toBe(0);
     expect(await page.getByRole('button', { name: 'Remove device' }).count()).toBe(0);
@@ -273,8 +269,7 @@ describe('remote access buttons', () => {
   it('offers no console to a user without remote-access:connect, and the console URL says "Access denied"', async () => {
     const device = await suite.t.addDevice({ name: 'router-3', tags: ['lab'] });
     const reader = await suite.t.userWith([{ permission: 'device:read' }, { permission: 'inventory:read' }]);
-    const { page, expectNoErrorsAndClose } = await suite.open({ as: reader });
-    await page.goto(`/devices/${device}`);
+    const { page, expectNoErrorsAndClose } = await suite.open({ as: reader, at: `/devices/${device}` });
     await page.getByText('Your roles allow no remote access to this device.').waitFor();
     expect(await page.getByTestId('open-console').count()).toBe(0);
     expect(await page.getByRole('button', { name: 'Reload agent' }).count()).toBe(0);
@@ -293,8 +288,7 @@ describe('remote access buttons', () => {
     const device = await suite.t.addDevice({ name: 'router-4', tags: ['lab'] });
     const other = await suite.t.addDevice({ name: 'router-5' });
     const operator = await suite.t.userWith([{ permission: 'device:read' }, { permission: 'remote-access:connect', resources: ['tag:lab/console'] }]);
-    const { page, expectNoErrorsAndClose } = await suite.open({ as: operator });
-    await page.goto(`/devices/${device}`);
+    const { page, expectNoErrorsAndClose } = await suite.open({ as: operator, at: `/devices/${device}` });
     await page.getByTestId('open-console').waitFor();
     expect(await page.getByRole('button', { name: 'Reload agent' }).count()).toBe(0);
     expect(await page.getByRole('heading', { name: 'File transfer' }).count()).toBe(0);
@@ -309,8 +303,7 @@ describe('remote access buttons', () => {
   it('shows a copy-only user what they may do (file transfer) and what not, rather than an empty panel', async () => {
     const device = await suite.t.addDevice({ name: 'router-copy', tags: ['lab'] });
     const copier = await suite.t.userWith([{ permission: 'device:read' }, { permission: 'remote-access:connect', resources: ['tag:lab/copy'] }]);
-    const { page, expectNoErrorsAndClose } = await suite.open({ as: copier });
-    await page.goto(`/devices/${device}`);
+    const { page, expectNoErrorsAndClose } = await suite.open({ as: copier, at: `/devices/${device}` });
     const may = page.getByTestId('remote-may');
     await may.waitFor();
     expect(await may.textContent()).toContain('Copy files to and from the device');
@@ -326,8 +319,7 @@ describe('remote access buttons', () => {
 
   it('offers no console or reload while the device is offline, and says why', async () => {
     const device = await suite.t.addDevice({ name: 'router-6' });
-    const { page, expectNoErrorsAndClose } = await suite.open();
-    await page.goto(`/devices/${device}`);
+    const { page, expectNoErrorsAndClose } = await suite.open({ at: `/devices/${device}` });
     await page.getByTestId('offline-hint').waitFor();
     expect(await page.getByTestId('offline-hint').textContent()).toContain('offline');
     expect(await page.getByTestId('open-console').isDisabled()).toBe(true);
@@ -347,8 +339,7 @@ describe('remote access buttons', () => {
     ]) {
       expect((await suite.t.api('POST', '/api/v2/service-connect/portmap', { token: suite.t.adminToken, body })).status).toBe(201);
     }
-    const { page, expectNoErrorsAndClose } = await suite.open();
-    await page.goto(`/devices/${device}`);
+    const { page, expectNoErrorsAndClose } = await suite.open({ at: `/devices/${device}` });
     const ssh = page.locator('.portmap', { hasText: 'SSH' });
     await ssh.waitFor();
     // Privileged (22, 554) and commonly taken (8080) ports move up by 10000; 1880 stays.
@@ -391,8 +382,7 @@ describe('remote access buttons', () => {
     const client = new ApiClient({ url: suite.t.url, token: suite.t.adminToken });
     await expect(resolveDevice(client, 'twin-cam')).rejects.toThrow(/names 2 devices/);
 
-    const { page, expectNoErrorsAndClose } = await suite.open({ viewport: { width: 390, height: 844 } });
-    await page.goto(`/devices/${twin}`);
+    const { page, expectNoErrorsAndClose } = await suite.open({ viewport: { width: 390, height: 844 }, at: `/devices/${twin}` });
     const ssh = page.locator('.portmap', { hasText: 'Twin shell' });
     await ssh.waitFor();
     await page.getByTestId('connect-by-id').waitFor();

@@ -43,8 +43,7 @@ afterAll(async () => {
 
 describe('file browser on the device page', () => {
   it('lists the granted folder, opens a folder, downloads, uploads by input and by drop with progress', async () => {
-    const { page, expectNoErrorsAndClose } = await suite.open({ as: user });
-    await page.goto(`/devices/${device}`);
+    const { page, expectNoErrorsAndClose } = await suite.open({ as: user, at: `/devices/${device}` });
     await page.getByRole('heading', { name: 'Files on the device' }).waitFor();
     const table = page.getByRole('table', { name: `Files in ${root}` });
     await table.waitFor({ timeout: 20_000 });
@@ -94,8 +93,7 @@ describe('file browser on the device page', () => {
   });
 
   it('is usable at phone width: the listing fits and folders open', async () => {
-    const { page, expectNoErrorsAndClose } = await suite.open({ as: user, viewport: PHONE, touch: true });
-    await page.goto(`/devices/${device}`);
+    const { page, expectNoErrorsAndClose } = await suite.open({ as: user, viewport: PHONE, touch: true, at: `/devices/${device}` });
     const table = page.getByRole('table', { name: `Files in ${root}` });
     await table.waitFor({ timeout: 20_000 });
     await page.getByRole('heading', { name: 'Files on the device' }).scrollIntoViewIfNeeded();

@@ -39,8 +39,7 @@ for (const viewport of [undefined, PHONE]) {
 
   describe(`filters by name ${where}`, () => {
     it('filters the audit by a device name picked from the suggestions, and says when a name names nothing', async () => {
-      const { page, expectNoErrorsAndClose } = await suite.open({ viewport });
-      await page.goto('/audit?kind=remote&result=denied');
+      const { page, expectNoErrorsAndClose } = await suite.open({ viewport, at: '/audit?kind=remote&result=denied' });
       const rows = page.locator('table.audit-table tbody tr');
       await expect.poll(() => rows.count()).toBeGreaterThanOrEqual(2);
       if (viewport) await page.getByRole('button', { name: /^Filters/ }).click();
@@ -70,8 +69,7 @@ for (const viewport of [undefined, PHONE]) {
     });
 
     it('filters the logs by a group name, which takes in the devices below it', async () => {
-      const { page, expectNoErrorsAndClose } = await suite.open({ viewport });
-      await page.goto('/logs');
+      const { page, expectNoErrorsAndClose } = await suite.open({ viewport, at: '/logs' });
       const rows = page.getByTestId('report-row');
       await expect.poll(() => rows.count()).toBe(2);
       await expect.poll(() => suggested(page, 'l-node-names')).toEqual(expect.arrayContaining(['fjord-gw', 'delta-gw', 'Oslo']));
@@ -94,8 +92,7 @@ describe('names a user may not read', () => {
       { permission: 'audit:read' },
       { permission: 'reports:read', resources: ['tag:north'] },
     ]);
-    const { page, expectNoErrorsAndClose } = await suite.open({ as: reader });
-    await page.goto('/logs');
+    const { page, expectNoErrorsAndClose } = await suite.open({ as: reader, at: '/logs' });
     await expect.poll(() => page.getByTestId('report-row').count()).toBe(1);
     await expect.poll(() => suggested(page, 'l-node-names')).toContain('fjord-gw');
     expect(await suggested(page, 'l-node-names')).not.toContain('delta-gw');

@@ -9,8 +9,7 @@ const suite = useBrowserSuite();
 
 describe('help', () => {
   it('opens the overview from the navigation and follows its links to a page and a section', async () => {
-    const { page, expectNoErrorsAndClose } = await suite.open();
-    await page.goto('/dashboard');
+    const { page, expectNoErrorsAndClose } = await suite.open({ at: '/dashboard' });
     await page.getByRole('navigation', { name: 'Main' }).getByRole('link', { name: 'Help' }).click();
     await expect.poll(() => page.locator('.help h1').first().textContent()).toContain('Fleet');
     expect(new URL(page.url()).pathname).toBe('/help');
@@ -38,15 +37,13 @@ describe('help', () => {
   });
 
   it('says so for a page that does not exist', async () => {
-    const { page, expectNoErrorsAndClose } = await suite.open();
-    await page.goto('/help/no-such-page');
+    const { page, expectNoErrorsAndClose } = await suite.open({ at: '/help/no-such-page' });
     await expect.poll(() => page.locator('.help h1').textContent()).toBe('No such help page');
     await expectNoErrorsAndClose();
   });
 
   it('is reachable at phone width through the menu', async () => {
-    const { page, expectNoErrorsAndClose } = await suite.open({ viewport: { width: 390, height: 844 }, touch: true });
-    await page.goto('/dashboard');
+    const { page, expectNoErrorsAndClose } = await suite.open({ viewport: { width: 390, height: 844 }, touch: true, at: '/dashboard' });
     await page.getByRole('button', { name: 'Menu' }).click();
     await page.getByRole('navigation', { name: 'Main' }).getByRole('link', { name: 'Help' }).click();
     await expect.poll(() => page.locator('.help h1').first().textContent()).toContain('Fleet');

@@ -30,8 +30,7 @@ for (const viewport of [undefined, { width: 390, height: 844 }]) {
         boot_time: boot.getTime() / 1000,
         swap_total: 2 * 1024 ** 3,
       });
-      const { page, expectNoErrorsAndClose } = await suite.open({ viewport });
-      await page.goto(`/devices/${device}`);
+      const { page, expectNoErrorsAndClose } = await suite.open({ viewport, at: `/devices/${device}` });
       const summary = page.getByTestId('inventory-summary');
       await summary.waitFor();
       const pairs = await summary.evaluate((dl) => {

@@ -17,8 +17,7 @@ describe('device inventory tabs', () => {
     await record(device, 'software', { pkg_manager: 'dpkg', items: packages });
     await record(device, 'ports', { items: [{ proto: 'tcp', socket: '0.0.0.0:22', proc_info: '/usr/sbin/sshd -D' }] });
 
-    const { page, expectNoErrorsAndClose } = await suite.open();
-    await page.goto(`/devices/${device}`);
+    const { page, expectNoErrorsAndClose } = await suite.open({ at: `/devices/${device}` });
     const tabs = page.locator('.inventory-tabs');
     await tabs.locator('[data-type="software"]').waitFor();
     expect(await tabs.locator('[data-type="software"] p').textContent()).toContain('151 items (dpkg)');
@@ -45,8 +44,7 @@ describe('device inventory tabs', () => {
     const device = await suite.t.addDevice({ name: 'edge-hidden' });
     await record(device, 'software', { pkg_manager: 'dpkg', items: [{ name: 'openssl', version: '3.0.11', arch: 'amd64' }] });
     const reader = await suite.t.userWith([{ permission: 'device:read' }]);
-    const { page, expectNoErrorsAndClose } = await suite.open({ as: reader });
-    await page.goto(`/devices/${device}`);
+    const { page, expectNoErrorsAndClose } = await suite.open({ as: reader, at: `/devices/${device}` });
     await page.getByRole('heading', { level: 1, name: 'edge-hidden' }).waitFor();
     expect(await page.locator('.inventory-tabs').count()).toBe(0);
     expect((await suite.t.api('GET', `/api/v2/inventoryreport/${device}?item_type=software`, { token: reader.token })).status).toBe(403);

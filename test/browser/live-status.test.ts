@@ -6,8 +6,7 @@ const suite = useBrowserSuite();
 describe('live device status', () => {
   it('shows a device going online and offline without a refresh, in the tree and in the table', async () => {
     const device = await suite.t.addDevice({ name: 'live-gw' });
-    const { page, expectNoErrorsAndClose } = await suite.open();
-    await page.goto('/devices');
+    const { page, expectNoErrorsAndClose } = await suite.open({ at: '/devices' });
     const row = page.locator('ul.tree .device-row', { hasText: 'live-gw' });
     await row.waitFor();
     expect(await row.locator('.status').textContent()).toContain('offline');

@@ -61,8 +61,7 @@ for (const viewport of [undefined, { width: 390, height: 844 }]) {
       await suite.t.addGroup({ id: `dock-${s}`, title: `Dock ${s}` });
       const one = await suite.t.addDevice({ parent: `bay-${s}`, name: `crane${s}-1` });
       const two = await suite.t.addDevice({ parent: `bay-${s}`, name: `crane${s}-2` });
-      const { page, expectNoErrorsAndClose } = await suite.open({ viewport });
-      await page.goto(`/devices?view=table&q=crane${s}`);
+      const { page, expectNoErrorsAndClose } = await suite.open({ viewport, at: `/devices?view=table&q=crane${s}` });
       const table = page.locator('table.devices');
       await expect.poll(() => table.locator('tbody tr').count()).toBe(2);
       await page.getByLabel('Select all shown').check();

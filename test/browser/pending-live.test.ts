@@ -17,8 +17,7 @@ async function manualKey(): Promise<string> {
 describe('pending hosts, live', () => {
   it('shows a host that enrols while the page is open, with the count in the navigation and on the dashboard, and drops it when approved elsewhere', async () => {
     const key = await manualKey();
-    const { page, expectNoErrorsAndClose } = await suite.open();
-    await page.goto('/pending');
+    const { page, expectNoErrorsAndClose } = await suite.open({ at: '/pending' });
     await page.getByText('No device is waiting for approval.').waitFor();
     expect(await page.getByTestId('nav-pending-count').count()).toBe(0);
 
@@ -51,8 +50,7 @@ describe('pending hosts, live', () => {
 
   it('shows the count on the phone’s menu button, and the host in the list once open', async () => {
     const key = await manualKey();
-    const { page, expectNoErrorsAndClose } = await suite.open({ viewport: { width: 390, height: 844 }, touch: true });
-    await page.goto('/dashboard');
+    const { page, expectNoErrorsAndClose } = await suite.open({ viewport: { width: 390, height: 844 }, touch: true, at: '/dashboard' });
     const before = Number(await page.getByTestId('menu-pending-count').textContent());
     await enrolDevice(suite.t, key, undefined, 'phone-host');
     await expect.poll(async () => Number(await page.getByTestId('menu-pending-count').textContent()), { timeout: 20_000 }).toBe(before + 1);
@@ -71,8 +69,7 @@ describe('pending hosts, live', () => {
   it('shows no count to a user who may not list pending hosts', async () => {
     const key = await manualKey();
     const reader = await suite.t.userWith([{ permission: 'device:read' }]);
-    const { page, expectNoErrorsAndClose } = await suite.open({ as: reader });
-    await page.goto('/devices');
+    const { page, expectNoErrorsAndClose } = await suite.open({ as: reader, at: '/devices' });
     await page.locator('main h1').waitFor();
     await enrolDevice(suite.t, key, undefined, 'hidden-host');
     expect(await page.getByTestId('nav-pending-count').count()).toBe(0);

@@ -15,8 +15,7 @@ describe('filters on a phone', () => {
   it('devices: search stays, tag and status fold behind "Filters", which counts what is set', async () => {
     await suite.t.addDevice({ name: 'fold-a', tags: ['fold-tag'] });
     await suite.t.addDevice({ name: 'fold-b' });
-    const { page, expectNoErrorsAndClose } = await suite.open({ viewport: PHONE });
-    await page.goto('/devices');
+    const { page, expectNoErrorsAndClose } = await suite.open({ viewport: PHONE, at: '/devices' });
     await page.locator('ul.tree').getByText('fold-b').waitFor();
     const toggle = page.getByRole('button', { name: /^Filters/ });
     expect(await page.getByLabel('Search').isVisible()).toBe(true);
@@ -44,8 +43,7 @@ describe('filters on a phone', () => {
     expect((await suite.t.api('POST', `/api/v2/remote/reload/${device}`, { token: reader.token, body: {} })).status).toBe(403);
     for (let i = 0; i < 3; i++) await suite.t.api('POST', '/api/v2/bootstrapkey', { token: suite.t.adminToken, body: {} });
 
-    const { page, expectNoErrorsAndClose } = await suite.open({ viewport: PHONE });
-    await page.goto('/audit');
+    const { page, expectNoErrorsAndClose } = await suite.open({ viewport: PHONE, at: '/audit' });
     const rows = page.locator('main table tbody tr');
     await rows.first().waitFor();
     expect(await page.getByLabel('Result').isVisible()).toBe(false);
@@ -68,8 +66,7 @@ describe('filters on a phone', () => {
   });
 
   it('on a wide screen shows every filter and no fold button', async () => {
-    const { page, expectNoErrorsAndClose } = await suite.open();
-    await page.goto('/audit');
+    const { page, expectNoErrorsAndClose } = await suite.open({ at: '/audit' });
     await page.getByLabel('Result').waitFor();
     expect(await page.getByLabel('Result').isVisible()).toBe(true);
     expect(await page.getByRole('button', { name: /^Filters/ }).isVisible()).toBe(false);
@@ -83,8 +80,7 @@ describe('filters on a phone', () => {
 describe('tables on a phone', () => {
   it('keeps the bootstrap keys actions on screen while the wide table scrolls', async () => {
     await suite.t.api('POST', '/api/v2/bootstrapkey', { token: suite.t.adminToken, body: { label: 'phone batch' } });
-    const { page, expectNoErrorsAndClose } = await suite.open({ viewport: PHONE, touch: true });
-    await page.goto('/bootstrap-keys');
+    const { page, expectNoErrorsAndClose } = await suite.open({ viewport: PHONE, touch: true, at: '/bootstrap-keys' });
     const del = page.locator('td.actions-cell').getByRole('button', { name: 'Delete' }).first();
     await del.waitFor();
     const box = await del.boundingBox();
@@ -98,8 +94,7 @@ describe('tables on a phone', () => {
 
   it('devices table: the selection, bulk actions and column filters are reachable; the table scrolls, not the page', async () => {
     const id = await suite.t.addDevice({ name: 'phone-table-dev' });
-    const { page, expectNoErrorsAndClose } = await suite.open({ viewport: PHONE, touch: true });
-    await page.goto('/devices?view=table');
+    const { page, expectNoErrorsAndClose } = await suite.open({ viewport: PHONE, touch: true, at: '/devices?view=table' });
     const row = page.locator(`table.devices tr[data-device="${id}"]`);
     await row.waitFor();
     const onScreen = async (what: string, l: Locator) => {

@@ -19,8 +19,7 @@ describe('SSH keys on the Profile page', () => {
     ).body;
     const line = publicKeyLine(crypto.generateKeyPairSync('ed25519').publicKey);
     for (const phone of [false, true]) {
-      const { page, expectNoErrorsAndClose } = await suite.open({ as: user, ...(phone ? PHONE : {}) });
-      await page.goto('/profile');
+      const { page, expectNoErrorsAndClose } = await suite.open({ as: user, ...(phone ? PHONE : {}), at: '/profile' });
       await page.getByRole('heading', { name: 'SSH keys' }).waitFor();
       await page.getByTestId('ssh-keys-none').waitFor();
       // Another user's key is never shown.

@@ -47,8 +47,7 @@ describe('SSH access on the Profile page, gateway off', () => {
   it('says in one sentence that the operator has not turned the gateway on, and shows no commands', async () => {
     const user = await suite.t.userWith([{ permission: 'device:read' }]);
     for (const phone of [false, true]) {
-      const { page, expectNoErrorsAndClose } = await suite.open({ as: user, ...(phone ? PHONE : {}) });
-      await page.goto('/profile');
+      const { page, expectNoErrorsAndClose } = await suite.open({ as: user, ...(phone ? PHONE : {}), at: '/profile' });
       const off = page.getByTestId('ssh-off');
       await off.waitFor();
       expect(await off.textContent()).toMatch(/has not turned the SSH gateway on \(SSH_PORT\)/);

@@ -48,8 +48,7 @@ async function typeCommand(page: Page, command: string): Promise<void> {
 
 describe('console to a real agent', () => {
   it('opens from the device page, runs a typed command, follows the window size and ends with a clear message', async () => {
-    const { page, expectNoErrorsAndClose } = await suite.open();
-    await page.goto(`/devices/${device}`);
+    const { page, expectNoErrorsAndClose } = await suite.open({ at: `/devices/${device}` });
     await page.getByTestId('open-console').click();
     await expect.poll(() => page.getByTestId('console-status').textContent(), { timeout: 20_000 }).toBe('Connected');
     expect(new URL(page.url()).pathname).toBe(`/console/${device}`);
@@ -118,8 +117,7 @@ describe('console to a real agent', () => {
   });
 
   it("draws underscores: the rows are tall enough for the font's underscore", async () => {
-    const { page, expectNoErrorsAndClose } = await suite.open();
-    await page.goto(`/console/${device}`);
+    const { page, expectNoErrorsAndClose } = await suite.open({ at: `/console/${device}` });
     await expect.poll(() => page.getByTestId('console-status').textContent(), { timeout: 20_000 }).toBe('Connected');
     await typeCommand(page, 'clear; printf "%s\\n" "$(printf "_%.0s" 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20)" container_info.json');
     const row = page.locator('.xterm-rows > div', { hasText: /^_{20}\s*$/ });
@@ -153,8 +151,7 @@ describe('console to a real agent', () => {
       { permission: 'device:read' },
       { permission: 'remote-access:connect', resources: ['*/console(user=daemon,nobody)'] },
     ]);
-    const { page, expectNoErrorsAndClose } = await suite.open({ as: operator });
-    await page.goto(`/console/${device}`);
+    const { page, expectNoErrorsAndClose } = await suite.open({ as: operator, at: `/console/${device}` });
     await expect.poll(() => page.getByTestId('console-status').textContent(), { timeout: 20_000 }).toBe('Connected');
     expect(await page.getByTestId('console-user').inputValue()).toBe('daemon');
     await typeCommand(page, 'echo "as-$(id -un)"');
@@ -178,8 +175,7 @@ describe('console to a real agent', () => {
 
   it('shows "Access denied" in the console when the role allows only other devices', async () => {
     const operator = await suite.t.userWith([{ permission: 'device:read' }, { permission: 'remote-access:connect', resources: ['tag:elsewhere/console'] }]);
-    const { page, expectNoErrorsAndClose } = await suite.open({ as: operator });
-    await page.goto(`/console/${device}`);
+    const { page, expectNoErrorsAndClose } = await suite.open({ as: operator, at: `/console/${device}` });
     await page.getByRole('alert').waitFor();
     expect(await page.getByRole('alert').textContent()).toContain('Access denied');
     await expectNoErrorsAndClose();
@@ -191,8 +187,7 @@ describe('console to a real agent', () => {
 
 describe('console on a phone', () => {
   it('taps Esc, Tab, arrows, a sticky Ctrl with a typed key, and ^C on the key bar: the device reads their bytes', async () => {
-    const { page, expectNoErrorsAndClose } = await suite.open({ viewport: { width: 390, height: 844 }, touch: true });
-    await page.goto(`/console/${device}`);
+    const { page, expectNoErrorsAndClose } = await suite.open({ viewport: { width: 390, height: 844 }, touch: true, at: `/console/${device}` });
     await expect.poll(() => page.getByTestId('console-status').textContent(), { timeout: 20_000 }).toBe('Connected');
     // Raw mode: every byte reaches od as sent (no line editing, no signal for ^C), printed in hex.
     await typeCommand(page, 'clear; stty raw -echo; od -An -tx1 -N10; stty sane; echo; echo keybar-done');
@@ -210,8 +205,7 @@ describe('console on a phone', () => {
 
   it('keeps table actions on screen at phone width', async () => {
     await suite.t.userWith([{ permission: 'device:read' }]);
-    const { page, expectNoErrorsAndClose } = await suite.open({ viewport: { width: 390, height: 844 }, touch: true });
-    await page.goto('/users');
+    const { page, expectNoErrorsAndClose } = await suite.open({ viewport: { width: 390, height: 844 }, touch: true, at: '/users' });
     await page.locator('td.actions-cell').first().waitFor();
     const buttons = await page.locator('td.actions-cell').locator('button, a').all();
     expect(buttons.length).toBeGreaterThan(2);
@@ -231,8 +225,7 @@ describe('file transfer with a real agent', () => {
     const content = crypto.randomBytes(5 * 1024 * 1024);
     const target = path.join(work, 'upload');
     fs.mkdirSync(target);
-    const { page, expectNoErrorsAndClose } = await suite.open();
-    await page.goto(`/devices/${device}`);
+    const { page, expectNoErrorsAndClose } = await suite.open({ at: `/devices/${device}` });
     await page.getByRole('heading', { name: 'File transfer' }).waitFor();
     await page.getByLabel('File to send').setInputFiles({ name: 'firmware.bin', mimeType: 'application/octet-stream', buffer: content });
     await page.getByLabel('Destination on the device').fill(`${target}/`);
@@ -280,8 +273,7 @@ describe('file transfer with a real agent', () => {
   it('saves a download under the exact name of the file on the device, with no extension added', async () => {
     const source = path.join(work, 'hostname');
     fs.writeFileSync(source, 'gateway-01\n');
-    const { page, expectNoErrorsAndClose } = await suite.open();
-    await page.goto(`/devices/${device}`);
+    const { page, expectNoErrorsAndClose } = await suite.open({ at: `/devices/${device}` });
     await page.getByLabel('File to fetch from the device').fill(source);
     const [download] = await Promise.all([
       page.waitForEvent('download', { timeout: 30_000 }),
@@ -293,8 +285,7 @@ describe('file transfer with a real agent', () => {
   });
 
   it('reloads the agent from the device page after asking, since it ends every session on the device', async () => {
-    const { page, expectNoErrorsAndClose } = await suite.open();
-    await page.goto(`/devices/${device}`);
+    const { page, expectNoErrorsAndClose } = await suite.open({ at: `/devices/${device}` });
     await page.getByRole('button', { name: 'Reload agent' }).click();
     // It asks first, saying that every user's sessions on the device end; Cancel sends nothing.
     const question = page.getByRole('group', { name: /Reload the agent\?/ });

@@ -68,8 +68,7 @@ describe('active sessions and recordings', () => {
     const s = connectRemote(suite.t.url, 'console', { device_id: device, cols: 80, rows: 20 }, connector.token);
     await s.ready;
     const phone = { width: 390, height: 844 };
-    const { page, expectNoErrorsAndClose } = await suite.open({ viewport: phone, touch: true });
-    await page.goto('/sessions');
+    const { page, expectNoErrorsAndClose } = await suite.open({ viewport: phone, touch: true, at: '/sessions' });
     const row = page.locator('tbody tr', { hasText: connector.email });
     await row.waitFor();
     const onScreen = async (name: string) => {
@@ -99,8 +98,7 @@ describe('active sessions and recordings', () => {
 
   it("sets a role's console recording in the role editor", async () => {
     const user = await suite.t.userWith([{ permission: 'remote-access:connect' }]);
-    const { page, expectNoErrorsAndClose } = await suite.open();
-    await page.goto(`/roles/${user.roleId}`);
+    const { page, expectNoErrorsAndClose } = await suite.open({ at: `/roles/${user.roleId}` });
     await page.getByLabel('Console recording').selectOption('required');
     await screenshot(page, 'role-recording');
     await page.getByRole('button', { name: 'Save role' }).click();

@@ -19,8 +19,7 @@ describe('managing groups and tags from the device list', () => {
     await suite.t.addGroup({ id: 'hamburg', title: 'Hamburg' });
     const device = await suite.t.addDevice({ parent: 'hamburg', name: 'harbour-gw' });
 
-    const { page, expectNoErrorsAndClose } = await suite.open();
-    await page.goto('/devices');
+    const { page, expectNoErrorsAndClose } = await suite.open({ at: '/devices' });
     const tree = page.locator('ul.tree');
     await tree.getByText('harbour-gw').waitFor();
 
@@ -83,8 +82,7 @@ describe('managing groups and tags from the device list', () => {
     it(`says in plain words why a group that filled up meanwhile was not deleted${viewport ? ' (phone)' : ''}`, async () => {
       const id = viewport ? 'lager-p' : 'lager-d';
       await suite.t.addGroup({ id, title: `Lager ${id}` });
-      const { page, expectNoErrorsAndClose } = await suite.open({ viewport });
-      await page.goto('/devices');
+      const { page, expectNoErrorsAndClose } = await suite.open({ viewport, at: '/devices' });
       const tree = page.locator('ul.tree');
       await tree.getByRole('button', { name: `Manage Lager ${id}` }).click();
       const manager = page.getByRole('region', { name: `Manage Lager ${id}` });
@@ -113,8 +111,7 @@ describe('managing groups and tags from the device list', () => {
       { permission: 'device:manage', resources: ['node:koeln', 'tag:site-a'] },
     ]);
 
-    const { page, expectNoErrorsAndClose } = await suite.open({ as: user });
-    await page.goto('/devices');
+    const { page, expectNoErrorsAndClose } = await suite.open({ as: user, at: '/devices' });
     const tree = page.locator('ul.tree');
     await tree.getByText('dom-gw').waitFor();
     await tree.getByText('rhein-gw').waitFor();
@@ -195,8 +192,7 @@ describe('managing groups and tags from the device list', () => {
     await suite.t.addGroup({ id: 'north', title: 'North' });
     await suite.t.addGroup({ id: 'south', title: 'South' });
     const device = await suite.t.addDevice({ parent: 'north', name: 'drag-me' });
-    const { page, expectNoErrorsAndClose } = await suite.open();
-    await page.goto('/devices');
+    const { page, expectNoErrorsAndClose } = await suite.open({ at: '/devices' });
     const tree = page.locator('ul.tree');
     const row = tree.locator('.device-row', { hasText: 'drag-me' });
     await row.waitFor();
@@ -210,8 +206,7 @@ describe('managing groups and tags from the device list', () => {
     await suite.t.addGroup({ id: 'readonly', title: 'Readonly' });
     await suite.t.addDevice({ parent: 'readonly', name: 'look-only' });
     const user = await suite.t.userWith([{ permission: 'device:read' }]);
-    const { page, expectNoErrorsAndClose } = await suite.open({ as: user });
-    await page.goto('/devices');
+    const { page, expectNoErrorsAndClose } = await suite.open({ as: user, at: '/devices' });
     const tree = page.locator('ul.tree');
     await tree.getByText('look-only').waitFor();
     expect(await tree.getByRole('button', { name: /^Manage / }).count()).toBe(0);

@@ -8,7 +8,8 @@
  * run's one Chromium). Each test worker connects to that Chromium once and keeps the connection for
  * the browser files it runs after (`isolate: false` in vitest.config.ts); what a connection opens
  * is its own. Each test then opens its own context and page with `suite.open()` (own cookies,
- * storage and cache; signed in as the administrator unless told otherwise) and ends with
+ * storage and cache; signed in as the administrator unless told otherwise, over the API, not the form,
+ * which the sign-in tests drive themselves) and ends with
  * `expectNoErrorsAndClose()`.
  */
 import fs from 'node:fs';
@@ -73,19 +74,33 @@ export async function downloaded(download: Download): Promise<Buffer> {
   return Buffer.concat(chunks);
 }
 
-/** Signs in through the form and waits for the console's frame. */
-export async function signIn(page: Page, email = ADMIN.email, password = ADMIN.password): Promise<void> {
-  await page.goto('/login');
-  await page.getByLabel('Email').fill(email);
-  await page.getByLabel('Password').fill(password);
-  await page.getByRole('button', { name: 'Sign in' }).click();
-  await page.locator('header.topbar').waitFor();
+/**
+ * Signs in over the API and hands the page what the form's sign-in leaves it, so the console starts
+ * signed in on its first load: the refresh cookie (the login answer's, into the context's own
+ * cookie jar), the token in the tab's sessionStorage and the hint in localStorage. The storage is
+ * written on an empty page of the broker's origin that never reaches the broker. Each call is a
+ * session of its own: a test that signs out revokes only its own.
+ */
+async function signInOverApi(page: Page, baseURL: string, email = ADMIN.email, password = ADMIN.password): Promise<void> {
+  const answer = await page.context().request.post('/api/v2/login', { data: { email, password } });
+  if (answer.status() !== 200) throw new Error(`login ${email} failed: ${answer.status()} ${await answer.text()}`);
+  const { token } = (await answer.json()) as { token: string };
+  const blank = new URL('/blank-for-storage', baseURL).href;
+  await page.route(blank, (route) => route.fulfill({ contentType: 'text/html', body: '' }));
+  await page.goto(blank);
+  await page.unroute(blank);
+  await page.evaluate((value) => {
+    sessionStorage.setItem('fleet.token', value);
+    localStorage.setItem('fleet.session', '1');
+  }, token);
 }
 
 export interface OpenOptions {
-  /** Who signs in through the form first: the administrator by default, `null` for nobody. */
+  /** Who is signed in (over the API, see `signInOverApi`): the administrator by default, `null` for nobody. */
   as?: { email: string; password: string } | null;
   viewport?: Viewport;
+  /** The page to load first; without it, the start page once signed in (and nothing for nobody). */
+  at?: string;
   /** A touch screen, as a phone's. */
   touch?: boolean;
   /** Another broker than the file's. */
@@ -150,9 +165,15 @@ export function useBrowserSuite(options: { env?: Record<string, string> | (() =>
     get browser() {
       return started(browser);
     },
-    async open({ as = ADMIN, viewport, touch, broker }: OpenOptions = {}) {
-      const watched = await openPage(started(browser), (broker ?? started(t)).url, viewport, touch);
-      if (as) await signIn(watched.page, as.email, as.password);
+    async open({ as = ADMIN, at, viewport, touch, broker }: OpenOptions = {}) {
+      const baseURL = (broker ?? started(t)).url;
+      const watched = await openPage(started(browser), baseURL, viewport, touch);
+      if (as) await signInOverApi(watched.page, baseURL, as.email, as.password);
+      if (at) await watched.page.goto(at);
+      else if (as) {
+        await watched.page.goto('/');
+        await watched.page.locator('header.topbar').waitFor();
+      }
       return watched;
     },
   };
