@@ -27,6 +27,11 @@ const isolatedUnit = [
 ];
 const isolatedApi = ['test/api/agent-connections.test.ts', 'test/api/token-expiry.test.ts'];
 
+// The projects that start test brokers on PostgreSQL: a broker's close drops its schema in the
+// background, and this set-up drops, at the run's end, what is left of the run's schemas (and, at
+// its start, those of runs killed before their end).
+const pgSchemas = ['test/support/pg-schemas.ts'];
+
 export default defineConfig({
   test: {
     // In CI a JSON report too, from which .ci/run prints the plain "N passed, N failed" line.
@@ -61,12 +66,25 @@ export default defineConfig({
       ...(['sqlite', 'postgres'] as const).flatMap((db) => [
         {
           extends: true as const,
-          test: { name: `api-${db}`, include: api, exclude: [...configDefaults.exclude, ...isolatedApi], env: { FLEET_TEST_DB: db }, isolate: false },
+          test: {
+            name: `api-${db}`,
+            include: api,
+            exclude: [...configDefaults.exclude, ...isolatedApi],
+            env: { FLEET_TEST_DB: db },
+            isolate: false,
+            ...(db === 'postgres' ? { globalSetup: pgSchemas } : {}),
+          },
         },
-        { extends: true as const, test: { name: `api-${db}-isolated`, include: isolatedApi, env: { FLEET_TEST_DB: db } } },
+        {
+          extends: true as const,
+          test: { name: `api-${db}-isolated`, include: isolatedApi, env: { FLEET_TEST_DB: db }, ...(db === 'postgres' ? { globalSetup: pgSchemas } : {}) },
+        },
       ]),
       // Brokers in the test process, agents and the CLI in processes of their own: shared as the API files.
-      { extends: true, test: { name: 'e2e', include: ['test/e2e/**/*.test.ts'], testTimeout: 120_000, hookTimeout: 120_000, isolate: false } },
+      {
+        extends: true,
+        test: { name: 'e2e', include: ['test/e2e/**/*.test.ts'], testTimeout: 120_000, hookTimeout: 120_000, isolate: false, globalSetup: pgSchemas },
+      },
       // The browser files run beside the others, in the same three workers (the order the files are
       // handed out, test/support/sequencer.ts, spreads them over the run, one or two at a time).
       // The console is built once, before any browser file.

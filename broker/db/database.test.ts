@@ -2,8 +2,9 @@ import { AsyncLocalStorage } from 'node:async_hooks';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
+import { sql } from 'kysely';
 import { afterEach, describe, expect, it, vi } from 'vitest';
-import { openStore, PG_TIMEOUTS, pgTimeouts, type Store } from './database.js';
+import { dropSchema, openStore, PG_TIMEOUTS, pgTimeouts, type Store } from './database.js';
 
 let store: Store | undefined;
 let dir: string | undefined;
@@ -158,6 +159,37 @@ describe('the ambient transaction outside transactions', () => {
     // The nested insert joined the second transaction and went with its rollback.
     expect(await setting(s, 'second')).toBeUndefined();
     expect(s.inTransaction()).toBe(false);
+  });
+});
+
+describe('opening a store that records every migration', () => {
+  it("on SQLite sends one statement (the migrations it records), not the migrator's look through the catalog", async () => {
+    const s = await sqliteStore();
+    expect(s.statements()).toBeGreaterThan(20); // a new file: every migration ran
+    await s.close();
+    store = await openStore(`sqlite:${path.join(dir!, 'test.sqlite')}`);
+    expect(store.statements()).toBe(1);
+    expect((await setting(store, 'no-such-key')) ?? null).toBeNull();
+  });
+
+  it("on PostgreSQL sends one statement, in the store's own schema, beside schemas that lack the tables", async () => {
+    const url = process.env.TEST_DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/test';
+    const schema = `t_reopen_${process.pid}`;
+    const empty = `${schema}_empty`;
+    try {
+      await (await openStore(url, schema)).close();
+      store = await openStore(url, schema);
+      expect(store.statements()).toBe(1);
+      await store.close();
+      // A schema of its own with no migration table: migrated in full, not taken as current.
+      store = await openStore(url, empty);
+      expect((await sql<{ n: string }>`SELECT count(*) AS n FROM kysely_migration`.execute(store.db)).rows[0].n).not.toBe('0');
+    } finally {
+      await store?.close();
+      store = undefined;
+      await dropSchema(url, schema);
+      await dropSchema(url, empty);
+    }
   });
 });
 

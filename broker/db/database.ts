@@ -242,6 +242,13 @@ export async function openStore(url: string, schema = '', logger?: Pick<Logger, 
     migrationDb = new Kysely<Database>({ dialect: new PostgresDialect({ pool: migrationPool }) });
   }
   const all = migrations(dialect);
+  // A store that records exactly the current migrations (every start but the first after an
+  // upgrade) has nothing to migrate: one query instead of Kysely's look for its own tables, which
+  // introspects every schema of the database and takes its lock.
+  if (await recordsMigrations(db, Object.keys(all))) {
+    await migrationDb?.destroy();
+    return storeOn(db, dialect, () => statements);
+  }
   const provider: MigrationProvider = { getMigrations: async () => all };
   // With a schema, the migration tables live in it too: otherwise a second store on the same database
   // (another schema) sees the first one's tables and skips creating its own.
@@ -261,7 +268,23 @@ export async function openStore(url: string, schema = '', logger?: Pick<Logger, 
     const failed = results?.find((r) => r.status === 'Error');
     throw new Error(`database migration ${failed?.migrationName ?? ''} failed: ${(error as Error).message ?? error}`);
   }
-  const root = db;
+  return storeOn(db, dialect, () => statements);
+}
+
+/** Whether the store's migration table records exactly `names` (false when it has none). */
+async function recordsMigrations(db: Db, names: string[]): Promise<boolean> {
+  try {
+    const { rows } = await sql<{ name: string }>`SELECT name FROM kysely_migration`.execute(db);
+    const recorded = rows.map((r) => r.name).sort();
+    const wanted = [...names].sort();
+    return recorded.length === wanted.length && recorded.every((name, i) => name === wanted[i]);
+  } catch {
+    return false;
+  }
+}
+
+/** The Store over an open, migrated database. */
+function storeOn(root: Db, dialect: Dialect, statements: () => number): Store {
   const current = new AsyncLocalStorage<Frame>();
   const shared = ambient(root, current);
   return {
@@ -278,7 +301,7 @@ export async function openStore(url: string, schema = '', logger?: Pick<Logger, 
       if (open?.open) open.afterRollback.push(task);
     },
     inTransaction: () => current.getStore()?.open === true,
-    statements: () => statements,
+    statements,
     close: () => root.destroy(),
   };
 }

@@ -1,6 +1,7 @@
 /**
  * A real broker in the test process, on an ephemeral port, on SQLite or on the local PostgreSQL
- * (FLEET_TEST_DB=postgres, each broker in a schema of its own, dropped at close).
+ * (FLEET_TEST_DB=postgres, each broker in a schema of its own, dropped at close: in the background
+ * under vitest, the run's global tear-down sweeping what is left, support/pg-schemas.ts).
  */
 import crypto from 'node:crypto';
 import fs from 'node:fs';
@@ -15,6 +16,7 @@ import { createLogger } from '../../broker/logger.js';
 import { CHECK_RESPONSES_ENV } from '../../broker/http/response-check.js';
 import { startBroker, type RunningBroker } from '../../broker/server.js';
 import { copyPgTemplate, copySqliteTemplate } from './db-template.js';
+import { schemaName } from './pg-schemas.js';
 import type { ServiceOptions } from '../../broker/services.js';
 import type { Policy } from '../../shared/resources.js';
 
@@ -115,7 +117,7 @@ export async function startTestBroker(
   const database = options.shareWith?.database ?? options.database ?? testDatabase();
   if (options.shareWith && database !== 'postgres') throw new Error('brokers share a database on PostgreSQL only (SQLite is the single-broker store)');
   const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'fleet-test-'));
-  const schema = database === 'postgres' ? (options.shareWith?.schema ?? `t_${crypto.randomBytes(6).toString('hex')}`) : '';
+  const schema = database === 'postgres' ? (options.shareWith?.schema ?? schemaName()) : '';
   const env = options.env ?? {};
   const seeded =
     options.template !== false &&
@@ -288,7 +290,13 @@ export async function startTestBroker(
     addGroup,
     async close() {
       await broker.close();
-      if (database === 'postgres' && !options.shareWith) await dropSchema(PG_URL, schema);
+      if (database === 'postgres' && !options.shareWith) {
+        // Under vitest, in the background: the run's global tear-down (support/pg-schemas.ts)
+        // drops whatever a worker that ended did not. Outside (benches), before close returns.
+        const drop = dropSchema(PG_URL, schema);
+        if (process.env.VITEST) drop.catch(() => {});
+        else await drop;
+      }
       fs.rmSync(dataDir, { recursive: true, force: true });
     },
   };

@@ -15,7 +15,7 @@ const ctx = {
   cache: { getFileTestResults: () => undefined, getFileStats: () => undefined },
 } as unknown as Vitest;
 
-const order = async (specs: TestSpecification[]) => (await new SpreadSequencer(ctx).sort(specs)).map((s) => `${s.project.name}:${s.moduleId.slice(6)}`);
+const order = async (specs: TestSpecification[]) => (await new SpreadSequencer(ctx, {}).sort(specs)).map((s) => `${s.project.name}:${s.moduleId.slice(6)}`);
 
 /** As on a fresh clone: no timings, each file's size (`sizes`, by "project:file"). */
 const withSizes = (sizes: Record<string, number>) =>
@@ -113,7 +113,7 @@ describe('the suite sequencer', () => {
       ...project('unit', 160, false),
       ...project('unit-isolated', 4, true),
     ];
-    const sorted = (await new SpreadSequencer(withSizes(sizes)).sort(specs)).map((s) => s.project.name);
+    const sorted = (await new SpreadSequencer(withSizes(sizes), {}).sort(specs)).map((s) => s.project.name);
     expect(sorted).toHaveLength(specs.length);
     const streaks: number[] = [];
     let streak = 0;
@@ -136,7 +136,31 @@ describe('the suite sequencer', () => {
     const sizes = { 'x:x1': 900, 'x:x2': 50, 'x:x3': 50, 'y:y1': 100, 'y:y2': 100, 'y:y3': 100, 'y:y4': 100 };
     const specs = [spec('x', 'x1'), spec('x', 'x2'), spec('x', 'x3'), ...['y1', 'y2', 'y3', 'y4'].map((f) => spec('y', f))];
     // x1 is 90% of x: x's next file goes out when y is 90% through, not a third of the way.
-    expect((await new SpreadSequencer(withSizes(sizes)).sort(specs)).map((s) => s.moduleId.slice(6))).toEqual(['x1', 'y1', 'y2', 'y3', 'y4', 'x2', 'x3']);
+    expect((await new SpreadSequencer(withSizes(sizes), {}).sort(specs)).map((s) => s.moduleId.slice(6))).toEqual(['x1', 'y1', 'y2', 'y3', 'y4', 'x2', 'x3']);
+  });
+
+  it('orders each project longest first by the committed expected durations on a fresh clone, so a long file does not end the run', async () => {
+    // Sizes say little of a file's time: the longest file is among the smallest.
+    const sizes: Record<string, number> = { 'api-sqlite:a0': 9000, 'api-sqlite:a1': 8000, 'unit:long': 1000 };
+    const unit = Array.from({ length: 12 }, (_, i) => {
+      sizes[`unit:u${String(i).padStart(2, '0')}`] = 5000 - 100 * i;
+      return spec('unit', `u${String(i).padStart(2, '0')}`, false);
+    });
+    const specs = [spec('api-sqlite', 'a0', false), spec('api-sqlite', 'a1', false), ...unit, spec('unit', 'long', false)];
+    const expected = { a0: 5, a1: 40, long: 23, ...Object.fromEntries(unit.map((s) => [s.moduleId.slice(6), 0.5])) };
+    const sorted = (await new SpreadSequencer(withSizes(sizes), expected).sort(specs)).map((s) => s.moduleId.slice(6));
+    // By size (before) the 23 s file, the smallest, went out last, alone at the run's end.
+    expect(sorted.indexOf('long')).toBe(2);
+    expect(sorted.slice(0, 2)).toEqual(['a1', 'a0']);
+    expect(sorted.at(-1)).not.toBe('long');
+  });
+
+  it('orders the files missing from the table by their size, scaled to the seconds of those in it', async () => {
+    const sizes = { 'x:known': 1000, 'x:big': 40_000, 'x:small': 100, 'x:nostats': 0 };
+    const specs = ['small', 'known', 'big', 'nostats'].map((f) => spec('x', f));
+    // 1 s a thousand bytes: big is expected at 40 s, small at 0.1 s, the file with no stats last.
+    const sorted = (await new SpreadSequencer(withSizes(sizes), { known: 1 }).sort(specs)).map((s) => s.moduleId.slice(6));
+    expect(sorted).toEqual(['big', 'known', 'small', 'nostats']);
   });
 
   it('keeps every file once, each project in its own order', async () => {

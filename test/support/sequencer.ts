@@ -17,15 +17,18 @@
  *
  * Each project's files (or runs) are placed from the start of the run by their share of the
  * project's expected time (durations from an earlier run when vitest has them; on a fresh clone, as
- * in CI, the files' sizes), a browser file first where they tie: the run starts with one browser
+ * in CI, the committed table of expected seconds, support/durations.json, made from a whole run's
+ * report by support/durations.ts, and the sizes of files not in it), longest first, a browser
+ * file first where they tie: the run starts with one browser
  * file (the largest or longest) beside the first runs of the other projects. The browser files are
  * then merged between the other projects' runs, at most BROWSER_IN_A_ROW at a time, those left at
  * the end between the unit files' runs. Placed by count at even steps, the browser files (41, the
  * smallest steps) went out in bursts of three to five between pairs of API runs: three browser
  * files at once on two cores for a while, then none (2026-11-27, ninth round).
  */
-import { relative } from 'node:path';
-import { BaseSequencer, type TestSpecification } from 'vitest/node';
+import { relative, sep } from 'node:path';
+import { BaseSequencer, type TestSpecification, type Vitest } from 'vitest/node';
+import { readDurations } from './durations.js';
 
 /** Projects whose files are short enough to be the run's last, filling the gaps. */
 const LAST = new Set(['unit', 'unit-isolated']);
@@ -61,23 +64,53 @@ interface Item {
 }
 
 export default class SpreadSequencer extends BaseSequencer {
-  /**
-   * What a file is expected to take, relative to the other files of its project: its duration in an
-   * earlier run when vitest has one for every file of the project, else its size in bytes (a fresh
-   * clone, as in CI, has no timings; a larger file has more tests).
-   */
-  private weights(list: TestSpecification[]): number[] {
-    const key = (spec: TestSpecification) => `${spec.project.name}:${relative(this.ctx.config.root, spec.moduleId)}`;
-    const durations = list.map((spec) => this.ctx.cache.getFileTestResults(key(spec))?.duration);
-    if (durations.every((d) => d !== undefined && d > 0)) return durations as number[];
-    return list.map((spec) => Math.max(1, this.ctx.cache.getFileStats(key(spec))?.size ?? 1));
+  /** Expected seconds by file (support/durations.json), for when vitest has no timings of its own. */
+  private readonly expected: Record<string, number>;
+
+  constructor(ctx: Vitest, expected: Record<string, number> = readDurations()) {
+    super(ctx);
+    this.expected = expected;
   }
 
-  /** A project's files as items (one file, or a run of RUN for a shared project), each placed at its share of the project's weight. */
-  private items(list: TestSpecification[]): Item[] {
-    const name = list[0].project.name;
-    const size = list[0].project.config.isolate === false && !ONE_AT_A_TIME.has(name) ? RUN : 1;
-    const weights = this.weights(list);
+  /**
+   * What a file is expected to take, relative to the other files of its project: its duration in an
+   * earlier run when vitest has one for every file of the project (`cached`: vitest has ordered the
+   * files by it already). Else, as on a fresh clone (CI has no timings), its expected seconds from
+   * the committed table, a file not in it by its size in bytes scaled by the seconds per byte of
+   * those of its project that are; with none of them in the table, the sizes alone (a larger file
+   * has more tests).
+   */
+  private weights(list: TestSpecification[]): { weights: number[]; cached: boolean } {
+    const key = (spec: TestSpecification) => `${spec.project.name}:${relative(this.ctx.config.root, spec.moduleId)}`;
+    const durations = list.map((spec) => this.ctx.cache.getFileTestResults(key(spec))?.duration);
+    if (durations.every((d) => d !== undefined && d > 0)) return { weights: durations as number[], cached: true };
+    const sizes = list.map((spec) => Math.max(1, this.ctx.cache.getFileStats(key(spec))?.size ?? 1));
+    const expected = list.map((spec) => this.expected[relative(this.ctx.config.root, spec.moduleId).split(sep).join('/')]);
+    let seconds = 0;
+    let bytes = 0;
+    expected.forEach((s, i) => {
+      if (s === undefined) return;
+      seconds += s;
+      bytes += sizes[i];
+    });
+    if (!bytes) return { weights: sizes, cached: false };
+    return { weights: expected.map((s, i) => (s !== undefined ? s : (sizes[i] * seconds) / bytes)), cached: false };
+  }
+
+  /**
+   * A project's files as items (one file, or a run of RUN for a shared project), each placed at its
+   * share of the project's weight; longest first, so that the long files start early in the run
+   * and each project's last files, those that end the run, are its shortest.
+   */
+  private items(files: TestSpecification[]): Item[] {
+    const name = files[0].project.name;
+    const size = files[0].project.config.isolate === false && !ONE_AT_A_TIME.has(name) ? RUN : 1;
+    const { weights: unordered, cached } = this.weights(files);
+    // With vitest's own timings the files are in vitest's order already (failed first, then longest).
+    const order = files.map((_, i) => i);
+    if (!cached) order.sort((a, b) => unordered[b] - unordered[a] || a - b);
+    const list = order.map((i) => files[i]);
+    const weights = order.map((i) => unordered[i]);
     const total = weights.reduce((a, b) => a + b, 0);
     const items: Item[] = [];
     let before = 0;
