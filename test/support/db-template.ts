@@ -35,6 +35,7 @@ import { ensureSystemNodes } from '../../broker/devices/scope.js';
 import { loadConfig } from '../../broker/environment.js';
 import { hashPassword, verifyPassword } from '../../broker/auth/passwords.js';
 import { bootstrapFirstUser } from '../../broker/users/bootstrap.js';
+import { alive, testRun } from './pg-schemas.js';
 
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..', '..');
 const PREFIX = 'fleet-test-template-';
@@ -70,7 +71,7 @@ function templateDir(): string {
     for (const file of files) hash.update(file).update(fs.readFileSync(file));
   }
   // Under vitest the workers' parent is the run's own process: one template for the whole run.
-  const run = process.env.VITEST ? process.ppid : process.pid;
+  const run = testRun();
   const dir = path.join(os.tmpdir(), `${PREFIX}${run}-${hash.digest('hex').slice(0, 16)}`);
   try {
     fs.mkdirSync(dir, { mode: 0o700 });
@@ -87,14 +88,9 @@ function templateDir(): string {
 function removeOrphans(): void {
   for (const name of fs.readdirSync(os.tmpdir())) {
     const run = name.startsWith(PREFIX) ? Number(name.slice(PREFIX.length).split('-')[0]) : NaN;
-    if (!Number.isInteger(run) || run <= 0) continue;
-    try {
-      process.kill(run, 0);
-    } catch (err) {
-      if ((err as NodeJS.ErrnoException).code !== 'ESRCH') continue;
-      const full = path.join(os.tmpdir(), name);
-      if (fs.lstatSync(full).uid === process.getuid?.()) fs.rmSync(full, { recursive: true, force: true });
-    }
+    if (!Number.isInteger(run) || run <= 0 || alive(run)) continue;
+    const full = path.join(os.tmpdir(), name);
+    if (fs.lstatSync(full).uid === process.getuid?.()) fs.rmSync(full, { recursive: true, force: true });
   }
 }
 

@@ -27,7 +27,7 @@ export function schemaName(run = testRun()): string {
 }
 
 /** Whether the process `pid` exists on this machine (another user's counts: it may not be signalled). */
-function alive(pid: number): boolean {
+export function alive(pid: number): boolean {
   try {
     process.kill(pid, 0);
     return true;
