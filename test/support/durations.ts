@@ -56,7 +56,7 @@ if (process.argv[1] && path.resolve(process.argv[1]) === fileURLToPath(import.me
   const report = JSON.parse(fs.readFileSync(reportPath, 'utf8')) as { testResults: FileResult[] };
   const root = path.resolve(rootArg ?? path.join(path.dirname(reportPath), '..', '..'));
   const table = durationsFrom(report.testResults, root);
-  fs.writeFileSync(DURATIONS_FILE, `${JSON.stringify(table, null, 1)}\n`);
+  fs.writeFileSync(DURATIONS_FILE, `${JSON.stringify(table, null, 2)}\n`);
   console.log(
     `${Object.keys(table).length} files, ${Object.values(table)
       .reduce((a, b) => a + b, 0)
