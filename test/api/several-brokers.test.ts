@@ -19,6 +19,7 @@ import { ADMIN, PG_URL, startTestBroker, type TestBroker } from '../support/brok
 import { CHUNK_BYTES } from '../../broker/files/db-store.js';
 import { ENROL_FAILURES_PER_WINDOW } from '../../broker/enrol/service.js';
 import { enrolDevice } from '../support/agent.js';
+import { schemaName } from '../support/pg-schemas.js';
 import { expectError, insertUser } from './auth-helpers.js';
 
 let a: TestBroker;
@@ -53,7 +54,7 @@ async function ticketFrom(t: TestBroker, token: string): Promise<string> {
 
 describe('brokers sharing one database', () => {
   it('brokers starting together on an empty database create the first user once, and all start', async () => {
-    const schema = `t_${crypto.randomBytes(6).toString('hex')}`;
+    const schema = schemaName();
     const url = a.database === 'postgres' ? PG_URL : `sqlite:${a.dataDir}/empty.sqlite`;
     const store = await openStore(url, a.database === 'postgres' ? schema : '');
     try {
@@ -77,7 +78,7 @@ describe('brokers sharing one database', () => {
     expect(b.broker.services.brokerKey.publicKeyPem).toBe(a.broker.services.brokerKey.publicKeyPem);
     // Brokers starting together on an empty database make one key between them.
     const url = a.database === 'postgres' ? PG_URL : `sqlite:${a.dataDir}/keys.sqlite`;
-    const schema = `t_${crypto.randomBytes(6).toString('hex')}`;
+    const schema = schemaName();
     const store = await openStore(url, a.database === 'postgres' ? schema : '');
     try {
       const keys = await Promise.all([1, 2, 3].map(() => BrokerKey.load(new SettingsStore(store.db))));

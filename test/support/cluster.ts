@@ -12,12 +12,13 @@ import { fileURLToPath } from 'node:url';
 import pg from 'pg';
 import { eventually } from './agent.js';
 import { PG_URL } from './broker.js';
+import { schemaName } from './pg-schemas.js';
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..', '..');
 
 /** What every broker of one test cluster shares: the schema, CLUSTER_SECRET and JWT_SECRET. */
 export function clusterEnv(heartbeatMs = 300): { schema: string; secret: string; env: Record<string, string> } {
-  const schema = `t_cluster_${crypto.randomBytes(5).toString('hex')}`;
+  const schema = schemaName();
   const secret = crypto.randomBytes(32).toString('hex');
   return {
     schema,

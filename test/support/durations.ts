@@ -17,18 +17,15 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { readReport, type FileResult } from './suite-report.js';
 
 export const DURATIONS_FILE = path.join(path.dirname(fileURLToPath(import.meta.url)), 'durations.json');
 
-interface FileResult {
-  name: string;
-  startTime: number;
-  endTime: number;
-  assertionResults: unknown[];
-}
+/** What the table is made of: a file's name, its span, and whether it ran any test. */
+type FileSpan = Pick<FileResult, 'name' | 'startTime' | 'endTime'> & { assertionResults: readonly unknown[] };
 
 /** Each file's expected seconds (by its path from `root`), from a JSON report's results, keys sorted. */
-export function durationsFrom(results: FileResult[], root: string): Record<string, number> {
+export function durationsFrom(results: readonly FileSpan[], root: string): Record<string, number> {
   const seconds = new Map<string, number>();
   for (const f of results) {
     if (!f.assertionResults.length) continue;
@@ -53,7 +50,7 @@ export function readDurations(file = DURATIONS_FILE): Record<string, number> {
 if (process.argv[1] && path.resolve(process.argv[1]) === fileURLToPath(import.meta.url)) {
   const [reportPath, rootArg] = process.argv.slice(2);
   if (!reportPath) throw new Error('usage: durations.ts <vitest JSON report> [root]');
-  const report = JSON.parse(fs.readFileSync(reportPath, 'utf8')) as { testResults: FileResult[] };
+  const report = readReport(reportPath);
   const root = path.resolve(rootArg ?? path.join(path.dirname(reportPath), '..', '..'));
   const table = durationsFrom(report.testResults, root);
   fs.writeFileSync(DURATIONS_FILE, `${JSON.stringify(table, null, 2)}\n`);

@@ -2,6 +2,7 @@ import { spawnSync } from 'node:child_process';
 import pg from 'pg';
 import { afterAll, describe, expect, it } from 'vitest';
 import { PG_URL, startTestBroker } from './broker.js';
+import { clusterEnv } from './cluster.js';
 import setup, { schemaName, sweepSchemas, testRun } from './pg-schemas.js';
 
 /** The pid of a process that has ended (a child run to its end). */
@@ -20,6 +21,8 @@ describe("the test brokers' PostgreSQL schemas", () => {
     expect(schemaName()).toMatch(new RegExp(`^t_${testRun()}_[0-9a-f]{12}$`));
     const broker = await startTestBroker({ database: 'postgres' });
     expect(broker.schema.startsWith(`t_${testRun()}_`)).toBe(true);
+    // A test cluster's schema too (support/cluster.ts): its brokers are killed, the sweep drops it.
+    expect(clusterEnv().schema).toMatch(new RegExp(`^t_${testRun()}_[0-9a-f]{12}$`));
     await broker.close();
     await expect.poll(() => exists(broker.schema)).toBe(false);
   });

@@ -11,13 +11,26 @@
  * counted twice under "api".
  */
 import fs from 'node:fs';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
 
-interface FileResult {
+/** One file's entry in vitest's JSON report (what these scripts read of it). */
+export interface FileResult {
   name: string;
   startTime: number;
   endTime: number;
   status: string;
   assertionResults: { fullName: string; duration?: number | null; status: string }[];
+}
+
+/** vitest's JSON report, as written by its `json` reporter. */
+export interface Report {
+  numTotalTests: number;
+  testResults: FileResult[];
+}
+
+export function readReport(file: string): Report {
+  return JSON.parse(fs.readFileSync(file, 'utf8')) as Report;
 }
 
 export type Kind = 'browser' | 'e2e' | 'api' | 'unit';
@@ -52,7 +65,7 @@ function main(): void {
   const [reportPath, workersArg] = process.argv.slice(2);
   if (!reportPath) throw new Error('usage: suite-report.ts <vitest JSON report> [workers]');
   const workers = Number(workersArg ?? 3);
-  const report = JSON.parse(fs.readFileSync(reportPath, 'utf8')) as { testResults: FileResult[]; numTotalTests: number };
+  const report = readReport(reportPath);
   const files = report.testResults.filter((f) => f.assertionResults.length > 0);
   const start = Math.min(...files.map((f) => f.startTime));
   const end = Math.max(...files.map((f) => f.endTime));
@@ -97,4 +110,4 @@ function main(): void {
     console.log(`  ${t.duration.toFixed(1).padStart(6)} s  ${t.file}: ${t.name.slice(0, 110)}`);
 }
 
-main();
+if (process.argv[1] && path.resolve(process.argv[1]) === fileURLToPath(import.meta.url)) main();
