@@ -79,8 +79,16 @@ describe('agent handshakes', () => {
   const held: WebSocket[] = [];
 
   beforeAll(async () => {
+    // The handshakes held here stay held across the file's tests: the longest allowed
+    // AGENT_AUTH_TIMEOUT_MS, so that on a loaded machine (these tests took 17 s at load 20, over the
+    // default 10 s) none is closed for its timeout and frees a slot a later test counts on.
     t = await startTestBroker({
-      env: { TRUST_PROXY: 'true', AGENT_HANDSHAKES_PER_ADDRESS: String(PER_ADDRESS), AGENT_HANDSHAKES_MAX: String(TOTAL) },
+      env: {
+        TRUST_PROXY: 'true',
+        AGENT_HANDSHAKES_PER_ADDRESS: String(PER_ADDRESS),
+        AGENT_HANDSHAKES_MAX: String(TOTAL),
+        AGENT_AUTH_TIMEOUT_MS: '120000',
+      },
     });
   });
   afterAll(async () => {
