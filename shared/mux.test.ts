@@ -670,6 +670,85 @@ describe('mux writes', () => {
   });
 });
 
+describe('mux writes of channel opens and closes', () => {
+  it('sends the closes of channels destroyed in separate turns of one iteration in one write, and each arrives', async () => {
+    const agentChannels: Channel[] = [];
+    const p = await pair(async (ch) => {
+      agentChannels.push(ch);
+    });
+    cleanup = p.close;
+    const channels = await Promise.all(Array.from({ length: 8 }, () => p.broker.open('tunnel', { proto: 'tcp', port: 1, dst: 'x' })));
+    const closed = Promise.all(agentChannels.map((ch) => new Promise((r) => ch.once('close', r))));
+    const counter = countSocketWrites(p.broker.ws);
+    // Each destroyed in an immediate of its own: eight turns of one check phase, as eight sessions'
+    // sockets closing in one poll are eight turns. The code before wrote each close at the end of its turn (8 writes).
+    await new Promise<void>((resolve) => {
+      for (const { channel } of channels) setImmediate(() => channel.destroy());
+      setImmediate(resolve);
+    });
+    await closed;
+    expect(counter.writes).toBe(1);
+    expect(p.broker.openChannels).toBe(0);
+    expect(p.agent.openChannels).toBe(0);
+  });
+
+  it("sends the 'opened' of channels set up in separate turns of one iteration in one write", async () => {
+    const p = await pair(() => new Promise<void>((resolve) => setImmediate(resolve)));
+    cleanup = p.close;
+    await p.broker.open('tunnel', { proto: 'tcp', port: 1, dst: 'x' });
+    const counter = countSocketWrites(p.agent.ws);
+    // The eight opens arrive in one read; each set-up ends in an immediate of its own (a connect
+    // completing is an I/O callback of its own). The code before answered each in a write (8).
+    const opened = await Promise.all(Array.from({ length: 8 }, () => p.broker.open('tunnel', { proto: 'tcp', port: 1, dst: 'x' })));
+    expect(opened).toHaveLength(8);
+    expect(counter.writes).toBe(1);
+  });
+
+  it('a keystroke sent after a held close leaves in its own turn, the close with it', async () => {
+    const p = await pair(async () => {});
+    cleanup = p.close;
+    const [{ channel: closing }, { channel: typing }] = await Promise.all([
+      p.broker.open('console', { cols: 80, rows: 24 }),
+      p.broker.open('console', { cols: 80, rows: 24 }),
+    ]);
+    const counter = countSocketWrites(p.broker.ws);
+    let checkPhase = false;
+    setImmediate(() => (checkPhase = true));
+    closing.destroy();
+    await new Promise((r) => process.nextTick(r));
+    // The close is held for the iteration: not written yet.
+    expect(counter.writes).toBe(0);
+    typing.write(Buffer.from('k'));
+    await new Promise((r) => process.nextTick(r));
+    // Written at the end of the keystroke's turn, before the loop's check phase, in one write.
+    expect(counter.writes).toBe(1);
+    expect(checkPhase).toBe(false);
+  });
+
+  it('hostile: a peer flooding opens in turns of their own has each refused (held closes included) and is cut after MAX_PROTOCOL_ERRORS', async () => {
+    const p = await pair(async () => {});
+    cleanup = p.close;
+    const refusals: number[] = [];
+    const agentWs = p.agent.ws;
+    agentWs.on('message', (data, isBinary) => {
+      if (isBinary) return;
+      const msg = JSON.parse(String(data)) as { t: string; ch: number };
+      if (msg.t === 'close') refusals.push(msg.ch);
+    });
+    const errors: MuxProtocolError[] = [];
+    p.broker.on('protocol-error', (e) => errors.push(e));
+    // The agent opens channels on the broker, which serves none: each open is refused with a close.
+    const open = (i: number) => agentWs.send(JSON.stringify({ t: 'open', ch: 2 * i + 1, kind: 'tunnel', params: { proto: 'tcp', port: 1, dst: 'x' } }));
+    for (let i = 0; i < MAX_PROTOCOL_ERRORS; i++) setImmediate(() => open(i));
+    await expect.poll(() => refusals.length, { timeout: 10_000 }).toBe(MAX_PROTOCOL_ERRORS);
+    expect(p.broker.closeCode).toBeUndefined();
+    open(MAX_PROTOCOL_ERRORS);
+    await expect.poll(() => p.broker.closeCode, { timeout: 10_000 }).toBe(AgentClose.protocolError);
+    expect(errors).toHaveLength(1);
+    expect(p.broker.protocolErrors).toBe(MAX_PROTOCOL_ERRORS + 1);
+  });
+});
+
 /** Counts the writes (write(2)/writev(2) calls through Node) made on a WebSocket's socket from now on. */
 function countSocketWrites(ws: WebSocket): { readonly writes: number } {
   const socket = (ws as unknown as { _socket: { _writev: (...a: unknown[]) => unknown; _write: (...a: unknown[]) => unknown } })._socket;

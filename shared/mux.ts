@@ -12,7 +12,7 @@ import { AgentRefusal, isAgentRefusalCode } from './codes.js';
 import { Channel, DEFAULT_WINDOW, MuxProtocolError, type FramePayload, type WireMessage } from './mux-channel.js';
 import { payloadLength, writeDataFrame } from './mux-frame.js';
 import { SendScheduler } from './mux-scheduler.js';
-import { corkForTurn, type Corkable } from './turn-cork.js';
+import { SocketHold, type Corkable } from './turn-cork.js';
 import { AgentClose, decodeData, encodeData, MAX_CHANNEL_CREDIT, MuxErrorCode, type ChannelKind, type ChannelParams } from './protocol.js';
 import { CHANNEL_MESSAGES, parseEnvelope, readMessage, type MessageTable } from './wire.js';
 import { tapBinaryFrames } from './ws-tap.js';
@@ -32,6 +32,8 @@ export {
 export { BULK_FRAME, HELD_BULK_WINDOW, INTERACTIVE_FRAME_MAX, SEND_IN_FLIGHT_MAX } from './mux-scheduler.js';
 
 const OPEN_TIMEOUT_MS = 15_000;
+/** A channel's own beginning and end: frames that may wait for the rest of the poll (see coalesce). */
+const LIFECYCLE: ReadonlySet<string> = new Set(['open', 'opened', 'close']);
 /** Unreadable messages tolerated on one connection; the next one closes it. */
 export const MAX_PROTOCOL_ERRORS = 8;
 /**
@@ -93,8 +95,8 @@ export class Mux<M extends { t: string }> extends EventEmitter<MuxEvents<M>> {
   private readonly maxUnreadBytes: number;
   /** Which channel's frame goes next (mux-scheduler.ts). */
   private readonly scheduler = new SendScheduler({ isClosed: () => this.closed, channels: () => this.channels.values() });
-  /** Corks the socket until the end of this turn (see coalesce), once it has one. */
-  private holdTurn?: () => void;
+  /** Corks the socket until the end of this turn or of the loop's iteration (see coalesce), once it has one. */
+  private hold?: SocketHold;
   readonly window: number;
   /** The close code, when this end closed the connection (a protocol error, a peer not reading). */
   closeCode?: number;
@@ -144,22 +146,27 @@ export class Mux<M extends { t: string }> extends EventEmitter<MuxEvents<M>> {
 
   send(msg: WireMessage): void {
     if (!this.canSend()) return;
-    this.coalesce();
+    this.coalesce(LIFECYCLE.has(msg.t));
     this.ws.send(JSON.stringify(msg));
   }
 
   /**
    * Frames sent in one turn of the event loop leave in one write: the socket is corked until the
    * turn's callbacks and promise jobs are done (a group of sessions opened at once is one write
-   * to the agent, not one each; a lone keystroke leaves in the same turn, with no delay).
+   * to the agent, not one each; a lone keystroke leaves in the same turn, with no delay). A channel's
+   * open, opened and close are held to the end of the loop's iteration (`lifecycle`): sessions
+   * closed by their clients, or connected to their targets, in one poll each do so in a turn of its
+   * own, and their frames now share a write and wake the peer once. Any other frame sent meanwhile
+   * takes them with it at the end of its turn (shared/turn-cork.ts SocketHold).
    */
-  private coalesce(): void {
-    if (!this.holdTurn) {
+  private coalesce(lifecycle = false): void {
+    if (!this.hold) {
       const socket = (this.ws as unknown as { _socket?: Corkable })._socket;
       if (!socket) return;
-      this.holdTurn = corkForTurn(socket);
+      this.hold = new SocketHold(socket);
     }
-    this.holdTurn();
+    if (lifecycle) this.hold.iteration();
+    else this.hold.turn();
   }
 
   /**

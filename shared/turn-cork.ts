@@ -32,3 +32,46 @@ export function corkForTurn(socket: Corkable): () => void {
     process.nextTick(uncork);
   };
 }
+
+/**
+ * corkForTurn with a longer hold for writes that no one waits on byte by byte: `turn()` holds the
+ * socket until this turn is done, as corkForTurn does; `iteration()` holds it until the event loop's
+ * check phase (setImmediate), so that what other sockets' events in the same poll add (the closes of
+ * several sessions, each read from a socket of its own, each in a turn of its own) leaves in the same
+ * write. A `turn()` while the socket is held for the iteration ends the hold with that turn: a
+ * keystroke never waits for the rest of the poll. A destroyed socket is neither corked nor uncorked.
+ */
+export class SocketHold {
+  /** Which hold the socket is corked for (once, whatever the number of calls), if any. */
+  private held: 'turn' | 'iteration' | undefined;
+  /** Bumped at each release: a release scheduled for an earlier hold does nothing. */
+  private generation = 0;
+
+  constructor(private readonly socket: Corkable) {}
+
+  turn(): void {
+    if (this.held === 'turn' || this.socket.destroyed) return;
+    if (this.held === undefined) this.socket.cork();
+    this.held = 'turn';
+    process.nextTick(release, this, this.generation);
+  }
+
+  iteration(): void {
+    if (this.held !== undefined || this.socket.destroyed) return;
+    this.socket.cork();
+    this.held = 'iteration';
+    setImmediate(release, this, this.generation);
+  }
+
+  /** @internal the hold of `generation` is over. */
+  release(generation: number): void {
+    if (generation !== this.generation || this.held === undefined) return;
+    this.held = undefined;
+    this.generation += 1;
+    if (!this.socket.destroyed) this.socket.uncork();
+  }
+}
+
+function release(hold: SocketHold, generation: number): void {
+  hold.release(generation);
+}
