@@ -613,14 +613,30 @@ export async function benchRemote(log: Log, only?: string): Promise<void> {
           `console keystroke round trip (${KEYSTROKES} keystrokes per path, raw-mode cat; local pty, through the broker, the bare Node chain${sshd ? ', ssh -tt' : ''} taken in turn)`,
         );
         type Side = Record<'pty' | 'console' | 'bare' | 'ssh', { p50: number; p99: number; count: number }>;
-        const bareCpu = () => ({ relay: processTreeMs(bareChain.relay.pid ?? -1), agent: processTreeMs(bareChain.agent.pid ?? -1) });
-        const bareBefore = bareCpu();
-        const { result: side, ...perKey } = await costOf(
-          agent.process.pid,
-          () => task<Side>({ mode: 'rtt', via: 'side-by-side', ...base, sshArgs: sshd?.args(['-tt']), bare: bareChain.url, count: KEYSTROKES }),
-          (r) => r.console.count,
-        );
-        const bareAfter = bareCpu();
+        // CPU so far of the four Node processes on the paths (ms): ours (broker, agent) and the bare chain's.
+        const hopsCpu = () => {
+          const ours = cpuTimes(agent?.process.pid);
+          return {
+            broker: ours.broker,
+            agent: ours.agent,
+            relay: processTreeMs(bareChain.relay.pid ?? -1),
+            bareAgent: processTreeMs(bareChain.agent.pid ?? -1),
+          };
+        };
+        const before = hopsCpu();
+        const started = performance.now();
+        const side = await task<Side>({ mode: 'rtt', via: 'side-by-side', ...base, sshArgs: sshd?.args(['-tt']), bare: bareChain.url, count: KEYSTROKES });
+        const runMs = performance.now() - started;
+        const after = hopsCpu();
+        // As long again with nothing typed (the sessions closed): what the processes spend meanwhile on
+        // their own (timers, the agent's reports, the broker's bookkeeping), to take off the run's CPU.
+        await new Promise((r) => setTimeout(r, runMs));
+        const idle = hopsCpu();
+        const perKey = (role: keyof typeof before, count: number) => {
+          const run = after[role] - before[role];
+          const net = run - (idle[role] - after[role]);
+          return `${((run / count) * 1000).toFixed(0)} µs (${((net / count) * 1000).toFixed(0)} net of an idle window as long)`;
+        };
         const { pty: localPty, console: viaBroker, bare } = side;
         idleP99 = viaBroker.p99;
         if (process.env.BENCH_SYSCALLS === '1') {
@@ -651,16 +667,17 @@ export async function benchRemote(log: Log, only?: string): Promise<void> {
         log(`  local pty: p50 ${ms(localPty.p50)}, p99 ${ms(localPty.p99)}`);
         log(`  through the broker: p50 ${ms(viaBroker.p50)}, p99 ${ms(viaBroker.p99)}`);
         // Steadier than the times on a shared machine: the work each keystroke's round trip costs (the
-        // session's open and its warm-up keystrokes included; the other paths' keystrokes cost the
-        // broker and the agent nothing).
-        log(`  CPU per keystroke: broker ${(perKey.broker * 1000).toFixed(0)} µs, agent ${(perKey.agent * 1000).toFixed(0)} µs`);
+        // session's open and its warm-up keystrokes included, and whatever else the process did
+        // meanwhile, which the idle window's figure takes off; the other paths' keystrokes cost the
+        // broker and the agent nothing). Long runs (BENCH_KEYSTROKES=20000) spread the open and the
+        // compiler's first work on the path thin.
+        log(`  CPU per keystroke: broker ${perKey('broker', viaBroker.count)}, agent ${perKey('agent', viaBroker.count)}`);
         const added = addedOver(side, 'pty');
         log(`  added: p50 ${ms(added.console.p50)}, p99 ${ms(added.console.p99)} (target p99 <= 1 ms)`);
         log(
           `  bare Node chain (ws relay + node-pty, no auth/mux/recording): p50 ${ms(bare.p50)}, p99 ${ms(bare.p99)}; added p50 ${ms(added.bare.p50)}, p99 ${ms(added.bare.p99)}`,
         );
-        const barePerKey = (role: 'relay' | 'agent') => (((bareAfter[role] - bareBefore[role]) / bare.count) * 1000).toFixed(0);
-        log(`  CPU per keystroke, bare Node chain: relay ${barePerKey('relay')} µs, agent ${barePerKey('agent')} µs`);
+        log(`  CPU per keystroke, bare Node chain: relay ${perKey('relay', bare.count)}, agent ${perKey('bareAgent', bare.count)}`);
         if (sshd) {
           const viaSshTty = side.ssh;
           const sshAdded = added.ssh;
