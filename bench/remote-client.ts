@@ -6,8 +6,9 @@
  *   source      a TCP server that sends to each connection until the connection's end, then ends
  *   throughput  streams for some seconds through: direct TCP, a broker tunnel, or a local forwarder;
  *               upload (to a sink) or, over TCP, download (from a source)
- *   rtt         keystroke round trips: a local pty, a console through the broker, or OpenSSH (`ssh -tt`),
- *               or all three side by side, their keystrokes taken in turn
+ *   rtt         keystroke round trips: a local pty, a console through the broker, OpenSSH (`ssh -tt`) or
+ *               the bare Node chain (bench/bare-relay.ts, bench/bare-agent.ts), or all of them side by
+ *               side, their keystrokes taken in turn
  *   opens       tunnel sessions opened and closed per second (authorization and audit included), or
  *               bare WebSocket connections opened and closed (the anchor: a `ws` server doing nothing)
  */
@@ -29,10 +30,12 @@ type Task =
   | { mode: 'rtt'; via: 'pty'; count: number }
   | { mode: 'rtt'; via: 'console'; url: string; token: string; device: string; count: number }
   /**
-   * The local pty, the console and (with `sshArgs`, ending with `-tt user@host`) OpenSSH, all open at
+   * The local pty, the console, (with `bare`, bench/bare-relay.ts's client URL) the bare Node chain and (with `sshArgs`, ending with `-tt user@host`) OpenSSH, all open at
    * once, keystrokes taken in turn: each series' p50/p99 under the same conditions.
    */
-  | { mode: 'rtt'; via: 'side-by-side'; url: string; token: string; device: string; sshArgs?: string[]; count: number }
+  | { mode: 'rtt'; via: 'side-by-side'; url: string; token: string; device: string; sshArgs?: string[]; bare?: string; count: number }
+  /** The bare Node chain alone: `bare` is bench/bare-relay.ts's client URL. */
+  | { mode: 'rtt'; via: 'bare'; bare: string; count: number }
   /**
    * `ssh <args>`: the args end with `-tt user@host`; `settleMs` waits before measuring (a flood starting
    * meanwhile); `hold` keeps the connection (and the forwards it carries) until stdin ends.
@@ -174,6 +177,21 @@ function ptyPath(): OpenPath {
   return { send: (b) => void fs.writeSync(fd, b), onData: (cb) => (listener = cb), close: () => pty.kill() };
 }
 
+/**
+ * The floor of the console's path: a `ws` client → bench/bare-relay.ts → bench/bare-agent.ts → a pty
+ * running cat, each hop relaying one message per read with nothing else on its path (no
+ * authentication, multiplexer, recording or acknowledgements). The first message opens the pty, as a
+ * console's open starts its shell.
+ */
+async function barePath(url: string): Promise<OpenPath> {
+  const ws = new WebSocket(url, { perMessageDeflate: false });
+  await new Promise((resolve, reject) => ws.once('open', resolve).once('error', reject));
+  let listener: ((d: Buffer) => void) | undefined;
+  ws.on('message', (d: Buffer) => listener?.(d));
+  ws.send(Buffer.from('open'));
+  return { send: (b) => ws.send(b), onData: (cb) => (listener = cb), close: () => ws.close() };
+}
+
 /** A console through the broker, as `fleet console` opens it, running cat. */
 async function consolePath(task: { url: string; token: string; device: string }): Promise<OpenPath> {
   const session = await openSession(task, 'console', { device_id: task.device, cols: 80, rows: 24 });
@@ -196,6 +214,7 @@ async function rtt(task: Extract<Task, { mode: 'rtt' }>): Promise<Record<string,
   if (task.via === 'side-by-side') {
     // All paths open at once, their keystrokes taken in turn (test/support/keystrokes.ts).
     const paths: Record<string, OpenPath> = { pty: ptyPath(), console: await consolePath(task) };
+    if (task.bare) paths.bare = await barePath(task.bare);
     if (task.sshArgs) paths.ssh = sshPath(task.sshArgs);
     await quiet(1500);
     try {
@@ -204,7 +223,8 @@ async function rtt(task: Extract<Task, { mode: 'rtt' }>): Promise<Record<string,
       for (const p of Object.values(paths)) p.close();
     }
   }
-  const path = task.via === 'ssh' ? sshPath(task.args) : task.via === 'pty' ? ptyPath() : await consolePath(task);
+  const path =
+    task.via === 'ssh' ? sshPath(task.args) : task.via === 'pty' ? ptyPath() : task.via === 'bare' ? await barePath(task.bare) : await consolePath(task);
   await quiet(task.via === 'ssh' ? (task.settleMs ?? 1500) : task.via === 'pty' ? 300 : 1000);
   const { one } = percentilesOf(await interleavedRoundTrips({ one: path }, task.count));
   if (task.via === 'ssh' && task.hold) await new Promise((resolve) => process.stdin.on('end', resolve).on('error', resolve).resume());

@@ -79,14 +79,41 @@ export function task<T = Figures>(spec: Record<string, unknown>, release?: Promi
 
 /** A long-running child that prints `{"port"}` once listening (the sink). */
 export function server(spec: Record<string, unknown>): Promise<{ port: number; child: ChildProcess }> {
+  return started<{ port: number }>(CLIENT, [JSON.stringify(spec)]).then(({ answer, child }) => ({ port: answer.port, child }));
+}
+
+/** A long-running script of bench/ in a node process of its own; resolves with the JSON line it prints once ready. */
+function started<T>(script: string, args: string[]): Promise<{ answer: T; child: ChildProcess }> {
   return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, [...profileFlags('client'), '--import', 'tsx', CLIENT, JSON.stringify(spec)], {
+    const child = spawn(process.execPath, [...profileFlags('client'), '--import', 'tsx', script, ...args], {
       cwd: ROOT,
       stdio: ['ignore', 'pipe', 'inherit'],
     });
-    child.stdout?.once('data', (d) => resolve({ port: (JSON.parse(String(d)) as { port: number }).port, child }));
-    child.once('exit', (code) => reject(new Error(`server exited ${code}`)));
+    child.stdout?.once('data', (d) => resolve({ answer: JSON.parse(String(d)) as T, child }));
+    child.once('exit', (code) => reject(new Error(`${path.basename(script)} exited ${code}`)));
   });
+}
+
+/**
+ * The keystroke row's floor: bench/bare-relay.ts and bench/bare-agent.ts, a `ws` relay and an
+ * agent-like process with node-pty, in processes of their own as the broker and the agent are.
+ */
+async function startBareChain(): Promise<{ url: string; relay: ChildProcess; agent: ChildProcess; close(): void }> {
+  const relay = await started<{ port: number }>(path.join(ROOT, 'bench', 'bare-relay.ts'), []);
+  const base = `ws://127.0.0.1:${relay.answer.port}`;
+  const agent = await started(path.join(ROOT, 'bench', 'bare-agent.ts'), [`${base}/agent`]).catch((err: unknown) => {
+    relay.child.kill();
+    throw err;
+  });
+  return {
+    url: `${base}/client`,
+    relay: relay.child,
+    agent: agent.child,
+    close: () => {
+      agent.child.kill();
+      relay.child.kill();
+    },
+  };
 }
 
 export function waitForPort(port: number, timeoutMs = 15_000): Promise<void> {
@@ -203,22 +230,23 @@ async function costOf<T>(
 }
 
 /**
- * BENCH_SYSCALLS=1: the system calls the broker (this process) and the agent make during `run`, counted
- * by `strace -c -f` attached to each (strace slows them: the times of that run are not comparable, only
- * the counts). Resolves with `run`'s result and, per process, the calls of each name.
+ * BENCH_SYSCALLS=1: the system calls each of `roles` (the broker: this process; the agent; the bare
+ * chain's relay and agent) makes during `run`, counted by `strace -c -f` attached to each (strace
+ * slows them: the times of that run are not comparable, only the counts). A role with `tree` is
+ * traced with the processes below it at the start (the agent runs under tsx's launcher). Resolves
+ * with `run`'s result and, per role, the calls of each name.
  */
-async function syscallsOf<T>(
-  agentPid: number | undefined,
+async function syscallsOf<T, R extends string>(
+  roles: Record<R, { pid: number | undefined; tree?: boolean }>,
   run: () => Promise<T>,
   options: { ownThreadsOnly?: boolean } = {},
-): Promise<{ result: T; counts?: Record<'broker' | 'agent', Record<string, number>> }> {
-  if (process.env.BENCH_SYSCALLS !== '1' || agentPid === undefined) return { result: await run() };
+): Promise<{ result: T; counts?: Record<R, Record<string, number>> }> {
+  const entries = Object.entries(roles) as [R, { pid: number | undefined; tree?: boolean }][];
+  if (process.env.BENCH_SYSCALLS !== '1' || entries.some(([, r]) => r.pid === undefined)) return { result: await run() };
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'bench-strace-'));
-  const roles = { broker: process.pid, agent: agentPid };
-  const tracers = Object.entries(roles).map(([role, pid]) => {
+  const tracers = entries.map(([role, { pid, tree }]) => {
     const out = path.join(dir, role);
-    // The agent runs under tsx's launcher: its node process is a child of that one.
-    const processes = [pid, ...(role === 'agent' ? descendants(pid) : [])];
+    const processes = [pid as number, ...(tree ? descendants(pid as number) : [])];
     // ownThreadsOnly: each process's threads, not what it starts meanwhile (the broker's load tasks are
     // its children: -f would count their calls as the broker's).
     const pids = (options.ownThreadsOnly ? processes.flatMap(threadsOf) : processes).flatMap((p) => ['-p', String(p)]);
@@ -232,17 +260,17 @@ async function syscallsOf<T>(
     const result = await run();
     for (const t of tracers) t.child.kill('SIGINT');
     await Promise.all(tracers.map((t) => t.exited));
-    const counts = { broker: {}, agent: {} } as Record<'broker' | 'agent', Record<string, number>>;
+    const counts: Record<string, Record<string, number>> = Object.fromEntries(entries.map(([role]) => [role, {}]));
     for (const t of tracers) {
       // strace -c: "% time seconds usecs/call calls [errors] syscall" per line.
       for (const line of fs.readFileSync(t.out, 'utf8').split('\n')) {
         const cols = line.trim().split(/\s+/);
         const name = cols.at(-1) ?? '';
         const calls = Number(cols[3]);
-        if (/^[a-z_0-9]+$/.test(name) && Number.isFinite(calls)) counts[t.role as 'broker' | 'agent'][name] = calls;
+        if (/^[a-z_0-9]+$/.test(name) && Number.isFinite(calls)) counts[t.role][name] = calls;
       }
     }
-    return { result, counts };
+    return { result, counts: counts as Record<R, Record<string, number>> };
   } finally {
     for (const t of tracers) t.child.kill('SIGKILL');
     fs.rmSync(dir, { recursive: true, force: true });
@@ -283,6 +311,12 @@ function addedRatio(ours: number, anchor: number): string {
   if (anchor < 0.005) return `anchor ≈ 0 (OpenSSH added ${ms(anchor)}, we added ${ms(ours)})`;
   return (ours / anchor).toFixed(2);
 }
+
+/** A ratio over the bare chain's added time, or "floor ≈ 0" where that is about nothing (its p99 can be under the pty's). */
+function floorRatio(x: number, floor: number): string {
+  return floor < 0.005 ? 'floor ≈ 0' : (x / floor).toFixed(2);
+}
+const signedMs = (n: number) => `${n >= 0 ? '+' : '−'}${Math.abs(n).toFixed(3)} ms`;
 
 /** `fleet connect` as a user runs it: a local listener in front of the tunnel (to a sink, or from a source for a download). */
 async function viaFleetConnect(
@@ -568,44 +602,99 @@ export async function benchRemote(log: Log, only?: string): Promise<void> {
     }
 
     if (runs('latency')) {
-      // The three paths side by side: all open at once, keystrokes taken in turn (a local pty's, the
-      // console's, OpenSSH's, the order rotated each round), so each series' percentiles are taken over
-      // the same seconds of this shared machine. One after another, each for its own seconds, a slow
-      // second of the machine in one series' window moved its p99 against the others'.
-      log(
-        `console keystroke round trip (${KEYSTROKES} keystrokes per path, raw-mode cat; local pty, through the broker${sshd ? ', ssh -tt' : ''} taken in turn)`,
-      );
-      type Side = Record<'pty' | 'console' | 'ssh', { p50: number; p99: number; count: number }>;
-      const { result: side, ...perKey } = await costOf(
-        agent.process.pid,
-        () => task<Side>({ mode: 'rtt', via: 'side-by-side', ...base, sshArgs: sshd?.args(['-tt']), count: KEYSTROKES }),
-        (r) => r.console.count,
-      );
-      const { pty: localPty, console: viaBroker } = side;
-      if (process.env.BENCH_SYSCALLS === '1') {
-        const { result, counts } = await syscallsOf(agent.process.pid, () => task({ mode: 'rtt', via: 'console', ...base, count: KEYSTROKES }));
-        if (counts) {
-          // The session's open and its 50 warm-up keystrokes are in the counts too.
-          const n = result.count + 50;
-          log(`  system calls per keystroke (strace -c -f, ${n} keystrokes): broker ${callsPer(counts.broker, n)}`);
-          log(`  system calls per keystroke: agent ${callsPer(counts.agent, n)}`);
-        }
-      }
-      log(`  local pty: p50 ${ms(localPty.p50)}, p99 ${ms(localPty.p99)}`);
-      log(`  through the broker: p50 ${ms(viaBroker.p50)}, p99 ${ms(viaBroker.p99)}`);
-      // Steadier than the times on a shared machine: the work each keystroke's round trip costs (the
-      // session's open and its warm-up keystrokes included; the other paths' keystrokes cost the
-      // broker and the agent nothing).
-      log(`  CPU per keystroke: broker ${(perKey.broker * 1000).toFixed(0)} µs, agent ${(perKey.agent * 1000).toFixed(0)} µs`);
-      const added = addedOver(side, 'pty');
-      log(`  added: p50 ${ms(added.console.p50)}, p99 ${ms(added.console.p99)} (target p99 <= 1 ms)`);
-      if (sshd) {
-        const viaSshTty = side.ssh;
-        const sshAdded = added.ssh;
-        log(`  OpenSSH (ssh -tt … cat): p50 ${ms(viaSshTty.p50)}, p99 ${ms(viaSshTty.p99)}; added p50 ${ms(sshAdded.p50)}, p99 ${ms(sshAdded.p99)}`);
+      // The paths side by side: all open at once, keystrokes taken in turn (a local pty's, the
+      // console's, the bare Node chain's, OpenSSH's, the order rotated each round), so each series'
+      // percentiles are taken over the same seconds of this shared machine. One after another, each for
+      // its own seconds, a slow second of the machine in one series' window moved its p99 against the others'.
+      const bareChain = await startBareChain();
+      let idleP99 = Number.NaN;
+      try {
         log(
-          `  ROW keystroke: added by us / added by OpenSSH = p50 ${addedRatio(added.console.p50, sshAdded.p50)}, p99 ${addedRatio(added.console.p99, sshAdded.p99)} (target <= 1, and p99 added <= 1 ms)`,
+          `console keystroke round trip (${KEYSTROKES} keystrokes per path, raw-mode cat; local pty, through the broker, the bare Node chain${sshd ? ', ssh -tt' : ''} taken in turn)`,
         );
+        type Side = Record<'pty' | 'console' | 'bare' | 'ssh', { p50: number; p99: number; count: number }>;
+        // CPU so far of the four Node processes on the paths (ms): ours (broker, agent) and the bare chain's.
+        const hopsCpu = () => {
+          const ours = cpuTimes(agent?.process.pid);
+          return {
+            broker: ours.broker,
+            agent: ours.agent,
+            relay: processTreeMs(bareChain.relay.pid ?? -1),
+            bareAgent: processTreeMs(bareChain.agent.pid ?? -1),
+          };
+        };
+        const before = hopsCpu();
+        const started = performance.now();
+        const side = await task<Side>({ mode: 'rtt', via: 'side-by-side', ...base, sshArgs: sshd?.args(['-tt']), bare: bareChain.url, count: KEYSTROKES });
+        const runMs = performance.now() - started;
+        const after = hopsCpu();
+        // As long again with nothing typed (the sessions closed): what the processes spend meanwhile on
+        // their own (timers, the agent's reports, the broker's bookkeeping), to take off the run's CPU.
+        await new Promise((r) => setTimeout(r, runMs));
+        const idle = hopsCpu();
+        const perKey = (role: keyof typeof before, count: number) => {
+          const run = after[role] - before[role];
+          const net = run - (idle[role] - after[role]);
+          return `${((run / count) * 1000).toFixed(0)} µs (${((net / count) * 1000).toFixed(0)} net of an idle window as long)`;
+        };
+        const { pty: localPty, console: viaBroker, bare } = side;
+        idleP99 = viaBroker.p99;
+        if (process.env.BENCH_SYSCALLS === '1') {
+          // Each process's own threads (strace -c without -f): the broker's load task and the shells the
+          // agents start are left out, so the four hops compare with each other.
+          const { result, counts } = await syscallsOf(
+            { broker: { pid: process.pid }, agent: { pid: agent.process.pid, tree: true } },
+            () => task({ mode: 'rtt', via: 'console', ...base, count: KEYSTROKES }),
+            { ownThreadsOnly: true },
+          );
+          if (counts) {
+            // The session's open and its 50 warm-up keystrokes are in the counts too.
+            const n = result.count + 50;
+            log(`  system calls per keystroke (strace -c on each process's threads, ${n} keystrokes): broker ${callsPer(counts.broker, n)}`);
+            log(`  system calls per keystroke: agent ${callsPer(counts.agent, n)}`);
+          }
+          const bareCalls = await syscallsOf(
+            { relay: { pid: bareChain.relay.pid }, agent: { pid: bareChain.agent.pid } },
+            () => task({ mode: 'rtt', via: 'bare', bare: bareChain.url, count: KEYSTROKES }),
+            { ownThreadsOnly: true },
+          );
+          if (bareCalls.counts) {
+            const n = bareCalls.result.count + 50;
+            log(`  system calls per keystroke, bare Node chain: relay ${callsPer(bareCalls.counts.relay, n)}`);
+            log(`  system calls per keystroke, bare Node chain: agent ${callsPer(bareCalls.counts.agent, n)}`);
+          }
+        }
+        log(`  local pty: p50 ${ms(localPty.p50)}, p99 ${ms(localPty.p99)}`);
+        log(`  through the broker: p50 ${ms(viaBroker.p50)}, p99 ${ms(viaBroker.p99)}`);
+        // Steadier than the times on a shared machine: the work each keystroke's round trip costs (the
+        // session's open and its warm-up keystrokes included, and whatever else the process did
+        // meanwhile, which the idle window's figure takes off; the other paths' keystrokes cost the
+        // broker and the agent nothing). Long runs (BENCH_KEYSTROKES=20000) spread the open and the
+        // compiler's first work on the path thin.
+        log(`  CPU per keystroke: broker ${perKey('broker', viaBroker.count)}, agent ${perKey('agent', viaBroker.count)}`);
+        const added = addedOver(side, 'pty');
+        log(`  added: p50 ${ms(added.console.p50)}, p99 ${ms(added.console.p99)} (target p99 <= 1 ms)`);
+        log(
+          `  bare Node chain (ws relay + node-pty, no auth/mux/recording): p50 ${ms(bare.p50)}, p99 ${ms(bare.p99)}; added p50 ${ms(added.bare.p50)}, p99 ${ms(added.bare.p99)}`,
+        );
+        log(`  CPU per keystroke, bare Node chain: relay ${perKey('relay', bare.count)}, agent ${perKey('bareAgent', bare.count)}`);
+        if (sshd) {
+          const viaSshTty = side.ssh;
+          const sshAdded = added.ssh;
+          log(`  OpenSSH (ssh -tt … cat): p50 ${ms(viaSshTty.p50)}, p99 ${ms(viaSshTty.p99)}; added p50 ${ms(sshAdded.p50)}, p99 ${ms(sshAdded.p99)}`);
+          log(
+            `  ROW keystroke: added by us / added by OpenSSH = p50 ${addedRatio(added.console.p50, sshAdded.p50)}, p99 ${addedRatio(added.console.p99, sshAdded.p99)} (target <= 1, and p99 added <= 1 ms)`,
+          );
+        }
+        // Beside the row: what Node with ws and node-pty costs by itself on this machine, in the same seconds.
+        const overBare = (which: 'console' | 'ssh', p: 'p50' | 'p99') =>
+          `${floorRatio(added[which][p], added.bare[p])} (${signedMs(added[which][p] - added.bare[p])})`;
+        log(
+          `  FLOOR keystroke: added by us / added by the bare Node chain = p50 ${overBare('console', 'p50')}, p99 ${overBare('console', 'p99')}` +
+            (sshd ? `; OpenSSH's = p50 ${overBare('ssh', 'p50')}, p99 ${overBare('ssh', 'p99')}` : ''),
+        );
+      } finally {
+        bareChain.close();
       }
 
       log('fairness: console round trip while a tunnel saturates the same agent');
@@ -613,7 +702,7 @@ export async function benchRemote(log: Log, only?: string): Promise<void> {
       await new Promise((r) => setTimeout(r, 1000));
       const loaded = await task({ mode: 'rtt', via: 'console', ...base, count: KEYSTROKES });
       const floodResult = await flood;
-      log(`  console under load: p50 ${ms(loaded.p50)}, p99 ${ms(loaded.p99)} (idle p99 ${ms(viaBroker.p99)}); the tunnel meanwhile moved ${mb(floodResult)}`);
+      log(`  console under load: p50 ${ms(loaded.p50)}, p99 ${ms(loaded.p99)} (idle p99 ${ms(idleP99)}); the tunnel meanwhile moved ${mb(floodResult)}`);
       if (sshd) {
         // OpenSSH's analogue: the tty and an `ssh -L` forward over one connection, the forward saturated.
         // The tty's task holds its ssh connection until the flood is done: its keystrokes usually end
@@ -687,7 +776,7 @@ export async function benchRemote(log: Log, only?: string): Promise<void> {
         if (process.env.BENCH_SYSCALLS === '1') {
           // A round of its own under strace (its rate is not comparable, only the counts).
           const { result, counts } = await syscallsOf(
-            agent.process.pid,
+            { broker: { pid: process.pid }, agent: { pid: agent.process.pid, tree: true } },
             () => task({ mode: 'opens', ...base, port: sinkServer.port, seconds: slice, concurrency: 32 }),
             { ownThreadsOnly: true },
           );
