@@ -277,7 +277,7 @@ export class AgentHub extends EventEmitter<AgentHubEvents> implements AgentLocat
   private register(ws: WebSocket, { deviceId, ip, version, protocol, agentNonce, challenge }: AgentHello, socket: Duplex): void {
     const heartbeatMs = this.deps.config.agentHeartbeatMs;
     const now = Date.now();
-    const mux = new Mux(ws, { receives: FROM_AGENT, leaseReads: true });
+    const mux = new Mux(ws, { receives: FROM_AGENT });
     const conn: AgentConnection = {
       deviceId,
       ws,

@@ -127,11 +127,6 @@ export class Relay {
     this.done = new Promise((resolve) => (this.resolveDone = resolve));
   }
 
-  /** Whether the channel's chunks may be views of the agent link's reads, given back once flushed (a tunnel's). */
-  private get leasing(): boolean {
-    return this.options.kind === 'tunnel' && !this.options.recorder;
-  }
-
   private get isConsole(): boolean {
     return this.options.kind === 'console';
   }
@@ -162,9 +157,6 @@ export class Relay {
       this.maybeDone();
     });
 
-    // A tunnel's chunks may be views of the agent link's reused reads (Mux leaseReads): each is given
-    // back once the user's socket has flushed it. A console's are kept by its recording.
-    if (this.leasing) channel.takeLeases();
     channel.on('data', (chunk: Buffer) => this.toUser(chunk));
     channel.on('control', (msg: ChannelControl) => {
       // Exit and result wait for the end of the stream: bytes still buffered go out first.
@@ -318,7 +310,6 @@ export class Relay {
 
   private toUser(chunk: Buffer): void {
     const n = chunk.length;
-    const release = this.leasing ? this.channel.leaseOf(chunk) : undefined;
     this.bytesOut += n;
     if (canSend(this.ws)) {
       this.unflushed += n;
@@ -326,13 +317,12 @@ export class Relay {
       // The pieces of the device's frames that one read from the agent brings (the mux hands them on
       // together) go out in one writev, where each send was a write of its own (header and piece).
       this.holdTurn?.();
-      this.ws.send(chunk, { binary: true }, (err) => {
-        release?.(err);
+      this.ws.send(chunk, { binary: true }, () => {
         this.unflushed -= n;
         this.updateFlow();
       });
       this.updateFlow();
-    } else release?.();
+    }
     // After the send: an echo is on its way before the recording takes it.
     this.options.recorder?.output(chunk);
   }
