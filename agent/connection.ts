@@ -220,6 +220,7 @@ export function runConnection(o: ConnectionOptions): Promise<ConnectionEnd> {
       clearTimeout(handshakeTimer);
       mux = new Mux(ws, {
         receives: FROM_BROKER,
+        leaseReads: true,
         // Channel data is read past ws's 'message' (shared/ws-tap.ts): it is heard all the same.
         onDataFrame: heard,
         onOpen: (channel) => {

@@ -66,6 +66,7 @@ async function child(way: Way, a: string, b: string): Promise<void> {
     new Mux(ws, {
       receives: FROM_BROKER,
       window: WINDOW,
+      leaseReads: true,
       onOpen: (channel: Channel) => {
         const start = mark();
         channel.once('end', () => report(start));

@@ -119,6 +119,10 @@ export class Channel extends Duplex {
   private peerClosed = false;
   private readonly grantBatch: number;
   readonly stats: ChannelStats = { bytesIn: 0, bytesOut: 0 };
+  /** Whether the reader gives leased chunks back (takeLeases). */
+  leasesTaken = false;
+  /** The release of each chunk pushed that is a view of the mux's reused read, until the reader takes it (leaseOf). */
+  private readonly leases = new WeakMap<Buffer, (error?: unknown) => void>();
 
   constructor(
     private readonly mux: ChannelHost,
@@ -367,8 +371,28 @@ export class Channel extends Duplex {
     this.mux.send({ t: 'credit', ch: this.id, n });
   }
 
-  /** @internal from the mux; throws MuxProtocolError when the peer sends beyond the credit it holds. */
-  onData(payload: Buffer): void {
+  /**
+   * The reader will give back each chunk it reads (mux.ts `leaseReads`): it takes each chunk's release
+   * with `leaseOf` as it reads it, in the 'data' listener, and calls it once done with the chunk (its
+   * write flushed). The mux may then hand on views of its reused reads, not copies. A chunk whose
+   * release is never called (read some other way) is only never read into again.
+   */
+  takeLeases(): void {
+    this.leasesTaken = true;
+  }
+
+  /** The release of a chunk just read (takeLeases), or undefined for one that is the reader's to keep. */
+  leaseOf(chunk: Buffer): ((error?: unknown) => void) | undefined {
+    const release = this.leases.get(chunk);
+    if (release) this.leases.delete(chunk);
+    return release;
+  }
+
+  /**
+   * @internal from the mux; throws MuxProtocolError when the peer sends beyond the credit it holds.
+   * `release`: the payload is a view of a read the mux reuses once it is called (see takeLeases).
+   */
+  onData(payload: Buffer, release?: (error?: unknown) => void): void {
     if (payload.length > this.receiveCredit) {
       throw new MuxProtocolError(
         MuxErrorCode.creditExceeded,
@@ -377,9 +401,10 @@ export class Channel extends Duplex {
       );
     }
     this.receiveCredit -= payload.length;
-    if (this.destroyed || this.readableEnded) return;
+    if (this.destroyed || this.readableEnded) return release?.();
     this.pushed += payload.length;
     this.stats.bytesIn += payload.length;
+    if (release) this.leases.set(payload, release);
     this.push(payload);
     this.grant();
   }

@@ -879,3 +879,62 @@ describe('mux writes of a busy channel', () => {
 async function eventuallyTrue(check: () => boolean): Promise<void> {
   while (!check()) await new Promise((r) => setTimeout(r, 5));
 }
+
+describe('mux reads into reused buffers (leaseReads)', () => {
+  /** Channel data written to a slow Writable, each chunk given back at its write's callback, as a tunnel does. */
+  function slowWriter(channel: Channel, got: Buffer[]): void {
+    const out = new Writable({
+      highWaterMark: 64 * 1024,
+      write(chunk: Buffer, _encoding, callback) {
+        // The bytes are read a turn later, as a socket's flush would be: a buffer read into early shows.
+        setImmediate(() => {
+          got.push(Buffer.from(chunk));
+          callback();
+        });
+      },
+    });
+    channel.takeLeases();
+    channel.on('data', (d: Buffer) => {
+      if (!out.write(d, channel.leaseOf(d))) channel.pause();
+    });
+    out.on('drain', () => channel.resume());
+  }
+
+  it("reads the agent's frames at the broker into a few reused buffers, each read into again only once its chunks are written", async () => {
+    const payload = crypto.randomBytes(8 * 1024 * 1024);
+    const p = await pair(
+      async (ch) => {
+        ch.end(payload);
+      },
+      1024 * 1024,
+      true,
+    );
+    cleanup = p.close;
+    const reads = new Set<ArrayBufferLike>();
+    (p.broker.ws as unknown as { _socket: NodeJS.EventEmitter })._socket.on('data', (d: Buffer) => reads.add(d.buffer));
+    const { channel } = await p.broker.open('tunnel', { proto: 'tcp', port: 1, dst: 'x' });
+    const got: Buffer[] = [];
+    slowWriter(channel, got);
+    await vi.waitFor(() => expect(got.reduce((n, d) => n + d.length, 0)).toBe(payload.length), { timeout: 20_000 });
+    expect(Buffer.concat(got).equals(payload)).toBe(true);
+    // Node's own reads: a fresh 64 KiB buffer each, at least 128 for 8 MiB.
+    expect(reads.size).toBeLessThanOrEqual(16);
+  });
+
+  it('hands a channel that does not take leases copies, which later reads leave unchanged', async () => {
+    const payload = crypto.randomBytes(4 * 1024 * 1024);
+    const p = await pair(
+      async (ch) => {
+        ch.end(payload);
+      },
+      1024 * 1024,
+      true,
+    );
+    cleanup = p.close;
+    const { channel } = await p.broker.open('console', { cols: 80, rows: 24 });
+    const kept: Buffer[] = [];
+    channel.on('data', (d: Buffer) => kept.push(d));
+    await new Promise((r) => channel.once('end', r));
+    expect(Buffer.concat(kept).equals(payload)).toBe(true);
+  });
+});

@@ -7,11 +7,13 @@
  * transfer (mux-scheduler.ts). Control frames (credit, eof, close, resize…) go out at once.
  */
 import { EventEmitter } from 'node:events';
+import type { Socket } from 'node:net';
 import type WebSocket from 'ws';
 import { AgentRefusal, isAgentRefusalCode } from './codes.js';
 import { Channel, DEFAULT_WINDOW, MuxProtocolError, type FramePayload, type WireMessage } from './mux-channel.js';
 import { payloadLength, writeDataFrame } from './mux-frame.js';
 import { SendScheduler } from './mux-scheduler.js';
+import { LeasedReads } from './read-buffers.js';
 import { SocketHold, type Corkable } from './turn-cork.js';
 import { AgentClose, decodeData, encodeData, MAX_CHANNEL_CREDIT, MuxErrorCode, type ChannelKind, type ChannelParams } from './protocol.js';
 import { CHANNEL_MESSAGES, parseEnvelope, readMessage, type MessageTable } from './wire.js';
@@ -74,7 +76,21 @@ export interface MuxOptions<M extends { t: string }> {
   channelIds?: 'odd' | 'even';
   /** Called at each data frame from the peer (they are read past ws's 'message': a liveness sign). */
   onDataFrame?: () => void;
+  /**
+   * Reads the WebSocket's socket (plain TCP only) into reused buffers of up to 256 KiB
+   * (read-buffers.ts), where Node reads a fresh 64 KiB buffer each time. A channel whose reader gives
+   * its chunks back (Channel `takeLeases`) is handed views of those reads, each read into again once
+   * every view is given back; any other channel gets a copy.
+   */
+  leaseReads?: boolean;
 }
+
+/**
+ * A piece of a data frame is handed on as a view of its read only when it is at least this share of
+ * the read's buffer; a smaller one is copied. A view holds the whole buffer, so a peer sending small
+ * frames to a reader that does not read holds at most this many times the bytes its credit allows.
+ */
+const LEASED_PIECE_SHARE = 4;
 
 /**
  * One end of the agent connection. Emits `control` for device-level messages (inventory, reload…),
@@ -103,6 +119,12 @@ export class Mux<M extends { t: string }> extends EventEmitter<MuxEvents<M>> {
   /** The channel id of the data frame being read piece by piece (readPiece), and its pieces so far. */
   private readonly pieceHead = Buffer.alloc(4);
   private pieces: Buffer[] = [];
+  /** The release of each piece that is a view of a reused read (leaseReads), by its index in `pieces`. */
+  private pieceReleases: (((error?: unknown) => void) | undefined)[] = [];
+  /** The channel of the frame being read, once its id is whole, when it takes leases. */
+  private pieceLeaser?: Channel;
+  /** The socket's reads into reused buffers (options.leaseReads), once moved. */
+  private readonly reads?: LeasedReads;
 
   constructor(
     readonly ws: WebSocket,
@@ -125,14 +147,21 @@ export class Mux<M extends { t: string }> extends EventEmitter<MuxEvents<M>> {
     });
     ws.on('close', () => this.shutdown('connection closed'));
     // Data frames are read as the socket's reads bring them, never re-assembled (ws-tap.ts).
-    tapBinaryFrames(ws, (piece, at, length) => {
-      if (this.closed) return;
-      try {
-        this.readPiece(piece, at, length);
-      } catch (err) {
-        this.onProtocolError(err instanceof MuxProtocolError ? err : new MuxProtocolError(MuxErrorCode.unreadable, (err as Error).message));
-      }
-    });
+    const socket = (ws as unknown as { _socket?: Socket })._socket;
+    const reads = options.leaseReads && LeasedReads.movable(socket) ? new LeasedReads(socket) : undefined;
+    const tapped = tapBinaryFrames(
+      ws,
+      (piece, at, length) => {
+        if (this.closed) return;
+        try {
+          this.readPiece(piece, at, length);
+        } catch (err) {
+          this.onProtocolError(err instanceof MuxProtocolError ? err : new MuxProtocolError(MuxErrorCode.unreadable, (err as Error).message));
+        }
+      },
+      reads !== undefined,
+    );
+    if (tapped && reads?.start()) this.reads = reads;
   }
 
   get openChannels(): number {
@@ -281,6 +310,8 @@ export class Mux<M extends { t: string }> extends EventEmitter<MuxEvents<M>> {
     if (at === 0) {
       this.options.onDataFrame?.();
       this.pieces = [];
+      this.pieceReleases = [];
+      this.pieceLeaser = undefined;
     }
     if (length < 4) {
       if (at + piece.length === length) throw new MuxProtocolError(MuxErrorCode.unreadable, 'binary frame shorter than its channel id');
@@ -291,16 +322,48 @@ export class Mux<M extends { t: string }> extends EventEmitter<MuxEvents<M>> {
       const n = Math.min(4 - at, piece.length);
       piece.copy(this.pieceHead, at, 0, n);
       bytes = piece.subarray(n);
+      if (at + n === 4 && this.reads) this.pieceLeaser = this.leaser(this.pieceHead.readUInt32BE(0));
     }
-    if (bytes.length > 0) this.pieces.push(bytes);
+    if (bytes.length > 0) this.keepPiece(bytes);
     if (at + piece.length < length) return;
     // The frame is whole: its pieces (views, not copies) go to the channel together, so that its
     // reader can write them out in one system call (a 128 KiB frame comes in two or three reads).
     const channel = this.channels.get(this.pieceHead.readUInt32BE(0));
     const pieces = this.pieces;
+    const releases = this.pieceReleases;
     this.pieces = [];
+    this.pieceReleases = [];
+    this.pieceLeaser = undefined;
     if (length === 4) channel?.onData(piece.subarray(piece.length));
-    for (const p of pieces) channel?.onData(p);
+    for (let i = 0; i < pieces.length; i++) {
+      if (channel) channel.onData(pieces[i], releases[i]);
+      else releases[i]?.();
+    }
+  }
+
+  /** The channel `id`, when its reader gives leased chunks back (Channel `takeLeases`). */
+  private leaser(id: number): Channel | undefined {
+    const channel = this.channels.get(id);
+    return channel?.leasesTaken ? channel : undefined;
+  }
+
+  /**
+   * Keeps a piece of the frame being read until the frame is whole. A view of a reused read
+   * (leaseReads) is held from its read for a channel that takes leases, when large enough; any other
+   * is copied now, as its buffer is read into again after this turn.
+   */
+  private keepPiece(bytes: Buffer): void {
+    const index = this.pieces.length;
+    if (!this.reads?.reused) {
+      this.pieces.push(bytes);
+      return;
+    }
+    if (this.pieceLeaser && bytes.length * LEASED_PIECE_SHARE >= bytes.buffer.byteLength) {
+      this.pieces.push(bytes);
+      this.pieceReleases[index] = this.reads.hold();
+      return;
+    }
+    this.pieces.push(Buffer.from(bytes));
   }
 
   private onText(text: string): void {

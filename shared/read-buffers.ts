@@ -137,6 +137,11 @@ export class LeasedReads {
     return this.lease?.hold();
   }
 
+  /** Within a 'data' listener: whether the read is in a reused buffer (a view kept past the turn must be held or copied). */
+  get reused(): boolean {
+    return this.lease !== undefined;
+  }
+
   private readonly onRead = (n: number, buf: Buffer): boolean => {
     this.buffers.read(n, buf);
     const read = (this.lease = new ReadLease(buf, this.buffers));

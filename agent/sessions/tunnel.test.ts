@@ -4,6 +4,7 @@ import { afterEach, describe, expect, it, vi } from 'vitest';
 import { Channel, DEFAULT_WINDOW, type ChannelHost } from '../../shared/mux-channel.js';
 import type { TunnelParams } from '../../shared/protocol.js';
 import { BULK_READ_SIZE, FIRST_READ_SIZE } from '../../shared/read-buffers.js';
+import { muxPair } from '../../test/support/mux-pair.js';
 import { openTcpTunnel } from './tunnel.js';
 
 /**
@@ -162,5 +163,81 @@ describe('TCP tunnel, to the target', () => {
     // Held by the agent: the channel's window unread, and the socket's high-water mark and the frame that crossed it.
     expect(channel.readableLength).toBeLessThanOrEqual(DEFAULT_WINDOW);
     expect(agentSocket?.writableLength).toBeLessThanOrEqual((agentSocket?.writableHighWaterMark ?? 0) + frame.length);
+  });
+});
+
+describe('TCP tunnel over the agent link', () => {
+  /** A target that keeps every byte it reads (or reads nothing, `paused`). */
+  async function sink(paused = false): Promise<{ port: number; got: Buffer[]; close: () => void }> {
+    const got: Buffer[] = [];
+    const t = await target((socket) => (paused ? socket.pause() : socket.on('data', (d: Buffer) => got.push(d))));
+    return { ...t, got };
+  }
+
+  it('reads the link into a few reused buffers, each read into again only once the target has its bytes', async () => {
+    const s = await sink();
+    cleanup.push(s.close);
+    const p = await muxPair((channel) => openTcpTunnel(channel, channel.params as TunnelParams, ctx), DEFAULT_WINDOW, true);
+    cleanup.push(p.close);
+    const reads = new Set<ArrayBufferLike>();
+    let readCount = 0;
+    (p.agent.ws as unknown as { _socket: net.Socket })._socket.on('data', (d: Buffer) => {
+      readCount += 1;
+      reads.add(d.buffer);
+    });
+    const { channel } = await p.broker.open('tunnel', { proto: 'tcp', port: s.port, dst: '127.0.0.1' });
+    const payload = crypto.randomBytes(8 * 1024 * 1024);
+    for (let at = 0; at < payload.length; at += 256 * 1024) channel.write(payload.subarray(at, at + 256 * 1024));
+    await vi.waitFor(() => expect(s.got.reduce((n, d) => n + d.length, 0)).toBe(payload.length), { timeout: 20_000 });
+    // Every byte as sent: no buffer was read into while the target's write of a view of it was out.
+    expect(Buffer.concat(s.got).equals(payload)).toBe(true);
+    // Node's own reads: a fresh 64 KiB buffer each, at least 128 for 8 MiB.
+    expect(readCount).toBeGreaterThan(0);
+    expect(reads.size).toBeLessThanOrEqual(16);
+  });
+
+  it('a reader that never reads holds the link’s reads to the window: small pieces are copied, not held in whole buffers', async () => {
+    const window = 256 * 1024;
+    let agentChannel: Channel | undefined;
+    const p = await muxPair(
+      async (channel) => {
+        agentChannel = channel;
+        channel.takeLeases();
+        channel.pause();
+      },
+      window,
+      true,
+    );
+    cleanup.push(p.close);
+    const { channel } = await p.broker.open('tunnel', { proto: 'tcp', port: 1, dst: '127.0.0.1' });
+    // A bulk start (the link's reads move to 256 KiB), then 1 KiB frames, each sent once the last
+    // has arrived (a read each), until the credit is spent.
+    const arrived = async (n: number) => {
+      while ((agentChannel?.readableLength ?? 0) < n) await new Promise((r) => setImmediate(r));
+    };
+    channel.write(crypto.randomBytes(window / 2));
+    await arrived(window / 2);
+    for (let sent = window / 2; sent < window; sent += 1024) {
+      channel.write(crypto.randomBytes(1024));
+      await arrived(sent + 1024);
+    }
+    channel.write(crypto.randomBytes(64 * 1024));
+    await new Promise((r) => setTimeout(r, 50));
+    // The broker is held at the window: the rest waits in its channel.
+    expect(channel.uncredited).toBe(window);
+    expect(agentChannel?.readableLength).toBe(window);
+    // What the agent holds: the window's bytes, in buffers at most four times as large (a piece is a
+    // view of its read only when it is a quarter of the read or more), not a 256 KiB read per frame.
+    const held: Buffer[] = [];
+    let heldLength = 0;
+    agentChannel?.on('data', (d: Buffer) => {
+      if (heldLength < window) held.push(d);
+      heldLength += d.length;
+    });
+    agentChannel?.resume();
+    await vi.waitFor(() => expect(heldLength).toBeGreaterThanOrEqual(window));
+    const buffers = new Set(held.map((b) => b.buffer));
+    expect(held.reduce((n, b) => n + b.length, 0)).toBe(window);
+    expect([...buffers].reduce((n, b) => n + b.byteLength, 0)).toBeLessThanOrEqual(4 * window);
   });
 });

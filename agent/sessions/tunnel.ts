@@ -28,7 +28,8 @@ function bareHost(dst: string): string {
  * One TCP connection to dst:port as seen from the device, both ways. Each direction carries the
  * backpressure (a slow reader on either side slows the other) and the half-close: the end of one
  * direction ends that direction only. From the target, reads go into reused buffers (ReadBuffers)
- * and reading pauses while the channel is above its high-water mark; towards it, `pipe`.
+ * and reading pauses while the channel is above its high-water mark; towards it, each chunk is
+ * written as it comes, the channel paused while the socket is above its own (as `pipe` does).
  */
 export async function openTcpTunnel(channel: Channel, params: TunnelParams, ctx: SessionContext): Promise<Record<string, unknown>> {
   validTarget(params);
@@ -73,8 +74,15 @@ export async function openTcpTunnel(channel: Channel, params: TunnelParams, ctx:
     if (!channel.destroyed) channel.end();
   });
   // What arrives in one turn (the pieces of one frame, several small frames) leaves in one write.
-  channel.on('data', corkForTurn(socket));
-  channel.pipe(socket);
+  // Each chunk may be a view of the link's reused read (Channel takeLeases): given back once written.
+  const holdTurn = corkForTurn(socket);
+  channel.takeLeases();
+  channel.on('data', (chunk: Buffer) => {
+    holdTurn();
+    if (!socket.write(chunk, channel.leaseOf(chunk))) channel.pause();
+  });
+  socket.on('drain', () => channel.resume());
+  channel.on('end', () => socket.end());
   channel.on('close', () => {
     // A normal end of both directions lets the socket finish writing; an abort cuts it.
     if (!channel.readableEnded || channel.errored) socket.destroy();
