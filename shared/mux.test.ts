@@ -900,8 +900,8 @@ describe('mux reads into reused buffers (leaseReads)', () => {
     out.on('drain', () => channel.resume());
   }
 
-  it("reads the agent's frames at the broker into a few reused buffers, each read into again only once its chunks are written", async () => {
-    const payload = crypto.randomBytes(8 * 1024 * 1024);
+  /** A pair whose agent end answers any open by sending `payload` and ending; the broker end reads into reused buffers. */
+  async function sendingPair(payload: Buffer): ReturnType<typeof pair> {
     const p = await pair(
       async (ch) => {
         ch.end(payload);
@@ -910,6 +910,12 @@ describe('mux reads into reused buffers (leaseReads)', () => {
       true,
     );
     cleanup = p.close;
+    return p;
+  }
+
+  it("reads the agent's frames at the broker into a few reused buffers, each read into again only once its chunks are written", async () => {
+    const payload = crypto.randomBytes(8 * 1024 * 1024);
+    const p = await sendingPair(payload);
     const reads = new Set<ArrayBufferLike>();
     (p.broker.ws as unknown as { _socket: NodeJS.EventEmitter })._socket.on('data', (d: Buffer) => reads.add(d.buffer));
     const { channel } = await p.broker.open('tunnel', { proto: 'tcp', port: 1, dst: 'x' });
@@ -923,14 +929,7 @@ describe('mux reads into reused buffers (leaseReads)', () => {
 
   it('hands a channel that does not take leases copies, which later reads leave unchanged', async () => {
     const payload = crypto.randomBytes(4 * 1024 * 1024);
-    const p = await pair(
-      async (ch) => {
-        ch.end(payload);
-      },
-      1024 * 1024,
-      true,
-    );
-    cleanup = p.close;
+    const p = await sendingPair(payload);
     const { channel } = await p.broker.open('console', { cols: 80, rows: 24 });
     const kept: Buffer[] = [];
     channel.on('data', (d: Buffer) => kept.push(d));
