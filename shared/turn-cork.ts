@@ -17,29 +17,21 @@ export interface Corkable {
 /**
  * Returns `hold`: call it before (or as) writing to `socket`. The first call in a turn corks the
  * socket and uncorks it once when the turn is done; later calls in the same turn do nothing. A
- * destroyed socket is neither corked nor uncorked.
+ * destroyed socket is neither corked nor uncorked. (SocketHold's `turn`, for a socket held no longer.)
  */
 export function corkForTurn(socket: Corkable): () => void {
-  let corked = false;
-  const uncork = () => {
-    corked = false;
-    if (!socket.destroyed) socket.uncork();
-  };
-  return () => {
-    if (corked || socket.destroyed) return;
-    corked = true;
-    socket.cork();
-    process.nextTick(uncork);
-  };
+  const hold = new SocketHold(socket);
+  return () => hold.turn();
 }
 
 /**
- * corkForTurn with a longer hold for writes that no one waits on byte by byte: `turn()` holds the
- * socket until this turn is done, as corkForTurn does; `iteration()` holds it until the event loop's
- * check phase (setImmediate), so that what other sockets' events in the same poll add (the closes of
- * several sessions, each read from a socket of its own, each in a turn of its own) leaves in the same
- * write. A `turn()` while the socket is held for the iteration ends the hold with that turn: a
- * keystroke never waits for the rest of the poll. A destroyed socket is neither corked nor uncorked.
+ * A socket held corked for the writes of one turn, or of one iteration of the event loop. `turn()`
+ * holds it until this turn is done (corkForTurn). `iteration()`, for writes that no one waits on
+ * byte by byte, holds it until the event loop's check phase (setImmediate), so that what other
+ * sockets' events in the same poll add (the closes of several sessions, each read from a socket of
+ * its own, each in a turn of its own) leaves in the same write. A `turn()` while the socket is held
+ * for the iteration ends the hold with that turn: a keystroke never waits for the rest of the poll.
+ * A destroyed socket is neither corked nor uncorked.
  */
 export class SocketHold {
   /** Which hold the socket is corked for (once, whatever the number of calls), if any. */
