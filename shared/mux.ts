@@ -121,8 +121,6 @@ export class Mux<M extends { t: string }> extends EventEmitter<MuxEvents<M>> {
   private pieces: Buffer[] = [];
   /** The release of each piece that is a view of a reused read (leaseReads), by its index in `pieces`. */
   private pieceReleases: (((error?: unknown) => void) | undefined)[] = [];
-  /** The channel of the frame being read, once its id is whole, when it takes leases. */
-  private pieceLeaser?: Channel;
   /** The socket's reads into reused buffers (options.leaseReads), once moved. */
   private readonly reads?: LeasedReads;
 
@@ -311,7 +309,6 @@ export class Mux<M extends { t: string }> extends EventEmitter<MuxEvents<M>> {
       this.options.onDataFrame?.();
       this.pieces = [];
       this.pieceReleases = [];
-      this.pieceLeaser = undefined;
     }
     if (length < 4) {
       if (at + piece.length === length) throw new MuxProtocolError(MuxErrorCode.unreadable, 'binary frame shorter than its channel id');
@@ -322,7 +319,6 @@ export class Mux<M extends { t: string }> extends EventEmitter<MuxEvents<M>> {
       const n = Math.min(4 - at, piece.length);
       piece.copy(this.pieceHead, at, 0, n);
       bytes = piece.subarray(n);
-      if (at + n === 4 && this.reads) this.pieceLeaser = this.leaser(this.pieceHead.readUInt32BE(0));
     }
     if (bytes.length > 0) this.keepPiece(bytes);
     if (at + piece.length < length) return;
@@ -333,7 +329,6 @@ export class Mux<M extends { t: string }> extends EventEmitter<MuxEvents<M>> {
     const releases = this.pieceReleases;
     this.pieces = [];
     this.pieceReleases = [];
-    this.pieceLeaser = undefined;
     if (length === 4) channel?.onData(piece.subarray(piece.length));
     for (let i = 0; i < pieces.length; i++) {
       if (channel) channel.onData(pieces[i], releases[i]);
@@ -341,16 +336,10 @@ export class Mux<M extends { t: string }> extends EventEmitter<MuxEvents<M>> {
     }
   }
 
-  /** The channel `id`, when its reader gives leased chunks back (Channel `takeLeases`). */
-  private leaser(id: number): Channel | undefined {
-    const channel = this.channels.get(id);
-    return channel?.leasesTaken ? channel : undefined;
-  }
-
   /**
-   * Keeps a piece of the frame being read until the frame is whole. A view of a reused read
-   * (leaseReads) is held from its read for a channel that takes leases, when large enough; any other
-   * is copied now, as its buffer is read into again after this turn.
+   * Keeps a piece of the frame being read (its channel id is whole) until the frame is whole. A view
+   * of a reused read (leaseReads) is held from its read for a channel that takes leases, when large
+   * enough; any other is copied now, as its buffer is read into again after this turn.
    */
   private keepPiece(bytes: Buffer): void {
     const index = this.pieces.length;
@@ -358,7 +347,8 @@ export class Mux<M extends { t: string }> extends EventEmitter<MuxEvents<M>> {
       this.pieces.push(bytes);
       return;
     }
-    if (this.pieceLeaser && bytes.length * LEASED_PIECE_SHARE >= bytes.buffer.byteLength) {
+    const leases = this.channels.get(this.pieceHead.readUInt32BE(0))?.leasesTaken === true;
+    if (leases && bytes.length * LEASED_PIECE_SHARE >= bytes.buffer.byteLength) {
       this.pieces.push(bytes);
       this.pieceReleases[index] = this.reads.hold();
       return;
