@@ -545,11 +545,37 @@ export async function benchSsh(log: Log, only?: string): Promise<void> {
       const sinkServer = await server({ mode: 'sink' });
       sink = sinkServer.child;
       log(`ssh -L: one stream into a local sink, ${SECONDS} s`);
-      const pass = (target: Target) =>
-        cpuPerMb(
+      // Per pass, the broker's page faults, system time and garbage collections: a fresh buffer's
+      // first touch and a run of full collections are CPU per MB that the totals cannot tell apart.
+      const gcKinds: Record<number, string> = {
+        [perfConstants.NODE_PERFORMANCE_GC_MINOR]: 'scavenge',
+        [perfConstants.NODE_PERFORMANCE_GC_MAJOR]: 'full',
+        [perfConstants.NODE_PERFORMANCE_GC_INCREMENTAL]: 'incremental marking',
+        [perfConstants.NODE_PERFORMANCE_GC_WEAKCB]: 'weak callbacks',
+      };
+      let collections = new Map<string, number>();
+      const observer = new PerformanceObserver((list) => {
+        for (const entry of list.getEntries()) {
+          const kind = gcKinds[(entry as PerformanceEntry & { detail?: { kind?: number } }).detail?.kind ?? -1] ?? 'other';
+          collections.set(kind, (collections.get(kind) ?? 0) + 1);
+        }
+      });
+      observer.observe({ entryTypes: ['gc'] });
+      const pass = async (target: Target) => {
+        collections = new Map();
+        const usage = process.resourceUsage();
+        const r = await cpuPerMb(
           () => viaSsh({ args: (extra) => target.args(['-o', 'BatchMode=yes', ...extra]) }, sinkServer.port, log),
           (r) => r.mbps * 1e6 * SECONDS,
         );
+        await new Promise((resolve) => setImmediate(resolve));
+        if (!r) return r;
+        const after = process.resourceUsage();
+        const mb = r.mbps * SECONDS;
+        const gcs = [...collections].map(([kind, n]) => `${n} ${kind}`).join(', ') || 'none';
+        const detail = `broker per MB: ${((after.minorPageFault - usage.minorPageFault) / mb).toFixed(1)} page faults, system ${((after.systemCPUTime - usage.systemCPUTime) / 1000 / mb).toFixed(2)} ms; collections: ${gcs}`;
+        return { ...r, detail };
+      };
       // Alternated, twice each, sshd too: the first pass in a broker process pays for its warm-up (the rows use the second).
       let direct: { mbps: number; sshMs: number; sshdMs: number } | undefined;
       let through: Awaited<ReturnType<typeof pass>>;
@@ -565,10 +591,11 @@ export async function benchSsh(log: Log, only?: string): Promise<void> {
         const gatewayLine = (r: NonNullable<typeof through>) =>
           `${r.mbps.toFixed(0)} MB/s (${cpuLine(r)}, ssh ${perMb(r, r.sshMs)} ms, path ${(Number(perMb(r, r.sshMs)) + r.brokerMsPerMb + r.agentMsPerMb).toFixed(2)} ms; load average ${os.loadavg()[0].toFixed(2)})`;
         through = await pass(gateway);
-        if (through) log(`  gateway (pass ${round}): ${gatewayLine(through)}`);
+        if (through) log(`  gateway (pass ${round}): ${gatewayLine(through)}; ${through.detail}`);
         viaJ = await pass(jumped);
-        if (viaJ) log(`  gateway, ssh -J (pass ${round}): ${gatewayLine(viaJ)}`);
+        if (viaJ) log(`  gateway, ssh -J (pass ${round}): ${gatewayLine(viaJ)}; ${viaJ.detail}`);
       }
+      observer.disconnect();
       log(
         `  ROW ssh -L: gateway / sshd = ${ratioTo(through?.mbps ?? 0, direct?.mbps)} (target >= 0.8); ssh -J / sshd = ${ratioTo(viaJ?.mbps ?? 0, direct?.mbps)}`,
       );
