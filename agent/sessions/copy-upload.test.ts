@@ -6,7 +6,7 @@ import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from 'vitest
 import type { Channel } from '../../shared/mux.js';
 import { BULK_FRAME } from '../../shared/mux.js';
 import { sessionPair } from '../../test/support/session-pair.js';
-import { UPLOAD_QUEUE } from './copy.js';
+import { UPLOAD_FLUSH_EVERY, UPLOAD_QUEUE } from './copy.js';
 
 const WINDOW = 256 * 1024;
 const sha = (b: Buffer) => crypto.createHash('sha256').update(b).digest('hex');
@@ -109,5 +109,28 @@ describe('uploads while the disk writes', () => {
     channel.end();
     expect(await result).toMatchObject({ ok: true, bytes: content.length });
     expect(sha(fs.readFileSync(target))).toBe(sha(content));
+  });
+});
+
+describe('uploads flushed as they are written', () => {
+  it('flushes the file to disk while it is written, so the final fsync has little left', async () => {
+    const proto = await fileHandles();
+    const datasync = vi.spyOn(proto, 'datasync');
+    const { channel, target, result } = await openUpload('flushed.bin');
+    const content = crypto.randomBytes(3 * UPLOAD_FLUSH_EVERY);
+    channel.end(content);
+    expect(await result).toMatchObject({ ok: true, bytes: content.length });
+    expect(datasync.mock.calls.length).toBeGreaterThanOrEqual(1);
+    expect(sha(fs.readFileSync(target))).toBe(sha(content));
+  });
+
+  it('fails an upload whose flush failed (a later fsync need not report it again), leaving nothing behind', async () => {
+    const proto = await fileHandles();
+    vi.spyOn(proto, 'datasync').mockRejectedValue(Object.assign(new Error('EIO: i/o error, fdatasync'), { code: 'EIO' }));
+    const { channel, target, result } = await openUpload('unflushed.bin');
+    channel.end(crypto.randomBytes(3 * UPLOAD_FLUSH_EVERY));
+    expect(await result).toMatchObject({ ok: false, error: expect.stringMatching(/EIO/) });
+    expect(fs.existsSync(target)).toBe(false);
+    expect(fs.readdirSync(dir).filter((f) => f.endsWith('.fleet-upload'))).toEqual([]);
   });
 });

@@ -22,6 +22,12 @@ export const DOWNLOAD_READ = 1024 * 1024;
  * taken at once, written in one writev) and the channel's window are held, whatever is sent.
  */
 export const UPLOAD_QUEUE = 1024 * 1024;
+/**
+ * An upload flushes its file to disk (fdatasync, beside the writes that go on) each time this many
+ * bytes were written since the last flush began: its final fsync, which the client's close waits
+ * for, then has at most about this much left to write, not the whole file.
+ */
+export const UPLOAD_FLUSH_EVERY = 8 * 1024 * 1024;
 
 function reason(err: unknown): string {
   const e = err as NodeJS.ErrnoException;
@@ -93,6 +99,7 @@ async function receive(
 ): Promise<void> {
   const hash = hashing ? crypto.createHash('sha256') : undefined;
   let bytes = 0;
+  let written = 0;
   let open = true;
   // What arrived and is not written yet, in arrival order; the writer takes all of it at each write.
   const queue: Buffer[] = [];
@@ -100,6 +107,11 @@ async function receive(
   let tooLong = false;
   let ended = false;
   let wake: (() => void) | undefined;
+  // The flush running beside the writes, if any; its failure fails the upload (a later fsync need
+  // not report a write-back error again).
+  let flushing: Promise<void> | undefined;
+  let flushFailure: unknown;
+  let flushedAt = 0;
   const onData = (chunk: Buffer) => {
     if (tooLong) return;
     bytes += chunk.length;
@@ -136,8 +148,22 @@ async function receive(
       const pieces = queue.splice(0);
       queued = 0;
       channel.resume();
-      await file.writev(pieces);
+      const { bytesWritten } = await file.writev(pieces);
+      written += bytesWritten;
+      if (flushFailure !== undefined) throw flushFailure;
+      if (!flushing && written - flushedAt >= UPLOAD_FLUSH_EVERY) {
+        flushedAt = written;
+        flushing = file.datasync().then(
+          () => (flushing = undefined),
+          (err: unknown) => {
+            flushFailure = err;
+            flushing = undefined;
+          },
+        );
+      }
     }
+    await flushing;
+    if (flushFailure !== undefined) throw flushFailure;
     if (tooLong) throw new Error(`More bytes arrived than the announced size of ${size}.`);
     if (channel.writableEnded || channel.destroyed) throw new Error('The upload was interrupted.');
     const sha256 = hash?.digest('hex') ?? '';
@@ -153,6 +179,7 @@ async function receive(
     channel.control({ type: 'result', ok: true, bytes, sha256 });
     channel.end();
   } catch (err) {
+    await flushing;
     if (open) await file.close().catch(() => {});
     await fs.rm(temp, { force: true }).catch(() => {});
     ctx.log('upload failed', { ch: channel.id, target, error: (err as Error).message });
