@@ -134,8 +134,6 @@ async function receive(
   channel.once('end', onEnd);
   channel.once('close', onEnd);
   try {
-    // The broker half-closes after the last byte; a session torn down instead (the user went
-    // away, access withdrawn) also ends the stream, but closes our side too. Never commit that.
     while (!channel.destroyed && !tooLong) {
       if (queue.length === 0) {
         if (ended) break;
@@ -165,6 +163,8 @@ async function receive(
     await flushing;
     if (flushFailure !== undefined) throw flushFailure;
     if (tooLong) throw new Error(`More bytes arrived than the announced size of ${size}.`);
+    // The broker half-closes after the last byte; a session torn down instead (the user went
+    // away, access withdrawn) also ends the stream, but closes our side too. Never commit that.
     if (channel.writableEnded || channel.destroyed) throw new Error('The upload was interrupted.');
     const sha256 = hash?.digest('hex') ?? '';
     if (size !== undefined && bytes !== size) throw new Error(`Received ${bytes} bytes, ${size} were announced.`);
@@ -179,6 +179,8 @@ async function receive(
     channel.control({ type: 'result', ok: true, bytes, sha256 });
     channel.end();
   } catch (err) {
+    // Nothing more is read for a failed upload: its credit stops what the broker sends.
+    channel.pause();
     await flushing;
     if (open) await file.close().catch(() => {});
     await fs.rm(temp, { force: true }).catch(() => {});
