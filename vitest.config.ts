@@ -21,6 +21,7 @@ const api = ['test/api/**/*.test.ts', 'test/compat/**/*.test.ts'];
 // belongs in this list.
 const isolatedUnit = [
   'agent/sessions/console-unavailable.test.ts',
+  'agent/sessions/copy-upload.test.ts',
   'broker/remote/recordings.test.ts',
   'broker/remote/sessions.test.ts',
   'web-console/src/screens/console-link.test.ts',

@@ -14,6 +14,20 @@ const SHA256_HEX = /^[0-9a-f]{64}$/;
  * channel's window still bounds what waits to be sent.
  */
 export const DOWNLOAD_READ = 1024 * 1024;
+/**
+ * An upload reads on from its channel while a file write runs, up to this many bytes, then pauses
+ * it (the channel's credit then holds the broker back). Read, the bytes' credit goes back to the
+ * broker at once: reading only between writes returned none while each write ran, and the broker
+ * waited for credit about a quarter of an scp upload. At most this, one write's worth (the queue
+ * taken at once, written in one writev) and the channel's window are held, whatever is sent.
+ */
+export const UPLOAD_QUEUE = 1024 * 1024;
+/**
+ * An upload flushes its file to disk (fdatasync, beside the writes that go on) each time this many
+ * bytes were written since the last flush began: its final fsync, which the client's close waits
+ * for, then has at most about this much left to write, not the whole file.
+ */
+export const UPLOAD_FLUSH_EVERY = 8 * 1024 * 1024;
 
 function reason(err: unknown): string {
   const e = err as NodeJS.ErrnoException;
@@ -85,15 +99,70 @@ async function receive(
 ): Promise<void> {
   const hash = hashing ? crypto.createHash('sha256') : undefined;
   let bytes = 0;
+  let written = 0;
   let open = true;
-  try {
-    // Not a plain for-await: that destroys the channel at the end of input, before our answer.
-    for await (const chunk of channel.iterator({ destroyOnReturn: false }) as AsyncIterable<Buffer>) {
-      bytes += chunk.length;
-      if (size !== undefined && bytes > size) throw new Error(`More bytes arrived than the announced size of ${size}.`);
+  // What arrived and is not written yet, in arrival order; the writer takes all of it at each write.
+  const queue: Buffer[] = [];
+  let queued = 0;
+  let tooLong = false;
+  let ended = false;
+  let wake: (() => void) | undefined;
+  // The flush running beside the writes, if any; its failure fails the upload (a later fsync need
+  // not report a write-back error again).
+  let flushing: Promise<void> | undefined;
+  let flushFailure: unknown;
+  let flushedAt = 0;
+  const onData = (chunk: Buffer) => {
+    if (tooLong) return;
+    bytes += chunk.length;
+    if (size !== undefined && bytes > size) {
+      tooLong = true;
+      channel.pause();
+    } else {
       hash?.update(chunk);
-      await file.write(chunk);
+      queue.push(chunk);
+      queued += chunk.length;
+      if (queued >= UPLOAD_QUEUE) channel.pause();
     }
+    wake?.();
+  };
+  const onEnd = () => {
+    ended = true;
+    wake?.();
+  };
+  channel.on('data', onData);
+  channel.once('end', onEnd);
+  channel.once('close', onEnd);
+  try {
+    while (!channel.destroyed && !tooLong) {
+      if (queue.length === 0) {
+        if (ended) break;
+        await new Promise<void>((resolve) => (wake = resolve));
+        wake = undefined;
+        continue;
+      }
+      // Taking the queue lets the channel flow again: what arrives during this write is read (its
+      // credit returned to the broker, which sends on) and waits here for the next one.
+      const pieces = queue.splice(0);
+      queued = 0;
+      channel.resume();
+      const { bytesWritten } = await file.writev(pieces);
+      written += bytesWritten;
+      if (flushFailure !== undefined) throw flushFailure;
+      if (!flushing && written - flushedAt >= UPLOAD_FLUSH_EVERY) {
+        flushedAt = written;
+        flushing = file.datasync().then(
+          () => (flushing = undefined),
+          (err: unknown) => {
+            flushFailure = err;
+            flushing = undefined;
+          },
+        );
+      }
+    }
+    await flushing;
+    if (flushFailure !== undefined) throw flushFailure;
+    if (tooLong) throw new Error(`More bytes arrived than the announced size of ${size}.`);
     // The broker half-closes after the last byte; a session torn down instead (the user went
     // away, access withdrawn) also ends the stream, but closes our side too. Never commit that.
     if (channel.writableEnded || channel.destroyed) throw new Error('The upload was interrupted.');
@@ -110,6 +179,9 @@ async function receive(
     channel.control({ type: 'result', ok: true, bytes, sha256 });
     channel.end();
   } catch (err) {
+    // Nothing more is read for a failed upload: its credit stops what the broker sends.
+    channel.pause();
+    await flushing;
     if (open) await file.close().catch(() => {});
     await fs.rm(temp, { force: true }).catch(() => {});
     ctx.log('upload failed', { ch: channel.id, target, error: (err as Error).message });
@@ -117,6 +189,10 @@ async function receive(
       channel.control({ type: 'result', ok: false, bytes, sha256: '', error: reason(err) });
       channel.end();
     }
+  } finally {
+    channel.off('data', onData);
+    channel.off('end', onEnd);
+    channel.off('close', onEnd);
   }
 }
 

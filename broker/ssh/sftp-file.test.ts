@@ -232,6 +232,25 @@ describe('SftpFile writes, bounded', () => {
   });
 });
 
+describe('SftpFile writes to a device that failed', () => {
+  it('fails the WRITEs waiting for the channel once the device answers the upload failed, and those after, letting go of the window', () => {
+    const { file, channel, answers, flow } = open(true, 0);
+    channel.full = true;
+    file.write(1, 0, Buffer.alloc(10));
+    file.write(2, 10, Buffer.alloc(10));
+    expect(flow.holders.size).toBe(1);
+    channel.emit('control', { type: 'result', ok: false, bytes: 10, sha256: '', error: 'The device is out of disk space.' });
+    expect(answers.map((a) => [a.reqid, a.status])).toEqual([
+      [1, SFTP_STATUS.failure],
+      [2, SFTP_STATUS.failure],
+    ]);
+    expect(flow.holders.size).toBe(0);
+    file.write(3, 20, Buffer.alloc(10));
+    expect(answers[2]).toMatchObject({ reqid: 3, status: SFTP_STATUS.failure });
+    expect(channel.written).toHaveLength(2);
+  });
+});
+
 describe('SftpFile reads through SftpFlow, a client that stops opening its window', () => {
   /** What SftpFlow reads of ssh2's SFTP stream, its connection's packets captured (a fake, no encryption). */
   function ssh2Stream(window: number) {

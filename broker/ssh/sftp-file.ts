@@ -68,6 +68,12 @@ export class SftpFile implements LiveRelay {
       if (msg.type !== 'result') return;
       this.result = { ok: msg.ok, ...(msg.error ? { error: msg.error } : {}) };
       this.reason ??= msg.ok ? `copied ${msg.bytes} bytes` : `copy failed: ${msg.error ?? 'unknown error'}`;
+      // An upload the device gave up on (its disk full, a write failed) reads nothing more: the
+      // WRITEs waiting for its channel, and any after, fail now rather than wait for it forever.
+      if (writing && !msg.ok) {
+        this.failure ??= msg.error ?? 'the copy failed on the device';
+        this.answerWrites(SFTP_STATUS.failure, this.failure);
+      }
       this.onResult?.();
     });
     channel.on('close', () => {

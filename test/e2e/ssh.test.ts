@@ -10,7 +10,7 @@ import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { sshFiles } from '../../cli/ssh.js';
 import { openSshPrivateKey, publicKeyLine } from '../../shared/ssh-keys.js';
 import { SSH_MAX_CHANNELS } from '../../broker/ssh/gateway.js';
@@ -798,6 +798,22 @@ describe('SSH gateway with the OpenSSH client', () => {
     ]);
     expect(run.code, run.stderr).toBe(0);
     expect(run.stdout).toBe(`${process.env.SHELL || '/bin/bash'}\nnot-login\n`);
+  });
+
+  it("turns Nagle's algorithm off on every connection: a small answer (a window adjust, a WRITE's status) never waits for the client's ACK", async () => {
+    const port = t.broker.services.ssh.gateway.port as number;
+    const setNoDelay = vi.spyOn(net.Socket.prototype, 'setNoDelay');
+    const client = net.connect(port, '127.0.0.1');
+    client.on('error', () => {});
+    try {
+      await new Promise<void>((resolve) => client.once('connect', () => resolve()));
+      const gatewaySide = () => setNoDelay.mock.contexts.findIndex((socket) => (socket as net.Socket).remotePort === client.localPort);
+      await expect.poll(gatewaySide).toBeGreaterThanOrEqual(0);
+      expect(setNoDelay.mock.calls[gatewaySide()][0]).not.toBe(false);
+    } finally {
+      setNoDelay.mockRestore();
+      client.destroy();
+    }
   });
 
   it('bounds connections that have not signed in from one address', async () => {
