@@ -344,6 +344,44 @@ async function benchClientOpens(
   }
 }
 
+/** What a `gc` performance entry's `detail.kind` means. */
+const GC_KINDS: Record<number, string> = {
+  [perfConstants.NODE_PERFORMANCE_GC_MINOR]: 'scavenge',
+  [perfConstants.NODE_PERFORMANCE_GC_MAJOR]: 'full',
+  [perfConstants.NODE_PERFORMANCE_GC_INCREMENTAL]: 'incremental marking',
+  [perfConstants.NODE_PERFORMANCE_GC_WEAKCB]: 'weak callbacks',
+};
+
+/**
+ * This process's garbage collections by kind and their summed pause, counted from the last `reset()`.
+ * The observer's entries arrive after each collection: read `summary()` and `pauseMs` one turn of the
+ * loop after the work measured. `stop()` ends the counting.
+ */
+function collectionCounter() {
+  let counts = new Map<string, number>();
+  let pauseMs = 0;
+  const observer = new PerformanceObserver((list) => {
+    for (const entry of list.getEntries()) {
+      const kind = GC_KINDS[(entry as PerformanceEntry & { detail?: { kind?: number } }).detail?.kind ?? -1] ?? 'other';
+      counts.set(kind, (counts.get(kind) ?? 0) + 1);
+      pauseMs += entry.duration;
+    }
+  });
+  observer.observe({ entryTypes: ['gc'] });
+  return {
+    reset(): void {
+      counts = new Map();
+      pauseMs = 0;
+    },
+    /** e.g. "51 scavenge, 2 full", or "none". */
+    summary: (): string => [...counts].map(([kind, n]) => `${n} ${kind}`).join(', ') || 'none',
+    get pauseMs(): number {
+      return pauseMs;
+    },
+    stop: (): void => observer.disconnect(),
+  };
+}
+
 /**
  * LONGLIVED_TRANSFERS uploads (`ssh … 'cat > /dev/null'` fed SCP_MIB from a file) through the gateway,
  * one after another in this broker process: per transfer the broker's CPU per MB (this process: the
@@ -357,23 +395,7 @@ async function benchLongLived(log: Log, target: Target, dir: string): Promise<vo
   const fd = fs.openSync(file, 'w');
   for (let i = 0; i < SCP_MIB; i++) fs.writeSync(fd, crypto.randomBytes(1024 * 1024));
   fs.closeSync(fd);
-  const gcKinds: Record<number, string> = {
-    [perfConstants.NODE_PERFORMANCE_GC_MINOR]: 'scavenge',
-    [perfConstants.NODE_PERFORMANCE_GC_MAJOR]: 'full',
-    [perfConstants.NODE_PERFORMANCE_GC_INCREMENTAL]: 'incremental marking',
-    [perfConstants.NODE_PERFORMANCE_GC_WEAKCB]: 'weak callbacks',
-  };
-  let counts = new Map<string, number>();
-  let pauseMs = 0;
-  const observer = new PerformanceObserver((list) => {
-    for (const entry of list.getEntries()) {
-      const detail = (entry as PerformanceEntry & { detail?: { kind?: number } }).detail;
-      const kind = gcKinds[detail?.kind ?? -1] ?? 'other';
-      counts.set(kind, (counts.get(kind) ?? 0) + 1);
-      pauseMs += entry.duration;
-    }
-  });
-  observer.observe({ entryTypes: ['gc'] });
+  const collections = collectionCounter();
   const gc = (globalThis as { gc?: () => void }).gc;
   const heapMiB = () => (v8.getHeapStatistics().used_heap_size / 1048576).toFixed(1);
   log(
@@ -385,23 +407,21 @@ async function benchLongLived(log: Log, target: Target, dir: string): Promise<vo
       log(`  heap used after a full collection, before the first: ${heapMiB()} MiB`);
     }
     for (let i = 1; i <= LONGLIVED_TRANSFERS; i++) {
-      counts = new Map();
-      pauseMs = 0;
+      collections.reset();
       const before = process.cpuUsage();
       const r = await run('sh', ['-c', `exec ssh "$@" 'cat > /dev/null' < "${file}"`, 'ssh', ...target.args(['-o', 'BatchMode=yes'])]);
       const cpu = process.cpuUsage(before);
       if (r.code !== 0) throw new Error(`ssh exited ${r.code}: ${r.stderr.trim()}`);
       // The observer's entries arrive after the collection: one turn of the loop before reading them.
       await new Promise((resolve) => setImmediate(resolve));
-      const gcs = [...counts].map(([kind, n]) => `${n} ${kind}`).join(', ') || 'none';
       const msPerMb = (cpu.user + cpu.system) / 1000 / (bytes / 1e6);
       if (gc) gc();
       log(
-        `  transfer ${i}: broker ${msPerMb.toFixed(2)} ms CPU per MB; collections: ${gcs} (${pauseMs.toFixed(0)} ms)${gc ? `; heap after a full collection ${heapMiB()} MiB` : ''} (load average ${os.loadavg()[0].toFixed(2)})`,
+        `  transfer ${i}: broker ${msPerMb.toFixed(2)} ms CPU per MB; collections: ${collections.summary()} (${collections.pauseMs.toFixed(0)} ms)${gc ? `; heap after a full collection ${heapMiB()} MiB` : ''} (load average ${os.loadavg()[0].toFixed(2)})`,
       );
     }
   } finally {
-    observer.disconnect();
+    collections.stop();
     fs.rmSync(file, { force: true });
   }
 }
@@ -547,22 +567,9 @@ export async function benchSsh(log: Log, only?: string): Promise<void> {
       log(`ssh -L: one stream into a local sink, ${SECONDS} s`);
       // Per pass, the broker's page faults, system time and garbage collections: a fresh buffer's
       // first touch and a run of full collections are CPU per MB that the totals cannot tell apart.
-      const gcKinds: Record<number, string> = {
-        [perfConstants.NODE_PERFORMANCE_GC_MINOR]: 'scavenge',
-        [perfConstants.NODE_PERFORMANCE_GC_MAJOR]: 'full',
-        [perfConstants.NODE_PERFORMANCE_GC_INCREMENTAL]: 'incremental marking',
-        [perfConstants.NODE_PERFORMANCE_GC_WEAKCB]: 'weak callbacks',
-      };
-      let collections = new Map<string, number>();
-      const observer = new PerformanceObserver((list) => {
-        for (const entry of list.getEntries()) {
-          const kind = gcKinds[(entry as PerformanceEntry & { detail?: { kind?: number } }).detail?.kind ?? -1] ?? 'other';
-          collections.set(kind, (collections.get(kind) ?? 0) + 1);
-        }
-      });
-      observer.observe({ entryTypes: ['gc'] });
+      const collections = collectionCounter();
       const pass = async (target: Target) => {
-        collections = new Map();
+        collections.reset();
         const usage = process.resourceUsage();
         const r = await cpuPerMb(
           () => viaSsh({ args: (extra) => target.args(['-o', 'BatchMode=yes', ...extra]) }, sinkServer.port, log),
@@ -572,8 +579,7 @@ export async function benchSsh(log: Log, only?: string): Promise<void> {
         if (!r) return r;
         const after = process.resourceUsage();
         const mb = r.mbps * SECONDS;
-        const gcs = [...collections].map(([kind, n]) => `${n} ${kind}`).join(', ') || 'none';
-        const detail = `broker per MB: ${((after.minorPageFault - usage.minorPageFault) / mb).toFixed(1)} page faults, system ${((after.systemCPUTime - usage.systemCPUTime) / 1000 / mb).toFixed(2)} ms; collections: ${gcs}`;
+        const detail = `broker per MB: ${((after.minorPageFault - usage.minorPageFault) / mb).toFixed(1)} page faults, system ${((after.systemCPUTime - usage.systemCPUTime) / 1000 / mb).toFixed(2)} ms; collections: ${collections.summary()}`;
         return { ...r, detail };
       };
       // Alternated, twice each, sshd too: the first pass in a broker process pays for its warm-up (the rows use the second).
@@ -595,7 +601,7 @@ export async function benchSsh(log: Log, only?: string): Promise<void> {
         viaJ = await pass(jumped);
         if (viaJ) log(`  gateway, ssh -J (pass ${round}): ${gatewayLine(viaJ)}; ${viaJ.detail}`);
       }
-      observer.disconnect();
+      collections.stop();
       log(
         `  ROW ssh -L: gateway / sshd = ${ratioTo(through?.mbps ?? 0, direct?.mbps)} (target >= 0.8); ssh -J / sshd = ${ratioTo(viaJ?.mbps ?? 0, direct?.mbps)}`,
       );
