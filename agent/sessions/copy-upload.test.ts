@@ -134,3 +134,19 @@ describe('uploads flushed as they are written', () => {
     expect(fs.readdirSync(dir).filter((f) => f.endsWith('.fleet-upload'))).toEqual([]);
   });
 });
+
+describe('uploads the disk took only part of', () => {
+  it('fails an upload whose last write took fewer bytes than given, leaving nothing behind', async () => {
+    const proto = await fileHandles();
+    const original = proto.writev as (...args: unknown[]) => Promise<{ bytesWritten: number; buffers: Buffer[] }>;
+    vi.spyOn(proto, 'writev').mockImplementation(async function (this: FileHandle, ...args: unknown[]) {
+      const done = await original.apply(this, args);
+      return { ...done, bytesWritten: done.bytesWritten - 1 };
+    } as never);
+    const { channel, target, result } = await openUpload('short.bin');
+    channel.end(crypto.randomBytes(64 * 1024));
+    expect(await result).toMatchObject({ ok: false, error: expect.stringMatching(/wrote \d+ of the 65536 bytes/) });
+    expect(fs.existsSync(target)).toBe(false);
+    expect(fs.readdirSync(dir).filter((f) => f.endsWith('.fleet-upload'))).toEqual([]);
+  });
+});

@@ -166,6 +166,8 @@ async function receive(
     // The broker half-closes after the last byte; a session torn down instead (the user went
     // away, access withdrawn) also ends the stream, but closes our side too. Never commit that.
     if (channel.writableEnded || channel.destroyed) throw new Error('The upload was interrupted.');
+    // A write may take fewer bytes than it was given (a disk filling up): never commit such a file.
+    if (written !== bytes) throw new Error(`The device wrote ${written} of the ${bytes} bytes received.`);
     const sha256 = hash?.digest('hex') ?? '';
     if (size !== undefined && bytes !== size) throw new Error(`Received ${bytes} bytes, ${size} were announced.`);
     if (expectedSha !== undefined && sha256 !== expectedSha)
