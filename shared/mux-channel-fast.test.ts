@@ -327,3 +327,133 @@ describe('over a real connection', () => {
     expect(deviceWrite).not.toHaveBeenCalled();
   });
 });
+
+describe('a data frame for a reader that is flowing with nothing buffered', () => {
+  const flowing = async () => {
+    const h = schedulerHost();
+    const channel = h.open(1);
+    const got: Buffer[] = [];
+    channel.on('data', (d: Buffer) => got.push(d));
+    await turn();
+    return { h, channel, got };
+  };
+
+  it("is emitted within onData, past Readable's push", async () => {
+    const { channel, got } = await flowing();
+    const push = vi.spyOn(channel, 'push');
+    const frame = Buffer.from('echo');
+    channel.onData(frame);
+    expect(got).toEqual([frame]);
+    expect(got[0]).toBe(frame);
+    expect(push).not.toHaveBeenCalled();
+    expect(channel.readableDidRead).toBe(true);
+    expect(channel.readableLength).toBe(0);
+    expect(channel.stats.bytesIn).toBe(4);
+  });
+
+  it('a paused reader has it buffered, and read() or resume() hands it over, in order', async () => {
+    const { channel, got } = await flowing();
+    channel.pause();
+    channel.onData(Buffer.from('a'));
+    channel.onData(Buffer.from('b'));
+    expect(got).toEqual([]);
+    expect(channel.readableLength).toBe(2);
+    channel.resume();
+    channel.onData(Buffer.from('c')); // behind the two buffered: pushed, not emitted ahead of them
+    expect(got.map(String).join('')).toBe('');
+    await turn();
+    expect(got.map(String).join('')).toBe('abc');
+    channel.onData(Buffer.from('d'));
+    expect(got.map(String).join('')).toBe('abcd');
+  });
+
+  it("a reader in paused mode ('readable', read()) reads every byte", async () => {
+    const h = schedulerHost();
+    const channel = h.open(1);
+    const got: string[] = [];
+    channel.on('readable', () => {
+      let chunk: Buffer | null;
+      while ((chunk = channel.read() as Buffer | null) !== null) got.push(String(chunk));
+    });
+    const push = vi.spyOn(channel, 'push');
+    channel.onData(Buffer.from('x'));
+    channel.onData(Buffer.from('y'));
+    await turn();
+    expect(push).toHaveBeenCalledTimes(2);
+    expect(got.join('')).toBe('xy');
+  });
+
+  it("'end' comes after all the data", async () => {
+    const { channel } = await flowing();
+    const events: string[] = [];
+    channel.on('data', (d: Buffer) => events.push(String(d)));
+    channel.on('end', () => events.push('end'));
+    channel.onData(Buffer.from('1'));
+    channel.onData(Buffer.from('2'));
+    channel.onEof();
+    await turn();
+    expect(events).toEqual(['1', '2', 'end']);
+  });
+
+  it("data after the peer's end is not emitted: the channel fails, as a push after EOF fails it", async () => {
+    const { channel, got } = await flowing();
+    channel.onData(Buffer.from('1'));
+    channel.onEof();
+    channel.onData(Buffer.from('2'));
+    await turn();
+    expect(got.map(String)).toEqual(['1']);
+    expect(channel.destroyed).toBe(true);
+    expect(channel.errored).toBeTruthy();
+  });
+
+  it('a decoder (setEncoding) still gets strings, through push', async () => {
+    const h = schedulerHost();
+    const channel = h.open(1);
+    channel.setEncoding('utf8');
+    const got: unknown[] = [];
+    channel.on('data', (d) => got.push(d));
+    await turn();
+    const euro = Buffer.from('€');
+    channel.onData(euro.subarray(0, 1));
+    channel.onData(euro.subarray(1));
+    expect(got).toEqual(['€']);
+  });
+
+  it('pipe to a slow writer: back-pressure pauses the channel, every byte arrives in order, then the end', async () => {
+    const h = schedulerHost();
+    const channel = h.open(1);
+    const written: Buffer[] = [];
+    const pending: (() => void)[] = [];
+    const { Writable } = await import('node:stream');
+    const sink = new Writable({
+      highWaterMark: 2,
+      write: (chunk: Buffer, _e, cb) => {
+        written.push(chunk);
+        pending.push(() => cb());
+      },
+    });
+    const finished = new Promise((r) => sink.once('finish', r));
+    channel.pipe(sink);
+    await turn();
+    const sent = [...'abcdefghij'].map((c) => Buffer.from(c));
+    for (const b of sent) channel.onData(b);
+    channel.onEof();
+    // The writer has taken one and holds the rest: the channel was paused and buffers them.
+    expect(channel.isPaused() || channel.readableLength > 0).toBe(true);
+    while (!sink.writableFinished) {
+      for (const done of pending.splice(0)) done();
+      await turn();
+    }
+    await finished;
+    expect(Buffer.concat(written).toString()).toBe('abcdefghij');
+  });
+
+  it('returns credit exactly as before: a batch at once, little reads held', async () => {
+    const { h, channel } = await flowing();
+    channel.onData(Buffer.alloc(DEFAULT_WINDOW / 8));
+    expect(h.controls).toEqual([{ t: 'credit', ch: 1, n: DEFAULT_WINDOW / 8 }]);
+    channel.onData(Buffer.from('k'));
+    expect(h.controls.length).toBe(1);
+    channel.destroy();
+  });
+});
