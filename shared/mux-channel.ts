@@ -452,18 +452,7 @@ export class Channel extends Duplex {
     this.pushed += payload.length;
     this.stats.bytesIn += payload.length;
     if (release) this.leases.set(payload, release);
-    // A reader that is flowing with nothing buffered gets the payload as `push` would hand it over
-    // (Readable's addChunk, to the letter): emitted at once. What `push` did besides — its checks,
-    // and a tick per chunk to read ahead (maybeReadMore: `_read`, which only grants, done below) —
-    // was a tenth of the keystroke's path through the agent. Every other case is pushed: a paused
-    // or buffering reader, a decoder, after the end.
-    const state = (this as unknown as { _readableState: ReadableInternals })._readableState;
-    if (state.flowing === true && !state.sync && state.length === 0 && !state.ended && state.decoder === null && this.listenerCount('data') > 0) {
-      if (state.multiAwaitDrain) (state.awaitDrainWriters as Set<unknown>).clear();
-      else state.awaitDrainWriters = null;
-      state.dataEmitted = true;
-      this.emit('data', payload);
-    } else this.push(payload);
+    this.push(payload);
     this.grant();
   }
 
@@ -500,18 +489,6 @@ export class Channel extends Duplex {
     // Data already buffered for our reader is still delivered; the stream then closes itself.
     if (this.readableLength === 0) this.destroy();
   }
-}
-
-/** The parts of Readable's state its addChunk reads and sets when it emits a chunk at once (Channel.onData). */
-interface ReadableInternals {
-  flowing: boolean | null;
-  sync: boolean;
-  length: number;
-  ended: boolean;
-  decoder: unknown;
-  multiAwaitDrain: boolean;
-  awaitDrainWriters: unknown;
-  dataEmitted: boolean;
 }
 
 function releaseTurn(channel: Channel): void {
