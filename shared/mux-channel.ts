@@ -93,6 +93,12 @@ export interface ChannelHost {
    */
   sendData(ch: number, payload: FramePayload, flushed?: () => void, owned?: boolean): void;
   schedule(channel: Channel): void;
+  /**
+   * A quiet channel's lone small write, sent at once (`sendCopy`) when nothing waits to go first
+   * (mux-scheduler.ts `sendAtOnce`); false, with nothing sent, when it must take its turn. A host
+   * without it has every write take its turn.
+   */
+  sendAtOnce?(channel: Channel, chunk: Buffer): boolean;
   forget(id: number): void;
 }
 
@@ -192,10 +198,35 @@ export class Channel extends Duplex {
    * any pace. Their callbacks all run once the last of them is flushed (a writer that reuses a buffer
    * at its write's callback gets it back a little later: at most the high-water mark's worth, as
    * write() says "wait" beyond it). A datagram channel keeps one frame per write.
+   *
+   * A quiet channel's lone small write (a keystroke, an echo: at most COPIED_FRAME_MAX, with nothing
+   * before it in the stream nor in the channel, not corked, credit for all of it) does not go through
+   * Writable, `_write` and the scheduler's turn at all when the scheduler holds nothing that would go
+   * first: it is copied into its frame and handed to the socket here (sendCopy, accounted as
+   * sendFrame's frames are), and its callback runs on the next tick, as Writable runs a write's that
+   * completed at once. Every other write goes through the stream, so none overtakes an earlier one.
    */
   override write(chunk: unknown, callback?: (error: Error | null | undefined) => void): boolean;
   override write(chunk: unknown, encoding: BufferEncoding, callback?: (error: Error | null | undefined) => void): boolean;
   override write(chunk: unknown, encoding?: unknown, cb?: unknown): boolean {
+    if (
+      this.pending === undefined &&
+      !this.messageMode &&
+      Buffer.isBuffer(chunk) &&
+      chunk.length > 0 &&
+      chunk.length <= COPIED_FRAME_MAX &&
+      chunk.length <= this.sendCredit &&
+      this.writableLength === 0 &&
+      this.writableCorked === 0 &&
+      this.writable &&
+      !this.peerClosed &&
+      this.quiet &&
+      this.mux.sendAtOnce?.(this, chunk) === true
+    ) {
+      const callback = typeof encoding === 'function' ? encoding : cb;
+      if (typeof callback === 'function') process.nextTick(callback as (error: Error | null) => void, null);
+      return true;
+    }
     if (!this.turnHeld && !this.messageMode && !this.quiet) {
       this.turnHeld = true;
       this.cork();
@@ -291,6 +322,23 @@ export class Channel extends Duplex {
       this.mux.sendData(this.id, Buffer.isBuffer(frame) ? Buffer.from(frame) : Buffer.concat(frame, n), undefined, true);
       p.callback();
     }
+    this.account(n);
+    return n;
+  }
+
+  /**
+   * @internal from the scheduler (sendAtOnce): a lone small write, framed as a copy and sent at once,
+   * past the stream (see write). Accounted as sendFrame's frames are.
+   */
+  sendCopy(chunk: Buffer): number {
+    handedOver.delete(chunk);
+    this.mux.sendData(this.id, Buffer.from(chunk), undefined, true);
+    this.account(chunk.length);
+    return chunk.length;
+  }
+
+  /** A data frame of `n` bytes went out: the credit it took, how busy the channel is, the owed grant it carries. */
+  private account(n: number): void {
     // Credit owed for little reads, held long enough, goes in the same write as this frame (grant).
     if (this.grantRipe) this.grantOwed();
     const now = Date.now();
@@ -303,7 +351,6 @@ export class Channel extends Duplex {
     this.recentBytes += n;
     this.sendCredit -= n;
     this.stats.bytesOut += n;
-    return n;
   }
 
   /**

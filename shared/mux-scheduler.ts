@@ -73,6 +73,21 @@ export class SendScheduler {
     this.pump();
   }
 
+  /**
+   * A quiet channel's lone small write (Channel.write), sent at once past the channel's Writable and
+   * the rotation when nothing waits in the scheduler (no channel in the rotation, room in flight, not
+   * in the middle of a turn) and the channel is not one held to HELD_BULK_WINDOW: what `pump` would
+   * have sent within the same call. It holds the busy channels as the rotation's interactive frames
+   * do. Returns false, having sent nothing, when the write must take its turn.
+   */
+  sendAtOnce(channel: Channel, chunk: Buffer): boolean {
+    if (this.pumping || this.inFlight >= SEND_IN_FLIGHT_MAX || this.newFlows.size > 0 || this.oldFlows.size > 0 || this.host.isClosed()) return false;
+    if (channel.uncredited >= HELD_BULK_WINDOW && this.holdingBulk()) return false;
+    const sent = channel.sendCopy(chunk);
+    if (sent <= INTERACTIVE_FRAME_MAX && channel.quiet) this.holdBulk();
+    return true;
+  }
+
   /** A channel is gone: it leaves the rotation. */
   forget(channel: Channel): void {
     this.newFlows.delete(channel);

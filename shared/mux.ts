@@ -225,6 +225,11 @@ export class Mux<M extends { t: string }> extends EventEmitter<MuxEvents<M>> {
     this.scheduler.schedule(channel);
   }
 
+  /** @internal a quiet channel's lone small write, sent at once if nothing should go first (mux-scheduler.ts). */
+  sendAtOnce(channel: Channel, chunk: Buffer): boolean {
+    return this.scheduler.sendAtOnce(channel, chunk);
+  }
+
   /** Checked before every send: a peer that leaves too much unread is cut, never queued to without bound. */
   private canSend(): boolean {
     if (this.closed || this.ws.readyState !== this.ws.OPEN) return false;
