@@ -8,7 +8,7 @@ import pg from 'pg';
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
 import { dropSchema, openStore, type Store } from '../db/database.js';
 import { AuditService, type RemoteAuditStart } from './service.js';
-import { GroupStatements } from './writer.js';
+import { BUSY_WINDOW_MS, GROUP_WINDOW_MS, GroupStatements } from './writer.js';
 
 /** The local PostgreSQL of the tests (as test/support/broker.ts). */
 const PG_URL = process.env.TEST_DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/test';
@@ -239,6 +239,63 @@ describe.each(['sqlite', 'postgres'] as const)('audit group commit (%s)', (datab
     // What was queued but not committed is simply absent: the restart closes what was written.
     expect(await audit.closeOpenSessions('broker restarted')).toBeGreaterThanOrEqual(reported.length);
     expect((await audit.verify()).ok).toBe(true);
+  });
+});
+
+// The window's length in the loop's own time (fake timers): SQLite only, as PostgreSQL's client keeps timers of its own.
+describe('audit group commit (sqlite), the window under load (thirteenth round)', () => {
+  const t = freshStore('sqlite');
+  afterEach(() => void vi.useRealTimers());
+
+  /** Submits `perMs` starts every millisecond for `ms` milliseconds; answers each entry's wait (ms, the loop's time) and the statements sent. */
+  async function stream(audit: AuditService, ms: number, perMs: number): Promise<{ waits: number[]; statements: number }> {
+    const before = t.store.statements();
+    const waits: number[] = [];
+    const written: Promise<unknown>[] = [];
+    for (let i = 0; i < ms; i++) {
+      for (let k = 0; k < perMs; k++) {
+        const at = performance.now();
+        written.push(audit.recordRemoteStart(start(i * perMs + k)).then(() => waits.push(performance.now() - at)));
+      }
+      await vi.advanceTimersByTimeAsync(1);
+    }
+    await vi.advanceTimersByTimeAsync(BUSY_WINDOW_MS);
+    await Promise.all(written);
+    return { waits, statements: t.store.statements() - before };
+  }
+
+  it('entries arriving one a millisecond share groups (12 in 4 groups; the code before wrote each alone: 12); one after a quiet spell still waits 1 ms', async () => {
+    vi.useFakeTimers({ toFake: ['setTimeout', 'clearTimeout', 'performance'] });
+    const audit = new AuditService(t.store.db, t.store.dialect, { brokerId: 'b1' });
+    const { waits, statements } = await stream(audit, 12, 1);
+    expect(waits).toHaveLength(12);
+    // A group of starts is 5 statements (begin with the lock, head, insert, owners, commit): the first
+    // entry alone, then one group each BUSY_WINDOW_MS.
+    expect(statements).toBe(4 * 5);
+    expect(Math.max(...waits)).toBeLessThanOrEqual(BUSY_WINDOW_MS);
+    // Quiet: the next entry's group is written after GROUP_WINDOW_MS, as before.
+    await vi.advanceTimersByTimeAsync(100);
+    let done = false;
+    const lone = audit.recordRemoteStart(start(99)).then(() => (done = true));
+    await vi.advanceTimersByTimeAsync(GROUP_WINDOW_MS);
+    expect(done).toBe(true);
+    await lone;
+    vi.useRealTimers();
+    expect(await audit.verify()).toMatchObject({ ok: true, entries: 13 });
+  });
+
+  it('hostile: a flood of entries never waits longer than BUSY_WINDOW_MS, and is written in at most one group each BUSY_WINDOW_MS (the code before: one each millisecond)', async () => {
+    vi.useFakeTimers({ toFake: ['setTimeout', 'clearTimeout', 'performance'] });
+    const audit = new AuditService(t.store.db, t.store.dialect, { brokerId: 'b1' });
+    const { waits, statements } = await stream(audit, 200, 10);
+    expect(waits).toHaveLength(2000);
+    expect(Math.max(...waits)).toBeLessThanOrEqual(BUSY_WINDOW_MS);
+    // 2,000 entries in 200 ms: the first group, then one each 4 ms (the code before: 200 groups, 1,000 statements).
+    expect(statements).toBeLessThanOrEqual((1 + 200 / BUSY_WINDOW_MS) * 5);
+    vi.useRealTimers();
+    const owners = await t.store.db.selectFrom('remote_session_owners').select('audit_id').execute();
+    expect(owners).toHaveLength(2000);
+    expect(await audit.verify()).toMatchObject({ ok: true, entries: 2000 });
   });
 });
 

@@ -56,6 +56,16 @@ const MAX_GROUP = 500;
  * within it share one transaction and one lock. Groups that queue while one commits wait no longer.
  */
 export const GROUP_WINDOW_MS = 1;
+/**
+ * Under load, the least time from one group's start to the next one's: an entry that arrives within
+ * this of the previous group's start waits until then (at most this long), so that entries arriving
+ * steadily share a group instead of each taking a 1 ms window of its own. Every group costs the same
+ * whatever its size (the lock, the head's read, the commit and its pages: 9–13 pages on SQLite), and
+ * under sessions opened and closed 32 at a time about 4 entries shared each at 1 ms. An entry after a
+ * quiet spell still waits GROUP_WINDOW_MS only. (PostgreSQL's `commit_delay` applies likewise only
+ * when other transactions are active.)
+ */
+export const BUSY_WINDOW_MS = 4;
 
 /**
  * An entry's text as both databases can keep it: NUL (which PostgreSQL's text refuses) and lone
@@ -176,6 +186,8 @@ export class AuditWriter {
   private queue: Queued[] = [];
   private readonly statements = new GroupStatements();
   private running?: Promise<void>;
+  /** When the last group began (performance.now()), for BUSY_WINDOW_MS. */
+  private lastGroupAt = Number.NEGATIVE_INFINITY;
   /** Groups commit outside any transaction open where their entries were queued (see database.ts `ambient`). */
   private readonly detached = AsyncResource.bind((work: () => Promise<void>) => work());
 
@@ -188,8 +200,11 @@ export class AuditWriter {
   submit(append: Append): Promise<number | undefined> {
     return new Promise((resolve, reject) => {
       this.queue.push({ ...append, resolve, reject });
-      // Started after the group's window: what else arrives meanwhile joins the group.
-      this.running ??= new Promise<void>((done) => setTimeout(() => void this.detached(() => this.drain()).finally(done), GROUP_WINDOW_MS));
+      if (this.running) return;
+      // Started after the group's window (longer while groups follow each other: BUSY_WINDOW_MS):
+      // what else arrives meanwhile joins the group.
+      const wait = Math.max(GROUP_WINDOW_MS, Math.ceil(this.lastGroupAt + BUSY_WINDOW_MS - performance.now()));
+      this.running = new Promise<void>((done) => setTimeout(() => void this.detached(() => this.drain()).finally(done), wait));
     });
   }
 
@@ -199,6 +214,7 @@ export class AuditWriter {
   }
 
   private async drain(): Promise<void> {
+    this.lastGroupAt = performance.now();
     try {
       while (this.queue.length > 0) {
         const group = this.queue.splice(0, MAX_GROUP);
