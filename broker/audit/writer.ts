@@ -174,10 +174,11 @@ interface Queued extends Append {
 /**
  * The audit trail's one writer per broker: group commit. Entries are queued; whenever the writer is
  * idle it takes everything queued so far (all that arrived while the previous group was committing,
- * or in the same turn of the event loop) and appends it in one transaction: one chain lock, one read
- * of the head, one INSERT per hundred rows, one commit. Each caller's promise settles once its group
- * committed, so an entry reported written is durable (a start before the session's first byte). The
- * chain is the one `verify` walks: each row's sha covers the previous row's, in id order.
+ * or within the group's window: GROUP_WINDOW_MS, BUSY_WINDOW_MS under load) and appends it in one
+ * transaction: one chain lock, one read of the head, one INSERT per hundred rows, one commit. Each
+ * caller's promise settles once its group committed, so an entry reported written is durable (a
+ * start before the session's first byte). The chain is the one `verify` walks: each row's sha covers
+ * the previous row's, in id order.
  *
  * A group that fails (one entry the database refuses) is written again entry by entry, so only that
  * entry's caller sees the failure.
