@@ -264,13 +264,13 @@ describe('audit group commit (sqlite), the window under load (thirteenth round)'
     return { waits, statements: t.store.statements() - before };
   }
 
-  it('entries arriving one a millisecond share groups (12 in 4 groups; the code before wrote each alone: 12); one after a quiet spell still waits 1 ms', async () => {
+  it('entries arriving two a millisecond share groups (24 in 4 groups; the code before wrote two at a time: 12 groups); one after a quiet spell still waits 1 ms', async () => {
     vi.useFakeTimers({ toFake: ['setTimeout', 'clearTimeout', 'performance'] });
     const audit = new AuditService(t.store.db, t.store.dialect, { brokerId: 'b1' });
-    const { waits, statements } = await stream(audit, 12, 1);
-    expect(waits).toHaveLength(12);
+    const { waits, statements } = await stream(audit, 12, 2);
+    expect(waits).toHaveLength(24);
     // A group of starts is 5 statements (begin with the lock, head, insert, owners, commit): the first
-    // entry alone, then one group each BUSY_WINDOW_MS.
+    // millisecond's two, then one group each BUSY_WINDOW_MS.
     expect(statements).toBe(4 * 5);
     expect(Math.max(...waits)).toBeLessThanOrEqual(BUSY_WINDOW_MS);
     // Quiet: the next entry's group is written after GROUP_WINDOW_MS, as before.
@@ -281,7 +281,23 @@ describe('audit group commit (sqlite), the window under load (thirteenth round)'
     expect(done).toBe(true);
     await lone;
     vi.useRealTimers();
-    expect(await audit.verify()).toMatchObject({ ok: true, entries: 13 });
+    expect(await audit.verify()).toMatchObject({ ok: true, entries: 25 });
+  });
+
+  it('a caller writing one entry after another is not held by the busy window: each is written GROUP_WINDOW_MS after it arrives', async () => {
+    vi.useFakeTimers({ toFake: ['setTimeout', 'clearTimeout', 'performance'] });
+    const audit = new AuditService(t.store.db, t.store.dialect, { brokerId: 'b1' });
+    const before = t.store.statements();
+    for (let i = 0; i < 12; i++) {
+      let done = false;
+      const one = audit.recordRemoteStart(start(i)).then(() => (done = true));
+      await vi.advanceTimersByTimeAsync(GROUP_WINDOW_MS);
+      expect(done).toBe(true);
+      await one;
+    }
+    expect(t.store.statements() - before).toBe(12 * 5);
+    vi.useRealTimers();
+    expect(await audit.verify()).toMatchObject({ ok: true, entries: 12 });
   });
 
   it('hostile: a flood of entries never waits longer than BUSY_WINDOW_MS, and is written in at most one group each BUSY_WINDOW_MS (the code before: one each millisecond)', async () => {

@@ -57,13 +57,14 @@ const MAX_GROUP = 500;
  */
 export const GROUP_WINDOW_MS = 1;
 /**
- * Under load, the least time from one group's start to the next one's: an entry that arrives within
- * this of the previous group's start waits until then (at most this long), so that entries arriving
- * steadily share a group instead of each taking a 1 ms window of its own. Every group costs the same
- * whatever its size (the lock, the head's read, the commit and its pages: 9–13 pages on SQLite), and
- * under sessions opened and closed 32 at a time about 4 entries shared each at 1 ms. An entry after a
- * quiet spell still waits GROUP_WINDOW_MS only. (PostgreSQL's `commit_delay` applies likewise only
- * when other transactions are active.)
+ * Under load, the least time from one group's start to the next one's: after a group of several
+ * entries (others are arriving too), an entry that arrives within this of that group's start waits
+ * until then (at most this long), so that entries arriving together share a group instead of each few
+ * taking a 1 ms window of their own. Every group costs about the same whatever its size (the lock, the
+ * head's read, the commit and its pages: 9–13 pages on SQLite), and under sessions opened and closed
+ * 32 at a time about 4 entries shared each at 1 ms. After a group of one entry (a lone caller, or one
+ * writing one entry after another) the next waits GROUP_WINDOW_MS only, as before. (PostgreSQL's
+ * `commit_delay` applies likewise only when other transactions are active.)
  */
 export const BUSY_WINDOW_MS = 4;
 
@@ -187,8 +188,9 @@ export class AuditWriter {
   private queue: Queued[] = [];
   private readonly statements = new GroupStatements();
   private running?: Promise<void>;
-  /** When the last group began (performance.now()), for BUSY_WINDOW_MS. */
+  /** When the last group began (performance.now()), and how many entries were queued then: for BUSY_WINDOW_MS. */
   private lastGroupAt = Number.NEGATIVE_INFINITY;
+  private lastGroupSize = 0;
   /** Groups commit outside any transaction open where their entries were queued (see database.ts `ambient`). */
   private readonly detached = AsyncResource.bind((work: () => Promise<void>) => work());
 
@@ -202,9 +204,10 @@ export class AuditWriter {
     return new Promise((resolve, reject) => {
       this.queue.push({ ...append, resolve, reject });
       if (this.running) return;
-      // Started after the group's window (longer while groups follow each other: BUSY_WINDOW_MS):
-      // what else arrives meanwhile joins the group.
-      const wait = Math.max(GROUP_WINDOW_MS, Math.ceil(this.lastGroupAt + BUSY_WINDOW_MS - performance.now()));
+      // Started after the group's window (longer while groups of several follow each other:
+      // BUSY_WINDOW_MS): what else arrives meanwhile joins the group.
+      const busy = this.lastGroupSize > 1 ? Math.ceil(this.lastGroupAt + BUSY_WINDOW_MS - performance.now()) : 0;
+      const wait = Math.max(GROUP_WINDOW_MS, busy);
       this.running = new Promise<void>((done) => setTimeout(() => void this.detached(() => this.drain()).finally(done), wait));
     });
   }
@@ -216,6 +219,7 @@ export class AuditWriter {
 
   private async drain(): Promise<void> {
     this.lastGroupAt = performance.now();
+    this.lastGroupSize = this.queue.length;
     try {
       while (this.queue.length > 0) {
         const group = this.queue.splice(0, MAX_GROUP);
