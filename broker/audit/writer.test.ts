@@ -284,6 +284,25 @@ describe('audit group commit (sqlite), the window under load (thirteenth round)'
     expect(await audit.verify()).toMatchObject({ ok: true, entries: 25 });
   });
 
+  it('after a group of several, entries arriving one each 3 ms keep sharing groups until QUIET_AFTER_SINGLES groups of one in a row', async () => {
+    vi.useFakeTimers({ toFake: ['setTimeout', 'clearTimeout', 'performance'] });
+    const audit = new AuditService(t.store.db, t.store.dialect, { brokerId: 'b1' });
+    await stream(audit, 1, 2);
+    const before = t.store.statements();
+    const written: Promise<unknown>[] = [];
+    for (let i = 0; i < 24; i++) {
+      written.push(audit.recordRemoteStart(start(10 + i)));
+      await vi.advanceTimersByTimeAsync(3);
+    }
+    await vi.advanceTimersByTimeAsync(BUSY_WINDOW_MS);
+    await Promise.all(written);
+    // 24 entries in 19 groups: pairs share a group while the window is the busy one (each alone with a
+    // 1 ms window, as when the busy window ended at the first group of one: 24).
+    expect((t.store.statements() - before) / 5).toBe(19);
+    vi.useRealTimers();
+    expect(await audit.verify()).toMatchObject({ ok: true, entries: 26 });
+  });
+
   it('a caller writing one entry after another is not held by the busy window: each is written GROUP_WINDOW_MS after it arrives', async () => {
     vi.useFakeTimers({ toFake: ['setTimeout', 'clearTimeout', 'performance'] });
     const audit = new AuditService(t.store.db, t.store.dialect, { brokerId: 'b1' });

@@ -62,11 +62,14 @@ export const GROUP_WINDOW_MS = 1;
  * until then (at most this long), so that entries arriving together share a group instead of each few
  * taking a 1 ms window of their own. Every group costs about the same whatever its size (the lock, the
  * head's read, the commit and its pages: 9–13 pages on SQLite), and under sessions opened and closed
- * 32 at a time about 4 entries shared each at 1 ms. After a group of one entry (a lone caller, or one
- * writing one entry after another) the next waits GROUP_WINDOW_MS only, as before. (PostgreSQL's
- * `commit_delay` applies likewise only when other transactions are active.)
+ * 32 at a time about 4 entries shared each at 1 ms. Once QUIET_AFTER_SINGLES groups in a row held one
+ * entry each (a lone caller, or one writing one entry after another, from the start) the next waits
+ * GROUP_WINDOW_MS only, as before. (PostgreSQL's `commit_delay` applies likewise only when other
+ * transactions are active.)
  */
 export const BUSY_WINDOW_MS = 4;
+/** Groups of one entry in a row after which the writer counts as quiet again (GROUP_WINDOW_MS). */
+export const QUIET_AFTER_SINGLES = 8;
 
 /**
  * An entry's text as both databases can keep it: NUL (which PostgreSQL's text refuses) and lone
@@ -188,9 +191,9 @@ export class AuditWriter {
   private queue: Queued[] = [];
   private readonly statements = new GroupStatements();
   private running?: Promise<void>;
-  /** When the last group began (performance.now()), and how many entries were queued then: for BUSY_WINDOW_MS. */
+  /** When the last group began (performance.now()), and the groups of one entry in a row since one of several: for BUSY_WINDOW_MS. */
   private lastGroupAt = Number.NEGATIVE_INFINITY;
-  private lastGroupSize = 0;
+  private singles = QUIET_AFTER_SINGLES;
   /** Groups commit outside any transaction open where their entries were queued (see database.ts `ambient`). */
   private readonly detached = AsyncResource.bind((work: () => Promise<void>) => work());
 
@@ -206,7 +209,7 @@ export class AuditWriter {
       if (this.running) return;
       // Started after the group's window (longer while groups of several follow each other:
       // BUSY_WINDOW_MS): what else arrives meanwhile joins the group.
-      const busy = this.lastGroupSize > 1 ? Math.ceil(this.lastGroupAt + BUSY_WINDOW_MS - performance.now()) : 0;
+      const busy = this.singles < QUIET_AFTER_SINGLES ? Math.ceil(this.lastGroupAt + BUSY_WINDOW_MS - performance.now()) : 0;
       const wait = Math.max(GROUP_WINDOW_MS, busy);
       this.running = new Promise<void>((done) => setTimeout(() => void this.detached(() => this.drain()).finally(done), wait));
     });
@@ -219,7 +222,7 @@ export class AuditWriter {
 
   private async drain(): Promise<void> {
     this.lastGroupAt = performance.now();
-    this.lastGroupSize = this.queue.length;
+    this.singles = this.queue.length > 1 ? 0 : this.singles + 1;
     try {
       while (this.queue.length > 0) {
         const group = this.queue.splice(0, MAX_GROUP);
