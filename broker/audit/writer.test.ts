@@ -8,7 +8,7 @@ import pg from 'pg';
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
 import { dropSchema, openStore, type Store } from '../db/database.js';
 import { AuditService, type RemoteAuditStart } from './service.js';
-import { GroupStatements } from './writer.js';
+import { BUSY_WINDOW_MS, GROUP_WINDOW_MS, GroupStatements } from './writer.js';
 
 /** The local PostgreSQL of the tests (as test/support/broker.ts). */
 const PG_URL = process.env.TEST_DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/test';
@@ -239,6 +239,98 @@ describe.each(['sqlite', 'postgres'] as const)('audit group commit (%s)', (datab
     // What was queued but not committed is simply absent: the restart closes what was written.
     expect(await audit.closeOpenSessions('broker restarted')).toBeGreaterThanOrEqual(reported.length);
     expect((await audit.verify()).ok).toBe(true);
+  });
+});
+
+// The window's length in the loop's own time (fake timers): SQLite only, as PostgreSQL's client keeps timers of its own.
+describe('audit group commit (sqlite), the window under load (thirteenth round)', () => {
+  const t = freshStore('sqlite');
+  afterEach(() => void vi.useRealTimers());
+
+  /** Submits `perMs` starts every millisecond for `ms` milliseconds; answers each entry's wait (ms, the loop's time) and the statements sent. */
+  async function stream(audit: AuditService, ms: number, perMs: number): Promise<{ waits: number[]; statements: number }> {
+    const before = t.store.statements();
+    const waits: number[] = [];
+    const written: Promise<unknown>[] = [];
+    for (let i = 0; i < ms; i++) {
+      for (let k = 0; k < perMs; k++) {
+        const at = performance.now();
+        written.push(audit.recordRemoteStart(start(i * perMs + k)).then(() => waits.push(performance.now() - at)));
+      }
+      await vi.advanceTimersByTimeAsync(1);
+    }
+    await vi.advanceTimersByTimeAsync(BUSY_WINDOW_MS);
+    await Promise.all(written);
+    return { waits, statements: t.store.statements() - before };
+  }
+
+  it('entries arriving two a millisecond share groups (24 in 4 groups; the code before wrote two at a time: 12 groups); one after a quiet spell still waits 1 ms', async () => {
+    vi.useFakeTimers({ toFake: ['setTimeout', 'clearTimeout', 'performance'] });
+    const audit = new AuditService(t.store.db, t.store.dialect, { brokerId: 'b1' });
+    const { waits, statements } = await stream(audit, 12, 2);
+    expect(waits).toHaveLength(24);
+    // A group of starts is 5 statements (begin with the lock, head, insert, owners, commit): the first
+    // millisecond's two, then one group each BUSY_WINDOW_MS.
+    expect(statements).toBe(4 * 5);
+    expect(Math.max(...waits)).toBeLessThanOrEqual(BUSY_WINDOW_MS);
+    // Quiet: the next entry's group is written after GROUP_WINDOW_MS, as before.
+    await vi.advanceTimersByTimeAsync(100);
+    let done = false;
+    const lone = audit.recordRemoteStart(start(99)).then(() => (done = true));
+    await vi.advanceTimersByTimeAsync(GROUP_WINDOW_MS);
+    expect(done).toBe(true);
+    await lone;
+    vi.useRealTimers();
+    expect(await audit.verify()).toMatchObject({ ok: true, entries: 25 });
+  });
+
+  it('after a group of several, entries arriving one each 3 ms keep sharing groups until QUIET_AFTER_SINGLES groups of one in a row', async () => {
+    vi.useFakeTimers({ toFake: ['setTimeout', 'clearTimeout', 'performance'] });
+    const audit = new AuditService(t.store.db, t.store.dialect, { brokerId: 'b1' });
+    await stream(audit, 1, 2);
+    const before = t.store.statements();
+    const written: Promise<unknown>[] = [];
+    for (let i = 0; i < 24; i++) {
+      written.push(audit.recordRemoteStart(start(10 + i)));
+      await vi.advanceTimersByTimeAsync(3);
+    }
+    await vi.advanceTimersByTimeAsync(BUSY_WINDOW_MS);
+    await Promise.all(written);
+    // 24 entries in 19 groups: pairs share a group while the window is the busy one (each alone with a
+    // 1 ms window, as when the busy window ended at the first group of one: 24).
+    expect((t.store.statements() - before) / 5).toBe(19);
+    vi.useRealTimers();
+    expect(await audit.verify()).toMatchObject({ ok: true, entries: 26 });
+  });
+
+  it('a caller writing one entry after another is not held by the busy window: each is written GROUP_WINDOW_MS after it arrives', async () => {
+    vi.useFakeTimers({ toFake: ['setTimeout', 'clearTimeout', 'performance'] });
+    const audit = new AuditService(t.store.db, t.store.dialect, { brokerId: 'b1' });
+    const before = t.store.statements();
+    for (let i = 0; i < 12; i++) {
+      let done = false;
+      const one = audit.recordRemoteStart(start(i)).then(() => (done = true));
+      await vi.advanceTimersByTimeAsync(GROUP_WINDOW_MS);
+      expect(done).toBe(true);
+      await one;
+    }
+    expect(t.store.statements() - before).toBe(12 * 5);
+    vi.useRealTimers();
+    expect(await audit.verify()).toMatchObject({ ok: true, entries: 12 });
+  });
+
+  it('hostile: a flood of entries never waits longer than BUSY_WINDOW_MS, and is written in at most one group each BUSY_WINDOW_MS (the code before: one each millisecond)', async () => {
+    vi.useFakeTimers({ toFake: ['setTimeout', 'clearTimeout', 'performance'] });
+    const audit = new AuditService(t.store.db, t.store.dialect, { brokerId: 'b1' });
+    const { waits, statements } = await stream(audit, 200, 10);
+    expect(waits).toHaveLength(2000);
+    expect(Math.max(...waits)).toBeLessThanOrEqual(BUSY_WINDOW_MS);
+    // 2,000 entries in 200 ms: the first group, then one each 4 ms (the code before: 200 groups, 1,000 statements).
+    expect(statements).toBeLessThanOrEqual((1 + 200 / BUSY_WINDOW_MS) * 5);
+    vi.useRealTimers();
+    const owners = await t.store.db.selectFrom('remote_session_owners').select('audit_id').execute();
+    expect(owners).toHaveLength(2000);
+    expect(await audit.verify()).toMatchObject({ ok: true, entries: 2000 });
   });
 });
 
