@@ -12,6 +12,7 @@ import { benchConsole } from './console.js';
 import { benchCve } from './cve.js';
 import { benchHostile } from './hostile.js';
 import { benchMetrics } from './metrics.js';
+import { benchMux } from './mux.js';
 import { benchRelay } from './relay.js';
 import { benchShared } from './shared.js';
 import { benchScale } from './scale.js';
@@ -40,6 +41,7 @@ async function main(): Promise<void> {
     ['hostile', benchHostile],
     ['agent', benchAgent],
     ['agent-tunnel', benchAgentTunnel],
+    ['mux', benchMux],
     ['metrics', benchMetrics],
     ['cluster', benchCluster],
     ['config', benchConfig],
