@@ -97,6 +97,8 @@ describe('nothing else stops when the audit trail cannot grow', () => {
 });
 
 describe('retention: old entries go behind a checkpoint that verification starts from', () => {
+  // Runs the command-line tool three times (tsx loading the broker's code each time, synchronously):
+  // on a slow or busy machine that alone passed the 30 s default.
   it('deletes entries older than the cutoff, audit-verify passes, and a later edit is still found', async () => {
     const db = t.broker.services.store.db;
     for (let i = 0; i < 5; i += 1) await t.broker.services.audit.recordChange({ event: 'test.old', action: `old ${i}`, options: {}, ip: '127.0.0.1' });
@@ -137,7 +139,7 @@ describe('retention: old entries go behind a checkpoint that verification starts
     await db.deleteFrom('audit').where('id', '=', firstKept[0].id).execute();
     const cut = await t.api('GET', '/api/v2/audit/verify', { token: t.adminToken });
     expect(cut.body).toMatchObject({ ok: false, first_bad: { id: Number(firstKept[1].id) } });
-  });
+  }, 120_000);
 
   it('is off by default and read from AUDIT_RETENTION_DAYS', async () => {
     expect(t.broker.services.config.auditRetentionDays).toBe(0);

@@ -38,6 +38,8 @@ function run(cmd: string, args: string[], options: { input?: string; env?: Recor
     child.stdout.on('data', (d) => (stdout += d));
     child.stderr.on('data', (d) => (stderr += d));
     child.on('close', (code) => resolve({ code, stdout, stderr }));
+    // A command that exits before reading its input (a refused install) closes the pipe: EPIPE is no failure of ours.
+    child.stdin.on('error', () => {});
     child.stdin.end(options.input ?? '');
   });
 }

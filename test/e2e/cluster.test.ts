@@ -19,7 +19,11 @@ import { PG_URL, startTestBroker, type TestBroker } from '../support/broker.js';
 import { clusterEnv, spawnBroker } from '../support/cluster.js';
 import { connectRemote, sendThroughTunnel } from '../support/remote-ws.js';
 
-const HEARTBEAT_MS = 300;
+// A broker is gone after three beats unheard. At 300 ms a loaded CI machine (a PostgreSQL round trip
+// or an event loop late by a second) had B take A for gone for a moment, and a session opened through B
+// right then was refused as device_not_connected. Nothing here waits for an expiry but the killed
+// broker's, which allows ten beats.
+const HEARTBEAT_MS = 1000;
 const { schema, secret: SECRET, env: common } = clusterEnv(HEARTBEAT_MS);
 
 let a: TestBroker;
