@@ -1,5 +1,5 @@
 import { afterEach, describe, expect, it, vi } from 'vitest';
-import { BULK_READ_SIZE, FIRST_READ_SIZE, IDLE_TRIM_MS, ReadBuffers, ReadLease } from './read-buffers.js';
+import { BULK_READ_SIZE, FIRST_READ_SIZE, IDLE_TRIM_MS, ReadBuffers, ReadLease, SHARED_FIRST_READS, sharedFirstReads } from './read-buffers.js';
 
 describe('ReadBuffers', () => {
   it('start small, and move to bulk-size reads at the first read that fills one', () => {
@@ -85,5 +85,78 @@ describe('ReadBuffers', () => {
       expect(out).toContain(buffers.next());
       expect(vi.getTimerCount()).toBe(0);
     });
+  });
+});
+
+describe('first read buffers shared between sockets', () => {
+  afterEach(() => {
+    vi.useRealTimers();
+    sharedFirstReads.clear();
+  });
+
+  it('a closed socket’s buffer is the next socket’s first: sockets opened and closed one after another allocate one', () => {
+    sharedFirstReads.clear();
+    const allocUnsafeSlow = Buffer.allocUnsafeSlow;
+    let allocated = 0;
+    const spy = vi.spyOn(Buffer, 'allocUnsafeSlow').mockImplementation((n: number) => (allocated++, allocUnsafeSlow(n)));
+    try {
+      for (let i = 0; i < 100; i++) {
+        const buffers = new ReadBuffers();
+        expect(buffers.next().length).toBe(FIRST_READ_SIZE);
+        buffers.closed();
+      }
+    } finally {
+      spy.mockRestore();
+    }
+    // One buffer each before: 100.
+    expect(allocated).toBe(1);
+  });
+
+  it('never pools a buffer a read may still be in: only the one the socket held for its next read, and spares given back', () => {
+    sharedFirstReads.clear();
+    const buffers = new ReadBuffers();
+    const read = buffers.next();
+    buffers.read(100, read); // handed on: a write holds a view of it
+    const spare = buffers.next();
+    buffers.read(100, spare); // handed on too, and its write flushed: given back
+    const held = buffers.next(); // the socket's next read goes here
+    buffers.give(spare);
+    buffers.closed();
+    expect(sharedFirstReads.size).toBe(2);
+    // The first write is flushed after the close: its buffer is not pooled, nor kept by the closed socket.
+    buffers.give(read);
+    expect(sharedFirstReads.size).toBe(2);
+    expect(buffers.spares).toBe(0);
+    const next = [new ReadBuffers().next(), new ReadBuffers().next(), new ReadBuffers().next()];
+    expect(next).toContain(held);
+    expect(next).toContain(spare);
+    expect(next).not.toContain(read);
+  });
+
+  it('bulk buffers are not pooled: only first-size ones', () => {
+    sharedFirstReads.clear();
+    const buffers = new ReadBuffers();
+    const first = buffers.next();
+    buffers.read(FIRST_READ_SIZE, first); // filled: bulk reads from now on
+    expect(buffers.next().length).toBe(BULK_READ_SIZE);
+    buffers.closed();
+    expect(sharedFirstReads.size).toBe(0);
+  });
+
+  it('a flood of sockets opened then closed leaves at most SHARED_FIRST_READS pooled, and none once idle', () => {
+    vi.useFakeTimers();
+    sharedFirstReads.clear();
+    const sockets = Array.from({ length: 1000 }, () => new ReadBuffers());
+    for (const s of sockets) s.next();
+    for (const s of sockets) s.closed();
+    expect(sharedFirstReads.size).toBe(SHARED_FIRST_READS);
+    // Sockets still opening keep it.
+    vi.advanceTimersByTime(IDLE_TRIM_MS - 1);
+    new ReadBuffers().next();
+    vi.advanceTimersByTime(IDLE_TRIM_MS);
+    expect(sharedFirstReads.size).toBe(SHARED_FIRST_READS - 1);
+    // No socket took one for IDLE_TRIM_MS: none is kept.
+    vi.advanceTimersByTime(IDLE_TRIM_MS);
+    expect(sharedFirstReads.size).toBe(0);
   });
 });

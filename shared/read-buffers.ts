@@ -28,18 +28,91 @@ const READ_POOL = 4;
  */
 export const IDLE_TRIM_MS = 2000;
 
+/**
+ * First-size buffers left by sockets that closed (ReadBuffers `closed`), for the first reads of the
+ * next ones. Each tunnel the agent opens takes a 16 KiB buffer for its first read at connect, read
+ * into or not; opened and closed by the thousand, these were the agent's largest allocation per
+ * session, outside the JavaScript heap, and their growth is what started its mark-compact
+ * collections. At most SHARED_FIRST_READS are kept (1 MiB, whatever a peer opens and closes: no more than
+ * the tunnels that held them at once), and none once no socket took one for IDLE_TRIM_MS.
+ */
+export const SHARED_FIRST_READS = 64;
+
+class FirstReadPool {
+  private readonly free: Buffer[] = [];
+  private taken = 0;
+  private trimTimer?: NodeJS.Timeout;
+
+  /** Buffers kept now (for the tests). */
+  get size(): number {
+    return this.free.length;
+  }
+
+  take(): Buffer | undefined {
+    this.taken++;
+    return this.free.pop();
+  }
+
+  /** `buf` is no one's: no socket reads into it and no write holds a view of it. */
+  put(buf: Buffer): void {
+    if (buf.length !== FIRST_READ_SIZE || this.free.length >= SHARED_FIRST_READS) return;
+    this.free.push(buf);
+    this.trimWhenIdle();
+  }
+
+  /** Drops every buffer kept (for the tests). */
+  clear(): void {
+    this.free.length = 0;
+    clearTimeout(this.trimTimer);
+    this.trimTimer = undefined;
+  }
+
+  private trimWhenIdle(): void {
+    if (this.trimTimer) return;
+    const seen = this.taken;
+    this.trimTimer = setTimeout(() => {
+      this.trimTimer = undefined;
+      if (this.taken === seen) this.free.length = 0;
+      else if (this.free.length > 0) this.trimWhenIdle();
+    }, IDLE_TRIM_MS);
+    this.trimTimer.unref();
+  }
+}
+
+/** The process's pool of first read buffers (see FirstReadPool). */
+export const sharedFirstReads = new FirstReadPool();
+
 export class ReadBuffers {
   private readonly free: Buffer[] = [];
   private size = FIRST_READ_SIZE;
   /** Buffers handed out so far: a read calls `next` for the buffer of the one after it. */
   private handedOut = 0;
   private trimTimer?: NodeJS.Timeout;
+  /** The buffer last handed out: the one the socket reads into next. */
+  private current?: Buffer;
+  private done = false;
 
   /** The buffer of the next read (the `onread` option's `buffer`). */
   readonly next = (): Buffer => {
     this.handedOut++;
-    return this.free.pop() ?? Buffer.allocUnsafeSlow(this.size);
+    const buf = this.free.pop() ?? (this.size === FIRST_READ_SIZE ? sharedFirstReads.take() : undefined) ?? Buffer.allocUnsafeSlow(this.size);
+    this.current = buf;
+    return buf;
   };
+
+  /**
+   * The socket closed (its 'close' event: its handle reads no more): the buffer it held for its next
+   * read, and the spares, go to the process's pool of first read buffers if of that size. A buffer
+   * given back after this (a write flushed late) is left to the garbage collector.
+   */
+  closed(): void {
+    if (this.done) return;
+    this.done = true;
+    if (this.current) sharedFirstReads.put(this.current);
+    for (const buf of this.free) sharedFirstReads.put(buf);
+    this.current = undefined;
+    this.free.length = 0;
+  }
 
   /** Buffers kept for reuse now (for the tests). */
   get spares(): number {
@@ -55,6 +128,7 @@ export class ReadBuffers {
 
   /** `buf` may be read into again (a small buffer after the move to bulk reads is dropped). */
   give(buf: Buffer): void {
+    if (this.done) return;
     if (buf.length === this.size && this.free.length < READ_POOL) this.free.push(buf);
     if (this.free.length > 1) this.trimWhenIdle();
   }

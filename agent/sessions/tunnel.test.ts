@@ -3,7 +3,7 @@ import net from 'node:net';
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import { Channel, DEFAULT_WINDOW, type ChannelHost } from '../../shared/mux-channel.js';
 import type { TunnelParams } from '../../shared/protocol.js';
-import { BULK_READ_SIZE, FIRST_READ_SIZE } from '../../shared/read-buffers.js';
+import { BULK_READ_SIZE, FIRST_READ_SIZE, SHARED_FIRST_READS, sharedFirstReads } from '../../shared/read-buffers.js';
 import { muxPair } from '../../test/support/mux-pair.js';
 import { openTcpTunnel } from './tunnel.js';
 
@@ -108,6 +108,7 @@ describe('TCP tunnel read buffers', () => {
     cleanup.push(t.close);
     const { channel, frames, pump } = testChannel();
     cleanup.push(() => channel.destroy());
+    sharedFirstReads.clear(); // this tunnel allocates its own
     const allocated: number[] = [];
     const allocUnsafeSlow = Buffer.allocUnsafeSlow;
     const spy = vi.spyOn(Buffer, 'allocUnsafeSlow').mockImplementation((n: number) => (allocated.push(n), allocUnsafeSlow(n)));
@@ -120,6 +121,68 @@ describe('TCP tunnel read buffers', () => {
     expect(Buffer.concat(frames).toString()).toBe('HTTP/1.1 204 No Content\r\n\r\n');
     expect(allocated.length).toBeGreaterThan(0);
     expect(Math.max(...allocated)).toBe(FIRST_READ_SIZE);
+  });
+});
+
+describe('TCP tunnel first read buffers, tunnel after tunnel', () => {
+  /** Opens `n` tunnels to `port`, `together` at a time, each closed by the broker once open; resolves when every target socket closed. */
+  async function openAndClose(port: number, n: number, together: number, closedOnAgent: () => number) {
+    const p = await muxPair((channel) => openTcpTunnel(channel, channel.params as TunnelParams, ctx), DEFAULT_WINDOW, true);
+    cleanup.push(p.close);
+    for (let done = 0; done < n; done += together) {
+      const opened = await Promise.all(Array.from({ length: together }, () => p.broker.open('tunnel', { proto: 'tcp', port, dst: '127.0.0.1' })));
+      for (const { channel } of opened) channel.destroy();
+      await vi.waitFor(() => expect(closedOnAgent()).toBe(done + together));
+    }
+  }
+
+  it('tunnels opened and closed without a byte allocate a first read buffer for the first group only', async () => {
+    let closed = 0;
+    const t = await target((socket) => socket.on('close', () => closed++));
+    cleanup.push(t.close);
+    sharedFirstReads.clear();
+    const allocUnsafeSlow = Buffer.allocUnsafeSlow;
+    let allocated = 0;
+    const spy = vi.spyOn(Buffer, 'allocUnsafeSlow').mockImplementation((n: number) => (n === FIRST_READ_SIZE && allocated++, allocUnsafeSlow(n)));
+    cleanup.push(() => spy.mockRestore());
+    await openAndClose(t.port, 64, 8, () => closed);
+    // One each before (64): now the first group's eight, reused by every group after.
+    expect(allocated).toBeLessThanOrEqual(8 + 1);
+  });
+
+  it('a tunnel’s first read buffer, used by an earlier tunnel, carries none of its bytes', async () => {
+    sharedFirstReads.clear();
+    const secret = Buffer.alloc(FIRST_READ_SIZE - 1, 's');
+    const first = await target((socket) => socket.end(secret));
+    cleanup.push(first.close);
+    const a = testChannel();
+    const aEnded = new Promise<void>((resolve) => a.channel.once('finish', resolve));
+    await openTcpTunnel(a.channel, { proto: 'tcp', port: first.port, dst: '127.0.0.1' }, ctx);
+    const aTimer = setInterval(a.pump, 1);
+    cleanup.push(() => clearInterval(aTimer));
+    await aEnded;
+    a.channel.destroy();
+    await vi.waitFor(() => expect(sharedFirstReads.size).toBeGreaterThan(0));
+    const second = await target((socket) => socket.end('ok'));
+    cleanup.push(second.close);
+    const b = testChannel();
+    cleanup.push(() => b.channel.destroy());
+    const bEnded = new Promise<void>((resolve) => b.channel.once('finish', resolve));
+    await openTcpTunnel(b.channel, { proto: 'tcp', port: second.port, dst: '127.0.0.1' }, ctx);
+    const bTimer = setInterval(b.pump, 1);
+    cleanup.push(() => clearInterval(bTimer));
+    await bEnded;
+    expect(Buffer.concat(a.frames).equals(secret)).toBe(true);
+    expect(Buffer.concat(b.frames).toString()).toBe('ok');
+  });
+
+  it('a flood of tunnels opened at once then closed leaves at most SHARED_FIRST_READS buffers pooled', async () => {
+    let closed = 0;
+    const t = await target((socket) => socket.on('close', () => closed++));
+    cleanup.push(t.close);
+    sharedFirstReads.clear();
+    await openAndClose(t.port, 200, 200, () => closed);
+    await vi.waitFor(() => expect(sharedFirstReads.size).toBe(SHARED_FIRST_READS));
   });
 });
 
