@@ -4,6 +4,9 @@
  * This broker's own rows are written here (registration, heartbeat, presence of its agents in
  * order per device); the others' are read, and heard of through their presence events. Liveness
  * never compares two machines' clocks: a broker is alive while its heartbeat value keeps changing.
+ * It is judged from reads only: a broker is gone once a read taken the expiry or more after its
+ * heartbeat last changed finds it unchanged. A broker whose own reads are late (a slow tick on a
+ * loaded machine, a database answering slowly) never takes a healthy peer for gone for that.
  */
 import type { EventEmitter } from 'node:events';
 import type { Logger } from 'pino';
@@ -16,6 +19,8 @@ interface KnownBroker {
   heartbeat: number;
   /** when (on this broker's clock) that value was first read: liveness never compares two machines' clocks */
   changedAt: number;
+  /** when (on this broker's clock) its row was last read */
+  readAt: number;
 }
 
 /** What membership uses: the database, this broker's identity, and where it reports. */
@@ -76,8 +81,9 @@ export class Membership {
     return rows.map((r) => r.broker_id);
   }
 
+  /** Alive unless the last read, the expiry or more after the heartbeat last changed, found it unchanged. */
   private alive(broker: KnownBroker): boolean {
-    return Date.now() - broker.changedAt < this.deps.expiryMs;
+    return broker.readAt - broker.changedAt < this.deps.expiryMs;
   }
 
   // ---- this broker's rows --------------------------------------------------------------------------
@@ -189,6 +195,8 @@ export class Membership {
   }
 
   async loadBrokers(): Promise<void> {
+    // A read's values may date from when it was sent: judged as of then (a slow answer does not age them).
+    const sentAt = Date.now();
     const rows = await this.deps.db.selectFrom('cluster_brokers').selectAll().execute();
     const now = Date.now();
     const present = new Set<string>();
@@ -198,11 +206,14 @@ export class Membership {
       const known = this.brokers.get(row.broker_id);
       if (!known) {
         // First sight: its own clock says how fresh it is (clocks are assumed roughly in sync, as for TLS).
-        this.brokers.set(row.broker_id, { url: row.peer_url, heartbeat, changedAt: Math.min(now, heartbeat) });
-      } else if (known.heartbeat !== heartbeat) {
-        known.heartbeat = heartbeat;
-        known.changedAt = now;
-        known.url = row.peer_url;
+        this.brokers.set(row.broker_id, { url: row.peer_url, heartbeat, changedAt: Math.min(now, heartbeat), readAt: sentAt });
+      } else {
+        known.readAt = sentAt;
+        if (known.heartbeat !== heartbeat) {
+          known.heartbeat = heartbeat;
+          known.changedAt = now;
+          known.url = row.peer_url;
+        }
       }
     }
     for (const id of [...this.brokers.keys()]) if (!present.has(id)) this.forgetBroker(id, 'left the cluster');

@@ -56,7 +56,7 @@ describe('CVE', () => {
     await expect.poll(() => rows.count()).toBe(3);
     expect(await rows.first().textContent()).toContain('CVE-2024-6387');
     expect(await rows.first().textContent()).toContain('high 8.1');
-    expect(await page.getByTestId('cve-count-high').textContent()).toBe('2');
+    await expect.poll(() => page.getByTestId('cve-count-high').textContent()).toBe('2');
     await screenshot(page, 'cve-list');
 
     await rows.first().getByRole('link', { name: 'CVE-2024-6387' }).click();
@@ -89,7 +89,8 @@ describe('CVE', () => {
       .setInputFiles({ name: 'feed.json', mimeType: 'application/json', buffer: Buffer.from(JSON.stringify(feed)) });
     await page.getByText('Imported 1 advisories').waitFor();
     await expect.poll(() => page.getByTestId('cve-row').count()).toBe(4);
-    expect(await page.getByTestId('cve-count-critical').textContent()).toBe('1');
+    // The counts load beside the list, not with it: wait for them too.
+    await expect.poll(() => page.getByTestId('cve-count-critical').textContent()).toBe('1');
     // A malformed file: the broker's message, nothing imported.
     await page.getByLabel('Import feed (OSV JSON)').setInputFiles({ name: 'bad.json', mimeType: 'application/json', buffer: Buffer.from('{"id": ') });
     await page.getByText('The feed was not imported').waitFor();
