@@ -38,10 +38,39 @@ export const IDLE_TRIM_MS = 2000;
  */
 export const SHARED_FIRST_READS = 64;
 
-class FirstReadPool {
+/**
+ * Buffers kept for reuse and dropped once idle: `trimWhenIdle` runs `trimIdle` once `uses` has not
+ * moved for IDLE_TRIM_MS (one timer at a time, not holding the process), and looks again while
+ * `worthTrimming` says there is something to drop. A base class, not a helper object: one per socket,
+ * and a tunnel opened and closed by the thousand allocates nothing more for it.
+ */
+abstract class IdleTrimmed {
+  private trimTimer?: NodeJS.Timeout;
+  /** A count that moves with every use of the buffers. */
+  protected abstract uses(): number;
+  protected abstract trimIdle(): void;
+  protected abstract worthTrimming(): boolean;
+
+  protected trimWhenIdle(): void {
+    if (this.trimTimer) return;
+    const seen = this.uses();
+    this.trimTimer = setTimeout(() => {
+      this.trimTimer = undefined;
+      if (this.uses() === seen) this.trimIdle();
+      else if (this.worthTrimming()) this.trimWhenIdle();
+    }, IDLE_TRIM_MS);
+    this.trimTimer.unref();
+  }
+
+  protected cancelTrim(): void {
+    clearTimeout(this.trimTimer);
+    this.trimTimer = undefined;
+  }
+}
+
+class FirstReadPool extends IdleTrimmed {
   private readonly free: Buffer[] = [];
   private taken = 0;
-  private trimTimer?: NodeJS.Timeout;
 
   /** Buffers kept now (for the tests). */
   get size(): number {
@@ -63,31 +92,31 @@ class FirstReadPool {
   /** Drops every buffer kept (for the tests). */
   clear(): void {
     this.free.length = 0;
-    clearTimeout(this.trimTimer);
-    this.trimTimer = undefined;
+    this.cancelTrim();
   }
 
-  private trimWhenIdle(): void {
-    if (this.trimTimer) return;
-    const seen = this.taken;
-    this.trimTimer = setTimeout(() => {
-      this.trimTimer = undefined;
-      if (this.taken === seen) this.free.length = 0;
-      else if (this.free.length > 0) this.trimWhenIdle();
-    }, IDLE_TRIM_MS);
-    this.trimTimer.unref();
+  protected uses(): number {
+    return this.taken;
+  }
+
+  /** No socket took one for IDLE_TRIM_MS: none kept. */
+  protected trimIdle(): void {
+    this.free.length = 0;
+  }
+
+  protected worthTrimming(): boolean {
+    return this.free.length > 0;
   }
 }
 
 /** The process's pool of first read buffers (see FirstReadPool). */
 export const sharedFirstReads = new FirstReadPool();
 
-export class ReadBuffers {
+export class ReadBuffers extends IdleTrimmed {
   private readonly free: Buffer[] = [];
   private size = FIRST_READ_SIZE;
   /** Buffers handed out so far: a read calls `next` for the buffer of the one after it. */
   private handedOut = 0;
-  private trimTimer?: NodeJS.Timeout;
   /** The buffer last handed out: the one the socket reads into next. */
   private current?: Buffer;
   private done = false;
@@ -133,16 +162,17 @@ export class ReadBuffers {
     if (this.free.length > 1) this.trimWhenIdle();
   }
 
-  /** Once no read came for IDLE_TRIM_MS, drops the spares but one (one timer at a time, not holding the process). */
-  private trimWhenIdle(): void {
-    if (this.trimTimer) return;
-    const seen = this.handedOut;
-    this.trimTimer = setTimeout(() => {
-      this.trimTimer = undefined;
-      if (this.handedOut === seen) this.free.length = Math.min(this.free.length, 1);
-      else if (this.free.length > 1) this.trimWhenIdle();
-    }, IDLE_TRIM_MS);
-    this.trimTimer.unref();
+  protected uses(): number {
+    return this.handedOut;
+  }
+
+  /** No read came for IDLE_TRIM_MS: the spares but one are dropped. */
+  protected trimIdle(): void {
+    this.free.length = Math.min(this.free.length, 1);
+  }
+
+  protected worthTrimming(): boolean {
+    return this.free.length > 1;
   }
 }
 
