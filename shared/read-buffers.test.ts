@@ -1,5 +1,6 @@
+import net, { type AddressInfo } from 'node:net';
 import { afterEach, describe, expect, it, vi } from 'vitest';
-import { BULK_READ_SIZE, FIRST_READ_SIZE, IDLE_TRIM_MS, ReadBuffers, ReadLease, SHARED_FIRST_READS, sharedFirstReads } from './read-buffers.js';
+import { BULK_READ_SIZE, FIRST_READ_SIZE, IDLE_TRIM_MS, LeasedReads, ReadBuffers, ReadLease, SHARED_FIRST_READS, sharedFirstReads } from './read-buffers.js';
 
 describe('ReadBuffers', () => {
   it('start small, and move to bulk-size reads at the first read that fills one', () => {
@@ -110,6 +111,58 @@ describe('first read buffers shared between sockets', () => {
     }
     // One buffer each before: 100.
     expect(allocated).toBe(1);
+  });
+
+  it('a socket moved to leased reads (a WebSocket’s) gives its buffers to the pool when it closes: sockets one after another allocate one', async () => {
+    // The far end sends a few bytes and closes: each socket reads them, then its end, then closes.
+    const listener = net.createServer((s) => s.end('hello'));
+    await new Promise<void>((resolve) => listener.listen(0, '127.0.0.1', resolve));
+    sharedFirstReads.clear();
+    const allocUnsafeSlow = Buffer.allocUnsafeSlow;
+    let allocated = 0;
+    const spy = vi.spyOn(Buffer, 'allocUnsafeSlow').mockImplementation((n: number) => (n === FIRST_READ_SIZE && allocated++, allocUnsafeSlow(n)));
+    try {
+      for (let i = 0; i < 20; i++) {
+        const socket = net.connect((listener.address() as AddressInfo).port, '127.0.0.1');
+        await new Promise((resolve) => socket.once('connect', resolve));
+        const reads = new LeasedReads(socket);
+        let got = '';
+        socket.on('data', (d: Buffer) => (got += d.toString()));
+        expect(reads.start()).toBe(true);
+        await new Promise((resolve) => socket.once('close', resolve));
+        expect(got).toBe('hello');
+      }
+    } finally {
+      spy.mockRestore();
+      listener.close();
+    }
+    // The first socket's one (read into, given back, held for its next read); none after. Twenty sockets allocated twenty before.
+    expect(allocated).toBe(1);
+    expect(sharedFirstReads.size).toBe(1);
+  });
+
+  it('a leased read whose view is still held when its socket closes is never pooled', async () => {
+    const listener = net.createServer((s) => s.end('hello'));
+    await new Promise<void>((resolve) => listener.listen(0, '127.0.0.1', resolve));
+    sharedFirstReads.clear();
+    try {
+      const socket = net.connect((listener.address() as AddressInfo).port, '127.0.0.1');
+      await new Promise((resolve) => socket.once('connect', resolve));
+      const reads = new LeasedReads(socket);
+      let view: Buffer | undefined;
+      let release: (() => void) | undefined;
+      // A write that has not flushed yet holds its view past the close.
+      socket.on('data', (d: Buffer) => ((view = d), (release = reads.hold())));
+      reads.start();
+      await new Promise((resolve) => socket.once('close', resolve));
+      expect(view?.toString()).toBe('hello');
+      expect(sharedFirstReads.size).toBe(1); // only the buffer held for the next read
+      release?.();
+      expect(sharedFirstReads.size).toBe(1);
+      expect(new ReadBuffers().next().buffer).not.toBe(view?.buffer);
+    } finally {
+      listener.close();
+    }
   });
 
   it('never pools a buffer a read may still be in: only the one the socket held for its next read, and spares given back', () => {

@@ -231,10 +231,18 @@ export class LeasedReads {
     return socket !== undefined && !(socket as { encrypted?: boolean }).encrypted;
   }
 
-  /** Moves the socket's reads into the buffers (see moveReadsIntoBuffers); false if it could not. */
+  /**
+   * Moves the socket's reads into the buffers (see moveReadsIntoBuffers); false if it could not.
+   * Once the socket closes, its first-size buffers go to the process's pool (ReadBuffers `closed`):
+   * the broker takes one for every user's session and every agent link, the CLI for every session.
+   */
   start(): boolean {
-    return moveReadsIntoBuffers(this.socket, this.buffers, this.onRead);
+    if (!moveReadsIntoBuffers(this.socket, this.buffers, this.onRead)) return false;
+    this.socket.once('close', this.closed);
+    return true;
   }
+
+  private readonly closed = (): void => this.buffers.closed();
 
   /** Within a 'data' listener: a release for a view of this read (undefined for Node's own reads). */
   hold(): ((error?: unknown) => void) | undefined {

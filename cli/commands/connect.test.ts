@@ -5,7 +5,7 @@ import { PassThrough } from 'node:stream';
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import WebSocket, { WebSocketServer } from 'ws';
 import { tcpPair } from '../../test/support/tcp-pair.js';
-import { BULK_READ_SIZE, FIRST_READ_SIZE } from '../../shared/read-buffers.js';
+import { BULK_READ_SIZE, FIRST_READ_SIZE, sharedFirstReads } from '../../shared/read-buffers.js';
 import { RemoteSession } from '../remote.js';
 import { bridge, listenTcp, type BridgedSession } from './connect.js';
 
@@ -116,6 +116,7 @@ describe('fleet connect reading a local connection', () => {
 
   it('reads a connection that carries little into small buffers only', async () => {
     const broker = await fakeBroker();
+    sharedFirstReads.clear(); // this connection allocates its own
     const allocated: number[] = [];
     const allocUnsafeSlow = Buffer.allocUnsafeSlow;
     const spy = vi.spyOn(Buffer, 'allocUnsafeSlow').mockImplementation((n: number) => (allocated.push(n), allocUnsafeSlow(n)));
@@ -130,6 +131,41 @@ describe('fleet connect reading a local connection', () => {
     expect(Buffer.concat(broker.frames).toString()).toBe('GET / HTTP/1.1\r\nHost: d1\r\n\r\n');
     expect(allocated).toContain(FIRST_READ_SIZE);
     expect(allocated).not.toContain(BULK_READ_SIZE);
+  });
+
+  it('local connections opened and closed one after another allocate a first read buffer for the first only', async () => {
+    const broker = await fakeBroker();
+    sharedFirstReads.clear();
+    const allocUnsafeSlow = Buffer.allocUnsafeSlow;
+    let allocated = 0;
+    const spy = vi.spyOn(Buffer, 'allocUnsafeSlow').mockImplementation((n: number) => (n === FIRST_READ_SIZE && allocated++, allocUnsafeSlow(n)));
+    try {
+      // Every tunnel opens (the fake broker answers only its first session otherwise).
+      let received = 0;
+      broker.wss.on('connection', (ws) => {
+        // The far end answers the first bytes by closing: the tunnel ends, and with it the local connection.
+        ws.on('message', (_data, binary) => binary && (received++, ws.close()));
+        ws.send(JSON.stringify({ type: 'ready' }));
+      });
+      const local = await connectThrough(broker);
+      await new Promise((r) => local.once('connect', r));
+      await broker.session;
+      let afterFirst = 0;
+      for (let i = 0; i < 10; i++) {
+        const next = net.connect(local.remotePort!, '127.0.0.1');
+        await new Promise((r) => next.once('connect', r));
+        next.write('x');
+        await until(() => received > i);
+        next.destroy();
+        // Its buffers (and its tunnel's WebSocket's) are back in the pool once the accepted side closes.
+        await untilStill(() => sharedFirstReads.size);
+        if (i === 0) afterFirst = allocated;
+      }
+      // The first of the ten allocated its own (the first connection still holds one); the others took them from the pool.
+      expect(allocated).toBe(afterFirst);
+    } finally {
+      spy.mockRestore();
+    }
   });
 
   it('stops reading the local connection while the broker does not read, and loses nothing', async () => {

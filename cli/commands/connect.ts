@@ -177,6 +177,8 @@ export function listenTcp(client: Pick<ApiClient, 'url' | 'token'>, deviceId: st
     const socket = reading ?? accepted;
     socket.setNoDelay(true);
     socket.on('error', () => {});
+    // Its first read buffer goes to the next local connection (a browser through the tunnel opens many).
+    socket.on('close', () => buffers.closed());
     openTunnel(client, deviceId, f).then(
       (opened) => {
         send = bridge(
