@@ -91,6 +91,35 @@ describe('the other brokers’ liveness', () => {
     expect(members.liveBrokers()).toEqual(['me', 'other', 'fresh']);
   });
 
+  it('a gone broker’s presence rows are all removed, one written after its last heartbeat included; taken for gone wrongly, it writes them again', async () => {
+    // Its agent connected after its last heartbeat, then it stopped.
+    vi.setSystemTime(1_000_000 + 900);
+    await store.db
+      .insertInto('agent_presence')
+      .values({ device_id: 'dev-1', broker_id: 'other', connected_at: new Date().toISOString(), seen_at: Date.now() })
+      .execute();
+    vi.setSystemTime(1_000_000 + EXPIRY);
+    await members.loadBrokers();
+    expect(members.silent().map((b) => b.id)).toEqual(['other']);
+    await members.removePresenceOf('other');
+    expect(await store.db.selectFrom('agent_presence').selectAll().execute()).toEqual([]);
+    // Had it only paused, its next heartbeat's presence refresh writes the row again.
+    const other = new Membership({
+      db: store.db,
+      log: pino({ level: 'silent' }),
+      me: 'other',
+      expiryMs: EXPIRY,
+      isClosing: () => false,
+      presence: new EventEmitter(),
+      publish: async () => {},
+      dropLink: () => {},
+    });
+    await other.refreshPresence(['dev-1']);
+    await vi.waitFor(async () =>
+      expect(await store.db.selectFrom('agent_presence').select(['device_id', 'broker_id']).execute()).toEqual([{ device_id: 'dev-1', broker_id: 'other' }]),
+    );
+  });
+
   it('a row removed by the others: forgotten at the next read, its agents and link with it', async () => {
     await store.db.deleteFrom('cluster_brokers').where('broker_id', '=', 'other').execute();
     await members.loadBrokers();

@@ -235,13 +235,14 @@ export class Membership {
     return [...this.brokers].filter(([id, broker]) => id !== this.deps.me && !this.alive(broker)).map(([id, broker]) => ({ id, heartbeat: broker.heartbeat }));
   }
 
-  /** A broker taken for gone: its presence rows not refreshed since the expiry are removed. */
+  /**
+   * A broker taken for gone: its presence rows are removed, all of them. Not only those unrefreshed
+   * for the expiry: an agent that connected to it just before it stopped has a row as fresh as that
+   * (written after its last heartbeat), which would otherwise be left for good. A broker taken for
+   * gone wrongly (a long pause) writes its rows again at its next heartbeat (refreshPresence).
+   */
   async removePresenceOf(id: string): Promise<void> {
-    await this.deps.db
-      .deleteFrom('agent_presence')
-      .where('broker_id', '=', id)
-      .where('seen_at', '<=', Date.now() - this.deps.expiryMs)
-      .execute();
+    await this.deps.db.deleteFrom('agent_presence').where('broker_id', '=', id).execute();
   }
 
   /** The registration of a gone broker, removed if its heartbeat is still the one last read. */
