@@ -14,6 +14,19 @@ let store: Store;
 let members: Membership;
 let dropped: string[];
 
+/** The membership of broker `me` on the test's database. */
+const membership = (me: string, dropLink: (peer: string) => void = () => {}) =>
+  new Membership({
+    db: store.db,
+    log: pino({ level: 'silent' }),
+    me,
+    expiryMs: EXPIRY,
+    isClosing: () => false,
+    presence: new EventEmitter(),
+    publish: async () => {},
+    dropLink,
+  });
+
 /** The other broker's heartbeat, as it would write it. */
 const beat = (at: number) => store.db.updateTable('cluster_brokers').set({ heartbeat_at: at }).where('broker_id', '=', 'other').execute();
 
@@ -22,16 +35,7 @@ beforeEach(async () => {
   vi.setSystemTime(1_000_000);
   store = await openStore('sqlite::memory:');
   dropped = [];
-  members = new Membership({
-    db: store.db,
-    log: pino({ level: 'silent' }),
-    me: 'me',
-    expiryMs: EXPIRY,
-    isClosing: () => false,
-    presence: new EventEmitter(),
-    publish: async () => {},
-    dropLink: (peer) => dropped.push(peer),
-  });
+  members = membership('me', (peer) => dropped.push(peer));
   await store.db
     .insertInto('cluster_brokers')
     .values({ broker_id: 'other', peer_url: 'ws://other', started_at: new Date().toISOString(), heartbeat_at: Date.now() })
@@ -104,16 +108,7 @@ describe('the other brokers’ liveness', () => {
     await members.removePresenceOf('other');
     expect(await store.db.selectFrom('agent_presence').selectAll().execute()).toEqual([]);
     // Had it only paused, its next heartbeat's presence refresh writes the row again.
-    const other = new Membership({
-      db: store.db,
-      log: pino({ level: 'silent' }),
-      me: 'other',
-      expiryMs: EXPIRY,
-      isClosing: () => false,
-      presence: new EventEmitter(),
-      publish: async () => {},
-      dropLink: () => {},
-    });
+    const other = membership('other');
     await other.refreshPresence(['dev-1']);
     await vi.waitFor(async () =>
       expect(await store.db.selectFrom('agent_presence').select(['device_id', 'broker_id']).execute()).toEqual([{ device_id: 'dev-1', broker_id: 'other' }]),
