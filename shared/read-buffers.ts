@@ -234,7 +234,7 @@ export class LeasedReads {
   /**
    * Moves the socket's reads into the buffers (see moveReadsIntoBuffers); false if it could not.
    * Once the socket closes, its first-size buffers go to the process's pool (ReadBuffers `closed`):
-   * the broker takes one for every user's session and every agent link, the CLI for every session.
+   * the broker takes one for every user's session, the CLI for every session.
    */
   start(): boolean {
     if (!moveReadsIntoBuffers(this.socket, this.buffers, this.onRead)) return false;
