@@ -22,6 +22,7 @@ const api = ['test/api/**/*.test.ts', 'test/compat/**/*.test.ts'];
 const isolatedUnit = [
   'agent/sessions/console-unavailable.test.ts',
   'agent/sessions/copy-upload.test.ts',
+  'broker/audit/writer.test.ts',
   'broker/cluster/membership.test.ts',
   'broker/remote/recordings.test.ts',
   'broker/remote/sessions.test.ts',
