@@ -129,6 +129,11 @@ export class ReadBuffers extends IdleTrimmed {
     return buf;
   };
 
+  /** `socket` reads into these buffers: once it closes, they are `closed`. */
+  closeWith(socket: Pick<Socket, 'on'>): void {
+    socket.on('close', () => this.closed());
+  }
+
   /**
    * The socket closed (its 'close' event: its handle reads no more): the buffer it held for its next
    * read, and the spares, go to the process's pool of first read buffers if of that size. A buffer
@@ -238,11 +243,9 @@ export class LeasedReads {
    */
   start(): boolean {
     if (!moveReadsIntoBuffers(this.socket, this.buffers, this.onRead)) return false;
-    this.socket.once('close', this.closed);
+    this.buffers.closeWith(this.socket);
     return true;
   }
-
-  private readonly closed = (): void => this.buffers.closed();
 
   /** Within a 'data' listener: a release for a view of this read (undefined for Node's own reads). */
   hold(): ((error?: unknown) => void) | undefined {

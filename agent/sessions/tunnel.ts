@@ -51,7 +51,7 @@ export async function openTcpTunnel(channel: Channel, params: TunnelParams, ctx:
     onread: { buffer: buffers.next, callback: fromTarget },
   });
   // Its handle reads no more: the buffer it held for its next read goes to the next tunnels' first reads.
-  socket.on('close', () => buffers.closed());
+  buffers.closeWith(socket);
   try {
     await new Promise<void>((resolve, reject) => {
       const timer = setTimeout(() => reject(new Error('timed out')), CONNECT_TIMEOUT_MS);

@@ -178,7 +178,7 @@ export function listenTcp(client: Pick<ApiClient, 'url' | 'token'>, deviceId: st
     socket.setNoDelay(true);
     socket.on('error', () => {});
     // Its first read buffer goes to the next local connection (a browser through the tunnel opens many).
-    socket.on('close', () => buffers.closed());
+    buffers.closeWith(socket);
     openTunnel(client, deviceId, f).then(
       (opened) => {
         send = bridge(
